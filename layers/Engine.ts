@@ -1,0 +1,73 @@
+/**
+ * The inference port: token ids in, token ids out. Implemented by the embedded engine (default) and by SGLang.
+ *
+ * **Details**
+ * Generated ids come back exactly as the engine produced them and are never re-tokenized. Interrupting the fiber
+ * that called `generate` aborts the request on the engine (no orphaned generation); an explicit `abort(rid)` makes
+ * the pending `generate` return what was produced so far with `finishReason.type === "abort"`.
+ */
+import { Context, Data, type Effect } from "effect"
+
+export interface SamplingParams {
+  readonly maxNewTokens: number
+  readonly temperature: number
+  readonly topP: number
+  /** `-1` (or 0) disables top-k, as in SGLang. */
+  readonly topK: number
+  readonly stop: ReadonlyArray<string>
+  readonly stopTokenIds: ReadonlyArray<number>
+  readonly seed?: number | undefined
+}
+
+export interface GenerateRequest {
+  readonly inputIds: ReadonlyArray<number>
+  readonly sampling: SamplingParams
+  /** Backend request id; fixed-length so SGLang's prefix matching on abort cannot hit another request. */
+  readonly rid: string
+  readonly returnLogprob: boolean
+  /** Encoded media for multimodal prompts (SGLang `image_data`). */
+  readonly imageData?: ReadonlyArray<string> | undefined
+  /** Session id, for session-sticky routing to one worker. */
+  readonly sessionId?: string | undefined
+}
+
+export type FinishReason =
+  | { readonly type: "stop"; readonly matched?: number | string | undefined }
+  | { readonly type: "length"; readonly length?: number | undefined }
+  | { readonly type: "abort"; readonly message?: string | undefined }
+
+export interface GenerateResult {
+  readonly outputIds: ReadonlyArray<number>
+  /** One logprob per output id (empty when `returnLogprob` was false). */
+  readonly logprobs: ReadonlyArray<number>
+  readonly finishReason: FinishReason
+  readonly promptTokens: number
+  readonly cachedTokens: number
+  readonly weightVersion: string
+}
+
+/** The prompt plus the requested tokens exceed the engine's context window (the gateway answers 400). */
+export class ContextLengthError extends Data.TaggedError("ContextLengthError")<{
+  readonly message: string
+}> {}
+
+/** The engine could not be reached or failed; `retryable` says whether another attempt may succeed. */
+export class EngineError extends Data.TaggedError("EngineError")<{
+  readonly message: string
+  readonly url?: string | undefined
+  readonly status?: number | undefined
+  readonly retryable: boolean
+}> {}
+
+export interface EngineShape {
+  readonly generate: (request: GenerateRequest) => Effect.Effect<GenerateResult, ContextLengthError | EngineError>
+  /** Ask the engine to stop `rid`; its pending `generate` returns the partial output with an abort finish reason. */
+  readonly abort: (rid: string) => Effect.Effect<void>
+  /** The weight version new generations will report. */
+  readonly weightVersion: Effect.Effect<string>
+  /** Advance the weight version (embedded: in-process; SGLang: `/update_weight_version`). */
+  readonly updateWeights: (version?: string) => Effect.Effect<string, EngineError>
+  readonly health: Effect.Effect<void, EngineError>
+}
+
+export class Engine extends Context.Service<Engine, EngineShape>()("relax-agentic/Engine") {}

