@@ -7,6 +7,7 @@
  * the pending `generate` return what was produced so far with `finishReason.type === "abort"`.
  */
 import { Context, Data, type Effect } from "effect"
+import type * as Canonical from "../src/protocol/canonical.ts"
 
 export interface SamplingParams {
   readonly maxNewTokens: number
@@ -29,6 +30,23 @@ export interface GenerateRequest {
   readonly imageData?: ReadonlyArray<string> | undefined
   /** Session id, for session-sticky routing to one worker. */
   readonly sessionId?: string | undefined
+  /**
+   * The conversation behind `inputIds`, for engines that script their output from it (the embedded engine's
+   * `--embedded-policy`); SGLang ignores it.
+   */
+  readonly conversation?: PolicyRequest | undefined
+}
+
+/** What an embedded policy sees: `(request) => string | Promise<string>` (design.md, module hooks). */
+export interface PolicyRequest {
+  readonly sessionId: string
+  /** 0-based index of this model request within the Session. */
+  readonly turn: number
+  readonly messages: ReadonlyArray<Canonical.Message>
+  readonly tools: ReadonlyArray<Canonical.Tool>
+  readonly chatTemplateKwargs: Canonical.TemplateKwargs
+  /** The rendered prompt text (chat template with the generation prompt). */
+  readonly promptText: string
 }
 
 export type FinishReason =

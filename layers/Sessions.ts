@@ -1,0 +1,115 @@
+/**
+ * The registry of live Sessions, shared by the gateway (which authenticates every request by session id) and the
+ * scheduler (which registers Sessions and decides when their Group holds a Runtime lease).
+ *
+ * **Details**
+ * Session ids are 128-bit random hex strings; they double as the agent's API key. Lookups go through the SHA-256 of the
+ * presented token, so the time a lookup takes does not depend on how much of a guessed id matches a real one.
+ * A closed Session stays known as closed (404 "finished") instead of disappearing, so a late request gets a clear answer.
+ */
+import { Context, Data, Effect, Layer } from "effect"
+import { createHash, randomBytes } from "node:crypto"
+import type { SamplingParams } from "./Engine.ts"
+
+export type RolloutMode = "train" | "eval"
+
+/** Counters the generation core keeps per Session, read by telemetry and debug dumps. */
+export interface SessionCounters {
+  requests: number
+  generations: number
+  aborts: number
+  parserFailures: number
+  droppedToolCalls: number
+  toleratedMatches: number
+}
+
+export interface SessionEntry {
+  readonly sessionId: string
+  readonly groupId: string
+  readonly mode: RolloutMode
+  /** Sampling from the rollout configuration (request temperature/top_p are ignored). */
+  readonly sampling: SamplingParams
+  /** Training-lineage token limit (`--rollout-max-context-len` / eval's); undefined = unlimited. */
+  readonly maxContextLen: number | undefined
+  /** The rollout step this Session's generations are recorded under. */
+  readonly rolloutId: () => number
+  /**
+   * Called by the generation core on every model request before generating: the first call counts toward the Group's
+   * first-request barrier; the effect completes once the Group holds its Runtime lease (at once when unscheduled).
+   */
+  readonly awaitLease: Effect.Effect<void, SessionClosedError>
+  readonly counters: SessionCounters
+}
+
+export class UnknownSessionError extends Data.TaggedError("UnknownSessionError")<{}> {
+  override get message() {
+    return "Unknown session. Use RELAX_SESSION_ID as the API key (Authorization: Bearer <RELAX_SESSION_ID>)."
+  }
+}
+
+export class SessionClosedError extends Data.TaggedError("SessionClosedError")<{ readonly sessionId: string }> {
+  override get message() {
+    return `Session ${this.sessionId} has finished; it accepts no more model requests.`
+  }
+}
+
+export interface SessionsShape {
+  /** A fresh 128-bit random session id (32 hex characters). */
+  readonly newSessionId: Effect.Effect<string>
+  readonly register: (entry: SessionEntry) => Effect.Effect<void>
+  /** The live Session for a presented API key. */
+  readonly lookup: (token: string) => Effect.Effect<SessionEntry, UnknownSessionError | SessionClosedError>
+  /** Mark the Session finished: later requests get `SessionClosedError`. */
+  readonly close: (sessionId: string) => Effect.Effect<void>
+  /** Forget a finished Session entirely (after its results are exported). */
+  readonly remove: (sessionId: string) => Effect.Effect<void>
+}
+
+const digest = (token: string): string => createHash("sha256").update(token, "utf8").digest("hex")
+
+export const emptyCounters = (): SessionCounters => ({
+  requests: 0,
+  generations: 0,
+  aborts: 0,
+  parserFailures: 0,
+  droppedToolCalls: 0,
+  toleratedMatches: 0
+})
+
+export const make: Effect.Effect<SessionsShape> = Effect.sync(() => {
+  const live = new Map<string, SessionEntry>()
+  const closed = new Set<string>()
+  return {
+    newSessionId: Effect.sync(() => randomBytes(16).toString("hex")),
+    register: (entry) =>
+      Effect.sync(() => {
+        const key = digest(entry.sessionId)
+        closed.delete(key)
+        live.set(key, entry)
+      }),
+    lookup: (token) =>
+      Effect.suspend(() => {
+        const key = digest(token)
+        const entry = live.get(key)
+        if (entry !== undefined) return Effect.succeed(entry)
+        return closed.has(key)
+          ? Effect.fail(new SessionClosedError({ sessionId: token }))
+          : Effect.fail(new UnknownSessionError())
+      }),
+    close: (sessionId) =>
+      Effect.sync(() => {
+        const key = digest(sessionId)
+        if (live.delete(key)) closed.add(key)
+      }),
+    remove: (sessionId) =>
+      Effect.sync(() => {
+        const key = digest(sessionId)
+        live.delete(key)
+        closed.delete(key)
+      })
+  }
+})
+
+export class Sessions extends Context.Service<Sessions, SessionsShape>()("relax-agentic/Sessions") {
+  static readonly layer: Layer.Layer<Sessions> = Layer.effect(Sessions, make)
+}

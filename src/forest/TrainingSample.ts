@@ -1,0 +1,47 @@
+/**
+ * The training sample as a trainer receives it and as one line of `rollout_<id>.jsonl` (design.md, "Shapes users see").
+ */
+import { Schema } from "effect"
+
+export const Status = Schema.Literals(["completed", "truncated", "aborted"])
+export type Status = typeof Status.Type
+
+/** A reward as exported or scored: a number, an object (primary value chosen by `--reward-key`), or null. */
+export const Reward = Schema.NullOr(Schema.Union([Schema.Number, Schema.Record(Schema.String, Schema.Json)]))
+export type Reward = typeof Reward.Type
+
+/** The base credit: one scalar for the whole context, or one value per continuation token. */
+export const Advantage = Schema.NullOr(Schema.Union([Schema.Number, Schema.Array(Schema.Number)]))
+export type Advantage = typeof Advantage.Type
+
+export const TrainingSample = Schema.Struct({
+  /** The rollout step. */
+  rollout_id: Schema.Int,
+  /** Group (prompt) index in the step. */
+  group_index: Schema.Int,
+  /** Sample index inside the step. */
+  index: Schema.Int,
+  session_id: Schema.String,
+  /** The explicit record's `name`, or null for an implicit export. */
+  export_name: Schema.NullOr(Schema.String),
+  /** Prompt + continuation token ids (training view). */
+  tokens: Schema.Array(Schema.Int),
+  /** Length of the continuation (everything after the prompt). */
+  response_length: Schema.Int,
+  /** Per continuation token: 1 on generated ids, 0 on observation ids. */
+  loss_mask: Schema.Array(Schema.Int),
+  /** Per continuation token: the engine's logprob on generated ids, 0.0 on observations. */
+  rollout_log_probs: Schema.Array(Schema.Number),
+  /** `[start, end)` of each response turn in continuation coordinates. */
+  turn_spans: Schema.Array(Schema.Tuple([Schema.Int, Schema.Int])),
+  prompt: Schema.String,
+  response: Schema.String,
+  reward: Reward,
+  advantage: Advantage,
+  status: Status,
+  /** The engine weight version of every generation attempt, in order. */
+  weight_versions: Schema.Array(Schema.String),
+  metadata: Schema.Record(Schema.String, Schema.Json),
+  label: Schema.NullOr(Schema.Json)
+})
+export type TrainingSample = typeof TrainingSample.Type

@@ -1,0 +1,39 @@
+/**
+ * Module hooks given on the command line as `path/to/module.{ts,mjs,js}#exportName`.
+ *
+ * **Details**
+ * The path is relative to the working directory; without `#exportName` the module's default export is used.
+ * Used by `--embedded-policy`, `--custom-rm-path` and `--agentic-custom-advantage-path`.
+ */
+import { Data } from "effect"
+
+export interface HookSpec {
+  /** The flag that named the hook, for error messages (e.g. `--custom-rm-path`). */
+  readonly flag: string
+  readonly path: string
+  readonly exportName: string
+}
+
+export class HookSpecError extends Data.TaggedError("HookSpecError")<{
+  readonly flag: string
+  readonly value: string
+  readonly reason: string
+}> {
+  override get message() {
+    return `${this.flag} ${JSON.stringify(this.value)}: ${this.reason}. ` +
+      `Expected path/to/module.{ts,mjs,js} or path/to/module.ts#exportName.`
+  }
+}
+
+/** Parse `module#export` (default export when `#` is absent). */
+export const parse = (flag: string, value: string): HookSpec | HookSpecError => {
+  const hash = value.lastIndexOf("#")
+  const path = hash === -1 ? value : value.slice(0, hash)
+  const exportName = hash === -1 ? "default" : value.slice(hash + 1)
+  if (path.trim().length === 0) return new HookSpecError({ flag, value, reason: "the module path is empty" })
+  if (exportName.length === 0) return new HookSpecError({ flag, value, reason: "the export name after # is empty" })
+  if (!/\.(c|m)?(t|j)s$/.test(path)) {
+    return new HookSpecError({ flag, value, reason: "the module path must end in .ts, .mts, .js, .mjs or .cjs" })
+  }
+  return { flag, path, exportName }
+}
