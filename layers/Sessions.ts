@@ -88,7 +88,7 @@ export const make: Effect.Effect<SessionsShape> = Effect.sync(() => {
         live.set(key, entry)
       }),
     lookup: (token) =>
-      Effect.suspend(() => {
+      Effect.suspend((): Effect.Effect<SessionEntry, UnknownSessionError | SessionClosedError> => {
         const key = digest(token)
         const entry = live.get(key)
         if (entry !== undefined) return Effect.succeed(entry)
