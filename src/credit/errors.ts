@@ -1,0 +1,72 @@
+/**
+ * The errors credit assignment can raise, with the text a user sees.
+ *
+ * **Details**
+ * Every message says where (Session, context, option) and what to do. A context is named by its export name, or
+ * `null (implicit export)` for an implicit export, matching the key the custom advantage hook sees.
+ */
+import { Data } from "effect"
+
+/** How a context is named in messages: `"main"`, or `null (implicit export)`. */
+export const contextLabel = (exportName: string | null): string =>
+  exportName === null ? "null (implicit export)" : JSON.stringify(exportName)
+
+/** A reward that cannot be read or scored: a bad exported reward, a missing reward, or a custom RM that failed. */
+export class RewardError extends Data.TaggedError("RewardError")<{
+  readonly sessionId: string
+  readonly exportName: string | null
+  readonly reason: string
+}> {
+  override get message(): string {
+    return `reward of Session ${this.sessionId}, context ${contextLabel(this.exportName)}: ${this.reason}`
+  }
+}
+
+/** A custom RM that failed for a whole Group (`--group-rm`): it threw or returned the wrong shape. */
+export class GroupRewardError extends Data.TaggedError("GroupRewardError")<{
+  readonly groupIndex: number
+  readonly reason: string
+}> {
+  override get message(): string {
+    return `--custom-rm-path (--group-rm) for Group ${this.groupIndex}: ${this.reason}`
+  }
+}
+
+/**
+ * A custom advantage hook result that breaks the contract. `sessionIndex` is the position in the Group (the hook's
+ * outer list); absent when the whole result is malformed.
+ */
+export class AdvantageError extends Data.TaggedError("AdvantageError")<{
+  readonly groupIndex: number
+  readonly sessionIndex?: number | undefined
+  readonly sessionId?: string | undefined
+  readonly exportName?: string | null | undefined
+  readonly reason: string
+}> {
+  override get message(): string {
+    const where = [`Group ${this.groupIndex}`]
+    if (this.sessionIndex !== undefined) {
+      where.push(`session index ${this.sessionIndex}${this.sessionId === undefined ? "" : ` (Session ${this.sessionId})`}`)
+    }
+    if (this.exportName !== undefined) where.push(`context ${contextLabel(this.exportName)}`)
+    return `--agentic-custom-advantage-path result for ${where.join(", ")}: ${this.reason}`
+  }
+}
+
+/** A combination of options and exports that the guide forbids, or an option value out of range. */
+export class CreditConfigError extends Data.TaggedError("CreditConfigError")<{
+  readonly reason: string
+}> {
+  override get message(): string {
+    return this.reason
+  }
+}
+
+/** Rewards or advantages that cannot be normalized (a Group of the wrong size, a step without trainable tokens). */
+export class NormalizationError extends Data.TaggedError("NormalizationError")<{
+  readonly reason: string
+}> {
+  override get message(): string {
+    return this.reason
+  }
+}
