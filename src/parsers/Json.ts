@@ -1,0 +1,192 @@
+/**
+ * A strict JSON reader that reports where each value sits in the source text.
+ *
+ * **Details**
+ * Tool-call parsers emit arguments as the exact JSON text the model produced, so they need the span of the
+ * `arguments` value inside `{"name": ..., "arguments": {...}}`, not a re-serialization. The reader also tells a value
+ * cut off by the end of the text (`Incomplete`: a stream should wait for more) from one that can never become valid
+ * (`Invalid`), and rejects duplicate object keys, which the canonical model rejects later.
+ */
+
+/** A parsed value with its span `[start, end)`; objects also carry the span of each member value. */
+export interface Spanned {
+  readonly value: unknown
+  readonly start: number
+  readonly end: number
+  readonly members: ReadonlyMap<string, Spanned>
+  readonly elements: ReadonlyArray<Spanned>
+}
+
+export type ReadResult =
+  | { readonly _tag: "Ok"; readonly spanned: Spanned }
+  | { readonly _tag: "Incomplete" }
+  | { readonly _tag: "Invalid"; readonly at: number }
+
+class Stop {
+  constructor(readonly incomplete: boolean, readonly at: number) {}
+}
+
+const noMembers: ReadonlyMap<string, Spanned> = new Map()
+const numberPattern = /-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?/y
+const looseNumber = /[-+0-9.eE]+/y
+const isWs = (c: string | undefined) => c === " " || c === "\n" || c === "\r" || c === "\t"
+
+/**
+ * Read one JSON value starting at `from` (leading whitespace skipped); the text after it is left alone. Unless
+ * `complete`, a number that reaches the end of the text is `Incomplete` (more digits may follow).
+ */
+export const readValue = (text: string, from = 0, complete = false): ReadResult => {
+  let i = from
+  const fail = (incomplete: boolean): never => {
+    throw new Stop(incomplete, i)
+  }
+  const skipWs = () => {
+    while (isWs(text[i])) i++
+  }
+  const need = () => {
+    if (i >= text.length) fail(true)
+  }
+  const readString = (): string => {
+    const start = i
+    i++
+    for (;;) {
+      need()
+      const c = text.charCodeAt(i)
+      if (c === 0x22) break
+      if (c < 0x20) fail(false)
+      if (c === 0x5c) {
+        i++
+        need()
+        if (text[i] === "u") {
+          for (let k = 1; k <= 4; k++) {
+            if (i + k >= text.length) {
+              i += k
+              fail(true)
+            }
+            if (!/[0-9a-fA-F]/.test(text[i + k] ?? "")) {
+              i += k
+              fail(false)
+            }
+          }
+          i += 4
+        } else if (!"\"\\/bfnrt".includes(text[i] ?? "")) fail(false)
+      }
+      i++
+    }
+    i++
+    return JSON.parse(text.slice(start, i)) as string
+  }
+  const literal = (word: string, value: unknown): unknown => {
+    const rest = text.slice(i, i + word.length)
+    if (rest === word) {
+      i += word.length
+      return value
+    }
+    if (word.startsWith(rest) && i + rest.length >= text.length) {
+      i = text.length
+      fail(true)
+    }
+    return fail(false)
+  }
+  const read = (): Spanned => {
+    skipWs()
+    need()
+    const start = i
+    const c = text[i]
+    if (c === "{") {
+      i++
+      const members = new Map<string, Spanned>()
+      const value: Record<string, unknown> = {}
+      skipWs()
+      need()
+      if (text[i] === "}") {
+        i++
+        return { value, start, end: i, members, elements: [] }
+      }
+      for (;;) {
+        skipWs()
+        need()
+        if (text[i] !== "\"") fail(false)
+        const key = readString()
+        if (members.has(key)) fail(false)
+        skipWs()
+        need()
+        if (text[i] !== ":") fail(false)
+        i++
+        const member = read()
+        members.set(key, member)
+        Object.defineProperty(value, key, { value: member.value, enumerable: true, writable: true, configurable: true })
+        skipWs()
+        need()
+        if (text[i] === ",") {
+          i++
+          continue
+        }
+        if (text[i] === "}") {
+          i++
+          return { value, start, end: i, members, elements: [] }
+        }
+        fail(false)
+      }
+    }
+    if (c === "[") {
+      i++
+      const elements: Array<Spanned> = []
+      skipWs()
+      need()
+      if (text[i] === "]") {
+        i++
+        return { value: [], start, end: i, members: noMembers, elements }
+      }
+      for (;;) {
+        elements.push(read())
+        skipWs()
+        need()
+        if (text[i] === ",") {
+          i++
+          continue
+        }
+        if (text[i] === "]") {
+          i++
+          return { value: elements.map((e) => e.value), start, end: i, members: noMembers, elements }
+        }
+        fail(false)
+      }
+    }
+    if (c === "\"") return { value: readString(), start, end: i, members: noMembers, elements: [] }
+    if (c === "t") return { value: literal("true", true), start, end: i, members: noMembers, elements: [] }
+    if (c === "f") return { value: literal("false", false), start, end: i, members: noMembers, elements: [] }
+    if (c === "n") return { value: literal("null", null), start, end: i, members: noMembers, elements: [] }
+    looseNumber.lastIndex = i
+    const loose = looseNumber.exec(text)?.[0] ?? ""
+    if (!complete && loose !== "" && i + loose.length >= text.length) {
+      i = text.length
+      fail(true)
+    }
+    numberPattern.lastIndex = i
+    const m = numberPattern.exec(text)
+    if (m === null) {
+      if (c === "-" && i + 1 >= text.length) fail(true)
+      fail(false)
+    }
+    i += m?.[0].length ?? 0
+    return { value: Number(m?.[0]), start, end: i, members: noMembers, elements: [] }
+  }
+  try {
+    return { _tag: "Ok", spanned: read() }
+  } catch (error) {
+    if (error instanceof Stop) return error.incomplete ? { _tag: "Incomplete" } : { _tag: "Invalid", at: error.at }
+    throw error
+  }
+}
+
+/** The value when `text` is exactly one JSON value (surrounding whitespace allowed), else `undefined`. */
+export const readWhole = (text: string): Spanned | undefined => {
+  const r = readValue(text, 0, true)
+  if (r._tag !== "Ok") return undefined
+  return text.slice(r.spanned.end).trim() === "" ? r.spanned : undefined
+}
+
+/** A plain JSON object (not an array or null). */
+export const isObject = (value: unknown): value is Record<string, unknown> =>
+  value !== null && typeof value === "object" && !Array.isArray(value)

@@ -1,0 +1,112 @@
+/**
+ * The parser registries, keyed by the names SGLang uses for `--tool-call-parser` / `--reasoning-parser`, and the
+ * deterministic tool-call ids.
+ *
+ * **Details**
+ * Adding a format is one module and one line here. An unknown name is an {@link UnknownParserError} whose message
+ * lists the known names; `--agentic-tool-call-parser` / `--agentic-reasoning-parser` report it at startup.
+ */
+import { Data, Result } from "effect"
+import { createHash } from "node:crypto"
+import * as R from "./ReasoningParser.ts"
+import * as ReasoningGptOss from "./reasoning/GptOss.ts"
+import * as T from "./ToolCallParser.ts"
+import * as DeepSeekV3 from "./tool/DeepSeekV3.ts"
+import * as DeepSeekV31 from "./tool/DeepSeekV31.ts"
+import * as Glm45 from "./tool/Glm45.ts"
+import * as GptOss from "./tool/GptOss.ts"
+import * as KimiK2 from "./tool/KimiK2.ts"
+import * as Llama3 from "./tool/Llama3.ts"
+import * as Mistral from "./tool/Mistral.ts"
+import * as Pythonic from "./tool/Pythonic.ts"
+import * as Qwen25 from "./tool/Qwen25.ts"
+import * as Qwen3Coder from "./tool/Qwen3Coder.ts"
+
+/** A parser name that is not registered. */
+export class UnknownParserError extends Data.TaggedError("UnknownParserError")<{
+  readonly flag: "--agentic-tool-call-parser" | "--agentic-reasoning-parser"
+  readonly name: string
+  readonly known: ReadonlyArray<string>
+}> {
+  override get message() {
+    return `${this.flag}: unknown parser "${this.name}". Known names: ${this.known.join(", ")}. ` +
+      `Use one of these (SGLang's names), or omit ${this.flag} to leave generated text unparsed.`
+  }
+}
+
+const toolFormats: ReadonlyArray<readonly [string, T.Format]> = [
+  ["qwen25", Qwen25.format],
+  ["qwen", Qwen25.format],
+  ["hermes", Qwen25.format],
+  ["qwen3_coder", Qwen3Coder.format],
+  ["llama3", Llama3.format],
+  ["mistral", Mistral.format],
+  ["deepseekv3", DeepSeekV3.format],
+  ["deepseekv31", DeepSeekV31.format],
+  ["kimi_k2", KimiK2.format],
+  ["glm45", Glm45.format],
+  ["glm", Glm45.format],
+  ["gpt-oss", GptOss.format],
+  ["pythonic", Pythonic.format]
+]
+
+const toolParsers: ReadonlyMap<string, T.ToolCallParser> = new Map(
+  toolFormats.map(([name, format]) => [name, T.make(name, format)])
+)
+
+const reasoningParsers: ReadonlyMap<string, R.ReasoningParser> = new Map(
+  [
+    R.thinkTags("qwen3", { start: "<think>", end: "</think>", forced: false, toolStart: "<tool_call>" }),
+    R.thinkTags("qwen3-thinking", { start: "<think>", end: "</think>", forced: true, toolStart: "<tool_call>" }),
+    R.thinkTags("deepseek-r1", { start: "<think>", end: "</think>", forced: true }),
+    R.thinkTags("glm45", { start: "<think>", end: "</think>", forced: false }),
+    R.thinkTags("kimi", { start: "◁think▷", end: "◁/think▷", forced: false }),
+    ReasoningGptOss.parser
+  ].map((p) => [p.name, p])
+)
+
+/** Tool-call parsers by SGLang name (names are exact, as in SGLang). */
+export const ToolCallParsers = {
+  names: [...toolParsers.keys()] as ReadonlyArray<string>,
+  get: (name: string): Result.Result<T.ToolCallParser, UnknownParserError> => {
+    const parser = toolParsers.get(name)
+    return parser === undefined
+      ? Result.fail(new UnknownParserError({ flag: "--agentic-tool-call-parser", name, known: [...toolParsers.keys()] }))
+      : Result.succeed(parser)
+  }
+} as const
+
+/** Reasoning parsers by SGLang name (matched case-insensitively, as in SGLang). */
+export const ReasoningParsers = {
+  names: [...reasoningParsers.keys()] as ReadonlyArray<string>,
+  get: (name: string): Result.Result<R.ReasoningParser, UnknownParserError> => {
+    const parser = reasoningParsers.get(name.toLowerCase())
+    return parser === undefined
+      ? Result.fail(new UnknownParserError({ flag: "--agentic-reasoning-parser", name, known: [...reasoningParsers.keys()] }))
+      : Result.succeed(parser)
+  }
+} as const
+
+export interface ToolCallIdInput {
+  readonly protocol: "openai" | "anthropic"
+  readonly sessionId: string
+  /** The generation's request id: the same on a retry of the same response. */
+  readonly responseKey: string
+  /** Index of the call in the response. */
+  readonly position: number
+}
+
+/**
+ * The id of a parsed tool call: `call_<24 hex>` (OpenAI) or `toolu_<24 hex>` (Anthropic), the SHA-256 of session,
+ * response and position, so a retried generation yields the same ids and the agent's echoed history still matches.
+ */
+export const toolCallId = (input: ToolCallIdInput): string => {
+  const digest = createHash("sha256")
+    .update(JSON.stringify([input.sessionId, input.responseKey, input.position]))
+    .digest("hex")
+    .slice(0, 24)
+  return (input.protocol === "openai" ? "call_" : "toolu_") + digest
+}
+
+export type { ReasoningParser, ReasoningResult, ReasoningStream } from "./ReasoningParser.ts"
+export type { ToolCall, ToolCallParser, ToolCallResult, ToolCallStream } from "./ToolCallParser.ts"

@@ -1,0 +1,27 @@
+/**
+ * `deepseekv3`: `<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\n```json\n{…}\n```<｜tool▁call▁end｜>…<｜tool▁calls▁end｜>`.
+ *
+ * **Details**
+ * The code fence is optional (some outputs omit it); the JSON inside is kept as the model wrote it.
+ */
+import * as P from "../ToolCallParser.ts"
+import * as Scan from "../scan.ts"
+
+const fenced = /^\s*(?:function)?<｜tool▁sep｜>([^\n]*)\n\s*```(?:json)?[ \t]*\n?([\s\S]*?)```\s*$/
+const bare = /^\s*(?:function)?<｜tool▁sep｜>([^\n]*)\n([\s\S]*)$/
+
+const rules = Scan.sectioned({
+  sectionBegin: "<｜tool▁calls▁begin｜>",
+  sectionEnd: "<｜tool▁calls▁end｜>",
+  callBegin: "<｜tool▁call▁begin｜>",
+  callEnd: "<｜tool▁call▁end｜>",
+  call: (inner, raw) => {
+    const m = fenced.exec(inner) ?? bare.exec(inner)
+    if (m === null) return P.malformed(raw)
+    return P.call((m[1] ?? "").trim(), P.jsonText(m[2] ?? ""), raw)
+  }
+})
+
+export const format: P.Format = {
+  scanner: () => ({ step: (text, final) => Scan.scanRules(text, final, rules) })
+}

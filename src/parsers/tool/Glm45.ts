@@ -1,0 +1,44 @@
+/**
+ * `glm45` (alias `glm`): `<tool_call>NAME\n<arg_key>k</arg_key>\n<arg_value>v</arg_value>\n…</tool_call>`.
+ *
+ * **Details**
+ * A literal backslash-n (`\n` written as two characters) is accepted where a newline is expected, as SGLang does.
+ * A value of a `string` parameter stays raw; other values are read as JSON (also after un-escaping `\"`), else kept
+ * as a string.
+ */
+import * as Json from "../Json.ts"
+import * as P from "../ToolCallParser.ts"
+import * as Scan from "../scan.ts"
+
+const pairPattern = /<arg_key>([\s\S]*?)<\/arg_key>\s*(?:\\n\s*)*<arg_value>([\s\S]*?)<\/arg_value>/g
+
+const typed = (raw: string, type: string | undefined): unknown => {
+  if (type === "string") return raw
+  const direct = Json.readWhole(raw)
+  if (direct !== undefined) return direct.value
+  const unescaped = Json.readWhole(raw.replaceAll("\\\"", "\""))
+  return unescaped === undefined ? raw : unescaped.value
+}
+
+const body = (tools: P.ToolIndex) => (inner: string, raw: string): P.Event => {
+  const name = (inner.split(/\n|\\n|<arg_key>/)[0] ?? "").trim()
+  if (name === "") return P.malformed(raw)
+  const args: Record<string, unknown> = {}
+  for (const m of inner.matchAll(pairPattern)) {
+    const key = (m[1] ?? "").trim()
+    Object.defineProperty(args, key, {
+      value: typed(m[2] ?? "", tools.parameterType(name, key)),
+      enumerable: true,
+      writable: true,
+      configurable: true
+    })
+  }
+  return P.call(name, P.value(args), raw)
+}
+
+export const format: P.Format = {
+  scanner: (tools) => {
+    const rules = [Scan.delimited("<tool_call>", "</tool_call>", body(tools))]
+    return { step: (text, final) => Scan.scanRules(text, final, rules) }
+  }
+}

@@ -1,0 +1,27 @@
+/**
+ * `gpt-oss`: Harmony tool calls, `<|start|>assistant<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>{json}<|call|>`.
+ *
+ * **Details**
+ * The name is the recipient's part after the last `.`. Analysis-channel messages (reasoning) are not content and are
+ * left out, as SGLang does; the content of other messages (final, commentary preambles) is plain text.
+ */
+import * as Harmony from "../Harmony.ts"
+import * as P from "../ToolCallParser.ts"
+
+export const format: P.Format = {
+  scanner: () => ({
+    step: (text, final) => {
+      const { consumed, items } = Harmony.scan(text, final)
+      const events = items.flatMap((item): ReadonlyArray<P.Event> => {
+        if (item._tag === "Text") return [P.text(item.text)]
+        if (item.recipient !== undefined) {
+          const name = item.recipient.split(".").at(-1) ?? ""
+          return [P.call(name, P.jsonText(item.content), item.raw)]
+        }
+        if (item.channel === "analysis") return []
+        return [P.text(item.content)]
+      })
+      return { events, consumed }
+    }
+  })
+}

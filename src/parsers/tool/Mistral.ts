@@ -1,0 +1,48 @@
+/**
+ * `mistral`: `[TOOL_CALLS] [{"name": "f", "arguments": {...}}, …]`, or the newer `[TOOL_CALLS]NAME[ARGS]{...}`.
+ *
+ * **Details**
+ * Each array element with a `name` becomes a call (arguments kept as the model's JSON text); an element that is not a
+ * call object is malformed. When the JSON after `[TOOL_CALLS]` can never become valid, the rest of the text is malformed.
+ */
+import * as Json from "../Json.ts"
+import * as P from "../ToolCallParser.ts"
+import * as Scan from "../scan.ts"
+
+const marker = "[TOOL_CALLS]"
+const argsMarker = "[ARGS]"
+
+const rule: Scan.Rule = {
+  start: marker,
+  read: (text, at, final) => {
+    const rest = (): Scan.Block | undefined =>
+      final ? { events: [P.malformed(text.slice(at))], end: text.length } : undefined
+    let i = at + marker.length
+    while (i < text.length && /\s/.test(text[i] ?? "")) i++
+    if (i >= text.length) return rest()
+    if (text[i] === "[") {
+      const r = Json.readValue(text, i)
+      if (r._tag !== "Ok") return rest()
+      const events = r.spanned.elements.map((element) => {
+        const raw = text.slice(element.start, element.end)
+        const parsed = Scan.callFromSpanned(text, element)
+        return parsed === undefined ? P.malformed(raw) : P.call(parsed.name, parsed.arguments, raw)
+      })
+      return { events: events.length === 0 ? [P.malformed(text.slice(at, r.spanned.end))] : events, end: r.spanned.end }
+    }
+    const name = /^[A-Za-z0-9_.\-]+/.exec(text.slice(i))?.[0] ?? ""
+    const afterName = i + name.length
+    const tail = text.slice(afterName, afterName + argsMarker.length)
+    if (name === "" || tail !== argsMarker) {
+      // Still possibly `NAME[ARGS]` when the text ends inside it.
+      return !final && afterName + tail.length >= text.length && argsMarker.startsWith(tail) ? undefined : rest()
+    }
+    const r = Json.readValue(text, afterName + argsMarker.length)
+    if (r._tag !== "Ok") return rest()
+    return { events: [P.call(name, P.jsonText(text.slice(r.spanned.start, r.spanned.end)), text.slice(at, r.spanned.end))], end: r.spanned.end }
+  }
+}
+
+export const format: P.Format = {
+  scanner: () => ({ step: (text, final) => Scan.scanRules(text, final, [rule]) })
+}

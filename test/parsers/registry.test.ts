@@ -1,0 +1,60 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Result } from "effect"
+import { ReasoningParsers, ToolCallParsers, toolCallId, UnknownParserError } from "../../src/parsers/registry.ts"
+
+describe("parser registry", () => {
+  it("knows SGLang's tool-call parser names", () => {
+    for (const name of ["qwen25", "hermes", "qwen3_coder", "llama3", "mistral", "deepseekv3", "deepseekv31", "kimi_k2", "glm45", "gpt-oss", "pythonic"]) {
+      assert.isTrue(ToolCallParsers.names.includes(name), name)
+      assert.isTrue(Result.isSuccess(ToolCallParsers.get(name)), name)
+    }
+  })
+
+  it("knows SGLang's reasoning parser names, case-insensitively", () => {
+    for (const name of ["qwen3", "qwen3-thinking", "deepseek-r1", "glm45", "kimi", "gpt-oss", "QWEN3", "DeepSeek-R1"]) {
+      assert.isTrue(Result.isSuccess(ReasoningParsers.get(name)), name)
+    }
+  })
+
+  it("rejects an unknown tool-call parser with a message listing the known names", () => {
+    const r = ToolCallParsers.get("qwen2")
+    assert.isTrue(Result.isFailure(r))
+    if (Result.isFailure(r)) {
+      assert.instanceOf(r.failure, UnknownParserError)
+      assert.include(r.failure.message, "--agentic-tool-call-parser: unknown parser \"qwen2\"")
+      for (const name of ToolCallParsers.names) assert.include(r.failure.message, name)
+    }
+  })
+
+  it("rejects an unknown reasoning parser naming its flag", () => {
+    const r = ReasoningParsers.get("o1")
+    assert.isTrue(Result.isFailure(r) && r.failure.message.startsWith("--agentic-reasoning-parser: unknown parser \"o1\""))
+  })
+})
+
+describe("toolCallId", () => {
+  const base = { sessionId: "actor.session-1", responseKey: "rid-7", position: 0 } as const
+
+  it("has the protocol's shape", () => {
+    assert.match(toolCallId({ ...base, protocol: "openai" }), /^call_[0-9a-f]{24}$/)
+    assert.match(toolCallId({ ...base, protocol: "anthropic" }), /^toolu_[0-9a-f]{24}$/)
+  })
+
+  it("is the same for the same session, response and position (a retry)", () => {
+    assert.strictEqual(toolCallId({ ...base, protocol: "openai" }), toolCallId({ ...base, protocol: "openai" }))
+    assert.strictEqual(
+      toolCallId({ ...base, protocol: "openai" }).slice(5),
+      toolCallId({ ...base, protocol: "anthropic" }).slice(6)
+    )
+  })
+
+  it("differs when session, response or position differs", () => {
+    const ids = new Set([
+      toolCallId({ ...base, protocol: "openai" }),
+      toolCallId({ ...base, protocol: "openai", position: 1 }),
+      toolCallId({ ...base, protocol: "openai", responseKey: "rid-8" }),
+      toolCallId({ ...base, protocol: "openai", sessionId: "actor.session-2" })
+    ])
+    assert.strictEqual(ids.size, 4)
+  })
+})
