@@ -5,9 +5,12 @@
  * **Details**
  * Canonical messages are Chat-Completions shaped (roles user/assistant/system/tool). All three wire protocols
  * (Chat Completions, Responses, Anthropic Messages) project their requests onto raw Chat-shaped messages and then
- * call {@link canonicalize}, so validation and canonicalization live in exactly one place.
+ * call {@link canonicalize}, so validation and canonicalization live in exactly one place. The rules and error texts
+ * are the reference's `check_messages` / `normalize_tools` / `normalize_template_kwargs` (relax-behaviour §5.4); type
+ * names in messages are Python's (`<class 'dict'>`) because agents and tests compare the texts.
  */
-import { Schema } from "effect"
+import { Data, Result, Schema } from "effect"
+import * as PyJson from "../forest/PythonJson.ts"
 
 /** Any JSON value (content parts and tool schemas are kept verbatim as JSON). */
 export const Json = Schema.Json
@@ -18,15 +21,27 @@ export type JsonObject = Schema.JsonObject
 export const ContentPart = Schema.Record(Schema.String, Schema.Json)
 export type ContentPart = typeof ContentPart.Type
 
-/** A tool call on an assistant message; `function.arguments` is compact, key-sorted JSON text. */
-export const ToolCall = Schema.Struct({
-  id: Schema.optionalKey(Schema.String),
-  type: Schema.optionalKey(Schema.String),
-  function: Schema.Struct({
-    name: Schema.optionalKey(Schema.String),
-    arguments: Schema.String
-  })
-})
+/**
+ * A tool call on an assistant message; `function.arguments` is compact, key-sorted JSON text.
+ *
+ * **Details**
+ * Keys other than `id` / `function.name` / `function.arguments` (e.g. `type: "function"`, `index`) are kept as the
+ * client sent them, as the reference does, so they take part in the state hash.
+ */
+export const ToolCall = Schema.StructWithRest(
+  Schema.Struct({
+    id: Schema.optionalKey(Schema.String),
+    type: Schema.optionalKey(Schema.Json),
+    function: Schema.StructWithRest(
+      Schema.Struct({
+        name: Schema.optionalKey(Schema.String),
+        arguments: Schema.String
+      }),
+      [Schema.Record(Schema.String, Schema.Json)]
+    )
+  }),
+  [Schema.Record(Schema.String, Schema.Json)]
+)
 export type ToolCall = typeof ToolCall.Type
 
 export const Role = Schema.Literals(["system", "user", "assistant", "tool"])
@@ -64,3 +79,324 @@ export const State = Schema.Struct({
   chat_template_kwargs: TemplateKwargs
 })
 export type State = typeof State.Type
+
+/**
+ * A request whose messages, tools or template kwargs cannot be canonicalized.
+ *
+ * **Details**
+ * `message` is the reference's exact text (e.g. `"messages[2].content must not be empty"`), which gateways return
+ * as a 400 body; `param` is the offending field path (`"messages[2].content"`).
+ */
+export class CanonicalError extends Data.TaggedError("CanonicalError")<{
+  readonly message: string
+  readonly param: string | null
+}> {}
+
+const fail = (message: string, param: string | null): never => {
+  throw new CanonicalError({ message, param })
+}
+
+const run = <A>(f: () => A): Result.Result<A, CanonicalError> => {
+  try {
+    return Result.succeed(f())
+  } catch (error) {
+    if (error instanceof CanonicalError) return Result.fail(error)
+    throw error
+  }
+}
+
+type Dict = { readonly [key: string]: unknown }
+
+const isDict = (value: unknown): value is Dict =>
+  value !== null && typeof value === "object" && !Array.isArray(value)
+
+/** Python's `type(value)` text for a JSON-ish JS value: `<class 'dict'>`, `<class 'NoneType'>`, ... */
+export const pythonType = (value: unknown): string => `<class '${pythonTypeName(value)}'>`
+
+const pythonTypeName = (value: unknown): string => {
+  if (value === null || value === undefined) return "NoneType"
+  if (typeof value === "boolean") return "bool"
+  if (typeof value === "number") return Number.isInteger(value) ? "int" : "float"
+  if (typeof value === "bigint") return "int"
+  if (typeof value === "string") return "str"
+  if (Array.isArray(value)) return "list"
+  if (typeof value === "object") return "dict"
+  return typeof value
+}
+
+const has = (dict: Dict, key: string): boolean => Object.prototype.hasOwnProperty.call(dict, key)
+const get = (dict: Dict, key: string): unknown => (has(dict, key) ? dict[key] : undefined)
+
+/** Deep copy of a JSON value given by a client (decoding boundary: the body came from `JSON.parse`). */
+const copyJson = (value: unknown): Json => structuredClone(value) as Json
+
+// ---------------------------------------------------------------------------------------------------------------
+// Tool-call arguments
+
+const checkJsonValue = (value: unknown, field: string): PyJson.PyValue => {
+  if (value === null) return null
+  if (typeof value === "string" || typeof value === "boolean") return value
+  if (typeof value === "number") {
+    if (!Number.isFinite(value)) return fail(`${field} numbers must be finite`, field)
+    return PyJson.numberFromJs(value)
+  }
+  if (Array.isArray(value)) return value.map((item) => checkJsonValue(item, field))
+  if (isDict(value)) {
+    const entries = new Map<string, PyJson.PyValue>()
+    for (const key of Object.keys(value)) entries.set(key, checkJsonValue(value[key], field))
+    return entries
+  }
+  return fail(`${field} must contain JSON-compatible values, got ${pythonType(value)}`, field)
+}
+
+/**
+ * Canonical text of tool-call arguments: compact, key-sorted JSON with non-ASCII kept.
+ *
+ * **Details**
+ * A string is parsed as Python's `json.loads` would (number text kept exactly, duplicate keys and
+ * NaN/Infinity rejected); a JSON object may also be given directly. Integral floats with |x| ≤ 2^53−1 become ints,
+ * matching JavaScript's `JSON.stringify`, so a replay from either language keeps one state identity.
+ * `field` names the argument in error messages (e.g. `messages[1].tool_calls[0].function.arguments`).
+ */
+export const canonicalArguments = (raw: unknown, field: string): Result.Result<string, CanonicalError> =>
+  run(() => canonicalArgumentsUnsafe(raw, field))
+
+const loneSurrogate = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/
+
+const canonicalArgumentsUnsafe = (raw: unknown, field: string): string => {
+  let value: PyJson.PyValue
+  if (typeof raw === "string") {
+    const parsed = PyJson.parse(raw)
+    switch (parsed._tag) {
+      case "Invalid":
+        return fail(`${field} must be valid JSON`, field)
+      case "DuplicateKey":
+        return fail(`${field} contains duplicate key: ${parsed.key}`, field)
+      case "NonFinite":
+        return fail(`${field} contains non-finite number: ${parsed.text}`, field)
+    }
+    if (!(parsed.value instanceof Map)) {
+      return fail(
+        `${field} must be a JSON object or a JSON string encoding an object, got ${PyJson.typeOf(parsed.value)}`,
+        field
+      )
+    }
+    const canonical = PyJson.canonicalNumbers(parsed.value)
+    if (canonical === undefined) return fail(`${field} numbers must be finite`, field)
+    value = canonical
+  } else {
+    if (!isDict(raw)) {
+      return fail(`${field} must be a JSON object or a JSON string encoding an object, got ${pythonType(raw)}`, field)
+    }
+    value = checkJsonValue(raw, field)
+  }
+  const text = PyJson.dumps(value)
+  if (loneSurrogate.test(text)) return fail(`${field} must be valid UTF-8`, field)
+  return text
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Messages
+
+const normalizeToolCalls = (message: Dict, index: number): Array<ToolCall> => {
+  const toolCalls = get(message, "tool_calls")
+  if (toolCalls === undefined || toolCalls === null) return []
+  if (!Array.isArray(toolCalls)) {
+    return fail(`messages[${index}].tool_calls must be a list, got ${pythonType(toolCalls)}`, `messages[${index}].tool_calls`)
+  }
+  return toolCalls.map((call: unknown, j): ToolCall => {
+    const path = `messages[${index}].tool_calls[${j}]`
+    if (!isDict(call)) return fail(`${path} must be a dict, got ${pythonType(call)}`, path)
+    const id = get(call, "id")
+    if (id !== undefined && id !== null && (typeof id !== "string" || id.length === 0)) {
+      return fail(`${path}.id must be a non-empty string`, `${path}.id`)
+    }
+    const fn = get(call, "function")
+    if (!isDict(fn)) return fail(`${path}.function must be a dict, got ${pythonType(fn)}`, `${path}.function`)
+    const name = get(fn, "name")
+    if (name !== undefined && name !== null && typeof name !== "string") {
+      return fail(`${path}.function.name must be a string, got ${pythonType(name)}`, `${path}.function.name`)
+    }
+    const argumentsText = canonicalArgumentsUnsafe(get(fn, "arguments"), `${path}.function.arguments`)
+    // Other keys are kept verbatim (reference: deepcopy of the call). A null `id` / `name` (accepted by the
+    // reference) is dropped: the canonical type has no null there.
+    const rest: Record<string, Json> = {}
+    for (const key of Object.keys(call)) {
+      if (key !== "id" && key !== "function") rest[key] = copyJson(call[key])
+    }
+    const fnRest: Record<string, Json> = {}
+    for (const key of Object.keys(fn)) {
+      if (key !== "name" && key !== "arguments") fnRest[key] = copyJson(fn[key])
+    }
+    return {
+      ...(typeof id === "string" ? { id } : {}),
+      ...rest,
+      function: { ...fnRest, ...(typeof name === "string" ? { name } : {}), arguments: argumentsText }
+    }
+  })
+}
+
+const checkContent = (
+  message: Dict,
+  index: number,
+  role: Role,
+  allowEmpty: boolean
+): string | Array<ContentPart> => {
+  const path = `messages[${index}].content`
+  if (!has(message, "content") && !allowEmpty) return fail(`messages[${index}] must include content`, path)
+  const content = get(message, "content")
+  if (content === undefined || content === null) {
+    if (!allowEmpty) return fail(`${path} must not be empty`, path)
+    return ""
+  }
+  if (typeof content === "string") {
+    if (content.length === 0 && role !== "tool" && !allowEmpty) return fail(`${path} must not be empty`, path)
+    return content
+  }
+  if (Array.isArray(content)) {
+    if (content.length === 0) return fail(`${path} must not be empty`, path)
+    return content.map((item: unknown, j): ContentPart => {
+      if (!isDict(item)) return fail(`${path}[${j}] must be a dict, got ${pythonType(item)}`, `${path}[${j}]`)
+      if (get(item, "type") === "text" && get(item, "text") === "") {
+        return fail(`${path}[${j}].text must not be empty`, `${path}[${j}].text`)
+      }
+      return copyJson(item) as ContentPart
+    })
+  }
+  return fail(`${path} must be a list, string, or None, got ${pythonType(content)}`, path)
+}
+
+const roles: ReadonlyArray<string> = ["assistant", "system", "tool", "user"]
+const isRole = (value: string): value is Role => roles.includes(value)
+
+const canonicalizeMessagesUnsafe = (raw: unknown): ReadonlyArray<Message> => {
+  if (raw === undefined || raw === null) return []
+  if (!Array.isArray(raw)) return fail(`messages must be a list, got ${pythonType(raw)}`, "messages")
+  const systemChunks: Array<string> = []
+  const out: Array<Message> = []
+  raw.forEach((message: unknown, index) => {
+    if (!isDict(message)) return fail(`messages[${index}] must be a dict, got ${pythonType(message)}`, `messages[${index}]`)
+    if (!has(message, "role")) return fail(`messages[${index}] must include role`, `messages[${index}].role`)
+    const role = message["role"]
+    if (typeof role !== "string") {
+      return fail(`messages[${index}].role must be a string, got ${pythonType(role)}`, `messages[${index}].role`)
+    }
+    if (!isRole(role)) {
+      return fail(`messages[${index}].role must be one of: ${roles.join(", ")}`, `messages[${index}].role`)
+    }
+    const toolCalls = role === "assistant" ? normalizeToolCalls(message, index) : []
+    const reasoning = get(message, "reasoning_content")
+    if (reasoning !== undefined && reasoning !== null && typeof reasoning !== "string") {
+      return fail(
+        `messages[${index}].reasoning_content must be a string, got ${pythonType(reasoning)}`,
+        `messages[${index}].reasoning_content`
+      )
+    }
+    const hasReasoning = typeof reasoning === "string" && reasoning.length > 0
+    const allowEmpty = role === "assistant" && (toolCalls.length > 0 || hasReasoning)
+    let toolCallId: string | undefined
+    if (role === "tool" && has(message, "tool_call_id")) {
+      const value = message["tool_call_id"]
+      if (typeof value !== "string" || value.length === 0) {
+        return fail(`messages[${index}].tool_call_id must be a non-empty string`, `messages[${index}].tool_call_id`)
+      }
+      toolCallId = value
+    }
+    const content = checkContent(message, index, role, allowEmpty)
+    if (role === "system") {
+      if (typeof content === "string") systemChunks.push(content)
+      else for (const part of content) if (typeof part["text"] === "string") systemChunks.push(part["text"])
+      return
+    }
+    out.push({
+      role,
+      content,
+      ...(hasReasoning ? { reasoning_content: reasoning } : {}),
+      ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}),
+      ...(toolCallId !== undefined ? { tool_call_id: toolCallId } : {})
+    })
+  })
+  return systemChunks.length > 0 ? [{ role: "system", content: systemChunks.join("\n\n") }, ...out] : out
+}
+
+/**
+ * Validate and canonicalize a raw Chat-shaped message list (relax-behaviour §5.4).
+ *
+ * **Details**
+ * `null`/absent → `[]`. Unknown keys are dropped, tool-call arguments become canonical JSON text, empty
+ * `reasoning_content` is dropped, and every system message (wherever it occurs) is merged into one leading system
+ * message joined by `"\n\n"` (text parts only for list contents).
+ */
+export const canonicalizeMessages = (raw: unknown): Result.Result<ReadonlyArray<Message>, CanonicalError> =>
+  run(() => canonicalizeMessagesUnsafe(raw))
+
+// ---------------------------------------------------------------------------------------------------------------
+// Tools and template kwargs
+
+const normalizeToolsUnsafe = (raw: unknown): ReadonlyArray<Tool> => {
+  if (raw === undefined || raw === null) return []
+  if (!Array.isArray(raw)) return fail(`tools must be a list, got ${pythonType(raw)}`, "tools")
+  const out: Array<Tool> = []
+  raw.forEach((tool: unknown, index) => {
+    if (!isDict(tool)) return fail(`tools[${index}] must be a dict, got ${pythonType(tool)}`, `tools[${index}]`)
+    const fn = get(tool, "function")
+    if (get(tool, "type") !== "function" || !isDict(fn)) return
+    const description = get(fn, "description")
+    out.push({
+      type: "function",
+      function: {
+        name: copyJson(get(fn, "name") ?? null),
+        parameters: copyJson(get(fn, "parameters") ?? null),
+        ...(description !== undefined && description !== null ? { description: copyJson(description) } : {})
+      }
+    })
+  })
+  return out
+}
+
+/**
+ * Project raw tools onto canonical function tools: `{type:"function", function:{name, parameters, description?}}`.
+ * Non-function tools are skipped; `null`/absent → `[]`.
+ */
+export const normalizeTools = (raw: unknown): Result.Result<ReadonlyArray<Tool>, CanonicalError> =>
+  run(() => normalizeToolsUnsafe(raw))
+
+const sortKeysDeep = (value: unknown): Json => {
+  if (Array.isArray(value)) return value.map(sortKeysDeep)
+  if (isDict(value)) {
+    const out: Record<string, Json> = {}
+    for (const key of Object.keys(value).sort(PyJson.compareKeys)) out[key] = sortKeysDeep(value[key])
+    return out
+  }
+  return copyJson(value)
+}
+
+const normalizeTemplateKwargsUnsafe = (raw: unknown): TemplateKwargs => {
+  if (raw === undefined || raw === null) return {}
+  if (!isDict(raw)) return fail(`chat_template_kwargs must be a dict, got ${pythonType(raw)}`, "chat_template_kwargs")
+  const sorted = sortKeysDeep(raw)
+  return isDict(sorted) ? (sorted as TemplateKwargs) : {}
+}
+
+/** Validate chat-template kwargs (`null`/absent → `{}`) and sort their keys recursively. */
+export const normalizeTemplateKwargs = (raw: unknown): Result.Result<TemplateKwargs, CanonicalError> =>
+  run(() => normalizeTemplateKwargsUnsafe(raw))
+
+/** Canonicalize a whole request state: messages, then tools, then template kwargs (first error wins). */
+export const canonicalize = (raw: {
+  readonly messages: unknown
+  readonly tools?: unknown
+  readonly chat_template_kwargs?: unknown
+}): Result.Result<State, CanonicalError> =>
+  run(() => ({
+    messages: canonicalizeMessagesUnsafe(raw.messages),
+    tools: normalizeToolsUnsafe(raw.tools),
+    chat_template_kwargs: normalizeTemplateKwargsUnsafe(raw.chat_template_kwargs)
+  }))
+
+/** The message without its `reasoning_content` (what clients that drop reasoning send back). */
+export const withoutReasoning = (message: Message): Message => {
+  if (message.reasoning_content === undefined) return message
+  const { reasoning_content: _dropped, ...rest } = message
+  return rest
+}

@@ -1,0 +1,87 @@
+/**
+ * The active-time budget of one Session (`--agent-timeout`, default 1800 s), counted on Effect's Clock.
+ *
+ * **Details**
+ * The budget only runs while the Session is active:
+ * - `start` — the Session's Group got its Runtime lease (time spent prelaunched, waiting for a lease, is free);
+ * - `pause` — the Session is parked between steps (partial rollout / fully async) or its generation is paused;
+ *   a PROTECTED session is simply never paused;
+ * - `resume` — generation resumes after a pause.
+ *
+ * All three are idempotent. When the remaining time reaches zero `expired` completes; the Supervisor races the agent
+ * against it and stops the agent with a timeout `AgentExecutionError`. Because it runs on `Clock`, whole schedules
+ * can be simulated under `TestClock`.
+ */
+import { Clock, Deferred, Duration, Effect, FiberHandle, Semaphore } from "effect"
+import type { Scope } from "effect"
+
+export interface ActiveBudget {
+  /** The configured total, in seconds (what a timeout error reports). */
+  readonly totalSeconds: number
+  /** The Session entered Runtime: start counting. */
+  readonly start: Effect.Effect<void>
+  /** The Session is parked or its generation paused: stop counting. */
+  readonly pause: Effect.Effect<void>
+  /** Count again after a pause. */
+  readonly resume: Effect.Effect<void>
+  /** Time left; decreases only while active. */
+  readonly remaining: Effect.Effect<Duration.Duration>
+  readonly isActive: Effect.Effect<boolean>
+  readonly isExpired: Effect.Effect<boolean>
+  /** Completes once the budget is used up (never, if it is not). */
+  readonly expired: Effect.Effect<void>
+}
+
+/**
+ * A budget of `totalSeconds` (must be > 0), initially not counting. Its timer lives in the current Scope (the
+ * Session's), so closing the Session stops it.
+ */
+export const make = (totalSeconds: number): Effect.Effect<ActiveBudget, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    const lock = yield* Semaphore.make(1)
+    const timer = yield* FiberHandle.make<void, never>()
+    const done = yield* Deferred.make<void>()
+    let remainingMillis = totalSeconds * 1000
+    let activeSince: number | undefined
+
+    const serialized = lock.withPermits(1)
+
+    // Runs in the timer fiber without the lock: `pause` holds the lock while it interrupts this fiber.
+    const expire = Effect.uninterruptible(Effect.suspend(() => {
+      remainingMillis = 0
+      activeSince = undefined
+      return Deferred.succeed(done, undefined)
+    }))
+
+    const activate = serialized(Effect.gen(function*() {
+      if (activeSince !== undefined || (yield* Deferred.isDone(done))) return
+      activeSince = yield* Clock.currentTimeMillis
+      yield* FiberHandle.run(timer, Effect.sleep(Duration.millis(remainingMillis)).pipe(Effect.andThen(expire)))
+    }))
+
+    const pause = serialized(Effect.gen(function*() {
+      yield* FiberHandle.clear(timer)
+      const since = activeSince
+      if (since === undefined) return
+      const now = yield* Clock.currentTimeMillis
+      remainingMillis = Math.max(0, remainingMillis - (now - since))
+      activeSince = undefined
+    }))
+
+    const remaining = Effect.gen(function*() {
+      if (activeSince === undefined) return Duration.millis(remainingMillis)
+      const now = yield* Clock.currentTimeMillis
+      return Duration.millis(Math.max(0, remainingMillis - (now - activeSince)))
+    })
+
+    return {
+      totalSeconds,
+      start: activate,
+      pause,
+      resume: activate,
+      remaining,
+      isActive: Effect.sync(() => activeSince !== undefined),
+      isExpired: Deferred.isDone(done),
+      expired: Deferred.await(done)
+    }
+  })

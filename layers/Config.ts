@@ -1,0 +1,276 @@
+/**
+ * The typed rollout configuration: every flag of `relax-agentic rollout` as a camelCase field, with the reference's
+ * defaults, decoded with Schema and checked across fields.
+ *
+ * **Details**
+ * A field is the flag's name in camelCase (`--rollout-batch-size` → `rolloutBatchSize`), so `flagOf(field)` names
+ * the flag in every error message. `RolloutOptions` is what a CLI, a JSON config file or a trainer writes (defaults
+ * filled in by decoding); `RolloutSettings` is the resolved configuration the services read (derived defaults such
+ * as `agenticConcurrency → overSamplingBatchSize → rolloutBatchSize` applied and validated).
+ */
+import { Context, Data, Effect, Layer, Schema } from "effect"
+import type { SamplingParams } from "./Engine.ts"
+
+const withDefault = <S extends Schema.Top>(schema: S, value: S["Encoded"]) =>
+  Schema.withDecodingDefault(Effect.succeed(value))(schema)
+
+const PositiveInt = Schema.Int.check(Schema.isGreaterThan(0))
+const NonNegativeInt = Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))
+const PositiveNumber = Schema.Finite.check(Schema.isGreaterThan(0))
+
+/** One `--eval-prompt-data NAME PATH` pair. */
+export const EvalDataset = Schema.Struct({
+  name: Schema.String.check(Schema.isNonEmpty()),
+  path: Schema.String.check(Schema.isNonEmpty()),
+  /** Per-dataset `--n-samples-per-eval-prompt` override. */
+  nSamplesPerEvalPrompt: Schema.optional(PositiveInt)
+})
+export type EvalDataset = typeof EvalDataset.Type
+
+export const EngineKind = Schema.Literals(["embedded", "sglang"])
+export type EngineKind = typeof EngineKind.Type
+
+/** Every option of a rollout, as flags, a JSON config file or a trainer give it. */
+export const RolloutOptions = Schema.Struct({
+  // dataset and step shape
+  promptData: Schema.optional(Schema.String),
+  inputKey: withDefault(Schema.String, "input"),
+  labelKey: Schema.optional(Schema.String),
+  metadataKey: withDefault(Schema.String, "metadata"),
+  /** e.g. `{"image": "images"}`: dataset media fields merged into the first user message. */
+  multimodalKeys: Schema.optional(Schema.Record(Schema.String, Schema.String)),
+  applyChatTemplateKwargs: withDefault(Schema.Record(Schema.String, Schema.Json), {}),
+  nSamplesPerPrompt: withDefault(PositiveInt, 1),
+  rolloutBatchSize: Schema.optional(PositiveInt),
+  globalBatchSize: Schema.optional(PositiveInt),
+  overSamplingBatchSize: Schema.optional(PositiveInt),
+  numRollout: withDefault(PositiveInt, 1),
+  rolloutShuffle: withDefault(Schema.Boolean, false),
+  // agent process
+  agentCommand: Schema.optional(Schema.String),
+  agentCwd: Schema.optional(Schema.String),
+  /** `KEY=VALUE` entries; `RELAX_` keys are reserved. */
+  agentEnv: withDefault(Schema.Array(Schema.String), []),
+  agentTimeout: withDefault(PositiveNumber, 1800),
+  /** The external executor's hard concurrency limit (only checked against the capacity table). */
+  agentMaxSlots: Schema.optional(PositiveInt),
+  // gateway
+  host: withDefault(Schema.String, "127.0.0.1"),
+  port: withDefault(NonNegativeInt, 0),
+  agenticToolCallParser: Schema.optional(Schema.String),
+  agenticReasoningParser: Schema.optional(Schema.String),
+  strictMatch: withDefault(Schema.Boolean, false),
+  // engine
+  engine: withDefault(EngineKind, "embedded"),
+  sglangUrls: withDefault(Schema.Array(Schema.String), []),
+  sglangServerConcurrency: withDefault(PositiveInt, 512),
+  /** Directory with `tokenizer.json` (+ chat template); default: the bundled Qwen3 tokenizer. */
+  tokenizer: Schema.optional(Schema.String),
+  /** `path/to/module.ts#export`: the embedded engine's scripted policy. */
+  embeddedPolicy: Schema.optional(Schema.String),
+  // sampling (request temperature / top_p are ignored; these apply)
+  rolloutTemperature: withDefault(Schema.Finite.check(Schema.isGreaterThanOrEqualTo(0)), 1),
+  rolloutTopP: withDefault(Schema.Finite.check(Schema.isGreaterThan(0), Schema.isLessThanOrEqualTo(1)), 1),
+  rolloutTopK: withDefault(Schema.Int, -1),
+  rolloutMaxResponseLen: Schema.optional(PositiveInt),
+  rolloutMaxContextLen: Schema.optional(PositiveInt),
+  rolloutStop: withDefault(Schema.Array(Schema.String), []),
+  rolloutStopTokenIds: withDefault(Schema.Array(NonNegativeInt), []),
+  rolloutSkipSpecialTokens: withDefault(Schema.Boolean, false),
+  rolloutSeed: withDefault(Schema.Int, 42),
+  // eval
+  evalPromptData: withDefault(Schema.Array(EvalDataset), []),
+  nSamplesPerEvalPrompt: withDefault(PositiveInt, 1),
+  evalInterval: Schema.optional(PositiveInt),
+  skipEvalBeforeTrain: withDefault(Schema.Boolean, false),
+  evalTemperature: Schema.optional(Schema.Finite.check(Schema.isGreaterThanOrEqualTo(0))),
+  evalTopP: Schema.optional(Schema.Finite.check(Schema.isGreaterThan(0), Schema.isLessThanOrEqualTo(1))),
+  evalTopK: Schema.optional(Schema.Int),
+  evalMaxResponseLen: Schema.optional(PositiveInt),
+  evalMaxContextLen: Schema.optional(PositiveInt),
+  // reward and credit
+  rewardKey: Schema.optional(Schema.String),
+  evalRewardKey: Schema.optional(Schema.String),
+  customRmPath: Schema.optional(Schema.String),
+  groupRm: withDefault(Schema.Boolean, false),
+  agenticCustomAdvantagePath: Schema.optional(Schema.String),
+  advantageEstimator: withDefault(Schema.Literals(["grpo"]), "grpo"),
+  disableGrpoStdNormalization: withDefault(Schema.Boolean, false),
+  disableRewardsNormalization: withDefault(Schema.Boolean, false),
+  normalizeAdvantages: withDefault(Schema.Boolean, false),
+  dynamicSamplingFilterPath: Schema.optional(Schema.String),
+  logPassrate: withDefault(Schema.Boolean, false),
+  useDynamicBatchSize: withDefault(Schema.Boolean, false),
+  maxTokensPerGpu: Schema.optional(PositiveInt),
+  // scheduling
+  agenticConcurrency: Schema.optional(PositiveInt),
+  agenticEvalConcurrency: Schema.optional(PositiveInt),
+  agenticPrelaunch: withDefault(Schema.Boolean, false),
+  // transfer and observability
+  outputDir: Schema.optional(Schema.String),
+  /** A path containing `{rollout_id}`. */
+  saveDebugRolloutData: Schema.optional(Schema.String)
+})
+export type RolloutOptions = typeof RolloutOptions.Type
+/** What a caller writes: every field optional except the ones a rollout cannot run without. */
+export type RolloutOptionsInput = typeof RolloutOptions.Encoded
+
+/** The resolved configuration: derived defaults applied, cross-field rules checked. */
+export interface RolloutSettings extends RolloutOptions {
+  readonly promptData: string
+  readonly rolloutBatchSize: number
+  readonly overSamplingBatchSize: number
+  readonly agenticConcurrency: number
+  /** `--agent-env` as a record. */
+  readonly agentEnvVars: Readonly<Record<string, string>>
+  /** Eval datasets with their group size resolved. */
+  readonly evalDatasets: ReadonlyArray<{ readonly name: string; readonly path: string; readonly nSamplesPerEvalPrompt: number }>
+}
+
+/** `rolloutBatchSize` → `--rollout-batch-size`. */
+export const flagOf = (field: string): string => `--${field.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`
+
+/** A configuration that cannot run, naming the flag and the fix. */
+export class RolloutConfigError extends Data.TaggedError("RolloutConfigError")<{
+  /** The flag (`--over-sampling-batch-size`), or `configuration` for a shape error. */
+  readonly option: string
+  readonly reason: string
+}> {
+  override get message(): string {
+    return `${this.option}: ${this.reason}`
+  }
+}
+
+const fail = (field: string, reason: string) => new RolloutConfigError({ option: flagOf(field), reason })
+
+/** Check the cross-field rules and fill the derived defaults. */
+export const settle = (options: RolloutOptions): Effect.Effect<RolloutSettings, RolloutConfigError> =>
+  Effect.gen(function*() {
+    if (options.promptData === undefined || options.promptData.length === 0) {
+      return yield* fail("promptData", "a training dataset is required: give a JSONL or JSON-array file of rows")
+    }
+    const rolloutBatchSize = options.rolloutBatchSize ??
+      (options.globalBatchSize === undefined ? undefined : Math.floor(options.globalBatchSize / options.nSamplesPerPrompt))
+    if (rolloutBatchSize === undefined || rolloutBatchSize < 1) {
+      return yield* fail(
+        "rolloutBatchSize",
+        options.globalBatchSize === undefined
+          ? "required: the number of Groups (prompts) per rollout step (or give --global-batch-size)"
+          : `--global-batch-size ${options.globalBatchSize} // --n-samples-per-prompt ${options.nSamplesPerPrompt} is 0; set --rollout-batch-size`
+      )
+    }
+    const overSamplingBatchSize = options.overSamplingBatchSize ?? rolloutBatchSize
+    if (overSamplingBatchSize < rolloutBatchSize) {
+      return yield* fail(
+        "overSamplingBatchSize",
+        `${overSamplingBatchSize} is below --rollout-batch-size ${rolloutBatchSize}; it must be >= the batch size (or omit it)`
+      )
+    }
+    const agenticConcurrency = options.agenticConcurrency ?? overSamplingBatchSize
+    const agentEnvVars: Record<string, string> = {}
+    for (const entry of options.agentEnv) {
+      const eq = entry.indexOf("=")
+      if (eq <= 0) return yield* fail("agentEnv", `entry ${JSON.stringify(entry)} must look like KEY=VALUE`)
+      const key = entry.slice(0, eq)
+      if (key.startsWith("RELAX_")) {
+        return yield* fail("agentEnv", `${key}: the RELAX_ prefix is reserved for variables Relax sets; rename it`)
+      }
+      agentEnvVars[key] = entry.slice(eq + 1)
+    }
+    if (options.engine === "sglang" && options.sglangUrls.length === 0) {
+      return yield* fail("sglangUrls", "--engine sglang needs at least one SGLang server URL (http://host:port)")
+    }
+    if (options.saveDebugRolloutData !== undefined && !options.saveDebugRolloutData.includes("{rollout_id}")) {
+      return yield* fail(
+        "saveDebugRolloutData",
+        `${JSON.stringify(options.saveDebugRolloutData)} must contain {rollout_id} so every step writes its own file`
+      )
+    }
+    const names = new Set<string>()
+    for (const d of options.evalPromptData) {
+      if (names.has(d.name)) return yield* fail("evalPromptData", `the Eval dataset name ${JSON.stringify(d.name)} is used twice`)
+      names.add(d.name)
+    }
+    if (options.evalInterval !== undefined && options.evalPromptData.length === 0) {
+      return yield* fail("evalInterval", "is set but no --eval-prompt-data NAME PATH is given")
+    }
+    if (options.useDynamicBatchSize && options.maxTokensPerGpu === undefined) {
+      return yield* fail("maxTokensPerGpu", "is required with --use-dynamic-batch-size")
+    }
+    if (
+      options.useDynamicBatchSize && options.maxTokensPerGpu !== undefined && options.rolloutMaxContextLen !== undefined &&
+      options.maxTokensPerGpu < options.rolloutMaxContextLen
+    ) {
+      return yield* fail(
+        "maxTokensPerGpu",
+        `${options.maxTokensPerGpu} is below --rollout-max-context-len ${options.rolloutMaxContextLen}; one sample must fit a micro-batch`
+      )
+    }
+    return {
+      ...options,
+      promptData: options.promptData,
+      rolloutBatchSize,
+      overSamplingBatchSize,
+      agenticConcurrency,
+      agentEnvVars,
+      evalDatasets: options.evalPromptData.map((d) => ({
+        name: d.name,
+        path: d.path,
+        nSamplesPerEvalPrompt: d.nSamplesPerEvalPrompt ?? options.nSamplesPerEvalPrompt
+      }))
+    }
+  })
+
+const decodeOptions = Schema.decodeUnknownEffect(RolloutOptions)
+
+/** Decode options (JSON, flags, or a trainer's object) and resolve them; every failure names its flag. */
+export const resolve = (input: unknown): Effect.Effect<RolloutSettings, RolloutConfigError> =>
+  decodeOptions(input, { onExcessProperty: "error" }).pipe(
+    Effect.mapError((error) =>
+      new RolloutConfigError({
+        option: "configuration",
+        // Schema paths name fields (`["rolloutBatchSize"]`); users know flags.
+        reason: error.message.replace(/\["([A-Za-z]+)"\]/g, (_, field: string) => flagOf(field))
+      })
+    ),
+    Effect.flatMap(settle)
+  )
+
+/** SGLang's own default when `max_new_tokens` is not sent (the reference drops `None` sampling keys). */
+const SGLANG_DEFAULT_MAX_NEW_TOKENS = 128
+
+/** Sampling for every training request (§6.1); `position` is the Session's index in its Group. */
+export const trainSampling = (settings: RolloutSettings, position: number): SamplingParams => ({
+  maxNewTokens: settings.rolloutMaxResponseLen ?? SGLANG_DEFAULT_MAX_NEW_TOKENS,
+  temperature: settings.rolloutTemperature,
+  topP: settings.rolloutTopP,
+  topK: settings.rolloutTopK,
+  stop: settings.rolloutStop,
+  stopTokenIds: settings.rolloutStopTokenIds,
+  seed: settings.rolloutSeed + position
+})
+
+/** Eval sampling (§6.7): eval flags, falling back to the rollout ones. */
+export const evalSampling = (settings: RolloutSettings, position: number): SamplingParams => ({
+  maxNewTokens: settings.evalMaxResponseLen ?? settings.rolloutMaxResponseLen ?? SGLANG_DEFAULT_MAX_NEW_TOKENS,
+  temperature: settings.evalTemperature ?? settings.rolloutTemperature,
+  topP: settings.evalTopP ?? settings.rolloutTopP,
+  topK: settings.evalTopK ?? settings.rolloutTopK,
+  stop: settings.rolloutStop,
+  stopTokenIds: settings.rolloutStopTokenIds,
+  seed: settings.rolloutSeed + position
+})
+
+/** Eval's context limit: `--eval-max-context-len`, else `--rollout-max-context-len`. */
+export const evalMaxContextLen = (settings: RolloutSettings): number | undefined =>
+  settings.evalMaxContextLen ?? settings.rolloutMaxContextLen
+
+/** The resolved rollout configuration as a service. */
+export class RolloutConfig extends Context.Service<RolloutConfig, RolloutSettings>()("relax-agentic/RolloutConfig") {
+  /** Decode and resolve `input` (see `resolve`). */
+  static readonly layer = (input: RolloutOptionsInput | unknown): Layer.Layer<RolloutConfig, RolloutConfigError> =>
+    Layer.effect(RolloutConfig, resolve(input))
+  /** An already resolved configuration. */
+  static readonly layerSettings = (settings: RolloutSettings): Layer.Layer<RolloutConfig> =>
+    Layer.succeed(RolloutConfig, settings)
+}

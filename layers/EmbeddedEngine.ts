@@ -1,0 +1,279 @@
+/**
+ * The embedded engine (default): an in-process {@link Engine} over a seeded language model of the tokenizer's
+ * vocabulary, with latency on Effect's Clock.
+ *
+ * **Details**
+ * - Output is a pure function of (engine seed, prompt ids, sampling params, request seed). A request without
+ *   `sampling.seed` gets the next value of a per-engine counter, so a run is reproducible when requests arrive in the
+ *   same order (as they do under TestClock).
+ * - Logprobs are `log q(id)` under the temperature-scaled distribution, before top-k/top-p (SGLang's default; see
+ *   src/engine/Sampling.ts); at temperature 1 they are the model's own log-probabilities.
+ * - With a policy (`--embedded-policy`) and a request that carries its conversation, the policy's text is the output:
+ *   its tokens plus eos, truncated by max new tokens / stop strings / stop ids, scored by the model (teacher-forced).
+ * - Latency: prefill takes `uncached prompt tokens / prefillTokensPerSecond`, then token `i` appears after
+ *   `(i + 1) / decodeTokensPerSecond`. `abort(rid)` ends the pending generate with the tokens that appeared so far.
+ *   A speed of 0 or `Infinity` means no latency.
+ */
+import { Deferred, Duration, Effect, Layer, Ref } from "effect"
+import * as Decoder from "../src/engine/Decoder.ts"
+import * as Model from "../src/engine/Model.ts"
+import * as Sampling from "../src/engine/Sampling.ts"
+import * as Stop from "../src/engine/Stop.ts"
+import * as Wire from "../src/engine/Wire.ts"
+import type * as HookSpec from "../src/hooks/HookSpec.ts"
+import {
+  ContextLengthError,
+  Engine,
+  EngineError,
+  type EngineShape,
+  type GenerateRequest,
+  type GenerateResult,
+  type PolicyRequest
+} from "./Engine.ts"
+import * as Hooks from "./Hooks.ts"
+import { Tokenizer, type TokenizerShape } from "./Tokenizer.ts"
+
+/** An embedded policy: the text the "model" says for a request. */
+export type Policy = (request: PolicyRequest) => string | Promise<string>
+
+export interface EmbeddedEngineOptions {
+  /** Engine seed (default 0). */
+  readonly seed?: number | undefined
+  readonly policy?: Policy | undefined
+  /** Prompt tokens per second (default 20000; 0 or Infinity: instant). */
+  readonly prefillTokensPerSecond?: number | undefined
+  /** Generated tokens per second (default 200; 0 or Infinity: instant). */
+  readonly decodeTokensPerSecond?: number | undefined
+  /** Context window; a prompt + max_new_tokens reaching it fails with SGLang's ContextLengthError wording. */
+  readonly maxContextLength?: number | undefined
+  /** Initial weight version (default "0"). */
+  readonly weightVersion?: string | undefined
+  /** Shape of the model (eos probability, favoured set size, ...). */
+  readonly model?: Omit<Model.ModelOptions, "seed" | "vocabSize" | "eosTokenId"> | undefined
+}
+
+/** Latency-free options, for unit tests. */
+export const instant: EmbeddedEngineOptions = { prefillTokensPerSecond: 0, decodeTokensPerSecond: 0 }
+
+const wordLike = /^Ġ?[a-z]{2,10}$/
+const punctuation = new Set([".", ",", "Ċ", "?", "!"])
+const pools = new WeakMap<TokenizerShape, ReadonlyArray<number>>()
+
+/** Word-like tokens of the vocabulary, so sampled text reads like (nonsense) words. */
+const favouredPool = (tokenizer: TokenizerShape): ReadonlyArray<number> => {
+  let pool = pools.get(tokenizer)
+  if (pool === undefined) {
+    const ids: Array<number> = []
+    for (let id = 0; id < tokenizer.vocabSize; id++) {
+      const token = tokenizer.idToToken(id)
+      if (token !== undefined && !tokenizer.specialTokenIds.has(id) && (wordLike.test(token) || punctuation.has(token))) {
+        ids.push(id)
+      }
+    }
+    pool = ids.length > 0 ? ids : Array.from({ length: tokenizer.vocabSize }, (_, id) => id)
+    pools.set(tokenizer, pool)
+  }
+  return pool
+}
+
+/** The model an engine with these options uses over `tokenizer` (tests recompute logprobs with it). */
+export const modelFor = (tokenizer: TokenizerShape, options: EmbeddedEngineOptions = {}): Model.Model =>
+  Model.make({
+    favouredPool: favouredPool(tokenizer),
+    ...options.model,
+    seed: options.seed ?? 0,
+    vocabSize: tokenizer.vocabSize,
+    eosTokenId: tokenizer.eosTokenId
+  })
+
+const perToken = (tokensPerSecond: number | undefined, fallback: number): number => {
+  const speed = tokensPerSecond ?? fallback
+  return speed > 0 && Number.isFinite(speed) ? 1 / speed : 0
+}
+
+const secondsToDuration = (seconds: number): Duration.Duration => Duration.nanos(BigInt(Math.round(seconds * 1e9)))
+
+const commonPrefix = (a: ReadonlyArray<number>, b: ReadonlyArray<number>): number => {
+  const n = Math.min(a.length, b.length)
+  let i = 0
+  while (i < n && a[i] === b[i]) i++
+  return i
+}
+
+const nextVersion = (current: string, updates: number): string => {
+  const n = Number(current)
+  return Number.isSafeInteger(n) && String(n) === current ? String(n + 1) : String(updates)
+}
+
+const invalid = (message: string) => new EngineError({ message, status: 400, retryable: false })
+
+/** Build the engine over a tokenizer. */
+export const make = (
+  tokenizer: TokenizerShape,
+  options: EmbeddedEngineOptions = {}
+): Effect.Effect<EngineShape> =>
+  Effect.gen(function*() {
+    const model = modelFor(tokenizer, options)
+    const engineSeed = options.seed ?? 0
+    const prefillDelay = perToken(options.prefillTokensPerSecond, 20_000)
+    const decodeDelay = perToken(options.decodeTokensPerSecond, 200)
+    const version = yield* Ref.make(options.weightVersion ?? "0")
+    let updates = 0
+    let counter = 0
+    const running = new Map<string, Deferred.Deferred<void>>()
+    // The last sequence seen per session: the embedded stand-in for SGLang's radix prefix cache.
+    const lastSequence = new Map<string, ReadonlyArray<number>>()
+
+    const wait = (seconds: number, aborted: Deferred.Deferred<void>): Effect.Effect<void> =>
+      seconds <= 0 ? Effect.void : Effect.raceFirst(Effect.sleep(secondsToDuration(seconds)), Deferred.await(aborted))
+
+    const policyText = (policy: Policy, conversation: PolicyRequest): Effect.Effect<string, EngineError> =>
+      Effect.tryPromise({
+        try: () => Promise.resolve().then(() => policy(conversation)),
+        catch: (error) =>
+          new EngineError({
+            message: `--embedded-policy failed for session ${conversation.sessionId} turn ${conversation.turn}: ` +
+              (error instanceof Error ? error.message : String(error)),
+            retryable: false
+          })
+      }).pipe(
+        Effect.flatMap((text) =>
+          typeof text === "string" ? Effect.succeed(text) : Effect.fail(
+            new EngineError({
+              message: `--embedded-policy returned ${text === null ? "null" : typeof text} for session ` +
+                `${conversation.sessionId} turn ${conversation.turn}; it must return the assistant text as a string`,
+              retryable: false
+            })
+          )
+        )
+      )
+
+    const generate = (request: GenerateRequest): Effect.Effect<GenerateResult, ContextLengthError | EngineError> =>
+      Effect.gen(function*() {
+        const { inputIds, sampling } = request
+        if (inputIds.length === 0) return yield* invalid("input_ids cannot be empty")
+        const problem = Sampling.verify(sampling)
+        if (problem !== undefined) return yield* invalid(problem)
+        if (options.maxContextLength !== undefined) {
+          const message = Wire.checkContextLength(inputIds.length, sampling.maxNewTokens, options.maxContextLength)
+          if (message !== undefined) return yield* new ContextLengthError({ message })
+        }
+        if (running.has(request.rid)) return yield* invalid(`rid ${request.rid} is already running; rids must be unique`)
+        const aborted = yield* Deferred.make<void>()
+        running.set(request.rid, aborted)
+        const seed = Decoder.requestSeed(engineSeed, sampling.seed, counter++)
+        const criteria: Stop.Criteria = {
+          maxNewTokens: sampling.maxNewTokens,
+          stopTokenIds: new Set([tokenizer.eosTokenId, ...sampling.stopTokenIds]),
+          stop: sampling.stop,
+          decode: (ids) => tokenizer.decode(ids)
+        }
+        const prompt = inputIds[inputIds.length - 1] ?? tokenizer.eosTokenId
+        return yield* Effect.gen(function*() {
+          let scripted: ReadonlyArray<Decoder.Step> | undefined
+          if (options.policy !== undefined && request.conversation !== undefined) {
+            const text = yield* policyText(options.policy, request.conversation)
+            const ids = Stop.truncate([...tokenizer.encode(text), tokenizer.eosTokenId], criteria).ids
+            const scores = Decoder.score(model, sampling, prompt, ids)
+            scripted = ids.map((id, i) => ({ id, logprob: scores[i] ?? 0 }))
+          }
+          const sessionKey = request.sessionId ?? ""
+          const cachedTokens = Math.min(commonPrefix(inputIds, lastSequence.get(sessionKey) ?? []), inputIds.length - 1)
+          yield* wait((inputIds.length - cachedTokens) * prefillDelay, aborted)
+          const check = Stop.checker(criteria)
+          const outputIds: Array<number> = []
+          const logprobs: Array<number> = []
+          let finishReason: Stop.FinishReason | undefined = sampling.maxNewTokens <= 0
+            ? { type: "length", length: sampling.maxNewTokens }
+            : undefined
+          let prev = prompt
+          while (finishReason === undefined) {
+            if (yield* Deferred.isDone(aborted)) {
+              finishReason = { type: "abort", message: "Aborted" }
+              break
+            }
+            const position = outputIds.length
+            const step = scripted === undefined ? Decoder.next(model, sampling, seed, prev, position) : scripted[position]
+            // A scripted output always finishes (it ends with eos or was truncated where a stop criterion hit).
+            if (step === undefined) break
+            yield* wait(decodeDelay, aborted)
+            if (yield* Deferred.isDone(aborted)) {
+              finishReason = { type: "abort", message: "Aborted" }
+              break
+            }
+            outputIds.push(step.id)
+            logprobs.push(step.logprob)
+            prev = step.id
+            finishReason = check(outputIds)
+          }
+          lastSequence.set(sessionKey, [...inputIds, ...outputIds])
+          return {
+            outputIds,
+            logprobs: request.returnLogprob ? logprobs : [],
+            finishReason: finishReason ?? { type: "stop", matched: tokenizer.eosTokenId },
+            promptTokens: inputIds.length,
+            cachedTokens,
+            weightVersion: yield* Ref.get(version)
+          } satisfies GenerateResult
+        }).pipe(Effect.ensuring(Effect.sync(() => running.delete(request.rid))))
+      })
+
+    return {
+      generate,
+      abort: (rid) =>
+        Effect.suspend(() => {
+          const signal = running.get(rid)
+          return signal === undefined ? Effect.void : Deferred.succeed(signal, undefined).pipe(Effect.asVoid)
+        }),
+      weightVersion: Ref.get(version),
+      updateWeights: (next) =>
+        Ref.modify(version, (current) => {
+          updates++
+          const value = next ?? nextVersion(current, updates)
+          return [value, value]
+        }),
+      health: Effect.void
+    } satisfies EngineShape
+  })
+
+/** Wrap a loaded hook as a policy that checks it returns a string. */
+const asPolicy = (spec: string, hook: Hooks.HookFunction): Policy => async (request) => {
+  const text = await hook(request)
+  if (typeof text !== "string") {
+    throw new TypeError(`${spec} returned ${text === null ? "null" : typeof text}, expected the assistant text as a string`)
+  }
+  return text
+}
+
+export class EmbeddedEngine {
+  /** The `Engine` service backed by the embedded model (needs the `Tokenizer`). */
+  static readonly layer = (options: EmbeddedEngineOptions = {}): Layer.Layer<Engine, never, Tokenizer> =>
+    Layer.effect(
+      Engine,
+      Effect.gen(function*() {
+        return yield* make(yield* Tokenizer, options)
+      })
+    )
+
+  /** Load `--embedded-policy <module>[#export]` (relative to `cwd`). */
+  static readonly loadPolicy = (
+    spec: string,
+    cwd?: string
+  ): Effect.Effect<Policy, HookSpec.HookSpecError | Hooks.HookLoadError> =>
+    Effect.map(Hooks.load("--embedded-policy", spec, cwd), (hook) => asPolicy(spec, hook))
+
+  /** The engine's model, for recomputing logprobs independently. */
+  static readonly modelFor = modelFor
+  static readonly make = make
+  static readonly instant = instant
+}
+
+/** Seconds a generation takes under `options` (for simulations that predict generation times). */
+export const generationSeconds = (
+  options: EmbeddedEngineOptions,
+  uncachedPromptTokens: number,
+  outputTokens: number
+): number =>
+  uncachedPromptTokens * perToken(options.prefillTokensPerSecond, 20_000) +
+  outputTokens * perToken(options.decodeTokensPerSecond, 200)
+

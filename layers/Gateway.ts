@@ -1,0 +1,277 @@
+/**
+ * The agent's only door into the system: the HTTP gateway serving OpenAI Chat Completions, OpenAI Responses and
+ * Anthropic Messages at `/agentic_api`, all three over the one generation core (`Generation`).
+ *
+ * **Details**
+ * Every model route exists with and without `/v1`, so `RELAX_BASE_URL` can be handed unchanged to the OpenAI SDK
+ * (which appends `/chat/completions`, `/responses`) and to the Anthropic SDK (which appends `/v1/messages`).
+ * The pipeline of one request: authenticate (before the body is read, so an unauthenticated caller learns nothing
+ * about request validity) → read the body under a size limit → decode the protocol → generate → render JSON or
+ * Buffered SSE. The generation runs in a fiber owned by the gateway, not by the request: a client that disconnects
+ * after generation started loses only the answer; the response is still committed to its SessionForest.
+ */
+import { NodeHttpServer } from "@effect/platform-node"
+import { ByteSize, Clock, Context, Deferred, Duration, Effect, Exit, Layer, Result, Scope, Stream } from "effect"
+import { HttpIncomingMessage, HttpRouter, HttpServer, HttpServerError, HttpServerRequest, HttpServerResponse } from "effect/http"
+import { randomBytes } from "node:crypto"
+import { createServer } from "node:http"
+import * as Generation from "./Generation.ts"
+import * as Completion from "../src/protocol/completion.ts"
+import * as Errors from "../src/protocol/errors.ts"
+import * as Sse from "../src/protocol/sse.ts"
+import * as Chat from "../src/protocol/chat.ts"
+import * as Responses from "../src/protocol/responses.ts"
+import * as Messages from "../src/protocol/messages.ts"
+import { Sessions } from "./Sessions.ts"
+
+/** Options of the gateway; every field has a documented default. */
+export interface GatewayOptions {
+  /** Interface to bind. Default `127.0.0.1` (agents run on the same machine). */
+  readonly host?: string | undefined
+  /** Port to bind; `0` lets the OS pick one (the real port is in `Gateway.port`). Default `0`. */
+  readonly port?: number | undefined
+  /** Interval of Buffered-SSE heartbeat frames while a generation is pending. Default 15 seconds. */
+  readonly heartbeatInterval?: Duration.Input | undefined
+  /** Largest accepted request body in bytes; larger bodies get a 413. Default 64 MiB (inline images are big). */
+  readonly maxBodyBytes?: number | undefined
+  /** Model id listed by `GET /models`. Default `"relax-agentic"`. */
+  readonly modelName?: string | undefined
+}
+
+export interface GatewayShape {
+  /** `http://<host>:<port>/agentic_api`: what agents get as `RELAX_BASE_URL`. */
+  readonly baseUrl: string
+  readonly host: string
+  readonly port: number
+}
+
+/** The running gateway: where agents reach it. */
+export class Gateway extends Context.Service<Gateway, GatewayShape>()("relax-agentic/Gateway") {
+  /** Serve the gateway for the lifetime of the layer; needs `Sessions` and `Generation`. */
+  static readonly layer = (options: GatewayOptions = {}): Layer.Layer<Gateway, HttpServerError.ServeError, Sessions | Generation.Generation> =>
+    layerWith(options)
+}
+
+/** The route prefix agents see in `RELAX_BASE_URL`. */
+export const mountPath = "/agentic_api"
+
+const defaultMaxBodyBytes = 64 * 1024 * 1024
+
+// ---------------------------------------------------------------------------------------------------------------
+// Errors and auth (relax-behaviour §4.3–4.4); auth runs before the body is read
+
+const errorResponse = (adapter: Completion.Adapter, error: Errors.AnyError): HttpServerResponse.HttpServerResponse => {
+  const rendered = adapter.renderError(error)
+  return HttpServerResponse.jsonUnsafe(rendered.body, { status: rendered.status, headers: rendered.headers })
+}
+
+/**
+ * The API key of a request: the `Authorization: Bearer <token>` header, or `x-api-key` (which the Anthropic SDK sends
+ * when given an API key) when there is no `Authorization` header.
+ */
+export const apiKey = (
+  headers: Readonly<Record<string, string | undefined>>
+): Result.Result<string, Errors.GatewayError> => {
+  const header = headers["authorization"]
+  if (header === undefined) {
+    const key = headers["x-api-key"]?.trim()
+    return key !== undefined && key.length > 0 ? Result.succeed(key) : Result.fail(Errors.GatewayError.missingAuthorization())
+  }
+  const match = /^\s*(\S+)\s+(\S+)\s*$/.exec(header)
+  if (match === null || match[1]?.toLowerCase() !== "bearer" || match[2] === undefined) {
+    return Result.fail(Errors.GatewayError.malformedAuthorization())
+  }
+  return Result.succeed(match[2])
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Buffered SSE (relax-behaviour §4.9)
+
+/**
+ * The Buffered-SSE body: the protocol's connection frame at once, a heartbeat every `interval` while `terminal` is
+ * pending, then the terminal frames. `terminal` never fails: a failed generation is rendered as the protocol's error
+ * frames.
+ */
+export const sseBody = (
+  protocol: Sse.Protocol,
+  terminal: Deferred.Deferred<ReadonlyArray<Sse.SseFrame>>,
+  interval: Duration.Input
+): Stream.Stream<Uint8Array> =>
+  Stream.make(Sse.encode(Sse.connected(protocol))).pipe(
+    Stream.concat(
+      Stream.tick(interval).pipe(
+        Stream.drop(1),
+        Stream.map(() => Sse.encode(Sse.heartbeat(protocol))),
+        Stream.interruptWhen(Deferred.await(terminal))
+      )
+    ),
+    Stream.concat(Stream.fromEffect(Deferred.await(terminal)).pipe(Stream.map(Sse.encodeAll))),
+    Stream.encodeText
+  )
+
+// ---------------------------------------------------------------------------------------------------------------
+// One route per protocol
+
+const readJsonObject = (
+  request: HttpServerRequest.HttpServerRequest,
+  maxBodyBytes: number
+): Effect.Effect<Record<string, unknown>, Errors.GatewayError> =>
+  Effect.gen(function*() {
+    const declared = Number(request.headers["content-length"] ?? Number.NaN)
+    if (Number.isFinite(declared) && declared > maxBodyBytes) {
+      return yield* Effect.fail(Errors.GatewayError.bodyTooLarge(maxBodyBytes))
+    }
+    const text = yield* request.text.pipe(
+      Effect.provideService(HttpIncomingMessage.MaxBodySize, ByteSize.bytes(maxBodyBytes)),
+      Effect.mapError((error) =>
+        error.reason._tag === "RequestParseError" && error.reason.reason === "BodyTooLarge"
+          ? Errors.GatewayError.bodyTooLarge(maxBodyBytes)
+          : Errors.GatewayError.invalidJson(error.message)
+      )
+    )
+    let parsed: unknown
+    try {
+      parsed = JSON.parse(text)
+    } catch (cause) {
+      return yield* Effect.fail(Errors.GatewayError.invalidJson(cause instanceof Error ? cause.message : String(cause)))
+    }
+    if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) {
+      return yield* Effect.fail(Errors.GatewayError.bodyNotObject())
+    }
+    // Decoding boundary: a JSON object parsed from the wire.
+    return parsed as Record<string, unknown>
+  })
+
+interface RouteEnv {
+  readonly sessions: Sessions["Service"]
+  readonly generation: Generation.GenerationShape
+  /** Generations run here, not in the request fiber: a disconnect must not interrupt a started generation. */
+  readonly scope: Scope.Scope
+  readonly heartbeatInterval: Duration.Input
+  readonly maxBodyBytes: number
+}
+
+type Outcome = Exit.Exit<Completion.Completion, Errors.GatewayError>
+
+const handler = (adapter: Completion.Adapter, env: RouteEnv) =>
+  Effect.gen(function*() {
+    const request = yield* HttpServerRequest.HttpServerRequest
+    const fail = (error: Errors.AnyError) => Effect.succeed(errorResponse(adapter, error))
+
+    const token = apiKey(request.headers)
+    if (Result.isFailure(token)) return yield* fail(token.failure)
+    const session = yield* env.sessions.lookup(token.success).pipe(Effect.result)
+    if (Result.isFailure(session)) return yield* fail(Errors.GatewayError.sessionDiscarded(token.success))
+
+    const body = yield* readJsonObject(request, env.maxBodyBytes).pipe(
+      Effect.onInterrupt(() => Effect.logWarning(Errors.GatewayError.clientDisconnect("body").message)),
+      Effect.result
+    )
+    if (Result.isFailure(body)) return yield* fail(body.failure)
+    const decoded = adapter.decode(body.success)
+    if (Result.isFailure(decoded)) return yield* fail(decoded.failure)
+    const canonical = decoded.success
+
+    const outcome = yield* Deferred.make<Outcome>()
+    yield* env.generation.generate(session.success, canonical, adapter.protocol).pipe(
+      Effect.exit,
+      Effect.flatMap((exit) => Deferred.succeed(outcome, exit)),
+      Effect.forkIn(env.scope)
+    )
+
+    if (canonical.stream) {
+      const context: Completion.FailureContext = {
+        id: randomBytes(16).toString("hex"),
+        created: Math.floor((yield* Clock.currentTimeMillis) / 1000),
+        model: canonical.model
+      }
+      const terminal = yield* Deferred.make<ReadonlyArray<Sse.SseFrame>>()
+      yield* Deferred.await(outcome).pipe(
+        Effect.map((exit) => renderTerminal(adapter, canonical, context, exit)),
+        Effect.flatMap((frames) => Deferred.succeed(terminal, frames)),
+        Effect.forkIn(env.scope)
+      )
+      return HttpServerResponse.stream(sseBody(adapter.protocol, terminal, env.heartbeatInterval), {
+        contentType: "text/event-stream",
+        headers: { "cache-control": "no-cache", "x-accel-buffering": "no" }
+      })
+    }
+
+    const exit = yield* Deferred.await(outcome).pipe(
+      Effect.onInterrupt(() =>
+        Effect.logWarning(
+          `${Errors.GatewayError.clientDisconnect("completion").message}; the generation still completes and is committed`
+        )
+      )
+    )
+    if (Exit.isFailure(exit)) return yield* fail(failureError(exit))
+    const rendered = Result.try(() => adapter.renderJson(exit.value, canonical))
+    return Result.isFailure(rendered)
+      ? errorResponse(adapter, Errors.GatewayError.internal("render"))
+      : HttpServerResponse.jsonUnsafe(rendered.success)
+  })
+
+const failureError = (exit: Exit.Failure<Completion.Completion, Errors.GatewayError>): Errors.GatewayError => {
+  const reason = exit.cause.reasons.find((r) => r._tag === "Fail")
+  return reason !== undefined ? reason.error : Errors.GatewayError.internal("request")
+}
+
+const renderTerminal = (
+  adapter: Completion.Adapter,
+  request: Completion.CanonicalRequest,
+  context: Completion.FailureContext,
+  exit: Outcome
+): ReadonlyArray<Sse.SseFrame> => {
+  if (Exit.isFailure(exit)) return adapter.renderSseError(failureError(exit), context)
+  const frames = Result.try(() => adapter.renderSse(exit.value, request))
+  return Result.isFailure(frames) ? adapter.renderSseError(Errors.GatewayError.internal("render"), context) : frames.success
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Wiring
+
+const modelPaths = {
+  chat: ["/chat/completions", "/v1/chat/completions"],
+  responses: ["/responses", "/v1/responses"],
+  messages: ["/messages", "/v1/messages"]
+} as const
+
+const adapters: ReadonlyArray<Completion.Adapter> = [Chat.adapter, Responses.adapter, Messages.adapter]
+
+const layerWith = (options: GatewayOptions) => {
+  const host = options.host ?? "127.0.0.1"
+  const modelName = options.modelName ?? "relax-agentic"
+  const routes = HttpRouter.use(Effect.fnUntraced(function*(router) {
+    const env: RouteEnv = {
+      sessions: yield* Sessions,
+      generation: yield* Generation.Generation,
+      scope: yield* Effect.scope,
+      heartbeatInterval: options.heartbeatInterval ?? Duration.seconds(15),
+      maxBodyBytes: options.maxBodyBytes ?? defaultMaxBodyBytes
+    }
+    for (const adapter of adapters) {
+      for (const path of modelPaths[adapter.protocol]) yield* router.add("POST", `${mountPath}${path}`, handler(adapter, env))
+    }
+    const models = HttpServerResponse.jsonUnsafe({
+      object: "list",
+      data: [{ id: modelName, object: "model", created: 0, owned_by: "relax" }]
+    })
+    yield* router.add("GET", `${mountPath}/models`, Effect.succeed(models))
+    yield* router.add("GET", `${mountPath}/v1/models`, Effect.succeed(models))
+    const health = Effect.succeed(HttpServerResponse.jsonUnsafe({ ok: true }))
+    yield* router.add("GET", `${mountPath}/health`, health)
+    yield* router.add("GET", `${mountPath}/healthz`, health)
+  }))
+  const served = HttpRouter.serve(routes, { disableLogger: true, disableListenLog: true }).pipe(
+    Layer.provideMerge(NodeHttpServer.layer(createServer, { host, port: options.port ?? 0, gracefulShutdownTimeout: "1 second" }))
+  )
+  return Layer.effect(
+    Gateway,
+    Effect.gen(function*() {
+      const server = yield* HttpServer.HttpServer
+      const address = server.address
+      const port = address._tag === "UnixPathAddress" ? 0 : address.port
+      return Gateway.of({ host, port, baseUrl: `http://${host}:${port}${mountPath}` })
+    })
+  ).pipe(Layer.provide(served))
+}

@@ -1,0 +1,446 @@
+/**
+ * Resident Group capacity, Runtime leases, the all-session first-request barrier and prelaunch (reference §6.2, §6.5).
+ *
+ * **Details**
+ * A `Pool` owns `capacity` resident Groups, shared by Prepare (agents started, waiting for their lease) and Runtime
+ * (leased, agents running). Every Group is a fiber forked into the pool's scope and every Session a fiber inside its
+ * Group, so closing the scope (the rollout ended, or Ctrl-C) interrupts and reaps everything.
+ *
+ * - A Session's first model request counts toward its Group's barrier; the Group becomes *ready* when every Session
+ *   has sent one, and requests wait (held) until the Group holds its Runtime lease.
+ * - A Session that ends before the barrier, or fails at any time, drops its whole Group: the other agents are
+ *   interrupted, held requests are answered with `SessionClosedError`, the slot is released, and the step's demand
+ *   starts a replacement.
+ * - A Group leaves capacity when its Sessions have all finished (Reward runs outside capacity) or when it is dropped.
+ * - `runStep` leases ready Groups FIFO while the step still needs Groups (`debt + surplus − leased`), starts new Groups
+ *   while capacity is free (up to what the step needs, or up to full capacity with prelaunch when a next step
+ *   follows), and returns once `debt` Groups were accepted. Leased Groups still running then (over-sampling surplus)
+ *   are interrupted; Groups still in Prepare are kept for the next step, or interrupted when none follows.
+ */
+import { Context, Deferred, Effect, Fiber, Layer, Option, Queue, Scope } from "effect"
+import { randomBytes } from "node:crypto"
+import { SessionClosedError } from "./Sessions.ts"
+import { type Progress, Telemetry, type TelemetryShape } from "./Telemetry.ts"
+
+/** What the scheduler needs to know of a Group input. */
+export interface GroupLike {
+  readonly groupId: string
+  /** Number of Sessions. */
+  readonly size: number
+}
+
+/** A Session's handle on its Group's barrier and lease. */
+export interface SessionTicket {
+  readonly groupId: string
+  readonly sessionId: string
+  /** Position of the Session in its Group (0-based). */
+  readonly position: number
+  /**
+   * For the generation core, before every model request: the first call counts toward the barrier; completes once the
+   * Group holds its Runtime lease; fails with `SessionClosedError` once the Group was dropped.
+   */
+  readonly awaitLease: Effect.Effect<void, SessionClosedError>
+  /** Completes when the Group gets its lease (start the active-time budget here); never completes after a drop. */
+  readonly leased: Effect.Effect<void>
+  /** The rollout step the Group is leased under (the pool's current step before the lease). */
+  readonly rolloutId: () => number
+}
+
+/** Reward's decision for a Group. */
+export type Verdict<A> =
+  | { readonly _tag: "Accepted"; readonly value: A }
+  | { readonly _tag: "Filtered"; readonly reason?: string | undefined }
+
+export const accepted = <A>(value: A): Verdict<A> => ({ _tag: "Accepted", value })
+export const filtered = (reason?: string): Verdict<never> => ({ _tag: "Filtered", reason })
+
+/** How a Group runs: Prepare + Runtime of each Session, then Reward of the whole Group. */
+export interface GroupRunner<G extends GroupLike, O, A, E> {
+  /** Start the Session's agent and run it to its end; a failure drops the Group. */
+  readonly session: (group: G, ticket: SessionTicket) => Effect.Effect<O, E>
+  /** Score the finished Group (outcomes in Session order); a failure drops the Group. */
+  readonly reward: (group: G, outcomes: ReadonlyArray<O>) => Effect.Effect<Verdict<A>, E>
+}
+
+export interface PoolOptions<G extends GroupLike, O, A, E> {
+  /** Resident Groups (Prepare + Runtime). */
+  readonly capacity: number
+  readonly prelaunch: boolean
+  /** `train` or `eval`: only changes log wording. */
+  readonly mode: "train" | "eval"
+  /** The next Group input (called once per Group started). */
+  readonly next: Effect.Effect<G>
+  readonly runner: GroupRunner<G, O, A, E>
+  /** Mint a Session id (default: 128-bit random hex). */
+  readonly sessionId?: Effect.Effect<string> | undefined
+  /** `error_type=` and the detail text of a failure, for the drop log line. */
+  readonly describeError?: ((error: E) => { readonly type: string; readonly detail: string }) | undefined
+  /** Seconds without progress before an `idle_heartbeat` event (default 30). */
+  readonly heartbeatSeconds?: number | undefined
+}
+
+export interface StepPlan {
+  readonly rolloutId: number
+  /** Groups the step must accept. */
+  readonly debt: number
+  /** Extra Groups kept in flight (`over_sampling_batch_size − rollout_batch_size`). */
+  readonly surplus: number
+  /** Whether a next step follows (prelaunch fills capacity for it; Prepare Groups are kept for it). */
+  readonly nextStep: boolean
+  /**
+   * When false (Eval), a dropped or filtered Group is just missing: it pays its debt without a replacement, and
+   * at most `debt` Groups are started.
+   */
+  readonly refill: boolean
+  readonly progress?: Progress | undefined
+}
+
+export interface AcceptedGroup<G, A> {
+  readonly group: G
+  readonly value: A
+}
+
+export interface StepOutcome<G, A> {
+  /** In acceptance order. */
+  readonly accepted: ReadonlyArray<AcceptedGroup<G, A>>
+  readonly dropped: number
+  readonly filtered: number
+  /** Groups resident when the step closed (kept in Prepare for the next step). */
+  readonly residentGroups: number
+}
+
+/** Point-in-time counts, as the idle heartbeat reports them. */
+export interface PoolState {
+  readonly activeRolloutId: number
+  readonly preparing: number
+  readonly ready: number
+  readonly runtime: number
+  readonly reward: number
+  readonly resident: number
+}
+
+export interface Pool<G extends GroupLike, A> {
+  readonly runStep: (plan: StepPlan) => Effect.Effect<StepOutcome<G, A>>
+  readonly state: Effect.Effect<PoolState>
+}
+
+type Phase = "prepare" | "runtime" | "reward" | "done"
+
+interface GroupRecord<G> {
+  readonly group: G
+  readonly lease: Deferred.Deferred<boolean>
+  phase: Phase
+  ready: boolean
+  rolloutId: number
+  released: boolean
+  fiber: Fiber.Fiber<void> | undefined
+}
+
+type Finish<A> =
+  | { readonly _tag: "Accepted"; readonly value: A }
+  | { readonly _tag: "Filtered" }
+  | { readonly _tag: "Dropped" }
+
+type Signal<G, A> =
+  | { readonly _tag: "Changed" }
+  | { readonly _tag: "Finished"; readonly record: GroupRecord<G>; readonly finish: Finish<A> }
+
+/** A Session ended before its first model request (it never joined the barrier). */
+class ExitedBeforeFirstRequest {
+  readonly _tag = "ExitedBeforeFirstRequest"
+}
+
+interface SessionFailure<E> {
+  readonly position: number
+  readonly sessionId: string
+  readonly error: E | ExitedBeforeFirstRequest
+}
+
+const defaultSessionId = Effect.sync(() => randomBytes(16).toString("hex"))
+
+const defaultDescribe = (error: unknown): { readonly type: string; readonly detail: string } => {
+  const type = typeof error === "object" && error !== null && "_tag" in error && typeof error._tag === "string"
+    ? error._tag
+    : "Error"
+  const detail = error instanceof Error ? error.message : String(error)
+  return { type, detail }
+}
+
+/** Create a pool in the current scope. */
+export const makePool = <G extends GroupLike, O, A, E>(
+  options: PoolOptions<G, O, A, E>
+): Effect.Effect<Pool<G, A>, never, Scope.Scope | Telemetry> =>
+  Effect.gen(function*() {
+    const telemetry = yield* Telemetry
+    const scope = yield* Effect.scope
+    const signals = yield* Queue.unbounded<Signal<G, A>>()
+    const mintSessionId = options.sessionId ?? defaultSessionId
+    const describe = options.describeError ?? defaultDescribe
+    const heartbeat = options.heartbeatSeconds ?? 30
+    const prepared: Array<GroupRecord<G>> = []
+    const all = new Set<GroupRecord<G>>()
+    let resident = 0
+    let currentRolloutId = 0
+
+    const notify = (signal: Signal<G, A>) => Queue.offer(signals, signal).pipe(Effect.asVoid)
+
+    const release = (record: GroupRecord<G>) =>
+      Effect.suspend(() => {
+        if (record.released) return Effect.void
+        record.released = true
+        resident -= 1
+        return notify({ _tag: "Changed" })
+      })
+
+    const runGroup = (record: GroupRecord<G>): Effect.Effect<void> =>
+      Effect.gen(function*() {
+        const { group } = record
+        const size = group.size
+        const arrived: Array<boolean> = Array.from({ length: size }, () => false)
+        let arrivedCount = 0
+        const sessionIds = yield* Effect.forEach(arrived, () => mintSessionId)
+        const ticket = (position: number): SessionTicket => {
+          const sessionId = sessionIds[position]!
+          return {
+            groupId: group.groupId,
+            sessionId,
+            position,
+            rolloutId: () => record.rolloutId,
+            awaitLease: Effect.suspend(() => {
+              if (!arrived[position]) {
+                arrived[position] = true
+                arrivedCount += 1
+                if (arrivedCount === size) {
+                  record.ready = true
+                  return notify({ _tag: "Changed" }).pipe(Effect.andThen(Deferred.await(record.lease)))
+                }
+              }
+              return Deferred.await(record.lease)
+            }).pipe(
+              Effect.flatMap((leased) => leased ? Effect.void : Effect.fail(new SessionClosedError({ sessionId })))
+            ),
+            leased: Deferred.await(record.lease).pipe(
+              Effect.flatMap((leased) => leased ? Effect.void : Effect.never)
+            )
+          }
+        }
+        const runSession = (position: number) =>
+          options.runner.session(group, ticket(position)).pipe(
+            Effect.mapError((error): SessionFailure<E> => ({ position, sessionId: sessionIds[position]!, error })),
+            Effect.flatMap((outcome) =>
+              arrived[position]
+                ? Effect.succeed(outcome)
+                : Effect.fail<SessionFailure<E>>({
+                  position,
+                  sessionId: sessionIds[position]!,
+                  error: new ExitedBeforeFirstRequest()
+                })
+            )
+          )
+        const sessions = yield* Effect.forEach(arrived.map((_, i) => i), runSession, { concurrency: "unbounded" })
+          .pipe(Effect.result)
+        if (sessions._tag === "Failure") {
+          yield* logSessionFailure(record, sessions.failure)
+          if (!record.ready) {
+            yield* telemetry.warn(
+              `Dropping group ${group.groupId} because an agent exited before every first IR existed`
+            )
+          }
+          return yield* drop(record)
+        }
+        record.phase = "reward"
+        yield* release(record)
+        const verdict = yield* options.runner.reward(group, sessions.success).pipe(Effect.result)
+        if (verdict._tag === "Failure") {
+          const { type, detail } = describe(verdict.failure)
+          yield* telemetry.error(
+            `Dropping group ${group.groupId} because Reward failed error_type=${type}\n${detail}`
+          )
+          return yield* drop(record)
+        }
+        record.phase = "done"
+        if (verdict.success._tag === "Filtered") {
+          yield* telemetry.status("Filtered 1 group")
+          return yield* notify({ _tag: "Finished", record, finish: { _tag: "Filtered" } })
+        }
+        yield* notify({ _tag: "Finished", record, finish: { _tag: "Accepted", value: verdict.success.value } })
+      }).pipe(
+        // Held requests must get an answer however the Group ends (a no-op once leased).
+        Effect.ensuring(Effect.suspend(() => Deferred.succeed(record.lease, false))),
+        Effect.ensuring(Effect.suspend(() => release(record)))
+      )
+
+    const logSessionFailure = (record: GroupRecord<G>, failure: SessionFailure<E>) => {
+      const groupId = record.group.groupId
+      if (failure.error instanceof ExitedBeforeFirstRequest) {
+        return options.mode === "eval"
+          ? telemetry.error(
+            `Dropping agentic eval session that exited before its first request session_id=${failure.sessionId} ` +
+              `group_id=${groupId} error_type=silent-success`
+          )
+          : Effect.void
+      }
+      const { type, detail } = describe(failure.error)
+      return telemetry.error(
+        `Dropping failed resident agentic session session_id=${failure.sessionId} group_id=${groupId} ` +
+          `error_type=${type}\n${detail}`
+      )
+    }
+
+    const drop = (record: GroupRecord<G>) =>
+      Effect.gen(function*() {
+        record.phase = "done"
+        yield* Deferred.succeed(record.lease, false)
+        yield* release(record)
+        yield* telemetry.status("Dropped 1 group")
+        yield* notify({ _tag: "Finished", record, finish: { _tag: "Dropped" } })
+      })
+
+    const start = Effect.gen(function*() {
+      const group = yield* options.next
+      const record: GroupRecord<G> = {
+        group,
+        lease: yield* Deferred.make<boolean>(),
+        phase: "prepare",
+        ready: false,
+        rolloutId: currentRolloutId,
+        released: false,
+        fiber: undefined
+      }
+      resident += 1
+      prepared.push(record)
+      all.add(record)
+      record.fiber = yield* Effect.forkIn(
+        runGroup(record).pipe(Effect.ensuring(Effect.sync(() => all.delete(record)))),
+        scope
+      )
+    })
+
+    const stop = (records: ReadonlyArray<GroupRecord<G>>) =>
+      Effect.forEach(records, (r) => r.fiber === undefined ? Effect.void : Fiber.interrupt(r.fiber), {
+        concurrency: "unbounded",
+        discard: true
+      })
+
+    const state = Effect.sync((): PoolState => {
+      let runtime = 0
+      let reward = 0
+      for (const r of all) {
+        if (r.phase === "runtime") runtime += 1
+        if (r.phase === "reward") reward += 1
+      }
+      const ready = prepared.filter((r) => r.ready).length
+      return {
+        activeRolloutId: currentRolloutId,
+        preparing: prepared.length - ready,
+        ready,
+        runtime,
+        reward,
+        resident
+      }
+    })
+
+    const runStep = (plan: StepPlan): Effect.Effect<StepOutcome<G, A>> =>
+      Effect.gen(function*() {
+        currentRolloutId = plan.rolloutId
+        for (const r of prepared) r.rolloutId = plan.rolloutId
+        const leased = new Set<GroupRecord<G>>()
+        const acceptedGroups: Array<AcceptedGroup<G, A>> = []
+        let debt = plan.debt
+        let dropped = 0
+        let filteredCount = 0
+        let started = 0
+        const surplus = plan.refill ? plan.surplus : 0
+        const prelaunchFill = options.prelaunch && plan.nextStep
+
+        while (debt > 0) {
+          let need = debt + surplus - leased.size
+          for (const record of [...prepared]) {
+            if (need <= 0) break
+            if (!record.ready) continue
+            prepared.splice(prepared.indexOf(record), 1)
+            leased.add(record)
+            record.phase = "runtime"
+            record.rolloutId = plan.rolloutId
+            yield* Deferred.succeed(record.lease, true)
+            need -= 1
+          }
+          const target = prelaunchFill ? options.capacity : need
+          while (prepared.length < target && resident < options.capacity && (plan.refill || started < plan.debt)) {
+            yield* start
+            started += 1
+          }
+          if (plan.progress !== undefined) {
+            yield* plan.progress.setPrepared(prepared.filter((r) => r.ready).length)
+          }
+          const signal = yield* Queue.take(signals).pipe(Effect.timeoutOption(`${heartbeat} seconds`))
+          if (Option.isNone(signal)) {
+            const s = yield* state
+            yield* telemetry.event("idle_heartbeat", {
+              rollout: plan.rolloutId,
+              debt,
+              state: {
+                active_rollout_id: s.activeRolloutId,
+                warming_prepare_group_count: s.preparing,
+                ready_prepare_group_count: s.ready,
+                prepare_group_count: s.preparing + s.ready,
+                runtime_reward_group_count: s.runtime + s.reward,
+                finalized_group_count: acceptedGroups.length,
+                resident_group_count: s.resident,
+                interrupted_runtime_group_count: 0
+              }
+            })
+            continue
+          }
+          if (signal.value._tag !== "Finished") continue
+          const { record, finish } = signal.value
+          const wasLeased = leased.delete(record)
+          const waiting = prepared.indexOf(record)
+          if (waiting !== -1) prepared.splice(waiting, 1)
+          if (!wasLeased && waiting === -1) continue
+          if (finish._tag === "Accepted") {
+            if (debt > 0) {
+              debt -= 1
+              acceptedGroups.push({ group: record.group, value: finish.value })
+              if (plan.progress !== undefined) yield* plan.progress.advance(record.group.size)
+            }
+          } else {
+            if (finish._tag === "Dropped") dropped += 1
+            else filteredCount += 1
+            if (!plan.refill) debt -= 1
+          }
+        }
+        // Over-sampled Groups still running are not needed any more (no partial rollout: they are dropped).
+        yield* stop([...leased])
+        if (!plan.nextStep) {
+          yield* stop([...prepared])
+          prepared.length = 0
+        }
+        // Signals of stopped Groups belong to no step; a kept Prepare Group that was dropped meanwhile leaves the queue.
+        for (const signal of yield* Queue.takeAll(signals)) {
+          if (signal._tag !== "Finished") continue
+          const waiting = prepared.indexOf(signal.record)
+          if (waiting !== -1) prepared.splice(waiting, 1)
+        }
+        return { accepted: acceptedGroups, dropped, filtered: filteredCount, residentGroups: resident }
+      })
+
+    return { runStep, state }
+  })
+
+/** The scheduler service: builds pools whose log lines go to `Telemetry`. */
+export class Scheduler extends Context.Service<Scheduler, {
+  readonly pool: <G extends GroupLike, O, A, E>(
+    options: PoolOptions<G, O, A, E>
+  ) => Effect.Effect<Pool<G, A>, never, Scope.Scope>
+}>()("relax-agentic/Scheduler") {
+  static readonly layer: Layer.Layer<Scheduler, never, Telemetry> = Layer.effect(
+    Scheduler,
+    Effect.gen(function*() {
+      const telemetry: TelemetryShape = yield* Telemetry
+      return {
+        pool: (options) => makePool(options).pipe(Effect.provideService(Telemetry, telemetry))
+      }
+    })
+  )
+}

@@ -1,0 +1,442 @@
+/**
+ * The production {@link Engine}: SGLang's native HTTP API (`POST /generate` with `input_ids`) over an undici `Agent`
+ * (keep-alive pools per worker, connection limits, request timeouts).
+ *
+ * **Details**
+ * - Workers are given directly (`workerUrls`, from `--sglang-url URL...`) or discovered from a router (`routerUrl`):
+ *   `GET /workers` (`workers[].url`, healthy ones), falling back to `GET /list_workers` (`urls`).
+ * - Session-sticky routing: a session's requests go to the same worker (prefix-cache hits). With a router the
+ *   request goes to the router with `X-SMG-Routing-Key: <session id>` and the router picks the worker.
+ * - Every sampling field is sent explicitly (SGLang's server-side defaults differ between versions), with
+ *   `skip_special_tokens: false`, `no_stop_trim: true`, `spaces_between_special_tokens: false`.
+ * - Connection errors and 5xx are retried with exponential backoff (on another worker when the first one is
+ *   unreachable); 4xx are not. HTTP 400 context-length rejections become {@link ContextLengthError}.
+ * - `abort(rid)` posts `/abort_request {rid}` to every worker (SGLang matches rids by prefix: rids must be
+ *   fixed-length, see src/engine/Rid.ts). Interrupting a `generate` aborts its rid the same way.
+ * - At most `serverConcurrency` requests are in flight per worker (`--sglang-server-concurrency`, default 512).
+ */
+import { Duration, Effect, Layer, Ref, Schedule, Schema, type Scope, Semaphore } from "effect"
+import { Agent } from "undici"
+import * as Wire from "../src/engine/Wire.ts"
+import {
+  ContextLengthError,
+  Engine,
+  EngineError,
+  type EngineShape,
+  type GenerateRequest,
+  type GenerateResult
+} from "./Engine.ts"
+
+export interface SglangEngineOptions {
+  /** SGLang worker base URLs (`--sglang-url URL...`). Exactly one of `workerUrls` and `routerUrl` is required. */
+  readonly workerUrls?: ReadonlyArray<string> | undefined
+  /** A router (SGLang Model Gateway) base URL; workers are discovered from it for abort and weight versions. */
+  readonly routerUrl?: string | undefined
+  /** In-flight requests per worker (default 512). */
+  readonly serverConcurrency?: number | undefined
+  /** Keep-alive connections per worker (default: `serverConcurrency`). */
+  readonly connections?: number | undefined
+  /** Time for a whole `/generate` answer (default 30 minutes). */
+  readonly requestTimeout?: Duration.Input | undefined
+  /** Time to open a connection (default 10 seconds). */
+  readonly connectTimeout?: Duration.Input | undefined
+  /** Retries after a connection error or 5xx (default 4). */
+  readonly retries?: number | undefined
+  /** First backoff delay, doubled on every retry (default 250 millis). */
+  readonly retryBase?: Duration.Input | undefined
+  /** Check `GET /health` on every worker at startup (default true). */
+  readonly healthCheck?: boolean | undefined
+}
+
+interface Worker {
+  readonly url: string
+  readonly permits: Semaphore.Semaphore
+  /** Set after a connection error; a down worker gets requests only when every worker is down. */
+  down: boolean
+  inFlight: number
+  /** Sessions currently pinned here, so new sessions spread over the workers. */
+  sessions: number
+}
+
+interface HttpAnswer {
+  readonly status: number
+  readonly body: string
+}
+
+const connectionErrorCodes = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "EPIPE",
+  "ENOTFOUND",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "EAI_AGAIN",
+  "UND_ERR_SOCKET",
+  "UND_ERR_CLOSED",
+  "UND_ERR_CONNECT_TIMEOUT"
+])
+
+const errorCode = (error: unknown): string | undefined => {
+  if (error === null || typeof error !== "object") return undefined
+  if ("code" in error && typeof error.code === "string") return error.code
+  if ("cause" in error) return errorCode(error.cause)
+  return undefined
+}
+
+const describe = (error: unknown): string => {
+  const code = errorCode(error)
+  const text = error instanceof Error ? error.message : String(error)
+  return code === undefined || text.includes(code) ? text : `${code}: ${text}`
+}
+
+const stickyLimit = 100_000
+
+const trimSlash = (url: string): string => url.replace(/\/+$/, "")
+
+/** The human-readable message of an SGLang error body (JSON `message`/`detail`, or the raw text). */
+const errorMessage = (body: string): string => {
+  try {
+    const parsed = Schema.decodeUnknownSync(Wire.ErrorBody)(JSON.parse(body))
+    if (parsed.message !== undefined) return parsed.message
+    if (typeof parsed.detail === "string") return parsed.detail
+  } catch {
+    // not JSON: fall through to the raw text
+  }
+  return body.length > 500 ? `${body.slice(0, 500)}…` : body
+}
+
+const toWire = (request: GenerateRequest): Wire.GenerateRequest => {
+  const s = request.sampling
+  return {
+    input_ids: request.inputIds,
+    sampling_params: {
+      max_new_tokens: s.maxNewTokens,
+      temperature: s.temperature,
+      top_p: s.topP,
+      top_k: s.topK <= 0 ? -1 : s.topK,
+      min_p: 0,
+      stop: s.stop,
+      stop_token_ids: s.stopTokenIds,
+      skip_special_tokens: false,
+      spaces_between_special_tokens: false,
+      no_stop_trim: true,
+      ...(s.seed === undefined ? {} : { sampling_seed: s.seed })
+    },
+    rid: request.rid,
+    return_logprob: request.returnLogprob,
+    ...(request.imageData === undefined || request.imageData.length === 0 ? {} : { image_data: request.imageData })
+  }
+}
+
+const nextVersion = (current: string, updates: number): string => {
+  const n = Number(current)
+  return Number.isSafeInteger(n) && String(n) === current ? String(n + 1) : String(updates)
+}
+
+/** Build the engine; fails with an `EngineError` naming the URL when SGLang is unreachable. */
+export const make = (options: SglangEngineOptions): Effect.Effect<EngineShape, EngineError, Scope.Scope> =>
+  Effect.gen(function*() {
+    const hasWorkers = options.workerUrls !== undefined && options.workerUrls.length > 0
+    if (hasWorkers === (options.routerUrl !== undefined)) {
+      return yield* new EngineError({
+        message: "SGLang engine: give either worker URLs (--sglang-url URL...) or a router URL, exactly one of the two",
+        retryable: false
+      })
+    }
+    const concurrency = options.serverConcurrency ?? 512
+    const requestTimeoutMs = Duration.toMillis(Duration.fromInputUnsafe(options.requestTimeout ?? "30 minutes"))
+    const connectTimeoutMs = Duration.toMillis(Duration.fromInputUnsafe(options.connectTimeout ?? "10 seconds"))
+    const agent = yield* Effect.acquireRelease(
+      Effect.sync(() =>
+        new Agent({
+          connections: options.connections ?? concurrency,
+          keepAliveTimeout: 60_000,
+          connect: { timeout: connectTimeoutMs },
+          headersTimeout: requestTimeoutMs,
+          bodyTimeout: requestTimeoutMs
+        })
+      ),
+      (a) => Effect.promise(() => a.destroy())
+    )
+
+    const http = (
+      url: string,
+      path: string,
+      method: "GET" | "POST",
+      body?: unknown,
+      headers: Record<string, string> = {},
+      timeoutMs?: number
+    ): Effect.Effect<HttpAnswer, EngineError> =>
+      Effect.tryPromise({
+        try: async (signal) => {
+          const response = await agent.request({
+            origin: url,
+            path,
+            method,
+            signal,
+            headers: body === undefined ? headers : { "content-type": "application/json", ...headers },
+            ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+            ...(timeoutMs === undefined ? {} : { headersTimeout: timeoutMs, bodyTimeout: timeoutMs })
+          })
+          return { status: response.statusCode, body: await response.body.text() }
+        },
+        catch: (error) => {
+          const code = errorCode(error)
+          const timedOut = code === "UND_ERR_HEADERS_TIMEOUT" || code === "UND_ERR_BODY_TIMEOUT"
+          return new EngineError({
+            message: timedOut
+              ? `SGLang at ${url}${path} did not answer within the request timeout (${describe(error)})`
+              : `cannot reach SGLang at ${url}${path}: ${describe(error)}`,
+            url,
+            // A timed-out generation may still be running: retrying would run it twice.
+            retryable: !timedOut && (code === undefined || connectionErrorCodes.has(code))
+          })
+        }
+      })
+
+    const decodeJson = <S extends Schema.Top & { readonly DecodingServices: never }>(
+      schema: S,
+      url: string,
+      path: string,
+      answer: HttpAnswer
+    ): Effect.Effect<S["Type"], EngineError> =>
+      Effect.try({
+        try: () => JSON.parse(answer.body) as unknown,
+        catch: () => new EngineError({ message: `SGLang at ${url}${path} answered non-JSON: ${errorMessage(answer.body)}`, url, retryable: false })
+      }).pipe(
+        Effect.flatMap((json) => Schema.decodeUnknownEffect(schema)(json)),
+        Effect.mapError((error) =>
+          error instanceof EngineError
+            ? error
+            : new EngineError({
+              message: `SGLang at ${url}${path} answered an unexpected shape: ${error.message}`,
+              url,
+              retryable: false
+            })
+        )
+      )
+
+    const statusError = (url: string, path: string, answer: HttpAnswer): EngineError =>
+      new EngineError({
+        message: `SGLang at ${url}${path} answered HTTP ${answer.status}: ${errorMessage(answer.body)}`,
+        url,
+        status: answer.status,
+        retryable: answer.status >= 500
+      })
+
+    const routerUrl = options.routerUrl === undefined ? undefined : trimSlash(options.routerUrl)
+
+    const discover = (router: string): Effect.Effect<ReadonlyArray<string>, EngineError> =>
+      Effect.gen(function*() {
+        const workers = yield* http(router, "/workers", "GET").pipe(
+          Effect.flatMap((answer) =>
+            answer.status === 200
+              ? decodeJson(Wire.WorkersResponse, router, "/workers", answer).pipe(
+                Effect.map((r) => r.workers.filter((w) => w.is_healthy !== false).map((w) => w.url))
+              )
+              : Effect.fail(statusError(router, "/workers", answer))
+          ),
+          Effect.catch(() =>
+            http(router, "/list_workers", "GET").pipe(
+              Effect.flatMap((answer) =>
+                answer.status === 200
+                  ? decodeJson(Wire.ListWorkersResponse, router, "/list_workers", answer).pipe(Effect.map((r) => r.urls))
+                  : Effect.fail(statusError(router, "/list_workers", answer))
+              )
+            )
+          ),
+          Effect.mapError((error) =>
+            new EngineError({
+              message: `Failed to query SGLang workers from the router at ${router} (GET /workers, then /list_workers): ` +
+                error.message,
+              url: router,
+              retryable: false
+            })
+          )
+        )
+        if (workers.length === 0) {
+          return yield* new EngineError({ message: `SGLang returned no workers: the router at ${router} lists none`, url: router, retryable: false })
+        }
+        return workers
+      })
+
+    const makeWorker = (url: string) => Effect.map(Semaphore.make(concurrency), (permits): Worker => ({ url, permits, down: false, inFlight: 0, sessions: 0 }))
+    const workerUrls = routerUrl === undefined ? (options.workerUrls ?? []).map(trimSlash) : (yield* discover(routerUrl)).map(trimSlash)
+    const workers = yield* Effect.forEach(workerUrls, makeWorker)
+    // With a router, generation goes through it: one bounded "worker" standing for the router's whole fleet.
+    const routerTarget = routerUrl === undefined
+      ? undefined
+      : yield* Effect.map(Semaphore.make(concurrency * workers.length), (permits): Worker => ({ url: routerUrl, permits, down: false, inFlight: 0, sessions: 0 }))
+
+    const health = Effect.forEach(
+      routerTarget === undefined ? workers.map((w) => w.url) : [routerTarget.url, ...workers.map((w) => w.url)],
+      (url) =>
+        http(url, "/health", "GET", undefined, {}, 30_000).pipe(
+          Effect.flatMap((answer) => answer.status === 200 ? Effect.void : Effect.fail(statusError(url, "/health", answer))),
+          Effect.mapError((error) =>
+            new EngineError({
+              message: `SGLang is not healthy at ${url}: ${error.message}. Check that the server is running and that ` +
+                `--sglang-url names it`,
+              url,
+              retryable: false
+            })
+          )
+        ),
+      { concurrency: "unbounded", discard: true }
+    )
+    if (options.healthCheck ?? true) yield* health
+
+    const initialVersion = yield* http(workers[0]?.url ?? "", "/get_weight_version", "GET", undefined, {}, 10_000).pipe(
+      Effect.flatMap((answer) =>
+        answer.status === 200
+          ? decodeJson(Wire.WeightVersionResponse, workers[0]?.url ?? "", "/get_weight_version", answer)
+          : Effect.fail(statusError(workers[0]?.url ?? "", "/get_weight_version", answer))
+      ),
+      Effect.map((r) => r.weight_version),
+      Effect.orElseSucceed(() => "default")
+    )
+    const version = yield* Ref.make(initialVersion)
+    let updates = 0
+    const sticky = new Map<string, Worker>()
+
+    const pick = (sessionId: string | undefined, exclude: ReadonlySet<Worker>): Worker => {
+      if (routerTarget !== undefined) return routerTarget
+      const known = sessionId === undefined ? undefined : sticky.get(sessionId)
+      if (known !== undefined && !known.down && !exclude.has(known)) return known
+      const up = workers.filter((w) => !w.down && !exclude.has(w))
+      const candidates = up.length > 0 ? up : workers.filter((w) => !exclude.has(w))
+      const pool = candidates.length > 0 ? candidates : workers
+      let best = pool[0]!
+      for (const w of pool) {
+        if (w.inFlight < best.inFlight || (w.inFlight === best.inFlight && w.sessions < best.sessions)) best = w
+      }
+      if (sessionId !== undefined) {
+        if (known !== undefined) known.sessions--
+        // Bounded memory for long runs: forget the oldest pinning (it only costs a prefix-cache miss).
+        if (sticky.size >= stickyLimit) {
+          const oldest = sticky.entries().next().value
+          if (oldest !== undefined) {
+            sticky.delete(oldest[0])
+            oldest[1].sessions--
+          }
+        }
+        sticky.set(sessionId, best)
+        best.sessions++
+      }
+      return best
+    }
+
+    const abort = (rid: string): Effect.Effect<void> =>
+      Effect.forEach(
+        workers,
+        (w) =>
+          http(w.url, "/abort_request", "POST", { rid } satisfies Wire.AbortRequest, {}, 10_000).pipe(
+            Effect.flatMap((answer) => answer.status === 200 ? Effect.void : Effect.fail(statusError(w.url, "/abort_request", answer))),
+            Effect.catch((error) => Effect.logWarning(`abort of rid ${rid} failed: ${error.message}`))
+          ),
+        { concurrency: "unbounded", discard: true }
+      )
+
+    const attempt = (
+      request: GenerateRequest,
+      body: Wire.GenerateRequest,
+      tried: Set<Worker>
+    ): Effect.Effect<GenerateResult, ContextLengthError | EngineError> =>
+      Effect.gen(function*() {
+        const worker = pick(request.sessionId, tried)
+        tried.add(worker)
+        const headers: Record<string, string> = routerTarget !== undefined && request.sessionId !== undefined
+          ? { "X-SMG-Routing-Key": request.sessionId }
+          : {}
+        worker.inFlight++
+        const answer = yield* worker.permits.withPermits(1)(http(worker.url, "/generate", "POST", body, headers)).pipe(
+          Effect.ensuring(Effect.sync(() => worker.inFlight--)),
+          Effect.tapError((error) =>
+            Effect.sync(() => {
+              if (error.retryable) worker.down = true
+            })
+          )
+        )
+        worker.down = false
+        if (answer.status === 400 && Wire.isContextLengthMessage(answer.body)) {
+          return yield* new ContextLengthError({ message: errorMessage(answer.body) })
+        }
+        if (answer.status !== 200) return yield* statusError(worker.url, "/generate", answer)
+        const response = yield* decodeJson(Wire.GenerateResponse, worker.url, "/generate", answer)
+        const meta = response.meta_info
+        const entries = meta.output_token_logprobs
+        const outputIds = entries !== undefined ? entries.map((e) => e[1]) : (response.output_ids ?? [])
+        if (meta.weight_version !== undefined) yield* Ref.set(version, meta.weight_version)
+        return {
+          outputIds,
+          logprobs: request.returnLogprob && entries !== undefined ? entries.map((e) => e[0]) : [],
+          finishReason: Wire.toFinishReason(meta.finish_reason),
+          promptTokens: meta.prompt_tokens,
+          cachedTokens: meta.cached_tokens ?? 0,
+          weightVersion: meta.weight_version ?? (yield* Ref.get(version))
+        } satisfies GenerateResult
+      })
+
+    const backoff = Schedule.exponential(options.retryBase ?? "250 millis")
+    const retries = options.retries ?? 4
+
+    const generate = (request: GenerateRequest): Effect.Effect<GenerateResult, ContextLengthError | EngineError> => {
+      const body = toWire(request)
+      const tried = new Set<Worker>()
+      return Effect.suspend(() => {
+        // Once every worker was tried, start over (a restarted worker may be back).
+        if (tried.size >= Math.max(1, workers.length)) tried.clear()
+        return attempt(request, body, tried)
+      }).pipe(
+        Effect.retry({
+          schedule: backoff,
+          times: retries,
+          while: (error: ContextLengthError | EngineError) => error._tag === "EngineError" && error.retryable
+        }),
+        Effect.onInterrupt(() => abort(request.rid))
+      )
+    }
+
+    const updateWeights = (next?: string): Effect.Effect<string, EngineError> =>
+      Effect.gen(function*() {
+        updates++
+        const value = next ?? nextVersion(yield* Ref.get(version), updates)
+        yield* Effect.forEach(
+          workers,
+          (w) =>
+            http(w.url, "/update_weight_version", "POST", { new_version: value, abort_all_requests: false } satisfies Wire.UpdateWeightVersionRequest).pipe(
+              Effect.flatMap((answer) =>
+                answer.status === 200
+                  ? decodeJson(Wire.UpdateWeightVersionResponse, w.url, "/update_weight_version", answer)
+                  : Effect.fail(statusError(w.url, "/update_weight_version", answer))
+              ),
+              Effect.flatMap((r) =>
+                r.success ? Effect.void : Effect.fail(
+                  new EngineError({
+                    message: `SGLang at ${w.url} refused /update_weight_version: ${r.message ?? "no message"}`,
+                    url: w.url,
+                    retryable: false
+                  })
+                )
+              )
+            ),
+          { concurrency: "unbounded", discard: true }
+        )
+        yield* Ref.set(version, value)
+        return value
+      })
+
+    return {
+      generate,
+      abort,
+      weightVersion: Ref.get(version),
+      updateWeights,
+      health
+    } satisfies EngineShape
+  })
+
+export class SglangEngine {
+  /** The `Engine` service over SGLang; building it checks every worker's health. */
+  static readonly layer = (options: SglangEngineOptions): Layer.Layer<Engine, EngineError> => Layer.effect(Engine, make(options))
+  static readonly make = make
+}

@@ -1,0 +1,231 @@
+/**
+ * What a rollout tells its operator: `AGENTIC ROLLOUT event=...` lines (reference §8.1–8.2), status lines such as
+ * `Dropped 1 group`, a progress bar per step, and debug dumps.
+ *
+ * **Details**
+ * ANSI badges and the progress bar appear only on a TTY; a log file or pipe gets plain lines that `grep` can find
+ * (`AGENTIC ROLLOUT event=accounting_end rollout=0 ...`). Field values print as the reference prints them (Python's
+ * `str`): `True` / `False`, and a dict as `{'key': value}`; a field whose value is `undefined` or `null` is left out.
+ * Files (debug dumps, and the rollout's JSONL outputs through `writeFileAtomic`) are written to a temporary file
+ * and renamed, so an interrupted run never leaves a half-written file.
+ */
+import { Context, Data, Effect, Layer, type Scope } from "effect"
+import { mkdir, rename, rm, writeFile } from "node:fs/promises"
+import { dirname } from "node:path"
+
+/** A value an event line can carry. */
+export type FieldValue =
+  | string
+  | number
+  | boolean
+  | null
+  | undefined
+  | { readonly [key: string]: string | number | boolean | null }
+
+/** Where lines go. `progress` receives the bar's current text (only called on a TTY). */
+export interface Sink {
+  readonly isTTY: boolean
+  readonly line: (text: string) => void
+  readonly progress: (text: string | undefined) => void
+}
+
+export interface ProgressOptions {
+  /** e.g. `Rollout 3 generation` or `Eval gsm8k`. */
+  readonly description: string
+  readonly total: number
+  readonly unit: "session" | "sample"
+  /** Show `prepared=M` next to `scored=N` (with `--agentic-prelaunch`). */
+  readonly showPrepared: boolean
+}
+
+/** A step's progress: completed sessions count as scored. */
+export interface Progress {
+  readonly advance: (sessions: number) => Effect.Effect<void>
+  readonly setPrepared: (groups: number) => Effect.Effect<void>
+  readonly grow: (sessions: number) => Effect.Effect<void>
+  readonly snapshot: Effect.Effect<{ readonly scored: number; readonly total: number; readonly prepared: number }>
+}
+
+/** A file under `--output-dir` or `--save-debug-rollout-data` could not be written. */
+export class OutputWriteError extends Data.TaggedError("OutputWriteError")<{
+  readonly path: string
+  readonly reason: string
+}> {
+  override get message(): string {
+    return `cannot write ${this.path}: ${this.reason}. Check that the directory is writable and the disk has space.`
+  }
+}
+
+export interface TelemetryShape {
+  readonly isTTY: boolean
+  /** `AGENTIC ROLLOUT event=<event> key=value ...` */
+  readonly event: (event: string, fields: Readonly<Record<string, FieldValue>>) => Effect.Effect<void>
+  /** `AGENTIC <message>` (e.g. `Dropped 1 group`, `Filtered 1 group`). */
+  readonly status: (message: string) => Effect.Effect<void>
+  readonly info: (message: string) => Effect.Effect<void>
+  readonly warn: (message: string) => Effect.Effect<void>
+  readonly error: (message: string) => Effect.Effect<void>
+  /** A progress bar for the scope's lifetime; drawn only on a TTY. */
+  readonly progress: (options: ProgressOptions) => Effect.Effect<Progress, never, Scope.Scope>
+}
+
+const RESET = "\u001b[0m"
+const MAGENTA = "\u001b[1;38;5;213m"
+const badge = (label: string, background: number, tty: boolean): string =>
+  tty ? `\u001b[48;5;${background}m\u001b[1;38;5;231m ${label} ${RESET}` : label
+
+/** Python `str()` of a value, as the reference's log helper renders fields. */
+export const pythonStr = (value: Exclude<FieldValue, undefined>): string => {
+  if (value === null) return "None"
+  if (typeof value === "boolean") return value ? "True" : "False"
+  if (typeof value === "number") return Number.isFinite(value) ? String(value) : value > 0 ? "inf" : value < 0 ? "-inf" : "nan"
+  if (typeof value === "string") return value
+  const entries = Object.entries(value).map(([k, v]) => `'${k}': ${typeof v === "string" ? `'${v}'` : pythonStr(v)}`)
+  return `{${entries.join(", ")}}`
+}
+
+/** The event line without a trailing newline. */
+export const formatEvent = (
+  event: string,
+  fields: Readonly<Record<string, FieldValue>>,
+  tty: boolean
+): string => {
+  const parts = [`event=${event}`]
+  for (const [key, value] of Object.entries(fields)) {
+    if (value === undefined || value === null) continue
+    parts.push(`${key}=${pythonStr(value)}`)
+  }
+  const body = parts.join(" ")
+  return `${badge("AGENTIC ROLLOUT", 60, tty)} ${tty ? `${MAGENTA}${body}${RESET}` : body}`
+}
+
+/** `AGENTIC <message>` */
+export const formatStatus = (message: string, tty: boolean): string =>
+  `${badge("AGENTIC", 54, tty)} ${tty ? `${MAGENTA}${message}${RESET}` : message}`
+
+const renderBar = (options: ProgressOptions, scored: number, total: number, prepared: number): string => {
+  const width = 24
+  const filled = total === 0 ? width : Math.min(width, Math.round((scored / total) * width))
+  const postfix = options.showPrepared ? `scored=${scored}, prepared=${prepared}` : `scored=${scored}`
+  return `${options.description}: ${"#".repeat(filled)}${".".repeat(width - filled)} ${scored}/${total} ${options.unit} [${postfix}]`
+}
+
+/** Build the service over a sink. */
+export const make = (sink: Sink): TelemetryShape => {
+  const emit = (text: string) => Effect.sync(() => sink.line(text))
+  return {
+    isTTY: sink.isTTY,
+    event: (event, fields) => emit(formatEvent(event, fields, sink.isTTY)),
+    status: (message) => emit(formatStatus(message, sink.isTTY)),
+    info: emit,
+    warn: (message) => emit(`WARNING ${message}`),
+    error: (message) => emit(`ERROR ${message}`),
+    progress: (options) =>
+      Effect.acquireRelease(
+        Effect.sync((): Progress => {
+          let scored = 0
+          let total = options.total
+          let prepared = 0
+          const draw = () => {
+            if (sink.isTTY) sink.progress(renderBar(options, scored, total, prepared))
+          }
+          draw()
+          return {
+            advance: (sessions) =>
+              Effect.sync(() => {
+                scored = Math.min(total, scored + sessions)
+                draw()
+              }),
+            setPrepared: (groups) =>
+              Effect.sync(() => {
+                prepared = groups
+                draw()
+              }),
+            grow: (sessions) =>
+              Effect.sync(() => {
+                total += sessions
+                draw()
+              }),
+            snapshot: Effect.sync(() => ({ scored, total, prepared }))
+          }
+        }),
+        () => Effect.sync(() => sink.progress(undefined))
+      )
+  }
+}
+
+/** A sink over the process's stdout; the bar is drawn on stderr's last line when stderr is a TTY. */
+export const processSink = (): Sink => {
+  const tty = process.stdout.isTTY === true && process.stderr.isTTY === true
+  let bar: string | undefined
+  return {
+    isTTY: tty,
+    line: (text) => {
+      if (tty && bar !== undefined) process.stderr.write("\r\u001b[2K")
+      process.stdout.write(`${text}\n`)
+      if (tty && bar !== undefined) process.stderr.write(bar)
+    },
+    progress: (text) => {
+      if (!tty) return
+      process.stderr.write(`\r\u001b[2K${text ?? ""}`)
+      if (text === undefined && bar !== undefined) process.stderr.write("")
+      bar = text
+    }
+  }
+}
+
+/** What a memory sink collected (tests). */
+export interface Captured {
+  readonly lines: Array<string>
+  readonly frames: Array<string>
+}
+
+/** A sink that keeps every line and progress frame in memory. */
+export const memorySink = (isTTY = false): Sink & { readonly captured: Captured } => {
+  const captured: Captured = { lines: [], frames: [] }
+  return {
+    isTTY,
+    captured,
+    line: (text) => {
+      captured.lines.push(text)
+    },
+    progress: (text) => {
+      if (text !== undefined) captured.frames.push(text)
+    }
+  }
+}
+
+/** Replace `{rollout_id}` in a `--save-debug-rollout-data` template. */
+export const debugDumpPath = (template: string, rolloutId: number | string): string =>
+  template.replaceAll("{rollout_id}", String(rolloutId))
+
+/**
+ * Write `text` to `path` atomically: a temporary file beside it, then a rename (same directory, same file system).
+ */
+export const writeFileAtomic = (path: string, text: string): Effect.Effect<void, OutputWriteError> => {
+  const temp = `${path}.tmp-${process.pid}-${Math.random().toString(36).slice(2)}`
+  return Effect.tryPromise({
+    try: async () => {
+      await mkdir(dirname(path), { recursive: true })
+      try {
+        await writeFile(temp, text, "utf8")
+        await rename(temp, path)
+      } catch (error) {
+        await rm(temp, { force: true })
+        throw error
+      }
+    },
+    catch: (error) => new OutputWriteError({ path, reason: error instanceof Error ? error.message : String(error) })
+  }).pipe(Effect.uninterruptible)
+}
+
+/** JSON Lines text (one value per line, trailing newline). */
+export const jsonl = (values: ReadonlyArray<unknown>): string =>
+  values.map((value) => JSON.stringify(value)).join("\n") + (values.length > 0 ? "\n" : "")
+
+export class Telemetry extends Context.Service<Telemetry, TelemetryShape>()("relax-agentic/Telemetry") {
+  /** Lines on stdout, the progress bar on a TTY stderr. */
+  static readonly layer: Layer.Layer<Telemetry> = Layer.sync(Telemetry, () => make(processSink()))
+  /** Over any sink (e.g. `memorySink()` in tests). */
+  static readonly layerSink = (sink: Sink): Layer.Layer<Telemetry> => Layer.succeed(Telemetry, make(sink))
+}

@@ -1,0 +1,50 @@
+/**
+ * Token-by-token decoding with the embedded model: sampling a next token, and teacher-forced scoring of given ids.
+ *
+ * **Details**
+ * The uniform draw for output position `i` is `Hash.uniform(seed, i)`, so a generation is a pure function of
+ * (model, prompt, sampling, seed): replaying it, or recomputing its logprobs, needs no generator state.
+ */
+import * as Hash from "./Hash.ts"
+import type * as Model from "./Model.ts"
+import * as Sampling from "./Sampling.ts"
+
+export interface Step {
+  readonly id: number
+  /** Log-probability under the temperature-scaled distribution (see Sampling). */
+  readonly logprob: number
+}
+
+/** The token at output position `position`, following `prev`. */
+export const next = (
+  model: Model.Model,
+  params: Sampling.SamplingParams,
+  seed: number,
+  prev: number,
+  position: number
+): Step => {
+  const scaled = Sampling.scale(model.distribution(prev), Sampling.effective(params).temperature)
+  const id = Sampling.sample(scaled, params, Hash.uniform(seed, position))
+  return { id, logprob: Sampling.logprob(scaled, id) }
+}
+
+/** Logprobs of `ids` generated after `prev` (teacher forcing), under the same scaled distributions. */
+export const score = (
+  model: Model.Model,
+  params: Sampling.SamplingParams,
+  prev: number,
+  ids: ReadonlyArray<number>
+): ReadonlyArray<number> => {
+  const temperature = Sampling.effective(params).temperature
+  const out: Array<number> = []
+  let previous = prev
+  for (const id of ids) {
+    out.push(Sampling.logprob(Sampling.scale(model.distribution(previous), temperature), id))
+    previous = id
+  }
+  return out
+}
+
+/** The per-request seed: the engine seed mixed with the request's seed or, without one, a request counter. */
+export const requestSeed = (engineSeed: number, seed: number | undefined, counter: number): number =>
+  seed === undefined ? Hash.hash32(engineSeed, 1, counter) : Hash.hash32(engineSeed, 0, seed)

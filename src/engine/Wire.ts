@@ -1,0 +1,153 @@
+/**
+ * SGLang's native HTTP wire shapes (`/generate`, `/abort_request`, `/update_weight_version`, router `/workers`),
+ * as Schemas shared by the client (layers/SglangEngine.ts) and the test server.
+ *
+ * **Details**
+ * Request shapes list exactly what relax-agentic sends; response shapes read only the fields it uses and ignore the
+ * rest, so newer SGLang builds that add fields still decode.
+ */
+import { Schema } from "effect"
+import type { FinishReason } from "./Stop.ts"
+
+/** `sampling_params`: every field is sent explicitly because SGLang's server-side defaults differ between versions. */
+export const SamplingParams = Schema.Struct({
+  max_new_tokens: Schema.Int,
+  temperature: Schema.Number,
+  top_p: Schema.Number,
+  top_k: Schema.Int,
+  min_p: Schema.Number,
+  stop: Schema.Array(Schema.String),
+  stop_token_ids: Schema.Array(Schema.Int),
+  skip_special_tokens: Schema.Boolean,
+  spaces_between_special_tokens: Schema.Boolean,
+  no_stop_trim: Schema.Boolean,
+  sampling_seed: Schema.optionalKey(Schema.Int)
+})
+export type SamplingParams = typeof SamplingParams.Type
+
+/** `POST /generate` body (token-in: `input_ids`, never `text`). */
+export const GenerateRequest = Schema.Struct({
+  input_ids: Schema.Array(Schema.Int),
+  sampling_params: SamplingParams,
+  rid: Schema.String,
+  return_logprob: Schema.Boolean,
+  image_data: Schema.optionalKey(Schema.Array(Schema.String))
+})
+export type GenerateRequest = typeof GenerateRequest.Type
+
+export const FinishReasonWire = Schema.Union([
+  Schema.Struct({ type: Schema.Literal("stop"), matched: Schema.optionalKey(Schema.NullOr(Schema.Union([Schema.Int, Schema.String]))) }),
+  Schema.Struct({ type: Schema.Literal("length"), length: Schema.optionalKey(Schema.NullOr(Schema.Int)) }),
+  Schema.Struct({ type: Schema.Literal("abort"), message: Schema.optionalKey(Schema.NullOr(Schema.String)) })
+])
+export type FinishReasonWire = typeof FinishReasonWire.Type
+
+/** One `output_token_logprobs` entry: `[logprob, token_id, text | null]`. */
+export const TokenLogprob = Schema.TupleWithRest(Schema.Tuple([Schema.Number, Schema.Int]), [Schema.Unknown])
+
+export const MetaInfo = Schema.Struct({
+  id: Schema.optionalKey(Schema.String),
+  finish_reason: Schema.NullOr(FinishReasonWire),
+  prompt_tokens: Schema.Int,
+  completion_tokens: Schema.optionalKey(Schema.Int),
+  cached_tokens: Schema.optionalKey(Schema.Int),
+  /** Absent on SGLang builds older than mid-2025. */
+  weight_version: Schema.optionalKey(Schema.String),
+  output_token_logprobs: Schema.optionalKey(Schema.Array(TokenLogprob))
+})
+
+export const GenerateResponse = Schema.Struct({
+  text: Schema.optionalKey(Schema.String),
+  output_ids: Schema.optionalKey(Schema.Array(Schema.Int)),
+  meta_info: MetaInfo
+})
+export type GenerateResponse = typeof GenerateResponse.Type
+
+/** `POST /abort_request` body (200 with an empty body on success). */
+export const AbortRequest = Schema.Struct({
+  rid: Schema.String,
+  abort_all: Schema.optionalKey(Schema.Boolean)
+})
+export type AbortRequest = typeof AbortRequest.Type
+
+export const UpdateWeightVersionRequest = Schema.Struct({
+  new_version: Schema.String,
+  abort_all_requests: Schema.Boolean
+})
+export type UpdateWeightVersionRequest = typeof UpdateWeightVersionRequest.Type
+
+export const UpdateWeightVersionResponse = Schema.Struct({
+  success: Schema.Boolean,
+  message: Schema.optionalKey(Schema.String),
+  new_version: Schema.optionalKey(Schema.String)
+})
+
+export const WeightVersionResponse = Schema.Struct({ weight_version: Schema.String })
+
+/** Router (SGLang Model Gateway) `GET /workers`. */
+export const WorkersResponse = Schema.Struct({
+  workers: Schema.Array(Schema.Struct({ url: Schema.String, is_healthy: Schema.optionalKey(Schema.Boolean) }))
+})
+
+/** Older router `GET /list_workers`. */
+export const ListWorkersResponse = Schema.Struct({ urls: Schema.Array(Schema.String) })
+
+/** SGLang's error body (`{"object":"error","message":…}`); FastAPI's `{"detail":…}` also appears. */
+export const ErrorBody = Schema.Struct({
+  object: Schema.optionalKey(Schema.String),
+  message: Schema.optionalKey(Schema.String),
+  detail: Schema.optionalKey(Schema.Unknown),
+  code: Schema.optionalKey(Schema.Int)
+})
+
+/** The port's finish reason from the wire shape (`null` means an unfinished chunk: reported as an abort). */
+export const toFinishReason = (wire: FinishReasonWire | null): FinishReason => {
+  if (wire === null) return { type: "abort", message: "SGLang returned no finish_reason" }
+  switch (wire.type) {
+    case "stop":
+      return wire.matched === undefined || wire.matched === null ? { type: "stop" } : { type: "stop", matched: wire.matched }
+    case "length":
+      return wire.length === undefined || wire.length === null ? { type: "length" } : { type: "length", length: wire.length }
+    case "abort":
+      return wire.message === undefined || wire.message === null ? { type: "abort" } : { type: "abort", message: wire.message }
+  }
+}
+
+/** The wire shape of a port finish reason (the test server's responses). */
+export const fromFinishReason = (reason: FinishReason): FinishReasonWire => {
+  switch (reason.type) {
+    case "stop":
+      return reason.matched === undefined ? { type: "stop" } : { type: "stop", matched: reason.matched }
+    case "length":
+      return reason.length === undefined ? { type: "length" } : { type: "length", length: reason.length }
+    case "abort":
+      return { type: "abort", message: reason.message ?? "Aborted" }
+  }
+}
+
+/** Whether an HTTP 400 body is a context-length rejection (relax's two markers plus SGLang's input-only wording). */
+export const isContextLengthMessage = (body: string): boolean =>
+  body.includes("maximum context length") ||
+  body.includes("Requested token count exceeds") ||
+  body.includes("is longer than the model's context length")
+
+/** SGLang's wording for a prompt that alone fills the context window. */
+export const inputTooLongMessage = (inputTokens: number, contextLength: number): string =>
+  `The input (${inputTokens} tokens) is longer than the model's context length (${contextLength} tokens).`
+
+/** SGLang's wording for prompt + `max_new_tokens` reaching the context window. */
+export const requestTooLongMessage = (inputTokens: number, maxNewTokens: number, contextLength: number): string =>
+  `Requested token count exceeds the model's maximum context length of ${contextLength} tokens. ` +
+  `You requested a total of ${inputTokens + maxNewTokens} tokens: ${inputTokens} tokens from the input messages and ` +
+  `${maxNewTokens} tokens for the completion. Please reduce the number of tokens in the input messages or the ` +
+  `completion to fit within the limit.`
+
+/**
+ * SGLang's context check (`_validate_one_request`): the input alone must be shorter than the window, and
+ * input + max_new_tokens must be too (both `>=` comparisons). Returns the error message, or `undefined`.
+ */
+export const checkContextLength = (inputTokens: number, maxNewTokens: number, contextLength: number): string | undefined => {
+  if (inputTokens >= contextLength) return inputTooLongMessage(inputTokens, contextLength)
+  if (inputTokens + maxNewTokens >= contextLength) return requestTooLongMessage(inputTokens, maxNewTokens, contextLength)
+  return undefined
+}

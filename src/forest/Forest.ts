@@ -1,0 +1,630 @@
+/**
+ * The SessionForest: every committed conversation state of one Session, token-exact (relax-behaviour §5).
+ *
+ * **Details**
+ * A forest is a tree of nodes keyed by state hash. The root is an empty observation. An observation node holds the
+ * messages a request added and the token ids the chat template adds for them (loss mask 0); a response node holds
+ * one assistant message with the exact ids, logprobs and weight versions the engine produced (loss mask 1).
+ * A node stores only its own delta (typed arrays); histories are joined along the lineage on demand.
+ *
+ * All functions are synchronous, so a Session's concurrent requests are serialized by construction. Hash
+ * collisions across kinds, unknown parents and tools/template changes inside a subtree are invariant breaks and
+ * throw {@link ForestInvariantError} (callers treat them as defects).
+ */
+import { Result } from "effect"
+import * as Canonical from "../protocol/canonical.ts"
+import type { Reward } from "./TrainingSample.ts"
+import { ContextLengthError, ExportError, ForestInvariantError } from "./errors.ts"
+import * as Hash from "./hash.ts"
+
+type Json = Canonical.Json
+type JsonObject = Canonical.JsonObject
+
+interface NodeBase {
+  readonly hash: string
+  /** Parent state hash; null only for the root. */
+  readonly parent: string | null
+  readonly rolloutId: number
+  readonly abortCount: number
+  /** The canonical messages this node added. */
+  readonly messages: ReadonlyArray<Canonical.Message>
+  /** Token ids this node added (training and inference view are the same: no processor expansion). */
+  readonly tokens: Int32Array
+  /** Hash of the subtree root (lineage[1]); null for the root. */
+  readonly subtree: string | null
+  /** Tokens from the root through this node. */
+  readonly tokenCount: number
+  /** Messages from the root through this node. */
+  readonly messageCount: number
+  /** @internal running reference hash over the full messages, to hash children without re-serializing history. */
+  readonly running: Hash.Running
+  /** @internal matching chain over the full messages. */
+  readonly chain: string
+}
+
+/** An observation: messages sent by the agent (or the empty root), tokenized as a template delta. */
+export interface ObservationNode extends NodeBase {
+  readonly kind: "obs"
+  /** Image URLs of `image_url` parts in this node's messages. */
+  readonly media: ReadonlyArray<string>
+  /** Set on the root (base kwargs only) and on subtree roots. */
+  readonly tools: ReadonlyArray<Canonical.Tool> | null
+  readonly chatTemplateKwargs: Canonical.TemplateKwargs | null
+}
+
+/** A response: one generated assistant message with the exact engine output. */
+export interface ResponseNode extends NodeBase {
+  readonly kind: "resp"
+  readonly message: Canonical.Message
+  readonly logprobs: Float64Array
+  readonly weightVersions: ReadonlyArray<string>
+  readonly status: "completed" | "truncated"
+  readonly requestId: string
+  readonly wallElapsedS: number
+  readonly generationElapsedS: number
+}
+
+export type Node = ObservationNode | ResponseNode
+
+/**
+ * One Session's SessionForest.
+ *
+ * **Details**
+ * The read-only views (`nodes`, `leaves`) are live; mutation happens only through {@link commitObservation} and
+ * {@link commitResponse}.
+ */
+export class Forest {
+  readonly sessionId: string
+  readonly groupIndex: number
+  readonly index: number
+  readonly label: Json | null
+  /** The Session's static metadata (deep copy of what it was created with). */
+  readonly metadata: JsonObject
+  /** Template kwargs of the root: the dataset's / config's `chat_template_kwargs`, normalized. */
+  readonly baseKwargs: Canonical.TemplateKwargs
+  readonly root: string
+  /** @internal */
+  readonly nodeMap = new Map<string, Node>()
+  /** @internal */
+  readonly leafSet = new Set<string>()
+  /** @internal (context key, chain) → state hash */
+  readonly byChain = new Map<string, string>()
+  /** @internal (parent hash, digest of the reasoning-stripped message) → response hash */
+  readonly byStrippedResponse = new Map<string, string>()
+  /** @internal request id → response hash */
+  readonly byRequest = new Map<string, string>()
+  /** Number of matches that used the reasoning tolerance (one per tolerated assistant message). */
+  toleratedMatches = 0
+
+  constructor(init: {
+    readonly sessionId: string
+    readonly groupIndex: number
+    readonly index: number
+    readonly label: Json | null
+    readonly metadata: JsonObject
+    readonly baseKwargs: Canonical.TemplateKwargs
+  }) {
+    this.sessionId = init.sessionId
+    this.groupIndex = init.groupIndex
+    this.index = init.index
+    this.label = init.label
+    this.metadata = init.metadata
+    this.baseKwargs = init.baseKwargs
+    const running = Hash.start()
+    const root: ObservationNode = {
+      kind: "obs",
+      hash: Hash.finish(running, [], init.baseKwargs),
+      parent: null,
+      rolloutId: 0,
+      abortCount: 0,
+      messages: [],
+      tokens: new Int32Array(0),
+      subtree: null,
+      tokenCount: 0,
+      messageCount: 0,
+      running,
+      chain: Hash.chainRoot,
+      media: [],
+      tools: null,
+      chatTemplateKwargs: init.baseKwargs
+    }
+    this.root = root.hash
+    this.nodeMap.set(root.hash, root)
+    this.byChain.set(chainKey(Hash.contextKey([], init.baseKwargs), Hash.chainRoot), root.hash)
+  }
+
+  get nodes(): ReadonlyMap<string, Node> {
+    return this.nodeMap
+  }
+
+  /** Leaf states: every non-root node without children. Several leaves = branching. */
+  get leaves(): ReadonlySet<string> {
+    return this.leafSet
+  }
+}
+
+const chainKey = (context: string, chain: string): string => `${context}:${chain}`
+const strippedKey = (parent: string, digest: string): string => `${parent}:${digest}`
+
+const deepCopy = <A>(value: A): A => structuredClone(value)
+
+const isObject = (value: Json | undefined): value is JsonObject =>
+  value !== null && value !== undefined && typeof value === "object" && !Array.isArray(value)
+
+/**
+ * Create a SessionForest holding only its root observation (no messages, no tokens).
+ *
+ * **Details**
+ * The dataset prompt is not pre-committed: the agent sends the full conversation. The root's template kwargs are
+ * `chatTemplateKwargs` if given, else `metadata.chat_template_kwargs`, normalized (a non-object is ignored).
+ */
+export const make = (init: {
+  readonly sessionId: string
+  readonly groupIndex: number
+  readonly index: number
+  readonly label: Json | null
+  readonly metadata: JsonObject
+  readonly chatTemplateKwargs?: Canonical.TemplateKwargs
+}): Forest => {
+  const kwargs = Canonical.normalizeTemplateKwargs(init.chatTemplateKwargs ?? init.metadata["chat_template_kwargs"])
+  return new Forest({
+    sessionId: init.sessionId,
+    groupIndex: init.groupIndex,
+    index: init.index,
+    label: init.label === null ? null : deepCopy(init.label),
+    metadata: deepCopy(init.metadata),
+    baseKwargs: Result.isSuccess(kwargs) ? kwargs.success : {}
+  })
+}
+
+const invariant = (forest: Forest, message: string): never => {
+  throw new ForestInvariantError({ message, sessionId: forest.sessionId })
+}
+
+/** The node of a state hash (throws {@link ForestInvariantError} when unknown). */
+export const node = (forest: Forest, hash: string): Node =>
+  forest.nodeMap.get(hash) ?? invariant(forest, `unknown SessionForest state ${hash} in session ${forest.sessionId}`)
+
+/** Whether `hash` is the forest's root (an empty observation: the next observation renders the full prompt). */
+export const isRoot = (forest: Forest, hash: string): boolean => hash === forest.root
+
+/** The current leaf states (a copy). */
+export const leaves = (forest: Forest): ReadonlyArray<string> => [...forest.leafSet]
+
+/** The nodes from the root to `hash`, root first. */
+export const lineage = (forest: Forest, hash: string): ReadonlyArray<Node> => {
+  const out: Array<Node> = []
+  let current: string | null = hash
+  while (current !== null) {
+    const n = node(forest, current)
+    out.push(n)
+    current = n.parent
+  }
+  return out.reverse()
+}
+
+/** The full canonical conversation of a state (concatenated message deltas). */
+export const fullMessages = (forest: Forest, hash: string): ReadonlyArray<Canonical.Message> =>
+  lineage(forest, hash).flatMap((n) => n.messages)
+
+const subtreeRoot = (forest: Forest, n: Node): ObservationNode | null => {
+  if (n.subtree === null) return null
+  const root = node(forest, n.subtree)
+  return root.kind === "obs" ? root : null
+}
+
+/** Tools of the state's subtree (`[]` at the root). */
+export const subtreeTools = (forest: Forest, hash: string): ReadonlyArray<Canonical.Tool> =>
+  subtreeRoot(forest, node(forest, hash))?.tools ?? []
+
+/** Template kwargs of the state's subtree (the base kwargs at the root). */
+export const subtreeKwargs = (forest: Forest, hash: string): Canonical.TemplateKwargs =>
+  subtreeRoot(forest, node(forest, hash))?.chatTemplateKwargs ?? forest.baseKwargs
+
+/** Total training tokens from the root through `hash` (O(1)). */
+export const trainTokenCount = (forest: Forest, hash: string): number => node(forest, hash).tokenCount
+
+/** The token ids the engine continues from at `hash`: every delta along the lineage, in order. */
+export const inferencePrefix = (forest: Forest, hash: string): ReadonlyArray<number> => {
+  const nodes = lineage(forest, hash)
+  const out = new Array<number>(nodes[nodes.length - 1]?.tokenCount ?? 0)
+  let offset = 0
+  for (const n of nodes) {
+    for (let i = 0; i < n.tokens.length; i++) out[offset + i] = n.tokens[i] ?? 0
+    offset += n.tokens.length
+  }
+  return out
+}
+
+/** The response committed for an engine request id, if any. */
+export const responseOfRequest = (forest: Forest, requestId: string): string | undefined =>
+  forest.byRequest.get(requestId)
+
+/**
+ * The context check before committing an observation (relax-behaviour §5.6): the parent's tokens plus the
+ * observation's must stay below `maxContextLen` (null = unlimited), else nothing may be committed.
+ */
+export const checkObservationContext = (
+  forest: Forest,
+  parent: string,
+  observationTokens: number,
+  maxContextLen: number | null
+): ContextLengthError | undefined => {
+  if (maxContextLen === null) return undefined
+  const prompt = trainTokenCount(forest, parent) + observationTokens
+  return prompt >= maxContextLen ? new ContextLengthError({ limit: maxContextLen, promptTokens: prompt }) : undefined
+}
+
+/**
+ * The generation budget at a state (relax-behaviour §5.7): `min(maxNewTokens, maxContextLen - prompt)`, or a
+ * context error when nothing is left.
+ */
+export const generationBudget = (
+  forest: Forest,
+  hash: string,
+  maxContextLen: number | null,
+  maxNewTokens: number
+): number | ContextLengthError => {
+  if (maxContextLen === null) return maxNewTokens
+  const prompt = trainTokenCount(forest, hash)
+  const remaining = maxContextLen - prompt
+  if (remaining <= 0) return new ContextLengthError({ limit: maxContextLen, promptTokens: prompt })
+  return Math.min(maxNewTokens, remaining)
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Matching
+
+/** Where a request attaches: the parent state and the messages after it (the new observation). */
+export interface Match {
+  /** The state hash the request continues from. */
+  readonly parent: string
+  /** The request's messages after the matched prefix: the observation delta to commit (may be empty). */
+  readonly suffix: ReadonlyArray<Canonical.Message>
+  /** True when at least one assistant message matched only by ignoring its missing `reasoning_content`. */
+  readonly tolerated: boolean
+  /** How many assistant messages matched that way. */
+  readonly toleratedTurns: number
+}
+
+/**
+ * Longest committed prefix of a request's canonical state (relax-behaviour §5.5), with the reasoning tolerance.
+ *
+ * **Details**
+ * Exact rule: the longest k such that (messages[:k], tools, kwargs) is a committed state; nothing → the root.
+ * Changed tools or kwargs therefore never match a deeper node and start a new subtree under the root.
+ *
+ * Tolerance (on unless `strict`): many clients do not send `reasoning_content` back. Where the exact prefix ends
+ * just before an assistant message without reasoning that equals a committed response child in everything but
+ * its `reasoning_content`, that response is matched and matching continues from it with the committed history
+ * (repeatedly, for later turns). Exact matches always win; each tolerated message adds to
+ * `forest.toleratedMatches`. Cost: O(request bytes) to digest the messages, then O(1) per message per restart.
+ */
+export const match = (forest: Forest, state: Canonical.State, options: { readonly strict: boolean }): Match => {
+  const messages = state.messages
+  const digests = messages.map(Hash.messageDigest)
+  const context = Hash.contextKey(state.tools, state.chat_template_kwargs)
+  let parent = forest.root
+  let position = 0
+  const scan = (from: number, chainAtFrom: string) => {
+    let chain = chainAtFrom
+    for (let k = from + 1; k <= messages.length; k++) {
+      chain = Hash.chainStep(chain, digests[k - 1] ?? "")
+      const hit = forest.byChain.get(chainKey(context, chain))
+      if (hit !== undefined) {
+        parent = hit
+        position = k
+      }
+    }
+  }
+  scan(0, Hash.chainRoot)
+  let toleratedTurns = 0
+  if (!options.strict) {
+    for (;;) {
+      const next = messages[position]
+      if (next === undefined || next.role !== "assistant" || next.reasoning_content !== undefined) break
+      const response = forest.byStrippedResponse.get(strippedKey(parent, digests[position] ?? ""))
+      if (response === undefined) break
+      toleratedTurns++
+      parent = response
+      position++
+      scan(position, node(forest, response).chain)
+    }
+  }
+  forest.toleratedMatches += toleratedTurns
+  return { parent, suffix: messages.slice(position), tolerated: toleratedTurns > 0, toleratedTurns }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Commits
+
+const register = (forest: Forest, n: Node, context: string): string => {
+  forest.nodeMap.set(n.hash, n)
+  forest.byChain.set(chainKey(context, n.chain), n.hash)
+  if (n.parent !== null) {
+    forest.leafSet.add(n.hash)
+    forest.leafSet.delete(n.parent)
+  }
+  return n.hash
+}
+
+const mediaOf = (messages: ReadonlyArray<Canonical.Message>): ReadonlyArray<string> => {
+  const urls: Array<string> = []
+  for (const message of messages) {
+    if (typeof message.content === "string") continue
+    for (const part of message.content) {
+      const image = part["image_url"]
+      if (part["type"] !== "image_url" || !isObject(image)) continue
+      const url = image["url"]
+      if (typeof url === "string") urls.push(url)
+    }
+  }
+  return urls
+}
+
+const extendChain = (chain: string, messages: ReadonlyArray<Canonical.Message>): string =>
+  messages.reduce((c, m) => Hash.chainStep(c, Hash.messageDigest(m)), chain)
+
+const existing = (forest: Forest, hash: string, kind: Node["kind"]): string | undefined => {
+  const found = forest.nodeMap.get(hash)
+  if (found === undefined) return undefined
+  if (found.kind !== kind) invariant(forest, `State hash collision with mismatched kinds: ${found.kind} vs ${kind}`)
+  return hash
+}
+
+/**
+ * Commit an observation (the messages after `parent` and their template-delta tokens); returns its state hash.
+ *
+ * **Details**
+ * Under the root the observation starts a subtree and stores the request's tools and kwargs; deeper, they must
+ * equal the subtree's (the reference's "tools changed inside session subtree" failure otherwise). Re-committing an
+ * existing state returns it unchanged (idempotent retry); an empty delta returns `parent`. Run the context check
+ * ({@link checkObservationContext}) first: nothing here rejects a long observation.
+ */
+export const commitObservation = (forest: Forest, o: {
+  readonly parent: string
+  readonly messages: ReadonlyArray<Canonical.Message>
+  readonly tokens: ReadonlyArray<number>
+  readonly tools: ReadonlyArray<Canonical.Tool>
+  readonly chatTemplateKwargs: Canonical.TemplateKwargs
+  readonly rolloutId: number
+}): string => {
+  const parent = node(forest, o.parent)
+  if (o.messages.length === 0) return parent.hash
+  const atRoot = parent.parent === null
+  if (!atRoot) {
+    const tools = subtreeTools(forest, parent.hash)
+    const kwargs = subtreeKwargs(forest, parent.hash)
+    if (Hash.pythonJson(tools) !== Hash.pythonJson(o.tools)) {
+      invariant(forest, `tools changed inside session subtree: ${forest.sessionId}`)
+    }
+    if (Hash.pythonJson(kwargs) !== Hash.pythonJson(o.chatTemplateKwargs)) {
+      invariant(forest, `chat template changed inside session subtree: ${forest.sessionId}`)
+    }
+  }
+  const running = Hash.extend(parent.running, o.messages)
+  const hash = Hash.finish(running, o.tools, o.chatTemplateKwargs)
+  const found = existing(forest, hash, "obs")
+  if (found !== undefined) return found
+  const n: ObservationNode = {
+    kind: "obs",
+    hash,
+    parent: parent.hash,
+    rolloutId: o.rolloutId,
+    abortCount: atRoot ? 0 : parent.abortCount,
+    messages: deepCopy(o.messages),
+    tokens: Int32Array.from(o.tokens),
+    subtree: parent.subtree ?? hash,
+    tokenCount: parent.tokenCount + o.tokens.length,
+    messageCount: running.count,
+    running,
+    chain: extendChain(parent.chain, o.messages),
+    media: mediaOf(o.messages),
+    tools: atRoot ? deepCopy(o.tools) : null,
+    chatTemplateKwargs: atRoot ? deepCopy(o.chatTemplateKwargs) : null
+  }
+  return register(forest, n, Hash.contextKey(o.tools, o.chatTemplateKwargs))
+}
+
+/**
+ * Commit a finished generation (the assistant message parsed from it and the exact engine output); returns its
+ * state hash. Re-committing the same message under the same parent returns the existing response.
+ */
+export const commitResponse = (forest: Forest, r: {
+  readonly parent: string
+  readonly message: Canonical.Message
+  readonly tokens: ReadonlyArray<number>
+  readonly logprobs: ReadonlyArray<number>
+  readonly weightVersions: ReadonlyArray<string>
+  readonly status: "completed" | "truncated"
+  readonly rolloutId: number
+  readonly requestId: string
+  readonly abortCount: number
+  readonly wallElapsedS: number
+  readonly generationElapsedS: number
+}): string => {
+  const parent = node(forest, r.parent)
+  if (r.logprobs.length !== r.tokens.length) {
+    invariant(forest, `response ${r.requestId} has ${r.tokens.length} tokens but ${r.logprobs.length} logprobs`)
+  }
+  const tools = subtreeTools(forest, parent.hash)
+  const kwargs = subtreeKwargs(forest, parent.hash)
+  const running = Hash.extend(parent.running, [r.message])
+  const hash = Hash.finish(running, tools, kwargs)
+  const found = existing(forest, hash, "resp")
+  if (found !== undefined) {
+    forest.byRequest.set(r.requestId, found)
+    return found
+  }
+  const message = deepCopy(r.message)
+  const n: ResponseNode = {
+    kind: "resp",
+    hash,
+    parent: parent.hash,
+    rolloutId: r.rolloutId,
+    abortCount: r.abortCount,
+    messages: [message],
+    tokens: Int32Array.from(r.tokens),
+    subtree: parent.subtree,
+    tokenCount: parent.tokenCount + r.tokens.length,
+    messageCount: running.count,
+    running,
+    chain: extendChain(parent.chain, [message]),
+    message,
+    logprobs: Float64Array.from(r.logprobs),
+    weightVersions: [...r.weightVersions],
+    status: r.status,
+    requestId: r.requestId,
+    wallElapsedS: r.wallElapsedS,
+    generationElapsedS: r.generationElapsedS
+  }
+  if (message.reasoning_content !== undefined) {
+    // Latest wins: the agent continues from the response it received last.
+    forest.byStrippedResponse.set(
+      strippedKey(parent.hash, Hash.messageDigest(Canonical.withoutReasoning(message))),
+      hash
+    )
+  }
+  forest.byRequest.set(r.requestId, hash)
+  return register(forest, n, Hash.contextKey(tools, kwargs))
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Export
+
+/** One context selected for training: which state, with which export metadata overlay and reward. */
+export interface ExportedContext {
+  /** The explicit record's name, or null for an implicit export. */
+  readonly name: string | null
+  readonly hash: string
+  /** Metadata to merge over the Session's metadata in the sample. */
+  readonly metadata: JsonObject
+  readonly reward: Reward
+}
+
+const hasResponse = (forest: Forest, hash: string): boolean => {
+  let current: string | null = hash
+  while (current !== null) {
+    const n = node(forest, current)
+    if (n.kind === "resp") return true
+    current = n.parent
+  }
+  return false
+}
+
+const TRACE_KEY = "agentic_trace"
+
+const mergeTrace = (base: Json | undefined, overlay: Json): Json => {
+  if (!isObject(base) || !isObject(overlay)) return deepCopy(overlay)
+  const out: Record<string, Json> = { ...deepCopy(base) }
+  for (const [key, value] of Object.entries(overlay)) out[key] = mergeTrace(out[key], value)
+  return out
+}
+
+/**
+ * Overlay export metadata (reference `_merge_export_metadata`): keys overwrite, except `agentic_trace`, which is
+ * merged recursively.
+ */
+export const mergeMetadata = (target: JsonObject, overlay: JsonObject): JsonObject => {
+  const out: Record<string, Json> = { ...deepCopy(target) }
+  for (const [key, value] of Object.entries(overlay)) {
+    out[key] = key === TRACE_KEY ? mergeTrace(out[key], value) : deepCopy(value)
+  }
+  return out
+}
+
+/**
+ * Implicit export (no records): the one leaf whose lineage holds a response.
+ *
+ * **Details**
+ * Exactly one such leaf is required (`"implicit export requires one committed leaf, found N"` otherwise); the
+ * output metadata becomes the context's overlay and the output reward (if any) its reward.
+ */
+export const exportImplicit = (
+  forest: Forest,
+  output: { readonly metadata?: JsonObject; readonly reward?: Reward }
+): ReadonlyArray<ExportedContext> | ExportError => {
+  const exportable = [...forest.leafSet].filter((leaf) => hasResponse(forest, leaf))
+  const [leaf] = exportable
+  if (exportable.length !== 1 || leaf === undefined) {
+    return new ExportError({
+      reason: "leaf-count",
+      message: `implicit export requires one committed leaf, found ${exportable.length}`,
+      sessionId: forest.sessionId,
+      record: null
+    })
+  }
+  return [{ name: null, hash: leaf, metadata: deepCopy(output.metadata ?? {}), reward: output.reward ?? null }]
+}
+
+/**
+ * Explicit export: one context per record, each naming a committed state by its full conversation.
+ *
+ * **Details**
+ * A record's state is (its canonical messages, its tools or `[]`, the base kwargs overlaid with its kwargs). It
+ * must be committed (`"explicit export does not match a committed Forest state"`) and hold a response in its
+ * lineage (`"export leaf has no committed response"`); it need not be a leaf. Unless `strict`, a record whose
+ * assistant messages lack the `reasoning_content` the forest committed also selects that state (the same
+ * tolerance as {@link match}). Metadata = output metadata overlaid with the record's; reward = the record's.
+ */
+export const exportExplicit = (
+  forest: Forest,
+  records: ReadonlyArray<{
+    readonly name: string
+    readonly messages: unknown
+    readonly tools?: unknown
+    readonly chat_template_kwargs?: unknown
+    readonly metadata?: JsonObject
+    readonly reward?: Reward
+  }>,
+  outputMetadata?: JsonObject,
+  options?: { readonly strict?: boolean }
+): ReadonlyArray<ExportedContext> | ExportError => {
+  const out: Array<ExportedContext> = []
+  for (const [i, record] of records.entries()) {
+    const recordKwargs = Canonical.normalizeTemplateKwargs(record.chat_template_kwargs)
+    const state = Canonical.canonicalize({
+      messages: record.messages,
+      tools: record.tools,
+      chat_template_kwargs: Result.isSuccess(recordKwargs)
+        ? { ...forest.baseKwargs, ...recordKwargs.success }
+        : record.chat_template_kwargs
+    })
+    if (Result.isFailure(state)) {
+      return new ExportError({
+        reason: "invalid-record",
+        message: `export record ${i} (${record.name}): ${state.failure.message}`,
+        sessionId: forest.sessionId,
+        record: record.name
+      })
+    }
+    let hash = Hash.ofState(state.success)
+    if (!forest.nodeMap.has(hash) && options?.strict !== true && state.success.messages.length > 0) {
+      const tolerant = match(forest, state.success, { strict: false })
+      if (tolerant.tolerated && tolerant.suffix.length === 0) hash = tolerant.parent
+    }
+    if (!forest.nodeMap.has(hash)) {
+      return new ExportError({
+        reason: "no-matching-state",
+        message: "explicit export does not match a committed Forest state",
+        sessionId: forest.sessionId,
+        record: record.name
+      })
+    }
+    if (!hasResponse(forest, hash)) {
+      return new ExportError({
+        reason: "no-response",
+        message: "export leaf has no committed response",
+        sessionId: forest.sessionId,
+        record: record.name
+      })
+    }
+    out.push({
+      name: record.name,
+      hash,
+      metadata: mergeMetadata(outputMetadata ?? {}, record.metadata ?? {}),
+      reward: record.reward ?? null
+    })
+  }
+  return out
+}

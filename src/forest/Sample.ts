@@ -1,0 +1,184 @@
+/**
+ * A SessionForest lineage as a training sample (relax-behaviour §5.9).
+ *
+ * **Details**
+ * `tokens` is the join of every delta from the root to the exported state, so training tokens equal inference
+ * tokens by construction. Observations before the first response are the prompt; from the first response on,
+ * every token is continuation: generated ids get loss mask 1 and their engine logprob, observation ids get loss
+ * mask 0 and logprob 0.0.
+ */
+import type * as Canonical from "../protocol/canonical.ts"
+import { ForestInvariantError } from "./errors.ts"
+import * as Forest from "./Forest.ts"
+import type { Reward, Status, TrainingSample } from "./TrainingSample.ts"
+
+type Json = Canonical.Json
+type JsonObject = Canonical.JsonObject
+
+/** One response turn of a lineage, as trace and debug dumps show it. */
+export interface Turn {
+  readonly turn_idx: number
+  readonly resp_state_hash: string
+  readonly parent_state_hash: string | null
+  readonly rollout_id: number
+  readonly request_id: string
+  readonly abort_count: number
+  readonly status: "completed" | "truncated"
+  readonly response_length: number
+  readonly wall_elapsed_s: number
+  readonly generation_elapsed_s: number
+  readonly weight_versions: ReadonlyArray<string>
+}
+
+const turnsOf = (lineage: ReadonlyArray<Forest.Node>): ReadonlyArray<Turn> => {
+  const turns: Array<Turn> = []
+  for (const n of lineage) {
+    if (n.kind !== "resp") continue
+    turns.push({
+      turn_idx: turns.length,
+      resp_state_hash: n.hash,
+      parent_state_hash: n.parent,
+      rollout_id: n.rolloutId,
+      request_id: n.requestId,
+      abort_count: n.abortCount,
+      status: n.status,
+      response_length: n.tokens.length,
+      wall_elapsed_s: n.wallElapsedS,
+      generation_elapsed_s: n.generationElapsedS,
+      weight_versions: n.weightVersions
+    })
+  }
+  return turns
+}
+
+const terminalStatus = (leaf: Forest.Node): Status => (leaf.kind === "resp" ? leaf.status : "truncated")
+
+const turnJson = (turn: Turn): JsonObject => ({ ...turn, weight_versions: [...turn.weight_versions] })
+
+/**
+ * Build the training sample of a committed state (normally an exported leaf).
+ *
+ * **Details**
+ * `status` is the leaf response's status, or `truncated` when the state ends in an observation. `metadata` =
+ * the Session's metadata, overlaid with the export metadata (`agentic_trace` merged), plus `start_rollout_id`
+ * (first response's rollout unless given), the subtree's `tools` and `chat_template_kwargs`, `rollout_turns`, and
+ * `agentic_trace` with `session_id`, `leaf_state_hash`, `terminal_status`, `turn_count` and per-turn `turns`.
+ * `advantage` is null: credit fills it. Throws {@link ForestInvariantError} when the lineage has no response
+ * (exports never select such a state).
+ */
+export const build = (
+  forest: Forest.Forest,
+  hash: string,
+  decode: (ids: ReadonlyArray<number>) => string,
+  ctx: {
+    readonly rolloutId: number
+    readonly exportName: string | null
+    readonly reward: Reward
+    readonly metadata: JsonObject
+  }
+): TrainingSample => {
+  const lineage = Forest.lineage(forest, hash)
+  const leaf = lineage[lineage.length - 1]
+  const total = leaf?.tokenCount ?? 0
+  const tokens = new Array<number>(total)
+  const lossMask: Array<number> = []
+  const logprobs: Array<number> = []
+  const spans: Array<readonly [number, number]> = []
+  const weightVersions: Array<string> = []
+  let promptLength = -1
+  let offset = 0
+  for (const n of lineage) {
+    for (let i = 0; i < n.tokens.length; i++) tokens[offset + i] = n.tokens[i] ?? 0
+    if (n.kind === "resp") {
+      if (promptLength < 0) promptLength = offset
+      const start = lossMask.length
+      for (let i = 0; i < n.tokens.length; i++) {
+        lossMask.push(1)
+        logprobs.push(n.logprobs[i] ?? 0)
+      }
+      spans.push([start, lossMask.length])
+      weightVersions.push(...n.weightVersions)
+    } else if (promptLength >= 0) {
+      for (let i = 0; i < n.tokens.length; i++) {
+        lossMask.push(0)
+        logprobs.push(0)
+      }
+    }
+    offset += n.tokens.length
+  }
+  if (leaf === undefined || promptLength < 0) {
+    throw new ForestInvariantError({
+      message: "A sample export leaf must have at least one resp node in its lineage.",
+      sessionId: forest.sessionId
+    })
+  }
+  const turns = turnsOf(lineage)
+  const firstTurn = turns[0]
+  const subtreeRoot = lineage[1]
+  const tools = subtreeRoot?.kind === "obs" ? subtreeRoot.tools ?? [] : []
+  const kwargs = subtreeRoot?.kind === "obs" ? subtreeRoot.chatTemplateKwargs ?? {} : {}
+  let metadata = forest.metadata
+  if (leaf.kind === "resp") metadata = Forest.mergeMetadata(metadata, { request_id: leaf.requestId })
+  metadata = Forest.mergeMetadata(metadata, ctx.metadata)
+  const status = terminalStatus(leaf)
+  const trace: JsonObject = {
+    session_id: forest.sessionId,
+    leaf_state_hash: leaf.hash,
+    terminal_status: status,
+    turn_count: turns.length,
+    turns: turns.map(turnJson)
+  }
+  const finalMetadata: Record<string, Json> = {
+    ...Forest.mergeMetadata(metadata, { agentic_trace: trace }),
+    start_rollout_id: metadata["start_rollout_id"] ?? firstTurn?.rollout_id ?? ctx.rolloutId,
+    tools: structuredClone(tools) as ReadonlyArray<Json>,
+    chat_template_kwargs: structuredClone(kwargs),
+    rollout_turns: turns.length
+  }
+  const continuation = tokens.slice(promptLength)
+  return {
+    rollout_id: ctx.rolloutId,
+    group_index: forest.groupIndex,
+    index: forest.index,
+    session_id: forest.sessionId,
+    export_name: ctx.exportName,
+    tokens,
+    response_length: continuation.length,
+    loss_mask: lossMask,
+    rollout_log_probs: logprobs,
+    turn_spans: spans,
+    prompt: promptLength === 0 ? "" : decode(tokens.slice(0, promptLength)),
+    response: continuation.length === 0 ? "" : decode(continuation),
+    reward: ctx.reward,
+    advantage: null,
+    status,
+    weight_versions: weightVersions,
+    metadata: finalMetadata,
+    label: forest.label
+  }
+}
+
+/** A compact view of a state's lineage for debug dumps and `inspect`. */
+export interface DebugView {
+  readonly session_id: string
+  readonly leaf_state_hash: string
+  readonly state_hashes: ReadonlyArray<{ readonly hash: string; readonly kind: "obs" | "resp"; readonly tokens: number }>
+  readonly terminal_status: Status
+  readonly turn_count: number
+  readonly turns: ReadonlyArray<Turn>
+}
+
+/** The debug view of a committed state: its lineage hashes, terminal status and per-turn timing. */
+export const debugView = (forest: Forest.Forest, hash: string): DebugView => {
+  const lineage = Forest.lineage(forest, hash)
+  const turns = turnsOf(lineage)
+  const leaf = lineage[lineage.length - 1]
+  return {
+    session_id: forest.sessionId,
+    leaf_state_hash: hash,
+    state_hashes: lineage.map((n) => ({ hash: n.hash, kind: n.kind, tokens: n.tokens.length })),
+    terminal_status: leaf === undefined ? "truncated" : terminalStatus(leaf),
+    turn_count: turns.length,
+    turns
+  }
+}

@@ -1,0 +1,76 @@
+/**
+ * Tagged errors of the SessionForest: export selection, context length, registration invariants, lookup.
+ * Messages are the reference's texts (relax-behaviour §4.4, §5.2, §5.6, §5.8), which tests and dashboards match on.
+ */
+import { Data } from "effect"
+
+/** Why an export could not be turned into a training context; the Session (and its Group) is dropped, not fatal. */
+export type ExportFailure = "no-matching-state" | "no-response" | "leaf-count" | "invalid-record"
+
+/**
+ * An agent's export (implicit or explicit) that selects no trainable context.
+ *
+ * **Details**
+ * Texts: `"explicit export does not match a committed Forest state"`, `"export leaf has no committed response"`,
+ * `"implicit export requires one committed leaf, found N"`; an explicit record that fails canonicalization reports
+ * `"export record <i> (<name>): <canonicalization error>"`.
+ */
+export class ExportError extends Data.TaggedError("ExportError")<{
+  readonly reason: ExportFailure
+  readonly message: string
+  readonly sessionId: string
+  /** The explicit record's name, when one record is at fault. */
+  readonly record: string | null
+}> {}
+
+/** The text of a context-length error, in the reference's four variants (relax-behaviour §4.4). */
+export const contextLengthMessage = (
+  limit: number | null,
+  promptTokens?: number,
+  completionTokens?: number
+): string => {
+  if (limit === null) {
+    return "This model's maximum context length was exceeded. Please reduce the length of the messages."
+  }
+  if (promptTokens === undefined) {
+    return `This model's maximum context length is ${limit} tokens. Please reduce the length of the messages.`
+  }
+  if (completionTokens === undefined) {
+    return `This model's maximum context length is ${limit} tokens. However, your messages resulted in ${promptTokens} tokens. Please reduce the length of the messages.`
+  }
+  return `This model's maximum context length is ${limit} tokens. However, your messages resulted in ${promptTokens} tokens and requested ${completionTokens} completion tokens (${
+    promptTokens + completionTokens
+  } tokens total). Please reduce the length of the messages or max_completion_tokens.`
+}
+
+/**
+ * A request whose observation (or whose remaining budget) does not fit the context window; nothing was committed.
+ * Gateways answer 400 with code `context_length_exceeded`, type `invalid_request_error`, param `messages`.
+ */
+export class ContextLengthError extends Data.TaggedError("ContextLengthError")<{
+  readonly limit: number | null
+  readonly promptTokens?: number
+  readonly completionTokens?: number
+}> {
+  override get message(): string {
+    return contextLengthMessage(this.limit, this.promptTokens, this.completionTokens)
+  }
+  readonly code = "context_length_exceeded"
+  readonly param = "messages"
+}
+
+/**
+ * A broken SessionForest invariant (hash collision across kinds, tools or template changed inside a subtree,
+ * an unknown parent). The reference treats these as infrastructure failures; callers turn them into defects.
+ */
+export class ForestInvariantError extends Data.TaggedError("ForestInvariantError")<{
+  readonly message: string
+  readonly sessionId: string
+}> {}
+
+/** No SessionForest for this session: never created, already finished, or discarded. */
+export class ForestNotFound extends Data.TaggedError("ForestNotFound")<{ readonly sessionId: string }> {
+  override get message(): string {
+    return `Unknown or discarded agentic session '${this.sessionId}'.`
+  }
+}

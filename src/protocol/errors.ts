@@ -1,0 +1,231 @@
+/**
+ * Errors the model API answers with, and their wire bodies: the OpenAI shape (Chat Completions and Responses) and the
+ * Anthropic shape (Messages).
+ *
+ * **Details**
+ * A {@link ProtocolError} is a request the gateway refused to decode (400, `param` names the field). A
+ * {@link GatewayError} is everything else the gateway can answer with (401, 404, 413, 499, 500, context length); its
+ * constructors carry the reference texts so every route says the same thing. Rendering is pure: status, body and
+ * headers, no I/O.
+ */
+import { Data } from "effect"
+
+/** A request body that failed validation: HTTP 400 `invalid_request_error`, `param` naming the offending field. */
+export class ProtocolError extends Data.TaggedError("ProtocolError")<{
+  readonly message: string
+  readonly param: string
+}> {}
+
+/** Shorthand for a {@link ProtocolError}. */
+export const invalid = (param: string, message: string): ProtocolError => new ProtocolError({ param, message })
+
+/**
+ * Any non-validation error answer: authentication, unknown Session, body limits, client disconnects, context length and
+ * internal failures. `type` and `code` are the OpenAI fields; the Anthropic type is derived from `status`.
+ */
+export class GatewayError extends Data.TaggedError("GatewayError")<{
+  readonly status: number
+  readonly type: string
+  readonly code: string
+  readonly param: string | null
+  readonly message: string
+}> {
+  /** 401: no `Authorization` header at all. */
+  static missingAuthorization(): GatewayError {
+    return authentication("Missing Authorization header")
+  }
+
+  /** 401: an `Authorization` header that is not `Bearer <token>`. */
+  static malformedAuthorization(): GatewayError {
+    return authentication("Authorization header must be 'Bearer <token>'")
+  }
+
+  /** 404: the presented token names no live Session (unknown, or finished and discarded). */
+  static sessionDiscarded(sessionId: string): GatewayError {
+    return new GatewayError({
+      status: 404,
+      type: "not_found_error",
+      code: "session_discarded",
+      param: "session_id",
+      message: `Unknown or discarded agentic session ${pythonRepr(sessionId)}.`
+    })
+  }
+
+  /** 400: the body is not valid JSON (`detail` is the parser's message). */
+  static invalidJson(detail: string): GatewayError {
+    return badRequest("body", `Invalid request body: ${detail}`)
+  }
+
+  /** 400: the body parsed but is not a JSON object. */
+  static bodyNotObject(): GatewayError {
+    return badRequest("body", "request body must be a JSON object")
+  }
+
+  /** 413: the body is larger than the gateway's configured limit. */
+  static bodyTooLarge(limitBytes: number): GatewayError {
+    return new GatewayError({
+      status: 413,
+      type: "invalid_request_error",
+      code: "request_too_large",
+      param: "body",
+      message: `Request body exceeds the gateway limit of ${limitBytes} bytes. Send a smaller request or raise the ` +
+        "gateway's body size limit."
+    })
+  }
+
+  /**
+   * 400 `context_length_exceeded`: the prompt (plus requested completion) exceeds the model's context. The message
+   * always contains "maximum context length", which is what clients look for.
+   */
+  static contextLength(limits: {
+    readonly limit?: number | undefined
+    readonly promptTokens?: number | undefined
+    readonly completionTokens?: number | undefined
+  }): GatewayError {
+    const { completionTokens, limit, promptTokens } = limits
+    const message = limit === undefined
+      ? "This model's maximum context length was exceeded. Please reduce the length of the messages."
+      : promptTokens === undefined
+      ? `This model's maximum context length is ${limit} tokens. Please reduce the length of the messages.`
+      : completionTokens === undefined
+      ? `This model's maximum context length is ${limit} tokens. However, your messages resulted in ${promptTokens} ` +
+        "tokens. Please reduce the length of the messages."
+      : `This model's maximum context length is ${limit} tokens. However, your messages resulted in ${promptTokens} ` +
+        `tokens and requested ${completionTokens} completion tokens (${promptTokens + completionTokens} tokens ` +
+        "total). Please reduce the length of the messages or max_completion_tokens."
+    return new GatewayError({
+      status: 400,
+      type: "invalid_request_error",
+      code: "context_length_exceeded",
+      param: "messages",
+      message
+    })
+  }
+
+  /** 499: the client went away before the body was read, or before the completion was produced. */
+  static clientDisconnect(phase: "body" | "completion"): GatewayError {
+    return new GatewayError({
+      status: 499,
+      type: "client_disconnect",
+      code: "client_disconnect",
+      param: null,
+      message: phase === "body"
+        ? "client disconnected before agentic request body was read"
+        : "client disconnected before agentic completion was produced"
+    })
+  }
+
+  /**
+   * 500 `internal_error`. `where`: `"chat"` a failure while the generation ran (decode/parse), `"request"` any other
+   * failure while handling the request, `"render"` a failure while rendering the answer.
+   */
+  static internal(where: "chat" | "request" | "render"): GatewayError {
+    return new GatewayError({
+      status: 500,
+      type: "internal_error",
+      code: "internal_error",
+      param: null,
+      message: where === "chat"
+        ? "Internal error while handling agentic chat request."
+        : where === "request"
+        ? "Internal error while handling agentic request."
+        : "Internal error while rendering agentic response."
+    })
+  }
+}
+
+const authentication = (message: string) =>
+  new GatewayError({ status: 401, type: "authentication_error", code: "authentication_error", param: null, message })
+
+const badRequest = (param: string, message: string) =>
+  new GatewayError({ status: 400, type: "invalid_request_error", code: "invalid_request_error", param, message })
+
+/** Python's `repr` of a string, which the reference uses to quote session ids. */
+const pythonRepr = (s: string): string => {
+  const quote = s.includes("'") && !s.includes("\"") ? "\"" : "'"
+  let out = quote
+  for (const ch of s) {
+    if (ch === "\\") out += "\\\\"
+    else if (ch === quote) out += `\\${quote}`
+    else if (ch === "\n") out += "\\n"
+    else if (ch === "\r") out += "\\r"
+    else if (ch === "\t") out += "\\t"
+    else {
+      const code = ch.codePointAt(0) ?? 0
+      out += code < 0x20 || code === 0x7f ? `\\x${code.toString(16).padStart(2, "0")}` : ch
+    }
+  }
+  return out + quote
+}
+
+/** Either error the gateway can answer with. */
+export type AnyError = ProtocolError | GatewayError
+
+/** An error answer: HTTP status, JSON body and extra headers. */
+export interface ErrorResponse {
+  readonly status: number
+  readonly body: OpenAiErrorBody | AnthropicErrorBody
+  readonly headers: Readonly<Record<string, string>>
+}
+
+/** `{"error":{message,type,param,code}}` — Chat Completions and Responses. */
+export interface OpenAiErrorBody {
+  readonly error: {
+    readonly message: string
+    readonly type: string
+    readonly param: string | null
+    readonly code: string
+  }
+}
+
+/** `{"type":"error","error":{type,message}}` — Anthropic Messages. */
+export interface AnthropicErrorBody {
+  readonly type: "error"
+  readonly error: { readonly type: string; readonly message: string }
+}
+
+const fields = (e: AnyError) =>
+  e._tag === "ProtocolError"
+    ? { status: 400, type: "invalid_request_error", code: "invalid_request_error", param: e.param, message: e.message }
+    : { status: e.status, type: e.type, code: e.code, param: e.param, message: e.message }
+
+/** The OpenAI error body of `e`. */
+export const openAiBody = (e: AnyError): OpenAiErrorBody => {
+  const f = fields(e)
+  return { error: { message: f.message, type: f.type, param: f.param, code: f.code } }
+}
+
+/** The OpenAI error answer; `x-should-retry: false` for internal errors and discarded Sessions (retrying cannot help). */
+export const renderOpenAi = (e: AnyError): ErrorResponse => {
+  const f = fields(e)
+  const noRetry = f.type === "internal_error" || f.code === "internal_error" || f.code === "session_discarded"
+  return { status: f.status, body: openAiBody(e), headers: noRetry ? { "x-should-retry": "false" } : {} }
+}
+
+/** The Anthropic error type for an HTTP status. */
+export const anthropicType = (status: number): string =>
+  status === 401
+    ? "authentication_error"
+    : status === 404
+    ? "not_found_error"
+    : status === 413
+    ? "request_too_large"
+    : status >= 500
+    ? "api_error"
+    : "invalid_request_error"
+
+/** The Anthropic error body of `e`. */
+export const anthropicBody = (e: AnyError): AnthropicErrorBody => {
+  const f = fields(e)
+  return { type: "error", error: { type: anthropicType(f.status), message: f.message } }
+}
+
+/** The Anthropic error answer; `x-should-retry: false` for 404 and server errors. */
+export const renderAnthropic = (e: AnyError): ErrorResponse => {
+  const f = fields(e)
+  return {
+    status: f.status,
+    body: anthropicBody(e),
+    headers: f.status >= 500 || f.status === 404 ? { "x-should-retry": "false" } : {}
+  }
+}

@@ -1,0 +1,92 @@
+/**
+ * The errors a Session's agent process can raise, with the text a user sees.
+ *
+ * **Details**
+ * `AgentExecutionError` is the "expected agent-level failure that drops its Group": a non-zero exit, a signal, an
+ * expired active-time budget, unusable output, or a process that could not be started. Its message follows the
+ * reference wording (`Managed command agent exited with code 3.` + the log tail) so operators recognise it.
+ * The other three are startup / data errors raised before any process runs.
+ */
+import { Data } from "effect"
+
+/** Python's `repr(float)` for whole numbers (`1800.0`), so timeout texts read exactly like the reference. */
+export const formatSeconds = (seconds: number): string =>
+  Number.isInteger(seconds) ? seconds.toFixed(1) : String(seconds)
+
+/** Why an agent run failed. `signal` is a non-zero exit caused by a signal (its `exitCode` is negative). */
+export type AgentFailureReason = "exit" | "signal" | "timeout" | "invalid-output" | "spawn"
+
+/** An agent run that ended without a usable outcome; the rollout drops the Session's Group. */
+export class AgentExecutionError extends Data.TaggedError("AgentExecutionError")<{
+  readonly sessionId: string
+  readonly reason: AgentFailureReason
+  /** The leader's exit code; negative for a signal (`-9` for SIGKILL), as the reference reports it. */
+  readonly exitCode?: number | undefined
+  readonly signal?: string | undefined
+  /** The configured `--agent-timeout` (the total, not what was left), for `reason: "timeout"`. */
+  readonly timeoutSeconds?: number | undefined
+  /** What was wrong, for `invalid-output` (names line and field) and `spawn`. */
+  readonly detail?: string | undefined
+  /** The last 8 KiB of the agent's stdout+stderr log. */
+  readonly logTail: string
+  /** Where the full log is kept, when it outlives the Session (a log dir or a kept IO dir). */
+  readonly logPath?: string | undefined
+}> {
+  override get message(): string {
+    const head = (() => {
+      switch (this.reason) {
+        case "timeout":
+          return `Managed command agent timed out after ${formatSeconds(this.timeoutSeconds ?? 0)} seconds.`
+        case "exit":
+        case "signal":
+          return `Managed command agent exited with code ${this.exitCode ?? -9}` +
+            (this.signal === undefined ? "." : ` (${this.signal}).`)
+        case "invalid-output":
+          return `Managed command agent produced invalid output: ${this.detail ?? "unreadable output"}`
+        case "spawn":
+          return `Managed command agent could not be started: ${this.detail ?? "unknown error"}`
+      }
+    })()
+    const where = this.logPath === undefined ? "" : `\n(full log: ${this.logPath})`
+    return `${head}${where}\n${this.logTail}`.trimEnd()
+  }
+}
+
+/** An invalid `--agent-command` / `--agent-cwd` / `--agent-env` / `--agent-timeout` (a startup error). */
+export class AgentSpecError extends Data.TaggedError("AgentSpecError")<{
+  readonly option: "--agent-command" | "--agent-cwd" | "--agent-env" | "--agent-timeout"
+  readonly reason: string
+}> {
+  override get message(): string {
+    return `${this.option}: ${this.reason}`
+  }
+}
+
+/** A dataset row that cannot become a Session input (names the row and the field). */
+export class SessionInputError extends Data.TaggedError("SessionInputError")<{
+  /** Row index in the dataset (0-based), or the Session id when raised at the process boundary. */
+  readonly row: number | string
+  readonly field: string
+  readonly reason: string
+}> {
+  override get message(): string {
+    const where = typeof this.row === "number" ? `dataset row ${this.row}` : `session ${this.row}`
+    return `${where}, field '${this.field}': ${this.reason}`
+  }
+}
+
+/** `RELAX_OUTPUT_JSON` content that is not a valid Session output (names the line and field). */
+export class SessionOutputError extends Data.TaggedError("SessionOutputError")<{
+  /** 1-based line of the JSONL record (or of the single JSON value). */
+  readonly line?: number | undefined
+  readonly field?: string | undefined
+  readonly reason: string
+}> {
+  override get message(): string {
+    const where = [
+      this.line === undefined ? undefined : `line ${this.line}`,
+      this.field === undefined ? undefined : `field '${this.field}'`
+    ].filter((part) => part !== undefined)
+    return where.length === 0 ? this.reason : `${where.join(", ")}: ${this.reason}`
+  }
+}

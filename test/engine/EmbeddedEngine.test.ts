@@ -1,0 +1,305 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Exit, Fiber, Layer } from "effect"
+import { TestClock } from "effect/testing"
+import * as Model from "../../src/engine/Model.ts"
+import { EmbeddedEngine, type EmbeddedEngineOptions } from "../../layers/EmbeddedEngine.ts"
+import { Engine, type GenerateRequest, type PolicyRequest, type SamplingParams } from "../../layers/Engine.ts"
+import { Tokenizer } from "../../layers/Tokenizer.ts"
+
+const engineLayer = (options: EmbeddedEngineOptions) =>
+  EmbeddedEngine.layer({ ...EmbeddedEngine.instant, ...options }).pipe(Layer.provideMerge(Tokenizer.layer))
+
+const sampling = (overrides: Partial<SamplingParams> = {}): SamplingParams => ({
+  maxNewTokens: 64,
+  temperature: 1,
+  topP: 1,
+  topK: -1,
+  stop: [],
+  stopTokenIds: [],
+  seed: 7,
+  ...overrides
+})
+
+let ridCounter = 0
+const request = (inputIds: ReadonlyArray<number>, overrides: Partial<SamplingParams> = {}, extra: Partial<GenerateRequest> = {}): GenerateRequest => ({
+  inputIds,
+  sampling: sampling(overrides),
+  rid: `rid-${String(ridCounter++).padStart(8, "0")}`,
+  returnLogprob: true,
+  ...extra
+})
+
+const prompt = [151644, 872, 198, 13048, 151645, 198, 151644, 77091, 198]
+
+/** Independent recomputation of q(id | prev) ∝ p^(1/T) over the model's sparse distribution. */
+const scaledLogprob = (model: Model.Model, prev: number, id: number, temperature: number): number => {
+  const d = model.distribution(prev)
+  const z = d.probs.reduce((a, p) => a + Math.pow(p, 1 / temperature), 0) + d.floorCount * Math.pow(d.floor, 1 / temperature)
+  return Math.log(Math.pow(Model.probability(d, id), 1 / temperature) / z)
+}
+
+const conversation = (text: string, turn = 1): PolicyRequest => ({
+  sessionId: "s1",
+  turn,
+  messages: [{ role: "user", content: text }],
+  tools: [],
+  chatTemplateKwargs: {},
+  promptText: `<|im_start|>user\n${text}<|im_end|>\n<|im_start|>assistant\n`
+})
+
+describe("EmbeddedEngine sampling", () => {
+  it.effect("is deterministic for a seed and differs across seeds", () =>
+    Effect.gen(function*() {
+      const run = (seed: number) =>
+        Effect.gen(function*() {
+          const engine = yield* Engine
+          return yield* engine.generate(request(prompt, { seed }))
+        }).pipe(Effect.provide(engineLayer({ seed: 11 })))
+      const a = yield* run(5)
+      const b = yield* run(5)
+      const c = yield* run(6)
+      assert.isAbove(a.outputIds.length, 0)
+      assert.deepStrictEqual(b.outputIds, a.outputIds)
+      assert.deepStrictEqual(b.logprobs, a.logprobs)
+      assert.notDeepEqual(c.outputIds, a.outputIds)
+    }))
+
+  it.effect("returns the model's true log-probabilities (temperature 1 and scaled)", () =>
+    Effect.gen(function*() {
+      const engine = yield* Engine
+      const tokenizer = yield* Tokenizer
+      const model = EmbeddedEngine.modelFor(tokenizer, { seed: 11 })
+      for (const temperature of [1, 0.6]) {
+        const result = yield* engine.generate(request(prompt, { temperature, maxNewTokens: 40 }))
+        assert.strictEqual(result.logprobs.length, result.outputIds.length)
+        let prev = prompt[prompt.length - 1]!
+        result.outputIds.forEach((id, i) => {
+          const expected = temperature === 1
+            ? Math.log(Model.probability(model.distribution(prev), id))
+            : scaledLogprob(model, prev, id, temperature)
+          assert.closeTo(result.logprobs[i]!, expected, 1e-9)
+          prev = id
+        })
+      }
+    }).pipe(Effect.provide(engineLayer({ seed: 11 }))))
+
+  it.effect("ends with the eos id when the model stops, like SGLang with no_stop_trim", () =>
+    Effect.gen(function*() {
+      const engine = yield* Engine
+      const tokenizer = yield* Tokenizer
+      const result = yield* engine.generate(request(prompt, { maxNewTokens: 1000 }))
+      assert.strictEqual(result.outputIds[result.outputIds.length - 1], tokenizer.eosTokenId)
+      assert.deepStrictEqual(result.finishReason, { type: "stop", matched: tokenizer.eosTokenId })
+      assert.strictEqual(result.promptTokens, prompt.length)
+      assert.strictEqual(result.weightVersion, "0")
+    }).pipe(Effect.provide(engineLayer({ seed: 1, model: { eosProbability: 0.2 } }))))
+
+  it.effect("stops at max_new_tokens with finish reason length", () =>
+    Effect.gen(function*() {
+      const engine = yield* Engine
+      const result = yield* engine.generate(request(prompt, { maxNewTokens: 5 }))
+      assert.strictEqual(result.outputIds.length, 5)
+      assert.deepStrictEqual(result.finishReason, { type: "length", length: 5 })
+      const none = yield* engine.generate(request(prompt, { maxNewTokens: 0 }))
+      assert.deepStrictEqual(none.outputIds, [])
+      assert.deepStrictEqual(none.finishReason, { type: "length", length: 0 })
+    }).pipe(Effect.provide(engineLayer({ model: { eosProbability: 0 } }))))
+
+  it.effect("stops on a stop token id and on a stop string, keeping the matching token", () =>
+    Effect.gen(function*() {
+      const engine = yield* Engine
+      const tokenizer = yield* Tokenizer
+      const full = yield* engine.generate(request(prompt, { maxNewTokens: 30 }))
+      const stopId = full.outputIds[6]!
+      const firstAt = full.outputIds.indexOf(stopId)
+      const byId = yield* engine.generate(request(prompt, { maxNewTokens: 30, stopTokenIds: [stopId] }))
+      assert.deepStrictEqual(byId.outputIds, full.outputIds.slice(0, firstAt + 1))
+      assert.deepStrictEqual(byId.finishReason, { type: "stop", matched: stopId })
+
+      const word = tokenizer.decode([full.outputIds[10]!]).trim()
+      const stop = word.slice(0, Math.max(2, word.length - 1))
+      let expectedLength = 0
+      while (!tokenizer.decode(full.outputIds.slice(0, expectedLength)).includes(stop)) expectedLength++
+      const byString = yield* engine.generate(request(prompt, { maxNewTokens: 30, stop: [stop] }))
+      assert.deepStrictEqual(byString.outputIds, full.outputIds.slice(0, expectedLength))
+      assert.deepStrictEqual(byString.finishReason, { type: "stop", matched: stop })
+      assert.deepStrictEqual(byString.logprobs, full.logprobs.slice(0, expectedLength))
+    }).pipe(Effect.provide(engineLayer({ model: { eosProbability: 0 } }))))
+
+  it.effect("is greedy at temperature 0", () =>
+    Effect.gen(function*() {
+      const engine = yield* Engine
+      const tokenizer = yield* Tokenizer
+      const model = EmbeddedEngine.modelFor(tokenizer, {})
+      const result = yield* engine.generate(request(prompt, { temperature: 0, maxNewTokens: 8, seed: 1 }))
+      const other = yield* engine.generate(request(prompt, { temperature: 0, maxNewTokens: 8, seed: 2 }))
+      assert.deepStrictEqual(other.outputIds, result.outputIds)
+      let prev = prompt[prompt.length - 1]!
+      for (const id of result.outputIds) {
+        assert.strictEqual(id, model.distribution(prev).ids[0])
+        prev = id
+      }
+    }).pipe(Effect.provide(engineLayer({}))))
+
+  it.effect("rejects prompt + max_new_tokens reaching the context window with SGLang's wording", () =>
+    Effect.gen(function*() {
+      const engine = yield* Engine
+      const error = yield* engine.generate(request(prompt, { maxNewTokens: 11 })).pipe(Effect.flip)
+      assert.strictEqual(error._tag, "ContextLengthError")
+      assert.include(error.message, "Requested token count exceeds the model's maximum context length of 20 tokens")
+      assert.include(error.message, "You requested a total of 20 tokens: 9 tokens from the input messages and 11 tokens")
+      const ok = yield* engine.generate(request(prompt, { maxNewTokens: 10 }))
+      assert.isAtMost(ok.outputIds.length, 10)
+      const invalid = yield* engine.generate(request([], {})).pipe(Effect.flip)
+      assert.strictEqual(invalid.message, "input_ids cannot be empty")
+    }).pipe(Effect.provide(engineLayer({ maxContextLength: 20 }))))
+
+  it.effect("advances the weight version on updateWeights and reports it per generation", () =>
+    Effect.gen(function*() {
+      const engine = yield* Engine
+      assert.strictEqual(yield* engine.weightVersion, "0")
+      assert.strictEqual(yield* engine.updateWeights(), "1")
+      assert.strictEqual((yield* engine.generate(request(prompt, { maxNewTokens: 2 }))).weightVersion, "1")
+      assert.strictEqual(yield* engine.updateWeights("step-9"), "step-9")
+      assert.strictEqual(yield* engine.weightVersion, "step-9")
+    }).pipe(Effect.provide(engineLayer({}))))
+
+  it.effect("reports the shared prefix with the session's previous sequence as cached tokens", () =>
+    Effect.gen(function*() {
+      const engine = yield* Engine
+      const first = yield* engine.generate(request(prompt, { maxNewTokens: 4 }, { sessionId: "a" }))
+      assert.strictEqual(first.cachedTokens, 0)
+      const next = [...prompt, ...first.outputIds, 151645, 198]
+      const second = yield* engine.generate(request(next, { maxNewTokens: 4 }, { sessionId: "a" }))
+      assert.strictEqual(second.cachedTokens, prompt.length + first.outputIds.length)
+    }).pipe(Effect.provide(engineLayer({ model: { eosProbability: 0 } }))))
+})
+
+describe("EmbeddedEngine latency and abort (TestClock)", () => {
+  const timed = { prefillTokensPerSecond: 900, decodeTokensPerSecond: 10, model: { eosProbability: 0 } }
+
+  it.effect("abort mid-generation returns exactly the tokens produced so far", () =>
+    Effect.gen(function*() {
+      const engine = yield* Engine
+      const instantEngine = yield* EmbeddedEngine.make(yield* Tokenizer, { ...timed, ...EmbeddedEngine.instant })
+      const reference = yield* instantEngine.generate(request(prompt, { maxNewTokens: 20 }))
+      const rid = "abort-me-0000001"
+      const fiber = yield* engine.generate(request(prompt, { maxNewTokens: 20 }, { rid })).pipe(Effect.forkChild)
+      // prefill 9 / 900 s = 10 ms, then one token per 100 ms: 3 tokens by 310 ms, the 4th due at 410 ms.
+      yield* TestClock.adjust("310 millis")
+      yield* engine.abort(rid)
+      const result = yield* Fiber.join(fiber)
+      assert.deepStrictEqual(result.outputIds, reference.outputIds.slice(0, 3))
+      assert.deepStrictEqual(result.logprobs, reference.logprobs.slice(0, 3))
+      assert.strictEqual(result.finishReason.type, "abort")
+    }).pipe(Effect.provide(engineLayer(timed))))
+
+  it.effect("abort during prefill returns an empty output; abort of an unknown rid is a no-op", () =>
+    Effect.gen(function*() {
+      const engine = yield* Engine
+      yield* engine.abort("nobody-000000000")
+      const fiber = yield* engine.generate(request(prompt, {}, { rid: "prefill-00000001" })).pipe(Effect.forkChild)
+      yield* TestClock.adjust("5 millis")
+      yield* engine.abort("prefill-00000001")
+      const result = yield* Fiber.join(fiber)
+      assert.deepStrictEqual(result.outputIds, [])
+      assert.deepStrictEqual(result.finishReason, { type: "abort", message: "Aborted" })
+    }).pipe(Effect.provide(engineLayer(timed))))
+
+  it.effect("takes prefill plus one decode interval per token on the clock", () =>
+    Effect.gen(function*() {
+      const engine = yield* Engine
+      const fiber = yield* engine.generate(request(prompt, { maxNewTokens: 5 })).pipe(Effect.forkChild)
+      yield* TestClock.adjust("509 millis")
+      assert.isUndefined(fiber.pollUnsafe())
+      yield* TestClock.adjust("1 millis")
+      const result = yield* Fiber.join(fiber)
+      assert.strictEqual(result.outputIds.length, 5)
+    }).pipe(Effect.provide(engineLayer(timed))))
+
+  it.effect("interrupting the caller stops the generation and frees its rid", () =>
+    Effect.gen(function*() {
+      const engine = yield* Engine
+      const rid = "interrupted-0001"
+      const fiber = yield* engine.generate(request(prompt, {}, { rid })).pipe(Effect.forkChild)
+      yield* TestClock.adjust("150 millis")
+      yield* Fiber.interrupt(fiber)
+      assert.isTrue(Exit.hasInterrupts(yield* Fiber.await(fiber)))
+      const again = yield* engine.generate(request(prompt, { maxNewTokens: 1 }, { rid })).pipe(Effect.forkChild)
+      yield* TestClock.adjust("1 second")
+      assert.strictEqual((yield* Fiber.join(again)).outputIds.length, 1)
+    }).pipe(Effect.provide(engineLayer(timed))))
+})
+
+describe("EmbeddedEngine policy (--embedded-policy)", () => {
+  const policy = (request: PolicyRequest) => `Echo: ${String(request.messages[0]?.content)} <tool_call>\n{"name": "x"}\n</tool_call>`
+
+  it.effect("emits the policy text as tokens plus eos, round-tripping through the tokenizer, scored by the model", () =>
+    Effect.gen(function*() {
+      const engine = yield* Engine
+      const tokenizer = yield* Tokenizer
+      const model = EmbeddedEngine.modelFor(tokenizer, { seed: 4 })
+      const result = yield* engine.generate(request(prompt, {}, { conversation: conversation("héllo 世界") }))
+      const text = `Echo: héllo 世界 <tool_call>\n{"name": "x"}\n</tool_call>`
+      assert.deepStrictEqual(result.outputIds, [...tokenizer.encode(text), tokenizer.eosTokenId])
+      assert.strictEqual(tokenizer.decode(result.outputIds), `${text}<|im_end|>`)
+      assert.deepStrictEqual(result.finishReason, { type: "stop", matched: tokenizer.eosTokenId })
+      let prev = prompt[prompt.length - 1]!
+      result.outputIds.forEach((id, i) => {
+        assert.closeTo(result.logprobs[i]!, Math.log(Model.probability(model.distribution(prev), id)), 1e-9)
+        prev = id
+      })
+    }).pipe(Effect.provide(engineLayer({ seed: 4, policy }))))
+
+  it.effect("truncates the policy text by max_new_tokens, stop strings and stop ids", () =>
+    Effect.gen(function*() {
+      const engine = yield* Engine
+      const tokenizer = yield* Tokenizer
+      const full = [...tokenizer.encode(`Echo: hi <tool_call>\n{"name": "x"}\n</tool_call>`), tokenizer.eosTokenId]
+      const byLength = yield* engine.generate(request(prompt, { maxNewTokens: 3 }, { conversation: conversation("hi") }))
+      assert.deepStrictEqual(byLength.outputIds, full.slice(0, 3))
+      assert.deepStrictEqual(byLength.finishReason, { type: "length", length: 3 })
+      const byString = yield* engine.generate(request(prompt, { stop: ["<tool_call>"] }, { conversation: conversation("hi") }))
+      assert.strictEqual(tokenizer.decode(byString.outputIds), "Echo: hi <tool_call>")
+      assert.deepStrictEqual(byString.finishReason, { type: "stop", matched: "<tool_call>" })
+      const toolCallId = tokenizer.tokenToId("<tool_call>")!
+      const byId = yield* engine.generate(request(prompt, { stopTokenIds: [toolCallId] }, { conversation: conversation("hi") }))
+      assert.strictEqual(byId.outputIds[byId.outputIds.length - 1], toolCallId)
+      assert.deepStrictEqual(byId.finishReason, { type: "stop", matched: toolCallId })
+    }).pipe(Effect.provide(engineLayer({ policy }))))
+
+  it.effect("samples from the model when the request carries no conversation", () =>
+    Effect.gen(function*() {
+      const engine = yield* Engine
+      const result = yield* engine.generate(request(prompt, { maxNewTokens: 4 }))
+      assert.strictEqual(result.outputIds.length, 4)
+    }).pipe(Effect.provide(engineLayer({ policy, model: { eosProbability: 0 } }))))
+
+  it.effect("loads a policy from a .ts hook module and uses it", () =>
+    Effect.gen(function*() {
+      const loaded = yield* EmbeddedEngine.loadPolicy("fixtures/echoPolicy.ts#reply", import.meta.dirname)
+      const tokenizer = yield* Tokenizer
+      const engine = yield* EmbeddedEngine.make(tokenizer, { ...EmbeddedEngine.instant, policy: loaded })
+      const first = yield* engine.generate(request(prompt, {}, { conversation: conversation("ping", 0) }))
+      assert.strictEqual(
+        tokenizer.decode(first.outputIds),
+        `<tool_call>\n{"name": "echo", "arguments": {"text": "ping"}}\n</tool_call><|im_end|>`
+      )
+      const second = yield* engine.generate(request(prompt, {}, { conversation: conversation("pong", 1) }))
+      assert.strictEqual(tokenizer.decode(second.outputIds), "You said: pong<|im_end|>")
+    }).pipe(Effect.provide(Tokenizer.layer)))
+
+  it.effect("reports a policy that returns no string, and a hook export that is not a function", () =>
+    Effect.gen(function*() {
+      const bad = yield* EmbeddedEngine.loadPolicy("fixtures/echoPolicy.ts#notAString", import.meta.dirname)
+      const tokenizer = yield* Tokenizer
+      const engine = yield* EmbeddedEngine.make(tokenizer, { ...EmbeddedEngine.instant, policy: bad })
+      const error = yield* engine.generate(request(prompt, {}, { conversation: conversation("x") })).pipe(Effect.flip)
+      assert.strictEqual(error._tag, "EngineError")
+      assert.include(error.message, "--embedded-policy failed for session s1 turn 1")
+      assert.include(error.message, "returned number, expected the assistant text as a string")
+      const loadError = yield* EmbeddedEngine.loadPolicy("fixtures/echoPolicy.ts#notAFunction", import.meta.dirname).pipe(Effect.flip)
+      assert.strictEqual(loadError._tag, "HookLoadError")
+      assert.include(loadError.message, "--embedded-policy")
+    }).pipe(Effect.provide(Tokenizer.layer)))
+})

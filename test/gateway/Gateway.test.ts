@@ -1,0 +1,376 @@
+/**
+ * The gateway's own pipeline (routes, auth before body, body limit, error shapes, Buffered SSE framing and heartbeats,
+ * disconnects) over a scripted generation core; the full stack with the embedded engine is in Gateway.e2e.test.ts.
+ */
+import { assert, describe, expect, it } from "@effect/vitest"
+import { Context, Deferred, Effect, Fiber, Layer, Ref } from "effect"
+import { TestClock } from "effect/testing"
+import * as http from "node:http"
+import type * as Completion from "../../src/protocol/completion.ts"
+import * as Errors from "../../src/protocol/errors.ts"
+import { Gateway, type GatewayOptions } from "../../layers/Gateway.ts"
+import { Generation } from "../../layers/Generation.ts"
+import { emptyCounters, type SessionEntry, Sessions } from "../../layers/Sessions.ts"
+
+const completion: Completion.Completion = {
+  id: "0123456789abcdef0123456789abcdef",
+  created: 1_700_000_000,
+  content: "4",
+  toolCalls: [],
+  finish: "stop",
+  usage: { promptTokens: 12, completionTokens: 2, cachedTokens: 0 }
+}
+
+type Script = (request: Completion.CanonicalRequest) => Effect.Effect<Completion.Completion, Errors.GatewayError>
+
+/** A generation core that answers by script and records what it was asked. */
+const scripted = (script: Ref.Ref<Script>, seen: Array<Completion.CanonicalRequest>) =>
+  Layer.succeed(Generation, {
+    generate: (_session, request) =>
+      Effect.suspend(() => {
+        seen.push(request)
+        return Ref.get(script).pipe(Effect.flatMap((run) => run(request)))
+      })
+  })
+
+const entry = (sessionId: string): SessionEntry => ({
+  sessionId,
+  groupId: "g0",
+  mode: "train",
+  sampling: { maxNewTokens: 64, temperature: 1, topP: 1, topK: -1, stop: [], stopTokenIds: [] },
+  maxContextLen: undefined,
+  rolloutId: () => 0,
+  awaitLease: Effect.void,
+  counters: emptyCounters()
+})
+
+const setup = (options: GatewayOptions = {}) =>
+  Effect.gen(function*() {
+    const script = yield* Ref.make<Script>(() => Effect.succeed(completion))
+    const seen: Array<Completion.CanonicalRequest> = []
+    const context = yield* Layer.build(
+      Gateway.layer({ maxBodyBytes: 4096, ...options }).pipe(
+        Layer.provideMerge(Sessions.layer),
+        Layer.provide(scripted(script, seen))
+      )
+    )
+    const sessions = Context.get(context, Sessions)
+    const gateway = Context.get(context, Gateway)
+    const live = yield* sessions.newSessionId
+    yield* sessions.register(entry(live))
+    const finished = yield* sessions.newSessionId
+    yield* sessions.register(entry(finished))
+    yield* sessions.close(finished)
+    return { gateway, sessions, live, finished, script, seen }
+  })
+
+interface Reply {
+  readonly status: number
+  readonly headers: http.IncomingHttpHeaders
+  readonly body: string
+}
+
+/** One HTTP request over node:http (no Effect clock involved), collecting the whole answer. */
+const request = (
+  url: string,
+  options: { readonly method?: string; readonly headers?: Record<string, string>; readonly body?: string }
+): Effect.Effect<Reply> =>
+  Effect.callback<Reply>((resume) => {
+    const req = http.request(url, { method: options.method ?? "POST", headers: options.headers ?? {} }, (res) => {
+      let body = ""
+      res.setEncoding("utf8")
+      res.on("data", (chunk: string) => (body += chunk))
+      res.on("end", () => resume(Effect.succeed({ status: res.statusCode ?? 0, headers: res.headers, body })))
+    })
+    req.on("error", (error) => resume(Effect.die(error)))
+    if (options.body !== undefined) req.write(options.body)
+    req.end()
+  })
+
+const chatBody = (extra: Record<string, unknown> = {}) =>
+  JSON.stringify({ model: "m", messages: [{ role: "user", content: "What is 2+2?" }], ...extra })
+
+const json = (reply: Reply): unknown => JSON.parse(reply.body)
+
+const bearer = (token: string) => ({ authorization: `Bearer ${token}`, "content-type": "application/json" })
+
+describe("Gateway routes", () => {
+  it.live("serves every model route with and without /v1 under /agentic_api on 127.0.0.1", () =>
+    Effect.gen(function*() {
+      const { gateway, live } = yield* setup()
+      expect(gateway.baseUrl).toBe(`http://127.0.0.1:${gateway.port}/agentic_api`)
+      assert.isAbove(gateway.port, 0)
+      for (const path of ["/chat/completions", "/v1/chat/completions"]) {
+        const reply = yield* request(gateway.baseUrl + path, { headers: bearer(live), body: chatBody() })
+        expect(reply.status).toBe(200)
+        expect(json(reply)).toMatchObject({ object: "chat.completion", model: "m" })
+      }
+      for (const path of ["/responses", "/v1/responses"]) {
+        const reply = yield* request(gateway.baseUrl + path, {
+          headers: bearer(live),
+          body: JSON.stringify({ model: "m", input: "hi" })
+        })
+        expect(reply.status).toBe(200)
+        expect(json(reply)).toMatchObject({ object: "response", status: "completed" })
+      }
+      for (const path of ["/messages", "/v1/messages"]) {
+        const reply = yield* request(gateway.baseUrl + path, {
+          headers: { "x-api-key": live, "content-type": "application/json" },
+          body: JSON.stringify({ model: "m", max_tokens: 16, messages: [{ role: "user", content: "hi" }] })
+        })
+        expect(reply.status).toBe(200)
+        expect(json(reply)).toMatchObject({ type: "message", role: "assistant", stop_reason: "end_turn" })
+      }
+      for (const path of ["/models", "/v1/models"]) {
+        const reply = yield* request(gateway.baseUrl + path, { method: "GET" })
+        expect(json(reply)).toMatchObject({ object: "list", data: [{ object: "model", owned_by: "relax" }] })
+      }
+      expect(json(yield* request(gateway.baseUrl + "/health", { method: "GET" }))).toEqual({ ok: true })
+    }))
+
+  it.live("passes the decoded canonical request to the generation core (request sampling fields ignored)", () =>
+    Effect.gen(function*() {
+      const { gateway, live, seen } = yield* setup()
+      yield* request(gateway.baseUrl + "/v1/chat/completions", {
+        headers: bearer(live),
+        body: chatBody({ temperature: 0.1, max_tokens: 7, stop: "END", seed: 3 })
+      })
+      expect(seen[0]).toMatchObject({
+        model: "m",
+        maxTokens: 7,
+        stop: ["END"],
+        seed: 3,
+        state: { messages: [{ role: "user", content: "What is 2+2?" }], tools: [], chat_template_kwargs: {} }
+      })
+    }))
+})
+
+describe("Gateway errors", () => {
+  it.live("401 without an Authorization header, checked before the body (an invalid body still gets 401)", () =>
+    Effect.gen(function*() {
+      const { gateway } = yield* setup()
+      const reply = yield* request(gateway.baseUrl + "/v1/chat/completions", { body: "{not json" })
+      expect(reply.status).toBe(401)
+      expect(json(reply)).toEqual({
+        error: {
+          message: "Missing Authorization header",
+          type: "authentication_error",
+          param: null,
+          code: "authentication_error"
+        }
+      })
+    }))
+
+  it.live("401 for an Authorization header that is not Bearer <token>, Anthropic-shaped on /v1/messages", () =>
+    Effect.gen(function*() {
+      const { gateway, live } = yield* setup()
+      const reply = yield* request(gateway.baseUrl + "/v1/messages", {
+        headers: { authorization: `Basic ${live}` },
+        body: "{}"
+      })
+      expect(reply.status).toBe(401)
+      expect(json(reply)).toEqual({
+        type: "error",
+        error: { type: "authentication_error", message: "Authorization header must be 'Bearer <token>'" }
+      })
+    }))
+
+  it.live("404 session_discarded for an unknown session, with x-should-retry: false", () =>
+    Effect.gen(function*() {
+      const { gateway } = yield* setup()
+      const reply = yield* request(gateway.baseUrl + "/v1/chat/completions", {
+        headers: bearer("0".repeat(32)),
+        body: chatBody()
+      })
+      expect(reply.status).toBe(404)
+      expect(reply.headers["x-should-retry"]).toBe("false")
+      expect(json(reply)).toEqual({
+        error: {
+          message: `Unknown or discarded agentic session '${"0".repeat(32)}'.`,
+          type: "not_found_error",
+          param: "session_id",
+          code: "session_discarded"
+        }
+      })
+    }))
+
+  it.live("404 for a finished session, Anthropic not_found_error on /messages", () =>
+    Effect.gen(function*() {
+      const { gateway, finished } = yield* setup()
+      const reply = yield* request(gateway.baseUrl + "/messages", { headers: bearer(finished), body: "{}" })
+      expect(reply.status).toBe(404)
+      expect(reply.headers["x-should-retry"]).toBe("false")
+      expect(json(reply)).toEqual({
+        type: "error",
+        error: { type: "not_found_error", message: `Unknown or discarded agentic session '${finished}'.` }
+      })
+    }))
+
+  it.live("400 with param for validation errors, invalid JSON and non-object bodies", () =>
+    Effect.gen(function*() {
+      const { gateway, live } = yield* setup()
+      const url = gateway.baseUrl + "/v1/chat/completions"
+      const invalid = yield* request(url, { headers: bearer(live), body: chatBody({ max_tokens: 0 }) })
+      expect(invalid.status).toBe(400)
+      expect(json(invalid)).toEqual({
+        error: {
+          message: "max_tokens must be a positive integer",
+          type: "invalid_request_error",
+          param: "max_tokens",
+          code: "invalid_request_error"
+        }
+      })
+      const notJson = yield* request(url, { headers: bearer(live), body: "{not json" })
+      expect(notJson.status).toBe(400)
+      expect(json(notJson)).toMatchObject({ error: { param: "body", type: "invalid_request_error" } })
+      expect((json(notJson) as { error: { message: string } }).error.message).toMatch(/^Invalid request body: /)
+      const array = yield* request(url, { headers: bearer(live), body: "[]" })
+      expect(json(array)).toMatchObject({ error: { param: "body", message: "request body must be a JSON object" } })
+    }))
+
+  it.live("400 context_length_exceeded from the generation core keeps 'maximum context length' in the message", () =>
+    Effect.gen(function*() {
+      const { gateway, live, script } = yield* setup()
+      yield* Ref.set(script, () => Effect.fail(Errors.GatewayError.contextLength({ limit: 32, promptTokens: 40 })))
+      const reply = yield* request(gateway.baseUrl + "/v1/chat/completions", { headers: bearer(live), body: chatBody() })
+      expect(reply.status).toBe(400)
+      expect(json(reply)).toEqual({
+        error: {
+          message:
+            "This model's maximum context length is 32 tokens. However, your messages resulted in 40 tokens. Please reduce the length of the messages.",
+          type: "invalid_request_error",
+          param: "messages",
+          code: "context_length_exceeded"
+        }
+      })
+    }))
+
+  it.live("413 in the protocol's shape for a body over the limit", () =>
+    Effect.gen(function*() {
+      const { gateway, live } = yield* setup({ maxBodyBytes: 256 })
+      const big = chatBody({ padding: "x".repeat(1024) })
+      const chat = yield* request(gateway.baseUrl + "/v1/chat/completions", { headers: bearer(live), body: big })
+      expect(chat.status).toBe(413)
+      expect(json(chat)).toEqual({
+        error: {
+          message: "Request body exceeds the gateway limit of 256 bytes. Send a smaller request or raise the gateway's body size limit.",
+          type: "invalid_request_error",
+          param: "body",
+          code: "request_too_large"
+        }
+      })
+      const messages = yield* request(gateway.baseUrl + "/v1/messages", { headers: bearer(live), body: big })
+      expect(messages.status).toBe(413)
+      expect(json(messages)).toMatchObject({ type: "error", error: { type: "request_too_large" } })
+    }))
+
+  it.live("a failed generation is a 500 internal_error that must not be retried", () =>
+    Effect.gen(function*() {
+      const { gateway, live, script } = yield* setup()
+      yield* Ref.set(script, () => Effect.fail(Errors.GatewayError.internal("chat")))
+      const reply = yield* request(gateway.baseUrl + "/v1/chat/completions", { headers: bearer(live), body: chatBody() })
+      expect(reply.status).toBe(500)
+      expect(reply.headers["x-should-retry"]).toBe("false")
+      expect(json(reply)).toMatchObject({ error: { message: "Internal error while handling agentic chat request." } })
+    }))
+})
+
+describe("Buffered SSE", () => {
+  it.live("answers text/event-stream with no-cache and X-Accel-Buffering: no; the chunk then [DONE]", () =>
+    Effect.gen(function*() {
+      const { gateway, live } = yield* setup()
+      const reply = yield* request(gateway.baseUrl + "/v1/chat/completions", {
+        headers: bearer(live),
+        body: chatBody({ stream: true })
+      })
+      expect(reply.status).toBe(200)
+      expect(reply.headers["content-type"]).toMatch(/^text\/event-stream/)
+      expect(reply.headers["cache-control"]).toBe("no-cache")
+      expect(reply.headers["x-accel-buffering"]).toBe("no")
+      expect(reply.body.startsWith(": connected\n\n")).toBe(true)
+      expect(reply.body.endsWith("data: [DONE]\n\n")).toBe(true)
+      expect(reply.body).toContain("\"object\":\"chat.completion.chunk\"")
+    }))
+
+  it.live("a failed streamed generation sends the error as data then [DONE], status 200", () =>
+    Effect.gen(function*() {
+      const { gateway, live, script } = yield* setup()
+      yield* Ref.set(script, () => Effect.fail(Errors.GatewayError.contextLength({})))
+      const reply = yield* request(gateway.baseUrl + "/v1/chat/completions", {
+        headers: bearer(live),
+        body: chatBody({ stream: true })
+      })
+      expect(reply.status).toBe(200)
+      expect(reply.body).toBe(
+        ": connected\n\n" +
+          `data: ${JSON.stringify(Errors.openAiBody(Errors.GatewayError.contextLength({})))}\n\n` +
+          "data: [DONE]\n\n"
+      )
+    }))
+
+  it.effect("sends a heartbeat every interval while the generation is pending (TestClock), then the terminal frames", () =>
+    Effect.gen(function*() {
+      const { gateway, live, script } = yield* setup({ heartbeatInterval: "15 seconds" })
+      const release = yield* Deferred.make<void>()
+      yield* Ref.set(script, () => Deferred.await(release).pipe(Effect.as(completion)))
+      // Frames are observed as they arrive on the socket, so the test waits on real I/O, never on real time.
+      let received = ""
+      const waiters: Array<{ readonly until: (text: string) => boolean; readonly resume: () => void }> = []
+      const arrived = (until: (text: string) => boolean) =>
+        Effect.callback<void>((resume) => {
+          if (until(received)) return resume(Effect.void)
+          waiters.push({ until, resume: () => resume(Effect.void) })
+        })
+      const done = yield* Effect.callback<string>((resume) => {
+        const req = http.request(gateway.baseUrl + "/v1/messages", {
+          method: "POST",
+          headers: bearer(live)
+        }, (res) => {
+          res.setEncoding("utf8")
+          res.on("data", (chunk: string) => {
+            received += chunk
+            for (const w of waiters.splice(0)) if (w.until(received)) w.resume()
+              else waiters.push(w)
+          })
+          res.on("end", () => resume(Effect.succeed(received)))
+        })
+        req.end(JSON.stringify({ model: "m", max_tokens: 8, stream: true, messages: [{ role: "user", content: "hi" }] }))
+      }).pipe(Effect.forkChild)
+      const ping = "event: ping\ndata: {\"type\":\"ping\"}\n\n"
+      const count = (text: string) => text.split(ping).length - 1
+      yield* arrived((text) => count(text) === 1)
+      yield* TestClock.adjust("14 seconds")
+      yield* TestClock.adjust("1 second")
+      yield* arrived((text) => count(text) === 2)
+      yield* TestClock.adjust("30 seconds")
+      yield* arrived((text) => count(text) === 4)
+      expect(received).toBe(ping.repeat(4))
+      yield* Deferred.succeed(release, undefined)
+      const body = yield* Fiber.join(done)
+      expect(body.startsWith(ping.repeat(4) + "event: message_start\n")).toBe(true)
+      expect(body.endsWith("event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")).toBe(true)
+    }))
+})
+
+describe("client disconnect", () => {
+  it.live("a generation already started completes although the client went away", () =>
+    Effect.gen(function*() {
+      const { gateway, live, script } = yield* setup()
+      const started = yield* Deferred.make<void>()
+      const release = yield* Deferred.make<void>()
+      const finished = yield* Deferred.make<void>()
+      yield* Ref.set(script, () =>
+        Deferred.succeed(started, undefined).pipe(
+          Effect.andThen(Deferred.await(release)),
+          Effect.andThen(Deferred.succeed(finished, undefined)),
+          Effect.as(completion)
+        ))
+      const req = http.request(gateway.baseUrl + "/v1/chat/completions", { method: "POST", headers: bearer(live) })
+      req.on("error", () => {})
+      req.end(chatBody())
+      yield* Deferred.await(started)
+      req.destroy()
+      yield* Deferred.succeed(release, undefined)
+      yield* Deferred.await(finished)
+    }))
+})

@@ -1,0 +1,199 @@
+/**
+ * The generation core over the embedded engine and the real Qwen3 tokenizer: matching, context checks, budgets,
+ * parsing, commits, and interruption.
+ */
+import { assert, describe, expect, it } from "@effect/vitest"
+import { Deferred, Effect, Fiber, Layer, Result } from "effect"
+import { TestClock } from "effect/testing"
+import * as Forest from "../../src/forest/Forest.ts"
+import * as Canonical from "../../src/protocol/canonical.ts"
+import type * as Completion from "../../src/protocol/completion.ts"
+import * as Parsers from "../../src/parsers/registry.ts"
+import { EmbeddedEngine, type EmbeddedEngineOptions } from "../../layers/EmbeddedEngine.ts"
+import { Forests } from "../../layers/Forests.ts"
+import { Generation } from "../../layers/Generation.ts"
+import { emptyCounters, type SessionEntry } from "../../layers/Sessions.ts"
+import { Tokenizer } from "../../layers/Tokenizer.ts"
+import { calcTool, policy } from "../fixtures/gateway/policy.ts"
+
+const get = <A, E>(result: Result.Result<A, E>): A => {
+  if (Result.isFailure(result)) throw new Error(String(result.failure))
+  return result.success
+}
+
+const stack = (engine: EmbeddedEngineOptions = EmbeddedEngine.instant) =>
+  Generation.layer({
+    toolCallParser: get(Parsers.ToolCallParsers.get("qwen25")),
+    reasoningParser: get(Parsers.ReasoningParsers.get("qwen3"))
+  }).pipe(
+    Layer.provideMerge(Forests.layer),
+    Layer.provideMerge(EmbeddedEngine.layer({ ...engine, policy })),
+    Layer.provideMerge(Tokenizer.layer)
+  )
+
+const session = (overrides: Partial<SessionEntry> = {}) =>
+  Effect.gen(function*() {
+    const sessionId = `s${Math.random().toString(16).slice(2)}`
+    yield* (yield* Forests).create(sessionId)
+    const entry: SessionEntry = {
+      sessionId,
+      groupId: "g0",
+      mode: "train",
+      sampling: { maxNewTokens: 256, temperature: 1, topP: 1, topK: -1, stop: [], stopTokenIds: [] },
+      maxContextLen: undefined,
+      rolloutId: () => 3,
+      awaitLease: Effect.void,
+      counters: emptyCounters(),
+      ...overrides
+    }
+    return entry
+  })
+
+const request = (messages: ReadonlyArray<unknown>, extra: Partial<Completion.CanonicalRequest> = {}) => ({
+  state: get(Canonical.canonicalize({ messages, tools: [calcTool] })),
+  model: "m",
+  stream: false,
+  stop: [],
+  logprobs: false,
+  ...extra
+})
+
+const question = [{ role: "user", content: "Please compute 2+2?" }]
+
+const forestOf = (entry: SessionEntry) =>
+  Effect.gen(function*() {
+    return yield* (yield* Forests).get(entry.sessionId)
+  })
+
+describe("Generation", () => {
+  it.layer(stack())((it) => {
+    it.effect("parses reasoning and tool calls and commits the canonical assistant message a client will echo", () =>
+      Effect.gen(function*() {
+        const generation = yield* Generation
+        const entry = yield* session()
+        const first = yield* generation.generate(entry, request(question, { logprobs: true }), "chat")
+        expect(first.finish).toBe("tool_calls")
+        expect(first.reasoning).toBe("I should use the calculator.")
+        expect(first.toolCalls).toHaveLength(1)
+        expect(first.toolCalls[0]).toMatchObject({ name: "calc", arguments: "{\"expression\":\"2+2\"}" })
+        expect(first.logprobs?.length).toBe(first.usage.completionTokens)
+        const forest = yield* forestOf(entry)
+        const [leaf] = Forest.leaves(forest)
+        assert(leaf !== undefined)
+        const node = Forest.node(forest, leaf)
+        assert(node.kind === "resp")
+        expect(node.status).toBe("completed")
+        expect(node.rolloutId).toBe(3)
+        expect(node.tokens.length).toBe(first.usage.completionTokens)
+        expect(node.message.tool_calls?.[0]?.id).toBe(first.toolCalls[0]?.id)
+
+        // The echo of that message plus a tool result continues the same lineage.
+        const echo = {
+          role: "assistant",
+          content: first.content,
+          reasoning_content: first.reasoning,
+          tool_calls: first.toolCalls.map((c) => ({
+            id: c.id,
+            type: "function",
+            function: { name: c.name, arguments: c.arguments }
+          }))
+        }
+        const second = yield* generation.generate(
+          entry,
+          request([...question, echo, { role: "tool", tool_call_id: first.toolCalls[0]?.id, content: "4" }]),
+          "chat"
+        )
+        expect(second.content).toBe("The answer is 4.")
+        expect(Forest.leaves(forest)).toHaveLength(1)
+        expect(entry.counters).toMatchObject({ requests: 2, generations: 2, toleratedMatches: 0 })
+      }))
+
+    it.effect("matches an echo without reasoning_content by the tolerance, and counts it", () =>
+      Effect.gen(function*() {
+        const generation = yield* Generation
+        const entry = yield* session()
+        const first = yield* generation.generate(entry, request([{ role: "user", content: "hello" }]), "chat")
+        expect(first.content).toBe("Hi there.")
+        yield* generation.generate(
+          entry,
+          request([{ role: "user", content: "hello" }, { role: "assistant", content: "Hi there." }, {
+            role: "user",
+            content: "hello again"
+          }]),
+          "chat"
+        )
+        expect(entry.counters.toleratedMatches).toBe(1)
+        expect(Forest.leaves(yield* forestOf(entry))).toHaveLength(1)
+      }))
+
+    it.effect("uses Anthropic-shaped tool-call ids for the Messages protocol", () =>
+      Effect.gen(function*() {
+        const entry = yield* session()
+        const completion = yield* (yield* Generation).generate(entry, request(question), "messages")
+        expect(completion.toolCalls[0]?.id).toMatch(/^toolu_[0-9a-f]{24}$/)
+      }))
+
+    it.effect("a turn limit reached ends with finish length and commits a truncated response", () =>
+      Effect.gen(function*() {
+        const entry = yield* session()
+        const completion = yield* (yield* Generation).generate(entry, request(question, { maxTokens: 3 }), "chat")
+        expect(completion.finish).toBe("length")
+        expect(completion.usage.completionTokens).toBe(3)
+        const forest = yield* forestOf(entry)
+        const node = Forest.node(forest, Forest.leaves(forest)[0] ?? "")
+        assert(node.kind === "resp")
+        expect(node.status).toBe("truncated")
+      }))
+
+    it.effect("rejects an observation that reaches the context limit before committing anything", () =>
+      Effect.gen(function*() {
+        const entry = yield* session({ maxContextLen: 10 })
+        const error = yield* (yield* Generation).generate(entry, request(question), "chat").pipe(Effect.flip)
+        expect(error.status).toBe(400)
+        expect(error.code).toBe("context_length_exceeded")
+        expect(error.message).toMatch(/^This model's maximum context length is 10 tokens\. However, your messages resulted in \d+ tokens\./)
+        expect(Forest.leaves(yield* forestOf(entry))).toHaveLength(0)
+        expect(entry.counters.generations).toBe(0)
+      }))
+
+    it.effect("caps max_new_tokens by what the context limit leaves", () =>
+      Effect.gen(function*() {
+        const probe = yield* session()
+        yield* (yield* Generation).generate(probe, request([{ role: "user", content: "hello" }]), "chat")
+        const forest = yield* forestOf(probe)
+        const [obs] = Forest.lineage(forest, Forest.leaves(forest)[0] ?? "").slice(1)
+        assert(obs !== undefined)
+        const entry = yield* session({ maxContextLen: obs.tokenCount + 5 })
+        const completion = yield* (yield* Generation).generate(entry, request([{ role: "user", content: "hello" }]), "chat")
+        expect(completion.finish).toBe("length")
+        expect(completion.usage.completionTokens).toBe(5)
+        expect(completion.reasoning).toBe("A greeting.")
+      }))
+  })
+
+  it.effect("interrupting a request held for the lease generates nothing; the observation stays committed", () =>
+    Effect.gen(function*() {
+      const lease = yield* Deferred.make<void>()
+      const entry = yield* session({ awaitLease: Deferred.await(lease) })
+      const fiber = yield* (yield* Generation).generate(entry, request(question), "chat").pipe(Effect.forkChild)
+      yield* TestClock.adjust("1 minute")
+      expect(fiber.pollUnsafe()).toBeUndefined()
+      yield* Fiber.interrupt(fiber)
+      expect(entry.counters.generations).toBe(0)
+      const forest = yield* forestOf(entry)
+      expect(Forest.leaves(forest).map((h) => Forest.node(forest, h).kind)).toEqual(["obs"])
+    }).pipe(Effect.provide(stack())))
+
+  it.effect("interrupting a request while the engine generates aborts it (counted), committing no response", () =>
+    Effect.gen(function*() {
+      const entry = yield* session()
+      const fiber = yield* (yield* Generation).generate(entry, request(question), "chat").pipe(Effect.forkChild)
+      yield* TestClock.adjust("100 millis")
+      expect(fiber.pollUnsafe()).toBeUndefined()
+      yield* Fiber.interrupt(fiber)
+      expect(entry.counters.aborts).toBe(1)
+      expect(entry.counters.generations).toBe(0)
+      const forest = yield* forestOf(entry)
+      expect(Forest.leaves(forest).map((h) => Forest.node(forest, h).kind)).toEqual(["obs"])
+    }).pipe(Effect.provide(stack({ prefillTokensPerSecond: 0, decodeTokensPerSecond: 10 }))))
+})

@@ -1,0 +1,164 @@
+import { assert, describe, it } from "@effect/vitest"
+import * as Errors from "../../src/protocol/errors.ts"
+
+describe("OpenAI error bodies", () => {
+  it("renders a validation error as 400 invalid_request_error naming the field", () => {
+    const r = Errors.renderOpenAi(Errors.invalid("stop", "stop must be a string or list of strings"))
+    assert.strictEqual(r.status, 400)
+    assert.deepStrictEqual(r.body, {
+      error: {
+        message: "stop must be a string or list of strings",
+        type: "invalid_request_error",
+        param: "stop",
+        code: "invalid_request_error"
+      }
+    })
+    assert.deepStrictEqual(r.headers, {})
+  })
+
+  it("renders missing and malformed Authorization as 401 authentication_error", () => {
+    const missing = Errors.renderOpenAi(Errors.GatewayError.missingAuthorization())
+    assert.strictEqual(missing.status, 401)
+    assert.deepStrictEqual(missing.body, {
+      error: {
+        message: "Missing Authorization header",
+        type: "authentication_error",
+        param: null,
+        code: "authentication_error"
+      }
+    })
+    const malformed = Errors.renderOpenAi(Errors.GatewayError.malformedAuthorization())
+    assert.strictEqual(malformed.status, 401)
+    assert.strictEqual(
+      Errors.openAiBody(Errors.GatewayError.malformedAuthorization()).error.message,
+      "Authorization header must be 'Bearer <token>'"
+    )
+  })
+
+  it("renders an unknown session as 404 session_discarded, quoted like Python's repr, and not retryable", () => {
+    const r = Errors.renderOpenAi(Errors.GatewayError.sessionDiscarded("abc123"))
+    assert.strictEqual(r.status, 404)
+    assert.deepStrictEqual(r.body, {
+      error: {
+        message: "Unknown or discarded agentic session 'abc123'.",
+        type: "not_found_error",
+        param: "session_id",
+        code: "session_discarded"
+      }
+    })
+    assert.deepStrictEqual(r.headers, { "x-should-retry": "false" })
+    assert.strictEqual(
+      Errors.GatewayError.sessionDiscarded("it's").message,
+      "Unknown or discarded agentic session \"it's\"."
+    )
+  })
+
+  it("renders internal errors as 500 internal_error, not retryable", () => {
+    const r = Errors.renderOpenAi(Errors.GatewayError.internal("chat"))
+    assert.strictEqual(r.status, 500)
+    assert.deepStrictEqual(r.body, {
+      error: {
+        message: "Internal error while handling agentic chat request.",
+        type: "internal_error",
+        param: null,
+        code: "internal_error"
+      }
+    })
+    assert.deepStrictEqual(r.headers, { "x-should-retry": "false" })
+    assert.strictEqual(Errors.GatewayError.internal("request").message, "Internal error while handling agentic request.")
+    assert.strictEqual(Errors.GatewayError.internal("render").message, "Internal error while rendering agentic response.")
+  })
+
+  it("renders client disconnects as 499 client_disconnect", () => {
+    const body = Errors.renderOpenAi(Errors.GatewayError.clientDisconnect("body"))
+    assert.strictEqual(body.status, 499)
+    assert.deepStrictEqual(body.body, {
+      error: {
+        message: "client disconnected before agentic request body was read",
+        type: "client_disconnect",
+        param: null,
+        code: "client_disconnect"
+      }
+    })
+    assert.strictEqual(
+      Errors.GatewayError.clientDisconnect("completion").message,
+      "client disconnected before agentic completion was produced"
+    )
+  })
+
+  it("renders body errors on param body: invalid JSON, non-object, too large", () => {
+    const json = Errors.renderOpenAi(Errors.GatewayError.invalidJson("Unexpected token } in JSON at position 3"))
+    assert.strictEqual(json.status, 400)
+    assert.deepStrictEqual(json.body, {
+      error: {
+        message: "Invalid request body: Unexpected token } in JSON at position 3",
+        type: "invalid_request_error",
+        param: "body",
+        code: "invalid_request_error"
+      }
+    })
+    assert.strictEqual(Errors.GatewayError.bodyNotObject().message, "request body must be a JSON object")
+    const large = Errors.renderOpenAi(Errors.GatewayError.bodyTooLarge(1024))
+    assert.strictEqual(large.status, 413)
+    assert.strictEqual(Errors.openAiBody(Errors.GatewayError.bodyTooLarge(1024)).error.param, "body")
+    assert.include(Errors.GatewayError.bodyTooLarge(1024).message, "1024 bytes")
+  })
+})
+
+describe("context length errors", () => {
+  it("says what was exceeded with every level of detail known", () => {
+    const cases: ReadonlyArray<readonly [Parameters<typeof Errors.GatewayError.contextLength>[0], string]> = [
+      [{}, "This model's maximum context length was exceeded. Please reduce the length of the messages."],
+      [{ limit: 4096 }, "This model's maximum context length is 4096 tokens. Please reduce the length of the messages."],
+      [
+        { limit: 4096, promptTokens: 5000 },
+        "This model's maximum context length is 4096 tokens. However, your messages resulted in 5000 tokens. " +
+        "Please reduce the length of the messages."
+      ],
+      [
+        { limit: 4096, promptTokens: 4000, completionTokens: 200 },
+        "This model's maximum context length is 4096 tokens. However, your messages resulted in 4000 tokens and " +
+        "requested 200 completion tokens (4200 tokens total). Please reduce the length of the messages or " +
+        "max_completion_tokens."
+      ]
+    ]
+    for (const [limits, message] of cases) {
+      const r = Errors.renderOpenAi(Errors.GatewayError.contextLength(limits))
+      assert.strictEqual(r.status, 400)
+      assert.deepStrictEqual(r.body, {
+        error: { message, type: "invalid_request_error", param: "messages", code: "context_length_exceeded" }
+      })
+      assert.include(message, "maximum context length")
+    }
+  })
+})
+
+describe("Anthropic error bodies", () => {
+  it("maps the status to the Anthropic error type", () => {
+    const cases: ReadonlyArray<readonly [Errors.AnyError, number, string]> = [
+      [Errors.invalid("max_tokens", "max_tokens is required"), 400, "invalid_request_error"],
+      [Errors.GatewayError.missingAuthorization(), 401, "authentication_error"],
+      [Errors.GatewayError.sessionDiscarded("s"), 404, "not_found_error"],
+      [Errors.GatewayError.bodyTooLarge(10), 413, "request_too_large"],
+      [Errors.GatewayError.clientDisconnect("body"), 499, "invalid_request_error"],
+      [Errors.GatewayError.internal("chat"), 500, "api_error"],
+      [Errors.GatewayError.contextLength({ limit: 8 }), 400, "invalid_request_error"]
+    ]
+    for (const [error, status, type] of cases) {
+      const r = Errors.renderAnthropic(error)
+      assert.strictEqual(r.status, status)
+      assert.deepStrictEqual(r.body, { type: "error", error: { type, message: error.message } })
+    }
+  })
+
+  it("marks 404 and server errors as not retryable, and nothing else", () => {
+    assert.deepStrictEqual(Errors.renderAnthropic(Errors.GatewayError.sessionDiscarded("s")).headers, {
+      "x-should-retry": "false"
+    })
+    assert.deepStrictEqual(Errors.renderAnthropic(Errors.GatewayError.internal("render")).headers, {
+      "x-should-retry": "false"
+    })
+    assert.deepStrictEqual(Errors.renderAnthropic(Errors.GatewayError.missingAuthorization()).headers, {})
+    assert.deepStrictEqual(Errors.renderAnthropic(Errors.invalid("system", "system must not be empty")).headers, {})
+  })
+})

@@ -1,0 +1,114 @@
+/**
+ * An in-process agent model for scheduling simulations: each Session "starts" (sleeps its start-up time on the
+ * TestClock), sends model requests through its ticket (the first one joins the barrier), sleeps per turn, and exits
+ * or crashes as scripted. Every step of every Session is written to a timeline with the TestClock time.
+ */
+import { Clock, Data, Effect } from "effect"
+import * as Scheduler from "../../layers/Scheduler.ts"
+
+export interface Group extends Scheduler.GroupLike {
+  readonly seq: number
+}
+
+export interface Script {
+  /** Seconds before the first model request. */
+  readonly startup?: number
+  readonly turns?: number
+  /** Seconds per model turn (after the lease). */
+  readonly turnSeconds?: number
+  /** Crash before sending any request, or after the lease. */
+  readonly crash?: "before-first-request" | "after-lease"
+  /** Exit 0 without sending any request. */
+  readonly silentExit?: boolean
+}
+
+export class AgentCrashed extends Data.TaggedError("AgentCrashed")<{ readonly sessionId: string }> {
+  override get message() {
+    return `Managed command agent exited with code 3.`
+  }
+}
+
+export interface Entry {
+  readonly t: number
+  readonly group: number
+  readonly position: number
+  readonly what: "start" | "request" | "leased" | "exit" | "crash" | "interrupted"
+}
+
+export const groups = () => {
+  let seq = 0
+  return (size: number): Effect.Effect<Group> =>
+    Effect.sync(() => {
+      const s = seq++
+      return { groupId: `train:prepare_group_${s}`, seq: s, size }
+    })
+}
+
+export const runner = (
+  script: (group: Group, position: number) => Script,
+  timeline: Array<Entry>,
+  verdict: (group: Group) => Scheduler.Verdict<number> = (g) => Scheduler.accepted(g.seq)
+): Scheduler.GroupRunner<Group, number, number, AgentCrashed> => ({
+  session: (group, ticket) =>
+    Effect.gen(function*() {
+      const s = script(group, ticket.position)
+      const log = (what: Entry["what"]) =>
+        Clock.currentTimeMillis.pipe(
+          Effect.map((ms) => {
+            timeline.push({ t: ms / 1000, group: group.seq, position: ticket.position, what })
+          })
+        )
+      yield* log("start")
+      yield* Effect.sleep(`${s.startup ?? 1} seconds`)
+      if (s.silentExit === true) {
+        yield* log("exit")
+        return 0
+      }
+      if (s.crash === "before-first-request") {
+        yield* log("crash")
+        return yield* new AgentCrashed({ sessionId: ticket.sessionId })
+      }
+      const turns = s.turns ?? 1
+      for (let turn = 0; turn < turns; turn++) {
+        yield* log("request")
+        yield* ticket.awaitLease.pipe(Effect.orDie)
+        if (turn === 0) yield* log("leased")
+        yield* Effect.sleep(`${s.turnSeconds ?? 5} seconds`)
+        if (s.crash === "after-lease") {
+          yield* log("crash")
+          return yield* new AgentCrashed({ sessionId: ticket.sessionId })
+        }
+      }
+      yield* log("exit")
+      return turns
+    }).pipe(Effect.onInterrupt(() =>
+      Clock.currentTimeMillis.pipe(Effect.map((ms) => {
+        timeline.push({ t: ms / 1000, group: group.seq, position: ticket.position, what: "interrupted" })
+      }))
+    )),
+  reward: (group) => Effect.succeed(verdict(group))
+})
+
+/** Timeline entries of one kind, as `group#position@t`. */
+export const of = (timeline: ReadonlyArray<Entry>, what: Entry["what"]): Array<string> =>
+  timeline.filter((e) => e.what === what).map((e) => `${e.group}#${e.position}@${e.t}`)
+
+/** Highest number of Groups that had started and not yet ended at the same time. */
+export const peakResidentGroups = (timeline: ReadonlyArray<Entry>): number => {
+  const spans = new Map<number, { start: number; end: number }>()
+  for (const e of timeline) {
+    const span = spans.get(e.group) ?? { start: Infinity, end: -Infinity }
+    if (e.what === "start") span.start = Math.min(span.start, e.t)
+    if (e.what === "exit" || e.what === "crash" || e.what === "interrupted") span.end = Math.max(span.end, e.t)
+    spans.set(e.group, span)
+  }
+  const points = [...spans.values()].flatMap((s) => [{ t: s.start, d: 1 }, { t: s.end, d: -1 }])
+  points.sort((a, b) => a.t - b.t || a.d - b.d)
+  let current = 0
+  let peak = 0
+  for (const p of points) {
+    current += p.d
+    peak = Math.max(peak, current)
+  }
+  return peak
+}

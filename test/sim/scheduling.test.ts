@@ -1,0 +1,432 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Fiber, Layer } from "effect"
+import { TestClock } from "effect/testing"
+import * as Scheduler from "../../layers/Scheduler.ts"
+import * as Telemetry from "../../layers/Telemetry.ts"
+import * as Sim from "./harness.ts"
+
+const setup = (isTTY = false) => {
+  const sink = Telemetry.memorySink(isTTY)
+  return { sink, layer: Telemetry.Telemetry.layerSink(sink) }
+}
+
+/** Run `steps` under the TestClock: fork, advance the clock, join. */
+const simulate = <A>(program: Effect.Effect<A, never, Telemetry.Telemetry>, layer: Layer.Layer<Telemetry.Telemetry>, minutes = 30) =>
+  Effect.gen(function*() {
+    const fiber = yield* program.pipe(Effect.provide(layer), Effect.forkChild)
+    yield* TestClock.adjust(`${minutes} minutes`)
+    return yield* Fiber.join(fiber)
+  })
+
+const plan = (rolloutId: number, debt: number, extra: Partial<Scheduler.StepPlan> = {}): Scheduler.StepPlan => ({
+  rolloutId,
+  debt,
+  surplus: 0,
+  nextStep: false,
+  refill: true,
+  ...extra
+})
+
+describe("resident capacity", () => {
+  it.effect("keeps at most agentic_concurrency Groups resident and pays the batch debt", () => {
+    const { layer } = setup()
+    const timeline: Array<Sim.Entry> = []
+    const next = Sim.groups()
+    return simulate(
+      Effect.scoped(Effect.gen(function*() {
+        const pool = yield* Scheduler.makePool({
+          capacity: 2,
+          prelaunch: false,
+          mode: "train",
+          next: next(2),
+          runner: Sim.runner(() => ({ startup: 1, turns: 2, turnSeconds: 5 }), timeline)
+        })
+        return yield* pool.runStep(plan(0, 5))
+      })),
+      layer
+    ).pipe(Effect.map((outcome) => {
+      assert.strictEqual(outcome.accepted.length, 5)
+      assert.strictEqual(outcome.dropped, 0)
+      assert.strictEqual(Sim.peakResidentGroups(timeline), 2)
+      assert.deepStrictEqual(outcome.accepted.map((a) => a.value).sort(), [0, 1, 2, 3, 4])
+    }))
+  })
+
+  it.effect("frees a slot when a Group's Sessions finish, before Reward is done", () => {
+    const { layer } = setup()
+    const timeline: Array<Sim.Entry> = []
+    const next = Sim.groups()
+    return simulate(
+      Effect.scoped(Effect.gen(function*() {
+        const base = Sim.runner(() => ({ startup: 1, turns: 1, turnSeconds: 5 }), timeline)
+        const pool = yield* Scheduler.makePool({
+          capacity: 1,
+          prelaunch: false,
+          mode: "train",
+          next: next(1),
+          // Reward takes 100 s; the next Group must not wait for it.
+          runner: { ...base, reward: (g) => Effect.sleep("100 seconds").pipe(Effect.as(Scheduler.accepted(g.seq))) }
+        })
+        return yield* pool.runStep(plan(0, 2))
+      })),
+      layer
+    ).pipe(Effect.map(() => {
+      // Group 1 starts when group 0's agent exits (t = 6), not after its Reward (t = 106).
+      assert.deepStrictEqual(Sim.of(timeline, "start"), ["0#0@0", "1#0@6"])
+    }))
+  })
+})
+
+describe("first-request barrier", () => {
+  it.effect("holds every request until every Session of the Group has sent its first one", () => {
+    const { layer } = setup()
+    const timeline: Array<Sim.Entry> = []
+    const next = Sim.groups()
+    return simulate(
+      Effect.scoped(Effect.gen(function*() {
+        const pool = yield* Scheduler.makePool({
+          capacity: 1,
+          prelaunch: false,
+          mode: "train",
+          next: next(3),
+          runner: Sim.runner((_, position) => ({ startup: [1, 4, 9][position]! }), timeline)
+        })
+        return yield* pool.runStep(plan(0, 1))
+      })),
+      layer
+    ).pipe(Effect.map((outcome) => {
+      assert.strictEqual(outcome.accepted.length, 1)
+      assert.deepStrictEqual(Sim.of(timeline, "request"), ["0#0@1", "0#1@4", "0#2@9"])
+      // All three are released together when the slowest first request arrives.
+      assert.deepStrictEqual(Sim.of(timeline, "leased"), ["0#0@9", "0#1@9", "0#2@9"])
+    }))
+  })
+
+  it.effect("drops a Group whose agent exits before every first request, with the reference's warning, and refills", () => {
+    const { layer, sink } = setup()
+    const timeline: Array<Sim.Entry> = []
+    const next = Sim.groups()
+    return simulate(
+      Effect.scoped(Effect.gen(function*() {
+        const pool = yield* Scheduler.makePool({
+          capacity: 1,
+          prelaunch: false,
+          mode: "train",
+          next: next(2),
+          runner: Sim.runner(
+            (g, position) => g.seq === 0 && position === 1 ? { startup: 2, crash: "before-first-request" } : { startup: 1 },
+            timeline
+          )
+        })
+        return yield* pool.runStep(plan(0, 1))
+      })),
+      layer
+    ).pipe(Effect.map((outcome) => {
+      assert.strictEqual(outcome.dropped, 1)
+      assert.deepStrictEqual(outcome.accepted.map((a) => a.value), [1])
+      // The sibling that was waiting for its lease is reaped with the Group.
+      assert.deepStrictEqual(Sim.of(timeline, "interrupted"), ["0#0@2"])
+      assert.deepStrictEqual(Sim.of(timeline, "start").filter((s) => s.startsWith("1#")), ["1#0@2", "1#1@2"])
+      const text = sink.captured.lines.join("\n")
+      assert.include(text, "Dropping failed resident agentic session session_id=")
+      assert.include(text, "group_id=train:prepare_group_0 error_type=AgentCrashed")
+      assert.include(text, "WARNING Dropping group train:prepare_group_0 because an agent exited before every first IR existed")
+      assert.include(sink.captured.lines, "AGENTIC Dropped 1 group")
+    }))
+  })
+
+  it.effect("drops a Group whose agent exits successfully without sending a request", () => {
+    const { layer, sink } = setup()
+    const timeline: Array<Sim.Entry> = []
+    const next = Sim.groups()
+    return simulate(
+      Effect.scoped(Effect.gen(function*() {
+        const pool = yield* Scheduler.makePool({
+          capacity: 1,
+          prelaunch: false,
+          mode: "eval",
+          next: next(1),
+          runner: Sim.runner((g) => g.seq === 0 ? { silentExit: true } : {}, timeline)
+        })
+        return yield* pool.runStep(plan(0, 2, { refill: false }))
+      })),
+      layer
+    ).pipe(Effect.map((outcome) => {
+      assert.strictEqual(outcome.dropped, 1)
+      assert.strictEqual(outcome.accepted.length, 1)
+      assert.isTrue(sink.captured.lines.some((l) =>
+        l.startsWith("ERROR Dropping agentic eval session that exited before its first request") &&
+        l.endsWith("group_id=train:prepare_group_0 error_type=silent-success")
+      ))
+    }))
+  })
+
+  it.effect("answers held requests of a dropped Group with SessionClosedError", () => {
+    const { layer } = setup()
+    const outcomes: Array<string> = []
+    const next = Sim.groups()
+    return simulate(
+      Effect.scoped(Effect.gen(function*() {
+        const pool = yield* Scheduler.makePool({
+          capacity: 1,
+          prelaunch: false,
+          mode: "train",
+          next: next(2),
+          runner: {
+            session: (g, ticket) =>
+              g.seq === 0 && ticket.position === 1
+                ? Effect.sleep("3 seconds").pipe(Effect.andThen(Effect.fail(new Sim.AgentCrashed({ sessionId: ticket.sessionId }))))
+                : Effect.gen(function*() {
+                  // A request handler of the gateway runs outside the agent's fiber.
+                  const held = yield* ticket.awaitLease.pipe(
+                    Effect.map(() => "leased"),
+                    Effect.catchTag("SessionClosedError", (e) => Effect.succeed(`closed:${e.message}`)),
+                    Effect.forkDetach
+                  )
+                  const answer = yield* Fiber.join(held)
+                  outcomes.push(answer)
+                  return 1
+                }),
+            reward: (g) => Effect.succeed(Scheduler.accepted(g.seq))
+          }
+        })
+        return yield* pool.runStep(plan(0, 1))
+      })),
+      layer
+    ).pipe(Effect.map(() => {
+      assert.isTrue(outcomes.some((o) => o.startsWith("closed:Session ") && o.endsWith("accepts no more model requests.")))
+    }))
+  })
+})
+
+describe("dropped and filtered Groups", () => {
+  it.effect("a Session failing after the lease drops its Group, reaps its siblings, and the step goes on", () => {
+    const { layer, sink } = setup()
+    const timeline: Array<Sim.Entry> = []
+    const next = Sim.groups()
+    return simulate(
+      Effect.scoped(Effect.gen(function*() {
+        const pool = yield* Scheduler.makePool({
+          capacity: 2,
+          prelaunch: false,
+          mode: "train",
+          next: next(2),
+          runner: Sim.runner(
+            (g, position) =>
+              g.seq === 1 && position === 0 ? { crash: "after-lease", turnSeconds: 2 } : { turns: 2, turnSeconds: 5 },
+            timeline
+          )
+        })
+        return yield* pool.runStep(plan(0, 2))
+      })),
+      layer
+    ).pipe(Effect.map((outcome) => {
+      assert.strictEqual(outcome.dropped, 1)
+      assert.deepStrictEqual(outcome.accepted.map((a) => a.value).sort(), [0, 2])
+      assert.deepStrictEqual(Sim.of(timeline, "crash"), ["1#0@3"])
+      assert.deepStrictEqual(Sim.of(timeline, "interrupted"), ["1#1@3"])
+      // The replacement starts as soon as the slot is free.
+      assert.deepStrictEqual(Sim.of(timeline, "start").filter((s) => s.startsWith("2#")), ["2#0@3", "2#1@3"])
+      assert.strictEqual(sink.captured.lines.filter((l) => l === "AGENTIC Dropped 1 group").length, 1)
+    }))
+  })
+
+  it.effect("a filtered Group creates new demand", () => {
+    const { layer, sink } = setup()
+    const timeline: Array<Sim.Entry> = []
+    const next = Sim.groups()
+    return simulate(
+      Effect.scoped(Effect.gen(function*() {
+        const pool = yield* Scheduler.makePool({
+          capacity: 2,
+          prelaunch: false,
+          mode: "train",
+          next: next(1),
+          runner: Sim.runner(() => ({}), timeline, (g) => g.seq % 2 === 0 ? Scheduler.filtered() : Scheduler.accepted(g.seq))
+        })
+        return yield* pool.runStep(plan(0, 2))
+      })),
+      layer
+    ).pipe(Effect.map((outcome) => {
+      assert.strictEqual(outcome.filtered, 2)
+      assert.deepStrictEqual(outcome.accepted.map((a) => a.value).sort(), [1, 3])
+      assert.strictEqual(sink.captured.lines.filter((l) => l === "AGENTIC Filtered 1 group").length, 2)
+    }))
+  })
+
+  it.effect("over-sampled Groups still running when the debt is paid are interrupted", () => {
+    const { layer } = setup()
+    const timeline: Array<Sim.Entry> = []
+    const next = Sim.groups()
+    return simulate(
+      Effect.scoped(Effect.gen(function*() {
+        const pool = yield* Scheduler.makePool({
+          capacity: 3,
+          prelaunch: false,
+          mode: "train",
+          next: next(1),
+          runner: Sim.runner((g) => ({ turnSeconds: g.seq === 2 ? 100 : 5 }), timeline)
+        })
+        return yield* pool.runStep(plan(0, 2, { surplus: 1 }))
+      })),
+      layer
+    ).pipe(Effect.map((outcome) => {
+      assert.deepStrictEqual(outcome.accepted.map((a) => a.value).sort(), [0, 1])
+      assert.deepStrictEqual(Sim.of(timeline, "interrupted"), ["2#0@6"])
+    }))
+  })
+})
+
+describe("prelaunch", () => {
+  it.effect("starts the next step's agents while capacity is free and holds their first request until the lease", () => {
+    const { layer } = setup()
+    const timeline: Array<Sim.Entry> = []
+    const next = Sim.groups()
+    return simulate(
+      Effect.scoped(Effect.gen(function*() {
+        const pool = yield* Scheduler.makePool({
+          capacity: 4,
+          prelaunch: true,
+          mode: "train",
+          next: next(1),
+          runner: Sim.runner(() => ({ startup: 20, turnSeconds: 5 }), timeline)
+        })
+        const first = yield* pool.runStep(plan(0, 2, { nextStep: true }))
+        const second = yield* pool.runStep(plan(1, 2, { nextStep: false }))
+        return { first, second }
+      })),
+      layer
+    ).pipe(Effect.map(({ first, second }) => {
+      assert.deepStrictEqual(first.accepted.map((a) => a.value).sort(), [0, 1])
+      assert.deepStrictEqual(second.accepted.map((a) => a.value).sort(), [2, 3])
+      // All four agents start at t = 0; the next step's two send their first request at t = 20 ...
+      assert.deepStrictEqual(Sim.of(timeline, "start").slice(0, 4), ["0#0@0", "1#0@0", "2#0@0", "3#0@0"])
+      // ... and get their lease only when step 1 begins (step 0 ends at t = 25).
+      assert.deepStrictEqual(Sim.of(timeline, "leased"), ["0#0@20", "1#0@20", "2#0@25", "3#0@25"])
+    }))
+  })
+
+  it.effect("without prelaunch starts only the Groups the step needs", () => {
+    const { layer } = setup()
+    const timeline: Array<Sim.Entry> = []
+    const next = Sim.groups()
+    return simulate(
+      Effect.scoped(Effect.gen(function*() {
+        const pool = yield* Scheduler.makePool({
+          capacity: 4,
+          prelaunch: false,
+          mode: "train",
+          next: next(1),
+          runner: Sim.runner(() => ({ startup: 20, turnSeconds: 5 }), timeline)
+        })
+        yield* pool.runStep(plan(0, 2, { nextStep: true }))
+        return yield* pool.runStep(plan(1, 2))
+      })),
+      layer
+    ).pipe(Effect.map(() => {
+      assert.deepStrictEqual(Sim.of(timeline, "start"), ["0#0@0", "1#0@0", "2#0@25", "3#0@25"])
+    }))
+  })
+})
+
+describe("progress, heartbeat and shutdown", () => {
+  it.effect("emits idle_heartbeat after 30 s without progress", () => {
+    const { layer, sink } = setup()
+    const next = Sim.groups()
+    return simulate(
+      Effect.scoped(Effect.gen(function*() {
+        const pool = yield* Scheduler.makePool({
+          capacity: 1,
+          prelaunch: false,
+          mode: "train",
+          next: next(1),
+          runner: Sim.runner(() => ({ startup: 1, turnSeconds: 70 }), [])
+        })
+        return yield* pool.runStep(plan(0, 1))
+      })),
+      layer
+    ).pipe(Effect.map(() => {
+      const beats = sink.captured.lines.filter((l) => l.includes("event=idle_heartbeat"))
+      assert.strictEqual(beats.length, 2)
+      assert.include(beats[0], "AGENTIC ROLLOUT event=idle_heartbeat rollout=0 debt=1 state={'active_rollout_id': 0,")
+      assert.include(beats[0], "'runtime_reward_group_count': 1")
+    }))
+  })
+
+  it.effect("counts completed sessions as scored on the step's progress", () => {
+    const { layer, sink } = setup(true)
+    const next = Sim.groups()
+    return simulate(
+      Effect.scoped(Effect.gen(function*() {
+        const telemetry = yield* Telemetry.Telemetry
+        const progress = yield* telemetry.progress({
+          description: "Rollout 0 generation",
+          total: 6,
+          unit: "session",
+          showPrepared: true
+        })
+        const pool = yield* Scheduler.makePool({
+          capacity: 3,
+          prelaunch: false,
+          mode: "train",
+          next: next(2),
+          runner: Sim.runner(() => ({}), [])
+        })
+        yield* pool.runStep(plan(0, 3, { progress }))
+        return yield* progress.snapshot
+      })),
+      layer
+    ).pipe(Effect.map((snapshot) => {
+      assert.deepStrictEqual(snapshot, { scored: 6, total: 6, prepared: 0 })
+      assert.include(sink.captured.frames.at(-1), "6/6 session [scored=6, prepared=0]")
+    }))
+  })
+
+  it.effect("closing the rollout's scope interrupts every agent, prepared or running", () => {
+    const { layer } = setup()
+    const timeline: Array<Sim.Entry> = []
+    const next = Sim.groups()
+    return Effect.gen(function*() {
+      const fiber = yield* Effect.scoped(Effect.gen(function*() {
+        const pool = yield* Scheduler.makePool({
+          capacity: 3,
+          prelaunch: true,
+          mode: "train",
+          next: next(2),
+          runner: Sim.runner(() => ({ startup: 1, turnSeconds: 1000 }), timeline)
+        })
+        return yield* pool.runStep(plan(0, 1, { nextStep: true }))
+      })).pipe(Effect.provide(layer), Effect.forkChild)
+      yield* TestClock.adjust("10 seconds")
+      yield* Fiber.interrupt(fiber)
+      assert.strictEqual(Sim.of(timeline, "start").length, 6)
+      assert.strictEqual(Sim.of(timeline, "interrupted").length, 6)
+    })
+  })
+})
+
+describe("eval", () => {
+  it.effect("runs every Group once, bounded by the eval concurrency, and leaves dropped Groups missing", () => {
+    const { layer } = setup()
+    const timeline: Array<Sim.Entry> = []
+    const next = Sim.groups()
+    return simulate(
+      Effect.scoped(Effect.gen(function*() {
+        const pool = yield* Scheduler.makePool({
+          capacity: 2,
+          prelaunch: false,
+          mode: "eval",
+          next: next(1),
+          runner: Sim.runner((g) => g.seq === 1 ? { crash: "before-first-request" } : {}, timeline)
+        })
+        return yield* pool.runStep(plan(0, 5, { refill: false }))
+      })),
+      layer
+    ).pipe(Effect.map((outcome) => {
+      assert.strictEqual(outcome.dropped, 1)
+      assert.deepStrictEqual(outcome.accepted.map((a) => a.value).sort(), [0, 2, 3, 4])
+      assert.strictEqual(Sim.of(timeline, "start").length, 5)
+      assert.strictEqual(Sim.peakResidentGroups(timeline), 2)
+    }))
+  })
+})
