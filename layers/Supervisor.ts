@@ -5,7 +5,7 @@
  * Two executors share one interface:
  * - `LocalProcess` runs `/bin/bash -lc <--agent-command>` in `--agent-cwd` as the leader of its own process group,
  *   with the parent's environment + `--agent-env` + the seven `RELAX_*` variables, a per-session IO directory
- *   (`RELAX_SESSION_IO_DIR`, holding `session_input.json`, `session_output.json` and `command.log`), and stdout +
+ *   (`RELAX_SESSION_IO_DIR`, holding `session_input.json`, `session_output.json` and `run.log`), and stdout +
  *   stderr appended to the log file.
  * - `InProcess` calls an Effect function standing for the agent (simulations under TestClock, TS-native harnesses).
  *
@@ -31,7 +31,7 @@ import * as ActiveBudget from "./ActiveBudget.ts"
 /** File names inside a Session's IO directory. */
 export const InputFileName = "session_input.json"
 export const OutputFileName = "session_output.json"
-export const LogFileName = "command.log"
+export const LogFileName = "run.log"
 /** Prefix of the per-session IO directories (as in the reference launcher). */
 export const IoDirPrefix = "relax-agentic-command-"
 /** How much of the log end is attached to an `AgentExecutionError`. */

@@ -100,12 +100,12 @@ describe("Supervisor.LocalProcess", () => {
       const [ioDir] = Fs.readdirSync(ioRoot)
       assert.isDefined(ioDir)
       const dir = Path.join(ioRoot, ioDir ?? "")
-      assert.deepStrictEqual(Fs.readdirSync(dir).sort(), ["command.log", "session_input.json", "session_output.json"])
+      assert.deepStrictEqual(Fs.readdirSync(dir).sort(), ["run.log", "session_input.json", "session_output.json"])
       assert.strictEqual(
         Fs.readFileSync(Path.join(dir, "session_input.json"), "utf8"),
         '{"messages":[{"role":"user","content":"Which city hosted the event?"}],"metadata":{"task_id":"example-001"}}'
       )
-      assert.include(Fs.readFileSync(Path.join(dir, "command.log"), "utf8"), "agent started in")
+      assert.include(Fs.readFileSync(Path.join(dir, "run.log"), "utf8"), "agent started in")
     }))
 
   it.live("reports a non-zero exit with the reference wording and the tail of stdout and stderr", () =>
