@@ -131,7 +131,7 @@ export const build = (
   const finalMetadata: Record<string, Json> = {
     ...Forest.mergeMetadata(metadata, { agentic_trace: trace }),
     start_rollout_id: metadata["start_rollout_id"] ?? firstTurn?.rollout_id ?? ctx.rolloutId,
-    tools: structuredClone(tools) as ReadonlyArray<Json>,
+    tools: structuredClone(tools),
     chat_template_kwargs: structuredClone(kwargs),
     rollout_turns: turns.length
   }

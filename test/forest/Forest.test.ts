@@ -1,0 +1,403 @@
+import { assert, describe, it } from "@effect/vitest"
+import type * as Canonical from "../../src/protocol/canonical.ts"
+import { ContextLengthError, ExportError, ForestInvariantError } from "../../src/forest/errors.ts"
+import * as Forest from "../../src/forest/Forest.ts"
+import * as Hash from "../../src/forest/hash.ts"
+import * as Sample from "../../src/forest/Sample.ts"
+
+const tools: ReadonlyArray<Canonical.Tool> = [{ type: "function", function: { name: "f", parameters: { type: "object" } } }]
+const kwargs: Canonical.TemplateKwargs = {}
+const user = (content: string): Canonical.Message => ({ role: "user", content })
+const assistant = (content: string, reasoning?: string): Canonical.Message =>
+  reasoning === undefined ? { role: "assistant", content } : { role: "assistant", content, reasoning_content: reasoning }
+const state = (messages: ReadonlyArray<Canonical.Message>, t = tools, k = kwargs): Canonical.State => ({
+  messages,
+  tools: t,
+  chat_template_kwargs: k
+})
+
+const fresh = () => Forest.make({ sessionId: "s1", groupIndex: 2, index: 5, label: "42", metadata: { task: "t" } })
+
+let rid = 0
+/** Commit an observation then a response for a request, the way the generation core does. */
+const turn = (
+  forest: Forest.Forest,
+  history: ReadonlyArray<Canonical.Message>,
+  reply: Canonical.Message,
+  obsTokens: ReadonlyArray<number>,
+  respTokens: ReadonlyArray<number>,
+  options: { readonly strict?: boolean; readonly status?: "completed" | "truncated" } = {}
+) => {
+  const m = Forest.match(forest, state(history), { strict: options.strict ?? false })
+  const obs = m.suffix.length > 0
+    ? Forest.commitObservation(forest, {
+      parent: m.parent,
+      messages: m.suffix,
+      tokens: obsTokens,
+      tools,
+      chatTemplateKwargs: kwargs,
+      rolloutId: 3
+    })
+    : m.parent
+  const resp = Forest.commitResponse(forest, {
+    parent: obs,
+    message: reply,
+    tokens: respTokens,
+    logprobs: respTokens.map((t) => -t / 100),
+    weightVersions: ["v1"],
+    status: options.status ?? "completed",
+    rolloutId: 3,
+    requestId: `r${rid++}`,
+    abortCount: 0,
+    wallElapsedS: 2,
+    generationElapsedS: 1.5
+  })
+  return { match: m, obs, resp }
+}
+
+describe("SessionForest creation", () => {
+  it("starts with only the root: no messages, no tokens, no leaves", () => {
+    const forest = fresh()
+    assert.strictEqual(forest.nodes.size, 1)
+    assert.strictEqual(forest.leaves.size, 0)
+    assert.strictEqual(forest.root, Hash.ofState({ messages: [], tools: [], chat_template_kwargs: {} }))
+    assert.isTrue(Forest.isRoot(forest, forest.root))
+    assert.strictEqual(Forest.trainTokenCount(forest, forest.root), 0)
+  })
+
+  it("takes the root's template kwargs from the metadata, normalized", () => {
+    const forest = Forest.make({ sessionId: "s", groupIndex: 0, index: 0, label: null, metadata: { chat_template_kwargs: { b: 1, a: 2 } } })
+    assert.strictEqual(forest.root, Hash.ofState({ messages: [], tools: [], chat_template_kwargs: { a: 2, b: 1 } }))
+    assert.deepStrictEqual(Forest.subtreeKwargs(forest, forest.root), { a: 2, b: 1 })
+  })
+})
+
+describe("prefix matching (relax-behaviour §5.5)", () => {
+  it("attaches a first request to the root with the whole history as the delta", () => {
+    const forest = fresh()
+    const m = Forest.match(forest, state([user("q")]), { strict: true })
+    assert.strictEqual(m.parent, forest.root)
+    assert.deepStrictEqual(m.suffix, [user("q")])
+    assert.isFalse(m.tolerated)
+  })
+
+  it("continues from the longest committed prefix and reproduces state hashes", () => {
+    const forest = fresh()
+    const t1 = turn(forest, [user("q")], assistant("a1"), [1, 2, 3], [10, 11])
+    assert.strictEqual(t1.obs, Hash.ofState(state([user("q")])))
+    assert.strictEqual(t1.resp, Hash.ofState(state([user("q"), assistant("a1")])))
+    const m = Forest.match(forest, state([user("q"), assistant("a1"), user("q2")]), { strict: true })
+    assert.strictEqual(m.parent, t1.resp)
+    assert.deepStrictEqual(m.suffix, [user("q2")])
+    // an identical resend of a committed state yields an empty delta
+    const again = Forest.match(forest, state([user("q"), assistant("a1")]), { strict: true })
+    assert.deepStrictEqual([again.parent, again.suffix.length], [t1.resp, 0])
+  })
+
+  it("starts a new subtree under the root when tools or kwargs change", () => {
+    const forest = fresh()
+    turn(forest, [user("q")], assistant("a1"), [1], [2])
+    const m = Forest.match(forest, state([user("q"), assistant("a1")], []), { strict: true })
+    assert.strictEqual(m.parent, forest.root)
+    const k = Forest.match(forest, state([user("q"), assistant("a1")], tools, { enable_thinking: false }), { strict: true })
+    assert.strictEqual(k.parent, forest.root)
+  })
+
+  it("branches: a diverging history makes a second leaf", () => {
+    const forest = fresh()
+    const a = turn(forest, [user("q")], assistant("a1"), [1], [2])
+    const b = turn(forest, [user("q"), assistant("other")], assistant("a2"), [3], [4])
+    assert.strictEqual(b.match.parent, a.obs)
+    assert.deepStrictEqual(new Set(Forest.leaves(forest)), new Set([a.resp, b.resp]))
+  })
+
+  it("tolerates an assistant message sent back without its reasoning_content", () => {
+    const forest = fresh()
+    const t1 = turn(forest, [user("q")], assistant("a1", "thinking 1"), [1], [2])
+    const t2 = turn(forest, [user("q"), assistant("a1", "thinking 1"), user("q2")], assistant("a2", "thinking 2"), [3], [4])
+    const dropped = [user("q"), assistant("a1"), user("q2"), assistant("a2"), user("q3")]
+    const m = Forest.match(forest, state(dropped), { strict: false })
+    assert.strictEqual(m.parent, t2.resp)
+    assert.deepStrictEqual(m.suffix, [user("q3")])
+    assert.deepStrictEqual([m.tolerated, m.toleratedTurns, forest.toleratedMatches], [true, 2, 2])
+    // strict matching stops at the first reasoning-less assistant message
+    const strict = Forest.match(forest, state(dropped), { strict: true })
+    assert.strictEqual(strict.parent, t1.obs)
+    assert.strictEqual(strict.suffix.length, 4)
+    assert.isFalse(strict.tolerated)
+  })
+
+  it("prefers an exact match over the tolerance", () => {
+    const forest = fresh()
+    const withReasoning = turn(forest, [user("q")], assistant("a1", "r"), [1], [2])
+    const exact = turn(forest, [user("q"), assistant("a1")], assistant("x"), [5], [6], { strict: true })
+    const m = Forest.match(forest, state([user("q"), assistant("a1"), assistant("x")]), { strict: false })
+    assert.strictEqual(m.parent, exact.resp)
+    assert.isFalse(m.tolerated)
+    assert.notStrictEqual(exact.obs, withReasoning.resp)
+  })
+
+  it("does not tolerate a difference other than reasoning", () => {
+    const forest = fresh()
+    const t1 = turn(forest, [user("q")], assistant("a1", "r"), [1], [2])
+    const m = Forest.match(forest, state([user("q"), assistant("A1"), user("q2")]), { strict: false })
+    assert.strictEqual(m.parent, t1.obs)
+    assert.isFalse(m.tolerated)
+  })
+})
+
+describe("commits", () => {
+  it("re-registering an existing state is idempotent and leaves the leaf set alone", () => {
+    const forest = fresh()
+    const t1 = turn(forest, [user("q")], assistant("a1"), [1], [2])
+    const size = forest.nodes.size
+    const again = Forest.commitObservation(forest, { parent: forest.root, messages: [user("q")], tokens: [9, 9], tools, chatTemplateKwargs: kwargs, rolloutId: 4 })
+    assert.strictEqual(again, t1.obs)
+    assert.strictEqual(forest.nodes.size, size)
+    assert.deepStrictEqual(Forest.leaves(forest), [t1.resp])
+    assert.deepStrictEqual([...Forest.node(forest, t1.obs).tokens], [1])
+  })
+
+  it("rejects a hash collision across kinds", () => {
+    const forest = fresh()
+    const t1 = turn(forest, [user("q")], assistant("a1"), [1], [2])
+    assert.throws(
+      () => Forest.commitObservation(forest, { parent: t1.obs, messages: [assistant("a1")], tokens: [2], tools, chatTemplateKwargs: kwargs, rolloutId: 0 }),
+      ForestInvariantError,
+      "State hash collision with mismatched kinds: resp vs obs"
+    )
+  })
+
+  it("rejects tools or template kwargs that change inside a subtree", () => {
+    const forest = fresh()
+    const t1 = turn(forest, [user("q")], assistant("a1"), [1], [2])
+    const commit = (t: ReadonlyArray<Canonical.Tool>, k: Canonical.TemplateKwargs) => () =>
+      Forest.commitObservation(forest, { parent: t1.resp, messages: [user("x")], tokens: [1], tools: t, chatTemplateKwargs: k, rolloutId: 0 })
+    assert.throws(commit([], kwargs), "tools changed inside session subtree: s1")
+    assert.throws(commit(tools, { enable_thinking: true }), "chat template changed inside session subtree: s1")
+  })
+
+  it("keeps tools/kwargs on the subtree root only and inherits them below", () => {
+    const forest = fresh()
+    const t1 = turn(forest, [user("q")], assistant("a1"), [1], [2])
+    const obs = Forest.node(forest, t1.obs)
+    assert.strictEqual(obs.kind === "obs" && obs.tools?.length, 1)
+    assert.deepStrictEqual(Forest.subtreeTools(forest, t1.resp), tools)
+    assert.deepStrictEqual(Forest.fullMessages(forest, t1.resp), [user("q"), assistant("a1")])
+  })
+
+  it("stores token deltas as typed arrays and joins them along the lineage", () => {
+    const forest = fresh()
+    turn(forest, [user("q")], assistant("a1"), [1, 2], [3, 4])
+    const t2 = turn(forest, [user("q"), assistant("a1"), user("q2")], assistant("a2"), [5], [6, 7])
+    const resp = Forest.node(forest, t2.resp)
+    assert.instanceOf(resp.tokens, Int32Array)
+    assert.deepStrictEqual(Forest.inferencePrefix(forest, t2.resp), [1, 2, 3, 4, 5, 6, 7])
+    assert.strictEqual(Forest.trainTokenCount(forest, t2.resp), 7)
+    assert.strictEqual(Forest.responseOfRequest(forest, resp.kind === "resp" ? resp.requestId : ""), t2.resp)
+  })
+
+  it("rejects a response whose logprobs do not align with its tokens", () => {
+    const forest = fresh()
+    assert.throws(() =>
+      Forest.commitResponse(forest, {
+        parent: forest.root,
+        message: assistant("a"),
+        tokens: [1, 2],
+        logprobs: [0],
+        weightVersions: [],
+        status: "completed",
+        rolloutId: 0,
+        requestId: "r",
+        abortCount: 0,
+        wallElapsedS: 0,
+        generationElapsedS: 0
+      }), "response r has 2 tokens but 1 logprobs")
+  })
+})
+
+describe("context checks", () => {
+  it("rejects an observation that reaches the context limit, with the reference text", () => {
+    const forest = fresh()
+    const t1 = turn(forest, [user("q")], assistant("a1"), [1, 2, 3], [4, 5])
+    assert.isUndefined(Forest.checkObservationContext(forest, t1.resp, 4, 10))
+    assert.isUndefined(Forest.checkObservationContext(forest, t1.resp, 1000, null))
+    const error = Forest.checkObservationContext(forest, t1.resp, 5, 10)
+    assert.instanceOf(error, ContextLengthError)
+    assert.strictEqual(
+      error?.message,
+      "This model's maximum context length is 10 tokens. However, your messages resulted in 10 tokens. Please reduce the length of the messages."
+    )
+  })
+
+  it("caps the generation budget by the remaining context", () => {
+    const forest = fresh()
+    const t1 = turn(forest, [user("q")], assistant("a1"), [1, 2, 3], [4, 5])
+    assert.strictEqual(Forest.generationBudget(forest, t1.resp, 10, 100), 5)
+    assert.strictEqual(Forest.generationBudget(forest, t1.resp, null, 100), 100)
+    assert.instanceOf(Forest.generationBudget(forest, t1.resp, 5, 100), ContextLengthError)
+  })
+
+  it("words every context-length variant like the reference", () => {
+    assert.strictEqual(
+      new ContextLengthError({ limit: null }).message,
+      "This model's maximum context length was exceeded. Please reduce the length of the messages."
+    )
+    assert.strictEqual(
+      new ContextLengthError({ limit: 8 }).message,
+      "This model's maximum context length is 8 tokens. Please reduce the length of the messages."
+    )
+    assert.strictEqual(
+      new ContextLengthError({ limit: 8, promptTokens: 6, completionTokens: 4 }).message,
+      "This model's maximum context length is 8 tokens. However, your messages resulted in 6 tokens and requested 4 completion tokens (10 tokens total). Please reduce the length of the messages or max_completion_tokens."
+    )
+  })
+})
+
+const isError = (value: ReadonlyArray<Forest.ExportedContext> | ExportError): value is ExportError =>
+  value instanceof ExportError
+
+describe("implicit export", () => {
+  it("selects the one committed leaf with the output metadata and reward", () => {
+    const forest = fresh()
+    const t1 = turn(forest, [user("q")], assistant("a1"), [1], [2])
+    const out = Forest.exportImplicit(forest, { metadata: { score: 1 }, reward: 0.5 })
+    assert.deepStrictEqual(out, [{ name: null, hash: t1.resp, metadata: { score: 1 }, reward: 0.5 }])
+  })
+
+  it("requires exactly one committed leaf", () => {
+    const forest = fresh()
+    const none = Forest.exportImplicit(forest, {})
+    assert.isTrue(isError(none) && none.message === "implicit export requires one committed leaf, found 0")
+    turn(forest, [user("q")], assistant("a1"), [1], [2])
+    turn(forest, [user("other")], assistant("a2"), [3], [4])
+    const two = Forest.exportImplicit(forest, {})
+    assert.isTrue(isError(two) && two.reason === "leaf-count" && two.message === "implicit export requires one committed leaf, found 2")
+  })
+
+  it("ignores observation-only leaves", () => {
+    const forest = fresh()
+    const t1 = turn(forest, [user("q")], assistant("a1"), [1], [2])
+    Forest.commitObservation(forest, { parent: forest.root, messages: [user("never answered")], tokens: [7], tools, chatTemplateKwargs: kwargs, rolloutId: 0 })
+    const out = Forest.exportImplicit(forest, {})
+    assert.isFalse(isError(out))
+    assert.deepStrictEqual(isError(out) ? [] : out.map((c) => c.hash), [t1.resp])
+  })
+})
+
+describe("explicit export", () => {
+  it("selects the committed state named by each record (not necessarily a leaf)", () => {
+    const forest = fresh()
+    const t1 = turn(forest, [user("q")], assistant("a1"), [1], [2])
+    const t2 = turn(forest, [user("q"), assistant("a1"), user("q2")], assistant("a2"), [3], [4])
+    const out = Forest.exportExplicit(forest, [
+      { name: "first", messages: [user("q"), assistant("a1")], tools, metadata: { k: 1 }, reward: 1 },
+      { name: "whole", messages: [user("q"), assistant("a1"), user("q2"), assistant("a2")], tools }
+    ], { base: true, k: 0 })
+    assert.deepStrictEqual(out, [
+      { name: "first", hash: t1.resp, metadata: { base: true, k: 1 }, reward: 1 },
+      { name: "whole", hash: t2.resp, metadata: { base: true, k: 0 }, reward: null }
+    ])
+  })
+
+  it("rejects a record matching no committed state", () => {
+    const forest = fresh()
+    turn(forest, [user("q")], assistant("a1"), [1], [2])
+    const out = Forest.exportExplicit(forest, [{ name: "x", messages: [user("q"), assistant("nope")], tools }])
+    assert.isTrue(isError(out) && out.reason === "no-matching-state" && out.message === "explicit export does not match a committed Forest state" && out.record === "x")
+    // tools are part of the state: the same messages without tools match nothing
+    const noTools = Forest.exportExplicit(forest, [{ name: "y", messages: [user("q"), assistant("a1")] }])
+    assert.isTrue(isError(noTools) && noTools.message === "explicit export does not match a committed Forest state")
+  })
+
+  it("rejects a record whose state has no committed response", () => {
+    const forest = fresh()
+    turn(forest, [user("q")], assistant("a1"), [1], [2])
+    const out = Forest.exportExplicit(forest, [{ name: "p", messages: [user("q")], tools }])
+    assert.isTrue(isError(out) && out.reason === "no-response" && out.message === "export leaf has no committed response")
+  })
+
+  it("rejects a record that fails canonicalization", () => {
+    const forest = fresh()
+    const out = Forest.exportExplicit(forest, [{ name: "bad", messages: [{ role: "bot", content: "x" }] }])
+    assert.isTrue(isError(out) && out.reason === "invalid-record" && out.message === "export record 0 (bad): messages[0].role must be one of: assistant, system, tool, user")
+  })
+
+  it("matches records that drop reasoning_content unless strict", () => {
+    const forest = fresh()
+    const t1 = turn(forest, [user("q")], assistant("a1", "r"), [1], [2])
+    const record = { name: "n", messages: [user("q"), assistant("a1")], tools }
+    const out = Forest.exportExplicit(forest, [record])
+    assert.deepStrictEqual(isError(out) ? out.message : out.map((c) => c.hash), [t1.resp])
+    const strict = Forest.exportExplicit(forest, [record], {}, { strict: true })
+    assert.isTrue(isError(strict) && strict.reason === "no-matching-state")
+  })
+
+  it("merges agentic_trace metadata instead of overwriting it", () => {
+    assert.deepStrictEqual(
+      Forest.mergeMetadata({ agentic_trace: { events: { a: 1 } }, x: 1 }, { agentic_trace: { events: { b: 2 } }, x: 2 }),
+      { agentic_trace: { events: { a: 1, b: 2 } }, x: 2 }
+    )
+  })
+})
+
+describe("Sample.build (relax-behaviour §5.9)", () => {
+  const decode = (ids: ReadonlyArray<number>) => ids.map((id) => `<${id}>`).join("")
+
+  it("joins the lineage: prompt, then generated (mask 1) and observation (mask 0) tokens", () => {
+    const forest = fresh()
+    turn(forest, [user("q")], assistant("a1"), [1, 2], [3, 4])
+    const t2 = turn(forest, [user("q"), assistant("a1"), user("q2")], assistant("a2"), [5], [6], { status: "truncated" })
+    const sample = Sample.build(forest, t2.resp, decode, { rolloutId: 7, exportName: "e", reward: 1, metadata: { extra: true } })
+    assert.deepStrictEqual(sample.tokens, [1, 2, 3, 4, 5, 6])
+    assert.strictEqual(sample.response_length, 4)
+    assert.deepStrictEqual(sample.loss_mask, [1, 1, 0, 1])
+    assert.deepStrictEqual(sample.rollout_log_probs, [-0.03, -0.04, 0, -0.06])
+    assert.deepStrictEqual(sample.turn_spans, [[0, 2], [3, 4]])
+    assert.strictEqual(sample.prompt, "<1><2>")
+    assert.strictEqual(sample.response, "<3><4><5><6>")
+    assert.strictEqual(sample.status, "truncated")
+    assert.deepStrictEqual(sample.weight_versions, ["v1", "v1"])
+    assert.deepStrictEqual(
+      [sample.rollout_id, sample.group_index, sample.index, sample.session_id, sample.export_name, sample.reward, sample.advantage, sample.label],
+      [7, 2, 5, "s1", "e", 1, null, "42"]
+    )
+    assert.strictEqual(sample.metadata["task"], "t")
+    assert.strictEqual(sample.metadata["extra"], true)
+    assert.strictEqual(sample.metadata["start_rollout_id"], 3)
+    assert.strictEqual(sample.metadata["rollout_turns"], 2)
+    assert.deepStrictEqual(sample.metadata["tools"], tools)
+    const trace = JSON.parse(JSON.stringify(sample.metadata["agentic_trace"]))
+    assert.deepStrictEqual([trace.session_id, trace.leaf_state_hash, trace.turn_count, trace.terminal_status], ["s1", t2.resp, 2, "truncated"])
+    assert.deepStrictEqual(trace.turns.map((t: { request_id: string }) => t.request_id).length, 2)
+  })
+
+  it("marks a state ending in an observation as truncated", () => {
+    const forest = fresh()
+    const t1 = turn(forest, [user("q")], assistant("a1"), [1], [2])
+    const obs = Forest.commitObservation(forest, { parent: t1.resp, messages: [user("q2")], tokens: [3, 4], tools, chatTemplateKwargs: kwargs, rolloutId: 3 })
+    const sample = Sample.build(forest, obs, decode, { rolloutId: 0, exportName: null, reward: null, metadata: {} })
+    assert.deepStrictEqual([sample.status, sample.loss_mask], ["truncated", [1, 0, 0]])
+  })
+
+  it("refuses a lineage without a response", () => {
+    const forest = fresh()
+    const obs = Forest.commitObservation(forest, { parent: forest.root, messages: [user("q")], tokens: [1], tools, chatTemplateKwargs: kwargs, rolloutId: 0 })
+    assert.throws(
+      () => Sample.build(forest, obs, decode, { rolloutId: 0, exportName: null, reward: null, metadata: {} }),
+      "A sample export leaf must have at least one resp node in its lineage."
+    )
+  })
+
+  it("gives a debug view with hashes, status and per-turn timing", () => {
+    const forest = fresh()
+    const t1 = turn(forest, [user("q")], assistant("a1"), [1], [2, 3])
+    const view = Sample.debugView(forest, t1.resp)
+    assert.deepStrictEqual(view.state_hashes.map((s) => s.kind), ["obs", "obs", "resp"])
+    assert.deepStrictEqual([view.terminal_status, view.turn_count], ["completed", 1])
+    assert.deepStrictEqual(
+      view.turns.map((t) => [t.response_length, t.wall_elapsed_s, t.generation_elapsed_s, t.abort_count, t.weight_versions]),
+      [[2, 2, 1.5, 0, ["v1"]]]
+    )
+  })
+})

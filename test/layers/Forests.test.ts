@@ -1,0 +1,25 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import { Forests } from "../../layers/Forests.ts"
+
+describe("Forests store", () => {
+  it.effect("creates, finds and removes a Session's forest", () =>
+    Effect.gen(function*() {
+      const forests = yield* Forests
+      const created = yield* forests.create("s-1", { groupIndex: 1, index: 3, label: "7", metadata: { a: 1 } })
+      const found = yield* forests.get("s-1")
+      assert.strictEqual(found, created)
+      assert.deepStrictEqual([found.groupIndex, found.index, found.label, found.metadata], [1, 3, "7", { a: 1 }])
+      assert.deepStrictEqual(yield* forests.stats, { forests: 1, nodes: 1 })
+      yield* forests.remove("s-1")
+      const missing = yield* forests.get("s-1").pipe(Effect.flip)
+      assert.strictEqual(missing._tag, "ForestNotFound")
+      assert.strictEqual(missing.message, "Unknown or discarded agentic session 's-1'.")
+    }).pipe(Effect.provide(Forests.layer)))
+
+  it.effect("defaults the creation fields", () =>
+    Effect.gen(function*() {
+      const forest = yield* (yield* Forests).create("s-2")
+      assert.deepStrictEqual([forest.groupIndex, forest.index, forest.label, forest.metadata], [0, 0, null, {}])
+    }).pipe(Effect.provide(Forests.layer)))
+})
