@@ -15,6 +15,7 @@ import * as Sse from "./sse.ts"
 // ---------------------------------------------------------------------------------------------------------------------
 // Wire shapes of the answer.
 
+/** A tool call of the answer; `arguments` is JSON text. */
 export const ToolCall = Schema.Struct({
   id: Schema.String,
   type: Schema.Literal("function"),
@@ -32,6 +33,7 @@ export type AssistantMessage = typeof AssistantMessage.Type
 
 const TopLogprob = Schema.Struct({ token: Schema.String, logprob: Schema.Number, bytes: Schema.Array(Schema.Number) })
 
+/** `choices[].logprobs`: one entry per generated token (no alternatives: `top_logprobs` is empty). */
 export const Logprobs = Schema.Struct({
   content: Schema.Array(Schema.Struct({
     token: Schema.String,
@@ -42,8 +44,10 @@ export const Logprobs = Schema.Struct({
 })
 export type Logprobs = typeof Logprobs.Type
 
+/** Why the turn ended, as Chat Completions says it. */
 export const FinishReason = Schema.Literals(["stop", "length", "tool_calls"])
 
+/** Token usage; every answer carries it complete, streamed or not. */
 export const Usage = Schema.Struct({
   prompt_tokens: Schema.Number,
   completion_tokens: Schema.Number,

@@ -38,6 +38,7 @@ export interface CompletionToolCall {
 /** Why a generation ended. `abort` renders like `stop` (the client sees a finished turn). */
 export type FinishReason = "stop" | "length" | "tool_calls" | "abort"
 
+/** Token accounting of one generation, shared by the three renderings. */
 export interface Usage {
   readonly promptTokens: number
   readonly completionTokens: number

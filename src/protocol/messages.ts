@@ -18,24 +18,30 @@ import * as Sse from "./sse.ts"
 // ---------------------------------------------------------------------------------------------------------------------
 // Wire shapes of the answer.
 
+/** Assistant text. */
 export const TextBlock = Schema.Struct({ type: Schema.Literal("text"), text: Schema.String })
+/** The model's reasoning; the signature only lets clients send the block back unchanged. */
 export const ThinkingBlock = Schema.Struct({
   type: Schema.Literal("thinking"),
   thinking: Schema.String,
   signature: Schema.String
 })
+/** One tool call; answer it with a `tool_result` carrying the same id. */
 export const ToolUseBlock = Schema.Struct({
   type: Schema.Literal("tool_use"),
   id: Schema.String,
   name: Schema.String,
   input: Schema.JsonObject
 })
+/** Any content block of the answer. */
 export const ContentBlock = Schema.Union([ThinkingBlock, TextBlock, ToolUseBlock])
 export type ContentBlock = typeof ContentBlock.Type
 
+/** Why the turn ended, as Anthropic says it. */
 export const StopReason = Schema.Literals(["end_turn", "max_tokens", "tool_use", "stop_sequence"])
 export type StopReason = typeof StopReason.Type
 
+/** Token usage; `input_tokens` excludes the cached prompt tokens in `cache_read_input_tokens`. */
 export const Usage = Schema.Struct({
   input_tokens: Schema.Number,
   output_tokens: Schema.Number,

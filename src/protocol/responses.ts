@@ -18,6 +18,7 @@ import * as Sse from "./sse.ts"
 // ---------------------------------------------------------------------------------------------------------------------
 // Wire shapes of the answer.
 
+/** The text part of a `message` output Item. */
 export const OutputText = Schema.Struct({
   type: Schema.Literal("output_text"),
   text: Schema.String,
@@ -25,11 +26,13 @@ export const OutputText = Schema.Struct({
 })
 export type OutputText = typeof OutputText.Type
 
+/** The text part of a `reasoning` output Item. */
 export const ReasoningText = Schema.Struct({ type: Schema.Literal("reasoning_text"), text: Schema.String })
 export type ReasoningText = typeof ReasoningText.Type
 
 const ItemStatus = Schema.Literals(["in_progress", "completed"])
 
+/** The model's reasoning; sent back as input it becomes `reasoning_content` again. */
 export const ReasoningItem = Schema.Struct({
   id: Schema.String,
   type: Schema.Literal("reasoning"),
@@ -38,6 +41,7 @@ export const ReasoningItem = Schema.Struct({
   content: Schema.Array(ReasoningText)
 })
 
+/** The assistant text. */
 export const MessageItem = Schema.Struct({
   id: Schema.String,
   type: Schema.Literal("message"),
@@ -46,6 +50,7 @@ export const MessageItem = Schema.Struct({
   content: Schema.Array(OutputText)
 })
 
+/** One tool call; answer it with a `function_call_output` carrying the same `call_id`. */
 export const FunctionCallItem = Schema.Struct({
   id: Schema.String,
   type: Schema.Literal("function_call"),
@@ -55,9 +60,11 @@ export const FunctionCallItem = Schema.Struct({
   arguments: Schema.String
 })
 
+/** Any output Item. */
 export const OutputItem = Schema.Union([ReasoningItem, MessageItem, FunctionCallItem])
 export type OutputItem = typeof OutputItem.Type
 
+/** Token usage of the turn. */
 export const Usage = Schema.Struct({
   input_tokens: Schema.Number,
   input_tokens_details: Schema.Struct({ cached_tokens: Schema.Number }),

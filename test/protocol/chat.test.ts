@@ -18,7 +18,7 @@ const err = (r: Result.Result<Completion.CanonicalRequest, Errors.ProtocolError>
 
 const user = { role: "user", content: "What is 2+3?" }
 const tool = {
-  type: "function",
+  type: "function" as const,
   function: { name: "calc", description: "Evaluate.", parameters: { type: "object", properties: { e: { type: "string" } } } }
 }
 
@@ -32,9 +32,9 @@ const completion: Completion.Completion = {
   usage: { promptTokens: 20, completionTokens: 7, cachedTokens: 4 },
   logprobs: [{ token: "It", logprob: -0.5 }, { token: " é", logprob: -1.25, bytes: [32, 195, 169] }]
 }
-const withTools: Completion.Completion = {
-  ...completion,
-  reasoning: undefined as never,
+const { reasoning: _reasoning, ...withoutReasoning } = completion
+const toolsOnly: Completion.Completion = {
+  ...withoutReasoning,
   content: "",
   toolCalls: [
     { id: "call_a", name: "calc", arguments: "{\"e\":\"2+3\"}" },
@@ -42,7 +42,6 @@ const withTools: Completion.Completion = {
   ],
   finish: "tool_calls"
 }
-const { reasoning: _r, ...toolsOnly } = withTools
 
 describe("Chat Completions decode", () => {
   it("passes messages, tools and chat_template_kwargs to the canonical state", () => {

@@ -249,7 +249,7 @@ describe("Responses decode: errors", () => {
 
 const request = (extra: Record<string, unknown> = {}) => ok(Responses.decode({ model: "qwen", input: "Q", ...extra }))
 
-const expectedOutput = [
+const expectedOutput: ReadonlyArray<Responses.OutputItem> = [
   { id: "rs_feed01", type: "reasoning", status: "completed", summary: [], content: [{ type: "reasoning_text", text: "Add them." }] },
   {
     id: "msg_feed01",
@@ -335,7 +335,7 @@ describe("Responses Buffered SSE", () => {
     assert.deepStrictEqual(created["output"], [])
     const done = events.filter((e) => e["type"] === "response.output_item.done")
     assert.deepStrictEqual(done.map((e) => e["output_index"]), [0, 1, 2])
-    assert.deepStrictEqual(done.map((e) => e["item"]), expectedOutput)
+    assert.deepStrictEqual(done.map((e) => e["item"]), [...expectedOutput])
     assert.deepStrictEqual(events.at(-1)?.["response"], Responses.renderJson(completion, request()))
   })
 
