@@ -146,18 +146,23 @@ export const make = (options: SglangEngineOptions): Effect.Effect<EngineShape, E
     const concurrency = options.serverConcurrency ?? 512
     const requestTimeoutMs = Duration.toMillis(Duration.fromInputUnsafe(options.requestTimeout ?? "30 minutes"))
     const connectTimeoutMs = Duration.toMillis(Duration.fromInputUnsafe(options.connectTimeout ?? "10 seconds"))
-    const agent = yield* Effect.acquireRelease(
-      Effect.sync(() =>
-        new Agent({
-          connections: options.connections ?? concurrency,
-          keepAliveTimeout: 60_000,
-          connect: { timeout: connectTimeoutMs },
-          headersTimeout: requestTimeoutMs,
-          bodyTimeout: requestTimeoutMs
-        })
-      ),
-      (a) => Effect.promise(() => a.destroy())
-    )
+    const makeAgent = (connections: number) =>
+      Effect.acquireRelease(
+        Effect.sync(() =>
+          new Agent({
+            connections,
+            keepAliveTimeout: 60_000,
+            connect: { timeout: connectTimeoutMs },
+            headersTimeout: requestTimeoutMs,
+            bodyTimeout: requestTimeoutMs
+          })
+        ),
+        (a) => Effect.promise(() => a.destroy())
+      )
+    // Control calls (abort, health, weight versions) get their own connections: with every data connection busy
+    // on a long generation, an abort queued behind them would never be sent.
+    const dataAgent = yield* makeAgent(options.connections ?? concurrency)
+    const controlAgent = yield* makeAgent(8)
 
     const http = (
       url: string,
@@ -169,6 +174,7 @@ export const make = (options: SglangEngineOptions): Effect.Effect<EngineShape, E
     ): Effect.Effect<HttpAnswer, EngineError> =>
       Effect.tryPromise({
         try: async (signal) => {
+          const agent = path === "/generate" ? dataAgent : controlAgent
           const response = await agent.request({
             origin: url,
             path,

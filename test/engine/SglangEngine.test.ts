@@ -1,0 +1,285 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Exit, Fiber } from "effect"
+import { createServer } from "node:net"
+import { EmbeddedEngine } from "../../layers/EmbeddedEngine.ts"
+import type { EngineShape, GenerateRequest, SamplingParams } from "../../layers/Engine.ts"
+import { SglangEngine, type SglangEngineOptions } from "../../layers/SglangEngine.ts"
+import { Tokenizer } from "../../layers/Tokenizer.ts"
+import * as Rid from "../../src/engine/Rid.ts"
+import * as FakeSglang from "../support/FakeSglang.ts"
+
+const prompt = [151644, 872, 198, 13048, 151645, 198, 151644, 77091, 198]
+
+const sampling = (overrides: Partial<SamplingParams> = {}): SamplingParams => ({
+  maxNewTokens: 16,
+  temperature: 1,
+  topP: 1,
+  topK: -1,
+  stop: [],
+  stopTokenIds: [],
+  seed: 5,
+  ...overrides
+})
+
+const request = (overrides: Partial<GenerateRequest> = {}, params: Partial<SamplingParams> = {}): GenerateRequest => ({
+  inputIds: prompt,
+  sampling: sampling(params),
+  rid: Rid.make(),
+  returnLogprob: true,
+  ...overrides
+})
+
+const embedded = Effect.gen(function*() {
+  return yield* EmbeddedEngine.make(yield* Tokenizer, { ...EmbeddedEngine.instant, seed: 3 })
+})
+
+const fake = (options: FakeSglang.FakeSglangOptions = {}) =>
+  Effect.gen(function*() {
+    return yield* FakeSglang.make({ engine: yield* embedded, ...options })
+  })
+
+const client = (options: SglangEngineOptions): Effect.Effect<EngineShape, never, import("effect").Scope.Scope> =>
+  SglangEngine.make({ retryBase: "1 millis", ...options }).pipe(Effect.orDie)
+
+/** A loopback port nothing listens on. */
+const deadUrl = Effect.promise(() =>
+  new Promise<string>((resolve) => {
+    const server = createServer()
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address()
+      const port = typeof address === "object" && address !== null ? address.port : 0
+      server.close(() => resolve(`http://127.0.0.1:${port}`))
+    })
+  })
+)
+
+const generateBodies = (server: FakeSglang.FakeSglang) =>
+  server.requests.filter((r) => r.path === "/generate").map((r) => r.body as Record<string, unknown>)
+
+describe("SglangEngine /generate", () => {
+  it.live("returns the ids, logprobs, finish reason and counts SGLang produced", () =>
+    Effect.gen(function*() {
+      const server = yield* fake()
+      const engine = yield* client({ workerUrls: [server.url] })
+      const direct = yield* embedded
+      const req = request({ imageData: ["data:image/png;base64,AAAA"] })
+      const result = yield* engine.generate(req)
+      const expected = yield* direct.generate(req)
+      assert.deepStrictEqual(result.outputIds, expected.outputIds)
+      assert.deepStrictEqual(result.logprobs, expected.logprobs)
+      assert.deepStrictEqual(result.finishReason, expected.finishReason)
+      assert.strictEqual(result.promptTokens, prompt.length)
+      assert.strictEqual(result.weightVersion, "default")
+      const [body] = generateBodies(server)
+      assert.deepStrictEqual(body, {
+        input_ids: prompt,
+        sampling_params: {
+          max_new_tokens: 16,
+          temperature: 1,
+          top_p: 1,
+          top_k: -1,
+          min_p: 0,
+          stop: [],
+          stop_token_ids: [],
+          skip_special_tokens: false,
+          spaces_between_special_tokens: false,
+          no_stop_trim: true,
+          sampling_seed: 5
+        },
+        rid: req.rid,
+        return_logprob: true,
+        image_data: ["data:image/png;base64,AAAA"]
+      })
+    }).pipe(Effect.provide(Tokenizer.layer)))
+
+  it.live("takes ids from output_ids when logprobs were not requested", () =>
+    Effect.gen(function*() {
+      const server = yield* fake()
+      const engine = yield* client({ workerUrls: [server.url] })
+      const result = yield* engine.generate(request({ returnLogprob: false }))
+      const expected = yield* (yield* embedded).generate(request({ returnLogprob: false }))
+      assert.deepStrictEqual(result.outputIds, expected.outputIds)
+      assert.deepStrictEqual(result.logprobs, [])
+      assert.strictEqual(generateBodies(server)[0]?.["return_logprob"], false)
+    }).pipe(Effect.provide(Tokenizer.layer)))
+
+  it.live("turns SGLang's 400 context rejection into ContextLengthError without retrying", () =>
+    Effect.gen(function*() {
+      const server = yield* fake({ contextLength: 20 })
+      const engine = yield* client({ workerUrls: [server.url] })
+      const error = yield* engine.generate(request({}, { maxNewTokens: 11 })).pipe(Effect.flip)
+      assert.strictEqual(error._tag, "ContextLengthError")
+      assert.include(error.message, "Requested token count exceeds the model's maximum context length of 20 tokens")
+      const tooLong = yield* engine.generate(request({ inputIds: Array.from({ length: 20 }, () => 9) }, { maxNewTokens: 1 })).pipe(Effect.flip)
+      assert.strictEqual(tooLong.message, "The input (20 tokens) is longer than the model's context length (20 tokens).")
+      assert.strictEqual(server.generateCount(), 2)
+    }).pipe(Effect.provide(Tokenizer.layer)))
+
+  it.live("reports SGLang's validation errors (4xx) without retrying", () =>
+    Effect.gen(function*() {
+      const server = yield* fake()
+      const engine = yield* client({ workerUrls: [server.url] })
+      const error = yield* engine.generate(request({}, { topP: 0 })).pipe(Effect.flip)
+      assert.strictEqual(error._tag, "EngineError")
+      assert.include(error.message, "HTTP 400: top_p must be in (0, 1], got 0.")
+      server.failNext(1, 404, "no such route")
+      const notFound = yield* engine.generate(request()).pipe(Effect.flip)
+      assert.include(notFound.message, "HTTP 404: no such route")
+      assert.strictEqual(server.generateCount(), 2)
+    }).pipe(Effect.provide(Tokenizer.layer)))
+
+  it.live("retries 5xx answers with backoff and succeeds", () =>
+    Effect.gen(function*() {
+      const server = yield* fake()
+      const engine = yield* client({ workerUrls: [server.url] })
+      server.failNext(2, 503, "Service Unavailable")
+      const result = yield* engine.generate(request())
+      assert.isAbove(result.outputIds.length, 0)
+      assert.strictEqual(server.generateCount(), 3)
+      server.failNext(10, 500)
+      const exhausted = yield* SglangEngine.make({ workerUrls: [server.url], retries: 2, retryBase: "1 millis" }).pipe(
+        Effect.flatMap((e) => e.generate(request())),
+        Effect.flip
+      )
+      assert.include(exhausted.message, "HTTP 500")
+      assert.strictEqual(server.generateCount(), 6)
+    }).pipe(Effect.provide(Tokenizer.layer)))
+})
+
+describe("SglangEngine workers", () => {
+  it.live("fails at startup with an error naming the unreachable URL", () =>
+    Effect.gen(function*() {
+      const url = yield* deadUrl
+      const error = yield* SglangEngine.make({ workerUrls: [url] }).pipe(Effect.flip)
+      assert.strictEqual(error._tag, "EngineError")
+      assert.include(error.message, `SGLang is not healthy at ${url}`)
+      assert.include(error.message, "ECONNREFUSED")
+      const neither = yield* SglangEngine.make({}).pipe(Effect.flip)
+      assert.include(neither.message, "exactly one of the two")
+    }))
+
+  it.live("keeps a session on one worker and spreads new sessions", () =>
+    Effect.gen(function*() {
+      const a = yield* fake()
+      const b = yield* fake()
+      const engine = yield* client({ workerUrls: [a.url, b.url] })
+      yield* engine.generate(request({ sessionId: "s1" }))
+      yield* engine.generate(request({ sessionId: "s2" }))
+      yield* engine.generate(request({ sessionId: "s1" }))
+      yield* engine.generate(request({ sessionId: "s2" }))
+      yield* engine.generate(request({ sessionId: "s1" }))
+      assert.strictEqual(a.generateCount(), 3)
+      assert.strictEqual(b.generateCount(), 2)
+    }).pipe(Effect.provide(Tokenizer.layer)))
+
+  it.live("retries on another worker when its worker dies mid-request, and keeps the session there", () =>
+    Effect.gen(function*() {
+      const a = yield* fake()
+      const b = yield* fake()
+      const engine = yield* client({ workerUrls: [a.url, b.url] })
+      a.dieOnNextGenerate()
+      const req = request({ sessionId: "s1" })
+      const result = yield* engine.generate(req)
+      const expected = yield* (yield* embedded).generate(req)
+      assert.deepStrictEqual(result.outputIds, expected.outputIds)
+      assert.strictEqual(a.generateCount(), 1)
+      assert.strictEqual(b.generateCount(), 1)
+      yield* engine.generate(request({ sessionId: "s1" }))
+      assert.strictEqual(b.generateCount(), 2)
+    }).pipe(Effect.provide(Tokenizer.layer)))
+
+  it.live("abort fans out to every worker and the pending generate returns the partial output", () =>
+    Effect.gen(function*() {
+      const a = yield* fake()
+      const b = yield* fake()
+      const engine = yield* client({ workerUrls: [a.url, b.url] })
+      a.hold(3)
+      b.hold(3)
+      const req = request({ sessionId: "s1" }, { maxNewTokens: 12 })
+      const fiber = yield* engine.generate(req).pipe(Effect.forkChild)
+      yield* Effect.raceFirst(a.awaitGenerates(1), b.awaitGenerates(1))
+      yield* engine.abort(req.rid)
+      const result = yield* Fiber.join(fiber)
+      const full = yield* (yield* embedded).generate(req)
+      assert.deepStrictEqual(result.outputIds, full.outputIds.slice(0, 3))
+      assert.deepStrictEqual(result.logprobs, full.logprobs.slice(0, 3))
+      assert.deepStrictEqual(result.finishReason, { type: "abort", message: "Aborted" })
+      assert.deepStrictEqual(a.aborts, [req.rid])
+      assert.deepStrictEqual(b.aborts, [req.rid])
+    }).pipe(Effect.provide(Tokenizer.layer)))
+
+  it.live("interrupting a generate aborts its rid on the workers", () =>
+    Effect.gen(function*() {
+      const a = yield* fake()
+      const engine = yield* client({ workerUrls: [a.url] })
+      a.hold(1)
+      const req = request()
+      const fiber = yield* engine.generate(req).pipe(Effect.forkChild)
+      yield* a.awaitGenerates(1)
+      yield* Fiber.interrupt(fiber)
+      assert.isTrue(Exit.hasInterrupts(yield* Fiber.await(fiber)))
+      assert.deepStrictEqual(a.aborts, [req.rid])
+    }).pipe(Effect.provide(Tokenizer.layer)))
+
+  it.live("bounds in-flight requests per worker (--sglang-server-concurrency)", () =>
+    Effect.gen(function*() {
+      const a = yield* fake()
+      const engine = yield* client({ workerUrls: [a.url], serverConcurrency: 1 })
+      a.hold(1)
+      const first = yield* engine.generate(request()).pipe(Effect.forkChild)
+      const second = yield* engine.generate(request()).pipe(Effect.forkChild)
+      yield* a.awaitGenerates(1)
+      yield* engine.health
+      assert.strictEqual(a.generateCount(), 1)
+      a.release()
+      yield* Fiber.join(first)
+      yield* Fiber.join(second)
+      assert.strictEqual(a.generateCount(), 2)
+    }).pipe(Effect.provide(Tokenizer.layer)))
+
+  it.live("updates the weight version on every worker and reports it on later generations", () =>
+    Effect.gen(function*() {
+      const a = yield* fake()
+      const b = yield* fake()
+      const engine = yield* client({ workerUrls: [a.url, b.url] })
+      assert.strictEqual(yield* engine.weightVersion, "default")
+      assert.strictEqual(yield* engine.updateWeights("7"), "7")
+      assert.strictEqual(yield* engine.updateWeights(), "8")
+      for (const server of [a, b]) {
+        const bodies = server.requests.filter((r) => r.path === "/update_weight_version").map((r) => r.body)
+        assert.deepStrictEqual(bodies, [{ new_version: "7", abort_all_requests: false }, { new_version: "8", abort_all_requests: false }])
+      }
+      assert.strictEqual((yield* engine.generate(request({ sessionId: "x" }))).weightVersion, "8")
+    }).pipe(Effect.provide(Tokenizer.layer)))
+})
+
+describe("SglangEngine behind a router", () => {
+  it.live("discovers workers from /workers, routes by X-SMG-Routing-Key and aborts on every worker", () =>
+    Effect.gen(function*() {
+      const a = yield* fake()
+      const b = yield* fake()
+      const router = yield* fake({ routeTo: [a.url, b.url] })
+      const engine = yield* client({ routerUrl: router.url })
+      const req = request({ sessionId: "session-1" })
+      const result = yield* engine.generate(req)
+      assert.deepStrictEqual(result.outputIds, (yield* (yield* embedded).generate(req)).outputIds)
+      const routed = router.requests.find((r) => r.path === "/generate")
+      assert.strictEqual(routed?.headers["x-smg-routing-key"], "session-1")
+      assert.strictEqual(a.generateCount() + b.generateCount(), 1)
+      yield* engine.abort(req.rid)
+      assert.deepStrictEqual(a.aborts, [req.rid])
+      assert.deepStrictEqual(b.aborts, [req.rid])
+    }).pipe(Effect.provide(Tokenizer.layer)))
+
+  it.live("falls back to /list_workers, and reports a router that lists no workers", () =>
+    Effect.gen(function*() {
+      const a = yield* fake()
+      const router = yield* fake({ routeTo: [a.url], listWorkersOnly: true })
+      const engine = yield* client({ routerUrl: router.url })
+      yield* engine.abort(Rid.make())
+      assert.strictEqual(a.aborts.length, 1)
+      const empty = yield* fake({ routeTo: [] })
+      const error = yield* SglangEngine.make({ routerUrl: empty.url }).pipe(Effect.flip)
+      assert.include(error.message, `SGLang returned no workers: the router at ${empty.url} lists none`)
+    }).pipe(Effect.provide(Tokenizer.layer)))
+})
