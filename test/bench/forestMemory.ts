@@ -1,0 +1,112 @@
+/**
+ * SessionForest memory: a forest of T turns × 2k tokens (a 1k-token tool observation and a 1k-token response per
+ * turn, ~4 bytes of message text per token) against the naive layout that keeps a `number[]` copy of the whole
+ * token history on every node.
+ *
+ * **Details**
+ * Bytes are `heapUsed + external` deltas of `process.memoryUsage()` around building each structure, after full
+ * collections. Run with `node --expose-gc --import tsx test/bench/run.ts memory` to use `global.gc`; without the flag
+ * the collector is enabled at run time (harness.ts), and if even that fails the numbers include uncollected garbage.
+ * OpenSSL's per-node running-hash state lives outside the V8 heap and is not counted (see the rss column).
+ */
+import * as Forest from "../../src/forest/Forest.ts"
+import { commitConversation, conversation, emptyForest } from "./conversation.ts"
+import {
+  type Bench,
+  type BenchResult,
+  consume,
+  formatBytes,
+  formatRatio,
+  garbageCollector,
+  usedBytes
+} from "./harness.ts"
+
+const TOKENS_PER_NODE = 1000
+const BYTES_PER_TOKEN_OF_TEXT = 4
+
+interface Footprint {
+  readonly bytes: number
+  readonly rss: number
+}
+
+/** Memory retained by what `build` returns (kept alive until measured). */
+const footprint = <A>(collect: () => void, build: () => A): { readonly value: A; readonly size: Footprint } => {
+  collect()
+  const before = usedBytes()
+  const rssBefore = process.memoryUsage().rss
+  const value = build()
+  collect()
+  return { value, size: { bytes: usedBytes() - before, rss: process.memoryUsage().rss - rssBefore } }
+}
+
+/** The naive layout: every node holds its own copy of all token ids from the root through itself. */
+const naiveHistories = (forest: Forest.Forest, leaf: string): ReadonlyArray<ReadonlyArray<number>> => {
+  const copies: Array<Array<number>> = []
+  let history: Array<number> = []
+  for (const node of Forest.lineage(forest, leaf)) {
+    if (node.tokens.length === 0) continue
+    history = history.concat(Array.from(node.tokens))
+    copies.push(history)
+  }
+  return copies
+}
+
+const run = async (): Promise<BenchResult> => {
+  const gc = garbageCollector()
+  const collect = () => {
+    // Two passes: the first may only schedule finalization of weakly held objects.
+    gc?.()
+    gc?.()
+  }
+  const rows: Array<Record<string, string>> = []
+  const ratios: Array<string> = []
+  for (const turns of [50, 200]) {
+    // system + user, then (assistant, tool) pairs, ending on the last assistant turn: `turns` responses and
+    // `turns` observations of TOKENS_PER_NODE ids each.
+    // The messages are made inside the measurement, as a gateway's decoded request bodies are: the forest's copy
+    // shares their strings (structuredClone does not duplicate them), so what stays reachable is what it retains.
+    const built = footprint(collect, () => {
+      const forest = emptyForest()
+      const messages = conversation(2 * turns + 1, TOKENS_PER_NODE * BYTES_PER_TOKEN_OF_TEXT)
+      return { forest, leaf: commitConversation(forest, messages, TOKENS_PER_NODE) }
+    })
+    const { forest, leaf } = built.value
+    const stored = Forest.trainTokenCount(forest, leaf)
+    const naive = footprint(collect, () => naiveHistories(forest, leaf))
+    const copied = naive.value.reduce((sum, copy) => sum + copy.length, 0)
+    // Keep the forest reachable through the naive measurement: freeing it there would be subtracted from the naive size.
+    consume(forest)
+    rows.push({
+      turns: String(turns),
+      layout: "SessionForest (deltas + messages + logprobs)",
+      "stored tokens": String(stored),
+      "ids held": String(stored),
+      bytes: formatBytes(built.size.bytes),
+      "bytes/token": (built.size.bytes / stored).toFixed(1),
+      "rss delta": formatBytes(built.size.rss)
+    })
+    rows.push({
+      turns: String(turns),
+      layout: "naive number[] history per node (ids only)",
+      "stored tokens": String(stored),
+      "ids held": String(copied),
+      bytes: formatBytes(naive.size.bytes),
+      "bytes/token": (naive.size.bytes / stored).toFixed(1),
+      "rss delta": formatBytes(naive.size.rss)
+    })
+    ratios.push(`${turns} turns: ${formatRatio(naive.size.bytes / built.size.bytes)}`)
+  }
+  return {
+    title: `SessionForest memory (turns × 2k tokens; ${gc === undefined ? "NO forced GC: noisy" : "after full GC"})`,
+    rows,
+    notes: [
+      `naive/forest bytes: ${ratios.join(", ")} — how many times more memory the naive per-node history copies ` +
+        "take than the whole SessionForest (which also holds messages and logprobs the naive layout leaves out).",
+      "bytes/token = retained bytes / tokens of the conversation; the forest's stays flat as turns grow, the naive " +
+        "layout's grows linearly (quadratic total).",
+      "run with `node --expose-gc --import tsx test/bench/run.ts memory` to measure with global.gc."
+    ]
+  }
+}
+
+export const bench: Bench = { name: "memory", run }

@@ -1,0 +1,207 @@
+/**
+ * Gateway request overhead: the real gateway (Gateway + Generation + Forests + Sessions) with the embedded engine at
+ * zero latency and a one-word policy, on 127.0.0.1 port 0, driven by undici and by the `openai` SDK, against bare
+ * `engine.generate` calls with the same prompt ids, sampling and conversation.
+ *
+ * **Details**
+ * Every request is the first turn of a fresh Session (one ~300-byte user message), so each one pays the whole
+ * pipeline once: auth, body decode, match, root render + encode, engine, parse, commit, render. Client and server share
+ * this process (and its event loop), so requests/s are a lower bound for the gateway alone.
+ */
+import { Context, Effect, Layer, Result } from "effect"
+import OpenAI from "openai"
+import { performance } from "node:perf_hooks"
+import { Pool } from "undici"
+import * as Chat from "../../src/protocol/chat.ts"
+import * as ObservationDelta from "../../src/template/ObservationDelta.ts"
+import { EmbeddedEngine } from "../../layers/EmbeddedEngine.ts"
+import { Engine, type GenerateRequest, type SamplingParams } from "../../layers/Engine.ts"
+import { Forests } from "../../layers/Forests.ts"
+import { Gateway } from "../../layers/Gateway.ts"
+import { Generation } from "../../layers/Generation.ts"
+import { emptyCounters, Sessions } from "../../layers/Sessions.ts"
+import { Tokenizer } from "../../layers/Tokenizer.ts"
+import { text } from "./conversation.ts"
+import { type Bench, type BenchResult, formatMs, formatRatio } from "./harness.ts"
+
+const stack = Gateway.layer().pipe(
+  Layer.provideMerge(Generation.layer()),
+  Layer.provideMerge(Forests.layer),
+  Layer.provideMerge(Sessions.layer),
+  Layer.provideMerge(EmbeddedEngine.layer({ ...EmbeddedEngine.instant, policy: () => "ok" })),
+  Layer.provideMerge(Tokenizer.layer)
+)
+
+type Services = Gateway | Generation | Forests | Sessions | Engine | Tokenizer
+
+const sampling: SamplingParams = { maxNewTokens: 16, temperature: 1, topP: 1, topK: -1, stop: [], stopTokenIds: [] }
+const messages = [{ role: "user" as const, content: text(1, 300) }]
+const body = JSON.stringify({ model: "bench", messages, max_tokens: 16 })
+
+const ROUNDS = 4
+const SEQUENTIAL_PER_ROUND = 60
+const SDK_PER_ROUND = 30
+const CONCURRENCY = 16
+const CONCURRENT_REQUESTS = 320
+
+const median = (values: ReadonlyArray<number>): number => {
+  const sorted = [...values].sort((a, b) => a - b)
+  return sorted[Math.floor(sorted.length / 2)] ?? Number.NaN
+}
+
+const measure = async (context: Context.Context<Services>): Promise<BenchResult> => {
+  const gateway = Context.get(context, Gateway)
+  const sessions = Context.get(context, Sessions)
+  const forests = Context.get(context, Forests)
+  const engine = Context.get(context, Engine)
+  const tokenizer = Context.get(context, Tokenizer)
+  const generation = Context.get(context, Generation)
+
+  const newSession = (): Promise<string> =>
+    Effect.runPromise(Effect.gen(function*() {
+      const sessionId = yield* sessions.newSessionId
+      yield* forests.create(sessionId)
+      yield* sessions.register({
+        sessionId,
+        groupId: "bench",
+        mode: "train",
+        sampling,
+        maxContextLen: undefined,
+        rolloutId: () => 0,
+        awaitLease: Effect.void,
+        counters: emptyCounters()
+      })
+      return sessionId
+    }))
+  const sessionPool = async (count: number): Promise<Array<string>> => {
+    const ids: Array<string> = []
+    for (let i = 0; i < count; i++) ids.push(await newSession())
+    return ids
+  }
+
+  const origin = new URL(gateway.baseUrl).origin
+  const path = `${new URL(gateway.baseUrl).pathname}/v1/chat/completions`
+  const pool = new Pool(origin, { connections: CONCURRENCY })
+  const viaUndici = async (sessionId: string): Promise<void> => {
+    const response = await pool.request({
+      path,
+      method: "POST",
+      headers: { authorization: `Bearer ${sessionId}`, "content-type": "application/json" },
+      body
+    })
+    const answer = await response.body.text()
+    if (response.statusCode !== 200) throw new Error(`gateway answered ${response.statusCode}: ${answer}`)
+  }
+  const client = new OpenAI({ baseURL: gateway.baseUrl, apiKey: "set-per-request", maxRetries: 0 })
+  const viaSdk = async (sessionId: string): Promise<void> => {
+    const completion = await client.chat.completions.create(
+      { model: "bench", messages, max_tokens: 16 },
+      { headers: { Authorization: `Bearer ${sessionId}` } }
+    )
+    if (completion.choices[0]?.message.content !== "ok") throw new Error("the gateway did not return the policy text")
+  }
+
+  // The bare engine call the gateway wraps: the same prompt ids and conversation Generation hands the engine.
+  const inputIds = ObservationDelta.rootTokens(tokenizer, messages, [], {})
+  let rid = 0
+  const engineRequest = (): GenerateRequest => ({
+    inputIds,
+    sampling,
+    rid: `bench-${rid++}`,
+    returnLogprob: true,
+    sessionId: "bench-engine",
+    conversation: {
+      sessionId: "bench-engine",
+      turn: 0,
+      messages,
+      tools: [],
+      chatTemplateKwargs: {},
+      promptText: tokenizer.decode(inputIds)
+    }
+  })
+  const viaEngine = async (): Promise<void> => {
+    const result = await Effect.runPromise(engine.generate(engineRequest()))
+    if (result.outputIds.length === 0) throw new Error("the engine generated nothing")
+  }
+
+  // The generation core alone (what the gateway calls after auth and body decoding): no HTTP, no JSON.
+  const decoded = Chat.adapter.decode(JSON.parse(body))
+  if (Result.isFailure(decoded)) throw new Error(`bench request does not decode: ${decoded.failure.message}`)
+  const viaGeneration = async (sessionId: string): Promise<void> => {
+    const completion = await Effect.runPromise(Effect.gen(function*() {
+      const session = yield* sessions.lookup(sessionId)
+      return yield* generation.generate(session, decoded.success, "chat")
+    }))
+    if (completion.content !== "ok") throw new Error("the generation core did not return the policy text")
+  }
+
+  const timeSequential = async (count: number, call: (sessionId: string) => Promise<void>): Promise<number> => {
+    const ids = await sessionPool(count)
+    const start = performance.now()
+    for (const id of ids) await call(id)
+    return (performance.now() - start) / count
+  }
+
+  // Warm-up: JIT, connection pool, tokenizer caches.
+  await timeSequential(40, viaUndici)
+  await timeSequential(10, viaSdk)
+  await timeSequential(40, () => viaEngine())
+  await timeSequential(40, viaGeneration)
+
+  const undiciMs: Array<number> = []
+  const sdkMs: Array<number> = []
+  const engineMs: Array<number> = []
+  const generationMs: Array<number> = []
+  for (let round = 0; round < ROUNDS; round++) {
+    undiciMs.push(await timeSequential(SEQUENTIAL_PER_ROUND, viaUndici))
+    engineMs.push(await timeSequential(SEQUENTIAL_PER_ROUND, () => viaEngine()))
+    generationMs.push(await timeSequential(SEQUENTIAL_PER_ROUND, viaGeneration))
+    sdkMs.push(await timeSequential(SDK_PER_ROUND, viaSdk))
+  }
+
+  const concurrentIds = await sessionPool(CONCURRENT_REQUESTS)
+  const concurrentStart = performance.now()
+  let next = 0
+  await Promise.all(Array.from({ length: CONCURRENCY }, async () => {
+    while (next < concurrentIds.length) {
+      const id = concurrentIds[next++]
+      if (id !== undefined) await viaUndici(id)
+    }
+  }))
+  const concurrentMs = (performance.now() - concurrentStart) / CONCURRENT_REQUESTS
+  await pool.close()
+
+  const engineCall = median(engineMs)
+  const row = (client: string, ms: number, perRequest: boolean): Record<string, string> => ({
+    client,
+    "requests/s": (1000 / ms).toFixed(0),
+    "time/request": formatMs(ms),
+    "vs engine": perRequest ? formatRatio(ms / engineCall) : "",
+    "gateway share": perRequest ? `${(((ms - engineCall) / ms) * 100).toFixed(0)}%` : ""
+  })
+  return {
+    title: "Gateway request overhead (chat completions, embedded engine at zero latency, 2-token answers)",
+    rows: [
+      row("bare engine.generate", engineCall, false),
+      row("Generation.generate (no HTTP)", median(generationMs), true),
+      row("undici, sequential", median(undiciMs), true),
+      row("openai SDK, sequential", median(sdkMs), true),
+      { ...row(`undici, ${CONCURRENCY} concurrent`, concurrentMs, false), "time/request": `${formatMs(concurrentMs)} (amortized)` }
+    ],
+    notes: [
+      "vs engine: time of one gateway round trip over the time of the bare engine.generate call it wraps (>1 = overhead).",
+      "gateway share: the part of a request's time spent outside engine.generate (HTTP, auth, decode, match, " +
+        "tokenization, parse, commit, render, and the in-process client); the Generation.generate row isolates the " +
+        "generation core (match, root tokenization, commit, parse) from HTTP and protocol work.",
+      `each sequential number is the median of ${ROUNDS} interleaved rounds; every request opens a fresh Session.`
+    ]
+  }
+}
+
+const run = (): Promise<BenchResult> =>
+  Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+    const context = yield* Layer.build(stack)
+    return yield* Effect.promise(() => measure(context))
+  })))
+
+export const bench: Bench = { name: "gateway", run }
