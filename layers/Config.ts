@@ -9,6 +9,7 @@
  * as `agenticConcurrency → overSamplingBatchSize → rolloutBatchSize` applied and validated).
  */
 import { Context, Data, Effect, Layer, Schema } from "effect"
+import * as Capacity from "../src/schedule/Capacity.ts"
 import type { SamplingParams } from "./Engine.ts"
 
 const withDefault = <S extends Schema.Top>(schema: S, value: S["Encoded"]) =>
@@ -264,6 +265,24 @@ export const evalSampling = (settings: RolloutSettings, position: number): Sampl
 /** Eval's context limit: `--eval-max-context-len`, else `--rollout-max-context-len`. */
 export const evalMaxContextLen = (settings: RolloutSettings): number | undefined =>
   settings.evalMaxContextLen ?? settings.rolloutMaxContextLen
+
+/** Eval concurrency C_d for a dataset with Group size `groupSize` (the guide's formula, or the explicit flag). */
+export const evalConcurrency = (settings: RolloutSettings, groupSize: number): number =>
+  Capacity.evalConcurrency(settings.agenticConcurrency * settings.nSamplesPerPrompt, groupSize, settings.agenticEvalConcurrency)
+
+/** The capacity table for these settings (`relax-agentic check`). */
+export const capacity = (
+  settings: RolloutSettings,
+  extra: { readonly partialRollout?: boolean; readonly fullyAsync?: boolean } = {}
+): Capacity.CapacityReport =>
+  Capacity.compute({
+    agenticConcurrency: settings.agenticConcurrency,
+    nSamplesPerPrompt: settings.nSamplesPerPrompt,
+    agenticEvalConcurrency: settings.agenticEvalConcurrency,
+    evalDatasets: settings.evalDatasets,
+    trainResidentDuringEval: settings.agenticPrelaunch || extra.partialRollout === true || extra.fullyAsync === true,
+    agentMaxSlots: settings.agentMaxSlots
+  })
 
 /** The resolved rollout configuration as a service. */
 export class RolloutConfig extends Context.Service<RolloutConfig, RolloutSettings>()("relax-agentic/RolloutConfig") {

@@ -417,7 +417,7 @@ export const makePool = <G extends GroupLike, O, A, E>(
           prepared.length = 0
         }
         // Signals of stopped Groups belong to no step; a kept Prepare Group that was dropped meanwhile leaves the queue.
-        for (const signal of yield* Queue.takeAll(signals)) {
+        for (const signal of yield* Queue.clear(signals)) {
           if (signal._tag !== "Finished") continue
           const waiting = prepared.indexOf(signal.record)
           if (waiting !== -1) prepared.splice(waiting, 1)

@@ -7,6 +7,9 @@
  * one assistant message with the exact ids, logprobs and weight versions the engine produced (loss mask 1).
  * A node stores only its own delta (typed arrays); histories are joined along the lineage on demand.
  *
+ * Matching walks a message-level index beside the tree (see {@link match}): every committed message boundary is a
+ * {@link Vertex}, and the vertex where a node's messages end carries its state hash.
+ *
  * All functions are synchronous, so a Session's concurrent requests are serialized by construction. Hash
  * collisions across kinds, unknown parents and tools/template changes inside a subtree are invariant breaks and
  * throw {@link ForestInvariantError} (callers treat them as defects).
@@ -38,8 +41,36 @@ interface NodeBase {
   readonly messageCount: number
   /** @internal running reference hash over the full messages, to hash children without re-serializing history. */
   readonly running: Hash.Running
-  /** @internal matching chain over the full messages. */
-  readonly chain: string
+  /** @internal where this state ends in the matching index. */
+  readonly vertex: Vertex
+}
+
+/**
+ * @internal One message boundary of committed history, in one tools/kwargs context: the matching index.
+ *
+ * **Details**
+ * A vertex stands for (context, messages[:k]) up to {@link Hash.equalJson}, so it is shared by every committed state
+ * with that prefix and its children are the distinct messages committed after it. Equal (context, messages) means an
+ * equal state hash, so a vertex carries at most one state: the node whose messages end there.
+ */
+export interface Vertex {
+  /** The message on the edge into this vertex (null for a context's root). */
+  readonly message: Canonical.Message | null
+  /** The committed state ending here, if any. */
+  state: string | undefined
+  /** Creation order of that state (the reasoning tolerance prefers the latest response). */
+  committed: number
+  /** Child vertices in creation order. */
+  readonly children: Array<Vertex>
+  /** Children by {@link bucketKey}, built once a vertex has many children (sampled alternatives). */
+  index: Map<string, Array<Vertex>> | undefined
+}
+
+/** @internal The root vertex of one tools/kwargs context (each context starts its own subtrees). */
+interface Context {
+  readonly tools: ReadonlyArray<Canonical.Tool>
+  readonly kwargs: Canonical.TemplateKwargs
+  readonly vertex: Vertex
 }
 
 /** An observation: messages sent by the agent (or the empty root), tokenized as a template delta. */
@@ -87,10 +118,10 @@ export class Forest {
   readonly nodeMap = new Map<string, Node>()
   /** @internal */
   readonly leafSet = new Set<string>()
-  /** @internal (context key, chain) → state hash */
-  readonly byChain = new Map<string, string>()
-  /** @internal (parent hash, digest of the reasoning-stripped message) → response hash */
-  readonly byStrippedResponse = new Map<string, string>()
+  /** @internal context fingerprint → the contexts' root vertices */
+  readonly contexts = new Map<string, Array<Context>>()
+  /** @internal states committed so far (orders {@link Vertex.committed}) */
+  commits = 0
   /** @internal request id → response hash */
   readonly byRequest = new Map<string, string>()
   /** Number of matches that used the reasoning tolerance (one per tolerated assistant message). */
@@ -111,6 +142,7 @@ export class Forest {
     this.metadata = init.metadata
     this.baseKwargs = init.baseKwargs
     const running = Hash.start()
+    const vertex = contextVertex(this, [], init.baseKwargs)
     const root: ObservationNode = {
       kind: "obs",
       hash: Hash.finish(running, [], init.baseKwargs),
@@ -123,14 +155,14 @@ export class Forest {
       tokenCount: 0,
       messageCount: 0,
       running,
-      chain: Hash.chainRoot,
+      vertex,
       media: [],
       tools: null,
       chatTemplateKwargs: init.baseKwargs
     }
     this.root = root.hash
     this.nodeMap.set(root.hash, root)
-    this.byChain.set(chainKey(Hash.contextKey([], init.baseKwargs), Hash.chainRoot), root.hash)
+    markState(this, vertex, root.hash)
   }
 
   get nodes(): ReadonlyMap<string, Node> {
@@ -143,8 +175,116 @@ export class Forest {
   }
 }
 
-const chainKey = (context: string, chain: string): string => `${context}:${chain}`
-const strippedKey = (parent: string, digest: string): string => `${parent}:${digest}`
+// ---------------------------------------------------------------------------------------------------------------
+// Matching index
+
+/** Children a vertex scans directly; above this many it keeps a {@link bucketKey} index. */
+const SCAN_LIMIT = 8
+
+const newVertex = (message: Canonical.Message | null): Vertex => ({
+  message,
+  state: undefined,
+  committed: 0,
+  children: [],
+  index: undefined
+})
+
+/** Cheap grouping of a context (tool names and kwargs); equal contexts have equal fingerprints. */
+const contextFingerprint = (tools: ReadonlyArray<Canonical.Tool>, kwargs: Canonical.TemplateKwargs): string =>
+  `${tools.map((tool) => tool.function.name).join("\u0000")}\u0001${Hash.pythonJson(kwargs)}`
+
+/** The root vertex of a tools/kwargs context, if any state was committed in it. */
+const findContext = (
+  forest: Forest,
+  tools: ReadonlyArray<Canonical.Tool>,
+  kwargs: Canonical.TemplateKwargs
+): Vertex | undefined =>
+  forest.contexts.get(contextFingerprint(tools, kwargs))
+    ?.find((c) => Hash.equalJson(c.tools, tools) && Hash.equalJson(c.kwargs, kwargs))?.vertex
+
+/** The root vertex of a tools/kwargs context, created on first use. */
+const contextVertex = (
+  forest: Forest,
+  tools: ReadonlyArray<Canonical.Tool>,
+  kwargs: Canonical.TemplateKwargs
+): Vertex => {
+  const found = findContext(forest, tools, kwargs)
+  if (found !== undefined) return found
+  const context: Context = { tools, kwargs, vertex: newVertex(null) }
+  const fingerprint = contextFingerprint(tools, kwargs)
+  const group = forest.contexts.get(fingerprint)
+  if (group === undefined) forest.contexts.set(fingerprint, [context])
+  else group.push(context)
+  return context.vertex
+}
+
+/**
+ * Groups messages that are equal up to `reasoning_content`, so both the exact and the tolerant lookup of a
+ * message find their candidates in one bucket.
+ */
+const bucketKey = (message: Canonical.Message): string => {
+  const content = typeof message.content === "string"
+    ? message.content
+    : message.content.map((part) => (typeof part["text"] === "string" ? part["text"] : "")).join("\u0000")
+  const calls = message.tool_calls?.map((call) => `${call.function.name ?? ""}\u0000${call.function.arguments}`) ?? []
+  return `${message.role}\u0001${message.tool_call_id ?? ""}\u0001${content}\u0001${calls.join("\u0001")}`
+}
+
+/** The children of `vertex` that may equal `message` up to its reasoning (all of them while few). */
+const candidates = (vertex: Vertex, message: Canonical.Message): ReadonlyArray<Vertex> =>
+  vertex.index === undefined ? vertex.children : vertex.index.get(bucketKey(message)) ?? []
+
+/** The child of `vertex` whose edge message equals `message` exactly. */
+const child = (vertex: Vertex, message: Canonical.Message): Vertex | undefined => {
+  for (const c of candidates(vertex, message)) if (Hash.equalJson(c.message, message)) return c
+  return undefined
+}
+
+const indexChild = (index: Map<string, Array<Vertex>>, c: Vertex, message: Canonical.Message): void => {
+  const key = bucketKey(message)
+  const bucket = index.get(key)
+  if (bucket === undefined) index.set(key, [c])
+  else bucket.push(c)
+}
+
+const addChild = (vertex: Vertex, message: Canonical.Message): Vertex => {
+  const c = newVertex(message)
+  vertex.children.push(c)
+  if (vertex.index !== undefined) indexChild(vertex.index, c, message)
+  else if (vertex.children.length > SCAN_LIMIT) {
+    const index = new Map<string, Array<Vertex>>()
+    for (const existing of vertex.children) if (existing.message !== null) indexChild(index, existing, existing.message)
+    vertex.index = index
+  }
+  return c
+}
+
+/** The vertex after `messages` from `vertex`, creating the missing ones. */
+const extendVertex = (vertex: Vertex, messages: ReadonlyArray<Canonical.Message>): Vertex =>
+  messages.reduce((at, message) => child(at, message) ?? addChild(at, message), vertex)
+
+const markState = (forest: Forest, vertex: Vertex, hash: string): void => {
+  if (vertex.state !== undefined && vertex.state !== hash) {
+    invariant(forest, `states ${vertex.state} and ${hash} have equal messages, tools and kwargs but differ in hash`)
+  }
+  vertex.state = hash
+  vertex.committed = ++forest.commits
+}
+
+/**
+ * The response child of the state at `vertex` that equals `message` but for the `reasoning_content` the request
+ * dropped; the latest committed one if several differ only in reasoning (the agent continues from the response
+ * it received last).
+ */
+const toleratedResponse = (forest: Forest, vertex: Vertex, message: Canonical.Message): Vertex | undefined => {
+  let best: Vertex | undefined
+  for (const c of candidates(vertex, message)) {
+    if (c.state === undefined || c.message?.reasoning_content === undefined) continue
+    if (best !== undefined && best.committed > c.committed) continue
+    if (node(forest, c.state).kind === "resp" && Hash.equalJson(Canonical.withoutReasoning(c.message), message)) best = c
+  }
+  return best
+}
 
 const deepCopy = <A>(value: A): A => structuredClone(value)
 
@@ -298,38 +438,46 @@ export interface Match {
  * just before an assistant message without reasoning that equals a committed response child in everything but
  * its `reasoning_content`, that response is matched and matching continues from it with the committed history
  * (repeatedly, for later turns). Exact matches always win; each tolerated message adds to
- * `forest.toleratedMatches`. Cost: O(request bytes) to digest the messages, then O(1) per message per restart.
+ * `forest.toleratedMatches`.
+ *
+ * Cost: the request is walked down the matching index one message at a time, comparing each message with the
+ * committed one structurally ({@link Hash.equalJson}: no serializing, no hashing), so a walk costs at most the
+ * request's bytes. A tolerated turn resumes at the next message, never earlier; what the walk read past the exact
+ * prefix before it (the part of a committed observation that continued with the same reasoning-less message) is
+ * not read again, as every index vertex is visited at most once per match.
  */
 export const match = (forest: Forest, state: Canonical.State, options: { readonly strict: boolean }): Match => {
   const messages = state.messages
-  const digests = messages.map(Hash.messageDigest)
-  const context = Hash.contextKey(state.tools, state.chat_template_kwargs)
   let parent = forest.root
   let position = 0
-  const scan = (from: number, chainAtFrom: string) => {
-    let chain = chainAtFrom
-    for (let k = from + 1; k <= messages.length; k++) {
-      chain = Hash.chainStep(chain, digests[k - 1] ?? "")
-      const hit = forest.byChain.get(chainKey(context, chain))
-      if (hit !== undefined) {
-        parent = hit
-        position = k
+  let toleratedTurns = 0
+  // `at` is the vertex of the deepest state matched so far (`parent`, after `position` messages).
+  let at = contextVertex(forest, state.tools, state.chat_template_kwargs, false)
+  let vertex = at
+  let next = 0
+  while (at !== undefined && vertex !== undefined) {
+    for (let message = messages[next]; message !== undefined; message = messages[next]) {
+      const c = child(vertex, message)
+      if (c === undefined) break
+      vertex = c
+      next++
+      if (c.state !== undefined) {
+        at = c
+        parent = c.state
+        position = next
       }
     }
-  }
-  scan(0, Hash.chainRoot)
-  let toleratedTurns = 0
-  if (!options.strict) {
-    for (;;) {
-      const next = messages[position]
-      if (next === undefined || next.role !== "assistant" || next.reasoning_content !== undefined) break
-      const response = forest.byStrippedResponse.get(strippedKey(parent, digests[position] ?? ""))
-      if (response === undefined) break
-      toleratedTurns++
-      parent = response
-      position++
-      scan(position, node(forest, response).chain)
-    }
+    const message = messages[position]
+    if (options.strict || message === undefined || message.role !== "assistant") break
+    if (message.reasoning_content !== undefined) break
+    const response = toleratedResponse(forest, at, message)
+    if (response?.state === undefined) break
+    toleratedTurns++
+    at = response
+    vertex = response
+    parent = response.state
+    position++
+    next = position
   }
   forest.toleratedMatches += toleratedTurns
   return { parent, suffix: messages.slice(position), tolerated: toleratedTurns > 0, toleratedTurns }
@@ -338,9 +486,9 @@ export const match = (forest: Forest, state: Canonical.State, options: { readonl
 // ---------------------------------------------------------------------------------------------------------------
 // Commits
 
-const register = (forest: Forest, n: Node, context: string): string => {
+const register = (forest: Forest, n: Node): string => {
   forest.nodeMap.set(n.hash, n)
-  forest.byChain.set(chainKey(context, n.chain), n.hash)
+  markState(forest, n.vertex, n.hash)
   if (n.parent !== null) {
     forest.leafSet.add(n.hash)
     forest.leafSet.delete(n.parent)
@@ -361,9 +509,6 @@ const mediaOf = (messages: ReadonlyArray<Canonical.Message>): ReadonlyArray<stri
   }
   return urls
 }
-
-const extendChain = (chain: string, messages: ReadonlyArray<Canonical.Message>): string =>
-  messages.reduce((c, m) => Hash.chainStep(c, Hash.messageDigest(m)), chain)
 
 const existing = (forest: Forest, hash: string, kind: Node["kind"]): string | undefined => {
   const found = forest.nodeMap.get(hash)
@@ -395,10 +540,10 @@ export const commitObservation = (forest: Forest, o: {
   if (!atRoot) {
     const tools = subtreeTools(forest, parent.hash)
     const kwargs = subtreeKwargs(forest, parent.hash)
-    if (Hash.pythonJson(tools) !== Hash.pythonJson(o.tools)) {
+    if (!Hash.equalJson(tools, o.tools)) {
       invariant(forest, `tools changed inside session subtree: ${forest.sessionId}`)
     }
-    if (Hash.pythonJson(kwargs) !== Hash.pythonJson(o.chatTemplateKwargs)) {
+    if (!Hash.equalJson(kwargs, o.chatTemplateKwargs)) {
       invariant(forest, `chat template changed inside session subtree: ${forest.sessionId}`)
     }
   }
@@ -406,24 +551,26 @@ export const commitObservation = (forest: Forest, o: {
   const hash = Hash.finish(running, o.tools, o.chatTemplateKwargs)
   const found = existing(forest, hash, "obs")
   if (found !== undefined) return found
+  const messages = deepCopy(o.messages)
+  const start = atRoot ? contextVertex(forest, o.tools, o.chatTemplateKwargs) : parent.vertex
   const n: ObservationNode = {
     kind: "obs",
     hash,
     parent: parent.hash,
     rolloutId: o.rolloutId,
     abortCount: atRoot ? 0 : parent.abortCount,
-    messages: deepCopy(o.messages),
+    messages,
     tokens: Int32Array.from(o.tokens),
     subtree: parent.subtree ?? hash,
     tokenCount: parent.tokenCount + o.tokens.length,
     messageCount: running.count,
     running,
-    chain: extendChain(parent.chain, o.messages),
-    media: mediaOf(o.messages),
+    vertex: extendVertex(start, messages),
+    media: mediaOf(messages),
     tools: atRoot ? deepCopy(o.tools) : null,
     chatTemplateKwargs: atRoot ? deepCopy(o.chatTemplateKwargs) : null
   }
-  return register(forest, n, Hash.contextKey(o.tools, o.chatTemplateKwargs))
+  return register(forest, n)
 }
 
 /**
@@ -469,7 +616,7 @@ export const commitResponse = (forest: Forest, r: {
     tokenCount: parent.tokenCount + r.tokens.length,
     messageCount: running.count,
     running,
-    chain: extendChain(parent.chain, [message]),
+    vertex: extendVertex(parent.vertex, [message]),
     message,
     logprobs: Float64Array.from(r.logprobs),
     weightVersions: [...r.weightVersions],
@@ -478,15 +625,8 @@ export const commitResponse = (forest: Forest, r: {
     wallElapsedS: r.wallElapsedS,
     generationElapsedS: r.generationElapsedS
   }
-  if (message.reasoning_content !== undefined) {
-    // Latest wins: the agent continues from the response it received last.
-    forest.byStrippedResponse.set(
-      strippedKey(parent.hash, Hash.messageDigest(Canonical.withoutReasoning(message))),
-      hash
-    )
-  }
   forest.byRequest.set(r.requestId, hash)
-  return register(forest, n, Hash.contextKey(tools, kwargs))
+  return register(forest, n)
 }
 
 // ---------------------------------------------------------------------------------------------------------------

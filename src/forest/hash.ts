@@ -1,5 +1,5 @@
 /**
- * SessionForest state hashes, identical to the reference, and the incremental keys that make matching linear.
+ * SessionForest state hashes, identical to the reference, and the state identity that makes matching linear.
  *
  * **Details**
  * A state hash is SHA-256 hex of Python's
@@ -8,12 +8,9 @@
  * so a running SHA-256 over `{"messages":[m1,…,mk` can be copied and finished for any prefix: {@link prefixHashes}
  * yields the hash of every prefix in one pass over the bytes.
  *
- * Matching a request needs no reference hash at all: the forest also keys every committed state by
- * ({@link contextKey} of T,K, {@link chainStep} chain over per-message digests). A request hashes each of its
- * messages once (O(total bytes)); extending the chain from any node costs O(1) per message, so even the
- * reasoning-tolerant match, which restarts from a committed response, stays linear in the request's bytes.
- * Both keys are functions of (messages[:k], T, K) exactly as the reference hash is, so "prefix k is committed"
- * has the same answer under either (tests check the equivalence).
+ * Matching a request needs no hash at all: the hash is a function of the Python JSON text of (M, T, K), and
+ * {@link equalJson} decides "same Python JSON text" structurally, without serializing. The forest compares a
+ * request's messages against its committed ones with it, one message at a time (see `Forest.match`).
  */
 import { createHash, type Hash } from "node:crypto"
 import type * as Canonical from "../protocol/canonical.ts"
@@ -78,15 +75,40 @@ export const prefixHashes = (state: Canonical.State): ReadonlyArray<string> => {
   })
 }
 
-/** SHA-256 of one message's Python JSON: the unit of the matching chain. */
-export const messageDigest = (message: Canonical.Message): string => sha256(messageJson(message))
-
-/** Digest of (tools, template kwargs): which subtree a state can belong to. */
-export const contextKey = (tools: ReadonlyArray<Canonical.Tool>, kwargs: Canonical.TemplateKwargs): string =>
-  sha256(`{"template_kwargs":${PythonJson.dumpsJs(kwargs)},"tools":${PythonJson.dumpsJs(tools)}}`)
-
-/** The chain value of the empty message list. */
-export const chainRoot: string = sha256("")
-
-/** The chain value after one more message (given by its {@link messageDigest}); constant cost. */
-export const chainStep = (chain: string, digest: string): string => sha256(`${chain}${digest}`)
+/**
+ * Whether two JSON values print the same {@link pythonJson} text, decided without printing them.
+ *
+ * **Details**
+ * Python JSON text is injective up to what `json.dumps` cannot tell apart, and so is this: key order, keys whose
+ * value is `undefined` (dropped), `-0` and `0`, and `null` / `undefined` elsewhere. Equal text means equal state
+ * hashes. The cost is at most the size of the smaller value, and a difference usually shows at its first key.
+ */
+export const equalJson = (a: unknown, b: unknown): boolean => {
+  if (a === b) return true
+  if (a === null || a === undefined) return b === null || b === undefined
+  if (b === null || b === undefined) return false
+  if (typeof a === "number" && typeof b === "number") return Number.isNaN(a) && Number.isNaN(b)
+  if (typeof a === "string" || typeof a === "boolean" || typeof a === "number") {
+    return typeof b === "object" || typeof b === "string" || typeof b === "boolean" || typeof b === "number"
+      ? false
+      : PythonJson.dumpsJs(a) === PythonJson.dumpsJs(b)
+  }
+  if (typeof a !== "object" || typeof b !== "object") return PythonJson.dumpsJs(a) === PythonJson.dumpsJs(b)
+  if (Array.isArray(a) || Array.isArray(b)) {
+    if (!Array.isArray(a) || !Array.isArray(b) || a.length !== b.length) return false
+    for (let i = 0; i < a.length; i++) if (!equalJson(a[i], b[i])) return false
+    return true
+  }
+  const x = a as { readonly [key: string]: unknown }
+  const y = b as { readonly [key: string]: unknown }
+  let keys = 0
+  for (const key of Object.keys(x)) {
+    const value = x[key]
+    if (value === undefined) continue
+    keys++
+    const other = y[key]
+    if (other === undefined || !Object.hasOwn(y, key) || !equalJson(value, other)) return false
+  }
+  for (const key of Object.keys(y)) if (y[key] !== undefined) keys--
+  return keys === 0
+}

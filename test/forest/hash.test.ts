@@ -3,6 +3,15 @@ import type * as Canonical from "../../src/protocol/canonical.ts"
 import * as Hash from "../../src/forest/hash.ts"
 import * as PythonJson from "../../src/forest/PythonJson.ts"
 
+/** A deterministic pseudo-random source in [0, 1). */
+const seeded = (seed: number) => {
+  let state = seed >>> 0
+  return () => {
+    state = (Math.imul(state, 1664525) + 1013904223) >>> 0
+    return state / 2 ** 32
+  }
+}
+
 // Golden values computed once with CPython 3 from the reference rule (relax-behaviour §5.3):
 // hashlib.sha256(json.dumps({"messages": M, "tools": T, "template_kwargs": K}, ensure_ascii=False,
 //   separators=(",", ":"), sort_keys=True, default=str).encode("utf-8")).hexdigest()
@@ -109,31 +118,37 @@ describe("state hash (reference-identical)", () => {
     }
   })
 
-  it("the matching chain identifies the same prefixes as the reference hash", () => {
-    // Two states share a chain key exactly when they share a reference hash: check over a set of variants.
-    const variants: Array<Canonical.State> = [
-      rich,
-      { ...rich, tools: [] },
-      { ...rich, messages: rich.messages.map((m) => (m.role === "assistant" ? { ...m, reasoning_content: "other" } : m)) },
-      { ...rich, messages: [...rich.messages.slice(0, 2), { role: "user", content: "x" }] }
-    ]
-    const byRef = new Map<string, string>()
-    const byChain = new Map<string, string>()
-    for (const v of variants) {
-      const refs = Hash.prefixHashes(v)
-      let chain = Hash.chainRoot
-      const context = Hash.contextKey(v.tools, v.chat_template_kwargs)
-      v.messages.forEach((m, i) => {
-        chain = Hash.chainStep(chain, Hash.messageDigest(m))
-        const ref = refs[i] ?? ""
-        const key = `${context}:${chain}`
-        if (byRef.has(ref)) assert.strictEqual(byRef.get(ref), key)
-        if (byChain.has(key)) assert.strictEqual(byChain.get(key), ref)
-        byRef.set(ref, key)
-        byChain.set(key, ref)
-      })
+  it("equalJson holds exactly when two values print the same Python JSON", () => {
+    // Random JSON values from a tiny alphabet, so that equal, reordered and nearly equal pairs are common.
+    const random = seeded(7)
+    const scalars: ReadonlyArray<unknown> = [null, undefined, true, false, 0, -0, 1, 1.5, 2 ** 53 + 2, Number.NaN, "", "1", "a", "é😀"]
+    const value = (depth: number): unknown => {
+      const roll = random() * (depth > 2 ? 1 : 1.6)
+      if (roll < 1) return scalars[Math.floor(random() * scalars.length)]
+      if (roll < 1.3) return Array.from({ length: Math.floor(random() * 3) }, () => value(depth + 1))
+      const keys = ["a", "b", "é", "😀"].filter(() => random() < 0.5)
+      return Object.fromEntries(keys.map((k) => [k, value(depth + 1)]))
     }
-    assert.strictEqual(byRef.size, byChain.size)
+    /** The same value with every object's keys in reverse order (Python JSON sorts them). */
+    const reordered = (v: unknown): unknown =>
+      Array.isArray(v)
+        ? v.map(reordered)
+        : v !== null && typeof v === "object"
+        ? Object.fromEntries(Object.entries(v).reverse().map(([k, x]) => [k, reordered(x)]))
+        : v
+    let equalPairs = 0
+    for (let i = 0; i < 4000; i++) {
+      const a = value(0)
+      const b = i % 3 === 0 ? reordered(a) : value(0)
+      const same = PythonJson.dumpsJs(a) === PythonJson.dumpsJs(b)
+      if (same) equalPairs++
+      assert.strictEqual(Hash.equalJson(a, b), same, `${PythonJson.dumpsJs(a)} vs ${PythonJson.dumpsJs(b)}`)
+      assert.strictEqual(Hash.equalJson(b, a), same)
+    }
+    assert.isAbove(equalPairs, 1000)
+    assert.isTrue(Hash.equalJson(rich.messages, rich.messages.map((m) => reordered(m))))
+    assert.isFalse(Hash.equalJson({ a: 1, b: undefined }, { a: 1, b: null }))
+    assert.isTrue(Hash.equalJson({ a: 1, b: undefined }, { a: 1 }))
   })
 })
 

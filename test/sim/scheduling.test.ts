@@ -181,10 +181,10 @@ describe("first-request barrier", () => {
                   const held = yield* ticket.awaitLease.pipe(
                     Effect.map(() => "leased"),
                     Effect.catchTag("SessionClosedError", (e) => Effect.succeed(`closed:${e.message}`)),
+                    Effect.tap((answer) => Effect.sync(() => outcomes.push(answer))),
                     Effect.forkDetach
                   )
-                  const answer = yield* Fiber.join(held)
-                  outcomes.push(answer)
+                  yield* Fiber.join(held)
                   return 1
                 }),
             reward: (g) => Effect.succeed(Scheduler.accepted(g.seq))

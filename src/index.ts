@@ -1,0 +1,196 @@
+/**
+ * relax-agentic's public API for a TypeScript trainer: the configuration, the rollout service (one step, Eval, or the
+ * whole run), the training sample type, and `makeRollout`, which composes every service a rollout needs.
+ *
+ * **Details**
+ * ```ts
+ * import { Effect } from "effect"
+ * import { makeRollout, Rollout } from "relax-agentic"
+ *
+ * const program = Effect.gen(function*() {
+ *   const rollout = yield* Rollout
+ *   for (let step = 0; step < 3; step++) {
+ *     const { samples, metrics } = yield* rollout.runStep(step)
+ *     // train on samples (tokens, loss_mask, rollout_log_probs, advantage), then update the engine's weights
+ *   }
+ * })
+ * Effect.runPromise(program.pipe(Effect.provide(makeRollout({
+ *   promptData: "data/train.jsonl", rolloutBatchSize: 4, nSamplesPerPrompt: 4,
+ *   agentCommand: "bash run_agent_app.sh", agentCwd: "examples/arithmetic"
+ * }))))
+ * ```
+ * Everything started by the rollout (gateway, agent processes, in-flight generations) lives as long as the layer:
+ * when the program ends or is interrupted, every agent is reaped.
+ */
+import { Effect, Layer, Result } from "effect"
+import type { HttpServerError } from "effect/http"
+import type { CreditOptions } from "./credit/CreditOptions.ts"
+import * as Parsers from "./parsers/registry.ts"
+import * as RolloutConfig from "../layers/Config.ts"
+import { Credit, type CreditStartupError } from "../layers/Credit.ts"
+import { EmbeddedEngine, type EmbeddedEngineOptions } from "../layers/EmbeddedEngine.ts"
+import type { Engine, EngineError } from "../layers/Engine.ts"
+import { Forests } from "../layers/Forests.ts"
+import { Gateway } from "../layers/Gateway.ts"
+import { Generation } from "../layers/Generation.ts"
+import type { HookLoadError } from "../layers/Hooks.ts"
+import { DatasetLoadError, Rollout } from "../layers/Rollout.ts"
+import { Scheduler } from "../layers/Scheduler.ts"
+import { Sessions } from "../layers/Sessions.ts"
+import { SglangEngine } from "../layers/SglangEngine.ts"
+import { type InProcessAgent, resolveAgentSpec, Supervisor } from "../layers/Supervisor.ts"
+import * as Telemetry from "../layers/Telemetry.ts"
+import { Tokenizer, type TokenizerLoadError } from "../layers/Tokenizer.ts"
+import type { HookSpecError } from "./hooks/HookSpec.ts"
+import type { AgentSpecError } from "./session/errors.ts"
+
+export {
+  capacity,
+  evalConcurrency,
+  flagOf,
+  resolve as resolveConfig,
+  RolloutConfig,
+  RolloutConfigError,
+  RolloutOptions,
+  type RolloutOptionsInput,
+  type RolloutSettings
+} from "../layers/Config.ts"
+export {
+  DatasetLoadError,
+  type EvalDatasetResult,
+  type EvalResult,
+  Rollout,
+  type RolloutError,
+  type RolloutShape,
+  type RunSummary,
+  type StepResult
+} from "../layers/Rollout.ts"
+export { memorySink, processSink, type Sink, Telemetry } from "../layers/Telemetry.ts"
+export { type InProcessAgent, type InProcessAgentInput, Supervisor } from "../layers/Supervisor.ts"
+export { Advantage, Reward, Status, TrainingSample } from "./forest/TrainingSample.ts"
+export * as Capacity from "./schedule/Capacity.ts"
+export * as Dataset from "./schedule/Dataset.ts"
+
+/** Everything that can stop a rollout from starting, each naming the flag or file to fix. */
+export type RolloutStartupError =
+  | RolloutConfig.RolloutConfigError
+  | TokenizerLoadError
+  | HookSpecError
+  | HookLoadError
+  | EngineError
+  | Parsers.UnknownParserError
+  | AgentSpecError
+  | CreditStartupError
+  | DatasetLoadError
+  | HttpServerError.ServeError
+
+/** Extras a program can give `makeRollout` besides the options. */
+export interface MakeRolloutExtras {
+  /** Run this Effect function per Session instead of spawning `--agent-command`. */
+  readonly agent?: InProcessAgent | undefined
+  /** Where event lines and the progress bar go (default: stdout, the bar on a TTY). */
+  readonly telemetry?: Telemetry.Sink | undefined
+  /** Embedded engine tuning (e.g. `EmbeddedEngine.instant` for tests); the policy and seed come from the options. */
+  readonly embedded?: Omit<EmbeddedEngineOptions, "policy"> | undefined
+  /** Directory hook paths (`--embedded-policy`, `--custom-rm-path`, ...) are relative to (default: `process.cwd()`). */
+  readonly cwd?: string | undefined
+}
+
+/** The credit options the flags describe. */
+export const creditOptions = (settings: RolloutConfig.RolloutSettings): CreditOptions => ({
+  groupRm: settings.groupRm,
+  disableGrpoStdNormalization: settings.disableGrpoStdNormalization,
+  disableRewardsNormalization: settings.disableRewardsNormalization,
+  normalizeAdvantages: settings.normalizeAdvantages,
+  nSamplesPerPrompt: settings.nSamplesPerPrompt,
+  logPassrate: settings.logPassrate,
+  useDynamicBatchSize: settings.useDynamicBatchSize,
+  ...(settings.rewardKey === undefined ? {} : { rewardKey: settings.rewardKey }),
+  ...(settings.evalRewardKey === undefined ? {} : { evalRewardKey: settings.evalRewardKey }),
+  ...(settings.customRmPath === undefined ? {} : { customRmPath: settings.customRmPath }),
+  ...(settings.agenticCustomAdvantagePath === undefined ? {} : { customAdvantagePath: settings.agenticCustomAdvantagePath }),
+  ...(settings.maxTokensPerGpu === undefined ? {} : { maxTokensPerGpu: settings.maxTokensPerGpu })
+})
+
+const parser = <A, E>(name: string | undefined, get: (name: string) => Result.Result<A, E>) =>
+  name === undefined ? Effect.succeed(undefined) : Effect.fromResult(get(name))
+
+/**
+ * Every service of a rollout, composed from resolved settings: tokenizer, engine (embedded or SGLang), Sessions,
+ * Forests, generation core, gateway, supervisor, credit, scheduler, telemetry and the `Rollout` itself.
+ */
+export const layerFromSettings = (
+  settings: RolloutConfig.RolloutSettings,
+  extras: MakeRolloutExtras = {}
+): Layer.Layer<
+  Rollout | RolloutConfig.RolloutConfig | Gateway | Engine | Sessions | Forests | Telemetry.Telemetry,
+  RolloutStartupError
+> => {
+  const cwd = extras.cwd ?? process.cwd()
+  const base = Layer.mergeAll(
+    RolloutConfig.RolloutConfig.layerSettings(settings),
+    settings.tokenizer === undefined ? Tokenizer.layer : Tokenizer.fromDirectory(settings.tokenizer),
+    Sessions.layer,
+    Forests.layer,
+    extras.telemetry === undefined ? Telemetry.Telemetry.layer : Telemetry.Telemetry.layerSink(extras.telemetry)
+  )
+  const engine: Layer.Layer<Engine, EngineError | HookSpecError | HookLoadError, Tokenizer> = settings.engine === "sglang"
+    ? SglangEngine.layer({ workerUrls: settings.sglangUrls, serverConcurrency: settings.sglangServerConcurrency })
+    : Layer.unwrap(Effect.gen(function*() {
+      const policy = settings.embeddedPolicy === undefined
+        ? undefined
+        : yield* EmbeddedEngine.loadPolicy(settings.embeddedPolicy, cwd)
+      return EmbeddedEngine.layer({ ...extras.embedded, seed: settings.rolloutSeed, ...(policy === undefined ? {} : { policy }) })
+    }))
+  const generation = Layer.unwrap(Effect.gen(function*() {
+    const toolCallParser = yield* parser(settings.agenticToolCallParser, Parsers.ToolCallParsers.get)
+    const reasoningParser = yield* parser(settings.agenticReasoningParser, Parsers.ReasoningParsers.get)
+    return Generation.layer({ toolCallParser, reasoningParser, strictMatch: settings.strictMatch })
+  }))
+  const supervisor = Layer.effect(
+    Supervisor,
+    Effect.gen(function*() {
+      const gateway = yield* Gateway
+      if (extras.agent !== undefined) {
+        return Supervisor.inProcess(extras.agent, {
+          baseUrl: gateway.baseUrl,
+          timeoutSeconds: settings.agentTimeout,
+          env: settings.agentEnvVars
+        })
+      }
+      const spec = yield* resolveAgentSpec({
+        command: settings.agentCommand,
+        cwd: settings.agentCwd,
+        env: settings.agentEnv,
+        timeoutSeconds: settings.agentTimeout
+      })
+      return Supervisor.localProcess({ spec, baseUrl: gateway.baseUrl })
+    })
+  )
+  const withEngine = engine.pipe(Layer.provideMerge(base))
+  const withGeneration = generation.pipe(Layer.provideMerge(withEngine))
+  const withGateway = Gateway.layer({ host: settings.host, port: settings.port }).pipe(Layer.provideMerge(withGeneration))
+  const services = Layer.mergeAll(
+    supervisor,
+    Credit.layer(creditOptions(settings), { cwd }),
+    Scheduler.layer
+  ).pipe(Layer.provideMerge(withGateway))
+  return Rollout.layer.pipe(Layer.provideMerge(services))
+}
+
+/** Decode and check `options`, then compose every service of the rollout (see `layerFromSettings`). */
+export const makeRollout = (
+  options: RolloutConfig.RolloutOptionsInput,
+  extras: MakeRolloutExtras = {}
+): Layer.Layer<
+  Rollout | RolloutConfig.RolloutConfig | Gateway | Engine | Sessions | Forests | Telemetry.Telemetry,
+  RolloutStartupError
+> =>
+  Layer.unwrap(RolloutConfig.resolve(options).pipe(Effect.map((settings) => layerFromSettings(settings, extras))))
+
+/** Run the whole rollout (`--num-rollout` steps, Eval, output files) and tear everything down. */
+export const runRollout = (options: RolloutConfig.RolloutOptionsInput, extras: MakeRolloutExtras = {}) =>
+  Effect.gen(function*() {
+    const rollout = yield* Rollout
+    return yield* rollout.run
+  }).pipe(Effect.provide(makeRollout(options, extras)))

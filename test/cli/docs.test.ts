@@ -1,0 +1,33 @@
+import { assert, describe, it } from "@effect/vitest"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import * as Cli from "../../src/cli.ts"
+
+const root = Path.join(import.meta.dirname, "..", "..")
+const docs = Path.join(root, "docs")
+const pages = Fs.readdirSync(docs).filter((name) => name.endsWith(".md"))
+const read = (name: string) => Fs.readFileSync(Path.join(docs, name), "utf8")
+
+describe("the user guide", () => {
+  it("embeds the flags reference generated from the flag table", () => {
+    assert.include(read("flags.md"), Cli.flagsReference())
+  })
+
+  it("names only flags the command has", () => {
+    const known = new Set([...Cli.rolloutFlags.map((spec) => `--${spec.name}`), "--row", "--help", "--version"])
+    for (const page of [...pages.map((name) => Path.join("docs", name)), "README.md"]) {
+      const text = Fs.readFileSync(Path.join(root, page), "utf8")
+      for (const [flag] of text.matchAll(/(?<![\w-])--[a-z][a-z0-9-]*[a-z0-9]/g)) {
+        assert.isTrue(known.has(flag), `${page} mentions ${flag}, which relax-agentic does not have`)
+      }
+    }
+  })
+
+  it("links only pages that exist", () => {
+    for (const page of pages) {
+      for (const [, target] of read(page).matchAll(/\]\(([\w.-]+\.md)(?:#[\w-]+)?\)/g)) {
+        assert.isTrue(Fs.existsSync(Path.join(docs, target!)), `${page} links ${target}, which does not exist`)
+      }
+    }
+  })
+})

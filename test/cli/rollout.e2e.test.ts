@@ -1,0 +1,131 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Schema } from "effect"
+import { spawn } from "node:child_process"
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import { TrainingSample } from "../../src/forest/TrainingSample.ts"
+
+const root = Path.join(import.meta.dirname, "..", "..")
+const example = Path.join(root, "examples", "arithmetic")
+const node = process.execPath
+
+interface Ran {
+  readonly code: number | null
+  readonly stdout: string
+  readonly stderr: string
+}
+
+/** Run the real command line (`node --import tsx src/cli.ts ...`) to its end. */
+const cli = (args: ReadonlyArray<string>) =>
+  Effect.callback<Ran>((resume) => {
+    const child = spawn(node, ["--import", "tsx", Path.join(root, "src", "cli.ts"), ...args], {
+      cwd: root,
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    let stdout = ""
+    let stderr = ""
+    child.stdout.on("data", (chunk: Buffer) => {
+      stdout += chunk.toString("utf8")
+    })
+    child.stderr.on("data", (chunk: Buffer) => {
+      stderr += chunk.toString("utf8")
+    })
+    child.on("close", (code) => resume(Effect.succeed({ code, stdout, stderr })))
+    return Effect.sync(() => {
+      child.kill("SIGTERM")
+    })
+  })
+
+const lines = (path: string): Array<string> =>
+  Fs.readFileSync(path, "utf8").split("\n").filter((line) => line.trim().length > 0)
+
+const decodeSample = Schema.decodeUnknownSync(Schema.fromJsonString(TrainingSample))
+const MetricsLine = Schema.Struct({ rollout_id: Schema.Int, metrics: Schema.Record(Schema.String, Schema.Number) })
+const decodeMetrics = Schema.decodeUnknownSync(Schema.fromJsonString(MetricsLine))
+const ScoreReward = Schema.Struct({ score: Schema.Number })
+
+describe("relax-agentic rollout (end to end)", () => {
+  it.live("runs one step of real agent processes and writes samples, metrics and the accounting_end line", () =>
+    Effect.gen(function*() {
+      const out = Fs.mkdtempSync(Path.join(Os.tmpdir(), "cli-rollout-"))
+      const ran = yield* cli([
+        "rollout",
+        "--use-agentic-rollout",
+        "--prompt-data",
+        Path.join(example, "data", "train.jsonl"),
+        "--label-key",
+        "label",
+        "--rollout-batch-size",
+        "2",
+        "--n-samples-per-prompt",
+        "2",
+        "--num-rollout",
+        "1",
+        "--agent-cwd",
+        example,
+        "--agent-command",
+        "bash run_agent_app.sh",
+        "--embedded-policy",
+        Path.join(example, "policy.ts#policy"),
+        "--agentic-tool-call-parser",
+        "qwen25",
+        "--agentic-reasoning-parser",
+        "qwen3",
+        "--reward-key",
+        "score",
+        "--output-dir",
+        out,
+        "--save-debug-rollout-data",
+        Path.join(out, "debug_{rollout_id}.jsonl")
+      ])
+      assert.strictEqual(ran.code, 0, `${ran.stdout}\n${ran.stderr}`)
+      assert.match(ran.stdout, /AGENTIC ROLLOUT event=accounting_start rollout=0 /)
+      assert.match(ran.stdout, /AGENTIC ROLLOUT event=accounting_end rollout=0 groups=2 rows=4 /)
+      assert.include(ran.stdout, out)
+
+      // Every line is a training sample with the field names trainers rely on (decoding checks the shape).
+      const samples = lines(Path.join(out, "rollout_0.jsonl")).map((line) => decodeSample(line))
+      assert.strictEqual(samples.length, 4)
+      for (const sample of samples) {
+        assert.strictEqual(sample.rollout_id, 0)
+        assert.strictEqual(sample.export_name, null)
+        assert.strictEqual(sample.loss_mask.length, sample.response_length)
+        assert.strictEqual(sample.rollout_log_probs.length, sample.response_length)
+        assert.isBelow(sample.response_length, sample.tokens.length)
+        // Two turns (calculator call, then the answer) with the tool result between them as an observation.
+        assert.lengthOf(sample.turn_spans, 2)
+        assert.include(sample.loss_mask, 0)
+        assert.include(sample.loss_mask, 1)
+        sample.loss_mask.forEach((m, i) => {
+          if (m === 0) assert.strictEqual(sample.rollout_log_probs[i], 0, `observation token ${i}`)
+        })
+        for (const [start, end] of sample.turn_spans) {
+          assert.deepStrictEqual(sample.loss_mask.slice(start, end), new Array(end - start).fill(1))
+        }
+        assert.typeOf(sample.advantage, "number")
+        assert.oneOf(Schema.decodeUnknownSync(ScoreReward)(sample.reward).score, [0, 1])
+        assert.strictEqual(sample.status, "completed")
+      }
+      // GRPO: the advantages of each Group sum to zero.
+      const byGroup = new Map<number, number>()
+      for (const sample of samples) {
+        byGroup.set(sample.group_index, (byGroup.get(sample.group_index) ?? 0) + Number(sample.advantage))
+      }
+      for (const sum of byGroup.values()) assert.closeTo(sum, 0, 1e-9)
+
+      const metrics = lines(Path.join(out, "metrics.jsonl")).map((line) => decodeMetrics(line))
+      assert.strictEqual(metrics.length, 1)
+      assert.strictEqual(metrics[0]!.rollout_id, 0)
+      assert.typeOf(metrics[0]!.metrics["rollout/raw_reward"], "number")
+      assert.isTrue(Fs.existsSync(Path.join(out, "debug_0.jsonl")))
+      Fs.rmSync(out, { recursive: true, force: true })
+    }), 120_000)
+
+  it.live("exits with code 1 and a one-line error naming the flag", () =>
+    Effect.gen(function*() {
+      const ran = yield* cli(["rollout", "--prompt-data", "d.jsonl", "--rollout-batch-size", "2", "--over-sampling-batch-size", "1"])
+      assert.strictEqual(ran.code, 1)
+      assert.include(ran.stderr, "--over-sampling-batch-size: 1 is below --rollout-batch-size 2")
+    }))
+})

@@ -1,0 +1,142 @@
+/**
+ * Whole rollouts under the TestClock: the real Rollout, Scheduler, Sessions, Forests, generation core, embedded engine
+ * (latency on the TestClock) and Credit, with in-process agents that call the generation core directly.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Clock, Effect, Fiber, Layer, Result } from "effect"
+import { TestClock } from "effect/testing"
+import { join, resolve } from "node:path"
+import * as Config from "../../layers/Config.ts"
+import { Credit } from "../../layers/Credit.ts"
+import { EmbeddedEngine } from "../../layers/EmbeddedEngine.ts"
+import { Forests } from "../../layers/Forests.ts"
+import { Generation } from "../../layers/Generation.ts"
+import { Rollout } from "../../layers/Rollout.ts"
+import { Scheduler } from "../../layers/Scheduler.ts"
+import { Sessions } from "../../layers/Sessions.ts"
+import { type InProcessAgent, Supervisor } from "../../layers/Supervisor.ts"
+import * as Telemetry from "../../layers/Telemetry.ts"
+import { Tokenizer } from "../../layers/Tokenizer.ts"
+import * as Canonical from "../../src/protocol/canonical.ts"
+import { creditOptions } from "../../src/index.ts"
+
+const fixtures = resolve(import.meta.dirname, "../fixtures/rollout")
+
+interface Trace {
+  readonly mode: string
+  readonly start: number
+  end: number
+}
+
+/** An agent that starts up for `startup` seconds, asks the model twice, and exports implicitly. */
+const agent = (traces: Array<Trace>, startup: number): InProcessAgent => (input) =>
+  Effect.gen(function*() {
+    const sessions = yield* Sessions
+    const generation = yield* Generation
+    const trace: Trace = { mode: input.rolloutMode, start: yield* Clock.currentTimeMillis, end: -1 }
+    traces.push(trace)
+    yield* Effect.sleep(`${startup} seconds`)
+    const entry = yield* sessions.lookup(input.sessionId)
+    const messages: Array<unknown> = [...(input.input.messages ?? [])]
+    for (let turn = 0; turn < 2; turn++) {
+      const state = Canonical.canonicalize({ messages, tools: [], chat_template_kwargs: {} })
+      if (Result.isFailure(state)) return yield* Effect.die(state.failure)
+      const completion = yield* generation.generate(
+        entry,
+        { state: state.success, model: "m", stream: false, stop: [], logprobs: false },
+        "chat"
+      )
+      messages.push({ role: "assistant", content: completion.content }, { role: "user", content: "Check your answer." })
+    }
+    trace.end = yield* Clock.currentTimeMillis
+    return { reward: trace.start % 2 }
+  }).pipe(Effect.provide(services))
+
+// The agents reach the generation core through the same service instances the rollout uses.
+let services: Layer.Layer<Sessions | Generation>
+
+const build = (input: Config.RolloutOptionsInput, traces: Array<Trace>, startup: number) =>
+  Effect.gen(function*() {
+    const settings = yield* Config.resolve(input)
+    const sink = Telemetry.memorySink()
+    const policy = (request: { readonly turn: number }) => `Answer ${request.turn}: 4.`
+    const core = Layer.mergeAll(Sessions.layer, Forests.layer, Tokenizer.layer.pipe(Layer.orDie))
+    const generation = Generation.layer({}).pipe(
+      Layer.provideMerge(EmbeddedEngine.layer({ policy, decodeTokensPerSecond: 10, prefillTokensPerSecond: 0 })),
+      Layer.provideMerge(core)
+    )
+    const built = yield* Layer.build(generation)
+    services = Layer.succeedContext(built)
+    const rollout = Rollout.layer.pipe(
+      Layer.provide(Layer.mergeAll(
+        Config.RolloutConfig.layerSettings(settings),
+        Supervisor.layerInProcess(agent(traces, startup), { timeoutSeconds: settings.agentTimeout }),
+        Credit.layer(creditOptions(settings)).pipe(Layer.orDie),
+        Scheduler.layer.pipe(Layer.provide(Telemetry.Telemetry.layerSink(sink))),
+        Telemetry.Telemetry.layerSink(sink),
+        services
+      )),
+      Layer.orDie
+    )
+    return { rollout, sink }
+  })
+
+describe("whole rollouts under the TestClock", () => {
+  it.effect("prelaunch hides the next step's agent start-up behind the current step", () =>
+    Effect.gen(function*() {
+      const traces: Array<Trace> = []
+      const { rollout, sink } = yield* build({
+        promptData: join(fixtures, "train.jsonl"),
+        rolloutBatchSize: 1,
+        nSamplesPerPrompt: 2,
+        numRollout: 2,
+        agenticConcurrency: 2,
+        agenticPrelaunch: true,
+        rolloutMaxResponseLen: 8
+      }, traces, 30)
+      const fiber = yield* Effect.gen(function*() {
+        const r = yield* Rollout
+        return [yield* r.runStep(0), yield* r.runStep(1)] as const
+      }).pipe(Effect.provide(rollout), Effect.forkChild)
+      yield* TestClock.adjust("20 minutes")
+      const [first, second] = yield* Fiber.join(fiber)
+      assert.strictEqual(first.samples.length, 2)
+      assert.strictEqual(second.samples.length, 2)
+      // All four agents start at t = 0: step 1's Group was prelaunched while step 0 ran.
+      assert.deepStrictEqual(traces.map((t) => t.start), [0, 0, 0, 0])
+      // Step 1's sessions end after step 0's (their first request was held until step 1's lease) ...
+      const [a, b, c, d] = traces.map((t) => t.end)
+      assert.isAbove(Math.min(c!, d!), Math.max(a!, b!))
+      assert.deepStrictEqual(second.samples.map((s) => s.rollout_id), [1, 1])
+      assert.isTrue(sink.captured.lines.some((l) => l.startsWith("AGENTIC ROLLOUT event=accounting_end rollout=1 groups=1 rows=2")))
+    }))
+
+  it.effect("Eval runs each dataset with ceil(T / G_d) resident prompt Groups as singleton Runtime Groups", () =>
+    Effect.gen(function*() {
+      const traces: Array<Trace> = []
+      const { rollout } = yield* build({
+        promptData: join(fixtures, "train.jsonl"),
+        rolloutBatchSize: 1,
+        nSamplesPerPrompt: 2,
+        evalPromptData: [{ name: "arith", path: join(fixtures, "train.jsonl") }],
+        nSamplesPerEvalPrompt: 2,
+        rolloutMaxResponseLen: 8
+      }, traces, 10)
+      const fiber = yield* Effect.gen(function*() {
+        const r = yield* Rollout
+        return yield* r.runEval(0)
+      }).pipe(Effect.provide(rollout), Effect.forkChild)
+      yield* TestClock.adjust("20 minutes")
+      const result = yield* Fiber.join(fiber)
+      const [arith] = result.datasets
+      assert.strictEqual(arith?.samples.length, 6)
+      assert.deepStrictEqual(arith?.samples.map((s) => s.index), [0, 1, 2, 3, 4, 5])
+      assert.deepStrictEqual(arith?.samples.map((s) => s.group_index), [0, 0, 1, 1, 2, 2])
+      assert.isTrue(traces.every((t) => t.mode === "eval"))
+      // T = 1 * 2, G_d = 2 → C_d = 1 prompt Group → 2 Eval sessions resident at once.
+      let peak = 0
+      for (const t of traces) peak = Math.max(peak, traces.filter((o) => o.start <= t.start && o.end > t.start).length)
+      assert.strictEqual(peak, 2)
+      assert.deepStrictEqual(traces.map((t) => t.start).slice(0, 2), [0, 0])
+    }))
+})
