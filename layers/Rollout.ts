@@ -220,6 +220,9 @@ const make = Effect.gen(function*() {
   const telemetry = yield* Telemetry
 
   const trainRows = yield* loadRows(settings.promptData)
+  // Eval datasets are read at startup too, so a wrong path fails before any agent runs.
+  const evalRows = new Map<string, ReadonlyArray<Dataset.Row>>()
+  for (const d of settings.evalDatasets) evalRows.set(d.name, yield* loadRows(d.path))
   const inputOptions: SessionInput.InputOptions = {
     inputKey: settings.inputKey,
     metadataKey: settings.metadataKey,
@@ -413,7 +416,7 @@ const make = Effect.gen(function*() {
     rolloutId: number
   ): Effect.Effect<EvalDatasetResult, RolloutError> =>
     Effect.scoped(Effect.gen(function*() {
-      const rows = yield* loadRows(dataset.path)
+      const rows = evalRows.get(dataset.name) ?? (yield* loadRows(dataset.path))
       const g = dataset.nSamplesPerEvalPrompt
       const concurrency = RolloutConfig.evalConcurrency(settings, g)
       // With a Group RM the Runtime Group is the whole prompt Group; otherwise every sample is its own Group.

@@ -167,8 +167,12 @@ export const processSink = (): Sink => {
     },
     progress: (text) => {
       if (!tty) return
-      process.stderr.write(`\r\u001b[2K${text ?? ""}`)
-      if (text === undefined && bar !== undefined) process.stderr.write("")
+      // A finished bar stays on screen as a completed line; a live one is redrawn in place.
+      if (text === undefined) {
+        if (bar !== undefined) process.stderr.write("\n")
+      } else {
+        process.stderr.write(`\r\u001b[2K${text}`)
+      }
       bar = text
     }
   }

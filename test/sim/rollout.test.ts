@@ -53,7 +53,7 @@ const agent = (traces: Array<Trace>, startup: number): InProcessAgent => (input)
   }).pipe(Effect.provide(services))
 
 // The agents reach the generation core through the same service instances the rollout uses.
-let services: Layer.Layer<Sessions | Generation>
+let services: Layer.Layer<Sessions | Generation | Forests | Tokenizer>
 
 const build = (input: Config.RolloutOptionsInput, traces: Array<Trace>, startup: number) =>
   Effect.gen(function*() {
@@ -78,7 +78,8 @@ const build = (input: Config.RolloutOptionsInput, traces: Array<Trace>, startup:
       )),
       Layer.orDie
     )
-    return { rollout, sink }
+    // Built before the clock moves: loading the dataset is real I/O.
+    return { rollout: Layer.succeedContext(yield* Layer.build(rollout)), sink }
   })
 
 describe("whole rollouts under the TestClock", () => {
@@ -102,11 +103,14 @@ describe("whole rollouts under the TestClock", () => {
       const [first, second] = yield* Fiber.join(fiber)
       assert.strictEqual(first.samples.length, 2)
       assert.strictEqual(second.samples.length, 2)
-      // All four agents start at t = 0: step 1's Group was prelaunched while step 0 ran.
-      assert.deepStrictEqual(traces.map((t) => t.start), [0, 0, 0, 0])
-      // Step 1's sessions end after step 0's (their first request was held until step 1's lease) ...
+      // Both Groups start at t = 0: step 1's Group was prelaunched while step 0 ran.
+      assert.deepStrictEqual(traces.slice(0, 4).map((t) => t.start), [0, 0, 0, 0])
+      // Step 1's sessions end after step 0's: their first request was held until step 1's lease.
       const [a, b, c, d] = traces.map((t) => t.end)
       assert.isAbove(Math.min(c!, d!), Math.max(a!, b!))
+      // The slot step 0's Group freed was filled by prelaunch too; after the last step that Group is interrupted.
+      const late = traces.slice(4)
+      assert.isTrue(late.length > 0 && late.every((t) => t.start > 0 && t.end === -1))
       assert.deepStrictEqual(second.samples.map((s) => s.rollout_id), [1, 1])
       assert.isTrue(sink.captured.lines.some((l) => l.startsWith("AGENTIC ROLLOUT event=accounting_end rollout=1 groups=1 rows=2")))
     }))
