@@ -67,7 +67,7 @@ export interface Vertex {
 }
 
 /** @internal The root vertex of one tools/kwargs context (each context starts its own subtrees). */
-interface Context {
+interface ContextRoot {
   readonly tools: ReadonlyArray<Canonical.Tool>
   readonly kwargs: Canonical.TemplateKwargs
   readonly vertex: Vertex
@@ -119,7 +119,7 @@ export class Forest {
   /** @internal */
   readonly leafSet = new Set<string>()
   /** @internal context fingerprint → the contexts' root vertices */
-  readonly contexts = new Map<string, Array<Context>>()
+  readonly contexts = new Map<string, Array<ContextRoot>>()
   /** @internal states committed so far (orders {@link Vertex.committed}) */
   commits = 0
   /** @internal request id → response hash */
@@ -210,7 +210,7 @@ const contextVertex = (
 ): Vertex => {
   const found = findContext(forest, tools, kwargs)
   if (found !== undefined) return found
-  const context: Context = { tools, kwargs, vertex: newVertex(null) }
+  const context: ContextRoot = { tools, kwargs, vertex: newVertex(null) }
   const fingerprint = contextFingerprint(tools, kwargs)
   const group = forest.contexts.get(fingerprint)
   if (group === undefined) forest.contexts.set(fingerprint, [context])
@@ -276,12 +276,17 @@ const markState = (forest: Forest, vertex: Vertex, hash: string): void => {
  * dropped; the latest committed one if several differ only in reasoning (the agent continues from the response
  * it received last).
  */
-const toleratedResponse = (forest: Forest, vertex: Vertex, message: Canonical.Message): Vertex | undefined => {
-  let best: Vertex | undefined
+const toleratedResponse = (
+  forest: Forest,
+  vertex: Vertex,
+  message: Canonical.Message
+): { readonly vertex: Vertex; readonly state: string } | undefined => {
+  let best: { readonly vertex: Vertex; readonly state: string } | undefined
   for (const c of candidates(vertex, message)) {
     if (c.state === undefined || c.message?.reasoning_content === undefined) continue
-    if (best !== undefined && best.committed > c.committed) continue
-    if (node(forest, c.state).kind === "resp" && Hash.equalJson(Canonical.withoutReasoning(c.message), message)) best = c
+    if (best !== undefined && best.vertex.committed > c.committed) continue
+    if (node(forest, c.state).kind !== "resp") continue
+    if (Hash.equalJson(Canonical.withoutReasoning(c.message), message)) best = { vertex: c, state: c.state }
   }
   return best
 }
@@ -440,22 +445,26 @@ export interface Match {
  * (repeatedly, for later turns). Exact matches always win; each tolerated message adds to
  * `forest.toleratedMatches`.
  *
- * Cost: the request is walked down the matching index one message at a time, comparing each message with the
- * committed one structurally ({@link Hash.equalJson}: no serializing, no hashing), so a walk costs at most the
- * request's bytes. A tolerated turn resumes at the next message, never earlier; what the walk read past the exact
- * prefix before it (the part of a committed observation that continued with the same reasoning-less message) is
- * not read again, as every index vertex is visited at most once per match.
+ * Cost: linear in the request's bytes. The request walks down the matching index one message at a time, each
+ * message compared structurally with the committed one ({@link Hash.equalJson}: no serializing, no hashing); a
+ * vertex with many children looks its candidates up by {@link bucketKey}. A tolerated turn resumes right after the
+ * tolerated message, and no index vertex is visited twice in one match. Two bounded exceptions: candidates that
+ * share role, text and tool calls are all compared (in practice: responses sampled at one state that differ only
+ * in reasoning), and messages are read again after a tolerated turn only when the exact walk had run past the
+ * matched state into a longer committed observation repeating that same reasoning-less message (a history
+ * committed under strict matching), at most that observation's length.
  */
 export const match = (forest: Forest, state: Canonical.State, options: { readonly strict: boolean }): Match => {
   const messages = state.messages
   let parent = forest.root
   let position = 0
   let toleratedTurns = 0
-  // `at` is the vertex of the deepest state matched so far (`parent`, after `position` messages).
-  let at = contextVertex(forest, state.tools, state.chat_template_kwargs, false)
-  let vertex = at
-  let next = 0
-  while (at !== undefined && vertex !== undefined) {
+  // `at`: the vertex of `parent` (the context's root vertex until a state matches), `position` messages in.
+  let at = findContext(forest, state.tools, state.chat_template_kwargs)
+  while (at !== undefined) {
+    // Exact rule: follow committed history as far as the request continues it; the deepest state reached wins.
+    let vertex = at
+    let next = position
     for (let message = messages[next]; message !== undefined; message = messages[next]) {
       const c = child(vertex, message)
       if (c === undefined) break
@@ -467,17 +476,15 @@ export const match = (forest: Forest, state: Canonical.State, options: { readonl
         position = next
       }
     }
+    if (options.strict) break
     const message = messages[position]
-    if (options.strict || message === undefined || message.role !== "assistant") break
-    if (message.reasoning_content !== undefined) break
+    if (message?.role !== "assistant" || message.reasoning_content !== undefined) break
     const response = toleratedResponse(forest, at, message)
-    if (response?.state === undefined) break
+    if (response === undefined) break
     toleratedTurns++
-    at = response
-    vertex = response
+    at = response.vertex
     parent = response.state
     position++
-    next = position
   }
   forest.toleratedMatches += toleratedTurns
   return { parent, suffix: messages.slice(position), tolerated: toleratedTurns > 0, toleratedTurns }
