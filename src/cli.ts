@@ -355,7 +355,8 @@ export const rolloutFlags: ReadonlyArray<FlagSpec> = [
     field: "rolloutSkipSpecialTokens",
     kind: "boolean",
     section: S.sampling,
-    description: "Drop special tokens from decoded response text."
+    description: "Drop special tokens from decoded response text (accepted for recipe compatibility; decoded " +
+      "text keeps special tokens for now)."
   },
   {
     name: "rollout-seed",
@@ -384,7 +385,8 @@ export const rolloutFlags: ReadonlyArray<FlagSpec> = [
     field: "evalInterval",
     kind: "int",
     section: S.eval,
-    description: "Run every Eval dataset every N rollout steps.",
+    description: "Run Eval (every --eval-prompt-data dataset) before training, after every N steps, and after the " +
+      "last step. Without it no Eval runs.",
     defaultText: "no Eval"
   },
   {
@@ -505,7 +507,8 @@ export const rolloutFlags: ReadonlyArray<FlagSpec> = [
     field: "dynamicSamplingFilterPath",
     kind: "string",
     section: S.credit,
-    description: "`module#export` of a Group filter; a rejected Group is dropped and replaced."
+    description: "`module#export` of a Group filter (accepted for recipe compatibility; the rollout does not call " +
+      "it yet)."
   },
   {
     name: "log-passrate",
@@ -952,15 +955,8 @@ const startup = <A, E extends { readonly message: string }, R>(effect: Effect.Ef
 
 /** The capacity table of the guide for these settings. */
 export const capacityOf = (settings: Config.RolloutSettings): Capacity.CapacityReport =>
-  Capacity.compute({
-    agenticConcurrency: settings.agenticConcurrency,
-    nSamplesPerPrompt: settings.nSamplesPerPrompt,
-    agenticEvalConcurrency: settings.agenticEvalConcurrency,
-    evalDatasets: settings.evalDatasets,
-    // This implementation has no partial rollout or fully async: prelaunch alone keeps train Sessions resident.
-    trainResidentDuringEval: settings.agenticPrelaunch,
-    agentMaxSlots: settings.agentMaxSlots
-  })
+  // Eval runs only with --eval-interval (layers/Rollout.ts), so datasets alone add no Eval Sessions.
+  Config.capacity(settings.evalInterval === undefined ? { ...settings, evalDatasets: [] } : settings)
 
 const parsersOf = (settings: Config.RolloutSettings) =>
   Effect.gen(function*() {
@@ -1086,6 +1082,7 @@ export const runCheck = (
         groupIndex: 0,
         index: 0,
         metadata: prepared.metadata,
+        chatTemplateKwargs: settings.applyChatTemplateKwargs,
         ...(prepared.label === undefined ? {} : { label: prepared.label })
       })
       yield* sessions.register({
@@ -1217,8 +1214,8 @@ export const checkCommand = Command.make(
     })
 ).pipe(
   Command.withDescription(
-    "Run one Session of the harness on the embedded engine, report the launch checks of \"Prepare Your Agent\" " +
-      "and the required external-agent capacity. Takes the same flags as `rollout`."
+    "Run one Session of the harness (on the embedded engine unless --engine sglang), report the launch checks " +
+      "of \"Prepare Your Agent\" and the required external-agent capacity. Takes the same flags as `rollout`."
   )
 )
 

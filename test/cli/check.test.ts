@@ -96,6 +96,8 @@ describe("relax-agentic check", () => {
         "eval.jsonl",
         "--n-samples-per-eval-prompt",
         "3",
+        "--eval-interval",
+        "1",
         "--agentic-prelaunch",
         "--agent-max-slots",
         "20"
@@ -107,6 +109,12 @@ describe("relax-agentic check", () => {
       assert.strictEqual(capacity.rule, "T + E_peak")
       assert.strictEqual(capacity.requiredSlots, 34)
       assert.include(capacity.warning, "--agent-max-slots 20 is below the required 34")
+    }))
+
+  it.effect("counts no Eval Sessions when --eval-interval is not set (no Eval runs then)", () =>
+    Effect.gen(function*() {
+      const settings = yield* settingsOf([...exampleFlags, "--eval-prompt-data", "test", "eval.jsonl"])
+      assert.strictEqual(Cli.capacityOf(settings).rule, "T")
     }))
 
   it.effect("refuses to start with a missing --agent-cwd, naming the flag", () =>
