@@ -358,9 +358,12 @@ export const make = (options: SglangEngineOptions): Effect.Effect<EngineShape, E
         const answer = yield* worker.permits.withPermits(1)(http(worker.url, "/generate", "POST", body, headers)).pipe(
           Effect.ensuring(Effect.sync(() => worker.inFlight--)),
           Effect.tapError((error) =>
-            Effect.sync(() => {
-              if (error.retryable) worker.down = true
-            })
+            error.retryable
+              ? Effect.sync(() => {
+                worker.down = true
+              })
+              // Not retried (a request timeout): the generation may still be running, so stop it rather than orphan it.
+              : abort(request.rid)
           )
         )
         worker.down = false

@@ -381,6 +381,13 @@ export const inferencePrefix = (forest: Forest, hash: string): ReadonlyArray<num
   return out
 }
 
+/**
+ * The media the engine needs with {@link inferencePrefix} at `hash` (SGLang `image_data`): the `image_url` URLs of
+ * every observation along the lineage, in prompt order (the reference's `backend_image_data` of the execution prefix).
+ */
+export const inferenceMedia = (forest: Forest, hash: string): ReadonlyArray<string> =>
+  lineage(forest, hash).flatMap((n) => (n.kind === "obs" ? n.media : []))
+
 /** The response committed for an engine request id, if any. */
 export const responseOfRequest = (forest: Forest, requestId: string): string | undefined =>
   forest.byRequest.get(requestId)

@@ -87,6 +87,10 @@ export const dumps = (value: PyValue): string => {
   return "null"
 }
 
+/** A non-null, non-array object: a JSON object as JavaScript holds it. */
+export const isRecord = (value: unknown): value is { readonly [key: string]: unknown } =>
+  typeof value === "object" && value !== null && !Array.isArray(value)
+
 /** A JSON value as JavaScript holds it (what `JSON.parse` gives, or a Schema.Json). */
 export type JsJson = null | boolean | number | string | ReadonlyArray<JsJson> | { readonly [key: string]: JsJson }
 
@@ -98,8 +102,8 @@ export const dumpsJs = (value: unknown): string => {
   if (typeof value === "string") return quote(value)
   if (typeof value === "number") return numberText(numberFromJs(value))
   if (Array.isArray(value)) return `[${value.map(dumpsJs).join(",")}]`
-  if (typeof value === "object") {
-    const record = value as { readonly [key: string]: unknown }
+  if (isRecord(value)) {
+    const record = value
     const keys = Object.keys(record).filter((k) => record[k] !== undefined).sort(compareKeys)
     return `{${keys.map((k) => `${quote(k)}:${dumpsJs(record[k])}`).join(",")}}`
   }

@@ -99,16 +99,15 @@ export const equalJson = (a: unknown, b: unknown): boolean => {
     for (let i = 0; i < a.length; i++) if (!equalJson(a[i], b[i])) return false
     return true
   }
-  const x = a as { readonly [key: string]: unknown }
-  const y = b as { readonly [key: string]: unknown }
+  if (!PythonJson.isRecord(a) || !PythonJson.isRecord(b)) return false
   let keys = 0
-  for (const key of Object.keys(x)) {
-    const value = x[key]
+  for (const key of Object.keys(a)) {
+    const value = a[key]
     if (value === undefined) continue
     keys++
-    const other = y[key]
-    if (other === undefined || !Object.hasOwn(y, key) || !equalJson(value, other)) return false
+    const other = b[key]
+    if (other === undefined || !Object.hasOwn(b, key) || !equalJson(value, other)) return false
   }
-  for (const key of Object.keys(y)) if (y[key] !== undefined) keys--
+  for (const key of Object.keys(b)) if (b[key] !== undefined) keys--
   return keys === 0
 }

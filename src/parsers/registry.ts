@@ -65,24 +65,27 @@ const reasoningParsers: ReadonlyMap<string, R.ReasoningParser> = new Map(
   ].map((p) => [p.name, p])
 )
 
+const toolParserNames: ReadonlyArray<string> = [...toolParsers.keys()]
+const reasoningParserNames: ReadonlyArray<string> = [...reasoningParsers.keys()]
+
 /** Tool-call parsers by SGLang name (names are exact, as in SGLang). */
 export const ToolCallParsers = {
-  names: [...toolParsers.keys()] as ReadonlyArray<string>,
+  names: toolParserNames,
   get: (name: string): Result.Result<T.ToolCallParser, UnknownParserError> => {
     const parser = toolParsers.get(name)
     return parser === undefined
-      ? Result.fail(new UnknownParserError({ flag: "--agentic-tool-call-parser", name, known: [...toolParsers.keys()] }))
+      ? Result.fail(new UnknownParserError({ flag: "--agentic-tool-call-parser", name, known: toolParserNames }))
       : Result.succeed(parser)
   }
 } as const
 
 /** Reasoning parsers by SGLang name (matched case-insensitively, as in SGLang). */
 export const ReasoningParsers = {
-  names: [...reasoningParsers.keys()] as ReadonlyArray<string>,
+  names: reasoningParserNames,
   get: (name: string): Result.Result<R.ReasoningParser, UnknownParserError> => {
     const parser = reasoningParsers.get(name.toLowerCase())
     return parser === undefined
-      ? Result.fail(new UnknownParserError({ flag: "--agentic-reasoning-parser", name, known: [...reasoningParsers.keys()] }))
+      ? Result.fail(new UnknownParserError({ flag: "--agentic-reasoning-parser", name, known: reasoningParserNames }))
       : Result.succeed(parser)
   }
 } as const

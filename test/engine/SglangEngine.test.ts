@@ -128,6 +128,20 @@ describe("SglangEngine /generate", () => {
       assert.strictEqual(server.generateCount(), 2)
     }).pipe(Effect.provide(Tokenizer.layer)))
 
+  it.live("gives up on a request past the request timeout without retrying, and aborts its rid", () =>
+    Effect.gen(function*() {
+      const server = yield* fake()
+      // undici's own timers drive the timeout, so this one runs on real time (a short limit, no timing assertion).
+      const engine = yield* client({ workerUrls: [server.url], requestTimeout: "200 millis" })
+      server.hold(1)
+      const req = request()
+      const error = yield* engine.generate(req).pipe(Effect.flip)
+      assert.strictEqual(error._tag, "EngineError")
+      assert.include(error.message, `SGLang at ${server.url}/generate did not answer within the request timeout`)
+      assert.strictEqual(server.generateCount(), 1)
+      assert.deepStrictEqual(server.aborts, [req.rid])
+    }).pipe(Effect.provide(Tokenizer.layer)))
+
   it.live("retries 5xx answers with backoff and succeeds", () =>
     Effect.gen(function*() {
       const server = yield* fake()

@@ -197,6 +197,21 @@ describe("commits", () => {
     assert.strictEqual(Forest.responseOfRequest(forest, resp.kind === "resp" ? resp.requestId : ""), t2.resp)
   })
 
+  it("records the image URLs of each observation and joins them along the lineage for the engine", () => {
+    const forest = fresh()
+    const image = (url: string): Canonical.Message => ({
+      role: "user",
+      content: [{ type: "text", text: "look" }, { type: "image_url", image_url: { url } }]
+    })
+    const first = turn(forest, [image("data:image/png;base64,AAAA")], assistant("a cat"), [1, 2], [3])
+    const second = turn(forest, [image("data:image/png;base64,AAAA"), assistant("a cat"), image("https://x.test/b.png"), user("and?")], assistant("a dog"), [4], [5])
+    const obs = Forest.node(forest, second.obs)
+    assert.isTrue(obs.kind === "obs" && obs.media.length === 1 && obs.media[0] === "https://x.test/b.png")
+    assert.deepStrictEqual(Forest.inferenceMedia(forest, first.obs), ["data:image/png;base64,AAAA"])
+    assert.deepStrictEqual(Forest.inferenceMedia(forest, second.resp), ["data:image/png;base64,AAAA", "https://x.test/b.png"])
+    assert.deepStrictEqual(Forest.inferenceMedia(forest, forest.root), [])
+  })
+
   it("rejects a response whose logprobs do not align with its tokens", () => {
     const forest = fresh()
     assert.throws(() =>

@@ -3,7 +3,7 @@ import { Result } from "effect"
 import { ToolCallParsers } from "../../src/parsers/registry.ts"
 import * as ToolCallParser from "../../src/parsers/ToolCallParser.ts"
 import { splits } from "./splits.ts"
-import { numberCases, toolCases, tools } from "./toolCases.ts"
+import { numberCases, ruleCases, toolCases, tools } from "./toolCases.ts"
 
 const parserNamed = (name: string) => {
   const r = ToolCallParsers.get(name)
@@ -19,7 +19,7 @@ const sortKeys = (value: unknown): unknown =>
     : value
 
 describe("tool-call parsers (SGLang cases)", () => {
-  for (const c of [...toolCases, ...numberCases]) {
+  for (const c of [...toolCases, ...numberCases, ...ruleCases]) {
     describe(`${c.parser}: ${c.spec}`, () => {
       const parser = parserNamed(c.parser)
       it("parses in one shot as expected", () => {

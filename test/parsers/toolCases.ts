@@ -691,3 +691,154 @@ export const numberCases: ReadonlyArray<ToolCase> = [
     calls: [{ name: "search", args: { query: "q", n: 1000, m: -2.25 } }]
   }
 ]
+
+/**
+ * The project's rules applied to every format (not SGLang cases): a call to a tool the request did not define is
+ * dropped and counted while the known calls around it still parse, and a call whose arguments are broken JSON stays
+ * in the content and is counted. Formats whose SGLang cases already cover a rule are not repeated here.
+ */
+export const ruleCases: ReadonlyArray<ToolCase> = [
+  {
+    parser: "hermes",
+    spec: "drops a call to an undefined tool, keeps the next call and the text around them",
+    text: "Sure. <tool_call>{\"name\": \"nope\", \"arguments\": {}}</tool_call><tool_call>{\"name\": \"search\", \"arguments\": {\"query\": \"x\"}}</tool_call> Done.",
+    tools: tools.weather,
+    normalText: "Sure. Done.",
+    calls: [{ name: "search", args: { query: "x" }, text: "{\"query\": \"x\"}" }],
+    dropped: 1
+  },
+  {
+    parser: "hermes",
+    spec: "keeps a call with broken JSON as content and counts it",
+    text: "Sure. <tool_call>{\"name\": \"search\", \"arguments\": {\"query\": }}</tool_call>",
+    tools: tools.weather,
+    normalText: "Sure. <tool_call>{\"name\": \"search\", \"arguments\": {\"query\": }}</tool_call>",
+    calls: [],
+    malformed: 1
+  },
+  {
+    parser: "qwen3_coder",
+    spec: "drops a call to an undefined function, keeps the next call and the text around them",
+    text: "Let me see.\n<tool_call>\n<function=nope>\n<parameter=x>\n1\n</parameter>\n</function>\n</tool_call>\n<tool_call>\n" +
+      "<function=get_current_weather>\n<parameter=city>\nDallas\n</parameter>\n</function>\n</tool_call>\nDone.",
+    tools: tools.coder,
+    normalText: "Let me see.\nDone.",
+    calls: [{ name: "get_current_weather", args: { city: "Dallas" } }],
+    dropped: 1
+  },
+  {
+    parser: "qwen3_coder",
+    spec: "keeps a call block without a function as content and counts it",
+    text: "Hi <tool_call>\n<parameter=city>\nDallas\n</parameter>\n</tool_call>",
+    tools: tools.coder,
+    normalText: "Hi <tool_call>\n<parameter=city>\nDallas\n</parameter>\n</tool_call>",
+    calls: [],
+    malformed: 1
+  },
+  {
+    parser: "llama3",
+    spec: "drops a call to an undefined tool and keeps the next one",
+    text: "<|python_tag|>{\"name\": \"nope\", \"parameters\": {}}; {\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}",
+    tools: tools.tourist,
+    normalText: "",
+    calls: [{ name: "get_weather", args: { city: "Paris" }, text: "{\"city\": \"Paris\"}" }],
+    dropped: 1
+  },
+  {
+    parser: "mistral",
+    spec: "drops a call to an undefined tool and keeps the next one in the array",
+    text: "Ok [TOOL_CALLS] [{\"name\":\"nope\",\"arguments\":{}}, {\"name\":\"make_next_step_decision\",\"arguments\":{\"decision\":\"A\",\"content\":\"B\"}}]",
+    tools: tools.decision,
+    normalText: "Ok",
+    calls: [{ name: "make_next_step_decision", args: { decision: "A", content: "B" }, text: "{\"decision\":\"A\",\"content\":\"B\"}" }],
+    dropped: 1
+  },
+  {
+    parser: "mistral",
+    spec: "parses several calls in one array",
+    text: "[TOOL_CALLS] [{\"name\":\"make_next_step_decision\",\"arguments\":{\"decision\":\"A\",\"content\":\"B\"}}, " +
+      "{\"name\":\"make_next_step_decision\",\"arguments\":{\"decision\":\"C\",\"content\":\"D\"}}]",
+    tools: tools.decision,
+    normalText: "",
+    calls: [
+      { name: "make_next_step_decision", args: { decision: "A", content: "B" } },
+      { name: "make_next_step_decision", args: { decision: "C", content: "D" } }
+    ]
+  },
+  {
+    parser: "kimi_k2",
+    spec: "drops a call to an undefined function and keeps the next one",
+    text: "Checking.<|tool_calls_section_begin|><|tool_call_begin|>functions.nope:0<|tool_call_argument_begin|>{}<|tool_call_end|>" +
+      "<|tool_call_begin|>functions.get_weather:1<|tool_call_argument_begin|>{\"city\": \"Paris\"}<|tool_call_end|><|tool_calls_section_end|>",
+    tools: tools.tourist,
+    normalText: "Checking.",
+    calls: [{ name: "get_weather", args: { city: "Paris" }, text: "{\"city\": \"Paris\"}" }],
+    dropped: 1
+  },
+  {
+    parser: "kimi_k2",
+    spec: "keeps a call with broken JSON as content and counts it",
+    text: "Checking.<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{\"city\": }" +
+      "<|tool_call_end|><|tool_calls_section_end|>",
+    tools: tools.tourist,
+    normalText: "Checking.<|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{\"city\": }<|tool_call_end|>",
+    calls: [],
+    malformed: 1
+  },
+  {
+    parser: "deepseekv3",
+    spec: "drops a call to an undefined function and keeps the next one",
+    text: "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>nope\n```json\n{}\n```<｜tool▁call▁end｜>\n" +
+      "<｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\":\"Shanghai\"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+    tools: tools.tourist,
+    normalText: "",
+    calls: [{ name: "get_weather", args: { city: "Shanghai" }, text: "{\"city\":\"Shanghai\"}" }],
+    dropped: 1
+  },
+  {
+    parser: "deepseekv31",
+    spec: "drops a call to an undefined function and keeps the next one",
+    text: "Go.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>nope<｜tool▁sep｜>{}<｜tool▁call▁end｜>" +
+      "<｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Tokyo\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+    tools: tools.tourist,
+    normalText: "Go.",
+    calls: [{ name: "get_weather", args: { city: "Tokyo" }, text: "{\"city\": \"Tokyo\"}" }],
+    dropped: 1
+  },
+  {
+    parser: "deepseekv31",
+    spec: "keeps a call with broken JSON as content and counts it",
+    text: "Go.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": }<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+    tools: tools.tourist,
+    normalText: "Go.<｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": }<｜tool▁call▁end｜>",
+    calls: [],
+    malformed: 1
+  },
+  {
+    parser: "glm45",
+    spec: "parses several calls with text before and after them",
+    text: "Hi <tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Beijing</arg_value>\n</tool_call>\n" +
+      "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call> ok",
+    tools: tools.glm,
+    normalText: "Hi ok",
+    calls: [{ name: "get_weather", args: { city: "Beijing" } }, { name: "get_weather", args: { city: "Paris" } }]
+  },
+  {
+    parser: "pythonic",
+    spec: "drops a call to an undefined tool and keeps the other call of the list",
+    text: "Now [nope(a=1), get_weather(location='Paris')] done",
+    tools: tools.location,
+    normalText: "Now done",
+    calls: [{ name: "get_weather", args: { location: "Paris" } }],
+    dropped: 1
+  },
+  {
+    parser: "pythonic",
+    spec: "keeps a call list with an unreadable argument as content and counts it",
+    text: "Now [get_weather(location='Paris'), search(query=)] done",
+    tools: tools.location,
+    normalText: "Now [get_weather(location='Paris'), search(query=)] done",
+    calls: [],
+    malformed: 1
+  }
+]
