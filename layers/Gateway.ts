@@ -10,7 +10,7 @@
  * Buffered SSE. The generation runs in a fiber owned by the gateway, not by the request: a client that disconnects
  * after generation started loses only the answer; the response is still committed to its SessionForest.
  */
-import { NodeHttpServer } from "@effect/platform-node"
+import { NodeHttpServer, NodeHttpServerRequest } from "@effect/platform-node"
 import { ByteSize, Clock, Context, Deferred, Duration, Effect, Exit, Layer, Result, Scope, Stream } from "effect"
 import { HttpIncomingMessage, HttpRouter, HttpServer, HttpServerError, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { randomBytes } from "node:crypto"
@@ -112,6 +112,21 @@ export const sseBody = (
 // ---------------------------------------------------------------------------------------------------------------
 // One route per protocol
 
+/**
+ * Log a 499: the client went away (`phase` says when). Nobody reads the answer any more, so the log line (with the
+ * status and code the reference answers with) is what records it.
+ */
+const logDisconnect = (phase: "body" | "completion", detail = "") => {
+  const error = Errors.GatewayError.clientDisconnect(phase)
+  return Effect.logWarning(`${error.message}${detail}`, { status: error.status, code: error.code })
+}
+
+/** Whether the client aborted the request before its body was complete (the socket closed mid-body). */
+const bodyAborted = (request: HttpServerRequest.HttpServerRequest): boolean => {
+  const incoming = NodeHttpServerRequest.toIncomingMessage(request)
+  return incoming.readableAborted || (incoming.destroyed && !incoming.complete)
+}
+
 const readJsonObject = (
   request: HttpServerRequest.HttpServerRequest,
   maxBodyBytes: number
@@ -126,6 +141,8 @@ const readJsonObject = (
       Effect.mapError((error) =>
         error.reason._tag === "RequestParseError" && error.reason.reason === "BodyTooLarge"
           ? Errors.GatewayError.bodyTooLarge(maxBodyBytes)
+          : bodyAborted(request)
+          ? Errors.GatewayError.clientDisconnect("body")
           : Errors.GatewayError.invalidJson(error.message)
       )
     )
@@ -163,11 +180,16 @@ const handler = (adapter: Completion.Adapter, env: RouteEnv) =>
     const session = yield* env.sessions.lookup(token.success).pipe(Effect.result)
     if (Result.isFailure(session)) return yield* fail(Errors.GatewayError.sessionDiscarded(token.success))
 
+    // A client that goes away mid-body either interrupts this fiber (the socket closed) or fails the body stream
+    // (the request aborted), whichever Node reports first; both are the reference's 499 `client_disconnect`.
     const body = yield* readJsonObject(request, env.maxBodyBytes).pipe(
-      Effect.onInterrupt(() => Effect.logWarning(Errors.GatewayError.clientDisconnect("body").message)),
+      Effect.onInterrupt(() => logDisconnect("body")),
       Effect.result
     )
-    if (Result.isFailure(body)) return yield* fail(body.failure)
+    if (Result.isFailure(body)) {
+      if (body.failure.code === "client_disconnect") yield* logDisconnect("body")
+      return yield* fail(body.failure)
+    }
     const decoded = adapter.decode(body.success)
     if (Result.isFailure(decoded)) return yield* fail(decoded.failure)
     const canonical = decoded.success
@@ -198,11 +220,7 @@ const handler = (adapter: Completion.Adapter, env: RouteEnv) =>
     }
 
     const exit = yield* Deferred.await(outcome).pipe(
-      Effect.onInterrupt(() =>
-        Effect.logWarning(
-          `${Errors.GatewayError.clientDisconnect("completion").message}; the generation still completes and is committed`
-        )
-      )
+      Effect.onInterrupt(() => logDisconnect("completion", "; the generation still completes and is committed"))
     )
     if (Exit.isFailure(exit)) return yield* fail(failureError(exit))
     const rendered = Result.try(() => adapter.renderJson(exit.value, canonical))

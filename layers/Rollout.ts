@@ -16,7 +16,7 @@ import { readFile } from "node:fs/promises"
 import { join } from "node:path"
 import * as CreditGroup from "../src/credit/Group.ts"
 import * as Reward from "../src/credit/Reward.ts"
-import { ExportError, type ForestInvariantError, type ForestNotFound } from "../src/forest/errors.ts"
+import { ExportError, ForestInvariantError, type ForestNotFound } from "../src/forest/errors.ts"
 import * as Forest from "../src/forest/Forest.ts"
 import * as Sample from "../src/forest/Sample.ts"
 import type { TrainingSample } from "../src/forest/TrainingSample.ts"
@@ -278,6 +278,7 @@ const make = Effect.gen(function*() {
         : Forest.exportExplicit(forest, outcome.output.records, undefined, { strict: settings.strictMatch })
       if (exported instanceof ExportError) return yield* exported
       const contexts = exported
+      // Sample.build throws ForestInvariantError on a broken lineage; anything else it throws is a bug (a defect).
       const samples = yield* Effect.try({
         try: () =>
           contexts.map((c) =>
@@ -288,8 +289,10 @@ const make = Effect.gen(function*() {
               metadata: c.metadata
             })
           ),
-        catch: (error) => error as ForestInvariantError
-      })
+        catch: (error) => error
+      }).pipe(
+        Effect.catch((error) => error instanceof ForestInvariantError ? Effect.fail(error) : Effect.die(error))
+      )
       const debug = contexts.map((c): ContextDebug => ({ view: Sample.debugView(forest, c.hash), counters }))
       return { sessionId, samples, debug } satisfies SessionResult
     }))

@@ -62,13 +62,15 @@ export const expand = (value: unknown, sample: TrainingSample): Result.Result<Ad
           `a per-turn list needs exactly one value per assistant turn`
       )
     }
-    const bad = value.findIndex((item) => !isFiniteNumber(item))
-    if (bad !== -1) {
-      return Result.fail(`the value for turn ${bad} is ${describe(value[bad])}, not a finite number`)
+    const items: ReadonlyArray<unknown> = value
+    const perTurn: Array<number> = []
+    for (const [turn, item] of items.entries()) {
+      if (!isFiniteNumber(item)) return Result.fail(`the value for turn ${turn} is ${describe(item)}, not a finite number`)
+      perTurn.push(item)
     }
     const perToken = new Array<number>(sample.response_length).fill(0)
     sample.turn_spans.forEach(([start, end], turn) => {
-      for (let position = start; position < end; position++) perToken[position] = value[turn] as number
+      for (let position = start; position < end; position++) perToken[position] = perTurn[turn] ?? 0
     })
     return Result.succeed(perToken)
   }

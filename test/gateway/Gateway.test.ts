@@ -3,12 +3,13 @@
  * disconnects) over a scripted generation core; the full stack with the embedded engine is in Gateway.e2e.test.ts.
  */
 import { assert, describe, expect, it } from "@effect/vitest"
-import { Context, Deferred, Effect, Fiber, Layer, Ref } from "effect"
+import { Context, Deferred, Effect, Fiber, Layer, Logger, Ref } from "effect"
 import { TestClock } from "effect/testing"
 import * as http from "node:http"
 import type * as Completion from "../../src/protocol/completion.ts"
 import * as Errors from "../../src/protocol/errors.ts"
 import { Gateway, type GatewayOptions } from "../../layers/Gateway.ts"
+import * as Sse from "../../src/protocol/sse.ts"
 import { Generation } from "../../layers/Generation.ts"
 import { emptyCounters, type SessionEntry, Sessions } from "../../layers/Sessions.ts"
 
@@ -44,14 +45,41 @@ const entry = (sessionId: string): SessionEntry => ({
   counters: emptyCounters()
 })
 
+/** A log line the gateway wrote: its level and its message parts. */
+interface Logged {
+  readonly level: string
+  readonly message: unknown
+}
+
 const setup = (options: GatewayOptions = {}) =>
   Effect.gen(function*() {
     const script = yield* Ref.make<Script>(() => Effect.succeed(completion))
     const seen: Array<Completion.CanonicalRequest> = []
+    // Completed whenever the gateway looks a session up: the request passed auth and is about to read its body.
+    const lookedUp = yield* Deferred.make<void>()
+    const logs: Array<Logged> = []
+    const logged = yield* Deferred.make<Logged>()
+    const capture = Logger.make(({ logLevel, message }) => {
+      const line: Logged = { level: logLevel, message }
+      logs.push(line)
+      Deferred.doneUnsafe(logged, Effect.succeed(line))
+    })
+    const signalling = Layer.effect(
+      Sessions,
+      Effect.gen(function*() {
+        const sessions = yield* Sessions
+        return Sessions.of({
+          ...sessions,
+          lookup: (token) => sessions.lookup(token).pipe(Effect.tap(() => Deferred.succeed(lookedUp, undefined)))
+        })
+      })
+    )
     const context = yield* Layer.build(
       Gateway.layer({ maxBodyBytes: 4096, ...options }).pipe(
+        Layer.provide(signalling),
         Layer.provideMerge(Sessions.layer),
-        Layer.provide(scripted(script, seen))
+        Layer.provide(scripted(script, seen)),
+        Layer.provide(Logger.layer([capture]))
       )
     )
     const sessions = Context.get(context, Sessions)
@@ -61,7 +89,7 @@ const setup = (options: GatewayOptions = {}) =>
     const finished = yield* sessions.newSessionId
     yield* sessions.register(entry(finished))
     yield* sessions.close(finished)
-    return { gateway, sessions, live, finished, script, seen }
+    return { gateway, sessions, live, finished, script, seen, lookedUp, logs, logged }
   })
 
 interface Reply {
@@ -373,4 +401,157 @@ describe("client disconnect", () => {
       yield* Deferred.succeed(release, undefined)
       yield* Deferred.await(finished)
     }))
+})
+
+/**
+ * A streamed request whose frames are observed as they arrive on the socket, so a test can act between frames
+ * (waiting on real I/O, never on real time).
+ */
+const openStream = (url: string, headers: Record<string, string>, body: string) =>
+  Effect.gen(function*() {
+    const status = yield* Deferred.make<number>()
+    let received = ""
+    const waiters: Array<{ readonly until: (text: string) => boolean; readonly resume: () => void }> = []
+    const arrived = (until: (text: string) => boolean) =>
+      Effect.callback<void>((resume) => {
+        if (until(received)) return resume(Effect.void)
+        waiters.push({ until, resume: () => resume(Effect.void) })
+      })
+    const done = yield* Effect.callback<string>((resume) => {
+      const req = http.request(url, { method: "POST", headers }, (res) => {
+        Deferred.doneUnsafe(status, Effect.succeed(res.statusCode ?? 0))
+        res.setEncoding("utf8")
+        res.on("data", (chunk: string) => {
+          received += chunk
+          for (const w of waiters.splice(0)) {
+            if (w.until(received)) w.resume()
+            else waiters.push(w)
+          }
+        })
+        res.on("end", () => resume(Effect.succeed(received)))
+      })
+      req.on("error", (error) => resume(Effect.die(error)))
+      req.end(body)
+    }).pipe(Effect.forkChild)
+    return { status, arrived, done }
+  })
+
+describe("Buffered SSE failures after the headers are sent", () => {
+  it.live("Chat: the OpenAI error body as data, then [DONE], on the already-open 200 stream", () =>
+    Effect.gen(function*() {
+      const { gateway, live, script } = yield* setup()
+      const release = yield* Deferred.make<void>()
+      const error = Errors.GatewayError.contextLength({ limit: 32, promptTokens: 40 })
+      yield* Ref.set(script, () => Deferred.await(release).pipe(Effect.andThen(Effect.fail(error))))
+      const stream = yield* openStream(gateway.baseUrl + "/v1/chat/completions", bearer(live), chatBody({ stream: true }))
+      // The headers (status 200) and the connection frame are out before the generation fails.
+      expect(yield* Deferred.await(stream.status)).toBe(200)
+      yield* stream.arrived((text) => text === ": connected\n\n")
+      yield* Deferred.succeed(release, undefined)
+      const body = yield* Fiber.join(stream.done)
+      expect(body).toBe(
+        ": connected\n\n" +
+          `data: {"error":{"message":"${error.message}","type":"invalid_request_error","param":"messages",` +
+          `"code":"context_length_exceeded"}}\n\n` +
+          "data: [DONE]\n\n"
+      )
+    }))
+
+  it.live("Responses: response.created then response.failed carrying the error", () =>
+    Effect.gen(function*() {
+      const { gateway, live, script } = yield* setup()
+      const release = yield* Deferred.make<void>()
+      yield* Ref.set(script, () => Deferred.await(release).pipe(Effect.andThen(Effect.fail(Errors.GatewayError.internal("chat")))))
+      const stream = yield* openStream(
+        gateway.baseUrl + "/v1/responses",
+        bearer(live),
+        JSON.stringify({ model: "m", input: "hi", stream: true })
+      )
+      expect(yield* Deferred.await(stream.status)).toBe(200)
+      yield* stream.arrived((text) => text === ": connected\n\n")
+      yield* Deferred.succeed(release, undefined)
+      const body = yield* Fiber.join(stream.done)
+      const events = body.split("\n\n").filter((frame) => frame.startsWith("event: ")).map((frame) => {
+        const [event, data] = frame.split("\n")
+        return { event: event?.slice("event: ".length), data: JSON.parse(data?.slice("data: ".length) ?? "null") as unknown }
+      })
+      expect(events.map((e) => e.event)).toEqual(["response.created", "response.failed"])
+      expect(events[1]?.data).toMatchObject({
+        type: "response.failed",
+        response: {
+          status: "failed",
+          model: "m",
+          output: [],
+          error: { message: "Internal error while handling agentic chat request." }
+        }
+      })
+    }))
+
+  it.live("Messages: event: error in the Anthropic shape after the ping frame", () =>
+    Effect.gen(function*() {
+      const { gateway, live, script } = yield* setup()
+      const release = yield* Deferred.make<void>()
+      yield* Ref.set(script, () => Deferred.await(release).pipe(Effect.andThen(Effect.fail(Errors.GatewayError.internal("chat")))))
+      const stream = yield* openStream(
+        gateway.baseUrl + "/v1/messages",
+        bearer(live),
+        JSON.stringify({ model: "m", max_tokens: 8, stream: true, messages: [{ role: "user", content: "hi" }] })
+      )
+      expect(yield* Deferred.await(stream.status)).toBe(200)
+      const ping = Sse.encode(Sse.connected("messages"))
+      yield* stream.arrived((text) => text === ping)
+      yield* Deferred.succeed(release, undefined)
+      expect(yield* Fiber.join(stream.done)).toBe(
+        ping +
+          "event: error\n" +
+          "data: {\"type\":\"error\",\"error\":{\"type\":\"api_error\",\"message\":\"Internal error while handling agentic chat request.\"}}\n\n"
+      )
+    }))
+})
+
+describe("client disconnect before the body is read", () => {
+  it.live("is a 499 client_disconnect with the reference's message; no generation starts and the Session stays usable", () =>
+    Effect.gen(function*() {
+      const { gateway, live, lookedUp, logged, seen } = yield* setup()
+      // Headers announce 1000 bytes; only a few are sent before the client goes away.
+      const req = http.request(gateway.baseUrl + "/v1/chat/completions", {
+        method: "POST",
+        headers: { ...bearer(live), "content-length": "1000" }
+      })
+      req.on("error", () => {})
+      req.write("{\"model\":")
+      yield* Deferred.await(lookedUp)
+      req.destroy()
+      const line = yield* Deferred.await(logged)
+      expect(line).toEqual({
+        level: "Warn",
+        message: [
+          "client disconnected before agentic request body was read",
+          { status: 499, code: "client_disconnect" }
+        ]
+      })
+      expect(seen).toEqual([])
+      const next = yield* request(gateway.baseUrl + "/v1/chat/completions", { headers: bearer(live), body: chatBody() })
+      expect(next.status).toBe(200)
+    }))
+
+  it("the 499 answer has the protocol's error shape", () => {
+    const error = Errors.GatewayError.clientDisconnect("body")
+    expect(Errors.renderOpenAi(error)).toEqual({
+      status: 499,
+      body: {
+        error: {
+          message: "client disconnected before agentic request body was read",
+          type: "client_disconnect",
+          param: null,
+          code: "client_disconnect"
+        }
+      },
+      headers: {}
+    })
+    expect(Errors.renderAnthropic(error).body).toEqual({
+      type: "error",
+      error: { type: "invalid_request_error", message: "client disconnected before agentic request body was read" }
+    })
+  })
 })

@@ -1,0 +1,151 @@
+/**
+ * Nothing keeps running after a rollout ends or is interrupted: real agent processes (each with a background child of
+ * its own) are all gone once the rollout's scope closes, and once `relax-agentic rollout` exits on Ctrl-C (SIGINT).
+ *
+ * The agents never send a request, so the step cannot finish on its own; the tests wait for every agent to have
+ * recorded its pids (file-system events, no timers) and then interrupt.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Exit, Fiber, Layer, Scope } from "effect"
+import { spawn } from "node:child_process"
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import { EmbeddedEngine } from "../../layers/EmbeddedEngine.ts"
+import { makeRollout, memorySink, Rollout } from "../../src/index.ts"
+
+const root = Path.join(import.meta.dirname, "..", "..")
+const fixtures = Path.join(root, "test", "fixtures", "rollout")
+
+/** 2 Groups × 2 Sessions of the hanging agent. */
+const sessions = 4
+
+/** The pids every agent wrote: its own and its background child's. */
+const recordedPids = (dir: string): Array<number> =>
+  Fs.readdirSync(dir)
+    .filter((name) => !name.endsWith(".tmp"))
+    .flatMap((name) => Fs.readFileSync(Path.join(dir, name), "utf8").trim().split("\n").map(Number))
+
+/** Wait until `count` agents have recorded their pids in `dir` (watching the directory, not polling a clock). */
+const awaitAgents = (dir: string, count: number) =>
+  Effect.callback<void>((resume) => {
+    const recorded = () => Fs.readdirSync(dir).filter((name) => !name.endsWith(".tmp")).length >= count
+    const watcher = Fs.watch(dir, () => {
+      if (recorded()) {
+        watcher.close()
+        resume(Effect.void)
+      }
+    })
+    if (recorded()) {
+      watcher.close()
+      resume(Effect.void)
+    }
+    return Effect.sync(() => watcher.close())
+  })
+
+/** Whether `pid` is a live process (a zombie, already dead and only waiting to be reaped, does not count). */
+const running = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0)
+  } catch {
+    return false
+  }
+  try {
+    const stat = Fs.readFileSync(`/proc/${pid}/stat`, "utf8")
+    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) !== "Z"
+  } catch {
+    return false
+  }
+}
+
+const pidsDir = () => Fs.mkdtempSync(Path.join(Os.tmpdir(), "relax-interrupt-"))
+
+describe("interrupting a rollout leaves no agent process running", () => {
+  it.live("closing the rollout's scope mid-step kills every agent and its children", () =>
+    Effect.gen(function*() {
+      const dir = pidsDir()
+      const scope = yield* Scope.make()
+      const context = yield* Layer.buildWithScope(
+        makeRollout({
+          promptData: Path.join(fixtures, "train.jsonl"),
+          labelKey: "label",
+          agentCommand: "bash hang.sh",
+          agentCwd: fixtures,
+          agentEnv: [`PIDS_DIR=${dir}`],
+          nSamplesPerPrompt: 2,
+          rolloutBatchSize: 2
+        }, { telemetry: memorySink(), embedded: EmbeddedEngine.instant }),
+        scope
+      )
+      const step = yield* Effect.gen(function*() {
+        const rollout = yield* Rollout
+        return yield* rollout.runStep(0)
+      }).pipe(Effect.provide(context), Effect.forkDetach)
+      yield* awaitAgents(dir, sessions)
+      const pids = recordedPids(dir)
+      assert.lengthOf(pids, 2 * sessions)
+      assert.isTrue(pids.every(running), "every agent and its child run before the interruption")
+
+      yield* Fiber.interrupt(step)
+      yield* Scope.close(scope, Exit.void)
+      assert.deepStrictEqual(pids.filter(running), [])
+      Fs.rmSync(dir, { recursive: true, force: true })
+    }), { timeout: 60_000 })
+
+  it.live("Ctrl-C (SIGINT) to `relax-agentic rollout` ends it, and no agent or agent child outlives it", () =>
+    Effect.gen(function*() {
+      const dir = pidsDir()
+      const out = Path.join(dir, "out")
+      const agentsDir = Path.join(dir, "agents")
+      Fs.mkdirSync(agentsDir)
+      const child = spawn(process.execPath, [
+        "--import",
+        "tsx",
+        Path.join(root, "src", "cli.ts"),
+        "rollout",
+        "--prompt-data",
+        Path.join(fixtures, "train.jsonl"),
+        "--label-key",
+        "label",
+        "--rollout-batch-size",
+        "2",
+        "--n-samples-per-prompt",
+        "2",
+        "--num-rollout",
+        "1",
+        "--agent-cwd",
+        fixtures,
+        "--agent-command",
+        "bash hang.sh",
+        "--agent-env",
+        `PIDS_DIR=${agentsDir}`,
+        "--output-dir",
+        out
+      ], { cwd: root, stdio: ["ignore", "pipe", "pipe"] })
+      let output = ""
+      child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString("utf8")))
+      child.stderr.on("data", (chunk: Buffer) => (output += chunk.toString("utf8")))
+      const exited = yield* Effect.callback<{ readonly code: number | null; readonly signal: string | null }>((resume) => {
+        child.on("close", (code, signal) => resume(Effect.succeed({ code, signal })))
+        // If the test itself is interrupted, do not leave the CLI behind either.
+        return Effect.sync(() => child.kill("SIGKILL"))
+      }).pipe(Effect.forkChild)
+
+      yield* awaitAgents(agentsDir, sessions)
+      const pids = recordedPids(agentsDir)
+      assert.lengthOf(pids, 2 * sessions)
+      assert.isTrue(pids.every(running), "every agent and its child run before Ctrl-C")
+      assert.include(output, "AGENTIC ROLLOUT event=accounting_start rollout=0")
+
+      child.kill("SIGINT")
+      const exit = yield* Fiber.join(exited)
+      // The CLI ends on its own (no SIGKILL needed) and says it did not complete the step.
+      assert.isNull(exit.signal, output)
+      assert.notStrictEqual(exit.code, 0, output)
+      assert.notInclude(output, "event=accounting_end")
+      assert.deepStrictEqual(pids.filter(running), [], output)
+      // No half-written sample file: the step never completed, so there is none at all.
+      assert.isFalse(Fs.existsSync(Path.join(out, "rollout_0.jsonl")))
+      Fs.rmSync(dir, { recursive: true, force: true })
+    }), { timeout: 120_000 })
+})
