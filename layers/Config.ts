@@ -129,7 +129,14 @@ export interface RolloutSettings extends RolloutOptions {
 }
 
 /** `rolloutBatchSize` → `--rollout-batch-size`. */
-export const flagOf = (field: string): string => `--${field.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`
+export const flagOf = (field: string): string =>
+  flagOverrides[field] ?? `--${field.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`
+
+/** Fields whose flag keeps Relax's spelling instead of the mechanical camelCase → kebab-case name. */
+const flagOverrides: Readonly<Record<string, string>> = {
+  strictMatch: "--agentic-strict-match",
+  sglangUrls: "--sglang-url"
+}
 
 /** A configuration that cannot run, naming the flag and the fix. */
 export class RolloutConfigError extends Data.TaggedError("RolloutConfigError")<{

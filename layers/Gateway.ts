@@ -39,8 +39,10 @@ export interface GatewayOptions {
 }
 
 export interface GatewayShape {
-  /** `http://<host>:<port>/agentic_api`: what agents get as `RELAX_BASE_URL`. */
+  /** `http://<host>:<port>/agentic_api`: the API root (clients append `/v1/...` or, for the OpenAI SDK, `/chat/completions`). */
   readonly baseUrl: string
+  /** What agents get as `RELAX_BASE_URL`: {@link baseUrl} with a trailing slash, as Relax sets it. */
+  readonly agentBaseUrl: string
   readonly host: string
   readonly port: number
 }
@@ -289,7 +291,8 @@ const layerWith = (options: GatewayOptions) => {
       const server = yield* HttpServer.HttpServer
       const address = server.address
       const port = address._tag === "UnixPathAddress" ? 0 : address.port
-      return Gateway.of({ host, port, baseUrl: `http://${host}:${port}${mountPath}` })
+      const baseUrl = `http://${host}:${port}${mountPath}`
+      return Gateway.of({ host, port, baseUrl, agentBaseUrl: `${baseUrl}/` })
     })
   ).pipe(Layer.provide(served))
 }

@@ -22,7 +22,7 @@ import * as ObservationDelta from "../src/template/ObservationDelta.ts"
 import { Engine, type SamplingParams } from "./Engine.ts"
 import { Forests } from "./Forests.ts"
 import type { SessionEntry } from "./Sessions.ts"
-import { Tokenizer } from "./Tokenizer.ts"
+import { TemplateError, Tokenizer } from "./Tokenizer.ts"
 
 export interface GenerationOptions {
   /** `--agentic-tool-call-parser`; without one the whole text is content. */
@@ -84,7 +84,12 @@ const make = (options: GenerationOptions) =>
             ? ObservationDelta.rootTokens(tokenizer, matched.suffix, state.tools, state.chat_template_kwargs)
             : ObservationDelta.deltaTokens(tokenizer, matched.suffix, state.tools, state.chat_template_kwargs)
         )
-        if (Result.isFailure(rendered)) return yield* internal(String(rendered.failure))
+        if (Result.isFailure(rendered)) {
+          const failure = rendered.failure
+          return yield* failure instanceof TemplateError
+            ? Effect.fail(Errors.GatewayError.templateRejected(failure.reason))
+            : internal(String(failure))
+        }
         const delta = rendered.success
         const prior = Forest.trainTokenCount(forest, parent)
         if (session.maxContextLen !== undefined && prior + delta.length >= session.maxContextLen) {
@@ -108,6 +113,8 @@ const make = (options: GenerationOptions) =>
       }
 
       const prefix = Forest.inferencePrefix(forest, parent)
+      // Images along the lineage go to the engine with the prompt (SGLang `image_data`).
+      const media = Forest.inferenceMedia(forest, parent)
       const promptTokens = Forest.trainTokenCount(forest, parent)
       const requested = Math.min(request.maxTokens ?? session.sampling.maxNewTokens, session.sampling.maxNewTokens)
       const budget = session.maxContextLen === undefined ? requested : session.maxContextLen - promptTokens
@@ -132,6 +139,7 @@ const make = (options: GenerationOptions) =>
         sampling,
         rid,
         returnLogprob: true,
+        imageData: media.length > 0 ? media : undefined,
         sessionId: session.sessionId,
         conversation: {
           sessionId: session.sessionId,

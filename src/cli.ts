@@ -881,15 +881,9 @@ export const readConfigFile = (path: string): Result.Result<Record<string, unkno
   })
 }
 
-// Config names fields after flags mechanically; two flags keep Relax's spelling instead.
-const renamedFlags: ReadonlyArray<readonly [string, string]> = [
-  ["--strict-match", "--agentic-strict-match"],
-  ["--sglang-urls", "--sglang-url"]
-]
-
 /** A configuration error as one line that starts with the flag: `--rollout-batch-size: Expected ..., got 0`. */
 export const configMessage = (error: Config.RolloutConfigError): string => {
-  const text = renamedFlags.reduce((message, [from, to]) => message.replaceAll(from, to), error.message)
+  const text = error.message
   // Schema issues read "configuration: <what>\n  at --flag"; lead with the flag the user has to change.
   const located = /^configuration: ([\s\S]*?)\n\s*at (--[a-z-]+)(?:\[\d+\])?\s*$/.exec(text)
   return located === null ? text : `${located[2]}: ${located[1]!.trim()}`
@@ -1095,7 +1089,7 @@ export const runCheck = (
         awaitLease: Effect.void,
         counters
       })
-      const supervisor = Supervisor.Supervisor.localProcess({ spec, baseUrl: `${gateway.baseUrl}/` })
+      const supervisor = Supervisor.Supervisor.localProcess({ spec, baseUrl: gateway.agentBaseUrl })
       const outcome = yield* Effect.result(supervisor.run({ sessionId, groupId, rolloutMode: "train", input: prepared }))
       yield* sessions.close(sessionId)
       const forest = yield* Effect.orDie(forests.get(sessionId))

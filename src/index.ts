@@ -153,7 +153,7 @@ export const layerFromSettings = (
       const gateway = yield* Gateway
       if (extras.agent !== undefined) {
         return Supervisor.inProcess(extras.agent, {
-          baseUrl: gateway.baseUrl,
+          baseUrl: gateway.agentBaseUrl,
           timeoutSeconds: settings.agentTimeout,
           env: settings.agentEnvVars
         })
@@ -164,7 +164,7 @@ export const layerFromSettings = (
         env: settings.agentEnv,
         timeoutSeconds: settings.agentTimeout
       })
-      return Supervisor.localProcess({ spec, baseUrl: gateway.baseUrl })
+      return Supervisor.localProcess({ spec, baseUrl: gateway.agentBaseUrl })
     })
   )
   const withEngine = engine.pipe(Layer.provideMerge(base))

@@ -102,6 +102,19 @@ export class GatewayError extends Data.TaggedError("GatewayError")<{
     })
   }
 
+  /**
+   * 400: the tokenizer's chat template cannot render this conversation (for example image parts under a text-only
+   * template, or a history the template rejects). Nothing was committed.
+   */
+  static templateRejected(reason: string): GatewayError {
+    return badRequest(
+      "messages",
+      `The chat template cannot render these messages: ${reason}. Send a conversation the model's template ` +
+        "supports (a text-only template renders text content only; images need a multimodal model's tokenizer " +
+        "directory, --tokenizer DIR)."
+    )
+  }
+
   /** 499: the client went away before the body was read, or before the completion was produced. */
   static clientDisconnect(phase: "body" | "completion"): GatewayError {
     return new GatewayError({

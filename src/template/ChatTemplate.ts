@@ -47,17 +47,35 @@ const decodeArguments = (text: string): unknown => {
   return value
 }
 
-/** The message as the template sees it: tool-call arguments as objects. */
-export const toTemplateMessage = (message: Canonical.Message): Record<string, unknown> =>
-  message.tool_calls === undefined
-    ? message
+/**
+ * Content as the template sees it: a part list made only of text parts becomes its joined text, which is what a
+ * multimodal template renders for such a list and the only form text-only templates (Qwen3's) accept. Lists with
+ * other parts (images) are passed as they are, for templates that render them.
+ */
+const templateContent = (content: Canonical.Message["content"]): Canonical.Message["content"] => {
+  if (typeof content === "string") return content
+  let text = ""
+  for (const part of content) {
+    const value = part["text"]
+    if (part["type"] !== "text" || typeof value !== "string") return content
+    text += value
+  }
+  return text
+}
+
+/** The message as the template sees it: text-only part lists joined, tool-call arguments as objects. */
+export const toTemplateMessage = (message: Canonical.Message): Record<string, unknown> => ({
+  ...message,
+  content: templateContent(message.content),
+  ...(message.tool_calls === undefined
+    ? {}
     : {
-      ...message,
       tool_calls: message.tool_calls.map((call) => ({
         ...call,
         function: { ...call.function, arguments: decodeArguments(call.function.arguments) }
       }))
-    }
+    })
+})
 
 /** Render a conversation to prompt text. Throws `TemplateArgumentsError` or the template's own error. */
 export const render = (compiled: Compiled, input: RenderInput): string =>

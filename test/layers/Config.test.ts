@@ -73,7 +73,7 @@ describe("rollout configuration", () => {
       assert.match(messages[0]!, /^--prompt-data: a training dataset is required/)
       assert.match(messages[1]!, /^--save-debug-rollout-data: "dump.jsonl" must contain \{rollout_id\}/)
       assert.match(messages[2]!, /^--eval-interval: is set but no --eval-prompt-data NAME PATH is given/)
-      assert.match(messages[3]!, /^--sglang-urls: --engine sglang needs at least one SGLang server URL/)
+      assert.match(messages[3]!, /^--sglang-url: --engine sglang needs at least one SGLang server URL/)
       assert.match(messages[4]!, /^--max-tokens-per-gpu: is required with --use-dynamic-batch-size/)
       assert.match(messages[5]!, /^--eval-prompt-data: the Eval dataset name "a" is used twice/)
     }))
@@ -123,5 +123,7 @@ describe("rollout configuration", () => {
   it("maps fields to flag names", () => {
     assert.strictEqual(Config.flagOf("agenticCustomAdvantagePath"), "--agentic-custom-advantage-path")
     assert.strictEqual(Config.flagOf("port"), "--port")
+    assert.strictEqual(Config.flagOf("strictMatch"), "--agentic-strict-match")
+    assert.strictEqual(Config.flagOf("sglangUrls"), "--sglang-url")
   })
 })

@@ -10,6 +10,7 @@ import * as Canonical from "../../src/protocol/canonical.ts"
 import type * as Completion from "../../src/protocol/completion.ts"
 import * as Parsers from "../../src/parsers/registry.ts"
 import { EmbeddedEngine, type EmbeddedEngineOptions } from "../../layers/EmbeddedEngine.ts"
+import { Engine } from "../../layers/Engine.ts"
 import { Forests } from "../../layers/Forests.ts"
 import { Generation } from "../../layers/Generation.ts"
 import { emptyCounters, type SessionEntry } from "../../layers/Sessions.ts"
@@ -196,4 +197,57 @@ describe("Generation", () => {
       const forest = yield* forestOf(entry)
       expect(Forest.leaves(forest).map((h) => Forest.node(forest, h).kind)).toEqual(["obs"])
     }).pipe(Effect.provide(stack({ prefillTokensPerSecond: 0, decodeTokensPerSecond: 10 }))))
+})
+
+describe("Generation with images", () => {
+  const seen: Array<ReadonlyArray<string> | undefined> = []
+  const prompts: Array<string> = []
+  // The embedded engine, recording the media each generation receives.
+  const recording = Layer.effect(
+    Engine,
+    Effect.gen(function*() {
+      const inner = yield* EmbeddedEngine.make(yield* Tokenizer, { ...EmbeddedEngine.instant, policy })
+      return Engine.of({
+        ...inner,
+        generate: (req) =>
+          Effect.sync(() => {
+            seen.push(req.imageData)
+            prompts.push(req.conversation?.promptText ?? "")
+          }).pipe(Effect.andThen(inner.generate(req)))
+      })
+    })
+  )
+  const withRecording = Generation.layer({
+    toolCallParser: get(Parsers.ToolCallParsers.get("qwen25")),
+    reasoningParser: get(Parsers.ReasoningParsers.get("qwen3"))
+  }).pipe(Layer.provideMerge(Forests.layer), Layer.provideMerge(recording), Layer.provideMerge(Tokenizer.layer))
+
+  it.layer(withRecording)((it) => {
+    it.effect("refuses images a text-only template cannot render, and renders text part lists", () =>
+      Effect.gen(function*() {
+        const generation = yield* Generation
+        const entry = yield* session()
+        const image = "data:image/png;base64,iVBORw0KGgo="
+        // The bundled Qwen3 template is text-only: images cannot be rendered, and the request is refused before any
+        // generation with a 400 that says so; text-only part lists render as their joined text.
+        const refused = yield* generation.generate(
+          entry,
+          request([{
+            role: "user",
+            content: [{ type: "image_url", image_url: { url: image } }, { type: "text", text: "Please compute 2+2?" }]
+          }]),
+          "chat"
+        ).pipe(Effect.flip)
+        expect(refused.status).toBe(400)
+        expect(refused.message).toContain("The chat template cannot render these messages")
+        const parts = yield* generation.generate(
+          entry,
+          request([{ role: "user", content: [{ type: "text", text: "Please compute " }, { type: "text", text: "2+2?" }] }]),
+          "chat"
+        )
+        expect(parts.usage.completionTokens).toBeGreaterThan(0)
+        assert.deepStrictEqual(seen, [undefined])
+        expect(prompts[0]).toContain("<|im_start|>user\nPlease compute 2+2?<|im_end|>\n<|im_start|>assistant\n")
+      }))
+  })
 })
