@@ -7,6 +7,7 @@
  * key order and string escapes follow CPython: integers keep every digit, floats print as `repr(float)`
  * (`1e+16`, `1.5e-05`, `0.1`), keys sort by code point, and only `"`, `\` and C0 controls are escaped.
  */
+import * as Json from "../parsers/Json.ts"
 
 /** A Python number: an `int` (exact decimal text) or a `float`. */
 export type PyNumber = { readonly _tag: "Int"; readonly text: string } | { readonly _tag: "Float"; readonly value: number }
@@ -159,195 +160,37 @@ export type ParseResult =
   | { readonly _tag: "DuplicateKey"; readonly key: string }
   | { readonly _tag: "NonFinite"; readonly text: string }
 
-class Stop {
-  constructor(readonly result: ParseResult) {}
-}
+/** A number's exact text as Python reads it: an `int` unless it has a fraction or an exponent. */
+const numberFromText = (text: string): PyNumber =>
+  /[.eE]/.test(text) ? { _tag: "Float", value: Number(text) } : { _tag: "Int", text: text === "-0" ? "0" : text }
 
-const MAX_DEPTH = 5000
+const fromSpanned = (text: string, spanned: Json.Spanned): PyValue => {
+  const value = spanned.value
+  if (value === null || typeof value === "boolean" || typeof value === "string") return value
+  if (typeof value === "number") return numberFromText(text.slice(spanned.start, spanned.end))
+  if (Array.isArray(value)) {
+    const list: Array<PyValue> = []
+    for (const element of spanned.elements) list.push(fromSpanned(text, element))
+    return list
+  }
+  const map = new Map<string, PyValue>()
+  for (const [key, member] of spanned.members) map.set(key, fromSpanned(text, member))
+  return map
+}
 
 /**
  * `json.loads(text, object_pairs_hook=reject_duplicates, parse_constant=reject_non_finite)`.
  *
  * **Details**
- * Errors come in CPython's order: `NaN`/`Infinity` as soon as they are read, a duplicate key when its object
- * closes, anything else malformed (including trailing data, a BOM, raw control characters in strings) as `Invalid`.
+ * Errors come in CPython's order (see `Json.ReadOptions.python`): `NaN`/`Infinity` as soon as they are read, a
+ * duplicate key when its object closes, anything else malformed (including trailing data, a BOM, raw control
+ * characters in strings) as `Invalid`.
  */
 export const parse = (text: string): ParseResult => {
-  let i = 0
-  const invalid = (): never => {
-    throw new Stop({ _tag: "Invalid" })
-  }
-  const ws = () => {
-    while (i < text.length) {
-      const c = text.charCodeAt(i)
-      if (c === 0x20 || c === 0x09 || c === 0x0a || c === 0x0d) i++
-      else break
-    }
-  }
-  const constant = (name: string) => {
-    throw new Stop({ _tag: "NonFinite", text: name })
-  }
-  const readString = (): string => {
-    i++ // opening quote
-    let out = ""
-    let start = i
-    for (;;) {
-      if (i >= text.length) return invalid()
-      const c = text.charCodeAt(i)
-      if (c === 0x22) {
-        out += text.slice(start, i)
-        i++
-        return out
-      }
-      if (c < 0x20) return invalid()
-      if (c === 0x5c) {
-        out += text.slice(start, i)
-        const e = text[i + 1]
-        switch (e) {
-          case "\"":
-            out += "\""
-            break
-          case "\\":
-            out += "\\"
-            break
-          case "/":
-            out += "/"
-            break
-          case "b":
-            out += "\b"
-            break
-          case "f":
-            out += "\f"
-            break
-          case "n":
-            out += "\n"
-            break
-          case "r":
-            out += "\r"
-            break
-          case "t":
-            out += "\t"
-            break
-          case "u": {
-            const hex = text.slice(i + 2, i + 6)
-            if (!/^[0-9a-fA-F]{4}$/.test(hex)) return invalid()
-            out += String.fromCharCode(parseInt(hex, 16))
-            i += 4
-            break
-          }
-          default:
-            return invalid()
-        }
-        i += 2
-        start = i
-        continue
-      }
-      i++
-    }
-  }
-  const numberPattern = /-?(?:0|[1-9]\d*)(\.\d+)?([eE][-+]?\d+)?/y
-  const value = (depth: number): PyValue => {
-    if (depth > MAX_DEPTH) return invalid()
-    ws()
-    const c = text[i]
-    switch (c) {
-      case "{": {
-        i++
-        const map = new Map<string, PyValue>()
-        let duplicate: string | undefined
-        ws()
-        if (text[i] === "}") {
-          i++
-          return map
-        }
-        for (;;) {
-          ws()
-          if (text[i] !== "\"") return invalid()
-          const key = readString()
-          ws()
-          if (text[i] !== ":") return invalid()
-          i++
-          const v = value(depth + 1)
-          if (map.has(key) && duplicate === undefined) duplicate = key
-          if (!map.has(key)) map.set(key, v)
-          ws()
-          if (text[i] === ",") {
-            i++
-            continue
-          }
-          if (text[i] === "}") {
-            i++
-            break
-          }
-          return invalid()
-        }
-        if (duplicate !== undefined) throw new Stop({ _tag: "DuplicateKey", key: duplicate })
-        return map
-      }
-      case "[": {
-        i++
-        const list: Array<PyValue> = []
-        ws()
-        if (text[i] === "]") {
-          i++
-          return list
-        }
-        for (;;) {
-          list.push(value(depth + 1))
-          ws()
-          if (text[i] === ",") {
-            i++
-            continue
-          }
-          if (text[i] === "]") {
-            i++
-            return list
-          }
-          return invalid()
-        }
-      }
-      case "\"":
-        return readString()
-      case "n":
-        if (text.startsWith("null", i)) {
-          i += 4
-          return null
-        }
-        return invalid()
-      case "t":
-        if (text.startsWith("true", i)) {
-          i += 4
-          return true
-        }
-        return invalid()
-      case "f":
-        if (text.startsWith("false", i)) {
-          i += 5
-          return false
-        }
-        return invalid()
-      case "N":
-        return text.startsWith("NaN", i) ? constant("NaN") : invalid()
-      case "I":
-        return text.startsWith("Infinity", i) ? constant("Infinity") : invalid()
-      default: {
-        if (c === "-" && text.startsWith("-Infinity", i)) return constant("-Infinity")
-        numberPattern.lastIndex = i
-        const m = numberPattern.exec(text)
-        if (m === null) return invalid()
-        i += m[0].length
-        if (m[1] === undefined && m[2] === undefined) return { _tag: "Int", text: m[0] === "-0" ? "0" : m[0] }
-        return { _tag: "Float", value: Number(m[0]) }
-      }
-    }
-  }
-  try {
-    const v = value(0)
-    ws()
-    if (i !== text.length) return { _tag: "Invalid" }
-    return { _tag: "Parsed", value: v }
-  } catch (error) {
-    if (error instanceof Stop) return error.result
-    throw error
-  }
+  const read = Json.readValue(text, 0, { complete: true, python: true })
+  if (read._tag === "Incomplete") return { _tag: "Invalid" }
+  if (read._tag === "Invalid") return read.flaw._tag === "Syntax" ? { _tag: "Invalid" } : read.flaw
+  // Only JSON whitespace may follow; `String.trim` would also drop a BOM or U+00A0, which Python rejects.
+  if (!/^[ \t\n\r]*$/.test(text.slice(read.spanned.end))) return { _tag: "Invalid" }
+  return { _tag: "Parsed", value: fromSpanned(text, read.spanned) }
 }

@@ -5,7 +5,8 @@
  * Tool-call parsers emit arguments as the exact JSON text the model produced, so they need the span of the
  * `arguments` value inside `{"name": ..., "arguments": {...}}`, not a re-serialization. The reader also tells a value
  * cut off by the end of the text (`Incomplete`: a stream should wait for more) from one that can never become valid
- * (`Invalid`), and rejects duplicate object keys, which the canonical model rejects later.
+ * (`Invalid`), and rejects duplicate object keys, which the canonical model rejects later. With `python` it also
+ * serves `json.loads` (src/forest/PythonJson.ts): the span of a number is its exact text.
  */
 
 /** A parsed value with its span `[start, end)`; objects also carry the span of each member value. */
@@ -17,14 +18,35 @@ export interface Spanned {
   readonly elements: ReadonlyArray<Spanned>
 }
 
+/** Why a text can never become valid JSON; `NonFinite` (the literal's text) only when reading with `python`. */
+export type Flaw =
+  | { readonly _tag: "Syntax" }
+  | { readonly _tag: "DuplicateKey"; readonly key: string }
+  | { readonly _tag: "NonFinite"; readonly text: "NaN" | "Infinity" | "-Infinity" }
+
 export type ReadResult =
   | { readonly _tag: "Ok"; readonly spanned: Spanned }
   | { readonly _tag: "Incomplete" }
-  | { readonly _tag: "Invalid"; readonly at: number }
+  | { readonly _tag: "Invalid"; readonly at: number; readonly flaw: Flaw }
+
+export interface ReadOptions {
+  /** The text ends here: a number that reaches its end is whole, not `Incomplete`. */
+  readonly complete?: boolean
+  /**
+   * Fail as Python's `json.loads(text, object_pairs_hook=reject_duplicates, parse_constant=reject)` does, so its
+   * first error is the one reported: `NaN`, `Infinity` and `-Infinity` stop the reading as `NonFinite` where they
+   * stand, and a duplicate key is reported when its object closes (a syntax error before that wins), not at the key.
+   */
+  readonly python?: boolean
+}
 
 class Stop {
-  constructor(readonly incomplete: boolean, readonly at: number) {}
+  constructor(readonly incomplete: boolean, readonly at: number, readonly flaw: Flaw) {}
 }
+
+const syntax: Flaw = { _tag: "Syntax" }
+/** Deeper nesting is `Invalid` rather than a JavaScript stack overflow (the reader recurses once per level). */
+const MAX_DEPTH = 2000
 
 const noMembers: ReadonlyMap<string, Spanned> = new Map()
 const numberPattern = /-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?/y
@@ -35,10 +57,11 @@ const isWs = (c: string | undefined) => c === " " || c === "\n" || c === "\r" ||
  * Read one JSON value starting at `from` (leading whitespace skipped); the text after it is left alone. Unless
  * `complete`, a number that reaches the end of the text is `Incomplete` (more digits may follow).
  */
-export const readValue = (text: string, from = 0, complete = false): ReadResult => {
+export const readValue = (text: string, from = 0, options: ReadOptions = {}): ReadResult => {
+  const { complete = false, python = false } = options
   let i = from
-  const fail = (incomplete: boolean): never => {
-    throw new Stop(incomplete, i)
+  const fail = (incomplete: boolean, flaw: Flaw = syntax): never => {
+    throw new Stop(incomplete, i, flaw)
   }
   const skipWs = () => {
     while (isWs(text[i])) i++
@@ -76,7 +99,7 @@ export const readValue = (text: string, from = 0, complete = false): ReadResult 
     i++
     return JSON.parse(text.slice(start, i)) as string
   }
-  const literal = (word: string, value: unknown): unknown => {
+  const literal = <A>(word: string, value: A): A => {
     const rest = text.slice(i, i + word.length)
     if (rest === word) {
       i += word.length
@@ -88,7 +111,8 @@ export const readValue = (text: string, from = 0, complete = false): ReadResult 
     }
     return fail(false)
   }
-  const read = (): Spanned => {
+  const read = (depth: number): Spanned => {
+    if (depth > MAX_DEPTH) fail(false)
     skipWs()
     need()
     const start = i
@@ -97,6 +121,7 @@ export const readValue = (text: string, from = 0, complete = false): ReadResult 
       i++
       const members = new Map<string, Spanned>()
       const value: Record<string, unknown> = {}
+      let duplicate: string | undefined
       skipWs()
       need()
       if (text[i] === "}") {
@@ -108,12 +133,15 @@ export const readValue = (text: string, from = 0, complete = false): ReadResult 
         need()
         if (text[i] !== "\"") fail(false)
         const key = readString()
-        if (members.has(key)) fail(false)
+        if (members.has(key)) {
+          if (!python) fail(false, { _tag: "DuplicateKey", key })
+          duplicate ??= key
+        }
         skipWs()
         need()
         if (text[i] !== ":") fail(false)
         i++
-        const member = read()
+        const member = read(depth + 1)
         members.set(key, member)
         Object.defineProperty(value, key, { value: member.value, enumerable: true, writable: true, configurable: true })
         skipWs()
@@ -124,6 +152,7 @@ export const readValue = (text: string, from = 0, complete = false): ReadResult 
         }
         if (text[i] === "}") {
           i++
+          if (duplicate !== undefined) fail(false, { _tag: "DuplicateKey", key: duplicate })
           return { value, start, end: i, members, elements: [] }
         }
         fail(false)
@@ -139,7 +168,7 @@ export const readValue = (text: string, from = 0, complete = false): ReadResult 
         return { value: [], start, end: i, members: noMembers, elements }
       }
       for (;;) {
-        elements.push(read())
+        elements.push(read(depth + 1))
         skipWs()
         need()
         if (text[i] === ",") {
@@ -157,6 +186,11 @@ export const readValue = (text: string, from = 0, complete = false): ReadResult 
     if (c === "t") return { value: literal("true", true), start, end: i, members: noMembers, elements: [] }
     if (c === "f") return { value: literal("false", false), start, end: i, members: noMembers, elements: [] }
     if (c === "n") return { value: literal("null", null), start, end: i, members: noMembers, elements: [] }
+    if (python) {
+      const constant =
+        c === "N" ? "NaN" : c === "I" ? "Infinity" : c === "-" && text[i + 1] === "I" ? "-Infinity" : undefined
+      if (constant !== undefined) fail(false, { _tag: "NonFinite", text: literal(constant, constant) })
+    }
     looseNumber.lastIndex = i
     const loose = looseNumber.exec(text)?.[0] ?? ""
     if (!complete && loose !== "" && i + loose.length >= text.length) {
@@ -173,16 +207,18 @@ export const readValue = (text: string, from = 0, complete = false): ReadResult 
     return { value: Number(m?.[0]), start, end: i, members: noMembers, elements: [] }
   }
   try {
-    return { _tag: "Ok", spanned: read() }
+    return { _tag: "Ok", spanned: read(0) }
   } catch (error) {
-    if (error instanceof Stop) return error.incomplete ? { _tag: "Incomplete" } : { _tag: "Invalid", at: error.at }
+    if (error instanceof Stop) {
+      return error.incomplete ? { _tag: "Incomplete" } : { _tag: "Invalid", at: error.at, flaw: error.flaw }
+    }
     throw error
   }
 }
 
 /** The value when `text` is exactly one JSON value (surrounding whitespace allowed), else `undefined`. */
 export const readWhole = (text: string): Spanned | undefined => {
-  const r = readValue(text, 0, true)
+  const r = readValue(text, 0, { complete: true })
   if (r._tag !== "Ok") return undefined
   return text.slice(r.spanned.end).trim() === "" ? r.spanned : undefined
 }

@@ -1,0 +1,85 @@
+import { assert, describe, it } from "@effect/vitest"
+import * as Json from "../../src/parsers/Json.ts"
+
+const python = { complete: true, python: true } as const
+
+describe("Json.readValue", () => {
+  it("reports the span of each value, member and element", () => {
+    const text = " {\"a\": [1.50, true], \"b\": \"x\"} tail"
+    const r = Json.readValue(text)
+    assert.strictEqual(r._tag, "Ok")
+    if (r._tag !== "Ok") return
+    assert.strictEqual(text.slice(r.spanned.start, r.spanned.end), "{\"a\": [1.50, true], \"b\": \"x\"}")
+    const a = r.spanned.members.get("a")
+    assert.strictEqual(a && text.slice(a.start, a.end), "[1.50, true]")
+    const first = a?.elements[0]
+    assert.strictEqual(first && text.slice(first.start, first.end), "1.50")
+    assert.deepStrictEqual(r.spanned.value, { a: [1.5, true], b: "x" })
+  })
+
+  it("tells text cut off from text that can never be valid", () => {
+    assert.strictEqual(Json.readValue("{\"a\": [1, tr")._tag, "Incomplete")
+    assert.strictEqual(Json.readValue("[12")._tag, "Incomplete")
+    assert.strictEqual(Json.readValue("[12", 0, { complete: true })._tag, "Incomplete")
+    assert.strictEqual(Json.readValue("12", 0, { complete: true })._tag, "Ok")
+    assert.deepStrictEqual(Json.readValue("[1,]"), { _tag: "Invalid", at: 3, flaw: { _tag: "Syntax" } })
+  })
+
+  it("rejects a duplicate key at the key, so a stream stops waiting at once", () => {
+    assert.deepStrictEqual(Json.readValue("{\"a\":1,\"a\":"), {
+      _tag: "Invalid",
+      at: 10,
+      flaw: { _tag: "DuplicateKey", key: "a" }
+    })
+  })
+
+  it("reads NaN and Infinity as syntax errors unless asked for Python's reading", () => {
+    for (const text of ["NaN", "Infinity", "-Infinity", "[NaN]"]) {
+      const r = Json.readValue(text, 0, { complete: true })
+      assert.isTrue(r._tag === "Invalid" && r.flaw._tag === "Syntax", text)
+    }
+  })
+
+  it("turns nesting deeper than 2000 levels into Invalid instead of overflowing the stack", () => {
+    const nested = (depth: number) => "[".repeat(depth) + "]".repeat(depth)
+    assert.strictEqual(Json.readValue(nested(2001))._tag, "Ok")
+    assert.strictEqual(Json.readValue(nested(2002))._tag, "Invalid")
+    assert.strictEqual(Json.readValue(nested(100_000))._tag, "Invalid")
+  })
+})
+
+describe("Json.readValue with python", () => {
+  it("stops at NaN, Infinity and -Infinity, naming the literal", () => {
+    for (const literal of ["NaN", "Infinity", "-Infinity"] as const) {
+      const r = Json.readValue(`{"a":[1,${literal}`, 0, python)
+      assert.deepStrictEqual(r._tag === "Invalid" ? r.flaw : r, { _tag: "NonFinite", text: literal })
+    }
+  })
+
+  it("keeps a cut-off literal Incomplete and a misspelt one a syntax error", () => {
+    assert.strictEqual(Json.readValue("[Infin", 0, python)._tag, "Incomplete")
+    const r = Json.readValue("[-Inf]", 0, python)
+    assert.isTrue(r._tag === "Invalid" && r.flaw._tag === "Syntax")
+  })
+
+  it("reports a duplicate key when its object closes, as CPython's object_pairs_hook does", () => {
+    assert.deepStrictEqual(Json.readValue("[{\"k\":1,\"k\":2,\"j\":3}, NaN]", 0, python), {
+      _tag: "Invalid",
+      at: 20,
+      flaw: { _tag: "DuplicateKey", key: "k" }
+    })
+    assert.strictEqual(Json.readValue("{\"k\":1,\"k\":2,", 0, python)._tag, "Incomplete")
+    const later = Json.readValue("{\"k\":1,\"k\":NaN}", 0, python)
+    assert.isTrue(later._tag === "Invalid" && later.flaw._tag === "NonFinite")
+    const broken = Json.readValue("{\"k\":1,\"k\":2,]", 0, python)
+    assert.isTrue(broken._tag === "Invalid" && broken.flaw._tag === "Syntax")
+  })
+})
+
+describe("Json.readWhole", () => {
+  it("accepts exactly one value with surrounding whitespace", () => {
+    assert.deepStrictEqual(Json.readWhole(" [1] \n")?.value, [1])
+    assert.isUndefined(Json.readWhole("[1] x"))
+    assert.isUndefined(Json.readWhole("[1"))
+  })
+})
