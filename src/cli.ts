@@ -15,7 +15,7 @@
  */
 import { NodeRuntime, NodeServices } from "@effect/platform-node"
 import { Cause, Console, Data, Effect, Layer, Option, Result, Schema } from "effect"
-import { CliError, Command, Flag } from "effect/cli"
+import { CliError, CliOutput, Command, Flag } from "effect/cli"
 import { randomUUID } from "node:crypto"
 import { readFileSync, realpathSync } from "node:fs"
 import { resolve as resolvePath } from "node:path"
@@ -563,7 +563,7 @@ export const rolloutFlags: ReadonlyArray<FlagSpec> = [
     kind: "string",
     section: S.output,
     description: "Directory for rollout_<id>.jsonl (one sample per line) and metrics.jsonl.",
-    defaultText: "runs/rollout-<timestamp> (relax-agentic rollout)"
+    defaultText: "runs/rollout-<timestamp>-<id> (relax-agentic rollout)"
   },
   {
     name: "save-debug-rollout-data",
@@ -1274,9 +1274,32 @@ export const parseArgs = (
     return captured
   })
 
+/**
+ * Parse errors (an unknown flag, a value of the wrong type) print only the errors and where to find the flags:
+ * effect/cli's default prints the whole help (over a hundred lines) first, which buries the one line that matters.
+ * `--help` and `--version` keep the default output.
+ */
+export const presenter: CliOutput.Presenter = {
+  present: (event) =>
+    event._tag === "InvalidInvocation"
+      ? Effect.gen(function*() {
+        const formatter = yield* CliOutput.Formatter
+        yield* Console.error(formatter.formatErrors(event.errors))
+        const path = event.commandPath.join(" ")
+        yield* Console.error(
+          event.commandPath.length > 1
+            ? `  Run "${path} --help" to list every flag and its default.`
+            : `  Run "${path} --help" to list the commands (rollout, check).`
+        )
+      })
+      : CliOutput.defaultPresenter.present(event)
+}
+
 /** Run the command line `argv` (without `node` and the script). */
 export const run = (argv: ReadonlyArray<string>) =>
-  Command.runWith(command, { version })(normalizeArgs(argv))
+  Command.runWith(command, { version })(normalizeArgs(argv)).pipe(
+    Effect.provide(CliOutput.layerPresenter(presenter))
+  )
 
 const entryFiles = (): ReadonlyArray<string> =>
   [fileURLToPath(import.meta.url), fileURLToPath(new URL("../bin/relax-agentic.mjs", import.meta.url))].map((path) => {
