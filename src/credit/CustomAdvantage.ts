@@ -4,6 +4,7 @@
 import { Result } from "effect"
 import type { Schema } from "effect"
 import type { Advantage, TrainingSample } from "../forest/TrainingSample.ts"
+import * as Json from "../json/Json.ts"
 import { AdvantageError } from "./errors.ts"
 import * as Group from "./Group.ts"
 
@@ -36,8 +37,6 @@ const describe = (value: unknown): string => {
   }
 }
 
-const isRecord = (value: unknown): value is Readonly<Record<string, unknown>> =>
-  typeof value === "object" && value !== null && !Array.isArray(value)
 
 const isFiniteNumber = (value: unknown): value is number => typeof value === "number" && Number.isFinite(value)
 
@@ -116,7 +115,7 @@ export const apply = (
   for (const [sessionIndex, session] of group.sessions.entries()) {
     const mapping: unknown = result[sessionIndex]
     const sessionId = session.sessionId
-    if (!isRecord(mapping)) {
+    if (!Json.isObject(mapping)) {
       return Result.fail(
         new AdvantageError({
           groupIndex,

@@ -7,7 +7,7 @@
  * key order and string escapes follow CPython: integers keep every digit, floats print as `repr(float)`
  * (`1e+16`, `1.5e-05`, `0.1`), keys sort by code point, and only `"`, `\` and C0 controls are escaped.
  */
-import * as Json from "../parsers/Json.ts"
+import * as Json from "../json/Json.ts"
 
 /** A Python number: an `int` (exact decimal text) or a `float`. */
 export type PyNumber = { readonly _tag: "Int"; readonly text: string } | { readonly _tag: "Float"; readonly value: number }
@@ -88,9 +88,6 @@ export const dumps = (value: PyValue): string => {
   return "null"
 }
 
-/** A non-null, non-array object: a JSON object as JavaScript holds it. */
-export const isRecord = (value: unknown): value is { readonly [key: string]: unknown } =>
-  typeof value === "object" && value !== null && !Array.isArray(value)
 
 /** A JSON value as JavaScript holds it (what `JSON.parse` gives, or a Schema.Json). */
 export type JsJson = null | boolean | number | string | ReadonlyArray<JsJson> | { readonly [key: string]: JsJson }
@@ -103,7 +100,7 @@ export const dumpsJs = (value: unknown): string => {
   if (typeof value === "string") return quote(value)
   if (typeof value === "number") return numberText(numberFromJs(value))
   if (Array.isArray(value)) return `[${value.map(dumpsJs).join(",")}]`
-  if (isRecord(value)) {
+  if (Json.isObject(value)) {
     const record = value
     const keys = Object.keys(record).filter((k) => record[k] !== undefined).sort(compareKeys)
     return `{${keys.map((k) => `${quote(k)}:${dumpsJs(record[k])}`).join(",")}}`

@@ -15,6 +15,7 @@
 import { createHash, type Hash } from "node:crypto"
 import type * as Canonical from "../protocol/canonical.ts"
 import * as PythonJson from "./PythonJson.ts"
+import * as Json from "../json/Json.ts"
 
 const sha256 = (text: string): string => createHash("sha256").update(text, "utf8").digest("hex")
 
@@ -99,7 +100,7 @@ export const equalJson = (a: unknown, b: unknown): boolean => {
     for (let i = 0; i < a.length; i++) if (!equalJson(a[i], b[i])) return false
     return true
   }
-  if (!PythonJson.isRecord(a) || !PythonJson.isRecord(b)) return false
+  if (!Json.isObject(a) || !Json.isObject(b)) return false
   let keys = 0
   for (const key of Object.keys(a)) {
     const value = a[key]

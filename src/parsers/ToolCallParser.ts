@@ -16,7 +16,7 @@
  * chunk split yields the same final result as one shot.
  */
 import type * as Canonical from "../protocol/canonical.ts"
-import * as Json from "./Json.ts"
+import * as Json from "../json/Json.ts"
 
 /** One parsed tool call; `arguments` is JSON object text (the model's own text where it wrote JSON). */
 export interface ToolCall {

@@ -6,7 +6,7 @@
  * between blocks and asks the rule to read each block; when the text ends inside a block, or ends with the first
  * characters of a marker, it stops there (unless `final`) so the next chunk can complete it.
  */
-import * as Json from "./Json.ts"
+import * as Json from "../json/Json.ts"
 import * as P from "./ToolCallParser.ts"
 
 /** A block read by a rule: its events and where it ends. */

@@ -11,6 +11,7 @@ import { Result, Schema } from "effect"
 import * as Canonical from "./canonical.ts"
 import * as Errors from "./errors.ts"
 import type * as Sse from "./sse.ts"
+import * as Json from "../json/Json.ts"
 
 /** A decoded model request: the canonical conversation state plus this turn's generation options. */
 export interface CanonicalRequest {
@@ -97,8 +98,7 @@ export const utf8Bytes = (token: string): Array<number> => Array.from(new TextEn
 // Decoding helpers shared by the three adapters.
 
 /** A JSON object (not an array, not null). */
-export const isObject = (value: unknown): value is Readonly<Record<string, unknown>> =>
-  typeof value === "object" && value !== null && !Array.isArray(value)
+export const isObject = Json.isObject
 
 const PositiveInt = Schema.Int.check(Schema.isGreaterThan(0))
 const Integer = Schema.Int

@@ -6,7 +6,7 @@
  * A value of a `string` parameter stays raw; other values are read as JSON (also after un-escaping `\"`), else kept
  * as a string.
  */
-import * as Json from "../Json.ts"
+import * as Json from "../../json/Json.ts"
 import * as P from "../ToolCallParser.ts"
 import * as Scan from "../scan.ts"
 

@@ -6,7 +6,7 @@
  * Objects are read one after another; text that cannot be read as JSON up to the next `{` is malformed (it stays in
  * the text), and the first character that is neither JSON nor a separator ends the calls: the rest is plain text.
  */
-import * as Json from "../Json.ts"
+import * as Json from "../../json/Json.ts"
 import * as P from "../ToolCallParser.ts"
 import * as Scan from "../scan.ts"
 

@@ -5,7 +5,7 @@
  * Each array element with a `name` becomes a call (arguments kept as the model's JSON text); an element that is not a
  * call object is malformed. When the JSON after `[TOOL_CALLS]` can never become valid, the rest of the text is malformed.
  */
-import * as Json from "../Json.ts"
+import * as Json from "../../json/Json.ts"
 import * as P from "../ToolCallParser.ts"
 import * as Scan from "../scan.ts"
 

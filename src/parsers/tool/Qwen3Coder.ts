@@ -16,7 +16,7 @@
  * JSON schema (as SGLang does): integer/number/boolean/object/array are read as JSON, `null` is null, anything else
  * (or a value that does not read) stays a string. A missing `</parameter>` is tolerated.
  */
-import * as Json from "../Json.ts"
+import * as Json from "../../json/Json.ts"
 import * as P from "../ToolCallParser.ts"
 import * as Scan from "../scan.ts"
 

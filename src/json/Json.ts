@@ -224,5 +224,6 @@ export const readWhole = (text: string): Spanned | undefined => {
 }
 
 /** A plain JSON object (not an array or null). */
-export const isObject = (value: unknown): value is Record<string, unknown> =>
+/** A JSON object (not null, not an array). The project's one plain-object guard. */
+export const isObject = (value: unknown): value is Readonly<Record<string, unknown>> =>
   value !== null && typeof value === "object" && !Array.isArray(value)

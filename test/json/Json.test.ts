@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import * as Json from "../../src/parsers/Json.ts"
+import * as Json from "../../src/json/Json.ts"
 
 const python = { complete: true, python: true } as const
 
