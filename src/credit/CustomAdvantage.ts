@@ -7,6 +7,7 @@ import type { Advantage, TrainingSample } from "../forest/TrainingSample.ts"
 import * as Json from "../json/Json.ts"
 import { AdvantageError } from "./errors.ts"
 import * as Group from "./Group.ts"
+import { describe } from "./Reward.ts"
 
 /** One Session's hook input: export name (`"null"` for an implicit export) → that export's final metadata. */
 export type SessionMetadata = Record<string, Record<string, Schema.Json>>
@@ -26,16 +27,6 @@ export const hookInput = (group: Group.Group): Array<SessionMetadata> =>
     return mapping
   })
 
-const describe = (value: unknown): string => {
-  if (value === undefined) return "undefined"
-  if (typeof value === "number") return String(value)
-  if (typeof value === "function") return "a function"
-  try {
-    return JSON.stringify(value)
-  } catch {
-    return `a ${typeof value}`
-  }
-}
 
 
 const isFiniteNumber = (value: unknown): value is number => typeof value === "number" && Number.isFinite(value)

@@ -7,7 +7,8 @@ import type { Reward } from "../forest/TrainingSample.ts"
 /** A reward that is present (not null). */
 export type PresentReward = Exclude<Reward, null>
 
-const describe = (value: unknown): string => {
+/** A hook's return value as an error message shows it. */
+export const describe = (value: unknown): string => {
   if (value === undefined) return "undefined"
   if (typeof value === "number") return String(value)
   if (typeof value === "function") return "a function"
