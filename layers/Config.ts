@@ -107,6 +107,8 @@ export const RolloutOptions = Schema.Struct({
   agenticConcurrency: Schema.optional(PositiveInt),
   agenticEvalConcurrency: Schema.optional(PositiveInt),
   agenticPrelaunch: withDefault(Schema.Boolean, false),
+  /** Groups dropped in a row that stop the rollout (0 = unlimited); default `defaultMaxConsecutiveDrops`. */
+  agenticMaxConsecutiveDrops: Schema.optional(NonNegativeInt),
   // transfer and observability
   outputDir: Schema.optional(Schema.String),
   /** A path containing `{rollout_id}`. */
@@ -122,11 +124,19 @@ export interface RolloutSettings extends RolloutOptions {
   readonly rolloutBatchSize: number
   readonly overSamplingBatchSize: number
   readonly agenticConcurrency: number
+  /** Resolved; 0 = unlimited. */
+  readonly agenticMaxConsecutiveDrops: number
   /** `--agent-env` as a record. */
   readonly agentEnvVars: Readonly<Record<string, string>>
   /** Eval datasets with their group size resolved. */
   readonly evalDatasets: ReadonlyArray<{ readonly name: string; readonly path: string; readonly nSamplesPerEvalPrompt: number }>
 }
+
+/**
+ * The default limit of Groups dropped in a row: a few rounds of the whole resident capacity must fail before the
+ * rollout gives up, so a handful of unlucky Groups never stops it.
+ */
+export const defaultMaxConsecutiveDrops = (agenticConcurrency: number): number => Math.max(8, 2 * agenticConcurrency)
 
 /** `rolloutBatchSize` → `--rollout-batch-size`. */
 export const flagOf = (field: string): string =>
@@ -220,6 +230,7 @@ export const settle = (options: RolloutOptions): Effect.Effect<RolloutSettings, 
       rolloutBatchSize,
       overSamplingBatchSize,
       agenticConcurrency,
+      agenticMaxConsecutiveDrops: options.agenticMaxConsecutiveDrops ?? defaultMaxConsecutiveDrops(agenticConcurrency),
       agentEnvVars,
       evalDatasets: options.evalPromptData.map((d) => ({
         name: d.name,

@@ -7,7 +7,9 @@
  * the `Supervisor` with an active-time budget started when the Group gets its Runtime lease. When the agent exits,
  * its exports (implicit leaf or explicit records) become training samples; `Credit` scores the Group (reward,
  * custom advantage or GRPO; a `null` hook result filters it). A Session that fails, an export that does not match
- * and a Reward error drop the Group; the Scheduler refills the demand and the step goes on.
+ * and a Reward error drop the Group; the Scheduler refills the demand and the step goes on, until
+ * `--agentic-max-consecutive-drops` Groups were dropped in a row (training and Eval together): then every agent is
+ * reaped and the rollout fails with `TooManyDroppedGroupsError`.
  * Transfer returns the samples to the caller (`runStep`) and, from `run`, writes `DIR/rollout_<id>.jsonl` and
  * `DIR/metrics.jsonl` atomically when `--output-dir` is set.
  */
@@ -44,7 +46,11 @@ export class DatasetLoadError extends Data.TaggedError("DatasetLoadError")<{
 }
 
 /** The step could not deliver its samples (credit of the whole step, or writing the outputs). */
-export type RolloutError = DatasetLoadError | CreditError | Telemetry_.OutputWriteError
+export type RolloutError =
+  | DatasetLoadError
+  | CreditError
+  | Telemetry_.OutputWriteError
+  | Scheduler.TooManyDroppedGroupsError
 
 /** One Group as planned from the dataset. */
 export interface PlannedGroup extends Scheduler.GroupLike {
@@ -317,6 +323,8 @@ const make = Effect.gen(function*() {
     reward
   }
   const describeError = (error: GroupError) => ({ type: error._tag, detail: error.message })
+  // One streak for the whole rollout: a broken agent fails Eval Groups as surely as training ones.
+  const dropStreak = Scheduler.dropStreak(settings.agenticMaxConsecutiveDrops)
 
   // The training data source: seeded shuffling per epoch, epochs wrap.
   let cursor = Dataset.cursor(trainRows.length, { shuffle: settings.rolloutShuffle, seed: settings.rolloutSeed })
@@ -341,7 +349,8 @@ const make = Effect.gen(function*() {
     next: nextTrainGroup,
     runner,
     sessionId: sessions.newSessionId,
-    describeError
+    describeError,
+    dropStreak
   })
 
   const writeDebug = (rolloutId: number | string, samples: ReadonlyArray<TrainingSample>, debug: ReadonlyArray<ContextDebug>) =>
@@ -446,7 +455,8 @@ const make = Effect.gen(function*() {
         next: Effect.sync(() => planned[position++]!),
         runner,
         sessionId: sessions.newSessionId,
-        describeError
+        describeError,
+        dropStreak
       })
       const progress = yield* telemetry.progress({
         description: `Eval ${dataset.name}`,

@@ -16,11 +16,88 @@
  *   while capacity is free (up to what the step needs, or up to full capacity with prelaunch when a next step
  *   follows), and returns once `debt` Groups were accepted. Leased Groups still running then (over-sampling surplus)
  *   are interrupted; Groups still in Prepare are kept for the next step, or interrupted when none follows.
+ * - A `DropStreak` (shared by every pool of a rollout) counts Groups dropped in a row; an accepted or filtered Group
+ *   resets it. When it reaches its limit, the pool's `runStep` interrupts every Group of the pool and fails with
+ *   `TooManyDroppedGroupsError`: an agent that fails on every Group would otherwise be refilled forever.
  */
-import { Context, Deferred, Effect, Fiber, Layer, Option, Queue, Scope } from "effect"
+import { Context, Data, Deferred, Effect, Fiber, Layer, Option, Queue, Scope } from "effect"
 import { randomBytes } from "node:crypto"
 import { SessionClosedError } from "./Sessions.ts"
 import { type Progress, Telemetry, type TelemetryShape } from "./Telemetry.ts"
+
+/** Why a Group was dropped: the `error_type=` and detail text of its drop log line. */
+export interface DropReason {
+  readonly groupId: string
+  readonly type: string
+  readonly detail: string
+}
+
+/** Lines of the last drop's detail (the agent's error head and the start of its log tail) quoted in the error. */
+const QUOTED_LINES = 10
+const QUOTED_LINE_CHARS = 240
+
+/**
+ * The limit of Groups dropped in a row was reached: the agent most likely fails on every Group (a bad command, a
+ * broken environment), and refilling would never end the step.
+ */
+export class TooManyDroppedGroupsError extends Data.TaggedError("TooManyDroppedGroupsError")<{
+  /** Groups dropped in a row (the limit). */
+  readonly dropped: number
+  readonly last: DropReason
+}> {
+  override get message(): string {
+    const lines = this.last.detail.trimEnd().split("\n")
+    const quoted = lines.slice(0, QUOTED_LINES).map((line) =>
+      `  | ${line.length > QUOTED_LINE_CHARS ? `${line.slice(0, QUOTED_LINE_CHARS)}...` : line}`
+    )
+    if (lines.length > QUOTED_LINES) quoted.push(`  | ... (${lines.length - QUOTED_LINES} more lines)`)
+    return [
+      `${this.dropped} Groups were dropped in a row (--agentic-max-consecutive-drops ${this.dropped}); ` +
+      `the agent seems to fail on every Group, so the rollout stopped.`,
+      `Last drop: group_id=${this.last.groupId} error_type=${this.last.type}`,
+      ...quoted,
+      "Run `relax-agentic check` with the same flags to see the agent's failure, or raise the limit with " +
+      "--agentic-max-consecutive-drops N (0 disables it)."
+    ].join("\n")
+  }
+}
+
+/**
+ * Groups dropped in a row, shared by every pool of one rollout (training steps and Eval). Once tripped it stays
+ * tripped: the rollout stopped.
+ */
+export interface DropStreak {
+  /** The limit; 0 = unlimited. */
+  readonly limit: number
+  /** Drops in a row so far. */
+  readonly count: () => number
+  /** The error, once the limit was reached. */
+  readonly tripped: () => TooManyDroppedGroupsError | undefined
+  /** Count a drop; returns true once the streak is tripped (also when it already was). */
+  readonly dropped: (reason: DropReason) => boolean
+  /** An accepted or filtered Group ends the streak. */
+  readonly kept: () => void
+}
+
+/** A new streak with `limit` (0 = unlimited). */
+export const dropStreak = (limit: number): DropStreak => {
+  let count = 0
+  let error: TooManyDroppedGroupsError | undefined
+  return {
+    limit,
+    count: () => count,
+    tripped: () => error,
+    dropped: (reason) => {
+      if (error !== undefined) return true
+      count += 1
+      if (limit > 0 && count >= limit) error = new TooManyDroppedGroupsError({ dropped: count, last: reason })
+      return error !== undefined
+    },
+    kept: () => {
+      if (error === undefined) count = 0
+    }
+  }
+}
 
 /** What the scheduler needs to know of a Group input. */
 export interface GroupLike {
@@ -77,6 +154,8 @@ export interface PoolOptions<G extends GroupLike, O, A, E> {
   readonly describeError?: ((error: E) => { readonly type: string; readonly detail: string }) | undefined
   /** Seconds without progress before an `idle_heartbeat` event (default 30). */
   readonly heartbeatSeconds?: number | undefined
+  /** Counts Groups dropped in a row (share one between a rollout's pools); default: unlimited, as Relax. */
+  readonly dropStreak?: DropStreak | undefined
 }
 
 export interface StepPlan {
@@ -120,7 +199,11 @@ export interface PoolState {
 }
 
 export interface Pool<G extends GroupLike, A> {
-  readonly runStep: (plan: StepPlan) => Effect.Effect<StepOutcome<G, A>>
+  /**
+   * Run one step. Fails (after interrupting every Group of the pool) once the drop streak reaches its limit, also
+   * when it was reached before the call.
+   */
+  readonly runStep: (plan: StepPlan) => Effect.Effect<StepOutcome<G, A>, TooManyDroppedGroupsError>
   readonly state: Effect.Effect<PoolState>
 }
 
@@ -177,6 +260,7 @@ export const makePool = <G extends GroupLike, O, A, E>(
     const mintSessionId = options.sessionId ?? defaultSessionId
     const describe = options.describeError ?? defaultDescribe
     const heartbeat = options.heartbeatSeconds ?? 30
+    const streak = options.dropStreak ?? dropStreak(0)
     const prepared: Array<GroupRecord<G>> = []
     const all = new Set<GroupRecord<G>>()
     let resident = 0
@@ -240,25 +324,29 @@ export const makePool = <G extends GroupLike, O, A, E>(
         const sessions = yield* Effect.forEach(arrived.map((_, i) => i), runSession, { concurrency: "unbounded" })
           .pipe(Effect.result)
         if (sessions._tag === "Failure") {
+          // The rollout is stopping (the streak tripped): this Group is being reaped, not dropped and refilled.
+          if (streak.tripped() !== undefined) return
           yield* logSessionFailure(record, sessions.failure)
           if (!record.ready) {
             yield* telemetry.warn(
               `Dropping group ${group.groupId} because an agent exited before every first IR existed`
             )
           }
-          return yield* drop(record)
+          return yield* drop(record, sessionDropReason(record, sessions.failure))
         }
         record.phase = "reward"
         yield* release(record)
         const verdict = yield* options.runner.reward(group, sessions.success).pipe(Effect.result)
         if (verdict._tag === "Failure") {
+          if (streak.tripped() !== undefined) return
           const { type, detail } = describe(verdict.failure)
           yield* telemetry.error(
             `Dropping group ${group.groupId} because Reward failed error_type=${type}\n${detail}`
           )
-          return yield* drop(record)
+          return yield* drop(record, { groupId: group.groupId, type, detail })
         }
         record.phase = "done"
+        streak.kept()
         if (verdict.success._tag === "Filtered") {
           yield* telemetry.status("Filtered 1 group")
           return yield* notify({ _tag: "Finished", record, finish: { _tag: "Filtered" } })
@@ -287,11 +375,22 @@ export const makePool = <G extends GroupLike, O, A, E>(
       )
     }
 
-    const drop = (record: GroupRecord<G>) =>
+    const sessionDropReason = (record: GroupRecord<G>, failure: SessionFailure<E>): DropReason =>
+      failure.error instanceof ExitedBeforeFirstRequest
+        ? {
+          groupId: record.group.groupId,
+          type: "silent-success",
+          detail: `session ${failure.sessionId} exited without error before its first model request ` +
+            `(check that the agent reads RELAX_INPUT_JSON and calls RELAX_BASE_URL)`
+        }
+        : { groupId: record.group.groupId, ...describe(failure.error) }
+
+    const drop = (record: GroupRecord<G>, reason: DropReason) =>
       Effect.gen(function*() {
         record.phase = "done"
         yield* Deferred.succeed(record.lease, false)
         yield* release(record)
+        streak.dropped(reason)
         yield* telemetry.status("Dropped 1 group")
         yield* notify({ _tag: "Finished", record, finish: { _tag: "Dropped" } })
       })
@@ -316,8 +415,13 @@ export const makePool = <G extends GroupLike, O, A, E>(
       )
     })
 
+    // A fiber interrupted before it ran never reaches its own `ensuring`: release its slot here too (idempotent).
     const stop = (records: ReadonlyArray<GroupRecord<G>>) =>
-      Effect.forEach(records, (r) => r.fiber === undefined ? Effect.void : Fiber.interrupt(r.fiber), {
+      Effect.forEach(records, (r) =>
+        (r.fiber === undefined ? Effect.void : Fiber.interrupt(r.fiber)).pipe(
+          Effect.andThen(release(r)),
+          Effect.andThen(Effect.sync(() => all.delete(r)))
+        ), {
         concurrency: "unbounded",
         discard: true
       })
@@ -340,8 +444,21 @@ export const makePool = <G extends GroupLike, O, A, E>(
       }
     })
 
-    const runStep = (plan: StepPlan): Effect.Effect<StepOutcome<G, A>> =>
+    // Reap every Group of the pool (waiting for their agents to end), then fail the step.
+    const failIfTripped = Effect.suspend(() => {
+      const error = streak.tripped()
+      if (error === undefined) return Effect.void
+      return Effect.gen(function*() {
+        prepared.length = 0
+        yield* stop([...all])
+        yield* Queue.clear(signals)
+        return yield* Effect.fail(error)
+      })
+    })
+
+    const runStep = (plan: StepPlan): Effect.Effect<StepOutcome<G, A>, TooManyDroppedGroupsError> =>
       Effect.gen(function*() {
+        yield* failIfTripped
         currentRolloutId = plan.rolloutId
         for (const r of prepared) r.rolloutId = plan.rolloutId
         const leased = new Set<GroupRecord<G>>()
@@ -354,6 +471,8 @@ export const makePool = <G extends GroupLike, O, A, E>(
         const prelaunchFill = options.prelaunch && plan.nextStep
 
         while (debt > 0) {
+          // Before leasing or starting anything: a tripped streak must not start one more agent.
+          yield* failIfTripped
           let need = debt + surplus - leased.size
           for (const record of [...prepared]) {
             if (need <= 0) break
@@ -410,6 +529,8 @@ export const makePool = <G extends GroupLike, O, A, E>(
             if (!plan.refill) debt -= 1
           }
         }
+        // The last Group an Eval step waited for may be the drop that tripped the streak.
+        yield* failIfTripped
         // Over-sampled Groups still running are not needed any more (no partial rollout: they are dropped).
         yield* stop([...leased])
         if (!plan.nextStep) {

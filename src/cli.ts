@@ -556,6 +556,16 @@ export const rolloutFlags: ReadonlyArray<FlagSpec> = [
     description: "Start agents while resident capacity is free, the next step's too; their first request is held " +
       "until the Group's Runtime lease."
   },
+  {
+    name: "agentic-max-consecutive-drops",
+    field: "agenticMaxConsecutiveDrops",
+    kind: "int",
+    section: S.scheduling,
+    description: "Stop the rollout with an error after this many Groups dropped in a row (training and Eval; an " +
+      "accepted or filtered Group resets the count), instead of refilling a failing agent forever. 0 = unlimited, " +
+      "as Relax.",
+    defaultText: "max(8, 2 * --agentic-concurrency)"
+  },
   // outputs
   {
     name: "output-dir",

@@ -46,6 +46,7 @@ import type { AgentSpecError } from "./session/errors.ts"
 
 export {
   capacity,
+  defaultMaxConsecutiveDrops,
   evalConcurrency,
   flagOf,
   resolve as resolveConfig,
@@ -65,6 +66,7 @@ export {
   type RunSummary,
   type StepResult
 } from "../layers/Rollout.ts"
+export { type DropReason, TooManyDroppedGroupsError } from "../layers/Scheduler.ts"
 export { memorySink, processSink, type Sink, Telemetry } from "../layers/Telemetry.ts"
 export { type InProcessAgent, type InProcessAgentInput, Supervisor } from "../layers/Supervisor.ts"
 export { Advantage, Reward, Status, TrainingSample } from "./forest/TrainingSample.ts"

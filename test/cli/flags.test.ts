@@ -122,6 +122,12 @@ describe("flags to settings", () => {
       assert.deepStrictEqual(settings.evalDatasets, [])
     }))
 
+  it.effect("reads --agentic-max-consecutive-drops, 0 included, and defaults it from --agentic-concurrency", () =>
+    Effect.gen(function*() {
+      assert.strictEqual((yield* settingsOf([...base, "--agentic-max-consecutive-drops", "0"])).agenticMaxConsecutiveDrops, 0)
+      assert.strictEqual((yield* settingsOf([...base, "--agentic-concurrency", "5"])).agenticMaxConsecutiveDrops, 10)
+    }))
+
   it.effect("derives --agentic-concurrency from --over-sampling-batch-size", () =>
     Effect.gen(function*() {
       const settings = yield* settingsOf([...base, "--over-sampling-batch-size", "3"])
@@ -291,6 +297,14 @@ describe("flag errors name the flag and the fix", () => {
         "--rollout-batch-size: Expected a value greater than 0"
       )
       assert.match(yield* failureOf([...base, "--rollout-top-p", "1.5"]), /^--rollout-top-p: /)
+    }))
+
+  it.effect("a negative --agentic-max-consecutive-drops", () =>
+    Effect.gen(function*() {
+      assert.match(
+        yield* failureOf([...base, "--agentic-max-consecutive-drops", "-1"]),
+        /^--agentic-max-consecutive-drops: Expected a value greater than or equal to 0/
+      )
     }))
 
   it.effect("--over-sampling-batch-size below --rollout-batch-size", () =>

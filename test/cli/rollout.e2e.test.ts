@@ -122,6 +122,36 @@ describe("relax-agentic rollout (end to end)", () => {
       Fs.rmSync(out, { recursive: true, force: true })
     }), 120_000)
 
+  it.live("stops an agent that fails on every Group after --agentic-max-consecutive-drops drops, exit code 1", () =>
+    Effect.gen(function*() {
+      const out = Fs.mkdtempSync(Path.join(Os.tmpdir(), "cli-drops-"))
+      const ran = yield* cli([
+        "rollout",
+        "--prompt-data",
+        Path.join(example, "data", "train.jsonl"),
+        "--rollout-batch-size",
+        "1",
+        "--agent-cwd",
+        example,
+        "--agent-command",
+        "echo 'ImportError: no module named harness' >&2; exit 3",
+        "--agentic-max-consecutive-drops",
+        "2",
+        "--output-dir",
+        out
+      ])
+      assert.strictEqual(ran.code, 1, `${ran.stdout}\n${ran.stderr}`)
+      assert.strictEqual(ran.stdout.split("\n").filter((l) => l === "AGENTIC Dropped 1 group").length, 2)
+      assert.include(ran.stderr, "2 Groups were dropped in a row (--agentic-max-consecutive-drops 2)")
+      assert.include(ran.stderr, "error_type=AgentExecutionError")
+      assert.include(ran.stderr, "| Managed command agent exited with code 3.")
+      assert.include(ran.stderr, "| ImportError: no module named harness")
+      assert.include(ran.stderr, "relax-agentic check")
+      // The step never finished: nothing was written.
+      assert.deepStrictEqual(Fs.existsSync(out) ? Fs.readdirSync(out) : [], [])
+      Fs.rmSync(out, { recursive: true, force: true })
+    }), 60_000)
+
   it.live("exits with code 1 and a one-line error naming the flag", () =>
     Effect.gen(function*() {
       const ran = yield* cli(["rollout", "--prompt-data", "d.jsonl", "--rollout-batch-size", "2", "--over-sampling-batch-size", "1"])

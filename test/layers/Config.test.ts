@@ -120,6 +120,23 @@ describe("rollout configuration", () => {
       assert.isString(report.warning)
     }))
 
+  it.effect("defaults the consecutive-drop limit to max(8, 2 * agentic_concurrency), keeps 0 (unlimited)", () =>
+    Effect.gen(function*() {
+      assert.strictEqual((yield* Config.resolve(base)).agenticMaxConsecutiveDrops, 8)
+      assert.strictEqual((yield* Config.resolve({ ...base, agenticConcurrency: 6 })).agenticMaxConsecutiveDrops, 12)
+      assert.strictEqual((yield* Config.resolve({ ...base, agenticMaxConsecutiveDrops: 0 })).agenticMaxConsecutiveDrops, 0)
+      assert.strictEqual((yield* Config.resolve({ ...base, agenticMaxConsecutiveDrops: 3 })).agenticMaxConsecutiveDrops, 3)
+    }))
+
+  it.effect("rejects a negative or fractional consecutive-drop limit, naming the flag", () =>
+    Effect.gen(function*() {
+      const negative = yield* Effect.flip(Config.resolve({ ...base, agenticMaxConsecutiveDrops: -1 }))
+      assert.include(negative.message, "--agentic-max-consecutive-drops")
+      assert.include(negative.message, "greater than or equal to 0")
+      const fractional = yield* Effect.flip(Config.resolve({ ...base, agenticMaxConsecutiveDrops: 1.5 }))
+      assert.include(fractional.message, "--agentic-max-consecutive-drops")
+    }))
+
   it("maps fields to flag names", () => {
     assert.strictEqual(Config.flagOf("agenticCustomAdvantagePath"), "--agentic-custom-advantage-path")
     assert.strictEqual(Config.flagOf("port"), "--port")

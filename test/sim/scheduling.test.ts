@@ -11,7 +11,7 @@ const setup = (isTTY = false) => {
 }
 
 /** Run `steps` under the TestClock: fork, advance the clock, join. */
-const simulate = <A>(program: Effect.Effect<A, never, Telemetry.Telemetry>, layer: Layer.Layer<Telemetry.Telemetry>, minutes = 30) =>
+const simulate = <A, E>(program: Effect.Effect<A, E, Telemetry.Telemetry>, layer: Layer.Layer<Telemetry.Telemetry>, minutes = 30) =>
   Effect.gen(function*() {
     const fiber = yield* program.pipe(Effect.provide(layer), Effect.forkChild)
     yield* TestClock.adjust(`${minutes} minutes`)
