@@ -32,9 +32,10 @@ export interface GenerateRequest {
   readonly sessionId?: string | undefined
   /**
    * The conversation behind `inputIds`, for engines that script their output from it (the embedded engine's
-   * `--embedded-policy`); SGLang ignores it.
+   * `--embedded-policy`); SGLang ignores it. A thunk, because building it decodes the whole prompt: only an engine
+   * that uses it pays for it.
    */
-  readonly conversation?: PolicyRequest | undefined
+  readonly conversation?: (() => PolicyRequest) | undefined
 }
 
 /** What an embedded policy sees: `(request) => string | Promise<string>` (design.md, module hooks). */

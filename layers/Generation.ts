@@ -141,14 +141,14 @@ const make = (options: GenerationOptions) =>
         returnLogprob: true,
         imageData: media.length > 0 ? media : undefined,
         sessionId: session.sessionId,
-        conversation: {
+        conversation: () => ({
           sessionId: session.sessionId,
           turn,
           messages: Forest.fullMessages(forest, parent),
           tools: state.tools,
           chatTemplateKwargs: state.chat_template_kwargs,
           promptText: tokenizer.decode(prefix)
-        }
+        })
       }).pipe(
         Effect.onInterrupt(() => Effect.sync(() => session.counters.aborts++)),
         Effect.catchTags({

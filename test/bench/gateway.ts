@@ -110,14 +110,14 @@ const measure = async (context: Context.Context<Services>): Promise<BenchResult>
     rid: `bench-${rid++}`,
     returnLogprob: true,
     sessionId: "bench-engine",
-    conversation: {
+    conversation: () => ({
       sessionId: "bench-engine",
       turn: 0,
       messages,
       tools: [],
       chatTemplateKwargs: {},
       promptText: tokenizer.decode(inputIds)
-    }
+    })
   })
   const viaEngine = async (): Promise<void> => {
     const result = await Effect.runPromise(engine.generate(engineRequest()))

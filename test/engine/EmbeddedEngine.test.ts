@@ -239,7 +239,7 @@ describe("EmbeddedEngine policy (--embedded-policy)", () => {
       const engine = yield* Engine
       const tokenizer = yield* Tokenizer
       const model = EmbeddedEngine.modelFor(tokenizer, { seed: 4 })
-      const result = yield* engine.generate(request(prompt, {}, { conversation: conversation("héllo 世界") }))
+      const result = yield* engine.generate(request(prompt, {}, { conversation: () => conversation("héllo 世界") }))
       const text = `Echo: héllo 世界 <tool_call>\n{"name": "x"}\n</tool_call>`
       assert.deepStrictEqual(result.outputIds, [...tokenizer.encode(text), tokenizer.eosTokenId])
       assert.strictEqual(tokenizer.decode(result.outputIds), `${text}<|im_end|>`)
@@ -256,14 +256,14 @@ describe("EmbeddedEngine policy (--embedded-policy)", () => {
       const engine = yield* Engine
       const tokenizer = yield* Tokenizer
       const full = [...tokenizer.encode(`Echo: hi <tool_call>\n{"name": "x"}\n</tool_call>`), tokenizer.eosTokenId]
-      const byLength = yield* engine.generate(request(prompt, { maxNewTokens: 3 }, { conversation: conversation("hi") }))
+      const byLength = yield* engine.generate(request(prompt, { maxNewTokens: 3 }, { conversation: () => conversation("hi") }))
       assert.deepStrictEqual(byLength.outputIds, full.slice(0, 3))
       assert.deepStrictEqual(byLength.finishReason, { type: "length", length: 3 })
-      const byString = yield* engine.generate(request(prompt, { stop: ["<tool_call>"] }, { conversation: conversation("hi") }))
+      const byString = yield* engine.generate(request(prompt, { stop: ["<tool_call>"] }, { conversation: () => conversation("hi") }))
       assert.strictEqual(tokenizer.decode(byString.outputIds), "Echo: hi <tool_call>")
       assert.deepStrictEqual(byString.finishReason, { type: "stop", matched: "<tool_call>" })
       const toolCallId = tokenizer.tokenToId("<tool_call>")!
-      const byId = yield* engine.generate(request(prompt, { stopTokenIds: [toolCallId] }, { conversation: conversation("hi") }))
+      const byId = yield* engine.generate(request(prompt, { stopTokenIds: [toolCallId] }, { conversation: () => conversation("hi") }))
       assert.strictEqual(byId.outputIds[byId.outputIds.length - 1], toolCallId)
       assert.deepStrictEqual(byId.finishReason, { type: "stop", matched: toolCallId })
     }).pipe(Effect.provide(engineLayer({ policy }))))
@@ -280,12 +280,12 @@ describe("EmbeddedEngine policy (--embedded-policy)", () => {
       const loaded = yield* EmbeddedEngine.loadPolicy("fixtures/echoPolicy.ts#reply", import.meta.dirname)
       const tokenizer = yield* Tokenizer
       const engine = yield* EmbeddedEngine.make(tokenizer, { ...EmbeddedEngine.instant, policy: loaded })
-      const first = yield* engine.generate(request(prompt, {}, { conversation: conversation("ping", 0) }))
+      const first = yield* engine.generate(request(prompt, {}, { conversation: () => conversation("ping", 0) }))
       assert.strictEqual(
         tokenizer.decode(first.outputIds),
         `<tool_call>\n{"name": "echo", "arguments": {"text": "ping"}}\n</tool_call><|im_end|>`
       )
-      const second = yield* engine.generate(request(prompt, {}, { conversation: conversation("pong", 1) }))
+      const second = yield* engine.generate(request(prompt, {}, { conversation: () => conversation("pong", 1) }))
       assert.strictEqual(tokenizer.decode(second.outputIds), "You said: pong<|im_end|>")
     }).pipe(Effect.provide(Tokenizer.layer)))
 
@@ -294,7 +294,7 @@ describe("EmbeddedEngine policy (--embedded-policy)", () => {
       const bad = yield* EmbeddedEngine.loadPolicy("fixtures/echoPolicy.ts#notAString", import.meta.dirname)
       const tokenizer = yield* Tokenizer
       const engine = yield* EmbeddedEngine.make(tokenizer, { ...EmbeddedEngine.instant, policy: bad })
-      const error = yield* engine.generate(request(prompt, {}, { conversation: conversation("x") })).pipe(Effect.flip)
+      const error = yield* engine.generate(request(prompt, {}, { conversation: () => conversation("x") })).pipe(Effect.flip)
       assert.strictEqual(error._tag, "EngineError")
       assert.include(error.message, "--embedded-policy failed for session s1 turn 1")
       assert.include(error.message, "returned number, expected the assistant text as a string")

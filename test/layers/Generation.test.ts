@@ -212,7 +212,7 @@ describe("Generation with images", () => {
         generate: (req) =>
           Effect.sync(() => {
             seen.push(req.imageData)
-            prompts.push(req.conversation?.promptText ?? "")
+            prompts.push(req.conversation?.().promptText ?? "")
           }).pipe(Effect.andThen(inner.generate(req)))
       })
     })
