@@ -243,6 +243,9 @@ const make = Effect.gen(function*() {
       const prepared = yield* Effect.fromResult(SessionInput.fromRow(group.data, group.row, inputOptions))
       const { sessionId } = ticket
       const eval_ = group.mode === "eval"
+      // Registered before anything is created, so an interruption between the steps below cannot leak the Session's
+      // forest or registry entry (both removals are no-ops for what does not exist yet).
+      yield* Effect.addFinalizer(() => sessions.close(sessionId).pipe(Effect.andThen(forests.remove(sessionId))))
       yield* forests.create(sessionId, {
         groupIndex: group.promptIndex,
         index: group.firstIndex + ticket.position,
@@ -263,7 +266,6 @@ const make = Effect.gen(function*() {
         awaitLease: ticket.awaitLease,
         counters
       })
-      yield* Effect.addFinalizer(() => sessions.close(sessionId).pipe(Effect.andThen(forests.remove(sessionId))))
       const budget = yield* supervisor.makeBudget
       yield* Effect.forkScoped(ticket.leased.pipe(Effect.andThen(budget.start)))
       const outcome = yield* supervisor.run({

@@ -15,7 +15,9 @@
  * - `runStep` leases ready Groups FIFO while the step still needs Groups (`debt + surplus − leased`), starts new Groups
  *   while capacity is free (up to what the step needs, or up to full capacity with prelaunch when a next step
  *   follows), and returns once `debt` Groups were accepted. Leased Groups still running then (over-sampling surplus)
- *   are interrupted; Groups still in Prepare are kept for the next step, or interrupted when none follows.
+ *   are interrupted. Groups still in Prepare are kept for the next step only with prelaunch (their agents share the
+ *   training capacity with Eval, as the guide's slot table says); otherwise they are interrupted and their inputs
+ *   start again, first, in the next step, so no dataset row is skipped.
  * - A `DropStreak` (shared by every pool of a rollout) counts Groups dropped in a row; an accepted or filtered Group
  *   resets it. When it reaches its limit, the pool's `runStep` interrupts every Group of the pool and fails with
  *   `TooManyDroppedGroupsError`: an agent that fails on every Group would otherwise be refilled forever.
@@ -262,6 +264,8 @@ export const makePool = <G extends GroupLike, O, A, E>(
     const heartbeat = options.heartbeatSeconds ?? 30
     const streak = options.dropStreak ?? dropStreak(0)
     const prepared: Array<GroupRecord<G>> = []
+    // Inputs of Prepare Groups interrupted at a step's end, started again before new ones.
+    const pending: Array<G> = []
     const all = new Set<GroupRecord<G>>()
     let resident = 0
     let currentRolloutId = 0
@@ -396,7 +400,7 @@ export const makePool = <G extends GroupLike, O, A, E>(
       })
 
     const start = Effect.gen(function*() {
-      const group = yield* options.next
+      const group = pending.shift() ?? (yield* options.next)
       const record: GroupRecord<G> = {
         group,
         lease: yield* Deferred.make<boolean>(),
@@ -533,15 +537,19 @@ export const makePool = <G extends GroupLike, O, A, E>(
         yield* failIfTripped
         // Over-sampled Groups still running are not needed any more (no partial rollout: they are dropped).
         yield* stop([...leased])
-        if (!plan.nextStep) {
-          yield* stop([...prepared])
-          prepared.length = 0
-        }
         // Signals of stopped Groups belong to no step; a kept Prepare Group that was dropped meanwhile leaves the queue.
         for (const signal of yield* Queue.clear(signals)) {
           if (signal._tag !== "Finished") continue
           const waiting = prepared.indexOf(signal.record)
           if (waiting !== -1) prepared.splice(waiting, 1)
+        }
+        // Without prelaunch no training agent may stay resident past its step (Eval may follow on the same executor).
+        if (!plan.nextStep || !options.prelaunch) {
+          const unleased = prepared.splice(0, prepared.length)
+          // A Group dropped in Prepare was already replaced; only live ones get their input back.
+          const live = unleased.filter((r) => r.phase === "prepare").map((r) => r.group)
+          yield* stop(unleased)
+          pending.unshift(...live)
         }
         return { accepted: acceptedGroups, dropped, filtered: filteredCount, residentGroups: resident }
       })

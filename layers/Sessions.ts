@@ -5,7 +5,8 @@
  * **Details**
  * Session ids are 128-bit random hex strings; they double as the agent's API key. Lookups go through the SHA-256 of the
  * presented token, so the time a lookup takes does not depend on how much of a guessed id matches a real one.
- * A closed Session stays known as closed (404 "finished") instead of disappearing, so a late request gets a clear answer.
+ * A closed Session stays known as closed (404 "finished") instead of disappearing, so a late request gets a clear answer;
+ * only the most recently closed ones are remembered (`closedMemory`), so a long run does not grow the registry forever.
  */
 import { Context, Data, Effect, Layer } from "effect"
 import { createHash, randomBytes } from "node:crypto"
@@ -76,39 +77,52 @@ export const emptyCounters = (): SessionCounters => ({
   toleratedMatches: 0
 })
 
-export const make: Effect.Effect<SessionsShape> = Effect.sync(() => {
-  const live = new Map<string, SessionEntry>()
-  const closed = new Set<string>()
-  return {
-    newSessionId: Effect.sync(() => randomBytes(16).toString("hex")),
-    register: (entry) =>
-      Effect.sync(() => {
-        const key = digest(entry.sessionId)
-        closed.delete(key)
-        live.set(key, entry)
-      }),
-    lookup: (token) =>
-      Effect.suspend((): Effect.Effect<SessionEntry, UnknownSessionError | SessionClosedError> => {
-        const key = digest(token)
-        const entry = live.get(key)
-        if (entry !== undefined) return Effect.succeed(entry)
-        return closed.has(key)
-          ? Effect.fail(new SessionClosedError({ sessionId: token }))
-          : Effect.fail(new UnknownSessionError())
-      }),
-    close: (sessionId) =>
-      Effect.sync(() => {
-        const key = digest(sessionId)
-        if (live.delete(key)) closed.add(key)
-      }),
-    remove: (sessionId) =>
-      Effect.sync(() => {
-        const key = digest(sessionId)
-        live.delete(key)
-        closed.delete(key)
-      })
-  }
-})
+/** How many closed Sessions `make` remembers as closed (about 10 MB of digests at most). */
+export const DefaultClosedMemory = 100_000
+
+/** A registry that remembers the last `closedMemory` closed Sessions; older ones become unknown. */
+export const makeWith = (options: { readonly closedMemory: number }): Effect.Effect<SessionsShape> =>
+  Effect.sync(() => {
+    const live = new Map<string, SessionEntry>()
+    // Insertion-ordered: the oldest closed Session is forgotten first.
+    const closed = new Set<string>()
+    return {
+      newSessionId: Effect.sync(() => randomBytes(16).toString("hex")),
+      register: (entry) =>
+        Effect.sync(() => {
+          const key = digest(entry.sessionId)
+          closed.delete(key)
+          live.set(key, entry)
+        }),
+      lookup: (token) =>
+        Effect.suspend((): Effect.Effect<SessionEntry, UnknownSessionError | SessionClosedError> => {
+          const key = digest(token)
+          const entry = live.get(key)
+          if (entry !== undefined) return Effect.succeed(entry)
+          return closed.has(key)
+            ? Effect.fail(new SessionClosedError({ sessionId: token }))
+            : Effect.fail(new UnknownSessionError())
+        }),
+      close: (sessionId) =>
+        Effect.sync(() => {
+          const key = digest(sessionId)
+          if (!live.delete(key)) return
+          closed.add(key)
+          for (const oldest of closed) {
+            if (closed.size <= options.closedMemory) break
+            closed.delete(oldest)
+          }
+        }),
+      remove: (sessionId) =>
+        Effect.sync(() => {
+          const key = digest(sessionId)
+          live.delete(key)
+          closed.delete(key)
+        })
+    }
+  })
+
+export const make: Effect.Effect<SessionsShape> = makeWith({ closedMemory: DefaultClosedMemory })
 
 export class Sessions extends Context.Service<Sessions, SessionsShape>()("relax-agentic/Sessions") {
   static readonly layer: Layer.Layer<Sessions> = Layer.effect(Sessions, make)

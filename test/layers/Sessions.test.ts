@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Result } from "effect"
-import { emptyCounters, type SessionEntry, Sessions } from "../../layers/Sessions.ts"
+import { emptyCounters, makeWith, type SessionEntry, Sessions } from "../../layers/Sessions.ts"
 
 const entry = (sessionId: string): SessionEntry => ({
   sessionId,
@@ -47,4 +47,23 @@ describe("Sessions", () => {
       const removed = yield* sessions.lookup(id).pipe(Effect.result)
       assert.isTrue(Result.isFailure(removed) && removed.failure._tag === "UnknownSessionError")
     }).pipe(Effect.provide(Sessions.layer)))
+
+  it.effect("remembers only the most recently closed Sessions, so a long run's registry does not grow", () =>
+    Effect.gen(function*() {
+      const sessions = yield* makeWith({ closedMemory: 3 })
+      const ids = yield* Effect.all(Array.from({ length: 5 }, () => sessions.newSessionId))
+      for (const id of ids) {
+        yield* sessions.register(entry(id))
+        yield* sessions.close(id)
+      }
+      const tags = yield* Effect.forEach(ids, (id) =>
+        sessions.lookup(id).pipe(Effect.result, Effect.map((r) => Result.isFailure(r) ? r.failure._tag : "live")))
+      assert.deepStrictEqual(tags, [
+        "UnknownSessionError",
+        "UnknownSessionError",
+        "SessionClosedError",
+        "SessionClosedError",
+        "SessionClosedError"
+      ])
+    }))
 })

@@ -329,6 +329,40 @@ describe("prelaunch", () => {
   })
 })
 
+describe("step boundary", () => {
+  it.effect("without prelaunch no training Group stays resident after its step, and its dataset row starts again next step", () => {
+    const { layer } = setup()
+    const timeline: Array<Sim.Entry> = []
+    const next = Sim.groups()
+    return simulate(
+      Effect.scoped(Effect.gen(function*() {
+        const pool = yield* Scheduler.makePool({
+          capacity: 2,
+          prelaunch: false,
+          mode: "train",
+          next: next(1),
+          // Group 1 (the over-sampled one) is still starting up when group 0 pays the step's debt.
+          runner: Sim.runner((g) => ({ startup: g.seq === 1 ? 100 : 1, turnSeconds: 5 }), timeline)
+        })
+        const first = yield* pool.runStep(plan(0, 1, { surplus: 1, nextStep: true }))
+        // Eval would run here: training must hold no resident capacity (required slots max(T, E_peak)).
+        const between = yield* pool.state
+        const second = yield* pool.runStep(plan(1, 1))
+        return { first, between, second }
+      })),
+      layer
+    ).pipe(Effect.map(({ between, first, second }) => {
+      assert.deepStrictEqual(first.accepted.map((a) => a.value), [0])
+      assert.strictEqual(first.residentGroups, 0)
+      assert.strictEqual(between.resident, 0)
+      assert.deepStrictEqual(Sim.of(timeline, "interrupted"), ["1#0@6"])
+      // The interrupted Group's input is not lost: it starts again, first, in the next step.
+      assert.deepStrictEqual(Sim.of(timeline, "start"), ["0#0@0", "1#0@0", "1#0@6"])
+      assert.deepStrictEqual(second.accepted.map((a) => a.value), [1])
+    }))
+  })
+})
+
 describe("progress, heartbeat and shutdown", () => {
   it.effect("emits idle_heartbeat after 30 s without progress", () => {
     const { layer, sink } = setup()
