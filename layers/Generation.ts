@@ -4,8 +4,9 @@
  * **Details**
  * match the parent state in the Session's SessionForest → observation delta tokens for the unmatched suffix → context
  * check (nothing is committed when it fails) → commit the observation → wait for the Group's Runtime lease → engine
- * generate (inference prefix ++ nothing: the observation is already part of the prefix) → parsers → commit the
- * response → a protocol-neutral `Completion`.
+ * generate (inference prefix ++ nothing: the observation is already part of the prefix; an engine abort resumes
+ * from prefix ++ the partial ids after the lease is held again) → parsers → commit the response → a
+ * protocol-neutral `Completion`.
  * The assistant message committed is run through the same canonicalization a client's echo goes through, so the next
  * request's history matches the committed state exactly. Interrupting `generate` while it waits for the lease or while
  * the engine runs aborts the engine request (the engine port guarantees it for interruption).
@@ -19,7 +20,7 @@ import * as Errors from "../src/protocol/errors.ts"
 import type * as Sse from "../src/protocol/sse.ts"
 import * as Parsers from "../src/parsers/registry.ts"
 import * as ObservationDelta from "../src/template/ObservationDelta.ts"
-import { Engine, type SamplingParams } from "./Engine.ts"
+import { Engine, type GenerateResult, type SamplingParams } from "./Engine.ts"
 import { Forests } from "./Forests.ts"
 import type { SessionEntry } from "./Sessions.ts"
 import { TemplateError, Tokenizer } from "./Tokenizer.ts"
@@ -48,8 +49,15 @@ export class Generation extends Context.Service<Generation, GenerationShape>()("
 }
 
 /** Fixed-length backend request id: SGLang aborts by rid prefix, so no rid may be a prefix of another. */
-const ridFor = (sessionId: string, parent: string, turn: number): string =>
-  "relax-" + createHash("sha256").update(`${sessionId}\u0000${parent}\u0000${turn}`).digest("hex").slice(0, 32)
+const ridFor = (sessionId: string, parent: string, turn: number, attempt = 0): string =>
+  "relax-" +
+  createHash("sha256")
+    .update(`${sessionId}\u0000${parent}\u0000${turn}${attempt === 0 ? "" : `\u0000${attempt}`}`)
+    .digest("hex")
+    .slice(0, 32)
+
+/** Consecutive engine aborts without a single new token after which the request fails instead of resuming again. */
+const MAX_EMPTY_ABORTS = 3
 
 const internal = (reason: string) =>
   Effect.logError(`Agentic generation failed: ${reason}`).pipe(Effect.andThen(Effect.fail(Errors.GatewayError.internal("chat"))))
@@ -128,50 +136,86 @@ const make = (options: GenerationOptions) =>
         ...(request.seed === undefined ? {} : { seed: request.seed })
       }
 
-      yield* session.awaitLease.pipe(
-        Effect.catchTag("SessionClosedError", () => Effect.fail(Errors.GatewayError.sessionDiscarded(session.sessionId)))
-      )
       const parentHash = parent
       const rid = ridFor(session.sessionId, parentHash, turn)
-      const startedAt = yield* Clock.currentTimeMillis
-      const result = yield* engine.generate({
-        inputIds: prefix,
-        sampling,
-        rid,
-        returnLogprob: true,
-        imageData: media.length > 0 ? media : undefined,
-        sessionId: session.sessionId,
-        conversation: () => ({
+      // An engine abort (SGLang `finish_reason: abort`, e.g. a paused or preempted request) returns a partial output:
+      // it is kept pending, not committed, and the request resumes from prefix ++ pending with the rest of the budget
+      // after the lease is held again (relax-behaviour §6.4). The committed response holds every attempt's ids.
+      const outputIds: Array<number> = []
+      const logprobs: Array<number> = []
+      const weightVersions: Array<string> = []
+      let abortCount = Forest.node(forest, parent).abortCount
+      let emptyAborts = 0
+      let startedAt = 0
+      let generationMs = 0
+      let result: GenerateResult
+      for (let attempt = 0;; attempt++) {
+        yield* session.awaitLease.pipe(
+          Effect.catchTag(
+            "SessionClosedError",
+            () => Effect.fail(Errors.GatewayError.sessionDiscarded(session.sessionId))
+          )
+        )
+        const attemptStart = yield* Clock.currentTimeMillis
+        if (attempt === 0) startedAt = attemptStart
+        const inputIds = outputIds.length === 0 ? prefix : [...prefix, ...outputIds]
+        const maxNewTokens = sampling.maxNewTokens - outputIds.length
+        result = yield* engine.generate({
+          inputIds,
+          sampling: { ...sampling, maxNewTokens },
+          rid: attempt === 0 ? rid : ridFor(session.sessionId, parentHash, turn, attempt),
+          returnLogprob: true,
+          imageData: media.length > 0 ? media : undefined,
           sessionId: session.sessionId,
-          turn,
-          messages: Forest.fullMessages(forest, parent),
-          tools: state.tools,
-          chatTemplateKwargs: state.chat_template_kwargs,
-          promptText: tokenizer.decode(prefix)
-        })
-      }).pipe(
-        Effect.onInterrupt(() => Effect.sync(() => session.counters.aborts++)),
-        Effect.catchTags({
-          ContextLengthError: () =>
-            Effect.fail(
-              Errors.GatewayError.contextLength({
-                limit: session.maxContextLen,
-                promptTokens,
-                completionTokens: sampling.maxNewTokens
-              })
-            ),
-          EngineError: (error) => internal(error.message)
-        })
-      )
+          conversation: () => ({
+            sessionId: session.sessionId,
+            turn,
+            messages: Forest.fullMessages(forest, parent),
+            tools: state.tools,
+            chatTemplateKwargs: state.chat_template_kwargs,
+            promptText: tokenizer.decode(inputIds)
+          })
+        }).pipe(
+          Effect.onInterrupt(() => Effect.sync(() => session.counters.aborts++)),
+          Effect.catchTags({
+            ContextLengthError: () =>
+              Effect.fail(
+                Errors.GatewayError.contextLength({
+                  limit: session.maxContextLen,
+                  promptTokens,
+                  completionTokens: maxNewTokens
+                })
+              ),
+            EngineError: (error) => internal(error.message)
+          })
+        )
+        generationMs += (yield* Clock.currentTimeMillis) - attemptStart
+        outputIds.push(...result.outputIds)
+        logprobs.push(...result.logprobs)
+        weightVersions.push(result.weightVersion)
+        if (result.finishReason.type !== "abort") break
+        session.counters.aborts++
+        abortCount++
+        emptyAborts = result.outputIds.length === 0 ? emptyAborts + 1 : 0
+        if (outputIds.length >= sampling.maxNewTokens) {
+          result = { ...result, finishReason: { type: "length", length: outputIds.length } }
+          break
+        }
+        if (emptyAborts >= MAX_EMPTY_ABORTS) {
+          return yield* internal(
+            `Generation backend aborted request ${rid} ${emptyAborts} times in a row without output tokens`
+          )
+        }
+      }
       session.counters.generations++
-      if (result.outputIds.length === 0) {
+      if (outputIds.length === 0) {
         return yield* internal("Generation backend returned a terminal response without output tokens")
       }
 
       // The trailing end-of-turn id is generated (and committed) but is not part of the visible text.
-      const last = result.outputIds[result.outputIds.length - 1]
+      const last = outputIds[outputIds.length - 1]
       const endsWithStopId = last !== undefined && (stopIds.has(last) || sampling.stopTokenIds.includes(last))
-      const textIds = endsWithStopId ? result.outputIds.slice(0, -1) : result.outputIds
+      const textIds = endsWithStopId ? outputIds.slice(0, -1) : outputIds
       let text = tokenizer.decode(textIds)
       const engineFinish: Completion.FinishReason = endsWithStopId ? "stop" : result.finishReason.type
       const stopSequence = result.finishReason.type === "stop" && typeof result.finishReason.matched === "string"
@@ -198,7 +242,7 @@ const make = (options: GenerationOptions) =>
 
       const finish: Completion.FinishReason = engineFinish === "length" || calls.length === 0 ? engineFinish : "tool_calls"
       // Keyed by the parent state and the generated ids: a retry that generates the same response gets the same ids.
-      const responseKey = createHash("sha256").update(`${parentHash}:${result.outputIds.join(",")}`).digest("hex")
+      const responseKey = createHash("sha256").update(`${parentHash}:${outputIds.join(",")}`).digest("hex")
       const toolCalls = calls.map((call, position) => ({
         id: Parsers.toolCallId({
           protocol: protocol === "messages" ? "anthropic" : "openai",
@@ -226,14 +270,14 @@ const make = (options: GenerationOptions) =>
           parent,
           rolloutId: session.rolloutId(),
           message,
-          tokens: result.outputIds,
-          logprobs: result.logprobs,
-          weightVersions: [result.weightVersion],
+          tokens: outputIds,
+          logprobs,
+          weightVersions,
           status: finish === "length" ? "truncated" : "completed",
           requestId: rid,
-          abortCount: Forest.node(forest, parent).abortCount,
+          abortCount,
           wallElapsedS: elapsedS,
-          generationElapsedS: elapsedS
+          generationElapsedS: generationMs / 1000
         })
       )
       if (Result.isFailure(committed)) return yield* internal(String(committed.failure))
@@ -252,14 +296,14 @@ const make = (options: GenerationOptions) =>
         ...(stopSequence === undefined ? {} : { stopSequence }),
         usage: {
           promptTokens: result.promptTokens,
-          completionTokens: result.outputIds.length,
+          completionTokens: outputIds.length,
           cachedTokens: result.cachedTokens
         },
         ...(request.logprobs
           ? {
-            logprobs: result.outputIds.map((id, i) => ({
+            logprobs: outputIds.map((id, i) => ({
               token: tokenizer.decode([id]),
-              logprob: result.logprobs[i] ?? 0
+              logprob: logprobs[i] ?? 0
             }))
           }
           : {})

@@ -26,7 +26,8 @@ export type ContentPart = typeof ContentPart.Type
  *
  * **Details**
  * Keys other than `id` / `function.name` / `function.arguments` (e.g. `type: "function"`, `index`) are kept as the
- * client sent them, as the reference does, so they take part in the state hash.
+ * client sent them, as the reference does, so they take part in the state hash; only the SDKs' derived
+ * `function.parsed_arguments` is dropped.
  */
 export const ToolCall = Schema.StructWithRest(
   Schema.Struct({
@@ -198,6 +199,13 @@ const canonicalArgumentsUnsafe = (raw: unknown, field: string): string => {
 // ---------------------------------------------------------------------------------------------------------------
 // Messages
 
+/**
+ * `function.parsed_arguments`: the OpenAI SDKs' client-side parse of `arguments` (the JS `chat.completions.stream`
+ * helper and `parse()` with strict tools, Python's stream helper always). It repeats `arguments`, which the
+ * assistant message keeps, so it is dropped: an SDK-returned message echoed unchanged must match its committed state.
+ */
+const CLIENT_PARSED_ARGUMENTS = "parsed_arguments"
+
 const normalizeToolCalls = (message: Dict, index: number): Array<ToolCall> => {
   const toolCalls = get(message, "tool_calls")
   if (toolCalls === undefined || toolCalls === null) return []
@@ -226,7 +234,7 @@ const normalizeToolCalls = (message: Dict, index: number): Array<ToolCall> => {
     }
     const fnRest: Record<string, Json> = {}
     for (const key of Object.keys(fn)) {
-      if (key !== "name" && key !== "arguments") fnRest[key] = copyJson(fn[key])
+      if (key !== "name" && key !== "arguments" && key !== CLIENT_PARSED_ARGUMENTS) fnRest[key] = copyJson(fn[key])
     }
     return {
       ...(typeof id === "string" ? { id } : {}),

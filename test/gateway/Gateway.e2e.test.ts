@@ -125,6 +125,35 @@ describe("Gateway with the embedded engine", () => {
         expect(helped.choices[0]?.finish_reason).toBe("stop")
       }))
 
+    it.effect("Chat: the chat.completions.stream helper's final message, echoed as the SDK returns it, stays ONE leaf", () =>
+      Effect.gen(function*() {
+        const { baseUrl } = yield* Gateway
+        // `strict` tools make the helper add `function.parsed_arguments` to every tool call it returns.
+        for (const tool of [calcTool, { ...calcTool, function: { ...calcTool.function, strict: true } }]) {
+          const sessionId = yield* newSession
+          const client = openai(baseUrl, sessionId)
+          const tools = [tool]
+          const first = yield* Effect.promise(() =>
+            client.chat.completions.stream({ model: "policy", messages: question, tools }).finalMessage()
+          )
+          expect(first.content).toBeNull()
+          const call = first.tool_calls?.[0]
+          assert(call !== undefined && call.type === "function")
+          const second = yield* Effect.promise(() =>
+            client.chat.completions.stream({
+              model: "policy",
+              tools,
+              messages: [...question, first, { role: "tool", tool_call_id: call.id, content: "4" }]
+            }).finalMessage()
+          )
+          expect(second.content).toBe("The answer is 4.")
+          const forest = yield* (yield* Forests).get(sessionId)
+          expect(Forest.leaves(forest).map((h) => Forest.lineage(forest, h).map((n) => n.kind))).toEqual([
+            ["obs", "obs", "resp", "obs", "resp"]
+          ])
+        }
+      }))
+
     it.effect("Responses: function_call then function_call_output across turns, JSON and responses.stream", () =>
       Effect.gen(function*() {
         const { baseUrl } = yield* Gateway

@@ -219,6 +219,16 @@ describe("canonicalizeMessages: canonical form", () => {
     ])
   })
 
+  it("drops the SDKs' client-side function.parsed_arguments, so an SDK-returned tool call matches its committed form", () => {
+    const call = { id: "c1", type: "function", function: { name: "f", arguments: "{\"a\":1}" } }
+    const echoed = { ...call, function: { ...call.function, parsed_arguments: { a: 1 } } }
+    const [committed, echo] = [call, echoed].map((c) =>
+      ok(Canonical.canonicalizeMessages([{ role: "assistant", content: null, tool_calls: [c] }]))
+    )
+    assert.deepStrictEqual(echo, committed)
+    assert.deepStrictEqual(echo?.[0]?.tool_calls, [call])
+  })
+
   it("names the argument field in argument errors", () => {
     assert.deepStrictEqual(
       messagesError([{ role: "assistant", tool_calls: [{ function: { name: "f", arguments: "{\"a\":1,\"a\":2}" } }] }]),
