@@ -1,0 +1,285 @@
+/**
+ * `relax-agentic check`: run one Session of the harness and report the launch checks of "Prepare Your Agent" and the
+ * required external-agent capacity.
+ */
+import { Data, Effect, Layer, Result } from "effect"
+import { readFileSync } from "node:fs"
+import * as Config from "../../layers/Config.ts"
+import { EmbeddedEngine } from "../../layers/EmbeddedEngine.ts"
+import { Forests } from "../../layers/Forests.ts"
+import { Gateway } from "../../layers/Gateway.ts"
+import { Generation } from "../../layers/Generation.ts"
+import { emptyCounters, Sessions } from "../../layers/Sessions.ts"
+import { SglangEngine } from "../../layers/SglangEngine.ts"
+import * as Supervisor from "../../layers/Supervisor.ts"
+import { Tokenizer } from "../../layers/Tokenizer.ts"
+import * as Reward from "../credit/Reward.ts"
+import { ExportError } from "../forest/errors.ts"
+import * as Forest from "../forest/Forest.ts"
+import * as Parsers from "../parsers/registry.ts"
+import * as Capacity from "../schedule/Capacity.ts"
+import * as Dataset from "../schedule/Dataset.ts"
+import * as SessionInput from "../session/SessionInput.ts"
+import type * as SessionOutput from "../session/SessionOutput.ts"
+
+/** One launch check of "Prepare Your Agent". */
+export interface Requirement {
+  readonly name: string
+  readonly passed: boolean
+  readonly detail: string
+}
+
+/** What `relax-agentic check` found. */
+export interface CheckReport {
+  readonly sessionId: string
+  readonly row: number
+  readonly requirements: ReadonlyArray<Requirement>
+  /** Response turns committed to the Session's SessionForest. */
+  readonly turns: number
+  readonly requests: number
+  /** The agent's log tail (stdout + stderr), for a failed run. */
+  readonly logTail: string
+  readonly capacity: Capacity.CapacityReport
+}
+
+/** A check that could not start its Session (bad flags, dataset, hooks, port). */
+export class CheckStartupError extends Data.TaggedError("CheckStartupError")<{ readonly reason: string }> {
+  override get message(): string {
+    return this.reason
+  }
+}
+
+const startup = <A, E extends { readonly message: string }, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.mapError(effect, (error) => new CheckStartupError({ reason: error.message }))
+
+/** The capacity table of the guide for these settings. */
+export const capacityOf = (settings: Config.RolloutSettings): Capacity.CapacityReport =>
+  // Eval runs only with --eval-interval (layers/Rollout.ts), so datasets alone add no Eval Sessions.
+  Config.capacity(settings.evalInterval === undefined ? { ...settings, evalDatasets: [] } : settings)
+
+const parsersOf = (settings: Config.RolloutSettings) =>
+  Effect.gen(function*() {
+    const toolCallParser = settings.agenticToolCallParser === undefined
+      ? undefined
+      : yield* Effect.fromResult(Parsers.ToolCallParsers.get(settings.agenticToolCallParser))
+    const reasoningParser = settings.agenticReasoningParser === undefined
+      ? undefined
+      : yield* Effect.fromResult(Parsers.ReasoningParsers.get(settings.agenticReasoningParser))
+    return { toolCallParser, reasoningParser, strictMatch: settings.strictMatch }
+  })
+
+/** The tokenizer, engine and gateway stack one check Session talks to. */
+const checkStack = (settings: Config.RolloutSettings) =>
+  Effect.gen(function*() {
+    const parsers = yield* startup(parsersOf(settings))
+    const tokenizer = settings.tokenizer === undefined ? Tokenizer.layer : Tokenizer.fromDirectory(settings.tokenizer)
+    const engine = settings.engine === "sglang"
+      ? SglangEngine.layer({ workerUrls: settings.sglangUrls, serverConcurrency: settings.sglangServerConcurrency })
+      : settings.embeddedPolicy === undefined
+      ? EmbeddedEngine.layer({ seed: settings.rolloutSeed })
+      : EmbeddedEngine.layer({ seed: settings.rolloutSeed, policy: yield* startup(EmbeddedEngine.loadPolicy(settings.embeddedPolicy)) })
+    const core = Layer.mergeAll(Forests.layer, Sessions.layer, engine).pipe(Layer.provideMerge(tokenizer))
+    const generation = Generation.layer(parsers).pipe(Layer.provideMerge(core))
+    return Gateway.layer({ host: settings.host, port: settings.port }).pipe(Layer.provideMerge(generation))
+  })
+
+const readRow = (settings: Config.RolloutSettings, row: number) =>
+  Effect.gen(function*() {
+    const text = yield* Effect.try({
+      try: () => readFileSync(settings.promptData, "utf8"),
+      catch: (error) =>
+        new CheckStartupError({
+          reason: `--prompt-data: cannot read ${settings.promptData}: ${error instanceof Error ? error.message : String(error)}`
+        })
+    })
+    const rows = yield* startup(Effect.fromResult(Dataset.parse(text, settings.promptData)))
+    const data = rows[row]
+    if (data === undefined) {
+      return yield* new CheckStartupError({
+        reason: `--row: ${row} is out of range; ${settings.promptData} has ${rows.length} row(s)`
+      })
+    }
+    return yield* startup(Effect.fromResult(SessionInput.fromRow(data, row, {
+      inputKey: settings.inputKey,
+      metadataKey: settings.metadataKey,
+      ...(settings.labelKey === undefined ? {} : { labelKey: settings.labelKey }),
+      ...(settings.multimodalKeys === undefined ? {} : { multimodalKeys: settings.multimodalKeys })
+    })))
+  })
+
+const textOf = (value: unknown): string => typeof value === "string" ? value : JSON.stringify(value ?? "")
+
+const observedText = (forest: Forest.Forest): string =>
+  [...forest.nodes.values()]
+    .flatMap((node) => node.kind === "obs" ? node.messages.map((message) => textOf(message.content)) : [])
+    .join("\n")
+
+const responseTurns = (forest: Forest.Forest): number =>
+  [...forest.nodes.values()].filter((node) => node.kind === "resp").length
+
+const describeReward = (
+  output: SessionOutput.AgentOutput,
+  settings: Config.RolloutSettings
+): { readonly passed: boolean; readonly detail: string } => {
+  const rewards = output.kind === "implicit"
+    ? (output.reward === undefined ? [] : [output.reward])
+    : output.records.flatMap((record) => record.reward === undefined ? [] : [record.reward])
+  const hasMetadata = output.kind === "implicit" ? output.metadata !== undefined : output.records.length > 0
+  const present = rewards.filter((reward): reward is Reward.PresentReward => reward !== null)
+  if (present.length === 0) {
+    if (settings.customRmPath !== undefined || settings.agenticCustomAdvantagePath !== undefined) {
+      return {
+        passed: hasMetadata,
+        detail: hasMetadata
+          ? "no reward written; credit comes from --custom-rm-path / --agentic-custom-advantage-path"
+          : "RELAX_OUTPUT_JSON is missing or empty: write metadata (and reward) before exiting"
+      }
+    }
+    return {
+      passed: false,
+      detail: "no reward in RELAX_OUTPUT_JSON: write {\"reward\": ...} (or configure --custom-rm-path)"
+    }
+  }
+  const primary = Reward.primaryValue(present[0]!, settings.rewardKey)
+  return Result.isSuccess(primary)
+    ? {
+      passed: true,
+      detail: `reward ${JSON.stringify(present[0])}` +
+        (typeof present[0] === "number" ? "" : ` → ${primary.success} (--reward-key ${settings.rewardKey})`) +
+        (output.kind === "explicit" ? `; ${output.records.length} explicit record(s)` : "")
+    }
+    : { passed: false, detail: primary.failure }
+}
+
+/**
+ * Run one Session of the harness against a gateway over the configured engine (embedded by default) and check the
+ * five requirements of "Prepare Your Agent": it accepts the input, calls a model endpoint, completes a run (turn
+ * count reported), writes a final result, and exits without error.
+ */
+export const runCheck = (
+  settings: Config.RolloutSettings,
+  options: { readonly row?: number | undefined } = {}
+): Effect.Effect<CheckReport, CheckStartupError> =>
+  Effect.gen(function*() {
+    const row = options.row ?? 0
+    const spec = yield* startup(Supervisor.resolveAgentSpec({
+      command: settings.agentCommand,
+      cwd: settings.agentCwd,
+      env: settings.agentEnv,
+      timeoutSeconds: settings.agentTimeout
+    }))
+    const prepared = yield* readRow(settings, row)
+    const stack = yield* checkStack(settings)
+    return yield* Effect.gen(function*() {
+      const gateway = yield* Gateway
+      const sessions = yield* Sessions
+      const forests = yield* Forests
+      const sessionId = yield* sessions.newSessionId
+      const groupId = "check:prepare_group_0"
+      const counters = emptyCounters()
+      yield* forests.create(sessionId, {
+        groupIndex: 0,
+        index: 0,
+        metadata: prepared.metadata,
+        chatTemplateKwargs: settings.applyChatTemplateKwargs,
+        ...(prepared.label === undefined ? {} : { label: prepared.label })
+      })
+      yield* sessions.register({
+        sessionId,
+        groupId,
+        mode: "train",
+        sampling: Config.trainSampling(settings, 0),
+        maxContextLen: settings.rolloutMaxContextLen,
+        rolloutId: () => 0,
+        awaitLease: Effect.void,
+        counters
+      })
+      const supervisor = Supervisor.Supervisor.localProcess({ spec, baseUrl: gateway.agentBaseUrl })
+      const outcome = yield* Effect.result(supervisor.run({ sessionId, groupId, rolloutMode: "train", input: prepared }))
+      yield* sessions.close(sessionId)
+      const forest = yield* Effect.orDie(forests.get(sessionId))
+      const turns = responseTurns(forest)
+
+      const inputTexts = (prepared.messages ?? []).map((message) => textOf(message["content"]))
+      const seen = observedText(forest)
+      const missing = inputTexts.filter((text) => !seen.includes(text))
+      const accepted: Requirement = {
+        name: "accepts the input",
+        passed: counters.requests > 0 && missing.length === 0,
+        detail: counters.requests === 0
+          ? "no model request arrived: does the harness read RELAX_INPUT_JSON and use RELAX_BASE_URL?"
+          : prepared.messages === undefined
+          ? "metadata-only task: the harness built its own messages"
+          : missing.length === 0
+          ? `the requests carried all ${inputTexts.length} input message(s) from RELAX_INPUT_JSON`
+          : `${missing.length} input message(s) never reached the model, e.g. ${JSON.stringify(missing[0]!.slice(0, 80))}`
+      }
+      const called: Requirement = {
+        name: "calls a supported model endpoint",
+        passed: counters.requests > 0 && turns > 0,
+        detail: counters.requests === 0
+          ? "no request reached RELAX_BASE_URL (Chat Completions, Responses or Messages with Bearer RELAX_SESSION_ID)"
+          : `${counters.requests} request(s), ${turns} response(s) committed`
+      }
+      const exported = Result.isSuccess(outcome)
+        ? (outcome.success.output.kind === "implicit"
+          ? Forest.exportImplicit(forest, outcome.success.output)
+          : Forest.exportExplicit(forest, outcome.success.output.records, undefined, { strict: settings.strictMatch }))
+        : undefined
+      const completed: Requirement = {
+        name: "completes a full run",
+        passed: Result.isSuccess(outcome) && turns > 0 && exported !== undefined && !(exported instanceof ExportError),
+        detail: `${turns} turn(s)${turns > 1 ? " (multi-turn)" : ""}` +
+          (exported === undefined
+            ? "; the agent did not finish"
+            : exported instanceof ExportError
+            ? `; export failed: ${exported.message}`
+            : `; export selects ${exported.length} training context(s)`)
+      }
+      const wrote: Requirement = Result.isSuccess(outcome)
+        ? { name: "writes a final result", ...describeReward(outcome.success.output, settings) }
+        : { name: "writes a final result", passed: false, detail: "the agent did not exit cleanly" }
+      const exited: Requirement = Result.isSuccess(outcome)
+        ? { name: "exits without error", passed: true, detail: "exit code 0" }
+        : { name: "exits without error", passed: false, detail: outcome.failure.message.split("\n")[0] ?? "" }
+      const logTail = Result.isSuccess(outcome) ? outcome.success.logTail : outcome.failure._tag === "AgentExecutionError"
+        ? outcome.failure.logTail
+        : ""
+      return {
+        sessionId,
+        row,
+        requirements: [accepted, called, completed, wrote, exited],
+        turns,
+        requests: counters.requests,
+        logTail,
+        capacity: capacityOf(settings)
+      } satisfies CheckReport
+    }).pipe(Effect.provide(stack), Effect.scoped, Effect.catchTag("ServeError", (error) =>
+      Effect.fail(new CheckStartupError({ reason: `--host/--port: the gateway cannot listen: ${error.message}` }))))
+  }).pipe(
+    Effect.catchTags({
+      TokenizerLoadError: (error) => Effect.fail(new CheckStartupError({ reason: `--tokenizer: ${error.message}` })),
+      EngineError: (error) => Effect.fail(new CheckStartupError({ reason: `--engine: ${error.message}` }))
+    })
+  )
+
+/** The report as `relax-agentic check` prints it. */
+export const renderCheck = (report: CheckReport, settings: Config.RolloutSettings): string => {
+  const lines = [
+    `Launch checks: one Session (row ${report.row} of ${settings.promptData}) of ${JSON.stringify(settings.agentCommand)} ` +
+    `in ${settings.agentCwd ?? "."} on the ${settings.engine} engine`
+  ]
+  for (const requirement of report.requirements) {
+    lines.push(`  [${requirement.passed ? "PASS" : "FAIL"}] ${requirement.name}: ${requirement.detail}`)
+  }
+  const failed = report.requirements.filter((requirement) => !requirement.passed).length
+  if (failed > 0 && report.logTail.trim().length > 0) {
+    lines.push("  agent log (tail):", ...report.logTail.trimEnd().split("\n").slice(-20).map((line) => `    ${line}`))
+  }
+  lines.push(
+    failed === 0 ? "All launch checks passed." : `${failed} launch check(s) failed.`,
+    "",
+    Capacity.render(report.capacity)
+  )
+  return lines.join("\n")
+}

@@ -1,0 +1,143 @@
+/**
+ * From parsed flags and a `--config` file to `RolloutSettings`: flag values become `RolloutOptions` fields (JSON flags
+ * parsed, `NAME PATH` pairs grouped), the config file is read under them, and `Config.resolve` decodes the result.
+ */
+import { Data, Effect, Option, Result, Schema } from "effect"
+import { readFileSync } from "node:fs"
+import * as Config from "../../layers/Config.ts"
+import { type FlagSpec, type FlagValues, rolloutFlags } from "./flags.ts"
+
+/** A command line that cannot become options; the message names the flag and the fix. */
+export class CliInputError extends Data.TaggedError("CliInputError")<{
+  readonly flag: string
+  readonly reason: string
+}> {
+  override get message(): string {
+    return `${this.flag}: ${this.reason}`
+  }
+}
+
+const parseJsonObject = (flag: string, text: string): Result.Result<Schema.JsonObject, CliInputError> => {
+  let value: unknown
+  try {
+    value = JSON.parse(text)
+  } catch (error) {
+    return Result.fail(
+      new CliInputError({
+        flag,
+        reason: `${JSON.stringify(text)} is not valid JSON (${error instanceof Error ? error.message : String(error)}); ` +
+          `quote it for the shell, e.g. ${flag} '{"image":"images"}'`
+      })
+    )
+  }
+  return Schema.is(Schema.JsonObject)(value)
+    ? Result.succeed(value)
+    : Result.fail(new CliInputError({ flag, reason: `expects a JSON object, got ${text}` }))
+}
+
+const toPairs = (flag: string, values: ReadonlyArray<string>) => {
+  if (values.length % 2 !== 0) {
+    return Result.fail(
+      new CliInputError({
+        flag,
+        reason: `expects NAME PATH pairs, got ${values.length} value(s) (${values.join(" ")}); ` +
+          `write ${flag} NAME PATH [NAME PATH ...]`
+      })
+    )
+  }
+  const pairs: Array<{ readonly name: string; readonly path: string }> = []
+  for (let i = 0; i < values.length; i += 2) pairs.push({ name: values[i]!, path: values[i + 1]! })
+  return Result.succeed(pairs)
+}
+
+/**
+ * The options the user gave on the command line, as `RolloutOptions` fields (flags left out are absent, so
+ * decoding fills their defaults). JSON flags are parsed and `NAME PATH` pairs grouped here.
+ */
+export const optionsFromFlags = (
+  values: FlagValues,
+  specs: ReadonlyArray<FlagSpec> = rolloutFlags
+): Result.Result<Record<string, unknown>, CliInputError> =>
+  Result.gen(function*() {
+    const options: Record<string, unknown> = {}
+    for (const spec of specs) {
+      const value = values[spec.name]
+      if (spec.field === null || value === undefined || Option.isNone(value)) continue
+      const flag = `--${spec.name}`
+      const raw = value.value
+      if (spec.kind === "json" && typeof raw === "string") {
+        options[spec.field] = yield* parseJsonObject(flag, raw)
+      } else if (spec.kind === "pairs" && Array.isArray(raw)) {
+        options[spec.field] = yield* toPairs(flag, raw.map(String))
+      } else {
+        options[spec.field] = raw
+      }
+    }
+    return options
+  })
+
+const fieldsByKey: ReadonlyMap<string, string> = new Map(
+  rolloutFlags.flatMap((spec) => spec.field === null ? [] : [[spec.name, spec.field], [spec.field, spec.field]])
+)
+
+/**
+ * Read a `--config` JSON file: an object whose keys are flag names without dashes (`n-samples-per-prompt`) or
+ * `RolloutOptions` fields (`nSamplesPerPrompt`), with values in the options' shapes (`evalPromptData` as
+ * `[{"name", "path"}]`, `agentEnv` as `["KEY=VALUE"]`).
+ */
+export const readConfigFile = (path: string): Result.Result<Record<string, unknown>, CliInputError> => {
+  const flag = "--config"
+  let text: string
+  try {
+    text = readFileSync(path, "utf8")
+  } catch (error) {
+    return Result.fail(
+      new CliInputError({ flag, reason: `cannot read ${path}: ${error instanceof Error ? error.message : String(error)}` })
+    )
+  }
+  return Result.flatMap(parseJsonObject(flag, text), (object) => {
+    const options: Record<string, unknown> = {}
+    for (const [key, value] of Object.entries(object)) {
+      const field = fieldsByKey.get(key.replace(/^--/, ""))
+      if (field === undefined) {
+        return Result.fail(
+          new CliInputError({
+            flag,
+            reason: `${path}: unknown option ${JSON.stringify(key)}; use a flag name (e.g. "n-samples-per-prompt") ` +
+              `listed by relax-agentic rollout --help`
+          })
+        )
+      }
+      options[field] = value
+    }
+    return Result.succeed(options)
+  })
+}
+
+/** A configuration error as one line that starts with the flag: `--rollout-batch-size: Expected ..., got 0`. */
+export const configMessage = (error: Config.RolloutConfigError): string => {
+  const text = error.message
+  // Schema issues read "configuration: <what>\n  at --flag"; lead with the flag the user has to change.
+  const located = /^configuration: ([\s\S]*?)\n\s*at (--[a-z-]+)(?:\[\d+\])?\s*$/.exec(text)
+  return located === null ? text : `${located[2]}: ${located[1]!.trim()}`
+}
+
+/** Everything that turns a command line into resolved settings can fail with this. */
+export type SettingsError = CliInputError | Config.RolloutConfigError
+
+/**
+ * Resolve a command's parsed flags: `--config` file first, command-line flags over it, then `Config.resolve`.
+ */
+export const settingsFromFlags = (
+  values: FlagValues,
+  extra: Readonly<Record<string, unknown>> = {}
+): Effect.Effect<Config.RolloutSettings, SettingsError> =>
+  Effect.gen(function*() {
+    const fromFlags = yield* Effect.fromResult(optionsFromFlags(values))
+    const configPath = values["config"]
+    const fromFile = configPath !== undefined && Option.isSome(configPath) && typeof configPath.value === "string"
+      ? yield* Effect.fromResult(readConfigFile(configPath.value))
+      : {}
+    return yield* Config.resolve({ ...extra, ...fromFile, ...fromFlags })
+  })
+
