@@ -16,9 +16,11 @@ import { readFileSync, realpathSync } from "node:fs"
 import { resolve as resolvePath } from "node:path"
 import { fileURLToPath } from "node:url"
 import * as Config from "../layers/Config.ts"
+import { Gateway } from "../layers/Gateway.ts"
+import { RolloutRpcServer, type RpcServerOptions } from "../layers/RolloutRpc.ts"
 import { Rollout } from "../layers/Rollout.ts"
 import { renderCheck, runCheck } from "./cli/check.ts"
-import { type FlagValues, flagsOf, normalizeArgs, rolloutFlags, rowFlag } from "./cli/flags.ts"
+import { type FlagValues, flagsOf, normalizeArgs, rolloutFlags, rowFlag, serveFlags } from "./cli/flags.ts"
 import { configMessage, type SettingsError, settingsFromFlags } from "./cli/settings.ts"
 import * as Relax from "./index.ts"
 
@@ -34,7 +36,8 @@ export {
   lastOccurrenceWins,
   multiValueFlags,
   normalizeArgs,
-  rolloutFlags
+  rolloutFlags,
+  serveFlags
 } from "./cli/flags.ts"
 export {
   CliInputError,
@@ -130,11 +133,67 @@ export const rolloutCommand = Command.make(
     })
 ).pipe(Command.withDescription("Run an agentic rollout: Groups of agent Sessions per step, samples to --output-dir."))
 
+const stringFlag = (values: FlagValues, name: string): string | undefined => {
+  const value = values[name]
+  return value !== undefined && Option.isSome(value) && typeof value.value === "string" ? value.value : undefined
+}
+
+const isLoopback = (host: string): boolean =>
+  host === "localhost" || host === "::1" || host.startsWith("127.")
+
+/** `--rpc-host/--rpc-port/--rpc-token` (the token also from RELAX_RPC_TOKEN); a public host needs a token. */
+export const rpcOptionsFromFlags = (
+  values: FlagValues,
+  env: Readonly<Record<string, string | undefined>> = process.env
+): Effect.Effect<RpcServerOptions, CliError.UserError> => {
+  const host = stringFlag(values, "rpc-host") ?? "127.0.0.1"
+  const portValue = values["rpc-port"]
+  const port = portValue !== undefined && Option.isSome(portValue) && typeof portValue.value === "number"
+    ? portValue.value
+    : 8765
+  const token = stringFlag(values, "rpc-token") ?? (env["RELAX_RPC_TOKEN"] || undefined)
+  if (port < 0 || port > 65535) return Effect.fail(userError(`--rpc-port: ${port} is not a port; use 0-65535 (0: any free port)`))
+  if (!isLoopback(host) && token === undefined) {
+    return Effect.fail(userError(
+      `--rpc-host ${host}: serving the trainer RPC beyond loopback needs a bearer token; ` +
+        "set --rpc-token or RELAX_RPC_TOKEN (or keep the default --rpc-host 127.0.0.1)"
+    ))
+  }
+  return Effect.succeed({ host, port, token })
+}
+
+/** `relax-agentic serve [flags]`: gateway + rollout + trainer RPC until a `Shutdown` call or Ctrl-C. */
+export const serveCommand = Command.make(
+  "serve",
+  flagsOf([...rolloutFlags, ...serveFlags]),
+  (values) =>
+    Effect.gen(function*() {
+      const settings = yield* Effect.mapError(settingsFromFlags(values), settingsError)
+      const rpc = yield* rpcOptionsFromFlags(values)
+      yield* Effect.gen(function*() {
+        const server = yield* RolloutRpcServer
+        const gateway = yield* Gateway
+        yield* Console.log(
+          `relax-agentic serve: trainer RPC listening on ${server.url} (POST NDJSON; docs/trainer.md)` +
+            `${rpc.token === undefined ? "" : ", bearer token required"}; agents use ${gateway.agentBaseUrl}`
+        )
+        yield* server.shutdownRequested
+        yield* Console.log("relax-agentic serve: Shutdown requested; reaping agents and closing the servers")
+      }).pipe(
+        Effect.provide(Relax.serveFromSettings(settings, rpc)),
+        Effect.mapError((error) => userError(failureText(error)))
+      )
+    })
+).pipe(Command.withDescription(
+  "Serve the rollout to a trainer: gateway, agents and the trainer RPC (Step, Groups, Evaluate, UpdateWeights, " +
+    "Status, Shutdown) at --rpc-host/--rpc-port until Shutdown or Ctrl-C. Takes the flags of `rollout`."
+))
+
 /** The root command. */
 export const command = Command.make("relax-agentic").pipe(
   Command.withDescription("Agentic rollout for RL training: supervise agent harnesses, serve them model APIs, " +
     "record SessionForests, write training samples."),
-  Command.withSubcommands([rolloutCommand, checkCommand])
+  Command.withSubcommands([rolloutCommand, checkCommand, serveCommand])
 )
 
 /**
@@ -169,7 +228,7 @@ export const presenter: CliOutput.Presenter = {
         yield* Console.error(
           event.commandPath.length > 1
             ? `  Run "${path} --help" to list every flag and its default.`
-            : `  Run "${path} --help" to list the commands (rollout, check).`
+            : `  Run "${path} --help" to list the commands (rollout, check, serve).`
         )
       })
       : CliOutput.defaultPresenter.present(event)

@@ -22,7 +22,7 @@
  * Everything started by the rollout (gateway, agent processes, in-flight generations) lives as long as the layer:
  * when the program ends or is interrupted, every agent is reaped.
  */
-import { Effect, Layer, Result } from "effect"
+import { Effect, Layer, ManagedRuntime, Result, Stream } from "effect"
 import type { HttpServerError } from "effect/http"
 import type { CreditOptions } from "./credit/CreditOptions.ts"
 import * as Parsers from "./parsers/registry.ts"
@@ -41,8 +41,11 @@ import { SglangEngine } from "../layers/SglangEngine.ts"
 import { type InProcessAgent, resolveAgentSpec, Supervisor } from "../layers/Supervisor.ts"
 import * as Telemetry from "../layers/Telemetry.ts"
 import { Tokenizer, type TokenizerLoadError } from "../layers/Tokenizer.ts"
+import { type StreamOptions, TrainerService } from "../layers/TrainerService.ts"
+import { RolloutRpcServer, type RpcServeError, type RpcServerOptions } from "../layers/RolloutRpc.ts"
 import type { HookSpecError } from "./hooks/HookSpec.ts"
 import type { AgentSpecError } from "./session/errors.ts"
+import type * as Results from "./trainer/Results.ts"
 
 export {
   capacity,
@@ -70,6 +73,30 @@ export { type DropReason, TooManyDroppedGroupsError } from "../layers/Scheduler.
 export { memorySink, processSink, type Sink, Telemetry } from "../layers/Telemetry.ts"
 export { type InProcessAgent, type InProcessAgentInput, Supervisor } from "../layers/Supervisor.ts"
 export { Advantage, Reward, Status, TrainingSample } from "./forest/TrainingSample.ts"
+export { ContextLengthError, Engine, EngineError, type EngineShape } from "../layers/Engine.ts"
+export { EmbeddedEngine, type EmbeddedEngineOptions } from "../layers/EmbeddedEngine.ts"
+export { Gateway } from "../layers/Gateway.ts"
+export { groupsOf, type StreamOptions, TrainerService, type TrainerServiceShape } from "../layers/TrainerService.ts"
+export {
+  clientProtocol,
+  makeClient as makeRpcClient,
+  type RolloutRpcClient,
+  RolloutRpcs,
+  RolloutRpcServer,
+  type RolloutRpcServerShape,
+  type RpcClientOptions,
+  rpcPath,
+  RpcServeError,
+  type RpcServerOptions
+} from "../layers/RolloutRpc.ts"
+export * as Results from "./trainer/Results.ts"
+export {
+  Activity,
+  callError,
+  FinishedGroup,
+  RolloutCallError,
+  RolloutStatus
+} from "./trainer/Results.ts"
 export * as Capacity from "./schedule/Capacity.ts"
 export * as Dataset from "./schedule/Dataset.ts"
 
@@ -196,3 +223,98 @@ export const runRollout = (options: RolloutConfig.RolloutOptionsInput, extras: M
     const rollout = yield* Rollout
     return yield* rollout.run
   }).pipe(Effect.provide(makeRollout(options, extras)))
+
+/** What `makeTrainer` provides: every service of a rollout and the `TrainerService` over it. */
+export type TrainerServices =
+  | TrainerService
+  | Rollout
+  | RolloutConfig.RolloutConfig
+  | Gateway
+  | Engine
+  | Sessions
+  | Forests
+  | Telemetry.Telemetry
+
+/** `makeTrainer` from already resolved settings (what `relax-agentic serve` does). */
+export const trainerFromSettings = (
+  settings: RolloutConfig.RolloutSettings,
+  extras: MakeRolloutExtras = {}
+): Layer.Layer<TrainerServices, RolloutStartupError> =>
+  TrainerService.layer.pipe(Layer.provideMerge(layerFromSettings(settings, extras)))
+
+/** Every service of a rollout (see `makeRollout`) plus the `TrainerService` a trainer drives it through. */
+export const makeTrainer = (
+  options: RolloutConfig.RolloutOptionsInput,
+  extras: MakeRolloutExtras = {}
+): Layer.Layer<TrainerServices, RolloutStartupError> =>
+  Layer.unwrap(RolloutConfig.resolve(options).pipe(Effect.map((settings) => trainerFromSettings(settings, extras))))
+
+/**
+ * The rollout served to remote trainers: `makeTrainer` plus the RPC server (layers/RolloutRpc.ts) in front of its
+ * `TrainerService`. `RolloutRpcServer.url` is where it listens; `shutdownRequested` completes on a `Shutdown` call.
+ */
+export const serveFromSettings = (
+  settings: RolloutConfig.RolloutSettings,
+  rpc: RpcServerOptions = {},
+  extras: MakeRolloutExtras = {}
+): Layer.Layer<RolloutRpcServer | TrainerServices, RolloutStartupError | RpcServeError> =>
+  RolloutRpcServer.layer(rpc).pipe(Layer.provideMerge(trainerFromSettings(settings, extras)))
+
+/** The `TrainerService` with Promises, for TypeScript trainers that do not use Effect (see `createRollout`). */
+export interface RolloutHandle {
+  /** One training step: credited samples, metrics, micro-batches (with `--use-dynamic-batch-size`). */
+  readonly step: (rolloutId: number) => Promise<Results.StepResult>
+  /** Every Eval dataset after `rolloutId` training steps. */
+  readonly evaluate: (rolloutId: number) => Promise<Results.EvalResult>
+  /** New generations report `version` (default: the next integer); resolves to the version now in effect. */
+  readonly updateWeights: (version?: string) => Promise<string>
+  readonly status: () => Promise<Results.RolloutStatus>
+  /** Finished Groups, step after step, as the loop pulls them (`for await (const group of rollout.groups())`). */
+  readonly groups: (options?: StreamOptions) => AsyncIterable<Results.FinishedGroup>
+  /** Reap every agent and close the gateway; the handle is unusable afterwards. */
+  readonly close: () => Promise<void>
+  readonly [Symbol.asyncDispose]: () => Promise<void>
+}
+
+/**
+ * Start a rollout and return its `TrainerService` as Promises. Resolves once the rollout is up (gateway listening,
+ * datasets loaded); rejects with a `RolloutStartupError` otherwise. Call `close()` (or `await using`) when done.
+ *
+ * **Details**
+ * ```ts
+ * const rollout = await createRollout({ promptData: "data/train.jsonl", agentCommand: "bash run_agent_app.sh" })
+ * try {
+ *   for (let step = 0; step < 2; step++) {
+ *     const { samples } = await rollout.step(step)
+ *     // train on samples, then:
+ *     await rollout.updateWeights()
+ *   }
+ * } finally {
+ *   await rollout.close()
+ * }
+ * ```
+ * A failed call rejects with the Effect API's error (`TooManyDroppedGroupsError`, `EngineError`, ...): the same
+ * object, with its `_tag` and `message`.
+ */
+export const createRollout = async (
+  options: RolloutConfig.RolloutOptionsInput,
+  extras: MakeRolloutExtras = {}
+): Promise<RolloutHandle> => {
+  const runtime = ManagedRuntime.make(makeTrainer(options, extras))
+  const trainer = await runtime.runPromise(Effect.gen(function*() {
+    return yield* TrainerService
+  })).catch(async (error: unknown) => {
+    await runtime.dispose()
+    throw error
+  })
+  const close = () => runtime.dispose()
+  return {
+    step: (rolloutId) => runtime.runPromise(trainer.step(rolloutId)),
+    evaluate: (rolloutId) => runtime.runPromise(trainer.evaluate(rolloutId)),
+    updateWeights: (version) => runtime.runPromise(trainer.updateWeights(version)),
+    status: () => runtime.runPromise(trainer.status),
+    groups: (streamOptions) => Stream.toAsyncIterable(trainer.stream(streamOptions)),
+    close,
+    [Symbol.asyncDispose]: close
+  }
+}

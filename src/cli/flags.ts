@@ -60,7 +60,8 @@ const S = {
   credit: "Reward and credit",
   scheduling: "Scheduling",
   output: "Outputs",
-  cli: "Command line"
+  cli: "Command line",
+  serve: "Trainer RPC (serve)"
 } as const
 
 /** Every flag of `relax-agentic rollout` and `relax-agentic check`, in help order. */
@@ -579,6 +580,35 @@ export const rowFlag: FlagSpec = {
   description: "`check` only: the dataset row (0-based) the check Session runs."
 }
 
+/** `serve` only: where the trainer RPC listens and what it asks of callers (docs/trainer.md). */
+export const serveFlags: ReadonlyArray<FlagSpec> = [
+  {
+    name: "rpc-host",
+    field: null,
+    kind: "string",
+    section: S.serve,
+    description: "`serve` only: interface the trainer RPC binds. A host other than loopback needs a token.",
+    defaultText: "127.0.0.1"
+  },
+  {
+    name: "rpc-port",
+    field: null,
+    kind: "int",
+    section: S.serve,
+    description: "`serve` only: port of the trainer RPC (`0`: the system picks one); `serve` prints the URL it listens on.",
+    defaultText: "8765"
+  },
+  {
+    name: "rpc-token",
+    field: null,
+    kind: "string",
+    section: S.serve,
+    description: "`serve` only: every RPC request must carry `Authorization: Bearer <token>`. " +
+      "Also read from the environment variable RELAX_RPC_TOKEN, which keeps it out of the process list.",
+    defaultText: "none"
+  }
+]
+
 const isMulti = (kind: FlagKind): boolean => kind === "strings" || kind === "ints" || kind === "pairs"
 
 /** Flags that take several values after one occurrence (argparse `nargs`). */
@@ -616,7 +646,7 @@ export const expandMultiValues = (
 }
 
 const singleValueFlags: ReadonlyMap<string, FlagSpec> = new Map(
-  [...rolloutFlags, rowFlag].filter((spec) => !isMulti(spec.kind)).map((spec) => [`--${spec.name}`, spec])
+  [...rolloutFlags, rowFlag, ...serveFlags].filter((spec) => !isMulti(spec.kind)).map((spec) => [`--${spec.name}`, spec])
 )
 
 /**
@@ -711,7 +741,7 @@ const kindText = (kind: FlagKind): string => {
  */
 export const flagsReference = (): string => {
   const sections = new Map<string, Array<FlagSpec>>()
-  for (const spec of [...rolloutFlags, rowFlag]) sections.set(spec.section, [...(sections.get(spec.section) ?? []), spec])
+  for (const spec of [...rolloutFlags, rowFlag, ...serveFlags]) sections.set(spec.section, [...(sections.get(spec.section) ?? []), spec])
   const cell = (text: string) => text.replaceAll("|", "\\|")
   return [...sections.entries()].map(([section, specs]) =>
     [
