@@ -172,7 +172,7 @@ export const make = (
         return yield* Effect.gen(function*() {
           let scripted: ReadonlyArray<Decoder.Step> | undefined
           if (options.policy !== undefined && request.conversation !== undefined) {
-            const text = yield* policyText(options.policy, request.conversation())
+            const text = yield* policyText(options.policy, { ...request.conversation(), seed: sampling.seed })
             const ids = Stop.truncate([...tokenizer.encode(text), tokenizer.eosTokenId], criteria).ids
             const scores = Decoder.score(model, sampling, prompt, ids)
             scripted = ids.map((id, i) => ({ id, logprob: scores[i] ?? 0 }))

@@ -48,6 +48,11 @@ export interface PolicyRequest {
   readonly chatTemplateKwargs: Canonical.TemplateKwargs
   /** The rendered prompt text (chat template with the generation prompt). */
   readonly promptText: string
+  /**
+   * The request's sampling seed (`--rollout-seed` + the Session's position in its Group), set by the embedded engine:
+   * a policy that draws its randomness from it gives the same samples for the same seed.
+   */
+  readonly seed?: number | undefined
 }
 
 export type FinishReason =

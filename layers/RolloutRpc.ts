@@ -182,6 +182,10 @@ export const clientProtocol = (options: RpcClientOptions): Layer.Layer<RpcClient
   )
 }
 
-/** A client of a running RPC server, alive for the enclosing scope. */
+/** A client of a running RPC server; it and its connections live as long as the enclosing scope. */
 export const makeClient = (options: RpcClientOptions) =>
-  RpcClient.make(RolloutRpcs).pipe(Effect.provide(clientProtocol(options)))
+  Effect.gen(function*() {
+    // Built in the caller's scope: `Effect.provide(layer)` would close the HTTP client as soon as `make` returned.
+    const protocol = yield* Layer.build(clientProtocol(options))
+    return yield* RpcClient.make(RolloutRpcs).pipe(Effect.provide(protocol))
+  })

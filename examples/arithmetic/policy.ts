@@ -2,7 +2,9 @@
  * The embedded engine's policy for the arithmetic example (`--embedded-policy examples/arithmetic/policy.ts#policy`).
  *
  * It plays a model that reasons, calls the calculator, and then answers, but picks the wrong operation for about
- * three sessions in ten (decided by a hash of the session id), so rewards and advantages vary inside a Group.
+ * three Sessions in ten (decided by a hash of the question and the request's sampling seed, which is `--rollout-seed` plus
+ * the Session's position in its Group), so rewards and advantages vary inside a Group and the same seed gives the same
+ * samples.
  * The text uses the Qwen3 formats the `qwen3` reasoning parser and the `qwen25` tool-call parser read.
  */
 import { createHash } from "node:crypto"
@@ -18,8 +20,9 @@ const operationFor = (question: string): "+" | "-" | "*" | "/" =>
 
 const wrongOperation = { "+": "-", "-": "+", "*": "+", "/": "*" } as const
 
-/** Deterministic per session: true for roughly 30% of sessions. */
-const errs = (sessionId: string): boolean => createHash("sha256").update(sessionId).digest()[0]! % 10 < 3
+/** Deterministic per question and seed: true for roughly 30% of Sessions. */
+const errs = (question: string, seed: number | string): boolean =>
+  createHash("sha256").update(`${seed}\n${question}`).digest()[0]! % 10 < 3
 
 export const policy = (request: PolicyRequest): string => {
   const last = request.messages[request.messages.length - 1]
@@ -31,7 +34,7 @@ export const policy = (request: PolicyRequest): string => {
   const numbers = question.match(/\d+/g) ?? []
   if (numbers.length < 2) return "I cannot find two numbers in this problem, so I cannot answer."
   const right = operationFor(question)
-  const op = errs(request.sessionId) ? wrongOperation[right] : right
+  const op = errs(question, request.seed ?? request.sessionId) ? wrongOperation[right] : right
   const expression = `${numbers[0]} ${op} ${numbers[1]}`
   return `<think>\nI need to compute ${expression}. I will use the calculator.\n</think>\n\n` +
     `<tool_call>\n{"name": "calculator", "arguments": {"expression": "${expression}"}}\n</tool_call>`

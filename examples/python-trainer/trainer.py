@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+"""A training-loop skeleton driving `relax-agentic serve` over its RPC, with only the Python standard library.
+
+Start the rollout first (it prints the URL it listens on):
+
+    npm run relax-agentic -- serve --config examples/arithmetic/rollout.json --rpc-port 8765
+
+then run two steps, print reward statistics and bump the weight version after each:
+
+    python3 examples/python-trainer/trainer.py --url http://127.0.0.1:8765/rpc --steps 2
+
+The wire format (one JSON request per line, one JSON message per response line) is in docs/trainer.md.
+"""
+
+import argparse
+import itertools
+import json
+import os
+import statistics
+import sys
+import urllib.error
+import urllib.request
+
+
+class RolloutError(RuntimeError):
+    """A call the rollout could not answer; `kind` is the failure's tag (TooManyDroppedGroupsError, EngineError, ...)."""
+
+    def __init__(self, kind, message):
+        super().__init__(f"{kind}: {message}")
+        self.kind = kind
+
+
+class RolloutClient:
+    """The procedures of docs/trainer.md: Step, Groups (streamed), Evaluate, UpdateWeights, Status, Shutdown."""
+
+    def __init__(self, url, token=None):
+        self.url = url
+        self.token = token
+        self._ids = itertools.count(1)
+
+    def _post(self, tag, payload):
+        request_id = str(next(self._ids))
+        line = json.dumps({"_tag": "Request", "id": request_id, "tag": tag, "payload": payload, "headers": []})
+        headers = {"Content-Type": "application/x-ndjson"}
+        if self.token is not None:
+            headers["Authorization"] = f"Bearer {self.token}"
+        # No timeout: a step takes as long as its slowest agent.
+        request = urllib.request.Request(self.url, data=(line + "\n").encode(), headers=headers, method="POST")
+        try:
+            response = urllib.request.urlopen(request)
+        except urllib.error.HTTPError as error:
+            raise RolloutError(f"HTTP {error.code}", error.read().decode(errors="replace")) from None
+        return request_id, response
+
+    @staticmethod
+    def _value(exit_):
+        if exit_["_tag"] == "Success":
+            return exit_["value"]
+        for reason in exit_["cause"]:
+            if reason["_tag"] == "Fail":
+                raise RolloutError(reason["error"]["kind"], reason["error"]["message"])
+            if reason["_tag"] == "Die":
+                raise RolloutError("Defect", str(reason["defect"]))
+        raise RolloutError("Interrupted", "the call was interrupted")
+
+    def _messages(self, tag, payload):
+        request_id, response = self._post(tag, payload)
+        with response:
+            for line in response:
+                if line.strip():
+                    message = json.loads(line)
+                    if message.get("requestId") == request_id:
+                        yield message
+
+    def call(self, tag, payload=None):
+        """One request, its result."""
+        for message in self._messages(tag, payload or {}):
+            if message["_tag"] == "Exit":
+                return self._value(message["exit"])
+        raise RolloutError("Protocol", f"{tag}: the response ended without an Exit line")
+
+    def stream(self, tag, payload=None):
+        """A streamed request: its values as they arrive."""
+        for message in self._messages(tag, payload or {}):
+            if message["_tag"] == "Chunk":
+                yield from message["values"]
+            elif message["_tag"] == "Exit":
+                self._value(message["exit"])
+                return
+
+    def step(self, rollout_id):
+        return self.call("Step", {"rolloutId": rollout_id})
+
+    def groups(self, steps=None, start=None):
+        payload = {}
+        if steps is not None:
+            payload["steps"] = steps
+        if start is not None:
+            payload["from"] = start
+        return self.stream("Groups", payload)
+
+    def evaluate(self, rollout_id):
+        return self.call("Evaluate", {"rolloutId": rollout_id})
+
+    def update_weights(self, version=None):
+        return self.call("UpdateWeights", {} if version is None else {"version": version})["weightVersion"]
+
+    def status(self):
+        return self.call("Status")
+
+    def shutdown(self):
+        return self.call("Shutdown")
+
+
+def primary_reward(sample, reward_key):
+    """The sample's scalar reward: the number itself, or the `reward_key` entry of a reward object."""
+    reward = sample["reward"]
+    if isinstance(reward, dict):
+        reward = reward.get(reward_key) if reward_key else None
+    return reward if isinstance(reward, (int, float)) else None
+
+
+def reward_stats(samples, reward_key):
+    rewards = [r for r in (primary_reward(s, reward_key) for s in samples) if r is not None]
+    if not rewards:
+        return "no numeric rewards"
+    return (f"reward mean={statistics.fmean(rewards):.4f} std={statistics.pstdev(rewards):.4f} "
+            f"min={min(rewards):g} max={max(rewards):g} n={len(rewards)}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--url", default="http://127.0.0.1:8765/rpc", help="the URL `relax-agentic serve` printed")
+    parser.add_argument("--token", default=os.environ.get("RELAX_RPC_TOKEN"), help="the server's --rpc-token")
+    parser.add_argument("--steps", type=int, default=2)
+    parser.add_argument("--reward-key", default="score", help="primary key of object rewards (--reward-key)")
+    parser.add_argument("--dump", help="write every step's samples to this JSON file")
+    parser.add_argument("--shutdown", action="store_true", help="stop the server when done")
+    args = parser.parse_args()
+
+    client = RolloutClient(args.url, args.token)
+    status = client.status()
+    print(f"rollout at {args.url}: engine={status['engine']} weight_version={status['weightVersion']}")
+    start = 0 if status["lastRolloutId"] is None else status["lastRolloutId"] + 1
+    steps = []
+    for rollout_id in range(start, start + args.steps):
+        result = client.step(rollout_id)
+        samples = result["samples"]
+        groups = result["groups"]
+        print(f"step {rollout_id}: {len(samples)} samples from {groups['accepted']} Groups "
+              f"({groups['dropped']} dropped, {groups['filtered']} filtered); {reward_stats(samples, args.reward_key)}")
+        # Train here: per sample, tokens[-response_length:] with loss_mask, rollout_log_probs and advantage.
+        version = client.update_weights()
+        print(f"weight version -> {version}")
+        steps.append(result)
+    if args.dump:
+        with open(args.dump, "w") as out:
+            json.dump(steps, out)
+    if args.shutdown:
+        client.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except RolloutError as error:
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(1)
+    except urllib.error.URLError as error:
+        print(f"error: cannot reach the rollout RPC: {error.reason}; is `relax-agentic serve` running?", file=sys.stderr)
+        sys.exit(1)

@@ -1,0 +1,195 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Context, Effect, Layer, Stream } from "effect"
+import { execFile } from "node:child_process"
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import { trainingLoop } from "../../examples/trainer.ts"
+import { main as promiseMain } from "../../examples/trainer-promise.ts"
+import { EmbeddedEngine } from "../../layers/EmbeddedEngine.ts"
+import {
+  makeRpcClient,
+  makeTrainer,
+  memorySink,
+  type MakeRolloutExtras,
+  resolveConfig,
+  type Results,
+  type RolloutOptionsInput,
+  RolloutRpcServer,
+  type RpcServerOptions,
+  serveFromSettings
+} from "../../src/index.ts"
+
+const root = Path.join(import.meta.dirname, "..", "..")
+const fixtures = Path.join(root, "test", "fixtures")
+
+/** Two Groups of two Sessions per step; the policy's answers depend only on the conversation and the seed. */
+const options: RolloutOptionsInput = {
+  promptData: Path.join(fixtures, "rollout", "train.jsonl"),
+  labelKey: "label",
+  agentCommand: `${JSON.stringify(process.execPath)} agent.mjs`,
+  agentCwd: Path.join(fixtures, "rollout"),
+  agentTimeout: 60,
+  embeddedPolicy: Path.join(fixtures, "trainer", "policy.mjs"),
+  nSamplesPerPrompt: 2,
+  rolloutBatchSize: 2,
+  rolloutMaxResponseLen: 32,
+  rolloutShuffle: true,
+  rolloutSeed: 7
+}
+
+const extras = (): MakeRolloutExtras => ({ telemetry: memorySink(), embedded: EmbeddedEngine.instant })
+
+/** Run `program` against a freshly started `serve` (rollout + RPC server) on a loopback port. */
+const withServer = <A, E>(program: (url: string) => Effect.Effect<A, E>, rpc: RpcServerOptions = {}) =>
+  Effect.scoped(Effect.gen(function*() {
+    const settings = yield* resolveConfig(options)
+    const services = yield* Layer.build(serveFromSettings(settings, { port: 0, ...rpc }, extras()))
+    const server = Context.get(services, RolloutRpcServer)
+    return yield* program(server.url)
+  }))
+
+const run = (file: string, args: ReadonlyArray<string>) =>
+  Effect.callback<{ readonly code: number; readonly stdout: string; readonly stderr: string }>((resume) => {
+    const child = execFile(file, args, { cwd: root, maxBuffer: 256 * 1024 * 1024 }, (error, stdout, stderr) => {
+      resume(Effect.succeed({ code: error === null ? 0 : typeof error.code === "number" ? error.code : 1, stdout, stderr }))
+    })
+    return Effect.sync(() => {
+      child.kill("SIGTERM")
+    })
+  })
+
+/** The `$ curl ...` lines of docs/trainer.md's worked example, in order. */
+const docsCurlLines = (): Array<string> => {
+  const text = Fs.readFileSync(Path.join(root, "docs", "trainer.md"), "utf8")
+  const start = text.indexOf("## Worked example")
+  const end = text.indexOf("\n## ", start + 1)
+  const section = text.slice(start, end === -1 ? undefined : end)
+  return [...section.matchAll(/^\$ (curl .*)$/gm)].map((m) => m[1]!)
+}
+
+const docsUrl = "http://127.0.0.1:8765/rpc"
+
+/**
+ * A step without what differs between any two runs of the same seed: Session ids and request ids are random keys,
+ * and the trace's wall-clock times are measured. Everything else (tokens, logprobs, rewards, advantages, state hashes,
+ * weight versions, metrics) must be equal.
+ */
+const comparable = (steps: ReadonlyArray<Results.StepResult>) =>
+  steps.map((step) => ({
+    ...step,
+    samples: step.samples.map(({ session_id: _, metadata, ...sample }) => {
+      const { request_id: _request, agentic_trace: trace, ...rest } = metadata
+      const { session_id: _session, turns, ...traceRest } = trace as { session_id: string; turns: Array<Record<string, unknown>> }
+      return {
+        ...sample,
+        metadata: {
+          ...rest,
+          agentic_trace: {
+            ...traceRest,
+            turns: turns.map(({ request_id: _id, wall_elapsed_s: _wall, generation_elapsed_s: _generation, ...turn }) => turn)
+          }
+        }
+      }
+    })
+  }))
+
+describe("trainer interfaces on the embedded engine", () => {
+  it.live("the Effect API, the Promise facade, the RPC client, the docs' curl lines and the Python example get the same samples", () =>
+    Effect.gen(function*() {
+      // 1. The Effect example's training loop.
+      const viaEffect = yield* trainingLoop({ steps: 2, streamSteps: 0 }).pipe(Effect.provide(makeTrainer(options, extras())))
+      assert.strictEqual(viaEffect.steps.length, 2)
+      const reference = comparable(viaEffect.steps)
+      assert.strictEqual(reference[0]!.samples.length, 4)
+      assert.deepStrictEqual(viaEffect.steps[0]!.samples.map((s) => s.weight_versions.at(-1)), ["0", "0", "0", "0"])
+      assert.deepStrictEqual(viaEffect.steps[1]!.samples.map((s) => s.weight_versions.at(-1)), ["1", "1", "1", "1"])
+      // Even seeds answer right, odd ones wrong: rewards and advantages vary inside every Group.
+      assert.deepStrictEqual(viaEffect.steps[0]!.samples.map((s) => s.reward), [0, 1, 0, 1])
+
+      // 2. The Promise example (it streams one more step after the two).
+      const viaPromise = yield* Effect.promise(() => promiseMain(options, extras()))
+      assert.deepStrictEqual(comparable(viaPromise.steps), reference)
+      assert.deepStrictEqual(viaPromise.groups.map((g) => [g.rolloutId, g.groupIndex]), [[2, 0], [2, 1]])
+      assert.strictEqual(viaPromise.status.weightVersion, "2")
+
+      // 3. The generated effect/rpc client.
+      const viaClient = yield* withServer((url) =>
+        Effect.gen(function*() {
+          const client = yield* makeRpcClient({ url })
+          const first = yield* client.Step({ rolloutId: 0 })
+          assert.strictEqual((yield* client.UpdateWeights({})).weightVersion, "1")
+          const second = yield* client.Step({ rolloutId: 1 })
+          const status = yield* client.Status({})
+          assert.deepStrictEqual([status.stepsCompleted, status.lastRolloutId, status.activity], [2, 1, "idle"])
+          return [first, second]
+        }).pipe(Effect.scoped)
+      )
+      assert.deepStrictEqual(comparable(viaClient), reference)
+
+      // 4. Raw HTTP: the worked example's curl lines from docs/trainer.md, as written.
+      const curls = docsCurlLines()
+      assert.isAtLeast(curls.length, 3)
+      const viaCurl = yield* withServer((url) =>
+        Effect.gen(function*() {
+          const exits: Array<unknown> = []
+          for (const line of curls) {
+            const ran = yield* run("bash", ["-c", line.replaceAll(docsUrl, url)])
+            assert.strictEqual(ran.code, 0, ran.stderr)
+            for (const out of ran.stdout.split("\n").filter((l) => l.length > 0)) {
+              const message = JSON.parse(out) as { _tag: string; exit?: { _tag: string; value?: unknown } }
+              assert.strictEqual(message._tag, "Exit")
+              assert.strictEqual(message.exit?._tag, "Success", out.slice(0, 500))
+              exits.push(message.exit?.value)
+            }
+          }
+          return exits.filter((value): value is Results.StepResult =>
+            typeof value === "object" && value !== null && "samples" in value
+          )
+        })
+      )
+      assert.deepStrictEqual(comparable(viaCurl), reference)
+
+      // 5. The Python example (standard library only).
+      const dump = Path.join(Fs.mkdtempSync(Path.join(Os.tmpdir(), "python-trainer-")), "steps.json")
+      const python = yield* withServer((url) =>
+        run("python3", [Path.join(root, "examples", "python-trainer", "trainer.py"), "--url", url, "--steps", "2", "--dump", dump])
+      )
+      assert.strictEqual(python.code, 0, python.stderr)
+      assert.match(python.stdout, /^step 0: 4 samples from 2 Groups \(0 dropped, 0 filtered\); reward mean=0\.5000 std=0\.5000 min=0 max=1 n=4$/m)
+      assert.include(python.stdout, "weight version -> 2")
+      const viaPython = JSON.parse(Fs.readFileSync(dump, "utf8")) as Array<Results.StepResult>
+      assert.deepStrictEqual(comparable(viaPython), reference)
+    }), { timeout: 240_000 })
+
+  it.live("streams finished Groups over RPC and shuts the server down on Shutdown", () =>
+    withServer((url) =>
+      Effect.gen(function*() {
+        const client = yield* makeRpcClient({ url })
+        const groups = yield* client.Groups({ steps: 2 }).pipe(Stream.runCollect)
+        assert.deepStrictEqual(groups.map((g) => [g.rolloutId, g.groupIndex, g.samples.length]), [
+          [0, 0, 2],
+          [0, 1, 2],
+          [1, 0, 2],
+          [1, 1, 2]
+        ])
+        assert.isTrue(groups.every((g) => g.samples.every((s) => s.group_index === g.groupIndex && s.rollout_id === g.rolloutId)))
+        const status = yield* client.Status({})
+        assert.strictEqual(status.lastRolloutId, 1)
+        yield* client.Shutdown({})
+      }).pipe(Effect.scoped)
+    ), { timeout: 120_000 })
+
+  it.live("answers 401 without the bearer token and serves the request with it", () =>
+    withServer((url) =>
+      Effect.gen(function*() {
+        const body = `${JSON.stringify({ _tag: "Request", id: "1", tag: "Status", payload: {}, headers: [] })}\n`
+        const denied = yield* Effect.promise(() => fetch(url, { method: "POST", body }))
+        assert.strictEqual(denied.status, 401)
+        assert.include(yield* Effect.promise(() => denied.text()), "Authorization: Bearer <token>")
+        const client = yield* makeRpcClient({ url, token: "s3cret" })
+        const status = yield* client.Status({})
+        assert.strictEqual(status.weightVersion, "0")
+        assert.strictEqual(status.engine, "embedded")
+      }).pipe(Effect.scoped), { token: "s3cret" }), { timeout: 60_000 })
+})
