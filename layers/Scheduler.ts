@@ -24,6 +24,7 @@
  */
 import { Context, Data, Deferred, Effect, Fiber, Layer, Option, Queue, Scope } from "effect"
 import { randomBytes } from "node:crypto"
+import * as Leasing from "../src/schedule/Leasing.ts"
 import { SessionClosedError } from "./Sessions.ts"
 import { type Progress, Telemetry, type TelemetryShape } from "./Telemetry.ts"
 
@@ -240,6 +241,9 @@ interface SessionFailure<E> {
   readonly sessionId: string
   readonly error: E | ExitedBeforeFirstRequest
 }
+
+const finishOf = <A>(finish: Finish<A>): Leasing.Finish =>
+  finish._tag === "Accepted" ? "accepted" : finish._tag === "Filtered" ? "filtered" : "dropped"
 
 const defaultSessionId = Effect.sync(() => randomBytes(16).toString("hex"))
 
@@ -460,99 +464,89 @@ export const makePool = <G extends GroupLike, O, A, E>(
       })
     })
 
-    const runStep = (plan: StepPlan): Effect.Effect<StepOutcome<G, A>, TooManyDroppedGroupsError> =>
-      Effect.gen(function*() {
-        yield* failIfTripped
-        currentRolloutId = plan.rolloutId
-        for (const r of prepared) r.rolloutId = plan.rolloutId
-        const leased = new Set<GroupRecord<G>>()
-        const acceptedGroups: Array<AcceptedGroup<G, A>> = []
-        let debt = plan.debt
-        let dropped = 0
-        let filteredCount = 0
-        let started = 0
-        const surplus = plan.refill ? plan.surplus : 0
-        const prelaunchFill = options.prelaunch && plan.nextStep
+    const prepareView = (): Array<Leasing.PrepareGroup<GroupRecord<G>>> =>
+      prepared.map((r) => ({ key: r, ready: r.ready, live: r.phase === "prepare" }))
 
-        while (debt > 0) {
-          // Before leasing or starting anything: a tripped streak must not start one more agent.
-          yield* failIfTripped
-          let need = debt + surplus - leased.size
-          for (const record of [...prepared]) {
-            if (need <= 0) break
-            if (!record.ready) continue
-            prepared.splice(prepared.indexOf(record), 1)
-            leased.add(record)
-            record.phase = "runtime"
-            record.rolloutId = plan.rolloutId
-            yield* Deferred.succeed(record.lease, true)
-            need -= 1
-          }
-          const target = prelaunchFill ? options.capacity : need
-          while (prepared.length < target && resident < options.capacity && (plan.refill || started < plan.debt)) {
-            yield* start
-            started += 1
-          }
-          if (plan.progress !== undefined) {
-            yield* plan.progress.setPrepared(prepared.filter((r) => r.ready).length)
-          }
-          const signal = yield* Queue.take(signals).pipe(Effect.timeoutOption(`${heartbeat} seconds`))
-          if (Option.isNone(signal)) {
-            const s = yield* state
-            yield* telemetry.event("idle_heartbeat", {
-              rollout: plan.rolloutId,
-              debt,
-              state: {
-                active_rollout_id: s.activeRolloutId,
-                warming_prepare_group_count: s.preparing,
-                ready_prepare_group_count: s.ready,
-                prepare_group_count: s.preparing + s.ready,
-                runtime_reward_group_count: s.runtime + s.reward,
-                finalized_group_count: acceptedGroups.length,
-                resident_group_count: s.resident,
-                interrupted_runtime_group_count: 0
-              }
-            })
-            continue
-          }
-          if (signal.value._tag !== "Finished") continue
-          const { record, finish } = signal.value
-          const wasLeased = leased.delete(record)
-          const waiting = prepared.indexOf(record)
-          if (waiting !== -1) prepared.splice(waiting, 1)
-          if (!wasLeased && waiting === -1) continue
-          if (finish._tag === "Accepted") {
-            if (debt > 0) {
-              debt -= 1
-              acceptedGroups.push({ group: record.group, value: finish.value })
-              if (plan.progress !== undefined) yield* plan.progress.advance(record.group.size)
-            }
-          } else {
-            if (finish._tag === "Dropped") dropped += 1
-            else filteredCount += 1
-            if (!plan.refill) debt -= 1
-          }
-        }
-        // The last Group an Eval step waited for may be the drop that tripped the streak.
+    const runStep = Effect.fn("Scheduler.runStep")(function*(plan: StepPlan) {
+      yield* failIfTripped
+      currentRolloutId = plan.rolloutId
+      for (const r of prepared) r.rolloutId = plan.rolloutId
+      const leased = new Set<GroupRecord<G>>()
+      const acceptedGroups: Array<AcceptedGroup<G, A>> = []
+      let ledger = Leasing.openStep(plan, options.prelaunch)
+
+      while (ledger.debt > 0) {
+        // Before leasing or starting anything: a tripped streak must not start one more agent.
         yield* failIfTripped
-        // Over-sampled Groups still running are not needed any more (no partial rollout: they are dropped).
-        yield* stop([...leased])
-        // Signals of stopped Groups belong to no step; a kept Prepare Group that was dropped meanwhile leaves the queue.
-        for (const signal of yield* Queue.clear(signals)) {
-          if (signal._tag !== "Finished") continue
-          const waiting = prepared.indexOf(signal.record)
-          if (waiting !== -1) prepared.splice(waiting, 1)
+        const moves = Leasing.nextMoves(
+          { capacity: options.capacity, resident, prepare: prepareView(), leased: leased.size },
+          ledger
+        )
+        for (const record of moves.lease) {
+          prepared.splice(prepared.indexOf(record), 1)
+          leased.add(record)
+          record.phase = "runtime"
+          record.rolloutId = plan.rolloutId
+          yield* Deferred.succeed(record.lease, true)
         }
-        // Without prelaunch no training agent may stay resident past its step (Eval may follow on the same executor).
-        if (!plan.nextStep || !options.prelaunch) {
-          const unleased = prepared.splice(0, prepared.length)
-          // A Group dropped in Prepare was already replaced; only live ones get their input back.
-          const live = unleased.filter((r) => r.phase === "prepare").map((r) => r.group)
-          yield* stop(unleased)
-          pending.unshift(...live)
+        for (let i = 0; i < moves.start; i++) yield* start
+        ledger = Leasing.started(ledger, moves.start)
+        if (plan.progress !== undefined) {
+          yield* plan.progress.setPrepared(prepared.filter((r) => r.ready).length)
         }
-        return { accepted: acceptedGroups, dropped, filtered: filteredCount, residentGroups: resident }
-      })
+        const signal = yield* Queue.take(signals).pipe(Effect.timeoutOption(`${heartbeat} seconds`))
+        if (Option.isNone(signal)) {
+          const s = yield* state
+          yield* telemetry.event("idle_heartbeat", {
+            rollout: plan.rolloutId,
+            debt: ledger.debt,
+            state: {
+              active_rollout_id: s.activeRolloutId,
+              warming_prepare_group_count: s.preparing,
+              ready_prepare_group_count: s.ready,
+              prepare_group_count: s.preparing + s.ready,
+              runtime_reward_group_count: s.runtime + s.reward,
+              finalized_group_count: acceptedGroups.length,
+              resident_group_count: s.resident,
+              interrupted_runtime_group_count: 0
+            }
+          })
+          continue
+        }
+        if (signal.value._tag !== "Finished") continue
+        const { record, finish } = signal.value
+        const wasLeased = leased.delete(record)
+        const waiting = prepared.indexOf(record)
+        if (waiting !== -1) prepared.splice(waiting, 1)
+        if (!wasLeased && waiting === -1) continue
+        const settled = Leasing.settle(ledger, finishOf(finish))
+        ledger = settled.ledger
+        if (settled.take && finish._tag === "Accepted") {
+          acceptedGroups.push({ group: record.group, value: finish.value })
+          if (plan.progress !== undefined) yield* plan.progress.advance(record.group.size)
+        }
+      }
+      // The last Group an Eval step waited for may be the drop that tripped the streak.
+      yield* failIfTripped
+      yield* stop(Leasing.closeRuntime([...leased]).interrupt)
+      // Signals of stopped Groups belong to no step; a kept Prepare Group that was dropped meanwhile leaves the queue.
+      for (const signal of yield* Queue.clear(signals)) {
+        if (signal._tag !== "Finished") continue
+        const waiting = prepared.indexOf(signal.record)
+        if (waiting !== -1) prepared.splice(waiting, 1)
+      }
+      const close = Leasing.closePrepare(ledger, prepareView())
+      prepared.splice(0, prepared.length, ...close.keep)
+      const restart = close.restart.map((r) => r.group)
+      yield* stop(close.interrupt)
+      pending.unshift(...restart)
+      return {
+        accepted: acceptedGroups,
+        dropped: ledger.dropped,
+        filtered: ledger.filtered,
+        residentGroups: resident
+      } satisfies StepOutcome<G, A>
+    })
 
     return { runStep, state }
   })
