@@ -562,7 +562,8 @@ export class Scheduler extends Context.Service<Scheduler, {
     Effect.gen(function*() {
       const telemetry: TelemetryShape = yield* Telemetry
       return {
-        pool: (options) => makePool(options).pipe(Effect.provideService(Telemetry, telemetry))
+        pool: (options) =>
+          makePool(options).pipe(Effect.provideService(Telemetry, telemetry), Effect.withSpan("Scheduler.pool"))
       }
     })
   )
