@@ -57,7 +57,7 @@ export interface StepResult {
   readonly groups: { readonly accepted: number; readonly dropped: number; readonly filtered: number }
 }
 
-/** One Eval dataset's result (reference §6.7). */
+/** One Eval dataset's result (docs/runtime.md "Eval"). */
 export interface EvalDatasetResult {
   readonly name: string
   /** Primary reward per sample (by `--eval-reward-key` / `--reward-key`), `index` order; null when missing. */

@@ -1,5 +1,6 @@
 /**
- * Resident Group capacity, Runtime leases, the all-session first-request barrier and prelaunch (reference §6.2, §6.5).
+ * Resident Group capacity, Runtime leases, the all-session first-request barrier and prelaunch (docs/runtime.md
+ * "Steps", "Resident capacity", "The first-request barrier", "Prelaunch").
  *
  * **Details**
  * A `Pool` owns `capacity` resident Groups, shared by Prepare (agents started, waiting for their lease) and Runtime
