@@ -13,14 +13,12 @@
  *   interrupted, held requests are answered with `SessionClosedError`, the slot is released, and the step's demand
  *   starts a replacement.
  * - A Group leaves capacity when its Sessions have all finished (Reward runs outside capacity) or when it is dropped.
- * - `runStep` leases ready Groups FIFO while the step still needs Groups (`debt + surplus − leased`), starts new Groups
- *   while capacity is free (up to what the step needs, or up to full capacity with prelaunch when a next step
- *   follows), and returns once `debt` Groups were accepted. Leased Groups still running then (over-sampling surplus)
- *   are interrupted. Groups still in Prepare are kept for the next step only with prelaunch (their agents share the
- *   training capacity with Eval, as the guide's slot table says); otherwise they are interrupted and their inputs
- *   start again, first, in the next step, so no dataset row is skipped.
- * - A `DropStreak` (shared by every pool of a rollout) counts Groups dropped in a row; an accepted or filtered Group
- *   resets it. When it reaches its limit, the pool's `runStep` interrupts every Group of the pool and fails with
+ * - `runStep` asks `src/schedule/Leasing.ts` at every wake-up which ready Groups get their lease and how many Groups
+ *   start, folds each finished Group into the step's ledger, and at the step's end asks it what happens to the Groups
+ *   still leased or in Prepare; this layer only carries the moves out (Deferreds, forks, interrupts) and returns once
+ *   `debt` Groups were accepted.
+ * - A `DropStreak` (`src/schedule/DropStreak.ts`, shared by every pool of a rollout) counts Groups dropped in a row.
+ *   When it reaches its limit, the pool's `runStep` interrupts every Group of the pool and fails with
  *   `TooManyDroppedGroupsError`: an agent that fails on every Group would otherwise be refilled forever.
  */
 import { Context, Deferred, Effect, Fiber, Layer, Option, Queue, Scope } from "effect"
