@@ -13,9 +13,9 @@
  */
 import { Context, Data, Effect, Layer, Result } from "effect"
 import { readFile } from "node:fs/promises"
-import type { TrainingSample } from "../src/forest/TrainingSample.ts"
 import * as Records from "../src/rollout/Records.ts"
 import * as Dataset from "../src/schedule/Dataset.ts"
+import type * as Results from "../src/trainer/Results.ts"
 import * as RolloutConfig from "./Config.ts"
 import { Credit, type CreditError } from "./Credit.ts"
 import { Forests } from "./Forests.ts"
@@ -45,32 +45,14 @@ export type RolloutError =
   | Telemetry_.OutputWriteError
   | Scheduler.TooManyDroppedGroupsError
 
-/** The result of one training step, as a trainer receives it. */
-export interface StepResult {
-  readonly rolloutId: number
-  /** Credited samples, Group by Group (`group_index` order), Sessions in Group order. */
-  readonly samples: ReadonlyArray<TrainingSample>
-  readonly metrics: Readonly<Record<string, number>>
-  /** Positions in `samples` per micro-batch under `--use-dynamic-batch-size`; otherwise null. */
-  readonly microBatches: ReadonlyArray<ReadonlyArray<number>> | null
-  readonly groups: { readonly accepted: number; readonly dropped: number; readonly filtered: number }
-}
+/** The result of one training step, as a trainer receives it (its Schema: `src/trainer/Results.ts`). */
+export type StepResult = Results.StepResult
 
 /** One Eval dataset's result (docs/runtime.md "Eval"). */
-export interface EvalDatasetResult {
-  readonly name: string
-  /** Primary reward per sample (by `--eval-reward-key` / `--reward-key`), `index` order; null when missing. */
-  readonly rewards: ReadonlyArray<number | null>
-  readonly truncated: ReadonlyArray<boolean>
-  readonly samples: ReadonlyArray<TrainingSample>
-  readonly metrics: Readonly<Record<string, number>>
-  readonly dropped: number
-}
+export type EvalDatasetResult = Results.EvalDatasetResult
 
-export interface EvalResult {
-  readonly rolloutId: number
-  readonly datasets: ReadonlyArray<EvalDatasetResult>
-}
+/** Every Eval dataset's result after `rolloutId` training steps. */
+export type EvalResult = Results.EvalResult
 
 /** What `run` did. */
 export interface RunSummary {
