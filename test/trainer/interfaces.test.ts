@@ -8,6 +8,8 @@ import { trainingLoop } from "../../examples/trainer.ts"
 import { main as promiseMain } from "../../examples/trainer-promise.ts"
 import { EmbeddedEngine } from "../../layers/EmbeddedEngine.ts"
 import {
+  createRollout,
+  DatasetLoadError,
   makeRpcClient,
   makeTrainer,
   memorySink,
@@ -192,4 +194,17 @@ describe("trainer interfaces on the embedded engine", () => {
         assert.strictEqual(status.weightVersion, "0")
         assert.strictEqual(status.engine, "embedded")
       }).pipe(Effect.scoped), { token: "s3cret" }), { timeout: 60_000 })
+
+  it.live("createRollout rejects with the startup error, which names the file to fix", () =>
+    Effect.gen(function*() {
+      const missing = Path.join(fixtures, "trainer", "missing.jsonl")
+      const error = yield* Effect.promise(() =>
+        createRollout({ ...options, promptData: missing }, extras()).then(
+          () => undefined,
+          (reason: unknown) => reason
+        )
+      )
+      assert.instanceOf(error, DatasetLoadError)
+      assert.include(error.message, `cannot load dataset ${missing}`)
+    }))
 })
