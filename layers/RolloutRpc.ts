@@ -10,9 +10,9 @@
  * that owns the layer (`relax-agentic serve`) closes the scope, which reaps every agent and closes both servers.
  */
 import { NodeHttpClient, NodeHttpServer } from "@effect/platform-node"
-import { Context, Data, Deferred, Effect, Layer, Schema, Stream } from "effect"
+import { Context, Data, Deferred, Effect, Layer, Schema, type Scope, Stream } from "effect"
 import { HttpClient, HttpClientRequest, HttpRouter, HttpServer, HttpServerRequest, HttpServerResponse } from "effect/http"
-import { Rpc, RpcClient, RpcGroup, RpcSerialization, RpcServer } from "effect/rpc"
+import { Rpc, RpcClient, type RpcClientError, RpcGroup, RpcSerialization, RpcServer } from "effect/rpc"
 import { createServer } from "node:http"
 import * as Results from "../src/trainer/Results.ts"
 import { TrainerService } from "./TrainerService.ts"
@@ -163,7 +163,7 @@ export interface RpcClientOptions {
 }
 
 /** The generated client's type: one method per procedure (`client.Step({ rolloutId: 0 })`, `client.Groups({})`). */
-export type RolloutRpcClient = RpcClient.FromGroup<typeof RolloutRpcs>
+export type RolloutRpcClient = RpcClient.FromGroup<typeof RolloutRpcs, RpcClientError.RpcClientError>
 
 /**
  * The client's transport: HTTP with NDJSON framing and no read timeout (a step can take as long as its slowest
@@ -183,7 +183,7 @@ export const clientProtocol = (options: RpcClientOptions): Layer.Layer<RpcClient
 }
 
 /** A client of a running RPC server; it and its connections live as long as the enclosing scope. */
-export const makeClient = (options: RpcClientOptions) =>
+export const makeClient = (options: RpcClientOptions): Effect.Effect<RolloutRpcClient, never, Scope.Scope> =>
   Effect.gen(function*() {
     // Built in the caller's scope: `Effect.provide(layer)` would close the HTTP client as soon as `make` returned.
     const protocol = yield* Layer.build(clientProtocol(options))

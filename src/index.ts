@@ -76,7 +76,7 @@ export { Advantage, Reward, Status, TrainingSample } from "./forest/TrainingSamp
 export { ContextLengthError, Engine, EngineError, type EngineShape } from "../layers/Engine.ts"
 export { EmbeddedEngine, type EmbeddedEngineOptions } from "../layers/EmbeddedEngine.ts"
 export { Gateway } from "../layers/Gateway.ts"
-export { groupsOf, type StreamOptions, TrainerService, type TrainerServiceShape } from "../layers/TrainerService.ts"
+export { type StreamOptions, TrainerService, type TrainerServiceShape } from "../layers/TrainerService.ts"
 export {
   clientProtocol,
   makeClient as makeRpcClient,
@@ -90,13 +90,7 @@ export {
   type RpcServerOptions
 } from "../layers/RolloutRpc.ts"
 export * as Results from "./trainer/Results.ts"
-export {
-  Activity,
-  callError,
-  FinishedGroup,
-  RolloutCallError,
-  RolloutStatus
-} from "./trainer/Results.ts"
+export { RolloutCallError } from "./trainer/Results.ts"
 export * as Capacity from "./schedule/Capacity.ts"
 export * as Dataset from "./schedule/Dataset.ts"
 

@@ -134,6 +134,7 @@ def main():
     parser.add_argument("--token", default=os.environ.get("RELAX_RPC_TOKEN"), help="the server's --rpc-token")
     parser.add_argument("--steps", type=int, default=2)
     parser.add_argument("--reward-key", default="score", help="primary key of object rewards (--reward-key)")
+    parser.add_argument("--groups", type=int, default=0, help="then stream this many more steps, Group by Group")
     parser.add_argument("--dump", help="write every step's samples to this JSON file")
     parser.add_argument("--shutdown", action="store_true", help="stop the server when done")
     args = parser.parse_args()
@@ -153,6 +154,9 @@ def main():
         version = client.update_weights()
         print(f"weight version -> {version}")
         steps.append(result)
+    for group in client.groups(steps=args.groups) if args.groups > 0 else []:
+        print(f"step {group['rolloutId']} Group {group['groupIndex']}: {len(group['samples'])} samples; "
+              f"{reward_stats(group['samples'], args.reward_key)}")
     if args.dump:
         with open(args.dump, "w") as out:
             json.dump(steps, out)

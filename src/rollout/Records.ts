@@ -10,6 +10,7 @@ import { Result } from "effect"
 import * as Reward from "../credit/Reward.ts"
 import type * as Sample from "../forest/Sample.ts"
 import type { TrainingSample } from "../forest/TrainingSample.ts"
+import type * as Results from "../trainer/Results.ts"
 
 /** The per-Session counters a debug record reports (the generation core's counters of the exported Session). */
 export interface DebugCounters {
@@ -102,12 +103,8 @@ export const primaryReward = (sample: TrainingSample, key: string | undefined): 
   return Result.isSuccess(value) ? value.success : null
 }
 
-/** Group counts of a training step. */
-export interface GroupCounts {
-  readonly accepted: number
-  readonly dropped: number
-  readonly filtered: number
-}
+/** Group counts of a training step (its Schema: `src/trainer/Results.ts`). */
+export type GroupCounts = Results.GroupCounts
 
 /** One line of `metrics.jsonl` (docs/outputs.md "`metrics.jsonl`"). */
 export const stepMetricLine = (

@@ -155,11 +155,12 @@ describe("trainer interfaces on the embedded engine", () => {
       // 5. The Python example (standard library only).
       const dump = Path.join(Fs.mkdtempSync(Path.join(Os.tmpdir(), "python-trainer-")), "steps.json")
       const python = yield* withServer((url) =>
-        run("python3", [Path.join(root, "examples", "python-trainer", "trainer.py"), "--url", url, "--steps", "2", "--dump", dump])
+        run("python3", [Path.join(root, "examples", "python-trainer", "trainer.py"), "--url", url, "--steps", "2", "--groups", "1", "--dump", dump])
       )
       assert.strictEqual(python.code, 0, python.stderr)
       assert.match(python.stdout, /^step 0: 4 samples from 2 Groups \(0 dropped, 0 filtered\); reward mean=0\.5000 std=0\.5000 min=0 max=1 n=4$/m)
       assert.include(python.stdout, "weight version -> 2")
+      assert.match(python.stdout, /^step 2 Group 1: 2 samples; reward mean=/m)
       const viaPython = JSON.parse(Fs.readFileSync(dump, "utf8")) as Array<Results.StepResult>
       assert.deepStrictEqual(comparable(viaPython), reference)
     }), { timeout: 240_000 })
