@@ -44,6 +44,11 @@ export interface TokenizerShape {
   readonly padTokenId: number | undefined
   /** Ids of added tokens marked `special` (e.g. `<|im_start|>`, `<|im_end|>`, `<|endoftext|>`). */
   readonly specialTokenIds: ReadonlySet<number>
+  /**
+   * Ids that end an assistant turn: the EOS token and ChatML's `<|im_end|>` when the vocabulary has it. A generation
+   * ending with one commits it, but it is not part of the visible text.
+   */
+  readonly endOfTurnIds: ReadonlySet<number>
   /** Render the chat template to prompt text. */
   readonly render: (request: RenderRequest) => Effect.Effect<string, TemplateError>
   /** Render synchronously (throws `TemplateError`); for pure helpers that take a render function. */
@@ -68,6 +73,9 @@ const asTokenString = (value: unknown): string | undefined => {
   }
   return undefined
 }
+
+/** The end-of-turn token of ChatML templates (Qwen and others), which may differ from the tokenizer's EOS token. */
+const CHATML_END_OF_TURN = "<|im_end|>"
 
 /** Build the service from parsed JSON files (decoding boundary: the files are trusted HF formats). */
 export const fromJson = (
@@ -97,6 +105,8 @@ export const fromJson = (
     throw new TokenizerLoadError({ directory: source, reason: `eos_token ${eosToken} is not in the vocabulary` })
   }
   const padToken = asTokenString(tokenizerConfig["pad_token"])
+  const imEnd = hf.token_to_id(CHATML_END_OF_TURN)
+  const endOfTurnIds: ReadonlySet<number> = new Set(imEnd === undefined ? [eosTokenId] : [eosTokenId, imEnd])
   const compiled = ChatTemplate.compile(templateSource, {
     bos_token: asTokenString(tokenizerConfig["bos_token"]) ?? "",
     eos_token: eosToken
@@ -120,6 +130,7 @@ export const fromJson = (
     eosTokenId,
     padTokenId: padToken === undefined ? undefined : hf.token_to_id(padToken),
     specialTokenIds,
+    endOfTurnIds,
     render: (request) =>
       Effect.try({
         try: () => renderUnsafe(request),

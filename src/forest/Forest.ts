@@ -531,6 +531,31 @@ const existing = (forest: Forest, hash: string, kind: Node["kind"]): string | un
   return hash
 }
 
+/** An observation to commit: the messages after `parent` and their template-delta tokens. */
+export interface ObservationCommit {
+  readonly parent: string
+  readonly messages: ReadonlyArray<Canonical.Message>
+  readonly tokens: ReadonlyArray<number>
+  readonly tools: ReadonlyArray<Canonical.Tool>
+  readonly chatTemplateKwargs: Canonical.TemplateKwargs
+  readonly rolloutId: number
+}
+
+/** A finished generation to commit: the assistant message parsed from it and the exact engine output. */
+export interface ResponseCommit {
+  readonly parent: string
+  readonly message: Canonical.Message
+  readonly tokens: ReadonlyArray<number>
+  readonly logprobs: ReadonlyArray<number>
+  readonly weightVersions: ReadonlyArray<string>
+  readonly status: "completed" | "truncated"
+  readonly rolloutId: number
+  readonly requestId: string
+  readonly abortCount: number
+  readonly wallElapsedS: number
+  readonly generationElapsedS: number
+}
+
 /**
  * Commit an observation (the messages after `parent` and their template-delta tokens); returns its state hash.
  *
@@ -540,14 +565,7 @@ const existing = (forest: Forest, hash: string, kind: Node["kind"]): string | un
  * existing state returns it unchanged (idempotent retry); an empty delta returns `parent`. Run the context check
  * ({@link checkObservationContext}) first: nothing here rejects a long observation.
  */
-export const commitObservation = (forest: Forest, o: {
-  readonly parent: string
-  readonly messages: ReadonlyArray<Canonical.Message>
-  readonly tokens: ReadonlyArray<number>
-  readonly tools: ReadonlyArray<Canonical.Tool>
-  readonly chatTemplateKwargs: Canonical.TemplateKwargs
-  readonly rolloutId: number
-}): string => {
+export const commitObservation = (forest: Forest, o: ObservationCommit): string => {
   const parent = node(forest, o.parent)
   if (o.messages.length === 0) return parent.hash
   const atRoot = parent.parent === null
@@ -591,19 +609,7 @@ export const commitObservation = (forest: Forest, o: {
  * Commit a finished generation (the assistant message parsed from it and the exact engine output); returns its
  * state hash. Re-committing the same message under the same parent returns the existing response.
  */
-export const commitResponse = (forest: Forest, r: {
-  readonly parent: string
-  readonly message: Canonical.Message
-  readonly tokens: ReadonlyArray<number>
-  readonly logprobs: ReadonlyArray<number>
-  readonly weightVersions: ReadonlyArray<string>
-  readonly status: "completed" | "truncated"
-  readonly rolloutId: number
-  readonly requestId: string
-  readonly abortCount: number
-  readonly wallElapsedS: number
-  readonly generationElapsedS: number
-}): string => {
+export const commitResponse = (forest: Forest, r: ResponseCommit): string => {
   const parent = node(forest, r.parent)
   if (r.logprobs.length !== r.tokens.length) {
     invariant(forest, `response ${r.requestId} has ${r.tokens.length} tokens but ${r.logprobs.length} logprobs`)

@@ -45,6 +45,13 @@ export const ToolCall = Schema.StructWithRest(
 )
 export type ToolCall = typeof ToolCall.Type
 
+/** The message shape of a generated tool call (`{id, type: "function", function: {name, arguments}}`). */
+export const toolCallOf = (call: { readonly id: string; readonly name: string; readonly arguments: string }): ToolCall => ({
+  id: call.id,
+  type: "function",
+  function: { name: call.name, arguments: call.arguments }
+})
+
 export const Role = Schema.Literals(["system", "user", "assistant", "tool"])
 export type Role = typeof Role.Type
 

@@ -130,7 +130,7 @@ const measure = async (context: Context.Context<Services>): Promise<BenchResult>
   const viaGeneration = async (sessionId: string): Promise<void> => {
     const completion = await Effect.runPromise(Effect.gen(function*() {
       const session = yield* sessions.lookup(sessionId)
-      return yield* generation.generate(session, decoded.success, "chat")
+      return yield* generation.generate(session, decoded.success)
     }))
     if (completion.content !== "ok") throw new Error("the generation core did not return the policy text")
   }
