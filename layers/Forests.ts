@@ -76,13 +76,9 @@ export class Forests extends Context.Service<Forests, ForestsShape>()("relax-age
             return forest === undefined ? Effect.fail(new ForestNotFound({ sessionId })) : Effect.succeed(forest)
           }),
         observe: Effect.fn("Forests.observe")(function*(forest, observation) {
-          const tooLong = Forest.checkObservationContext(
-            forest,
-            observation.parent,
-            observation.tokens.length,
-            observation.maxContextLen
+          yield* Effect.fromResult(
+            Forest.checkObservationContext(forest, observation.parent, observation.tokens.length, observation.maxContextLen)
           )
-          if (tooLong !== undefined) return yield* tooLong
           return yield* commit(forest, () => Forest.commitObservation(forest, observation))
         }),
         commitResponse: Effect.fn("Forests.commitResponse")(function*(forest, response) {

@@ -33,7 +33,7 @@ import * as ObservationDelta from "../src/template/ObservationDelta.ts"
 import { Engine, type GenerateResult, type SamplingParams } from "./Engine.ts"
 import { Forests } from "./Forests.ts"
 import type { SessionEntry } from "./Sessions.ts"
-import { TemplateError, Tokenizer } from "./Tokenizer.ts"
+import { Tokenizer } from "./Tokenizer.ts"
 
 export type { GenerationError } from "../src/generation/errors.ts"
 
@@ -113,16 +113,12 @@ const make = (options: GenerationOptions) =>
       matched: Forest.Match,
       state: Canonical.State
     ): Effect.Effect<ReadonlyArray<number>, TemplateRejected> => {
-      const rendered = Result.try(() =>
-        Forest.isRoot(forest, matched.parent)
-          ? ObservationDelta.rootTokens(tokenizer, matched.suffix, state.tools, state.chat_template_kwargs)
-          : ObservationDelta.deltaTokens(tokenizer, matched.suffix, state.tools, state.chat_template_kwargs)
-      )
-      if (Result.isSuccess(rendered)) return Effect.succeed(rendered.success)
-      // The tokenizer reports every rendering failure as a TemplateError; anything else is a broken invariant.
-      return rendered.failure instanceof TemplateError
-        ? Effect.fail(new TemplateRejected({ reason: rendered.failure.reason }))
-        : Effect.die(rendered.failure)
+      const rendered = Forest.isRoot(forest, matched.parent)
+        ? ObservationDelta.rootTokens(tokenizer, matched.suffix, state.tools, state.chat_template_kwargs)
+        : ObservationDelta.deltaTokens(tokenizer, matched.suffix, state.tools, state.chat_template_kwargs)
+      return Result.isSuccess(rendered)
+        ? Effect.succeed(rendered.success)
+        : Effect.fail(new TemplateRejected({ reason: rendered.failure.reason }))
     }
 
     /** Commit the request's new messages (if any) under the matched parent; returns the state to generate from. */
@@ -155,7 +151,7 @@ const make = (options: GenerationOptions) =>
     ): Effect.Effect<AttemptPlan, ContextLengthError> => {
       const requested = Turn.requestedTokens(session.sampling.maxNewTokens, request.maxTokens)
       const budget = Forest.generationBudget(forest, parent, session.maxContextLen ?? null, requested)
-      if (typeof budget !== "number") return Effect.fail(budget)
+      if (Result.isFailure(budget)) return Effect.fail(budget.failure)
       return Effect.succeed({
         session,
         forest,
@@ -165,7 +161,7 @@ const make = (options: GenerationOptions) =>
         prefix: Forest.inferencePrefix(forest, parent),
         media: Forest.inferenceMedia(forest, parent),
         promptTokens: Forest.trainTokenCount(forest, parent),
-        sampling: Turn.turnSampling(session.sampling, request, budget),
+        sampling: Turn.turnSampling(session.sampling, request, budget.success),
         rid: Rid.forAttempt({ sessionId: session.sessionId, parent, turn, attempt: 0 })
       })
     }

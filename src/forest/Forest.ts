@@ -401,10 +401,12 @@ export const checkObservationContext = (
   parent: string,
   observationTokens: number,
   maxContextLen: number | null
-): ContextLengthError | undefined => {
-  if (maxContextLen === null) return undefined
+): Result.Result<void, ContextLengthError> => {
+  if (maxContextLen === null) return Result.void
   const prompt = trainTokenCount(forest, parent) + observationTokens
-  return prompt >= maxContextLen ? new ContextLengthError({ limit: maxContextLen, promptTokens: prompt }) : undefined
+  return prompt >= maxContextLen
+    ? Result.fail(new ContextLengthError({ limit: maxContextLen, promptTokens: prompt }))
+    : Result.void
 }
 
 /**
@@ -416,12 +418,12 @@ export const generationBudget = (
   hash: string,
   maxContextLen: number | null,
   maxNewTokens: number
-): number | ContextLengthError => {
-  if (maxContextLen === null) return maxNewTokens
+): Result.Result<number, ContextLengthError> => {
+  if (maxContextLen === null) return Result.succeed(maxNewTokens)
   const prompt = trainTokenCount(forest, hash)
   const remaining = maxContextLen - prompt
-  if (remaining <= 0) return new ContextLengthError({ limit: maxContextLen, promptTokens: prompt })
-  return Math.min(maxNewTokens, remaining)
+  if (remaining <= 0) return Result.fail(new ContextLengthError({ limit: maxContextLen, promptTokens: prompt }))
+  return Result.succeed(Math.min(maxNewTokens, remaining))
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -102,7 +102,7 @@ const measure = async (context: Context.Context<Services>): Promise<BenchResult>
   }
 
   // The bare engine call the gateway wraps: the same prompt ids and conversation Generation hands the engine.
-  const inputIds = ObservationDelta.rootTokens(tokenizer, messages, [], {})
+  const inputIds = Result.getOrThrow(ObservationDelta.rootTokens(tokenizer, messages, [], {}))
   let rid = 0
   const engineRequest = (): GenerateRequest => ({
     inputIds,
