@@ -7,6 +7,8 @@ import * as Path from "node:path"
 import { trainingLoop } from "../../examples/trainer.ts"
 import { main as promiseMain } from "../../examples/trainer-promise.ts"
 import { EmbeddedEngine } from "../../layers/EmbeddedEngine.ts"
+import { Tokenizer } from "../../layers/Tokenizer.ts"
+import * as FakeSglang from "../support/FakeSglang.ts"
 import {
   createRollout,
   DatasetLoadError,
@@ -43,9 +45,13 @@ const options: RolloutOptionsInput = {
 const extras = (): MakeRolloutExtras => ({ telemetry: memorySink(), embedded: EmbeddedEngine.instant })
 
 /** Run `program` against a freshly started `serve` (rollout + RPC server) on a loopback port. */
-const withServer = <A, E>(program: (url: string) => Effect.Effect<A, E>, rpc: RpcServerOptions = {}) =>
+const withServer = <A, E>(
+  program: (url: string) => Effect.Effect<A, E>,
+  rpc: RpcServerOptions = {},
+  overrides: Partial<RolloutOptionsInput> = {}
+) =>
   Effect.scoped(Effect.gen(function*() {
-    const settings = yield* resolveConfig(options)
+    const settings = yield* resolveConfig({ ...options, ...overrides })
     const services = yield* Layer.build(serveFromSettings(settings, { port: 0, ...rpc }, extras()))
     const server = Context.get(services, RolloutRpcServer)
     return yield* program(server.url)
@@ -96,7 +102,7 @@ const comparable = (steps: ReadonlyArray<Results.StepResult>) =>
     })
   }))
 
-describe("trainer interfaces on the embedded engine", () => {
+describe("trainer interfaces", () => {
   it.live("the Effect API, the Promise facade, the RPC client, the docs' curl lines and the Python example get the same samples", () =>
     Effect.gen(function*() {
       // 1. The Effect example's training loop.
@@ -208,4 +214,18 @@ describe("trainer interfaces on the embedded engine", () => {
       assert.instanceOf(error, DatasetLoadError)
       assert.include(error.message, `cannot load dataset ${missing}`)
     }))
+
+  it.live("UpdateWeights over RPC goes through the Engine port to SGLang's /update_weight_version", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const sglang = yield* FakeSglang.make({ engine: yield* EmbeddedEngine.make(yield* Tokenizer, EmbeddedEngine.instant) })
+      yield* withServer((url) =>
+        Effect.gen(function*() {
+          const client = yield* makeRpcClient({ url })
+          assert.strictEqual((yield* client.UpdateWeights({ version: "v2" })).weightVersion, "v2")
+          const status = yield* client.Status({})
+          assert.deepStrictEqual([status.engine, status.weightVersion], ["sglang", "v2"])
+        }).pipe(Effect.scoped), {}, { engine: "sglang", sglangUrls: [sglang.url] })
+      const updates = sglang.requests.filter((r) => r.path === "/update_weight_version").map((r) => r.body)
+      assert.deepStrictEqual(updates, [{ new_version: "v2", abort_all_requests: false }])
+    })).pipe(Effect.provide(Tokenizer.layer)), { timeout: 60_000 })
 })
