@@ -13,6 +13,7 @@ import { NodeHttpClient, NodeHttpServer } from "@effect/platform-node"
 import { Context, Data, Deferred, Effect, Layer, Schema, type Scope, Stream } from "effect"
 import { HttpClient, HttpClientRequest, HttpRouter, HttpServer, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { Rpc, RpcClient, type RpcClientError, RpcGroup, RpcSerialization, RpcServer } from "effect/rpc"
+import { createHash, timingSafeEqual } from "node:crypto"
 import { createServer } from "node:http"
 import * as Results from "../src/trainer/Results.ts"
 import { TrainerService } from "./TrainerService.ts"
@@ -113,13 +114,15 @@ const unauthorized = HttpServerResponse.jsonUnsafe(
 
 const layerWith = (options: RpcServerOptions) => {
   const host = options.host ?? "127.0.0.1"
-  const expected = options.token === undefined ? undefined : `Bearer ${options.token}`
+  // Compared as digests in constant time, so response timing says nothing about how much of a guess was right.
+  const digest = (text: string) => createHash("sha256").update(text, "utf8").digest()
+  const expected = options.token === undefined ? undefined : digest(`Bearer ${options.token}`)
   const port = options.port ?? 0
   const routes = HttpRouter.use(Effect.fnUntraced(function*(router) {
     const serve = yield* RpcServer.toHttpEffect(RolloutRpcs, { disableTracing: true })
     const authed = expected === undefined ? serve : Effect.gen(function*() {
       const request = yield* HttpServerRequest.HttpServerRequest
-      return request.headers["authorization"] === expected ? yield* serve : unauthorized
+      return timingSafeEqual(digest(request.headers["authorization"] ?? ""), expected) ? yield* serve : unauthorized
     })
     yield* router.add("POST", rpcPath, authed)
   }))
