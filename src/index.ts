@@ -276,7 +276,9 @@ export interface RolloutHandle {
  *
  * **Details**
  * ```ts
- * const rollout = await createRollout({ promptData: "data/train.jsonl", agentCommand: "bash run_agent_app.sh" })
+ * const rollout = await createRollout({
+ *   promptData: "data/train.jsonl", rolloutBatchSize: 4, agentCommand: "bash run_agent_app.sh", agentCwd: "."
+ * })
  * try {
  *   for (let step = 0; step < 2; step++) {
  *     const { samples } = await rollout.step(step)
