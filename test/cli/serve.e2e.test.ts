@@ -1,7 +1,10 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect } from "effect"
 import { spawn } from "node:child_process"
+import * as Fs from "node:fs"
+import * as Os from "node:os"
 import * as Path from "node:path"
+import { awaitAgents, recordedPids, running } from "../support/agentProcesses.ts"
 
 const root = Path.join(import.meta.dirname, "..", "..")
 const fixtures = Path.join(root, "test", "fixtures", "rollout")
@@ -106,5 +109,38 @@ describe("relax-agentic serve (end to end)", () => {
       const ended = yield* served.exited
       assert.strictEqual(ended.code, 1)
       assert.include(ended.stderr, "--rpc-host 0.0.0.0: serving the trainer RPC beyond loopback needs a bearer token")
+    })), { timeout: 90_000 })
+
+  it.live("Shutdown during a step reaps every agent and its children before serve exits", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const agents = Fs.mkdtempSync(Path.join(Os.tmpdir(), "serve-shutdown-"))
+      const served = yield* serve([
+        "--prompt-data",
+        Path.join(fixtures, "train.jsonl"),
+        "--agent-command",
+        "bash hang.sh",
+        "--agent-cwd",
+        fixtures,
+        "--agent-env",
+        `PIDS_DIR=${agents}`,
+        "--n-samples-per-prompt",
+        "2",
+        "--rollout-batch-size",
+        "2",
+        "--rpc-port",
+        "0"
+      ])
+      const url = yield* served.url
+      // The step never finishes (the agents wait forever); its request is cut off by the shutdown.
+      yield* call(url, "Step", { rolloutId: 0 }).pipe(Effect.ignore, Effect.forkScoped)
+      yield* awaitAgents(agents, 4)
+      const pids = recordedPids(agents)
+      assert.lengthOf(pids, 8)
+      assert.isTrue(pids.every(running), "every agent and its child run before Shutdown")
+      assert.include((yield* call(url, "Shutdown", {})).text, `"exit":{"_tag":"Success","value":null}`)
+      const ended = yield* served.exited
+      assert.strictEqual(ended.code, 0, ended.stderr)
+      assert.deepStrictEqual(pids.filter(running), [])
+      Fs.rmSync(agents, { recursive: true, force: true })
     })), { timeout: 90_000 })
 })

@@ -13,50 +13,13 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import { EmbeddedEngine } from "../../layers/EmbeddedEngine.ts"
 import { makeRollout, memorySink, Rollout } from "../../src/index.ts"
+import { awaitAgents, recordedPids, running } from "../support/agentProcesses.ts"
 
 const root = Path.join(import.meta.dirname, "..", "..")
 const fixtures = Path.join(root, "test", "fixtures", "rollout")
 
 /** 2 Groups × 2 Sessions of the hanging agent. */
 const sessions = 4
-
-/** The pids every agent wrote: its own and its background child's. */
-const recordedPids = (dir: string): Array<number> =>
-  Fs.readdirSync(dir)
-    .filter((name) => !name.endsWith(".tmp"))
-    .flatMap((name) => Fs.readFileSync(Path.join(dir, name), "utf8").trim().split("\n").map(Number))
-
-/** Wait until `count` agents have recorded their pids in `dir` (watching the directory, not polling a clock). */
-const awaitAgents = (dir: string, count: number) =>
-  Effect.callback<void>((resume) => {
-    const recorded = () => Fs.readdirSync(dir).filter((name) => !name.endsWith(".tmp")).length >= count
-    const watcher = Fs.watch(dir, () => {
-      if (recorded()) {
-        watcher.close()
-        resume(Effect.void)
-      }
-    })
-    if (recorded()) {
-      watcher.close()
-      resume(Effect.void)
-    }
-    return Effect.sync(() => watcher.close())
-  })
-
-/** Whether `pid` is a live process (a zombie, already dead and only waiting to be reaped, does not count). */
-const running = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0)
-  } catch {
-    return false
-  }
-  try {
-    const stat = Fs.readFileSync(`/proc/${pid}/stat`, "utf8")
-    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) !== "Z"
-  } catch {
-    return false
-  }
-}
 
 const pidsDir = () => Fs.mkdtempSync(Path.join(Os.tmpdir(), "relax-interrupt-"))
 
