@@ -2,9 +2,10 @@
  * What the two TypeScript trainer examples share: the arithmetic rollout as `RolloutOptions` (the same settings as
  * examples/arithmetic/rollout.json, with paths that work from any directory) and a one-line summary of a step.
  */
+import { fileURLToPath } from "node:url"
 import type { RolloutOptionsInput, Results } from "relax-agentic"
 
-const here = (path: string): string => new URL(path, import.meta.url).pathname
+const here = (path: string): string => fileURLToPath(new URL(path, import.meta.url))
 
 /** The arithmetic example: a calculator-tool agent on the embedded engine with a scripted policy. */
 export const arithmetic: RolloutOptionsInput = {
@@ -38,4 +39,4 @@ export const describeStep = (step: Results.StepResult): string => {
 }
 
 /** True when `url` (an `import.meta.url`) is the script node was started with. */
-export const isMain = (url: string): boolean => process.argv[1] !== undefined && new URL(url).pathname === process.argv[1]
+export const isMain = (url: string): boolean => process.argv[1] !== undefined && fileURLToPath(url) === process.argv[1]
