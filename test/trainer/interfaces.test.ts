@@ -228,4 +228,21 @@ describe("trainer interfaces", () => {
       const updates = sglang.requests.filter((r) => r.path === "/update_weight_version").map((r) => r.body)
       assert.deepStrictEqual(updates, [{ new_version: "v2", abort_all_requests: false }])
     })).pipe(Effect.provide(Tokenizer.layer)), { timeout: 60_000 })
+
+  it.live("Evaluate over RPC runs every Eval dataset and returns its rewards and samples", () =>
+    withServer((url) =>
+      Effect.gen(function*() {
+        const client = yield* makeRpcClient({ url })
+        const evaluation = yield* client.Evaluate({ rolloutId: 0 })
+        assert.strictEqual(evaluation.rolloutId, 0)
+        assert.deepStrictEqual(evaluation.datasets.map((d) => [d.name, d.samples.length, d.dropped]), [["arith", 4, 0]])
+        const dataset = evaluation.datasets[0]!
+        assert.deepStrictEqual(dataset.samples.map((s) => s.index), [0, 1, 2, 3])
+        assert.deepStrictEqual(dataset.rewards, dataset.samples.map((s) => (typeof s.reward === "number" ? s.reward : null)))
+        assert.isTrue(dataset.samples.every((s) => s.advantage === null))
+        assert.isNumber(dataset.metrics["eval/arith/rollout/raw_reward"])
+      }).pipe(Effect.scoped), {}, {
+        evalPromptData: [{ name: "arith", path: Path.join(fixtures, "rollout", "eval.jsonl") }],
+        nSamplesPerEvalPrompt: 2
+      }), { timeout: 60_000 })
 })
