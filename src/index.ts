@@ -1,20 +1,23 @@
 /**
- * relax-agentic's public API for a TypeScript trainer: the configuration, the rollout service (one step, Eval, or the
- * whole run), the training sample type, and `makeRollout`, which composes every service a rollout needs.
+ * relax-agentic's public API: the `TrainerService` a trainer drives (`makeTrainer`), its Promise facade
+ * (`createRollout`), the trainer RPC (`serveFromSettings`, `makeRpcClient`), the configuration, the rollout service
+ * underneath (one step, Eval, or the whole run), the result and sample Schemas, and the engine port (docs/trainer.md,
+ * docs/api.md).
  *
  * **Details**
  * ```ts
  * import { Effect } from "effect"
- * import { makeRollout, Rollout } from "relax-agentic"
+ * import { makeTrainer, TrainerService } from "relax-agentic"
  *
  * const program = Effect.gen(function*() {
- *   const rollout = yield* Rollout
+ *   const trainer = yield* TrainerService
  *   for (let step = 0; step < 3; step++) {
- *     const { samples, metrics } = yield* rollout.runStep(step)
- *     // train on samples (tokens, loss_mask, rollout_log_probs, advantage), then update the engine's weights
+ *     const { samples, metrics } = yield* trainer.step(step)
+ *     // train on samples (tokens, loss_mask, rollout_log_probs, advantage), then:
+ *     yield* trainer.updateWeights()
  *   }
  * })
- * Effect.runPromise(program.pipe(Effect.provide(makeRollout({
+ * Effect.runPromise(program.pipe(Effect.provide(makeTrainer({
  *   promptData: "data/train.jsonl", rolloutBatchSize: 4, nSamplesPerPrompt: 4,
  *   agentCommand: "bash run_agent_app.sh", agentCwd: "examples/arithmetic"
  * }))))
