@@ -96,19 +96,11 @@ export const validateOptions = (options: CreditOptions.CreditOptions): CreditCon
       reason: `--n-samples-per-prompt must be a positive integer, got ${options.nSamplesPerPrompt}`
     })
   }
-  if (options.useDynamicBatchSize && options.maxTokensPerGpu === undefined) {
-    return new CreditConfigError({
-      reason: `--use-dynamic-batch-size requires --max-tokens-per-gpu (the token budget of one micro-batch)`
-    })
-  }
+  const combination = CreditOptions.problem(options)
+  if (combination !== undefined) return new CreditConfigError({ reason: `${combination.flag} ${combination.reason}` })
   if (options.maxTokensPerGpu !== undefined && (!Number.isInteger(options.maxTokensPerGpu) || options.maxTokensPerGpu < 1)) {
     return new CreditConfigError({
       reason: `--max-tokens-per-gpu must be a positive integer, got ${options.maxTokensPerGpu}`
-    })
-  }
-  if (options.groupRm && options.customRmPath === undefined) {
-    return new CreditConfigError({
-      reason: `--group-rm requires --custom-rm-path (the function that scores a whole Group)`
     })
   }
   return undefined

@@ -8,7 +8,11 @@
  * - Session-sticky routing: a session's requests go to the same worker (prefix-cache hits). With a router the
  *   request goes to the router with `X-SMG-Routing-Key: <session id>` and the router picks the worker.
  * - Every sampling field is sent explicitly (SGLang's server-side defaults differ between versions), with
- *   `skip_special_tokens: false`, `no_stop_trim: true`, `spaces_between_special_tokens: false`.
+ *   `skip_special_tokens: false`, `no_stop_trim: true`, `spaces_between_special_tokens: false`. `sampling_seed` is
+ *   sent only with `samplingSeed` (`--sglang-enable-deterministic-inference`), as in Relax.
+ * - Session lifecycle (`sessionLifecycle`, `--agentic-session-lifecycle`): every request carries `session_id`, and
+ *   `closeSession` posts `/close_session {session_id}` to every worker (2 seconds in all). A failed close is counted
+ *   (`agentic_kv/session/close_failure`) and logged, never fatal: the server evicts the entries by LRU instead.
  * - Connection errors and 5xx are retried with exponential backoff (on another worker when the first one is
  *   unreachable); 4xx are not. HTTP 400 context-length rejections become {@link ContextLengthError}.
  * - `abort(rid)` posts `/abort_request {rid}` to every worker (SGLang matches rids by prefix: rids must be
@@ -18,6 +22,7 @@
 import { Duration, Effect, Layer, Ref, Schedule, Schema, type Scope, Semaphore } from "effect"
 import { Agent } from "undici"
 import * as Wire from "../src/engine/Wire.ts"
+import type { RolloutSettings } from "./Config.ts"
 import {
   ContextLengthError,
   Engine,
@@ -46,7 +51,23 @@ export interface SglangEngineOptions {
   readonly retryBase?: Duration.Input | undefined
   /** Check `GET /health` on every worker at startup (default true). */
   readonly healthCheck?: boolean | undefined
+  /** Send `sampling_seed` (servers launched with `--enable-deterministic-inference`; default false). */
+  readonly samplingSeed?: boolean | undefined
+  /** Send `session_id` and close SGLang sessions when a Session ends (default false). */
+  readonly sessionLifecycle?: boolean | undefined
 }
+
+/** The engine options the rollout flags describe (`--sglang-url`, `--sglang-router-url`, ...). */
+export const optionsOf = (settings: RolloutSettings): SglangEngineOptions => ({
+  workerUrls: settings.sglangUrls,
+  routerUrl: settings.sglangRouterUrl,
+  serverConcurrency: settings.sglangServerConcurrency,
+  samplingSeed: settings.sglangEnableDeterministicInference,
+  sessionLifecycle: settings.agenticSessionLifecycle
+})
+
+/** The whole `/close_session` fan-out of one Session gets this long (Relax's constant). */
+const closeSessionTimeout = "2 seconds"
 
 interface Worker {
   readonly url: string
@@ -105,7 +126,10 @@ const errorMessage = (body: string): string => {
   return body.length > 500 ? `${body.slice(0, 500)}…` : body
 }
 
-const toWire = (request: GenerateRequest): Wire.GenerateRequest => {
+const toWire = (
+  request: GenerateRequest,
+  send: { readonly samplingSeed: boolean; readonly sessionId: boolean }
+): Wire.GenerateRequest => {
   const s = request.sampling
   return {
     input_ids: request.inputIds,
@@ -120,11 +144,12 @@ const toWire = (request: GenerateRequest): Wire.GenerateRequest => {
       skip_special_tokens: false,
       spaces_between_special_tokens: false,
       no_stop_trim: true,
-      ...(s.seed === undefined ? {} : { sampling_seed: s.seed })
+      ...(s.seed === undefined || !send.samplingSeed ? {} : { sampling_seed: s.seed })
     },
     rid: request.rid,
     return_logprob: request.returnLogprob,
-    ...(request.imageData === undefined || request.imageData.length === 0 ? {} : { image_data: request.imageData })
+    ...(request.imageData === undefined || request.imageData.length === 0 ? {} : { image_data: request.imageData }),
+    ...(request.sessionId === undefined || !send.sessionId ? {} : { session_id: request.sessionId })
   }
 }
 
@@ -386,11 +411,51 @@ export const make = (options: SglangEngineOptions): Effect.Effect<EngineShape, E
         } satisfies GenerateResult
       })
 
+    const send = { samplingSeed: options.samplingSeed ?? false, sessionId: options.sessionLifecycle ?? false }
+    const closes = { close: 0, failure: 0 }
+
+    const closeOn = (url: string, sessionId: string): Effect.Effect<void, EngineError> =>
+      http(url, "/close_session", "POST", { session_id: sessionId } satisfies Wire.CloseSessionRequest).pipe(
+        Effect.flatMap((answer) => answer.status === 200 ? Effect.void : Effect.fail(statusError(url, "/close_session", answer)))
+      )
+
+    const closeSession = (sessionId: string): Effect.Effect<void> =>
+      !send.sessionId ? Effect.void : Effect.gen(function*() {
+        closes.close++
+        const failed = yield* Effect.forEach(
+          workers,
+          (w) => closeOn(w.url, sessionId).pipe(Effect.as(0), Effect.catch(() => Effect.succeed(1))),
+          { concurrency: "unbounded" }
+        ).pipe(
+          Effect.map((results) => results.reduce((a, b) => a + b, 0)),
+          Effect.timeoutOrElse({ duration: closeSessionTimeout, orElse: () => Effect.succeed(workers.length) })
+        )
+        if (failed > 0) {
+          closes.failure++
+          yield* Effect.logWarning(
+            `close_session: ${failed}/${workers.length} call(s) failed for session ${sessionId}; its cache entries ` +
+              "fall back to LRU eviction"
+          )
+        }
+      })
+
+    const takeStepMetrics = Effect.sync((): Readonly<Record<string, number>> => {
+      if (!send.sessionId) return {}
+      const metrics = {
+        "agentic_kv/session/lifecycle_enabled": 1,
+        "agentic_kv/session/close": closes.close,
+        "agentic_kv/session/close_failure": closes.failure
+      }
+      closes.close = 0
+      closes.failure = 0
+      return metrics
+    })
+
     const backoff = Schedule.exponential(options.retryBase ?? "250 millis")
     const retries = options.retries ?? 4
 
     const generate = (request: GenerateRequest): Effect.Effect<GenerateResult, ContextLengthError | EngineError> => {
-      const body = toWire(request)
+      const body = toWire(request, send)
       const tried = new Set<Worker>()
       return Effect.suspend(() => {
         // Once every worker was tried, start over (a restarted worker may be back).
@@ -440,7 +505,9 @@ export const make = (options: SglangEngineOptions): Effect.Effect<EngineShape, E
       abort,
       weightVersion: Ref.get(version),
       updateWeights,
-      health
+      health,
+      closeSession,
+      takeStepMetrics
     } satisfies EngineShape
   })
 
@@ -448,4 +515,5 @@ export class SglangEngine {
   /** The `Engine` service over SGLang; building it checks every worker's health. */
   static readonly layer = (options: SglangEngineOptions): Layer.Layer<Engine, EngineError> => Layer.effect(Engine, make(options))
   static readonly make = make
+  static readonly optionsOf = optionsOf
 }

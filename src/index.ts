@@ -137,7 +137,7 @@ export const layerFromSettings = (
     extras.telemetry === undefined ? Telemetry.Telemetry.layer : Telemetry.Telemetry.layerSink(extras.telemetry)
   )
   const engine: Layer.Layer<Engine, EngineError | HookSpecError | HookLoadError, Tokenizer> = settings.engine === "sglang"
-    ? SglangEngine.layer({ workerUrls: settings.sglangUrls, serverConcurrency: settings.sglangServerConcurrency })
+    ? SglangEngine.layer(SglangEngine.optionsOf(settings))
     : Layer.unwrap(Effect.gen(function*() {
       const policy = settings.embeddedPolicy === undefined
         ? undefined

@@ -41,3 +41,29 @@ export const defaults: CreditOptions = {
   logPassrate: false,
   useDynamicBatchSize: false
 }
+
+/** A combination of credit flags that cannot run: the flag to change and why. */
+export interface OptionsProblem {
+  /** The flag the user has to add or change (`--max-tokens-per-gpu`). */
+  readonly flag: string
+  readonly reason: string
+}
+
+/**
+ * The rules that tie credit flags together, in one place: `Config.settle` reports them against the command line and
+ * `Credit.make` against a trainer's options.
+ */
+export const problem = (options: {
+  readonly useDynamicBatchSize: boolean
+  readonly maxTokensPerGpu?: number | undefined
+  readonly groupRm: boolean
+  readonly customRmPath?: string | undefined
+}): OptionsProblem | undefined => {
+  if (options.useDynamicBatchSize && options.maxTokensPerGpu === undefined) {
+    return { flag: "--max-tokens-per-gpu", reason: "is required with --use-dynamic-batch-size (the token budget of one micro-batch)" }
+  }
+  if (options.groupRm && options.customRmPath === undefined) {
+    return { flag: "--group-rm", reason: "requires --custom-rm-path (the function that scores a whole Group)" }
+  }
+  return undefined
+}

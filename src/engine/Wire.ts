@@ -1,5 +1,6 @@
 /**
- * SGLang's native HTTP wire shapes (`/generate`, `/abort_request`, `/update_weight_version`, router `/workers`),
+ * SGLang's native HTTP wire shapes (`/generate`, `/abort_request`, `/close_session`, `/update_weight_version`, router
+ * `/workers`),
  * as Schemas shared by the client (layers/SglangEngine.ts) and the test server.
  *
  * **Details**
@@ -31,7 +32,9 @@ export const GenerateRequest = Schema.Struct({
   sampling_params: SamplingParams,
   rid: Schema.String,
   return_logprob: Schema.Boolean,
-  image_data: Schema.optionalKey(Schema.Array(Schema.String))
+  image_data: Schema.optionalKey(Schema.Array(Schema.String)),
+  /** With `--agentic-session-lifecycle`: the Session, whose radix-cache entries `/close_session` releases. */
+  session_id: Schema.optionalKey(Schema.String)
 })
 export type GenerateRequest = typeof GenerateRequest.Type
 
@@ -69,6 +72,12 @@ export const AbortRequest = Schema.Struct({
   abort_all: Schema.optionalKey(Schema.Boolean)
 })
 export type AbortRequest = typeof AbortRequest.Type
+
+/** `POST /close_session` body (200 with an empty body; an unknown session is a no-op on the server). */
+export const CloseSessionRequest = Schema.Struct({
+  session_id: Schema.String
+})
+export type CloseSessionRequest = typeof CloseSessionRequest.Type
 
 export const UpdateWeightVersionRequest = Schema.Struct({
   new_version: Schema.String,

@@ -136,8 +136,9 @@ describe("flags to settings", () => {
 
   it.effect("reads multi-value flags written the argparse way and the repeated way alike", () =>
     Effect.gen(function*() {
+      const sglang = [...base, "--engine", "sglang", "--tokenizer", "/models/qwen"]
       const nargs = yield* settingsOf([
-        ...base,
+        ...sglang,
         "--agent-env",
         "FOO=bar",
         "BAZ=qux=1",
@@ -157,7 +158,7 @@ describe("flags to settings", () => {
         "STOP"
       ])
       const repeated = yield* settingsOf([
-        ...base,
+        ...sglang,
         "--agent-env",
         "FOO=bar",
         "--agent-env",
@@ -314,7 +315,8 @@ describe("flag errors name the flag and the fix", () => {
 
   it.effect("--engine sglang without --sglang-url, in Relax's spelling", () =>
     Effect.gen(function*() {
-      assert.match(yield* failureOf([...base, "--engine", "sglang"]), /^--sglang-url: /)
+      assert.match(yield* failureOf([...base, "--engine", "sglang", "--tokenizer", "/models/qwen"]), /^--sglang-url: /)
+      assert.match(yield* failureOf([...base, "--engine", "sglang", "--sglang-url", "http://w:1"]), /^--tokenizer: is required/)
     }))
 
   it.effect("invalid JSON in --multimodal-keys", () =>

@@ -313,7 +313,7 @@ describe("startup", () => {
     Effect.gen(function*() {
       const error = yield* service({ useDynamicBatchSize: true }).pipe(Effect.flip)
       assert.strictEqual(error._tag, "CreditConfigError")
-      assert.include(error.message, "--use-dynamic-batch-size requires --max-tokens-per-gpu")
+      assert.include(error.message, "--max-tokens-per-gpu is required with --use-dynamic-batch-size")
     }))
 
   it.effect("requires --custom-rm-path with --group-rm, and a positive --n-samples-per-prompt", () =>

@@ -8,6 +8,8 @@
  *   `{"object":"error","message":…}`; context-length rejections with SGLang's wording.
  * - `POST /abort_request {rid}`: prefix match, 200 with an empty body; a held request answers its partial output
  *   with `finish_reason.type = "abort"`.
+ * - `POST /close_session {session_id}`: recorded in `closedSessions`; 200 with an empty body, as SGLang answers (an
+ *   unknown session is a no-op there too). `failCloseSession` answers 500 instead.
  * - Router mode (`routeTo`): `GET /workers` (or only `GET /list_workers`) and `/generate` proxied to the worker
  *   chosen by the `X-SMG-Routing-Key` header.
  * - Faults and latches for tests, with no sleeps: `failNext`, `dieOnNextGenerate`, `hold`/`release`,
@@ -30,6 +32,8 @@ export interface FakeSglangOptions {
   readonly routeTo?: ReadonlyArray<string> | undefined
   /** Router mode: answer 404 on `/workers` so clients fall back to `/list_workers`. */
   readonly listWorkersOnly?: boolean | undefined
+  /** `/close_session` answers HTTP 500. */
+  readonly failCloseSession?: boolean | undefined
 }
 
 export interface RecordedRequest {
@@ -44,6 +48,8 @@ export interface FakeSglang {
   readonly requests: Array<RecordedRequest>
   /** rids received on `/abort_request`. */
   readonly aborts: Array<string>
+  /** session ids received on `/close_session`. */
+  readonly closedSessions: Array<string>
   /** The next `n` `/generate` calls answer `status` with an SGLang error body. */
   readonly failNext: (n: number, status: number, message?: string) => void
   /** The next `/generate` call closes its connection after reading the request, and the server stops. */
@@ -99,6 +105,7 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
   Effect.gen(function*() {
     const requests: Array<RecordedRequest> = []
     const aborts: Array<string> = []
+    const closedSessions: Array<string> = []
     const failures: Array<{ readonly status: number; readonly message: string }> = []
     let die = false
     let holdTokens: number | undefined
@@ -225,6 +232,14 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
           res.writeHead(200)
           return res.end()
         }
+        case "POST /close_session": {
+          const decoded = Schema.decodeUnknownExit(Wire.CloseSessionRequest)(json)
+          if (Exit.isFailure(decoded)) return sendError(res, 400, String(decoded.cause))
+          closedSessions.push(decoded.value.session_id)
+          if (options.failCloseSession === true) return sendError(res, 500, "close_session failed")
+          res.writeHead(200)
+          return res.end()
+        }
         case "GET /health":
         case "GET /health_generate":
           res.writeHead(200)
@@ -269,6 +284,7 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
       url: `http://127.0.0.1:${port}`,
       requests,
       aborts,
+      closedSessions,
       failNext: (n, status, message = "Internal server error") => {
         for (let i = 0; i < n; i++) failures.push({ status, message })
       },
