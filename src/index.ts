@@ -111,7 +111,10 @@ export const creditOptions = (settings: RolloutConfig.RolloutSettings): CreditOp
   ...(settings.evalRewardKey === undefined ? {} : { evalRewardKey: settings.evalRewardKey }),
   ...(settings.customRmPath === undefined ? {} : { customRmPath: settings.customRmPath }),
   ...(settings.agenticCustomAdvantagePath === undefined ? {} : { customAdvantagePath: settings.agenticCustomAdvantagePath }),
-  ...(settings.maxTokensPerGpu === undefined ? {} : { maxTokensPerGpu: settings.maxTokensPerGpu })
+  ...(settings.maxTokensPerGpu === undefined ? {} : { maxTokensPerGpu: settings.maxTokensPerGpu }),
+  ...(settings.dynamicSamplingFilterPath === undefined
+    ? {}
+    : { dynamicSamplingFilterPath: settings.dynamicSamplingFilterPath })
 })
 
 const parser = <A, E>(name: string | undefined, get: (name: string) => Result.Result<A, E>) =>

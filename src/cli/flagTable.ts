@@ -505,8 +505,9 @@ export const rolloutFlags: ReadonlyArray<FlagSpec> = [
     field: "dynamicSamplingFilterPath",
     kind: "string",
     section: S.credit,
-    description: "`module#export` of a Group filter (accepted for recipe compatibility; the rollout does not call " +
-      "it yet)."
+    description: "`module#export` of a Group filter (samples, config) => true | false | { keep, reason }, called " +
+      "once per finished training Group after its credit (never in Eval): a Group not kept is filtered and refilled, " +
+      "counted under rollout/dynamic_filter/drop_<reason> when a reason is given."
   },
   {
     name: "log-passrate",

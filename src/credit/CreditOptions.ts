@@ -14,6 +14,8 @@ export const CreditOptions = Schema.Struct({
   groupRm: Schema.Boolean,
   /** `--agentic-custom-advantage-path`: `module#export` of the custom advantage function. */
   customAdvantagePath: Schema.optionalKey(Schema.String),
+  /** `--dynamic-sampling-filter-path`: `module#export` of `(samples, config) => boolean | { keep, reason? }`. */
+  dynamicSamplingFilterPath: Schema.optionalKey(Schema.String),
   /** `--disable-grpo-std-normalization`. */
   disableGrpoStdNormalization: Schema.Boolean,
   /** `--disable-rewards-normalization`. */

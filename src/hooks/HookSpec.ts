@@ -3,7 +3,9 @@
  *
  * **Details**
  * The path is relative to the working directory; without `#exportName` the module's default export is used.
- * Used by `--embedded-policy`, `--custom-rm-path` and `--agentic-custom-advantage-path`.
+ * Used by `--embedded-policy`, `--custom-rm-path`, `--agentic-custom-advantage-path` and
+ * `--dynamic-sampling-filter-path`. A Python dotted path (`my_package.advantage.advantage_func`, as Relax recipes write
+ * hooks) is refused with the `path.ts#export` form to write instead.
  */
 import { Data } from "effect"
 
@@ -25,8 +27,26 @@ export class HookSpecError extends Data.TaggedError("HookSpecError")<{
   }
 }
 
+/** A Python import path as Relax recipes write hooks: `package.module.function`. */
+const pythonDottedPath = /^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+$/
+
+/** The `path.ts#export` spelling of a Python dotted path: `a.b.f` → `a/b.ts#f`. */
+export const fromPythonPath = (dotted: string): string => {
+  const parts = dotted.split(".")
+  const exportName = parts.pop()!
+  return `${parts.join("/")}.ts#${exportName}`
+}
+
 /** Parse `module#export` (default export when `#` is absent). */
 export const parse = (flag: string, value: string): HookSpec | HookSpecError => {
+  if (pythonDottedPath.test(value) && !/\.(c|m)?(t|j)s$/.test(value)) {
+    return new HookSpecError({
+      flag,
+      value,
+      reason: `this is a Python import path (Relax's form); relax-agentic loads a TypeScript or JavaScript module: port ` +
+        `the function and write its file and export, e.g. ${fromPythonPath(value)}`
+    })
+  }
   const hash = value.lastIndexOf("#")
   const path = hash === -1 ? value : value.slice(0, hash)
   const exportName = hash === -1 ? "default" : value.slice(hash + 1)
