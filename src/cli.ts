@@ -17,7 +17,7 @@ import { resolve as resolvePath } from "node:path"
 import { fileURLToPath } from "node:url"
 import * as Config from "../layers/Config.ts"
 import { Rollout } from "../layers/Rollout.ts"
-import { renderCheck, runCheck } from "./cli/check.ts"
+import { capacityOf, renderCheck, runCheck } from "./cli/check.ts"
 import { type FlagValues, flagsOf, normalizeArgs, rolloutFlags, rowFlag } from "./cli/flags.ts"
 import { configMessage, type SettingsError, settingsFromFlags } from "./cli/settings.ts"
 import * as Relax from "./index.ts"
@@ -122,6 +122,9 @@ export const rolloutCommand = Command.make(
         settingsFromFlags(values, { outputDir: `runs/rollout-${stamp()}-${randomUUID().slice(0, 8)}` }),
         settingsError
       )
+      // --agent-max-slots is the external executor's limit: below the required slots, Sessions would queue there.
+      const capacityWarning = capacityOf(settings).warning
+      if (capacityWarning !== undefined) yield* Console.error(`WARNING ${capacityWarning}`)
       const summary = yield* runRollout(settings).pipe(Effect.mapError((error) => userError(failureText(error))))
       const dir = resolvePath(settings.outputDir ?? ".")
       yield* Console.log(

@@ -179,15 +179,16 @@ export const rolloutFlags: ReadonlyArray<FlagSpec> = [
     field: "agentMaxSlots",
     kind: "int",
     section: S.agent,
-    description: "Hard concurrency limit of an external agent executor; `check` warns when it is below the " +
-      "required slots."
+    description: "Hard concurrency limit of an external agent executor; `check` fails and `rollout` warns at " +
+      "startup when it is below the required slots."
   },
   {
     name: "use-agentic-rollout",
     field: null,
     kind: "boolean",
     section: S.agent,
-    description: "Accepted for Relax recipe compatibility and ignored: this command is always agentic."
+    description: "Relax's switch to the agentic path, accepted so recipes carry over; this command is always " +
+      "agentic, so it changes nothing."
   },
   // gateway and parsers
   {
