@@ -125,6 +125,11 @@ export const rolloutCommand = Command.make(
       // --agent-max-slots is the external executor's limit: below the required slots, Sessions would queue there.
       const capacityWarning = capacityOf(settings).warning
       if (capacityWarning !== undefined) yield* Console.error(`WARNING ${capacityWarning}`)
+      // The programmatic API runs Eval on these datasets when asked (runEval); the command only with --eval-interval.
+      if (settings.evalDatasets.length > 0 && settings.evalInterval === undefined) {
+        yield* Console.error("WARNING --eval-prompt-data: no --eval-interval is given, so this rollout runs no Eval; " +
+          "add --eval-interval N (or remove the Eval datasets)")
+      }
       const summary = yield* runRollout(settings).pipe(Effect.mapError((error) => userError(failureText(error))))
       const dir = resolvePath(settings.outputDir ?? ".")
       yield* Console.log(
