@@ -18,11 +18,14 @@
  * - `abort(rid)` posts `/abort_request {rid}` to every worker (SGLang matches rids by prefix: rids must be
  *   fixed-length, see src/engine/Rid.ts). Interrupting a `generate` aborts its rid the same way.
  * - At most `serverConcurrency` requests are in flight per worker (`--sglang-server-concurrency`, default 512).
+ * - With `tokenizer`, startup compares the server's `/tokenize` of a probe text with the gateway's tokenizer and
+ *   refuses a mismatch (naming the served model from `/get_model_info`).
  */
 import { Duration, Effect, Layer, Ref, Schedule, Schema, type Scope, Semaphore } from "effect"
 import { Agent } from "undici"
 import * as Wire from "../src/engine/Wire.ts"
 import type { RolloutSettings } from "./Config.ts"
+import { Tokenizer } from "./Tokenizer.ts"
 import {
   ContextLengthError,
   Engine,
@@ -55,7 +58,15 @@ export interface SglangEngineOptions {
   readonly samplingSeed?: boolean | undefined
   /** Send `session_id` and close SGLang sessions when a Session ends (default false). */
   readonly sessionLifecycle?: boolean | undefined
+  /**
+   * The gateway's tokenizer (`--tokenizer`): at startup a probe text is tokenized by it and by the server
+   * (`POST /tokenize`), and different ids refuse the start. Servers without `/tokenize` are not checked.
+   */
+  readonly tokenizer?: { readonly source: string; readonly encode: (text: string) => ReadonlyArray<number> } | undefined
 }
+
+/** Special tokens, digits, spaces and non-ASCII letters: a text on which different tokenizers differ. */
+const tokenizerProbe = "<|im_start|>user\nrelax-agentic tokenizer check: 12345, héllo wörld 你好<|im_end|>\n"
 
 /** The engine options the rollout flags describe (`--sglang-url`, `--sglang-router-url`, ...). */
 export const optionsOf = (settings: RolloutSettings): SglangEngineOptions => ({
@@ -317,6 +328,32 @@ export const make = (options: SglangEngineOptions): Effect.Effect<EngineShape, E
     )
     if (options.healthCheck ?? true) yield* health
 
+    /** Refuse a server whose tokenizer gives other ids than ours; skipped when the server has no `/tokenize`. */
+    const checkTokenizer = (tokenizer: NonNullable<SglangEngineOptions["tokenizer"]>, url: string) =>
+      Effect.gen(function*() {
+        const answer = yield* http(url, "/tokenize", "POST", { prompt: tokenizerProbe, add_special_tokens: false } satisfies Wire.TokenizeRequest, {}, 10_000)
+        if (answer.status !== 200) return
+        const served = yield* decodeJson(Wire.TokenizeResponse, url, "/tokenize", answer).pipe(Effect.option)
+        if (served._tag === "None") return
+        const ours = tokenizer.encode(tokenizerProbe)
+        if (served.value.tokens.length === ours.length && served.value.tokens.every((id, i) => id === ours[i])) return
+        const info = yield* http(url, "/get_model_info", "GET", undefined, {}, 10_000).pipe(
+          Effect.flatMap((a) => decodeJson(Wire.ModelInfoResponse, url, "/get_model_info", a)),
+          Effect.option
+        )
+        const model = info._tag === "Some" ? (info.value.tokenizer_path ?? info.value.model_path ?? undefined) : undefined
+        return yield* new EngineError({
+          message: `the SGLang server at ${url} tokenizes differently from --tokenizer ${tokenizer.source}` +
+            `${model === undefined ? "" : ` (the server serves ${model})`}: a probe text is ` +
+            `[${served.value.tokens.slice(0, 12).join(", ")}${served.value.tokens.length > 12 ? ", ..." : ""}] there and ` +
+            `[${ours.slice(0, 12).join(", ")}${ours.length > 12 ? ", ..." : ""}] here. Give --tokenizer the served ` +
+            "model's directory, or every token id sent would be wrong",
+          url,
+          retryable: false
+        })
+      })
+    if (options.tokenizer !== undefined && workers[0] !== undefined) yield* checkTokenizer(options.tokenizer, workers[0].url)
+
     const initialVersion = yield* http(workers[0]?.url ?? "", "/get_weight_version", "GET", undefined, {}, 10_000).pipe(
       Effect.flatMap((answer) =>
         answer.status === 200
@@ -514,6 +551,15 @@ export const make = (options: SglangEngineOptions): Effect.Effect<EngineShape, E
 export class SglangEngine {
   /** The `Engine` service over SGLang; building it checks every worker's health. */
   static readonly layer = (options: SglangEngineOptions): Layer.Layer<Engine, EngineError> => Layer.effect(Engine, make(options))
+  /** The same, checking at startup that the servers tokenize as the `Tokenizer` service does (see `tokenizer`). */
+  static readonly layerCheckingTokenizer = (options: SglangEngineOptions): Layer.Layer<Engine, EngineError, Tokenizer> =>
+    Layer.effect(
+      Engine,
+      Effect.gen(function*() {
+        const tokenizer = yield* Tokenizer
+        return yield* make({ ...options, tokenizer })
+      })
+    )
   static readonly make = make
   static readonly optionsOf = optionsOf
 }

@@ -140,7 +140,7 @@ export const layerFromSettings = (
     extras.telemetry === undefined ? Telemetry.Telemetry.layer : Telemetry.Telemetry.layerSink(extras.telemetry)
   )
   const engine: Layer.Layer<Engine, EngineError | HookSpecError | HookLoadError, Tokenizer> = settings.engine === "sglang"
-    ? SglangEngine.layer(SglangEngine.optionsOf(settings))
+    ? SglangEngine.layerCheckingTokenizer(SglangEngine.optionsOf(settings))
     : Layer.unwrap(Effect.gen(function*() {
       const policy = settings.embeddedPolicy === undefined
         ? undefined

@@ -74,7 +74,7 @@ const checkStack = (settings: Config.RolloutSettings) =>
     const parsers = yield* startup(parsersOf(settings))
     const tokenizer = settings.tokenizer === undefined ? Tokenizer.layer : Tokenizer.fromDirectory(settings.tokenizer)
     const engine = settings.engine === "sglang"
-      ? SglangEngine.layer(SglangEngine.optionsOf(settings))
+      ? SglangEngine.layerCheckingTokenizer(SglangEngine.optionsOf(settings))
       : settings.embeddedPolicy === undefined
       ? EmbeddedEngine.layer({ seed: settings.rolloutSeed })
       : EmbeddedEngine.layer({ seed: settings.rolloutSeed, policy: yield* startup(EmbeddedEngine.loadPolicy(settings.embeddedPolicy)) })

@@ -284,8 +284,9 @@ export const rolloutFlags: ReadonlyArray<FlagSpec> = [
     field: "tokenizer",
     kind: "string",
     section: S.engine,
-    description: "Directory with tokenizer.json and tokenizer_config.json (chat template) of the served model; " +
-      "required with --engine sglang.",
+    description: "Directory with tokenizer.json and tokenizer_config.json (chat template) of the served model, and " +
+      "its preprocessor_config.json for a vision model; required with --engine sglang, where startup checks that " +
+      "the servers tokenize the same way (their /tokenize).",
     defaultText: "the bundled Qwen3 tokenizer (--engine embedded only)"
   },
   {

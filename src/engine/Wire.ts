@@ -1,6 +1,6 @@
 /**
- * SGLang's native HTTP wire shapes (`/generate`, `/abort_request`, `/close_session`, `/update_weight_version`, router
- * `/workers`),
+ * SGLang's native HTTP wire shapes (`/generate`, `/abort_request`, `/close_session`, `/update_weight_version`, `/tokenize`,
+ * `/get_model_info`, router `/workers`),
  * as Schemas shared by the client (layers/SglangEngine.ts) and the test server.
  *
  * **Details**
@@ -92,6 +92,21 @@ export const UpdateWeightVersionResponse = Schema.Struct({
 })
 
 export const WeightVersionResponse = Schema.Struct({ weight_version: Schema.String })
+
+/** `POST /tokenize` body (SGLang's OpenAI-style tokenize helper). */
+export const TokenizeRequest = Schema.Struct({
+  prompt: Schema.String,
+  add_special_tokens: Schema.Boolean
+})
+export type TokenizeRequest = typeof TokenizeRequest.Type
+
+export const TokenizeResponse = Schema.Struct({ tokens: Schema.Array(Schema.Int) })
+
+/** `GET /get_model_info`: the fields read (the model the server was launched with). */
+export const ModelInfoResponse = Schema.Struct({
+  model_path: Schema.optionalKey(Schema.NullOr(Schema.String)),
+  tokenizer_path: Schema.optionalKey(Schema.NullOr(Schema.String))
+})
 
 /** Router (SGLang Model Gateway) `GET /workers`. */
 export const WorkersResponse = Schema.Struct({

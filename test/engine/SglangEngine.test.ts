@@ -285,6 +285,34 @@ describe("SglangEngine workers", () => {
     }).pipe(Effect.provide(Tokenizer.layer)))
 })
 
+describe("SglangEngine tokenizer check at startup", () => {
+  it.live("starts when the server tokenizes as --tokenizer does, or has no /tokenize", () =>
+    Effect.gen(function*() {
+      const tokenizer = yield* Tokenizer
+      const same = yield* fake({ tokenize: tokenizer.encode })
+      yield* client({ workerUrls: [same.url], tokenizer })
+      assert.isTrue(same.requests.some((r) => r.path === "/tokenize"))
+      const old = yield* fake()
+      yield* client({ workerUrls: [old.url], tokenizer })
+    }).pipe(Effect.provide(Tokenizer.layer)))
+
+  it.live("refuses a server whose tokenizer gives other ids, naming both sides", () =>
+    Effect.gen(function*() {
+      const tokenizer = yield* Tokenizer
+      const other = yield* fake({
+        tokenize: (text) => tokenizer.encode(text).map((id) => id + 1),
+        modelPath: "/models/Llama-3-8B"
+      })
+      const error = yield* SglangEngine.make({ workerUrls: [other.url], tokenizer }).pipe(Effect.flip)
+      assert.include(
+        error.message,
+        `the SGLang server at ${other.url} tokenizes differently from --tokenizer ${tokenizer.source} (the server ` +
+          "serves /models/Llama-3-8B): a probe text is ["
+      )
+      assert.include(error.message, "Give --tokenizer the served model's directory")
+    }).pipe(Effect.provide(Tokenizer.layer)))
+})
+
 describe("SglangEngine session lifecycle (--agentic-session-lifecycle)", () => {
   it.live("sends session_id with every request and closes the session on every worker", () =>
     Effect.gen(function*() {

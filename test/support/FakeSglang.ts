@@ -8,6 +8,8 @@
  *   `{"object":"error","message":…}`; context-length rejections with SGLang's wording.
  * - `POST /abort_request {rid}`: prefix match, 200 with an empty body; a held request answers its partial output
  *   with `finish_reason.type = "abort"`.
+ * - `POST /tokenize {prompt, add_special_tokens}` with the `tokenize` option (404 without, as older SGLang), and
+ *   `GET /get_model_info`.
  * - `POST /close_session {session_id}`: recorded in `closedSessions`; 200 with an empty body, as SGLang answers (an
  *   unknown session is a no-op there too). `failCloseSession` answers 500 instead.
  * - Router mode (`routeTo`): `GET /workers` (or only `GET /list_workers`) and `/generate` proxied to the worker
@@ -34,6 +36,10 @@ export interface FakeSglangOptions {
   readonly listWorkersOnly?: boolean | undefined
   /** `/close_session` answers HTTP 500. */
   readonly failCloseSession?: boolean | undefined
+  /** The server's tokenizer behind `POST /tokenize`; without it `/tokenize` answers 404 (an older SGLang). */
+  readonly tokenize?: ((text: string) => ReadonlyArray<number>) | undefined
+  /** `model_path` of `GET /get_model_info` (default "/models/fake"). */
+  readonly modelPath?: string | undefined
 }
 
 export interface RecordedRequest {
@@ -239,6 +245,17 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
           if (options.failCloseSession === true) return sendError(res, 500, "close_session failed")
           res.writeHead(200)
           return res.end()
+        }
+        case "POST /tokenize": {
+          if (options.tokenize === undefined) return sendJson(res, 404, { detail: "Not Found" })
+          const decoded = Schema.decodeUnknownExit(Wire.TokenizeRequest)(json)
+          if (Exit.isFailure(decoded)) return sendError(res, 400, String(decoded.cause))
+          const tokens = options.tokenize(decoded.value.prompt)
+          return sendJson(res, 200, { tokens, count: tokens.length, max_model_len: contextLength })
+        }
+        case "GET /get_model_info": {
+          const modelPath = options.modelPath ?? "/models/fake"
+          return sendJson(res, 200, { model_path: modelPath, tokenizer_path: modelPath, is_generation: true, weight_version: weightVersion })
         }
         case "GET /health":
         case "GET /health_generate":
