@@ -23,6 +23,7 @@
  */
 import { Duration, Effect, Layer, Ref, Schedule, Schema, type Scope, Semaphore } from "effect"
 import { Agent } from "undici"
+import * as WeightVersion from "../src/engine/WeightVersion.ts"
 import * as Wire from "../src/engine/Wire.ts"
 import type { RolloutSettings } from "./Config.ts"
 import { Tokenizer } from "./Tokenizer.ts"
@@ -162,11 +163,6 @@ const toWire = (
     ...(request.imageData === undefined || request.imageData.length === 0 ? {} : { image_data: request.imageData }),
     ...(request.sessionId === undefined || !send.sessionId ? {} : { session_id: request.sessionId })
   }
-}
-
-const nextVersion = (current: string, updates: number): string => {
-  const n = Number(current)
-  return Number.isSafeInteger(n) && String(n) === current ? String(n + 1) : String(updates)
 }
 
 /** Build the engine; fails with an `EngineError` naming the URL when SGLang is unreachable. */
@@ -430,7 +426,7 @@ export const make = (options: SglangEngineOptions): Effect.Effect<EngineShape, E
         )
         worker.down = false
         if (answer.status === 400 && Wire.isContextLengthMessage(answer.body)) {
-          return yield* new ContextLengthError({ message: errorMessage(answer.body) })
+          return yield* new ContextLengthError({ limit: null, engineMessage: errorMessage(answer.body) })
         }
         if (answer.status !== 200) return yield* statusError(worker.url, "/generate", answer)
         const response = yield* decodeJson(Wire.GenerateResponse, worker.url, "/generate", answer)
@@ -511,7 +507,7 @@ export const make = (options: SglangEngineOptions): Effect.Effect<EngineShape, E
     const updateWeights = (next?: string): Effect.Effect<string, EngineError> =>
       Effect.gen(function*() {
         updates++
-        const value = next ?? nextVersion(yield* Ref.get(version), updates)
+        const value = next ?? WeightVersion.next(yield* Ref.get(version), updates)
         yield* Effect.forEach(
           workers,
           (w) =>
