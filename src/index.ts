@@ -22,7 +22,7 @@
  * Everything started by the rollout (gateway, agent processes, in-flight generations) lives as long as the layer:
  * when the program ends or is interrupted, every agent is reaped.
  */
-import { Effect, Layer, Result } from "effect"
+import { Effect, Layer } from "effect"
 import type { HttpServerError } from "effect/http"
 import type { CreditOptions } from "./credit/CreditOptions.ts"
 import * as Parsers from "./parsers/registry.ts"
@@ -117,9 +117,6 @@ export const creditOptions = (settings: RolloutConfig.RolloutSettings): CreditOp
     : { dynamicSamplingFilterPath: settings.dynamicSamplingFilterPath })
 })
 
-const parser = <A, E>(name: string | undefined, get: (name: string) => Result.Result<A, E>) =>
-  name === undefined ? Effect.succeed(undefined) : Effect.fromResult(get(name))
-
 /**
  * Every service of a rollout, composed from resolved settings: tokenizer, engine (embedded or SGLang), Sessions,
  * Forests, generation core, gateway, supervisor, credit, scheduler, telemetry and the `Rollout` itself.
@@ -147,11 +144,9 @@ export const layerFromSettings = (
         : yield* EmbeddedEngine.loadPolicy(settings.embeddedPolicy, cwd)
       return EmbeddedEngine.layer({ ...extras.embedded, seed: settings.rolloutSeed, ...(policy === undefined ? {} : { policy }) })
     }))
-  const generation = Layer.unwrap(Effect.gen(function*() {
-    const toolCallParser = yield* parser(settings.agenticToolCallParser, Parsers.ToolCallParsers.get)
-    const reasoningParser = yield* parser(settings.agenticReasoningParser, Parsers.ReasoningParsers.get)
-    return Generation.layer({ toolCallParser, reasoningParser, strictMatch: settings.strictMatch })
-  }))
+  const generation = Layer.unwrap(
+    Effect.map(Effect.fromResult(Generation.optionsOf(settings)), (options) => Generation.layer(options))
+  )
   const supervisor = Layer.effect(
     Supervisor,
     Effect.gen(function*() {

@@ -16,7 +16,6 @@ import { Tokenizer } from "../../layers/Tokenizer.ts"
 import * as Reward from "../credit/Reward.ts"
 import { ExportError } from "../forest/errors.ts"
 import * as Forest from "../forest/Forest.ts"
-import * as Parsers from "../parsers/registry.ts"
 import * as Capacity from "../schedule/Capacity.ts"
 import * as Dataset from "../schedule/Dataset.ts"
 import * as SessionInput from "../session/SessionInput.ts"
@@ -57,21 +56,11 @@ export const capacityOf = (settings: Config.RolloutSettings): Capacity.CapacityR
   // Eval runs only with --eval-interval (layers/Rollout.ts), so datasets alone add no Eval Sessions.
   Config.capacity(settings.evalInterval === undefined ? { ...settings, evalDatasets: [] } : settings)
 
-const parsersOf = (settings: Config.RolloutSettings) =>
-  Effect.gen(function*() {
-    const toolCallParser = settings.agenticToolCallParser === undefined
-      ? undefined
-      : yield* Effect.fromResult(Parsers.ToolCallParsers.get(settings.agenticToolCallParser))
-    const reasoningParser = settings.agenticReasoningParser === undefined
-      ? undefined
-      : yield* Effect.fromResult(Parsers.ReasoningParsers.get(settings.agenticReasoningParser))
-    return { toolCallParser, reasoningParser, strictMatch: settings.strictMatch }
-  })
 
 /** The tokenizer, engine and gateway stack one check Session talks to. */
 const checkStack = (settings: Config.RolloutSettings) =>
   Effect.gen(function*() {
-    const parsers = yield* startup(parsersOf(settings))
+    const parsers = yield* startup(Effect.fromResult(Generation.optionsOf(settings)))
     const tokenizer = settings.tokenizer === undefined ? Tokenizer.layer : Tokenizer.fromDirectory(settings.tokenizer)
     const engine = settings.engine === "sglang"
       ? SglangEngine.layerCheckingTokenizer(SglangEngine.optionsOf(settings))

@@ -355,8 +355,8 @@ export const rolloutFlags: ReadonlyArray<FlagSpec> = [
     field: "rolloutSkipSpecialTokens",
     kind: "boolean",
     section: S.sampling,
-    description: "Drop special tokens from decoded response text (accepted for recipe compatibility; decoded " +
-      "text keeps special tokens for now)."
+    description: "Drop special tokens (e.g. <|endoftext|>) from the response text the agent gets; the trained " +
+      "token ids keep them, and a trailing end-of-turn token is never part of the text."
   },
   {
     name: "rollout-seed",

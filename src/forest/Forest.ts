@@ -524,7 +524,8 @@ const register = (forest: Forest, n: Node): string => {
   return n.hash
 }
 
-const mediaOf = (messages: ReadonlyArray<Canonical.Message>): ReadonlyArray<string> => {
+/** The `image_url` URLs of `messages`' content parts, in order (what an observation node stores as its media). */
+export const mediaOf = (messages: ReadonlyArray<Canonical.Message>): ReadonlyArray<string> => {
   const urls: Array<string> = []
   for (const message of messages) {
     if (typeof message.content === "string") continue
@@ -578,6 +579,9 @@ export interface ResponseCommit {
   readonly wallElapsedS: number
   readonly generationElapsedS: number
 }
+
+/** How many training tokens an observation adds (its expanded length when its images were expanded). */
+export const observationTrainLength = (o: ObservationCommit): number => (o.train?.tokens ?? o.tokens).length
 
 /**
  * Commit an observation (the messages after `parent` and their template-delta tokens); returns its state hash.
