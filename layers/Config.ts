@@ -4,8 +4,8 @@
  *
  * **Details**
  * A field is named after its flag in camelCase (`--rollout-batch-size` → `rolloutBatchSize`); the flag table
- * (src/cli/flagTable.ts) ties each field to its flag, so `flagOf(field)` names the flag in every error message. `RolloutOptions` is what a CLI, a JSON config file or a trainer writes (defaults
- * filled in by decoding); `RolloutSettings` is the resolved configuration the services read (derived defaults such
+ * (src/cli/flagTable.ts) ties each field to its flag, so `flagOf(field)` names the flag in every error message.
+ * `RolloutOptions` is what a CLI, a JSON config file or a trainer writes (defaults filled in by decoding); `RolloutSettings` is the resolved configuration the services read (derived defaults such
  * as `agenticConcurrency → overSamplingBatchSize → rolloutBatchSize` applied and validated).
  */
 import { Context, Data, Effect, Layer, Schema } from "effect"

@@ -21,7 +21,7 @@
  * - With `tokenizer`, startup compares the server's `/tokenize` of a probe text with the gateway's tokenizer and
  *   refuses a mismatch (naming the served model from `/get_model_info`).
  */
-import { Duration, Effect, Layer, Ref, Schedule, Schema, type Scope, Semaphore } from "effect"
+import { Duration, Effect, Layer, Option, Ref, Schedule, Schema, type Scope, Semaphore } from "effect"
 import { Agent } from "undici"
 import * as WeightVersion from "../src/engine/WeightVersion.ts"
 import * as Wire from "../src/engine/Wire.ts"
@@ -65,6 +65,9 @@ export interface SglangEngineOptions {
    */
   readonly tokenizer?: { readonly source: string; readonly encode: (text: string) => ReadonlyArray<number> } | undefined
 }
+
+/** The first ids of a list, for messages. */
+const preview = (ids: ReadonlyArray<number>): string => `[${ids.slice(0, 12).join(", ")}${ids.length > 12 ? ", ..." : ""}]`
 
 /** Special tokens, digits, spaces and non-ASCII letters: a text on which different tokenizers differ. */
 const tokenizerProbe = "<|im_start|>user\nrelax-agentic tokenizer check: 12345, héllo wörld 你好<|im_end|>\n"
@@ -327,28 +330,33 @@ export const make = (options: SglangEngineOptions): Effect.Effect<EngineShape, E
     /** Refuse a server whose tokenizer gives other ids than ours; skipped when the server has no `/tokenize`. */
     const checkTokenizer = (tokenizer: NonNullable<SglangEngineOptions["tokenizer"]>, url: string) =>
       Effect.gen(function*() {
-        const answer = yield* http(url, "/tokenize", "POST", { prompt: tokenizerProbe, add_special_tokens: false } satisfies Wire.TokenizeRequest, {}, 10_000)
+        const probe: Wire.TokenizeRequest = { prompt: tokenizerProbe, add_special_tokens: false }
+        const answer = yield* http(url, "/tokenize", "POST", probe, {}, 10_000)
         if (answer.status !== 200) return
         const served = yield* decodeJson(Wire.TokenizeResponse, url, "/tokenize", answer).pipe(Effect.option)
-        if (served._tag === "None") return
+        if (Option.isNone(served)) return
+        const theirs = served.value.tokens
         const ours = tokenizer.encode(tokenizerProbe)
-        if (served.value.tokens.length === ours.length && served.value.tokens.every((id, i) => id === ours[i])) return
+        if (theirs.length === ours.length && theirs.every((id, i) => id === ours[i])) return
         const info = yield* http(url, "/get_model_info", "GET", undefined, {}, 10_000).pipe(
           Effect.flatMap((a) => decodeJson(Wire.ModelInfoResponse, url, "/get_model_info", a)),
           Effect.option
         )
-        const model = info._tag === "Some" ? (info.value.tokenizer_path ?? info.value.model_path ?? undefined) : undefined
+        const model = Option.getOrUndefined(
+          Option.flatMap(info, (i) => Option.fromNullishOr(i.tokenizer_path ?? i.model_path))
+        )
         return yield* new EngineError({
           message: `the SGLang server at ${url} tokenizes differently from --tokenizer ${tokenizer.source}` +
-            `${model === undefined ? "" : ` (the server serves ${model})`}: a probe text is ` +
-            `[${served.value.tokens.slice(0, 12).join(", ")}${served.value.tokens.length > 12 ? ", ..." : ""}] there and ` +
-            `[${ours.slice(0, 12).join(", ")}${ours.length > 12 ? ", ..." : ""}] here. Give --tokenizer the served ` +
-            "model's directory, or every token id sent would be wrong",
+            `${model === undefined ? "" : ` (the server serves ${model})`}: a probe text is ${preview(theirs)} there ` +
+            `and ${preview(ours)} here. Give --tokenizer the served model's directory, or every token id sent would ` +
+            "be wrong",
           url,
           retryable: false
         })
       })
-    if (options.tokenizer !== undefined && workers[0] !== undefined) yield* checkTokenizer(options.tokenizer, workers[0].url)
+    if (options.tokenizer !== undefined && workers[0] !== undefined) {
+      yield* checkTokenizer(options.tokenizer, workers[0].url)
+    }
 
     const initialVersion = yield* http(workers[0]?.url ?? "", "/get_weight_version", "GET", undefined, {}, 10_000).pipe(
       Effect.flatMap((answer) =>
@@ -449,7 +457,9 @@ export const make = (options: SglangEngineOptions): Effect.Effect<EngineShape, E
 
     const closeOn = (url: string, sessionId: string): Effect.Effect<void, EngineError> =>
       http(url, "/close_session", "POST", { session_id: sessionId } satisfies Wire.CloseSessionRequest).pipe(
-        Effect.flatMap((answer) => answer.status === 200 ? Effect.void : Effect.fail(statusError(url, "/close_session", answer)))
+        Effect.flatMap((answer) =>
+          answer.status === 200 ? Effect.void : Effect.fail(statusError(url, "/close_session", answer))
+        )
       )
 
     const closeSession = (sessionId: string): Effect.Effect<void> =>
