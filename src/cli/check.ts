@@ -6,6 +6,7 @@ import { Data, Effect, Layer, Result } from "effect"
 import { readFileSync } from "node:fs"
 import * as Config from "../../layers/Config.ts"
 import { EmbeddedEngine } from "../../layers/EmbeddedEngine.ts"
+import { Engine } from "../../layers/Engine.ts"
 import { Forests } from "../../layers/Forests.ts"
 import { Gateway } from "../../layers/Gateway.ts"
 import { Generation } from "../../layers/Generation.ts"
@@ -186,6 +187,8 @@ export const runCheck = (
       const supervisor = Supervisor.Supervisor.localProcess({ spec, baseUrl: gateway.agentBaseUrl })
       const outcome = yield* Effect.result(supervisor.run({ sessionId, groupId, rolloutMode: "train", input: prepared }))
       yield* sessions.close(sessionId)
+      // As a rollout does when a Session ends (SGLang --agentic-session-lifecycle: /close_session).
+      yield* (yield* Engine).closeSession(sessionId)
       const forest = yield* Effect.orDie(forests.get(sessionId))
       const turns = responseTurns(forest)
 
