@@ -19,7 +19,7 @@ import * as Config from "../layers/Config.ts"
 import { Rollout } from "../layers/Rollout.ts"
 import { capacityOf, renderCheck, runCheck } from "./cli/check.ts"
 import { type FlagValues, flagsOf, normalizeArgs, rolloutFlags, rowFlag } from "./cli/flags.ts"
-import { configMessage, type SettingsError, settingsFromFlags } from "./cli/settings.ts"
+import { configMessage, type SettingsError, settingsFromFlags, unusedOptionWarnings } from "./cli/settings.ts"
 import * as Relax from "./index.ts"
 
 // The command's parts live under src/cli/; their public names stay importable from here.
@@ -42,7 +42,8 @@ export {
   optionsFromFlags,
   readConfigFile,
   type SettingsError,
-  settingsFromFlags
+  settingsFromFlags,
+  unusedOptionWarnings
 } from "./cli/settings.ts"
 export {
   capacityOf,
@@ -125,11 +126,7 @@ export const rolloutCommand = Command.make(
       // --agent-max-slots is the external executor's limit: below the required slots, Sessions would queue there.
       const capacityWarning = capacityOf(settings).warning
       if (capacityWarning !== undefined) yield* Console.error(`WARNING ${capacityWarning}`)
-      // The programmatic API runs Eval on these datasets when asked (runEval); the command only with --eval-interval.
-      if (settings.evalDatasets.length > 0 && settings.evalInterval === undefined) {
-        yield* Console.error("WARNING --eval-prompt-data: no --eval-interval is given, so this rollout runs no Eval; " +
-          "add --eval-interval N (or remove the Eval datasets)")
-      }
+      for (const warning of unusedOptionWarnings(settings)) yield* Console.error(`WARNING ${warning}`)
       const summary = yield* runRollout(settings).pipe(Effect.mapError((error) => userError(failureText(error))))
       const dir = resolvePath(settings.outputDir ?? ".")
       yield* Console.log(
