@@ -29,8 +29,7 @@ export const load = (
   cwd: string = process.cwd()
 ): Effect.Effect<HookFunction, HookSpec.HookSpecError | HookLoadError> =>
   Effect.gen(function*() {
-    const spec = HookSpec.parse(flag, value)
-    if (spec instanceof HookSpec.HookSpecError) return yield* spec
+    const spec = yield* Effect.fromResult(HookSpec.parse(flag, value))
     const url = pathToFileURL(resolve(cwd, spec.path)).href
     const module = yield* Effect.tryPromise({
       try: () => import(url) as Promise<Record<string, unknown>>,
