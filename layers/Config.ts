@@ -9,6 +9,7 @@
  * as `agenticConcurrency → overSamplingBatchSize → rolloutBatchSize` applied and validated).
  */
 import { Context, Data, Effect, Layer, Schema } from "effect"
+import * as SchemaMessage from "../src/json/SchemaMessage.ts"
 import * as Capacity from "../src/schedule/Capacity.ts"
 import type { SamplingParams } from "./Engine.ts"
 
@@ -249,7 +250,10 @@ export const resolve = (input: unknown): Effect.Effect<RolloutSettings, RolloutC
       new RolloutConfigError({
         option: "configuration",
         // Schema paths name fields (`["rolloutBatchSize"]`); users know flags.
-        reason: error.message.replace(/\["([A-Za-z]+)"\]/g, (_, field: string) => flagOf(field))
+        reason: SchemaMessage.format(
+          error.issue,
+          (key) => typeof key === "string" && /^[A-Za-z]+$/.test(key) ? flagOf(key) : SchemaMessage.bracketKey(key)
+        )
       })
     ),
     Effect.flatMap(settle)
