@@ -8,7 +8,7 @@
  * filled in by decoding); `RolloutSettings` is the resolved configuration the services read (derived defaults such
  * as `agenticConcurrency → overSamplingBatchSize → rolloutBatchSize` applied and validated).
  */
-import { Context, Data, Effect, Layer, Schema } from "effect"
+import { Context, Data, Effect, Layer, Schema, type SchemaIssue } from "effect"
 import * as SchemaMessage from "../src/json/SchemaMessage.ts"
 import * as Capacity from "../src/schedule/Capacity.ts"
 import type { SamplingParams } from "./Engine.ts"
@@ -143,6 +143,10 @@ export const defaultMaxConsecutiveDrops = (agenticConcurrency: number): number =
 export const flagOf = (field: string): string =>
   flagOverrides[field] ?? `--${field.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`
 
+/** A Schema path segment as users know it: a settings field as its flag, anything else as Effect writes it. */
+export const pathKey = (key: PropertyKey): string =>
+  typeof key === "string" && /^[A-Za-z]+$/.test(key) ? flagOf(key) : SchemaMessage.bracketKey(key)
+
 /** Fields whose flag keeps Relax's spelling instead of the mechanical camelCase → kebab-case name. */
 const flagOverrides: Readonly<Record<string, string>> = {
   strictMatch: "--agentic-strict-match",
@@ -154,6 +158,8 @@ export class RolloutConfigError extends Data.TaggedError("RolloutConfigError")<{
   /** The flag (`--over-sampling-batch-size`), or `configuration` for a shape error. */
   readonly option: string
   readonly reason: string
+  /** A shape error's Schema issue, for callers that write it their own way. */
+  readonly issue?: SchemaIssue.Issue
 }> {
   override get message(): string {
     return `${this.option}: ${this.reason}`
@@ -250,10 +256,8 @@ export const resolve = (input: unknown): Effect.Effect<RolloutSettings, RolloutC
       new RolloutConfigError({
         option: "configuration",
         // Schema paths name fields (`["rolloutBatchSize"]`); users know flags.
-        reason: SchemaMessage.format(
-          error.issue,
-          (key) => typeof key === "string" && /^[A-Za-z]+$/.test(key) ? flagOf(key) : SchemaMessage.bracketKey(key)
-        )
+        reason: SchemaMessage.format(error.issue, pathKey),
+        issue: error.issue
       })
     ),
     Effect.flatMap(settle)
