@@ -1,6 +1,7 @@
 /**
  * From parsed flags and a `--config` file to `RolloutSettings`: flag values become `RolloutOptions` fields (JSON flags
  * parsed, `NAME PATH` pairs grouped), the config file is read under them, and `Config.resolve` decodes the result.
+ * Why these are parsed here and not by effect/cli's schema flags: docs/architecture.md.
  */
 import { Data, Effect, Option, Result, Schema } from "effect"
 import { readFileSync } from "node:fs"
