@@ -266,7 +266,7 @@ export const resolve = (input: unknown): Effect.Effect<RolloutSettings, RolloutC
 /** SGLang's own default when `max_new_tokens` is not sent (the reference drops `None` sampling keys). */
 const SGLANG_DEFAULT_MAX_NEW_TOKENS = 128
 
-/** Sampling for every training request (§6.1); `position` is the Session's index in its Group. */
+/** Sampling for every training request (docs/agent-contract.md); `position` is the Session's index in its Group. */
 export const trainSampling = (settings: RolloutSettings, position: number): SamplingParams => ({
   maxNewTokens: settings.rolloutMaxResponseLen ?? SGLANG_DEFAULT_MAX_NEW_TOKENS,
   temperature: settings.rolloutTemperature,
@@ -277,7 +277,7 @@ export const trainSampling = (settings: RolloutSettings, position: number): Samp
   seed: settings.rolloutSeed + position
 })
 
-/** Eval sampling (§6.7): eval flags, falling back to the rollout ones. */
+/** Eval sampling (docs/runtime.md, "Eval"): eval flags, falling back to the rollout ones. */
 export const evalSampling = (settings: RolloutSettings, position: number): SamplingParams => ({
   maxNewTokens: settings.evalMaxResponseLen ?? settings.rolloutMaxResponseLen ?? SGLANG_DEFAULT_MAX_NEW_TOKENS,
   temperature: settings.evalTemperature ?? settings.rolloutTemperature,

@@ -1,5 +1,5 @@
 /**
- * A loopback SGLang server for tests, following SGLang's documented native contract (sglang-and-tokenizers.md §A)
+ * A loopback SGLang server for tests, following SGLang's native contract (docs/architecture.md, "SGLang's native API")
  * and backed by the embedded model.
  *
  * **Details**
