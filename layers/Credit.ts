@@ -202,12 +202,12 @@ export const make = (
         return applied.success === "filtered" ? "filtered" : Group.rows(applied.success)
       }).pipe(Effect.withSpan("Credit.scoreGroup", { attributes: { groupIndex: group.groupIndex, mode } }))
 
-    const finishStep = (
-      samples: ReadonlyArray<TrainingSample>,
-      mode: RolloutMode,
-      groupSize?: number
-    ): Effect.Effect<StepCredit, CreditError> =>
-      Effect.gen(function*() {
+    const finishStep = Effect.fn("Credit.finishStep")(
+      function*(
+        samples: ReadonlyArray<TrainingSample>,
+        mode: RolloutMode,
+        groupSize?: number
+      ): Effect.fn.Return<StepCredit, CreditError> {
         const credited = mode === "train" && options.normalizeAdvantages
           ? yield* Effect.fromResult(Whitening.whiten(samples))
           : samples
@@ -220,7 +220,8 @@ export const make = (
           ? yield* Effect.fromResult(Batching.pack(credited, options.maxTokensPerGpu))
           : null
         return { samples: credited, metrics, microBatches }
-      })
+      }
+    )
 
     return { options, scoreGroup, finishStep }
   })
