@@ -8,9 +8,10 @@
  * `RolloutOptions` is what a CLI, a JSON config file or a trainer writes (defaults filled in by decoding); `RolloutSettings` is the resolved configuration the services read (derived defaults such
  * as `agenticConcurrency → overSamplingBatchSize → rolloutBatchSize` applied and validated).
  */
-import { Context, Data, Effect, Layer, Schema } from "effect"
+import { Context, Data, Effect, Layer, Schema, type SchemaIssue } from "effect"
 import { flagNameOfField } from "../src/cli/flagTable.ts"
 import * as CreditOptions from "../src/credit/CreditOptions.ts"
+import * as SchemaMessage from "../src/json/SchemaMessage.ts"
 import * as Capacity from "../src/schedule/Capacity.ts"
 import type { SamplingParams } from "./Engine.ts"
 
@@ -154,11 +155,17 @@ export const defaultMaxConsecutiveDrops = (agenticConcurrency: number): number =
 export const flagOf = (field: string): string =>
   flagNameOfField.get(field) ?? `--${field.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`
 
+/** A Schema path segment as users know it: a settings field as its flag, anything else as Effect writes it. */
+export const pathKey = (key: PropertyKey): string =>
+  typeof key === "string" && /^[A-Za-z]+$/.test(key) ? flagOf(key) : SchemaMessage.bracketKey(key)
+
 /** A configuration that cannot run, naming the flag and the fix. */
 export class RolloutConfigError extends Data.TaggedError("RolloutConfigError")<{
   /** The flag (`--over-sampling-batch-size`), or `configuration` for a shape error. */
   readonly option: string
   readonly reason: string
+  /** A shape error's Schema issue, for callers that write it their own way. */
+  readonly issue?: SchemaIssue.Issue
 }> {
   override get message(): string {
     return `${this.option}: ${this.reason}`
@@ -294,7 +301,8 @@ export const resolve = (input: unknown): Effect.Effect<RolloutSettings, RolloutC
       new RolloutConfigError({
         option: "configuration",
         // Schema paths name fields (`["rolloutBatchSize"]`); users know flags.
-        reason: error.message.replace(/\["([A-Za-z]+)"\]/g, (_, field: string) => flagOf(field))
+        reason: SchemaMessage.format(error.issue, pathKey),
+        issue: error.issue
       })
     ),
     Effect.flatMap(settle)
@@ -303,7 +311,7 @@ export const resolve = (input: unknown): Effect.Effect<RolloutSettings, RolloutC
 /** SGLang's own default when `max_new_tokens` is not sent (the reference drops `None` sampling keys). */
 const SGLANG_DEFAULT_MAX_NEW_TOKENS = 128
 
-/** Sampling for every training request (§6.1); `position` is the Session's index in its Group. */
+/** Sampling for every training request (docs/agent-contract.md); `position` is the Session's index in its Group. */
 export const trainSampling = (settings: RolloutSettings, position: number): SamplingParams => ({
   maxNewTokens: settings.rolloutMaxResponseLen ?? SGLANG_DEFAULT_MAX_NEW_TOKENS,
   temperature: settings.rolloutTemperature,
@@ -314,7 +322,7 @@ export const trainSampling = (settings: RolloutSettings, position: number): Samp
   seed: settings.rolloutSeed + position
 })
 
-/** Eval sampling (§6.7): eval flags, falling back to the rollout ones. */
+/** Eval sampling (docs/runtime.md, "Eval"): eval flags, falling back to the rollout ones. */
 export const evalSampling = (settings: RolloutSettings, position: number): SamplingParams => ({
   maxNewTokens: settings.evalMaxResponseLen ?? settings.rolloutMaxResponseLen ?? SGLANG_DEFAULT_MAX_NEW_TOKENS,
   temperature: settings.evalTemperature ?? settings.rolloutTemperature,

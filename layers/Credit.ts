@@ -7,8 +7,9 @@
  * rows without one (and, as in the reference, not at all in training when a custom advantage hook gives the credit),
  * while a Group RM scores every exported row; then, in training only, the custom advantage hook (which may filter the
  * Group) or GRPO fills `advantage`, and the `--dynamic-sampling-filter-path` hook may filter the Group (its drop
- * reasons are counted in the step's metrics). Eval leaves `advantage` null and is never filtered. Per step (`finishStep`): optional whitening, the
- * guide's metrics, and token-budget micro-batches under `--use-dynamic-batch-size`.
+ * reasons are counted in the step's metrics). Eval leaves `advantage` null and is never filtered. Per step
+ * (`finishStep`): optional whitening, the guide's metrics, and token-budget micro-batches under
+ * `--use-dynamic-batch-size`.
  */
 import { Context, Effect, Layer, Result } from "effect"
 import type { TrainingSample } from "../src/forest/TrainingSample.ts"
@@ -94,20 +95,22 @@ const callHook = <E>(
   })
 
 /** Check the options that can be checked before any Group exists. */
-export const validateOptions = (options: CreditOptions.CreditOptions): CreditConfigError | undefined => {
+export const validateOptions = (options: CreditOptions.CreditOptions): Result.Result<void, CreditConfigError> => {
   if (!Number.isInteger(options.nSamplesPerPrompt) || options.nSamplesPerPrompt < 1) {
-    return new CreditConfigError({
+    return Result.fail(new CreditConfigError({
       reason: `--n-samples-per-prompt must be a positive integer, got ${options.nSamplesPerPrompt}`
-    })
+    }))
   }
   const combination = CreditOptions.problem(options)
-  if (combination !== undefined) return new CreditConfigError({ reason: `${combination.flag} ${combination.reason}` })
-  if (options.maxTokensPerGpu !== undefined && (!Number.isInteger(options.maxTokensPerGpu) || options.maxTokensPerGpu < 1)) {
-    return new CreditConfigError({
-      reason: `--max-tokens-per-gpu must be a positive integer, got ${options.maxTokensPerGpu}`
-    })
+  if (combination !== undefined) {
+    return Result.fail(new CreditConfigError({ reason: `${combination.flag} ${combination.reason}` }))
   }
-  return undefined
+  if (options.maxTokensPerGpu !== undefined && (!Number.isInteger(options.maxTokensPerGpu) || options.maxTokensPerGpu < 1)) {
+    return Result.fail(new CreditConfigError({
+      reason: `--max-tokens-per-gpu must be a positive integer, got ${options.maxTokensPerGpu}`
+    }))
+  }
+  return Result.void
 }
 
 /** Build the service: validate the options and load the hooks they name. */
@@ -116,8 +119,7 @@ export const make = (
   settings: CreditSettings = {}
 ): Effect.Effect<CreditShape, CreditStartupError> =>
   Effect.gen(function*() {
-    const invalid = validateOptions(options)
-    if (invalid !== undefined) return yield* invalid
+    yield* Effect.fromResult(validateOptions(options))
     const cwd = settings.cwd ?? process.cwd()
     const rmConfig = "rmConfig" in settings ? settings.rmConfig : options
     const rm = options.customRmPath === undefined
@@ -223,20 +225,19 @@ export const make = (
       mode: RolloutMode
     ): Effect.Effect<ReadonlyArray<TrainingSample> | "filtered", CreditError> =>
       Effect.gen(function*() {
-        const broken = Group.validateExports(group, options)
-        if (broken !== undefined) return yield* broken
+        yield* Effect.fromResult(Group.validateExports(group, options))
         const rewarded = yield* scoreRewards(group, mode)
         if (mode === "eval") return Group.rows(rewarded)
         const credited = yield* credit(rewarded)
         return credited === "filtered" ? credited : yield* dynamicFilter(group.groupIndex, credited)
       }).pipe(Effect.withSpan("Credit.scoreGroup", { attributes: { groupIndex: group.groupIndex, mode } }))
 
-    const finishStep = (
-      samples: ReadonlyArray<TrainingSample>,
-      mode: RolloutMode,
-      groupSize?: number
-    ): Effect.Effect<StepCredit, CreditError> =>
-      Effect.gen(function*() {
+    const finishStep = Effect.fn("Credit.finishStep")(
+      function*(
+        samples: ReadonlyArray<TrainingSample>,
+        mode: RolloutMode,
+        groupSize?: number
+      ): Effect.fn.Return<StepCredit, CreditError> {
         const credited = mode === "train" && options.normalizeAdvantages
           ? yield* Effect.fromResult(Whitening.whiten(samples))
           : samples
@@ -251,7 +252,8 @@ export const make = (
         const drops = mode === "train" ? Object.fromEntries(filterDrops) : {}
         if (mode === "train") filterDrops.clear()
         return { samples: credited, metrics: { ...metrics, ...drops }, microBatches }
-      })
+      }
+    )
 
     return { options, scoreGroup, finishStep }
   })
