@@ -111,6 +111,8 @@ export const RolloutOptions = Schema.Struct({
   agenticMaxConsecutiveDrops: Schema.optional(NonNegativeInt),
   // transfer and observability
   outputDir: Schema.optional(Schema.String),
+  /** Keep every Session's log under `<outputDir>/logs/` (failed Sessions' logs are always kept there). */
+  agenticKeepSessionLogs: withDefault(Schema.Boolean, false),
   /** A path containing `{rollout_id}`. */
   saveDebugRolloutData: Schema.optional(Schema.String)
 })

@@ -548,8 +548,16 @@ export const rolloutFlags: ReadonlyArray<FlagSpec> = [
     field: "outputDir",
     kind: "string",
     section: S.output,
-    description: "Directory for rollout_<id>.jsonl (one sample per line) and metrics.jsonl.",
+    description: "Directory for rollout_<id>.jsonl (one sample per line) and metrics.jsonl; the logs of failed " +
+      "Sessions are kept in its logs/ folder as <session_id>.log.",
     defaultText: "runs/rollout-<timestamp>-<id> (relax-agentic rollout)"
+  },
+  {
+    name: "agentic-keep-session-logs",
+    field: "agenticKeepSessionLogs",
+    kind: "boolean",
+    section: S.output,
+    description: "Keep every Session's agent log (stdout + stderr) in <output-dir>/logs/, not only the failed ones."
   },
   {
     name: "save-debug-rollout-data",

@@ -3,7 +3,8 @@ import { Duration, Effect, Fiber, Result } from "effect"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import { processState, resolveAgentSpec, Supervisor } from "../../layers/Supervisor.ts"
+import { hasExited } from "../../layers/internal/ProcessGroup.ts"
+import { resolveAgentSpec, Supervisor } from "../../layers/Supervisor.ts"
 import type { LocalProcessOptions, SessionLaunch } from "../../layers/Supervisor.ts"
 import type * as AgentSpec from "../../src/session/AgentSpec.ts"
 import * as SessionInput from "../../src/session/SessionInput.ts"
@@ -43,10 +44,7 @@ const local = (options: Omit<LocalProcessOptions, "baseUrl">) =>
   Supervisor.localProcess({ ...options, baseUrl: "http://127.0.0.1:9/agentic_api/" })
 
 /** A zombie (`Z`) has exited; PID 1 here does not reap re-parented children, so it may linger. */
-const isDead = (pid: number): boolean => {
-  const state = processState(pid)
-  return state === undefined || state.state === "Z" || state.state === "X"
-}
+const isDead = hasExited
 
 /** Wait (real time) until `path` exists, then return its lines. */
 const awaitLines = (path: string) =>
@@ -233,6 +231,51 @@ describe("Supervisor.LocalProcess", () => {
         "Managed command agent produced invalid output: line 2, field 'name': " +
           "Session output record name must be unique within one explicit export: 'main'\nworking"
       )
+    }))
+
+  it.live("a session directory that cannot be created is a typed prepare error, not a defect", () =>
+    Effect.gen(function*() {
+      const blocker = Path.join(tempDir(), "a-file")
+      Fs.writeFileSync(blocker, "")
+      const error = yield* local({ spec: spec("true", tempDir()), ioRoot: Path.join(blocker, "io") }).run(launch()).pipe(
+        Effect.flip
+      )
+      assert.strictEqual(error._tag, "AgentExecutionError")
+      if (error._tag !== "AgentExecutionError") return
+      assert.strictEqual(error.reason, "prepare")
+      assert.match(
+        error.message,
+        /^Managed command agent's session directory could not be prepared: cannot create the session directory in .*a-file\/io: ENOTDIR.*Check that the temporary directory \(TMPDIR\) exists, is writable and has free space\.$/
+      )
+    }))
+
+  it.live("keeps only failed Sessions' logs under logDir by default, every log with keepLogs all", () =>
+    Effect.gen(function*() {
+      const logDir = Path.join(tempDir(), "logs")
+      const failing = yield* local({ spec: spec("echo failing; exit 4", tempDir()), logDir })
+        .run(launch({ sessionId: "s-failed" }))
+        .pipe(Effect.flip)
+      assert.strictEqual(failing._tag === "AgentExecutionError" ? failing.logPath : "", Path.join(logDir, "s-failed.log"))
+      const ok = `printf '{"reward": 1}' > "$RELAX_OUTPUT_JSON"; echo fine`
+      yield* local({ spec: spec(ok, tempDir()), logDir }).run(launch({ sessionId: "s-ok" }))
+      assert.deepStrictEqual(Fs.readdirSync(logDir), ["s-failed.log"])
+      assert.strictEqual(Fs.readFileSync(Path.join(logDir, "s-failed.log"), "utf8"), "failing\n")
+      yield* local({ spec: spec(ok, tempDir()), logDir, keepLogs: "all" }).run(launch({ sessionId: "s-all" }))
+      assert.deepStrictEqual(Fs.readdirSync(logDir).sort(), ["s-all.log", "s-failed.log"])
+      assert.strictEqual(Fs.readFileSync(Path.join(logDir, "s-all.log"), "utf8"), "fine\n")
+    }))
+
+  it.live("an interrupted Session's log is not kept as a failure", () =>
+    Effect.gen(function*() {
+      const logDir = Path.join(tempDir(), "logs")
+      const pidsFile = Path.join(tempDir(), "pids")
+      const fiber = yield* local({
+        spec: spec(`bash ${fixtures}/sleeper.sh`, tempDir(), { env: { PIDS_FILE: pidsFile } }),
+        logDir
+      }).run(launch()).pipe(Effect.forkChild)
+      yield* awaitLines(pidsFile)
+      yield* Fiber.interrupt(fiber)
+      assert.isFalse(Fs.existsSync(Path.join(logDir, "session-7.log")))
     }))
 
   it.live("reports an agent that cannot be started", () =>
