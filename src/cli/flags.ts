@@ -203,7 +203,9 @@ export const rolloutFlags: ReadonlyArray<FlagSpec> = [
     field: "host",
     kind: "string",
     section: S.gateway,
-    description: "Interface the model API gateway binds (agents reach it through RELAX_BASE_URL)."
+    description: "Interface the model API gateway binds (agents reach it through RELAX_BASE_URL); any address other " +
+      "than loopback logs a warning, since the session id is the only credential.",
+    defaultText: "127.0.0.1"
   },
   {
     name: "port",
