@@ -111,6 +111,8 @@ export const RolloutOptions = Schema.Struct({
   agenticMaxConsecutiveDrops: Schema.optional(NonNegativeInt),
   // transfer and observability
   outputDir: Schema.optional(Schema.String),
+  /** Parse special-token literals in agent text as control tokens (the reference behaviour); default: plain text. */
+  agenticAllowSpecialTokens: withDefault(Schema.Boolean, false),
   /** Keep every Session's log under `<outputDir>/logs/` (failed Sessions' logs are always kept there). */
   agenticKeepSessionLogs: withDefault(Schema.Boolean, false),
   /** A path containing `{rollout_id}`. */

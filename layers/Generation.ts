@@ -44,6 +44,11 @@ export interface GenerationOptions {
   readonly reasoningParser?: Parsers.ReasoningParser | undefined
   /** `--agentic-strict-match`: disable the tolerated match of a response echoed without its reasoning. */
   readonly strictMatch?: boolean | undefined
+  /**
+   * `--agentic-allow-special-tokens`: special-token literals in agent text (`<|im_end|>` in a user message or tool
+   * result) become control tokens, as in the reference. Default false: they are tokenized as plain text.
+   */
+  readonly allowSpecialTokens?: boolean | undefined
 }
 
 export interface GenerationShape {
@@ -107,6 +112,8 @@ const make = (options: GenerationOptions) =>
       return matched
     })
 
+    const encodeOptions: ObservationDelta.EncodeOptions = { allowSpecialTokens: options.allowSpecialTokens ?? false }
+
     /** Observation delta tokens (relax-behaviour §5.6): the full prompt at the root, the dummy-prefix delta deeper down. */
     const observationTokens = (
       forest: Forest.Forest,
@@ -114,8 +121,8 @@ const make = (options: GenerationOptions) =>
       state: Canonical.State
     ): Effect.Effect<ReadonlyArray<number>, TemplateRejected> => {
       const rendered = Forest.isRoot(forest, matched.parent)
-        ? ObservationDelta.rootTokens(tokenizer, matched.suffix, state.tools, state.chat_template_kwargs)
-        : ObservationDelta.deltaTokens(tokenizer, matched.suffix, state.tools, state.chat_template_kwargs)
+        ? ObservationDelta.rootTokens(tokenizer, matched.suffix, state.tools, state.chat_template_kwargs, encodeOptions)
+        : ObservationDelta.deltaTokens(tokenizer, matched.suffix, state.tools, state.chat_template_kwargs, encodeOptions)
       return Result.isSuccess(rendered)
         ? Effect.succeed(rendered.success)
         : Effect.fail(new TemplateRejected({ reason: rendered.failure.reason }))

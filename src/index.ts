@@ -148,7 +148,12 @@ export const layerFromSettings = (
   const generation = Layer.unwrap(Effect.gen(function*() {
     const toolCallParser = yield* parser(settings.agenticToolCallParser, Parsers.ToolCallParsers.get)
     const reasoningParser = yield* parser(settings.agenticReasoningParser, Parsers.ReasoningParsers.get)
-    return Generation.layer({ toolCallParser, reasoningParser, strictMatch: settings.strictMatch })
+    return Generation.layer({
+      toolCallParser,
+      reasoningParser,
+      strictMatch: settings.strictMatch,
+      allowSpecialTokens: settings.agenticAllowSpecialTokens
+    })
   }))
   const supervisor = Layer.effect(
     Supervisor,

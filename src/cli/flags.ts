@@ -237,6 +237,14 @@ export const rolloutFlags: ReadonlyArray<FlagSpec> = [
     description: "Match histories exactly: an assistant message echoed without its reasoning_content starts a new " +
       "branch instead of matching the committed response."
   },
+  {
+    name: "agentic-allow-special-tokens",
+    field: "agenticAllowSpecialTokens",
+    kind: "boolean",
+    section: S.gateway,
+    description: "Tokenize special-token literals in agent text (<|im_end|> in a user message or tool result) as " +
+      "control tokens, as Relax does. Default: they are plain text, so an agent or tool cannot open or close turns."
+  },
   // engine
   {
     name: "engine",
