@@ -49,6 +49,12 @@ export interface GenerationOptions {
    * result) become control tokens, as in the reference. Default false: they are tokenized as plain text.
    */
   readonly allowSpecialTokens?: boolean | undefined
+  /**
+   * `--agentic-fail-unparsed-turns`: a turn whose tool calls the parser dropped or could not read, leaving nothing else,
+   * fails the request (500), as in the reference. Default false: the turn is committed with its raw generated text as
+   * content and answered 200 (its token ids are exact; a trainer can penalize it), counted as a parser failure.
+   */
+  readonly failUnparsedTurns?: boolean | undefined
 }
 
 export interface GenerationShape {
@@ -247,12 +253,16 @@ const make = (options: GenerationOptions) =>
     /** Split the generated text into content, reasoning and tool calls; counts parser failures and dropped calls. */
     const parse = Effect.fn("Generation.parse")(function*(p: AttemptPlan, done: Attempted) {
       const split = Turn.splitEndOfTurn(done.pending.outputIds, tokenizer.endOfTurnIds, p.sampling.stopTokenIds)
-      const parsed = Turn.parseResponse(tokenizer.decode(split.textIds), options, p.state.tools)
-      p.session.counters.parserFailures += parsed.malformed
-      p.session.counters.droppedToolCalls += parsed.droppedUnknownTools
-      if (Turn.isEmpty(parsed)) {
+      const text = tokenizer.decode(split.textIds)
+      const parsedText = Turn.parseResponse(text, options, p.state.tools)
+      p.session.counters.parserFailures += parsedText.malformed
+      p.session.counters.droppedToolCalls += parsedText.droppedUnknownTools
+      const unparsed = Turn.isEmpty(parsedText) && parsedText.malformed + parsedText.droppedUnknownTools > 0
+      if (Turn.isEmpty(parsedText) && (!unparsed || options.failUnparsedTurns === true || text.length === 0)) {
         return yield* new UnusableResponse({ message: "Response parsers produced an empty assistant message" })
       }
+      // The parser dropped or could not read every call and nothing else is left: the raw text is the content.
+      const parsed = unparsed ? { ...parsedText, content: text } : parsedText
       return {
         parsed,
         finish: Turn.finishOf(Turn.engineFinish(split, done.last.finishReason), parsed.calls.length),

@@ -198,6 +198,7 @@ const make = Effect.gen(function*() {
         samples: step.samples,
         metrics: {
           ...step.metrics,
+          ...Records.parserFailureMetrics(debug, settings.agenticToolCallParser),
           "rollout/groups_dropped": outcome.dropped,
           "rollout/groups_filtered": outcome.filtered
         },

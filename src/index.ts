@@ -152,7 +152,8 @@ export const layerFromSettings = (
       toolCallParser,
       reasoningParser,
       strictMatch: settings.strictMatch,
-      allowSpecialTokens: settings.agenticAllowSpecialTokens
+      allowSpecialTokens: settings.agenticAllowSpecialTokens,
+      failUnparsedTurns: settings.agenticFailUnparsedTurns
     })
   }))
   const supervisor = Layer.effect(

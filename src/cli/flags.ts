@@ -223,6 +223,15 @@ export const rolloutFlags: ReadonlyArray<FlagSpec> = [
       "unset: generated text is not parsed for tool calls."
   },
   {
+    name: "agentic-fail-unparsed-turns",
+    field: "agenticFailUnparsedTurns",
+    kind: "boolean",
+    section: S.gateway,
+    description: "Answer 500 (and drop the Session's Group) for a turn whose tool calls the parser dropped or could not " +
+      "read, leaving nothing else, as Relax does. Default: the turn is committed with its raw text as content, " +
+      "answered 200 and counted in rollout/parser_failures."
+  },
+  {
     name: "agentic-reasoning-parser",
     field: "agenticReasoningParser",
     kind: "string",
