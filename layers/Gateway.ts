@@ -72,7 +72,7 @@ const defaultMaxHeaderBytes = 16 * 1024
 const defaultMaxJsonDepth = 512
 
 // ---------------------------------------------------------------------------------------------------------------
-// Errors and auth (relax-behaviour §4.3–4.4); auth runs before the body is read
+// Errors and auth (docs/requests.md, "Error bodies"); auth runs before the body is read
 
 const errorResponse = (adapter: Completion.Adapter, error: Errors.AnyError): HttpServerResponse.HttpServerResponse => {
   const rendered = adapter.renderError(error)
@@ -125,7 +125,7 @@ export const gatewayError = (error: Generation.GenerationError): Effect.Effect<E
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// Buffered SSE (relax-behaviour §4.9)
+// Buffered SSE (docs/agent-contract.md, "The model API": Streaming)
 
 const { "content-type": sseContentType, ...sseHeaders } = Sse.headers
 
