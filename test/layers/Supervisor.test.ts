@@ -1,5 +1,6 @@
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Duration, Effect, Fiber, Result } from "effect"
+import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
@@ -276,6 +277,34 @@ describe("Supervisor.LocalProcess", () => {
       yield* awaitLines(pidsFile)
       yield* Fiber.interrupt(fiber)
       assert.isFalse(Fs.existsSync(Path.join(logDir, "session-7.log")))
+    }))
+
+  it.live("adds nothing to the agent's environment beyond the parent's, --agent-env and the seven RELAX_* variables", () =>
+    Effect.gen(function*() {
+      const parentEnv = { PATH: process.env["PATH"] ?? "/usr/bin:/bin", FROM_PARENT: "kept" }
+      // What a login shell adds by itself (PWD, SHLVL, profile scripts), measured with the same parent environment.
+      const cwd = tempDir()
+      const baseline = new Set(
+        ChildProcess.execFileSync("/bin/bash", ["-lc", "env -0"], { cwd, env: parentEnv, encoding: "utf8" })
+          .split("\0").filter((line) => line.length > 0).map((line) => line.slice(0, line.indexOf("=")))
+      )
+      const command = `env -0 > "$RELAX_SESSION_IO_DIR/../env-${Path.basename(cwd)}"; printf '{}' > "$RELAX_OUTPUT_JSON"`
+      const ioRoot = tempDir()
+      yield* local({ spec: spec(command, cwd, { env: { FROM_AGENT_ENV: "given" } }), ioRoot, parentEnv }).run(launch())
+      const dumped = Fs.readFileSync(Path.join(ioRoot, `env-${Path.basename(cwd)}`), "utf8")
+        .split("\0").filter((line) => line.length > 0).map((line) => line.slice(0, line.indexOf("=")))
+      const added = dumped.filter((key) => !baseline.has(key)).sort()
+      assert.deepStrictEqual(added, [
+        "FROM_AGENT_ENV",
+        "RELAX_BASE_URL",
+        "RELAX_GROUP_ID",
+        "RELAX_INPUT_JSON",
+        "RELAX_OUTPUT_JSON",
+        "RELAX_ROLLOUT_MODE",
+        "RELAX_SESSION_ID",
+        "RELAX_SESSION_IO_DIR"
+      ])
+      assert.include(dumped, "FROM_PARENT")
     }))
 
   it.live("reports an agent that cannot be started", () =>
