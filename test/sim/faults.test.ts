@@ -150,7 +150,7 @@ const faultyEngine = (ledger: Ledger, random: () => number) =>
     })
   )
 
-let services: Layer.Layer<Sessions | Generation | Forests | Tokenizer>
+let services: Layer.Layer<Sessions | Generation | Forests | Tokenizer | Engine>
 
 const build = (input: Config.RolloutOptionsInput, ledger: Ledger) =>
   Effect.gen(function*() {
