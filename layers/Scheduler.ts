@@ -51,6 +51,8 @@ export interface SessionTicket {
   readonly awaitLease: Effect.Effect<void, SessionClosedError>
   /** Completes when the Group gets its lease (start the active-time budget here); never completes after a drop. */
   readonly leased: Effect.Effect<void>
+  /** Completes once this Session has sent its first model request (its first `awaitLease`). */
+  readonly firstRequest: Effect.Effect<void>
   /** The rollout step the Group is leased under (the pool's current step before the lease). */
   readonly rolloutId: () => number
 }
@@ -238,9 +240,11 @@ export const makePool = <G extends GroupLike, O, A, E>(
         const arrived: Array<boolean> = Array.from({ length: size }, () => false)
         let arrivedCount = 0
         const sessionIds = yield* Effect.forEach(arrived, () => mintSessionId)
+        const firstRequests = yield* Effect.forEach(arrived, () => Deferred.make<void>())
         const ticket = (position: number): SessionTicket => {
           const sessionId = sessionIds[position]!
           return {
+            firstRequest: Deferred.await(firstRequests[position]!),
             groupId: group.groupId,
             sessionId,
             position,
@@ -249,6 +253,7 @@ export const makePool = <G extends GroupLike, O, A, E>(
               if (!arrived[position]) {
                 arrived[position] = true
                 arrivedCount += 1
+                Deferred.doneUnsafe(firstRequests[position]!, Effect.void)
                 if (arrivedCount === size) {
                   record.ready = true
                   return notify({ _tag: "Changed" }).pipe(Effect.andThen(Deferred.await(record.lease)))

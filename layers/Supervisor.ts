@@ -17,7 +17,7 @@
  * too. The same group cleanup runs after a normal exit. The active-time budget (`ActiveBudget`) is raced against
  * the agent; when it expires the agent is stopped with a timeout `AgentExecutionError`.
  */
-import { Cause, Context, Duration, Effect, Exit, Layer, Result } from "effect"
+import { Cause, Context, Duration, Effect, Exit, Layer, Option, Result } from "effect"
 import type { Schema, Scope } from "effect"
 import * as FsPromises from "node:fs/promises"
 import * as Os from "node:os"
@@ -52,6 +52,12 @@ export interface SessionLaunch {
    * with the agent.
    */
   readonly budget?: ActiveBudget.ActiveBudget | undefined
+  /**
+   * Completes once the Session sent its first model request (the Scheduler's ticket). When given, an agent that sends
+   * none within `--agent-timeout` of its start is stopped with a timeout: the active-time budget only runs in Runtime,
+   * which such an agent never reaches, so it would otherwise hold its Group's slot (and its step) forever.
+   */
+  readonly firstRequest?: Effect.Effect<void> | undefined
 }
 
 export interface SupervisorShape {
@@ -272,6 +278,28 @@ const removeDir = (dir: string): Effect.Effect<void> =>
     Effect.catch((error) => Effect.logWarning(`could not remove the session directory ${dir}: ${errorText(error.cause)}`))
   )
 
+/** The `detail` of a timeout for an agent that never sent its first model request. */
+export const NoFirstRequest = "without sending its first model request"
+
+/**
+ * Completes when the Session must be stopped for time: its active-time budget ran out, or (with `firstRequest`) it
+ * sent no model request within the budget's total of its start.
+ */
+const timeUp = (
+  launch: SessionLaunch,
+  budget: ActiveBudget.ActiveBudget
+): Effect.Effect<{ readonly _tag: "Expired"; readonly detail?: string }> => {
+  const expired = budget.expired.pipe(Effect.as({ _tag: "Expired" as const }))
+  if (launch.firstRequest === undefined) return expired
+  const silent = launch.firstRequest.pipe(
+    Effect.timeoutOption(Duration.seconds(budget.totalSeconds)),
+    Effect.flatMap((sent) =>
+      Option.isSome(sent) ? Effect.never : Effect.succeed({ _tag: "Expired" as const, detail: NoFirstRequest })
+    )
+  )
+  return Effect.raceFirst(expired, silent)
+}
+
 const localProcess = (options: LocalProcessOptions): SupervisorShape => {
   const spec = options.spec
   const grace = Duration.fromInputUnsafe(options.killGrace ?? Duration.seconds(5))
@@ -329,7 +357,7 @@ const localProcess = (options: LocalProcessOptions): SupervisorShape => {
 
       const ended = yield* Effect.raceFirst(
         Effect.promise(() => agent.exited).pipe(Effect.map((exit) => ({ _tag: "Exited" as const, exit }))),
-        budget.expired.pipe(Effect.as({ _tag: "Expired" as const }))
+        timeUp(launch, budget)
       )
       // Leftover members (a backgrounded child of a finished agent) are stopped before the output is read.
       yield* ProcessGroup.terminate(agent, grace)
@@ -340,6 +368,7 @@ const localProcess = (options: LocalProcessOptions): SupervisorShape => {
           sessionId,
           reason: "timeout",
           timeoutSeconds: budget.totalSeconds,
+          detail: ended.detail,
           logTail,
           logPath: keptLogPath
         })
@@ -386,13 +415,14 @@ const inProcess = (agentFn: InProcessAgent, options: InProcessOptions = {}): Sup
             env: options.env ?? {}
           })
         ).pipe(Effect.exit, Effect.map((exit) => ({ _tag: "Exited" as const, exit }))),
-        budget.expired.pipe(Effect.as({ _tag: "Expired" as const }))
+        timeUp(launch, budget)
       )
       if (ended._tag === "Expired") {
         return yield* new AgentExecutionError({
           sessionId,
           reason: "timeout",
           timeoutSeconds: budget.totalSeconds,
+          detail: ended.detail,
           logTail: ""
         })
       }

@@ -29,7 +29,10 @@ export class AgentExecutionError extends Data.TaggedError("AgentExecutionError")
   readonly signal?: string | undefined
   /** The configured `--agent-timeout` (the total, not what was left), for `reason: "timeout"`. */
   readonly timeoutSeconds?: number | undefined
-  /** What was wrong, for `invalid-output` (names line and field), `spawn` and `prepare`. */
+  /**
+   * What was wrong, for `invalid-output` (names line and field), `spawn` and `prepare`; for a `timeout`, why it is not
+   * the active-time budget (an agent that never sent its first model request).
+   */
   readonly detail?: string | undefined
   /** The last 8 KiB of the agent's stdout+stderr log. */
   readonly logTail: string
@@ -40,7 +43,8 @@ export class AgentExecutionError extends Data.TaggedError("AgentExecutionError")
     const head = (() => {
       switch (this.reason) {
         case "timeout":
-          return `Managed command agent timed out after ${formatSeconds(this.timeoutSeconds ?? 0)} seconds.`
+          return `Managed command agent timed out after ${formatSeconds(this.timeoutSeconds ?? 0)} seconds` +
+            (this.detail === undefined ? "." : ` ${this.detail}.`)
         case "exit":
         case "signal":
           return `Managed command agent exited with code ${this.exitCode ?? -9}` +

@@ -1,6 +1,7 @@
 /**
  * Faults at scale, under the TestClock: at least 1,000 Sessions of the real Rollout, Scheduler, Sessions, Forests,
- * generation core and Credit, whose in-process agents crash at random points, hang, ignore the stop signal for a while,
+ * generation core and Credit, whose in-process agents crash at random points, hang (before their first request too),
+ * ignore the stop signal for a while,
  * start children of their own, write corrupt output or exit without a request, over an engine that errors, stalls or
  * drops connections. Afterwards: no agent or child fiber left running, no resident slot left, no Session still
  * accepting requests, and every accepted sample intact (its tokens, mask and logprobs line up, its reward is the one
@@ -40,8 +41,9 @@ const prng = (seed: number) => {
 }
 
 const agentFaults = [
-  ["normal", 0.55],
+  ["normal", 0.51],
   ["crash-before-request", 0.05],
+  ["hang-before-request", 0.04],
   ["crash-after-turn", 0.08],
   ["hang", 0.06],
   ["ignore-stop", 0.06],
@@ -84,6 +86,8 @@ const agent = (ledger: Ledger, random: () => number): InProcessAgent => (input) 
     yield* Effect.sleep("2 seconds")
     if (fault === "crash-before-request") return yield* Effect.fail(new Error("agent crashed at start"))
     if (fault === "no-request") return { reward: 1 }
+    // Never reaches Runtime, so the active-time budget never runs: the first-request deadline must stop it.
+    if (fault === "hang-before-request") return yield* Effect.never
     if (fault === "children") {
       // Children that would run forever: the agent's end must take them down.
       for (let i = 0; i < 2; i++) {
@@ -238,6 +242,7 @@ describe("faults at scale (TestClock)", () => {
         assert.isTrue(Result.isFailure(yield* sessions.lookup(sessionId).pipe(Effect.result)), `${sessionId} still live`)
       }
       assert.isAtLeast(ledger.sessionIds.length, 1000)
+      assert.isTrue(sink.captured.lines.some((line) => line.includes("without sending its first model request")))
       assert.strictEqual(new Set(checked).size, checked.length)
       assert.isAbove(dropped, 0)
       for (const [fault] of agentFaults) assert.isAbove(ledger.faults.get(fault) ?? 0, 0, `no ${fault} agent was drawn`)
