@@ -443,6 +443,9 @@ const statusOf = (response: string): number => Number(/^HTTP\/1\.1 (\d{3})/.exec
 describe("hostile requests", () => {
   it("the table holds at least 200 requests across the three protocols and both auth headers", () => {
     assert.isAtLeast(cases.length * 2, 200)
+    console.log(`hostile table: ${cases.length} bodies x 2 auth headers = ${cases.length * 2} requests ` +
+      `(chat ${cases.filter((c) => c.protocol === "chat").length}, responses ${cases.filter((c) => c.protocol === "responses").length}, ` +
+      `messages ${cases.filter((c) => c.protocol === "messages").length})`)
     for (const protocol of ["chat", "responses", "messages"]) {
       assert.isAtLeast(cases.filter((c) => c.protocol === protocol).length, 30)
     }
