@@ -121,6 +121,12 @@ export const RolloutOptions = Schema.Struct({
   agenticMaxConsecutiveDrops: Schema.optional(NonNegativeInt),
   // transfer and observability
   outputDir: Schema.optional(Schema.String),
+  /** Parse special-token literals in agent text as control tokens (the reference behaviour); default: plain text. */
+  agenticAllowSpecialTokens: withDefault(Schema.Boolean, false),
+  /** Fail (500) a turn whose tool calls the parser dropped and that leaves nothing else, as the reference does. */
+  agenticFailUnparsedTurns: withDefault(Schema.Boolean, false),
+  /** Keep every Session's log under `<outputDir>/logs/` (failed Sessions' logs are always kept there). */
+  agenticKeepSessionLogs: withDefault(Schema.Boolean, false),
   /** A path containing `{rollout_id}`. */
   saveDebugRolloutData: Schema.optional(Schema.String)
 })

@@ -47,6 +47,17 @@ export interface GenerationOptions {
   readonly reasoningParser?: Parsers.ReasoningParser | undefined
   /** `--agentic-strict-match`: disable the tolerated match of a response echoed without its reasoning. */
   readonly strictMatch?: boolean | undefined
+  /**
+   * `--agentic-allow-special-tokens`: special-token literals in agent text (`<|im_end|>` in a user message or tool
+   * result) become control tokens, as in the reference. Default false: they are tokenized as plain text.
+   */
+  readonly allowSpecialTokens?: boolean | undefined
+  /**
+   * `--agentic-fail-unparsed-turns`: a turn whose tool calls the parser dropped or could not read, leaving nothing else,
+   * fails the request (500), as in the reference. Default false: the turn is committed with its raw generated text as
+   * content and answered 200 (its token ids are exact; a trainer can penalize it), counted as a parser failure.
+   */
+  readonly failUnparsedTurns?: boolean | undefined
   /** `--rollout-skip-special-tokens`: drop special tokens from the response text (the committed ids keep them). */
   readonly skipSpecialTokens?: boolean | undefined
 }
@@ -64,7 +75,9 @@ export const optionsOf = (settings: RolloutSettings): Result.Result<GenerationOp
       toolCallParser,
       reasoningParser,
       strictMatch: settings.strictMatch,
-      skipSpecialTokens: settings.rolloutSkipSpecialTokens
+      skipSpecialTokens: settings.rolloutSkipSpecialTokens,
+      allowSpecialTokens: settings.agenticAllowSpecialTokens,
+      failUnparsedTurns: settings.agenticFailUnparsedTurns
     }
   })
 
@@ -130,6 +143,8 @@ const make = (options: GenerationOptions) =>
       return matched
     })
 
+    const encodeOptions: ObservationDelta.EncodeOptions = { allowSpecialTokens: options.allowSpecialTokens ?? false }
+
     /** Observation delta tokens (docs/sessionforest.md, "Observation tokens"): the full prompt at the root, the dummy-prefix delta deeper down. */
     const observationTokens = (
       forest: Forest.Forest,
@@ -137,8 +152,8 @@ const make = (options: GenerationOptions) =>
       state: Canonical.State
     ): Effect.Effect<ReadonlyArray<number>, TemplateRejected> => {
       const rendered = Forest.isRoot(forest, matched.parent)
-        ? ObservationDelta.rootTokens(tokenizer, matched.suffix, state.tools, state.chat_template_kwargs)
-        : ObservationDelta.deltaTokens(tokenizer, matched.suffix, state.tools, state.chat_template_kwargs)
+        ? ObservationDelta.rootTokens(tokenizer, matched.suffix, state.tools, state.chat_template_kwargs, encodeOptions)
+        : ObservationDelta.deltaTokens(tokenizer, matched.suffix, state.tools, state.chat_template_kwargs, encodeOptions)
       return Result.isSuccess(rendered)
         ? Effect.succeed(rendered.success)
         : Effect.fail(new TemplateRejected({ reason: rendered.failure.reason }))
@@ -269,12 +284,15 @@ const make = (options: GenerationOptions) =>
     const parse = Effect.fn("Generation.parse")(function*(p: AttemptPlan, done: Attempted) {
       const split = Turn.splitEndOfTurn(done.pending.outputIds, tokenizer.endOfTurnIds, p.sampling.stopTokenIds)
       const text = tokenizer.decode(split.textIds, { skipSpecialTokens: options.skipSpecialTokens ?? false })
-      const parsed = Turn.parseResponse(text, options, p.state.tools)
-      p.session.counters.parserFailures += parsed.malformed
-      p.session.counters.droppedToolCalls += parsed.droppedUnknownTools
-      if (Turn.isEmpty(parsed)) {
+      const parsedText = Turn.parseResponse(text, options, p.state.tools)
+      p.session.counters.parserFailures += parsedText.malformed
+      p.session.counters.droppedToolCalls += parsedText.droppedUnknownTools
+      const unparsed = Turn.isEmpty(parsedText) && parsedText.malformed + parsedText.droppedUnknownTools > 0
+      if (Turn.isEmpty(parsedText) && (!unparsed || options.failUnparsedTurns === true || text.length === 0)) {
         return yield* new UnusableResponse({ message: "Response parsers produced an empty assistant message" })
       }
+      // The parser dropped or could not read every call and nothing else is left: the raw text is the content.
+      const parsed = unparsed ? { ...parsedText, content: text } : parsedText
       return {
         parsed,
         finish: Turn.finishOf(Turn.engineFinish(split, done.last.finishReason), parsed.calls.length),

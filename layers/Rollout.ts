@@ -182,6 +182,7 @@ const make = Effect.gen(function*() {
         samples: step.samples,
         metrics: {
           ...step.metrics,
+          ...Records.parserFailureMetrics(debug, settings.agenticToolCallParser),
           ...(yield* engine.takeStepMetrics),
           "rollout/groups_dropped": outcome.dropped,
           "rollout/groups_filtered": outcome.filtered

@@ -11,7 +11,8 @@
  *   has sent one, and requests wait (held) until the Group holds its Runtime lease.
  * - A Session that ends before the barrier, or fails at any time, drops its whole Group: the other agents are
  *   interrupted, held requests are answered with `SessionClosedError`, the slot is released, and the step's demand
- *   starts a replacement.
+ *   starts a replacement. A Session runner or Reward that *dies* (a defect) drops its Group the same way
+ *   (`error_type=RunnerDied`), so no record stays resident and blocks refills.
  * - A Group leaves capacity when its Sessions have all finished (Reward runs outside capacity) or when it is dropped.
  * - `runStep` asks `src/schedule/Leasing.ts` at every wake-up which ready Groups get their lease and how many Groups
  *   start, folds each finished Group into the step's ledger, and at the step's end asks it what happens to the Groups
@@ -50,6 +51,8 @@ export interface SessionTicket {
   readonly awaitLease: Effect.Effect<void, SessionClosedError>
   /** Completes when the Group gets its lease (start the active-time budget here); never completes after a drop. */
   readonly leased: Effect.Effect<void>
+  /** Completes once this Session has sent its first model request (its first `awaitLease`). */
+  readonly firstRequest: Effect.Effect<void>
   /** The rollout step the Group is leased under (the pool's current step before the lease). */
   readonly rolloutId: () => number
 }
@@ -164,10 +167,26 @@ class ExitedBeforeFirstRequest {
   readonly _tag = "ExitedBeforeFirstRequest"
 }
 
+/**
+ * A Session runner or Reward that died (a defect: a bug, a rejected promise) instead of failing with a typed error.
+ * It drops the Group like a failure, so the slot is freed and the step refills, and its text is logged.
+ */
+class RunnerDied {
+  readonly _tag = "RunnerDied"
+  constructor(readonly defect: unknown) {}
+  get detail(): string {
+    return this.defect instanceof Error ? (this.defect.stack ?? this.defect.message) : String(this.defect)
+  }
+}
+
+/** Defects of `effect` as a `RunnerDied` failure; typed failures and interruptions pass unchanged. */
+const surviveDefects = <A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A, E | RunnerDied> =>
+  Effect.catchDefect(effect, (defect) => Effect.fail(new RunnerDied(defect)))
+
 interface SessionFailure<E> {
   readonly position: number
   readonly sessionId: string
-  readonly error: E | ExitedBeforeFirstRequest
+  readonly error: E | ExitedBeforeFirstRequest | RunnerDied
 }
 
 const finishOf = <A>(finish: Finish<A>): Leasing.Finish =>
@@ -192,7 +211,9 @@ export const makePool = <G extends GroupLike, O, A, E>(
     const scope = yield* Effect.scope
     const signals = yield* Queue.unbounded<Signal<G, A>>()
     const mintSessionId = options.sessionId ?? defaultSessionId
-    const describe = options.describeError ?? defaultDescribe
+    const describeTyped = options.describeError ?? defaultDescribe
+    const describe = (error: E | RunnerDied) =>
+      error instanceof RunnerDied ? { type: "RunnerDied", detail: error.detail } : describeTyped(error)
     const heartbeat = options.heartbeatSeconds ?? 30
     const streak = options.dropStreak ?? dropStreak(0)
     const prepared: Array<GroupRecord<G>> = []
@@ -219,9 +240,11 @@ export const makePool = <G extends GroupLike, O, A, E>(
         const arrived: Array<boolean> = Array.from({ length: size }, () => false)
         let arrivedCount = 0
         const sessionIds = yield* Effect.forEach(arrived, () => mintSessionId)
+        const firstRequests = yield* Effect.forEach(arrived, () => Deferred.make<void>())
         const ticket = (position: number): SessionTicket => {
           const sessionId = sessionIds[position]!
           return {
+            firstRequest: Deferred.await(firstRequests[position]!),
             groupId: group.groupId,
             sessionId,
             position,
@@ -230,6 +253,7 @@ export const makePool = <G extends GroupLike, O, A, E>(
               if (!arrived[position]) {
                 arrived[position] = true
                 arrivedCount += 1
+                Deferred.doneUnsafe(firstRequests[position]!, Effect.void)
                 if (arrivedCount === size) {
                   record.ready = true
                   return notify({ _tag: "Changed" }).pipe(Effect.andThen(Deferred.await(record.lease)))
@@ -245,7 +269,7 @@ export const makePool = <G extends GroupLike, O, A, E>(
           }
         }
         const runSession = (position: number) =>
-          options.runner.session(group, ticket(position)).pipe(
+          surviveDefects(options.runner.session(group, ticket(position))).pipe(
             Effect.mapError((error): SessionFailure<E> => ({ position, sessionId: sessionIds[position]!, error })),
             Effect.flatMap((outcome) =>
               arrived[position]
@@ -272,7 +296,7 @@ export const makePool = <G extends GroupLike, O, A, E>(
         }
         record.phase = "reward"
         yield* release(record)
-        const verdict = yield* options.runner.reward(group, sessions.success).pipe(Effect.result)
+        const verdict = yield* surviveDefects(options.runner.reward(group, sessions.success)).pipe(Effect.result)
         if (verdict._tag === "Failure") {
           if (streak.tripped() !== undefined) return
           const { type, detail } = describe(verdict.failure)

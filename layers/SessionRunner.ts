@@ -130,7 +130,8 @@ const make = Effect.gen(function*() {
         groupId: group.groupId,
         rolloutMode: group.mode,
         input: prepared,
-        budget
+        budget,
+        firstRequest: ticket.firstRequest
       })
       yield* sessions.close(sessionId)
       for (const warning of outcome.warnings) yield* telemetry.warn(warning)

@@ -197,7 +197,9 @@ export const rolloutFlags: ReadonlyArray<FlagSpec> = [
     field: "host",
     kind: "string",
     section: S.gateway,
-    description: "Interface the model API gateway binds (agents reach it through RELAX_BASE_URL)."
+    description: "Interface the model API gateway binds (agents reach it through RELAX_BASE_URL); any address other " +
+      "than loopback logs a warning, since the session id is the only credential.",
+    defaultText: "127.0.0.1"
   },
   {
     name: "port",
@@ -215,6 +217,15 @@ export const rolloutFlags: ReadonlyArray<FlagSpec> = [
       "unset: generated text is not parsed for tool calls."
   },
   {
+    name: "agentic-fail-unparsed-turns",
+    field: "agenticFailUnparsedTurns",
+    kind: "boolean",
+    section: S.gateway,
+    description: "Answer 500 (and drop the Session's Group) for a turn whose tool calls the parser dropped or could not " +
+      "read, leaving nothing else, as Relax does. Default: the turn is committed with its raw text as content, " +
+      "answered 200 and counted in rollout/parser_failures."
+  },
+  {
     name: "agentic-reasoning-parser",
     field: "agenticReasoningParser",
     kind: "string",
@@ -228,6 +239,14 @@ export const rolloutFlags: ReadonlyArray<FlagSpec> = [
     section: S.gateway,
     description: "Match histories exactly: an assistant message echoed without its reasoning_content starts a new " +
       "branch instead of matching the committed response."
+  },
+  {
+    name: "agentic-allow-special-tokens",
+    field: "agenticAllowSpecialTokens",
+    kind: "boolean",
+    section: S.gateway,
+    description: "Tokenize special-token literals in agent text (<|im_end|> in a user message or tool result) as " +
+      "control tokens, as Relax does. Default: they are plain text, so an agent or tool cannot open or close turns."
   },
   // engine
   {
@@ -574,8 +593,16 @@ export const rolloutFlags: ReadonlyArray<FlagSpec> = [
     field: "outputDir",
     kind: "string",
     section: S.output,
-    description: "Directory for rollout_<id>.jsonl (one sample per line) and metrics.jsonl.",
+    description: "Directory for rollout_<id>.jsonl (one sample per line) and metrics.jsonl; the logs of failed " +
+      "Sessions are kept in its logs/ folder as <session_id>.log.",
     defaultText: "runs/rollout-<timestamp>-<id> (relax-agentic rollout)"
+  },
+  {
+    name: "agentic-keep-session-logs",
+    field: "agenticKeepSessionLogs",
+    kind: "boolean",
+    section: S.output,
+    description: "Keep every Session's agent log (stdout + stderr) in <output-dir>/logs/, not only the failed ones."
   },
   {
     name: "save-debug-rollout-data",

@@ -16,6 +16,30 @@ import type * as Results from "../trainer/Results.ts"
 export interface DebugCounters {
   readonly requests: number
   readonly generations: number
+  /** Tool-call blocks the parser could not read (committed as text). */
+  readonly parserFailures: number
+  /** Tool calls the parser dropped (an unknown tool name, ...). */
+  readonly droppedToolCalls: number
+}
+
+/**
+ * `rollout/parser_failures` and `rollout/parser_failures/<parser>`: tool calls the tool-call parser dropped or could not
+ * read, summed over the step's exported Sessions (each Session once, however many contexts it exported). Empty
+ * without a tool-call parser.
+ */
+export const parserFailureMetrics = (
+  debug: ReadonlyArray<ContextDebug>,
+  parser: string | undefined
+): Record<string, number> => {
+  if (parser === undefined) return {}
+  const seen = new Set<string>()
+  let failures = 0
+  for (const { counters, view } of debug) {
+    if (seen.has(view.session_id)) continue
+    seen.add(view.session_id)
+    failures += counters.parserFailures + counters.droppedToolCalls
+  }
+  return { "rollout/parser_failures": failures, [`rollout/parser_failures/${parser}`]: failures }
 }
 
 /** The debug facts of one exported context (`--save-debug-rollout-data`). */

@@ -5,6 +5,7 @@
 import { Effect } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
+import { hasExited } from "../../layers/internal/ProcessGroup.ts"
 
 /** The pids every agent wrote: its own and its background child's. */
 export const recordedPids = (dir: string): Array<number> =>
@@ -30,16 +31,4 @@ export const awaitAgents = (dir: string, count: number) =>
   })
 
 /** Whether `pid` is a live process (a zombie, already dead and only waiting to be reaped, does not count). */
-export const running = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0)
-  } catch {
-    return false
-  }
-  try {
-    const stat = Fs.readFileSync(`/proc/${pid}/stat`, "utf8")
-    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) !== "Z"
-  } catch {
-    return false
-  }
-}
+export const running = (pid: number): boolean => !hasExited(pid)
