@@ -1,0 +1,116 @@
+/**
+ * Cross-step retention (partial rollout and fully async): the step loop's arithmetic, as pure functions
+ * (relax-behaviour §6.4 and §6.5).
+ *
+ * **Details**
+ * - A step closes when its debt is paid, or, in fully async mode (outside the final backfill), when every Group still
+ *   owed is an interrupted resident Group: training can start while those Groups finish in a later step.
+ * - With `--partial-rollout` or `--fully-async`, Groups still running at the close are kept across the boundary
+ *   (their generations parked, their agents' HTTP requests held open) instead of being interrupted; the final backfill
+ *   keeps nothing.
+ * - A request aborted `--partial-rollout-max-aborted-count` times becomes protected at the next resume: it bypasses
+ *   the generation gate and its Session's active-time budget keeps running through pauses.
+ */
+
+/** The cross-step modes of a rollout. */
+export interface Mode {
+  /** `--partial-rollout` */
+  readonly partialRollout: boolean
+  /** `--fully-async` */
+  readonly fullyAsync: boolean
+  /** `--partial-rollout-max-aborted-count` (only with partial rollout). */
+  readonly maxAbortedCount?: number | undefined
+}
+
+export const synchronous: Mode = { partialRollout: false, fullyAsync: false }
+
+/** The extra step `rollout_id == num_rollout` of fully async mode: it opens no partition and drains the last debt. */
+export const isFinalBackfill = (mode: Mode, rolloutId: number, numRollout: number): boolean =>
+  mode.fullyAsync && rolloutId >= numRollout
+
+/** Step calls of a whole rollout: `num_rollout`, plus the final backfill in fully async mode. */
+export const stepCount = (mode: Mode, numRollout: number): number => mode.fullyAsync ? numRollout + 1 : numRollout
+
+/** Whether Groups still running at a step's close are kept for the next step. */
+export const retainsAcrossSteps = (mode: Mode, finalBackfill: boolean): boolean =>
+  !finalBackfill && (mode.partialRollout || mode.fullyAsync)
+
+/** The step loop's close condition (§6.5 step 6). */
+export const canClose = (input: {
+  readonly mode: Mode
+  readonly finalBackfill: boolean
+  /** Groups the open partitions still need. */
+  readonly debt: number
+  /** Resident Runtime Groups whose every unfinished Session is interrupted. */
+  readonly interruptedGroups: number
+}): boolean =>
+  input.debt <= 0 || (input.mode.fullyAsync && !input.finalBackfill && input.debt <= input.interruptedGroups)
+
+/**
+ * How many more Groups to lease now (§6.5 step 5): the debt plus the over-sampling surplus (none in the final
+ * backfill), less the Groups already running or finished but not yet accepted.
+ */
+export const gap = (input: {
+  readonly debt: number
+  readonly rolloutBatchSize: number
+  readonly overSamplingBatchSize: number
+  readonly finalBackfill: boolean
+  readonly activeGroups: number
+  readonly finalizedGroups: number
+}): number =>
+  input.debt + (input.finalBackfill ? 0 : input.overSamplingBatchSize - input.rolloutBatchSize) - input.activeGroups -
+  input.finalizedGroups
+
+/** How a backend attempt of a request runs. */
+export type AttemptKind = "fresh" | "resumed" | "protected"
+
+/**
+ * The kind of a request's next attempt: protected once it was aborted `maxAbortedCount` times (partial rollout),
+ * resumed when it was aborted before or carries pending output, else fresh.
+ */
+export const attemptKind = (input: {
+  readonly abortCount: number
+  readonly hasPending: boolean
+  readonly maxAbortedCount?: number | undefined
+}): AttemptKind =>
+  input.maxAbortedCount !== undefined && input.abortCount >= input.maxAbortedCount
+    ? "protected"
+    : input.abortCount > 0 || input.hasPending
+    ? "resumed"
+    : "fresh"
+
+/** Whether a request aborted `abortCount` times is protected from further aborts (takes effect at the next resume). */
+export const isProtected = (mode: Mode, abortCount: number): boolean =>
+  mode.partialRollout && mode.maxAbortedCount !== undefined && abortCount >= mode.maxAbortedCount
+
+/** One live model request of a Session, as the interruption rule sees it. */
+export interface LiveRequest {
+  /** A backend attempt is running for it. */
+  readonly running: boolean
+  /** It was aborted at least once (it holds or held a partial output). */
+  readonly aborted: boolean
+}
+
+/**
+ * A Session that can be retained across a step boundary (§6.4): active, not protected, and either waiting on its
+ * agent (no live request: a tool or think step) or with every live request parked (queued, not running) and at least
+ * one of them aborted.
+ */
+export const isSessionInterrupted = (session: {
+  readonly active: boolean
+  readonly protected: boolean
+  readonly requests: ReadonlyArray<LiveRequest>
+}): boolean =>
+  session.active && !session.protected &&
+  (session.requests.length === 0 ||
+    (session.requests.every((r) => !r.running) && session.requests.some((r) => r.aborted)))
+
+/** A Runtime Group none of whose unfinished Sessions is making progress, and none failed or dropped. */
+export const isGroupInterrupted = (group: {
+  readonly runtime: boolean
+  readonly failed: boolean
+  readonly unfinishedSessions: number
+  readonly interruptedSessions: number
+}): boolean =>
+  group.runtime && !group.failed && group.unfinishedSessions > 0 &&
+  group.unfinishedSessions === group.interruptedSessions
