@@ -1,0 +1,196 @@
+/**
+ * The training generation gate of partial rollout (relax-behaviour §6.3, §6.4): between rollout steps, in-flight
+ * generations are aborted and their requests parked until the next step resumes them.
+ *
+ * **Details**
+ * - Every backend attempt of a model request runs through {@link LiveRequest.attempt}: it waits while the gate is
+ *   closed (unless its Session is protected), then runs registered under its rid.
+ * - `pause` (a step's close) closes the gate, asks the engine to abort every running attempt of an unprotected
+ *   Session (`/abort_request` on every SGLang worker; the embedded engine's abort), and waits until those attempts
+ *   have returned. An aborted attempt returns its partial output; the generation core keeps it pending (nothing is
+ *   committed) and its next attempt waits at the gate: the request is *parked*, the agent's HTTP request stays open
+ *   (Buffered SSE keeps sending heartbeats). The active-time budgets of unprotected Sessions stop counting.
+ * - `resume` (the next step's start) promotes pending protection, restarts the budgets and opens the gate: parked
+ *   requests continue from prompt ++ partial ids with the remaining `max_new_tokens`.
+ * - A request aborted `--partial-rollout-max-aborted-count` times makes its Session protected from the next
+ *   `resume` on: it bypasses the gate, is never aborted by `pause`, and its budget keeps running through pauses.
+ * - A Session is *interrupted* (its Group can be retained and counted as `interrupted_groups`) when it is not
+ *   protected and either its agent is between requests or all its live requests are parked after an abort.
+ *
+ * An abort that reaches the engine before the attempt's request does cannot stop it: that attempt then runs to its
+ * end (its tokens are valid, the pause just waits for it), as with SGLang's own prefix-matched aborts.
+ */
+import { Deferred, Effect, Latch, type Scope } from "effect"
+import * as Retention from "../src/schedule/Retention.ts"
+import type * as ActiveBudget from "./ActiveBudget.ts"
+
+/** One model request of a Session while it is live (from arrival to its answer). */
+export interface LiveRequest {
+  /** Run one backend attempt under `rid`: waits at the gate unless the Session is protected. */
+  readonly attempt: <A, E, R>(rid: string, run: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+  /** The attempt ended in an engine abort; `abortCount` is the request's total so far. */
+  readonly aborted: (abortCount: number) => Effect.Effect<void>
+}
+
+/** A Session's handle on the gate. */
+export interface SessionGate {
+  /** Track one model request while `body` runs. */
+  readonly request: <A, E, R>(body: (live: LiveRequest) => Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+  readonly isProtected: () => boolean
+}
+
+/** What a pause did. */
+export interface PauseReport {
+  /** Attempts aborted (their requests are now parked). */
+  readonly aborted: number
+  /** Sessions whose budget stopped counting. */
+  readonly pausedSessions: number
+}
+
+export interface GenerationGate {
+  /** Register a training Session (with its active-time budget) for as long as the current scope lives. */
+  readonly register: (sessionId: string, budget?: ActiveBudget.ActiveBudget) => Effect.Effect<SessionGate, never, Scope.Scope>
+  /** Close the gate, abort and wait for unprotected running attempts, pause unprotected budgets. */
+  readonly pause: Effect.Effect<PauseReport>
+  /** Promote pending protection, restart paused budgets, open the gate. */
+  readonly resume: Effect.Effect<void>
+  readonly isOpen: () => boolean
+  /** Whether the Session could be retained across the step boundary now (unknown Sessions: false). */
+  readonly isInterrupted: (sessionId: string) => boolean
+  readonly isProtected: (sessionId: string) => boolean
+}
+
+interface RequestState {
+  running: boolean
+  aborted: boolean
+}
+
+interface Running {
+  readonly rid: string
+  readonly session: SessionState
+  readonly done: Deferred.Deferred<void>
+}
+
+interface SessionState {
+  readonly budget: ActiveBudget.ActiveBudget | undefined
+  readonly requests: Set<RequestState>
+  protectionPending: boolean
+  protected: boolean
+  /** The budget was counting when a pause stopped it (a Session still waiting for its lease is not restarted). */
+  budgetPaused: boolean
+}
+
+/**
+ * A gate, open at first. `abort` is the engine's abort (`Engine.abort`); `mode` decides protection.
+ */
+export const make = (options: {
+  readonly abort: (rid: string) => Effect.Effect<void>
+  readonly mode: Retention.Mode
+}): Effect.Effect<GenerationGate> =>
+  Effect.gen(function*() {
+    const latch = yield* Latch.make(true)
+    const sessions = new Map<string, SessionState>()
+    const running = new Set<Running>()
+
+    const attempt = (state: SessionState, request: RequestState) =>
+    <A, E, R>(rid: string, run: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+      Effect.gen(function*() {
+        const done = yield* Deferred.make<void>()
+        const entry: Running = { rid, session: state, done }
+        // Wait at the gate, then register in the same synchronous step that checks it is still open, so a pause
+        // either sees this attempt (and aborts it) or this attempt sees the closed gate (and waits again).
+        for (;;) {
+          if (!state.protected) yield* latch.await
+          const admitted = yield* Effect.sync(() => {
+            if (!state.protected && !Latch.isOpen(latch)) return false
+            running.add(entry)
+            request.running = true
+            return true
+          })
+          if (admitted) break
+        }
+        return yield* run.pipe(
+          Effect.ensuring(Effect.suspend(() => {
+            running.delete(entry)
+            request.running = false
+            return Deferred.succeed(done, undefined)
+          }))
+        )
+      })
+
+    const register = (sessionId: string, budget?: ActiveBudget.ActiveBudget) =>
+      Effect.acquireRelease(
+        Effect.sync((): SessionGate => {
+          const state: SessionState = {
+            budget,
+            requests: new Set(),
+            protectionPending: false,
+            protected: false,
+            budgetPaused: false
+          }
+          sessions.set(sessionId, state)
+          return {
+            request: (body) =>
+              Effect.suspend(() => {
+                const request: RequestState = { running: false, aborted: false }
+                state.requests.add(request)
+                const live: LiveRequest = {
+                  attempt: attempt(state, request),
+                  aborted: (abortCount) =>
+                    Effect.sync(() => {
+                      request.aborted = true
+                      if (Retention.isProtected(options.mode, abortCount)) state.protectionPending = true
+                    })
+                }
+                return body(live).pipe(Effect.ensuring(Effect.sync(() => state.requests.delete(request))))
+              }),
+            isProtected: () => state.protected
+          }
+        }),
+        () => Effect.sync(() => sessions.delete(sessionId))
+      )
+
+    const pause = Effect.gen(function*() {
+      const targets = yield* Effect.sync(() => {
+        latch.closeUnsafe()
+        return [...running].filter((r) => !r.session.protected)
+      })
+      yield* Effect.forEach(targets, (r) => options.abort(r.rid), { concurrency: "unbounded", discard: true })
+      yield* Effect.forEach(targets, (r) => Deferred.await(r.done), { discard: true })
+      let pausedSessions = 0
+      for (const state of sessions.values()) {
+        if (state.protected || state.budget === undefined || !(yield* state.budget.isActive)) continue
+        yield* state.budget.pause
+        state.budgetPaused = true
+        pausedSessions++
+      }
+      return { aborted: targets.length, pausedSessions } satisfies PauseReport
+    })
+
+    const resume = Effect.gen(function*() {
+      for (const state of sessions.values()) {
+        if (state.protectionPending) state.protected = true
+        if (state.budgetPaused && state.budget !== undefined) {
+          state.budgetPaused = false
+          yield* state.budget.resume
+        }
+      }
+      yield* latch.open
+    })
+
+    return {
+      register,
+      pause,
+      resume,
+      isOpen: () => Latch.isOpen(latch),
+      isInterrupted: (sessionId) => {
+        const state = sessions.get(sessionId)
+        return state !== undefined && Retention.isSessionInterrupted({
+          active: true,
+          protected: state.protected,
+          requests: [...state.requests]
+        })
+      },
+      isProtected: (sessionId) => sessions.get(sessionId)?.protected ?? false
+    } satisfies GenerationGate
+  })
