@@ -46,21 +46,6 @@ export const canClose = (input: {
 }): boolean =>
   input.debt <= 0 || (input.mode.fullyAsync && !input.finalBackfill && input.debt <= input.interruptedGroups)
 
-/**
- * How many more Groups to lease now (§6.5 step 5): the debt plus the over-sampling surplus (none in the final
- * backfill), less the Groups already running or finished but not yet accepted.
- */
-export const gap = (input: {
-  readonly debt: number
-  readonly rolloutBatchSize: number
-  readonly overSamplingBatchSize: number
-  readonly finalBackfill: boolean
-  readonly activeGroups: number
-  readonly finalizedGroups: number
-}): number =>
-  input.debt + (input.finalBackfill ? 0 : input.overSamplingBatchSize - input.rolloutBatchSize) - input.activeGroups -
-  input.finalizedGroups
-
 /** How a backend attempt of a request runs. */
 export type AttemptKind = "fresh" | "resumed" | "protected"
 

@@ -35,14 +35,6 @@ describe("step close condition", () => {
   })
 })
 
-describe("lease gap", () => {
-  it("counts the current debt, the over-sampling surplus and the resident tail", () => {
-    const input = { debt: 3, rolloutBatchSize: 4, overSamplingBatchSize: 6, activeGroups: 1, finalizedGroups: 1 }
-    assert.strictEqual(Retention.gap({ ...input, finalBackfill: false }), 3)
-    assert.strictEqual(Retention.gap({ ...input, finalBackfill: true }), 1)
-  })
-})
-
 describe("partial resume attempts", () => {
   it("classifies a request's next attempt as fresh, resumed or protected", () => {
     assert.strictEqual(Retention.attemptKind({ abortCount: 0, hasPending: false }), "fresh")
