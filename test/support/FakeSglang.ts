@@ -7,7 +7,7 @@
  *   no unknown keys — SGLang raises on unknown sampling keys); SGLang's validation messages as HTTP 400
  *   `{"object":"error","message":…}`; context-length rejections with SGLang's wording.
  * - `POST /abort_request {rid}`: prefix match, 200 with an empty body; a held request answers its partial output
- *   with `finish_reason.type = "abort"`. `POST /update_weight_version` with `abort_all_requests` aborts every held
+ *   with `finish_reason.type = "abort"`, and so does a request still generating in an engine with latency. `POST /update_weight_version` with `abort_all_requests` aborts every held
  *   request the same way before answering.
  * - A resumed request (`input_ids` = prompt ++ partial ids, fewer `max_new_tokens`, same `sampling_seed`) continues
  *   the aborted one exactly: the embedded model keys its draws on absolute positions.
@@ -227,6 +227,8 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
           aborts.push(rid)
           // SGLang matches by prefix; an empty rid without abort_all would match everything, so it is refused.
           if (rid.length > 0 || abort_all === true) abortHeld((h) => abort_all === true || h.rid.startsWith(rid))
+          // A generation still running in the model (an engine with latency) ends with its partial output.
+          if (rid.length > 0 && options.engine !== undefined) await Effect.runPromise(options.engine.abort(rid))
           res.writeHead(200)
           return res.end()
         }
