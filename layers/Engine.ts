@@ -52,7 +52,7 @@ export interface GenerateRequest {
   readonly resumedTokens?: number | undefined
 }
 
-/** What an embedded policy sees: `(request) => string | Promise<string>` (design.md, module hooks). */
+/** What an embedded policy sees: `(request) => string | Promise<string>` (docs/flags.md `--embedded-policy`). */
 export interface PolicyRequest {
   readonly sessionId: string
   /** 0-based index of this model request within the Session. */

@@ -1,5 +1,5 @@
 /**
- * The SessionForest: every committed conversation state of one Session, token-exact (relax-behaviour §5).
+ * The SessionForest: every committed conversation state of one Session, token-exact (docs/sessionforest.md).
  *
  * **Details**
  * A forest is a tree of nodes keyed by state hash. The root is an empty observation. An observation node holds the
@@ -393,8 +393,9 @@ export const responseOfRequest = (forest: Forest, requestId: string): string | u
   forest.byRequest.get(requestId)
 
 /**
- * The context check before committing an observation (relax-behaviour §5.6): the parent's tokens plus the
- * observation's must stay below `maxContextLen` (null = unlimited), else nothing may be committed.
+ * The context check before committing an observation (docs/sessionforest.md "Context limits and the turn budget"): the
+ * parent's tokens plus the observation's must stay below `maxContextLen` (null = unlimited), else nothing may be
+ * committed.
  */
 export const checkObservationContext = (
   forest: Forest,
@@ -408,8 +409,8 @@ export const checkObservationContext = (
 }
 
 /**
- * The generation budget at a state (relax-behaviour §5.7): `min(maxNewTokens, maxContextLen - prompt)`, or a
- * context error when nothing is left.
+ * The generation budget at a state (docs/sessionforest.md "Context limits and the turn budget"): `min(maxNewTokens,
+ * maxContextLen - prompt)`, or a context error when nothing is left.
  */
 export const generationBudget = (
   forest: Forest,
@@ -440,7 +441,8 @@ export interface Match {
 }
 
 /**
- * Longest committed prefix of a request's canonical state (relax-behaviour §5.5), with the reasoning tolerance.
+ * Longest committed prefix of a request's canonical state (docs/sessionforest.md "Matching a request"), with the
+ * reasoning tolerance.
  *
  * **Details**
  * Exact rule: the longest k such that (messages[:k], tools, kwargs) is a committed state; nothing → the root.

@@ -1,6 +1,7 @@
 /**
  * Tagged errors of the SessionForest: export selection, context length, registration invariants, lookup.
- * Messages are the reference's texts (relax-behaviour §4.4, §5.2, §5.6, §5.8), which tests and dashboards match on.
+ * Messages are the reference's texts (docs/requests.md "Error bodies", docs/sessionforest.md), which tests and
+ * dashboards match on.
  */
 import { Data } from "effect"
 
@@ -23,7 +24,7 @@ export class ExportError extends Data.TaggedError("ExportError")<{
   readonly record: string | null
 }> {}
 
-/** The text of a context-length error, in the reference's four variants (relax-behaviour §4.4). */
+/** The text of a context-length error, in the reference's four variants (docs/requests.md "Error bodies"). */
 export const contextLengthMessage = (
   limit: number | null,
   promptTokens?: number,

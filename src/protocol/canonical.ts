@@ -6,8 +6,8 @@
  * Canonical messages are Chat-Completions shaped (roles user/assistant/system/tool). All three wire protocols
  * (Chat Completions, Responses, Anthropic Messages) project their requests onto raw Chat-shaped messages and then
  * call {@link canonicalize}, so validation and canonicalization live in exactly one place. The rules and error texts
- * are the reference's `check_messages` / `normalize_tools` / `normalize_template_kwargs` (relax-behaviour §5.4); type
- * names in messages are Python's (`<class 'dict'>`) because agents and tests compare the texts.
+ * are the reference's `check_messages` / `normalize_tools` / `normalize_template_kwargs` (docs/requests.md "Canonical
+ * messages"); type names in messages are Python's (`<class 'dict'>`) because agents and tests compare the texts.
  */
 import { Data, Result, Schema } from "effect"
 import * as PyJson from "../forest/PythonJson.ts"
@@ -328,7 +328,7 @@ const canonicalizeMessagesUnsafe = (raw: unknown): ReadonlyArray<Message> => {
 }
 
 /**
- * Validate and canonicalize a raw Chat-shaped message list (relax-behaviour §5.4).
+ * Validate and canonicalize a raw Chat-shaped message list (docs/requests.md "Canonical messages").
  *
  * **Details**
  * `null`/absent → `[]`. Unknown keys are dropped, tool-call arguments become canonical JSON text, empty

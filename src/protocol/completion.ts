@@ -5,7 +5,7 @@
  * **Details**
  * Each adapter projects its request onto raw Chat-shaped messages, tools and chat_template_kwargs, then calls
  * {@link canonicalizeRequest}, so canonicalization and its error texts live in one place (`canonical.ts`). Field checks
- * use Effect Schemas for the shape and keep the reference's error texts (relax-behaviour.md §4.5–4.7).
+ * use Effect Schemas for the shape and keep the reference's error texts (docs/requests.md).
  */
 import { Result, Schema } from "effect"
 import * as Canonical from "./canonical.ts"

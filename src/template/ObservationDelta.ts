@@ -1,5 +1,6 @@
 /**
- * Observation delta tokenization (relax-behaviour §5.6): the token ids the chat template adds for new messages.
+ * Observation delta tokenization (docs/sessionforest.md "Observation tokens"): the token ids the chat template adds for
+ * new messages.
  *
  * **Details**
  * Generated ids are never re-tokenized: a SessionForest appends only the tokens of the *new* messages to the exact

@@ -72,7 +72,7 @@ describe("SessionForest creation", () => {
   })
 })
 
-describe("prefix matching (relax-behaviour §5.5)", () => {
+describe("prefix matching (docs/sessionforest.md)", () => {
   it("attaches a first request to the root with the whole history as the delta", () => {
     const forest = fresh()
     const m = Forest.match(forest, state([user("q")]), { strict: true })
@@ -356,7 +356,7 @@ describe("explicit export", () => {
   })
 })
 
-describe("Sample.build (relax-behaviour §5.9)", () => {
+describe("Sample.build (docs/sessionforest.md)", () => {
   const decode = (ids: ReadonlyArray<number>) => ids.map((id) => `<${id}>`).join("")
 
   it("joins the lineage: prompt, then generated (mask 1) and observation (mask 0) tokens", () => {

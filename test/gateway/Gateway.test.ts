@@ -11,7 +11,8 @@ import * as Errors from "../../src/protocol/errors.ts"
 import { Gateway, type GatewayOptions } from "../../layers/Gateway.ts"
 import * as Sse from "../../src/protocol/sse.ts"
 import { Generation } from "../../layers/Generation.ts"
-import { emptyCounters, type SessionEntry, Sessions } from "../../layers/Sessions.ts"
+import { Sessions } from "../../layers/Sessions.ts"
+import { sessionEntry } from "../support/sessions.ts"
 
 const completion: Completion.Completion = {
   id: "0123456789abcdef0123456789abcdef",
@@ -33,17 +34,6 @@ const scripted = (script: Ref.Ref<Script>, seen: Array<Completion.CanonicalReque
         return Ref.get(script).pipe(Effect.flatMap((run) => run(request)))
       })
   })
-
-const entry = (sessionId: string): SessionEntry => ({
-  sessionId,
-  groupId: "g0",
-  mode: "train",
-  sampling: { maxNewTokens: 64, temperature: 1, topP: 1, topK: -1, stop: [], stopTokenIds: [] },
-  maxContextLen: undefined,
-  rolloutId: () => 0,
-  awaitLease: Effect.void,
-  counters: emptyCounters()
-})
 
 /** A log line the gateway wrote: its level and its message parts. */
 interface Logged {
@@ -85,9 +75,9 @@ const setup = (options: GatewayOptions = {}) =>
     const sessions = Context.get(context, Sessions)
     const gateway = Context.get(context, Gateway)
     const live = yield* sessions.newSessionId
-    yield* sessions.register(entry(live))
+    yield* sessions.register(sessionEntry(live))
     const finished = yield* sessions.newSessionId
-    yield* sessions.register(entry(finished))
+    yield* sessions.register(sessionEntry(finished))
     yield* sessions.close(finished)
     return { gateway, sessions, live, finished, script, seen, lookedUp, logs, logged }
   })

@@ -12,8 +12,9 @@ import * as Parsers from "../../src/parsers/registry.ts"
 import { Engine, type GenerateRequest, type GenerateResult } from "../../layers/Engine.ts"
 import { Forests } from "../../layers/Forests.ts"
 import { Generation } from "../../layers/Generation.ts"
-import { emptyCounters, type SessionEntry } from "../../layers/Sessions.ts"
+import type { SessionEntry } from "../../layers/Sessions.ts"
 import { Tokenizer } from "../../layers/Tokenizer.ts"
+import { sessionWithForest } from "../support/sessions.ts"
 
 const get = <A, E>(result: Result.Result<A, E>): A => {
   if (Result.isFailure(result)) throw new Error(String(result.failure))
@@ -54,21 +55,7 @@ const stack = Generation.layer({
   reasoningParser: get(Parsers.ReasoningParsers.get("qwen3"))
 }).pipe(Layer.provideMerge(Forests.layer), Layer.provideMerge(engine), Layer.provideMerge(Tokenizer.layer))
 
-const session = Effect.gen(function*() {
-  const sessionId = `s${Math.random().toString(16).slice(2)}`
-  yield* (yield* Forests).create(sessionId)
-  const entry: SessionEntry = {
-    sessionId,
-    groupId: "g0",
-    mode: "train",
-    sampling: { maxNewTokens: 64, temperature: 1, topP: 1, topK: -1, stop: [], stopTokenIds: [] },
-    maxContextLen: undefined,
-    rolloutId: () => 1,
-    awaitLease: Effect.void,
-    counters: emptyCounters()
-  }
-  return entry
-})
+const session = sessionWithForest({ rolloutId: () => 1 })
 
 const request = (messages: ReadonlyArray<unknown>, extra: Partial<Completion.CanonicalRequest> = {}) => ({
   state: get(Canonical.canonicalize({ messages })),

@@ -13,9 +13,10 @@ import { EmbeddedEngine, type EmbeddedEngineOptions } from "../../layers/Embedde
 import { Engine } from "../../layers/Engine.ts"
 import { Forests } from "../../layers/Forests.ts"
 import { Generation } from "../../layers/Generation.ts"
-import { emptyCounters, type SessionEntry } from "../../layers/Sessions.ts"
+import type { SessionEntry } from "../../layers/Sessions.ts"
 import { Tokenizer } from "../../layers/Tokenizer.ts"
 import { calcTool, policy } from "../fixtures/gateway/policy.ts"
+import { sampling, sessionWithForest } from "../support/sessions.ts"
 
 const get = <A, E>(result: Result.Result<A, E>): A => {
   if (Result.isFailure(result)) throw new Error(String(result.failure))
@@ -33,22 +34,7 @@ const stack = (engine: EmbeddedEngineOptions = EmbeddedEngine.instant) =>
   )
 
 const session = (overrides: Partial<SessionEntry> = {}) =>
-  Effect.gen(function*() {
-    const sessionId = `s${Math.random().toString(16).slice(2)}`
-    yield* (yield* Forests).create(sessionId)
-    const entry: SessionEntry = {
-      sessionId,
-      groupId: "g0",
-      mode: "train",
-      sampling: { maxNewTokens: 256, temperature: 1, topP: 1, topK: -1, stop: [], stopTokenIds: [] },
-      maxContextLen: undefined,
-      rolloutId: () => 3,
-      awaitLease: Effect.void,
-      counters: emptyCounters(),
-      ...overrides
-    }
-    return entry
-  })
+  sessionWithForest({ sampling: sampling({ maxNewTokens: 256 }), rolloutId: () => 3, ...overrides })
 
 const request = (messages: ReadonlyArray<unknown>, extra: Partial<Completion.CanonicalRequest> = {}) => ({
   state: get(Canonical.canonicalize({ messages, tools: [calcTool] })),

@@ -9,7 +9,7 @@ const tools: ReadonlyArray<Canonical.Tool> = [{
   function: { name: "get_weather", parameters: { type: "object", properties: { city: { type: "string" } } } }
 }]
 
-describe("observation delta tokenization (relax-behaviour §5.6)", () => {
+describe("observation delta tokenization (docs/sessionforest.md)", () => {
   it.layer(Tokenizer.layer)((it) => {
     it.effect("a root observation is the full prompt with the generation prompt", () =>
       Effect.gen(function*() {
