@@ -20,9 +20,11 @@
  * An abort that reaches the engine before the attempt's request does cannot stop it: that attempt then runs to its
  * end (its tokens are valid, the pause just waits for it), as with SGLang's own prefix-matched aborts.
  */
-import { Deferred, Effect, Latch, type Scope } from "effect"
+import { Context, Deferred, Effect, Latch, Layer, type Scope } from "effect"
 import * as Retention from "../src/schedule/Retention.ts"
 import type * as ActiveBudget from "./ActiveBudget.ts"
+import * as RolloutConfig from "./Config.ts"
+import { Engine } from "./Engine.ts"
 
 /** One model request of a Session while it is live (from arrival to its answer). */
 export interface LiveRequest {
@@ -47,7 +49,9 @@ export interface PauseReport {
   readonly pausedSessions: number
 }
 
-export interface GenerationGate {
+export interface GenerationGateShape {
+  /** The cross-step mode the gate serves (no mode: nothing is ever registered or paused). */
+  readonly mode: Retention.Mode
   /** Register a training Session (with its active-time budget) for as long as the current scope lives. */
   readonly register: (sessionId: string, budget?: ActiveBudget.ActiveBudget) => Effect.Effect<SessionGate, never, Scope.Scope>
   /** Close the gate, abort and wait for unprotected running attempts, pause unprotected budgets. */
@@ -58,6 +62,8 @@ export interface GenerationGate {
   /** Whether the Session could be retained across the step boundary now (unknown Sessions: false). */
   readonly isInterrupted: (sessionId: string) => boolean
   readonly isProtected: (sessionId: string) => boolean
+  /** Call `listener` whenever a Session's interrupted state may have changed (a request or attempt began or ended). */
+  readonly onChange: (listener: () => void) => void
 }
 
 interface RequestState {
@@ -86,11 +92,15 @@ interface SessionState {
 export const make = (options: {
   readonly abort: (rid: string) => Effect.Effect<void>
   readonly mode: Retention.Mode
-}): Effect.Effect<GenerationGate> =>
+}): Effect.Effect<GenerationGateShape> =>
   Effect.gen(function*() {
     const latch = yield* Latch.make(true)
     const sessions = new Map<string, SessionState>()
     const running = new Set<Running>()
+    const listeners: Array<() => void> = []
+    const changed = () => {
+      for (const listener of listeners) listener()
+    }
 
     const attempt = (state: SessionState, request: RequestState) =>
     <A, E, R>(rid: string, run: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
@@ -105,6 +115,7 @@ export const make = (options: {
             if (!state.protected && !Latch.isOpen(latch)) return false
             running.add(entry)
             request.running = true
+            changed()
             return true
           })
           if (admitted) break
@@ -113,6 +124,7 @@ export const make = (options: {
           Effect.ensuring(Effect.suspend(() => {
             running.delete(entry)
             request.running = false
+            changed()
             return Deferred.succeed(done, undefined)
           }))
         )
@@ -134,15 +146,20 @@ export const make = (options: {
               Effect.suspend(() => {
                 const request: RequestState = { running: false, aborted: false }
                 state.requests.add(request)
+                changed()
                 const live: LiveRequest = {
                   attempt: attempt(state, request),
                   aborted: (abortCount) =>
                     Effect.sync(() => {
                       request.aborted = true
                       if (Retention.isProtected(options.mode, abortCount)) state.protectionPending = true
+                      changed()
                     })
                 }
-                return body(live).pipe(Effect.ensuring(Effect.sync(() => state.requests.delete(request))))
+                return body(live).pipe(Effect.ensuring(Effect.sync(() => {
+                  state.requests.delete(request)
+                  changed()
+                })))
               }),
             isProtected: () => state.protected
           }
@@ -191,6 +208,22 @@ export const make = (options: {
           requests: [...state.requests]
         })
       },
-      isProtected: (sessionId) => sessions.get(sessionId)?.protected ?? false
-    } satisfies GenerationGate
+      isProtected: (sessionId) => sessions.get(sessionId)?.protected ?? false,
+      onChange: (listener) => {
+        listeners.push(listener)
+      },
+      mode: options.mode
+    } satisfies GenerationGateShape
   })
+
+/** The rollout's training generation gate, aborting through the `Engine`, in the configured cross-step mode. */
+export class GenerationGate extends Context.Service<GenerationGate, GenerationGateShape>()("relax-agentic/GenerationGate") {
+  static readonly layer: Layer.Layer<GenerationGate, never, RolloutConfig.RolloutConfig | Engine> = Layer.effect(
+    GenerationGate,
+    Effect.gen(function*() {
+      const settings = yield* RolloutConfig.RolloutConfig
+      const engine = yield* Engine
+      return yield* make({ abort: engine.abort, mode: RolloutConfig.retentionMode(settings) })
+    })
+  )
+}

@@ -5,7 +5,8 @@
  * **Details**
  * A Session is registered with `Sessions` (its `awaitLease` joins the Group's first-request barrier), gets an empty
  * SessionForest, and runs its agent through the `Supervisor` with an active-time budget started when the Group gets its
- * Runtime lease. When the agent exits, its exports (implicit leaf or explicit records) become training samples;
+ * Runtime lease. With partial rollout or fully async a training Session is also registered with the generation gate,
+ * which parks its requests and pauses its budget between steps. When the agent exits, its exports (implicit leaf or explicit records) become training samples;
  * `Credit` scores the Group (reward, custom advantage or GRPO; a `null` hook result filters it). A Session that fails,
  * an export that does not match and a Reward error fail with a `GroupError`, which drops the Group.
  */
@@ -22,6 +23,7 @@ import * as SessionInput from "../src/session/SessionInput.ts"
 import * as RolloutConfig from "./Config.ts"
 import { Credit, type CreditError } from "./Credit.ts"
 import { Forests } from "./Forests.ts"
+import { GenerationGate } from "./GenerationGate.ts"
 import * as Scheduler from "./Scheduler.ts"
 import { emptyCounters, type RolloutMode, Sessions } from "./Sessions.ts"
 import { Supervisor } from "./Supervisor.ts"
@@ -77,6 +79,8 @@ const make = Effect.gen(function*() {
   const supervisor = yield* Supervisor
   const credit = yield* Credit
   const telemetry = yield* Telemetry
+  const gate = yield* GenerationGate
+  const retains = gate.mode.partialRollout || gate.mode.fullyAsync
 
   const inputOptions: SessionInput.InputOptions = {
     inputKey: settings.inputKey,
@@ -103,6 +107,8 @@ const make = Effect.gen(function*() {
         chatTemplateKwargs: settings.applyChatTemplateKwargs
       })
       const counters = emptyCounters()
+      const budget = yield* supervisor.makeBudget
+      const sessionGate = !eval_ && retains ? yield* gate.register(sessionId, budget) : undefined
       yield* sessions.register({
         sessionId,
         groupId: group.groupId,
@@ -113,9 +119,9 @@ const make = Effect.gen(function*() {
         maxContextLen: eval_ ? RolloutConfig.evalMaxContextLen(settings) : settings.rolloutMaxContextLen,
         rolloutId: ticket.rolloutId,
         awaitLease: ticket.awaitLease,
+        gate: sessionGate,
         counters
       })
-      const budget = yield* supervisor.makeBudget
       yield* Effect.forkScoped(ticket.leased.pipe(Effect.andThen(budget.start)))
       const outcome = yield* supervisor.run({
         sessionId,
@@ -179,6 +185,6 @@ export class SessionRunner extends Context.Service<SessionRunner, SessionRunnerS
   static readonly layer: Layer.Layer<
     SessionRunner,
     never,
-    RolloutConfig.RolloutConfig | Tokenizer | Sessions | Forests | Supervisor | Credit | Telemetry
+    RolloutConfig.RolloutConfig | Tokenizer | Sessions | Forests | Supervisor | Credit | Telemetry | GenerationGate
   > = Layer.effect(SessionRunner, make)
 }

@@ -4,7 +4,8 @@
  *
  * **Details**
  * - A step closes when its debt is paid, or, in fully async mode (outside the final backfill), when every Group still
- *   owed is an interrupted resident Group: training can start while those Groups finish in a later step.
+ *   owed is an interrupted resident Group: training can start while those Groups finish in a later step
+ *   (`Leasing.closes`).
  * - With `--partial-rollout` or `--fully-async`, Groups still running at the close are kept across the boundary
  *   (their generations parked, their agents' HTTP requests held open) instead of being interrupted; the final backfill
  *   keeps nothing.
@@ -35,16 +36,11 @@ export const stepCount = (mode: Mode, numRollout: number): number => mode.fullyA
 export const retainsAcrossSteps = (mode: Mode, finalBackfill: boolean): boolean =>
   !finalBackfill && (mode.partialRollout || mode.fullyAsync)
 
-/** The step loop's close condition (§6.5 step 6). */
-export const canClose = (input: {
-  readonly mode: Mode
-  readonly finalBackfill: boolean
-  /** Groups the open partitions still need. */
-  readonly debt: number
-  /** Resident Runtime Groups whose every unfinished Session is interrupted. */
-  readonly interruptedGroups: number
-}): boolean =>
-  input.debt <= 0 || (input.mode.fullyAsync && !input.finalBackfill && input.debt <= input.interruptedGroups)
+/**
+ * Whether a step closes once its debt is at most the interrupted resident Groups (§6.5 step 6): fully async outside
+ * the final backfill. The close itself is `Leasing.closes`.
+ */
+export const closesWithInterrupted = (mode: Mode, finalBackfill: boolean): boolean => mode.fullyAsync && !finalBackfill
 
 /** How a backend attempt of a request runs. */
 export type AttemptKind = "fresh" | "resumed" | "protected"

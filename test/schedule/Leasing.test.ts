@@ -252,7 +252,28 @@ describe("settle", () => {
 
 describe("closing a step", () => {
   it("interrupts the leased Groups still running (no partial rollout)", () => {
-    assert.deepStrictEqual(Leasing.closeRuntime(["a", "b"]), { interrupt: ["a", "b"] })
+    assert.deepStrictEqual(Leasing.closeRuntime(Leasing.openStep(train(), false), ["a", "b"]), { interrupt: ["a", "b"], retain: [] })
+  })
+
+  it("keeps them leased for the next step with retention (partial rollout / fully async)", () => {
+    assert.deepStrictEqual(Leasing.closeRuntime(Leasing.openStep(train({ retain: true }), false), ["a", "b"]), {
+      interrupt: [],
+      retain: ["a", "b"]
+    })
+  })
+
+  it("closes iff the debt is paid, or with closeWithInterrupted once debt <= interrupted resident Groups", () => {
+    const cases: ReadonlyArray<readonly [boolean, number, number, boolean]> = [
+      [false, 0, 0, true],
+      [false, 1, 5, false],
+      [true, 2, 2, true],
+      [true, 3, 2, false],
+      [true, 0, 0, true]
+    ]
+    for (const [closeWithInterrupted, debt, interrupted, expected] of cases) {
+      const ledger = { ...Leasing.openStep(train({ closeWithInterrupted, debt: Math.max(debt, 1) }), false), debt }
+      assert.strictEqual(Leasing.closes(ledger, interrupted), expected, JSON.stringify({ closeWithInterrupted, debt, interrupted }))
+    }
   })
 
   it("keeps Prepare Groups for the next step with prelaunch", () => {

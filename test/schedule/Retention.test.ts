@@ -5,18 +5,11 @@ const partial: Retention.Mode = { partialRollout: true, fullyAsync: false }
 const fullyAsync: Retention.Mode = { partialRollout: false, fullyAsync: true }
 
 describe("step close condition", () => {
-  it("closes iff the debt is paid, or fully async outside the final backfill with debt <= interrupted Groups", () => {
-    const cases: ReadonlyArray<readonly [Retention.Mode, boolean, number, number, boolean]> = [
-      [Retention.synchronous, false, 0, 0, true],
-      [Retention.synchronous, false, 1, 5, false],
-      [fullyAsync, false, 2, 2, true],
-      [fullyAsync, false, 3, 2, false],
-      [fullyAsync, true, 2, 2, false],
-      [partial, false, 1, 1, false]
-    ]
-    for (const [mode, finalBackfill, debt, interruptedGroups, expected] of cases) {
-      assert.strictEqual(Retention.canClose({ mode, finalBackfill, debt, interruptedGroups }), expected, JSON.stringify({ mode, finalBackfill, debt, interruptedGroups }))
-    }
+  it("closes with interrupted Groups owed only in fully async mode, outside the final backfill", () => {
+    assert.isTrue(Retention.closesWithInterrupted(fullyAsync, false))
+    assert.isFalse(Retention.closesWithInterrupted(fullyAsync, true))
+    assert.isFalse(Retention.closesWithInterrupted(partial, false))
+    assert.isFalse(Retention.closesWithInterrupted(Retention.synchronous, false))
   })
 
   it("the final backfill is fully async's extra step rollout_id == num_rollout", () => {
