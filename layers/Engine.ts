@@ -15,6 +15,7 @@
  * the new version, so one attempt never mixes two versions and every attempt reports the version it ran on.
  */
 import { Context, Data, type Effect } from "effect"
+import { ContextLengthError } from "../src/forest/errors.ts"
 import type * as Canonical from "../src/protocol/canonical.ts"
 
 export interface SamplingParams {
@@ -79,10 +80,11 @@ export interface GenerateResult {
   readonly weightVersion: string
 }
 
-/** The prompt plus the requested tokens exceed the engine's context window (the gateway answers 400). */
-export class ContextLengthError extends Data.TaggedError("ContextLengthError")<{
-  readonly message: string
-}> {}
+/**
+ * The prompt plus the requested tokens exceed the engine's context window (the gateway answers 400): the one
+ * context-length error, with the engine's wording in `engineMessage`.
+ */
+export { ContextLengthError }
 
 /** The engine could not be reached or failed; `retryable` says whether another attempt may succeed. */
 export class EngineError extends Data.TaggedError("EngineError")<{

@@ -1,13 +1,11 @@
 /**
- * The parser registries, keyed by the names SGLang uses for `--tool-call-parser` / `--reasoning-parser`, and the
- * deterministic tool-call ids.
+ * The parser registries, keyed by the names SGLang uses for `--tool-call-parser` / `--reasoning-parser`.
  *
  * **Details**
  * Adding a format is one module and one line here. An unknown name is an {@link UnknownParserError} whose message
  * lists the known names; `--agentic-tool-call-parser` / `--agentic-reasoning-parser` report it at startup.
  */
 import { Data, Result } from "effect"
-import { createHash } from "node:crypto"
 import * as ReasoningParser from "./ReasoningParser.ts"
 import * as ReasoningGptOss from "./reasoning/GptOss.ts"
 import * as ToolCallParser from "./ToolCallParser.ts"
@@ -89,27 +87,6 @@ export const ReasoningParsers = {
       : Result.succeed(parser)
   }
 } as const
-
-export interface ToolCallIdInput {
-  readonly protocol: "openai" | "anthropic"
-  readonly sessionId: string
-  /** The generation's request id: the same on a retry of the same response. */
-  readonly responseKey: string
-  /** Index of the call in the response. */
-  readonly position: number
-}
-
-/**
- * The id of a parsed tool call: `call_<24 hex>` (OpenAI) or `toolu_<24 hex>` (Anthropic), the SHA-256 of session,
- * response and position, so a retried generation yields the same ids and the agent's echoed history still matches.
- */
-export const toolCallId = (input: ToolCallIdInput): string => {
-  const digest = createHash("sha256")
-    .update(JSON.stringify([input.sessionId, input.responseKey, input.position]))
-    .digest("hex")
-    .slice(0, 24)
-  return (input.protocol === "openai" ? "call_" : "toolu_") + digest
-}
 
 export type { ReasoningParser, ReasoningResult, ReasoningStream } from "./ReasoningParser.ts"
 export type { ToolCall, ToolCallParser, ToolCallResult, ToolCallStream } from "./ToolCallParser.ts"

@@ -136,7 +136,8 @@ export const decode = (body: unknown): Result.Result<Completion.CanonicalRequest
         stop,
         seed,
         logprobs: logprobs === true,
-        topLogprobs: isTopLogprobs(topLogprobs) ? topLogprobs : undefined
+        topLogprobs: isTopLogprobs(topLogprobs) ? topLogprobs : undefined,
+        toolCallIdPrefix: "call_"
       },
       "messages",
       true

@@ -114,7 +114,8 @@ export const decode = (body: unknown): Result.Result<Completion.CanonicalRequest
         stop: Completion.isStringArray(stopSequences) ? stopSequences : [],
         seed: undefined,
         logprobs: false,
-        topLogprobs: undefined
+        topLogprobs: undefined,
+        toolCallIdPrefix: "toolu_"
       },
       "messages",
       false

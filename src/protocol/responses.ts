@@ -134,7 +134,8 @@ export const decode = (body: unknown): Result.Result<Completion.CanonicalRequest
         stop: [],
         seed: undefined,
         logprobs: false,
-        topLogprobs: undefined
+        topLogprobs: undefined,
+        toolCallIdPrefix: "call_"
       },
       "input",
       false

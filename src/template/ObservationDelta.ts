@@ -9,14 +9,15 @@
  * token (Qwen3: with the `"\n"` after `<|im_end|>`) and ends with the generation prompt. Rendering the real history
  * instead would change earlier turns (Qwen3 strips old reasoning), breaking token-exactness.
  */
+import { Result } from "effect"
 import type * as Canonical from "../protocol/canonical.ts"
-import type { RenderInput } from "./ChatTemplate.ts"
+import type { RenderInput, TemplateError } from "./ChatTemplate.ts"
 
 /** What delta tokenization needs from a tokenizer (a structural slice of the Tokenizer service). */
 export interface TemplateTokenizer {
   readonly encode: (text: string) => ReadonlyArray<number>
-  /** Renders the chat template; throws on template or tool-call-arguments errors. */
-  readonly renderUnsafe: (request: RenderInput) => string
+  /** Renders the chat template; template or tool-call-arguments errors are a `TemplateError`. */
+  readonly renderSync: (request: RenderInput) => Result.Result<string, TemplateError>
 }
 
 /** The calibration prefix; its exact roles and text fix where the delta starts, so keep it as the reference has it. */
@@ -31,8 +32,8 @@ export const rootTokens = (
   messages: ReadonlyArray<Canonical.Message>,
   tools: ReadonlyArray<Canonical.Tool>,
   kwargs: Canonical.TemplateKwargs
-): ReadonlyArray<number> =>
-  tok.encode(tok.renderUnsafe({ messages, tools, chatTemplateKwargs: kwargs, addGenerationPrompt: true }))
+): Result.Result<ReadonlyArray<number>, TemplateError> =>
+  Result.map(tok.renderSync({ messages, tools, chatTemplateKwargs: kwargs, addGenerationPrompt: true }), tok.encode)
 
 /**
  * Tokens a deeper observation adds: encode(render(dummy + delta, generation prompt)) minus the tokens of
@@ -43,15 +44,15 @@ export const deltaTokens = (
   delta: ReadonlyArray<Canonical.Message>,
   tools: ReadonlyArray<Canonical.Tool>,
   kwargs: Canonical.TemplateKwargs
-): ReadonlyArray<number> => {
-  const dummy = tok
-    .renderUnsafe({ messages: DUMMY_MESSAGES, tools, chatTemplateKwargs: kwargs, addGenerationPrompt: false })
-    .replace(/\n+$/, "")
-  const full = tok.renderUnsafe({
+): Result.Result<ReadonlyArray<number>, TemplateError> => {
+  const dummy = tok.renderSync({ messages: DUMMY_MESSAGES, tools, chatTemplateKwargs: kwargs, addGenerationPrompt: false })
+  if (Result.isFailure(dummy)) return Result.fail(dummy.failure)
+  const full = tok.renderSync({
     messages: [...DUMMY_MESSAGES, ...delta],
     tools,
     chatTemplateKwargs: kwargs,
     addGenerationPrompt: true
   })
-  return tok.encode(full).slice(tok.encode(dummy).length)
+  if (Result.isFailure(full)) return Result.fail(full.failure)
+  return Result.succeed(tok.encode(full.success).slice(tok.encode(dummy.success.replace(/\n+$/, "")).length))
 }

@@ -8,6 +8,7 @@ import { TestClock } from "effect/testing"
 import * as http from "node:http"
 import type * as Completion from "../../src/protocol/completion.ts"
 import * as Errors from "../../src/protocol/errors.ts"
+import { ContextLengthError, EngineFailure, type GenerationError } from "../../src/generation/errors.ts"
 import { Gateway, type GatewayOptions } from "../../layers/Gateway.ts"
 import * as Sse from "../../src/protocol/sse.ts"
 import { Generation } from "../../layers/Generation.ts"
@@ -23,7 +24,7 @@ const completion: Completion.Completion = {
   usage: { promptTokens: 12, completionTokens: 2, cachedTokens: 0 }
 }
 
-type Script = (request: Completion.CanonicalRequest) => Effect.Effect<Completion.Completion, Errors.GatewayError>
+type Script = (request: Completion.CanonicalRequest) => Effect.Effect<Completion.Completion, GenerationError>
 
 /** A generation core that answers by script and records what it was asked. */
 const scripted = (script: Ref.Ref<Script>, seen: Array<Completion.CanonicalRequest>) =>
@@ -249,7 +250,7 @@ describe("Gateway errors", () => {
   it.live("400 context_length_exceeded from the generation core keeps 'maximum context length' in the message", () =>
     Effect.gen(function*() {
       const { gateway, live, script } = yield* setup()
-      yield* Ref.set(script, () => Effect.fail(Errors.GatewayError.contextLength({ limit: 32, promptTokens: 40 })))
+      yield* Ref.set(script, () => Effect.fail(new ContextLengthError({ limit: 32, promptTokens: 40 })))
       const reply = yield* request(gateway.baseUrl + "/v1/chat/completions", { headers: bearer(live), body: chatBody() })
       expect(reply.status).toBe(400)
       expect(json(reply)).toEqual({
@@ -285,7 +286,7 @@ describe("Gateway errors", () => {
   it.live("a failed generation is a 500 internal_error that must not be retried", () =>
     Effect.gen(function*() {
       const { gateway, live, script } = yield* setup()
-      yield* Ref.set(script, () => Effect.fail(Errors.GatewayError.internal("chat")))
+      yield* Ref.set(script, () => Effect.fail(new EngineFailure({ message: "scripted engine failure" })))
       const reply = yield* request(gateway.baseUrl + "/v1/chat/completions", { headers: bearer(live), body: chatBody() })
       expect(reply.status).toBe(500)
       expect(reply.headers["x-should-retry"]).toBe("false")
@@ -313,7 +314,7 @@ describe("Buffered SSE", () => {
   it.live("a failed streamed generation sends the error as data then [DONE], status 200", () =>
     Effect.gen(function*() {
       const { gateway, live, script } = yield* setup()
-      yield* Ref.set(script, () => Effect.fail(Errors.GatewayError.contextLength({})))
+      yield* Ref.set(script, () => Effect.fail(new ContextLengthError({ limit: null })))
       const reply = yield* request(gateway.baseUrl + "/v1/chat/completions", {
         headers: bearer(live),
         body: chatBody({ stream: true })
@@ -431,7 +432,7 @@ describe("Buffered SSE failures after the headers are sent", () => {
     Effect.gen(function*() {
       const { gateway, live, script } = yield* setup()
       const release = yield* Deferred.make<void>()
-      const error = Errors.GatewayError.contextLength({ limit: 32, promptTokens: 40 })
+      const error = new ContextLengthError({ limit: 32, promptTokens: 40 })
       yield* Ref.set(script, () => Deferred.await(release).pipe(Effect.andThen(Effect.fail(error))))
       const stream = yield* openStream(gateway.baseUrl + "/v1/chat/completions", bearer(live), chatBody({ stream: true }))
       // The headers (status 200) and the connection frame are out before the generation fails.
@@ -451,7 +452,7 @@ describe("Buffered SSE failures after the headers are sent", () => {
     Effect.gen(function*() {
       const { gateway, live, script } = yield* setup()
       const release = yield* Deferred.make<void>()
-      yield* Ref.set(script, () => Deferred.await(release).pipe(Effect.andThen(Effect.fail(Errors.GatewayError.internal("chat")))))
+      yield* Ref.set(script, () => Deferred.await(release).pipe(Effect.andThen(Effect.fail(new EngineFailure({ message: "scripted engine failure" })))))
       const stream = yield* openStream(
         gateway.baseUrl + "/v1/responses",
         bearer(live),
@@ -481,7 +482,7 @@ describe("Buffered SSE failures after the headers are sent", () => {
     Effect.gen(function*() {
       const { gateway, live, script } = yield* setup()
       const release = yield* Deferred.make<void>()
-      yield* Ref.set(script, () => Deferred.await(release).pipe(Effect.andThen(Effect.fail(Errors.GatewayError.internal("chat")))))
+      yield* Ref.set(script, () => Deferred.await(release).pipe(Effect.andThen(Effect.fail(new EngineFailure({ message: "scripted engine failure" })))))
       const stream = yield* openStream(
         gateway.baseUrl + "/v1/messages",
         bearer(live),
