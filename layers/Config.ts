@@ -225,15 +225,6 @@ export const settle = (options: RolloutOptions): Effect.Effect<RolloutSettings, 
           "remove --normalize-advantages (GRPO group normalization still applies) or run without --fully-async"
       )
     }
-    // Until the step loop keeps Groups across steps, these modes would be silently ignored: refuse them.
-    for (const field of ["partialRollout", "fullyAsync"] as const) {
-      if (options[field]) {
-        return yield* fail(
-          field,
-          "cross-step retention is not implemented yet in this build (issue 11); run without it"
-        )
-      }
-    }
     const names = new Set<string>()
     for (const d of options.evalPromptData) {
       if (names.has(d.name)) return yield* fail("evalPromptData", `the Eval dataset name ${JSON.stringify(d.name)} is used twice`)

@@ -30,8 +30,11 @@ import { Engine } from "./Engine.ts"
 export interface LiveRequest {
   /** Run one backend attempt under `rid`: waits at the gate unless the Session is protected. */
   readonly attempt: <A, E, R>(rid: string, run: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
-  /** The attempt ended in an engine abort; `abortCount` is the request's total so far. */
-  readonly aborted: (abortCount: number) => Effect.Effect<void>
+  /**
+   * The last attempt ended in an engine abort; `abortCount` is the request's total so far. True when the abort was a
+   * step boundary's pause (the request is parked, not failing).
+   */
+  readonly aborted: (abortCount: number) => Effect.Effect<boolean>
 }
 
 /** A Session's handle on the gate. */
@@ -69,11 +72,14 @@ export interface GenerationGateShape {
 interface RequestState {
   running: boolean
   aborted: boolean
+  /** The last attempt was aborted by a pause. */
+  paused: boolean
 }
 
 interface Running {
   readonly rid: string
   readonly session: SessionState
+  readonly request: RequestState
   readonly done: Deferred.Deferred<void>
 }
 
@@ -106,7 +112,7 @@ export const make = (options: {
     <A, E, R>(rid: string, run: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
       Effect.gen(function*() {
         const done = yield* Deferred.make<void>()
-        const entry: Running = { rid, session: state, done }
+        const entry: Running = { rid, session: state, request, done }
         // Wait at the gate, then register in the same synchronous step that checks it is still open, so a pause
         // either sees this attempt (and aborts it) or this attempt sees the closed gate (and waits again).
         for (;;) {
@@ -115,6 +121,7 @@ export const make = (options: {
             if (!state.protected && !Latch.isOpen(latch)) return false
             running.add(entry)
             request.running = true
+            request.paused = false
             changed()
             return true
           })
@@ -144,7 +151,7 @@ export const make = (options: {
           return {
             request: (body) =>
               Effect.suspend(() => {
-                const request: RequestState = { running: false, aborted: false }
+                const request: RequestState = { running: false, aborted: false, paused: false }
                 state.requests.add(request)
                 changed()
                 const live: LiveRequest = {
@@ -154,6 +161,7 @@ export const make = (options: {
                       request.aborted = true
                       if (Retention.isProtected(options.mode, abortCount)) state.protectionPending = true
                       changed()
+                      return request.paused
                     })
                 }
                 return body(live).pipe(Effect.ensuring(Effect.sync(() => {
@@ -170,7 +178,9 @@ export const make = (options: {
     const pause = Effect.gen(function*() {
       const targets = yield* Effect.sync(() => {
         latch.closeUnsafe()
-        return [...running].filter((r) => !r.session.protected)
+        const unprotected = [...running].filter((r) => !r.session.protected)
+        for (const r of unprotected) r.request.paused = true
+        return unprotected
       })
       yield* Effect.forEach(targets, (r) => options.abort(r.rid), { concurrency: "unbounded", discard: true })
       yield* Effect.forEach(targets, (r) => Deferred.await(r.done), { discard: true })

@@ -207,7 +207,8 @@ const make = Effect.gen(function*() {
         nextStep: rolloutId + 1 < settings.numRollout,
         refill: true,
         retain,
-        closeWithInterrupted: Retention.closesWithInterrupted(mode, finalBackfill),
+        // Only this step's own partition may stay owed; the previous one is paid first.
+        maxCarriedDebt: Retention.closesWithInterrupted(mode, finalBackfill) ? settings.rolloutBatchSize : 0,
         progress
       })
       // Retained Groups' generations are aborted and parked until the next step; their budgets stop.

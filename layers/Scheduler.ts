@@ -117,8 +117,8 @@ export interface StepPlan {
   readonly refill: boolean
   /** Keep leased Groups still running at the close for the next step (partial rollout / fully async). */
   readonly retain?: boolean | undefined
-  /** Close once the debt is at most the interrupted resident Groups (fully async outside the final backfill). */
-  readonly closeWithInterrupted?: boolean | undefined
+  /** Fully async: the most debt the step may leave owed to interrupted resident Groups (see `Leasing.closes`). */
+  readonly maxCarriedDebt?: number | undefined
   readonly progress?: Progress | undefined
 }
 

@@ -55,8 +55,11 @@ export interface StepRequest {
   readonly refill: boolean
   /** Keep leased Groups still running at the close for the next step (partial rollout / fully async). */
   readonly retain?: boolean | undefined
-  /** Close once the debt is at most the interrupted resident Groups (fully async outside the final backfill). */
-  readonly closeWithInterrupted?: boolean | undefined
+  /**
+   * Fully async outside the final backfill: the most debt the step may leave owed (its own partition's Groups; the
+   * previous partition must be paid first), when that many resident Groups are interrupted. Default 0.
+   */
+  readonly maxCarriedDebt?: number | undefined
 }
 
 /** A step's running account. */
@@ -80,7 +83,7 @@ export interface StepLedger {
   readonly filtered: number
   /** Leased Groups still running at the close stay leased for the next step. */
   readonly retain: boolean
-  readonly closeWithInterrupted: boolean
+  readonly maxCarriedDebt: number
 }
 
 /** Open a step's ledger. */
@@ -97,15 +100,15 @@ export const openStep = (request: StepRequest, prelaunch: boolean): StepLedger =
   dropped: 0,
   filtered: 0,
   retain: request.retain ?? false,
-  closeWithInterrupted: request.closeWithInterrupted ?? false
+  maxCarriedDebt: request.maxCarriedDebt ?? 0
 })
 
 /**
- * Whether the step can close now: its debt is paid, or every Group it still owes is matched by an interrupted resident
- * Group (fully async: those finish into the previous partition in a later step).
+ * Whether the step can close now: its debt is paid, or (fully async) the debt left is one it may carry and every Group
+ * it still owes is matched by an interrupted resident Group (those finish into the previous partition later).
  */
 export const closes = (ledger: StepLedger, interruptedGroups: number): boolean =>
-  ledger.debt <= 0 || (ledger.closeWithInterrupted && ledger.debt <= interruptedGroups)
+  ledger.debt <= 0 || (ledger.debt <= ledger.maxCarriedDebt && ledger.debt <= interruptedGroups)
 
 /** What the layer does at one wake-up: lease these Groups (in this order), then start `start` new ones. */
 export interface Moves<K> {
