@@ -262,17 +262,19 @@ describe("closing a step", () => {
     })
   })
 
-  it("closes iff the debt is paid, or with closeWithInterrupted once debt <= interrupted resident Groups", () => {
-    const cases: ReadonlyArray<readonly [boolean, number, number, boolean]> = [
-      [false, 0, 0, true],
-      [false, 1, 5, false],
-      [true, 2, 2, true],
-      [true, 3, 2, false],
-      [true, 0, 0, true]
+  it("closes iff the debt is paid, or once a debt it may carry is at most the interrupted resident Groups", () => {
+    // [maxCarriedDebt, debt, interrupted Groups, closes]
+    const cases: ReadonlyArray<readonly [number, number, number, boolean]> = [
+      [0, 0, 0, true],
+      [0, 1, 5, false],
+      [2, 2, 2, true],
+      [2, 3, 2, false],
+      [2, 3, 3, false],
+      [4, 0, 0, true]
     ]
-    for (const [closeWithInterrupted, debt, interrupted, expected] of cases) {
-      const ledger = { ...Leasing.openStep(train({ closeWithInterrupted, debt: Math.max(debt, 1) }), false), debt }
-      assert.strictEqual(Leasing.closes(ledger, interrupted), expected, JSON.stringify({ closeWithInterrupted, debt, interrupted }))
+    for (const [maxCarriedDebt, debt, interrupted, expected] of cases) {
+      const ledger = { ...Leasing.openStep(train({ maxCarriedDebt, debt: Math.max(debt, 1) }), false), debt }
+      assert.strictEqual(Leasing.closes(ledger, interrupted), expected, JSON.stringify({ maxCarriedDebt, debt, interrupted }))
     }
   })
 

@@ -120,7 +120,7 @@ describe("cross-step retention in the Scheduler", () => {
         runner: agents.runner,
         interruption: agents.interruption
       })
-      const first = yield* pool.runStep(plan(0, 2, { retain: true, closeWithInterrupted: true })).pipe(Effect.orDie)
+      const first = yield* pool.runStep(plan(0, 2, { retain: true, maxCarriedDebt: 2 })).pipe(Effect.orDie)
       const closedAt = (yield* Clock.currentTimeMillis) / 1000
       // The final backfill: only the carried debt, no retention.
       const backfill = yield* pool.runStep(plan(1, first.debt, { retain: false })).pipe(Effect.orDie)
