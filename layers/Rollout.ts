@@ -213,6 +213,7 @@ const make = Effect.gen(function*() {
       })
       // Retained Groups' generations are aborted and parked until the next step; their budgets stop.
       if (retain) yield* gate.pause
+      const interruptedGroups = retain ? yield* trainPool.interruptedRetained : outcome.interruptedGroups
       const transferred = (yield* route(outcome.accepted.map(({ value }) => value))).map(([partition, groups]) =>
         Records.transferOrder(
           groups.map((value) => ({ seq: value.group.seq, size: value.group.size, samples: value.samples, debug: value.debug })),
@@ -234,7 +235,7 @@ const make = Effect.gen(function*() {
         rows: step.samples.length,
         debt: outcome.debt,
         resident_groups: outcome.residentGroups,
-        interrupted_groups: outcome.interruptedGroups
+        interrupted_groups: interruptedGroups
       })
       return {
         rolloutId,

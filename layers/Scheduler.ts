@@ -159,6 +159,8 @@ export interface Pool<G extends GroupLike, A> {
    */
   readonly runStep: (plan: StepPlan) => Effect.Effect<StepOutcome<G, A>, TooManyDroppedGroupsError>
   readonly state: Effect.Effect<PoolState>
+  /** Retained Groups whose every unfinished Session is interrupted now (after a step's pause: all unprotected ones). */
+  readonly interruptedRetained: Effect.Effect<number>
 }
 
 type Phase = "prepare" | "runtime" | "reward" | "done"
@@ -557,7 +559,7 @@ export const makePool = <G extends GroupLike, O, A, E>(
       } satisfies StepOutcome<G, A>
     })
 
-    return { runStep, state }
+    return { runStep, state, interruptedRetained: Effect.sync(() => countInterrupted(retained)) }
   })
 
 /** The scheduler service: builds pools whose log lines go to `Telemetry`. */
