@@ -7,7 +7,8 @@
  * The real Rollout, Scheduler, SessionRunner, Sessions, Forests, generation core, generation gate and embedded engine
  * (no end of turn, latency on the TestClock) run with in-process agents: each Session follows its workload plan
  * (start-up, then per turn: think, one model request of the planned length, a tool call) and exports implicitly.
- * A trainer fiber takes each step's samples, "trains" for `trainSeconds` and advances the engine's weight version.
+ * A trainer fiber takes each complete partition (a step's batch), "trains" for `trainSeconds` and advances the
+ * engine's weight version.
  * Synchronous and partial rollout wait for the trainer before the next step (on-policy); fully async does not.
  */
 import { Clock, Deferred, Effect, Exit, Fiber, Layer, Queue, Result } from "effect"
@@ -86,7 +87,7 @@ const modeFlags = (mode: Mode): Partial<Config.RolloutOptionsInput> =>
 
 /** Run the simulation; drives the TestClock itself (provide `TestClock.layer()` or run inside `it.effect`). */
 export const simulate = (options: SimOptions) =>
-  Effect.gen(function*() {
+  Effect.scoped(Effect.gen(function*() {
     const dir = mkdtempSync(join(tmpdir(), "relax-sim-"))
     const dataset = join(dir, "tasks.jsonl")
     writeFileSync(dataset, Workload.rows(64).map((r) => JSON.stringify(r)).join("\n") + "\n")
@@ -202,25 +203,32 @@ export const simulate = (options: SimOptions) =>
       }), services)
       const trained = yield* Queue.unbounded<number>()
       const start = yield* Clock.currentTimeMillis
-      // The trainer: one training per step result, then a weight update (which aborts generations in flight).
-      const pending = yield* Queue.unbounded<StepResult>()
+      // The trainer: one training per complete partition (a step's batch), then a weight update (which aborts the
+      // generations in flight; they resume on the new version).
+      const complete = yield* Queue.unbounded<number>()
       const trainer = yield* Effect.forkChild(Effect.forever(Effect.gen(function*() {
-        const step = yield* Queue.take(pending)
+        const partition = yield* Queue.take(complete)
         yield* Effect.sleep(`${options.trainSeconds} seconds`)
         yield* engine.updateWeights().pipe(Effect.orDie)
-        yield* Queue.offer(trained, step.rolloutId)
+        yield* Queue.offer(trained, partition)
       })))
+      const rows = new Map<number, number>()
+      const batchRows = options.batch * options.samplesPerPrompt
       for (let rolloutId = 0; rolloutId < calls; rolloutId++) {
         const before = yield* Clock.currentTimeMillis
         const result = yield* rollout.runStep(rolloutId)
         stepSeconds.push(((yield* Clock.currentTimeMillis) - before) / 1000)
         results.push(result)
-        yield* Queue.offer(pending, result)
+        for (const sample of result.samples) {
+          const n = (rows.get(sample.rollout_id) ?? 0) + 1
+          rows.set(sample.rollout_id, n)
+          if (n === batchRows) yield* Queue.offer(complete, sample.rollout_id)
+        }
         // On-policy modes wait for the new weights before the next step.
         if (options.mode !== "fully-async") yield* Queue.take(trained)
       }
       if (options.mode === "fully-async") {
-        for (let i = 0; i < calls; i++) yield* Queue.take(trained)
+        for (let i = 0; i < options.steps; i++) yield* Queue.take(trained)
       }
       yield* Fiber.interrupt(trainer)
       return ((yield* Clock.currentTimeMillis) - start) / 1000
@@ -248,4 +256,4 @@ export const simulate = (options: SimOptions) =>
       lines: sink.captured.lines,
       idleSlotFraction: Math.max(0, 1 - useful / (slots * totalSeconds))
     } satisfies SimReport
-  })
+  }))
