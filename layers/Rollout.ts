@@ -20,7 +20,7 @@ import * as Partitions from "../src/schedule/Partitions.ts"
 import * as Retention from "../src/schedule/Retention.ts"
 import * as RolloutConfig from "./Config.ts"
 import { Credit, type CreditError } from "./Credit.ts"
-import type { Engine } from "./Engine.ts"
+import { Engine, type EngineError } from "./Engine.ts"
 import { Forests } from "./Forests.ts"
 import { GenerationGate } from "./GenerationGate.ts"
 import { Outputs } from "./Outputs.ts"
@@ -48,10 +48,13 @@ export type RolloutError =
   | CreditError
   | Telemetry_.OutputWriteError
   | Scheduler.TooManyDroppedGroupsError
+  | EngineError
 
 /** The result of one training step, as a trainer receives it. */
 export interface StepResult {
   readonly rolloutId: number
+  /** The engine's weight version when the step started (each attempt's own version is in `weight_versions`). */
+  readonly weightVersion: string
   /** Credited samples, Group by Group (`group_index` order), Sessions in Group order. */
   readonly samples: ReadonlyArray<TrainingSample>
   readonly metrics: Readonly<Record<string, number>>
@@ -115,6 +118,7 @@ const make = Effect.gen(function*() {
   const runner = yield* SessionRunner
   const outputs = yield* Outputs
   const gate = yield* GenerationGate
+  const engine = yield* Engine
   const mode = RolloutConfig.retentionMode(settings)
   // Transfer partitions: with fully async a step may leave Groups owed to its partition for the next step.
   let partitions = Partitions.empty
@@ -184,6 +188,7 @@ const make = Effect.gen(function*() {
         partitions = opened.success
       }
       const debt = Partitions.debt(partitions)
+      const weightVersion = yield* engine.weightVersion
       yield* telemetry.event("accounting_start", {
         rollout: rolloutId,
         sessions: debt * n,
@@ -239,6 +244,7 @@ const make = Effect.gen(function*() {
       })
       return {
         rolloutId,
+        weightVersion,
         samples: step.samples,
         metrics: {
           ...step.metrics,
@@ -346,6 +352,9 @@ const make = Effect.gen(function*() {
     for (let rolloutId = 0; rolloutId < Retention.stepCount(mode, settings.numRollout); rolloutId++) {
       const step = yield* runStep(rolloutId)
       yield* files.step(rolloutId, step.samples, Records.stepMetricLine(rolloutId, step.groups, step.metrics))
+      // Without a trainer, the command still advances the policy version between steps, so every sample's
+      // weight_versions shows which step's policy generated it (a trainer calls Engine.updateWeights itself).
+      if (rolloutId + 1 < Retention.stepCount(mode, settings.numRollout)) yield* engine.updateWeights()
       const done = rolloutId + 1
       if (evalEnabled && rolloutId < settings.numRollout && (done % (settings.evalInterval ?? 1) === 0 || done === settings.numRollout)) {
         yield* doEval(done)
