@@ -8,7 +8,8 @@
  * filled in by decoding); `RolloutSettings` is the resolved configuration the services read (derived defaults such
  * as `agenticConcurrency → overSamplingBatchSize → rolloutBatchSize` applied and validated).
  */
-import { Context, Data, Effect, Layer, Schema } from "effect"
+import { Context, Data, Effect, Layer, Schema, type SchemaIssue } from "effect"
+import * as SchemaMessage from "../src/json/SchemaMessage.ts"
 import * as Capacity from "../src/schedule/Capacity.ts"
 import type * as Retention from "../src/schedule/Retention.ts"
 import type { SamplingParams } from "./Engine.ts"
@@ -149,6 +150,10 @@ export const defaultMaxConsecutiveDrops = (agenticConcurrency: number): number =
 export const flagOf = (field: string): string =>
   flagOverrides[field] ?? `--${field.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`
 
+/** A Schema path segment as users know it: a settings field as its flag, anything else as Effect writes it. */
+export const pathKey = (key: PropertyKey): string =>
+  typeof key === "string" && /^[A-Za-z]+$/.test(key) ? flagOf(key) : SchemaMessage.bracketKey(key)
+
 /** Fields whose flag keeps Relax's spelling instead of the mechanical camelCase → kebab-case name. */
 const flagOverrides: Readonly<Record<string, string>> = {
   strictMatch: "--agentic-strict-match",
@@ -160,6 +165,8 @@ export class RolloutConfigError extends Data.TaggedError("RolloutConfigError")<{
   /** The flag (`--over-sampling-batch-size`), or `configuration` for a shape error. */
   readonly option: string
   readonly reason: string
+  /** A shape error's Schema issue, for callers that write it their own way. */
+  readonly issue?: SchemaIssue.Issue
 }> {
   override get message(): string {
     return `${this.option}: ${this.reason}`
@@ -270,7 +277,8 @@ export const resolve = (input: unknown): Effect.Effect<RolloutSettings, RolloutC
       new RolloutConfigError({
         option: "configuration",
         // Schema paths name fields (`["rolloutBatchSize"]`); users know flags.
-        reason: error.message.replace(/\["([A-Za-z]+)"\]/g, (_, field: string) => flagOf(field))
+        reason: SchemaMessage.format(error.issue, pathKey),
+        issue: error.issue
       })
     ),
     Effect.flatMap(settle)
@@ -279,7 +287,7 @@ export const resolve = (input: unknown): Effect.Effect<RolloutSettings, RolloutC
 /** SGLang's own default when `max_new_tokens` is not sent (the reference drops `None` sampling keys). */
 const SGLANG_DEFAULT_MAX_NEW_TOKENS = 128
 
-/** Sampling for every training request (§6.1); `position` is the Session's index in its Group. */
+/** Sampling for every training request (docs/agent-contract.md); `position` is the Session's index in its Group. */
 export const trainSampling = (settings: RolloutSettings, position: number): SamplingParams => ({
   maxNewTokens: settings.rolloutMaxResponseLen ?? SGLANG_DEFAULT_MAX_NEW_TOKENS,
   temperature: settings.rolloutTemperature,
@@ -290,7 +298,7 @@ export const trainSampling = (settings: RolloutSettings, position: number): Samp
   seed: settings.rolloutSeed + position
 })
 
-/** Eval sampling (§6.7): eval flags, falling back to the rollout ones. */
+/** Eval sampling (docs/runtime.md, "Eval"): eval flags, falling back to the rollout ones. */
 export const evalSampling = (settings: RolloutSettings, position: number): SamplingParams => ({
   maxNewTokens: settings.evalMaxResponseLen ?? settings.rolloutMaxResponseLen ?? SGLANG_DEFAULT_MAX_NEW_TOKENS,
   temperature: settings.evalTemperature ?? settings.rolloutTemperature,

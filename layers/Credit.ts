@@ -90,28 +90,28 @@ const callHook = <E>(
   })
 
 /** Check the options that can be checked before any Group exists. */
-export const validateOptions = (options: CreditOptions.CreditOptions): CreditConfigError | undefined => {
+export const validateOptions = (options: CreditOptions.CreditOptions): Result.Result<void, CreditConfigError> => {
   if (!Number.isInteger(options.nSamplesPerPrompt) || options.nSamplesPerPrompt < 1) {
-    return new CreditConfigError({
+    return Result.fail(new CreditConfigError({
       reason: `--n-samples-per-prompt must be a positive integer, got ${options.nSamplesPerPrompt}`
-    })
+    }))
   }
   if (options.useDynamicBatchSize && options.maxTokensPerGpu === undefined) {
-    return new CreditConfigError({
+    return Result.fail(new CreditConfigError({
       reason: `--use-dynamic-batch-size requires --max-tokens-per-gpu (the token budget of one micro-batch)`
-    })
+    }))
   }
   if (options.maxTokensPerGpu !== undefined && (!Number.isInteger(options.maxTokensPerGpu) || options.maxTokensPerGpu < 1)) {
-    return new CreditConfigError({
+    return Result.fail(new CreditConfigError({
       reason: `--max-tokens-per-gpu must be a positive integer, got ${options.maxTokensPerGpu}`
-    })
+    }))
   }
   if (options.groupRm && options.customRmPath === undefined) {
-    return new CreditConfigError({
+    return Result.fail(new CreditConfigError({
       reason: `--group-rm requires --custom-rm-path (the function that scores a whole Group)`
-    })
+    }))
   }
-  return undefined
+  return Result.void
 }
 
 /** Build the service: validate the options and load the hooks they name. */
@@ -120,8 +120,7 @@ export const make = (
   settings: CreditSettings = {}
 ): Effect.Effect<CreditShape, CreditStartupError> =>
   Effect.gen(function*() {
-    const invalid = validateOptions(options)
-    if (invalid !== undefined) return yield* invalid
+    yield* Effect.fromResult(validateOptions(options))
     const cwd = settings.cwd ?? process.cwd()
     const rmConfig = "rmConfig" in settings ? settings.rmConfig : options
     const rm = options.customRmPath === undefined
@@ -192,8 +191,7 @@ export const make = (
       mode: RolloutMode
     ): Effect.Effect<ReadonlyArray<TrainingSample> | "filtered", CreditError> =>
       Effect.gen(function*() {
-        const broken = Group.validateExports(group, options)
-        if (broken !== undefined) return yield* broken
+        yield* Effect.fromResult(Group.validateExports(group, options))
         const rewarded = yield* scoreRewards(group, mode)
         if (mode === "eval") return Group.rows(rewarded)
         if (advantageHook === undefined) return yield* grpo(rewarded)
@@ -204,12 +202,12 @@ export const make = (
         return applied.success === "filtered" ? "filtered" : Group.rows(applied.success)
       }).pipe(Effect.withSpan("Credit.scoreGroup", { attributes: { groupIndex: group.groupIndex, mode } }))
 
-    const finishStep = (
-      samples: ReadonlyArray<TrainingSample>,
-      mode: RolloutMode,
-      groupSize?: number
-    ): Effect.Effect<StepCredit, CreditError> =>
-      Effect.gen(function*() {
+    const finishStep = Effect.fn("Credit.finishStep")(
+      function*(
+        samples: ReadonlyArray<TrainingSample>,
+        mode: RolloutMode,
+        groupSize?: number
+      ): Effect.fn.Return<StepCredit, CreditError> {
         const credited = mode === "train" && options.normalizeAdvantages
           ? yield* Effect.fromResult(Whitening.whiten(samples))
           : samples
@@ -222,7 +220,8 @@ export const make = (
           ? yield* Effect.fromResult(Batching.pack(credited, options.maxTokensPerGpu))
           : null
         return { samples: credited, metrics, microBatches }
-      })
+      }
+    )
 
     return { options, scoreGroup, finishStep }
   })

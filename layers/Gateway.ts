@@ -60,7 +60,7 @@ export const mountPath = "/agentic_api"
 const defaultMaxBodyBytes = 64 * 1024 * 1024
 
 // ---------------------------------------------------------------------------------------------------------------
-// Errors and auth (relax-behaviour §4.3–4.4); auth runs before the body is read
+// Errors and auth (docs/requests.md, "Error bodies"); auth runs before the body is read
 
 const errorResponse = (adapter: Completion.Adapter, error: Errors.AnyError): HttpServerResponse.HttpServerResponse => {
   const rendered = adapter.renderError(error)
@@ -113,7 +113,7 @@ export const gatewayError = (error: Generation.GenerationError): Effect.Effect<E
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// Buffered SSE (relax-behaviour §4.9)
+// Buffered SSE (docs/agent-contract.md, "The model API": Streaming)
 
 const { "content-type": sseContentType, ...sseHeaders } = Sse.headers
 

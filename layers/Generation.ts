@@ -108,7 +108,7 @@ const make = (options: GenerationOptions) =>
       return matched
     })
 
-    /** Observation delta tokens (relax-behaviour §5.6): the full prompt at the root, the dummy-prefix delta deeper down. */
+    /** Observation delta tokens (docs/sessionforest.md, "Observation tokens"): the full prompt at the root, the dummy-prefix delta deeper down. */
     const observationTokens = (
       forest: Forest.Forest,
       matched: Forest.Match,
@@ -142,7 +142,7 @@ const make = (options: GenerationOptions) =>
       })
     })
 
-    /** What the engine attempts need at `parent`; fails when no generation budget is left (relax-behaviour §5.7). */
+    /** What the engine attempts need at `parent`; fails when no generation budget is left (docs/sessionforest.md). */
     const plan = (
       session: SessionEntry,
       forest: Forest.Forest,
@@ -224,7 +224,7 @@ const make = (options: GenerationOptions) =>
 
     /**
      * The engine attempts of one request. An engine abort keeps its partial output pending (never committed) and the
-     * request resumes after the lease is held again (relax-behaviour §6.4); the pending output is one value,
+     * request resumes after the lease is held again (docs/runtime.md, "Model requests"); the pending output is one value,
      * {@link Turn.Pending}, and {@link Turn.afterAttempt} decides whether to finish, resume or give up.
      */
     const attempts = Effect.fn("Generation.attempts")(function*(p: AttemptPlan) {

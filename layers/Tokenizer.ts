@@ -123,7 +123,9 @@ export const fromJson = (
     padTokenId: padToken === undefined ? undefined : hf.token_to_id(padToken),
     specialTokenIds,
     endOfTurnIds,
-    render: (request) => Effect.fromResult(renderSync(request)),
+    render: Effect.fn("Tokenizer.render")(function*(request: RenderRequest) {
+      return yield* Effect.fromResult(renderSync(request))
+    }),
     renderSync
   }
 }

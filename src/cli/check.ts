@@ -14,7 +14,6 @@ import { SglangEngine } from "../../layers/SglangEngine.ts"
 import * as Supervisor from "../../layers/Supervisor.ts"
 import { Tokenizer } from "../../layers/Tokenizer.ts"
 import * as Reward from "../credit/Reward.ts"
-import { ExportError } from "../forest/errors.ts"
 import * as Forest from "../forest/Forest.ts"
 import * as Parsers from "../parsers/registry.ts"
 import * as Capacity from "../schedule/Capacity.ts"
@@ -228,13 +227,13 @@ export const runCheck = (
         : undefined
       const completed: Requirement = {
         name: "completes a full run",
-        passed: Result.isSuccess(outcome) && turns > 0 && exported !== undefined && !(exported instanceof ExportError),
+        passed: Result.isSuccess(outcome) && turns > 0 && exported !== undefined && Result.isSuccess(exported),
         detail: `${turns} turn(s)${turns > 1 ? " (multi-turn)" : ""}` +
           (exported === undefined
             ? "; the agent did not finish"
-            : exported instanceof ExportError
-            ? `; export failed: ${exported.message}`
-            : `; export selects ${exported.length} training context(s)`)
+            : Result.isFailure(exported)
+            ? `; export failed: ${exported.failure.message}`
+            : `; export selects ${exported.success.length} training context(s)`)
       }
       const wrote: Requirement = Result.isSuccess(outcome)
         ? { name: "writes a final result", ...describeReward(outcome.success.output, settings) }

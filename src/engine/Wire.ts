@@ -6,7 +6,7 @@
  * Request shapes list exactly what relax-agentic sends; response shapes read only the fields it uses and ignore the
  * rest, so newer SGLang builds that add fields still decode.
  */
-import { Schema } from "effect"
+import { Result, Schema } from "effect"
 import type { FinishReason } from "./Stop.ts"
 
 /** `sampling_params`: every field is sent explicitly because SGLang's server-side defaults differ between versions. */
@@ -144,10 +144,16 @@ export const requestTooLongMessage = (inputTokens: number, maxNewTokens: number,
 
 /**
  * SGLang's context check (`_validate_one_request`): the input alone must be shorter than the window, and
- * input + max_new_tokens must be too (both `>=` comparisons). Returns the error message, or `undefined`.
+ * input + max_new_tokens must be too (both `>=` comparisons). Fails with SGLang's message.
  */
-export const checkContextLength = (inputTokens: number, maxNewTokens: number, contextLength: number): string | undefined => {
-  if (inputTokens >= contextLength) return inputTooLongMessage(inputTokens, contextLength)
-  if (inputTokens + maxNewTokens >= contextLength) return requestTooLongMessage(inputTokens, maxNewTokens, contextLength)
-  return undefined
+export const checkContextLength = (
+  inputTokens: number,
+  maxNewTokens: number,
+  contextLength: number
+): Result.Result<void, string> => {
+  if (inputTokens >= contextLength) return Result.fail(inputTooLongMessage(inputTokens, contextLength))
+  if (inputTokens + maxNewTokens >= contextLength) {
+    return Result.fail(requestTooLongMessage(inputTokens, maxNewTokens, contextLength))
+  }
+  return Result.void
 }

@@ -707,18 +707,20 @@ export const mergeMetadata = (target: JsonObject, overlay: JsonObject): JsonObje
 export const exportImplicit = (
   forest: Forest,
   output: { readonly metadata?: JsonObject; readonly reward?: Reward }
-): ReadonlyArray<ExportedContext> | ExportError => {
+): Result.Result<ReadonlyArray<ExportedContext>, ExportError> => {
   const exportable = [...forest.leafSet].filter((leaf) => hasResponse(forest, leaf))
   const [leaf] = exportable
   if (exportable.length !== 1 || leaf === undefined) {
-    return new ExportError({
-      reason: "leaf-count",
-      message: `implicit export requires one committed leaf, found ${exportable.length}`,
-      sessionId: forest.sessionId,
-      record: null
-    })
+    return Result.fail(
+      new ExportError({
+        reason: "leaf-count",
+        message: `implicit export requires one committed leaf, found ${exportable.length}`,
+        sessionId: forest.sessionId,
+        record: null
+      })
+    )
   }
-  return [{ name: null, hash: leaf, metadata: deepCopy(output.metadata ?? {}), reward: output.reward ?? null }]
+  return Result.succeed([{ name: null, hash: leaf, metadata: deepCopy(output.metadata ?? {}), reward: output.reward ?? null }])
 }
 
 /**
@@ -743,7 +745,7 @@ export const exportExplicit = (
   }>,
   outputMetadata?: JsonObject,
   options?: { readonly strict?: boolean }
-): ReadonlyArray<ExportedContext> | ExportError => {
+): Result.Result<ReadonlyArray<ExportedContext>, ExportError> => {
   const out: Array<ExportedContext> = []
   for (const [i, record] of records.entries()) {
     const recordKwargs = Canonical.normalizeTemplateKwargs(record.chat_template_kwargs)
@@ -755,12 +757,12 @@ export const exportExplicit = (
         : record.chat_template_kwargs
     })
     if (Result.isFailure(state)) {
-      return new ExportError({
+      return Result.fail(new ExportError({
         reason: "invalid-record",
         message: `export record ${i} (${record.name}): ${state.failure.message}`,
         sessionId: forest.sessionId,
         record: record.name
-      })
+      }))
     }
     let hash = Hash.ofState(state.success)
     if (!forest.nodeMap.has(hash) && options?.strict !== true && state.success.messages.length > 0) {
@@ -768,20 +770,20 @@ export const exportExplicit = (
       if (tolerant.tolerated && tolerant.suffix.length === 0) hash = tolerant.parent
     }
     if (!forest.nodeMap.has(hash)) {
-      return new ExportError({
+      return Result.fail(new ExportError({
         reason: "no-matching-state",
         message: "explicit export does not match a committed Forest state",
         sessionId: forest.sessionId,
         record: record.name
-      })
+      }))
     }
     if (!hasResponse(forest, hash)) {
-      return new ExportError({
+      return Result.fail(new ExportError({
         reason: "no-response",
         message: "export leaf has no committed response",
         sessionId: forest.sessionId,
         record: record.name
-      })
+      }))
     }
     out.push({
       name: record.name,
@@ -790,5 +792,5 @@ export const exportExplicit = (
       reward: record.reward ?? null
     })
   }
-  return out
+  return Result.succeed(out)
 }

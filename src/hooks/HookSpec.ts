@@ -5,7 +5,7 @@
  * The path is relative to the working directory; without `#exportName` the module's default export is used.
  * Used by `--embedded-policy`, `--custom-rm-path` and `--agentic-custom-advantage-path`.
  */
-import { Data } from "effect"
+import { Data, Result } from "effect"
 
 export interface HookSpec {
   /** The flag that named the hook, for error messages (e.g. `--custom-rm-path`). */
@@ -26,14 +26,13 @@ export class HookSpecError extends Data.TaggedError("HookSpecError")<{
 }
 
 /** Parse `module#export` (default export when `#` is absent). */
-export const parse = (flag: string, value: string): HookSpec | HookSpecError => {
+export const parse = (flag: string, value: string): Result.Result<HookSpec, HookSpecError> => {
   const hash = value.lastIndexOf("#")
   const path = hash === -1 ? value : value.slice(0, hash)
   const exportName = hash === -1 ? "default" : value.slice(hash + 1)
-  if (path.trim().length === 0) return new HookSpecError({ flag, value, reason: "the module path is empty" })
-  if (exportName.length === 0) return new HookSpecError({ flag, value, reason: "the export name after # is empty" })
-  if (!/\.(c|m)?(t|j)s$/.test(path)) {
-    return new HookSpecError({ flag, value, reason: "the module path must end in .ts, .mts, .js, .mjs or .cjs" })
-  }
-  return { flag, path, exportName }
+  const fail = (reason: string) => Result.fail(new HookSpecError({ flag, value, reason }))
+  if (path.trim().length === 0) return fail("the module path is empty")
+  if (exportName.length === 0) return fail("the export name after # is empty")
+  if (!/\.(c|m)?(t|j)s$/.test(path)) return fail("the module path must end in .ts, .mts, .js, .mjs or .cjs")
+  return Result.succeed({ flag, path, exportName })
 }

@@ -299,6 +299,21 @@ describe("flag errors name the flag and the fix", () => {
       assert.match(yield* failureOf([...base, "--rollout-top-p", "1.5"]), /^--rollout-top-p: /)
     }))
 
+  it.effect("an element of a list flag leads with the flag; a deeper path keeps the whole message", () =>
+    Effect.gen(function*() {
+      const messageOf = (input: unknown) => Config.resolve(input).pipe(Effect.flip, Effect.map(Cli.configMessage))
+      const options = { promptData: "d.jsonl", rolloutBatchSize: 2 }
+      assert.strictEqual(
+        yield* messageOf({ ...options, rolloutStopTokenIds: [1, "x"] }),
+        "--rollout-stop-token-ids: Expected number"
+      )
+      assert.strictEqual(
+        yield* messageOf({ ...options, evalPromptData: [{ name: "a", path: 3 }] }),
+        "configuration: Expected string\n  at --eval-prompt-data[0]--path"
+      )
+      assert.strictEqual(yield* messageOf("not an object"), "configuration: Expected object")
+    }))
+
   it.effect("a negative --agentic-max-consecutive-drops", () =>
     Effect.gen(function*() {
       assert.match(

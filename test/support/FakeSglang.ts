@@ -1,5 +1,5 @@
 /**
- * A loopback SGLang server for tests, following SGLang's documented native contract (sglang-and-tokenizers.md §A)
+ * A loopback SGLang server for tests, following SGLang's native contract (docs/architecture.md, "SGLang's native API")
  * and backed by the embedded model.
  *
  * **Details**
@@ -16,7 +16,7 @@
  * - Faults and latches for tests, with no sleeps: `failNext`, `dieOnNextGenerate`, `hold`/`release`,
  *   `awaitGenerates(n)` (resolves once n generate requests arrived).
  */
-import { Effect, Exit, Schema, type Scope } from "effect"
+import { Effect, Exit, Result, Schema, type Scope } from "effect"
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
 import * as Hash from "../../src/engine/Hash.ts"
@@ -165,10 +165,10 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
       const body = decoded.value
       if (body.input_ids.length === 0) return sendError(res, 400, "input_ids cannot be empty")
       const s = body.sampling_params
-      const problem = Sampling.verify({ maxNewTokens: s.max_new_tokens, temperature: s.temperature, topP: s.top_p, topK: s.top_k })
-      if (problem !== undefined) return sendError(res, 400, problem)
-      const contextProblem = Wire.checkContextLength(body.input_ids.length, s.max_new_tokens, contextLength)
-      if (contextProblem !== undefined) return sendError(res, 400, contextProblem)
+      const verified = Sampling.verify({ maxNewTokens: s.max_new_tokens, temperature: s.temperature, topP: s.top_p, topK: s.top_k })
+      if (Result.isFailure(verified)) return sendError(res, 400, verified.failure)
+      const fits = Wire.checkContextLength(body.input_ids.length, s.max_new_tokens, contextLength)
+      if (Result.isFailure(fits)) return sendError(res, 400, fits.failure)
       if (options.engine === undefined) return sendError(res, 500, "this fake has no engine")
       const exit = await Effect.runPromiseExit(options.engine.generate({
         inputIds: body.input_ids,
