@@ -13,7 +13,8 @@
  * - `resume` (the next step's start) promotes pending protection, restarts the budgets and opens the gate: parked
  *   requests continue from prompt ++ partial ids with the remaining `max_new_tokens`.
  * - A request aborted `--partial-rollout-max-aborted-count` times makes its Session protected from the next
- *   `resume` on: it bypasses the gate, is never aborted by `pause`, and its budget keeps running through pauses.
+ *   `resume` on: it bypasses the gate, is never aborted by `pause`, and its budget keeps running; a `pause` returns
+ *   only once every protected Session has finished (protected Sessions can delay a step's close, as in Relax).
  * - A Session is *interrupted* (its Group can be retained and counted as `interrupted_groups`) when it is not
  *   protected and either its agent is between requests or all its live requests are parked after an abort.
  *
@@ -57,7 +58,10 @@ export interface GenerationGateShape {
   readonly mode: Retention.Mode
   /** Register a training Session (with its active-time budget) for as long as the current scope lives. */
   readonly register: (sessionId: string, budget?: ActiveBudget.ActiveBudget) => Effect.Effect<SessionGate, never, Scope.Scope>
-  /** Close the gate, abort and wait for unprotected running attempts, pause unprotected budgets. */
+  /**
+   * Close the gate, abort and wait for unprotected running attempts, pause unprotected budgets, then wait until every
+   * protected Session has finished.
+   */
   readonly pause: Effect.Effect<PauseReport>
   /** Promote pending protection, restart paused budgets, open the gate. */
   readonly resume: Effect.Effect<void>
@@ -104,6 +108,8 @@ export const make = (options: {
     const sessions = new Map<string, SessionState>()
     const running = new Set<Running>()
     const listeners: Array<() => void> = []
+    // Completed once no protected Session is registered any more (a pause waits for it).
+    let protectedDone: Deferred.Deferred<void> | undefined
     const changed = () => {
       for (const listener of listeners) listener()
     }
@@ -172,7 +178,14 @@ export const make = (options: {
             isProtected: () => state.protected
           }
         }),
-        () => Effect.sync(() => sessions.delete(sessionId))
+        () =>
+          Effect.suspend(() => {
+            sessions.delete(sessionId)
+            const waiter = protectedDone
+            if (waiter === undefined || [...sessions.values()].some((s) => s.protected)) return Effect.void
+            protectedDone = undefined
+            return Deferred.succeed(waiter, undefined).pipe(Effect.asVoid)
+          })
       )
 
     const pause = Effect.gen(function*() {
@@ -190,6 +203,12 @@ export const make = (options: {
         yield* state.budget.pause
         state.budgetPaused = true
         pausedSessions++
+      }
+      // Protected Sessions run on; the step's close waits until they have finished (they can delay it).
+      if ([...sessions.values()].some((state) => state.protected)) {
+        const waiter = protectedDone ?? (yield* Deferred.make<void>())
+        protectedDone = waiter
+        yield* Deferred.await(waiter)
       }
       return { aborted: targets.length, pausedSessions } satisfies PauseReport
     })

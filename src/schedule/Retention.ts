@@ -42,24 +42,6 @@ export const retainsAcrossSteps = (mode: Mode, finalBackfill: boolean): boolean 
  */
 export const closesWithInterrupted = (mode: Mode, finalBackfill: boolean): boolean => mode.fullyAsync && !finalBackfill
 
-/** How a backend attempt of a request runs. */
-export type AttemptKind = "fresh" | "resumed" | "protected"
-
-/**
- * The kind of a request's next attempt: protected once it was aborted `maxAbortedCount` times (partial rollout),
- * resumed when it was aborted before or carries pending output, else fresh.
- */
-export const attemptKind = (input: {
-  readonly abortCount: number
-  readonly hasPending: boolean
-  readonly maxAbortedCount?: number | undefined
-}): AttemptKind =>
-  input.maxAbortedCount !== undefined && input.abortCount >= input.maxAbortedCount
-    ? "protected"
-    : input.abortCount > 0 || input.hasPending
-    ? "resumed"
-    : "fresh"
-
 /** Whether a request aborted `abortCount` times is protected from further aborts (takes effect at the next resume). */
 export const isProtected = (mode: Mode, abortCount: number): boolean =>
   mode.partialRollout && mode.maxAbortedCount !== undefined && abortCount >= mode.maxAbortedCount

@@ -110,14 +110,20 @@ describe("generation gate (partial rollout)", () => {
       assert.isTrue(gate.isInterrupted("busy"))
     }).pipe(Effect.provide(Tokenizer.layer))))
 
-  it.effect("a request aborted N times is protected from the next resume: never aborted again, budget keeps counting", () =>
+  it.effect("a request aborted N times is protected from the next resume: never aborted again, budget keeps counting, the pause waits for it", () =>
     Effect.scoped(Effect.gen(function*() {
       const { engine, reference, gate } = yield* setup({ maxAbortedCount: 2 })
       const budget = yield* ActiveBudget.make(1000)
-      const session = yield* gate.register("s1", budget)
-      yield* budget.start
-      const whole = yield* turn(reference, (yield* gate.register("ref", undefined)), "ref", 30)
-      const fiber = yield* turn(engine, session, "s1", 30).pipe(Effect.forkChild)
+      const whole = yield* Effect.scoped(Effect.gen(function*() {
+        return yield* turn(reference, yield* gate.register("ref", undefined), "ref", 30)
+      }))
+      // The Session lives (is registered) for one turn, as an agent that exits after its answer.
+      const fiber = yield* Effect.scoped(Effect.gen(function*() {
+        const session = yield* gate.register("s1", budget)
+        yield* budget.start
+        return yield* turn(engine, session, "s1", 30)
+      })).pipe(Effect.forkChild)
+      yield* TestClock.adjust("1 millis")
       // Two step boundaries abort it twice; protection is pending until the next resume.
       for (let boundary = 0; boundary < 2; boundary++) {
         yield* TestClock.adjust("310 millis")
@@ -129,10 +135,14 @@ describe("generation gate (partial rollout)", () => {
       assert.isTrue(gate.isProtected("s1"))
       yield* TestClock.adjust("310 millis")
       const before = seconds(yield* budget.remaining)
-      assert.deepStrictEqual(yield* gate.pause, { aborted: 0, pausedSessions: 0 })
+      // The pause aborts nothing and returns only once the protected Session has finished.
+      const pause = yield* gate.pause.pipe(Effect.forkChild)
+      yield* TestClock.adjust("1 second")
+      assert.isUndefined(pause.pollUnsafe())
       assert.isFalse(gate.isInterrupted("s1"))
       yield* TestClock.adjust("1 hour")
       const result = yield* Fiber.join(fiber)
+      assert.deepStrictEqual(yield* Fiber.join(pause), { aborted: 0, pausedSessions: 0 })
       assert.strictEqual(result.attempts, 3)
       assert.deepStrictEqual(result.ids, whole.ids)
       // The protected Session's budget counted through the pause.

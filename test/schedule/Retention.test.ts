@@ -28,14 +28,7 @@ describe("step close condition", () => {
   })
 })
 
-describe("partial resume attempts", () => {
-  it("classifies a request's next attempt as fresh, resumed or protected", () => {
-    assert.strictEqual(Retention.attemptKind({ abortCount: 0, hasPending: false }), "fresh")
-    assert.strictEqual(Retention.attemptKind({ abortCount: 0, hasPending: true }), "resumed")
-    assert.strictEqual(Retention.attemptKind({ abortCount: 1, hasPending: false }), "resumed")
-    assert.strictEqual(Retention.attemptKind({ abortCount: 2, hasPending: true, maxAbortedCount: 2 }), "protected")
-  })
-
+describe("protection", () => {
   it("protects after --partial-rollout-max-aborted-count aborts, only with partial rollout", () => {
     const limited = { ...partial, maxAbortedCount: 2 }
     assert.isFalse(Retention.isProtected(limited, 1))
