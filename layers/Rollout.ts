@@ -157,7 +157,13 @@ const make = Effect.gen(function*() {
     describeError: runner.describeError,
     dropStreak,
     ...(mode.partialRollout || mode.fullyAsync
-      ? { interruption: { isSessionInterrupted: gate.isInterrupted, onChange: gate.onChange } }
+      ? {
+        interruption: {
+          isSessionInterrupted: gate.isInterrupted,
+          // Only a fully-async step's close depends on interrupted Groups: only then do changes wake the step loop.
+          onChange: mode.fullyAsync ? gate.onChange : undefined
+        }
+      }
       : {})
   })
 

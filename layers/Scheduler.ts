@@ -93,12 +93,12 @@ export interface PoolOptions<G extends GroupLike, O, A, E> {
   /** Counts Groups dropped in a row (share one between a rollout's pools); default: unlimited, as Relax. */
   readonly dropStreak?: DropStreak | undefined
   /**
-   * Partial rollout / fully async: whether a Session is interrupted now (the generation gate's view), and a way to be
-   * told when that may have changed (it wakes the step loop, whose fully-async close depends on it).
+   * Partial rollout / fully async: whether a Session is interrupted now (the generation gate's view), and (fully
+   * async, whose close depends on it) a way to be told when that may have changed, which wakes the step loop.
    */
   readonly interruption?: {
     readonly isSessionInterrupted: (sessionId: string) => boolean
-    readonly onChange: (listener: () => void) => void
+    readonly onChange?: ((listener: () => void) => void) | undefined
   } | undefined
 }
 
@@ -430,7 +430,7 @@ export const makePool = <G extends GroupLike, O, A, E>(
 
     // Leased Groups kept from the last step (partial rollout / fully async), still running or parked.
     const retained = new Set<GroupRecord<G>>()
-    if (options.interruption !== undefined) {
+    if (options.interruption?.onChange !== undefined) {
       options.interruption.onChange(() => {
         Queue.offerUnsafe(signals, { _tag: "Changed" })
       })
