@@ -44,7 +44,7 @@ const Trace = Schema.Struct({
 /** What the engine generates for the sample's prompt without interruption, with the Session's seed (42 + position 0). */
 const uninterrupted = (sample: TrainingSample) =>
   Effect.gen(function*() {
-    const engine = yield* EmbeddedEngine.make(yield* Tokenizer, { ...EmbeddedEngine.instant, ...model, seed: 42 })
+    const engine = yield* EmbeddedEngine.make(yield* Tokenizer, { ...model, ...EmbeddedEngine.instant, seed: 42 })
     return yield* engine.generate({
       inputIds: sample.tokens.slice(0, sample.tokens.length - sample.response_length),
       sampling: { maxNewTokens: 300, temperature: 1, topP: 1, topK: -1, stop: [], stopTokenIds: [], seed: 42 },
