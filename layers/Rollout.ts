@@ -123,6 +123,13 @@ const make = Effect.gen(function*() {
   // Transfer partitions: with fully async a step may leave Groups owed to its partition for the next step.
   let partitions = Partitions.empty
 
+  if (settings.overSamplingBatchSize > settings.rolloutBatchSize && !mode.partialRollout && !mode.fullyAsync) {
+    yield* telemetry.warn(
+      `--over-sampling-batch-size ${settings.overSamplingBatchSize} is above --rollout-batch-size ` +
+        `${settings.rolloutBatchSize} without --partial-rollout or --fully-async: the over-sampled Groups still running ` +
+        `when a step closes are stopped and their work is discarded`
+    )
+  }
   const trainRows = yield* loadRows(settings.promptData)
   // Eval datasets are read at startup too, so a wrong path fails before any agent runs.
   const evalRows = new Map<string, ReadonlyArray<Dataset.Row>>()

@@ -93,6 +93,21 @@ const assertCommon = (report: SimReport) => {
   assert.strictEqual(new Set(exported.map((s) => s.session_id)).size, exported.length, "a Session was exported twice")
 }
 
+describe("synchronous steps on the same workload (the baseline)", () => {
+  it.effect("stops the over-sampled stragglers at every close (with a warning at startup) and retains nothing", () =>
+    Effect.gen(function*() {
+      const report = yield* simulate({ ...base, mode: "synchronous" })
+      assertCommon(report)
+      assert.deepStrictEqual(report.results.map((r) => r.samples.length), [4, 4, 4, 4, 4])
+      assert.isTrue(report.lines.some((l) => l.includes("--over-sampling-batch-size 3 is above --rollout-batch-size 2 without --partial-rollout or --fully-async")))
+      const ends = report.lines.filter((l) => l.includes("event=accounting_end"))
+      assert.isTrue(ends.every((l) => l.includes(" debt=0 resident_groups=0 interrupted_groups=0")), ends.join("\n"))
+      assert.isAbove(report.sessions.filter((s) => s.outcome === "interrupted").length, 0)
+      assert.isTrue(samplesOf(report).every((s) => requestAborts(s).every((n) => n === 0)))
+      yield* assertUninterruptedTokens(report)
+    }).pipe(Effect.provide(Tokenizer.layer)), { timeout: 120_000 })
+})
+
 describe("partial rollout across 5 steps (TestClock)", () => {
   it.effect("parks straggling generations at every step boundary and resumes them to exactly the uninterrupted tokens", () =>
     Effect.gen(function*() {
