@@ -251,7 +251,10 @@ export const make = (
           const value = next ?? WeightVersion.next(current, updates)
           return [value, value]
         }))),
-      health: Effect.void
+      health: Effect.void,
+      // Nothing is cached per Session in process.
+      closeSession: () => Effect.void,
+      takeStepMetrics: Effect.succeed({})
     } satisfies EngineShape
   })
 

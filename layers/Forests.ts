@@ -34,8 +34,8 @@ export interface ForestsShape {
   /** Forget a Session's forest (no-op when absent). */
   readonly remove: (sessionId: string) => Effect.Effect<void>
   /**
-   * Check the observation against the context limit (Forest.checkObservationContext; nothing is committed when it
-   * fails), then commit it; returns the new state hash.
+   * Check the observation against the context limit with its training length (Forest.checkObservationContext; nothing
+   * is committed when it fails), then commit it; returns the new state hash.
    */
   readonly observe: (
     forest: Forest.Forest,
@@ -76,7 +76,12 @@ export class Forests extends Context.Service<Forests, ForestsShape>()("relax-age
         }),
         observe: Effect.fn("Forests.observe")(function*(forest, observation) {
           yield* Effect.fromResult(
-            Forest.checkObservationContext(forest, observation.parent, observation.tokens.length, observation.maxContextLen)
+            Forest.checkObservationContext(
+              forest,
+              observation.parent,
+              Forest.observationTrainLength(observation),
+              observation.maxContextLen
+            )
           )
           return yield* commit(forest, () => Forest.commitObservation(forest, observation))
         }),

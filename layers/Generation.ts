@@ -21,6 +21,7 @@ import {
   ContextLengthError,
   EngineFailure,
   type GenerationError,
+  ImageRejected,
   SessionDiscarded,
   TemplateRejected,
   UnusableResponse
@@ -30,9 +31,11 @@ import type * as Canonical from "../src/protocol/canonical.ts"
 import type * as Completion from "../src/protocol/completion.ts"
 import * as Parsers from "../src/parsers/registry.ts"
 import * as ObservationDelta from "../src/template/ObservationDelta.ts"
+import type { RolloutSettings } from "./Config.ts"
 import { Engine, type GenerateResult, type SamplingParams } from "./Engine.ts"
 import { Forests } from "./Forests.ts"
 import type { LiveRequest } from "./GenerationGate.ts"
+import * as Images from "./Images.ts"
 import type { SessionEntry } from "./Sessions.ts"
 import { Tokenizer } from "./Tokenizer.ts"
 
@@ -45,7 +48,26 @@ export interface GenerationOptions {
   readonly reasoningParser?: Parsers.ReasoningParser | undefined
   /** `--agentic-strict-match`: disable the tolerated match of a response echoed without its reasoning. */
   readonly strictMatch?: boolean | undefined
+  /** `--rollout-skip-special-tokens`: drop special tokens from the response text (the committed ids keep them). */
+  readonly skipSpecialTokens?: boolean | undefined
 }
+
+/** The generation options the rollout flags describe; fails on an unknown parser name. */
+export const optionsOf = (settings: RolloutSettings): Result.Result<GenerationOptions, Parsers.UnknownParserError> =>
+  Result.gen(function*() {
+    const toolCallParser = settings.agenticToolCallParser === undefined
+      ? undefined
+      : yield* Parsers.ToolCallParsers.get(settings.agenticToolCallParser)
+    const reasoningParser = settings.agenticReasoningParser === undefined
+      ? undefined
+      : yield* Parsers.ReasoningParsers.get(settings.agenticReasoningParser)
+    return {
+      toolCallParser,
+      reasoningParser,
+      strictMatch: settings.strictMatch,
+      skipSpecialTokens: settings.rolloutSkipSpecialTokens
+    }
+  })
 
 export interface GenerationShape {
   /**
@@ -61,6 +83,7 @@ export interface GenerationShape {
 export class Generation extends Context.Service<Generation, GenerationShape>()("relax-agentic/Generation") {
   static readonly layer = (options: GenerationOptions = {}): Layer.Layer<Generation, never, Engine | Forests | Tokenizer> =>
     Layer.effect(Generation, make(options))
+  static readonly optionsOf = optionsOf
 }
 
 /** One model request at its parent state, as the engine attempts see it. */
@@ -131,11 +154,16 @@ const make = (options: GenerationOptions) =>
     ) {
       if (matched.suffix.length === 0) return matched.parent
       const tokens = yield* observationTokens(forest, matched, state)
+      // Images get their processor-expanded training tokens; context limits count those (relax-behaviour §5.6).
+      const train = yield* Images.expandObservation(tokenizer, tokens, Forest.mediaOf(matched.suffix)).pipe(
+        Effect.mapError((reason) => new ImageRejected({ reason }))
+      )
       return yield* forests.observe(forest, {
         parent: matched.parent,
         rolloutId: session.rolloutId(),
         messages: matched.suffix,
         tokens,
+        train,
         tools: state.tools,
         chatTemplateKwargs: state.chat_template_kwargs,
         maxContextLen: session.maxContextLen ?? null
@@ -267,7 +295,8 @@ const make = (options: GenerationOptions) =>
     /** Split the generated text into content, reasoning and tool calls; counts parser failures and dropped calls. */
     const parse = Effect.fn("Generation.parse")(function*(p: AttemptPlan, done: Attempted) {
       const split = Turn.splitEndOfTurn(done.pending.outputIds, tokenizer.endOfTurnIds, p.sampling.stopTokenIds)
-      const parsed = Turn.parseResponse(tokenizer.decode(split.textIds), options, p.state.tools)
+      const text = tokenizer.decode(split.textIds, { skipSpecialTokens: options.skipSpecialTokens ?? false })
+      const parsed = Turn.parseResponse(text, options, p.state.tools)
       p.session.counters.parserFailures += parsed.malformed
       p.session.counters.droppedToolCalls += parsed.droppedUnknownTools
       if (Turn.isEmpty(parsed)) {

@@ -115,10 +115,10 @@ const make = Effect.gen(function*() {
   const credit = yield* Credit
   const scheduler = yield* Scheduler.Scheduler
   const telemetry = yield* Telemetry
+  const engine = yield* Engine
   const runner = yield* SessionRunner
   const outputs = yield* Outputs
   const gate = yield* GenerationGate
-  const engine = yield* Engine
   const mode = RolloutConfig.retentionMode(settings)
   // Transfer partitions: with fully async a step may leave Groups owed to its partition for the next step.
   let partitions = Partitions.empty
@@ -261,6 +261,7 @@ const make = Effect.gen(function*() {
         samples: step.samples,
         metrics: {
           ...step.metrics,
+          ...(yield* engine.takeStepMetrics),
           "rollout/groups_dropped": outcome.dropped,
           "rollout/groups_filtered": outcome.filtered
         },

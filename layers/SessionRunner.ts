@@ -5,8 +5,9 @@
  * **Details**
  * A Session is registered with `Sessions` (its `awaitLease` joins the Group's first-request barrier), gets an empty
  * SessionForest, and runs its agent through the `Supervisor` with an active-time budget started when the Group gets its
- * Runtime lease. With partial rollout or fully async a training Session is also registered with the generation gate,
- * which parks its requests and pauses its budget between steps. When the agent exits, its exports (implicit leaf or explicit records) become training samples;
+ * Runtime lease; when the Session ends, the engine is told (`Engine.closeSession`). With partial rollout or fully
+ * async a training Session is also registered with the generation gate, which parks its requests and pauses its budget
+ * between steps. When the agent exits, its exports (implicit leaf or explicit records) become training samples;
  * `Credit` scores the Group (reward, custom advantage or GRPO; a `null` hook result filters it). A Session that fails,
  * an export that does not match and a Reward error fail with a `GroupError`, which drops the Group.
  */
@@ -22,6 +23,7 @@ import type { AgentExecutionError, SessionInputError } from "../src/session/erro
 import * as SessionInput from "../src/session/SessionInput.ts"
 import * as RolloutConfig from "./Config.ts"
 import { Credit, type CreditError } from "./Credit.ts"
+import { Engine } from "./Engine.ts"
 import { Forests } from "./Forests.ts"
 import { GenerationGate } from "./GenerationGate.ts"
 import * as Scheduler from "./Scheduler.ts"
@@ -81,6 +83,7 @@ const make = Effect.gen(function*() {
   const telemetry = yield* Telemetry
   const gate = yield* GenerationGate
   const retains = gate.mode.partialRollout || gate.mode.fullyAsync
+  const engine = yield* Engine
 
   const inputOptions: SessionInput.InputOptions = {
     inputKey: settings.inputKey,
@@ -98,7 +101,13 @@ const make = Effect.gen(function*() {
       const eval_ = group.mode === "eval"
       // Registered before anything is created, so an interruption between the steps below cannot leak the Session's
       // forest or registry entry (both removals are no-ops for what does not exist yet).
-      yield* Effect.addFinalizer(() => sessions.close(sessionId).pipe(Effect.andThen(forests.remove(sessionId))))
+      // The engine is told last (SGLang --agentic-session-lifecycle: /close_session), so the Session's cache goes.
+      yield* Effect.addFinalizer(() =>
+        sessions.close(sessionId).pipe(
+          Effect.andThen(forests.remove(sessionId)),
+          Effect.andThen(engine.closeSession(sessionId))
+        )
+      )
       yield* forests.create(sessionId, {
         groupIndex: group.promptIndex,
         index: group.firstIndex + ticket.position,
@@ -183,6 +192,14 @@ export class SessionRunner extends Context.Service<SessionRunner, SessionRunnerS
   static readonly layer: Layer.Layer<
     SessionRunner,
     never,
-    RolloutConfig.RolloutConfig | Tokenizer | Sessions | Forests | Supervisor | Credit | Telemetry | GenerationGate
+    | RolloutConfig.RolloutConfig
+    | Tokenizer
+    | Sessions
+    | Forests
+    | Supervisor
+    | Credit
+    | Telemetry
+    | Engine
+    | GenerationGate
   > = Layer.effect(SessionRunner, make)
 }

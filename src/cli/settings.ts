@@ -159,3 +159,48 @@ export const settingsFromFlags = (
     return yield* Config.resolve({ ...extra, ...fromFile, ...fromFlags })
   })
 
+
+/** Eval-only options: without `--eval-interval`, `relax-agentic rollout` runs no Eval and never reads them. */
+const evalOnly = [
+  "evalTemperature",
+  "evalTopP",
+  "evalTopK",
+  "evalMaxResponseLen",
+  "evalMaxContextLen",
+  "evalRewardKey",
+  "agenticEvalConcurrency"
+] as const
+
+/**
+ * The warnings `relax-agentic rollout` prints at startup for options it accepts but would not use with these
+ * settings (the programmatic API may still use them: `runEval` runs Eval without `--eval-interval`).
+ */
+export const unusedOptionWarnings = (settings: Config.RolloutSettings): ReadonlyArray<string> => {
+  const warnings: Array<string> = []
+  if (settings.evalInterval === undefined) {
+    const unused = [
+      ...(settings.evalDatasets.length > 0 ? ["--eval-prompt-data"] : []),
+      ...evalOnly.filter((field) => settings[field] !== undefined).map(Config.flagOf),
+      ...(settings.skipEvalBeforeTrain ? ["--skip-eval-before-train"] : [])
+    ]
+    if (unused.length > 0) {
+      warnings.push(
+        `${unused.join(", ")}: no --eval-interval is given, so this rollout runs no Eval; add --eval-interval N (or ` +
+          "remove them)"
+      )
+    }
+  }
+  const derived = settings.globalBatchSize === undefined
+    ? undefined
+    : Math.floor(settings.globalBatchSize / settings.nSamplesPerPrompt)
+  if (derived !== undefined && settings.rolloutBatchSize !== derived) {
+    warnings.push(
+      `--global-batch-size ${settings.globalBatchSize} is only used to derive --rollout-batch-size, which is given ` +
+        `(${settings.rolloutBatchSize}); remove one of the two`
+    )
+  }
+  if (settings.maxTokensPerGpu !== undefined && !settings.useDynamicBatchSize) {
+    warnings.push("--max-tokens-per-gpu is only used with --use-dynamic-batch-size; add it (or remove the budget)")
+  }
+  return warnings
+}

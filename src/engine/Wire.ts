@@ -1,5 +1,6 @@
 /**
- * SGLang's native HTTP wire shapes (`/generate`, `/abort_request`, `/update_weight_version`, router `/workers`),
+ * SGLang's native HTTP wire shapes (`/generate`, `/abort_request`, `/close_session`, `/update_weight_version`, `/tokenize`,
+ * `/get_model_info`, router `/workers`),
  * as Schemas shared by the client (layers/SglangEngine.ts) and the test server.
  *
  * **Details**
@@ -31,7 +32,9 @@ export const GenerateRequest = Schema.Struct({
   sampling_params: SamplingParams,
   rid: Schema.String,
   return_logprob: Schema.Boolean,
-  image_data: Schema.optionalKey(Schema.Array(Schema.String))
+  image_data: Schema.optionalKey(Schema.Array(Schema.String)),
+  /** With `--agentic-session-lifecycle`: the Session, whose radix-cache entries `/close_session` releases. */
+  session_id: Schema.optionalKey(Schema.String)
 })
 export type GenerateRequest = typeof GenerateRequest.Type
 
@@ -70,6 +73,12 @@ export const AbortRequest = Schema.Struct({
 })
 export type AbortRequest = typeof AbortRequest.Type
 
+/** `POST /close_session` body (200 with an empty body; an unknown session is a no-op on the server). */
+export const CloseSessionRequest = Schema.Struct({
+  session_id: Schema.String
+})
+export type CloseSessionRequest = typeof CloseSessionRequest.Type
+
 export const UpdateWeightVersionRequest = Schema.Struct({
   new_version: Schema.String,
   abort_all_requests: Schema.Boolean
@@ -83,6 +92,21 @@ export const UpdateWeightVersionResponse = Schema.Struct({
 })
 
 export const WeightVersionResponse = Schema.Struct({ weight_version: Schema.String })
+
+/** `POST /tokenize` body (SGLang's OpenAI-style tokenize helper). */
+export const TokenizeRequest = Schema.Struct({
+  prompt: Schema.String,
+  add_special_tokens: Schema.Boolean
+})
+export type TokenizeRequest = typeof TokenizeRequest.Type
+
+export const TokenizeResponse = Schema.Struct({ tokens: Schema.Array(Schema.Int) })
+
+/** `GET /get_model_info`: the fields read (the model the server was launched with). */
+export const ModelInfoResponse = Schema.Struct({
+  model_path: Schema.optionalKey(Schema.NullOr(Schema.String)),
+  tokenizer_path: Schema.optionalKey(Schema.NullOr(Schema.String))
+})
 
 /** Router (SGLang Model Gateway) `GET /workers`. */
 export const WorkersResponse = Schema.Struct({

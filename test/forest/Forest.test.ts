@@ -426,3 +426,68 @@ describe("Sample.build (docs/sessionforest.md)", () => {
     )
   })
 })
+
+describe("processor-expanded observations (images)", () => {
+  const image = "data:image/png;base64,AAAA"
+  const withImage: Canonical.Message = {
+    role: "user",
+    content: [{ type: "image_url", image_url: { url: image } }, { type: "text", text: "what is it?" }]
+  }
+  const PAD = 151655
+
+  it("keeps the inference tokens for the engine and counts the expanded training tokens against the context", () => {
+    const forest = fresh()
+    const obs = Forest.commitObservation(forest, {
+      parent: forest.root,
+      messages: [withImage],
+      tokens: [1, PAD, 2],
+      train: { tokens: [1, PAD, PAD, PAD, PAD, 2], imageGrids: [[1, 4, 4]] },
+      tools,
+      chatTemplateKwargs: kwargs,
+      rolloutId: 0
+    })
+    assert.deepStrictEqual(Forest.inferencePrefix(forest, obs), [1, PAD, 2])
+    assert.deepStrictEqual(Forest.inferenceMedia(forest, obs), [image])
+    assert.strictEqual(Forest.trainTokenCount(forest, obs), 6)
+    // 6 expanded tokens + 1 observation token reach a limit of 7, although the engine sees only 4.
+    const tooLong = Forest.checkObservationContext(forest, obs, 1, 7)
+    assert.isTrue(Result.isFailure(tooLong) && tooLong.failure instanceof ContextLengthError)
+    assert.deepStrictEqual(Forest.generationBudget(forest, obs, 10, 100), Result.succeed(4))
+  })
+
+  it("builds the sample from the expanded tokens, with the images and their grids", () => {
+    const forest = fresh()
+    const history = [withImage]
+    const m = Forest.match(forest, state(history), { strict: true })
+    const obs = Forest.commitObservation(forest, {
+      parent: m.parent,
+      messages: m.suffix,
+      tokens: [1, PAD, 2],
+      train: { tokens: [1, PAD, PAD, PAD, PAD, 2], imageGrids: [[1, 4, 4]] },
+      tools,
+      chatTemplateKwargs: kwargs,
+      rolloutId: 0
+    })
+    const { resp } = turn(forest, history, assistant("a cat"), [], [7, 8])
+    assert.strictEqual(Forest.node(forest, resp).parent, obs)
+    const sample = Sample.build(forest, resp, (ids) => ids.join(","), {
+      rolloutId: 0,
+      exportName: null,
+      reward: 1,
+      metadata: {}
+    })
+    assert.deepStrictEqual(sample.tokens, [1, PAD, PAD, PAD, PAD, 2, 7, 8])
+    assert.deepStrictEqual(sample.loss_mask, [1, 1])
+    assert.strictEqual(sample.response_length, 2)
+    assert.deepStrictEqual(sample.multimodal_inputs, { images: [image] })
+    assert.deepStrictEqual(sample.multimodal_train_inputs, { image_grid_thw: [[1, 4, 4]] })
+  })
+
+  it("adds no multimodal keys to a text-only sample", () => {
+    const forest = fresh()
+    const { resp } = turn(forest, [user("q")], assistant("a"), [1, 2], [3])
+    const sample = Sample.build(forest, resp, (ids) => ids.join(","), { rolloutId: 0, exportName: null, reward: 1, metadata: {} })
+    assert.notProperty(sample, "multimodal_inputs")
+    assert.notProperty(sample, "multimodal_train_inputs")
+  })
+})

@@ -7,10 +7,14 @@
  *   no unknown keys — SGLang raises on unknown sampling keys); SGLang's validation messages as HTTP 400
  *   `{"object":"error","message":…}`; context-length rejections with SGLang's wording.
  * - `POST /abort_request {rid}`: prefix match, 200 with an empty body; a held request answers its partial output
- *   with `finish_reason.type = "abort"`, and so does a request still generating in an engine with latency. `POST /update_weight_version` with `abort_all_requests` aborts every held
- *   request the same way before answering.
+ *   with `finish_reason.type = "abort"`, and so does a request still generating in an engine with latency.
+ *   `POST /update_weight_version` with `abort_all_requests` aborts every held request the same way before answering.
  * - A resumed request (`input_ids` = prompt ++ partial ids, fewer `max_new_tokens`, same `sampling_seed`) continues
  *   the aborted one exactly: the embedded model keys its draws on absolute positions.
+ * - `POST /tokenize {prompt, add_special_tokens}` with the `tokenize` option (404 without, as older SGLang), and
+ *   `GET /get_model_info`.
+ * - `POST /close_session {session_id}`: recorded in `closedSessions`; 200 with an empty body, as SGLang answers (an
+ *   unknown session is a no-op there too). `failCloseSession` answers 500 instead.
  * - Router mode (`routeTo`): `GET /workers` (or only `GET /list_workers`) and `/generate` proxied to the worker
  *   chosen by the `X-SMG-Routing-Key` header.
  * - Faults and latches for tests, with no sleeps: `failNext`, `dieOnNextGenerate`, `hold`/`release`,
@@ -33,6 +37,12 @@ export interface FakeSglangOptions {
   readonly routeTo?: ReadonlyArray<string> | undefined
   /** Router mode: answer 404 on `/workers` so clients fall back to `/list_workers`. */
   readonly listWorkersOnly?: boolean | undefined
+  /** `/close_session` answers HTTP 500. */
+  readonly failCloseSession?: boolean | undefined
+  /** The server's tokenizer behind `POST /tokenize`; without it `/tokenize` answers 404 (an older SGLang). */
+  readonly tokenize?: ((text: string) => ReadonlyArray<number>) | undefined
+  /** `model_path` of `GET /get_model_info` (default "/models/fake"). */
+  readonly modelPath?: string | undefined
 }
 
 export interface RecordedRequest {
@@ -47,6 +57,8 @@ export interface FakeSglang {
   readonly requests: Array<RecordedRequest>
   /** rids received on `/abort_request`. */
   readonly aborts: Array<string>
+  /** session ids received on `/close_session`. */
+  readonly closedSessions: Array<string>
   /** The next `n` `/generate` calls answer `status` with an SGLang error body. */
   readonly failNext: (n: number, status: number, message?: string) => void
   /** The next `/generate` call closes its connection after reading the request, and the server stops. */
@@ -102,6 +114,7 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
   Effect.gen(function*() {
     const requests: Array<RecordedRequest> = []
     const aborts: Array<string> = []
+    const closedSessions: Array<string> = []
     const failures: Array<{ readonly status: number; readonly message: string }> = []
     let die = false
     let holdTokens: number | undefined
@@ -232,6 +245,25 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
           res.writeHead(200)
           return res.end()
         }
+        case "POST /close_session": {
+          const decoded = Schema.decodeUnknownExit(Wire.CloseSessionRequest)(json)
+          if (Exit.isFailure(decoded)) return sendError(res, 400, String(decoded.cause))
+          closedSessions.push(decoded.value.session_id)
+          if (options.failCloseSession === true) return sendError(res, 500, "close_session failed")
+          res.writeHead(200)
+          return res.end()
+        }
+        case "POST /tokenize": {
+          if (options.tokenize === undefined) return sendJson(res, 404, { detail: "Not Found" })
+          const decoded = Schema.decodeUnknownExit(Wire.TokenizeRequest)(json)
+          if (Exit.isFailure(decoded)) return sendError(res, 400, String(decoded.cause))
+          const tokens = options.tokenize(decoded.value.prompt)
+          return sendJson(res, 200, { tokens, count: tokens.length, max_model_len: contextLength })
+        }
+        case "GET /get_model_info": {
+          const modelPath = options.modelPath ?? "/models/fake"
+          return sendJson(res, 200, { model_path: modelPath, tokenizer_path: modelPath, is_generation: true, weight_version: weightVersion })
+        }
         case "GET /health":
         case "GET /health_generate":
           res.writeHead(200)
@@ -277,6 +309,7 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
       url: `http://127.0.0.1:${port}`,
       requests,
       aborts,
+      closedSessions,
       failNext: (n, status, message = "Internal server error") => {
         for (let i = 0; i < n; i++) failures.push({ status, message })
       },
