@@ -149,6 +149,24 @@ describe("generation gate (partial rollout)", () => {
       assert.isBelow(seconds(yield* budget.remaining), before - 1)
     }).pipe(Effect.provide(Tokenizer.layer))))
 
+  it.effect("a request arriving while the gate is closed waits before its first backend attempt, then runs whole", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { engine, reference, gate } = yield* setup()
+      const whole = yield* turn(reference, yield* gate.register("ref", undefined), "ref", 10)
+      yield* gate.pause
+      const fiber = yield* turn(engine, yield* gate.register("late", undefined), "late", 10).pipe(Effect.forkChild)
+      yield* TestClock.adjust("1 hour")
+      // Parked before any backend call: nothing ran, nothing was aborted. A queued request never aborted does not make
+      // its Session interrupted (Relax: every live request queued and at least one aborted).
+      assert.isUndefined(fiber.pollUnsafe())
+      assert.isFalse(gate.isInterrupted("late"))
+      yield* gate.resume
+      yield* TestClock.adjust("1 hour")
+      const result = yield* Fiber.join(fiber)
+      assert.strictEqual(result.attempts, 1)
+      assert.deepStrictEqual(result.ids, whole.ids)
+    }).pipe(Effect.provide(Tokenizer.layer))))
+
   it.effect("a paused Session that never started its budget (prelaunched) is not started by resume", () =>
     Effect.scoped(Effect.gen(function*() {
       const { gate } = yield* setup()
