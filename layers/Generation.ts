@@ -34,6 +34,7 @@ import * as ObservationDelta from "../src/template/ObservationDelta.ts"
 import type { RolloutSettings } from "./Config.ts"
 import { Engine, type GenerateResult, type SamplingParams } from "./Engine.ts"
 import { Forests } from "./Forests.ts"
+import type { LiveRequest } from "./GenerationGate.ts"
 import * as Images from "./Images.ts"
 import type { SessionEntry } from "./Sessions.ts"
 import { Tokenizer } from "./Tokenizer.ts"
@@ -209,29 +210,42 @@ const make = (options: GenerationOptions) =>
       })
     }
 
-    /** One engine attempt: wait for the lease, then generate from the prefix ++ the pending ids with the rest of the budget. */
-    const attempt = Effect.fn("Generation.attempt")(function*(p: AttemptPlan, pending: Turn.Pending, index: number) {
+    /**
+     * One engine attempt: wait for the lease, then (through the generation gate, when the Session has one: parked
+     * between steps) generate from the prefix ++ the pending ids with the rest of the budget.
+     */
+    const attempt = Effect.fn("Generation.attempt")(function*(
+      p: AttemptPlan,
+      pending: Turn.Pending,
+      index: number,
+      live: LiveRequest | undefined
+    ) {
       const { session } = p
       yield* session.awaitLease.pipe(
         Effect.catchTag("SessionClosedError", () => Effect.fail(new SessionDiscarded({ sessionId: session.sessionId })))
       )
-      const startedAt = yield* Clock.currentTimeMillis
       const inputIds = Turn.resumeIds(p.prefix, pending)
       const maxNewTokens = Turn.remainingTokens(p.sampling.maxNewTokens, pending)
-      const output = yield* engine.generate({
-        inputIds,
-        sampling: { ...p.sampling, maxNewTokens },
-        rid: index === 0 ? p.rid : Rid.forAttempt({ sessionId: session.sessionId, parent: p.parent, turn: p.turn, attempt: index }),
-        returnLogprob: true,
-        imageData: p.media.length > 0 ? p.media : undefined,
-        sessionId: session.sessionId,
-        conversation: () => ({
+      const rid = index === 0 ? p.rid : Rid.forAttempt({ sessionId: session.sessionId, parent: p.parent, turn: p.turn, attempt: index })
+      let startedAt = 0
+      const generate = Effect.gen(function*() {
+        startedAt = yield* Clock.currentTimeMillis
+        return yield* engine.generate({
+          inputIds,
+          sampling: { ...p.sampling, maxNewTokens },
+          rid,
+          returnLogprob: true,
+          resumedTokens: pending.outputIds.length,
+          imageData: p.media.length > 0 ? p.media : undefined,
           sessionId: session.sessionId,
-          turn: p.turn,
-          messages: Forest.fullMessages(p.forest, p.parent),
-          tools: p.state.tools,
-          chatTemplateKwargs: p.state.chat_template_kwargs,
-          promptText: tokenizer.decode(inputIds)
+          conversation: () => ({
+            sessionId: session.sessionId,
+            turn: p.turn,
+            messages: Forest.fullMessages(p.forest, p.parent),
+            tools: p.state.tools,
+            chatTemplateKwargs: p.state.chat_template_kwargs,
+            promptText: tokenizer.decode(inputIds)
+          })
         })
       }).pipe(
         Effect.onInterrupt(() => Effect.sync(() => session.counters.aborts++)),
@@ -247,6 +261,7 @@ const make = (options: GenerationOptions) =>
           EngineError: (error) => Effect.fail(new EngineFailure({ message: error.message }))
         })
       )
+      const output = yield* (live === undefined ? generate : live.attempt(rid, generate))
       return { output, startedAt, elapsedMs: (yield* Clock.currentTimeMillis) - startedAt }
     })
 
@@ -256,14 +271,26 @@ const make = (options: GenerationOptions) =>
      * {@link Turn.Pending}, and {@link Turn.afterAttempt} decides whether to finish, resume or give up.
      */
     const attempts = Effect.fn("Generation.attempts")(function*(p: AttemptPlan) {
+      const gate = p.session.gate
+      return yield* gate === undefined ? attemptLoop(p, undefined) : gate.request((live) => attemptLoop(p, live))
+    })
+
+    const attemptLoop = (p: AttemptPlan, live: LiveRequest | undefined) => Effect.gen(function*() {
       let pending = Turn.noPending(Forest.node(p.forest, p.parent).abortCount)
       let startedAt: number | undefined
+      let aborts = 0
       for (let index = 0;; index++) {
-        const attempted = yield* attempt(p, pending, index)
+        const attempted = yield* attempt(p, pending, index, live)
         startedAt ??= attempted.startedAt
-        const outcome = Turn.afterAttempt(pending, attempted.output, attempted.elapsedMs, p.sampling.maxNewTokens)
+        let outcome = Turn.afterAttempt(pending, attempted.output, attempted.elapsedMs, p.sampling.maxNewTokens)
+        if (attempted.output.finishReason.type === "abort") {
+          p.session.counters.aborts++
+          aborts++
+          // Partial rollout: a step boundary's pause parks the request at the gate until the next step (N aborts
+          // protect it); such an abort is not the engine failing, so it never counts toward giving up.
+          if (live !== undefined && (yield* live.aborted(aborts))) outcome = Turn.parked(outcome)
+        }
         pending = outcome.pending
-        if (attempted.output.finishReason.type === "abort") p.session.counters.aborts++
         if (outcome._tag === "Finished") {
           const attemptedAll: Attempted = {
             pending,

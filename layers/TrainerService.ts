@@ -9,9 +9,9 @@
  * generations in flight while its weights change is the engine's business. Shutdown is the layer's scope: closing it
  * reaps every agent and closes the gateway.
  *
- * `stream` runs training steps as the consumer pulls and emits each step's Groups once the step is credited. Its
- * Groups come from one seam, `finishedGroups` below: a rollout that finishes Groups across steps (fully async) feeds
- * the same stream by replacing that function.
+ * `stream` runs training steps as the consumer pulls and emits each step's Groups once the step is credited (with
+ * `--fully-async` a step also delivers Groups it finished for the previous step). Its Groups come from one seam,
+ * `finishedGroups` below: a rollout that hands out single Groups as they are credited would feed the stream there.
  */
 import { Context, Effect, Layer, Ref, Semaphore, Stream } from "effect"
 import type { TrainingSample } from "../src/forest/TrainingSample.ts"
@@ -47,17 +47,23 @@ export interface TrainerServiceShape {
   readonly status: Effect.Effect<Results.RolloutStatus>
 }
 
-/** Split a step's samples into its Groups, in `group_index` order. */
+/**
+ * Split a step's samples into their Groups, in transfer order. A Group is keyed by its samples' `rollout_id` and
+ * `group_index`: with `--fully-async` a step also transfers Groups still owed to the previous step, which carry that
+ * step's `rollout_id` and come first.
+ */
 export const groupsOf = (step: Results.StepResult): Array<Results.FinishedGroup> => {
-  const byGroup = new Map<number, Array<TrainingSample>>()
+  const byGroup = new Map<string, Results.FinishedGroup & { readonly samples: Array<TrainingSample> }>()
   for (const sample of step.samples) {
-    const group = byGroup.get(sample.group_index)
-    if (group === undefined) byGroup.set(sample.group_index, [sample])
-    else group.push(sample)
+    const key = `${sample.rollout_id}:${sample.group_index}`
+    const group = byGroup.get(key)
+    if (group === undefined) {
+      byGroup.set(key, { rolloutId: sample.rollout_id, groupIndex: sample.group_index, samples: [sample] })
+    } else {
+      group.samples.push(sample)
+    }
   }
-  return [...byGroup.entries()]
-    .sort(([a], [b]) => a - b)
-    .map(([groupIndex, samples]) => ({ rolloutId: step.rolloutId, groupIndex, samples }))
+  return [...byGroup.values()]
 }
 
 const make = Effect.gen(function*() {
@@ -82,7 +88,8 @@ const make = Effect.gen(function*() {
       Effect.tap(() => Ref.update(finished, (f) => ({ steps: f.steps + 1, last: rolloutId })))
     )
 
-  // The seam fully async replaces: where finished Groups come from. Today: the Groups of a whole step, once credited.
+  // Where finished Groups come from: the Groups a step transfers, once the step is credited (step-level credit and
+  // micro-batches need the whole step). A rollout that credits single Groups as they finish would feed them here.
   const finishedGroups = (rolloutId: number): Stream.Stream<Results.FinishedGroup, RolloutError> =>
     Stream.fromIterableEffect(Effect.map(step(rolloutId), groupsOf))
 

@@ -587,6 +587,33 @@ export const rolloutFlags: ReadonlyArray<FlagSpec> = [
       "as Relax.",
     defaultText: "max(8, 2 * --agentic-concurrency)"
   },
+  {
+    name: "partial-rollout",
+    field: "partialRollout",
+    kind: "boolean",
+    section: S.scheduling,
+    description: "Reuse unfinished samples: when a step's debt is paid, in-flight generations are aborted and parked " +
+      "(the agent's HTTP request stays open) and resume next step from prompt + partial tokens; their Groups stay " +
+      "resident across the step boundary."
+  },
+  {
+    name: "partial-rollout-max-aborted-count",
+    field: "partialRolloutMaxAbortedCount",
+    kind: "int",
+    section: S.scheduling,
+    description: "With --partial-rollout: a request aborted this many times is protected at the next resume (it " +
+      "is not aborted again, its Session's active-time budget keeps running, and a step's close waits for it).",
+    defaultText: "unlimited"
+  },
+  {
+    name: "fully-async",
+    field: "fullyAsync",
+    kind: "boolean",
+    section: S.scheduling,
+    description: "Overlap rollout and training: a step may close while its remaining debt is interrupted resident " +
+      "Groups, which finish into the previous partition next step; a final backfill step drains the rest. " +
+      "Incompatible with --normalize-advantages."
+  },
   // outputs
   {
     name: "output-dir",

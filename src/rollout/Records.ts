@@ -105,7 +105,8 @@ export const debugRecords = (
       leaf_state_hash: facts?.view.leaf_state_hash ?? null,
       state_hashes: facts?.view.state_hashes ?? [],
       turns: facts?.view.turns ?? [],
-      abort_count: (facts?.view.turns ?? []).reduce((sum, t) => sum + t.abort_count, 0),
+      // A response's abort count includes its lineage's (as in Relax): the last turn's is the lineage's total.
+      abort_count: facts?.view.turns.at(-1)?.abort_count ?? 0,
       request_count: facts?.counters.requests ?? 0,
       generation_count: facts?.counters.generations ?? 0,
       weight_versions: sample.weight_versions,

@@ -21,6 +21,8 @@ export type Metrics = typeof Metrics.Type
 /** The result of one training step, as a trainer receives it. */
 export const StepResult = Schema.Struct({
   rolloutId: Schema.Int,
+  /** The engine's weight version when the step started (each attempt's own version is in `weight_versions`). */
+  weightVersion: Schema.String,
   /** Credited samples, Group by Group (`group_index` order), Sessions in Group order. */
   samples: Schema.Array(TrainingSample),
   metrics: Metrics,

@@ -1,6 +1,6 @@
 /**
  * Runs the benchmarks and prints one table per benchmark: `npm run bench` (all), or `npm run bench -- prefix gateway`
- * (only those named: prefix, delta, gateway, memory).
+ * (only those named: prefix, delta, gateway, memory, lifecycle).
  *
  * **Details**
  * Benchmarks print ratios measured side by side in one run; they assert no timings. Memory numbers force garbage
@@ -13,10 +13,11 @@ import { bench as delta } from "./observationDelta.ts"
 import { bench as gateway } from "./gateway.ts"
 import { type Bench, formatMs, printResult } from "./harness.ts"
 import { bench as memory } from "./forestMemory.ts"
+import { bench as lifecycle } from "./lifecycle.ts"
 import { bench as prefix } from "./prefixMatch.ts"
 
 // Memory first: its heap deltas are cleanest before the other benchmarks have grown the heap.
-const all: ReadonlyArray<Bench> = [memory, prefix, delta, gateway]
+const all: ReadonlyArray<Bench> = [memory, prefix, delta, gateway, lifecycle]
 
 const main = async (): Promise<void> => {
   const wanted = process.argv.slice(2)

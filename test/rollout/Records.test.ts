@@ -122,7 +122,8 @@ describe("debugRecords", () => {
       session_id: "s0",
       leaf_state_hash: "leaf-s0",
       turn_count: 2,
-      abort_count: 3,
+      // Per-turn counts accumulate along the lineage (1, then 2): the total is the last one, not their sum.
+      abort_count: 2,
       request_count: 5,
       generation_count: 4,
       reward: 1,

@@ -6,6 +6,7 @@ import { createRequire } from "node:module"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { trainingLoop } from "../../examples/trainer.ts"
+import { TrainerService } from "../../layers/TrainerService.ts"
 import { main as promiseMain } from "../../examples/trainer-promise.ts"
 import { EmbeddedEngine } from "../../layers/EmbeddedEngine.ts"
 import { Tokenizer } from "../../layers/Tokenizer.ts"
@@ -258,4 +259,20 @@ describe("trainer interfaces", () => {
         evalPromptData: [{ name: "arith", path: Path.join(fixtures, "rollout", "eval.jsonl") }],
         nSamplesPerEvalPrompt: 2
       }), { timeout: 60_000 })
+
+  it.live("with --fully-async, stream delivers every Group of every step once, the final backfill included", () =>
+    Effect.gen(function*() {
+      const trainer = yield* TrainerService
+      // Steps 0 and 1, then the final backfill (rollout_id == --num-rollout) that drains what is still owed.
+      const groups = yield* trainer.stream({ steps: 3 }).pipe(Stream.runCollect)
+      // A Group owed to step 0 may be delivered by step 1, with rollout_id 0. (Its group_index is numbered within the
+      // step that delivers it, so two Groups of one rollout_id can share an index: Groups are told apart by Sessions.)
+      assert.deepStrictEqual(groups.map((g) => g.rolloutId).sort(), [0, 0, 1, 1])
+      const sessions = groups.flatMap((g) => g.samples.map((s) => s.session_id))
+      assert.strictEqual(new Set(sessions).size, 8)
+      for (const group of groups) {
+        assert.strictEqual(group.samples.length, 2)
+        assert.isTrue(group.samples.every((s) => s.rollout_id === group.rolloutId && s.group_index === group.groupIndex))
+      }
+    }).pipe(Effect.provide(makeTrainer({ ...options, fullyAsync: true, numRollout: 2 }, extras()))), { timeout: 120_000 })
 })
