@@ -5,8 +5,8 @@
  *
  * **Details**
  * Steps and Eval run one at a time (a second call waits for the first): they share the agent slots and the engine.
- * `updateWeights` goes straight to the Engine port and does not wait for a running step; what the engine does with
- * generations in flight while its weights change is the engine's business. Shutdown is the layer's scope: closing it
+ * `updateWeights` goes straight to the Engine port and does not wait for a running step: the engine aborts the
+ * generations in flight, which resume on the new version (layers/Engine.ts). Shutdown is the layer's scope: closing it
  * reaps every agent and closes the gateway.
  *
  * `stream` runs training steps as the consumer pulls and emits each step's Groups once the step is credited (with
