@@ -17,7 +17,7 @@ export interface BenchResult {
   readonly notes: ReadonlyArray<string>
 }
 
-/** How a benchmark run was asked for: `full` (`npm run bench -- --full`) runs the larger sizes. */
+/** How a benchmark run was asked for: `full` (`npm run bench full`) runs the larger sizes. */
 export interface BenchOptions {
   readonly full: boolean
 }

@@ -1,5 +1,5 @@
 /**
- * Runs the benchmarks and prints one table per benchmark: `npm run bench` (all, quick sizes), `npm run bench -- --full`
+ * Runs the benchmarks and prints one table per benchmark: `npm run bench` (all, quick sizes), `npm run bench full`
  * (the sizes docs/performance.md reports), or `npm run bench -- floor history` (only those named: memory, prefix,
  * delta, gateway, floor, history, sessions, simulation, spawn).
  *
@@ -26,15 +26,15 @@ const all: ReadonlyArray<Bench> = [memory, prefix, delta, gateway, floorBenchmar
 
 const main = async (): Promise<void> => {
   const args = process.argv.slice(2)
-  const full = args.includes("--full")
-  const wanted = args.filter((arg) => arg !== "--full")
+  const full = args.includes("full") || args.includes("--full")
+  const wanted = args.filter((arg) => arg !== "full" && arg !== "--full")
   const unknown = wanted.filter((name) => !all.some((b) => b.name === name))
   if (unknown.length > 0) {
     throw new Error(`unknown benchmark ${unknown.join(", ")}; choose from ${all.map((b) => b.name).join(", ")}`)
   }
   const selected = wanted.length === 0 ? all : all.filter((b) => wanted.includes(b.name))
   console.log(
-    `relax-agentic benchmarks (${full ? "full" : "quick; --full for the documented sizes"}) — node ${process.version}, ` +
+    `relax-agentic benchmarks (${full ? "full" : "quick; `npm run bench full` for the documented sizes"}) — node ${process.version}, ` +
       `${process.platform}/${process.arch}, ${availableParallelism()} cores (${cpus()[0]?.model ?? "unknown cpu"})`
   )
   const started = performance.now()

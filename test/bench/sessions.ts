@@ -1,5 +1,5 @@
 /**
- * Many concurrent Sessions in one gateway process: 10,000 (`--full`; 2,000 quick) Sessions each with a committed
+ * Many concurrent Sessions in one gateway process: 10,000 (`full`; 2,000 quick) Sessions each with a committed
  * first turn, then one held streaming request each (waiting for its lease, heartbeats running every second), while
  * one more agent sends a 1 MB message. Reports heap per Session, bytes per stored token and event-loop stalls.
  *
@@ -125,7 +125,7 @@ const run = (options: BenchOptions): Promise<BenchResult> => {
         "targets: bytes per stored token ≤ 16; no event-loop stall above 50 ms (stall = max event-loop delay, 10 ms resolution).",
         `stored tokens: ${storedTokens.toLocaleString("en")} (${(storedTokens / count).toFixed(0)} per Session: a ~2 KB, ` +
           "6-message history and a 2-token answer).",
-        options.full ? "" : "quick size; `npm run bench -- --full sessions` runs 10,000 Sessions."
+        options.full ? "" : "quick size; `npm run bench full sessions` runs 10,000 Sessions."
       ].filter((note) => note.length > 0)
     }
   })))

@@ -7,7 +7,7 @@
  *   the generation core (process start, node start-up, the HTTP request).
  * - With prelaunch the agents were started ahead and their first request already waits for the lease: time to first
  *   generation = from the moment the lease is granted until that request's generation starts.
- * Both modes run `count` agents at once (32 quick, 256 `--full`).
+ * Both modes run `count` agents at once (32 quick, 256 `full`).
  */
 import { Context, Deferred, Effect, Fiber } from "effect"
 import { mkdtempSync, rmSync } from "node:fs"

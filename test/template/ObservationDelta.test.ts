@@ -53,5 +53,60 @@ describe("observation delta tokenization (relax-behaviour §5.6)", () => {
         const ids = ObservationDelta.deltaTokens(tok, [{ role: "user", content: "Q" }], [], { enable_thinking: false })
         assert.strictEqual(tok.decode(ids), "\n<|im_start|>user\nQ<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n")
       }))
+
+    it.effect("after the first delta of a tool set only the text after the dummy prefix is encoded, with the same ids", () =>
+      Effect.gen(function*() {
+        const tok = yield* Tokenizer
+        const encoded: Array<string> = []
+        // A fresh tokenizer object gets its own calibration; it records what it is asked to encode.
+        const recording: ObservationDelta.TemplateTokenizer = {
+          encode: (text) => {
+            encoded.push(text)
+            return tok.encode(text)
+          },
+          renderUnsafe: tok.renderUnsafe,
+          specialTokenIds: tok.specialTokenIds
+        }
+        const wholeText = (delta: ReadonlyArray<Canonical.Message>) => {
+          const dummy = tok
+            .renderUnsafe({ messages: ObservationDelta.DUMMY_MESSAGES, tools, chatTemplateKwargs: {}, addGenerationPrompt: false })
+            .replace(/\n+$/, "")
+          const full = tok.renderUnsafe({
+            messages: [...ObservationDelta.DUMMY_MESSAGES, ...delta],
+            tools,
+            chatTemplateKwargs: {},
+            addGenerationPrompt: true
+          })
+          return tok.encode(full).slice(tok.encode(dummy).length)
+        }
+        const deltas: ReadonlyArray<ReadonlyArray<Canonical.Message>> = [
+          [{ role: "user", content: "First question?" }],
+          [{ role: "tool", content: "  leading spaces and\n\nblank lines  " }],
+          [{ role: "user", content: "héllo wörld 你好 🙂" }, { role: "user", content: "two messages" }]
+        ]
+        for (const delta of deltas) {
+          assert.deepStrictEqual([...ObservationDelta.deltaTokens(recording, delta, tools, {})], [...wholeText(delta)])
+        }
+        // The last delta's encode calls: only its own text, not the system prompt with the tool definitions.
+        const last = encoded[encoded.length - 1] ?? ""
+        assert.isTrue(last.startsWith("\n<|im_start|>user\nhéllo"), last.slice(0, 40))
+        assert.notInclude(last, "get_weather")
+      }))
+
+    it.effect("without special token ids the whole text is encoded (no suffix shortcut)", () =>
+      Effect.gen(function*() {
+        const tok = yield* Tokenizer
+        const encoded: Array<string> = []
+        const plain: ObservationDelta.TemplateTokenizer = {
+          encode: (text) => {
+            encoded.push(text)
+            return tok.encode(text)
+          },
+          renderUnsafe: tok.renderUnsafe
+        }
+        const ids = ObservationDelta.deltaTokens(plain, [{ role: "user", content: "Q" }], tools, {})
+        assert.strictEqual(tok.decode(ids), "\n<|im_start|>user\nQ<|im_end|>\n<|im_start|>assistant\n")
+        assert.isTrue(encoded.every((text) => text.startsWith("<|im_start|>system")))
+      }))
   })
 })
