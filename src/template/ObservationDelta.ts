@@ -26,28 +26,98 @@ export const DUMMY_MESSAGES: ReadonlyArray<Canonical.Message> = [
   { role: "user", content: "I am a user." }
 ]
 
+/**
+ * What to encode for an observation: the ids are `encode(text)` without their first `skip` ids. Callers that keep
+ * the event loop free encode `text` off the loop (`Tokenizer.encodeAsync`); {@link rootTokens} and
+ * {@link deltaTokens} encode it in place.
+ */
+export interface EncodePlan {
+  readonly text: string
+  readonly skip: number
+}
+
+/** The ids an {@link EncodePlan} stands for, encoded with `encode`. */
+export const encodePlan = (encode: (text: string) => ReadonlyArray<number>, plan: EncodePlan): ReadonlyArray<number> => {
+  const ids = encode(plan.text)
+  return plan.skip === 0 ? ids : ids.slice(plan.skip)
+}
+
+/** A root observation: the full conversation rendered with the generation prompt. */
+export const rootPlan = (
+  tok: TemplateTokenizer,
+  messages: ReadonlyArray<Canonical.Message>,
+  tools: ReadonlyArray<Canonical.Tool>,
+  kwargs: Canonical.TemplateKwargs
+): EncodePlan => ({
+  text: tok.renderUnsafe({ messages, tools, chatTemplateKwargs: kwargs, addGenerationPrompt: true }),
+  skip: 0
+})
+
 /** Tokens of a root observation: the full conversation rendered with the generation prompt. */
 export const rootTokens = (
   tok: TemplateTokenizer,
   messages: ReadonlyArray<Canonical.Message>,
   tools: ReadonlyArray<Canonical.Tool>,
   kwargs: Canonical.TemplateKwargs
-): ReadonlyArray<number> =>
-  tok.encode(tok.renderUnsafe({ messages, tools, chatTemplateKwargs: kwargs, addGenerationPrompt: true }))
+): ReadonlyArray<number> => encodePlan(tok.encode, rootPlan(tok, messages, tools, kwargs))
 
 /**
  * The dummy prefix for one (tools, kwargs): its rendered text (trailing newlines stripped), its token count, and
- * whether the text after it can be encoded on its own (`undefined` until checked once).
+ * whether the text after it can be encoded on its own.
  */
 interface Calibration {
   readonly text: string
   readonly tokenCount: number
-  suffixOnly: boolean | undefined
+  readonly suffixOnly: boolean
 }
 
 /** Calibrations per tokenizer, keyed by the JSON of (tools, kwargs); a handful per run (the agents' tool sets). */
 const calibrations = new WeakMap<TemplateTokenizer, Map<string, Calibration>>()
 const MAX_CALIBRATIONS = 64
+
+/** Deltas the suffix shortcut is checked with: one of each role a delta starts with. */
+const PROBES: ReadonlyArray<ReadonlyArray<Canonical.Message>> = [
+  [{ role: "user", content: "probe" }],
+  [{ role: "tool", content: " probe" }]
+]
+
+const sameIds = (a: ReadonlyArray<number>, b: ReadonlyArray<number>): boolean =>
+  a.length === b.length && a.every((id, i) => id === b[i])
+
+const fullText = (
+  tok: TemplateTokenizer,
+  delta: ReadonlyArray<Canonical.Message>,
+  tools: ReadonlyArray<Canonical.Tool>,
+  kwargs: Canonical.TemplateKwargs
+): string =>
+  tok.renderUnsafe({ messages: [...DUMMY_MESSAGES, ...delta], tools, chatTemplateKwargs: kwargs, addGenerationPrompt: true })
+
+/**
+ * Whether encoding the text after the dummy alone gives the same ids as encoding the whole text and cutting the
+ * dummy's ids off. Only a dummy that ends in a special token qualifies (tokenizers split on special tokens before
+ * anything else); the probes then catch a special token that strips the whitespace next to it, or a tokenizer that
+ * treats the start of a text differently.
+ */
+const suffixOnly = (
+  tok: TemplateTokenizer,
+  dummy: string,
+  dummyIds: ReadonlyArray<number>,
+  tools: ReadonlyArray<Canonical.Tool>,
+  kwargs: Canonical.TemplateKwargs
+): boolean => {
+  const last = dummyIds[dummyIds.length - 1]
+  if (last === undefined || tok.specialTokenIds?.has(last) !== true) return false
+  try {
+    return PROBES.every((probe) => {
+      const full = fullText(tok, probe, tools, kwargs)
+      return full.startsWith(dummy) &&
+        sameIds(tok.encode(full.slice(dummy.length)), tok.encode(full).slice(dummyIds.length))
+    })
+  } catch {
+    // A template that cannot render a probe (e.g. it rejects a tool message there): keep the whole-text encode.
+    return false
+  }
+}
 
 const calibrate = (
   tok: TemplateTokenizer,
@@ -66,51 +136,38 @@ const calibrate = (
     .renderUnsafe({ messages: DUMMY_MESSAGES, tools, chatTemplateKwargs: kwargs, addGenerationPrompt: false })
     .replace(/\n+$/, "")
   const ids = tok.encode(text)
-  const last = ids[ids.length - 1]
-  // Only a prefix that ends in a special token can be cut off as text: tokenizers split on special tokens first.
-  const calibration: Calibration = {
-    text,
-    tokenCount: ids.length,
-    suffixOnly: last !== undefined && tok.specialTokenIds?.has(last) === true ? undefined : false
-  }
+  const calibration: Calibration = { text, tokenCount: ids.length, suffixOnly: suffixOnly(tok, text, ids, tools, kwargs) }
   if (cache.size >= MAX_CALIBRATIONS) cache.delete(cache.keys().next().value ?? "")
   cache.set(key, calibration)
   return calibration
 }
 
-const sameIds = (a: ReadonlyArray<number>, b: ReadonlyArray<number>): boolean =>
-  a.length === b.length && a.every((id, i) => id === b[i])
-
 /**
- * Tokens a deeper observation adds: encode(render(dummy + delta, generation prompt)) minus the tokens of
- * render(dummy) with its trailing newlines stripped.
+ * A deeper observation: encode(render(dummy + delta, generation prompt)) minus the tokens of render(dummy) with its
+ * trailing newlines stripped.
  *
  * **Details**
  * The dummy's rendering and token count are computed once per (tools, kwargs). When the dummy ends in a special
- * token, the text after it is encoded alone (the tool definitions in the system prompt are not re-encoded on every
- * request); the first delta of each (tools, kwargs) checks that this gives the same ids as encoding the whole text
- * (a special token with lstrip/rstrip, or a tokenizer that prefixes the start of a text, would differ), and if not,
- * every delta of that key encodes the whole text as before.
+ * token (and the probes agree, see `suffixOnly`), only the text after it is encoded, so the tool definitions in
+ * the system prompt are not re-encoded on every request.
  */
+export const deltaPlan = (
+  tok: TemplateTokenizer,
+  delta: ReadonlyArray<Canonical.Message>,
+  tools: ReadonlyArray<Canonical.Tool>,
+  kwargs: Canonical.TemplateKwargs
+): EncodePlan => {
+  const dummy = calibrate(tok, tools, kwargs)
+  const full = fullText(tok, delta, tools, kwargs)
+  return dummy.suffixOnly && full.startsWith(dummy.text)
+    ? { text: full.slice(dummy.text.length), skip: 0 }
+    : { text: full, skip: dummy.tokenCount }
+}
+
+/** Tokens a deeper observation adds (see {@link deltaPlan}). */
 export const deltaTokens = (
   tok: TemplateTokenizer,
   delta: ReadonlyArray<Canonical.Message>,
   tools: ReadonlyArray<Canonical.Tool>,
   kwargs: Canonical.TemplateKwargs
-): ReadonlyArray<number> => {
-  const dummy = calibrate(tok, tools, kwargs)
-  const full = tok.renderUnsafe({
-    messages: [...DUMMY_MESSAGES, ...delta],
-    tools,
-    chatTemplateKwargs: kwargs,
-    addGenerationPrompt: true
-  })
-  if (dummy.suffixOnly !== false && full.startsWith(dummy.text)) {
-    const suffix = tok.encode(full.slice(dummy.text.length))
-    if (dummy.suffixOnly === true) return suffix
-    const whole = tok.encode(full).slice(dummy.tokenCount)
-    dummy.suffixOnly = sameIds(suffix, whole)
-    return whole
-  }
-  return tok.encode(full).slice(dummy.tokenCount)
-}
+): ReadonlyArray<number> => encodePlan(tok.encode, deltaPlan(tok, delta, tools, kwargs))

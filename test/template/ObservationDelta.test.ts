@@ -54,7 +54,7 @@ describe("observation delta tokenization (relax-behaviour §5.6)", () => {
         assert.strictEqual(tok.decode(ids), "\n<|im_start|>user\nQ<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n")
       }))
 
-    it.effect("after the first delta of a tool set only the text after the dummy prefix is encoded, with the same ids", () =>
+    it.effect("only the text after the dummy prefix is encoded, with the same ids as the whole text", () =>
       Effect.gen(function*() {
         const tok = yield* Tokenizer
         const encoded: Array<string> = []
