@@ -19,6 +19,7 @@ import * as Decoder from "../src/engine/Decoder.ts"
 import * as Model from "../src/engine/Model.ts"
 import * as Sampling from "../src/engine/Sampling.ts"
 import * as Stop from "../src/engine/Stop.ts"
+import * as WeightVersion from "../src/engine/WeightVersion.ts"
 import * as Wire from "../src/engine/Wire.ts"
 import type * as HookSpec from "../src/hooks/HookSpec.ts"
 import {
@@ -100,11 +101,6 @@ const commonPrefix = (a: ReadonlyArray<number>, b: ReadonlyArray<number>): numbe
   return i
 }
 
-const nextVersion = (current: string, updates: number): string => {
-  const n = Number(current)
-  return Number.isSafeInteger(n) && String(n) === current ? String(n + 1) : String(updates)
-}
-
 const invalid = (message: string) => new EngineError({ message, status: 400, retryable: false })
 
 /** Build the engine over a tokenizer. */
@@ -156,7 +152,9 @@ export const make = (
         if (problem !== undefined) return yield* invalid(problem)
         if (options.maxContextLength !== undefined) {
           const message = Wire.checkContextLength(inputIds.length, sampling.maxNewTokens, options.maxContextLength)
-          if (message !== undefined) return yield* new ContextLengthError({ message })
+          if (message !== undefined) {
+            return yield* new ContextLengthError({ limit: options.maxContextLength, engineMessage: message })
+          }
         }
         if (running.has(request.rid)) return yield* invalid(`rid ${request.rid} is already running; rids must be unique`)
         const aborted = yield* Deferred.make<void>()
@@ -229,7 +227,7 @@ export const make = (
       updateWeights: (next) =>
         Ref.modify(version, (current) => {
           updates++
-          const value = next ?? nextVersion(current, updates)
+          const value = next ?? WeightVersion.next(current, updates)
           return [value, value]
         }),
       health: Effect.void

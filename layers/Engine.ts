@@ -7,6 +7,7 @@
  * the pending `generate` return what was produced so far with `finishReason.type === "abort"`.
  */
 import { Context, Data, type Effect } from "effect"
+import { ContextLengthError } from "../src/forest/errors.ts"
 import type * as Canonical from "../src/protocol/canonical.ts"
 
 export interface SamplingParams {
@@ -38,7 +39,7 @@ export interface GenerateRequest {
   readonly conversation?: (() => PolicyRequest) | undefined
 }
 
-/** What an embedded policy sees: `(request) => string | Promise<string>` (design.md, module hooks). */
+/** What an embedded policy sees: `(request) => string | Promise<string>` (docs/flags.md `--embedded-policy`). */
 export interface PolicyRequest {
   readonly sessionId: string
   /** 0-based index of this model request within the Session. */
@@ -46,7 +47,10 @@ export interface PolicyRequest {
   readonly messages: ReadonlyArray<Canonical.Message>
   readonly tools: ReadonlyArray<Canonical.Tool>
   readonly chatTemplateKwargs: Canonical.TemplateKwargs
-  /** The rendered prompt text (chat template with the generation prompt). */
+  /**
+   * The rendered prompt text (chat template with the generation prompt). Decoded from the prompt ids when first read,
+   * so a policy that only looks at `messages` does not pay for decoding the whole history on every request.
+   */
   readonly promptText: string
 }
 
@@ -65,10 +69,11 @@ export interface GenerateResult {
   readonly weightVersion: string
 }
 
-/** The prompt plus the requested tokens exceed the engine's context window (the gateway answers 400). */
-export class ContextLengthError extends Data.TaggedError("ContextLengthError")<{
-  readonly message: string
-}> {}
+/**
+ * The prompt plus the requested tokens exceed the engine's context window (the gateway answers 400): the one
+ * context-length error, with the engine's wording in `engineMessage`.
+ */
+export { ContextLengthError }
 
 /** The engine could not be reached or failed; `retryable` says whether another attempt may succeed. */
 export class EngineError extends Data.TaggedError("EngineError")<{

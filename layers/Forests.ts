@@ -4,11 +4,12 @@
  *
  * **Details**
  * Forest operations are synchronous (src/forest/Forest.ts), so concurrent requests of one Session are serialized
- * by construction; this service only owns where forests live.
+ * by construction; this service owns where forests live and runs the two commits of a model request as effects with
+ * typed errors (`observe`, `commitResponse`).
  */
 import { Context, Effect, Layer } from "effect"
 import type * as Canonical from "../src/protocol/canonical.ts"
-import { ForestNotFound } from "../src/forest/errors.ts"
+import { ContextLengthError, ForestInvariantError, ForestNotFound } from "../src/forest/errors.ts"
 import * as Forest from "../src/forest/Forest.ts"
 
 /** What a forest is created with; every field defaults (group 0, index 0, no label, empty metadata). */
@@ -20,6 +21,11 @@ export interface ForestInit {
   readonly chatTemplateKwargs?: Canonical.TemplateKwargs
 }
 
+/** An observation to commit under the context limit of its Session (`maxContextLen`, null = unlimited). */
+export interface Observation extends Forest.ObservationCommit {
+  readonly maxContextLen: number | null
+}
+
 export interface ForestsShape {
   /** Create (or replace) the forest of a Session and return it. */
   readonly create: (sessionId: string, init?: ForestInit) => Effect.Effect<Forest.Forest>
@@ -27,6 +33,19 @@ export interface ForestsShape {
   readonly get: (sessionId: string) => Effect.Effect<Forest.Forest, ForestNotFound>
   /** Forget a Session's forest (no-op when absent). */
   readonly remove: (sessionId: string) => Effect.Effect<void>
+  /**
+   * Check the observation against the context limit (Forest.checkObservationContext; nothing is committed when it
+   * fails), then commit it; returns the new state hash.
+   */
+  readonly observe: (
+    forest: Forest.Forest,
+    observation: Observation
+  ) => Effect.Effect<string, ContextLengthError | ForestInvariantError>
+  /** Commit a finished generation under its parent; returns the response's state hash. */
+  readonly commitResponse: (
+    forest: Forest.Forest,
+    response: Forest.ResponseCommit
+  ) => Effect.Effect<string, ForestInvariantError>
   /** Number of forests and of committed nodes across them (health and debug endpoints). */
   readonly stats: Effect.Effect<{ readonly forests: number; readonly nodes: number }>
 }
@@ -56,6 +75,15 @@ export class Forests extends Context.Service<Forests, ForestsShape>()("relax-age
             const forest = store.get(sessionId)
             return forest === undefined ? Effect.fail(new ForestNotFound({ sessionId })) : Effect.succeed(forest)
           }),
+        observe: Effect.fn("Forests.observe")(function*(forest, observation) {
+          yield* Effect.fromResult(
+            Forest.checkObservationContext(forest, observation.parent, observation.tokens.length, observation.maxContextLen)
+          )
+          return yield* commit(forest, () => Forest.commitObservation(forest, observation))
+        }),
+        commitResponse: Effect.fn("Forests.commitResponse")(function*(forest, response) {
+          return yield* commit(forest, () => Forest.commitResponse(forest, response))
+        }),
         remove: (sessionId) => Effect.sync(() => void store.delete(sessionId)),
         stats: Effect.sync(() => {
           let nodes = 0
@@ -66,3 +94,13 @@ export class Forests extends Context.Service<Forests, ForestsShape>()("relax-age
     })
   )
 }
+
+/** Run a forest commit; a throw is a broken forest invariant (src/forest/Forest.ts throws nothing else). */
+const commit = (forest: Forest.Forest, run: () => string): Effect.Effect<string, ForestInvariantError> =>
+  Effect.try({
+    try: run,
+    catch: (error) =>
+      error instanceof ForestInvariantError
+        ? error
+        : new ForestInvariantError({ message: String(error), sessionId: forest.sessionId })
+  })

@@ -87,7 +87,35 @@ export const apiKey = (
 }
 
 // ---------------------------------------------------------------------------------------------------------------
+// Generation failures: the only place they become HTTP errors
+
+/**
+ * The HTTP answer of a failed generation: 404 for a Session closed while its request waited, 400 for a context length
+ * or a conversation the chat template rejects, and a logged 500 `internal_error` for everything else.
+ */
+export const gatewayError = (error: Generation.GenerationError): Effect.Effect<Errors.GatewayError> => {
+  switch (error._tag) {
+    case "SessionDiscarded":
+      return Effect.succeed(Errors.GatewayError.sessionDiscarded(error.sessionId))
+    case "ContextLengthError":
+      return Effect.succeed(Errors.GatewayError.contextLength({
+        limit: error.limit ?? undefined,
+        promptTokens: error.promptTokens,
+        completionTokens: error.completionTokens
+      }))
+    case "TemplateRejected":
+      return Effect.succeed(Errors.GatewayError.templateRejected(error.reason))
+    default:
+      return Effect.logError(`Agentic generation failed: ${error.message}`).pipe(
+        Effect.as(Errors.GatewayError.internal("chat"))
+      )
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
 // Buffered SSE (relax-behaviour §4.9)
+
+const { "content-type": sseContentType, ...sseHeaders } = Sse.headers
 
 /**
  * The Buffered-SSE body: the protocol's connection frame at once, a heartbeat every `interval` while `terminal` is
@@ -197,7 +225,8 @@ const handler = (adapter: Completion.Adapter, env: RouteEnv) =>
     const canonical = decoded.success
 
     const outcome = yield* Deferred.make<Outcome>()
-    yield* env.generation.generate(session.success, canonical, adapter.protocol).pipe(
+    yield* env.generation.generate(session.success, canonical).pipe(
+      Effect.catch((error) => Effect.flatMap(gatewayError(error), Effect.fail)),
       Effect.exit,
       Effect.flatMap((exit) => Deferred.succeed(outcome, exit)),
       Effect.forkIn(env.scope)
@@ -216,8 +245,8 @@ const handler = (adapter: Completion.Adapter, env: RouteEnv) =>
         Effect.forkIn(env.scope)
       )
       return HttpServerResponse.stream(sseBody(adapter.protocol, terminal, env.heartbeatInterval), {
-        contentType: "text/event-stream",
-        headers: { "cache-control": "no-cache", "x-accel-buffering": "no" }
+        contentType: sseContentType,
+        headers: sseHeaders
       })
     }
 
@@ -266,7 +295,7 @@ const layerWith = (options: GatewayOptions) => {
       sessions: yield* Sessions,
       generation: yield* Generation.Generation,
       scope: yield* Effect.scope,
-      heartbeatInterval: options.heartbeatInterval ?? Duration.seconds(15),
+      heartbeatInterval: options.heartbeatInterval ?? Sse.heartbeatInterval,
       maxBodyBytes: options.maxBodyBytes ?? defaultMaxBodyBytes
     }
     for (const adapter of adapters) {

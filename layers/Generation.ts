@@ -2,28 +2,40 @@
  * The generation core all three model APIs share: one model request from canonical request to committed response.
  *
  * **Details**
- * match the parent state in the Session's SessionForest → observation delta tokens for the unmatched suffix → context
- * check (nothing is committed when it fails) → commit the observation → wait for the Group's Runtime lease → engine
- * generate (inference prefix ++ nothing: the observation is already part of the prefix; an engine abort resumes
- * from prefix ++ the partial ids after the lease is held again) → parsers → commit the response → a
- * protocol-neutral `Completion`.
- * The assistant message committed is run through the same canonicalization a client's echo goes through, so the next
- * request's history matches the committed state exactly. Interrupting `generate` while it waits for the lease or while
- * the engine runs aborts the engine request (the engine port guarantees it for interruption).
+ * `generate` runs named steps, each its own span:
+ * `Generation.match` (the parent state in the Session's SessionForest) → `Generation.observe` (observation delta tokens
+ * for the unmatched suffix, then `Forests.observe`: context check, commit) → `Generation.attempts` (the turn's budget,
+ * then one `Generation.attempt` per engine attempt: wait for the Group's Runtime lease, engine generate from the
+ * inference prefix ++ the pending ids; an engine abort resumes) → `Generation.parse` (end-of-turn split, reasoning and
+ * tool-call parsers) → `Generation.commitResponse` (`Forests.commitResponse`) → a protocol-neutral `Completion`.
+ * Failures are {@link GenerationError}s; the gateway maps them to HTTP answers. The assistant message committed is run
+ * through the same canonicalization a client's echo goes through, so the next request's history matches the committed
+ * state exactly. Interrupting `generate` while it waits for the lease or while the engine runs aborts the engine
+ * request (the engine port guarantees it for interruption).
  */
 import { Clock, Context, Effect, Layer, Result } from "effect"
-import { createHash, randomBytes } from "node:crypto"
+import { randomBytes } from "node:crypto"
+import * as Rid from "../src/engine/Rid.ts"
 import * as Forest from "../src/forest/Forest.ts"
-import * as Canonical from "../src/protocol/canonical.ts"
+import {
+  ContextLengthError,
+  EngineFailure,
+  type GenerationError,
+  SessionDiscarded,
+  TemplateRejected,
+  UnusableResponse
+} from "../src/generation/errors.ts"
+import * as Turn from "../src/generation/Turn.ts"
+import type * as Canonical from "../src/protocol/canonical.ts"
 import type * as Completion from "../src/protocol/completion.ts"
-import * as Errors from "../src/protocol/errors.ts"
-import type * as Sse from "../src/protocol/sse.ts"
 import * as Parsers from "../src/parsers/registry.ts"
 import * as ObservationDelta from "../src/template/ObservationDelta.ts"
-import { Engine, type GenerateResult, type SamplingParams } from "./Engine.ts"
+import { Engine, type GenerateResult, type PolicyRequest, type SamplingParams } from "./Engine.ts"
 import { Forests } from "./Forests.ts"
 import type { SessionEntry } from "./Sessions.ts"
-import { TemplateError, Tokenizer } from "./Tokenizer.ts"
+import { Tokenizer } from "./Tokenizer.ts"
+
+export type { GenerationError } from "../src/generation/errors.ts"
 
 export interface GenerationOptions {
   /** `--agentic-tool-call-parser`; without one the whole text is content. */
@@ -35,12 +47,14 @@ export interface GenerationOptions {
 }
 
 export interface GenerationShape {
-  /** Run one model request of `session` and commit it; the result is rendered by the protocol that asked. */
+  /**
+   * Run one model request of `session` and commit it; the result is rendered by the protocol that asked (whose
+   * tool-call id prefix the request carries).
+   */
   readonly generate: (
     session: SessionEntry,
-    request: Completion.CanonicalRequest,
-    protocol: Sse.Protocol
-  ) => Effect.Effect<Completion.Completion, Errors.GatewayError>
+    request: Completion.CanonicalRequest
+  ) => Effect.Effect<Completion.Completion, GenerationError>
 }
 
 export class Generation extends Context.Service<Generation, GenerationShape>()("relax-agentic/Generation") {
@@ -48,19 +62,52 @@ export class Generation extends Context.Service<Generation, GenerationShape>()("
     Layer.effect(Generation, make(options))
 }
 
-/** Fixed-length backend request id: SGLang aborts by rid prefix, so no rid may be a prefix of another. */
-const ridFor = (sessionId: string, parent: string, turn: number, attempt = 0): string =>
-  "relax-" +
-  createHash("sha256")
-    .update(`${sessionId}\u0000${parent}\u0000${turn}${attempt === 0 ? "" : `\u0000${attempt}`}`)
-    .digest("hex")
-    .slice(0, 32)
+/** One model request at its parent state, as the engine attempts see it. */
+export interface AttemptPlan {
+  readonly session: SessionEntry
+  readonly forest: Forest.Forest
+  readonly state: Canonical.State
+  /** 0-based index of the model request within the Session. */
+  readonly turn: number
+  /** The state the response is generated from (and committed under). */
+  readonly parent: string
+  /** The inference prefix at `parent`. */
+  readonly prefix: ReadonlyArray<number>
+  /** Images along the lineage, sent with the prompt (SGLang `image_data`). */
+  readonly media: ReadonlyArray<string>
+  /** Training tokens through `parent`. */
+  readonly promptTokens: number
+  /** The turn's sampling; `maxNewTokens` is its whole budget across attempts. */
+  readonly sampling: SamplingParams
+  /** The first attempt's rid (the request id the response is committed with). */
+  readonly rid: string
+}
 
-/** Consecutive engine aborts without a single new token after which the request fails instead of resuming again. */
-const MAX_EMPTY_ABORTS = 3
+/** The attempts' result: every attempt's output, the last engine result (with the finish to report), when they began. */
+export interface Attempted {
+  readonly pending: Turn.Pending
+  readonly last: GenerateResult
+  readonly startedAt: number
+}
 
-const internal = (reason: string) =>
-  Effect.logError(`Agentic generation failed: ${reason}`).pipe(Effect.andThen(Effect.fail(Errors.GatewayError.internal("chat"))))
+/**
+ * What an embedded policy sees for one attempt. `promptText` is decoded when a policy first reads it: decoding the
+ * whole prompt on every request would make each request's cost grow with the history.
+ */
+const policyRequest = (p: AttemptPlan, decodePrompt: () => string): PolicyRequest => {
+  let promptText: string | undefined
+  return {
+    sessionId: p.session.sessionId,
+    turn: p.turn,
+    messages: Forest.fullMessages(p.forest, p.parent),
+    tools: p.state.tools,
+    chatTemplateKwargs: p.state.chat_template_kwargs,
+    get promptText() {
+      promptText ??= decodePrompt()
+      return promptText
+    }
+  }
+}
 
 const make = (options: GenerationOptions) =>
   Effect.gen(function*() {
@@ -68,247 +115,221 @@ const make = (options: GenerationOptions) =>
     const forests = yield* Forests
     const tokenizer = yield* Tokenizer
 
-    const stopIds = new Set<number>([tokenizer.eosTokenId])
-    const imEnd = tokenizer.tokenToId("<|im_end|>")
-    if (imEnd !== undefined) stopIds.add(imEnd)
+    /** The parent state: the longest committed prefix of the request (with the reasoning tolerance unless strict). */
+    const match = Effect.fn("Generation.match")(function*(
+      session: SessionEntry,
+      forest: Forest.Forest,
+      state: Canonical.State
+    ) {
+      const matched = Forest.match(forest, state, { strict: options.strictMatch ?? false })
+      if (matched.tolerated) session.counters.toleratedMatches++
+      return matched
+    })
+
+    /**
+     * Observation delta tokens (relax-behaviour §5.6): the full prompt at the root, the dummy-prefix delta deeper down.
+     * The text is encoded with `encodeAsync`, so a huge message is tokenized off the event loop.
+     */
+    const observationTokens = (
+      forest: Forest.Forest,
+      matched: Forest.Match,
+      state: Canonical.State
+    ): Effect.Effect<ReadonlyArray<number>, TemplateRejected> => {
+      const encoding = Forest.isRoot(forest, matched.parent)
+        ? ObservationDelta.rootPlan(tokenizer, matched.suffix, state.tools, state.chat_template_kwargs)
+        : ObservationDelta.deltaPlan(tokenizer, matched.suffix, state.tools, state.chat_template_kwargs)
+      if (Result.isFailure(encoding)) return Effect.fail(new TemplateRejected({ reason: encoding.failure.reason }))
+      return Effect.map(tokenizer.encodeAsync(encoding.success.text), (ids) => ObservationDelta.planIds(encoding.success, ids))
+    }
+
+    /** Commit the request's new messages (if any) under the matched parent; returns the state to generate from. */
+    const observe = Effect.fn("Generation.observe")(function*(
+      session: SessionEntry,
+      forest: Forest.Forest,
+      matched: Forest.Match,
+      state: Canonical.State
+    ) {
+      if (matched.suffix.length === 0) return matched.parent
+      const tokens = yield* observationTokens(forest, matched, state)
+      return yield* forests.observe(forest, {
+        parent: matched.parent,
+        rolloutId: session.rolloutId(),
+        messages: matched.suffix,
+        tokens,
+        tools: state.tools,
+        chatTemplateKwargs: state.chat_template_kwargs,
+        maxContextLen: session.maxContextLen ?? null
+      })
+    })
+
+    /** What the engine attempts need at `parent`; fails when no generation budget is left (relax-behaviour §5.7). */
+    const plan = (
+      session: SessionEntry,
+      forest: Forest.Forest,
+      request: Completion.CanonicalRequest,
+      turn: number,
+      parent: string
+    ): Effect.Effect<AttemptPlan, ContextLengthError> => {
+      const requested = Turn.requestedTokens(session.sampling.maxNewTokens, request.maxTokens)
+      const budget = Forest.generationBudget(forest, parent, session.maxContextLen ?? null, requested)
+      if (Result.isFailure(budget)) return Effect.fail(budget.failure)
+      return Effect.succeed({
+        session,
+        forest,
+        state: request.state,
+        turn,
+        parent,
+        prefix: Forest.inferencePrefix(forest, parent),
+        media: Forest.inferenceMedia(forest, parent),
+        promptTokens: Forest.trainTokenCount(forest, parent),
+        sampling: Turn.turnSampling(session.sampling, request, budget.success),
+        rid: Rid.forAttempt({ sessionId: session.sessionId, parent, turn, attempt: 0 })
+      })
+    }
+
+    /** One engine attempt: wait for the lease, then generate from the prefix ++ the pending ids with the rest of the budget. */
+    const attempt = Effect.fn("Generation.attempt")(function*(p: AttemptPlan, pending: Turn.Pending, index: number) {
+      const { session } = p
+      yield* session.awaitLease.pipe(
+        Effect.catchTag("SessionClosedError", () => Effect.fail(new SessionDiscarded({ sessionId: session.sessionId })))
+      )
+      const startedAt = yield* Clock.currentTimeMillis
+      const inputIds = Turn.resumeIds(p.prefix, pending)
+      const maxNewTokens = Turn.remainingTokens(p.sampling.maxNewTokens, pending)
+      const output = yield* engine.generate({
+        inputIds,
+        sampling: { ...p.sampling, maxNewTokens },
+        rid: index === 0 ? p.rid : Rid.forAttempt({ sessionId: session.sessionId, parent: p.parent, turn: p.turn, attempt: index }),
+        returnLogprob: true,
+        imageData: p.media.length > 0 ? p.media : undefined,
+        sessionId: session.sessionId,
+        conversation: () => policyRequest(p, () => tokenizer.decode(inputIds))
+      }).pipe(
+        Effect.onInterrupt(() => Effect.sync(() => session.counters.aborts++)),
+        Effect.catchTags({
+          ContextLengthError: () =>
+            Effect.fail(
+              new ContextLengthError({
+                limit: session.maxContextLen ?? null,
+                promptTokens: p.promptTokens,
+                completionTokens: maxNewTokens
+              })
+            ),
+          EngineError: (error) => Effect.fail(new EngineFailure({ message: error.message }))
+        })
+      )
+      return { output, startedAt, elapsedMs: (yield* Clock.currentTimeMillis) - startedAt }
+    })
+
+    /**
+     * The engine attempts of one request. An engine abort keeps its partial output pending (never committed) and the
+     * request resumes after the lease is held again (relax-behaviour §6.4); the pending output is one value,
+     * {@link Turn.Pending}, and {@link Turn.afterAttempt} decides whether to finish, resume or give up.
+     */
+    const attempts = Effect.fn("Generation.attempts")(function*(p: AttemptPlan) {
+      let pending = Turn.noPending(Forest.node(p.forest, p.parent).abortCount)
+      let startedAt: number | undefined
+      for (let index = 0;; index++) {
+        const attempted = yield* attempt(p, pending, index)
+        startedAt ??= attempted.startedAt
+        const outcome = Turn.afterAttempt(pending, attempted.output, attempted.elapsedMs, p.sampling.maxNewTokens)
+        pending = outcome.pending
+        if (attempted.output.finishReason.type === "abort") p.session.counters.aborts++
+        if (outcome._tag === "Finished") {
+          const attemptedAll: Attempted = {
+            pending,
+            last: { ...attempted.output, finishReason: outcome.finishReason },
+            startedAt
+          }
+          return attemptedAll
+        }
+        if (outcome._tag === "GiveUp") {
+          return yield* new EngineFailure({
+            message: `Generation backend aborted request ${p.rid} ${pending.emptyAborts} times in a row without output tokens`
+          })
+        }
+      }
+    })
+
+    /** Split the generated text into content, reasoning and tool calls; counts parser failures and dropped calls. */
+    const parse = Effect.fn("Generation.parse")(function*(p: AttemptPlan, done: Attempted) {
+      const split = Turn.splitEndOfTurn(done.pending.outputIds, tokenizer.endOfTurnIds, p.sampling.stopTokenIds)
+      const parsed = Turn.parseResponse(tokenizer.decode(split.textIds), options, p.state.tools)
+      p.session.counters.parserFailures += parsed.malformed
+      p.session.counters.droppedToolCalls += parsed.droppedUnknownTools
+      if (Turn.isEmpty(parsed)) {
+        return yield* new UnusableResponse({ message: "Response parsers produced an empty assistant message" })
+      }
+      return {
+        parsed,
+        finish: Turn.finishOf(Turn.engineFinish(split, done.last.finishReason), parsed.calls.length),
+        stopSequence: Turn.stopSequence(done.last.finishReason)
+      }
+    })
+
+    /** Commit the assistant message with the exact engine output; returns what the completion is built from. */
+    const commitResponse = Effect.fn("Generation.commitResponse")(function*(
+      p: AttemptPlan,
+      request: Completion.CanonicalRequest,
+      done: Attempted,
+      response: Effect.Success<ReturnType<typeof parse>>
+    ) {
+      const { pending } = done
+      const toolCalls = Turn.identifyToolCalls(response.parsed.calls, {
+        prefix: request.toolCallIdPrefix,
+        sessionId: p.session.sessionId,
+        responseKey: Turn.responseKey(p.parent, pending.outputIds)
+      })
+      const message = yield* Effect.fromResult(Turn.assistantMessage(response.parsed, toolCalls))
+      const now = yield* Clock.currentTimeMillis
+      yield* forests.commitResponse(p.forest, {
+        parent: p.parent,
+        rolloutId: p.session.rolloutId(),
+        message,
+        tokens: pending.outputIds,
+        logprobs: pending.logprobs,
+        weightVersions: pending.weightVersions,
+        status: response.finish === "length" ? "truncated" : "completed",
+        requestId: p.rid,
+        abortCount: pending.abortCount,
+        wallElapsedS: (now - done.startedAt) / 1000,
+        generationElapsedS: pending.generationMs / 1000
+      })
+      const input: Turn.CompletionInput = {
+        message,
+        toolCalls,
+        finish: response.finish,
+        stopSequence: response.stopSequence,
+        usage: {
+          promptTokens: done.last.promptTokens,
+          completionTokens: pending.outputIds.length,
+          cachedTokens: done.last.cachedTokens
+        },
+        logprobs: request.logprobs
+          ? pending.outputIds.map((id, i) => ({ token: tokenizer.decode([id]), logprob: pending.logprobs[i] ?? 0 }))
+          : undefined
+      }
+      return { now, input }
+    })
 
     const generate = Effect.fn("Generation.generate")(function*(
       session: SessionEntry,
-      request: Completion.CanonicalRequest,
-      protocol: Sse.Protocol
+      request: Completion.CanonicalRequest
     ) {
       session.counters.requests++
       const turn = session.counters.requests - 1
-      const forest = yield* forests.get(session.sessionId).pipe(Effect.catch((error) => internal(error.message)))
-      const state = request.state
-      const matched = Forest.match(forest, state, { strict: options.strictMatch ?? false })
-      if (matched.tolerated) session.counters.toleratedMatches++
-
-      // Observation delta tokens (§5.6): the full prompt at the root, the dummy-prefix delta deeper down.
-      let parent = matched.parent
-      if (matched.suffix.length > 0) {
-        const rendered = Result.try(() =>
-          parent === forest.root
-            ? ObservationDelta.rootTokens(tokenizer, matched.suffix, state.tools, state.chat_template_kwargs)
-            : ObservationDelta.deltaTokens(tokenizer, matched.suffix, state.tools, state.chat_template_kwargs)
-        )
-        if (Result.isFailure(rendered)) {
-          const failure = rendered.failure
-          return yield* failure instanceof TemplateError
-            ? Effect.fail(Errors.GatewayError.templateRejected(failure.reason))
-            : internal(String(failure))
-        }
-        const delta = rendered.success
-        const prior = Forest.trainTokenCount(forest, parent)
-        if (session.maxContextLen !== undefined && prior + delta.length >= session.maxContextLen) {
-          return yield* Errors.GatewayError.contextLength({
-            limit: session.maxContextLen,
-            promptTokens: prior + delta.length
-          })
-        }
-        const observation = Result.try(() =>
-          Forest.commitObservation(forest, {
-            parent,
-            rolloutId: session.rolloutId(),
-            messages: matched.suffix,
-            tokens: delta,
-            tools: state.tools,
-            chatTemplateKwargs: state.chat_template_kwargs
-          })
-        )
-        if (Result.isFailure(observation)) return yield* internal(String(observation.failure))
-        parent = observation.success
-      }
-
-      const prefix = Forest.inferencePrefix(forest, parent)
-      // Images along the lineage go to the engine with the prompt (SGLang `image_data`).
-      const media = Forest.inferenceMedia(forest, parent)
-      const promptTokens = Forest.trainTokenCount(forest, parent)
-      const requested = Math.min(request.maxTokens ?? session.sampling.maxNewTokens, session.sampling.maxNewTokens)
-      const budget = session.maxContextLen === undefined ? requested : session.maxContextLen - promptTokens
-      if (budget <= 0) {
-        return yield* Errors.GatewayError.contextLength({ limit: session.maxContextLen, promptTokens })
-      }
-      const sampling: SamplingParams = {
-        ...session.sampling,
-        maxNewTokens: Math.min(requested, budget),
-        stop: [...new Set([...session.sampling.stop, ...request.stop])],
-        ...(request.seed === undefined ? {} : { seed: request.seed })
-      }
-
-      const parentHash = parent
-      const rid = ridFor(session.sessionId, parentHash, turn)
-      // An engine abort (SGLang `finish_reason: abort`, e.g. a paused or preempted request) returns a partial output:
-      // it is kept pending, not committed, and the request resumes from prefix ++ pending with the rest of the budget
-      // after the lease is held again (relax-behaviour §6.4). The committed response holds every attempt's ids.
-      const outputIds: Array<number> = []
-      const logprobs: Array<number> = []
-      const weightVersions: Array<string> = []
-      let abortCount = Forest.node(forest, parent).abortCount
-      let emptyAborts = 0
-      let startedAt = 0
-      let generationMs = 0
-      let result: GenerateResult
-      for (let attempt = 0;; attempt++) {
-        yield* session.awaitLease.pipe(
-          Effect.catchTag(
-            "SessionClosedError",
-            () => Effect.fail(Errors.GatewayError.sessionDiscarded(session.sessionId))
-          )
-        )
-        const attemptStart = yield* Clock.currentTimeMillis
-        if (attempt === 0) startedAt = attemptStart
-        const inputIds = outputIds.length === 0 ? prefix : [...prefix, ...outputIds]
-        const maxNewTokens = sampling.maxNewTokens - outputIds.length
-        result = yield* engine.generate({
-          inputIds,
-          sampling: { ...sampling, maxNewTokens },
-          rid: attempt === 0 ? rid : ridFor(session.sessionId, parentHash, turn, attempt),
-          returnLogprob: true,
-          imageData: media.length > 0 ? media : undefined,
-          sessionId: session.sessionId,
-          conversation: () => ({
-            sessionId: session.sessionId,
-            turn,
-            messages: Forest.fullMessages(forest, parent),
-            tools: state.tools,
-            chatTemplateKwargs: state.chat_template_kwargs,
-            promptText: tokenizer.decode(inputIds)
-          })
-        }).pipe(
-          Effect.onInterrupt(() => Effect.sync(() => session.counters.aborts++)),
-          Effect.catchTags({
-            ContextLengthError: () =>
-              Effect.fail(
-                Errors.GatewayError.contextLength({
-                  limit: session.maxContextLen,
-                  promptTokens,
-                  completionTokens: maxNewTokens
-                })
-              ),
-            EngineError: (error) => internal(error.message)
-          })
-        )
-        generationMs += (yield* Clock.currentTimeMillis) - attemptStart
-        outputIds.push(...result.outputIds)
-        logprobs.push(...result.logprobs)
-        weightVersions.push(result.weightVersion)
-        if (result.finishReason.type !== "abort") break
-        session.counters.aborts++
-        abortCount++
-        emptyAborts = result.outputIds.length === 0 ? emptyAborts + 1 : 0
-        if (outputIds.length >= sampling.maxNewTokens) {
-          result = { ...result, finishReason: { type: "length", length: outputIds.length } }
-          break
-        }
-        if (emptyAborts >= MAX_EMPTY_ABORTS) {
-          return yield* internal(
-            `Generation backend aborted request ${rid} ${emptyAborts} times in a row without output tokens`
-          )
-        }
-      }
+      const forest = yield* forests.get(session.sessionId)
+      const matched = yield* match(session, forest, request.state)
+      const parent = yield* observe(session, forest, matched, request.state)
+      const p = yield* plan(session, forest, request, turn, parent)
+      const done = yield* attempts(p)
       session.counters.generations++
-      if (outputIds.length === 0) {
-        return yield* internal("Generation backend returned a terminal response without output tokens")
+      if (done.pending.outputIds.length === 0) {
+        return yield* new UnusableResponse({ message: "Generation backend returned a terminal response without output tokens" })
       }
-
-      // The trailing end-of-turn id is generated (and committed) but is not part of the visible text.
-      const last = outputIds[outputIds.length - 1]
-      const endsWithStopId = last !== undefined && (stopIds.has(last) || sampling.stopTokenIds.includes(last))
-      const textIds = endsWithStopId ? outputIds.slice(0, -1) : outputIds
-      let text = tokenizer.decode(textIds)
-      const engineFinish: Completion.FinishReason = endsWithStopId ? "stop" : result.finishReason.type
-      const stopSequence = result.finishReason.type === "stop" && typeof result.finishReason.matched === "string"
-        ? result.finishReason.matched
-        : undefined
-
-      let reasoning = ""
-      if (options.reasoningParser !== undefined) {
-        const split = options.reasoningParser.parse(text)
-        reasoning = split.reasoningText
-        text = split.normalText
-      }
-      let calls: ReadonlyArray<{ readonly name: string; readonly arguments: string }> = []
-      if (options.toolCallParser !== undefined && state.tools.length > 0) {
-        const parsed = options.toolCallParser.parse(text, state.tools)
-        session.counters.parserFailures += parsed.malformed
-        session.counters.droppedToolCalls += parsed.droppedUnknownTools
-        text = parsed.normalText
-        calls = parsed.calls
-      }
-      if (text.length === 0 && reasoning.length === 0 && calls.length === 0) {
-        return yield* internal("Response parsers produced an empty assistant message")
-      }
-
-      const finish: Completion.FinishReason = engineFinish === "length" || calls.length === 0 ? engineFinish : "tool_calls"
-      // Keyed by the parent state and the generated ids: a retry that generates the same response gets the same ids.
-      const responseKey = createHash("sha256").update(`${parentHash}:${outputIds.join(",")}`).digest("hex")
-      const toolCalls = calls.map((call, position) => ({
-        id: Parsers.toolCallId({
-          protocol: protocol === "messages" ? "anthropic" : "openai",
-          sessionId: session.sessionId,
-          responseKey,
-          position
-        }),
-        type: "function",
-        function: { name: call.name, arguments: call.arguments }
-      }))
-      const canonical = Canonical.canonicalizeMessages([{
-        role: "assistant",
-        content: text,
-        ...(reasoning.length > 0 ? { reasoning_content: reasoning } : {}),
-        ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {})
-      }])
-      if (Result.isFailure(canonical)) return yield* internal(canonical.failure.message)
-      const message = canonical.success[0]
-      if (message === undefined) return yield* internal("canonicalization dropped the assistant message")
-
-      const now = yield* Clock.currentTimeMillis
-      const elapsedS = (now - startedAt) / 1000
-      const committed = Result.try(() =>
-        Forest.commitResponse(forest, {
-          parent,
-          rolloutId: session.rolloutId(),
-          message,
-          tokens: outputIds,
-          logprobs,
-          weightVersions,
-          status: finish === "length" ? "truncated" : "completed",
-          requestId: rid,
-          abortCount,
-          wallElapsedS: elapsedS,
-          generationElapsedS: generationMs / 1000
-        })
-      )
-      if (Result.isFailure(committed)) return yield* internal(String(committed.failure))
-
-      const completion: Completion.Completion = {
-        id: randomBytes(16).toString("hex"),
-        created: Math.floor(now / 1000),
-        ...(message.reasoning_content === undefined ? {} : { reasoning: message.reasoning_content }),
-        content: typeof message.content === "string" ? message.content : "",
-        toolCalls: (message.tool_calls ?? []).map((call, i) => ({
-          id: call.id ?? toolCalls[i]?.id ?? "",
-          name: call.function.name ?? "",
-          arguments: call.function.arguments
-        })),
-        finish,
-        ...(stopSequence === undefined ? {} : { stopSequence }),
-        usage: {
-          promptTokens: result.promptTokens,
-          completionTokens: outputIds.length,
-          cachedTokens: result.cachedTokens
-        },
-        ...(request.logprobs
-          ? {
-            logprobs: outputIds.map((id, i) => ({
-              token: tokenizer.decode([id]),
-              logprob: logprobs[i] ?? 0
-            }))
-          }
-          : {})
-      }
-      return completion
+      const response = yield* parse(p, done)
+      const committed = yield* commitResponse(p, request, done, response)
+      return Turn.completion(randomBytes(16).toString("hex"), committed.now, committed.input)
     })
 
     return Generation.of({ generate })

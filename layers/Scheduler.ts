@@ -1,5 +1,6 @@
 /**
- * Resident Group capacity, Runtime leases, the all-session first-request barrier and prelaunch (reference §6.2, §6.5).
+ * Resident Group capacity, Runtime leases, the all-session first-request barrier and prelaunch (docs/runtime.md
+ * "Steps", "Resident capacity", "The first-request barrier", "Prelaunch").
  *
  * **Details**
  * A `Pool` owns `capacity` resident Groups, shared by Prepare (agents started, waiting for their lease) and Runtime
@@ -12,94 +13,22 @@
  *   interrupted, held requests are answered with `SessionClosedError`, the slot is released, and the step's demand
  *   starts a replacement.
  * - A Group leaves capacity when its Sessions have all finished (Reward runs outside capacity) or when it is dropped.
- * - `runStep` leases ready Groups FIFO while the step still needs Groups (`debt + surplus − leased`), starts new Groups
- *   while capacity is free (up to what the step needs, or up to full capacity with prelaunch when a next step
- *   follows), and returns once `debt` Groups were accepted. Leased Groups still running then (over-sampling surplus)
- *   are interrupted. Groups still in Prepare are kept for the next step only with prelaunch (their agents share the
- *   training capacity with Eval, as the guide's slot table says); otherwise they are interrupted and their inputs
- *   start again, first, in the next step, so no dataset row is skipped.
- * - A `DropStreak` (shared by every pool of a rollout) counts Groups dropped in a row; an accepted or filtered Group
- *   resets it. When it reaches its limit, the pool's `runStep` interrupts every Group of the pool and fails with
+ * - `runStep` asks `src/schedule/Leasing.ts` at every wake-up which ready Groups get their lease and how many Groups
+ *   start, folds each finished Group into the step's ledger, and at the step's end asks it what happens to the Groups
+ *   still leased or in Prepare; this layer only carries the moves out (Deferreds, forks, interrupts) and returns once
+ *   `debt` Groups were accepted.
+ * - A `DropStreak` (`src/schedule/DropStreak.ts`, shared by every pool of a rollout) counts Groups dropped in a row.
+ *   When it reaches its limit, the pool's `runStep` interrupts every Group of the pool and fails with
  *   `TooManyDroppedGroupsError`: an agent that fails on every Group would otherwise be refilled forever.
  */
-import { Context, Data, Deferred, Effect, Fiber, Layer, Option, Queue, Scope } from "effect"
+import { Context, Deferred, Effect, Fiber, Layer, Option, Queue, Scope } from "effect"
 import { randomBytes } from "node:crypto"
+import { type DropReason, dropStreak, type DropStreak, type TooManyDroppedGroupsError } from "../src/schedule/DropStreak.ts"
+import * as Leasing from "../src/schedule/Leasing.ts"
 import { SessionClosedError } from "./Sessions.ts"
 import { type Progress, Telemetry, type TelemetryShape } from "./Telemetry.ts"
 
-/** Why a Group was dropped: the `error_type=` and detail text of its drop log line. */
-export interface DropReason {
-  readonly groupId: string
-  readonly type: string
-  readonly detail: string
-}
-
-/** Lines of the last drop's detail (the agent's error head and the start of its log tail) quoted in the error. */
-const QUOTED_LINES = 10
-const QUOTED_LINE_CHARS = 240
-
-/**
- * The limit of Groups dropped in a row was reached: the agent most likely fails on every Group (a bad command, a
- * broken environment), and refilling would never end the step.
- */
-export class TooManyDroppedGroupsError extends Data.TaggedError("TooManyDroppedGroupsError")<{
-  /** Groups dropped in a row (the limit). */
-  readonly dropped: number
-  readonly last: DropReason
-}> {
-  override get message(): string {
-    const lines = this.last.detail.trimEnd().split("\n")
-    const quoted = lines.slice(0, QUOTED_LINES).map((line) =>
-      `  | ${line.length > QUOTED_LINE_CHARS ? `${line.slice(0, QUOTED_LINE_CHARS)}...` : line}`
-    )
-    if (lines.length > QUOTED_LINES) quoted.push(`  | ... (${lines.length - QUOTED_LINES} more lines)`)
-    return [
-      `${this.dropped} Groups were dropped in a row (--agentic-max-consecutive-drops ${this.dropped}); ` +
-      `the agent seems to fail on every Group, so the rollout stopped.`,
-      `Last drop: group_id=${this.last.groupId} error_type=${this.last.type}`,
-      ...quoted,
-      "Run `relax-agentic check` with the same flags to see the agent's failure, or raise the limit with " +
-      "--agentic-max-consecutive-drops N (0 disables it)."
-    ].join("\n")
-  }
-}
-
-/**
- * Groups dropped in a row, shared by every pool of one rollout (training steps and Eval). Once tripped it stays
- * tripped: the rollout stopped.
- */
-export interface DropStreak {
-  /** The limit; 0 = unlimited. */
-  readonly limit: number
-  /** Drops in a row so far. */
-  readonly count: () => number
-  /** The error, once the limit was reached. */
-  readonly tripped: () => TooManyDroppedGroupsError | undefined
-  /** Count a drop; returns true once the streak is tripped (also when it already was). */
-  readonly dropped: (reason: DropReason) => boolean
-  /** An accepted or filtered Group ends the streak. */
-  readonly kept: () => void
-}
-
-/** A new streak with `limit` (0 = unlimited). */
-export const dropStreak = (limit: number): DropStreak => {
-  let count = 0
-  let error: TooManyDroppedGroupsError | undefined
-  return {
-    limit,
-    count: () => count,
-    tripped: () => error,
-    dropped: (reason) => {
-      if (error !== undefined) return true
-      count += 1
-      if (limit > 0 && count >= limit) error = new TooManyDroppedGroupsError({ dropped: count, last: reason })
-      return error !== undefined
-    },
-    kept: () => {
-      if (error === undefined) count = 0
-    }
-  }
-}
+export { type DropReason, dropStreak, type DropStreak, TooManyDroppedGroupsError } from "../src/schedule/DropStreak.ts"
 
 /** What the scheduler needs to know of a Group input. */
 export interface GroupLike {
@@ -240,6 +169,9 @@ interface SessionFailure<E> {
   readonly sessionId: string
   readonly error: E | ExitedBeforeFirstRequest
 }
+
+const finishOf = <A>(finish: Finish<A>): Leasing.Finish =>
+  finish._tag === "Accepted" ? "accepted" : finish._tag === "Filtered" ? "filtered" : "dropped"
 
 const defaultSessionId = Effect.sync(() => randomBytes(16).toString("hex"))
 
@@ -460,99 +392,89 @@ export const makePool = <G extends GroupLike, O, A, E>(
       })
     })
 
-    const runStep = (plan: StepPlan): Effect.Effect<StepOutcome<G, A>, TooManyDroppedGroupsError> =>
-      Effect.gen(function*() {
-        yield* failIfTripped
-        currentRolloutId = plan.rolloutId
-        for (const r of prepared) r.rolloutId = plan.rolloutId
-        const leased = new Set<GroupRecord<G>>()
-        const acceptedGroups: Array<AcceptedGroup<G, A>> = []
-        let debt = plan.debt
-        let dropped = 0
-        let filteredCount = 0
-        let started = 0
-        const surplus = plan.refill ? plan.surplus : 0
-        const prelaunchFill = options.prelaunch && plan.nextStep
+    const prepareView = (): Array<Leasing.PrepareGroup<GroupRecord<G>>> =>
+      prepared.map((r) => ({ key: r, ready: r.ready, live: r.phase === "prepare" }))
 
-        while (debt > 0) {
-          // Before leasing or starting anything: a tripped streak must not start one more agent.
-          yield* failIfTripped
-          let need = debt + surplus - leased.size
-          for (const record of [...prepared]) {
-            if (need <= 0) break
-            if (!record.ready) continue
-            prepared.splice(prepared.indexOf(record), 1)
-            leased.add(record)
-            record.phase = "runtime"
-            record.rolloutId = plan.rolloutId
-            yield* Deferred.succeed(record.lease, true)
-            need -= 1
-          }
-          const target = prelaunchFill ? options.capacity : need
-          while (prepared.length < target && resident < options.capacity && (plan.refill || started < plan.debt)) {
-            yield* start
-            started += 1
-          }
-          if (plan.progress !== undefined) {
-            yield* plan.progress.setPrepared(prepared.filter((r) => r.ready).length)
-          }
-          const signal = yield* Queue.take(signals).pipe(Effect.timeoutOption(`${heartbeat} seconds`))
-          if (Option.isNone(signal)) {
-            const s = yield* state
-            yield* telemetry.event("idle_heartbeat", {
-              rollout: plan.rolloutId,
-              debt,
-              state: {
-                active_rollout_id: s.activeRolloutId,
-                warming_prepare_group_count: s.preparing,
-                ready_prepare_group_count: s.ready,
-                prepare_group_count: s.preparing + s.ready,
-                runtime_reward_group_count: s.runtime + s.reward,
-                finalized_group_count: acceptedGroups.length,
-                resident_group_count: s.resident,
-                interrupted_runtime_group_count: 0
-              }
-            })
-            continue
-          }
-          if (signal.value._tag !== "Finished") continue
-          const { record, finish } = signal.value
-          const wasLeased = leased.delete(record)
-          const waiting = prepared.indexOf(record)
-          if (waiting !== -1) prepared.splice(waiting, 1)
-          if (!wasLeased && waiting === -1) continue
-          if (finish._tag === "Accepted") {
-            if (debt > 0) {
-              debt -= 1
-              acceptedGroups.push({ group: record.group, value: finish.value })
-              if (plan.progress !== undefined) yield* plan.progress.advance(record.group.size)
-            }
-          } else {
-            if (finish._tag === "Dropped") dropped += 1
-            else filteredCount += 1
-            if (!plan.refill) debt -= 1
-          }
-        }
-        // The last Group an Eval step waited for may be the drop that tripped the streak.
+    const runStep = Effect.fn("Scheduler.runStep")(function*(plan: StepPlan) {
+      yield* failIfTripped
+      currentRolloutId = plan.rolloutId
+      for (const r of prepared) r.rolloutId = plan.rolloutId
+      const leased = new Set<GroupRecord<G>>()
+      const acceptedGroups: Array<AcceptedGroup<G, A>> = []
+      let ledger = Leasing.openStep(plan, options.prelaunch)
+
+      while (ledger.debt > 0) {
+        // Before leasing or starting anything: a tripped streak must not start one more agent.
         yield* failIfTripped
-        // Over-sampled Groups still running are not needed any more (no partial rollout: they are dropped).
-        yield* stop([...leased])
-        // Signals of stopped Groups belong to no step; a kept Prepare Group that was dropped meanwhile leaves the queue.
-        for (const signal of yield* Queue.clear(signals)) {
-          if (signal._tag !== "Finished") continue
-          const waiting = prepared.indexOf(signal.record)
-          if (waiting !== -1) prepared.splice(waiting, 1)
+        const moves = Leasing.nextMoves(
+          { capacity: options.capacity, resident, prepare: prepareView(), leased: leased.size },
+          ledger
+        )
+        for (const record of moves.lease) {
+          prepared.splice(prepared.indexOf(record), 1)
+          leased.add(record)
+          record.phase = "runtime"
+          record.rolloutId = plan.rolloutId
+          yield* Deferred.succeed(record.lease, true)
         }
-        // Without prelaunch no training agent may stay resident past its step (Eval may follow on the same executor).
-        if (!plan.nextStep || !options.prelaunch) {
-          const unleased = prepared.splice(0, prepared.length)
-          // A Group dropped in Prepare was already replaced; only live ones get their input back.
-          const live = unleased.filter((r) => r.phase === "prepare").map((r) => r.group)
-          yield* stop(unleased)
-          pending.unshift(...live)
+        for (let i = 0; i < moves.start; i++) yield* start
+        ledger = Leasing.started(ledger, moves.start)
+        if (plan.progress !== undefined) {
+          yield* plan.progress.setPrepared(prepared.filter((r) => r.ready).length)
         }
-        return { accepted: acceptedGroups, dropped, filtered: filteredCount, residentGroups: resident }
-      })
+        const signal = yield* Queue.take(signals).pipe(Effect.timeoutOption(`${heartbeat} seconds`))
+        if (Option.isNone(signal)) {
+          const s = yield* state
+          yield* telemetry.event("idle_heartbeat", {
+            rollout: plan.rolloutId,
+            debt: ledger.debt,
+            state: {
+              active_rollout_id: s.activeRolloutId,
+              warming_prepare_group_count: s.preparing,
+              ready_prepare_group_count: s.ready,
+              prepare_group_count: s.preparing + s.ready,
+              runtime_reward_group_count: s.runtime + s.reward,
+              finalized_group_count: acceptedGroups.length,
+              resident_group_count: s.resident,
+              interrupted_runtime_group_count: 0
+            }
+          })
+          continue
+        }
+        if (signal.value._tag !== "Finished") continue
+        const { record, finish } = signal.value
+        const wasLeased = leased.delete(record)
+        const waiting = prepared.indexOf(record)
+        if (waiting !== -1) prepared.splice(waiting, 1)
+        if (!wasLeased && waiting === -1) continue
+        const settled = Leasing.settle(ledger, finishOf(finish))
+        ledger = settled.ledger
+        if (settled.take && finish._tag === "Accepted") {
+          acceptedGroups.push({ group: record.group, value: finish.value })
+          if (plan.progress !== undefined) yield* plan.progress.advance(record.group.size)
+        }
+      }
+      // The last Group an Eval step waited for may be the drop that tripped the streak.
+      yield* failIfTripped
+      yield* stop(Leasing.closeRuntime([...leased]).interrupt)
+      // Signals of stopped Groups belong to no step; a kept Prepare Group that was dropped meanwhile leaves the queue.
+      for (const signal of yield* Queue.clear(signals)) {
+        if (signal._tag !== "Finished") continue
+        const waiting = prepared.indexOf(signal.record)
+        if (waiting !== -1) prepared.splice(waiting, 1)
+      }
+      const close = Leasing.closePrepare(ledger, prepareView())
+      prepared.splice(0, prepared.length, ...close.keep)
+      const restart = close.restart.map((r) => r.group)
+      yield* stop(close.interrupt)
+      pending.unshift(...restart)
+      return {
+        accepted: acceptedGroups,
+        dropped: ledger.dropped,
+        filtered: ledger.filtered,
+        residentGroups: resident
+      } satisfies StepOutcome<G, A>
+    })
 
     return { runStep, state }
   })
@@ -568,7 +490,8 @@ export class Scheduler extends Context.Service<Scheduler, {
     Effect.gen(function*() {
       const telemetry: TelemetryShape = yield* Telemetry
       return {
-        pool: (options) => makePool(options).pipe(Effect.provideService(Telemetry, telemetry))
+        pool: (options) =>
+          makePool(options).pipe(Effect.provideService(Telemetry, telemetry), Effect.withSpan("Scheduler.pool"))
       }
     })
   )

@@ -17,6 +17,7 @@
  */
 import { Duration, Effect, Layer, Ref, Schedule, Schema, type Scope, Semaphore } from "effect"
 import { Agent } from "undici"
+import * as WeightVersion from "../src/engine/WeightVersion.ts"
 import * as Wire from "../src/engine/Wire.ts"
 import {
   ContextLengthError,
@@ -126,11 +127,6 @@ const toWire = (request: GenerateRequest): Wire.GenerateRequest => {
     return_logprob: request.returnLogprob,
     ...(request.imageData === undefined || request.imageData.length === 0 ? {} : { image_data: request.imageData })
   }
-}
-
-const nextVersion = (current: string, updates: number): string => {
-  const n = Number(current)
-  return Number.isSafeInteger(n) && String(n) === current ? String(n + 1) : String(updates)
 }
 
 /** Build the engine; fails with an `EngineError` naming the URL when SGLang is unreachable. */
@@ -368,7 +364,7 @@ export const make = (options: SglangEngineOptions): Effect.Effect<EngineShape, E
         )
         worker.down = false
         if (answer.status === 400 && Wire.isContextLengthMessage(answer.body)) {
-          return yield* new ContextLengthError({ message: errorMessage(answer.body) })
+          return yield* new ContextLengthError({ limit: null, engineMessage: errorMessage(answer.body) })
         }
         if (answer.status !== 200) return yield* statusError(worker.url, "/generate", answer)
         const response = yield* decodeJson(Wire.GenerateResponse, worker.url, "/generate", answer)
@@ -409,7 +405,7 @@ export const make = (options: SglangEngineOptions): Effect.Effect<EngineShape, E
     const updateWeights = (next?: string): Effect.Effect<string, EngineError> =>
       Effect.gen(function*() {
         updates++
-        const value = next ?? nextVersion(yield* Ref.get(version), updates)
+        const value = next ?? WeightVersion.next(yield* Ref.get(version), updates)
         yield* Effect.forEach(
           workers,
           (w) =>

@@ -1,6 +1,6 @@
 /**
- * What a rollout tells its operator: `AGENTIC ROLLOUT event=...` lines (reference §8.1–8.2), status lines such as
- * `Dropped 1 group`, a progress bar per step, and debug dumps.
+ * What a rollout tells its operator: `AGENTIC ROLLOUT event=...` lines (docs/outputs.md "Event lines"), status lines
+ * such as `Dropped 1 group`, a progress bar per step, and debug dumps.
  *
  * **Details**
  * ANSI badges and the progress bar appear only on a TTY; a log file or pipe gets plain lines that `grep` can find

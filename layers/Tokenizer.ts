@@ -8,7 +8,7 @@
  * texts are encoded in place.
  */
 import { Tokenizer as HfTokenizer } from "@huggingface/tokenizers"
-import { Context, Data, Effect, Layer } from "effect"
+import { Context, Data, Effect, Layer, Result } from "effect"
 import { existsSync } from "node:fs"
 import { readFile } from "node:fs/promises"
 import { createRequire } from "node:module"
@@ -27,11 +27,9 @@ export class TokenizerLoadError extends Data.TaggedError("TokenizerLoadError")<{
   }
 }
 
-export class TemplateError extends Data.TaggedError("TemplateError")<{ readonly reason: string }> {
-  override get message() {
-    return `chat template rendering failed: ${this.reason}`
-  }
-}
+/** The chat template cannot render a conversation (defined with the renderer, src/template/ChatTemplate.ts). */
+export const TemplateError = ChatTemplate.TemplateError
+export type TemplateError = ChatTemplate.TemplateError
 
 export interface RenderRequest extends ChatTemplate.RenderInput {}
 
@@ -53,10 +51,15 @@ export interface TokenizerShape {
   readonly padTokenId: number | undefined
   /** Ids of added tokens marked `special` (e.g. `<|im_start|>`, `<|im_end|>`, `<|endoftext|>`). */
   readonly specialTokenIds: ReadonlySet<number>
+  /**
+   * Ids that end an assistant turn: the EOS token and ChatML's `<|im_end|>` when the vocabulary has it. A generation
+   * ending with one commits it, but it is not part of the visible text.
+   */
+  readonly endOfTurnIds: ReadonlySet<number>
   /** Render the chat template to prompt text. */
   readonly render: (request: RenderRequest) => Effect.Effect<string, TemplateError>
-  /** Render synchronously (throws `TemplateError`); for pure helpers that take a render function. */
-  readonly renderUnsafe: (request: RenderRequest) => string
+  /** Render synchronously; for pure helpers that take a render function. */
+  readonly renderSync: (request: RenderRequest) => Result.Result<string, TemplateError>
 }
 
 interface AddedTokenJson {
@@ -140,6 +143,9 @@ const offLoopEncoder = (
     })
 }
 
+/** The end-of-turn token of ChatML templates (Qwen and others), which may differ from the tokenizer's EOS token. */
+const CHATML_END_OF_TURN = "<|im_end|>"
+
 /** Build the service from parsed JSON files (decoding boundary: the files are trusted HF formats). */
 export const fromJson = (
   source: string,
@@ -168,17 +174,13 @@ export const fromJson = (
     throw new TokenizerLoadError({ directory: source, reason: `eos_token ${eosToken} is not in the vocabulary` })
   }
   const padToken = asTokenString(tokenizerConfig["pad_token"])
+  const imEnd = hf.token_to_id(CHATML_END_OF_TURN)
+  const endOfTurnIds: ReadonlySet<number> = new Set(imEnd === undefined ? [eosTokenId] : [eosTokenId, imEnd])
   const compiled = ChatTemplate.compile(templateSource, {
     bos_token: asTokenString(tokenizerConfig["bos_token"]) ?? "",
     eos_token: eosToken
   })
-  const renderUnsafe = (request: RenderRequest): string => {
-    try {
-      return ChatTemplate.render(compiled, request)
-    } catch (error) {
-      throw new TemplateError({ reason: error instanceof Error ? error.message : String(error) })
-    }
-  }
+  const renderSync = (request: RenderRequest): Result.Result<string, TemplateError> => ChatTemplate.render(compiled, request)
   const encode = (text: string): ReadonlyArray<number> =>
     text.length === 0 ? [] : hf.encode(text, { add_special_tokens: false }).ids
   const offLoop = offLoopEncoder(source, encode)
@@ -198,15 +200,9 @@ export const fromJson = (
     eosTokenId,
     padTokenId: padToken === undefined ? undefined : hf.token_to_id(padToken),
     specialTokenIds,
-    render: (request) =>
-      Effect.try({
-        try: () => renderUnsafe(request),
-        catch: (error) =>
-          error instanceof TemplateError
-            ? error
-            : new TemplateError({ reason: error instanceof Error ? error.message : String(error) })
-      }),
-    renderUnsafe
+    endOfTurnIds,
+    render: (request) => Effect.fromResult(renderSync(request)),
+    renderSync
   }
 }
 

@@ -7,6 +7,7 @@
  */
 export { AdvantageError, CreditConfigError, GroupRewardError, NormalizationError, RewardError } from "./credit/errors.ts"
 export { ContextLengthError, ExportError, ForestInvariantError, ForestNotFound } from "./forest/errors.ts"
+export { EngineFailure, type GenerationError, SessionDiscarded, TemplateRejected, UnusableResponse } from "./generation/errors.ts"
 export { HookSpecError } from "./hooks/HookSpec.ts"
 export { UnknownParserError } from "./parsers/registry.ts"
 export { CanonicalError } from "./protocol/canonical.ts"
@@ -14,3 +15,4 @@ export { GatewayError, ProtocolError } from "./protocol/errors.ts"
 export { BatchingError } from "./schedule/Batching.ts"
 export { DatasetError } from "./schedule/Dataset.ts"
 export { AgentExecutionError, AgentSpecError, SessionInputError, SessionOutputError } from "./session/errors.ts"
+export { TemplateError } from "./template/ChatTemplate.ts"

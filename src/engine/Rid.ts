@@ -2,13 +2,34 @@
  * Backend request ids. SGLang aborts every request whose rid *starts with* the given rid, so all rids have the same
  * length: then one can only be a prefix of another by being equal to it.
  */
-import { randomBytes } from "node:crypto"
+import { createHash } from "node:crypto"
 
-/** Length of every rid (32 lowercase hex characters, 128 random bits). */
-export const length = 32
+/** Length of every rid: `relax-` and 32 lowercase hex characters. */
+export const length = 38
 
-/** A fresh random rid. */
-export const make = (): string => randomBytes(16).toString("hex")
+/** Which engine attempt of which model request a rid names. */
+export interface RidInput {
+  readonly sessionId: string
+  /** The parent state hash the request generates from. */
+  readonly parent: string
+  /** 0-based index of the model request within the Session. */
+  readonly turn: number
+  /** 0 for the first attempt, n for the n-th resume after an engine abort. */
+  readonly attempt: number
+}
+
+/**
+ * The rid of one engine attempt: `relax-` and the first 32 hex digits of the SHA-256 of session, parent, turn and
+ * (from the first resume on) attempt. Deterministic, so a retried request reuses its rid.
+ */
+export const forAttempt = (input: RidInput): string =>
+  "relax-" +
+  createHash("sha256")
+    .update(
+      `${input.sessionId}\u0000${input.parent}\u0000${input.turn}${input.attempt === 0 ? "" : `\u0000${input.attempt}`}`
+    )
+    .digest("hex")
+    .slice(0, 32)
 
 /** Whether `rid` has the fixed rid shape. */
-export const isValid = (rid: string): boolean => /^[0-9a-f]{32}$/.test(rid)
+export const isValid = (rid: string): boolean => /^relax-[0-9a-f]{32}$/.test(rid)

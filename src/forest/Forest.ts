@@ -1,5 +1,5 @@
 /**
- * The SessionForest: every committed conversation state of one Session, token-exact (relax-behaviour §5).
+ * The SessionForest: every committed conversation state of one Session, token-exact (docs/sessionforest.md).
  *
  * **Details**
  * A forest is a tree of nodes keyed by state hash. The root is an empty observation. An observation node holds the
@@ -393,35 +393,38 @@ export const responseOfRequest = (forest: Forest, requestId: string): string | u
   forest.byRequest.get(requestId)
 
 /**
- * The context check before committing an observation (relax-behaviour §5.6): the parent's tokens plus the
- * observation's must stay below `maxContextLen` (null = unlimited), else nothing may be committed.
+ * The context check before committing an observation (docs/sessionforest.md "Context limits and the turn budget"): the
+ * parent's tokens plus the observation's must stay below `maxContextLen` (null = unlimited), else nothing may be
+ * committed.
  */
 export const checkObservationContext = (
   forest: Forest,
   parent: string,
   observationTokens: number,
   maxContextLen: number | null
-): ContextLengthError | undefined => {
-  if (maxContextLen === null) return undefined
+): Result.Result<void, ContextLengthError> => {
+  if (maxContextLen === null) return Result.void
   const prompt = trainTokenCount(forest, parent) + observationTokens
-  return prompt >= maxContextLen ? new ContextLengthError({ limit: maxContextLen, promptTokens: prompt }) : undefined
+  return prompt >= maxContextLen
+    ? Result.fail(new ContextLengthError({ limit: maxContextLen, promptTokens: prompt }))
+    : Result.void
 }
 
 /**
- * The generation budget at a state (relax-behaviour §5.7): `min(maxNewTokens, maxContextLen - prompt)`, or a
- * context error when nothing is left.
+ * The generation budget at a state (docs/sessionforest.md "Context limits and the turn budget"): `min(maxNewTokens,
+ * maxContextLen - prompt)`, or a context error when nothing is left.
  */
 export const generationBudget = (
   forest: Forest,
   hash: string,
   maxContextLen: number | null,
   maxNewTokens: number
-): number | ContextLengthError => {
-  if (maxContextLen === null) return maxNewTokens
+): Result.Result<number, ContextLengthError> => {
+  if (maxContextLen === null) return Result.succeed(maxNewTokens)
   const prompt = trainTokenCount(forest, hash)
   const remaining = maxContextLen - prompt
-  if (remaining <= 0) return new ContextLengthError({ limit: maxContextLen, promptTokens: prompt })
-  return Math.min(maxNewTokens, remaining)
+  if (remaining <= 0) return Result.fail(new ContextLengthError({ limit: maxContextLen, promptTokens: prompt }))
+  return Result.succeed(Math.min(maxNewTokens, remaining))
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -440,7 +443,8 @@ export interface Match {
 }
 
 /**
- * Longest committed prefix of a request's canonical state (relax-behaviour §5.5), with the reasoning tolerance.
+ * Longest committed prefix of a request's canonical state (docs/sessionforest.md "Matching a request"), with the
+ * reasoning tolerance.
  *
  * **Details**
  * Exact rule: the longest k such that (messages[:k], tools, kwargs) is a committed state; nothing → the root.
@@ -531,6 +535,31 @@ const existing = (forest: Forest, hash: string, kind: Node["kind"]): string | un
   return hash
 }
 
+/** An observation to commit: the messages after `parent` and their template-delta tokens. */
+export interface ObservationCommit {
+  readonly parent: string
+  readonly messages: ReadonlyArray<Canonical.Message>
+  readonly tokens: ReadonlyArray<number>
+  readonly tools: ReadonlyArray<Canonical.Tool>
+  readonly chatTemplateKwargs: Canonical.TemplateKwargs
+  readonly rolloutId: number
+}
+
+/** A finished generation to commit: the assistant message parsed from it and the exact engine output. */
+export interface ResponseCommit {
+  readonly parent: string
+  readonly message: Canonical.Message
+  readonly tokens: ReadonlyArray<number>
+  readonly logprobs: ReadonlyArray<number>
+  readonly weightVersions: ReadonlyArray<string>
+  readonly status: "completed" | "truncated"
+  readonly rolloutId: number
+  readonly requestId: string
+  readonly abortCount: number
+  readonly wallElapsedS: number
+  readonly generationElapsedS: number
+}
+
 /**
  * Commit an observation (the messages after `parent` and their template-delta tokens); returns its state hash.
  *
@@ -540,14 +569,7 @@ const existing = (forest: Forest, hash: string, kind: Node["kind"]): string | un
  * existing state returns it unchanged (idempotent retry); an empty delta returns `parent`. Run the context check
  * ({@link checkObservationContext}) first: nothing here rejects a long observation.
  */
-export const commitObservation = (forest: Forest, o: {
-  readonly parent: string
-  readonly messages: ReadonlyArray<Canonical.Message>
-  readonly tokens: ReadonlyArray<number>
-  readonly tools: ReadonlyArray<Canonical.Tool>
-  readonly chatTemplateKwargs: Canonical.TemplateKwargs
-  readonly rolloutId: number
-}): string => {
+export const commitObservation = (forest: Forest, o: ObservationCommit): string => {
   const parent = node(forest, o.parent)
   if (o.messages.length === 0) return parent.hash
   const atRoot = parent.parent === null
@@ -591,19 +613,7 @@ export const commitObservation = (forest: Forest, o: {
  * Commit a finished generation (the assistant message parsed from it and the exact engine output); returns its
  * state hash. Re-committing the same message under the same parent returns the existing response.
  */
-export const commitResponse = (forest: Forest, r: {
-  readonly parent: string
-  readonly message: Canonical.Message
-  readonly tokens: ReadonlyArray<number>
-  readonly logprobs: ReadonlyArray<number>
-  readonly weightVersions: ReadonlyArray<string>
-  readonly status: "completed" | "truncated"
-  readonly rolloutId: number
-  readonly requestId: string
-  readonly abortCount: number
-  readonly wallElapsedS: number
-  readonly generationElapsedS: number
-}): string => {
+export const commitResponse = (forest: Forest, r: ResponseCommit): string => {
   const parent = node(forest, r.parent)
   if (r.logprobs.length !== r.tokens.length) {
     invariant(forest, `response ${r.requestId} has ${r.tokens.length} tokens but ${r.logprobs.length} logprobs`)

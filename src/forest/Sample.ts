@@ -1,5 +1,5 @@
 /**
- * A SessionForest lineage as a training sample (relax-behaviour §5.9).
+ * A SessionForest lineage as a training sample (docs/sessionforest.md "Export and the training sample").
  *
  * **Details**
  * `tokens` is the join of every delta from the root to the exported state, so training tokens equal inference

@@ -1,5 +1,6 @@
 /**
- * The training sample as a trainer receives it and as one line of `rollout_<id>.jsonl` (design.md, "Shapes users see").
+ * The training sample as a trainer receives it and as one line of `rollout_<id>.jsonl` (docs/outputs.md
+ * "`rollout_<id>.jsonl`").
  */
 import { Schema } from "effect"
 

@@ -1,6 +1,7 @@
 /**
  * Tagged errors of the SessionForest: export selection, context length, registration invariants, lookup.
- * Messages are the reference's texts (relax-behaviour §4.4, §5.2, §5.6, §5.8), which tests and dashboards match on.
+ * Messages are the reference's texts (docs/requests.md "Error bodies", docs/sessionforest.md), which tests and
+ * dashboards match on.
  */
 import { Data } from "effect"
 
@@ -23,7 +24,7 @@ export class ExportError extends Data.TaggedError("ExportError")<{
   readonly record: string | null
 }> {}
 
-/** The text of a context-length error, in the reference's four variants (relax-behaviour §4.4). */
+/** The text of a context-length error, in the reference's four variants (docs/requests.md "Error bodies"). */
 export const contextLengthMessage = (
   limit: number | null,
   promptTokens?: number,
@@ -46,14 +47,20 @@ export const contextLengthMessage = (
 /**
  * A request whose observation (or whose remaining budget) does not fit the context window; nothing was committed.
  * Gateways answer 400 with code `context_length_exceeded`, type `invalid_request_error`, param `messages`.
+ *
+ * **Details**
+ * The one context-length error of the system: the SessionForest's checks raise it, and so do engines that reject a
+ * prompt (with their own wording in `engineMessage`, e.g. SGLang's "Requested token count exceeds …").
  */
 export class ContextLengthError extends Data.TaggedError("ContextLengthError")<{
   readonly limit: number | null
-  readonly promptTokens?: number
-  readonly completionTokens?: number
+  readonly promptTokens?: number | undefined
+  readonly completionTokens?: number | undefined
+  /** The engine's own text, when an engine rejected the request. */
+  readonly engineMessage?: string | undefined
 }> {
   override get message(): string {
-    return contextLengthMessage(this.limit, this.promptTokens, this.completionTokens)
+    return this.engineMessage ?? contextLengthMessage(this.limit, this.promptTokens, this.completionTokens)
   }
   readonly code = "context_length_exceeded"
   readonly param = "messages"

@@ -3,10 +3,10 @@
  *
  * **Details**
  * A state hash is SHA-256 hex of Python's
- * `json.dumps({"messages": M, "tools": T, "template_kwargs": K}, ensure_ascii=False, separators=(",", ":"), sort_keys=True)`
- * (relax-behaviour §5.3). With sorted keys the payload is `{"messages":[m1,…,mk],"template_kwargs":K,"tools":T}`,
- * so a running SHA-256 over `{"messages":[m1,…,mk` can be copied and finished for any prefix: {@link prefixHashes}
- * yields the hash of every prefix in one pass over the bytes.
+ * `json.dumps({"messages": M, "tools": T, "template_kwargs": K}, ensure_ascii=False, separators=(",", ":"),
+ * sort_keys=True)` (docs/sessionforest.md "State hashes"). With sorted keys the payload is
+ * `{"messages":[m1,…,mk],"template_kwargs":K,"tools":T}`, so a running SHA-256 over `{"messages":[m1,…,mk` can be
+ * copied and finished for any prefix: {@link prefixHashes} yields the hash of every prefix in one pass over the bytes.
  *
  * Matching a request needs no hash at all: the hash is a function of the Python JSON text of (M, T, K), and
  * {@link equalJson} decides "same Python JSON text" structurally, without serializing. The forest compares a
@@ -57,7 +57,7 @@ export const finish = (
   kwargs: Canonical.TemplateKwargs
 ): string => running.hash.copy().update(closing(tools, kwargs), "utf8").digest("hex")
 
-/** The reference state hash of a canonical state (relax-behaviour §5.3). */
+/** The reference state hash of a canonical state (docs/sessionforest.md "State hashes"). */
 export const ofState = (state: Canonical.State): string =>
   sha256(`{"messages":[${state.messages.map(messageJson).join(",")}${closing(state.tools, state.chat_template_kwargs)}`)
 

@@ -1,16 +1,14 @@
 /**
- * The parser registries, keyed by the names SGLang uses for `--tool-call-parser` / `--reasoning-parser`, and the
- * deterministic tool-call ids.
+ * The parser registries, keyed by the names SGLang uses for `--tool-call-parser` / `--reasoning-parser`.
  *
  * **Details**
  * Adding a format is one module and one line here. An unknown name is an {@link UnknownParserError} whose message
  * lists the known names; `--agentic-tool-call-parser` / `--agentic-reasoning-parser` report it at startup.
  */
 import { Data, Result } from "effect"
-import { createHash } from "node:crypto"
-import * as R from "./ReasoningParser.ts"
+import * as ReasoningParser from "./ReasoningParser.ts"
 import * as ReasoningGptOss from "./reasoning/GptOss.ts"
-import * as T from "./ToolCallParser.ts"
+import * as ToolCallParser from "./ToolCallParser.ts"
 import * as DeepSeekV3 from "./tool/DeepSeekV3.ts"
 import * as DeepSeekV31 from "./tool/DeepSeekV31.ts"
 import * as Glm45 from "./tool/Glm45.ts"
@@ -34,7 +32,7 @@ export class UnknownParserError extends Data.TaggedError("UnknownParserError")<{
   }
 }
 
-const toolFormats: ReadonlyArray<readonly [string, T.Format]> = [
+const toolFormats: ReadonlyArray<readonly [string, ToolCallParser.Format]> = [
   ["qwen25", Qwen25.format],
   ["qwen", Qwen25.format],
   ["hermes", Qwen25.format],
@@ -50,17 +48,17 @@ const toolFormats: ReadonlyArray<readonly [string, T.Format]> = [
   ["pythonic", Pythonic.format]
 ]
 
-const toolParsers: ReadonlyMap<string, T.ToolCallParser> = new Map(
-  toolFormats.map(([name, format]) => [name, T.make(name, format)])
+const toolParsers: ReadonlyMap<string, ToolCallParser.ToolCallParser> = new Map(
+  toolFormats.map(([name, format]) => [name, ToolCallParser.make(name, format)])
 )
 
-const reasoningParsers: ReadonlyMap<string, R.ReasoningParser> = new Map(
+const reasoningParsers: ReadonlyMap<string, ReasoningParser.ReasoningParser> = new Map(
   [
-    R.thinkTags("qwen3", { start: "<think>", end: "</think>", forced: false, toolStart: "<tool_call>" }),
-    R.thinkTags("qwen3-thinking", { start: "<think>", end: "</think>", forced: true, toolStart: "<tool_call>" }),
-    R.thinkTags("deepseek-r1", { start: "<think>", end: "</think>", forced: true }),
-    R.thinkTags("glm45", { start: "<think>", end: "</think>", forced: false }),
-    R.thinkTags("kimi", { start: "◁think▷", end: "◁/think▷", forced: false }),
+    ReasoningParser.thinkTags("qwen3", { start: "<think>", end: "</think>", forced: false, toolStart: "<tool_call>" }),
+    ReasoningParser.thinkTags("qwen3-thinking", { start: "<think>", end: "</think>", forced: true, toolStart: "<tool_call>" }),
+    ReasoningParser.thinkTags("deepseek-r1", { start: "<think>", end: "</think>", forced: true }),
+    ReasoningParser.thinkTags("glm45", { start: "<think>", end: "</think>", forced: false }),
+    ReasoningParser.thinkTags("kimi", { start: "◁think▷", end: "◁/think▷", forced: false }),
     ReasoningGptOss.parser
   ].map((p) => [p.name, p])
 )
@@ -71,7 +69,7 @@ const reasoningParserNames: ReadonlyArray<string> = [...reasoningParsers.keys()]
 /** Tool-call parsers by SGLang name (names are exact, as in SGLang). */
 export const ToolCallParsers = {
   names: toolParserNames,
-  get: (name: string): Result.Result<T.ToolCallParser, UnknownParserError> => {
+  get: (name: string): Result.Result<ToolCallParser.ToolCallParser, UnknownParserError> => {
     const parser = toolParsers.get(name)
     return parser === undefined
       ? Result.fail(new UnknownParserError({ flag: "--agentic-tool-call-parser", name, known: toolParserNames }))
@@ -82,34 +80,13 @@ export const ToolCallParsers = {
 /** Reasoning parsers by SGLang name (matched case-insensitively, as in SGLang). */
 export const ReasoningParsers = {
   names: reasoningParserNames,
-  get: (name: string): Result.Result<R.ReasoningParser, UnknownParserError> => {
+  get: (name: string): Result.Result<ReasoningParser.ReasoningParser, UnknownParserError> => {
     const parser = reasoningParsers.get(name.toLowerCase())
     return parser === undefined
       ? Result.fail(new UnknownParserError({ flag: "--agentic-reasoning-parser", name, known: reasoningParserNames }))
       : Result.succeed(parser)
   }
 } as const
-
-export interface ToolCallIdInput {
-  readonly protocol: "openai" | "anthropic"
-  readonly sessionId: string
-  /** The generation's request id: the same on a retry of the same response. */
-  readonly responseKey: string
-  /** Index of the call in the response. */
-  readonly position: number
-}
-
-/**
- * The id of a parsed tool call: `call_<24 hex>` (OpenAI) or `toolu_<24 hex>` (Anthropic), the SHA-256 of session,
- * response and position, so a retried generation yields the same ids and the agent's echoed history still matches.
- */
-export const toolCallId = (input: ToolCallIdInput): string => {
-  const digest = createHash("sha256")
-    .update(JSON.stringify([input.sessionId, input.responseKey, input.position]))
-    .digest("hex")
-    .slice(0, 24)
-  return (input.protocol === "openai" ? "call_" : "toolu_") + digest
-}
 
 export type { ReasoningParser, ReasoningResult, ReasoningStream } from "./ReasoningParser.ts"
 export type { ToolCall, ToolCallParser, ToolCallResult, ToolCallStream } from "./ToolCallParser.ts"

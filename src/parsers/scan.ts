@@ -7,11 +7,11 @@
  * characters of a marker, it stops there (unless `final`) so the next chunk can complete it.
  */
 import * as Json from "../json/Json.ts"
-import * as P from "./ToolCallParser.ts"
+import * as ToolCallParser from "./ToolCallParser.ts"
 
 /** A block read by a rule: its events and where it ends. */
 export interface Block {
-  readonly events: ReadonlyArray<P.Event>
+  readonly events: ReadonlyArray<ToolCallParser.Event>
   readonly end: number
 }
 
@@ -56,11 +56,11 @@ export const scanRules = (
   final: boolean,
   rules: ReadonlyArray<Rule>,
   from = 0
-): { readonly events: ReadonlyArray<P.Event>; readonly consumed: number } => {
-  const events: Array<P.Event> = []
+): { readonly events: ReadonlyArray<ToolCallParser.Event>; readonly consumed: number } => {
+  const events: Array<ToolCallParser.Event> = []
   const starts = rules.map((r) => r.start)
   const push = (s: string) => {
-    if (s !== "") events.push(P.text(s))
+    if (s !== "") events.push(ToolCallParser.text(s))
   }
   let i = from
   for (;;) {
@@ -86,7 +86,7 @@ export const scanRules = (
 export const delimited = (
   start: string,
   end: string,
-  body: (inner: string, raw: string) => P.Event
+  body: (inner: string, raw: string) => ToolCallParser.Event
 ): Rule => ({
   start,
   read: (text, at, final) => {
@@ -95,7 +95,7 @@ export const delimited = (
       if (!final) return undefined
       const raw = text.slice(at)
       const event = body(text.slice(at + start.length), raw)
-      return { events: [event._tag === "Call" ? event : P.malformed(raw)], end: text.length }
+      return { events: [event._tag === "Call" ? event : ToolCallParser.malformed(raw)], end: text.length }
     }
     const stop = close + end.length
     return { events: [body(text.slice(at + start.length, close), text.slice(at, stop))], end: stop }
@@ -111,7 +111,7 @@ export const sectioned = (markers: {
   readonly sectionEnd: string
   readonly callBegin: string
   readonly callEnd: string
-  readonly call: (inner: string, raw: string) => P.Event
+  readonly call: (inner: string, raw: string) => ToolCallParser.Event
 }): ReadonlyArray<Rule> => {
   const callRule = delimited(markers.callBegin, markers.callEnd, markers.call)
   const section: Rule = {
@@ -123,7 +123,7 @@ export const sectioned = (markers: {
       const bodyEnd = close < 0 ? text.length : close
       const end = close < 0 ? text.length : close + markers.sectionEnd.length
       const body = text.slice(0, bodyEnd)
-      const events: Array<P.Event> = []
+      const events: Array<ToolCallParser.Event> = []
       let i = bodyStart
       for (;;) {
         const begin = body.indexOf(markers.callBegin, i)
@@ -133,7 +133,7 @@ export const sectioned = (markers: {
         events.push(...block.events)
         i = block.end
       }
-      if (events.length === 0) return { events: [P.malformed(text.slice(at, end))], end }
+      if (events.length === 0) return { events: [ToolCallParser.malformed(text.slice(at, end))], end }
       return { events, end }
     }
   }
@@ -141,16 +141,16 @@ export const sectioned = (markers: {
 }
 
 /** `{"name": ..., "arguments"|"parameters": {...}}` → a call with the arguments' exact text. */
-export const jsonCall = (object: string | undefined, raw: string): P.Event => {
-  if (object === undefined) return P.malformed(raw)
+export const jsonCall = (object: string | undefined, raw: string): ToolCallParser.Event => {
+  if (object === undefined) return ToolCallParser.malformed(raw)
   const parsed = readObjectCall(object)
-  return parsed === undefined ? P.malformed(raw) : P.call(parsed.name, parsed.arguments, raw)
+  return parsed === undefined ? ToolCallParser.malformed(raw) : ToolCallParser.call(parsed.name, parsed.arguments, raw)
 }
 
 /** Read a call object's name and arguments text, or `undefined` when it is not one. */
 export const readObjectCall = (
   object: string
-): { readonly name: string; readonly arguments: P.Arguments } | undefined => {
+): { readonly name: string; readonly arguments: ToolCallParser.Arguments } | undefined => {
   const parsed = Json.readWhole(object)
   return parsed === undefined ? undefined : callFromSpanned(object, parsed)
 }
@@ -158,13 +158,13 @@ export const readObjectCall = (
 export const callFromSpanned = (
   source: string,
   spanned: Json.Spanned
-): { readonly name: string; readonly arguments: P.Arguments } | undefined => {
+): { readonly name: string; readonly arguments: ToolCallParser.Arguments } | undefined => {
   const name = spanned.members.get("name")
   if (name === undefined || typeof name.value !== "string") return undefined
   const args = spanned.members.get("arguments") ?? spanned.members.get("parameters")
   return {
     name: name.value,
-    arguments: args === undefined ? P.value({}) : P.jsonText(source.slice(args.start, args.end))
+    arguments: args === undefined ? ToolCallParser.value({}) : ToolCallParser.jsonText(source.slice(args.start, args.end))
   }
 }
 

@@ -6,8 +6,8 @@
  * Canonical messages are Chat-Completions shaped (roles user/assistant/system/tool). All three wire protocols
  * (Chat Completions, Responses, Anthropic Messages) project their requests onto raw Chat-shaped messages and then
  * call {@link canonicalize}, so validation and canonicalization live in exactly one place. The rules and error texts
- * are the reference's `check_messages` / `normalize_tools` / `normalize_template_kwargs` (relax-behaviour §5.4); type
- * names in messages are Python's (`<class 'dict'>`) because agents and tests compare the texts.
+ * are the reference's `check_messages` / `normalize_tools` / `normalize_template_kwargs` (docs/requests.md "Canonical
+ * messages"); type names in messages are Python's (`<class 'dict'>`) because agents and tests compare the texts.
  */
 import { Data, Result, Schema } from "effect"
 import * as PyJson from "../forest/PythonJson.ts"
@@ -44,6 +44,13 @@ export const ToolCall = Schema.StructWithRest(
   [Schema.Record(Schema.String, Schema.Json)]
 )
 export type ToolCall = typeof ToolCall.Type
+
+/** The message shape of a generated tool call (`{id, type: "function", function: {name, arguments}}`). */
+export const toolCallOf = (call: { readonly id: string; readonly name: string; readonly arguments: string }): ToolCall => ({
+  id: call.id,
+  type: "function",
+  function: { name: call.name, arguments: call.arguments }
+})
 
 export const Role = Schema.Literals(["system", "user", "assistant", "tool"])
 export type Role = typeof Role.Type
@@ -93,17 +100,20 @@ export class CanonicalError extends Data.TaggedError("CanonicalError")<{
   readonly param: string | null
 }> {}
 
-const fail = (message: string, param: string | null): never => {
-  throw new CanonicalError({ message, param })
-}
+type Checked<A> = Result.Result<A, CanonicalError>
 
-const run = <A>(f: () => A): Result.Result<A, CanonicalError> => {
-  try {
-    return Result.succeed(f())
-  } catch (error) {
-    if (error instanceof CanonicalError) return Result.fail(error)
-    throw error
+const fail = (message: string, param: string | null): Checked<never> =>
+  Result.fail(new CanonicalError({ message, param }))
+
+/** `f` over `items` in order; the first failure wins and stops the walk. */
+const traverse = <A, B>(items: ReadonlyArray<A>, f: (item: A, index: number) => Checked<B>): Checked<Array<B>> => {
+  const out: Array<B> = []
+  for (let i = 0; i < items.length; i++) {
+    const checked = f(items[i] as A, i)
+    if (Result.isFailure(checked)) return Result.fail(checked.failure)
+    out.push(checked.success)
   }
+  return Result.succeed(out)
 }
 
 type Dict = { readonly [key: string]: unknown }
@@ -134,21 +144,27 @@ const copyJson = (value: unknown): Json => structuredClone(value) as Json
 // ---------------------------------------------------------------------------------------------------------------
 // Tool-call arguments
 
-const checkJsonValue = (value: unknown, field: string): PyJson.PyValue => {
-  if (value === null) return null
-  if (typeof value === "string" || typeof value === "boolean") return value
+const checkJsonValue = (value: unknown, field: string): Checked<PyJson.PyValue> => {
+  if (value === null) return Result.succeed(null)
+  if (typeof value === "string" || typeof value === "boolean") return Result.succeed(value)
   if (typeof value === "number") {
     if (!Number.isFinite(value)) return fail(`${field} numbers must be finite`, field)
-    return PyJson.numberFromJs(value)
+    return Result.succeed(PyJson.numberFromJs(value))
   }
-  if (Array.isArray(value)) return value.map((item) => checkJsonValue(item, field))
+  if (Array.isArray(value)) return traverse(value, (item) => checkJsonValue(item, field))
   if (isDict(value)) {
     const entries = new Map<string, PyJson.PyValue>()
-    for (const key of Object.keys(value)) entries.set(key, checkJsonValue(value[key], field))
-    return entries
+    for (const key of Object.keys(value)) {
+      const checked = checkJsonValue(value[key], field)
+      if (Result.isFailure(checked)) return Result.fail(checked.failure)
+      entries.set(key, checked.success)
+    }
+    return Result.succeed(entries)
   }
   return fail(`${field} must contain JSON-compatible values, got ${pythonType(value)}`, field)
 }
+
+const loneSurrogate = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/
 
 /**
  * Canonical text of tool-call arguments: compact, key-sorted JSON with non-ASCII kept.
@@ -159,12 +175,7 @@ const checkJsonValue = (value: unknown, field: string): PyJson.PyValue => {
  * matching JavaScript's `JSON.stringify`, so a replay from either language keeps one state identity.
  * `field` names the argument in error messages (e.g. `messages[1].tool_calls[0].function.arguments`).
  */
-export const canonicalArguments = (raw: unknown, field: string): Result.Result<string, CanonicalError> =>
-  run(() => canonicalArgumentsUnsafe(raw, field))
-
-const loneSurrogate = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/
-
-const canonicalArgumentsUnsafe = (raw: unknown, field: string): string => {
+export const canonicalArguments = (raw: unknown, field: string): Result.Result<string, CanonicalError> => {
   let value: PyJson.PyValue
   if (typeof raw === "string") {
     const parsed = PyJson.parse(raw)
@@ -189,11 +200,13 @@ const canonicalArgumentsUnsafe = (raw: unknown, field: string): string => {
     if (!isDict(raw)) {
       return fail(`${field} must be a JSON object or a JSON string encoding an object, got ${pythonType(raw)}`, field)
     }
-    value = checkJsonValue(raw, field)
+    const checked = checkJsonValue(raw, field)
+    if (Result.isFailure(checked)) return Result.fail(checked.failure)
+    value = checked.success
   }
   const text = PyJson.dumps(value)
   if (loneSurrogate.test(text)) return fail(`${field} must be valid UTF-8`, field)
-  return text
+  return Result.succeed(text)
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -206,13 +219,13 @@ const canonicalArgumentsUnsafe = (raw: unknown, field: string): string => {
  */
 const CLIENT_PARSED_ARGUMENTS = "parsed_arguments"
 
-const normalizeToolCalls = (message: Dict, index: number): Array<ToolCall> => {
+const normalizeToolCalls = (message: Dict, index: number): Checked<Array<ToolCall>> => {
   const toolCalls = get(message, "tool_calls")
-  if (toolCalls === undefined || toolCalls === null) return []
+  if (toolCalls === undefined || toolCalls === null) return Result.succeed([])
   if (!Array.isArray(toolCalls)) {
     return fail(`messages[${index}].tool_calls must be a list, got ${pythonType(toolCalls)}`, `messages[${index}].tool_calls`)
   }
-  return toolCalls.map((call: unknown, j): ToolCall => {
+  return traverse(toolCalls, (call: unknown, j): Checked<ToolCall> => {
     const path = `messages[${index}].tool_calls[${j}]`
     if (!isDict(call)) return fail(`${path} must be a dict, got ${pythonType(call)}`, path)
     const id = get(call, "id")
@@ -225,7 +238,8 @@ const normalizeToolCalls = (message: Dict, index: number): Array<ToolCall> => {
     if (name !== undefined && name !== null && typeof name !== "string") {
       return fail(`${path}.function.name must be a string, got ${pythonType(name)}`, `${path}.function.name`)
     }
-    const argumentsText = canonicalArgumentsUnsafe(get(fn, "arguments"), `${path}.function.arguments`)
+    const argumentsText = canonicalArguments(get(fn, "arguments"), `${path}.function.arguments`)
+    if (Result.isFailure(argumentsText)) return Result.fail(argumentsText.failure)
     // Other keys are kept verbatim (reference: deepcopy of the call). A null `id` / `name` (accepted by the
     // reference) is dropped: the canonical type has no null there.
     const rest: Record<string, Json> = {}
@@ -236,11 +250,11 @@ const normalizeToolCalls = (message: Dict, index: number): Array<ToolCall> => {
     for (const key of Object.keys(fn)) {
       if (key !== "name" && key !== "arguments" && key !== CLIENT_PARSED_ARGUMENTS) fnRest[key] = copyJson(fn[key])
     }
-    return {
+    return Result.succeed({
       ...(typeof id === "string" ? { id } : {}),
       ...rest,
-      function: { ...fnRest, ...(typeof name === "string" ? { name } : {}), arguments: argumentsText }
-    }
+      function: { ...fnRest, ...(typeof name === "string" ? { name } : {}), arguments: argumentsText.success }
+    })
   })
 }
 
@@ -249,26 +263,26 @@ const checkContent = (
   index: number,
   role: Role,
   allowEmpty: boolean
-): string | Array<ContentPart> => {
+): Checked<string | Array<ContentPart>> => {
   const path = `messages[${index}].content`
   if (!has(message, "content") && !allowEmpty) return fail(`messages[${index}] must include content`, path)
   const content = get(message, "content")
   if (content === undefined || content === null) {
     if (!allowEmpty) return fail(`${path} must not be empty`, path)
-    return ""
+    return Result.succeed("")
   }
   if (typeof content === "string") {
     if (content.length === 0 && role !== "tool" && !allowEmpty) return fail(`${path} must not be empty`, path)
-    return content
+    return Result.succeed(content)
   }
   if (Array.isArray(content)) {
     if (content.length === 0) return fail(`${path} must not be empty`, path)
-    return content.map((item: unknown, j): ContentPart => {
+    return traverse(content, (item: unknown, j): Checked<ContentPart> => {
       if (!isDict(item)) return fail(`${path}[${j}] must be a dict, got ${pythonType(item)}`, `${path}[${j}]`)
       if (get(item, "type") === "text" && get(item, "text") === "") {
         return fail(`${path}[${j}].text must not be empty`, `${path}[${j}].text`)
       }
-      return copyJson(item) as ContentPart
+      return Result.succeed(copyJson(item) as ContentPart)
     })
   }
   return fail(`${path} must be a list, string, or None, got ${pythonType(content)}`, path)
@@ -277,78 +291,97 @@ const checkContent = (
 const roles: ReadonlyArray<string> = ["assistant", "system", "tool", "user"]
 const isRole = (value: string): value is Role => roles.includes(value)
 
-const canonicalizeMessagesUnsafe = (raw: unknown): ReadonlyArray<Message> => {
-  if (raw === undefined || raw === null) return []
-  if (!Array.isArray(raw)) return fail(`messages must be a list, got ${pythonType(raw)}`, "messages")
-  const systemChunks: Array<string> = []
-  const out: Array<Message> = []
-  raw.forEach((message: unknown, index) => {
-    if (!isDict(message)) return fail(`messages[${index}] must be a dict, got ${pythonType(message)}`, `messages[${index}]`)
-    if (!has(message, "role")) return fail(`messages[${index}] must include role`, `messages[${index}].role`)
-    const role = message["role"]
-    if (typeof role !== "string") {
-      return fail(`messages[${index}].role must be a string, got ${pythonType(role)}`, `messages[${index}].role`)
+const canonicalizeMessage = (
+  message: unknown,
+  index: number
+): Checked<{ readonly system: ReadonlyArray<string> } | { readonly message: Message }> => {
+  if (!isDict(message)) return fail(`messages[${index}] must be a dict, got ${pythonType(message)}`, `messages[${index}]`)
+  if (!has(message, "role")) return fail(`messages[${index}] must include role`, `messages[${index}].role`)
+  const role = message["role"]
+  if (typeof role !== "string") {
+    return fail(`messages[${index}].role must be a string, got ${pythonType(role)}`, `messages[${index}].role`)
+  }
+  if (!isRole(role)) {
+    return fail(`messages[${index}].role must be one of: ${roles.join(", ")}`, `messages[${index}].role`)
+  }
+  const normalized = role === "assistant" ? normalizeToolCalls(message, index) : Result.succeed([])
+  if (Result.isFailure(normalized)) return Result.fail(normalized.failure)
+  const toolCalls = normalized.success
+  const reasoning = get(message, "reasoning_content")
+  if (reasoning !== undefined && reasoning !== null && typeof reasoning !== "string") {
+    return fail(
+      `messages[${index}].reasoning_content must be a string, got ${pythonType(reasoning)}`,
+      `messages[${index}].reasoning_content`
+    )
+  }
+  const hasReasoning = typeof reasoning === "string" && reasoning.length > 0
+  const allowEmpty = role === "assistant" && (toolCalls.length > 0 || hasReasoning)
+  let toolCallId: string | undefined
+  if (role === "tool" && has(message, "tool_call_id")) {
+    const value = message["tool_call_id"]
+    if (typeof value !== "string" || value.length === 0) {
+      return fail(`messages[${index}].tool_call_id must be a non-empty string`, `messages[${index}].tool_call_id`)
     }
-    if (!isRole(role)) {
-      return fail(`messages[${index}].role must be one of: ${roles.join(", ")}`, `messages[${index}].role`)
-    }
-    const toolCalls = role === "assistant" ? normalizeToolCalls(message, index) : []
-    const reasoning = get(message, "reasoning_content")
-    if (reasoning !== undefined && reasoning !== null && typeof reasoning !== "string") {
-      return fail(
-        `messages[${index}].reasoning_content must be a string, got ${pythonType(reasoning)}`,
-        `messages[${index}].reasoning_content`
-      )
-    }
-    const hasReasoning = typeof reasoning === "string" && reasoning.length > 0
-    const allowEmpty = role === "assistant" && (toolCalls.length > 0 || hasReasoning)
-    let toolCallId: string | undefined
-    if (role === "tool" && has(message, "tool_call_id")) {
-      const value = message["tool_call_id"]
-      if (typeof value !== "string" || value.length === 0) {
-        return fail(`messages[${index}].tool_call_id must be a non-empty string`, `messages[${index}].tool_call_id`)
-      }
-      toolCallId = value
-    }
-    const content = checkContent(message, index, role, allowEmpty)
-    if (role === "system") {
-      if (typeof content === "string") systemChunks.push(content)
-      else for (const part of content) if (typeof part["text"] === "string") systemChunks.push(part["text"])
-      return
-    }
-    out.push({
+    toolCallId = value
+  }
+  const checked = checkContent(message, index, role, allowEmpty)
+  if (Result.isFailure(checked)) return Result.fail(checked.failure)
+  const content = checked.success
+  if (role === "system") {
+    if (typeof content === "string") return Result.succeed({ system: [content] })
+    const chunks: Array<string> = []
+    for (const part of content) if (typeof part["text"] === "string") chunks.push(part["text"])
+    return Result.succeed({ system: chunks })
+  }
+  return Result.succeed({
+    message: {
       role,
       content,
       ...(hasReasoning ? { reasoning_content: reasoning } : {}),
       ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}),
       ...(toolCallId !== undefined ? { tool_call_id: toolCallId } : {})
-    })
+    }
   })
-  return systemChunks.length > 0 ? [{ role: "system", content: systemChunks.join("\n\n") }, ...out] : out
 }
 
 /**
- * Validate and canonicalize a raw Chat-shaped message list (relax-behaviour §5.4).
+ * Validate and canonicalize a raw Chat-shaped message list (docs/requests.md "Canonical messages").
  *
  * **Details**
  * `null`/absent → `[]`. Unknown keys are dropped, tool-call arguments become canonical JSON text, empty
  * `reasoning_content` is dropped, and every system message (wherever it occurs) is merged into one leading system
  * message joined by `"\n\n"` (text parts only for list contents).
  */
-export const canonicalizeMessages = (raw: unknown): Result.Result<ReadonlyArray<Message>, CanonicalError> =>
-  run(() => canonicalizeMessagesUnsafe(raw))
+export const canonicalizeMessages = (raw: unknown): Result.Result<ReadonlyArray<Message>, CanonicalError> => {
+  if (raw === undefined || raw === null) return Result.succeed([])
+  if (!Array.isArray(raw)) return fail(`messages must be a list, got ${pythonType(raw)}`, "messages")
+  const systemChunks: Array<string> = []
+  const out: Array<Message> = []
+  for (let index = 0; index < raw.length; index++) {
+    const checked = canonicalizeMessage(raw[index], index)
+    if (Result.isFailure(checked)) return Result.fail(checked.failure)
+    if ("system" in checked.success) systemChunks.push(...checked.success.system)
+    else out.push(checked.success.message)
+  }
+  return Result.succeed(systemChunks.length > 0 ? [{ role: "system", content: systemChunks.join("\n\n") }, ...out] : out)
+}
 
 // ---------------------------------------------------------------------------------------------------------------
 // Tools and template kwargs
 
-const normalizeToolsUnsafe = (raw: unknown): ReadonlyArray<Tool> => {
-  if (raw === undefined || raw === null) return []
+/**
+ * Project raw tools onto canonical function tools: `{type:"function", function:{name, parameters, description?}}`.
+ * Non-function tools are skipped; `null`/absent → `[]`.
+ */
+export const normalizeTools = (raw: unknown): Result.Result<ReadonlyArray<Tool>, CanonicalError> => {
+  if (raw === undefined || raw === null) return Result.succeed([])
   if (!Array.isArray(raw)) return fail(`tools must be a list, got ${pythonType(raw)}`, "tools")
   const out: Array<Tool> = []
-  raw.forEach((tool: unknown, index) => {
+  for (let index = 0; index < raw.length; index++) {
+    const tool: unknown = raw[index]
     if (!isDict(tool)) return fail(`tools[${index}] must be a dict, got ${pythonType(tool)}`, `tools[${index}]`)
     const fn = get(tool, "function")
-    if (get(tool, "type") !== "function" || !isDict(fn)) return
+    if (get(tool, "type") !== "function" || !isDict(fn)) continue
     const description = get(fn, "description")
     out.push({
       type: "function",
@@ -358,16 +391,9 @@ const normalizeToolsUnsafe = (raw: unknown): ReadonlyArray<Tool> => {
         ...(description !== undefined && description !== null ? { description: copyJson(description) } : {})
       }
     })
-  })
-  return out
+  }
+  return Result.succeed(out)
 }
-
-/**
- * Project raw tools onto canonical function tools: `{type:"function", function:{name, parameters, description?}}`.
- * Non-function tools are skipped; `null`/absent → `[]`.
- */
-export const normalizeTools = (raw: unknown): Result.Result<ReadonlyArray<Tool>, CanonicalError> =>
-  run(() => normalizeToolsUnsafe(raw))
 
 const sortKeysDeep = (value: unknown): Json => {
   if (Array.isArray(value)) return value.map(sortKeysDeep)
@@ -379,28 +405,28 @@ const sortKeysDeep = (value: unknown): Json => {
   return copyJson(value)
 }
 
-const normalizeTemplateKwargsUnsafe = (raw: unknown): TemplateKwargs => {
-  if (raw === undefined || raw === null) return {}
+/** Validate chat-template kwargs (`null`/absent → `{}`) and sort their keys recursively. */
+export const normalizeTemplateKwargs = (raw: unknown): Result.Result<TemplateKwargs, CanonicalError> => {
+  if (raw === undefined || raw === null) return Result.succeed({})
   if (!isDict(raw)) return fail(`chat_template_kwargs must be a dict, got ${pythonType(raw)}`, "chat_template_kwargs")
   const sorted = sortKeysDeep(raw)
-  return isDict(sorted) ? (sorted as TemplateKwargs) : {}
+  return Result.succeed(isDict(sorted) ? (sorted as TemplateKwargs) : {})
 }
-
-/** Validate chat-template kwargs (`null`/absent → `{}`) and sort their keys recursively. */
-export const normalizeTemplateKwargs = (raw: unknown): Result.Result<TemplateKwargs, CanonicalError> =>
-  run(() => normalizeTemplateKwargsUnsafe(raw))
 
 /** Canonicalize a whole request state: messages, then tools, then template kwargs (first error wins). */
 export const canonicalize = (raw: {
   readonly messages: unknown
   readonly tools?: unknown
   readonly chat_template_kwargs?: unknown
-}): Result.Result<State, CanonicalError> =>
-  run(() => ({
-    messages: canonicalizeMessagesUnsafe(raw.messages),
-    tools: normalizeToolsUnsafe(raw.tools),
-    chat_template_kwargs: normalizeTemplateKwargsUnsafe(raw.chat_template_kwargs)
-  }))
+}): Result.Result<State, CanonicalError> => {
+  const messages = canonicalizeMessages(raw.messages)
+  if (Result.isFailure(messages)) return Result.fail(messages.failure)
+  const tools = normalizeTools(raw.tools)
+  if (Result.isFailure(tools)) return Result.fail(tools.failure)
+  const kwargs = normalizeTemplateKwargs(raw.chat_template_kwargs)
+  if (Result.isFailure(kwargs)) return Result.fail(kwargs.failure)
+  return Result.succeed({ messages: messages.success, tools: tools.success, chat_template_kwargs: kwargs.success })
+}
 
 /** The message without its `reasoning_content` (what clients that drop reasoning send back). */
 export const withoutReasoning = (message: Message): Message => {

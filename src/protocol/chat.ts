@@ -3,9 +3,10 @@
  * `chat.completion` body or as its Buffered-SSE terminal sequence.
  *
  * **Details**
- * Chat messages already are the canonical shape, so decoding validates the turn options (relax-behaviour.md §4.5) and
- * hands `messages`, `tools` and `chat_template_kwargs` to canonicalization unchanged. `temperature`, `top_p`, `n` and
- * other sampling fields are ignored (the rollout configuration supplies sampling); `model` is only echoed.
+ * Chat messages already are the canonical shape, so decoding validates the turn options (docs/requests.md "Turn
+ * options") and hands `messages`, `tools` and `chat_template_kwargs` to canonicalization unchanged. `temperature`,
+ * `top_p`, `n` and other sampling fields are ignored (the rollout configuration supplies sampling); `model` is only
+ * echoed.
  */
 import { Result, Schema } from "effect"
 import * as Completion from "./completion.ts"
@@ -102,7 +103,7 @@ const reservedKwargs = ["add_generation_prompt", "tokenize", "tools"]
 const TopLogprobs = Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 20 }))
 const isTopLogprobs = Schema.is(TopLogprobs)
 
-/** Decode a Chat Completions request body (relax-behaviour.md §4.5). */
+/** Decode a Chat Completions request body (docs/requests.md "Turn options"). */
 export const decode = (body: unknown): Result.Result<Completion.CanonicalRequest, Errors.ProtocolError> =>
   Result.gen(function*() {
     const b = yield* Completion.requireObject(body)
@@ -135,7 +136,8 @@ export const decode = (body: unknown): Result.Result<Completion.CanonicalRequest
         stop,
         seed,
         logprobs: logprobs === true,
-        topLogprobs: isTopLogprobs(topLogprobs) ? topLogprobs : undefined
+        topLogprobs: isTopLogprobs(topLogprobs) ? topLogprobs : undefined,
+        toolCallIdPrefix: "call_"
       },
       "messages",
       true

@@ -5,9 +5,11 @@
  * **Details**
  * Each adapter projects its request onto raw Chat-shaped messages, tools and chat_template_kwargs, then calls
  * {@link canonicalizeRequest}, so canonicalization and its error texts live in one place (`canonical.ts`). Field checks
- * use Effect Schemas for the shape and keep the reference's error texts (relax-behaviour.md §4.5–4.7).
+ * use Effect Schemas for the shape and keep the reference's error texts (docs/requests.md).
  */
 import { Result, Schema } from "effect"
+import { createHash } from "node:crypto"
+import type { ToolCall } from "../parsers/ToolCallParser.ts"
 import * as Canonical from "./canonical.ts"
 import * as Errors from "./errors.ts"
 import type * as Sse from "./sse.ts"
@@ -27,13 +29,36 @@ export interface CanonicalRequest {
   /** Chat `logprobs`: return generated-token logprobs. */
   readonly logprobs: boolean
   readonly topLogprobs?: number
+  /** How the asking protocol spells the ids of generated tool calls (see {@link toolCallId}). */
+  readonly toolCallIdPrefix: ToolCallIdPrefix
 }
 
-/** One tool call of a finished generation; `arguments` is JSON text. */
-export interface CompletionToolCall {
+/** The tool-call id prefix of a protocol: `call_` (Chat Completions, Responses) or `toolu_` (Anthropic Messages). */
+export type ToolCallIdPrefix = "call_" | "toolu_"
+
+export interface ToolCallIdInput {
+  readonly prefix: ToolCallIdPrefix
+  readonly sessionId: string
+  /** Identifies the generated response: the same on a retry of the same response. */
+  readonly responseKey: string
+  /** Index of the call in the response. */
+  readonly position: number
+}
+
+/**
+ * The id of a generated tool call: the prefix and 24 hex digits of the SHA-256 of session, response and position, so
+ * a retried generation yields the same ids and the agent's echoed history still matches.
+ */
+export const toolCallId = (input: ToolCallIdInput): string =>
+  input.prefix +
+  createHash("sha256")
+    .update(JSON.stringify([input.sessionId, input.responseKey, input.position]))
+    .digest("hex")
+    .slice(0, 24)
+
+/** One tool call of a finished generation: a parsed call with its id; `arguments` is JSON text. */
+export interface CompletionToolCall extends ToolCall {
   readonly id: string
-  readonly name: string
-  readonly arguments: string
 }
 
 /** Why a generation ended. `abort` renders like `stop` (the client sees a finished turn). */
@@ -167,6 +192,7 @@ export interface TurnOptions {
   readonly seed: number | undefined
   readonly logprobs: boolean
   readonly topLogprobs: number | undefined
+  readonly toolCallIdPrefix: ToolCallIdPrefix
 }
 
 /**
@@ -200,6 +226,7 @@ export const canonicalizeRequest = (
     stream: options.stream,
     stop: options.stop,
     logprobs: options.logprobs,
+    toolCallIdPrefix: options.toolCallIdPrefix,
     ...(options.maxTokens === undefined ? {} : { maxTokens: options.maxTokens }),
     ...(options.seed === undefined ? {} : { seed: options.seed }),
     ...(options.topLogprobs === undefined ? {} : { topLogprobs: options.topLogprobs })

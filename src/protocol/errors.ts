@@ -9,6 +9,7 @@
  * headers, no I/O.
  */
 import { Data } from "effect"
+import { contextLengthMessage } from "../forest/errors.ts"
 
 /** A request body that failed validation: HTTP 400 `invalid_request_error`, `param` naming the offending field. */
 export class ProtocolError extends Data.TaggedError("ProtocolError")<{
@@ -83,16 +84,7 @@ export class GatewayError extends Data.TaggedError("GatewayError")<{
     readonly completionTokens?: number | undefined
   }): GatewayError {
     const { completionTokens, limit, promptTokens } = limits
-    const message = limit === undefined
-      ? "This model's maximum context length was exceeded. Please reduce the length of the messages."
-      : promptTokens === undefined
-      ? `This model's maximum context length is ${limit} tokens. Please reduce the length of the messages.`
-      : completionTokens === undefined
-      ? `This model's maximum context length is ${limit} tokens. However, your messages resulted in ${promptTokens} ` +
-        "tokens. Please reduce the length of the messages."
-      : `This model's maximum context length is ${limit} tokens. However, your messages resulted in ${promptTokens} ` +
-        `tokens and requested ${completionTokens} completion tokens (${promptTokens + completionTokens} tokens ` +
-        "total). Please reduce the length of the messages or max_completion_tokens."
+    const message = contextLengthMessage(limit ?? null, promptTokens, completionTokens)
     return new GatewayError({
       status: 400,
       type: "invalid_request_error",

@@ -3,12 +3,12 @@
  * as a `message` body or as its Buffered-SSE event sequence.
  *
  * **Details**
- * Projection (guide "Anthropic Messages", relax-behaviour.md §4.7): `system` string or text blocks → system message;
- * text → message text; user image (URL or base64) → `image_url` (base64 as a data URI); assistant `thinking` →
+ * Projection (guide "Anthropic Messages", docs/requests.md "Turn options"): `system` string or text blocks → system
+ * message; text → message text; user image (URL or base64) → `image_url` (base64 as a data URI); assistant `thinking` →
  * `reasoning_content`; assistant `tool_use` → tool call with the same id; user `tool_result` → tool message with the
  * same id; tools with a missing type or `type: "custom"` → function tools; `stop_sequences` → the turn's stop strings.
- * Usage follows Anthropic's split: `input_tokens` excludes the prompt tokens served from cache, which are reported
- * as `cache_read_input_tokens`.
+ * Usage follows Anthropic's split: `input_tokens` excludes the prompt tokens served from cache, which are reported as
+ * `cache_read_input_tokens`.
  */
 import { Result, Schema } from "effect"
 import * as Completion from "./completion.ts"
@@ -72,7 +72,7 @@ const thinkingTypes: ReadonlyArray<unknown> = ["disabled", "enabled", "adaptive"
 
 const fail = (param: string, message: string) => Result.fail(Errors.invalid(param, message))
 
-/** Decode a Messages request body (relax-behaviour.md §4.7). */
+/** Decode a Messages request body (docs/requests.md "Turn options"). */
 export const decode = (body: unknown): Result.Result<Completion.CanonicalRequest, Errors.ProtocolError> =>
   Result.gen(function*() {
     const b = yield* Completion.requireObject(body)
@@ -114,7 +114,8 @@ export const decode = (body: unknown): Result.Result<Completion.CanonicalRequest
         stop: Completion.isStringArray(stopSequences) ? stopSequences : [],
         seed: undefined,
         logprobs: false,
-        topLogprobs: undefined
+        topLogprobs: undefined,
+        toolCallIdPrefix: "toolu_"
       },
       "messages",
       false

@@ -3,12 +3,12 @@
  * `response` object or as its Buffered-SSE event sequence.
  *
  * **Details**
- * Projection (guide "Responses", relax-behaviour.md §4.6): `instructions` → leading system message; message items with
- * role user/assistant/system/developer (developer → system); `input_text`/`output_text` → text; user `input_image` →
- * `image_url`; `reasoning` → assistant `reasoning_content`; `function_call` → assistant tool call with the same
- * `call_id`; `function_call_output` → tool message with the same `call_id`. Consecutive assistant messages, reasoning
- * items and function calls merge into one assistant message. Relax does not use `previous_response_id`: every request
- * carries the complete input.
+ * Projection (guide "Responses", docs/requests.md "Turn options"): `instructions` → leading system message; message
+ * items with role user/assistant/system/developer (developer → system); `input_text`/`output_text` → text; user
+ * `input_image` → `image_url`; `reasoning` → assistant `reasoning_content`; `function_call` → assistant tool call with
+ * the same `call_id`; `function_call_output` → tool message with the same `call_id`. Consecutive assistant messages,
+ * reasoning items and function calls merge into one assistant message. Relax does not use `previous_response_id`: every
+ * request carries the complete input.
  */
 import { Result, Schema } from "effect"
 import * as Completion from "./completion.ts"
@@ -103,7 +103,7 @@ const efforts: ReadonlyArray<unknown> = ["none", "minimal", "low", "medium", "hi
 
 const fail = (param: string, message: string) => Result.fail(Errors.invalid(param, message))
 
-/** Decode a Responses request body (relax-behaviour.md §4.6). */
+/** Decode a Responses request body (docs/requests.md "Turn options"). */
 export const decode = (body: unknown): Result.Result<Completion.CanonicalRequest, Errors.ProtocolError> =>
   Result.gen(function*() {
     const b = yield* Completion.requireObject(body)
@@ -134,7 +134,8 @@ export const decode = (body: unknown): Result.Result<Completion.CanonicalRequest
         stop: [],
         seed: undefined,
         logprobs: false,
-        topLogprobs: undefined
+        topLogprobs: undefined,
+        toolCallIdPrefix: "call_"
       },
       "input",
       false

@@ -7,7 +7,18 @@
  * Empty tool lists are passed as absent so `{% if tools %}` behaves as in Python.
  */
 import { Template } from "@huggingface/jinja"
+import { Data, Result } from "effect"
 import type * as Canonical from "../protocol/canonical.ts"
+
+/**
+ * The chat template cannot render a conversation: a tool call's arguments are not a JSON object, or the template
+ * itself rejected the input (raised an exception, e.g. for image parts under a text-only template).
+ */
+export class TemplateError extends Data.TaggedError("TemplateError")<{ readonly reason: string }> {
+  override get message() {
+    return `chat template rendering failed: ${this.reason}`
+  }
+}
 
 export interface Compiled {
   readonly source: string
@@ -29,22 +40,15 @@ export interface RenderInput {
   readonly addGenerationPrompt: boolean
 }
 
-/** Thrown (as a defect-free failure by callers) when a tool call's canonical arguments cannot feed the template. */
-export class TemplateArgumentsError extends Error {
-  readonly _tag = "TemplateArgumentsError"
-}
-
-const decodeArguments = (text: string): unknown => {
-  let value: unknown
-  try {
-    value = JSON.parse(text)
-  } catch {
-    throw new TemplateArgumentsError("Assistant tool call function.arguments must be valid JSON.")
+const decodeArguments = (text: string): Result.Result<unknown, TemplateError> => {
+  const parsed = Result.try(() => JSON.parse(text) as unknown)
+  if (Result.isFailure(parsed)) {
+    return Result.fail(new TemplateError({ reason: "Assistant tool call function.arguments must be valid JSON." }))
   }
-  if (value === null || typeof value !== "object" || Array.isArray(value)) {
-    throw new TemplateArgumentsError("Assistant tool call function.arguments must be a JSON object.")
-  }
-  return value
+  const value = parsed.success
+  return value === null || typeof value !== "object" || Array.isArray(value)
+    ? Result.fail(new TemplateError({ reason: "Assistant tool call function.arguments must be a JSON object." }))
+    : Result.succeed(value)
 }
 
 /**
@@ -64,25 +68,36 @@ const templateContent = (content: Canonical.Message["content"]): Canonical.Messa
 }
 
 /** The message as the template sees it: text-only part lists joined, tool-call arguments as objects. */
-export const toTemplateMessage = (message: Canonical.Message): Record<string, unknown> => ({
-  ...message,
-  content: templateContent(message.content),
-  ...(message.tool_calls === undefined
-    ? {}
-    : {
-      tool_calls: message.tool_calls.map((call) => ({
-        ...call,
-        function: { ...call.function, arguments: decodeArguments(call.function.arguments) }
-      }))
-    })
-})
+export const toTemplateMessage = (message: Canonical.Message): Result.Result<Record<string, unknown>, TemplateError> => {
+  const content = templateContent(message.content)
+  if (message.tool_calls === undefined) return Result.succeed({ ...message, content })
+  const calls: Array<Record<string, unknown>> = []
+  for (const call of message.tool_calls) {
+    const args = decodeArguments(call.function.arguments)
+    if (Result.isFailure(args)) return Result.fail(args.failure)
+    calls.push({ ...call, function: { ...call.function, arguments: args.success } })
+  }
+  return Result.succeed({ ...message, content, tool_calls: calls })
+}
 
-/** Render a conversation to prompt text. Throws `TemplateArgumentsError` or the template's own error. */
-export const render = (compiled: Compiled, input: RenderInput): string =>
-  compiled.template.render({
-    ...input.chatTemplateKwargs,
-    ...compiled.specialTokens,
-    messages: input.messages.map(toTemplateMessage),
-    tools: input.tools.length > 0 ? input.tools : undefined,
-    add_generation_prompt: input.addGenerationPrompt
+/** Render a conversation to prompt text; a template that raises is a {@link TemplateError} with its message. */
+export const render = (compiled: Compiled, input: RenderInput): Result.Result<string, TemplateError> => {
+  const messages: Array<Record<string, unknown>> = []
+  for (const message of input.messages) {
+    const converted = toTemplateMessage(message)
+    if (Result.isFailure(converted)) return Result.fail(converted.failure)
+    messages.push(converted.success)
+  }
+  // The jinja library reports template errors by throwing: this is where they become a value.
+  return Result.try({
+    try: () =>
+      compiled.template.render({
+        ...input.chatTemplateKwargs,
+        ...compiled.specialTokens,
+        messages,
+        tools: input.tools.length > 0 ? input.tools : undefined,
+        add_generation_prompt: input.addGenerationPrompt
+      }),
+    catch: (error) => new TemplateError({ reason: error instanceof Error ? error.message : String(error) })
   })
+}

@@ -1,5 +1,6 @@
 /**
- * Observation delta tokenization (relax-behaviour §5.6): the token ids the chat template adds for new messages.
+ * Observation delta tokenization (docs/sessionforest.md "Observation tokens"): the token ids the chat template adds for
+ * new messages.
  *
  * **Details**
  * Generated ids are never re-tokenized: a SessionForest appends only the tokens of the *new* messages to the exact
@@ -7,15 +8,18 @@
  * system+user prefix and the prefix's tokens are cut off, so the delta starts right after the previous turn's end
  * token (Qwen3: with the `"\n"` after `<|im_end|>`) and ends with the generation prompt. Rendering the real history
  * instead would change earlier turns (Qwen3 strips old reasoning), breaking token-exactness.
+ * Each function comes as a plan (the text to encode and how many leading ids to drop) so a caller can encode the
+ * text off the event loop (`Tokenizer.encodeAsync`), and as tokens encoded in place.
  */
+import { Result } from "effect"
 import type * as Canonical from "../protocol/canonical.ts"
-import type { RenderInput } from "./ChatTemplate.ts"
+import type { RenderInput, TemplateError } from "./ChatTemplate.ts"
 
 /** What delta tokenization needs from a tokenizer (a structural slice of the Tokenizer service). */
 export interface TemplateTokenizer {
   readonly encode: (text: string) => ReadonlyArray<number>
-  /** Renders the chat template; throws on template or tool-call-arguments errors. */
-  readonly renderUnsafe: (request: RenderInput) => string
+  /** Renders the chat template; template or tool-call-arguments errors are a `TemplateError`. */
+  readonly renderSync: (request: RenderInput) => Result.Result<string, TemplateError>
   /** Ids of special added tokens; with them a delta whose prefix ends in one is encoded without the prefix. */
   readonly specialTokenIds?: ReadonlySet<number> | undefined
 }
@@ -26,21 +30,19 @@ export const DUMMY_MESSAGES: ReadonlyArray<Canonical.Message> = [
   { role: "user", content: "I am a user." }
 ]
 
-/**
- * What to encode for an observation: the ids are `encode(text)` without their first `skip` ids. Callers that keep
- * the event loop free encode `text` off the loop (`Tokenizer.encodeAsync`); {@link rootTokens} and
- * {@link deltaTokens} encode it in place.
- */
+/** What to encode for an observation: the ids are `encode(text)` without their first `skip` ids. */
 export interface EncodePlan {
   readonly text: string
   readonly skip: number
 }
 
-/** The ids an {@link EncodePlan} stands for, encoded with `encode`. */
-export const encodePlan = (encode: (text: string) => ReadonlyArray<number>, plan: EncodePlan): ReadonlyArray<number> => {
-  const ids = encode(plan.text)
-  return plan.skip === 0 ? ids : ids.slice(plan.skip)
-}
+/** The ids an {@link EncodePlan} stands for, given the ids of its text. */
+export const planIds = (plan: EncodePlan, textIds: ReadonlyArray<number>): ReadonlyArray<number> =>
+  plan.skip === 0 ? textIds : textIds.slice(plan.skip)
+
+/** The ids an {@link EncodePlan} stands for, encoded in place with `encode`. */
+export const encodePlan = (encode: (text: string) => ReadonlyArray<number>, plan: EncodePlan): ReadonlyArray<number> =>
+  planIds(plan, encode(plan.text))
 
 /** A root observation: the full conversation rendered with the generation prompt. */
 export const rootPlan = (
@@ -48,10 +50,11 @@ export const rootPlan = (
   messages: ReadonlyArray<Canonical.Message>,
   tools: ReadonlyArray<Canonical.Tool>,
   kwargs: Canonical.TemplateKwargs
-): EncodePlan => ({
-  text: tok.renderUnsafe({ messages, tools, chatTemplateKwargs: kwargs, addGenerationPrompt: true }),
-  skip: 0
-})
+): Result.Result<EncodePlan, TemplateError> =>
+  Result.map(
+    tok.renderSync({ messages, tools, chatTemplateKwargs: kwargs, addGenerationPrompt: true }),
+    (text) => ({ text, skip: 0 })
+  )
 
 /** Tokens of a root observation: the full conversation rendered with the generation prompt. */
 export const rootTokens = (
@@ -59,7 +62,8 @@ export const rootTokens = (
   messages: ReadonlyArray<Canonical.Message>,
   tools: ReadonlyArray<Canonical.Tool>,
   kwargs: Canonical.TemplateKwargs
-): ReadonlyArray<number> => encodePlan(tok.encode, rootPlan(tok, messages, tools, kwargs))
+): Result.Result<ReadonlyArray<number>, TemplateError> =>
+  Result.map(rootPlan(tok, messages, tools, kwargs), (plan) => encodePlan(tok.encode, plan))
 
 /**
  * The dummy prefix for one (tools, kwargs): its rendered text (trailing newlines stripped), its token count, and
@@ -89,14 +93,14 @@ const fullText = (
   delta: ReadonlyArray<Canonical.Message>,
   tools: ReadonlyArray<Canonical.Tool>,
   kwargs: Canonical.TemplateKwargs
-): string =>
-  tok.renderUnsafe({ messages: [...DUMMY_MESSAGES, ...delta], tools, chatTemplateKwargs: kwargs, addGenerationPrompt: true })
+): Result.Result<string, TemplateError> =>
+  tok.renderSync({ messages: [...DUMMY_MESSAGES, ...delta], tools, chatTemplateKwargs: kwargs, addGenerationPrompt: true })
 
 /**
  * Whether encoding the text after the dummy alone gives the same ids as encoding the whole text and cutting the
  * dummy's ids off. Only a dummy that ends in a special token qualifies (tokenizers split on special tokens before
  * anything else); the probes then catch a special token that strips the whitespace next to it, or a tokenizer that
- * treats the start of a text differently.
+ * treats the start of a text differently. A probe the template cannot render keeps the whole-text encode.
  */
 const suffixOnly = (
   tok: TemplateTokenizer,
@@ -107,23 +111,18 @@ const suffixOnly = (
 ): boolean => {
   const last = dummyIds[dummyIds.length - 1]
   if (last === undefined || tok.specialTokenIds?.has(last) !== true) return false
-  try {
-    return PROBES.every((probe) => {
-      const full = fullText(tok, probe, tools, kwargs)
-      return full.startsWith(dummy) &&
-        sameIds(tok.encode(full.slice(dummy.length)), tok.encode(full).slice(dummyIds.length))
-    })
-  } catch {
-    // A template that cannot render a probe (e.g. it rejects a tool message there): keep the whole-text encode.
-    return false
-  }
+  return PROBES.every((probe) => {
+    const full = fullText(tok, probe, tools, kwargs)
+    return Result.isSuccess(full) && full.success.startsWith(dummy) &&
+      sameIds(tok.encode(full.success.slice(dummy.length)), tok.encode(full.success).slice(dummyIds.length))
+  })
 }
 
 const calibrate = (
   tok: TemplateTokenizer,
   tools: ReadonlyArray<Canonical.Tool>,
   kwargs: Canonical.TemplateKwargs
-): Calibration => {
+): Result.Result<Calibration, TemplateError> => {
   let cache = calibrations.get(tok)
   if (cache === undefined) {
     cache = new Map()
@@ -131,15 +130,15 @@ const calibrate = (
   }
   const key = JSON.stringify([tools, kwargs])
   const known = cache.get(key)
-  if (known !== undefined) return known
-  const text = tok
-    .renderUnsafe({ messages: DUMMY_MESSAGES, tools, chatTemplateKwargs: kwargs, addGenerationPrompt: false })
-    .replace(/\n+$/, "")
+  if (known !== undefined) return Result.succeed(known)
+  const rendered = tok.renderSync({ messages: DUMMY_MESSAGES, tools, chatTemplateKwargs: kwargs, addGenerationPrompt: false })
+  if (Result.isFailure(rendered)) return Result.fail(rendered.failure)
+  const text = rendered.success.replace(/\n+$/, "")
   const ids = tok.encode(text)
   const calibration: Calibration = { text, tokenCount: ids.length, suffixOnly: suffixOnly(tok, text, ids, tools, kwargs) }
   if (cache.size >= MAX_CALIBRATIONS) cache.delete(cache.keys().next().value ?? "")
   cache.set(key, calibration)
-  return calibration
+  return Result.succeed(calibration)
 }
 
 /**
@@ -156,12 +155,17 @@ export const deltaPlan = (
   delta: ReadonlyArray<Canonical.Message>,
   tools: ReadonlyArray<Canonical.Tool>,
   kwargs: Canonical.TemplateKwargs
-): EncodePlan => {
+): Result.Result<EncodePlan, TemplateError> => {
   const dummy = calibrate(tok, tools, kwargs)
+  if (Result.isFailure(dummy)) return Result.fail(dummy.failure)
   const full = fullText(tok, delta, tools, kwargs)
-  return dummy.suffixOnly && full.startsWith(dummy.text)
-    ? { text: full.slice(dummy.text.length), skip: 0 }
-    : { text: full, skip: dummy.tokenCount }
+  if (Result.isFailure(full)) return Result.fail(full.failure)
+  const { text, tokenCount } = dummy.success
+  return Result.succeed(
+    dummy.success.suffixOnly && full.success.startsWith(text)
+      ? { text: full.success.slice(text.length), skip: 0 }
+      : { text: full.success, skip: tokenCount }
+  )
 }
 
 /** Tokens a deeper observation adds (see {@link deltaPlan}). */
@@ -170,4 +174,5 @@ export const deltaTokens = (
   delta: ReadonlyArray<Canonical.Message>,
   tools: ReadonlyArray<Canonical.Tool>,
   kwargs: Canonical.TemplateKwargs
-): ReadonlyArray<number> => encodePlan(tok.encode, deltaPlan(tok, delta, tools, kwargs))
+): Result.Result<ReadonlyArray<number>, TemplateError> =>
+  Result.map(deltaPlan(tok, delta, tools, kwargs), (plan) => encodePlan(tok.encode, plan))

@@ -97,7 +97,7 @@ const measure = async (context: Context.Context<Services>): Promise<BenchResult>
   }
 
   // The bare engine call the gateway wraps: the same prompt ids and conversation Generation hands the engine.
-  const inputIds = ObservationDelta.rootTokens(tokenizer, messages, [], {})
+  const inputIds = Result.getOrThrow(ObservationDelta.rootTokens(tokenizer, messages, [], {}))
   let rid = 0
   const engineRequest = (): GenerateRequest => ({
     inputIds,
@@ -125,7 +125,7 @@ const measure = async (context: Context.Context<Services>): Promise<BenchResult>
   const viaGeneration = async (sessionId: string): Promise<void> => {
     const completion = await Effect.runPromise(Effect.gen(function*() {
       const session = yield* sessions.lookup(sessionId)
-      return yield* generation.generate(session, decoded.success, "chat")
+      return yield* generation.generate(session, decoded.success)
     }))
     if (completion.content !== "ok") throw new Error("the generation core did not return the policy text")
   }

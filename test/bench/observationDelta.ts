@@ -3,7 +3,7 @@
  * (render dummy + delta, encode, cut the dummy off) against what a naive gateway does on every request (render the
  * whole conversation with the chat template and encode it), with the bundled Qwen3 tokenizer.
  */
-import { Effect } from "effect"
+import { Effect, Result } from "effect"
 import * as ObservationDelta from "../../src/template/ObservationDelta.ts"
 import * as Tokenizer from "../../layers/Tokenizer.ts"
 import { conversation, tools } from "./conversation.ts"
@@ -16,8 +16,8 @@ const run = async (): Promise<BenchResult> => {
     // system, user, then `turns` (assistant, tool) pairs; the last tool result is the new observation.
     const messages = conversation(2 + 2 * turns)
     const delta = messages.slice(-1)
-    const deltaIds = ObservationDelta.deltaTokens(tokenizer, delta, tools, {})
-    const fullIds = ObservationDelta.rootTokens(tokenizer, messages, tools, {})
+    const deltaIds = Result.getOrThrow(ObservationDelta.deltaTokens(tokenizer, delta, tools, {}))
+    const fullIds = Result.getOrThrow(ObservationDelta.rootTokens(tokenizer, messages, tools, {}))
     const times = compare([
       { name: "delta", run: () => ObservationDelta.deltaTokens(tokenizer, delta, tools, {}) },
       { name: "full", run: () => ObservationDelta.rootTokens(tokenizer, messages, tools, {}) }

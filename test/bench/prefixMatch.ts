@@ -1,7 +1,8 @@
 /**
- * Prefix matching cost: the reference algorithm (relax-behaviour §5.5: for k = n..1 hash `messages[:k]` with
- * `Hash.ofState` and look it up) against `Forest.match` (a walk down the forest's message index with structural comparison, no hashing), and against
- * the one-pass `Hash.prefixHashes` variant of the reference, on conversations of 8–256 messages of ~300 bytes.
+ * Prefix matching cost: the reference algorithm (docs/sessionforest.md "Matching a request": for k = n..1 hash
+ * `messages[:k]` with `Hash.ofState` and look it up) against `Forest.match` (a walk down the forest's message index
+ * with structural comparison, no hashing), and against the one-pass `Hash.prefixHashes` variant of the reference, on
+ * conversations of 8–256 messages of ~300 bytes.
  */
 import * as Forest from "../../src/forest/Forest.ts"
 import * as Hash from "../../src/forest/hash.ts"

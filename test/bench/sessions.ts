@@ -63,7 +63,7 @@ const run = (options: BenchOptions): Promise<BenchResult> => {
     yield* Effect.forEach(ids, (id) =>
       Effect.gen(function*() {
         const session = yield* sessions.lookup(id)
-        yield* generation.generate(session, first.success, "chat")
+        yield* generation.generate(session, first.success)
       }), { discard: true })
     const populateMs = performance.now() - populateStart
     let storedTokens = 0

@@ -47,8 +47,7 @@ const run = (options: BenchOptions): Promise<BenchResult> => {
           if (Result.isFailure(state)) return yield* Effect.die(state.failure)
           const completion = yield* generation.generate(
             session,
-            { state: state.success, model: "bench", stream: false, stop: [], logprobs: false },
-            "chat"
+            { state: state.success, model: "bench", stream: false, stop: [], logprobs: false, toolCallIdPrefix: "call_" }
           )
           requests++
           messages.push({ role: "assistant", content: completion.content }, { role: "user", content: text(turn, 300) })

@@ -21,10 +21,13 @@ const sampling = (overrides: Partial<SamplingParams> = {}): SamplingParams => ({
   ...overrides
 })
 
+let requests = 0
+const freshRid = () => Rid.forAttempt({ sessionId: "sglang-test", parent: "root", turn: requests++, attempt: 0 })
+
 const request = (overrides: Partial<GenerateRequest> = {}, params: Partial<SamplingParams> = {}): GenerateRequest => ({
   inputIds: prompt,
   sampling: sampling(params),
-  rid: Rid.make(),
+  rid: freshRid(),
   returnLogprob: true,
   ...overrides
 })
@@ -290,7 +293,7 @@ describe("SglangEngine behind a router", () => {
       const a = yield* fake()
       const router = yield* fake({ routeTo: [a.url], listWorkersOnly: true })
       const engine = yield* client({ routerUrl: router.url })
-      yield* engine.abort(Rid.make())
+      yield* engine.abort(freshRid())
       assert.strictEqual(a.aborts.length, 1)
       const empty = yield* fake({ routeTo: [] })
       const error = yield* SglangEngine.make({ routerUrl: empty.url }).pipe(Effect.flip)

@@ -57,7 +57,8 @@ describe("Wire", () => {
 
 describe("Rid", () => {
   it("makes fixed-length hex rids, so no rid is a prefix of another", () => {
-    const rids = Array.from({ length: 200 }, Rid.make)
+    const rids = Array.from({ length: 200 }, (_, i) =>
+      Rid.forAttempt({ sessionId: "s", parent: "p", turn: i % 100, attempt: i < 100 ? 0 : 1 }))
     assert.isTrue(rids.every((rid) => rid.length === Rid.length && Rid.isValid(rid)))
     assert.strictEqual(new Set(rids).size, rids.length)
   })

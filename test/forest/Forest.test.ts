@@ -1,4 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
+import { Result } from "effect"
 import type * as Canonical from "../../src/protocol/canonical.ts"
 import { ContextLengthError, ExportError, ForestInvariantError } from "../../src/forest/errors.ts"
 import * as Forest from "../../src/forest/Forest.ts"
@@ -72,7 +73,7 @@ describe("SessionForest creation", () => {
   })
 })
 
-describe("prefix matching (relax-behaviour §5.5)", () => {
+describe("prefix matching (docs/sessionforest.md)", () => {
   it("attaches a first request to the root with the whole history as the delta", () => {
     const forest = fresh()
     const m = Forest.match(forest, state([user("q")]), { strict: true })
@@ -235,12 +236,13 @@ describe("context checks", () => {
   it("rejects an observation that reaches the context limit, with the reference text", () => {
     const forest = fresh()
     const t1 = turn(forest, [user("q")], assistant("a1"), [1, 2, 3], [4, 5])
-    assert.isUndefined(Forest.checkObservationContext(forest, t1.resp, 4, 10))
-    assert.isUndefined(Forest.checkObservationContext(forest, t1.resp, 1000, null))
-    const error = Forest.checkObservationContext(forest, t1.resp, 5, 10)
-    assert.instanceOf(error, ContextLengthError)
+    assert.isTrue(Result.isSuccess(Forest.checkObservationContext(forest, t1.resp, 4, 10)))
+    assert.isTrue(Result.isSuccess(Forest.checkObservationContext(forest, t1.resp, 1000, null)))
+    const checked = Forest.checkObservationContext(forest, t1.resp, 5, 10)
+    assert(Result.isFailure(checked))
+    assert.instanceOf(checked.failure, ContextLengthError)
     assert.strictEqual(
-      error?.message,
+      checked.failure.message,
       "This model's maximum context length is 10 tokens. However, your messages resulted in 10 tokens. Please reduce the length of the messages."
     )
   })
@@ -248,9 +250,11 @@ describe("context checks", () => {
   it("caps the generation budget by the remaining context", () => {
     const forest = fresh()
     const t1 = turn(forest, [user("q")], assistant("a1"), [1, 2, 3], [4, 5])
-    assert.strictEqual(Forest.generationBudget(forest, t1.resp, 10, 100), 5)
-    assert.strictEqual(Forest.generationBudget(forest, t1.resp, null, 100), 100)
-    assert.instanceOf(Forest.generationBudget(forest, t1.resp, 5, 100), ContextLengthError)
+    assert.deepStrictEqual(Forest.generationBudget(forest, t1.resp, 10, 100), Result.succeed(5))
+    assert.deepStrictEqual(Forest.generationBudget(forest, t1.resp, null, 100), Result.succeed(100))
+    const exhausted = Forest.generationBudget(forest, t1.resp, 5, 100)
+    assert(Result.isFailure(exhausted))
+    assert.instanceOf(exhausted.failure, ContextLengthError)
   })
 
   it("words every context-length variant like the reference", () => {
@@ -356,7 +360,7 @@ describe("explicit export", () => {
   })
 })
 
-describe("Sample.build (relax-behaviour §5.9)", () => {
+describe("Sample.build (docs/sessionforest.md)", () => {
   const decode = (ids: ReadonlyArray<number>) => ids.map((id) => `<${id}>`).join("")
 
   it("joins the lineage: prompt, then generated (mask 1) and observation (mask 0) tokens", () => {

@@ -1,5 +1,6 @@
 /**
- * Property tests of `Forest.match` against the reference rule (relax-behaviour §5.5) on random forests and requests.
+ * Property tests of `Forest.match` against the reference rule (docs/sessionforest.md "Matching a request") on random
+ * forests and requests.
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as Forest from "../../src/forest/Forest.ts"
@@ -186,7 +187,7 @@ interface Found {
   readonly toleratedTurns: number
 }
 
-/** The reference (relax-behaviour §5.5): for k = n..1, is the hash of messages[:k] a committed state? */
+/** The rule of docs/sessionforest.md "Matching a request": for k = n..1, is hash(messages[:k]) a committed state? */
 const referenceMatch = (forest: Forest.Forest, state: Canonical.State): Found => {
   for (let k = state.messages.length; k >= 1; k--) {
     const hash = Hash.ofState({ ...state, messages: state.messages.slice(0, k) })

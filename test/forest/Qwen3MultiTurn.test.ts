@@ -49,8 +49,10 @@ const generatedText = (
   history: ReadonlyArray<Canonical.Message>,
   reply: Canonical.Message
 ): string => {
-  const prompt = tok.renderUnsafe({ messages: history, tools, chatTemplateKwargs: kwargs, addGenerationPrompt: true })
-  const full = tok.renderUnsafe({ messages: [...history, reply], tools, chatTemplateKwargs: kwargs, addGenerationPrompt: false })
+  const prompt = Result.getOrThrow(tok.renderSync({ messages: history, tools, chatTemplateKwargs: kwargs, addGenerationPrompt: true }))
+  const full = Result.getOrThrow(
+    tok.renderSync({ messages: [...history, reply], tools, chatTemplateKwargs: kwargs, addGenerationPrompt: false })
+  )
   assert.isTrue(full.startsWith(prompt), "the rendered reply extends the prompt")
   return full.slice(prompt.length).replace(/<\|im_end\|>\n$/, "")
 }
@@ -75,10 +77,12 @@ const request = (
   const reply = canonical([rawReply])[0]
   if (reply === undefined) throw new Error("no reply")
   const matched = Forest.match(forest, { messages: history, tools, chat_template_kwargs: kwargs }, { strict: false })
-  const observation = Forest.isRoot(forest, matched.parent)
-    ? ObservationDelta.rootTokens(tok, matched.suffix, tools, kwargs)
-    : ObservationDelta.deltaTokens(tok, matched.suffix, tools, kwargs)
-  assert.isUndefined(Forest.checkObservationContext(forest, matched.parent, observation.length, 32768))
+  const observation = Result.getOrThrow(
+    Forest.isRoot(forest, matched.parent)
+      ? ObservationDelta.rootTokens(tok, matched.suffix, tools, kwargs)
+      : ObservationDelta.deltaTokens(tok, matched.suffix, tools, kwargs)
+  )
+  assert.isTrue(Result.isSuccess(Forest.checkObservationContext(forest, matched.parent, observation.length, 32768)))
   const parent = Forest.commitObservation(forest, {
     parent: matched.parent,
     messages: matched.suffix,
@@ -146,12 +150,12 @@ describe("a multi-turn Qwen3 tool conversation, built turn by turn", () => {
         const twoTurns = [...t1.observation, ...t1.generated, ...t2.observation, ...t2.generated]
         assert.strictEqual(
           tok.decode(twoTurns) + "\n",
-          tok.renderUnsafe({
+          Result.getOrThrow(tok.renderSync({
             messages: canonical([system, user1, assistant1, tool1, tool2, assistant2]),
             tools,
             chatTemplateKwargs: kwargs,
             addGenerationPrompt: false
-          })
+          }))
         )
 
         const exported = Forest.exportImplicit(forest, { reward: 1 })

@@ -12,7 +12,7 @@ const seeded = (seed: number) => {
   }
 }
 
-// Golden values computed once with CPython 3 from the reference rule (relax-behaviour §5.3):
+// Golden values computed once with CPython 3 from the reference rule (docs/sessionforest.md "State hashes"):
 // hashlib.sha256(json.dumps({"messages": M, "tools": T, "template_kwargs": K}, ensure_ascii=False,
 //   separators=(",", ":"), sort_keys=True, default=str).encode("utf-8")).hexdigest()
 const empty: Canonical.State = { messages: [], tools: [], chat_template_kwargs: {} }

@@ -8,10 +8,12 @@ import { TestClock } from "effect/testing"
 import * as http from "node:http"
 import type * as Completion from "../../src/protocol/completion.ts"
 import * as Errors from "../../src/protocol/errors.ts"
+import { ContextLengthError, EngineFailure, type GenerationError } from "../../src/generation/errors.ts"
 import { Gateway, type GatewayOptions } from "../../layers/Gateway.ts"
 import * as Sse from "../../src/protocol/sse.ts"
 import { Generation } from "../../layers/Generation.ts"
-import { emptyCounters, type SessionEntry, Sessions } from "../../layers/Sessions.ts"
+import { Sessions } from "../../layers/Sessions.ts"
+import { sessionEntry } from "../support/sessions.ts"
 
 const completion: Completion.Completion = {
   id: "0123456789abcdef0123456789abcdef",
@@ -22,7 +24,7 @@ const completion: Completion.Completion = {
   usage: { promptTokens: 12, completionTokens: 2, cachedTokens: 0 }
 }
 
-type Script = (request: Completion.CanonicalRequest) => Effect.Effect<Completion.Completion, Errors.GatewayError>
+type Script = (request: Completion.CanonicalRequest) => Effect.Effect<Completion.Completion, GenerationError>
 
 /** A generation core that answers by script and records what it was asked. */
 const scripted = (script: Ref.Ref<Script>, seen: Array<Completion.CanonicalRequest>) =>
@@ -33,17 +35,6 @@ const scripted = (script: Ref.Ref<Script>, seen: Array<Completion.CanonicalReque
         return Ref.get(script).pipe(Effect.flatMap((run) => run(request)))
       })
   })
-
-const entry = (sessionId: string): SessionEntry => ({
-  sessionId,
-  groupId: "g0",
-  mode: "train",
-  sampling: { maxNewTokens: 64, temperature: 1, topP: 1, topK: -1, stop: [], stopTokenIds: [] },
-  maxContextLen: undefined,
-  rolloutId: () => 0,
-  awaitLease: Effect.void,
-  counters: emptyCounters()
-})
 
 /** A log line the gateway wrote: its level and its message parts. */
 interface Logged {
@@ -85,9 +76,9 @@ const setup = (options: GatewayOptions = {}) =>
     const sessions = Context.get(context, Sessions)
     const gateway = Context.get(context, Gateway)
     const live = yield* sessions.newSessionId
-    yield* sessions.register(entry(live))
+    yield* sessions.register(sessionEntry(live))
     const finished = yield* sessions.newSessionId
-    yield* sessions.register(entry(finished))
+    yield* sessions.register(sessionEntry(finished))
     yield* sessions.close(finished)
     return { gateway, sessions, live, finished, script, seen, lookedUp, logs, logged }
   })
@@ -259,7 +250,7 @@ describe("Gateway errors", () => {
   it.live("400 context_length_exceeded from the generation core keeps 'maximum context length' in the message", () =>
     Effect.gen(function*() {
       const { gateway, live, script } = yield* setup()
-      yield* Ref.set(script, () => Effect.fail(Errors.GatewayError.contextLength({ limit: 32, promptTokens: 40 })))
+      yield* Ref.set(script, () => Effect.fail(new ContextLengthError({ limit: 32, promptTokens: 40 })))
       const reply = yield* request(gateway.baseUrl + "/v1/chat/completions", { headers: bearer(live), body: chatBody() })
       expect(reply.status).toBe(400)
       expect(json(reply)).toEqual({
@@ -295,7 +286,7 @@ describe("Gateway errors", () => {
   it.live("a failed generation is a 500 internal_error that must not be retried", () =>
     Effect.gen(function*() {
       const { gateway, live, script } = yield* setup()
-      yield* Ref.set(script, () => Effect.fail(Errors.GatewayError.internal("chat")))
+      yield* Ref.set(script, () => Effect.fail(new EngineFailure({ message: "scripted engine failure" })))
       const reply = yield* request(gateway.baseUrl + "/v1/chat/completions", { headers: bearer(live), body: chatBody() })
       expect(reply.status).toBe(500)
       expect(reply.headers["x-should-retry"]).toBe("false")
@@ -323,7 +314,7 @@ describe("Buffered SSE", () => {
   it.live("a failed streamed generation sends the error as data then [DONE], status 200", () =>
     Effect.gen(function*() {
       const { gateway, live, script } = yield* setup()
-      yield* Ref.set(script, () => Effect.fail(Errors.GatewayError.contextLength({})))
+      yield* Ref.set(script, () => Effect.fail(new ContextLengthError({ limit: null })))
       const reply = yield* request(gateway.baseUrl + "/v1/chat/completions", {
         headers: bearer(live),
         body: chatBody({ stream: true })
@@ -441,7 +432,7 @@ describe("Buffered SSE failures after the headers are sent", () => {
     Effect.gen(function*() {
       const { gateway, live, script } = yield* setup()
       const release = yield* Deferred.make<void>()
-      const error = Errors.GatewayError.contextLength({ limit: 32, promptTokens: 40 })
+      const error = new ContextLengthError({ limit: 32, promptTokens: 40 })
       yield* Ref.set(script, () => Deferred.await(release).pipe(Effect.andThen(Effect.fail(error))))
       const stream = yield* openStream(gateway.baseUrl + "/v1/chat/completions", bearer(live), chatBody({ stream: true }))
       // The headers (status 200) and the connection frame are out before the generation fails.
@@ -461,7 +452,7 @@ describe("Buffered SSE failures after the headers are sent", () => {
     Effect.gen(function*() {
       const { gateway, live, script } = yield* setup()
       const release = yield* Deferred.make<void>()
-      yield* Ref.set(script, () => Deferred.await(release).pipe(Effect.andThen(Effect.fail(Errors.GatewayError.internal("chat")))))
+      yield* Ref.set(script, () => Deferred.await(release).pipe(Effect.andThen(Effect.fail(new EngineFailure({ message: "scripted engine failure" })))))
       const stream = yield* openStream(
         gateway.baseUrl + "/v1/responses",
         bearer(live),
@@ -491,7 +482,7 @@ describe("Buffered SSE failures after the headers are sent", () => {
     Effect.gen(function*() {
       const { gateway, live, script } = yield* setup()
       const release = yield* Deferred.make<void>()
-      yield* Ref.set(script, () => Deferred.await(release).pipe(Effect.andThen(Effect.fail(Errors.GatewayError.internal("chat")))))
+      yield* Ref.set(script, () => Deferred.await(release).pipe(Effect.andThen(Effect.fail(new EngineFailure({ message: "scripted engine failure" })))))
       const stream = yield* openStream(
         gateway.baseUrl + "/v1/messages",
         bearer(live),

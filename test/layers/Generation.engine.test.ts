@@ -11,9 +11,11 @@ import type * as Completion from "../../src/protocol/completion.ts"
 import * as Parsers from "../../src/parsers/registry.ts"
 import { Engine, type GenerateRequest, type GenerateResult } from "../../layers/Engine.ts"
 import { Forests } from "../../layers/Forests.ts"
+import { gatewayError } from "../../layers/Gateway.ts"
 import { Generation } from "../../layers/Generation.ts"
-import { emptyCounters, type SessionEntry } from "../../layers/Sessions.ts"
+import type { SessionEntry } from "../../layers/Sessions.ts"
 import { Tokenizer } from "../../layers/Tokenizer.ts"
+import { sessionWithForest } from "../support/sessions.ts"
 
 const get = <A, E>(result: Result.Result<A, E>): A => {
   if (Result.isFailure(result)) throw new Error(String(result.failure))
@@ -54,21 +56,7 @@ const stack = Generation.layer({
   reasoningParser: get(Parsers.ReasoningParsers.get("qwen3"))
 }).pipe(Layer.provideMerge(Forests.layer), Layer.provideMerge(engine), Layer.provideMerge(Tokenizer.layer))
 
-const session = Effect.gen(function*() {
-  const sessionId = `s${Math.random().toString(16).slice(2)}`
-  yield* (yield* Forests).create(sessionId)
-  const entry: SessionEntry = {
-    sessionId,
-    groupId: "g0",
-    mode: "train",
-    sampling: { maxNewTokens: 64, temperature: 1, topP: 1, topK: -1, stop: [], stopTokenIds: [] },
-    maxContextLen: undefined,
-    rolloutId: () => 1,
-    awaitLease: Effect.void,
-    counters: emptyCounters()
-  }
-  return entry
-})
+const session = sessionWithForest({ rolloutId: () => 1 })
 
 const request = (messages: ReadonlyArray<unknown>, extra: Partial<Completion.CanonicalRequest> = {}) => ({
   state: get(Canonical.canonicalize({ messages })),
@@ -76,6 +64,7 @@ const request = (messages: ReadonlyArray<unknown>, extra: Partial<Completion.Can
   stream: false,
   stop: [],
   logprobs: false,
+  toolCallIdPrefix: "call_" as const,
   ...extra
 })
 
@@ -126,8 +115,8 @@ describe("Generation over a scripted engine", () => {
         })
         const generation = yield* Generation
         const entry = yield* session
-        const first = yield* generation.generate(entry, request([u1]), "chat")
-        yield* generation.generate(entry, request([u1, echo(first), u2]), "chat")
+        const first = yield* generation.generate(entry, request([u1]))
+        yield* generation.generate(entry, request([u1, echo(first), u2]))
 
         const { forest, leaf, sample } = yield* sampleOf(entry)
         const lineage = Forest.lineage(forest, leaf)
@@ -169,7 +158,7 @@ describe("Generation over a scripted engine", () => {
             : { outputIds: full.slice(5), logprobs: full.slice(5).map(() => -0.25), finishReason: { type: "stop", matched: imEnd }, weightVersion: "v1" }
         )
         const entry = yield* session
-        const completion = yield* (yield* Generation).generate(entry, request([u1], { logprobs: true }), "chat")
+        const completion = yield* (yield* Generation).generate(entry, request([u1], { logprobs: true }))
         expect(completion).toMatchObject({ reasoning: "r1", content: "Hello world, how are you", finish: "stop" })
         expect(completion.usage.completionTokens).toBe(full.length)
         expect(completion.logprobs).toHaveLength(full.length)
@@ -197,7 +186,7 @@ describe("Generation over a scripted engine", () => {
         const ids = tokenizer.encode("<think>\nr\n</think>\n\nHello")
         yield* scripted(() => ({ outputIds: ids, logprobs: ids.map(() => 0), finishReason: { type: "abort" }, weightVersion: "v0" }))
         const entry = yield* session
-        const completion = yield* (yield* Generation).generate(entry, request([u1], { maxTokens: ids.length }), "chat")
+        const completion = yield* (yield* Generation).generate(entry, request([u1], { maxTokens: ids.length }))
         expect(completion.finish).toBe("length")
         expect(calls).toHaveLength(1)
         const { forest, leaf } = yield* sampleOf(entry)
@@ -208,7 +197,7 @@ describe("Generation over a scripted engine", () => {
       Effect.gen(function*() {
         yield* scripted(() => ({ outputIds: [], logprobs: [], finishReason: { type: "abort" }, weightVersion: "v0" }))
         const entry = yield* session
-        const error = yield* (yield* Generation).generate(entry, request([u1]), "chat").pipe(Effect.flip)
+        const error = yield* (yield* Generation).generate(entry, request([u1])).pipe(Effect.flip, Effect.flatMap(gatewayError))
         expect(error.status).toBe(500)
         expect(calls).toHaveLength(3)
         const forest = yield* (yield* Forests).get(entry.sessionId)
@@ -227,9 +216,9 @@ describe("Generation over a scripted engine", () => {
         )
         const generation = yield* Generation
         const entry = yield* session
-        const first = yield* generation.generate(entry, request([u1], { stop: ["END"] }), "messages")
+        const first = yield* generation.generate(entry, request([u1], { stop: ["END"], toolCallIdPrefix: "toolu_" }))
         expect(first).toMatchObject({ content: "The END. more", finish: "stop", stopSequence: "END" })
-        yield* generation.generate(entry, request([u1, echo(first), u2]), "chat")
+        yield* generation.generate(entry, request([u1, echo(first), u2]))
         const { forest, leaf } = yield* sampleOf(entry)
         const response = Forest.lineage(forest, leaf)[2]
         assert(response?.kind === "resp")
@@ -247,9 +236,9 @@ describe("Generation over a scripted engine", () => {
         })
         const generation = yield* Generation
         const entry = yield* session
-        const first = yield* generation.generate(entry, request([u1]), "chat")
+        const first = yield* generation.generate(entry, request([u1]))
         expect(first).toMatchObject({ content: "", reasoning: "long thinking", finish: "length" })
-        yield* generation.generate(entry, request([u1, echo(first), u2]), "chat")
+        yield* generation.generate(entry, request([u1, echo(first), u2]))
         const { forest, leaf } = yield* sampleOf(entry)
         expect(Forest.lineage(forest, leaf).map((n) => n.kind)).toEqual(["obs", "obs", "resp", "obs", "resp"])
       }))

@@ -12,10 +12,12 @@ import * as Parsers from "../../src/parsers/registry.ts"
 import { EmbeddedEngine, type EmbeddedEngineOptions } from "../../layers/EmbeddedEngine.ts"
 import { Engine } from "../../layers/Engine.ts"
 import { Forests } from "../../layers/Forests.ts"
+import { gatewayError } from "../../layers/Gateway.ts"
 import { Generation } from "../../layers/Generation.ts"
-import { emptyCounters, type SessionEntry } from "../../layers/Sessions.ts"
+import type { SessionEntry } from "../../layers/Sessions.ts"
 import { Tokenizer } from "../../layers/Tokenizer.ts"
 import { calcTool, policy } from "../fixtures/gateway/policy.ts"
+import { sampling, sessionWithForest } from "../support/sessions.ts"
 
 const get = <A, E>(result: Result.Result<A, E>): A => {
   if (Result.isFailure(result)) throw new Error(String(result.failure))
@@ -33,22 +35,7 @@ const stack = (engine: EmbeddedEngineOptions = EmbeddedEngine.instant) =>
   )
 
 const session = (overrides: Partial<SessionEntry> = {}) =>
-  Effect.gen(function*() {
-    const sessionId = `s${Math.random().toString(16).slice(2)}`
-    yield* (yield* Forests).create(sessionId)
-    const entry: SessionEntry = {
-      sessionId,
-      groupId: "g0",
-      mode: "train",
-      sampling: { maxNewTokens: 256, temperature: 1, topP: 1, topK: -1, stop: [], stopTokenIds: [] },
-      maxContextLen: undefined,
-      rolloutId: () => 3,
-      awaitLease: Effect.void,
-      counters: emptyCounters(),
-      ...overrides
-    }
-    return entry
-  })
+  sessionWithForest({ sampling: sampling({ maxNewTokens: 256 }), rolloutId: () => 3, ...overrides })
 
 const request = (messages: ReadonlyArray<unknown>, extra: Partial<Completion.CanonicalRequest> = {}) => ({
   state: get(Canonical.canonicalize({ messages, tools: [calcTool] })),
@@ -56,6 +43,7 @@ const request = (messages: ReadonlyArray<unknown>, extra: Partial<Completion.Can
   stream: false,
   stop: [],
   logprobs: false,
+  toolCallIdPrefix: "call_" as const,
   ...extra
 })
 
@@ -72,7 +60,7 @@ describe("Generation", () => {
       Effect.gen(function*() {
         const generation = yield* Generation
         const entry = yield* session()
-        const first = yield* generation.generate(entry, request(question, { logprobs: true }), "chat")
+        const first = yield* generation.generate(entry, request(question, { logprobs: true }))
         expect(first.finish).toBe("tool_calls")
         expect(first.reasoning).toBe("I should use the calculator.")
         expect(first.toolCalls).toHaveLength(1)
@@ -101,8 +89,7 @@ describe("Generation", () => {
         }
         const second = yield* generation.generate(
           entry,
-          request([...question, echo, { role: "tool", tool_call_id: first.toolCalls[0]?.id, content: "4" }]),
-          "chat"
+          request([...question, echo, { role: "tool", tool_call_id: first.toolCalls[0]?.id, content: "4" }])
         )
         expect(second.content).toBe("The answer is 4.")
         expect(Forest.leaves(forest)).toHaveLength(1)
@@ -113,15 +100,14 @@ describe("Generation", () => {
       Effect.gen(function*() {
         const generation = yield* Generation
         const entry = yield* session()
-        const first = yield* generation.generate(entry, request([{ role: "user", content: "hello" }]), "chat")
+        const first = yield* generation.generate(entry, request([{ role: "user", content: "hello" }]))
         expect(first.content).toBe("Hi there.")
         yield* generation.generate(
           entry,
           request([{ role: "user", content: "hello" }, { role: "assistant", content: "Hi there." }, {
             role: "user",
             content: "hello again"
-          }]),
-          "chat"
+          }])
         )
         expect(entry.counters.toleratedMatches).toBe(1)
         expect(Forest.leaves(yield* forestOf(entry))).toHaveLength(1)
@@ -130,14 +116,14 @@ describe("Generation", () => {
     it.effect("uses Anthropic-shaped tool-call ids for the Messages protocol", () =>
       Effect.gen(function*() {
         const entry = yield* session()
-        const completion = yield* (yield* Generation).generate(entry, request(question), "messages")
+        const completion = yield* (yield* Generation).generate(entry, request(question, { toolCallIdPrefix: "toolu_" }))
         expect(completion.toolCalls[0]?.id).toMatch(/^toolu_[0-9a-f]{24}$/)
       }))
 
     it.effect("a turn limit reached ends with finish length and commits a truncated response", () =>
       Effect.gen(function*() {
         const entry = yield* session()
-        const completion = yield* (yield* Generation).generate(entry, request(question, { maxTokens: 3 }), "chat")
+        const completion = yield* (yield* Generation).generate(entry, request(question, { maxTokens: 3 }))
         expect(completion.finish).toBe("length")
         expect(completion.usage.completionTokens).toBe(3)
         const forest = yield* forestOf(entry)
@@ -149,7 +135,7 @@ describe("Generation", () => {
     it.effect("rejects an observation that reaches the context limit before committing anything", () =>
       Effect.gen(function*() {
         const entry = yield* session({ maxContextLen: 10 })
-        const error = yield* (yield* Generation).generate(entry, request(question), "chat").pipe(Effect.flip)
+        const error = yield* (yield* Generation).generate(entry, request(question)).pipe(Effect.flip, Effect.flatMap(gatewayError))
         expect(error.status).toBe(400)
         expect(error.code).toBe("context_length_exceeded")
         expect(error.message).toMatch(/^This model's maximum context length is 10 tokens\. However, your messages resulted in \d+ tokens\./)
@@ -160,12 +146,12 @@ describe("Generation", () => {
     it.effect("caps max_new_tokens by what the context limit leaves", () =>
       Effect.gen(function*() {
         const probe = yield* session()
-        yield* (yield* Generation).generate(probe, request([{ role: "user", content: "hello" }]), "chat")
+        yield* (yield* Generation).generate(probe, request([{ role: "user", content: "hello" }]))
         const forest = yield* forestOf(probe)
         const [obs] = Forest.lineage(forest, Forest.leaves(forest)[0] ?? "").slice(1)
         assert(obs !== undefined)
         const entry = yield* session({ maxContextLen: obs.tokenCount + 5 })
-        const completion = yield* (yield* Generation).generate(entry, request([{ role: "user", content: "hello" }]), "chat")
+        const completion = yield* (yield* Generation).generate(entry, request([{ role: "user", content: "hello" }]))
         expect(completion.finish).toBe("length")
         expect(completion.usage.completionTokens).toBe(5)
         expect(completion.reasoning).toBe("A greeting.")
@@ -176,7 +162,7 @@ describe("Generation", () => {
     Effect.gen(function*() {
       const lease = yield* Deferred.make<void>()
       const entry = yield* session({ awaitLease: Deferred.await(lease) })
-      const fiber = yield* (yield* Generation).generate(entry, request(question), "chat").pipe(Effect.forkChild)
+      const fiber = yield* (yield* Generation).generate(entry, request(question)).pipe(Effect.forkChild)
       yield* TestClock.adjust("1 minute")
       expect(fiber.pollUnsafe()).toBeUndefined()
       yield* Fiber.interrupt(fiber)
@@ -188,7 +174,7 @@ describe("Generation", () => {
   it.effect("interrupting a request while the engine generates aborts it (counted), committing no response", () =>
     Effect.gen(function*() {
       const entry = yield* session()
-      const fiber = yield* (yield* Generation).generate(entry, request(question), "chat").pipe(Effect.forkChild)
+      const fiber = yield* (yield* Generation).generate(entry, request(question)).pipe(Effect.forkChild)
       yield* TestClock.adjust("100 millis")
       expect(fiber.pollUnsafe()).toBeUndefined()
       yield* Fiber.interrupt(fiber)
@@ -235,19 +221,68 @@ describe("Generation with images", () => {
           request([{
             role: "user",
             content: [{ type: "image_url", image_url: { url: image } }, { type: "text", text: "Please compute 2+2?" }]
-          }]),
-          "chat"
-        ).pipe(Effect.flip)
+          }])
+        ).pipe(Effect.flip, Effect.flatMap(gatewayError))
         expect(refused.status).toBe(400)
         expect(refused.message).toContain("The chat template cannot render these messages")
         const parts = yield* generation.generate(
           entry,
-          request([{ role: "user", content: [{ type: "text", text: "Please compute " }, { type: "text", text: "2+2?" }] }]),
-          "chat"
+          request([{ role: "user", content: [{ type: "text", text: "Please compute " }, { type: "text", text: "2+2?" }] }])
         )
         expect(parts.usage.completionTokens).toBeGreaterThan(0)
         assert.deepStrictEqual(seen, [undefined])
         expect(prompts[0]).toContain("<|im_start|>user\nPlease compute 2+2?<|im_end|>\n<|im_start|>assistant\n")
       }))
   })
+})
+
+describe("Generation and the policy's prompt text", () => {
+  // The real tokenizer, recording how many ids every decode call gets.
+  const decoded: Array<number> = []
+  const countingTokenizer = Layer.effect(
+    Tokenizer,
+    Effect.gen(function*() {
+      const inner = yield* Tokenizer
+      return Tokenizer.of({
+        ...inner,
+        decode: (ids, options) => {
+          decoded.push(ids.length)
+          return inner.decode(ids, options)
+        }
+      })
+    })
+  ).pipe(Layer.provide(Tokenizer.layer))
+  const texts: Array<string> = []
+  const withPolicy = (readPrompt: boolean) =>
+    Generation.layer().pipe(
+      Layer.provideMerge(Forests.layer),
+      Layer.provideMerge(EmbeddedEngine.layer({
+        ...EmbeddedEngine.instant,
+        policy: (req) => {
+          if (readPrompt) texts.push(req.promptText, req.promptText)
+          return `turn ${req.turn} of ${req.messages.length} messages`
+        }
+      })),
+      Layer.provideMerge(countingTokenizer)
+    )
+  const longQuestion = [{ role: "user", content: "Please compute 2+2? ".repeat(50) }]
+
+  it.effect("is not decoded for a policy that reads only the messages", () =>
+    Effect.gen(function*() {
+      decoded.length = 0
+      const completion = yield* (yield* Generation).generate(yield* session(), request(longQuestion))
+      expect(completion.content).toBe("turn 0 of 1 messages")
+      // Only the answer's ids were decoded, never the ~250-token prompt.
+      expect(Math.max(...decoded)).toBeLessThan(50)
+    }).pipe(Effect.provide(withPolicy(false))))
+
+  it.effect("is decoded once, when the policy first reads it", () =>
+    Effect.gen(function*() {
+      decoded.length = 0
+      texts.length = 0
+      yield* (yield* Generation).generate(yield* session(), request(longQuestion))
+      expect(texts[0]).toContain(`<|im_start|>user\n${longQuestion[0]?.content}<|im_end|>\n<|im_start|>assistant\n`)
+      expect(texts[1]).toBe(texts[0])
+      expect(decoded.filter((n) => n >= 50)).toHaveLength(1)
+    }).pipe(Effect.provide(withPolicy(true))))
 })

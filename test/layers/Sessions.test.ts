@@ -1,17 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Result } from "effect"
-import { emptyCounters, makeWith, type SessionEntry, Sessions } from "../../layers/Sessions.ts"
-
-const entry = (sessionId: string): SessionEntry => ({
-  sessionId,
-  groupId: "g0",
-  mode: "train",
-  sampling: { maxNewTokens: 8, temperature: 1, topP: 1, topK: -1, stop: [], stopTokenIds: [] },
-  maxContextLen: undefined,
-  rolloutId: () => 0,
-  awaitLease: Effect.void,
-  counters: emptyCounters()
-})
+import { makeWith, Sessions } from "../../layers/Sessions.ts"
+import { sessionEntry } from "../support/sessions.ts"
 
 describe("Sessions", () => {
   it.effect("issues 128-bit random ids as 32 lowercase hex characters, never the same twice", () =>
@@ -26,7 +16,7 @@ describe("Sessions", () => {
     Effect.gen(function*() {
       const sessions = yield* Sessions
       const id = yield* sessions.newSessionId
-      yield* sessions.register(entry(id))
+      yield* sessions.register(sessionEntry(id))
       assert.strictEqual((yield* sessions.lookup(id)).sessionId, id)
       const nearMiss = id.slice(0, -1) + (id.endsWith("0") ? "1" : "0")
       const missed = yield* sessions.lookup(nearMiss).pipe(Effect.result)
@@ -39,7 +29,7 @@ describe("Sessions", () => {
     Effect.gen(function*() {
       const sessions = yield* Sessions
       const id = yield* sessions.newSessionId
-      yield* sessions.register(entry(id))
+      yield* sessions.register(sessionEntry(id))
       yield* sessions.close(id)
       const closed = yield* sessions.lookup(id).pipe(Effect.result)
       assert.isTrue(Result.isFailure(closed) && closed.failure._tag === "SessionClosedError")
@@ -53,7 +43,7 @@ describe("Sessions", () => {
       const sessions = yield* makeWith({ closedMemory: 3 })
       const ids = yield* Effect.all(Array.from({ length: 5 }, () => sessions.newSessionId))
       for (const id of ids) {
-        yield* sessions.register(entry(id))
+        yield* sessions.register(sessionEntry(id))
         yield* sessions.close(id)
       }
       const tags = yield* Effect.forEach(ids, (id) =>

@@ -1,5 +1,5 @@
 import { afterAll, assert, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Result } from "effect"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
@@ -124,12 +124,12 @@ describe("Tokenizer (any Hugging Face tokenizer directory)", () => {
       assert.strictEqual(tok.padTokenId, 0)
       assert.strictEqual(tok.vocabSize, 7)
       assert.deepStrictEqual([...tok.specialTokenIds].sort(), [0, 1, 2])
-      const text = tok.renderUnsafe({
+      const text = Result.getOrThrow(tok.renderSync({
         messages: [{ role: "user", content: "hello world" }],
         tools: [],
         chatTemplateKwargs: {},
         addGenerationPrompt: true
-      })
+      }))
       assert.strictEqual(text, "<s>user: hello world assistant:")
       assert.deepStrictEqual([...tok.encode(text)], [1, 5, 3, 4, 6])
       assert.strictEqual(tok.decode([3, 4, 2]), "hello world </s>")

@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Result } from "effect"
-import { ReasoningParsers, ToolCallParsers, toolCallId, UnknownParserError } from "../../src/parsers/registry.ts"
+import { ReasoningParsers, ToolCallParsers, UnknownParserError } from "../../src/parsers/registry.ts"
 
 describe("parser registry", () => {
   it("knows SGLang's tool-call parser names", () => {
@@ -29,32 +29,5 @@ describe("parser registry", () => {
   it("rejects an unknown reasoning parser naming its flag", () => {
     const r = ReasoningParsers.get("o1")
     assert.isTrue(Result.isFailure(r) && r.failure.message.startsWith("--agentic-reasoning-parser: unknown parser \"o1\""))
-  })
-})
-
-describe("toolCallId", () => {
-  const base = { sessionId: "actor.session-1", responseKey: "rid-7", position: 0 } as const
-
-  it("has the protocol's shape", () => {
-    assert.match(toolCallId({ ...base, protocol: "openai" }), /^call_[0-9a-f]{24}$/)
-    assert.match(toolCallId({ ...base, protocol: "anthropic" }), /^toolu_[0-9a-f]{24}$/)
-  })
-
-  it("is the same for the same session, response and position (a retry)", () => {
-    assert.strictEqual(toolCallId({ ...base, protocol: "openai" }), toolCallId({ ...base, protocol: "openai" }))
-    assert.strictEqual(
-      toolCallId({ ...base, protocol: "openai" }).slice(5),
-      toolCallId({ ...base, protocol: "anthropic" }).slice(6)
-    )
-  })
-
-  it("differs when session, response or position differs", () => {
-    const ids = new Set([
-      toolCallId({ ...base, protocol: "openai" }),
-      toolCallId({ ...base, protocol: "openai", position: 1 }),
-      toolCallId({ ...base, protocol: "openai", responseKey: "rid-8" }),
-      toolCallId({ ...base, protocol: "openai", sessionId: "actor.session-2" })
-    ])
-    assert.strictEqual(ids.size, 4)
   })
 })

@@ -13,7 +13,7 @@ const err = <A>(r: Result.Result<A, Canonical.CanonicalError>): { message: strin
 }
 const messagesError = (raw: unknown) => err(Canonical.canonicalizeMessages(raw))
 
-describe("canonicalizeMessages: validation errors (relax-behaviour §5.4)", () => {
+describe("canonicalizeMessages: validation errors (docs/requests.md, canonical messages)", () => {
   const cases: ReadonlyArray<readonly [string, unknown, string, string]> = [
     ["a non-list", { role: "user" }, "messages must be a list, got <class 'dict'>", "messages"],
     ["a string", "hi", "messages must be a list, got <class 'str'>", "messages"],

@@ -43,8 +43,7 @@ const agent = (traces: Array<Trace>, startup: number): InProcessAgent => (input)
       if (Result.isFailure(state)) return yield* Effect.die(state.failure)
       const completion = yield* generation.generate(
         entry,
-        { state: state.success, model: "m", stream: false, stop: [], logprobs: false },
-        "chat"
+        { state: state.success, model: "m", stream: false, stop: [], logprobs: false, toolCallIdPrefix: "call_" }
       )
       messages.push({ role: "assistant", content: completion.content }, { role: "user", content: "Check your answer." })
     }

@@ -1,4 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
+import { Result } from "effect"
 import type * as Canonical from "../../src/protocol/canonical.ts"
 import * as ChatTemplate from "../../src/template/ChatTemplate.ts"
 
@@ -15,8 +16,17 @@ const withCall = (args: string): ReadonlyArray<Canonical.Message> => [
   { role: "assistant", content: "", tool_calls: [{ id: "c1", type: "function", function: { name: "get_weather", arguments: args } }] }
 ]
 
-const render = (messages: ReadonlyArray<Canonical.Message>, extra: Partial<ChatTemplate.RenderInput> = {}) =>
+const rendered = (messages: ReadonlyArray<Canonical.Message>, extra: Partial<ChatTemplate.RenderInput> = {}) =>
   ChatTemplate.render(probe, { messages, tools: [], chatTemplateKwargs: {}, addGenerationPrompt: false, ...extra })
+
+const render = (messages: ReadonlyArray<Canonical.Message>, extra: Partial<ChatTemplate.RenderInput> = {}) =>
+  Result.getOrThrow(rendered(messages, extra))
+
+const rejection = (messages: ReadonlyArray<Canonical.Message>): ChatTemplate.TemplateError => {
+  const result = rendered(messages)
+  assert(Result.isFailure(result), "rendering should fail")
+  return result.failure
+}
 
 describe("ChatTemplate.render", () => {
   it("decodes canonical tool-call arguments to an object for the template only", () => {
@@ -38,8 +48,8 @@ describe("ChatTemplate.render", () => {
   })
 
   it("rejects arguments that are not valid JSON, or not an object, with the reference's texts", () => {
-    assert.throws(() => render(withCall("{\"city\":")), ChatTemplate.TemplateArgumentsError, "Assistant tool call function.arguments must be valid JSON.")
-    assert.throws(() => render(withCall("[1,2]")), ChatTemplate.TemplateArgumentsError, "Assistant tool call function.arguments must be a JSON object.")
-    assert.throws(() => render(withCall("null")), ChatTemplate.TemplateArgumentsError, "Assistant tool call function.arguments must be a JSON object.")
+    assert.strictEqual(rejection(withCall("{\"city\":")).reason, "Assistant tool call function.arguments must be valid JSON.")
+    assert.strictEqual(rejection(withCall("[1,2]")).reason, "Assistant tool call function.arguments must be a JSON object.")
+    assert.strictEqual(rejection(withCall("null")).reason, "Assistant tool call function.arguments must be a JSON object.")
   })
 })

@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Result } from "effect"
 import { Tokenizer } from "../../layers/Tokenizer.ts"
 import type * as Canonical from "../../src/protocol/canonical.ts"
 import * as ObservationDelta from "../../src/template/ObservationDelta.ts"
@@ -9,27 +9,27 @@ const tools: ReadonlyArray<Canonical.Tool> = [{
   function: { name: "get_weather", parameters: { type: "object", properties: { city: { type: "string" } } } }
 }]
 
-describe("observation delta tokenization (relax-behaviour §5.6)", () => {
+describe("observation delta tokenization (docs/sessionforest.md)", () => {
   it.layer(Tokenizer.layer)((it) => {
     it.effect("a root observation is the full prompt with the generation prompt", () =>
       Effect.gen(function*() {
         const tok = yield* Tokenizer
         const messages: ReadonlyArray<Canonical.Message> = [{ role: "system", content: "You are helpful." }, { role: "user", content: "Hi!" }]
-        const ids = ObservationDelta.rootTokens(tok, messages, [], {})
+        const ids = Result.getOrThrow(ObservationDelta.rootTokens(tok, messages, [], {}))
         assert.strictEqual(
           tok.decode(ids),
           "<|im_start|>system\nYou are helpful.<|im_end|>\n<|im_start|>user\nHi!<|im_end|>\n<|im_start|>assistant\n"
         )
         assert.deepStrictEqual(
           [...ids],
-          [...tok.encode(tok.renderUnsafe({ messages, tools: [], chatTemplateKwargs: {}, addGenerationPrompt: true }))]
+          [...tok.encode(Result.getOrThrow(tok.renderSync({ messages, tools: [], chatTemplateKwargs: {}, addGenerationPrompt: true })))]
         )
       }))
 
     it.effect("a deeper observation starts after the previous end token and ends with the generation prompt", () =>
       Effect.gen(function*() {
         const tok = yield* Tokenizer
-        const ids = ObservationDelta.deltaTokens(tok, [{ role: "user", content: "And now?" }], tools, {})
+        const ids = Result.getOrThrow(ObservationDelta.deltaTokens(tok, [{ role: "user", content: "And now?" }], tools, {}))
         assert.strictEqual(tok.decode(ids), "\n<|im_start|>user\nAnd now?<|im_end|>\n<|im_start|>assistant\n")
         assert.strictEqual(ids[0], 198)
       }))
@@ -37,10 +37,10 @@ describe("observation delta tokenization (relax-behaviour §5.6)", () => {
     it.effect("consecutive tool results become one user turn of tool responses", () =>
       Effect.gen(function*() {
         const tok = yield* Tokenizer
-        const ids = ObservationDelta.deltaTokens(tok, [
+        const ids = Result.getOrThrow(ObservationDelta.deltaTokens(tok, [
           { role: "tool", content: "22C", tool_call_id: "a" },
           { role: "tool", content: "18C", tool_call_id: "b" }
-        ], tools, {})
+        ], tools, {}))
         assert.strictEqual(
           tok.decode(ids),
           "\n<|im_start|>user\n<tool_response>\n22C\n</tool_response>\n<tool_response>\n18C\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
@@ -50,7 +50,7 @@ describe("observation delta tokenization (relax-behaviour §5.6)", () => {
     it.effect("template kwargs reach the generation prompt (enable_thinking=false adds an empty think block)", () =>
       Effect.gen(function*() {
         const tok = yield* Tokenizer
-        const ids = ObservationDelta.deltaTokens(tok, [{ role: "user", content: "Q" }], [], { enable_thinking: false })
+        const ids = Result.getOrThrow(ObservationDelta.deltaTokens(tok, [{ role: "user", content: "Q" }], [], { enable_thinking: false }))
         assert.strictEqual(tok.decode(ids), "\n<|im_start|>user\nQ<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n")
       }))
 
@@ -64,19 +64,17 @@ describe("observation delta tokenization (relax-behaviour §5.6)", () => {
             encoded.push(text)
             return tok.encode(text)
           },
-          renderUnsafe: tok.renderUnsafe,
+          renderSync: tok.renderSync,
           specialTokenIds: tok.specialTokenIds
         }
+        const rendered = (messages: ReadonlyArray<Canonical.Message>, addGenerationPrompt: boolean): string => {
+          const text = tok.renderSync({ messages, tools, chatTemplateKwargs: {}, addGenerationPrompt })
+          if (Result.isFailure(text)) throw text.failure
+          return text.success
+        }
         const wholeText = (delta: ReadonlyArray<Canonical.Message>) => {
-          const dummy = tok
-            .renderUnsafe({ messages: ObservationDelta.DUMMY_MESSAGES, tools, chatTemplateKwargs: {}, addGenerationPrompt: false })
-            .replace(/\n+$/, "")
-          const full = tok.renderUnsafe({
-            messages: [...ObservationDelta.DUMMY_MESSAGES, ...delta],
-            tools,
-            chatTemplateKwargs: {},
-            addGenerationPrompt: true
-          })
+          const dummy = rendered(ObservationDelta.DUMMY_MESSAGES, false).replace(/\n+$/, "")
+          const full = rendered([...ObservationDelta.DUMMY_MESSAGES, ...delta], true)
           return tok.encode(full).slice(tok.encode(dummy).length)
         }
         const deltas: ReadonlyArray<ReadonlyArray<Canonical.Message>> = [
@@ -85,7 +83,9 @@ describe("observation delta tokenization (relax-behaviour §5.6)", () => {
           [{ role: "user", content: "héllo wörld 你好 🙂" }, { role: "user", content: "two messages" }]
         ]
         for (const delta of deltas) {
-          assert.deepStrictEqual([...ObservationDelta.deltaTokens(recording, delta, tools, {})], [...wholeText(delta)])
+          const ids = ObservationDelta.deltaTokens(recording, delta, tools, {})
+          assert.isTrue(Result.isSuccess(ids))
+          if (Result.isSuccess(ids)) assert.deepStrictEqual([...ids.success], [...wholeText(delta)])
         }
         // The last delta's encode calls: only its own text, not the system prompt with the tool definitions.
         const last = encoded[encoded.length - 1] ?? ""
@@ -102,10 +102,10 @@ describe("observation delta tokenization (relax-behaviour §5.6)", () => {
             encoded.push(text)
             return tok.encode(text)
           },
-          renderUnsafe: tok.renderUnsafe
+          renderSync: tok.renderSync
         }
         const ids = ObservationDelta.deltaTokens(plain, [{ role: "user", content: "Q" }], tools, {})
-        assert.strictEqual(tok.decode(ids), "\n<|im_start|>user\nQ<|im_end|>\n<|im_start|>assistant\n")
+        assert.strictEqual(tok.decode(Result.getOrThrow(ids)), "\n<|im_start|>user\nQ<|im_end|>\n<|im_start|>assistant\n")
         assert.isTrue(encoded.every((text) => text.startsWith("<|im_start|>system")))
       }))
   })

@@ -4,12 +4,12 @@
  * `gpt-oss` tool-call parser can read them afterwards. Several analysis messages are joined with a newline.
  */
 import * as Harmony from "../Harmony.ts"
-import * as R from "../ReasoningParser.ts"
+import * as ReasoningParser from "../ReasoningParser.ts"
 
-const stream = (): R.ReasoningStream => {
+const stream = (): ReasoningParser.ReasoningStream => {
   let buffer = ""
   let analysisCount = 0
-  const run = (final: boolean): R.ReasoningResult => {
+  const run = (final: boolean): ReasoningParser.ReasoningResult => {
     const { consumed, items } = Harmony.scan(buffer, final)
     buffer = buffer.slice(consumed)
     let reasoning = ""
@@ -27,4 +27,4 @@ const stream = (): R.ReasoningStream => {
   return { feed: (chunk) => (buffer += chunk, run(false)), finish: () => run(true) }
 }
 
-export const parser: R.ReasoningParser = R.fromStream("gpt-oss", stream)
+export const parser: ReasoningParser.ReasoningParser = ReasoningParser.fromStream("gpt-oss", stream)

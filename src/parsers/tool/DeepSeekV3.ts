@@ -4,7 +4,7 @@
  * **Details**
  * The code fence is optional (some outputs omit it); the JSON inside is kept as the model wrote it.
  */
-import * as P from "../ToolCallParser.ts"
+import * as ToolCallParser from "../ToolCallParser.ts"
 import * as Scan from "../scan.ts"
 
 const fenced = /^\s*(?:function)?<｜tool▁sep｜>([^\n]*)\n\s*```(?:json)?[ \t]*\n?([\s\S]*?)```\s*$/
@@ -17,11 +17,11 @@ const rules = Scan.sectioned({
   callEnd: "<｜tool▁call▁end｜>",
   call: (inner, raw) => {
     const m = fenced.exec(inner) ?? bare.exec(inner)
-    if (m === null) return P.malformed(raw)
-    return P.call((m[1] ?? "").trim(), P.jsonText(m[2] ?? ""), raw)
+    if (m === null) return ToolCallParser.malformed(raw)
+    return ToolCallParser.call((m[1] ?? "").trim(), ToolCallParser.jsonText(m[2] ?? ""), raw)
   }
 })
 
-export const format: P.Format = {
+export const format: ToolCallParser.Format = {
   scanner: () => ({ step: (text, final) => Scan.scanRules(text, final, rules) })
 }

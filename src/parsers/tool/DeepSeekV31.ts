@@ -2,7 +2,7 @@
  * `deepseekv31`: `<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{json}<｜tool▁call▁end｜>…<｜tool▁calls▁end｜>`
  * (no `function` type, no code fence). A bare call without the section markers is accepted too.
  */
-import * as P from "../ToolCallParser.ts"
+import * as ToolCallParser from "../ToolCallParser.ts"
 import * as Scan from "../scan.ts"
 
 const rules = Scan.sectioned({
@@ -12,11 +12,11 @@ const rules = Scan.sectioned({
   callEnd: "<｜tool▁call▁end｜>",
   call: (inner, raw) => {
     const sep = inner.indexOf("<｜tool▁sep｜>")
-    if (sep < 0) return P.malformed(raw)
-    return P.call(inner.slice(0, sep).trim(), P.jsonText(inner.slice(sep + "<｜tool▁sep｜>".length)), raw)
+    if (sep < 0) return ToolCallParser.malformed(raw)
+    return ToolCallParser.call(inner.slice(0, sep).trim(), ToolCallParser.jsonText(inner.slice(sep + "<｜tool▁sep｜>".length)), raw)
   }
 })
 
-export const format: P.Format = {
+export const format: ToolCallParser.Format = {
   scanner: () => ({ step: (text, final) => Scan.scanRules(text, final, rules) })
 }

@@ -7,7 +7,7 @@
  * as a string.
  */
 import * as Json from "../../json/Json.ts"
-import * as P from "../ToolCallParser.ts"
+import * as ToolCallParser from "../ToolCallParser.ts"
 import * as Scan from "../scan.ts"
 
 const pairPattern = /<arg_key>([\s\S]*?)<\/arg_key>\s*(?:\\n\s*)*<arg_value>([\s\S]*?)<\/arg_value>/g
@@ -20,9 +20,9 @@ const typed = (raw: string, type: string | undefined): unknown => {
   return unescaped === undefined ? raw : unescaped.value
 }
 
-const body = (tools: P.ToolIndex) => (inner: string, raw: string): P.Event => {
+const body = (tools: ToolCallParser.ToolIndex) => (inner: string, raw: string): ToolCallParser.Event => {
   const name = (inner.split(/\n|\\n|<arg_key>/)[0] ?? "").trim()
-  if (name === "") return P.malformed(raw)
+  if (name === "") return ToolCallParser.malformed(raw)
   const args: Record<string, unknown> = {}
   for (const m of inner.matchAll(pairPattern)) {
     const key = (m[1] ?? "").trim()
@@ -33,10 +33,10 @@ const body = (tools: P.ToolIndex) => (inner: string, raw: string): P.Event => {
       configurable: true
     })
   }
-  return P.call(name, P.value(args), raw)
+  return ToolCallParser.call(name, ToolCallParser.value(args), raw)
 }
 
-export const format: P.Format = {
+export const format: ToolCallParser.Format = {
   scanner: (tools) => {
     const rules = [Scan.delimited("<tool_call>", "</tool_call>", body(tools))]
     return { step: (text, final) => Scan.scanRules(text, final, rules) }

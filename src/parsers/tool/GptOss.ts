@@ -6,20 +6,20 @@
  * left out, as SGLang does; the content of other messages (final, commentary preambles) is plain text.
  */
 import * as Harmony from "../Harmony.ts"
-import * as P from "../ToolCallParser.ts"
+import * as ToolCallParser from "../ToolCallParser.ts"
 
-export const format: P.Format = {
+export const format: ToolCallParser.Format = {
   scanner: () => ({
     step: (text, final) => {
       const { consumed, items } = Harmony.scan(text, final)
-      const events = items.flatMap((item): ReadonlyArray<P.Event> => {
-        if (item._tag === "Text") return [P.text(item.text)]
+      const events = items.flatMap((item): ReadonlyArray<ToolCallParser.Event> => {
+        if (item._tag === "Text") return [ToolCallParser.text(item.text)]
         if (item.recipient !== undefined) {
           const name = item.recipient.split(".").at(-1) ?? ""
-          return [P.call(name, P.jsonText(item.content), item.raw)]
+          return [ToolCallParser.call(name, ToolCallParser.jsonText(item.content), item.raw)]
         }
         if (item.channel === "analysis") return []
-        return [P.text(item.content)]
+        return [ToolCallParser.text(item.content)]
       })
       return { events, consumed }
     }

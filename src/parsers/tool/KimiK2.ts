@@ -4,7 +4,7 @@
  * **Details**
  * The call id `functions.NAME:IDX` gives the name; the arguments text is passed through as written (as SGLang does).
  */
-import * as P from "../ToolCallParser.ts"
+import * as ToolCallParser from "../ToolCallParser.ts"
 import * as Scan from "../scan.ts"
 
 const argumentBegin = "<|tool_call_argument_begin|>"
@@ -18,11 +18,11 @@ const rules = Scan.sectioned({
   call: (inner, raw) => {
     const sep = inner.indexOf(argumentBegin)
     const id = sep < 0 ? null : idPattern.exec(inner.slice(0, sep))
-    if (id === null) return P.malformed(raw)
-    return P.call(id[1] ?? "", P.jsonText(inner.slice(sep + argumentBegin.length)), raw)
+    if (id === null) return ToolCallParser.malformed(raw)
+    return ToolCallParser.call(id[1] ?? "", ToolCallParser.jsonText(inner.slice(sep + argumentBegin.length)), raw)
   }
 })
 
-export const format: P.Format = {
+export const format: ToolCallParser.Format = {
   scanner: () => ({ step: (text, final) => Scan.scanRules(text, final, rules) })
 }

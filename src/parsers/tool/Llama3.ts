@@ -7,19 +7,19 @@
  * the text), and the first character that is neither JSON nor a separator ends the calls: the rest is plain text.
  */
 import * as Json from "../../json/Json.ts"
-import * as P from "../ToolCallParser.ts"
+import * as ToolCallParser from "../ToolCallParser.ts"
 import * as Scan from "../scan.ts"
 
 const tag = "<|python_tag|>"
 
 /** Read `{…}; {…}` from `from`; `undefined` = needs more text. */
 const readSequence = (text: string, from: number, final: boolean): Scan.Block | undefined => {
-  const events: Array<P.Event> = []
+  const events: Array<ToolCallParser.Event> = []
   let i = from
   let end = from
   let skipped = ""
   const flushSkipped = () => {
-    if (skipped !== "") events.push(P.malformed(skipped))
+    if (skipped !== "") events.push(ToolCallParser.malformed(skipped))
     skipped = ""
   }
   for (;;) {
@@ -60,7 +60,7 @@ const readSequence = (text: string, from: number, final: boolean): Scan.Block | 
     flushSkipped()
     const raw = text.slice(r.spanned.start, r.spanned.end)
     const parsed = Scan.callFromSpanned(text, r.spanned)
-    events.push(parsed === undefined ? P.malformed(raw) : P.call(parsed.name, parsed.arguments, raw))
+    events.push(parsed === undefined ? ToolCallParser.malformed(raw) : ToolCallParser.call(parsed.name, parsed.arguments, raw))
     i = r.spanned.end
     end = i
   }
@@ -68,7 +68,7 @@ const readSequence = (text: string, from: number, final: boolean): Scan.Block | 
 
 const rules: ReadonlyArray<Scan.Rule> = [{ start: tag, read: (text, at, final) => readSequence(text, at, final) }]
 
-export const format: P.Format = {
+export const format: ToolCallParser.Format = {
   scanner: () => {
     let atStart = true
     return {
@@ -84,7 +84,7 @@ export const format: P.Format = {
               return { events: [], consumed: 0 }
             }
             const rest = Scan.scanRules(text, final, rules, block.end)
-            return { events: [P.text(text.slice(0, lead)), ...block.events, ...rest.events], consumed: rest.consumed }
+            return { events: [ToolCallParser.text(text.slice(0, lead)), ...block.events, ...rest.events], consumed: rest.consumed }
           }
         }
         return Scan.scanRules(text, final, rules)

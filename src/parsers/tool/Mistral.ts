@@ -6,7 +6,7 @@
  * call object is malformed. When the JSON after `[TOOL_CALLS]` can never become valid, the rest of the text is malformed.
  */
 import * as Json from "../../json/Json.ts"
-import * as P from "../ToolCallParser.ts"
+import * as ToolCallParser from "../ToolCallParser.ts"
 import * as Scan from "../scan.ts"
 
 const marker = "[TOOL_CALLS]"
@@ -16,7 +16,7 @@ const rule: Scan.Rule = {
   start: marker,
   read: (text, at, final) => {
     const rest = (): Scan.Block | undefined =>
-      final ? { events: [P.malformed(text.slice(at))], end: text.length } : undefined
+      final ? { events: [ToolCallParser.malformed(text.slice(at))], end: text.length } : undefined
     let i = at + marker.length
     while (i < text.length && /\s/.test(text[i] ?? "")) i++
     if (i >= text.length) return rest()
@@ -26,9 +26,9 @@ const rule: Scan.Rule = {
       const events = r.spanned.elements.map((element) => {
         const raw = text.slice(element.start, element.end)
         const parsed = Scan.callFromSpanned(text, element)
-        return parsed === undefined ? P.malformed(raw) : P.call(parsed.name, parsed.arguments, raw)
+        return parsed === undefined ? ToolCallParser.malformed(raw) : ToolCallParser.call(parsed.name, parsed.arguments, raw)
       })
-      return { events: events.length === 0 ? [P.malformed(text.slice(at, r.spanned.end))] : events, end: r.spanned.end }
+      return { events: events.length === 0 ? [ToolCallParser.malformed(text.slice(at, r.spanned.end))] : events, end: r.spanned.end }
     }
     const name = /^[A-Za-z0-9_.\-]+/.exec(text.slice(i))?.[0] ?? ""
     const afterName = i + name.length
@@ -39,10 +39,10 @@ const rule: Scan.Rule = {
     }
     const r = Json.readValue(text, afterName + argsMarker.length)
     if (r._tag !== "Ok") return rest()
-    return { events: [P.call(name, P.jsonText(text.slice(r.spanned.start, r.spanned.end)), text.slice(at, r.spanned.end))], end: r.spanned.end }
+    return { events: [ToolCallParser.call(name, ToolCallParser.jsonText(text.slice(r.spanned.start, r.spanned.end)), text.slice(at, r.spanned.end))], end: r.spanned.end }
   }
 }
 
-export const format: P.Format = {
+export const format: ToolCallParser.Format = {
   scanner: () => ({ step: (text, final) => Scan.scanRules(text, final, [rule]) })
 }

@@ -7,7 +7,7 @@
  * arguments are compact JSON built from them. A `[` starts a call list only when followed by `name(`; a list that
  * starts like one but cannot be read is malformed (up to its first `]`).
  */
-import * as P from "../ToolCallParser.ts"
+import * as ToolCallParser from "../ToolCallParser.ts"
 import * as Scan from "../scan.ts"
 
 class Stop {
@@ -180,17 +180,17 @@ const listRule: Scan.Rule = {
     opensCallList.lastIndex = at
     if (!opensCallList.test(text)) {
       if (!final && couldOpen.test(text.slice(at))) return undefined
-      return { events: [P.text("[")], end: at + 1 }
+      return { events: [ToolCallParser.text("[")], end: at + 1 }
     }
     try {
       const { calls, end } = readCallList(text, at)
-      return { events: calls.map((c) => P.call(c.name, P.value(c.args), c.raw)), end }
+      return { events: calls.map((c) => ToolCallParser.call(c.name, ToolCallParser.value(c.args), c.raw)), end }
     } catch (error) {
       if (!(error instanceof Stop)) throw error
       if (error.incomplete && !final) return undefined
       const close = text.indexOf("]", at)
       const end = error.incomplete || close < 0 ? text.length : close + 1
-      return { events: [P.malformed(text.slice(at, end))], end }
+      return { events: [ToolCallParser.malformed(text.slice(at, end))], end }
     }
   }
 }
@@ -199,6 +199,6 @@ const wrapper = (token: string): Scan.Rule => ({ start: token, read: (_text, at)
 
 const rules = [listRule, wrapper("<|python_start|>"), wrapper("<|python_end|>")]
 
-export const format: P.Format = {
+export const format: ToolCallParser.Format = {
   scanner: () => ({ step: (text, final) => Scan.scanRules(text, final, rules) })
 }

@@ -17,7 +17,7 @@
  * (or a value that does not read) stays a string. A missing `</parameter>` is tolerated.
  */
 import * as Json from "../../json/Json.ts"
-import * as P from "../ToolCallParser.ts"
+import * as ToolCallParser from "../ToolCallParser.ts"
 import * as Scan from "../scan.ts"
 
 /** Type a raw parameter value by its JSON-schema type. */
@@ -41,9 +41,9 @@ export const typedValue = (raw: string, type: string | undefined): unknown => {
 const functionPattern = /^\s*<function=([^>\n]+)>([\s\S]*?)(?:<\/function>\s*)?$/
 const parameterPattern = /<parameter=([^>\n]+)>([\s\S]*?)(?:<\/parameter>|(?=<parameter=)|(?=<\/function>)|$)/g
 
-const body = (tools: P.ToolIndex) => (inner: string, raw: string): P.Event => {
+const body = (tools: ToolCallParser.ToolIndex) => (inner: string, raw: string): ToolCallParser.Event => {
   const fn = functionPattern.exec(inner)
-  if (fn === null) return P.malformed(raw)
+  if (fn === null) return ToolCallParser.malformed(raw)
   const name = (fn[1] ?? "").trim()
   const args: Record<string, unknown> = {}
   for (const m of (fn[2] ?? "").matchAll(parameterPattern)) {
@@ -56,10 +56,10 @@ const body = (tools: P.ToolIndex) => (inner: string, raw: string): P.Event => {
       configurable: true
     })
   }
-  return P.call(name, P.value(args), raw)
+  return ToolCallParser.call(name, ToolCallParser.value(args), raw)
 }
 
-export const format: P.Format = {
+export const format: ToolCallParser.Format = {
   scanner: (tools) => {
     const rules = [Scan.delimited("<tool_call>", "</tool_call>", body(tools))]
     return { step: (text, final) => Scan.scanRules(text, final, rules) }

@@ -1,0 +1,162 @@
+/**
+ * The records a rollout hands out, as pure functions: Transfer order of a step's samples, debug-dump records, metric
+ * lines and the log lines that quote samples and Eval results (docs/outputs.md).
+ *
+ * **Details**
+ * `layers/Rollout.ts` orchestrates steps and Eval and `layers/Outputs.ts` writes the files; everything they print or
+ * write is shaped here, so the exact field order and wording is tested without running a rollout.
+ */
+import { Result } from "effect"
+import * as Reward from "../credit/Reward.ts"
+import type * as Sample from "../forest/Sample.ts"
+import type { TrainingSample } from "../forest/TrainingSample.ts"
+
+/** The per-Session counters a debug record reports (the generation core's counters of the exported Session). */
+export interface DebugCounters {
+  readonly requests: number
+  readonly generations: number
+}
+
+/** The debug facts of one exported context (`--save-debug-rollout-data`). */
+export interface ContextDebug {
+  readonly view: Sample.DebugView
+  readonly counters: DebugCounters
+}
+
+/** What Transfer needs of a scored Group: its start order, its size and its samples with their debug facts. */
+export interface ScoredGroup {
+  /** Start order of the Group in the rollout (the order Groups were planned). */
+  readonly seq: number
+  /** Sessions in the Group. */
+  readonly size: number
+  readonly samples: ReadonlyArray<TrainingSample>
+  readonly debug: ReadonlyArray<ContextDebug>
+}
+
+/**
+ * Renumber a step's Groups in start order: `group_index` = position in the step, `index` = `group_index * n +`
+ * the Session's position in its Group, `rollout_id` = the step (docs/outputs.md "`rollout_<id>.jsonl`").
+ */
+export const transferOrder = (
+  groups: ReadonlyArray<ScoredGroup>,
+  rolloutId: number
+): { readonly samples: Array<TrainingSample>; readonly debug: Array<ContextDebug> } => {
+  const ordered = [...groups].sort((a, b) => a.seq - b.seq)
+  const samples: Array<TrainingSample> = []
+  const debug: Array<ContextDebug> = []
+  ordered.forEach((group, groupIndex) => {
+    const sessionOrder = new Map<string, number>()
+    for (const sample of group.samples) {
+      if (!sessionOrder.has(sample.session_id)) sessionOrder.set(sample.session_id, sessionOrder.size)
+      const position = sessionOrder.get(sample.session_id) ?? 0
+      samples.push({
+        ...sample,
+        rollout_id: rolloutId,
+        group_index: groupIndex,
+        index: groupIndex * group.size + position
+      })
+    }
+    debug.push(...group.debug)
+  })
+  return { samples, debug }
+}
+
+/** One debug-dump record per sample (docs/outputs.md "The debug dump"); `debug[i]` belongs to `samples[i]`. */
+export const debugRecords = (
+  samples: ReadonlyArray<TrainingSample>,
+  debug: ReadonlyArray<ContextDebug | undefined>,
+  rolloutId: number | string
+): Array<unknown> =>
+  samples.map((sample, i) => {
+    const facts = debug[i]
+    return {
+      rollout_id: rolloutId,
+      session_id: sample.session_id,
+      group_index: sample.group_index,
+      index: sample.index,
+      export_name: sample.export_name,
+      terminal_status: facts?.view.terminal_status ?? sample.status,
+      turn_count: facts?.view.turn_count ?? 0,
+      leaf_state_hash: facts?.view.leaf_state_hash ?? null,
+      state_hashes: facts?.view.state_hashes ?? [],
+      turns: facts?.view.turns ?? [],
+      abort_count: (facts?.view.turns ?? []).reduce((sum, t) => sum + t.abort_count, 0),
+      request_count: facts?.counters.requests ?? 0,
+      generation_count: facts?.counters.generations ?? 0,
+      weight_versions: sample.weight_versions,
+      reward: sample.reward,
+      advantage: sample.advantage,
+      response_length: sample.response_length,
+      tokens: sample.tokens,
+      prompt: sample.prompt,
+      response: sample.response,
+      label: sample.label,
+      metadata: sample.metadata
+    }
+  })
+
+/** A sample's primary reward (by `key`, or the reward itself when it is a number); null when missing. */
+export const primaryReward = (sample: TrainingSample, key: string | undefined): number | null => {
+  if (sample.reward === null) return null
+  const value = Reward.primaryValue(sample.reward, key)
+  return Result.isSuccess(value) ? value.success : null
+}
+
+/** Group counts of a training step. */
+export interface GroupCounts {
+  readonly accepted: number
+  readonly dropped: number
+  readonly filtered: number
+}
+
+/** One line of `metrics.jsonl` (docs/outputs.md "`metrics.jsonl`"). */
+export const stepMetricLine = (
+  rolloutId: number,
+  groups: GroupCounts,
+  metrics: Readonly<Record<string, number>>
+): unknown => ({ rollout_id: rolloutId, ...groups, metrics })
+
+/** One line of `eval_metrics.jsonl` (docs/outputs.md "Eval files"). */
+export const evalMetricLine = (
+  afterSteps: number,
+  dataset: string,
+  metrics: Readonly<Record<string, number>>,
+  dropped: number
+): unknown => ({ rollout_id: afterSteps, dataset, metrics, dropped })
+
+/** Eval metrics are reported under `eval/<dataset>/`. */
+export const evalMetrics = (
+  dataset: string,
+  metrics: Readonly<Record<string, number>>
+): Record<string, number> =>
+  Object.fromEntries(Object.entries(metrics).map(([k, v]) => [`eval/${dataset}/${k}`, v]))
+
+const quoted = (sample: TrainingSample): string => JSON.stringify([sample.prompt + sample.response])
+
+const quotedLabel = (sample: TrainingSample): string => `${JSON.stringify(sample.label).slice(0, 100)}`
+
+/** The log line quoting a step's first sample before credit. */
+export const firstSampleLine = (sample: TrainingSample): string =>
+  `First rollout sample: ${quoted(sample)}, label: ${quotedLabel(sample)}, reward: ${JSON.stringify(sample.reward)}`
+
+/** The log line quoting a step's last credited sample. */
+export const finishLine = (sample: TrainingSample): string =>
+  `Finish rollout: ${quoted(sample)}, label: ${quotedLabel(sample)}, reward: ${JSON.stringify(sample.reward)}`
+
+/** The log line quoting an Eval dataset's first sample. */
+export const evalExampleLine = (sample: TrainingSample): string =>
+  `eval_rollout_single_dataset example data: ${quoted(sample)} reward=${JSON.stringify(sample.reward)}`
+
+/** The one-line summary of an Eval dataset: mean primary reward and pass rate (reward exactly 1) over its samples. */
+export const evalSummaryLine = (
+  dataset: string,
+  afterSteps: number,
+  sampleCount: number,
+  rewards: ReadonlyArray<number | null>
+): string => {
+  const present = rewards.filter((r): r is number => r !== null)
+  const passed = rewards.filter((r) => r === 1).length
+  const reward = present.length === 0 ? "n/a" : (present.reduce((a, b) => a + b, 0) / present.length).toFixed(4)
+  const passrate = rewards.length === 0 ? "n/a" : (passed / rewards.length).toFixed(4)
+  return `eval ${dataset}: rollout=${afterSteps} samples=${sampleCount} reward=${reward} passrate=${passrate}`
+}

@@ -1,0 +1,184 @@
+/**
+ * The Scheduler's leasing decision as pure functions over plain state: which ready Groups get a Runtime lease, how
+ * many new Groups start, how a finished Group settles the step's debt, and what happens to resident Groups when a step
+ * closes (docs/runtime.md: "Steps", "Resident capacity", "The first-request barrier", "Prelaunch").
+ *
+ * **Details**
+ * `layers/Scheduler.ts` owns the fibers, Deferreds and the signal queue; at every wake-up it describes its resident
+ * Groups as a `PoolView`, asks `nextMoves` what to do, and carries the moves out. A Group is identified by an opaque
+ * key `K` (the layer's own record), so nothing here knows about fibers.
+ *
+ * - `openStep` turns a step plan into a `StepLedger` (the step's debt and counters); `settle` folds one finished Group
+ *   into it. Both return new values: the ledger is never mutated.
+ * - `nextMoves`: ready Prepare Groups are leased FIFO while the step still needs Groups
+ *   (`debt + surplus − leased`); then new Groups start while capacity is free, up to what the step needs, or up to full
+ *   capacity with prelaunch when a next step follows; without refill (Eval) at most `debt` Groups start in all.
+ * - `closeRuntime` / `closePrepare`: at the end of a step leased Groups still running are interrupted (no partial
+ *   rollout); Prepare Groups are kept for the next step only with prelaunch, otherwise they are interrupted and their
+ *   inputs start again, first, in the next step.
+ *
+ * Where later modes plug in (not built yet): a Group retained across a step boundary (partial rollout: interrupted and
+ * parked with its SessionForest) becomes a `"park"` disposition of `closeRuntime` and a `parked` list in `PoolView`
+ * that `nextMoves` resumes before starting new inputs; fully-async debt becomes a field of `StepLedger` carried from one
+ * ledger to the next by `openStep`.
+ */
+
+/** A Prepare Group as the decision sees it. */
+export interface PrepareGroup<K> {
+  readonly key: K
+  /** Every Session sent its first model request (the all-session barrier is complete). */
+  readonly ready: boolean
+  /** Still in Prepare; false once it was dropped (its slot is free, its finish not yet seen by the step). */
+  readonly live: boolean
+}
+
+/** The pool's resident Groups at one wake-up. */
+export interface PoolView<K> {
+  /** Resident Groups allowed (Prepare + Runtime). */
+  readonly capacity: number
+  /** Groups holding a slot now (Prepare + Runtime; a Group in Reward no longer does). */
+  readonly resident: number
+  /** Unleased Prepare Groups, in start order (the FIFO the leases follow). */
+  readonly prepare: ReadonlyArray<PrepareGroup<K>>
+  /** Groups leased by the current step and not finished yet. */
+  readonly leased: number
+}
+
+/** What a step asks of the pool (the numbers of the Scheduler's `StepPlan`). */
+export interface StepRequest {
+  readonly rolloutId: number
+  /** Groups the step must accept. */
+  readonly debt: number
+  /** Extra Groups kept in flight (`over_sampling_batch_size − rollout_batch_size`). */
+  readonly surplus: number
+  /** Whether a next step follows. */
+  readonly nextStep: boolean
+  /** When false (Eval), a dropped or filtered Group pays its debt without a replacement. */
+  readonly refill: boolean
+}
+
+/** A step's running account. */
+export interface StepLedger {
+  readonly rolloutId: number
+  /** Groups still to accept; the step ends at 0. */
+  readonly debt: number
+  /** Extra Groups kept in flight (0 without refill). */
+  readonly surplus: number
+  readonly refill: boolean
+  /** Most Groups the step may start (`Infinity` with refill, the initial debt without). */
+  readonly startLimit: number
+  /** Groups started by this step. */
+  readonly started: number
+  /** Start Groups up to full capacity (prelaunch and a next step follows). */
+  readonly fillCapacity: boolean
+  /** Prepare Groups stay resident for the next step (prelaunch and a next step follows). */
+  readonly keepPrepare: boolean
+  readonly accepted: number
+  readonly dropped: number
+  readonly filtered: number
+}
+
+/** Open a step's ledger. */
+export const openStep = (request: StepRequest, prelaunch: boolean): StepLedger => ({
+  rolloutId: request.rolloutId,
+  debt: request.debt,
+  surplus: request.refill ? request.surplus : 0,
+  refill: request.refill,
+  startLimit: request.refill ? Infinity : request.debt,
+  started: 0,
+  fillCapacity: prelaunch && request.nextStep,
+  keepPrepare: prelaunch && request.nextStep,
+  accepted: 0,
+  dropped: 0,
+  filtered: 0
+})
+
+/** What the layer does at one wake-up: lease these Groups (in this order), then start `start` new ones. */
+export interface Moves<K> {
+  readonly lease: ReadonlyArray<K>
+  readonly start: number
+}
+
+/** The leasing decision at one wake-up. */
+export const nextMoves = <K>(pool: PoolView<K>, ledger: StepLedger): Moves<K> => {
+  if (ledger.debt <= 0) return { lease: [], start: 0 }
+  let need = ledger.debt + ledger.surplus - pool.leased
+  const lease: Array<K> = []
+  for (const group of pool.prepare) {
+    if (need <= 0) break
+    if (!group.ready) continue
+    lease.push(group.key)
+    need -= 1
+  }
+  const waiting = pool.prepare.length - lease.length
+  const target = ledger.fillCapacity ? pool.capacity : need
+  const start = Math.max(
+    0,
+    Math.min(target - waiting, pool.capacity - pool.resident, ledger.startLimit - ledger.started)
+  )
+  return { lease, start }
+}
+
+/** Count Groups started by the layer. */
+export const started = (ledger: StepLedger, count: number): StepLedger => ({
+  ...ledger,
+  started: ledger.started + count
+})
+
+/** How a Group of the step ended. */
+export type Finish = "accepted" | "filtered" | "dropped"
+
+/** A settled finish: the new ledger, and whether an accepted Group's samples belong to the step. */
+export interface Settled {
+  readonly ledger: StepLedger
+  readonly take: boolean
+}
+
+/**
+ * Fold one finished Group (leased by this step or waiting in Prepare) into the ledger: an accepted Group pays one
+ * debt while debt remains; a dropped or filtered one pays only without refill (Eval), otherwise it is replaced.
+ */
+export const settle = (ledger: StepLedger, finish: Finish): Settled => {
+  if (finish === "accepted") {
+    return ledger.debt > 0
+      ? { ledger: { ...ledger, debt: ledger.debt - 1, accepted: ledger.accepted + 1 }, take: true }
+      : { ledger, take: false }
+  }
+  const counted = finish === "dropped"
+    ? { ...ledger, dropped: ledger.dropped + 1 }
+    : { ...ledger, filtered: ledger.filtered + 1 }
+  return { ledger: ledger.refill ? counted : { ...counted, debt: counted.debt - 1 }, take: false }
+}
+
+/** What happens to the step's leased Groups still running when it closes. */
+export interface RuntimeClose<K> {
+  /** Over-sampled Groups no longer needed: interrupted (without partial rollout they are not kept). */
+  readonly interrupt: ReadonlyArray<K>
+}
+
+/** Leased Groups at a step's close. */
+export const closeRuntime = <K>(leased: ReadonlyArray<K>): RuntimeClose<K> => ({ interrupt: [...leased] })
+
+/** What happens to unleased Prepare Groups when a step closes. */
+export interface PrepareClose<K> {
+  /** Stay resident (and keep their barrier progress) for the next step. */
+  readonly keep: ReadonlyArray<K>
+  /** Reaped now. */
+  readonly interrupt: ReadonlyArray<K>
+  /** Of `interrupt`, the live ones whose inputs start again, first, in the next step (no dataset row is skipped). */
+  readonly restart: ReadonlyArray<K>
+}
+
+/**
+ * Prepare Groups at a step's close: kept with prelaunch when a next step follows; otherwise no agent stays resident
+ * past its step (Eval may follow on the same executor), and only live Groups get their input back (a Group dropped
+ * in Prepare was already replaced).
+ */
+export const closePrepare = <K>(ledger: StepLedger, prepare: ReadonlyArray<PrepareGroup<K>>): PrepareClose<K> =>
+  ledger.keepPrepare
+    ? { keep: prepare.map((g) => g.key), interrupt: [], restart: [] }
+    : {
+      keep: [],
+      interrupt: prepare.map((g) => g.key),
+      restart: prepare.filter((g) => g.live).map((g) => g.key)
+    }

@@ -1,0 +1,39 @@
+/**
+ * Live-Session fixtures: the `SessionEntry` a test registers with `Sessions` or hands to the generation core.
+ */
+import { Effect } from "effect"
+import type { SamplingParams } from "../../layers/Engine.ts"
+import { Forests } from "../../layers/Forests.ts"
+import { emptyCounters, type SessionEntry } from "../../layers/Sessions.ts"
+
+/** Training sampling as the rollout configures it by default: temperature 1, no top-p/top-k cut, no stops. */
+export const sampling = (overrides: Partial<SamplingParams> = {}): SamplingParams => ({
+  maxNewTokens: 64,
+  temperature: 1,
+  topP: 1,
+  topK: -1,
+  stop: [],
+  stopTokenIds: [],
+  ...overrides
+})
+
+/** A training Session of Group `g0` in rollout step 0, already leased, with fresh counters; fields overridable. */
+export const sessionEntry = (sessionId: string, overrides: Partial<SessionEntry> = {}): SessionEntry => ({
+  sessionId,
+  groupId: "g0",
+  mode: "train",
+  sampling: sampling(),
+  maxContextLen: undefined,
+  rolloutId: () => 0,
+  awaitLease: Effect.void,
+  counters: emptyCounters(),
+  ...overrides
+})
+
+/** A `sessionEntry` with a fresh random id whose empty SessionForest is created in `Forests`. */
+export const sessionWithForest = (overrides: Partial<SessionEntry> = {}) =>
+  Effect.gen(function*() {
+    const sessionId = `s${Math.random().toString(16).slice(2)}`
+    yield* (yield* Forests).create(sessionId)
+    return sessionEntry(sessionId, overrides)
+  })
