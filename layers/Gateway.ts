@@ -220,6 +220,9 @@ const handler = (adapter: Completion.Adapter, env: RouteEnv) =>
       if (body.failure.code === "client_disconnect") yield* logDisconnect("body")
       return yield* fail(body.failure)
     }
+    // The body completed inside an I/O callback; continuing as a scheduled task lets the rollout's scheduler
+    // (FairScheduler) interleave a burst of requests with timers and sockets instead of running them back to back.
+    yield* Effect.yieldNow
     const decoded = adapter.decode(body.success)
     if (Result.isFailure(decoded)) return yield* fail(decoded.failure)
     const canonical = decoded.success

@@ -8,6 +8,7 @@ import { createServer, type IncomingMessage, type Server } from "node:http"
 import type { AddressInfo } from "node:net"
 import { Agent } from "undici"
 import { EmbeddedEngine, type Policy } from "../../layers/EmbeddedEngine.ts"
+import * as FairScheduler from "../../layers/FairScheduler.ts"
 import type { Engine, SamplingParams } from "../../layers/Engine.ts"
 import { Forests } from "../../layers/Forests.ts"
 import { Gateway, type GatewayOptions } from "../../layers/Gateway.ts"
@@ -24,18 +25,24 @@ export const sampling: SamplingParams = { maxNewTokens: 16, temperature: 1, topP
 /** A policy that reads the conversation, as real policies do (the arithmetic example looks at the last message). */
 export const readingPolicy: Policy = (request) => request.messages[request.messages.length - 1]?.role === "assistant" ? "?" : "ok"
 
-const gatewayStack = (engine: Layer.Layer<Engine, unknown, Tokenizer>, options: GatewayOptions = {}) =>
+/** The gateway stack as the rollout composes it, on the rollout's scheduler (FairScheduler). */
+const gatewayStack = (
+  engine: Layer.Layer<Engine, unknown, Tokenizer>,
+  options: GatewayOptions = {},
+  scheduler: Layer.Layer<never> = FairScheduler.layer()
+) =>
   Gateway.layer(options).pipe(
     Layer.provideMerge(Generation.layer()),
     Layer.provideMerge(Forests.layer),
     Layer.provideMerge(Sessions.layer),
     Layer.provideMerge(engine),
-    Layer.provideMerge(Tokenizer.layer)
+    Layer.provideMerge(Tokenizer.layer),
+    Layer.provide(scheduler)
   )
 
 /** The gateway over the embedded engine at zero latency with `policy`. */
-export const embeddedGateway = (policy: Policy = readingPolicy, options: GatewayOptions = {}) =>
-  Layer.build(gatewayStack(EmbeddedEngine.layer({ ...EmbeddedEngine.instant, policy }), options))
+export const embeddedGateway = (policy: Policy = readingPolicy, options: GatewayOptions = {}, scheduler?: Layer.Layer<never>) =>
+  Layer.build(gatewayStack(EmbeddedEngine.layer({ ...EmbeddedEngine.instant, policy }), options, scheduler))
 
 /** The gateway over SGLang at `url`. */
 export const sglangGateway = (url: string) =>

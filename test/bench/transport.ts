@@ -138,7 +138,7 @@ const floorBench = async (options: BenchOptions): Promise<BenchResult> => {
 
 const historyBench = async (options: BenchOptions): Promise<BenchResult> => {
   const last = 256
-  const window = options.full ? 8 : 4
+  const window = 8
   return Effect.runPromise(Effect.scoped(Effect.gen(function*() {
     const { client, paths } = yield* setup
     const rows: Array<Record<string, string>> = []
