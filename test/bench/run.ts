@@ -21,8 +21,8 @@ import { bench as simulation } from "./simulation.ts"
 import { bench as spawn } from "./spawn.ts"
 import { floorBenchmark, historyBenchmark } from "./transport.ts"
 
-// Memory first: its heap deltas are cleanest before the other benchmarks have grown the heap.
-const all: ReadonlyArray<Bench> = [memory, prefix, delta, gateway, floorBenchmark, historyBenchmark, sessions, simulation, spawn]
+// Memory benchmarks first: their heap deltas are cleanest before the other benchmarks have grown the heap.
+const all: ReadonlyArray<Bench> = [memory, sessions, prefix, delta, gateway, floorBenchmark, historyBenchmark, simulation, spawn]
 
 const main = async (): Promise<void> => {
   const args = process.argv.slice(2)

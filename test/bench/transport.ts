@@ -85,7 +85,7 @@ const floorBench = async (options: BenchOptions): Promise<BenchResult> => {
   const sizes: ReadonlyArray<{ readonly clients: number; readonly turns: number }> = options.full
     ? [{ clients: 1, turns: 60 }, { clients: 64, turns: 20 }, { clients: 512, turns: 5 }]
     : [{ clients: 1, turns: 20 }, { clients: 64, turns: 4 }, { clients: 512, turns: 2 }]
-  const rounds = options.full ? 3 : 2
+  const rounds = options.full ? 3 : 1
   return Effect.runPromise(Effect.scoped(Effect.gen(function*() {
     const { client, paths } = yield* setup
     const rows: Array<Record<string, string>> = []
@@ -138,7 +138,7 @@ const floorBench = async (options: BenchOptions): Promise<BenchResult> => {
 
 const historyBench = async (options: BenchOptions): Promise<BenchResult> => {
   const last = 256
-  const window = 8
+  const window = 16
   return Effect.runPromise(Effect.scoped(Effect.gen(function*() {
     const { client, paths } = yield* setup
     const rows: Array<Record<string, string>> = []
