@@ -24,7 +24,7 @@ const TURNS = 20
 const THINK = "2 seconds"
 
 const run = (options: BenchOptions): Promise<BenchResult> => {
-  const count = options.full ? 1000 : 100
+  const count = options.full ? 1000 : Number(process.env["SIM_COUNT"] ?? 100)
   const stack = Generation.layer().pipe(
     Layer.provideMerge(Forests.layer),
     Layer.provideMerge(Sessions.layer),
