@@ -290,6 +290,9 @@ const modelPaths = {
 
 const adapters: ReadonlyArray<Completion.Adapter> = [Chat.adapter, Responses.adapter, Messages.adapter]
 
+/** Pending connections the gateway's socket queues before accepting them. */
+const LISTEN_BACKLOG = 16_384
+
 const layerWith = (options: GatewayOptions) => {
   const host = options.host ?? "127.0.0.1"
   const modelName = options.modelName ?? "relax-agentic"
@@ -315,7 +318,14 @@ const layerWith = (options: GatewayOptions) => {
     yield* router.add("GET", `${mountPath}/healthz`, health)
   }))
   const served = HttpRouter.serve(routes, { disableLogger: true, disableListenLog: true }).pipe(
-    Layer.provideMerge(NodeHttpServer.layer(createServer, { host, port: options.port ?? 0, gracefulShutdownTimeout: "1 second" }))
+    Layer.provideMerge(NodeHttpServer.layer(createServer, {
+      host,
+      port: options.port ?? 0,
+      // Thousands of agents connect at once (a step's first requests): Node's default backlog of 511 pending
+      // connections overflows and connections are reset; the kernel caps this at net.core.somaxconn.
+      backlog: LISTEN_BACKLOG,
+      gracefulShutdownTimeout: "1 second"
+    }))
   )
   return Layer.effect(
     Gateway,

@@ -7,7 +7,8 @@
  *   and a new user message of `turnBytes` bytes. Targets run one after the other, or with `interleave` turn by turn
  *   (turn t of every target before turn t + 1), so a slow phase of the machine hits every target alike.
  *   Answers: per target the wall time and every request's latency, by turn.
- * - `hold`: one streaming request per token (Buffered SSE); answers once every response's headers arrived.
+ * - `hold`: one streaming request per token (Buffered SSE), opened in waves of 1,000; answers once every response's
+ *   headers arrived.
  *   `finish` answers once all of them ended, with the number of heartbeat frames and terminal frames received.
  * - `send`: one non-streaming request with a given message appended; answers with its latency.
  */
@@ -58,6 +59,9 @@ export interface HoldResult {
   readonly opened: number
   readonly heartbeats: number
   readonly completed: number
+  /** Held requests that failed (connection reset, error status), and the first one's error. */
+  readonly failed: number
+  readonly firstFailure?: string | undefined
 }
 
 export interface SendJob {
@@ -159,45 +163,57 @@ const conversations = async (job: ConversationsJob): Promise<ReadonlyArray<Targe
 
 let held: Array<Promise<{ readonly heartbeats: number; readonly completed: boolean }>> = []
 
+/** Held requests are opened in waves of this many (each wave's headers arrive before the next starts). */
+const HOLD_WAVE = 1000
+
 const hold = async (job: HoldJob): Promise<HoldResult> => {
   const pool = poolFor(job.target.origin, job.target.tokens.length)
   const body = JSON.stringify({ model: "bench", messages: job.messages, max_tokens: 16, stream: true })
-  const opened: Array<Promise<void>> = []
-  held = job.target.tokens.map((token) =>
-    new Promise((resolve, reject) => {
-      let headers: () => void = () => {}
-      opened.push(new Promise<void>((r) => (headers = r)))
-      pool.request({
-        path: job.target.path,
-        method: "POST",
-        headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
-        body
-      }).then(async (response) => {
-        headers()
-        if (response.statusCode !== 200) throw new Error(`held request answered ${response.statusCode}`)
-        let heartbeats = 0
-        let completed = false
-        let tail = ""
-        for await (const chunk of response.body) {
-          tail = (tail + String(chunk)).slice(-4096)
-          heartbeats += (String(chunk).match(/^: ?heartbeat/gm) ?? []).length
-          if (tail.includes("[DONE]")) completed = true
-        }
-        resolve({ heartbeats, completed })
-      }).catch(reject)
+  const open = (token: string) => {
+    let headers: () => void = () => {}
+    const opened = new Promise<void>((resolve) => (headers = resolve))
+    const done = pool.request({
+      path: job.target.path,
+      method: "POST",
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+      body
+    }).then(async (response) => {
+      headers()
+      if (response.statusCode !== 200) throw new Error(`held request answered ${response.statusCode}`)
+      let heartbeats = 0
+      let completed = false
+      let tail = ""
+      for await (const chunk of response.body) {
+        tail = (tail + String(chunk)).slice(-4096)
+        heartbeats += (String(chunk).match(/^: ?heartbeat/gm) ?? []).length
+        if (tail.includes("[DONE]")) completed = true
+      }
+      return { heartbeats, completed }
     })
-  )
-  await Promise.all(opened)
-  return { opened: opened.length, heartbeats: 0, completed: 0 }
+    // Reported by `finish`; until then a failure must not end this process as an unhandled rejection.
+    done.catch(() => headers())
+    return { opened, done }
+  }
+  held = []
+  for (let start = 0; start < job.target.tokens.length; start += HOLD_WAVE) {
+    const wave = job.target.tokens.slice(start, start + HOLD_WAVE).map(open)
+    held.push(...wave.map((w) => w.done))
+    await Promise.all(wave.map((w) => w.opened))
+  }
+  return { opened: held.length, heartbeats: 0, completed: 0, failed: 0 }
 }
 
 const finish = async (): Promise<HoldResult> => {
-  const results = await Promise.all(held)
+  const settled = await Promise.allSettled(held)
   held = []
+  const results = settled.flatMap((r) => (r.status === "fulfilled" ? [r.value] : []))
+  const failures = settled.flatMap((r) => (r.status === "rejected" ? [String(r.reason)] : []))
   return {
-    opened: results.length,
+    opened: settled.length,
     heartbeats: results.reduce((sum, r) => sum + r.heartbeats, 0),
-    completed: results.filter((r) => r.completed).length
+    completed: results.filter((r) => r.completed).length,
+    failed: failures.length,
+    firstFailure: failures[0]
   }
 }
 

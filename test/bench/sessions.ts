@@ -119,7 +119,11 @@ const run = (options: BenchOptions): Promise<BenchResult> => {
         {
           measure: "held requests completed after release",
           value: `${finished.completed} / ${opening.value.opened} (${finished.heartbeats} heartbeats)`
-        }
+        },
+        ...(finished.failed === 0 ? [] : [{
+          measure: "held requests that failed",
+          value: `${finished.failed}: ${finished.firstFailure ?? ""}`.slice(0, 120)
+        }])
       ],
       notes: [
         "targets: bytes per stored token ≤ 16; no event-loop stall above 50 ms (stall = max event-loop delay, 10 ms resolution).",
