@@ -131,7 +131,9 @@ export const sseBody = (
     Stream.concat(
       Stream.tick(interval).pipe(
         Stream.drop(1),
-        Stream.map(() => Sse.encode(Sse.heartbeat(protocol))),
+        // A tick resumes in a timer callback; as a scheduled task instead, the heartbeats of thousands of held
+        // requests that fall due together are written in the scheduler's slices, not in one long timer phase.
+        Stream.mapEffect(() => Effect.as(Effect.yieldNow, Sse.encode(Sse.heartbeat(protocol)))),
         Stream.interruptWhen(Deferred.await(terminal))
       )
     ),
