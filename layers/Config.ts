@@ -3,12 +3,15 @@
  * defaults, decoded with Schema and checked across fields.
  *
  * **Details**
- * A field is the flag's name in camelCase (`--rollout-batch-size` → `rolloutBatchSize`), so `flagOf(field)` names
- * the flag in every error message. `RolloutOptions` is what a CLI, a JSON config file or a trainer writes (defaults
- * filled in by decoding); `RolloutSettings` is the resolved configuration the services read (derived defaults such
+ * A field is named after its flag in camelCase (`--rollout-batch-size` → `rolloutBatchSize`); the flag table
+ * (src/cli/flagTable.ts) ties each field to its flag, so `flagOf(field)` names the flag in every error message.
+ * `RolloutOptions` is what a CLI, a JSON config file or a trainer writes (defaults filled in by decoding); `RolloutSettings` is the resolved configuration the services read (derived defaults such
  * as `agenticConcurrency → overSamplingBatchSize → rolloutBatchSize` applied and validated).
  */
-import { Context, Data, Effect, Layer, Schema } from "effect"
+import { Context, Data, Effect, Layer, Schema, type SchemaIssue } from "effect"
+import { flagNameOfField } from "../src/cli/flagTable.ts"
+import * as CreditOptions from "../src/credit/CreditOptions.ts"
+import * as SchemaMessage from "../src/json/SchemaMessage.ts"
 import * as Capacity from "../src/schedule/Capacity.ts"
 import type { SamplingParams } from "./Engine.ts"
 
@@ -64,8 +67,15 @@ export const RolloutOptions = Schema.Struct({
   // engine
   engine: withDefault(EngineKind, "embedded"),
   sglangUrls: withDefault(Schema.Array(Schema.String), []),
-  sglangServerConcurrency: withDefault(PositiveInt, 512),
-  /** Directory with `tokenizer.json` (+ chat template); default: the bundled Qwen3 tokenizer. */
+  /** An SGLang router in front of the workers (instead of `sglangUrls`). */
+  sglangRouterUrl: Schema.optional(Schema.String),
+  /** Per worker; the engine's default (512) when absent. */
+  sglangServerConcurrency: Schema.optional(PositiveInt),
+  /** Send `sampling_seed` (the servers run deterministic inference). */
+  sglangEnableDeterministicInference: withDefault(Schema.Boolean, false),
+  /** Send `session_id` and close SGLang sessions when a Session ends. */
+  agenticSessionLifecycle: withDefault(Schema.Boolean, false),
+  /** Directory with `tokenizer.json` (+ chat template); required with SGLang, else the bundled Qwen3 tokenizer. */
   tokenizer: Schema.optional(Schema.String),
   /** `path/to/module.ts#export`: the embedded engine's scripted policy. */
   embeddedPolicy: Schema.optional(Schema.String),
@@ -138,21 +148,24 @@ export interface RolloutSettings extends RolloutOptions {
  */
 export const defaultMaxConsecutiveDrops = (agenticConcurrency: number): number => Math.max(8, 2 * agenticConcurrency)
 
-/** `rolloutBatchSize` → `--rollout-batch-size`. */
+/**
+ * The flag of a field, from the flag table (`rolloutBatchSize` → `--rollout-batch-size`, `sglangUrls` →
+ * `--sglang-url`); a field without a flag gets its mechanical kebab-case name.
+ */
 export const flagOf = (field: string): string =>
-  flagOverrides[field] ?? `--${field.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`
+  flagNameOfField.get(field) ?? `--${field.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`
 
-/** Fields whose flag keeps Relax's spelling instead of the mechanical camelCase → kebab-case name. */
-const flagOverrides: Readonly<Record<string, string>> = {
-  strictMatch: "--agentic-strict-match",
-  sglangUrls: "--sglang-url"
-}
+/** A Schema path segment as users know it: a settings field as its flag, anything else as Effect writes it. */
+export const pathKey = (key: PropertyKey): string =>
+  typeof key === "string" && /^[A-Za-z]+$/.test(key) ? flagOf(key) : SchemaMessage.bracketKey(key)
 
 /** A configuration that cannot run, naming the flag and the fix. */
 export class RolloutConfigError extends Data.TaggedError("RolloutConfigError")<{
   /** The flag (`--over-sampling-batch-size`), or `configuration` for a shape error. */
   readonly option: string
   readonly reason: string
+  /** A shape error's Schema issue, for callers that write it their own way. */
+  readonly issue?: SchemaIssue.Issue
 }> {
   override get message(): string {
     return `${this.option}: ${this.reason}`
@@ -160,6 +173,47 @@ export class RolloutConfigError extends Data.TaggedError("RolloutConfigError")<{
 }
 
 const fail = (field: string, reason: string) => new RolloutConfigError({ option: flagOf(field), reason })
+
+/** Flags that only one engine reads, so the other engine would silently ignore them. */
+const sglangOnly = [
+  "sglangUrls",
+  "sglangRouterUrl",
+  "sglangServerConcurrency",
+  "sglangEnableDeterministicInference",
+  "agenticSessionLifecycle"
+] as const
+
+const given = (value: unknown): boolean =>
+  value !== undefined && value !== false && !(Array.isArray(value) && value.length === 0)
+
+/** The engine flags: where the SGLang servers are, which tokenizer matches them, no flag of the other engine. */
+const engineOptionsProblem = (options: RolloutOptions): RolloutConfigError | undefined => {
+  if (options.engine === "embedded") {
+    const stray = sglangOnly.find((field) => given(options[field]))
+    return stray === undefined
+      ? undefined
+      : fail(stray, "is only used with --engine sglang; add --engine sglang or remove it")
+  }
+  if (options.embeddedPolicy !== undefined) {
+    return fail("embeddedPolicy", "scripts the embedded engine and is not used with --engine sglang; remove it")
+  }
+  const hasWorkers = options.sglangUrls.length > 0
+  if (hasWorkers === (options.sglangRouterUrl !== undefined)) {
+    return hasWorkers
+      ? fail("sglangRouterUrl", "give either --sglang-url (the workers) or --sglang-router-url (a router), not both")
+      : fail("sglangUrls", "--engine sglang needs the SGLang workers (--sglang-url http://host:port ...) or a router " +
+        "(--sglang-router-url http://host:port)")
+  }
+  if (options.tokenizer === undefined) {
+    return fail(
+      "tokenizer",
+      "is required with --engine sglang: give the served model's tokenizer directory (tokenizer.json and " +
+        "tokenizer_config.json, e.g. the --model-path of sglang.launch_server); the bundled Qwen3 tokenizer would " +
+        "send wrong token ids to any other model"
+    )
+  }
+  return undefined
+}
 
 /** Check the cross-field rules and fill the derived defaults. */
 export const settle = (options: RolloutOptions): Effect.Effect<RolloutSettings, RolloutConfigError> =>
@@ -195,9 +249,8 @@ export const settle = (options: RolloutOptions): Effect.Effect<RolloutSettings, 
       }
       agentEnvVars[key] = entry.slice(eq + 1)
     }
-    if (options.engine === "sglang" && options.sglangUrls.length === 0) {
-      return yield* fail("sglangUrls", "--engine sglang needs at least one SGLang server URL (http://host:port)")
-    }
+    const engineProblem = engineOptionsProblem(options)
+    if (engineProblem !== undefined) return yield* engineProblem
     if (options.saveDebugRolloutData !== undefined && !options.saveDebugRolloutData.includes("{rollout_id}")) {
       return yield* fail(
         "saveDebugRolloutData",
@@ -212,9 +265,8 @@ export const settle = (options: RolloutOptions): Effect.Effect<RolloutSettings, 
     if (options.evalInterval !== undefined && options.evalPromptData.length === 0) {
       return yield* fail("evalInterval", "is set but no --eval-prompt-data NAME PATH is given")
     }
-    if (options.useDynamicBatchSize && options.maxTokensPerGpu === undefined) {
-      return yield* fail("maxTokensPerGpu", "is required with --use-dynamic-batch-size")
-    }
+    const credit = CreditOptions.problem(options)
+    if (credit !== undefined) return yield* new RolloutConfigError({ option: credit.flag, reason: credit.reason })
     if (
       options.useDynamicBatchSize && options.maxTokensPerGpu !== undefined && options.rolloutMaxContextLen !== undefined &&
       options.maxTokensPerGpu < options.rolloutMaxContextLen
@@ -249,7 +301,8 @@ export const resolve = (input: unknown): Effect.Effect<RolloutSettings, RolloutC
       new RolloutConfigError({
         option: "configuration",
         // Schema paths name fields (`["rolloutBatchSize"]`); users know flags.
-        reason: error.message.replace(/\["([A-Za-z]+)"\]/g, (_, field: string) => flagOf(field))
+        reason: SchemaMessage.format(error.issue, pathKey),
+        issue: error.issue
       })
     ),
     Effect.flatMap(settle)
@@ -258,7 +311,7 @@ export const resolve = (input: unknown): Effect.Effect<RolloutSettings, RolloutC
 /** SGLang's own default when `max_new_tokens` is not sent (the reference drops `None` sampling keys). */
 const SGLANG_DEFAULT_MAX_NEW_TOKENS = 128
 
-/** Sampling for every training request (§6.1); `position` is the Session's index in its Group. */
+/** Sampling for every training request (docs/agent-contract.md); `position` is the Session's index in its Group. */
 export const trainSampling = (settings: RolloutSettings, position: number): SamplingParams => ({
   maxNewTokens: settings.rolloutMaxResponseLen ?? SGLANG_DEFAULT_MAX_NEW_TOKENS,
   temperature: settings.rolloutTemperature,
@@ -269,7 +322,7 @@ export const trainSampling = (settings: RolloutSettings, position: number): Samp
   seed: settings.rolloutSeed + position
 })
 
-/** Eval sampling (§6.7): eval flags, falling back to the rollout ones. */
+/** Eval sampling (docs/runtime.md, "Eval"): eval flags, falling back to the rollout ones. */
 export const evalSampling = (settings: RolloutSettings, position: number): SamplingParams => ({
   maxNewTokens: settings.evalMaxResponseLen ?? settings.rolloutMaxResponseLen ?? SGLANG_DEFAULT_MAX_NEW_TOKENS,
   temperature: settings.evalTemperature ?? settings.rolloutTemperature,

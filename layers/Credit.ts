@@ -6,16 +6,20 @@
  * Per Group (`scoreGroup`): the export rules are checked; exported rewards are kept and an ordinary custom RM scores only
  * rows without one (and, as in the reference, not at all in training when a custom advantage hook gives the credit),
  * while a Group RM scores every exported row; then, in training only, the custom advantage hook (which may filter the
- * Group) or GRPO fills `advantage`. Eval leaves `advantage` null. Per step (`finishStep`): optional whitening, the
- * guide's metrics, and token-budget micro-batches under `--use-dynamic-batch-size`.
+ * Group) or GRPO fills `advantage`, and the `--dynamic-sampling-filter-path` hook may filter the Group (its drop
+ * reasons are counted in the step's metrics). Eval leaves `advantage` null and is never filtered. Per step
+ * (`finishStep`): optional whitening, the guide's metrics, and token-budget micro-batches under
+ * `--use-dynamic-batch-size`.
  */
 import { Context, Effect, Layer, Result } from "effect"
 import type { TrainingSample } from "../src/forest/TrainingSample.ts"
 import * as CreditOptions from "../src/credit/CreditOptions.ts"
 import * as CustomAdvantage from "../src/credit/CustomAdvantage.ts"
+import * as DynamicFilter from "../src/credit/DynamicFilter.ts"
 import {
   AdvantageError,
   CreditConfigError,
+  FilterError,
   GroupRewardError,
   NormalizationError,
   RewardError
@@ -33,6 +37,7 @@ import type { RolloutMode } from "./Sessions.ts"
 
 /** Everything `scoreGroup` / `finishStep` can fail with. */
 export type CreditError =
+  | FilterError
   | RewardError
   | GroupRewardError
   | AdvantageError
@@ -90,28 +95,22 @@ const callHook = <E>(
   })
 
 /** Check the options that can be checked before any Group exists. */
-export const validateOptions = (options: CreditOptions.CreditOptions): CreditConfigError | undefined => {
+export const validateOptions = (options: CreditOptions.CreditOptions): Result.Result<void, CreditConfigError> => {
   if (!Number.isInteger(options.nSamplesPerPrompt) || options.nSamplesPerPrompt < 1) {
-    return new CreditConfigError({
+    return Result.fail(new CreditConfigError({
       reason: `--n-samples-per-prompt must be a positive integer, got ${options.nSamplesPerPrompt}`
-    })
+    }))
   }
-  if (options.useDynamicBatchSize && options.maxTokensPerGpu === undefined) {
-    return new CreditConfigError({
-      reason: `--use-dynamic-batch-size requires --max-tokens-per-gpu (the token budget of one micro-batch)`
-    })
+  const combination = CreditOptions.problem(options)
+  if (combination !== undefined) {
+    return Result.fail(new CreditConfigError({ reason: `${combination.flag} ${combination.reason}` }))
   }
   if (options.maxTokensPerGpu !== undefined && (!Number.isInteger(options.maxTokensPerGpu) || options.maxTokensPerGpu < 1)) {
-    return new CreditConfigError({
+    return Result.fail(new CreditConfigError({
       reason: `--max-tokens-per-gpu must be a positive integer, got ${options.maxTokensPerGpu}`
-    })
+    }))
   }
-  if (options.groupRm && options.customRmPath === undefined) {
-    return new CreditConfigError({
-      reason: `--group-rm requires --custom-rm-path (the function that scores a whole Group)`
-    })
-  }
-  return undefined
+  return Result.void
 }
 
 /** Build the service: validate the options and load the hooks they name. */
@@ -120,8 +119,7 @@ export const make = (
   settings: CreditSettings = {}
 ): Effect.Effect<CreditShape, CreditStartupError> =>
   Effect.gen(function*() {
-    const invalid = validateOptions(options)
-    if (invalid !== undefined) return yield* invalid
+    yield* Effect.fromResult(validateOptions(options))
     const cwd = settings.cwd ?? process.cwd()
     const rmConfig = "rmConfig" in settings ? settings.rmConfig : options
     const rm = options.customRmPath === undefined
@@ -130,6 +128,11 @@ export const make = (
     const advantageHook = options.customAdvantagePath === undefined
       ? undefined
       : yield* Hooks.load("--agentic-custom-advantage-path", options.customAdvantagePath, cwd)
+    const filterHook = options.dynamicSamplingFilterPath === undefined
+      ? undefined
+      : yield* Hooks.load("--dynamic-sampling-filter-path", options.dynamicSamplingFilterPath, cwd)
+    /** Training Groups the filter dropped since the last `finishStep`, by reason. */
+    const filterDrops = new Map<string, number>()
 
     const rewardKeyFor = (mode: RolloutMode): string | undefined =>
       mode === "eval" ? (options.evalRewardKey ?? options.rewardKey) : options.rewardKey
@@ -187,29 +190,54 @@ export const make = (
         return rows.map((sample, index) => ({ ...sample, advantage: advantages[index]! }))
       })
 
+    /** Training credit: the custom advantage hook (which may filter the Group), else GRPO. */
+    const credit = (rewarded: Group.Group): Effect.Effect<ReadonlyArray<TrainingSample> | "filtered", CreditError> =>
+      Effect.gen(function*() {
+        if (advantageHook === undefined) return yield* grpo(rewarded)
+        const fail = (reason: string) => new AdvantageError({ groupIndex: rewarded.groupIndex, reason })
+        const result = yield* callHook(advantageHook, [CustomAdvantage.hookInput(rewarded)], fail)
+        const applied = CustomAdvantage.apply(result, rewarded)
+        if (Result.isFailure(applied)) return yield* applied.failure
+        return applied.success === "filtered" ? "filtered" : Group.rows(applied.success)
+      })
+
+    /** `--dynamic-sampling-filter-path`: keep the credited rows, or filter the Group and count the reason. */
+    const dynamicFilter = (
+      groupIndex: number,
+      rows: ReadonlyArray<TrainingSample>
+    ): Effect.Effect<ReadonlyArray<TrainingSample> | "filtered", FilterError> =>
+      Effect.gen(function*() {
+        if (filterHook === undefined) return rows
+        const fail = (reason: string) => new FilterError({ groupIndex, reason })
+        const decision = DynamicFilter.decide(yield* callHook(filterHook, [rows, rmConfig], fail))
+        if (Result.isFailure(decision)) return yield* fail(decision.failure)
+        if (decision.success.keep) return rows
+        const reason = decision.success.reason
+        if (reason !== undefined) {
+          const metric = DynamicFilter.dropMetric(reason)
+          filterDrops.set(metric, (filterDrops.get(metric) ?? 0) + 1)
+        }
+        return "filtered"
+      })
+
     const scoreGroup = (
       group: Group.Group,
       mode: RolloutMode
     ): Effect.Effect<ReadonlyArray<TrainingSample> | "filtered", CreditError> =>
       Effect.gen(function*() {
-        const broken = Group.validateExports(group, options)
-        if (broken !== undefined) return yield* broken
+        yield* Effect.fromResult(Group.validateExports(group, options))
         const rewarded = yield* scoreRewards(group, mode)
         if (mode === "eval") return Group.rows(rewarded)
-        if (advantageHook === undefined) return yield* grpo(rewarded)
-        const fail = (reason: string) => new AdvantageError({ groupIndex: group.groupIndex, reason })
-        const result = yield* callHook(advantageHook, [CustomAdvantage.hookInput(rewarded)], fail)
-        const applied = CustomAdvantage.apply(result, rewarded)
-        if (Result.isFailure(applied)) return yield* applied.failure
-        return applied.success === "filtered" ? "filtered" : Group.rows(applied.success)
+        const credited = yield* credit(rewarded)
+        return credited === "filtered" ? credited : yield* dynamicFilter(group.groupIndex, credited)
       }).pipe(Effect.withSpan("Credit.scoreGroup", { attributes: { groupIndex: group.groupIndex, mode } }))
 
-    const finishStep = (
-      samples: ReadonlyArray<TrainingSample>,
-      mode: RolloutMode,
-      groupSize?: number
-    ): Effect.Effect<StepCredit, CreditError> =>
-      Effect.gen(function*() {
+    const finishStep = Effect.fn("Credit.finishStep")(
+      function*(
+        samples: ReadonlyArray<TrainingSample>,
+        mode: RolloutMode,
+        groupSize?: number
+      ): Effect.fn.Return<StepCredit, CreditError> {
         const credited = mode === "train" && options.normalizeAdvantages
           ? yield* Effect.fromResult(Whitening.whiten(samples))
           : samples
@@ -221,8 +249,11 @@ export const make = (
         const microBatches = mode === "train" && options.useDynamicBatchSize && options.maxTokensPerGpu !== undefined
           ? yield* Effect.fromResult(Batching.pack(credited, options.maxTokensPerGpu))
           : null
-        return { samples: credited, metrics, microBatches }
-      })
+        const drops = mode === "train" ? Object.fromEntries(filterDrops) : {}
+        if (mode === "train") filterDrops.clear()
+        return { samples: credited, metrics: { ...metrics, ...drops }, microBatches }
+      }
+    )
 
     return { options, scoreGroup, finishStep }
   })

@@ -14,7 +14,7 @@
  *   `(i + 1) / decodeTokensPerSecond`. `abort(rid)` ends the pending generate with the tokens that appeared so far.
  *   A speed of 0 or `Infinity` means no latency.
  */
-import { Deferred, Duration, Effect, Layer, Ref } from "effect"
+import { Deferred, Duration, Effect, Layer, Ref, Result } from "effect"
 import * as Decoder from "../src/engine/Decoder.ts"
 import * as Model from "../src/engine/Model.ts"
 import * as Sampling from "../src/engine/Sampling.ts"
@@ -148,12 +148,12 @@ export const make = (
       Effect.gen(function*() {
         const { inputIds, sampling } = request
         if (inputIds.length === 0) return yield* invalid("input_ids cannot be empty")
-        const problem = Sampling.verify(sampling)
-        if (problem !== undefined) return yield* invalid(problem)
+        const verified = Sampling.verify(sampling)
+        if (Result.isFailure(verified)) return yield* invalid(verified.failure)
         if (options.maxContextLength !== undefined) {
-          const message = Wire.checkContextLength(inputIds.length, sampling.maxNewTokens, options.maxContextLength)
-          if (message !== undefined) {
-            return yield* new ContextLengthError({ limit: options.maxContextLength, engineMessage: message })
+          const fits = Wire.checkContextLength(inputIds.length, sampling.maxNewTokens, options.maxContextLength)
+          if (Result.isFailure(fits)) {
+            return yield* new ContextLengthError({ limit: options.maxContextLength, engineMessage: fits.failure })
           }
         }
         if (running.has(request.rid)) return yield* invalid(`rid ${request.rid} is already running; rids must be unique`)
@@ -230,7 +230,10 @@ export const make = (
           const value = next ?? WeightVersion.next(current, updates)
           return [value, value]
         }),
-      health: Effect.void
+      health: Effect.void,
+      // Nothing is cached per Session in process.
+      closeSession: () => Effect.void,
+      takeStepMetrics: Effect.succeed({})
     } satisfies EngineShape
   })
 

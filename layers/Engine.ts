@@ -92,6 +92,13 @@ export interface EngineShape {
   /** Advance the weight version (embedded: in-process; SGLang: `/update_weight_version`). */
   readonly updateWeights: (version?: string) => Effect.Effect<string, EngineError>
   readonly health: Effect.Effect<void, EngineError>
+  /**
+   * The Session has ended: release what the engine keeps for it (SGLang with `--agentic-session-lifecycle`:
+   * `/close_session` on every worker, so its radix-cache entries can go). Never fails: a failed release is counted.
+   */
+  readonly closeSession: (sessionId: string) => Effect.Effect<void>
+  /** The engine's counters since the last call, for the step's metrics (e.g. `agentic_kv/session/close`); resets them. */
+  readonly takeStepMetrics: Effect.Effect<Readonly<Record<string, number>>>
 }
 
 export class Engine extends Context.Service<Engine, EngineShape>()("relax-agentic/Engine") {}

@@ -34,8 +34,8 @@ export interface ForestsShape {
   /** Forget a Session's forest (no-op when absent). */
   readonly remove: (sessionId: string) => Effect.Effect<void>
   /**
-   * Check the observation against the context limit (Forest.checkObservationContext; nothing is committed when it
-   * fails), then commit it; returns the new state hash.
+   * Check the observation against the context limit with its training length (Forest.checkObservationContext; nothing
+   * is committed when it fails), then commit it; returns the new state hash.
    */
   readonly observe: (
     forest: Forest.Forest,
@@ -57,39 +57,45 @@ export class Forests extends Context.Service<Forests, ForestsShape>()("relax-age
     Effect.sync(() => {
       const store = new Map<string, Forest.Forest>()
       return Forests.of({
-        create: (sessionId, init = {}) =>
-          Effect.sync(() => {
-            const forest = Forest.make({
-              sessionId,
-              groupIndex: init.groupIndex ?? 0,
-              index: init.index ?? 0,
-              label: init.label ?? null,
-              metadata: init.metadata ?? {},
-              ...(init.chatTemplateKwargs === undefined ? {} : { chatTemplateKwargs: init.chatTemplateKwargs })
-            })
-            store.set(sessionId, forest)
-            return forest
-          }),
-        get: (sessionId) =>
-          Effect.suspend(() => {
-            const forest = store.get(sessionId)
-            return forest === undefined ? Effect.fail(new ForestNotFound({ sessionId })) : Effect.succeed(forest)
-          }),
+        create: Effect.fn("Forests.create")(function*(sessionId, init = {}) {
+          const forest = Forest.make({
+            sessionId,
+            groupIndex: init.groupIndex ?? 0,
+            index: init.index ?? 0,
+            label: init.label ?? null,
+            metadata: init.metadata ?? {},
+            ...(init.chatTemplateKwargs === undefined ? {} : { chatTemplateKwargs: init.chatTemplateKwargs })
+          })
+          store.set(sessionId, forest)
+          return forest
+        }),
+        get: Effect.fn("Forests.get")(function*(sessionId) {
+          const forest = store.get(sessionId)
+          if (forest === undefined) return yield* new ForestNotFound({ sessionId })
+          return forest
+        }),
         observe: Effect.fn("Forests.observe")(function*(forest, observation) {
           yield* Effect.fromResult(
-            Forest.checkObservationContext(forest, observation.parent, observation.tokens.length, observation.maxContextLen)
+            Forest.checkObservationContext(
+              forest,
+              observation.parent,
+              Forest.observationTrainLength(observation),
+              observation.maxContextLen
+            )
           )
           return yield* commit(forest, () => Forest.commitObservation(forest, observation))
         }),
         commitResponse: Effect.fn("Forests.commitResponse")(function*(forest, response) {
           return yield* commit(forest, () => Forest.commitResponse(forest, response))
         }),
-        remove: (sessionId) => Effect.sync(() => void store.delete(sessionId)),
+        remove: Effect.fn("Forests.remove")(function*(sessionId) {
+          store.delete(sessionId)
+        }),
         stats: Effect.sync(() => {
           let nodes = 0
           for (const forest of store.values()) nodes += forest.nodes.size
           return { forests: store.size, nodes }
-        })
+        }).pipe(Effect.withSpan("Forests.stats"))
       })
     })
   )

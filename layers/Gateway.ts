@@ -60,7 +60,7 @@ export const mountPath = "/agentic_api"
 const defaultMaxBodyBytes = 64 * 1024 * 1024
 
 // ---------------------------------------------------------------------------------------------------------------
-// Errors and auth (relax-behaviour §4.3–4.4); auth runs before the body is read
+// Errors and auth (docs/requests.md, "Error bodies"); auth runs before the body is read
 
 const errorResponse = (adapter: Completion.Adapter, error: Errors.AnyError): HttpServerResponse.HttpServerResponse => {
   const rendered = adapter.renderError(error)
@@ -90,8 +90,8 @@ export const apiKey = (
 // Generation failures: the only place they become HTTP errors
 
 /**
- * The HTTP answer of a failed generation: 404 for a Session closed while its request waited, 400 for a context length
- * or a conversation the chat template rejects, and a logged 500 `internal_error` for everything else.
+ * The HTTP answer of a failed generation: 404 for a Session closed while its request waited, 400 for a context length,
+ * a conversation the chat template rejects or images that cannot get their training tokens, and a logged 500 `internal_error` for everything else.
  */
 export const gatewayError = (error: Generation.GenerationError): Effect.Effect<Errors.GatewayError> => {
   switch (error._tag) {
@@ -105,6 +105,8 @@ export const gatewayError = (error: Generation.GenerationError): Effect.Effect<E
       }))
     case "TemplateRejected":
       return Effect.succeed(Errors.GatewayError.templateRejected(error.reason))
+    case "ImageRejected":
+      return Effect.succeed(Errors.GatewayError.imageRejected(error.reason))
     default:
       return Effect.logError(`Agentic generation failed: ${error.message}`).pipe(
         Effect.as(Errors.GatewayError.internal("chat"))
@@ -113,7 +115,7 @@ export const gatewayError = (error: Generation.GenerationError): Effect.Effect<E
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// Buffered SSE (relax-behaviour §4.9)
+// Buffered SSE (docs/agent-contract.md, "The model API": Streaming)
 
 const { "content-type": sseContentType, ...sseHeaders } = Sse.headers
 

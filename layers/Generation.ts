@@ -21,6 +21,7 @@ import {
   ContextLengthError,
   EngineFailure,
   type GenerationError,
+  ImageRejected,
   SessionDiscarded,
   TemplateRejected,
   UnusableResponse
@@ -30,8 +31,10 @@ import type * as Canonical from "../src/protocol/canonical.ts"
 import type * as Completion from "../src/protocol/completion.ts"
 import * as Parsers from "../src/parsers/registry.ts"
 import * as ObservationDelta from "../src/template/ObservationDelta.ts"
+import type { RolloutSettings } from "./Config.ts"
 import { Engine, type GenerateResult, type PolicyRequest, type SamplingParams } from "./Engine.ts"
 import { Forests } from "./Forests.ts"
+import * as Images from "./Images.ts"
 import type { SessionEntry } from "./Sessions.ts"
 import { Tokenizer } from "./Tokenizer.ts"
 
@@ -44,7 +47,26 @@ export interface GenerationOptions {
   readonly reasoningParser?: Parsers.ReasoningParser | undefined
   /** `--agentic-strict-match`: disable the tolerated match of a response echoed without its reasoning. */
   readonly strictMatch?: boolean | undefined
+  /** `--rollout-skip-special-tokens`: drop special tokens from the response text (the committed ids keep them). */
+  readonly skipSpecialTokens?: boolean | undefined
 }
+
+/** The generation options the rollout flags describe; fails on an unknown parser name. */
+export const optionsOf = (settings: RolloutSettings): Result.Result<GenerationOptions, Parsers.UnknownParserError> =>
+  Result.gen(function*() {
+    const toolCallParser = settings.agenticToolCallParser === undefined
+      ? undefined
+      : yield* Parsers.ToolCallParsers.get(settings.agenticToolCallParser)
+    const reasoningParser = settings.agenticReasoningParser === undefined
+      ? undefined
+      : yield* Parsers.ReasoningParsers.get(settings.agenticReasoningParser)
+    return {
+      toolCallParser,
+      reasoningParser,
+      strictMatch: settings.strictMatch,
+      skipSpecialTokens: settings.rolloutSkipSpecialTokens
+    }
+  })
 
 export interface GenerationShape {
   /**
@@ -60,6 +82,7 @@ export interface GenerationShape {
 export class Generation extends Context.Service<Generation, GenerationShape>()("relax-agentic/Generation") {
   static readonly layer = (options: GenerationOptions = {}): Layer.Layer<Generation, never, Engine | Forests | Tokenizer> =>
     Layer.effect(Generation, make(options))
+  static readonly optionsOf = optionsOf
 }
 
 /** One model request at its parent state, as the engine attempts see it. */
@@ -127,8 +150,9 @@ const make = (options: GenerationOptions) =>
     })
 
     /**
-     * Observation delta tokens (relax-behaviour §5.6): the full prompt at the root, the dummy-prefix delta deeper down.
-     * The text is encoded with `encodeAsync`, so a huge message is tokenized off the event loop.
+     * Observation delta tokens (docs/sessionforest.md, "Observation tokens"): the full prompt at the root, the
+     * dummy-prefix delta deeper down. The text is encoded with `encodeAsync`, so a huge message is tokenized off the
+     * event loop.
      */
     const observationTokens = (
       forest: Forest.Forest,
@@ -151,18 +175,23 @@ const make = (options: GenerationOptions) =>
     ) {
       if (matched.suffix.length === 0) return matched.parent
       const tokens = yield* observationTokens(forest, matched, state)
+      // Images get their processor-expanded training tokens; context limits count those (relax-behaviour §5.6).
+      const train = yield* Images.expandObservation(tokenizer, tokens, Forest.mediaOf(matched.suffix)).pipe(
+        Effect.mapError((reason) => new ImageRejected({ reason }))
+      )
       return yield* forests.observe(forest, {
         parent: matched.parent,
         rolloutId: session.rolloutId(),
         messages: matched.suffix,
         tokens,
+        train,
         tools: state.tools,
         chatTemplateKwargs: state.chat_template_kwargs,
         maxContextLen: session.maxContextLen ?? null
       })
     })
 
-    /** What the engine attempts need at `parent`; fails when no generation budget is left (relax-behaviour §5.7). */
+    /** What the engine attempts need at `parent`; fails when no generation budget is left (docs/sessionforest.md). */
     const plan = (
       session: SessionEntry,
       forest: Forest.Forest,
@@ -223,7 +252,7 @@ const make = (options: GenerationOptions) =>
 
     /**
      * The engine attempts of one request. An engine abort keeps its partial output pending (never committed) and the
-     * request resumes after the lease is held again (relax-behaviour §6.4); the pending output is one value,
+     * request resumes after the lease is held again (docs/runtime.md, "Model requests"); the pending output is one value,
      * {@link Turn.Pending}, and {@link Turn.afterAttempt} decides whether to finish, resume or give up.
      */
     const attempts = Effect.fn("Generation.attempts")(function*(p: AttemptPlan) {
@@ -254,7 +283,8 @@ const make = (options: GenerationOptions) =>
     /** Split the generated text into content, reasoning and tool calls; counts parser failures and dropped calls. */
     const parse = Effect.fn("Generation.parse")(function*(p: AttemptPlan, done: Attempted) {
       const split = Turn.splitEndOfTurn(done.pending.outputIds, tokenizer.endOfTurnIds, p.sampling.stopTokenIds)
-      const parsed = Turn.parseResponse(tokenizer.decode(split.textIds), options, p.state.tools)
+      const text = tokenizer.decode(split.textIds, { skipSpecialTokens: options.skipSpecialTokens ?? false })
+      const parsed = Turn.parseResponse(text, options, p.state.tools)
       p.session.counters.parserFailures += parsed.malformed
       p.session.counters.droppedToolCalls += parsed.droppedUnknownTools
       if (Turn.isEmpty(parsed)) {

@@ -23,14 +23,13 @@ export type HookFunction = (...args: ReadonlyArray<unknown>) => unknown
  * Import the module named by `value` (relative to `cwd`, default `process.cwd()`) and return the named export.
  * Fails with `HookSpecError` for a malformed value and `HookLoadError` when the module or export is missing.
  */
-export const load = (
+export const load: (
   flag: string,
   value: string,
-  cwd: string = process.cwd()
-): Effect.Effect<HookFunction, HookSpec.HookSpecError | HookLoadError> =>
-  Effect.gen(function*() {
-    const spec = HookSpec.parse(flag, value)
-    if (spec instanceof HookSpec.HookSpecError) return yield* spec
+  cwd?: string
+) => Effect.Effect<HookFunction, HookSpec.HookSpecError | HookLoadError> = Effect.fn("Hooks.load")(
+  function*(flag: string, value: string, cwd: string = process.cwd()) {
+    const spec = yield* Effect.fromResult(HookSpec.parse(flag, value))
     const url = pathToFileURL(resolve(cwd, spec.path)).href
     const module = yield* Effect.tryPromise({
       try: () => import(url) as Promise<Record<string, unknown>>,
@@ -53,4 +52,5 @@ export const load = (
     }
     // Decoding boundary: the module is user code; callers validate what it returns.
     return exported as HookFunction
-  })
+  }
+)

@@ -18,6 +18,7 @@ import * as Records from "../src/rollout/Records.ts"
 import * as Dataset from "../src/schedule/Dataset.ts"
 import * as RolloutConfig from "./Config.ts"
 import { Credit, type CreditError } from "./Credit.ts"
+import { Engine } from "./Engine.ts"
 import { Forests } from "./Forests.ts"
 import { Outputs } from "./Outputs.ts"
 import * as Scheduler from "./Scheduler.ts"
@@ -108,6 +109,7 @@ const make = Effect.gen(function*() {
   const credit = yield* Credit
   const scheduler = yield* Scheduler.Scheduler
   const telemetry = yield* Telemetry
+  const engine = yield* Engine
   const runner = yield* SessionRunner
   const outputs = yield* Outputs
 
@@ -198,6 +200,7 @@ const make = Effect.gen(function*() {
         samples: step.samples,
         metrics: {
           ...step.metrics,
+          ...(yield* engine.takeStepMetrics),
           "rollout/groups_dropped": outcome.dropped,
           "rollout/groups_filtered": outcome.filtered
         },
@@ -327,6 +330,7 @@ export class Rollout extends Context.Service<Rollout, RolloutShape>()("relax-age
     | Credit
     | Scheduler.Scheduler
     | Telemetry
+    | Engine
   > = Layer.effect(Rollout, make).pipe(
     Layer.provide(Layer.merge(SessionRunner.layer, Outputs.layer))
   )

@@ -5,13 +5,13 @@
  * **Details**
  * A Session is registered with `Sessions` (its `awaitLease` joins the Group's first-request barrier), gets an empty
  * SessionForest, and runs its agent through the `Supervisor` with an active-time budget started when the Group gets its
- * Runtime lease. When the agent exits, its exports (implicit leaf or explicit records) become training samples;
+ * Runtime lease; when the Session ends, the engine is told (`Engine.closeSession`). When the agent exits, its exports (implicit leaf or explicit records) become training samples;
  * `Credit` scores the Group (reward, custom advantage or GRPO; a `null` hook result filters it). A Session that fails,
  * an export that does not match and a Reward error fail with a `GroupError`, which drops the Group.
  */
 import { Context, Effect, Layer } from "effect"
 import type * as CreditGroup from "../src/credit/Group.ts"
-import { ExportError, ForestInvariantError, type ForestNotFound } from "../src/forest/errors.ts"
+import { type ExportError, ForestInvariantError, type ForestNotFound } from "../src/forest/errors.ts"
 import * as Forest from "../src/forest/Forest.ts"
 import * as Sample from "../src/forest/Sample.ts"
 import type { TrainingSample } from "../src/forest/TrainingSample.ts"
@@ -21,6 +21,7 @@ import type { AgentExecutionError, SessionInputError } from "../src/session/erro
 import * as SessionInput from "../src/session/SessionInput.ts"
 import * as RolloutConfig from "./Config.ts"
 import { Credit, type CreditError } from "./Credit.ts"
+import { Engine } from "./Engine.ts"
 import { Forests } from "./Forests.ts"
 import * as Scheduler from "./Scheduler.ts"
 import { emptyCounters, type RolloutMode, Sessions } from "./Sessions.ts"
@@ -77,6 +78,7 @@ const make = Effect.gen(function*() {
   const supervisor = yield* Supervisor
   const credit = yield* Credit
   const telemetry = yield* Telemetry
+  const engine = yield* Engine
 
   const inputOptions: SessionInput.InputOptions = {
     inputKey: settings.inputKey,
@@ -94,7 +96,13 @@ const make = Effect.gen(function*() {
       const eval_ = group.mode === "eval"
       // Registered before anything is created, so an interruption between the steps below cannot leak the Session's
       // forest or registry entry (both removals are no-ops for what does not exist yet).
-      yield* Effect.addFinalizer(() => sessions.close(sessionId).pipe(Effect.andThen(forests.remove(sessionId))))
+      // The engine is told last (SGLang --agentic-session-lifecycle: /close_session), so the Session's cache goes.
+      yield* Effect.addFinalizer(() =>
+        sessions.close(sessionId).pipe(
+          Effect.andThen(forests.remove(sessionId)),
+          Effect.andThen(engine.closeSession(sessionId))
+        )
+      )
       yield* forests.create(sessionId, {
         groupIndex: group.promptIndex,
         index: group.firstIndex + ticket.position,
@@ -127,14 +135,12 @@ const make = Effect.gen(function*() {
       yield* sessions.close(sessionId)
       for (const warning of outcome.warnings) yield* telemetry.warn(warning)
       const forest = yield* forests.get(sessionId)
-      const exported = outcome.output.kind === "implicit"
+      const contexts = yield* Effect.fromResult(outcome.output.kind === "implicit"
         ? Forest.exportImplicit(forest, {
           ...(outcome.output.metadata === undefined ? {} : { metadata: outcome.output.metadata }),
           ...(outcome.output.reward === undefined ? {} : { reward: outcome.output.reward })
         })
-        : Forest.exportExplicit(forest, outcome.output.records, undefined, { strict: settings.strictMatch })
-      if (exported instanceof ExportError) return yield* exported
-      const contexts = exported
+        : Forest.exportExplicit(forest, outcome.output.records, undefined, { strict: settings.strictMatch }))
       // Sample.build throws ForestInvariantError on a broken lineage; anything else it throws is a bug (a defect).
       const samples = yield* Effect.try({
         try: () =>
@@ -179,6 +185,6 @@ export class SessionRunner extends Context.Service<SessionRunner, SessionRunnerS
   static readonly layer: Layer.Layer<
     SessionRunner,
     never,
-    RolloutConfig.RolloutConfig | Tokenizer | Sessions | Forests | Supervisor | Credit | Telemetry
+    RolloutConfig.RolloutConfig | Tokenizer | Sessions | Forests | Supervisor | Credit | Telemetry | Engine
   > = Layer.effect(SessionRunner, make)
 }

@@ -87,38 +87,32 @@ export const makeWith = (options: { readonly closedMemory: number }): Effect.Eff
     // Insertion-ordered: the oldest closed Session is forgotten first.
     const closed = new Set<string>()
     return {
-      newSessionId: Effect.sync(() => randomBytes(16).toString("hex")),
-      register: (entry) =>
-        Effect.sync(() => {
-          const key = digest(entry.sessionId)
-          closed.delete(key)
-          live.set(key, entry)
-        }),
-      lookup: (token) =>
-        Effect.suspend((): Effect.Effect<SessionEntry, UnknownSessionError | SessionClosedError> => {
-          const key = digest(token)
-          const entry = live.get(key)
-          if (entry !== undefined) return Effect.succeed(entry)
-          return closed.has(key)
-            ? Effect.fail(new SessionClosedError({ sessionId: token }))
-            : Effect.fail(new UnknownSessionError())
-        }),
-      close: (sessionId) =>
-        Effect.sync(() => {
-          const key = digest(sessionId)
-          if (!live.delete(key)) return
-          closed.add(key)
-          for (const oldest of closed) {
-            if (closed.size <= options.closedMemory) break
-            closed.delete(oldest)
-          }
-        }),
-      remove: (sessionId) =>
-        Effect.sync(() => {
-          const key = digest(sessionId)
-          live.delete(key)
-          closed.delete(key)
-        })
+      newSessionId: Effect.sync(() => randomBytes(16).toString("hex")).pipe(Effect.withSpan("Sessions.newSessionId")),
+      register: Effect.fn("Sessions.register")(function*(entry) {
+        const key = digest(entry.sessionId)
+        closed.delete(key)
+        live.set(key, entry)
+      }),
+      lookup: Effect.fn("Sessions.lookup")(function*(token) {
+        const key = digest(token)
+        const entry = live.get(key)
+        if (entry !== undefined) return entry
+        return yield* closed.has(key) ? new SessionClosedError({ sessionId: token }) : new UnknownSessionError()
+      }),
+      close: Effect.fn("Sessions.close")(function*(sessionId) {
+        const key = digest(sessionId)
+        if (!live.delete(key)) return
+        closed.add(key)
+        for (const oldest of closed) {
+          if (closed.size <= options.closedMemory) break
+          closed.delete(oldest)
+        }
+      }),
+      remove: Effect.fn("Sessions.remove")(function*(sessionId) {
+        const key = digest(sessionId)
+        live.delete(key)
+        closed.delete(key)
+      })
     }
   })
 

@@ -8,17 +8,25 @@
  * - Session-sticky routing: a session's requests go to the same worker (prefix-cache hits). With a router the
  *   request goes to the router with `X-SMG-Routing-Key: <session id>` and the router picks the worker.
  * - Every sampling field is sent explicitly (SGLang's server-side defaults differ between versions), with
- *   `skip_special_tokens: false`, `no_stop_trim: true`, `spaces_between_special_tokens: false`.
+ *   `skip_special_tokens: false`, `no_stop_trim: true`, `spaces_between_special_tokens: false`. `sampling_seed` is
+ *   sent only with `samplingSeed` (`--sglang-enable-deterministic-inference`), as in Relax.
+ * - Session lifecycle (`sessionLifecycle`, `--agentic-session-lifecycle`): every request carries `session_id`, and
+ *   `closeSession` posts `/close_session {session_id}` to every worker (2 seconds in all). A failed close is counted
+ *   (`agentic_kv/session/close_failure`) and logged, never fatal: the server evicts the entries by LRU instead.
  * - Connection errors and 5xx are retried with exponential backoff (on another worker when the first one is
  *   unreachable); 4xx are not. HTTP 400 context-length rejections become {@link ContextLengthError}.
  * - `abort(rid)` posts `/abort_request {rid}` to every worker (SGLang matches rids by prefix: rids must be
  *   fixed-length, see src/engine/Rid.ts). Interrupting a `generate` aborts its rid the same way.
  * - At most `serverConcurrency` requests are in flight per worker (`--sglang-server-concurrency`, default 512).
+ * - With `tokenizer`, startup compares the server's `/tokenize` of a probe text with the gateway's tokenizer and
+ *   refuses a mismatch (naming the served model from `/get_model_info`).
  */
-import { Duration, Effect, Layer, Ref, Schedule, Schema, type Scope, Semaphore } from "effect"
+import { Duration, Effect, Layer, Option, Ref, Schedule, Schema, type Scope, Semaphore } from "effect"
 import { Agent } from "undici"
 import * as WeightVersion from "../src/engine/WeightVersion.ts"
 import * as Wire from "../src/engine/Wire.ts"
+import type { RolloutSettings } from "./Config.ts"
+import { Tokenizer } from "./Tokenizer.ts"
 import {
   ContextLengthError,
   Engine,
@@ -47,7 +55,34 @@ export interface SglangEngineOptions {
   readonly retryBase?: Duration.Input | undefined
   /** Check `GET /health` on every worker at startup (default true). */
   readonly healthCheck?: boolean | undefined
+  /** Send `sampling_seed` (servers launched with `--enable-deterministic-inference`; default false). */
+  readonly samplingSeed?: boolean | undefined
+  /** Send `session_id` and close SGLang sessions when a Session ends (default false). */
+  readonly sessionLifecycle?: boolean | undefined
+  /**
+   * The gateway's tokenizer (`--tokenizer`): at startup a probe text is tokenized by it and by the server
+   * (`POST /tokenize`), and different ids refuse the start. Servers without `/tokenize` are not checked.
+   */
+  readonly tokenizer?: { readonly source: string; readonly encode: (text: string) => ReadonlyArray<number> } | undefined
 }
+
+/** The first ids of a list, for messages. */
+const preview = (ids: ReadonlyArray<number>): string => `[${ids.slice(0, 12).join(", ")}${ids.length > 12 ? ", ..." : ""}]`
+
+/** Special tokens, digits, spaces and non-ASCII letters: a text on which different tokenizers differ. */
+const tokenizerProbe = "<|im_start|>user\nrelax-agentic tokenizer check: 12345, héllo wörld 你好<|im_end|>\n"
+
+/** The engine options the rollout flags describe (`--sglang-url`, `--sglang-router-url`, ...). */
+export const optionsOf = (settings: RolloutSettings): SglangEngineOptions => ({
+  workerUrls: settings.sglangUrls,
+  routerUrl: settings.sglangRouterUrl,
+  serverConcurrency: settings.sglangServerConcurrency,
+  samplingSeed: settings.sglangEnableDeterministicInference,
+  sessionLifecycle: settings.agenticSessionLifecycle
+})
+
+/** The whole `/close_session` fan-out of one Session gets this long (Relax's constant). */
+const closeSessionTimeout = "2 seconds"
 
 interface Worker {
   readonly url: string
@@ -106,7 +141,10 @@ const errorMessage = (body: string): string => {
   return body.length > 500 ? `${body.slice(0, 500)}…` : body
 }
 
-const toWire = (request: GenerateRequest): Wire.GenerateRequest => {
+const toWire = (
+  request: GenerateRequest,
+  send: { readonly samplingSeed: boolean; readonly sessionId: boolean }
+): Wire.GenerateRequest => {
   const s = request.sampling
   return {
     input_ids: request.inputIds,
@@ -121,11 +159,12 @@ const toWire = (request: GenerateRequest): Wire.GenerateRequest => {
       skip_special_tokens: false,
       spaces_between_special_tokens: false,
       no_stop_trim: true,
-      ...(s.seed === undefined ? {} : { sampling_seed: s.seed })
+      ...(s.seed === undefined || !send.samplingSeed ? {} : { sampling_seed: s.seed })
     },
     rid: request.rid,
     return_logprob: request.returnLogprob,
-    ...(request.imageData === undefined || request.imageData.length === 0 ? {} : { image_data: request.imageData })
+    ...(request.imageData === undefined || request.imageData.length === 0 ? {} : { image_data: request.imageData }),
+    ...(request.sessionId === undefined || !send.sessionId ? {} : { session_id: request.sessionId })
   }
 }
 
@@ -288,6 +327,37 @@ export const make = (options: SglangEngineOptions): Effect.Effect<EngineShape, E
     )
     if (options.healthCheck ?? true) yield* health
 
+    /** Refuse a server whose tokenizer gives other ids than ours; skipped when the server has no `/tokenize`. */
+    const checkTokenizer = (tokenizer: NonNullable<SglangEngineOptions["tokenizer"]>, url: string) =>
+      Effect.gen(function*() {
+        const probe: Wire.TokenizeRequest = { prompt: tokenizerProbe, add_special_tokens: false }
+        const answer = yield* http(url, "/tokenize", "POST", probe, {}, 10_000)
+        if (answer.status !== 200) return
+        const served = yield* decodeJson(Wire.TokenizeResponse, url, "/tokenize", answer).pipe(Effect.option)
+        if (Option.isNone(served)) return
+        const theirs = served.value.tokens
+        const ours = tokenizer.encode(tokenizerProbe)
+        if (theirs.length === ours.length && theirs.every((id, i) => id === ours[i])) return
+        const info = yield* http(url, "/get_model_info", "GET", undefined, {}, 10_000).pipe(
+          Effect.flatMap((a) => decodeJson(Wire.ModelInfoResponse, url, "/get_model_info", a)),
+          Effect.option
+        )
+        const model = Option.getOrUndefined(
+          Option.flatMap(info, (i) => Option.fromNullishOr(i.tokenizer_path ?? i.model_path))
+        )
+        return yield* new EngineError({
+          message: `the SGLang server at ${url} tokenizes differently from --tokenizer ${tokenizer.source}` +
+            `${model === undefined ? "" : ` (the server serves ${model})`}: a probe text is ${preview(theirs)} there ` +
+            `and ${preview(ours)} here. Give --tokenizer the served model's directory, or every token id sent would ` +
+            "be wrong",
+          url,
+          retryable: false
+        })
+      })
+    if (options.tokenizer !== undefined && workers[0] !== undefined) {
+      yield* checkTokenizer(options.tokenizer, workers[0].url)
+    }
+
     const initialVersion = yield* http(workers[0]?.url ?? "", "/get_weight_version", "GET", undefined, {}, 10_000).pipe(
       Effect.flatMap((answer) =>
         answer.status === 200
@@ -382,11 +452,53 @@ export const make = (options: SglangEngineOptions): Effect.Effect<EngineShape, E
         } satisfies GenerateResult
       })
 
+    const send = { samplingSeed: options.samplingSeed ?? false, sessionId: options.sessionLifecycle ?? false }
+    const closes = { close: 0, failure: 0 }
+
+    const closeOn = (url: string, sessionId: string): Effect.Effect<void, EngineError> =>
+      http(url, "/close_session", "POST", { session_id: sessionId } satisfies Wire.CloseSessionRequest).pipe(
+        Effect.flatMap((answer) =>
+          answer.status === 200 ? Effect.void : Effect.fail(statusError(url, "/close_session", answer))
+        )
+      )
+
+    const closeSession = (sessionId: string): Effect.Effect<void> =>
+      !send.sessionId ? Effect.void : Effect.gen(function*() {
+        closes.close++
+        const failed = yield* Effect.forEach(
+          workers,
+          (w) => closeOn(w.url, sessionId).pipe(Effect.as(0), Effect.catch(() => Effect.succeed(1))),
+          { concurrency: "unbounded" }
+        ).pipe(
+          Effect.map((results) => results.reduce((a, b) => a + b, 0)),
+          Effect.timeoutOrElse({ duration: closeSessionTimeout, orElse: () => Effect.succeed(workers.length) })
+        )
+        if (failed > 0) {
+          closes.failure++
+          yield* Effect.logWarning(
+            `close_session: ${failed}/${workers.length} call(s) failed for session ${sessionId}; its cache entries ` +
+              "fall back to LRU eviction"
+          )
+        }
+      })
+
+    const takeStepMetrics = Effect.sync((): Readonly<Record<string, number>> => {
+      if (!send.sessionId) return {}
+      const metrics = {
+        "agentic_kv/session/lifecycle_enabled": 1,
+        "agentic_kv/session/close": closes.close,
+        "agentic_kv/session/close_failure": closes.failure
+      }
+      closes.close = 0
+      closes.failure = 0
+      return metrics
+    })
+
     const backoff = Schedule.exponential(options.retryBase ?? "250 millis")
     const retries = options.retries ?? 4
 
     const generate = (request: GenerateRequest): Effect.Effect<GenerateResult, ContextLengthError | EngineError> => {
-      const body = toWire(request)
+      const body = toWire(request, send)
       const tried = new Set<Worker>()
       return Effect.suspend(() => {
         // Once every worker was tried, start over (a restarted worker may be back).
@@ -436,12 +548,24 @@ export const make = (options: SglangEngineOptions): Effect.Effect<EngineShape, E
       abort,
       weightVersion: Ref.get(version),
       updateWeights,
-      health
+      health,
+      closeSession,
+      takeStepMetrics
     } satisfies EngineShape
   })
 
 export class SglangEngine {
   /** The `Engine` service over SGLang; building it checks every worker's health. */
   static readonly layer = (options: SglangEngineOptions): Layer.Layer<Engine, EngineError> => Layer.effect(Engine, make(options))
+  /** The same, checking at startup that the servers tokenize as the `Tokenizer` service does (see `tokenizer`). */
+  static readonly layerCheckingTokenizer = (options: SglangEngineOptions): Layer.Layer<Engine, EngineError, Tokenizer> =>
+    Layer.effect(
+      Engine,
+      Effect.gen(function*() {
+        const tokenizer = yield* Tokenizer
+        return yield* make({ ...options, tokenizer })
+      })
+    )
   static readonly make = make
+  static readonly optionsOf = optionsOf
 }

@@ -112,16 +112,25 @@ const renderBar = (options: ProgressOptions, scored: number, total: number, prep
 
 /** Build the service over a sink. */
 export const make = (sink: Sink): TelemetryShape => {
-  const emit = (text: string) => Effect.sync(() => sink.line(text))
   return {
     isTTY: sink.isTTY,
-    event: (event, fields) => emit(formatEvent(event, fields, sink.isTTY)),
-    status: (message) => emit(formatStatus(message, sink.isTTY)),
-    info: emit,
-    warn: (message) => emit(`WARNING ${message}`),
-    error: (message) => emit(`ERROR ${message}`),
-    progress: (options) =>
-      Effect.acquireRelease(
+    event: Effect.fn("Telemetry.event")(function*(event: string, fields: Readonly<Record<string, FieldValue>>) {
+      sink.line(formatEvent(event, fields, sink.isTTY))
+    }),
+    status: Effect.fn("Telemetry.status")(function*(message: string) {
+      sink.line(formatStatus(message, sink.isTTY))
+    }),
+    info: Effect.fn("Telemetry.info")(function*(message: string) {
+      sink.line(message)
+    }),
+    warn: Effect.fn("Telemetry.warn")(function*(message: string) {
+      sink.line(`WARNING ${message}`)
+    }),
+    error: Effect.fn("Telemetry.error")(function*(message: string) {
+      sink.line(`ERROR ${message}`)
+    }),
+    progress: Effect.fn("Telemetry.progress")(function*(options: ProgressOptions) {
+      return yield* Effect.acquireRelease(
         Effect.sync((): Progress => {
           let scored = 0
           let total = options.total
@@ -151,6 +160,7 @@ export const make = (sink: Sink): TelemetryShape => {
         }),
         () => Effect.sync(() => sink.progress(undefined))
       )
+    })
   }
 }
 

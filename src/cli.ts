@@ -17,9 +17,9 @@ import { resolve as resolvePath } from "node:path"
 import { fileURLToPath } from "node:url"
 import * as Config from "../layers/Config.ts"
 import { Rollout } from "../layers/Rollout.ts"
-import { renderCheck, runCheck } from "./cli/check.ts"
+import { capacityOf, renderCheck, runCheck } from "./cli/check.ts"
 import { type FlagValues, flagsOf, normalizeArgs, rolloutFlags, rowFlag } from "./cli/flags.ts"
-import { configMessage, type SettingsError, settingsFromFlags } from "./cli/settings.ts"
+import { configMessage, type SettingsError, settingsFromFlags, unusedOptionWarnings } from "./cli/settings.ts"
 import * as Relax from "./index.ts"
 
 // The command's parts live under src/cli/; their public names stay importable from here.
@@ -42,7 +42,8 @@ export {
   optionsFromFlags,
   readConfigFile,
   type SettingsError,
-  settingsFromFlags
+  settingsFromFlags,
+  unusedOptionWarnings
 } from "./cli/settings.ts"
 export {
   capacityOf,
@@ -122,6 +123,10 @@ export const rolloutCommand = Command.make(
         settingsFromFlags(values, { outputDir: `runs/rollout-${stamp()}-${randomUUID().slice(0, 8)}` }),
         settingsError
       )
+      // --agent-max-slots is the external executor's limit: below the required slots, Sessions would queue there.
+      const capacityWarning = capacityOf(settings).warning
+      if (capacityWarning !== undefined) yield* Console.error(`WARNING ${capacityWarning}`)
+      for (const warning of unusedOptionWarnings(settings)) yield* Console.error(`WARNING ${warning}`)
       const summary = yield* runRollout(settings).pipe(Effect.mapError((error) => userError(failureText(error))))
       const dir = resolvePath(settings.outputDir ?? ".")
       yield* Console.log(

@@ -7,7 +7,14 @@
  */
 export { AdvantageError, CreditConfigError, GroupRewardError, NormalizationError, RewardError } from "./credit/errors.ts"
 export { ContextLengthError, ExportError, ForestInvariantError, ForestNotFound } from "./forest/errors.ts"
-export { EngineFailure, type GenerationError, SessionDiscarded, TemplateRejected, UnusableResponse } from "./generation/errors.ts"
+export {
+  EngineFailure,
+  type GenerationError,
+  ImageRejected,
+  SessionDiscarded,
+  TemplateRejected,
+  UnusableResponse
+} from "./generation/errors.ts"
 export { HookSpecError } from "./hooks/HookSpec.ts"
 export { UnknownParserError } from "./parsers/registry.ts"
 export { CanonicalError } from "./protocol/canonical.ts"

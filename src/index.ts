@@ -22,7 +22,7 @@
  * Everything started by the rollout (gateway, agent processes, in-flight generations) lives as long as the layer:
  * when the program ends or is interrupted, every agent is reaped.
  */
-import { Effect, Layer, Result } from "effect"
+import { Effect, Layer } from "effect"
 import type { HttpServerError } from "effect/http"
 import type { CreditOptions } from "./credit/CreditOptions.ts"
 import * as Parsers from "./parsers/registry.ts"
@@ -112,11 +112,11 @@ export const creditOptions = (settings: RolloutConfig.RolloutSettings): CreditOp
   ...(settings.evalRewardKey === undefined ? {} : { evalRewardKey: settings.evalRewardKey }),
   ...(settings.customRmPath === undefined ? {} : { customRmPath: settings.customRmPath }),
   ...(settings.agenticCustomAdvantagePath === undefined ? {} : { customAdvantagePath: settings.agenticCustomAdvantagePath }),
-  ...(settings.maxTokensPerGpu === undefined ? {} : { maxTokensPerGpu: settings.maxTokensPerGpu })
+  ...(settings.maxTokensPerGpu === undefined ? {} : { maxTokensPerGpu: settings.maxTokensPerGpu }),
+  ...(settings.dynamicSamplingFilterPath === undefined
+    ? {}
+    : { dynamicSamplingFilterPath: settings.dynamicSamplingFilterPath })
 })
-
-const parser = <A, E>(name: string | undefined, get: (name: string) => Result.Result<A, E>) =>
-  name === undefined ? Effect.succeed(undefined) : Effect.fromResult(get(name))
 
 /**
  * Every service of a rollout, composed from resolved settings: tokenizer, engine (embedded or SGLang), Sessions,
@@ -138,18 +138,16 @@ export const layerFromSettings = (
     extras.telemetry === undefined ? Telemetry.Telemetry.layer : Telemetry.Telemetry.layerSink(extras.telemetry)
   )
   const engine: Layer.Layer<Engine, EngineError | HookSpecError | HookLoadError, Tokenizer> = settings.engine === "sglang"
-    ? SglangEngine.layer({ workerUrls: settings.sglangUrls, serverConcurrency: settings.sglangServerConcurrency })
+    ? SglangEngine.layerCheckingTokenizer(SglangEngine.optionsOf(settings))
     : Layer.unwrap(Effect.gen(function*() {
       const policy = settings.embeddedPolicy === undefined
         ? undefined
         : yield* EmbeddedEngine.loadPolicy(settings.embeddedPolicy, cwd)
       return EmbeddedEngine.layer({ ...extras.embedded, seed: settings.rolloutSeed, ...(policy === undefined ? {} : { policy }) })
     }))
-  const generation = Layer.unwrap(Effect.gen(function*() {
-    const toolCallParser = yield* parser(settings.agenticToolCallParser, Parsers.ToolCallParsers.get)
-    const reasoningParser = yield* parser(settings.agenticReasoningParser, Parsers.ReasoningParsers.get)
-    return Generation.layer({ toolCallParser, reasoningParser, strictMatch: settings.strictMatch })
-  }))
+  const generation = Layer.unwrap(
+    Effect.map(Effect.fromResult(Generation.optionsOf(settings)), (options) => Generation.layer(options))
+  )
   const supervisor = Layer.effect(
     Supervisor,
     Effect.gen(function*() {

@@ -6,6 +6,7 @@ import { Data, Effect, Layer, Result } from "effect"
 import { readFileSync } from "node:fs"
 import * as Config from "../../layers/Config.ts"
 import { EmbeddedEngine } from "../../layers/EmbeddedEngine.ts"
+import { Engine } from "../../layers/Engine.ts"
 import { Forests } from "../../layers/Forests.ts"
 import { Gateway } from "../../layers/Gateway.ts"
 import { Generation } from "../../layers/Generation.ts"
@@ -14,9 +15,7 @@ import { SglangEngine } from "../../layers/SglangEngine.ts"
 import * as Supervisor from "../../layers/Supervisor.ts"
 import { Tokenizer } from "../../layers/Tokenizer.ts"
 import * as Reward from "../credit/Reward.ts"
-import { ExportError } from "../forest/errors.ts"
 import * as Forest from "../forest/Forest.ts"
-import * as Parsers from "../parsers/registry.ts"
 import * as Capacity from "../schedule/Capacity.ts"
 import * as Dataset from "../schedule/Dataset.ts"
 import * as SessionInput from "../session/SessionInput.ts"
@@ -57,24 +56,14 @@ export const capacityOf = (settings: Config.RolloutSettings): Capacity.CapacityR
   // Eval runs only with --eval-interval (layers/Rollout.ts), so datasets alone add no Eval Sessions.
   Config.capacity(settings.evalInterval === undefined ? { ...settings, evalDatasets: [] } : settings)
 
-const parsersOf = (settings: Config.RolloutSettings) =>
-  Effect.gen(function*() {
-    const toolCallParser = settings.agenticToolCallParser === undefined
-      ? undefined
-      : yield* Effect.fromResult(Parsers.ToolCallParsers.get(settings.agenticToolCallParser))
-    const reasoningParser = settings.agenticReasoningParser === undefined
-      ? undefined
-      : yield* Effect.fromResult(Parsers.ReasoningParsers.get(settings.agenticReasoningParser))
-    return { toolCallParser, reasoningParser, strictMatch: settings.strictMatch }
-  })
 
 /** The tokenizer, engine and gateway stack one check Session talks to. */
 const checkStack = (settings: Config.RolloutSettings) =>
   Effect.gen(function*() {
-    const parsers = yield* startup(parsersOf(settings))
+    const parsers = yield* startup(Effect.fromResult(Generation.optionsOf(settings)))
     const tokenizer = settings.tokenizer === undefined ? Tokenizer.layer : Tokenizer.fromDirectory(settings.tokenizer)
     const engine = settings.engine === "sglang"
-      ? SglangEngine.layer({ workerUrls: settings.sglangUrls, serverConcurrency: settings.sglangServerConcurrency })
+      ? SglangEngine.layerCheckingTokenizer(SglangEngine.optionsOf(settings))
       : settings.embeddedPolicy === undefined
       ? EmbeddedEngine.layer({ seed: settings.rolloutSeed })
       : EmbeddedEngine.layer({ seed: settings.rolloutSeed, policy: yield* startup(EmbeddedEngine.loadPolicy(settings.embeddedPolicy)) })
@@ -197,6 +186,8 @@ export const runCheck = (
       const supervisor = Supervisor.Supervisor.localProcess({ spec, baseUrl: gateway.agentBaseUrl })
       const outcome = yield* Effect.result(supervisor.run({ sessionId, groupId, rolloutMode: "train", input: prepared }))
       yield* sessions.close(sessionId)
+      // As a rollout does when a Session ends (SGLang --agentic-session-lifecycle: /close_session).
+      yield* (yield* Engine).closeSession(sessionId)
       const forest = yield* Effect.orDie(forests.get(sessionId))
       const turns = responseTurns(forest)
 
@@ -228,13 +219,13 @@ export const runCheck = (
         : undefined
       const completed: Requirement = {
         name: "completes a full run",
-        passed: Result.isSuccess(outcome) && turns > 0 && exported !== undefined && !(exported instanceof ExportError),
+        passed: Result.isSuccess(outcome) && turns > 0 && exported !== undefined && Result.isSuccess(exported),
         detail: `${turns} turn(s)${turns > 1 ? " (multi-turn)" : ""}` +
           (exported === undefined
             ? "; the agent did not finish"
-            : exported instanceof ExportError
-            ? `; export failed: ${exported.message}`
-            : `; export selects ${exported.length} training context(s)`)
+            : Result.isFailure(exported)
+            ? `; export failed: ${exported.failure.message}`
+            : `; export selects ${exported.success.length} training context(s)`)
       }
       const wrote: Requirement = Result.isSuccess(outcome)
         ? { name: "writes a final result", ...describeReward(outcome.success.output, settings) }

@@ -1,10 +1,12 @@
 /**
  * From parsed flags and a `--config` file to `RolloutSettings`: flag values become `RolloutOptions` fields (JSON flags
  * parsed, `NAME PATH` pairs grouped), the config file is read under them, and `Config.resolve` decodes the result.
+ * Why these are parsed here and not by effect/cli's schema flags: docs/architecture.md.
  */
 import { Data, Effect, Option, Result, Schema } from "effect"
 import { readFileSync } from "node:fs"
 import * as Config from "../../layers/Config.ts"
+import * as SchemaMessage from "../json/SchemaMessage.ts"
 import { type FlagSpec, type FlagValues, rolloutFlags } from "./flags.ts"
 
 /** A command line that cannot become options; the message names the flag and the fix. */
@@ -114,12 +116,28 @@ export const readConfigFile = (path: string): Result.Result<Record<string, unkno
   })
 }
 
-/** A configuration error as one line that starts with the flag: `--rollout-batch-size: Expected ..., got 0`. */
+/**
+ * A configuration error as one line that starts with the flag: `--rollout-batch-size: Expected ..., got 0`.
+ *
+ * **Details**
+ * A Schema failure whose (last) issue sits at a flag, or at one element of it, leads with that flag; any other
+ * error is its message.
+ */
 export const configMessage = (error: Config.RolloutConfigError): string => {
-  const text = error.message
-  // Schema issues read "configuration: <what>\n  at --flag"; lead with the flag the user has to change.
-  const located = /^configuration: ([\s\S]*?)\n\s*at (--[a-z-]+)(?:\[\d+\])?\s*$/.exec(text)
-  return located === null ? text : `${located[2]}: ${located[1]!.trim()}`
+  const all = error.issue === undefined ? [] : SchemaMessage.entries(error.issue)
+  const last = all[all.length - 1]
+  const flag = last === undefined ? undefined : leadingFlag(last.path)
+  if (last === undefined || flag === undefined) return error.message
+  const what = [...all.slice(0, -1).map((entry) => SchemaMessage.formatEntry(entry, Config.pathKey)), last.message]
+  return `${flag}: ${what.join("\n").trim()}`
+}
+
+/** The flag of a path that is one settings field, or one element of it (`--eval-prompt-data[0]`). */
+const leadingFlag = (path: ReadonlyArray<PropertyKey>): string | undefined => {
+  const [field, element, ...deeper] = path
+  if (field === undefined || deeper.length > 0 || (element !== undefined && typeof element !== "number")) return undefined
+  const flag = Config.pathKey(field)
+  return /^--[a-z-]+$/.test(flag) ? flag : undefined
 }
 
 /** Everything that turns a command line into resolved settings can fail with this. */
@@ -141,3 +159,48 @@ export const settingsFromFlags = (
     return yield* Config.resolve({ ...extra, ...fromFile, ...fromFlags })
   })
 
+
+/** Eval-only options: without `--eval-interval`, `relax-agentic rollout` runs no Eval and never reads them. */
+const evalOnly = [
+  "evalTemperature",
+  "evalTopP",
+  "evalTopK",
+  "evalMaxResponseLen",
+  "evalMaxContextLen",
+  "evalRewardKey",
+  "agenticEvalConcurrency"
+] as const
+
+/**
+ * The warnings `relax-agentic rollout` prints at startup for options it accepts but would not use with these
+ * settings (the programmatic API may still use them: `runEval` runs Eval without `--eval-interval`).
+ */
+export const unusedOptionWarnings = (settings: Config.RolloutSettings): ReadonlyArray<string> => {
+  const warnings: Array<string> = []
+  if (settings.evalInterval === undefined) {
+    const unused = [
+      ...(settings.evalDatasets.length > 0 ? ["--eval-prompt-data"] : []),
+      ...evalOnly.filter((field) => settings[field] !== undefined).map(Config.flagOf),
+      ...(settings.skipEvalBeforeTrain ? ["--skip-eval-before-train"] : [])
+    ]
+    if (unused.length > 0) {
+      warnings.push(
+        `${unused.join(", ")}: no --eval-interval is given, so this rollout runs no Eval; add --eval-interval N (or ` +
+          "remove them)"
+      )
+    }
+  }
+  const derived = settings.globalBatchSize === undefined
+    ? undefined
+    : Math.floor(settings.globalBatchSize / settings.nSamplesPerPrompt)
+  if (derived !== undefined && settings.rolloutBatchSize !== derived) {
+    warnings.push(
+      `--global-batch-size ${settings.globalBatchSize} is only used to derive --rollout-batch-size, which is given ` +
+        `(${settings.rolloutBatchSize}); remove one of the two`
+    )
+  }
+  if (settings.maxTokensPerGpu !== undefined && !settings.useDynamicBatchSize) {
+    warnings.push("--max-tokens-per-gpu is only used with --use-dynamic-batch-size; add it (or remove the budget)")
+  }
+  return warnings
+}

@@ -14,6 +14,8 @@ export const CreditOptions = Schema.Struct({
   groupRm: Schema.Boolean,
   /** `--agentic-custom-advantage-path`: `module#export` of the custom advantage function. */
   customAdvantagePath: Schema.optionalKey(Schema.String),
+  /** `--dynamic-sampling-filter-path`: `module#export` of `(samples, config) => boolean | { keep, reason? }`. */
+  dynamicSamplingFilterPath: Schema.optionalKey(Schema.String),
   /** `--disable-grpo-std-normalization`. */
   disableGrpoStdNormalization: Schema.Boolean,
   /** `--disable-rewards-normalization`. */
@@ -40,4 +42,30 @@ export const defaults: CreditOptions = {
   nSamplesPerPrompt: 1,
   logPassrate: false,
   useDynamicBatchSize: false
+}
+
+/** A combination of credit flags that cannot run: the flag to change and why. */
+export interface OptionsProblem {
+  /** The flag the user has to add or change (`--max-tokens-per-gpu`). */
+  readonly flag: string
+  readonly reason: string
+}
+
+/**
+ * The rules that tie credit flags together, in one place: `Config.settle` reports them against the command line and
+ * `Credit.make` against a trainer's options.
+ */
+export const problem = (options: {
+  readonly useDynamicBatchSize: boolean
+  readonly maxTokensPerGpu?: number | undefined
+  readonly groupRm: boolean
+  readonly customRmPath?: string | undefined
+}): OptionsProblem | undefined => {
+  if (options.useDynamicBatchSize && options.maxTokensPerGpu === undefined) {
+    return { flag: "--max-tokens-per-gpu", reason: "is required with --use-dynamic-batch-size (the token budget of one micro-batch)" }
+  }
+  if (options.groupRm && options.customRmPath === undefined) {
+    return { flag: "--group-rm", reason: "requires --custom-rm-path (the function that scores a whole Group)" }
+  }
+  return undefined
 }

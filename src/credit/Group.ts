@@ -1,6 +1,7 @@
 /**
  * A Group as credit sees it: the Sessions of one prompt, in sampled order, each with the contexts it exported.
  */
+import { Result } from "effect"
 import type { TrainingSample } from "../forest/TrainingSample.ts"
 import type { CreditOptions } from "./CreditOptions.ts"
 import { contextLabel, CreditConfigError } from "./errors.ts"
@@ -52,43 +53,43 @@ export const withRows = (group: Group, replaced: ReadonlyArray<TrainingSample>):
 export const validateExports = (
   group: Group,
   options: Pick<CreditOptions, "customAdvantagePath" | "useDynamicBatchSize">
-): CreditConfigError | undefined => {
+): Result.Result<void, CreditConfigError> => {
   for (const session of group.sessions) {
     const names = session.exports.map((sample) => sample.export_name)
     if (names.length === 0) {
-      return new CreditConfigError({
+      return Result.fail(new CreditConfigError({
         reason: `Session ${session.sessionId} in Group ${group.groupIndex} exported no context; ` +
           `every Session must export at least one context to be trained`
-      })
+      }))
     }
     const seen = new Set<string>()
     for (const name of names) {
       const key = contextKey(name)
       if (seen.has(key)) {
-        return new CreditConfigError({
+        return Result.fail(new CreditConfigError({
           reason: `Session ${session.sessionId} in Group ${group.groupIndex} exported context ${contextLabel(name)} ` +
             `more than once; export names must be unique within a Session`
-        })
+        }))
       }
       seen.add(key)
     }
     if (names.length > 1) {
       const listed = names.map(contextLabel).join(", ")
       if (options.customAdvantagePath === undefined) {
-        return new CreditConfigError({
+        return Result.fail(new CreditConfigError({
           reason: `Session ${session.sessionId} in Group ${group.groupIndex} exported ${names.length} contexts ` +
             `(${listed}); more than one context per Session requires --agentic-custom-advantage-path ` +
             `(one reward cannot say how much credit each context gets). Configure a custom advantage function, ` +
             `or export a single context`
-        })
+        }))
       }
       if (!options.useDynamicBatchSize) {
-        return new CreditConfigError({
+        return Result.fail(new CreditConfigError({
           reason: `Session ${session.sessionId} in Group ${group.groupIndex} exported ${names.length} contexts ` +
             `(${listed}); multi-context export requires --use-dynamic-batch-size with --max-tokens-per-gpu`
-        })
+        }))
       }
     }
   }
-  return undefined
+  return Result.void
 }

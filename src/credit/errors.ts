@@ -54,6 +54,16 @@ export class AdvantageError extends Data.TaggedError("AdvantageError")<{
 }
 
 /** A combination of options and exports that the guide forbids, or an option value out of range. */
+/** The `--dynamic-sampling-filter-path` hook threw or returned something that is not a verdict. */
+export class FilterError extends Data.TaggedError("FilterError")<{
+  readonly groupIndex: number
+  readonly reason: string
+}> {
+  override get message(): string {
+    return `--dynamic-sampling-filter-path for Group ${this.groupIndex}: ${this.reason}`
+  }
+}
+
 export class CreditConfigError extends Data.TaggedError("CreditConfigError")<{
   readonly reason: string
 }> {

@@ -9,6 +9,7 @@
  *   vocabulary, before top-k/top-p truncation: SGLang's default (`log(probs)` of the sampler's softmax of
  *   `logits / T`). At temperature 1 (and greedy) it is the model's own log-probability.
  */
+import { Result } from "effect"
 import type * as Model from "./Model.ts"
 
 export interface SamplingParams {
@@ -110,21 +111,21 @@ export const sample = (scaled: Scaled, params: SamplingParams, u: number): numbe
 }
 
 /**
- * SGLang's `SamplingParams.verify` checks, with its messages; `undefined` when valid.
+ * SGLang's `SamplingParams.verify` checks: fails with SGLang's message for the first invalid parameter.
  */
 export const verify = (params: {
   readonly maxNewTokens: number
   readonly temperature: number
   readonly topP: number
   readonly topK: number
-}): string | undefined => {
-  if (!(params.temperature >= 0)) return `temperature must be non-negative, got ${params.temperature}.`
-  if (!(params.topP > 0 && params.topP <= 1)) return `top_p must be in (0, 1], got ${params.topP}.`
+}): Result.Result<void, string> => {
+  if (!(params.temperature >= 0)) return Result.fail(`temperature must be non-negative, got ${params.temperature}.`)
+  if (!(params.topP > 0 && params.topP <= 1)) return Result.fail(`top_p must be in (0, 1], got ${params.topP}.`)
   if (!(params.topK === -1 || params.topK === 0 || params.topK >= 1) || !Number.isInteger(params.topK)) {
-    return `top_k must be -1 (disable), or at least 1, got ${params.topK}.`
+    return Result.fail(`top_k must be -1 (disable), or at least 1, got ${params.topK}.`)
   }
   if (!(params.maxNewTokens >= 0) || !Number.isInteger(params.maxNewTokens)) {
-    return `max_new_tokens must be at least 0, got ${params.maxNewTokens}.`
+    return Result.fail(`max_new_tokens must be at least 0, got ${params.maxNewTokens}.`)
   }
-  return undefined
+  return Result.void
 }

@@ -1,12 +1,13 @@
 /**
- * SGLang's native HTTP wire shapes (`/generate`, `/abort_request`, `/update_weight_version`, router `/workers`),
+ * SGLang's native HTTP wire shapes (`/generate`, `/abort_request`, `/close_session`, `/update_weight_version`, `/tokenize`,
+ * `/get_model_info`, router `/workers`),
  * as Schemas shared by the client (layers/SglangEngine.ts) and the test server.
  *
  * **Details**
  * Request shapes list exactly what relax-agentic sends; response shapes read only the fields it uses and ignore the
  * rest, so newer SGLang builds that add fields still decode.
  */
-import { Schema } from "effect"
+import { Result, Schema } from "effect"
 import type { FinishReason } from "./Stop.ts"
 
 /** `sampling_params`: every field is sent explicitly because SGLang's server-side defaults differ between versions. */
@@ -31,7 +32,9 @@ export const GenerateRequest = Schema.Struct({
   sampling_params: SamplingParams,
   rid: Schema.String,
   return_logprob: Schema.Boolean,
-  image_data: Schema.optionalKey(Schema.Array(Schema.String))
+  image_data: Schema.optionalKey(Schema.Array(Schema.String)),
+  /** With `--agentic-session-lifecycle`: the Session, whose radix-cache entries `/close_session` releases. */
+  session_id: Schema.optionalKey(Schema.String)
 })
 export type GenerateRequest = typeof GenerateRequest.Type
 
@@ -70,6 +73,12 @@ export const AbortRequest = Schema.Struct({
 })
 export type AbortRequest = typeof AbortRequest.Type
 
+/** `POST /close_session` body (200 with an empty body; an unknown session is a no-op on the server). */
+export const CloseSessionRequest = Schema.Struct({
+  session_id: Schema.String
+})
+export type CloseSessionRequest = typeof CloseSessionRequest.Type
+
 export const UpdateWeightVersionRequest = Schema.Struct({
   new_version: Schema.String,
   abort_all_requests: Schema.Boolean
@@ -83,6 +92,21 @@ export const UpdateWeightVersionResponse = Schema.Struct({
 })
 
 export const WeightVersionResponse = Schema.Struct({ weight_version: Schema.String })
+
+/** `POST /tokenize` body (SGLang's OpenAI-style tokenize helper). */
+export const TokenizeRequest = Schema.Struct({
+  prompt: Schema.String,
+  add_special_tokens: Schema.Boolean
+})
+export type TokenizeRequest = typeof TokenizeRequest.Type
+
+export const TokenizeResponse = Schema.Struct({ tokens: Schema.Array(Schema.Int) })
+
+/** `GET /get_model_info`: the fields read (the model the server was launched with). */
+export const ModelInfoResponse = Schema.Struct({
+  model_path: Schema.optionalKey(Schema.NullOr(Schema.String)),
+  tokenizer_path: Schema.optionalKey(Schema.NullOr(Schema.String))
+})
 
 /** Router (SGLang Model Gateway) `GET /workers`. */
 export const WorkersResponse = Schema.Struct({
@@ -144,10 +168,16 @@ export const requestTooLongMessage = (inputTokens: number, maxNewTokens: number,
 
 /**
  * SGLang's context check (`_validate_one_request`): the input alone must be shorter than the window, and
- * input + max_new_tokens must be too (both `>=` comparisons). Returns the error message, or `undefined`.
+ * input + max_new_tokens must be too (both `>=` comparisons). Fails with SGLang's message.
  */
-export const checkContextLength = (inputTokens: number, maxNewTokens: number, contextLength: number): string | undefined => {
-  if (inputTokens >= contextLength) return inputTooLongMessage(inputTokens, contextLength)
-  if (inputTokens + maxNewTokens >= contextLength) return requestTooLongMessage(inputTokens, maxNewTokens, contextLength)
-  return undefined
+export const checkContextLength = (
+  inputTokens: number,
+  maxNewTokens: number,
+  contextLength: number
+): Result.Result<void, string> => {
+  if (inputTokens >= contextLength) return Result.fail(inputTooLongMessage(inputTokens, contextLength))
+  if (inputTokens + maxNewTokens >= contextLength) {
+    return Result.fail(requestTooLongMessage(inputTokens, maxNewTokens, contextLength))
+  }
+  return Result.void
 }

@@ -16,6 +16,7 @@
  */
 import { Result } from "effect"
 import * as Canonical from "../protocol/canonical.ts"
+import type * as ImageGrid from "../template/ImageGrid.ts"
 import type { Reward } from "./TrainingSample.ts"
 import { ContextLengthError, ExportError, ForestInvariantError } from "./errors.ts"
 import * as Hash from "./hash.ts"
@@ -31,11 +32,16 @@ interface NodeBase {
   readonly abortCount: number
   /** The canonical messages this node added. */
   readonly messages: ReadonlyArray<Canonical.Message>
-  /** Token ids this node added (training and inference view are the same: no processor expansion). */
+  /** Token ids this node added, as the engine sees them (the inference view). */
   readonly tokens: Int32Array
+  /**
+   * Token ids this node added for training: `tokens` itself, except in an observation with images under a vision
+   * processor, where each image placeholder is expanded as the processor does (src/template/ImageGrid.ts).
+   */
+  readonly trainTokens: Int32Array
   /** Hash of the subtree root (lineage[1]); null for the root. */
   readonly subtree: string | null
-  /** Tokens from the root through this node. */
+  /** Training tokens from the root through this node (what context limits count). */
   readonly tokenCount: number
   /** Messages from the root through this node. */
   readonly messageCount: number
@@ -78,6 +84,8 @@ export interface ObservationNode extends NodeBase {
   readonly kind: "obs"
   /** Image URLs of `image_url` parts in this node's messages. */
   readonly media: ReadonlyArray<string>
+  /** `image_grid_thw` of each image of `media` when its placeholder was expanded for training; empty otherwise. */
+  readonly imageGrids: ReadonlyArray<ImageGrid.Grid>
   /** Set on the root (base kwargs only) and on subtree roots. */
   readonly tools: ReadonlyArray<Canonical.Tool> | null
   readonly chatTemplateKwargs: Canonical.TemplateKwargs | null
@@ -151,12 +159,14 @@ export class Forest {
       abortCount: 0,
       messages: [],
       tokens: new Int32Array(0),
+      trainTokens: new Int32Array(0),
       subtree: null,
       tokenCount: 0,
       messageCount: 0,
       running,
       vertex,
       media: [],
+      imageGrids: [],
       tools: null,
       chatTemplateKwargs: init.baseKwargs
     }
@@ -372,7 +382,7 @@ export const trainTokenCount = (forest: Forest, hash: string): number => node(fo
 /** The token ids the engine continues from at `hash`: every delta along the lineage, in order. */
 export const inferencePrefix = (forest: Forest, hash: string): ReadonlyArray<number> => {
   const nodes = lineage(forest, hash)
-  const out = new Array<number>(nodes[nodes.length - 1]?.tokenCount ?? 0)
+  const out = new Array<number>(nodes.reduce((total, n) => total + n.tokens.length, 0))
   let offset = 0
   for (const n of nodes) {
     for (let i = 0; i < n.tokens.length; i++) out[offset + i] = n.tokens[i] ?? 0
@@ -514,7 +524,8 @@ const register = (forest: Forest, n: Node): string => {
   return n.hash
 }
 
-const mediaOf = (messages: ReadonlyArray<Canonical.Message>): ReadonlyArray<string> => {
+/** The `image_url` URLs of `messages`' content parts, in order (what an observation node stores as its media). */
+export const mediaOf = (messages: ReadonlyArray<Canonical.Message>): ReadonlyArray<string> => {
   const urls: Array<string> = []
   for (const message of messages) {
     if (typeof message.content === "string") continue
@@ -535,11 +546,20 @@ const existing = (forest: Forest, hash: string, kind: Node["kind"]): string | un
   return hash
 }
 
+/** An observation's training view when its images were expanded by the vision processor. */
+export interface ExpandedObservation {
+  readonly tokens: ReadonlyArray<number>
+  /** `image_grid_thw` of each image, in message order. */
+  readonly imageGrids: ReadonlyArray<ImageGrid.Grid>
+}
+
 /** An observation to commit: the messages after `parent` and their template-delta tokens. */
 export interface ObservationCommit {
   readonly parent: string
   readonly messages: ReadonlyArray<Canonical.Message>
   readonly tokens: ReadonlyArray<number>
+  /** The processor-expanded training view of `tokens` and each image's grid; absent: training uses `tokens`. */
+  readonly train?: ExpandedObservation | undefined
   readonly tools: ReadonlyArray<Canonical.Tool>
   readonly chatTemplateKwargs: Canonical.TemplateKwargs
   readonly rolloutId: number
@@ -559,6 +579,9 @@ export interface ResponseCommit {
   readonly wallElapsedS: number
   readonly generationElapsedS: number
 }
+
+/** How many training tokens an observation adds (its expanded length when its images were expanded). */
+export const observationTrainLength = (o: ObservationCommit): number => (o.train?.tokens ?? o.tokens).length
 
 /**
  * Commit an observation (the messages after `parent` and their template-delta tokens); returns its state hash.
@@ -589,6 +612,8 @@ export const commitObservation = (forest: Forest, o: ObservationCommit): string 
   if (found !== undefined) return found
   const messages = deepCopy(o.messages)
   const start = atRoot ? contextVertex(forest, o.tools, o.chatTemplateKwargs) : parent.vertex
+  const tokens = Int32Array.from(o.tokens)
+  const trainTokens = o.train === undefined ? tokens : Int32Array.from(o.train.tokens)
   const n: ObservationNode = {
     kind: "obs",
     hash,
@@ -596,13 +621,15 @@ export const commitObservation = (forest: Forest, o: ObservationCommit): string 
     rolloutId: o.rolloutId,
     abortCount: atRoot ? 0 : parent.abortCount,
     messages,
-    tokens: Int32Array.from(o.tokens),
+    tokens,
+    trainTokens,
     subtree: parent.subtree ?? hash,
-    tokenCount: parent.tokenCount + o.tokens.length,
+    tokenCount: parent.tokenCount + trainTokens.length,
     messageCount: running.count,
     running,
     vertex: extendVertex(start, messages),
     media: mediaOf(messages),
+    imageGrids: o.train?.imageGrids ?? [],
     tools: atRoot ? deepCopy(o.tools) : null,
     chatTemplateKwargs: atRoot ? deepCopy(o.chatTemplateKwargs) : null
   }
@@ -628,6 +655,8 @@ export const commitResponse = (forest: Forest, r: ResponseCommit): string => {
     return found
   }
   const message = deepCopy(r.message)
+  // Generated ids are trained as they are.
+  const tokens = Int32Array.from(r.tokens)
   const n: ResponseNode = {
     kind: "resp",
     hash,
@@ -635,7 +664,8 @@ export const commitResponse = (forest: Forest, r: ResponseCommit): string => {
     rolloutId: r.rolloutId,
     abortCount: r.abortCount,
     messages: [message],
-    tokens: Int32Array.from(r.tokens),
+    tokens,
+    trainTokens: tokens,
     subtree: parent.subtree,
     tokenCount: parent.tokenCount + r.tokens.length,
     messageCount: running.count,
@@ -707,18 +737,20 @@ export const mergeMetadata = (target: JsonObject, overlay: JsonObject): JsonObje
 export const exportImplicit = (
   forest: Forest,
   output: { readonly metadata?: JsonObject; readonly reward?: Reward }
-): ReadonlyArray<ExportedContext> | ExportError => {
+): Result.Result<ReadonlyArray<ExportedContext>, ExportError> => {
   const exportable = [...forest.leafSet].filter((leaf) => hasResponse(forest, leaf))
   const [leaf] = exportable
   if (exportable.length !== 1 || leaf === undefined) {
-    return new ExportError({
-      reason: "leaf-count",
-      message: `implicit export requires one committed leaf, found ${exportable.length}`,
-      sessionId: forest.sessionId,
-      record: null
-    })
+    return Result.fail(
+      new ExportError({
+        reason: "leaf-count",
+        message: `implicit export requires one committed leaf, found ${exportable.length}`,
+        sessionId: forest.sessionId,
+        record: null
+      })
+    )
   }
-  return [{ name: null, hash: leaf, metadata: deepCopy(output.metadata ?? {}), reward: output.reward ?? null }]
+  return Result.succeed([{ name: null, hash: leaf, metadata: deepCopy(output.metadata ?? {}), reward: output.reward ?? null }])
 }
 
 /**
@@ -743,7 +775,7 @@ export const exportExplicit = (
   }>,
   outputMetadata?: JsonObject,
   options?: { readonly strict?: boolean }
-): ReadonlyArray<ExportedContext> | ExportError => {
+): Result.Result<ReadonlyArray<ExportedContext>, ExportError> => {
   const out: Array<ExportedContext> = []
   for (const [i, record] of records.entries()) {
     const recordKwargs = Canonical.normalizeTemplateKwargs(record.chat_template_kwargs)
@@ -755,12 +787,12 @@ export const exportExplicit = (
         : record.chat_template_kwargs
     })
     if (Result.isFailure(state)) {
-      return new ExportError({
+      return Result.fail(new ExportError({
         reason: "invalid-record",
         message: `export record ${i} (${record.name}): ${state.failure.message}`,
         sessionId: forest.sessionId,
         record: record.name
-      })
+      }))
     }
     let hash = Hash.ofState(state.success)
     if (!forest.nodeMap.has(hash) && options?.strict !== true && state.success.messages.length > 0) {
@@ -768,20 +800,20 @@ export const exportExplicit = (
       if (tolerant.tolerated && tolerant.suffix.length === 0) hash = tolerant.parent
     }
     if (!forest.nodeMap.has(hash)) {
-      return new ExportError({
+      return Result.fail(new ExportError({
         reason: "no-matching-state",
         message: "explicit export does not match a committed Forest state",
         sessionId: forest.sessionId,
         record: record.name
-      })
+      }))
     }
     if (!hasResponse(forest, hash)) {
-      return new ExportError({
+      return Result.fail(new ExportError({
         reason: "no-response",
         message: "export leaf has no committed response",
         sessionId: forest.sessionId,
         record: record.name
-      })
+      }))
     }
     out.push({
       name: record.name,
@@ -790,5 +822,5 @@ export const exportExplicit = (
       reward: record.reward ?? null
     })
   }
-  return out
+  return Result.succeed(out)
 }

@@ -2,8 +2,9 @@
  * A SessionForest lineage as a training sample (docs/sessionforest.md "Export and the training sample").
  *
  * **Details**
- * `tokens` is the join of every delta from the root to the exported state, so training tokens equal inference
- * tokens by construction. Observations before the first response are the prompt; from the first response on,
+ * `tokens` is the join of every training delta from the root to the exported state: the inference tokens, except
+ * that an observation whose images were expanded by the vision processor contributes its expanded ids (the images and
+ * their `image_grid_thw` are then carried in `multimodal_inputs` / `multimodal_train_inputs`). Observations before the first response are the prompt; from the first response on,
  * every token is continuation: generated ids get loss mask 1 and their engine logprob, observation ids get loss
  * mask 0 and logprob 0.0.
  */
@@ -87,24 +88,31 @@ export const build = (
   const weightVersions: Array<string> = []
   let promptLength = -1
   let offset = 0
+  const images: Array<string> = []
+  const grids: Array<readonly [number, number, number]> = []
   for (const n of lineage) {
-    for (let i = 0; i < n.tokens.length; i++) tokens[offset + i] = n.tokens[i] ?? 0
+    const train = n.trainTokens
+    for (let i = 0; i < train.length; i++) tokens[offset + i] = train[i] ?? 0
     if (n.kind === "resp") {
       if (promptLength < 0) promptLength = offset
       const start = lossMask.length
-      for (let i = 0; i < n.tokens.length; i++) {
+      for (let i = 0; i < train.length; i++) {
         lossMask.push(1)
         logprobs.push(n.logprobs[i] ?? 0)
       }
       spans.push([start, lossMask.length])
       weightVersions.push(...n.weightVersions)
-    } else if (promptLength >= 0) {
-      for (let i = 0; i < n.tokens.length; i++) {
-        lossMask.push(0)
-        logprobs.push(0)
+    } else {
+      images.push(...n.media)
+      grids.push(...n.imageGrids)
+      if (promptLength >= 0) {
+        for (let i = 0; i < train.length; i++) {
+          lossMask.push(0)
+          logprobs.push(0)
+        }
       }
     }
-    offset += n.tokens.length
+    offset += train.length
   }
   if (leaf === undefined || promptLength < 0) {
     throw new ForestInvariantError({
@@ -154,7 +162,9 @@ export const build = (
     status,
     weight_versions: weightVersions,
     metadata: finalMetadata,
-    label: forest.label
+    label: forest.label,
+    ...(images.length === 0 ? {} : { multimodal_inputs: { images } }),
+    ...(grids.length === 0 ? {} : { multimodal_train_inputs: { image_grid_thw: grids } })
   }
 }
 

@@ -43,6 +43,15 @@ export const TrainingSample = Schema.Struct({
   /** The engine weight version of every generation attempt, in order. */
   weight_versions: Schema.Array(Schema.String),
   metadata: Schema.Record(Schema.String, Schema.Json),
-  label: Schema.NullOr(Schema.Json)
+  label: Schema.NullOr(Schema.Json),
+  /** The images of the lineage's observations, in prompt order; only on samples with images. */
+  multimodal_inputs: Schema.optionalKey(Schema.Struct({ images: Schema.Array(Schema.String) })),
+  /**
+   * What the vision processor gives training besides the expanded `tokens`: `image_grid_thw` of every image, in the
+   * order of `multimodal_inputs.images`; only on samples whose images were expanded (a vision `--tokenizer`).
+   */
+  multimodal_train_inputs: Schema.optionalKey(Schema.Struct({
+    image_grid_thw: Schema.Array(Schema.Tuple([Schema.Int, Schema.Int, Schema.Int]))
+  }))
 })
 export type TrainingSample = typeof TrainingSample.Type

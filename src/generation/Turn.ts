@@ -6,7 +6,7 @@
  * **Details**
  * An engine abort (SGLang `finish_reason: abort`, e.g. a paused or preempted request) returns a partial output: it is
  * kept {@link Pending}, not committed, and the request resumes from prefix ++ pending ids with the rest of the budget
- * (relax-behaviour §6.4). The committed response holds every attempt's ids, logprobs and weight versions.
+ * (docs/runtime.md, "Model requests"). The committed response holds every attempt's ids, logprobs and weight versions.
  */
 import { Result } from "effect"
 import { createHash } from "node:crypto"

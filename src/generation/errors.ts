@@ -3,7 +3,8 @@
  *
  * **Details**
  * The gateway maps each variant to its HTTP answer (layers/Gateway.ts `gatewayError`): a context-length failure is
- * 400 `context_length_exceeded`, a template the conversation cannot render is 400 `invalid_request_error`, a Session
+ * 400 `context_length_exceeded`, a template the conversation cannot render and images that cannot get their training
+ * tokens are 400 `invalid_request_error`, a Session
  * closed while its request waited is 404 `session_discarded`, and everything else is 500 `internal_error` (logged with
  * the variant's message). Nothing is committed for a context-length or template failure.
  */
@@ -24,6 +25,16 @@ export class TemplateRejected extends Data.TaggedError("TemplateRejected")<{ rea
   }
 }
 
+/**
+ * The request's images cannot get their processor-expanded training tokens: an image that cannot be read, a size the
+ * processor refuses, or placeholders without a vision processor (nothing was committed).
+ */
+export class ImageRejected extends Data.TaggedError("ImageRejected")<{ readonly reason: string }> {
+  override get message(): string {
+    return `images cannot be prepared for training: ${this.reason}`
+  }
+}
+
 /** The engine failed, or aborted the request too often without producing a token. */
 export class EngineFailure extends Data.TaggedError("EngineFailure")<{ readonly message: string }> {}
 
@@ -37,6 +48,7 @@ export class UnusableResponse extends Data.TaggedError("UnusableResponse")<{ rea
 export type GenerationError =
   | ContextLengthError
   | TemplateRejected
+  | ImageRejected
   | SessionDiscarded
   | EngineFailure
   | UnusableResponse

@@ -15,11 +15,23 @@ export const bracketKey = (key: PropertyKey): string => `[${typeof key === "stri
 
 const flatten = SchemaIssue.makeFormatterStandardSchemaV1()
 
+/** One failure of the flattened issue tree: its message and where it is. */
+export interface Entry {
+  readonly message: string
+  readonly path: ReadonlyArray<PropertyKey>
+}
+
+/** The failures of a Schema issue, in the order the default formatter writes them. */
+export const entries = (issue: SchemaIssue.Issue): ReadonlyArray<Entry> =>
+  flatten(issue).issues.map(({ message, path }) => ({
+    message,
+    path: (path ?? []).map((segment) => typeof segment === "object" ? segment.key : segment)
+  }))
+
+/** One failure's text: `<message>`, or `<message>\n  at <path>` with each segment written by `key`. */
+export const formatEntry = (entry: Entry, key: (segment: PropertyKey) => string = bracketKey): string =>
+  entry.path.length === 0 ? entry.message : `${entry.message}\n  at ${entry.path.map(key).join("")}`
+
 /** The text of a Schema issue, each path segment written by `key`. */
 export const format = (issue: SchemaIssue.Issue, key: (segment: PropertyKey) => string = bracketKey): string =>
-  flatten(issue).issues
-    .map(({ message, path }) => {
-      const segments = (path ?? []).map((segment) => key(typeof segment === "object" ? segment.key : segment))
-      return segments.length === 0 ? message : `${message}\n  at ${segments.join("")}`
-    })
-    .join("\n")
+  entries(issue).map((entry) => formatEntry(entry, key)).join("\n")

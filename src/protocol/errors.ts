@@ -98,6 +98,10 @@ export class GatewayError extends Data.TaggedError("GatewayError")<{
    * 400: the tokenizer's chat template cannot render this conversation (for example image parts under a text-only
    * template, or a history the template rejects). Nothing was committed.
    */
+  static imageRejected(reason: string): GatewayError {
+    return badRequest("messages", `The images of these messages cannot be prepared for training: ${reason}.`)
+  }
+
   static templateRejected(reason: string): GatewayError {
     return badRequest(
       "messages",

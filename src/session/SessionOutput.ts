@@ -188,13 +188,11 @@ const parseRecords = (
     return { output: { kind: "explicit", records }, warnings }
   })
 
-const tryJson = (text: string): { readonly ok: true; readonly value: unknown } | { readonly ok: false; readonly error: string } => {
-  try {
-    return { ok: true, value: JSON.parse(text) }
-  } catch (error) {
-    return { ok: false, error: error instanceof Error ? error.message : String(error) }
-  }
-}
+const tryJson = (text: string): Result.Result<unknown, string> =>
+  Result.try({
+    try: (): unknown => JSON.parse(text),
+    catch: (error) => error instanceof Error ? error.message : String(error)
+  })
 
 /**
  * Parse the text of `RELAX_OUTPUT_JSON` (pass `undefined` when the file does not exist).
@@ -206,8 +204,8 @@ const tryJson = (text: string): { readonly ok: true; readonly value: unknown } |
 export const parse = (text: string | undefined): Result.Result<ParsedOutput, SessionOutputError> => {
   if (text === undefined || text.trim().length === 0) return Result.succeed(noOutput)
   const whole = tryJson(text)
-  if (whole.ok) {
-    const value = whole.value
+  if (Result.isSuccess(whole)) {
+    const value = whole.success
     if (Array.isArray(value)) {
       return fail(1, undefined, "Session output explicit records must be written as JSONL, not a JSON array")
     }
@@ -221,8 +219,8 @@ export const parse = (text: string | undefined): Result.Result<ParsedOutput, Ses
   for (const [index, raw] of lines.entries()) {
     if (raw.trim().length === 0) continue
     const parsed = tryJson(raw)
-    if (!parsed.ok) return fail(index + 1, undefined, `not valid JSON (${parsed.error})`)
-    entries.push({ line: index + 1, value: parsed.value })
+    if (Result.isFailure(parsed)) return fail(index + 1, undefined, `not valid JSON (${parsed.failure})`)
+    entries.push({ line: index + 1, value: parsed.success })
   }
   return parseRecords(entries)
 }

@@ -136,8 +136,9 @@ describe("flags to settings", () => {
 
   it.effect("reads multi-value flags written the argparse way and the repeated way alike", () =>
     Effect.gen(function*() {
+      const sglang = [...base, "--engine", "sglang", "--tokenizer", "/models/qwen"]
       const nargs = yield* settingsOf([
-        ...base,
+        ...sglang,
         "--agent-env",
         "FOO=bar",
         "BAZ=qux=1",
@@ -157,7 +158,7 @@ describe("flags to settings", () => {
         "STOP"
       ])
       const repeated = yield* settingsOf([
-        ...base,
+        ...sglang,
         "--agent-env",
         "FOO=bar",
         "--agent-env",
@@ -299,6 +300,21 @@ describe("flag errors name the flag and the fix", () => {
       assert.match(yield* failureOf([...base, "--rollout-top-p", "1.5"]), /^--rollout-top-p: /)
     }))
 
+  it.effect("an element of a list flag leads with the flag; a deeper path keeps the whole message", () =>
+    Effect.gen(function*() {
+      const messageOf = (input: unknown) => Config.resolve(input).pipe(Effect.flip, Effect.map(Cli.configMessage))
+      const options = { promptData: "d.jsonl", rolloutBatchSize: 2 }
+      assert.strictEqual(
+        yield* messageOf({ ...options, rolloutStopTokenIds: [1, "x"] }),
+        "--rollout-stop-token-ids: Expected number"
+      )
+      assert.strictEqual(
+        yield* messageOf({ ...options, evalPromptData: [{ name: "a", path: 3 }] }),
+        "configuration: Expected string\n  at --eval-prompt-data[0]--path"
+      )
+      assert.strictEqual(yield* messageOf("not an object"), "configuration: Expected object")
+    }))
+
   it.effect("a negative --agentic-max-consecutive-drops", () =>
     Effect.gen(function*() {
       assert.match(
@@ -314,7 +330,8 @@ describe("flag errors name the flag and the fix", () => {
 
   it.effect("--engine sglang without --sglang-url, in Relax's spelling", () =>
     Effect.gen(function*() {
-      assert.match(yield* failureOf([...base, "--engine", "sglang"]), /^--sglang-url: /)
+      assert.match(yield* failureOf([...base, "--engine", "sglang", "--tokenizer", "/models/qwen"]), /^--sglang-url: /)
+      assert.match(yield* failureOf([...base, "--engine", "sglang", "--sglang-url", "http://w:1"]), /^--tokenizer: is required/)
     }))
 
   it.effect("invalid JSON in --multimodal-keys", () =>
@@ -351,4 +368,36 @@ describe("flag errors name the flag and the fix", () => {
     const options = Cli.optionsFromFlags({ "num-rollout": Option.some(3), "agent-env": Option.none() })
     assert.deepStrictEqual(Result.getOrThrow(options), { numRollout: 3 })
   })
+})
+
+describe("options the rollout would not use", () => {
+  it.effect("are named in startup warnings, with what to add", () =>
+    Effect.gen(function*() {
+      const warnings = Cli.unusedOptionWarnings(yield* settingsOf([
+        ...base,
+        "--eval-prompt-data",
+        "arith",
+        "eval.jsonl",
+        "--eval-temperature",
+        "0",
+        "--skip-eval-before-train",
+        "--global-batch-size",
+        "64",
+        "--max-tokens-per-gpu",
+        "4096"
+      ]))
+      assert.deepStrictEqual(warnings, [
+        "--eval-prompt-data, --eval-temperature, --skip-eval-before-train: no --eval-interval is given, so this " +
+        "rollout runs no Eval; add --eval-interval N (or remove them)",
+        "--global-batch-size 64 is only used to derive --rollout-batch-size, which is given (2); remove one of the two",
+        "--max-tokens-per-gpu is only used with --use-dynamic-batch-size; add it (or remove the budget)"
+      ])
+    }))
+
+  it.effect("are none for a consistent command line", () =>
+    Effect.gen(function*() {
+      assert.deepStrictEqual(Cli.unusedOptionWarnings(yield* settingsOf([...base, "--global-batch-size", "2"])), [])
+      const withEval = yield* settingsOf([...base, "--eval-prompt-data", "a", "a.jsonl", "--eval-interval", "1", "--eval-top-p", "0.9"])
+      assert.deepStrictEqual(Cli.unusedOptionWarnings(withEval), [])
+    }))
 })

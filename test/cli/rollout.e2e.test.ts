@@ -77,9 +77,13 @@ describe("relax-agentic rollout (end to end)", () => {
         "--output-dir",
         out,
         "--save-debug-rollout-data",
-        Path.join(out, "debug_{rollout_id}.jsonl")
+        Path.join(out, "debug_{rollout_id}.jsonl"),
+        // Below the 4 required slots: the rollout warns (as `check` does) and still runs.
+        "--agent-max-slots",
+        "1"
       ])
       assert.strictEqual(ran.code, 0, `${ran.stdout}\n${ran.stderr}`)
+      assert.match(ran.stderr, /WARNING --agent-max-slots 1 is below the required 4 external agent slots/)
       assert.match(ran.stdout, /AGENTIC ROLLOUT event=accounting_start rollout=0 /)
       assert.match(ran.stdout, /AGENTIC ROLLOUT event=accounting_end rollout=0 groups=2 rows=4 /)
       assert.include(ran.stdout, out)

@@ -299,6 +299,49 @@ describe("standard reward and GRPO", () => {
     }))
 })
 
+describe("dynamic sampling filter (--dynamic-sampling-filter-path)", () => {
+  it.effect("filters a training Group the hook rejects and counts the reason in the step's metrics", () =>
+    Effect.gen(function*() {
+      const credit = yield* service({ nSamplesPerPrompt: 2, dynamicSamplingFilterPath: "filter.mjs#rewardsDiffer" })
+      assert.strictEqual(yield* credit.scoreGroup(singleContextGroup([1, 1]), "train"), "filtered")
+      assert.strictEqual(yield* credit.scoreGroup(singleContextGroup([0, 0]), "train"), "filtered")
+      const kept = rowsOf(yield* credit.scoreGroup(singleContextGroup([1, 0]), "train"))
+      assert.deepStrictEqual(kept.map((row) => row.reward), [1, 0])
+      const step = yield* credit.finishStep(kept, "train")
+      assert.strictEqual(step.metrics["rollout/dynamic_filter/drop_zero_std"], 2)
+      // The count is per step.
+      const next = yield* credit.finishStep(kept, "train")
+      assert.notProperty(next.metrics, "rollout/dynamic_filter/drop_zero_std")
+    }))
+
+  it.effect("takes a boolean verdict, and never filters Eval", () =>
+    Effect.gen(function*() {
+      const credit = yield* service({ nSamplesPerPrompt: 1, dynamicSamplingFilterPath: "filter.mjs#severalRows" })
+      assert.strictEqual(yield* credit.scoreGroup(singleContextGroup([1]), "train"), "filtered")
+      assert.strictEqual(rowsOf(yield* credit.scoreGroup(singleContextGroup([1]), "eval")).length, 1)
+      const step = yield* credit.finishStep([], "train")
+      assert.isFalse(Object.keys(step.metrics).some((key) => key.startsWith("rollout/dynamic_filter/")))
+    }))
+
+  it.effect("fails the Group on a return value that is not a verdict, naming the flag", () =>
+    Effect.gen(function*() {
+      const credit = yield* service({ nSamplesPerPrompt: 2, dynamicSamplingFilterPath: "filter.mjs#notAVerdict" })
+      const error = yield* credit.scoreGroup(singleContextGroup([1, 0]), "train").pipe(Effect.flip)
+      assert.strictEqual(error._tag, "FilterError")
+      assert.include(
+        error.message,
+        `--dynamic-sampling-filter-path for Group 0: the filter must return true, false or { keep: boolean, reason?: string }, got "keep"`
+      )
+    }))
+
+  it.effect("refuses a Python dotted path at startup with the path.ts#export form", () =>
+    Effect.gen(function*() {
+      const error = yield* service({ dynamicSamplingFilterPath: "my_pkg.filters.check" }).pipe(Effect.flip)
+      assert.strictEqual(error._tag, "HookSpecError")
+      assert.include(error.message, "e.g. my_pkg/filters.ts#check")
+    }))
+})
+
 describe("startup", () => {
   it.effect("fails when a hook module has no such export", () =>
     Effect.gen(function*() {
@@ -313,7 +356,7 @@ describe("startup", () => {
     Effect.gen(function*() {
       const error = yield* service({ useDynamicBatchSize: true }).pipe(Effect.flip)
       assert.strictEqual(error._tag, "CreditConfigError")
-      assert.include(error.message, "--use-dynamic-batch-size requires --max-tokens-per-gpu")
+      assert.include(error.message, "--max-tokens-per-gpu is required with --use-dynamic-batch-size")
     }))
 
   it.effect("requires --custom-rm-path with --group-rm, and a positive --n-samples-per-prompt", () =>

@@ -1,38 +1,41 @@
 import { assert, describe, it } from "@effect/vitest"
+import { Option, Result } from "effect"
 import * as Group from "../../src/credit/Group.ts"
 import { guideGroup, sample, session } from "./samples.ts"
+
+const failureOf = <E>(result: Result.Result<void, E>): E | undefined => Option.getOrUndefined(Result.getFailure(result))
 
 const multi = { customAdvantagePath: "hooks/advantage.ts", useDynamicBatchSize: true }
 
 describe("export rules", () => {
   it("accepts one context per Session without any hook", () => {
     const group = { groupIndex: 0, sessions: [session("a", [sample()]), session("b", [sample()])] }
-    assert.isUndefined(Group.validateExports(group, { useDynamicBatchSize: false }))
+    assert.isTrue(Result.isSuccess(Group.validateExports(group, { useDynamicBatchSize: false })))
   })
 
   it("accepts several contexts per Session with a custom advantage hook and dynamic batching", () => {
-    assert.isUndefined(Group.validateExports(guideGroup(), multi))
+    assert.isTrue(Result.isSuccess(Group.validateExports(guideGroup(), multi)))
   })
 
   it("requires --agentic-custom-advantage-path for more than one context per Session", () => {
-    const error = Group.validateExports(guideGroup(), { useDynamicBatchSize: true })
+    const error = failureOf(Group.validateExports(guideGroup(), { useDynamicBatchSize: true }))
     assert.strictEqual(error?._tag, "CreditConfigError")
     assert.include(error?.message, `Session first in Group 3 exported 2 contexts ("main", "searcher_0")`)
     assert.include(error?.message, "requires --agentic-custom-advantage-path")
   })
 
   it("requires dynamic batching for more than one context per Session", () => {
-    const error = Group.validateExports(guideGroup(), { customAdvantagePath: "a.ts", useDynamicBatchSize: false })
+    const error = failureOf(Group.validateExports(guideGroup(), { customAdvantagePath: "a.ts", useDynamicBatchSize: false }))
     assert.include(error?.message, "multi-context export requires --use-dynamic-batch-size with --max-tokens-per-gpu")
   })
 
   it("rejects a Session without exports and duplicate names", () => {
-    const empty = Group.validateExports({ groupIndex: 1, sessions: [session("a", [])] }, multi)
+    const empty = failureOf(Group.validateExports({ groupIndex: 1, sessions: [session("a", [])] }, multi))
     assert.include(empty?.message, "Session a in Group 1 exported no context")
-    const twice = Group.validateExports(
+    const twice = failureOf(Group.validateExports(
       { groupIndex: 1, sessions: [session("a", [sample({ export_name: "main" }), sample({ export_name: "main" })])] },
       multi
-    )
+    ))
     assert.include(twice?.message, `exported context "main" more than once`)
   })
 

@@ -1,4 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
+import { Option, Result } from "effect"
 import * as Decoder from "../../src/engine/Decoder.ts"
 import * as Model from "../../src/engine/Model.ts"
 import * as Sampling from "../../src/engine/Sampling.ts"
@@ -92,13 +93,15 @@ describe("Sampling", () => {
   })
 
   it("verifies sampling params with SGLang's messages", () => {
-    assert.strictEqual(Sampling.verify({ maxNewTokens: 1, temperature: 1, topP: 0, topK: -1 }), "top_p must be in (0, 1], got 0.")
+    const problem = (params: Parameters<typeof Sampling.verify>[0]) =>
+      Option.getOrUndefined(Result.getFailure(Sampling.verify(params)))
+    assert.strictEqual(problem({ maxNewTokens: 1, temperature: 1, topP: 0, topK: -1 }), "top_p must be in (0, 1], got 0.")
     assert.strictEqual(
-      Sampling.verify({ maxNewTokens: 1, temperature: 1, topP: 1, topK: -2 }),
+      problem({ maxNewTokens: 1, temperature: 1, topP: 1, topK: -2 }),
       "top_k must be -1 (disable), or at least 1, got -2."
     )
-    assert.strictEqual(Sampling.verify({ maxNewTokens: 1, temperature: -1, topP: 1, topK: 1 }), "temperature must be non-negative, got -1.")
-    assert.strictEqual(Sampling.verify({ maxNewTokens: -1, temperature: 1, topP: 1, topK: 1 }), "max_new_tokens must be at least 0, got -1.")
-    assert.isUndefined(Sampling.verify({ maxNewTokens: 0, temperature: 0, topP: 1, topK: -1 }))
+    assert.strictEqual(problem({ maxNewTokens: 1, temperature: -1, topP: 1, topK: 1 }), "temperature must be non-negative, got -1.")
+    assert.strictEqual(problem({ maxNewTokens: -1, temperature: 1, topP: 1, topK: 1 }), "max_new_tokens must be at least 0, got -1.")
+    assert.isTrue(Result.isSuccess(Sampling.verify({ maxNewTokens: 0, temperature: 0, topP: 1, topK: -1 })))
   })
 })

@@ -1,10 +1,15 @@
 import { assert, describe, it } from "@effect/vitest"
+import { NodeServices } from "@effect/platform-node"
 import { Effect, Exit, Fiber } from "effect"
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
 import { createServer } from "node:net"
 import { EmbeddedEngine } from "../../layers/EmbeddedEngine.ts"
 import type { EngineShape, GenerateRequest, SamplingParams } from "../../layers/Engine.ts"
 import { SglangEngine, type SglangEngineOptions } from "../../layers/SglangEngine.ts"
 import { Tokenizer } from "../../layers/Tokenizer.ts"
+import * as Cli from "../../src/cli.ts"
 import * as Rid from "../../src/engine/Rid.ts"
 import * as FakeSglang from "../support/FakeSglang.ts"
 
@@ -41,8 +46,9 @@ const fake = (options: FakeSglang.FakeSglangOptions = {}) =>
     return yield* FakeSglang.make({ engine: yield* embedded, ...options })
   })
 
+/** A client sending `sampling_seed`, so answers can be compared with the embedded engine's under the same seed. */
 const client = (options: SglangEngineOptions): Effect.Effect<EngineShape, never, import("effect").Scope.Scope> =>
-  SglangEngine.make({ retryBase: "1 millis", ...options }).pipe(Effect.orDie)
+  SglangEngine.make({ retryBase: "1 millis", samplingSeed: true, ...options }).pipe(Effect.orDie)
 
 /** A loopback port nothing listens on. */
 const deadUrl = Effect.promise(() =>
@@ -93,6 +99,18 @@ describe("SglangEngine /generate", () => {
         return_logprob: true,
         image_data: ["data:image/png;base64,AAAA"]
       })
+    }).pipe(Effect.provide(Tokenizer.layer)))
+
+  it.live("sends sampling_seed only with --sglang-enable-deterministic-inference, as Relax", () =>
+    Effect.gen(function*() {
+      const server = yield* fake()
+      const plain = yield* client({ workerUrls: [server.url], samplingSeed: false })
+      yield* plain.generate(request())
+      const deterministic = yield* client({ workerUrls: [server.url], samplingSeed: true })
+      yield* deterministic.generate(request())
+      const [first, second] = generateBodies(server).map((body) => body["sampling_params"] as Record<string, unknown>)
+      assert.notProperty(first, "sampling_seed")
+      assert.strictEqual(second?.["sampling_seed"], 5)
     }).pipe(Effect.provide(Tokenizer.layer)))
 
   it.live("takes ids from output_ids when logprobs were not requested", () =>
@@ -270,6 +288,79 @@ describe("SglangEngine workers", () => {
     }).pipe(Effect.provide(Tokenizer.layer)))
 })
 
+describe("SglangEngine tokenizer check at startup", () => {
+  it.live("starts when the server tokenizes as --tokenizer does, or has no /tokenize", () =>
+    Effect.gen(function*() {
+      const tokenizer = yield* Tokenizer
+      const same = yield* fake({ tokenize: tokenizer.encode })
+      yield* client({ workerUrls: [same.url], tokenizer })
+      assert.isTrue(same.requests.some((r) => r.path === "/tokenize"))
+      const old = yield* fake()
+      yield* client({ workerUrls: [old.url], tokenizer })
+    }).pipe(Effect.provide(Tokenizer.layer)))
+
+  it.live("refuses a server whose tokenizer gives other ids, naming both sides", () =>
+    Effect.gen(function*() {
+      const tokenizer = yield* Tokenizer
+      const other = yield* fake({
+        tokenize: (text) => tokenizer.encode(text).map((id) => id + 1),
+        modelPath: "/models/Llama-3-8B"
+      })
+      const error = yield* SglangEngine.make({ workerUrls: [other.url], tokenizer }).pipe(Effect.flip)
+      assert.include(
+        error.message,
+        `the SGLang server at ${other.url} tokenizes differently from --tokenizer ${tokenizer.source} (the server ` +
+          "serves /models/Llama-3-8B): a probe text is ["
+      )
+      assert.include(error.message, "Give --tokenizer the served model's directory")
+    }).pipe(Effect.provide(Tokenizer.layer)))
+})
+
+describe("SglangEngine session lifecycle (--agentic-session-lifecycle)", () => {
+  it.live("sends session_id with every request and closes the session on every worker", () =>
+    Effect.gen(function*() {
+      const a = yield* fake()
+      const b = yield* fake()
+      const engine = yield* client({ workerUrls: [a.url, b.url], sessionLifecycle: true })
+      yield* engine.generate(request({ sessionId: "session-1" }))
+      const [body] = [...generateBodies(a), ...generateBodies(b)]
+      assert.strictEqual(body?.["session_id"], "session-1")
+      yield* engine.closeSession("session-1")
+      assert.deepStrictEqual(a.closedSessions, ["session-1"])
+      assert.deepStrictEqual(b.closedSessions, ["session-1"])
+      assert.deepStrictEqual(yield* engine.takeStepMetrics, {
+        "agentic_kv/session/lifecycle_enabled": 1,
+        "agentic_kv/session/close": 1,
+        "agentic_kv/session/close_failure": 0
+      })
+      // Taking the metrics resets the step's counts.
+      assert.strictEqual((yield* engine.takeStepMetrics)["agentic_kv/session/close"], 0)
+    }).pipe(Effect.provide(Tokenizer.layer)))
+
+  it.live("counts a failed close and carries on (fail-open, as Relax)", () =>
+    Effect.gen(function*() {
+      const ok = yield* fake()
+      const failing = yield* fake({ failCloseSession: true })
+      const engine = yield* client({ workerUrls: [ok.url, failing.url], sessionLifecycle: true })
+      yield* engine.closeSession("session-2")
+      assert.deepStrictEqual(failing.closedSessions, ["session-2"])
+      const metrics = yield* engine.takeStepMetrics
+      assert.strictEqual(metrics["agentic_kv/session/close"], 1)
+      assert.strictEqual(metrics["agentic_kv/session/close_failure"], 1)
+    }).pipe(Effect.provide(Tokenizer.layer)))
+
+  it.live("without the flag sends no session_id, closes nothing and reports no session metrics", () =>
+    Effect.gen(function*() {
+      const server = yield* fake()
+      const engine = yield* client({ workerUrls: [server.url] })
+      yield* engine.generate(request({ sessionId: "session-3" }))
+      assert.notProperty(generateBodies(server)[0], "session_id")
+      yield* engine.closeSession("session-3")
+      assert.deepStrictEqual(server.closedSessions, [])
+      assert.deepStrictEqual(yield* engine.takeStepMetrics, {})
+    }).pipe(Effect.provide(Tokenizer.layer)))
+})
+
 describe("SglangEngine behind a router", () => {
   it.live("discovers workers from /workers, routes by X-SMG-Routing-Key and aborts on every worker", () =>
     Effect.gen(function*() {
@@ -286,6 +377,30 @@ describe("SglangEngine behind a router", () => {
       yield* engine.abort(req.rid)
       assert.deepStrictEqual(a.aborts, [req.rid])
       assert.deepStrictEqual(b.aborts, [req.rid])
+    }).pipe(Effect.provide(Tokenizer.layer)))
+
+  it.live("is chosen with --sglang-router-url on the command line or in --config, and routes sticky by Session", () =>
+    Effect.gen(function*() {
+      const a = yield* fake()
+      const b = yield* fake()
+      const router = yield* fake({ routeTo: [a.url, b.url] })
+      const settingsOf = (argv: ReadonlyArray<string>) =>
+        Cli.parseArgs(argv).pipe(Effect.flatMap((values) => Cli.settingsFromFlags(values)), Effect.provide(NodeServices.layer))
+      const common = ["--prompt-data", "d.jsonl", "--rollout-batch-size", "1", "--engine", "sglang", "--tokenizer", "/m"]
+      const fromFlags = yield* settingsOf([...common, "--sglang-router-url", router.url])
+      const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "sglang-router-"))
+      const file = Path.join(dir, "rollout.json")
+      Fs.writeFileSync(file, JSON.stringify({ "sglang-router-url": router.url }))
+      const fromConfig = yield* settingsOf([...common, "--config", file])
+      Fs.rmSync(dir, { recursive: true, force: true })
+      assert.deepStrictEqual(SglangEngine.optionsOf(fromConfig), SglangEngine.optionsOf(fromFlags))
+      const engine = yield* client(SglangEngine.optionsOf(fromFlags))
+      yield* engine.generate(request({ sessionId: "session-a" }))
+      yield* engine.generate(request({ sessionId: "session-a" }))
+      const keys = router.requests.filter((r) => r.path === "/generate").map((r) => r.headers["x-smg-routing-key"])
+      assert.deepStrictEqual(keys, ["session-a", "session-a"])
+      // The fake router hashes the key: both requests of the Session reached the same worker.
+      assert.deepStrictEqual([a.generateCount(), b.generateCount()].sort(), [0, 2])
     }).pipe(Effect.provide(Tokenizer.layer)))
 
   it.live("falls back to /list_workers, and reports a router that lists no workers", () =>

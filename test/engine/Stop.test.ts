@@ -1,4 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
+import { Option, Result } from "effect"
 import * as Rid from "../../src/engine/Rid.ts"
 import * as Stop from "../../src/engine/Stop.ts"
 import * as Wire from "../../src/engine/Wire.ts"
@@ -33,10 +34,12 @@ describe("Stop", () => {
 
 describe("Wire", () => {
   it("checks context length with SGLang's >= comparisons and wording", () => {
-    assert.isUndefined(Wire.checkContextLength(10, 9, 20))
-    assert.include(Wire.checkContextLength(10, 10, 20) ?? "", "You requested a total of 20 tokens: 10 tokens from the input messages and 10 tokens")
-    assert.strictEqual(Wire.checkContextLength(20, 0, 20), "The input (20 tokens) is longer than the model's context length (20 tokens).")
-    assert.isTrue(Wire.isContextLengthMessage(Wire.checkContextLength(10, 10, 20) ?? ""))
+    const message = (inputTokens: number, maxNewTokens: number) =>
+      Result.getFailure(Wire.checkContextLength(inputTokens, maxNewTokens, 20)).pipe(Option.getOrUndefined)
+    assert.isTrue(Result.isSuccess(Wire.checkContextLength(10, 9, 20)))
+    assert.include(message(10, 10) ?? "", "You requested a total of 20 tokens: 10 tokens from the input messages and 10 tokens")
+    assert.strictEqual(message(20, 0), "The input (20 tokens) is longer than the model's context length (20 tokens).")
+    assert.isTrue(Wire.isContextLengthMessage(message(10, 10) ?? ""))
     assert.isTrue(Wire.isContextLengthMessage("This model's maximum context length is 8 tokens."))
     assert.isFalse(Wire.isContextLengthMessage("top_p must be in (0, 1], got 0."))
   })

@@ -273,25 +273,28 @@ describe("context checks", () => {
   })
 })
 
-const isError = (value: ReadonlyArray<Forest.ExportedContext> | ExportError): value is ExportError =>
-  value instanceof ExportError
+const failureOf = (value: Result.Result<ReadonlyArray<Forest.ExportedContext>, ExportError>): ExportError | undefined =>
+  Result.isFailure(value) ? value.failure : undefined
+const contextsOf = (value: Result.Result<ReadonlyArray<Forest.ExportedContext>, ExportError>) =>
+  Result.isSuccess(value) ? value.success : undefined
 
 describe("implicit export", () => {
   it("selects the one committed leaf with the output metadata and reward", () => {
     const forest = fresh()
     const t1 = turn(forest, [user("q")], assistant("a1"), [1], [2])
     const out = Forest.exportImplicit(forest, { metadata: { score: 1 }, reward: 0.5 })
-    assert.deepStrictEqual(out, [{ name: null, hash: t1.resp, metadata: { score: 1 }, reward: 0.5 }])
+    assert.deepStrictEqual(contextsOf(out), [{ name: null, hash: t1.resp, metadata: { score: 1 }, reward: 0.5 }])
   })
 
   it("requires exactly one committed leaf", () => {
     const forest = fresh()
-    const none = Forest.exportImplicit(forest, {})
-    assert.isTrue(isError(none) && none.message === "implicit export requires one committed leaf, found 0")
+    const none = failureOf(Forest.exportImplicit(forest, {}))
+    assert.strictEqual(none?.message, "implicit export requires one committed leaf, found 0")
     turn(forest, [user("q")], assistant("a1"), [1], [2])
     turn(forest, [user("other")], assistant("a2"), [3], [4])
-    const two = Forest.exportImplicit(forest, {})
-    assert.isTrue(isError(two) && two.reason === "leaf-count" && two.message === "implicit export requires one committed leaf, found 2")
+    const two = failureOf(Forest.exportImplicit(forest, {}))
+    assert.strictEqual(two?.reason, "leaf-count")
+    assert.strictEqual(two?.message, "implicit export requires one committed leaf, found 2")
   })
 
   it("ignores observation-only leaves", () => {
@@ -299,8 +302,7 @@ describe("implicit export", () => {
     const t1 = turn(forest, [user("q")], assistant("a1"), [1], [2])
     Forest.commitObservation(forest, { parent: forest.root, messages: [user("never answered")], tokens: [7], tools, chatTemplateKwargs: kwargs, rolloutId: 0 })
     const out = Forest.exportImplicit(forest, {})
-    assert.isFalse(isError(out))
-    assert.deepStrictEqual(isError(out) ? [] : out.map((c) => c.hash), [t1.resp])
+    assert.deepStrictEqual(contextsOf(out)?.map((c) => c.hash), [t1.resp])
   })
 })
 
@@ -313,7 +315,7 @@ describe("explicit export", () => {
       { name: "first", messages: [user("q"), assistant("a1")], tools, metadata: { k: 1 }, reward: 1 },
       { name: "whole", messages: [user("q"), assistant("a1"), user("q2"), assistant("a2")], tools }
     ], { base: true, k: 0 })
-    assert.deepStrictEqual(out, [
+    assert.deepStrictEqual(contextsOf(out), [
       { name: "first", hash: t1.resp, metadata: { base: true, k: 1 }, reward: 1 },
       { name: "whole", hash: t2.resp, metadata: { base: true, k: 0 }, reward: null }
     ])
@@ -322,24 +324,28 @@ describe("explicit export", () => {
   it("rejects a record matching no committed state", () => {
     const forest = fresh()
     turn(forest, [user("q")], assistant("a1"), [1], [2])
-    const out = Forest.exportExplicit(forest, [{ name: "x", messages: [user("q"), assistant("nope")], tools }])
-    assert.isTrue(isError(out) && out.reason === "no-matching-state" && out.message === "explicit export does not match a committed Forest state" && out.record === "x")
+    const out = failureOf(Forest.exportExplicit(forest, [{ name: "x", messages: [user("q"), assistant("nope")], tools }]))
+    assert.strictEqual(out?.reason, "no-matching-state")
+    assert.strictEqual(out?.message, "explicit export does not match a committed Forest state")
+    assert.strictEqual(out?.record, "x")
     // tools are part of the state: the same messages without tools match nothing
-    const noTools = Forest.exportExplicit(forest, [{ name: "y", messages: [user("q"), assistant("a1")] }])
-    assert.isTrue(isError(noTools) && noTools.message === "explicit export does not match a committed Forest state")
+    const noTools = failureOf(Forest.exportExplicit(forest, [{ name: "y", messages: [user("q"), assistant("a1")] }]))
+    assert.strictEqual(noTools?.message, "explicit export does not match a committed Forest state")
   })
 
   it("rejects a record whose state has no committed response", () => {
     const forest = fresh()
     turn(forest, [user("q")], assistant("a1"), [1], [2])
-    const out = Forest.exportExplicit(forest, [{ name: "p", messages: [user("q")], tools }])
-    assert.isTrue(isError(out) && out.reason === "no-response" && out.message === "export leaf has no committed response")
+    const out = failureOf(Forest.exportExplicit(forest, [{ name: "p", messages: [user("q")], tools }]))
+    assert.strictEqual(out?.reason, "no-response")
+    assert.strictEqual(out?.message, "export leaf has no committed response")
   })
 
   it("rejects a record that fails canonicalization", () => {
     const forest = fresh()
-    const out = Forest.exportExplicit(forest, [{ name: "bad", messages: [{ role: "bot", content: "x" }] }])
-    assert.isTrue(isError(out) && out.reason === "invalid-record" && out.message === "export record 0 (bad): messages[0].role must be one of: assistant, system, tool, user")
+    const out = failureOf(Forest.exportExplicit(forest, [{ name: "bad", messages: [{ role: "bot", content: "x" }] }]))
+    assert.strictEqual(out?.reason, "invalid-record")
+    assert.strictEqual(out?.message, "export record 0 (bad): messages[0].role must be one of: assistant, system, tool, user")
   })
 
   it("matches records that drop reasoning_content unless strict", () => {
@@ -347,9 +353,9 @@ describe("explicit export", () => {
     const t1 = turn(forest, [user("q")], assistant("a1", "r"), [1], [2])
     const record = { name: "n", messages: [user("q"), assistant("a1")], tools }
     const out = Forest.exportExplicit(forest, [record])
-    assert.deepStrictEqual(isError(out) ? out.message : out.map((c) => c.hash), [t1.resp])
-    const strict = Forest.exportExplicit(forest, [record], {}, { strict: true })
-    assert.isTrue(isError(strict) && strict.reason === "no-matching-state")
+    assert.deepStrictEqual(contextsOf(out)?.map((c) => c.hash), [t1.resp])
+    const strict = failureOf(Forest.exportExplicit(forest, [record], {}, { strict: true }))
+    assert.strictEqual(strict?.reason, "no-matching-state")
   })
 
   it("merges agentic_trace metadata instead of overwriting it", () => {
@@ -418,5 +424,70 @@ describe("Sample.build (docs/sessionforest.md)", () => {
       view.turns.map((t) => [t.response_length, t.wall_elapsed_s, t.generation_elapsed_s, t.abort_count, t.weight_versions]),
       [[2, 2, 1.5, 0, ["v1"]]]
     )
+  })
+})
+
+describe("processor-expanded observations (images)", () => {
+  const image = "data:image/png;base64,AAAA"
+  const withImage: Canonical.Message = {
+    role: "user",
+    content: [{ type: "image_url", image_url: { url: image } }, { type: "text", text: "what is it?" }]
+  }
+  const PAD = 151655
+
+  it("keeps the inference tokens for the engine and counts the expanded training tokens against the context", () => {
+    const forest = fresh()
+    const obs = Forest.commitObservation(forest, {
+      parent: forest.root,
+      messages: [withImage],
+      tokens: [1, PAD, 2],
+      train: { tokens: [1, PAD, PAD, PAD, PAD, 2], imageGrids: [[1, 4, 4]] },
+      tools,
+      chatTemplateKwargs: kwargs,
+      rolloutId: 0
+    })
+    assert.deepStrictEqual(Forest.inferencePrefix(forest, obs), [1, PAD, 2])
+    assert.deepStrictEqual(Forest.inferenceMedia(forest, obs), [image])
+    assert.strictEqual(Forest.trainTokenCount(forest, obs), 6)
+    // 6 expanded tokens + 1 observation token reach a limit of 7, although the engine sees only 4.
+    const tooLong = Forest.checkObservationContext(forest, obs, 1, 7)
+    assert.isTrue(Result.isFailure(tooLong) && tooLong.failure instanceof ContextLengthError)
+    assert.deepStrictEqual(Forest.generationBudget(forest, obs, 10, 100), Result.succeed(4))
+  })
+
+  it("builds the sample from the expanded tokens, with the images and their grids", () => {
+    const forest = fresh()
+    const history = [withImage]
+    const m = Forest.match(forest, state(history), { strict: true })
+    const obs = Forest.commitObservation(forest, {
+      parent: m.parent,
+      messages: m.suffix,
+      tokens: [1, PAD, 2],
+      train: { tokens: [1, PAD, PAD, PAD, PAD, 2], imageGrids: [[1, 4, 4]] },
+      tools,
+      chatTemplateKwargs: kwargs,
+      rolloutId: 0
+    })
+    const { resp } = turn(forest, history, assistant("a cat"), [], [7, 8])
+    assert.strictEqual(Forest.node(forest, resp).parent, obs)
+    const sample = Sample.build(forest, resp, (ids) => ids.join(","), {
+      rolloutId: 0,
+      exportName: null,
+      reward: 1,
+      metadata: {}
+    })
+    assert.deepStrictEqual(sample.tokens, [1, PAD, PAD, PAD, PAD, 2, 7, 8])
+    assert.deepStrictEqual(sample.loss_mask, [1, 1])
+    assert.strictEqual(sample.response_length, 2)
+    assert.deepStrictEqual(sample.multimodal_inputs, { images: [image] })
+    assert.deepStrictEqual(sample.multimodal_train_inputs, { image_grid_thw: [[1, 4, 4]] })
+  })
+
+  it("adds no multimodal keys to a text-only sample", () => {
+    const forest = fresh()
+    const { resp } = turn(forest, [user("q")], assistant("a"), [1, 2], [3])
+    const sample = Sample.build(forest, resp, (ids) => ids.join(","), { rolloutId: 0, exportName: null, reward: 1, metadata: {} })
+    assert.notProperty(sample, "multimodal_inputs")
+    assert.notProperty(sample, "multimodal_train_inputs")
   })
 })

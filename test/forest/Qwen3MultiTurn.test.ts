@@ -158,9 +158,7 @@ describe("a multi-turn Qwen3 tool conversation, built turn by turn", () => {
           }))
         )
 
-        const exported = Forest.exportImplicit(forest, { reward: 1 })
-        assert.isTrue(Array.isArray(exported))
-        const [context] = Array.isArray(exported) ? exported : []
+        const [context] = Result.getOrThrow(Forest.exportImplicit(forest, { reward: 1 }))
         assert.strictEqual(context?.hash, t3.response)
         const sample = Sample.build(forest, t3.response, (ids) => tok.decode(ids), {
           rolloutId: 1,

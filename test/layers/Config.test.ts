@@ -68,14 +68,49 @@ describe("rollout configuration", () => {
         { ...base, evalInterval: 2 },
         { ...base, engine: "sglang" },
         { ...base, useDynamicBatchSize: true },
-        { ...base, evalPromptData: [{ name: "a", path: "a" }, { name: "a", path: "b" }] }
+        { ...base, evalPromptData: [{ name: "a", path: "a" }, { name: "a", path: "b" }] },
+        { ...base, groupRm: true }
       ], (input) => Effect.flip(Config.resolve(input)).pipe(Effect.map((e) => e.message)))
       assert.match(messages[0]!, /^--prompt-data: a training dataset is required/)
       assert.match(messages[1]!, /^--save-debug-rollout-data: "dump.jsonl" must contain \{rollout_id\}/)
       assert.match(messages[2]!, /^--eval-interval: is set but no --eval-prompt-data NAME PATH is given/)
-      assert.match(messages[3]!, /^--sglang-url: --engine sglang needs at least one SGLang server URL/)
+      assert.match(messages[3]!, /^--sglang-url: --engine sglang needs the SGLang workers/)
       assert.match(messages[4]!, /^--max-tokens-per-gpu: is required with --use-dynamic-batch-size/)
       assert.match(messages[5]!, /^--eval-prompt-data: the Eval dataset name "a" is used twice/)
+      assert.match(messages[6]!, /^--group-rm: requires --custom-rm-path/)
+    }))
+
+  it.effect("requires the served model's tokenizer and one way to reach SGLang with --engine sglang", () =>
+    Effect.gen(function*() {
+      const sglang = { ...base, engine: "sglang", tokenizer: "/models/qwen" }
+      const message = (input: object) => Effect.flip(Config.resolve(input)).pipe(Effect.map((e) => e.message))
+      assert.match(
+        yield* message({ ...base, engine: "sglang", sglangUrls: ["http://w:30000"] }),
+        /^--tokenizer: is required with --engine sglang: give the served model's tokenizer directory/
+      )
+      assert.match(yield* message(sglang), /^--sglang-url: --engine sglang needs the SGLang workers .* or a router/)
+      assert.match(
+        yield* message({ ...sglang, sglangUrls: ["http://w:30000"], sglangRouterUrl: "http://r:30000" }),
+        /^--sglang-router-url: give either --sglang-url \(the workers\) or --sglang-router-url/
+      )
+      const routed = yield* Config.resolve({ ...sglang, sglangRouterUrl: "http://r:30000" })
+      assert.strictEqual(routed.sglangRouterUrl, "http://r:30000")
+    }))
+
+  it.effect("refuses a flag the chosen engine would ignore", () =>
+    Effect.gen(function*() {
+      const message = (input: object) => Effect.flip(Config.resolve(input)).pipe(Effect.map((e) => e.message))
+      assert.strictEqual(
+        yield* message({ ...base, sglangUrls: ["http://w:30000"] }),
+        "--sglang-url: is only used with --engine sglang; add --engine sglang or remove it"
+      )
+      assert.match(yield* message({ ...base, sglangEnableDeterministicInference: true }), /^--sglang-enable-deterministic-inference: is only used/)
+      assert.match(yield* message({ ...base, agenticSessionLifecycle: true }), /^--agentic-session-lifecycle: is only used/)
+      assert.match(yield* message({ ...base, sglangServerConcurrency: 8 }), /^--sglang-server-concurrency: is only used/)
+      assert.match(
+        yield* message({ ...base, engine: "sglang", tokenizer: "/m", sglangUrls: ["http://w:1"], embeddedPolicy: "p.ts#f" }),
+        /^--embedded-policy: scripts the embedded engine and is not used with --engine sglang/
+      )
     }))
 
   it.effect("gives train and Eval sampling from the configuration, Eval falling back to rollout values", () =>
@@ -142,5 +177,6 @@ describe("rollout configuration", () => {
     assert.strictEqual(Config.flagOf("port"), "--port")
     assert.strictEqual(Config.flagOf("strictMatch"), "--agentic-strict-match")
     assert.strictEqual(Config.flagOf("sglangUrls"), "--sglang-url")
+    assert.strictEqual(Config.flagOf("sglangRouterUrl"), "--sglang-router-url")
   })
 })

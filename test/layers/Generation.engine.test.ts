@@ -47,7 +47,9 @@ const engine = Layer.succeed(
     abort: () => Effect.void,
     weightVersion: Effect.succeed("v0"),
     updateWeights: () => Effect.succeed("v1"),
-    health: Effect.void
+    health: Effect.void,
+    closeSession: () => Effect.void,
+    takeStepMetrics: Effect.succeed({})
   })
 )
 

@@ -3,7 +3,7 @@
  * parsing, commits, and interruption.
  */
 import { assert, describe, expect, it } from "@effect/vitest"
-import { Deferred, Effect, Fiber, Layer, Result } from "effect"
+import { Deferred, Effect, Fiber, Layer, Option, Result, Tracer } from "effect"
 import { TestClock } from "effect/testing"
 import * as Forest from "../../src/forest/Forest.ts"
 import * as Canonical from "../../src/protocol/canonical.ts"
@@ -232,6 +232,43 @@ describe("Generation with images", () => {
         expect(parts.usage.completionTokens).toBeGreaterThan(0)
         assert.deepStrictEqual(seen, [undefined])
         expect(prompts[0]).toContain("<|im_start|>user\nPlease compute 2+2?<|im_end|>\n<|im_start|>assistant\n")
+      }))
+  })
+})
+
+describe("Generation trace", () => {
+  it.layer(stack())((it) => {
+    it.effect("one request's trace shows every step of the generation core, with the forest commits inside", () =>
+      Effect.gen(function*() {
+        const spans: Array<Tracer.NativeSpan> = []
+        const tracer = Tracer.make({
+          span(options) {
+            const span = new Tracer.NativeSpan(options)
+            spans.push(span)
+            return span
+          }
+        })
+        const generation = yield* Generation
+        const entry = yield* session()
+        yield* generation.generate(entry, request(question)).pipe(Effect.withTracer(tracer))
+        const parentName = (span: Tracer.NativeSpan) =>
+          Option.match(span.parent, { onNone: () => null, onSome: (parent) => parent._tag === "Span" ? parent.name : null })
+        const childrenOf = (name: string) => spans.filter((span) => parentName(span) === name).map((span) => span.name)
+        assert.deepStrictEqual(spans.filter((span) => parentName(span) === null).map((span) => span.name), [
+          "Generation.generate"
+        ])
+        assert.deepStrictEqual(childrenOf("Generation.generate"), [
+          "Forests.get",
+          "Generation.match",
+          "Generation.observe",
+          "Generation.attempts",
+          "Generation.parse",
+          "Generation.commitResponse"
+        ])
+        assert.deepStrictEqual(childrenOf("Generation.observe"), ["Forests.observe"])
+        assert.deepStrictEqual(childrenOf("Generation.attempts"), ["Generation.attempt"])
+        assert.deepStrictEqual(childrenOf("Generation.commitResponse"), ["Forests.commitResponse"])
+        assert.isTrue(spans.every((span) => span.status._tag === "Ended"))
       }))
   })
 })

@@ -8,6 +8,7 @@ import { TestClock } from "effect/testing"
 import { join, resolve } from "node:path"
 import * as Config from "../../layers/Config.ts"
 import { Credit } from "../../layers/Credit.ts"
+import { EmbeddedEngine } from "../../layers/EmbeddedEngine.ts"
 import { Forests } from "../../layers/Forests.ts"
 import { Rollout } from "../../layers/Rollout.ts"
 import * as Scheduler from "../../layers/Scheduler.ts"
@@ -236,7 +237,8 @@ describe("a whole rollout whose agent always fails", () => {
           Telemetry.Telemetry.layerSink(sink),
           Sessions.layer,
           Forests.layer,
-          Tokenizer.layer.pipe(Layer.orDie)
+          Tokenizer.layer.pipe(Layer.orDie),
+          EmbeddedEngine.layer({}).pipe(Layer.provide(Tokenizer.layer), Layer.orDie)
         )),
         Layer.orDie
       )

@@ -9,6 +9,7 @@ import { join, resolve } from "node:path"
 import * as Config from "../../layers/Config.ts"
 import { Credit } from "../../layers/Credit.ts"
 import { EmbeddedEngine } from "../../layers/EmbeddedEngine.ts"
+import type { Engine } from "../../layers/Engine.ts"
 import { Forests } from "../../layers/Forests.ts"
 import { Generation } from "../../layers/Generation.ts"
 import { Rollout } from "../../layers/Rollout.ts"
@@ -52,7 +53,7 @@ const agent = (traces: Array<Trace>, startup: number): InProcessAgent => (input)
   }).pipe(Effect.provide(services))
 
 // The agents reach the generation core through the same service instances the rollout uses.
-let services: Layer.Layer<Sessions | Generation | Forests | Tokenizer>
+let services: Layer.Layer<Sessions | Generation | Forests | Tokenizer | Engine>
 
 const build = (input: Config.RolloutOptionsInput, traces: Array<Trace>, startup: number) =>
   Effect.gen(function*() {

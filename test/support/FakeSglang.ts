@@ -1,5 +1,5 @@
 /**
- * A loopback SGLang server for tests, following SGLang's documented native contract (sglang-and-tokenizers.md §A)
+ * A loopback SGLang server for tests, following SGLang's native contract (docs/architecture.md, "SGLang's native API")
  * and backed by the embedded model.
  *
  * **Details**
@@ -8,12 +8,16 @@
  *   `{"object":"error","message":…}`; context-length rejections with SGLang's wording.
  * - `POST /abort_request {rid}`: prefix match, 200 with an empty body; a held request answers its partial output
  *   with `finish_reason.type = "abort"`.
+ * - `POST /tokenize {prompt, add_special_tokens}` with the `tokenize` option (404 without, as older SGLang), and
+ *   `GET /get_model_info`.
+ * - `POST /close_session {session_id}`: recorded in `closedSessions`; 200 with an empty body, as SGLang answers (an
+ *   unknown session is a no-op there too). `failCloseSession` answers 500 instead.
  * - Router mode (`routeTo`): `GET /workers` (or only `GET /list_workers`) and `/generate` proxied to the worker
  *   chosen by the `X-SMG-Routing-Key` header.
  * - Faults and latches for tests, with no sleeps: `failNext`, `dieOnNextGenerate`, `hold`/`release`,
  *   `awaitGenerates(n)` (resolves once n generate requests arrived).
  */
-import { Effect, Exit, Schema, type Scope } from "effect"
+import { Effect, Exit, Result, Schema, type Scope } from "effect"
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
 import * as Hash from "../../src/engine/Hash.ts"
@@ -30,6 +34,12 @@ export interface FakeSglangOptions {
   readonly routeTo?: ReadonlyArray<string> | undefined
   /** Router mode: answer 404 on `/workers` so clients fall back to `/list_workers`. */
   readonly listWorkersOnly?: boolean | undefined
+  /** `/close_session` answers HTTP 500. */
+  readonly failCloseSession?: boolean | undefined
+  /** The server's tokenizer behind `POST /tokenize`; without it `/tokenize` answers 404 (an older SGLang). */
+  readonly tokenize?: ((text: string) => ReadonlyArray<number>) | undefined
+  /** `model_path` of `GET /get_model_info` (default "/models/fake"). */
+  readonly modelPath?: string | undefined
 }
 
 export interface RecordedRequest {
@@ -44,6 +54,8 @@ export interface FakeSglang {
   readonly requests: Array<RecordedRequest>
   /** rids received on `/abort_request`. */
   readonly aborts: Array<string>
+  /** session ids received on `/close_session`. */
+  readonly closedSessions: Array<string>
   /** The next `n` `/generate` calls answer `status` with an SGLang error body. */
   readonly failNext: (n: number, status: number, message?: string) => void
   /** The next `/generate` call closes its connection after reading the request, and the server stops. */
@@ -99,6 +111,7 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
   Effect.gen(function*() {
     const requests: Array<RecordedRequest> = []
     const aborts: Array<string> = []
+    const closedSessions: Array<string> = []
     const failures: Array<{ readonly status: number; readonly message: string }> = []
     let die = false
     let holdTokens: number | undefined
@@ -153,10 +166,10 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
       const body = decoded.value
       if (body.input_ids.length === 0) return sendError(res, 400, "input_ids cannot be empty")
       const s = body.sampling_params
-      const problem = Sampling.verify({ maxNewTokens: s.max_new_tokens, temperature: s.temperature, topP: s.top_p, topK: s.top_k })
-      if (problem !== undefined) return sendError(res, 400, problem)
-      const contextProblem = Wire.checkContextLength(body.input_ids.length, s.max_new_tokens, contextLength)
-      if (contextProblem !== undefined) return sendError(res, 400, contextProblem)
+      const verified = Sampling.verify({ maxNewTokens: s.max_new_tokens, temperature: s.temperature, topP: s.top_p, topK: s.top_k })
+      if (Result.isFailure(verified)) return sendError(res, 400, verified.failure)
+      const fits = Wire.checkContextLength(body.input_ids.length, s.max_new_tokens, contextLength)
+      if (Result.isFailure(fits)) return sendError(res, 400, fits.failure)
       if (options.engine === undefined) return sendError(res, 500, "this fake has no engine")
       const exit = await Effect.runPromiseExit(options.engine.generate({
         inputIds: body.input_ids,
@@ -225,6 +238,25 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
           res.writeHead(200)
           return res.end()
         }
+        case "POST /close_session": {
+          const decoded = Schema.decodeUnknownExit(Wire.CloseSessionRequest)(json)
+          if (Exit.isFailure(decoded)) return sendError(res, 400, String(decoded.cause))
+          closedSessions.push(decoded.value.session_id)
+          if (options.failCloseSession === true) return sendError(res, 500, "close_session failed")
+          res.writeHead(200)
+          return res.end()
+        }
+        case "POST /tokenize": {
+          if (options.tokenize === undefined) return sendJson(res, 404, { detail: "Not Found" })
+          const decoded = Schema.decodeUnknownExit(Wire.TokenizeRequest)(json)
+          if (Exit.isFailure(decoded)) return sendError(res, 400, String(decoded.cause))
+          const tokens = options.tokenize(decoded.value.prompt)
+          return sendJson(res, 200, { tokens, count: tokens.length, max_model_len: contextLength })
+        }
+        case "GET /get_model_info": {
+          const modelPath = options.modelPath ?? "/models/fake"
+          return sendJson(res, 200, { model_path: modelPath, tokenizer_path: modelPath, is_generation: true, weight_version: weightVersion })
+        }
         case "GET /health":
         case "GET /health_generate":
           res.writeHead(200)
@@ -269,6 +301,7 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
       url: `http://127.0.0.1:${port}`,
       requests,
       aborts,
+      closedSessions,
       failNext: (n, status, message = "Internal server error") => {
         for (let i = 0; i < n; i++) failures.push({ status, message })
       },
