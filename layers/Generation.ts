@@ -92,12 +92,11 @@ export interface AttemptPlan {
   readonly state: Canonical.State
   /** 0-based index of the model request within the Session. */
   readonly turn: number
-  /** The state the response is generated from (and committed under). */
+  /**
+   * The state the response is generated from (and committed under). Its inference prefix and images are read from
+   * the forest once the lease is held, so a request waiting for its lease does not hold a copy of its whole prompt.
+   */
   readonly parent: string
-  /** The inference prefix at `parent`. */
-  readonly prefix: ReadonlyArray<number>
-  /** Images along the lineage, sent with the prompt (SGLang `image_data`). */
-  readonly media: ReadonlyArray<string>
   /** Training tokens through `parent`. */
   readonly promptTokens: number
   /** The turn's sampling; `maxNewTokens` is its whole budget across attempts. */
@@ -208,8 +207,6 @@ const make = (options: GenerationOptions) =>
         state: request.state,
         turn,
         parent,
-        prefix: Forest.inferencePrefix(forest, parent),
-        media: Forest.inferenceMedia(forest, parent),
         promptTokens: Forest.trainTokenCount(forest, parent),
         sampling: Turn.turnSampling(session.sampling, request, budget.success),
         rid: Rid.forAttempt({ sessionId: session.sessionId, parent, turn, attempt: 0 })
@@ -223,14 +220,16 @@ const make = (options: GenerationOptions) =>
         Effect.catchTag("SessionClosedError", () => Effect.fail(new SessionDiscarded({ sessionId: session.sessionId })))
       )
       const startedAt = yield* Clock.currentTimeMillis
-      const inputIds = Turn.resumeIds(p.prefix, pending)
+      const inputIds = Turn.resumeIds(Forest.inferencePrefix(p.forest, p.parent), pending)
+      // Images along the lineage go with the prompt (SGLang `image_data`).
+      const media = Forest.inferenceMedia(p.forest, p.parent)
       const maxNewTokens = Turn.remainingTokens(p.sampling.maxNewTokens, pending)
       const output = yield* engine.generate({
         inputIds,
         sampling: { ...p.sampling, maxNewTokens },
         rid: index === 0 ? p.rid : Rid.forAttempt({ sessionId: session.sessionId, parent: p.parent, turn: p.turn, attempt: index }),
         returnLogprob: true,
-        imageData: p.media.length > 0 ? p.media : undefined,
+        imageData: media.length > 0 ? media : undefined,
         sessionId: session.sessionId,
         conversation: () => policyRequest(p, () => tokenizer.decode(inputIds))
       }).pipe(
