@@ -13,6 +13,7 @@ import { flagNameOfField } from "../src/cli/flagTable.ts"
 import * as CreditOptions from "../src/credit/CreditOptions.ts"
 import * as SchemaMessage from "../src/json/SchemaMessage.ts"
 import * as Capacity from "../src/schedule/Capacity.ts"
+import type * as Retention from "../src/schedule/Retention.ts"
 import type { SamplingParams } from "./Engine.ts"
 
 const withDefault = <S extends Schema.Top>(schema: S, value: S["Encoded"]) =>
@@ -119,8 +120,20 @@ export const RolloutOptions = Schema.Struct({
   agenticPrelaunch: withDefault(Schema.Boolean, false),
   /** Groups dropped in a row that stop the rollout (0 = unlimited); default `defaultMaxConsecutiveDrops`. */
   agenticMaxConsecutiveDrops: Schema.optional(NonNegativeInt),
+  /** Abort and park in-flight generations at a step's close, resume them next step (relax-behaviour §6.4). */
+  partialRollout: withDefault(Schema.Boolean, false),
+  /** Aborts after which a request is protected (only with `partialRollout`). */
+  partialRolloutMaxAbortedCount: Schema.optional(PositiveInt),
+  /** Overlap rollout and training: close with interrupted Groups owed, final backfill (§6.5, §6.6). */
+  fullyAsync: withDefault(Schema.Boolean, false),
   // transfer and observability
   outputDir: Schema.optional(Schema.String),
+  /** Parse special-token literals in agent text as control tokens (the reference behaviour); default: plain text. */
+  agenticAllowSpecialTokens: withDefault(Schema.Boolean, false),
+  /** Fail (500) a turn whose tool calls the parser dropped and that leaves nothing else, as the reference does. */
+  agenticFailUnparsedTurns: withDefault(Schema.Boolean, false),
+  /** Keep every Session's log under `<outputDir>/logs/` (failed Sessions' logs are always kept there). */
+  agenticKeepSessionLogs: withDefault(Schema.Boolean, false),
   /** A path containing `{rollout_id}`. */
   saveDebugRolloutData: Schema.optional(Schema.String)
 })
@@ -257,6 +270,20 @@ export const settle = (options: RolloutOptions): Effect.Effect<RolloutSettings, 
         `${JSON.stringify(options.saveDebugRolloutData)} must contain {rollout_id} so every step writes its own file`
       )
     }
+    if (options.partialRolloutMaxAbortedCount !== undefined && !options.partialRollout) {
+      return yield* fail(
+        "partialRolloutMaxAbortedCount",
+        "only applies with --partial-rollout (it counts partial-rollout aborts); add --partial-rollout or remove it"
+      )
+    }
+    if (options.fullyAsync && options.normalizeAdvantages) {
+      return yield* fail(
+        "normalizeAdvantages",
+        "cannot be used with --fully-async: global advantage whitening needs the statistics of the whole training " +
+          "batch, and in fully async mode a batch's Groups come from several rollout steps while training runs; " +
+          "remove --normalize-advantages (GRPO group normalization still applies) or run without --fully-async"
+      )
+    }
     const names = new Set<string>()
     for (const d of options.evalPromptData) {
       if (names.has(d.name)) return yield* fail("evalPromptData", `the Eval dataset name ${JSON.stringify(d.name)} is used twice`)
@@ -341,19 +368,30 @@ export const evalMaxContextLen = (settings: RolloutSettings): number | undefined
 export const evalConcurrency = (settings: RolloutSettings, groupSize: number): number =>
   Capacity.evalConcurrency(settings.agenticConcurrency * settings.nSamplesPerPrompt, groupSize, settings.agenticEvalConcurrency)
 
+/** The flags that keep training Sessions resident during Eval (the guide's "Yes" column). */
+export const residentDuringEvalFlags = (settings: RolloutSettings): ReadonlyArray<string> =>
+  (["agenticPrelaunch", "partialRollout", "fullyAsync"] as const).filter((field) => settings[field]).map(flagOf)
+
 /** The capacity table for these settings (`relax-agentic check`). */
-export const capacity = (
-  settings: RolloutSettings,
-  extra: { readonly partialRollout?: boolean; readonly fullyAsync?: boolean } = {}
-): Capacity.CapacityReport =>
-  Capacity.compute({
+export const capacity = (settings: RolloutSettings): Capacity.CapacityReport => {
+  const residentBecause = residentDuringEvalFlags(settings)
+  return Capacity.compute({
     agenticConcurrency: settings.agenticConcurrency,
     nSamplesPerPrompt: settings.nSamplesPerPrompt,
     agenticEvalConcurrency: settings.agenticEvalConcurrency,
     evalDatasets: settings.evalDatasets,
-    trainResidentDuringEval: settings.agenticPrelaunch || extra.partialRollout === true || extra.fullyAsync === true,
+    trainResidentDuringEval: residentBecause.length > 0,
+    residentBecause,
     agentMaxSlots: settings.agentMaxSlots
   })
+}
+
+/** The cross-step mode of these settings. */
+export const retentionMode = (settings: RolloutSettings): Retention.Mode => ({
+  partialRollout: settings.partialRollout,
+  fullyAsync: settings.fullyAsync,
+  maxAbortedCount: settings.partialRolloutMaxAbortedCount
+})
 
 /** The resolved rollout configuration as a service. */
 export class RolloutConfig extends Context.Service<RolloutConfig, RolloutSettings>()("relax-agentic/RolloutConfig") {

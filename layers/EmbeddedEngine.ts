@@ -6,6 +6,11 @@
  * - Output is a pure function of (engine seed, prompt ids, sampling params, request seed). A request without
  *   `sampling.seed` gets the next value of a per-engine counter, so a run is reproducible when requests arrive in the
  *   same order (as they do under TestClock).
+ * - The draw for a token is keyed on its absolute position in the sequence (and the token before it), not on its
+ *   index in this request's output: a generation aborted after `k` tokens and resumed from `prompt ++ partial` with
+ *   `max_new_tokens − k` and the same seed yields exactly the tokens and logprobs of the uninterrupted generation.
+ * - `updateWeights` aborts every running generation (each reports the version it started on), then advances the
+ *   version.
  * - Logprobs are `log q(id)` under the temperature-scaled distribution, before top-k/top-p (SGLang's default; see
  *   src/engine/Sampling.ts); at temperature 1 they are the model's own log-probabilities.
  * - With a policy (`--embedded-policy`) and a request that carries its conversation, the policy's text is the output:
@@ -167,19 +172,29 @@ export const make = (
           stop: sampling.stop,
           decode: (ids) => tokenizer.decode(ids)
         }
+        // A resumed attempt: its input ends with the turn's earlier output, which counts for stops and max tokens.
+        const resumed = Math.max(0, Math.min(request.resumedTokens ?? 0, inputIds.length - 1))
+        const earlier = inputIds.slice(inputIds.length - resumed)
+        const turnCriteria: Stop.Criteria = { ...criteria, maxNewTokens: sampling.maxNewTokens + resumed }
         const prompt = inputIds[inputIds.length - 1] ?? tokenizer.eosTokenId
+        // The version this attempt runs on: an update aborts it, so all its tokens come from this version.
+        const runningVersion = yield* Ref.get(version)
         return yield* Effect.gen(function*() {
           let scripted: ReadonlyArray<Decoder.Step> | undefined
           if (options.policy !== undefined && request.conversation !== undefined) {
             const text = yield* policyText(options.policy, request.conversation())
-            const ids = Stop.truncate([...tokenizer.encode(text), tokenizer.eosTokenId], criteria).ids
-            const scores = Decoder.score(model, sampling, prompt, ids)
-            scripted = ids.map((id, i) => ({ id, logprob: scores[i] ?? 0 }))
+            const turnIds = Stop.truncate([...tokenizer.encode(text), tokenizer.eosTokenId], turnCriteria).ids
+            const turnPrompt = inputIds[inputIds.length - 1 - resumed] ?? tokenizer.eosTokenId
+            const scores = Decoder.score(model, sampling, turnPrompt, turnIds)
+            scripted = turnIds.map((id, i) => ({ id, logprob: scores[i] ?? 0 })).slice(resumed)
           }
           const sessionKey = request.sessionId ?? ""
           const cachedTokens = Math.min(commonPrefix(inputIds, lastSequence.get(sessionKey) ?? []), inputIds.length - 1)
           yield* wait((inputIds.length - cachedTokens) * prefillDelay, aborted)
-          const check = Stop.checker(criteria)
+          const check = resumed === 0 ? Stop.checker(criteria) : (() => {
+            const turnCheck = Stop.checker(turnCriteria)
+            return (ids: ReadonlyArray<number>) => turnCheck([...earlier, ...ids])
+          })()
           const outputIds: Array<number> = []
           const logprobs: Array<number> = []
           let finishReason: Stop.FinishReason | undefined = sampling.maxNewTokens <= 0
@@ -192,7 +207,9 @@ export const make = (
               break
             }
             const position = outputIds.length
-            const step = scripted === undefined ? Decoder.next(model, sampling, seed, prev, position) : scripted[position]
+            const step = scripted === undefined
+              ? Decoder.next(model, sampling, seed, prev, inputIds.length + position)
+              : scripted[position]
             // A scripted output always finishes (it ends with eos or was truncated where a stop criterion hit).
             if (step === undefined) break
             yield* wait(decodeDelay, aborted)
@@ -215,10 +232,14 @@ export const make = (
             finishReason: finishReason ?? { type: "stop", matched: tokenizer.eosTokenId },
             promptTokens: inputIds.length,
             cachedTokens,
-            weightVersion: yield* Ref.get(version)
+            weightVersion: runningVersion
           } satisfies GenerateResult
         }).pipe(Effect.ensuring(Effect.sync(() => running.delete(request.rid))))
       })
+
+    const abortAll = Effect.suspend(() =>
+      Effect.forEach([...running.values()], (signal) => Deferred.succeed(signal, undefined), { discard: true })
+    )
 
     return {
       generate,
@@ -229,11 +250,11 @@ export const make = (
         }),
       weightVersion: Ref.get(version),
       updateWeights: (next) =>
-        Ref.modify(version, (current) => {
+        abortAll.pipe(Effect.andThen(Ref.modify(version, (current) => {
           updates++
           const value = next ?? WeightVersion.next(current, updates)
           return [value, value]
-        }),
+        }))),
       health: Effect.void,
       // Nothing is cached per Session in process.
       closeSession: () => Effect.void,

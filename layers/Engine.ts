@@ -5,6 +5,14 @@
  * Generated ids come back exactly as the engine produced them and are never re-tokenized. Interrupting the fiber
  * that called `generate` aborts the request on the engine (no orphaned generation); an explicit `abort(rid)` makes
  * the pending `generate` return what was produced so far with `finishReason.type === "abort"`.
+ *
+ * A partial output is resumed by a new request (new rid) whose input is `prompt ++ partial ids` and whose
+ * `maxNewTokens` is the original minus the partial length (relax-behaviour §6.4); with the same sampling seed the
+ * embedded engine then continues exactly where the interrupted generation stopped.
+ *
+ * Weight updates (`updateWeights`) abort every generation in flight, as SGLang's `/update_weight_version` with
+ * `abort_all_requests` does: each returns its partial output with an abort finish reason and its caller resumes it on
+ * the new version, so one attempt never mixes two versions and every attempt reports the version it ran on.
  */
 import { Context, Data, type Effect } from "effect"
 import { ContextLengthError } from "../src/forest/errors.ts"
@@ -37,6 +45,12 @@ export interface GenerateRequest {
    * that uses it pays for it.
    */
   readonly conversation?: (() => PolicyRequest) | undefined
+  /**
+   * A resumed attempt (partial rollout): how many trailing ids of `inputIds` this turn already generated in earlier
+   * attempts. SGLang needs nothing of it; the embedded engine uses it so a scripted policy continues its text and stop
+   * strings spanning the boundary are found.
+   */
+  readonly resumedTokens?: number | undefined
 }
 
 /** What an embedded policy sees: `(request) => string | Promise<string>` (docs/flags.md `--embedded-policy`). */
@@ -89,7 +103,11 @@ export interface EngineShape {
   readonly abort: (rid: string) => Effect.Effect<void>
   /** The weight version new generations will report. */
   readonly weightVersion: Effect.Effect<string>
-  /** Advance the weight version (embedded: in-process; SGLang: `/update_weight_version`). */
+  /**
+   * Advance the weight version (embedded: in-process; SGLang: `/update_weight_version` on every worker), aborting
+   * every generation in flight first; returns the new version (default: the current one plus 1 when it is an
+   * integer, else the number of updates).
+   */
   readonly updateWeights: (version?: string) => Effect.Effect<string, EngineError>
   readonly health: Effect.Effect<void, EngineError>
   /**

@@ -23,10 +23,14 @@ import * as Chat from "../src/protocol/chat.ts"
 import * as Responses from "../src/protocol/responses.ts"
 import * as Messages from "../src/protocol/messages.ts"
 import { Sessions } from "./Sessions.ts"
+import * as Json from "../src/json/Json.ts"
 
 /** Options of the gateway; every field has a documented default. */
 export interface GatewayOptions {
-  /** Interface to bind. Default `127.0.0.1` (agents run on the same machine). */
+  /**
+   * Interface to bind. Default `127.0.0.1` (agents run on the same machine); any other address logs a warning, since
+   * the session id is the only credential.
+   */
   readonly host?: string | undefined
   /** Port to bind; `0` lets the OS pick one (the real port is in `Gateway.port`). Default `0`. */
   readonly port?: number | undefined
@@ -34,6 +38,10 @@ export interface GatewayOptions {
   readonly heartbeatInterval?: Duration.Input | undefined
   /** Largest accepted request body in bytes; larger bodies get a 413. Default 64 MiB (inline images are big). */
   readonly maxBodyBytes?: number | undefined
+  /** Largest accepted request header block in bytes; larger gets a 431. Default 16 KiB. */
+  readonly maxHeaderBytes?: number | undefined
+  /** Deepest JSON nesting accepted in a request body (objects and arrays); deeper is a 400. Default 512. */
+  readonly maxJsonDepth?: number | undefined
   /** Model id listed by `GET /models`. Default `"relax-agentic"`. */
   readonly modelName?: string | undefined
 }
@@ -58,6 +66,10 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("relax-age
 export const mountPath = "/agentic_api"
 
 const defaultMaxBodyBytes = 64 * 1024 * 1024
+/** Node's own default; larger request headers get a 431 from Node before any handler runs. */
+const defaultMaxHeaderBytes = 16 * 1024
+/** Python's json recursion limit is about 1000; real tool schemas nest a few dozen levels at most. */
+const defaultMaxJsonDepth = 512
 
 // ---------------------------------------------------------------------------------------------------------------
 // Errors and auth (docs/requests.md, "Error bodies"); auth runs before the body is read
@@ -161,16 +173,19 @@ const bodyAborted = (request: HttpServerRequest.HttpServerRequest): boolean => {
   return incoming.readableAborted || (incoming.destroyed && !incoming.complete)
 }
 
+const strictUtf8 = new TextDecoder("utf-8", { fatal: true })
+
 const readJsonObject = (
   request: HttpServerRequest.HttpServerRequest,
-  maxBodyBytes: number
+  maxBodyBytes: number,
+  maxJsonDepth: number
 ): Effect.Effect<Record<string, unknown>, Errors.GatewayError> =>
   Effect.gen(function*() {
     const declared = Number(request.headers["content-length"] ?? Number.NaN)
     if (Number.isFinite(declared) && declared > maxBodyBytes) {
       return yield* Effect.fail(Errors.GatewayError.bodyTooLarge(maxBodyBytes))
     }
-    const text = yield* request.text.pipe(
+    const bytes = yield* request.arrayBuffer.pipe(
       Effect.provideService(HttpIncomingMessage.MaxBodySize, ByteSize.bytes(maxBodyBytes)),
       Effect.mapError((error) =>
         error.reason._tag === "RequestParseError" && error.reason.reason === "BodyTooLarge"
@@ -180,6 +195,12 @@ const readJsonObject = (
           : Errors.GatewayError.invalidJson(error.message)
       )
     )
+    let text: string
+    try {
+      text = strictUtf8.decode(bytes)
+    } catch {
+      return yield* Effect.fail(Errors.GatewayError.invalidJson("the body is not valid UTF-8; send JSON encoded as UTF-8"))
+    }
     let parsed: unknown
     try {
       parsed = JSON.parse(text)
@@ -189,6 +210,9 @@ const readJsonObject = (
     if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) {
       return yield* Effect.fail(Errors.GatewayError.bodyNotObject())
     }
+    // Everything after this point (canonicalization, hashing, templates) may recurse once per level.
+    const tooDeep = Json.pathBeyondDepth(parsed, maxJsonDepth)
+    if (tooDeep !== undefined) return yield* Effect.fail(Errors.GatewayError.nestedTooDeep(tooDeep, maxJsonDepth))
     // Decoding boundary: a JSON object parsed from the wire.
     return parsed as Record<string, unknown>
   })
@@ -200,6 +224,7 @@ interface RouteEnv {
   readonly scope: Scope.Scope
   readonly heartbeatInterval: Duration.Input
   readonly maxBodyBytes: number
+  readonly maxJsonDepth: number
 }
 
 type Outcome = Exit.Exit<Completion.Completion, Errors.GatewayError>
@@ -216,7 +241,7 @@ const handler = (adapter: Completion.Adapter, env: RouteEnv) =>
 
     // A client that goes away mid-body either interrupts this fiber (the socket closed) or fails the body stream
     // (the request aborted), whichever Node reports first; both are the reference's 499 `client_disconnect`.
-    const body = yield* readJsonObject(request, env.maxBodyBytes).pipe(
+    const body = yield* readJsonObject(request, env.maxBodyBytes, env.maxJsonDepth).pipe(
       Effect.onInterrupt(() => logDisconnect("body")),
       Effect.result
     )
@@ -286,6 +311,24 @@ const renderTerminal = (
 // ---------------------------------------------------------------------------------------------------------------
 // Wiring
 
+const allModelPaths: ReadonlyArray<string> = Object.values({
+  chat: ["/chat/completions", "/v1/chat/completions"],
+  responses: ["/responses", "/v1/responses"],
+  messages: ["/messages", "/v1/messages"]
+}).flat().map((path) => `${mountPath}${path}`)
+
+/** A path or method no route serves: 405 for a model route called with another method, else 404. */
+const unknownRoute = Effect.gen(function*() {
+  const request = yield* HttpServerRequest.HttpServerRequest
+  const path = request.url.split("?")[0] ?? request.url
+  const adapter = path.endsWith("/messages") ? Messages.adapter : Chat.adapter
+  const error = allModelPaths.includes(path)
+    ? Errors.GatewayError.methodNotAllowed(request.method, path)
+    : Errors.GatewayError.unknownRoute(request.method, path)
+  const response = errorResponse(adapter, error)
+  return error.status === 405 ? HttpServerResponse.setHeader(response, "allow", "POST") : response
+})
+
 const modelPaths = {
   chat: ["/chat/completions", "/v1/chat/completions"],
   responses: ["/responses", "/v1/responses"],
@@ -297,6 +340,15 @@ const adapters: ReadonlyArray<Completion.Adapter> = [Chat.adapter, Responses.ada
 /** Pending connections the gateway's socket queues before accepting them. */
 const LISTEN_BACKLOG = 16_384
 
+/** Whether `host` only accepts connections from this machine. */
+export const isLoopback = (host: string): boolean =>
+  host === "localhost" || host === "::1" || host === "[::1]" || /^127\.\d+\.\d+\.\d+$/.test(host)
+
+const nonLoopbackWarning = (host: string, port: number) =>
+  `The agentic gateway listens on ${host}:${port}, not on a loopback address: anyone who can reach this port and ` +
+  "learns a live session id can use the model (the session id is the only credential). Bind 127.0.0.1 (--host) " +
+  "unless your agents run on other machines, and then keep the port behind a firewall."
+
 const layerWith = (options: GatewayOptions) => {
   const host = options.host ?? "127.0.0.1"
   const modelName = options.modelName ?? "relax-agentic"
@@ -306,7 +358,8 @@ const layerWith = (options: GatewayOptions) => {
       generation: yield* Generation.Generation,
       scope: yield* Effect.scope,
       heartbeatInterval: options.heartbeatInterval ?? Sse.heartbeatInterval,
-      maxBodyBytes: options.maxBodyBytes ?? defaultMaxBodyBytes
+      maxBodyBytes: options.maxBodyBytes ?? defaultMaxBodyBytes,
+      maxJsonDepth: options.maxJsonDepth ?? defaultMaxJsonDepth
     }
     for (const adapter of adapters) {
       for (const path of modelPaths[adapter.protocol]) yield* router.add("POST", `${mountPath}${path}`, handler(adapter, env))
@@ -320,16 +373,22 @@ const layerWith = (options: GatewayOptions) => {
     const health = Effect.succeed(HttpServerResponse.jsonUnsafe({ ok: true }))
     yield* router.add("GET", `${mountPath}/health`, health)
     yield* router.add("GET", `${mountPath}/healthz`, health)
+    // Everything else under the mount (and outside it) gets an error in the shape its path suggests, never a bare 404.
+    yield* router.add("*", `${mountPath}/*`, unknownRoute)
+    yield* router.add("*", "*", unknownRoute)
   }))
+  const maxHeaderSize = options.maxHeaderBytes ?? defaultMaxHeaderBytes
   const served = HttpRouter.serve(routes, { disableLogger: true, disableListenLog: true }).pipe(
-    Layer.provideMerge(NodeHttpServer.layer(createServer, {
-      host,
-      port: options.port ?? 0,
-      // Thousands of agents connect at once (a step's first requests): Node's default backlog of 511 pending
-      // connections overflows and connections are reset; the kernel caps this at net.core.somaxconn.
-      backlog: LISTEN_BACKLOG,
-      gracefulShutdownTimeout: "1 second"
-    }))
+    Layer.provideMerge(
+      NodeHttpServer.layer(() => createServer({ maxHeaderSize }), {
+        host,
+        port: options.port ?? 0,
+        // Thousands of agents connect at once (a step's first requests): Node's default backlog of 511 pending
+        // connections overflows and connections are reset; the kernel caps this at net.core.somaxconn.
+        backlog: LISTEN_BACKLOG,
+        gracefulShutdownTimeout: "1 second"
+      })
+    )
   )
   return Layer.effect(
     Gateway,
@@ -338,6 +397,7 @@ const layerWith = (options: GatewayOptions) => {
       const address = server.address
       const port = address._tag === "UnixPathAddress" ? 0 : address.port
       const baseUrl = `http://${host}:${port}${mountPath}`
+      if (!isLoopback(host)) yield* Effect.logWarning(nonLoopbackWarning(host, port))
       return Gateway.of({ host, port, baseUrl, agentBaseUrl: `${baseUrl}/` })
     })
   ).pipe(Layer.provide(served))

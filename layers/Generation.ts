@@ -34,6 +34,7 @@ import * as ObservationDelta from "../src/template/ObservationDelta.ts"
 import type { RolloutSettings } from "./Config.ts"
 import { Engine, type GenerateResult, type PolicyRequest, type SamplingParams } from "./Engine.ts"
 import { Forests } from "./Forests.ts"
+import type { LiveRequest } from "./GenerationGate.ts"
 import * as Images from "./Images.ts"
 import type { SessionEntry } from "./Sessions.ts"
 import { Tokenizer } from "./Tokenizer.ts"
@@ -47,6 +48,17 @@ export interface GenerationOptions {
   readonly reasoningParser?: Parsers.ReasoningParser | undefined
   /** `--agentic-strict-match`: disable the tolerated match of a response echoed without its reasoning. */
   readonly strictMatch?: boolean | undefined
+  /**
+   * `--agentic-allow-special-tokens`: special-token literals in agent text (`<|im_end|>` in a user message or tool
+   * result) become control tokens, as in the reference. Default false: they are tokenized as plain text.
+   */
+  readonly allowSpecialTokens?: boolean | undefined
+  /**
+   * `--agentic-fail-unparsed-turns`: a turn whose tool calls the parser dropped or could not read, leaving nothing else,
+   * fails the request (500), as in the reference. Default false: the turn is committed with its raw generated text as
+   * content and answered 200 (its token ids are exact; a trainer can penalize it), counted as a parser failure.
+   */
+  readonly failUnparsedTurns?: boolean | undefined
   /** `--rollout-skip-special-tokens`: drop special tokens from the response text (the committed ids keep them). */
   readonly skipSpecialTokens?: boolean | undefined
 }
@@ -64,7 +76,9 @@ export const optionsOf = (settings: RolloutSettings): Result.Result<GenerationOp
       toolCallParser,
       reasoningParser,
       strictMatch: settings.strictMatch,
-      skipSpecialTokens: settings.rolloutSkipSpecialTokens
+      skipSpecialTokens: settings.rolloutSkipSpecialTokens,
+      allowSpecialTokens: settings.agenticAllowSpecialTokens,
+      failUnparsedTurns: settings.agenticFailUnparsedTurns
     }
   })
 
@@ -148,10 +162,12 @@ const make = (options: GenerationOptions) =>
       return matched
     })
 
+    const encodeOptions: ObservationDelta.EncodeOptions = { allowSpecialTokens: options.allowSpecialTokens ?? false }
+
     /**
      * Observation delta tokens (docs/sessionforest.md, "Observation tokens"): the full prompt at the root, the
-     * dummy-prefix delta deeper down. The text is encoded with `encodeAsync`, so a huge message is tokenized off the
-     * event loop.
+     * dummy-prefix delta deeper down. A plain text is encoded with `encodeAsync`, so a huge message is tokenized off
+     * the event loop; a text with marked agent literals (rare) is encoded in place.
      */
     const observationTokens = (
       forest: Forest.Forest,
@@ -159,10 +175,13 @@ const make = (options: GenerationOptions) =>
       state: Canonical.State
     ): Effect.Effect<ReadonlyArray<number>, TemplateRejected> => {
       const encoding = Forest.isRoot(forest, matched.parent)
-        ? ObservationDelta.rootPlan(tokenizer, matched.suffix, state.tools, state.chat_template_kwargs)
-        : ObservationDelta.deltaPlan(tokenizer, matched.suffix, state.tools, state.chat_template_kwargs)
+        ? ObservationDelta.rootPlan(tokenizer, matched.suffix, state.tools, state.chat_template_kwargs, encodeOptions)
+        : ObservationDelta.deltaPlan(tokenizer, matched.suffix, state.tools, state.chat_template_kwargs, encodeOptions)
       if (Result.isFailure(encoding)) return Effect.fail(new TemplateRejected({ reason: encoding.failure.reason }))
-      return Effect.map(tokenizer.encodeAsync(encoding.success.text), (ids) => ObservationDelta.planIds(encoding.success, ids))
+      const toEncode = encoding.success
+      return toEncode.marker === undefined
+        ? Effect.map(tokenizer.encodeAsync(toEncode.text), (ids) => ObservationDelta.planIds(toEncode, ids))
+        : Effect.sync(() => ObservationDelta.encodePlan(tokenizer, toEncode))
     }
 
     /** Commit the request's new messages (if any) under the matched parent; returns the state to generate from. */
@@ -213,25 +232,38 @@ const make = (options: GenerationOptions) =>
       })
     }
 
-    /** One engine attempt: wait for the lease, then generate from the prefix ++ the pending ids with the rest of the budget. */
-    const attempt = Effect.fn("Generation.attempt")(function*(p: AttemptPlan, pending: Turn.Pending, index: number) {
+    /**
+     * One engine attempt: wait for the lease, then (through the generation gate, when the Session has one: parked
+     * between steps) generate from the prefix ++ the pending ids with the rest of the budget.
+     */
+    const attempt = Effect.fn("Generation.attempt")(function*(
+      p: AttemptPlan,
+      pending: Turn.Pending,
+      index: number,
+      live: LiveRequest | undefined
+    ) {
       const { session } = p
       yield* session.awaitLease.pipe(
         Effect.catchTag("SessionClosedError", () => Effect.fail(new SessionDiscarded({ sessionId: session.sessionId })))
       )
-      const startedAt = yield* Clock.currentTimeMillis
       const inputIds = Turn.resumeIds(Forest.inferencePrefix(p.forest, p.parent), pending)
       // Images along the lineage go with the prompt (SGLang `image_data`).
       const media = Forest.inferenceMedia(p.forest, p.parent)
       const maxNewTokens = Turn.remainingTokens(p.sampling.maxNewTokens, pending)
-      const output = yield* engine.generate({
-        inputIds,
-        sampling: { ...p.sampling, maxNewTokens },
-        rid: index === 0 ? p.rid : Rid.forAttempt({ sessionId: session.sessionId, parent: p.parent, turn: p.turn, attempt: index }),
-        returnLogprob: true,
-        imageData: media.length > 0 ? media : undefined,
-        sessionId: session.sessionId,
-        conversation: () => policyRequest(p, () => tokenizer.decode(inputIds))
+      const rid = index === 0 ? p.rid : Rid.forAttempt({ sessionId: session.sessionId, parent: p.parent, turn: p.turn, attempt: index })
+      let startedAt = 0
+      const generate = Effect.gen(function*() {
+        startedAt = yield* Clock.currentTimeMillis
+        return yield* engine.generate({
+          inputIds,
+          sampling: { ...p.sampling, maxNewTokens },
+          rid,
+          returnLogprob: true,
+          resumedTokens: pending.outputIds.length,
+          imageData: media.length > 0 ? media : undefined,
+          sessionId: session.sessionId,
+          conversation: () => policyRequest(p, () => tokenizer.decode(inputIds))
+        })
       }).pipe(
         Effect.onInterrupt(() => Effect.sync(() => session.counters.aborts++)),
         Effect.catchTags({
@@ -246,6 +278,7 @@ const make = (options: GenerationOptions) =>
           EngineError: (error) => Effect.fail(new EngineFailure({ message: error.message }))
         })
       )
+      const output = yield* (live === undefined ? generate : live.attempt(rid, generate))
       return { output, startedAt, elapsedMs: (yield* Clock.currentTimeMillis) - startedAt }
     })
 
@@ -255,14 +288,26 @@ const make = (options: GenerationOptions) =>
      * {@link Turn.Pending}, and {@link Turn.afterAttempt} decides whether to finish, resume or give up.
      */
     const attempts = Effect.fn("Generation.attempts")(function*(p: AttemptPlan) {
+      const gate = p.session.gate
+      return yield* gate === undefined ? attemptLoop(p, undefined) : gate.request((live) => attemptLoop(p, live))
+    })
+
+    const attemptLoop = (p: AttemptPlan, live: LiveRequest | undefined) => Effect.gen(function*() {
       let pending = Turn.noPending(Forest.node(p.forest, p.parent).abortCount)
       let startedAt: number | undefined
+      let aborts = 0
       for (let index = 0;; index++) {
-        const attempted = yield* attempt(p, pending, index)
+        const attempted = yield* attempt(p, pending, index, live)
         startedAt ??= attempted.startedAt
-        const outcome = Turn.afterAttempt(pending, attempted.output, attempted.elapsedMs, p.sampling.maxNewTokens)
+        let outcome = Turn.afterAttempt(pending, attempted.output, attempted.elapsedMs, p.sampling.maxNewTokens)
+        if (attempted.output.finishReason.type === "abort") {
+          p.session.counters.aborts++
+          aborts++
+          // Partial rollout: a step boundary's pause parks the request at the gate until the next step (N aborts
+          // protect it); such an abort is not the engine failing, so it never counts toward giving up.
+          if (live !== undefined && (yield* live.aborted(aborts))) outcome = Turn.parked(outcome)
+        }
         pending = outcome.pending
-        if (attempted.output.finishReason.type === "abort") p.session.counters.aborts++
         if (outcome._tag === "Finished") {
           const attemptedAll: Attempted = {
             pending,
@@ -283,12 +328,15 @@ const make = (options: GenerationOptions) =>
     const parse = Effect.fn("Generation.parse")(function*(p: AttemptPlan, done: Attempted) {
       const split = Turn.splitEndOfTurn(done.pending.outputIds, tokenizer.endOfTurnIds, p.sampling.stopTokenIds)
       const text = tokenizer.decode(split.textIds, { skipSpecialTokens: options.skipSpecialTokens ?? false })
-      const parsed = Turn.parseResponse(text, options, p.state.tools)
-      p.session.counters.parserFailures += parsed.malformed
-      p.session.counters.droppedToolCalls += parsed.droppedUnknownTools
-      if (Turn.isEmpty(parsed)) {
+      const parsedText = Turn.parseResponse(text, options, p.state.tools)
+      p.session.counters.parserFailures += parsedText.malformed
+      p.session.counters.droppedToolCalls += parsedText.droppedUnknownTools
+      const unparsed = Turn.isEmpty(parsedText) && parsedText.malformed + parsedText.droppedUnknownTools > 0
+      if (Turn.isEmpty(parsedText) && (!unparsed || options.failUnparsedTurns === true || text.length === 0)) {
         return yield* new UnusableResponse({ message: "Response parsers produced an empty assistant message" })
       }
+      // The parser dropped or could not read every call and nothing else is left: the raw text is the content.
+      const parsed = unparsed ? { ...parsedText, content: text } : parsedText
       return {
         parsed,
         finish: Turn.finishOf(Turn.engineFinish(split, done.last.finishReason), parsed.calls.length),

@@ -16,13 +16,16 @@ import { readFile } from "node:fs/promises"
 import type { TrainingSample } from "../src/forest/TrainingSample.ts"
 import * as Records from "../src/rollout/Records.ts"
 import * as Dataset from "../src/schedule/Dataset.ts"
+import * as Partitions from "../src/schedule/Partitions.ts"
+import * as Retention from "../src/schedule/Retention.ts"
 import * as RolloutConfig from "./Config.ts"
 import { Credit, type CreditError } from "./Credit.ts"
-import { Engine } from "./Engine.ts"
+import { Engine, type EngineError } from "./Engine.ts"
 import { Forests } from "./Forests.ts"
+import { GenerationGate } from "./GenerationGate.ts"
 import { Outputs } from "./Outputs.ts"
 import * as Scheduler from "./Scheduler.ts"
-import { type PlannedGroup, SessionRunner } from "./SessionRunner.ts"
+import { type GroupResult, type PlannedGroup, SessionRunner } from "./SessionRunner.ts"
 import { Sessions } from "./Sessions.ts"
 import { Supervisor } from "./Supervisor.ts"
 import { Telemetry } from "./Telemetry.ts"
@@ -45,10 +48,13 @@ export type RolloutError =
   | CreditError
   | Telemetry_.OutputWriteError
   | Scheduler.TooManyDroppedGroupsError
+  | EngineError
 
 /** The result of one training step, as a trainer receives it. */
 export interface StepResult {
   readonly rolloutId: number
+  /** The engine's weight version when the step started (each attempt's own version is in `weight_versions`). */
+  readonly weightVersion: string
   /** Credited samples, Group by Group (`group_index` order), Sessions in Group order. */
   readonly samples: ReadonlyArray<TrainingSample>
   readonly metrics: Readonly<Record<string, number>>
@@ -112,7 +118,18 @@ const make = Effect.gen(function*() {
   const engine = yield* Engine
   const runner = yield* SessionRunner
   const outputs = yield* Outputs
+  const gate = yield* GenerationGate
+  const mode = RolloutConfig.retentionMode(settings)
+  // Transfer partitions: with fully async a step may leave Groups owed to its partition for the next step.
+  let partitions = Partitions.empty
 
+  if (settings.overSamplingBatchSize > settings.rolloutBatchSize && !mode.partialRollout && !mode.fullyAsync) {
+    yield* telemetry.warn(
+      `--over-sampling-batch-size ${settings.overSamplingBatchSize} is above --rollout-batch-size ` +
+        `${settings.rolloutBatchSize} without --partial-rollout or --fully-async: the over-sampled Groups still running ` +
+        `when a step closes are stopped and their work is discarded`
+    )
+  }
   const trainRows = yield* loadRows(settings.promptData)
   // Eval datasets are read at startup too, so a wrong path fails before any agent runs.
   const evalRows = new Map<string, ReadonlyArray<Dataset.Row>>()
@@ -145,18 +162,51 @@ const make = Effect.gen(function*() {
     runner,
     sessionId: sessions.newSessionId,
     describeError: runner.describeError,
-    dropStreak
+    dropStreak,
+    ...(mode.partialRollout || mode.fullyAsync
+      ? {
+        interruption: {
+          isSessionInterrupted: gate.isInterrupted,
+          // Only a fully-async step's close depends on interrupted Groups: only then do changes wake the step loop.
+          onChange: mode.fullyAsync ? gate.onChange : undefined
+        }
+      }
+      : {})
   })
+
+  /** Route accepted Groups to the partitions they pay (the previous one first), in acceptance order. */
+  const route = (accepted: ReadonlyArray<GroupResult>) =>
+    Effect.gen(function*() {
+      const byPartition = new Map<number, Array<GroupResult>>()
+      for (const group of accepted) {
+        const routed = Partitions.accept(partitions)
+        // The Scheduler accepts Groups only while the partitions' debt is unpaid: a failure here is a bug.
+        if (Result.isFailure(routed)) return yield* Effect.die(routed.failure)
+        partitions = routed.success.partitions
+        const list = byPartition.get(routed.success.rolloutId) ?? []
+        list.push(group)
+        byPartition.set(routed.success.rolloutId, list)
+      }
+      return [...byPartition.entries()].sort((a, b) => a[0] - b[0])
+    })
 
   const runStep = Effect.fn("Rollout.runStep")(function*(rolloutId: number) {
     return yield* Effect.scoped(Effect.gen(function*() {
       const n = settings.nSamplesPerPrompt
-      const debt = settings.rolloutBatchSize
+      // Fully async: the extra step rollout_id == num_rollout opens no partition and drains what is still owed.
+      const finalBackfill = Retention.isFinalBackfill(mode, rolloutId, settings.numRollout)
+      if (!finalBackfill) {
+        const opened = Partitions.open(partitions, rolloutId, settings.rolloutBatchSize)
+        if (Result.isFailure(opened)) return yield* Effect.die(opened.failure)
+        partitions = opened.success
+      }
+      const debt = Partitions.debt(partitions)
+      const weightVersion = yield* engine.weightVersion
       yield* telemetry.event("accounting_start", {
         rollout: rolloutId,
         sessions: debt * n,
         groups: debt,
-        final_backfill: false
+        final_backfill: finalBackfill
       })
       const progress = yield* telemetry.progress({
         description: `Rollout ${rolloutId} generation`,
@@ -164,23 +214,33 @@ const make = Effect.gen(function*() {
         unit: "session",
         showPrepared: settings.agenticPrelaunch
       })
+      // Groups retained by the last step continue: their parked requests resume, their budgets count again.
+      yield* gate.resume
+      const retain = Retention.retainsAcrossSteps(mode, finalBackfill) &&
+        rolloutId + 1 < Retention.stepCount(mode, settings.numRollout)
       const outcome = yield* trainPool.runStep({
         rolloutId,
         debt,
-        surplus: settings.overSamplingBatchSize - settings.rolloutBatchSize,
+        surplus: finalBackfill ? 0 : settings.overSamplingBatchSize - settings.rolloutBatchSize,
         nextStep: rolloutId + 1 < settings.numRollout,
         refill: true,
+        retain,
+        // Only this step's own partition may stay owed; the previous one is paid first.
+        maxCarriedDebt: Retention.closesWithInterrupted(mode, finalBackfill) ? settings.rolloutBatchSize : 0,
         progress
       })
-      const { samples, debug } = Records.transferOrder(
-        outcome.accepted.map(({ value }) => ({
-          seq: value.group.seq,
-          size: value.group.size,
-          samples: value.samples,
-          debug: value.debug
-        })),
-        rolloutId
+      // Retained Groups' generations are aborted and parked until the next step; their budgets stop.
+      if (retain) yield* gate.pause
+      const interruptedGroups = retain ? yield* trainPool.interruptedRetained : outcome.interruptedGroups
+      const transferred = (yield* route(outcome.accepted.map(({ value }) => value))).map(([partition, groups]) =>
+        Records.transferOrder(
+          groups.map((value) => ({ seq: value.group.seq, size: value.group.size, samples: value.samples, debug: value.debug })),
+          partition
+        )
       )
+      partitions = Partitions.produced(partitions).partitions
+      const samples = transferred.flatMap((t) => t.samples)
+      const debug = transferred.flatMap((t) => t.debug)
       const first = samples[0]
       if (first !== undefined) yield* telemetry.info(Records.firstSampleLine(first))
       const step = yield* credit.finishStep(samples, "train")
@@ -191,15 +251,17 @@ const make = Effect.gen(function*() {
         rollout: rolloutId,
         groups: outcome.accepted.length,
         rows: step.samples.length,
-        debt: 0,
+        debt: outcome.debt,
         resident_groups: outcome.residentGroups,
-        interrupted_groups: 0
+        interrupted_groups: interruptedGroups
       })
       return {
         rolloutId,
+        weightVersion,
         samples: step.samples,
         metrics: {
           ...step.metrics,
+          ...Records.parserFailureMetrics(debug, settings.agenticToolCallParser),
           ...(yield* engine.takeStepMetrics),
           "rollout/groups_dropped": outcome.dropped,
           "rollout/groups_filtered": outcome.filtered
@@ -301,11 +363,17 @@ const make = Effect.gen(function*() {
     })
     const evalEnabled = settings.evalInterval !== undefined && settings.evalDatasets.length > 0
     if (evalEnabled && !settings.skipEvalBeforeTrain) yield* doEval(0)
-    for (let rolloutId = 0; rolloutId < settings.numRollout; rolloutId++) {
+    // Fully async adds the final backfill: step call num_rollout, which drains what the last step left owed.
+    for (let rolloutId = 0; rolloutId < Retention.stepCount(mode, settings.numRollout); rolloutId++) {
       const step = yield* runStep(rolloutId)
       yield* files.step(rolloutId, step.samples, Records.stepMetricLine(rolloutId, step.groups, step.metrics))
+      // Without a trainer, the command still advances the policy version between steps, so every sample's
+      // weight_versions shows which step's policy generated it (a trainer calls Engine.updateWeights itself).
+      if (rolloutId + 1 < Retention.stepCount(mode, settings.numRollout)) yield* engine.updateWeights()
       const done = rolloutId + 1
-      if (evalEnabled && (done % (settings.evalInterval ?? 1) === 0 || done === settings.numRollout)) yield* doEval(done)
+      if (evalEnabled && rolloutId < settings.numRollout && (done % (settings.evalInterval ?? 1) === 0 || done === settings.numRollout)) {
+        yield* doEval(done)
+      }
     }
     return { steps: settings.numRollout, evals, files: files.files() } satisfies RunSummary
   }).pipe(Effect.withSpan("Rollout.run"))
@@ -332,6 +400,7 @@ export class Rollout extends Context.Service<Rollout, RolloutShape>()("relax-age
     | Telemetry
     | Engine
   > = Layer.effect(Rollout, make).pipe(
-    Layer.provide(Layer.merge(SessionRunner.layer, Outputs.layer))
+    Layer.provide(Layer.merge(SessionRunner.layer, Outputs.layer)),
+    Layer.provideMerge(GenerationGate.layer)
   )
 }

@@ -11,12 +11,17 @@
  *   has sent one, and requests wait (held) until the Group holds its Runtime lease.
  * - A Session that ends before the barrier, or fails at any time, drops its whole Group: the other agents are
  *   interrupted, held requests are answered with `SessionClosedError`, the slot is released, and the step's demand
- *   starts a replacement.
+ *   starts a replacement. A Session runner or Reward that *dies* (a defect) drops its Group the same way
+ *   (`error_type=RunnerDied`), so no record stays resident and blocks refills.
  * - A Group leaves capacity when its Sessions have all finished (Reward runs outside capacity) or when it is dropped.
  * - `runStep` asks `src/schedule/Leasing.ts` at every wake-up which ready Groups get their lease and how many Groups
  *   start, folds each finished Group into the step's ledger, and at the step's end asks it what happens to the Groups
  *   still leased or in Prepare; this layer only carries the moves out (Deferreds, forks, interrupts) and returns once
- *   `debt` Groups were accepted.
+ *   `debt` Groups were accepted, or (fully async) once the debt is at most the interrupted resident Groups.
+ * - With retention (partial rollout / fully async) leased Groups still running at the close stay leased: their
+ *   generations are parked by the generation gate (layers/GenerationGate.ts), they keep their slot, and when they
+ *   finish (during the pause or later) they settle the next step's ledger. A Group is *interrupted* when every
+ *   unfinished Session of it is (`PoolOptions.interruption`).
  * - A `DropStreak` (`src/schedule/DropStreak.ts`, shared by every pool of a rollout) counts Groups dropped in a row.
  *   When it reaches its limit, the pool's `runStep` interrupts every Group of the pool and fails with
  *   `TooManyDroppedGroupsError`: an agent that fails on every Group would otherwise be refilled forever.
@@ -25,6 +30,7 @@ import { Context, Deferred, Effect, Fiber, Layer, Option, Queue, Scope } from "e
 import { randomBytes } from "node:crypto"
 import { type DropReason, dropStreak, type DropStreak, type TooManyDroppedGroupsError } from "../src/schedule/DropStreak.ts"
 import * as Leasing from "../src/schedule/Leasing.ts"
+import * as Retention from "../src/schedule/Retention.ts"
 import { SessionClosedError } from "./Sessions.ts"
 import { type Progress, Telemetry, type TelemetryShape } from "./Telemetry.ts"
 
@@ -50,6 +56,8 @@ export interface SessionTicket {
   readonly awaitLease: Effect.Effect<void, SessionClosedError>
   /** Completes when the Group gets its lease (start the active-time budget here); never completes after a drop. */
   readonly leased: Effect.Effect<void>
+  /** Completes once this Session has sent its first model request (its first `awaitLease`). */
+  readonly firstRequest: Effect.Effect<void>
   /** The rollout step the Group is leased under (the pool's current step before the lease). */
   readonly rolloutId: () => number
 }
@@ -87,6 +95,14 @@ export interface PoolOptions<G extends GroupLike, O, A, E> {
   readonly heartbeatSeconds?: number | undefined
   /** Counts Groups dropped in a row (share one between a rollout's pools); default: unlimited, as Relax. */
   readonly dropStreak?: DropStreak | undefined
+  /**
+   * Partial rollout / fully async: whether a Session is interrupted now (the generation gate's view), and (fully
+   * async, whose close depends on it) a way to be told when that may have changed, which wakes the step loop.
+   */
+  readonly interruption?: {
+    readonly isSessionInterrupted: (sessionId: string) => boolean
+    readonly onChange?: ((listener: () => void) => void) | undefined
+  } | undefined
 }
 
 export interface StepPlan {
@@ -102,6 +118,10 @@ export interface StepPlan {
    * at most `debt` Groups are started.
    */
   readonly refill: boolean
+  /** Keep leased Groups still running at the close for the next step (partial rollout / fully async). */
+  readonly retain?: boolean | undefined
+  /** Fully async: the most debt the step may leave owed to interrupted resident Groups (see `Leasing.closes`). */
+  readonly maxCarriedDebt?: number | undefined
   readonly progress?: Progress | undefined
 }
 
@@ -115,8 +135,14 @@ export interface StepOutcome<G, A> {
   readonly accepted: ReadonlyArray<AcceptedGroup<G, A>>
   readonly dropped: number
   readonly filtered: number
-  /** Groups resident when the step closed (kept in Prepare for the next step). */
+  /** Groups resident when the step closed (kept in Prepare, or retained in Runtime, for the next step). */
   readonly residentGroups: number
+  /** Debt left when the step closed (fully async: owed to a later step). */
+  readonly debt: number
+  /** Leased Groups kept for the next step. */
+  readonly retainedGroups: number
+  /** Of those, the ones whose every unfinished Session was interrupted at the close. */
+  readonly interruptedGroups: number
 }
 
 /** Point-in-time counts, as the idle heartbeat reports them. */
@@ -136,6 +162,8 @@ export interface Pool<G extends GroupLike, A> {
    */
   readonly runStep: (plan: StepPlan) => Effect.Effect<StepOutcome<G, A>, TooManyDroppedGroupsError>
   readonly state: Effect.Effect<PoolState>
+  /** Retained Groups whose every unfinished Session is interrupted now (after a step's pause: all unprotected ones). */
+  readonly interruptedRetained: Effect.Effect<number>
 }
 
 type Phase = "prepare" | "runtime" | "reward" | "done"
@@ -148,6 +176,10 @@ interface GroupRecord<G> {
   rolloutId: number
   released: boolean
   fiber: Fiber.Fiber<void> | undefined
+  /** Session ids in Group order (set when the Group's fiber starts). */
+  sessionIds: ReadonlyArray<string>
+  /** Per Session: its agent ended. */
+  readonly finished: Array<boolean>
 }
 
 type Finish<A> =
@@ -164,10 +196,26 @@ class ExitedBeforeFirstRequest {
   readonly _tag = "ExitedBeforeFirstRequest"
 }
 
+/**
+ * A Session runner or Reward that died (a defect: a bug, a rejected promise) instead of failing with a typed error.
+ * It drops the Group like a failure, so the slot is freed and the step refills, and its text is logged.
+ */
+class RunnerDied {
+  readonly _tag = "RunnerDied"
+  constructor(readonly defect: unknown) {}
+  get detail(): string {
+    return this.defect instanceof Error ? (this.defect.stack ?? this.defect.message) : String(this.defect)
+  }
+}
+
+/** Defects of `effect` as a `RunnerDied` failure; typed failures and interruptions pass unchanged. */
+const surviveDefects = <A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A, E | RunnerDied> =>
+  Effect.catchDefect(effect, (defect) => Effect.fail(new RunnerDied(defect)))
+
 interface SessionFailure<E> {
   readonly position: number
   readonly sessionId: string
-  readonly error: E | ExitedBeforeFirstRequest
+  readonly error: E | ExitedBeforeFirstRequest | RunnerDied
 }
 
 const finishOf = <A>(finish: Finish<A>): Leasing.Finish =>
@@ -192,7 +240,9 @@ export const makePool = <G extends GroupLike, O, A, E>(
     const scope = yield* Effect.scope
     const signals = yield* Queue.unbounded<Signal<G, A>>()
     const mintSessionId = options.sessionId ?? defaultSessionId
-    const describe = options.describeError ?? defaultDescribe
+    const describeTyped = options.describeError ?? defaultDescribe
+    const describe = (error: E | RunnerDied) =>
+      error instanceof RunnerDied ? { type: "RunnerDied", detail: error.detail } : describeTyped(error)
     const heartbeat = options.heartbeatSeconds ?? 30
     const streak = options.dropStreak ?? dropStreak(0)
     const prepared: Array<GroupRecord<G>> = []
@@ -219,9 +269,12 @@ export const makePool = <G extends GroupLike, O, A, E>(
         const arrived: Array<boolean> = Array.from({ length: size }, () => false)
         let arrivedCount = 0
         const sessionIds = yield* Effect.forEach(arrived, () => mintSessionId)
+        const firstRequests = yield* Effect.forEach(arrived, () => Deferred.make<void>())
+        record.sessionIds = sessionIds
         const ticket = (position: number): SessionTicket => {
           const sessionId = sessionIds[position]!
           return {
+            firstRequest: Deferred.await(firstRequests[position]!),
             groupId: group.groupId,
             sessionId,
             position,
@@ -230,6 +283,7 @@ export const makePool = <G extends GroupLike, O, A, E>(
               if (!arrived[position]) {
                 arrived[position] = true
                 arrivedCount += 1
+                Deferred.doneUnsafe(firstRequests[position]!, Effect.void)
                 if (arrivedCount === size) {
                   record.ready = true
                   return notify({ _tag: "Changed" }).pipe(Effect.andThen(Deferred.await(record.lease)))
@@ -245,7 +299,10 @@ export const makePool = <G extends GroupLike, O, A, E>(
           }
         }
         const runSession = (position: number) =>
-          options.runner.session(group, ticket(position)).pipe(
+          surviveDefects(options.runner.session(group, ticket(position))).pipe(
+            Effect.ensuring(Effect.sync(() => {
+              record.finished[position] = true
+            })),
             Effect.mapError((error): SessionFailure<E> => ({ position, sessionId: sessionIds[position]!, error })),
             Effect.flatMap((outcome) =>
               arrived[position]
@@ -272,7 +329,7 @@ export const makePool = <G extends GroupLike, O, A, E>(
         }
         record.phase = "reward"
         yield* release(record)
-        const verdict = yield* options.runner.reward(group, sessions.success).pipe(Effect.result)
+        const verdict = yield* surviveDefects(options.runner.reward(group, sessions.success)).pipe(Effect.result)
         if (verdict._tag === "Failure") {
           if (streak.tripped() !== undefined) return
           const { type, detail } = describe(verdict.failure)
@@ -340,7 +397,9 @@ export const makePool = <G extends GroupLike, O, A, E>(
         ready: false,
         rolloutId: currentRolloutId,
         released: false,
-        fiber: undefined
+        fiber: undefined,
+        sessionIds: [],
+        finished: Array.from({ length: group.size }, () => false)
       }
       resident += 1
       prepared.push(record)
@@ -386,11 +445,43 @@ export const makePool = <G extends GroupLike, O, A, E>(
       if (error === undefined) return Effect.void
       return Effect.gen(function*() {
         prepared.length = 0
+        retained.clear()
         yield* stop([...all])
         yield* Queue.clear(signals)
         return yield* Effect.fail(error)
       })
     })
+
+    // Leased Groups kept from the last step (partial rollout / fully async), still running or parked.
+    const retained = new Set<GroupRecord<G>>()
+    if (options.interruption?.onChange !== undefined) {
+      options.interruption.onChange(() => {
+        Queue.offerUnsafe(signals, { _tag: "Changed" })
+      })
+    }
+
+    const isInterrupted = (record: GroupRecord<G>): boolean => {
+      const check = options.interruption?.isSessionInterrupted
+      if (check === undefined || record.phase !== "runtime") return false
+      let unfinished = 0
+      let interrupted = 0
+      record.sessionIds.forEach((sessionId, i) => {
+        if (record.finished[i]) return
+        unfinished += 1
+        if (check(sessionId)) interrupted += 1
+      })
+      return Retention.isGroupInterrupted({
+        runtime: true,
+        failed: false,
+        unfinishedSessions: unfinished,
+        interruptedSessions: interrupted
+      })
+    }
+    const countInterrupted = (records: Iterable<GroupRecord<G>>): number => {
+      let n = 0
+      for (const r of records) if (isInterrupted(r)) n += 1
+      return n
+    }
 
     const prepareView = (): Array<Leasing.PrepareGroup<GroupRecord<G>>> =>
       prepared.map((r) => ({ key: r, ready: r.ready, live: r.phase === "prepare" }))
@@ -399,11 +490,14 @@ export const makePool = <G extends GroupLike, O, A, E>(
       yield* failIfTripped
       currentRolloutId = plan.rolloutId
       for (const r of prepared) r.rolloutId = plan.rolloutId
-      const leased = new Set<GroupRecord<G>>()
+      // Groups retained by the last step are leased by this one: their next responses are recorded under it.
+      const leased = new Set<GroupRecord<G>>(retained)
+      retained.clear()
+      for (const r of leased) r.rolloutId = plan.rolloutId
       const acceptedGroups: Array<AcceptedGroup<G, A>> = []
       let ledger = Leasing.openStep(plan, options.prelaunch)
 
-      while (ledger.debt > 0) {
+      while (!Leasing.closes(ledger, countInterrupted(leased))) {
         // Before leasing or starting anything: a tripped streak must not start one more agent.
         yield* failIfTripped
         const moves = Leasing.nextMoves(
@@ -436,7 +530,7 @@ export const makePool = <G extends GroupLike, O, A, E>(
               runtime_reward_group_count: s.runtime + s.reward,
               finalized_group_count: acceptedGroups.length,
               resident_group_count: s.resident,
-              interrupted_runtime_group_count: 0
+              interrupted_runtime_group_count: countInterrupted(leased)
             }
           })
           continue
@@ -456,13 +550,23 @@ export const makePool = <G extends GroupLike, O, A, E>(
       }
       // The last Group an Eval step waited for may be the drop that tripped the streak.
       yield* failIfTripped
-      yield* stop(Leasing.closeRuntime([...leased]).interrupt)
-      // Signals of stopped Groups belong to no step; a kept Prepare Group that was dropped meanwhile leaves the queue.
+      const interruptedGroups = countInterrupted(leased)
+      const runtimeClose = Leasing.closeRuntime(ledger, [...leased])
+      yield* stop(runtimeClose.interrupt)
+      for (const r of runtimeClose.retain) retained.add(r)
+      // Signals of stopped Groups belong to no step; a kept Prepare Group that was dropped meanwhile leaves the queue;
+      // a retained Group that already finished settles the next step.
+      const kept: Array<Signal<G, A>> = []
       for (const signal of yield* Queue.clear(signals)) {
         if (signal._tag !== "Finished") continue
+        if (retained.has(signal.record)) {
+          kept.push(signal)
+          continue
+        }
         const waiting = prepared.indexOf(signal.record)
         if (waiting !== -1) prepared.splice(waiting, 1)
       }
+      for (const signal of kept) yield* notify(signal)
       const close = Leasing.closePrepare(ledger, prepareView())
       prepared.splice(0, prepared.length, ...close.keep)
       const restart = close.restart.map((r) => r.group)
@@ -472,11 +576,14 @@ export const makePool = <G extends GroupLike, O, A, E>(
         accepted: acceptedGroups,
         dropped: ledger.dropped,
         filtered: ledger.filtered,
-        residentGroups: resident
+        residentGroups: resident,
+        debt: Math.max(0, ledger.debt),
+        retainedGroups: retained.size,
+        interruptedGroups
       } satisfies StepOutcome<G, A>
     })
 
-    return { runStep, state }
+    return { runStep, state, interruptedRetained: Effect.sync(() => countInterrupted(retained)) }
   })
 
 /** The scheduler service: builds pools whose log lines go to `Telemetry`. */

@@ -5,7 +5,9 @@
  * **Details**
  * A Session is registered with `Sessions` (its `awaitLease` joins the Group's first-request barrier), gets an empty
  * SessionForest, and runs its agent through the `Supervisor` with an active-time budget started when the Group gets its
- * Runtime lease; when the Session ends, the engine is told (`Engine.closeSession`). When the agent exits, its exports (implicit leaf or explicit records) become training samples;
+ * Runtime lease; when the Session ends, the engine is told (`Engine.closeSession`). With partial rollout or fully
+ * async a training Session is also registered with the generation gate, which parks its requests and pauses its budget
+ * between steps. When the agent exits, its exports (implicit leaf or explicit records) become training samples;
  * `Credit` scores the Group (reward, custom advantage or GRPO; a `null` hook result filters it). A Session that fails,
  * an export that does not match and a Reward error fail with a `GroupError`, which drops the Group.
  */
@@ -23,6 +25,7 @@ import * as RolloutConfig from "./Config.ts"
 import { Credit, type CreditError } from "./Credit.ts"
 import { Engine } from "./Engine.ts"
 import { Forests } from "./Forests.ts"
+import { GenerationGate } from "./GenerationGate.ts"
 import * as Scheduler from "./Scheduler.ts"
 import { emptyCounters, type RolloutMode, Sessions } from "./Sessions.ts"
 import { Supervisor } from "./Supervisor.ts"
@@ -78,6 +81,8 @@ const make = Effect.gen(function*() {
   const supervisor = yield* Supervisor
   const credit = yield* Credit
   const telemetry = yield* Telemetry
+  const gate = yield* GenerationGate
+  const retains = gate.mode.partialRollout || gate.mode.fullyAsync
   const engine = yield* Engine
 
   const inputOptions: SessionInput.InputOptions = {
@@ -111,6 +116,8 @@ const make = Effect.gen(function*() {
         chatTemplateKwargs: settings.applyChatTemplateKwargs
       })
       const counters = emptyCounters()
+      const budget = yield* supervisor.makeBudget
+      const sessionGate = !eval_ && retains ? yield* gate.register(sessionId, budget) : undefined
       yield* sessions.register({
         sessionId,
         groupId: group.groupId,
@@ -121,16 +128,17 @@ const make = Effect.gen(function*() {
         maxContextLen: eval_ ? RolloutConfig.evalMaxContextLen(settings) : settings.rolloutMaxContextLen,
         rolloutId: ticket.rolloutId,
         awaitLease: ticket.awaitLease,
+        gate: sessionGate,
         counters
       })
-      const budget = yield* supervisor.makeBudget
       yield* Effect.forkScoped(ticket.leased.pipe(Effect.andThen(budget.start)))
       const outcome = yield* supervisor.run({
         sessionId,
         groupId: group.groupId,
         rolloutMode: group.mode,
         input: prepared,
-        budget
+        budget,
+        firstRequest: ticket.firstRequest
       })
       yield* sessions.close(sessionId)
       for (const warning of outcome.warnings) yield* telemetry.warn(warning)
@@ -185,6 +193,14 @@ export class SessionRunner extends Context.Service<SessionRunner, SessionRunnerS
   static readonly layer: Layer.Layer<
     SessionRunner,
     never,
-    RolloutConfig.RolloutConfig | Tokenizer | Sessions | Forests | Supervisor | Credit | Telemetry | Engine
+    | RolloutConfig.RolloutConfig
+    | Tokenizer
+    | Sessions
+    | Forests
+    | Supervisor
+    | Credit
+    | Telemetry
+    | Engine
+    | GenerationGate
   > = Layer.effect(SessionRunner, make)
 }

@@ -11,6 +11,7 @@
 import { Context, Data, Effect, Layer } from "effect"
 import { createHash, randomBytes } from "node:crypto"
 import type { SamplingParams } from "./Engine.ts"
+import type { SessionGate } from "./GenerationGate.ts"
 
 export type RolloutMode = "train" | "eval"
 
@@ -39,6 +40,11 @@ export interface SessionEntry {
    * first-request barrier; the effect completes once the Group holds its Runtime lease (at once when unscheduled).
    */
   readonly awaitLease: Effect.Effect<void, SessionClosedError>
+  /**
+   * The training generation gate (`--partial-rollout` / `--fully-async`): every backend attempt of this Session runs
+   * through it, so a step's close can abort and park it. Absent (always open) for Eval and synchronous rollouts.
+   */
+  readonly gate?: SessionGate | undefined
   readonly counters: SessionCounters
 }
 

@@ -17,6 +17,8 @@
  *   unreachable); 4xx are not. HTTP 400 context-length rejections become {@link ContextLengthError}.
  * - `abort(rid)` posts `/abort_request {rid}` to every worker (SGLang matches rids by prefix: rids must be
  *   fixed-length, see src/engine/Rid.ts). Interrupting a `generate` aborts its rid the same way.
+ * - `updateWeights(version)` posts `/update_weight_version {new_version, abort_all_requests: true}` to every worker:
+ *   generations in flight end with their partial output (finish `abort`) and are resumed by their callers.
  * - At most `serverConcurrency` requests are in flight per worker (`--sglang-server-concurrency`, default 512).
  * - With `tokenizer`, startup compares the server's `/tokenize` of a probe text with the gateway's tokenizer and
  *   refuses a mismatch (naming the served model from `/get_model_info`).
@@ -521,7 +523,9 @@ export const make = (options: SglangEngineOptions): Effect.Effect<EngineShape, E
         yield* Effect.forEach(
           workers,
           (w) =>
-            http(w.url, "/update_weight_version", "POST", { new_version: value, abort_all_requests: false } satisfies Wire.UpdateWeightVersionRequest).pipe(
+            // abort_all_requests: a generation running across the update returns its partial output (finish `abort`)
+            // and its caller resumes it on the new version, so every attempt runs on one version (reference §6.8).
+            http(w.url, "/update_weight_version", "POST", { new_version: value, abort_all_requests: true } satisfies Wire.UpdateWeightVersionRequest).pipe(
               Effect.flatMap((answer) =>
                 answer.status === 200
                   ? decodeJson(Wire.UpdateWeightVersionResponse, w.url, "/update_weight_version", answer)

@@ -6,7 +6,10 @@
  * - `LocalProcess` runs `/bin/bash -lc <--agent-command>` in `--agent-cwd` as the leader of its own process group,
  *   with the parent's environment + `--agent-env` + the seven `RELAX_*` variables, a per-session IO directory
  *   (`RELAX_SESSION_IO_DIR`, holding `session_input.json`, `session_output.json` and `run.log`), and stdout +
- *   stderr appended to the log file.
+ *   stderr appended to the log file. With `logDir`, the log of a failed Session (of every Session with
+ *   `keepLogs: "all"`) is moved to `<logDir>/<sessionId>.log` when the Session ends. A directory or file that cannot
+ *   be prepared is an `AgentExecutionError` (reason `prepare`), not a defect. The process-group mechanics live in
+ *   `internal/ProcessGroup.ts` (why `node:child_process` and not `effect/process`: docs/architecture.md).
  * - `InProcess` calls an Effect function standing for the agent (simulations under TestClock, TS-native harnesses).
  *
  * Shutdown is fiber interruption: interrupting `run` sends SIGTERM to the whole process group, SIGKILL after the
@@ -14,10 +17,8 @@
  * too. The same group cleanup runs after a normal exit. The active-time budget (`ActiveBudget`) is raced against
  * the agent; when it expires the agent is stopped with a timeout `AgentExecutionError`.
  */
-import { Cause, Context, Duration, Effect, Exit, Layer, Result } from "effect"
+import { Cause, Context, Duration, Effect, Exit, Layer, Option, Result } from "effect"
 import type { Schema, Scope } from "effect"
-import { spawn, type ChildProcess } from "node:child_process"
-import * as Fs from "node:fs"
 import * as FsPromises from "node:fs/promises"
 import * as Os from "node:os"
 import * as Path from "node:path"
@@ -27,6 +28,7 @@ import { AgentExecutionError, AgentSpecError, SessionInputError } from "../src/s
 import * as SessionInput from "../src/session/SessionInput.ts"
 import * as SessionOutput from "../src/session/SessionOutput.ts"
 import * as ActiveBudget from "./ActiveBudget.ts"
+import * as ProcessGroup from "./internal/ProcessGroup.ts"
 
 /** File names inside a Session's IO directory. */
 export const InputFileName = "session_input.json"
@@ -50,6 +52,12 @@ export interface SessionLaunch {
    * with the agent.
    */
   readonly budget?: ActiveBudget.ActiveBudget | undefined
+  /**
+   * Completes once the Session sent its first model request (the Scheduler's ticket). When given, an agent that sends
+   * none within `--agent-timeout` of its start is stopped with a timeout: the active-time budget only runs in Runtime,
+   * which such an agent never reaches, so it would otherwise hold its Group's slot (and its step) forever.
+   */
+  readonly firstRequest?: Effect.Effect<void> | undefined
 }
 
 export interface SupervisorShape {
@@ -79,8 +87,13 @@ export interface LocalProcessOptions {
   readonly keepSessionIo?: boolean | undefined
   /** Parent of the IO directories. Default: the OS temp directory. */
   readonly ioRoot?: string | undefined
-  /** Write each log to `<logDir>/<sessionId>.log` (kept) instead of the IO directory. */
+  /**
+   * Where Session logs are kept, as `<logDir>/<sessionId>.log`: the log (`run.log` in the IO directory while the agent
+   * runs) is moved there when the Session ends, for the Sessions `keepLogs` says. Default: no log is kept.
+   */
   readonly logDir?: string | undefined
+  /** With `logDir`: keep the logs of `"failed"` Sessions only (default), or of `"all"`. */
+  readonly keepLogs?: "failed" | "all" | undefined
   /** Between SIGTERM and SIGKILL to the process group. Default 5 seconds. */
   readonly killGrace?: Duration.Input | undefined
   /** The parent environment the agent inherits. Default: `process.env`. */
@@ -166,7 +179,7 @@ export const imageUrl = (source: SessionInput.ImageSource): Effect.Effect<string
   }).pipe(Effect.map((png) => `data:image/png;base64,${png.toString("base64")}`))
 }
 
-const errorText = (error: unknown): string => error instanceof Error ? error.message : String(error)
+const errorText = ProcessGroup.errorText
 
 /** Build `session_input.json` content, loading images once per prepared row (a Group shares one row). */
 const makeMaterializer = () => {
@@ -185,151 +198,6 @@ const makeMaterializer = () => {
       return file
     })
 }
-
-// ---------------------------------------------------------------------------------------------------------------
-// Process group
-
-interface Exited {
-  readonly code: number | null
-  readonly signal: NodeJS.Signals | null
-}
-
-interface Agent {
-  readonly pid: number
-  readonly exited: Promise<Exited>
-  readonly hasExited: () => boolean
-}
-
-/**
- * Members of process group `pgid` that are still running, read from `/proc` (Linux).
- *
- * **Details**
- * `kill(-pgid, 0)` also succeeds for zombies: a killed grandchild re-parented to a PID 1 that does not reap would
- * keep the group "alive" forever. Zombies (`Z`) and dead (`X`) entries are therefore not counted. Returns
- * `undefined` where `/proc` is not available.
- */
-export const liveGroupMembers = (pgid: number): ReadonlyArray<number> | undefined => {
-  let entries: Array<string>
-  try {
-    entries = Fs.readdirSync("/proc")
-  } catch {
-    return undefined
-  }
-  const members: Array<number> = []
-  for (const entry of entries) {
-    if (!/^\d+$/.test(entry)) continue
-    const state = processState(Number(entry))
-    if (state !== undefined && state.pgrp === pgid && state.state !== "Z" && state.state !== "X") {
-      members.push(Number(entry))
-    }
-  }
-  return members
-}
-
-/** State letter and process group of `pid` from `/proc/<pid>/stat`, or `undefined` when it is gone. */
-export const processState = (pid: number): { readonly state: string; readonly pgrp: number } | undefined => {
-  let stat: string
-  try {
-    stat = Fs.readFileSync(`/proc/${pid}/stat`, "utf8")
-  } catch {
-    return undefined
-  }
-  // The command name may contain spaces and parentheses: the fields start after the last ')'.
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-  const state = fields[0]
-  const pgrp = Number(fields[2])
-  return state === undefined ? undefined : { state, pgrp }
-}
-
-const groupAlive = (pgid: number): boolean => {
-  try {
-    process.kill(-pgid, 0)
-  } catch {
-    return false
-  }
-  // The cheap check says "some member exists"; only then pay for the /proc scan that discounts zombies.
-  const members = liveGroupMembers(pgid)
-  return members === undefined || members.length > 0
-}
-
-const signalGroup = (pgid: number, signal: NodeJS.Signals): void => {
-  try {
-    process.kill(-pgid, signal)
-  } catch {
-    // ESRCH: the group is already gone.
-  }
-}
-
-const pollInterval = Duration.millis(25)
-
-/** Wait (polling) until the group is empty and the leader reaped, for at most `limit`; true when it happened. */
-const awaitGroupGone = (agent: Agent, limit: Duration.Duration): Effect.Effect<boolean> =>
-  Effect.gen(function*() {
-    const isGone = () => agent.hasExited() && !groupAlive(agent.pid)
-    const polls = Math.max(1, Math.ceil(Duration.toMillis(limit) / Duration.toMillis(pollInterval)))
-    for (let i = 0; i < polls; i++) {
-      if (isGone()) return true
-      yield* Effect.sleep(pollInterval)
-    }
-    return isGone()
-  })
-
-/** SIGTERM to the whole group, SIGKILL after `grace`, then wait for the leader and every member. */
-const terminateGroup = (agent: Agent, grace: Duration.Duration): Effect.Effect<void> =>
-  Effect.gen(function*() {
-    if (agent.hasExited() && !groupAlive(agent.pid)) return
-    signalGroup(agent.pid, "SIGTERM")
-    if (yield* awaitGroupGone(agent, grace)) return
-    signalGroup(agent.pid, "SIGKILL")
-    if (!(yield* awaitGroupGone(agent, Duration.seconds(5)))) {
-      yield* Effect.logWarning(`agent process group ${agent.pid} still has members 5 s after SIGKILL`)
-    }
-  })
-
-const spawnAgent = (
-  spec: AgentSpec.AgentSpec,
-  env: Record<string, string>,
-  logPath: string
-): Effect.Effect<Agent, string> =>
-  Effect.callback<Agent, string>((resume) => {
-    let fd: number
-    try {
-      fd = Fs.openSync(logPath, "a")
-    } catch (error) {
-      resume(Effect.fail(`cannot open the log ${logPath}: ${errorText(error)}`))
-      return
-    }
-    let child: ChildProcess
-    try {
-      // stdout and stderr go straight to the log file: no pipe that a backgrounded grandchild could hold open.
-      child = spawn("/bin/bash", ["-lc", spec.command], {
-        cwd: spec.cwd,
-        env,
-        detached: true,
-        stdio: ["ignore", fd, fd]
-      })
-    } catch (error) {
-      Fs.closeSync(fd)
-      resume(Effect.fail(errorText(error)))
-      return
-    }
-    Fs.closeSync(fd)
-    let exit: Exited | undefined
-    const exited = new Promise<Exited>((resolve) => {
-      child.once("exit", (code, signal) => {
-        exit = { code, signal }
-        resolve(exit)
-      })
-    })
-    child.once("error", (error) => {
-      if (child.pid === undefined) resume(Effect.fail(errorText(error)))
-    })
-    child.once("spawn", () => {
-      const pid = child.pid
-      if (pid === undefined) resume(Effect.fail("the process has no pid"))
-      else resume(Effect.succeed({ pid, exited, hasExited: () => exit !== undefined }))
-    })
-  })
 
 /** The last `LogTailBytes` of the log, decoded as UTF-8 with replacement characters. */
 const readTail = (logPath: string): Effect.Effect<string> =>
@@ -372,11 +240,72 @@ const parseOutputOrFail = (
   return Effect.succeed({ sessionId, exitCode, ...parsed.success, logTail })
 }
 
+/** A failure to prepare the Session's directory or files, before any process starts. */
+const prepareError = (sessionId: string, what: string, error: unknown) =>
+  new AgentExecutionError({
+    sessionId,
+    reason: "prepare",
+    detail: `cannot ${what}: ${errorText(error)}`,
+    logTail: ""
+  })
+
+/** Run a file-system step of the Session's preparation, failing with a typed `prepare` error (never a defect). */
+const prepareStep = <A>(sessionId: string, what: string, run: () => Promise<A>) =>
+  Effect.tryPromise({ try: run, catch: (error) => prepareError(sessionId, what, error) })
+
+/** Where a kept log ends up: `<logDir>/<sessionId>.log` (absolute, so error messages name it exactly). */
+const keptLogFile = (logDir: string, sessionId: string) => Path.resolve(logDir, `${safeFileName(sessionId)}.log`)
+
+/**
+ * Move the Session's log to where it is kept (rename; copy + remove across file systems). A failure is logged, not
+ * raised: losing a log must not fail a Session that is already ending.
+ */
+const keepLog = (from: string, to: string): Effect.Effect<void> =>
+  Effect.tryPromise(async () => {
+    await FsPromises.mkdir(Path.dirname(to), { recursive: true })
+    try {
+      await FsPromises.rename(from, to)
+    } catch {
+      await FsPromises.copyFile(from, to)
+      await FsPromises.rm(from, { force: true })
+    }
+  }).pipe(
+    Effect.catch((error) => Effect.logWarning(`could not keep the agent log ${from} as ${to}: ${errorText(error.cause)}`))
+  )
+
+const removeDir = (dir: string): Effect.Effect<void> =>
+  Effect.tryPromise(() => FsPromises.rm(dir, { recursive: true, force: true })).pipe(
+    Effect.catch((error) => Effect.logWarning(`could not remove the session directory ${dir}: ${errorText(error.cause)}`))
+  )
+
+/** The `detail` of a timeout for an agent that never sent its first model request. */
+export const NoFirstRequest = "without sending its first model request"
+
+/**
+ * Completes when the Session must be stopped for time: its active-time budget ran out, or (with `firstRequest`) it
+ * sent no model request within the budget's total of its start.
+ */
+const timeUp = (
+  launch: SessionLaunch,
+  budget: ActiveBudget.ActiveBudget
+): Effect.Effect<{ readonly _tag: "Expired"; readonly detail?: string }> => {
+  const expired = budget.expired.pipe(Effect.as({ _tag: "Expired" as const }))
+  if (launch.firstRequest === undefined) return expired
+  const silent = launch.firstRequest.pipe(
+    Effect.timeoutOption(Duration.seconds(budget.totalSeconds)),
+    Effect.flatMap((sent) =>
+      Option.isSome(sent) ? Effect.never : Effect.succeed({ _tag: "Expired" as const, detail: NoFirstRequest })
+    )
+  )
+  return Effect.raceFirst(expired, silent)
+}
+
 const localProcess = (options: LocalProcessOptions): SupervisorShape => {
   const spec = options.spec
   const grace = Duration.fromInputUnsafe(options.killGrace ?? Duration.seconds(5))
   const materialize = makeMaterializer()
   const makeBudget = ActiveBudget.make(spec.timeoutSeconds)
+  const keepLogs = options.keepLogs ?? "failed"
 
   const run = (launch: SessionLaunch) =>
     Effect.scoped(Effect.gen(function*() {
@@ -384,21 +313,28 @@ const localProcess = (options: LocalProcessOptions): SupervisorShape => {
       const budget = launch.budget ?? (yield* makeBudget.pipe(Effect.tap((b) => b.start)))
       const inputFile = yield* materialize(launch.input, sessionId)
       const keep = options.keepSessionIo === true
+      const ioRoot = options.ioRoot ?? Os.tmpdir()
 
       const ioDir = yield* Effect.acquireRelease(
-        Effect.promise(() => FsPromises.mkdtemp(Path.join(options.ioRoot ?? Os.tmpdir(), IoDirPrefix))),
-        (dir) => keep ? Effect.void : Effect.promise(() => FsPromises.rm(dir, { recursive: true, force: true }))
+        prepareStep(sessionId, `create the session directory in ${ioRoot}`, () =>
+          FsPromises.mkdtemp(Path.join(ioRoot, IoDirPrefix))),
+        (dir) => keep ? Effect.void : removeDir(dir)
       )
       const inputPath = Path.join(ioDir, InputFileName)
       const outputPath = Path.join(ioDir, OutputFileName)
-      let logPath = Path.join(ioDir, LogFileName)
+      const logPath = Path.join(ioDir, LogFileName)
+      // The log is written in the IO directory (the agent contract) and moved to `logDir` when it is kept. This
+      // finalizer runs before the IO directory's (scopes close in reverse order), so the move always finds it.
+      const keptLogPath = options.logDir === undefined ? (keep ? logPath : undefined) : keptLogFile(options.logDir, sessionId)
       if (options.logDir !== undefined) {
-        const logDir = options.logDir
-        yield* Effect.promise(() => FsPromises.mkdir(logDir, { recursive: true }))
-        logPath = Path.join(logDir, `${safeFileName(sessionId)}.log`)
+        const target = keptLogFile(options.logDir, sessionId)
+        yield* Effect.addFinalizer((exit) => {
+          const failed = Exit.isFailure(exit) && !Cause.hasInterruptsOnly(exit.cause)
+          return failed || keepLogs === "all" ? keepLog(logPath, target) : Effect.void
+        })
       }
-      const keptLogPath = options.logDir !== undefined || keep ? logPath : undefined
-      yield* Effect.promise(() => FsPromises.writeFile(inputPath, JSON.stringify(inputFile), "utf8"))
+      yield* prepareStep(sessionId, `write ${inputPath}`, () =>
+        FsPromises.writeFile(inputPath, JSON.stringify(inputFile), "utf8"))
 
       const env = AgentSpec.environment(options.parentEnv ?? process.env, spec, {
         RELAX_INPUT_JSON: inputPath,
@@ -411,20 +347,20 @@ const localProcess = (options: LocalProcessOptions): SupervisorShape => {
       })
 
       const agent = yield* Effect.acquireRelease(
-        spawnAgent(spec, env, logPath).pipe(
+        ProcessGroup.start({ command: spec.command, cwd: spec.cwd, env, logPath }).pipe(
           Effect.mapError((detail) =>
             new AgentExecutionError({ sessionId, reason: "spawn", detail, logTail: "", logPath: keptLogPath })
           )
         ),
-        (agent) => terminateGroup(agent, grace)
+        (agent) => ProcessGroup.terminate(agent, grace)
       )
 
       const ended = yield* Effect.raceFirst(
         Effect.promise(() => agent.exited).pipe(Effect.map((exit) => ({ _tag: "Exited" as const, exit }))),
-        budget.expired.pipe(Effect.as({ _tag: "Expired" as const }))
+        timeUp(launch, budget)
       )
       // Leftover members (a backgrounded child of a finished agent) are stopped before the output is read.
-      yield* terminateGroup(agent, grace)
+      yield* ProcessGroup.terminate(agent, grace)
       const logTail = yield* readTail(logPath)
 
       if (ended._tag === "Expired") {
@@ -432,6 +368,7 @@ const localProcess = (options: LocalProcessOptions): SupervisorShape => {
           sessionId,
           reason: "timeout",
           timeoutSeconds: budget.totalSeconds,
+          detail: ended.detail,
           logTail,
           logPath: keptLogPath
         })
@@ -478,13 +415,14 @@ const inProcess = (agentFn: InProcessAgent, options: InProcessOptions = {}): Sup
             env: options.env ?? {}
           })
         ).pipe(Effect.exit, Effect.map((exit) => ({ _tag: "Exited" as const, exit }))),
-        budget.expired.pipe(Effect.as({ _tag: "Expired" as const }))
+        timeUp(launch, budget)
       )
       if (ended._tag === "Expired") {
         return yield* new AgentExecutionError({
           sessionId,
           reason: "timeout",
           timeoutSeconds: budget.totalSeconds,
+          detail: ended.detail,
           logTail: ""
         })
       }

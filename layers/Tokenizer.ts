@@ -44,6 +44,13 @@ export interface TokenizerShape {
   readonly encode: (text: string) => ReadonlyArray<number>
   /** The same ids as `encode`; long texts are encoded on a worker thread so other requests are not held up. */
   readonly encodeAsync: (text: string) => Effect.Effect<ReadonlyArray<number>>
+  /**
+   * Token ids of `text` as plain text: special-token literals are split into ordinary tokens (Hugging Face's
+   * `split_special_tokens=True`). Used for agent text, which must not smuggle control tokens in.
+   */
+  readonly encodeText: (text: string) => ReadonlyArray<number>
+  /** Literals of the added tokens marked `special`, in id order. */
+  readonly specialTokens: ReadonlyArray<string>
   /** Text of `ids`; special tokens are kept unless `skipSpecialTokens`. Safe on an empty list. */
   readonly decode: (ids: ReadonlyArray<number>, options?: { readonly skipSpecialTokens?: boolean }) => string
   readonly tokenToId: (token: string) => number | undefined
@@ -175,7 +182,15 @@ export const fromJson = (
   // The HF types describe these files loosely; this is the decoding boundary.
   const hf = new HfTokenizer(tokenizerJson as never, tokenizerConfig as never)
   const added = (Array.isArray(tokenizerJson["added_tokens"]) ? tokenizerJson["added_tokens"] : []) as ReadonlyArray<AddedTokenJson>
-  const specialTokenIds = new Set(added.filter((t) => t.special === true).map((t) => t.id))
+  const specialAdded = added.filter((t) => t.special === true).sort((a, b) => a.id - b.id)
+  const specialTokenIds = new Set(specialAdded.map((t) => t.id))
+  // Built on first use (agent text holding a special literal is rare; the tables take ~1 s to build).
+  let plain: HfTokenizer | undefined
+  const plainTokenizer = (): HfTokenizer =>
+    (plain ??= new HfTokenizer(
+      { ...tokenizerJson, added_tokens: added.filter((t) => t.special !== true) } as never,
+      tokenizerConfig as never
+    ))
   const model = tokenizerJson["model"] as { readonly vocab?: Record<string, number> } | undefined
   let maxId = 0
   for (const id of Object.values(model?.vocab ?? {})) if (id > maxId) maxId = id
@@ -208,6 +223,8 @@ export const fromJson = (
       offLoop === undefined || text.length < OFF_LOOP_CHARS
         ? Effect.sync(() => encode(text))
         : Effect.promise(() => offLoop(text)),
+    encodeText: (text) => (text.length === 0 ? [] : plainTokenizer().encode(text, { add_special_tokens: false }).ids),
+    specialTokens: specialAdded.map((t) => t.content),
     decode: (ids, options) =>
       ids.length === 0 ? "" : hf.decode([...ids], { skip_special_tokens: options?.skipSpecialTokens ?? false }),
     tokenToId: (token) => hf.token_to_id(token),

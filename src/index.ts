@@ -23,6 +23,7 @@
  * when the program ends or is interrupted, every agent is reaped.
  */
 import { Effect, Layer } from "effect"
+import * as Path from "node:path"
 import type { HttpServerError } from "effect/http"
 import type { CreditOptions } from "./credit/CreditOptions.ts"
 import * as Parsers from "./parsers/registry.ts"
@@ -165,7 +166,12 @@ export const layerFromSettings = (
         env: settings.agentEnv,
         timeoutSeconds: settings.agentTimeout
       })
-      return Supervisor.localProcess({ spec, baseUrl: gateway.agentBaseUrl })
+      return Supervisor.localProcess({
+        spec,
+        baseUrl: gateway.agentBaseUrl,
+        ...(settings.outputDir === undefined ? {} : { logDir: Path.resolve(settings.outputDir, "logs") }),
+        keepLogs: settings.agenticKeepSessionLogs ? "all" : "failed"
+      })
     })
   )
   const withEngine = engine.pipe(Layer.provideMerge(base))

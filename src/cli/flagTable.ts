@@ -196,7 +196,9 @@ export const rolloutFlags: ReadonlyArray<FlagSpec> = [
     field: "host",
     kind: "string",
     section: S.gateway,
-    description: "Interface the model API gateway binds (agents reach it through RELAX_BASE_URL)."
+    description: "Interface the model API gateway binds (agents reach it through RELAX_BASE_URL); any address other " +
+      "than loopback logs a warning, since the session id is the only credential.",
+    defaultText: "127.0.0.1"
   },
   {
     name: "port",
@@ -214,6 +216,15 @@ export const rolloutFlags: ReadonlyArray<FlagSpec> = [
       "unset: generated text is not parsed for tool calls."
   },
   {
+    name: "agentic-fail-unparsed-turns",
+    field: "agenticFailUnparsedTurns",
+    kind: "boolean",
+    section: S.gateway,
+    description: "Answer 500 (and drop the Session's Group) for a turn whose tool calls the parser dropped or could not " +
+      "read, leaving nothing else, as Relax does. Default: the turn is committed with its raw text as content, " +
+      "answered 200 and counted in rollout/parser_failures."
+  },
+  {
     name: "agentic-reasoning-parser",
     field: "agenticReasoningParser",
     kind: "string",
@@ -227,6 +238,14 @@ export const rolloutFlags: ReadonlyArray<FlagSpec> = [
     section: S.gateway,
     description: "Match histories exactly: an assistant message echoed without its reasoning_content starts a new " +
       "branch instead of matching the committed response."
+  },
+  {
+    name: "agentic-allow-special-tokens",
+    field: "agenticAllowSpecialTokens",
+    kind: "boolean",
+    section: S.gateway,
+    description: "Tokenize special-token literals in agent text (<|im_end|> in a user message or tool result) as " +
+      "control tokens, as Relax does. Default: they are plain text, so an agent or tool cannot open or close turns."
   },
   // engine
   {
@@ -567,14 +586,49 @@ export const rolloutFlags: ReadonlyArray<FlagSpec> = [
       "as Relax.",
     defaultText: "max(8, 2 * --agentic-concurrency)"
   },
+  {
+    name: "partial-rollout",
+    field: "partialRollout",
+    kind: "boolean",
+    section: S.scheduling,
+    description: "Reuse unfinished samples: when a step's debt is paid, in-flight generations are aborted and parked " +
+      "(the agent's HTTP request stays open) and resume next step from prompt + partial tokens; their Groups stay " +
+      "resident across the step boundary."
+  },
+  {
+    name: "partial-rollout-max-aborted-count",
+    field: "partialRolloutMaxAbortedCount",
+    kind: "int",
+    section: S.scheduling,
+    description: "With --partial-rollout: a request aborted this many times is protected at the next resume (it " +
+      "is not aborted again, its Session's active-time budget keeps running, and a step's close waits for it).",
+    defaultText: "unlimited"
+  },
+  {
+    name: "fully-async",
+    field: "fullyAsync",
+    kind: "boolean",
+    section: S.scheduling,
+    description: "Overlap rollout and training: a step may close while its remaining debt is interrupted resident " +
+      "Groups, which finish into the previous partition next step; a final backfill step drains the rest. " +
+      "Incompatible with --normalize-advantages."
+  },
   // outputs
   {
     name: "output-dir",
     field: "outputDir",
     kind: "string",
     section: S.output,
-    description: "Directory for rollout_<id>.jsonl (one sample per line) and metrics.jsonl.",
+    description: "Directory for rollout_<id>.jsonl (one sample per line) and metrics.jsonl; the logs of failed " +
+      "Sessions are kept in its logs/ folder as <session_id>.log.",
     defaultText: "runs/rollout-<timestamp>-<id> (relax-agentic rollout)"
+  },
+  {
+    name: "agentic-keep-session-logs",
+    field: "agenticKeepSessionLogs",
+    kind: "boolean",
+    section: S.output,
+    description: "Keep every Session's agent log (stdout + stderr) in <output-dir>/logs/, not only the failed ones."
   },
   {
     name: "save-debug-rollout-data",

@@ -2,8 +2,9 @@
  * Token-by-token decoding with the embedded model: sampling a next token, and teacher-forced scoring of given ids.
  *
  * **Details**
- * The uniform draw for output position `i` is `Hash.uniform(seed, i)`, so a generation is a pure function of
- * (model, prompt, sampling, seed): replaying it, or recomputing its logprobs, needs no generator state.
+ * The uniform draw for the token at sequence position `i` (its index in prompt ++ output) is `Hash.uniform(seed, i)`,
+ * so a generation is a pure function of (model, prompt, sampling, seed): replaying it, recomputing its logprobs or
+ * resuming it from prompt ++ partial output needs no generator state.
  */
 import * as Hash from "./Hash.ts"
 import type * as Model from "./Model.ts"
@@ -15,7 +16,7 @@ export interface Step {
   readonly logprob: number
 }
 
-/** The token at output position `position`, following `prev`. */
+/** The token at sequence position `position` (prompt length + output index), following `prev`. */
 export const next = (
   model: Model.Model,
   params: Sampling.SamplingParams,

@@ -126,6 +126,13 @@ export const afterAttempt = (
   return next.emptyAborts >= MAX_EMPTY_ABORTS ? { _tag: "GiveUp", pending: next } : { _tag: "Resume", pending: next }
 }
 
+/**
+ * The outcome of an attempt that a step boundary aborted (partial rollout): the request is parked, not failing, so
+ * the abort does not count toward giving up.
+ */
+export const parked = (outcome: AttemptOutcome): AttemptOutcome =>
+  outcome._tag === "Finished" ? outcome : { _tag: "Resume", pending: { ...outcome.pending, emptyAborts: 0 } }
+
 // ---------------------------------------------------------------------------------------------------------------
 // Parsing
 

@@ -223,7 +223,38 @@ export const readWhole = (text: string): Spanned | undefined => {
   return text.slice(r.spanned.end).trim() === "" ? r.spanned : undefined
 }
 
-/** A plain JSON object (not an array or null). */
 /** A JSON object (not null, not an array). The project's one plain-object guard. */
 export const isObject = (value: unknown): value is Readonly<Record<string, unknown>> =>
   value !== null && typeof value === "object" && !Array.isArray(value)
+
+interface Visit {
+  readonly value: unknown
+  readonly depth: number
+  readonly parent: Visit | undefined
+  readonly key: string | number | undefined
+}
+
+/**
+ * Where a parsed JSON value nests deeper than `limit` levels (an object or array is one level): the path of the first
+ * value found beyond the limit (keys and indices from the root), or `undefined` when it stays within. Iterative, so
+ * any depth `JSON.parse` accepted is measured without recursion.
+ */
+export const pathBeyondDepth = (value: unknown, limit: number): ReadonlyArray<string | number> | undefined => {
+  const stack: Array<Visit> = [{ value, depth: 0, parent: undefined, key: undefined }]
+  while (stack.length > 0) {
+    const visit = stack.pop()!
+    if (visit.value === null || typeof visit.value !== "object") continue
+    const depth = visit.depth + 1
+    if (depth > limit) {
+      const path: Array<string | number> = []
+      for (let at: Visit | undefined = visit; at?.key !== undefined; at = at.parent) path.push(at.key)
+      return path.reverse()
+    }
+    if (Array.isArray(visit.value)) {
+      visit.value.forEach((item: unknown, key) => stack.push({ value: item, depth, parent: visit, key }))
+    } else {
+      for (const [key, item] of Object.entries(visit.value)) stack.push({ value: item, depth, parent: visit, key })
+    }
+  }
+  return undefined
+}

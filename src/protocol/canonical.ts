@@ -258,6 +258,19 @@ const normalizeToolCalls = (message: Dict, index: number): Checked<Array<ToolCal
   })
 }
 
+/**
+ * Why an image URL from a request is refused, or `undefined` when it is accepted: only `data:` and `http(s)://` URLs
+ * are. The engine (SGLang's `image_data`) would read a local path or `file://` URL from its own disk; an agent must not
+ * make it read files (only dataset images are read from disk, before the agent starts).
+ */
+export const refusedImageUrl = (url: unknown): string | undefined => {
+  if (typeof url !== "string" || url.length === 0) return "must be a non-empty string"
+  if (/^(data:|https?:\/\/)/i.test(url)) return undefined
+  const shown = url.length > 80 ? `${url.slice(0, 80)}...` : url
+  return `must be a data: URL or an http(s):// URL, got ${JSON.stringify(shown)} (local files and other schemes are ` +
+    "not read: put images in the dataset, or send them inline as base64 data: URLs)"
+}
+
 const checkContent = (
   message: Dict,
   index: number,
@@ -281,6 +294,11 @@ const checkContent = (
       if (!isDict(item)) return fail(`${path}[${j}] must be a dict, got ${pythonType(item)}`, `${path}[${j}]`)
       if (get(item, "type") === "text" && get(item, "text") === "") {
         return fail(`${path}[${j}].text must not be empty`, `${path}[${j}].text`)
+      }
+      if (get(item, "type") === "image_url") {
+        const image = get(item, "image_url")
+        const refused = refusedImageUrl(isDict(image) ? get(image, "url") : image)
+        if (refused !== undefined) return fail(`${path}[${j}].image_url.url ${refused}`, `${path}[${j}].image_url.url`)
       }
       return Result.succeed(copyJson(item) as ContentPart)
     })

@@ -62,6 +62,44 @@ export class GatewayError extends Data.TaggedError("GatewayError")<{
     return badRequest("body", "request body must be a JSON object")
   }
 
+  /**
+   * 400: the body nests JSON deeper than the gateway's limit. `path` is where the limit was passed (keys and indices
+   * from the body's root); `param` is its top-level field.
+   */
+  static nestedTooDeep(path: ReadonlyArray<string | number>, limit: number): GatewayError {
+    const shown = path.slice(0, 8).map((key, i) => typeof key === "number" ? `[${key}]` : i === 0 ? key : `.${key}`).join("")
+    const where = path.length > 8 ? `${shown}...` : shown
+    const field = typeof path[0] === "string" ? path[0] : "body"
+    return badRequest(
+      field,
+      `${field} nests JSON deeper than ${limit} levels (at ${where || "body"}); the gateway accepts at most ${limit} ` +
+        "levels of nesting. Send a flatter value."
+    )
+  }
+
+  /** 404: no route at this path. */
+  static unknownRoute(method: string, path: string): GatewayError {
+    return new GatewayError({
+      status: 404,
+      type: "not_found_error",
+      code: "unknown_route",
+      param: null,
+      message: `No route ${method} ${path.slice(0, 200)}. The model API is POST /agentic_api/v1/chat/completions, ` +
+        "/v1/responses or /v1/messages under RELAX_BASE_URL (GET /v1/models lists the model)."
+    })
+  }
+
+  /** 405: a model route called with another method than POST. */
+  static methodNotAllowed(method: string, path: string): GatewayError {
+    return new GatewayError({
+      status: 405,
+      type: "invalid_request_error",
+      code: "method_not_allowed",
+      param: null,
+      message: `${path} accepts POST only, not ${method}.`
+    })
+  }
+
   /** 413: the body is larger than the gateway's configured limit. */
   static bodyTooLarge(limitBytes: number): GatewayError {
     return new GatewayError({

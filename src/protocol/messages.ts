@@ -11,6 +11,7 @@
  * `cache_read_input_tokens`.
  */
 import { Result, Schema } from "effect"
+import * as Canonical from "./canonical.ts"
 import * as Completion from "./completion.ts"
 import * as Errors from "./errors.ts"
 import * as Sse from "./sse.ts"
@@ -237,9 +238,10 @@ const imageUrl = (source: unknown, field: string): Result.Result<string, Errors.
     }
     case "url": {
       const url = source["url"]
-      return Completion.isNonEmptyString(url)
+      const refused = Canonical.refusedImageUrl(url)
+      return refused === undefined && typeof url === "string"
         ? Result.succeed(url)
-        : fail(`${field}.url`, `${field}.url must be a non-empty string`)
+        : fail(`${field}.url`, `${field}.url ${refused ?? "must be a non-empty string"}`)
     }
     default:
       return fail(`${field}.type`, `${field}.type is not supported`)

@@ -11,6 +11,7 @@
  * request carries the complete input.
  */
 import { Result, Schema } from "effect"
+import * as Canonical from "./canonical.ts"
 import * as Completion from "./completion.ts"
 import * as Errors from "./errors.ts"
 import * as Sse from "./sse.ts"
@@ -231,9 +232,8 @@ const messageContent = (
       parts.push({ type: "text", text })
     } else if (type === "input_image" && role === "user") {
       const url = part["image_url"]
-      if (!Completion.isNonEmptyString(url)) {
-        return fail(`${field}[${j}].image_url`, `${field}[${j}].image_url must be a non-empty string`)
-      }
+      const refused = Canonical.refusedImageUrl(url)
+      if (refused !== undefined) return fail(`${field}[${j}].image_url`, `${field}[${j}].image_url ${refused}`)
       parts.push({ type: "image_url", image_url: { url } })
     }
   }

@@ -15,6 +15,30 @@ import type { TrainingSample } from "../forest/TrainingSample.ts"
 export interface DebugCounters {
   readonly requests: number
   readonly generations: number
+  /** Tool-call blocks the parser could not read (committed as text). */
+  readonly parserFailures: number
+  /** Tool calls the parser dropped (an unknown tool name, ...). */
+  readonly droppedToolCalls: number
+}
+
+/**
+ * `rollout/parser_failures` and `rollout/parser_failures/<parser>`: tool calls the tool-call parser dropped or could not
+ * read, summed over the step's exported Sessions (each Session once, however many contexts it exported). Empty
+ * without a tool-call parser.
+ */
+export const parserFailureMetrics = (
+  debug: ReadonlyArray<ContextDebug>,
+  parser: string | undefined
+): Record<string, number> => {
+  if (parser === undefined) return {}
+  const seen = new Set<string>()
+  let failures = 0
+  for (const { counters, view } of debug) {
+    if (seen.has(view.session_id)) continue
+    seen.add(view.session_id)
+    failures += counters.parserFailures + counters.droppedToolCalls
+  }
+  return { "rollout/parser_failures": failures, [`rollout/parser_failures/${parser}`]: failures }
 }
 
 /** The debug facts of one exported context (`--save-debug-rollout-data`). */
@@ -80,7 +104,8 @@ export const debugRecords = (
       leaf_state_hash: facts?.view.leaf_state_hash ?? null,
       state_hashes: facts?.view.state_hashes ?? [],
       turns: facts?.view.turns ?? [],
-      abort_count: (facts?.view.turns ?? []).reduce((sum, t) => sum + t.abort_count, 0),
+      // A response's abort count includes its lineage's (as in Relax): the last turn's is the lineage's total.
+      abort_count: facts?.view.turns.at(-1)?.abort_count ?? 0,
       request_count: facts?.counters.requests ?? 0,
       generation_count: facts?.counters.generations ?? 0,
       weight_versions: sample.weight_versions,

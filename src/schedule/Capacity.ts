@@ -29,6 +29,8 @@ export interface CapacityInput {
   readonly evalDatasets: ReadonlyArray<EvalDatasetInput>
   /** Any of `--agentic-prelaunch`, `--partial-rollout`, `--fully-async`. */
   readonly trainResidentDuringEval: boolean
+  /** Which of those flags are on, for the report. */
+  readonly residentBecause?: ReadonlyArray<string> | undefined
   /** `--agent-max-slots`: the executor's hard concurrency limit, when known. */
   readonly agentMaxSlots?: number | undefined
 }
@@ -53,6 +55,8 @@ export interface CapacityReport {
   readonly evalPeak: number
   readonly evalEnabled: boolean
   readonly trainResidentDuringEval: boolean
+  /** The flags that keep training Sessions resident (`--partial-rollout`, ...). */
+  readonly residentBecause: ReadonlyArray<string>
   readonly rule: SlotRule
   readonly requiredSlots: number
   readonly agentMaxSlots: number | undefined
@@ -93,6 +97,7 @@ export const compute = (input: CapacityInput): CapacityReport => {
     evalPeak,
     evalEnabled,
     trainResidentDuringEval: input.trainResidentDuringEval,
+    residentBecause: input.residentBecause ?? [],
     rule,
     requiredSlots,
     agentMaxSlots: input.agentMaxSlots,
@@ -112,7 +117,8 @@ export const render = (report: CapacityReport): string => {
   if (report.evalEnabled) lines.push(`  E_peak = ${report.evalPeak}`)
   lines.push(
     `  Eval enabled: ${report.evalEnabled ? "Yes" : "No"}; train sessions resident during Eval: ` +
-      `${report.evalEnabled ? (report.trainResidentDuringEval ? "Yes" : "No") : "-"}`
+      `${report.evalEnabled ? (report.trainResidentDuringEval ? "Yes" : "No") : "-"}` +
+      (report.evalEnabled && report.residentBecause.length > 0 ? ` (${report.residentBecause.join(", ")})` : "")
   )
   lines.push(`  required slots: external_slots >= ${report.rule} = ${report.requiredSlots}`)
   if (report.agentMaxSlots !== undefined) lines.push(`  --agent-max-slots = ${report.agentMaxSlots}`)

@@ -13,14 +13,12 @@
  * - `nextMoves`: ready Prepare Groups are leased FIFO while the step still needs Groups
  *   (`debt + surplus − leased`); then new Groups start while capacity is free, up to what the step needs, or up to full
  *   capacity with prelaunch when a next step follows; without refill (Eval) at most `debt` Groups start in all.
- * - `closeRuntime` / `closePrepare`: at the end of a step leased Groups still running are interrupted (no partial
- *   rollout); Prepare Groups are kept for the next step only with prelaunch, otherwise they are interrupted and their
- *   inputs start again, first, in the next step.
- *
- * Where later modes plug in (not built yet): a Group retained across a step boundary (partial rollout: interrupted and
- * parked with its SessionForest) becomes a `"park"` disposition of `closeRuntime` and a `parked` list in `PoolView`
- * that `nextMoves` resumes before starting new inputs; fully-async debt becomes a field of `StepLedger` carried from one
- * ledger to the next by `openStep`.
+ * - `closes`: a step ends when its debt is paid, or (fully async, outside the final backfill) when the debt is at most
+ *   the number of interrupted resident Groups (docs/runtime.md "Partial rollout and fully async").
+ * - `closeRuntime` / `closePrepare`: at the end of a step leased Groups still running are interrupted, or kept for
+ *   the next step (partial rollout / fully async: their generations are parked, they stay leased and pay the next
+ *   step's debt); Prepare Groups are kept for the next step only with prelaunch, otherwise they are interrupted and
+ *   their inputs start again, first, in the next step.
  */
 
 /** A Prepare Group as the decision sees it. */
@@ -55,6 +53,13 @@ export interface StepRequest {
   readonly nextStep: boolean
   /** When false (Eval), a dropped or filtered Group pays its debt without a replacement. */
   readonly refill: boolean
+  /** Keep leased Groups still running at the close for the next step (partial rollout / fully async). */
+  readonly retain?: boolean | undefined
+  /**
+   * Fully async outside the final backfill: the most debt the step may leave owed (its own partition's Groups; the
+   * previous partition must be paid first), when that many resident Groups are interrupted. Default 0.
+   */
+  readonly maxCarriedDebt?: number | undefined
 }
 
 /** A step's running account. */
@@ -76,6 +81,9 @@ export interface StepLedger {
   readonly accepted: number
   readonly dropped: number
   readonly filtered: number
+  /** Leased Groups still running at the close stay leased for the next step. */
+  readonly retain: boolean
+  readonly maxCarriedDebt: number
 }
 
 /** Open a step's ledger. */
@@ -90,8 +98,17 @@ export const openStep = (request: StepRequest, prelaunch: boolean): StepLedger =
   keepPrepare: prelaunch && request.nextStep,
   accepted: 0,
   dropped: 0,
-  filtered: 0
+  filtered: 0,
+  retain: request.retain ?? false,
+  maxCarriedDebt: request.maxCarriedDebt ?? 0
 })
+
+/**
+ * Whether the step can close now: its debt is paid, or (fully async) the debt left is one it may carry and every Group
+ * it still owes is matched by an interrupted resident Group (those finish into the previous partition later).
+ */
+export const closes = (ledger: StepLedger, interruptedGroups: number): boolean =>
+  ledger.debt <= 0 || (ledger.debt <= ledger.maxCarriedDebt && ledger.debt <= interruptedGroups)
 
 /** What the layer does at one wake-up: lease these Groups (in this order), then start `start` new ones. */
 export interface Moves<K> {
@@ -152,12 +169,15 @@ export const settle = (ledger: StepLedger, finish: Finish): Settled => {
 
 /** What happens to the step's leased Groups still running when it closes. */
 export interface RuntimeClose<K> {
-  /** Over-sampled Groups no longer needed: interrupted (without partial rollout they are not kept). */
+  /** Interrupted now (over-sampled Groups no longer needed, without retention). */
   readonly interrupt: ReadonlyArray<K>
+  /** Kept leased for the next step, their generations parked (partial rollout / fully async). */
+  readonly retain: ReadonlyArray<K>
 }
 
-/** Leased Groups at a step's close. */
-export const closeRuntime = <K>(leased: ReadonlyArray<K>): RuntimeClose<K> => ({ interrupt: [...leased] })
+/** Leased Groups at a step's close: retained with partial rollout / fully async, interrupted otherwise. */
+export const closeRuntime = <K>(ledger: Pick<StepLedger, "retain">, leased: ReadonlyArray<K>): RuntimeClose<K> =>
+  ledger.retain ? { interrupt: [], retain: [...leased] } : { interrupt: [...leased], retain: [] }
 
 /** What happens to unleased Prepare Groups when a step closes. */
 export interface PrepareClose<K> {

@@ -3,7 +3,8 @@
  *
  * **Details**
  * `AgentExecutionError` is the "expected agent-level failure that drops its Group": a non-zero exit, a signal, an
- * expired active-time budget, unusable output, or a process that could not be started. Its message follows the
+ * expired active-time budget, unusable output, a Session directory that could not be prepared, or a process that could
+ * not be started. Its message follows the
  * reference wording (`Managed command agent exited with code 3.` + the log tail) so operators recognise it.
  * The other three are startup / data errors raised before any process runs.
  */
@@ -13,8 +14,11 @@ import { Data } from "effect"
 export const formatSeconds = (seconds: number): string =>
   Number.isInteger(seconds) ? seconds.toFixed(1) : String(seconds)
 
-/** Why an agent run failed. `signal` is a non-zero exit caused by a signal (its `exitCode` is negative). */
-export type AgentFailureReason = "exit" | "signal" | "timeout" | "invalid-output" | "spawn"
+/**
+ * Why an agent run failed. `signal` is a non-zero exit caused by a signal (its `exitCode` is negative); `prepare` is a
+ * Session directory or input file that could not be written (disk full, permissions), before any process started.
+ */
+export type AgentFailureReason = "exit" | "signal" | "timeout" | "invalid-output" | "spawn" | "prepare"
 
 /** An agent run that ended without a usable outcome; the rollout drops the Session's Group. */
 export class AgentExecutionError extends Data.TaggedError("AgentExecutionError")<{
@@ -25,7 +29,10 @@ export class AgentExecutionError extends Data.TaggedError("AgentExecutionError")
   readonly signal?: string | undefined
   /** The configured `--agent-timeout` (the total, not what was left), for `reason: "timeout"`. */
   readonly timeoutSeconds?: number | undefined
-  /** What was wrong, for `invalid-output` (names line and field) and `spawn`. */
+  /**
+   * What was wrong, for `invalid-output` (names line and field), `spawn` and `prepare`; for a `timeout`, why it is not
+   * the active-time budget (an agent that never sent its first model request).
+   */
   readonly detail?: string | undefined
   /** The last 8 KiB of the agent's stdout+stderr log. */
   readonly logTail: string
@@ -36,7 +43,8 @@ export class AgentExecutionError extends Data.TaggedError("AgentExecutionError")
     const head = (() => {
       switch (this.reason) {
         case "timeout":
-          return `Managed command agent timed out after ${formatSeconds(this.timeoutSeconds ?? 0)} seconds.`
+          return `Managed command agent timed out after ${formatSeconds(this.timeoutSeconds ?? 0)} seconds` +
+            (this.detail === undefined ? "." : ` ${this.detail}.`)
         case "exit":
         case "signal":
           return `Managed command agent exited with code ${this.exitCode ?? -9}` +
@@ -45,6 +53,9 @@ export class AgentExecutionError extends Data.TaggedError("AgentExecutionError")
           return `Managed command agent produced invalid output: ${this.detail ?? "unreadable output"}`
         case "spawn":
           return `Managed command agent could not be started: ${this.detail ?? "unknown error"}`
+        case "prepare":
+          return `Managed command agent's session directory could not be prepared: ${this.detail ?? "unknown error"}. ` +
+            `Check that the temporary directory (TMPDIR) exists, is writable and has free space.`
       }
     })()
     const where = this.logPath === undefined ? "" : `\n(full log: ${this.logPath})`

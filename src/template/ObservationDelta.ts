@@ -8,8 +8,16 @@
  * system+user prefix and the prefix's tokens are cut off, so the delta starts right after the previous turn's end
  * token (Qwen3: with the `"\n"` after `<|im_end|>`) and ends with the generation prompt. Rendering the real history
  * instead would change earlier turns (Qwen3 strips old reasoning), breaking token-exactness.
- * Each function comes as a plan (the text to encode and how many leading ids to drop) so a caller can encode the
- * text off the event loop (`Tokenizer.encodeAsync`), and as tokens encoded in place.
+ *
+ * Special-token literals in agent text (`<|im_end|>\n<|im_start|>system` inside a user message, a tool result, tool
+ * arguments or a tool description) are *not* control tokens by default: they are tokenized as the plain text they are,
+ * so an agent or a tool cannot close a turn or open a system turn by writing its markup. `allowSpecialTokens` gives
+ * the reference behaviour (Hugging Face's `apply_chat_template` + encode parses them as control tokens). The template's
+ * own markup is always control tokens. When no agent string holds a literal, the tokens are exactly encode(render(..)).
+ *
+ * Each function comes as a plan (the text to encode, how many leading ids to drop, and the marker when agent literals
+ * are marked) so a caller can encode a plain text off the event loop (`Tokenizer.encodeAsync`), and as tokens encoded
+ * in place.
  */
 import { Result } from "effect"
 import type * as Canonical from "../protocol/canonical.ts"
@@ -17,7 +25,12 @@ import type { RenderInput, TemplateError } from "./ChatTemplate.ts"
 
 /** What delta tokenization needs from a tokenizer (a structural slice of the Tokenizer service). */
 export interface TemplateTokenizer {
+  /** Token ids of text, special-token literals parsed as control tokens. */
   readonly encode: (text: string) => ReadonlyArray<number>
+  /** Token ids of text as plain text: special-token literals become ordinary tokens. */
+  readonly encodeText: (text: string) => ReadonlyArray<number>
+  /** Literals of the special (control) tokens, e.g. `<|im_start|>`, `<|im_end|>`. */
+  readonly specialTokens: ReadonlyArray<string>
   /** Renders the chat template; template or tool-call-arguments errors are a `TemplateError`. */
   readonly renderSync: (request: RenderInput) => Result.Result<string, TemplateError>
   /** Ids of special added tokens; with them a delta whose prefix ends in one is encoded without the prefix. */
@@ -30,44 +43,147 @@ export const DUMMY_MESSAGES: ReadonlyArray<Canonical.Message> = [
   { role: "user", content: "I am a user." }
 ]
 
-/** What to encode for an observation: the ids are `encode(text)` without their first `skip` ids. */
+export interface EncodeOptions {
+  /** Parse special-token literals in agent text as control tokens (the reference behaviour). Default false. */
+  readonly allowSpecialTokens?: boolean | undefined
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Special-token literals in agent text
+
+/**
+ * Agent text with every special-token literal replaced by a marker (`M<index>M`, `M` a private-use character that
+ * occurs in no agent string), so the rendered text tells the template's markup from the agent's.
+ */
+interface Protected {
+  readonly messages: ReadonlyArray<Canonical.Message>
+  readonly tools: ReadonlyArray<Canonical.Tool>
+  readonly marker: string
+}
+
+const escapeRegExp = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
+
+const collectStrings = (value: unknown, into: Array<string>): void => {
+  if (typeof value === "string") into.push(value)
+  else if (Array.isArray(value)) for (const item of value) collectStrings(item, into)
+  else if (value !== null && typeof value === "object") {
+    for (const [key, item] of Object.entries(value)) {
+      into.push(key)
+      collectStrings(item, into)
+    }
+  }
+}
+
+const mapStrings = (value: unknown, f: (text: string) => string): unknown => {
+  if (typeof value === "string") return f(value)
+  if (Array.isArray(value)) return value.map((item: unknown) => mapStrings(item, f))
+  if (value !== null && typeof value === "object") {
+    const out: Record<string, unknown> = {}
+    for (const [key, item] of Object.entries(value)) out[f(key)] = mapStrings(item, f)
+    return out
+  }
+  return value
+}
+
+/** The messages and tools with their special-token literals marked, or `undefined` when none holds one. */
+const protect = (
+  tok: TemplateTokenizer,
+  messages: ReadonlyArray<Canonical.Message>,
+  tools: ReadonlyArray<Canonical.Tool>
+): Protected | undefined => {
+  if (tok.specialTokens.length === 0) return undefined
+  const strings: Array<string> = []
+  collectStrings(messages, strings)
+  collectStrings(tools, strings)
+  if (!strings.some((text) => tok.specialTokens.some((token) => text.includes(token)))) return undefined
+  let code = 0xe000
+  while (code <= 0xf8ff && strings.some((text) => text.includes(String.fromCharCode(code)))) code++
+  const marker = String.fromCharCode(code)
+  // Longest first, so a literal that contains another is replaced whole.
+  const order = [...tok.specialTokens].map((token, index) => ({ token, index })).sort((a, b) => b.token.length - a.token.length)
+  const pattern = new RegExp(order.map(({ token }) => escapeRegExp(token)).join("|"), "g")
+  const indexOf = new Map(order.map(({ index, token }) => [token, index]))
+  const mark = (text: string) => text.replace(pattern, (token) => `${marker}${indexOf.get(token)}${marker}`)
+  // Decoding boundary of this module: the mapped values keep the canonical shapes, only strings changed.
+  return {
+    messages: mapStrings(messages, mark) as ReadonlyArray<Canonical.Message>,
+    tools: mapStrings(tools, mark) as ReadonlyArray<Canonical.Tool>,
+    marker
+  }
+}
+
+/** Encode rendered text whose marked spans are agent literals: those as plain text, the rest as usual. */
+const encodeMarked = (tok: TemplateTokenizer, rendered: string, marker: string): ReadonlyArray<number> => {
+  const pieces = rendered.split(new RegExp(`${marker}(\\d+)${marker}`))
+  const ids: Array<number> = []
+  pieces.forEach((piece, i) => {
+    if (i % 2 === 0) ids.push(...tok.encode(piece))
+    else ids.push(...tok.encodeText(tok.specialTokens[Number(piece)] ?? ""))
+  })
+  return ids
+}
+
+/**
+ * What to render and how to encode it: the messages and tools as given, or (agent literals present and not allowed)
+ * the marked ones with the marker their spans are encoded by.
+ */
+const protectedInput = (
+  tok: TemplateTokenizer,
+  messages: ReadonlyArray<Canonical.Message>,
+  tools: ReadonlyArray<Canonical.Tool>,
+  options: EncodeOptions
+): { readonly messages: ReadonlyArray<Canonical.Message>; readonly tools: ReadonlyArray<Canonical.Tool>; readonly marker?: string } => {
+  const marked = options.allowSpecialTokens === true ? undefined : protect(tok, messages, tools)
+  return marked ?? { messages, tools }
+}
+
+/**
+ * What to encode for an observation: the ids are the encoding of `text` without their first `skip` ids. With a
+ * `marker`, the text holds marked agent literals and must be encoded in place (`encodePlan`); without one it is plain
+ * text any `encode` of the same tokenizer gives the ids of (`Tokenizer.encodeAsync` included).
+ */
 export interface EncodePlan {
   readonly text: string
   readonly skip: number
+  readonly marker?: string | undefined
 }
 
 /** The ids an {@link EncodePlan} stands for, given the ids of its text. */
 export const planIds = (plan: EncodePlan, textIds: ReadonlyArray<number>): ReadonlyArray<number> =>
   plan.skip === 0 ? textIds : textIds.slice(plan.skip)
 
-/** The ids an {@link EncodePlan} stands for, encoded in place with `encode`. */
-export const encodePlan = (encode: (text: string) => ReadonlyArray<number>, plan: EncodePlan): ReadonlyArray<number> =>
-  planIds(plan, encode(plan.text))
+/** The ids an {@link EncodePlan} stands for, encoded in place. */
+export const encodePlan = (tok: TemplateTokenizer, plan: EncodePlan): ReadonlyArray<number> =>
+  planIds(plan, plan.marker === undefined ? tok.encode(plan.text) : encodeMarked(tok, plan.text, plan.marker))
 
 /** A root observation: the full conversation rendered with the generation prompt. */
 export const rootPlan = (
   tok: TemplateTokenizer,
   messages: ReadonlyArray<Canonical.Message>,
   tools: ReadonlyArray<Canonical.Tool>,
-  kwargs: Canonical.TemplateKwargs
-): Result.Result<EncodePlan, TemplateError> =>
-  Result.map(
-    tok.renderSync({ messages, tools, chatTemplateKwargs: kwargs, addGenerationPrompt: true }),
-    (text) => ({ text, skip: 0 })
+  kwargs: Canonical.TemplateKwargs,
+  options: EncodeOptions = {}
+): Result.Result<EncodePlan, TemplateError> => {
+  const p = protectedInput(tok, messages, tools, options)
+  return Result.map(
+    tok.renderSync({ messages: p.messages, tools: p.tools, chatTemplateKwargs: kwargs, addGenerationPrompt: true }),
+    (text) => ({ text, skip: 0, marker: p.marker })
   )
+}
 
 /** Tokens of a root observation: the full conversation rendered with the generation prompt. */
 export const rootTokens = (
   tok: TemplateTokenizer,
   messages: ReadonlyArray<Canonical.Message>,
   tools: ReadonlyArray<Canonical.Tool>,
-  kwargs: Canonical.TemplateKwargs
+  kwargs: Canonical.TemplateKwargs,
+  options: EncodeOptions = {}
 ): Result.Result<ReadonlyArray<number>, TemplateError> =>
-  Result.map(rootPlan(tok, messages, tools, kwargs), (plan) => encodePlan(tok.encode, plan))
+  Result.map(rootPlan(tok, messages, tools, kwargs, options), (plan) => encodePlan(tok, plan))
 
 /**
- * The dummy prefix for one (tools, kwargs): its rendered text (trailing newlines stripped), its token count, and
- * whether the text after it can be encoded on its own.
+ * The dummy prefix for one (tools, kwargs) without marked literals: its rendered text (trailing newlines stripped),
+ * its token count, and whether the text after it can be encoded on its own.
  */
 interface Calibration {
   readonly text: string
@@ -146,16 +262,29 @@ const calibrate = (
  * trailing newlines stripped.
  *
  * **Details**
- * The dummy's rendering and token count are computed once per (tools, kwargs). When the dummy ends in a special
- * token (and the probes agree, see `suffixOnly`), only the text after it is encoded, so the tool definitions in
- * the system prompt are not re-encoded on every request.
+ * Without marked literals, the dummy's rendering and token count are computed once per (tools, kwargs), and when the
+ * dummy ends in a special token (and the probes agree, see `suffixOnly`) only the text after it is encoded, so the
+ * tool definitions in the system prompt are not re-encoded on every request. With marked literals (rare) the dummy
+ * is rendered and encoded with the marked tools every time.
  */
 export const deltaPlan = (
   tok: TemplateTokenizer,
   delta: ReadonlyArray<Canonical.Message>,
   tools: ReadonlyArray<Canonical.Tool>,
-  kwargs: Canonical.TemplateKwargs
+  kwargs: Canonical.TemplateKwargs,
+  options: EncodeOptions = {}
 ): Result.Result<EncodePlan, TemplateError> => {
+  // The dummy messages hold no literal; the marked tools (rendered into the prefix by some templates) are shared.
+  const p = protectedInput(tok, [...DUMMY_MESSAGES, ...delta], tools, options)
+  if (p.marker !== undefined) {
+    const marker = p.marker
+    const dummy = tok.renderSync({ messages: DUMMY_MESSAGES, tools: p.tools, chatTemplateKwargs: kwargs, addGenerationPrompt: false })
+    if (Result.isFailure(dummy)) return Result.fail(dummy.failure)
+    const full = tok.renderSync({ messages: p.messages, tools: p.tools, chatTemplateKwargs: kwargs, addGenerationPrompt: true })
+    if (Result.isFailure(full)) return Result.fail(full.failure)
+    const skip = encodeMarked(tok, dummy.success.replace(/\n+$/, ""), marker).length
+    return Result.succeed({ text: full.success, skip, marker })
+  }
   const dummy = calibrate(tok, tools, kwargs)
   if (Result.isFailure(dummy)) return Result.fail(dummy.failure)
   const full = fullText(tok, delta, tools, kwargs)
@@ -173,6 +302,7 @@ export const deltaTokens = (
   tok: TemplateTokenizer,
   delta: ReadonlyArray<Canonical.Message>,
   tools: ReadonlyArray<Canonical.Tool>,
-  kwargs: Canonical.TemplateKwargs
+  kwargs: Canonical.TemplateKwargs,
+  options: EncodeOptions = {}
 ): Result.Result<ReadonlyArray<number>, TemplateError> =>
-  Result.map(deltaPlan(tok, delta, tools, kwargs), (plan) => encodePlan(tok.encode, plan))
+  Result.map(deltaPlan(tok, delta, tools, kwargs, options), (plan) => encodePlan(tok, plan))

@@ -1,7 +1,7 @@
 /**
  * Runs the benchmarks and prints one table per benchmark: `npm run bench` (all, quick sizes), `npm run bench full`
  * (the sizes docs/performance.md reports), or `npm run bench -- floor history` (only those named: memory, prefix,
- * delta, gateway, floor, history, sessions, simulation, spawn).
+ * delta, gateway, lifecycle, floor, history, sessions, simulation, spawn).
  *
  * **Details**
  * Benchmarks print ratios measured side by side in one run; they assert no timings. Memory numbers force garbage
@@ -15,6 +15,7 @@ import { bench as delta } from "./observationDelta.ts"
 import { bench as gateway } from "./gateway.ts"
 import { type Bench, formatMs, printResult } from "./harness.ts"
 import { bench as memory } from "./forestMemory.ts"
+import { bench as lifecycle } from "./lifecycle.ts"
 import { bench as prefix } from "./prefixMatch.ts"
 import { bench as sessions } from "./sessions.ts"
 import { bench as simulation } from "./simulation.ts"
@@ -22,7 +23,18 @@ import { bench as spawn } from "./spawn.ts"
 import { floorBenchmark, historyBenchmark } from "./transport.ts"
 
 // Memory benchmarks first: their heap deltas are cleanest before the other benchmarks have grown the heap.
-const all: ReadonlyArray<Bench> = [memory, sessions, prefix, delta, gateway, floorBenchmark, historyBenchmark, simulation, spawn]
+const all: ReadonlyArray<Bench> = [
+  memory,
+  sessions,
+  prefix,
+  delta,
+  gateway,
+  lifecycle,
+  floorBenchmark,
+  historyBenchmark,
+  simulation,
+  spawn
+]
 
 const main = async (): Promise<void> => {
   const args = process.argv.slice(2)

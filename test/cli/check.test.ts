@@ -3,6 +3,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as Path from "node:path"
 import * as Cli from "../../src/cli.ts"
+import * as Capacity from "../../src/schedule/Capacity.ts"
 
 const root = Path.join(import.meta.dirname, "..", "..")
 const example = Path.join(root, "examples", "arithmetic")
@@ -109,6 +110,18 @@ describe("relax-agentic check", () => {
       assert.strictEqual(capacity.rule, "T + E_peak")
       assert.strictEqual(capacity.requiredSlots, 34)
       assert.include(capacity.warning, "--agent-max-slots 20 is below the required 34")
+    }))
+
+  it.effect("keeps training Sessions resident during Eval with --partial-rollout or --fully-async, and says why", () =>
+    Effect.gen(function*() {
+      const evalFlags = ["--eval-prompt-data", "test", "eval.jsonl", "--n-samples-per-eval-prompt", "3", "--eval-interval", "1"]
+      for (const [flag, rule] of [["--partial-rollout", "T + E_peak"], ["--fully-async", "T + E_peak"]] as const) {
+        const capacity = Cli.capacityOf(yield* settingsOf([...exampleFlags, ...evalFlags, flag]))
+        assert.strictEqual(capacity.rule, rule)
+        assert.strictEqual(capacity.requiredSlots, 34)
+        assert.include(Capacity.render(capacity), `train sessions resident during Eval: Yes (${flag})`)
+      }
+      assert.strictEqual(Cli.capacityOf(yield* settingsOf([...exampleFlags, ...evalFlags])).rule, "max(T, E_peak)")
     }))
 
   it.effect("counts no Eval Sessions when --eval-interval is not set (no Eval runs then)", () =>

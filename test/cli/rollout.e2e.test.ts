@@ -151,8 +151,15 @@ describe("relax-agentic rollout (end to end)", () => {
       assert.include(ran.stderr, "| Managed command agent exited with code 3.")
       assert.include(ran.stderr, "| ImportError: no module named harness")
       assert.include(ran.stderr, "relax-agentic check")
-      // The step never finished: nothing was written.
-      assert.deepStrictEqual(Fs.existsSync(out) ? Fs.readdirSync(out) : [], [])
+      // The step never finished: no sample or metric file was written; the failed Sessions' logs were kept.
+      assert.deepStrictEqual(Fs.readdirSync(out), ["logs"])
+      const logs = Fs.readdirSync(Path.join(out, "logs"))
+      assert.strictEqual(logs.length, 2)
+      for (const log of logs) {
+        assert.match(log, /^[0-9a-f]{32}\.log$/)
+        assert.strictEqual(Fs.readFileSync(Path.join(out, "logs", log), "utf8"), "ImportError: no module named harness\n")
+        assert.include(ran.stderr + ran.stdout, `(full log: ${Path.join(out, "logs", log)})`)
+      }
       Fs.rmSync(out, { recursive: true, force: true })
     }), 60_000)
 

@@ -12,6 +12,7 @@ import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { EmbeddedEngine } from "../../layers/EmbeddedEngine.ts"
+import { hasExited } from "../../layers/internal/ProcessGroup.ts"
 import { makeRollout, memorySink, Rollout } from "../../src/index.ts"
 
 const root = Path.join(import.meta.dirname, "..", "..")
@@ -44,19 +45,7 @@ const awaitAgents = (dir: string, count: number) =>
   })
 
 /** Whether `pid` is a live process (a zombie, already dead and only waiting to be reaped, does not count). */
-const running = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0)
-  } catch {
-    return false
-  }
-  try {
-    const stat = Fs.readFileSync(`/proc/${pid}/stat`, "utf8")
-    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) !== "Z"
-  } catch {
-    return false
-  }
-}
+const running = (pid: number): boolean => !hasExited(pid)
 
 const pidsDir = () => Fs.mkdtempSync(Path.join(Os.tmpdir(), "relax-interrupt-"))
 

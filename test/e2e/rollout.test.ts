@@ -45,6 +45,8 @@ describe("rollout end to end (real agent processes, gateway, embedded engine)", 
           const logprobs = numbers(sample["rollout_log_probs"])
           const length = Number(sample["response_length"])
           assert.strictEqual(sample["rollout_id"], rolloutId)
+          // The command advances the weight version between steps: step N's samples ran on version N.
+          assert.deepStrictEqual(new Set(sample["weight_versions"] as Array<string>), new Set([String(rolloutId)]))
           assert.strictEqual(sample["index"], i)
           assert.strictEqual(sample["group_index"], Math.floor(i / 2))
           assert.strictEqual(mask.length, length)

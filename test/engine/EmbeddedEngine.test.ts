@@ -231,6 +231,100 @@ describe("EmbeddedEngine latency and abort (TestClock)", () => {
     }).pipe(Effect.provide(engineLayer(timed))))
 })
 
+describe("EmbeddedEngine partial rollout: abort and resume (TestClock)", () => {
+  const timed = { prefillTokensPerSecond: 900, decodeTokensPerSecond: 10, model: { eosProbability: 0.05 } }
+
+  /** Generate `maxNewTokens` with aborts after the given elapsed times, resuming from prompt ++ partial each time. */
+  const interrupted = (
+    maxNewTokens: number,
+    abortAfterMillis: ReadonlyArray<number>,
+    extra: Partial<GenerateRequest> = {},
+    stop: ReadonlyArray<string> = []
+  ) =>
+    Effect.gen(function*() {
+      const engine = yield* Engine
+      const ids: Array<number> = []
+      const logprobs: Array<number> = []
+      const finishes: Array<string> = []
+      for (let attempt = 0;; attempt++) {
+        const rid = `resume-${String(attempt).padStart(9, "0")}`
+        const fiber = yield* engine.generate(
+          request([...prompt, ...ids], { maxNewTokens: maxNewTokens - ids.length, stop }, { rid, resumedTokens: ids.length, ...extra })
+        ).pipe(Effect.forkChild)
+        // Small clock steps, so a policy's promise settles between them.
+        const after = abortAfterMillis[attempt]
+        if (after !== undefined) {
+          for (let t = 0; t < after; t += 10) yield* TestClock.adjust("10 millis")
+          yield* engine.abort(rid)
+        } else {
+          while (fiber.pollUnsafe() === undefined) yield* TestClock.adjust("1 second")
+        }
+        const result = yield* Fiber.join(fiber)
+        ids.push(...result.outputIds)
+        logprobs.push(...result.logprobs)
+        finishes.push(result.finishReason.type)
+        if (result.finishReason.type !== "abort") return { ids, logprobs, finishes, last: result.finishReason }
+      }
+    })
+
+  const interruptedWithStop = (
+    maxNewTokens: number,
+    abortAfterMillis: ReadonlyArray<number>,
+    stop: ReadonlyArray<string>,
+    say: () => PolicyRequest
+  ) => interrupted(maxNewTokens, abortAfterMillis, { conversation: say }, stop)
+
+  it.effect("a generation aborted twice and resumed from prompt ++ partial yields exactly the uninterrupted tokens", () =>
+    Effect.gen(function*() {
+      const whole = yield* interrupted(40, [])
+      const resumed = yield* interrupted(40, [310, 520])
+      assert.deepStrictEqual(resumed.finishes.slice(0, 2), ["abort", "abort"])
+      assert.isAbove(whole.ids.length, 8)
+      assert.deepStrictEqual(resumed.ids, whole.ids)
+      assert.deepStrictEqual(resumed.logprobs, whole.logprobs)
+      assert.deepStrictEqual(resumed.last, whole.last)
+    }).pipe(Effect.provide(engineLayer(timed))))
+
+  it.effect("a resumed scripted policy continues its text, and a stop string spanning the boundary still stops it", () =>
+    Effect.gen(function*() {
+      const tokenizer = yield* Tokenizer
+      const say = { conversation: () => conversation("hi") }
+      const whole = yield* interrupted(64, [], say)
+      const resumed = yield* interrupted(64, [410], say)
+      assert.deepStrictEqual(resumed.finishes[0], "abort")
+      assert.deepStrictEqual(resumed.ids, whole.ids)
+      assert.deepStrictEqual(resumed.logprobs, whole.logprobs)
+      assert.strictEqual(tokenizer.decode(whole.ids), "Echo: hi there, friend<|im_end|>")
+      // The abort lands after a few tokens, inside "there, fri": the stop string spans the two attempts.
+      const stopped = yield* interruptedWithStop(64, [], ["re, fri"], say.conversation)
+      const stoppedResumed = yield* interruptedWithStop(64, [510], ["re, fri"], say.conversation)
+      assert.strictEqual(stoppedResumed.finishes[0], "abort")
+      assert.include(tokenizer.decode(stopped.ids), "re, fri")
+      assert.deepStrictEqual(stopped.last, { type: "stop", matched: "re, fri" })
+      assert.deepStrictEqual(stoppedResumed.ids, stopped.ids)
+      assert.deepStrictEqual(stoppedResumed.last, stopped.last)
+    }).pipe(Effect.provide(engineLayer({ ...timed, policy: (r) => `Echo: ${String(r.messages[0]?.content)} there, friend` }))))
+
+  it.effect("a weight update aborts running generations; each attempt reports the version it ran on", () =>
+    Effect.gen(function*() {
+      const engine = yield* Engine
+      const fiber = yield* engine.generate(request(prompt, { maxNewTokens: 30 }, { rid: "update-000000001" })).pipe(Effect.forkChild)
+      yield* TestClock.adjust("310 millis")
+      assert.strictEqual(yield* engine.updateWeights(), "1")
+      const partial = yield* Fiber.join(fiber)
+      assert.strictEqual(partial.finishReason.type, "abort")
+      assert.strictEqual(partial.outputIds.length, 3)
+      assert.strictEqual(partial.weightVersion, "0")
+      const rest = yield* engine.generate(
+        request([...prompt, ...partial.outputIds], { maxNewTokens: 27 }, { rid: "update-000000002", resumedTokens: 3 })
+      ).pipe(Effect.forkChild)
+      yield* TestClock.adjust("1 hour")
+      assert.strictEqual((yield* Fiber.join(rest)).weightVersion, "1")
+      assert.strictEqual(yield* engine.updateWeights("step-7"), "step-7")
+      assert.strictEqual(yield* engine.weightVersion, "step-7")
+    }).pipe(Effect.provide(engineLayer({ ...timed, model: { eosProbability: 0 } }))))
+})
+
 describe("EmbeddedEngine policy (--embedded-policy)", () => {
   const policy = (request: PolicyRequest) => `Echo: ${String(request.messages[0]?.content)} <tool_call>\n{"name": "x"}\n</tool_call>`
 

@@ -282,9 +282,67 @@ describe("SglangEngine workers", () => {
       assert.strictEqual(yield* engine.updateWeights(), "8")
       for (const server of [a, b]) {
         const bodies = server.requests.filter((r) => r.path === "/update_weight_version").map((r) => r.body)
-        assert.deepStrictEqual(bodies, [{ new_version: "7", abort_all_requests: false }, { new_version: "8", abort_all_requests: false }])
+        assert.deepStrictEqual(bodies, [{ new_version: "7", abort_all_requests: true }, { new_version: "8", abort_all_requests: true }])
       }
       assert.strictEqual((yield* engine.generate(request({ sessionId: "x" }))).weightVersion, "8")
+    }).pipe(Effect.provide(Tokenizer.layer)))
+})
+
+describe("SglangEngine partial rollout: abort and resume", () => {
+  it.live("a generation aborted on every worker and resumed from prompt ++ partial yields the uninterrupted output", () =>
+    Effect.gen(function*() {
+      // A model that rarely ends a turn, so the abort lands mid-output.
+      const model = yield* EmbeddedEngine.make(yield* Tokenizer, { ...EmbeddedEngine.instant, seed: 3, model: { eosProbability: 0.005 } })
+      const a = yield* FakeSglang.make({ engine: model })
+      const b = yield* FakeSglang.make({ engine: model })
+      const engine = yield* client({ workerUrls: [a.url, b.url] })
+      const whole = yield* model.generate(request({}, { maxNewTokens: 24 }))
+      assert.isAbove(whole.outputIds.length, 5)
+      a.hold(5)
+      b.hold(5)
+      const first = request({ sessionId: "s1" }, { maxNewTokens: 24 })
+      const fiber = yield* engine.generate(first).pipe(Effect.forkChild)
+      yield* Effect.raceFirst(a.awaitGenerates(1), b.awaitGenerates(1))
+      yield* engine.abort(first.rid)
+      const partial = yield* Fiber.join(fiber)
+      assert.strictEqual(partial.finishReason.type, "abort")
+      assert.strictEqual(partial.outputIds.length, 5)
+      assert.deepStrictEqual(a.aborts, [first.rid])
+      assert.deepStrictEqual(b.aborts, [first.rid])
+      a.release()
+      b.release()
+      const resumed = request(
+        { sessionId: "s1", inputIds: [...prompt, ...partial.outputIds], resumedTokens: partial.outputIds.length },
+        { maxNewTokens: 24 - partial.outputIds.length }
+      )
+      const rest = yield* engine.generate(resumed)
+      const body = generateBodies(a).concat(generateBodies(b)).find((r) => r["rid"] === resumed.rid)
+      assert.deepStrictEqual(body?.["input_ids"], [...prompt, ...partial.outputIds])
+      assert.strictEqual((body?.["sampling_params"] as Record<string, unknown> | undefined)?.["max_new_tokens"], 19)
+      assert.notStrictEqual(resumed.rid, first.rid)
+      assert.deepStrictEqual([...partial.outputIds, ...rest.outputIds], whole.outputIds)
+      assert.deepStrictEqual([...partial.logprobs, ...rest.logprobs], whole.logprobs)
+      assert.deepStrictEqual(rest.finishReason, whole.finishReason.type === "length" ? { type: "length", length: 19 } : whole.finishReason)
+    }).pipe(Effect.provide(Tokenizer.layer)))
+
+  it.live("a weight update aborts held generations on every worker; the resumed attempt reports the new version", () =>
+    Effect.gen(function*() {
+      const a = yield* fake()
+      const engine = yield* client({ workerUrls: [a.url] })
+      a.hold(2)
+      const first = request({ sessionId: "s1" }, { maxNewTokens: 12 })
+      const fiber = yield* engine.generate(first).pipe(Effect.forkChild)
+      yield* a.awaitGenerates(1)
+      assert.strictEqual(yield* engine.updateWeights("v2"), "v2")
+      const partial = yield* Fiber.join(fiber)
+      assert.strictEqual(partial.finishReason.type, "abort")
+      assert.strictEqual(partial.outputIds.length, 2)
+      assert.strictEqual(partial.weightVersion, "default")
+      a.release()
+      const rest = yield* engine.generate(
+        request({ sessionId: "s1", inputIds: [...prompt, ...partial.outputIds] }, { maxNewTokens: 10 })
+      )
+      assert.strictEqual(rest.weightVersion, "v2")
     }).pipe(Effect.provide(Tokenizer.layer)))
 })
 

@@ -27,6 +27,19 @@ describe("Turn: engine attempts", () => {
     })
   })
 
+  it("an abort at a step boundary parks the request: it resumes and never counts toward giving up", () => {
+    let pending = Turn.noPending(0)
+    for (let i = 0; i < 5; i++) {
+      const outcome = Turn.parked(Turn.afterAttempt(pending, output([], "abort"), 0, 8))
+      assert.strictEqual(outcome._tag, "Resume")
+      pending = outcome.pending
+    }
+    assert.strictEqual(pending.abortCount, 5)
+    assert.strictEqual(pending.emptyAborts, 0)
+    const done = Turn.afterAttempt(pending, output([1], "stop"), 0, 8)
+    assert.strictEqual(Turn.parked(done), done)
+  })
+
   it("an abort that fills the budget finishes as length", () => {
     const done = Turn.afterAttempt(Turn.noPending(0), output([1, 2, 3], "abort"), 0, 3)
     assert(done._tag === "Finished")

@@ -155,6 +155,36 @@ describe("rollout configuration", () => {
       assert.isString(report.warning)
     }))
 
+  it.effect("rejects --partial-rollout-max-aborted-count without --partial-rollout, and --normalize-advantages with --fully-async", () =>
+    Effect.gen(function*() {
+      const [maxAborted, normalize] = yield* Effect.forEach([
+        { ...base, partialRolloutMaxAbortedCount: 2 },
+        { ...base, fullyAsync: true, normalizeAdvantages: true }
+      ], (input) => Effect.flip(Config.resolve(input)).pipe(Effect.map((e) => e.message)))
+      assert.match(maxAborted!, /^--partial-rollout-max-aborted-count: only applies with --partial-rollout/)
+      assert.match(normalize!, /^--normalize-advantages: cannot be used with --fully-async: global advantage whitening/)
+      assert.strictEqual((yield* Effect.flip(Config.resolve({ ...base, partialRolloutMaxAbortedCount: 0 }))).option, "configuration")
+    }))
+
+  it.effect("counts --partial-rollout and --fully-async as keeping training Sessions resident during Eval", () =>
+    Effect.gen(function*() {
+      const s = yield* Config.resolve({ ...base, nSamplesPerPrompt: 2, evalPromptData: [{ name: "a", path: "a.jsonl" }] })
+      assert.strictEqual(Config.capacity(s).rule, "max(T, E_peak)")
+      for (const mode of [{ partialRollout: true }, { fullyAsync: true }, { partialRollout: true, fullyAsync: true }]) {
+        const report = Config.capacity({ ...s, ...mode })
+        assert.strictEqual(report.rule, "T + E_peak")
+        assert.strictEqual(report.requiredSlots, 8 + 8)
+        assert.deepStrictEqual(
+          report.residentBecause,
+          [...("partialRollout" in mode ? ["--partial-rollout"] : []), ...("fullyAsync" in mode ? ["--fully-async"] : [])]
+        )
+      }
+      assert.deepStrictEqual(
+        Config.retentionMode({ ...s, partialRollout: true, partialRolloutMaxAbortedCount: 3 }),
+        { partialRollout: true, fullyAsync: false, maxAbortedCount: 3 }
+      )
+    }))
+
   it.effect("defaults the consecutive-drop limit to max(8, 2 * agentic_concurrency), keeps 0 (unlimited)", () =>
     Effect.gen(function*() {
       assert.strictEqual((yield* Config.resolve(base)).agenticMaxConsecutiveDrops, 8)

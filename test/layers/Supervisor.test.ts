@@ -1,9 +1,11 @@
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Duration, Effect, Fiber, Result } from "effect"
+import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import { processState, resolveAgentSpec, Supervisor } from "../../layers/Supervisor.ts"
+import { hasExited } from "../../layers/internal/ProcessGroup.ts"
+import { resolveAgentSpec, Supervisor } from "../../layers/Supervisor.ts"
 import type { LocalProcessOptions, SessionLaunch } from "../../layers/Supervisor.ts"
 import type * as AgentSpec from "../../src/session/AgentSpec.ts"
 import * as SessionInput from "../../src/session/SessionInput.ts"
@@ -43,10 +45,7 @@ const local = (options: Omit<LocalProcessOptions, "baseUrl">) =>
   Supervisor.localProcess({ ...options, baseUrl: "http://127.0.0.1:9/agentic_api/" })
 
 /** A zombie (`Z`) has exited; PID 1 here does not reap re-parented children, so it may linger. */
-const isDead = (pid: number): boolean => {
-  const state = processState(pid)
-  return state === undefined || state.state === "Z" || state.state === "X"
-}
+const isDead = hasExited
 
 /** Wait (real time) until `path` exists, then return its lines. */
 const awaitLines = (path: string) =>
@@ -233,6 +232,79 @@ describe("Supervisor.LocalProcess", () => {
         "Managed command agent produced invalid output: line 2, field 'name': " +
           "Session output record name must be unique within one explicit export: 'main'\nworking"
       )
+    }))
+
+  it.live("a session directory that cannot be created is a typed prepare error, not a defect", () =>
+    Effect.gen(function*() {
+      const blocker = Path.join(tempDir(), "a-file")
+      Fs.writeFileSync(blocker, "")
+      const error = yield* local({ spec: spec("true", tempDir()), ioRoot: Path.join(blocker, "io") }).run(launch()).pipe(
+        Effect.flip
+      )
+      assert.strictEqual(error._tag, "AgentExecutionError")
+      if (error._tag !== "AgentExecutionError") return
+      assert.strictEqual(error.reason, "prepare")
+      assert.match(
+        error.message,
+        /^Managed command agent's session directory could not be prepared: cannot create the session directory in .*a-file\/io: ENOTDIR.*Check that the temporary directory \(TMPDIR\) exists, is writable and has free space\.$/
+      )
+    }))
+
+  it.live("keeps only failed Sessions' logs under logDir by default, every log with keepLogs all", () =>
+    Effect.gen(function*() {
+      const logDir = Path.join(tempDir(), "logs")
+      const failing = yield* local({ spec: spec("echo failing; exit 4", tempDir()), logDir })
+        .run(launch({ sessionId: "s-failed" }))
+        .pipe(Effect.flip)
+      assert.strictEqual(failing._tag === "AgentExecutionError" ? failing.logPath : "", Path.join(logDir, "s-failed.log"))
+      const ok = `printf '{"reward": 1}' > "$RELAX_OUTPUT_JSON"; echo fine`
+      yield* local({ spec: spec(ok, tempDir()), logDir }).run(launch({ sessionId: "s-ok" }))
+      assert.deepStrictEqual(Fs.readdirSync(logDir), ["s-failed.log"])
+      assert.strictEqual(Fs.readFileSync(Path.join(logDir, "s-failed.log"), "utf8"), "failing\n")
+      yield* local({ spec: spec(ok, tempDir()), logDir, keepLogs: "all" }).run(launch({ sessionId: "s-all" }))
+      assert.deepStrictEqual(Fs.readdirSync(logDir).sort(), ["s-all.log", "s-failed.log"])
+      assert.strictEqual(Fs.readFileSync(Path.join(logDir, "s-all.log"), "utf8"), "fine\n")
+    }))
+
+  it.live("an interrupted Session's log is not kept as a failure", () =>
+    Effect.gen(function*() {
+      const logDir = Path.join(tempDir(), "logs")
+      const pidsFile = Path.join(tempDir(), "pids")
+      const fiber = yield* local({
+        spec: spec(`bash ${fixtures}/sleeper.sh`, tempDir(), { env: { PIDS_FILE: pidsFile } }),
+        logDir
+      }).run(launch()).pipe(Effect.forkChild)
+      yield* awaitLines(pidsFile)
+      yield* Fiber.interrupt(fiber)
+      assert.isFalse(Fs.existsSync(Path.join(logDir, "session-7.log")))
+    }))
+
+  it.live("adds nothing to the agent's environment beyond the parent's, --agent-env and the seven RELAX_* variables", () =>
+    Effect.gen(function*() {
+      const parentEnv = { PATH: process.env["PATH"] ?? "/usr/bin:/bin", FROM_PARENT: "kept" }
+      // What a login shell adds by itself (PWD, SHLVL, profile scripts), measured with the same parent environment.
+      const cwd = tempDir()
+      const baseline = new Set(
+        ChildProcess.execFileSync("/bin/bash", ["-lc", "env -0"], { cwd, env: parentEnv, encoding: "utf8" })
+          .split("\0").filter((line) => line.length > 0).map((line) => line.slice(0, line.indexOf("=")))
+      )
+      const command = `env -0 > "$RELAX_SESSION_IO_DIR/../env-${Path.basename(cwd)}"; printf '{}' > "$RELAX_OUTPUT_JSON"`
+      const ioRoot = tempDir()
+      yield* local({ spec: spec(command, cwd, { env: { FROM_AGENT_ENV: "given" } }), ioRoot, parentEnv }).run(launch())
+      const dumped = Fs.readFileSync(Path.join(ioRoot, `env-${Path.basename(cwd)}`), "utf8")
+        .split("\0").filter((line) => line.length > 0).map((line) => line.slice(0, line.indexOf("=")))
+      const added = dumped.filter((key) => !baseline.has(key)).sort()
+      assert.deepStrictEqual(added, [
+        "FROM_AGENT_ENV",
+        "RELAX_BASE_URL",
+        "RELAX_GROUP_ID",
+        "RELAX_INPUT_JSON",
+        "RELAX_OUTPUT_JSON",
+        "RELAX_ROLLOUT_MODE",
+        "RELAX_SESSION_ID",
+        "RELAX_SESSION_IO_DIR"
+      ])
+      assert.include(dumped, "FROM_PARENT")
     }))
 
   it.live("reports an agent that cannot be started", () =>

@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Duration, Effect, Fiber, type Schema } from "effect"
+import { Deferred, Duration, Effect, Fiber, type Schema } from "effect"
 import { TestClock } from "effect/testing"
 import * as ActiveBudget from "../../layers/ActiveBudget.ts"
 import { Supervisor } from "../../layers/Supervisor.ts"
@@ -52,6 +52,44 @@ describe("ActiveBudget", () => {
       yield* budget.resume
       assert.isTrue(yield* budget.isExpired)
       assert.isFalse(yield* budget.isActive)
+    }))
+})
+
+describe("Supervisor: an agent that never sends its first model request", () => {
+  it.effect("is stopped --agent-timeout after its start (its budget never runs outside Runtime)", () =>
+    Effect.gen(function*() {
+      const firstRequest = yield* Deferred.make<void>()
+      const supervisor = Supervisor.inProcess(() => Effect.never, { timeoutSeconds: 100 })
+      const budget = yield* supervisor.makeBudget
+      const fiber = yield* supervisor.run({ ...launch(budget), firstRequest: Deferred.await(firstRequest) }).pipe(
+        Effect.flip,
+        Effect.forkChild
+      )
+      yield* TestClock.adjust("99 seconds")
+      assert.isUndefined(fiber.pollUnsafe())
+      yield* TestClock.adjust("1 second")
+      const error = yield* Fiber.join(fiber)
+      assert.strictEqual(error._tag, "AgentExecutionError")
+      assert.strictEqual(
+        error.message,
+        "Managed command agent timed out after 100.0 seconds without sending its first model request."
+      )
+    }))
+
+  it.effect("once it has sent one, waiting for the lease (barrier, prelaunch) costs nothing", () =>
+    Effect.gen(function*() {
+      const firstRequest = yield* Deferred.make<void>()
+      const supervisor = Supervisor.inProcess(
+        () => Deferred.succeed(firstRequest, undefined).pipe(Effect.andThen(Effect.sleep("10 hours")), Effect.as({ reward: 1 })),
+        { timeoutSeconds: 100 }
+      )
+      const budget = yield* supervisor.makeBudget
+      const fiber = yield* supervisor.run({ ...launch(budget), firstRequest: Deferred.await(firstRequest) }).pipe(
+        Effect.forkChild
+      )
+      yield* TestClock.adjust("10 hours")
+      const outcome = yield* Fiber.join(fiber)
+      assert.deepStrictEqual(outcome.output, { kind: "implicit", reward: 1 })
     }))
 })
 

@@ -155,7 +155,7 @@ describe("canonicalizeMessages: canonical form", () => {
       { role: "user", content: "u1" },
       { role: "system", content: "first" },
       { role: "assistant", content: "a1" },
-      { role: "system", content: [{ type: "text", text: "second" }, { type: "image_url", image_url: { url: "x" } }] }
+      { role: "system", content: [{ type: "text", text: "second" }, { type: "image_url", image_url: { url: "data:image/png;base64,AAAA" } }] }
     ]))
     assert.deepStrictEqual(out, [
       { role: "system", content: "first\n\nsecond" },

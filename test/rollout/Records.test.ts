@@ -17,7 +17,7 @@ const turn = (abortCount: number): Sample.Turn => ({
   weight_versions: ["0"]
 })
 
-const facts = (sessionId: string, aborts: ReadonlyArray<number>): Records.ContextDebug => ({
+const facts = (sessionId: string, aborts: ReadonlyArray<number>, failures = { parserFailures: 0, droppedToolCalls: 0 }): Records.ContextDebug => ({
   view: {
     session_id: sessionId,
     leaf_state_hash: `leaf-${sessionId}`,
@@ -26,7 +26,27 @@ const facts = (sessionId: string, aborts: ReadonlyArray<number>): Records.Contex
     turn_count: aborts.length,
     turns: aborts.map(turn)
   },
-  counters: { requests: 5, generations: 4 }
+  counters: { requests: 5, generations: 4, ...failures }
+})
+
+describe("parserFailureMetrics", () => {
+  it("sums dropped and unreadable tool calls over the step's Sessions, each Session once, under the parser's name", () => {
+    const debug = [
+      facts("a", [0], { parserFailures: 1, droppedToolCalls: 2 }),
+      facts("a", [0], { parserFailures: 1, droppedToolCalls: 2 }),
+      facts("b", [0], { parserFailures: 0, droppedToolCalls: 1 }),
+      facts("c", [0])
+    ]
+    assert.deepStrictEqual(Records.parserFailureMetrics(debug, "glm45"), {
+      "rollout/parser_failures": 4,
+      "rollout/parser_failures/glm45": 4
+    })
+    assert.deepStrictEqual(Records.parserFailureMetrics([facts("c", [0])], "qwen25"), {
+      "rollout/parser_failures": 0,
+      "rollout/parser_failures/qwen25": 0
+    })
+    assert.deepStrictEqual(Records.parserFailureMetrics(debug, undefined), {})
+  })
 })
 
 describe("transferOrder", () => {
@@ -102,7 +122,8 @@ describe("debugRecords", () => {
       session_id: "s0",
       leaf_state_hash: "leaf-s0",
       turn_count: 2,
-      abort_count: 3,
+      // Per-turn counts accumulate along the lineage (1, then 2): the total is the last one, not their sum.
+      abort_count: 2,
       request_count: 5,
       generation_count: 4,
       reward: 1,

@@ -252,7 +252,30 @@ describe("settle", () => {
 
 describe("closing a step", () => {
   it("interrupts the leased Groups still running (no partial rollout)", () => {
-    assert.deepStrictEqual(Leasing.closeRuntime(["a", "b"]), { interrupt: ["a", "b"] })
+    assert.deepStrictEqual(Leasing.closeRuntime(Leasing.openStep(train(), false), ["a", "b"]), { interrupt: ["a", "b"], retain: [] })
+  })
+
+  it("keeps them leased for the next step with retention (partial rollout / fully async)", () => {
+    assert.deepStrictEqual(Leasing.closeRuntime(Leasing.openStep(train({ retain: true }), false), ["a", "b"]), {
+      interrupt: [],
+      retain: ["a", "b"]
+    })
+  })
+
+  it("closes iff the debt is paid, or once a debt it may carry is at most the interrupted resident Groups", () => {
+    // [maxCarriedDebt, debt, interrupted Groups, closes]
+    const cases: ReadonlyArray<readonly [number, number, number, boolean]> = [
+      [0, 0, 0, true],
+      [0, 1, 5, false],
+      [2, 2, 2, true],
+      [2, 3, 2, false],
+      [2, 3, 3, false],
+      [4, 0, 0, true]
+    ]
+    for (const [maxCarriedDebt, debt, interrupted, expected] of cases) {
+      const ledger = { ...Leasing.openStep(train({ maxCarriedDebt, debt: Math.max(debt, 1) }), false), debt }
+      assert.strictEqual(Leasing.closes(ledger, interrupted), expected, JSON.stringify({ maxCarriedDebt, debt, interrupted }))
+    }
   })
 
   it("keeps Prepare Groups for the next step with prelaunch", () => {

@@ -238,7 +238,7 @@ describe("a whole rollout whose agent always fails", () => {
           Sessions.layer,
           Forests.layer,
           Tokenizer.layer.pipe(Layer.orDie),
-          EmbeddedEngine.layer({}).pipe(Layer.provide(Tokenizer.layer), Layer.orDie)
+          EmbeddedEngine.layer(EmbeddedEngine.instant).pipe(Layer.provide(Tokenizer.layer), Layer.orDie)
         )),
         Layer.orDie
       )

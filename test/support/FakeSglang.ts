@@ -7,7 +7,10 @@
  *   no unknown keys — SGLang raises on unknown sampling keys); SGLang's validation messages as HTTP 400
  *   `{"object":"error","message":…}`; context-length rejections with SGLang's wording.
  * - `POST /abort_request {rid}`: prefix match, 200 with an empty body; a held request answers its partial output
- *   with `finish_reason.type = "abort"`.
+ *   with `finish_reason.type = "abort"`, and so does a request still generating in an engine with latency.
+ *   `POST /update_weight_version` with `abort_all_requests` aborts every held request the same way before answering.
+ * - A resumed request (`input_ids` = prompt ++ partial ids, fewer `max_new_tokens`, same `sampling_seed`) continues
+ *   the aborted one exactly: the embedded model keys its draws on absolute positions.
  * - `POST /tokenize {prompt, add_special_tokens}` with the `tokenize` option (404 without, as older SGLang), and
  *   `GET /get_model_info`.
  * - `POST /close_session {session_id}`: recorded in `closedSessions`; 200 with an empty body, as SGLang answers (an
@@ -122,6 +125,15 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
     let weightVersion = "default"
     let roundRobin = 0
 
+    const abortHeld = (matches: (h: Held) => boolean) => {
+      for (const h of [...held]) {
+        if (matches(h)) {
+          held.splice(held.indexOf(h), 1)
+          h.finish(true)
+        }
+      }
+    }
+
     const notify = () => {
       for (const w of [...waiters]) {
         if (generates >= w.n) {
@@ -227,14 +239,9 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
           const { rid, abort_all } = decoded.value
           aborts.push(rid)
           // SGLang matches by prefix; an empty rid without abort_all would match everything, so it is refused.
-          if (rid.length > 0 || abort_all === true) {
-            for (const h of [...held]) {
-              if (abort_all === true || h.rid.startsWith(rid)) {
-                held.splice(held.indexOf(h), 1)
-                h.finish(true)
-              }
-            }
-          }
+          if (rid.length > 0 || abort_all === true) abortHeld((h) => abort_all === true || h.rid.startsWith(rid))
+          // A generation still running in the model (an engine with latency) ends with its partial output.
+          if (rid.length > 0 && options.engine !== undefined) await Effect.runPromise(options.engine.abort(rid))
           res.writeHead(200)
           return res.end()
         }
@@ -267,6 +274,7 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
           const decoded = Schema.decodeUnknownExit(Wire.UpdateWeightVersionRequest)(json)
           if (Exit.isFailure(decoded)) return sendError(res, 400, String(decoded.cause))
           weightVersion = decoded.value.new_version
+          if (decoded.value.abort_all_requests) abortHeld(() => true)
           return sendJson(res, 200, { success: true, message: "Weight version updated", new_version: weightVersion })
         }
         case "GET /workers":

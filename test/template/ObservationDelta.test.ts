@@ -64,6 +64,8 @@ describe("observation delta tokenization (docs/sessionforest.md)", () => {
             encoded.push(text)
             return tok.encode(text)
           },
+          encodeText: tok.encodeText,
+          specialTokens: tok.specialTokens,
           renderSync: tok.renderSync,
           specialTokenIds: tok.specialTokenIds
         }
@@ -102,6 +104,8 @@ describe("observation delta tokenization (docs/sessionforest.md)", () => {
             encoded.push(text)
             return tok.encode(text)
           },
+          encodeText: tok.encodeText,
+          specialTokens: tok.specialTokens,
           renderSync: tok.renderSync
         }
         const ids = ObservationDelta.deltaTokens(plain, [{ role: "user", content: "Q" }], tools, {})

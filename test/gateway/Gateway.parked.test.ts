@@ -1,0 +1,105 @@
+/**
+ * A request parked by partial rollout keeps its HTTP request open: the real gateway, generation core and embedded
+ * engine (latency on the TestClock) with a Session registered at the generation gate. A step boundary (`pause`) aborts
+ * the generation mid-way; Buffered SSE heartbeats continue while it is parked; `resume` continues it, and the one
+ * answer holds the uninterrupted tokens.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Context, Effect, Fiber, Layer } from "effect"
+import { TestClock } from "effect/testing"
+import * as http from "node:http"
+import { EmbeddedEngine } from "../../layers/EmbeddedEngine.ts"
+import { Engine } from "../../layers/Engine.ts"
+import { Forests } from "../../layers/Forests.ts"
+import { Gateway } from "../../layers/Gateway.ts"
+import { Generation } from "../../layers/Generation.ts"
+import * as GenerationGate from "../../layers/GenerationGate.ts"
+import { Sessions } from "../../layers/Sessions.ts"
+import { Tokenizer } from "../../layers/Tokenizer.ts"
+import * as Forest from "../../src/forest/Forest.ts"
+import { sampling, sessionEntry } from "../support/sessions.ts"
+
+// 10 tokens per second, no end of turn: a 20-token answer takes 2 s of generation.
+const timed = { prefillTokensPerSecond: 0, decodeTokensPerSecond: 10, model: { eosProbability: 0 } }
+
+const stack = Gateway.layer({ heartbeatInterval: "15 seconds" }).pipe(
+  Layer.provideMerge(Generation.layer({})),
+  Layer.provideMerge(Forests.layer),
+  Layer.provideMerge(Sessions.layer),
+  Layer.provideMerge(EmbeddedEngine.layer({ ...timed, seed: 42 })),
+  Layer.provideMerge(Tokenizer.layer)
+)
+
+describe("a parked request (partial rollout)", () => {
+  it.effect("stays open with SSE heartbeats across the step boundary and is answered with the uninterrupted tokens", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const context = yield* Layer.build(stack)
+      const gateway = Context.get(context, Gateway)
+      const sessions = Context.get(context, Sessions)
+      const forests = Context.get(context, Forests)
+      const engine = Context.get(context, Engine)
+      const gate = yield* GenerationGate.make({ abort: engine.abort, mode: { partialRollout: true, fullyAsync: false } })
+      const sessionId = yield* sessions.newSessionId
+      yield* forests.create(sessionId)
+      yield* sessions.register(sessionEntry(sessionId, {
+        sampling: sampling({ seed: 42 }),
+        gate: yield* gate.register(sessionId)
+      }))
+      // Frames are observed as they arrive on the socket: the test waits on real I/O, never on real time.
+      let received = ""
+      const waiters: Array<{ readonly until: (text: string) => boolean; readonly resume: () => void }> = []
+      const arrived = (until: (text: string) => boolean) =>
+        Effect.callback<void>((resume) => {
+          if (until(received)) return resume(Effect.void)
+          waiters.push({ until, resume: () => resume(Effect.void) })
+        })
+      const done = yield* Effect.callback<string>((resume) => {
+        const req = http.request(gateway.baseUrl + "/v1/messages", {
+          method: "POST",
+          headers: { authorization: `Bearer ${sessionId}`, "content-type": "application/json" }
+        }, (res) => {
+          res.setEncoding("utf8")
+          res.on("data", (chunk: string) => {
+            received += chunk
+            for (const w of waiters.splice(0)) if (w.until(received)) w.resume()
+              else waiters.push(w)
+          })
+          res.on("end", () => resume(Effect.succeed(received)))
+        })
+        req.end(JSON.stringify({ model: "m", max_tokens: 20, stream: true, messages: [{ role: "user", content: "hi" }] }))
+      }).pipe(Effect.forkChild)
+      const ping = "event: ping\ndata: {\"type\":\"ping\"}\n\n"
+      const pings = (text: string) => text.split(ping).length - 1
+      yield* arrived((text) => pings(text) === 1)
+      // 0.5 s into the generation the step closes: the attempt is aborted with 5 tokens and the request parked.
+      for (let i = 0; i < 5; i++) yield* TestClock.adjust("100 millis")
+      const report = yield* gate.pause
+      assert.strictEqual(report.aborted, 1)
+      assert.isTrue(gate.isInterrupted(sessionId))
+      // Parked for a minute (training): heartbeats keep coming, nothing is answered or committed.
+      for (let i = 0; i < 4; i++) yield* TestClock.adjust("15 seconds")
+      yield* arrived((text) => pings(text) === 5)
+      assert.strictEqual(received, ping.repeat(5))
+      const parkedForest = yield* forests.get(sessionId)
+      // Only the request's observation is committed; no response yet.
+      assert.deepStrictEqual(Forest.leaves(parkedForest).map((h) => Forest.node(parkedForest, h).kind), ["obs"])
+      yield* gate.resume
+      yield* TestClock.adjust("10 seconds")
+      const body = yield* Fiber.join(done)
+      assert.isTrue(body.startsWith(ping.repeat(5) + "event: message_start\n"))
+      // The committed response: all 20 tokens, equal to the uninterrupted generation from the same prompt and seed.
+      const forest = yield* forests.get(sessionId)
+      const leaf = Forest.leaves(forest)[0]!
+      const node = Forest.node(forest, leaf)
+      assert.strictEqual(node.tokens.length, 20)
+      assert.strictEqual(node.abortCount, 1)
+      const reference = yield* EmbeddedEngine.make(yield* Tokenizer, { ...timed, ...EmbeddedEngine.instant, seed: 42 })
+      const whole = yield* reference.generate({
+        inputIds: Forest.inferencePrefix(forest, node.parent!),
+        sampling: sampling({ seed: 42, maxNewTokens: 20 }),
+        rid: "uninterrupted-reference",
+        returnLogprob: true
+      })
+      assert.deepStrictEqual([...node.tokens], [...whole.outputIds])
+    }).pipe(Effect.provide(Tokenizer.layer))))
+})

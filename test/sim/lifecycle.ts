@@ -1,0 +1,259 @@
+/**
+ * Whole rollouts of a seeded long-tail agent workload under the TestClock, in one of three cross-step modes:
+ * synchronous, `--partial-rollout`, or `--fully-async` (with the final backfill step). Shared by the simulations
+ * (test/sim/lifecycle.test.ts) and the bench (test/bench/lifecycle.ts).
+ *
+ * **Details**
+ * The real Rollout, Scheduler, SessionRunner, Sessions, Forests, generation core, generation gate and embedded engine
+ * (no end of turn, latency on the TestClock) run with in-process agents: each Session follows its workload plan
+ * (start-up, then per turn: think, one model request of the planned length, a tool call) and exports implicitly.
+ * A trainer fiber takes each complete partition (a step's batch), "trains" for `trainSeconds` and advances the
+ * engine's weight version.
+ * Synchronous and partial rollout wait for the trainer before the next step (on-policy); fully async does not.
+ */
+import { Clock, Deferred, Effect, Exit, Fiber, Layer, Queue, Result } from "effect"
+import { TestClock } from "effect/testing"
+import { mkdtempSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import * as Config from "../../layers/Config.ts"
+import { Credit } from "../../layers/Credit.ts"
+import { EmbeddedEngine, type EmbeddedEngineOptions } from "../../layers/EmbeddedEngine.ts"
+import { Engine } from "../../layers/Engine.ts"
+import { Forests } from "../../layers/Forests.ts"
+import { Generation } from "../../layers/Generation.ts"
+import { Rollout, type StepResult } from "../../layers/Rollout.ts"
+import { Scheduler } from "../../layers/Scheduler.ts"
+import { Sessions } from "../../layers/Sessions.ts"
+import { type InProcessAgent, Supervisor } from "../../layers/Supervisor.ts"
+import * as Telemetry from "../../layers/Telemetry.ts"
+import { Tokenizer } from "../../layers/Tokenizer.ts"
+import * as Canonical from "../../src/protocol/canonical.ts"
+import { creditOptions } from "../../src/index.ts"
+import * as Retention from "../../src/schedule/Retention.ts"
+import * as Workload from "../support/Workload.ts"
+
+export type Mode = "synchronous" | "partial" | "fully-async"
+
+export interface SimOptions {
+  readonly mode: Mode
+  readonly steps: number
+  readonly batch: number
+  readonly overSampling: number
+  readonly concurrency: number
+  readonly samplesPerPrompt: number
+  readonly trainSeconds: number
+  readonly agentTimeout: number
+  readonly workload: Workload.WorkloadOptions
+  readonly maxAbortedCount?: number | undefined
+  readonly decodeTokensPerSecond?: number | undefined
+  readonly rolloutSeed?: number | undefined
+}
+
+/** One Session as the simulation saw it. */
+export interface SessionTrace {
+  readonly sessionId: string
+  readonly task: number
+  readonly position: number
+  readonly startedAt: number
+  /** -1 while running; the time it exited or was interrupted. */
+  endedAt: number
+  outcome: "running" | "exported" | "interrupted" | "failed"
+}
+
+export interface SimReport {
+  readonly options: SimOptions
+  /** Every step call's result, the final backfill last (fully async). */
+  readonly results: ReadonlyArray<StepResult>
+  /** Simulated seconds each step call took. */
+  readonly stepSeconds: ReadonlyArray<number>
+  /** Simulated seconds from the first step's start to the last training's end. */
+  readonly totalSeconds: number
+  /** Most agents running at once, sampled at every agent start. */
+  readonly peakAgents: number
+  /** Agents still running after the rollout's scope closed. */
+  readonly agentsLeft: number
+  readonly sessions: ReadonlyArray<SessionTrace>
+  readonly lines: ReadonlyArray<string>
+  /**
+   * The fraction of slot time (`concurrency * samplesPerPrompt` slots over the whole run) not spent on work that
+   * became a training sample: idle, parked, waiting, or spent on Sessions that were discarded.
+   */
+  readonly idleSlotFraction: number
+}
+
+const modeFlags = (mode: Mode): Partial<Config.RolloutOptionsInput> =>
+  mode === "partial" ? { partialRollout: true } : mode === "fully-async" ? { fullyAsync: true } : {}
+
+/** Run the simulation; drives the TestClock itself (provide `TestClock.layer()` or run inside `it.effect`). */
+export const simulate = (options: SimOptions) =>
+  Effect.scoped(Effect.gen(function*() {
+    const dir = mkdtempSync(join(tmpdir(), "relax-sim-"))
+    const dataset = join(dir, "tasks.jsonl")
+    writeFileSync(dataset, Workload.rows(64).map((r) => JSON.stringify(r)).join("\n") + "\n")
+    const rolloutSeed = options.rolloutSeed ?? 42
+    const settings = yield* Config.resolve({
+      promptData: dataset,
+      nSamplesPerPrompt: options.samplesPerPrompt,
+      rolloutBatchSize: options.batch,
+      overSamplingBatchSize: options.overSampling,
+      agenticConcurrency: options.concurrency,
+      numRollout: options.steps,
+      agentTimeout: options.agentTimeout,
+      rolloutMaxResponseLen: options.workload.outputTokens.max,
+      rolloutSeed,
+      ...(options.maxAbortedCount === undefined ? {} : { partialRolloutMaxAbortedCount: options.maxAbortedCount }),
+      ...modeFlags(options.mode)
+    })
+    const sink = Telemetry.memorySink()
+    const engineOptions: EmbeddedEngineOptions = {
+      seed: rolloutSeed,
+      decodeTokensPerSecond: options.decodeTokensPerSecond ?? 40,
+      prefillTokensPerSecond: 0,
+      model: { eosProbability: 0 }
+    }
+    const core = Layer.mergeAll(Sessions.layer, Forests.layer, Tokenizer.layer.pipe(Layer.orDie))
+    const generation = Generation.layer({}).pipe(
+      Layer.provideMerge(EmbeddedEngine.layer(engineOptions)),
+      Layer.provideMerge(core)
+    )
+    const services = Layer.succeedContext(yield* Layer.build(generation))
+
+    const traces: Array<SessionTrace> = []
+    let running = 0
+    let peakAgents = 0
+    const agent: InProcessAgent = (input) =>
+      Effect.gen(function*() {
+        const sessions = yield* Sessions
+        const generate = yield* Generation
+        const entry = yield* sessions.lookup(input.sessionId)
+        const task = Number((input.input.metadata as { readonly task?: number } | undefined)?.task ?? 0)
+        const position = (entry.sampling.seed ?? rolloutSeed) - rolloutSeed
+        const trace: SessionTrace = {
+          sessionId: input.sessionId,
+          task,
+          position,
+          startedAt: (yield* Clock.currentTimeMillis) / 1000,
+          endedAt: -1,
+          outcome: "running"
+        }
+        traces.push(trace)
+        running++
+        peakAgents = Math.max(peakAgents, running)
+        const plan = Workload.plan(options.workload, task, position)
+        return yield* Effect.gen(function*() {
+          yield* Effect.sleep(`${plan.startupSeconds} seconds`)
+          const messages: Array<unknown> = [...(input.input.messages ?? [])]
+          for (const [turn, step] of plan.turns.entries()) {
+            yield* Effect.sleep(`${step.thinkSeconds} seconds`)
+            const state = Canonical.canonicalize({ messages, tools: [], chat_template_kwargs: {} })
+            if (Result.isFailure(state)) return yield* Effect.die(state.failure)
+            const completion = yield* generate.generate(entry, {
+              state: state.success,
+              model: "m",
+              stream: false,
+              stop: [],
+              logprobs: false,
+              toolCallIdPrefix: "call_",
+              maxTokens: step.outputTokens
+            })
+            messages.push({ role: "assistant", content: completion.content })
+            yield* Effect.sleep(`${step.toolSeconds} seconds`)
+            messages.push({ role: "user", content: `Tool result ${turn} of task ${task}.` })
+          }
+          trace.outcome = "exported"
+          return { reward: (task + position) % 3 === 0 ? 1 : 0 }
+        }).pipe(
+          Effect.onExit((exit) =>
+            Effect.gen(function*() {
+              running--
+              trace.endedAt = (yield* Clock.currentTimeMillis) / 1000
+              if (trace.outcome === "running") trace.outcome = Exit.hasInterrupts(exit) ? "interrupted" : "failed"
+            })
+          )
+        )
+      }).pipe(Effect.provide(services))
+
+    const rolloutLayer = Rollout.layer.pipe(
+      Layer.provide(Layer.mergeAll(
+        Config.RolloutConfig.layerSettings(settings),
+        Supervisor.layerInProcess(agent, { timeoutSeconds: settings.agentTimeout }),
+        Credit.layer(creditOptions(settings)).pipe(Layer.orDie),
+        Scheduler.layer.pipe(Layer.provide(Telemetry.Telemetry.layerSink(sink))),
+        Telemetry.Telemetry.layerSink(sink),
+        services
+      )),
+      Layer.orDie
+    )
+
+    const mode = Config.retentionMode(settings)
+    const calls = Retention.stepCount(mode, options.steps)
+    const stepSeconds: Array<number> = []
+    const results: Array<StepResult> = []
+    const done = yield* Deferred.make<number>()
+
+    const run = Effect.scoped(Effect.gen(function*() {
+      // Built before the clock moves: loading the dataset is real I/O.
+      const context = yield* Layer.build(rolloutLayer)
+      const rollout = yield* Effect.provide(Effect.gen(function*() {
+        return yield* Rollout
+      }), context)
+      const engine = yield* Effect.provide(Effect.gen(function*() {
+        return yield* Engine
+      }), services)
+      const trained = yield* Queue.unbounded<number>()
+      const start = yield* Clock.currentTimeMillis
+      // The trainer: one training per complete partition (a step's batch), then a weight update (which aborts the
+      // generations in flight; they resume on the new version).
+      const complete = yield* Queue.unbounded<number>()
+      const trainer = yield* Effect.forkChild(Effect.forever(Effect.gen(function*() {
+        const partition = yield* Queue.take(complete)
+        yield* Effect.sleep(`${options.trainSeconds} seconds`)
+        yield* engine.updateWeights().pipe(Effect.orDie)
+        yield* Queue.offer(trained, partition)
+      })))
+      const rows = new Map<number, number>()
+      const batchRows = options.batch * options.samplesPerPrompt
+      for (let rolloutId = 0; rolloutId < calls; rolloutId++) {
+        const before = yield* Clock.currentTimeMillis
+        const result = yield* rollout.runStep(rolloutId)
+        stepSeconds.push(((yield* Clock.currentTimeMillis) - before) / 1000)
+        results.push(result)
+        for (const sample of result.samples) {
+          const n = (rows.get(sample.rollout_id) ?? 0) + 1
+          rows.set(sample.rollout_id, n)
+          if (n === batchRows) yield* Queue.offer(complete, sample.rollout_id)
+        }
+        // On-policy modes wait for the new weights before the next step.
+        if (options.mode !== "fully-async") yield* Queue.take(trained)
+      }
+      if (options.mode === "fully-async") {
+        for (let i = 0; i < options.steps; i++) yield* Queue.take(trained)
+      }
+      yield* Fiber.interrupt(trainer)
+      return ((yield* Clock.currentTimeMillis) - start) / 1000
+    }))
+
+    const fiber = yield* run.pipe(Effect.tap((total) => Deferred.succeed(done, total)), Effect.forkChild)
+    // Drive the clock one simulated second at a time until the run ends.
+    for (let i = 0; i < 1_000_000 && fiber.pollUnsafe() === undefined; i++) yield* TestClock.adjust("1 second")
+    const totalSeconds = yield* Fiber.join(fiber)
+    const slots = options.concurrency * options.samplesPerPrompt
+    const exported = new Set(results.flatMap((r) => r.samples.map((s) => s.session_id)))
+    const decodeSeconds = 1 / (engineOptions.decodeTokensPerSecond ?? 40)
+    const useful = traces.filter((t) => exported.has(t.sessionId)).reduce((sum, t) => {
+      const work = Workload.totals(Workload.plan(options.workload, t.task, t.position))
+      return sum + work.agentSeconds + work.tokens * decodeSeconds
+    }, 0)
+    return {
+      options,
+      results,
+      stepSeconds,
+      totalSeconds,
+      peakAgents,
+      agentsLeft: running,
+      sessions: traces,
+      lines: sink.captured.lines,
+      idleSlotFraction: Math.max(0, 1 - useful / (slots * totalSeconds))
+    } satisfies SimReport
+  }))
