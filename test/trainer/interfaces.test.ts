@@ -276,4 +276,15 @@ describe("trainer interfaces", () => {
         assert.isTrue(group.samples.every((s) => s.rollout_id === group.rolloutId && s.group_index === group.groupIndex))
       }
     }).pipe(Effect.provide(makeTrainer({ ...options, fullyAsync: true, numRollout: 2 }, extras()))), { timeout: 120_000 })
+
+  it.live("a port already in use fails the RPC server with an error naming the flags to change", () =>
+    withServer((url) =>
+      Effect.gen(function*() {
+        const port = Number(new URL(url).port)
+        const settings = yield* resolveConfig(options)
+        const error = yield* Layer.build(serveFromSettings(settings, { port }, extras())).pipe(Effect.scoped, Effect.flip)
+        assert.strictEqual(error._tag, "RpcServeError")
+        assert.include(error.message, `--rpc-host/--rpc-port: the trainer RPC cannot listen on 127.0.0.1:${port}`)
+      })
+    ), { timeout: 60_000 })
 })
