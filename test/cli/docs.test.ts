@@ -2,6 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as Cli from "../../src/cli.ts"
+import { Status } from "../../src/forest/TrainingSample.ts"
 
 const root = Path.join(import.meta.dirname, "..", "..")
 const docs = Path.join(root, "docs")
@@ -32,5 +33,14 @@ describe("the user guide", () => {
         assert.isTrue(Fs.existsSync(Path.join(docs, target!)), `${page} links ${target}, which does not exist`)
       }
     }
+  })
+
+  it("documents the sample statuses the schema allows, and never promises `aborted` (parked requests stay internal)", () => {
+    assert.deepStrictEqual([...Status.literals], ["completed", "truncated"])
+    const row = read("outputs.md").split("\n").find((line) => line.startsWith("| `status` |"))
+    assert.isDefined(row)
+    const named = [...row!.matchAll(/`(\w+)`/g)].map((m) => m[1]).filter((w) => w !== "status")
+    assert.deepStrictEqual(named, ["completed", "truncated", "aborted"], "outputs.md's status row: the two statuses, then why not `aborted`")
+    assert.include(row!, "never `aborted`")
   })
 })
