@@ -19,7 +19,7 @@ import { join } from "node:path"
 import * as Config from "../../layers/Config.ts"
 import { Credit } from "../../layers/Credit.ts"
 import { EmbeddedEngine, type EmbeddedEngineOptions } from "../../layers/EmbeddedEngine.ts"
-import { Engine } from "../../layers/Engine.ts"
+import { Engine, type EngineShape } from "../../layers/Engine.ts"
 import { Forests } from "../../layers/Forests.ts"
 import { Generation } from "../../layers/Generation.ts"
 import { Rollout, type StepResult } from "../../layers/Rollout.ts"
@@ -50,6 +50,15 @@ export interface SimOptions {
   readonly rolloutSeed?: number | undefined
 }
 
+/** One backend attempt as the engine saw it. */
+export interface AttemptTrace {
+  readonly inputIds: ReadonlyArray<number>
+  readonly maxNewTokens: number
+  readonly resumedTokens: number
+  readonly outputIds: ReadonlyArray<number>
+  readonly aborted: boolean
+}
+
 /** One Session as the simulation saw it. */
 export interface SessionTrace {
   readonly sessionId: string
@@ -74,6 +83,8 @@ export interface SimReport {
   /** Agents still running after the rollout's scope closed. */
   readonly agentsLeft: number
   readonly sessions: ReadonlyArray<SessionTrace>
+  /** Every engine attempt that returned, in the order they returned. */
+  readonly attempts: ReadonlyArray<AttemptTrace>
   readonly lines: ReadonlyArray<string>
   /**
    * The fraction of slot time (`concurrency * samplesPerPrompt` slots over the whole run) not spent on work that
@@ -113,8 +124,31 @@ export const simulate = (options: SimOptions) =>
       model: { eosProbability: 0 }
     }
     const core = Layer.mergeAll(Sessions.layer, Forests.layer, Tokenizer.layer.pipe(Layer.orDie))
+    const attempts: Array<AttemptTrace> = []
+    // The embedded engine, recording every attempt's request and output (to check what a parked request resumed from).
+    const recording = Layer.effect(
+      Engine,
+      Effect.gen(function*() {
+        const engine = yield* Engine
+        return {
+          ...engine,
+          generate: (request) =>
+            engine.generate(request).pipe(Effect.tap((result) =>
+              Effect.sync(() =>
+                attempts.push({
+                  inputIds: request.inputIds,
+                  maxNewTokens: request.sampling.maxNewTokens,
+                  resumedTokens: request.resumedTokens ?? 0,
+                  outputIds: result.outputIds,
+                  aborted: result.finishReason.type === "abort"
+                })
+              )
+            ))
+        } satisfies EngineShape
+      })
+    ).pipe(Layer.provide(EmbeddedEngine.layer(engineOptions)))
     const generation = Generation.layer({}).pipe(
-      Layer.provideMerge(EmbeddedEngine.layer(engineOptions)),
+      Layer.provideMerge(recording),
       Layer.provideMerge(core)
     )
     const services = Layer.succeedContext(yield* Layer.build(generation))
@@ -253,6 +287,7 @@ export const simulate = (options: SimOptions) =>
       peakAgents,
       agentsLeft: running,
       sessions: traces,
+      attempts,
       lines: sink.captured.lines,
       idleSlotFraction: Math.max(0, 1 - useful / (slots * totalSeconds))
     } satisfies SimReport
