@@ -332,7 +332,8 @@ export const resolve = (input: unknown): Effect.Effect<RolloutSettings, RolloutC
         issue: error.issue
       })
     ),
-    Effect.flatMap(settle)
+    Effect.flatMap(settle),
+    Effect.withSpan("Config.resolve")
   )
 
 /** SGLang's own default when `max_new_tokens` is not sent (the reference drops `None` sampling keys). */

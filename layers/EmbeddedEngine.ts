@@ -34,7 +34,8 @@ import {
   type EngineShape,
   type GenerateRequest,
   type GenerateResult,
-  type PolicyRequest
+  type PolicyRequest,
+  withSpans
 } from "./Engine.ts"
 import * as Hooks from "./Hooks.ts"
 import { Tokenizer, type TokenizerShape } from "./Tokenizer.ts"
@@ -237,7 +238,7 @@ export const make = (
       Effect.forEach([...running.values()], (signal) => Deferred.succeed(signal, undefined), { discard: true })
     )
 
-    return {
+    return withSpans("EmbeddedEngine", {
       generate,
       abort: (rid) =>
         Effect.suspend(() => {
@@ -255,7 +256,7 @@ export const make = (
       // Nothing is cached per Session in process.
       closeSession: () => Effect.void,
       takeStepMetrics: Effect.succeed({})
-    } satisfies EngineShape
+    })
   })
 
 /** Wrap a loaded hook as a policy that checks it returns a string. */

@@ -381,7 +381,7 @@ const make = (options: GenerationOptions) =>
       const forest = yield* forests.get(session.sessionId)
       const matched = yield* match(session, forest, request.state)
       const parent = yield* observe(session, forest, matched, request.state)
-      const p = yield* plan(session, forest, request, turn, parent)
+      const p = yield* plan(session, forest, request, turn, parent).pipe(Effect.withSpan("Generation.plan"))
       const done = yield* attempts(p)
       session.counters.generations++
       if (done.pending.outputIds.length === 0) {

@@ -583,7 +583,11 @@ export const makePool = <G extends GroupLike, O, A, E>(
       } satisfies StepOutcome<G, A>
     })
 
-    return { runStep, state, interruptedRetained: Effect.sync(() => countInterrupted(retained)) }
+    return {
+      runStep,
+      state: state.pipe(Effect.withSpan("Scheduler.state")),
+      interruptedRetained: Effect.sync(() => countInterrupted(retained)).pipe(Effect.withSpan("Scheduler.interruptedRetained"))
+    }
   })
 
 /** The scheduler service: builds pools whose log lines go to `Telemetry`. */
