@@ -11,7 +11,7 @@
  * engine's weight version.
  * Synchronous and partial rollout wait for the trainer before the next step (on-policy); fully async does not.
  */
-import { Clock, Deferred, Effect, Exit, Fiber, Layer, Queue, Result } from "effect"
+import { Clock, Deferred, Effect, Exit, Fiber, Layer, Queue } from "effect"
 import { TestClock } from "effect/testing"
 import { mkdtempSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -28,10 +28,10 @@ import { Sessions } from "../../layers/Sessions.ts"
 import { type InProcessAgent, Supervisor } from "../../layers/Supervisor.ts"
 import * as Telemetry from "../../layers/Telemetry.ts"
 import { Tokenizer } from "../../layers/Tokenizer.ts"
-import * as Canonical from "../../src/protocol/canonical.ts"
 import { creditOptions } from "../../src/index.ts"
 import * as Retention from "../../src/schedule/Retention.ts"
 import * as Workload from "../support/Workload.ts"
+import { agentTurn } from "../support/agentTurn.ts"
 
 export type Mode = "synchronous" | "partial" | "fully-async"
 
@@ -180,17 +180,7 @@ export const simulate = (options: SimOptions) =>
           const messages: Array<unknown> = [...(input.input.messages ?? [])]
           for (const [turn, step] of plan.turns.entries()) {
             yield* Effect.sleep(`${step.thinkSeconds} seconds`)
-            const state = Canonical.canonicalize({ messages, tools: [], chat_template_kwargs: {} })
-            if (Result.isFailure(state)) return yield* Effect.die(state.failure)
-            const completion = yield* generate.generate(entry, {
-              state: state.success,
-              model: "m",
-              stream: false,
-              stop: [],
-              logprobs: false,
-              toolCallIdPrefix: "call_",
-              maxTokens: step.outputTokens
-            })
+            const completion = yield* agentTurn(generate, entry, messages, step.outputTokens)
             messages.push({ role: "assistant", content: completion.content })
             yield* Effect.sleep(`${step.toolSeconds} seconds`)
             messages.push({ role: "user", content: `Tool result ${turn} of task ${task}.` })
