@@ -7,7 +7,7 @@
  * the pending `generate` return what was produced so far with `finishReason.type === "abort"`.
  *
  * A partial output is resumed by a new request (new rid) whose input is `prompt ++ partial ids` and whose
- * `maxNewTokens` is the original minus the partial length (relax-behaviour §6.4); with the same sampling seed the
+ * `maxNewTokens` is the original minus the partial length (docs/runtime.md, "Partial rollout and fully async"); with the same sampling seed the
  * embedded engine then continues exactly where the interrupted generation stopped.
  *
  * Weight updates (`updateWeights`) abort every generation in flight, as SGLang's `/update_weight_version` with

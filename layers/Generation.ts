@@ -169,7 +169,7 @@ const make = (options: GenerationOptions) =>
     ) {
       if (matched.suffix.length === 0) return matched.parent
       const tokens = yield* observationTokens(forest, matched, state)
-      // Images get their processor-expanded training tokens; context limits count those (relax-behaviour §5.6).
+      // Images get their processor-expanded training tokens; context limits count those (docs/runtime.md, "Model requests").
       const train = yield* Images.expandObservation(tokenizer, tokens, Forest.mediaOf(matched.suffix)).pipe(
         Effect.mapError((reason) => new ImageRejected({ reason }))
       )

@@ -1,5 +1,5 @@
 /**
- * The training generation gate of partial rollout (relax-behaviour §6.3, §6.4): between rollout steps, in-flight
+ * The training generation gate of partial rollout (docs/runtime.md, "Partial rollout and fully async"): between rollout steps, in-flight
  * generations are aborted and their requests parked until the next step resumes them.
  *
  * **Details**
