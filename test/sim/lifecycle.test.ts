@@ -111,6 +111,8 @@ const assertCommon = (report: SimReport) => {
   const slots = report.options.concurrency * report.options.samplesPerPrompt
   assert.isAtMost(report.peakAgents, slots, "capacity exceeded")
   assert.strictEqual(report.agentsLeft, 0, "an agent is still running after the rollout's scope closed")
+  assert.strictEqual(report.generationsLeft, 0, "a generation is still running after the rollout's scope closed")
+  assert.isAbove(report.attempts.length, 0)
   assert.deepStrictEqual(report.sessions.filter((s) => s.outcome === "failed").map((s) => s.sessionId), [])
   // The workload never fails: a dropped Group would be a timeout or a lost request.
   assert.deepStrictEqual(report.results.map((r) => r.groups.dropped), report.results.map(() => 0))

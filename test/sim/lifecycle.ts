@@ -82,6 +82,8 @@ export interface SimReport {
   readonly peakAgents: number
   /** Agents still running after the rollout's scope closed. */
   readonly agentsLeft: number
+  /** Engine generations still running after the rollout's scope closed. */
+  readonly generationsLeft: number
   readonly sessions: ReadonlyArray<SessionTrace>
   /** Every engine attempt that returned, in the order they returned. */
   readonly attempts: ReadonlyArray<AttemptTrace>
@@ -125,6 +127,8 @@ export const simulate = (options: SimOptions) =>
     }
     const core = Layer.mergeAll(Sessions.layer, Forests.layer, Tokenizer.layer.pipe(Layer.orDie))
     const attempts: Array<AttemptTrace> = []
+    // Engine generations started and not yet ended (a generation fiber left behind keeps this above 0).
+    let generating = 0
     // The embedded engine, recording every attempt's request and output (to check what a parked request resumed from).
     const recording = Layer.effect(
       Engine,
@@ -133,17 +137,21 @@ export const simulate = (options: SimOptions) =>
         return {
           ...engine,
           generate: (request) =>
-            engine.generate(request).pipe(Effect.tap((result) =>
-              Effect.sync(() =>
-                attempts.push({
-                  inputIds: request.inputIds,
-                  maxNewTokens: request.sampling.maxNewTokens,
-                  resumedTokens: request.resumedTokens ?? 0,
-                  outputIds: result.outputIds,
-                  aborted: result.finishReason.type === "abort"
-                })
+            Effect.sync(() => generating++).pipe(
+              Effect.andThen(engine.generate(request)),
+              Effect.ensuring(Effect.sync(() => generating--)),
+              Effect.tap((result) =>
+                Effect.sync(() =>
+                  attempts.push({
+                    inputIds: request.inputIds,
+                    maxNewTokens: request.sampling.maxNewTokens,
+                    resumedTokens: request.resumedTokens ?? 0,
+                    outputIds: result.outputIds,
+                    aborted: result.finishReason.type === "abort"
+                  })
+                )
               )
-            ))
+            )
         } satisfies EngineShape
       })
     ).pipe(Layer.provide(EmbeddedEngine.layer(engineOptions)))
@@ -276,6 +284,7 @@ export const simulate = (options: SimOptions) =>
       totalSeconds,
       peakAgents,
       agentsLeft: running,
+      generationsLeft: generating,
       sessions: traces,
       attempts,
       lines: sink.captured.lines,
