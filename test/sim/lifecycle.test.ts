@@ -176,6 +176,10 @@ describe("partial rollout across 5 steps (TestClock)", () => {
       // Exported Sessions that spanned a whole training pause (900 s > the 600 s budget) without timing out.
       const long = report.sessions.filter((s) => exported.has(s.sessionId) && s.endedAt - s.startedAt > 900)
       assert.isAbove(long.length, 0)
+      // The control: the budget is enforced in this simulation. With 60 s, Sessions whose active time is longer time out.
+      const control = yield* simulate({ ...base, mode: "partial", trainSeconds: 900, agentTimeout: 60 })
+      assert.isAbove(control.results.reduce((n, r) => n + r.groups.dropped, 0), 0)
+      assert.isTrue(control.lines.some((l) => l.includes("Managed command agent timed out after 60.0 seconds")), control.lines.join("\n"))
     }), { timeout: 120_000 })
 })
 
