@@ -183,7 +183,7 @@ export const make = (
         return yield* Effect.gen(function*() {
           let scripted: ReadonlyArray<Decoder.Step> | undefined
           if (options.policy !== undefined && request.conversation !== undefined) {
-            const text = yield* policyText(options.policy, { ...request.conversation(), seed: sampling.seed })
+            const text = yield* policyText(options.policy, request.conversation())
             const turnIds = Stop.truncate([...tokenizer.encode(text), tokenizer.eosTokenId], turnCriteria).ids
             const turnPrompt = inputIds[inputIds.length - 1 - resumed] ?? tokenizer.eosTokenId
             const scores = Decoder.score(model, sampling, turnPrompt, turnIds)

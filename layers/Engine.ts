@@ -67,8 +67,8 @@ export interface PolicyRequest {
    */
   readonly promptText: string
   /**
-   * The request's sampling seed (`--rollout-seed` + the Session's position in its Group), set by the embedded engine:
-   * a policy that draws its randomness from it gives the same samples for the same seed.
+   * The turn's sampling seed (`--rollout-seed` + the Session's position in its Group): a policy that draws its
+   * randomness from it gives the same samples for the same seed.
    */
   readonly seed?: number | undefined
 }

@@ -138,6 +138,7 @@ const policyRequest = (p: AttemptPlan, decodePrompt: () => string): PolicyReques
     messages: Forest.fullMessages(p.forest, p.parent),
     tools: p.state.tools,
     chatTemplateKwargs: p.state.chat_template_kwargs,
+    seed: p.sampling.seed,
     get promptText() {
       promptText ??= decodePrompt()
       return promptText
