@@ -216,11 +216,11 @@ const make = (options: GenerationOptions) =>
       request: Completion.CanonicalRequest,
       turn: number,
       parent: string
-    ): Effect.Effect<AttemptPlan, ContextLengthError> => {
+    ): Result.Result<AttemptPlan, ContextLengthError> => {
       const requested = Turn.requestedTokens(session.sampling.maxNewTokens, request.maxTokens)
       const budget = Forest.generationBudget(forest, parent, session.maxContextLen ?? null, requested)
-      if (Result.isFailure(budget)) return Effect.fail(budget.failure)
-      return Effect.succeed({
+      if (Result.isFailure(budget)) return Result.fail(budget.failure)
+      return Result.succeed({
         session,
         forest,
         state: request.state,
@@ -357,7 +357,9 @@ const make = (options: GenerationOptions) =>
         sessionId: p.session.sessionId,
         responseKey: Turn.responseKey(p.parent, pending.outputIds)
       })
-      const message = yield* Effect.fromResult(Turn.assistantMessage(response.parsed, toolCalls))
+      const assistant = Turn.assistantMessage(response.parsed, toolCalls)
+      if (Result.isFailure(assistant)) return yield* assistant.failure
+      const message = assistant.success
       const now = yield* Clock.currentTimeMillis
       yield* forests.commitResponse(p.forest, {
         parent: p.parent,
@@ -398,7 +400,10 @@ const make = (options: GenerationOptions) =>
       const forest = yield* forests.get(session.sessionId)
       const matched = yield* match(session, forest, request.state)
       const parent = yield* observe(session, forest, matched, request.state)
-      const p = yield* plan(session, forest, request, turn, parent)
+      // Synchronous steps (plan, the checks below) are plain code: a Result's failure is yielded, no Effect is built.
+      const planned = plan(session, forest, request, turn, parent)
+      if (Result.isFailure(planned)) return yield* planned.failure
+      const p = planned.success
       const done = yield* attempts(p)
       session.counters.generations++
       if (done.pending.outputIds.length === 0) {

@@ -64,19 +64,20 @@ export const expandObservation = (
   tokenizer: TokenizerShape,
   tokens: ReadonlyArray<number>,
   media: ReadonlyArray<string>
-): Effect.Effect<ExpandedObservation | undefined, string> =>
-  Effect.gen(function*() {
-    const vision = tokenizer.vision
-    if (vision === undefined) {
-      const pad = tokenizer.tokenToId("<|image_pad|>")
-      if (pad === undefined || !tokens.includes(pad)) return undefined
-      return yield* Effect.fail(
-        `the chat template renders image placeholders, but the tokenizer directory ${tokenizer.source} has no ` +
-          "preprocessor_config.json, so the images' training tokens cannot be expanded as the processor does; give " +
-          "--tokenizer the model checkpoint directory"
-      )
-    }
-    if (media.length === 0 && !tokens.includes(vision.imagePadId)) return undefined
+): Effect.Effect<ExpandedObservation | undefined, string> => {
+  // Decided synchronously: most observations have no image and need no step of their own.
+  const vision = tokenizer.vision
+  if (vision === undefined) {
+    const pad = tokenizer.tokenToId("<|image_pad|>")
+    if (pad === undefined || !tokens.includes(pad)) return Effect.undefined
+    return Effect.fail(
+      `the chat template renders image placeholders, but the tokenizer directory ${tokenizer.source} has no ` +
+        "preprocessor_config.json, so the images' training tokens cannot be expanded as the processor does; give " +
+        "--tokenizer the model checkpoint directory"
+    )
+  }
+  if (media.length === 0 && !tokens.includes(vision.imagePadId)) return Effect.undefined
+  return Effect.gen(function*() {
     const grids = yield* Effect.forEach(media, (url) =>
       size(url).pipe(
         Effect.flatMap(({ width, height }) =>
@@ -89,3 +90,4 @@ export const expandObservation = (
     if (Result.isFailure(expanded)) return yield* Effect.fail(expanded.failure)
     return { tokens: expanded.success, imageGrids: grids }
   })
+}
