@@ -193,7 +193,7 @@ const make = (options: GenerationOptions) =>
     ) {
       if (matched.suffix.length === 0) return matched.parent
       const tokens = yield* observationTokens(forest, matched, state)
-      // Images get their processor-expanded training tokens; context limits count those (relax-behaviour §5.6).
+      // Images get their processor-expanded training tokens; context limits count those (docs/runtime.md, "Model requests").
       const train = yield* Images.expandObservation(tokenizer, tokens, Forest.mediaOf(matched.suffix)).pipe(
         Effect.mapError((reason) => new ImageRejected({ reason }))
       )
@@ -216,11 +216,11 @@ const make = (options: GenerationOptions) =>
       request: Completion.CanonicalRequest,
       turn: number,
       parent: string
-    ): Result.Result<AttemptPlan, ContextLengthError> => {
+    ): Effect.Effect<AttemptPlan, ContextLengthError> => {
       const requested = Turn.requestedTokens(session.sampling.maxNewTokens, request.maxTokens)
       const budget = Forest.generationBudget(forest, parent, session.maxContextLen ?? null, requested)
-      if (Result.isFailure(budget)) return Result.fail(budget.failure)
-      return Result.succeed({
+      if (Result.isFailure(budget)) return Effect.fail(budget.failure)
+      return Effect.succeed({
         session,
         forest,
         state: request.state,
@@ -400,10 +400,7 @@ const make = (options: GenerationOptions) =>
       const forest = yield* forests.get(session.sessionId)
       const matched = yield* match(session, forest, request.state)
       const parent = yield* observe(session, forest, matched, request.state)
-      // Synchronous steps (plan, the checks below) are plain code: a Result's failure is yielded, no Effect is built.
-      const planned = plan(session, forest, request, turn, parent)
-      if (Result.isFailure(planned)) return yield* planned.failure
-      const p = planned.success
+      const p = yield* plan(session, forest, request, turn, parent).pipe(Effect.withSpan("Generation.plan"))
       const done = yield* attempts(p)
       session.counters.generations++
       if (done.pending.outputIds.length === 0) {

@@ -53,7 +53,8 @@ export const size = (url: string): Effect.Effect<{ readonly width: number; reado
       meta.width === undefined || meta.height === undefined
         ? Effect.fail(`cannot read the size of image ${shortName(url)}`)
         : Effect.succeed({ width: meta.width, height: meta.height })
-    )
+    ),
+    Effect.withSpan("Images.size")
   )
 
 /**
@@ -64,20 +65,19 @@ export const expandObservation = (
   tokenizer: TokenizerShape,
   tokens: ReadonlyArray<number>,
   media: ReadonlyArray<string>
-): Effect.Effect<ExpandedObservation | undefined, string> => {
-  // Decided synchronously: most observations have no image and need no step of their own.
-  const vision = tokenizer.vision
-  if (vision === undefined) {
-    const pad = tokenizer.tokenToId("<|image_pad|>")
-    if (pad === undefined || !tokens.includes(pad)) return Effect.undefined
-    return Effect.fail(
-      `the chat template renders image placeholders, but the tokenizer directory ${tokenizer.source} has no ` +
-        "preprocessor_config.json, so the images' training tokens cannot be expanded as the processor does; give " +
-        "--tokenizer the model checkpoint directory"
-    )
-  }
-  if (media.length === 0 && !tokens.includes(vision.imagePadId)) return Effect.undefined
-  return Effect.gen(function*() {
+): Effect.Effect<ExpandedObservation | undefined, string> =>
+  Effect.gen(function*() {
+    const vision = tokenizer.vision
+    if (vision === undefined) {
+      const pad = tokenizer.tokenToId("<|image_pad|>")
+      if (pad === undefined || !tokens.includes(pad)) return undefined
+      return yield* Effect.fail(
+        `the chat template renders image placeholders, but the tokenizer directory ${tokenizer.source} has no ` +
+          "preprocessor_config.json, so the images' training tokens cannot be expanded as the processor does; give " +
+          "--tokenizer the model checkpoint directory"
+      )
+    }
+    if (media.length === 0 && !tokens.includes(vision.imagePadId)) return undefined
     const grids = yield* Effect.forEach(media, (url) =>
       size(url).pipe(
         Effect.flatMap(({ width, height }) =>
@@ -89,5 +89,4 @@ export const expandObservation = (
     const expanded = ImageGrid.expand(tokens, vision.imagePadId, grids.map((grid) => ImageGrid.padCount(grid, vision.config)))
     if (Result.isFailure(expanded)) return yield* Effect.fail(expanded.failure)
     return { tokens: expanded.success, imageGrids: grids }
-  })
-}
+  }).pipe(Effect.withSpan("Images.expandObservation"))
