@@ -99,7 +99,7 @@ const perToken = (tokensPerSecond: number | undefined, fallback: number): number
 
 const secondsToDuration = (seconds: number): Duration.Duration => Duration.nanos(BigInt(Math.round(seconds * 1e9)))
 
-const commonPrefix = (a: ReadonlyArray<number>, b: ReadonlyArray<number>): number => {
+const commonPrefix = (a: ReadonlyArray<number>, b: ArrayLike<number>): number => {
   const n = Math.min(a.length, b.length)
   let i = 0
   while (i < n && a[i] === b[i]) i++
@@ -123,7 +123,8 @@ export const make = (
     let counter = 0
     const running = new Map<string, Deferred.Deferred<void>>()
     // The last sequence seen per session: the embedded stand-in for SGLang's radix prefix cache.
-    const lastSequence = new Map<string, ReadonlyArray<number>>()
+    // Int32Array: 4 bytes a token (a number[] takes 8), kept for every session the engine has seen.
+    const lastSequence = new Map<string, Int32Array>()
 
     const wait = (seconds: number, aborted: Deferred.Deferred<void>): Effect.Effect<void> =>
       seconds <= 0 ? Effect.void : Effect.raceFirst(Effect.sleep(secondsToDuration(seconds)), Deferred.await(aborted))
@@ -221,7 +222,10 @@ export const make = (
             prev = step.id
             finishReason = check(outputIds)
           }
-          lastSequence.set(sessionKey, [...inputIds, ...outputIds])
+          const sequence = new Int32Array(inputIds.length + outputIds.length)
+          sequence.set(inputIds)
+          sequence.set(outputIds, inputIds.length)
+          lastSequence.set(sessionKey, sequence)
           return {
             outputIds,
             logprobs: request.returnLogprob ? logprobs : [],

@@ -61,7 +61,10 @@ export interface PolicyRequest {
   readonly messages: ReadonlyArray<Canonical.Message>
   readonly tools: ReadonlyArray<Canonical.Tool>
   readonly chatTemplateKwargs: Canonical.TemplateKwargs
-  /** The rendered prompt text (chat template with the generation prompt). */
+  /**
+   * The rendered prompt text (chat template with the generation prompt). Decoded from the prompt ids when first read,
+   * so a policy that only looks at `messages` does not pay for decoding the whole history on every request.
+   */
   readonly promptText: string
 }
 

@@ -145,7 +145,9 @@ export const sseBody = (
     Stream.concat(
       Stream.tick(interval).pipe(
         Stream.drop(1),
-        Stream.map(() => Sse.encode(Sse.heartbeat(protocol))),
+        // A tick resumes in a timer callback; as a scheduled task instead, the heartbeats of thousands of held
+        // requests that fall due together are written in the scheduler's slices, not in one long timer phase.
+        Stream.mapEffect(() => Effect.as(Effect.yieldNow, Sse.encode(Sse.heartbeat(protocol)))),
         Stream.interruptWhen(Deferred.await(terminal))
       )
     ),
@@ -247,6 +249,9 @@ const handler = (adapter: Completion.Adapter, env: RouteEnv) =>
       if (body.failure.code === "client_disconnect") yield* logDisconnect("body")
       return yield* fail(body.failure)
     }
+    // The body completed inside an I/O callback; continuing as a scheduled task lets the rollout's scheduler
+    // (FairScheduler) interleave a burst of requests with timers and sockets instead of running them back to back.
+    yield* Effect.yieldNow
     const decoded = adapter.decode(body.success)
     if (Result.isFailure(decoded)) return yield* fail(decoded.failure)
     const canonical = decoded.success
@@ -332,6 +337,9 @@ const modelPaths = {
 
 const adapters: ReadonlyArray<Completion.Adapter> = [Chat.adapter, Responses.adapter, Messages.adapter]
 
+/** Pending connections the gateway's socket queues before accepting them. */
+const LISTEN_BACKLOG = 16_384
+
 /** Whether `host` only accepts connections from this machine. */
 export const isLoopback = (host: string): boolean =>
   host === "localhost" || host === "::1" || host === "[::1]" || /^127\.\d+\.\d+\.\d+$/.test(host)
@@ -375,6 +383,9 @@ const layerWith = (options: GatewayOptions) => {
       NodeHttpServer.layer(() => createServer({ maxHeaderSize }), {
         host,
         port: options.port ?? 0,
+        // Thousands of agents connect at once (a step's first requests): Node's default backlog of 511 pending
+        // connections overflows and connections are reset; the kernel caps this at net.core.somaxconn.
+        backlog: LISTEN_BACKLOG,
         gracefulShutdownTimeout: "1 second"
       })
     )

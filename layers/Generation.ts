@@ -32,7 +32,7 @@ import type * as Completion from "../src/protocol/completion.ts"
 import * as Parsers from "../src/parsers/registry.ts"
 import * as ObservationDelta from "../src/template/ObservationDelta.ts"
 import type { RolloutSettings } from "./Config.ts"
-import { Engine, type GenerateResult, type SamplingParams } from "./Engine.ts"
+import { Engine, type GenerateResult, type PolicyRequest, type SamplingParams } from "./Engine.ts"
 import { Forests } from "./Forests.ts"
 import type { LiveRequest } from "./GenerationGate.ts"
 import * as Images from "./Images.ts"
@@ -106,12 +106,11 @@ export interface AttemptPlan {
   readonly state: Canonical.State
   /** 0-based index of the model request within the Session. */
   readonly turn: number
-  /** The state the response is generated from (and committed under). */
+  /**
+   * The state the response is generated from (and committed under). Its inference prefix and images are read from
+   * the forest once the lease is held, so a request waiting for its lease does not hold a copy of its whole prompt.
+   */
   readonly parent: string
-  /** The inference prefix at `parent`. */
-  readonly prefix: ReadonlyArray<number>
-  /** Images along the lineage, sent with the prompt (SGLang `image_data`). */
-  readonly media: ReadonlyArray<string>
   /** Training tokens through `parent`. */
   readonly promptTokens: number
   /** The turn's sampling; `maxNewTokens` is its whole budget across attempts. */
@@ -125,6 +124,25 @@ export interface Attempted {
   readonly pending: Turn.Pending
   readonly last: GenerateResult
   readonly startedAt: number
+}
+
+/**
+ * What an embedded policy sees for one attempt. `promptText` is decoded when a policy first reads it: decoding the
+ * whole prompt on every request would make each request's cost grow with the history.
+ */
+const policyRequest = (p: AttemptPlan, decodePrompt: () => string): PolicyRequest => {
+  let promptText: string | undefined
+  return {
+    sessionId: p.session.sessionId,
+    turn: p.turn,
+    messages: Forest.fullMessages(p.forest, p.parent),
+    tools: p.state.tools,
+    chatTemplateKwargs: p.state.chat_template_kwargs,
+    get promptText() {
+      promptText ??= decodePrompt()
+      return promptText
+    }
+  }
 }
 
 const make = (options: GenerationOptions) =>
@@ -146,18 +164,24 @@ const make = (options: GenerationOptions) =>
 
     const encodeOptions: ObservationDelta.EncodeOptions = { allowSpecialTokens: options.allowSpecialTokens ?? false }
 
-    /** Observation delta tokens (docs/sessionforest.md, "Observation tokens"): the full prompt at the root, the dummy-prefix delta deeper down. */
+    /**
+     * Observation delta tokens (docs/sessionforest.md, "Observation tokens"): the full prompt at the root, the
+     * dummy-prefix delta deeper down. A plain text is encoded with `encodeAsync`, so a huge message is tokenized off
+     * the event loop; a text with marked agent literals (rare) is encoded in place.
+     */
     const observationTokens = (
       forest: Forest.Forest,
       matched: Forest.Match,
       state: Canonical.State
     ): Effect.Effect<ReadonlyArray<number>, TemplateRejected> => {
-      const rendered = Forest.isRoot(forest, matched.parent)
-        ? ObservationDelta.rootTokens(tokenizer, matched.suffix, state.tools, state.chat_template_kwargs, encodeOptions)
-        : ObservationDelta.deltaTokens(tokenizer, matched.suffix, state.tools, state.chat_template_kwargs, encodeOptions)
-      return Result.isSuccess(rendered)
-        ? Effect.succeed(rendered.success)
-        : Effect.fail(new TemplateRejected({ reason: rendered.failure.reason }))
+      const encoding = Forest.isRoot(forest, matched.parent)
+        ? ObservationDelta.rootPlan(tokenizer, matched.suffix, state.tools, state.chat_template_kwargs, encodeOptions)
+        : ObservationDelta.deltaPlan(tokenizer, matched.suffix, state.tools, state.chat_template_kwargs, encodeOptions)
+      if (Result.isFailure(encoding)) return Effect.fail(new TemplateRejected({ reason: encoding.failure.reason }))
+      const toEncode = encoding.success
+      return toEncode.marker === undefined
+        ? Effect.map(tokenizer.encodeAsync(toEncode.text), (ids) => ObservationDelta.planIds(toEncode, ids))
+        : Effect.sync(() => ObservationDelta.encodePlan(tokenizer, toEncode))
     }
 
     /** Commit the request's new messages (if any) under the matched parent; returns the state to generate from. */
@@ -202,8 +226,6 @@ const make = (options: GenerationOptions) =>
         state: request.state,
         turn,
         parent,
-        prefix: Forest.inferencePrefix(forest, parent),
-        media: Forest.inferenceMedia(forest, parent),
         promptTokens: Forest.trainTokenCount(forest, parent),
         sampling: Turn.turnSampling(session.sampling, request, budget.success),
         rid: Rid.forAttempt({ sessionId: session.sessionId, parent, turn, attempt: 0 })
@@ -224,7 +246,9 @@ const make = (options: GenerationOptions) =>
       yield* session.awaitLease.pipe(
         Effect.catchTag("SessionClosedError", () => Effect.fail(new SessionDiscarded({ sessionId: session.sessionId })))
       )
-      const inputIds = Turn.resumeIds(p.prefix, pending)
+      const inputIds = Turn.resumeIds(Forest.inferencePrefix(p.forest, p.parent), pending)
+      // Images along the lineage go with the prompt (SGLang `image_data`).
+      const media = Forest.inferenceMedia(p.forest, p.parent)
       const maxNewTokens = Turn.remainingTokens(p.sampling.maxNewTokens, pending)
       const rid = index === 0 ? p.rid : Rid.forAttempt({ sessionId: session.sessionId, parent: p.parent, turn: p.turn, attempt: index })
       let startedAt = 0
@@ -236,16 +260,9 @@ const make = (options: GenerationOptions) =>
           rid,
           returnLogprob: true,
           resumedTokens: pending.outputIds.length,
-          imageData: p.media.length > 0 ? p.media : undefined,
+          imageData: media.length > 0 ? media : undefined,
           sessionId: session.sessionId,
-          conversation: () => ({
-            sessionId: session.sessionId,
-            turn: p.turn,
-            messages: Forest.fullMessages(p.forest, p.parent),
-            tools: p.state.tools,
-            chatTemplateKwargs: p.state.chat_template_kwargs,
-            promptText: tokenizer.decode(inputIds)
-          })
+          conversation: () => policyRequest(p, () => tokenizer.decode(inputIds))
         })
       }).pipe(
         Effect.onInterrupt(() => Effect.sync(() => session.counters.aborts++)),

@@ -6,12 +6,17 @@
  * A directory that also holds a `preprocessor_config.json` of the Qwen2-VL image processor (Qwen2-VL, Qwen2.5-VL,
  * Qwen3-VL checkpoints) gives the service its `vision` constants, with which image placeholders get their
  * processor-expanded training tokens (src/template/ImageGrid.ts).
+ * `encodeAsync` keeps the event loop free: a text of {@link OFF_LOOP_CHARS} characters or more (a 1 MB tool result
+ * takes about a second to encode) is encoded on a worker thread that loads the same files on first use; shorter
+ * texts are encoded in place.
  */
 import { Tokenizer as HfTokenizer } from "@huggingface/tokenizers"
 import { Context, Data, Effect, Layer, Result } from "effect"
+import { existsSync } from "node:fs"
 import { readFile } from "node:fs/promises"
 import { createRequire } from "node:module"
 import { dirname, join } from "node:path"
+import { Worker } from "node:worker_threads"
 import type * as Canonical from "../src/protocol/canonical.ts"
 import * as ChatTemplate from "../src/template/ChatTemplate.ts"
 import * as ImageGrid from "../src/template/ImageGrid.ts"
@@ -37,6 +42,8 @@ export interface TokenizerShape {
   readonly source: string
   /** Token ids of `text`, with special-token literals parsed as special tokens and no BOS/EOS added. */
   readonly encode: (text: string) => ReadonlyArray<number>
+  /** The same ids as `encode`; long texts are encoded on a worker thread so other requests are not held up. */
+  readonly encodeAsync: (text: string) => Effect.Effect<ReadonlyArray<number>>
   /**
    * Token ids of `text` as plain text: special-token literals are split into ordinary tokens (Hugging Face's
    * `split_special_tokens=True`). Used for agent text, which must not smuggle control tokens in.
@@ -96,6 +103,68 @@ const asTokenString = (value: unknown): string | undefined => {
   return undefined
 }
 
+/** Texts at least this long are encoded off the event loop by `encodeAsync` (~16k tokens, tens of milliseconds). */
+export const OFF_LOOP_CHARS = 64 * 1024
+
+// The worker is plain CommonJS (no TypeScript loader needed wherever the service runs): it loads the same files
+// with the same library and answers `{ id, text }` with `{ id, ids }` (an Int32Array, transferred).
+const workerSource = `
+const { parentPort, workerData } = require("node:worker_threads")
+const { readFileSync } = require("node:fs")
+const { join } = require("node:path")
+const { Tokenizer } = require(workerData.library)
+const read = (name) => JSON.parse(readFileSync(join(workerData.directory, name), "utf8"))
+const hf = new Tokenizer(read("tokenizer.json"), read("tokenizer_config.json"))
+parentPort.on("message", ({ id, text }) => {
+  const ids = Int32Array.from(hf.encode(text, { add_special_tokens: false }).ids)
+  parentPort.postMessage({ id, ids }, [ids.buffer])
+})
+`
+
+/**
+ * An encoder on a worker thread for the tokenizer files in `directory`, started on first use; `undefined` when the
+ * files are not there (the caller then encodes in place). A worker that fails is dropped and the pending texts are
+ * encoded in place, so a result always comes back.
+ */
+const offLoopEncoder = (
+  directory: string,
+  inPlace: (text: string) => ReadonlyArray<number>
+): ((text: string) => Promise<ReadonlyArray<number>>) | undefined => {
+  if (!existsSync(join(directory, "tokenizer.json"))) return undefined
+  let worker: Worker | undefined
+  let nextId = 0
+  const pending = new Map<number, { readonly text: string; readonly resolve: (ids: ReadonlyArray<number>) => void }>()
+  const failed = () => {
+    worker = undefined
+    for (const [id, job] of pending) {
+      pending.delete(id)
+      job.resolve(inPlace(job.text))
+    }
+  }
+  const start = (): Worker => {
+    const library = createRequire(import.meta.url).resolve("@huggingface/tokenizers")
+    const started = new Worker(workerSource, { eval: true, workerData: { directory, library } })
+    started.on("message", (message: { readonly id: number; readonly ids: Int32Array }) => {
+      const job = pending.get(message.id)
+      pending.delete(message.id)
+      // An idle worker does not keep the process alive.
+      if (pending.size === 0) started.unref()
+      job?.resolve(Array.from(message.ids))
+    })
+    started.on("error", failed)
+    started.on("exit", failed)
+    return started
+  }
+  return (text) =>
+    new Promise((resolve) => {
+      const id = nextId++
+      pending.set(id, { text, resolve })
+      worker ??= start()
+      worker.ref()
+      worker.postMessage({ id, text })
+    })
+}
+
 /** The end-of-turn token of ChatML templates (Qwen and others), which may differ from the tokenizer's EOS token. */
 const CHATML_END_OF_TURN = "<|im_end|>"
 
@@ -144,9 +213,16 @@ export const fromJson = (
     eos_token: eosToken
   })
   const renderSync = (request: RenderRequest): Result.Result<string, TemplateError> => ChatTemplate.render(compiled, request)
+  const encode = (text: string): ReadonlyArray<number> =>
+    text.length === 0 ? [] : hf.encode(text, { add_special_tokens: false }).ids
+  const offLoop = offLoopEncoder(source, encode)
   return {
     source,
-    encode: (text) => (text.length === 0 ? [] : hf.encode(text, { add_special_tokens: false }).ids),
+    encode,
+    encodeAsync: (text) =>
+      offLoop === undefined || text.length < OFF_LOOP_CHARS
+        ? Effect.sync(() => encode(text))
+        : Effect.promise(() => offLoop(text)),
     encodeText: (text) => (text.length === 0 ? [] : plainTokenizer().encode(text, { add_special_tokens: false }).ids),
     specialTokens: specialAdded.map((t) => t.content),
     decode: (ids, options) =>

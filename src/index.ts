@@ -31,6 +31,7 @@ import * as RolloutConfig from "../layers/Config.ts"
 import { Credit, type CreditStartupError } from "../layers/Credit.ts"
 import { EmbeddedEngine, type EmbeddedEngineOptions } from "../layers/EmbeddedEngine.ts"
 import type { Engine, EngineError } from "../layers/Engine.ts"
+import * as FairScheduler from "../layers/FairScheduler.ts"
 import { Forests } from "../layers/Forests.ts"
 import { Gateway } from "../layers/Gateway.ts"
 import { Generation } from "../layers/Generation.ts"
@@ -181,7 +182,8 @@ export const layerFromSettings = (
     Credit.layer(creditOptions(settings), { cwd }),
     Scheduler.layer
   ).pipe(Layer.provideMerge(withGateway))
-  return Rollout.layer.pipe(Layer.provideMerge(services))
+  // Every service runs its fibers on the time-sliced scheduler, so a burst of agent requests cannot stall the loop.
+  return Rollout.layer.pipe(Layer.provideMerge(services), Layer.provide(FairScheduler.layer()))
 }
 
 /** Decode and check `options`, then compose every service of the rollout (see `layerFromSettings`). */

@@ -14,6 +14,10 @@
  * so an agent or a tool cannot close a turn or open a system turn by writing its markup. `allowSpecialTokens` gives
  * the reference behaviour (Hugging Face's `apply_chat_template` + encode parses them as control tokens). The template's
  * own markup is always control tokens. When no agent string holds a literal, the tokens are exactly encode(render(..)).
+ *
+ * Each function comes as a plan (the text to encode, how many leading ids to drop, and the marker when agent literals
+ * are marked) so a caller can encode a plain text off the event loop (`Tokenizer.encodeAsync`), and as tokens encoded
+ * in place.
  */
 import { Result } from "effect"
 import type * as Canonical from "../protocol/canonical.ts"
@@ -29,6 +33,8 @@ export interface TemplateTokenizer {
   readonly specialTokens: ReadonlyArray<string>
   /** Renders the chat template; template or tool-call-arguments errors are a `TemplateError`. */
   readonly renderSync: (request: RenderInput) => Result.Result<string, TemplateError>
+  /** Ids of special added tokens; with them a delta whose prefix ends in one is encoded without the prefix. */
+  readonly specialTokenIds?: ReadonlySet<number> | undefined
 }
 
 /** The calibration prefix; its exact roles and text fix where the delta starts, so keep it as the reference has it. */
@@ -118,20 +124,53 @@ const encodeMarked = (tok: TemplateTokenizer, rendered: string, marker: string):
 }
 
 /**
- * What to render and how to encode the result: the messages and tools as given with plain `encode`, or (agent
- * literals present and not allowed) the marked ones with `encodeMarked`.
+ * What to render and how to encode it: the messages and tools as given, or (agent literals present and not allowed)
+ * the marked ones with the marker their spans are encoded by.
  */
-const plan = (
+const protectedInput = (
   tok: TemplateTokenizer,
   messages: ReadonlyArray<Canonical.Message>,
   tools: ReadonlyArray<Canonical.Tool>,
   options: EncodeOptions
-) => {
+): { readonly messages: ReadonlyArray<Canonical.Message>; readonly tools: ReadonlyArray<Canonical.Tool>; readonly marker?: string } => {
   const marked = options.allowSpecialTokens === true ? undefined : protect(tok, messages, tools)
-  return marked === undefined
-    ? { messages, tools, encode: tok.encode }
-    : { messages: marked.messages, tools: marked.tools, encode: (text: string) => encodeMarked(tok, text, marked.marker) }
+  return marked ?? { messages, tools }
 }
+
+/**
+ * What to encode for an observation: the ids are the encoding of `text` without their first `skip` ids. With a
+ * `marker`, the text holds marked agent literals and must be encoded in place (`encodePlan`); without one it is plain
+ * text any `encode` of the same tokenizer gives the ids of (`Tokenizer.encodeAsync` included).
+ */
+export interface EncodePlan {
+  readonly text: string
+  readonly skip: number
+  readonly marker?: string | undefined
+}
+
+/** The ids an {@link EncodePlan} stands for, given the ids of its text. */
+export const planIds = (plan: EncodePlan, textIds: ReadonlyArray<number>): ReadonlyArray<number> =>
+  plan.skip === 0 ? textIds : textIds.slice(plan.skip)
+
+/** The ids an {@link EncodePlan} stands for, encoded in place. */
+export const encodePlan = (tok: TemplateTokenizer, plan: EncodePlan): ReadonlyArray<number> =>
+  planIds(plan, plan.marker === undefined ? tok.encode(plan.text) : encodeMarked(tok, plan.text, plan.marker))
+
+/** A root observation: the full conversation rendered with the generation prompt. */
+export const rootPlan = (
+  tok: TemplateTokenizer,
+  messages: ReadonlyArray<Canonical.Message>,
+  tools: ReadonlyArray<Canonical.Tool>,
+  kwargs: Canonical.TemplateKwargs,
+  options: EncodeOptions = {}
+): Result.Result<EncodePlan, TemplateError> => {
+  const p = protectedInput(tok, messages, tools, options)
+  return Result.map(
+    tok.renderSync({ messages: p.messages, tools: p.tools, chatTemplateKwargs: kwargs, addGenerationPrompt: true }),
+    (text) => ({ text, skip: 0, marker: p.marker })
+  )
+}
+
 /** Tokens of a root observation: the full conversation rendered with the generation prompt. */
 export const rootTokens = (
   tok: TemplateTokenizer,
@@ -139,35 +178,131 @@ export const rootTokens = (
   tools: ReadonlyArray<Canonical.Tool>,
   kwargs: Canonical.TemplateKwargs,
   options: EncodeOptions = {}
-): Result.Result<ReadonlyArray<number>, TemplateError> => {
-  const p = plan(tok, messages, tools, options)
-  return Result.map(
-    tok.renderSync({ messages: p.messages, tools: p.tools, chatTemplateKwargs: kwargs, addGenerationPrompt: true }),
-    p.encode
-  )
+): Result.Result<ReadonlyArray<number>, TemplateError> =>
+  Result.map(rootPlan(tok, messages, tools, kwargs, options), (plan) => encodePlan(tok, plan))
+
+/**
+ * The dummy prefix for one (tools, kwargs) without marked literals: its rendered text (trailing newlines stripped),
+ * its token count, and whether the text after it can be encoded on its own.
+ */
+interface Calibration {
+  readonly text: string
+  readonly tokenCount: number
+  readonly suffixOnly: boolean
+}
+
+/** Calibrations per tokenizer, keyed by the JSON of (tools, kwargs); a handful per run (the agents' tool sets). */
+const calibrations = new WeakMap<TemplateTokenizer, Map<string, Calibration>>()
+const MAX_CALIBRATIONS = 64
+
+/** Deltas the suffix shortcut is checked with: one of each role a delta starts with. */
+const PROBES: ReadonlyArray<ReadonlyArray<Canonical.Message>> = [
+  [{ role: "user", content: "probe" }],
+  [{ role: "tool", content: " probe" }]
+]
+
+const sameIds = (a: ReadonlyArray<number>, b: ReadonlyArray<number>): boolean =>
+  a.length === b.length && a.every((id, i) => id === b[i])
+
+const fullText = (
+  tok: TemplateTokenizer,
+  delta: ReadonlyArray<Canonical.Message>,
+  tools: ReadonlyArray<Canonical.Tool>,
+  kwargs: Canonical.TemplateKwargs
+): Result.Result<string, TemplateError> =>
+  tok.renderSync({ messages: [...DUMMY_MESSAGES, ...delta], tools, chatTemplateKwargs: kwargs, addGenerationPrompt: true })
+
+/**
+ * Whether encoding the text after the dummy alone gives the same ids as encoding the whole text and cutting the
+ * dummy's ids off. Only a dummy that ends in a special token qualifies (tokenizers split on special tokens before
+ * anything else); the probes then catch a special token that strips the whitespace next to it, or a tokenizer that
+ * treats the start of a text differently. A probe the template cannot render keeps the whole-text encode.
+ */
+const suffixOnly = (
+  tok: TemplateTokenizer,
+  dummy: string,
+  dummyIds: ReadonlyArray<number>,
+  tools: ReadonlyArray<Canonical.Tool>,
+  kwargs: Canonical.TemplateKwargs
+): boolean => {
+  const last = dummyIds[dummyIds.length - 1]
+  if (last === undefined || tok.specialTokenIds?.has(last) !== true) return false
+  return PROBES.every((probe) => {
+    const full = fullText(tok, probe, tools, kwargs)
+    return Result.isSuccess(full) && full.success.startsWith(dummy) &&
+      sameIds(tok.encode(full.success.slice(dummy.length)), tok.encode(full.success).slice(dummyIds.length))
+  })
+}
+
+const calibrate = (
+  tok: TemplateTokenizer,
+  tools: ReadonlyArray<Canonical.Tool>,
+  kwargs: Canonical.TemplateKwargs
+): Result.Result<Calibration, TemplateError> => {
+  let cache = calibrations.get(tok)
+  if (cache === undefined) {
+    cache = new Map()
+    calibrations.set(tok, cache)
+  }
+  const key = JSON.stringify([tools, kwargs])
+  const known = cache.get(key)
+  if (known !== undefined) return Result.succeed(known)
+  const rendered = tok.renderSync({ messages: DUMMY_MESSAGES, tools, chatTemplateKwargs: kwargs, addGenerationPrompt: false })
+  if (Result.isFailure(rendered)) return Result.fail(rendered.failure)
+  const text = rendered.success.replace(/\n+$/, "")
+  const ids = tok.encode(text)
+  const calibration: Calibration = { text, tokenCount: ids.length, suffixOnly: suffixOnly(tok, text, ids, tools, kwargs) }
+  if (cache.size >= MAX_CALIBRATIONS) cache.delete(cache.keys().next().value ?? "")
+  cache.set(key, calibration)
+  return Result.succeed(calibration)
 }
 
 /**
- * Tokens a deeper observation adds: encode(render(dummy + delta, generation prompt)) minus the tokens of
- * render(dummy) with its trailing newlines stripped.
+ * A deeper observation: encode(render(dummy + delta, generation prompt)) minus the tokens of render(dummy) with its
+ * trailing newlines stripped.
+ *
+ * **Details**
+ * Without marked literals, the dummy's rendering and token count are computed once per (tools, kwargs), and when the
+ * dummy ends in a special token (and the probes agree, see `suffixOnly`) only the text after it is encoded, so the
+ * tool definitions in the system prompt are not re-encoded on every request. With marked literals (rare) the dummy
+ * is rendered and encoded with the marked tools every time.
  */
+export const deltaPlan = (
+  tok: TemplateTokenizer,
+  delta: ReadonlyArray<Canonical.Message>,
+  tools: ReadonlyArray<Canonical.Tool>,
+  kwargs: Canonical.TemplateKwargs,
+  options: EncodeOptions = {}
+): Result.Result<EncodePlan, TemplateError> => {
+  // The dummy messages hold no literal; the marked tools (rendered into the prefix by some templates) are shared.
+  const p = protectedInput(tok, [...DUMMY_MESSAGES, ...delta], tools, options)
+  if (p.marker !== undefined) {
+    const marker = p.marker
+    const dummy = tok.renderSync({ messages: DUMMY_MESSAGES, tools: p.tools, chatTemplateKwargs: kwargs, addGenerationPrompt: false })
+    if (Result.isFailure(dummy)) return Result.fail(dummy.failure)
+    const full = tok.renderSync({ messages: p.messages, tools: p.tools, chatTemplateKwargs: kwargs, addGenerationPrompt: true })
+    if (Result.isFailure(full)) return Result.fail(full.failure)
+    const skip = encodeMarked(tok, dummy.success.replace(/\n+$/, ""), marker).length
+    return Result.succeed({ text: full.success, skip, marker })
+  }
+  const dummy = calibrate(tok, tools, kwargs)
+  if (Result.isFailure(dummy)) return Result.fail(dummy.failure)
+  const full = fullText(tok, delta, tools, kwargs)
+  if (Result.isFailure(full)) return Result.fail(full.failure)
+  const { text, tokenCount } = dummy.success
+  return Result.succeed(
+    dummy.success.suffixOnly && full.success.startsWith(text)
+      ? { text: full.success.slice(text.length), skip: 0 }
+      : { text: full.success, skip: tokenCount }
+  )
+}
+
+/** Tokens a deeper observation adds (see {@link deltaPlan}). */
 export const deltaTokens = (
   tok: TemplateTokenizer,
   delta: ReadonlyArray<Canonical.Message>,
   tools: ReadonlyArray<Canonical.Tool>,
   kwargs: Canonical.TemplateKwargs,
   options: EncodeOptions = {}
-): Result.Result<ReadonlyArray<number>, TemplateError> => {
-  // The dummy messages hold no literal; the marked tools (rendered into the prefix by some templates) are shared.
-  const p = plan(tok, [...DUMMY_MESSAGES, ...delta], tools, options)
-  const dummy = tok.renderSync({
-    messages: DUMMY_MESSAGES,
-    tools: p.tools,
-    chatTemplateKwargs: kwargs,
-    addGenerationPrompt: false
-  })
-  if (Result.isFailure(dummy)) return Result.fail(dummy.failure)
-  const full = tok.renderSync({ messages: p.messages, tools: p.tools, chatTemplateKwargs: kwargs, addGenerationPrompt: true })
-  if (Result.isFailure(full)) return Result.fail(full.failure)
-  return Result.succeed(p.encode(full.success).slice(p.encode(dummy.success.replace(/\n+$/, "")).length))
-}
+): Result.Result<ReadonlyArray<number>, TemplateError> =>
+  Result.map(deltaPlan(tok, delta, tools, kwargs, options), (plan) => encodePlan(tok, plan))

@@ -22,7 +22,7 @@ import { Generation } from "../../layers/Generation.ts"
 import { emptyCounters, Sessions } from "../../layers/Sessions.ts"
 import { Tokenizer } from "../../layers/Tokenizer.ts"
 import { text } from "./conversation.ts"
-import { type Bench, type BenchResult, formatMs, formatRatio } from "./harness.ts"
+import { type Bench, type BenchResult, formatMs, formatRatio, median } from "./harness.ts"
 
 const stack = Gateway.layer().pipe(
   Layer.provideMerge(Generation.layer()),
@@ -43,11 +43,6 @@ const SEQUENTIAL_PER_ROUND = 60
 const SDK_PER_ROUND = 30
 const CONCURRENCY = 16
 const CONCURRENT_REQUESTS = 320
-
-const median = (values: ReadonlyArray<number>): number => {
-  const sorted = [...values].sort((a, b) => a - b)
-  return sorted[Math.floor(sorted.length / 2)] ?? Number.NaN
-}
 
 const measure = async (context: Context.Context<Services>): Promise<BenchResult> => {
   const gateway = Context.get(context, Gateway)

@@ -17,10 +17,15 @@ export interface BenchResult {
   readonly notes: ReadonlyArray<string>
 }
 
+/** How a benchmark run was asked for: `full` (`npm run bench full`) runs the larger sizes. */
+export interface BenchOptions {
+  readonly full: boolean
+}
+
 /** A benchmark: a short name (selectable on the command line) and how to run it. */
 export interface Bench {
   readonly name: string
-  readonly run: () => Promise<BenchResult>
+  readonly run: (options: BenchOptions) => Promise<BenchResult>
 }
 
 /** A synchronous operation to time; its return value is kept alive so the work cannot be optimized away. */
@@ -35,10 +40,17 @@ export const consume = (value: unknown): void => {
   sink = value
 }
 
-const median = (values: ReadonlyArray<number>): number => {
+/** The median (mean of the middle two for an even count; 0 for none). */
+export const median = (values: ReadonlyArray<number>): number => {
   const sorted = [...values].sort((a, b) => a - b)
   const mid = Math.floor(sorted.length / 2)
   return sorted.length % 2 === 1 ? sorted[mid] ?? 0 : ((sorted[mid - 1] ?? 0) + (sorted[mid] ?? 0)) / 2
+}
+
+/** The `p`-th percentile (0–100, nearest rank; NaN for none). */
+export const percentile = (values: ReadonlyArray<number>, p: number): number => {
+  const sorted = [...values].sort((a, b) => a - b)
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? Number.NaN
 }
 
 /**

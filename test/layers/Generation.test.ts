@@ -272,3 +272,54 @@ describe("Generation trace", () => {
       }))
   })
 })
+
+describe("Generation and the policy's prompt text", () => {
+  // The real tokenizer, recording how many ids every decode call gets.
+  const decoded: Array<number> = []
+  const countingTokenizer = Layer.effect(
+    Tokenizer,
+    Effect.gen(function*() {
+      const inner = yield* Tokenizer
+      return Tokenizer.of({
+        ...inner,
+        decode: (ids, options) => {
+          decoded.push(ids.length)
+          return inner.decode(ids, options)
+        }
+      })
+    })
+  ).pipe(Layer.provide(Tokenizer.layer))
+  const texts: Array<string> = []
+  const withPolicy = (readPrompt: boolean) =>
+    Generation.layer().pipe(
+      Layer.provideMerge(Forests.layer),
+      Layer.provideMerge(EmbeddedEngine.layer({
+        ...EmbeddedEngine.instant,
+        policy: (req) => {
+          if (readPrompt) texts.push(req.promptText, req.promptText)
+          return `turn ${req.turn} of ${req.messages.length} messages`
+        }
+      })),
+      Layer.provideMerge(countingTokenizer)
+    )
+  const longQuestion = [{ role: "user", content: "Please compute 2+2? ".repeat(50) }]
+
+  it.effect("is not decoded for a policy that reads only the messages", () =>
+    Effect.gen(function*() {
+      decoded.length = 0
+      const completion = yield* (yield* Generation).generate(yield* session(), request(longQuestion))
+      expect(completion.content).toBe("turn 0 of 1 messages")
+      // Only the answer's ids were decoded, never the ~250-token prompt.
+      expect(Math.max(...decoded)).toBeLessThan(50)
+    }).pipe(Effect.provide(withPolicy(false))))
+
+  it.effect("is decoded once, when the policy first reads it", () =>
+    Effect.gen(function*() {
+      decoded.length = 0
+      texts.length = 0
+      yield* (yield* Generation).generate(yield* session(), request(longQuestion))
+      expect(texts[0]).toContain(`<|im_start|>user\n${longQuestion[0]?.content}<|im_end|>\n<|im_start|>assistant\n`)
+      expect(texts[1]).toBe(texts[0])
+      expect(decoded.filter((n) => n >= 50)).toHaveLength(1)
+    }).pipe(Effect.provide(withPolicy(true))))
+})

@@ -3,7 +3,7 @@ import { Effect, Result } from "effect"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import { load, Tokenizer } from "../../layers/Tokenizer.ts"
+import { load, OFF_LOOP_CHARS, Tokenizer } from "../../layers/Tokenizer.ts"
 
 const created: Array<string> = []
 afterAll(() => {
@@ -62,6 +62,17 @@ describe("Tokenizer (bundled Qwen3)", () => {
       assert.isTrue(tok.specialTokenIds.has(151644))
       assert.isFalse(tok.specialTokenIds.has(151667))
       assert.strictEqual(tok.vocabSize, 151669)
+    }).pipe(Effect.provide(Tokenizer.layer)))
+
+  it.effect("encodeAsync gives encode's ids, on a worker thread for a long text and in place for a short one", () =>
+    Effect.gen(function*() {
+      const tok = yield* Tokenizer
+      const line = "<|im_start|>tool\nfunction héllo(x) { return x + 1 } // 你好 🙂\n<|im_end|>\n"
+      const long = line.repeat(Math.ceil(OFF_LOOP_CHARS / line.length) + 1)
+      const [offLoop, short] = yield* Effect.all([tok.encodeAsync(long), tok.encodeAsync(line)], { concurrency: 2 })
+      assert.isAtLeast(long.length, OFF_LOOP_CHARS)
+      assert.deepStrictEqual([...offLoop], [...tok.encode(long)])
+      assert.deepStrictEqual([...short], [...tok.encode(line)])
     }).pipe(Effect.provide(Tokenizer.layer)))
 
   it.effect("renders the Qwen3 chat template with tools and the generation prompt", () =>

@@ -1,0 +1,63 @@
+/**
+ * Helper processes for the benchmarks: a load generator or an SGLang stand-in runs in its own node process, so its
+ * work does not share the measured server's event loop.
+ *
+ * **Details**
+ * The child is this repository's TypeScript run through tsx, with an IPC channel: `call` sends one JSON message and
+ * resolves with the child's next answer (one call at a time). A child that exits early rejects the pending call.
+ */
+import { type ChildProcess, fork } from "node:child_process"
+import { fileURLToPath } from "node:url"
+
+export interface Child {
+  readonly call: <A>(message: unknown) => Promise<A>
+  readonly close: () => Promise<void>
+}
+
+/** Start `file` (a path relative to this directory) as a child process with IPC. */
+export const start = (file: string, args: ReadonlyArray<string> = []): Child => {
+  const child: ChildProcess = fork(fileURLToPath(new URL(file, import.meta.url)), [...args], {
+    execArgv: ["--import", "tsx"],
+    stdio: ["ignore", "inherit", "inherit", "ipc"]
+  })
+  let pending: { readonly resolve: (value: unknown) => void; readonly reject: (error: Error) => void } | undefined
+  child.on("message", (message) => {
+    const current = pending
+    pending = undefined
+    current?.resolve(message)
+  })
+  child.on("exit", (code) => {
+    const current = pending
+    pending = undefined
+    current?.reject(new Error(`benchmark child ${file} exited with code ${code ?? "null"}`))
+  })
+  return {
+    call: <A>(message: unknown) =>
+      new Promise<A>((resolve, reject) => {
+        if (pending !== undefined) return reject(new Error(`benchmark child ${file} is busy`))
+        // Decoding boundary: the child answers with the shape its protocol documents.
+        pending = { resolve: (value) => resolve(value as A), reject }
+        child.send(message as object)
+      }),
+    close: () =>
+      new Promise<void>((resolve) => {
+        if (child.exitCode !== null) return resolve()
+        child.once("exit", () => resolve())
+        child.kill()
+      })
+  }
+}
+
+/** In a child: answer every IPC message with what `handle` returns. */
+export const serve = (handle: (message: unknown) => Promise<unknown>): void => {
+  process.on("message", (message: unknown) => {
+    handle(message).then(
+      (answer) => process.send?.(answer as object),
+      (error: unknown) => {
+        console.error(error)
+        process.exit(1)
+      }
+    )
+  })
+  process.on("disconnect", () => process.exit(0))
+}

@@ -1,0 +1,138 @@
+/**
+ * Many concurrent Sessions in one gateway process: 10,000 (`full`; 2,000 quick) Sessions each with a committed
+ * first turn, then one held streaming request each (waiting for its lease, heartbeats running every second), while
+ * one more agent sends a 1 MB message. Reports heap per Session, bytes per stored token and event-loop stalls.
+ *
+ * **Details**
+ * First turns go through the generation core directly (a ~2 KB, 6-message history each); held requests come over
+ * HTTP from the load generator in its own process. Heap numbers are `heapUsed + external` after full collections.
+ * Stalls are the event-loop delay histogram's maximum (perf_hooks, 10 ms resolution), per phase.
+ */
+import { Context, Deferred, Effect, Result } from "effect"
+import { monitorEventLoopDelay, performance } from "node:perf_hooks"
+import * as Forest from "../../src/forest/Forest.ts"
+import * as Chat from "../../src/protocol/chat.ts"
+import { Forests } from "../../layers/Forests.ts"
+import { Generation } from "../../layers/Generation.ts"
+import { Sessions } from "../../layers/Sessions.ts"
+import { start } from "./child.ts"
+import { conversation, text } from "./conversation.ts"
+import {
+  type Bench,
+  type BenchOptions,
+  type BenchResult,
+  formatBytes,
+  formatMs,
+  garbageCollector,
+  usedBytes
+} from "./harness.ts"
+import type { HoldResult } from "./loadClient.ts"
+import { embeddedGateway, gatewayTarget, registerSessions } from "./servers.ts"
+
+const HISTORY = conversation(6, 300)
+const BIG_MESSAGE_BYTES = 1024 * 1024
+
+const run = (options: BenchOptions): Promise<BenchResult> => {
+  const count = options.full ? 10_000 : 2_000
+  const collect = garbageCollector() ?? (() => {})
+  const measuredBytes = () => {
+    collect()
+    return usedBytes()
+  }
+  return Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+    const client = yield* Effect.acquireRelease(Effect.sync(() => start("./loadClient.ts")), (c) => Effect.promise(() => c.close()))
+    const context = yield* embeddedGateway(undefined, { heartbeatInterval: "1 second" })
+    const generation = Context.get(context, Generation)
+    const sessions = Context.get(context, Sessions)
+    const forests = Context.get(context, Forests)
+    const gate = yield* Deferred.make<void>()
+    let open = true
+    let waiting = 0
+    const awaitLease = Effect.suspend(() => {
+      if (open) return Effect.void
+      waiting++
+      return Deferred.await(gate)
+    })
+
+    const before = measuredBytes()
+    const ids = yield* Effect.promise(() => registerSessions(context, count, awaitLease))
+    const registered = measuredBytes()
+    const first = Chat.adapter.decode({ model: "bench", messages: HISTORY, max_tokens: 16 })
+    if (Result.isFailure(first)) throw new Error(`bench request does not decode: ${first.failure.message}`)
+    const populateStart = performance.now()
+    yield* Effect.forEach(ids, (id) =>
+      Effect.gen(function*() {
+        const session = yield* sessions.lookup(id)
+        yield* generation.generate(session, first.success)
+      }), { discard: true })
+    const populateMs = performance.now() - populateStart
+    let storedTokens = 0
+    for (const id of ids) {
+      const forest = yield* forests.get(id)
+      for (const leaf of Forest.leaves(forest)) storedTokens += Forest.trainTokenCount(forest, leaf)
+    }
+    const populated = measuredBytes()
+
+    // Hold one streaming request per Session; watch the event loop while they arrive and while they wait.
+    open = false
+    const target = gatewayTarget("gateway", context, ids)
+    const held = [...HISTORY, { role: "assistant", content: "ok" }, { role: "user", content: text(7, 300) }]
+    const delay = monitorEventLoopDelay({ resolution: 10 })
+    const phase = async <A>(work: () => Promise<A>): Promise<{ readonly value: A; readonly maxStallMs: number }> => {
+      delay.reset()
+      delay.enable()
+      const value = await work()
+      delay.disable()
+      return { value, maxStallMs: delay.max / 1e6 }
+    }
+    const opening = yield* Effect.promise(() => phase(() => client.call<HoldResult>({ kind: "hold", target, messages: held })))
+    while (waiting < count) yield* Effect.sleep("10 millis")
+    const holding = yield* Effect.promise(() => phase(() => new Promise((resolve) => setTimeout(resolve, 3000))))
+    const heldBytes = measuredBytes()
+
+    const [big] = yield* Effect.promise(() => registerSessions(context, 1))
+    const bigMessages = [...HISTORY, { role: "user", content: text(11, BIG_MESSAGE_BYTES) }]
+    const bigPhase = yield* Effect.promise(() =>
+      phase(() => client.call<number>({ kind: "send", target: gatewayTarget("big", context, [big ?? ""]), messages: bigMessages }))
+    )
+
+    open = true
+    yield* Deferred.succeed(gate, undefined)
+    const finished = yield* Effect.promise(() => client.call<HoldResult>({ kind: "finish" }))
+
+    const stall = (p: { readonly maxStallMs: number }) => formatMs(p.maxStallMs)
+    const perSession = (heldBytes - before) / count
+    return {
+      title: `${count.toLocaleString("en")} concurrent Sessions in one process (held streaming requests, 1 s heartbeats)`,
+      rows: [
+        { measure: "heap per Session (registry + forest + held request)", value: formatBytes(perSession) },
+        { measure: "  of which registry entry", value: formatBytes((registered - before) / count) },
+        { measure: "  of which forest (first turn)", value: formatBytes((populated - registered) / count) },
+        { measure: "  of which held request", value: formatBytes((heldBytes - populated) / count) },
+        { measure: "bytes per stored token (target ≤ 16)", value: ((populated - registered) / storedTokens).toFixed(1) },
+        { measure: "first turns through the generation core", value: `${formatMs(populateMs)} (${formatMs(populateMs / count)} each)` },
+        { measure: "longest stall while requests arrive", value: stall(opening) },
+        { measure: "longest stall while held (3 s)", value: stall(holding) },
+        { measure: "longest stall during one 1 MB message", value: stall(bigPhase) },
+        { measure: "the 1 MB message's latency", value: formatMs(bigPhase.value) },
+        {
+          measure: "held requests completed after release",
+          value: `${finished.completed} / ${opening.value.opened} (${finished.heartbeats} heartbeats)`
+        },
+        ...(finished.failed === 0 ? [] : [{
+          measure: "held requests that failed",
+          value: `${finished.failed}: ${finished.firstFailure ?? ""}`.slice(0, 120)
+        }])
+      ],
+      notes: [
+        "targets: bytes per stored token ≤ 16; no event-loop stall above 50 ms (stall = max event-loop delay, 10 ms " +
+          "resolution; it includes garbage-collection pauses).",
+        `stored tokens: ${storedTokens.toLocaleString("en")} (${(storedTokens / count).toFixed(0)} per Session: a ~2 KB, ` +
+          "6-message history and a 2-token answer).",
+        options.full ? "" : "quick size; `npm run bench full sessions` runs 10,000 Sessions."
+      ].filter((note) => note.length > 0)
+    }
+  })))
+}
+
+export const bench: Bench = { name: "sessions", run }

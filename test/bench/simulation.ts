@@ -1,0 +1,95 @@
+/**
+ * A simulation under the TestClock: 1,000 Sessions × 20 turns (`full`; 100 quick) through the real generation core
+ * (Generation + Forests + Sessions + the embedded engine with a policy and its default prefill/decode latency on the
+ * TestClock), agents thinking 2 simulated seconds between turns. Reports the wall time (target ≤ 10 s for 1,000).
+ *
+ * **Details**
+ * Every agent starts from a 6-message ~2 KB history and adds the answer plus a 300-byte user message per turn; the
+ * clock is moved in 1-second steps until every agent is done.
+ */
+import { Context, Effect, Fiber, Layer, Result } from "effect"
+import { TestClock } from "effect/testing"
+import { performance } from "node:perf_hooks"
+import * as Canonical from "../../src/protocol/canonical.ts"
+import { EmbeddedEngine } from "../../layers/EmbeddedEngine.ts"
+import { Forests } from "../../layers/Forests.ts"
+import { Generation } from "../../layers/Generation.ts"
+import { Sessions } from "../../layers/Sessions.ts"
+import { Tokenizer } from "../../layers/Tokenizer.ts"
+import { conversation, text } from "./conversation.ts"
+import { type Bench, type BenchOptions, type BenchResult, formatMs } from "./harness.ts"
+import { readingPolicy, registerSessions } from "./servers.ts"
+
+const TURNS = 20
+const THINK = "2 seconds"
+
+const run = (options: BenchOptions): Promise<BenchResult> => {
+  const count = options.full ? 1000 : Number(process.env["SIM_COUNT"] ?? 100)
+  const stack = Generation.layer().pipe(
+    Layer.provideMerge(Forests.layer),
+    Layer.provideMerge(Sessions.layer),
+    Layer.provideMerge(EmbeddedEngine.layer({ policy: readingPolicy })),
+    Layer.provideMerge(Tokenizer.layer)
+  )
+  return Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+    const context = yield* Layer.build(stack)
+    const generation = Context.get(context, Generation)
+    const sessions = Context.get(context, Sessions)
+    const ids = yield* Effect.promise(() => registerSessions(context, count))
+    const history = conversation(6, 300)
+    let requests = 0
+    const agent = (id: string) =>
+      Effect.gen(function*() {
+        const session = yield* sessions.lookup(id)
+        const messages: Array<unknown> = [...history]
+        for (let turn = 0; turn < TURNS; turn++) {
+          const state = Canonical.canonicalize({ messages, tools: [], chat_template_kwargs: {} })
+          if (Result.isFailure(state)) return yield* Effect.die(state.failure)
+          const completion = yield* generation.generate(
+            session,
+            { state: state.success, model: "bench", stream: false, stop: [], logprobs: false, toolCallIdPrefix: "call_" }
+          )
+          requests++
+          messages.push({ role: "assistant", content: completion.content }, { role: "user", content: text(turn, 300) })
+          yield* Effect.sleep(THINK)
+        }
+      })
+    const start = performance.now()
+    const cpuStart = process.cpuUsage()
+    const simulated = yield* Effect.gen(function*() {
+      const fibers = yield* Effect.forEach(ids, (id) => Effect.forkChild(agent(id)))
+      let seconds = 0
+      while (fibers.some((fiber) => fiber.pollUnsafe() === undefined)) {
+        yield* TestClock.adjust("1 second")
+        seconds++
+      }
+      yield* Fiber.joinAll(fibers)
+      return seconds
+    }).pipe(Effect.provide(TestClock.layer()))
+    const wallMs = performance.now() - start
+    const cpu = process.cpuUsage(cpuStart)
+    const cpuMs = (cpu.user + cpu.system) / 1000
+    return {
+      title: `Simulation under the TestClock: ${count} Sessions × ${TURNS} turns through the generation core`,
+      rows: [
+        { measure: "wall time", value: formatMs(wallMs) },
+        { measure: "requests", value: String(requests) },
+        { measure: "wall time per request", value: formatMs(wallMs / requests) },
+        { measure: "CPU time of this process (all threads)", value: `${formatMs(cpuMs)} (${formatMs(cpuMs / requests)} per request)` },
+        { measure: "simulated time", value: `${simulated} s` },
+        {
+          measure: "projected wall time for 1,000 × 20 (target ≤ 10 s)",
+          value: `${formatMs((wallMs / requests) * 1000 * TURNS)} wall, ${formatMs((cpuMs / requests) * 1000 * TURNS)} CPU`
+        }
+      ],
+      notes: [
+        "embedded engine with a policy that reads the conversation, default latency (20,000 prompt tokens/s, 200 generated " +
+          "tokens/s) on the TestClock; agents think 2 simulated seconds per turn.",
+        "CPU time is the better figure on a shared machine: wall time also counts other processes' use of the cores.",
+        options.full ? "" : "quick size; `npm run bench full simulation` runs 1,000 Sessions (the projection is linear)."
+      ].filter((note) => note.length > 0)
+    }
+  })))
+}
+
+export const bench: Bench = { name: "simulation", run }

@@ -1,0 +1,177 @@
+/**
+ * The gateway against the transport floor, with the load generator in its own process (loadClient.ts):
+ * - `floor`: 1, 64 and 512 concurrent conversations; requests/s, p50 and p99 of the gateway and of its floor, for the
+ *   SGLang path (against a fast SGLang stand-in in a third process) and for the embedded engine with a policy.
+ * - `history`: one conversation of 257 requests; the cost at turn 256 over the cost at turn 16, for the gateway and
+ *   for the floor, on both paths.
+ *
+ * **Details**
+ * Every conversation starts from a 30-message history of about 14 KB (system, user, then tool-calling assistant
+ * turns and tool results) and adds the answer plus a 300-byte user message per turn. The floor is a plain node:http
+ * server that parses the same bodies and answers the same completion shape; on the SGLang path it also makes the
+ * same single `/generate` call (about one input id per 6 body bytes, close to the real prompt). Candidates alternate within one run (rounds
+ * for `floor`, turn by turn for `history`), so machine noise hits both alike. Nothing is asserted.
+ */
+import { Context, Effect } from "effect"
+import { Tokenizer } from "../../layers/Tokenizer.ts"
+import { type Child, start } from "./child.ts"
+import { conversation } from "./conversation.ts"
+import { type Bench, type BenchOptions, type BenchResult, formatMs, formatRatio, median, percentile } from "./harness.ts"
+import type { ConversationsJob, Target, TargetResult } from "./loadClient.ts"
+import {
+  embeddedGateway,
+  floor,
+  forgetSessions,
+  type GatewayServices,
+  gatewayTarget,
+  registerSessions,
+  sglangGateway
+} from "./servers.ts"
+
+const HISTORY = conversation(30, 470)
+const TURN_BYTES = 300
+
+interface Path {
+  readonly name: string
+  readonly floor: Target
+  readonly gateway: Context.Context<GatewayServices>
+}
+
+/** Both paths, the load client and the SGLang stand-in, for the scope's lifetime. */
+const setup = Effect.gen(function*() {
+  const standIn = yield* Effect.acquireRelease(Effect.sync(() => start("./sglangStandIn.ts")), (c) => Effect.promise(() => c.close()))
+  const client = yield* Effect.acquireRelease(Effect.sync(() => start("./loadClient.ts")), (c) => Effect.promise(() => c.close()))
+  const embedded = yield* embeddedGateway()
+  const tokenizer = Context.get(embedded, Tokenizer)
+  const outputIds = [...tokenizer.encode("ok"), tokenizer.tokenToId("<|im_end|>") ?? tokenizer.eosTokenId]
+  const { url } = yield* Effect.promise(() => standIn.call<{ readonly url: string }>({ outputIds }))
+  const sglang = yield* sglangGateway(url)
+  const paths: ReadonlyArray<Path> = [
+    { name: "SGLang path", floor: yield* floor(url), gateway: sglang },
+    { name: "embedded + policy", floor: yield* floor(), gateway: embedded }
+  ]
+  return { client, paths }
+})
+
+const runJob = (client: Child, job: ConversationsJob) => client.call<ReadonlyArray<TargetResult>>(job)
+
+/** Run `targets` in one job with fresh Sessions for every gateway target, forgotten afterwards. */
+const measure = async (
+  client: Child,
+  path: Path,
+  clients: number,
+  turns: number,
+  interleave: boolean
+): Promise<{ readonly floor: TargetResult; readonly gateway: TargetResult }> => {
+  const ids = await registerSessions(path.gateway, clients)
+  const floorTarget: Target = { ...path.floor, tokens: ids.map(() => "") }
+  const [a, b] = await runJob(client, {
+    kind: "conversations",
+    targets: [floorTarget, gatewayTarget("gateway", path.gateway, ids)],
+    clients,
+    turns,
+    history: HISTORY,
+    turnBytes: TURN_BYTES,
+    interleave
+  })
+  await forgetSessions(path.gateway, ids)
+  if (a === undefined || b === undefined) throw new Error("the load client answered without results")
+  return { floor: a, gateway: b }
+}
+
+const all = (result: TargetResult): ReadonlyArray<number> => result.latencies.flat()
+
+const floorBench = async (options: BenchOptions): Promise<BenchResult> => {
+  const sizes: ReadonlyArray<{ readonly clients: number; readonly turns: number }> = options.full
+    ? [{ clients: 1, turns: 60 }, { clients: 64, turns: 20 }, { clients: 512, turns: 5 }]
+    : [{ clients: 1, turns: 20 }, { clients: 64, turns: 4 }, { clients: 512, turns: 2 }]
+  const rounds = options.full ? 3 : 1
+  return Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+    const { client, paths } = yield* setup
+    const rows: Array<Record<string, string>> = []
+    for (const path of paths) {
+      // Warm-up: JIT, connection pools, tokenizer caches.
+      yield* Effect.promise(() => measure(client, path, 8, 3, false))
+      for (const { clients, turns } of sizes) {
+        const floorRates: Array<number> = []
+        const gatewayRates: Array<number> = []
+        const floorLatencies: Array<number> = []
+        const gatewayLatencies: Array<number> = []
+        for (let round = 0; round < rounds; round++) {
+          const result = yield* Effect.promise(() => measure(client, path, clients, turns, false))
+          floorRates.push((clients * turns * 1000) / result.floor.wallMs)
+          gatewayRates.push((clients * turns * 1000) / result.gateway.wallMs)
+          floorLatencies.push(...all(result.floor))
+          gatewayLatencies.push(...all(result.gateway))
+        }
+        const floorRate = median(floorRates)
+        const gatewayRate = median(gatewayRates)
+        const p = (values: ReadonlyArray<number>, q: number) => formatMs(percentile(values, q))
+        rows.push({
+          path: path.name,
+          clients: String(clients),
+          "floor req/s": floorRate.toFixed(0),
+          "gateway req/s": gatewayRate.toFixed(0),
+          "req/s ratio": formatRatio(gatewayRate / floorRate),
+          "floor p50": p(floorLatencies, 50),
+          "gateway p50": p(gatewayLatencies, 50),
+          "p50 ratio": formatRatio(percentile(gatewayLatencies, 50) / percentile(floorLatencies, 50)),
+          "floor p99": p(floorLatencies, 99),
+          "gateway p99": p(gatewayLatencies, 99)
+        })
+      }
+    }
+    return {
+      title: "Gateway vs the transport floor (load generator in its own process; 30-message ~14 KB histories)",
+      rows,
+      notes: [
+        "req/s ratio = gateway requests/s ÷ floor requests/s (target ≥ 0.8× at 64 clients); p50 ratio = gateway p50 ÷ " +
+          "floor p50 (target ≤ 1.2× at 1 client).",
+        "floor: node:http that parses the same bodies and answers the same completion; on the SGLang path it also makes " +
+          "the same single /generate call to the same stand-in (a separate process answering 2 tokens at once).",
+        `conversations: ${sizes.map((s) => `${s.clients}×${s.turns} turns`).join(", ")}; requests/s is the median of ` +
+          `${rounds} alternating rounds, percentiles pool every round's requests.`
+      ]
+    }
+  })))
+}
+
+const historyBench = async (options: BenchOptions): Promise<BenchResult> => {
+  const last = 256
+  const window = 16
+  return Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+    const { client, paths } = yield* setup
+    const rows: Array<Record<string, string>> = []
+    for (const path of paths) {
+      yield* Effect.promise(() => measure(client, path, 4, 20, false))
+      const result = yield* Effect.promise(() => measure(client, path, 1, last + 1, true))
+      const at = (r: TargetResult, turn: number) =>
+        median(r.latencies.slice(turn - window, turn + window + 1).flat())
+      const floorRatio = at(result.floor, last) / at(result.floor, 16)
+      const gatewayRatio = at(result.gateway, last) / at(result.gateway, 16)
+      rows.push({
+        path: path.name,
+        "floor t16": formatMs(at(result.floor, 16)),
+        "floor t256": formatMs(at(result.floor, last)),
+        "floor ratio": formatRatio(floorRatio),
+        "gateway t16": formatMs(at(result.gateway, 16)),
+        "gateway t256": formatMs(at(result.gateway, last)),
+        "gateway ratio": formatRatio(gatewayRatio),
+        "ratio of ratios": formatRatio(gatewayRatio / floorRatio)
+      })
+    }
+    return {
+      title: "History scaling: one conversation, cost at turn 256 ÷ cost at turn 16",
+      rows,
+      notes: [
+        `t16, t256: median latency of turns 16±${window} and 256±${window} (0-based request index; the floor and the ` +
+          "gateway alternate turn by turn).",
+        "ratio of ratios = gateway ratio ÷ floor ratio (target ≤ 1.2×): how much faster than the transport's own cost " +
+          "the gateway's per-request cost grows with history."
+      ]
+    }
+  })))
+}
+
+export const floorBenchmark: Bench = { name: "floor", run: floorBench }
+export const historyBenchmark: Bench = { name: "history", run: historyBench }
