@@ -76,12 +76,12 @@ export const make = (totalSeconds: number): Effect.Effect<ActiveBudget, never, S
 
     return {
       totalSeconds,
-      start: activate,
-      pause,
-      resume: activate,
-      remaining,
-      isActive: Effect.sync(() => activeSince !== undefined),
-      isExpired: Deferred.isDone(done),
-      expired: Deferred.await(done)
+      start: activate.pipe(Effect.withSpan("ActiveBudget.start")),
+      pause: pause.pipe(Effect.withSpan("ActiveBudget.pause")),
+      resume: activate.pipe(Effect.withSpan("ActiveBudget.resume")),
+      remaining: remaining.pipe(Effect.withSpan("ActiveBudget.remaining")),
+      isActive: Effect.sync(() => activeSince !== undefined).pipe(Effect.withSpan("ActiveBudget.isActive")),
+      isExpired: Deferred.isDone(done).pipe(Effect.withSpan("ActiveBudget.isExpired")),
+      expired: Deferred.await(done).pipe(Effect.withSpan("ActiveBudget.expired"))
     }
   })

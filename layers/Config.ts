@@ -120,7 +120,7 @@ export const RolloutOptions = Schema.Struct({
   agenticPrelaunch: withDefault(Schema.Boolean, false),
   /** Groups dropped in a row that stop the rollout (0 = unlimited); default `defaultMaxConsecutiveDrops`. */
   agenticMaxConsecutiveDrops: Schema.optional(NonNegativeInt),
-  /** Abort and park in-flight generations at a step's close, resume them next step (relax-behaviour §6.4). */
+  /** Abort and park in-flight generations at a step's close, resume them next step (docs/runtime.md). */
   partialRollout: withDefault(Schema.Boolean, false),
   /** Aborts after which a request is protected (only with `partialRollout`). */
   partialRolloutMaxAbortedCount: Schema.optional(PositiveInt),
@@ -332,7 +332,8 @@ export const resolve = (input: unknown): Effect.Effect<RolloutSettings, RolloutC
         issue: error.issue
       })
     ),
-    Effect.flatMap(settle)
+    Effect.flatMap(settle),
+    Effect.withSpan("Config.resolve")
   )
 
 /** SGLang's own default when `max_new_tokens` is not sent (the reference drops `None` sampling keys). */

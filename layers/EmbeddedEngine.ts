@@ -34,7 +34,8 @@ import {
   type EngineShape,
   type GenerateRequest,
   type GenerateResult,
-  type PolicyRequest
+  type PolicyRequest,
+  withSpans
 } from "./Engine.ts"
 import * as Hooks from "./Hooks.ts"
 import { Tokenizer, type TokenizerShape } from "./Tokenizer.ts"
@@ -241,7 +242,7 @@ export const make = (
       Effect.forEach([...running.values()], (signal) => Deferred.succeed(signal, undefined), { discard: true })
     )
 
-    return {
+    return withSpans("EmbeddedEngine", {
       generate,
       abort: (rid) =>
         Effect.suspend(() => {
@@ -259,7 +260,7 @@ export const make = (
       // Nothing is cached per Session in process.
       closeSession: () => Effect.void,
       takeStepMetrics: Effect.succeed({})
-    } satisfies EngineShape
+    })
   })
 
 /** Wrap a loaded hook as a policy that checks it returns a string. */

@@ -7,14 +7,14 @@
  * the pending `generate` return what was produced so far with `finishReason.type === "abort"`.
  *
  * A partial output is resumed by a new request (new rid) whose input is `prompt ++ partial ids` and whose
- * `maxNewTokens` is the original minus the partial length (relax-behaviour §6.4); with the same sampling seed the
+ * `maxNewTokens` is the original minus the partial length (docs/runtime.md, "Partial rollout and fully async"); with the same sampling seed the
  * embedded engine then continues exactly where the interrupted generation stopped.
  *
  * Weight updates (`updateWeights`) abort every generation in flight, as SGLang's `/update_weight_version` with
  * `abort_all_requests` does: each returns its partial output with an abort finish reason and its caller resumes it on
  * the new version, so one attempt never mixes two versions and every attempt reports the version it ran on.
  */
-import { Context, Data, type Effect } from "effect"
+import { Context, Data, Effect } from "effect"
 import { ContextLengthError } from "../src/forest/errors.ts"
 import type * as Canonical from "../src/protocol/canonical.ts"
 
@@ -118,5 +118,17 @@ export interface EngineShape {
   /** The engine's counters since the last call, for the step's metrics (e.g. `agentic_kv/session/close`); resets them. */
   readonly takeStepMetrics: Effect.Effect<Readonly<Record<string, number>>>
 }
+
+/** An engine whose every operation runs in its span (`<name>.generate`, ...), so a request's trace shows its attempts. */
+export const withSpans = (name: string, engine: EngineShape): EngineShape => ({
+  generate: (request) =>
+    engine.generate(request).pipe(Effect.withSpan(`${name}.generate`, { attributes: { rid: request.rid } })),
+  abort: (rid) => engine.abort(rid).pipe(Effect.withSpan(`${name}.abort`, { attributes: { rid } })),
+  weightVersion: engine.weightVersion.pipe(Effect.withSpan(`${name}.weightVersion`)),
+  updateWeights: (version) => engine.updateWeights(version).pipe(Effect.withSpan(`${name}.updateWeights`)),
+  health: engine.health.pipe(Effect.withSpan(`${name}.health`)),
+  closeSession: (sessionId) => engine.closeSession(sessionId).pipe(Effect.withSpan(`${name}.closeSession`, { attributes: { sessionId } })),
+  takeStepMetrics: engine.takeStepMetrics.pipe(Effect.withSpan(`${name}.takeStepMetrics`))
+})
 
 export class Engine extends Context.Service<Engine, EngineShape>()("relax-agentic/Engine") {}

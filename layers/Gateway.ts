@@ -362,7 +362,7 @@ const layerWith = (options: GatewayOptions) => {
       maxJsonDepth: options.maxJsonDepth ?? defaultMaxJsonDepth
     }
     for (const adapter of adapters) {
-      for (const path of modelPaths[adapter.protocol]) yield* router.add("POST", `${mountPath}${path}`, handler(adapter, env))
+      for (const path of modelPaths[adapter.protocol]) yield* router.add("POST", `${mountPath}${path}`, handler(adapter, env).pipe(Effect.withSpan("Gateway.handle", { attributes: { protocol: adapter.protocol } })))
     }
     const models = HttpServerResponse.jsonUnsafe({
       object: "list",

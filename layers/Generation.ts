@@ -193,7 +193,7 @@ const make = (options: GenerationOptions) =>
     ) {
       if (matched.suffix.length === 0) return matched.parent
       const tokens = yield* observationTokens(forest, matched, state)
-      // Images get their processor-expanded training tokens; context limits count those (relax-behaviour §5.6).
+      // Images get their processor-expanded training tokens; context limits count those (docs/runtime.md, "Model requests").
       const train = yield* Images.expandObservation(tokenizer, tokens, Forest.mediaOf(matched.suffix)).pipe(
         Effect.mapError((reason) => new ImageRejected({ reason }))
       )
@@ -398,7 +398,7 @@ const make = (options: GenerationOptions) =>
       const forest = yield* forests.get(session.sessionId)
       const matched = yield* match(session, forest, request.state)
       const parent = yield* observe(session, forest, matched, request.state)
-      const p = yield* plan(session, forest, request, turn, parent)
+      const p = yield* plan(session, forest, request, turn, parent).pipe(Effect.withSpan("Generation.plan"))
       const done = yield* attempts(p)
       session.counters.generations++
       if (done.pending.outputIds.length === 0) {

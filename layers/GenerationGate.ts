@@ -1,5 +1,5 @@
 /**
- * The training generation gate of partial rollout (relax-behaviour §6.3, §6.4): between rollout steps, in-flight
+ * The training generation gate of partial rollout (docs/runtime.md, "Partial rollout and fully async"): between rollout steps, in-flight
  * generations are aborted and their requests parked until the next step resumes them.
  *
  * **Details**
@@ -141,7 +141,7 @@ export const make = (options: {
             return Deferred.succeed(done, undefined)
           }))
         )
-      })
+      }).pipe(Effect.withSpan("GenerationGate.attempt", { attributes: { rid } }))
 
     const register = (sessionId: string, budget?: ActiveBudget.ActiveBudget) =>
       Effect.acquireRelease(
@@ -168,13 +168,13 @@ export const make = (options: {
                       if (Retention.isProtected(options.mode, abortCount)) state.protectionPending = true
                       changed()
                       return request.paused
-                    })
+                    }).pipe(Effect.withSpan("GenerationGate.aborted"))
                 }
                 return body(live).pipe(Effect.ensuring(Effect.sync(() => {
                   state.requests.delete(request)
                   changed()
                 })))
-              }),
+              }).pipe(Effect.withSpan("GenerationGate.request", { attributes: { sessionId } })),
             isProtected: () => state.protected
           }
         }),
@@ -186,7 +186,7 @@ export const make = (options: {
             protectedDone = undefined
             return Deferred.succeed(waiter, undefined).pipe(Effect.asVoid)
           })
-      )
+      ).pipe(Effect.withSpan("GenerationGate.register", { attributes: { sessionId } }))
 
     const pause = Effect.gen(function*() {
       const targets = yield* Effect.sync(() => {
@@ -211,7 +211,7 @@ export const make = (options: {
         yield* Deferred.await(waiter)
       }
       return { aborted: targets.length, pausedSessions } satisfies PauseReport
-    })
+    }).pipe(Effect.withSpan("GenerationGate.pause"))
 
     const resume = Effect.gen(function*() {
       for (const state of sessions.values()) {
@@ -222,7 +222,7 @@ export const make = (options: {
         }
       }
       yield* latch.open
-    })
+    }).pipe(Effect.withSpan("GenerationGate.resume"))
 
     return {
       register,

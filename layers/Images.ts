@@ -53,7 +53,8 @@ export const size = (url: string): Effect.Effect<{ readonly width: number; reado
       meta.width === undefined || meta.height === undefined
         ? Effect.fail(`cannot read the size of image ${shortName(url)}`)
         : Effect.succeed({ width: meta.width, height: meta.height })
-    )
+    ),
+    Effect.withSpan("Images.size")
   )
 
 /**
@@ -88,4 +89,4 @@ export const expandObservation = (
     const expanded = ImageGrid.expand(tokens, vision.imagePadId, grids.map((grid) => ImageGrid.padCount(grid, vision.config)))
     if (Result.isFailure(expanded)) return yield* Effect.fail(expanded.failure)
     return { tokens: expanded.success, imageGrids: grids }
-  })
+  }).pipe(Effect.withSpan("Images.expandObservation"))

@@ -105,23 +105,8 @@ export interface PoolOptions<G extends GroupLike, O, A, E> {
   } | undefined
 }
 
-export interface StepPlan {
-  readonly rolloutId: number
-  /** Groups the step must accept. */
-  readonly debt: number
-  /** Extra Groups kept in flight (`over_sampling_batch_size − rollout_batch_size`). */
-  readonly surplus: number
-  /** Whether a next step follows (prelaunch fills capacity for it; Prepare Groups are kept for it). */
-  readonly nextStep: boolean
-  /**
-   * When false (Eval), a dropped or filtered Group is just missing: it pays its debt without a replacement, and
-   * at most `debt` Groups are started.
-   */
-  readonly refill: boolean
-  /** Keep leased Groups still running at the close for the next step (partial rollout / fully async). */
-  readonly retain?: boolean | undefined
-  /** Fully async: the most debt the step may leave owed to interrupted resident Groups (see `Leasing.closes`). */
-  readonly maxCarriedDebt?: number | undefined
+/** A step's numbers (`Leasing.StepRequest`: debt, surplus, refill, retention) and its progress bar. */
+export interface StepPlan extends Leasing.StepRequest {
   readonly progress?: Progress | undefined
 }
 
@@ -583,7 +568,11 @@ export const makePool = <G extends GroupLike, O, A, E>(
       } satisfies StepOutcome<G, A>
     })
 
-    return { runStep, state, interruptedRetained: Effect.sync(() => countInterrupted(retained)) }
+    return {
+      runStep,
+      state: state.pipe(Effect.withSpan("Scheduler.state")),
+      interruptedRetained: Effect.sync(() => countInterrupted(retained)).pipe(Effect.withSpan("Scheduler.interruptedRetained"))
+    }
   })
 
 /** The scheduler service: builds pools whose log lines go to `Telemetry`. */

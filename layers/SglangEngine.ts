@@ -35,7 +35,8 @@ import {
   EngineError,
   type EngineShape,
   type GenerateRequest,
-  type GenerateResult
+  type GenerateResult,
+  withSpans
 } from "./Engine.ts"
 
 export interface SglangEngineOptions {
@@ -554,7 +555,7 @@ export const make = (options: SglangEngineOptions): Effect.Effect<EngineShape, E
         return value
       })
 
-    return {
+    return withSpans("SglangEngine", {
       generate,
       abort,
       weightVersion: Ref.get(version),
@@ -562,7 +563,7 @@ export const make = (options: SglangEngineOptions): Effect.Effect<EngineShape, E
       health,
       closeSession,
       takeStepMetrics
-    } satisfies EngineShape
+    })
   })
 
 export class SglangEngine {

@@ -391,7 +391,11 @@ const localProcess = (options: LocalProcessOptions): SupervisorShape => {
       return yield* parseOutputOrFail(sessionId, yield* readOutput(outputPath), exitCode, logTail, keptLogPath)
     }))
 
-  return { timeoutSeconds: spec.timeoutSeconds, makeBudget, run }
+  return {
+    timeoutSeconds: spec.timeoutSeconds,
+    makeBudget: makeBudget.pipe(Effect.withSpan("Supervisor.makeBudget")),
+    run: (launch) => run(launch).pipe(Effect.withSpan("Supervisor.run", { attributes: { sessionId: launch.sessionId } }))
+  }
 }
 
 const inProcess = (agentFn: InProcessAgent, options: InProcessOptions = {}): SupervisorShape => {
@@ -446,7 +450,11 @@ const inProcess = (agentFn: InProcessAgent, options: InProcessOptions = {}): Sup
       return { sessionId, exitCode: 0, ...parsed.success, logTail: "" }
     }))
 
-  return { timeoutSeconds, makeBudget, run }
+  return {
+    timeoutSeconds,
+    makeBudget: makeBudget.pipe(Effect.withSpan("Supervisor.makeBudget")),
+    run: (launch) => run(launch).pipe(Effect.withSpan("Supervisor.run", { attributes: { sessionId: launch.sessionId } }))
+  }
 }
 
 /** The agent executor for a rollout (one per process). */

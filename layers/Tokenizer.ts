@@ -292,7 +292,7 @@ export const load = (directory?: string): Effect.Effect<TokenizerShape, Tokenize
       error instanceof TokenizerLoadError
         ? error
         : new TokenizerLoadError({ directory: dir, reason: error instanceof Error ? error.message : String(error) })
-  })
+  }).pipe(Effect.withSpan("Tokenizer.load", { attributes: { directory: dir } }))
 }
 
 export class Tokenizer extends Context.Service<Tokenizer, TokenizerShape>()("relax-agentic/Tokenizer") {

@@ -4,7 +4,12 @@
  */
 import { Schema } from "effect"
 
-export const Status = Schema.Literals(["completed", "truncated", "aborted"])
+/**
+ * How the sample's context ends. Never `aborted`: a generation interrupted at a step boundary (`--partial-rollout`,
+ * `--fully-async`) is parked and resumed inside the runtime, and only its finished response is exported (Relax: "Partial
+ * rollout state must remain internal to runtime").
+ */
+export const Status = Schema.Literals(["completed", "truncated"])
 export type Status = typeof Status.Type
 
 /** A reward as exported or scored: a number, an object (primary value chosen by `--reward-key`), or null. */

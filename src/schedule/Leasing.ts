@@ -49,9 +49,12 @@ export interface StepRequest {
   readonly debt: number
   /** Extra Groups kept in flight (`over_sampling_batch_size − rollout_batch_size`). */
   readonly surplus: number
-  /** Whether a next step follows. */
+  /** Whether a next step follows (prelaunch fills capacity for it; Prepare Groups are kept for it). */
   readonly nextStep: boolean
-  /** When false (Eval), a dropped or filtered Group pays its debt without a replacement. */
+  /**
+   * When false (Eval), a dropped or filtered Group pays its debt without a replacement, and at most `debt` Groups are
+   * started.
+   */
   readonly refill: boolean
   /** Keep leased Groups still running at the close for the next step (partial rollout / fully async). */
   readonly retain?: boolean | undefined

@@ -1,5 +1,5 @@
 /**
- * Transfer partitions (relax-behaviour §6.6): where an accepted Group goes, and how much a step still owes.
+ * Transfer partitions (docs/runtime.md, "Partial rollout and fully async"): where an accepted Group goes, and how much a step still owes.
  *
  * **Details**
  * At most two partitions are open: *previous* (the unfinished partition of an earlier step, fully async only) and

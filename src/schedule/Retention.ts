@@ -1,6 +1,6 @@
 /**
  * Cross-step retention (partial rollout and fully async): the step loop's arithmetic, as pure functions
- * (relax-behaviour §6.4 and §6.5).
+ * (docs/runtime.md, "Partial rollout and fully async").
  *
  * **Details**
  * - A step closes when its debt is paid, or, in fully async mode (outside the final backfill), when every Group still

@@ -2,6 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as Cli from "../../src/cli.ts"
+import { Status } from "../../src/forest/TrainingSample.ts"
 
 const root = Path.join(import.meta.dirname, "..", "..")
 const docs = Path.join(root, "docs")
@@ -31,6 +32,27 @@ describe("the user guide", () => {
       for (const [, target] of read(page).matchAll(/\]\(([\w.-]+\.md)(?:#[\w-]+)?\)/g)) {
         assert.isTrue(Fs.existsSync(Path.join(docs, target!)), `${page} links ${target}, which does not exist`)
       }
+    }
+  })
+
+  it("documents the sample statuses the schema allows, and never promises `aborted` (parked requests stay internal)", () => {
+    assert.deepStrictEqual([...Status.literals], ["completed", "truncated"])
+    const row = read("outputs.md").split("\n").find((line) => line.startsWith("| `status` |"))
+    assert.isDefined(row)
+    const named = [...row!.matchAll(/`(\w+)`/g)].map((m) => m[1]).filter((w) => w !== "status")
+    assert.deepStrictEqual(named, ["completed", "truncated", "aborted"], "outputs.md's status row: the two statuses, then why not `aborted`")
+    assert.include(row!, "never `aborted`")
+  })
+
+  it("source comments cite only pages in this repository (no reference notes kept outside it)", () => {
+    const outside = /relax-behaviour|sglang-and-tokenizers\.md|agentic-rollout-guide|effect4-cookbook|\.\.\/shared\/|\/work\//
+    const sources = (dir: string): Array<string> =>
+      Fs.readdirSync(Path.join(root, dir), { withFileTypes: true }).flatMap((entry) =>
+        entry.isDirectory() ? sources(Path.join(dir, entry.name)) : entry.name.endsWith(".ts") ? [Path.join(dir, entry.name)] : []
+      )
+    for (const file of [...sources("src"), ...sources("layers")]) {
+      const lines = Fs.readFileSync(Path.join(root, file), "utf8").split("\n")
+      lines.forEach((line, i) => assert.notMatch(line, outside, `${file}:${i + 1} cites a file outside the repository`))
     }
   })
 })

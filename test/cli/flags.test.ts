@@ -266,6 +266,27 @@ describe("flags to settings", () => {
     }))
 })
 
+describe("the cross-step flags (partial rollout, fully async)", () => {
+  it.effect("read from the command line and from a --config file alike", () =>
+    Effect.gen(function*() {
+      const argv = yield* settingsOf([...base, "--partial-rollout", "--partial-rollout-max-aborted-count", "3", "--fully-async"])
+      const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "cli-config-"))
+      const file = Path.join(dir, "rollout.json")
+      Fs.writeFileSync(file, JSON.stringify({ "partial-rollout": true, "partial-rollout-max-aborted-count": 3, "fully-async": true }))
+      const config = yield* settingsOf([...base, "--config", file])
+      Fs.rmSync(dir, { recursive: true, force: true })
+      for (const settings of [argv, config]) {
+        assert.deepStrictEqual(Config.retentionMode(settings), { partialRollout: true, fullyAsync: true, maxAbortedCount: 3 })
+      }
+    }))
+
+  it.effect("--normalize-advantages with --fully-async is refused at startup with the reason", () =>
+    Effect.gen(function*() {
+      assert.match(yield* failureOf([...base, "--fully-async", "--normalize-advantages"]), /^--normalize-advantages: cannot be used with --fully-async: global advantage whitening/)
+      assert.match(yield* failureOf([...base, "--partial-rollout-max-aborted-count", "2"]), /^--partial-rollout-max-aborted-count: only applies with --partial-rollout/)
+    }))
+})
+
 describe("flag errors name the flag and the fix", () => {
   it.effect("an odd number of --eval-prompt-data values", () =>
     Effect.gen(function*() {

@@ -113,9 +113,20 @@ describe("partial rollout end to end (real agent processes, gateway, engine with
       yield* assertResumedExactly(steps, sink.captured.lines)
       // The step boundary aborted the long request on the worker; the resumed attempt sent prompt + partial ids.
       assert.isAtLeast(server.aborts.length, 1)
-      const generates = server.requests.filter((r) => r.path === "/generate").map((r) => r.body as { readonly input_ids: ReadonlyArray<number>; readonly rid: string })
-      const resumed = generates.filter((g) => g.input_ids.length > generates[0]!.input_ids.length)
-      assert.isAtLeast(resumed.length, 1)
+      // Every attempt of the long request sent prompt ++ the ids generated so far, with the rest of the 300-token budget.
+      const long = steps.second.samples[0]!
+      const prompt = long.tokens.slice(0, long.tokens.length - long.response_length)
+      const attempts = server.requests
+        .filter((r) => r.path === "/generate")
+        .map((r) => r.body as { readonly input_ids: ReadonlyArray<number>; readonly sampling_params: { readonly max_new_tokens: number } })
+        .filter((g) => prompt.every((id, i) => g.input_ids[i] === id))
+      assert.isAtLeast(attempts.length, 2)
+      for (const attempt of attempts) {
+        const generated = attempt.input_ids.length - prompt.length
+        assert.deepStrictEqual([...attempt.input_ids], long.tokens.slice(0, prompt.length + generated))
+        assert.strictEqual(attempt.sampling_params.max_new_tokens, 300 - generated)
+      }
+      assert.isAbove(attempts.at(-1)!.input_ids.length, prompt.length, "the last attempt did not resume from the partial ids")
     }).pipe(Effect.provide(Tokenizer.layer), Effect.scoped)
   }, { timeout: 60_000 })
 })

@@ -5,20 +5,12 @@ import * as Model from "../../src/engine/Model.ts"
 import { EmbeddedEngine, type EmbeddedEngineOptions } from "../../layers/EmbeddedEngine.ts"
 import { Engine, type GenerateRequest, type PolicyRequest, type SamplingParams } from "../../layers/Engine.ts"
 import { Tokenizer } from "../../layers/Tokenizer.ts"
+import { sampling as trainSampling } from "../support/sessions.ts"
 
 const engineLayer = (options: EmbeddedEngineOptions) =>
   EmbeddedEngine.layer({ ...EmbeddedEngine.instant, ...options }).pipe(Layer.provideMerge(Tokenizer.layer))
 
-const sampling = (overrides: Partial<SamplingParams> = {}): SamplingParams => ({
-  maxNewTokens: 64,
-  temperature: 1,
-  topP: 1,
-  topK: -1,
-  stop: [],
-  stopTokenIds: [],
-  seed: 7,
-  ...overrides
-})
+const sampling = (overrides: Partial<SamplingParams> = {}): SamplingParams => trainSampling({ seed: 7, ...overrides })
 
 let ridCounter = 0
 const request = (inputIds: ReadonlyArray<number>, overrides: Partial<SamplingParams> = {}, extra: Partial<GenerateRequest> = {}): GenerateRequest => ({

@@ -4,54 +4,19 @@
  */
 import Anthropic from "@anthropic-ai/sdk"
 import { assert, describe, expect, it } from "@effect/vitest"
-import { Effect, Layer, Result } from "effect"
+import { Effect } from "effect"
 import OpenAI from "openai"
 import * as Forest from "../../src/forest/Forest.ts"
-import * as Parsers from "../../src/parsers/registry.ts"
-import { EmbeddedEngine } from "../../layers/EmbeddedEngine.ts"
 import { Forests } from "../../layers/Forests.ts"
 import { Gateway } from "../../layers/Gateway.ts"
-import { Generation } from "../../layers/Generation.ts"
-import { emptyCounters, Sessions } from "../../layers/Sessions.ts"
-import { Tokenizer } from "../../layers/Tokenizer.ts"
-import { calcParameters, calcTool, policy } from "../fixtures/gateway/policy.ts"
+import { calcParameters, calcTool } from "../fixtures/gateway/policy.ts"
+import { gatewayStack } from "../support/gatewayStack.ts"
+import { registeredSession, sampling } from "../support/sessions.ts"
 
-const parser = <A, E>(result: Result.Result<A, E>): A => {
-  if (Result.isFailure(result)) throw new Error(String(result.failure))
-  return result.success
-}
-
-const stack = Gateway.layer().pipe(
-  Layer.provideMerge(
-    Generation.layer({
-      toolCallParser: parser(Parsers.ToolCallParsers.get("qwen25")),
-      reasoningParser: parser(Parsers.ReasoningParsers.get("qwen3"))
-    })
-  ),
-  Layer.provideMerge(Forests.layer),
-  Layer.provideMerge(Sessions.layer),
-  Layer.provideMerge(EmbeddedEngine.layer({ ...EmbeddedEngine.instant, policy })),
-  Layer.provideMerge(Tokenizer.layer)
-)
+const stack = gatewayStack()
 
 /** A fresh registered Session with its forest; returns its id (the API key). */
-const newSession = Effect.gen(function*() {
-  const sessions = yield* Sessions
-  const forests = yield* Forests
-  const sessionId = yield* sessions.newSessionId
-  yield* forests.create(sessionId)
-  yield* sessions.register({
-    sessionId,
-    groupId: "g0",
-    mode: "train",
-    sampling: { maxNewTokens: 256, temperature: 1, topP: 1, topK: -1, stop: [], stopTokenIds: [] },
-    maxContextLen: 4096,
-    rolloutId: () => 0,
-    awaitLease: Effect.void,
-    counters: emptyCounters()
-  })
-  return sessionId
-})
+const newSession = registeredSession({ sampling: sampling({ maxNewTokens: 256 }), maxContextLen: 4096 })
 
 const leaves = (sessionId: string) =>
   Effect.gen(function*() {

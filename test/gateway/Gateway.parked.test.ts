@@ -7,7 +7,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Context, Effect, Fiber, Layer } from "effect"
 import { TestClock } from "effect/testing"
-import * as http from "node:http"
 import { EmbeddedEngine } from "../../layers/EmbeddedEngine.ts"
 import { Engine } from "../../layers/Engine.ts"
 import { Forests } from "../../layers/Forests.ts"
@@ -17,6 +16,7 @@ import * as GenerationGate from "../../layers/GenerationGate.ts"
 import { Sessions } from "../../layers/Sessions.ts"
 import { Tokenizer } from "../../layers/Tokenizer.ts"
 import * as Forest from "../../src/forest/Forest.ts"
+import { openStream } from "../support/openStream.ts"
 import { sampling, sessionEntry } from "../support/sessions.ts"
 
 // 10 tokens per second, no end of turn: a 20-token answer takes 2 s of generation.
@@ -45,29 +45,11 @@ describe("a parked request (partial rollout)", () => {
         sampling: sampling({ seed: 42 }),
         gate: yield* gate.register(sessionId)
       }))
-      // Frames are observed as they arrive on the socket: the test waits on real I/O, never on real time.
-      let received = ""
-      const waiters: Array<{ readonly until: (text: string) => boolean; readonly resume: () => void }> = []
-      const arrived = (until: (text: string) => boolean) =>
-        Effect.callback<void>((resume) => {
-          if (until(received)) return resume(Effect.void)
-          waiters.push({ until, resume: () => resume(Effect.void) })
-        })
-      const done = yield* Effect.callback<string>((resume) => {
-        const req = http.request(gateway.baseUrl + "/v1/messages", {
-          method: "POST",
-          headers: { authorization: `Bearer ${sessionId}`, "content-type": "application/json" }
-        }, (res) => {
-          res.setEncoding("utf8")
-          res.on("data", (chunk: string) => {
-            received += chunk
-            for (const w of waiters.splice(0)) if (w.until(received)) w.resume()
-              else waiters.push(w)
-          })
-          res.on("end", () => resume(Effect.succeed(received)))
-        })
-        req.end(JSON.stringify({ model: "m", max_tokens: 20, stream: true, messages: [{ role: "user", content: "hi" }] }))
-      }).pipe(Effect.forkChild)
+      const { arrived, received, done } = yield* openStream(
+        gateway.baseUrl + "/v1/messages",
+        { authorization: `Bearer ${sessionId}`, "content-type": "application/json" },
+        JSON.stringify({ model: "m", max_tokens: 20, stream: true, messages: [{ role: "user", content: "hi" }] })
+      )
       const ping = "event: ping\ndata: {\"type\":\"ping\"}\n\n"
       const pings = (text: string) => text.split(ping).length - 1
       yield* arrived((text) => pings(text) === 1)
@@ -79,7 +61,7 @@ describe("a parked request (partial rollout)", () => {
       // Parked for a minute (training): heartbeats keep coming, nothing is answered or committed.
       for (let i = 0; i < 4; i++) yield* TestClock.adjust("15 seconds")
       yield* arrived((text) => pings(text) === 5)
-      assert.strictEqual(received, ping.repeat(5))
+      assert.strictEqual(received(), ping.repeat(5))
       const parkedForest = yield* forests.get(sessionId)
       // Only the request's observation is committed; no response yet.
       assert.deepStrictEqual(Forest.leaves(parkedForest).map((h) => Forest.node(parkedForest, h).kind), ["obs"])

@@ -13,6 +13,7 @@ import { Gateway, type GatewayOptions } from "../../layers/Gateway.ts"
 import * as Sse from "../../src/protocol/sse.ts"
 import { Generation } from "../../layers/Generation.ts"
 import { Sessions } from "../../layers/Sessions.ts"
+import { openStream } from "../support/openStream.ts"
 import { sessionEntry } from "../support/sessions.ts"
 
 const completion: Completion.Completion = {
@@ -332,29 +333,11 @@ describe("Buffered SSE", () => {
       const { gateway, live, script } = yield* setup({ heartbeatInterval: "15 seconds" })
       const release = yield* Deferred.make<void>()
       yield* Ref.set(script, () => Deferred.await(release).pipe(Effect.as(completion)))
-      // Frames are observed as they arrive on the socket, so the test waits on real I/O, never on real time.
-      let received = ""
-      const waiters: Array<{ readonly until: (text: string) => boolean; readonly resume: () => void }> = []
-      const arrived = (until: (text: string) => boolean) =>
-        Effect.callback<void>((resume) => {
-          if (until(received)) return resume(Effect.void)
-          waiters.push({ until, resume: () => resume(Effect.void) })
-        })
-      const done = yield* Effect.callback<string>((resume) => {
-        const req = http.request(gateway.baseUrl + "/v1/messages", {
-          method: "POST",
-          headers: bearer(live)
-        }, (res) => {
-          res.setEncoding("utf8")
-          res.on("data", (chunk: string) => {
-            received += chunk
-            for (const w of waiters.splice(0)) if (w.until(received)) w.resume()
-              else waiters.push(w)
-          })
-          res.on("end", () => resume(Effect.succeed(received)))
-        })
-        req.end(JSON.stringify({ model: "m", max_tokens: 8, stream: true, messages: [{ role: "user", content: "hi" }] }))
-      }).pipe(Effect.forkChild)
+      const { arrived, received, done } = yield* openStream(
+        gateway.baseUrl + "/v1/messages",
+        bearer(live),
+        JSON.stringify({ model: "m", max_tokens: 8, stream: true, messages: [{ role: "user", content: "hi" }] })
+      )
       const ping = "event: ping\ndata: {\"type\":\"ping\"}\n\n"
       const count = (text: string) => text.split(ping).length - 1
       yield* arrived((text) => count(text) === 1)
@@ -363,7 +346,7 @@ describe("Buffered SSE", () => {
       yield* arrived((text) => count(text) === 2)
       yield* TestClock.adjust("30 seconds")
       yield* arrived((text) => count(text) === 4)
-      expect(received).toBe(ping.repeat(4))
+      expect(received()).toBe(ping.repeat(4))
       yield* Deferred.succeed(release, undefined)
       const body = yield* Fiber.join(done)
       expect(body.startsWith(ping.repeat(4) + "event: message_start\n")).toBe(true)
@@ -393,39 +376,6 @@ describe("client disconnect", () => {
       yield* Deferred.await(finished)
     }))
 })
-
-/**
- * A streamed request whose frames are observed as they arrive on the socket, so a test can act between frames
- * (waiting on real I/O, never on real time).
- */
-const openStream = (url: string, headers: Record<string, string>, body: string) =>
-  Effect.gen(function*() {
-    const status = yield* Deferred.make<number>()
-    let received = ""
-    const waiters: Array<{ readonly until: (text: string) => boolean; readonly resume: () => void }> = []
-    const arrived = (until: (text: string) => boolean) =>
-      Effect.callback<void>((resume) => {
-        if (until(received)) return resume(Effect.void)
-        waiters.push({ until, resume: () => resume(Effect.void) })
-      })
-    const done = yield* Effect.callback<string>((resume) => {
-      const req = http.request(url, { method: "POST", headers }, (res) => {
-        Deferred.doneUnsafe(status, Effect.succeed(res.statusCode ?? 0))
-        res.setEncoding("utf8")
-        res.on("data", (chunk: string) => {
-          received += chunk
-          for (const w of waiters.splice(0)) {
-            if (w.until(received)) w.resume()
-            else waiters.push(w)
-          }
-        })
-        res.on("end", () => resume(Effect.succeed(received)))
-      })
-      req.on("error", (error) => resume(Effect.die(error)))
-      req.end(body)
-    }).pipe(Effect.forkChild)
-    return { status, arrived, done }
-  })
 
 describe("Buffered SSE failures after the headers are sent", () => {
   it.live("Chat: the OpenAI error body as data, then [DONE], on the already-open 200 stream", () =>

@@ -5,58 +5,25 @@
  * gained nothing from the refused request. No client input gets a 5xx.
  */
 import { assert, describe, expect, it } from "@effect/vitest"
-import { Effect, Layer, Result } from "effect"
+import { Effect } from "effect"
 import * as http from "node:http"
 import * as net from "node:net"
 import * as Forest from "../../src/forest/Forest.ts"
 import * as Sample from "../../src/forest/Sample.ts"
-import * as Parsers from "../../src/parsers/registry.ts"
-import { EmbeddedEngine } from "../../layers/EmbeddedEngine.ts"
 import { Forests } from "../../layers/Forests.ts"
 import { Gateway, isLoopback } from "../../layers/Gateway.ts"
-import { Generation } from "../../layers/Generation.ts"
-import { emptyCounters, Sessions } from "../../layers/Sessions.ts"
+import { Sessions } from "../../layers/Sessions.ts"
 import { Tokenizer } from "../../layers/Tokenizer.ts"
-import { calcTool, policy } from "../fixtures/gateway/policy.ts"
-
-const parser = <A, E>(result: Result.Result<A, E>): A => {
-  if (Result.isFailure(result)) throw new Error(String(result.failure))
-  return result.success
-}
+import { calcTool } from "../fixtures/gateway/policy.ts"
+import { gatewayStack } from "../support/gatewayStack.ts"
+import { registeredSession, sampling } from "../support/sessions.ts"
 
 /** Small limits, so the limit cases stay small too. */
 const maxBodyBytes = 256 * 1024
 
-const stack = Gateway.layer({ maxBodyBytes }).pipe(
-  Layer.provideMerge(
-    Generation.layer({
-      toolCallParser: parser(Parsers.ToolCallParsers.get("qwen25")),
-      reasoningParser: parser(Parsers.ReasoningParsers.get("qwen3"))
-    })
-  ),
-  Layer.provideMerge(Forests.layer),
-  Layer.provideMerge(Sessions.layer),
-  Layer.provideMerge(EmbeddedEngine.layer({ ...EmbeddedEngine.instant, policy })),
-  Layer.provideMerge(Tokenizer.layer)
-)
+const stack = gatewayStack({ maxBodyBytes })
 
-const newSession = Effect.gen(function*() {
-  const sessions = yield* Sessions
-  const forests = yield* Forests
-  const sessionId = yield* sessions.newSessionId
-  yield* forests.create(sessionId)
-  yield* sessions.register({
-    sessionId,
-    groupId: "g0",
-    mode: "train",
-    sampling: { maxNewTokens: 256, temperature: 1, topP: 1, topK: -1, stop: [], stopTokenIds: [] },
-    maxContextLen: 4096,
-    rolloutId: () => 0,
-    awaitLease: Effect.void,
-    counters: emptyCounters()
-  })
-  return sessionId
-})
+const newSession = registeredSession({ sampling: sampling({ maxNewTokens: 256 }), maxContextLen: 4096 })
 
 // ---------------------------------------------------------------------------------------------------------------
 // The table

@@ -9,21 +9,19 @@ import * as Sample from "../../src/forest/Sample.ts"
 import * as Canonical from "../../src/protocol/canonical.ts"
 import type * as Completion from "../../src/protocol/completion.ts"
 import * as Parsers from "../../src/parsers/registry.ts"
-import { Engine, type GenerateRequest, type GenerateResult } from "../../layers/Engine.ts"
+import type { GenerateRequest } from "../../layers/Engine.ts"
 import { Forests } from "../../layers/Forests.ts"
 import { gatewayError } from "../../layers/Gateway.ts"
 import { Generation } from "../../layers/Generation.ts"
 import type { SessionEntry } from "../../layers/Sessions.ts"
 import { Tokenizer } from "../../layers/Tokenizer.ts"
+import { type Script, scriptedEngine } from "../support/scriptedEngine.ts"
 import { sessionWithForest } from "../support/sessions.ts"
 
 const get = <A, E>(result: Result.Result<A, E>): A => {
   if (Result.isFailure(result)) throw new Error(String(result.failure))
   return result.success
 }
-
-/** What the scripted engine answers to the n-th call of the current test. */
-type Script = (request: GenerateRequest, call: number) => Omit<GenerateResult, "promptTokens" | "cachedTokens">
 
 let script: Script = () => {
   throw new Error("no script set")
@@ -36,22 +34,8 @@ const scripted = (next: Script) =>
     calls.length = 0
   })
 
-const engine = Layer.succeed(
-  Engine,
-  Engine.of({
-    generate: (request) =>
-      Effect.sync(() => {
-        calls.push(request)
-        return { ...script(request, calls.length - 1), promptTokens: request.inputIds.length, cachedTokens: 0 }
-      }),
-    abort: () => Effect.void,
-    weightVersion: Effect.succeed("v0"),
-    updateWeights: () => Effect.succeed("v1"),
-    health: Effect.void,
-    closeSession: () => Effect.void,
-    takeStepMetrics: Effect.succeed({})
-  })
-)
+// The current test's script, set by `scripted`.
+const engine = scriptedEngine(calls, (request, call) => script(request, call))
 
 const stack = Generation.layer({
   toolCallParser: get(Parsers.ToolCallParsers.get("qwen25")),

@@ -261,12 +261,15 @@ describe("Generation trace", () => {
           "Forests.get",
           "Generation.match",
           "Generation.observe",
+          "Generation.plan",
           "Generation.attempts",
           "Generation.parse",
           "Generation.commitResponse"
         ])
-        assert.deepStrictEqual(childrenOf("Generation.observe"), ["Forests.observe"])
+        assert.deepStrictEqual(childrenOf("Generation.observe"), ["Images.expandObservation", "Forests.observe"])
         assert.deepStrictEqual(childrenOf("Generation.attempts"), ["Generation.attempt"])
+        // The engine's own span sits inside the attempt (the stack's engine is the embedded one).
+        assert.deepStrictEqual(childrenOf("Generation.attempt"), ["EmbeddedEngine.generate"])
         assert.deepStrictEqual(childrenOf("Generation.commitResponse"), ["Forests.commitResponse"])
         assert.isTrue(spans.every((span) => span.status._tag === "Ended"))
       }))

@@ -8,41 +8,26 @@ import { Effect, Layer, Result } from "effect"
 import * as Forest from "../../src/forest/Forest.ts"
 import * as Sample from "../../src/forest/Sample.ts"
 import * as Canonical from "../../src/protocol/canonical.ts"
-import { Engine, type GenerateRequest } from "../../layers/Engine.ts"
+import type { GenerateRequest } from "../../layers/Engine.ts"
 import { Forests } from "../../layers/Forests.ts"
 import { gatewayError } from "../../layers/Gateway.ts"
 import { Generation, type GenerationOptions } from "../../layers/Generation.ts"
 import { load as loadTokenizer, Tokenizer } from "../../layers/Tokenizer.ts"
+import { scriptedEngine } from "../support/scriptedEngine.ts"
 import { sessionWithForest } from "../support/sessions.ts"
 import * as VisionTokenizer from "../support/VisionTokenizer.ts"
 
 const PAD = 151655
 
-/** An engine answering `answer(tokenizer)` ids to every request, recording the requests. */
+/** An engine answering `answer` ids to every request, recording the requests. */
 const engineAnswering = (calls: Array<GenerateRequest>, answer: ReadonlyArray<number>) =>
-  Layer.succeed(
-    Engine,
-    Engine.of({
-      generate: (request) =>
-        Effect.sync(() => {
-          calls.push(request)
-          return {
-            outputIds: answer,
-            logprobs: answer.map(() => -0.5),
-            finishReason: { type: "stop" },
-            promptTokens: request.inputIds.length,
-            cachedTokens: 0,
-            weightVersion: "v0"
-          }
-        }),
-      abort: () => Effect.void,
-      weightVersion: Effect.succeed("v0"),
-      updateWeights: () => Effect.succeed("v1"),
-      health: Effect.void,
-      closeSession: () => Effect.void,
-      takeStepMetrics: Effect.succeed({})
-    })
-  )
+  scriptedEngine(calls, () => ({
+    outputIds: answer,
+    logprobs: answer.map(() => -0.5),
+    finishReason: { type: "stop" },
+    weightVersion: "v0"
+  }))
+
 
 const stackFor = (
   tokenizer: Layer.Layer<Tokenizer>,

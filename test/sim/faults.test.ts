@@ -23,8 +23,8 @@ import { Sessions } from "../../layers/Sessions.ts"
 import { type InProcessAgent, Supervisor } from "../../layers/Supervisor.ts"
 import * as Telemetry from "../../layers/Telemetry.ts"
 import { Tokenizer } from "../../layers/Tokenizer.ts"
-import * as Canonical from "../../src/protocol/canonical.ts"
 import { creditOptions } from "../../src/index.ts"
+import { agentTurn } from "../support/agentTurn.ts"
 
 const fixtures = resolve(import.meta.dirname, "../fixtures/rollout")
 
@@ -101,12 +101,7 @@ const agent = (ledger: Ledger, random: () => number): InProcessAgent => (input) 
     const entry = yield* sessions.lookup(input.sessionId)
     const messages: Array<unknown> = [...(input.input.messages ?? [])]
     for (let turn = 0; turn < 2; turn++) {
-      const state = Canonical.canonicalize({ messages, tools: [], chat_template_kwargs: {} })
-      if (Result.isFailure(state)) return yield* Effect.die(state.failure)
-      const completion = yield* generation.generate(
-        entry,
-        { state: state.success, model: "m", stream: false, stop: [], logprobs: false, toolCallIdPrefix: "call_" }
-      )
+      const completion = yield* agentTurn(generation, entry, messages)
       messages.push({ role: "assistant", content: completion.content }, { role: "user", content: "Check your answer." })
       if (fault === "crash-after-turn") return yield* Effect.fail(new Error(`agent crashed after turn ${turn}`))
       if (fault === "hang") return yield* Effect.never

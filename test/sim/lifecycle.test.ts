@@ -82,10 +82,37 @@ const assertUninterruptedTokens = (report: SimReport) =>
     return spans
   })
 
+/**
+ * Every resumed attempt continued an aborted one: its input is the aborted attempt's input ++ partial ids, its budget
+ * the rest of the aborted attempt's. Returns how many attempts resumed (token equality alone would also hold for a
+ * request restarted from scratch with the same seed).
+ */
+const assertResumedFromPartial = (report: SimReport): number => {
+  const aborted = new Map<string, Array<SimReport["attempts"][number]>>()
+  for (const a of report.attempts) {
+    if (!a.aborted) continue
+    const key = [...a.inputIds, ...a.outputIds].join(",")
+    aborted.set(key, [...(aborted.get(key) ?? []), a])
+  }
+  const resumed = report.attempts.filter((a) => a.resumedTokens > 0)
+  for (const a of resumed) {
+    const before = aborted.get(a.inputIds.join(",")) ?? []
+    assert.isTrue(
+      before.some((p) =>
+        p.resumedTokens + p.outputIds.length === a.resumedTokens && p.maxNewTokens - p.outputIds.length === a.maxNewTokens
+      ),
+      `an attempt resumed ${a.resumedTokens} tokens with max_new_tokens ${a.maxNewTokens}, but no aborted attempt ends at its prefix with that budget left`
+    )
+  }
+  return resumed.length
+}
+
 const assertCommon = (report: SimReport) => {
   const slots = report.options.concurrency * report.options.samplesPerPrompt
   assert.isAtMost(report.peakAgents, slots, "capacity exceeded")
   assert.strictEqual(report.agentsLeft, 0, "an agent is still running after the rollout's scope closed")
+  assert.strictEqual(report.generationsLeft, 0, "a generation is still running after the rollout's scope closed")
+  assert.isAbove(report.attempts.length, 0)
   assert.deepStrictEqual(report.sessions.filter((s) => s.outcome === "failed").map((s) => s.sessionId), [])
   // The workload never fails: a dropped Group would be a timeout or a lost request.
   assert.deepStrictEqual(report.results.map((r) => r.groups.dropped), report.results.map(() => 0))
@@ -125,6 +152,7 @@ describe("partial rollout across 5 steps (TestClock)", () => {
       // Its response is recorded under the step that finished it.
       for (const s of aborted) assert.strictEqual(turnsOf(s).at(-1)?.rollout_id, s.rollout_id)
       assert.isAbove(yield* assertUninterruptedTokens(report), 20)
+      assert.isAbove(assertResumedFromPartial(report), 0)
     }).pipe(Effect.provide(Tokenizer.layer)), { timeout: 120_000 })
 
   it.effect("protects a request after --partial-rollout-max-aborted-count aborts: it is never aborted again", () =>
@@ -135,6 +163,7 @@ describe("partial rollout across 5 steps (TestClock)", () => {
       assert.include(perRequest, 1)
       assert.isAtMost(Math.max(...perRequest), 1)
       yield* assertUninterruptedTokens(report)
+      assert.isAbove(assertResumedFromPartial(report), 0)
     }).pipe(Effect.provide(Tokenizer.layer)), { timeout: 120_000 })
 
   it.effect("pauses the active-time budget between steps: parked Sessions outlive --agent-timeout in wall time", () =>
@@ -147,6 +176,10 @@ describe("partial rollout across 5 steps (TestClock)", () => {
       // Exported Sessions that spanned a whole training pause (900 s > the 600 s budget) without timing out.
       const long = report.sessions.filter((s) => exported.has(s.sessionId) && s.endedAt - s.startedAt > 900)
       assert.isAbove(long.length, 0)
+      // The control: the budget is enforced in this simulation. With 60 s, Sessions whose active time is longer time out.
+      const control = yield* simulate({ ...base, mode: "partial", trainSeconds: 900, agentTimeout: 60 })
+      assert.isAbove(control.results.reduce((n, r) => n + r.groups.dropped, 0), 0)
+      assert.isTrue(control.lines.some((l) => l.includes("Managed command agent timed out after 60.0 seconds")), control.lines.join("\n"))
     }), { timeout: 120_000 })
 })
 
@@ -175,5 +208,6 @@ describe("fully async across 5 steps and the final backfill (TestClock)", () => 
         assert.deepStrictEqual(ids, [...ids].sort((a, b) => a - b))
       }
       yield* assertUninterruptedTokens(report)
+      assert.isAbove(assertResumedFromPartial(report), 0)
     }).pipe(Effect.provide(Tokenizer.layer)), { timeout: 120_000 })
 })

@@ -11,7 +11,7 @@
  * engine's weight version.
  * Synchronous and partial rollout wait for the trainer before the next step (on-policy); fully async does not.
  */
-import { Clock, Deferred, Effect, Exit, Fiber, Layer, Queue, Result } from "effect"
+import { Clock, Deferred, Effect, Exit, Fiber, Layer, Queue } from "effect"
 import { TestClock } from "effect/testing"
 import { mkdtempSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -19,7 +19,7 @@ import { join } from "node:path"
 import * as Config from "../../layers/Config.ts"
 import { Credit } from "../../layers/Credit.ts"
 import { EmbeddedEngine, type EmbeddedEngineOptions } from "../../layers/EmbeddedEngine.ts"
-import { Engine } from "../../layers/Engine.ts"
+import { Engine, type EngineShape } from "../../layers/Engine.ts"
 import { Forests } from "../../layers/Forests.ts"
 import { Generation } from "../../layers/Generation.ts"
 import { Rollout, type StepResult } from "../../layers/Rollout.ts"
@@ -28,10 +28,10 @@ import { Sessions } from "../../layers/Sessions.ts"
 import { type InProcessAgent, Supervisor } from "../../layers/Supervisor.ts"
 import * as Telemetry from "../../layers/Telemetry.ts"
 import { Tokenizer } from "../../layers/Tokenizer.ts"
-import * as Canonical from "../../src/protocol/canonical.ts"
 import { creditOptions } from "../../src/index.ts"
 import * as Retention from "../../src/schedule/Retention.ts"
 import * as Workload from "../support/Workload.ts"
+import { agentTurn } from "../support/agentTurn.ts"
 
 export type Mode = "synchronous" | "partial" | "fully-async"
 
@@ -48,6 +48,15 @@ export interface SimOptions {
   readonly maxAbortedCount?: number | undefined
   readonly decodeTokensPerSecond?: number | undefined
   readonly rolloutSeed?: number | undefined
+}
+
+/** One backend attempt as the engine saw it. */
+export interface AttemptTrace {
+  readonly inputIds: ReadonlyArray<number>
+  readonly maxNewTokens: number
+  readonly resumedTokens: number
+  readonly outputIds: ReadonlyArray<number>
+  readonly aborted: boolean
 }
 
 /** One Session as the simulation saw it. */
@@ -73,7 +82,11 @@ export interface SimReport {
   readonly peakAgents: number
   /** Agents still running after the rollout's scope closed. */
   readonly agentsLeft: number
+  /** Engine generations still running after the rollout's scope closed. */
+  readonly generationsLeft: number
   readonly sessions: ReadonlyArray<SessionTrace>
+  /** Every engine attempt that returned, in the order they returned. */
+  readonly attempts: ReadonlyArray<AttemptTrace>
   readonly lines: ReadonlyArray<string>
   /**
    * The fraction of slot time (`concurrency * samplesPerPrompt` slots over the whole run) not spent on work that
@@ -113,8 +126,37 @@ export const simulate = (options: SimOptions) =>
       model: { eosProbability: 0 }
     }
     const core = Layer.mergeAll(Sessions.layer, Forests.layer, Tokenizer.layer.pipe(Layer.orDie))
+    const attempts: Array<AttemptTrace> = []
+    // Engine generations started and not yet ended (a generation fiber left behind keeps this above 0).
+    let generating = 0
+    // The embedded engine, recording every attempt's request and output (to check what a parked request resumed from).
+    const recording = Layer.effect(
+      Engine,
+      Effect.gen(function*() {
+        const engine = yield* Engine
+        return {
+          ...engine,
+          generate: (request) =>
+            Effect.sync(() => generating++).pipe(
+              Effect.andThen(engine.generate(request)),
+              Effect.ensuring(Effect.sync(() => generating--)),
+              Effect.tap((result) =>
+                Effect.sync(() =>
+                  attempts.push({
+                    inputIds: request.inputIds,
+                    maxNewTokens: request.sampling.maxNewTokens,
+                    resumedTokens: request.resumedTokens ?? 0,
+                    outputIds: result.outputIds,
+                    aborted: result.finishReason.type === "abort"
+                  })
+                )
+              )
+            )
+        } satisfies EngineShape
+      })
+    ).pipe(Layer.provide(EmbeddedEngine.layer(engineOptions)))
     const generation = Generation.layer({}).pipe(
-      Layer.provideMerge(EmbeddedEngine.layer(engineOptions)),
+      Layer.provideMerge(recording),
       Layer.provideMerge(core)
     )
     const services = Layer.succeedContext(yield* Layer.build(generation))
@@ -146,17 +188,7 @@ export const simulate = (options: SimOptions) =>
           const messages: Array<unknown> = [...(input.input.messages ?? [])]
           for (const [turn, step] of plan.turns.entries()) {
             yield* Effect.sleep(`${step.thinkSeconds} seconds`)
-            const state = Canonical.canonicalize({ messages, tools: [], chat_template_kwargs: {} })
-            if (Result.isFailure(state)) return yield* Effect.die(state.failure)
-            const completion = yield* generate.generate(entry, {
-              state: state.success,
-              model: "m",
-              stream: false,
-              stop: [],
-              logprobs: false,
-              toolCallIdPrefix: "call_",
-              maxTokens: step.outputTokens
-            })
+            const completion = yield* agentTurn(generate, entry, messages, step.outputTokens)
             messages.push({ role: "assistant", content: completion.content })
             yield* Effect.sleep(`${step.toolSeconds} seconds`)
             messages.push({ role: "user", content: `Tool result ${turn} of task ${task}.` })
@@ -252,7 +284,9 @@ export const simulate = (options: SimOptions) =>
       totalSeconds,
       peakAgents,
       agentsLeft: running,
+      generationsLeft: generating,
       sessions: traces,
+      attempts,
       lines: sink.captured.lines,
       idleSlotFraction: Math.max(0, 1 - useful / (slots * totalSeconds))
     } satisfies SimReport

@@ -67,6 +67,17 @@ const toolAgents = (turns: (seq: number) => number, timeline: Array<Sim.Entry>) 
   }
 }
 
+/** A training pool of capacity 2 whose Groups of one Session run `agents`. */
+const poolOf = (agents: ReturnType<typeof toolAgents>) =>
+  Scheduler.makePool({
+    capacity: 2,
+    prelaunch: false,
+    mode: "train",
+    next: Sim.groups()(1),
+    runner: agents.runner,
+    interruption: agents.interruption
+  })
+
 const run = <A>(program: Effect.Effect<A, never, Telemetry.Telemetry>) =>
   Effect.gen(function*() {
     const sink = Telemetry.memorySink()
@@ -81,14 +92,7 @@ describe("cross-step retention in the Scheduler", () => {
     // Group 0: 1 turn; group 1: 4 turns (the straggler); later Groups: 1 turn.
     const agents = toolAgents((seq) => (seq === 1 ? 4 : 1), timeline)
     return run(Effect.scoped(Effect.gen(function*() {
-      const pool = yield* Scheduler.makePool({
-        capacity: 2,
-        prelaunch: false,
-        mode: "train",
-        next: Sim.groups()(1),
-        runner: agents.runner,
-        interruption: agents.interruption
-      })
+      const pool = yield* poolOf(agents)
       const first = yield* pool.runStep(plan(0, 1, { surplus: 1, retain: true })).pipe(Effect.orDie)
       const closedAt = (yield* Clock.currentTimeMillis) / 1000
       const second = yield* pool.runStep(plan(1, 1, { retain: false })).pipe(Effect.orDie)
@@ -112,14 +116,7 @@ describe("cross-step retention in the Scheduler", () => {
     // Group 0: 1 turn; group 1: 3 turns, in a tool call between them.
     const agents = toolAgents((seq) => (seq === 0 ? 1 : 3), timeline)
     return run(Effect.scoped(Effect.gen(function*() {
-      const pool = yield* Scheduler.makePool({
-        capacity: 2,
-        prelaunch: false,
-        mode: "train",
-        next: Sim.groups()(1),
-        runner: agents.runner,
-        interruption: agents.interruption
-      })
+      const pool = yield* poolOf(agents)
       const first = yield* pool.runStep(plan(0, 2, { retain: true, maxCarriedDebt: 2 })).pipe(Effect.orDie)
       const closedAt = (yield* Clock.currentTimeMillis) / 1000
       // The final backfill: only the carried debt, no retention.

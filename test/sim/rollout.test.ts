@@ -3,7 +3,7 @@
  * (latency on the TestClock) and Credit, with in-process agents that call the generation core directly.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Clock, Effect, Fiber, Layer, Result } from "effect"
+import { Clock, Effect, Fiber, Layer } from "effect"
 import { TestClock } from "effect/testing"
 import { join, resolve } from "node:path"
 import * as Config from "../../layers/Config.ts"
@@ -18,8 +18,8 @@ import { Sessions } from "../../layers/Sessions.ts"
 import { type InProcessAgent, Supervisor } from "../../layers/Supervisor.ts"
 import * as Telemetry from "../../layers/Telemetry.ts"
 import { Tokenizer } from "../../layers/Tokenizer.ts"
-import * as Canonical from "../../src/protocol/canonical.ts"
 import { creditOptions } from "../../src/index.ts"
+import { agentTurn } from "../support/agentTurn.ts"
 
 const fixtures = resolve(import.meta.dirname, "../fixtures/rollout")
 
@@ -40,12 +40,7 @@ const agent = (traces: Array<Trace>, startup: number): InProcessAgent => (input)
     const entry = yield* sessions.lookup(input.sessionId)
     const messages: Array<unknown> = [...(input.input.messages ?? [])]
     for (let turn = 0; turn < 2; turn++) {
-      const state = Canonical.canonicalize({ messages, tools: [], chat_template_kwargs: {} })
-      if (Result.isFailure(state)) return yield* Effect.die(state.failure)
-      const completion = yield* generation.generate(
-        entry,
-        { state: state.success, model: "m", stream: false, stop: [], logprobs: false, toolCallIdPrefix: "call_" }
-      )
+      const completion = yield* agentTurn(generation, entry, messages)
       messages.push({ role: "assistant", content: completion.content }, { role: "user", content: "Check your answer." })
     }
     trace.end = yield* Clock.currentTimeMillis

@@ -4,7 +4,7 @@
 import { Effect } from "effect"
 import type { SamplingParams } from "../../layers/Engine.ts"
 import { Forests } from "../../layers/Forests.ts"
-import { emptyCounters, type SessionEntry } from "../../layers/Sessions.ts"
+import { emptyCounters, type SessionEntry, Sessions } from "../../layers/Sessions.ts"
 
 /** Training sampling as the rollout configures it by default: temperature 1, no top-p/top-k cut, no stops. */
 export const sampling = (overrides: Partial<SamplingParams> = {}): SamplingParams => ({
@@ -36,4 +36,14 @@ export const sessionWithForest = (overrides: Partial<SessionEntry> = {}) =>
     const sessionId = `s${Math.random().toString(16).slice(2)}`
     yield* (yield* Forests).create(sessionId)
     return sessionEntry(sessionId, overrides)
+  })
+
+/** Register a `sessionEntry` under a fresh id with its empty SessionForest; returns the id (the Session's API key). */
+export const registeredSession = (overrides: Partial<SessionEntry> = {}) =>
+  Effect.gen(function*() {
+    const sessions = yield* Sessions
+    const sessionId = yield* sessions.newSessionId
+    yield* (yield* Forests).create(sessionId)
+    yield* sessions.register(sessionEntry(sessionId, overrides))
+    return sessionId
   })

@@ -1,0 +1,32 @@
+/**
+ * The real gateway over the generation core and the embedded engine playing the scripted gateway policy
+ * (test/fixtures/gateway/policy.ts: think, call `calc`, answer), parsed with qwen25 tool calls and qwen3 reasoning.
+ */
+import { Layer, Result } from "effect"
+import { EmbeddedEngine } from "../../layers/EmbeddedEngine.ts"
+import { Forests } from "../../layers/Forests.ts"
+import { Gateway, type GatewayOptions } from "../../layers/Gateway.ts"
+import { Generation } from "../../layers/Generation.ts"
+import { Sessions } from "../../layers/Sessions.ts"
+import { Tokenizer } from "../../layers/Tokenizer.ts"
+import * as Parsers from "../../src/parsers/registry.ts"
+import { policy } from "../fixtures/gateway/policy.ts"
+
+const parser = <A, E>(result: Result.Result<A, E>): A => {
+  if (Result.isFailure(result)) throw new Error(String(result.failure))
+  return result.success
+}
+
+export const gatewayStack = (options: GatewayOptions = {}) =>
+  Gateway.layer(options).pipe(
+    Layer.provideMerge(
+      Generation.layer({
+        toolCallParser: parser(Parsers.ToolCallParsers.get("qwen25")),
+        reasoningParser: parser(Parsers.ReasoningParsers.get("qwen3"))
+      })
+    ),
+    Layer.provideMerge(Forests.layer),
+    Layer.provideMerge(Sessions.layer),
+    Layer.provideMerge(EmbeddedEngine.layer({ ...EmbeddedEngine.instant, policy })),
+    Layer.provideMerge(Tokenizer.layer)
+  )
