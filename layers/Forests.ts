@@ -7,7 +7,7 @@
  * by construction; this service owns where forests live and runs the two commits of a model request as effects with
  * typed errors (`observe`, `commitResponse`).
  */
-import { Context, Effect, Layer } from "effect"
+import { Context, Effect, Layer, Result } from "effect"
 import type * as Canonical from "../src/protocol/canonical.ts"
 import { ContextLengthError, ForestInvariantError, ForestNotFound } from "../src/forest/errors.ts"
 import * as Forest from "../src/forest/Forest.ts"
@@ -75,14 +75,13 @@ export class Forests extends Context.Service<Forests, ForestsShape>()("relax-age
           return forest
         }),
         observe: Effect.fn("Forests.observe")(function*(forest, observation) {
-          yield* Effect.fromResult(
-            Forest.checkObservationContext(
-              forest,
-              observation.parent,
-              Forest.observationTrainLength(observation),
-              observation.maxContextLen
-            )
+          const fits = Forest.checkObservationContext(
+            forest,
+            observation.parent,
+            Forest.observationTrainLength(observation),
+            observation.maxContextLen
           )
+          if (Result.isFailure(fits)) return yield* fits.failure
           return yield* commit(forest, () => Forest.commitObservation(forest, observation))
         }),
         commitResponse: Effect.fn("Forests.commitResponse")(function*(forest, response) {
@@ -101,12 +100,18 @@ export class Forests extends Context.Service<Forests, ForestsShape>()("relax-age
   )
 }
 
-/** Run a forest commit; a throw is a broken forest invariant (src/forest/Forest.ts throws nothing else). */
-const commit = (forest: Forest.Forest, run: () => string): Effect.Effect<string, ForestInvariantError> =>
-  Effect.try({
-    try: run,
-    catch: (error) =>
+/**
+ * Run a forest commit; a throw is a broken forest invariant (src/forest/Forest.ts throws nothing else). The commit runs
+ * synchronously, inside the caller's step: one Effect value, not a suspended `Effect.try`.
+ */
+const commit = (forest: Forest.Forest, run: () => string): Effect.Effect<string, ForestInvariantError> => {
+  try {
+    return Effect.succeed(run())
+  } catch (error) {
+    return Effect.fail(
       error instanceof ForestInvariantError
         ? error
         : new ForestInvariantError({ message: String(error), sessionId: forest.sessionId })
-  })
+    )
+  }
+}

@@ -11,7 +11,7 @@
  * after generation started loses only the answer; the response is still committed to its SessionForest.
  */
 import { NodeHttpServer, NodeHttpServerRequest } from "@effect/platform-node"
-import { ByteSize, Clock, Context, Deferred, Duration, Effect, Exit, Layer, Result, Scope, Stream } from "effect"
+import { ByteSize, Cause, Clock, Context, Deferred, Duration, Effect, Exit, Layer, Queue, Result, Scope, Stream } from "effect"
 import { HttpIncomingMessage, HttpRouter, HttpServer, HttpServerError, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { randomBytes } from "node:crypto"
 import { createServer } from "node:http"
@@ -131,29 +131,56 @@ export const gatewayError = (error: Generation.GenerationError): Effect.Effect<E
 
 const { "content-type": sseContentType, ...sseHeaders } = Sse.headers
 
+/** A Buffered-SSE body and how its terminal frames get there. */
+export interface SseBody {
+  readonly body: Stream.Stream<Uint8Array>
+  /**
+   * Hand over the terminal frames (called once, by the generation's fiber): written after the frames so far, then the
+   * body ends. `terminal` never fails: a failed generation is rendered as the protocol's error frames.
+   */
+  readonly complete: (terminal: ReadonlyArray<Sse.SseFrame>) => void
+}
+
 /**
- * The Buffered-SSE body: the protocol's connection frame at once, a heartbeat every `interval` while `terminal` is
- * pending, then the terminal frames. `terminal` never fails: a failed generation is rendered as the protocol's error
- * frames.
+ * The Buffered-SSE body: the protocol's connection frame at once, a heartbeat every `interval` until `complete` is
+ * called, then the terminal frames.
+ *
+ * **Details**
+ * A held request is the one response fiber writing the body and one heartbeat fiber sleeping between heartbeats:
+ * `complete` puts the terminal frames into the body's queue directly (no fiber waits for them), and the heartbeat
+ * fiber ends with the body. Each heartbeat is written as a scheduled task (`Effect.yieldNow` after the timer fired),
+ * so the heartbeats of thousands of held requests that fall due together are written in the scheduler's slices, not
+ * in one long timer phase.
  */
-export const sseBody = (
-  protocol: Sse.Protocol,
-  terminal: Deferred.Deferred<ReadonlyArray<Sse.SseFrame>>,
-  interval: Duration.Input
-): Stream.Stream<Uint8Array> =>
-  Stream.make(Sse.encode(Sse.connected(protocol))).pipe(
-    Stream.concat(
-      Stream.tick(interval).pipe(
-        Stream.drop(1),
-        // A tick resumes in a timer callback; as a scheduled task instead, the heartbeats of thousands of held
-        // requests that fall due together are written in the scheduler's slices, not in one long timer phase.
-        Stream.mapEffect(() => Effect.as(Effect.yieldNow, Sse.encode(Sse.heartbeat(protocol)))),
-        Stream.interruptWhen(Deferred.await(terminal))
-      )
-    ),
-    Stream.concat(Stream.fromEffect(Deferred.await(terminal)).pipe(Stream.map(Sse.encodeAll))),
-    Stream.encodeText
-  )
+export const sseBody = (protocol: Sse.Protocol, interval: Duration.Input): SseBody => {
+  const heartbeat = Sse.encode(Sse.heartbeat(protocol))
+  let terminal: ReadonlyArray<Sse.SseFrame> | undefined
+  let open: Queue.Queue<string, Cause.Done> | undefined
+  const finish = (queue: Queue.Queue<string, Cause.Done>, frames: ReadonlyArray<Sse.SseFrame>): void => {
+    Queue.offerUnsafe(queue, Sse.encodeAll(frames))
+    Queue.endUnsafe(queue)
+  }
+  const body = Stream.callback<string>((queue) => {
+    Queue.offerUnsafe(queue, Sse.encode(Sse.connected(protocol)))
+    if (terminal !== undefined) {
+      finish(queue, terminal)
+      return Effect.void
+    }
+    open = queue
+    return Effect.sleep(interval).pipe(
+      Effect.andThen(Effect.yieldNow),
+      Effect.andThen(Effect.sync(() => Queue.offerUnsafe(queue, heartbeat))),
+      Effect.forever
+    )
+  }).pipe(Stream.encodeText)
+  return {
+    body,
+    complete: (frames) => {
+      if (open === undefined) terminal = frames
+      else finish(open, frames)
+    }
+  }
+}
 
 // ---------------------------------------------------------------------------------------------------------------
 // One route per protocol
@@ -256,12 +283,9 @@ const handler = (adapter: Completion.Adapter, env: RouteEnv) =>
     if (Result.isFailure(decoded)) return yield* fail(decoded.failure)
     const canonical = decoded.success
 
-    const outcome = yield* Deferred.make<Outcome>()
-    yield* env.generation.generate(session.success, canonical).pipe(
+    const generation: Effect.Effect<Outcome> = env.generation.generate(session.success, canonical).pipe(
       Effect.catch((error) => Effect.flatMap(gatewayError(error), Effect.fail)),
-      Effect.exit,
-      Effect.flatMap((exit) => Deferred.succeed(outcome, exit)),
-      Effect.forkIn(env.scope)
+      Effect.exit
     )
 
     if (canonical.stream) {
@@ -270,18 +294,21 @@ const handler = (adapter: Completion.Adapter, env: RouteEnv) =>
         created: Math.floor((yield* Clock.currentTimeMillis) / 1000),
         model: canonical.model
       }
-      const terminal = yield* Deferred.make<ReadonlyArray<Sse.SseFrame>>()
-      yield* Deferred.await(outcome).pipe(
-        Effect.map((exit) => renderTerminal(adapter, canonical, context, exit)),
-        Effect.flatMap((frames) => Deferred.succeed(terminal, frames)),
+      // The generation's fiber renders the terminal frames and hands them to the body itself: a held streaming
+      // request has no fiber waiting for another.
+      const sse = sseBody(adapter.protocol, env.heartbeatInterval)
+      yield* generation.pipe(
+        Effect.map((exit) => sse.complete(renderTerminal(adapter, canonical, context, exit))),
         Effect.forkIn(env.scope)
       )
-      return HttpServerResponse.stream(sseBody(adapter.protocol, terminal, env.heartbeatInterval), {
+      return HttpServerResponse.stream(sse.body, {
         contentType: sseContentType,
         headers: sseHeaders
       })
     }
 
+    const outcome = yield* Deferred.make<Outcome>()
+    yield* generation.pipe(Effect.flatMap((exit) => Deferred.succeed(outcome, exit)), Effect.forkIn(env.scope))
     const exit = yield* Deferred.await(outcome).pipe(
       Effect.onInterrupt(() => logDisconnect("completion", "; the generation still completes and is committed"))
     )
@@ -342,7 +369,7 @@ const LISTEN_BACKLOG = 16_384
 
 /** Whether `host` only accepts connections from this machine. */
 export const isLoopback = (host: string): boolean =>
-  host === "localhost" || host === "::1" || host === "[::1]" || /^127\.\d+\.\d+\.\d+$/.test(host)
+  host === "localhost" || host === "::1" || host === "[::1]" || /^(::ffff:)?127\.\d+\.\d+\.\d+$/i.test(host)
 
 const nonLoopbackWarning = (host: string, port: number) =>
   `The agentic gateway listens on ${host}:${port}, not on a loopback address: anyone who can reach this port and ` +

@@ -358,7 +358,9 @@ const make = (options: GenerationOptions) =>
         sessionId: p.session.sessionId,
         responseKey: Turn.responseKey(p.parent, pending.outputIds)
       })
-      const message = yield* Effect.fromResult(Turn.assistantMessage(response.parsed, toolCalls))
+      const assistant = Turn.assistantMessage(response.parsed, toolCalls)
+      if (Result.isFailure(assistant)) return yield* assistant.failure
+      const message = assistant.success
       const now = yield* Clock.currentTimeMillis
       yield* forests.commitResponse(p.forest, {
         parent: p.parent,

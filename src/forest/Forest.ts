@@ -20,6 +20,7 @@ import type * as ImageGrid from "../template/ImageGrid.ts"
 import type { Reward } from "./TrainingSample.ts"
 import { ContextLengthError, ExportError, ForestInvariantError } from "./errors.ts"
 import * as Hash from "./hash.ts"
+import { copy as copyJson } from "../json/Json.ts"
 
 type Json = Canonical.Json
 type JsonObject = Canonical.JsonObject
@@ -301,7 +302,8 @@ const toleratedResponse = (
   return best
 }
 
-const deepCopy = <A>(value: A): A => structuredClone(value)
+/** The forest's own copy of a committed JSON value (messages, tools, kwargs, metadata): no caller can change it later. */
+const deepCopy = <A>(value: A): A => copyJson(value)
 
 const isObject = (value: Json | undefined): value is JsonObject =>
   value !== null && value !== undefined && typeof value === "object" && !Array.isArray(value)

@@ -83,3 +83,20 @@ describe("Json.readWhole", () => {
     assert.isUndefined(Json.readWhole("[1"))
   })
 })
+
+describe("Json.copy", () => {
+  it("copies arrays and objects deeply, as structuredClone does for JSON", () => {
+    const value = JSON.parse(
+      `{"role":"assistant","content":[{"type":"text","text":"hi"}],"tool_calls":[{"id":"c","function":{"name":"f","arguments":"{}"}}],"n":-0,"x":null,"__proto__":{"own":true}}`
+    )
+    const copied = Json.copy(value)
+    assert.deepStrictEqual(copied, structuredClone(value))
+    assert.notStrictEqual(copied, value)
+    assert.notStrictEqual(copied.content, value.content)
+    assert.notStrictEqual(copied.tool_calls[0].function, value.tool_calls[0].function)
+    assert.isTrue(Object.hasOwn(copied, "__proto__"))
+    assert.strictEqual(Object.getPrototypeOf(copied), Object.prototype)
+    value.content[0].text = "changed"
+    assert.strictEqual(copied.content[0].text, "hi")
+  })
+})
