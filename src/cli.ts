@@ -16,7 +16,7 @@ import { readFileSync, realpathSync } from "node:fs"
 import { resolve as resolvePath } from "node:path"
 import { fileURLToPath } from "node:url"
 import * as Config from "../layers/Config.ts"
-import { Gateway } from "../layers/Gateway.ts"
+import { Gateway, isLoopback } from "../layers/Gateway.ts"
 import { RolloutRpcServer, type RpcServerOptions } from "../layers/RolloutRpc.ts"
 import { Rollout } from "../layers/Rollout.ts"
 import { capacityOf, renderCheck, runCheck } from "./cli/check.ts"
@@ -142,9 +142,6 @@ const stringFlag = (values: FlagValues, name: string): string | undefined => {
   const value = values[name]
   return value !== undefined && Option.isSome(value) && typeof value.value === "string" ? value.value : undefined
 }
-
-const isLoopback = (host: string): boolean =>
-  host === "localhost" || host === "::1" || host.startsWith("127.")
 
 /** `--rpc-host/--rpc-port/--rpc-token` (the token also from RELAX_RPC_TOKEN); a public host needs a token. */
 export const rpcOptionsFromFlags = (
