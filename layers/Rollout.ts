@@ -154,18 +154,24 @@ const make = Effect.gen(function*() {
       : {})
   })
 
-  /** Route accepted Groups to the partitions they pay (the previous one first), in acceptance order. */
+  /**
+   * Route accepted Groups to the partitions they pay (the previous one first), in acceptance order, with the number
+   * of Groups each partition had delivered before (its late Groups continue its `group_index` numbering).
+   */
   const route = (accepted: ReadonlyArray<GroupResult>) =>
     Effect.gen(function*() {
-      const byPartition = new Map<number, Array<GroupResult>>()
+      const byPartition = new Map<number, { readonly delivered: number; readonly groups: Array<GroupResult> }>()
+      const deliveredBefore = (rolloutId: number) =>
+        [partitions.previous, partitions.current].find((p) => p?.rolloutId === rolloutId)?.accepted ?? 0
       for (const group of accepted) {
         const routed = Partitions.accept(partitions)
         // The Scheduler accepts Groups only while the partitions' debt is unpaid: a failure here is a bug.
         if (Result.isFailure(routed)) return yield* Effect.die(routed.failure)
+        const entry = byPartition.get(routed.success.rolloutId) ??
+          { delivered: deliveredBefore(routed.success.rolloutId), groups: [] }
+        entry.groups.push(group)
+        byPartition.set(routed.success.rolloutId, entry)
         partitions = routed.success.partitions
-        const list = byPartition.get(routed.success.rolloutId) ?? []
-        list.push(group)
-        byPartition.set(routed.success.rolloutId, list)
       }
       return [...byPartition.entries()].sort((a, b) => a[0] - b[0])
     })
@@ -212,10 +218,16 @@ const make = Effect.gen(function*() {
       // Retained Groups' generations are aborted and parked until the next step; their budgets stop.
       if (retain) yield* gate.pause
       const interruptedGroups = retain ? yield* trainPool.interruptedRetained : outcome.interruptedGroups
-      const transferred = (yield* route(outcome.accepted.map(({ value }) => value))).map(([partition, groups]) =>
+      const transferred = (yield* route(outcome.accepted.map(({ value }) => value))).map(([partition, routed]) =>
         Records.transferOrder(
-          groups.map((value) => ({ seq: value.group.seq, size: value.group.size, samples: value.samples, debug: value.debug })),
-          partition
+          routed.groups.map((value) => ({
+            seq: value.group.seq,
+            size: value.group.size,
+            samples: value.samples,
+            debug: value.debug
+          })),
+          partition,
+          routed.delivered
         )
       )
       partitions = Partitions.produced(partitions).partitions

@@ -47,26 +47,30 @@ export interface ScoredGroup {
 }
 
 /**
- * Renumber a step's Groups in start order: `group_index` = position in the step, `index` = `group_index * n +`
- * the Session's position in its Group, `rollout_id` = the step (docs/outputs.md "`rollout_<id>.jsonl`").
+ * Renumber a partition's Groups in start order: `group_index` = position in the partition, `index` =
+ * `group_index * n +` the Session's position in its Group, `rollout_id` = the partition's step (docs/outputs.md
+ * "`rollout_<id>.jsonl`"). `firstGroupIndex` is how many Groups the partition already delivered: under fully async a
+ * partition is paid over two steps, and its late Groups continue its numbering instead of repeating it.
  */
 export const transferOrder = (
   groups: ReadonlyArray<ScoredGroup>,
-  rolloutId: number
+  rolloutId: number,
+  firstGroupIndex = 0
 ): { readonly samples: Array<TrainingSample>; readonly debug: Array<ContextDebug> } => {
   const ordered = [...groups].sort((a, b) => a.seq - b.seq)
   const samples: Array<TrainingSample> = []
   const debug: Array<ContextDebug> = []
-  ordered.forEach((group, groupIndex) => {
+  ordered.forEach((group, position) => {
+    const groupIndex = firstGroupIndex + position
     const sessionOrder = new Map<string, number>()
     for (const sample of group.samples) {
       if (!sessionOrder.has(sample.session_id)) sessionOrder.set(sample.session_id, sessionOrder.size)
-      const position = sessionOrder.get(sample.session_id) ?? 0
+      const inGroup = sessionOrder.get(sample.session_id) ?? 0
       samples.push({
         ...sample,
         rollout_id: rolloutId,
         group_index: groupIndex,
-        index: groupIndex * group.size + position
+        index: groupIndex * group.size + inGroup
       })
     }
     debug.push(...group.debug)

@@ -65,6 +65,19 @@ describe("transferOrder", () => {
     assert.deepStrictEqual(debug.map((d) => d.view.session_id), ["a0", "a1", "b1", "b0"])
   })
 
+  it("continues a partition's numbering after the Groups it already delivered (fully async late Groups)", () => {
+    const late: Records.ScoredGroup = {
+      seq: 9,
+      size: 2,
+      samples: [sample({ session_id: "c0" }), sample({ session_id: "c1" })],
+      debug: []
+    }
+    assert.deepStrictEqual(
+      Records.transferOrder([late], 4, 3).samples.map((s) => [s.session_id, s.rollout_id, s.group_index, s.index]),
+      [["c0", 4, 3, 6], ["c1", 4, 3, 7]]
+    )
+  })
+
   it("gives every context of one Session (explicit exports) that Session's index", () => {
     const group: Records.ScoredGroup = {
       seq: 0,

@@ -202,6 +202,9 @@ describe("fully async across 5 steps and the final backfill (TestClock)", () => 
       const perPartition = new Map<number, number>()
       for (const s of samplesOf(report)) perPartition.set(s.rollout_id, (perPartition.get(s.rollout_id) ?? 0) + 1)
       assert.deepStrictEqual([...perPartition.entries()].sort((a, b) => a[0] - b[0]), [[0, 4], [1, 4], [2, 4], [3, 4], [4, 4]])
+      // A partition paid over two step calls numbers its Groups and samples once: no (rollout_id, index) repeats.
+      const keys = samplesOf(report).map((s) => `${s.rollout_id}/${s.group_index}/${s.index}`)
+      assert.strictEqual(new Set(keys).size, keys.length, keys.join(" "))
       // A step call delivers the previous partition's Groups before its own.
       for (const r of report.results) {
         const ids = r.samples.map((s) => s.rollout_id)
