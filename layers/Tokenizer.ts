@@ -8,7 +8,8 @@
  * processor-expanded training tokens (src/template/ImageGrid.ts).
  * `encodeAsync` keeps the event loop free: a text of {@link OFF_LOOP_CHARS} characters or more (a 1 MB tool result
  * takes about a second to encode) is encoded on a worker thread that loads the same files on first use; shorter
- * texts are encoded in place.
+ * texts are encoded in place. In place, `encode` and `encodeText` put a bounded pre-token → ids cache in front of the
+ * library's byte-level step and BPE model (layers/internal/PreTokenCache.ts); the ids are the library's.
  */
 import { Tokenizer as HfTokenizer } from "@huggingface/tokenizers"
 import { Context, Data, Effect, Layer, Result } from "effect"

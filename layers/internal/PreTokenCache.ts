@@ -25,6 +25,11 @@ export const GENERATION_SIZE = 50_000
 interface PieceStep {
   readonly pre_tokenize_text: (text: string) => ReadonlyArray<string>
 }
+/** The library's `Split` pre-tokenizer: its compiled global pattern and its configuration. */
+interface SplitStep extends PieceStep {
+  readonly pattern: RegExp | null
+  readonly config: { readonly invert?: unknown; readonly behavior?: unknown }
+}
 interface SplitterLike {
   readonly split: (text: string) => Array<string>
 }
@@ -94,7 +99,23 @@ export const cachedEncoder = (hf: HfTokenizer): ((text: string) => ReadonlyArray
   // Decoding boundary: the library's private fields, checked for the expected shape before use.
   const lib = hf as unknown as HfInternals
   if (!piecewise(lib)) return direct
-  const [split, byteLevel] = lib.pre_tokenizer!.tokenizers! as readonly [PieceStep, PieceStep]
+  const [split, byteLevel] = lib.pre_tokenizer!.tokenizers! as readonly [SplitStep, PieceStep]
+  // The library splits with `matchAll`, keeping the text between matches (none for the usual patterns, which match
+  // every character); `match` gives the same pieces without a match object per piece whenever its pieces cover the
+  // whole text, and the library's split is used when they do not.
+  const pattern = split.pattern !== null && split.pattern.global && split.config.invert !== true &&
+      !(typeof split.config.behavior === "string" && split.config.behavior.toLowerCase() === "removed")
+    ? split.pattern
+    : undefined
+  const piecesOf = (text: string): ReadonlyArray<string> => {
+    const parts = pattern === undefined ? null : text.match(pattern)
+    if (parts !== null) {
+      let covered = 0
+      for (let i = 0; i < parts.length; i++) covered += parts[i]!.length
+      if (covered === text.length) return parts
+    }
+    return split.pre_tokenize_text(text)
+  }
   const model = lib.model
   const idOf = (token: string): number =>
     // As the library's `encode` maps token strings (an unknown token without `unk` stays undefined there too).
@@ -116,7 +137,8 @@ export const cachedEncoder = (hf: HfTokenizer): ((text: string) => ReadonlyArray
     return ids
   }
   const encodeSection = (text: string, out: Array<number>): void => {
-    for (const p of split.pre_tokenize_text(text)) {
+    for (const p of piecesOf(text)) {
+      if (p.length === 0) continue
       const ids = piece(p)
       for (let i = 0; i < ids.length; i++) out.push(ids[i]!)
     }

@@ -134,6 +134,22 @@ describe("PreTokenCache", () => {
     for (let i = 0; i < 100; i++) assertSame(encode, reference, randomText(next, 30))
   })
 
+  it("gives the library's ids when the split pattern leaves text between its matches", () => {
+    const pre = tokenizerJson["pre_tokenizer"] as { readonly pretokenizers: ReadonlyArray<Record<string, unknown>> }
+    const [split, byteLevel] = pre.pretokenizers
+    const gappyJson = {
+      ...tokenizerJson,
+      pre_tokenizer: { type: "Sequence", pretokenizers: [{ ...split, pattern: { Regex: "\\p{L}+" } }, byteLevel] }
+    }
+    const gappy = new HfTokenizer(gappyJson, tokenizerConfig)
+    assert.isTrue(usesPieceCache(gappy))
+    const reference = (text: string) => gappy.encode(text, { add_special_tokens: false }).ids
+    const encode = cachedEncoder(new HfTokenizer(gappyJson, tokenizerConfig))
+    const next = random(17)
+    for (const text of ["abc 123 def", "  ", "123", "x"]) assertSame(encode, reference, text)
+    for (let i = 0; i < 100; i++) assertSame(encode, reference, randomText(next, 30))
+  })
+
   it("uses the library's encode for tokenizers of another shape", () => {
     const otherJson = {
       ...tokenizerJson,
