@@ -369,7 +369,7 @@ const LISTEN_BACKLOG = 16_384
 
 /** Whether `host` only accepts connections from this machine. */
 export const isLoopback = (host: string): boolean =>
-  host === "localhost" || host === "::1" || host === "[::1]" || /^127\.\d+\.\d+\.\d+$/.test(host)
+  host === "localhost" || host === "::1" || host === "[::1]" || /^(::ffff:)?127\.\d+\.\d+\.\d+$/i.test(host)
 
 const nonLoopbackWarning = (host: string, port: number) =>
   `The agentic gateway listens on ${host}:${port}, not on a loopback address: anyone who can reach this port and ` +

@@ -261,7 +261,7 @@ const make = Effect.gen(function*() {
         samples: step.samples,
         metrics: {
           ...step.metrics,
-          ...Records.parserFailureMetrics(debug, settings.agenticToolCallParser),
+          ...Records.parserFailureMetrics(yield* runner.takeParserFailures, settings.agenticToolCallParser),
           ...(yield* engine.takeStepMetrics),
           "rollout/groups_dropped": outcome.dropped,
           "rollout/groups_filtered": outcome.filtered

@@ -71,6 +71,11 @@ export type GroupError =
 export interface SessionRunnerShape extends Scheduler.GroupRunner<PlannedGroup, SessionResult, GroupResult, GroupError> {
   /** `error_type=` and detail text of a drop, for the Scheduler's drop log line. */
   readonly describeError: (error: GroupError) => { readonly type: string; readonly detail: string }
+  /**
+   * Tool calls the parser dropped or could not read in the training Sessions that ended since the last call, whatever
+   * became of their Groups (accepted, filtered, dropped or stopped); resets the count.
+   */
+  readonly takeParserFailures: Effect.Effect<number>
 }
 
 const make = Effect.gen(function*() {
@@ -92,6 +97,7 @@ const make = Effect.gen(function*() {
     multimodalKeys: settings.multimodalKeys
   }
   const decode = (ids: ReadonlyArray<number>) => tokenizer.decode(ids)
+  let parserFailures = 0
 
   /** Prepare + Runtime of one Session, then its exports as samples. */
   const session = Effect.fn("SessionRunner.session")(function*(group: PlannedGroup, ticket: Scheduler.SessionTicket) {
@@ -116,6 +122,13 @@ const make = Effect.gen(function*() {
         chatTemplateKwargs: settings.applyChatTemplateKwargs
       })
       const counters = emptyCounters()
+      if (!eval_) {
+        yield* Effect.addFinalizer(() =>
+          Effect.sync(() => {
+            parserFailures += counters.parserFailures + counters.droppedToolCalls
+          })
+        )
+      }
       const budget = yield* supervisor.makeBudget
       const sessionGate = !eval_ && retains ? yield* gate.register(sessionId, budget) : undefined
       yield* sessions.register({
@@ -185,7 +198,13 @@ const make = Effect.gen(function*() {
 
   const describeError = (error: GroupError) => ({ type: error._tag, detail: error.message })
 
-  return { session, reward, describeError } satisfies SessionRunnerShape
+  const takeParserFailures = Effect.sync(() => {
+    const taken = parserFailures
+    parserFailures = 0
+    return taken
+  })
+
+  return { session, reward, describeError, takeParserFailures } satisfies SessionRunnerShape
 })
 
 /** The Session lifecycle service the rollout's Scheduler pools run Groups with. */

@@ -20,8 +20,8 @@
  * - `updateWeights(version)` posts `/update_weight_version {new_version, abort_all_requests: true}` to every worker:
  *   generations in flight end with their partial output (finish `abort`) and are resumed by their callers.
  * - At most `serverConcurrency` requests are in flight per worker (`--sglang-server-concurrency`, default 512).
- * - With `tokenizer`, startup compares the server's `/tokenize` of a probe text with the gateway's tokenizer and
- *   refuses a mismatch (naming the served model from `/get_model_info`).
+ * - With `tokenizer`, startup compares every worker's `/tokenize` of a probe text with the gateway's tokenizer and
+ *   refuses a mismatch (naming the served model from `/get_model_info`); a worker without `/tokenize` gets a warning.
  */
 import { Duration, Effect, Layer, Option, Ref, Schedule, Schema, type Scope, Semaphore } from "effect"
 import { Agent } from "undici"
@@ -64,7 +64,8 @@ export interface SglangEngineOptions {
   readonly sessionLifecycle?: boolean | undefined
   /**
    * The gateway's tokenizer (`--tokenizer`): at startup a probe text is tokenized by it and by the server
-   * (`POST /tokenize`), and different ids refuse the start. Servers without `/tokenize` are not checked.
+   * (`POST /tokenize`, every worker), and different ids refuse the start. A server without `/tokenize` is not checked
+   * (a warning says so).
    */
   readonly tokenizer?: { readonly source: string; readonly encode: (text: string) => ReadonlyArray<number> } | undefined
 }
@@ -330,14 +331,21 @@ export const make = (options: SglangEngineOptions): Effect.Effect<EngineShape, E
     )
     if (options.healthCheck ?? true) yield* health
 
-    /** Refuse a server whose tokenizer gives other ids than ours; skipped when the server has no `/tokenize`. */
+    /** Refuse a server whose tokenizer gives other ids than ours; a warning when the server has no `/tokenize`. */
     const checkTokenizer = (tokenizer: NonNullable<SglangEngineOptions["tokenizer"]>, url: string) =>
       Effect.gen(function*() {
         const probe: Wire.TokenizeRequest = { prompt: tokenizerProbe, add_special_tokens: false }
         const answer = yield* http(url, "/tokenize", "POST", probe, {}, 10_000)
-        if (answer.status !== 200) return
-        const served = yield* decodeJson(Wire.TokenizeResponse, url, "/tokenize", answer).pipe(Effect.option)
-        if (Option.isNone(served)) return
+        const served = answer.status === 200
+          ? yield* decodeJson(Wire.TokenizeResponse, url, "/tokenize", answer).pipe(Effect.option)
+          : Option.none()
+        if (Option.isNone(served)) {
+          return yield* Effect.logWarning(
+            `the SGLang server at ${url} did not answer /tokenize with token ids (HTTP ${answer.status}), so its ` +
+              `tokenizer was not compared with --tokenizer ${tokenizer.source}; make sure --tokenizer is the served ` +
+              "model's directory"
+          )
+        }
         const theirs = served.value.tokens
         const ours = tokenizer.encode(tokenizerProbe)
         if (theirs.length === ours.length && theirs.every((id, i) => id === ours[i])) return
@@ -357,9 +365,8 @@ export const make = (options: SglangEngineOptions): Effect.Effect<EngineShape, E
           retryable: false
         })
       })
-    if (options.tokenizer !== undefined && workers[0] !== undefined) {
-      yield* checkTokenizer(options.tokenizer, workers[0].url)
-    }
+    const tokenizer = options.tokenizer
+    if (tokenizer !== undefined) yield* Effect.forEach(workers, (worker) => checkTokenizer(tokenizer, worker.url), { discard: true })
 
     const initialVersion = yield* http(workers[0]?.url ?? "", "/get_weight_version", "GET", undefined, {}, 10_000).pipe(
       Effect.flatMap((answer) =>

@@ -172,7 +172,8 @@ export const rolloutFlags: ReadonlyArray<FlagSpec> = [
     field: "agentTimeout",
     kind: "number",
     section: S.agent,
-    description: "Active-time budget of one Session in seconds, counted only while it is in Runtime."
+    description: "Active-time budget of one Session in seconds, counted only while it is in Runtime; an agent " +
+      "that sends no model request within this many seconds of its start is stopped too."
   },
   {
     name: "agent-max-slots",

@@ -23,23 +23,11 @@ export interface DebugCounters {
 
 /**
  * `rollout/parser_failures` and `rollout/parser_failures/<parser>`: tool calls the tool-call parser dropped or could not
- * read, summed over the step's exported Sessions (each Session once, however many contexts it exported). Empty
- * without a tool-call parser.
+ * read in the training Sessions that ended during the step, whatever became of their Groups. Empty without a tool-call
+ * parser.
  */
-export const parserFailureMetrics = (
-  debug: ReadonlyArray<ContextDebug>,
-  parser: string | undefined
-): Record<string, number> => {
-  if (parser === undefined) return {}
-  const seen = new Set<string>()
-  let failures = 0
-  for (const { counters, view } of debug) {
-    if (seen.has(view.session_id)) continue
-    seen.add(view.session_id)
-    failures += counters.parserFailures + counters.droppedToolCalls
-  }
-  return { "rollout/parser_failures": failures, [`rollout/parser_failures/${parser}`]: failures }
-}
+export const parserFailureMetrics = (failures: number, parser: string | undefined): Record<string, number> =>
+  parser === undefined ? {} : { "rollout/parser_failures": failures, [`rollout/parser_failures/${parser}`]: failures }
 
 /** The debug facts of one exported context (`--save-debug-rollout-data`). */
 export interface ContextDebug {

@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { NodeServices } from "@effect/platform-node"
-import { Effect, Exit, Fiber } from "effect"
+import { Effect, Exit, Fiber, Logger } from "effect"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
@@ -355,6 +355,25 @@ describe("SglangEngine tokenizer check at startup", () => {
       assert.isTrue(same.requests.some((r) => r.path === "/tokenize"))
       const old = yield* fake()
       yield* client({ workerUrls: [old.url], tokenizer })
+    }).pipe(Effect.provide(Tokenizer.layer)))
+
+  it.live("checks every worker, and warns when one has no /tokenize to check", () =>
+    Effect.gen(function*() {
+      const tokenizer = yield* Tokenizer
+      const warnings: Array<string> = []
+      const capture = Logger.make(({ logLevel, message }) => {
+        if (logLevel === "Warn") warnings.push(String(message))
+      })
+      const same = yield* fake({ tokenize: tokenizer.encode })
+      const other = yield* fake({ tokenize: (text) => tokenizer.encode(text).map((id) => id + 1) })
+      const error = yield* SglangEngine.make({ workerUrls: [same.url, other.url], tokenizer }).pipe(Effect.flip)
+      assert.include(error.message, `the SGLang server at ${other.url} tokenizes differently`)
+      const old = yield* fake()
+      yield* client({ workerUrls: [same.url, old.url], tokenizer }).pipe(Effect.provide(Logger.layer([capture])))
+      assert.deepStrictEqual(warnings, [
+        `the SGLang server at ${old.url} did not answer /tokenize with token ids (HTTP 404), so its tokenizer was not ` +
+        `compared with --tokenizer ${tokenizer.source}; make sure --tokenizer is the served model's directory`
+      ])
     }).pipe(Effect.provide(Tokenizer.layer)))
 
   it.live("refuses a server whose tokenizer gives other ids, naming both sides", () =>

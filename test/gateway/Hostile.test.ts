@@ -592,8 +592,8 @@ describe("hostile requests", () => {
 
 describe("the bind address", () => {
   it("only loopback addresses count as loopback (any other bind logs a warning)", () => {
-    for (const host of ["127.0.0.1", "127.1.2.3", "localhost", "::1", "[::1]"]) assert.isTrue(isLoopback(host), host)
-    for (const host of ["0.0.0.0", "::", "192.168.1.5", "10.0.0.1", "example.com", "127.0.0.1.example.com"]) {
+    for (const host of ["127.0.0.1", "127.1.2.3", "localhost", "::1", "[::1]", "::ffff:127.0.0.1"]) assert.isTrue(isLoopback(host), host)
+    for (const host of ["0.0.0.0", "::", "192.168.1.5", "10.0.0.1", "example.com", "127.0.0.1.example.com", "::ffff:10.0.0.1"]) {
       assert.isFalse(isLoopback(host), host)
     }
   })

@@ -17,7 +17,7 @@ const turn = (abortCount: number): Sample.Turn => ({
   weight_versions: ["0"]
 })
 
-const facts = (sessionId: string, aborts: ReadonlyArray<number>, failures = { parserFailures: 0, droppedToolCalls: 0 }): Records.ContextDebug => ({
+const facts = (sessionId: string, aborts: ReadonlyArray<number>): Records.ContextDebug => ({
   view: {
     session_id: sessionId,
     leaf_state_hash: `leaf-${sessionId}`,
@@ -26,26 +26,20 @@ const facts = (sessionId: string, aborts: ReadonlyArray<number>, failures = { pa
     turn_count: aborts.length,
     turns: aborts.map(turn)
   },
-  counters: { requests: 5, generations: 4, ...failures }
+  counters: { requests: 5, generations: 4, parserFailures: 0, droppedToolCalls: 0 }
 })
 
 describe("parserFailureMetrics", () => {
-  it("sums dropped and unreadable tool calls over the step's Sessions, each Session once, under the parser's name", () => {
-    const debug = [
-      facts("a", [0], { parserFailures: 1, droppedToolCalls: 2 }),
-      facts("a", [0], { parserFailures: 1, droppedToolCalls: 2 }),
-      facts("b", [0], { parserFailures: 0, droppedToolCalls: 1 }),
-      facts("c", [0])
-    ]
-    assert.deepStrictEqual(Records.parserFailureMetrics(debug, "glm45"), {
+  it("reports the step's count under the parser's name, and nothing without a parser", () => {
+    assert.deepStrictEqual(Records.parserFailureMetrics(4, "glm45"), {
       "rollout/parser_failures": 4,
       "rollout/parser_failures/glm45": 4
     })
-    assert.deepStrictEqual(Records.parserFailureMetrics([facts("c", [0])], "qwen25"), {
+    assert.deepStrictEqual(Records.parserFailureMetrics(0, "qwen25"), {
       "rollout/parser_failures": 0,
       "rollout/parser_failures/qwen25": 0
     })
-    assert.deepStrictEqual(Records.parserFailureMetrics(debug, undefined), {})
+    assert.deepStrictEqual(Records.parserFailureMetrics(3, undefined), {})
   })
 })
 

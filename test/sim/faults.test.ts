@@ -1,14 +1,14 @@
 /**
  * Faults at scale, under the TestClock: at least 1,000 Sessions of the real Rollout, Scheduler, Sessions, Forests,
  * generation core and Credit, whose in-process agents crash at random points, hang (before their first request too),
- * ignore the stop signal for a while,
- * start children of their own, write corrupt output or exit without a request, over an engine that errors, stalls or
- * drops connections. Afterwards: no agent or child fiber left running, no resident slot left, no Session still
+ * ignore the stop signal for a while, start children of their own, write corrupt output or exit without a request, over
+ * an engine that errors, stalls or drops connections. After every step: no agent or child fiber left running and no span
+ * of the step's work (Sessions, agents, model requests) still open; at the end no resident slot left, no Session still
  * accepting requests, and every accepted sample intact (its tokens, mask and logprobs line up, its reward is the one
  * its agent reported). The counts are printed. The real-process sample is in test/e2e/faults.test.ts.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Context, Effect, Fiber, Layer, Result } from "effect"
+import { Context, Effect, Fiber, Layer, Result, Tracer } from "effect"
 import { TestClock } from "effect/testing"
 import { join, resolve } from "node:path"
 import * as Config from "../../layers/Config.ts"
@@ -177,6 +177,9 @@ const build = (input: Config.RolloutOptionsInput, ledger: Ledger) =>
     return { rollout: Layer.succeedContext(yield* Layer.build(rollout)), sink, sessions: Context.get(built, Sessions) }
   })
 
+/** Every span the run opens (the generation core, Scheduler and Supervisor work in `Effect.fn` spans). */
+const spans: Array<Tracer.NativeSpan> = []
+
 describe("faults at scale (TestClock)", () => {
   it.effect("1,000+ Sessions with crashing, hanging, stubborn, forking, corrupt and silent agents over a faulty engine", () =>
     Effect.gen(function*() {
@@ -199,6 +202,9 @@ describe("faults at scale (TestClock)", () => {
         agentTimeout: 120,
         rolloutMaxResponseLen: 8
       }, ledger)
+      const spanNames: Array<string> = []
+      let spansOpened = 0
+      const openSpans = () => spans.filter((span) => span.status._tag === "Started").map((span) => span.name)
       let steps = 0
       let accepted = 0
       let dropped = 0
@@ -215,6 +221,11 @@ describe("faults at scale (TestClock)", () => {
         // Between steps (no prelaunch) nothing of the step may still run.
         assert.strictEqual(ledger.running, 0, `agents still running after step ${step.rolloutId}`)
         assert.strictEqual(ledger.children, 0, `agent children still running after step ${step.rolloutId}`)
+        // No work of the step is left running: every span it opened (Sessions, agents, model requests) has ended.
+        assert.deepStrictEqual(openSpans(), [], `work still running after step ${step.rolloutId}`)
+        spanNames.push(...new Set(spans.map((span) => span.name)))
+        spansOpened += spans.length
+        spans.length = 0
         assert.strictEqual(step.samples.length, 16)
         for (const sample of step.samples) {
           assert.strictEqual(sample.loss_mask.length, sample.response_length)
@@ -240,6 +251,7 @@ describe("faults at scale (TestClock)", () => {
       assert.isTrue(sink.captured.lines.some((line) => line.includes("without sending its first model request")))
       assert.strictEqual(new Set(checked).size, checked.length)
       assert.isAbove(dropped, 0)
+      for (const name of ["SessionRunner.session", "Generation.attempt", "Rollout.runStep"]) assert.include(spanNames, name)
       for (const [fault] of agentFaults) assert.isAbove(ledger.faults.get(fault) ?? 0, 0, `no ${fault} agent was drawn`)
       for (const fault of ["error", "dropped-connection", "stall"]) {
         assert.isAbove(ledger.engineFaults.get(fault) ?? 0, 0, `no engine ${fault} was drawn`)
@@ -248,7 +260,13 @@ describe("faults at scale (TestClock)", () => {
         `faults: ${ledger.sessionIds.length} Sessions in ${steps} steps; Groups accepted ${accepted}, dropped ${dropped}; ` +
           `samples checked ${checked.length}; agents ${JSON.stringify(Object.fromEntries(ledger.faults))}; ` +
           `engine ${JSON.stringify(Object.fromEntries(ledger.engineFaults))}; children started ${ledger.childrenStarted}, ` +
-          `left running ${ledger.children}; agents left running ${ledger.running}`
+          `left running ${ledger.children}; agents left running ${ledger.running}; spans opened ${spansOpened}, left open 0`
       )
-    }), 120_000)
+    }).pipe(Effect.withTracer(Tracer.make({
+      span(options) {
+        const span = new Tracer.NativeSpan(options)
+        spans.push(span)
+        return span
+      }
+    }))), 120_000)
 })

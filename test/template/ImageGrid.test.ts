@@ -3,7 +3,8 @@
  * `smart_resize` algorithm (transformers' image_processing_qwen2_vl.py / qwen-vl-utils' vision_process.py) in Python 3
  * with the processor constants of the models' preprocessor_config.json — Qwen2.5-VL: patch 14, merge 2, min_pixels
  * 3136, max_pixels 12845056; Qwen3-VL: patch 16, merge 2, size.shortest_edge 65536, size.longest_edge 16777216. The
- * script and its printed output are test/fixtures/vision/smart_resize_golden.py (rerun it to check).
+ * script and its printed output are test/fixtures/vision/smart_resize_golden.py (rerun it to check). Every grid here
+ * was since checked against transformers 5.18.0's Qwen2VLImageProcessor (PIL backend) with those constants: identical.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Result } from "effect"
