@@ -271,6 +271,7 @@ export interface RolloutHandle {
   readonly evaluate: (rolloutId: number) => Promise<Results.EvalResult>
   /** New generations report `version` (default: the next integer); resolves to the version now in effect. */
   readonly updateWeights: (version?: string) => Promise<string>
+  /** What the rollout is doing now: activity, weight version, steps completed, engine, gateway URL. */
   readonly status: () => Promise<Results.RolloutStatus>
   /** Finished Groups, step after step, as the loop pulls them (`for await (const group of rollout.groups())`). */
   readonly groups: (options?: StreamOptions) => AsyncIterable<Results.FinishedGroup>
