@@ -264,8 +264,9 @@ export const make = (
         }).pipe(Effect.ensuring(Effect.sync(() => running.delete(request.rid))))
       })
 
+    // A snapshot: an aborted generation may finish, and its caller start the next one, before this loop ends.
     const abortAll = Effect.sync(() => {
-      for (const run of running.values()) abortRun(run)
+      for (const run of [...running.values()]) abortRun(run)
     })
 
     return withSpans("EmbeddedEngine", {

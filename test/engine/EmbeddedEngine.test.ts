@@ -315,6 +315,41 @@ describe("EmbeddedEngine partial rollout: abort and resume (TestClock)", () => {
       assert.strictEqual(yield* engine.updateWeights("step-7"), "step-7")
       assert.strictEqual(yield* engine.weightVersion, "step-7")
     }).pipe(Effect.provide(engineLayer({ ...timed, model: { eosProbability: 0 } }))))
+
+  it.effect("a caller that resumes at once when an update aborts its generation is not aborted by that update", () =>
+    Effect.gen(function*() {
+      const engine = yield* Engine
+      const whole = yield* engine.generate(request(prompt, { maxNewTokens: 12 }, { rid: "whole-0000000001" })).pipe(
+        Effect.forkChild
+      )
+      yield* TestClock.adjust("1 hour")
+      const uninterrupted = yield* Fiber.join(whole)
+      // The caller starts its next attempt as soon as the aborted one returns, which can be while the update is still
+      // aborting: that attempt must run to its end.
+      const resuming = Effect.gen(function*() {
+        const ids: Array<number> = []
+        const finishes: Array<string> = []
+        for (let attempt = 0; attempt < 5; attempt++) {
+          const result = yield* engine.generate(
+            request([...prompt, ...ids], { maxNewTokens: 12 - ids.length }, {
+              rid: `resuming-${String(attempt).padStart(7, "0")}`,
+              resumedTokens: ids.length
+            })
+          )
+          ids.push(...result.outputIds)
+          finishes.push(result.finishReason.type)
+          if (result.finishReason.type !== "abort") break
+        }
+        return { ids, finishes }
+      })
+      const fiber = yield* Effect.forkChild(resuming)
+      yield* TestClock.adjust("310 millis")
+      yield* engine.updateWeights()
+      yield* TestClock.adjust("1 hour")
+      const resumed = yield* Fiber.join(fiber)
+      assert.deepStrictEqual(resumed.finishes, ["abort", "length"])
+      assert.deepStrictEqual(resumed.ids, uninterrupted.outputIds)
+    }).pipe(Effect.provide(engineLayer({ ...timed, model: { eosProbability: 0 } }))))
 })
 
 describe("EmbeddedEngine policy (--embedded-policy)", () => {
