@@ -354,7 +354,7 @@ const make = (options: GenerationOptions) =>
       response: Effect.Success<ReturnType<typeof parse>>
     ) {
       const { pending } = done
-      const toolCalls = Turn.identifyToolCalls(response.parsed.calls, {
+      const toolCalls = response.parsed.calls.length === 0 ? [] : Turn.identifyToolCalls(response.parsed.calls, {
         prefix: request.toolCallIdPrefix,
         sessionId: p.session.sessionId,
         responseKey: Turn.responseKey(p.parent, pending.outputIds)
