@@ -19,7 +19,7 @@
  *   `(i + 1) / decodeTokensPerSecond`. `abort(rid)` ends the pending generate with the tokens that appeared so far.
  *   A speed of 0 or `Infinity` means no latency.
  */
-import { Duration, Effect, Fiber, Layer, Ref, Result } from "effect"
+import { Duration, Effect, Fiber, Layer, Result } from "effect"
 import * as Decoder from "../src/engine/Decoder.ts"
 import * as Model from "../src/engine/Model.ts"
 import * as Sampling from "../src/engine/Sampling.ts"
@@ -126,12 +126,12 @@ export const make = (
   tokenizer: TokenizerShape,
   options: EmbeddedEngineOptions = {}
 ): Effect.Effect<EngineShape> =>
-  Effect.gen(function*() {
+  Effect.sync(() => {
     const model = modelFor(tokenizer, options)
     const engineSeed = options.seed ?? 0
     const prefillDelay = perToken(options.prefillTokensPerSecond, 20_000)
     const decodeDelay = perToken(options.decodeTokensPerSecond, 200)
-    const version = yield* Ref.make(options.weightVersion ?? "0")
+    let version = options.weightVersion ?? "0"
     let updates = 0
     let counter = 0
     const running = new Map<string, Running>()
@@ -205,7 +205,7 @@ export const make = (
         const turnCriteria: Stop.Criteria = { ...criteria, maxNewTokens: sampling.maxNewTokens + resumed }
         const prompt = inputIds[inputIds.length - 1] ?? tokenizer.eosTokenId
         // The version this attempt runs on: an update aborts it, so all its tokens come from this version.
-        const runningVersion = yield* Ref.get(version)
+        const runningVersion = version
         return yield* Effect.gen(function*() {
           let scripted: ReadonlyArray<Decoder.Step> | undefined
           if (options.policy !== undefined && request.conversation !== undefined) {
@@ -276,12 +276,12 @@ export const make = (
           const run = running.get(rid)
           if (run !== undefined) abortRun(run)
         }),
-      weightVersion: Ref.get(version),
+      weightVersion: Effect.sync(() => version),
       updateWeights: (next) =>
-        abortAll.pipe(Effect.andThen(Ref.modify(version, (current) => {
+        abortAll.pipe(Effect.andThen(Effect.sync(() => {
           updates++
-          const value = next ?? WeightVersion.next(current, updates)
-          return [value, value]
+          version = next ?? WeightVersion.next(version, updates)
+          return version
         }))),
       health: Effect.void,
       // Nothing is cached per Session in process.
