@@ -216,7 +216,9 @@ export const make = (
             scripted = turnIds.map((id, i) => ({ id, logprob: scores[i] ?? 0 })).slice(resumed)
           }
           const sessionKey = request.sessionId ?? ""
-          const cachedTokens = Math.min(commonPrefix(inputIds, lastSequence.get(sessionKey) ?? []), inputIds.length - 1)
+          const previous = lastSequence.get(sessionKey)
+          const shared = previous === undefined ? 0 : commonPrefix(inputIds, previous)
+          const cachedTokens = Math.min(shared, inputIds.length - 1)
           yield* wait((inputIds.length - cachedTokens) * prefillDelay, run)
           const check = resumed === 0 ? Stop.checker(criteria) : (() => {
             const turnCheck = Stop.checker(turnCriteria)
@@ -250,7 +252,13 @@ export const make = (
             finishReason = check(outputIds)
           }
           const sequence = new Int32Array(inputIds.length + outputIds.length)
-          sequence.set(inputIds)
+          if (previous !== undefined && shared === previous.length) {
+            // The prompt extends the previous sequence (the usual next turn): copy it typed-to-typed, then the rest.
+            sequence.set(previous)
+            for (let i = shared; i < inputIds.length; i++) sequence[i] = inputIds[i] ?? 0
+          } else {
+            sequence.set(inputIds)
+          }
           sequence.set(outputIds, inputIds.length)
           lastSequence.set(sessionKey, sequence)
           return {
