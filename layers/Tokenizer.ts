@@ -73,6 +73,11 @@ export interface TokenizerShape {
   readonly render: (request: RenderRequest) => Effect.Effect<string, TemplateError>
   /** Render synchronously; for pure helpers that take a render function. */
   readonly renderSync: (request: RenderRequest) => Result.Result<string, TemplateError>
+  /**
+   * Set when the chat template's text is a part that depends on the tools followed by one that does not (proven on its
+   * syntax tree, `ChatTemplate.toolsPrefix`); observation deltas are then rendered without the tools.
+   */
+  readonly toolsPrefix: ChatTemplate.ToolsPrefix | undefined
   /** The image processor's constants and the `<|image_pad|>` id, when the directory has a `preprocessor_config.json`. */
   readonly vision: Vision | undefined
 }
@@ -243,6 +248,7 @@ export const fromJson = (
       return yield* Effect.fromResult(renderSync(request))
     }),
     renderSync,
+    toolsPrefix: compiled.toolsPrefix,
     vision
   }
 }

@@ -16,6 +16,7 @@
  * The fields read here are private in the library's types; this module is the boundary that reads them.
  */
 import type { Tokenizer as HfTokenizer } from "@huggingface/tokenizers"
+import { alternation } from "../../src/template/LiteralPattern.ts"
 
 /** Pieces longer than this (long whitespace runs, huge words) are encoded every time, not cached. */
 export const MAX_CACHED_PIECE = 256
@@ -30,8 +31,10 @@ interface SplitStep extends PieceStep {
   readonly pattern: RegExp | null
   readonly config: { readonly invert?: unknown; readonly behavior?: unknown }
 }
+/** The library's `DictionarySplitter`: a character trie whose nodes hold the word ending there under `end`. */
 interface SplitterLike {
   readonly split: (text: string) => Array<string>
+  readonly trie: unknown
 }
 interface AddedTokenLike {
   readonly id: number
@@ -84,6 +87,44 @@ const stripAround = (lib: HfInternals, sections: Array<string>): void => {
     if (added === undefined) continue
     if (added.lstrip && i > 0) sections[i - 1] = sections[i - 1]!.trimEnd()
     if (added.rstrip && i < sections.length - 1) sections[i + 1] = sections[i + 1]!.trimStart()
+  }
+}
+
+/** The words of a `DictionarySplitter`'s trie (the `end` of every node), so the splitter's dictionary is exactly the library's. */
+const trieWords = (trie: unknown): Array<string> => {
+  const words: Array<string> = []
+  const visit = (node: unknown): void => {
+    if (!isRecord(node)) return
+    for (const key of Object.keys(node)) {
+      const child = node[key]
+      if (key === "end") {
+        if (typeof child === "string") words.push(child)
+      } else visit(child)
+    }
+  }
+  visit(trie)
+  return words
+}
+
+/**
+ * The library's `DictionarySplitter.split` (the text cut before and after every dictionary word, leftmost first, the
+ * longest word at a position, empty pieces left out) with one regular expression instead of a walk of its trie per
+ * character: an alternation of the words, longest first, finds the same leftmost-longest matches.
+ */
+export const dictionarySplit = (words: ReadonlyArray<string>): ((text: string) => Array<string>) => {
+  const pattern = alternation(words, "g")
+  if (pattern === undefined) return (text) => (text.length === 0 ? [] : [text])
+  return (text) => {
+    const pieces: Array<string> = []
+    let start = 0
+    pattern.lastIndex = 0
+    for (let match = pattern.exec(text); match !== null; match = pattern.exec(text)) {
+      if (match.index > start) pieces.push(text.slice(start, match.index))
+      pieces.push(match[0])
+      start = pattern.lastIndex
+    }
+    if (start < text.length) pieces.push(text.slice(start))
+    return pieces
   }
 }
 
@@ -143,9 +184,11 @@ export const cachedEncoder = (hf: HfTokenizer): ((text: string) => ReadonlyArray
       for (let i = 0; i < ids.length; i++) out.push(ids[i]!)
     }
   }
+  const splitUnnormalized = dictionarySplit(trieWords(lib.splitter_unnormalized.trie))
+  const splitNormalized = dictionarySplit(trieWords(lib.splitter_normalized.trie))
   return (text) => {
     const out: Array<number> = []
-    const sections = lib.splitter_unnormalized.split(text)
+    const sections = splitUnnormalized(text)
     stripAround(lib, sections)
     for (let section of sections) {
       if (section.length === 0) continue
@@ -156,7 +199,7 @@ export const cachedEncoder = (hf: HfTokenizer): ((text: string) => ReadonlyArray
       }
       if (lib.normalizer !== null) section = lib.normalizer(section)
       if (section.length === 0) continue
-      const subsections = lib.splitter_normalized.split(section)
+      const subsections = splitNormalized(section)
       stripAround(lib, subsections)
       for (const subsection of subsections) {
         if (subsection.length === 0) continue
