@@ -3,7 +3,7 @@ import { Tokenizer as HfTokenizer } from "@huggingface/tokenizers"
 import { readFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { dirname, join } from "node:path"
-import { cachedEncoder, GENERATION_SIZE, MAX_CACHED_PIECE, usesPieceCache } from "../../layers/internal/PreTokenCache.ts"
+import { cachedEncoder, dictionarySplit, GENERATION_SIZE, MAX_CACHED_PIECE, usesPieceCache } from "../../layers/internal/PreTokenCache.ts"
 
 // The differential test of the pre-token cache: for every text, the cached encoder's ids equal the library's own
 // `encode` (the bundled Qwen3 files, and a variant whose added tokens strip their neighbours or are normalized).
@@ -148,6 +148,26 @@ describe("PreTokenCache", () => {
     const next = random(17)
     for (const text of ["abc 123 def", "  ", "123", "x"]) assertSame(encode, reference, text)
     for (let i = 0; i < 100; i++) assertSame(encode, reference, randomText(next, 30))
+  })
+
+  it("splits on added tokens as the library's dictionary splitter does", () => {
+    // The library's DictionarySplitter class (private; reached through the bundled tokenizer's instance).
+    const Splitter = (qwen3 as unknown as { readonly splitter_unnormalized: { readonly constructor: new(words: ReadonlyArray<string>) => { split: (text: string) => Array<string> } } })
+      .splitter_unnormalized.constructor
+    const dictionaries: ReadonlyArray<ReadonlyArray<string>> = [
+      addedTokens.map((token) => token.content),
+      // Words that are prefixes of each other, overlap, repeat, hold metacharacters, surrogates or are empty.
+      ["<|im_start|>", "<|im_start", "<|", "|>", "im_", "<|im_start|>", "a.b", "(x)", "[", "\\", "$", "😀", "\ud800", "", "aa", "aaa"],
+      []
+    ]
+    const next = random(19)
+    for (const words of dictionaries) {
+      const library = new Splitter(words)
+      const split = dictionarySplit(words)
+      const texts = ["", "aaaa", "aaaaa", "<|im_start|>|>", "a.b.c a_b (x)[]\\$", "<<|im_start|im_start|>>"]
+      for (let i = 0; i < 300; i++) texts.push(randomText(next, 1 + Math.floor(next() * 40)) + (next() < 0.3 ? "aa" : ""))
+      for (const text of texts) assert.deepStrictEqual(split(text), library.split(text), JSON.stringify(text.slice(0, 200)))
+    }
   })
 
   it("uses the library's encode for tokenizers of another shape", () => {
