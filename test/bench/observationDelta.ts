@@ -10,6 +10,7 @@ import { Session } from "node:inspector"
 import { createRequire } from "node:module"
 import { dirname, join } from "node:path"
 import { cachedEncoder } from "../../layers/internal/PreTokenCache.ts"
+import type * as Canonical from "../../src/protocol/canonical.ts"
 import * as ObservationDelta from "../../src/template/ObservationDelta.ts"
 import * as Tokenizer from "../../layers/Tokenizer.ts"
 import { conversation, tools } from "./conversation.ts"
@@ -40,6 +41,7 @@ const run = async (): Promise<BenchResult> => {
       "full/delta": formatRatio(fullMs / deltaMs)
     })
   }
+  rows.push(...toolBlocks(tokenizer))
   rows.push(...encoders(tokenizer))
   return {
     title: "Observation delta tokenization (time per new tool message)",
@@ -47,6 +49,9 @@ const run = async (): Promise<BenchResult> => {
     notes: [
       "full/delta: how many times longer rendering + encoding the whole conversation takes than the delta for the one " +
         "new message (>1 = the delta is cheaper); the delta's cost does not grow with the history.",
+      "with / without tool block: deltaTokens for one new tool message rendering the dummy's system block with the " +
+        "tool definitions every time (the template's tool prefix not used) against rendering the delta without the " +
+        "tools after the cached dummy (src/template/ObservationDelta.ts); CPU per call and bytes allocated per call.",
       "library / cached: the Hugging Face JS encode against the same with the pre-token cache in front of it " +
         "(layers/internal/PreTokenCache.ts), on one observation's text (the rendered new tool message) and on a whole " +
         "30-message history (a first turn); CPU time per call (process.cpuUsage) and bytes allocated per call (V8's " +
@@ -93,6 +98,48 @@ const cpuPerCall = (candidates: ReadonlyArray<{ readonly name: string; readonly 
     }
   }
   return new Map(candidates.map((c) => [c.name, median(samples.get(c.name) ?? [])]))
+}
+
+/** Twelve tools of a realistic size (a description and a three-parameter JSON schema each). */
+const manyTools: ReadonlyArray<Canonical.Tool> = Array.from({ length: 12 }, (_, i) => ({
+  type: "function",
+  function: {
+    name: `tool_${i}`,
+    description: `Tool number ${i}: does something useful with the repository and returns the result as text.`,
+    parameters: {
+      type: "object",
+      properties: {
+        path: { type: "string", description: "A path." },
+        depth: { type: "integer" },
+        flags: { type: "array", items: { type: "string" } }
+      },
+      required: ["path"]
+    }
+  }
+}))
+
+/** deltaTokens with the dummy's tool block rendered every time against rendered once (same ids). */
+const toolBlocks = (tokenizer: Tokenizer.TokenizerShape): ReadonlyArray<Record<string, string>> => {
+  const delta = conversation(18).slice(-1)
+  // Another tokenizer object (its own calibrations) whose template is not known to have a tool prefix.
+  const withBlock: ObservationDelta.TemplateTokenizer = { ...tokenizer, toolsPrefix: undefined }
+  return [{ name: "1 tool", list: tools }, { name: "12 tools", list: manyTools }].map(({ list, name }) => {
+    const run = (tok: ObservationDelta.TemplateTokenizer) => () => Result.getOrThrow(ObservationDelta.deltaTokens(tok, delta, list, {}))
+    const same = [...run(withBlock)()].join() === [...run(tokenizer)()].join()
+    if (!same) throw new Error("deltaTokens without the tool block differs from the full render")
+    const cpu = cpuPerCall([{ name: "with", run: run(withBlock) }, { name: "without", run: run(tokenizer) }], 200)
+    const withMs = cpu.get("with") ?? Number.NaN
+    const withoutMs = cpu.get("without") ?? Number.NaN
+    return {
+      turns: `delta, ${name}`,
+      "delta tokens": String(run(tokenizer)().length),
+      "with tool block CPU": formatMs(withMs),
+      "without CPU": formatMs(withoutMs),
+      "with/without": formatRatio(withMs / withoutMs),
+      "with tool block alloc": formatBytes(allocatedBytes(run(withBlock), 200)),
+      "without alloc": formatBytes(allocatedBytes(run(tokenizer), 200))
+    }
+  })
 }
 
 /** The library's encode against the cached one, each on its own instance of the bundled Qwen3 files. */
