@@ -109,6 +109,22 @@ const holdsLiteral = (value: unknown, pattern: RegExp): boolean => {
   return false
 }
 
+/** Whether a tool list holds a literal, kept per list and pattern (canonical lists are immutable; agents reuse theirs). */
+const toolLiterals = new WeakMap<ReadonlyArray<Canonical.Tool>, WeakMap<RegExp, boolean>>()
+const toolsHoldLiteral = (tools: ReadonlyArray<Canonical.Tool>, pattern: RegExp): boolean => {
+  let known = toolLiterals.get(tools)
+  if (known === undefined) {
+    known = new WeakMap()
+    toolLiterals.set(tools, known)
+  }
+  let holds = known.get(pattern)
+  if (holds === undefined) {
+    holds = holdsLiteral(tools, pattern)
+    known.set(pattern, holds)
+  }
+  return holds
+}
+
 /** The messages and tools with their special-token literals marked, or `undefined` when none holds one. */
 const protect = (
   tok: TemplateTokenizer,
@@ -116,7 +132,7 @@ const protect = (
   tools: ReadonlyArray<Canonical.Tool>
 ): Protected | undefined => {
   const literal = literalPattern(tok)
-  if (literal === undefined || (!holdsLiteral(messages, literal.test) && !holdsLiteral(tools, literal.test))) return undefined
+  if (literal === undefined || (!holdsLiteral(messages, literal.test) && !toolsHoldLiteral(tools, literal.test))) return undefined
   const strings: Array<string> = []
   collectStrings(messages, strings)
   collectStrings(tools, strings)
@@ -324,13 +340,23 @@ const withoutTools = (
   return agrees ? bare.success : undefined
 }
 
-/** The JSON of a tool list, kept per list object (canonical lists are immutable; callers often pass the same one). */
-const toolsKeys = new WeakMap<ReadonlyArray<Canonical.Tool>, string>()
-const toolsKey = (tools: ReadonlyArray<Canonical.Tool>): string => {
-  let key = toolsKeys.get(tools)
+/**
+ * The calibration key of (tools, kwargs): the JSON of both. Kept per tool list object (canonical lists are immutable;
+ * callers often pass the same one), so a long tool list is neither serialized nor hashed again on every delta.
+ */
+const calibrationKeys = new WeakMap<ReadonlyArray<Canonical.Tool>, Map<string, string>>()
+const calibrationKey = (tools: ReadonlyArray<Canonical.Tool>, kwargs: Canonical.TemplateKwargs): string => {
+  let keys = calibrationKeys.get(tools)
+  if (keys === undefined) {
+    keys = new Map()
+    calibrationKeys.set(tools, keys)
+  }
+  const kwargsKey = JSON.stringify(kwargs)
+  let key = keys.get(kwargsKey)
   if (key === undefined) {
-    key = JSON.stringify(tools)
-    toolsKeys.set(tools, key)
+    key = `${JSON.stringify(tools)}\u0000${kwargsKey}`
+    if (keys.size >= MAX_CALIBRATIONS) keys.clear()
+    keys.set(kwargsKey, key)
   }
   return key
 }
@@ -345,7 +371,7 @@ const calibrate = (
     cache = new Map()
     calibrations.set(tok, cache)
   }
-  const key = `${toolsKey(tools)}\u0000${JSON.stringify(kwargs)}`
+  const key = calibrationKey(tools, kwargs)
   const known = cache.get(key)
   if (known !== undefined) return Result.succeed(known)
   const rendered = tok.renderSync({ messages: DUMMY_MESSAGES, tools, chatTemplateKwargs: kwargs, addGenerationPrompt: false })
