@@ -9,7 +9,8 @@
  * `encodeAsync` keeps the event loop free: a text of {@link OFF_LOOP_CHARS} characters or more (a 1 MB tool result
  * takes about a second to encode) is encoded on a worker thread that loads the same files on first use; shorter
  * texts are encoded in place. In place, `encode` and `encodeText` put a bounded pre-token → ids cache in front of the
- * library's byte-level step and BPE model (layers/internal/PreTokenCache.ts); the ids are the library's.
+ * library's byte-level step and BPE model (layers/internal/PreTokenCache.ts); the ids are the library's. `decode` keeps
+ * each id's bytes (layers/internal/ByteLevelDecode.ts); the text is the library's.
  */
 import { Tokenizer as HfTokenizer } from "@huggingface/tokenizers"
 import { Context, Data, Effect, Layer, Result } from "effect"
@@ -21,6 +22,7 @@ import { Worker } from "node:worker_threads"
 import type * as Canonical from "../src/protocol/canonical.ts"
 import * as ChatTemplate from "../src/template/ChatTemplate.ts"
 import * as ImageGrid from "../src/template/ImageGrid.ts"
+import { byteLevelDecoder } from "./internal/ByteLevelDecode.ts"
 import { cachedEncoder } from "./internal/PreTokenCache.ts"
 
 export class TokenizerLoadError extends Data.TaggedError("TokenizerLoadError")<{
@@ -225,6 +227,7 @@ export const fromJson = (
   const encodeCached = cachedEncoder(hf)
   const encode = (text: string): ReadonlyArray<number> => (text.length === 0 ? [] : encodeCached(text))
   const offLoop = offLoopEncoder(source, encode)
+  const decodeIds = byteLevelDecoder(hf)
   return {
     source,
     encode,
@@ -234,8 +237,7 @@ export const fromJson = (
         : Effect.promise(() => offLoop(text)),
     encodeText: (text) => (text.length === 0 ? [] : plainEncode()(text)),
     specialTokens: specialAdded.map((t) => t.content),
-    decode: (ids, options) =>
-      ids.length === 0 ? "" : hf.decode([...ids], { skip_special_tokens: options?.skipSpecialTokens ?? false }),
+    decode: (ids, options) => (ids.length === 0 ? "" : decodeIds(ids, options?.skipSpecialTokens ?? false)),
     tokenToId: (token) => hf.token_to_id(token),
     idToToken: (id) => hf.id_to_token(id),
     vocabSize,
