@@ -9,6 +9,7 @@ import { readFileSync } from "node:fs"
 import { Session } from "node:inspector"
 import { createRequire } from "node:module"
 import { dirname, join } from "node:path"
+import { byteLevelDecoder } from "../../layers/internal/ByteLevelDecode.ts"
 import { cachedEncoder } from "../../layers/internal/PreTokenCache.ts"
 import type * as Canonical from "../../src/protocol/canonical.ts"
 import * as ObservationDelta from "../../src/template/ObservationDelta.ts"
@@ -54,7 +55,8 @@ const run = async (): Promise<BenchResult> => {
         "tools after the cached dummy (src/template/ObservationDelta.ts); CPU per call and bytes allocated per call.",
       "library / cached: the Hugging Face JS encode against the same with the pre-token cache in front of it " +
         "(layers/internal/PreTokenCache.ts), on one observation's text (the rendered new tool message) and on a whole " +
-        "30-message history (a first turn); CPU time per call (process.cpuUsage) and bytes allocated per call (V8's " +
+        "30-message history (a first turn), and its decode against per-id bytes (layers/internal/ByteLevelDecode.ts) " +
+        "on the history's ids; CPU time per call (process.cpuUsage) and bytes allocated per call (V8's " +
         "sampling heap profiler, collected objects included), the two alternating."
     ]
   }
@@ -160,23 +162,36 @@ const encoders = (tokenizer: Tokenizer.TokenizerShape): ReadonlyArray<Record<str
       calls: 10
     }
   ]
-  return texts.map(({ calls, name, text }) => {
-    const cpu = cpuPerCall([
-      { name: "library", run: () => encodeLibrary(text) },
-      { name: "cached", run: () => cached(text) }
-    ], calls)
+  const historyIds = cached(texts[1]!.text)
+  const decoded = byteLevelDecoder(new HfTokenizer(read("tokenizer.json"), read("tokenizer_config.json")))
+  const candidates = [
+    ...texts.map(({ calls, name, text }) => ({
+      name,
+      calls,
+      tokens: cached(text).length,
+      library: () => encodeLibrary(text),
+      cached: () => cached(text)
+    })),
+    {
+      name: "decode of the history's ids",
+      calls: 10,
+      tokens: historyIds.length,
+      library: () => library.decode([...historyIds], { skip_special_tokens: false }),
+      cached: () => decoded(historyIds, false)
+    }
+  ]
+  return candidates.map(({ cached: withCache, calls, library: withLibrary, name, tokens }) => {
+    const cpu = cpuPerCall([{ name: "library", run: withLibrary }, { name: "cached", run: withCache }], calls)
     const libraryMs = cpu.get("library") ?? Number.NaN
     const cachedMs = cpu.get("cached") ?? Number.NaN
-    const libraryBytes = allocatedBytes(() => encodeLibrary(text), calls)
-    const cachedBytes = allocatedBytes(() => cached(text), calls)
     return {
       turns: name,
-      "delta tokens": String(cached(text).length),
+      "delta tokens": String(tokens),
       "library CPU": formatMs(libraryMs),
       "cached CPU": formatMs(cachedMs),
       "library/cached": formatRatio(libraryMs / cachedMs),
-      "library alloc": formatBytes(libraryBytes),
-      "cached alloc": formatBytes(cachedBytes)
+      "library alloc": formatBytes(allocatedBytes(withLibrary, calls)),
+      "cached alloc": formatBytes(allocatedBytes(withCache, calls))
     }
   })
 }
