@@ -251,7 +251,7 @@ const PROBES: ReadonlyArray<ReadonlyArray<Canonical.Message>> = [
  * Deltas rendering without the tools is checked with: each role, consecutive tool results, an assistant turn with
  * reasoning and a tool call, a late system message and an image part (which a text-only template rejects both ways).
  */
-export const TOOLS_PROBES: ReadonlyArray<ReadonlyArray<Canonical.Message>> = [
+const TOOLS_PROBES: ReadonlyArray<ReadonlyArray<Canonical.Message>> = [
   [{ role: "user", content: "probe" }],
   [{ role: "tool", content: "probe", tool_call_id: "a" }, { role: "tool", content: " probe\n", tool_call_id: "b" }],
   [
