@@ -79,7 +79,7 @@ export interface TokenizerShape {
    * Set when the chat template's text is a part that depends on the tools followed by one that does not (proven on its
    * syntax tree, `ChatTemplate.toolsPrefix`); observation deltas are then rendered without the tools.
    */
-  readonly toolsPrefix: ChatTemplate.ToolsPrefix | undefined
+  readonly toolsPrefix?: ChatTemplate.ToolsPrefix | undefined
   /** The image processor's constants and the `<|image_pad|>` id, when the directory has a `preprocessor_config.json`. */
   readonly vision: Vision | undefined
 }
