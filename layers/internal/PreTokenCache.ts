@@ -18,6 +18,9 @@
 import type { Tokenizer as HfTokenizer } from "@huggingface/tokenizers"
 import { alternation } from "../../src/template/LiteralPattern.ts"
 
+/** A character at or above U+0300, where NFC can change text (combining marks start there). */
+const BEYOND_NFC_STABLE = /[^\u0000-\u02ff]/
+
 /** Pieces longer than this (long whitespace runs, huge words) are encoded every time, not cached. */
 export const MAX_CACHED_PIECE = 256
 /** Pieces per cache generation; the cache holds at most two generations. */
@@ -45,6 +48,7 @@ interface AddedTokenLike {
 interface HfInternals {
   readonly tokenizer: {
     readonly pre_tokenizer?: unknown
+    readonly normalizer?: unknown
     readonly model?: { readonly type?: unknown; readonly fuse_unk?: unknown }
     readonly post_processor?: unknown
   }
@@ -184,6 +188,10 @@ export const cachedEncoder = (hf: HfTokenizer): ((text: string) => ReadonlyArray
       for (let i = 0; i < ids.length; i++) out.push(ids[i]!)
     }
   }
+  // NFC leaves text below U+0300 as it is (every such character is a starter that composes with nothing before it:
+  // Unicode's NFC quick check says "yes"), so the normalizer is skipped for it.
+  const normalizerConfig = lib.tokenizer.normalizer
+  const nfcOnly = isRecord(normalizerConfig) && normalizerConfig["type"] === "NFC"
   const splitUnnormalized = dictionarySplit(trieWords(lib.splitter_unnormalized.trie))
   const splitNormalized = dictionarySplit(trieWords(lib.splitter_normalized.trie))
   return (text) => {
@@ -197,7 +205,7 @@ export const cachedEncoder = (hf: HfTokenizer): ((text: string) => ReadonlyArray
         out.push(added.id)
         continue
       }
-      if (lib.normalizer !== null) section = lib.normalizer(section)
+      if (lib.normalizer !== null && !(nfcOnly && !BEYOND_NFC_STABLE.test(section))) section = lib.normalizer(section)
       if (section.length === 0) continue
       const subsections = splitNormalized(section)
       stripAround(lib, subsections)

@@ -150,6 +150,20 @@ describe("PreTokenCache", () => {
     for (let i = 0; i < 100; i++) assertSame(encode, reference, randomText(next, 30))
   })
 
+  it("skips NFC only where it changes nothing: every character and pair of characters below U+0300 is NFC already", () => {
+    // The premise of skipping the NFC normalizer for text below U+0300 (Unicode's NFC quick check).
+    for (let a = 0; a < 0x300; a++) {
+      const first = String.fromCharCode(a)
+      assert.strictEqual(first.normalize("NFC"), first)
+      for (let b = 0; b < 0x300; b++) {
+        const pair = first + String.fromCharCode(b)
+        if (pair.normalize("NFC") !== pair) assert.fail(`NFC changes ${JSON.stringify(pair)}`)
+      }
+    }
+    // Text that NFC does change: a character below U+0300 followed by combining marks, and compatibility forms.
+    for (const text of ["cafe\u0301", "A\u030a\u0323", "\u00e9\u0301", "Ω\u2126\u212b", "x\u0300y"]) assertSame(cached, direct, text)
+  })
+
   it("splits on added tokens as the library's dictionary splitter does", () => {
     // The library's DictionarySplitter class (private; reached through the bundled tokenizer's instance).
     const Splitter = (qwen3 as unknown as { readonly splitter_unnormalized: { readonly constructor: new(words: ReadonlyArray<string>) => { split: (text: string) => Array<string> } } })
