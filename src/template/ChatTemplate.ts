@@ -85,10 +85,10 @@ const VARYING_NAMES: ReadonlySet<unknown> = new Set(["add_generation_prompt", "s
  * **Details**
  * Jinja renders top-level statements in order and concatenates their text, and a statement affects the ones after it
  * only through assignments (`set`, namespace attributes included) and macros. So when the statements that mention
- * `tools` are a leading run of the template's top-level statements, assign nothing, define or call no macro, and
- * read `messages` only at literal non-negative indexes and neither `add_generation_prompt` nor the clock, their text is
- * a function of the tools, those first messages and the kwargs, and the text of the rest does not depend on the
- * tools. Qwen2.5's and Qwen3's templates have this shape (the `{% if tools %}` system block); a template that
+ * `tools` are a leading run of the template's top-level statements, assign nothing, define or call no macro, call no
+ * method, and read `messages` only at literal non-negative indexes and neither `add_generation_prompt` nor the clock,
+ * their text is a function of the tools, those first messages and the kwargs, and the text of the rest does not depend
+ * on the tools. Qwen2.5's and Qwen3's templates have this shape (the `{% if tools %}` system block); a template that
  * mentions no `tools` has it with no prefix. Names are matched conservatively: a loop variable or attribute named
  * `tools` or `messages` counts as a mention.
  */
@@ -101,6 +101,10 @@ export const toolsPrefix = (template: Template): ToolsPrefix | undefined => {
   let separable = true
   walkAst(body.slice(0, leading), (node, parent) => {
     if (STATEFUL_STATEMENTS.has(node["type"])) separable = false
+    // Method calls are refused too: none of the interpreter's methods changes its object, but a later one might.
+    if (node["type"] === "CallExpression" && isAstNode(node["callee"]) && node["callee"]["type"] === "MemberExpression") {
+      separable = false
+    }
     if (node["type"] !== "Identifier") return
     if (VARYING_NAMES.has(node["value"])) separable = false
     if (node["value"] !== "messages") return

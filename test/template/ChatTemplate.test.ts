@@ -80,6 +80,8 @@ describe("ChatTemplate.toolsPrefix", () => {
       "{% if tools %}{% set t = 1 %}{% endif %}{{ messages }}",
       "{% set ns = namespace(x=0) %}{% if tools %}{% set ns.x = 1 %}{% endif %}{{ ns.x }}",
       "{% if tools %}{% macro m() %}x{% endmacro %}{% endif %}{{ messages }}",
+      // or calls a method (none changes its object today)
+      "{% if tools %}{{ messages[0].content.upper() }}{% endif %}{{ messages }}",
       // the tool block reads messages beyond literal indexes, the generation prompt flag or the clock
       "{% if tools %}{{ messages[-1].content }}{% endif %}{{ messages }}",
       "{% if tools %}{{ messages | length }}{% endif %}{{ messages }}",
