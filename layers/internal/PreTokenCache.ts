@@ -41,15 +41,18 @@ interface SplitterLike {
 }
 interface AddedTokenLike {
   readonly id: number
+  readonly content: string
   readonly lstrip: boolean
   readonly rstrip: boolean
+  readonly special: boolean
+  readonly normalized: boolean
 }
 /** The library internals this module reads (`@huggingface/tokenizers` 0.2, `src/core/Tokenizer.ts`). */
 interface HfInternals {
   readonly tokenizer: {
     readonly pre_tokenizer?: unknown
     readonly normalizer?: unknown
-    readonly model?: { readonly type?: unknown; readonly fuse_unk?: unknown }
+    readonly model?: { readonly type?: unknown; readonly fuse_unk?: unknown; readonly vocab?: unknown }
     readonly post_processor?: unknown
   }
   readonly normalizer: ((text: string) => string) | null
@@ -57,9 +60,15 @@ interface HfInternals {
   readonly model: ((tokens: ReadonlyArray<string>) => ReadonlyArray<string>) & {
     readonly tokens_to_ids: ReadonlyMap<string, number>
     readonly unk_token_id: number | undefined
+    readonly unk_token?: unknown
+    readonly ignore_merges?: unknown
+    readonly merges?: ReadonlyArray<unknown>
+    readonly end_of_word_suffix?: unknown
+    readonly continuing_subword_suffix?: unknown
   }
   readonly splitter_unnormalized: SplitterLike
   readonly splitter_normalized: SplitterLike
+  readonly added_tokens: ReadonlyArray<AddedTokenLike>
   readonly added_tokens_map: ReadonlyMap<string, AddedTokenLike>
   readonly remove_space: unknown
   readonly do_lowercase_and_remove_accent: boolean
@@ -85,9 +94,9 @@ const piecewise = (lib: HfInternals): boolean => {
 }
 
 /** Applies the added tokens' lstrip/rstrip to their neighbours, as the library does (in place). */
-const stripAround = (lib: HfInternals, sections: Array<string>): void => {
+const stripAround = (addedTokens: ReadonlyMap<string, AddedTokenLike>, sections: Array<string>): void => {
   for (let i = 0; i < sections.length; i++) {
-    const added = lib.added_tokens_map.get(sections[i]!)
+    const added = addedTokens.get(sections[i]!)
     if (added === undefined) continue
     if (added.lstrip && i > 0) sections[i - 1] = sections[i - 1]!.trimEnd()
     if (added.rstrip && i < sections.length - 1) sections[i + 1] = sections[i + 1]!.trimStart()
@@ -144,6 +153,75 @@ export const cachedEncoder = (hf: HfTokenizer): ((text: string) => ReadonlyArray
   // Decoding boundary: the library's private fields, checked for the expected shape before use.
   const lib = hf as unknown as HfInternals
   if (!piecewise(lib)) return direct
+  return piecewiseEncoder(lib, {
+    map: lib.added_tokens_map,
+    splitUnnormalized: dictionarySplit(trieWords(lib.splitter_unnormalized.trie)),
+    splitNormalized: dictionarySplit(trieWords(lib.splitter_normalized.trie))
+  })
+}
+
+/**
+ * The ids `hf` would give with its special added tokens left out of its `added_tokens` (special-token literals
+ * encoded as the plain text they are: Hugging Face's `split_special_tokens=True`), from the same loaded tokenizer and
+ * with the pre-token cache; `undefined` when that cannot be derived exactly (the caller then builds that tokenizer).
+ *
+ * **Details**
+ * Such a tokenizer differs only in its added-token tables (rebuilt here from the non-special tokens, as the library's
+ * constructor builds them) and in its model's token → id map, which lacks the special tokens' texts. That map is used
+ * for the model's output tokens, so the shared model is exact when no output token can be a special token's text:
+ * each is at least two characters long, in neither the vocabulary nor the merges' results, no non-special added token
+ * or unknown token has the same text, and the model neither looks pieces up whole (`ignore_merges`) nor adds word
+ * suffixes to its tokens.
+ */
+export const plainEncoder = (hf: HfTokenizer): ((text: string) => ReadonlyArray<number>) | undefined => {
+  // Decoding boundary: the library's private fields, checked for the expected shape before use.
+  const lib = hf as unknown as HfInternals
+  if (
+    !piecewise(lib) || lib.model.ignore_merges === true || Boolean(lib.model.end_of_word_suffix) ||
+    Boolean(lib.model.continuing_subword_suffix) || !Array.isArray(lib.added_tokens)
+  ) return undefined
+  const specials = new Set(lib.added_tokens.filter((token) => token.special).map((token) => token.content))
+  const vocab = lib.tokenizer.model?.vocab
+  const merges = lib.model.merges
+  if (!isRecord(vocab) || !Array.isArray(merges)) return undefined
+  for (const content of specials) {
+    if ([...content].length < 2 || Object.hasOwn(vocab, content)) return undefined
+  }
+  if (lib.added_tokens.some((token) => !token.special && specials.has(token.content))) return undefined
+  if (typeof lib.model.unk_token === "string" && specials.has(lib.model.unk_token)) return undefined
+  for (const merge of merges) {
+    if (!Array.isArray(merge) || merge.length !== 2) return undefined
+    if (specials.has(`${String(merge[0])}${String(merge[1])}`)) return undefined
+  }
+  // The library's constructor over the non-special tokens.
+  const map = new Map<string, AddedTokenLike>()
+  const unnormalized: Array<string> = []
+  const normalized: Array<string> = []
+  for (const token of lib.added_tokens) {
+    if (token.special) continue
+    map.set(token.content, token)
+    if (token.normalized && lib.normalizer !== null) {
+      const content = lib.normalizer(token.content)
+      normalized.push(content)
+      map.set(content, token)
+    } else unnormalized.push(token.content)
+  }
+  return piecewiseEncoder(lib, {
+    map,
+    splitUnnormalized: dictionarySplit(unnormalized),
+    splitNormalized: dictionarySplit(normalized)
+  })
+}
+
+/** A tokenizer's added-token tables: contents (and normalized contents) → tokens, and the two dictionary splits. */
+interface AddedTables {
+  readonly map: ReadonlyMap<string, AddedTokenLike>
+  readonly splitUnnormalized: (text: string) => Array<string>
+  readonly splitNormalized: (text: string) => Array<string>
+}
+
+/** The library's encode steps with the given added-token tables, the pre-token cache in front of its model. */
+const piecewiseEncoder = (lib: HfInternals, added: AddedTables): ((text: string) => ReadonlyArray<number>) => {
   const [split, byteLevel] = lib.pre_tokenizer!.tokenizers! as readonly [SplitStep, PieceStep]
   // The library splits with `matchAll`, keeping the text between matches (none for the usual patterns, which match
   // every character); `match` gives the same pieces without a match object per piece whenever its pieces cover the
@@ -164,7 +242,7 @@ export const cachedEncoder = (hf: HfTokenizer): ((text: string) => ReadonlyArray
   const model = lib.model
   const idOf = (token: string): number =>
     // As the library's `encode` maps token strings (an unknown token without `unk` stays undefined there too).
-    (lib.added_tokens_map.get(token)?.id ?? model.tokens_to_ids.get(token) ?? model.unk_token_id) as number
+    (added.map.get(token)?.id ?? model.tokens_to_ids.get(token) ?? model.unk_token_id) as number
   const encodePiece = (piece: string): ReadonlyArray<number> => model(byteLevel.pre_tokenize_text(piece)).map(idOf)
   let current = new Map<string, ReadonlyArray<number>>()
   let previous = new Map<string, ReadonlyArray<number>>()
@@ -192,26 +270,24 @@ export const cachedEncoder = (hf: HfTokenizer): ((text: string) => ReadonlyArray
   // Unicode's NFC quick check says "yes"), so the normalizer is skipped for it.
   const normalizerConfig = lib.tokenizer.normalizer
   const nfcOnly = isRecord(normalizerConfig) && normalizerConfig["type"] === "NFC"
-  const splitUnnormalized = dictionarySplit(trieWords(lib.splitter_unnormalized.trie))
-  const splitNormalized = dictionarySplit(trieWords(lib.splitter_normalized.trie))
   return (text) => {
     const out: Array<number> = []
-    const sections = splitUnnormalized(text)
-    stripAround(lib, sections)
+    const sections = added.splitUnnormalized(text)
+    stripAround(added.map, sections)
     for (let section of sections) {
       if (section.length === 0) continue
-      const added = lib.added_tokens_map.get(section)
-      if (added !== undefined) {
-        out.push(added.id)
+      const token = added.map.get(section)
+      if (token !== undefined) {
+        out.push(token.id)
         continue
       }
       if (lib.normalizer !== null && !(nfcOnly && !BEYOND_NFC_STABLE.test(section))) section = lib.normalizer(section)
       if (section.length === 0) continue
-      const subsections = splitNormalized(section)
-      stripAround(lib, subsections)
+      const subsections = added.splitNormalized(section)
+      stripAround(added.map, subsections)
       for (const subsection of subsections) {
         if (subsection.length === 0) continue
-        const addedInside = lib.added_tokens_map.get(subsection)
+        const addedInside = added.map.get(subsection)
         if (addedInside !== undefined) out.push(addedInside.id)
         else encodeSection(subsection, out)
       }
