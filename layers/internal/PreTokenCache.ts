@@ -5,10 +5,11 @@
  * **Details**
  * The JS library already caches BPE merges per word, but every call still runs the byte-level pre-tokenizer on every
  * word (a `TextEncoder` buffer, an array and a joined string per word), the model's token-string list and the id
- * lookups: most of its CPU and ~140 KB of garbage per observation. Here the text goes through the library's own
- * steps in the library's order (added-token splitting with its lstrip/rstrip rules, the normalizer, the `Split`
- * pre-tokenizer), and each `Split` piece's ids come from the cache or, on a miss, from the library's byte-level
- * pre-tokenizer and model. That is exact because those two work on each piece alone; the fast path is taken only for
+ * lookups: most of its CPU and ~140 KB of garbage per observation. Here the text goes through the library's steps
+ * in the library's order (added-token splitting with its lstrip/rstrip rules — the library's dictionary split done
+ * with one regular expression, see {@link dictionarySplit} —, the normalizer, skipped where NFC changes nothing, the
+ * `Split` pre-tokenizer), and each `Split` piece's ids come from the cache or, on a miss, from the library's
+ * byte-level pre-tokenizer and model. {@link plainEncoder} does the same with the special tokens left out. That is exact because those two work on each piece alone; the fast path is taken only for
  * tokenizers of that shape (a `Sequence` of `Split` then `ByteLevel` without regex or prefix space, a BPE model
  * without `fuse_unk`, a pass-through post-processor: Qwen2/2.5/3, Llama 3, …), every other tokenizer uses the
  * library's `encode` unchanged. `test/layers/PreTokenCache.test.ts` compares both on random and realistic texts.
