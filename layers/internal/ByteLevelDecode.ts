@@ -11,8 +11,8 @@
  * fatal, BOM kept) over each run of non-added tokens, an added token's text standing as it is between runs, as the
  * library's `ByteLevel` decoder does. Used only for a plain `ByteLevel` decoder without end-of-word suffix or
  * tokenization-space clean-up (Qwen2/2.5/3, …); a token string holding a UTF-16 surrogate (which the library's
- * per-character split could pair across tokens) sends that call to the library. `test/layers/ByteLevelDecode.test.ts`
- * compares both.
+ * per-character split could pair across tokens), and an id outside the vocabulary, send that call to the library.
+ * `test/layers/ByteLevelDecode.test.ts` compares both.
  *
  * The fields read here are private in the library's types; this module is the boundary that reads them.
  */
@@ -31,12 +31,11 @@ interface HfDecodeInternals {
   readonly clean_up_tokenization_spaces: unknown
 }
 
-/** One id's part of a decode: its bytes, or the added token's text; `special` when skipping special tokens drops it. */
-interface Piece {
-  readonly bytes: Uint8Array
-  readonly added: string | undefined
-  readonly special: boolean
-}
+/** Kinds of ids: bytes in a run, an added token's text, or sent to the library; SPECIAL marks special tokens. */
+const BYTES = 1
+const ADDED = 2
+const LIBRARY = 4
+const SPECIAL = 8
 
 const isRecord = (value: unknown): value is Record<string, unknown> => value !== null && typeof value === "object"
 
@@ -66,50 +65,71 @@ export const byteLevelDecoder = (hf: HfTokenizer): ((ids: ReadonlyArray<number>,
   const vocab = lib.model.vocab
   const unknown = typeof lib.model.unk_token === "string" ? lib.model.unk_token : undefined
   const textDecoder = new TextDecoder("utf-8", { fatal: false, ignoreBOM: true })
-  const empty = new Uint8Array(0)
-  /** The piece of an id, or `undefined` when its token string holds a surrogate (the library decodes the call). */
-  const pieceOf = (token: string | undefined): Piece | undefined => {
-    if (token === undefined) return { bytes: empty, added: undefined, special: false }
-    const special = lib.special_tokens.includes(token)
-    if (addedTokens.some((added) => added.content === token)) return { bytes: empty, added: token, special }
-    if (hasSurrogate(token)) return undefined
-    const bytes = new Uint8Array(token.length)
-    for (let i = 0; i < token.length; i++) bytes[i] = byteOf[token[i]!] ?? 0
-    return { bytes, added: undefined, special }
-  }
-  const pieces: Array<Piece | null | undefined> = new Array<Piece | null | undefined>(vocab.length)
-  /** The piece of `id`: built on first use (`null` marks a surrogate token). */
-  const piece = (id: number): Piece | undefined => {
-    if (!(id >= 0 && id < pieces.length)) return pieceOf(vocab[id] ?? unknown)
-    let known = pieces[id]
-    if (known === undefined) {
-      known = pieceOf(vocab[id] ?? unknown) ?? null
-      pieces[id] = known
+  // Per id, built on first use: its kind (and whether it is special), and its bytes in one shared arena, so a vocabulary
+  // of 150,000 ids costs a few MB at most.
+  const size = vocab.length
+  const kinds = new Uint8Array(size)
+  const starts = new Int32Array(size)
+  const lengths = new Int32Array(size)
+  const addedTexts = new Map<number, string>()
+  let arena = new Uint8Array(64 * 1024)
+  let arenaLength = 0
+  /** The kind of `token` (an id's token string) with its bytes written at `arenaLength` for BYTES. */
+  const classify = (token: string | undefined): number => {
+    if (token === undefined) return BYTES
+    const special = lib.special_tokens.includes(token) ? SPECIAL : 0
+    if (addedTokens.some((added) => added.content === token)) return ADDED | special
+    if (hasSurrogate(token)) return LIBRARY
+    if (arenaLength + token.length > arena.length) {
+      const grown = new Uint8Array(Math.max(arena.length * 2, arenaLength + token.length))
+      grown.set(arena.subarray(0, arenaLength))
+      arena = grown
     }
-    return known ?? undefined
+    for (let i = 0; i < token.length; i++) arena[arenaLength + i] = byteOf[token[i]!] ?? 0
+    return BYTES | special
+  }
+  /** The kind of `id`, its bytes at `starts[id]` / `lengths[id]` in the arena (`id` in the vocabulary's range). */
+  const kindOf = (id: number): number => {
+    let kind = kinds[id]!
+    if (kind === 0) {
+      const token = vocab[id] ?? unknown
+      kind = classify(token)
+      if ((kind & ADDED) !== 0) addedTexts.set(id, token!)
+      else if ((kind & BYTES) !== 0) {
+        starts[id] = arenaLength
+        lengths[id] = token?.length ?? 0
+        arenaLength += lengths[id]!
+      }
+      kinds[id] = kind
+    }
+    return kind
   }
   let buffer = new Uint8Array(4096)
   return (ids, skipSpecialTokens) => {
+    // An id outside the vocabulary (the unknown token's text, if any) is rare: such lists go to the library.
     let text = ""
     let length = 0
     for (let i = 0; i < ids.length; i++) {
-      const p = piece(ids[i]!)
-      if (p === undefined) return library(ids, skipSpecialTokens)
-      if (skipSpecialTokens && p.special) continue
-      if (p.added !== undefined) {
+      const id = ids[i]!
+      if (!(id >= 0 && id < size)) return library(ids, skipSpecialTokens)
+      const kind = kindOf(id)
+      if (kind === LIBRARY) return library(ids, skipSpecialTokens)
+      if (skipSpecialTokens && (kind & SPECIAL) !== 0) continue
+      if ((kind & ADDED) !== 0) {
         if (length > 0) text += textDecoder.decode(buffer.subarray(0, length))
         length = 0
-        text += p.added
+        text += addedTexts.get(id)!
         continue
       }
-      const bytes = p.bytes
-      if (length + bytes.length > buffer.length) {
-        const grown = new Uint8Array(Math.max(buffer.length * 2, length + bytes.length))
+      const from = starts[id]!
+      const count = lengths[id]!
+      if (length + count > buffer.length) {
+        const grown = new Uint8Array(Math.max(buffer.length * 2, length + count))
         grown.set(buffer.subarray(0, length))
         buffer = grown
       }
-      for (let j = 0; j < bytes.length; j++) buffer[length + j] = bytes[j]!
-      length += bytes.length
+      for (let j = 0; j < count; j++) buffer[length + j] = arena[from + j]!
+      length += count
     }
     if (length > 0) text += textDecoder.decode(buffer.subarray(0, length))
     return text
