@@ -48,19 +48,32 @@ type AstNode = { readonly [key: string]: unknown }
 
 const isAstNode = (value: unknown): value is AstNode => value !== null && typeof value === "object"
 
-/** Visits every node under `value` (statements, expressions, their arrays and the Maps of object literals). */
-const walkAst = (value: unknown, visit: (node: AstNode, parent: AstNode | undefined) => void, parent?: AstNode): void => {
-  if (Array.isArray(value)) {
-    for (const item of value) walkAst(item, visit, parent)
-  } else if (value instanceof Map) {
-    for (const [key, item] of value) {
-      walkAst(key, visit, parent)
-      walkAst(item, visit, parent)
-    }
-  } else if (isAstNode(value)) {
-    visit(value, parent)
-    for (const child of Object.values(value)) walkAst(child, visit, value)
+/**
+ * Visits every node under `value` (statements, expressions, their arrays and the Maps of object literals) with its
+ * parent; an object already on the path (a cycle) is not entered again.
+ */
+const walkAst = (value: unknown, visit: (node: AstNode, parent: AstNode | undefined) => void): void => {
+  const path = new Set<object>()
+  const walk = (item: unknown, parent: AstNode | undefined): void => {
+    if (!isAstNode(item) || path.has(item)) return
+    path.add(item)
+    enter(item, parent)
+    path.delete(item)
   }
+  const enter = (item: AstNode, parent: AstNode | undefined): void => {
+    if (Array.isArray(item)) {
+      for (const element of item) walk(element, parent)
+    } else if (item instanceof Map) {
+      for (const [key, element] of item) {
+        walk(key, parent)
+        walk(element, parent)
+      }
+    } else {
+      visit(item, parent)
+      for (const child of Object.values(item)) walk(child, item)
+    }
+  }
+  walk(value, undefined)
 }
 
 const isIdentifier = (node: AstNode, name: string): boolean => node["type"] === "Identifier" && node["value"] === name
