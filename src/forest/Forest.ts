@@ -46,8 +46,13 @@ interface NodeBase {
   readonly tokenCount: number
   /** Messages from the root through this node. */
   readonly messageCount: number
-  /** @internal running reference hash over the full messages, to hash children without re-serializing history. */
-  readonly running: Hash.Running
+  /**
+   * @internal SHA-256 state over the full messages (`{"messages":[m1,…,mk`), to hash a child without re-serializing
+   * the history. Only a node without children keeps one: committing a child hands the state on to it (extended in
+   * place), and a later child of an inner node rebuilds it from the lineage ({@link takeRunning}). A conversation
+   * that goes on linearly keeps one state per leaf instead of one per node (~400 bytes each, most of it OpenSSL's).
+   */
+  running: Hash.State | undefined
   /** @internal where this state ends in the matching index. */
   readonly vertex: Vertex
 }
@@ -67,10 +72,17 @@ export interface Vertex {
   state: string | undefined
   /** Creation order of that state (the reasoning tolerance prefers the latest response). */
   committed: number
-  /** Child vertices in creation order. */
-  readonly children: Array<Vertex>
-  /** Children by {@link bucketKey}, built once a vertex has many children (sampled alternatives). */
-  index: Map<string, Array<Vertex>> | undefined
+  /**
+   * Child vertices in creation order: none, the only one (most vertices: a conversation continues one way), an
+   * array once there are two, and a {@link Fanout} once there are many (sampled alternatives). No empty array is
+   * kept per vertex: an array that grows by `push` reserves 17 slots (~150 bytes) for its first element.
+   */
+  children: Vertex | Array<Vertex> | Fanout | undefined
+}
+
+/** @internal The children of a vertex with many of them, also grouped by {@link bucketKey}. */
+class Fanout {
+  constructor(readonly all: Array<Vertex>, readonly index: Map<string, Array<Vertex>>) {}
 }
 
 /** @internal The root vertex of one tools/kwargs context (each context starts its own subtrees). */
@@ -150,11 +162,10 @@ export class Forest {
     this.label = init.label
     this.metadata = init.metadata
     this.baseKwargs = init.baseKwargs
-    const running = Hash.start()
     const vertex = contextVertex(this, [], init.baseKwargs)
     const root: ObservationNode = {
       kind: "obs",
-      hash: Hash.finish(running, [], init.baseKwargs),
+      hash: Hash.finishState(Hash.startState(), [], init.baseKwargs),
       parent: null,
       rolloutId: 0,
       abortCount: 0,
@@ -164,7 +175,7 @@ export class Forest {
       subtree: null,
       tokenCount: 0,
       messageCount: 0,
-      running,
+      running: undefined,
       vertex,
       media: [],
       imageGrids: [],
@@ -196,8 +207,7 @@ const newVertex = (message: Canonical.Message | null): Vertex => ({
   message,
   state: undefined,
   committed: 0,
-  children: [],
-  index: undefined
+  children: undefined
 })
 
 /** Cheap grouping of a context (tool names and kwargs); equal contexts have equal fingerprints. */
@@ -241,12 +251,23 @@ const bucketKey = (message: Canonical.Message): string => {
   return `${message.role}\u0001${message.tool_call_id ?? ""}\u0001${content}\u0001${calls.join("\u0001")}`
 }
 
+const noVertices: ReadonlyArray<Vertex> = []
+
 /** The children of `vertex` that may equal `message` up to its reasoning (all of them while few). */
-const candidates = (vertex: Vertex, message: Canonical.Message): ReadonlyArray<Vertex> =>
-  vertex.index === undefined ? vertex.children : vertex.index.get(bucketKey(message)) ?? []
+const candidates = (vertex: Vertex, message: Canonical.Message): ReadonlyArray<Vertex> => {
+  const children = vertex.children
+  if (children === undefined) return noVertices
+  if (children instanceof Fanout) return children.index.get(bucketKey(message)) ?? noVertices
+  return Array.isArray(children) ? children : [children]
+}
 
 /** The child of `vertex` whose edge message equals `message` exactly. */
 const child = (vertex: Vertex, message: Canonical.Message): Vertex | undefined => {
+  const children = vertex.children
+  if (children === undefined) return undefined
+  if (!Array.isArray(children) && !(children instanceof Fanout)) {
+    return Hash.equalJson(children.message, message) ? children : undefined
+  }
   for (const c of candidates(vertex, message)) if (Hash.equalJson(c.message, message)) return c
   return undefined
 }
@@ -260,12 +281,18 @@ const indexChild = (index: Map<string, Array<Vertex>>, c: Vertex, message: Canon
 
 const addChild = (vertex: Vertex, message: Canonical.Message): Vertex => {
   const c = newVertex(message)
-  vertex.children.push(c)
-  if (vertex.index !== undefined) indexChild(vertex.index, c, message)
-  else if (vertex.children.length > SCAN_LIMIT) {
+  const children = vertex.children
+  if (children === undefined) vertex.children = c
+  else if (children instanceof Fanout) {
+    children.all.push(c)
+    indexChild(children.index, c, message)
+  } else if (!Array.isArray(children)) vertex.children = [children, c]
+  else if (children.length < SCAN_LIMIT) children.push(c)
+  else {
+    const all = [...children, c]
     const index = new Map<string, Array<Vertex>>()
-    for (const existing of vertex.children) if (existing.message !== null) indexChild(index, existing, existing.message)
-    vertex.index = index
+    for (const existing of all) if (existing.message !== null) indexChild(index, existing, existing.message)
+    vertex.children = new Fanout(all, index)
   }
   return c
 }
@@ -541,6 +568,22 @@ export const mediaOf = (messages: ReadonlyArray<Canonical.Message>): ReadonlyArr
   return urls
 }
 
+/**
+ * The running hash state of `parent` for hashing a new child, taken from it: a node gives its state to its first
+ * child (the child extends it in place), so a later child of the same node (a branch, a second sample at one state,
+ * a retry) rebuilds it from the lineage's messages, once per such commit: O(history), like the request itself.
+ */
+const takeRunning = (forest: Forest, parent: Node): Hash.State => {
+  const kept = parent.running
+  if (kept !== undefined) {
+    parent.running = undefined
+    return kept
+  }
+  const rebuilt = Hash.startState()
+  Hash.append(rebuilt, 0, fullMessages(forest, parent.hash))
+  return rebuilt
+}
+
 const existing = (forest: Forest, hash: string, kind: Node["kind"]): string | undefined => {
   const found = forest.nodeMap.get(hash)
   if (found === undefined) return undefined
@@ -608,8 +651,9 @@ export const commitObservation = (forest: Forest, o: ObservationCommit): string 
       invariant(forest, `chat template changed inside session subtree: ${forest.sessionId}`)
     }
   }
-  const running = Hash.extend(parent.running, o.messages)
-  const hash = Hash.finish(running, o.tools, o.chatTemplateKwargs)
+  const running = takeRunning(forest, parent)
+  Hash.append(running, parent.messageCount, o.messages)
+  const hash = Hash.finishState(running, o.tools, o.chatTemplateKwargs)
   const found = existing(forest, hash, "obs")
   if (found !== undefined) return found
   const messages = deepCopy(o.messages)
@@ -627,7 +671,7 @@ export const commitObservation = (forest: Forest, o: ObservationCommit): string 
     trainTokens,
     subtree: parent.subtree ?? hash,
     tokenCount: parent.tokenCount + trainTokens.length,
-    messageCount: running.count,
+    messageCount: parent.messageCount + messages.length,
     running,
     vertex: extendVertex(start, messages),
     media: mediaOf(messages),
@@ -649,8 +693,9 @@ export const commitResponse = (forest: Forest, r: ResponseCommit): string => {
   }
   const tools = subtreeTools(forest, parent.hash)
   const kwargs = subtreeKwargs(forest, parent.hash)
-  const running = Hash.extend(parent.running, [r.message])
-  const hash = Hash.finish(running, tools, kwargs)
+  const running = takeRunning(forest, parent)
+  Hash.append(running, parent.messageCount, [r.message])
+  const hash = Hash.finishState(running, tools, kwargs)
   const found = existing(forest, hash, "resp")
   if (found !== undefined) {
     forest.byRequest.set(r.requestId, found)
@@ -670,7 +715,7 @@ export const commitResponse = (forest: Forest, r: ResponseCommit): string => {
     trainTokens: tokens,
     subtree: parent.subtree,
     tokenCount: parent.tokenCount + r.tokens.length,
-    messageCount: running.count,
+    messageCount: parent.messageCount + 1,
     running,
     vertex: extendVertex(parent.vertex, [message]),
     message,
