@@ -108,7 +108,12 @@ export interface ObservationNode extends NodeBase {
 export interface ResponseNode extends NodeBase {
   readonly kind: "resp"
   readonly message: Canonical.Message
-  readonly logprobs: Float64Array
+  /**
+   * The engine's logprob of each token. A `Float32Array` when every value is exactly a 32-bit float (what SGLang
+   * returns: its logprobs are float32 tensors), else a `Float64Array`: either way each value reads back exactly as
+   * committed. It shares one buffer with `tokens` ({@link responseArrays}).
+   */
+  readonly logprobs: Float32Array | Float64Array
   readonly weightVersions: ReadonlyArray<string>
   readonly status: "completed" | "truncated"
   readonly requestId: string
@@ -584,6 +589,54 @@ const takeRunning = (forest: Forest, parent: Node): Hash.State => {
   return rebuilt
 }
 
+// Small shared values: a node keeps no empty array or object of its own, nor a copy of the weight-version list that
+// most responses of a process share. All are frozen, so no holder can change them for the others.
+const noStrings: ReadonlyArray<string> = Object.freeze([])
+const noGrids: ReadonlyArray<ImageGrid.Grid> = Object.freeze([])
+const noKwargs: Canonical.TemplateKwargs = Object.freeze({})
+
+const orNone = <A>(values: ReadonlyArray<A>): ReadonlyArray<A> =>
+  values.length === 0 ? (noStrings as ReadonlyArray<never>) : values
+
+const copyKwargs = (kwargs: Canonical.TemplateKwargs): Canonical.TemplateKwargs =>
+  Object.keys(kwargs).length === 0 ? noKwargs : deepCopy(kwargs)
+
+/** Distinct weight-version lists kept for sharing; past this many the table starts over (they change rarely). */
+const VERSION_LISTS = 256
+const versionLists = new Map<string, ReadonlyArray<string>>()
+
+/** A frozen weight-version list equal to `versions`, shared with every response that has an equal one. */
+const sharedVersions = (versions: ReadonlyArray<string>): ReadonlyArray<string> => {
+  if (versions.length === 0) return noStrings
+  const key = versions.join("\u0000")
+  const found = versionLists.get(key)
+  if (found !== undefined && found.length === versions.length && found.every((v, i) => v === versions[i])) return found
+  if (versionLists.size >= VERSION_LISTS) versionLists.clear()
+  const list = Object.freeze([...versions])
+  versionLists.set(key, list)
+  return list
+}
+
+/**
+ * A response's ids and logprobs in one buffer (one allocation, one `ArrayBuffer` instead of two): the logprobs
+ * first, as 32-bit floats when every one is exactly a 32-bit float (SGLang's are), else as 64-bit floats, then the
+ * ids. Either way `logprobs[i]` reads back exactly the number committed (`-0` and `NaN` included).
+ */
+export const responseArrays = (
+  ids: ReadonlyArray<number>,
+  logprobs: ReadonlyArray<number>
+): { readonly tokens: Int32Array; readonly logprobs: Float32Array | Float64Array } => {
+  const n = ids.length
+  const single = logprobs.every((x) => Object.is(Math.fround(x), x))
+  const width = single ? 4 : 8
+  const buffer = new ArrayBuffer(n * (width + 4))
+  const values = single ? new Float32Array(buffer, 0, n) : new Float64Array(buffer, 0, n)
+  values.set(logprobs)
+  const tokens = new Int32Array(buffer, n * width, n)
+  tokens.set(ids)
+  return { tokens, logprobs: values }
+}
+
 const existing = (forest: Forest, hash: string, kind: Node["kind"]): string | undefined => {
   const found = forest.nodeMap.get(hash)
   if (found === undefined) return undefined
@@ -674,10 +727,10 @@ export const commitObservation = (forest: Forest, o: ObservationCommit): string 
     messageCount: parent.messageCount + messages.length,
     running,
     vertex: extendVertex(start, messages),
-    media: mediaOf(messages),
-    imageGrids: o.train?.imageGrids ?? [],
-    tools: atRoot ? deepCopy(o.tools) : null,
-    chatTemplateKwargs: atRoot ? deepCopy(o.chatTemplateKwargs) : null
+    media: orNone(mediaOf(messages)),
+    imageGrids: orNone(o.train?.imageGrids ?? noGrids),
+    tools: atRoot ? orNone(deepCopy(o.tools)) : null,
+    chatTemplateKwargs: atRoot ? copyKwargs(o.chatTemplateKwargs) : null
   }
   return register(forest, n)
 }
@@ -703,7 +756,7 @@ export const commitResponse = (forest: Forest, r: ResponseCommit): string => {
   }
   const message = deepCopy(r.message)
   // Generated ids are trained as they are.
-  const tokens = Int32Array.from(r.tokens)
+  const { tokens, logprobs } = responseArrays(r.tokens, r.logprobs)
   const n: ResponseNode = {
     kind: "resp",
     hash,
@@ -719,8 +772,8 @@ export const commitResponse = (forest: Forest, r: ResponseCommit): string => {
     running,
     vertex: extendVertex(parent.vertex, [message]),
     message,
-    logprobs: Float64Array.from(r.logprobs),
-    weightVersions: [...r.weightVersions],
+    logprobs,
+    weightVersions: sharedVersions(r.weightVersions),
     status: r.status,
     requestId: r.requestId,
     wallElapsedS: r.wallElapsedS,
