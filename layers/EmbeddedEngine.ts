@@ -21,6 +21,7 @@
  */
 import { Deferred, Duration, Effect, Layer, Ref, Result } from "effect"
 import * as Decoder from "../src/engine/Decoder.ts"
+import * as PackedIds from "../src/forest/PackedIds.ts"
 import * as Model from "../src/engine/Model.ts"
 import * as Sampling from "../src/engine/Sampling.ts"
 import * as Stop from "../src/engine/Stop.ts"
@@ -100,13 +101,6 @@ const perToken = (tokensPerSecond: number | undefined, fallback: number): number
 
 const secondsToDuration = (seconds: number): Duration.Duration => Duration.nanos(BigInt(Math.round(seconds * 1e9)))
 
-const commonPrefix = (a: ReadonlyArray<number>, b: ArrayLike<number>): number => {
-  const n = Math.min(a.length, b.length)
-  let i = 0
-  while (i < n && a[i] === b[i]) i++
-  return i
-}
-
 const invalid = (message: string) => new EngineError({ message, status: 400, retryable: false })
 
 /** Build the engine over a tokenizer. */
@@ -124,8 +118,8 @@ export const make = (
     let counter = 0
     const running = new Map<string, Deferred.Deferred<void>>()
     // The last sequence seen per session: the embedded stand-in for SGLang's radix prefix cache.
-    // Int32Array: 4 bytes a token (a number[] takes 8), kept for every session the engine has seen.
-    const lastSequence = new Map<string, Int32Array>()
+    // Packed: 3 bytes a token (an Int32Array takes 4, a number[] 8), kept for every session the engine has seen.
+    const lastSequence = new Map<string, PackedIds.PackedIds>()
 
     const wait = (seconds: number, aborted: Deferred.Deferred<void>): Effect.Effect<void> =>
       seconds <= 0 ? Effect.void : Effect.raceFirst(Effect.sleep(secondsToDuration(seconds)), Deferred.await(aborted))
@@ -190,7 +184,8 @@ export const make = (
             scripted = turnIds.map((id, i) => ({ id, logprob: scores[i] ?? 0 })).slice(resumed)
           }
           const sessionKey = request.sessionId ?? ""
-          const cachedTokens = Math.min(commonPrefix(inputIds, lastSequence.get(sessionKey) ?? []), inputIds.length - 1)
+          const last = lastSequence.get(sessionKey)
+          const cachedTokens = Math.min(last === undefined ? 0 : PackedIds.commonPrefix(inputIds, last), inputIds.length - 1)
           yield* wait((inputIds.length - cachedTokens) * prefillDelay, aborted)
           const check = resumed === 0 ? Stop.checker(criteria) : (() => {
             const turnCheck = Stop.checker(turnCriteria)
@@ -223,10 +218,7 @@ export const make = (
             prev = step.id
             finishReason = check(outputIds)
           }
-          const sequence = new Int32Array(inputIds.length + outputIds.length)
-          sequence.set(inputIds)
-          sequence.set(outputIds, inputIds.length)
-          lastSequence.set(sessionKey, sequence)
+          lastSequence.set(sessionKey, PackedIds.pack(inputIds, outputIds))
           return {
             outputIds,
             logprobs: request.returnLogprob ? logprobs : [],

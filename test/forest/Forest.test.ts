@@ -198,6 +198,65 @@ describe("commits", () => {
     assert.strictEqual(Forest.responseOfRequest(forest, resp.kind === "resp" ? resp.requestId : ""), t2.resp)
   })
 
+  it("reads back every committed id and logprob exactly, in 32-bit floats only when they are exact there", () => {
+    const forest = fresh()
+    const ids = [0, 1, 151_643, 2 ** 31 - 1, -5, 2 ** 32 + 7, 3.7]
+    const cases: ReadonlyArray<{ readonly logprobs: ReadonlyArray<number>; readonly single: boolean }> = [
+      { logprobs: [-0.125, -0, 0, Math.fround(-1e-30), Math.fround(-3.4e38), Math.fround(-0.1), Number.NaN], single: true },
+      { logprobs: [-0.125, -0, 0, -1e-30, -3.4e38, -0.1, Number.NaN], single: false },
+      { logprobs: [-0.5, -1e-300, 0, 0, 0, 0, Number.NEGATIVE_INFINITY], single: false }
+    ]
+    let parent = forest.root
+    for (const [i, c] of cases.entries()) {
+      parent = Forest.commitObservation(forest, { parent, messages: [user(`q${i}`)], tokens: [9], tools, chatTemplateKwargs: kwargs, rolloutId: 0 })
+      parent = Forest.commitResponse(forest, {
+        parent,
+        message: assistant(`a${i}`),
+        tokens: ids,
+        logprobs: c.logprobs,
+        weightVersions: ["v1", `w${i}`],
+        status: "completed",
+        rolloutId: 0,
+        requestId: `lp${i}`,
+        abortCount: 0,
+        wallElapsedS: 0,
+        generationElapsedS: 0
+      })
+      const resp = Forest.node(forest, parent)
+      assert.isTrue(resp.kind === "resp")
+      if (resp.kind !== "resp") continue
+      // What the earlier layout (an Int32Array and a Float64Array of their own) read back, value for value.
+      assert.deepStrictEqual([...resp.tokens], [...Int32Array.from(ids)])
+      assert.deepStrictEqual([...resp.logprobs].map((x) => Object.is(x, -0) ? "-0" : x), c.logprobs.map((x) => Object.is(x, -0) ? "-0" : x))
+      assert.instanceOf(resp.logprobs, c.single ? Float32Array : Float64Array)
+      assert.deepStrictEqual(resp.weightVersions, ["v1", `w${i}`])
+    }
+  })
+
+  it("hashes every state as the reference does, also children of inner nodes (whose running hash is rebuilt)", () => {
+    // Branches, second samples at one state, retries and re-commits, in an order that commits under inner nodes.
+    const forest = fresh()
+    const history = [user("q"), assistant("a1"), user("q2"), assistant("a2"), user("q3")]
+    const t1 = turn(forest, [user("q")], assistant("a1"), [1], [2])
+    turn(forest, history.slice(0, 3), assistant("a2"), [3], [4])
+    turn(forest, history, assistant("a3"), [5], [6])
+    const second = turn(forest, [user("q")], assistant("a1 again"), [1], [7])
+    const branch = turn(forest, [user("q"), assistant("a1"), user("other")], assistant("b"), [8], [9])
+    const again = turn(forest, history.slice(0, 3), assistant("a2"), [3], [4])
+    const obsOnly = Forest.commitObservation(forest, {
+      parent: t1.resp, messages: [user("q4")], tokens: [10], tools, chatTemplateKwargs: kwargs, rolloutId: 0
+    })
+    assert.strictEqual(second.obs, t1.obs)
+    assert.strictEqual(again.resp, Forest.match(forest, state([...history.slice(0, 3), assistant("a2")]), { strict: true }).parent)
+    for (const hash of [...Forest.leaves(forest), branch.obs, obsOnly, ...forest.nodes.keys()].filter((h) => h !== forest.root)) {
+      assert.strictEqual(hash, Hash.ofState(state(Forest.fullMessages(forest, hash))))
+    }
+    // Only leaves keep a running hash state.
+    for (const n of forest.nodes.values()) {
+      if (n.running !== undefined) assert.isTrue(forest.leaves.has(n.hash), `inner node ${n.hash} keeps a running hash`)
+    }
+  })
+
   it("records the image URLs of each observation and joins them along the lineage for the engine", () => {
     const forest = fresh()
     const image = (url: string): Canonical.Message => ({
