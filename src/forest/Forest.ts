@@ -20,6 +20,7 @@ import type * as ImageGrid from "../template/ImageGrid.ts"
 import type { Reward } from "./TrainingSample.ts"
 import { ContextLengthError, ExportError, ForestInvariantError } from "./errors.ts"
 import * as Hash from "./hash.ts"
+import * as PackedIds from "./PackedIds.ts"
 import { copy as copyJson } from "../json/Json.ts"
 
 type Json = Canonical.Json
@@ -33,13 +34,19 @@ interface NodeBase {
   readonly abortCount: number
   /** The canonical messages this node added. */
   readonly messages: ReadonlyArray<Canonical.Message>
-  /** Token ids this node added, as the engine sees them (the inference view). */
+  /**
+   * Token ids this node added, as the engine sees them (the inference view): a copy of its own on every read (the
+   * node keeps them packed, see `ids`; {@link tokenLength} counts them without a copy).
+   */
   readonly tokens: Int32Array
   /**
    * Token ids this node added for training: `tokens` itself, except in an observation with images under a vision
-   * processor, where each image placeholder is expanded as the processor does (src/template/ImageGrid.ts).
+   * processor, where each image placeholder is expanded as the processor does (src/template/ImageGrid.ts). A copy
+   * of its own on every read, like `tokens`.
    */
   readonly trainTokens: Int32Array
+  /** @internal `tokens` packed in 3 bytes an id (src/forest/PackedIds.ts): what the node keeps. */
+  readonly ids: PackedIds.PackedIds
   /** Hash of the subtree root (lineage[1]); null for the root. */
   readonly subtree: string | null
   /** Training tokens from the root through this node (what context limits count). */
@@ -124,6 +131,111 @@ export interface ResponseNode extends NodeBase {
 export type Node = ObservationNode | ResponseNode
 
 /**
+ * @internal The stored form of an observation node. Nodes are the forest's bulk, so they are kept lean: `kind`,
+ * `tokens` and `trainTokens` are read from the prototype (the ids unpacked on read), and nothing is kept twice.
+ */
+class Observation implements ObservationNode {
+  readonly hash: string
+  readonly parent: string | null
+  readonly rolloutId: number
+  readonly abortCount: number
+  readonly messages: ReadonlyArray<Canonical.Message>
+  readonly ids: PackedIds.PackedIds
+  /** The training ids when they differ from `ids` (images expanded for training). */
+  readonly trainIds: PackedIds.PackedIds | undefined
+  readonly subtree: string | null
+  readonly tokenCount: number
+  readonly messageCount: number
+  running: Hash.State | undefined
+  readonly vertex: Vertex
+  readonly media: ReadonlyArray<string>
+  readonly imageGrids: ReadonlyArray<ImageGrid.Grid>
+  readonly tools: ReadonlyArray<Canonical.Tool> | null
+  readonly chatTemplateKwargs: Canonical.TemplateKwargs | null
+  constructor(init: Omit<ObservationNode, "kind" | "tokens" | "trainTokens"> & {
+    readonly trainIds: PackedIds.PackedIds | undefined
+  }) {
+    this.hash = init.hash
+    this.parent = init.parent
+    this.rolloutId = init.rolloutId
+    this.abortCount = init.abortCount
+    this.messages = init.messages
+    this.ids = init.ids
+    this.trainIds = init.trainIds
+    this.subtree = init.subtree
+    this.tokenCount = init.tokenCount
+    this.messageCount = init.messageCount
+    this.running = init.running
+    this.vertex = init.vertex
+    this.media = init.media
+    this.imageGrids = init.imageGrids
+    this.tools = init.tools
+    this.chatTemplateKwargs = init.chatTemplateKwargs
+  }
+  get kind(): "obs" {
+    return "obs"
+  }
+  get tokens(): Int32Array {
+    return PackedIds.unpack(this.ids)
+  }
+  get trainTokens(): Int32Array {
+    return PackedIds.unpack(this.trainIds ?? this.ids)
+  }
+}
+
+/** @internal The stored form of a response node (see {@link Observation}); `messages` is `[message]`, made on read. */
+class Response implements ResponseNode {
+  readonly hash: string
+  readonly parent: string | null
+  readonly rolloutId: number
+  readonly abortCount: number
+  readonly message: Canonical.Message
+  readonly ids: PackedIds.PackedIds
+  readonly logprobs: Float32Array | Float64Array
+  readonly subtree: string | null
+  readonly tokenCount: number
+  readonly messageCount: number
+  running: Hash.State | undefined
+  readonly vertex: Vertex
+  readonly weightVersions: ReadonlyArray<string>
+  readonly status: "completed" | "truncated"
+  readonly requestId: string
+  readonly wallElapsedS: number
+  readonly generationElapsedS: number
+  constructor(init: Omit<ResponseNode, "kind" | "tokens" | "trainTokens" | "messages">) {
+    this.hash = init.hash
+    this.parent = init.parent
+    this.rolloutId = init.rolloutId
+    this.abortCount = init.abortCount
+    this.message = init.message
+    this.ids = init.ids
+    this.logprobs = init.logprobs
+    this.subtree = init.subtree
+    this.tokenCount = init.tokenCount
+    this.messageCount = init.messageCount
+    this.running = init.running
+    this.vertex = init.vertex
+    this.weightVersions = init.weightVersions
+    this.status = init.status
+    this.requestId = init.requestId
+    this.wallElapsedS = init.wallElapsedS
+    this.generationElapsedS = init.generationElapsedS
+  }
+  get kind(): "resp" {
+    return "resp"
+  }
+  get messages(): ReadonlyArray<Canonical.Message> {
+    return [this.message]
+  }
+  get tokens(): Int32Array {
+    return PackedIds.unpack(this.ids)
+  }
+  get trainTokens(): Int32Array {
+    return PackedIds.unpack(this.ids)
+  }
+}
+
+/**
  * One Session's SessionForest.
  *
  * **Details**
@@ -168,25 +280,24 @@ export class Forest {
     this.metadata = init.metadata
     this.baseKwargs = init.baseKwargs
     const vertex = contextVertex(this, [], init.baseKwargs)
-    const root: ObservationNode = {
-      kind: "obs",
+    const root = new Observation({
       hash: Hash.finishState(Hash.startState(), [], init.baseKwargs),
       parent: null,
       rolloutId: 0,
       abortCount: 0,
       messages: [],
-      tokens: new Int32Array(0),
-      trainTokens: new Int32Array(0),
+      ids: noIds,
+      trainIds: undefined,
       subtree: null,
       tokenCount: 0,
       messageCount: 0,
       running: undefined,
       vertex,
-      media: [],
-      imageGrids: [],
+      media: noStrings,
+      imageGrids: noGrids,
       tools: null,
       chatTemplateKwargs: init.baseKwargs
-    }
+    })
     this.root = root.hash
     this.nodeMap.set(root.hash, root)
     markState(this, vertex, root.hash)
@@ -393,8 +504,17 @@ export const lineage = (forest: Forest, hash: string): ReadonlyArray<Node> => {
 }
 
 /** The full canonical conversation of a state (concatenated message deltas). */
-export const fullMessages = (forest: Forest, hash: string): ReadonlyArray<Canonical.Message> =>
-  lineage(forest, hash).flatMap((n) => n.messages)
+export const fullMessages = (forest: Forest, hash: string): ReadonlyArray<Canonical.Message> => {
+  const out: Array<Canonical.Message> = []
+  for (const n of lineage(forest, hash)) {
+    if (n.kind === "resp") out.push(n.message)
+    else for (const message of n.messages) out.push(message)
+  }
+  return out
+}
+
+/** How many token ids a node added (its inference view: the length of `tokens`, without copying them). */
+export const tokenLength = (n: Node): number => PackedIds.length(n.ids)
 
 const subtreeRoot = (forest: Forest, n: Node): ObservationNode | null => {
   if (n.subtree === null) return null
@@ -416,11 +536,11 @@ export const trainTokenCount = (forest: Forest, hash: string): number => node(fo
 /** The token ids the engine continues from at `hash`: every delta along the lineage, in order. */
 export const inferencePrefix = (forest: Forest, hash: string): ReadonlyArray<number> => {
   const nodes = lineage(forest, hash)
-  const out = new Array<number>(nodes.reduce((total, n) => total + n.tokens.length, 0))
+  const out = new Array<number>(nodes.reduce((total, n) => total + tokenLength(n), 0))
   let offset = 0
   for (const n of nodes) {
-    for (let i = 0; i < n.tokens.length; i++) out[offset + i] = n.tokens[i] ?? 0
-    offset += n.tokens.length
+    PackedIds.copyInto(n.ids, out, offset)
+    offset += tokenLength(n)
   }
   return out
 }
@@ -592,6 +712,7 @@ const takeRunning = (forest: Forest, parent: Node): Hash.State => {
 // Small shared values: a node keeps no empty array or object of its own, nor a copy of the weight-version list that
 // most responses of a process share. All are frozen, so no holder can change them for the others.
 const noStrings: ReadonlyArray<string> = Object.freeze([])
+const noIds: PackedIds.PackedIds = new Uint8Array(0)
 const noGrids: ReadonlyArray<ImageGrid.Grid> = Object.freeze([])
 const noKwargs: Canonical.TemplateKwargs = Object.freeze({})
 
@@ -620,21 +741,21 @@ const sharedVersions = (versions: ReadonlyArray<string>): ReadonlyArray<string> 
 /**
  * A response's ids and logprobs in one buffer (one allocation, one `ArrayBuffer` instead of two): the logprobs
  * first, as 32-bit floats when every one is exactly a 32-bit float (SGLang's are), else as 64-bit floats, then the
- * ids. Either way `logprobs[i]` reads back exactly the number committed (`-0` and `NaN` included).
+ * ids, packed (src/forest/PackedIds.ts). Either way `logprobs[i]` reads back exactly the number committed (`-0` and
+ * `NaN` included) and the ids read back as an `Int32Array` copy of them would.
  */
 export const responseArrays = (
   ids: ReadonlyArray<number>,
   logprobs: ReadonlyArray<number>
-): { readonly tokens: Int32Array; readonly logprobs: Float32Array | Float64Array } => {
+): { readonly ids: PackedIds.PackedIds; readonly logprobs: Float32Array | Float64Array } => {
   const n = ids.length
   const single = logprobs.every((x) => Object.is(Math.fround(x), x))
   const width = single ? 4 : 8
-  const buffer = new ArrayBuffer(n * (width + 4))
+  const narrow = PackedIds.fits(ids)
+  const buffer = new ArrayBuffer(n * width + PackedIds.byteLength(n, narrow))
   const values = single ? new Float32Array(buffer, 0, n) : new Float64Array(buffer, 0, n)
   values.set(logprobs)
-  const tokens = new Int32Array(buffer, n * width, n)
-  tokens.set(ids)
-  return { tokens, logprobs: values }
+  return { ids: PackedIds.packInto(buffer, n * width, narrow, [ids]), logprobs: values }
 }
 
 const existing = (forest: Forest, hash: string, kind: Node["kind"]): string | undefined => {
@@ -711,19 +832,16 @@ export const commitObservation = (forest: Forest, o: ObservationCommit): string 
   if (found !== undefined) return found
   const messages = deepCopy(o.messages)
   const start = atRoot ? contextVertex(forest, o.tools, o.chatTemplateKwargs) : parent.vertex
-  const tokens = Int32Array.from(o.tokens)
-  const trainTokens = o.train === undefined ? tokens : Int32Array.from(o.train.tokens)
-  const n: ObservationNode = {
-    kind: "obs",
+  const n = new Observation({
     hash,
     parent: parent.hash,
     rolloutId: o.rolloutId,
     abortCount: atRoot ? 0 : parent.abortCount,
     messages,
-    tokens,
-    trainTokens,
+    ids: PackedIds.pack(o.tokens),
+    trainIds: o.train === undefined ? undefined : PackedIds.pack(o.train.tokens),
     subtree: parent.subtree ?? hash,
-    tokenCount: parent.tokenCount + trainTokens.length,
+    tokenCount: parent.tokenCount + observationTrainLength(o),
     messageCount: parent.messageCount + messages.length,
     running,
     vertex: extendVertex(start, messages),
@@ -731,7 +849,7 @@ export const commitObservation = (forest: Forest, o: ObservationCommit): string 
     imageGrids: orNone(o.train?.imageGrids ?? noGrids),
     tools: atRoot ? orNone(deepCopy(o.tools)) : null,
     chatTemplateKwargs: atRoot ? copyKwargs(o.chatTemplateKwargs) : null
-  }
+  })
   return register(forest, n)
 }
 
@@ -756,16 +874,13 @@ export const commitResponse = (forest: Forest, r: ResponseCommit): string => {
   }
   const message = deepCopy(r.message)
   // Generated ids are trained as they are.
-  const { tokens, logprobs } = responseArrays(r.tokens, r.logprobs)
-  const n: ResponseNode = {
-    kind: "resp",
+  const { ids, logprobs } = responseArrays(r.tokens, r.logprobs)
+  const n = new Response({
     hash,
     parent: parent.hash,
     rolloutId: r.rolloutId,
     abortCount: r.abortCount,
-    messages: [message],
-    tokens,
-    trainTokens: tokens,
+    ids,
     subtree: parent.subtree,
     tokenCount: parent.tokenCount + r.tokens.length,
     messageCount: parent.messageCount + 1,
@@ -778,7 +893,7 @@ export const commitResponse = (forest: Forest, r: ResponseCommit): string => {
     requestId: r.requestId,
     wallElapsedS: r.wallElapsedS,
     generationElapsedS: r.generationElapsedS
-  }
+  })
   forest.byRequest.set(r.requestId, hash)
   return register(forest, n)
 }

@@ -1,10 +1,12 @@
 /**
  * Token ids kept in 3 bytes each instead of 4: every tokenizer's vocabulary is far below 2^24 ids (Qwen's 151,936,
- * Llama 3's 128,256, Gemma's 262,144), so a long-lived copy of a token sequence can take 3 bytes a token.
+ * Llama 3's 128,256, Gemma's 262,144), so a long-lived copy of a token sequence can take 3 bytes a token. The
+ * SessionForest keeps its nodes' ids this way, and the embedded engine its per-session prefix-cache sequence.
  *
  * **Details**
- * {@link pack} falls back to an `Int32Array` (what such copies were before) when an id is not an integer in
- * [0, 2^24), so {@link at} and {@link commonPrefix} always see the value an `Int32Array` would have kept.
+ * Packing falls back to an `Int32Array` (what such copies were before) when an id is not an integer in [0, 2^24),
+ * so every reader ({@link at}, {@link unpack}, {@link commonPrefix}, …) sees the value an `Int32Array` copy of the
+ * same ids would have held.
  */
 
 /** A packed id sequence: 3 little-endian bytes per id, or 4 (`Int32Array`) when one id does not fit in 3. */
@@ -12,19 +14,30 @@ export type PackedIds = Uint8Array | Int32Array
 
 const LIMIT = 1 << 24
 
-const fits = (ids: ArrayLike<number>): boolean => {
-  for (let i = 0; i < ids.length; i++) {
-    const id = ids[i] ?? -1
-    if (!(id >= 0 && id < LIMIT && Number.isInteger(id))) return false
-  }
+const fitsOne = (id: number): boolean => id >= 0 && id < LIMIT && Number.isInteger(id)
+
+/** Whether every id of `ids` packs in 3 bytes. */
+export const fits = (ids: ArrayLike<number>): boolean => {
+  for (let i = 0; i < ids.length; i++) if (!fitsOne(ids[i] ?? -1)) return false
   return true
 }
 
-/** The ids of `parts`, in order, in one packed sequence. */
-export const pack = (...parts: ReadonlyArray<ArrayLike<number>>): PackedIds => {
+/** The bytes {@link packInto} takes for `count` ids, 3 or 4 a token as `narrow` (the result of {@link fits}). */
+export const byteLength = (count: number, narrow: boolean): number => count * (narrow ? 3 : 4)
+
+/**
+ * The ids of `parts`, in order, as a view of `buffer` at `byteOffset` (a multiple of 4 when not `narrow`), where
+ * {@link byteLength} bytes are free; `narrow` must be what {@link fits} says of every part.
+ */
+export const packInto = (
+  buffer: ArrayBuffer,
+  byteOffset: number,
+  narrow: boolean,
+  parts: ReadonlyArray<ArrayLike<number>>
+): PackedIds => {
   const total = parts.reduce((sum, part) => sum + part.length, 0)
-  if (!parts.every(fits)) {
-    const wide = new Int32Array(total)
+  if (!narrow) {
+    const wide = new Int32Array(buffer, byteOffset, total)
     let offset = 0
     for (const part of parts) {
       wide.set(part, offset)
@@ -32,18 +45,24 @@ export const pack = (...parts: ReadonlyArray<ArrayLike<number>>): PackedIds => {
     }
     return wide
   }
-  const bytes = new Uint8Array(total * 3)
-  let at = 0
+  const bytes = new Uint8Array(buffer, byteOffset, total * 3)
+  let b = 0
   for (const part of parts) {
-    for (let i = 0; i < part.length; i++) {
+    for (let i = 0; i < part.length; i++, b += 3) {
       const id = part[i] ?? 0
-      bytes[at] = id & 0xff
-      bytes[at + 1] = (id >>> 8) & 0xff
-      bytes[at + 2] = id >>> 16
-      at += 3
+      bytes[b] = id & 0xff
+      bytes[b + 1] = (id >>> 8) & 0xff
+      bytes[b + 2] = id >>> 16
     }
   }
   return bytes
+}
+
+/** The ids of `parts`, in order, in one packed sequence of its own. */
+export const pack = (...parts: ReadonlyArray<ArrayLike<number>>): PackedIds => {
+  const narrow = parts.every(fits)
+  const total = parts.reduce((sum, part) => sum + part.length, 0)
+  return packInto(new ArrayBuffer(byteLength(total, narrow)), 0, narrow, parts)
 }
 
 /** How many ids `packed` holds. */
@@ -55,6 +74,27 @@ export const at = (packed: PackedIds, index: number): number | undefined => {
   const b = 3 * index
   if (index < 0 || b >= packed.length) return undefined
   return (packed[b] ?? 0) | ((packed[b + 1] ?? 0) << 8) | ((packed[b + 2] ?? 0) << 16)
+}
+
+/** Write the ids of `packed` into `out` from `offset`. */
+export const copyInto = (packed: PackedIds, out: Array<number>, offset: number): void => {
+  if (packed instanceof Int32Array) {
+    for (let i = 0; i < packed.length; i++) out[offset + i] = packed[i] ?? 0
+    return
+  }
+  for (let b = 0, i = offset; b < packed.length; b += 3, i++) {
+    out[i] = (packed[b] ?? 0) | ((packed[b + 1] ?? 0) << 8) | ((packed[b + 2] ?? 0) << 16)
+  }
+}
+
+/** The ids as an `Int32Array` of their own. */
+export const unpack = (packed: PackedIds): Int32Array => {
+  if (packed instanceof Int32Array) return packed.slice()
+  const out = new Int32Array(packed.length / 3)
+  for (let b = 0, i = 0; b < packed.length; b += 3, i++) {
+    out[i] = (packed[b] ?? 0) | ((packed[b + 1] ?? 0) << 8) | ((packed[b + 2] ?? 0) << 16)
+  }
+  return out
 }
 
 /** How many leading ids `ids` and `packed` have in common. */

@@ -228,7 +228,8 @@ describe("commits", () => {
       // What the earlier layout (an Int32Array and a Float64Array of their own) read back, value for value.
       assert.deepStrictEqual([...resp.tokens], [...Int32Array.from(ids)])
       assert.deepStrictEqual([...resp.logprobs].map((x) => Object.is(x, -0) ? "-0" : x), c.logprobs.map((x) => Object.is(x, -0) ? "-0" : x))
-      assert.instanceOf(resp.logprobs, c.single ? Float32Array : Float64Array)
+      if (c.single) assert.instanceOf(resp.logprobs, Float32Array)
+      else assert.instanceOf(resp.logprobs, Float64Array)
       assert.deepStrictEqual(resp.weightVersions, ["v1", `w${i}`])
     }
   })
