@@ -260,8 +260,12 @@ export class Forest {
   readonly contexts = new Map<string, Array<ContextRoot>>()
   /** @internal states committed so far (orders {@link Vertex.committed}) */
   commits = 0
-  /** @internal request id → response hash */
-  readonly byRequest = new Map<string, string>()
+  /**
+   * @internal request id → response hash, for the request ids that re-committed an existing response (a retry):
+   * made on first use. A committed response's own request id is on its node ({@link responseOfRequest}), so the
+   * forest keeps no map entry per response.
+   */
+  retries: Map<string, string> | undefined = undefined
   /** Number of matches that used the reasoning tolerance (one per tolerated assistant message). */
   toleratedMatches = 0
 
@@ -552,9 +556,18 @@ export const inferencePrefix = (forest: Forest, hash: string): ReadonlyArray<num
 export const inferenceMedia = (forest: Forest, hash: string): ReadonlyArray<string> =>
   lineage(forest, hash).flatMap((n) => (n.kind === "obs" ? n.media : []))
 
-/** The response committed for an engine request id, if any. */
-export const responseOfRequest = (forest: Forest, requestId: string): string | undefined =>
-  forest.byRequest.get(requestId)
+/**
+ * The response committed for an engine request id, if any (the existing response for a request that re-committed
+ * it). Cost: a scan of the forest's nodes (a look-up for inspection and tests, not for a request's path).
+ */
+export const responseOfRequest = (forest: Forest, requestId: string): string | undefined => {
+  const retried = forest.retries?.get(requestId)
+  if (retried !== undefined) return retried
+  // The latest response committed with this id, as a map set on every commit would say.
+  let latest: string | undefined
+  for (const n of forest.nodeMap.values()) if (n.kind === "resp" && n.requestId === requestId) latest = n.hash
+  return latest
+}
 
 /**
  * The context check before committing an observation (docs/sessionforest.md "Context limits and the turn budget"): the
@@ -869,7 +882,11 @@ export const commitResponse = (forest: Forest, r: ResponseCommit): string => {
   const hash = Hash.finishState(running, tools, kwargs)
   const found = existing(forest, hash, "resp")
   if (found !== undefined) {
-    forest.byRequest.set(r.requestId, found)
+    const committed = node(forest, found)
+    if (committed.kind === "resp" && committed.requestId !== r.requestId) {
+      forest.retries ??= new Map()
+      forest.retries.set(r.requestId, found)
+    } else forest.retries?.delete(r.requestId)
     return found
   }
   const message = deepCopy(r.message)
@@ -894,7 +911,7 @@ export const commitResponse = (forest: Forest, r: ResponseCommit): string => {
     wallElapsedS: r.wallElapsedS,
     generationElapsedS: r.generationElapsedS
   })
-  forest.byRequest.set(r.requestId, hash)
+  forest.retries?.delete(r.requestId)
   return register(forest, n)
 }
 

@@ -234,6 +234,23 @@ describe("commits", () => {
     }
   })
 
+  it("finds the response of a request id, also of a retry that re-committed an existing response", () => {
+    const forest = fresh()
+    const obs = Forest.commitObservation(forest, { parent: forest.root, messages: [user("q")], tokens: [1], tools, chatTemplateKwargs: kwargs, rolloutId: 0 })
+    const commit = (requestId: string, content: string) =>
+      Forest.commitResponse(forest, {
+        parent: obs, message: assistant(content), tokens: [2], logprobs: [-1], weightVersions: [], status: "completed",
+        rolloutId: 0, requestId, abortCount: 0, wallElapsedS: 0, generationElapsedS: 0
+      })
+    const first = commit("rid-a", "same")
+    assert.strictEqual(commit("rid-b", "same"), first)
+    const other = commit("rid-c", "other")
+    assert.deepStrictEqual(
+      ["rid-a", "rid-b", "rid-c", "rid-none"].map((rid) => Forest.responseOfRequest(forest, rid)),
+      [first, first, other, undefined]
+    )
+  })
+
   it("hashes every state as the reference does, also children of inner nodes (whose running hash is rebuilt)", () => {
     // Branches, second samples at one state, retries and re-commits, in an order that commits under inner nodes.
     const forest = fresh()
