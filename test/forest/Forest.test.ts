@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Result } from "effect"
+import fc from "fast-check"
 import type * as Canonical from "../../src/protocol/canonical.ts"
 import { ContextLengthError, ExportError, ForestInvariantError } from "../../src/forest/errors.ts"
 import * as Forest from "../../src/forest/Forest.ts"
@@ -566,5 +567,76 @@ describe("processor-expanded observations (images)", () => {
     const sample = Sample.build(forest, resp, (ids) => ids.join(","), { rolloutId: 0, exportName: null, reward: 1, metadata: {} })
     assert.notProperty(sample, "multimodal_inputs")
     assert.notProperty(sample, "multimodal_train_inputs")
+  })
+})
+
+describe("the packed node layout against the earlier one (an Int32Array and a Float64Array per node)", () => {
+  const decode = (ids: ReadonlyArray<number>) => ids.join(",")
+  const anyId = fc.oneof(
+    fc.integer({ min: 0, max: 300_000 }),
+    fc.constantFrom(0, 65_535, 65_536, 2 ** 24 - 1, 2 ** 24, 2 ** 31 - 1, -1, -(2 ** 31), 2 ** 32 + 3, 7.5, -0)
+  )
+  const anyLogprob = fc.oneof(
+    fc.double(),
+    fc.float({ noDefaultInfinity: false }),
+    fc.constantFrom(-0, 0, Number.NaN, Number.NEGATIVE_INFINITY, -1e-45, -3.4028234663852886e38)
+  )
+  const turnArbitrary = fc.record({
+    observation: fc.array(anyId, { maxLength: 12 }),
+    response: fc.array(fc.tuple(anyId, anyLogprob), { maxLength: 12 })
+  })
+  /** What the earlier layout read back: the ids through an Int32Array, the logprobs through a Float64Array. */
+  const earlier = (turns: ReadonlyArray<{ readonly observation: ReadonlyArray<number>; readonly response: ReadonlyArray<readonly [number, number]> }>) => {
+    const tokens: Array<number> = []
+    const logprobs: Array<number> = []
+    const mask: Array<number> = []
+    let prompt = -1
+    for (const t of turns) {
+      const obs = [...Int32Array.from(t.observation)]
+      tokens.push(...obs)
+      if (prompt >= 0) for (const _ of obs) mask.push(0), logprobs.push(0)
+      if (prompt < 0) prompt = tokens.length
+      tokens.push(...Int32Array.from(t.response.map(([id]) => id)))
+      for (const lp of Float64Array.from(t.response.map(([, lp]) => lp))) mask.push(1), logprobs.push(lp)
+    }
+    return { tokens, logprobs, mask }
+  }
+  // -0 and NaN compared as what JSON export sees and Object.is tells apart.
+  const exact = (values: ReadonlyArray<number>) => values.map((x) => (Object.is(x, -0) ? "-0" : Number.isNaN(x) ? "NaN" : x))
+
+  it("reads back the same ids, logprobs, inference prefix and training sample", () => {
+    fc.assert(
+      fc.property(fc.array(turnArbitrary, { minLength: 1, maxLength: 5 }), (turns) => {
+        const forest = fresh()
+        let parent = forest.root
+        const history: Array<Canonical.Message> = []
+        for (const [i, t] of turns.entries()) {
+          history.push(user(`q${i}`))
+          parent = Forest.commitObservation(forest, {
+            parent, messages: [user(`q${i}`)], tokens: t.observation, tools, chatTemplateKwargs: kwargs, rolloutId: i
+          })
+          history.push(assistant(`a${i}`))
+          parent = Forest.commitResponse(forest, {
+            parent, message: assistant(`a${i}`), tokens: t.response.map(([id]) => id), logprobs: t.response.map(([, lp]) => lp),
+            weightVersions: ["v"], status: "completed", rolloutId: i, requestId: `r${i}`, abortCount: 0, wallElapsedS: 0, generationElapsedS: 0
+          })
+          for (const n of Forest.lineage(forest, parent).slice(-2)) {
+            const ids = n.kind === "resp" ? t.response.map(([id]) => id) : t.observation
+            assert.deepStrictEqual([...n.tokens], [...Int32Array.from(ids)])
+            assert.deepStrictEqual([...n.trainTokens], [...Int32Array.from(ids)])
+            assert.strictEqual(Forest.tokenLength(n), ids.length)
+            if (n.kind === "resp") assert.deepStrictEqual(exact([...n.logprobs]), exact([...Float64Array.from(t.response.map(([, lp]) => lp))]))
+          }
+        }
+        const reference = earlier(turns)
+        assert.deepStrictEqual(Forest.inferencePrefix(forest, parent), reference.tokens)
+        assert.deepStrictEqual(Forest.fullMessages(forest, parent), history)
+        const sample = Sample.build(forest, parent, decode, { rolloutId: 0, exportName: null, reward: null, metadata: {} })
+        assert.deepStrictEqual(sample.tokens, reference.tokens)
+        assert.deepStrictEqual(sample.loss_mask, reference.mask)
+        assert.deepStrictEqual(exact(sample.rollout_log_probs), exact(reference.logprobs))
+      }),
+      { numRuns: 200 }
+    )
   })
 })
