@@ -208,9 +208,10 @@ const readJsonObject = (
           case "Aborted":
             return disconnected() ? logDisconnect("body").pipe(Effect.as(undefined)) : Effect.succeed(undefined)
           case "Body":
-            // The body completed inside an I/O callback; continuing as a scheduled task lets the rollout's scheduler
-            // (FairScheduler) interleave a burst of requests with timers and sockets instead of running them back to back.
-            return Effect.yieldNow.pipe(Effect.as(parseJsonObject(read.bytes, env.maxJsonDepth)))
+            // The body completed inside an I/O callback; continuing (parse included) as a scheduled task lets the
+            // rollout's scheduler (FairScheduler) interleave a burst of requests with timers and sockets instead of
+            // running them back to back.
+            return Effect.yieldNow.pipe(Effect.andThen(Effect.sync(() => parseJsonObject(read.bytes, env.maxJsonDepth))))
         }
       })
     )
@@ -239,21 +240,26 @@ const serveModel = (env: RouteEnv, adapter: Completion.Adapter, ex: Exchange.Exc
       env.run(logDisconnect("completion", "; the generation still completes and is committed"))
     }
   })
-  env.run(Effect.gen(function*() {
+  /** Auth, body and decoding: the canonical request, or `undefined` once the client got its error. */
+  const accept = Effect.gen(function*() {
     const token = apiKey(ex.request.headers)
     if (Result.isFailure(token)) return sendError(ex, adapter, token.failure)
     const session = yield* env.sessions.lookup(token.success).pipe(Effect.result)
     if (Result.isFailure(session)) return sendError(ex, adapter, Errors.GatewayError.sessionDiscarded(token.success))
-
     phase = "body"
     const body = yield* readJsonObject(ex, env, disconnected)
     if (body === undefined) return sendError(ex, adapter, Errors.GatewayError.clientDisconnect("body"))
     if (Result.isFailure(body)) return sendError(ex, adapter, body.failure)
     const decoded = adapter.decode(body.success)
     if (Result.isFailure(decoded)) return sendError(ex, adapter, decoded.failure)
-    const canonical = decoded.success
-
-    const generation: Effect.Effect<Outcome> = env.generation.generate(session.success, canonical).pipe(
+    return { session: session.success, canonical: decoded.success }
+  })
+  env.run(Effect.gen(function*() {
+    // The parsed body is not held while the request waits: only the canonical request it decoded to.
+    const accepted = yield* accept
+    if (accepted === undefined) return
+    const { session, canonical } = accepted
+    const generation: Effect.Effect<Outcome> = env.generation.generate(session, canonical).pipe(
       Effect.catch((error) => Effect.flatMap(gatewayError(error), Effect.fail)),
       Effect.exit
     )
