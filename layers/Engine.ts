@@ -127,7 +127,8 @@ export interface EngineShape {
 /** An engine whose every operation runs in its span (`<name>.generate`, ...), so a request's trace shows its attempts. */
 export const withSpans = (name: string, engine: EngineShape): EngineShape => ({
   generate: (request) =>
-    engine.generate(request).pipe(Effect.withSpan(`${name}.generate`, { attributes: { rid: request.rid } })),
+    // Called once per request from this one place: a captured call-site stack would only cost an `Error` per request.
+    Effect.withSpan(engine.generate(request), `${name}.generate`, { attributes: { rid: request.rid }, captureStackTrace: false }),
   abort: (rid) => engine.abort(rid).pipe(Effect.withSpan(`${name}.abort`, { attributes: { rid } })),
   weightVersion: engine.weightVersion.pipe(Effect.withSpan(`${name}.weightVersion`)),
   updateWeights: (version) => engine.updateWeights(version).pipe(Effect.withSpan(`${name}.updateWeights`)),

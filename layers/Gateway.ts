@@ -148,6 +148,16 @@ interface RouteEnv {
 
 type Outcome = Exit.Exit<Completion.Completion, Errors.GatewayError>
 
+/**
+ * The `Gateway.handle` span's options per protocol. Its call site is always `serveModel`, so no stack trace is
+ * captured for it (that would be an `Error` allocated per request and held while the request waits).
+ */
+const spanOptions: Readonly<Record<Sse.Protocol, { readonly attributes: Record<string, unknown>; readonly captureStackTrace: false }>> = {
+  chat: { attributes: { protocol: "chat" }, captureStackTrace: false },
+  responses: { attributes: { protocol: "responses" }, captureStackTrace: false },
+  messages: { attributes: { protocol: "messages" }, captureStackTrace: false }
+}
+
 /** Where a request is when its client goes away; a 499 is logged for `body` and `completion`. */
 type Phase = "head" | "body" | "completion" | "stream" | "answered"
 
@@ -254,7 +264,7 @@ const serveModel = (env: RouteEnv, adapter: Completion.Adapter, ex: Exchange.Exc
     if (Result.isFailure(decoded)) return sendError(ex, adapter, decoded.failure)
     return { session: session.success, canonical: decoded.success }
   })
-  env.run(Effect.gen(function*() {
+  env.run(Effect.withSpan(Effect.gen(function*() {
     // The parsed body is not held while the request waits: only the canonical request it decoded to.
     const accepted = yield* accept
     if (accepted === undefined) return
@@ -293,7 +303,7 @@ const serveModel = (env: RouteEnv, adapter: Completion.Adapter, ex: Exchange.Exc
     phase = "answered"
     yield* Fiber.interrupt(heartbeats)
     if (Exchange.writable(ex)) ex.response.end(Sse.encodeAll(renderTerminal(adapter, canonical, context, exit)))
-  }).pipe(Effect.withSpan("Gateway.handle", { attributes: { protocol: adapter.protocol } })))
+  }), "Gateway.handle", spanOptions[adapter.protocol]))
 }
 
 /**
