@@ -173,7 +173,7 @@ const logDisconnect = (phase: "body" | "completion", detail = "") => {
 const strictUtf8 = new TextDecoder("utf-8", { fatal: true })
 
 /** The request body as one JSON object, or the error the client gets. */
-export const parseJsonObject = (bytes: Uint8Array, maxJsonDepth: number): Result.Result<Record<string, unknown>, Errors.GatewayError> => {
+const parseJsonObject = (bytes: Uint8Array, maxJsonDepth: number): Result.Result<Record<string, unknown>, Errors.GatewayError> => {
   let text: string
   try {
     text = strictUtf8.decode(bytes)
