@@ -21,6 +21,7 @@
  */
 import { Duration, Effect, Fiber, Layer, Result } from "effect"
 import * as Decoder from "../src/engine/Decoder.ts"
+import * as PackedIds from "../src/forest/PackedIds.ts"
 import * as Model from "../src/engine/Model.ts"
 import * as Sampling from "../src/engine/Sampling.ts"
 import * as Stop from "../src/engine/Stop.ts"
@@ -100,13 +101,6 @@ const perToken = (tokensPerSecond: number | undefined, fallback: number): number
 
 const secondsToDuration = (seconds: number): Duration.Duration => Duration.nanos(BigInt(Math.round(seconds * 1e9)))
 
-const commonPrefix = (a: ReadonlyArray<number>, b: ArrayLike<number>): number => {
-  const n = Math.min(a.length, b.length)
-  let i = 0
-  while (i < n && a[i] === b[i]) i++
-  return i
-}
-
 /** A running generation: whether it was aborted, and the child fiber of the wait it is in, if any. */
 interface Running {
   aborted: boolean
@@ -136,8 +130,8 @@ export const make = (
     let counter = 0
     const running = new Map<string, Running>()
     // The last sequence seen per session: the embedded stand-in for SGLang's radix prefix cache.
-    // Int32Array: 4 bytes a token (a number[] takes 8), kept for every session the engine has seen.
-    const lastSequence = new Map<string, Int32Array>()
+    // Packed: 3 bytes a token (an Int32Array takes 4, a number[] 8), kept for every session the engine has seen.
+    const lastSequence = new Map<string, PackedIds.PackedIds>()
 
     /**
      * Wait `seconds` on the Clock, cut short by an abort: the sleep runs in a child fiber that `abort` interrupts (one
@@ -216,9 +210,8 @@ export const make = (
             scripted = turnIds.map((id, i) => ({ id, logprob: scores[i] ?? 0 })).slice(resumed)
           }
           const sessionKey = request.sessionId ?? ""
-          const previous = lastSequence.get(sessionKey)
-          const shared = previous === undefined ? 0 : commonPrefix(inputIds, previous)
-          const cachedTokens = Math.min(shared, inputIds.length - 1)
+          const last = lastSequence.get(sessionKey)
+          const cachedTokens = Math.min(last === undefined ? 0 : PackedIds.commonPrefix(inputIds, last), inputIds.length - 1)
           yield* wait((inputIds.length - cachedTokens) * prefillDelay, run)
           const check = resumed === 0 ? Stop.checker(criteria) : (() => {
             const turnCheck = Stop.checker(turnCriteria)
@@ -251,16 +244,7 @@ export const make = (
             prev = step.id
             finishReason = check(outputIds)
           }
-          const sequence = new Int32Array(inputIds.length + outputIds.length)
-          if (previous !== undefined && shared === previous.length) {
-            // The prompt extends the previous sequence (the usual next turn): copy it typed-to-typed, then the rest.
-            sequence.set(previous)
-            for (let i = shared; i < inputIds.length; i++) sequence[i] = inputIds[i] ?? 0
-          } else {
-            sequence.set(inputIds)
-          }
-          sequence.set(outputIds, inputIds.length)
-          lastSequence.set(sessionKey, sequence)
+          lastSequence.set(sessionKey, PackedIds.pack(inputIds, outputIds))
           return {
             outputIds,
             logprobs: request.returnLogprob ? logprobs : [],
