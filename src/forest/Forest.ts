@@ -5,10 +5,13 @@
  * A forest is a tree of nodes keyed by state hash. The root is an empty observation. An observation node holds the
  * messages a request added and the token ids the chat template adds for them (loss mask 0); a response node holds
  * one assistant message with the exact ids, logprobs and weight versions the engine produced (loss mask 1).
- * A node stores only its own delta (typed arrays); histories are joined along the lineage on demand.
+ * A node stores only its own delta (ids packed in 3 bytes each, src/forest/PackedIds.ts; a response's logprobs in
+ * the same buffer); histories are joined along the lineage on demand. Nodes are a Session's bulk in memory, so they
+ * are kept lean (docs/performance.md, section 3): nothing stored twice, no empty arrays of their own, and a running
+ * hash state only on leaves.
  *
  * Matching walks a message-level index beside the tree (see {@link match}): every committed message boundary is a
- * {@link Vertex}, and the vertex where a node's messages end carries its state hash.
+ * {@link Vertex}, and the vertex where a node's messages end points at that node.
  *
  * All functions are synchronous, so a Session's concurrent requests are serialized by construction. Hash
  * collisions across kinds, unknown parents and tools/template changes inside a subtree are invariant breaks and
