@@ -9,7 +9,8 @@
  * `encodeAsync` keeps the event loop free: a text of {@link OFF_LOOP_CHARS} characters or more (a 1 MB tool result
  * takes about a second to encode) is encoded on a worker thread that loads the same files on first use; shorter
  * texts are encoded in place. In place, `encode` and `encodeText` put a bounded pre-token → ids cache in front of the
- * library's byte-level step and BPE model (layers/internal/PreTokenCache.ts); the ids are the library's.
+ * library's byte-level step and BPE model (layers/internal/PreTokenCache.ts); the ids are the library's. `decode` keeps
+ * each id's bytes (layers/internal/ByteLevelDecode.ts); the text is the library's.
  */
 import { Tokenizer as HfTokenizer } from "@huggingface/tokenizers"
 import { Context, Data, Effect, Layer, Result } from "effect"
@@ -21,7 +22,8 @@ import { Worker } from "node:worker_threads"
 import type * as Canonical from "../src/protocol/canonical.ts"
 import * as ChatTemplate from "../src/template/ChatTemplate.ts"
 import * as ImageGrid from "../src/template/ImageGrid.ts"
-import { cachedEncoder } from "./internal/PreTokenCache.ts"
+import { byteLevelDecoder } from "./internal/ByteLevelDecode.ts"
+import { cachedEncoder, plainEncoder } from "./internal/PreTokenCache.ts"
 
 export class TokenizerLoadError extends Data.TaggedError("TokenizerLoadError")<{
   readonly directory: string
@@ -73,6 +75,11 @@ export interface TokenizerShape {
   readonly render: (request: RenderRequest) => Effect.Effect<string, TemplateError>
   /** Render synchronously; for pure helpers that take a render function. */
   readonly renderSync: (request: RenderRequest) => Result.Result<string, TemplateError>
+  /**
+   * Set when the chat template's text is a part that depends on the tools followed by one that does not (proven on its
+   * syntax tree, `ChatTemplate.toolsPrefix`); observation deltas are then rendered without the tools.
+   */
+  readonly toolsPrefix?: ChatTemplate.ToolsPrefix | undefined
   /** The image processor's constants and the `<|image_pad|>` id, when the directory has a `preprocessor_config.json`. */
   readonly vision: Vision | undefined
 }
@@ -186,10 +193,11 @@ export const fromJson = (
   const added = (Array.isArray(tokenizerJson["added_tokens"]) ? tokenizerJson["added_tokens"] : []) as ReadonlyArray<AddedTokenJson>
   const specialAdded = added.filter((t) => t.special === true).sort((a, b) => a.id - b.id)
   const specialTokenIds = new Set(specialAdded.map((t) => t.id))
-  // Built on first use (agent text holding a special literal is rare; the tables take ~1 s to build).
+  // Built on first use (agent text holding a special literal is rare): from the loaded tokenizer when that is exact
+  // (layers/internal/PreTokenCache.ts), else as a second tokenizer without the special tokens (~0.2 s, ~33 MB).
   let plain: ((text: string) => ReadonlyArray<number>) | undefined
   const plainEncode = (): ((text: string) => ReadonlyArray<number>) =>
-    (plain ??= cachedEncoder(
+    (plain ??= plainEncoder(hf) ?? cachedEncoder(
       new HfTokenizer(
         { ...tokenizerJson, added_tokens: added.filter((t) => t.special !== true) } as never,
         tokenizerConfig as never
@@ -220,6 +228,7 @@ export const fromJson = (
   const encodeCached = cachedEncoder(hf)
   const encode = (text: string): ReadonlyArray<number> => (text.length === 0 ? [] : encodeCached(text))
   const offLoop = offLoopEncoder(source, encode)
+  const decodeIds = byteLevelDecoder(hf)
   return {
     source,
     encode,
@@ -229,8 +238,7 @@ export const fromJson = (
         : Effect.promise(() => offLoop(text)),
     encodeText: (text) => (text.length === 0 ? [] : plainEncode()(text)),
     specialTokens: specialAdded.map((t) => t.content),
-    decode: (ids, options) =>
-      ids.length === 0 ? "" : hf.decode([...ids], { skip_special_tokens: options?.skipSpecialTokens ?? false }),
+    decode: (ids, options) => (ids.length === 0 ? "" : decodeIds(ids, options?.skipSpecialTokens ?? false)),
     tokenToId: (token) => hf.token_to_id(token),
     idToToken: (id) => hf.id_to_token(id),
     vocabSize,
@@ -243,6 +251,7 @@ export const fromJson = (
       return yield* Effect.fromResult(renderSync(request))
     }),
     renderSync,
+    toolsPrefix: compiled.toolsPrefix,
     vision
   }
 }

@@ -24,14 +24,112 @@ export interface Compiled {
   readonly source: string
   readonly template: Template
   readonly specialTokens: { readonly bos_token: string; readonly eos_token: string }
+  /** How the template's text depends on `tools` (see {@link toolsPrefix}). */
+  readonly toolsPrefix: ToolsPrefix | undefined
 }
 
 /** Compile a chat template once; rendering reuses the parsed AST. */
-export const compile = (source: string, specialTokens: Compiled["specialTokens"]): Compiled => ({
-  source,
-  template: new Template(source),
-  specialTokens
-})
+export const compile = (source: string, specialTokens: Compiled["specialTokens"]): Compiled => {
+  const template = new Template(source)
+  return { source, template, specialTokens, toolsPrefix: toolsPrefix(template) }
+}
+
+/**
+ * A template whose text is a part that depends on the tools followed by a part that does not: every statement that
+ * reads `tools` is one of the template's first top-level statements, and those statements read only the tools, the
+ * messages at literal indexes below `messagesRead`, and the kwargs (see {@link toolsPrefix}).
+ */
+export interface ToolsPrefix {
+  /** One more than the largest literal index of `messages` the leading statements read (0 when none). */
+  readonly messagesRead: number
+}
+
+type AstNode = { readonly [key: string]: unknown }
+
+const isAstNode = (value: unknown): value is AstNode => value !== null && typeof value === "object"
+
+/**
+ * Visits every node under `value` (statements, expressions, their arrays and the Maps of object literals) with its
+ * parent; an object already on the path (a cycle) is not entered again.
+ */
+const walkAst = (value: unknown, visit: (node: AstNode, parent: AstNode | undefined) => void): void => {
+  const path = new Set<object>()
+  const walk = (item: unknown, parent: AstNode | undefined): void => {
+    if (!isAstNode(item) || path.has(item)) return
+    path.add(item)
+    enter(item, parent)
+    path.delete(item)
+  }
+  const enter = (item: AstNode, parent: AstNode | undefined): void => {
+    if (Array.isArray(item)) {
+      for (const element of item) walk(element, parent)
+    } else if (item instanceof Map) {
+      for (const [key, element] of item) {
+        walk(key, parent)
+        walk(element, parent)
+      }
+    } else {
+      visit(item, parent)
+      for (const child of Object.values(item)) walk(child, item)
+    }
+  }
+  walk(value, undefined)
+}
+
+const isIdentifier = (node: AstNode, name: string): boolean => node["type"] === "Identifier" && node["value"] === name
+
+const readsName = (statement: unknown, name: string): boolean => {
+  let found = false
+  walkAst(statement, (node) => {
+    if (isIdentifier(node, name)) found = true
+  })
+  return found
+}
+
+/** Statements that change what later statements see: assignments (namespace attributes included) and macros. */
+const STATEFUL_STATEMENTS: ReadonlySet<unknown> = new Set(["Set", "Macro", "CallStatement"])
+/** Context names that differ between renders of one tool list: the generation prompt flag and the clock. */
+const VARYING_NAMES: ReadonlySet<unknown> = new Set(["add_generation_prompt", "strftime_now"])
+
+/**
+ * Whether the template's text is `prefix(tools, messages[0 .. messagesRead - 1], kwargs) + rest(messages, kwargs,
+ * add_generation_prompt)`, proven on its syntax tree; `undefined` when that cannot be shown.
+ *
+ * **Details**
+ * Jinja renders top-level statements in order and concatenates their text, and a statement affects the ones after it
+ * only through assignments (`set`, namespace attributes included) and macros. So when the statements that mention
+ * `tools` are a leading run of the template's top-level statements, assign nothing, define or call no macro, call no
+ * method, and read `messages` only at literal non-negative indexes and neither `add_generation_prompt` nor the clock,
+ * their text is a function of the tools, those first messages and the kwargs, and the text of the rest does not depend
+ * on the tools. Qwen2.5's and Qwen3's templates have this shape (the `{% if tools %}` system block); a template that
+ * mentions no `tools` has it with no prefix. Names are matched conservatively: a loop variable or attribute named
+ * `tools` or `messages` counts as a mention.
+ */
+export const toolsPrefix = (template: Template): ToolsPrefix | undefined => {
+  const body: ReadonlyArray<unknown> = template.parsed.body
+  let leading = 0
+  while (leading < body.length && readsName(body[leading], "tools")) leading++
+  for (let i = leading; i < body.length; i++) if (readsName(body[i], "tools")) return undefined
+  let messagesRead = 0
+  let separable = true
+  walkAst(body.slice(0, leading), (node, parent) => {
+    if (STATEFUL_STATEMENTS.has(node["type"])) separable = false
+    // Method calls are refused too: none of the interpreter's methods changes its object, but a later one might.
+    if (node["type"] === "CallExpression" && isAstNode(node["callee"]) && node["callee"]["type"] === "MemberExpression") {
+      separable = false
+    }
+    if (node["type"] !== "Identifier") return
+    if (VARYING_NAMES.has(node["value"])) separable = false
+    if (node["value"] !== "messages") return
+    const index = parent?.["property"]
+    const literalIndex = parent?.["type"] === "MemberExpression" && parent["computed"] === true &&
+      parent["object"] === node && isAstNode(index) && index["type"] === "IntegerLiteral" &&
+      typeof index["value"] === "number" && Number.isInteger(index["value"]) && index["value"] >= 0
+    if (literalIndex) messagesRead = Math.max(messagesRead, Number(index["value"]) + 1)
+    else separable = false
+  })
+  return separable ? { messagesRead } : undefined
+}
 
 export interface RenderInput {
   readonly messages: ReadonlyArray<Canonical.Message>

@@ -21,7 +21,8 @@
  */
 import { Result } from "effect"
 import type * as Canonical from "../protocol/canonical.ts"
-import type { RenderInput, TemplateError } from "./ChatTemplate.ts"
+import type { RenderInput, TemplateError, ToolsPrefix } from "./ChatTemplate.ts"
+import { alternation } from "./LiteralPattern.ts"
 
 /** What delta tokenization needs from a tokenizer (a structural slice of the Tokenizer service). */
 export interface TemplateTokenizer {
@@ -35,6 +36,8 @@ export interface TemplateTokenizer {
   readonly renderSync: (request: RenderInput) => Result.Result<string, TemplateError>
   /** Ids of special added tokens; with them a delta whose prefix ends in one is encoded without the prefix. */
   readonly specialTokenIds?: ReadonlySet<number> | undefined
+  /** Set when the template's text after its tool-dependent prefix does not depend on the tools (`ChatTemplate.toolsPrefix`). */
+  readonly toolsPrefix?: ToolsPrefix | undefined
 }
 
 /** The calibration prefix; its exact roles and text fix where the delta starts, so keep it as the reference has it. */
@@ -61,8 +64,6 @@ interface Protected {
   readonly marker: string
 }
 
-const escapeRegExp = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
-
 const collectStrings = (value: unknown, into: Array<string>): void => {
   if (typeof value === "string") into.push(value)
   else if (Array.isArray(value)) for (const item of value) collectStrings(item, into)
@@ -85,15 +86,15 @@ const mapStrings = (value: unknown, f: (text: string) => string): unknown => {
   return value
 }
 
-/** One pattern of every special-token literal per tokenizer (built on first use). */
-const literalPatterns = new WeakMap<TemplateTokenizer, RegExp>()
-const literalPattern = (tok: TemplateTokenizer): RegExp => {
-  let pattern = literalPatterns.get(tok)
-  if (pattern === undefined) {
-    pattern = new RegExp(tok.specialTokens.map(escapeRegExp).join("|"))
-    literalPatterns.set(tok, pattern)
-  }
-  return pattern
+/** The patterns of every special-token literal per tokenizer (built on first use): to test, and to replace with. */
+const literalPatterns = new WeakMap<TemplateTokenizer, { readonly test: RegExp; readonly all: RegExp } | undefined>()
+const literalPattern = (tok: TemplateTokenizer): { readonly test: RegExp; readonly all: RegExp } | undefined => {
+  if (literalPatterns.has(tok)) return literalPatterns.get(tok)
+  const test = alternation(tok.specialTokens)
+  const all = alternation(tok.specialTokens, "g")
+  const patterns = test === undefined || all === undefined ? undefined : { test, all }
+  literalPatterns.set(tok, patterns)
+  return patterns
 }
 
 /** Whether any string of `value` (object keys included) holds a match of `pattern` (not global: no state). */
@@ -108,26 +109,39 @@ const holdsLiteral = (value: unknown, pattern: RegExp): boolean => {
   return false
 }
 
+/** Whether a tool list holds a literal, kept per list and pattern (canonical lists are immutable; agents reuse theirs). */
+const toolLiterals = new WeakMap<ReadonlyArray<Canonical.Tool>, WeakMap<RegExp, boolean>>()
+const toolsHoldLiteral = (tools: ReadonlyArray<Canonical.Tool>, pattern: RegExp): boolean => {
+  let known = toolLiterals.get(tools)
+  if (known === undefined) {
+    known = new WeakMap()
+    toolLiterals.set(tools, known)
+  }
+  let holds = known.get(pattern)
+  if (holds === undefined) {
+    holds = holdsLiteral(tools, pattern)
+    known.set(pattern, holds)
+  }
+  return holds
+}
+
 /** The messages and tools with their special-token literals marked, or `undefined` when none holds one. */
 const protect = (
   tok: TemplateTokenizer,
   messages: ReadonlyArray<Canonical.Message>,
   tools: ReadonlyArray<Canonical.Tool>
 ): Protected | undefined => {
-  if (tok.specialTokens.length === 0) return undefined
   const literal = literalPattern(tok)
-  if (!holdsLiteral(messages, literal) && !holdsLiteral(tools, literal)) return undefined
+  if (literal === undefined || (!holdsLiteral(messages, literal.test) && !toolsHoldLiteral(tools, literal.test))) return undefined
   const strings: Array<string> = []
   collectStrings(messages, strings)
   collectStrings(tools, strings)
   let code = 0xe000
   while (code <= 0xf8ff && strings.some((text) => text.includes(String.fromCharCode(code)))) code++
   const marker = String.fromCharCode(code)
-  // Longest first, so a literal that contains another is replaced whole.
-  const order = [...tok.specialTokens].map((token, index) => ({ token, index })).sort((a, b) => b.token.length - a.token.length)
-  const pattern = new RegExp(order.map(({ token }) => escapeRegExp(token)).join("|"), "g")
-  const indexOf = new Map(order.map(({ index, token }) => [token, index]))
-  const mark = (text: string) => text.replace(pattern, (token) => `${marker}${indexOf.get(token)}${marker}`)
+  // The pattern tries the longest literal first, so a literal that contains another is replaced whole.
+  const indexOf = new Map(tok.specialTokens.map((token, index) => [token, index]))
+  const mark = (text: string) => text.replace(literal.all, (token) => `${marker}${indexOf.get(token)}${marker}`)
   // Decoding boundary of this module: the mapped values keep the canonical shapes, only strings changed.
   return {
     messages: mapStrings(messages, mark) as ReadonlyArray<Canonical.Message>,
@@ -206,13 +220,21 @@ export const rootTokens = (
   Result.map(rootPlan(tok, messages, tools, kwargs, options), (plan) => encodePlan(tok, plan))
 
 /**
- * The dummy prefix for one (tools, kwargs) without marked literals: its rendered text (trailing newlines stripped),
- * its token count, and whether the text after it can be encoded on its own.
+ * The dummy prefix for one (tools, kwargs) without marked literals: its rendered text, its token count, whether the
+ * text after it can be encoded on its own, and whether deltas can be rendered without the tools.
  */
 interface Calibration {
+  /** render(dummy) with its trailing newlines stripped: the ids of this are cut off a delta's. */
   readonly text: string
   readonly tokenCount: number
   readonly suffixOnly: boolean
+  /** render(dummy), trailing newlines kept. */
+  readonly rendered: string
+  /**
+   * render(dummy) without the tools, when render(dummy + delta) is `rendered` followed by what render(dummy + delta)
+   * without the tools has after this (see `withoutTools`); `undefined` when deltas are rendered with the tools.
+   */
+  readonly bare: string | undefined
 }
 
 /** Calibrations per tokenizer, keyed by the JSON of (tools, kwargs); a handful per run (the agents' tool sets). */
@@ -225,6 +247,30 @@ const PROBES: ReadonlyArray<ReadonlyArray<Canonical.Message>> = [
   [{ role: "tool", content: " probe" }]
 ]
 
+/**
+ * Deltas rendering without the tools is checked with: each role, consecutive tool results, an assistant turn with
+ * reasoning and a tool call, a late system message and an image part (which a text-only template rejects both ways).
+ */
+const TOOLS_PROBES: ReadonlyArray<ReadonlyArray<Canonical.Message>> = [
+  [{ role: "user", content: "probe" }],
+  [{ role: "tool", content: "probe", tool_call_id: "a" }, { role: "tool", content: " probe\n", tool_call_id: "b" }],
+  [
+    {
+      role: "assistant",
+      content: "answer",
+      reasoning_content: "thinking",
+      tool_calls: [{ id: "a", type: "function", function: { name: "probe", arguments: "{\"x\":1}" } }]
+    },
+    { role: "tool", content: "result", tool_call_id: "a" },
+    { role: "user", content: "next" }
+  ],
+  [{ role: "system", content: "late system" }, { role: "user", content: "probe" }],
+  [{
+    role: "user",
+    content: [{ type: "text", text: "look" }, { type: "image_url", image_url: { url: "data:image/png;base64,AA==" } }]
+  }]
+]
+
 const sameIds = (a: ReadonlyArray<number>, b: ReadonlyArray<number>): boolean =>
   a.length === b.length && a.every((id, i) => id === b[i])
 
@@ -235,6 +281,14 @@ const fullText = (
   kwargs: Canonical.TemplateKwargs
 ): Result.Result<string, TemplateError> =>
   tok.renderSync({ messages: [...DUMMY_MESSAGES, ...delta], tools, chatTemplateKwargs: kwargs, addGenerationPrompt: true })
+
+/** render(dummy + delta) without the tools: the dummy's tool block is neither converted nor rendered. */
+const bareText = (
+  tok: TemplateTokenizer,
+  delta: ReadonlyArray<Canonical.Message>,
+  kwargs: Canonical.TemplateKwargs
+): Result.Result<string, TemplateError> =>
+  tok.renderSync({ messages: [...DUMMY_MESSAGES, ...delta], tools: [], chatTemplateKwargs: kwargs, addGenerationPrompt: true })
 
 /**
  * Whether encoding the text after the dummy alone gives the same ids as encoding the whole text and cutting the
@@ -258,13 +312,51 @@ const suffixOnly = (
   })
 }
 
-/** The JSON of a tool list, kept per list object (canonical lists are immutable; callers often pass the same one). */
-const toolsKeys = new WeakMap<ReadonlyArray<Canonical.Tool>, string>()
-const toolsKey = (tools: ReadonlyArray<Canonical.Tool>): string => {
-  let key = toolsKeys.get(tools)
+/**
+ * render(dummy) without the tools, when deltas can be rendered without them: the template's text is proven to be a
+ * tool-dependent prefix that reads no message past the dummy, followed by text that does not depend on the tools
+ * (`ChatTemplate.toolsPrefix`), so render(dummy + delta) = `rendered` + (render(dummy + delta) without the tools,
+ * after `bare`) whenever the latter starts with `bare`. The probes check the same on every kind of delta, both ways
+ * (a probe either template rendering rejects must be rejected by both); `undefined` keeps the full render.
+ */
+const withoutTools = (
+  tok: TemplateTokenizer,
+  rendered: string,
+  tools: ReadonlyArray<Canonical.Tool>,
+  kwargs: Canonical.TemplateKwargs
+): string | undefined => {
+  if (tok.toolsPrefix === undefined || tok.toolsPrefix.messagesRead > DUMMY_MESSAGES.length) return undefined
+  const bare = tok.renderSync({ messages: DUMMY_MESSAGES, tools: [], chatTemplateKwargs: kwargs, addGenerationPrompt: false })
+  if (Result.isFailure(bare)) return undefined
+  const agrees = TOOLS_PROBES.every((probe) => {
+    const full = fullText(tok, probe, tools, kwargs)
+    const without = bareText(tok, probe, kwargs)
+    if (Result.isFailure(full) || Result.isFailure(without)) {
+      return Result.isFailure(full) && Result.isFailure(without) && full.failure.reason === without.failure.reason
+    }
+    return without.success.startsWith(bare.success) &&
+      full.success === rendered + without.success.slice(bare.success.length)
+  })
+  return agrees ? bare.success : undefined
+}
+
+/**
+ * The calibration key of (tools, kwargs): the JSON of both. Kept per tool list object (canonical lists are immutable;
+ * callers often pass the same one), so a long tool list is neither serialized nor hashed again on every delta.
+ */
+const calibrationKeys = new WeakMap<ReadonlyArray<Canonical.Tool>, Map<string, string>>()
+const calibrationKey = (tools: ReadonlyArray<Canonical.Tool>, kwargs: Canonical.TemplateKwargs): string => {
+  let keys = calibrationKeys.get(tools)
+  if (keys === undefined) {
+    keys = new Map()
+    calibrationKeys.set(tools, keys)
+  }
+  const kwargsKey = JSON.stringify(kwargs)
+  let key = keys.get(kwargsKey)
   if (key === undefined) {
-    key = JSON.stringify(tools)
-    toolsKeys.set(tools, key)
+    key = `${JSON.stringify(tools)}\u0000${kwargsKey}`
+    if (keys.size >= MAX_CALIBRATIONS) keys.clear()
+    keys.set(kwargsKey, key)
   }
   return key
 }
@@ -279,14 +371,20 @@ const calibrate = (
     cache = new Map()
     calibrations.set(tok, cache)
   }
-  const key = `${toolsKey(tools)}\u0000${JSON.stringify(kwargs)}`
+  const key = calibrationKey(tools, kwargs)
   const known = cache.get(key)
   if (known !== undefined) return Result.succeed(known)
   const rendered = tok.renderSync({ messages: DUMMY_MESSAGES, tools, chatTemplateKwargs: kwargs, addGenerationPrompt: false })
   if (Result.isFailure(rendered)) return Result.fail(rendered.failure)
   const text = rendered.success.replace(/\n+$/, "")
   const ids = tok.encode(text)
-  const calibration: Calibration = { text, tokenCount: ids.length, suffixOnly: suffixOnly(tok, text, ids, tools, kwargs) }
+  const calibration: Calibration = {
+    text,
+    tokenCount: ids.length,
+    suffixOnly: suffixOnly(tok, text, ids, tools, kwargs),
+    rendered: rendered.success,
+    bare: withoutTools(tok, rendered.success, tools, kwargs)
+  }
   if (cache.size >= MAX_CALIBRATIONS) cache.delete(cache.keys().next().value ?? "")
   cache.set(key, calibration)
   return Result.succeed(calibration)
@@ -299,8 +397,10 @@ const calibrate = (
  * **Details**
  * Without marked literals, the dummy's rendering and token count are computed once per (tools, kwargs), and when the
  * dummy ends in a special token (and the probes agree, see `suffixOnly`) only the text after it is encoded, so the
- * tool definitions in the system prompt are not re-encoded on every request. With marked literals (rare) the dummy
- * is rendered and encoded with the marked tools every time.
+ * tool definitions in the system prompt are not re-encoded on every request. When the template's text after its tool
+ * block does not depend on the tools (see `withoutTools`), the delta is rendered without them and put after the
+ * dummy's cached rendering, so the tool definitions are not rendered again either. With marked literals (rare) the
+ * dummy is rendered and encoded with the marked tools every time.
  */
 export const deltaPlan = (
   tok: TemplateTokenizer,
@@ -320,13 +420,26 @@ export const deltaPlan = (
     const skip = encodeMarked(tok, dummy.success.replace(/\n+$/, ""), marker).length
     return Result.succeed({ text: full.success, skip, marker })
   }
-  const dummy = calibrate(tok, tools, kwargs)
-  if (Result.isFailure(dummy)) return Result.fail(dummy.failure)
+  const calibrated = calibrate(tok, tools, kwargs)
+  if (Result.isFailure(calibrated)) return Result.fail(calibrated.failure)
+  const { bare, rendered, suffixOnly, text, tokenCount } = calibrated.success
+  if (bare !== undefined) {
+    const without = bareText(tok, delta, kwargs)
+    // The text after the tool block is the same with or without the tools, and so is a rendering error there.
+    if (Result.isFailure(without)) return Result.fail(without.failure)
+    if (without.success.startsWith(bare)) {
+      const after = without.success.slice(bare.length)
+      return Result.succeed(
+        suffixOnly
+          ? { text: rendered.slice(text.length) + after, skip: 0 }
+          : { text: rendered + after, skip: tokenCount }
+      )
+    }
+  }
   const full = fullText(tok, delta, tools, kwargs)
   if (Result.isFailure(full)) return Result.fail(full.failure)
-  const { text, tokenCount } = dummy.success
   return Result.succeed(
-    dummy.success.suffixOnly && full.success.startsWith(text)
+    suffixOnly && full.success.startsWith(text)
       ? { text: full.success.slice(text.length), skip: 0 }
       : { text: full.success, skip: tokenCount }
   )

