@@ -19,8 +19,9 @@
  *   `(i + 1) / decodeTokensPerSecond`. `abort(rid)` ends the pending generate with the tokens that appeared so far.
  *   A speed of 0 or `Infinity` means no latency.
  */
-import { Deferred, Duration, Effect, Layer, Ref, Result } from "effect"
+import { Duration, Effect, Fiber, Layer, Result } from "effect"
 import * as Decoder from "../src/engine/Decoder.ts"
+import * as PackedIds from "../src/forest/PackedIds.ts"
 import * as Model from "../src/engine/Model.ts"
 import * as Sampling from "../src/engine/Sampling.ts"
 import * as Stop from "../src/engine/Stop.ts"
@@ -100,11 +101,16 @@ const perToken = (tokensPerSecond: number | undefined, fallback: number): number
 
 const secondsToDuration = (seconds: number): Duration.Duration => Duration.nanos(BigInt(Math.round(seconds * 1e9)))
 
-const commonPrefix = (a: ReadonlyArray<number>, b: ArrayLike<number>): number => {
-  const n = Math.min(a.length, b.length)
-  let i = 0
-  while (i < n && a[i] === b[i]) i++
-  return i
+/** A running generation: whether it was aborted, and the child fiber of the wait it is in, if any. */
+interface Running {
+  aborted: boolean
+  sleeping: Fiber.Fiber<void> | undefined
+}
+
+/** Abort a running generation: its next check returns what appeared so far, a wait in progress ends at once. */
+const abortRun = (run: Running): void => {
+  run.aborted = true
+  run.sleeping?.interruptUnsafe()
 }
 
 const invalid = (message: string) => new EngineError({ message, status: 400, retryable: false })
@@ -114,21 +120,35 @@ export const make = (
   tokenizer: TokenizerShape,
   options: EmbeddedEngineOptions = {}
 ): Effect.Effect<EngineShape> =>
-  Effect.gen(function*() {
+  Effect.sync(() => {
     const model = modelFor(tokenizer, options)
     const engineSeed = options.seed ?? 0
     const prefillDelay = perToken(options.prefillTokensPerSecond, 20_000)
     const decodeDelay = perToken(options.decodeTokensPerSecond, 200)
-    const version = yield* Ref.make(options.weightVersion ?? "0")
+    let version = options.weightVersion ?? "0"
     let updates = 0
     let counter = 0
-    const running = new Map<string, Deferred.Deferred<void>>()
+    const running = new Map<string, Running>()
     // The last sequence seen per session: the embedded stand-in for SGLang's radix prefix cache.
-    // Int32Array: 4 bytes a token (a number[] takes 8), kept for every session the engine has seen.
-    const lastSequence = new Map<string, Int32Array>()
+    // Packed: 3 bytes a token (an Int32Array takes 4, a number[] 8), kept for every session the engine has seen.
+    const lastSequence = new Map<string, PackedIds.PackedIds>()
 
-    const wait = (seconds: number, aborted: Deferred.Deferred<void>): Effect.Effect<void> =>
-      seconds <= 0 ? Effect.void : Effect.raceFirst(Effect.sleep(secondsToDuration(seconds)), Deferred.await(aborted))
+    /**
+     * Wait `seconds` on the Clock, cut short by an abort: the sleep runs in a child fiber that `abort` interrupts (one
+     * fiber per wait, where racing the sleep against an abort signal took two).
+     */
+    const wait = (seconds: number, run: Running): Effect.Effect<void> =>
+      seconds <= 0 ? Effect.void : Effect.suspend(() =>
+        run.aborted ? Effect.void : Effect.flatMap(
+          Effect.forkChild(Effect.sleep(secondsToDuration(seconds)), { startImmediately: true }),
+          (sleeping) => {
+            run.sleeping = sleeping
+            return Effect.map(Fiber.await(sleeping), () => {
+              run.sleeping = undefined
+            })
+          }
+        )
+      )
 
     const policyText = (policy: Policy, conversation: PolicyRequest): Effect.Effect<string, EngineError> =>
       Effect.tryPromise({
@@ -164,8 +184,8 @@ export const make = (
           }
         }
         if (running.has(request.rid)) return yield* invalid(`rid ${request.rid} is already running; rids must be unique`)
-        const aborted = yield* Deferred.make<void>()
-        running.set(request.rid, aborted)
+        const run: Running = { aborted: false, sleeping: undefined }
+        running.set(request.rid, run)
         const seed = Decoder.requestSeed(engineSeed, sampling.seed, counter++)
         const criteria: Stop.Criteria = {
           maxNewTokens: sampling.maxNewTokens,
@@ -179,7 +199,7 @@ export const make = (
         const turnCriteria: Stop.Criteria = { ...criteria, maxNewTokens: sampling.maxNewTokens + resumed }
         const prompt = inputIds[inputIds.length - 1] ?? tokenizer.eosTokenId
         // The version this attempt runs on: an update aborts it, so all its tokens come from this version.
-        const runningVersion = yield* Ref.get(version)
+        const runningVersion = version
         return yield* Effect.gen(function*() {
           let scripted: ReadonlyArray<Decoder.Step> | undefined
           if (options.policy !== undefined && request.conversation !== undefined) {
@@ -190,8 +210,9 @@ export const make = (
             scripted = turnIds.map((id, i) => ({ id, logprob: scores[i] ?? 0 })).slice(resumed)
           }
           const sessionKey = request.sessionId ?? ""
-          const cachedTokens = Math.min(commonPrefix(inputIds, lastSequence.get(sessionKey) ?? []), inputIds.length - 1)
-          yield* wait((inputIds.length - cachedTokens) * prefillDelay, aborted)
+          const last = lastSequence.get(sessionKey)
+          const cachedTokens = Math.min(last === undefined ? 0 : PackedIds.commonPrefix(inputIds, last), inputIds.length - 1)
+          yield* wait((inputIds.length - cachedTokens) * prefillDelay, run)
           const check = resumed === 0 ? Stop.checker(criteria) : (() => {
             const turnCheck = Stop.checker(turnCriteria)
             return (ids: ReadonlyArray<number>) => turnCheck([...earlier, ...ids])
@@ -203,7 +224,7 @@ export const make = (
             : undefined
           let prev = prompt
           while (finishReason === undefined) {
-            if (yield* Deferred.isDone(aborted)) {
+            if (run.aborted) {
               finishReason = { type: "abort", message: "Aborted" }
               break
             }
@@ -213,8 +234,8 @@ export const make = (
               : scripted[position]
             // A scripted output always finishes (it ends with eos or was truncated where a stop criterion hit).
             if (step === undefined) break
-            yield* wait(decodeDelay, aborted)
-            if (yield* Deferred.isDone(aborted)) {
+            yield* wait(decodeDelay, run)
+            if (run.aborted) {
               finishReason = { type: "abort", message: "Aborted" }
               break
             }
@@ -223,10 +244,7 @@ export const make = (
             prev = step.id
             finishReason = check(outputIds)
           }
-          const sequence = new Int32Array(inputIds.length + outputIds.length)
-          sequence.set(inputIds)
-          sequence.set(outputIds, inputIds.length)
-          lastSequence.set(sessionKey, sequence)
+          lastSequence.set(sessionKey, PackedIds.pack(inputIds, outputIds))
           return {
             outputIds,
             logprobs: request.returnLogprob ? logprobs : [],
@@ -238,23 +256,24 @@ export const make = (
         }).pipe(Effect.ensuring(Effect.sync(() => running.delete(request.rid))))
       })
 
-    const abortAll = Effect.suspend(() =>
-      Effect.forEach([...running.values()], (signal) => Deferred.succeed(signal, undefined), { discard: true })
-    )
+    // A snapshot: an aborted generation may finish, and its caller start the next one, before this loop ends.
+    const abortAll = Effect.sync(() => {
+      for (const run of [...running.values()]) abortRun(run)
+    })
 
     return withSpans("EmbeddedEngine", {
       generate,
       abort: (rid) =>
-        Effect.suspend(() => {
-          const signal = running.get(rid)
-          return signal === undefined ? Effect.void : Deferred.succeed(signal, undefined).pipe(Effect.asVoid)
+        Effect.sync(() => {
+          const run = running.get(rid)
+          if (run !== undefined) abortRun(run)
         }),
-      weightVersion: Ref.get(version),
+      weightVersion: Effect.sync(() => version),
       updateWeights: (next) =>
-        abortAll.pipe(Effect.andThen(Ref.modify(version, (current) => {
+        abortAll.pipe(Effect.andThen(Effect.sync(() => {
           updates++
-          const value = next ?? WeightVersion.next(current, updates)
-          return [value, value]
+          version = next ?? WeightVersion.next(version, updates)
+          return version
         }))),
       health: Effect.void,
       // Nothing is cached per Session in process.

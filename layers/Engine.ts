@@ -17,6 +17,7 @@
 import { Context, Data, Effect } from "effect"
 import { ContextLengthError } from "../src/forest/errors.ts"
 import type * as Canonical from "../src/protocol/canonical.ts"
+import * as StepSpan from "./internal/StepSpan.ts"
 
 export interface SamplingParams {
   readonly maxNewTokens: number
@@ -124,16 +125,18 @@ export interface EngineShape {
   readonly takeStepMetrics: Effect.Effect<Readonly<Record<string, number>>>
 }
 
-/** An engine whose every operation runs in its span (`<name>.generate`, ...), so a request's trace shows its attempts. */
+/**
+ * An engine whose every operation runs in its span (`<name>.generate`, ...) when a tracing backend is installed
+ * (`StepSpan.step`), so a request's trace shows its attempts.
+ */
 export const withSpans = (name: string, engine: EngineShape): EngineShape => ({
-  generate: (request) =>
-    engine.generate(request).pipe(Effect.withSpan(`${name}.generate`, { attributes: { rid: request.rid } })),
-  abort: (rid) => engine.abort(rid).pipe(Effect.withSpan(`${name}.abort`, { attributes: { rid } })),
-  weightVersion: engine.weightVersion.pipe(Effect.withSpan(`${name}.weightVersion`)),
-  updateWeights: (version) => engine.updateWeights(version).pipe(Effect.withSpan(`${name}.updateWeights`)),
-  health: engine.health.pipe(Effect.withSpan(`${name}.health`)),
-  closeSession: (sessionId) => engine.closeSession(sessionId).pipe(Effect.withSpan(`${name}.closeSession`, { attributes: { sessionId } })),
-  takeStepMetrics: engine.takeStepMetrics.pipe(Effect.withSpan(`${name}.takeStepMetrics`))
+  generate: (request) => engine.generate(request).pipe(StepSpan.step(`${name}.generate`, { rid: request.rid })),
+  abort: (rid) => engine.abort(rid).pipe(StepSpan.step(`${name}.abort`, { rid })),
+  weightVersion: engine.weightVersion.pipe(StepSpan.step(`${name}.weightVersion`)),
+  updateWeights: (version) => engine.updateWeights(version).pipe(StepSpan.step(`${name}.updateWeights`)),
+  health: engine.health.pipe(StepSpan.step(`${name}.health`)),
+  closeSession: (sessionId) => engine.closeSession(sessionId).pipe(StepSpan.step(`${name}.closeSession`, { sessionId })),
+  takeStepMetrics: engine.takeStepMetrics.pipe(StepSpan.step(`${name}.takeStepMetrics`))
 })
 
 export class Engine extends Context.Service<Engine, EngineShape>()("relax-agentic/Engine") {}

@@ -11,6 +11,7 @@ import { Context, Effect, Layer, Result } from "effect"
 import type * as Canonical from "../src/protocol/canonical.ts"
 import { ContextLengthError, ForestInvariantError, ForestNotFound } from "../src/forest/errors.ts"
 import * as Forest from "../src/forest/Forest.ts"
+import * as StepSpan from "./internal/StepSpan.ts"
 
 /** What a forest is created with; every field defaults (group 0, index 0, no label, empty metadata). */
 export interface ForestInit {
@@ -69,12 +70,12 @@ export class Forests extends Context.Service<Forests, ForestsShape>()("relax-age
           store.set(sessionId, forest)
           return forest
         }),
-        get: Effect.fn("Forests.get")(function*(sessionId) {
+        get: Effect.fnUntraced(function*(sessionId) {
           const forest = store.get(sessionId)
           if (forest === undefined) return yield* new ForestNotFound({ sessionId })
           return forest
-        }),
-        observe: Effect.fn("Forests.observe")(function*(forest, observation) {
+        }, StepSpan.step("Forests.get")),
+        observe: Effect.fnUntraced(function*(forest, observation) {
           const fits = Forest.checkObservationContext(
             forest,
             observation.parent,
@@ -83,10 +84,10 @@ export class Forests extends Context.Service<Forests, ForestsShape>()("relax-age
           )
           if (Result.isFailure(fits)) return yield* fits.failure
           return yield* commit(forest, () => Forest.commitObservation(forest, observation))
-        }),
-        commitResponse: Effect.fn("Forests.commitResponse")(function*(forest, response) {
+        }, StepSpan.step("Forests.observe")),
+        commitResponse: Effect.fnUntraced(function*(forest, response) {
           return yield* commit(forest, () => Forest.commitResponse(forest, response))
-        }),
+        }, StepSpan.step("Forests.commitResponse")),
         remove: Effect.fn("Forests.remove")(function*(sessionId) {
           store.delete(sessionId)
         }),

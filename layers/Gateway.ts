@@ -11,11 +11,12 @@
  * after generation started loses only the answer; the response is still committed to its SessionForest.
  */
 import { NodeHttpServer, NodeHttpServerRequest } from "@effect/platform-node"
-import { ByteSize, Cause, Clock, Context, Deferred, Duration, Effect, Exit, Layer, Queue, Result, Scope, Stream } from "effect"
-import { HttpIncomingMessage, HttpRouter, HttpServer, HttpServerError, HttpServerRequest, HttpServerResponse } from "effect/http"
+import { Clock, Context, Duration, Effect, Exit, Fiber, Layer, Result } from "effect"
+import { HttpRouter, HttpServer, HttpServerError, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { randomBytes } from "node:crypto"
-import { createServer } from "node:http"
+import { type IncomingHttpHeaders, IncomingMessage, Server, ServerResponse } from "node:http"
 import * as Generation from "./Generation.ts"
+import * as Exchange from "./internal/NodeExchange.ts"
 import * as Completion from "../src/protocol/completion.ts"
 import * as Errors from "../src/protocol/errors.ts"
 import * as Sse from "../src/protocol/sse.ts"
@@ -83,12 +84,12 @@ const errorResponse = (adapter: Completion.Adapter, error: Errors.AnyError): Htt
  * The API key of a request: the `Authorization: Bearer <token>` header, or `x-api-key` (which the Anthropic SDK sends
  * when given an API key) when there is no `Authorization` header.
  */
-export const apiKey = (
-  headers: Readonly<Record<string, string | undefined>>
-): Result.Result<string, Errors.GatewayError> => {
-  const header = headers["authorization"]
+export const apiKey = (headers: IncomingHttpHeaders): Result.Result<string, Errors.GatewayError> => {
+  const header = headers.authorization
   if (header === undefined) {
-    const key = headers["x-api-key"]?.trim()
+    // Node joins a repeated `x-api-key` into one string (only `set-cookie` comes as a list).
+    const value = headers["x-api-key"]
+    const key = typeof value === "string" ? value.trim() : undefined
     return key !== undefined && key.length > 0 ? Result.succeed(key) : Result.fail(Errors.GatewayError.missingAuthorization())
   }
   const match = /^\s*(\S+)\s+(\S+)\s*$/.exec(header)
@@ -127,63 +128,38 @@ export const gatewayError = (error: Generation.GenerationError): Effect.Effect<E
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// Buffered SSE (docs/agent-contract.md, "The model API": Streaming)
+// The model routes, served from node:http (docs/architecture.md, "The model routes on node:http")
 
 const { "content-type": sseContentType, ...sseHeaders } = Sse.headers
+const sseResponseHeaders = { ...sseHeaders, "content-type": sseContentType }
 
-/** A Buffered-SSE body and how its terminal frames get there. */
-export interface SseBody {
-  readonly body: Stream.Stream<Uint8Array>
+interface RouteEnv {
+  readonly sessions: Sessions["Service"]
+  readonly generation: Generation.GenerationShape
+  readonly heartbeatInterval: Duration.Input
+  readonly maxBodyBytes: number
+  readonly maxJsonDepth: number
   /**
-   * Hand over the terminal frames (called once, by the generation's fiber): written after the frames so far, then the
-   * body ends. `terminal` never fails: a failed generation is rendered as the protocol's error frames.
+   * Run one request's fiber on the gateway's context (its scheduler, clock, logger and tracer) in the gateway's
+   * scope: a client that disconnects does not interrupt it, so a started generation completes and is committed.
    */
-  readonly complete: (terminal: ReadonlyArray<Sse.SseFrame>) => void
+  readonly run: (effect: Effect.Effect<void>) => void
 }
+
+type Outcome = Exit.Exit<Completion.Completion, Errors.GatewayError>
 
 /**
- * The Buffered-SSE body: the protocol's connection frame at once, a heartbeat every `interval` until `complete` is
- * called, then the terminal frames.
- *
- * **Details**
- * A held request is the one response fiber writing the body and one heartbeat fiber sleeping between heartbeats:
- * `complete` puts the terminal frames into the body's queue directly (no fiber waits for them), and the heartbeat
- * fiber ends with the body. Each heartbeat is written as a scheduled task (`Effect.yieldNow` after the timer fired),
- * so the heartbeats of thousands of held requests that fall due together are written in the scheduler's slices, not
- * in one long timer phase.
+ * The `Gateway.handle` span's options per protocol. Its call site is always `serveModel`, so no stack trace is
+ * captured for it (that would be an `Error` allocated per request and held while the request waits).
  */
-export const sseBody = (protocol: Sse.Protocol, interval: Duration.Input): SseBody => {
-  const heartbeat = Sse.encode(Sse.heartbeat(protocol))
-  let terminal: ReadonlyArray<Sse.SseFrame> | undefined
-  let open: Queue.Queue<string, Cause.Done> | undefined
-  const finish = (queue: Queue.Queue<string, Cause.Done>, frames: ReadonlyArray<Sse.SseFrame>): void => {
-    Queue.offerUnsafe(queue, Sse.encodeAll(frames))
-    Queue.endUnsafe(queue)
-  }
-  const body = Stream.callback<string>((queue) => {
-    Queue.offerUnsafe(queue, Sse.encode(Sse.connected(protocol)))
-    if (terminal !== undefined) {
-      finish(queue, terminal)
-      return Effect.void
-    }
-    open = queue
-    return Effect.sleep(interval).pipe(
-      Effect.andThen(Effect.yieldNow),
-      Effect.andThen(Effect.sync(() => Queue.offerUnsafe(queue, heartbeat))),
-      Effect.forever
-    )
-  }).pipe(Stream.encodeText)
-  return {
-    body,
-    complete: (frames) => {
-      if (open === undefined) terminal = frames
-      else finish(open, frames)
-    }
-  }
+const spanOptions: Readonly<Record<Sse.Protocol, { readonly attributes: Record<string, unknown>; readonly captureStackTrace: false }>> = {
+  chat: { attributes: { protocol: "chat" }, captureStackTrace: false },
+  responses: { attributes: { protocol: "responses" }, captureStackTrace: false },
+  messages: { attributes: { protocol: "messages" }, captureStackTrace: false }
 }
 
-// ---------------------------------------------------------------------------------------------------------------
-// One route per protocol
+/** Where a request is when its client goes away; a 499 is logged for `body` and `completion`. */
+type Phase = "head" | "body" | "completion" | "stream" | "answered"
 
 /**
  * Log a 499: the client went away (`phase` says when). Nobody reads the answer any more, so the log line (with the
@@ -194,130 +170,156 @@ const logDisconnect = (phase: "body" | "completion", detail = "") => {
   return Effect.logWarning(`${error.message}${detail}`, { status: error.status, code: error.code })
 }
 
-/** Whether the client aborted the request before its body was complete (the socket closed mid-body). */
-const bodyAborted = (request: HttpServerRequest.HttpServerRequest): boolean => {
-  const incoming = NodeHttpServerRequest.toIncomingMessage(request)
-  return incoming.readableAborted || (incoming.destroyed && !incoming.complete)
-}
-
 const strictUtf8 = new TextDecoder("utf-8", { fatal: true })
 
-const readJsonObject = (
-  request: HttpServerRequest.HttpServerRequest,
-  maxBodyBytes: number,
-  maxJsonDepth: number
-): Effect.Effect<Record<string, unknown>, Errors.GatewayError> =>
-  Effect.gen(function*() {
-    const declared = Number(request.headers["content-length"] ?? Number.NaN)
-    if (Number.isFinite(declared) && declared > maxBodyBytes) {
-      return yield* Effect.fail(Errors.GatewayError.bodyTooLarge(maxBodyBytes))
-    }
-    const bytes = yield* request.arrayBuffer.pipe(
-      Effect.provideService(HttpIncomingMessage.MaxBodySize, ByteSize.bytes(maxBodyBytes)),
-      Effect.mapError((error) =>
-        error.reason._tag === "RequestParseError" && error.reason.reason === "BodyTooLarge"
-          ? Errors.GatewayError.bodyTooLarge(maxBodyBytes)
-          : bodyAborted(request)
-          ? Errors.GatewayError.clientDisconnect("body")
-          : Errors.GatewayError.invalidJson(error.message)
-      )
-    )
-    let text: string
-    try {
-      text = strictUtf8.decode(bytes)
-    } catch {
-      return yield* Effect.fail(Errors.GatewayError.invalidJson("the body is not valid UTF-8; send JSON encoded as UTF-8"))
-    }
-    let parsed: unknown
-    try {
-      parsed = JSON.parse(text)
-    } catch (cause) {
-      return yield* Effect.fail(Errors.GatewayError.invalidJson(cause instanceof Error ? cause.message : String(cause)))
-    }
-    if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) {
-      return yield* Effect.fail(Errors.GatewayError.bodyNotObject())
-    }
-    // Everything after this point (canonicalization, hashing, templates) may recurse once per level.
-    const tooDeep = Json.pathBeyondDepth(parsed, maxJsonDepth)
-    if (tooDeep !== undefined) return yield* Effect.fail(Errors.GatewayError.nestedTooDeep(tooDeep, maxJsonDepth))
-    // Decoding boundary: a JSON object parsed from the wire.
-    return parsed as Record<string, unknown>
-  })
-
-interface RouteEnv {
-  readonly sessions: Sessions["Service"]
-  readonly generation: Generation.GenerationShape
-  /** Generations run here, not in the request fiber: a disconnect must not interrupt a started generation. */
-  readonly scope: Scope.Scope
-  readonly heartbeatInterval: Duration.Input
-  readonly maxBodyBytes: number
-  readonly maxJsonDepth: number
+/** The request body as one JSON object, or the error the client gets. */
+const parseJsonObject = (bytes: Uint8Array, maxJsonDepth: number): Result.Result<Record<string, unknown>, Errors.GatewayError> => {
+  let text: string
+  try {
+    text = strictUtf8.decode(bytes)
+  } catch {
+    return Result.fail(Errors.GatewayError.invalidJson("the body is not valid UTF-8; send JSON encoded as UTF-8"))
+  }
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(text)
+  } catch (cause) {
+    return Result.fail(Errors.GatewayError.invalidJson(cause instanceof Error ? cause.message : String(cause)))
+  }
+  if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) return Result.fail(Errors.GatewayError.bodyNotObject())
+  // Everything after this point (canonicalization, hashing, templates) may recurse once per level.
+  const tooDeep = Json.pathBeyondDepth(parsed, maxJsonDepth)
+  if (tooDeep !== undefined) return Result.fail(Errors.GatewayError.nestedTooDeep(tooDeep, maxJsonDepth))
+  // Decoding boundary: a JSON object parsed from the wire.
+  return Result.succeed(parsed as Record<string, unknown>)
 }
 
-type Outcome = Exit.Exit<Completion.Completion, Errors.GatewayError>
+const sendError = (ex: Exchange.Exchange, adapter: Completion.Adapter, error: Errors.AnyError): void => {
+  const rendered = adapter.renderError(error)
+  Exchange.sendJson(ex, rendered.status, JSON.stringify(rendered.body), rendered.headers)
+}
 
-const handler = (adapter: Completion.Adapter, env: RouteEnv) =>
-  Effect.gen(function*() {
-    const request = yield* HttpServerRequest.HttpServerRequest
-    const fail = (error: Errors.AnyError) => Effect.succeed(errorResponse(adapter, error))
-
-    const token = apiKey(request.headers)
-    if (Result.isFailure(token)) return yield* fail(token.failure)
-    const session = yield* env.sessions.lookup(token.success).pipe(Effect.result)
-    if (Result.isFailure(session)) return yield* fail(Errors.GatewayError.sessionDiscarded(token.success))
-
-    // A client that goes away mid-body either interrupts this fiber (the socket closed) or fails the body stream
-    // (the request aborted), whichever Node reports first; both are the reference's 499 `client_disconnect`.
-    const body = yield* readJsonObject(request, env.maxBodyBytes, env.maxJsonDepth).pipe(
-      Effect.onInterrupt(() => logDisconnect("body")),
-      Effect.result
-    )
-    if (Result.isFailure(body)) {
-      if (body.failure.code === "client_disconnect") yield* logDisconnect("body")
-      return yield* fail(body.failure)
+/** Read the body under the size limit; `undefined` when the client went away meanwhile (already logged). */
+const readJsonObject = (
+  ex: Exchange.Exchange,
+  env: RouteEnv,
+  disconnected: () => boolean
+): Effect.Effect<Result.Result<Record<string, unknown>, Errors.GatewayError> | undefined> =>
+  Effect.suspend(() => {
+    const declared = Number(ex.request.headers["content-length"] ?? Number.NaN)
+    if (Number.isFinite(declared) && declared > env.maxBodyBytes) {
+      return Effect.succeed(Result.fail(Errors.GatewayError.bodyTooLarge(env.maxBodyBytes)))
     }
-    // The body completed inside an I/O callback; continuing as a scheduled task lets the rollout's scheduler
-    // (FairScheduler) interleave a burst of requests with timers and sockets instead of running them back to back.
-    yield* Effect.yieldNow
-    const decoded = adapter.decode(body.success)
-    if (Result.isFailure(decoded)) return yield* fail(decoded.failure)
-    const canonical = decoded.success
+    return Effect.callback<Exchange.BodyRead>((resume) => Exchange.readBody(ex, env.maxBodyBytes, (read) => resume(Effect.succeed(read)))).pipe(
+      Effect.flatMap((read) => {
+        switch (read._tag) {
+          case "TooLarge":
+            return Effect.succeed(Result.fail(Errors.GatewayError.bodyTooLarge(env.maxBodyBytes)))
+          case "Aborted":
+            return disconnected() ? logDisconnect("body").pipe(Effect.as(undefined)) : Effect.succeed(undefined)
+          case "Body":
+            // The body completed inside an I/O callback; continuing (parse included) as a scheduled task lets the
+            // rollout's scheduler (FairScheduler) interleave a burst of requests with timers and sockets instead of
+            // running them back to back.
+            return Effect.yieldNow.pipe(Effect.andThen(Effect.sync(() => parseJsonObject(read.bytes, env.maxJsonDepth))))
+        }
+      })
+    )
+  })
 
-    const generation: Effect.Effect<Outcome> = env.generation.generate(session.success, canonical).pipe(
+/**
+ * One model request: authenticate (before the body is read, so an unauthenticated caller learns nothing about request
+ * validity) → read the body under a size limit → decode the protocol → generate → answer JSON, or Buffered SSE: the
+ * protocol's connection frame at once, a heartbeat every `heartbeatInterval` until the generation ends, then the
+ * terminal frames. The generation runs in this request's fiber, which a disconnect does not interrupt: a client that
+ * goes away loses only the answer; the response is still committed to its SessionForest.
+ */
+const serveModel = (env: RouteEnv, adapter: Completion.Adapter, ex: Exchange.Exchange): void => {
+  let phase: Phase = "head"
+  let logged = false
+  /** Claims the one 499 log line of this request; false once it was written. */
+  const disconnected = (): boolean => {
+    if (logged) return false
+    logged = true
+    return true
+  }
+  ex.response.once("close", () => {
+    if (ex.response.writableEnded) return
+    if (phase === "body" && disconnected()) env.run(logDisconnect("body"))
+    else if (phase === "completion" && disconnected()) {
+      env.run(logDisconnect("completion", "; the generation still completes and is committed"))
+    }
+  })
+  /** Auth, body and decoding: the canonical request, or `undefined` once the client got its error. */
+  const accept = Effect.gen(function*() {
+    const token = apiKey(ex.request.headers)
+    if (Result.isFailure(token)) return sendError(ex, adapter, token.failure)
+    const session = yield* env.sessions.lookup(token.success).pipe(Effect.result)
+    if (Result.isFailure(session)) return sendError(ex, adapter, Errors.GatewayError.sessionDiscarded(token.success))
+    phase = "body"
+    const body = yield* readJsonObject(ex, env, disconnected)
+    if (body === undefined) return sendError(ex, adapter, Errors.GatewayError.clientDisconnect("body"))
+    if (Result.isFailure(body)) return sendError(ex, adapter, body.failure)
+    const decoded = adapter.decode(body.success)
+    if (Result.isFailure(decoded)) return sendError(ex, adapter, decoded.failure)
+    return { session: session.success, canonical: decoded.success }
+  })
+  env.run(Effect.withSpan(Effect.gen(function*() {
+    // The parsed body is not held while the request waits: only the canonical request it decoded to.
+    const accepted = yield* accept
+    if (accepted === undefined) return
+    const { session, canonical } = accepted
+    const generation: Effect.Effect<Outcome> = env.generation.generate(session, canonical).pipe(
       Effect.catch((error) => Effect.flatMap(gatewayError(error), Effect.fail)),
       Effect.exit
     )
 
-    if (canonical.stream) {
-      const context: Completion.FailureContext = {
-        id: randomBytes(16).toString("hex"),
-        created: Math.floor((yield* Clock.currentTimeMillis) / 1000),
-        model: canonical.model
-      }
-      // The generation's fiber renders the terminal frames and hands them to the body itself: a held streaming
-      // request has no fiber waiting for another.
-      const sse = sseBody(adapter.protocol, env.heartbeatInterval)
-      yield* generation.pipe(
-        Effect.map((exit) => sse.complete(renderTerminal(adapter, canonical, context, exit))),
-        Effect.forkIn(env.scope)
-      )
-      return HttpServerResponse.stream(sse.body, {
-        contentType: sseContentType,
-        headers: sseHeaders
-      })
+    if (!canonical.stream) {
+      phase = "completion"
+      const exit = yield* generation
+      phase = "answered"
+      if (Exit.isFailure(exit)) return sendError(ex, adapter, failureError(exit))
+      const rendered = Result.try(() => JSON.stringify(adapter.renderJson(exit.value, canonical)))
+      return Result.isFailure(rendered)
+        ? sendError(ex, adapter, Errors.GatewayError.internal("render"))
+        : Exchange.sendJson(ex, 200, rendered.success)
     }
 
-    const outcome = yield* Deferred.make<Outcome>()
-    yield* generation.pipe(Effect.flatMap((exit) => Deferred.succeed(outcome, exit)), Effect.forkIn(env.scope))
-    const exit = yield* Deferred.await(outcome).pipe(
-      Effect.onInterrupt(() => logDisconnect("completion", "; the generation still completes and is committed"))
-    )
-    if (Exit.isFailure(exit)) return yield* fail(failureError(exit))
-    const rendered = Result.try(() => adapter.renderJson(exit.value, canonical))
-    return Result.isFailure(rendered)
-      ? errorResponse(adapter, Errors.GatewayError.internal("render"))
-      : HttpServerResponse.jsonUnsafe(rendered.success)
-  })
+    const context: Completion.FailureContext = {
+      id: randomBytes(16).toString("hex"),
+      created: Math.floor((yield* Clock.currentTimeMillis) / 1000),
+      model: canonical.model
+    }
+    phase = "stream"
+    if (!Exchange.writable(ex)) {
+      // Nobody reads the frames; the generation still completes and is committed.
+      yield* generation
+      return
+    }
+    Exchange.writeHead(ex, 200, sseResponseHeaders, true)
+    ex.response.write(Sse.encode(Sse.connected(adapter.protocol)))
+    const heartbeats = yield* Effect.forkChild(heartbeat(ex, Sse.encode(Sse.heartbeat(adapter.protocol)), env.heartbeatInterval))
+    const exit = yield* generation
+    phase = "answered"
+    yield* Fiber.interrupt(heartbeats)
+    if (Exchange.writable(ex)) ex.response.end(Sse.encodeAll(renderTerminal(adapter, canonical, context, exit)))
+  }), "Gateway.handle", spanOptions[adapter.protocol]))
+}
+
+/**
+ * A heartbeat frame every `interval` while the client is there. Each one is written as a scheduled task
+ * (`Effect.yieldNow` after the timer fired), so the heartbeats of thousands of held requests that fall due together
+ * are written in the scheduler's slices, not in one long timer phase.
+ */
+const heartbeat = (ex: Exchange.Exchange, frame: string, interval: Duration.Input): Effect.Effect<void> =>
+  Effect.sleep(interval).pipe(
+    Effect.andThen(Effect.yieldNow),
+    Effect.andThen(Effect.sync(() => {
+      if (Exchange.writable(ex)) ex.response.write(frame)
+    })),
+    Effect.repeat({ while: () => Exchange.writable(ex) }),
+    Effect.asVoid
+  )
 
 const failureError = (exit: Exit.Failure<Completion.Completion, Errors.GatewayError>): Errors.GatewayError => {
   const reason = exit.cause.reasons.find((r) => r._tag === "Fail")
@@ -335,26 +337,56 @@ const renderTerminal = (
   return Result.isFailure(frames) ? adapter.renderSseError(Errors.GatewayError.internal("render"), context) : frames.success
 }
 
+/**
+ * The gateway's HTTP server: the model routes (`POST` on an exact model path) go straight to `serveModel`; every
+ * other request, and a model route spelled another way (e.g. with a doubled slash), goes to the Effect router.
+ */
+class GatewayServer extends Server {
+  /** Set once the routes are built; until then everything goes to the Effect router. */
+  serveModel: ((adapter: Completion.Adapter, ex: Exchange.Exchange) => void) | undefined
+
+  override emit(event: string, ...args: Array<unknown>): boolean {
+    if ((event === "request" || event === "checkContinue") && this.serveModel !== undefined) {
+      const [request, response] = args
+      if (request instanceof IncomingMessage && response instanceof ServerResponse && request.method === "POST") {
+        const url = request.url ?? ""
+        const query = url.indexOf("?")
+        const adapter = modelRoutes.get(query === -1 ? url : url.slice(0, query))
+        if (adapter !== undefined) {
+          if (request.httpVersionMajor === 1) {
+            // Prepended so it runs before Node's own `finish` listener drains or destroys.
+            response.prependListener("finish", () => Exchange.teardownBody(request, response))
+          }
+          this.serveModel(adapter, Exchange.exchange(request, response, event === "checkContinue"))
+          return true
+        }
+      }
+    }
+    return super.emit(event, ...args)
+  }
+}
+
+/**
+ * A model route that reached the Effect router (a path the exact match did not take): served by `serveModel` on the
+ * same Node request and response; the router's response is never written (the exchange already answered).
+ */
+const routedModel = (serve: (adapter: Completion.Adapter, ex: Exchange.Exchange) => void, adapter: Completion.Adapter) =>
+  Effect.gen(function*() {
+    const request = yield* HttpServerRequest.HttpServerRequest
+    const incoming = NodeHttpServerRequest.toIncomingMessage(request)
+    const outgoing = NodeHttpServerRequest.toServerResponse(request)
+    if (!(incoming instanceof IncomingMessage) || !(outgoing instanceof ServerResponse)) {
+      return errorResponse(adapter, Errors.GatewayError.internal("request"))
+    }
+    yield* Effect.callback<void>((resume) => {
+      outgoing.once("close", () => resume(Effect.void))
+      serve(adapter, Exchange.exchange(incoming, outgoing, Exchange.expectsContinue(incoming)))
+    })
+    return HttpServerResponse.empty()
+  })
+
 // ---------------------------------------------------------------------------------------------------------------
 // Wiring
-
-const allModelPaths: ReadonlyArray<string> = Object.values({
-  chat: ["/chat/completions", "/v1/chat/completions"],
-  responses: ["/responses", "/v1/responses"],
-  messages: ["/messages", "/v1/messages"]
-}).flat().map((path) => `${mountPath}${path}`)
-
-/** A path or method no route serves: 405 for a model route called with another method, else 404. */
-const unknownRoute = Effect.gen(function*() {
-  const request = yield* HttpServerRequest.HttpServerRequest
-  const path = request.url.split("?")[0] ?? request.url
-  const adapter = path.endsWith("/messages") ? Messages.adapter : Chat.adapter
-  const error = allModelPaths.includes(path)
-    ? Errors.GatewayError.methodNotAllowed(request.method, path)
-    : Errors.GatewayError.unknownRoute(request.method, path)
-  const response = errorResponse(adapter, error)
-  return error.status === 405 ? HttpServerResponse.setHeader(response, "allow", "POST") : response
-})
 
 const modelPaths = {
   chat: ["/chat/completions", "/v1/chat/completions"],
@@ -362,7 +394,23 @@ const modelPaths = {
   messages: ["/messages", "/v1/messages"]
 } as const
 
-const adapters: ReadonlyArray<Completion.Adapter> = [Chat.adapter, Responses.adapter, Messages.adapter]
+/** Every model route (each exists with and without `/v1`) and the protocol it speaks. */
+const modelRouteList = [Chat.adapter, Responses.adapter, Messages.adapter].flatMap((adapter) =>
+  modelPaths[adapter.protocol].map((path) => ({ path: `${mountPath}${path}` as const, adapter }))
+)
+const modelRoutes: ReadonlyMap<string, Completion.Adapter> = new Map(modelRouteList.map((route) => [route.path, route.adapter]))
+
+/** A path or method no route serves: 405 for a model route called with another method, else 404. */
+const unknownRoute = Effect.gen(function*() {
+  const request = yield* HttpServerRequest.HttpServerRequest
+  const path = request.url.split("?")[0] ?? request.url
+  const adapter = path.endsWith("/messages") ? Messages.adapter : Chat.adapter
+  const error = modelRoutes.has(path)
+    ? Errors.GatewayError.methodNotAllowed(request.method, path)
+    : Errors.GatewayError.unknownRoute(request.method, path)
+  const response = errorResponse(adapter, error)
+  return error.status === 405 ? HttpServerResponse.setHeader(response, "allow", "POST") : response
+})
 
 /** Pending connections the gateway's socket queues before accepting them. */
 const LISTEN_BACKLOG = 16_384
@@ -376,56 +424,62 @@ const nonLoopbackWarning = (host: string, port: number) =>
   "learns a live session id can use the model (the session id is the only credential). Bind 127.0.0.1 (--host) " +
   "unless your agents run on other machines, and then keep the port behind a firewall."
 
-const layerWith = (options: GatewayOptions) => {
-  const host = options.host ?? "127.0.0.1"
-  const modelName = options.modelName ?? "relax-agentic"
-  const routes = HttpRouter.use(Effect.fnUntraced(function*(router) {
-    const env: RouteEnv = {
-      sessions: yield* Sessions,
-      generation: yield* Generation.Generation,
-      scope: yield* Effect.scope,
-      heartbeatInterval: options.heartbeatInterval ?? Sse.heartbeatInterval,
-      maxBodyBytes: options.maxBodyBytes ?? defaultMaxBodyBytes,
-      maxJsonDepth: options.maxJsonDepth ?? defaultMaxJsonDepth
-    }
-    for (const adapter of adapters) {
-      for (const path of modelPaths[adapter.protocol]) yield* router.add("POST", `${mountPath}${path}`, handler(adapter, env).pipe(Effect.withSpan("Gateway.handle", { attributes: { protocol: adapter.protocol } })))
-    }
-    const models = HttpServerResponse.jsonUnsafe({
-      object: "list",
-      data: [{ id: modelName, object: "model", created: 0, owned_by: "relax" }]
-    })
-    yield* router.add("GET", `${mountPath}/models`, Effect.succeed(models))
-    yield* router.add("GET", `${mountPath}/v1/models`, Effect.succeed(models))
-    const health = Effect.succeed(HttpServerResponse.jsonUnsafe({ ok: true }))
-    yield* router.add("GET", `${mountPath}/health`, health)
-    yield* router.add("GET", `${mountPath}/healthz`, health)
-    // Everything else under the mount (and outside it) gets an error in the shape its path suggests, never a bare 404.
-    yield* router.add("*", `${mountPath}/*`, unknownRoute)
-    yield* router.add("*", "*", unknownRoute)
-  }))
-  const maxHeaderSize = options.maxHeaderBytes ?? defaultMaxHeaderBytes
-  const served = HttpRouter.serve(routes, { disableLogger: true, disableListenLog: true }).pipe(
-    Layer.provideMerge(
-      NodeHttpServer.layer(() => createServer({ maxHeaderSize }), {
-        host,
-        port: options.port ?? 0,
-        // Thousands of agents connect at once (a step's first requests): Node's default backlog of 511 pending
-        // connections overflows and connections are reset; the kernel caps this at net.core.somaxconn.
-        backlog: LISTEN_BACKLOG,
-        gracefulShutdownTimeout: "1 second"
+const layerWith = (options: GatewayOptions) =>
+  Layer.unwrap(Effect.sync(() => {
+    const host = options.host ?? "127.0.0.1"
+    const modelName = options.modelName ?? "relax-agentic"
+    const maxHeaderSize = options.maxHeaderBytes ?? defaultMaxHeaderBytes
+    // This build's server: the routes hand it the model routes once they are built.
+    let server: GatewayServer | undefined
+    const routes = HttpRouter.use(Effect.fnUntraced(function*(router) {
+      const context = yield* Effect.context<never>()
+      const scope = yield* Effect.scope
+      const env: RouteEnv = {
+        sessions: yield* Sessions,
+        generation: yield* Generation.Generation,
+        heartbeatInterval: options.heartbeatInterval ?? Sse.heartbeatInterval,
+        maxBodyBytes: options.maxBodyBytes ?? defaultMaxBodyBytes,
+        maxJsonDepth: options.maxJsonDepth ?? defaultMaxJsonDepth,
+        run: (effect) => {
+          Fiber.runIn(Effect.runForkWith(context)(effect), scope)
+        }
+      }
+      const serve = (adapter: Completion.Adapter, ex: Exchange.Exchange) => serveModel(env, adapter, ex)
+      if (server !== undefined) server.serveModel = serve
+      for (const { path, adapter } of modelRouteList) yield* router.add("POST", path, routedModel(serve, adapter))
+      const models = HttpServerResponse.jsonUnsafe({
+        object: "list",
+        data: [{ id: modelName, object: "model", created: 0, owned_by: "relax" }]
       })
+      yield* router.add("GET", `${mountPath}/models`, Effect.succeed(models))
+      yield* router.add("GET", `${mountPath}/v1/models`, Effect.succeed(models))
+      const health = Effect.succeed(HttpServerResponse.jsonUnsafe({ ok: true }))
+      yield* router.add("GET", `${mountPath}/health`, health)
+      yield* router.add("GET", `${mountPath}/healthz`, health)
+      // Everything else under the mount (and outside it) gets an error in the shape its path suggests, never a bare 404.
+      yield* router.add("*", `${mountPath}/*`, unknownRoute)
+      yield* router.add("*", "*", unknownRoute)
+    }))
+    const served = HttpRouter.serve(routes, { disableLogger: true, disableListenLog: true }).pipe(
+      Layer.provideMerge(
+        NodeHttpServer.layer(() => (server = new GatewayServer({ maxHeaderSize })), {
+          host,
+          port: options.port ?? 0,
+          // Thousands of agents connect at once (a step's first requests): Node's default backlog of 511 pending
+          // connections overflows and connections are reset; the kernel caps this at net.core.somaxconn.
+          backlog: LISTEN_BACKLOG,
+          gracefulShutdownTimeout: "1 second"
+        })
+      )
     )
-  )
-  return Layer.effect(
-    Gateway,
-    Effect.gen(function*() {
-      const server = yield* HttpServer.HttpServer
-      const address = server.address
-      const port = address._tag === "UnixPathAddress" ? 0 : address.port
-      const baseUrl = `http://${host}:${port}${mountPath}`
-      if (!isLoopback(host)) yield* Effect.logWarning(nonLoopbackWarning(host, port))
-      return Gateway.of({ host, port, baseUrl, agentBaseUrl: `${baseUrl}/` })
-    })
-  ).pipe(Layer.provide(served))
-}
+    return Layer.effect(
+      Gateway,
+      Effect.gen(function*() {
+        const address = (yield* HttpServer.HttpServer).address
+        const port = address._tag === "UnixPathAddress" ? 0 : address.port
+        const baseUrl = `http://${host}:${port}${mountPath}`
+        if (!isLoopback(host)) yield* Effect.logWarning(nonLoopbackWarning(host, port))
+        return Gateway.of({ host, port, baseUrl, agentBaseUrl: `${baseUrl}/` })
+      })
+    ).pipe(Layer.provide(served))
+  }))

@@ -36,6 +36,7 @@ import { Engine, type GenerateResult, type PolicyRequest, type SamplingParams } 
 import { Forests } from "./Forests.ts"
 import type { LiveRequest } from "./GenerationGate.ts"
 import * as Images from "./Images.ts"
+import * as StepSpan from "./internal/StepSpan.ts"
 import type { SessionEntry } from "./Sessions.ts"
 import { Tokenizer } from "./Tokenizer.ts"
 
@@ -153,7 +154,7 @@ const make = (options: GenerationOptions) =>
     const tokenizer = yield* Tokenizer
 
     /** The parent state: the longest committed prefix of the request (with the reasoning tolerance unless strict). */
-    const match = Effect.fn("Generation.match")(function*(
+    const match = Effect.fnUntraced(function*(
       session: SessionEntry,
       forest: Forest.Forest,
       state: Canonical.State
@@ -161,7 +162,7 @@ const make = (options: GenerationOptions) =>
       const matched = Forest.match(forest, state, { strict: options.strictMatch ?? false })
       if (matched.tolerated) session.counters.toleratedMatches++
       return matched
-    })
+    }, StepSpan.step("Generation.match"))
 
     const encodeOptions: ObservationDelta.EncodeOptions = { allowSpecialTokens: options.allowSpecialTokens ?? false }
 
@@ -186,7 +187,7 @@ const make = (options: GenerationOptions) =>
     }
 
     /** Commit the request's new messages (if any) under the matched parent; returns the state to generate from. */
-    const observe = Effect.fn("Generation.observe")(function*(
+    const observe = Effect.fnUntraced(function*(
       session: SessionEntry,
       forest: Forest.Forest,
       matched: Forest.Match,
@@ -208,7 +209,7 @@ const make = (options: GenerationOptions) =>
         chatTemplateKwargs: state.chat_template_kwargs,
         maxContextLen: session.maxContextLen ?? null
       })
-    })
+    }, StepSpan.step("Generation.observe"))
 
     /** What the engine attempts need at `parent`; fails when no generation budget is left (docs/sessionforest.md). */
     const plan = (
@@ -237,7 +238,7 @@ const make = (options: GenerationOptions) =>
      * One engine attempt: wait for the lease, then (through the generation gate, when the Session has one: parked
      * between steps) generate from the prefix ++ the pending ids with the rest of the budget.
      */
-    const attempt = Effect.fn("Generation.attempt")(function*(
+    const attempt = Effect.fnUntraced(function*(
       p: AttemptPlan,
       pending: Turn.Pending,
       index: number,
@@ -281,17 +282,17 @@ const make = (options: GenerationOptions) =>
       )
       const output = yield* (live === undefined ? generate : live.attempt(rid, generate))
       return { output, startedAt, elapsedMs: (yield* Clock.currentTimeMillis) - startedAt }
-    })
+    }, StepSpan.step("Generation.attempt"))
 
     /**
      * The engine attempts of one request. An engine abort keeps its partial output pending (never committed) and the
      * request resumes after the lease is held again (docs/runtime.md, "Model requests"); the pending output is one value,
      * {@link Turn.Pending}, and {@link Turn.afterAttempt} decides whether to finish, resume or give up.
      */
-    const attempts = Effect.fn("Generation.attempts")(function*(p: AttemptPlan) {
+    const attempts = Effect.fnUntraced(function*(p: AttemptPlan) {
       const gate = p.session.gate
       return yield* gate === undefined ? attemptLoop(p, undefined) : gate.request((live) => attemptLoop(p, live))
-    })
+    }, StepSpan.step("Generation.attempts"))
 
     const attemptLoop = (p: AttemptPlan, live: LiveRequest | undefined) => Effect.gen(function*() {
       let pending = Turn.noPending(Forest.node(p.forest, p.parent).abortCount)
@@ -326,7 +327,7 @@ const make = (options: GenerationOptions) =>
     })
 
     /** Split the generated text into content, reasoning and tool calls; counts parser failures and dropped calls. */
-    const parse = Effect.fn("Generation.parse")(function*(p: AttemptPlan, done: Attempted) {
+    const parse = Effect.fnUntraced(function*(p: AttemptPlan, done: Attempted) {
       const split = Turn.splitEndOfTurn(done.pending.outputIds, tokenizer.endOfTurnIds, p.sampling.stopTokenIds)
       const text = tokenizer.decode(split.textIds, { skipSpecialTokens: options.skipSpecialTokens ?? false })
       const parsedText = Turn.parseResponse(text, options, p.state.tools)
@@ -343,17 +344,17 @@ const make = (options: GenerationOptions) =>
         finish: Turn.finishOf(Turn.engineFinish(split, done.last.finishReason), parsed.calls.length),
         stopSequence: Turn.stopSequence(done.last.finishReason)
       }
-    })
+    }, StepSpan.step("Generation.parse"))
 
     /** Commit the assistant message with the exact engine output; returns what the completion is built from. */
-    const commitResponse = Effect.fn("Generation.commitResponse")(function*(
+    const commitResponse = Effect.fnUntraced(function*(
       p: AttemptPlan,
       request: Completion.CanonicalRequest,
       done: Attempted,
       response: Effect.Success<ReturnType<typeof parse>>
     ) {
       const { pending } = done
-      const toolCalls = Turn.identifyToolCalls(response.parsed.calls, {
+      const toolCalls = response.parsed.calls.length === 0 ? [] : Turn.identifyToolCalls(response.parsed.calls, {
         prefix: request.toolCallIdPrefix,
         sessionId: p.session.sessionId,
         responseKey: Turn.responseKey(p.parent, pending.outputIds)
@@ -390,7 +391,7 @@ const make = (options: GenerationOptions) =>
           : undefined
       }
       return { now, input }
-    })
+    }, StepSpan.step("Generation.commitResponse"))
 
     const generate = Effect.fn("Generation.generate")(function*(
       session: SessionEntry,
@@ -401,7 +402,7 @@ const make = (options: GenerationOptions) =>
       const forest = yield* forests.get(session.sessionId)
       const matched = yield* match(session, forest, request.state)
       const parent = yield* observe(session, forest, matched, request.state)
-      const p = yield* plan(session, forest, request, turn, parent).pipe(Effect.withSpan("Generation.plan"))
+      const p = yield* plan(session, forest, request, turn, parent).pipe(StepSpan.step("Generation.plan"))
       const done = yield* attempts(p)
       session.counters.generations++
       if (done.pending.outputIds.length === 0) {

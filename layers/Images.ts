@@ -14,6 +14,7 @@ import { Effect, Result } from "effect"
 import sharp from "sharp"
 import type { ExpandedObservation } from "../src/forest/Forest.ts"
 import * as ImageGrid from "../src/template/ImageGrid.ts"
+import * as StepSpan from "./internal/StepSpan.ts"
 import type { TokenizerShape } from "./Tokenizer.ts"
 
 const errorText = (error: unknown): string => (error instanceof Error ? error.message : String(error))
@@ -89,4 +90,4 @@ export const expandObservation = (
     const expanded = ImageGrid.expand(tokens, vision.imagePadId, grids.map((grid) => ImageGrid.padCount(grid, vision.config)))
     if (Result.isFailure(expanded)) return yield* Effect.fail(expanded.failure)
     return { tokens: expanded.success, imageGrids: grids }
-  }).pipe(Effect.withSpan("Images.expandObservation"))
+  }).pipe(StepSpan.step("Images.expandObservation"))

@@ -12,6 +12,7 @@ import { Context, Data, Effect, Layer } from "effect"
 import { createHash, randomBytes } from "node:crypto"
 import type { SamplingParams } from "./Engine.ts"
 import type { SessionGate } from "./GenerationGate.ts"
+import * as StepSpan from "./internal/StepSpan.ts"
 
 export type RolloutMode = "train" | "eval"
 
@@ -99,12 +100,12 @@ export const makeWith = (options: { readonly closedMemory: number }): Effect.Eff
         closed.delete(key)
         live.set(key, entry)
       }),
-      lookup: Effect.fn("Sessions.lookup")(function*(token) {
+      lookup: Effect.fnUntraced(function*(token) {
         const key = digest(token)
         const entry = live.get(key)
         if (entry !== undefined) return entry
         return yield* closed.has(key) ? new SessionClosedError({ sessionId: token }) : new UnknownSessionError()
-      }),
+      }, StepSpan.step("Sessions.lookup")),
       close: Effect.fn("Sessions.close")(function*(sessionId) {
         const key = digest(sessionId)
         if (!live.delete(key)) return

@@ -16,6 +16,23 @@ export interface Step {
   readonly logprob: number
 }
 
+/**
+ * The last temperature-scaled form of each distribution (the model keeps its distributions per previous id, so the
+ * same objects come back): `Sampling.scale` is a pure function of the distribution and the temperature, and scaling
+ * allocates several arrays, once per generated or scored token without this.
+ */
+const scaledCache = new WeakMap<Model.Distribution, { readonly temperature: number; readonly scaled: Sampling.Scaled }>()
+
+/** `Sampling.scale` of the distribution following `prev`, memoized per distribution and temperature. */
+export const scaledAfter = (model: Model.Model, prev: number, temperature: number): Sampling.Scaled => {
+  const distribution = model.distribution(prev)
+  const cached = scaledCache.get(distribution)
+  if (cached !== undefined && Object.is(cached.temperature, temperature)) return cached.scaled
+  const scaled = Sampling.scale(distribution, temperature)
+  scaledCache.set(distribution, { temperature, scaled })
+  return scaled
+}
+
 /** The token at sequence position `position` (prompt length + output index), following `prev`. */
 export const next = (
   model: Model.Model,
@@ -24,7 +41,7 @@ export const next = (
   prev: number,
   position: number
 ): Step => {
-  const scaled = Sampling.scale(model.distribution(prev), Sampling.effective(params).temperature)
+  const scaled = scaledAfter(model, prev, Sampling.effective(params).temperature)
   const id = Sampling.sample(scaled, params, Hash.uniform(seed, position))
   return { id, logprob: Sampling.logprob(scaled, id) }
 }
@@ -40,7 +57,7 @@ export const score = (
   const out: Array<number> = []
   let previous = prev
   for (const id of ids) {
-    out.push(Sampling.logprob(Sampling.scale(model.distribution(previous), temperature), id))
+    out.push(Sampling.logprob(scaledAfter(model, previous, temperature), id))
     previous = id
   }
   return out

@@ -2,7 +2,7 @@
  * Backend request ids. SGLang aborts every request whose rid *starts with* the given rid, so all rids have the same
  * length: then one can only be a prefix of another by being equal to it.
  */
-import { createHash } from "node:crypto"
+import { hash } from "node:crypto"
 
 /** Length of every rid: `relax-` and 32 lowercase hex characters. */
 export const length = 38
@@ -24,12 +24,11 @@ export interface RidInput {
  */
 export const forAttempt = (input: RidInput): string =>
   "relax-" +
-  createHash("sha256")
-    .update(
-      `${input.sessionId}\u0000${input.parent}\u0000${input.turn}${input.attempt === 0 ? "" : `\u0000${input.attempt}`}`
-    )
-    .digest("hex")
-    .slice(0, 32)
+  hash(
+    "sha256",
+    `${input.sessionId}\u0000${input.parent}\u0000${input.turn}${input.attempt === 0 ? "" : `\u0000${input.attempt}`}`,
+    "hex"
+  ).slice(0, 32)
 
 /** Whether `rid` has the fixed rid shape. */
 export const isValid = (rid: string): boolean => /^relax-[0-9a-f]{32}$/.test(rid)

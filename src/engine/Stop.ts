@@ -50,8 +50,10 @@ export const truncate = (
 ): { readonly ids: ReadonlyArray<number>; readonly finishReason: FinishReason | undefined } => {
   const check = checker(criteria)
   if (criteria.maxNewTokens <= 0) return { ids: [], finishReason: { type: "length", length: criteria.maxNewTokens } }
-  for (let n = 1; n <= ids.length; n++) {
-    const prefix = ids.slice(0, n)
+  // One growing prefix, checked after each id as a generation checks its output (a checker keeps no reference).
+  const prefix: Array<number> = []
+  for (const id of ids) {
+    prefix.push(id)
     const reason = check(prefix)
     if (reason !== undefined) return { ids: prefix, finishReason: reason }
   }

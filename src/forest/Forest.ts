@@ -20,6 +20,7 @@ import type * as ImageGrid from "../template/ImageGrid.ts"
 import type { Reward } from "./TrainingSample.ts"
 import { ContextLengthError, ExportError, ForestInvariantError } from "./errors.ts"
 import * as Hash from "./hash.ts"
+import * as PackedIds from "./PackedIds.ts"
 import { copy as copyJson } from "../json/Json.ts"
 
 type Json = Canonical.Json
@@ -33,21 +34,32 @@ interface NodeBase {
   readonly abortCount: number
   /** The canonical messages this node added. */
   readonly messages: ReadonlyArray<Canonical.Message>
-  /** Token ids this node added, as the engine sees them (the inference view). */
+  /**
+   * Token ids this node added, as the engine sees them (the inference view): a copy of its own on every read (the
+   * node keeps them packed, see `ids`; {@link tokenLength} counts them without a copy).
+   */
   readonly tokens: Int32Array
   /**
    * Token ids this node added for training: `tokens` itself, except in an observation with images under a vision
-   * processor, where each image placeholder is expanded as the processor does (src/template/ImageGrid.ts).
+   * processor, where each image placeholder is expanded as the processor does (src/template/ImageGrid.ts). A copy
+   * of its own on every read, like `tokens`.
    */
   readonly trainTokens: Int32Array
+  /** @internal `tokens` packed in 3 bytes an id (src/forest/PackedIds.ts): what the node keeps. */
+  readonly ids: PackedIds.PackedIds
   /** Hash of the subtree root (lineage[1]); null for the root. */
   readonly subtree: string | null
   /** Training tokens from the root through this node (what context limits count). */
   readonly tokenCount: number
   /** Messages from the root through this node. */
   readonly messageCount: number
-  /** @internal running reference hash over the full messages, to hash children without re-serializing history. */
-  readonly running: Hash.Running
+  /**
+   * @internal SHA-256 state over the full messages (`{"messages":[m1,…,mk`), to hash a child without re-serializing
+   * the history. Only a node without children keeps one: committing a child hands the state on to it (extended in
+   * place), and a later child of an inner node rebuilds it from the lineage ({@link takeRunning}). A conversation
+   * that goes on linearly keeps one state per leaf instead of one per node (~400 bytes each, most of it OpenSSL's).
+   */
+  running: Hash.State | undefined
   /** @internal where this state ends in the matching index. */
   readonly vertex: Vertex
 }
@@ -67,10 +79,17 @@ export interface Vertex {
   state: string | undefined
   /** Creation order of that state (the reasoning tolerance prefers the latest response). */
   committed: number
-  /** Child vertices in creation order. */
-  readonly children: Array<Vertex>
-  /** Children by {@link bucketKey}, built once a vertex has many children (sampled alternatives). */
-  index: Map<string, Array<Vertex>> | undefined
+  /**
+   * Child vertices in creation order: none, the only one (most vertices: a conversation continues one way), an
+   * array once there are two, and a {@link Fanout} once there are many (sampled alternatives). No empty array is
+   * kept per vertex: an array that grows by `push` reserves 17 slots (~150 bytes) for its first element.
+   */
+  children: Vertex | Array<Vertex> | Fanout | undefined
+}
+
+/** @internal The children of a vertex with many of them, also grouped by {@link bucketKey}. */
+class Fanout {
+  constructor(readonly all: Array<Vertex>, readonly index: Map<string, Array<Vertex>>) {}
 }
 
 /** @internal The root vertex of one tools/kwargs context (each context starts its own subtrees). */
@@ -96,7 +115,12 @@ export interface ObservationNode extends NodeBase {
 export interface ResponseNode extends NodeBase {
   readonly kind: "resp"
   readonly message: Canonical.Message
-  readonly logprobs: Float64Array
+  /**
+   * The engine's logprob of each token. A `Float32Array` when every value is exactly a 32-bit float (what SGLang
+   * returns: its logprobs are float32 tensors), else a `Float64Array`: either way each value reads back exactly as
+   * committed. It shares one buffer with `tokens` ({@link responseArrays}).
+   */
+  readonly logprobs: Float32Array | Float64Array
   readonly weightVersions: ReadonlyArray<string>
   readonly status: "completed" | "truncated"
   readonly requestId: string
@@ -105,6 +129,111 @@ export interface ResponseNode extends NodeBase {
 }
 
 export type Node = ObservationNode | ResponseNode
+
+/**
+ * @internal The stored form of an observation node. Nodes are the forest's bulk, so they are kept lean: `kind`,
+ * `tokens` and `trainTokens` are read from the prototype (the ids unpacked on read), and nothing is kept twice.
+ */
+class Observation implements ObservationNode {
+  readonly hash: string
+  readonly parent: string | null
+  readonly rolloutId: number
+  readonly abortCount: number
+  readonly messages: ReadonlyArray<Canonical.Message>
+  readonly ids: PackedIds.PackedIds
+  /** The training ids when they differ from `ids` (images expanded for training). */
+  readonly trainIds: PackedIds.PackedIds | undefined
+  readonly subtree: string | null
+  readonly tokenCount: number
+  readonly messageCount: number
+  running: Hash.State | undefined
+  readonly vertex: Vertex
+  readonly media: ReadonlyArray<string>
+  readonly imageGrids: ReadonlyArray<ImageGrid.Grid>
+  readonly tools: ReadonlyArray<Canonical.Tool> | null
+  readonly chatTemplateKwargs: Canonical.TemplateKwargs | null
+  constructor(init: Omit<ObservationNode, "kind" | "tokens" | "trainTokens"> & {
+    readonly trainIds: PackedIds.PackedIds | undefined
+  }) {
+    this.hash = init.hash
+    this.parent = init.parent
+    this.rolloutId = init.rolloutId
+    this.abortCount = init.abortCount
+    this.messages = init.messages
+    this.ids = init.ids
+    this.trainIds = init.trainIds
+    this.subtree = init.subtree
+    this.tokenCount = init.tokenCount
+    this.messageCount = init.messageCount
+    this.running = init.running
+    this.vertex = init.vertex
+    this.media = init.media
+    this.imageGrids = init.imageGrids
+    this.tools = init.tools
+    this.chatTemplateKwargs = init.chatTemplateKwargs
+  }
+  get kind(): "obs" {
+    return "obs"
+  }
+  get tokens(): Int32Array {
+    return PackedIds.unpack(this.ids)
+  }
+  get trainTokens(): Int32Array {
+    return PackedIds.unpack(this.trainIds ?? this.ids)
+  }
+}
+
+/** @internal The stored form of a response node (see {@link Observation}); `messages` is `[message]`, made on read. */
+class Response implements ResponseNode {
+  readonly hash: string
+  readonly parent: string | null
+  readonly rolloutId: number
+  readonly abortCount: number
+  readonly message: Canonical.Message
+  readonly ids: PackedIds.PackedIds
+  readonly logprobs: Float32Array | Float64Array
+  readonly subtree: string | null
+  readonly tokenCount: number
+  readonly messageCount: number
+  running: Hash.State | undefined
+  readonly vertex: Vertex
+  readonly weightVersions: ReadonlyArray<string>
+  readonly status: "completed" | "truncated"
+  readonly requestId: string
+  readonly wallElapsedS: number
+  readonly generationElapsedS: number
+  constructor(init: Omit<ResponseNode, "kind" | "tokens" | "trainTokens" | "messages">) {
+    this.hash = init.hash
+    this.parent = init.parent
+    this.rolloutId = init.rolloutId
+    this.abortCount = init.abortCount
+    this.message = init.message
+    this.ids = init.ids
+    this.logprobs = init.logprobs
+    this.subtree = init.subtree
+    this.tokenCount = init.tokenCount
+    this.messageCount = init.messageCount
+    this.running = init.running
+    this.vertex = init.vertex
+    this.weightVersions = init.weightVersions
+    this.status = init.status
+    this.requestId = init.requestId
+    this.wallElapsedS = init.wallElapsedS
+    this.generationElapsedS = init.generationElapsedS
+  }
+  get kind(): "resp" {
+    return "resp"
+  }
+  get messages(): ReadonlyArray<Canonical.Message> {
+    return [this.message]
+  }
+  get tokens(): Int32Array {
+    return PackedIds.unpack(this.ids)
+  }
+  get trainTokens(): Int32Array {
+    return PackedIds.unpack(this.ids)
+  }
+}
 
 /**
  * One Session's SessionForest.
@@ -131,8 +260,12 @@ export class Forest {
   readonly contexts = new Map<string, Array<ContextRoot>>()
   /** @internal states committed so far (orders {@link Vertex.committed}) */
   commits = 0
-  /** @internal request id → response hash */
-  readonly byRequest = new Map<string, string>()
+  /**
+   * @internal request id → response hash, for the request ids that re-committed an existing response (a retry):
+   * made on first use. A committed response's own request id is on its node ({@link responseOfRequest}), so the
+   * forest keeps no map entry per response.
+   */
+  retries: Map<string, string> | undefined = undefined
   /** Number of matches that used the reasoning tolerance (one per tolerated assistant message). */
   toleratedMatches = 0
 
@@ -150,27 +283,25 @@ export class Forest {
     this.label = init.label
     this.metadata = init.metadata
     this.baseKwargs = init.baseKwargs
-    const running = Hash.start()
     const vertex = contextVertex(this, [], init.baseKwargs)
-    const root: ObservationNode = {
-      kind: "obs",
-      hash: Hash.finish(running, [], init.baseKwargs),
+    const root = new Observation({
+      hash: Hash.finishState(Hash.startState(), [], init.baseKwargs),
       parent: null,
       rolloutId: 0,
       abortCount: 0,
       messages: [],
-      tokens: new Int32Array(0),
-      trainTokens: new Int32Array(0),
+      ids: noIds,
+      trainIds: undefined,
       subtree: null,
       tokenCount: 0,
       messageCount: 0,
-      running,
+      running: undefined,
       vertex,
-      media: [],
-      imageGrids: [],
+      media: noStrings,
+      imageGrids: noGrids,
       tools: null,
       chatTemplateKwargs: init.baseKwargs
-    }
+    })
     this.root = root.hash
     this.nodeMap.set(root.hash, root)
     markState(this, vertex, root.hash)
@@ -196,8 +327,7 @@ const newVertex = (message: Canonical.Message | null): Vertex => ({
   message,
   state: undefined,
   committed: 0,
-  children: [],
-  index: undefined
+  children: undefined
 })
 
 /** Cheap grouping of a context (tool names and kwargs); equal contexts have equal fingerprints. */
@@ -241,12 +371,23 @@ const bucketKey = (message: Canonical.Message): string => {
   return `${message.role}\u0001${message.tool_call_id ?? ""}\u0001${content}\u0001${calls.join("\u0001")}`
 }
 
+const noVertices: ReadonlyArray<Vertex> = []
+
 /** The children of `vertex` that may equal `message` up to its reasoning (all of them while few). */
-const candidates = (vertex: Vertex, message: Canonical.Message): ReadonlyArray<Vertex> =>
-  vertex.index === undefined ? vertex.children : vertex.index.get(bucketKey(message)) ?? []
+const candidates = (vertex: Vertex, message: Canonical.Message): ReadonlyArray<Vertex> => {
+  const children = vertex.children
+  if (children === undefined) return noVertices
+  if (children instanceof Fanout) return children.index.get(bucketKey(message)) ?? noVertices
+  return Array.isArray(children) ? children : [children]
+}
 
 /** The child of `vertex` whose edge message equals `message` exactly. */
 const child = (vertex: Vertex, message: Canonical.Message): Vertex | undefined => {
+  const children = vertex.children
+  if (children === undefined) return undefined
+  if (!Array.isArray(children) && !(children instanceof Fanout)) {
+    return Hash.equalJson(children.message, message) ? children : undefined
+  }
   for (const c of candidates(vertex, message)) if (Hash.equalJson(c.message, message)) return c
   return undefined
 }
@@ -260,12 +401,18 @@ const indexChild = (index: Map<string, Array<Vertex>>, c: Vertex, message: Canon
 
 const addChild = (vertex: Vertex, message: Canonical.Message): Vertex => {
   const c = newVertex(message)
-  vertex.children.push(c)
-  if (vertex.index !== undefined) indexChild(vertex.index, c, message)
-  else if (vertex.children.length > SCAN_LIMIT) {
+  const children = vertex.children
+  if (children === undefined) vertex.children = c
+  else if (children instanceof Fanout) {
+    children.all.push(c)
+    indexChild(children.index, c, message)
+  } else if (!Array.isArray(children)) vertex.children = [children, c]
+  else if (children.length < SCAN_LIMIT) children.push(c)
+  else {
+    const all = [...children, c]
     const index = new Map<string, Array<Vertex>>()
-    for (const existing of vertex.children) if (existing.message !== null) indexChild(index, existing, existing.message)
-    vertex.index = index
+    for (const existing of all) if (existing.message !== null) indexChild(index, existing, existing.message)
+    vertex.children = new Fanout(all, index)
   }
   return c
 }
@@ -361,8 +508,17 @@ export const lineage = (forest: Forest, hash: string): ReadonlyArray<Node> => {
 }
 
 /** The full canonical conversation of a state (concatenated message deltas). */
-export const fullMessages = (forest: Forest, hash: string): ReadonlyArray<Canonical.Message> =>
-  lineage(forest, hash).flatMap((n) => n.messages)
+export const fullMessages = (forest: Forest, hash: string): ReadonlyArray<Canonical.Message> => {
+  const out: Array<Canonical.Message> = []
+  for (const n of lineage(forest, hash)) {
+    if (n.kind === "resp") out.push(n.message)
+    else for (const message of n.messages) out.push(message)
+  }
+  return out
+}
+
+/** How many token ids a node added (its inference view: the length of `tokens`, without copying them). */
+export const tokenLength = (n: Node): number => PackedIds.length(n.ids)
 
 const subtreeRoot = (forest: Forest, n: Node): ObservationNode | null => {
   if (n.subtree === null) return null
@@ -384,11 +540,11 @@ export const trainTokenCount = (forest: Forest, hash: string): number => node(fo
 /** The token ids the engine continues from at `hash`: every delta along the lineage, in order. */
 export const inferencePrefix = (forest: Forest, hash: string): ReadonlyArray<number> => {
   const nodes = lineage(forest, hash)
-  const out = new Array<number>(nodes.reduce((total, n) => total + n.tokens.length, 0))
+  const out = new Array<number>(nodes.reduce((total, n) => total + tokenLength(n), 0))
   let offset = 0
   for (const n of nodes) {
-    for (let i = 0; i < n.tokens.length; i++) out[offset + i] = n.tokens[i] ?? 0
-    offset += n.tokens.length
+    PackedIds.copyInto(n.ids, out, offset)
+    offset += tokenLength(n)
   }
   return out
 }
@@ -400,9 +556,18 @@ export const inferencePrefix = (forest: Forest, hash: string): ReadonlyArray<num
 export const inferenceMedia = (forest: Forest, hash: string): ReadonlyArray<string> =>
   lineage(forest, hash).flatMap((n) => (n.kind === "obs" ? n.media : []))
 
-/** The response committed for an engine request id, if any. */
-export const responseOfRequest = (forest: Forest, requestId: string): string | undefined =>
-  forest.byRequest.get(requestId)
+/**
+ * The response committed for an engine request id, if any (the existing response for a request that re-committed
+ * it). Cost: a scan of the forest's nodes (a look-up for inspection and tests, not for a request's path).
+ */
+export const responseOfRequest = (forest: Forest, requestId: string): string | undefined => {
+  const retried = forest.retries?.get(requestId)
+  if (retried !== undefined) return retried
+  // The latest response committed with this id, as a map set on every commit would say.
+  let latest: string | undefined
+  for (const n of forest.nodeMap.values()) if (n.kind === "resp" && n.requestId === requestId) latest = n.hash
+  return latest
+}
 
 /**
  * The context check before committing an observation (docs/sessionforest.md "Context limits and the turn budget"): the
@@ -541,6 +706,71 @@ export const mediaOf = (messages: ReadonlyArray<Canonical.Message>): ReadonlyArr
   return urls
 }
 
+/**
+ * The running hash state of `parent` for hashing a new child, taken from it: a node gives its state to its first
+ * child (the child extends it in place), so a later child of the same node (a branch, a second sample at one state,
+ * a retry) rebuilds it from the lineage's messages, once per such commit: O(history), like the request itself.
+ */
+const takeRunning = (forest: Forest, parent: Node): Hash.State => {
+  const kept = parent.running
+  if (kept !== undefined) {
+    parent.running = undefined
+    return kept
+  }
+  const rebuilt = Hash.startState()
+  Hash.append(rebuilt, 0, fullMessages(forest, parent.hash))
+  return rebuilt
+}
+
+// Small shared values: a node keeps no empty array or object of its own, nor a copy of the weight-version list that
+// most responses of a process share. All are frozen, so no holder can change them for the others.
+const noStrings: ReadonlyArray<string> = Object.freeze([])
+const noIds: PackedIds.PackedIds = new Uint8Array(0)
+const noGrids: ReadonlyArray<ImageGrid.Grid> = Object.freeze([])
+const noKwargs: Canonical.TemplateKwargs = Object.freeze({})
+
+const orNone = <A>(values: ReadonlyArray<A>): ReadonlyArray<A> =>
+  values.length === 0 ? (noStrings as ReadonlyArray<never>) : values
+
+const copyKwargs = (kwargs: Canonical.TemplateKwargs): Canonical.TemplateKwargs =>
+  Object.keys(kwargs).length === 0 ? noKwargs : deepCopy(kwargs)
+
+/** Distinct weight-version lists kept for sharing; past this many the table starts over (they change rarely). */
+const VERSION_LISTS = 256
+const versionLists = new Map<string, ReadonlyArray<string>>()
+
+/** A frozen weight-version list equal to `versions`, shared with every response that has an equal one. */
+const sharedVersions = (versions: ReadonlyArray<string>): ReadonlyArray<string> => {
+  if (versions.length === 0) return noStrings
+  const key = versions.join("\u0000")
+  const found = versionLists.get(key)
+  if (found !== undefined && found.length === versions.length && found.every((v, i) => v === versions[i])) return found
+  if (versionLists.size >= VERSION_LISTS) versionLists.clear()
+  const list = Object.freeze([...versions])
+  versionLists.set(key, list)
+  return list
+}
+
+/**
+ * A response's ids and logprobs in one buffer (one allocation, one `ArrayBuffer` instead of two): the logprobs
+ * first, as 32-bit floats when every one is exactly a 32-bit float (SGLang's are), else as 64-bit floats, then the
+ * ids, packed (src/forest/PackedIds.ts). Either way `logprobs[i]` reads back exactly the number committed (`-0` and
+ * `NaN` included) and the ids read back as an `Int32Array` copy of them would.
+ */
+export const responseArrays = (
+  ids: ReadonlyArray<number>,
+  logprobs: ReadonlyArray<number>
+): { readonly ids: PackedIds.PackedIds; readonly logprobs: Float32Array | Float64Array } => {
+  const n = ids.length
+  const single = logprobs.every((x) => Object.is(Math.fround(x), x))
+  const width = single ? 4 : 8
+  const narrow = PackedIds.fits(ids)
+  const buffer = new ArrayBuffer(n * width + PackedIds.byteLength(n, narrow))
+  const values = single ? new Float32Array(buffer, 0, n) : new Float64Array(buffer, 0, n)
+  values.set(logprobs)
+  return { ids: PackedIds.packInto(buffer, n * width, narrow, [ids]), logprobs: values }
+}
+
 const existing = (forest: Forest, hash: string, kind: Node["kind"]): string | undefined => {
   const found = forest.nodeMap.get(hash)
   if (found === undefined) return undefined
@@ -608,33 +838,31 @@ export const commitObservation = (forest: Forest, o: ObservationCommit): string 
       invariant(forest, `chat template changed inside session subtree: ${forest.sessionId}`)
     }
   }
-  const running = Hash.extend(parent.running, o.messages)
-  const hash = Hash.finish(running, o.tools, o.chatTemplateKwargs)
+  const running = takeRunning(forest, parent)
+  Hash.append(running, parent.messageCount, o.messages)
+  const hash = Hash.finishState(running, o.tools, o.chatTemplateKwargs)
   const found = existing(forest, hash, "obs")
   if (found !== undefined) return found
   const messages = deepCopy(o.messages)
   const start = atRoot ? contextVertex(forest, o.tools, o.chatTemplateKwargs) : parent.vertex
-  const tokens = Int32Array.from(o.tokens)
-  const trainTokens = o.train === undefined ? tokens : Int32Array.from(o.train.tokens)
-  const n: ObservationNode = {
-    kind: "obs",
+  const n = new Observation({
     hash,
     parent: parent.hash,
     rolloutId: o.rolloutId,
     abortCount: atRoot ? 0 : parent.abortCount,
     messages,
-    tokens,
-    trainTokens,
+    ids: PackedIds.pack(o.tokens),
+    trainIds: o.train === undefined ? undefined : PackedIds.pack(o.train.tokens),
     subtree: parent.subtree ?? hash,
-    tokenCount: parent.tokenCount + trainTokens.length,
-    messageCount: running.count,
+    tokenCount: parent.tokenCount + observationTrainLength(o),
+    messageCount: parent.messageCount + messages.length,
     running,
     vertex: extendVertex(start, messages),
-    media: mediaOf(messages),
-    imageGrids: o.train?.imageGrids ?? [],
-    tools: atRoot ? deepCopy(o.tools) : null,
-    chatTemplateKwargs: atRoot ? deepCopy(o.chatTemplateKwargs) : null
-  }
+    media: orNone(mediaOf(messages)),
+    imageGrids: orNone(o.train?.imageGrids ?? noGrids),
+    tools: atRoot ? orNone(deepCopy(o.tools)) : null,
+    chatTemplateKwargs: atRoot ? copyKwargs(o.chatTemplateKwargs) : null
+  })
   return register(forest, n)
 }
 
@@ -649,39 +877,41 @@ export const commitResponse = (forest: Forest, r: ResponseCommit): string => {
   }
   const tools = subtreeTools(forest, parent.hash)
   const kwargs = subtreeKwargs(forest, parent.hash)
-  const running = Hash.extend(parent.running, [r.message])
-  const hash = Hash.finish(running, tools, kwargs)
+  const running = takeRunning(forest, parent)
+  Hash.append(running, parent.messageCount, [r.message])
+  const hash = Hash.finishState(running, tools, kwargs)
   const found = existing(forest, hash, "resp")
   if (found !== undefined) {
-    forest.byRequest.set(r.requestId, found)
+    const committed = node(forest, found)
+    if (committed.kind === "resp" && committed.requestId !== r.requestId) {
+      forest.retries ??= new Map()
+      forest.retries.set(r.requestId, found)
+    } else forest.retries?.delete(r.requestId)
     return found
   }
   const message = deepCopy(r.message)
   // Generated ids are trained as they are.
-  const tokens = Int32Array.from(r.tokens)
-  const n: ResponseNode = {
-    kind: "resp",
+  const { ids, logprobs } = responseArrays(r.tokens, r.logprobs)
+  const n = new Response({
     hash,
     parent: parent.hash,
     rolloutId: r.rolloutId,
     abortCount: r.abortCount,
-    messages: [message],
-    tokens,
-    trainTokens: tokens,
+    ids,
     subtree: parent.subtree,
     tokenCount: parent.tokenCount + r.tokens.length,
-    messageCount: running.count,
+    messageCount: parent.messageCount + 1,
     running,
     vertex: extendVertex(parent.vertex, [message]),
     message,
-    logprobs: Float64Array.from(r.logprobs),
-    weightVersions: [...r.weightVersions],
+    logprobs,
+    weightVersions: sharedVersions(r.weightVersions),
     status: r.status,
     requestId: r.requestId,
     wallElapsedS: r.wallElapsedS,
     generationElapsedS: r.generationElapsedS
-  }
-  forest.byRequest.set(r.requestId, hash)
+  })
+  forest.retries?.delete(r.requestId)
   return register(forest, n)
 }
 

@@ -43,10 +43,10 @@ const turnsOf = (lineage: ReadonlyArray<Forest.Node>): ReadonlyArray<Turn> => {
       request_id: n.requestId,
       abort_count: n.abortCount,
       status: n.status,
-      response_length: n.tokens.length,
+      response_length: Forest.tokenLength(n),
       wall_elapsed_s: n.wallElapsedS,
       generation_elapsed_s: n.generationElapsedS,
-      weight_versions: n.weightVersions
+      weight_versions: [...n.weightVersions]
     })
   }
   return turns
@@ -186,7 +186,7 @@ export const debugView = (forest: Forest.Forest, hash: string): DebugView => {
   return {
     session_id: forest.sessionId,
     leaf_state_hash: hash,
-    state_hashes: lineage.map((n) => ({ hash: n.hash, kind: n.kind, tokens: n.tokens.length })),
+    state_hashes: lineage.map((n) => ({ hash: n.hash, kind: n.kind, tokens: Forest.tokenLength(n) })),
     terminal_status: leaf === undefined ? "truncated" : terminalStatus(leaf),
     turn_count: turns.length,
     turns

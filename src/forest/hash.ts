@@ -37,17 +37,13 @@ export interface Running {
 }
 
 /** The running hash of the empty message list. */
-export const start = (): Running => ({ hash: createHash("sha256").update("{\"messages\":[", "utf8"), count: 0 })
+export const start = (): Running => ({ hash: startState(), count: 0 })
 
 /** The running hash after appending `messages`. */
 export const extend = (running: Running, messages: ReadonlyArray<Canonical.Message>): Running => {
   const hash = running.hash.copy()
-  let count = running.count
-  for (const message of messages) {
-    hash.update(count === 0 ? messageJson(message) : `,${messageJson(message)}`, "utf8")
-    count++
-  }
-  return { hash, count }
+  append(hash, running.count, messages)
+  return { hash, count: running.count + messages.length }
 }
 
 /** The reference state hash of the running messages with these tools and template kwargs. */
@@ -55,7 +51,32 @@ export const finish = (
   running: Running,
   tools: ReadonlyArray<Canonical.Tool>,
   kwargs: Canonical.TemplateKwargs
-): string => running.hash.copy().update(closing(tools, kwargs), "utf8").digest("hex")
+): string => finishState(running.hash, tools, kwargs)
+
+/** A SHA-256 state over `{"messages":[m1,…,mk`, owned by whoever holds it and extended in place by {@link append}. */
+export type State = Hash
+
+/** A bare SHA-256 state over `{"messages":[` (no message yet), for {@link append}. */
+export const startState = (): State => createHash("sha256").update("{\"messages\":[", "utf8")
+
+/**
+ * Append `messages` to a SHA-256 state over `{"messages":[m1,…,mk` that already holds `count` messages, in place:
+ * the caller owns `state` (the forest keeps one per leaf and hands it on to the leaf's child).
+ */
+export const append = (state: State, count: number, messages: ReadonlyArray<Canonical.Message>): void => {
+  let k = count
+  for (const message of messages) {
+    state.update(k === 0 ? messageJson(message) : `,${messageJson(message)}`, "utf8")
+    k++
+  }
+}
+
+/** The reference state hash of a SHA-256 state over `{"messages":[m1,…,mk` with these tools and kwargs; `state` is left as it was. */
+export const finishState = (
+  state: State,
+  tools: ReadonlyArray<Canonical.Tool>,
+  kwargs: Canonical.TemplateKwargs
+): string => state.copy().update(closing(tools, kwargs), "utf8").digest("hex")
 
 /** The reference state hash of a canonical state (docs/sessionforest.md "State hashes"). */
 export const ofState = (state: Canonical.State): string =>

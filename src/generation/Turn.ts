@@ -9,7 +9,7 @@
  * (docs/runtime.md, "Model requests"). The committed response holds every attempt's ids, logprobs and weight versions.
  */
 import { Result } from "effect"
-import { createHash } from "node:crypto"
+import { hash } from "node:crypto"
 import type { FinishReason as EngineFinishReason } from "../engine/Stop.ts"
 import * as Canonical from "../protocol/canonical.ts"
 import * as Completion from "../protocol/completion.ts"
@@ -219,7 +219,7 @@ export const finishOf = (engine: Completion.FinishReason, calls: number): Comple
  * tool-call ids.
  */
 export const responseKey = (parent: string, outputIds: ReadonlyArray<number>): string =>
-  createHash("sha256").update(`${parent}:${outputIds.join(",")}`).digest("hex")
+  hash("sha256", `${parent}:${outputIds.join(",")}`, "hex")
 
 /** The parsed calls with their ids (`prefix` is the asking protocol's, see `Completion.toolCallId`). */
 export const identifyToolCalls = (

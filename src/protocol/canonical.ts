@@ -11,6 +11,8 @@
  */
 import { Data, Result, Schema } from "effect"
 import * as PyJson from "../forest/PythonJson.ts"
+import * as JsonValue from "../json/Json.ts"
+import { TextMemo } from "./TextMemo.ts"
 
 /** Any JSON value (content parts and tool schemas are kept verbatim as JSON). */
 export const Json = Schema.Json
@@ -139,7 +141,7 @@ const has = (dict: Dict, key: string): boolean => Object.prototype.hasOwnPropert
 const get = (dict: Dict, key: string): unknown => (has(dict, key) ? dict[key] : undefined)
 
 /** Deep copy of a JSON value given by a client (decoding boundary: the body came from `JSON.parse`). */
-const copyJson = (value: unknown): Json => structuredClone(value) as Json
+const copyJson = (value: unknown): Json => JsonValue.copy(value) as Json
 
 // ---------------------------------------------------------------------------------------------------------------
 // Tool-call arguments
@@ -167,6 +169,13 @@ const checkJsonValue = (value: unknown, field: string): Checked<PyJson.PyValue> 
 const loneSurrogate = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/
 
 /**
+ * The canonical texts of argument strings seen recently: an agent echoes its whole history on every request, so
+ * each earlier tool call's `arguments` would otherwise be parsed and re-serialized again on every turn. Only
+ * successes are kept (an error names its field); the text depends on the argument string alone.
+ */
+const argumentTexts = new TextMemo(2 * 1024 * 1024)
+
+/**
  * Canonical text of tool-call arguments: compact, key-sorted JSON with non-ASCII kept.
  *
  * **Details**
@@ -176,6 +185,16 @@ const loneSurrogate = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\
  * `field` names the argument in error messages (e.g. `messages[1].tool_calls[0].function.arguments`).
  */
 export const canonicalArguments = (raw: unknown, field: string): Result.Result<string, CanonicalError> => {
+  if (typeof raw !== "string") return canonicalArgumentsUncached(raw, field)
+  const cached = argumentTexts.get(raw)
+  if (cached !== undefined) return Result.succeed(cached)
+  const text = canonicalArgumentsUncached(raw, field)
+  if (Result.isSuccess(text)) argumentTexts.set(raw, text.success)
+  return text
+}
+
+/** {@link canonicalArguments} without its memo (the reference the memo is tested against). */
+export const canonicalArgumentsUncached = (raw: unknown, field: string): Result.Result<string, CanonicalError> => {
   let value: PyJson.PyValue
   if (typeof raw === "string") {
     const parsed = PyJson.parse(raw)

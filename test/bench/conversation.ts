@@ -67,15 +67,17 @@ export const emptyForest = (sessionId = "bench"): Forest.Forest =>
 
 /**
  * Commit `messages` the way the generation core does (system+user as one observation, then one response per
- * assistant message and one observation per tool message), `tokensPerNode` fake token ids each; returns the leaf.
+ * assistant message and one observation per tool message), `tokensPerNode` fake token ids each, with `logprob(i)`
+ * as the i-th logprob of each response (default: multiples of 1/8, exact in 32 bits as SGLang's are); returns the leaf.
  */
 export const commitConversation = (
   forest: Forest.Forest,
   messages: ReadonlyArray<Canonical.Message>,
-  tokensPerNode: number
+  tokensPerNode: number,
+  logprob: (i: number) => number = (i) => -(i % 17) / 8
 ): string => {
   const tokens = Array.from({ length: tokensPerNode }, (_, i) => (i * 7919) % 150_000)
-  const logprobs = tokens.map((_, i) => -(i % 17) / 8)
+  const logprobs = tokens.map((_, i) => logprob(i))
   let parent = forest.root
   let pending: Array<Canonical.Message> = []
   const flush = () => {

@@ -7,7 +7,9 @@
  * Bytes are `heapUsed + external` deltas of `process.memoryUsage()` around building each structure, after full
  * collections. Run with `node --expose-gc --import tsx test/bench/run.ts memory` to use `global.gc`; without the flag
  * the collector is enabled at run time (harness.ts), and if even that fails the numbers include uncollected garbage.
- * OpenSSL's per-node running-hash state lives outside the V8 heap and is not counted (see the rss column).
+ * OpenSSL's running-hash state (one per leaf) lives outside the V8 heap and is not counted (see the rss column).
+ * Logprobs are measured both ways the forest keeps them: exact 32-bit floats (SGLang's, 4 bytes each) and others
+ * (the embedded engine's, 8 bytes each).
  */
 import * as Forest from "../../src/forest/Forest.ts"
 import { commitConversation, conversation, emptyForest } from "./conversation.ts"
@@ -60,7 +62,12 @@ const run = async (): Promise<BenchResult> => {
   }
   const rows: Array<Record<string, string>> = []
   const ratios: Array<string> = []
-  for (const turns of [50, 200]) {
+  // SGLang's logprobs are float32 values (the forest keeps them in 4 bytes); the embedded engine's are not (8 bytes).
+  const logprobKinds = [
+    { name: "float32 logprobs", logprob: (i: number) => -(i % 17) / 8 },
+    { name: "float64 logprobs", logprob: (i: number) => -Math.log1p(i % 17) / 7 }
+  ]
+  for (const turns of [50, 200]) for (const kind of logprobKinds) {
     // system + user, then (assistant, tool) pairs, ending on the last assistant turn: `turns` responses and
     // `turns` observations of TOKENS_PER_NODE ids each.
     // The messages are made inside the measurement, as a gateway's decoded request bodies are: the forest's copy
@@ -68,23 +75,24 @@ const run = async (): Promise<BenchResult> => {
     const built = footprint(collect, () => {
       const forest = emptyForest()
       const messages = conversation(2 * turns + 1, TOKENS_PER_NODE * BYTES_PER_TOKEN_OF_TEXT)
-      return { forest, leaf: commitConversation(forest, messages, TOKENS_PER_NODE) }
+      return { forest, leaf: commitConversation(forest, messages, TOKENS_PER_NODE, kind.logprob) }
     })
     const { forest, leaf } = built.value
     const stored = Forest.trainTokenCount(forest, leaf)
-    const naive = footprint(collect, () => naiveHistories(forest, leaf))
-    const copied = naive.value.reduce((sum, copy) => sum + copy.length, 0)
-    // Keep the forest reachable through the naive measurement: freeing it there would be subtracted from the naive size.
-    consume(forest)
     rows.push({
       turns: String(turns),
-      layout: "SessionForest (deltas + messages + logprobs)",
+      layout: `SessionForest (deltas + messages + ${kind.name})`,
       "stored tokens": String(stored),
       "ids held": String(stored),
       bytes: formatBytes(built.size.bytes),
       "bytes/token": (built.size.bytes / stored).toFixed(1),
       "rss delta": formatBytes(built.size.rss)
     })
+    if (kind !== logprobKinds[0]) continue
+    const naive = footprint(collect, () => naiveHistories(forest, leaf))
+    const copied = naive.value.reduce((sum, copy) => sum + copy.length, 0)
+    // Keep the forest reachable through the naive measurement: freeing it there would be subtracted from the naive size.
+    consume(forest)
     rows.push({
       turns: String(turns),
       layout: "naive number[] history per node (ids only)",

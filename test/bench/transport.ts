@@ -55,6 +55,22 @@ const setup = Effect.gen(function*() {
 
 const runJob = (client: Child, job: ConversationsJob) => client.call<ReadonlyArray<TargetResult>>(job)
 
+/**
+ * Requests each server (floor and gateway) answers before anything is measured. V8 optimizes a function only after
+ * it ran many times: the floor is a few dozen lines and is fast after a few requests, while the gateway's path
+ * (Effect runtime, protocol decoding, forest, tokenizer, template, SGLang client) still gets faster after a thousand
+ * requests (CPU per request on the SGLang path: ~2.3 ms in the first 512 requests, ~0.8 ms after 4,000). A rollout
+ * serves thousands of requests per step, so the steady state is the figure that matters; `npm run bench -- floor`
+ * with `FLOOR_WARMUP=0` shows the cold one.
+ */
+const warmupRequests = Number(process.env["FLOOR_WARMUP"] ?? 4096)
+
+/** Warm both servers of `path` up with `warmupRequests` requests each (64 conversations of 8 turns per round). */
+const warmUp = async (client: Child, path: Path): Promise<void> => {
+  await measure(client, path, 8, 3, false)
+  for (let done = 0; done < warmupRequests; done += 64 * 8) await measure(client, path, 64, 8, false)
+}
+
 /** Run `targets` in one job with fresh Sessions for every gateway target, forgotten afterwards. */
 const measure = async (
   client: Child,
@@ -91,7 +107,7 @@ const floorBench = async (options: BenchOptions): Promise<BenchResult> => {
     const rows: Array<Record<string, string>> = []
     for (const path of paths) {
       // Warm-up: JIT, connection pools, tokenizer caches.
-      yield* Effect.promise(() => measure(client, path, 8, 3, false))
+      yield* Effect.promise(() => warmUp(client, path))
       for (const { clients, turns } of sizes) {
         const floorRates: Array<number> = []
         const gatewayRates: Array<number> = []
@@ -143,7 +159,7 @@ const historyBench = async (options: BenchOptions): Promise<BenchResult> => {
     const { client, paths } = yield* setup
     const rows: Array<Record<string, string>> = []
     for (const path of paths) {
-      yield* Effect.promise(() => measure(client, path, 4, 20, false))
+      yield* Effect.promise(() => warmUp(client, path))
       const result = yield* Effect.promise(() => measure(client, path, 1, last + 1, true))
       const at = (r: TargetResult, turn: number) =>
         median(r.latencies.slice(turn - window, turn + window + 1).flat())

@@ -165,6 +165,39 @@ describe("EmbeddedEngine sampling", () => {
       const second = yield* engine.generate(request(next, { maxNewTokens: 4 }, { sessionId: "a" }))
       assert.strictEqual(second.cachedTokens, prompt.length + first.outputIds.length)
     }).pipe(Effect.provide(engineLayer({ model: { eosProbability: 0 } }))))
+
+  it.effect("counts cached tokens against the whole previous sequence over next turns, retries, edits and rewinds", () =>
+    Effect.gen(function*() {
+      const engine = yield* Engine
+      let state = 99
+      const random = (bound: number) => {
+        state = (Math.imul(state, 1103515245) + 12345) >>> 0
+        return state % bound
+      }
+      const shared = (a: ReadonlyArray<number>, b: ReadonlyArray<number>) => {
+        let i = 0
+        while (i < a.length && i < b.length && a[i] === b[i]) i++
+        return i
+      }
+      // The reference: the previous request's prompt ++ output, compared id by id.
+      let previous: ReadonlyArray<number> = []
+      for (let turn = 0; turn < 60; turn++) {
+        const delta = Array.from({ length: 1 + random(5) }, () => 200 + random(50))
+        const kind = random(4)
+        const prompt = turn === 0 || previous.length < 2
+          ? delta
+          : kind === 0
+          ? previous.slice(0, 1 + random(previous.length - 1)).concat(delta) // a rewind, then new ids
+          : kind === 1
+          ? previous.map((id, i) => (i === random(previous.length) ? id + 1 : id)) // an edit inside
+          : kind === 2
+          ? previous.slice(0, previous.length - 1) // a shorter prompt
+          : [...previous, ...delta] // the usual next turn
+        const result = yield* engine.generate(request(prompt, { maxNewTokens: random(4) }, { sessionId: "s" }))
+        assert.strictEqual(result.cachedTokens, Math.min(shared(prompt, previous), prompt.length - 1), `turn ${turn}`)
+        previous = [...prompt, ...result.outputIds]
+      }
+    }).pipe(Effect.provide(engineLayer({}))))
 })
 
 describe("EmbeddedEngine latency and abort (TestClock)", () => {
@@ -314,6 +347,41 @@ describe("EmbeddedEngine partial rollout: abort and resume (TestClock)", () => {
       assert.strictEqual((yield* Fiber.join(rest)).weightVersion, "1")
       assert.strictEqual(yield* engine.updateWeights("step-7"), "step-7")
       assert.strictEqual(yield* engine.weightVersion, "step-7")
+    }).pipe(Effect.provide(engineLayer({ ...timed, model: { eosProbability: 0 } }))))
+
+  it.effect("a caller that resumes at once when an update aborts its generation is not aborted by that update", () =>
+    Effect.gen(function*() {
+      const engine = yield* Engine
+      const whole = yield* engine.generate(request(prompt, { maxNewTokens: 12 }, { rid: "whole-0000000001" })).pipe(
+        Effect.forkChild
+      )
+      yield* TestClock.adjust("1 hour")
+      const uninterrupted = yield* Fiber.join(whole)
+      // The caller starts its next attempt as soon as the aborted one returns, which can be while the update is still
+      // aborting: that attempt must run to its end.
+      const resuming = Effect.gen(function*() {
+        const ids: Array<number> = []
+        const finishes: Array<string> = []
+        for (let attempt = 0; attempt < 5; attempt++) {
+          const result = yield* engine.generate(
+            request([...prompt, ...ids], { maxNewTokens: 12 - ids.length }, {
+              rid: `resuming-${String(attempt).padStart(7, "0")}`,
+              resumedTokens: ids.length
+            })
+          )
+          ids.push(...result.outputIds)
+          finishes.push(result.finishReason.type)
+          if (result.finishReason.type !== "abort") break
+        }
+        return { ids, finishes }
+      })
+      const fiber = yield* Effect.forkChild(resuming)
+      yield* TestClock.adjust("310 millis")
+      yield* engine.updateWeights()
+      yield* TestClock.adjust("1 hour")
+      const resumed = yield* Fiber.join(fiber)
+      assert.deepStrictEqual(resumed.finishes, ["abort", "length"])
+      assert.deepStrictEqual(resumed.ids, uninterrupted.outputIds)
     }).pipe(Effect.provide(engineLayer({ ...timed, model: { eosProbability: 0 } }))))
 })
 

@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Option, Result } from "effect"
 import * as Decoder from "../../src/engine/Decoder.ts"
+import * as Hash from "../../src/engine/Hash.ts"
 import * as Model from "../../src/engine/Model.ts"
 import * as Sampling from "../../src/engine/Sampling.ts"
 
@@ -81,6 +82,43 @@ describe("Sampling", () => {
           assert.closeTo(Sampling.logprob(scaled, id), expected.logprob, 1e-9)
         }
       }
+    }
+  })
+
+  it("memoizes the scaled distribution per distribution and temperature without changing it", () => {
+    // Alternating temperatures: the memo keeps one temperature per distribution and must rescale on a change.
+    const small = Model.make({ seed: 5, vocabSize, eosTokenId: 39, favouredCount: 6, floorProbability: 0.2 })
+    const temperatures = [1, 0.7, 1, 1e-7, 2, 0.7, 0.7]
+    for (let round = 0; round < 3; round++) {
+      for (const temperature of temperatures) {
+        for (let prev = 0; prev < vocabSize; prev++) {
+          const fresh = Sampling.scale(small.distribution(prev), temperature)
+          const memo = Decoder.scaledAfter(small, prev, temperature)
+          assert.deepStrictEqual(memo, fresh, `prev=${prev} T=${temperature}`)
+        }
+      }
+    }
+    // Sampling and scoring through the memo give what scaling each step afresh gives.
+    for (const [temperature, topK, topP] of settings) {
+      const params = { temperature, topK, topP }
+      const ids: Array<number> = []
+      let prev = 3
+      for (let position = 0; position < 40; position++) {
+        const step = Decoder.next(model, params, 11, prev, position)
+        const scaled = Sampling.scale(model.distribution(prev), Sampling.effective(params).temperature)
+        const u = Hash.uniform(11, position)
+        assert.strictEqual(step.id, Sampling.sample(scaled, params, u))
+        assert.strictEqual(step.logprob, Sampling.logprob(scaled, step.id))
+        ids.push(step.id)
+        prev = step.id
+      }
+      const scores = Decoder.score(model, params, 3, ids)
+      let previous = 3
+      ids.forEach((id, i) => {
+        const scaled = Sampling.scale(model.distribution(previous), Sampling.effective(params).temperature)
+        assert.strictEqual(scores[i], Sampling.logprob(scaled, id))
+        previous = id
+      })
     }
   })
 

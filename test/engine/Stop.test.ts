@@ -30,6 +30,33 @@ describe("Stop", () => {
     })
     assert.deepStrictEqual(Stop.truncate([0, 1], criteria({ stop: ["zz"] })), { ids: [0, 1], finishReason: undefined })
   })
+
+  it("truncates as checking every prefix afresh does, on random ids, stop strings, stop ids and limits", () => {
+    // The reference: a fresh copy of each prefix, checked in turn.
+    const reference = (ids: ReadonlyArray<number>, c: Stop.Criteria): ReturnType<typeof Stop.truncate> => {
+      const check = Stop.checker(c)
+      if (c.maxNewTokens <= 0) return { ids: [], finishReason: { type: "length", length: c.maxNewTokens } }
+      for (let n = 1; n <= ids.length; n++) {
+        const reason = check(ids.slice(0, n))
+        if (reason !== undefined) return { ids: ids.slice(0, n), finishReason: reason }
+      }
+      return { ids, finishReason: undefined }
+    }
+    let state = 12345
+    const random = (bound: number) => {
+      state = (Math.imul(state, 1103515245) + 12345) >>> 0
+      return state % bound
+    }
+    for (let round = 0; round < 500; round++) {
+      const ids = Array.from({ length: random(40) }, () => random(30) === 0 ? 99 : random(26))
+      const c = criteria({
+        maxNewTokens: random(45) - 2,
+        stopTokenIds: new Set(random(3) === 0 ? [random(26)] : [99]),
+        stop: Array.from({ length: random(3) }, () => letters(Array.from({ length: 1 + random(3) }, () => random(26))))
+      })
+      assert.deepStrictEqual(Stop.truncate(ids, c), reference(ids, c), `round ${round}`)
+    }
+  })
 })
 
 describe("Wire", () => {

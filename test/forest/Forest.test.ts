@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Result } from "effect"
+import fc from "fast-check"
 import type * as Canonical from "../../src/protocol/canonical.ts"
 import { ContextLengthError, ExportError, ForestInvariantError } from "../../src/forest/errors.ts"
 import * as Forest from "../../src/forest/Forest.ts"
@@ -196,6 +197,83 @@ describe("commits", () => {
     assert.deepStrictEqual(Forest.inferencePrefix(forest, t2.resp), [1, 2, 3, 4, 5, 6, 7])
     assert.strictEqual(Forest.trainTokenCount(forest, t2.resp), 7)
     assert.strictEqual(Forest.responseOfRequest(forest, resp.kind === "resp" ? resp.requestId : ""), t2.resp)
+  })
+
+  it("reads back every committed id and logprob exactly, in 32-bit floats only when they are exact there", () => {
+    const forest = fresh()
+    const ids = [0, 1, 151_643, 2 ** 31 - 1, -5, 2 ** 32 + 7, 3.7]
+    const cases: ReadonlyArray<{ readonly logprobs: ReadonlyArray<number>; readonly single: boolean }> = [
+      { logprobs: [-0.125, -0, 0, Math.fround(-1e-30), Math.fround(-3.4e38), Math.fround(-0.1), Number.NaN], single: true },
+      { logprobs: [-0.125, -0, 0, -1e-30, -3.4e38, -0.1, Number.NaN], single: false },
+      { logprobs: [-0.5, -1e-300, 0, 0, 0, 0, Number.NEGATIVE_INFINITY], single: false }
+    ]
+    let parent = forest.root
+    for (const [i, c] of cases.entries()) {
+      parent = Forest.commitObservation(forest, { parent, messages: [user(`q${i}`)], tokens: [9], tools, chatTemplateKwargs: kwargs, rolloutId: 0 })
+      parent = Forest.commitResponse(forest, {
+        parent,
+        message: assistant(`a${i}`),
+        tokens: ids,
+        logprobs: c.logprobs,
+        weightVersions: ["v1", `w${i}`],
+        status: "completed",
+        rolloutId: 0,
+        requestId: `lp${i}`,
+        abortCount: 0,
+        wallElapsedS: 0,
+        generationElapsedS: 0
+      })
+      const resp = Forest.node(forest, parent)
+      assert.isTrue(resp.kind === "resp")
+      if (resp.kind !== "resp") continue
+      // What the earlier layout (an Int32Array and a Float64Array of their own) read back, value for value.
+      assert.deepStrictEqual([...resp.tokens], [...Int32Array.from(ids)])
+      assert.deepStrictEqual([...resp.logprobs].map((x) => Object.is(x, -0) ? "-0" : x), c.logprobs.map((x) => Object.is(x, -0) ? "-0" : x))
+      if (c.single) assert.instanceOf(resp.logprobs, Float32Array)
+      else assert.instanceOf(resp.logprobs, Float64Array)
+      assert.deepStrictEqual(resp.weightVersions, ["v1", `w${i}`])
+    }
+  })
+
+  it("finds the response of a request id, also of a retry that re-committed an existing response", () => {
+    const forest = fresh()
+    const obs = Forest.commitObservation(forest, { parent: forest.root, messages: [user("q")], tokens: [1], tools, chatTemplateKwargs: kwargs, rolloutId: 0 })
+    const commit = (requestId: string, content: string) =>
+      Forest.commitResponse(forest, {
+        parent: obs, message: assistant(content), tokens: [2], logprobs: [-1], weightVersions: [], status: "completed",
+        rolloutId: 0, requestId, abortCount: 0, wallElapsedS: 0, generationElapsedS: 0
+      })
+    const first = commit("rid-a", "same")
+    assert.strictEqual(commit("rid-b", "same"), first)
+    const other = commit("rid-c", "other")
+    assert.deepStrictEqual(
+      ["rid-a", "rid-b", "rid-c", "rid-none"].map((rid) => Forest.responseOfRequest(forest, rid)),
+      [first, first, other, undefined]
+    )
+  })
+
+  it("hashes every state as the reference does, also children of inner nodes (whose running hash is rebuilt)", () => {
+    // Branches, second samples at one state, retries and re-commits, in an order that commits under inner nodes.
+    const forest = fresh()
+    const history = [user("q"), assistant("a1"), user("q2"), assistant("a2"), user("q3")]
+    const t1 = turn(forest, [user("q")], assistant("a1"), [1], [2])
+    turn(forest, history.slice(0, 3), assistant("a2"), [3], [4])
+    turn(forest, history, assistant("a3"), [5], [6])
+    const second = turn(forest, [user("q")], assistant("a1 again"), [1], [7])
+    const branch = turn(forest, [user("q"), assistant("a1"), user("other")], assistant("b"), [8], [9])
+    const again = turn(forest, history.slice(0, 3), assistant("a2"), [3], [4])
+    const obsOnly = Forest.commitObservation(forest, {
+      parent: t1.resp, messages: [user("q4")], tokens: [10], tools, chatTemplateKwargs: kwargs, rolloutId: 0
+    })
+    assert.strictEqual(second.obs, t1.obs)
+    assert.strictEqual(again.resp, Forest.match(forest, state([...history.slice(0, 3), assistant("a2")]), { strict: true }).parent)
+    for (const hash of [...Forest.leaves(forest), branch.obs, obsOnly, ...forest.nodes.keys()].filter((h) => h !== forest.root)) {
+      assert.strictEqual(hash, Hash.ofState(state(Forest.fullMessages(forest, hash))))
+    }
+    // Only leaves keep a running hash state.
+    for (const n of forest.nodes.values()) {
+      if (n.running !== undefined) assert.isTrue(forest.leaves.has(n.hash), `inner node ${n.hash} keeps a running hash`)
+    }
   })
 
   it("records the image URLs of each observation and joins them along the lineage for the engine", () => {
@@ -489,5 +567,76 @@ describe("processor-expanded observations (images)", () => {
     const sample = Sample.build(forest, resp, (ids) => ids.join(","), { rolloutId: 0, exportName: null, reward: 1, metadata: {} })
     assert.notProperty(sample, "multimodal_inputs")
     assert.notProperty(sample, "multimodal_train_inputs")
+  })
+})
+
+describe("the packed node layout against the earlier one (an Int32Array and a Float64Array per node)", () => {
+  const decode = (ids: ReadonlyArray<number>) => ids.join(",")
+  const anyId = fc.oneof(
+    fc.integer({ min: 0, max: 300_000 }),
+    fc.constantFrom(0, 65_535, 65_536, 2 ** 24 - 1, 2 ** 24, 2 ** 31 - 1, -1, -(2 ** 31), 2 ** 32 + 3, 7.5, -0)
+  )
+  const anyLogprob = fc.oneof(
+    fc.double(),
+    fc.float({ noDefaultInfinity: false }),
+    fc.constantFrom(-0, 0, Number.NaN, Number.NEGATIVE_INFINITY, -1e-45, -3.4028234663852886e38)
+  )
+  const turnArbitrary = fc.record({
+    observation: fc.array(anyId, { maxLength: 12 }),
+    response: fc.array(fc.tuple(anyId, anyLogprob), { maxLength: 12 })
+  })
+  /** What the earlier layout read back: the ids through an Int32Array, the logprobs through a Float64Array. */
+  const earlier = (turns: ReadonlyArray<{ readonly observation: ReadonlyArray<number>; readonly response: ReadonlyArray<readonly [number, number]> }>) => {
+    const tokens: Array<number> = []
+    const logprobs: Array<number> = []
+    const mask: Array<number> = []
+    let prompt = -1
+    for (const t of turns) {
+      const obs = [...Int32Array.from(t.observation)]
+      tokens.push(...obs)
+      if (prompt >= 0) for (const _ of obs) mask.push(0), logprobs.push(0)
+      if (prompt < 0) prompt = tokens.length
+      tokens.push(...Int32Array.from(t.response.map(([id]) => id)))
+      for (const lp of Float64Array.from(t.response.map(([, lp]) => lp))) mask.push(1), logprobs.push(lp)
+    }
+    return { tokens, logprobs, mask }
+  }
+  // -0 and NaN compared as what JSON export sees and Object.is tells apart.
+  const exact = (values: ReadonlyArray<number>) => values.map((x) => (Object.is(x, -0) ? "-0" : Number.isNaN(x) ? "NaN" : x))
+
+  it("reads back the same ids, logprobs, inference prefix and training sample", () => {
+    fc.assert(
+      fc.property(fc.array(turnArbitrary, { minLength: 1, maxLength: 5 }), (turns) => {
+        const forest = fresh()
+        let parent = forest.root
+        const history: Array<Canonical.Message> = []
+        for (const [i, t] of turns.entries()) {
+          history.push(user(`q${i}`))
+          parent = Forest.commitObservation(forest, {
+            parent, messages: [user(`q${i}`)], tokens: t.observation, tools, chatTemplateKwargs: kwargs, rolloutId: i
+          })
+          history.push(assistant(`a${i}`))
+          parent = Forest.commitResponse(forest, {
+            parent, message: assistant(`a${i}`), tokens: t.response.map(([id]) => id), logprobs: t.response.map(([, lp]) => lp),
+            weightVersions: ["v"], status: "completed", rolloutId: i, requestId: `r${i}`, abortCount: 0, wallElapsedS: 0, generationElapsedS: 0
+          })
+          for (const n of Forest.lineage(forest, parent).slice(-2)) {
+            const ids = n.kind === "resp" ? t.response.map(([id]) => id) : t.observation
+            assert.deepStrictEqual([...n.tokens], [...Int32Array.from(ids)])
+            assert.deepStrictEqual([...n.trainTokens], [...Int32Array.from(ids)])
+            assert.strictEqual(Forest.tokenLength(n), ids.length)
+            if (n.kind === "resp") assert.deepStrictEqual(exact([...n.logprobs]), exact([...Float64Array.from(t.response.map(([, lp]) => lp))]))
+          }
+        }
+        const reference = earlier(turns)
+        assert.deepStrictEqual(Forest.inferencePrefix(forest, parent), reference.tokens)
+        assert.deepStrictEqual(Forest.fullMessages(forest, parent), history)
+        const sample = Sample.build(forest, parent, decode, { rolloutId: 0, exportName: null, reward: null, metadata: {} })
+        assert.deepStrictEqual(sample.tokens, reference.tokens)
+        assert.deepStrictEqual(sample.loss_mask, reference.mask)
+        assert.deepStrictEqual(exact(sample.rollout_log_probs), exact(reference.logprobs))
+      }),
+      { numRuns: 200 }
+    )
   })
 })

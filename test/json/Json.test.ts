@@ -1,4 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
+import fc from "fast-check"
 import * as Json from "../../src/json/Json.ts"
 
 const python = { complete: true, python: true } as const
@@ -98,5 +99,26 @@ describe("Json.copy", () => {
     assert.strictEqual(Object.getPrototypeOf(copied), Object.prototype)
     value.content[0].text = "changed"
     assert.strictEqual(copied.content[0].text, "hi")
+  })
+
+  it("equals structuredClone on random JSON (keys in the same order, no object shared with the source)", () => {
+    const shared = (a: unknown, b: unknown): boolean =>
+      a !== null && typeof a === "object" &&
+      (a === b || Object.keys(a).some((k) => shared(Reflect.get(a, k), Reflect.get(b as object, k))))
+    const keyOrders = (v: unknown): unknown =>
+      v === null || typeof v !== "object" ? null : Object.keys(v).map((k) => [k, keyOrders(Reflect.get(v, k))])
+    fc.assert(
+      fc.property(fc.jsonValue({ maxDepth: 4 }), fc.string(), (value, text) => {
+        // Also an own `__proto__` key, as JSON.parse makes it.
+        const parsed: unknown = JSON.parse(`{"__proto__":{"t":${JSON.stringify(text)}},"v":${JSON.stringify(value)}}`)
+        for (const source of [value, parsed]) {
+          const copied = Json.copy(source)
+          assert.deepStrictEqual(copied, structuredClone(source))
+          assert.deepStrictEqual(keyOrders(copied), keyOrders(source))
+          assert.isFalse(shared(copied, source))
+        }
+      }),
+      { numRuns: 300 }
+    )
   })
 })

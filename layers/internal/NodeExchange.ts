@@ -1,0 +1,146 @@
+/**
+ * One HTTP exchange on a plain `node:http` request and response: what the gateway's model routes use instead of
+ * Effect's `HttpServerRequest` / `HttpServerResponse` (see "The model routes on node:http" in docs/architecture.md).
+ *
+ * **Details**
+ * Connection handling is the one of `@effect/platform-node`'s `NodeHttpServer`, which serves every other route of
+ * the same server, so a client sees the same bytes whichever path answered: `Connection: close` when more than
+ * 256 KiB of a declared body would stay unread (or a `100 Continue` was never sent), and after the response an unread
+ * body is drained up to 256 KiB to keep the connection alive, else the connection is closed after a grace period.
+ */
+import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from "node:http"
+
+// Node's own fields, used as NodeHttpServer uses them: `_last` is set when a response closes its connection, and
+// `_consuming` keeps Node from dumping an unread body itself.
+declare module "node:http" {
+  interface OutgoingMessage {
+    _last: boolean
+  }
+  interface IncomingMessage {
+    _consuming: boolean
+  }
+}
+
+/** Unread request body discarded after the response to keep the connection alive; past this it closes. */
+const maxDrainBytes = 256 * 1024
+/** Time the client gets to read the response after the FIN, before a destroy can reset the connection. */
+const closeGracePeriodMs = 500
+
+/** A request, its response, and what the connection handling needs to know about the body. */
+export interface Exchange {
+  readonly request: IncomingMessage
+  readonly response: ServerResponse
+  /** Body bytes read so far. */
+  bytesRead: number
+  /** The client sent `Expect: 100-continue` and no `100 Continue` went out yet. */
+  continuePending: boolean
+}
+
+export const exchange = (request: IncomingMessage, response: ServerResponse, continuePending: boolean): Exchange => ({
+  request,
+  response,
+  bytesRead: 0,
+  continuePending
+})
+
+/** Whether the client waits for a `100 Continue` before sending its body (`Expect: 100-continue`). */
+export const expectsContinue = (request: IncomingMessage): boolean =>
+  request.headers.expect?.toLowerCase() === "100-continue"
+
+/** Whether the answer must close the connection (decided when the headers are written, as `NodeHttpServer` does). */
+const closesConnection = (ex: Exchange, streaming: boolean): boolean => {
+  const request = ex.request
+  if (request.httpVersionMajor !== 1 || request.complete) return false
+  if (ex.continuePending) return true
+  const declared = request.headers["content-length"]
+  return !streaming && declared !== undefined && Number(declared) - ex.bytesRead > maxDrainBytes
+}
+
+/** Whether the response can still be written (the client is there and nothing was answered yet or it is open). */
+export const writable = (ex: Exchange): boolean => !ex.response.destroyed && !ex.response.writableEnded
+
+/** Write the status and headers (nothing is sent before the first body write). */
+export const writeHead = (ex: Exchange, status: number, headers: OutgoingHttpHeaders, streaming: boolean): void => {
+  ex.response.writeHead(status, closesConnection(ex, streaming) ? { ...headers, connection: "close" } : headers)
+}
+
+/** Answer with a complete JSON text: headers and body leave in one write. */
+export const sendJson = (ex: Exchange, status: number, text: string, headers: OutgoingHttpHeaders = {}): void => {
+  if (!writable(ex)) return
+  writeHead(ex, status, { ...headers, "content-type": "application/json", "content-length": Buffer.byteLength(text) }, false)
+  ex.response.end(text)
+}
+
+/** How reading a body ended. */
+export type BodyRead =
+  | { readonly _tag: "Body"; readonly bytes: Buffer }
+  | { readonly _tag: "TooLarge" }
+  | { readonly _tag: "Aborted" }
+
+/**
+ * Read the whole body, at most `maxBytes` (more is `TooLarge`, and reading stops), as the chunks that arrived joined
+ * once; a request that ends before its body is complete (the client went away) is `Aborted`.
+ */
+export const readBody = (ex: Exchange, maxBytes: number, done: (read: BodyRead) => void): void => {
+  const request = ex.request
+  if (ex.continuePending) {
+    ex.continuePending = false
+    if (!ex.response.headersSent) ex.response.writeContinue()
+  }
+  const chunks: Array<Buffer> = []
+  let settled = false
+  const settle = (read: BodyRead): void => {
+    if (settled) return
+    settled = true
+    request.off("data", onData)
+    request.off("end", onEnd)
+    request.off("error", onAbort)
+    request.off("close", onAbort)
+    done(read)
+  }
+  const onData = (chunk: Buffer): void => {
+    ex.bytesRead += chunk.length
+    if (ex.bytesRead > maxBytes) {
+      request.pause()
+      settle({ _tag: "TooLarge" })
+    } else chunks.push(chunk)
+  }
+  const onEnd = (): void => settle({ _tag: "Body", bytes: chunks.length === 1 && chunks[0] !== undefined ? chunks[0] : Buffer.concat(chunks) })
+  const onAbort = (): void => settle({ _tag: "Aborted" })
+  request.on("data", onData)
+  request.on("end", onEnd)
+  request.on("error", onAbort)
+  request.on("close", onAbort)
+}
+
+/**
+ * After the response: drain an unread body up to 256 KiB to keep the connection alive, else close the connection
+ * (Node would drain a body in full, or reset a closing connection while body bytes are still queued and lose the
+ * response). Register with `response.prependListener("finish", ...)` so it runs before Node's own `finish` listener.
+ */
+export const teardownBody = (request: IncomingMessage, response: ServerResponse): void => {
+  if (request.complete || request.destroyed) return
+  const socket = request.socket
+  if (response._last) {
+    // Skips Node's dump of the body; unlike `_dumped`, it keeps the parser applying backpressure.
+    request._consuming = true
+    response._last = false
+    return closeSocket(socket)
+  }
+  let bytes = 0
+  request.on("data", (chunk: Buffer) => {
+    bytes += chunk.length
+    if (bytes > maxDrainBytes) {
+      request.pause()
+      closeSocket(socket)
+    }
+  })
+  request.resume()
+}
+
+const closeSocket = (socket: IncomingMessage["socket"]): void => {
+  if (socket.destroyed) return
+  socket.end()
+  const timer = setTimeout(() => socket.destroy(), closeGracePeriodMs)
+  socket.once("close", () => clearTimeout(timer))
+}

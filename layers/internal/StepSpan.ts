@@ -1,0 +1,32 @@
+/**
+ * Spans for the steps inside one model request, opened only when a tracing backend is installed.
+ *
+ * **Details**
+ * A request runs about a dozen named steps (`Generation.match`, `Forests.observe`, the engine's `generate`, ...).
+ * As `Effect.fn` spans each one costs a captured call-site stack, a span, two context updates and an exit observer,
+ * about a fifth of the generation core's CPU in the simulation benchmark (docs/performance.md, section 4), although
+ * Effect's default tracer (`Tracer.nativeTracer`) exports its spans nowhere. A step wrapped with {@link step} opens its
+ * span only when the fiber's tracer is another one (an OpenTelemetry layer, `Effect.withTracer`) and tracing is
+ * enabled (`References.TracerEnabled`); otherwise it runs as it is. The request itself keeps an `Effect.fn` span
+ * (`Generation.generate`), so a failure's trace still names it. With a tracer installed the step spans carry no
+ * call-site stack (`captureStackTrace: false`): the step's name says where it is.
+ */
+import { Effect, type Fiber, References, Tracer } from "effect"
+
+/** Whether a span opened by `fiber` reaches a tracing backend: tracing is on and the tracer is not the native one. */
+export const isTracing = (fiber: Fiber.Fiber<unknown, unknown>): boolean =>
+  fiber.getRef(References.TracerEnabled) && fiber.getRef(Tracer.Tracer) !== Tracer.nativeTracer
+
+/**
+ * `effect` inside the span `name` when {@link isTracing}, as it is otherwise. Data-last, so it can be an
+ * `Effect.fnUntraced` pipeable: `Effect.fnUntraced(function*(...) {...}, StepSpan.step("Generation.match"))`.
+ */
+export const step = (name: string, attributes?: Readonly<Record<string, unknown>>) =>
+<A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.withFiber((fiber) =>
+    isTracing(fiber)
+      ? Effect.withSpan(effect, name, attributes === undefined ? noStack : { attributes, captureStackTrace: false })
+      : effect
+  )
+
+const noStack = { captureStackTrace: false } as const

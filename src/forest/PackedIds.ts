@@ -1,0 +1,113 @@
+/**
+ * Token ids kept in 3 bytes each instead of 4: every tokenizer's vocabulary is far below 2^24 ids (Qwen's 151,936,
+ * Llama 3's 128,256, Gemma's 262,144), so a long-lived copy of a token sequence can take 3 bytes a token. The
+ * SessionForest keeps its nodes' ids this way, and the embedded engine its per-session prefix-cache sequence.
+ *
+ * **Details**
+ * Packing falls back to an `Int32Array` (what such copies were before) when an id is not an integer in [0, 2^24),
+ * so every reader ({@link at}, {@link unpack}, {@link commonPrefix}, …) sees the value an `Int32Array` copy of the
+ * same ids would have held.
+ */
+
+/** A packed id sequence: 3 little-endian bytes per id, or 4 (`Int32Array`) when one id does not fit in 3. */
+export type PackedIds = Uint8Array | Int32Array
+
+const LIMIT = 1 << 24
+
+const fitsOne = (id: number): boolean => id >= 0 && id < LIMIT && Number.isInteger(id)
+
+/** Whether every id of `ids` packs in 3 bytes. */
+export const fits = (ids: ArrayLike<number>): boolean => {
+  for (let i = 0; i < ids.length; i++) if (!fitsOne(ids[i] ?? -1)) return false
+  return true
+}
+
+/** The bytes {@link packInto} takes for `count` ids, 3 or 4 a token as `narrow` (the result of {@link fits}). */
+export const byteLength = (count: number, narrow: boolean): number => count * (narrow ? 3 : 4)
+
+/**
+ * The ids of `parts`, in order, as a view of `buffer` at `byteOffset` (a multiple of 4 when not `narrow`), where
+ * {@link byteLength} bytes are free; `narrow` must be what {@link fits} says of every part.
+ */
+export const packInto = (
+  buffer: ArrayBuffer,
+  byteOffset: number,
+  narrow: boolean,
+  parts: ReadonlyArray<ArrayLike<number>>
+): PackedIds => {
+  const total = parts.reduce((sum, part) => sum + part.length, 0)
+  if (!narrow) {
+    const wide = new Int32Array(buffer, byteOffset, total)
+    let offset = 0
+    for (const part of parts) {
+      wide.set(part, offset)
+      offset += part.length
+    }
+    return wide
+  }
+  const bytes = new Uint8Array(buffer, byteOffset, total * 3)
+  let b = 0
+  for (const part of parts) {
+    for (let i = 0; i < part.length; i++, b += 3) {
+      const id = part[i] ?? 0
+      bytes[b] = id & 0xff
+      bytes[b + 1] = (id >>> 8) & 0xff
+      bytes[b + 2] = id >>> 16
+    }
+  }
+  return bytes
+}
+
+/** The ids of `parts`, in order, in one packed sequence of its own. */
+export const pack = (...parts: ReadonlyArray<ArrayLike<number>>): PackedIds => {
+  const narrow = parts.every(fits)
+  const total = parts.reduce((sum, part) => sum + part.length, 0)
+  return packInto(new ArrayBuffer(byteLength(total, narrow)), 0, narrow, parts)
+}
+
+/** How many ids `packed` holds. */
+export const length = (packed: PackedIds): number => (packed instanceof Int32Array ? packed.length : packed.length / 3)
+
+/** The id at `index` (`undefined` past the end). */
+export const at = (packed: PackedIds, index: number): number | undefined => {
+  if (packed instanceof Int32Array) return packed[index]
+  const b = 3 * index
+  if (index < 0 || b >= packed.length) return undefined
+  return (packed[b] ?? 0) | ((packed[b + 1] ?? 0) << 8) | ((packed[b + 2] ?? 0) << 16)
+}
+
+/** Write the ids of `packed` into `out` from `offset`. */
+export const copyInto = (packed: PackedIds, out: Array<number>, offset: number): void => {
+  if (packed instanceof Int32Array) {
+    for (let i = 0; i < packed.length; i++) out[offset + i] = packed[i] ?? 0
+    return
+  }
+  for (let b = 0, i = offset; b < packed.length; b += 3, i++) {
+    out[i] = (packed[b] ?? 0) | ((packed[b + 1] ?? 0) << 8) | ((packed[b + 2] ?? 0) << 16)
+  }
+}
+
+/** The ids as an `Int32Array` of their own. */
+export const unpack = (packed: PackedIds): Int32Array => {
+  if (packed instanceof Int32Array) return packed.slice()
+  const out = new Int32Array(packed.length / 3)
+  for (let b = 0, i = 0; b < packed.length; b += 3, i++) {
+    out[i] = (packed[b] ?? 0) | ((packed[b + 1] ?? 0) << 8) | ((packed[b + 2] ?? 0) << 16)
+  }
+  return out
+}
+
+/** How many leading ids `ids` and `packed` have in common. */
+export const commonPrefix = (ids: ArrayLike<number>, packed: PackedIds): number => {
+  const n = Math.min(ids.length, length(packed))
+  let i = 0
+  if (packed instanceof Int32Array) {
+    while (i < n && ids[i] === packed[i]) i++
+    return i
+  }
+  for (let b = 0; i < n; i++, b += 3) {
+    const id = (packed[b] ?? 0) | ((packed[b + 1] ?? 0) << 8) | ((packed[b + 2] ?? 0) << 16)
+    if (ids[i] !== id) break
+  }
+  return i
+}

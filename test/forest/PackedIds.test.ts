@@ -1,0 +1,43 @@
+import { assert, describe, it } from "@effect/vitest"
+import fc from "fast-check"
+import * as PackedIds from "../../src/forest/PackedIds.ts"
+
+// The reference: what the embedded engine kept before, the ids copied into one Int32Array.
+const reference = (...parts: ReadonlyArray<ReadonlyArray<number>>): Int32Array => Int32Array.from(parts.flat())
+const referencePrefix = (ids: ReadonlyArray<number>, kept: Int32Array): number => {
+  let i = 0
+  while (i < Math.min(ids.length, kept.length) && ids[i] === kept[i]) i++
+  return i
+}
+
+const vocabularyId = fc.integer({ min: 0, max: 2 ** 24 - 1 })
+// Anything an id array might hold: small and huge ids, ids just past 3 bytes, negatives, non-integers.
+const anyId = fc.oneof(
+  vocabularyId,
+  fc.constantFrom(0, 1, 255, 256, 65_535, 65_536, 151_643, 2 ** 24 - 1, 2 ** 24, 2 ** 31 - 1, -1, 2 ** 32 + 5, 1.5, -0)
+)
+
+describe("PackedIds", () => {
+  it("reads back every id an Int32Array copy would have kept, and the same common prefixes", () => {
+    fc.assert(
+      fc.property(fc.array(anyId, { maxLength: 60 }), fc.array(anyId, { maxLength: 8 }), fc.array(anyId, { maxLength: 60 }), (input, output, next) => {
+        const packed = PackedIds.pack(input, output)
+        const kept = reference(input, output)
+        assert.strictEqual(PackedIds.length(packed), kept.length)
+        for (let i = 0; i <= kept.length; i++) assert.strictEqual(PackedIds.at(packed, i), kept[i])
+        for (const ids of [next, [...input, ...output, ...next], input, [...input, ...output].slice(0, -1)]) {
+          assert.strictEqual(PackedIds.commonPrefix(ids, packed), referencePrefix(ids, kept))
+        }
+      }),
+      { numRuns: 500 }
+    )
+  })
+
+  it("takes 3 bytes an id for a vocabulary's ids and 4 when one id does not fit", () => {
+    const ids = Array.from({ length: 1000 }, (_, i) => (i * 7919) % 151_936)
+    assert.strictEqual(PackedIds.pack(ids).byteLength, 3000)
+    assert.strictEqual(PackedIds.pack(ids, [2 ** 24]).byteLength, 4004)
+    assert.strictEqual(PackedIds.pack(ids, [-1]).byteLength, 4004)
+    assert.strictEqual(PackedIds.pack().byteLength, 0)
+  })
+})
