@@ -239,6 +239,8 @@ describe("observation deltas rendered without the tools (differential)", () => {
         const renders: Array<number> = []
         const qwen3 = withTemplate(tok, qwen3Template, renders)
         assert.deepStrictEqual(qwen3.toolsPrefix, { messagesRead: 1 })
+        // The service itself carries the proof for its template.
+        assert.deepStrictEqual(tok.toolsPrefix, { messagesRead: 1 })
         assertSameDeltas(qwen3, "qwen3")
         // Without special token ids: the whole composed text is encoded and the dummy's ids skipped.
         assertSameDeltas({ ...qwen3, specialTokenIds: undefined }, "qwen3, whole-text encode")
