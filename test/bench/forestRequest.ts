@@ -1,0 +1,161 @@
+/**
+ * The SessionForest's work per request, as the generation core does it: match the echoed history, commit the new
+ * observation, read the inference prefix, its media and the policy's messages, commit the response. Many Sessions
+ * take turns (each request's history is a fresh copy, as a decoded request body is), so the forests are not all in
+ * the cache at once; CPU time and bytes allocated per request, and per step.
+ *
+ * **Details**
+ * Every Session starts from a 6-message ~2 KB history (system, user, tool-calling turns with reasoning) and adds one
+ * assistant turn (reasoning, text, one tool call; 100 generated ids with float32-exact logprobs) and one ~300-byte
+ * tool result (80 ids) per request. CPU is `process.cpuUsage` around each step over all Sessions of one turn.
+ */
+import * as Forest from "../../src/forest/Forest.ts"
+import { copy as copyJson } from "../../src/json/Json.ts"
+import type * as Canonical from "../../src/protocol/canonical.ts"
+import { conversation, emptyForest, tools } from "./conversation.ts"
+import { allocatedBytes, type Bench, type BenchOptions, type BenchResult, consume, formatBytes, formatMs } from "./harness.ts"
+
+const OBSERVATION_IDS = Array.from({ length: 80 }, (_, i) => (i * 7919 + 11) % 150_000)
+const RESPONSE_IDS = Array.from({ length: 100 }, (_, i) => (i * 104_729 + 5) % 150_000)
+const LOGPROBS = RESPONSE_IDS.map((_, i) => -(i % 17) / 8)
+
+interface Agent {
+  readonly forest: Forest.Forest
+  /** The full history as the agent echoes it (its own objects; each request sends a fresh copy). */
+  readonly history: Array<Canonical.Message>
+  turn: number
+}
+
+/** One request's intermediate values, carried from step to step. */
+interface Request {
+  readonly agent: Agent
+  readonly state: Canonical.State
+  /** The engine's answer, parsed (a fresh object). */
+  readonly answer: Canonical.Message
+  matched?: Forest.Match
+  observation?: string
+  response?: string
+}
+
+const steps = ["match", "commit observation", "inference prefix + media", "policy messages", "commit response"] as const
+type Step = typeof steps[number]
+
+/** `messages[i]`, which must have `role`. */
+const messageAt = (messages: ReadonlyArray<Canonical.Message>, i: number, role: Canonical.Role): Canonical.Message => {
+  const message = messages[i]
+  if (message === undefined || message.role !== role) throw new Error("bench conversation shape changed")
+  return message
+}
+
+const run = (step: Step, r: Request): void => {
+  const { forest } = r.agent
+  switch (step) {
+    case "match":
+      r.matched = Forest.match(forest, r.state, { strict: false })
+      return
+    case "commit observation": {
+      const matched = r.matched ?? Forest.match(forest, r.state, { strict: false })
+      r.observation = Forest.commitObservation(forest, {
+        parent: matched.parent,
+        messages: matched.suffix,
+        tokens: matched.parent === forest.root ? [...OBSERVATION_IDS, ...OBSERVATION_IDS] : OBSERVATION_IDS,
+        tools,
+        chatTemplateKwargs: r.state.chat_template_kwargs,
+        rolloutId: 0
+      })
+      return
+    }
+    case "inference prefix + media": {
+      const at = r.observation ?? forest.root
+      consume(Forest.inferencePrefix(forest, at))
+      consume(Forest.inferenceMedia(forest, at))
+      return
+    }
+    case "policy messages":
+      consume(Forest.fullMessages(forest, r.observation ?? forest.root))
+      return
+    case "commit response":
+      r.response = Forest.commitResponse(forest, {
+        parent: r.observation ?? forest.root,
+        message: r.answer,
+        tokens: RESPONSE_IDS,
+        logprobs: LOGPROBS,
+        weightVersions: ["0"],
+        status: "completed",
+        rolloutId: 0,
+        requestId: `${r.agent.forest.sessionId}-${r.agent.turn}`,
+        abortCount: 0,
+        wallElapsedS: 0,
+        generationElapsedS: 0
+      })
+  }
+}
+
+const cpuMs = (work: () => void): number => {
+  const start = process.cpuUsage()
+  work()
+  const used = process.cpuUsage(start)
+  return (used.user + used.system) / 1000
+}
+
+const runBench = async (options: BenchOptions): Promise<BenchResult> => {
+  const sessions = options.full ? 256 : 64
+  const turns = options.full ? 64 : 32
+  const all = conversation(6 + 2 * turns)
+  const start = all.slice(0, 6)
+  const agents: Array<Agent> = Array.from({ length: sessions }, (_, i) => ({
+    forest: emptyForest(`s${i}`),
+    history: [...start],
+    turn: 0
+  }))
+  const cpu = new Map<Step, number>(steps.map((s) => [s, 0]))
+  let requests = 0
+  let allocated = 0
+  let allocatedRequests = 0
+  const measureFrom = Math.floor(turns / 4)
+  for (let turn = 0; turn < turns; turn++) {
+    const requestsOfTurn: Array<Request> = agents.map((agent) => ({
+      agent,
+      state: { messages: copyJson(agent.history), tools: copyJson(tools), chat_template_kwargs: {} },
+      answer: copyJson(messageAt(all, 6 + 2 * agent.turn, "assistant"))
+    }))
+    const measured = turn >= measureFrom
+    if (turn === turns - 1) {
+      // The last turn: bytes allocated by the whole request (its own copies of the states made beforehand).
+      const probe = requestsOfTurn.slice(0, Math.min(32, requestsOfTurn.length))
+      allocated += allocatedBytes(() => {
+        for (const r of probe) for (const step of steps) run(step, r)
+      }, 1)
+      allocatedRequests += probe.length
+      for (const r of requestsOfTurn.slice(probe.length)) for (const step of steps) run(step, r)
+    } else {
+      for (const step of steps) {
+        const used = cpuMs(() => {
+          for (const r of requestsOfTurn) run(step, r)
+        })
+        if (measured) cpu.set(step, (cpu.get(step) ?? 0) + used)
+      }
+      if (measured) requests += requestsOfTurn.length
+    }
+    for (const agent of agents) {
+      agent.history.push(messageAt(all, 6 + 2 * agent.turn, "assistant"), messageAt(all, 7 + 2 * agent.turn, "tool"))
+      agent.turn++
+    }
+  }
+  const total = [...cpu.values()].reduce((a, b) => a + b, 0)
+  return {
+    title: `SessionForest work per request: ${sessions} Sessions × ${turns} turns (history 7 → ${6 + 2 * turns} messages)`,
+    rows: [
+      ...steps.map((step) => ({ step, "CPU per request": formatMs((cpu.get(step) ?? 0) / requests) })),
+      { step: "total", "CPU per request": formatMs(total / requests) },
+      { step: "bytes allocated per request (last turn)", "CPU per request": formatBytes(allocated / allocatedRequests) }
+    ],
+    notes: [
+      `CPU: process.cpuUsage around each step over all Sessions of a turn, turns ${measureFrom + 1}–${turns - 1}; ` +
+        "allocation: V8's sampling heap profiler over the last turn of 32 Sessions (collected objects included).",
+      "Each request's history is a fresh deep copy (as a decoded body is), so matching compares, never finds identical objects."
+    ]
+  }
+}
+
+export const bench: Bench = { name: "forest", run: runBench }
