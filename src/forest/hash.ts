@@ -107,6 +107,15 @@ export const prefixHashes = (state: Canonical.State): ReadonlyArray<string> => {
  */
 export const equalJson = (a: unknown, b: unknown): boolean => {
   if (a === b) return true
+  if (typeof a === "object" && typeof b === "object" && a !== null && b !== null) {
+    if (Array.isArray(a)) {
+      if (!Array.isArray(b) || a.length !== b.length) return false
+      for (let i = 0; i < a.length; i++) if (!equalJson(a[i], b[i])) return false
+      return true
+    }
+    if (Array.isArray(b)) return false
+    return equalObjects(a as Readonly<Record<string, unknown>>, b as Readonly<Record<string, unknown>>)
+  }
   if (a === null || a === undefined) return b === null || b === undefined
   if (b === null || b === undefined) return false
   if (typeof a === "number" && typeof b === "number") return Number.isNaN(a) && Number.isNaN(b)
@@ -116,20 +125,26 @@ export const equalJson = (a: unknown, b: unknown): boolean => {
       : PythonJson.dumpsJs(a) === PythonJson.dumpsJs(b)
   }
   if (typeof a !== "object" || typeof b !== "object") return PythonJson.dumpsJs(a) === PythonJson.dumpsJs(b)
-  if (Array.isArray(a) || Array.isArray(b)) {
-    if (!Array.isArray(a) || !Array.isArray(b) || a.length !== b.length) return false
-    for (let i = 0; i < a.length; i++) if (!equalJson(a[i], b[i])) return false
-    return true
-  }
-  if (!Json.isObject(a) || !Json.isObject(b)) return false
+  return false
+}
+
+/** Inside `for … in`, V8 answers `hasOwnProperty.call(object, key)` from the enum cache (not `Object.hasOwn`). */
+const hasOwnProperty = Object.prototype.hasOwnProperty
+
+/**
+ * The object case of {@link equalJson}: the own enumerable keys with a defined value, walked with `for … in` (no
+ * key arrays; the own-property check keeps out inherited keys, as `Object.keys` would).
+ */
+const equalObjects = (a: Readonly<Record<string, unknown>>, b: Readonly<Record<string, unknown>>): boolean => {
   let keys = 0
-  for (const key of Object.keys(a)) {
+  for (const key in a) {
+    if (!hasOwnProperty.call(a, key)) continue
     const value = a[key]
     if (value === undefined) continue
     keys++
     const other = b[key]
-    if (other === undefined || !Object.hasOwn(b, key) || !equalJson(value, other)) return false
+    if (other === undefined || !hasOwnProperty.call(b, key) || !equalJson(value, other)) return false
   }
-  for (const key of Object.keys(b)) if (b[key] !== undefined) keys--
+  for (const key in b) if (hasOwnProperty.call(b, key) && b[key] !== undefined) keys--
   return keys === 0
 }

@@ -34,10 +34,14 @@ interface Request {
   readonly answer: Canonical.Message
   matched?: Forest.Match
   observation?: string
+  prefix?: ReadonlyArray<number>
   response?: string
 }
 
-const steps = ["match", "commit observation", "inference prefix + media", "policy messages", "commit response"] as const
+const forestSteps = ["match", "commit observation", "inference prefix + media", "policy messages", "commit response"] as const
+/** Not the forest's own work: what the SGLang engine then does with the prefix (`JSON.stringify` of its request). */
+const engineSteps = ["SGLang body JSON of the prefix"] as const
+const steps = [...forestSteps, ...engineSteps] as const
 type Step = typeof steps[number]
 
 /** `messages[i]`, which must have `role`. */
@@ -67,10 +71,13 @@ const run = (step: Step, r: Request): void => {
     }
     case "inference prefix + media": {
       const at = r.observation ?? forest.root
-      consume(Forest.inferencePrefix(forest, at))
+      r.prefix = Forest.inferencePrefix(forest, at)
       consume(Forest.inferenceMedia(forest, at))
       return
     }
+    case "SGLang body JSON of the prefix":
+      consume(JSON.stringify({ input_ids: r.prefix ?? [] }))
+      return
     case "policy messages":
       consume(Forest.fullMessages(forest, r.observation ?? forest.root))
       return
@@ -124,10 +131,10 @@ const runBench = async (options: BenchOptions): Promise<BenchResult> => {
       // The last turn: bytes allocated by the whole request (its own copies of the states made beforehand).
       const probe = requestsOfTurn.slice(0, Math.min(32, requestsOfTurn.length))
       allocated += allocatedBytes(() => {
-        for (const r of probe) for (const step of steps) run(step, r)
+        for (const r of probe) for (const step of forestSteps) run(step, r)
       }, 1)
       allocatedRequests += probe.length
-      for (const r of requestsOfTurn.slice(probe.length)) for (const step of steps) run(step, r)
+      for (const r of requestsOfTurn.slice(probe.length)) for (const step of forestSteps) run(step, r)
     } else {
       for (const step of steps) {
         const used = cpuMs(() => {
@@ -142,18 +149,21 @@ const runBench = async (options: BenchOptions): Promise<BenchResult> => {
       agent.turn++
     }
   }
-  const total = [...cpu.values()].reduce((a, b) => a + b, 0)
+  const total = forestSteps.reduce((sum, step) => sum + (cpu.get(step) ?? 0), 0)
   return {
     title: `SessionForest work per request: ${sessions} Sessions × ${turns} turns (history 7 → ${6 + 2 * turns} messages)`,
     rows: [
-      ...steps.map((step) => ({ step, "CPU per request": formatMs((cpu.get(step) ?? 0) / requests) })),
-      { step: "total", "CPU per request": formatMs(total / requests) },
+      ...forestSteps.map((step) => ({ step, "CPU per request": formatMs((cpu.get(step) ?? 0) / requests) })),
+      { step: "total (the forest)", "CPU per request": formatMs(total / requests) },
+      ...engineSteps.map((step) => ({ step, "CPU per request": formatMs((cpu.get(step) ?? 0) / requests) })),
       { step: "bytes allocated per request (last turn)", "CPU per request": formatBytes(allocated / allocatedRequests) }
     ],
     notes: [
       `CPU: process.cpuUsage around each step over all Sessions of a turn, turns ${measureFrom + 1}–${turns - 1}; ` +
         "allocation: V8's sampling heap profiler over the last turn of 32 Sessions (collected objects included).",
-      "Each request's history is a fresh deep copy (as a decoded body is), so matching compares, never finds identical objects."
+      "Each request's history is a fresh deep copy (as a decoded body is), so matching compares, never finds identical objects.",
+      "SGLang body JSON: JSON.stringify({input_ids}) of the inference prefix, as the SGLang engine writes its request " +
+        "(not the forest's work, but it depends on the array the forest returns; allocation excludes it)."
     ]
   }
 }
