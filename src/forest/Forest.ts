@@ -799,6 +799,15 @@ const sharedVersions = (versions: ReadonlyArray<string>): ReadonlyArray<string> 
   return list
 }
 
+/** Whether every value is exactly a 32-bit float (`-0` and `NaN` included). */
+const singles = (values: ReadonlyArray<number>): boolean => {
+  for (let i = 0; i < values.length; i++) {
+    const x = values[i]!
+    if (Math.fround(x) !== x && !Number.isNaN(x)) return false
+  }
+  return true
+}
+
 /**
  * A response's ids and logprobs in one buffer (one allocation, one `ArrayBuffer` instead of two): the logprobs
  * first, as 32-bit floats when every one is exactly a 32-bit float (SGLang's are), else as 64-bit floats, then the
@@ -810,7 +819,7 @@ export const responseArrays = (
   logprobs: ReadonlyArray<number>
 ): { readonly ids: PackedIds.PackedIds; readonly logprobs: Float32Array | Float64Array } => {
   const n = ids.length
-  const single = logprobs.every((x) => Object.is(Math.fround(x), x))
+  const single = singles(logprobs)
   const width = single ? 4 : 8
   const narrow = PackedIds.fits(ids)
   const buffer = new ArrayBuffer(n * width + PackedIds.byteLength(n, narrow))

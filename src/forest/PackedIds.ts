@@ -14,11 +14,16 @@ export type PackedIds = Uint8Array | Int32Array
 
 const LIMIT = 1 << 24
 
-const fitsOne = (id: number): boolean => id >= 0 && id < LIMIT && Number.isInteger(id)
+/**
+ * Whether `id` is an integer in [0, 2^24): keeping its low 24 bits gives it back exactly (a negative, fractional,
+ * larger or NaN id changes; `-0` packs as 0, which is what an `Int32Array` holds for it).
+ */
+const fitsOne = (id: number): boolean => (id & (LIMIT - 1)) === id
 
 /** Whether every id of `ids` packs in 3 bytes. */
 export const fits = (ids: ArrayLike<number>): boolean => {
-  for (let i = 0; i < ids.length; i++) if (!fitsOne(ids[i] ?? -1)) return false
+  const n = ids.length
+  for (let i = 0; i < n; i++) if (!fitsOne(ids[i] ?? -1)) return false
   return true
 }
 
@@ -35,7 +40,8 @@ export const packInto = (
   narrow: boolean,
   parts: ReadonlyArray<ArrayLike<number>>
 ): PackedIds => {
-  const total = parts.reduce((sum, part) => sum + part.length, 0)
+  let total = 0
+  for (const part of parts) total += part.length
   if (!narrow) {
     const wide = new Int32Array(buffer, byteOffset, total)
     let offset = 0
@@ -47,21 +53,30 @@ export const packInto = (
   }
   const bytes = new Uint8Array(buffer, byteOffset, total * 3)
   let b = 0
-  for (const part of parts) {
-    for (let i = 0; i < part.length; i++, b += 3) {
-      const id = part[i] ?? 0
-      bytes[b] = id & 0xff
-      bytes[b + 1] = (id >>> 8) & 0xff
-      bytes[b + 2] = id >>> 16
-    }
-  }
+  for (const part of parts) b = writeNarrow(bytes, b, part)
   return bytes
+}
+
+/** Write `ids` (each one {@link fitsOne}) 3 bytes each into `bytes` from `b`; returns where they end. */
+const writeNarrow = (bytes: Uint8Array, b: number, ids: ArrayLike<number>): number => {
+  const n = ids.length
+  for (let i = 0; i < n; i++, b += 3) {
+    const id = ids[i]!
+    bytes[b] = id
+    bytes[b + 1] = id >>> 8
+    bytes[b + 2] = id >>> 16
+  }
+  return b
 }
 
 /** The ids of `parts`, in order, in one packed sequence of its own. */
 export const pack = (...parts: ReadonlyArray<ArrayLike<number>>): PackedIds => {
-  const narrow = parts.every(fits)
-  const total = parts.reduce((sum, part) => sum + part.length, 0)
+  let total = 0
+  let narrow = true
+  for (const part of parts) {
+    total += part.length
+    if (narrow && !fits(part)) narrow = false
+  }
   return packInto(new ArrayBuffer(byteLength(total, narrow)), 0, narrow, parts)
 }
 

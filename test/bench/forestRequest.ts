@@ -34,13 +34,12 @@ interface Request {
   readonly answer: Canonical.Message
   matched?: Forest.Match
   observation?: string
-  prefix?: ReadonlyArray<number>
   response?: string
 }
 
 const forestSteps = ["match", "commit observation", "inference prefix + media", "policy messages", "commit response"] as const
 /** Not the forest's own work: what the SGLang engine then does with the prefix (`JSON.stringify` of its request). */
-const engineSteps = ["SGLang body JSON of the prefix"] as const
+const engineSteps = ["inference prefix + SGLang body JSON"] as const
 const steps = [...forestSteps, ...engineSteps] as const
 type Step = typeof steps[number]
 
@@ -71,12 +70,12 @@ const run = (step: Step, r: Request): void => {
     }
     case "inference prefix + media": {
       const at = r.observation ?? forest.root
-      r.prefix = Forest.inferencePrefix(forest, at)
+      consume(Forest.inferencePrefix(forest, at))
       consume(Forest.inferenceMedia(forest, at))
       return
     }
-    case "SGLang body JSON of the prefix":
-      consume(JSON.stringify({ input_ids: r.prefix ?? [] }))
+    case "inference prefix + SGLang body JSON":
+      consume(JSON.stringify({ input_ids: Forest.inferencePrefix(forest, r.observation ?? forest.root) }))
       return
     case "policy messages":
       consume(Forest.fullMessages(forest, r.observation ?? forest.root))
@@ -162,8 +161,9 @@ const runBench = async (options: BenchOptions): Promise<BenchResult> => {
       `CPU: process.cpuUsage around each step over all Sessions of a turn, turns ${measureFrom + 1}–${turns - 1}; ` +
         "allocation: V8's sampling heap profiler over the last turn of 32 Sessions (collected objects included).",
       "Each request's history is a fresh deep copy (as a decoded body is), so matching compares, never finds identical objects.",
-      "SGLang body JSON: JSON.stringify({input_ids}) of the inference prefix, as the SGLang engine writes its request " +
-        "(not the forest's work, but it depends on the array the forest returns; allocation excludes it)."
+      "Inference prefix + SGLang body JSON: the prefix again, written with JSON.stringify({input_ids}) as the SGLang " +
+        "engine writes its request (not all the forest's work, but it depends on the array the forest returns; not " +
+        "in the total nor in the allocation)."
     ]
   }
 }
