@@ -69,15 +69,29 @@ const writeNarrow = (bytes: Uint8Array, b: number, ids: ArrayLike<number>): numb
   return b
 }
 
-/** The ids of `parts`, in order, in one packed sequence of its own. */
+/**
+ * The ids of `parts`, in order, in one packed sequence of its own.
+ *
+ * **Details**
+ * One pass: the ids are checked ({@link fits}) while they are written in 3 bytes, and packed again in 4 only when
+ * one does not fit.
+ */
 export const pack = (...parts: ReadonlyArray<ArrayLike<number>>): PackedIds => {
   let total = 0
-  let narrow = true
+  for (const part of parts) total += part.length
+  const bytes = new Uint8Array(total * 3)
+  let b = 0
   for (const part of parts) {
-    total += part.length
-    if (narrow && !fits(part)) narrow = false
+    const n = part.length
+    for (let i = 0; i < n; i++, b += 3) {
+      const id = part[i] ?? -1
+      if (!fitsOne(id)) return packInto(new ArrayBuffer(byteLength(total, false)), 0, false, parts)
+      bytes[b] = id
+      bytes[b + 1] = id >>> 8
+      bytes[b + 2] = id >>> 16
+    }
   }
-  return packInto(new ArrayBuffer(byteLength(total, narrow)), 0, narrow, parts)
+  return bytes
 }
 
 /** How many ids `packed` holds. */
