@@ -361,14 +361,28 @@ const newVertex = (message: Canonical.Message | null): Vertex => ({
 const contextFingerprint = (tools: ReadonlyArray<Canonical.Tool>, kwargs: Canonical.TemplateKwargs): string =>
   `${tools.map((tool) => tool.function.name).join("\u0000")}\u0001${Hash.pythonJson(kwargs)}`
 
-/** The root vertex of a tools/kwargs context, if any state was committed in it. */
+/** Up to this many fingerprints, {@link findContext} compares every context instead of printing a fingerprint. */
+const CONTEXT_SCAN_LIMIT = 4
+
+/**
+ * The root vertex of a tools/kwargs context, if any state was committed in it.
+ *
+ * **Details**
+ * Most forests hold one context, which the request's must equal in full anyway: while there are few, they are
+ * compared directly (a difference usually shows in the first tool), without printing the request's fingerprint.
+ */
 const findContext = (
   forest: Forest,
   tools: ReadonlyArray<Canonical.Tool>,
   kwargs: Canonical.TemplateKwargs
-): Vertex | undefined =>
-  forest.contexts.get(contextFingerprint(tools, kwargs))
-    ?.find((c) => Hash.equalJson(c.tools, tools) && Hash.equalJson(c.kwargs, kwargs))?.vertex
+): Vertex | undefined => {
+  const sameContext = (c: ContextRoot) => Hash.equalJson(c.tools, tools) && Hash.equalJson(c.kwargs, kwargs)
+  if (forest.contexts.size <= CONTEXT_SCAN_LIMIT) {
+    for (const group of forest.contexts.values()) for (const c of group) if (sameContext(c)) return c.vertex
+    return undefined
+  }
+  return forest.contexts.get(contextFingerprint(tools, kwargs))?.find(sameContext)?.vertex
+}
 
 /** The root vertex of a tools/kwargs context, created on first use. */
 const contextVertex = (

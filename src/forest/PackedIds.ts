@@ -181,8 +181,7 @@ export const commonPrefix = (ids: ArrayLike<number>, packed: PackedIds): number 
     return i
   }
   for (let b = 0; i < n; i++, b += 3) {
-    const id = (packed[b] ?? 0) | ((packed[b + 1] ?? 0) << 8) | ((packed[b + 2] ?? 0) << 16)
-    if (ids[i] !== id) break
+    if (ids[i] !== (packed[b]! | (packed[b + 1]! << 8) | (packed[b + 2]! << 16))) break
   }
   return i
 }
