@@ -900,18 +900,22 @@ export const commitObservation = (forest: Forest, o: ObservationCommit): string 
   if (o.messages.length === 0) return parent.hash
   const atRoot = parent.up === null
   if (!atRoot) {
-    const tools = toolsOf(parent)
-    const kwargs = kwargsOf(forest, parent)
-    if (!Hash.equalJson(tools, o.tools)) {
+    if (!Hash.equalJson(toolsOf(parent), o.tools)) {
       invariant(forest, `tools changed inside session subtree: ${forest.sessionId}`)
     }
-    if (!Hash.equalJson(kwargs, o.chatTemplateKwargs)) {
+    if (!Hash.equalJson(kwargsOf(forest, parent), o.chatTemplateKwargs)) {
       invariant(forest, `chat template changed inside session subtree: ${forest.sessionId}`)
     }
   }
   const running = takeRunning(forest, parent)
   Hash.append(running, parent.messageCount, o.messages)
-  const hash = Hash.finishState(running, o.tools, o.chatTemplateKwargs)
+  // Deeper than the root, the subtree's own tools and kwargs print as the request's (checked above) and are kept.
+  const hash = Hash.finishWith(
+    running,
+    atRoot
+      ? Hash.closing(o.tools, o.chatTemplateKwargs)
+      : Hash.closingOfSubtree(toolsOf(parent), kwargsOf(forest, parent))
+  )
   const found = existing(forest, hash, "obs")
   if (found !== undefined) return found
   const messages = deepCopy(o.messages)
@@ -947,11 +951,9 @@ export const commitResponse = (forest: Forest, r: ResponseCommit): string => {
   if (r.logprobs.length !== r.tokens.length) {
     invariant(forest, `response ${r.requestId} has ${r.tokens.length} tokens but ${r.logprobs.length} logprobs`)
   }
-  const tools = toolsOf(parent)
-  const kwargs = kwargsOf(forest, parent)
   const running = takeRunning(forest, parent)
   Hash.append(running, parent.messageCount, [r.message])
-  const hash = Hash.finishState(running, tools, kwargs)
+  const hash = Hash.finishWith(running, Hash.closingOfSubtree(toolsOf(parent), kwargsOf(forest, parent)))
   const found = existing(forest, hash, "resp")
   if (found !== undefined) {
     const committed = node(forest, found)

@@ -24,8 +24,29 @@ export const pythonJson = (value: Canonical.Json): string => PythonJson.dumpsJs(
 
 const messageJson = (message: Canonical.Message): string => PythonJson.dumpsJs(message)
 
-const closing = (tools: ReadonlyArray<Canonical.Tool>, kwargs: Canonical.TemplateKwargs): string =>
+/** What follows the messages in a state's hashed text: `],"template_kwargs":K,"tools":T}`. */
+export const closing = (tools: ReadonlyArray<Canonical.Tool>, kwargs: Canonical.TemplateKwargs): string =>
   `],"template_kwargs":${PythonJson.dumpsJs(kwargs)},"tools":${PythonJson.dumpsJs(tools)}}`
+
+/**
+ * Printed closings of tool lists, by the list (a subtree's own copy, which never changes) and its kwargs object: a
+ * Session's commits print the same tools again and again, and a tool list is often kilobytes. Only lists with tools
+ * are kept, and only while their list is alive.
+ */
+const closings = new WeakMap<object, { readonly kwargs: Canonical.TemplateKwargs; readonly text: string }>()
+
+/**
+ * {@link closing} of a subtree's own tools and kwargs (objects that are never changed), printed once per list and
+ * kept while the list lives.
+ */
+export const closingOfSubtree = (tools: ReadonlyArray<Canonical.Tool>, kwargs: Canonical.TemplateKwargs): string => {
+  if (tools.length === 0) return closing(tools, kwargs)
+  const kept = closings.get(tools)
+  if (kept !== undefined && kept.kwargs === kwargs) return kept.text
+  const text = closing(tools, kwargs)
+  closings.set(tools, { kwargs, text })
+  return text
+}
 
 /**
  * A running reference hash: SHA-256 over `{"messages":[m1,…,mk` for a committed message list.
@@ -76,7 +97,11 @@ export const finishState = (
   state: State,
   tools: ReadonlyArray<Canonical.Tool>,
   kwargs: Canonical.TemplateKwargs
-): string => state.copy().update(closing(tools, kwargs), "utf8").digest("hex")
+): string => finishWith(state, closing(tools, kwargs))
+
+/** {@link finishState} with the {@link closing} text already printed. */
+export const finishWith = (state: State, closingText: string): string =>
+  state.copy().update(closingText, "utf8").digest("hex")
 
 /** The reference state hash of a canonical state (docs/sessionforest.md "State hashes"). */
 export const ofState = (state: Canonical.State): string =>

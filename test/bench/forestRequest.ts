@@ -19,6 +19,24 @@ const OBSERVATION_IDS = Array.from({ length: 80 }, (_, i) => (i * 7919 + 11) % 1
 const RESPONSE_IDS = Array.from({ length: 100 }, (_, i) => (i * 104_729 + 5) % 150_000)
 const LOGPROBS = RESPONSE_IDS.map((_, i) => -(i % 17) / 8)
 
+/** Twelve tools of a realistic size (~7 KB of JSON), as a coding agent sends with every request. */
+const twelveTools: ReadonlyArray<Canonical.Tool> = Array.from({ length: 12 }, (_, i) => ({
+  type: "function",
+  function: {
+    name: `tool_${i}`,
+    description: "Does something useful with the repository; ".repeat(6),
+    parameters: {
+      type: "object",
+      properties: {
+        path: { type: "string", description: "A path in the repository, relative to its root." },
+        limit: { type: "integer", description: "At most this many results." },
+        pattern: { type: "string" }
+      },
+      required: ["path"]
+    }
+  }
+}))
+
 interface Agent {
   readonly forest: Forest.Forest
   /** The full history as the agent echoes it (its own objects; each request sends a fresh copy). */
@@ -62,7 +80,7 @@ const run = (step: Step, r: Request): void => {
         parent: matched.parent,
         messages: matched.suffix,
         tokens: matched.parent === forest.root ? [...OBSERVATION_IDS, ...OBSERVATION_IDS] : OBSERVATION_IDS,
-        tools,
+        tools: r.state.tools,
         chatTemplateKwargs: r.state.chat_template_kwargs,
         rolloutId: 0
       })
@@ -104,9 +122,13 @@ const cpuMs = (work: () => void): number => {
   return (used.user + used.system) / 1000
 }
 
-const runBench = async (options: BenchOptions): Promise<BenchResult> => {
-  const sessions = options.full ? 256 : 64
-  const turns = options.full ? 64 : 32
+interface Measured {
+  readonly cpu: ReadonlyMap<Step, number>
+  readonly requests: number
+  readonly allocatedPerRequest: number
+}
+
+const measure = (sessions: number, turns: number, toolList: ReadonlyArray<Canonical.Tool>): Measured => {
   const all = conversation(6 + 2 * turns)
   const start = all.slice(0, 6)
   const agents: Array<Agent> = Array.from({ length: sessions }, (_, i) => ({
@@ -122,7 +144,7 @@ const runBench = async (options: BenchOptions): Promise<BenchResult> => {
   for (let turn = 0; turn < turns; turn++) {
     const requestsOfTurn: Array<Request> = agents.map((agent) => ({
       agent,
-      state: { messages: copyJson(agent.history), tools: copyJson(tools), chat_template_kwargs: {} },
+      state: { messages: copyJson(agent.history), tools: copyJson(toolList), chat_template_kwargs: {} },
       answer: copyJson(messageAt(all, 6 + 2 * agent.turn, "assistant"))
     }))
     const measured = turn >= measureFrom
@@ -148,18 +170,33 @@ const runBench = async (options: BenchOptions): Promise<BenchResult> => {
       agent.turn++
     }
   }
-  const total = forestSteps.reduce((sum, step) => sum + (cpu.get(step) ?? 0), 0)
+  return { cpu, requests, allocatedPerRequest: allocated / allocatedRequests }
+}
+
+const runBench = async (options: BenchOptions): Promise<BenchResult> => {
+  const sessions = options.full ? 256 : 64
+  const turns = options.full ? 64 : 32
+  const measureFrom = Math.floor(turns / 4)
+  const runs = [
+    { label: "1 tool", result: measure(sessions, turns, tools) },
+    { label: "12 tools", result: measure(sessions, turns, twelveTools) }
+  ]
+  const perRequest = (m: Measured, step: Step) => formatMs((m.cpu.get(step) ?? 0) / m.requests)
+  const row = (step: string, value: (m: Measured) => string) =>
+    Object.fromEntries([["step", step], ...runs.map((r) => [r.label, value(r.result)])])
   return {
     title: `SessionForest work per request: ${sessions} Sessions × ${turns} turns (history 7 → ${6 + 2 * turns} messages)`,
     rows: [
-      ...forestSteps.map((step) => ({ step, "CPU per request": formatMs((cpu.get(step) ?? 0) / requests) })),
-      { step: "total (the forest)", "CPU per request": formatMs(total / requests) },
-      ...engineSteps.map((step) => ({ step, "CPU per request": formatMs((cpu.get(step) ?? 0) / requests) })),
-      { step: "bytes allocated per request (last turn)", "CPU per request": formatBytes(allocated / allocatedRequests) }
+      ...forestSteps.map((step) => row(step, (m) => perRequest(m, step))),
+      row("total (the forest)", (m) =>
+        formatMs(forestSteps.reduce((sum, step) => sum + (m.cpu.get(step) ?? 0), 0) / m.requests)),
+      ...engineSteps.map((step) => row(step, (m) => perRequest(m, step))),
+      row("bytes allocated per request (last turn)", (m) => formatBytes(m.allocatedPerRequest))
     ],
     notes: [
       `CPU: process.cpuUsage around each step over all Sessions of a turn, turns ${measureFrom + 1}–${turns - 1}; ` +
         "allocation: V8's sampling heap profiler over the last turn of 32 Sessions (collected objects included).",
+      "1 tool: the conversations' small read_file tool; 12 tools: ~7 KB of tool definitions with every request.",
       "Each request's history is a fresh deep copy (as a decoded body is), so matching compares, never finds identical objects.",
       "Inference prefix + SGLang body JSON: the prefix again, written with JSON.stringify({input_ids}) as the SGLang " +
         "engine writes its request (not all the forest's work, but it depends on the array the forest returns; not " +
