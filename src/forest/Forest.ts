@@ -33,6 +33,8 @@ interface NodeBase {
   readonly hash: string
   /** Parent state hash; null only for the root. */
   readonly parent: string | null
+  /** @internal The parent node (what `parent` names); null only for the root. */
+  readonly up: Node | null
   readonly rolloutId: number
   readonly abortCount: number
   /** The canonical messages this node added. */
@@ -52,6 +54,8 @@ interface NodeBase {
   readonly ids: PackedIds.PackedIds
   /** Hash of the subtree root (lineage[1]); null for the root. */
   readonly subtree: string | null
+  /** @internal The subtree root node (what `subtree` names; itself for a subtree root); null for the root. */
+  readonly top: ObservationNode | null
   /** Training tokens from the root through this node (what context limits count). */
   readonly tokenCount: number
   /** Messages from the root through this node. */
@@ -139,14 +143,14 @@ export type Node = ObservationNode | ResponseNode
  */
 class Observation implements ObservationNode {
   readonly hash: string
-  readonly parent: string | null
+  readonly up: Node | null
   readonly rolloutId: number
   readonly abortCount: number
   readonly messages: ReadonlyArray<Canonical.Message>
   readonly ids: PackedIds.PackedIds
   /** The training ids when they differ from `ids` (images expanded for training). */
   readonly trainIds: PackedIds.PackedIds | undefined
-  readonly subtree: string | null
+  readonly top: ObservationNode | null
   readonly tokenCount: number
   readonly messageCount: number
   running: Hash.State | undefined
@@ -156,17 +160,19 @@ class Observation implements ObservationNode {
   readonly imageGrids: ReadonlyArray<ImageGrid.Grid>
   readonly tools: ReadonlyArray<Canonical.Tool> | null
   readonly chatTemplateKwargs: Canonical.TemplateKwargs | null
-  constructor(init: Omit<ObservationNode, "kind" | "tokens" | "trainTokens"> & {
+  /** `init.top` undefined: this observation is a subtree root (its own `top`). */
+  constructor(init: Omit<ObservationNode, "kind" | "tokens" | "trainTokens" | "parent" | "subtree" | "top"> & {
     readonly trainIds: PackedIds.PackedIds | undefined
+    readonly top: ObservationNode | null | undefined
   }) {
     this.hash = init.hash
-    this.parent = init.parent
+    this.up = init.up
     this.rolloutId = init.rolloutId
     this.abortCount = init.abortCount
     this.messages = init.messages
     this.ids = init.ids
     this.trainIds = init.trainIds
-    this.subtree = init.subtree
+    this.top = init.top === undefined ? this : init.top
     this.tokenCount = init.tokenCount
     this.messageCount = init.messageCount
     this.running = init.running
@@ -180,6 +186,12 @@ class Observation implements ObservationNode {
   get kind(): "obs" {
     return "obs"
   }
+  get parent(): string | null {
+    return this.up === null ? null : this.up.hash
+  }
+  get subtree(): string | null {
+    return this.top === null ? null : this.top.hash
+  }
   get tokens(): Int32Array {
     return PackedIds.unpack(this.ids)
   }
@@ -191,13 +203,13 @@ class Observation implements ObservationNode {
 /** @internal The stored form of a response node (see {@link Observation}); `messages` is `[message]`, made on read. */
 class Response implements ResponseNode {
   readonly hash: string
-  readonly parent: string | null
+  readonly up: Node
   readonly rolloutId: number
   readonly abortCount: number
   readonly message: Canonical.Message
   readonly ids: PackedIds.PackedIds
   readonly logprobs: Float32Array | Float64Array
-  readonly subtree: string | null
+  readonly top: ObservationNode | null
   readonly tokenCount: number
   readonly messageCount: number
   running: Hash.State | undefined
@@ -208,15 +220,17 @@ class Response implements ResponseNode {
   readonly requestId: string
   readonly wallElapsedS: number
   readonly generationElapsedS: number
-  constructor(init: Omit<ResponseNode, "kind" | "tokens" | "trainTokens" | "messages">) {
+  constructor(init: Omit<ResponseNode, "kind" | "tokens" | "trainTokens" | "messages" | "parent" | "subtree" | "up"> & {
+    readonly up: Node
+  }) {
     this.hash = init.hash
-    this.parent = init.parent
+    this.up = init.up
     this.rolloutId = init.rolloutId
     this.abortCount = init.abortCount
     this.message = init.message
     this.ids = init.ids
     this.logprobs = init.logprobs
-    this.subtree = init.subtree
+    this.top = init.top
     this.tokenCount = init.tokenCount
     this.messageCount = init.messageCount
     this.running = init.running
@@ -230,6 +244,12 @@ class Response implements ResponseNode {
   }
   get kind(): "resp" {
     return "resp"
+  }
+  get parent(): string {
+    return this.up.hash
+  }
+  get subtree(): string | null {
+    return this.top === null ? null : this.top.hash
   }
   get messages(): ReadonlyArray<Canonical.Message> {
     return [this.message]
@@ -293,13 +313,13 @@ export class Forest {
     const vertex = contextVertex(this, [], init.baseKwargs)
     const root = new Observation({
       hash: Hash.finishState(Hash.startState(), [], init.baseKwargs),
-      parent: null,
+      up: null,
       rolloutId: 0,
       abortCount: 0,
       messages: [],
       ids: noIds,
       trainIds: undefined,
-      subtree: null,
+      top: null,
       tokenCount: 0,
       messageCount: 0,
       running: undefined,
@@ -341,14 +361,28 @@ const newVertex = (message: Canonical.Message | null): Vertex => ({
 const contextFingerprint = (tools: ReadonlyArray<Canonical.Tool>, kwargs: Canonical.TemplateKwargs): string =>
   `${tools.map((tool) => tool.function.name).join("\u0000")}\u0001${Hash.pythonJson(kwargs)}`
 
-/** The root vertex of a tools/kwargs context, if any state was committed in it. */
+/** Up to this many fingerprints, {@link findContext} compares every context instead of printing a fingerprint. */
+const CONTEXT_SCAN_LIMIT = 4
+
+/**
+ * The root vertex of a tools/kwargs context, if any state was committed in it.
+ *
+ * **Details**
+ * Most forests hold one context, which the request's must equal in full anyway: while there are few, they are
+ * compared directly (a difference usually shows in the first tool), without printing the request's fingerprint.
+ */
 const findContext = (
   forest: Forest,
   tools: ReadonlyArray<Canonical.Tool>,
   kwargs: Canonical.TemplateKwargs
-): Vertex | undefined =>
-  forest.contexts.get(contextFingerprint(tools, kwargs))
-    ?.find((c) => Hash.equalJson(c.tools, tools) && Hash.equalJson(c.kwargs, kwargs))?.vertex
+): Vertex | undefined => {
+  const sameContext = (c: ContextRoot) => Hash.equalJson(c.tools, tools) && Hash.equalJson(c.kwargs, kwargs)
+  if (forest.contexts.size <= CONTEXT_SCAN_LIMIT) {
+    for (const group of forest.contexts.values()) for (const c of group) if (sameContext(c)) return c.vertex
+    return undefined
+  }
+  return forest.contexts.get(contextFingerprint(tools, kwargs))?.find(sameContext)?.vertex
+}
 
 /** The root vertex of a tools/kwargs context, created on first use. */
 const contextVertex = (
@@ -502,24 +536,33 @@ export const isRoot = (forest: Forest, hash: string): boolean => hash === forest
 /** The current leaf states (a copy). */
 export const leaves = (forest: Forest): ReadonlyArray<string> => [...forest.leafSet]
 
+/** How many nodes lead from the root to `n` (the root's depth is 1). */
+const depth = (n: Node): number => {
+  let count = 0
+  for (let at: Node | null = n; at !== null; at = at.up) count++
+  return count
+}
+
 /** The nodes from the root to `hash`, root first. */
 export const lineage = (forest: Forest, hash: string): ReadonlyArray<Node> => {
-  const out: Array<Node> = []
-  let current: string | null = hash
-  while (current !== null) {
-    const n = node(forest, current)
-    out.push(n)
-    current = n.parent
-  }
-  return out.reverse()
+  const leaf = node(forest, hash)
+  const out = new Array<Node>(depth(leaf))
+  let i = out.length
+  for (let at: Node | null = leaf; at !== null; at = at.up) out[--i] = at
+  return out
 }
 
 /** The full canonical conversation of a state (concatenated message deltas). */
 export const fullMessages = (forest: Forest, hash: string): ReadonlyArray<Canonical.Message> => {
-  const out: Array<Canonical.Message> = []
-  for (const n of lineage(forest, hash)) {
-    if (n.kind === "resp") out.push(n.message)
-    else for (const message of n.messages) out.push(message)
+  const leaf = node(forest, hash)
+  const out = new Array<Canonical.Message>(leaf.messageCount)
+  let end = out.length
+  for (let at: Node | null = leaf; at !== null; at = at.up) {
+    if (at instanceof Response) out[--end] = at.message
+    else {
+      const messages = at.messages
+      for (let i = messages.length - 1; i >= 0; i--) out[--end] = messages[i] as Canonical.Message
+    }
   }
   return out
 }
@@ -527,41 +570,52 @@ export const fullMessages = (forest: Forest, hash: string): ReadonlyArray<Canoni
 /** How many token ids a node added (its inference view: the length of `tokens`, without copying them). */
 export const tokenLength = (n: Node): number => PackedIds.length(n.ids)
 
-const subtreeRoot = (forest: Forest, n: Node): ObservationNode | null => {
-  if (n.subtree === null) return null
-  const root = node(forest, n.subtree)
-  return root.kind === "obs" ? root : null
-}
-
 /** Tools of the state's subtree (`[]` at the root). */
 export const subtreeTools = (forest: Forest, hash: string): ReadonlyArray<Canonical.Tool> =>
-  subtreeRoot(forest, node(forest, hash))?.tools ?? []
+  toolsOf(node(forest, hash))
 
 /** Template kwargs of the state's subtree (the base kwargs at the root). */
 export const subtreeKwargs = (forest: Forest, hash: string): Canonical.TemplateKwargs =>
-  subtreeRoot(forest, node(forest, hash))?.chatTemplateKwargs ?? forest.baseKwargs
+  kwargsOf(forest, node(forest, hash))
+
+const toolsOf = (n: Node): ReadonlyArray<Canonical.Tool> => n.top?.tools ?? noTools
+
+const kwargsOf = (forest: Forest, n: Node): Canonical.TemplateKwargs => n.top?.chatTemplateKwargs ?? forest.baseKwargs
 
 /** Total training tokens from the root through `hash` (O(1)). */
 export const trainTokenCount = (forest: Forest, hash: string): number => node(forest, hash).tokenCount
 
-/** The token ids the engine continues from at `hash`: every delta along the lineage, in order. */
+/**
+ * The token ids the engine continues from at `hash`: every delta along the lineage, in order.
+ *
+ * **Details**
+ * One packed array of the prefix's length ({@link PackedIds.concat} of the nodes' ids).
+ */
 export const inferencePrefix = (forest: Forest, hash: string): ReadonlyArray<number> => {
-  const nodes = lineage(forest, hash)
-  const out = new Array<number>(nodes.reduce((total, n) => total + tokenLength(n), 0))
-  let offset = 0
-  for (const n of nodes) {
-    PackedIds.copyInto(n.ids, out, offset)
-    offset += tokenLength(n)
-  }
-  return out
+  const leaf = node(forest, hash)
+  const parts = new Array<PackedIds.PackedIds>(depth(leaf))
+  let i = parts.length
+  for (let at: Node | null = leaf; at !== null; at = at.up) parts[--i] = at.ids
+  return PackedIds.concat(parts)
 }
 
 /**
  * The media the engine needs with {@link inferencePrefix} at `hash` (SGLang `image_data`): the `image_url` URLs of
  * every observation along the lineage, in prompt order (the reference's `backend_image_data` of the execution prefix).
  */
-export const inferenceMedia = (forest: Forest, hash: string): ReadonlyArray<string> =>
-  lineage(forest, hash).flatMap((n) => (n.kind === "obs" ? n.media : []))
+export const inferenceMedia = (forest: Forest, hash: string): ReadonlyArray<string> => {
+  const leaf = node(forest, hash)
+  let count = 0
+  for (let at: Node | null = leaf; at !== null; at = at.up) if (at instanceof Observation) count += at.media.length
+  if (count === 0) return noStrings
+  const out = new Array<string>(count)
+  for (let at: Node | null = leaf; at !== null; at = at.up) {
+    if (!(at instanceof Observation)) continue
+    const media = at.media
+    for (let i = media.length - 1; i >= 0; i--) out[--count] = media[i] as string
+  }
+  return out
+}
 
 /**
  * The response committed for an engine request id, if any (the existing response for a request that re-committed
@@ -691,9 +745,9 @@ export const match = (forest: Forest, state: Canonical.State, options: { readonl
 const register = (forest: Forest, n: Node): string => {
   forest.nodeMap.set(n.hash, n)
   markState(forest, n.vertex, n)
-  if (n.parent !== null) {
+  if (n.up !== null) {
     forest.leafSet.add(n.hash)
-    forest.leafSet.delete(n.parent)
+    forest.leafSet.delete(n.up.hash)
   }
   return n.hash
 }
@@ -734,6 +788,7 @@ const takeRunning = (forest: Forest, parent: Node): Hash.State => {
 const noStrings: ReadonlyArray<string> = Object.freeze([])
 const noIds: PackedIds.PackedIds = new Uint8Array(0)
 const noGrids: ReadonlyArray<ImageGrid.Grid> = Object.freeze([])
+const noTools: ReadonlyArray<Canonical.Tool> = Object.freeze([])
 const noKwargs: Canonical.TemplateKwargs = Object.freeze({})
 
 const orNone = <A>(values: ReadonlyArray<A>): ReadonlyArray<A> =>
@@ -758,6 +813,15 @@ const sharedVersions = (versions: ReadonlyArray<string>): ReadonlyArray<string> 
   return list
 }
 
+/** Whether every value is exactly a 32-bit float (`-0` and `NaN` included). */
+const singles = (values: ReadonlyArray<number>): boolean => {
+  for (let i = 0; i < values.length; i++) {
+    const x = values[i]!
+    if (Math.fround(x) !== x && !Number.isNaN(x)) return false
+  }
+  return true
+}
+
 /**
  * A response's ids and logprobs in one buffer (one allocation, one `ArrayBuffer` instead of two): the logprobs
  * first, as 32-bit floats when every one is exactly a 32-bit float (SGLang's are), else as 64-bit floats, then the
@@ -769,7 +833,7 @@ export const responseArrays = (
   logprobs: ReadonlyArray<number>
 ): { readonly ids: PackedIds.PackedIds; readonly logprobs: Float32Array | Float64Array } => {
   const n = ids.length
-  const single = logprobs.every((x) => Object.is(Math.fround(x), x))
+  const single = singles(logprobs)
   const width = single ? 4 : 8
   const narrow = PackedIds.fits(ids)
   const buffer = new ArrayBuffer(n * width + PackedIds.byteLength(n, narrow))
@@ -834,33 +898,37 @@ export const observationTrainLength = (o: ObservationCommit): number => (o.train
 export const commitObservation = (forest: Forest, o: ObservationCommit): string => {
   const parent = node(forest, o.parent)
   if (o.messages.length === 0) return parent.hash
-  const atRoot = parent.parent === null
+  const atRoot = parent.up === null
   if (!atRoot) {
-    const tools = subtreeTools(forest, parent.hash)
-    const kwargs = subtreeKwargs(forest, parent.hash)
-    if (!Hash.equalJson(tools, o.tools)) {
+    if (!Hash.equalJson(toolsOf(parent), o.tools)) {
       invariant(forest, `tools changed inside session subtree: ${forest.sessionId}`)
     }
-    if (!Hash.equalJson(kwargs, o.chatTemplateKwargs)) {
+    if (!Hash.equalJson(kwargsOf(forest, parent), o.chatTemplateKwargs)) {
       invariant(forest, `chat template changed inside session subtree: ${forest.sessionId}`)
     }
   }
   const running = takeRunning(forest, parent)
   Hash.append(running, parent.messageCount, o.messages)
-  const hash = Hash.finishState(running, o.tools, o.chatTemplateKwargs)
+  // Deeper than the root, the subtree's own tools and kwargs print as the request's (checked above) and are kept.
+  const hash = Hash.finishWith(
+    running,
+    atRoot
+      ? Hash.closing(o.tools, o.chatTemplateKwargs)
+      : Hash.closingOfSubtree(toolsOf(parent), kwargsOf(forest, parent))
+  )
   const found = existing(forest, hash, "obs")
   if (found !== undefined) return found
   const messages = deepCopy(o.messages)
   const start = atRoot ? contextVertex(forest, o.tools, o.chatTemplateKwargs) : parent.vertex
   const n = new Observation({
     hash,
-    parent: parent.hash,
+    up: parent,
     rolloutId: o.rolloutId,
     abortCount: atRoot ? 0 : parent.abortCount,
     messages,
     ids: PackedIds.pack(o.tokens),
     trainIds: o.train === undefined ? undefined : PackedIds.pack(o.train.tokens),
-    subtree: parent.subtree ?? hash,
+    top: parent.top ?? undefined,
     tokenCount: parent.tokenCount + observationTrainLength(o),
     messageCount: parent.messageCount + messages.length,
     running,
@@ -883,11 +951,9 @@ export const commitResponse = (forest: Forest, r: ResponseCommit): string => {
   if (r.logprobs.length !== r.tokens.length) {
     invariant(forest, `response ${r.requestId} has ${r.tokens.length} tokens but ${r.logprobs.length} logprobs`)
   }
-  const tools = subtreeTools(forest, parent.hash)
-  const kwargs = subtreeKwargs(forest, parent.hash)
   const running = takeRunning(forest, parent)
   Hash.append(running, parent.messageCount, [r.message])
-  const hash = Hash.finishState(running, tools, kwargs)
+  const hash = Hash.finishWith(running, Hash.closingOfSubtree(toolsOf(parent), kwargsOf(forest, parent)))
   const found = existing(forest, hash, "resp")
   if (found !== undefined) {
     const committed = node(forest, found)
@@ -902,11 +968,11 @@ export const commitResponse = (forest: Forest, r: ResponseCommit): string => {
   const { ids, logprobs } = responseArrays(r.tokens, r.logprobs)
   const n = new Response({
     hash,
-    parent: parent.hash,
+    up: parent,
     rolloutId: r.rolloutId,
     abortCount: r.abortCount,
     ids,
-    subtree: parent.subtree,
+    top: parent.top,
     tokenCount: parent.tokenCount + r.tokens.length,
     messageCount: parent.messageCount + 1,
     running,
@@ -938,12 +1004,7 @@ export interface ExportedContext {
 }
 
 const hasResponse = (forest: Forest, hash: string): boolean => {
-  let current: string | null = hash
-  while (current !== null) {
-    const n = node(forest, current)
-    if (n.kind === "resp") return true
-    current = n.parent
-  }
+  for (let at: Node | null = node(forest, hash); at !== null; at = at.up) if (at.kind === "resp") return true
   return false
 }
 

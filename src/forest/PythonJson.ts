@@ -63,13 +63,8 @@ export const compareKeys = (a: string, b: string): number => {
   return a.length - b.length
 }
 
-const escapes: Record<string, string> = { "\"": "\\\"", "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t" }
-
 /** A JSON string literal as Python writes it with `ensure_ascii=False` (lone surrogates are left raw). */
-export const quote = (s: string): string =>
-  `"${
-    s.replace(/[\u0000-\u001f"\\]/g, (c) => escapes[c] ?? `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`)
-  }"`
+export const quote = (s: string): string => writeString("", s)
 
 const isPyNumber = (value: object): value is PyNumber => "_tag" in value && !(value instanceof Map) && !Array.isArray(value)
 
@@ -92,21 +87,116 @@ export const dumps = (value: PyValue): string => {
 /** A JSON value as JavaScript holds it (what `JSON.parse` gives, or a Schema.Json). */
 export type JsJson = null | boolean | number | string | ReadonlyArray<JsJson> | { readonly [key: string]: JsJson }
 
-/** `json.dumps(..., ensure_ascii=False, separators=(",", ":"), sort_keys=True)` of a JavaScript JSON value. */
-export const dumpsJs = (value: unknown): string => {
-  if (value === null || value === undefined) return "null"
-  if (value === true) return "true"
-  if (value === false) return "false"
-  if (typeof value === "string") return quote(value)
-  if (typeof value === "number") return numberText(numberFromJs(value))
-  if (Array.isArray(value)) return `[${value.map(dumpsJs).join(",")}]`
-  if (Json.isObject(value)) {
-    const record = value
-    const keys = Object.keys(record).filter((k) => record[k] !== undefined).sort(compareKeys)
-    return `{${keys.map((k) => `${quote(k)}:${dumpsJs(record[k])}`).join(",")}}`
+/**
+ * `json.dumps(..., ensure_ascii=False, separators=(",", ":"), sort_keys=True)` of a JavaScript JSON value.
+ *
+ * **Details**
+ * Written in one pass into one string: no array of member texts per object, no `join`, no template string per
+ * member, and a string without a character to escape is copied as it is. `undefined` prints as `null` (and object
+ * members whose value is `undefined` are left out); other odd values print as Python's `default=str` would.
+ */
+export const dumpsJs = (value: unknown): string => writeJs("", value)
+
+const writeJs = (out: string, value: unknown): string => {
+  if (typeof value === "string") return writeString(out, value)
+  if (typeof value === "object") {
+    if (value === null) return `${out}null`
+    if (Array.isArray(value)) {
+      const n = value.length
+      if (n === 0) return `${out}[]`
+      out = writeJs(`${out}[`, value[0])
+      for (let i = 1; i < n; i++) out = writeJs(`${out},`, value[i])
+      return `${out}]`
+    }
+    return writeObject(out, value as Readonly<Record<string, unknown>>)
   }
+  if (typeof value === "number") return out + numberJs(value)
+  if (value === undefined) return `${out}null`
+  if (value === true) return `${out}true`
+  if (value === false) return `${out}false`
   // Python's `default=str` for odd values.
-  return quote(String(value))
+  return writeString(out, String(value))
+}
+
+const writeObject = (out: string, record: Readonly<Record<string, unknown>>): string => {
+  const keys = Object.keys(record)
+  let n = 0
+  for (let i = 0; i < keys.length; i++) {
+    const key = keys[i]!
+    if (record[key] !== undefined) keys[n++] = key
+  }
+  keys.length = n
+  sortKeys(keys)
+  out += "{"
+  for (let i = 0; i < n; i++) {
+    const key = keys[i]!
+    out = writeJs(`${writeString(i === 0 ? out : `${out},`, key)}:`, record[key])
+  }
+  return `${out}}`
+}
+
+/** Sort keys by code point ({@link compareKeys}): an insertion sort for the few keys most objects have. */
+const sortKeys = (keys: Array<string>): void => {
+  const n = keys.length
+  if (n > 16) {
+    keys.sort(compareKeys)
+    return
+  }
+  for (let i = 1; i < n; i++) {
+    const key = keys[i]!
+    let j = i - 1
+    while (j >= 0 && compareKeys(keys[j]!, key) > 0) {
+      keys[j + 1] = keys[j]!
+      j--
+    }
+    keys[j + 1] = key
+  }
+}
+
+/** The text of a JavaScript number: an int's digits (integral and below 1e21) or `repr(float)`. */
+const numberJs = (x: number): string =>
+  Number.isInteger(x) && Math.abs(x) < 1e21
+    ? Math.abs(x) <= MAX_SAFE ? String(x) : BigInt(x).toString()
+    : floatRepr(x)
+
+/** Characters {@link quote} escapes. */
+const toEscape = /[\u0000-\u001f"\\]/
+
+/** `out` followed by {@link quote} of `s`, escaping piece by piece only when there is something to escape. */
+const writeString = (out: string, s: string): string => {
+  if (!toEscape.test(s)) return `${out}"${s}"`
+  out += "\""
+  let from = 0
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i)
+    if (c >= 0x20 && c !== 0x22 && c !== 0x5c) continue
+    if (i > from) out += s.slice(from, i)
+    out += escapeOf(c)
+    from = i + 1
+  }
+  if (from < s.length) out += s.slice(from)
+  return `${out}"`
+}
+
+const escapeOf = (c: number): string => {
+  switch (c) {
+    case 0x22:
+      return "\\\""
+    case 0x5c:
+      return "\\\\"
+    case 0x08:
+      return "\\b"
+    case 0x0c:
+      return "\\f"
+    case 0x0a:
+      return "\\n"
+    case 0x0d:
+      return "\\r"
+    case 0x09:
+      return "\\t"
+    default:
+      return `\\u${c.toString(16).padStart(4, "0")}`
+  }
 }
 
 /** Python's `type(value)` text of a parsed value. */

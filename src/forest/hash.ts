@@ -24,8 +24,29 @@ export const pythonJson = (value: Canonical.Json): string => PythonJson.dumpsJs(
 
 const messageJson = (message: Canonical.Message): string => PythonJson.dumpsJs(message)
 
-const closing = (tools: ReadonlyArray<Canonical.Tool>, kwargs: Canonical.TemplateKwargs): string =>
+/** What follows the messages in a state's hashed text: `],"template_kwargs":K,"tools":T}`. */
+export const closing = (tools: ReadonlyArray<Canonical.Tool>, kwargs: Canonical.TemplateKwargs): string =>
   `],"template_kwargs":${PythonJson.dumpsJs(kwargs)},"tools":${PythonJson.dumpsJs(tools)}}`
+
+/**
+ * Printed closings of tool lists, by the list (a subtree's own copy, which never changes) and its kwargs object: a
+ * Session's commits print the same tools again and again, and a tool list is often kilobytes. Only lists with tools
+ * are kept, and only while their list is alive.
+ */
+const closings = new WeakMap<object, { readonly kwargs: Canonical.TemplateKwargs; readonly text: string }>()
+
+/**
+ * {@link closing} of a subtree's own tools and kwargs (objects that are never changed), printed once per list and
+ * kept while the list lives.
+ */
+export const closingOfSubtree = (tools: ReadonlyArray<Canonical.Tool>, kwargs: Canonical.TemplateKwargs): string => {
+  if (tools.length === 0) return closing(tools, kwargs)
+  const kept = closings.get(tools)
+  if (kept !== undefined && kept.kwargs === kwargs) return kept.text
+  const text = closing(tools, kwargs)
+  closings.set(tools, { kwargs, text })
+  return text
+}
 
 /**
  * A running reference hash: SHA-256 over `{"messages":[m1,…,mk` for a committed message list.
@@ -76,7 +97,11 @@ export const finishState = (
   state: State,
   tools: ReadonlyArray<Canonical.Tool>,
   kwargs: Canonical.TemplateKwargs
-): string => state.copy().update(closing(tools, kwargs), "utf8").digest("hex")
+): string => finishWith(state, closing(tools, kwargs))
+
+/** {@link finishState} with the {@link closing} text already printed. */
+export const finishWith = (state: State, closingText: string): string =>
+  state.copy().update(closingText, "utf8").digest("hex")
 
 /** The reference state hash of a canonical state (docs/sessionforest.md "State hashes"). */
 export const ofState = (state: Canonical.State): string =>
@@ -107,6 +132,15 @@ export const prefixHashes = (state: Canonical.State): ReadonlyArray<string> => {
  */
 export const equalJson = (a: unknown, b: unknown): boolean => {
   if (a === b) return true
+  if (typeof a === "object" && typeof b === "object" && a !== null && b !== null) {
+    if (Array.isArray(a)) {
+      if (!Array.isArray(b) || a.length !== b.length) return false
+      for (let i = 0; i < a.length; i++) if (!equalJson(a[i], b[i])) return false
+      return true
+    }
+    if (Array.isArray(b)) return false
+    return equalObjects(a as Readonly<Record<string, unknown>>, b as Readonly<Record<string, unknown>>)
+  }
   if (a === null || a === undefined) return b === null || b === undefined
   if (b === null || b === undefined) return false
   if (typeof a === "number" && typeof b === "number") return Number.isNaN(a) && Number.isNaN(b)
@@ -116,20 +150,26 @@ export const equalJson = (a: unknown, b: unknown): boolean => {
       : PythonJson.dumpsJs(a) === PythonJson.dumpsJs(b)
   }
   if (typeof a !== "object" || typeof b !== "object") return PythonJson.dumpsJs(a) === PythonJson.dumpsJs(b)
-  if (Array.isArray(a) || Array.isArray(b)) {
-    if (!Array.isArray(a) || !Array.isArray(b) || a.length !== b.length) return false
-    for (let i = 0; i < a.length; i++) if (!equalJson(a[i], b[i])) return false
-    return true
-  }
-  if (!Json.isObject(a) || !Json.isObject(b)) return false
+  return false
+}
+
+/** Inside `for … in`, V8 answers `hasOwnProperty.call(object, key)` from the enum cache (not `Object.hasOwn`). */
+const hasOwnProperty = Object.prototype.hasOwnProperty
+
+/**
+ * The object case of {@link equalJson}: the own enumerable keys with a defined value, walked with `for … in` (no
+ * key arrays; the own-property check keeps out inherited keys, as `Object.keys` would).
+ */
+const equalObjects = (a: Readonly<Record<string, unknown>>, b: Readonly<Record<string, unknown>>): boolean => {
   let keys = 0
-  for (const key of Object.keys(a)) {
+  for (const key in a) {
+    if (!hasOwnProperty.call(a, key)) continue
     const value = a[key]
     if (value === undefined) continue
     keys++
     const other = b[key]
-    if (other === undefined || !Object.hasOwn(b, key) || !equalJson(value, other)) return false
+    if (other === undefined || !hasOwnProperty.call(b, key) || !equalJson(value, other)) return false
   }
-  for (const key of Object.keys(b)) if (b[key] !== undefined) keys--
+  for (const key in b) if (hasOwnProperty.call(b, key) && b[key] !== undefined) keys--
   return keys === 0
 }

@@ -6,6 +6,7 @@
  * Candidates of one comparison run in alternating rounds (A, B, C, A, B, C, …) and report the median round, so a
  * noisy neighbour on the shared cores slows every candidate alike instead of skewing one ratio.
  */
+import { Session } from "node:inspector"
 import { performance } from "node:perf_hooks"
 import { setFlagsFromString } from "node:v8"
 import { runInNewContext } from "node:vm"
@@ -142,4 +143,30 @@ export const printResult = (result: BenchResult, elapsedMs: number): void => {
   console.log(line(widths.map((w) => "-".repeat(w))))
   for (const row of result.rows) console.log(line(columns.map((column) => row[column] ?? "")))
   for (const note of result.notes) console.log(`  · ${note}`)
+}
+
+/** Bytes allocated by `calls` calls of `run` (sampled every 256 bytes, objects collected meanwhile included). */
+export const allocatedBytes = (run: () => unknown, calls: number): number => {
+  const session = new Session()
+  session.connect()
+  let total = Number.NaN
+  // An in-process inspector session answers synchronously.
+  session.post("HeapProfiler.startSampling", {
+    samplingInterval: 256,
+    includeObjectsCollectedByMajorGC: true,
+    includeObjectsCollectedByMinorGC: true
+  })
+  for (let i = 0; i < calls; i++) run()
+  session.post("HeapProfiler.stopSampling", (error, result) => {
+    if (error !== null) return
+    let sum = 0
+    const walk = (node: { readonly selfSize: number; readonly children: ReadonlyArray<typeof node> }): void => {
+      sum += node.selfSize
+      for (const child of node.children) walk(child)
+    }
+    walk(result.profile.head)
+    total = sum
+  })
+  session.disconnect()
+  return total / calls
 }

@@ -6,7 +6,6 @@
 import { Tokenizer as HfTokenizer } from "@huggingface/tokenizers"
 import { Effect, Result } from "effect"
 import { readFileSync } from "node:fs"
-import { Session } from "node:inspector"
 import { createRequire } from "node:module"
 import { dirname, join } from "node:path"
 import { byteLevelDecoder } from "../../layers/internal/ByteLevelDecode.ts"
@@ -15,7 +14,7 @@ import type * as Canonical from "../../src/protocol/canonical.ts"
 import * as ObservationDelta from "../../src/template/ObservationDelta.ts"
 import * as Tokenizer from "../../layers/Tokenizer.ts"
 import { conversation, tools } from "./conversation.ts"
-import { type Bench, type BenchResult, compare, consume, formatBytes, formatMs, formatRatio, median } from "./harness.ts"
+import { allocatedBytes, type Bench, type BenchResult, compare, consume, formatBytes, formatMs, formatRatio, median } from "./harness.ts"
 
 const run = async (): Promise<BenchResult> => {
   const tokenizer = await Effect.runPromise(Tokenizer.load())
@@ -60,32 +59,6 @@ const run = async (): Promise<BenchResult> => {
         "sampling heap profiler, collected objects included), the two alternating."
     ]
   }
-}
-
-/** Bytes allocated by `calls` calls of `run` (sampled every 256 bytes, objects collected meanwhile included). */
-const allocatedBytes = (run: () => unknown, calls: number): number => {
-  const session = new Session()
-  session.connect()
-  let total = Number.NaN
-  // An in-process inspector session answers synchronously.
-  session.post("HeapProfiler.startSampling", {
-    samplingInterval: 256,
-    includeObjectsCollectedByMajorGC: true,
-    includeObjectsCollectedByMinorGC: true
-  })
-  for (let i = 0; i < calls; i++) run()
-  session.post("HeapProfiler.stopSampling", (error, result) => {
-    if (error !== null) return
-    let sum = 0
-    const walk = (node: { readonly selfSize: number; readonly children: ReadonlyArray<typeof node> }): void => {
-      sum += node.selfSize
-      for (const child of node.children) walk(child)
-    }
-    walk(result.profile.head)
-    total = sum
-  })
-  session.disconnect()
-  return total / calls
 }
 
 /** CPU time per call of each candidate, alternating candidates over rounds; the median round. */

@@ -1,6 +1,6 @@
 /**
  * Runs the benchmarks and prints one table per benchmark: `npm run bench` (all, quick sizes), `npm run bench full`
- * (the sizes docs/performance.md reports), or `npm run bench -- floor history` (only those named: memory, prefix,
+ * (the sizes docs/performance.md reports), or `npm run bench -- floor history` (only those named: memory, prefix, forest,
  * delta, gateway, lifecycle, floor, history, sessions, simulation, spawn).
  *
  * **Details**
@@ -15,6 +15,7 @@ import { bench as delta } from "./observationDelta.ts"
 import { bench as gateway } from "./gateway.ts"
 import { type Bench, formatMs, printResult } from "./harness.ts"
 import { bench as memory } from "./forestMemory.ts"
+import { bench as forest } from "./forestRequest.ts"
 import { bench as lifecycle } from "./lifecycle.ts"
 import { bench as prefix } from "./prefixMatch.ts"
 import { bench as sessions } from "./sessions.ts"
@@ -27,6 +28,7 @@ const all: ReadonlyArray<Bench> = [
   memory,
   sessions,
   prefix,
+  forest,
   delta,
   gateway,
   lifecycle,

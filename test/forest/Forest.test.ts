@@ -276,6 +276,53 @@ describe("commits", () => {
     }
   })
 
+  it("hashes states of interleaved contexts as the reference does (each subtree's printed tools are kept)", () => {
+    const forest = fresh()
+    const otherTools: ReadonlyArray<Canonical.Tool> = [
+      ...tools,
+      { type: "function", function: { name: "g", parameters: { type: "object", properties: { x: { type: "string" } } } } }
+    ]
+    const contexts: ReadonlyArray<readonly [ReadonlyArray<Canonical.Tool>, Canonical.TemplateKwargs]> = [
+      [tools, {}],
+      [tools, { enable_thinking: false }],
+      [otherTools, {}],
+      [[], { enable_thinking: true }]
+    ]
+    const parents = contexts.map(() => forest.root)
+    for (let k = 0; k < 4; k++) {
+      contexts.forEach(([t, k2], c) => {
+        const obs = Forest.commitObservation(forest, {
+          parent: parents[c] ?? forest.root,
+          messages: [user(`q${k}`)],
+          tokens: [k],
+          tools: structuredClone(t),
+          chatTemplateKwargs: structuredClone(k2),
+          rolloutId: 0
+        })
+        parents[c] = Forest.commitResponse(forest, {
+          parent: obs,
+          message: assistant(`a${k}`),
+          tokens: [k],
+          logprobs: [0],
+          weightVersions: [],
+          status: "completed",
+          rolloutId: 0,
+          requestId: `ctx${c}-${k}`,
+          abortCount: 0,
+          wallElapsedS: 0,
+          generationElapsedS: 0
+        })
+      })
+    }
+    for (const n of forest.nodes.values()) {
+      if (n.hash === forest.root) continue
+      const [t, k2] = contexts.find(([t, k2]) => Hash.equalJson(t, Forest.subtreeTools(forest, n.hash)) &&
+        Hash.equalJson(k2, Forest.subtreeKwargs(forest, n.hash))) ?? [[], {}]
+      assert.strictEqual(n.hash, Hash.ofState(state(Forest.fullMessages(forest, n.hash), t, k2)))
+    }
+    assert.strictEqual(forest.nodes.size, 1 + 4 * 4 * 2)
+  })
+
   it("records the image URLs of each observation and joins them along the lineage for the engine", () => {
     const forest = fresh()
     const image = (url: string): Canonical.Message => ({

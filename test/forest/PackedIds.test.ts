@@ -14,7 +14,7 @@ const vocabularyId = fc.integer({ min: 0, max: 2 ** 24 - 1 })
 // Anything an id array might hold: small and huge ids, ids just past 3 bytes, negatives, non-integers.
 const anyId = fc.oneof(
   vocabularyId,
-  fc.constantFrom(0, 1, 255, 256, 65_535, 65_536, 151_643, 2 ** 24 - 1, 2 ** 24, 2 ** 31 - 1, -1, 2 ** 32 + 5, 1.5, -0)
+  fc.constantFrom(0, 1, 255, 256, 65_535, 65_536, 151_643, 2 ** 24 - 1, 2 ** 24, 2 ** 31 - 1, -1, 2 ** 32 + 5, 1.5, -0, Number.NaN, 2 ** 24 + 0.5, -(2 ** 24), 2 ** 40 + 7)
 )
 
 describe("PackedIds", () => {
@@ -28,6 +28,12 @@ describe("PackedIds", () => {
         for (const ids of [next, [...input, ...output, ...next], input, [...input, ...output].slice(0, -1)]) {
           assert.strictEqual(PackedIds.commonPrefix(ids, packed), referencePrefix(ids, kept))
         }
+        assert.deepStrictEqual([...PackedIds.unpack(packed)], [...kept])
+        const both = PackedIds.concat([packed, PackedIds.pack(next), PackedIds.pack()])
+        assert.deepStrictEqual(both, [...kept, ...reference(next)])
+        const out = new Array<number>(kept.length + 2).fill(-9)
+        PackedIds.copyInto(packed, out, 1)
+        assert.deepStrictEqual(out, [-9, ...kept, -9])
       }),
       { numRuns: 500 }
     )
@@ -39,5 +45,15 @@ describe("PackedIds", () => {
     assert.strictEqual(PackedIds.pack(ids, [2 ** 24]).byteLength, 4004)
     assert.strictEqual(PackedIds.pack(ids, [-1]).byteLength, 4004)
     assert.strictEqual(PackedIds.pack().byteLength, 0)
+  })
+
+  it("makes fresh zero arrays of any length", () => {
+    for (const length of [0, 1, 5, 1024, 3000, 2 ** 18, 2 ** 18 + 1]) {
+      const zeros = PackedIds.zeros(length)
+      assert.strictEqual(zeros.length, length)
+      assert.isTrue(zeros.every((x) => Object.is(x, 0)))
+      zeros.fill(7)
+      assert.isTrue(PackedIds.zeros(length).every((x) => Object.is(x, 0)))
+    }
   })
 })

@@ -149,6 +149,18 @@ describe("state hash (reference-identical)", () => {
     assert.isTrue(Hash.equalJson(rich.messages, rich.messages.map((m) => reordered(m))))
     assert.isFalse(Hash.equalJson({ a: 1, b: undefined }, { a: 1, b: null }))
     assert.isTrue(Hash.equalJson({ a: 1, b: undefined }, { a: 1 }))
+    // Own keys only, as Object.keys and json.dumps see them; objects without a prototype compare like any other.
+    const inherited: Record<string, unknown> = Object.create({ b: 2 })
+    inherited["a"] = 1
+    assert.isTrue(Hash.equalJson(inherited, { a: 1 }))
+    assert.isFalse(Hash.equalJson(inherited, { a: 1, b: 2 }))
+    assert.isFalse(Hash.equalJson({ a: 1, b: 2 }, inherited))
+    const bare: Record<string, unknown> = Object.create(null)
+    bare["b"] = [1, { c: "é" }]
+    bare["a"] = null
+    assert.isTrue(Hash.equalJson(bare, { b: [1, { c: "é" }], a: null }))
+    assert.isFalse(Hash.equalJson(bare, { a: undefined, b: [1, { c: "é" }] }))
+    assert.isFalse(Hash.equalJson(bare, { b: [1, { c: "e" }] }))
   })
 })
 
