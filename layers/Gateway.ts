@@ -11,7 +11,7 @@
  * after generation started loses only the answer; the response is still committed to its SessionForest.
  */
 import { NodeHttpServer, NodeHttpServerRequest } from "@effect/platform-node"
-import { Clock, Context, Duration, Effect, Exit, Fiber, Layer, Result } from "effect"
+import { Clock, Context, Duration, Effect, Exit, Fiber, Layer, Result, Scheduler } from "effect"
 import { HttpRouter, HttpServer, HttpServerError, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { randomBytes } from "node:crypto"
 import { type IncomingHttpHeaders, IncomingMessage, Server, ServerResponse } from "node:http"
@@ -444,7 +444,12 @@ const layerWith = (options: GatewayOptions) =>
           Fiber.runIn(Effect.runForkWith(context)(effect), scope)
         }
       }
-      const serve = (adapter: Completion.Adapter, ex: Exchange.Exchange) => serveModel(env, adapter, ex)
+      // A request starts as a scheduled task, not inside Node's I/O callback: a wave of connections parsed in one poll
+      // phase then costs Node's parsing only, and the requests' own work runs in the scheduler's slices
+      // (FairScheduler), interleaved with timers and sockets (docs/performance.md, section 3).
+      const dispatcher = Context.get(context, Scheduler.Scheduler).makeDispatcher()
+      const serve = (adapter: Completion.Adapter, ex: Exchange.Exchange) =>
+        dispatcher.scheduleTask(() => serveModel(env, adapter, ex), 0)
       if (server !== undefined) server.serveModel = serve
       for (const { path, adapter } of modelRouteList) yield* router.add("POST", path, routedModel(serve, adapter))
       const models = HttpServerResponse.jsonUnsafe({
