@@ -277,6 +277,8 @@ const serveModel = (env: RouteEnv, adapter: Completion.Adapter, ex: Exchange.Exc
     if (!canonical.stream) {
       phase = "completion"
       const exit = yield* generation
+      // Rendered and written as a scheduled task (see the streaming answer below); a client gone meanwhile is a 499.
+      yield* Effect.yieldNow
       phase = "answered"
       if (Exit.isFailure(exit)) return sendError(ex, adapter, failureError(exit))
       const rendered = Result.try(() => JSON.stringify(adapter.renderJson(exit.value, canonical)))
@@ -301,6 +303,9 @@ const serveModel = (env: RouteEnv, adapter: Completion.Adapter, ex: Exchange.Exc
     const heartbeats = yield* Effect.forkChild(heartbeat(ex, Sse.encode(Sse.heartbeat(adapter.protocol)), env.heartbeatInterval))
     const exit = yield* generation
     phase = "answered"
+    // The answer arrived in an I/O or promise callback, which resumes every request finishing there at once: render
+    // and write it as a scheduled task (FairScheduler's slices) instead.
+    yield* Effect.yieldNow
     yield* Fiber.interrupt(heartbeats)
     if (Exchange.writable(ex)) ex.response.end(Sse.encodeAll(renderTerminal(adapter, canonical, context, exit)))
   }), "Gateway.handle", spanOptions[adapter.protocol]))
