@@ -136,7 +136,7 @@ const sseResponseHeaders = { ...sseHeaders, "content-type": sseContentType }
 interface RouteEnv {
   readonly sessions: Sessions["Service"]
   readonly generation: Generation.GenerationShape
-  readonly heartbeatInterval: Duration.Input
+  readonly heartbeatInterval: Duration.Duration
   readonly maxBodyBytes: number
   readonly maxJsonDepth: number
   /**
@@ -299,8 +299,9 @@ const serveModel = (env: RouteEnv, adapter: Completion.Adapter, ex: Exchange.Exc
       return
     }
     Exchange.writeHead(ex, 200, sseResponseHeaders, true)
-    ex.response.write(Sse.encode(Sse.connected(adapter.protocol)))
-    const heartbeats = yield* Effect.forkChild(heartbeat(ex, Sse.encode(Sse.heartbeat(adapter.protocol)), env.heartbeatInterval))
+    const frames = sseFrames[adapter.protocol]
+    ex.response.write(frames.connected)
+    const heartbeats = yield* Effect.forkChild(heartbeat(ex, frames.heartbeat, env.heartbeatInterval))
     const exit = yield* generation
     phase = "answered"
     // The answer arrived in an I/O or promise callback, which resumes every request finishing there at once: render
@@ -314,17 +315,25 @@ const serveModel = (env: RouteEnv, adapter: Completion.Adapter, ex: Exchange.Exc
 /**
  * A heartbeat frame every `interval` while the client is there. Each one is written as a scheduled task
  * (`Effect.yieldNow` after the timer fired), so the heartbeats of thousands of held requests that fall due together
- * are written in the scheduler's slices, not in one long timer phase.
+ * are written in the scheduler's slices, not in one long timer phase. One effect, built once per request, runs for
+ * every beat (no schedule state per beat: 10,000 held requests write 10,000 heartbeats a second).
  */
-const heartbeat = (ex: Exchange.Exchange, frame: string, interval: Duration.Input): Effect.Effect<void> =>
-  Effect.sleep(interval).pipe(
+const heartbeat = (ex: Exchange.Exchange, frame: string, interval: Duration.Duration): Effect.Effect<void> => {
+  const beat = Effect.sleep(interval).pipe(
     Effect.andThen(Effect.yieldNow),
     Effect.andThen(Effect.sync(() => {
       if (Exchange.writable(ex)) ex.response.write(frame)
-    })),
-    Effect.repeat({ while: () => Exchange.writable(ex) }),
-    Effect.asVoid
+    }))
   )
+  return Effect.whileLoop({ while: () => Exchange.writable(ex), body: () => beat, step: () => {} })
+}
+
+/** The connection and heartbeat frames of each protocol, encoded once. */
+const sseFrames: Readonly<Record<Sse.Protocol, { readonly connected: string; readonly heartbeat: string }>> = {
+  chat: { connected: Sse.encode(Sse.connected("chat")), heartbeat: Sse.encode(Sse.heartbeat("chat")) },
+  responses: { connected: Sse.encode(Sse.connected("responses")), heartbeat: Sse.encode(Sse.heartbeat("responses")) },
+  messages: { connected: Sse.encode(Sse.connected("messages")), heartbeat: Sse.encode(Sse.heartbeat("messages")) }
+}
 
 const failureError = (exit: Exit.Failure<Completion.Completion, Errors.GatewayError>): Errors.GatewayError => {
   const reason = exit.cause.reasons.find((r) => r._tag === "Fail")
@@ -442,7 +451,7 @@ const layerWith = (options: GatewayOptions) =>
       const env: RouteEnv = {
         sessions: yield* Sessions,
         generation: yield* Generation.Generation,
-        heartbeatInterval: options.heartbeatInterval ?? Sse.heartbeatInterval,
+        heartbeatInterval: Duration.fromInputUnsafe(options.heartbeatInterval ?? Sse.heartbeatInterval),
         maxBodyBytes: options.maxBodyBytes ?? defaultMaxBodyBytes,
         maxJsonDepth: options.maxJsonDepth ?? defaultMaxJsonDepth,
         run: (effect) => {
