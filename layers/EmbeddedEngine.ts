@@ -160,6 +160,9 @@ export const make = (
             retryable: false
           })
       }).pipe(
+        // The answer arrives in a microtask, and every policy that settled in one drain would continue there back to
+        // back: continue as a scheduled task instead (the rollout's FairScheduler spreads them over slices).
+        Effect.tap(() => Effect.yieldNow),
         Effect.flatMap((text) =>
           typeof text === "string" ? Effect.succeed(text) : Effect.fail(
             new EngineError({

@@ -11,7 +11,7 @@
  * after generation started loses only the answer; the response is still committed to its SessionForest.
  */
 import { NodeHttpServer, NodeHttpServerRequest } from "@effect/platform-node"
-import { Clock, Context, Duration, Effect, Exit, Fiber, Layer, Result } from "effect"
+import { Clock, Context, Duration, Effect, Exit, Fiber, Layer, Result, Scheduler } from "effect"
 import { HttpRouter, HttpServer, HttpServerError, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { randomBytes } from "node:crypto"
 import { type IncomingHttpHeaders, IncomingMessage, Server, ServerResponse } from "node:http"
@@ -136,7 +136,7 @@ const sseResponseHeaders = { ...sseHeaders, "content-type": sseContentType }
 interface RouteEnv {
   readonly sessions: Sessions["Service"]
   readonly generation: Generation.GenerationShape
-  readonly heartbeatInterval: Duration.Input
+  readonly heartbeatInterval: Duration.Duration
   readonly maxBodyBytes: number
   readonly maxJsonDepth: number
   /**
@@ -277,6 +277,8 @@ const serveModel = (env: RouteEnv, adapter: Completion.Adapter, ex: Exchange.Exc
     if (!canonical.stream) {
       phase = "completion"
       const exit = yield* generation
+      // Rendered and written as a scheduled task (see the streaming answer below); a client gone meanwhile is a 499.
+      yield* Effect.yieldNow
       phase = "answered"
       if (Exit.isFailure(exit)) return sendError(ex, adapter, failureError(exit))
       const rendered = Result.try(() => JSON.stringify(adapter.renderJson(exit.value, canonical)))
@@ -297,10 +299,14 @@ const serveModel = (env: RouteEnv, adapter: Completion.Adapter, ex: Exchange.Exc
       return
     }
     Exchange.writeHead(ex, 200, sseResponseHeaders, true)
-    ex.response.write(Sse.encode(Sse.connected(adapter.protocol)))
-    const heartbeats = yield* Effect.forkChild(heartbeat(ex, Sse.encode(Sse.heartbeat(adapter.protocol)), env.heartbeatInterval))
+    const frames = sseFrames[adapter.protocol]
+    ex.response.write(frames.connected)
+    const heartbeats = yield* Effect.forkChild(heartbeat(ex, frames.heartbeat, env.heartbeatInterval))
     const exit = yield* generation
     phase = "answered"
+    // The answer arrived in an I/O or promise callback, which resumes every request finishing there at once: render
+    // and write it as a scheduled task (FairScheduler's slices) instead.
+    yield* Effect.yieldNow
     yield* Fiber.interrupt(heartbeats)
     if (Exchange.writable(ex)) ex.response.end(Sse.encodeAll(renderTerminal(adapter, canonical, context, exit)))
   }), "Gateway.handle", spanOptions[adapter.protocol]))
@@ -309,17 +315,25 @@ const serveModel = (env: RouteEnv, adapter: Completion.Adapter, ex: Exchange.Exc
 /**
  * A heartbeat frame every `interval` while the client is there. Each one is written as a scheduled task
  * (`Effect.yieldNow` after the timer fired), so the heartbeats of thousands of held requests that fall due together
- * are written in the scheduler's slices, not in one long timer phase.
+ * are written in the scheduler's slices, not in one long timer phase. One effect, built once per request, runs for
+ * every beat (no schedule state per beat: 10,000 held requests write 10,000 heartbeats a second).
  */
-const heartbeat = (ex: Exchange.Exchange, frame: string, interval: Duration.Input): Effect.Effect<void> =>
-  Effect.sleep(interval).pipe(
+const heartbeat = (ex: Exchange.Exchange, frame: string, interval: Duration.Duration): Effect.Effect<void> => {
+  const beat = Effect.sleep(interval).pipe(
     Effect.andThen(Effect.yieldNow),
     Effect.andThen(Effect.sync(() => {
       if (Exchange.writable(ex)) ex.response.write(frame)
-    })),
-    Effect.repeat({ while: () => Exchange.writable(ex) }),
-    Effect.asVoid
+    }))
   )
+  return Effect.whileLoop({ while: () => Exchange.writable(ex), body: () => beat, step: () => {} })
+}
+
+/** The connection and heartbeat frames of each protocol, encoded once. */
+const sseFrames: Readonly<Record<Sse.Protocol, { readonly connected: string; readonly heartbeat: string }>> = {
+  chat: { connected: Sse.encode(Sse.connected("chat")), heartbeat: Sse.encode(Sse.heartbeat("chat")) },
+  responses: { connected: Sse.encode(Sse.connected("responses")), heartbeat: Sse.encode(Sse.heartbeat("responses")) },
+  messages: { connected: Sse.encode(Sse.connected("messages")), heartbeat: Sse.encode(Sse.heartbeat("messages")) }
+}
 
 const failureError = (exit: Exit.Failure<Completion.Completion, Errors.GatewayError>): Errors.GatewayError => {
   const reason = exit.cause.reasons.find((r) => r._tag === "Fail")
@@ -437,14 +451,19 @@ const layerWith = (options: GatewayOptions) =>
       const env: RouteEnv = {
         sessions: yield* Sessions,
         generation: yield* Generation.Generation,
-        heartbeatInterval: options.heartbeatInterval ?? Sse.heartbeatInterval,
+        heartbeatInterval: Duration.fromInputUnsafe(options.heartbeatInterval ?? Sse.heartbeatInterval),
         maxBodyBytes: options.maxBodyBytes ?? defaultMaxBodyBytes,
         maxJsonDepth: options.maxJsonDepth ?? defaultMaxJsonDepth,
         run: (effect) => {
           Fiber.runIn(Effect.runForkWith(context)(effect), scope)
         }
       }
-      const serve = (adapter: Completion.Adapter, ex: Exchange.Exchange) => serveModel(env, adapter, ex)
+      // A request starts as a scheduled task, not inside Node's I/O callback: a wave of connections parsed in one poll
+      // phase then costs Node's parsing only, and the requests' own work runs in the scheduler's slices
+      // (FairScheduler), interleaved with timers and sockets (docs/performance.md, section 3).
+      const dispatcher = Context.get(context, Scheduler.Scheduler).makeDispatcher()
+      const serve = (adapter: Completion.Adapter, ex: Exchange.Exchange) =>
+        dispatcher.scheduleTask(() => serveModel(env, adapter, ex), 0)
       if (server !== undefined) server.serveModel = serve
       for (const { path, adapter } of modelRouteList) yield* router.add("POST", path, routedModel(serve, adapter))
       const models = HttpServerResponse.jsonUnsafe({

@@ -248,6 +248,9 @@ const make = (options: GenerationOptions) =>
       yield* session.awaitLease.pipe(
         Effect.catchTag("SessionClosedError", () => Effect.fail(new SessionDiscarded({ sessionId: session.sessionId })))
       )
+      // A lease granted to many waiting requests at once resumes them all inside one call; each continues as a
+      // scheduled task instead, so the rollout's scheduler (FairScheduler) spreads them over slices.
+      yield* Effect.yieldNow
       const inputIds = Turn.resumeIds(Forest.inferencePrefix(p.forest, p.parent), pending)
       // Images along the lineage go with the prompt (SGLang `image_data`).
       const media = Forest.inferenceMedia(p.forest, p.parent)

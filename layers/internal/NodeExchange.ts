@@ -83,6 +83,9 @@ export type BodyRead =
  */
 export const readBody = (ex: Exchange, maxBytes: number, done: (read: BodyRead) => void): void => {
   const request = ex.request
+  // The request starts as a scheduled task: its connection may have gone away before it ran (Node destroyed the
+  // request, and no `close` or `end` is coming any more).
+  if (request.destroyed) return done({ _tag: "Aborted" })
   if (ex.continuePending) {
     ex.continuePending = false
     if (!ex.response.headersSent) ex.response.writeContinue()

@@ -9,6 +9,7 @@
  * Stalls are the event-loop delay histogram's maximum (perf_hooks, 10 ms resolution), per phase.
  */
 import { Context, Deferred, Effect, Result } from "effect"
+import { writeFileSync } from "node:fs"
 import { monitorEventLoopDelay, performance } from "node:perf_hooks"
 import * as Forest from "../../src/forest/Forest.ts"
 import * as Chat from "../../src/protocol/chat.ts"
@@ -27,6 +28,7 @@ import {
   usedBytes
 } from "./harness.ts"
 import type { HoldResult } from "./loadClient.ts"
+import { describeStalls, type Stall, watchStalls } from "./stalls.ts"
 import { embeddedGateway, gatewayTarget, registerSessions } from "./servers.ts"
 
 const HISTORY = conversation(6, 300)
@@ -78,12 +80,20 @@ const run = (options: BenchOptions): Promise<BenchResult> => {
     const target = gatewayTarget("gateway", context, ids)
     const held = [...HISTORY, { role: "assistant", content: "ok" }, { role: "user", content: text(7, 300) }]
     const delay = monitorEventLoopDelay({ resolution: 10 })
-    const phase = async <A>(work: () => Promise<A>): Promise<{ readonly value: A; readonly maxStallMs: number }> => {
+    // STALL_MS lowers the threshold of the listed stalls, to read shorter busy periods in a profile (the rows keep 50 ms).
+    const stallMs = Number(process.env["STALL_MS"] ?? 50)
+    const watch = watchStalls(stallMs)
+    const phase = async <A>(
+      work: () => Promise<A>
+    ): Promise<{ readonly value: A; readonly maxStallMs: number; readonly stalls: ReadonlyArray<Stall> }> => {
       delay.reset()
       delay.enable()
+      watch.reset()
       const value = await work()
       delay.disable()
-      return { value, maxStallMs: delay.max / 1e6 }
+      // GC entries arrive on a later turn of the loop.
+      await new Promise((resolve) => setTimeout(resolve, 20))
+      return { value, maxStallMs: delay.max / 1e6, stalls: watch.stalls() }
     }
     const opening = yield* Effect.promise(() => phase(() => client.call<HoldResult>({ kind: "hold", target, messages: held })))
     while (waiting < count) yield* Effect.sleep("10 millis")
@@ -98,7 +108,23 @@ const run = (options: BenchOptions): Promise<BenchResult> => {
 
     open = true
     yield* Deferred.succeed(gate, undefined)
-    const finished = yield* Effect.promise(() => client.call<HoldResult>({ kind: "finish" }))
+    const release = yield* Effect.promise(() => phase(() => client.call<HoldResult>({ kind: "finish" })))
+    const finished = release.value
+    watch.stop()
+    const log = process.env["STALL_LOG"]
+    if (log !== undefined) {
+      // Stall windows on the clock of a `--cpu-prof` profile (µs of the monotonic clock), to read the profile's samples
+      // inside each one (docs/performance.md, section 3).
+      const offsetUs = Number(process.hrtime.bigint() / 1000n) - performance.now() * 1000
+      const windows = (name: string, p: { readonly stalls: ReadonlyArray<Stall> }) =>
+        p.stalls.map((s) => ({ phase: name, ...s, startUs: s.startMs * 1000 + offsetUs }))
+      writeFileSync(log, JSON.stringify([
+        ...windows("arrive", opening),
+        ...windows("held", holding),
+        ...windows("1MB", bigPhase),
+        ...windows("release", release)
+      ]))
+    }
 
     const stall = (p: { readonly maxStallMs: number }) => formatMs(p.maxStallMs)
     const perSession = (heldBytes - before) / count
@@ -115,6 +141,11 @@ const run = (options: BenchOptions): Promise<BenchResult> => {
         { measure: "longest stall while held (3 s)", value: stall(holding) },
         { measure: "longest stall during one 1 MB message", value: stall(bigPhase) },
         { measure: "the 1 MB message's latency", value: formatMs(bigPhase.value) },
+        { measure: "longest stall while released and answered", value: stall(release) },
+        { measure: "stalls while requests arrive (count, GC share)", value: describeStalls(opening.stalls, stallMs) },
+        { measure: "stalls while held", value: describeStalls(holding.stalls, stallMs) },
+        { measure: "stalls during the 1 MB message", value: describeStalls(bigPhase.stalls, stallMs) },
+        { measure: "stalls while released", value: describeStalls(release.stalls, stallMs) },
         {
           measure: "held requests completed after release",
           value: `${finished.completed} / ${opening.value.opened} (${finished.heartbeats} heartbeats)`
