@@ -5,10 +5,13 @@
  * A forest is a tree of nodes keyed by state hash. The root is an empty observation. An observation node holds the
  * messages a request added and the token ids the chat template adds for them (loss mask 0); a response node holds
  * one assistant message with the exact ids, logprobs and weight versions the engine produced (loss mask 1).
- * A node stores only its own delta (typed arrays); histories are joined along the lineage on demand.
+ * A node stores only its own delta (ids packed in 3 bytes each, src/forest/PackedIds.ts; a response's logprobs in
+ * the same buffer); histories are joined along the lineage on demand. Nodes are a Session's bulk in memory, so they
+ * are kept lean (docs/performance.md, section 3): nothing stored twice, no empty arrays of their own, and a running
+ * hash state only on leaves.
  *
  * Matching walks a message-level index beside the tree (see {@link match}): every committed message boundary is a
- * {@link Vertex}, and the vertex where a node's messages end carries its state hash.
+ * {@link Vertex}, and the vertex where a node's messages end points at that node.
  *
  * All functions are synchronous, so a Session's concurrent requests are serialized by construction. Hash
  * collisions across kinds, unknown parents and tools/template changes inside a subtree are invariant breaks and
@@ -60,6 +63,8 @@ interface NodeBase {
    * that goes on linearly keeps one state per leaf instead of one per node (~400 bytes each, most of it OpenSSL's).
    */
   running: Hash.State | undefined
+  /** @internal Creation order in the forest (the reasoning tolerance prefers the latest response). */
+  readonly committed: number
   /** @internal where this state ends in the matching index. */
   readonly vertex: Vertex
 }
@@ -76,9 +81,7 @@ export interface Vertex {
   /** The message on the edge into this vertex (null for a context's root). */
   readonly message: Canonical.Message | null
   /** The committed state ending here, if any. */
-  state: string | undefined
-  /** Creation order of that state (the reasoning tolerance prefers the latest response). */
-  committed: number
+  state: Node | undefined
   /**
    * Child vertices in creation order: none, the only one (most vertices: a conversation continues one way), an
    * array once there are two, and a {@link Fanout} once there are many (sampled alternatives). No empty array is
@@ -147,6 +150,7 @@ class Observation implements ObservationNode {
   readonly tokenCount: number
   readonly messageCount: number
   running: Hash.State | undefined
+  readonly committed: number
   readonly vertex: Vertex
   readonly media: ReadonlyArray<string>
   readonly imageGrids: ReadonlyArray<ImageGrid.Grid>
@@ -166,6 +170,7 @@ class Observation implements ObservationNode {
     this.tokenCount = init.tokenCount
     this.messageCount = init.messageCount
     this.running = init.running
+    this.committed = init.committed
     this.vertex = init.vertex
     this.media = init.media
     this.imageGrids = init.imageGrids
@@ -196,6 +201,7 @@ class Response implements ResponseNode {
   readonly tokenCount: number
   readonly messageCount: number
   running: Hash.State | undefined
+  readonly committed: number
   readonly vertex: Vertex
   readonly weightVersions: ReadonlyArray<string>
   readonly status: "completed" | "truncated"
@@ -214,6 +220,7 @@ class Response implements ResponseNode {
     this.tokenCount = init.tokenCount
     this.messageCount = init.messageCount
     this.running = init.running
+    this.committed = init.committed
     this.vertex = init.vertex
     this.weightVersions = init.weightVersions
     this.status = init.status
@@ -258,7 +265,7 @@ export class Forest {
   readonly leafSet = new Set<string>()
   /** @internal context fingerprint → the contexts' root vertices */
   readonly contexts = new Map<string, Array<ContextRoot>>()
-  /** @internal states committed so far (orders {@link Vertex.committed}) */
+  /** @internal states committed so far (orders `Node.committed`) */
   commits = 0
   /**
    * @internal request id → response hash, for the request ids that re-committed an existing response (a retry):
@@ -296,6 +303,7 @@ export class Forest {
       tokenCount: 0,
       messageCount: 0,
       running: undefined,
+      committed: ++this.commits,
       vertex,
       media: noStrings,
       imageGrids: noGrids,
@@ -304,7 +312,7 @@ export class Forest {
     })
     this.root = root.hash
     this.nodeMap.set(root.hash, root)
-    markState(this, vertex, root.hash)
+    markState(this, vertex, root)
   }
 
   get nodes(): ReadonlyMap<string, Node> {
@@ -326,7 +334,6 @@ const SCAN_LIMIT = 8
 const newVertex = (message: Canonical.Message | null): Vertex => ({
   message,
   state: undefined,
-  committed: 0,
   children: undefined
 })
 
@@ -421,12 +428,11 @@ const addChild = (vertex: Vertex, message: Canonical.Message): Vertex => {
 const extendVertex = (vertex: Vertex, messages: ReadonlyArray<Canonical.Message>): Vertex =>
   messages.reduce((at, message) => child(at, message) ?? addChild(at, message), vertex)
 
-const markState = (forest: Forest, vertex: Vertex, hash: string): void => {
-  if (vertex.state !== undefined && vertex.state !== hash) {
-    invariant(forest, `states ${vertex.state} and ${hash} have equal messages, tools and kwargs but differ in hash`)
+const markState = (forest: Forest, vertex: Vertex, n: Node): void => {
+  if (vertex.state !== undefined && vertex.state.hash !== n.hash) {
+    invariant(forest, `states ${vertex.state.hash} and ${n.hash} have equal messages, tools and kwargs but differ in hash`)
   }
-  vertex.state = hash
-  vertex.committed = ++forest.commits
+  vertex.state = n
 }
 
 /**
@@ -439,12 +445,13 @@ const toleratedResponse = (
   vertex: Vertex,
   message: Canonical.Message
 ): { readonly vertex: Vertex; readonly state: string } | undefined => {
-  let best: { readonly vertex: Vertex; readonly state: string } | undefined
+  let best: { readonly vertex: Vertex; readonly state: string; readonly committed: number } | undefined
   for (const c of candidates(vertex, message)) {
-    if (c.state === undefined || c.message?.reasoning_content === undefined) continue
-    if (best !== undefined && best.vertex.committed > c.committed) continue
-    if (node(forest, c.state).kind !== "resp") continue
-    if (Hash.equalJson(Canonical.withoutReasoning(c.message), message)) best = { vertex: c, state: c.state }
+    const state = c.state
+    if (state === undefined || c.message?.reasoning_content === undefined) continue
+    if (best !== undefined && best.committed > state.committed) continue
+    if (state.kind !== "resp") continue
+    if (Hash.equalJson(Canonical.withoutReasoning(c.message), message)) best = { vertex: c, state: state.hash, committed: state.committed }
   }
   return best
 }
@@ -660,7 +667,7 @@ export const match = (forest: Forest, state: Canonical.State, options: { readonl
       next++
       if (c.state !== undefined) {
         at = c
-        parent = c.state
+        parent = c.state.hash
         position = next
       }
     }
@@ -683,7 +690,7 @@ export const match = (forest: Forest, state: Canonical.State, options: { readonl
 
 const register = (forest: Forest, n: Node): string => {
   forest.nodeMap.set(n.hash, n)
-  markState(forest, n.vertex, n.hash)
+  markState(forest, n.vertex, n)
   if (n.parent !== null) {
     forest.leafSet.add(n.hash)
     forest.leafSet.delete(n.parent)
@@ -857,6 +864,7 @@ export const commitObservation = (forest: Forest, o: ObservationCommit): string 
     tokenCount: parent.tokenCount + observationTrainLength(o),
     messageCount: parent.messageCount + messages.length,
     running,
+    committed: ++forest.commits,
     vertex: extendVertex(start, messages),
     media: orNone(mediaOf(messages)),
     imageGrids: orNone(o.train?.imageGrids ?? noGrids),
@@ -902,6 +910,7 @@ export const commitResponse = (forest: Forest, r: ResponseCommit): string => {
     tokenCount: parent.tokenCount + r.tokens.length,
     messageCount: parent.messageCount + 1,
     running,
+    committed: ++forest.commits,
     vertex: extendVertex(parent.vertex, [message]),
     message,
     logprobs,
