@@ -2,7 +2,7 @@
  * CPU and allocated bytes per request of the gateway alone in steady state, with an allocation profile (a script,
  * not one of `npm run bench`'s tables; docs/performance.md section 1 quotes it):
  *
- *   node --enable-source-maps --import tsx test/bench/steadyCost.ts [rounds] [out.heapprofile]
+ *   npm run bench:cost -- [rounds] [out.heapprofile]   (node --enable-source-maps --import tsx test/bench/steadyCost.ts)
  *
  * **Details**
  * The SGLang path as the `floor` benchmark runs it (64 conversations of 8 turns per round from 30-message ~14 KB
@@ -10,7 +10,7 @@
  * Prints the gateway process's CPU per request (`process.cpuUsage`) of each round, then samples 2 rounds with V8's
  * sampling heap profiler (every 1 KiB, objects collected by minor and major GCs included): bytes allocated per
  * request, by file (allocations of natives counted to their caller), by function and by the nearest 5 frames (`TOPF`,
- * `TOPS` say how many lines). With `--enable-source-maps` the lines are the TypeScript sources' (tsx compiles each
+ * `TOPS` say how many lines). With source maps enabled (as `bench:cost` runs it) the lines are the TypeScript sources' (tsx compiles each
  * file to one line); the profile written to `out.heapprofile` carries them too. `CPUPROF=file.cpuprofile` also takes
  * a CPU profile of 2 rounds (200 µs sampling) before the allocation profile.
  */
