@@ -9,8 +9,8 @@
  * - The draw for a token is keyed on its absolute position in the sequence (and the token before it), not on its
  *   index in this request's output: a generation aborted after `k` tokens and resumed from `prompt ++ partial` with
  *   `max_new_tokens − k` and the same seed yields exactly the tokens and logprobs of the uninterrupted generation.
- * - `updateWeights` aborts every running generation (each reports the version it started on), then advances the
- *   version.
+ * - `updateWeights` advances the version, then aborts every running generation (each reports the version it started
+ *   on; an attempt started after the update, even one resumed while the update is aborting, reports the new one).
  * - Logprobs are `log q(id)` under the temperature-scaled distribution, before top-k/top-p (SGLang's default; see
  *   src/engine/Sampling.ts); at temperature 1 they are the model's own log-probabilities.
  * - With a policy (`--embedded-policy`) and a request that carries its conversation, the policy's text is the output:
@@ -269,12 +269,15 @@ export const make = (
           if (run !== undefined) abortRun(run)
         }),
       weightVersion: Effect.sync(() => version),
+      // The version advances before the abort: a caller that resumes as soon as its attempt is aborted (inside
+      // `abortAll`) starts on the new weights, while the aborted attempts keep the version they started on.
       updateWeights: (next) =>
-        abortAll.pipe(Effect.andThen(Effect.sync(() => {
+        Effect.suspend(() => {
           updates++
           version = next ?? WeightVersion.next(version, updates)
-          return version
-        }))),
+          const advanced = version
+          return Effect.as(abortAll, advanced)
+        }),
       health: Effect.void,
       // Nothing is cached per Session in process.
       closeSession: () => Effect.void,

@@ -362,6 +362,7 @@ describe("EmbeddedEngine partial rollout: abort and resume (TestClock)", () => {
       const resuming = Effect.gen(function*() {
         const ids: Array<number> = []
         const finishes: Array<string> = []
+        const versions: Array<string> = []
         for (let attempt = 0; attempt < 5; attempt++) {
           const result = yield* engine.generate(
             request([...prompt, ...ids], { maxNewTokens: 12 - ids.length }, {
@@ -371,9 +372,10 @@ describe("EmbeddedEngine partial rollout: abort and resume (TestClock)", () => {
           )
           ids.push(...result.outputIds)
           finishes.push(result.finishReason.type)
+          versions.push(result.weightVersion)
           if (result.finishReason.type !== "abort") break
         }
-        return { ids, finishes }
+        return { ids, finishes, versions }
       })
       const fiber = yield* Effect.forkChild(resuming)
       yield* TestClock.adjust("310 millis")
@@ -382,6 +384,8 @@ describe("EmbeddedEngine partial rollout: abort and resume (TestClock)", () => {
       const resumed = yield* Fiber.join(fiber)
       assert.deepStrictEqual(resumed.finishes, ["abort", "length"])
       assert.deepStrictEqual(resumed.ids, uninterrupted.outputIds)
+      // The aborted attempt ran on the old weights; the one that resumed inside the update runs on the new ones.
+      assert.deepStrictEqual(resumed.versions, ["0", "1"])
     }).pipe(Effect.provide(engineLayer({ ...timed, model: { eosProbability: 0 } }))))
 })
 
