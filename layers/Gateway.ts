@@ -24,7 +24,7 @@ import * as Chat from "../src/protocol/chat.ts"
 import * as Responses from "../src/protocol/responses.ts"
 import * as Messages from "../src/protocol/messages.ts"
 import { Sessions } from "./Sessions.ts"
-import * as Json from "../src/json/Json.ts"
+import * as BodyDepth from "../src/protocol/BodyDepth.ts"
 
 /** Options of the gateway; every field has a documented default. */
 export interface GatewayOptions {
@@ -188,7 +188,7 @@ const parseJsonObject = (bytes: Uint8Array, maxJsonDepth: number): Result.Result
   }
   if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) return Result.fail(Errors.GatewayError.bodyNotObject())
   // Everything after this point (canonicalization, hashing, templates) may recurse once per level.
-  const tooDeep = Json.pathBeyondDepth(parsed, maxJsonDepth)
+  const tooDeep = BodyDepth.pathBeyondDepth(parsed, maxJsonDepth)
   if (tooDeep !== undefined) return Result.fail(Errors.GatewayError.nestedTooDeep(tooDeep, maxJsonDepth))
   // Decoding boundary: a JSON object parsed from the wire.
   return Result.succeed(parsed as Record<string, unknown>)

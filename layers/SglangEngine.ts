@@ -23,7 +23,7 @@
  * - With `tokenizer`, startup compares every worker's `/tokenize` of a probe text with the gateway's tokenizer and
  *   refuses a mismatch (naming the served model from `/get_model_info`); a worker without `/tokenize` gets a warning.
  */
-import { Duration, Effect, Layer, Option, Ref, Schedule, Schema, type Scope, Semaphore } from "effect"
+import { Duration, Effect, Layer, Option, Ref, Result, Schedule, Schema, type Scope, Semaphore } from "effect"
 import { Agent } from "undici"
 import * as WeightVersion from "../src/engine/WeightVersion.ts"
 import * as Wire from "../src/engine/Wire.ts"
@@ -131,6 +131,10 @@ const describe = (error: unknown): string => {
 
 const stickyLimit = 100_000
 
+/** Shared header objects (never written to): most requests send no header of their own. */
+const noHeaders: Record<string, string> = {}
+const jsonHeaders: Record<string, string> = { "content-type": "application/json" }
+
 const trimSlash = (url: string): string => url.replace(/\/+$/, "")
 
 /** The human-readable message of an SGLang error body (JSON `message`/`detail`, or the raw text). */
@@ -172,6 +176,28 @@ const toWire = (
   }
 }
 
+/** An answer's body parsed as JSON and decoded with `decode`, or the error naming the server and path. */
+const decodeAnswer = <A>(
+  decode: (input: unknown) => Result.Result<A, Schema.SchemaError>,
+  url: string,
+  path: string,
+  answer: HttpAnswer
+): Result.Result<A, EngineError> => {
+  let json: unknown
+  try {
+    json = JSON.parse(answer.body)
+  } catch {
+    return Result.fail(new EngineError({ message: `SGLang at ${url}${path} answered non-JSON: ${errorMessage(answer.body)}`, url, retryable: false }))
+  }
+  const decoded = decode(json)
+  return Result.isSuccess(decoded) ? Result.succeed(decoded.success) : Result.fail(
+    new EngineError({ message: `SGLang at ${url}${path} answered an unexpected shape: ${decoded.failure.message}`, url, retryable: false })
+  )
+}
+
+/** The `/generate` answer's decoder, built once (every generation decodes one). */
+const decodeGenerateResponse = Schema.decodeUnknownResult(Wire.GenerateResponse)
+
 /** Build the engine; fails with an `EngineError` naming the URL when SGLang is unreachable. */
 export const make = (options: SglangEngineOptions): Effect.Effect<EngineShape, EngineError, Scope.Scope> =>
   Effect.gen(function*() {
@@ -203,12 +229,13 @@ export const make = (options: SglangEngineOptions): Effect.Effect<EngineShape, E
     const dataAgent = yield* makeAgent(options.connections ?? concurrency)
     const controlAgent = yield* makeAgent(8)
 
+    /** A request; `body` is sent as JSON (a `Uint8Array` is sent as it is: JSON text already encoded). */
     const http = (
       url: string,
       path: string,
       method: "GET" | "POST",
       body?: unknown,
-      headers: Record<string, string> = {},
+      headers: Record<string, string> = noHeaders,
       timeoutMs?: number
     ): Effect.Effect<HttpAnswer, EngineError> =>
       Effect.tryPromise({
@@ -219,8 +246,8 @@ export const make = (options: SglangEngineOptions): Effect.Effect<EngineShape, E
             path,
             method,
             signal,
-            headers: body === undefined ? headers : { "content-type": "application/json", ...headers },
-            ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+            headers: body === undefined ? headers : headers === noHeaders ? jsonHeaders : { ...jsonHeaders, ...headers },
+            body: body === undefined ? null : body instanceof Uint8Array ? body : JSON.stringify(body),
             ...(timeoutMs === undefined ? {} : { headersTimeout: timeoutMs, bodyTimeout: timeoutMs })
           })
           return { status: response.statusCode, body: await response.body.text() }
@@ -245,21 +272,7 @@ export const make = (options: SglangEngineOptions): Effect.Effect<EngineShape, E
       path: string,
       answer: HttpAnswer
     ): Effect.Effect<S["Type"], EngineError> =>
-      Effect.try({
-        try: () => JSON.parse(answer.body) as unknown,
-        catch: () => new EngineError({ message: `SGLang at ${url}${path} answered non-JSON: ${errorMessage(answer.body)}`, url, retryable: false })
-      }).pipe(
-        Effect.flatMap((json) => Schema.decodeUnknownEffect(schema)(json)),
-        Effect.mapError((error) =>
-          error instanceof EngineError
-            ? error
-            : new EngineError({
-              message: `SGLang at ${url}${path} answered an unexpected shape: ${error.message}`,
-              url,
-              retryable: false
-            })
-        )
-      )
+      Effect.suspend(() => Effect.fromResult(decodeAnswer(Schema.decodeUnknownResult(schema), url, path, answer)))
 
     const statusError = (url: string, path: string, answer: HttpAnswer): EngineError =>
       new EngineError({
@@ -316,7 +329,7 @@ export const make = (options: SglangEngineOptions): Effect.Effect<EngineShape, E
     const health = Effect.forEach(
       routerTarget === undefined ? workers.map((w) => w.url) : [routerTarget.url, ...workers.map((w) => w.url)],
       (url) =>
-        http(url, "/health", "GET", undefined, {}, 30_000).pipe(
+        http(url, "/health", "GET", undefined, noHeaders, 30_000).pipe(
           Effect.flatMap((answer) => answer.status === 200 ? Effect.void : Effect.fail(statusError(url, "/health", answer))),
           Effect.mapError((error) =>
             new EngineError({
@@ -335,7 +348,7 @@ export const make = (options: SglangEngineOptions): Effect.Effect<EngineShape, E
     const checkTokenizer = (tokenizer: NonNullable<SglangEngineOptions["tokenizer"]>, url: string) =>
       Effect.gen(function*() {
         const probe: Wire.TokenizeRequest = { prompt: tokenizerProbe, add_special_tokens: false }
-        const answer = yield* http(url, "/tokenize", "POST", probe, {}, 10_000)
+        const answer = yield* http(url, "/tokenize", "POST", probe, noHeaders, 10_000)
         const served = answer.status === 200
           ? yield* decodeJson(Wire.TokenizeResponse, url, "/tokenize", answer).pipe(Effect.option)
           : Option.none()
@@ -349,7 +362,7 @@ export const make = (options: SglangEngineOptions): Effect.Effect<EngineShape, E
         const theirs = served.value.tokens
         const ours = tokenizer.encode(tokenizerProbe)
         if (theirs.length === ours.length && theirs.every((id, i) => id === ours[i])) return
-        const info = yield* http(url, "/get_model_info", "GET", undefined, {}, 10_000).pipe(
+        const info = yield* http(url, "/get_model_info", "GET", undefined, noHeaders, 10_000).pipe(
           Effect.flatMap((a) => decodeJson(Wire.ModelInfoResponse, url, "/get_model_info", a)),
           Effect.option
         )
@@ -368,7 +381,7 @@ export const make = (options: SglangEngineOptions): Effect.Effect<EngineShape, E
     const tokenizer = options.tokenizer
     if (tokenizer !== undefined) yield* Effect.forEach(workers, (worker) => checkTokenizer(tokenizer, worker.url), { discard: true })
 
-    const initialVersion = yield* http(workers[0]?.url ?? "", "/get_weight_version", "GET", undefined, {}, 10_000).pipe(
+    const initialVersion = yield* http(workers[0]?.url ?? "", "/get_weight_version", "GET", undefined, noHeaders, 10_000).pipe(
       Effect.flatMap((answer) =>
         answer.status === 200
           ? decodeJson(Wire.WeightVersionResponse, workers[0]?.url ?? "", "/get_weight_version", answer)
@@ -412,7 +425,7 @@ export const make = (options: SglangEngineOptions): Effect.Effect<EngineShape, E
       Effect.forEach(
         workers,
         (w) =>
-          http(w.url, "/abort_request", "POST", { rid } satisfies Wire.AbortRequest, {}, 10_000).pipe(
+          http(w.url, "/abort_request", "POST", { rid } satisfies Wire.AbortRequest, noHeaders, 10_000).pipe(
             Effect.flatMap((answer) => answer.status === 200 ? Effect.void : Effect.fail(statusError(w.url, "/abort_request", answer))),
             Effect.catch((error) => Effect.logWarning(`abort of rid ${rid} failed: ${error.message}`))
           ),
@@ -421,7 +434,7 @@ export const make = (options: SglangEngineOptions): Effect.Effect<EngineShape, E
 
     const attempt = (
       request: GenerateRequest,
-      body: Wire.GenerateRequest,
+      body: Uint8Array,
       tried: Set<Worker>
     ): Effect.Effect<GenerateResult, ContextLengthError | EngineError> =>
       Effect.gen(function*() {
@@ -429,7 +442,7 @@ export const make = (options: SglangEngineOptions): Effect.Effect<EngineShape, E
         tried.add(worker)
         const headers: Record<string, string> = routerTarget !== undefined && request.sessionId !== undefined
           ? { "X-SMG-Routing-Key": request.sessionId }
-          : {}
+          : noHeaders
         worker.inFlight++
         const answer = yield* worker.permits.withPermits(1)(http(worker.url, "/generate", "POST", body, headers)).pipe(
           Effect.ensuring(Effect.sync(() => worker.inFlight--)),
@@ -447,7 +460,9 @@ export const make = (options: SglangEngineOptions): Effect.Effect<EngineShape, E
           return yield* new ContextLengthError({ limit: null, engineMessage: errorMessage(answer.body) })
         }
         if (answer.status !== 200) return yield* statusError(worker.url, "/generate", answer)
-        const response = yield* decodeJson(Wire.GenerateResponse, worker.url, "/generate", answer)
+        const decoded = decodeAnswer(decodeGenerateResponse, worker.url, "/generate", answer)
+        if (Result.isFailure(decoded)) return yield* decoded.failure
+        const response = decoded.success
         const meta = response.meta_info
         const entries = meta.output_token_logprobs
         const outputIds = entries !== undefined ? entries.map((e) => e[1]) : (response.output_ids ?? [])
@@ -508,7 +523,8 @@ export const make = (options: SglangEngineOptions): Effect.Effect<EngineShape, E
     const retries = options.retries ?? 4
 
     const generate = (request: GenerateRequest): Effect.Effect<GenerateResult, ContextLengthError | EngineError> => {
-      const body = toWire(request, send)
+      // Encoded once for every attempt.
+      const body = Wire.encodeGenerateRequest(toWire(request, send))
       const tried = new Set<Worker>()
       return Effect.suspend(() => {
         // Once every worker was tried, start over (a restarted worker may be back).

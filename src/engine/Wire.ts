@@ -38,6 +38,67 @@ export const GenerateRequest = Schema.Struct({
 })
 export type GenerateRequest = typeof GenerateRequest.Type
 
+/** Two ASCII digits per value 0–99 (`00`, `01`, …, `99`). */
+const digitPairs = Uint8Array.from({ length: 200 }, (_, i) => 48 + (i % 2 === 0 ? Math.floor(i / 20) : (i >> 1) % 10))
+
+/** Write `value`'s JSON text at `at` (ASCII); returns the end. Ints 0–99,999,999 digit pair by digit pair. */
+const writeNumber = (bytes: Uint8Array, at: number, value: number): number => {
+  if (!(value >= 0 && value <= 99_999_999 && Number.isInteger(value)) || Object.is(value, -0)) {
+    // JSON's own text for anything else (negative, fractional, huge; -0 is "0", NaN and infinities are "null").
+    const text = JSON.stringify(value) ?? "null"
+    for (let i = 0; i < text.length; i++) bytes[at + i] = text.charCodeAt(i)
+    return at + text.length
+  }
+  const length = value < 10 ? 1 : value < 100 ? 2 : value < 1_000 ? 3 : value < 10_000 ? 4 : value < 100_000 ? 5 :
+    value < 1_000_000 ? 6 : value < 10_000_000 ? 7 : 8
+  let end = at + length
+  let rest = value
+  while (rest >= 100) {
+    const quotient = Math.floor(rest / 100)
+    const pair = (rest - quotient * 100) * 2
+    bytes[--end] = digitPairs[pair + 1]!
+    bytes[--end] = digitPairs[pair]!
+    rest = quotient
+  }
+  if (rest >= 10) {
+    bytes[--end] = digitPairs[rest * 2 + 1]!
+    bytes[--end] = digitPairs[rest * 2]!
+  } else bytes[--end] = 48 + rest
+  return at + length
+}
+
+const inputIdsOpen = Buffer.from("{\"input_ids\":[")
+
+/**
+ * The `/generate` body as UTF-8 bytes: exactly `JSON.stringify(request)` for a request whose first key is `input_ids`
+ * (as every request the engine builds), written without the intermediate string.
+ *
+ * **Details**
+ * A prompt is thousands of ids, sent on every turn; `JSON.stringify` builds a ~20 KB string that the HTTP client
+ * then encodes again into bytes. Here the ids are written as digits straight into the buffer that is sent, and only
+ * the small rest of the request goes through `JSON.stringify` (its text after `{` follows the ids).
+ */
+export const encodeGenerateRequest = (request: GenerateRequest): Uint8Array => {
+  const { input_ids: ids, ...rest } = request
+  const restText = JSON.stringify(rest)
+  // The longest text of one id is 24 bytes (e.g. -1.2345678901234567e-300); ints take at most 8 digits + comma.
+  let capacity = inputIdsOpen.length + 2 + Buffer.byteLength(restText)
+  for (let i = 0; i < ids.length; i++) {
+    const id = ids[i]!
+    capacity += id >= 0 && id <= 99_999_999 && Number.isInteger(id) ? 9 : 25
+  }
+  const bytes = Buffer.allocUnsafeSlow(capacity)
+  let at = inputIdsOpen.copy(bytes, 0)
+  for (let i = 0; i < ids.length; i++) {
+    if (i > 0) bytes[at++] = 44 // ,
+    at = writeNumber(bytes, at, ids[i]!)
+  }
+  bytes[at++] = 93 // ]
+  if (restText.length > 2) bytes[at++] = 44 // , before the other fields
+  at += bytes.write(restText.slice(1), at, "utf8")
+  return bytes.subarray(0, at)
+}
+
 export const FinishReasonWire = Schema.Union([
   Schema.Struct({ type: Schema.Literal("stop"), matched: Schema.optionalKey(Schema.NullOr(Schema.Union([Schema.Int, Schema.String]))) }),
   Schema.Struct({ type: Schema.Literal("length"), length: Schema.optionalKey(Schema.NullOr(Schema.Int)) }),

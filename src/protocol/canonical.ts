@@ -184,11 +184,15 @@ const argumentTexts = new TextMemo(2 * 1024 * 1024)
  * matching JavaScript's `JSON.stringify`, so a replay from either language keeps one state identity.
  * `field` names the argument in error messages (e.g. `messages[1].tool_calls[0].function.arguments`).
  */
-export const canonicalArguments = (raw: unknown, field: string): Result.Result<string, CanonicalError> => {
-  if (typeof raw !== "string") return canonicalArgumentsUncached(raw, field)
+export const canonicalArguments = (raw: unknown, field: string): Result.Result<string, CanonicalError> =>
+  argumentsText(raw, () => field)
+
+/** {@link canonicalArguments} naming its field only when it is needed (a memo hit builds no path text). */
+const argumentsText = (raw: unknown, field: () => string): Result.Result<string, CanonicalError> => {
+  if (typeof raw !== "string") return canonicalArgumentsUncached(raw, field())
   const cached = argumentTexts.get(raw)
   if (cached !== undefined) return Result.succeed(cached)
-  const text = canonicalArgumentsUncached(raw, field)
+  const text = canonicalArgumentsUncached(raw, field())
   if (Result.isSuccess(text)) argumentTexts.set(raw, text.success)
   return text
 }
@@ -238,44 +242,54 @@ export const canonicalArgumentsUncached = (raw: unknown, field: string): Result.
  */
 const CLIENT_PARSED_ARGUMENTS = "parsed_arguments"
 
-const normalizeToolCalls = (message: Dict, index: number): Checked<Array<ToolCall>> => {
+/** No tool calls (shared: never written to). */
+const noToolCalls: Checked<ReadonlyArray<ToolCall>> = Result.succeed([])
+
+const normalizeToolCalls = (message: Dict, index: number): Checked<ReadonlyArray<ToolCall>> => {
   const toolCalls = get(message, "tool_calls")
-  if (toolCalls === undefined || toolCalls === null) return Result.succeed([])
+  if (toolCalls === undefined || toolCalls === null) return noToolCalls
   if (!Array.isArray(toolCalls)) {
     return fail(`messages[${index}].tool_calls must be a list, got ${pythonType(toolCalls)}`, `messages[${index}].tool_calls`)
   }
   return traverse(toolCalls, (call: unknown, j): Checked<ToolCall> => {
-    const path = `messages[${index}].tool_calls[${j}]`
-    if (!isDict(call)) return fail(`${path} must be a dict, got ${pythonType(call)}`, path)
+    // Paths are built only for an error (every echoed call is checked again on every request).
+    const path = () => `messages[${index}].tool_calls[${j}]`
+    if (!isDict(call)) return fail(`${path()} must be a dict, got ${pythonType(call)}`, path())
     const id = get(call, "id")
     if (id !== undefined && id !== null && (typeof id !== "string" || id.length === 0)) {
-      return fail(`${path}.id must be a non-empty string`, `${path}.id`)
+      return fail(`${path()}.id must be a non-empty string`, `${path()}.id`)
     }
     const fn = get(call, "function")
-    if (!isDict(fn)) return fail(`${path}.function must be a dict, got ${pythonType(fn)}`, `${path}.function`)
+    if (!isDict(fn)) return fail(`${path()}.function must be a dict, got ${pythonType(fn)}`, `${path()}.function`)
     const name = get(fn, "name")
     if (name !== undefined && name !== null && typeof name !== "string") {
-      return fail(`${path}.function.name must be a string, got ${pythonType(name)}`, `${path}.function.name`)
+      return fail(`${path()}.function.name must be a string, got ${pythonType(name)}`, `${path()}.function.name`)
     }
-    const argumentsText = canonicalArguments(get(fn, "arguments"), `${path}.function.arguments`)
+    const argumentsText = argumentsTextAt(get(fn, "arguments"), path)
     if (Result.isFailure(argumentsText)) return Result.fail(argumentsText.failure)
-    // Other keys are kept verbatim (reference: deepcopy of the call). A null `id` / `name` (accepted by the
-    // reference) is dropped: the canonical type has no null there.
-    const rest: Record<string, Json> = {}
-    for (const key of Object.keys(call)) {
-      if (key !== "id" && key !== "function") rest[key] = copyJson(call[key])
+    // Other keys are kept verbatim (reference: deepcopy of the call), in the client's order after `id`. A null
+    // `id` / `name` (accepted by the reference) is dropped: the canonical type has no null there. A `__proto__` key
+    // is dropped too (it never was an own key of the copy).
+    const out: Record<string, Json> = typeof id === "string" ? { id } : {}
+    for (const key in call) {
+      if (key !== "id" && key !== "function" && key !== "__proto__" && has(call, key)) out[key] = copyJson(call[key])
     }
-    const fnRest: Record<string, Json> = {}
-    for (const key of Object.keys(fn)) {
-      if (key !== "name" && key !== "arguments" && key !== CLIENT_PARSED_ARGUMENTS) fnRest[key] = copyJson(fn[key])
+    const fnOut: Record<string, Json> = {}
+    for (const key in fn) {
+      if (key !== "name" && key !== "arguments" && key !== CLIENT_PARSED_ARGUMENTS && key !== "__proto__" && has(fn, key)) {
+        fnOut[key] = copyJson(fn[key])
+      }
     }
-    return Result.succeed({
-      ...(typeof id === "string" ? { id } : {}),
-      ...rest,
-      function: { ...fnRest, ...(typeof name === "string" ? { name } : {}), arguments: argumentsText.success }
-    })
+    if (typeof name === "string") fnOut["name"] = name
+    fnOut["arguments"] = argumentsText.success
+    out["function"] = fnOut
+    // Decoding boundary: built key by key from the checked call above.
+    return Result.succeed(out as unknown as ToolCall)
   })
 }
+
+const argumentsTextAt = (raw: unknown, call: () => string): Result.Result<string, CanonicalError> =>
+  argumentsText(raw, () => `${call()}.function.arguments`)
 
 /**
  * Why an image URL from a request is refused, or `undefined` when it is accepted: only `data:` and `http(s)://` URLs
@@ -296,17 +310,15 @@ const checkContent = (
   role: Role,
   allowEmpty: boolean
 ): Checked<string | Array<ContentPart>> => {
+  const content = get(message, "content")
+  if (typeof content === "string" && (content.length > 0 || role === "tool" || allowEmpty)) return Result.succeed(content)
   const path = `messages[${index}].content`
   if (!has(message, "content") && !allowEmpty) return fail(`messages[${index}] must include content`, path)
-  const content = get(message, "content")
   if (content === undefined || content === null) {
     if (!allowEmpty) return fail(`${path} must not be empty`, path)
     return Result.succeed("")
   }
-  if (typeof content === "string") {
-    if (content.length === 0 && role !== "tool" && !allowEmpty) return fail(`${path} must not be empty`, path)
-    return Result.succeed(content)
-  }
+  if (typeof content === "string") return fail(`${path} must not be empty`, path)
   if (Array.isArray(content)) {
     if (content.length === 0) return fail(`${path} must not be empty`, path)
     return traverse(content, (item: unknown, j): Checked<ContentPart> => {
@@ -328,10 +340,11 @@ const checkContent = (
 const roles: ReadonlyArray<string> = ["assistant", "system", "tool", "user"]
 const isRole = (value: string): value is Role => roles.includes(value)
 
+/** A canonical message, or the text chunks of a system message (merged into one leading system message). */
 const canonicalizeMessage = (
   message: unknown,
   index: number
-): Checked<{ readonly system: ReadonlyArray<string> } | { readonly message: Message }> => {
+): Checked<Message | ReadonlyArray<string>> => {
   if (!isDict(message)) return fail(`messages[${index}] must be a dict, got ${pythonType(message)}`, `messages[${index}]`)
   if (!has(message, "role")) return fail(`messages[${index}] must include role`, `messages[${index}].role`)
   const role = message["role"]
@@ -341,7 +354,7 @@ const canonicalizeMessage = (
   if (!isRole(role)) {
     return fail(`messages[${index}].role must be one of: ${roles.join(", ")}`, `messages[${index}].role`)
   }
-  const normalized = role === "assistant" ? normalizeToolCalls(message, index) : Result.succeed([])
+  const normalized = role === "assistant" ? normalizeToolCalls(message, index) : noToolCalls
   if (Result.isFailure(normalized)) return Result.fail(normalized.failure)
   const toolCalls = normalized.success
   const reasoning = get(message, "reasoning_content")
@@ -365,21 +378,22 @@ const canonicalizeMessage = (
   if (Result.isFailure(checked)) return Result.fail(checked.failure)
   const content = checked.success
   if (role === "system") {
-    if (typeof content === "string") return Result.succeed({ system: [content] })
+    if (typeof content === "string") return Result.succeed([content])
     const chunks: Array<string> = []
     for (const part of content) if (typeof part["text"] === "string") chunks.push(part["text"])
-    return Result.succeed({ system: chunks })
+    return Result.succeed(chunks)
   }
-  return Result.succeed({
-    message: {
-      role,
-      content,
-      ...(hasReasoning ? { reasoning_content: reasoning } : {}),
-      ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}),
-      ...(toolCallId !== undefined ? { tool_call_id: toolCallId } : {})
-    }
-  })
+  // The keys in this order (they are hashed and rendered): role, content, reasoning_content, tool_calls, tool_call_id.
+  const out: Mutable<Message> = { role, content }
+  if (hasReasoning) out.reasoning_content = reasoning
+  if (toolCalls.length > 0) out.tool_calls = toolCalls
+  if (toolCallId !== undefined) out.tool_call_id = toolCallId
+  return Result.succeed(out)
 }
+
+type Mutable<A> = { -readonly [K in keyof A]: A[K] }
+
+const isSystemChunks = (value: Message | ReadonlyArray<string>): value is ReadonlyArray<string> => Array.isArray(value)
 
 /**
  * Validate and canonicalize a raw Chat-shaped message list (docs/requests.md "Canonical messages").
@@ -397,8 +411,9 @@ export const canonicalizeMessages = (raw: unknown): Result.Result<ReadonlyArray<
   for (let index = 0; index < raw.length; index++) {
     const checked = canonicalizeMessage(raw[index], index)
     if (Result.isFailure(checked)) return Result.fail(checked.failure)
-    if ("system" in checked.success) systemChunks.push(...checked.success.system)
-    else out.push(checked.success.message)
+    const canonical = checked.success
+    if (isSystemChunks(canonical)) systemChunks.push(...canonical)
+    else out.push(canonical)
   }
   return Result.succeed(systemChunks.length > 0 ? [{ role: "system", content: systemChunks.join("\n\n") }, ...out] : out)
 }

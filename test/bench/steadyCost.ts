@@ -1,0 +1,172 @@
+/**
+ * CPU and allocated bytes per request of the gateway alone in steady state, with an allocation profile (a script,
+ * not one of `npm run bench`'s tables; docs/performance.md section 1 quotes it):
+ *
+ *   npm run bench:cost -- [rounds] [out.heapprofile]   (node --enable-source-maps --import tsx test/bench/steadyCost.ts)
+ *
+ * **Details**
+ * The SGLang path as the `floor` benchmark runs it (64 conversations of 8 turns per round from 30-message ~14 KB
+ * histories; the load client and the SGLang stand-in in their own processes), after `WARM` requests (default 4,096).
+ * Prints the gateway process's CPU per request (`process.cpuUsage`) of each round, then samples 2 rounds with V8's
+ * sampling heap profiler (every 1 KiB, objects collected by minor and major GCs included): bytes allocated per
+ * request, by file (allocations of natives counted to their caller), by function and by the nearest 5 frames (`TOPF`,
+ * `TOPS` say how many lines). With source maps enabled (as `bench:cost` runs it) the lines are the TypeScript sources' (tsx compiles each
+ * file to one line); the profile written to `out.heapprofile` carries them too. `CPUPROF=file.cpuprofile` also takes
+ * a CPU profile of 2 rounds (200 µs sampling) before the allocation profile.
+ */
+import { Context, Effect, Layer } from "effect"
+import { writeFileSync } from "node:fs"
+import { Session } from "node:inspector"
+import { findSourceMap } from "node:module"
+import { Tokenizer } from "../../layers/Tokenizer.ts"
+import { start } from "./child.ts"
+import { conversation } from "./conversation.ts"
+import type { ConversationsJob, TargetResult } from "./loadClient.ts"
+import { forgetSessions, gatewayTarget, registerSessions, sglangGateway } from "./servers.ts"
+
+const rounds = Number(process.argv[2] ?? 6)
+const profileFile = process.argv[3]
+const warm = Number(process.env["WARM"] ?? 4096)
+const clients = 64
+const turns = 8
+const HISTORY = conversation(30, 470)
+
+interface Node {
+  readonly callFrame: { readonly functionName: string; readonly url: string; readonly lineNumber: number; readonly columnNumber: number }
+  readonly selfSize: number
+  readonly children: ReadonlyArray<Node>
+}
+
+const main = Effect.scoped(Effect.gen(function*() {
+  const standIn = yield* Effect.acquireRelease(Effect.sync(() => start("./sglangStandIn.ts")), (c) => Effect.promise(() => c.close()))
+  const client = yield* Effect.acquireRelease(Effect.sync(() => start("./loadClient.ts")), (c) => Effect.promise(() => c.close()))
+  const tokenizer = Context.get(yield* Layer.build(Tokenizer.layer), Tokenizer)
+  const outputIds = [...tokenizer.encode("ok"), tokenizer.tokenToId("<|im_end|>") ?? tokenizer.eosTokenId]
+  const { url } = yield* Effect.promise(() => standIn.call<{ readonly url: string }>({ outputIds }))
+  const gw = yield* sglangGateway(url)
+  const round = async () => {
+    const ids = await registerSessions(gw, clients)
+    const job: ConversationsJob = {
+      kind: "conversations",
+      targets: [gatewayTarget("gateway", gw, ids)],
+      clients,
+      turns,
+      history: HISTORY,
+      turnBytes: 300,
+      interleave: false
+    }
+    const result = await client.call<ReadonlyArray<TargetResult>>(job)
+    await forgetSessions(gw, ids)
+    return result[0]!
+  }
+  yield* Effect.promise(async () => {
+    for (let done = 0; done < warm; done += clients * turns) await round()
+    const cpu: Array<number> = []
+    for (let r = 0; r < rounds; r++) {
+      const before = process.cpuUsage()
+      await round()
+      const used = process.cpuUsage(before)
+      cpu.push((used.user + used.system) / (clients * turns))
+    }
+    const sorted = [...cpu].sort((a, b) => a - b)
+    console.log(`cpu µs/request: ${cpu.map((c) => c.toFixed(0)).join(" ")} median ${sorted[Math.floor(sorted.length / 2)]!.toFixed(0)}`)
+    // Allocation: 2 rounds under the sampling heap profiler, collected objects included.
+    const session = new Session()
+    session.connect()
+    const post = (method: string, params?: object) =>
+      new Promise<unknown>((resolve, reject) => session.post(method, params ?? {}, (e, r) => (e ? reject(e) : resolve(r))))
+    await post("HeapProfiler.enable")
+    await post("HeapProfiler.startSampling", {
+      samplingInterval: 1024,
+      includeObjectsCollectedByMajorGC: true,
+      includeObjectsCollectedByMinorGC: true
+    })
+    const cpuFile = process.env["CPUPROF"]
+    if (cpuFile !== undefined) {
+      await post("Profiler.enable")
+      await post("Profiler.setSamplingInterval", { interval: 200 })
+      await post("Profiler.start")
+      for (let r = 0; r < 2; r++) await round()
+      const { profile: cpuProfile } = (await post("Profiler.stop")) as { readonly profile: { readonly nodes: ReadonlyArray<Node & { readonly id: number }> } }
+      const nodes = cpuProfile.nodes.map((node) => {
+        const cf = node.callFrame
+        const entry = cf.url.includes("/work/") ? findSourceMap(cf.url)?.findEntry(cf.lineNumber, cf.columnNumber) : undefined
+        return entry !== undefined && "originalLine" in entry && "originalColumn" in entry && typeof entry.originalLine === "number" && typeof entry.originalColumn === "number"
+          ? { ...node, callFrame: { ...cf, lineNumber: entry.originalLine, columnNumber: entry.originalColumn } }
+          : node
+      })
+      writeFileSync(cpuFile, JSON.stringify({ ...cpuProfile, nodes }))
+    }
+    const aRounds = 2
+    for (let r = 0; r < aRounds; r++) await round()
+    const { profile } = (await post("HeapProfiler.stopSampling")) as { readonly profile: { readonly head: Node } }
+    session.disconnect()
+    if (profileFile !== undefined) {
+      // Original lines of the TypeScript sources (tsx compiles each file to one line).
+      const mapped = (node: Node): unknown => {
+        const cf = node.callFrame
+        const entry = cf.url.includes("/work/") ? findSourceMap(cf.url)?.findEntry(cf.lineNumber, cf.columnNumber) : undefined
+        const callFrame = entry !== undefined && "originalLine" in entry && "originalColumn" in entry && typeof entry.originalLine === "number" && typeof entry.originalColumn === "number"
+          ? { ...cf, lineNumber: entry.originalLine, columnNumber: entry.originalColumn }
+          : cf
+        return { ...node, callFrame, children: node.children.map(mapped) }
+      }
+      writeFileSync(profileFile, JSON.stringify({ ...profile, head: mapped(profile.head) }))
+    }
+    const requests = aRounds * clients * turns
+    let total = 0
+    const byFn = new Map<string, number>()
+    const byStack = new Map<string, number>()
+    const short = (url: string) => url.replace(/^.*node_modules\//, "").replace(/^.*\/(src|layers|test)\//, "$1/")
+    const byCat = new Map<string, number>()
+    const catOf = (url: string): string | undefined => {
+      if (url === "") return undefined
+      const m = /node_modules\/(@[^/]+\/[^/]+|[^/]+)\//.exec(url)
+      if (m !== null) return m[1]
+      const r = /\/(src|layers|test)\/(.*?)(\.ts)?$/.exec(url)
+      if (r !== null) return `${r[1]}/${r[2]}`
+      return url.startsWith("node:") ? "node" : url
+    }
+    const walkCat = (node: Node, cat: string) => {
+      const here = catOf(node.callFrame.url) ?? cat
+      if (node.selfSize > 0) byCat.set(here, (byCat.get(here) ?? 0) + node.selfSize)
+      for (const child of node.children) walkCat(child, here)
+    }
+    walkCat(profile.head, "(root)")
+    const walk = (node: Node, path: ReadonlyArray<string>) => {
+      const cf = node.callFrame
+      const map = cf.url.includes("/work/") ? findSourceMap(cf.url) : undefined
+      const entry = map?.findEntry(cf.lineNumber, cf.columnNumber)
+      const where = entry !== undefined && "originalLine" in entry && "originalColumn" in entry && typeof entry.originalLine === "number" && typeof entry.originalColumn === "number"
+        ? `${short(cf.url)}:${entry.originalLine + 1}`
+        : `${short(cf.url)}:${cf.lineNumber + 1}:${cf.columnNumber + 1}`
+      const name = `${cf.functionName || "(anon)"} ${where}`
+      const here = [...path, name]
+      total += node.selfSize
+      if (node.selfSize > 0) {
+        byFn.set(name, (byFn.get(name) ?? 0) + node.selfSize)
+        // the nearest 4 frames
+        const key = here.slice(-5).reverse().join("  <  ")
+        byStack.set(key, (byStack.get(key) ?? 0) + node.selfSize)
+      }
+      for (const child of node.children) walk(child, here)
+    }
+    walk(profile.head, [])
+    console.log(`allocated per request: ${(total / requests / 1024).toFixed(1)} KiB`)
+    const top = (m: Map<string, number>, n: number) =>
+      [...m].sort((a, b) => b[1] - a[1]).slice(0, n).forEach(([k, v]) =>
+        console.log(`${(v / requests / 1024).toFixed(2).padStart(7)} KiB ${(100 * v / total).toFixed(1).padStart(5)}%  ${k}`)
+      )
+    console.log("== by file (natives to their caller)")
+    top(byCat, 40)
+    console.log("== by function (self)")
+    top(byFn, Number(process.env["TOPF"] ?? 50))
+    console.log("== by stack")
+    top(byStack, Number(process.env["TOPS"] ?? 40))
+  })
+}))
+
+Effect.runPromise(main).then(() => process.exit(0), (e: unknown) => {
+  console.error(e)
+  process.exit(1)
+})
