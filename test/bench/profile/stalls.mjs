@@ -1,20 +1,13 @@
 // usage: node test/bench/profile/stalls.mjs bench-profiles/X.cpuprofile stalls.json [topN]
 // For each stall window (from test/bench/sessions.ts with STALL_LOG), the profile's self time inside it by category and function.
 import fs from "node:fs"
+import { category } from "./category.mjs"
 const [file, stallFile, topArg] = process.argv.slice(2)
 const top = Number(topArg ?? 8)
 const p = JSON.parse(fs.readFileSync(file, "utf8"))
 const stalls = JSON.parse(fs.readFileSync(stallFile, "utf8"))
 const byId = new Map(p.nodes.map(n => [n.id, n]))
-const cat = (url) => {
-  if (!url) return "(native)"
-  const m = url.match(/node_modules\/(@[^/]+\/[^/]+|[^/]+)\/(?:dist\/)?(.*)/)
-  if (m) return m[1] === "effect" ? "effect/" + m[2].split("/").slice(0, 2).join("/") : m[1]
-  const r = url.match(/\/(src|layers|test)\/(.*)/)
-  if (r) return r[1] + "/" + r[2]
-  if (url.startsWith("node:")) return "node:" + url.slice(5).split("/")[0]
-  return url
-}
+const cat = category
 const ts = []; let t = p.startTime
 for (let i = 0; i < p.samples.length; i++) { t += p.timeDeltas[i]; ts.push(t) }
 for (const s of stalls.sort((a, b) => b.durationMs - a.durationMs).slice(0, Number(process.env.N ?? 12))) {

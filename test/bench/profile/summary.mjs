@@ -1,6 +1,7 @@
 // usage: node test/bench/profile/summary.mjs bench-profiles/X.cpuprofile [topN]
 // Prints self time by category (file/package) and top functions by self time.
 import fs from "node:fs"
+import { category } from "./category.mjs"
 const [file, topArg] = process.argv.slice(2)
 const top = Number(topArg ?? 40)
 const p = JSON.parse(fs.readFileSync(file, "utf8"))
@@ -8,15 +9,7 @@ const byId = new Map(p.nodes.map(n => [n.id, n]))
 const self = new Map()
 const dt = p.timeDeltas
 for (let i = 0; i < p.samples.length; i++) self.set(p.samples[i], (self.get(p.samples[i]) ?? 0) + (dt[i] ?? 0))
-const cat = (url) => {
-  if (!url) return "(native/gc/idle)"
-  const m = url.match(/node_modules\/(@[^/]+\/[^/]+|[^/]+)\/(?:dist\/)?(.*)/)
-  if (m) return m[1] === "effect" ? "effect/" + m[2].split("/").slice(0, 2).join("/") : m[1]
-  const r = url.match(/\/(src|layers|test)\/(.*)/)
-  if (r) return r[1] + "/" + r[2]
-  if (url.startsWith("node:")) return "node:" + url.slice(5).split("/")[0]
-  return url
-}
+const cat = category
 const byCat = new Map(), byFn = new Map()
 let total = 0
 for (const [id, t] of self) {
