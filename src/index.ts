@@ -30,24 +30,24 @@ import * as Path from "node:path"
 import type { HttpServerError } from "effect/http"
 import type { CreditOptions } from "./credit/CreditOptions.ts"
 import * as Parsers from "./parsers/registry.ts"
-import * as RolloutConfig from "../layers/Config.ts"
-import { Credit, type CreditStartupError } from "../layers/Credit.ts"
-import { EmbeddedEngine, type EmbeddedEngineOptions } from "../layers/EmbeddedEngine.ts"
-import type { Engine, EngineError } from "../layers/Engine.ts"
-import * as FairScheduler from "../layers/FairScheduler.ts"
-import { Forests } from "../layers/Forests.ts"
-import { Gateway } from "../layers/Gateway.ts"
-import { Generation } from "../layers/Generation.ts"
-import type { HookLoadError } from "../layers/Hooks.ts"
-import { DatasetLoadError, Rollout } from "../layers/Rollout.ts"
-import { Scheduler } from "../layers/Scheduler.ts"
-import { Sessions } from "../layers/Sessions.ts"
-import { SglangEngine } from "../layers/SglangEngine.ts"
-import { type InProcessAgent, resolveAgentSpec, Supervisor } from "../layers/Supervisor.ts"
-import * as Telemetry from "../layers/Telemetry.ts"
-import { Tokenizer, type TokenizerLoadError } from "../layers/Tokenizer.ts"
-import { type StreamOptions, TrainerService } from "../layers/TrainerService.ts"
-import { RolloutRpcServer, type RpcServeError, type RpcServerOptions } from "../layers/RolloutRpc.ts"
+import * as RolloutConfig from "../layers/rollout/Config.ts"
+import { Credit, type CreditStartupError } from "../layers/credit/Credit.ts"
+import { EmbeddedEngine, type EmbeddedEngineOptions } from "../layers/engine/EmbeddedEngine.ts"
+import type { Engine, EngineError } from "../layers/engine/Engine.ts"
+import * as FairScheduler from "../layers/runtime/FairScheduler.ts"
+import { Forests } from "../layers/generation/Forests.ts"
+import { Gateway } from "../layers/gateway/Gateway.ts"
+import { Generation } from "../layers/generation/Generation.ts"
+import type { HookLoadError } from "../layers/runtime/Hooks.ts"
+import { DatasetLoadError, Rollout } from "../layers/rollout/Rollout.ts"
+import { Scheduler } from "../layers/schedule/Scheduler.ts"
+import { Sessions } from "../layers/schedule/Sessions.ts"
+import { SglangEngine } from "../layers/engine/sglang/SglangEngine.ts"
+import { type InProcessAgent, resolveAgentSpec, Supervisor } from "../layers/session/Supervisor.ts"
+import * as Telemetry from "../layers/rollout/Telemetry.ts"
+import { Tokenizer, type TokenizerLoadError } from "../layers/tokenizer/Tokenizer.ts"
+import { type StreamOptions, TrainerService } from "../layers/trainer/TrainerService.ts"
+import { RolloutRpcServer, type RpcServeError, type RpcServerOptions } from "../layers/trainer/RolloutRpc.ts"
 import type { HookSpecError } from "./hooks/HookSpec.ts"
 import type { AgentSpecError } from "./session/errors.ts"
 import type * as Results from "./trainer/Results.ts"
@@ -63,7 +63,7 @@ export {
   RolloutOptions,
   type RolloutOptionsInput,
   type RolloutSettings
-} from "../layers/Config.ts"
+} from "../layers/rollout/Config.ts"
 export {
   DatasetLoadError,
   type EvalDatasetResult,
@@ -73,15 +73,15 @@ export {
   type RolloutShape,
   type RunSummary,
   type StepResult
-} from "../layers/Rollout.ts"
-export { type DropReason, TooManyDroppedGroupsError } from "../layers/Scheduler.ts"
-export { memorySink, processSink, type Sink, Telemetry } from "../layers/Telemetry.ts"
-export { type InProcessAgent, type InProcessAgentInput, Supervisor } from "../layers/Supervisor.ts"
+} from "../layers/rollout/Rollout.ts"
+export { type DropReason, TooManyDroppedGroupsError } from "../layers/schedule/Scheduler.ts"
+export { memorySink, processSink, type Sink, Telemetry } from "../layers/rollout/Telemetry.ts"
+export { type InProcessAgent, type InProcessAgentInput, Supervisor } from "../layers/session/Supervisor.ts"
 export { Advantage, Reward, Status, TrainingSample } from "./forest/TrainingSample.ts"
-export { ContextLengthError, Engine, EngineError, type EngineShape } from "../layers/Engine.ts"
-export { EmbeddedEngine, type EmbeddedEngineOptions } from "../layers/EmbeddedEngine.ts"
-export { Gateway } from "../layers/Gateway.ts"
-export { type StreamOptions, TrainerService, type TrainerServiceShape } from "../layers/TrainerService.ts"
+export { ContextLengthError, Engine, EngineError, type EngineShape } from "../layers/engine/Engine.ts"
+export { EmbeddedEngine, type EmbeddedEngineOptions } from "../layers/engine/EmbeddedEngine.ts"
+export { Gateway } from "../layers/gateway/Gateway.ts"
+export { type StreamOptions, TrainerService, type TrainerServiceShape } from "../layers/trainer/TrainerService.ts"
 export {
   clientProtocol,
   makeClient as makeRpcClient,
@@ -93,7 +93,7 @@ export {
   rpcPath,
   RpcServeError,
   type RpcServerOptions
-} from "../layers/RolloutRpc.ts"
+} from "../layers/trainer/RolloutRpc.ts"
 export * as Results from "./trainer/Results.ts"
 export { RolloutCallError } from "./trainer/Results.ts"
 export * as Capacity from "./schedule/Capacity.ts"
@@ -253,7 +253,7 @@ export const makeTrainer = (
   Layer.unwrap(RolloutConfig.resolve(options).pipe(Effect.map((settings) => trainerFromSettings(settings, extras))))
 
 /**
- * The rollout served to remote trainers: `makeTrainer` plus the RPC server (layers/RolloutRpc.ts) in front of its
+ * The rollout served to remote trainers: `makeTrainer` plus the RPC server (layers/trainer/RolloutRpc.ts) in front of its
  * `TrainerService`. `RolloutRpcServer.url` is where it listens; `shutdownRequested` completes on a `Shutdown` call.
  */
 export const serveFromSettings = (

@@ -8,7 +8,7 @@
  * The text uses the Qwen3 formats the `qwen3` reasoning parser and the `qwen25` tool-call parser read.
  */
 import { createHash } from "node:crypto"
-import type { PolicyRequest } from "../../layers/Engine.ts"
+import type { PolicyRequest } from "../../layers/engine/Engine.ts"
 
 const textOf = (content: PolicyRequest["messages"][number]["content"]): string =>
   typeof content === "string"

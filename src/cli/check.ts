@@ -4,16 +4,16 @@
  */
 import { Data, Effect, Layer, Result } from "effect"
 import { readFileSync } from "node:fs"
-import * as Config from "../../layers/Config.ts"
-import { EmbeddedEngine } from "../../layers/EmbeddedEngine.ts"
-import { Engine } from "../../layers/Engine.ts"
-import { Forests } from "../../layers/Forests.ts"
-import { Gateway } from "../../layers/Gateway.ts"
-import { Generation } from "../../layers/Generation.ts"
-import { emptyCounters, Sessions } from "../../layers/Sessions.ts"
-import { SglangEngine } from "../../layers/SglangEngine.ts"
-import * as Supervisor from "../../layers/Supervisor.ts"
-import { Tokenizer } from "../../layers/Tokenizer.ts"
+import * as Config from "../../layers/rollout/Config.ts"
+import { EmbeddedEngine } from "../../layers/engine/EmbeddedEngine.ts"
+import { Engine } from "../../layers/engine/Engine.ts"
+import { Forests } from "../../layers/generation/Forests.ts"
+import { Gateway } from "../../layers/gateway/Gateway.ts"
+import { Generation } from "../../layers/generation/Generation.ts"
+import { emptyCounters, Sessions } from "../../layers/schedule/Sessions.ts"
+import { SglangEngine } from "../../layers/engine/sglang/SglangEngine.ts"
+import * as Supervisor from "../../layers/session/Supervisor.ts"
+import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
 import * as Reward from "../credit/Reward.ts"
 import * as Forest from "../forest/Forest.ts"
 import * as Capacity from "../schedule/Capacity.ts"
@@ -53,7 +53,7 @@ const startup = <A, E extends { readonly message: string }, R>(effect: Effect.Ef
 
 /** The capacity table of the guide for these settings. */
 export const capacityOf = (settings: Config.RolloutSettings): Capacity.CapacityReport =>
-  // Eval runs only with --eval-interval (layers/Rollout.ts), so datasets alone add no Eval Sessions.
+  // Eval runs only with --eval-interval (layers/rollout/Rollout.ts), so datasets alone add no Eval Sessions.
   Config.capacity(settings.evalInterval === undefined ? { ...settings, evalDatasets: [] } : settings)
 
 

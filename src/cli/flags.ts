@@ -1,11 +1,11 @@
 /**
- * What is built from the flag table (src/cli/flagTable.ts): the command-line normalization effect/cli needs before
+ * What is built from the flag table (src/config/FlagTable.ts): the command-line normalization effect/cli needs before
  * parsing, the flags reference (docs/flags.md), and the effect/cli flags.
  *
  * **Details**
  * Every flag is one row of {@link rolloutFlags}: its Relax / argparse name, the `RolloutOptions` field it fills, and its
  * help text. Defaults are not repeated there: flags the user leaves out stay out of the options object, so the defaults
- * come from decoding `RolloutOptions` (layers/Config.ts) and the help shows what that decoding fills in.
+ * come from decoding `RolloutOptions` (layers/rollout/Config.ts) and the help shows what that decoding fills in.
  *
  * argparse recipes write several values after one flag (`--agent-env A=1 B=2`, `--eval-prompt-data n1 p1 n2 p2`);
  * effect/cli takes one value per occurrence, so {@link expandMultiValues} rewrites such runs into repeated flags
@@ -14,13 +14,13 @@
  */
 import { Option, Schema } from "effect"
 import { Flag } from "effect/cli"
-import * as Config from "../../layers/Config.ts"
-import { type FlagKind, type FlagSpec, rolloutFlags, rowFlag, serveFlags } from "./flagTable.ts"
+import * as Config from "../../layers/rollout/Config.ts"
+import { type FlagKind, type FlagSpec, rolloutFlags, rowFlag, serveFlags } from "../config/FlagTable.ts"
 
 // ---------------------------------------------------------------------------------------------------------------
-// The flag table (src/cli/flagTable.ts)
+// The flag table (src/config/FlagTable.ts)
 
-export { type FlagKind, type FlagSpec, rolloutFlags, rowFlag, serveFlags } from "./flagTable.ts"
+export { type FlagKind, type FlagSpec, rolloutFlags, rowFlag, serveFlags } from "../config/FlagTable.ts"
 
 const isMulti = (kind: FlagKind): boolean => kind === "strings" || kind === "ints" || kind === "pairs"
 

@@ -5,7 +5,7 @@
  */
 import { Data, Effect, Option, Result, Schema } from "effect"
 import { readFileSync } from "node:fs"
-import * as Config from "../../layers/Config.ts"
+import * as Config from "../../layers/rollout/Config.ts"
 import * as SchemaMessage from "../json/SchemaMessage.ts"
 import { type FlagSpec, type FlagValues, rolloutFlags } from "./flags.ts"
 

@@ -1,7 +1,7 @@
 /**
  * SGLang's native HTTP wire shapes (`/generate`, `/abort_request`, `/close_session`, `/update_weight_version`, `/tokenize`,
  * `/get_model_info`, router `/workers`),
- * as Schemas shared by the client (layers/SglangEngine.ts) and the test server.
+ * as Schemas shared by the client (layers/engine/sglang/SglangEngine.ts) and the test server.
  *
  * **Details**
  * Request shapes list exactly what relax-agentic sends; response shapes read only the fields it uses and ignore the

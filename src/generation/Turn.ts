@@ -1,5 +1,5 @@
 /**
- * The pure steps of one model request, which layers/Generation.ts runs in order: the turn's sampling budget, the
+ * The pure steps of one model request, which layers/generation/Generation.ts runs in order: the turn's sampling budget, the
  * engine attempts' pending output, the end-of-turn split, response parsing, tool-call ids and the protocol-neutral
  * `Completion`.
  *

@@ -3,7 +3,7 @@
  * lines and the log lines that quote samples and Eval results (docs/outputs.md).
  *
  * **Details**
- * `layers/Rollout.ts` orchestrates steps and Eval and `layers/Outputs.ts` writes the files; everything they print or
+ * `layers/rollout/Rollout.ts` orchestrates steps and Eval and `layers/rollout/Outputs.ts` writes the files; everything they print or
  * write is shaped here, so the exact field order and wording is tested without running a rollout.
  */
 import { Result } from "effect"

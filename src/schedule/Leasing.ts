@@ -4,7 +4,7 @@
  * closes (docs/runtime.md: "Steps", "Resident capacity", "The first-request barrier", "Prelaunch").
  *
  * **Details**
- * `layers/Scheduler.ts` owns the fibers, Deferreds and the signal queue; at every wake-up it describes its resident
+ * `layers/schedule/Scheduler.ts` owns the fibers, Deferreds and the signal queue; at every wake-up it describes its resident
  * Groups as a `PoolView`, asks `nextMoves` what to do, and carries the moves out. A Group is identified by an opaque
  * key `K` (the layer's own record), so nothing here knows about fibers.
  *

@@ -8,11 +8,11 @@ import { Effect, Result } from "effect"
 import { readFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { dirname, join } from "node:path"
-import { byteLevelDecoder } from "../../layers/internal/ByteLevelDecode.ts"
-import { cachedEncoder } from "../../layers/internal/PreTokenCache.ts"
+import { byteLevelDecoder } from "../../layers/tokenizer/ByteLevelDecode.ts"
+import { cachedEncoder } from "../../layers/tokenizer/PreTokenCache.ts"
 import type * as Canonical from "../../src/protocol/canonical.ts"
 import * as ObservationDelta from "../../src/template/ObservationDelta.ts"
-import * as Tokenizer from "../../layers/Tokenizer.ts"
+import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import { conversation, tools } from "./conversation.ts"
 import { allocatedBytes, type Bench, type BenchResult, compare, consume, formatBytes, formatMs, formatRatio, median } from "./harness.ts"
 
@@ -53,8 +53,8 @@ const run = async (): Promise<BenchResult> => {
         "tool definitions every time (the template's tool prefix not used) against rendering the delta without the " +
         "tools after the cached dummy (src/template/ObservationDelta.ts); CPU per call and bytes allocated per call.",
       "library / cached: the Hugging Face JS encode against the same with the pre-token cache in front of it " +
-        "(layers/internal/PreTokenCache.ts), on one observation's text (the rendered new tool message) and on a whole " +
-        "30-message history (a first turn), and its decode against per-id bytes (layers/internal/ByteLevelDecode.ts) " +
+        "(layers/tokenizer/PreTokenCache.ts), on one observation's text (the rendered new tool message) and on a whole " +
+        "30-message history (a first turn), and its decode against per-id bytes (layers/tokenizer/ByteLevelDecode.ts) " +
         "on the history's ids; CPU time per call (process.cpuUsage) and bytes allocated per call (V8's " +
         "sampling heap profiler, collected objects included), the two alternating."
     ]

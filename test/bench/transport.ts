@@ -13,7 +13,7 @@
  * for `floor`, turn by turn for `history`), so machine noise hits both alike. Nothing is asserted.
  */
 import { Context, Effect } from "effect"
-import { Tokenizer } from "../../layers/Tokenizer.ts"
+import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
 import { type Child, start } from "./child.ts"
 import { conversation } from "./conversation.ts"
 import { type Bench, type BenchOptions, type BenchResult, formatMs, formatRatio, median, percentile } from "./harness.ts"

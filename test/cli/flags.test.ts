@@ -4,7 +4,7 @@ import { Effect, Option, Result } from "effect"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import * as Config from "../../layers/Config.ts"
+import * as Config from "../../layers/rollout/Config.ts"
 import * as Cli from "../../src/cli.ts"
 
 const base = ["--prompt-data", "data.jsonl", "--rollout-batch-size", "2"]

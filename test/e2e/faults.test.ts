@@ -10,8 +10,8 @@ import { Effect } from "effect"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import { hasExited } from "../../layers/internal/ProcessGroup.ts"
-import { EmbeddedEngine } from "../../layers/EmbeddedEngine.ts"
+import { hasExited } from "../../layers/session/ProcessGroup.ts"
+import { EmbeddedEngine } from "../../layers/engine/EmbeddedEngine.ts"
 import { makeRollout, memorySink, Rollout } from "../../src/index.ts"
 
 const fixtures = Path.join(import.meta.dirname, "..", "fixtures", "rollout")

@@ -11,7 +11,7 @@ import { spawn } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import { EmbeddedEngine } from "../../layers/EmbeddedEngine.ts"
+import { EmbeddedEngine } from "../../layers/engine/EmbeddedEngine.ts"
 import { makeRollout, memorySink, Rollout } from "../../src/index.ts"
 import { awaitAgents, recordedPids, running } from "../support/agentProcesses.ts"
 

@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
 import sharp from "sharp"
-import { EmbeddedEngine } from "../../layers/EmbeddedEngine.ts"
+import { EmbeddedEngine } from "../../layers/engine/EmbeddedEngine.ts"
 import { makeRollout, memorySink, Rollout } from "../../src/index.ts"
 import * as VisionTokenizer from "../support/VisionTokenizer.ts"
 

@@ -3,7 +3,7 @@ import { Effect } from "effect"
 import { mkdtempSync, readFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
-import { EmbeddedEngine } from "../../layers/EmbeddedEngine.ts"
+import { EmbeddedEngine } from "../../layers/engine/EmbeddedEngine.ts"
 import { makeRollout, memorySink, Rollout, type RolloutOptionsInput } from "../../src/index.ts"
 
 const fixtures = resolve(import.meta.dirname, "../fixtures/rollout")

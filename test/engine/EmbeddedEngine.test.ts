@@ -2,9 +2,9 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Fiber, Layer } from "effect"
 import { TestClock } from "effect/testing"
 import * as Model from "../../src/engine/Model.ts"
-import { EmbeddedEngine, type EmbeddedEngineOptions } from "../../layers/EmbeddedEngine.ts"
-import { Engine, type GenerateRequest, type PolicyRequest, type SamplingParams } from "../../layers/Engine.ts"
-import { Tokenizer } from "../../layers/Tokenizer.ts"
+import { EmbeddedEngine, type EmbeddedEngineOptions } from "../../layers/engine/EmbeddedEngine.ts"
+import { Engine, type GenerateRequest, type PolicyRequest, type SamplingParams } from "../../layers/engine/Engine.ts"
+import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
 import { sampling as trainSampling } from "../support/sessions.ts"
 
 const engineLayer = (options: EmbeddedEngineOptions) =>

@@ -2,7 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Result } from "effect"
 import * as Path from "node:path"
 import { advantage } from "../../examples/multi-agent/advantage.ts"
-import { EmbeddedEngine } from "../../layers/EmbeddedEngine.ts"
+import { EmbeddedEngine } from "../../layers/engine/EmbeddedEngine.ts"
 import { readConfigFile } from "../../src/cli.ts"
 import { makeTrainer, memorySink, type RolloutOptionsInput, TrainerService } from "../../src/index.ts"
 

@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Result } from "effect"
-import { Tokenizer, type TokenizerShape } from "../../layers/Tokenizer.ts"
+import { Tokenizer, type TokenizerShape } from "../../layers/tokenizer/Tokenizer.ts"
 import * as Canonical from "../../src/protocol/canonical.ts"
 import * as Forest from "../../src/forest/Forest.ts"
 import * as Sample from "../../src/forest/Sample.ts"

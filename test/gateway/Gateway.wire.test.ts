@@ -6,7 +6,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as net from "node:net"
-import { Gateway } from "../../layers/Gateway.ts"
+import { Gateway } from "../../layers/gateway/Gateway.ts"
 import { gatewayStack } from "../support/gatewayStack.ts"
 import { registeredSession, sampling } from "../support/sessions.ts"
 

@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Result } from "effect"
-import { Tokenizer } from "../../layers/Tokenizer.ts"
+import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
 import type * as Canonical from "../../src/protocol/canonical.ts"
 import { ReasoningParsers, ToolCallParsers } from "../../src/parsers/registry.ts"
 

@@ -4,7 +4,7 @@
  * or crashes as scripted. Every step of every Session is written to a timeline with the TestClock time.
  */
 import { Clock, Data, Effect } from "effect"
-import * as Scheduler from "../../layers/Scheduler.ts"
+import * as Scheduler from "../../layers/schedule/Scheduler.ts"
 
 export interface Group extends Scheduler.GroupLike {
   readonly seq: number

@@ -6,8 +6,8 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Schema } from "effect"
-import { EmbeddedEngine } from "../../layers/EmbeddedEngine.ts"
-import { Tokenizer } from "../../layers/Tokenizer.ts"
+import { EmbeddedEngine } from "../../layers/engine/EmbeddedEngine.ts"
+import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
 import type { TrainingSample } from "../../src/forest/TrainingSample.ts"
 import * as Workload from "../support/Workload.ts"
 import { type SimOptions, type SimReport, simulate } from "./lifecycle.ts"

@@ -6,8 +6,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Clock, Effect, Fiber, Layer } from "effect"
 import { TestClock } from "effect/testing"
-import * as Scheduler from "../../layers/Scheduler.ts"
-import * as Telemetry from "../../layers/Telemetry.ts"
+import * as Scheduler from "../../layers/schedule/Scheduler.ts"
+import * as Telemetry from "../../layers/rollout/Telemetry.ts"
 import * as Sim from "./harness.ts"
 
 const plan = (rolloutId: number, debt: number, extra: Partial<Scheduler.StepPlan> = {}): Scheduler.StepPlan => ({

@@ -6,8 +6,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Data, Effect, Fiber } from "effect"
 import { TestClock } from "effect/testing"
-import * as Scheduler from "../../layers/Scheduler.ts"
-import * as Telemetry from "../../layers/Telemetry.ts"
+import * as Scheduler from "../../layers/schedule/Scheduler.ts"
+import * as Telemetry from "../../layers/rollout/Telemetry.ts"
 
 class RunnerFailed extends Data.TaggedError("RunnerFailed")<{ readonly stage: string }> {
   override get message() {

@@ -26,7 +26,7 @@ import type { AddressInfo } from "node:net"
 import * as Hash from "../../src/engine/Hash.ts"
 import * as Sampling from "../../src/engine/Sampling.ts"
 import * as Wire from "../../src/engine/Wire.ts"
-import type { EngineShape, GenerateResult } from "../../layers/Engine.ts"
+import type { EngineShape, GenerateResult } from "../../layers/engine/Engine.ts"
 
 export interface FakeSglangOptions {
   /** The model behind `/generate` (an instant embedded engine). */

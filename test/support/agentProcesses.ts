@@ -5,7 +5,7 @@
 import { Effect } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import { hasExited } from "../../layers/internal/ProcessGroup.ts"
+import { hasExited } from "../../layers/session/ProcessGroup.ts"
 
 /** The pids every agent wrote: its own and its background child's. */
 export const recordedPids = (dir: string): Array<number> =>

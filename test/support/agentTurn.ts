@@ -3,8 +3,8 @@
  * (Chat Completions semantics, no tools, not streamed).
  */
 import { Effect, Result } from "effect"
-import type { GenerationShape } from "../../layers/Generation.ts"
-import type { SessionEntry } from "../../layers/Sessions.ts"
+import type { GenerationShape } from "../../layers/generation/Generation.ts"
+import type { SessionEntry } from "../../layers/schedule/Sessions.ts"
 import * as Canonical from "../../src/protocol/canonical.ts"
 
 export const agentTurn = (

@@ -3,12 +3,12 @@
  * (test/fixtures/gateway/policy.ts: think, call `calc`, answer), parsed with qwen25 tool calls and qwen3 reasoning.
  */
 import { Layer, Result } from "effect"
-import { EmbeddedEngine } from "../../layers/EmbeddedEngine.ts"
-import { Forests } from "../../layers/Forests.ts"
-import { Gateway, type GatewayOptions } from "../../layers/Gateway.ts"
-import { Generation } from "../../layers/Generation.ts"
-import { Sessions } from "../../layers/Sessions.ts"
-import { Tokenizer } from "../../layers/Tokenizer.ts"
+import { EmbeddedEngine } from "../../layers/engine/EmbeddedEngine.ts"
+import { Forests } from "../../layers/generation/Forests.ts"
+import { Gateway, type GatewayOptions } from "../../layers/gateway/Gateway.ts"
+import { Generation } from "../../layers/generation/Generation.ts"
+import { Sessions } from "../../layers/schedule/Sessions.ts"
+import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
 import * as Parsers from "../../src/parsers/registry.ts"
 import { policy } from "../fixtures/gateway/policy.ts"
 

@@ -3,7 +3,7 @@
  * version `v0`.
  */
 import { Effect, Layer } from "effect"
-import { Engine, type GenerateRequest, type GenerateResult } from "../../layers/Engine.ts"
+import { Engine, type GenerateRequest, type GenerateResult } from "../../layers/engine/Engine.ts"
 
 /** What the engine answers to the n-th request (0-based) of `calls`. */
 export type Script = (request: GenerateRequest, call: number) => Omit<GenerateResult, "promptTokens" | "cachedTokens">

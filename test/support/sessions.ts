@@ -2,9 +2,9 @@
  * Live-Session fixtures: the `SessionEntry` a test registers with `Sessions` or hands to the generation core.
  */
 import { Effect } from "effect"
-import type { SamplingParams } from "../../layers/Engine.ts"
-import { Forests } from "../../layers/Forests.ts"
-import { emptyCounters, type SessionEntry, Sessions } from "../../layers/Sessions.ts"
+import type { SamplingParams } from "../../layers/engine/Engine.ts"
+import { Forests } from "../../layers/generation/Forests.ts"
+import { emptyCounters, type SessionEntry, Sessions } from "../../layers/schedule/Sessions.ts"
 
 /** Training sampling as the rollout configures it by default: temperature 1, no top-p/top-k cut, no stops. */
 export const sampling = (overrides: Partial<SamplingParams> = {}): SamplingParams => ({

@@ -6,7 +6,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Result } from "effect"
-import { Tokenizer } from "../../layers/Tokenizer.ts"
+import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
 import type * as Canonical from "../../src/protocol/canonical.ts"
 import * as ObservationDelta from "../../src/template/ObservationDelta.ts"
 

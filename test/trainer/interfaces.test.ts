@@ -6,10 +6,10 @@ import { createRequire } from "node:module"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { trainingLoop } from "../../examples/trainer.ts"
-import { TrainerService } from "../../layers/TrainerService.ts"
+import { TrainerService } from "../../layers/trainer/TrainerService.ts"
 import { main as promiseMain } from "../../examples/trainer-promise.ts"
-import { EmbeddedEngine } from "../../layers/EmbeddedEngine.ts"
-import { Tokenizer } from "../../layers/Tokenizer.ts"
+import { EmbeddedEngine } from "../../layers/engine/EmbeddedEngine.ts"
+import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
 import * as FakeSglang from "../support/FakeSglang.ts"
 import {
   createRollout,

@@ -1,0 +1,331 @@
+/**
+ * The embedded engine (default): an in-process {@link Engine} over a seeded language model of the tokenizer's
+ * vocabulary, with latency on Effect's Clock.
+ *
+ * **Details**
+ * - Output is a pure function of (engine seed, prompt ids, sampling params, request seed). A request without
+ *   `sampling.seed` gets the next value of a per-engine counter, so a run is reproducible when requests arrive in the
+ *   same order (as they do under TestClock).
+ * - The draw for a token is keyed on its absolute position in the sequence (and the token before it), not on its
+ *   index in this request's output: a generation aborted after `k` tokens and resumed from `prompt ++ partial` with
+ *   `max_new_tokens − k` and the same seed yields exactly the tokens and logprobs of the uninterrupted generation.
+ * - `updateWeights` advances the version, then aborts every running generation (each reports the version it started
+ *   on; an attempt started after the update, even one resumed while the update is aborting, reports the new one).
+ * - Logprobs are `log q(id)` under the temperature-scaled distribution, before top-k/top-p (SGLang's default; see
+ *   src/engine/Sampling.ts); at temperature 1 they are the model's own log-probabilities.
+ * - With a policy (`--embedded-policy`) and a request that carries its conversation, the policy's text is the output:
+ *   its tokens plus eos, truncated by max new tokens / stop strings / stop ids, scored by the model (teacher-forced).
+ * - Latency: prefill takes `uncached prompt tokens / prefillTokensPerSecond`, then token `i` appears after
+ *   `(i + 1) / decodeTokensPerSecond`. `abort(rid)` ends the pending generate with the tokens that appeared so far.
+ *   A speed of 0 or `Infinity` means no latency.
+ */
+import { Duration, Effect, Fiber, Layer, Result } from "effect"
+import * as Decoder from "../../src/engine/Decoder.ts"
+import * as PackedIds from "../../src/forest/PackedIds.ts"
+import * as Model from "../../src/engine/Model.ts"
+import * as Sampling from "../../src/engine/Sampling.ts"
+import * as Stop from "../../src/engine/Stop.ts"
+import * as WeightVersion from "../../src/engine/WeightVersion.ts"
+import * as Wire from "../../src/engine/Wire.ts"
+import type * as HookSpec from "../../src/hooks/HookSpec.ts"
+import {
+  ContextLengthError,
+  Engine,
+  EngineError,
+  type EngineShape,
+  type GenerateRequest,
+  type GenerateResult,
+  type PolicyRequest,
+  withSpans
+} from "./Engine.ts"
+import * as Hooks from "../runtime/Hooks.ts"
+import { Tokenizer, type TokenizerShape } from "../tokenizer/Tokenizer.ts"
+
+/** An embedded policy: the text the "model" says for a request. */
+export type Policy = (request: PolicyRequest) => string | Promise<string>
+
+export interface EmbeddedEngineOptions {
+  /** Engine seed (default 0). */
+  readonly seed?: number | undefined
+  readonly policy?: Policy | undefined
+  /** Prompt tokens per second (default 20000; 0 or Infinity: instant). */
+  readonly prefillTokensPerSecond?: number | undefined
+  /** Generated tokens per second (default 200; 0 or Infinity: instant). */
+  readonly decodeTokensPerSecond?: number | undefined
+  /** Context window; a prompt + max_new_tokens reaching it fails with SGLang's ContextLengthError wording. */
+  readonly maxContextLength?: number | undefined
+  /** Initial weight version (default "0"). */
+  readonly weightVersion?: string | undefined
+  /** Shape of the model (eos probability, favoured set size, ...). */
+  readonly model?: Omit<Model.ModelOptions, "seed" | "vocabSize" | "eosTokenId"> | undefined
+}
+
+/** Latency-free options, for unit tests. */
+export const instant: EmbeddedEngineOptions = { prefillTokensPerSecond: 0, decodeTokensPerSecond: 0 }
+
+const wordLike = /^Ġ?[a-z]{2,10}$/
+const punctuation = new Set([".", ",", "Ċ", "?", "!"])
+const pools = new WeakMap<TokenizerShape, ReadonlyArray<number>>()
+
+/** Word-like tokens of the vocabulary, so sampled text reads like (nonsense) words. */
+const favouredPool = (tokenizer: TokenizerShape): ReadonlyArray<number> => {
+  let pool = pools.get(tokenizer)
+  if (pool === undefined) {
+    const ids: Array<number> = []
+    for (let id = 0; id < tokenizer.vocabSize; id++) {
+      const token = tokenizer.idToToken(id)
+      if (token !== undefined && !tokenizer.specialTokenIds.has(id) && (wordLike.test(token) || punctuation.has(token))) {
+        ids.push(id)
+      }
+    }
+    pool = ids.length > 0 ? ids : Array.from({ length: tokenizer.vocabSize }, (_, id) => id)
+    pools.set(tokenizer, pool)
+  }
+  return pool
+}
+
+/** The model an engine with these options uses over `tokenizer` (tests recompute logprobs with it). */
+export const modelFor = (tokenizer: TokenizerShape, options: EmbeddedEngineOptions = {}): Model.Model =>
+  Model.make({
+    favouredPool: favouredPool(tokenizer),
+    ...options.model,
+    seed: options.seed ?? 0,
+    vocabSize: tokenizer.vocabSize,
+    eosTokenId: tokenizer.eosTokenId
+  })
+
+const perToken = (tokensPerSecond: number | undefined, fallback: number): number => {
+  const speed = tokensPerSecond ?? fallback
+  return speed > 0 && Number.isFinite(speed) ? 1 / speed : 0
+}
+
+const secondsToDuration = (seconds: number): Duration.Duration => Duration.nanos(BigInt(Math.round(seconds * 1e9)))
+
+/** A running generation: whether it was aborted, and the child fiber of the wait it is in, if any. */
+interface Running {
+  aborted: boolean
+  sleeping: Fiber.Fiber<void> | undefined
+}
+
+/** Abort a running generation: its next check returns what appeared so far, a wait in progress ends at once. */
+const abortRun = (run: Running): void => {
+  run.aborted = true
+  run.sleeping?.interruptUnsafe()
+}
+
+const invalid = (message: string) => new EngineError({ message, status: 400, retryable: false })
+
+/** Build the engine over a tokenizer. */
+export const make = (
+  tokenizer: TokenizerShape,
+  options: EmbeddedEngineOptions = {}
+): Effect.Effect<EngineShape> =>
+  Effect.sync(() => {
+    const model = modelFor(tokenizer, options)
+    const engineSeed = options.seed ?? 0
+    const prefillDelay = perToken(options.prefillTokensPerSecond, 20_000)
+    const decodeDelay = perToken(options.decodeTokensPerSecond, 200)
+    let version = options.weightVersion ?? "0"
+    let updates = 0
+    let counter = 0
+    const running = new Map<string, Running>()
+    // The last sequence seen per session: the embedded stand-in for SGLang's radix prefix cache.
+    // Packed: 3 bytes a token (an Int32Array takes 4, a number[] 8), kept for every session the engine has seen.
+    const lastSequence = new Map<string, PackedIds.PackedIds>()
+
+    /**
+     * Wait `seconds` on the Clock, cut short by an abort: the sleep runs in a child fiber that `abort` interrupts (one
+     * fiber per wait, where racing the sleep against an abort signal took two).
+     */
+    const wait = (seconds: number, run: Running): Effect.Effect<void> =>
+      seconds <= 0 ? Effect.void : Effect.suspend(() =>
+        run.aborted ? Effect.void : Effect.flatMap(
+          Effect.forkChild(Effect.sleep(secondsToDuration(seconds)), { startImmediately: true }),
+          (sleeping) => {
+            run.sleeping = sleeping
+            return Effect.map(Fiber.await(sleeping), () => {
+              run.sleeping = undefined
+            })
+          }
+        )
+      )
+
+    const policyText = (policy: Policy, conversation: PolicyRequest): Effect.Effect<string, EngineError> =>
+      Effect.tryPromise({
+        try: () => Promise.resolve().then(() => policy(conversation)),
+        catch: (error) =>
+          new EngineError({
+            message: `--embedded-policy failed for session ${conversation.sessionId} turn ${conversation.turn}: ` +
+              (error instanceof Error ? error.message : String(error)),
+            retryable: false
+          })
+      }).pipe(
+        // The answer arrives in a microtask, and every policy that settled in one drain would continue there back to
+        // back: continue as a scheduled task instead (the rollout's FairScheduler spreads them over slices).
+        Effect.tap(() => Effect.yieldNow),
+        Effect.flatMap((text) =>
+          typeof text === "string" ? Effect.succeed(text) : Effect.fail(
+            new EngineError({
+              message: `--embedded-policy returned ${text === null ? "null" : typeof text} for session ` +
+                `${conversation.sessionId} turn ${conversation.turn}; it must return the assistant text as a string`,
+              retryable: false
+            })
+          )
+        )
+      )
+
+    const generate = (request: GenerateRequest): Effect.Effect<GenerateResult, ContextLengthError | EngineError> =>
+      Effect.gen(function*() {
+        const { inputIds, sampling } = request
+        if (inputIds.length === 0) return yield* invalid("input_ids cannot be empty")
+        const verified = Sampling.verify(sampling)
+        if (Result.isFailure(verified)) return yield* invalid(verified.failure)
+        if (options.maxContextLength !== undefined) {
+          const fits = Wire.checkContextLength(inputIds.length, sampling.maxNewTokens, options.maxContextLength)
+          if (Result.isFailure(fits)) {
+            return yield* new ContextLengthError({ limit: options.maxContextLength, engineMessage: fits.failure })
+          }
+        }
+        if (running.has(request.rid)) return yield* invalid(`rid ${request.rid} is already running; rids must be unique`)
+        const run: Running = { aborted: false, sleeping: undefined }
+        running.set(request.rid, run)
+        const seed = Decoder.requestSeed(engineSeed, sampling.seed, counter++)
+        const criteria: Stop.Criteria = {
+          maxNewTokens: sampling.maxNewTokens,
+          stopTokenIds: new Set([tokenizer.eosTokenId, ...sampling.stopTokenIds]),
+          stop: sampling.stop,
+          decode: (ids) => tokenizer.decode(ids)
+        }
+        // A resumed attempt: its input ends with the turn's earlier output, which counts for stops and max tokens.
+        const resumed = Math.max(0, Math.min(request.resumedTokens ?? 0, inputIds.length - 1))
+        const earlier = inputIds.slice(inputIds.length - resumed)
+        const turnCriteria: Stop.Criteria = { ...criteria, maxNewTokens: sampling.maxNewTokens + resumed }
+        const prompt = inputIds[inputIds.length - 1] ?? tokenizer.eosTokenId
+        // The version this attempt runs on: an update aborts it, so all its tokens come from this version.
+        const runningVersion = version
+        return yield* Effect.gen(function*() {
+          let scripted: ReadonlyArray<Decoder.Step> | undefined
+          if (options.policy !== undefined && request.conversation !== undefined) {
+            const text = yield* policyText(options.policy, request.conversation())
+            const turnIds = Stop.truncate([...tokenizer.encode(text), tokenizer.eosTokenId], turnCriteria).ids
+            const turnPrompt = inputIds[inputIds.length - 1 - resumed] ?? tokenizer.eosTokenId
+            const scores = Decoder.score(model, sampling, turnPrompt, turnIds)
+            scripted = turnIds.map((id, i) => ({ id, logprob: scores[i] ?? 0 })).slice(resumed)
+          }
+          const sessionKey = request.sessionId ?? ""
+          const last = lastSequence.get(sessionKey)
+          const cachedTokens = Math.min(last === undefined ? 0 : PackedIds.commonPrefix(inputIds, last), inputIds.length - 1)
+          yield* wait((inputIds.length - cachedTokens) * prefillDelay, run)
+          const check = resumed === 0 ? Stop.checker(criteria) : (() => {
+            const turnCheck = Stop.checker(turnCriteria)
+            return (ids: ReadonlyArray<number>) => turnCheck([...earlier, ...ids])
+          })()
+          const outputIds: Array<number> = []
+          const logprobs: Array<number> = []
+          let finishReason: Stop.FinishReason | undefined = sampling.maxNewTokens <= 0
+            ? { type: "length", length: sampling.maxNewTokens }
+            : undefined
+          let prev = prompt
+          while (finishReason === undefined) {
+            if (run.aborted) {
+              finishReason = { type: "abort", message: "Aborted" }
+              break
+            }
+            const position = outputIds.length
+            const step = scripted === undefined
+              ? Decoder.next(model, sampling, seed, prev, inputIds.length + position)
+              : scripted[position]
+            // A scripted output always finishes (it ends with eos or was truncated where a stop criterion hit).
+            if (step === undefined) break
+            yield* wait(decodeDelay, run)
+            if (run.aborted) {
+              finishReason = { type: "abort", message: "Aborted" }
+              break
+            }
+            outputIds.push(step.id)
+            logprobs.push(step.logprob)
+            prev = step.id
+            finishReason = check(outputIds)
+          }
+          lastSequence.set(sessionKey, PackedIds.pack(inputIds, outputIds))
+          return {
+            outputIds,
+            logprobs: request.returnLogprob ? logprobs : [],
+            finishReason: finishReason ?? { type: "stop", matched: tokenizer.eosTokenId },
+            promptTokens: inputIds.length,
+            cachedTokens,
+            weightVersion: runningVersion
+          } satisfies GenerateResult
+        }).pipe(Effect.ensuring(Effect.sync(() => running.delete(request.rid))))
+      })
+
+    // A snapshot: an aborted generation may finish, and its caller start the next one, before this loop ends.
+    const abortAll = Effect.sync(() => {
+      for (const run of [...running.values()]) abortRun(run)
+    })
+
+    return withSpans("EmbeddedEngine", {
+      generate,
+      abort: (rid) =>
+        Effect.sync(() => {
+          const run = running.get(rid)
+          if (run !== undefined) abortRun(run)
+        }),
+      weightVersion: Effect.sync(() => version),
+      // The version advances before the abort: a caller that resumes as soon as its attempt is aborted (inside
+      // `abortAll`) starts on the new weights, while the aborted attempts keep the version they started on.
+      updateWeights: (next) =>
+        Effect.suspend(() => {
+          updates++
+          version = next ?? WeightVersion.next(version, updates)
+          const advanced = version
+          return Effect.as(abortAll, advanced)
+        }),
+      health: Effect.void,
+      // Nothing is cached per Session in process.
+      closeSession: () => Effect.void,
+      takeStepMetrics: Effect.succeed({})
+    })
+  })
+
+/** Wrap a loaded hook as a policy that checks it returns a string. */
+const asPolicy = (spec: string, hook: Hooks.HookFunction): Policy => async (request) => {
+  const text = await hook(request)
+  if (typeof text !== "string") {
+    throw new TypeError(`${spec} returned ${text === null ? "null" : typeof text}, expected the assistant text as a string`)
+  }
+  return text
+}
+
+export class EmbeddedEngine {
+  /** The `Engine` service backed by the embedded model (needs the `Tokenizer`). */
+  static readonly layer = (options: EmbeddedEngineOptions = {}): Layer.Layer<Engine, never, Tokenizer> =>
+    Layer.effect(
+      Engine,
+      Effect.gen(function*() {
+        return yield* make(yield* Tokenizer, options)
+      })
+    )
+
+  /** Load `--embedded-policy <module>[#export]` (relative to `cwd`). */
+  static readonly loadPolicy = (
+    spec: string,
+    cwd?: string
+  ): Effect.Effect<Policy, HookSpec.HookSpecError | Hooks.HookLoadError> =>
+    Effect.map(Hooks.load("--embedded-policy", spec, cwd), (hook) => asPolicy(spec, hook))
+
+  /** The engine's model, for recomputing logprobs independently. */
+  static readonly modelFor = modelFor
+  static readonly make = make
+  static readonly instant = instant
+}
+
+/** Seconds a generation takes under `options` (for simulations that predict generation times). */
+export const generationSeconds = (
+  options: EmbeddedEngineOptions,
+  uncachedPromptTokens: number,
+  outputTokens: number
+): number =>
+  uncachedPromptTokens * perToken(options.prefillTokensPerSecond, 20_000) +
+  outputTokens * perToken(options.decodeTokensPerSecond, 200)
+

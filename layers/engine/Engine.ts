@@ -1,0 +1,142 @@
+/**
+ * The inference port: token ids in, token ids out. Implemented by the embedded engine (default) and by SGLang.
+ *
+ * **Details**
+ * Generated ids come back exactly as the engine produced them and are never re-tokenized. Interrupting the fiber
+ * that called `generate` aborts the request on the engine (no orphaned generation); an explicit `abort(rid)` makes
+ * the pending `generate` return what was produced so far with `finishReason.type === "abort"`.
+ *
+ * A partial output is resumed by a new request (new rid) whose input is `prompt ++ partial ids` and whose
+ * `maxNewTokens` is the original minus the partial length (docs/runtime.md, "Partial rollout and fully async"); with the same sampling seed the
+ * embedded engine then continues exactly where the interrupted generation stopped.
+ *
+ * Weight updates (`updateWeights`) abort every generation in flight, as SGLang's `/update_weight_version` with
+ * `abort_all_requests` does: each returns its partial output with an abort finish reason and its caller resumes it on
+ * the new version, so one attempt never mixes two versions and every attempt reports the version it ran on.
+ */
+import { Context, Data, Effect } from "effect"
+import { ContextLengthError } from "../../src/forest/errors.ts"
+import type * as Canonical from "../../src/protocol/canonical.ts"
+import * as StepSpan from "../runtime/StepSpan.ts"
+
+export interface SamplingParams {
+  readonly maxNewTokens: number
+  readonly temperature: number
+  readonly topP: number
+  /** `-1` (or 0) disables top-k, as in SGLang. */
+  readonly topK: number
+  readonly stop: ReadonlyArray<string>
+  readonly stopTokenIds: ReadonlyArray<number>
+  readonly seed?: number | undefined
+}
+
+export interface GenerateRequest {
+  readonly inputIds: ReadonlyArray<number>
+  readonly sampling: SamplingParams
+  /** Backend request id; fixed-length so SGLang's prefix matching on abort cannot hit another request. */
+  readonly rid: string
+  readonly returnLogprob: boolean
+  /** Encoded media for multimodal prompts (SGLang `image_data`). */
+  readonly imageData?: ReadonlyArray<string> | undefined
+  /** Session id, for session-sticky routing to one worker. */
+  readonly sessionId?: string | undefined
+  /**
+   * The conversation behind `inputIds`, for engines that script their output from it (the embedded engine's
+   * `--embedded-policy`); SGLang ignores it. A thunk, because building it decodes the whole prompt: only an engine
+   * that uses it pays for it.
+   */
+  readonly conversation?: (() => PolicyRequest) | undefined
+  /**
+   * A resumed attempt (partial rollout): how many trailing ids of `inputIds` this turn already generated in earlier
+   * attempts. SGLang needs nothing of it; the embedded engine uses it so a scripted policy continues its text and stop
+   * strings spanning the boundary are found.
+   */
+  readonly resumedTokens?: number | undefined
+}
+
+/** What an embedded policy sees: `(request) => string | Promise<string>` (docs/flags.md `--embedded-policy`). */
+export interface PolicyRequest {
+  readonly sessionId: string
+  /** 0-based index of this model request within the Session. */
+  readonly turn: number
+  readonly messages: ReadonlyArray<Canonical.Message>
+  readonly tools: ReadonlyArray<Canonical.Tool>
+  readonly chatTemplateKwargs: Canonical.TemplateKwargs
+  /**
+   * The rendered prompt text (chat template with the generation prompt). Decoded from the prompt ids when first read,
+   * so a policy that only looks at `messages` does not pay for decoding the whole history on every request.
+   */
+  readonly promptText: string
+  /**
+   * The turn's sampling seed (`--rollout-seed` + the Session's position in its Group): a policy that draws its
+   * randomness from it gives the same samples for the same seed.
+   */
+  readonly seed?: number | undefined
+}
+
+export type FinishReason =
+  | { readonly type: "stop"; readonly matched?: number | string | undefined }
+  | { readonly type: "length"; readonly length?: number | undefined }
+  | { readonly type: "abort"; readonly message?: string | undefined }
+
+export interface GenerateResult {
+  readonly outputIds: ReadonlyArray<number>
+  /** One logprob per output id (empty when `returnLogprob` was false). */
+  readonly logprobs: ReadonlyArray<number>
+  readonly finishReason: FinishReason
+  readonly promptTokens: number
+  readonly cachedTokens: number
+  readonly weightVersion: string
+}
+
+/**
+ * The prompt plus the requested tokens exceed the engine's context window (the gateway answers 400): the one
+ * context-length error, with the engine's wording in `engineMessage`.
+ */
+export { ContextLengthError }
+
+/** The engine could not be reached or failed; `retryable` says whether another attempt may succeed. */
+export class EngineError extends Data.TaggedError("EngineError")<{
+  readonly message: string
+  readonly url?: string | undefined
+  readonly status?: number | undefined
+  readonly retryable: boolean
+}> {}
+
+export interface EngineShape {
+  readonly generate: (request: GenerateRequest) => Effect.Effect<GenerateResult, ContextLengthError | EngineError>
+  /** Ask the engine to stop `rid`; its pending `generate` returns the partial output with an abort finish reason. */
+  readonly abort: (rid: string) => Effect.Effect<void>
+  /** The weight version new generations will report. */
+  readonly weightVersion: Effect.Effect<string>
+  /**
+   * Advance the weight version (embedded: in-process; SGLang: `/update_weight_version` on every worker), aborting
+   * every generation in flight first; returns the new version (default: the current one plus 1 when it is an
+   * integer, else the number of updates).
+   */
+  readonly updateWeights: (version?: string) => Effect.Effect<string, EngineError>
+  readonly health: Effect.Effect<void, EngineError>
+  /**
+   * The Session has ended: release what the engine keeps for it (SGLang with `--agentic-session-lifecycle`:
+   * `/close_session` on every worker, so its radix-cache entries can go). Never fails: a failed release is counted.
+   */
+  readonly closeSession: (sessionId: string) => Effect.Effect<void>
+  /** The engine's counters since the last call, for the step's metrics (e.g. `agentic_kv/session/close`); resets them. */
+  readonly takeStepMetrics: Effect.Effect<Readonly<Record<string, number>>>
+}
+
+/**
+ * An engine whose every operation runs in its span (`<name>.generate`, ...) when a tracing backend is installed
+ * (`StepSpan.step`), so a request's trace shows its attempts.
+ */
+export const withSpans = (name: string, engine: EngineShape): EngineShape => ({
+  generate: (request) => engine.generate(request).pipe(StepSpan.step(`${name}.generate`, { rid: request.rid })),
+  abort: (rid) => engine.abort(rid).pipe(StepSpan.step(`${name}.abort`, { rid })),
+  weightVersion: engine.weightVersion.pipe(StepSpan.step(`${name}.weightVersion`)),
+  updateWeights: (version) => engine.updateWeights(version).pipe(StepSpan.step(`${name}.updateWeights`)),
+  health: engine.health.pipe(StepSpan.step(`${name}.health`)),
+  closeSession: (sessionId) => engine.closeSession(sessionId).pipe(StepSpan.step(`${name}.closeSession`, { sessionId })),
+  takeStepMetrics: engine.takeStepMetrics.pipe(StepSpan.step(`${name}.takeStepMetrics`))
+})
+
+export class Engine extends Context.Service<Engine, EngineShape>()("relax-agentic/Engine") {}

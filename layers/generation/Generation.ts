@@ -1,0 +1,420 @@
+/**
+ * The generation core all three model APIs share: one model request from canonical request to committed response.
+ *
+ * **Details**
+ * `generate` (an `Effect.fn` span) runs named steps, each its own span when a tracer is installed (`StepSpan.step`):
+ * `Generation.match` (the parent state in the Session's SessionForest) → `Generation.observe` (observation delta tokens
+ * for the unmatched suffix, then `Forests.observe`: context check, commit) → `Generation.attempts` (the turn's budget,
+ * then one `Generation.attempt` per engine attempt: wait for the Group's Runtime lease, engine generate from the
+ * inference prefix ++ the pending ids; an engine abort resumes) → `Generation.parse` (end-of-turn split, reasoning and
+ * tool-call parsers) → `Generation.commitResponse` (`Forests.commitResponse`) → a protocol-neutral `Completion`.
+ * Failures are {@link GenerationError}s; the gateway maps them to HTTP answers. The assistant message committed is run
+ * through the same canonicalization a client's echo goes through, so the next request's history matches the committed
+ * state exactly. Interrupting `generate` while it waits for the lease or while the engine runs aborts the engine
+ * request (the engine port guarantees it for interruption).
+ */
+import { Clock, Context, Effect, Layer, Result } from "effect"
+import { randomBytes } from "node:crypto"
+import * as Rid from "../../src/engine/Rid.ts"
+import * as Forest from "../../src/forest/Forest.ts"
+import {
+  ContextLengthError,
+  EngineFailure,
+  type GenerationError,
+  ImageRejected,
+  SessionDiscarded,
+  TemplateRejected,
+  UnusableResponse
+} from "../../src/generation/errors.ts"
+import * as Turn from "../../src/generation/Turn.ts"
+import type * as Canonical from "../../src/protocol/canonical.ts"
+import type * as Completion from "../../src/protocol/completion.ts"
+import * as Parsers from "../../src/parsers/registry.ts"
+import * as ObservationDelta from "../../src/template/ObservationDelta.ts"
+import type { RolloutSettings } from "../rollout/Config.ts"
+import { Engine, type GenerateResult, type PolicyRequest, type SamplingParams } from "../engine/Engine.ts"
+import { Forests } from "./Forests.ts"
+import type { LiveRequest } from "../schedule/GenerationGate.ts"
+import * as Images from "./Images.ts"
+import * as StepSpan from "../runtime/StepSpan.ts"
+import type { SessionEntry } from "../schedule/Sessions.ts"
+import { Tokenizer } from "../tokenizer/Tokenizer.ts"
+
+export type { GenerationError } from "../../src/generation/errors.ts"
+
+export interface GenerationOptions {
+  /** `--agentic-tool-call-parser`; without one the whole text is content. */
+  readonly toolCallParser?: Parsers.ToolCallParser | undefined
+  /** `--agentic-reasoning-parser`; without one no reasoning is split off. */
+  readonly reasoningParser?: Parsers.ReasoningParser | undefined
+  /** `--agentic-strict-match`: disable the tolerated match of a response echoed without its reasoning. */
+  readonly strictMatch?: boolean | undefined
+  /**
+   * `--agentic-allow-special-tokens`: special-token literals in agent text (`<|im_end|>` in a user message or tool
+   * result) become control tokens, as in the reference. Default false: they are tokenized as plain text.
+   */
+  readonly allowSpecialTokens?: boolean | undefined
+  /**
+   * `--agentic-fail-unparsed-turns`: a turn whose tool calls the parser dropped or could not read, leaving nothing else,
+   * fails the request (500), as in the reference. Default false: the turn is committed with its raw generated text as
+   * content and answered 200 (its token ids are exact; a trainer can penalize it), counted as a parser failure.
+   */
+  readonly failUnparsedTurns?: boolean | undefined
+  /** `--rollout-skip-special-tokens`: drop special tokens from the response text (the committed ids keep them). */
+  readonly skipSpecialTokens?: boolean | undefined
+}
+
+/** The generation options the rollout flags describe; fails on an unknown parser name. */
+export const optionsOf = (settings: RolloutSettings): Result.Result<GenerationOptions, Parsers.UnknownParserError> =>
+  Result.gen(function*() {
+    const toolCallParser = settings.agenticToolCallParser === undefined
+      ? undefined
+      : yield* Parsers.ToolCallParsers.get(settings.agenticToolCallParser)
+    const reasoningParser = settings.agenticReasoningParser === undefined
+      ? undefined
+      : yield* Parsers.ReasoningParsers.get(settings.agenticReasoningParser)
+    return {
+      toolCallParser,
+      reasoningParser,
+      strictMatch: settings.strictMatch,
+      skipSpecialTokens: settings.rolloutSkipSpecialTokens,
+      allowSpecialTokens: settings.agenticAllowSpecialTokens,
+      failUnparsedTurns: settings.agenticFailUnparsedTurns
+    }
+  })
+
+export interface GenerationShape {
+  /**
+   * Run one model request of `session` and commit it; the result is rendered by the protocol that asked (whose
+   * tool-call id prefix the request carries).
+   */
+  readonly generate: (
+    session: SessionEntry,
+    request: Completion.CanonicalRequest
+  ) => Effect.Effect<Completion.Completion, GenerationError>
+}
+
+export class Generation extends Context.Service<Generation, GenerationShape>()("relax-agentic/Generation") {
+  static readonly layer = (options: GenerationOptions = {}): Layer.Layer<Generation, never, Engine | Forests | Tokenizer> =>
+    Layer.effect(Generation, make(options))
+  static readonly optionsOf = optionsOf
+}
+
+/** One model request at its parent state, as the engine attempts see it. */
+export interface AttemptPlan {
+  readonly session: SessionEntry
+  readonly forest: Forest.Forest
+  readonly state: Canonical.State
+  /** 0-based index of the model request within the Session. */
+  readonly turn: number
+  /**
+   * The state the response is generated from (and committed under). Its inference prefix and images are read from
+   * the forest once the lease is held, so a request waiting for its lease does not hold a copy of its whole prompt.
+   */
+  readonly parent: string
+  /** Training tokens through `parent`. */
+  readonly promptTokens: number
+  /** The turn's sampling; `maxNewTokens` is its whole budget across attempts. */
+  readonly sampling: SamplingParams
+  /** The first attempt's rid (the request id the response is committed with). */
+  readonly rid: string
+}
+
+/** The attempts' result: every attempt's output, the last engine result (with the finish to report), when they began. */
+export interface Attempted {
+  readonly pending: Turn.Pending
+  readonly last: GenerateResult
+  readonly startedAt: number
+}
+
+/**
+ * What an embedded policy sees for one attempt. `promptText` is decoded when a policy first reads it: decoding the
+ * whole prompt on every request would make each request's cost grow with the history.
+ */
+const policyRequest = (p: AttemptPlan, decodePrompt: () => string): PolicyRequest => {
+  let promptText: string | undefined
+  return {
+    sessionId: p.session.sessionId,
+    turn: p.turn,
+    messages: Forest.fullMessages(p.forest, p.parent),
+    tools: p.state.tools,
+    chatTemplateKwargs: p.state.chat_template_kwargs,
+    seed: p.sampling.seed,
+    get promptText() {
+      promptText ??= decodePrompt()
+      return promptText
+    }
+  }
+}
+
+const make = (options: GenerationOptions) =>
+  Effect.gen(function*() {
+    const engine = yield* Engine
+    const forests = yield* Forests
+    const tokenizer = yield* Tokenizer
+
+    /** The parent state: the longest committed prefix of the request (with the reasoning tolerance unless strict). */
+    const match = Effect.fnUntraced(function*(
+      session: SessionEntry,
+      forest: Forest.Forest,
+      state: Canonical.State
+    ) {
+      const matched = Forest.match(forest, state, { strict: options.strictMatch ?? false })
+      if (matched.tolerated) session.counters.toleratedMatches++
+      return matched
+    }, StepSpan.step("Generation.match"))
+
+    const encodeOptions: ObservationDelta.EncodeOptions = { allowSpecialTokens: options.allowSpecialTokens ?? false }
+
+    /**
+     * Observation delta tokens (docs/sessionforest.md, "Observation tokens"): the full prompt at the root, the
+     * dummy-prefix delta deeper down. A plain text is encoded with `encodeAsync`, so a huge message is tokenized off
+     * the event loop; a text with marked agent literals (rare) is encoded in place.
+     */
+    const observationTokens = (
+      forest: Forest.Forest,
+      matched: Forest.Match,
+      state: Canonical.State
+    ): Effect.Effect<ReadonlyArray<number>, TemplateRejected> => {
+      const encoding = Forest.isRoot(forest, matched.parent)
+        ? ObservationDelta.rootPlan(tokenizer, matched.suffix, state.tools, state.chat_template_kwargs, encodeOptions)
+        : ObservationDelta.deltaPlan(tokenizer, matched.suffix, state.tools, state.chat_template_kwargs, encodeOptions)
+      if (Result.isFailure(encoding)) return Effect.fail(new TemplateRejected({ reason: encoding.failure.reason }))
+      const toEncode = encoding.success
+      return toEncode.marker === undefined
+        ? Effect.map(tokenizer.encodeAsync(toEncode.text), (ids) => ObservationDelta.planIds(toEncode, ids))
+        : Effect.sync(() => ObservationDelta.encodePlan(tokenizer, toEncode))
+    }
+
+    /** Commit the request's new messages (if any) under the matched parent; returns the state to generate from. */
+    const observe = Effect.fnUntraced(function*(
+      session: SessionEntry,
+      forest: Forest.Forest,
+      matched: Forest.Match,
+      state: Canonical.State
+    ) {
+      if (matched.suffix.length === 0) return matched.parent
+      const tokens = yield* observationTokens(forest, matched, state)
+      // Images get their processor-expanded training tokens; context limits count those (docs/runtime.md, "Model requests").
+      const train = yield* Images.expandObservation(tokenizer, tokens, Forest.mediaOf(matched.suffix)).pipe(
+        Effect.mapError((reason) => new ImageRejected({ reason }))
+      )
+      return yield* forests.observe(forest, {
+        parent: matched.parent,
+        rolloutId: session.rolloutId(),
+        messages: matched.suffix,
+        tokens,
+        train,
+        tools: state.tools,
+        chatTemplateKwargs: state.chat_template_kwargs,
+        maxContextLen: session.maxContextLen ?? null
+      })
+    }, StepSpan.step("Generation.observe"))
+
+    /** What the engine attempts need at `parent`; fails when no generation budget is left (docs/sessionforest.md). */
+    const plan = (
+      session: SessionEntry,
+      forest: Forest.Forest,
+      request: Completion.CanonicalRequest,
+      turn: number,
+      parent: string
+    ): Effect.Effect<AttemptPlan, ContextLengthError> => {
+      const requested = Turn.requestedTokens(session.sampling.maxNewTokens, request.maxTokens)
+      const budget = Forest.generationBudget(forest, parent, session.maxContextLen ?? null, requested)
+      if (Result.isFailure(budget)) return Effect.fail(budget.failure)
+      return Effect.succeed({
+        session,
+        forest,
+        state: request.state,
+        turn,
+        parent,
+        promptTokens: Forest.trainTokenCount(forest, parent),
+        sampling: Turn.turnSampling(session.sampling, request, budget.success),
+        rid: Rid.forAttempt({ sessionId: session.sessionId, parent, turn, attempt: 0 })
+      })
+    }
+
+    /**
+     * One engine attempt: wait for the lease, then (through the generation gate, when the Session has one: parked
+     * between steps) generate from the prefix ++ the pending ids with the rest of the budget.
+     */
+    const attempt = Effect.fnUntraced(function*(
+      p: AttemptPlan,
+      pending: Turn.Pending,
+      index: number,
+      live: LiveRequest | undefined
+    ) {
+      const { session } = p
+      yield* session.awaitLease.pipe(
+        Effect.catchTag("SessionClosedError", () => Effect.fail(new SessionDiscarded({ sessionId: session.sessionId })))
+      )
+      // A lease granted to many waiting requests at once resumes them all inside one call; each continues as a
+      // scheduled task instead, so the rollout's scheduler (FairScheduler) spreads them over slices.
+      yield* Effect.yieldNow
+      const inputIds = Turn.resumeIds(Forest.inferencePrefix(p.forest, p.parent), pending)
+      // Images along the lineage go with the prompt (SGLang `image_data`).
+      const media = Forest.inferenceMedia(p.forest, p.parent)
+      const maxNewTokens = Turn.remainingTokens(p.sampling.maxNewTokens, pending)
+      const rid = index === 0 ? p.rid : Rid.forAttempt({ sessionId: session.sessionId, parent: p.parent, turn: p.turn, attempt: index })
+      let startedAt = 0
+      const generate = Effect.gen(function*() {
+        startedAt = yield* Clock.currentTimeMillis
+        return yield* engine.generate({
+          inputIds,
+          sampling: { ...p.sampling, maxNewTokens },
+          rid,
+          returnLogprob: true,
+          resumedTokens: pending.outputIds.length,
+          imageData: media.length > 0 ? media : undefined,
+          sessionId: session.sessionId,
+          conversation: () => policyRequest(p, () => tokenizer.decode(inputIds))
+        })
+      }).pipe(
+        Effect.onInterrupt(() => Effect.sync(() => session.counters.aborts++)),
+        Effect.catchTags({
+          ContextLengthError: () =>
+            Effect.fail(
+              new ContextLengthError({
+                limit: session.maxContextLen ?? null,
+                promptTokens: p.promptTokens,
+                completionTokens: maxNewTokens
+              })
+            ),
+          EngineError: (error) => Effect.fail(new EngineFailure({ message: error.message }))
+        })
+      )
+      const output = yield* (live === undefined ? generate : live.attempt(rid, generate))
+      return { output, startedAt, elapsedMs: (yield* Clock.currentTimeMillis) - startedAt }
+    }, StepSpan.step("Generation.attempt"))
+
+    /**
+     * The engine attempts of one request. An engine abort keeps its partial output pending (never committed) and the
+     * request resumes after the lease is held again (docs/runtime.md, "Model requests"); the pending output is one value,
+     * {@link Turn.Pending}, and {@link Turn.afterAttempt} decides whether to finish, resume or give up.
+     */
+    const attempts = Effect.fnUntraced(function*(p: AttemptPlan) {
+      const gate = p.session.gate
+      return yield* gate === undefined ? attemptLoop(p, undefined) : gate.request((live) => attemptLoop(p, live))
+    }, StepSpan.step("Generation.attempts"))
+
+    const attemptLoop = (p: AttemptPlan, live: LiveRequest | undefined) => Effect.gen(function*() {
+      let pending = Turn.noPending(Forest.node(p.forest, p.parent).abortCount)
+      let startedAt: number | undefined
+      let aborts = 0
+      for (let index = 0;; index++) {
+        const attempted = yield* attempt(p, pending, index, live)
+        startedAt ??= attempted.startedAt
+        let outcome = Turn.afterAttempt(pending, attempted.output, attempted.elapsedMs, p.sampling.maxNewTokens)
+        if (attempted.output.finishReason.type === "abort") {
+          p.session.counters.aborts++
+          aborts++
+          // Partial rollout: a step boundary's pause parks the request at the gate until the next step (N aborts
+          // protect it); such an abort is not the engine failing, so it never counts toward giving up.
+          if (live !== undefined && (yield* live.aborted(aborts))) outcome = Turn.parked(outcome)
+        }
+        pending = outcome.pending
+        if (outcome._tag === "Finished") {
+          const attemptedAll: Attempted = {
+            pending,
+            last: { ...attempted.output, finishReason: outcome.finishReason },
+            startedAt
+          }
+          return attemptedAll
+        }
+        if (outcome._tag === "GiveUp") {
+          return yield* new EngineFailure({
+            message: `Generation backend aborted request ${p.rid} ${pending.emptyAborts} times in a row without output tokens`
+          })
+        }
+      }
+    })
+
+    /** Split the generated text into content, reasoning and tool calls; counts parser failures and dropped calls. */
+    const parse = Effect.fnUntraced(function*(p: AttemptPlan, done: Attempted) {
+      const split = Turn.splitEndOfTurn(done.pending.outputIds, tokenizer.endOfTurnIds, p.sampling.stopTokenIds)
+      const text = tokenizer.decode(split.textIds, { skipSpecialTokens: options.skipSpecialTokens ?? false })
+      const parsedText = Turn.parseResponse(text, options, p.state.tools)
+      p.session.counters.parserFailures += parsedText.malformed
+      p.session.counters.droppedToolCalls += parsedText.droppedUnknownTools
+      const unparsed = Turn.isEmpty(parsedText) && parsedText.malformed + parsedText.droppedUnknownTools > 0
+      if (Turn.isEmpty(parsedText) && (!unparsed || options.failUnparsedTurns === true || text.length === 0)) {
+        return yield* new UnusableResponse({ message: "Response parsers produced an empty assistant message" })
+      }
+      // The parser dropped or could not read every call and nothing else is left: the raw text is the content.
+      const parsed = unparsed ? { ...parsedText, content: text } : parsedText
+      return {
+        parsed,
+        finish: Turn.finishOf(Turn.engineFinish(split, done.last.finishReason), parsed.calls.length),
+        stopSequence: Turn.stopSequence(done.last.finishReason)
+      }
+    }, StepSpan.step("Generation.parse"))
+
+    /** Commit the assistant message with the exact engine output; returns what the completion is built from. */
+    const commitResponse = Effect.fnUntraced(function*(
+      p: AttemptPlan,
+      request: Completion.CanonicalRequest,
+      done: Attempted,
+      response: Effect.Success<ReturnType<typeof parse>>
+    ) {
+      const { pending } = done
+      const toolCalls = response.parsed.calls.length === 0 ? [] : Turn.identifyToolCalls(response.parsed.calls, {
+        prefix: request.toolCallIdPrefix,
+        sessionId: p.session.sessionId,
+        responseKey: Turn.responseKey(p.parent, pending.outputIds)
+      })
+      const assistant = Turn.assistantMessage(response.parsed, toolCalls)
+      if (Result.isFailure(assistant)) return yield* assistant.failure
+      const message = assistant.success
+      const now = yield* Clock.currentTimeMillis
+      yield* forests.commitResponse(p.forest, {
+        parent: p.parent,
+        rolloutId: p.session.rolloutId(),
+        message,
+        tokens: pending.outputIds,
+        logprobs: pending.logprobs,
+        weightVersions: pending.weightVersions,
+        status: response.finish === "length" ? "truncated" : "completed",
+        requestId: p.rid,
+        abortCount: pending.abortCount,
+        wallElapsedS: (now - done.startedAt) / 1000,
+        generationElapsedS: pending.generationMs / 1000
+      })
+      const input: Turn.CompletionInput = {
+        message,
+        toolCalls,
+        finish: response.finish,
+        stopSequence: response.stopSequence,
+        usage: {
+          promptTokens: done.last.promptTokens,
+          completionTokens: pending.outputIds.length,
+          cachedTokens: done.last.cachedTokens
+        },
+        logprobs: request.logprobs
+          ? pending.outputIds.map((id, i) => ({ token: tokenizer.decode([id]), logprob: pending.logprobs[i] ?? 0 }))
+          : undefined
+      }
+      return { now, input }
+    }, StepSpan.step("Generation.commitResponse"))
+
+    const generate = Effect.fn("Generation.generate")(function*(
+      session: SessionEntry,
+      request: Completion.CanonicalRequest
+    ) {
+      session.counters.requests++
+      const turn = session.counters.requests - 1
+      const forest = yield* forests.get(session.sessionId)
+      const matched = yield* match(session, forest, request.state)
+      const parent = yield* observe(session, forest, matched, request.state)
+      const p = yield* plan(session, forest, request, turn, parent).pipe(StepSpan.step("Generation.plan"))
+      const done = yield* attempts(p)
+      session.counters.generations++
+      if (done.pending.outputIds.length === 0) {
+        return yield* new UnusableResponse({ message: "Generation backend returned a terminal response without output tokens" })
+      }
+      const response = yield* parse(p, done)
+      const committed = yield* commitResponse(p, request, done, response)
+      return Turn.completion(randomBytes(16).toString("hex"), committed.now, committed.input)
+    })
+
+    return Generation.of({ generate })
+  })

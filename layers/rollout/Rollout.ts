@@ -1,0 +1,398 @@
+/**
+ * The rollout's orchestration: a training step (Prepare → Runtime → Reward → Transfer), Eval, and the whole run
+ * (`numRollout` steps + Eval every `--eval-interval`) (docs/runtime.md "Steps", "Eval").
+ *
+ * **Details**
+ * Each dataset row becomes a Group of `--n-samples-per-prompt` Sessions; `SessionRunner` runs one Group's Sessions and
+ * Reward, and the Scheduler's pools decide when Groups start and get their lease. A dropped Group is refilled and the
+ * step goes on, until `--agentic-max-consecutive-drops` Groups were dropped in a row (training and Eval together):
+ * then every agent is reaped and the rollout fails with `TooManyDroppedGroupsError`.
+ * Transfer returns the samples to the caller (`runStep`) and, from `run`, `Outputs` writes `DIR/rollout_<id>.jsonl`
+ * and `DIR/metrics.jsonl` atomically when `--output-dir` is set. The records and log lines are shaped by
+ * `src/rollout/Records.ts`.
+ */
+import { Context, Data, Effect, Layer, Result } from "effect"
+import { readFile } from "node:fs/promises"
+import * as Records from "../../src/rollout/Records.ts"
+import * as Dataset from "../../src/schedule/Dataset.ts"
+import type * as Results from "../../src/trainer/Results.ts"
+import * as Partitions from "../../src/schedule/Partitions.ts"
+import * as Retention from "../../src/schedule/Retention.ts"
+import * as RolloutConfig from "./Config.ts"
+import { Credit, type CreditError } from "../credit/Credit.ts"
+import { Engine, type EngineError } from "../engine/Engine.ts"
+import { Forests } from "../generation/Forests.ts"
+import { GenerationGate } from "../schedule/GenerationGate.ts"
+import { Outputs } from "./Outputs.ts"
+import * as Scheduler from "../schedule/Scheduler.ts"
+import { type GroupResult, type PlannedGroup, SessionRunner } from "./SessionRunner.ts"
+import { Sessions } from "../schedule/Sessions.ts"
+import { Supervisor } from "../session/Supervisor.ts"
+import { Telemetry } from "./Telemetry.ts"
+import * as Telemetry_ from "./Telemetry.ts"
+import { Tokenizer } from "../tokenizer/Tokenizer.ts"
+
+/** A dataset file that cannot be read or parsed. */
+export class DatasetLoadError extends Data.TaggedError("DatasetLoadError")<{
+  readonly path: string
+  readonly reason: string
+}> {
+  override get message(): string {
+    return `cannot load dataset ${this.path}: ${this.reason}`
+  }
+}
+
+/** The step could not deliver its samples (credit of the whole step, or writing the outputs). */
+export type RolloutError =
+  | DatasetLoadError
+  | CreditError
+  | Telemetry_.OutputWriteError
+  | Scheduler.TooManyDroppedGroupsError
+  | EngineError
+
+/** The result of one training step, as a trainer receives it (its Schema: `src/trainer/Results.ts`). */
+export type StepResult = Results.StepResult
+
+/** One Eval dataset's result (docs/runtime.md "Eval"). */
+export type EvalDatasetResult = Results.EvalDatasetResult
+
+/** Every Eval dataset's result after `rolloutId` training steps. */
+export type EvalResult = Results.EvalResult
+
+/** What `run` did. */
+export interface RunSummary {
+  readonly steps: number
+  readonly evals: number
+  /** Files written under `--output-dir` (empty without it). */
+  readonly files: ReadonlyArray<string>
+}
+
+export interface RolloutShape {
+  /** One training step: Prepare → Runtime → Reward → Transfer until `--rollout-batch-size` Groups are accepted. */
+  readonly runStep: (rolloutId: number) => Effect.Effect<StepResult, RolloutError>
+  /** Every Eval dataset, serially, with Eval sampling and concurrency. */
+  readonly runEval: (rolloutId: number) => Effect.Effect<EvalResult, RolloutError>
+  /** `--num-rollout` steps with Eval every `--eval-interval`, writing the outputs. */
+  readonly run: Effect.Effect<RunSummary, RolloutError>
+}
+
+const loadRows = (path: string): Effect.Effect<ReadonlyArray<Dataset.Row>, DatasetLoadError> =>
+  Effect.tryPromise({
+    try: () => readFile(path, "utf8"),
+    catch: (error) => new DatasetLoadError({ path, reason: error instanceof Error ? error.message : String(error) })
+  }).pipe(
+    Effect.flatMap((text) => {
+      const rows = Dataset.parse(text, path)
+      return Result.isSuccess(rows)
+        ? Effect.succeed(rows.success)
+        : Effect.fail(new DatasetLoadError({ path, reason: rows.failure.message }))
+    })
+  )
+
+const make = Effect.gen(function*() {
+  const settings = yield* RolloutConfig.RolloutConfig
+  const sessions = yield* Sessions
+  const credit = yield* Credit
+  const scheduler = yield* Scheduler.Scheduler
+  const telemetry = yield* Telemetry
+  const engine = yield* Engine
+  const runner = yield* SessionRunner
+  const outputs = yield* Outputs
+  const gate = yield* GenerationGate
+  const mode = RolloutConfig.retentionMode(settings)
+  // Transfer partitions: with fully async a step may leave Groups owed to its partition for the next step.
+  let partitions = Partitions.empty
+
+  if (settings.overSamplingBatchSize > settings.rolloutBatchSize && !mode.partialRollout && !mode.fullyAsync) {
+    yield* telemetry.warn(
+      `--over-sampling-batch-size ${settings.overSamplingBatchSize} is above --rollout-batch-size ` +
+        `${settings.rolloutBatchSize} without --partial-rollout or --fully-async: the over-sampled Groups still running ` +
+        `when a step closes are stopped and their work is discarded`
+    )
+  }
+  const trainRows = yield* loadRows(settings.promptData)
+  // Eval datasets are read at startup too, so a wrong path fails before any agent runs.
+  const evalRows = new Map<string, ReadonlyArray<Dataset.Row>>()
+  for (const d of settings.evalDatasets) evalRows.set(d.name, yield* loadRows(d.path))
+
+  // One streak for the whole rollout: a broken agent fails Eval Groups as surely as training ones.
+  const dropStreak = Scheduler.dropStreak(settings.agenticMaxConsecutiveDrops)
+
+  // The training data source: seeded shuffling per epoch, epochs wrap.
+  let cursor = Dataset.cursor(trainRows.length, { shuffle: settings.rolloutShuffle, seed: settings.rolloutSeed })
+  let trainSeq = 0
+  const nextTrainGroup = Effect.sync((): PlannedGroup => {
+    const [draws, next] = Dataset.take(cursor, 1)
+    cursor = next
+    const row = draws[0]?.row ?? 0
+    const seq = trainSeq++
+    return {
+      ...Dataset.group(Dataset.trainScope, seq, trainRows, row, settings.nSamplesPerPrompt),
+      mode: "train",
+      promptIndex: seq,
+      firstIndex: seq * settings.nSamplesPerPrompt
+    }
+  })
+
+  const trainPool = yield* scheduler.pool({
+    capacity: settings.agenticConcurrency,
+    prelaunch: settings.agenticPrelaunch,
+    mode: "train",
+    next: nextTrainGroup,
+    runner,
+    sessionId: sessions.newSessionId,
+    describeError: runner.describeError,
+    dropStreak,
+    ...(mode.partialRollout || mode.fullyAsync
+      ? {
+        interruption: {
+          isSessionInterrupted: gate.isInterrupted,
+          // Only a fully-async step's close depends on interrupted Groups: only then do changes wake the step loop.
+          onChange: mode.fullyAsync ? gate.onChange : undefined
+        }
+      }
+      : {})
+  })
+
+  /**
+   * Route accepted Groups to the partitions they pay (the previous one first), in acceptance order, with the number
+   * of Groups each partition had delivered before (its late Groups continue its `group_index` numbering).
+   */
+  const route = (accepted: ReadonlyArray<GroupResult>) =>
+    Effect.gen(function*() {
+      const byPartition = new Map<number, { readonly delivered: number; readonly groups: Array<GroupResult> }>()
+      const deliveredBefore = (rolloutId: number) =>
+        [partitions.previous, partitions.current].find((p) => p?.rolloutId === rolloutId)?.accepted ?? 0
+      for (const group of accepted) {
+        const routed = Partitions.accept(partitions)
+        // The Scheduler accepts Groups only while the partitions' debt is unpaid: a failure here is a bug.
+        if (Result.isFailure(routed)) return yield* Effect.die(routed.failure)
+        const entry = byPartition.get(routed.success.rolloutId) ??
+          { delivered: deliveredBefore(routed.success.rolloutId), groups: [] }
+        entry.groups.push(group)
+        byPartition.set(routed.success.rolloutId, entry)
+        partitions = routed.success.partitions
+      }
+      return [...byPartition.entries()].sort((a, b) => a[0] - b[0])
+    })
+
+  const runStep = Effect.fn("Rollout.runStep")(function*(rolloutId: number) {
+    return yield* Effect.scoped(Effect.gen(function*() {
+      const n = settings.nSamplesPerPrompt
+      // Fully async: the extra step rollout_id == num_rollout opens no partition and drains what is still owed.
+      const finalBackfill = Retention.isFinalBackfill(mode, rolloutId, settings.numRollout)
+      if (!finalBackfill) {
+        const opened = Partitions.open(partitions, rolloutId, settings.rolloutBatchSize)
+        if (Result.isFailure(opened)) return yield* Effect.die(opened.failure)
+        partitions = opened.success
+      }
+      const debt = Partitions.debt(partitions)
+      const weightVersion = yield* engine.weightVersion
+      yield* telemetry.event("accounting_start", {
+        rollout: rolloutId,
+        sessions: debt * n,
+        groups: debt,
+        final_backfill: finalBackfill
+      })
+      const progress = yield* telemetry.progress({
+        description: `Rollout ${rolloutId} generation`,
+        total: debt * n,
+        unit: "session",
+        showPrepared: settings.agenticPrelaunch
+      })
+      // Groups retained by the last step continue: their parked requests resume, their budgets count again.
+      yield* gate.resume
+      const retain = Retention.retainsAcrossSteps(mode, finalBackfill) &&
+        rolloutId + 1 < Retention.stepCount(mode, settings.numRollout)
+      const outcome = yield* trainPool.runStep({
+        rolloutId,
+        debt,
+        surplus: finalBackfill ? 0 : settings.overSamplingBatchSize - settings.rolloutBatchSize,
+        nextStep: rolloutId + 1 < settings.numRollout,
+        refill: true,
+        retain,
+        // Only this step's own partition may stay owed; the previous one is paid first.
+        maxCarriedDebt: Retention.closesWithInterrupted(mode, finalBackfill) ? settings.rolloutBatchSize : 0,
+        progress
+      })
+      // Retained Groups' generations are aborted and parked until the next step; their budgets stop.
+      if (retain) yield* gate.pause
+      const interruptedGroups = retain ? yield* trainPool.interruptedRetained : outcome.interruptedGroups
+      const transferred = (yield* route(outcome.accepted.map(({ value }) => value))).map(([partition, routed]) =>
+        Records.transferOrder(
+          routed.groups.map((value) => ({
+            seq: value.group.seq,
+            size: value.group.size,
+            samples: value.samples,
+            debug: value.debug
+          })),
+          partition,
+          routed.delivered
+        )
+      )
+      partitions = Partitions.produced(partitions).partitions
+      const samples = transferred.flatMap((t) => t.samples)
+      const debug = transferred.flatMap((t) => t.debug)
+      const first = samples[0]
+      if (first !== undefined) yield* telemetry.info(Records.firstSampleLine(first))
+      const step = yield* credit.finishStep(samples, "train")
+      const last = step.samples.at(-1)
+      if (last !== undefined) yield* telemetry.info(Records.finishLine(last))
+      yield* outputs.writeDebug(rolloutId, rolloutId, step.samples, debug)
+      yield* telemetry.event("accounting_end", {
+        rollout: rolloutId,
+        groups: outcome.accepted.length,
+        rows: step.samples.length,
+        debt: outcome.debt,
+        resident_groups: outcome.residentGroups,
+        interrupted_groups: interruptedGroups
+      })
+      return {
+        rolloutId,
+        weightVersion,
+        samples: step.samples,
+        metrics: {
+          ...step.metrics,
+          ...Records.parserFailureMetrics(yield* runner.takeParserFailures, settings.agenticToolCallParser),
+          ...(yield* engine.takeStepMetrics),
+          "rollout/groups_dropped": outcome.dropped,
+          "rollout/groups_filtered": outcome.filtered
+        },
+        microBatches: step.microBatches === null ? null : step.microBatches.map((b) => [...b.indices]),
+        groups: { accepted: outcome.accepted.length, dropped: outcome.dropped, filtered: outcome.filtered }
+      } satisfies StepResult
+    }))
+  })
+
+  const evalDataset = Effect.fn("Rollout.evalDataset")(function*(
+    dataset: RolloutConfig.RolloutSettings["evalDatasets"][number],
+    rolloutId: number
+  ) {
+    return yield* Effect.scoped(Effect.gen(function*() {
+      const rows = evalRows.get(dataset.name) ?? (yield* loadRows(dataset.path))
+      const g = dataset.nSamplesPerEvalPrompt
+      const concurrency = RolloutConfig.evalConcurrency(settings, g)
+      // With a Group RM the Runtime Group is the whole prompt Group; otherwise every sample is its own Group.
+      const groupSize = settings.groupRm ? g : 1
+      const capacity = settings.groupRm ? concurrency : concurrency * g
+      const scope = Dataset.evalScope(dataset.name, rolloutId)
+      const planned: Array<PlannedGroup> = []
+      rows.forEach((_, prompt) => {
+        for (let k = 0; k < g; k += groupSize) {
+          const seq = planned.length
+          planned.push({
+            ...Dataset.group(scope, seq, rows, prompt, groupSize),
+            mode: "eval",
+            promptIndex: prompt,
+            firstIndex: prompt * g + k
+          })
+        }
+      })
+      let position = 0
+      const pool = yield* scheduler.pool({
+        capacity,
+        prelaunch: false,
+        mode: "eval",
+        next: Effect.sync(() => planned[position++]!),
+        runner,
+        sessionId: sessions.newSessionId,
+        describeError: runner.describeError,
+        dropStreak
+      })
+      const progress = yield* telemetry.progress({
+        description: `Eval ${dataset.name}`,
+        total: rows.length * g,
+        unit: "sample",
+        showPrepared: false
+      })
+      const outcome = yield* pool.runStep({ rolloutId, debt: planned.length, surplus: 0, nextStep: false, refill: false, progress })
+      const pairs = outcome.accepted
+        .flatMap((a) => a.value.samples.map((sample, i) => ({ sample, debug: a.value.debug[i] })))
+        .sort((a, b) => a.sample.index - b.sample.index)
+      const samples = pairs.map((p) => p.sample)
+      const first = samples[0]
+      if (first !== undefined) yield* telemetry.info(Records.evalExampleLine(first))
+      const finished = yield* credit.finishStep(samples, "eval", g)
+      const key = settings.evalRewardKey ?? settings.rewardKey
+      yield* outputs.writeDebug(
+        `eval_${rolloutId}_${dataset.name}`,
+        `eval_${rolloutId}`,
+        samples,
+        pairs.map((p) => p.debug)
+      )
+      return {
+        name: dataset.name,
+        rewards: samples.map((s) => Records.primaryReward(s, key)),
+        truncated: samples.map((s) => s.status === "truncated"),
+        samples,
+        metrics: Records.evalMetrics(dataset.name, finished.metrics),
+        dropped: outcome.dropped + outcome.filtered
+      } satisfies EvalDatasetResult
+    }))
+  })
+
+  const runEval = Effect.fn("Rollout.runEval")(function*(rolloutId: number) {
+    const datasets = yield* Effect.forEach(settings.evalDatasets, (d) => evalDataset(d, rolloutId))
+    return { rolloutId, datasets } satisfies EvalResult
+  })
+
+  const run = Effect.gen(function*() {
+    const files = yield* outputs.openRun()
+    let evals = 0
+    const doEval = Effect.fn("Rollout.eval")(function*(afterSteps: number) {
+      const result = yield* runEval(afterSteps)
+      evals += 1
+      for (const d of result.datasets) {
+        yield* telemetry.info(Records.evalSummaryLine(d.name, afterSteps, d.samples.length, d.rewards))
+        yield* files.evalDataset(
+          afterSteps,
+          d.name,
+          d.samples,
+          Records.evalMetricLine(afterSteps, d.name, d.metrics, d.dropped)
+        )
+      }
+      yield* files.evalMetrics()
+    })
+    const evalEnabled = settings.evalInterval !== undefined && settings.evalDatasets.length > 0
+    if (evalEnabled && !settings.skipEvalBeforeTrain) yield* doEval(0)
+    // Fully async adds the final backfill: step call num_rollout, which drains what the last step left owed.
+    for (let rolloutId = 0; rolloutId < Retention.stepCount(mode, settings.numRollout); rolloutId++) {
+      const step = yield* runStep(rolloutId)
+      yield* files.step(rolloutId, step.samples, Records.stepMetricLine(rolloutId, step.groups, step.metrics))
+      // Without a trainer, the command still advances the policy version between steps, so every sample's
+      // weight_versions shows which step's policy generated it (a trainer calls Engine.updateWeights itself).
+      if (rolloutId + 1 < Retention.stepCount(mode, settings.numRollout)) yield* engine.updateWeights()
+      const done = rolloutId + 1
+      if (evalEnabled && rolloutId < settings.numRollout && (done % (settings.evalInterval ?? 1) === 0 || done === settings.numRollout)) {
+        yield* doEval(done)
+      }
+    }
+    return { steps: settings.numRollout, evals, files: files.files() } satisfies RunSummary
+  }).pipe(Effect.withSpan("Rollout.run"))
+
+  return { runStep, runEval, run } satisfies RolloutShape
+})
+
+/** The rollout service. */
+export class Rollout extends Context.Service<Rollout, RolloutShape>()("relax-agentic/Rollout") {
+  /**
+   * Build the rollout (loads the training dataset, starts the resident pool); the pool and every agent live as long
+   * as the layer.
+   */
+  static readonly layer: Layer.Layer<
+    Rollout,
+    DatasetLoadError,
+    | RolloutConfig.RolloutConfig
+    | Tokenizer
+    | Sessions
+    | Forests
+    | Supervisor
+    | Credit
+    | Scheduler.Scheduler
+    | Telemetry
+    | Engine
+  > = Layer.effect(Rollout, make).pipe(
+    Layer.provide(Layer.merge(SessionRunner.layer, Outputs.layer)),
+    Layer.provideMerge(GenerationGate.layer)
+  )
+}

@@ -1,0 +1,225 @@
+/**
+ * One Group's life as the Scheduler runs it: Prepare → Runtime of each Session, then Reward of the whole Group
+ * (docs/runtime.md "The path of a Session").
+ *
+ * **Details**
+ * A Session is registered with `Sessions` (its `awaitLease` joins the Group's first-request barrier), gets an empty
+ * SessionForest, and runs its agent through the `Supervisor` with an active-time budget started when the Group gets its
+ * Runtime lease; when the Session ends, the engine is told (`Engine.closeSession`). With partial rollout or fully
+ * async a training Session is also registered with the generation gate, which parks its requests and pauses its budget
+ * between steps. When the agent exits, its exports (implicit leaf or explicit records) become training samples;
+ * `Credit` scores the Group (reward, custom advantage or GRPO; a `null` hook result filters it). A Session that fails,
+ * an export that does not match and a Reward error fail with a `GroupError`, which drops the Group.
+ */
+import { Context, Effect, Layer } from "effect"
+import type * as CreditGroup from "../../src/credit/Group.ts"
+import { type ExportError, ForestInvariantError, type ForestNotFound } from "../../src/forest/errors.ts"
+import * as Forest from "../../src/forest/Forest.ts"
+import * as Sample from "../../src/forest/Sample.ts"
+import type { TrainingSample } from "../../src/forest/TrainingSample.ts"
+import type { ContextDebug } from "../../src/rollout/Records.ts"
+import type * as Dataset from "../../src/schedule/Dataset.ts"
+import type { AgentExecutionError, SessionInputError } from "../../src/session/errors.ts"
+import * as SessionInput from "../../src/session/SessionInput.ts"
+import * as RolloutConfig from "./Config.ts"
+import { Credit, type CreditError } from "../credit/Credit.ts"
+import { Engine } from "../engine/Engine.ts"
+import { Forests } from "../generation/Forests.ts"
+import { GenerationGate } from "../schedule/GenerationGate.ts"
+import * as Scheduler from "../schedule/Scheduler.ts"
+import { emptyCounters, type RolloutMode, Sessions } from "../schedule/Sessions.ts"
+import { Supervisor } from "../session/Supervisor.ts"
+import { Telemetry } from "./Telemetry.ts"
+import { Tokenizer } from "../tokenizer/Tokenizer.ts"
+
+/** One Group as planned from the dataset. */
+export interface PlannedGroup extends Scheduler.GroupLike {
+  readonly seq: number
+  readonly mode: RolloutMode
+  /** Dataset row index. */
+  readonly row: number
+  readonly data: Dataset.Row
+  /** Prompt index (Eval: position in the dataset; train: the Group's sequence number). */
+  readonly promptIndex: number
+  /** Sample index of the Group's first Session. */
+  readonly firstIndex: number
+}
+
+/** What a Session leaves behind: its exported samples (in export order) and their debug facts. */
+export interface SessionResult {
+  readonly sessionId: string
+  readonly samples: ReadonlyArray<TrainingSample>
+  readonly debug: ReadonlyArray<ContextDebug>
+}
+
+/** A scored Group. */
+export interface GroupResult {
+  readonly group: PlannedGroup
+  readonly samples: ReadonlyArray<TrainingSample>
+  readonly debug: ReadonlyArray<ContextDebug>
+}
+
+/** Why a Session or Group was dropped. */
+export type GroupError =
+  | AgentExecutionError
+  | SessionInputError
+  | ExportError
+  | CreditError
+  | ForestNotFound
+  | ForestInvariantError
+
+export interface SessionRunnerShape extends Scheduler.GroupRunner<PlannedGroup, SessionResult, GroupResult, GroupError> {
+  /** `error_type=` and detail text of a drop, for the Scheduler's drop log line. */
+  readonly describeError: (error: GroupError) => { readonly type: string; readonly detail: string }
+  /**
+   * Tool calls the parser dropped or could not read in the training Sessions that ended since the last call, whatever
+   * became of their Groups (accepted, filtered, dropped or stopped); resets the count.
+   */
+  readonly takeParserFailures: Effect.Effect<number>
+}
+
+const make = Effect.gen(function*() {
+  const settings = yield* RolloutConfig.RolloutConfig
+  const tokenizer = yield* Tokenizer
+  const sessions = yield* Sessions
+  const forests = yield* Forests
+  const supervisor = yield* Supervisor
+  const credit = yield* Credit
+  const telemetry = yield* Telemetry
+  const gate = yield* GenerationGate
+  const retains = gate.mode.partialRollout || gate.mode.fullyAsync
+  const engine = yield* Engine
+
+  const inputOptions: SessionInput.InputOptions = {
+    inputKey: settings.inputKey,
+    metadataKey: settings.metadataKey,
+    labelKey: settings.labelKey,
+    multimodalKeys: settings.multimodalKeys
+  }
+  const decode = (ids: ReadonlyArray<number>) => tokenizer.decode(ids)
+  let parserFailures = 0
+
+  /** Prepare + Runtime of one Session, then its exports as samples. */
+  const session = Effect.fn("SessionRunner.session")(function*(group: PlannedGroup, ticket: Scheduler.SessionTicket) {
+    return yield* Effect.scoped(Effect.gen(function*() {
+      const prepared = yield* Effect.fromResult(SessionInput.fromRow(group.data, group.row, inputOptions))
+      const { sessionId } = ticket
+      const eval_ = group.mode === "eval"
+      // Registered before anything is created, so an interruption between the steps below cannot leak the Session's
+      // forest or registry entry (both removals are no-ops for what does not exist yet).
+      // The engine is told last (SGLang --agentic-session-lifecycle: /close_session), so the Session's cache goes.
+      yield* Effect.addFinalizer(() =>
+        sessions.close(sessionId).pipe(
+          Effect.andThen(forests.remove(sessionId)),
+          Effect.andThen(engine.closeSession(sessionId))
+        )
+      )
+      yield* forests.create(sessionId, {
+        groupIndex: group.promptIndex,
+        index: group.firstIndex + ticket.position,
+        label: prepared.label ?? null,
+        metadata: prepared.metadata,
+        chatTemplateKwargs: settings.applyChatTemplateKwargs
+      })
+      const counters = emptyCounters()
+      if (!eval_) {
+        yield* Effect.addFinalizer(() =>
+          Effect.sync(() => {
+            parserFailures += counters.parserFailures + counters.droppedToolCalls
+          })
+        )
+      }
+      const budget = yield* supervisor.makeBudget
+      const sessionGate = !eval_ && retains ? yield* gate.register(sessionId, budget) : undefined
+      yield* sessions.register({
+        sessionId,
+        groupId: group.groupId,
+        mode: group.mode,
+        sampling: eval_
+          ? RolloutConfig.evalSampling(settings, ticket.position)
+          : RolloutConfig.trainSampling(settings, ticket.position),
+        maxContextLen: eval_ ? RolloutConfig.evalMaxContextLen(settings) : settings.rolloutMaxContextLen,
+        rolloutId: ticket.rolloutId,
+        awaitLease: ticket.awaitLease,
+        gate: sessionGate,
+        counters
+      })
+      yield* Effect.forkScoped(ticket.leased.pipe(Effect.andThen(budget.start)))
+      const outcome = yield* supervisor.run({
+        sessionId,
+        groupId: group.groupId,
+        rolloutMode: group.mode,
+        input: prepared,
+        budget,
+        firstRequest: ticket.firstRequest
+      })
+      yield* sessions.close(sessionId)
+      for (const warning of outcome.warnings) yield* telemetry.warn(warning)
+      const forest = yield* forests.get(sessionId)
+      const contexts = yield* Effect.fromResult(outcome.output.kind === "implicit"
+        ? Forest.exportImplicit(forest, {
+          ...(outcome.output.metadata === undefined ? {} : { metadata: outcome.output.metadata }),
+          ...(outcome.output.reward === undefined ? {} : { reward: outcome.output.reward })
+        })
+        : Forest.exportExplicit(forest, outcome.output.records, undefined, { strict: settings.strictMatch }))
+      // Sample.build throws ForestInvariantError on a broken lineage; anything else it throws is a bug (a defect).
+      const samples = yield* Effect.try({
+        try: () =>
+          contexts.map((c) =>
+            Sample.build(forest, c.hash, decode, {
+              rolloutId: ticket.rolloutId(),
+              exportName: c.name,
+              reward: c.reward,
+              metadata: c.metadata
+            })
+          ),
+        catch: (error) => error
+      }).pipe(
+        Effect.catch((error) => error instanceof ForestInvariantError ? Effect.fail(error) : Effect.die(error))
+      )
+      const debug = contexts.map((c): ContextDebug => ({ view: Sample.debugView(forest, c.hash), counters }))
+      return { sessionId, samples, debug } satisfies SessionResult
+    }))
+  })
+
+  /** Reward of a finished Group: credit scores it, or filters it. */
+  const reward = Effect.fn("SessionRunner.reward")(function*(group: PlannedGroup, outcomes: ReadonlyArray<SessionResult>) {
+    const scored = yield* credit.scoreGroup(
+      {
+        groupIndex: group.promptIndex,
+        sessions: outcomes.map((o): CreditGroup.Session => ({ sessionId: o.sessionId, exports: o.samples }))
+      },
+      group.mode
+    )
+    return scored === "filtered"
+      ? Scheduler.filtered()
+      : Scheduler.accepted<GroupResult>({ group, samples: scored, debug: outcomes.flatMap((o) => o.debug) })
+  })
+
+  const describeError = (error: GroupError) => ({ type: error._tag, detail: error.message })
+
+  const takeParserFailures = Effect.sync(() => {
+    const taken = parserFailures
+    parserFailures = 0
+    return taken
+  })
+
+  return { session, reward, describeError, takeParserFailures } satisfies SessionRunnerShape
+})
+
+/** The Session lifecycle service the rollout's Scheduler pools run Groups with. */
+export class SessionRunner extends Context.Service<SessionRunner, SessionRunnerShape>()("relax-agentic/SessionRunner") {
+  static readonly layer: Layer.Layer<
+    SessionRunner,
+    never,
+    | RolloutConfig.RolloutConfig
+    | Tokenizer
+    | Sessions
+    | Forests
+    | Supervisor
+    | Credit
+    | Telemetry
+    | Engine
+    | GenerationGate
+  > = Layer.effect(SessionRunner, make)
+}

@@ -1,0 +1,258 @@
+/**
+ * The training generation gate of partial rollout (docs/runtime.md, "Partial rollout and fully async"): between rollout steps, in-flight
+ * generations are aborted and their requests parked until the next step resumes them.
+ *
+ * **Details**
+ * - Every backend attempt of a model request runs through {@link LiveRequest.attempt}: it waits while the gate is
+ *   closed (unless its Session is protected), then runs registered under its rid.
+ * - `pause` (a step's close) closes the gate, asks the engine to abort every running attempt of an unprotected
+ *   Session (`/abort_request` on every SGLang worker; the embedded engine's abort), and waits until those attempts
+ *   have returned. An aborted attempt returns its partial output; the generation core keeps it pending (nothing is
+ *   committed) and its next attempt waits at the gate: the request is *parked*, the agent's HTTP request stays open
+ *   (Buffered SSE keeps sending heartbeats). The active-time budgets of unprotected Sessions stop counting.
+ * - `resume` (the next step's start) promotes pending protection, restarts the budgets and opens the gate: parked
+ *   requests continue from prompt ++ partial ids with the remaining `max_new_tokens`.
+ * - A request aborted `--partial-rollout-max-aborted-count` times makes its Session protected from the next
+ *   `resume` on: it bypasses the gate, is never aborted by `pause`, and its budget keeps running; a `pause` returns
+ *   only once every protected Session has finished (protected Sessions can delay a step's close, as in Relax).
+ * - A Session is *interrupted* (its Group can be retained and counted as `interrupted_groups`) when it is not
+ *   protected and either its agent is between requests or all its live requests are parked after an abort.
+ *
+ * An abort that reaches the engine before the attempt's request does cannot stop it: that attempt then runs to its
+ * end (its tokens are valid, the pause just waits for it), as with SGLang's own prefix-matched aborts.
+ */
+import { Context, Deferred, Effect, Latch, Layer, type Scope } from "effect"
+import * as Retention from "../../src/schedule/Retention.ts"
+import type * as ActiveBudget from "../session/ActiveBudget.ts"
+import * as RolloutConfig from "../rollout/Config.ts"
+import { Engine } from "../engine/Engine.ts"
+
+/** One model request of a Session while it is live (from arrival to its answer). */
+export interface LiveRequest {
+  /** Run one backend attempt under `rid`: waits at the gate unless the Session is protected. */
+  readonly attempt: <A, E, R>(rid: string, run: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+  /**
+   * The last attempt ended in an engine abort; `abortCount` is the request's total so far. True when the abort was a
+   * step boundary's pause (the request is parked, not failing).
+   */
+  readonly aborted: (abortCount: number) => Effect.Effect<boolean>
+}
+
+/** A Session's handle on the gate. */
+export interface SessionGate {
+  /** Track one model request while `body` runs. */
+  readonly request: <A, E, R>(body: (live: LiveRequest) => Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+  readonly isProtected: () => boolean
+}
+
+/** What a pause did. */
+export interface PauseReport {
+  /** Attempts aborted (their requests are now parked). */
+  readonly aborted: number
+  /** Sessions whose budget stopped counting. */
+  readonly pausedSessions: number
+}
+
+export interface GenerationGateShape {
+  /** The cross-step mode the gate serves (no mode: nothing is ever registered or paused). */
+  readonly mode: Retention.Mode
+  /** Register a training Session (with its active-time budget) for as long as the current scope lives. */
+  readonly register: (sessionId: string, budget?: ActiveBudget.ActiveBudget) => Effect.Effect<SessionGate, never, Scope.Scope>
+  /**
+   * Close the gate, abort and wait for unprotected running attempts, pause unprotected budgets, then wait until every
+   * protected Session has finished.
+   */
+  readonly pause: Effect.Effect<PauseReport>
+  /** Promote pending protection, restart paused budgets, open the gate. */
+  readonly resume: Effect.Effect<void>
+  readonly isOpen: () => boolean
+  /** Whether the Session could be retained across the step boundary now (unknown Sessions: false). */
+  readonly isInterrupted: (sessionId: string) => boolean
+  readonly isProtected: (sessionId: string) => boolean
+  /** Call `listener` whenever a Session's interrupted state may have changed (a request or attempt began or ended). */
+  readonly onChange: (listener: () => void) => void
+}
+
+interface RequestState {
+  running: boolean
+  aborted: boolean
+  /** The last attempt was aborted by a pause. */
+  paused: boolean
+}
+
+interface Running {
+  readonly rid: string
+  readonly session: SessionState
+  readonly request: RequestState
+  readonly done: Deferred.Deferred<void>
+}
+
+interface SessionState {
+  readonly budget: ActiveBudget.ActiveBudget | undefined
+  readonly requests: Set<RequestState>
+  protectionPending: boolean
+  protected: boolean
+  /** The budget was counting when a pause stopped it (a Session still waiting for its lease is not restarted). */
+  budgetPaused: boolean
+}
+
+/**
+ * A gate, open at first. `abort` is the engine's abort (`Engine.abort`); `mode` decides protection.
+ */
+export const make = (options: {
+  readonly abort: (rid: string) => Effect.Effect<void>
+  readonly mode: Retention.Mode
+}): Effect.Effect<GenerationGateShape> =>
+  Effect.gen(function*() {
+    const latch = yield* Latch.make(true)
+    const sessions = new Map<string, SessionState>()
+    const running = new Set<Running>()
+    const listeners: Array<() => void> = []
+    // Completed once no protected Session is registered any more (a pause waits for it).
+    let protectedDone: Deferred.Deferred<void> | undefined
+    const changed = () => {
+      for (const listener of listeners) listener()
+    }
+
+    const attempt = (state: SessionState, request: RequestState) =>
+    <A, E, R>(rid: string, run: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+      Effect.gen(function*() {
+        const done = yield* Deferred.make<void>()
+        const entry: Running = { rid, session: state, request, done }
+        // Wait at the gate, then register in the same synchronous step that checks it is still open, so a pause
+        // either sees this attempt (and aborts it) or this attempt sees the closed gate (and waits again).
+        for (;;) {
+          if (!state.protected) yield* latch.await
+          const admitted = yield* Effect.sync(() => {
+            if (!state.protected && !Latch.isOpen(latch)) return false
+            running.add(entry)
+            request.running = true
+            request.paused = false
+            changed()
+            return true
+          })
+          if (admitted) break
+        }
+        return yield* run.pipe(
+          Effect.ensuring(Effect.suspend(() => {
+            running.delete(entry)
+            request.running = false
+            changed()
+            return Deferred.succeed(done, undefined)
+          }))
+        )
+      }).pipe(Effect.withSpan("GenerationGate.attempt", { attributes: { rid } }))
+
+    const register = (sessionId: string, budget?: ActiveBudget.ActiveBudget) =>
+      Effect.acquireRelease(
+        Effect.sync((): SessionGate => {
+          const state: SessionState = {
+            budget,
+            requests: new Set(),
+            protectionPending: false,
+            protected: false,
+            budgetPaused: false
+          }
+          sessions.set(sessionId, state)
+          return {
+            request: (body) =>
+              Effect.suspend(() => {
+                const request: RequestState = { running: false, aborted: false, paused: false }
+                state.requests.add(request)
+                changed()
+                const live: LiveRequest = {
+                  attempt: attempt(state, request),
+                  aborted: (abortCount) =>
+                    Effect.sync(() => {
+                      request.aborted = true
+                      if (Retention.isProtected(options.mode, abortCount)) state.protectionPending = true
+                      changed()
+                      return request.paused
+                    }).pipe(Effect.withSpan("GenerationGate.aborted"))
+                }
+                return body(live).pipe(Effect.ensuring(Effect.sync(() => {
+                  state.requests.delete(request)
+                  changed()
+                })))
+              }).pipe(Effect.withSpan("GenerationGate.request", { attributes: { sessionId } })),
+            isProtected: () => state.protected
+          }
+        }),
+        () =>
+          Effect.suspend(() => {
+            sessions.delete(sessionId)
+            const waiter = protectedDone
+            if (waiter === undefined || [...sessions.values()].some((s) => s.protected)) return Effect.void
+            protectedDone = undefined
+            return Deferred.succeed(waiter, undefined).pipe(Effect.asVoid)
+          })
+      ).pipe(Effect.withSpan("GenerationGate.register", { attributes: { sessionId } }))
+
+    const pause = Effect.gen(function*() {
+      const targets = yield* Effect.sync(() => {
+        latch.closeUnsafe()
+        const unprotected = [...running].filter((r) => !r.session.protected)
+        for (const r of unprotected) r.request.paused = true
+        return unprotected
+      })
+      yield* Effect.forEach(targets, (r) => options.abort(r.rid), { concurrency: "unbounded", discard: true })
+      yield* Effect.forEach(targets, (r) => Deferred.await(r.done), { discard: true })
+      let pausedSessions = 0
+      for (const state of sessions.values()) {
+        if (state.protected || state.budget === undefined || !(yield* state.budget.isActive)) continue
+        yield* state.budget.pause
+        state.budgetPaused = true
+        pausedSessions++
+      }
+      // Protected Sessions run on; the step's close waits until they have finished (they can delay it).
+      if ([...sessions.values()].some((state) => state.protected)) {
+        const waiter = protectedDone ?? (yield* Deferred.make<void>())
+        protectedDone = waiter
+        yield* Deferred.await(waiter)
+      }
+      return { aborted: targets.length, pausedSessions } satisfies PauseReport
+    }).pipe(Effect.withSpan("GenerationGate.pause"))
+
+    const resume = Effect.gen(function*() {
+      for (const state of sessions.values()) {
+        if (state.protectionPending) state.protected = true
+        if (state.budgetPaused && state.budget !== undefined) {
+          state.budgetPaused = false
+          yield* state.budget.resume
+        }
+      }
+      yield* latch.open
+    }).pipe(Effect.withSpan("GenerationGate.resume"))
+
+    return {
+      register,
+      pause,
+      resume,
+      isOpen: () => Latch.isOpen(latch),
+      isInterrupted: (sessionId) => {
+        const state = sessions.get(sessionId)
+        return state !== undefined && Retention.isSessionInterrupted({
+          active: true,
+          protected: state.protected,
+          requests: [...state.requests]
+        })
+      },
+      isProtected: (sessionId) => sessions.get(sessionId)?.protected ?? false,
+      onChange: (listener) => {
+        listeners.push(listener)
+      },
+      mode: options.mode
+    } satisfies GenerationGateShape
+  })
+
+/** The rollout's training generation gate, aborting through the `Engine`, in the configured cross-step mode. */
+export class GenerationGate extends Context.Service<GenerationGate, GenerationGateShape>()("relax-agentic/GenerationGate") {
+  static readonly layer: Layer.Layer<GenerationGate, never, RolloutConfig.RolloutConfig | Engine> = Layer.effect(
+    GenerationGate,
+    Effect.gen(function*() {
+      const settings = yield* RolloutConfig.RolloutConfig
+      const engine = yield* Engine
+      return yield* make({ abort: engine.abort, mode: RolloutConfig.retentionMode(settings) })
+    })
+  )
+}

@@ -1,0 +1,130 @@
+/**
+ * The registry of live Sessions, shared by the gateway (which authenticates every request by session id) and the
+ * scheduler (which registers Sessions and decides when their Group holds a Runtime lease).
+ *
+ * **Details**
+ * Session ids are 128-bit random hex strings; they double as the agent's API key. Lookups go through the SHA-256 of the
+ * presented token, so the time a lookup takes does not depend on how much of a guessed id matches a real one.
+ * A closed Session stays known as closed (404 "finished") instead of disappearing, so a late request gets a clear answer;
+ * only the most recently closed ones are remembered (`closedMemory`), so a long run does not grow the registry forever.
+ */
+import { Context, Data, Effect, Layer } from "effect"
+import { createHash, randomBytes } from "node:crypto"
+import type { SamplingParams } from "../engine/Engine.ts"
+import type { SessionGate } from "./GenerationGate.ts"
+import * as StepSpan from "../runtime/StepSpan.ts"
+
+export type RolloutMode = "train" | "eval"
+
+/** Counters the generation core keeps per Session, read by telemetry and debug dumps. */
+export interface SessionCounters {
+  requests: number
+  generations: number
+  aborts: number
+  parserFailures: number
+  droppedToolCalls: number
+  toleratedMatches: number
+}
+
+export interface SessionEntry {
+  readonly sessionId: string
+  readonly groupId: string
+  readonly mode: RolloutMode
+  /** Sampling from the rollout configuration (request temperature/top_p are ignored). */
+  readonly sampling: SamplingParams
+  /** Training-lineage token limit (`--rollout-max-context-len` / eval's); undefined = unlimited. */
+  readonly maxContextLen: number | undefined
+  /** The rollout step this Session's generations are recorded under. */
+  readonly rolloutId: () => number
+  /**
+   * Called by the generation core on every model request before generating: the first call counts toward the Group's
+   * first-request barrier; the effect completes once the Group holds its Runtime lease (at once when unscheduled).
+   */
+  readonly awaitLease: Effect.Effect<void, SessionClosedError>
+  /**
+   * The training generation gate (`--partial-rollout` / `--fully-async`): every backend attempt of this Session runs
+   * through it, so a step's close can abort and park it. Absent (always open) for Eval and synchronous rollouts.
+   */
+  readonly gate?: SessionGate | undefined
+  readonly counters: SessionCounters
+}
+
+export class UnknownSessionError extends Data.TaggedError("UnknownSessionError")<{}> {
+  override get message() {
+    return "Unknown session. Use RELAX_SESSION_ID as the API key (Authorization: Bearer <RELAX_SESSION_ID>)."
+  }
+}
+
+export class SessionClosedError extends Data.TaggedError("SessionClosedError")<{ readonly sessionId: string }> {
+  override get message() {
+    return `Session ${this.sessionId} has finished; it accepts no more model requests.`
+  }
+}
+
+export interface SessionsShape {
+  /** A fresh 128-bit random session id (32 hex characters). */
+  readonly newSessionId: Effect.Effect<string>
+  readonly register: (entry: SessionEntry) => Effect.Effect<void>
+  /** The live Session for a presented API key. */
+  readonly lookup: (token: string) => Effect.Effect<SessionEntry, UnknownSessionError | SessionClosedError>
+  /** Mark the Session finished: later requests get `SessionClosedError`. */
+  readonly close: (sessionId: string) => Effect.Effect<void>
+  /** Forget a finished Session entirely (after its results are exported). */
+  readonly remove: (sessionId: string) => Effect.Effect<void>
+}
+
+const digest = (token: string): string => createHash("sha256").update(token, "utf8").digest("hex")
+
+export const emptyCounters = (): SessionCounters => ({
+  requests: 0,
+  generations: 0,
+  aborts: 0,
+  parserFailures: 0,
+  droppedToolCalls: 0,
+  toleratedMatches: 0
+})
+
+/** How many closed Sessions `make` remembers as closed (about 10 MB of digests at most). */
+export const DefaultClosedMemory = 100_000
+
+/** A registry that remembers the last `closedMemory` closed Sessions; older ones become unknown. */
+export const makeWith = (options: { readonly closedMemory: number }): Effect.Effect<SessionsShape> =>
+  Effect.sync(() => {
+    const live = new Map<string, SessionEntry>()
+    // Insertion-ordered: the oldest closed Session is forgotten first.
+    const closed = new Set<string>()
+    return {
+      newSessionId: Effect.sync(() => randomBytes(16).toString("hex")).pipe(Effect.withSpan("Sessions.newSessionId")),
+      register: Effect.fn("Sessions.register")(function*(entry) {
+        const key = digest(entry.sessionId)
+        closed.delete(key)
+        live.set(key, entry)
+      }),
+      lookup: Effect.fnUntraced(function*(token) {
+        const key = digest(token)
+        const entry = live.get(key)
+        if (entry !== undefined) return entry
+        return yield* closed.has(key) ? new SessionClosedError({ sessionId: token }) : new UnknownSessionError()
+      }, StepSpan.step("Sessions.lookup")),
+      close: Effect.fn("Sessions.close")(function*(sessionId) {
+        const key = digest(sessionId)
+        if (!live.delete(key)) return
+        closed.add(key)
+        for (const oldest of closed) {
+          if (closed.size <= options.closedMemory) break
+          closed.delete(oldest)
+        }
+      }),
+      remove: Effect.fn("Sessions.remove")(function*(sessionId) {
+        const key = digest(sessionId)
+        live.delete(key)
+        closed.delete(key)
+      })
+    }
+  })
+
+export const make: Effect.Effect<SessionsShape> = makeWith({ closedMemory: DefaultClosedMemory })
+
+export class Sessions extends Context.Service<Sessions, SessionsShape>()("relax-agentic/Sessions") {
+  static readonly layer: Layer.Layer<Sessions> = Layer.effect(Sessions, make)
+}

@@ -1,0 +1,127 @@
+/**
+ * The service a trainer drives the rollout through: one training step, a stream of finished Groups, Eval, weight
+ * updates and status. `relax-agentic serve` exposes exactly this service over RPC (layers/trainer/RolloutRpc.ts), and
+ * `createRollout` (src/index.ts) wraps it in Promises.
+ *
+ * **Details**
+ * Steps and Eval run one at a time (a second call waits for the first): they share the agent slots and the engine.
+ * `updateWeights` goes straight to the Engine port and does not wait for a running step: the engine aborts the
+ * generations in flight, which resume on the new version (layers/engine/Engine.ts). Shutdown is the layer's scope: closing it
+ * reaps every agent and closes the gateway.
+ *
+ * `stream` runs training steps as the consumer pulls and emits each step's Groups once the step is credited (with
+ * `--fully-async` a step also delivers Groups it finished for the previous step). Its Groups come from one seam,
+ * `finishedGroups` below: a rollout that hands out single Groups as they are credited would feed the stream there.
+ */
+import { Context, Effect, Layer, Ref, Semaphore, Stream } from "effect"
+import type { TrainingSample } from "../../src/forest/TrainingSample.ts"
+import type * as Results from "../../src/trainer/Results.ts"
+import * as RolloutConfig from "../rollout/Config.ts"
+import { Engine, type EngineError } from "../engine/Engine.ts"
+import { Gateway } from "../gateway/Gateway.ts"
+import { Rollout, type RolloutError } from "../rollout/Rollout.ts"
+
+/** Which training steps `stream` runs. */
+export interface StreamOptions {
+  /** The first step's `rolloutId` (default: the step after the last finished one, 0 at the start). */
+  readonly from?: number | undefined
+  /** How many steps (default: until the consumer stops pulling). */
+  readonly steps?: number | undefined
+}
+
+export interface TrainerServiceShape {
+  /**
+   * One training step: Prepare → Runtime → Reward → Transfer until `--rollout-batch-size` Groups are accepted.
+   * The credited samples, the step's metrics and, with `--use-dynamic-batch-size`, its micro-batches.
+   */
+  readonly step: (rolloutId: number) => Effect.Effect<Results.StepResult, RolloutError>
+  /** Finished Groups, step after step, as the consumer pulls (see {@link StreamOptions}). */
+  readonly stream: (options?: StreamOptions) => Stream.Stream<Results.FinishedGroup, RolloutError>
+  /** Every Eval dataset after `rolloutId` training steps. */
+  readonly evaluate: (rolloutId: number) => Effect.Effect<Results.EvalResult, RolloutError>
+  /**
+   * Tell the engine its weights changed: new generations report `version` (default: the next integer). Returns
+   * the version now in effect.
+   */
+  readonly updateWeights: (version?: string) => Effect.Effect<string, EngineError>
+  readonly status: Effect.Effect<Results.RolloutStatus>
+}
+
+/**
+ * Split a step's samples into their Groups, in transfer order. A Group is keyed by its samples' `rollout_id` and
+ * `group_index`: with `--fully-async` a step also transfers Groups still owed to the previous step, which carry that
+ * step's `rollout_id` and come first.
+ */
+export const groupsOf = (step: Results.StepResult): Array<Results.FinishedGroup> => {
+  const byGroup = new Map<string, Results.FinishedGroup & { readonly samples: Array<TrainingSample> }>()
+  for (const sample of step.samples) {
+    const key = `${sample.rollout_id}:${sample.group_index}`
+    const group = byGroup.get(key)
+    if (group === undefined) {
+      byGroup.set(key, { rolloutId: sample.rollout_id, groupIndex: sample.group_index, samples: [sample] })
+    } else {
+      group.samples.push(sample)
+    }
+  }
+  return [...byGroup.values()]
+}
+
+const make = Effect.gen(function*() {
+  const rollout = yield* Rollout
+  const engine = yield* Engine
+  const settings = yield* RolloutConfig.RolloutConfig
+  const gateway = yield* Gateway
+  const lock = yield* Semaphore.make(1)
+  const activity = yield* Ref.make<Results.Activity>("idle")
+  const finished = yield* Ref.make<{ readonly steps: number; readonly last: number | null }>({ steps: 0, last: null })
+
+  const exclusive = <A, E>(kind: Results.Activity, effect: Effect.Effect<A, E>): Effect.Effect<A, E> =>
+    lock.withPermits(1)(
+      Ref.set(activity, kind).pipe(
+        Effect.andThen(effect),
+        Effect.ensuring(Ref.set(activity, "idle"))
+      )
+    )
+
+  const step = (rolloutId: number): Effect.Effect<Results.StepResult, RolloutError> =>
+    exclusive("step", rollout.runStep(rolloutId)).pipe(
+      Effect.tap(() => Ref.update(finished, (f) => ({ steps: f.steps + 1, last: rolloutId })))
+    )
+
+  // Where finished Groups come from: the Groups a step transfers, once the step is credited (step-level credit and
+  // micro-batches need the whole step). A rollout that credits single Groups as they finish would feed them here.
+  const finishedGroups = (rolloutId: number): Stream.Stream<Results.FinishedGroup, RolloutError> =>
+    Stream.fromIterableEffect(Effect.map(step(rolloutId), groupsOf))
+
+  const stream = (options: StreamOptions = {}): Stream.Stream<Results.FinishedGroup, RolloutError> =>
+    Stream.unwrap(Effect.gen(function*() {
+      const from = options.from ?? ((yield* Ref.get(finished)).last ?? -1) + 1
+      const ids = Stream.iterate(from, (id) => id + 1)
+      return (options.steps === undefined ? ids : Stream.take(ids, options.steps)).pipe(Stream.flatMap(finishedGroups))
+    }))
+
+  return {
+    step,
+    stream,
+    evaluate: (rolloutId) => exclusive("evaluate", rollout.runEval(rolloutId)),
+    updateWeights: (version) => engine.updateWeights(version),
+    status: Effect.gen(function*() {
+      const done = yield* Ref.get(finished)
+      return {
+        activity: yield* Ref.get(activity),
+        weightVersion: yield* engine.weightVersion,
+        stepsCompleted: done.steps,
+        lastRolloutId: done.last,
+        engine: settings.engine,
+        gatewayUrl: gateway.agentBaseUrl
+      }
+    })
+  } satisfies TrainerServiceShape
+})
+
+/** The trainer-facing service (see the module comment). */
+export class TrainerService extends Context.Service<TrainerService, TrainerServiceShape>()("relax-agentic/TrainerService") {
+  /** The service over a running rollout. */
+  static readonly layer: Layer.Layer<TrainerService, never, Rollout | Engine | RolloutConfig.RolloutConfig | Gateway> =
+    Layer.effect(TrainerService, make)
+}

@@ -1,0 +1,94 @@
+/**
+ * A model turn whose tool call the parser drops (an unknown tool name) and that leaves nothing else: committed with
+ * its raw generated text as content and answered, counted as a parser failure; with `failUnparsedTurns` the reference
+ * behaviour (the request fails, nothing is committed). Embedded engine, real Qwen3 tokenizer, the glm45 and qwen25
+ * parsers.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Layer, Result } from "effect"
+import * as Forest from "../../src/forest/Forest.ts"
+import * as Canonical from "../../src/protocol/canonical.ts"
+import * as Parsers from "../../src/parsers/registry.ts"
+import { EmbeddedEngine } from "../../layers/engine/EmbeddedEngine.ts"
+import { Forests } from "../../layers/generation/Forests.ts"
+import { gatewayError } from "../../layers/gateway/Gateway.ts"
+import { Generation } from "../../layers/generation/Generation.ts"
+import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
+import { calcTool } from "../fixtures/gateway/policy.ts"
+import { sampling, sessionWithForest } from "../support/sessions.ts"
+
+const get = <A, E>(result: Result.Result<A, E>): A => {
+  if (Result.isFailure(result)) throw new Error(String(result.failure))
+  return result.success
+}
+
+/** What each parser's model writes when it calls a tool the request does not define. */
+const unknownCall: Record<string, string> = {
+  qwen25: "<tool_call>\n{\"name\": \"launch_rockets\", \"arguments\": {\"count\": 3}}\n</tool_call>",
+  glm45: "<tool_call>launch_rockets\n<arg_key>count</arg_key>\n<arg_value>3</arg_value>\n</tool_call>"
+}
+
+const stack = (parser: string, failUnparsedTurns: boolean) =>
+  Generation.layer({ toolCallParser: get(Parsers.ToolCallParsers.get(parser)), failUnparsedTurns }).pipe(
+    Layer.provideMerge(Forests.layer),
+    Layer.provideMerge(EmbeddedEngine.layer({ ...EmbeddedEngine.instant, policy: () => unknownCall[parser]! })),
+    Layer.provideMerge(Tokenizer.layer)
+  )
+
+const request = {
+  state: get(Canonical.canonicalize({ messages: [{ role: "user", content: "Please compute 2+2?" }], tools: [calcTool] })),
+  model: "m",
+  stream: false,
+  stop: [],
+  logprobs: false,
+  toolCallIdPrefix: "call_" as const
+}
+
+describe("a turn whose tool call the parser drops", () => {
+  for (const parser of ["qwen25", "glm45"]) {
+    it.layer(stack(parser, false))((it) => {
+      it.effect(`${parser}: committed with the raw text as content, answered, counted`, () =>
+        Effect.gen(function*() {
+          const entry = yield* sessionWithForest({ sampling: sampling({ maxNewTokens: 256 }) })
+          const completion = yield* (yield* Generation).generate(entry, request)
+          assert.strictEqual(completion.content, unknownCall[parser])
+          assert.deepStrictEqual(completion.toolCalls, [])
+          assert.strictEqual(completion.finish, "stop")
+          assert.strictEqual(entry.counters.droppedToolCalls + entry.counters.parserFailures, 1)
+          const forest = yield* (yield* Forests).get(entry.sessionId)
+          const [leaf] = Forest.leaves(forest)
+          assert(leaf !== undefined)
+          const node = Forest.node(forest, leaf)
+          assert(node.kind === "resp")
+          assert.strictEqual(node.message.content, unknownCall[parser])
+          assert.strictEqual(node.tokens.length, completion.usage.completionTokens)
+          // The echo of the committed message continues the same lineage (a client that sends it back matches).
+          const next = yield* (yield* Generation).generate(entry, {
+            ...request,
+            state: get(Canonical.canonicalize({
+              messages: [
+                { role: "user", content: "Please compute 2+2?" },
+                { role: "assistant", content: completion.content },
+                { role: "user", content: "Use the calc tool." }
+              ],
+              tools: [calcTool]
+            }))
+          })
+          assert.strictEqual(next.content, unknownCall[parser])
+          assert.strictEqual(Forest.leaves(forest).length, 1)
+        }))
+    })
+
+    it.layer(stack(parser, true))((it) => {
+      it.effect(`${parser}: with failUnparsedTurns the request fails as in the reference (500) and nothing is committed`, () =>
+        Effect.gen(function*() {
+          const entry = yield* sessionWithForest({ sampling: sampling({ maxNewTokens: 256 }) })
+          const error = yield* (yield* Generation).generate(entry, request).pipe(Effect.flip)
+          assert.strictEqual(error._tag, "UnusableResponse")
+          assert.strictEqual((yield* gatewayError(error)).status, 500)
+          const forest = yield* (yield* Forests).get(entry.sessionId)
+          assert.isFalse(Forest.leaves(forest).some((leaf) => Forest.node(forest, leaf).kind === "resp"))
+        }))
+    })
+  }
+})

@@ -1,0 +1,67 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import { mkdtempSync, readdirSync, readFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import * as Telemetry from "../../layers/rollout/Telemetry.ts"
+
+describe("event lines", () => {
+  it("render like the reference without a TTY: plain badge, Python values, None fields left out", () => {
+    assert.strictEqual(
+      Telemetry.formatEvent("accounting_start", { rollout: 3, sessions: 64, groups: 8, final_backfill: false }, false),
+      "AGENTIC ROLLOUT event=accounting_start rollout=3 sessions=64 groups=8 final_backfill=False"
+    )
+    assert.strictEqual(
+      Telemetry.formatEvent("idle_heartbeat", { rollout: 0, debt: 2, skipped: undefined, state: { a: 1, b: "x", c: true } }, false),
+      "AGENTIC ROLLOUT event=idle_heartbeat rollout=0 debt=2 state={'a': 1, 'b': 'x', 'c': True}"
+    )
+    assert.strictEqual(Telemetry.formatStatus("Dropped 1 group", false), "AGENTIC Dropped 1 group")
+  })
+
+  it("carry the ANSI badge only on a TTY", () => {
+    const line = Telemetry.formatEvent("accounting_end", { rollout: 0 }, true)
+    assert.strictEqual(
+      line,
+      "\u001b[48;5;60m\u001b[1;38;5;231m AGENTIC ROLLOUT \u001b[0m \u001b[1;38;5;213mevent=accounting_end rollout=0\u001b[0m"
+    )
+    assert.include(Telemetry.formatStatus("Filtered 1 group", true), "\u001b[48;5;54m")
+  })
+})
+
+describe("progress", () => {
+  it.effect("counts scored sessions and draws only on a TTY", () =>
+    Effect.gen(function*() {
+      const tty = Telemetry.memorySink(true)
+      const plain = Telemetry.memorySink(false)
+      for (const sink of [tty, plain]) {
+        const telemetry = Telemetry.make(sink)
+        yield* Effect.scoped(Effect.gen(function*() {
+          const bar = yield* telemetry.progress({ description: "Rollout 0 generation", total: 8, unit: "session", showPrepared: true })
+          yield* bar.advance(4)
+          yield* bar.setPrepared(2)
+          yield* bar.advance(8)
+          assert.deepStrictEqual(yield* bar.snapshot, { scored: 8, total: 8, prepared: 2 })
+        }))
+      }
+      assert.strictEqual(plain.captured.frames.length, 0)
+      assert.strictEqual(tty.captured.frames.at(-1), "Rollout 0 generation: ######################## 8/8 session [scored=8, prepared=2]")
+    }))
+})
+
+describe("files", () => {
+  it.effect("are written atomically, leaving no temporary file", () =>
+    Effect.gen(function*() {
+      const dir = mkdtempSync(join(tmpdir(), "relax-telemetry-"))
+      const path = join(dir, "sub", "rollout_0.jsonl")
+      yield* Telemetry.writeFileAtomic(path, Telemetry.jsonl([{ a: 1 }, { b: [2] }]))
+      assert.strictEqual(readFileSync(path, "utf8"), '{"a":1}\n{"b":[2]}\n')
+      assert.deepStrictEqual(readdirSync(join(dir, "sub")), ["rollout_0.jsonl"])
+      const error = yield* Effect.flip(Telemetry.writeFileAtomic(join(path, "nested.jsonl"), "x"))
+      assert.include(error.message, `cannot write ${join(path, "nested.jsonl")}`)
+    }))
+
+  it("fill {rollout_id} in the debug dump template", () => {
+    assert.strictEqual(Telemetry.debugDumpPath("/d/dump_{rollout_id}.jsonl", 3), "/d/dump_3.jsonl")
+    assert.strictEqual(Telemetry.debugDumpPath("/d/dump_{rollout_id}.jsonl", "eval_2"), "/d/dump_eval_2.jsonl")
+  })
+})

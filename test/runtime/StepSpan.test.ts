@@ -1,0 +1,62 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Option, References, Tracer } from "effect"
+import * as StepSpan from "../../layers/runtime/StepSpan.ts"
+
+/** A tracer that keeps every span it starts. */
+const recording = () => {
+  const spans: Array<Tracer.NativeSpan> = []
+  const tracer = Tracer.make({
+    span(options) {
+      const span = new Tracer.NativeSpan(options)
+      spans.push(span)
+      return span
+    }
+  })
+  return { spans, tracer }
+}
+
+/** The name of the span the effect runs in, or null outside any span. */
+const currentSpanName = Effect.currentSpan.pipe(
+  Effect.map((span) => span.name),
+  Effect.orElseSucceed(() => null)
+)
+
+describe("StepSpan", () => {
+  it.effect("opens no span under Effect's native tracer, which exports spans nowhere", () =>
+    Effect.gen(function*() {
+      assert.isFalse(yield* Effect.withFiber((fiber) => Effect.succeed(StepSpan.isTracing(fiber))))
+      assert.strictEqual(yield* currentSpanName.pipe(StepSpan.step("Test.step")), null)
+      assert.strictEqual(yield* Effect.succeed(42).pipe(StepSpan.step("Test.step")), 42)
+    }))
+
+  it.effect("opens the named span with its attributes, nested under the caller's, when a tracer is installed", () =>
+    Effect.gen(function*() {
+      const { spans, tracer } = recording()
+      const inner = currentSpanName.pipe(StepSpan.step("Test.inner", { rid: "r1" }))
+      const names = yield* Effect.all([currentSpanName, inner]).pipe(
+        StepSpan.step("Test.outer"),
+        Effect.withTracer(tracer)
+      )
+      assert.deepStrictEqual(names, ["Test.outer", "Test.inner"])
+      assert.deepStrictEqual(spans.map((span) => span.name), ["Test.outer", "Test.inner"])
+      const inner0 = spans[1]
+      assert.strictEqual(inner0?.attributes.get("rid"), "r1")
+      assert.strictEqual(
+        Option.match(inner0?.parent ?? Option.none(), { onNone: () => null, onSome: (parent) => parent.spanId }),
+        spans[0]?.spanId
+      )
+      assert.isTrue(spans.every((span) => span.status._tag === "Ended"))
+    }))
+
+  it.effect("opens no span when tracing is disabled, even with a tracer installed", () =>
+    Effect.gen(function*() {
+      const { spans, tracer } = recording()
+      const name = yield* currentSpanName.pipe(
+        StepSpan.step("Test.step"),
+        Effect.withTracer(tracer),
+        Effect.provideService(References.TracerEnabled, false)
+      )
+      assert.strictEqual(name, null)
+      assert.deepStrictEqual(spans, [])
+    }))
+})
