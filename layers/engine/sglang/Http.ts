@@ -103,11 +103,16 @@ export const decodeAnswer = <A>(
   try {
     json = JSON.parse(answer.body)
   } catch {
-    return Result.fail(new EngineError({ message: `SGLang at ${url}${path} answered non-JSON: ${errorMessage(answer.body)}`, url, retryable: false }))
+    return Result.fail(new EngineError({ reason: "bad-answer", detail: `SGLang at ${url}${path} answered non-JSON: ${errorMessage(answer.body)}`, url }))
   }
   const decoded = decode(json)
   return Result.isSuccess(decoded) ? Result.succeed(decoded.success) : Result.fail(
-    new EngineError({ message: `SGLang at ${url}${path} answered an unexpected shape: ${decoded.failure.message}`, url, retryable: false })
+    new EngineError({
+      reason: "bad-answer",
+      detail: `SGLang at ${url}${path} answered an unexpected shape: ${decoded.failure.message}`,
+      url,
+      cause: decoded.failure
+    })
   )
 }
 
@@ -123,10 +128,10 @@ export const decodeJson = <S extends Schema.Top & { readonly DecodingServices: n
 /** The error of a non-2xx answer; a 5xx may succeed on another attempt. */
 export const statusError = (url: string, path: string, answer: Answer): EngineError =>
   new EngineError({
-    message: `SGLang at ${url}${path} answered HTTP ${answer.status}: ${errorMessage(answer.body)}`,
+    reason: "status",
+    detail: `SGLang at ${url}${path} answered HTTP ${answer.status}: ${errorMessage(answer.body)}`,
     url,
-    status: answer.status,
-    retryable: answer.status >= 500
+    status: answer.status
   })
 
 /** Succeeds with the answer when it is a 200, else fails with its {@link statusError}. */
@@ -172,13 +177,16 @@ export const make = (options: Options): Effect.Effect<Http, never, Scope.Scope> 
         catch: (error) => {
           const code = errorCode(error)
           const timedOut = code === "UND_ERR_HEADERS_TIMEOUT" || code === "UND_ERR_BODY_TIMEOUT"
+          // A timed-out generation may still be running: retrying would run it twice (reason `timeout` is final).
+          // An error without a code (a socket closed under undici) counts as a broken connection.
+          const reason = timedOut ? "timeout" : code === undefined || connectionErrorCodes.has(code) ? "unreachable" : "protocol"
           return new EngineError({
-            message: timedOut
+            reason,
+            detail: timedOut
               ? `SGLang at ${url}${path} did not answer within the request timeout (${describe(error)})`
               : `cannot reach SGLang at ${url}${path}: ${describe(error)}`,
             url,
-            // A timed-out generation may still be running: retrying would run it twice.
-            retryable: !timedOut && (code === undefined || connectionErrorCodes.has(code))
+            cause: error
           })
         }
       })

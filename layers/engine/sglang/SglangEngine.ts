@@ -85,8 +85,8 @@ export const make = (options: SglangEngineOptions): Effect.Effect<EngineShape, E
     const hasWorkers = options.workerUrls !== undefined && options.workerUrls.length > 0
     if (hasWorkers === (options.routerUrl !== undefined)) {
       return yield* new EngineError({
-        message: "SGLang engine: give either worker URLs (--sglang-url URL...) or a router URL, exactly one of the two",
-        retryable: false
+        reason: "config",
+        detail: "SGLang engine: give either worker URLs (--sglang-url URL...) or a router URL, exactly one of the two"
       })
     }
     const concurrency = options.serverConcurrency ?? 512

@@ -36,10 +36,12 @@ export const health = (http: Http.Http, urls: ReadonlyArray<string>): Effect.Eff
         Effect.flatMap(Http.ok(url, "/health")),
         Effect.mapError((error) =>
           new EngineError({
-            message: `SGLang is not healthy at ${url}: ${error.message}. Check that the server is running and that ` +
+            reason: "unhealthy",
+            detail: `SGLang is not healthy at ${url}: ${error.message}. Check that the server is running and that ` +
               `--sglang-url names it`,
             url,
-            retryable: false
+            ...(error.status === undefined ? {} : { status: error.status }),
+            cause: error
           })
         )
       ),
@@ -72,12 +74,12 @@ export const tokenizer = (http: Http.Http, tokenizer: TokenizerCheck, url: strin
       Option.flatMap(info, (i) => Option.fromNullishOr(i.tokenizer_path ?? i.model_path))
     )
     return yield* new EngineError({
-      message: `the SGLang server at ${url} tokenizes differently from --tokenizer ${tokenizer.source}` +
+      reason: "tokenizer-mismatch",
+      detail: `the SGLang server at ${url} tokenizes differently from --tokenizer ${tokenizer.source}` +
         `${model === undefined ? "" : ` (the server serves ${model})`}: a probe text is ${preview(theirs)} there ` +
         `and ${preview(ours)} here. Give --tokenizer the served model's directory, or every token id sent would ` +
         "be wrong",
-      url,
-      retryable: false
+      url
     })
   })
 

@@ -39,9 +39,9 @@ export const make = (http: Http.Http, workers: Workers.Workers, initial: string)
               Effect.flatMap((r) =>
                 r.success ? Effect.void : Effect.fail(
                   new EngineError({
-                    message: `SGLang at ${w.url} refused /update_weight_version: ${r.message ?? "no message"}`,
-                    url: w.url,
-                    retryable: false
+                    reason: "refused",
+                    detail: `SGLang at ${w.url} refused /update_weight_version: ${r.message ?? "no message"}`,
+                    url: w.url
                   })
                 )
               )

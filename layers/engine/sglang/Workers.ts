@@ -55,15 +55,16 @@ export const discover = (http: Http.Http, router: string): Effect.Effect<Readonl
       ),
       Effect.mapError((error) =>
         new EngineError({
-          message: `Failed to query SGLang workers from the router at ${router} (GET /workers, then /list_workers): ` +
+          reason: "no-workers",
+          detail: `Failed to query SGLang workers from the router at ${router} (GET /workers, then /list_workers): ` +
             error.message,
           url: router,
-          retryable: false
+          cause: error
         })
       )
     )
     if (workers.length === 0) {
-      return yield* new EngineError({ message: `SGLang returned no workers: the router at ${router} lists none`, url: router, retryable: false })
+      return yield* new EngineError({ reason: "no-workers", detail: `SGLang returned no workers: the router at ${router} lists none`, url: router })
     }
     return workers
   })
