@@ -74,6 +74,12 @@ export const RolloutOptions = Schema.Struct({
   sglangServerConcurrency: Schema.optional(PositiveInt),
   /** Send `sampling_seed` (the servers run deterministic inference). */
   sglangEnableDeterministicInference: withDefault(Schema.Boolean, false),
+  /** `Authorization: Bearer` for SGLang (default: `SGLANG_API_KEY`). */
+  sglangApiKey: Schema.optional(Schema.String),
+  /** Send `priority` (resumed attempts first; servers with priority scheduling). */
+  sglangPriorityScheduling: withDefault(Schema.Boolean, false),
+  /** `lora_path` on every request. */
+  sglangLoraPath: Schema.optional(Schema.String),
   /** Send `session_id` and close SGLang sessions when a Session ends. */
   agenticSessionLifecycle: withDefault(Schema.Boolean, false),
   /** Directory with `tokenizer.json` (+ chat template); required with SGLang, else the bundled Qwen3 tokenizer. */
@@ -193,6 +199,9 @@ const sglangOnly = [
   "sglangRouterUrl",
   "sglangServerConcurrency",
   "sglangEnableDeterministicInference",
+  "sglangApiKey",
+  "sglangPriorityScheduling",
+  "sglangLoraPath",
   "agenticSessionLifecycle"
 ] as const
 
