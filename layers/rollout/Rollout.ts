@@ -18,7 +18,8 @@ import * as Dataset from "../../src/schedule/Dataset.ts"
 import type * as Results from "../../src/trainer/Results.ts"
 import * as Partitions from "../../src/schedule/Partitions.ts"
 import * as Retention from "../../src/schedule/Retention.ts"
-import * as RolloutConfig from "./Config.ts"
+import * as RolloutConfig from "./RolloutConfig.ts"
+import * as Settings from "../../src/config/Settings.ts"
 import { Credit, type CreditError } from "../credit/Credit.ts"
 import { Engine, type EngineError } from "../engine/Engine.ts"
 import { Forests } from "../generation/Forests.ts"
@@ -99,7 +100,7 @@ const make = Effect.gen(function*() {
   const runner = yield* SessionRunner
   const outputs = yield* Outputs
   const gate = yield* GenerationGate
-  const mode = RolloutConfig.retentionMode(settings)
+  const mode = Settings.retentionMode(settings)
   // Transfer partitions: with fully async a step may leave Groups owed to its partition for the next step.
   let partitions = Partitions.empty
 
@@ -265,13 +266,13 @@ const make = Effect.gen(function*() {
   })
 
   const evalDataset = Effect.fn("Rollout.evalDataset")(function*(
-    dataset: RolloutConfig.RolloutSettings["evalDatasets"][number],
+    dataset: Settings.RolloutSettings["evalDatasets"][number],
     rolloutId: number
   ) {
     return yield* Effect.scoped(Effect.gen(function*() {
       const rows = evalRows.get(dataset.name) ?? (yield* loadRows(dataset.path))
       const g = dataset.nSamplesPerEvalPrompt
-      const concurrency = RolloutConfig.evalConcurrency(settings, g)
+      const concurrency = Settings.evalConcurrency(settings, g)
       // With a Group RM the Runtime Group is the whole prompt Group; otherwise every sample is its own Group.
       const groupSize = settings.groupRm ? g : 1
       const capacity = settings.groupRm ? concurrency : concurrency * g

@@ -21,7 +21,8 @@ import type { ContextDebug } from "../../src/rollout/Records.ts"
 import type * as Dataset from "../../src/schedule/Dataset.ts"
 import type { AgentExecutionError, SessionInputError } from "../../src/session/errors.ts"
 import * as SessionInput from "../../src/session/SessionInput.ts"
-import * as RolloutConfig from "./Config.ts"
+import * as RolloutConfig from "./RolloutConfig.ts"
+import * as Settings from "../../src/config/Settings.ts"
 import { Credit, type CreditError } from "../credit/Credit.ts"
 import { Engine } from "../engine/Engine.ts"
 import { Forests } from "../generation/Forests.ts"
@@ -136,9 +137,9 @@ const make = Effect.gen(function*() {
         groupId: group.groupId,
         mode: group.mode,
         sampling: eval_
-          ? RolloutConfig.evalSampling(settings, ticket.position)
-          : RolloutConfig.trainSampling(settings, ticket.position),
-        maxContextLen: eval_ ? RolloutConfig.evalMaxContextLen(settings) : settings.rolloutMaxContextLen,
+          ? Settings.evalSampling(settings, ticket.position)
+          : Settings.trainSampling(settings, ticket.position),
+        maxContextLen: eval_ ? Settings.evalMaxContextLen(settings) : settings.rolloutMaxContextLen,
         rolloutId: ticket.rolloutId,
         awaitLease: ticket.awaitLease,
         gate: sessionGate,

@@ -6,7 +6,8 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Layer } from "effect"
 import { TestClock } from "effect/testing"
 import { join, resolve } from "node:path"
-import * as Config from "../../layers/rollout/Config.ts"
+import * as RolloutConfig from "../../layers/rollout/RolloutConfig.ts"
+import * as Settings from "../../src/config/Settings.ts"
 import { Credit } from "../../layers/credit/Credit.ts"
 import { EmbeddedEngine } from "../../layers/engine/EmbeddedEngine.ts"
 import { Forests } from "../../layers/generation/Forests.ts"
@@ -209,7 +210,7 @@ const fixtures = resolve(import.meta.dirname, "../fixtures/rollout")
 describe("a whole rollout whose agent always fails", () => {
   it.effect("fails with TooManyDroppedGroupsError after the default max(8, 2 * capacity) drops", () =>
     Effect.gen(function*() {
-      const settings = yield* Config.resolve({
+      const settings = yield* Settings.resolve({
         promptData: join(fixtures, "train.jsonl"),
         rolloutBatchSize: 2,
         nSamplesPerPrompt: 2,
@@ -230,7 +231,7 @@ describe("a whole rollout whose agent always fails", () => {
         })))
       const rollout = Rollout.layer.pipe(
         Layer.provide(Layer.mergeAll(
-          Config.RolloutConfig.layerSettings(settings),
+          RolloutConfig.RolloutConfig.layerSettings(settings),
           Supervisor.layerInProcess(agent, { timeoutSeconds: settings.agentTimeout }),
           Credit.layer(creditOptions(settings)).pipe(Layer.orDie),
           Scheduler.Scheduler.layer.pipe(Layer.provide(Telemetry.Telemetry.layerSink(sink))),

@@ -11,7 +11,9 @@ import { assert, describe, it } from "@effect/vitest"
 import { Context, Effect, Fiber, Layer, Result, Tracer } from "effect"
 import { TestClock } from "effect/testing"
 import { join, resolve } from "node:path"
-import * as Config from "../../layers/rollout/Config.ts"
+import * as RolloutConfig from "../../layers/rollout/RolloutConfig.ts"
+import * as RolloutOptions from "../../src/config/RolloutOptions.ts"
+import * as Settings from "../../src/config/Settings.ts"
 import { Credit } from "../../layers/credit/Credit.ts"
 import { EmbeddedEngine } from "../../layers/engine/EmbeddedEngine.ts"
 import { Engine, EngineError } from "../../layers/engine/Engine.ts"
@@ -151,9 +153,9 @@ const faultyEngine = (ledger: Ledger, random: () => number) =>
 
 let services: Layer.Layer<Sessions | Generation | Forests | Tokenizer | Engine>
 
-const build = (input: Config.RolloutOptionsInput, ledger: Ledger) =>
+const build = (input: RolloutOptions.RolloutOptionsInput, ledger: Ledger) =>
   Effect.gen(function*() {
-    const settings = yield* Config.resolve(input)
+    const settings = yield* Settings.resolve(input)
     const sink = Telemetry.memorySink()
     const policy = (request: { readonly turn: number }) => `Answer ${request.turn}: 4.`
     const core = Layer.mergeAll(Sessions.layer, Forests.layer, Tokenizer.layer.pipe(Layer.orDie))
@@ -165,7 +167,7 @@ const build = (input: Config.RolloutOptionsInput, ledger: Ledger) =>
     services = Layer.succeedContext(built)
     const rollout = Rollout.layer.pipe(
       Layer.provide(Layer.mergeAll(
-        Config.RolloutConfig.layerSettings(settings),
+        RolloutConfig.RolloutConfig.layerSettings(settings),
         Supervisor.layerInProcess(agent(ledger, prng(2026)), { timeoutSeconds: settings.agentTimeout }),
         Credit.layer(creditOptions(settings)).pipe(Layer.orDie),
         Scheduler.layer.pipe(Layer.provide(Telemetry.Telemetry.layerSink(sink))),

@@ -16,7 +16,9 @@ import { TestClock } from "effect/testing"
 import { mkdtempSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import * as Config from "../../layers/rollout/Config.ts"
+import * as RolloutConfig from "../../layers/rollout/RolloutConfig.ts"
+import * as RolloutOptions from "../../src/config/RolloutOptions.ts"
+import * as Settings from "../../src/config/Settings.ts"
 import { Credit } from "../../layers/credit/Credit.ts"
 import { EmbeddedEngine, type EmbeddedEngineOptions } from "../../layers/engine/EmbeddedEngine.ts"
 import { Engine, type EngineShape } from "../../layers/engine/Engine.ts"
@@ -95,7 +97,7 @@ export interface SimReport {
   readonly idleSlotFraction: number
 }
 
-const modeFlags = (mode: Mode): Partial<Config.RolloutOptionsInput> =>
+const modeFlags = (mode: Mode): Partial<RolloutOptions.RolloutOptionsInput> =>
   mode === "partial" ? { partialRollout: true } : mode === "fully-async" ? { fullyAsync: true } : {}
 
 /** Run the simulation; drives the TestClock itself (provide `TestClock.layer()` or run inside `it.effect`). */
@@ -105,7 +107,7 @@ export const simulate = (options: SimOptions) =>
     const dataset = join(dir, "tasks.jsonl")
     writeFileSync(dataset, Workload.rows(64).map((r) => JSON.stringify(r)).join("\n") + "\n")
     const rolloutSeed = options.rolloutSeed ?? 42
-    const settings = yield* Config.resolve({
+    const settings = yield* Settings.resolve({
       promptData: dataset,
       nSamplesPerPrompt: options.samplesPerPrompt,
       rolloutBatchSize: options.batch,
@@ -208,7 +210,7 @@ export const simulate = (options: SimOptions) =>
 
     const rolloutLayer = Rollout.layer.pipe(
       Layer.provide(Layer.mergeAll(
-        Config.RolloutConfig.layerSettings(settings),
+        RolloutConfig.RolloutConfig.layerSettings(settings),
         Supervisor.layerInProcess(agent, { timeoutSeconds: settings.agentTimeout }),
         Credit.layer(creditOptions(settings)).pipe(Layer.orDie),
         Scheduler.layer.pipe(Layer.provide(Telemetry.Telemetry.layerSink(sink))),
@@ -218,7 +220,7 @@ export const simulate = (options: SimOptions) =>
       Layer.orDie
     )
 
-    const mode = Config.retentionMode(settings)
+    const mode = Settings.retentionMode(settings)
     const calls = Retention.stepCount(mode, options.steps)
     const stepSeconds: Array<number> = []
     const results: Array<StepResult> = []

@@ -8,7 +8,8 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Layer, Result } from "effect"
 import { TestClock } from "effect/testing"
 import { join, resolve } from "node:path"
-import * as Config from "../../layers/rollout/Config.ts"
+import * as RolloutConfig from "../../layers/rollout/RolloutConfig.ts"
+import * as Settings from "../../src/config/Settings.ts"
 import { Credit } from "../../layers/credit/Credit.ts"
 import { EmbeddedEngine } from "../../layers/engine/EmbeddedEngine.ts"
 import type { Engine } from "../../layers/engine/Engine.ts"
@@ -48,7 +49,7 @@ const agent = (started: { count: number }): InProcessAgent => (input) =>
 describe("rollout/parser_failures", () => {
   it.effect("counts the unparsed turns of dropped Groups' Sessions too", () =>
     Effect.gen(function*() {
-      const settings = yield* Config.resolve({
+      const settings = yield* Settings.resolve({
         promptData: join(fixtures, "train.jsonl"),
         rolloutBatchSize: 2,
         nSamplesPerPrompt: 2,
@@ -69,7 +70,7 @@ describe("rollout/parser_failures", () => {
       const started = { count: 0 }
       const rollout = Rollout.layer.pipe(
         Layer.provide(Layer.mergeAll(
-          Config.RolloutConfig.layerSettings(settings),
+          RolloutConfig.RolloutConfig.layerSettings(settings),
           Supervisor.layerInProcess(agent(started), { timeoutSeconds: settings.agentTimeout }),
           Credit.layer(creditOptions(settings)).pipe(Layer.orDie),
           Scheduler.layer.pipe(Layer.provide(Telemetry.Telemetry.layerSink(sink))),
