@@ -42,7 +42,7 @@ import { Gateway } from "../layers/gateway/Gateway.ts"
 import { Generation } from "../layers/generation/Generation.ts"
 import type { HookLoadError } from "../layers/runtime/Hooks.ts"
 import { DatasetLoadError, Rollout } from "../layers/rollout/Rollout.ts"
-import { Scheduler } from "../layers/schedule/Scheduler.ts"
+import { GroupPool } from "../layers/schedule/GroupPool.ts"
 import { Sessions } from "../layers/schedule/Sessions.ts"
 import { SglangEngine } from "../layers/engine/sglang/SglangEngine.ts"
 import { type InProcessAgent, resolveAgentSpec, Supervisor, type SupervisorShape } from "../layers/session/Supervisor.ts"
@@ -75,7 +75,7 @@ export {
   type RunSummary,
   type StepResult
 } from "../layers/rollout/Rollout.ts"
-export { type DropReason, TooManyDroppedGroupsError } from "../layers/schedule/Scheduler.ts"
+export { type DropReason, TooManyDroppedGroupsError } from "../layers/schedule/GroupPool.ts"
 export { memorySink, processSink, type Sink, Telemetry } from "../layers/rollout/Telemetry.ts"
 export { type InProcessAgent, type InProcessAgentInput, Supervisor } from "../layers/session/Supervisor.ts"
 export { Advantage, Reward, Status, TrainingSample } from "./forest/TrainingSample.ts"
@@ -177,7 +177,7 @@ export const supervisorFromSettings = (
 
 /**
  * Every service of a rollout, composed from resolved settings: tokenizer, engine (embedded or SGLang), Sessions,
- * Forests, generation core, gateway, supervisor, credit, scheduler, telemetry and the `Rollout` itself.
+ * Forests, generation core, gateway, supervisor, credit, Group pools, telemetry and the `Rollout` itself.
  */
 export const layerFromSettings = (
   settings: Settings.RolloutSettings,
@@ -218,7 +218,7 @@ export const layerFromSettings = (
   const services = Layer.mergeAll(
     supervisor,
     Credit.layer(creditOptions(settings), { cwd }),
-    Scheduler.layer
+    GroupPool.layer
   ).pipe(Layer.provideMerge(withGateway))
   // Every service runs its fibers on the time-sliced scheduler, so a burst of agent requests cannot stall the loop.
   return Rollout.layer.pipe(Layer.provideMerge(services), Layer.provide(FairScheduler.layer()))

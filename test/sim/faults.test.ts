@@ -1,5 +1,5 @@
 /**
- * Faults at scale, under the TestClock: at least 1,000 Sessions of the real Rollout, Scheduler, Sessions, Forests,
+ * Faults at scale, under the TestClock: at least 1,000 Sessions of the real Rollout, GroupPool, Sessions, Forests,
  * generation core and Credit, whose in-process agents crash at random points, hang (before their first request too),
  * ignore the stop signal for a while, start children of their own, write corrupt output or exit without a request, over
  * an engine that errors, stalls or drops connections. After every step: no agent or child fiber left running and no span
@@ -20,7 +20,7 @@ import { Engine, EngineError } from "../../layers/engine/Engine.ts"
 import { Forests } from "../../layers/generation/Forests.ts"
 import { Generation } from "../../layers/generation/Generation.ts"
 import { Rollout } from "../../layers/rollout/Rollout.ts"
-import { Scheduler } from "../../layers/schedule/Scheduler.ts"
+import { GroupPool } from "../../layers/schedule/GroupPool.ts"
 import { Sessions } from "../../layers/schedule/Sessions.ts"
 import { type InProcessAgent, Supervisor } from "../../layers/session/Supervisor.ts"
 import * as Telemetry from "../../layers/rollout/Telemetry.ts"
@@ -170,7 +170,7 @@ const build = (input: RolloutOptions.RolloutOptionsInput, ledger: Ledger) =>
         RolloutConfig.RolloutConfig.layerSettings(settings),
         Supervisor.layerInProcess(agent(ledger, prng(2026)), { timeoutSeconds: settings.agentTimeout }),
         Credit.layer(creditOptions(settings)).pipe(Layer.orDie),
-        Scheduler.layer.pipe(Layer.provide(Telemetry.Telemetry.layerSink(sink))),
+        GroupPool.layer.pipe(Layer.provide(Telemetry.Telemetry.layerSink(sink))),
         Telemetry.Telemetry.layerSink(sink),
         services
       )),
@@ -179,7 +179,7 @@ const build = (input: RolloutOptions.RolloutOptionsInput, ledger: Ledger) =>
     return { rollout: Layer.succeedContext(yield* Layer.build(rollout)), sink, sessions: Context.get(built, Sessions) }
   })
 
-/** Every span the run opens (the generation core, Scheduler and Supervisor work in `Effect.fn` spans). */
+/** Every span the run opens (the generation core, GroupPool and Supervisor work in `Effect.fn` spans). */
 const spans: Array<Tracer.NativeSpan> = []
 
 describe("faults at scale (TestClock)", () => {

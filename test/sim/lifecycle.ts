@@ -4,7 +4,7 @@
  * (test/sim/lifecycle.test.ts) and the bench (test/bench/lifecycle.ts).
  *
  * **Details**
- * The real Rollout, Scheduler, SessionRunner, Sessions, Forests, generation core, generation gate and embedded engine
+ * The real Rollout, GroupPool, SessionRunner, Sessions, Forests, generation core, generation gate and embedded engine
  * (no end of turn, latency on the TestClock) run with in-process agents: each Session follows its workload plan
  * (start-up, then per turn: think, one model request of the planned length, a tool call) and exports implicitly.
  * A trainer fiber takes each complete partition (a step's batch), "trains" for `trainSeconds` and advances the
@@ -25,7 +25,7 @@ import { Engine, type EngineShape } from "../../layers/engine/Engine.ts"
 import { Forests } from "../../layers/generation/Forests.ts"
 import { Generation } from "../../layers/generation/Generation.ts"
 import { Rollout, type StepResult } from "../../layers/rollout/Rollout.ts"
-import { Scheduler } from "../../layers/schedule/Scheduler.ts"
+import { GroupPool } from "../../layers/schedule/GroupPool.ts"
 import { Sessions } from "../../layers/schedule/Sessions.ts"
 import { type InProcessAgent, Supervisor } from "../../layers/session/Supervisor.ts"
 import * as Telemetry from "../../layers/rollout/Telemetry.ts"
@@ -213,7 +213,7 @@ export const simulate = (options: SimOptions) =>
         RolloutConfig.RolloutConfig.layerSettings(settings),
         Supervisor.layerInProcess(agent, { timeoutSeconds: settings.agentTimeout }),
         Credit.layer(creditOptions(settings)).pipe(Layer.orDie),
-        Scheduler.layer.pipe(Layer.provide(Telemetry.Telemetry.layerSink(sink))),
+        GroupPool.layer.pipe(Layer.provide(Telemetry.Telemetry.layerSink(sink))),
         Telemetry.Telemetry.layerSink(sink),
         services
       )),

@@ -1,7 +1,7 @@
 /**
  * `rollout/parser_failures` counts every training Session's unparsed turns in the step it ended, whether its Group was
  * accepted or dropped: a trainer sees all of them in the step's metrics, not only those of the exported samples. The
- * real Rollout, Scheduler, Generation (qwen25 tool-call parser) and Credit under the TestClock, in-process agents; the
+ * real Rollout, GroupPool, Generation (qwen25 tool-call parser) and Credit under the TestClock, in-process agents; the
  * model always calls a tool the request does not define, so every turn is one parser failure.
  */
 import { assert, describe, it } from "@effect/vitest"
@@ -16,7 +16,7 @@ import type { Engine } from "../../layers/engine/Engine.ts"
 import { Forests } from "../../layers/generation/Forests.ts"
 import { Generation } from "../../layers/generation/Generation.ts"
 import { Rollout } from "../../layers/rollout/Rollout.ts"
-import { Scheduler } from "../../layers/schedule/Scheduler.ts"
+import { GroupPool } from "../../layers/schedule/GroupPool.ts"
 import { Sessions } from "../../layers/schedule/Sessions.ts"
 import { type InProcessAgent, Supervisor } from "../../layers/session/Supervisor.ts"
 import * as Telemetry from "../../layers/rollout/Telemetry.ts"
@@ -73,7 +73,7 @@ describe("rollout/parser_failures", () => {
           RolloutConfig.RolloutConfig.layerSettings(settings),
           Supervisor.layerInProcess(agent(started), { timeoutSeconds: settings.agentTimeout }),
           Credit.layer(creditOptions(settings)).pipe(Layer.orDie),
-          Scheduler.layer.pipe(Layer.provide(Telemetry.Telemetry.layerSink(sink))),
+          GroupPool.layer.pipe(Layer.provide(Telemetry.Telemetry.layerSink(sink))),
           Telemetry.Telemetry.layerSink(sink),
           services
         )),

@@ -1,5 +1,5 @@
 /**
- * Whole rollouts under the TestClock: the real Rollout, Scheduler, Sessions, Forests, generation core, embedded engine
+ * Whole rollouts under the TestClock: the real Rollout, GroupPool, Sessions, Forests, generation core, embedded engine
  * (latency on the TestClock) and Credit, with in-process agents that call the generation core directly.
  */
 import { assert, describe, it } from "@effect/vitest"
@@ -15,7 +15,7 @@ import type { Engine } from "../../layers/engine/Engine.ts"
 import { Forests } from "../../layers/generation/Forests.ts"
 import { Generation } from "../../layers/generation/Generation.ts"
 import { Rollout } from "../../layers/rollout/Rollout.ts"
-import { Scheduler } from "../../layers/schedule/Scheduler.ts"
+import { GroupPool } from "../../layers/schedule/GroupPool.ts"
 import { Sessions } from "../../layers/schedule/Sessions.ts"
 import { type InProcessAgent, Supervisor } from "../../layers/session/Supervisor.ts"
 import * as Telemetry from "../../layers/rollout/Telemetry.ts"
@@ -69,7 +69,7 @@ const build = (input: RolloutOptions.RolloutOptionsInput, traces: Array<Trace>, 
         RolloutConfig.RolloutConfig.layerSettings(settings),
         Supervisor.layerInProcess(agent(traces, startup), { timeoutSeconds: settings.agentTimeout }),
         Credit.layer(creditOptions(settings)).pipe(Layer.orDie),
-        Scheduler.layer.pipe(Layer.provide(Telemetry.Telemetry.layerSink(sink))),
+        GroupPool.layer.pipe(Layer.provide(Telemetry.Telemetry.layerSink(sink))),
         Telemetry.Telemetry.layerSink(sink),
         services
       )),
