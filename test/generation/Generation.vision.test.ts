@@ -137,7 +137,7 @@ describe("--rollout-skip-special-tokens", () => {
           const completion = yield* generation.generate(entry, request([{ role: "user", content: "q" }]))
           const forest = yield* (yield* Forests).get(entry.sessionId)
           const leaf = Forest.node(forest, Forest.leaves(forest)[0]!)
-          return { content: completion.content, committed: [...leaf.tokens] }
+          return { content: completion.content, committed: [...Forest.unpackTokens(leaf)] }
         }).pipe(Effect.provide(stackFor(Layer.succeed(Tokenizer, tokenizer), [], answer, options)))
       const kept = yield* run({})
       const skipped = yield* run({ skipSpecialTokens: true })

@@ -61,7 +61,7 @@ describe("a turn whose tool call the parser drops", () => {
           const node = Forest.node(forest, leaf)
           assert(node.kind === "resp")
           assert.strictEqual(node.message.content, unknownCall[parser])
-          assert.strictEqual(node.tokens.length, completion.usage.completionTokens)
+          assert.strictEqual(Forest.tokenLength(node), completion.usage.completionTokens)
           // The echo of the committed message continues the same lineage (a client that sends it back matches).
           const next = yield* (yield* Generation).generate(entry, {
             ...request,
