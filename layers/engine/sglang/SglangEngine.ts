@@ -28,7 +28,7 @@
  * `Generate.ts` (the body, one attempt, retries), `Abort.ts`, `WeightUpdates.ts`, `SessionClose.ts`.
  */
 import { type Duration, Effect, Layer, type Scope } from "effect"
-import type { RolloutSettings } from "../../rollout/Config.ts"
+import type * as Settings from "../../../src/config/Settings.ts"
 import { Tokenizer } from "../../tokenizer/Tokenizer.ts"
 import { Engine, EngineError, type EngineShape, withSpans } from "../Engine.ts"
 import * as Abort from "./Abort.ts"
@@ -83,7 +83,7 @@ export interface SglangEngineOptions {
 }
 
 /** The engine options the rollout flags describe (`--sglang-url`, `--sglang-router-url`, ...). */
-export const optionsOf = (settings: RolloutSettings): SglangEngineOptions => ({
+export const optionsOf = (settings: Settings.RolloutSettings): SglangEngineOptions => ({
   workerUrls: settings.sglangUrls,
   routerUrl: settings.sglangRouterUrl,
   serverConcurrency: settings.sglangServerConcurrency,
