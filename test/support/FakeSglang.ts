@@ -335,7 +335,8 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
      * `Scheduler.abort_request`: the waiting queue first (those leave with the zero-token answer), then the running
      * batch (each with its partial output). Nothing is admitted from the queue until the whole abort is done.
      */
-    const abortMatching = (matches: (rid: string) => boolean) => {
+    const abortMatching = (matches: (rid: string) => boolean): Promise<void> => {
+      const inModel: Array<Promise<void>> = []
       aborting = true
       const matching = [...states.values()].filter((req) => matches(req.rid))
       for (const req of matching) {
@@ -349,11 +350,12 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
         } else {
           req.aborted = true
           // A generation still running in the model (an engine with latency) ends with its partial output.
-          if (options.engine !== undefined) void Effect.runPromise(options.engine.abort(req.rid))
+          if (options.engine !== undefined) inModel.push(Effect.runPromise(options.engine.abort(req.rid)))
         }
       }
       aborting = false
       schedule()
+      return Promise.all(inModel).then(() => undefined)
     }
 
     const route = async (req: IncomingMessage, res: ServerResponse, raw: string) => {
@@ -446,7 +448,7 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
       else {
         // A client that goes away aborts its request (`generate_request` on disconnect).
         res.on("close", () => {
-          if (state.phase !== "done") abortMatching((rid) => rid === state.rid)
+          if (state.phase !== "done") void abortMatching((rid) => rid === state.rid)
         })
       }
       waiting.push(state)
@@ -485,7 +487,7 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
           const { rid, abort_all } = decoded.value
           aborts.push(abort_all === true ? "*" : rid)
           // An empty rid without abort_all would startswith-match every request: the tokenizer manager ignores it.
-          if (rid.length > 0 || abort_all === true) abortMatching((r) => abort_all === true || r.startsWith(rid))
+          if (rid.length > 0 || abort_all === true) await abortMatching((r) => abort_all === true || r.startsWith(rid))
           res.writeHead(200)
           return res.end()
         }
@@ -494,7 +496,7 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
           if (Exit.isFailure(decoded)) return sendValidationError(res, String(decoded.cause))
           paused = true
           const mode = decoded.value.mode
-          if (mode === "abort") abortMatching(() => true)
+          if (mode === "abort") await abortMatching(() => true)
           else {
             schedulerPaused = true
             if (mode === "retract") {
@@ -521,7 +523,7 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
         case "POST /update_weights_from_disk": {
           const decoded = Schema.decodeUnknownExit(Wire.UpdateWeightsFromDiskRequest)(json)
           if (Exit.isFailure(decoded)) return sendValidationError(res, String(decoded.cause))
-          if (decoded.value.abort_all_requests === true) abortMatching(() => true)
+          if (decoded.value.abort_all_requests === true) await abortMatching(() => true)
           // Not paused: the writer lock waits for every generation in flight.
           if (!paused && states.size > 0) await new Promise<void>((resume) => drainWaiters.push(resume))
           const next = decoded.value.weight_version
@@ -564,7 +566,7 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
           // `http_server.update_weight_version`: the label changes first, then the abort; the aborted answers leave
           // after it and carry the new label.
           weightVersion = decoded.value.new_version
-          if (decoded.value.abort_all_requests) abortMatching(() => true)
+          if (decoded.value.abort_all_requests) await abortMatching(() => true)
           return sendJson(res, 200, { success: true, message: "Weight version updated", new_version: weightVersion })
         }
         case "GET /workers":
