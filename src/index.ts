@@ -42,6 +42,7 @@ import { Gateway } from "../layers/gateway/Gateway.ts"
 import { Generation } from "../layers/generation/Generation.ts"
 import type { HookLoadError } from "../layers/runtime/Hooks.ts"
 import { DatasetLoadError, Rollout } from "../layers/rollout/Rollout.ts"
+import type { GenerationGate } from "../layers/schedule/GenerationGate.ts"
 import { GroupPool } from "../layers/schedule/GroupPool.ts"
 import { Sessions } from "../layers/schedule/Sessions.ts"
 import { SglangEngine } from "../layers/engine/sglang/SglangEngine.ts"
@@ -190,7 +191,7 @@ export const layerFromSettings = (
   settings: Settings.RolloutSettings,
   extras: MakeRolloutExtras = {}
 ): Layer.Layer<
-  Rollout | RolloutConfig.RolloutConfig | Gateway | Engine | Sessions | Forests | Telemetry.Telemetry,
+  Rollout | GenerationGate | RolloutConfig.RolloutConfig | Gateway | Engine | Sessions | Forests | Telemetry.Telemetry,
   RolloutStartupError
 > => {
   const cwd = extras.cwd ?? process.cwd()

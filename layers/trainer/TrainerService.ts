@@ -20,6 +20,7 @@ import type * as Results from "../../src/trainer/Results.ts"
 import * as RolloutConfig from "../rollout/RolloutConfig.ts"
 import { Engine, type EngineError, type PauseMode } from "../engine/Engine.ts"
 import { Gateway } from "../gateway/Gateway.ts"
+import { GenerationGate } from "../schedule/GenerationGate.ts"
 import { Rollout, type RolloutError } from "../rollout/Rollout.ts"
 
 /** Which training steps `stream` runs. */
@@ -79,6 +80,7 @@ export const groupsOf = (step: Results.StepResult): Array<Results.FinishedGroup>
 const make = Effect.gen(function*() {
   const rollout = yield* Rollout
   const engine = yield* Engine
+  const gate = yield* GenerationGate
   const settings = yield* RolloutConfig.RolloutConfig
   const gateway = yield* Gateway
   const lock = yield* Semaphore.make(1)
@@ -115,8 +117,9 @@ const make = Effect.gen(function*() {
     stream,
     evaluate: (rolloutId) => exclusive("evaluate", rollout.runEval(rolloutId)),
     updateWeights: (version) => engine.updateWeights(version),
-    pauseGeneration: (mode = "abort") => engine.pauseGeneration(mode),
-    resumeGeneration: (version) => engine.resumeGeneration(version),
+    // The engine first (attempts stop), then the budgets: the agents do not lose active time to the push.
+    pauseGeneration: (mode = "abort") => Effect.andThen(engine.pauseGeneration(mode), gate.pauseBudgets),
+    resumeGeneration: (version) => Effect.tap(engine.resumeGeneration(version), () => gate.resumeBudgets),
     status: Effect.gen(function*() {
       const done = yield* Ref.get(finished)
       return {
@@ -134,6 +137,6 @@ const make = Effect.gen(function*() {
 /** The trainer-facing service (see the module comment). */
 export class TrainerService extends Context.Service<TrainerService, TrainerServiceShape>()("relax-agentic/TrainerService") {
   /** The service over a running rollout. */
-  static readonly layer: Layer.Layer<TrainerService, never, Rollout | Engine | RolloutConfig.RolloutConfig | Gateway> =
+  static readonly layer: Layer.Layer<TrainerService, never, Rollout | GenerationGate | Engine | RolloutConfig.RolloutConfig | Gateway> =
     Layer.effect(TrainerService, make)
 }
