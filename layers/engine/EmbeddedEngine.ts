@@ -38,6 +38,7 @@ import {
   type PolicyRequest,
   withSpans
 } from "./Engine.ts"
+import * as FairScheduler from "../runtime/FairScheduler.ts"
 import * as Hooks from "../runtime/Hooks.ts"
 import { Tokenizer, type TokenizerShape } from "../tokenizer/Tokenizer.ts"
 
@@ -160,9 +161,8 @@ export const make = (
             retryable: false
           })
       }).pipe(
-        // The answer arrives in a microtask, and every policy that settled in one drain would continue there back to
-        // back: continue as a scheduled task instead (the rollout's FairScheduler spreads them over slices).
-        Effect.tap(() => Effect.yieldNow),
+        // The answer arrives in a microtask, with every policy that settled in the same drain.
+        Effect.tap(() => FairScheduler.continueAsTask),
         Effect.flatMap((text) =>
           typeof text === "string" ? Effect.succeed(text) : Effect.fail(
             new EngineError({
