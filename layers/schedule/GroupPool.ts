@@ -1,14 +1,14 @@
 /**
- * Resident Group capacity, Runtime leases, the all-session first-request barrier and prelaunch (docs/runtime.md
- * "Steps", "Resident capacity", "The first-request barrier", "Prelaunch").
+ * The Group pool: resident Group capacity, Runtime leases and the step loop (docs/runtime.md "Steps", "Resident
+ * capacity"; the barrier is layers/schedule/FirstRequestBarrier.ts, prelaunch src/schedule/Prelaunch.ts).
  *
  * **Details**
  * A `Pool` owns `capacity` resident Groups, shared by Prepare (agents started, waiting for their lease) and Runtime
  * (leased, agents running). Every Group is a fiber forked into the pool's scope and every Session a fiber inside its
  * Group, so closing the scope (the rollout ended, or Ctrl-C) interrupts and reaps everything.
  *
- * - A Session's first model request counts toward its Group's barrier; the Group becomes *ready* when every Session
- *   has sent one, and requests wait (held) until the Group holds its Runtime lease.
+ * - A Session's first model request counts toward its Group's barrier (layers/schedule/FirstRequestBarrier.ts); the
+ *   Group becomes *ready* when every Session has sent one, and requests wait (held) until the Group holds its lease.
  * - A Session that ends before the barrier, or fails at any time, drops its whole Group: the other agents are
  *   interrupted, held requests are answered with `SessionClosedError`, the slot is released, and the step's demand
  *   starts a replacement. A Session runner or Reward that *dies* (a defect) drops its Group the same way
@@ -32,7 +32,7 @@ import { type DropReason, dropStreak, type DropStreak, type TooManyDroppedGroups
 import * as Leasing from "../../src/schedule/Leasing.ts"
 import * as Retention from "../../src/schedule/Retention.ts"
 import type * as AgentSpec from "../../src/session/AgentSpec.ts"
-import { SessionClosedError } from "./Sessions.ts"
+import * as FirstRequestBarrier from "./FirstRequestBarrier.ts"
 import { type Progress, Telemetry, type TelemetryShape } from "../rollout/Telemetry.ts"
 
 export { type DropReason, dropStreak, type DropStreak, TooManyDroppedGroupsError } from "../../src/schedule/DropStreak.ts"
@@ -42,25 +42,6 @@ export interface GroupLike {
   readonly groupId: string
   /** Number of Sessions. */
   readonly size: number
-}
-
-/** A Session's handle on its Group's barrier and lease. */
-export interface SessionTicket {
-  readonly groupId: string
-  readonly sessionId: string
-  /** Position of the Session in its Group (0-based). */
-  readonly position: number
-  /**
-   * For the generation core, before every model request: the first call counts toward the barrier; completes once the
-   * Group holds its Runtime lease; fails with `SessionClosedError` once the Group was dropped.
-   */
-  readonly awaitLease: Effect.Effect<void, SessionClosedError>
-  /** Completes when the Group gets its lease (start the active-time budget here); never completes after a drop. */
-  readonly leased: Effect.Effect<void>
-  /** Completes once this Session has sent its first model request (its first `awaitLease`). */
-  readonly firstRequest: Effect.Effect<void>
-  /** The rollout step the Group is leased under (the pool's current step before the lease). */
-  readonly rolloutId: () => number
 }
 
 /** Reward's decision for a Group. */
@@ -74,7 +55,7 @@ export const filtered = (reason?: string): Verdict<never> => ({ _tag: "Filtered"
 /** How a Group runs: Prepare + Runtime of each Session, then Reward of the whole Group. */
 export interface GroupRunner<G extends GroupLike, O, A, E> {
   /** Start the Session's agent and run it to its end; a failure drops the Group. */
-  readonly session: (group: G, ticket: SessionTicket) => Effect.Effect<O, E>
+  readonly session: (group: G, ticket: FirstRequestBarrier.SessionTicket) => Effect.Effect<O, E>
   /** Score the finished Group (outcomes in Session order); a failure drops the Group. */
   readonly reward: (group: G, outcomes: ReadonlyArray<O>) => Effect.Effect<Verdict<A>, E>
 }
@@ -251,47 +232,26 @@ export const makePool = <G extends GroupLike, O, A, E>(
     const runGroup = (record: GroupRecord<G>): Effect.Effect<void> =>
       Effect.gen(function*() {
         const { group } = record
-        const size = group.size
-        const arrived: Array<boolean> = Array.from({ length: size }, () => false)
-        let arrivedCount = 0
-        const sessionIds = yield* Effect.forEach(arrived, () => mintSessionId)
-        const firstRequests = yield* Effect.forEach(arrived, () => Deferred.make<void>())
+        const sessionIds = yield* Effect.forEach(Array.from({ length: group.size }), () => mintSessionId)
         record.sessionIds = sessionIds
-        const ticket = (position: number): SessionTicket => {
-          const sessionId = sessionIds[position]!
-          return {
-            firstRequest: Deferred.await(firstRequests[position]!),
-            groupId: group.groupId,
-            sessionId,
-            position,
-            rolloutId: () => record.rolloutId,
-            awaitLease: Effect.suspend(() => {
-              if (!arrived[position]) {
-                arrived[position] = true
-                arrivedCount += 1
-                Deferred.doneUnsafe(firstRequests[position]!, Effect.void)
-                if (arrivedCount === size) {
-                  record.ready = true
-                  return notify({ _tag: "Changed" }).pipe(Effect.andThen(Deferred.await(record.lease)))
-                }
-              }
-              return Deferred.await(record.lease)
-            }).pipe(
-              Effect.flatMap((leased) => leased ? Effect.void : Effect.fail(new SessionClosedError({ sessionId })))
-            ),
-            leased: Deferred.await(record.lease).pipe(
-              Effect.flatMap((leased) => leased ? Effect.void : Effect.never)
-            )
-          }
-        }
+        const barrier = yield* FirstRequestBarrier.make({
+          groupId: group.groupId,
+          sessionIds,
+          lease: record.lease,
+          rolloutId: () => record.rolloutId,
+          onReady: Effect.suspend(() => {
+            record.ready = true
+            return notify({ _tag: "Changed" })
+          })
+        })
         const runSession = (position: number) =>
-          surviveDefects(options.runner.session(group, ticket(position))).pipe(
+          surviveDefects(options.runner.session(group, barrier.ticket(position))).pipe(
             Effect.ensuring(Effect.sync(() => {
               record.finished[position] = true
             })),
             Effect.mapError((error): SessionFailure<E> => ({ position, sessionId: sessionIds[position]!, error })),
             Effect.flatMap((outcome) =>
-              arrived[position]
+              barrier.arrived(position)
                 ? Effect.succeed(outcome)
                 : Effect.fail<SessionFailure<E>>({
                   position,
@@ -300,7 +260,7 @@ export const makePool = <G extends GroupLike, O, A, E>(
                 })
             )
           )
-        const sessions = yield* Effect.forEach(arrived.map((_, i) => i), runSession, { concurrency: "unbounded" })
+        const sessions = yield* Effect.forEach(sessionIds.map((_, i) => i), runSession, { concurrency: "unbounded" })
           .pipe(Effect.result)
         if (sessions._tag === "Failure") {
           // The rollout is stopping (the streak tripped): this Group is being reaped, not dropped and refilled.

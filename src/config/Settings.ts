@@ -29,7 +29,14 @@ export interface RolloutSettings extends RolloutOptions.RolloutOptions {
   /** `--agent-env` as a record. */
   readonly agentEnvVars: Readonly<Record<string, string>>
   /** Eval datasets with their group size resolved. */
-  readonly evalDatasets: ReadonlyArray<{ readonly name: string; readonly path: string; readonly nSamplesPerEvalPrompt: number }>
+  readonly evalDatasets: ReadonlyArray<EvalDataset>
+}
+
+/** An Eval dataset with its group size resolved. */
+export interface EvalDataset {
+  readonly name: string
+  readonly path: string
+  readonly nSamplesPerEvalPrompt: number
 }
 
 /**
