@@ -108,18 +108,18 @@ export const apiKey = (headers: IncomingHttpHeaders): Result.Result<string, Erro
  */
 export const gatewayError = (error: Generation.GenerationError): Effect.Effect<Errors.GatewayError> => {
   switch (error._tag) {
-    case "SessionDiscarded":
-      return Effect.succeed(Errors.GatewayError.sessionDiscarded(error.sessionId))
+    case "SessionClosedError":
+      return Effect.succeed(Errors.GatewayError.sessionClosed(error.sessionId))
     case "ContextLengthError":
       return Effect.succeed(Errors.GatewayError.contextLength({
         limit: error.limit ?? undefined,
         promptTokens: error.promptTokens,
         completionTokens: error.completionTokens
       }))
-    case "TemplateRejected":
-      return Effect.succeed(Errors.GatewayError.templateRejected(error.reason))
-    case "ImageRejected":
-      return Effect.succeed(Errors.GatewayError.imageRejected(error.reason))
+    case "TemplateError":
+      return Effect.succeed(Errors.GatewayError.templateRejected(error.detail))
+    case "ImageRejectedError":
+      return Effect.succeed(Errors.GatewayError.imageRejected(error.detail))
     default:
       return Effect.logError(`Agentic generation failed: ${error.message}`).pipe(
         Effect.as(Errors.GatewayError.internal("chat"))
@@ -255,7 +255,7 @@ const serveModel = (env: RouteEnv, adapter: Completion.Adapter, ex: Exchange.Exc
     const token = apiKey(ex.request.headers)
     if (Result.isFailure(token)) return sendError(ex, adapter, token.failure)
     const session = yield* env.sessions.lookup(token.success).pipe(Effect.result)
-    if (Result.isFailure(session)) return sendError(ex, adapter, Errors.GatewayError.sessionDiscarded(token.success))
+    if (Result.isFailure(session)) return sendError(ex, adapter, Errors.GatewayError.sessionClosed(token.success))
     phase = "body"
     const body = yield* readJsonObject(ex, env, disconnected)
     if (body === undefined) return sendError(ex, adapter, Errors.GatewayError.clientDisconnect("body"))

@@ -14,6 +14,7 @@
 import { Context, Data, Effect, Layer, Result } from "effect"
 import { readFile } from "node:fs/promises"
 import * as Settings from "../../src/config/Settings.ts"
+import * as Errors from "../../src/errors.ts"
 import * as Records from "../../src/rollout/Records.ts"
 import * as Dataset from "../../src/schedule/Dataset.ts"
 import type * as Results from "../../src/trainer/Results.ts"
@@ -33,19 +34,9 @@ import { Supervisor } from "../session/Supervisor.ts"
 import * as Telemetry from "./Telemetry.ts"
 import { Tokenizer } from "../tokenizer/Tokenizer.ts"
 
-/** A dataset file that cannot be read or parsed. */
-export class DatasetLoadError extends Data.TaggedError("DatasetLoadError")<{
-  readonly path: string
-  readonly reason: string
-}> {
-  override get message(): string {
-    return `cannot load dataset ${this.path}: ${this.reason}`
-  }
-}
-
 /** The step could not deliver its samples (credit of the whole step, or writing the outputs). */
 export type RolloutError =
-  | DatasetLoadError
+  | Dataset.DatasetError
   | CreditError
   | Telemetry.OutputWriteError
   | GroupPool.TooManyDroppedGroupsError
@@ -77,18 +68,13 @@ export interface RolloutShape {
   readonly run: Effect.Effect<RunSummary, RolloutError>
 }
 
-const loadRows = (path: string): Effect.Effect<ReadonlyArray<Dataset.Row>, DatasetLoadError> =>
+/** Read and parse a dataset file (a read failure is a `DatasetError` with reason `unreadable`). */
+const loadRows = (path: string): Effect.Effect<ReadonlyArray<Dataset.Row>, Dataset.DatasetError> =>
   Effect.tryPromise({
     try: () => readFile(path, "utf8"),
-    catch: (error) => new DatasetLoadError({ path, reason: error instanceof Error ? error.message : String(error) })
-  }).pipe(
-    Effect.flatMap((text) => {
-      const rows = Dataset.parse(text, path)
-      return Result.isSuccess(rows)
-        ? Effect.succeed(rows.success)
-        : Effect.fail(new DatasetLoadError({ path, reason: rows.failure.message }))
-    })
-  )
+    catch: (error) =>
+      new Dataset.DatasetError({ path, reason: "unreadable", detail: Errors.messageOf(error), cause: error })
+  }).pipe(Effect.flatMap((text) => Effect.fromResult(Dataset.parse(text, path))))
 
 const make = Effect.gen(function*() {
   const settings = yield* RolloutConfig.RolloutConfig
@@ -318,7 +304,7 @@ export class Rollout extends Context.Service<Rollout, RolloutShape>()("relax-age
    */
   static readonly layer: Layer.Layer<
     Rollout,
-    DatasetLoadError,
+    Dataset.DatasetError,
     | RolloutConfig.RolloutConfig
     | Tokenizer
     | Sessions

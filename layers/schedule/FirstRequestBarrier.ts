@@ -11,7 +11,7 @@
  * `ExitedBeforeFirstRequestError`.
  */
 import { Deferred, Effect } from "effect"
-import { SessionClosedError } from "./Sessions.ts"
+import { SessionClosedError } from "../../src/session/errors.ts"
 
 /** A Session's handle on its Group's barrier and lease. */
 export interface SessionTicket {

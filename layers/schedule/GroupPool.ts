@@ -12,7 +12,7 @@
  * - A Session that ends before the barrier, or fails at any time, drops its whole Group: the other agents are
  *   interrupted, held requests are answered with `SessionClosedError`, the slot is released, and the step's demand
  *   starts a replacement. A Session runner or Reward that *dies* (a defect) drops its Group the same way
- *   (`error_type=RunnerDied`), so no record stays resident and blocks refills.
+ *   (`RunnerDiedError`, logged `error_type=RunnerDied`), so no record stays resident and blocks refills.
  * - A Group leaves capacity when its Sessions have all finished (Reward runs outside capacity) or when it is dropped.
  * - `runStep` asks `src/schedule/Leasing.ts` at every wake-up which ready Groups get their lease and how many Groups
  *   start, folds each finished Group into the step's ledger, and at the step's end asks it what happens to the Groups
@@ -26,9 +26,10 @@
  *   When it reaches its limit, the pool's `runStep` interrupts every Group of the pool and fails with
  *   `TooManyDroppedGroupsError`: an agent that fails on every Group would otherwise be refilled forever.
  */
-import { Context, Deferred, Effect, Fiber, Layer, Option, Queue, Scope } from "effect"
+import { Context, Data, Deferred, Effect, Fiber, Layer, Option, Queue, Scope } from "effect"
 import { randomBytes } from "node:crypto"
 import { type DropReason, dropStreak, type DropStreak, type TooManyDroppedGroupsError } from "../../src/schedule/DropStreak.ts"
+import * as Errors from "../../src/errors.ts"
 import * as Leasing from "../../src/schedule/Leasing.ts"
 import * as Retention from "../../src/schedule/Retention.ts"
 import type * as AgentSpec from "../../src/session/AgentSpec.ts"
@@ -158,31 +159,39 @@ type Signal<G, A> =
   | { readonly _tag: "Changed" }
   | { readonly _tag: "Finished"; readonly record: GroupRecord<G>; readonly finish: Finish<A> }
 
-/** A Session ended before its first model request (it never joined the barrier). */
-class ExitedBeforeFirstRequest {
-  readonly _tag = "ExitedBeforeFirstRequest"
+/** A Session ended before its first model request (it never joined the barrier); logged as `silent-success`. */
+export class ExitedBeforeFirstRequestError extends Data.TaggedError("ExitedBeforeFirstRequestError")<{
+  readonly sessionId: string
+}> {
+  override get message(): string {
+    return `session ${this.sessionId} exited without error before its first model request ` +
+      `(check that the agent reads RELAX_INPUT_JSON and calls RELAX_BASE_URL)`
+  }
 }
 
 /**
  * A Session runner or Reward that died (a defect: a bug, a rejected promise) instead of failing with a typed error.
- * It drops the Group like a failure, so the slot is freed and the step refills, and its text is logged.
+ * It drops the Group like a failure, so the slot is freed and the step refills, and its text is logged
+ * (`error_type=RunnerDied`).
  */
-class RunnerDied {
-  readonly _tag = "RunnerDied"
-  constructor(readonly defect: unknown) {}
+export class RunnerDiedError extends Data.TaggedError("RunnerDiedError")<{ readonly cause: unknown }> {
+  override get message(): string {
+    return `a Session runner or Reward died: ${Errors.messageOf(this.cause)}`
+  }
+  /** The defect's stack (or message, or text). */
   get detail(): string {
-    return this.defect instanceof Error ? (this.defect.stack ?? this.defect.message) : String(this.defect)
+    return this.cause instanceof Error ? (this.cause.stack ?? this.cause.message) : String(this.cause)
   }
 }
 
-/** Defects of `effect` as a `RunnerDied` failure; typed failures and interruptions pass unchanged. */
-const surviveDefects = <A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A, E | RunnerDied> =>
-  Effect.catchDefect(effect, (defect) => Effect.fail(new RunnerDied(defect)))
+/** Defects of `effect` as a `RunnerDiedError` failure; typed failures and interruptions pass unchanged. */
+const surviveDefects = <A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A, E | RunnerDiedError> =>
+  Effect.catchDefect(effect, (defect) => Effect.fail(new RunnerDiedError({ cause: defect })))
 
 interface SessionFailure<E> {
   readonly position: number
   readonly sessionId: string
-  readonly error: E | ExitedBeforeFirstRequest | RunnerDied
+  readonly error: E | ExitedBeforeFirstRequestError | RunnerDiedError
 }
 
 const finishOf = <A>(finish: Finish<A>): Leasing.Finish =>
@@ -194,7 +203,7 @@ const defaultDescribe = (error: unknown): { readonly type: string; readonly deta
   const type = typeof error === "object" && error !== null && "_tag" in error && typeof error._tag === "string"
     ? error._tag
     : "Error"
-  const detail = error instanceof Error ? error.message : String(error)
+  const detail = Errors.messageOf(error)
   return { type, detail }
 }
 
@@ -208,8 +217,8 @@ export const makePool = <G extends GroupLike, O, A, E>(
     const signals = yield* Queue.unbounded<Signal<G, A>>()
     const mintSessionId = options.sessionId ?? defaultSessionId
     const describeTyped = options.describeError ?? defaultDescribe
-    const describe = (error: E | RunnerDied) =>
-      error instanceof RunnerDied ? { type: "RunnerDied", detail: error.detail } : describeTyped(error)
+    const describe = (error: E | RunnerDiedError) =>
+      error instanceof RunnerDiedError ? { type: "RunnerDied", detail: error.detail } : describeTyped(error)
     const heartbeat = options.heartbeatSeconds ?? 30
     const streak = options.dropStreak ?? dropStreak(0)
     const prepared: Array<GroupRecord<G>> = []
@@ -256,7 +265,7 @@ export const makePool = <G extends GroupLike, O, A, E>(
                 : Effect.fail<SessionFailure<E>>({
                   position,
                   sessionId: sessionIds[position]!,
-                  error: new ExitedBeforeFirstRequest()
+                  error: new ExitedBeforeFirstRequestError({ sessionId: sessionIds[position]! })
                 })
             )
           )
@@ -299,7 +308,7 @@ export const makePool = <G extends GroupLike, O, A, E>(
 
     const logSessionFailure = (record: GroupRecord<G>, failure: SessionFailure<E>) => {
       const groupId = record.group.groupId
-      if (failure.error instanceof ExitedBeforeFirstRequest) {
+      if (failure.error instanceof ExitedBeforeFirstRequestError) {
         return options.mode === "eval"
           ? telemetry.error(
             `Dropping agentic eval session that exited before its first request session_id=${failure.sessionId} ` +
@@ -315,13 +324,8 @@ export const makePool = <G extends GroupLike, O, A, E>(
     }
 
     const sessionDropReason = (record: GroupRecord<G>, failure: SessionFailure<E>): DropReason =>
-      failure.error instanceof ExitedBeforeFirstRequest
-        ? {
-          groupId: record.group.groupId,
-          type: "silent-success",
-          detail: `session ${failure.sessionId} exited without error before its first model request ` +
-            `(check that the agent reads RELAX_INPUT_JSON and calls RELAX_BASE_URL)`
-        }
+      failure.error instanceof ExitedBeforeFirstRequestError
+        ? { groupId: record.group.groupId, type: "silent-success", detail: failure.error.message }
         : { groupId: record.group.groupId, ...describe(failure.error) }
 
     const drop = (record: GroupRecord<G>, reason: DropReason) =>

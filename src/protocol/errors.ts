@@ -41,8 +41,8 @@ export class GatewayError extends Data.TaggedError("GatewayError")<{
     return authentication("Authorization header must be 'Bearer <token>'")
   }
 
-  /** 404: the presented token names no live Session (unknown, or finished and discarded). */
-  static sessionDiscarded(sessionId: string): GatewayError {
+  /** 404 `session_discarded`: the presented token names no live Session (unknown, or closed: `SessionClosedError`). */
+  static sessionClosed(sessionId: string): GatewayError {
     return new GatewayError({
       status: 404,
       type: "not_found_error",
@@ -132,14 +132,15 @@ export class GatewayError extends Data.TaggedError("GatewayError")<{
     })
   }
 
-  /**
-   * 400: the tokenizer's chat template cannot render this conversation (for example image parts under a text-only
-   * template, or a history the template rejects). Nothing was committed.
-   */
+  /** 400: the request's images cannot get their training tokens (`ImageRejectedError`). Nothing was committed. */
   static imageRejected(reason: string): GatewayError {
     return badRequest("messages", `The images of these messages cannot be prepared for training: ${reason}.`)
   }
 
+  /**
+   * 400: the tokenizer's chat template cannot render this conversation (for example image parts under a text-only
+   * template, or a history the template rejects). Nothing was committed.
+   */
   static templateRejected(reason: string): GatewayError {
     return badRequest(
       "messages",
