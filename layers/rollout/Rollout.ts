@@ -1,10 +1,10 @@
 /**
- * The rollout's orchestration: a training step (Prepare → Runtime → Reward → Transfer), Eval, and the whole run
- * (`numRollout` steps + Eval every `--eval-interval`) (docs/runtime.md "Steps", "Eval").
+ * The rollout's orchestration: a training step (Prepare → Runtime → Reward → Transfer), Eval (layers/rollout/Eval.ts),
+ * and the whole run (`numRollout` steps + Eval every `--eval-interval`) (docs/runtime.md "Steps", "Eval").
  *
  * **Details**
  * Each dataset row becomes a Group of `--n-samples-per-prompt` Sessions; `SessionRunner` runs one Group's Sessions and
- * Reward, and the Scheduler's pools decide when Groups start and get their lease. A dropped Group is refilled and the
+ * Reward, and the Group pools decide when Groups start and get their lease. A dropped Group is refilled and the
  * step goes on, until `--agentic-max-consecutive-drops` Groups were dropped in a row (training and Eval together):
  * then every agent is reaped and the rollout fails with `TooManyDroppedGroupsError`.
  * Transfer returns the samples to the caller (`runStep`) and, from `run`, `Outputs` writes `DIR/rollout_<id>.jsonl`
@@ -13,41 +13,33 @@
  */
 import { Context, Data, Effect, Layer, Result } from "effect"
 import { readFile } from "node:fs/promises"
+import * as Settings from "../../src/config/Settings.ts"
+import * as Errors from "../../src/errors.ts"
 import * as Records from "../../src/rollout/Records.ts"
 import * as Dataset from "../../src/schedule/Dataset.ts"
 import type * as Results from "../../src/trainer/Results.ts"
 import * as Partitions from "../../src/schedule/Partitions.ts"
 import * as Retention from "../../src/schedule/Retention.ts"
-import * as RolloutConfig from "./Config.ts"
 import { Credit, type CreditError } from "../credit/Credit.ts"
 import { Engine, type EngineError } from "../engine/Engine.ts"
 import { Forests } from "../generation/Forests.ts"
 import { GenerationGate } from "../schedule/GenerationGate.ts"
+import * as Eval from "./Eval.ts"
 import { Outputs } from "./Outputs.ts"
-import * as Scheduler from "../schedule/Scheduler.ts"
+import * as RolloutConfig from "./RolloutConfig.ts"
+import * as GroupPool from "../schedule/GroupPool.ts"
 import { type GroupResult, type PlannedGroup, SessionRunner } from "./SessionRunner.ts"
 import { Sessions } from "../schedule/Sessions.ts"
 import { Supervisor } from "../session/Supervisor.ts"
-import { Telemetry } from "./Telemetry.ts"
-import * as Telemetry_ from "./Telemetry.ts"
+import * as Telemetry from "./Telemetry.ts"
 import { Tokenizer } from "../tokenizer/Tokenizer.ts"
-
-/** A dataset file that cannot be read or parsed. */
-export class DatasetLoadError extends Data.TaggedError("DatasetLoadError")<{
-  readonly path: string
-  readonly reason: string
-}> {
-  override get message(): string {
-    return `cannot load dataset ${this.path}: ${this.reason}`
-  }
-}
 
 /** The step could not deliver its samples (credit of the whole step, or writing the outputs). */
 export type RolloutError =
-  | DatasetLoadError
+  | Dataset.DatasetError
   | CreditError
-  | Telemetry_.OutputWriteError
-  | Scheduler.TooManyDroppedGroupsError
+  | Telemetry.OutputWriteError
+  | GroupPool.TooManyDroppedGroupsError
   | EngineError
 
 /** The result of one training step, as a trainer receives it (its Schema: `src/trainer/Results.ts`). */
@@ -76,30 +68,25 @@ export interface RolloutShape {
   readonly run: Effect.Effect<RunSummary, RolloutError>
 }
 
-const loadRows = (path: string): Effect.Effect<ReadonlyArray<Dataset.Row>, DatasetLoadError> =>
+/** Read and parse a dataset file (a read failure is a `DatasetError` with reason `unreadable`). */
+const loadRows = (path: string): Effect.Effect<ReadonlyArray<Dataset.Row>, Dataset.DatasetError> =>
   Effect.tryPromise({
     try: () => readFile(path, "utf8"),
-    catch: (error) => new DatasetLoadError({ path, reason: error instanceof Error ? error.message : String(error) })
-  }).pipe(
-    Effect.flatMap((text) => {
-      const rows = Dataset.parse(text, path)
-      return Result.isSuccess(rows)
-        ? Effect.succeed(rows.success)
-        : Effect.fail(new DatasetLoadError({ path, reason: rows.failure.message }))
-    })
-  )
+    catch: (error) =>
+      new Dataset.DatasetError({ path, reason: "unreadable", detail: Errors.messageOf(error), cause: error })
+  }).pipe(Effect.flatMap((text) => Effect.fromResult(Dataset.parse(text, path))))
 
 const make = Effect.gen(function*() {
   const settings = yield* RolloutConfig.RolloutConfig
   const sessions = yield* Sessions
   const credit = yield* Credit
-  const scheduler = yield* Scheduler.Scheduler
-  const telemetry = yield* Telemetry
+  const groupPools = yield* GroupPool.GroupPool
+  const telemetry = yield* Telemetry.Telemetry
   const engine = yield* Engine
   const runner = yield* SessionRunner
   const outputs = yield* Outputs
   const gate = yield* GenerationGate
-  const mode = RolloutConfig.retentionMode(settings)
+  const mode = Settings.retentionMode(settings)
   // Transfer partitions: with fully async a step may leave Groups owed to its partition for the next step.
   let partitions = Partitions.empty
 
@@ -116,7 +103,7 @@ const make = Effect.gen(function*() {
   for (const d of settings.evalDatasets) evalRows.set(d.name, yield* loadRows(d.path))
 
   // One streak for the whole rollout: a broken agent fails Eval Groups as surely as training ones.
-  const dropStreak = Scheduler.dropStreak(settings.agenticMaxConsecutiveDrops)
+  const dropStreak = GroupPool.dropStreak(settings.agenticMaxConsecutiveDrops)
 
   // The training data source: seeded shuffling per epoch, epochs wrap.
   let cursor = Dataset.cursor(trainRows.length, { shuffle: settings.rolloutShuffle, seed: settings.rolloutSeed })
@@ -134,7 +121,7 @@ const make = Effect.gen(function*() {
     }
   })
 
-  const trainPool = yield* scheduler.pool({
+  const trainPool = yield* groupPools.pool({
     capacity: settings.agenticConcurrency,
     prelaunch: settings.agenticPrelaunch,
     mode: "train",
@@ -165,7 +152,7 @@ const make = Effect.gen(function*() {
         [partitions.previous, partitions.current].find((p) => p?.rolloutId === rolloutId)?.accepted ?? 0
       for (const group of accepted) {
         const routed = Partitions.accept(partitions)
-        // The Scheduler accepts Groups only while the partitions' debt is unpaid: a failure here is a bug.
+        // The Group pool accepts Groups only while the partitions' debt is unpaid: a failure here is a bug.
         if (Result.isFailure(routed)) return yield* Effect.die(routed.failure)
         const entry = byPartition.get(routed.success.rolloutId) ??
           { delivered: deliveredBefore(routed.success.rolloutId), groups: [] }
@@ -264,76 +251,12 @@ const make = Effect.gen(function*() {
     }))
   })
 
-  const evalDataset = Effect.fn("Rollout.evalDataset")(function*(
-    dataset: RolloutConfig.RolloutSettings["evalDatasets"][number],
-    rolloutId: number
-  ) {
-    return yield* Effect.scoped(Effect.gen(function*() {
-      const rows = evalRows.get(dataset.name) ?? (yield* loadRows(dataset.path))
-      const g = dataset.nSamplesPerEvalPrompt
-      const concurrency = RolloutConfig.evalConcurrency(settings, g)
-      // With a Group RM the Runtime Group is the whole prompt Group; otherwise every sample is its own Group.
-      const groupSize = settings.groupRm ? g : 1
-      const capacity = settings.groupRm ? concurrency : concurrency * g
-      const scope = Dataset.evalScope(dataset.name, rolloutId)
-      const planned: Array<PlannedGroup> = []
-      rows.forEach((_, prompt) => {
-        for (let k = 0; k < g; k += groupSize) {
-          const seq = planned.length
-          planned.push({
-            ...Dataset.group(scope, seq, rows, prompt, groupSize),
-            mode: "eval",
-            promptIndex: prompt,
-            firstIndex: prompt * g + k
-          })
-        }
-      })
-      let position = 0
-      const pool = yield* scheduler.pool({
-        capacity,
-        prelaunch: false,
-        mode: "eval",
-        next: Effect.sync(() => planned[position++]!),
-        runner,
-        sessionId: sessions.newSessionId,
-        describeError: runner.describeError,
-        dropStreak
-      })
-      const progress = yield* telemetry.progress({
-        description: `Eval ${dataset.name}`,
-        total: rows.length * g,
-        unit: "sample",
-        showPrepared: false
-      })
-      const outcome = yield* pool.runStep({ rolloutId, debt: planned.length, surplus: 0, nextStep: false, refill: false, progress })
-      const pairs = outcome.accepted
-        .flatMap((a) => a.value.samples.map((sample, i) => ({ sample, debug: a.value.debug[i] })))
-        .sort((a, b) => a.sample.index - b.sample.index)
-      const samples = pairs.map((p) => p.sample)
-      const first = samples[0]
-      if (first !== undefined) yield* telemetry.info(Records.evalExampleLine(first))
-      const finished = yield* credit.finishStep(samples, "eval", g)
-      const key = settings.evalRewardKey ?? settings.rewardKey
-      yield* outputs.writeDebug(
-        `eval_${rolloutId}_${dataset.name}`,
-        `eval_${rolloutId}`,
-        samples,
-        pairs.map((p) => p.debug)
-      )
-      return {
-        name: dataset.name,
-        rewards: samples.map((s) => Records.primaryReward(s, key)),
-        truncated: samples.map((s) => s.status === "truncated"),
-        samples,
-        metrics: Records.evalMetrics(dataset.name, finished.metrics),
-        dropped: outcome.dropped + outcome.filtered
-      } satisfies EvalDatasetResult
-    }))
-  })
-
-  const runEval = Effect.fn("Rollout.runEval")(function*(rolloutId: number) {
-    const datasets = yield* Effect.forEach(settings.evalDatasets, (d) => evalDataset(d, rolloutId))
-    return { rolloutId, datasets } satisfies EvalResult
+  const runEval = yield* Eval.make({
+    rows: (dataset) => {
+      const rows = evalRows.get(dataset.name)
+      return rows === undefined ? loadRows(dataset.path) : Effect.succeed(rows)
+    },
+    dropStreak
   })
 
   const run = Effect.gen(function*() {
@@ -381,15 +304,15 @@ export class Rollout extends Context.Service<Rollout, RolloutShape>()("relax-age
    */
   static readonly layer: Layer.Layer<
     Rollout,
-    DatasetLoadError,
+    Dataset.DatasetError,
     | RolloutConfig.RolloutConfig
     | Tokenizer
     | Sessions
     | Forests
     | Supervisor
     | Credit
-    | Scheduler.Scheduler
-    | Telemetry
+    | GroupPool.GroupPool
+    | Telemetry.Telemetry
     | Engine
   > = Layer.effect(Rollout, make).pipe(
     Layer.provide(Layer.merge(SessionRunner.layer, Outputs.layer)),

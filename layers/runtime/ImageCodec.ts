@@ -9,14 +9,13 @@
  */
 import { Effect } from "effect"
 import sharp from "sharp"
-
-const messageOf = (error: unknown): string => (error instanceof Error ? error.message : String(error))
+import * as Errors from "../../src/errors.ts"
 
 /** The image as an RGB PNG (alpha dropped, converted to sRGB): what agents get for a dataset image. */
 export const toRgbPng = (input: string | Uint8Array): Effect.Effect<Buffer, string> =>
   Effect.tryPromise({
     try: () => sharp(input).removeAlpha().toColourspace("srgb").png().toBuffer(),
-    catch: messageOf
+    catch: Errors.messageOf
   })
 
 /** The image's header: its width and height in pixels when the format records them (the pixels are not decoded). */
@@ -25,5 +24,5 @@ export const dimensions = (
 ): Effect.Effect<{ readonly width: number | undefined; readonly height: number | undefined }, string> =>
   Effect.tryPromise({
     try: () => sharp(input).metadata(),
-    catch: messageOf
+    catch: Errors.messageOf
   }).pipe(Effect.map((meta) => ({ width: meta.width, height: meta.height })))

@@ -62,7 +62,7 @@ describe("Generation", () => {
         assert(node.kind === "resp")
         expect(node.status).toBe("completed")
         expect(node.rolloutId).toBe(3)
-        expect(node.tokens.length).toBe(first.usage.completionTokens)
+        expect(Forest.tokenLength(node)).toBe(first.usage.completionTokens)
         expect(node.message.tool_calls?.[0]?.id).toBe(first.toolCalls[0]?.id)
 
         // The echo of that message plus a tool result continues the same lineage.

@@ -110,7 +110,7 @@ describe("a vision model's observations", () => {
         const generation = yield* Generation
         const entry = yield* sessionWithForest()
         const error = yield* generation.generate(entry, request(withImage("data:image/png;base64,AAAA"))).pipe(Effect.flip)
-        assert.strictEqual(error._tag, "ImageRejected")
+        assert.strictEqual(error._tag, "ImageRejectedError")
         const http = ProtocolErrors.GatewayError.fromGeneration(error)
         assert.strictEqual(http.status, 400)
         assert.include(http.message, "cannot read image data:image/png;base64,AAAA")
@@ -133,7 +133,7 @@ describe("--rollout-skip-special-tokens", () => {
           const completion = yield* generation.generate(entry, request([{ role: "user", content: "q" }]))
           const forest = yield* (yield* Forests).get(entry.sessionId)
           const leaf = Forest.node(forest, Forest.leaves(forest)[0]!)
-          return { content: completion.content, committed: [...leaf.tokens] }
+          return { content: completion.content, committed: [...Forest.unpackTokens(leaf)] }
         }).pipe(Effect.provide(stackFor(Layer.succeed(Tokenizer, tokenizer), [], answer, options)))
       const kept = yield* run({})
       const skipped = yield* run({ skipSpecialTokens: true })

@@ -51,7 +51,7 @@ describe("a turn whose tool call the parser drops", () => {
           const node = Forest.node(forest, leaf)
           assert(node.kind === "resp")
           assert.strictEqual(node.message.content, unknownCall[parser])
-          assert.strictEqual(node.tokens.length, completion.usage.completionTokens)
+          assert.strictEqual(Forest.tokenLength(node), completion.usage.completionTokens)
           // The echo of the committed message continues the same lineage (a client that sends it back matches).
           const next = yield* (yield* Generation).generate(entry, {
             ...request,
@@ -74,7 +74,7 @@ describe("a turn whose tool call the parser drops", () => {
         Effect.gen(function*() {
           const entry = yield* sessionWithForest({ sampling: sampling({ maxNewTokens: 256 }) })
           const error = yield* (yield* Generation).generate(entry, request).pipe(Effect.flip)
-          assert.strictEqual(error._tag, "UnusableResponse")
+          assert.strictEqual(error._tag, "UnusableResponseError")
           assert.strictEqual(ProtocolErrors.GatewayError.fromGeneration(error).status, 500)
           const forest = yield* (yield* Forests).get(entry.sessionId)
           assert.isFalse(Forest.leaves(forest).some((leaf) => Forest.node(forest, leaf).kind === "resp"))

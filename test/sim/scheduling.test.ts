@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber } from "effect"
 import { TestClock } from "effect/testing"
-import * as Scheduler from "../../layers/schedule/Scheduler.ts"
+import * as GroupPool from "../../layers/schedule/GroupPool.ts"
 import * as Telemetry from "../../layers/rollout/Telemetry.ts"
 import * as Sim from "./harness.ts"
 
@@ -12,7 +12,7 @@ describe("resident capacity", () => {
     const next = Sim.groups()
     return Sim.simulate(
       Effect.scoped(Effect.gen(function*() {
-        const pool = yield* Scheduler.makePool({
+        const pool = yield* GroupPool.makePool({
           capacity: 2,
           prelaunch: false,
           mode: "train",
@@ -37,13 +37,13 @@ describe("resident capacity", () => {
     return Sim.simulate(
       Effect.scoped(Effect.gen(function*() {
         const base = Sim.runner(() => ({ startup: 1, turns: 1, turnSeconds: 5 }), timeline)
-        const pool = yield* Scheduler.makePool({
+        const pool = yield* GroupPool.makePool({
           capacity: 1,
           prelaunch: false,
           mode: "train",
           next: next(1),
           // Reward takes 100 s; the next Group must not wait for it.
-          runner: { ...base, reward: (g) => Effect.sleep("100 seconds").pipe(Effect.as(Scheduler.accepted(g.seq))) }
+          runner: { ...base, reward: (g) => Effect.sleep("100 seconds").pipe(Effect.as(GroupPool.accepted(g.seq))) }
         })
         return yield* pool.runStep(Sim.plan(0, 2))
       })),
@@ -62,7 +62,7 @@ describe("first-request barrier", () => {
     const next = Sim.groups()
     return Sim.simulate(
       Effect.scoped(Effect.gen(function*() {
-        const pool = yield* Scheduler.makePool({
+        const pool = yield* GroupPool.makePool({
           capacity: 1,
           prelaunch: false,
           mode: "train",
@@ -86,7 +86,7 @@ describe("first-request barrier", () => {
     const next = Sim.groups()
     return Sim.simulate(
       Effect.scoped(Effect.gen(function*() {
-        const pool = yield* Scheduler.makePool({
+        const pool = yield* GroupPool.makePool({
           capacity: 1,
           prelaunch: false,
           mode: "train",
@@ -119,7 +119,7 @@ describe("first-request barrier", () => {
     const next = Sim.groups()
     return Sim.simulate(
       Effect.scoped(Effect.gen(function*() {
-        const pool = yield* Scheduler.makePool({
+        const pool = yield* GroupPool.makePool({
           capacity: 1,
           prelaunch: false,
           mode: "eval",
@@ -145,7 +145,7 @@ describe("first-request barrier", () => {
     const next = Sim.groups()
     return Sim.simulate(
       Effect.scoped(Effect.gen(function*() {
-        const pool = yield* Scheduler.makePool({
+        const pool = yield* GroupPool.makePool({
           capacity: 1,
           prelaunch: false,
           mode: "train",
@@ -165,7 +165,7 @@ describe("first-request barrier", () => {
                   yield* Fiber.join(held)
                   return 1
                 }),
-            reward: (g) => Effect.succeed(Scheduler.accepted(g.seq))
+            reward: (g) => Effect.succeed(GroupPool.accepted(g.seq))
           }
         })
         return yield* pool.runStep(Sim.plan(0, 1))
@@ -184,7 +184,7 @@ describe("dropped and filtered Groups", () => {
     const next = Sim.groups()
     return Sim.simulate(
       Effect.scoped(Effect.gen(function*() {
-        const pool = yield* Scheduler.makePool({
+        const pool = yield* GroupPool.makePool({
           capacity: 2,
           prelaunch: false,
           mode: "train",
@@ -215,12 +215,12 @@ describe("dropped and filtered Groups", () => {
     const next = Sim.groups()
     return Sim.simulate(
       Effect.scoped(Effect.gen(function*() {
-        const pool = yield* Scheduler.makePool({
+        const pool = yield* GroupPool.makePool({
           capacity: 2,
           prelaunch: false,
           mode: "train",
           next: next(1),
-          runner: Sim.runner(() => ({}), timeline, (g) => g.seq % 2 === 0 ? Scheduler.filtered() : Scheduler.accepted(g.seq))
+          runner: Sim.runner(() => ({}), timeline, (g) => g.seq % 2 === 0 ? GroupPool.filtered() : GroupPool.accepted(g.seq))
         })
         return yield* pool.runStep(Sim.plan(0, 2))
       })),
@@ -238,7 +238,7 @@ describe("dropped and filtered Groups", () => {
     const next = Sim.groups()
     return Sim.simulate(
       Effect.scoped(Effect.gen(function*() {
-        const pool = yield* Scheduler.makePool({
+        const pool = yield* GroupPool.makePool({
           capacity: 3,
           prelaunch: false,
           mode: "train",
@@ -262,7 +262,7 @@ describe("prelaunch", () => {
     const next = Sim.groups()
     return Sim.simulate(
       Effect.scoped(Effect.gen(function*() {
-        const pool = yield* Scheduler.makePool({
+        const pool = yield* GroupPool.makePool({
           capacity: 4,
           prelaunch: true,
           mode: "train",
@@ -290,7 +290,7 @@ describe("prelaunch", () => {
     const next = Sim.groups()
     return Sim.simulate(
       Effect.scoped(Effect.gen(function*() {
-        const pool = yield* Scheduler.makePool({
+        const pool = yield* GroupPool.makePool({
           capacity: 4,
           prelaunch: false,
           mode: "train",
@@ -314,7 +314,7 @@ describe("step boundary", () => {
     const next = Sim.groups()
     return Sim.simulate(
       Effect.scoped(Effect.gen(function*() {
-        const pool = yield* Scheduler.makePool({
+        const pool = yield* GroupPool.makePool({
           capacity: 2,
           prelaunch: false,
           mode: "train",
@@ -347,7 +347,7 @@ describe("progress, heartbeat and shutdown", () => {
     const next = Sim.groups()
     return Sim.simulate(
       Effect.scoped(Effect.gen(function*() {
-        const pool = yield* Scheduler.makePool({
+        const pool = yield* GroupPool.makePool({
           capacity: 1,
           prelaunch: false,
           mode: "train",
@@ -377,7 +377,7 @@ describe("progress, heartbeat and shutdown", () => {
           unit: "session",
           showPrepared: true
         })
-        const pool = yield* Scheduler.makePool({
+        const pool = yield* GroupPool.makePool({
           capacity: 3,
           prelaunch: false,
           mode: "train",
@@ -400,7 +400,7 @@ describe("progress, heartbeat and shutdown", () => {
     const next = Sim.groups()
     return Effect.gen(function*() {
       const fiber = yield* Effect.scoped(Effect.gen(function*() {
-        const pool = yield* Scheduler.makePool({
+        const pool = yield* GroupPool.makePool({
           capacity: 3,
           prelaunch: true,
           mode: "train",
@@ -424,7 +424,7 @@ describe("eval", () => {
     const next = Sim.groups()
     return Sim.simulate(
       Effect.scoped(Effect.gen(function*() {
-        const pool = yield* Scheduler.makePool({
+        const pool = yield* GroupPool.makePool({
           capacity: 2,
           prelaunch: false,
           mode: "eval",
