@@ -16,6 +16,7 @@ import * as Settings from "../../src/config/Settings.ts"
 import type * as CreditGroup from "../../src/credit/Group.ts"
 import { type ExportError, ForestInvariantError, type ForestNotFound } from "../../src/forest/errors.ts"
 import * as Forest from "../../src/forest/Forest.ts"
+import * as Export from "../../src/forest/Export.ts"
 import * as Sample from "../../src/forest/Sample.ts"
 import type { TrainingSample } from "../../src/forest/TrainingSample.ts"
 import type { ContextDebug } from "../../src/rollout/Records.ts"
@@ -160,11 +161,11 @@ const make = Effect.gen(function*() {
       for (const warning of outcome.warnings) yield* telemetry.warn(warning)
       const forest = yield* forests.get(sessionId)
       const contexts = yield* Effect.fromResult(outcome.output.kind === "implicit"
-        ? Forest.exportImplicit(forest, {
+        ? Export.exportImplicit(forest, {
           ...(outcome.output.metadata === undefined ? {} : { metadata: outcome.output.metadata }),
           ...(outcome.output.reward === undefined ? {} : { reward: outcome.output.reward })
         })
-        : Forest.exportExplicit(forest, outcome.output.records, undefined, { strict: settings.strictMatch }))
+        : Export.exportExplicit(forest, outcome.output.records, undefined, { strict: settings.strictMatch }))
       // Sample.build throws ForestInvariantError on a broken lineage; anything else it throws is a bug (a defect).
       const samples = yield* Effect.try({
         try: () =>

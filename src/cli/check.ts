@@ -16,6 +16,7 @@ import * as Supervisor from "../../layers/session/Supervisor.ts"
 import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
 import * as Reward from "../credit/Reward.ts"
 import * as Forest from "../forest/Forest.ts"
+import * as Export from "../forest/Export.ts"
 import * as Capacity from "../schedule/Capacity.ts"
 import * as Dataset from "../schedule/Dataset.ts"
 import * as SessionInput from "../session/SessionInput.ts"
@@ -215,8 +216,8 @@ export const runCheck = (
       }
       const exported = Result.isSuccess(outcome)
         ? (outcome.success.output.kind === "implicit"
-          ? Forest.exportImplicit(forest, outcome.success.output)
-          : Forest.exportExplicit(forest, outcome.success.output.records, undefined, { strict: settings.strictMatch }))
+          ? Export.exportImplicit(forest, outcome.success.output)
+          : Export.exportExplicit(forest, outcome.success.output.records, undefined, { strict: settings.strictMatch }))
         : undefined
       const completed: Requirement = {
         name: "completes a full run",
