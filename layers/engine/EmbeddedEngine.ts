@@ -27,9 +27,10 @@ import * as Sampling from "../../src/engine/Sampling.ts"
 import * as Stop from "../../src/engine/Stop.ts"
 import * as WeightVersion from "../../src/engine/WeightVersion.ts"
 import * as Wire from "../../src/engine/Wire.ts"
+import * as Errors from "../../src/errors.ts"
 import type * as HookSpec from "../../src/hooks/HookSpec.ts"
+import { ContextLengthError } from "../../src/forest/errors.ts"
 import {
-  ContextLengthError,
   Engine,
   EngineError,
   type EngineShape,
@@ -158,7 +159,7 @@ export const make = (
           new EngineError({
             reason: "policy",
             detail: `--embedded-policy failed for session ${conversation.sessionId} turn ${conversation.turn}: ` +
-              (error instanceof Error ? error.message : String(error)),
+              Errors.messageOf(error),
             cause: error
           })
       }).pipe(
