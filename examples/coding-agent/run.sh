@@ -5,11 +5,14 @@
 #   bash examples/coding-agent/run.sh                 # 4 slots: the check passes, two steps run
 #   SLOTS=2 bash examples/coding-agent/run.sh         # an undersized server: the check fails, nothing is launched
 #
-# Extra arguments go to both `check` and `rollout` (e.g. --engine sglang --sglang-router-ip ... --tokenizer ...).
+# CONFIG names another config file (default examples/coding-agent/rollout.json). Extra arguments go to both `check`
+# and `rollout`, e.g. `--engine sglang --sglang-url http://gpu-0:30000 --tokenizer /models/Qwen3-8B` with a config
+# without "embedded-policy" (docs/examples.md).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
 slots="${SLOTS:-4}"
+config="${CONFIG:-examples/coding-agent/rollout.json}"
 node_bin="$root/node_modules/.bin/node"
 mkdir -p runs/coding-agent
 url_file="runs/coding-agent/server.url"
@@ -22,8 +25,8 @@ for _ in $(seq 100); do [ -s "$url_file" ] && break; sleep 0.1; done
 export CODING_AGENT_SERVER="$(cat "$url_file")"
 
 relax=("$node_bin" --import tsx src/cli.ts)
-if ! "${relax[@]}" check --config examples/coding-agent/rollout.json --agent-max-slots "$slots" "$@"; then
+if ! "${relax[@]}" check --config "$config" --agent-max-slots "$slots" "$@"; then
   echo "relax-agentic check failed (see above); not launching the rollout" >&2
   exit 1
 fi
-"${relax[@]}" rollout --config examples/coding-agent/rollout.json --agent-max-slots "$slots" "$@"
+"${relax[@]}" rollout --config "$config" --agent-max-slots "$slots" "$@"
