@@ -21,7 +21,7 @@
  */
 import { Duration, Effect, Fiber, Layer, Result } from "effect"
 import * as Decoder from "../../src/engine/Decoder.ts"
-import * as PackedIds from "../../src/forest/PackedIds.ts"
+import * as PackedIds from "../../src/ids/PackedIds.ts"
 import * as Model from "../../src/engine/Model.ts"
 import * as Sampling from "../../src/engine/Sampling.ts"
 import * as Stop from "../../src/engine/Stop.ts"

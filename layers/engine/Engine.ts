@@ -17,18 +17,11 @@
 import { Context, Data, Effect } from "effect"
 import { ContextLengthError } from "../../src/forest/errors.ts"
 import type * as Canonical from "../../src/protocol/canonical.ts"
+import type * as Sampling from "../../src/engine/Sampling.ts"
 import * as StepSpan from "../runtime/StepSpan.ts"
 
-export interface SamplingParams {
-  readonly maxNewTokens: number
-  readonly temperature: number
-  readonly topP: number
-  /** `-1` (or 0) disables top-k, as in SGLang. */
-  readonly topK: number
-  readonly stop: ReadonlyArray<string>
-  readonly stopTokenIds: ReadonlyArray<number>
-  readonly seed?: number | undefined
-}
+/** The sampling of one request (src/engine/Sampling.ts `RequestSampling`). */
+export type SamplingParams = Sampling.RequestSampling
 
 export interface GenerateRequest {
   readonly inputIds: ReadonlyArray<number>

@@ -27,7 +27,7 @@ import { Duration, Effect, Layer, Option, Ref, Result, Schedule, Schema, type Sc
 import { Agent } from "undici"
 import * as WeightVersion from "../../../src/engine/WeightVersion.ts"
 import * as Wire from "../../../src/engine/Wire.ts"
-import type { RolloutSettings } from "../../rollout/Config.ts"
+import type * as Settings from "../../../src/config/Settings.ts"
 import { Tokenizer } from "../../tokenizer/Tokenizer.ts"
 import {
   ContextLengthError,
@@ -77,7 +77,7 @@ const preview = (ids: ReadonlyArray<number>): string => `[${ids.slice(0, 12).joi
 const tokenizerProbe = "<|im_start|>user\nrelax-agentic tokenizer check: 12345, héllo wörld 你好<|im_end|>\n"
 
 /** The engine options the rollout flags describe (`--sglang-url`, `--sglang-router-url`, ...). */
-export const optionsOf = (settings: RolloutSettings): SglangEngineOptions => ({
+export const optionsOf = (settings: Settings.RolloutSettings): SglangEngineOptions => ({
   workerUrls: settings.sglangUrls,
   routerUrl: settings.sglangRouterUrl,
   serverConcurrency: settings.sglangServerConcurrency,
