@@ -2,7 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Result } from "effect"
 import * as Path from "node:path"
 import { EmbeddedEngine } from "../../layers/engine/EmbeddedEngine.ts"
-import * as Config from "../../layers/rollout/Config.ts"
+import * as Settings from "../../src/config/Settings.ts"
 import { capacityOf, readConfigFile, renderCheck, runCheck } from "../../src/cli.ts"
 import { makeTrainer, memorySink, type RolloutOptionsInput, TrainerService } from "../../src/index.ts"
 import * as AgentServer from "./agentServer.ts"
@@ -26,7 +26,7 @@ describe("the coding example (a thin client per Session, an agent server with a 
     Effect.gen(function*() {
       const slots = 4
       const url = yield* AgentServer.start(slots)
-      const settings = yield* Config.resolve(optionsFor(url, slots))
+      const settings = yield* Settings.resolve(optionsFor(url, slots))
       // The guide's table for these settings: T = 1 Group x 4 samples, no Eval: 4 slots, which the server has.
       const capacity = capacityOf(settings)
       assert.strictEqual(capacity.requiredSlots, 4)
@@ -72,7 +72,7 @@ describe("the coding example (a thin client per Session, an agent server with a 
     Effect.gen(function*() {
       const slots = 2
       const url = yield* AgentServer.start(slots)
-      const settings = yield* Config.resolve(optionsFor(url, slots))
+      const settings = yield* Settings.resolve(optionsFor(url, slots))
       const report = yield* runCheck(settings)
       // The harness itself is fine (one Session fits in two slots) ...
       assert.isTrue(report.requirements.every((requirement) => requirement.passed))
