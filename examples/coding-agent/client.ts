@@ -40,26 +40,39 @@ const call = (method: string, url: string, body?: unknown): Promise<{ readonly s
 const main = async () => {
   const server = env("CODING_AGENT_SERVER").replace(/\/$/, "")
   const input = JSON.parse(readFileSync(env("RELAX_INPUT_JSON"), "utf8")) as unknown
+
+  // Forward cancellation: when the Session is stopped (agent timeout, a dropped Group, the rollout ending), cancel the
+  // task on the server (once it has an id) before exiting.
+  let id: string | undefined
+  let stopping: NodeJS.Signals | undefined
+  const cancelAndExit = (signal: NodeJS.Signals) => {
+    const cancelled = id === undefined ? Promise.resolve() : call("DELETE", `${server}/tasks/${id}`)
+    cancelled.finally(() => process.exit(signal === "SIGTERM" ? 143 : 130))
+  }
+  const stop = (signal: NodeJS.Signals) => {
+    stopping = signal
+    // Still submitting: the handler below cancels as soon as the server answers with the task's id.
+    if (id !== undefined) cancelAndExit(signal)
+  }
+  process.once("SIGTERM", stop)
+  process.once("SIGINT", stop)
+
   const submitted = await call("POST", `${server}/tasks`, {
     input,
     baseUrl: env("RELAX_BASE_URL"),
     sessionId: env("RELAX_SESSION_ID")
   })
   if (submitted.status !== 202) throw new Error(`the agent server refused the task: ${JSON.stringify(submitted.json)}`)
-  const id = (submitted.json as { readonly id: string }).id
-
-  // Forward cancellation: the Session was stopped (agent timeout, a dropped Group, the rollout ending).
-  const stop = (signal: NodeJS.Signals) => {
-    call("DELETE", `${server}/tasks/${id}`).finally(() => process.exit(signal === "SIGTERM" ? 143 : 130))
-  }
-  process.once("SIGTERM", stop)
-  process.once("SIGINT", stop)
+  id = (submitted.json as { readonly id: string }).id
+  if (stopping !== undefined) return cancelAndExit(stopping)
 
   const result = (await call("GET", `${server}/tasks/${id}`)).json as {
     readonly status: string
     readonly output?: unknown
     readonly error?: string
   }
+  // Stopped meanwhile: the cancellation in flight exits the process.
+  if (result.status === "cancelled" && stopping !== undefined) return
   if (result.status !== "completed") {
     throw new Error(`task ${id} ${result.status} on the agent server${result.error === undefined ? "" : `: ${result.error}`}`)
   }

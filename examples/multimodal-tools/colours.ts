@@ -1,6 +1,9 @@
 /**
- * The colours of the multimodal example: the squares' palette (the answers) and the images' background. Shared by the
- * data generator and the policy.
+ * The colours of the multimodal example: the squares' palette (the answers) and the images' background.
+ *
+ * **Details**
+ * Shared by the data generator (which paints them), the policy (which names what it sees by the nearest palette
+ * colour) and the test (which checks whether a zoomed view shows the answer's colour).
  */
 
 /** An RGB colour. */
