@@ -135,11 +135,11 @@ const faultyEngine = (ledger: Ledger, random: () => number) =>
             const r = random()
             if (r < 0.02) {
               count(ledger.engineFaults, "error")
-              return Effect.fail(new EngineError({ message: "SGLang returned 503", status: 503, retryable: false }))
+              return Effect.fail(new EngineError({ reason: "status", detail: "SGLang returned 503", status: 503 }))
             }
             if (r < 0.03) {
               count(ledger.engineFaults, "dropped-connection")
-              return Effect.fail(new EngineError({ message: "socket hang up", retryable: true }))
+              return Effect.fail(new EngineError({ reason: "unreachable", detail: "socket hang up" }))
             }
             if (r < 0.04) {
               count(ledger.engineFaults, "stall")
