@@ -96,7 +96,7 @@ const runTool = async (
   try {
     const args = JSON.parse(rawArguments) as Record<string, unknown>
     if (name === "bash") {
-      const result = await Repo.run("bash", ["-c", argument(args, "command")], root, { timeoutMs: 20_000, signal })
+      const result = await Repo.run("bash", ["-c", argument(args, "command")], root, { timeoutMs: 60_000, signal })
       return { output: clip(`${result.output}\nexit code: ${result.exitCode}`), failed: result.exitCode !== 0 }
     }
     if (name === "read_file") {
