@@ -129,6 +129,11 @@ export interface ResponseNode extends NodeBase {
    */
   readonly logprobs: Float32Array | Float64Array
   readonly weightVersions: ReadonlyArray<string>
+  /**
+   * The token count of each engine attempt when the request was resumed after an abort (two or more), else empty:
+   * where the aborts fall in `tokens` (read by `inspect`).
+   */
+  readonly attemptLengths: ReadonlyArray<number>
   readonly status: "completed" | "truncated"
   readonly requestId: string
   readonly wallElapsedS: number
@@ -216,6 +221,7 @@ class Response implements ResponseNode {
   readonly committed: number
   readonly vertex: Vertex
   readonly weightVersions: ReadonlyArray<string>
+  readonly attemptLengths: ReadonlyArray<number>
   readonly status: "completed" | "truncated"
   readonly requestId: string
   readonly wallElapsedS: number
@@ -237,6 +243,7 @@ class Response implements ResponseNode {
     this.committed = init.committed
     this.vertex = init.vertex
     this.weightVersions = init.weightVersions
+    this.attemptLengths = init.attemptLengths
     this.status = init.status
     this.requestId = init.requestId
     this.wallElapsedS = init.wallElapsedS
@@ -786,6 +793,7 @@ const takeRunning = (forest: Forest, parent: Node): Hash.State => {
 // Small shared values: a node keeps no empty array or object of its own, nor a copy of the weight-version list that
 // most responses of a process share. All are frozen, so no holder can change them for the others.
 const noStrings: ReadonlyArray<string> = Object.freeze([])
+const noNumbers: ReadonlyArray<number> = Object.freeze([])
 const noIds: PackedIds.PackedIds = new Uint8Array(0)
 const noGrids: ReadonlyArray<ImageGrid.Grid> = Object.freeze([])
 const noTools: ReadonlyArray<Canonical.Tool> = Object.freeze([])
@@ -875,6 +883,8 @@ export interface ResponseCommit {
   readonly tokens: ReadonlyArray<number>
   readonly logprobs: ReadonlyArray<number>
   readonly weightVersions: ReadonlyArray<string>
+  /** The token count of each engine attempt, in order; kept only when there were two or more. */
+  readonly attemptLengths?: ReadonlyArray<number> | undefined
   readonly status: "completed" | "truncated"
   readonly rolloutId: number
   readonly requestId: string
@@ -981,6 +991,7 @@ export const commitResponse = (forest: Forest, r: ResponseCommit): string => {
     message,
     logprobs,
     weightVersions: sharedVersions(r.weightVersions),
+    attemptLengths: r.attemptLengths !== undefined && r.attemptLengths.length > 1 ? [...r.attemptLengths] : noNumbers,
     status: r.status,
     requestId: r.requestId,
     wallElapsedS: r.wallElapsedS,
