@@ -55,15 +55,12 @@ const nodeOf = (n: Forest.Node): DumpNode => {
     parent: n.parent,
     kind: n.kind,
     messages: n.messages,
-    tokens: Array.from(n.tokens),
+    tokens: Array.from(Forest.unpackTokens(n)),
     rollout_id: n.rolloutId,
     abort_count: n.abortCount
   }
   if (n.kind === "obs") {
-    const train = n.trainTokens
-    return train.length === Forest.tokenLength(n) && train.every((id, i) => id === n.tokens[i])
-      ? base
-      : { ...base, train_tokens: Array.from(train) }
+    return n.trainIds === undefined ? base : { ...base, train_tokens: Array.from(Forest.unpackTrainTokens(n)) }
   }
   return {
     ...base,
