@@ -49,7 +49,7 @@ export {
   settingsFromFlags,
   unusedOptionWarnings
 } from "./cli/settings.ts"
-export { type InspectRequest, inspectCommand, runInspect } from "./cli/inspect.ts"
+export { type InspectRequest, inspectCommand, inspectFlagNames, runInspect } from "./cli/inspect.ts"
 export {
   capacityOf,
   type CheckReport,

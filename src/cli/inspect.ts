@@ -16,6 +16,9 @@ import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 
 const userError = (message: string) => new CliError.UserError({ cause: message, userMessage: message })
 
+/** The flags of `inspect` (docs/inspect.md; the docs test checks the pages name only flags that exist). */
+export const inspectFlagNames: ReadonlyArray<string> = ["--html", "--port", "--tokenizer", "--reward-key"]
+
 /** What `inspect` was asked to do. */
 export interface InspectRequest {
   readonly path: string

@@ -108,6 +108,7 @@ describe("relax-agentic inspect (a real rollout's files in a real browser)", () 
       yield* Effect.promise(() => page.selectOption('.view-pick[data-slot="1"]', { index: 2 }))
       yield* Effect.promise(() => page.waitForSelector("#view-1 .token-view .tok"))
       assert.isTrue(yield* Effect.promise(() => page.locator(".views.two").isVisible()))
+      yield* Effect.promise(() => page.mouse.move(5, 5))
       yield* screenshot(page, "session.png")
 
       // Filters: parser failures, export name, status, search.
