@@ -10,6 +10,7 @@
  */
 import { Data, Schema } from "effect"
 import { Advantage, Reward, Status, TrainingSample } from "../forest/TrainingSample.ts"
+import * as Arrays from "./Arrays.ts"
 import * as ForestDump from "./ForestDump.ts"
 
 /** One response turn of an exported lineage, as the debug dump's `turns` lists it. */
@@ -51,20 +52,29 @@ export const DebugRecord = Schema.Struct({
   reward: Reward,
   advantage: Advantage,
   response_length: Schema.Int,
-  tokens: Schema.Array(Schema.Int),
+  tokens: Arrays.Ints,
   prompt: Schema.String,
   response: Schema.String,
   label: Schema.NullOr(Schema.Json),
-  metadata: Schema.Record(Schema.String, Schema.Json),
+  metadata: Arrays.JsonObject,
   status: Schema.optionalKey(Status),
-  loss_mask: Schema.optionalKey(Schema.Array(Schema.Int)),
-  rollout_log_probs: Schema.optionalKey(Schema.Array(Schema.Number)),
+  loss_mask: Schema.optionalKey(Arrays.Ints),
+  rollout_log_probs: Schema.optionalKey(Arrays.Numbers),
   turn_spans: Schema.optionalKey(Schema.Array(Schema.Tuple([Schema.Int, Schema.Int]))),
   parser_failures: Schema.optionalKey(Schema.Int),
   parser_failures_by_request: Schema.optionalKey(Schema.Record(Schema.String, Schema.Int)),
   forest: Schema.optionalKey(ForestDump.ForestDump)
 })
 export type DebugRecord = typeof DebugRecord.Type
+
+/** A training sample as `inspect` decodes it: the sample's Schema, its long arrays checked in one pass each. */
+export const SampleLine = Schema.Struct({
+  ...TrainingSample.fields,
+  tokens: Arrays.Ints,
+  loss_mask: Arrays.Ints,
+  rollout_log_probs: Arrays.Numbers,
+  metadata: Arrays.JsonObject
+})
 
 /** A line `inspect` read: a debug record or a training sample, with the step it belongs to. */
 export type Line =
@@ -85,7 +95,7 @@ export class DumpLineError extends Data.TaggedError("DumpLineError")<{
 }
 
 const decodeDebug = Schema.decodeUnknownExit(DebugRecord)
-const decodeSample = Schema.decodeUnknownExit(TrainingSample)
+const decodeSample = Schema.decodeUnknownExit(SampleLine)
 
 /** An Eval file's step: `eval_<after>_<name>` (as the Eval debug dump names it); otherwise the record's own step. */
 const evalStep = (file: string): string | undefined => {

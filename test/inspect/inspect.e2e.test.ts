@@ -105,7 +105,7 @@ describe("relax-agentic inspect (a real rollout's files in a real browser)", () 
       yield* Effect.promise(() => page.hover("#view-0 .tok.m1"))
       assert.match(yield* text(page, "#tip"), /logprob -?\d+\.\d{4}/)
       // A second sample of the Group side by side.
-      yield* Effect.promise(() => page.selectOption('.view-pick[data-slot="1"]', { index: 2 }))
+      yield* Effect.promise(() => page.selectOption('.view-pick[data-slot="1"]', { index: 3 }))
       yield* Effect.promise(() => page.waitForSelector("#view-1 .token-view .tok"))
       assert.isTrue(yield* Effect.promise(() => page.locator(".views.two").isVisible()))
       yield* Effect.promise(() => page.mouse.move(5, 5))
@@ -135,7 +135,13 @@ describe("relax-agentic inspect (a real rollout's files in a real browser)", () 
       assert.strictEqual(yield* text(page, "#shown-count"), String(mains))
       yield* Effect.promise(() => page.fill("#search", ""))
       yield* Effect.promise(() => page.waitForSelector('body[data-searched=""]'))
-      yield* screenshot(page, "overview.png")
+      // A Session whose tool call the parser could not read: the failure is marked on its response.
+      yield* Effect.promise(() => page.check("#filter-parser"))
+      yield* Effect.promise(() => page.click("#list .row.session"))
+      yield* Effect.promise(() => page.waitForSelector("#tree .node .mark.parser"))
+      assert.include(yield* text(page, "#tree"), "parser ×1")
+      yield* Effect.promise(() => page.mouse.move(5, 5))
+      yield* screenshot(page, "parser.png")
       assert.deepStrictEqual(errors, [])
 
       // The shared HTML file: self-contained, the same counts, a Session opens from the embedded data.

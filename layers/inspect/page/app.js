@@ -192,7 +192,7 @@
       for (const e of n.exports) marks.push(`<span class="mark export" title="exported">⇢ ${esc(exportLabel(e))}</span>`);
       if (n.drift !== null) marks.push(`<span class="mark drift" title="${esc(n.drift.detail)}">drift: ${esc(n.drift.cause)}</span>`);
       if (n.kind === "resp" && n.attempt_lengths.length > 1) marks.push(`<span class="mark abort">${n.attempt_lengths.length} attempts</span>`);
-      if (n.parser_failures > 0) marks.push(`<span class="mark drift">parser ×${n.parser_failures}</span>`);
+      if (n.parser_failures > 0) marks.push(`<span class="mark parser" title="tool calls the parser dropped or could not read">parser ×${n.parser_failures}</span>`);
       if (n.kind === "resp" && n.weight_versions.length > 0) marks.push(`<span class="mark">w ${esc(n.weight_versions.join(","))}</span>`);
       return `<div class="node" data-i="${i}" style="padding-left:${6 + indent[i] * 16}px"><span class="kind ${n.kind}">${n.kind}</span>` +
         `${n.tokens} tok · ${esc(nodeLabel(n))}${marks.join("")}</div>`;
