@@ -335,6 +335,8 @@ const make = (options: GenerationOptions) =>
       const parsedText = Turn.parseResponse(text, options, p.state.tools)
       p.session.counters.parserFailures += parsedText.malformed
       p.session.counters.droppedToolCalls += parsedText.droppedUnknownTools
+      const failures = parsedText.malformed + parsedText.droppedUnknownTools
+      if (failures > 0) (p.session.counters.parserFailedRequests ??= new Map()).set(p.rid, failures)
       const unparsed = Turn.isEmpty(parsedText) && parsedText.malformed + parsedText.droppedUnknownTools > 0
       if (Turn.isEmpty(parsedText) && (!unparsed || options.failUnparsedTurns === true || text.length === 0)) {
         return yield* new UnusableResponseError({ message: "Response parsers produced an empty assistant message" })
@@ -372,6 +374,7 @@ const make = (options: GenerationOptions) =>
         tokens: pending.outputIds,
         logprobs: pending.logprobs,
         weightVersions: pending.weightVersions,
+        attemptLengths: pending.attemptLengths,
         status: response.finish === "length" ? "truncated" : "completed",
         requestId: p.rid,
         abortCount: pending.abortCount,

@@ -96,6 +96,11 @@ export interface ResponseNode extends NodeBase {
    */
   readonly logprobs: Float32Array | Float64Array
   readonly weightVersions: ReadonlyArray<string>
+  /**
+   * The token count of each engine attempt when the request was resumed after an abort (two or more), else empty:
+   * where the aborts fall in the response's ids (read by `inspect`).
+   */
+  readonly attemptLengths: ReadonlyArray<number>
   readonly status: "completed" | "truncated"
   readonly requestId: string
   readonly wallElapsedS: number
@@ -523,6 +528,8 @@ export interface ResponseCommit {
   readonly tokens: ReadonlyArray<number>
   readonly logprobs: ReadonlyArray<number>
   readonly weightVersions: ReadonlyArray<string>
+  /** The token count of each engine attempt, in order; kept only when there were two or more. */
+  readonly attemptLengths?: ReadonlyArray<number> | undefined
   readonly status: "completed" | "truncated"
   readonly rolloutId: number
   readonly requestId: string
@@ -629,6 +636,7 @@ export const commitResponse = (forest: Forest, r: ResponseCommit): string => {
     message,
     logprobs,
     weightVersions: Nodes.sharedVersions(r.weightVersions),
+    attemptLengths: r.attemptLengths !== undefined && r.attemptLengths.length > 1 ? [...r.attemptLengths] : Nodes.noNumbers,
     status: r.status,
     requestId: r.requestId,
     wallElapsedS: r.wallElapsedS,
