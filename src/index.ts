@@ -49,6 +49,7 @@ import { Tokenizer, type TokenizerLoadError } from "../layers/tokenizer/Tokenize
 import { type StreamOptions, TrainerService } from "../layers/trainer/TrainerService.ts"
 import { RolloutRpcServer, type RpcServeError, type RpcServerOptions } from "../layers/trainer/RolloutRpc.ts"
 import type { HookSpecError } from "./hooks/HookSpec.ts"
+import type { OutputPathError } from "./rollout/OutputPaths.ts"
 import type { AgentSpecError } from "./session/errors.ts"
 import type * as Results from "./trainer/Results.ts"
 
@@ -75,7 +76,8 @@ export {
   type StepResult
 } from "../layers/rollout/Rollout.ts"
 export { type DropReason, TooManyDroppedGroupsError } from "../layers/schedule/Scheduler.ts"
-export { memorySink, processSink, type Sink, Telemetry } from "../layers/rollout/Telemetry.ts"
+export { memorySink, OutputWriteError, processSink, type Sink, Telemetry } from "../layers/rollout/Telemetry.ts"
+export { OutputPathError } from "./rollout/OutputPaths.ts"
 export { type InProcessAgent, type InProcessAgentInput, Supervisor } from "../layers/session/Supervisor.ts"
 export { Advantage, Reward, Status, TrainingSample } from "./forest/TrainingSample.ts"
 export { ContextLengthError, Engine, EngineError, type EngineShape } from "../layers/engine/Engine.ts"
@@ -110,6 +112,7 @@ export type RolloutStartupError =
   | AgentSpecError
   | CreditStartupError
   | DatasetLoadError
+  | OutputPathError
   | HttpServerError.ServeError
 
 /** Extras a program can give `makeRollout` besides the options. */
