@@ -20,8 +20,8 @@ import type { TrainingSample } from "../../src/forest/TrainingSample.ts"
 import * as OutputPaths from "../../src/rollout/OutputPaths.ts"
 import * as Records from "../../src/rollout/Records.ts"
 import type * as RunReport from "../../src/rollout/RunReport.ts"
-import { RolloutConfig } from "./Config.ts"
 import * as Files from "./Files.ts"
+import * as RolloutConfig from "./RolloutConfig.ts"
 import * as Telemetry from "./Telemetry.ts"
 
 /** The output files of one `run`: the metric files accumulate over its steps and Eval runs. */
@@ -68,7 +68,7 @@ export interface OutputsShape {
 const salvageLimit = "5 seconds"
 
 const make = Effect.gen(function*() {
-  const settings = yield* RolloutConfig
+  const settings = yield* RolloutConfig.RolloutConfig
   const dir = settings.outputDir
   for (const target of OutputPaths.firstStepTargets(settings)) yield* Files.probeDirectory(target)
 
@@ -160,5 +160,8 @@ const make = Effect.gen(function*() {
 /** The rollout's output files. */
 export class Outputs extends Context.Service<Outputs, OutputsShape>()("relax-agentic/Outputs") {
   /** Proves the first step's output directories writable (`OutputPathError` otherwise), then serves the writes. */
-  static readonly layer: Layer.Layer<Outputs, OutputPaths.OutputPathError, RolloutConfig> = Layer.effect(Outputs, make)
+  static readonly layer: Layer.Layer<Outputs, OutputPaths.OutputPathError, RolloutConfig.RolloutConfig> = Layer.effect(
+    Outputs,
+    make
+  )
 }

@@ -4,8 +4,8 @@
  */
 import { Data, Effect, Layer, Result } from "effect"
 import { readFileSync } from "node:fs"
-import * as Config from "../../layers/rollout/Config.ts"
 import * as Files from "../../layers/rollout/Files.ts"
+import * as Settings from "../config/Settings.ts"
 import { EmbeddedEngine } from "../../layers/engine/EmbeddedEngine.ts"
 import { Engine } from "../../layers/engine/Engine.ts"
 import { Forests } from "../../layers/generation/Forests.ts"
@@ -17,6 +17,7 @@ import * as Supervisor from "../../layers/session/Supervisor.ts"
 import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
 import * as Reward from "../credit/Reward.ts"
 import * as Forest from "../forest/Forest.ts"
+import * as Export from "../forest/Export.ts"
 import * as OutputPaths from "../rollout/OutputPaths.ts"
 import * as Capacity from "../schedule/Capacity.ts"
 import * as Dataset from "../schedule/Dataset.ts"
@@ -54,13 +55,13 @@ const startup = <A, E extends { readonly message: string }, R>(effect: Effect.Ef
   Effect.mapError(effect, (error) => new CheckStartupError({ reason: error.message }))
 
 /** The capacity table of the guide for these settings. */
-export const capacityOf = (settings: Config.RolloutSettings): Capacity.CapacityReport =>
+export const capacityOf = (settings: Settings.RolloutSettings): Capacity.CapacityReport =>
   // Eval runs only with --eval-interval (layers/rollout/Rollout.ts), so datasets alone add no Eval Sessions.
-  Config.capacity(settings.evalInterval === undefined ? { ...settings, evalDatasets: [] } : settings)
+  Settings.capacity(settings.evalInterval === undefined ? { ...settings, evalDatasets: [] } : settings)
 
 
 /** The tokenizer, engine and gateway stack one check Session talks to. */
-const checkStack = (settings: Config.RolloutSettings) =>
+const checkStack = (settings: Settings.RolloutSettings) =>
   Effect.gen(function*() {
     const parsers = yield* startup(Effect.fromResult(Generation.optionsOf(settings)))
     const tokenizer = settings.tokenizer === undefined ? Tokenizer.layer : Tokenizer.fromDirectory(settings.tokenizer)
@@ -74,7 +75,7 @@ const checkStack = (settings: Config.RolloutSettings) =>
     return Gateway.layer({ host: settings.host, port: settings.port }).pipe(Layer.provideMerge(generation))
   })
 
-const readRow = (settings: Config.RolloutSettings, row: number) =>
+const readRow = (settings: Settings.RolloutSettings, row: number) =>
   Effect.gen(function*() {
     const text = yield* Effect.try({
       try: () => readFileSync(settings.promptData, "utf8"),
@@ -110,7 +111,7 @@ const responseTurns = (forest: Forest.Forest): number =>
 
 const describeReward = (
   output: SessionOutput.AgentOutput,
-  settings: Config.RolloutSettings
+  settings: Settings.RolloutSettings
 ): { readonly passed: boolean; readonly detail: string } => {
   const rewards = output.kind === "implicit"
     ? (output.reward === undefined ? [] : [output.reward])
@@ -149,7 +150,7 @@ const describeReward = (
  * first step's `--save-debug-rollout-data` directories are created and proved writable, as `rollout` does.
  */
 export const runCheck = (
-  settings: Config.RolloutSettings,
+  settings: Settings.RolloutSettings,
   options: { readonly row?: number | undefined } = {}
 ): Effect.Effect<CheckReport, CheckStartupError> =>
   Effect.gen(function*() {
@@ -182,7 +183,7 @@ export const runCheck = (
         sessionId,
         groupId,
         mode: "train",
-        sampling: Config.trainSampling(settings, 0),
+        sampling: Settings.trainSampling(settings, 0),
         maxContextLen: settings.rolloutMaxContextLen,
         rolloutId: () => 0,
         awaitLease: Effect.void,
@@ -219,8 +220,8 @@ export const runCheck = (
       }
       const exported = Result.isSuccess(outcome)
         ? (outcome.success.output.kind === "implicit"
-          ? Forest.exportImplicit(forest, outcome.success.output)
-          : Forest.exportExplicit(forest, outcome.success.output.records, undefined, { strict: settings.strictMatch }))
+          ? Export.exportImplicit(forest, outcome.success.output)
+          : Export.exportExplicit(forest, outcome.success.output.records, undefined, { strict: settings.strictMatch }))
         : undefined
       const completed: Requirement = {
         name: "completes a full run",
@@ -260,7 +261,7 @@ export const runCheck = (
   )
 
 /** The report as `relax-agentic check` prints it. */
-export const renderCheck = (report: CheckReport, settings: Config.RolloutSettings): string => {
+export const renderCheck = (report: CheckReport, settings: Settings.RolloutSettings): string => {
   const lines = [
     `Launch checks: one Session (row ${report.row} of ${settings.promptData}) of ${JSON.stringify(settings.agentCommand)} ` +
     `in ${settings.agentCwd ?? "."} on the ${settings.engine} engine`
