@@ -2,16 +2,18 @@
  * A bad output path costs nothing (docs/outputs.md "Before the first step"): with the real command line and real agent
  * processes, an `--output-dir` or `--save-debug-rollout-data` that cannot be created or written fails at startup,
  * naming the flag and the path, before any agent starts (the agent would record its start in a directory); `/proc/nope`
- * fails at once instead of spinning. The same holds for `check` and `serve`. A write that fails mid-run keeps the
- * step's samples in a fallback file and stops the run with an error naming the path, the fallback and the fix.
+ * fails at once instead of spinning. The same holds for `check` and `serve`. A debug dump that cannot be written
+ * mid-run costs the trainer nothing: the step's samples still arrive over the RPC, the dump is kept in the fallback
+ * file, and the next step fails with the error instead of running without its outputs (the `rollout` command's
+ * mid-run failure: test/e2e/shutdown.test.ts).
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Schema } from "effect"
+import { Context, Effect, Layer } from "effect"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import { TrainingSample } from "../../src/forest/TrainingSample.ts"
-import { awaitAgents } from "../support/agentProcesses.ts"
+import { EmbeddedEngine } from "../../layers/engine/EmbeddedEngine.ts"
+import { makeRpcClient, memorySink, resolveConfig, RolloutRpcServer, serveFromSettings } from "../../src/index.ts"
 import { startCli } from "../support/cliProcess.ts"
 
 const root = Path.join(import.meta.dirname, "..", "..")
@@ -102,4 +104,41 @@ describe("a bad output path fails at startup, before any agent starts", () => {
       assert.deepStrictEqual(Fs.readdirSync(dir), ["afile"])
       Fs.rmSync(dir, { recursive: true, force: true })
     }), { timeout: 90_000 })
+})
+
+describe("a debug dump that fails mid-run", () => {
+  it.live("still delivers the step's samples to the trainer over the RPC; the next Step fails naming the path", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const dir = tempDir()
+      const dumps = Path.join(dir, "dumps")
+      const settings = yield* resolveConfig({
+        promptData: Path.join(fixtures, "train.jsonl"),
+        labelKey: "label",
+        agentCommand: `${JSON.stringify(process.execPath)} agent.mjs`,
+        agentCwd: fixtures,
+        agentTimeout: 60,
+        embeddedPolicy: Path.join(root, "test", "fixtures", "trainer", "policy.mjs"),
+        nSamplesPerPrompt: 2,
+        rolloutBatchSize: 1,
+        rolloutMaxResponseLen: 32,
+        saveDebugRolloutData: Path.join(dumps, "{rollout_id}", "debug.jsonl")
+      })
+      const services = yield* Layer.build(serveFromSettings(settings, { port: 0 }, { telemetry: memorySink(), embedded: EmbeddedEngine.instant }))
+      const client = yield* makeRpcClient({ url: Context.get(services, RolloutRpcServer).url })
+      const first = yield* client.Step({ rolloutId: 0 })
+      assert.lengthOf(first.samples, 2)
+      assert.isTrue(Fs.existsSync(Path.join(dumps, "0", "debug.jsonl")))
+      // Step 1's dump directory cannot be created: a file stands where it would go.
+      Fs.writeFileSync(Path.join(dumps, "1"), "in the way")
+      const second = yield* client.Step({ rolloutId: 1 })
+      assert.lengthOf(second.samples, 2)
+      const third = yield* Effect.flip(client.Step({ rolloutId: 2 }))
+      const text = String(third.message)
+      assert.include(text, `cannot write ${Path.join(dumps, "1", "debug.jsonl")}: a part of the path is a file`)
+      const fallback = /saved to (\S+debug\.jsonl) instead/.exec(text)?.[1]
+      assert.isDefined(fallback, text)
+      assert.strictEqual(Fs.readFileSync(fallback!, "utf8").trim().split("\n").length, 2)
+      Fs.rmSync(Path.dirname(fallback!), { recursive: true, force: true })
+      Fs.rmSync(dir, { recursive: true, force: true })
+    })), { timeout: 120_000 })
 })
