@@ -24,6 +24,7 @@ import { type FlagValues, flagsOf, normalizeArgs, rolloutFlags, rowFlag, serveFl
 import { configMessage, type SettingsError, settingsFromFlags, unusedOptionWarnings } from "./cli/settings.ts"
 import * as Shutdown from "./cli/shutdown.ts"
 import * as Relax from "./index.ts"
+import * as Errors from "./errors.ts"
 import * as RunReport from "./rollout/RunReport.ts"
 
 // The command's parts live under src/cli/; their public names stay importable from here.
@@ -105,7 +106,7 @@ const failureText = (error: unknown): string => {
   if (typeof error === "object" && error !== null && "_tag" in error && error._tag === "ServeError") {
     return `--host/--port: the gateway cannot listen${error instanceof Error ? `: ${error.message}` : ""}`
   }
-  return error instanceof Error ? error.message : String(error)
+  return Errors.messageOf(error)
 }
 
 /**

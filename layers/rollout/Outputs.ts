@@ -50,14 +50,16 @@ export interface OutputsShape {
   readonly openRun: () => Effect.Effect<RunOutputs>
   /**
    * Write a debug dump (`--save-debug-rollout-data` with `{rollout_id}` replaced by `file`), one record per sample
-   * tagged with `rolloutId`.
+   * tagged with `rolloutId`. A dump that cannot be written does not cost the step its samples (they still reach the
+   * caller): the error is printed as an `ERROR` line, the dump saved to the fallback file, and `failed` stops the
+   * rollout before its next step.
    */
   readonly writeDebug: (
     file: number | string,
     rolloutId: number | string,
     samples: ReadonlyArray<TrainingSample>,
     debug: ReadonlyArray<Records.ContextDebug | undefined>
-  ) => Effect.Effect<void, Telemetry.OutputWriteError>
+  ) => Effect.Effect<void>
   /** The first write that failed (its content saved to a fallback file when possible); the rollout stops on it. */
   readonly failed: Effect.Effect<Telemetry.OutputWriteError | undefined>
   /** Files written where asked, outputs saved elsewhere, and writes in flight (for the end-of-run line). */
@@ -69,6 +71,7 @@ const salvageLimit = "5 seconds"
 
 const make = Effect.gen(function*() {
   const settings = yield* RolloutConfig.RolloutConfig
+  const telemetry = yield* Telemetry.Telemetry
   const dir = settings.outputDir
   for (const target of OutputPaths.firstStepTargets(settings)) yield* Files.probeDirectory(target)
 
@@ -146,7 +149,7 @@ const make = Effect.gen(function*() {
     yield* save(
       OutputPaths.debugDumpPath(settings.saveDebugRolloutData, file),
       Telemetry.jsonl(Records.debugRecords(samples, debug, rolloutId))
-    )
+    ).pipe(Effect.catch((error) => telemetry.error(error.message)))
   })
 
   return {
@@ -160,7 +163,11 @@ const make = Effect.gen(function*() {
 /** The rollout's output files. */
 export class Outputs extends Context.Service<Outputs, OutputsShape>()("relax-agentic/Outputs") {
   /** Proves the first step's output directories writable (`OutputPathError` otherwise), then serves the writes. */
-  static readonly layer: Layer.Layer<Outputs, OutputPaths.OutputPathError, RolloutConfig.RolloutConfig> = Layer.effect(
+  static readonly layer: Layer.Layer<
+    Outputs,
+    OutputPaths.OutputPathError,
+    RolloutConfig.RolloutConfig | Telemetry.Telemetry
+  > = Layer.effect(
     Outputs,
     make
   )
