@@ -17,8 +17,11 @@ import { Effect, Layer, Logger, Runtime } from "effect"
 import * as Files from "../../layers/rollout/Files.ts"
 import * as ProcessGroup from "../../layers/session/ProcessGroup.ts"
 
-/** How long a shutdown may take before what is still pending is abandoned. */
-export const deadlineMs = 30_000
+/**
+ * How long a shutdown may take before what is still pending is abandoned: above the agents' stop (5 s grace, then
+ * SIGKILL), below the 30 s a container orchestrator (Kubernetes' default grace period) waits before its own SIGKILL.
+ */
+export const deadlineMs = 20_000
 
 /** The signal being handled, once one arrived. */
 let received: NodeJS.Signals | undefined
