@@ -36,11 +36,9 @@ const describeActivity = (activity: Activity): string => {
     case "Starting":
       return "before the first step"
     case "Step":
-      return activity.writing ? `step ${activity.rolloutId} while writing its outputs` : `step ${activity.rolloutId}`
+      return `during step ${activity.rolloutId}${activity.writing ? " while writing its outputs" : ""}`
     case "Eval":
-      return activity.writing
-        ? `the Eval after ${activity.afterSteps} step(s) while writing its outputs`
-        : `the Eval after ${activity.afterSteps} step(s)`
+      return `during the Eval after ${activity.afterSteps} step(s)${activity.writing ? " while writing its outputs" : ""}`
     case "Between":
       return activity.lastStep === undefined ? "before the first step" : `after step ${activity.lastStep}`
   }
@@ -65,7 +63,7 @@ export const interruptedLine = (signal: string, progress: Progress, outputDir: s
     : activity._tag === "Eval"
     ? ": its Eval samples were not written"
     : ""
-  const parts = [`Interrupted by ${signal} during ${describeActivity(activity)}${unfinished}`]
+  const parts = [`Interrupted by ${signal} ${describeActivity(activity)}${unfinished}`]
   if (progress.inFlight.length > 0) parts.push(`abandoned unfinished write(s) of ${progress.inFlight.join(", ")}`)
   for (const s of progress.salvaged) parts.push(`${s.path} was saved to ${s.fallback} instead`)
   parts.push(progress.written.length === 0
