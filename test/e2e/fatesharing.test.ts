@@ -48,9 +48,11 @@ describe("agents share their owner's fate (SIGKILL of the command)", () => {
   it.live("`rollout` killed with SIGKILL mid-step: no agent, tool or tool child is alive afterwards", () =>
     Effect.scoped(Effect.gen(function*() {
       const dir = tempDir()
-      const cli = yield* startCli(["rollout", ...agentArgs(dir), "--num-rollout", "1", "--output-dir", Path.join(dir, "out")])
-      yield* awaitAgents(dir, sessions)
-      const pids = recordedPids(dir)
+      const agents = Path.join(dir, "pids")
+      Fs.mkdirSync(agents)
+      const cli = yield* startCli(["rollout", ...agentArgs(agents), "--num-rollout", "1", "--output-dir", Path.join(dir, "out")])
+      yield* awaitAgents(agents, sessions)
+      const pids = recordedPids(agents)
       assert.lengthOf(pids, 3 * sessions)
       assert.isTrue(pids.every(running), "every agent and its tool processes run before the SIGKILL")
       cli.child.kill("SIGKILL")
