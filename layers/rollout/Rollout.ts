@@ -326,7 +326,7 @@ export class Rollout extends Context.Service<Rollout, RolloutShape>()("relax-age
    * as the layer.
    */
   static readonly layer: Layer.Layer<
-    Rollout,
+    Rollout | GenerationGate,
     Dataset.DatasetError | OutputPaths.OutputPathError,
     | RolloutConfig.RolloutConfig
     | Tokenizer
