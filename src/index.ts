@@ -80,6 +80,7 @@ export {
 export { type DropReason, TooManyDroppedGroupsError } from "../layers/schedule/GroupPool.ts"
 export { memorySink, OutputWriteError, processSink, type Sink, Telemetry } from "../layers/rollout/Telemetry.ts"
 export { OutputPathError } from "./rollout/OutputPaths.ts"
+export * as RunReport from "./rollout/RunReport.ts"
 export { type InProcessAgent, type InProcessAgentInput, Supervisor } from "../layers/session/Supervisor.ts"
 export { Advantage, Reward, Status, TrainingSample } from "./forest/TrainingSample.ts"
 export { ContextLengthError } from "./forest/errors.ts"
