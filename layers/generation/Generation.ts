@@ -35,6 +35,7 @@ import { Engine, type GenerateResult, type PolicyRequest, type SamplingParams } 
 import { Forests } from "./Forests.ts"
 import type { LiveRequest } from "../schedule/GenerationGate.ts"
 import * as Images from "./Images.ts"
+import * as FairScheduler from "../runtime/FairScheduler.ts"
 import * as StepSpan from "../runtime/StepSpan.ts"
 import type { SessionEntry } from "../schedule/Sessions.ts"
 import { Tokenizer } from "../tokenizer/Tokenizer.ts"
@@ -245,9 +246,8 @@ const make = (options: GenerationOptions) =>
     ) {
       const { session } = p
       yield* session.awaitLease
-      // A lease granted to many waiting requests at once resumes them all inside one call; each continues as a
-      // scheduled task instead, so the rollout's scheduler (FairScheduler) spreads them over slices.
-      yield* Effect.yieldNow
+      // A lease granted to many waiting requests at once resumes them all inside one call.
+      yield* FairScheduler.continueAsTask
       const inputIds = Turn.resumeIds(Forest.inferencePrefix(p.forest, p.parent), pending)
       // Images along the lineage go with the prompt (SGLang `image_data`).
       const media = Forest.inferenceMedia(p.forest, p.parent)

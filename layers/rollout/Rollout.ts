@@ -303,7 +303,7 @@ export class Rollout extends Context.Service<Rollout, RolloutShape>()("relax-age
    * as the layer.
    */
   static readonly layer: Layer.Layer<
-    Rollout,
+    Rollout | GenerationGate,
     Dataset.DatasetError,
     | RolloutConfig.RolloutConfig
     | Tokenizer

@@ -58,7 +58,8 @@ interface NodeBase {
    * @internal SHA-256 state over the full messages (`{"messages":[m1,…,mk`), to hash a child without re-serializing
    * the history. Only a node without children keeps one: committing a child hands the state on to it (extended in
    * place), and a later child of an inner node rebuilds it from the lineage ({@link takeRunning}). A conversation
-   * that goes on linearly keeps one state per leaf instead of one per node (~400 bytes each, most of it OpenSSL's).
+   * that goes on linearly keeps one state per leaf instead of one per node (a state is mostly OpenSSL's memory;
+   * docs/performance.md, "Figures behind code comments").
    */
   running: Hash.State | undefined
   /** @internal Creation order in the forest (the reasoning tolerance prefers the latest response). */
