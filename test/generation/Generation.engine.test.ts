@@ -11,7 +11,7 @@ import type * as Completion from "../../src/protocol/completion.ts"
 import * as Parsers from "../../src/parsers/registry.ts"
 import type { GenerateRequest } from "../../layers/engine/Engine.ts"
 import { Forests } from "../../layers/generation/Forests.ts"
-import { gatewayError } from "../../layers/gateway/Gateway.ts"
+import * as ProtocolErrors from "../../src/protocol/errors.ts"
 import { Generation } from "../../layers/generation/Generation.ts"
 import type { SessionEntry } from "../../layers/schedule/Sessions.ts"
 import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
@@ -183,7 +183,7 @@ describe("Generation over a scripted engine", () => {
       Effect.gen(function*() {
         yield* scripted(() => ({ outputIds: [], logprobs: [], finishReason: { type: "abort" }, weightVersion: "v0" }))
         const entry = yield* session
-        const error = yield* (yield* Generation).generate(entry, request([u1])).pipe(Effect.flip, Effect.flatMap(gatewayError))
+        const error = yield* (yield* Generation).generate(entry, request([u1])).pipe(Effect.flip, Effect.map(ProtocolErrors.GatewayError.fromGeneration))
         expect(error.status).toBe(500)
         expect(calls).toHaveLength(3)
         const forest = yield* (yield* Forests).get(entry.sessionId)
