@@ -23,6 +23,7 @@ import { capacityOf, renderCheck, runCheck } from "./cli/check.ts"
 import { type FlagValues, flagsOf, normalizeArgs, rolloutFlags, rowFlag, serveFlags } from "./cli/flags.ts"
 import { configMessage, type SettingsError, settingsFromFlags, unusedOptionWarnings } from "./cli/settings.ts"
 import * as Relax from "./index.ts"
+import * as Errors from "./errors.ts"
 
 // The command's parts live under src/cli/; their public names stay importable from here.
 export {
@@ -103,7 +104,7 @@ const failureText = (error: unknown): string => {
   if (typeof error === "object" && error !== null && "_tag" in error && error._tag === "ServeError") {
     return `--host/--port: the gateway cannot listen${error instanceof Error ? `: ${error.message}` : ""}`
   }
-  return error instanceof Error ? error.message : String(error)
+  return Errors.messageOf(error)
 }
 
 /**

@@ -218,7 +218,7 @@ const serveModel = (env: RouteEnv, adapter: Completion.Adapter, ex: Exchange.Exc
     const token = ApiKey.parse(ex.request.headers)
     if (Result.isFailure(token)) return sendError(ex, adapter, token.failure)
     const session = yield* env.sessions.lookup(token.success).pipe(Effect.result)
-    if (Result.isFailure(session)) return sendError(ex, adapter, Errors.GatewayError.sessionDiscarded(token.success))
+    if (Result.isFailure(session)) return sendError(ex, adapter, Errors.GatewayError.sessionClosed(token.success))
     phase = "body"
     const body = yield* readJsonObject(ex, env, claimDisconnectLog)
     if (body === undefined) return sendError(ex, adapter, Errors.GatewayError.clientDisconnect("body"))

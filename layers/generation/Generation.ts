@@ -17,20 +17,19 @@ import { Clock, Context, Effect, Layer, Result } from "effect"
 import { randomBytes } from "node:crypto"
 import * as Rid from "../../src/engine/Rid.ts"
 import * as Forest from "../../src/forest/Forest.ts"
+import { ContextLengthError } from "../../src/forest/errors.ts"
 import {
-  ContextLengthError,
-  EngineFailure,
+  GenerationEngineError,
   type GenerationError,
-  ImageRejected,
-  SessionDiscarded,
-  TemplateRejected,
-  UnusableResponse
+  ImageRejectedError,
+  UnusableResponseError
 } from "../../src/generation/errors.ts"
 import * as Turn from "../../src/generation/Turn.ts"
 import type * as Canonical from "../../src/protocol/canonical.ts"
 import * as RawEcho from "../../src/protocol/RawEcho.ts"
 import type * as Completion from "../../src/protocol/completion.ts"
 import * as Parsers from "../../src/parsers/registry.ts"
+import type * as ChatTemplate from "../../src/template/ChatTemplate.ts"
 import * as ObservationDelta from "../../src/template/ObservationDelta.ts"
 import type * as Settings from "../../src/config/Settings.ts"
 import { Engine, type GenerateResult, type PolicyRequest, type SamplingParams } from "../engine/Engine.ts"
@@ -197,11 +196,11 @@ const make = (options: GenerationOptions) =>
       forest: Forest.Forest,
       matched: Forest.Match,
       state: Canonical.State
-    ): Effect.Effect<ReadonlyArray<number>, TemplateRejected> => {
+    ): Effect.Effect<ReadonlyArray<number>, ChatTemplate.TemplateError> => {
       const encoding = Forest.isRoot(forest, matched.parent)
         ? ObservationDelta.rootPlan(tokenizer, matched.suffix, state.tools, state.chat_template_kwargs, encodeOptions)
         : ObservationDelta.deltaPlan(tokenizer, matched.suffix, state.tools, state.chat_template_kwargs, encodeOptions)
-      if (Result.isFailure(encoding)) return Effect.fail(new TemplateRejected({ reason: encoding.failure.reason }))
+      if (Result.isFailure(encoding)) return Effect.fail(encoding.failure)
       const toEncode = encoding.success
       return toEncode.marker === undefined
         ? Effect.map(tokenizer.encodeAsync(toEncode.text), (ids) => ObservationDelta.planIds(toEncode, ids))
@@ -219,7 +218,7 @@ const make = (options: GenerationOptions) =>
       const tokens = yield* observationTokens(forest, matched, state)
       // Images get their processor-expanded training tokens; context limits count those (docs/runtime.md, "Model requests").
       const train = yield* Images.expandObservation(tokenizer, tokens, Forest.mediaOf(matched.suffix)).pipe(
-        Effect.mapError((reason) => new ImageRejected({ reason }))
+        Effect.mapError((detail) => new ImageRejectedError({ detail }))
       )
       return yield* forests.observe(forest, {
         parent: matched.parent,
@@ -267,9 +266,7 @@ const make = (options: GenerationOptions) =>
       live: LiveRequest | undefined
     ) {
       const { session } = p
-      yield* session.awaitLease.pipe(
-        Effect.catchTag("SessionClosedError", () => Effect.fail(new SessionDiscarded({ sessionId: session.sessionId })))
-      )
+      yield* session.awaitLease
       // A lease granted to many waiting requests at once resumes them all inside one call; each continues as a
       // scheduled task instead, so the rollout's scheduler (FairScheduler) spreads them over slices.
       yield* Effect.yieldNow
@@ -302,7 +299,8 @@ const make = (options: GenerationOptions) =>
                 completionTokens: maxNewTokens
               })
             ),
-          EngineError: (error) => Effect.fail(new EngineFailure({ message: error.message }))
+          EngineError: (error) =>
+            Effect.fail(new GenerationEngineError({ reason: "engine", detail: error.message, cause: error }))
         })
       )
       const output = yield* (live === undefined ? generate : live.attempt(rid, generate))
@@ -344,8 +342,9 @@ const make = (options: GenerationOptions) =>
           return attemptedAll
         }
         if (outcome._tag === "GiveUp") {
-          return yield* new EngineFailure({
-            message: `Generation backend aborted request ${p.rid} ${pending.emptyAborts} times in a row without output tokens`
+          return yield* new GenerationEngineError({
+            reason: "aborted",
+            detail: `Generation backend aborted request ${p.rid} ${pending.emptyAborts} times in a row without output tokens`
           })
         }
       }
@@ -360,7 +359,7 @@ const make = (options: GenerationOptions) =>
       p.session.counters.droppedToolCalls += parsedText.droppedUnknownTools
       const unparsed = Turn.isEmpty(parsedText) && parsedText.malformed + parsedText.droppedUnknownTools > 0
       if (Turn.isEmpty(parsedText) && (!unparsed || options.failUnparsedTurns === true || text.length === 0)) {
-        return yield* new UnusableResponse({ message: "Response parsers produced an empty assistant message" })
+        return yield* new UnusableResponseError({ message: "Response parsers produced an empty assistant message" })
       }
       // The parser dropped or could not read every call and nothing else is left: the raw text is the content.
       const parsed = unparsed ? { ...parsedText, content: text } : parsedText
@@ -433,7 +432,7 @@ const make = (options: GenerationOptions) =>
       const done = yield* attempts(p)
       session.counters.generations++
       if (done.pending.outputIds.length === 0) {
-        return yield* new UnusableResponse({ message: "Generation backend returned a terminal response without output tokens" })
+        return yield* new UnusableResponseError({ message: "Generation backend returned a terminal response without output tokens" })
       }
       const response = yield* parse(p, done)
       const committed = yield* commitResponse(p, request, done, response)

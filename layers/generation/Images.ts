@@ -16,8 +16,8 @@ import type { ExpandedObservation } from "../../src/forest/Forest.ts"
 import * as ImageGrid from "../../src/template/ImageGrid.ts"
 import * as StepSpan from "../runtime/StepSpan.ts"
 import type { TokenizerShape } from "../tokenizer/Tokenizer.ts"
+import * as Errors from "../../src/errors.ts"
 
-const errorText = (error: unknown): string => (error instanceof Error ? error.message : String(error))
 
 /** A short name for an image in messages (a data URI is cut). */
 const shortName = (url: string): string => (url.length > 64 ? `${url.slice(0, 60)}…` : url)
@@ -35,7 +35,7 @@ const bytesOf = (url: string): Effect.Effect<Buffer | string, string> => {
         if (!response.ok) throw new Error(`HTTP ${response.status}`)
         return Buffer.from(await response.arrayBuffer())
       },
-      catch: (error) => `cannot fetch ${url}: ${errorText(error)}`
+      catch: (error) => `cannot fetch ${url}: ${Errors.messageOf(error)}`
     }).pipe(Effect.timeoutOrElse({ duration: "30 seconds", orElse: () => Effect.fail(`fetching ${url} took more than 30 seconds`) }))
   }
   return Effect.succeed(url.replace(/^file:\/\//i, ""))
@@ -47,7 +47,7 @@ export const size = (url: string): Effect.Effect<{ readonly width: number; reado
     Effect.flatMap((input) =>
       Effect.tryPromise({
         try: () => sharp(input).metadata(),
-        catch: (error) => `cannot read image ${shortName(url)}: ${errorText(error)}`
+        catch: (error) => `cannot read image ${shortName(url)}: ${Errors.messageOf(error)}`
       })
     ),
     Effect.flatMap((meta) =>

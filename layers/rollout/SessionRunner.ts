@@ -27,6 +27,7 @@ import * as SessionInput from "../../src/session/SessionInput.ts"
 import { Credit, type CreditError } from "../credit/Credit.ts"
 import { Engine } from "../engine/Engine.ts"
 import { Forests } from "../generation/Forests.ts"
+import * as FirstRequestBarrier from "../schedule/FirstRequestBarrier.ts"
 import { GenerationGate } from "../schedule/GenerationGate.ts"
 import * as GroupPool from "../schedule/GroupPool.ts"
 import { emptyCounters, Sessions } from "../schedule/Sessions.ts"
@@ -103,7 +104,7 @@ const make = Effect.gen(function*() {
   let parserFailures = 0
 
   /** Prepare + Runtime of one Session, then its exports as samples. */
-  const session = Effect.fn("SessionRunner.session")(function*(group: PlannedGroup, ticket: GroupPool.SessionTicket) {
+  const session = Effect.fn("SessionRunner.session")(function*(group: PlannedGroup, ticket: FirstRequestBarrier.SessionTicket) {
     return yield* Effect.scoped(Effect.gen(function*() {
       const prepared = yield* Effect.fromResult(SessionInput.fromRow(group.data, group.row, inputOptions))
       const { sessionId } = ticket

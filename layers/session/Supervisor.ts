@@ -147,7 +147,8 @@ export const resolveAgentSpec = (input: AgentSpec.AgentSpecInput): Effect.Effect
     if (!isDirectory) {
       return yield* new AgentSpecError({
         option: "--agent-cwd",
-        reason: `managed agent cwd must be an existing directory: ${cwd}`
+        reason: "not-a-directory",
+        detail: `managed agent cwd must be an existing directory: ${cwd}`
       })
     }
     return { ...spec, cwd }

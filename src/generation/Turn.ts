@@ -14,7 +14,7 @@ import type { FinishReason as EngineFinishReason } from "../engine/Stop.ts"
 import * as Canonical from "../protocol/canonical.ts"
 import * as Completion from "../protocol/completion.ts"
 import type { ReasoningParser, ToolCall, ToolCallParser } from "../parsers/registry.ts"
-import { UnusableResponse } from "./errors.ts"
+import { UnusableResponseError } from "./errors.ts"
 
 // ---------------------------------------------------------------------------------------------------------------
 // Sampling
@@ -239,17 +239,17 @@ export const identifyToolCalls = (
 export const assistantMessage = (
   parsed: ParsedResponse,
   toolCalls: ReadonlyArray<Completion.CompletionToolCall>
-): Result.Result<Canonical.Message, UnusableResponse> => {
+): Result.Result<Canonical.Message, UnusableResponseError> => {
   const canonical = Canonical.canonicalizeMessages([{
     role: "assistant",
     content: parsed.content,
     ...(parsed.reasoning.length > 0 ? { reasoning_content: parsed.reasoning } : {}),
     ...(toolCalls.length > 0 ? { tool_calls: toolCalls.map(Canonical.toolCallOf) } : {})
   }])
-  if (Result.isFailure(canonical)) return Result.fail(new UnusableResponse({ message: canonical.failure.message }))
+  if (Result.isFailure(canonical)) return Result.fail(new UnusableResponseError({ message: canonical.failure.message }))
   const message = canonical.success[0]
   return message === undefined
-    ? Result.fail(new UnusableResponse({ message: "canonicalization dropped the assistant message" }))
+    ? Result.fail(new UnusableResponseError({ message: "canonicalization dropped the assistant message" }))
     : Result.succeed(message)
 }
 

@@ -114,7 +114,7 @@ describe("a vision model's observations", () => {
         const generation = yield* Generation
         const entry = yield* sessionWithForest()
         const error = yield* generation.generate(entry, request(withImage("data:image/png;base64,AAAA"))).pipe(Effect.flip)
-        assert.strictEqual(error._tag, "ImageRejected")
+        assert.strictEqual(error._tag, "ImageRejectedError")
         const http = ProtocolErrors.GatewayError.fromGeneration(error)
         assert.strictEqual(http.status, 400)
         assert.include(http.message, "cannot read image data:image/png;base64,AAAA")

@@ -84,7 +84,7 @@ describe("a turn whose tool call the parser drops", () => {
         Effect.gen(function*() {
           const entry = yield* sessionWithForest({ sampling: sampling({ maxNewTokens: 256 }) })
           const error = yield* (yield* Generation).generate(entry, request).pipe(Effect.flip)
-          assert.strictEqual(error._tag, "UnusableResponse")
+          assert.strictEqual(error._tag, "UnusableResponseError")
           assert.strictEqual(ProtocolErrors.GatewayError.fromGeneration(error).status, 500)
           const forest = yield* (yield* Forests).get(entry.sessionId)
           assert.isFalse(Forest.leaves(forest).some((leaf) => Forest.node(forest, leaf).kind === "resp"))
