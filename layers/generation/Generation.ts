@@ -270,7 +270,8 @@ const make = (options: GenerationOptions) =>
       // A lease granted to many waiting requests at once resumes them all inside one call; each continues as a
       // scheduled task instead, so the rollout's scheduler (FairScheduler) spreads them over slices.
       yield* Effect.yieldNow
-      const inputIds = Turn.resumeIds(Forest.inferencePrefix(p.forest, p.parent), pending)
+      // What the attempt continues from: the inference prefix followed by the pending ids, one Int32Array.
+      const inputIds = Forest.inferencePrefix(p.forest, p.parent, pending.outputIds)
       // Images along the lineage go with the prompt (SGLang `image_data`).
       const media = Forest.inferenceMedia(p.forest, p.parent)
       const maxNewTokens = Turn.remainingTokens(p.sampling.maxNewTokens, pending)
@@ -286,7 +287,7 @@ const make = (options: GenerationOptions) =>
           resumedTokens: pending.outputIds.length,
           imageData: media.length > 0 ? media : undefined,
           sessionId: session.sessionId,
-          conversation: () => policyRequest(p, () => tokenizer.decode(inputIds))
+          conversation: () => policyRequest(p, () => tokenizer.decode(Array.from(inputIds)))
         })
       }).pipe(
         Effect.onInterrupt(() => Effect.sync(() => session.counters.aborts++)),

@@ -295,14 +295,15 @@ export const trainTokenCount = (forest: Forest, hash: string): number => node(fo
  * The token ids the engine continues from at `hash`: every delta along the lineage, in order.
  *
  * **Details**
- * One packed array of the prefix's length ({@link PackedIds.concat} of the nodes' ids).
+ * One `Int32Array` of the prefix's length ({@link PackedIds.concat} of the nodes' ids), followed by `tail` (a
+ * resumed attempt's pending output): what the engine port takes, without a `number[]` per request.
  */
-export const inferencePrefix = (forest: Forest, hash: string): ReadonlyArray<number> => {
+export const inferencePrefix = (forest: Forest, hash: string, tail?: ArrayLike<number>): Int32Array => {
   const leaf = node(forest, hash)
   const parts = new Array<PackedIds.PackedIds>(depth(leaf))
   let i = parts.length
   for (let at: Node | null = leaf; at !== null; at = at.up) parts[--i] = at.ids
-  return PackedIds.concat(parts)
+  return PackedIds.concat(parts, tail)
 }
 
 /**
