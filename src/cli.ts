@@ -1,7 +1,7 @@
 /**
  * The `relax-agentic` command: `rollout` runs a multi-step agentic rollout and writes its samples; `check` runs one
  * Session of the harness and reports the launch checks of "Prepare Your Agent" and the required external-agent
- * capacity.
+ * capacity; `serve` serves the rollout to a trainer; `inspect` opens a run's files in the browser (`cli/inspect.ts`).
  *
  * **Details**
  * This file defines the commands and runs them as the program; their parts live under `src/cli/`: the flag table,
@@ -20,6 +20,7 @@ import { Gateway, isLoopback } from "../layers/gateway/Gateway.ts"
 import { RolloutRpcServer, type RpcServerOptions } from "../layers/trainer/RolloutRpc.ts"
 import { Rollout } from "../layers/rollout/Rollout.ts"
 import { capacityOf, renderCheck, runCheck } from "./cli/check.ts"
+import { inspectCommand } from "./cli/inspect.ts"
 import { type FlagValues, flagsOf, normalizeArgs, rolloutFlags, rowFlag, serveFlags } from "./cli/flags.ts"
 import { configMessage, type SettingsError, settingsFromFlags, unusedOptionWarnings } from "./cli/settings.ts"
 import * as Relax from "./index.ts"
@@ -49,6 +50,7 @@ export {
   settingsFromFlags,
   unusedOptionWarnings
 } from "./cli/settings.ts"
+export { type InspectRequest, inspectCommand, inspectFlagNames, runInspect } from "./cli/inspect.ts"
 export {
   capacityOf,
   type CheckReport,
@@ -199,7 +201,7 @@ export const serveCommand = Command.make(
 export const command = Command.make("relax-agentic").pipe(
   Command.withDescription("Agentic rollout for RL training: supervise agent harnesses, serve them model APIs, " +
     "record SessionForests, write training samples."),
-  Command.withSubcommands([rolloutCommand, checkCommand, serveCommand])
+  Command.withSubcommands([rolloutCommand, checkCommand, serveCommand, inspectCommand])
 )
 
 /**
@@ -234,7 +236,7 @@ export const presenter: CliOutput.Presenter = {
         yield* Console.error(
           event.commandPath.length > 1
             ? `  Run "${path} --help" to list every flag and its default.`
-            : `  Run "${path} --help" to list the commands (rollout, check, serve).`
+            : `  Run "${path} --help" to list the commands (rollout, check, serve, inspect).`
         )
       })
       : CliOutput.defaultPresenter.present(event)

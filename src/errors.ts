@@ -24,6 +24,7 @@ export {
   UnusableResponseError
 } from "./generation/errors.ts"
 export { HookSpecError } from "./hooks/HookSpec.ts"
+export { DumpLineError } from "./inspect/Dump.ts"
 export { UnknownParserError } from "./parsers/registry.ts"
 export { CanonicalError } from "./protocol/canonical.ts"
 export { GatewayError, ProtocolError } from "./protocol/errors.ts"

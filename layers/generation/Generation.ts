@@ -36,6 +36,7 @@ import { Engine, type GenerateResult, type PolicyRequest, type SamplingParams } 
 import { Forests } from "./Forests.ts"
 import type { LiveRequest } from "../schedule/GenerationGate.ts"
 import * as Images from "./Images.ts"
+import * as FairScheduler from "../runtime/FairScheduler.ts"
 import * as StepSpan from "../runtime/StepSpan.ts"
 import type { SessionEntry } from "../schedule/Sessions.ts"
 import { Tokenizer } from "../tokenizer/Tokenizer.ts"
@@ -267,9 +268,8 @@ const make = (options: GenerationOptions) =>
     ) {
       const { session } = p
       yield* session.awaitLease
-      // A lease granted to many waiting requests at once resumes them all inside one call; each continues as a
-      // scheduled task instead, so the rollout's scheduler (FairScheduler) spreads them over slices.
-      yield* Effect.yieldNow
+      // A lease granted to many waiting requests at once resumes them all inside one call.
+      yield* FairScheduler.continueAsTask
       // What the attempt continues from: the inference prefix followed by the pending ids, one Int32Array.
       const inputIds = Forest.inferencePrefix(p.forest, p.parent, pending.outputIds)
       // Images along the lineage go with the prompt (SGLang `image_data`).
@@ -358,6 +358,8 @@ const make = (options: GenerationOptions) =>
       const parsedText = Turn.parseResponse(text, options, p.state.tools)
       p.session.counters.parserFailures += parsedText.malformed
       p.session.counters.droppedToolCalls += parsedText.droppedUnknownTools
+      const failures = parsedText.malformed + parsedText.droppedUnknownTools
+      if (failures > 0) (p.session.counters.parserFailedRequests ??= new Map()).set(p.rid, failures)
       const unparsed = Turn.isEmpty(parsedText) && parsedText.malformed + parsedText.droppedUnknownTools > 0
       if (Turn.isEmpty(parsedText) && (!unparsed || options.failUnparsedTurns === true || text.length === 0)) {
         return yield* new UnusableResponseError({ message: "Response parsers produced an empty assistant message" })
@@ -395,6 +397,7 @@ const make = (options: GenerationOptions) =>
         tokens: pending.outputIds,
         logprobs: pending.logprobs,
         weightVersions: pending.weightVersions,
+        attemptLengths: pending.attemptLengths,
         status: response.finish === "length" ? "truncated" : "completed",
         requestId: p.rid,
         abortCount: pending.abortCount,

@@ -19,6 +19,7 @@ import * as Forest from "../../src/forest/Forest.ts"
 import * as Export from "../../src/forest/Export.ts"
 import * as Sample from "../../src/forest/Sample.ts"
 import type { TrainingSample } from "../../src/forest/TrainingSample.ts"
+import * as ForestDump from "../../src/inspect/ForestDump.ts"
 import type { ContextDebug } from "../../src/rollout/Records.ts"
 import type * as Dataset from "../../src/schedule/Dataset.ts"
 import type * as AgentSpec from "../../src/session/AgentSpec.ts"
@@ -181,7 +182,13 @@ const make = Effect.gen(function*() {
       }).pipe(
         Effect.catch((error) => error instanceof ForestInvariantError ? Effect.fail(error) : Effect.die(error))
       )
-      const debug = contexts.map((c): ContextDebug => ({ view: Sample.debugView(forest, c.hash), counters }))
+      // The whole forest goes into the debug dump once per Session (its first context), and only when dumps are on.
+      const dump = settings.saveDebugRolloutData === undefined ? undefined : ForestDump.ofForest(forest)
+      const debug = contexts.map((c, i): ContextDebug => ({
+        view: Sample.debugView(forest, c.hash),
+        counters,
+        ...(i === 0 && dump !== undefined ? { forest: dump } : {})
+      }))
       return { sessionId, samples, debug } satisfies SessionResult
     }))
   })

@@ -24,6 +24,8 @@ export interface SessionCounters {
   parserFailures: number
   droppedToolCalls: number
   toleratedMatches: number
+  /** Request id → tool calls the parser dropped or could not read in it; made on the first such request. */
+  parserFailedRequests?: Map<string, number> | undefined
 }
 
 export interface SessionEntry {

@@ -66,6 +66,8 @@ export interface Pending {
   readonly logprobs: ReadonlyArray<number>
   /** One per attempt. */
   readonly weightVersions: ReadonlyArray<string>
+  /** The token count of each attempt, in order (where a resumed request's aborts fall). */
+  readonly attemptLengths: ReadonlyArray<number>
   /** The response's abort count: the parent state's plus this request's engine aborts. */
   readonly abortCount: number
   /** Aborts in a row that produced no token. */
@@ -79,6 +81,7 @@ export const noPending = (abortCount: number): Pending => ({
   outputIds: [],
   logprobs: [],
   weightVersions: [],
+  attemptLengths: [],
   abortCount,
   emptyAborts: 0,
   generationMs: 0
@@ -111,6 +114,7 @@ export const afterAttempt = (
     outputIds: [...pending.outputIds, ...output.outputIds],
     logprobs: [...pending.logprobs, ...output.logprobs],
     weightVersions: [...pending.weightVersions, output.weightVersion],
+    attemptLengths: [...pending.attemptLengths, output.outputIds.length],
     abortCount: aborted ? pending.abortCount + 1 : pending.abortCount,
     emptyAborts: aborted ? (output.outputIds.length === 0 ? pending.emptyAborts + 1 : 0) : pending.emptyAborts,
     generationMs: pending.generationMs + elapsedMs
