@@ -296,14 +296,14 @@ export const rolloutFlags: ReadonlyArray<FlagSpec> = [
     kind: "string",
     section: S.engine,
     description: "Sent as `Authorization: Bearer <key>` on every SGLang request, for servers and routers launched " +
-      "with --api-key (without it they answer 401). Default: the SGLANG_API_KEY environment variable."
+      "with an API key (without it they answer 401). Default: the SGLANG_API_KEY environment variable."
   },
   {
     name: "sglang-priority-scheduling",
     field: "sglangPriorityScheduling",
     kind: "boolean",
     section: S.engine,
-    description: "The SGLang servers were launched with --enable-priority-scheduling: resumed attempts (partial " +
+    description: "The SGLang servers run with priority scheduling enabled: resumed attempts (partial " +
       "rollout, weight updates) are sent with `priority: 1` and new ones with 0, so a resumed request is not " +
       "queued behind new work."
   },
@@ -312,8 +312,8 @@ export const rolloutFlags: ReadonlyArray<FlagSpec> = [
     field: "sglangLoraPath",
     kind: "string",
     section: S.engine,
-    description: "Generate with this LoRA adapter (`lora_path` on every request; servers launched with --enable-lora " +
-      "and the adapter loaded)."
+    description: "Generate with this LoRA adapter (`lora_path` on every request; servers with LoRA enabled and the " +
+      "adapter loaded)."
   },
   {
     name: "agentic-session-lifecycle",

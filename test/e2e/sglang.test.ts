@@ -170,5 +170,5 @@ describe("weight updates on SGLang while requests run and queue (real agent proc
       )
       assert.deepStrictEqual([a.weightVersion(), b.weightVersion()], ["v1", "v1"])
       assert.isTrue(versions.length > 0 && versions.every((v) => v === "v1"))
-    }).pipe(Effect.scoped, Effect.provide(Layer.orDie(Tokenizer.layer))), { timeout: 60_000 })
+    }).pipe(Effect.scoped, Effect.provide(Layer.orDie(Tokenizer.layer))), { timeout: 120_000 })
 })
