@@ -52,6 +52,7 @@ import { Tokenizer, type TokenizerLoadError } from "../layers/tokenizer/Tokenize
 import { type StreamOptions, TrainerService } from "../layers/trainer/TrainerService.ts"
 import { RolloutRpcServer, type RpcServeError, type RpcServerOptions } from "../layers/trainer/RolloutRpc.ts"
 import type { HookSpecError } from "./hooks/HookSpec.ts"
+import type { OutputPathError } from "./rollout/OutputPaths.ts"
 import type { AgentSpecError } from "./session/errors.ts"
 import type { DatasetError } from "./schedule/Dataset.ts"
 import type * as Results from "./trainer/Results.ts"
@@ -77,7 +78,9 @@ export {
   type StepResult
 } from "../layers/rollout/Rollout.ts"
 export { type DropReason, TooManyDroppedGroupsError } from "../layers/schedule/GroupPool.ts"
-export { memorySink, processSink, type Sink, Telemetry } from "../layers/rollout/Telemetry.ts"
+export { memorySink, OutputWriteError, processSink, type Sink, Telemetry } from "../layers/rollout/Telemetry.ts"
+export { OutputPathError } from "./rollout/OutputPaths.ts"
+export * as RunReport from "./rollout/RunReport.ts"
 export { type InProcessAgent, type InProcessAgentInput, Supervisor } from "../layers/session/Supervisor.ts"
 export { Advantage, Reward, Status, TrainingSample } from "./forest/TrainingSample.ts"
 export { ContextLengthError } from "./forest/errors.ts"
@@ -114,6 +117,7 @@ export type RolloutStartupError =
   | AgentSpecError
   | CreditStartupError
   | DatasetError
+  | OutputPathError
   | HttpServerError.ServeError
 
 /** Extras a program can give `makeRollout` besides the options. */

@@ -206,7 +206,7 @@ export const make = (
         }
         // A resumed attempt: its input ends with the turn's earlier output, which counts for stops and max tokens.
         const resumed = Math.max(0, Math.min(request.resumedTokens ?? 0, inputIds.length - 1))
-        const earlier = inputIds.slice(inputIds.length - resumed)
+        const earlier = Array.from({ length: resumed }, (_, i) => inputIds[inputIds.length - resumed + i] ?? 0)
         const turnCriteria: Stop.Criteria = { ...criteria, maxNewTokens: sampling.maxNewTokens + resumed }
         const prompt = inputIds[inputIds.length - 1] ?? tokenizer.eosTokenId
         // The version this attempt runs on: an update aborts it, so all its tokens come from this version.

@@ -33,7 +33,8 @@ import * as StepSpan from "../runtime/StepSpan.ts"
 export type SamplingParams = Sampling.RequestSampling
 
 export interface GenerateRequest {
-  readonly inputIds: ReadonlyArray<number>
+  /** The prompt's ids; the generation core sends an `Int32Array` (no `number[]` of the whole prompt per request). */
+  readonly inputIds: ReadonlyArray<number> | Int32Array
   readonly sampling: SamplingParams
   /** Backend request id; fixed-length so SGLang's prefix matching on abort cannot hit another request. */
   readonly rid: string

@@ -154,12 +154,18 @@ const failGeneration = (error: Generation.GenerationError): Effect.Effect<never,
     : Effect.fail(answer)
 }
 
+/** A body parsed as one JSON object, and its bytes. */
+interface JsonObjectBody {
+  readonly object: Record<string, unknown>
+  readonly bytes: Uint8Array
+}
+
 /** Read the body under the size limit; `undefined` when the client went away meanwhile (already logged). */
 const readJsonObject = (
   ex: Exchange.Exchange,
   env: RouteEnv,
   claimDisconnectLog: () => boolean
-): Effect.Effect<Result.Result<Record<string, unknown>, Errors.GatewayError> | undefined> =>
+): Effect.Effect<Result.Result<JsonObjectBody, Errors.GatewayError> | undefined> =>
   Effect.suspend(() => {
     const declared = Number(ex.request.headers["content-length"] ?? Number.NaN)
     if (Number.isFinite(declared) && declared > env.maxBodyBytes) {
@@ -175,7 +181,9 @@ const readJsonObject = (
           case "Body":
             // The body completed inside an I/O callback: parse it as a task.
             return FairScheduler.continueAsTask.pipe(
-              Effect.andThen(Effect.sync(() => JsonBody.parseObject(read.bytes, env.maxJsonDepth)))
+              Effect.andThen(Effect.sync(() =>
+                Result.map(JsonBody.parseObject(read.bytes, env.maxJsonDepth), (object) => ({ object, bytes: read.bytes }))
+              ))
             )
         }
       })
@@ -215,9 +223,21 @@ const serveModel = (env: RouteEnv, adapter: Completion.Adapter, ex: Exchange.Exc
     const body = yield* readJsonObject(ex, env, claimDisconnectLog)
     if (body === undefined) return sendError(ex, adapter, Errors.GatewayError.clientDisconnect("body"))
     if (Result.isFailure(body)) return sendError(ex, adapter, body.failure)
-    const decoded = adapter.decode(body.success)
+    // A Chat body that repeats the previous request's history byte for byte reuses its canonical messages
+    // (src/protocol/RawEcho.ts); the generation core checks the reuse when matching.
+    const echo = adapter.protocol === "chat" && env.generation.echo !== undefined
+      ? yield* env.generation.echo(session.success, body.success.bytes)
+      : undefined
+    const decoded = adapter.decode(body.success.object, echo?.known)
     if (Result.isFailure(decoded)) return sendError(ex, adapter, decoded.failure)
-    return { session: session.success, canonical: decoded.success }
+    const canonical: Completion.CanonicalRequest = echo?.mark === undefined ? decoded.success : {
+      ...decoded.success,
+      echo: {
+        mark: echo.mark,
+        known: echo.known === undefined ? undefined : { state: echo.known.state, messages: echo.known.messages.length }
+      }
+    }
+    return { session: session.success, canonical }
   })
   env.run(Effect.withSpan(Effect.gen(function*() {
     // The parsed body is not held while the request waits: only the canonical request it decoded to.

@@ -44,6 +44,9 @@ export const GenerateRequest = Schema.Struct({
 })
 export type GenerateRequest = typeof GenerateRequest.Type
 
+/** A `/generate` body to encode: {@link GenerateRequest} with its ids as any array of numbers (an `Int32Array`). */
+export type GenerateBody = Omit<GenerateRequest, "input_ids"> & { readonly input_ids: ArrayLike<number> }
+
 /** Two ASCII digits per value 0–99 (`00`, `01`, …, `99`). */
 const digitPairs = Uint8Array.from({ length: 200 }, (_, i) => 48 + (i % 2 === 0 ? Math.floor(i / 20) : (i >> 1) % 10))
 
@@ -77,14 +80,15 @@ const inputIdsOpen = Buffer.from("{\"input_ids\":[")
 
 /**
  * The `/generate` body as UTF-8 bytes: exactly `JSON.stringify(request)` for a request whose first key is `input_ids`
- * (as every request the engine builds), written without the intermediate string.
+ * (as every request the engine builds; ids given as an `Int32Array` are written as the array of numbers they hold),
+ * written without the intermediate string.
  *
  * **Details**
  * A prompt is thousands of ids, sent on every turn; `JSON.stringify` builds a ~20 KB string that the HTTP client
  * then encodes again into bytes. Here the ids are written as digits straight into the buffer that is sent, and only
  * the small rest of the request goes through `JSON.stringify` (its text after `{` follows the ids).
  */
-export const encodeGenerateRequest = (request: GenerateRequest): Uint8Array => {
+export const encodeGenerateRequest = (request: GenerateBody): Uint8Array => {
   const { input_ids: ids, ...rest } = request
   const restText = JSON.stringify(rest)
   // The longest text of one id is 24 bytes (e.g. -1.2345678901234567e-300); ints take at most 8 digits + comma.

@@ -89,10 +89,6 @@ export const noPending = (abortCount: number): Pending => ({
   generationMs: 0
 })
 
-/** What the next attempt continues from: the inference prefix followed by the pending ids. */
-export const resumeIds = (prefix: ReadonlyArray<number>, pending: Pending): ReadonlyArray<number> =>
-  pending.outputIds.length === 0 ? prefix : [...prefix, ...pending.outputIds]
-
 /** The next attempt's token budget: the turn's budget less what is pending. */
 export const remainingTokens = (maxNewTokens: number, pending: Pending): number => maxNewTokens - pending.outputIds.length
 

@@ -37,7 +37,7 @@ export interface Retry {
 }
 
 /** The `/generate` body of a request. */
-export const toWire = (request: GenerateRequest, send: Send): Wire.GenerateRequest => {
+export const toWire = (request: GenerateRequest, send: Send): Wire.GenerateBody => {
   const s = request.sampling
   return {
     input_ids: request.inputIds,
