@@ -21,6 +21,8 @@ import type { ContextDebug } from "../../src/rollout/Records.ts"
 import type * as Dataset from "../../src/schedule/Dataset.ts"
 import type { AgentExecutionError, SessionInputError } from "../../src/session/errors.ts"
 import * as SessionInput from "../../src/session/SessionInput.ts"
+import type { ClusterCallError } from "../../src/cluster/errors.ts"
+import type * as Wire from "../../src/cluster/Wire.ts"
 import * as RolloutConfig from "./Config.ts"
 import { Credit, type CreditError } from "../credit/Credit.ts"
 import { Engine } from "../engine/Engine.ts"
@@ -67,6 +69,9 @@ export type GroupError =
   | CreditError
   | ForestNotFound
   | ForestInvariantError
+  | Wire.RunnerLost
+  | Wire.SessionFailed
+  | ClusterCallError
 
 export interface SessionRunnerShape extends Scheduler.GroupRunner<PlannedGroup, SessionResult, GroupResult, GroupError> {
   /** `error_type=` and detail text of a drop, for the Scheduler's drop log line. */
@@ -77,6 +82,25 @@ export interface SessionRunnerShape extends Scheduler.GroupRunner<PlannedGroup, 
    */
   readonly takeParserFailures: Effect.Effect<number>
 }
+
+/** Reward of a finished Group: credit scores it, or filters it (also what a cluster controller runs). */
+export const rewardWith = (credit: Context.Service.Shape<typeof Credit>) =>
+  Effect.fn("SessionRunner.reward")(function*(group: PlannedGroup, outcomes: ReadonlyArray<SessionResult>) {
+    const scored = yield* credit.scoreGroup(
+      {
+        groupIndex: group.promptIndex,
+        sessions: outcomes.map((o): CreditGroup.Session => ({ sessionId: o.sessionId, exports: o.samples }))
+      },
+      group.mode
+    )
+    return scored === "filtered"
+      ? Scheduler.filtered()
+      : Scheduler.accepted<GroupResult>({ group, samples: scored, debug: outcomes.flatMap((o) => o.debug) })
+  })
+
+/** `error_type=` and detail of a drop; a Session that failed on a runner keeps its own error's tag. */
+export const describeError = (error: GroupError) =>
+  error._tag === "SessionFailed" ? { type: error.type, detail: error.detail } : { type: error._tag, detail: error.message }
 
 const make = Effect.gen(function*() {
   const settings = yield* RolloutConfig.RolloutConfig
@@ -182,21 +206,7 @@ const make = Effect.gen(function*() {
     }))
   })
 
-  /** Reward of a finished Group: credit scores it, or filters it. */
-  const reward = Effect.fn("SessionRunner.reward")(function*(group: PlannedGroup, outcomes: ReadonlyArray<SessionResult>) {
-    const scored = yield* credit.scoreGroup(
-      {
-        groupIndex: group.promptIndex,
-        sessions: outcomes.map((o): CreditGroup.Session => ({ sessionId: o.sessionId, exports: o.samples }))
-      },
-      group.mode
-    )
-    return scored === "filtered"
-      ? Scheduler.filtered()
-      : Scheduler.accepted<GroupResult>({ group, samples: scored, debug: outcomes.flatMap((o) => o.debug) })
-  })
-
-  const describeError = (error: GroupError) => ({ type: error._tag, detail: error.message })
+  const reward = rewardWith(credit)
 
   const takeParserFailures = Effect.sync(() => {
     const taken = parserFailures

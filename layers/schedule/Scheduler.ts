@@ -76,6 +76,11 @@ export interface GroupRunner<G extends GroupLike, O, A, E> {
   readonly session: (group: G, ticket: SessionTicket) => Effect.Effect<O, E>
   /** Score the finished Group (outcomes in Session order); a failure drops the Group. */
   readonly reward: (group: G, outcomes: ReadonlyArray<O>) => Effect.Effect<Verdict<A>, E>
+  /**
+   * Mint the id of a Session of `group` (default: the pool's `sessionId`); in cluster mode the id names the Group's
+   * entity, so any runner can route the agent's requests to its owner.
+   */
+  readonly newSessionId?: ((group: G) => Effect.Effect<string>) | undefined
 }
 
 export interface PoolOptions<G extends GroupLike, O, A, E> {
@@ -253,7 +258,8 @@ export const makePool = <G extends GroupLike, O, A, E>(
         const size = group.size
         const arrived: Array<boolean> = Array.from({ length: size }, () => false)
         let arrivedCount = 0
-        const sessionIds = yield* Effect.forEach(arrived, () => mintSessionId)
+        const mint = options.runner.newSessionId?.(group) ?? mintSessionId
+        const sessionIds = yield* Effect.forEach(arrived, () => mint)
         const firstRequests = yield* Effect.forEach(arrived, () => Deferred.make<void>())
         record.sessionIds = sessionIds
         const ticket = (position: number): SessionTicket => {

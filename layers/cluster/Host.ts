@@ -1,0 +1,186 @@
+/**
+ * The runner's side of the Group entity: it runs the Sessions the controller sends to this runner with the same
+ * `SessionRunner` a single process uses (Prepare → Runtime: agent process, forest, generation), and answers `Place`,
+ * `Grant` and `Stop` (docs/scale-out.md "How a Group runs on a runner").
+ *
+ * **Details**
+ * The hosted Sessions live in one runner-wide table, not in the entity instance, so an entity's passivation loses
+ * nothing; each Session's fiber runs in the host's scope, so when the runner stops, every agent it launched is reaped.
+ * A Session's ticket is the controller's, relayed: the agent's first model request is reported (`FirstRequest`, the
+ * controller's first-request barrier counts it) and every request waits for `Grant` (the Group's Runtime lease, given
+ * by the controller's Scheduler); `Stop` fails the lease, so waiting requests end with `SessionClosedError`, and
+ * interrupts the Session. Every message is safe to receive twice: a second `RunSession` follows the Session already
+ * running, a second `Grant` or `Stop` changes nothing, and a message naming another runner incarnation fails with
+ * `RunnerLost`. Entity handlers report defects to the caller (`disableFatalDefects`), where the Scheduler drops the
+ * Group, instead of the cluster's default of retrying a defect forever.
+ */
+import { Context, Deferred, Duration, Effect, Exit, Fiber, Layer, Stream } from "effect"
+import { randomBytes } from "node:crypto"
+import * as Wire from "../../src/cluster/Wire.ts"
+import * as RolloutConfig from "../rollout/Config.ts"
+import { Engine } from "../engine/Engine.ts"
+import { SessionClosedError } from "../schedule/Sessions.ts"
+import { type GroupError, SessionRunner } from "../rollout/SessionRunner.ts"
+import * as GroupEntity from "./GroupEntity.ts"
+
+interface Hosted {
+  readonly lease: Deferred.Deferred<void, SessionClosedError>
+  readonly firstRequest: Deferred.Deferred<void>
+  readonly done: Deferred.Deferred<Wire.SessionResult, Wire.SessionFailed>
+  rolloutId: number
+  fiber: Fiber.Fiber<void> | undefined
+}
+
+/** The handlers of the Group entity, as `Entity.toLayer` takes them. */
+export type Handlers = Parameters<typeof GroupEntity.Group.of>[0]
+
+/** Answers a forwarded model request on the owner (`layers/cluster/Forward.ts`). */
+export type ForwardHandler = (request: Wire.ForwardedRequest) => Effect.Effect<Wire.ForwardedResponse>
+
+export interface HostShape {
+  /** This runner process's incarnation id (random per start). */
+  readonly incarnation: string
+  /** The address peers dial (`host:port`). */
+  readonly address: string
+  /** How many Sessions this runner hosts now. */
+  readonly hosted: Effect.Effect<number>
+  /** The Group entity's handlers over this runner's table. */
+  readonly handlers: Handlers
+}
+
+/** How often a running Session's stream says it is alive (the controller's idle deadline is a multiple of it). */
+export const aliveInterval = Duration.seconds(2)
+
+const failed = (error: GroupError): Wire.SessionFailed => new Wire.SessionFailed({ type: error._tag, detail: error.message })
+
+const make = (address: string, forward: ForwardHandler) =>
+  Effect.gen(function*() {
+    const settings = yield* RolloutConfig.RolloutConfig
+    const runner = yield* SessionRunner
+    const engine = yield* Engine
+    const scope = yield* Effect.scope
+    const incarnation = randomBytes(8).toString("hex")
+    const table = new Map<string, Hosted>()
+
+    const checkRunner = (runnerId: string): Effect.Effect<void, Wire.RunnerLost> =>
+      runnerId === incarnation ? Effect.void : Effect.fail(new Wire.RunnerLost({ expected: runnerId, actual: incarnation }))
+
+    /** Start the Session's fiber in the host's scope (the first delivery of `RunSession`). */
+    const start = (payload: typeof GroupEntity.RunSession.payloadSchema.Type) =>
+      Effect.gen(function*() {
+        const hosted: Hosted = {
+          lease: yield* Deferred.make<void, SessionClosedError>(),
+          firstRequest: yield* Deferred.make<void>(),
+          done: yield* Deferred.make<Wire.SessionResult, Wire.SessionFailed>(),
+          rolloutId: 0,
+          fiber: undefined
+        }
+        table.set(payload.sessionId, hosted)
+        const ticket = {
+          groupId: payload.group.groupId,
+          sessionId: payload.sessionId,
+          position: payload.position,
+          awaitLease: Effect.suspend(() => {
+            Deferred.doneUnsafe(hosted.firstRequest, Exit.void)
+            return Deferred.await(hosted.lease)
+          }),
+          leased: Deferred.await(hosted.lease).pipe(Effect.catch(() => Effect.never)),
+          firstRequest: Deferred.await(hosted.firstRequest),
+          rolloutId: () => hosted.rolloutId
+        }
+        const run = runner.session(payload.group, ticket).pipe(
+          Effect.mapError(failed),
+          Effect.flatMap((result) =>
+            Effect.map(runner.takeParserFailures, (parserFailures): Wire.SessionResult => ({
+              sessionId: result.sessionId,
+              samples: result.samples,
+              debug: result.debug,
+              parserFailures
+            }))
+          ),
+          Effect.exit,
+          Effect.flatMap((exit) => Deferred.done(hosted.done, exit)),
+          Effect.asVoid
+        )
+        hosted.fiber = yield* Effect.forkIn(run, scope)
+        return hosted
+      })
+
+    const events = (hosted: Hosted): Stream.Stream<Wire.SessionEvent, Wire.SessionFailed> =>
+      Stream.concat(
+        Stream.succeed<Wire.SessionEvent>({ _tag: "Started", runner: incarnation, address }),
+        Stream.merge(
+          Stream.concat(
+            Stream.fromEffect(Deferred.await(hosted.firstRequest)).pipe(Stream.as<Wire.SessionEvent>({ _tag: "FirstRequest" })),
+            Stream.fromEffect(Deferred.await(hosted.done)).pipe(Stream.map((result): Wire.SessionEvent => ({ _tag: "Done", result })))
+          ),
+          Stream.tick(aliveInterval).pipe(Stream.as<Wire.SessionEvent>({ _tag: "Alive" })),
+          { haltStrategy: "left" }
+        )
+      )
+
+    const stop = (sessionId: string) =>
+      Effect.gen(function*() {
+        const hosted = table.get(sessionId)
+        if (hosted === undefined) return
+        table.delete(sessionId)
+        yield* Deferred.fail(hosted.lease, new SessionClosedError({ sessionId }))
+        if (hosted.fiber !== undefined) yield* Fiber.interrupt(hosted.fiber)
+      })
+
+    // Whatever the runner still hosts when it stops is reaped with it.
+    yield* Effect.addFinalizer(() => Effect.forEach([...table.keys()], stop, { discard: true }))
+
+    const syncWeights = (version: string) =>
+      settings.engine === "sglang"
+        ? Effect.void // SGLang reports the version of every generation itself
+        : Effect.gen(function*() {
+          if ((yield* engine.weightVersion) !== version) yield* engine.updateWeights(version).pipe(Effect.orDie)
+        })
+
+    const handlers: Handlers = {
+      Place: () => Effect.succeed({ runner: incarnation, address }),
+      RunSession: ({ payload }) =>
+        Stream.unwrap(Effect.gen(function*() {
+          yield* checkRunner(payload.runner)
+          const hosted = table.get(payload.sessionId) ?? (yield* start(payload))
+          return events(hosted)
+        })),
+      Grant: ({ payload }) =>
+        Effect.gen(function*() {
+          yield* checkRunner(payload.runner)
+          const hosted = table.get(payload.sessionId)
+          if (hosted === undefined) return
+          yield* syncWeights(payload.weightVersion)
+          hosted.rolloutId = payload.rolloutId
+          yield* Deferred.succeed(hosted.lease, undefined)
+        }),
+      Stop: ({ payload }) => payload.runner === incarnation ? stop(payload.sessionId) : Effect.void,
+      Forward: ({ payload }) => forward(payload)
+    }
+
+    return {
+      incarnation,
+      address,
+      hosted: Effect.sync(() => table.size),
+      handlers
+    } satisfies HostShape
+  })
+
+/** The runner's hosted Sessions. */
+export class Host extends Context.Service<Host, HostShape>()("relax-agentic/cluster/Host") {
+  /** The host at `address` (what peers dial), answering forwarded requests with `forward`. */
+  static readonly layer = (address: string, forward: ForwardHandler) => Layer.effect(Host, make(address, forward))
+
+}
+
+/**
+ * Register the Group entity on this runner. Handlers process any number of messages of one Group at once (its
+ * Sessions, their grants and forwarded requests), and a handler's defect reaches the caller.
+ */
+export const entityLayer = GroupEntity.Group.toLayer(
+  Effect.gen(function*() {
+    return (yield* Host).handlers
+  }),
+  { concurrency: "unbounded", disableFatalDefects: true, maxIdleTime: "1 hour" }
+)
