@@ -15,7 +15,7 @@ import { randomUUID } from "node:crypto"
 import { readFileSync, realpathSync } from "node:fs"
 import { resolve as resolvePath } from "node:path"
 import { fileURLToPath } from "node:url"
-import * as Config from "../layers/rollout/Config.ts"
+import * as Settings from "./config/Settings.ts"
 import { Gateway, isLoopback } from "../layers/gateway/Gateway.ts"
 import { RolloutRpcServer, type RpcServerOptions } from "../layers/trainer/RolloutRpc.ts"
 import { Rollout } from "../layers/rollout/Rollout.ts"
@@ -99,7 +99,7 @@ export const checkCommand = Command.make(
 
 /** The text a startup or rollout failure shows: the error's own message, which names the flag or file to fix. */
 const failureText = (error: unknown): string => {
-  if (error instanceof Config.RolloutConfigError) return configMessage(error)
+  if (error instanceof Settings.RolloutConfigError) return configMessage(error)
   if (typeof error === "object" && error !== null && "_tag" in error && error._tag === "ServeError") {
     return `--host/--port: the gateway cannot listen${error instanceof Error ? `: ${error.message}` : ""}`
   }
@@ -110,7 +110,7 @@ const failureText = (error: unknown): string => {
  * Run the whole rollout the settings describe (`--num-rollout` steps, Eval, the files under `--output-dir`) and
  * return what it wrote. Every agent is reaped before this completes, also when it is interrupted (Ctrl-C).
  */
-export const runRollout = (settings: Config.RolloutSettings) =>
+export const runRollout = (settings: Settings.RolloutSettings) =>
   Effect.gen(function*() {
     const rollout = yield* Rollout
     return yield* rollout.run

@@ -30,7 +30,9 @@ import * as Path from "node:path"
 import type { HttpServerError } from "effect/http"
 import type { CreditOptions } from "./credit/CreditOptions.ts"
 import * as Parsers from "./parsers/registry.ts"
-import * as RolloutConfig from "../layers/rollout/Config.ts"
+import * as RolloutConfig from "../layers/rollout/RolloutConfig.ts"
+import * as RolloutOptions from "./config/RolloutOptions.ts"
+import * as Settings from "./config/Settings.ts"
 import { Credit, type CreditStartupError } from "../layers/credit/Credit.ts"
 import { EmbeddedEngine, type EmbeddedEngineOptions } from "../layers/engine/EmbeddedEngine.ts"
 import type { Engine, EngineError } from "../layers/engine/Engine.ts"
@@ -40,10 +42,10 @@ import { Gateway } from "../layers/gateway/Gateway.ts"
 import { Generation } from "../layers/generation/Generation.ts"
 import type { HookLoadError } from "../layers/runtime/Hooks.ts"
 import { DatasetLoadError, Rollout } from "../layers/rollout/Rollout.ts"
-import { Scheduler } from "../layers/schedule/Scheduler.ts"
+import { GroupPool } from "../layers/schedule/GroupPool.ts"
 import { Sessions } from "../layers/schedule/Sessions.ts"
 import { SglangEngine } from "../layers/engine/sglang/SglangEngine.ts"
-import { type InProcessAgent, resolveAgentSpec, Supervisor } from "../layers/session/Supervisor.ts"
+import { type InProcessAgent, resolveAgentSpec, Supervisor, type SupervisorShape } from "../layers/session/Supervisor.ts"
 import * as Telemetry from "../layers/rollout/Telemetry.ts"
 import { Tokenizer, type TokenizerLoadError } from "../layers/tokenizer/Tokenizer.ts"
 import { type StreamOptions, TrainerService } from "../layers/trainer/TrainerService.ts"
@@ -56,14 +58,13 @@ export {
   capacity,
   defaultMaxConsecutiveDrops,
   evalConcurrency,
-  flagOf,
   resolve as resolveConfig,
-  RolloutConfig,
   RolloutConfigError,
-  RolloutOptions,
-  type RolloutOptionsInput,
   type RolloutSettings
-} from "../layers/rollout/Config.ts"
+} from "./config/Settings.ts"
+export { flagOf } from "./config/FlagTable.ts"
+export { RolloutOptions, type RolloutOptionsInput } from "./config/RolloutOptions.ts"
+export { RolloutConfig } from "../layers/rollout/RolloutConfig.ts"
 export {
   DatasetLoadError,
   type EvalDatasetResult,
@@ -74,7 +75,7 @@ export {
   type RunSummary,
   type StepResult
 } from "../layers/rollout/Rollout.ts"
-export { type DropReason, TooManyDroppedGroupsError } from "../layers/schedule/Scheduler.ts"
+export { type DropReason, TooManyDroppedGroupsError } from "../layers/schedule/GroupPool.ts"
 export { memorySink, processSink, type Sink, Telemetry } from "../layers/rollout/Telemetry.ts"
 export { type InProcessAgent, type InProcessAgentInput, Supervisor } from "../layers/session/Supervisor.ts"
 export { Advantage, Reward, Status, TrainingSample } from "./forest/TrainingSample.ts"
@@ -101,7 +102,7 @@ export * as Dataset from "./schedule/Dataset.ts"
 
 /** Everything that can stop a rollout from starting, each naming the flag or file to fix. */
 export type RolloutStartupError =
-  | RolloutConfig.RolloutConfigError
+  | Settings.RolloutConfigError
   | TokenizerLoadError
   | HookSpecError
   | HookLoadError
@@ -125,7 +126,7 @@ export interface MakeRolloutExtras {
 }
 
 /** The credit options the flags describe. */
-export const creditOptions = (settings: RolloutConfig.RolloutSettings): CreditOptions => ({
+export const creditOptions = (settings: Settings.RolloutSettings): CreditOptions => ({
   groupRm: settings.groupRm,
   disableGrpoStdNormalization: settings.disableGrpoStdNormalization,
   disableRewardsNormalization: settings.disableRewardsNormalization,
@@ -144,11 +145,42 @@ export const creditOptions = (settings: RolloutConfig.RolloutSettings): CreditOp
 })
 
 /**
+ * The agent executor of these settings: `extras.agent` in-process, else `--agent-command` processes. Both get
+ * `--agent-env` from the one parser (`AgentSpec.parseEnv`, through `RolloutSettings.agentEnvVars` and `AgentSpec.make`).
+ */
+export const supervisorFromSettings = (
+  settings: Settings.RolloutSettings,
+  baseUrl: string,
+  extras: Pick<MakeRolloutExtras, "agent"> = {}
+): Effect.Effect<SupervisorShape, AgentSpecError> =>
+  extras.agent !== undefined
+    ? Effect.succeed(Supervisor.inProcess(extras.agent, {
+      baseUrl,
+      timeoutSeconds: settings.agentTimeout,
+      env: settings.agentEnvVars
+    }))
+    : Effect.map(
+      resolveAgentSpec({
+        command: settings.agentCommand,
+        cwd: settings.agentCwd,
+        env: settings.agentEnv,
+        timeoutSeconds: settings.agentTimeout
+      }),
+      (spec) =>
+        Supervisor.localProcess({
+          spec,
+          baseUrl,
+          ...(settings.outputDir === undefined ? {} : { logDir: Path.resolve(settings.outputDir, "logs") }),
+          keepLogs: settings.agenticKeepSessionLogs ? "all" : "failed"
+        })
+    )
+
+/**
  * Every service of a rollout, composed from resolved settings: tokenizer, engine (embedded or SGLang), Sessions,
- * Forests, generation core, gateway, supervisor, credit, scheduler, telemetry and the `Rollout` itself.
+ * Forests, generation core, gateway, supervisor, credit, Group pools, telemetry and the `Rollout` itself.
  */
 export const layerFromSettings = (
-  settings: RolloutConfig.RolloutSettings,
+  settings: Settings.RolloutSettings,
   extras: MakeRolloutExtras = {}
 ): Layer.Layer<
   Rollout | RolloutConfig.RolloutConfig | Gateway | Engine | Sessions | Forests | Telemetry.Telemetry,
@@ -177,25 +209,7 @@ export const layerFromSettings = (
     Supervisor,
     Effect.gen(function*() {
       const gateway = yield* Gateway
-      if (extras.agent !== undefined) {
-        return Supervisor.inProcess(extras.agent, {
-          baseUrl: gateway.agentBaseUrl,
-          timeoutSeconds: settings.agentTimeout,
-          env: settings.agentEnvVars
-        })
-      }
-      const spec = yield* resolveAgentSpec({
-        command: settings.agentCommand,
-        cwd: settings.agentCwd,
-        env: settings.agentEnv,
-        timeoutSeconds: settings.agentTimeout
-      })
-      return Supervisor.localProcess({
-        spec,
-        baseUrl: gateway.agentBaseUrl,
-        ...(settings.outputDir === undefined ? {} : { logDir: Path.resolve(settings.outputDir, "logs") }),
-        keepLogs: settings.agenticKeepSessionLogs ? "all" : "failed"
-      })
+      return yield* supervisorFromSettings(settings, gateway.agentBaseUrl, extras)
     })
   )
   const withEngine = engine.pipe(Layer.provideMerge(base))
@@ -204,7 +218,7 @@ export const layerFromSettings = (
   const services = Layer.mergeAll(
     supervisor,
     Credit.layer(creditOptions(settings), { cwd }),
-    Scheduler.layer
+    GroupPool.layer
   ).pipe(Layer.provideMerge(withGateway))
   // Every service runs its fibers on the time-sliced scheduler, so a burst of agent requests cannot stall the loop.
   return Rollout.layer.pipe(Layer.provideMerge(services), Layer.provide(FairScheduler.layer()))
@@ -212,16 +226,16 @@ export const layerFromSettings = (
 
 /** Decode and check `options`, then compose every service of the rollout (see `layerFromSettings`). */
 export const makeRollout = (
-  options: RolloutConfig.RolloutOptionsInput,
+  options: RolloutOptions.RolloutOptionsInput,
   extras: MakeRolloutExtras = {}
 ): Layer.Layer<
   Rollout | RolloutConfig.RolloutConfig | Gateway | Engine | Sessions | Forests | Telemetry.Telemetry,
   RolloutStartupError
 > =>
-  Layer.unwrap(RolloutConfig.resolve(options).pipe(Effect.map((settings) => layerFromSettings(settings, extras))))
+  Layer.unwrap(Settings.resolve(options).pipe(Effect.map((settings) => layerFromSettings(settings, extras))))
 
 /** Run the whole rollout (`--num-rollout` steps, Eval, output files) and tear everything down. */
-export const runRollout = (options: RolloutConfig.RolloutOptionsInput, extras: MakeRolloutExtras = {}) =>
+export const runRollout = (options: RolloutOptions.RolloutOptionsInput, extras: MakeRolloutExtras = {}) =>
   Effect.gen(function*() {
     const rollout = yield* Rollout
     return yield* rollout.run
@@ -240,24 +254,24 @@ export type TrainerServices =
 
 /** `makeTrainer` from already resolved settings (what `relax-agentic serve` does). */
 export const trainerFromSettings = (
-  settings: RolloutConfig.RolloutSettings,
+  settings: Settings.RolloutSettings,
   extras: MakeRolloutExtras = {}
 ): Layer.Layer<TrainerServices, RolloutStartupError> =>
   TrainerService.layer.pipe(Layer.provideMerge(layerFromSettings(settings, extras)))
 
 /** Every service of a rollout (see `makeRollout`) plus the `TrainerService` a trainer drives it through. */
 export const makeTrainer = (
-  options: RolloutConfig.RolloutOptionsInput,
+  options: RolloutOptions.RolloutOptionsInput,
   extras: MakeRolloutExtras = {}
 ): Layer.Layer<TrainerServices, RolloutStartupError> =>
-  Layer.unwrap(RolloutConfig.resolve(options).pipe(Effect.map((settings) => trainerFromSettings(settings, extras))))
+  Layer.unwrap(Settings.resolve(options).pipe(Effect.map((settings) => trainerFromSettings(settings, extras))))
 
 /**
  * The rollout served to remote trainers: `makeTrainer` plus the RPC server (layers/trainer/RolloutRpc.ts) in front of its
  * `TrainerService`. `RolloutRpcServer.url` is where it listens; `shutdownRequested` completes on a `Shutdown` call.
  */
 export const serveFromSettings = (
-  settings: RolloutConfig.RolloutSettings,
+  settings: Settings.RolloutSettings,
   rpc: RpcServerOptions = {},
   extras: MakeRolloutExtras = {}
 ): Layer.Layer<RolloutRpcServer | TrainerServices, RolloutStartupError | RpcServeError> =>
@@ -303,7 +317,7 @@ export interface RolloutHandle {
  * object, with its `_tag` and `message`.
  */
 export const createRollout = async (
-  options: RolloutConfig.RolloutOptionsInput,
+  options: RolloutOptions.RolloutOptionsInput,
   extras: MakeRolloutExtras = {}
 ): Promise<RolloutHandle> => {
   const runtime = ManagedRuntime.make(makeTrainer(options, extras))

@@ -17,7 +17,7 @@
 import { Context, Deferred, Duration, Effect, Exit, Fiber, Layer, Stream } from "effect"
 import { randomBytes } from "node:crypto"
 import * as Wire from "../../src/cluster/Wire.ts"
-import * as RolloutConfig from "../rollout/Config.ts"
+import { RolloutConfig } from "../rollout/RolloutConfig.ts"
 import { Engine } from "../engine/Engine.ts"
 import { SessionClosedError } from "../schedule/Sessions.ts"
 import { type GroupError, SessionRunner } from "../rollout/SessionRunner.ts"
@@ -55,7 +55,7 @@ const failed = (error: GroupError): Wire.SessionFailed => new Wire.SessionFailed
 
 const make = (address: string, forward: ForwardHandler) =>
   Effect.gen(function*() {
-    const settings = yield* RolloutConfig.RolloutConfig
+    const settings = yield* RolloutConfig
     const runner = yield* SessionRunner
     const engine = yield* Engine
     const scope = yield* Effect.scope

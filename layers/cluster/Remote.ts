@@ -23,7 +23,7 @@ import type * as Wire from "../../src/cluster/Wire.ts"
 import { Credit } from "../credit/Credit.ts"
 import { Engine } from "../engine/Engine.ts"
 import * as SessionRunner from "../rollout/SessionRunner.ts"
-import type * as Scheduler from "../schedule/Scheduler.ts"
+import type * as GroupPool from "../schedule/GroupPool.ts"
 import * as GroupEntity from "./GroupEntity.ts"
 
 /** The controller's cluster settings. */
@@ -53,7 +53,7 @@ const make = (options: RemoteOptions) =>
 
     const session = Effect.fn("ClusterRunner.session")(function*(
       group: SessionRunner.PlannedGroup,
-      ticket: Scheduler.SessionTicket
+      ticket: GroupPool.SessionTicket
     ) {
       return yield* Effect.scoped(Effect.gen(function*() {
         const key = Routing.groupKeyOf(ticket.sessionId) ?? Routing.groupKey(runId, group.groupId)

@@ -33,7 +33,7 @@ import type { HookSpecError } from "../../src/hooks/HookSpec.ts"
 import * as Batching from "../../src/schedule/Batching.ts"
 import * as Hooks from "../runtime/Hooks.ts"
 import type { HookLoadError } from "../runtime/Hooks.ts"
-import type { RolloutMode } from "../schedule/Sessions.ts"
+import type * as AgentSpec from "../../src/session/AgentSpec.ts"
 
 /** Everything `scoreGroup` / `finishStep` can fail with. */
 export type CreditError =
@@ -61,7 +61,7 @@ export interface CreditShape {
   /** Reward and credit for one finished Group: its rows in Group order, or `"filtered"` when the hook drops it. */
   readonly scoreGroup: (
     group: Group.Group,
-    mode: RolloutMode
+    mode: AgentSpec.RolloutMode
   ) => Effect.Effect<ReadonlyArray<TrainingSample> | "filtered", CreditError>
   /**
    * Whitening (train, `--normalize-advantages`), metrics and micro-batches for one step's scored rows.
@@ -69,7 +69,7 @@ export interface CreditShape {
    */
   readonly finishStep: (
     samples: ReadonlyArray<TrainingSample>,
-    mode: RolloutMode,
+    mode: AgentSpec.RolloutMode,
     groupSize?: number
   ) => Effect.Effect<StepCredit, CreditError>
 }
@@ -134,7 +134,7 @@ export const make = (
     /** Training Groups the filter dropped since the last `finishStep`, by reason. */
     const filterDrops = new Map<string, number>()
 
-    const rewardKeyFor = (mode: RolloutMode): string | undefined =>
+    const rewardKeyFor = (mode: AgentSpec.RolloutMode): string | undefined =>
       mode === "eval" ? (options.evalRewardKey ?? options.rewardKey) : options.rewardKey
 
     const scoreRow = (sample: TrainingSample): Effect.Effect<TrainingSample, RewardError> =>
@@ -148,7 +148,7 @@ export const make = (
         return { ...sample, reward: reward.success }
       })
 
-    const scoreRewards = (group: Group.Group, mode: RolloutMode): Effect.Effect<Group.Group, CreditError> =>
+    const scoreRewards = (group: Group.Group, mode: AgentSpec.RolloutMode): Effect.Effect<Group.Group, CreditError> =>
       Effect.gen(function*() {
         const rows = Group.rows(group)
         if (rm !== undefined && options.groupRm) {
@@ -222,7 +222,7 @@ export const make = (
 
     const scoreGroup = (
       group: Group.Group,
-      mode: RolloutMode
+      mode: AgentSpec.RolloutMode
     ): Effect.Effect<ReadonlyArray<TrainingSample> | "filtered", CreditError> =>
       Effect.gen(function*() {
         yield* Effect.fromResult(Group.validateExports(group, options))
@@ -235,7 +235,7 @@ export const make = (
     const finishStep = Effect.fn("Credit.finishStep")(
       function*(
         samples: ReadonlyArray<TrainingSample>,
-        mode: RolloutMode,
+        mode: AgentSpec.RolloutMode,
         groupSize?: number
       ): Effect.fn.Return<StepCredit, CreditError> {
         const credited = mode === "train" && options.normalizeAdvantages

@@ -21,7 +21,7 @@
  */
 import { Duration, Effect, Fiber, Layer, Result } from "effect"
 import * as Decoder from "../../src/engine/Decoder.ts"
-import * as PackedIds from "../../src/forest/PackedIds.ts"
+import * as PackedIds from "../../src/ids/PackedIds.ts"
 import * as Model from "../../src/engine/Model.ts"
 import * as Sampling from "../../src/engine/Sampling.ts"
 import * as Stop from "../../src/engine/Stop.ts"
@@ -113,7 +113,7 @@ const abortRun = (run: Running): void => {
   run.sleeping?.interruptUnsafe()
 }
 
-const invalid = (message: string) => new EngineError({ message, status: 400, retryable: false })
+const invalid = (detail: string) => new EngineError({ reason: "invalid-request", detail, status: 400 })
 
 /** Build the engine over a tokenizer. */
 export const make = (
@@ -155,9 +155,10 @@ export const make = (
         try: () => Promise.resolve().then(() => policy(conversation)),
         catch: (error) =>
           new EngineError({
-            message: `--embedded-policy failed for session ${conversation.sessionId} turn ${conversation.turn}: ` +
+            reason: "policy",
+            detail: `--embedded-policy failed for session ${conversation.sessionId} turn ${conversation.turn}: ` +
               (error instanceof Error ? error.message : String(error)),
-            retryable: false
+            cause: error
           })
       }).pipe(
         // The answer arrives in a microtask, and every policy that settled in one drain would continue there back to
@@ -166,9 +167,9 @@ export const make = (
         Effect.flatMap((text) =>
           typeof text === "string" ? Effect.succeed(text) : Effect.fail(
             new EngineError({
-              message: `--embedded-policy returned ${text === null ? "null" : typeof text} for session ` +
-                `${conversation.sessionId} turn ${conversation.turn}; it must return the assistant text as a string`,
-              retryable: false
+              reason: "policy",
+              detail: `--embedded-policy returned ${text === null ? "null" : typeof text} for session ` +
+                `${conversation.sessionId} turn ${conversation.turn}; it must return the assistant text as a string`
             })
           )
         )

@@ -17,18 +17,11 @@
 import { Context, Data, Effect } from "effect"
 import { ContextLengthError } from "../../src/forest/errors.ts"
 import type * as Canonical from "../../src/protocol/canonical.ts"
+import type * as Sampling from "../../src/engine/Sampling.ts"
 import * as StepSpan from "../runtime/StepSpan.ts"
 
-export interface SamplingParams {
-  readonly maxNewTokens: number
-  readonly temperature: number
-  readonly topP: number
-  /** `-1` (or 0) disables top-k, as in SGLang. */
-  readonly topK: number
-  readonly stop: ReadonlyArray<string>
-  readonly stopTokenIds: ReadonlyArray<number>
-  readonly seed?: number | undefined
-}
+/** The sampling of one request (src/engine/Sampling.ts `RequestSampling`). */
+export type SamplingParams = Sampling.RequestSampling
 
 export interface GenerateRequest {
   readonly inputIds: ReadonlyArray<number>
@@ -95,13 +88,66 @@ export interface GenerateResult {
  */
 export { ContextLengthError }
 
-/** The engine could not be reached or failed; `retryable` says whether another attempt may succeed. */
+/**
+ * What went wrong with the engine, as undici's error codes: a literal callers branch on.
+ *
+ * - `config`: the engine's options are wrong (no server given, both workers and a router).
+ * - `unreachable`: no connection, or it broke (refused, reset, DNS); another attempt may succeed.
+ * - `timeout`: no answer within the request timeout; the generation may still run, so it is not retried.
+ * - `status`: the server answered a non-2xx status (`status`); 5xx and 408/409/425/429 are retryable.
+ * - `protocol`: the HTTP exchange failed in another way (an undici error other than a broken connection).
+ * - `bad-answer`: the answer was not JSON or not the expected shape.
+ * - `refused`: the server answered but refused the call (`/update_weight_version` with `success: false`).
+ * - `no-workers`: the router could not be asked for its workers, or lists none.
+ * - `unhealthy`: a server failed its startup health check.
+ * - `tokenizer-mismatch`: the server tokenizes differently from `--tokenizer`.
+ * - `prompt-mismatch`: the server did not read the prompt that was sent (`prompt_tokens` differs: auto-truncation).
+ * - `invalid-request`: the engine rejected the request's parameters (HTTP 400 from the embedded engine).
+ * - `policy`: the embedded engine's `--embedded-policy` failed or returned no text.
+ */
+export type EngineErrorReason =
+  | "config"
+  | "unreachable"
+  | "timeout"
+  | "status"
+  | "protocol"
+  | "bad-answer"
+  | "refused"
+  | "no-workers"
+  | "unhealthy"
+  | "tokenizer-mismatch"
+  | "prompt-mismatch"
+  | "invalid-request"
+  | "policy"
+
+/** HTTP statuses another attempt may get past (Relax retries these too: 408/409/425/429 and every 5xx). */
+const retryableStatus = (status: number): boolean =>
+  status >= 500 || status === 408 || status === 409 || status === 425 || status === 429
+
+/**
+ * The engine could not be reached or failed: `reason` says how, `detail` says what happened and what to do,
+ * `status` is the HTTP status when the server answered one, `cause` the underlying error.
+ *
+ * **Details**
+ * `retryable` derives from `reason` and `status`: a broken connection and a retryable status may succeed on another
+ * attempt; everything else would fail the same way.
+ */
 export class EngineError extends Data.TaggedError("EngineError")<{
-  readonly message: string
+  readonly reason: EngineErrorReason
+  readonly detail: string
   readonly url?: string | undefined
   readonly status?: number | undefined
-  readonly retryable: boolean
-}> {}
+  readonly cause?: unknown
+}> {
+  override get message(): string {
+    return this.detail
+  }
+
+  /** Whether another attempt may succeed. */
+  get retryable(): boolean {
+    return this.reason === "unreachable" || (this.reason === "status" && this.status !== undefined && retryableStatus(this.status))
+  }
+}
 
 export interface EngineShape {
   readonly generate: (request: GenerateRequest) => Effect.Effect<GenerateResult, ContextLengthError | EngineError>

@@ -10,15 +10,13 @@
  */
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from "node:http"
 
-// Node's own fields, used as NodeHttpServer uses them: `_last` is set when a response closes its connection, and
-// `_consuming` keeps Node from dumping an unread body itself.
-declare module "node:http" {
-  interface OutgoingMessage {
-    _last: boolean
-  }
-  interface IncomingMessage {
-    _consuming: boolean
-  }
+/**
+ * Node's own fields of a request and its response, used as NodeHttpServer uses them: `_last` is set when a response
+ * closes its connection, and `_consuming` keeps Node from dumping an unread body itself. Not in Node's types.
+ */
+interface NodeInternals {
+  readonly request: IncomingMessage & { _consuming: boolean }
+  readonly response: ServerResponse & { _last: boolean }
 }
 
 /** Unread request body discarded after the response to keep the connection alive; past this it closes. */
@@ -42,10 +40,6 @@ export const exchange = (request: IncomingMessage, response: ServerResponse, con
   bytesRead: 0,
   continuePending
 })
-
-/** Whether the client waits for a `100 Continue` before sending its body (`Expect: 100-continue`). */
-export const expectsContinue = (request: IncomingMessage): boolean =>
-  request.headers.expect?.toLowerCase() === "100-continue"
 
 /** Whether the answer must close the connection (decided when the headers are written, as `NodeHttpServer` does). */
 const closesConnection = (ex: Exchange, streaming: boolean): boolean => {
@@ -124,10 +118,12 @@ export const readBody = (ex: Exchange, maxBytes: number, done: (read: BodyRead) 
 export const teardownBody = (request: IncomingMessage, response: ServerResponse): void => {
   if (request.complete || request.destroyed) return
   const socket = request.socket
-  if (response._last) {
+  // Node's objects carry these fields (see NodeInternals); its types do not declare them.
+  const internals = { request, response } as NodeInternals
+  if (internals.response._last) {
     // Skips Node's dump of the body; unlike `_dumped`, it keeps the parser applying backpressure.
-    request._consuming = true
-    response._last = false
+    internals.request._consuming = true
+    internals.response._last = false
     return closeSocket(socket)
   }
   let bytes = 0

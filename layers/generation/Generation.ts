@@ -31,7 +31,7 @@ import type * as Canonical from "../../src/protocol/canonical.ts"
 import type * as Completion from "../../src/protocol/completion.ts"
 import * as Parsers from "../../src/parsers/registry.ts"
 import * as ObservationDelta from "../../src/template/ObservationDelta.ts"
-import type { RolloutSettings } from "../rollout/Config.ts"
+import type * as Settings from "../../src/config/Settings.ts"
 import { Engine, type GenerateResult, type PolicyRequest, type SamplingParams } from "../engine/Engine.ts"
 import { Forests } from "./Forests.ts"
 import type { LiveRequest } from "../schedule/GenerationGate.ts"
@@ -65,7 +65,7 @@ export interface GenerationOptions {
 }
 
 /** The generation options the rollout flags describe; fails on an unknown parser name. */
-export const optionsOf = (settings: RolloutSettings): Result.Result<GenerationOptions, Parsers.UnknownParserError> =>
+export const optionsOf = (settings: Settings.RolloutSettings): Result.Result<GenerationOptions, Parsers.UnknownParserError> =>
   Result.gen(function*() {
     const toolCallParser = settings.agenticToolCallParser === undefined
       ? undefined

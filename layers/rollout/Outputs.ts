@@ -12,7 +12,7 @@ import { Context, Effect, Layer } from "effect"
 import { join } from "node:path"
 import type { TrainingSample } from "../../src/forest/TrainingSample.ts"
 import * as Records from "../../src/rollout/Records.ts"
-import { RolloutConfig } from "./Config.ts"
+import * as RolloutConfig from "./RolloutConfig.ts"
 import * as Telemetry from "./Telemetry.ts"
 
 /** The output files of one `run`: the metric files accumulate over its steps and Eval runs. */
@@ -52,7 +52,7 @@ export interface OutputsShape {
 }
 
 const make = Effect.gen(function*() {
-  const settings = yield* RolloutConfig
+  const settings = yield* RolloutConfig.RolloutConfig
   const dir = settings.outputDir
 
   const openRun = Effect.fn("Outputs.openRun")(function*() {
@@ -104,5 +104,5 @@ const make = Effect.gen(function*() {
 
 /** The rollout's output files. */
 export class Outputs extends Context.Service<Outputs, OutputsShape>()("relax-agentic/Outputs") {
-  static readonly layer: Layer.Layer<Outputs, never, RolloutConfig> = Layer.effect(Outputs, make)
+  static readonly layer: Layer.Layer<Outputs, never, RolloutConfig.RolloutConfig> = Layer.effect(Outputs, make)
 }

@@ -4,7 +4,7 @@
  *
  * **Details**
  * Each dataset row becomes a Group of `--n-samples-per-prompt` Sessions; `SessionRunner` runs one Group's Sessions and
- * Reward, and the Scheduler's pools decide when Groups start and get their lease. A dropped Group is refilled and the
+ * Reward, and the Group pools decide when Groups start and get their lease. A dropped Group is refilled and the
  * step goes on, until `--agentic-max-consecutive-drops` Groups were dropped in a row (training and Eval together):
  * then every agent is reaped and the rollout fails with `TooManyDroppedGroupsError`.
  * Transfer returns the samples to the caller (`runStep`) and, from `run`, `Outputs` writes `DIR/rollout_<id>.jsonl`
@@ -13,23 +13,23 @@
  */
 import { Context, Data, Effect, Layer, Result } from "effect"
 import { readFile } from "node:fs/promises"
+import * as Settings from "../../src/config/Settings.ts"
 import * as Records from "../../src/rollout/Records.ts"
 import * as Dataset from "../../src/schedule/Dataset.ts"
 import type * as Results from "../../src/trainer/Results.ts"
 import * as Partitions from "../../src/schedule/Partitions.ts"
 import * as Retention from "../../src/schedule/Retention.ts"
-import * as RolloutConfig from "./Config.ts"
 import { Credit, type CreditError } from "../credit/Credit.ts"
 import { Engine, type EngineError } from "../engine/Engine.ts"
 import { Forests } from "../generation/Forests.ts"
 import { GenerationGate } from "../schedule/GenerationGate.ts"
 import { Outputs } from "./Outputs.ts"
-import * as Scheduler from "../schedule/Scheduler.ts"
+import * as RolloutConfig from "./RolloutConfig.ts"
+import * as GroupPool from "../schedule/GroupPool.ts"
 import { type GroupResult, type PlannedGroup, SessionRunner } from "./SessionRunner.ts"
 import { Sessions } from "../schedule/Sessions.ts"
 import { Supervisor } from "../session/Supervisor.ts"
-import { Telemetry } from "./Telemetry.ts"
-import * as Telemetry_ from "./Telemetry.ts"
+import * as Telemetry from "./Telemetry.ts"
 import { Tokenizer } from "../tokenizer/Tokenizer.ts"
 
 /** A dataset file that cannot be read or parsed. */
@@ -46,8 +46,8 @@ export class DatasetLoadError extends Data.TaggedError("DatasetLoadError")<{
 export type RolloutError =
   | DatasetLoadError
   | CreditError
-  | Telemetry_.OutputWriteError
-  | Scheduler.TooManyDroppedGroupsError
+  | Telemetry.OutputWriteError
+  | GroupPool.TooManyDroppedGroupsError
   | EngineError
 
 /** The result of one training step, as a trainer receives it (its Schema: `src/trainer/Results.ts`). */
@@ -93,13 +93,13 @@ const make = Effect.gen(function*() {
   const settings = yield* RolloutConfig.RolloutConfig
   const sessions = yield* Sessions
   const credit = yield* Credit
-  const scheduler = yield* Scheduler.Scheduler
-  const telemetry = yield* Telemetry
+  const groupPools = yield* GroupPool.GroupPool
+  const telemetry = yield* Telemetry.Telemetry
   const engine = yield* Engine
   const runner = yield* SessionRunner
   const outputs = yield* Outputs
   const gate = yield* GenerationGate
-  const mode = RolloutConfig.retentionMode(settings)
+  const mode = Settings.retentionMode(settings)
   // Transfer partitions: with fully async a step may leave Groups owed to its partition for the next step.
   let partitions = Partitions.empty
 
@@ -116,7 +116,7 @@ const make = Effect.gen(function*() {
   for (const d of settings.evalDatasets) evalRows.set(d.name, yield* loadRows(d.path))
 
   // One streak for the whole rollout: a broken agent fails Eval Groups as surely as training ones.
-  const dropStreak = Scheduler.dropStreak(settings.agenticMaxConsecutiveDrops)
+  const dropStreak = GroupPool.dropStreak(settings.agenticMaxConsecutiveDrops)
 
   // The training data source: seeded shuffling per epoch, epochs wrap.
   let cursor = Dataset.cursor(trainRows.length, { shuffle: settings.rolloutShuffle, seed: settings.rolloutSeed })
@@ -134,7 +134,7 @@ const make = Effect.gen(function*() {
     }
   })
 
-  const trainPool = yield* scheduler.pool({
+  const trainPool = yield* groupPools.pool({
     capacity: settings.agenticConcurrency,
     prelaunch: settings.agenticPrelaunch,
     mode: "train",
@@ -165,7 +165,7 @@ const make = Effect.gen(function*() {
         [partitions.previous, partitions.current].find((p) => p?.rolloutId === rolloutId)?.accepted ?? 0
       for (const group of accepted) {
         const routed = Partitions.accept(partitions)
-        // The Scheduler accepts Groups only while the partitions' debt is unpaid: a failure here is a bug.
+        // The Group pool accepts Groups only while the partitions' debt is unpaid: a failure here is a bug.
         if (Result.isFailure(routed)) return yield* Effect.die(routed.failure)
         const entry = byPartition.get(routed.success.rolloutId) ??
           { delivered: deliveredBefore(routed.success.rolloutId), groups: [] }
@@ -265,13 +265,13 @@ const make = Effect.gen(function*() {
   })
 
   const evalDataset = Effect.fn("Rollout.evalDataset")(function*(
-    dataset: RolloutConfig.RolloutSettings["evalDatasets"][number],
+    dataset: Settings.RolloutSettings["evalDatasets"][number],
     rolloutId: number
   ) {
     return yield* Effect.scoped(Effect.gen(function*() {
       const rows = evalRows.get(dataset.name) ?? (yield* loadRows(dataset.path))
       const g = dataset.nSamplesPerEvalPrompt
-      const concurrency = RolloutConfig.evalConcurrency(settings, g)
+      const concurrency = Settings.evalConcurrency(settings, g)
       // With a Group RM the Runtime Group is the whole prompt Group; otherwise every sample is its own Group.
       const groupSize = settings.groupRm ? g : 1
       const capacity = settings.groupRm ? concurrency : concurrency * g
@@ -289,7 +289,7 @@ const make = Effect.gen(function*() {
         }
       })
       let position = 0
-      const pool = yield* scheduler.pool({
+      const pool = yield* groupPools.pool({
         capacity,
         prelaunch: false,
         mode: "eval",
@@ -388,8 +388,8 @@ export class Rollout extends Context.Service<Rollout, RolloutShape>()("relax-age
     | Forests
     | Supervisor
     | Credit
-    | Scheduler.Scheduler
-    | Telemetry
+    | GroupPool.GroupPool
+    | Telemetry.Telemetry
     | Engine
   > = Layer.effect(Rollout, make).pipe(
     Layer.provide(Layer.merge(SessionRunner.layer, Outputs.layer)),

@@ -1,5 +1,5 @@
 /**
- * One Group's life as the Scheduler runs it: Prepare → Runtime of each Session, then Reward of the whole Group
+ * One Group's life as the Group pool runs it: Prepare → Runtime of each Session, then Reward of the whole Group
  * (docs/runtime.md "The path of a Session").
  *
  * **Details**
@@ -12,32 +12,35 @@
  * an export that does not match and a Reward error fail with a `GroupError`, which drops the Group.
  */
 import { Context, Effect, Layer } from "effect"
+import * as Settings from "../../src/config/Settings.ts"
 import type * as CreditGroup from "../../src/credit/Group.ts"
 import { type ExportError, ForestInvariantError, type ForestNotFound } from "../../src/forest/errors.ts"
 import * as Forest from "../../src/forest/Forest.ts"
+import * as Export from "../../src/forest/Export.ts"
 import * as Sample from "../../src/forest/Sample.ts"
 import type { TrainingSample } from "../../src/forest/TrainingSample.ts"
 import type { ContextDebug } from "../../src/rollout/Records.ts"
 import type * as Dataset from "../../src/schedule/Dataset.ts"
+import type * as AgentSpec from "../../src/session/AgentSpec.ts"
 import type { AgentExecutionError, SessionInputError } from "../../src/session/errors.ts"
 import * as SessionInput from "../../src/session/SessionInput.ts"
 import type { ClusterCallError } from "../../src/cluster/errors.ts"
 import type * as Wire from "../../src/cluster/Wire.ts"
-import * as RolloutConfig from "./Config.ts"
 import { Credit, type CreditError } from "../credit/Credit.ts"
 import { Engine } from "../engine/Engine.ts"
 import { Forests } from "../generation/Forests.ts"
 import { GenerationGate } from "../schedule/GenerationGate.ts"
-import * as Scheduler from "../schedule/Scheduler.ts"
-import { emptyCounters, type RolloutMode, Sessions } from "../schedule/Sessions.ts"
+import * as GroupPool from "../schedule/GroupPool.ts"
+import { emptyCounters, Sessions } from "../schedule/Sessions.ts"
 import { Supervisor } from "../session/Supervisor.ts"
+import * as RolloutConfig from "./RolloutConfig.ts"
 import { Telemetry } from "./Telemetry.ts"
 import { Tokenizer } from "../tokenizer/Tokenizer.ts"
 
 /** One Group as planned from the dataset. */
-export interface PlannedGroup extends Scheduler.GroupLike {
+export interface PlannedGroup extends GroupPool.GroupLike {
   readonly seq: number
-  readonly mode: RolloutMode
+  readonly mode: AgentSpec.RolloutMode
   /** Dataset row index. */
   readonly row: number
   readonly data: Dataset.Row
@@ -73,8 +76,8 @@ export type GroupError =
   | Wire.SessionFailed
   | ClusterCallError
 
-export interface SessionRunnerShape extends Scheduler.GroupRunner<PlannedGroup, SessionResult, GroupResult, GroupError> {
-  /** `error_type=` and detail text of a drop, for the Scheduler's drop log line. */
+export interface SessionRunnerShape extends GroupPool.GroupRunner<PlannedGroup, SessionResult, GroupResult, GroupError> {
+  /** `error_type=` and detail text of a drop, for the Group pool's drop log line. */
   readonly describeError: (error: GroupError) => { readonly type: string; readonly detail: string }
   /**
    * Tool calls the parser dropped or could not read in the training Sessions that ended since the last call, whatever
@@ -94,8 +97,8 @@ export const rewardWith = (credit: Context.Service.Shape<typeof Credit>) =>
       group.mode
     )
     return scored === "filtered"
-      ? Scheduler.filtered()
-      : Scheduler.accepted<GroupResult>({ group, samples: scored, debug: outcomes.flatMap((o) => o.debug) })
+      ? GroupPool.filtered()
+      : GroupPool.accepted<GroupResult>({ group, samples: scored, debug: outcomes.flatMap((o) => o.debug) })
   })
 
 /** `error_type=` and detail of a drop; a Session that failed on a runner keeps its own error's tag. */
@@ -124,7 +127,7 @@ const make = Effect.gen(function*() {
   let parserFailures = 0
 
   /** Prepare + Runtime of one Session, then its exports as samples. */
-  const session = Effect.fn("SessionRunner.session")(function*(group: PlannedGroup, ticket: Scheduler.SessionTicket) {
+  const session = Effect.fn("SessionRunner.session")(function*(group: PlannedGroup, ticket: GroupPool.SessionTicket) {
     return yield* Effect.scoped(Effect.gen(function*() {
       const prepared = yield* Effect.fromResult(SessionInput.fromRow(group.data, group.row, inputOptions))
       const { sessionId } = ticket
@@ -160,9 +163,9 @@ const make = Effect.gen(function*() {
         groupId: group.groupId,
         mode: group.mode,
         sampling: eval_
-          ? RolloutConfig.evalSampling(settings, ticket.position)
-          : RolloutConfig.trainSampling(settings, ticket.position),
-        maxContextLen: eval_ ? RolloutConfig.evalMaxContextLen(settings) : settings.rolloutMaxContextLen,
+          ? Settings.evalSampling(settings, ticket.position)
+          : Settings.trainSampling(settings, ticket.position),
+        maxContextLen: eval_ ? Settings.evalMaxContextLen(settings) : settings.rolloutMaxContextLen,
         rolloutId: ticket.rolloutId,
         awaitLease: ticket.awaitLease,
         gate: sessionGate,
@@ -181,11 +184,11 @@ const make = Effect.gen(function*() {
       for (const warning of outcome.warnings) yield* telemetry.warn(warning)
       const forest = yield* forests.get(sessionId)
       const contexts = yield* Effect.fromResult(outcome.output.kind === "implicit"
-        ? Forest.exportImplicit(forest, {
+        ? Export.exportImplicit(forest, {
           ...(outcome.output.metadata === undefined ? {} : { metadata: outcome.output.metadata }),
           ...(outcome.output.reward === undefined ? {} : { reward: outcome.output.reward })
         })
-        : Forest.exportExplicit(forest, outcome.output.records, undefined, { strict: settings.strictMatch }))
+        : Export.exportExplicit(forest, outcome.output.records, undefined, { strict: settings.strictMatch }))
       // Sample.build throws ForestInvariantError on a broken lineage; anything else it throws is a bug (a defect).
       const samples = yield* Effect.try({
         try: () =>
@@ -217,7 +220,7 @@ const make = Effect.gen(function*() {
   return { session, reward, describeError, takeParserFailures } satisfies SessionRunnerShape
 })
 
-/** The Session lifecycle service the rollout's Scheduler pools run Groups with. */
+/** The Session lifecycle service the rollout's Group pools run Groups with. */
 export class SessionRunner extends Context.Service<SessionRunner, SessionRunnerShape>()("relax-agentic/SessionRunner") {
   static readonly layer: Layer.Layer<
     SessionRunner,

@@ -24,7 +24,8 @@
 import { Context, Deferred, Effect, Latch, Layer, type Scope } from "effect"
 import * as Retention from "../../src/schedule/Retention.ts"
 import type * as ActiveBudget from "../session/ActiveBudget.ts"
-import * as RolloutConfig from "../rollout/Config.ts"
+import * as RolloutConfig from "../rollout/RolloutConfig.ts"
+import * as Settings from "../../src/config/Settings.ts"
 import { Engine } from "../engine/Engine.ts"
 
 /** One model request of a Session while it is live (from arrival to its answer). */
@@ -252,7 +253,7 @@ export class GenerationGate extends Context.Service<GenerationGate, GenerationGa
     Effect.gen(function*() {
       const settings = yield* RolloutConfig.RolloutConfig
       const engine = yield* Engine
-      return yield* make({ abort: engine.abort, mode: RolloutConfig.retentionMode(settings) })
+      return yield* make({ abort: engine.abort, mode: Settings.retentionMode(settings) })
     })
   )
 }

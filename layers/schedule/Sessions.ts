@@ -1,6 +1,6 @@
 /**
  * The registry of live Sessions, shared by the gateway (which authenticates every request by session id) and the
- * scheduler (which registers Sessions and decides when their Group holds a Runtime lease).
+ * Group pool (which registers Sessions and decides when their Group holds a Runtime lease).
  *
  * **Details**
  * Session ids are 128-bit random hex strings; they double as the agent's API key. Lookups go through the SHA-256 of the
@@ -10,11 +10,10 @@
  */
 import { Context, Data, Effect, Layer } from "effect"
 import { createHash, randomBytes } from "node:crypto"
+import type * as AgentSpec from "../../src/session/AgentSpec.ts"
 import type { SamplingParams } from "../engine/Engine.ts"
 import type { SessionGate } from "./GenerationGate.ts"
 import * as StepSpan from "../runtime/StepSpan.ts"
-
-export type RolloutMode = "train" | "eval"
 
 /** Counters the generation core keeps per Session, read by telemetry and debug dumps. */
 export interface SessionCounters {
@@ -29,7 +28,7 @@ export interface SessionCounters {
 export interface SessionEntry {
   readonly sessionId: string
   readonly groupId: string
-  readonly mode: RolloutMode
+  readonly mode: AgentSpec.RolloutMode
   /** Sampling from the rollout configuration (request temperature/top_p are ignored). */
   readonly sampling: SamplingParams
   /** Training-lineage token limit (`--rollout-max-context-len` / eval's); undefined = unlimited. */

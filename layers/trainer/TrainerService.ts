@@ -16,7 +16,7 @@
 import { Context, Effect, Layer, Ref, Semaphore, Stream } from "effect"
 import type { TrainingSample } from "../../src/forest/TrainingSample.ts"
 import type * as Results from "../../src/trainer/Results.ts"
-import * as RolloutConfig from "../rollout/Config.ts"
+import * as RolloutConfig from "../rollout/RolloutConfig.ts"
 import { Engine, type EngineError } from "../engine/Engine.ts"
 import { Gateway } from "../gateway/Gateway.ts"
 import { Rollout, type RolloutError } from "../rollout/Rollout.ts"

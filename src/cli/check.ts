@@ -4,7 +4,7 @@
  */
 import { Data, Effect, Layer, Result } from "effect"
 import { readFileSync } from "node:fs"
-import * as Config from "../../layers/rollout/Config.ts"
+import * as Settings from "../config/Settings.ts"
 import { EmbeddedEngine } from "../../layers/engine/EmbeddedEngine.ts"
 import { Engine } from "../../layers/engine/Engine.ts"
 import { Forests } from "../../layers/generation/Forests.ts"
@@ -16,6 +16,7 @@ import * as Supervisor from "../../layers/session/Supervisor.ts"
 import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
 import * as Reward from "../credit/Reward.ts"
 import * as Forest from "../forest/Forest.ts"
+import * as Export from "../forest/Export.ts"
 import * as Capacity from "../schedule/Capacity.ts"
 import * as Dataset from "../schedule/Dataset.ts"
 import * as SessionInput from "../session/SessionInput.ts"
@@ -52,13 +53,13 @@ const startup = <A, E extends { readonly message: string }, R>(effect: Effect.Ef
   Effect.mapError(effect, (error) => new CheckStartupError({ reason: error.message }))
 
 /** The capacity table of the guide for these settings. */
-export const capacityOf = (settings: Config.RolloutSettings): Capacity.CapacityReport =>
+export const capacityOf = (settings: Settings.RolloutSettings): Capacity.CapacityReport =>
   // Eval runs only with --eval-interval (layers/rollout/Rollout.ts), so datasets alone add no Eval Sessions.
-  Config.capacity(settings.evalInterval === undefined ? { ...settings, evalDatasets: [] } : settings)
+  Settings.capacity(settings.evalInterval === undefined ? { ...settings, evalDatasets: [] } : settings)
 
 
 /** The tokenizer, engine and gateway stack one check Session talks to. */
-const checkStack = (settings: Config.RolloutSettings) =>
+const checkStack = (settings: Settings.RolloutSettings) =>
   Effect.gen(function*() {
     const parsers = yield* startup(Effect.fromResult(Generation.optionsOf(settings)))
     const tokenizer = settings.tokenizer === undefined ? Tokenizer.layer : Tokenizer.fromDirectory(settings.tokenizer)
@@ -72,7 +73,7 @@ const checkStack = (settings: Config.RolloutSettings) =>
     return Gateway.layer({ host: settings.host, port: settings.port }).pipe(Layer.provideMerge(generation))
   })
 
-const readRow = (settings: Config.RolloutSettings, row: number) =>
+const readRow = (settings: Settings.RolloutSettings, row: number) =>
   Effect.gen(function*() {
     const text = yield* Effect.try({
       try: () => readFileSync(settings.promptData, "utf8"),
@@ -108,7 +109,7 @@ const responseTurns = (forest: Forest.Forest): number =>
 
 const describeReward = (
   output: SessionOutput.AgentOutput,
-  settings: Config.RolloutSettings
+  settings: Settings.RolloutSettings
 ): { readonly passed: boolean; readonly detail: string } => {
   const rewards = output.kind === "implicit"
     ? (output.reward === undefined ? [] : [output.reward])
@@ -146,7 +147,7 @@ const describeReward = (
  * count reported), writes a final result, and exits without error.
  */
 export const runCheck = (
-  settings: Config.RolloutSettings,
+  settings: Settings.RolloutSettings,
   options: { readonly row?: number | undefined } = {}
 ): Effect.Effect<CheckReport, CheckStartupError> =>
   Effect.gen(function*() {
@@ -177,7 +178,7 @@ export const runCheck = (
         sessionId,
         groupId,
         mode: "train",
-        sampling: Config.trainSampling(settings, 0),
+        sampling: Settings.trainSampling(settings, 0),
         maxContextLen: settings.rolloutMaxContextLen,
         rolloutId: () => 0,
         awaitLease: Effect.void,
@@ -214,8 +215,8 @@ export const runCheck = (
       }
       const exported = Result.isSuccess(outcome)
         ? (outcome.success.output.kind === "implicit"
-          ? Forest.exportImplicit(forest, outcome.success.output)
-          : Forest.exportExplicit(forest, outcome.success.output.records, undefined, { strict: settings.strictMatch }))
+          ? Export.exportImplicit(forest, outcome.success.output)
+          : Export.exportExplicit(forest, outcome.success.output.records, undefined, { strict: settings.strictMatch }))
         : undefined
       const completed: Requirement = {
         name: "completes a full run",
@@ -255,7 +256,7 @@ export const runCheck = (
   )
 
 /** The report as `relax-agentic check` prints it. */
-export const renderCheck = (report: CheckReport, settings: Config.RolloutSettings): string => {
+export const renderCheck = (report: CheckReport, settings: Settings.RolloutSettings): string => {
   const lines = [
     `Launch checks: one Session (row ${report.row} of ${settings.promptData}) of ${JSON.stringify(settings.agentCommand)} ` +
     `in ${settings.agentCwd ?? "."} on the ${settings.engine} engine`

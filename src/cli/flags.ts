@@ -5,7 +5,7 @@
  * **Details**
  * Every flag is one row of {@link rolloutFlags}: its Relax / argparse name, the `RolloutOptions` field it fills, and its
  * help text. Defaults are not repeated there: flags the user leaves out stay out of the options object, so the defaults
- * come from decoding `RolloutOptions` (layers/rollout/Config.ts) and the help shows what that decoding fills in.
+ * come from decoding `RolloutOptions` (layers/rollout/Settings.ts) and the help shows what that decoding fills in.
  *
  * argparse recipes write several values after one flag (`--agent-env A=1 B=2`, `--eval-prompt-data n1 p1 n2 p2`);
  * effect/cli takes one value per occurrence, so {@link expandMultiValues} rewrites such runs into repeated flags
@@ -14,7 +14,8 @@
  */
 import { Option, Schema } from "effect"
 import { Flag } from "effect/cli"
-import * as Config from "../../layers/rollout/Config.ts"
+import * as RolloutOptions from "../config/RolloutOptions.ts"
+import * as Settings from "../config/Settings.ts"
 import { type FlagKind, type FlagSpec, rolloutFlags, rowFlag, serveFlags } from "../config/FlagTable.ts"
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -108,7 +109,7 @@ export type FlagValue = string | number | boolean | ReadonlyArray<string> | Read
 /** What the parsed flags of one command are: `Option.none()` for every flag left out. */
 export type FlagValues = Readonly<Record<string, Option.Option<FlagValue>>>
 
-const decodedDefaults: Readonly<Record<string, unknown>> = Schema.decodeUnknownSync(Config.RolloutOptions)({})
+const decodedDefaults: Readonly<Record<string, unknown>> = Schema.decodeUnknownSync(RolloutOptions.RolloutOptions)({})
 
 const showDefault = (spec: FlagSpec): string | undefined => {
   if (spec.defaultText !== undefined) return spec.defaultText

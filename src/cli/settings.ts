@@ -1,11 +1,12 @@
 /**
  * From parsed flags and a `--config` file to `RolloutSettings`: flag values become `RolloutOptions` fields (JSON flags
- * parsed, `NAME PATH` pairs grouped), the config file is read under them, and `Config.resolve` decodes the result.
+ * parsed, `NAME PATH` pairs grouped), the config file is read under them, and `Settings.resolve` decodes the result.
  * Why these are parsed here and not by effect/cli's schema flags: docs/architecture.md.
  */
 import { Data, Effect, Option, Result, Schema } from "effect"
 import { readFileSync } from "node:fs"
-import * as Config from "../../layers/rollout/Config.ts"
+import * as FlagTable from "../config/FlagTable.ts"
+import * as Settings from "../config/Settings.ts"
 import * as SchemaMessage from "../json/SchemaMessage.ts"
 import { type FlagSpec, type FlagValues, rolloutFlags } from "./flags.ts"
 
@@ -123,12 +124,12 @@ export const readConfigFile = (path: string): Result.Result<Record<string, unkno
  * A Schema failure whose (last) issue sits at a flag, or at one element of it, leads with that flag; any other
  * error is its message.
  */
-export const configMessage = (error: Config.RolloutConfigError): string => {
+export const configMessage = (error: Settings.RolloutConfigError): string => {
   const all = error.issue === undefined ? [] : SchemaMessage.entries(error.issue)
   const last = all[all.length - 1]
   const flag = last === undefined ? undefined : leadingFlag(last.path)
   if (last === undefined || flag === undefined) return error.message
-  const what = [...all.slice(0, -1).map((entry) => SchemaMessage.formatEntry(entry, Config.pathKey)), last.message]
+  const what = [...all.slice(0, -1).map((entry) => SchemaMessage.formatEntry(entry, FlagTable.pathKey)), last.message]
   return `${flag}: ${what.join("\n").trim()}`
 }
 
@@ -136,27 +137,27 @@ export const configMessage = (error: Config.RolloutConfigError): string => {
 const leadingFlag = (path: ReadonlyArray<PropertyKey>): string | undefined => {
   const [field, element, ...deeper] = path
   if (field === undefined || deeper.length > 0 || (element !== undefined && typeof element !== "number")) return undefined
-  const flag = Config.pathKey(field)
+  const flag = FlagTable.pathKey(field)
   return /^--[a-z-]+$/.test(flag) ? flag : undefined
 }
 
 /** Everything that turns a command line into resolved settings can fail with this. */
-export type SettingsError = CliInputError | Config.RolloutConfigError
+export type SettingsError = CliInputError | Settings.RolloutConfigError
 
 /**
- * Resolve a command's parsed flags: `--config` file first, command-line flags over it, then `Config.resolve`.
+ * Resolve a command's parsed flags: `--config` file first, command-line flags over it, then `Settings.resolve`.
  */
 export const settingsFromFlags = (
   values: FlagValues,
   extra: Readonly<Record<string, unknown>> = {}
-): Effect.Effect<Config.RolloutSettings, SettingsError> =>
+): Effect.Effect<Settings.RolloutSettings, SettingsError> =>
   Effect.gen(function*() {
     const fromFlags = yield* Effect.fromResult(optionsFromFlags(values))
     const configPath = values["config"]
     const fromFile = configPath !== undefined && Option.isSome(configPath) && typeof configPath.value === "string"
       ? yield* Effect.fromResult(readConfigFile(configPath.value))
       : {}
-    return yield* Config.resolve({ ...extra, ...fromFile, ...fromFlags })
+    return yield* Settings.resolve({ ...extra, ...fromFile, ...fromFlags })
   })
 
 
@@ -175,12 +176,12 @@ const evalOnly = [
  * The warnings `relax-agentic rollout` prints at startup for options it accepts but would not use with these
  * settings (the programmatic API may still use them: `runEval` runs Eval without `--eval-interval`).
  */
-export const unusedOptionWarnings = (settings: Config.RolloutSettings): ReadonlyArray<string> => {
+export const unusedOptionWarnings = (settings: Settings.RolloutSettings): ReadonlyArray<string> => {
   const warnings: Array<string> = []
   if (settings.evalInterval === undefined) {
     const unused = [
       ...(settings.evalDatasets.length > 0 ? ["--eval-prompt-data"] : []),
-      ...evalOnly.filter((field) => settings[field] !== undefined).map(Config.flagOf),
+      ...evalOnly.filter((field) => settings[field] !== undefined).map(FlagTable.flagOf),
       ...(settings.skipEvalBeforeTrain ? ["--skip-eval-before-train"] : [])
     ]
     if (unused.length > 0) {

@@ -3,14 +3,13 @@
  * spelling, the `RolloutOptions` field it fills, how its text becomes a value, and its help text.
  *
  * **Details**
- * This is the only place a flag name is tied to a field: `Config.flagOf` (error messages), the `--config` file keys
+ * This is the only place a flag name is tied to a field: `flagOf` (error messages), the `--config` file keys
  * (src/cli/settings.ts), the effect/cli flags and docs/flags.md (src/cli/flags.ts) are all derived from it. Adding a
- * flag is adding a row (and its field to `RolloutOptions` in layers/rollout/Config.ts).
- *
- * It imports `RolloutOptions` as a type only, so layers/rollout/Config.ts can read the table without an import cycle.
+ * flag is adding a row (and its field to `RolloutOptions` in src/config/RolloutOptions.ts).
  */
-import type * as Config from "../../layers/rollout/Config.ts"
+import * as SchemaMessage from "../json/SchemaMessage.ts"
 import * as Parsers from "../parsers/registry.ts"
+import type * as RolloutOptions from "./RolloutOptions.ts"
 
 /** How a flag's text becomes a value. */
 export type FlagKind =
@@ -33,7 +32,7 @@ export interface FlagSpec {
   /** Without the leading dashes: `rollout-batch-size`. */
   readonly name: string
   /** The `RolloutOptions` field it fills; `null` for flags the CLI itself consumes. */
-  readonly field: keyof Config.RolloutOptions | null
+  readonly field: keyof RolloutOptions.RolloutOptions | null
   readonly kind: FlagKind
   /** Heading in `--help`-adjacent docs (docs/flags.md). */
   readonly section: string
@@ -693,3 +692,14 @@ export const serveFlags: ReadonlyArray<FlagSpec> = [
 export const flagNameOfField: ReadonlyMap<string, string> = new Map(
   rolloutFlags.flatMap((spec) => spec.field === null ? [] : [[spec.field, `--${spec.name}`]])
 )
+
+/**
+ * The flag of a field, from the flag table (`rolloutBatchSize` → `--rollout-batch-size`, `sglangUrls` →
+ * `--sglang-url`); a field without a flag gets its mechanical kebab-case name.
+ */
+export const flagOf = (field: string): string =>
+  flagNameOfField.get(field) ?? `--${field.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`
+
+/** A Schema path segment as users know it: a settings field as its flag, anything else as Effect writes it. */
+export const pathKey = (key: PropertyKey): string =>
+  typeof key === "string" && /^[A-Za-z]+$/.test(key) ? flagOf(key) : SchemaMessage.bracketKey(key)

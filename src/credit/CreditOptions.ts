@@ -52,7 +52,7 @@ export interface OptionsProblem {
 }
 
 /**
- * The rules that tie credit flags together, in one place: `Config.settle` reports them against the command line and
+ * The rules that tie credit flags together, in one place: `Settings.resolveSettings` reports them against the command line and
  * `Credit.make` against a trainer's options.
  */
 export const problem = (options: {

@@ -19,6 +19,17 @@ export interface SamplingParams {
   readonly topK: number
 }
 
+/**
+ * The sampling of one generate request (the engine port's `SamplingParams`): the distribution's knobs plus the
+ * length, the stops and the seed. Pure data, so the configuration (src/config/Settings.ts) derives it without the port.
+ */
+export interface RequestSampling extends SamplingParams {
+  readonly maxNewTokens: number
+  readonly stop: ReadonlyArray<string>
+  readonly stopTokenIds: ReadonlyArray<number>
+  readonly seed?: number | undefined
+}
+
 /** A temperature-scaled distribution over the whole vocabulary. */
 export interface Scaled {
   readonly ids: ReadonlyArray<number>

@@ -11,6 +11,7 @@
 import type * as Canonical from "../protocol/canonical.ts"
 import { ForestInvariantError } from "./errors.ts"
 import * as Forest from "./Forest.ts"
+import * as Export from "./Export.ts"
 import type { Reward, Status, TrainingSample } from "./TrainingSample.ts"
 
 type Json = Canonical.Json
@@ -91,7 +92,7 @@ export const build = (
   const images: Array<string> = []
   const grids: Array<readonly [number, number, number]> = []
   for (const n of lineage) {
-    const train = n.trainTokens
+    const train = Forest.unpackTrainTokens(n)
     for (let i = 0; i < train.length; i++) tokens[offset + i] = train[i] ?? 0
     if (n.kind === "resp") {
       if (promptLength < 0) promptLength = offset
@@ -126,8 +127,8 @@ export const build = (
   const tools = subtreeRoot?.kind === "obs" ? subtreeRoot.tools ?? [] : []
   const kwargs = subtreeRoot?.kind === "obs" ? subtreeRoot.chatTemplateKwargs ?? {} : {}
   let metadata = forest.metadata
-  if (leaf.kind === "resp") metadata = Forest.mergeMetadata(metadata, { request_id: leaf.requestId })
-  metadata = Forest.mergeMetadata(metadata, ctx.metadata)
+  if (leaf.kind === "resp") metadata = Export.mergeMetadata(metadata, { request_id: leaf.requestId })
+  metadata = Export.mergeMetadata(metadata, ctx.metadata)
   const status = terminalStatus(leaf)
   const trace: JsonObject = {
     session_id: forest.sessionId,
@@ -137,7 +138,7 @@ export const build = (
     turns: turns.map(turnJson)
   }
   const finalMetadata: Record<string, Json> = {
-    ...Forest.mergeMetadata(metadata, { agentic_trace: trace }),
+    ...Export.mergeMetadata(metadata, { agentic_trace: trace }),
     start_rollout_id: metadata["start_rollout_id"] ?? firstTurn?.rollout_id ?? ctx.rolloutId,
     tools: structuredClone(tools),
     chat_template_kwargs: structuredClone(kwargs),

@@ -2,7 +2,7 @@
  * Why one model request failed in the generation core (layers/generation/Generation.ts), protocol-neutral.
  *
  * **Details**
- * The gateway maps each variant to its HTTP answer (layers/gateway/Gateway.ts `gatewayError`): a context-length failure is
+ * The gateway maps each variant to its HTTP answer (src/protocol/errors.ts `GatewayError.fromGeneration`): a context-length failure is
  * 400 `context_length_exceeded`, a template the conversation cannot render and images that cannot get their training
  * tokens are 400 `invalid_request_error`, a Session
  * closed while its request waited is 404 `session_discarded`, and everything else is 500 `internal_error` (logged with

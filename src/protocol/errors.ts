@@ -163,6 +163,31 @@ export class GatewayError extends Data.TaggedError("GatewayError")<{
   }
 
   /**
+   * The answer to a failed generation (src/generation/errors.ts), the only place one becomes an HTTP error: 404 for a
+   * Session closed while its request waited, 400 for a context length, a conversation the chat template rejects or
+   * images that cannot get their training tokens, and 500 `internal_error` for everything else (which the gateway
+   * logs with the failure's message, since the answer does not say what went wrong).
+   */
+  static fromGeneration(failure: GenerationFailure): GatewayError {
+    switch (failure._tag) {
+      case "SessionDiscarded":
+        return GatewayError.sessionDiscarded(failure.sessionId)
+      case "ContextLengthError":
+        return GatewayError.contextLength({
+          limit: failure.limit ?? undefined,
+          promptTokens: failure.promptTokens,
+          completionTokens: failure.completionTokens
+        })
+      case "TemplateRejected":
+        return GatewayError.templateRejected(failure.reason)
+      case "ImageRejected":
+        return GatewayError.imageRejected(failure.reason)
+      default:
+        return GatewayError.internal("chat")
+    }
+  }
+
+  /**
    * 500 `internal_error`. `where`: `"chat"` a failure while the generation ran (decode/parse), `"request"` any other
    * failure while handling the request, `"render"` a failure while rendering the answer.
    */
@@ -180,6 +205,21 @@ export class GatewayError extends Data.TaggedError("GatewayError")<{
     })
   }
 }
+
+/**
+ * What {@link GatewayError.fromGeneration} reads of a generation failure: the variants of src/generation/errors.ts
+ * `GenerationError`, by tag (a structural type, so the protocol does not import the generation core, which imports it).
+ */
+export type GenerationFailure =
+  | { readonly _tag: "SessionDiscarded"; readonly sessionId: string }
+  | {
+    readonly _tag: "ContextLengthError"
+    readonly limit: number | null
+    readonly promptTokens?: number | undefined
+    readonly completionTokens?: number | undefined
+  }
+  | { readonly _tag: "TemplateRejected" | "ImageRejected"; readonly reason: string }
+  | { readonly _tag: "EngineFailure" | "UnusableResponse" | "ForestNotFound" | "ForestInvariantError"; readonly message: string }
 
 const authentication = (message: string) =>
   new GatewayError({ status: 401, type: "authentication_error", code: "authentication_error", param: null, message })

@@ -1,6 +1,6 @@
 /**
  * Groups dropped in a row (`--agentic-max-consecutive-drops`, docs/runtime.md "Groups dropped in a row"): the counter
- * every Scheduler pool of a rollout shares, and the error that stops the rollout when it reaches its limit.
+ * every Group pool of a rollout shares, and the error that stops the rollout when it reaches its limit.
  */
 import { Data } from "effect"
 

@@ -1,14 +1,14 @@
 /**
- * The Scheduler's leasing decision as pure functions over plain state: which ready Groups get a Runtime lease, how
- * many new Groups start, how a finished Group settles the step's debt, and what happens to resident Groups when a step
+ * The Group pool's leasing decision as pure functions over plain state: which ready Groups get a Runtime lease, how
+ * many new Groups start, how a finished Group pays the step's debt, and what happens to resident Groups when a step
  * closes (docs/runtime.md: "Steps", "Resident capacity", "The first-request barrier", "Prelaunch").
  *
  * **Details**
- * `layers/schedule/Scheduler.ts` owns the fibers, Deferreds and the signal queue; at every wake-up it describes its resident
+ * `layers/schedule/GroupPool.ts` owns the fibers, Deferreds and the signal queue; at every wake-up it describes its resident
  * Groups as a `PoolView`, asks `nextMoves` what to do, and carries the moves out. A Group is identified by an opaque
  * key `K` (the layer's own record), so nothing here knows about fibers.
  *
- * - `openStep` turns a step plan into a `StepLedger` (the step's debt and counters); `settle` folds one finished Group
+ * - `openStep` turns a step plan into a `StepLedger` (the step's debt and counters); `recordFinish` folds one finished Group
  *   into it. Both return new values: the ledger is never mutated.
  * - `nextMoves`: ready Prepare Groups are leased FIFO while the step still needs Groups
  *   (`debt + surplus − leased`); then new Groups start while capacity is free, up to what the step needs, or up to full
@@ -42,7 +42,7 @@ export interface PoolView<K> {
   readonly leased: number
 }
 
-/** What a step asks of the pool (the numbers of the Scheduler's `StepPlan`). */
+/** What a step asks of the pool (the numbers of the Group pool's `StepPlan`). */
 export interface StepRequest {
   readonly rolloutId: number
   /** Groups the step must accept. */
@@ -148,8 +148,8 @@ export const started = (ledger: StepLedger, count: number): StepLedger => ({
 /** How a Group of the step ended. */
 export type Finish = "accepted" | "filtered" | "dropped"
 
-/** A settled finish: the new ledger, and whether an accepted Group's samples belong to the step. */
-export interface Settled {
+/** A recorded finish: the new ledger, and whether an accepted Group's samples belong to the step. */
+export interface RecordedFinish {
   readonly ledger: StepLedger
   readonly take: boolean
 }
@@ -158,7 +158,7 @@ export interface Settled {
  * Fold one finished Group (leased by this step or waiting in Prepare) into the ledger: an accepted Group pays one
  * debt while debt remains; a dropped or filtered one pays only without refill (Eval), otherwise it is replaced.
  */
-export const settle = (ledger: StepLedger, finish: Finish): Settled => {
+export const recordFinish = (ledger: StepLedger, finish: Finish): RecordedFinish => {
   if (finish === "accepted") {
     return ledger.debt > 0
       ? { ledger: { ...ledger, debt: ledger.debt - 1, accepted: ledger.accepted + 1 }, take: true }

@@ -46,8 +46,8 @@ const naiveHistories = (forest: Forest.Forest, leaf: string): ReadonlyArray<Read
   const copies: Array<Array<number>> = []
   let history: Array<number> = []
   for (const node of Forest.lineage(forest, leaf)) {
-    if (node.tokens.length === 0) continue
-    history = history.concat(Array.from(node.tokens))
+    if (Forest.tokenLength(node) === 0) continue
+    history = history.concat(Array.from(Forest.unpackTokens(node)))
     copies.push(history)
   }
   return copies

@@ -4,7 +4,8 @@ import { Effect, Option, Result } from "effect"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import * as Config from "../../layers/rollout/Config.ts"
+import * as RolloutOptions from "../../src/config/RolloutOptions.ts"
+import * as Settings from "../../src/config/Settings.ts"
 import * as Cli from "../../src/cli.ts"
 
 const base = ["--prompt-data", "data.jsonl", "--rollout-batch-size", "2"]
@@ -59,7 +60,7 @@ describe("lastOccurrenceWins", () => {
 describe("the flag table", () => {
   it("has a flag for every RolloutOptions field, each named once", () => {
     const fields = new Set<string>(Cli.rolloutFlags.flatMap((spec) => spec.field === null ? [] : [spec.field]))
-    for (const field of Object.keys(Config.RolloutOptions.fields)) assert.isTrue(fields.has(field), `no flag fills ${field}`)
+    for (const field of Object.keys(RolloutOptions.RolloutOptions.fields)) assert.isTrue(fields.has(field), `no flag fills ${field}`)
     const names = Cli.rolloutFlags.map((spec) => spec.name)
     assert.strictEqual(new Set(names).size, names.length)
   })
@@ -276,7 +277,7 @@ describe("the cross-step flags (partial rollout, fully async)", () => {
       const config = yield* settingsOf([...base, "--config", file])
       Fs.rmSync(dir, { recursive: true, force: true })
       for (const settings of [argv, config]) {
-        assert.deepStrictEqual(Config.retentionMode(settings), { partialRollout: true, fullyAsync: true, maxAbortedCount: 3 })
+        assert.deepStrictEqual(Settings.retentionMode(settings), { partialRollout: true, fullyAsync: true, maxAbortedCount: 3 })
       }
     }))
 
@@ -297,7 +298,7 @@ describe("flag errors name the flag and the fix", () => {
   it.effect("a reserved RELAX_ key in --agent-env", () =>
     Effect.gen(function*() {
       const message = yield* failureOf([...base, "--agent-env", "OK=1", "RELAX_BASE_URL=x"])
-      assert.include(message, "--agent-env: RELAX_BASE_URL")
+      assert.include(message, "--agent-env: key 'RELAX_BASE_URL'")
       assert.include(message, "reserved")
     }))
 
@@ -323,7 +324,7 @@ describe("flag errors name the flag and the fix", () => {
 
   it.effect("an element of a list flag leads with the flag; a deeper path keeps the whole message", () =>
     Effect.gen(function*() {
-      const messageOf = (input: unknown) => Config.resolve(input).pipe(Effect.flip, Effect.map(Cli.configMessage))
+      const messageOf = (input: unknown) => Settings.resolve(input).pipe(Effect.flip, Effect.map(Cli.configMessage))
       const options = { promptData: "d.jsonl", rolloutBatchSize: 2 }
       assert.strictEqual(
         yield* messageOf({ ...options, rolloutStopTokenIds: [1, "x"] }),

@@ -14,9 +14,9 @@ import * as Host from "../../layers/cluster/Host.ts"
 import * as Remote from "../../layers/cluster/Remote.ts"
 import { Credit } from "../../layers/credit/Credit.ts"
 import { EmbeddedEngine, instant } from "../../layers/engine/EmbeddedEngine.ts"
-import * as RolloutConfig from "../../layers/rollout/Config.ts"
+import { RolloutConfig } from "../../layers/rollout/RolloutConfig.ts"
 import * as SessionRunner from "../../layers/rollout/SessionRunner.ts"
-import type * as Scheduler from "../../layers/schedule/Scheduler.ts"
+import type * as GroupPool from "../../layers/schedule/GroupPool.ts"
 import { SessionClosedError } from "../../layers/schedule/Sessions.ts"
 import * as Telemetry from "../../layers/rollout/Telemetry.ts"
 import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
@@ -54,7 +54,7 @@ const group: SessionRunner.PlannedGroup = {
 const harness = <A, E>(body: (script: Script) => Effect.Effect<A, E, Host.Host | SessionRunner.SessionRunner | Sharding.Sharding>) =>
   Effect.gen(function*() {
     const script: Script = { starts: yield* Ref.make(0), ended: yield* Ref.make(0) }
-    const config = RolloutConfig.RolloutConfig.layer({ promptData: "unused.jsonl", agentCommand: "true", rolloutBatchSize: 1 })
+    const config = RolloutConfig.layer({ promptData: "unused.jsonl", agentCommand: "true", rolloutBatchSize: 1 })
     const engine = EmbeddedEngine.layer(instant).pipe(Layer.provide(Tokenizer.layer))
     const host = Host.Host.layer("127.0.0.1:1", () => Effect.die("no gateway in this test")).pipe(
       Layer.provide(Layer.mergeAll(config, engine, scriptedRunner(script)))
@@ -63,7 +63,7 @@ const harness = <A, E>(body: (script: Script) => Effect.Effect<A, E, Host.Host |
     const remote = Remote.layer({ callTimeout: Duration.seconds(5) }).pipe(
       Layer.provide(Layer.mergeAll(
         engine,
-        Layer.unwrap(Effect.map(Effect.service(RolloutConfig.RolloutConfig), (settings) => Credit.layer(creditOptions(settings)))).pipe(
+        Layer.unwrap(Effect.map(Effect.service(RolloutConfig), (settings) => Credit.layer(creditOptions(settings)))).pipe(
           Layer.provide(Layer.merge(config, Telemetry.Telemetry.layer))
         )
       ))
@@ -76,7 +76,7 @@ const controllerTicket = (sessionId: string) =>
   Effect.gen(function*() {
     const arrived = yield* Deferred.make<void>()
     const lease = yield* Deferred.make<void, SessionClosedError>()
-    const ticket: Scheduler.SessionTicket = {
+    const ticket: GroupPool.SessionTicket = {
       groupId: group.groupId,
       sessionId,
       position: 0,

@@ -143,6 +143,7 @@ describe("SglangEngine /generate", () => {
       const error = yield* engine.generate(request({}, { topP: 0 })).pipe(Effect.flip)
       assert.strictEqual(error._tag, "EngineError")
       assert.include(error.message, "HTTP 400: top_p must be in (0, 1], got 0.")
+      assert.isTrue(error._tag === "EngineError" && error.reason === "status" && error.status === 400 && !error.retryable)
       server.failNext(1, 404, "no such route")
       const notFound = yield* engine.generate(request()).pipe(Effect.flip)
       assert.include(notFound.message, "HTTP 404: no such route")
@@ -159,6 +160,7 @@ describe("SglangEngine /generate", () => {
       const error = yield* engine.generate(req).pipe(Effect.flip)
       assert.strictEqual(error._tag, "EngineError")
       assert.include(error.message, `SGLang at ${server.url}/generate did not answer within the request timeout`)
+      assert.isTrue(error._tag === "EngineError" && error.reason === "timeout" && !error.retryable)
       assert.strictEqual(server.generateCount(), 1)
       assert.deepStrictEqual(server.aborts, [req.rid])
     }).pipe(Effect.provide(Tokenizer.layer)))
@@ -189,8 +191,11 @@ describe("SglangEngine workers", () => {
       assert.strictEqual(error._tag, "EngineError")
       assert.include(error.message, `SGLang is not healthy at ${url}`)
       assert.include(error.message, "ECONNREFUSED")
+      assert.strictEqual(error.reason, "unhealthy")
+      assert.strictEqual((error.cause as { readonly reason?: string } | undefined)?.reason, "unreachable")
       const neither = yield* SglangEngine.make({}).pipe(Effect.flip)
       assert.include(neither.message, "exactly one of the two")
+      assert.strictEqual(neither.reason, "config")
     }))
 
   it.live("keeps a session on one worker and spreads new sessions", () =>

@@ -4,6 +4,7 @@ import fc from "fast-check"
 import type * as Canonical from "../../src/protocol/canonical.ts"
 import { ContextLengthError, ExportError, ForestInvariantError } from "../../src/forest/errors.ts"
 import * as Forest from "../../src/forest/Forest.ts"
+import * as Export from "../../src/forest/Export.ts"
 import * as Hash from "../../src/forest/hash.ts"
 import * as Sample from "../../src/forest/Sample.ts"
 
@@ -157,7 +158,7 @@ describe("commits", () => {
     assert.strictEqual(again, t1.obs)
     assert.strictEqual(forest.nodes.size, size)
     assert.deepStrictEqual(Forest.leaves(forest), [t1.resp])
-    assert.deepStrictEqual([...Forest.node(forest, t1.obs).tokens], [1])
+    assert.deepStrictEqual([...Forest.unpackTokens(Forest.node(forest, t1.obs))], [1])
   })
 
   it("rejects a hash collision across kinds", () => {
@@ -193,7 +194,7 @@ describe("commits", () => {
     turn(forest, [user("q")], assistant("a1"), [1, 2], [3, 4])
     const t2 = turn(forest, [user("q"), assistant("a1"), user("q2")], assistant("a2"), [5], [6, 7])
     const resp = Forest.node(forest, t2.resp)
-    assert.instanceOf(resp.tokens, Int32Array)
+    assert.instanceOf(Forest.unpackTokens(resp), Int32Array)
     assert.deepStrictEqual(Forest.inferencePrefix(forest, t2.resp), [1, 2, 3, 4, 5, 6, 7])
     assert.strictEqual(Forest.trainTokenCount(forest, t2.resp), 7)
     assert.strictEqual(Forest.responseOfRequest(forest, resp.kind === "resp" ? resp.requestId : ""), t2.resp)
@@ -227,7 +228,7 @@ describe("commits", () => {
       assert.isTrue(resp.kind === "resp")
       if (resp.kind !== "resp") continue
       // What the earlier layout (an Int32Array and a Float64Array of their own) read back, value for value.
-      assert.deepStrictEqual([...resp.tokens], [...Int32Array.from(ids)])
+      assert.deepStrictEqual([...Forest.unpackTokens(resp)], [...Int32Array.from(ids)])
       assert.deepStrictEqual([...resp.logprobs].map((x) => Object.is(x, -0) ? "-0" : x), c.logprobs.map((x) => Object.is(x, -0) ? "-0" : x))
       if (c.single) assert.instanceOf(resp.logprobs, Float32Array)
       else assert.instanceOf(resp.logprobs, Float64Array)
@@ -398,26 +399,26 @@ describe("context checks", () => {
   })
 })
 
-const failureOf = (value: Result.Result<ReadonlyArray<Forest.ExportedContext>, ExportError>): ExportError | undefined =>
+const failureOf = (value: Result.Result<ReadonlyArray<Export.ExportedContext>, ExportError>): ExportError | undefined =>
   Result.isFailure(value) ? value.failure : undefined
-const contextsOf = (value: Result.Result<ReadonlyArray<Forest.ExportedContext>, ExportError>) =>
+const contextsOf = (value: Result.Result<ReadonlyArray<Export.ExportedContext>, ExportError>) =>
   Result.isSuccess(value) ? value.success : undefined
 
 describe("implicit export", () => {
   it("selects the one committed leaf with the output metadata and reward", () => {
     const forest = fresh()
     const t1 = turn(forest, [user("q")], assistant("a1"), [1], [2])
-    const out = Forest.exportImplicit(forest, { metadata: { score: 1 }, reward: 0.5 })
+    const out = Export.exportImplicit(forest, { metadata: { score: 1 }, reward: 0.5 })
     assert.deepStrictEqual(contextsOf(out), [{ name: null, hash: t1.resp, metadata: { score: 1 }, reward: 0.5 }])
   })
 
   it("requires exactly one committed leaf", () => {
     const forest = fresh()
-    const none = failureOf(Forest.exportImplicit(forest, {}))
+    const none = failureOf(Export.exportImplicit(forest, {}))
     assert.strictEqual(none?.message, "implicit export requires one committed leaf, found 0")
     turn(forest, [user("q")], assistant("a1"), [1], [2])
     turn(forest, [user("other")], assistant("a2"), [3], [4])
-    const two = failureOf(Forest.exportImplicit(forest, {}))
+    const two = failureOf(Export.exportImplicit(forest, {}))
     assert.strictEqual(two?.reason, "leaf-count")
     assert.strictEqual(two?.message, "implicit export requires one committed leaf, found 2")
   })
@@ -426,7 +427,7 @@ describe("implicit export", () => {
     const forest = fresh()
     const t1 = turn(forest, [user("q")], assistant("a1"), [1], [2])
     Forest.commitObservation(forest, { parent: forest.root, messages: [user("never answered")], tokens: [7], tools, chatTemplateKwargs: kwargs, rolloutId: 0 })
-    const out = Forest.exportImplicit(forest, {})
+    const out = Export.exportImplicit(forest, {})
     assert.deepStrictEqual(contextsOf(out)?.map((c) => c.hash), [t1.resp])
   })
 })
@@ -436,7 +437,7 @@ describe("explicit export", () => {
     const forest = fresh()
     const t1 = turn(forest, [user("q")], assistant("a1"), [1], [2])
     const t2 = turn(forest, [user("q"), assistant("a1"), user("q2")], assistant("a2"), [3], [4])
-    const out = Forest.exportExplicit(forest, [
+    const out = Export.exportExplicit(forest, [
       { name: "first", messages: [user("q"), assistant("a1")], tools, metadata: { k: 1 }, reward: 1 },
       { name: "whole", messages: [user("q"), assistant("a1"), user("q2"), assistant("a2")], tools }
     ], { base: true, k: 0 })
@@ -449,26 +450,26 @@ describe("explicit export", () => {
   it("rejects a record matching no committed state", () => {
     const forest = fresh()
     turn(forest, [user("q")], assistant("a1"), [1], [2])
-    const out = failureOf(Forest.exportExplicit(forest, [{ name: "x", messages: [user("q"), assistant("nope")], tools }]))
+    const out = failureOf(Export.exportExplicit(forest, [{ name: "x", messages: [user("q"), assistant("nope")], tools }]))
     assert.strictEqual(out?.reason, "no-matching-state")
     assert.strictEqual(out?.message, "explicit export does not match a committed Forest state")
     assert.strictEqual(out?.record, "x")
     // tools are part of the state: the same messages without tools match nothing
-    const noTools = failureOf(Forest.exportExplicit(forest, [{ name: "y", messages: [user("q"), assistant("a1")] }]))
+    const noTools = failureOf(Export.exportExplicit(forest, [{ name: "y", messages: [user("q"), assistant("a1")] }]))
     assert.strictEqual(noTools?.message, "explicit export does not match a committed Forest state")
   })
 
   it("rejects a record whose state has no committed response", () => {
     const forest = fresh()
     turn(forest, [user("q")], assistant("a1"), [1], [2])
-    const out = failureOf(Forest.exportExplicit(forest, [{ name: "p", messages: [user("q")], tools }]))
+    const out = failureOf(Export.exportExplicit(forest, [{ name: "p", messages: [user("q")], tools }]))
     assert.strictEqual(out?.reason, "no-response")
     assert.strictEqual(out?.message, "export leaf has no committed response")
   })
 
   it("rejects a record that fails canonicalization", () => {
     const forest = fresh()
-    const out = failureOf(Forest.exportExplicit(forest, [{ name: "bad", messages: [{ role: "bot", content: "x" }] }]))
+    const out = failureOf(Export.exportExplicit(forest, [{ name: "bad", messages: [{ role: "bot", content: "x" }] }]))
     assert.strictEqual(out?.reason, "invalid-record")
     assert.strictEqual(out?.message, "export record 0 (bad): messages[0].role must be one of: assistant, system, tool, user")
   })
@@ -477,15 +478,15 @@ describe("explicit export", () => {
     const forest = fresh()
     const t1 = turn(forest, [user("q")], assistant("a1", "r"), [1], [2])
     const record = { name: "n", messages: [user("q"), assistant("a1")], tools }
-    const out = Forest.exportExplicit(forest, [record])
+    const out = Export.exportExplicit(forest, [record])
     assert.deepStrictEqual(contextsOf(out)?.map((c) => c.hash), [t1.resp])
-    const strict = failureOf(Forest.exportExplicit(forest, [record], {}, { strict: true }))
+    const strict = failureOf(Export.exportExplicit(forest, [record], {}, { strict: true }))
     assert.strictEqual(strict?.reason, "no-matching-state")
   })
 
   it("merges agentic_trace metadata instead of overwriting it", () => {
     assert.deepStrictEqual(
-      Forest.mergeMetadata({ agentic_trace: { events: { a: 1 } }, x: 1 }, { agentic_trace: { events: { b: 2 } }, x: 2 }),
+      Export.mergeMetadata({ agentic_trace: { events: { a: 1 } }, x: 1 }, { agentic_trace: { events: { b: 2 } }, x: 2 }),
       { agentic_trace: { events: { a: 1, b: 2 } }, x: 2 }
     )
   })
@@ -669,8 +670,8 @@ describe("the packed node layout against the earlier one (an Int32Array and a Fl
           })
           for (const n of Forest.lineage(forest, parent).slice(-2)) {
             const ids = n.kind === "resp" ? t.response.map(([id]) => id) : t.observation
-            assert.deepStrictEqual([...n.tokens], [...Int32Array.from(ids)])
-            assert.deepStrictEqual([...n.trainTokens], [...Int32Array.from(ids)])
+            assert.deepStrictEqual([...Forest.unpackTokens(n)], [...Int32Array.from(ids)])
+            assert.deepStrictEqual([...Forest.unpackTrainTokens(n)], [...Int32Array.from(ids)])
             assert.strictEqual(Forest.tokenLength(n), ids.length)
             if (n.kind === "resp") assert.deepStrictEqual(exact([...n.logprobs]), exact([...Float64Array.from(t.response.map(([, lp]) => lp))]))
           }

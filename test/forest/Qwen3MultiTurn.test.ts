@@ -3,6 +3,7 @@ import { Effect, Result } from "effect"
 import { Tokenizer, type TokenizerShape } from "../../layers/tokenizer/Tokenizer.ts"
 import * as Canonical from "../../src/protocol/canonical.ts"
 import * as Forest from "../../src/forest/Forest.ts"
+import * as Export from "../../src/forest/Export.ts"
 import * as Sample from "../../src/forest/Sample.ts"
 import * as ObservationDelta from "../../src/template/ObservationDelta.ts"
 
@@ -158,7 +159,7 @@ describe("a multi-turn Qwen3 tool conversation, built turn by turn", () => {
           }))
         )
 
-        const [context] = Result.getOrThrow(Forest.exportImplicit(forest, { reward: 1 }))
+        const [context] = Result.getOrThrow(Export.exportImplicit(forest, { reward: 1 }))
         assert.strictEqual(context?.hash, t3.response)
         const sample = Sample.build(forest, t3.response, (ids) => tok.decode(ids), {
           rolloutId: 1,

@@ -13,6 +13,9 @@ import { Gateway, type GatewayOptions } from "../../layers/gateway/Gateway.ts"
 import * as Sse from "../../src/protocol/sse.ts"
 import { Generation } from "../../layers/generation/Generation.ts"
 import { Sessions } from "../../layers/schedule/Sessions.ts"
+import { Forests } from "../../layers/generation/Forests.ts"
+import * as Forest from "../../src/forest/Forest.ts"
+import { generationStack } from "../support/gatewayStack.ts"
 import { openStream } from "../support/openStream.ts"
 import { sessionEntry } from "../support/sessions.ts"
 
@@ -355,26 +358,57 @@ describe("Buffered SSE", () => {
 })
 
 describe("client disconnect", () => {
-  it.live("a generation already started completes although the client went away", () =>
-    Effect.gen(function*() {
-      const { gateway, live, script } = yield* setup()
-      const started = yield* Deferred.make<void>()
-      const release = yield* Deferred.make<void>()
+  it.live("a generation already started completes, is committed to the SessionForest and the 499 is logged", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const logged = yield* Deferred.make<Logged>()
+      const capture = Logger.make(({ logLevel, message }) => Deferred.doneUnsafe(logged, Effect.succeed({ level: logLevel, message })))
       const finished = yield* Deferred.make<void>()
-      yield* Ref.set(script, () =>
-        Deferred.succeed(started, undefined).pipe(
-          Effect.andThen(Deferred.await(release)),
-          Effect.andThen(Deferred.succeed(finished, undefined)),
-          Effect.as(completion)
-        ))
-      const req = http.request(gateway.baseUrl + "/v1/chat/completions", { method: "POST", headers: bearer(live) })
+      // The real generation core, reporting when a generation ended (committed or not).
+      const reporting = Layer.effect(
+        Generation,
+        Effect.gen(function*() {
+          const generation = yield* Generation
+          return Generation.of({
+            generate: (session, request) => generation.generate(session, request).pipe(Effect.ensuring(Deferred.succeed(finished, undefined)))
+          })
+        })
+      )
+      const context = yield* Layer.build(
+        Gateway.layer().pipe(Layer.provide(reporting), Layer.provide(Logger.layer([capture])), Layer.provideMerge(generationStack))
+      )
+      const gateway = Context.get(context, Gateway)
+      const sessions = Context.get(context, Sessions)
+      const forests = Context.get(context, Forests)
+      // The generation waits for its Group's Runtime lease until the client is gone.
+      const waiting = yield* Deferred.make<void>()
+      const lease = yield* Deferred.make<void>()
+      const sessionId = yield* sessions.newSessionId
+      yield* forests.create(sessionId)
+      yield* sessions.register(sessionEntry(sessionId, {
+        awaitLease: Deferred.succeed(waiting, undefined).pipe(Effect.andThen(Deferred.await(lease)))
+      }))
+      const req = http.request(gateway.baseUrl + "/v1/chat/completions", { method: "POST", headers: bearer(sessionId) })
       req.on("error", () => {})
       req.end(chatBody())
-      yield* Deferred.await(started)
+      yield* Deferred.await(waiting)
       req.destroy()
-      yield* Deferred.succeed(release, undefined)
+      // Bounded, so a missing log line fails here instead of at the test's timeout.
+      expect(yield* Deferred.await(logged).pipe(Effect.timeout("10 seconds"))).toEqual({
+        level: "Warn",
+        message: [
+          "client disconnected before agentic completion was produced; the generation still completes and is committed",
+          { status: 499, code: "client_disconnect" }
+        ]
+      })
+      yield* Deferred.succeed(lease, undefined)
       yield* Deferred.await(finished)
-    }))
+      const forest = yield* forests.get(sessionId)
+      const lineages = Forest.leaves(forest).map((leaf) => Forest.lineage(forest, leaf))
+      expect(lineages.map((lineage) => lineage.map((node) => node.kind))).toEqual([["obs", "obs", "resp"]])
+      const response = lineages[0]?.[2]
+      assert(response?.kind === "resp")
+      expect(response.message).toMatchObject({ role: "assistant", content: "Hi there." })
+    })))
 })
 
 describe("Buffered SSE failures after the headers are sent", () => {

@@ -1,7 +1,7 @@
 /**
  * The gateway's answers byte by byte on the wire (status line, header order, chunk framing), for the model routes
- * that node:http serves directly and for the same routes reached through the Effect router (a doubled slash): both
- * must look exactly like the answers of Effect's HTTP server, which the rest of the routes still use.
+ * that node:http serves directly, spelled exactly and in the other spellings the router accepts (a doubled slash, a
+ * query, a trailing slash, another case): they must look exactly like the answers of Effect's HTTP server, which the rest of the routes still use.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
@@ -46,7 +46,14 @@ describe("the gateway on the wire", () => {
         const { port } = yield* Gateway
         const sessionId = yield* newSession
         const auth = { Authorization: `Bearer ${sessionId}`, "Content-Type": "application/json" }
-        for (const path of ["/agentic_api/v1/chat/completions", "/agentic_api//v1/chat/completions", "/agentic_api/chat/completions?x=1"]) {
+        const spellings = [
+          "/agentic_api/v1/chat/completions",
+          "/agentic_api//v1/chat/completions",
+          "/agentic_api/chat/completions?x=1",
+          "/agentic_api/v1/chat/completions/",
+          "/Agentic_API/v1/Chat/Completions"
+        ]
+        for (const path of spellings) {
           const { head, body } = split(normalized(yield* exchange(port, request("POST", path, auth, chat(`hi ${path}`)))))
           assert.strictEqual(
             head,

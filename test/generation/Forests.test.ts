@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { Forests } from "../../layers/generation/Forests.ts"
+import * as Forest from "../../src/forest/Forest.ts"
 
 describe("Forests store", () => {
   it.effect("creates, finds and removes a Session's forest", () =>
@@ -41,7 +42,7 @@ describe("Forests commits", () => {
       assert.strictEqual(refused._tag, "ContextLengthError")
       assert.strictEqual(forest.nodes.size, 1)
       const hash = yield* forests.observe(forest, { ...observation, maxContextLen: 4 })
-      assert.strictEqual(forest.nodes.get(hash)?.tokens.length, 3)
+      assert.strictEqual(Forest.tokenLength(Forest.node(forest, hash)), 3)
       const response = {
         parent: hash,
         rolloutId: 0,

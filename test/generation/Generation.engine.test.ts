@@ -11,7 +11,7 @@ import type * as Completion from "../../src/protocol/completion.ts"
 import * as Parsers from "../../src/parsers/registry.ts"
 import type { GenerateRequest } from "../../layers/engine/Engine.ts"
 import { Forests } from "../../layers/generation/Forests.ts"
-import { gatewayError } from "../../layers/gateway/Gateway.ts"
+import * as ProtocolErrors from "../../src/protocol/errors.ts"
 import { Generation } from "../../layers/generation/Generation.ts"
 import type { SessionEntry } from "../../layers/schedule/Sessions.ts"
 import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
@@ -109,26 +109,26 @@ describe("Generation over a scripted engine", () => {
         expect(lineage.map((n) => n.kind)).toEqual(["obs", "obs", "resp", "obs", "resp"])
         const delta = lineage[3]
         assert(delta !== undefined)
-        expect(tokenizer.decode([...delta.tokens])).toBe("\n<|im_start|>user\nq2<|im_end|>\n<|im_start|>assistant\n")
+        expect(tokenizer.decode([...Forest.unpackTokens(delta)])).toBe("\n<|im_start|>user\nq2<|im_end|>\n<|im_start|>assistant\n")
         // The second request's prompt is the first lineage verbatim, generated ids included.
         expect(calls[1]?.inputIds).toEqual(Forest.inferencePrefix(forest, delta.hash))
 
-        const promptLength = lineage[1]?.tokens.length ?? 0
+        const promptLength = lineage[1] === undefined ? 0 : Forest.tokenLength(lineage[1])
         const r1 = outputs[0]?.length ?? 0
         const r2 = outputs[1]?.length ?? 0
         expect(sample.tokens).toEqual(Forest.inferencePrefix(forest, leaf))
-        expect(sample.response_length).toBe(r1 + delta.tokens.length + r2)
+        expect(sample.response_length).toBe(r1 + Forest.tokenLength(delta) + r2)
         expect(sample.loss_mask).toEqual([
           ...Array(r1).fill(1),
-          ...Array(delta.tokens.length).fill(0),
+          ...Array(Forest.tokenLength(delta)).fill(0),
           ...Array(r2).fill(1)
         ])
         expect(sample.rollout_log_probs).toEqual([
           ...Array(r1).fill(-1),
-          ...Array(delta.tokens.length).fill(0),
+          ...Array(Forest.tokenLength(delta)).fill(0),
           ...Array(r2).fill(-2)
         ])
-        expect(sample.turn_spans).toEqual([[0, r1], [r1 + delta.tokens.length, sample.response_length]])
+        expect(sample.turn_spans).toEqual([[0, r1], [r1 + Forest.tokenLength(delta), sample.response_length]])
         expect(sample.tokens.slice(promptLength, promptLength + r1)).toEqual(outputs[0])
       }))
 
@@ -160,7 +160,7 @@ describe("Generation over a scripted engine", () => {
         const { forest, leaf, sample } = yield* sampleOf(entry)
         const node = Forest.node(forest, leaf)
         assert(node.kind === "resp")
-        expect([...node.tokens]).toEqual(full)
+        expect([...Forest.unpackTokens(node)]).toEqual(full)
         expect(node).toMatchObject({ status: "completed", abortCount: 1, weightVersions: ["v0", "v1"], requestId: firstCall.rid })
         expect(sample.rollout_log_probs).toEqual([...Array(5).fill(-0.5), ...Array(full.length - 5).fill(-0.25)])
         expect(entry.counters).toMatchObject({ aborts: 1, generations: 1 })
@@ -183,7 +183,7 @@ describe("Generation over a scripted engine", () => {
       Effect.gen(function*() {
         yield* scripted(() => ({ outputIds: [], logprobs: [], finishReason: { type: "abort" }, weightVersion: "v0" }))
         const entry = yield* session
-        const error = yield* (yield* Generation).generate(entry, request([u1])).pipe(Effect.flip, Effect.flatMap(gatewayError))
+        const error = yield* (yield* Generation).generate(entry, request([u1])).pipe(Effect.flip, Effect.map(ProtocolErrors.GatewayError.fromGeneration))
         expect(error.status).toBe(500)
         expect(calls).toHaveLength(3)
         const forest = yield* (yield* Forests).get(entry.sessionId)
@@ -208,7 +208,7 @@ describe("Generation over a scripted engine", () => {
         const { forest, leaf } = yield* sampleOf(entry)
         const response = Forest.lineage(forest, leaf)[2]
         assert(response?.kind === "resp")
-        expect([...response.tokens]).toEqual(ids)
+        expect([...Forest.unpackTokens(response)]).toEqual(ids)
         expect(response.message.content).toBe(first.content)
       }))
 

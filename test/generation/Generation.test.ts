@@ -12,7 +12,7 @@ import * as Parsers from "../../src/parsers/registry.ts"
 import { EmbeddedEngine, type EmbeddedEngineOptions } from "../../layers/engine/EmbeddedEngine.ts"
 import { Engine } from "../../layers/engine/Engine.ts"
 import { Forests } from "../../layers/generation/Forests.ts"
-import { gatewayError } from "../../layers/gateway/Gateway.ts"
+import * as ProtocolErrors from "../../src/protocol/errors.ts"
 import { Generation } from "../../layers/generation/Generation.ts"
 import type { SessionEntry } from "../../layers/schedule/Sessions.ts"
 import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
@@ -73,7 +73,7 @@ describe("Generation", () => {
         assert(node.kind === "resp")
         expect(node.status).toBe("completed")
         expect(node.rolloutId).toBe(3)
-        expect(node.tokens.length).toBe(first.usage.completionTokens)
+        expect(Forest.tokenLength(node)).toBe(first.usage.completionTokens)
         expect(node.message.tool_calls?.[0]?.id).toBe(first.toolCalls[0]?.id)
 
         // The echo of that message plus a tool result continues the same lineage.
@@ -135,7 +135,7 @@ describe("Generation", () => {
     it.effect("rejects an observation that reaches the context limit before committing anything", () =>
       Effect.gen(function*() {
         const entry = yield* session({ maxContextLen: 10 })
-        const error = yield* (yield* Generation).generate(entry, request(question)).pipe(Effect.flip, Effect.flatMap(gatewayError))
+        const error = yield* (yield* Generation).generate(entry, request(question)).pipe(Effect.flip, Effect.map(ProtocolErrors.GatewayError.fromGeneration))
         expect(error.status).toBe(400)
         expect(error.code).toBe("context_length_exceeded")
         expect(error.message).toMatch(/^This model's maximum context length is 10 tokens\. However, your messages resulted in \d+ tokens\./)
@@ -222,7 +222,7 @@ describe("Generation with images", () => {
             role: "user",
             content: [{ type: "image_url", image_url: { url: image } }, { type: "text", text: "Please compute 2+2?" }]
           }])
-        ).pipe(Effect.flip, Effect.flatMap(gatewayError))
+        ).pipe(Effect.flip, Effect.map(ProtocolErrors.GatewayError.fromGeneration))
         expect(refused.status).toBe(400)
         expect(refused.message).toContain("The chat template cannot render these messages")
         const parts = yield* generation.generate(

@@ -10,7 +10,7 @@ import * as Sample from "../../src/forest/Sample.ts"
 import * as Canonical from "../../src/protocol/canonical.ts"
 import type { GenerateRequest } from "../../layers/engine/Engine.ts"
 import { Forests } from "../../layers/generation/Forests.ts"
-import { gatewayError } from "../../layers/gateway/Gateway.ts"
+import * as ProtocolErrors from "../../src/protocol/errors.ts"
 import { Generation, type GenerationOptions } from "../../layers/generation/Generation.ts"
 import { load as loadTokenizer, Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
 import { scriptedEngine } from "../support/scriptedEngine.ts"
@@ -98,7 +98,7 @@ describe("a vision model's observations", () => {
         const entry = yield* sessionWithForest({ maxContextLen: 200 })
         const error = yield* generation.generate(entry, request(withImage(image))).pipe(Effect.flip)
         assert.strictEqual(error._tag, "ContextLengthError")
-        assert.strictEqual((yield* gatewayError(error)).status, 400)
+        assert.strictEqual(ProtocolErrors.GatewayError.fromGeneration(error).status, 400)
         assert.lengthOf(calls, 0)
         const forest = yield* (yield* Forests).get(entry.sessionId)
         assert.strictEqual(forest.nodes.size, 1)
@@ -115,7 +115,7 @@ describe("a vision model's observations", () => {
         const entry = yield* sessionWithForest()
         const error = yield* generation.generate(entry, request(withImage("data:image/png;base64,AAAA"))).pipe(Effect.flip)
         assert.strictEqual(error._tag, "ImageRejected")
-        const http = yield* gatewayError(error)
+        const http = ProtocolErrors.GatewayError.fromGeneration(error)
         assert.strictEqual(http.status, 400)
         assert.include(http.message, "cannot read image data:image/png;base64,AAAA")
         assert.lengthOf(calls, 0)
@@ -137,7 +137,7 @@ describe("--rollout-skip-special-tokens", () => {
           const completion = yield* generation.generate(entry, request([{ role: "user", content: "q" }]))
           const forest = yield* (yield* Forests).get(entry.sessionId)
           const leaf = Forest.node(forest, Forest.leaves(forest)[0]!)
-          return { content: completion.content, committed: [...leaf.tokens] }
+          return { content: completion.content, committed: [...Forest.unpackTokens(leaf)] }
         }).pipe(Effect.provide(stackFor(Layer.succeed(Tokenizer, tokenizer), [], answer, options)))
       const kept = yield* run({})
       const skipped = yield* run({ skipSpecialTokens: true })

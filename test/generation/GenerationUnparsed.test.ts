@@ -11,7 +11,7 @@ import * as Canonical from "../../src/protocol/canonical.ts"
 import * as Parsers from "../../src/parsers/registry.ts"
 import { EmbeddedEngine } from "../../layers/engine/EmbeddedEngine.ts"
 import { Forests } from "../../layers/generation/Forests.ts"
-import { gatewayError } from "../../layers/gateway/Gateway.ts"
+import * as ProtocolErrors from "../../src/protocol/errors.ts"
 import { Generation } from "../../layers/generation/Generation.ts"
 import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
 import { calcTool } from "../fixtures/gateway/policy.ts"
@@ -61,7 +61,7 @@ describe("a turn whose tool call the parser drops", () => {
           const node = Forest.node(forest, leaf)
           assert(node.kind === "resp")
           assert.strictEqual(node.message.content, unknownCall[parser])
-          assert.strictEqual(node.tokens.length, completion.usage.completionTokens)
+          assert.strictEqual(Forest.tokenLength(node), completion.usage.completionTokens)
           // The echo of the committed message continues the same lineage (a client that sends it back matches).
           const next = yield* (yield* Generation).generate(entry, {
             ...request,
@@ -85,7 +85,7 @@ describe("a turn whose tool call the parser drops", () => {
           const entry = yield* sessionWithForest({ sampling: sampling({ maxNewTokens: 256 }) })
           const error = yield* (yield* Generation).generate(entry, request).pipe(Effect.flip)
           assert.strictEqual(error._tag, "UnusableResponse")
-          assert.strictEqual((yield* gatewayError(error)).status, 500)
+          assert.strictEqual(ProtocolErrors.GatewayError.fromGeneration(error).status, 500)
           const forest = yield* (yield* Forests).get(entry.sessionId)
           assert.isFalse(Forest.leaves(forest).some((leaf) => Forest.node(forest, leaf).kind === "resp"))
         }))

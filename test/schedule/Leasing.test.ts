@@ -168,7 +168,7 @@ describe("nextMoves", () => {
   }
 
   it("does nothing once the debt is paid", () => {
-    const ledger = Leasing.settle(Leasing.openStep(train({ debt: 1 }), false), "accepted").ledger
+    const ledger = Leasing.recordFinish(Leasing.openStep(train({ debt: 1 }), false), "accepted").ledger
     assert.deepStrictEqual(
       Leasing.nextMoves({ capacity: 4, resident: 0, prepare: prepare("r"), leased: 0 }, ledger),
       { lease: [], start: 0 }
@@ -176,7 +176,7 @@ describe("nextMoves", () => {
   })
 })
 
-describe("settle", () => {
+describe("recordFinish", () => {
   const cases: ReadonlyArray<{
     readonly name: string
     readonly refill: boolean
@@ -230,22 +230,22 @@ describe("settle", () => {
   for (const c of cases) {
     it(c.name, () => {
       let ledger = Leasing.openStep(train({ refill: c.refill, debt: Math.max(c.debt, 1) }), false)
-      if (c.debt === 0) ledger = Leasing.settle(ledger, "accepted").ledger
+      if (c.debt === 0) ledger = Leasing.recordFinish(ledger, "accepted").ledger
       const before = ledger.accepted
-      const settled = Leasing.settle(ledger, c.finish)
+      const recorded = Leasing.recordFinish(ledger, c.finish)
       assert.deepStrictEqual({
-        debt: settled.ledger.debt,
-        accepted: settled.ledger.accepted - before,
-        dropped: settled.ledger.dropped,
-        filtered: settled.ledger.filtered,
-        take: settled.take
+        debt: recorded.ledger.debt,
+        accepted: recorded.ledger.accepted - before,
+        dropped: recorded.ledger.dropped,
+        filtered: recorded.ledger.filtered,
+        take: recorded.take
       }, c.expected)
     })
   }
 
   it("leaves the ledger it was given unchanged", () => {
     const ledger = Leasing.openStep(train(), false)
-    Leasing.settle(ledger, "accepted")
+    Leasing.recordFinish(ledger, "accepted")
     assert.strictEqual(ledger.debt, 2)
   })
 })

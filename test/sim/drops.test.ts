@@ -6,12 +6,13 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Layer } from "effect"
 import { TestClock } from "effect/testing"
 import { join, resolve } from "node:path"
-import * as Config from "../../layers/rollout/Config.ts"
+import * as RolloutConfig from "../../layers/rollout/RolloutConfig.ts"
+import * as Settings from "../../src/config/Settings.ts"
 import { Credit } from "../../layers/credit/Credit.ts"
 import { EmbeddedEngine } from "../../layers/engine/EmbeddedEngine.ts"
 import { Forests } from "../../layers/generation/Forests.ts"
 import { Rollout } from "../../layers/rollout/Rollout.ts"
-import * as Scheduler from "../../layers/schedule/Scheduler.ts"
+import * as GroupPool from "../../layers/schedule/GroupPool.ts"
 import { Sessions } from "../../layers/schedule/Sessions.ts"
 import { Supervisor } from "../../layers/session/Supervisor.ts"
 import * as Telemetry from "../../layers/rollout/Telemetry.ts"
@@ -32,7 +33,7 @@ const simulate = <A, E>(program: Effect.Effect<A, E, Telemetry.Telemetry>, layer
     return yield* Fiber.join(fiber)
   })
 
-const plan = (rolloutId: number, debt: number, extra: Partial<Scheduler.StepPlan> = {}): Scheduler.StepPlan => ({
+const plan = (rolloutId: number, debt: number, extra: Partial<GroupPool.StepPlan> = {}): GroupPool.StepPlan => ({
   rolloutId,
   debt,
   surplus: 0,
@@ -60,13 +61,13 @@ describe("the consecutive-drop guard", () => {
     const next = Sim.groups()
     return simulate(
       Effect.scoped(Effect.gen(function*() {
-        const pool = yield* Scheduler.makePool({
+        const pool = yield* GroupPool.makePool({
           capacity: 3,
           prelaunch: true,
           mode: "train",
           next: next(2),
           runner: Sim.runner((_, position) => position === 0 ? { crash: "after-lease", turnSeconds: 2 } : { turns: 3 }, timeline),
-          dropStreak: Scheduler.dropStreak(3)
+          dropStreak: GroupPool.dropStreak(3)
         })
         const error = yield* Effect.flip(pool.runStep(plan(0, 1, { nextStep: true })))
         return { error, state: yield* pool.state }
@@ -103,7 +104,7 @@ describe("the consecutive-drop guard", () => {
     const next = Sim.groups()
     return simulate(
       Effect.scoped(Effect.gen(function*() {
-        const pool = yield* Scheduler.makePool({
+        const pool = yield* GroupPool.makePool({
           capacity: 1,
           prelaunch: false,
           mode: "train",
@@ -112,9 +113,9 @@ describe("the consecutive-drop guard", () => {
           runner: Sim.runner(
             (g) => g.seq % 3 === 0 ? {} : { crash: "after-lease" },
             timeline,
-            (g) => g.seq === 3 ? Scheduler.filtered() : Scheduler.accepted(g.seq)
+            (g) => g.seq === 3 ? GroupPool.filtered() : GroupPool.accepted(g.seq)
           ),
-          dropStreak: Scheduler.dropStreak(3)
+          dropStreak: GroupPool.dropStreak(3)
         })
         return yield* pool.runStep(plan(0, 3))
       })),
@@ -135,13 +136,13 @@ describe("the consecutive-drop guard", () => {
     const next = Sim.groups()
     return simulate(
       Effect.scoped(Effect.gen(function*() {
-        const pool = yield* Scheduler.makePool({
+        const pool = yield* GroupPool.makePool({
           capacity: 1,
           prelaunch: false,
           mode: "train",
           next: next(1),
           runner: Sim.runner((g) => g.seq < 40 ? { crash: "after-lease" } : {}, timeline),
-          dropStreak: Scheduler.dropStreak(0)
+          dropStreak: GroupPool.dropStreak(0)
         })
         return yield* pool.runStep(plan(0, 1))
       })),
@@ -158,12 +159,12 @@ describe("the consecutive-drop guard", () => {
     const { layer } = setup()
     const timeline: Array<Sim.Entry> = []
     const next = Sim.groups()
-    const streak = Scheduler.dropStreak(3)
+    const streak = GroupPool.dropStreak(3)
     const crashing = Sim.runner(() => ({ crash: "after-lease" }), timeline)
     return simulate(
       Effect.scoped(Effect.gen(function*() {
         const evalOutcome = yield* Effect.scoped(Effect.gen(function*() {
-          const pool = yield* Scheduler.makePool({
+          const pool = yield* GroupPool.makePool({
             capacity: 2,
             prelaunch: false,
             mode: "eval",
@@ -174,7 +175,7 @@ describe("the consecutive-drop guard", () => {
           return yield* pool.runStep(plan(0, 2, { refill: false }))
         }))
         const afterEval = streak.count()
-        const train = yield* Scheduler.makePool({
+        const train = yield* GroupPool.makePool({
           capacity: 1,
           prelaunch: false,
           mode: "train",
@@ -209,7 +210,7 @@ const fixtures = resolve(import.meta.dirname, "../fixtures/rollout")
 describe("a whole rollout whose agent always fails", () => {
   it.effect("fails with TooManyDroppedGroupsError after the default max(8, 2 * capacity) drops", () =>
     Effect.gen(function*() {
-      const settings = yield* Config.resolve({
+      const settings = yield* Settings.resolve({
         promptData: join(fixtures, "train.jsonl"),
         rolloutBatchSize: 2,
         nSamplesPerPrompt: 2,
@@ -230,10 +231,10 @@ describe("a whole rollout whose agent always fails", () => {
         })))
       const rollout = Rollout.layer.pipe(
         Layer.provide(Layer.mergeAll(
-          Config.RolloutConfig.layerSettings(settings),
+          RolloutConfig.RolloutConfig.layerSettings(settings),
           Supervisor.layerInProcess(agent, { timeoutSeconds: settings.agentTimeout }),
           Credit.layer(creditOptions(settings)).pipe(Layer.orDie),
-          Scheduler.Scheduler.layer.pipe(Layer.provide(Telemetry.Telemetry.layerSink(sink))),
+          GroupPool.GroupPool.layer.pipe(Layer.provide(Telemetry.Telemetry.layerSink(sink))),
           Telemetry.Telemetry.layerSink(sink),
           Sessions.layer,
           Forests.layer,

@@ -1,5 +1,5 @@
 /**
- * Faults at scale, under the TestClock: at least 1,000 Sessions of the real Rollout, Scheduler, Sessions, Forests,
+ * Faults at scale, under the TestClock: at least 1,000 Sessions of the real Rollout, GroupPool, Sessions, Forests,
  * generation core and Credit, whose in-process agents crash at random points, hang (before their first request too),
  * ignore the stop signal for a while, start children of their own, write corrupt output or exit without a request, over
  * an engine that errors, stalls or drops connections. After every step: no agent or child fiber left running and no span
@@ -11,14 +11,16 @@ import { assert, describe, it } from "@effect/vitest"
 import { Context, Effect, Fiber, Layer, Result, Tracer } from "effect"
 import { TestClock } from "effect/testing"
 import { join, resolve } from "node:path"
-import * as Config from "../../layers/rollout/Config.ts"
+import * as RolloutConfig from "../../layers/rollout/RolloutConfig.ts"
+import * as RolloutOptions from "../../src/config/RolloutOptions.ts"
+import * as Settings from "../../src/config/Settings.ts"
 import { Credit } from "../../layers/credit/Credit.ts"
 import { EmbeddedEngine } from "../../layers/engine/EmbeddedEngine.ts"
 import { Engine, EngineError } from "../../layers/engine/Engine.ts"
 import { Forests } from "../../layers/generation/Forests.ts"
 import { Generation } from "../../layers/generation/Generation.ts"
 import { Rollout } from "../../layers/rollout/Rollout.ts"
-import { Scheduler } from "../../layers/schedule/Scheduler.ts"
+import { GroupPool } from "../../layers/schedule/GroupPool.ts"
 import { Sessions } from "../../layers/schedule/Sessions.ts"
 import { type InProcessAgent, Supervisor } from "../../layers/session/Supervisor.ts"
 import * as Telemetry from "../../layers/rollout/Telemetry.ts"
@@ -133,11 +135,11 @@ const faultyEngine = (ledger: Ledger, random: () => number) =>
             const r = random()
             if (r < 0.02) {
               count(ledger.engineFaults, "error")
-              return Effect.fail(new EngineError({ message: "SGLang returned 503", status: 503, retryable: false }))
+              return Effect.fail(new EngineError({ reason: "status", detail: "SGLang returned 503", status: 503 }))
             }
             if (r < 0.03) {
               count(ledger.engineFaults, "dropped-connection")
-              return Effect.fail(new EngineError({ message: "socket hang up", retryable: true }))
+              return Effect.fail(new EngineError({ reason: "unreachable", detail: "socket hang up" }))
             }
             if (r < 0.04) {
               count(ledger.engineFaults, "stall")
@@ -151,9 +153,9 @@ const faultyEngine = (ledger: Ledger, random: () => number) =>
 
 let services: Layer.Layer<Sessions | Generation | Forests | Tokenizer | Engine>
 
-const build = (input: Config.RolloutOptionsInput, ledger: Ledger) =>
+const build = (input: RolloutOptions.RolloutOptionsInput, ledger: Ledger) =>
   Effect.gen(function*() {
-    const settings = yield* Config.resolve(input)
+    const settings = yield* Settings.resolve(input)
     const sink = Telemetry.memorySink()
     const policy = (request: { readonly turn: number }) => `Answer ${request.turn}: 4.`
     const core = Layer.mergeAll(Sessions.layer, Forests.layer, Tokenizer.layer.pipe(Layer.orDie))
@@ -165,10 +167,10 @@ const build = (input: Config.RolloutOptionsInput, ledger: Ledger) =>
     services = Layer.succeedContext(built)
     const rollout = Rollout.layer.pipe(
       Layer.provide(Layer.mergeAll(
-        Config.RolloutConfig.layerSettings(settings),
+        RolloutConfig.RolloutConfig.layerSettings(settings),
         Supervisor.layerInProcess(agent(ledger, prng(2026)), { timeoutSeconds: settings.agentTimeout }),
         Credit.layer(creditOptions(settings)).pipe(Layer.orDie),
-        Scheduler.layer.pipe(Layer.provide(Telemetry.Telemetry.layerSink(sink))),
+        GroupPool.layer.pipe(Layer.provide(Telemetry.Telemetry.layerSink(sink))),
         Telemetry.Telemetry.layerSink(sink),
         services
       )),
@@ -177,7 +179,7 @@ const build = (input: Config.RolloutOptionsInput, ledger: Ledger) =>
     return { rollout: Layer.succeedContext(yield* Layer.build(rollout)), sink, sessions: Context.get(built, Sessions) }
   })
 
-/** Every span the run opens (the generation core, Scheduler and Supervisor work in `Effect.fn` spans). */
+/** Every span the run opens (the generation core, GroupPool and Supervisor work in `Effect.fn` spans). */
 const spans: Array<Tracer.NativeSpan> = []
 
 describe("faults at scale (TestClock)", () => {

@@ -4,9 +4,9 @@
  * or crashes as scripted. Every step of every Session is written to a timeline with the TestClock time.
  */
 import { Clock, Data, Effect } from "effect"
-import * as Scheduler from "../../layers/schedule/Scheduler.ts"
+import * as GroupPool from "../../layers/schedule/GroupPool.ts"
 
-export interface Group extends Scheduler.GroupLike {
+export interface Group extends GroupPool.GroupLike {
   readonly seq: number
 }
 
@@ -47,8 +47,8 @@ export const groups = () => {
 export const runner = (
   script: (group: Group, position: number) => Script,
   timeline: Array<Entry>,
-  verdict: (group: Group) => Scheduler.Verdict<number> = (g) => Scheduler.accepted(g.seq)
-): Scheduler.GroupRunner<Group, number, number, AgentCrashed> => ({
+  verdict: (group: Group) => GroupPool.Verdict<number> = (g) => GroupPool.accepted(g.seq)
+): GroupPool.GroupRunner<Group, number, number, AgentCrashed> => ({
   session: (group, ticket) =>
     Effect.gen(function*() {
       const s = script(group, ticket.position)

@@ -4,7 +4,7 @@
  * (test/sim/lifecycle.test.ts) and the bench (test/bench/lifecycle.ts).
  *
  * **Details**
- * The real Rollout, Scheduler, SessionRunner, Sessions, Forests, generation core, generation gate and embedded engine
+ * The real Rollout, GroupPool, SessionRunner, Sessions, Forests, generation core, generation gate and embedded engine
  * (no end of turn, latency on the TestClock) run with in-process agents: each Session follows its workload plan
  * (start-up, then per turn: think, one model request of the planned length, a tool call) and exports implicitly.
  * A trainer fiber takes each complete partition (a step's batch), "trains" for `trainSeconds` and advances the
@@ -16,14 +16,16 @@ import { TestClock } from "effect/testing"
 import { mkdtempSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import * as Config from "../../layers/rollout/Config.ts"
+import * as RolloutConfig from "../../layers/rollout/RolloutConfig.ts"
+import * as RolloutOptions from "../../src/config/RolloutOptions.ts"
+import * as Settings from "../../src/config/Settings.ts"
 import { Credit } from "../../layers/credit/Credit.ts"
 import { EmbeddedEngine, type EmbeddedEngineOptions } from "../../layers/engine/EmbeddedEngine.ts"
 import { Engine, type EngineShape } from "../../layers/engine/Engine.ts"
 import { Forests } from "../../layers/generation/Forests.ts"
 import { Generation } from "../../layers/generation/Generation.ts"
 import { Rollout, type StepResult } from "../../layers/rollout/Rollout.ts"
-import { Scheduler } from "../../layers/schedule/Scheduler.ts"
+import { GroupPool } from "../../layers/schedule/GroupPool.ts"
 import { Sessions } from "../../layers/schedule/Sessions.ts"
 import { type InProcessAgent, Supervisor } from "../../layers/session/Supervisor.ts"
 import * as Telemetry from "../../layers/rollout/Telemetry.ts"
@@ -95,7 +97,7 @@ export interface SimReport {
   readonly idleSlotFraction: number
 }
 
-const modeFlags = (mode: Mode): Partial<Config.RolloutOptionsInput> =>
+const modeFlags = (mode: Mode): Partial<RolloutOptions.RolloutOptionsInput> =>
   mode === "partial" ? { partialRollout: true } : mode === "fully-async" ? { fullyAsync: true } : {}
 
 /** Run the simulation; drives the TestClock itself (provide `TestClock.layer()` or run inside `it.effect`). */
@@ -105,7 +107,7 @@ export const simulate = (options: SimOptions) =>
     const dataset = join(dir, "tasks.jsonl")
     writeFileSync(dataset, Workload.rows(64).map((r) => JSON.stringify(r)).join("\n") + "\n")
     const rolloutSeed = options.rolloutSeed ?? 42
-    const settings = yield* Config.resolve({
+    const settings = yield* Settings.resolve({
       promptData: dataset,
       nSamplesPerPrompt: options.samplesPerPrompt,
       rolloutBatchSize: options.batch,
@@ -208,17 +210,17 @@ export const simulate = (options: SimOptions) =>
 
     const rolloutLayer = Rollout.layer.pipe(
       Layer.provide(Layer.mergeAll(
-        Config.RolloutConfig.layerSettings(settings),
+        RolloutConfig.RolloutConfig.layerSettings(settings),
         Supervisor.layerInProcess(agent, { timeoutSeconds: settings.agentTimeout }),
         Credit.layer(creditOptions(settings)).pipe(Layer.orDie),
-        Scheduler.layer.pipe(Layer.provide(Telemetry.Telemetry.layerSink(sink))),
+        GroupPool.layer.pipe(Layer.provide(Telemetry.Telemetry.layerSink(sink))),
         Telemetry.Telemetry.layerSink(sink),
         services
       )),
       Layer.orDie
     )
 
-    const mode = Config.retentionMode(settings)
+    const mode = Settings.retentionMode(settings)
     const calls = Retention.stepCount(mode, options.steps)
     const stepSeconds: Array<number> = []
     const results: Array<StepResult> = []

@@ -1,21 +1,22 @@
 /**
  * `rollout/parser_failures` counts every training Session's unparsed turns in the step it ended, whether its Group was
  * accepted or dropped: a trainer sees all of them in the step's metrics, not only those of the exported samples. The
- * real Rollout, Scheduler, Generation (qwen25 tool-call parser) and Credit under the TestClock, in-process agents; the
+ * real Rollout, GroupPool, Generation (qwen25 tool-call parser) and Credit under the TestClock, in-process agents; the
  * model always calls a tool the request does not define, so every turn is one parser failure.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Layer, Result } from "effect"
 import { TestClock } from "effect/testing"
 import { join, resolve } from "node:path"
-import * as Config from "../../layers/rollout/Config.ts"
+import * as RolloutConfig from "../../layers/rollout/RolloutConfig.ts"
+import * as Settings from "../../src/config/Settings.ts"
 import { Credit } from "../../layers/credit/Credit.ts"
 import { EmbeddedEngine } from "../../layers/engine/EmbeddedEngine.ts"
 import type { Engine } from "../../layers/engine/Engine.ts"
 import { Forests } from "../../layers/generation/Forests.ts"
 import { Generation } from "../../layers/generation/Generation.ts"
 import { Rollout } from "../../layers/rollout/Rollout.ts"
-import { Scheduler } from "../../layers/schedule/Scheduler.ts"
+import { GroupPool } from "../../layers/schedule/GroupPool.ts"
 import { Sessions } from "../../layers/schedule/Sessions.ts"
 import { type InProcessAgent, Supervisor } from "../../layers/session/Supervisor.ts"
 import * as Telemetry from "../../layers/rollout/Telemetry.ts"
@@ -48,7 +49,7 @@ const agent = (started: { count: number }): InProcessAgent => (input) =>
 describe("rollout/parser_failures", () => {
   it.effect("counts the unparsed turns of dropped Groups' Sessions too", () =>
     Effect.gen(function*() {
-      const settings = yield* Config.resolve({
+      const settings = yield* Settings.resolve({
         promptData: join(fixtures, "train.jsonl"),
         rolloutBatchSize: 2,
         nSamplesPerPrompt: 2,
@@ -69,10 +70,10 @@ describe("rollout/parser_failures", () => {
       const started = { count: 0 }
       const rollout = Rollout.layer.pipe(
         Layer.provide(Layer.mergeAll(
-          Config.RolloutConfig.layerSettings(settings),
+          RolloutConfig.RolloutConfig.layerSettings(settings),
           Supervisor.layerInProcess(agent(started), { timeoutSeconds: settings.agentTimeout }),
           Credit.layer(creditOptions(settings)).pipe(Layer.orDie),
-          Scheduler.layer.pipe(Layer.provide(Telemetry.Telemetry.layerSink(sink))),
+          GroupPool.layer.pipe(Layer.provide(Telemetry.Telemetry.layerSink(sink))),
           Telemetry.Telemetry.layerSink(sink),
           services
         )),

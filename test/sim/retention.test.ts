@@ -1,16 +1,16 @@
 /**
- * The Scheduler's cross-step retention under the TestClock (partial rollout / fully async), with in-process agents
+ * The Group pool's cross-step retention under the TestClock (partial rollout / fully async), with in-process agents
  * that sleep per turn: leased Groups still running at a step's close stay leased and pay the next step's debt, and a
  * fully-async step closes once its debt is matched by interrupted resident Groups.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Clock, Effect, Fiber, Layer } from "effect"
 import { TestClock } from "effect/testing"
-import * as Scheduler from "../../layers/schedule/Scheduler.ts"
+import * as GroupPool from "../../layers/schedule/GroupPool.ts"
 import * as Telemetry from "../../layers/rollout/Telemetry.ts"
 import * as Sim from "./harness.ts"
 
-const plan = (rolloutId: number, debt: number, extra: Partial<Scheduler.StepPlan> = {}): Scheduler.StepPlan => ({
+const plan = (rolloutId: number, debt: number, extra: Partial<GroupPool.StepPlan> = {}): GroupPool.StepPlan => ({
   rolloutId,
   debt,
   surplus: 0,
@@ -27,7 +27,7 @@ const toolAgents = (turns: (seq: number) => number, timeline: Array<Sim.Entry>) 
   const inTool = new Set<string>()
   const listeners: Array<() => void> = []
   const changed = () => listeners.forEach((l) => l())
-  const runner: Scheduler.GroupRunner<Sim.Group, number, number, never> = {
+  const runner: GroupPool.GroupRunner<Sim.Group, number, number, never> = {
     session: (group, ticket) =>
       Effect.gen(function*() {
         const log = (what: Sim.Entry["what"]) =>
@@ -54,7 +54,7 @@ const toolAgents = (turns: (seq: number) => number, timeline: Array<Sim.Entry>) 
           timeline.push({ t: ms / 1000, group: group.seq, position: ticket.position, what: "interrupted" })
         }))
       )),
-    reward: (group) => Effect.succeed(Scheduler.accepted(group.seq))
+    reward: (group) => Effect.succeed(GroupPool.accepted(group.seq))
   }
   return {
     runner,
@@ -69,7 +69,7 @@ const toolAgents = (turns: (seq: number) => number, timeline: Array<Sim.Entry>) 
 
 /** A training pool of capacity 2 whose Groups of one Session run `agents`. */
 const poolOf = (agents: ReturnType<typeof toolAgents>) =>
-  Scheduler.makePool({
+  GroupPool.makePool({
     capacity: 2,
     prelaunch: false,
     mode: "train",
@@ -86,7 +86,7 @@ const run = <A>(program: Effect.Effect<A, never, Telemetry.Telemetry>) =>
     return yield* Fiber.join(fiber)
   })
 
-describe("cross-step retention in the Scheduler", () => {
+describe("cross-step retention in the Group pool", () => {
   it.effect("keeps a leased Group still running at the close; it pays the next step's debt, not a new Group", () => {
     const timeline: Array<Sim.Entry> = []
     // Group 0: 1 turn; group 1: 4 turns (the straggler); later Groups: 1 turn.

@@ -1,19 +1,21 @@
 /**
- * Whole rollouts under the TestClock: the real Rollout, Scheduler, Sessions, Forests, generation core, embedded engine
+ * Whole rollouts under the TestClock: the real Rollout, GroupPool, Sessions, Forests, generation core, embedded engine
  * (latency on the TestClock) and Credit, with in-process agents that call the generation core directly.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Clock, Effect, Fiber, Layer } from "effect"
 import { TestClock } from "effect/testing"
 import { join, resolve } from "node:path"
-import * as Config from "../../layers/rollout/Config.ts"
+import * as RolloutConfig from "../../layers/rollout/RolloutConfig.ts"
+import * as RolloutOptions from "../../src/config/RolloutOptions.ts"
+import * as Settings from "../../src/config/Settings.ts"
 import { Credit } from "../../layers/credit/Credit.ts"
 import { EmbeddedEngine } from "../../layers/engine/EmbeddedEngine.ts"
 import type { Engine } from "../../layers/engine/Engine.ts"
 import { Forests } from "../../layers/generation/Forests.ts"
 import { Generation } from "../../layers/generation/Generation.ts"
 import { Rollout } from "../../layers/rollout/Rollout.ts"
-import { Scheduler } from "../../layers/schedule/Scheduler.ts"
+import { GroupPool } from "../../layers/schedule/GroupPool.ts"
 import { Sessions } from "../../layers/schedule/Sessions.ts"
 import { type InProcessAgent, Supervisor } from "../../layers/session/Supervisor.ts"
 import * as Telemetry from "../../layers/rollout/Telemetry.ts"
@@ -50,9 +52,9 @@ const agent = (traces: Array<Trace>, startup: number): InProcessAgent => (input)
 // The agents reach the generation core through the same service instances the rollout uses.
 let services: Layer.Layer<Sessions | Generation | Forests | Tokenizer | Engine>
 
-const build = (input: Config.RolloutOptionsInput, traces: Array<Trace>, startup: number) =>
+const build = (input: RolloutOptions.RolloutOptionsInput, traces: Array<Trace>, startup: number) =>
   Effect.gen(function*() {
-    const settings = yield* Config.resolve(input)
+    const settings = yield* Settings.resolve(input)
     const sink = Telemetry.memorySink()
     const policy = (request: { readonly turn: number }) => `Answer ${request.turn}: 4.`
     const core = Layer.mergeAll(Sessions.layer, Forests.layer, Tokenizer.layer.pipe(Layer.orDie))
@@ -64,10 +66,10 @@ const build = (input: Config.RolloutOptionsInput, traces: Array<Trace>, startup:
     services = Layer.succeedContext(built)
     const rollout = Rollout.layer.pipe(
       Layer.provide(Layer.mergeAll(
-        Config.RolloutConfig.layerSettings(settings),
+        RolloutConfig.RolloutConfig.layerSettings(settings),
         Supervisor.layerInProcess(agent(traces, startup), { timeoutSeconds: settings.agentTimeout }),
         Credit.layer(creditOptions(settings)).pipe(Layer.orDie),
-        Scheduler.layer.pipe(Layer.provide(Telemetry.Telemetry.layerSink(sink))),
+        GroupPool.layer.pipe(Layer.provide(Telemetry.Telemetry.layerSink(sink))),
         Telemetry.Telemetry.layerSink(sink),
         services
       )),

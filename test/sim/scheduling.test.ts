@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Layer } from "effect"
 import { TestClock } from "effect/testing"
-import * as Scheduler from "../../layers/schedule/Scheduler.ts"
+import * as GroupPool from "../../layers/schedule/GroupPool.ts"
 import * as Telemetry from "../../layers/rollout/Telemetry.ts"
 import * as Sim from "./harness.ts"
 
@@ -18,7 +18,7 @@ const simulate = <A, E>(program: Effect.Effect<A, E, Telemetry.Telemetry>, layer
     return yield* Fiber.join(fiber)
   })
 
-const plan = (rolloutId: number, debt: number, extra: Partial<Scheduler.StepPlan> = {}): Scheduler.StepPlan => ({
+const plan = (rolloutId: number, debt: number, extra: Partial<GroupPool.StepPlan> = {}): GroupPool.StepPlan => ({
   rolloutId,
   debt,
   surplus: 0,
@@ -34,7 +34,7 @@ describe("resident capacity", () => {
     const next = Sim.groups()
     return simulate(
       Effect.scoped(Effect.gen(function*() {
-        const pool = yield* Scheduler.makePool({
+        const pool = yield* GroupPool.makePool({
           capacity: 2,
           prelaunch: false,
           mode: "train",
@@ -59,13 +59,13 @@ describe("resident capacity", () => {
     return simulate(
       Effect.scoped(Effect.gen(function*() {
         const base = Sim.runner(() => ({ startup: 1, turns: 1, turnSeconds: 5 }), timeline)
-        const pool = yield* Scheduler.makePool({
+        const pool = yield* GroupPool.makePool({
           capacity: 1,
           prelaunch: false,
           mode: "train",
           next: next(1),
           // Reward takes 100 s; the next Group must not wait for it.
-          runner: { ...base, reward: (g) => Effect.sleep("100 seconds").pipe(Effect.as(Scheduler.accepted(g.seq))) }
+          runner: { ...base, reward: (g) => Effect.sleep("100 seconds").pipe(Effect.as(GroupPool.accepted(g.seq))) }
         })
         return yield* pool.runStep(plan(0, 2))
       })),
@@ -84,7 +84,7 @@ describe("first-request barrier", () => {
     const next = Sim.groups()
     return simulate(
       Effect.scoped(Effect.gen(function*() {
-        const pool = yield* Scheduler.makePool({
+        const pool = yield* GroupPool.makePool({
           capacity: 1,
           prelaunch: false,
           mode: "train",
@@ -108,7 +108,7 @@ describe("first-request barrier", () => {
     const next = Sim.groups()
     return simulate(
       Effect.scoped(Effect.gen(function*() {
-        const pool = yield* Scheduler.makePool({
+        const pool = yield* GroupPool.makePool({
           capacity: 1,
           prelaunch: false,
           mode: "train",
@@ -141,7 +141,7 @@ describe("first-request barrier", () => {
     const next = Sim.groups()
     return simulate(
       Effect.scoped(Effect.gen(function*() {
-        const pool = yield* Scheduler.makePool({
+        const pool = yield* GroupPool.makePool({
           capacity: 1,
           prelaunch: false,
           mode: "eval",
@@ -167,7 +167,7 @@ describe("first-request barrier", () => {
     const next = Sim.groups()
     return simulate(
       Effect.scoped(Effect.gen(function*() {
-        const pool = yield* Scheduler.makePool({
+        const pool = yield* GroupPool.makePool({
           capacity: 1,
           prelaunch: false,
           mode: "train",
@@ -187,7 +187,7 @@ describe("first-request barrier", () => {
                   yield* Fiber.join(held)
                   return 1
                 }),
-            reward: (g) => Effect.succeed(Scheduler.accepted(g.seq))
+            reward: (g) => Effect.succeed(GroupPool.accepted(g.seq))
           }
         })
         return yield* pool.runStep(plan(0, 1))
@@ -206,7 +206,7 @@ describe("dropped and filtered Groups", () => {
     const next = Sim.groups()
     return simulate(
       Effect.scoped(Effect.gen(function*() {
-        const pool = yield* Scheduler.makePool({
+        const pool = yield* GroupPool.makePool({
           capacity: 2,
           prelaunch: false,
           mode: "train",
@@ -237,12 +237,12 @@ describe("dropped and filtered Groups", () => {
     const next = Sim.groups()
     return simulate(
       Effect.scoped(Effect.gen(function*() {
-        const pool = yield* Scheduler.makePool({
+        const pool = yield* GroupPool.makePool({
           capacity: 2,
           prelaunch: false,
           mode: "train",
           next: next(1),
-          runner: Sim.runner(() => ({}), timeline, (g) => g.seq % 2 === 0 ? Scheduler.filtered() : Scheduler.accepted(g.seq))
+          runner: Sim.runner(() => ({}), timeline, (g) => g.seq % 2 === 0 ? GroupPool.filtered() : GroupPool.accepted(g.seq))
         })
         return yield* pool.runStep(plan(0, 2))
       })),
@@ -260,7 +260,7 @@ describe("dropped and filtered Groups", () => {
     const next = Sim.groups()
     return simulate(
       Effect.scoped(Effect.gen(function*() {
-        const pool = yield* Scheduler.makePool({
+        const pool = yield* GroupPool.makePool({
           capacity: 3,
           prelaunch: false,
           mode: "train",
@@ -284,7 +284,7 @@ describe("prelaunch", () => {
     const next = Sim.groups()
     return simulate(
       Effect.scoped(Effect.gen(function*() {
-        const pool = yield* Scheduler.makePool({
+        const pool = yield* GroupPool.makePool({
           capacity: 4,
           prelaunch: true,
           mode: "train",
@@ -312,7 +312,7 @@ describe("prelaunch", () => {
     const next = Sim.groups()
     return simulate(
       Effect.scoped(Effect.gen(function*() {
-        const pool = yield* Scheduler.makePool({
+        const pool = yield* GroupPool.makePool({
           capacity: 4,
           prelaunch: false,
           mode: "train",
@@ -336,7 +336,7 @@ describe("step boundary", () => {
     const next = Sim.groups()
     return simulate(
       Effect.scoped(Effect.gen(function*() {
-        const pool = yield* Scheduler.makePool({
+        const pool = yield* GroupPool.makePool({
           capacity: 2,
           prelaunch: false,
           mode: "train",
@@ -369,7 +369,7 @@ describe("progress, heartbeat and shutdown", () => {
     const next = Sim.groups()
     return simulate(
       Effect.scoped(Effect.gen(function*() {
-        const pool = yield* Scheduler.makePool({
+        const pool = yield* GroupPool.makePool({
           capacity: 1,
           prelaunch: false,
           mode: "train",
@@ -399,7 +399,7 @@ describe("progress, heartbeat and shutdown", () => {
           unit: "session",
           showPrepared: true
         })
-        const pool = yield* Scheduler.makePool({
+        const pool = yield* GroupPool.makePool({
           capacity: 3,
           prelaunch: false,
           mode: "train",
@@ -422,7 +422,7 @@ describe("progress, heartbeat and shutdown", () => {
     const next = Sim.groups()
     return Effect.gen(function*() {
       const fiber = yield* Effect.scoped(Effect.gen(function*() {
-        const pool = yield* Scheduler.makePool({
+        const pool = yield* GroupPool.makePool({
           capacity: 3,
           prelaunch: true,
           mode: "train",
@@ -446,7 +446,7 @@ describe("eval", () => {
     const next = Sim.groups()
     return simulate(
       Effect.scoped(Effect.gen(function*() {
-        const pool = yield* Scheduler.makePool({
+        const pool = yield* GroupPool.makePool({
           capacity: 2,
           prelaunch: false,
           mode: "eval",

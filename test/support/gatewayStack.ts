@@ -17,16 +17,16 @@ const parser = <A, E>(result: Result.Result<A, E>): A => {
   return result.success
 }
 
-export const gatewayStack = (options: GatewayOptions = {}) =>
-  Gateway.layer(options).pipe(
-    Layer.provideMerge(
-      Generation.layer({
-        toolCallParser: parser(Parsers.ToolCallParsers.get("qwen25")),
-        reasoningParser: parser(Parsers.ReasoningParsers.get("qwen3"))
-      })
-    ),
-    Layer.provideMerge(Forests.layer),
-    Layer.provideMerge(Sessions.layer),
-    Layer.provideMerge(EmbeddedEngine.layer({ ...EmbeddedEngine.instant, policy })),
-    Layer.provideMerge(Tokenizer.layer)
-  )
+/** Everything the gateway stands on: the generation core, its forests, the Sessions, the engine and the tokenizer. */
+export const generationStack = Generation.layer({
+  toolCallParser: parser(Parsers.ToolCallParsers.get("qwen25")),
+  reasoningParser: parser(Parsers.ReasoningParsers.get("qwen3"))
+}).pipe(
+  Layer.provideMerge(Forests.layer),
+  Layer.provideMerge(Sessions.layer),
+  Layer.provideMerge(EmbeddedEngine.layer({ ...EmbeddedEngine.instant, policy })),
+  Layer.provideMerge(Tokenizer.layer)
+)
+
+/** The gateway on {@link generationStack}. */
+export const gatewayStack = (options: GatewayOptions = {}) => Gateway.layer(options).pipe(Layer.provideMerge(generationStack))

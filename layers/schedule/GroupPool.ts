@@ -20,7 +20,7 @@
  *   `debt` Groups were accepted, or (fully async) once the debt is at most the interrupted resident Groups.
  * - With retention (partial rollout / fully async) leased Groups still running at the close stay leased: their
  *   generations are parked by the generation gate (layers/schedule/GenerationGate.ts), they keep their slot, and when they
- *   finish (during the pause or later) they settle the next step's ledger. A Group is *interrupted* when every
+ *   finish (during the pause or later) they count in the next step's ledger. A Group is *interrupted* when every
  *   unfinished Session of it is (`PoolOptions.interruption`).
  * - A `DropStreak` (`src/schedule/DropStreak.ts`, shared by every pool of a rollout) counts Groups dropped in a row.
  *   When it reaches its limit, the pool's `runStep` interrupts every Group of the pool and fails with
@@ -31,12 +31,13 @@ import { randomBytes } from "node:crypto"
 import { type DropReason, dropStreak, type DropStreak, type TooManyDroppedGroupsError } from "../../src/schedule/DropStreak.ts"
 import * as Leasing from "../../src/schedule/Leasing.ts"
 import * as Retention from "../../src/schedule/Retention.ts"
+import type * as AgentSpec from "../../src/session/AgentSpec.ts"
 import { SessionClosedError } from "./Sessions.ts"
 import { type Progress, Telemetry, type TelemetryShape } from "../rollout/Telemetry.ts"
 
 export { type DropReason, dropStreak, type DropStreak, TooManyDroppedGroupsError } from "../../src/schedule/DropStreak.ts"
 
-/** What the scheduler needs to know of a Group input. */
+/** What the pool needs to know of a Group input. */
 export interface GroupLike {
   readonly groupId: string
   /** Number of Sessions. */
@@ -88,7 +89,7 @@ export interface PoolOptions<G extends GroupLike, O, A, E> {
   readonly capacity: number
   readonly prelaunch: boolean
   /** `train` or `eval`: only changes log wording. */
-  readonly mode: "train" | "eval"
+  readonly mode: AgentSpec.RolloutMode
   /** The next Group input (called once per Group started). */
   readonly next: Effect.Effect<G>
   readonly runner: GroupRunner<G, O, A, E>
@@ -477,7 +478,7 @@ export const makePool = <G extends GroupLike, O, A, E>(
     const prepareView = (): Array<Leasing.PrepareGroup<GroupRecord<G>>> =>
       prepared.map((r) => ({ key: r, ready: r.ready, live: r.phase === "prepare" }))
 
-    const runStep = Effect.fn("Scheduler.runStep")(function*(plan: StepPlan) {
+    const runStep = Effect.fn("GroupPool.runStep")(function*(plan: StepPlan) {
       yield* failIfTripped
       currentRolloutId = plan.rolloutId
       for (const r of prepared) r.rolloutId = plan.rolloutId
@@ -532,9 +533,9 @@ export const makePool = <G extends GroupLike, O, A, E>(
         const waiting = prepared.indexOf(record)
         if (waiting !== -1) prepared.splice(waiting, 1)
         if (!wasLeased && waiting === -1) continue
-        const settled = Leasing.settle(ledger, finishOf(finish))
-        ledger = settled.ledger
-        if (settled.take && finish._tag === "Accepted") {
+        const recorded = Leasing.recordFinish(ledger, finishOf(finish))
+        ledger = recorded.ledger
+        if (recorded.take && finish._tag === "Accepted") {
           acceptedGroups.push({ group: record.group, value: finish.value })
           if (plan.progress !== undefined) yield* plan.progress.advance(record.group.size)
         }
@@ -546,7 +547,7 @@ export const makePool = <G extends GroupLike, O, A, E>(
       yield* stop(runtimeClose.interrupt)
       for (const r of runtimeClose.retain) retained.add(r)
       // Signals of stopped Groups belong to no step; a kept Prepare Group that was dropped meanwhile leaves the queue;
-      // a retained Group that already finished settles the next step.
+      // a retained Group that already finished counts in the next step.
       const kept: Array<Signal<G, A>> = []
       for (const signal of yield* Queue.clear(signals)) {
         if (signal._tag !== "Finished") continue
@@ -576,24 +577,24 @@ export const makePool = <G extends GroupLike, O, A, E>(
 
     return {
       runStep,
-      state: state.pipe(Effect.withSpan("Scheduler.state")),
-      interruptedRetained: Effect.sync(() => countInterrupted(retained)).pipe(Effect.withSpan("Scheduler.interruptedRetained"))
+      state: state.pipe(Effect.withSpan("GroupPool.state")),
+      interruptedRetained: Effect.sync(() => countInterrupted(retained)).pipe(Effect.withSpan("GroupPool.interruptedRetained"))
     }
   })
 
-/** The scheduler service: builds pools whose log lines go to `Telemetry`. */
-export class Scheduler extends Context.Service<Scheduler, {
+/** The Group pool service: builds pools whose log lines go to `Telemetry`. */
+export class GroupPool extends Context.Service<GroupPool, {
   readonly pool: <G extends GroupLike, O, A, E>(
     options: PoolOptions<G, O, A, E>
   ) => Effect.Effect<Pool<G, A>, never, Scope.Scope>
-}>()("relax-agentic/Scheduler") {
-  static readonly layer: Layer.Layer<Scheduler, never, Telemetry> = Layer.effect(
-    Scheduler,
+}>()("relax-agentic/GroupPool") {
+  static readonly layer: Layer.Layer<GroupPool, never, Telemetry> = Layer.effect(
+    GroupPool,
     Effect.gen(function*() {
       const telemetry: TelemetryShape = yield* Telemetry
       return {
         pool: (options) =>
-          makePool(options).pipe(Effect.provideService(Telemetry, telemetry), Effect.withSpan("Scheduler.pool"))
+          makePool(options).pipe(Effect.provideService(Telemetry, telemetry), Effect.withSpan("GroupPool.pool"))
       }
     })
   )

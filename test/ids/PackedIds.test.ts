@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import fc from "fast-check"
-import * as PackedIds from "../../src/forest/PackedIds.ts"
+import * as PackedIds from "../../src/ids/PackedIds.ts"
 
 // The reference: what the embedded engine kept before, the ids copied into one Int32Array.
 const reference = (...parts: ReadonlyArray<ReadonlyArray<number>>): Int32Array => Int32Array.from(parts.flat())

@@ -1,0 +1,23 @@
+/**
+ * Stopping a generation on SGLang: `POST /abort_request {rid}` on every worker.
+ *
+ * **Details**
+ * SGLang matches rids by prefix (`Scheduler.abort_request`), so rids are fixed-length (src/engine/Rid.ts). Aborting
+ * never fails: a worker that does not answer 200 is logged (the request may run to its end there).
+ */
+import { Effect } from "effect"
+import type * as Wire from "../../../src/engine/Wire.ts"
+import * as Http from "./Http.ts"
+import type * as Workers from "./Workers.ts"
+
+/** Abort `rid` on every worker; failures are logged. */
+export const abort = (http: Http.Http, workers: Workers.Workers, rid: string): Effect.Effect<void> =>
+  Effect.forEach(
+    workers.all,
+    (w) =>
+      http.request(w.url, "/abort_request", "POST", { rid } satisfies Wire.AbortRequest, Http.noHeaders, 10_000).pipe(
+        Effect.flatMap(Http.ok(w.url, "/abort_request")),
+        Effect.catch((error) => Effect.logWarning(`abort of rid ${rid} failed: ${error.message}`))
+      ),
+    { concurrency: "unbounded", discard: true }
+  )

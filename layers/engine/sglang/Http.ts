@@ -1,0 +1,194 @@
+/**
+ * The SGLang client's transport: undici agents (a data pool for `/generate`, a control pool for everything else),
+ * one request function, and the classification of what comes back.
+ *
+ * **Details**
+ * - Control calls (abort, health, weight versions, session close) get their own connections: with every data
+ *   connection busy on a long generation, an abort queued behind them would never be sent.
+ * - A connection error is retryable; a timed-out request is not (the generation may still be running on the server,
+ *   and retrying would run it twice). A non-2xx answer is an {@link statusError}, retryable when it is a 5xx.
+ * - Error bodies: SGLang's `{"object":"error","message":…}`, FastAPI's `{"detail":…}`, or raw text (cut at 500
+ *   characters) in messages.
+ */
+import { Duration, Effect, Result, Schema, type Scope } from "effect"
+import { Agent } from "undici"
+import * as Wire from "../../../src/engine/Wire.ts"
+import { EngineError } from "../Engine.ts"
+
+/** An HTTP answer: its status and its whole body as text. */
+export interface Answer {
+  readonly status: number
+  readonly body: string
+}
+
+/** The transport's limits (documented defaults in `SglangEngineOptions`). */
+export interface Options {
+  /** Keep-alive connections per origin on the data pool. */
+  readonly connections: number
+  /** Time for a whole answer (headers and body), unless a call gives its own. */
+  readonly requestTimeout: Duration.Input
+  /** Time to open a connection. */
+  readonly connectTimeout: Duration.Input
+}
+
+/** The transport: one request function over the two pools. */
+export interface Http {
+  /**
+   * A request; `body` is sent as JSON (a `Uint8Array` is sent as it is: JSON text already encoded). `/generate` goes
+   * over the data pool, every other path over the control pool.
+   */
+  readonly request: (
+    url: string,
+    path: string,
+    method: "GET" | "POST",
+    body?: unknown,
+    headers?: Record<string, string>,
+    timeoutMs?: number
+  ) => Effect.Effect<Answer, EngineError>
+}
+
+const connectionErrorCodes = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "EPIPE",
+  "ENOTFOUND",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "EAI_AGAIN",
+  "UND_ERR_SOCKET",
+  "UND_ERR_CLOSED",
+  "UND_ERR_CONNECT_TIMEOUT"
+])
+
+const errorCode = (error: unknown): string | undefined => {
+  if (error === null || typeof error !== "object") return undefined
+  if ("code" in error && typeof error.code === "string") return error.code
+  if ("cause" in error) return errorCode(error.cause)
+  return undefined
+}
+
+const describe = (error: unknown): string => {
+  const code = errorCode(error)
+  const text = error instanceof Error ? error.message : String(error)
+  return code === undefined || text.includes(code) ? text : `${code}: ${text}`
+}
+
+/** Shared header objects (never written to): most requests send no header of their own. */
+export const noHeaders: Record<string, string> = {}
+const jsonHeaders: Record<string, string> = { "content-type": "application/json" }
+
+/** A base URL without its trailing slashes. */
+export const trimSlash = (url: string): string => url.replace(/\/+$/, "")
+
+/** The human-readable message of an SGLang error body (JSON `message`/`detail`, or the raw text). */
+export const errorMessage = (body: string): string => {
+  try {
+    const parsed = Schema.decodeUnknownSync(Wire.ErrorBody)(JSON.parse(body))
+    if (parsed.message !== undefined) return parsed.message
+    if (typeof parsed.detail === "string") return parsed.detail
+  } catch {
+    // not JSON: fall through to the raw text
+  }
+  return body.length > 500 ? `${body.slice(0, 500)}…` : body
+}
+
+/** An answer's body parsed as JSON and decoded with `decode`, or the error naming the server and path. */
+export const decodeAnswer = <A>(
+  decode: (input: unknown) => Result.Result<A, Schema.SchemaError>,
+  url: string,
+  path: string,
+  answer: Answer
+): Result.Result<A, EngineError> => {
+  let json: unknown
+  try {
+    json = JSON.parse(answer.body)
+  } catch {
+    return Result.fail(new EngineError({ reason: "bad-answer", detail: `SGLang at ${url}${path} answered non-JSON: ${errorMessage(answer.body)}`, url }))
+  }
+  const decoded = decode(json)
+  return Result.isSuccess(decoded) ? Result.succeed(decoded.success) : Result.fail(
+    new EngineError({
+      reason: "bad-answer",
+      detail: `SGLang at ${url}${path} answered an unexpected shape: ${decoded.failure.message}`,
+      url,
+      cause: decoded.failure
+    })
+  )
+}
+
+/** {@link decodeAnswer} with `schema`, as an Effect. */
+export const decodeJson = <S extends Schema.Top & { readonly DecodingServices: never }>(
+  schema: S,
+  url: string,
+  path: string,
+  answer: Answer
+): Effect.Effect<S["Type"], EngineError> =>
+  Effect.suspend(() => Effect.fromResult(decodeAnswer(Schema.decodeUnknownResult(schema), url, path, answer)))
+
+/** The error of a non-2xx answer; a 5xx may succeed on another attempt. */
+export const statusError = (url: string, path: string, answer: Answer): EngineError =>
+  new EngineError({
+    reason: "status",
+    detail: `SGLang at ${url}${path} answered HTTP ${answer.status}: ${errorMessage(answer.body)}`,
+    url,
+    status: answer.status
+  })
+
+/** Succeeds with the answer when it is a 200, else fails with its {@link statusError}. */
+export const ok = (url: string, path: string) => (answer: Answer): Effect.Effect<Answer, EngineError> =>
+  answer.status === 200 ? Effect.succeed(answer) : Effect.fail(statusError(url, path, answer))
+
+/** The two pools, closed with the scope. */
+export const make = (options: Options): Effect.Effect<Http, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    const requestTimeoutMs = Duration.toMillis(Duration.fromInputUnsafe(options.requestTimeout))
+    const connectTimeoutMs = Duration.toMillis(Duration.fromInputUnsafe(options.connectTimeout))
+    const makeAgent = (connections: number) =>
+      Effect.acquireRelease(
+        Effect.sync(() =>
+          new Agent({
+            connections,
+            keepAliveTimeout: 60_000,
+            connect: { timeout: connectTimeoutMs },
+            headersTimeout: requestTimeoutMs,
+            bodyTimeout: requestTimeoutMs
+          })
+        ),
+        (a) => Effect.promise(() => a.destroy())
+      )
+    const dataAgent = yield* makeAgent(options.connections)
+    const controlAgent = yield* makeAgent(8)
+
+    const request: Http["request"] = (url, path, method, body, headers = noHeaders, timeoutMs) =>
+      Effect.tryPromise({
+        try: async (signal) => {
+          const agent = path === "/generate" ? dataAgent : controlAgent
+          const response = await agent.request({
+            origin: url,
+            path,
+            method,
+            signal,
+            headers: body === undefined ? headers : headers === noHeaders ? jsonHeaders : { ...jsonHeaders, ...headers },
+            body: body === undefined ? null : body instanceof Uint8Array ? body : JSON.stringify(body),
+            ...(timeoutMs === undefined ? {} : { headersTimeout: timeoutMs, bodyTimeout: timeoutMs })
+          })
+          return { status: response.statusCode, body: await response.body.text() }
+        },
+        catch: (error) => {
+          const code = errorCode(error)
+          const timedOut = code === "UND_ERR_HEADERS_TIMEOUT" || code === "UND_ERR_BODY_TIMEOUT"
+          // A timed-out generation may still be running: retrying would run it twice (reason `timeout` is final).
+          // An error without a code (a socket closed under undici) counts as a broken connection.
+          const reason = timedOut ? "timeout" : code === undefined || connectionErrorCodes.has(code) ? "unreachable" : "protocol"
+          return new EngineError({
+            reason,
+            detail: timedOut
+              ? `SGLang at ${url}${path} did not answer within the request timeout (${describe(error)})`
+              : `cannot reach SGLang at ${url}${path}: ${describe(error)}`,
+            url,
+            cause: error
+          })
+        }
+      })
+    return { request }
+  })

@@ -1,0 +1,93 @@
+/**
+ * What the SGLang client checks before the first generation: every server's health, that the servers tokenize as
+ * the gateway does, and the weight version they start from.
+ *
+ * **Details**
+ * - `GET /health` on the router (if any) and every worker, 30 seconds each; a non-200 refuses the start.
+ * - The tokenizer check sends a probe text (special tokens, digits, spaces, non-ASCII letters: a text on which
+ *   different tokenizers differ) to every worker's `POST /tokenize` and compares the ids with the gateway's tokenizer;
+ *   a difference refuses the start, naming the served model from `GET /get_model_info`. A server without `/tokenize`
+ *   (older SGLang) is not checked, with a warning.
+ * - The initial weight version is the first worker's `GET /get_weight_version`, or `"default"`.
+ */
+import { Effect, Option } from "effect"
+import * as Wire from "../../../src/engine/Wire.ts"
+import { EngineError } from "../Engine.ts"
+import * as Http from "./Http.ts"
+
+/** The gateway's tokenizer, as the check needs it. */
+export interface TokenizerCheck {
+  readonly source: string
+  readonly encode: (text: string) => ReadonlyArray<number>
+}
+
+/** The first ids of a list, for messages. */
+const preview = (ids: ReadonlyArray<number>): string => `[${ids.slice(0, 12).join(", ")}${ids.length > 12 ? ", ..." : ""}]`
+
+/** Special tokens, digits, spaces and non-ASCII letters: a text on which different tokenizers differ. */
+const tokenizerProbe = "<|im_start|>user\nrelax-agentic tokenizer check: 12345, héllo wörld 你好<|im_end|>\n"
+
+/** `GET /health` on every URL (concurrently); the first unhealthy one fails with what to check. */
+export const health = (http: Http.Http, urls: ReadonlyArray<string>): Effect.Effect<void, EngineError> =>
+  Effect.forEach(
+    urls,
+    (url) =>
+      http.request(url, "/health", "GET", undefined, Http.noHeaders, 30_000).pipe(
+        Effect.flatMap(Http.ok(url, "/health")),
+        Effect.mapError((error) =>
+          new EngineError({
+            reason: "unhealthy",
+            detail: `SGLang is not healthy at ${url}: ${error.message}. Check that the server is running and that ` +
+              `--sglang-url names it`,
+            url,
+            ...(error.status === undefined ? {} : { status: error.status }),
+            cause: error
+          })
+        )
+      ),
+    { concurrency: "unbounded", discard: true }
+  )
+
+/** Refuse a server whose tokenizer gives other ids than ours; a warning when the server has no `/tokenize`. */
+export const tokenizer = (http: Http.Http, tokenizer: TokenizerCheck, url: string): Effect.Effect<void, EngineError> =>
+  Effect.gen(function*() {
+    const probe: Wire.TokenizeRequest = { prompt: tokenizerProbe, add_special_tokens: false }
+    const answer = yield* http.request(url, "/tokenize", "POST", probe, Http.noHeaders, 10_000)
+    const served = answer.status === 200
+      ? yield* Http.decodeJson(Wire.TokenizeResponse, url, "/tokenize", answer).pipe(Effect.option)
+      : Option.none()
+    if (Option.isNone(served)) {
+      return yield* Effect.logWarning(
+        `the SGLang server at ${url} did not answer /tokenize with token ids (HTTP ${answer.status}), so its ` +
+          `tokenizer was not compared with --tokenizer ${tokenizer.source}; make sure --tokenizer is the served ` +
+          "model's directory"
+      )
+    }
+    const theirs = served.value.tokens
+    const ours = tokenizer.encode(tokenizerProbe)
+    if (theirs.length === ours.length && theirs.every((id, i) => id === ours[i])) return
+    const info = yield* http.request(url, "/get_model_info", "GET", undefined, Http.noHeaders, 10_000).pipe(
+      Effect.flatMap((a) => Http.decodeJson(Wire.ModelInfoResponse, url, "/get_model_info", a)),
+      Effect.option
+    )
+    const model = Option.getOrUndefined(
+      Option.flatMap(info, (i) => Option.fromNullishOr(i.tokenizer_path ?? i.model_path))
+    )
+    return yield* new EngineError({
+      reason: "tokenizer-mismatch",
+      detail: `the SGLang server at ${url} tokenizes differently from --tokenizer ${tokenizer.source}` +
+        `${model === undefined ? "" : ` (the server serves ${model})`}: a probe text is ${preview(theirs)} there ` +
+        `and ${preview(ours)} here. Give --tokenizer the served model's directory, or every token id sent would ` +
+        "be wrong",
+      url
+    })
+  })
+
+/** The weight version the server at `url` reports (`GET /get_weight_version`), or `"default"`. */
+export const weightVersion = (http: Http.Http, url: string): Effect.Effect<string> =>
+  http.request(url, "/get_weight_version", "GET", undefined, Http.noHeaders, 10_000).pipe(
+    Effect.flatMap(Http.ok(url, "/get_weight_version")),
+    Effect.flatMap((answer) => Http.decodeJson(Wire.WeightVersionResponse, url, "/get_weight_version", answer)),
+    Effect.map((r) => r.weight_version),
+    Effect.orElseSucceed(() => "default")
+  )

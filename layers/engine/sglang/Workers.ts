@@ -1,0 +1,113 @@
+/**
+ * Which SGLang servers the client talks to: the worker list (given, or discovered from a router) and session-sticky
+ * routing over it.
+ *
+ * **Details**
+ * - Router discovery: `GET /workers` (`workers[].url`, healthy ones), falling back to the older router's
+ *   `GET /list_workers` (`urls`).
+ * - With a router, generation goes through it: one bounded target standing for the router's whole fleet, and the
+ *   router picks the worker from `X-SMG-Routing-Key`.
+ * - Without one, a Session's requests go to the worker it was first pinned to (prefix-cache hits) while that worker is
+ *   up; a new Session goes to the least busy worker. At most 100,000 pinnings are kept (the oldest is forgotten: it
+ *   only costs a prefix-cache miss).
+ */
+import { Effect, Semaphore } from "effect"
+import * as Wire from "../../../src/engine/Wire.ts"
+import { EngineError } from "../Engine.ts"
+import * as Http from "./Http.ts"
+
+/** One origin requests are sent to, with its bounds and load. */
+export interface Worker {
+  readonly url: string
+  readonly permits: Semaphore.Semaphore
+  /** Set after a connection error; a down worker gets requests only when every worker is down. */
+  down: boolean
+  inFlight: number
+  /** Sessions currently pinned here, so new sessions spread over the workers. */
+  sessions: number
+}
+
+/** The worker list and the routing over it. */
+export interface Workers {
+  /** Every worker (control calls fan out to all of them). */
+  readonly all: ReadonlyArray<Worker>
+  /** The router, when generation goes through one. */
+  readonly router: Worker | undefined
+  /** The target of a request of `sessionId`, avoiding `exclude` (already tried) where possible. */
+  readonly pick: (sessionId: string | undefined, exclude: ReadonlySet<Worker>) => Worker
+}
+
+const stickyLimit = 100_000
+
+/** The router's workers: `GET /workers`, falling back to `GET /list_workers`. */
+export const discover = (http: Http.Http, router: string): Effect.Effect<ReadonlyArray<string>, EngineError> =>
+  Effect.gen(function*() {
+    const workers = yield* http.request(router, "/workers", "GET").pipe(
+      Effect.flatMap(Http.ok(router, "/workers")),
+      Effect.flatMap((answer) => Http.decodeJson(Wire.WorkersResponse, router, "/workers", answer)),
+      Effect.map((r) => r.workers.filter((w) => w.is_healthy !== false).map((w) => w.url)),
+      Effect.catch(() =>
+        http.request(router, "/list_workers", "GET").pipe(
+          Effect.flatMap(Http.ok(router, "/list_workers")),
+          Effect.flatMap((answer) => Http.decodeJson(Wire.ListWorkersResponse, router, "/list_workers", answer)),
+          Effect.map((r) => r.urls)
+        )
+      ),
+      Effect.mapError((error) =>
+        new EngineError({
+          reason: "no-workers",
+          detail: `Failed to query SGLang workers from the router at ${router} (GET /workers, then /list_workers): ` +
+            error.message,
+          url: router,
+          cause: error
+        })
+      )
+    )
+    if (workers.length === 0) {
+      return yield* new EngineError({ reason: "no-workers", detail: `SGLang returned no workers: the router at ${router} lists none`, url: router })
+    }
+    return workers
+  })
+
+/** The workers given (`workerUrls`) or discovered from `routerUrl`, each bounded to `concurrency` requests. */
+export const make = (
+  http: Http.Http,
+  options: { readonly workerUrls: ReadonlyArray<string>; readonly routerUrl: string | undefined; readonly concurrency: number }
+): Effect.Effect<Workers, EngineError> =>
+  Effect.gen(function*() {
+    const { routerUrl, concurrency } = options
+    const makeWorker = (url: string, permits: number) =>
+      Effect.map(Semaphore.make(permits), (semaphore): Worker => ({ url, permits: semaphore, down: false, inFlight: 0, sessions: 0 }))
+    const urls = routerUrl === undefined ? options.workerUrls.map(Http.trimSlash) : (yield* discover(http, routerUrl)).map(Http.trimSlash)
+    const all = yield* Effect.forEach(urls, (url) => makeWorker(url, concurrency))
+    const router = routerUrl === undefined ? undefined : yield* makeWorker(routerUrl, concurrency * all.length)
+    const sticky = new Map<string, Worker>()
+
+    const pick = (sessionId: string | undefined, exclude: ReadonlySet<Worker>): Worker => {
+      if (router !== undefined) return router
+      const known = sessionId === undefined ? undefined : sticky.get(sessionId)
+      if (known !== undefined && !known.down && !exclude.has(known)) return known
+      const up = all.filter((w) => !w.down && !exclude.has(w))
+      const candidates = up.length > 0 ? up : all.filter((w) => !exclude.has(w))
+      const pool = candidates.length > 0 ? candidates : all
+      let best = pool[0]!
+      for (const w of pool) {
+        if (w.inFlight < best.inFlight || (w.inFlight === best.inFlight && w.sessions < best.sessions)) best = w
+      }
+      if (sessionId !== undefined) {
+        if (known !== undefined) known.sessions--
+        // Bounded memory for long runs: forget the oldest pinning (it only costs a prefix-cache miss).
+        if (sticky.size >= stickyLimit) {
+          const oldest = sticky.entries().next().value
+          if (oldest !== undefined) {
+            sticky.delete(oldest[0])
+            oldest[1].sessions--
+          }
+        }
+        sticky.set(sessionId, best)
+        best.sessions++
+      }
+      return best
+    }
+    return { all, router, pick }
+  })

@@ -1,0 +1,307 @@
+/**
+ * The gateway's model route (`POST` chat completions, responses, messages; docs/architecture.md, "The model routes on
+ * node:http"): authenticate → read the body → decode → generate → answer JSON or Buffered SSE, with heartbeats.
+ *
+ * **Details**
+ * Every `POST` whose path the gateway's router would match to a model path (same matcher and rules: query dropped,
+ * doubled slashes collapsed, trailing slash and case ignored) is served here, straight from the Node request and
+ * response: one Effect fiber per request on the gateway's context (its scheduler, clock, logger and tracer) in the
+ * gateway's scope. A disconnect does not interrupt that fiber, so a client that goes away after the generation started
+ * loses only the answer; the response is still committed to its SessionForest, and the 499 is logged.
+ */
+import { Clock, Context, Duration, Effect, Exit, Fiber, Result, Scheduler, type Scope } from "effect"
+import { FindMyWay } from "effect/http"
+import { randomBytes } from "node:crypto"
+import type { IncomingMessage, ServerResponse } from "node:http"
+import * as ApiKey from "../../src/protocol/ApiKey.ts"
+import * as Chat from "../../src/protocol/chat.ts"
+import * as Completion from "../../src/protocol/completion.ts"
+import * as Errors from "../../src/protocol/errors.ts"
+import * as JsonBody from "../../src/protocol/JsonBody.ts"
+import * as Messages from "../../src/protocol/messages.ts"
+import * as Responses from "../../src/protocol/responses.ts"
+import * as Sse from "../../src/protocol/sse.ts"
+import * as Generation from "../generation/Generation.ts"
+import { Sessions } from "../schedule/Sessions.ts"
+import * as Exchange from "./NodeExchange.ts"
+
+/** The route prefix agents see in `RELAX_BASE_URL`. */
+export const mountPath = "/agentic_api"
+
+const protocolPaths = {
+  chat: ["/chat/completions", "/v1/chat/completions"],
+  responses: ["/responses", "/v1/responses"],
+  messages: ["/messages", "/v1/messages"]
+} as const
+
+/** Every model path (each exists with and without `/v1`) and the protocol adapter it speaks. */
+const modelPaths = [Chat.adapter, Responses.adapter, Messages.adapter].flatMap((adapter) =>
+  protocolPaths[adapter.protocol].map((path) => ({ path: `${mountPath}${path}` as const, adapter }))
+)
+
+/** The model paths as spelled in the API (a request to one of them with another method gets a 405). */
+export const paths: ReadonlySet<string> = new Set(modelPaths.map((route) => route.path))
+
+/**
+ * The model paths under the matcher of Effect's `HttpRouter` with its default configuration, the one the gateway's
+ * router uses: a model POST is recognized exactly as the router would recognize it.
+ */
+const matcher = FindMyWay.make<Completion.Adapter>()
+for (const { adapter, path } of modelPaths) matcher.on("POST", path, adapter)
+
+/** The protocol adapter of a request to a model route, or `undefined` when it is not a `POST` on a model path. */
+export const adapterOf = (method: string | undefined, url: string): Completion.Adapter | undefined =>
+  method === "POST" ? matcher.find("POST", url)?.handler : undefined
+
+/** The model route's limits (every one has its default in the gateway's options). */
+export interface Options {
+  /** Interval of Buffered-SSE heartbeat frames while a generation is pending. */
+  readonly heartbeatInterval: Duration.Duration
+  /** Largest accepted request body in bytes; larger bodies get a 413. */
+  readonly maxBodyBytes: number
+  /** Deepest JSON nesting accepted in a request body; deeper is a 400. */
+  readonly maxJsonDepth: number
+}
+
+/**
+ * Offer a Node request to the model route: `true` when it is a model request, which the route then answers (the
+ * caller does nothing more with it), `false` when it is not. `continuePending`: the request came as `checkContinue`
+ * (`Expect: 100-continue`, no `100 Continue` sent yet).
+ */
+export type Handler = (request: IncomingMessage, response: ServerResponse, continuePending: boolean) => boolean
+
+/** The model route's handler, serving on the context and in the scope of the effect that makes it. */
+export const make = (options: Options): Effect.Effect<Handler, never, Sessions | Generation.Generation | Scope.Scope> =>
+  Effect.gen(function*() {
+    const context = yield* Effect.context<never>()
+    const scope = yield* Effect.scope
+    const env: RouteEnv = {
+      ...options,
+      sessions: yield* Sessions,
+      generation: yield* Generation.Generation,
+      run: (effect) => {
+        Fiber.runIn(Effect.runForkWith(context)(effect), scope)
+      }
+    }
+    // A request starts as a scheduled task, not inside Node's I/O callback: a wave of connections parsed in one poll
+    // phase then costs Node's parsing only, and the requests' own work runs in the scheduler's slices
+    // (FairScheduler), interleaved with timers and sockets (docs/performance.md, section 3).
+    const dispatcher = Context.get(context, Scheduler.Scheduler).makeDispatcher()
+    return (request, response, continuePending) => {
+      const adapter = adapterOf(request.method, request.url ?? "")
+      if (adapter === undefined) return false
+      if (request.httpVersionMajor === 1) {
+        // Prepended so it runs before Node's own `finish` listener drains or destroys.
+        response.prependListener("finish", () => Exchange.teardownBody(request, response))
+      }
+      const ex = Exchange.exchange(request, response, continuePending)
+      dispatcher.scheduleTask(() => serveModel(env, adapter, ex), 0)
+      return true
+    }
+  })
+
+// ---------------------------------------------------------------------------------------------------------------
+// One request
+
+const { "content-type": sseContentType, ...sseHeaders } = Sse.headers
+const sseResponseHeaders = { ...sseHeaders, "content-type": sseContentType }
+
+interface RouteEnv extends Options {
+  readonly sessions: Sessions["Service"]
+  readonly generation: Generation.GenerationShape
+  /**
+   * Run one request's fiber on the gateway's context (its scheduler, clock, logger and tracer) in the gateway's
+   * scope: a client that disconnects does not interrupt it, so a started generation completes and is committed.
+   */
+  readonly run: (effect: Effect.Effect<void>) => void
+}
+
+type Outcome = Exit.Exit<Completion.Completion, Errors.GatewayError>
+
+/**
+ * The `Gateway.handle` span's options per protocol. Its call site is always `serveModel`, so no stack trace is
+ * captured for it (that would be an `Error` allocated per request and held while the request waits).
+ */
+const spanOptions: Readonly<Record<Sse.Protocol, { readonly attributes: Record<string, unknown>; readonly captureStackTrace: false }>> = {
+  chat: { attributes: { protocol: "chat" }, captureStackTrace: false },
+  responses: { attributes: { protocol: "responses" }, captureStackTrace: false },
+  messages: { attributes: { protocol: "messages" }, captureStackTrace: false }
+}
+
+/** Where a request is when its client goes away; a 499 is logged for `body` and `completion`. */
+type Phase = "head" | "body" | "completion" | "stream" | "answered"
+
+/**
+ * Log a 499: the client went away (`phase` says when). Nobody reads the answer any more, so the log line (with the
+ * status and code the reference answers with) is what records it.
+ */
+const logDisconnect = (phase: "body" | "completion", detail = "") => {
+  const error = Errors.GatewayError.clientDisconnect(phase)
+  return Effect.logWarning(`${error.message}${detail}`, { status: error.status, code: error.code })
+}
+
+/** Answer with an error in the protocol's shape (docs/requests.md, "Error bodies"). */
+const sendError = (ex: Exchange.Exchange, adapter: Completion.Adapter, error: Errors.AnyError): void => {
+  const rendered = adapter.renderError(error)
+  Exchange.sendJson(ex, rendered.status, JSON.stringify(rendered.body), rendered.headers)
+}
+
+/** A failed generation as its HTTP error; a 500 is logged with the failure's message (the answer does not say it). */
+const failGeneration = (error: Generation.GenerationError): Effect.Effect<never, Errors.GatewayError> => {
+  const answer = Errors.GatewayError.fromGeneration(error)
+  return answer.status === 500
+    ? Effect.logError(`Agentic generation failed: ${error.message}`).pipe(Effect.andThen(Effect.fail(answer)))
+    : Effect.fail(answer)
+}
+
+/** Read the body under the size limit; `undefined` when the client went away meanwhile (already logged). */
+const readJsonObject = (
+  ex: Exchange.Exchange,
+  env: RouteEnv,
+  claimDisconnectLog: () => boolean
+): Effect.Effect<Result.Result<Record<string, unknown>, Errors.GatewayError> | undefined> =>
+  Effect.suspend(() => {
+    const declared = Number(ex.request.headers["content-length"] ?? Number.NaN)
+    if (Number.isFinite(declared) && declared > env.maxBodyBytes) {
+      return Effect.succeed(Result.fail(Errors.GatewayError.bodyTooLarge(env.maxBodyBytes)))
+    }
+    return Effect.callback<Exchange.BodyRead>((resume) => Exchange.readBody(ex, env.maxBodyBytes, (read) => resume(Effect.succeed(read)))).pipe(
+      Effect.flatMap((read) => {
+        switch (read._tag) {
+          case "TooLarge":
+            return Effect.succeed(Result.fail(Errors.GatewayError.bodyTooLarge(env.maxBodyBytes)))
+          case "Aborted":
+            return claimDisconnectLog() ? logDisconnect("body").pipe(Effect.as(undefined)) : Effect.succeed(undefined)
+          case "Body":
+            // The body completed inside an I/O callback; continuing (parse included) as a scheduled task lets the
+            // rollout's scheduler (FairScheduler) interleave a burst of requests with timers and sockets instead of
+            // running them back to back.
+            return Effect.yieldNow.pipe(Effect.andThen(Effect.sync(() => JsonBody.parseObject(read.bytes, env.maxJsonDepth))))
+        }
+      })
+    )
+  })
+
+/**
+ * One model request: authenticate (before the body is read, so an unauthenticated caller learns nothing about request
+ * validity) → read the body under a size limit → decode the protocol → generate → answer JSON, or Buffered SSE: the
+ * protocol's connection frame at once, a heartbeat every `heartbeatInterval` until the generation ends, then the
+ * terminal frames. The generation runs in this request's fiber, which a disconnect does not interrupt: a client that
+ * goes away loses only the answer; the response is still committed to its SessionForest.
+ */
+const serveModel = (env: RouteEnv, adapter: Completion.Adapter, ex: Exchange.Exchange): void => {
+  let phase: Phase = "head"
+  let logged = false
+  /** Claims the one 499 log line of this request; false once it was claimed. */
+  const claimDisconnectLog = (): boolean => {
+    if (logged) return false
+    logged = true
+    return true
+  }
+  ex.response.once("close", () => {
+    if (ex.response.writableEnded) return
+    if (phase === "body" && claimDisconnectLog()) env.run(logDisconnect("body"))
+    else if (phase === "completion" && claimDisconnectLog()) {
+      env.run(logDisconnect("completion", "; the generation still completes and is committed"))
+    }
+  })
+  /** Auth, body and decoding: the canonical request, or `undefined` once the client got its error. */
+  const accept = Effect.gen(function*() {
+    const token = ApiKey.parse(ex.request.headers)
+    if (Result.isFailure(token)) return sendError(ex, adapter, token.failure)
+    const session = yield* env.sessions.lookup(token.success).pipe(Effect.result)
+    if (Result.isFailure(session)) return sendError(ex, adapter, Errors.GatewayError.sessionDiscarded(token.success))
+    phase = "body"
+    const body = yield* readJsonObject(ex, env, claimDisconnectLog)
+    if (body === undefined) return sendError(ex, adapter, Errors.GatewayError.clientDisconnect("body"))
+    if (Result.isFailure(body)) return sendError(ex, adapter, body.failure)
+    const decoded = adapter.decode(body.success)
+    if (Result.isFailure(decoded)) return sendError(ex, adapter, decoded.failure)
+    return { session: session.success, canonical: decoded.success }
+  })
+  env.run(Effect.withSpan(Effect.gen(function*() {
+    // The parsed body is not held while the request waits: only the canonical request it decoded to.
+    const accepted = yield* accept
+    if (accepted === undefined) return
+    const { session, canonical } = accepted
+    const generation: Effect.Effect<Outcome> = env.generation.generate(session, canonical).pipe(
+      Effect.catch(failGeneration),
+      Effect.exit
+    )
+
+    if (!canonical.stream) {
+      phase = "completion"
+      const exit = yield* generation
+      // Rendered and written as a scheduled task (see the streaming answer below); a client gone meanwhile is a 499.
+      yield* Effect.yieldNow
+      phase = "answered"
+      if (Exit.isFailure(exit)) return sendError(ex, adapter, failureError(exit))
+      const rendered = Result.try(() => JSON.stringify(adapter.renderJson(exit.value, canonical)))
+      return Result.isFailure(rendered)
+        ? sendError(ex, adapter, Errors.GatewayError.internal("render"))
+        : Exchange.sendJson(ex, 200, rendered.success)
+    }
+
+    const context: Completion.FailureContext = {
+      id: randomBytes(16).toString("hex"),
+      created: Math.floor((yield* Clock.currentTimeMillis) / 1000),
+      model: canonical.model
+    }
+    phase = "stream"
+    if (!Exchange.writable(ex)) {
+      // Nobody reads the frames; the generation still completes and is committed.
+      yield* generation
+      return
+    }
+    Exchange.writeHead(ex, 200, sseResponseHeaders, true)
+    const frames = sseFrames[adapter.protocol]
+    ex.response.write(frames.connected)
+    const heartbeats = yield* Effect.forkChild(heartbeat(ex, frames.heartbeat, env.heartbeatInterval))
+    const exit = yield* generation
+    phase = "answered"
+    // The answer arrived in an I/O or promise callback, which resumes every request finishing there at once: render
+    // and write it as a scheduled task (FairScheduler's slices) instead.
+    yield* Effect.yieldNow
+    yield* Fiber.interrupt(heartbeats)
+    if (Exchange.writable(ex)) ex.response.end(Sse.encodeAll(renderTerminal(adapter, canonical, context, exit)))
+  }), "Gateway.handle", spanOptions[adapter.protocol]))
+}
+
+/**
+ * A heartbeat frame every `interval` while the client is there. Each one is written as a scheduled task
+ * (`Effect.yieldNow` after the timer fired), so the heartbeats of thousands of held requests that fall due together
+ * are written in the scheduler's slices, not in one long timer phase. One effect, built once per request, runs for
+ * every beat (no schedule state per beat: 10,000 held requests write 10,000 heartbeats a second).
+ */
+const heartbeat = (ex: Exchange.Exchange, frame: string, interval: Duration.Duration): Effect.Effect<void> => {
+  const beat = Effect.sleep(interval).pipe(
+    Effect.andThen(Effect.yieldNow),
+    Effect.andThen(Effect.sync(() => {
+      if (Exchange.writable(ex)) ex.response.write(frame)
+    }))
+  )
+  return Effect.whileLoop({ while: () => Exchange.writable(ex), body: () => beat, step: () => {} })
+}
+
+/** The connection and heartbeat frames of each protocol, encoded once. */
+const sseFrames: Readonly<Record<Sse.Protocol, { readonly connected: string; readonly heartbeat: string }>> = {
+  chat: { connected: Sse.encode(Sse.connected("chat")), heartbeat: Sse.encode(Sse.heartbeat("chat")) },
+  responses: { connected: Sse.encode(Sse.connected("responses")), heartbeat: Sse.encode(Sse.heartbeat("responses")) },
+  messages: { connected: Sse.encode(Sse.connected("messages")), heartbeat: Sse.encode(Sse.heartbeat("messages")) }
+}
+
+const failureError = (exit: Exit.Failure<Completion.Completion, Errors.GatewayError>): Errors.GatewayError => {
+  const reason = exit.cause.reasons.find((r) => r._tag === "Fail")
+  return reason !== undefined ? reason.error : Errors.GatewayError.internal("request")
+}
+
+const renderTerminal = (
+  adapter: Completion.Adapter,
+  request: Completion.CanonicalRequest,
+  context: Completion.FailureContext,
+  exit: Outcome
+): ReadonlyArray<Sse.SseFrame> => {
+  if (Exit.isFailure(exit)) return adapter.renderSseError(failureError(exit), context)
+  const frames = Result.try(() => adapter.renderSse(exit.value, request))
+  return Result.isFailure(frames) ? adapter.renderSseError(Errors.GatewayError.internal("render"), context) : frames.success
+}

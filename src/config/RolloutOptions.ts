@@ -1,0 +1,136 @@
+/**
+ * The option Schema of a rollout: every flag of `relax-agentic rollout` as a camelCase field, with the reference's
+ * defaults.
+ *
+ * **Details**
+ * A field is named after its flag in camelCase (`--rollout-batch-size` → `rolloutBatchSize`); the flag table
+ * (src/config/FlagTable.ts) ties each field to its flag. `RolloutOptions` is what a CLI, a JSON config file or a
+ * trainer writes (defaults filled in by decoding); src/config/Settings.ts resolves it into the `RolloutSettings` the
+ * services read.
+ */
+import { Effect, Schema } from "effect"
+
+const withDefault = <S extends Schema.Top>(schema: S, value: S["Encoded"]) =>
+  Schema.withDecodingDefault(Effect.succeed(value))(schema)
+
+const PositiveInt = Schema.Int.check(Schema.isGreaterThan(0))
+const NonNegativeInt = Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))
+const PositiveNumber = Schema.Finite.check(Schema.isGreaterThan(0))
+
+/** One `--eval-prompt-data NAME PATH` pair. */
+export const EvalDataset = Schema.Struct({
+  name: Schema.String.check(Schema.isNonEmpty()),
+  path: Schema.String.check(Schema.isNonEmpty()),
+  /** Per-dataset `--n-samples-per-eval-prompt` override. */
+  nSamplesPerEvalPrompt: Schema.optional(PositiveInt)
+})
+export type EvalDataset = typeof EvalDataset.Type
+
+export const EngineKind = Schema.Literals(["embedded", "sglang"])
+export type EngineKind = typeof EngineKind.Type
+
+/** Every option of a rollout, as flags, a JSON config file or a trainer give it. */
+export const RolloutOptions = Schema.Struct({
+  // dataset and step shape
+  promptData: Schema.optional(Schema.String),
+  inputKey: withDefault(Schema.String, "input"),
+  labelKey: Schema.optional(Schema.String),
+  metadataKey: withDefault(Schema.String, "metadata"),
+  /** e.g. `{"image": "images"}`: dataset media fields merged into the first user message. */
+  multimodalKeys: Schema.optional(Schema.Record(Schema.String, Schema.String)),
+  applyChatTemplateKwargs: withDefault(Schema.Record(Schema.String, Schema.Json), {}),
+  nSamplesPerPrompt: withDefault(PositiveInt, 1),
+  rolloutBatchSize: Schema.optional(PositiveInt),
+  globalBatchSize: Schema.optional(PositiveInt),
+  overSamplingBatchSize: Schema.optional(PositiveInt),
+  numRollout: withDefault(PositiveInt, 1),
+  rolloutShuffle: withDefault(Schema.Boolean, false),
+  // agent process
+  agentCommand: Schema.optional(Schema.String),
+  agentCwd: Schema.optional(Schema.String),
+  /** `KEY=VALUE` entries; `RELAX_` keys are reserved. */
+  agentEnv: withDefault(Schema.Array(Schema.String), []),
+  agentTimeout: withDefault(PositiveNumber, 1800),
+  /** The external executor's hard concurrency limit (only checked against the capacity table). */
+  agentMaxSlots: Schema.optional(PositiveInt),
+  // gateway
+  host: withDefault(Schema.String, "127.0.0.1"),
+  port: withDefault(NonNegativeInt, 0),
+  agenticToolCallParser: Schema.optional(Schema.String),
+  agenticReasoningParser: Schema.optional(Schema.String),
+  strictMatch: withDefault(Schema.Boolean, false),
+  // engine
+  engine: withDefault(EngineKind, "embedded"),
+  sglangUrls: withDefault(Schema.Array(Schema.String), []),
+  /** An SGLang router in front of the workers (instead of `sglangUrls`). */
+  sglangRouterUrl: Schema.optional(Schema.String),
+  /** Per worker; the engine's default (512) when absent. */
+  sglangServerConcurrency: Schema.optional(PositiveInt),
+  /** Send `sampling_seed` (the servers run deterministic inference). */
+  sglangEnableDeterministicInference: withDefault(Schema.Boolean, false),
+  /** Send `session_id` and close SGLang sessions when a Session ends. */
+  agenticSessionLifecycle: withDefault(Schema.Boolean, false),
+  /** Directory with `tokenizer.json` (+ chat template); required with SGLang, else the bundled Qwen3 tokenizer. */
+  tokenizer: Schema.optional(Schema.String),
+  /** `path/to/module.ts#export`: the embedded engine's scripted policy. */
+  embeddedPolicy: Schema.optional(Schema.String),
+  // sampling (request temperature / top_p are ignored; these apply)
+  rolloutTemperature: withDefault(Schema.Finite.check(Schema.isGreaterThanOrEqualTo(0)), 1),
+  rolloutTopP: withDefault(Schema.Finite.check(Schema.isGreaterThan(0), Schema.isLessThanOrEqualTo(1)), 1),
+  rolloutTopK: withDefault(Schema.Int, -1),
+  rolloutMaxResponseLen: Schema.optional(PositiveInt),
+  rolloutMaxContextLen: Schema.optional(PositiveInt),
+  rolloutStop: withDefault(Schema.Array(Schema.String), []),
+  rolloutStopTokenIds: withDefault(Schema.Array(NonNegativeInt), []),
+  rolloutSkipSpecialTokens: withDefault(Schema.Boolean, false),
+  rolloutSeed: withDefault(Schema.Int, 42),
+  // eval
+  evalPromptData: withDefault(Schema.Array(EvalDataset), []),
+  nSamplesPerEvalPrompt: withDefault(PositiveInt, 1),
+  evalInterval: Schema.optional(PositiveInt),
+  skipEvalBeforeTrain: withDefault(Schema.Boolean, false),
+  evalTemperature: Schema.optional(Schema.Finite.check(Schema.isGreaterThanOrEqualTo(0))),
+  evalTopP: Schema.optional(Schema.Finite.check(Schema.isGreaterThan(0), Schema.isLessThanOrEqualTo(1))),
+  evalTopK: Schema.optional(Schema.Int),
+  evalMaxResponseLen: Schema.optional(PositiveInt),
+  evalMaxContextLen: Schema.optional(PositiveInt),
+  // reward and credit
+  rewardKey: Schema.optional(Schema.String),
+  evalRewardKey: Schema.optional(Schema.String),
+  customRmPath: Schema.optional(Schema.String),
+  groupRm: withDefault(Schema.Boolean, false),
+  agenticCustomAdvantagePath: Schema.optional(Schema.String),
+  advantageEstimator: withDefault(Schema.Literals(["grpo"]), "grpo"),
+  disableGrpoStdNormalization: withDefault(Schema.Boolean, false),
+  disableRewardsNormalization: withDefault(Schema.Boolean, false),
+  normalizeAdvantages: withDefault(Schema.Boolean, false),
+  dynamicSamplingFilterPath: Schema.optional(Schema.String),
+  logPassrate: withDefault(Schema.Boolean, false),
+  useDynamicBatchSize: withDefault(Schema.Boolean, false),
+  maxTokensPerGpu: Schema.optional(PositiveInt),
+  // scheduling
+  agenticConcurrency: Schema.optional(PositiveInt),
+  agenticEvalConcurrency: Schema.optional(PositiveInt),
+  agenticPrelaunch: withDefault(Schema.Boolean, false),
+  /** Groups dropped in a row that stop the rollout (0 = unlimited); default `defaultMaxConsecutiveDrops`. */
+  agenticMaxConsecutiveDrops: Schema.optional(NonNegativeInt),
+  /** Abort and park in-flight generations at a step's close, resume them next step (docs/runtime.md). */
+  partialRollout: withDefault(Schema.Boolean, false),
+  /** Aborts after which a request is protected (only with `partialRollout`). */
+  partialRolloutMaxAbortedCount: Schema.optional(PositiveInt),
+  /** Overlap rollout and training: close with interrupted Groups owed, final backfill (§6.5, §6.6). */
+  fullyAsync: withDefault(Schema.Boolean, false),
+  // transfer and observability
+  outputDir: Schema.optional(Schema.String),
+  /** Parse special-token literals in agent text as control tokens (the reference behaviour); default: plain text. */
+  agenticAllowSpecialTokens: withDefault(Schema.Boolean, false),
+  /** Fail (500) a turn whose tool calls the parser dropped and that leaves nothing else, as the reference does. */
+  agenticFailUnparsedTurns: withDefault(Schema.Boolean, false),
+  /** Keep every Session's log under `<outputDir>/logs/` (failed Sessions' logs are always kept there). */
+  agenticKeepSessionLogs: withDefault(Schema.Boolean, false),
+  /** A path containing `{rollout_id}`. */
+  saveDebugRolloutData: Schema.optional(Schema.String)
+})
+export type RolloutOptions = typeof RolloutOptions.Type
+/** What a caller writes: every field optional except the ones a rollout cannot run without. */
+export type RolloutOptionsInput = typeof RolloutOptions.Encoded

@@ -1,0 +1,155 @@
+/**
+ * Export: which committed states of a SessionForest become training samples, with what metadata and reward
+ * (docs/sessionforest.md "Export and the training sample"; src/forest/Sample.ts builds the samples).
+ *
+ * **Details**
+ * Without records, the one leaf whose lineage holds a response is exported ({@link exportImplicit}); with records,
+ * each record names a committed state by its full conversation ({@link exportExplicit}).
+ */
+import { Result } from "effect"
+import * as Canonical from "../protocol/canonical.ts"
+import { copy as deepCopy } from "../json/Json.ts"
+import type { Reward } from "./TrainingSample.ts"
+import { ExportError } from "./errors.ts"
+import * as Forest from "./Forest.ts"
+import * as Hash from "./hash.ts"
+
+type Json = Canonical.Json
+type JsonObject = Canonical.JsonObject
+
+const isObject = (value: Json | undefined): value is JsonObject =>
+  value !== null && value !== undefined && typeof value === "object" && !Array.isArray(value)
+
+/** One context selected for training: which state, with which export metadata overlay and reward. */
+export interface ExportedContext {
+  /** The explicit record's name, or null for an implicit export. */
+  readonly name: string | null
+  readonly hash: string
+  /** Metadata to merge over the Session's metadata in the sample. */
+  readonly metadata: JsonObject
+  readonly reward: Reward
+}
+
+const hasResponse = (forest: Forest.Forest, hash: string): boolean => {
+  for (let at: Forest.Node | null = Forest.node(forest, hash); at !== null; at = at.up) if (at.kind === "resp") return true
+  return false
+}
+
+const TRACE_KEY = "agentic_trace"
+
+const mergeTrace = (base: Json | undefined, overlay: Json): Json => {
+  if (!isObject(base) || !isObject(overlay)) return deepCopy(overlay)
+  const out: Record<string, Json> = { ...deepCopy(base) }
+  for (const [key, value] of Object.entries(overlay)) out[key] = mergeTrace(out[key], value)
+  return out
+}
+
+/**
+ * Overlay export metadata (reference `_merge_export_metadata`): keys overwrite, except `agentic_trace`, which is
+ * merged recursively.
+ */
+export const mergeMetadata = (target: JsonObject, overlay: JsonObject): JsonObject => {
+  const out: Record<string, Json> = { ...deepCopy(target) }
+  for (const [key, value] of Object.entries(overlay)) {
+    out[key] = key === TRACE_KEY ? mergeTrace(out[key], value) : deepCopy(value)
+  }
+  return out
+}
+
+/**
+ * Implicit export (no records): the one leaf whose lineage holds a response.
+ *
+ * **Details**
+ * Exactly one such leaf is required (`"implicit export requires one committed leaf, found N"` otherwise); the
+ * output metadata becomes the context's overlay and the output reward (if any) its reward.
+ */
+export const exportImplicit = (
+  forest: Forest.Forest,
+  output: { readonly metadata?: JsonObject; readonly reward?: Reward }
+): Result.Result<ReadonlyArray<ExportedContext>, ExportError> => {
+  const exportable = [...forest.leafSet].filter((leaf) => hasResponse(forest, leaf))
+  const [leaf] = exportable
+  if (exportable.length !== 1 || leaf === undefined) {
+    return Result.fail(
+      new ExportError({
+        reason: "leaf-count",
+        message: `implicit export requires one committed leaf, found ${exportable.length}`,
+        sessionId: forest.sessionId,
+        record: null
+      })
+    )
+  }
+  return Result.succeed([{ name: null, hash: leaf, metadata: deepCopy(output.metadata ?? {}), reward: output.reward ?? null }])
+}
+
+/**
+ * Explicit export: one context per record, each naming a committed state by its full conversation.
+ *
+ * **Details**
+ * A record's state is (its canonical messages, its tools or `[]`, the base kwargs overlaid with its kwargs). It
+ * must be committed (`"explicit export does not match a committed Forest state"`) and hold a response in its
+ * lineage (`"export leaf has no committed response"`); it need not be a leaf. Unless `strict`, a record whose
+ * assistant messages lack the `reasoning_content` the forest committed also selects that state (the same
+ * tolerance as `Forest.match`). Metadata = output metadata overlaid with the record's; reward = the record's.
+ */
+export const exportExplicit = (
+  forest: Forest.Forest,
+  records: ReadonlyArray<{
+    readonly name: string
+    readonly messages: unknown
+    readonly tools?: unknown
+    readonly chat_template_kwargs?: unknown
+    readonly metadata?: JsonObject
+    readonly reward?: Reward
+  }>,
+  outputMetadata?: JsonObject,
+  options?: { readonly strict?: boolean }
+): Result.Result<ReadonlyArray<ExportedContext>, ExportError> => {
+  const out: Array<ExportedContext> = []
+  for (const [i, record] of records.entries()) {
+    const recordKwargs = Canonical.normalizeTemplateKwargs(record.chat_template_kwargs)
+    const state = Canonical.canonicalize({
+      messages: record.messages,
+      tools: record.tools,
+      chat_template_kwargs: Result.isSuccess(recordKwargs)
+        ? { ...forest.baseKwargs, ...recordKwargs.success }
+        : record.chat_template_kwargs
+    })
+    if (Result.isFailure(state)) {
+      return Result.fail(new ExportError({
+        reason: "invalid-record",
+        message: `export record ${i} (${record.name}): ${state.failure.message}`,
+        sessionId: forest.sessionId,
+        record: record.name
+      }))
+    }
+    let hash = Hash.ofState(state.success)
+    if (!forest.nodeMap.has(hash) && options?.strict !== true && state.success.messages.length > 0) {
+      const tolerant = Forest.match(forest, state.success, { strict: false })
+      if (tolerant.tolerated && tolerant.suffix.length === 0) hash = tolerant.parent
+    }
+    if (!forest.nodeMap.has(hash)) {
+      return Result.fail(new ExportError({
+        reason: "no-matching-state",
+        message: "explicit export does not match a committed Forest state",
+        sessionId: forest.sessionId,
+        record: record.name
+      }))
+    }
+    if (!hasResponse(forest, hash)) {
+      return Result.fail(new ExportError({
+        reason: "no-response",
+        message: "export leaf has no committed response",
+        sessionId: forest.sessionId,
+        record: record.name
+      }))
+    }
+    out.push({
+      name: record.name,
+      hash,
+      metadata: mergeMetadata(outputMetadata ?? {}, record.metadata ?? {}),
+      reward: record.reward ?? null
+    })
+  }
+  return Result.succeed(out)
+}

@@ -1,0 +1,184 @@
+/**
+ * The SessionForest's node classes and the shared values they point at.
+ *
+ * **Details**
+ * Nodes are a Session's bulk in memory (docs/performance.md, section 3), so they are kept lean: getters on the
+ * prototype for what can be derived (`kind`, `parent`, `subtree`, a response's `messages`), ids packed in 3 bytes
+ * (src/ids/PackedIds.ts) and read through `Forest.unpackTokens` / `Forest.unpackTrainTokens`, a response's ids and
+ * logprobs in one buffer ({@link responseArrays}), and empty values and weight-version lists shared between nodes.
+ */
+import type * as Canonical from "../protocol/canonical.ts"
+import type * as ImageGrid from "../template/ImageGrid.ts"
+import * as PackedIds from "../ids/PackedIds.ts"
+import type * as Forest from "./Forest.ts"
+import type * as Hash from "./hash.ts"
+import type * as MatchIndex from "./MatchIndex.ts"
+
+/**
+ * The stored form of an observation node. Nodes are the forest's bulk, so they are kept lean: `kind`, `parent` and
+ * `subtree` are read from the prototype, the ids stay packed (`Forest.unpackTokens` copies them out), and nothing is
+ * kept twice.
+ */
+export class Observation implements Forest.ObservationNode {
+  readonly hash: string
+  readonly up: Forest.Node | null
+  readonly rolloutId: number
+  readonly abortCount: number
+  readonly messages: ReadonlyArray<Canonical.Message>
+  readonly ids: PackedIds.PackedIds
+  /** The training ids when they differ from `ids` (images expanded for training). */
+  readonly trainIds: PackedIds.PackedIds | undefined
+  readonly top: Forest.ObservationNode | null
+  readonly tokenCount: number
+  readonly messageCount: number
+  running: Hash.State | undefined
+  readonly committed: number
+  readonly vertex: MatchIndex.Vertex
+  readonly media: ReadonlyArray<string>
+  readonly imageGrids: ReadonlyArray<ImageGrid.Grid>
+  readonly tools: ReadonlyArray<Canonical.Tool> | null
+  readonly chatTemplateKwargs: Canonical.TemplateKwargs | null
+  /** `init.top` undefined: this observation is a subtree root (its own `top`). */
+  constructor(init: Omit<Forest.ObservationNode, "kind" | "parent" | "subtree" | "top"> & {
+    readonly top: Forest.ObservationNode | null | undefined
+  }) {
+    this.hash = init.hash
+    this.up = init.up
+    this.rolloutId = init.rolloutId
+    this.abortCount = init.abortCount
+    this.messages = init.messages
+    this.ids = init.ids
+    this.trainIds = init.trainIds
+    this.top = init.top === undefined ? this : init.top
+    this.tokenCount = init.tokenCount
+    this.messageCount = init.messageCount
+    this.running = init.running
+    this.committed = init.committed
+    this.vertex = init.vertex
+    this.media = init.media
+    this.imageGrids = init.imageGrids
+    this.tools = init.tools
+    this.chatTemplateKwargs = init.chatTemplateKwargs
+  }
+  get kind(): "obs" {
+    return "obs"
+  }
+  get parent(): string | null {
+    return this.up === null ? null : this.up.hash
+  }
+  get subtree(): string | null {
+    return this.top === null ? null : this.top.hash
+  }
+}
+
+/** The stored form of a response node (see {@link Observation}); `messages` is `[message]`, made on read. */
+export class Response implements Forest.ResponseNode {
+  readonly hash: string
+  readonly up: Forest.Node
+  readonly rolloutId: number
+  readonly abortCount: number
+  readonly message: Canonical.Message
+  readonly ids: PackedIds.PackedIds
+  readonly logprobs: Float32Array | Float64Array
+  readonly top: Forest.ObservationNode | null
+  readonly tokenCount: number
+  readonly messageCount: number
+  running: Hash.State | undefined
+  readonly committed: number
+  readonly vertex: MatchIndex.Vertex
+  readonly weightVersions: ReadonlyArray<string>
+  readonly status: "completed" | "truncated"
+  readonly requestId: string
+  readonly wallElapsedS: number
+  readonly generationElapsedS: number
+  constructor(init: Omit<Forest.ResponseNode, "kind" | "messages" | "parent" | "subtree" | "up"> & {
+    readonly up: Forest.Node
+  }) {
+    this.hash = init.hash
+    this.up = init.up
+    this.rolloutId = init.rolloutId
+    this.abortCount = init.abortCount
+    this.message = init.message
+    this.ids = init.ids
+    this.logprobs = init.logprobs
+    this.top = init.top
+    this.tokenCount = init.tokenCount
+    this.messageCount = init.messageCount
+    this.running = init.running
+    this.committed = init.committed
+    this.vertex = init.vertex
+    this.weightVersions = init.weightVersions
+    this.status = init.status
+    this.requestId = init.requestId
+    this.wallElapsedS = init.wallElapsedS
+    this.generationElapsedS = init.generationElapsedS
+  }
+  get kind(): "resp" {
+    return "resp"
+  }
+  get parent(): string {
+    return this.up.hash
+  }
+  get subtree(): string | null {
+    return this.top === null ? null : this.top.hash
+  }
+  get messages(): ReadonlyArray<Canonical.Message> {
+    return [this.message]
+  }
+}
+
+// Small shared values: a node keeps no empty array or object of its own, nor a copy of the weight-version list that
+// most responses of a process share. All are frozen, so no holder can change them for the others.
+export const noStrings: ReadonlyArray<string> = Object.freeze([])
+export const noIds: PackedIds.PackedIds = new Uint8Array(0)
+export const noGrids: ReadonlyArray<ImageGrid.Grid> = Object.freeze([])
+export const noTools: ReadonlyArray<Canonical.Tool> = Object.freeze([])
+export const noKwargs: Canonical.TemplateKwargs = Object.freeze({})
+
+export const orNone = <A>(values: ReadonlyArray<A>): ReadonlyArray<A> =>
+  values.length === 0 ? (noStrings as ReadonlyArray<never>) : values
+
+/** Distinct weight-version lists kept for sharing; past this many the table starts over (they change rarely). */
+const VERSION_LISTS = 256
+const versionLists = new Map<string, ReadonlyArray<string>>()
+
+/** A frozen weight-version list equal to `versions`, shared with every response that has an equal one. */
+export const sharedVersions = (versions: ReadonlyArray<string>): ReadonlyArray<string> => {
+  if (versions.length === 0) return noStrings
+  const key = versions.join("\u0000")
+  const found = versionLists.get(key)
+  if (found !== undefined && found.length === versions.length && found.every((v, i) => v === versions[i])) return found
+  if (versionLists.size >= VERSION_LISTS) versionLists.clear()
+  const list = Object.freeze([...versions])
+  versionLists.set(key, list)
+  return list
+}
+
+/** Whether every value is exactly a 32-bit float (`-0` and `NaN` included). */
+const singles = (values: ReadonlyArray<number>): boolean => {
+  for (let i = 0; i < values.length; i++) {
+    const x = values[i]!
+    if (Math.fround(x) !== x && !Number.isNaN(x)) return false
+  }
+  return true
+}
+
+/**
+ * A response's ids and logprobs in one buffer (one allocation, one `ArrayBuffer` instead of two): the logprobs
+ * first, as 32-bit floats when every one is exactly a 32-bit float (SGLang's are), else as 64-bit floats, then the
+ * ids, packed (src/ids/PackedIds.ts). Either way `logprobs[i]` reads back exactly the number committed (`-0` and
+ * `NaN` included) and the ids read back as an `Int32Array` copy of them would.
+ */
+export const responseArrays = (
+  ids: ReadonlyArray<number>,
+  logprobs: ReadonlyArray<number>
+): { readonly ids: PackedIds.PackedIds; readonly logprobs: Float32Array | Float64Array } => {
+  const n = ids.length
+  const single = singles(logprobs)
+  const width = single ? 4 : 8
+  const narrow = PackedIds.fits(ids)
+  const buffer = new ArrayBuffer(n * width + PackedIds.byteLength(n, narrow))
+  const values = single ? new Float32Array(buffer, 0, n) : new Float64Array(buffer, 0, n)
+  values.set(logprobs)
+  return { ids: PackedIds.packInto(buffer, n * width, narrow, [ids]), logprobs: values }
+}
