@@ -31,9 +31,6 @@ interface Hosted {
   fiber: Fiber.Fiber<void> | undefined
 }
 
-/** The handlers of the Group entity, as `Entity.toLayer` takes them. */
-export type Handlers = Parameters<typeof GroupEntity.Group.of>[0]
-
 /** Answers a forwarded model request on the owner (`layers/cluster/Forward.ts`). */
 export type ForwardHandler = (request: Wire.ForwardedRequest) => Effect.Effect<Wire.ForwardedResponse>
 
@@ -44,8 +41,14 @@ export interface HostShape {
   readonly address: string
   /** How many Sessions this runner hosts now. */
   readonly hosted: Effect.Effect<number>
-  /** The Group entity's handlers over this runner's table. */
-  readonly handlers: Handlers
+  /** The Group entity's messages, as this runner answers them (see `GroupEntity`). */
+  readonly place: Effect.Effect<{ readonly runner: string; readonly address: string }>
+  readonly runSession: (
+    payload: typeof GroupEntity.RunSession.payloadSchema.Type
+  ) => Stream.Stream<Wire.SessionEvent, Wire.RunFailure>
+  readonly grant: (payload: typeof GroupEntity.Grant.payloadSchema.Type) => Effect.Effect<void, Wire.RunnerLost>
+  readonly stop: (payload: typeof GroupEntity.Stop.payloadSchema.Type) => Effect.Effect<void>
+  readonly forward: ForwardHandler
 }
 
 /** How often a running Session's stream says it is alive (the controller's idle deadline is a multiple of it). */
@@ -76,6 +79,7 @@ const make = (address: string, forward: ForwardHandler) =>
           fiber: undefined
         }
         table.set(payload.sessionId, hosted)
+        yield* Effect.logInfo(`runner ${incarnation} hosts Session ${payload.sessionId} (${payload.group.groupId})`)
         const ticket = {
           groupId: payload.group.groupId,
           sessionId: payload.sessionId,
@@ -138,15 +142,18 @@ const make = (address: string, forward: ForwardHandler) =>
           if ((yield* engine.weightVersion) !== version) yield* engine.updateWeights(version).pipe(Effect.orDie)
         })
 
-    const handlers: Handlers = {
-      Place: () => Effect.succeed({ runner: incarnation, address }),
-      RunSession: ({ payload }) =>
+    return {
+      incarnation,
+      address,
+      hosted: Effect.sync(() => table.size),
+      place: Effect.succeed({ runner: incarnation, address }),
+      runSession: (payload) =>
         Stream.unwrap(Effect.gen(function*() {
           yield* checkRunner(payload.runner)
           const hosted = table.get(payload.sessionId) ?? (yield* start(payload))
           return events(hosted)
         })),
-      Grant: ({ payload }) =>
+      grant: (payload) =>
         Effect.gen(function*() {
           yield* checkRunner(payload.runner)
           const hosted = table.get(payload.sessionId)
@@ -155,15 +162,8 @@ const make = (address: string, forward: ForwardHandler) =>
           hosted.rolloutId = payload.rolloutId
           yield* Deferred.succeed(hosted.lease, undefined)
         }),
-      Stop: ({ payload }) => payload.runner === incarnation ? stop(payload.sessionId) : Effect.void,
-      Forward: ({ payload }) => forward(payload)
-    }
-
-    return {
-      incarnation,
-      address,
-      hosted: Effect.sync(() => table.size),
-      handlers
+      stop: (payload) => payload.runner === incarnation ? stop(payload.sessionId) : Effect.void,
+      forward
     } satisfies HostShape
   })
 
@@ -180,7 +180,14 @@ export class Host extends Context.Service<Host, HostShape>()("relax-agentic/clus
  */
 export const entityLayer = GroupEntity.Group.toLayer(
   Effect.gen(function*() {
-    return (yield* Host).handlers
+    const host = yield* Host
+    return GroupEntity.Group.of({
+      Place: () => host.place,
+      RunSession: ({ payload }) => host.runSession(payload),
+      Grant: ({ payload }) => host.grant(payload),
+      Stop: ({ payload }) => host.stop(payload),
+      Forward: ({ payload }) => host.forward(payload)
+    })
   }),
   { concurrency: "unbounded", disableFatalDefects: true, maxIdleTime: "1 hour" }
 )

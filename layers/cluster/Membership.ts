@@ -80,3 +80,6 @@ export const client = (options: ClusterOptions) =>
   NodeClusterSocket.layer({ clientOnly: true, storage: "sql", shardingConfig: sharding(options) }).pipe(
     Layer.provide(sql(options))
   )
+
+/** Why a process could not join: PostgreSQL unreachable or refusing, a runner port taken, a bad setting. */
+export type JoinError = Layer.Error<ReturnType<typeof runner>> | Layer.Error<ReturnType<typeof client>>

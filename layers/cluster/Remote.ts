@@ -14,7 +14,7 @@
  * cluster re-sends the in-flight `RunSession` to the runner that inherits the shard, which refuses it (`RunnerLost`,
  * another incarnation), and the Group is dropped (`error_type=RunnerLost`) and refilled.
  */
-import { Context, Duration, Effect, Layer, Stream } from "effect"
+import { Duration, Effect, Layer, Schedule, Stream } from "effect"
 import type { Sharding } from "effect/cluster"
 import { randomBytes } from "node:crypto"
 import { ClusterCallError } from "../../src/cluster/errors.ts"
@@ -32,8 +32,25 @@ export interface RemoteOptions {
   readonly callTimeout: Duration.Duration
 }
 
-const refused = (message: string) => (cause: unknown) =>
-  new ClusterCallError({ reason: "refused", detail: `${message}: ${cause instanceof Error ? cause.message : String(cause)}`, cause })
+const refused = (message: string) => (cause: { readonly _tag: string; readonly message: string }) =>
+  new ClusterCallError({ reason: "refused", detail: `${message}: ${cause._tag}${cause.message === "" ? "" : ` (${cause.message})`}`, cause })
+
+/** The cluster's refusals that say "not now" (a shard moving, a full mailbox): the call is repeated. */
+const transient = ["MailboxFull", "EntityNotAssignedToRunner", "AlreadyProcessingMessage"] as const
+
+/** Attempts of a call the cluster refused for now, 0.5 s apart; every call of a Session is safe to repeat. */
+const attempts = 10
+const pause = Duration.millis(500)
+
+/** Repeat `effect` while the cluster refuses it for now. */
+const whileRefused = <A, E extends { readonly _tag: string }, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  effect.pipe(
+    Effect.retry({
+      while: (error) => (transient as ReadonlyArray<string>).includes(error._tag),
+      schedule: Schedule.spaced(pause),
+      times: attempts
+    })
+  )
 
 const make = (options: RemoteOptions) =>
   Effect.gen(function*() {
@@ -58,7 +75,7 @@ const make = (options: RemoteOptions) =>
       return yield* Effect.scoped(Effect.gen(function*() {
         const key = Routing.groupKeyOf(ticket.sessionId) ?? Routing.groupKey(runId, group.groupId)
         const client = makeClient(key)
-        const place = yield* deadline(`Place ${group.groupId}`, client.Place()).pipe(
+        const place = yield* deadline(`Place ${group.groupId}`, whileRefused(client.Place())).pipe(
           Effect.catchTag(["MailboxFull", "AlreadyProcessingMessage", "PersistenceError", "EntityNotAssignedToRunner"], refused("Place"))
         )
         const runner = place.runner
@@ -71,13 +88,14 @@ const make = (options: RemoteOptions) =>
           Effect.flatMap((weightVersion) =>
             deadline(
               `Grant ${ticket.sessionId}`,
-              client.Grant({ runner, sessionId: ticket.sessionId, rolloutId: ticket.rolloutId(), weightVersion })
+              whileRefused(client.Grant({ runner, sessionId: ticket.sessionId, rolloutId: ticket.rolloutId(), weightVersion }))
             )
           ),
           Effect.ignore
         ))
         let result: Wire.SessionResult | undefined
-        yield* client.RunSession({
+        // Repeating RunSession is safe: the owner follows the Session it already runs under this id.
+        yield* whileRefused(Stream.runForEach(client.RunSession({
           runner,
           sessionId: ticket.sessionId,
           position: ticket.position,
@@ -95,8 +113,8 @@ const make = (options: RemoteOptions) =>
           Stream.timeoutOrElse({
             duration: options.callTimeout,
             orElse: () => Stream.fail(new ClusterCallError({ reason: "deadline", detail: `RunSession ${ticket.sessionId}` }))
-          }),
-          Stream.runForEach((event) => {
+          })
+        ), (event) => {
             switch (event._tag) {
               case "FirstRequest":
                 // Joins the barrier; completes once the Group is leased (a drop interrupts this Session anyway).
@@ -107,7 +125,7 @@ const make = (options: RemoteOptions) =>
               default:
                 return Effect.void
             }
-          }),
+          })).pipe(
           Effect.catchTag(["MailboxFull", "AlreadyProcessingMessage", "PersistenceError", "EntityNotAssignedToRunner"], refused("RunSession"))
         )
         if (result === undefined) {

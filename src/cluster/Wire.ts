@@ -115,7 +115,6 @@ export type RunFailure = typeof RunFailure.Type
 export const ForwardedRequest = Schema.Struct({
   sessionId: Schema.String,
   path: Schema.String,
-  headers: Schema.Record(Schema.String, Schema.String),
   body: Schema.Uint8Array
 })
 export type ForwardedRequest = typeof ForwardedRequest.Type
@@ -127,6 +126,7 @@ export type ForwardedRequest = typeof ForwardedRequest.Type
 export const ForwardedResponse = Schema.Struct({
   kind: Schema.Literals(["json", "sse"]),
   status: Schema.Int,
-  body: Schema.Uint8Array
+  headers: Schema.Record(Schema.String, Schema.String),
+  body: Schema.String
 })
 export type ForwardedResponse = typeof ForwardedResponse.Type

@@ -22,3 +22,4 @@ export class ClusterCallError extends Data.TaggedError("ClusterCallError")<{
       : `cluster call refused: ${this.detail}`
   }
 }
+
