@@ -186,7 +186,7 @@ export const supervisorFromSettings = (
  */
 export interface ClusterRole {
   /** The controller's runner of Sessions (`layers/cluster/Remote.ts` over a client-only member). */
-  readonly sessionRunner?: Layer.Layer<SessionRunner, Membership.JoinError, Credit | Engine> | undefined
+  readonly sessionRunner?: Layer.Layer<SessionRunner, Membership.JoinError, Credit | Engine | RolloutConfig.RolloutConfig> | undefined
   /** A runner's gateway forwarding (`layers/cluster/Forward.ts` over the runner's membership). */
   readonly forwarder?: Layer.Layer<ModelRoute.Forwarder, Membership.JoinError> | undefined
   /** What agents get as `RELAX_BASE_URL` instead of this process's own gateway URL. */

@@ -29,7 +29,9 @@ export const RunSession = Rpc.make("RunSession", {
     runner: Schema.String,
     sessionId: Schema.String,
     position: Schema.Int,
-    group: Wire.PlannedGroup
+    group: Wire.PlannedGroup,
+    /** The controller's sample-changing settings (`src/cluster/Fingerprint.ts`); a runner that differs refuses. */
+    config: Schema.Record(Schema.String, Schema.String)
   },
   success: Wire.SessionEvent,
   error: Wire.RunFailure,

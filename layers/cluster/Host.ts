@@ -16,6 +16,7 @@
  */
 import { Context, Deferred, Duration, Effect, Exit, Fiber, Layer, Stream } from "effect"
 import { randomBytes } from "node:crypto"
+import * as Fingerprint from "../../src/cluster/Fingerprint.ts"
 import * as Wire from "../../src/cluster/Wire.ts"
 import { RolloutConfig } from "../rollout/RolloutConfig.ts"
 import { Engine } from "../engine/Engine.ts"
@@ -64,6 +65,7 @@ const make = (address: string, forward: ForwardHandler) =>
     const scope = yield* Effect.scope
     const incarnation = randomBytes(8).toString("hex")
     const table = new Map<string, Hosted>()
+    const fingerprint = Fingerprint.of(settings)
 
     const checkRunner = (runnerId: string): Effect.Effect<void, Wire.RunnerLost> =>
       runnerId === incarnation ? Effect.void : Effect.fail(new Wire.RunnerLost({ expected: runnerId, actual: incarnation }))
@@ -150,6 +152,8 @@ const make = (address: string, forward: ForwardHandler) =>
       runSession: (payload) =>
         Stream.unwrap(Effect.gen(function*() {
           yield* checkRunner(payload.runner)
+          const differs = Fingerprint.mismatch(payload.config, fingerprint)
+          if (differs !== undefined) return yield* Effect.fail(new Wire.SessionFailed({ type: "ConfigMismatch", detail: differs }))
           const hosted = table.get(payload.sessionId) ?? (yield* start(payload))
           return events(hosted)
         })),

@@ -18,10 +18,12 @@ import { Duration, Effect, Layer, Schedule, Stream } from "effect"
 import type { Sharding } from "effect/cluster"
 import { randomBytes } from "node:crypto"
 import { ClusterCallError } from "../../src/cluster/errors.ts"
+import * as Fingerprint from "../../src/cluster/Fingerprint.ts"
 import * as Routing from "../../src/cluster/Routing.ts"
 import type * as Wire from "../../src/cluster/Wire.ts"
 import { Credit } from "../credit/Credit.ts"
 import { Engine } from "../engine/Engine.ts"
+import { RolloutConfig } from "../rollout/RolloutConfig.ts"
 import * as SessionRunner from "../rollout/SessionRunner.ts"
 import type * as GroupPool from "../schedule/GroupPool.ts"
 import * as GroupEntity from "./GroupEntity.ts"
@@ -55,6 +57,7 @@ const whileRefused = <A, E extends { readonly _tag: string }, R>(effect: Effect.
 const make = (options: RemoteOptions) =>
   Effect.gen(function*() {
     const credit = yield* Credit
+    const config = Fingerprint.of(yield* RolloutConfig)
     const engine = yield* Engine
     const makeClient = yield* GroupEntity.Group.client
     const runId = randomBytes(8).toString("hex")
@@ -108,7 +111,8 @@ const make = (options: RemoteOptions) =>
             data: group.data,
             promptIndex: group.promptIndex,
             firstIndex: group.firstIndex
-          }
+          },
+          config
         }).pipe(
           Stream.timeoutOrElse({
             duration: options.callTimeout,
@@ -151,5 +155,5 @@ const make = (options: RemoteOptions) =>
   })
 
 /** The controller's `SessionRunner` over the cluster (needs `Sharding`: a client-only cluster member). */
-export const layer = (options: RemoteOptions): Layer.Layer<SessionRunner.SessionRunner, never, Credit | Engine | Sharding.Sharding> =>
+export const layer = (options: RemoteOptions): Layer.Layer<SessionRunner.SessionRunner, never, Credit | Engine | RolloutConfig | Sharding.Sharding> =>
   Layer.effect(SessionRunner.SessionRunner, make(options))

@@ -7,6 +7,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Duration, Effect, Exit, Fiber, Layer, Ref, Stream } from "effect"
+import * as Fingerprint from "../../src/cluster/Fingerprint.ts"
 import { creditOptions } from "../../src/index.ts"
 import { type Sharding, TestRunner } from "effect/cluster"
 import * as GroupEntity from "../../layers/cluster/GroupEntity.ts"
@@ -51,7 +52,9 @@ const group: SessionRunner.PlannedGroup = {
   firstIndex: 0
 }
 
-const harness = <A, E>(body: (script: Script) => Effect.Effect<A, E, Host.Host | SessionRunner.SessionRunner | Sharding.Sharding>) =>
+const harness = <A, E>(
+  body: (script: Script) => Effect.Effect<A, E, Host.Host | SessionRunner.SessionRunner | Sharding.Sharding | RolloutConfig>
+) =>
   Effect.gen(function*() {
     const script: Script = { starts: yield* Ref.make(0), ended: yield* Ref.make(0) }
     const config = RolloutConfig.layer({ promptData: "unused.jsonl", agentCommand: "true", rolloutBatchSize: 1 })
@@ -63,12 +66,13 @@ const harness = <A, E>(body: (script: Script) => Effect.Effect<A, E, Host.Host |
     const remote = Remote.layer({ callTimeout: Duration.seconds(5) }).pipe(
       Layer.provide(Layer.mergeAll(
         engine,
+        config,
         Layer.unwrap(Effect.map(Effect.service(RolloutConfig), (settings) => Credit.layer(creditOptions(settings)))).pipe(
           Layer.provide(Layer.merge(config, Telemetry.Telemetry.layer))
         )
       ))
     )
-    return yield* body(script).pipe(Effect.provide(remote.pipe(Layer.provideMerge(cluster))))
+    return yield* body(script).pipe(Effect.provide(remote.pipe(Layer.provideMerge(cluster), Layer.provideMerge(config))))
   })
 
 /** A controller-side ticket: the first `awaitLease` marks arrival, the lease is a Deferred the test completes. */
@@ -111,8 +115,9 @@ describe("Group entity", () => {
     harness((script) =>
       Effect.gen(function*() {
         const host = yield* Host.Host
+        const settings = yield* RolloutConfig
         const client = (yield* GroupEntity.Group.client)("0123456789abcdef")
-        const payload = { runner: host.incarnation, sessionId: "s-1", position: 0, group }
+        const payload = { runner: host.incarnation, sessionId: "s-1", position: 0, group, config: Fingerprint.of(settings) }
         const first = yield* client.RunSession(payload).pipe(Stream.take(1), Stream.runCollect)
         // The second delivery answers Started again and does not start a second agent.
         const again = yield* client.RunSession(payload).pipe(Stream.take(1), Stream.runCollect)
@@ -132,6 +137,24 @@ describe("Group entity", () => {
         const exit = yield* client.Grant({ runner: "gone", sessionId: "s-2", rolloutId: 0, weightVersion: "0" }).pipe(Effect.exit)
         assert.isTrue(Exit.isFailure(exit))
         assert.include(String(Exit.isFailure(exit) ? exit.cause : ""), "RunnerLost")
+      })
+    ))
+
+  it.live("a runner whose sample-changing settings differ refuses the Session, naming the flag", () =>
+    harness((script) =>
+      Effect.gen(function*() {
+        const host = yield* Host.Host
+        const settings = yield* RolloutConfig
+        const client = (yield* GroupEntity.Group.client)("0123456789abcdef")
+        const config = { ...Fingerprint.of(settings), rolloutTemperature: "0.25" }
+        const error = yield* client.RunSession({ runner: host.incarnation, sessionId: "s-3", position: 0, group, config }).pipe(
+          Stream.runCollect,
+          Effect.flip
+        )
+        assert.strictEqual(error._tag, "SessionFailed")
+        assert.strictEqual(error._tag === "SessionFailed" ? error.type : "", "ConfigMismatch")
+        assert.include(error.message, "--rollout-temperature")
+        assert.strictEqual(yield* Ref.get(script.starts), 0)
       })
     ))
 })
