@@ -22,6 +22,9 @@ import { Rollout } from "../layers/rollout/Rollout.ts"
 import { capacityOf, renderCheck, runCheck } from "./cli/check.ts"
 import { clusterOptionsFromFlags, clusterProblem, controllerRole, runnerCommand } from "./cli/cluster.ts"
 import * as ClusterFlags from "./cluster/Flags.ts"
+
+/** The cluster flags (docs/scale-out.md): every member's, and `runner`'s own. */
+export const clusterFlags = [...ClusterFlags.memberFlags, ...ClusterFlags.runnerFlags]
 import { type FlagValues, flagsOf, normalizeArgs, rolloutFlags, rowFlag, serveFlags } from "./cli/flags.ts"
 import { configMessage, type SettingsError, settingsFromFlags, unusedOptionWarnings } from "./cli/settings.ts"
 import * as Relax from "./index.ts"
