@@ -1,7 +1,7 @@
 /**
  * The `relax-agentic` command: `rollout` runs a multi-step agentic rollout and writes its samples; `check` runs one
  * Session of the harness and reports the launch checks of "Prepare Your Agent" and the required external-agent
- * capacity.
+ * capacity; `serve` serves the rollout to a trainer; `inspect` opens a run's files in the browser (`cli/inspect.ts`).
  *
  * **Details**
  * This file defines the commands and runs them as the program; their parts live under `src/cli/`: the flag table,
@@ -25,9 +25,11 @@ import * as ClusterFlags from "./cluster/Flags.ts"
 
 /** The cluster flags (docs/scale-out.md): every member's, and `runner`'s own. */
 export const clusterFlags = [...ClusterFlags.memberFlags, ...ClusterFlags.runnerFlags]
+import { inspectCommand } from "./cli/inspect.ts"
 import { type FlagValues, flagsOf, normalizeArgs, rolloutFlags, rowFlag, serveFlags } from "./cli/flags.ts"
 import { configMessage, type SettingsError, settingsFromFlags, unusedOptionWarnings } from "./cli/settings.ts"
 import * as Relax from "./index.ts"
+import * as Errors from "./errors.ts"
 
 // The command's parts live under src/cli/; their public names stay importable from here.
 export {
@@ -53,6 +55,7 @@ export {
   settingsFromFlags,
   unusedOptionWarnings
 } from "./cli/settings.ts"
+export { type InspectRequest, inspectCommand, inspectFlagNames, runInspect } from "./cli/inspect.ts"
 export {
   capacityOf,
   type CheckReport,
@@ -108,7 +111,7 @@ const failureText = (error: unknown): string => {
   if (typeof error === "object" && error !== null && "_tag" in error && error._tag === "ServeError") {
     return `--host/--port: the gateway cannot listen${error instanceof Error ? `: ${error.message}` : ""}`
   }
-  return error instanceof Error ? error.message : String(error)
+  return Errors.messageOf(error)
 }
 
 /**
@@ -215,7 +218,7 @@ export const serveCommand = Command.make(
 export const command = Command.make("relax-agentic").pipe(
   Command.withDescription("Agentic rollout for RL training: supervise agent harnesses, serve them model APIs, " +
     "record SessionForests, write training samples."),
-  Command.withSubcommands([rolloutCommand, checkCommand, serveCommand, runnerCommand])
+  Command.withSubcommands([rolloutCommand, checkCommand, serveCommand, inspectCommand, runnerCommand])
 )
 
 /**
@@ -250,7 +253,7 @@ export const presenter: CliOutput.Presenter = {
         yield* Console.error(
           event.commandPath.length > 1
             ? `  Run "${path} --help" to list every flag and its default.`
-            : `  Run "${path} --help" to list the commands (rollout, check, serve, runner).`
+            : `  Run "${path} --help" to list the commands (rollout, check, serve, inspect, runner).`
         )
       })
       : CliOutput.defaultPresenter.present(event)

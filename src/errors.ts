@@ -1,25 +1,46 @@
 /**
- * Every tagged error the pure domain can raise, in one place for callers that branch on `_tag`.
+ * Every tagged error of `src/`, in one place for callers that branch on `_tag`, and `messageOf`.
  *
  * **Details**
  * Each error is defined next to the code that raises it (so a module and its failures read together); this module
- * only re-exports them. Errors raised by services (engine, tokenizer, hooks, sessions) live in their `layers/` files.
+ * only re-exports them, and test/errors.test.ts keeps the list complete. The entry files (`src/index.ts`, `src/cli.ts`,
+ * `src/cli/`) are left out, since they import `layers/`; errors raised by services (engine, tokenizer, hooks, the
+ * Session registry) live in their `layers/` files. The naming rule is docs/architecture.md "Errors".
  */
-export { AdvantageError, CreditConfigError, GroupRewardError, NormalizationError, RewardError } from "./credit/errors.ts"
+export { RolloutConfigError } from "./config/Settings.ts"
+export {
+  AdvantageError,
+  CreditConfigError,
+  FilterError,
+  GroupRewardError,
+  NormalizationError,
+  RewardError
+} from "./credit/errors.ts"
 export { ContextLengthError, ExportError, ForestInvariantError, ForestNotFound } from "./forest/errors.ts"
 export {
-  EngineFailure,
+  GenerationEngineError,
   type GenerationError,
-  ImageRejected,
-  SessionDiscarded,
-  TemplateRejected,
-  UnusableResponse
+  ImageRejectedError,
+  UnusableResponseError
 } from "./generation/errors.ts"
 export { HookSpecError } from "./hooks/HookSpec.ts"
+export { DumpLineError } from "./inspect/Dump.ts"
 export { UnknownParserError } from "./parsers/registry.ts"
 export { CanonicalError } from "./protocol/canonical.ts"
 export { GatewayError, ProtocolError } from "./protocol/errors.ts"
 export { BatchingError } from "./schedule/Batching.ts"
 export { DatasetError } from "./schedule/Dataset.ts"
-export { AgentExecutionError, AgentSpecError, SessionInputError, SessionOutputError } from "./session/errors.ts"
+export { TooManyDroppedGroupsError } from "./schedule/DropStreak.ts"
+export { PartitionError } from "./schedule/Partitions.ts"
+export {
+  AgentExecutionError,
+  AgentSpecError,
+  SessionClosedError,
+  SessionInputError,
+  SessionOutputError
+} from "./session/errors.ts"
 export { TemplateError } from "./template/ChatTemplate.ts"
+export { RolloutCallError } from "./trainer/Results.ts"
+
+/** The text of a thrown value: an `Error`'s message, anything else as `String` writes it. */
+export const messageOf = (error: unknown): string => error instanceof Error ? error.message : String(error)

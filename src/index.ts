@@ -44,7 +44,7 @@ import type * as Membership from "../layers/cluster/Membership.ts"
 import type { SessionRunner } from "../layers/rollout/SessionRunner.ts"
 import { Generation } from "../layers/generation/Generation.ts"
 import type { HookLoadError } from "../layers/runtime/Hooks.ts"
-import { DatasetLoadError, Rollout } from "../layers/rollout/Rollout.ts"
+import { Rollout } from "../layers/rollout/Rollout.ts"
 import { GroupPool } from "../layers/schedule/GroupPool.ts"
 import { Sessions } from "../layers/schedule/Sessions.ts"
 import { SglangEngine } from "../layers/engine/sglang/SglangEngine.ts"
@@ -55,6 +55,7 @@ import { type StreamOptions, TrainerService } from "../layers/trainer/TrainerSer
 import { RolloutRpcServer, type RpcServeError, type RpcServerOptions } from "../layers/trainer/RolloutRpc.ts"
 import type { HookSpecError } from "./hooks/HookSpec.ts"
 import type { AgentSpecError } from "./session/errors.ts"
+import type { DatasetError } from "./schedule/Dataset.ts"
 import type * as Results from "./trainer/Results.ts"
 
 export {
@@ -69,7 +70,6 @@ export { flagOf } from "./config/FlagTable.ts"
 export { RolloutOptions, type RolloutOptionsInput } from "./config/RolloutOptions.ts"
 export { RolloutConfig } from "../layers/rollout/RolloutConfig.ts"
 export {
-  DatasetLoadError,
   type EvalDatasetResult,
   type EvalResult,
   Rollout,
@@ -82,7 +82,8 @@ export { type DropReason, TooManyDroppedGroupsError } from "../layers/schedule/G
 export { memorySink, processSink, type Sink, Telemetry } from "../layers/rollout/Telemetry.ts"
 export { type InProcessAgent, type InProcessAgentInput, Supervisor } from "../layers/session/Supervisor.ts"
 export { Advantage, Reward, Status, TrainingSample } from "./forest/TrainingSample.ts"
-export { ContextLengthError, Engine, EngineError, type EngineShape } from "../layers/engine/Engine.ts"
+export { ContextLengthError } from "./forest/errors.ts"
+export { Engine, EngineError, type EngineShape } from "../layers/engine/Engine.ts"
 export { EmbeddedEngine, type EmbeddedEngineOptions } from "../layers/engine/EmbeddedEngine.ts"
 export { Gateway } from "../layers/gateway/Gateway.ts"
 export { type StreamOptions, TrainerService, type TrainerServiceShape } from "../layers/trainer/TrainerService.ts"
@@ -102,6 +103,7 @@ export * as Results from "./trainer/Results.ts"
 export { RolloutCallError } from "./trainer/Results.ts"
 export * as Capacity from "./schedule/Capacity.ts"
 export * as Dataset from "./schedule/Dataset.ts"
+export { DatasetError } from "./schedule/Dataset.ts"
 
 /** Everything that can stop a rollout from starting, each naming the flag or file to fix. */
 export type RolloutStartupError =
@@ -113,7 +115,7 @@ export type RolloutStartupError =
   | Parsers.UnknownParserError
   | AgentSpecError
   | CreditStartupError
-  | DatasetLoadError
+  | DatasetError
   | HttpServerError.ServeError
   | Membership.JoinError
 

@@ -20,7 +20,7 @@ import * as Fingerprint from "../../src/cluster/Fingerprint.ts"
 import * as Wire from "../../src/cluster/Wire.ts"
 import { RolloutConfig } from "../rollout/RolloutConfig.ts"
 import { Engine } from "../engine/Engine.ts"
-import { SessionClosedError } from "../schedule/Sessions.ts"
+import { SessionClosedError } from "../../src/session/errors.ts"
 import { type GroupError, SessionRunner } from "../rollout/SessionRunner.ts"
 import * as GroupEntity from "./GroupEntity.ts"
 

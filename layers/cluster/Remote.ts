@@ -25,7 +25,7 @@ import { Credit } from "../credit/Credit.ts"
 import { Engine } from "../engine/Engine.ts"
 import { RolloutConfig } from "../rollout/RolloutConfig.ts"
 import * as SessionRunner from "../rollout/SessionRunner.ts"
-import type * as GroupPool from "../schedule/GroupPool.ts"
+import type * as FirstRequestBarrier from "../schedule/FirstRequestBarrier.ts"
 import * as GroupEntity from "./GroupEntity.ts"
 
 /** The controller's cluster settings. */
@@ -73,7 +73,7 @@ const make = (options: RemoteOptions) =>
 
     const session = Effect.fn("ClusterRunner.session")(function*(
       group: SessionRunner.PlannedGroup,
-      ticket: GroupPool.SessionTicket
+      ticket: FirstRequestBarrier.SessionTicket
     ) {
       return yield* Effect.scoped(Effect.gen(function*() {
         const key = Routing.groupKeyOf(ticket.sessionId) ?? Routing.groupKey(runId, group.groupId)

@@ -34,6 +34,7 @@ import * as Batching from "../../src/schedule/Batching.ts"
 import * as Hooks from "../runtime/Hooks.ts"
 import type { HookLoadError } from "../runtime/Hooks.ts"
 import type * as AgentSpec from "../../src/session/AgentSpec.ts"
+import * as Errors from "../../src/errors.ts"
 
 /** Everything `scoreGroup` / `finishStep` can fail with. */
 export type CreditError =
@@ -81,7 +82,6 @@ export interface CreditSettings {
   readonly rmConfig?: unknown
 }
 
-const errorText = (error: unknown): string => error instanceof Error ? error.message : String(error)
 
 /** Call a user hook, sync or async; a throw or a rejection becomes the error `onError` builds. */
 const callHook = <E>(
@@ -91,7 +91,7 @@ const callHook = <E>(
 ): Effect.Effect<unknown, E> =>
   Effect.tryPromise({
     try: async () => await hook(...args),
-    catch: (error) => onError(`the hook threw: ${errorText(error)}`)
+    catch: (error) => onError(`the hook threw: ${Errors.messageOf(error)}`)
   })
 
 /** Check the options that can be checked before any Group exists. */

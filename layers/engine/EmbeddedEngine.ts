@@ -27,9 +27,10 @@ import * as Sampling from "../../src/engine/Sampling.ts"
 import * as Stop from "../../src/engine/Stop.ts"
 import * as WeightVersion from "../../src/engine/WeightVersion.ts"
 import * as Wire from "../../src/engine/Wire.ts"
+import * as Errors from "../../src/errors.ts"
 import type * as HookSpec from "../../src/hooks/HookSpec.ts"
+import { ContextLengthError } from "../../src/forest/errors.ts"
 import {
-  ContextLengthError,
   Engine,
   EngineError,
   type EngineShape,
@@ -38,6 +39,7 @@ import {
   type PolicyRequest,
   withSpans
 } from "./Engine.ts"
+import * as FairScheduler from "../runtime/FairScheduler.ts"
 import * as Hooks from "../runtime/Hooks.ts"
 import { Tokenizer, type TokenizerShape } from "../tokenizer/Tokenizer.ts"
 
@@ -157,13 +159,12 @@ export const make = (
           new EngineError({
             reason: "policy",
             detail: `--embedded-policy failed for session ${conversation.sessionId} turn ${conversation.turn}: ` +
-              (error instanceof Error ? error.message : String(error)),
+              Errors.messageOf(error),
             cause: error
           })
       }).pipe(
-        // The answer arrives in a microtask, and every policy that settled in one drain would continue there back to
-        // back: continue as a scheduled task instead (the rollout's FairScheduler spreads them over slices).
-        Effect.tap(() => Effect.yieldNow),
+        // The answer arrives in a microtask, with every policy that settled in the same drain.
+        Effect.tap(() => FairScheduler.continueAsTask),
         Effect.flatMap((text) =>
           typeof text === "string" ? Effect.succeed(text) : Effect.fail(
             new EngineError({

@@ -83,12 +83,6 @@ export interface GenerateResult {
 }
 
 /**
- * The prompt plus the requested tokens exceed the engine's context window (the gateway answers 400): the one
- * context-length error, with the engine's wording in `engineMessage`.
- */
-export { ContextLengthError }
-
-/**
  * What went wrong with the engine, as undici's error codes: a literal callers branch on.
  *
  * - `config`: the engine's options are wrong (no server given, both workers and a router).

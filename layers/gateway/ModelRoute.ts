@@ -30,6 +30,7 @@ import * as Messages from "../../src/protocol/messages.ts"
 import * as Responses from "../../src/protocol/responses.ts"
 import * as Sse from "../../src/protocol/sse.ts"
 import * as Generation from "../generation/Generation.ts"
+import * as FairScheduler from "../runtime/FairScheduler.ts"
 import { Sessions } from "../schedule/Sessions.ts"
 import * as Exchange from "./NodeExchange.ts"
 
@@ -101,9 +102,8 @@ export const make = (options: Options): Effect.Effect<Handler, never, Sessions |
         Fiber.runIn(Effect.runForkWith(context)(effect), scope)
       }
     }
-    // A request starts as a scheduled task, not inside Node's I/O callback: a wave of connections parsed in one poll
-    // phase then costs Node's parsing only, and the requests' own work runs in the scheduler's slices
-    // (FairScheduler), interleaved with timers and sockets (docs/performance.md, section 3).
+    // A request starts as a task of the scheduler, not inside Node's I/O callback (as `FairScheduler.continueAsTask`
+    // explains): a wave of connections parsed in one poll phase then costs Node's parsing only.
     const dispatcher = Context.get(context, Scheduler.Scheduler).makeDispatcher()
     return (request, response, continuePending) => {
       const adapter = adapterOf(request.method, request.url ?? "")
@@ -198,15 +198,15 @@ const readJsonObject = (
           case "Aborted":
             return claimDisconnectLog() ? logDisconnect("body").pipe(Effect.as(undefined)) : Effect.succeed(undefined)
           case "Body":
-            // The body completed inside an I/O callback; continuing (parse included) as a scheduled task lets the
-            // rollout's scheduler (FairScheduler) interleave a burst of requests with timers and sockets instead of
-            // running them back to back.
-            return Effect.yieldNow.pipe(Effect.andThen(Effect.sync(() =>
-              Result.mapBoth(JsonBody.parseObject(read.bytes, env.maxJsonDepth), {
-                onSuccess: (object): ParsedBody => ({ object, bytes: read.bytes }),
-                onFailure: (error) => ({ error })
-              })
-            )))
+            // The body completed inside an I/O callback: parse it as a task.
+            return FairScheduler.continueAsTask.pipe(
+              Effect.andThen(Effect.sync(() =>
+                Result.mapBoth(JsonBody.parseObject(read.bytes, env.maxJsonDepth), {
+                  onSuccess: (object): ParsedBody => ({ object, bytes: read.bytes }),
+                  onFailure: (error) => ({ error })
+                })
+              ))
+            )
         }
       })
     )
@@ -241,7 +241,7 @@ const serveModel = (env: RouteEnv, adapter: Completion.Adapter, ex: Exchange.Exc
     if (Result.isFailure(token)) return sendError(ex, adapter, token.failure)
     const session = yield* env.sessions.lookup(token.success).pipe(Effect.result)
     const remote = Result.isFailure(session) && env.forward !== undefined && Routing.groupKeyOf(token.success) !== undefined
-    if (Result.isFailure(session) && !remote) return sendError(ex, adapter, Errors.GatewayError.sessionDiscarded(token.success))
+    if (Result.isFailure(session) && !remote) return sendError(ex, adapter, Errors.GatewayError.sessionClosed(token.success))
     phase = "body"
     const body = yield* readJsonObject(ex, env, claimDisconnectLog)
     if (body === undefined) return sendError(ex, adapter, Errors.GatewayError.clientDisconnect("body"))
@@ -271,8 +271,8 @@ const serveModel = (env: RouteEnv, adapter: Completion.Adapter, ex: Exchange.Exc
     if (!canonical.stream) {
       phase = "completion"
       const exit = yield* generation
-      // Rendered and written as a scheduled task (see the streaming answer below); a client gone meanwhile is a 499.
-      yield* Effect.yieldNow
+      // The answer arrived in an I/O or promise callback: render and write it as a task; a client gone meanwhile is a 499.
+      yield* FairScheduler.continueAsTask
       phase = "answered"
       if (Exit.isFailure(exit)) return sendError(ex, adapter, failureError(exit))
       const rendered = Result.try(() => JSON.stringify(adapter.renderJson(exit.value, canonical)))
@@ -298,23 +298,22 @@ const serveModel = (env: RouteEnv, adapter: Completion.Adapter, ex: Exchange.Exc
     const heartbeats = yield* Effect.forkChild(heartbeat(ex, frames.heartbeat, env.heartbeatInterval))
     const exit = yield* generation
     phase = "answered"
-    // The answer arrived in an I/O or promise callback, which resumes every request finishing there at once: render
-    // and write it as a scheduled task (FairScheduler's slices) instead.
-    yield* Effect.yieldNow
+    // The answer arrived in an I/O or promise callback: render and write it as a task.
+    yield* FairScheduler.continueAsTask
     yield* Fiber.interrupt(heartbeats)
     if (Exchange.writable(ex)) ex.response.end(Sse.encodeAll(renderTerminal(adapter, canonical, context, exit)))
   }), "Gateway.handle", spanOptions[adapter.protocol]))
 }
 
 /**
- * A heartbeat frame every `interval` while the client is there. Each one is written as a scheduled task
- * (`Effect.yieldNow` after the timer fired), so the heartbeats of thousands of held requests that fall due together
- * are written in the scheduler's slices, not in one long timer phase. One effect, built once per request, runs for
- * every beat (no schedule state per beat: 10,000 held requests write 10,000 heartbeats a second).
+ * A heartbeat frame every `interval` while the client is there. Each one is written as a task after its timer fired
+ * (`continueAsTask`), so the heartbeats of thousands of held requests that fall due together are written in the
+ * scheduler's slices, not in one long timer phase. One effect, built once per request, runs for every beat (no
+ * schedule state per beat: 10,000 held requests write 10,000 heartbeats a second).
  */
 const heartbeat = (ex: Exchange.Exchange, frame: string, interval: Duration.Duration): Effect.Effect<void> => {
   const beat = Effect.sleep(interval).pipe(
-    Effect.andThen(Effect.yieldNow),
+    Effect.andThen(FairScheduler.continueAsTask),
     Effect.andThen(Effect.sync(() => {
       if (Exchange.writable(ex)) ex.response.write(frame)
     }))
@@ -422,7 +421,7 @@ export const answerForwarded = (
         }
         const session = yield* sessions.lookup(request.sessionId).pipe(Effect.result)
         if (Result.isFailure(session)) {
-          const discarded = Errors.GatewayError.sessionDiscarded(request.sessionId)
+          const discarded = Errors.GatewayError.sessionClosed(request.sessionId)
           return canonical.stream
             ? { kind: "sse", status: 200, headers: {}, body: Sse.encodeAll(adapter.renderSseError(discarded, context)) }
             : error(discarded)

@@ -17,25 +17,25 @@ import { Clock, Context, Effect, Layer, Result } from "effect"
 import { randomBytes } from "node:crypto"
 import * as Rid from "../../src/engine/Rid.ts"
 import * as Forest from "../../src/forest/Forest.ts"
+import { ContextLengthError } from "../../src/forest/errors.ts"
 import {
-  ContextLengthError,
-  EngineFailure,
+  GenerationEngineError,
   type GenerationError,
-  ImageRejected,
-  SessionDiscarded,
-  TemplateRejected,
-  UnusableResponse
+  ImageRejectedError,
+  UnusableResponseError
 } from "../../src/generation/errors.ts"
 import * as Turn from "../../src/generation/Turn.ts"
 import type * as Canonical from "../../src/protocol/canonical.ts"
 import type * as Completion from "../../src/protocol/completion.ts"
 import * as Parsers from "../../src/parsers/registry.ts"
+import type * as ChatTemplate from "../../src/template/ChatTemplate.ts"
 import * as ObservationDelta from "../../src/template/ObservationDelta.ts"
 import type * as Settings from "../../src/config/Settings.ts"
 import { Engine, type GenerateResult, type PolicyRequest, type SamplingParams } from "../engine/Engine.ts"
 import { Forests } from "./Forests.ts"
 import type { LiveRequest } from "../schedule/GenerationGate.ts"
 import * as Images from "./Images.ts"
+import * as FairScheduler from "../runtime/FairScheduler.ts"
 import * as StepSpan from "../runtime/StepSpan.ts"
 import type { SessionEntry } from "../schedule/Sessions.ts"
 import { Tokenizer } from "../tokenizer/Tokenizer.ts"
@@ -175,11 +175,11 @@ const make = (options: GenerationOptions) =>
       forest: Forest.Forest,
       matched: Forest.Match,
       state: Canonical.State
-    ): Effect.Effect<ReadonlyArray<number>, TemplateRejected> => {
+    ): Effect.Effect<ReadonlyArray<number>, ChatTemplate.TemplateError> => {
       const encoding = Forest.isRoot(forest, matched.parent)
         ? ObservationDelta.rootPlan(tokenizer, matched.suffix, state.tools, state.chat_template_kwargs, encodeOptions)
         : ObservationDelta.deltaPlan(tokenizer, matched.suffix, state.tools, state.chat_template_kwargs, encodeOptions)
-      if (Result.isFailure(encoding)) return Effect.fail(new TemplateRejected({ reason: encoding.failure.reason }))
+      if (Result.isFailure(encoding)) return Effect.fail(encoding.failure)
       const toEncode = encoding.success
       return toEncode.marker === undefined
         ? Effect.map(tokenizer.encodeAsync(toEncode.text), (ids) => ObservationDelta.planIds(toEncode, ids))
@@ -197,7 +197,7 @@ const make = (options: GenerationOptions) =>
       const tokens = yield* observationTokens(forest, matched, state)
       // Images get their processor-expanded training tokens; context limits count those (docs/runtime.md, "Model requests").
       const train = yield* Images.expandObservation(tokenizer, tokens, Forest.mediaOf(matched.suffix)).pipe(
-        Effect.mapError((reason) => new ImageRejected({ reason }))
+        Effect.mapError((detail) => new ImageRejectedError({ detail }))
       )
       return yield* forests.observe(forest, {
         parent: matched.parent,
@@ -245,12 +245,9 @@ const make = (options: GenerationOptions) =>
       live: LiveRequest | undefined
     ) {
       const { session } = p
-      yield* session.awaitLease.pipe(
-        Effect.catchTag("SessionClosedError", () => Effect.fail(new SessionDiscarded({ sessionId: session.sessionId })))
-      )
-      // A lease granted to many waiting requests at once resumes them all inside one call; each continues as a
-      // scheduled task instead, so the rollout's scheduler (FairScheduler) spreads them over slices.
-      yield* Effect.yieldNow
+      yield* session.awaitLease
+      // A lease granted to many waiting requests at once resumes them all inside one call.
+      yield* FairScheduler.continueAsTask
       const inputIds = Turn.resumeIds(Forest.inferencePrefix(p.forest, p.parent), pending)
       // Images along the lineage go with the prompt (SGLang `image_data`).
       const media = Forest.inferenceMedia(p.forest, p.parent)
@@ -280,7 +277,8 @@ const make = (options: GenerationOptions) =>
                 completionTokens: maxNewTokens
               })
             ),
-          EngineError: (error) => Effect.fail(new EngineFailure({ message: error.message }))
+          EngineError: (error) =>
+            Effect.fail(new GenerationEngineError({ reason: "engine", detail: error.message, cause: error }))
         })
       )
       const output = yield* (live === undefined ? generate : live.attempt(rid, generate))
@@ -322,8 +320,9 @@ const make = (options: GenerationOptions) =>
           return attemptedAll
         }
         if (outcome._tag === "GiveUp") {
-          return yield* new EngineFailure({
-            message: `Generation backend aborted request ${p.rid} ${pending.emptyAborts} times in a row without output tokens`
+          return yield* new GenerationEngineError({
+            reason: "aborted",
+            detail: `Generation backend aborted request ${p.rid} ${pending.emptyAborts} times in a row without output tokens`
           })
         }
       }
@@ -336,9 +335,11 @@ const make = (options: GenerationOptions) =>
       const parsedText = Turn.parseResponse(text, options, p.state.tools)
       p.session.counters.parserFailures += parsedText.malformed
       p.session.counters.droppedToolCalls += parsedText.droppedUnknownTools
+      const failures = parsedText.malformed + parsedText.droppedUnknownTools
+      if (failures > 0) (p.session.counters.parserFailedRequests ??= new Map()).set(p.rid, failures)
       const unparsed = Turn.isEmpty(parsedText) && parsedText.malformed + parsedText.droppedUnknownTools > 0
       if (Turn.isEmpty(parsedText) && (!unparsed || options.failUnparsedTurns === true || text.length === 0)) {
-        return yield* new UnusableResponse({ message: "Response parsers produced an empty assistant message" })
+        return yield* new UnusableResponseError({ message: "Response parsers produced an empty assistant message" })
       }
       // The parser dropped or could not read every call and nothing else is left: the raw text is the content.
       const parsed = unparsed ? { ...parsedText, content: text } : parsedText
@@ -373,6 +374,7 @@ const make = (options: GenerationOptions) =>
         tokens: pending.outputIds,
         logprobs: pending.logprobs,
         weightVersions: pending.weightVersions,
+        attemptLengths: pending.attemptLengths,
         status: response.finish === "length" ? "truncated" : "completed",
         requestId: p.rid,
         abortCount: pending.abortCount,
@@ -409,7 +411,7 @@ const make = (options: GenerationOptions) =>
       const done = yield* attempts(p)
       session.counters.generations++
       if (done.pending.outputIds.length === 0) {
-        return yield* new UnusableResponse({ message: "Generation backend returned a terminal response without output tokens" })
+        return yield* new UnusableResponseError({ message: "Generation backend returned a terminal response without output tokens" })
       }
       const response = yield* parse(p, done)
       const committed = yield* commitResponse(p, request, done, response)

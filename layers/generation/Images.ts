@@ -5,19 +5,19 @@
  *
  * **Details**
  * Images are `image_url` URLs: `data:` URIs (what dataset images become), `http(s)://` URLs (fetched), or file paths.
- * Only the header is needed for the size, which sharp reads without decoding the pixels.
+ * Only the header is needed for the size, which sharp reads without decoding the pixels (layers/runtime/ImageCodec.ts).
  * Without a vision processor (`--tokenizer` without `preprocessor_config.json`), an observation whose rendered tokens
  * hold no image placeholder trains on its inference tokens (a text-only template drops the images); one whose tokens
  * do hold placeholders is refused, since its training tokens would be wrong.
  */
 import { Effect, Result } from "effect"
-import sharp from "sharp"
 import type { ExpandedObservation } from "../../src/forest/Forest.ts"
 import * as ImageGrid from "../../src/template/ImageGrid.ts"
+import * as ImageCodec from "../runtime/ImageCodec.ts"
 import * as StepSpan from "../runtime/StepSpan.ts"
 import type { TokenizerShape } from "../tokenizer/Tokenizer.ts"
+import * as Errors from "../../src/errors.ts"
 
-const errorText = (error: unknown): string => (error instanceof Error ? error.message : String(error))
 
 /** A short name for an image in messages (a data URI is cut). */
 const shortName = (url: string): string => (url.length > 64 ? `${url.slice(0, 60)}…` : url)
@@ -35,7 +35,7 @@ const bytesOf = (url: string): Effect.Effect<Buffer | string, string> => {
         if (!response.ok) throw new Error(`HTTP ${response.status}`)
         return Buffer.from(await response.arrayBuffer())
       },
-      catch: (error) => `cannot fetch ${url}: ${errorText(error)}`
+      catch: (error) => `cannot fetch ${url}: ${Errors.messageOf(error)}`
     }).pipe(Effect.timeoutOrElse({ duration: "30 seconds", orElse: () => Effect.fail(`fetching ${url} took more than 30 seconds`) }))
   }
   return Effect.succeed(url.replace(/^file:\/\//i, ""))
@@ -45,10 +45,7 @@ const bytesOf = (url: string): Effect.Effect<Buffer | string, string> => {
 export const size = (url: string): Effect.Effect<{ readonly width: number; readonly height: number }, string> =>
   bytesOf(url).pipe(
     Effect.flatMap((input) =>
-      Effect.tryPromise({
-        try: () => sharp(input).metadata(),
-        catch: (error) => `cannot read image ${shortName(url)}: ${errorText(error)}`
-      })
+      ImageCodec.dimensions(input).pipe(Effect.mapError((reason) => `cannot read image ${shortName(url)}: ${reason}`))
     ),
     Effect.flatMap((meta) =>
       meta.width === undefined || meta.height === undefined

@@ -1,6 +1,6 @@
 /**
- * The rollout's orchestration: a training step (Prepare → Runtime → Reward → Transfer), Eval, and the whole run
- * (`numRollout` steps + Eval every `--eval-interval`) (docs/runtime.md "Steps", "Eval").
+ * The rollout's orchestration: a training step (Prepare → Runtime → Reward → Transfer), Eval (layers/rollout/Eval.ts),
+ * and the whole run (`numRollout` steps + Eval every `--eval-interval`) (docs/runtime.md "Steps", "Eval").
  *
  * **Details**
  * Each dataset row becomes a Group of `--n-samples-per-prompt` Sessions; `SessionRunner` runs one Group's Sessions and
@@ -14,6 +14,7 @@
 import { Context, Data, Effect, Layer, Result } from "effect"
 import { readFile } from "node:fs/promises"
 import * as Settings from "../../src/config/Settings.ts"
+import * as Errors from "../../src/errors.ts"
 import * as Records from "../../src/rollout/Records.ts"
 import * as Dataset from "../../src/schedule/Dataset.ts"
 import type * as Results from "../../src/trainer/Results.ts"
@@ -23,6 +24,7 @@ import { Credit, type CreditError } from "../credit/Credit.ts"
 import { Engine, type EngineError } from "../engine/Engine.ts"
 import { Forests } from "../generation/Forests.ts"
 import { GenerationGate } from "../schedule/GenerationGate.ts"
+import * as Eval from "./Eval.ts"
 import { Outputs } from "./Outputs.ts"
 import * as RolloutConfig from "./RolloutConfig.ts"
 import * as GroupPool from "../schedule/GroupPool.ts"
@@ -32,19 +34,9 @@ import { Supervisor } from "../session/Supervisor.ts"
 import * as Telemetry from "./Telemetry.ts"
 import { Tokenizer } from "../tokenizer/Tokenizer.ts"
 
-/** A dataset file that cannot be read or parsed. */
-export class DatasetLoadError extends Data.TaggedError("DatasetLoadError")<{
-  readonly path: string
-  readonly reason: string
-}> {
-  override get message(): string {
-    return `cannot load dataset ${this.path}: ${this.reason}`
-  }
-}
-
 /** The step could not deliver its samples (credit of the whole step, or writing the outputs). */
 export type RolloutError =
-  | DatasetLoadError
+  | Dataset.DatasetError
   | CreditError
   | Telemetry.OutputWriteError
   | GroupPool.TooManyDroppedGroupsError
@@ -76,18 +68,13 @@ export interface RolloutShape {
   readonly run: Effect.Effect<RunSummary, RolloutError>
 }
 
-const loadRows = (path: string): Effect.Effect<ReadonlyArray<Dataset.Row>, DatasetLoadError> =>
+/** Read and parse a dataset file (a read failure is a `DatasetError` with reason `unreadable`). */
+const loadRows = (path: string): Effect.Effect<ReadonlyArray<Dataset.Row>, Dataset.DatasetError> =>
   Effect.tryPromise({
     try: () => readFile(path, "utf8"),
-    catch: (error) => new DatasetLoadError({ path, reason: error instanceof Error ? error.message : String(error) })
-  }).pipe(
-    Effect.flatMap((text) => {
-      const rows = Dataset.parse(text, path)
-      return Result.isSuccess(rows)
-        ? Effect.succeed(rows.success)
-        : Effect.fail(new DatasetLoadError({ path, reason: rows.failure.message }))
-    })
-  )
+    catch: (error) =>
+      new Dataset.DatasetError({ path, reason: "unreadable", detail: Errors.messageOf(error), cause: error })
+  }).pipe(Effect.flatMap((text) => Effect.fromResult(Dataset.parse(text, path))))
 
 const make = Effect.gen(function*() {
   const settings = yield* RolloutConfig.RolloutConfig
@@ -264,76 +251,12 @@ const make = Effect.gen(function*() {
     }))
   })
 
-  const evalDataset = Effect.fn("Rollout.evalDataset")(function*(
-    dataset: Settings.RolloutSettings["evalDatasets"][number],
-    rolloutId: number
-  ) {
-    return yield* Effect.scoped(Effect.gen(function*() {
-      const rows = evalRows.get(dataset.name) ?? (yield* loadRows(dataset.path))
-      const g = dataset.nSamplesPerEvalPrompt
-      const concurrency = Settings.evalConcurrency(settings, g)
-      // With a Group RM the Runtime Group is the whole prompt Group; otherwise every sample is its own Group.
-      const groupSize = settings.groupRm ? g : 1
-      const capacity = settings.groupRm ? concurrency : concurrency * g
-      const scope = Dataset.evalScope(dataset.name, rolloutId)
-      const planned: Array<PlannedGroup> = []
-      rows.forEach((_, prompt) => {
-        for (let k = 0; k < g; k += groupSize) {
-          const seq = planned.length
-          planned.push({
-            ...Dataset.group(scope, seq, rows, prompt, groupSize),
-            mode: "eval",
-            promptIndex: prompt,
-            firstIndex: prompt * g + k
-          })
-        }
-      })
-      let position = 0
-      const pool = yield* groupPools.pool({
-        capacity,
-        prelaunch: false,
-        mode: "eval",
-        next: Effect.sync(() => planned[position++]!),
-        runner,
-        sessionId: sessions.newSessionId,
-        describeError: runner.describeError,
-        dropStreak
-      })
-      const progress = yield* telemetry.progress({
-        description: `Eval ${dataset.name}`,
-        total: rows.length * g,
-        unit: "sample",
-        showPrepared: false
-      })
-      const outcome = yield* pool.runStep({ rolloutId, debt: planned.length, surplus: 0, nextStep: false, refill: false, progress })
-      const pairs = outcome.accepted
-        .flatMap((a) => a.value.samples.map((sample, i) => ({ sample, debug: a.value.debug[i] })))
-        .sort((a, b) => a.sample.index - b.sample.index)
-      const samples = pairs.map((p) => p.sample)
-      const first = samples[0]
-      if (first !== undefined) yield* telemetry.info(Records.evalExampleLine(first))
-      const finished = yield* credit.finishStep(samples, "eval", g)
-      const key = settings.evalRewardKey ?? settings.rewardKey
-      yield* outputs.writeDebug(
-        `eval_${rolloutId}_${dataset.name}`,
-        `eval_${rolloutId}`,
-        samples,
-        pairs.map((p) => p.debug)
-      )
-      return {
-        name: dataset.name,
-        rewards: samples.map((s) => Records.primaryReward(s, key)),
-        truncated: samples.map((s) => s.status === "truncated"),
-        samples,
-        metrics: Records.evalMetrics(dataset.name, finished.metrics),
-        dropped: outcome.dropped + outcome.filtered
-      } satisfies EvalDatasetResult
-    }))
-  })
-
-  const runEval = Effect.fn("Rollout.runEval")(function*(rolloutId: number) {
-    const datasets = yield* Effect.forEach(settings.evalDatasets, (d) => evalDataset(d, rolloutId))
-    return { rolloutId, datasets } satisfies EvalResult
+  const runEval = yield* Eval.make({
+    rows: (dataset) => {
+      const rows = evalRows.get(dataset.name)
+      return rows === undefined ? loadRows(dataset.path) : Effect.succeed(rows)
+    },
+    dropStreak
   })
 
   const run = Effect.gen(function*() {
@@ -381,7 +304,7 @@ export class Rollout extends Context.Service<Rollout, RolloutShape>()("relax-age
    */
   static readonly layer: Layer.Layer<
     Rollout,
-    DatasetLoadError,
+    Dataset.DatasetError,
     | RolloutConfig.RolloutConfig
     | Tokenizer
     | Sessions

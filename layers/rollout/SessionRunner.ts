@@ -19,6 +19,7 @@ import * as Forest from "../../src/forest/Forest.ts"
 import * as Export from "../../src/forest/Export.ts"
 import * as Sample from "../../src/forest/Sample.ts"
 import type { TrainingSample } from "../../src/forest/TrainingSample.ts"
+import * as ForestDump from "../../src/inspect/ForestDump.ts"
 import type { ContextDebug } from "../../src/rollout/Records.ts"
 import type * as Dataset from "../../src/schedule/Dataset.ts"
 import type * as AgentSpec from "../../src/session/AgentSpec.ts"
@@ -29,6 +30,7 @@ import type * as Wire from "../../src/cluster/Wire.ts"
 import { Credit, type CreditError } from "../credit/Credit.ts"
 import { Engine } from "../engine/Engine.ts"
 import { Forests } from "../generation/Forests.ts"
+import * as FirstRequestBarrier from "../schedule/FirstRequestBarrier.ts"
 import { GenerationGate } from "../schedule/GenerationGate.ts"
 import * as GroupPool from "../schedule/GroupPool.ts"
 import { emptyCounters, Sessions } from "../schedule/Sessions.ts"
@@ -127,7 +129,7 @@ const make = Effect.gen(function*() {
   let parserFailures = 0
 
   /** Prepare + Runtime of one Session, then its exports as samples. */
-  const session = Effect.fn("SessionRunner.session")(function*(group: PlannedGroup, ticket: GroupPool.SessionTicket) {
+  const session = Effect.fn("SessionRunner.session")(function*(group: PlannedGroup, ticket: FirstRequestBarrier.SessionTicket) {
     return yield* Effect.scoped(Effect.gen(function*() {
       const prepared = yield* Effect.fromResult(SessionInput.fromRow(group.data, group.row, inputOptions))
       const { sessionId } = ticket
@@ -204,7 +206,13 @@ const make = Effect.gen(function*() {
       }).pipe(
         Effect.catch((error) => error instanceof ForestInvariantError ? Effect.fail(error) : Effect.die(error))
       )
-      const debug = contexts.map((c): ContextDebug => ({ view: Sample.debugView(forest, c.hash), counters }))
+      // The whole forest goes into the debug dump once per Session (its first context), and only when dumps are on.
+      const dump = settings.saveDebugRolloutData === undefined ? undefined : ForestDump.ofForest(forest)
+      const debug = contexts.map((c, i): ContextDebug => ({
+        view: Sample.debugView(forest, c.hash),
+        counters,
+        ...(i === 0 && dump !== undefined ? { forest: dump } : {})
+      }))
       return { sessionId, samples, debug } satisfies SessionResult
     }))
   })

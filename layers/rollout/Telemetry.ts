@@ -12,6 +12,7 @@
 import { Context, Data, Effect, Layer, type Scope } from "effect"
 import { mkdir, rename, rm, writeFile } from "node:fs/promises"
 import { dirname } from "node:path"
+import * as Errors from "../../src/errors.ts"
 
 /** A value an event line can carry. */
 export type FieldValue =
@@ -229,7 +230,7 @@ export const writeFileAtomic = (path: string, text: string): Effect.Effect<void,
         throw error
       }
     },
-    catch: (error) => new OutputWriteError({ path, reason: error instanceof Error ? error.message : String(error) })
+    catch: (error) => new OutputWriteError({ path, reason: Errors.messageOf(error) })
   }).pipe(Effect.uninterruptible)
 }
 

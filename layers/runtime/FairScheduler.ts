@@ -95,6 +95,20 @@ export class FairScheduler implements Scheduler.Scheduler {
   }
 }
 
+/**
+ * Continue the current fiber as a task of the scheduler (an `Effect.yieldNow`), at a point where it was resumed from
+ * a Node callback.
+ *
+ * **Details**
+ * A fiber resumed by an I/O callback, a timer or a promise continues inside that callback, and so does every other
+ * fiber that callback resumes: a burst of request bodies completing in one poll phase, a lease granted to many
+ * waiting requests at once, embedded policies settling in one microtask drain, thousands of heartbeats falling due
+ * together. Their synchronous work would then run back to back, with no timer or socket served until it is done.
+ * Continuing as a task puts each one in the {@link FairScheduler}'s queue, which runs them in slices with the event
+ * loop free in between (docs/performance.md, section 3). Under Effect's default scheduler it is a plain yield.
+ */
+export const continueAsTask: Effect.Effect<void> = Effect.yieldNow
+
 /** Run `effect` (and every fiber it starts) on a fresh {@link FairScheduler}. */
 export const provide = <A, E, R>(effect: Effect.Effect<A, E, R>, options?: FairSchedulerOptions): Effect.Effect<A, E, R> =>
   Effect.provideService(effect, Scheduler.Scheduler, new FairScheduler(options))

@@ -5,6 +5,7 @@ import { Data, Effect } from "effect"
 import { resolve } from "node:path"
 import { pathToFileURL } from "node:url"
 import * as HookSpec from "../../src/hooks/HookSpec.ts"
+import * as Errors from "../../src/errors.ts"
 
 export class HookLoadError extends Data.TaggedError("HookLoadError")<{
   readonly flag: string
@@ -37,7 +38,7 @@ export const load: (
         new HookLoadError({
           flag,
           value,
-          reason: `cannot import ${resolve(cwd, spec.path)}: ${error instanceof Error ? error.message : String(error)}`
+          reason: `cannot import ${resolve(cwd, spec.path)}: ${Errors.messageOf(error)}`
         })
     })
     const exported = module[spec.exportName]

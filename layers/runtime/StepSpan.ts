@@ -4,8 +4,8 @@
  * **Details**
  * A request runs about a dozen named steps (`Generation.match`, `Forests.observe`, the engine's `generate`, ...).
  * As `Effect.fn` spans each one costs a captured call-site stack, a span, two context updates and an exit observer,
- * about a fifth of the generation core's CPU in the simulation benchmark (docs/performance.md, section 4), although
- * Effect's default tracer (`Tracer.nativeTracer`) exports its spans nowhere. A step wrapped with {@link step} opens its
+ * a large share of the generation core's CPU (measured in docs/performance.md, "Figures behind code comments"),
+ * although Effect's default tracer (`Tracer.nativeTracer`) exports its spans nowhere. A step wrapped with {@link step} opens its
  * span only when the fiber's tracer is another one (an OpenTelemetry layer, `Effect.withTracer`) and tracing is
  * enabled (`References.TracerEnabled`); otherwise it runs as it is. The request itself keeps an `Effect.fn` span
  * (`Generation.generate`), so a failure's trace still names it. With a tracer installed the step spans carry no

@@ -1,18 +1,18 @@
 /**
- * Resident Group capacity, Runtime leases, the all-session first-request barrier and prelaunch (docs/runtime.md
- * "Steps", "Resident capacity", "The first-request barrier", "Prelaunch").
+ * The Group pool: resident Group capacity, Runtime leases and the step loop (docs/runtime.md "Steps", "Resident
+ * capacity"; the barrier is layers/schedule/FirstRequestBarrier.ts, prelaunch src/schedule/Prelaunch.ts).
  *
  * **Details**
  * A `Pool` owns `capacity` resident Groups, shared by Prepare (agents started, waiting for their lease) and Runtime
  * (leased, agents running). Every Group is a fiber forked into the pool's scope and every Session a fiber inside its
  * Group, so closing the scope (the rollout ended, or Ctrl-C) interrupts and reaps everything.
  *
- * - A Session's first model request counts toward its Group's barrier; the Group becomes *ready* when every Session
- *   has sent one, and requests wait (held) until the Group holds its Runtime lease.
+ * - A Session's first model request counts toward its Group's barrier (layers/schedule/FirstRequestBarrier.ts); the
+ *   Group becomes *ready* when every Session has sent one, and requests wait (held) until the Group holds its lease.
  * - A Session that ends before the barrier, or fails at any time, drops its whole Group: the other agents are
  *   interrupted, held requests are answered with `SessionClosedError`, the slot is released, and the step's demand
  *   starts a replacement. A Session runner or Reward that *dies* (a defect) drops its Group the same way
- *   (`error_type=RunnerDied`), so no record stays resident and blocks refills.
+ *   (`RunnerDiedError`, logged `error_type=RunnerDied`), so no record stays resident and blocks refills.
  * - A Group leaves capacity when its Sessions have all finished (Reward runs outside capacity) or when it is dropped.
  * - `runStep` asks `src/schedule/Leasing.ts` at every wake-up which ready Groups get their lease and how many Groups
  *   start, folds each finished Group into the step's ledger, and at the step's end asks it what happens to the Groups
@@ -26,13 +26,14 @@
  *   When it reaches its limit, the pool's `runStep` interrupts every Group of the pool and fails with
  *   `TooManyDroppedGroupsError`: an agent that fails on every Group would otherwise be refilled forever.
  */
-import { Context, Deferred, Effect, Fiber, Layer, Option, Queue, Scope } from "effect"
+import { Context, Data, Deferred, Effect, Fiber, Layer, Option, Queue, Scope } from "effect"
 import { randomBytes } from "node:crypto"
 import { type DropReason, dropStreak, type DropStreak, type TooManyDroppedGroupsError } from "../../src/schedule/DropStreak.ts"
+import * as Errors from "../../src/errors.ts"
 import * as Leasing from "../../src/schedule/Leasing.ts"
 import * as Retention from "../../src/schedule/Retention.ts"
 import type * as AgentSpec from "../../src/session/AgentSpec.ts"
-import { SessionClosedError } from "./Sessions.ts"
+import * as FirstRequestBarrier from "./FirstRequestBarrier.ts"
 import { type Progress, Telemetry, type TelemetryShape } from "../rollout/Telemetry.ts"
 
 export { type DropReason, dropStreak, type DropStreak, TooManyDroppedGroupsError } from "../../src/schedule/DropStreak.ts"
@@ -42,25 +43,6 @@ export interface GroupLike {
   readonly groupId: string
   /** Number of Sessions. */
   readonly size: number
-}
-
-/** A Session's handle on its Group's barrier and lease. */
-export interface SessionTicket {
-  readonly groupId: string
-  readonly sessionId: string
-  /** Position of the Session in its Group (0-based). */
-  readonly position: number
-  /**
-   * For the generation core, before every model request: the first call counts toward the barrier; completes once the
-   * Group holds its Runtime lease; fails with `SessionClosedError` once the Group was dropped.
-   */
-  readonly awaitLease: Effect.Effect<void, SessionClosedError>
-  /** Completes when the Group gets its lease (start the active-time budget here); never completes after a drop. */
-  readonly leased: Effect.Effect<void>
-  /** Completes once this Session has sent its first model request (its first `awaitLease`). */
-  readonly firstRequest: Effect.Effect<void>
-  /** The rollout step the Group is leased under (the pool's current step before the lease). */
-  readonly rolloutId: () => number
 }
 
 /** Reward's decision for a Group. */
@@ -74,7 +56,7 @@ export const filtered = (reason?: string): Verdict<never> => ({ _tag: "Filtered"
 /** How a Group runs: Prepare + Runtime of each Session, then Reward of the whole Group. */
 export interface GroupRunner<G extends GroupLike, O, A, E> {
   /** Start the Session's agent and run it to its end; a failure drops the Group. */
-  readonly session: (group: G, ticket: SessionTicket) => Effect.Effect<O, E>
+  readonly session: (group: G, ticket: FirstRequestBarrier.SessionTicket) => Effect.Effect<O, E>
   /** Score the finished Group (outcomes in Session order); a failure drops the Group. */
   readonly reward: (group: G, outcomes: ReadonlyArray<O>) => Effect.Effect<Verdict<A>, E>
   /**
@@ -182,31 +164,39 @@ type Signal<G, A> =
   | { readonly _tag: "Changed" }
   | { readonly _tag: "Finished"; readonly record: GroupRecord<G>; readonly finish: Finish<A> }
 
-/** A Session ended before its first model request (it never joined the barrier). */
-class ExitedBeforeFirstRequest {
-  readonly _tag = "ExitedBeforeFirstRequest"
+/** A Session ended before its first model request (it never joined the barrier); logged as `silent-success`. */
+export class ExitedBeforeFirstRequestError extends Data.TaggedError("ExitedBeforeFirstRequestError")<{
+  readonly sessionId: string
+}> {
+  override get message(): string {
+    return `session ${this.sessionId} exited without error before its first model request ` +
+      `(check that the agent reads RELAX_INPUT_JSON and calls RELAX_BASE_URL)`
+  }
 }
 
 /**
  * A Session runner or Reward that died (a defect: a bug, a rejected promise) instead of failing with a typed error.
- * It drops the Group like a failure, so the slot is freed and the step refills, and its text is logged.
+ * It drops the Group like a failure, so the slot is freed and the step refills, and its text is logged
+ * (`error_type=RunnerDied`).
  */
-class RunnerDied {
-  readonly _tag = "RunnerDied"
-  constructor(readonly defect: unknown) {}
+export class RunnerDiedError extends Data.TaggedError("RunnerDiedError")<{ readonly cause: unknown }> {
+  override get message(): string {
+    return `a Session runner or Reward died: ${Errors.messageOf(this.cause)}`
+  }
+  /** The defect's stack (or message, or text). */
   get detail(): string {
-    return this.defect instanceof Error ? (this.defect.stack ?? this.defect.message) : String(this.defect)
+    return this.cause instanceof Error ? (this.cause.stack ?? this.cause.message) : String(this.cause)
   }
 }
 
-/** Defects of `effect` as a `RunnerDied` failure; typed failures and interruptions pass unchanged. */
-const surviveDefects = <A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A, E | RunnerDied> =>
-  Effect.catchDefect(effect, (defect) => Effect.fail(new RunnerDied(defect)))
+/** Defects of `effect` as a `RunnerDiedError` failure; typed failures and interruptions pass unchanged. */
+const surviveDefects = <A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A, E | RunnerDiedError> =>
+  Effect.catchDefect(effect, (defect) => Effect.fail(new RunnerDiedError({ cause: defect })))
 
 interface SessionFailure<E> {
   readonly position: number
   readonly sessionId: string
-  readonly error: E | ExitedBeforeFirstRequest | RunnerDied
+  readonly error: E | ExitedBeforeFirstRequestError | RunnerDiedError
 }
 
 const finishOf = <A>(finish: Finish<A>): Leasing.Finish =>
@@ -218,7 +208,7 @@ const defaultDescribe = (error: unknown): { readonly type: string; readonly deta
   const type = typeof error === "object" && error !== null && "_tag" in error && typeof error._tag === "string"
     ? error._tag
     : "Error"
-  const detail = error instanceof Error ? error.message : String(error)
+  const detail = Errors.messageOf(error)
   return { type, detail }
 }
 
@@ -232,8 +222,8 @@ export const makePool = <G extends GroupLike, O, A, E>(
     const signals = yield* Queue.unbounded<Signal<G, A>>()
     const mintSessionId = options.sessionId ?? defaultSessionId
     const describeTyped = options.describeError ?? defaultDescribe
-    const describe = (error: E | RunnerDied) =>
-      error instanceof RunnerDied ? { type: "RunnerDied", detail: error.detail } : describeTyped(error)
+    const describe = (error: E | RunnerDiedError) =>
+      error instanceof RunnerDiedError ? { type: "RunnerDied", detail: error.detail } : describeTyped(error)
     const heartbeat = options.heartbeatSeconds ?? 30
     const streak = options.dropStreak ?? dropStreak(0)
     const prepared: Array<GroupRecord<G>> = []
@@ -256,57 +246,36 @@ export const makePool = <G extends GroupLike, O, A, E>(
     const runGroup = (record: GroupRecord<G>): Effect.Effect<void> =>
       Effect.gen(function*() {
         const { group } = record
-        const size = group.size
-        const arrived: Array<boolean> = Array.from({ length: size }, () => false)
-        let arrivedCount = 0
         const mint = options.runner.newSessionId?.(group) ?? mintSessionId
-        const sessionIds = yield* Effect.forEach(arrived, () => mint)
-        const firstRequests = yield* Effect.forEach(arrived, () => Deferred.make<void>())
+        const sessionIds = yield* Effect.forEach(Array.from({ length: group.size }), () => mint)
         record.sessionIds = sessionIds
-        const ticket = (position: number): SessionTicket => {
-          const sessionId = sessionIds[position]!
-          return {
-            firstRequest: Deferred.await(firstRequests[position]!),
-            groupId: group.groupId,
-            sessionId,
-            position,
-            rolloutId: () => record.rolloutId,
-            awaitLease: Effect.suspend(() => {
-              if (!arrived[position]) {
-                arrived[position] = true
-                arrivedCount += 1
-                Deferred.doneUnsafe(firstRequests[position]!, Effect.void)
-                if (arrivedCount === size) {
-                  record.ready = true
-                  return notify({ _tag: "Changed" }).pipe(Effect.andThen(Deferred.await(record.lease)))
-                }
-              }
-              return Deferred.await(record.lease)
-            }).pipe(
-              Effect.flatMap((leased) => leased ? Effect.void : Effect.fail(new SessionClosedError({ sessionId })))
-            ),
-            leased: Deferred.await(record.lease).pipe(
-              Effect.flatMap((leased) => leased ? Effect.void : Effect.never)
-            )
-          }
-        }
+        const barrier = yield* FirstRequestBarrier.make({
+          groupId: group.groupId,
+          sessionIds,
+          lease: record.lease,
+          rolloutId: () => record.rolloutId,
+          onReady: Effect.suspend(() => {
+            record.ready = true
+            return notify({ _tag: "Changed" })
+          })
+        })
         const runSession = (position: number) =>
-          surviveDefects(options.runner.session(group, ticket(position))).pipe(
+          surviveDefects(options.runner.session(group, barrier.ticket(position))).pipe(
             Effect.ensuring(Effect.sync(() => {
               record.finished[position] = true
             })),
             Effect.mapError((error): SessionFailure<E> => ({ position, sessionId: sessionIds[position]!, error })),
             Effect.flatMap((outcome) =>
-              arrived[position]
+              barrier.arrived(position)
                 ? Effect.succeed(outcome)
                 : Effect.fail<SessionFailure<E>>({
                   position,
                   sessionId: sessionIds[position]!,
-                  error: new ExitedBeforeFirstRequest()
+                  error: new ExitedBeforeFirstRequestError({ sessionId: sessionIds[position]! })
                 })
             )
           )
-        const sessions = yield* Effect.forEach(arrived.map((_, i) => i), runSession, { concurrency: "unbounded" })
+        const sessions = yield* Effect.forEach(sessionIds.map((_, i) => i), runSession, { concurrency: "unbounded" })
           .pipe(Effect.result)
         if (sessions._tag === "Failure") {
           // The rollout is stopping (the streak tripped): this Group is being reaped, not dropped and refilled.
@@ -345,7 +314,7 @@ export const makePool = <G extends GroupLike, O, A, E>(
 
     const logSessionFailure = (record: GroupRecord<G>, failure: SessionFailure<E>) => {
       const groupId = record.group.groupId
-      if (failure.error instanceof ExitedBeforeFirstRequest) {
+      if (failure.error instanceof ExitedBeforeFirstRequestError) {
         return options.mode === "eval"
           ? telemetry.error(
             `Dropping agentic eval session that exited before its first request session_id=${failure.sessionId} ` +
@@ -361,13 +330,8 @@ export const makePool = <G extends GroupLike, O, A, E>(
     }
 
     const sessionDropReason = (record: GroupRecord<G>, failure: SessionFailure<E>): DropReason =>
-      failure.error instanceof ExitedBeforeFirstRequest
-        ? {
-          groupId: record.group.groupId,
-          type: "silent-success",
-          detail: `session ${failure.sessionId} exited without error before its first model request ` +
-            `(check that the agent reads RELAX_INPUT_JSON and calls RELAX_BASE_URL)`
-        }
+      failure.error instanceof ExitedBeforeFirstRequestError
+        ? { groupId: record.group.groupId, type: "silent-success", detail: failure.error.message }
         : { groupId: record.group.groupId, ...describe(failure.error) }
 
     const drop = (record: GroupRecord<G>, reason: DropReason) =>

@@ -11,6 +11,7 @@
 import { Context, Data, Effect, Layer } from "effect"
 import { createHash, randomBytes } from "node:crypto"
 import type * as AgentSpec from "../../src/session/AgentSpec.ts"
+import { SessionClosedError } from "../../src/session/errors.ts"
 import type { SamplingParams } from "../engine/Engine.ts"
 import type { SessionGate } from "./GenerationGate.ts"
 import * as StepSpan from "../runtime/StepSpan.ts"
@@ -23,6 +24,8 @@ export interface SessionCounters {
   parserFailures: number
   droppedToolCalls: number
   toleratedMatches: number
+  /** Request id → tool calls the parser dropped or could not read in it; made on the first such request. */
+  parserFailedRequests?: Map<string, number> | undefined
 }
 
 export interface SessionEntry {
@@ -51,12 +54,6 @@ export interface SessionEntry {
 export class UnknownSessionError extends Data.TaggedError("UnknownSessionError")<{}> {
   override get message() {
     return "Unknown session. Use RELAX_SESSION_ID as the API key (Authorization: Bearer <RELAX_SESSION_ID>)."
-  }
-}
-
-export class SessionClosedError extends Data.TaggedError("SessionClosedError")<{ readonly sessionId: string }> {
-  override get message() {
-    return `Session ${this.sessionId} has finished; it accepts no more model requests.`
   }
 }
 

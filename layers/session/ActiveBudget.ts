@@ -8,12 +8,13 @@
  *   a PROTECTED session is simply never paused;
  * - `resume` — generation resumes after a pause.
  *
- * All three are idempotent. When the remaining time reaches zero `expired` completes; the Supervisor races the agent
- * against it and stops the agent with a timeout `AgentExecutionError`. Because it runs on `Clock`, whole schedules
- * can be simulated under `TestClock`.
+ * All three are idempotent. When the remaining time reaches zero `expired` completes; both executors race the agent
+ * against {@link timeUp} and stop it with {@link timeoutError}. Because it runs on `Clock`, whole schedules can be
+ * simulated under `TestClock`.
  */
-import { Clock, Deferred, Duration, Effect, FiberHandle, Semaphore } from "effect"
+import { Clock, Deferred, Duration, Effect, FiberHandle, Option, Semaphore } from "effect"
 import type { Scope } from "effect"
+import { AgentExecutionError } from "../../src/session/errors.ts"
 
 export interface ActiveBudget {
   /** The configured total, in seconds (what a timeout error reports). */
@@ -84,4 +85,42 @@ export const make = (totalSeconds: number): Effect.Effect<ActiveBudget, never, S
       isExpired: Deferred.isDone(done).pipe(Effect.withSpan("ActiveBudget.isExpired")),
       expired: Deferred.await(done).pipe(Effect.withSpan("ActiveBudget.expired"))
     }
+  })
+
+/** The `detail` of a timeout for an agent that never sent its first model request. */
+export const NoFirstRequest = "without sending its first model request"
+
+/** Why a Session is stopped for time: `detail` says it sent no model request (else its budget ran out). */
+export interface TimeUp {
+  readonly detail?: string
+}
+
+/**
+ * Completes when the Session must be stopped for time: its active-time budget ran out, or (with `firstRequest`, which
+ * completes on the Session's first model request) it sent no model request within the budget's total of its start.
+ * The budget only runs in Runtime, which an agent that never sends a request never reaches.
+ */
+export const timeUp = (budget: ActiveBudget, firstRequest: Effect.Effect<void> | undefined): Effect.Effect<TimeUp> => {
+  const expired = budget.expired.pipe(Effect.as({}))
+  if (firstRequest === undefined) return expired
+  const silent = firstRequest.pipe(
+    Effect.timeoutOption(Duration.seconds(budget.totalSeconds)),
+    Effect.flatMap((sent) => Option.isSome(sent) ? Effect.never : Effect.succeed({ detail: NoFirstRequest }))
+  )
+  return Effect.raceFirst(expired, silent)
+}
+
+/** The error of an agent stopped for time (both executors answer with it). */
+export const timeoutError = (
+  sessionId: string,
+  budget: ActiveBudget,
+  up: TimeUp,
+  log: { readonly logTail: string; readonly logPath?: string | undefined }
+): AgentExecutionError =>
+  new AgentExecutionError({
+    sessionId,
+    reason: "timeout",
+    timeoutSeconds: budget.totalSeconds,
+    detail: up.detail,
+    ...log
   })

@@ -4,8 +4,8 @@
  *
  * **Details**
  * The library decodes by mapping ids to token strings, looking every token up in its added-token list (a linear
- * search per token), joining the strings and mapping each character back to its byte through an array of characters:
- * ~0.36 µs a token, so a 2,000-token answer costs ~0.7 ms. Here each id's token string gets its bytes (the same
+ * search per token), joining the strings and mapping each character back to its byte through an array of characters,
+ * which makes decoding a long answer cost (docs/performance.md, "Figures behind code comments"). Here each id's token string gets its bytes (the same
  * character → byte table, a character outside it giving 0 as in the library), whether it is an added token and
  * whether it is special, once; a decode copies bytes into one buffer and runs the same `TextDecoder` (UTF-8, not
  * fatal, BOM kept) over each run of non-added tokens, an added token's text standing as it is between runs, as the

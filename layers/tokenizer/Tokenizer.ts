@@ -24,6 +24,7 @@ import * as ChatTemplate from "../../src/template/ChatTemplate.ts"
 import * as ImageGrid from "../../src/template/ImageGrid.ts"
 import { byteLevelDecoder } from "./ByteLevelDecode.ts"
 import { cachedEncoder, plainEncoder } from "./PreTokenCache.ts"
+import * as Errors from "../../src/errors.ts"
 
 export class TokenizerLoadError extends Data.TaggedError("TokenizerLoadError")<{
   readonly directory: string
@@ -304,7 +305,7 @@ export const load = (directory?: string): Effect.Effect<TokenizerShape, Tokenize
     catch: (error) =>
       error instanceof TokenizerLoadError
         ? error
-        : new TokenizerLoadError({ directory: dir, reason: error instanceof Error ? error.message : String(error) })
+        : new TokenizerLoadError({ directory: dir, reason: Errors.messageOf(error) })
   }).pipe(Effect.withSpan("Tokenizer.load", { attributes: { directory: dir } }))
 }
 

@@ -17,6 +17,7 @@ import { createHash, timingSafeEqual } from "node:crypto"
 import { createServer } from "node:http"
 import * as Results from "../../src/trainer/Results.ts"
 import { TrainerService } from "./TrainerService.ts"
+import * as Errors from "../../src/errors.ts"
 
 /** The route every RPC request goes to. */
 export const rpcPath = "/rpc"
@@ -152,7 +153,7 @@ const layerWith = (options: RpcServerOptions) => {
       Layer.effect(
         RolloutRpcServer,
         Effect.fail(
-          new RpcServeError({ host, port, reason: error.cause instanceof Error ? error.cause.message : String(error.cause) })
+          new RpcServeError({ host, port, reason: Errors.messageOf(error.cause) })
         )
       ))
   )

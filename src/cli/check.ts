@@ -21,6 +21,7 @@ import * as Capacity from "../schedule/Capacity.ts"
 import * as Dataset from "../schedule/Dataset.ts"
 import * as SessionInput from "../session/SessionInput.ts"
 import type * as SessionOutput from "../session/SessionOutput.ts"
+import * as Errors from "../errors.ts"
 
 /** One launch check of "Prepare Your Agent". */
 export interface Requirement {
@@ -79,7 +80,7 @@ const readRow = (settings: Settings.RolloutSettings, row: number) =>
       try: () => readFileSync(settings.promptData, "utf8"),
       catch: (error) =>
         new CheckStartupError({
-          reason: `--prompt-data: cannot read ${settings.promptData}: ${error instanceof Error ? error.message : String(error)}`
+          reason: `--prompt-data: cannot read ${settings.promptData}: ${Errors.messageOf(error)}`
         })
     })
     const rows = yield* startup(Effect.fromResult(Dataset.parse(text, settings.promptData)))

@@ -9,6 +9,7 @@ import * as FlagTable from "../config/FlagTable.ts"
 import * as Settings from "../config/Settings.ts"
 import * as SchemaMessage from "../json/SchemaMessage.ts"
 import { type FlagSpec, type FlagValues, rolloutFlags } from "./flags.ts"
+import * as Errors from "../errors.ts"
 
 /** A command line that cannot become options; the message names the flag and the fix. */
 export class CliInputError extends Data.TaggedError("CliInputError")<{
@@ -28,7 +29,7 @@ const parseJsonObject = (flag: string, text: string): Result.Result<Schema.JsonO
     return Result.fail(
       new CliInputError({
         flag,
-        reason: `${JSON.stringify(text)} is not valid JSON (${error instanceof Error ? error.message : String(error)}); ` +
+        reason: `${JSON.stringify(text)} is not valid JSON (${Errors.messageOf(error)}); ` +
           `quote it for the shell, e.g. ${flag} '{"image":"images"}'`
       })
     )
@@ -95,7 +96,7 @@ export const readConfigFile = (path: string): Result.Result<Record<string, unkno
     text = readFileSync(path, "utf8")
   } catch (error) {
     return Result.fail(
-      new CliInputError({ flag, reason: `cannot read ${path}: ${error instanceof Error ? error.message : String(error)}` })
+      new CliInputError({ flag, reason: `cannot read ${path}: ${Errors.messageOf(error)}` })
     )
   }
   return Result.flatMap(parseJsonObject(flag, text), (object) => {

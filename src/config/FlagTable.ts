@@ -637,7 +637,8 @@ export const rolloutFlags: ReadonlyArray<FlagSpec> = [
     kind: "string",
     section: S.output,
     description: "Path with {rollout_id}: per-step JSONL dump of metadata, SessionForest state hashes, status, " +
-      "turns, timing, aborts and weight versions."
+      "turns, timing, aborts and weight versions, the training view and each Session's whole SessionForest " +
+      "(what `relax-agentic inspect` shows)."
   },
   // the command line itself
   {

@@ -29,7 +29,14 @@ export interface RolloutSettings extends RolloutOptions.RolloutOptions {
   /** `--agent-env` as a record. */
   readonly agentEnvVars: Readonly<Record<string, string>>
   /** Eval datasets with their group size resolved. */
-  readonly evalDatasets: ReadonlyArray<{ readonly name: string; readonly path: string; readonly nSamplesPerEvalPrompt: number }>
+  readonly evalDatasets: ReadonlyArray<EvalDataset>
+}
+
+/** An Eval dataset with its group size resolved. */
+export interface EvalDataset {
+  readonly name: string
+  readonly path: string
+  readonly nSamplesPerEvalPrompt: number
 }
 
 /**
@@ -38,20 +45,29 @@ export interface RolloutSettings extends RolloutOptions.RolloutOptions {
  */
 export const defaultMaxConsecutiveDrops = (agenticConcurrency: number): number => Math.max(8, 2 * agenticConcurrency)
 
+/**
+ * Why a configuration cannot run: `shape` (a value of the wrong type or range, from decoding), `missing` (a required
+ * flag is absent), `conflict` (flags that do not go together), `invalid` (a value that breaks a cross-field rule).
+ */
+export type RolloutConfigErrorReason = "shape" | "missing" | "conflict" | "invalid"
+
 /** A configuration that cannot run, naming the flag and the fix. */
 export class RolloutConfigError extends Data.TaggedError("RolloutConfigError")<{
   /** The flag (`--over-sampling-batch-size`), or `configuration` for a shape error. */
   readonly option: string
-  readonly reason: string
+  readonly reason: RolloutConfigErrorReason
+  /** What is wrong and what to do, in words. */
+  readonly detail: string
   /** A shape error's Schema issue, for callers that write it their own way. */
   readonly issue?: SchemaIssue.Issue
 }> {
   override get message(): string {
-    return `${this.option}: ${this.reason}`
+    return `${this.option}: ${this.detail}`
   }
 }
 
-const fail = (field: string, reason: string) => new RolloutConfigError({ option: FlagTable.flagOf(field), reason })
+const fail = (field: string, reason: RolloutConfigErrorReason, detail: string) =>
+  new RolloutConfigError({ option: FlagTable.flagOf(field), reason, detail })
 
 /** Flags that only one engine reads, so the other engine would silently ignore them. */
 const sglangOnly = [
@@ -71,21 +87,22 @@ const engineOptionsProblem = (options: RolloutOptions.RolloutOptions): RolloutCo
     const stray = sglangOnly.find((field) => given(options[field]))
     return stray === undefined
       ? undefined
-      : fail(stray, "is only used with --engine sglang; add --engine sglang or remove it")
+      : fail(stray, "conflict", "is only used with --engine sglang; add --engine sglang or remove it")
   }
   if (options.embeddedPolicy !== undefined) {
-    return fail("embeddedPolicy", "scripts the embedded engine and is not used with --engine sglang; remove it")
+    return fail("embeddedPolicy", "conflict", "scripts the embedded engine and is not used with --engine sglang; remove it")
   }
   const hasWorkers = options.sglangUrls.length > 0
   if (hasWorkers === (options.sglangRouterUrl !== undefined)) {
     return hasWorkers
-      ? fail("sglangRouterUrl", "give either --sglang-url (the workers) or --sglang-router-url (a router), not both")
-      : fail("sglangUrls", "--engine sglang needs the SGLang workers (--sglang-url http://host:port ...) or a router " +
+      ? fail("sglangRouterUrl", "conflict", "give either --sglang-url (the workers) or --sglang-router-url (a router), not both")
+      : fail("sglangUrls", "missing", "--engine sglang needs the SGLang workers (--sglang-url http://host:port ...) or a router " +
         "(--sglang-router-url http://host:port)")
   }
   if (options.tokenizer === undefined) {
     return fail(
       "tokenizer",
+      "missing",
       "is required with --engine sglang: give the served model's tokenizer directory (tokenizer.json and " +
         "tokenizer_config.json, e.g. the --model-path of sglang.launch_server); the bundled Qwen3 tokenizer would " +
         "send wrong token ids to any other model"
@@ -98,13 +115,14 @@ const engineOptionsProblem = (options: RolloutOptions.RolloutOptions): RolloutCo
 export const resolveSettings = (options: RolloutOptions.RolloutOptions): Effect.Effect<RolloutSettings, RolloutConfigError> =>
   Effect.gen(function*() {
     if (options.promptData === undefined || options.promptData.length === 0) {
-      return yield* fail("promptData", "a training dataset is required: give a JSONL or JSON-array file of rows")
+      return yield* fail("promptData", "missing", "a training dataset is required: give a JSONL or JSON-array file of rows")
     }
     const rolloutBatchSize = options.rolloutBatchSize ??
       (options.globalBatchSize === undefined ? undefined : Math.floor(options.globalBatchSize / options.nSamplesPerPrompt))
     if (rolloutBatchSize === undefined || rolloutBatchSize < 1) {
       return yield* fail(
         "rolloutBatchSize",
+        options.globalBatchSize === undefined ? "missing" : "invalid",
         options.globalBatchSize === undefined
           ? "required: the number of Groups (prompts) per rollout step (or give --global-batch-size)"
           : `--global-batch-size ${options.globalBatchSize} // --n-samples-per-prompt ${options.nSamplesPerPrompt} is 0; set --rollout-batch-size`
@@ -114,6 +132,7 @@ export const resolveSettings = (options: RolloutOptions.RolloutOptions): Effect.
     if (overSamplingBatchSize < rolloutBatchSize) {
       return yield* fail(
         "overSamplingBatchSize",
+        "invalid",
         `${overSamplingBatchSize} is below --rollout-batch-size ${rolloutBatchSize}; it must be >= the batch size (or omit it)`
       )
     }
@@ -121,7 +140,7 @@ export const resolveSettings = (options: RolloutOptions.RolloutOptions): Effect.
     // One parser for both executors: process agents get the same record through the Supervisor's AgentSpec.
     const agentEnv = AgentSpec.parseEnv(options.agentEnv)
     if (Result.isFailure(agentEnv)) {
-      return yield* new RolloutConfigError({ option: agentEnv.failure.option, reason: agentEnv.failure.reason })
+      return yield* new RolloutConfigError({ option: agentEnv.failure.option, reason: "invalid", detail: agentEnv.failure.detail })
     }
     const agentEnvVars = agentEnv.success
     const engineProblem = engineOptionsProblem(options)
@@ -129,18 +148,21 @@ export const resolveSettings = (options: RolloutOptions.RolloutOptions): Effect.
     if (options.saveDebugRolloutData !== undefined && !options.saveDebugRolloutData.includes("{rollout_id}")) {
       return yield* fail(
         "saveDebugRolloutData",
+        "invalid",
         `${JSON.stringify(options.saveDebugRolloutData)} must contain {rollout_id} so every step writes its own file`
       )
     }
     if (options.partialRolloutMaxAbortedCount !== undefined && !options.partialRollout) {
       return yield* fail(
         "partialRolloutMaxAbortedCount",
+        "conflict",
         "only applies with --partial-rollout (it counts partial-rollout aborts); add --partial-rollout or remove it"
       )
     }
     if (options.fullyAsync && options.normalizeAdvantages) {
       return yield* fail(
         "normalizeAdvantages",
+        "conflict",
         "cannot be used with --fully-async: global advantage whitening needs the statistics of the whole training " +
           "batch, and in fully async mode a batch's Groups come from several rollout steps while training runs; " +
           "remove --normalize-advantages (GRPO group normalization still applies) or run without --fully-async"
@@ -148,20 +170,21 @@ export const resolveSettings = (options: RolloutOptions.RolloutOptions): Effect.
     }
     const names = new Set<string>()
     for (const d of options.evalPromptData) {
-      if (names.has(d.name)) return yield* fail("evalPromptData", `the Eval dataset name ${JSON.stringify(d.name)} is used twice`)
+      if (names.has(d.name)) return yield* fail("evalPromptData", "invalid", `the Eval dataset name ${JSON.stringify(d.name)} is used twice`)
       names.add(d.name)
     }
     if (options.evalInterval !== undefined && options.evalPromptData.length === 0) {
-      return yield* fail("evalInterval", "is set but no --eval-prompt-data NAME PATH is given")
+      return yield* fail("evalInterval", "conflict", "is set but no --eval-prompt-data NAME PATH is given")
     }
     const credit = CreditOptions.problem(options)
-    if (credit !== undefined) return yield* new RolloutConfigError({ option: credit.flag, reason: credit.reason })
+    if (credit !== undefined) return yield* new RolloutConfigError({ option: credit.flag, reason: "conflict", detail: credit.reason })
     if (
       options.useDynamicBatchSize && options.maxTokensPerGpu !== undefined && options.rolloutMaxContextLen !== undefined &&
       options.maxTokensPerGpu < options.rolloutMaxContextLen
     ) {
       return yield* fail(
         "maxTokensPerGpu",
+        "invalid",
         `${options.maxTokensPerGpu} is below --rollout-max-context-len ${options.rolloutMaxContextLen}; one sample must fit a micro-batch`
       )
     }
@@ -189,8 +212,9 @@ export const resolve = (input: unknown): Effect.Effect<RolloutSettings, RolloutC
     Effect.mapError((error) =>
       new RolloutConfigError({
         option: "configuration",
+        reason: "shape",
         // Schema paths name fields (`["rolloutBatchSize"]`); users know flags.
-        reason: SchemaMessage.format(error.issue, FlagTable.pathKey),
+        detail: SchemaMessage.format(error.issue, FlagTable.pathKey),
         issue: error.issue
       })
     ),

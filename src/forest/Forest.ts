@@ -58,7 +58,8 @@ interface NodeBase {
    * @internal SHA-256 state over the full messages (`{"messages":[m1,…,mk`), to hash a child without re-serializing
    * the history. Only a node without children keeps one: committing a child hands the state on to it (extended in
    * place), and a later child of an inner node rebuilds it from the lineage ({@link takeRunning}). A conversation
-   * that goes on linearly keeps one state per leaf instead of one per node (~400 bytes each, most of it OpenSSL's).
+   * that goes on linearly keeps one state per leaf instead of one per node (a state is mostly OpenSSL's memory;
+   * docs/performance.md, "Figures behind code comments").
    */
   running: Hash.State | undefined
   /** @internal Creation order in the forest (the reasoning tolerance prefers the latest response). */
@@ -95,6 +96,11 @@ export interface ResponseNode extends NodeBase {
    */
   readonly logprobs: Float32Array | Float64Array
   readonly weightVersions: ReadonlyArray<string>
+  /**
+   * The token count of each engine attempt when the request was resumed after an abort (two or more), else empty:
+   * where the aborts fall in the response's ids (read by `inspect`).
+   */
+  readonly attemptLengths: ReadonlyArray<number>
   readonly status: "completed" | "truncated"
   readonly requestId: string
   readonly wallElapsedS: number
@@ -522,6 +528,8 @@ export interface ResponseCommit {
   readonly tokens: ReadonlyArray<number>
   readonly logprobs: ReadonlyArray<number>
   readonly weightVersions: ReadonlyArray<string>
+  /** The token count of each engine attempt, in order; kept only when there were two or more. */
+  readonly attemptLengths?: ReadonlyArray<number> | undefined
   readonly status: "completed" | "truncated"
   readonly rolloutId: number
   readonly requestId: string
@@ -628,6 +636,7 @@ export const commitResponse = (forest: Forest, r: ResponseCommit): string => {
     message,
     logprobs,
     weightVersions: Nodes.sharedVersions(r.weightVersions),
+    attemptLengths: r.attemptLengths !== undefined && r.attemptLengths.length > 1 ? [...r.attemptLengths] : Nodes.noNumbers,
     status: r.status,
     requestId: r.requestId,
     wallElapsedS: r.wallElapsedS,

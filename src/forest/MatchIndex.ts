@@ -28,7 +28,8 @@ export interface Vertex {
   /**
    * Child vertices in creation order: none, the only one (most vertices: a conversation continues one way), an
    * array once there are two, and a {@link Fanout} once there are many (sampled alternatives). No empty array is
-   * kept per vertex: an array that grows by `push` reserves 17 slots (~150 bytes) for its first element.
+   * kept per vertex: an array that grows by `push` reserves many slots for its first element
+   * (docs/performance.md, "Figures behind code comments").
    */
   children: Vertex | Array<Vertex> | Fanout | undefined
 }

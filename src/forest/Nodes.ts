@@ -87,6 +87,7 @@ export class Response implements Forest.ResponseNode {
   readonly committed: number
   readonly vertex: MatchIndex.Vertex
   readonly weightVersions: ReadonlyArray<string>
+  readonly attemptLengths: ReadonlyArray<number>
   readonly status: "completed" | "truncated"
   readonly requestId: string
   readonly wallElapsedS: number
@@ -108,6 +109,7 @@ export class Response implements Forest.ResponseNode {
     this.committed = init.committed
     this.vertex = init.vertex
     this.weightVersions = init.weightVersions
+    this.attemptLengths = init.attemptLengths
     this.status = init.status
     this.requestId = init.requestId
     this.wallElapsedS = init.wallElapsedS
@@ -130,6 +132,7 @@ export class Response implements Forest.ResponseNode {
 // Small shared values: a node keeps no empty array or object of its own, nor a copy of the weight-version list that
 // most responses of a process share. All are frozen, so no holder can change them for the others.
 export const noStrings: ReadonlyArray<string> = Object.freeze([])
+export const noNumbers: ReadonlyArray<number> = Object.freeze([])
 export const noIds: PackedIds.PackedIds = new Uint8Array(0)
 export const noGrids: ReadonlyArray<ImageGrid.Grid> = Object.freeze([])
 export const noTools: ReadonlyArray<Canonical.Tool> = Object.freeze([])

@@ -14,7 +14,7 @@ import type { FinishReason as EngineFinishReason } from "../engine/Stop.ts"
 import * as Canonical from "../protocol/canonical.ts"
 import * as Completion from "../protocol/completion.ts"
 import type { ReasoningParser, ToolCall, ToolCallParser } from "../parsers/registry.ts"
-import { UnusableResponse } from "./errors.ts"
+import { UnusableResponseError } from "./errors.ts"
 
 // ---------------------------------------------------------------------------------------------------------------
 // Sampling
@@ -66,6 +66,8 @@ export interface Pending {
   readonly logprobs: ReadonlyArray<number>
   /** One per attempt. */
   readonly weightVersions: ReadonlyArray<string>
+  /** The token count of each attempt, in order (where a resumed request's aborts fall). */
+  readonly attemptLengths: ReadonlyArray<number>
   /** The response's abort count: the parent state's plus this request's engine aborts. */
   readonly abortCount: number
   /** Aborts in a row that produced no token. */
@@ -79,6 +81,7 @@ export const noPending = (abortCount: number): Pending => ({
   outputIds: [],
   logprobs: [],
   weightVersions: [],
+  attemptLengths: [],
   abortCount,
   emptyAborts: 0,
   generationMs: 0
@@ -115,6 +118,7 @@ export const afterAttempt = (
     outputIds: [...pending.outputIds, ...output.outputIds],
     logprobs: [...pending.logprobs, ...output.logprobs],
     weightVersions: [...pending.weightVersions, output.weightVersion],
+    attemptLengths: [...pending.attemptLengths, output.outputIds.length],
     abortCount: aborted ? pending.abortCount + 1 : pending.abortCount,
     emptyAborts: aborted ? (output.outputIds.length === 0 ? pending.emptyAborts + 1 : 0) : pending.emptyAborts,
     generationMs: pending.generationMs + elapsedMs
@@ -239,17 +243,17 @@ export const identifyToolCalls = (
 export const assistantMessage = (
   parsed: ParsedResponse,
   toolCalls: ReadonlyArray<Completion.CompletionToolCall>
-): Result.Result<Canonical.Message, UnusableResponse> => {
+): Result.Result<Canonical.Message, UnusableResponseError> => {
   const canonical = Canonical.canonicalizeMessages([{
     role: "assistant",
     content: parsed.content,
     ...(parsed.reasoning.length > 0 ? { reasoning_content: parsed.reasoning } : {}),
     ...(toolCalls.length > 0 ? { tool_calls: toolCalls.map(Canonical.toolCallOf) } : {})
   }])
-  if (Result.isFailure(canonical)) return Result.fail(new UnusableResponse({ message: canonical.failure.message }))
+  if (Result.isFailure(canonical)) return Result.fail(new UnusableResponseError({ message: canonical.failure.message }))
   const message = canonical.success[0]
   return message === undefined
-    ? Result.fail(new UnusableResponse({ message: "canonicalization dropped the assistant message" }))
+    ? Result.fail(new UnusableResponseError({ message: "canonicalization dropped the assistant message" }))
     : Result.succeed(message)
 }
 

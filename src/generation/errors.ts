@@ -3,56 +3,59 @@
  *
  * **Details**
  * The gateway maps each variant to its HTTP answer (src/protocol/errors.ts `GatewayError.fromGeneration`): a context-length failure is
- * 400 `context_length_exceeded`, a template the conversation cannot render and images that cannot get their training
- * tokens are 400 `invalid_request_error`, a Session
- * closed while its request waited is 404 `session_discarded`, and everything else is 500 `internal_error` (logged with
- * the variant's message). Nothing is committed for a context-length or template failure.
+ * 400 `context_length_exceeded`, a template the conversation cannot render (`TemplateError`) and images that cannot
+ * get their training tokens are 400 `invalid_request_error`, a Session closed while its request waited
+ * (`SessionClosedError`) is 404 `session_discarded`, and everything else is 500 `internal_error` (logged with the
+ * variant's message). Nothing is committed for a context-length, template or image failure. Errors raised elsewhere
+ * keep their own name here (one event, one name); the classes below are the generation core's own.
  */
 import { Data } from "effect"
-import { ContextLengthError, ForestInvariantError, ForestNotFound } from "../forest/errors.ts"
-
-/** The Session was closed (finished or discarded) while the request waited for its Group's Runtime lease. */
-export class SessionDiscarded extends Data.TaggedError("SessionDiscarded")<{ readonly sessionId: string }> {
-  override get message(): string {
-    return `agentic session ${this.sessionId} was closed while its request waited for the Runtime lease`
-  }
-}
-
-/** The tokenizer's chat template cannot render the request's new messages (nothing was committed). */
-export class TemplateRejected extends Data.TaggedError("TemplateRejected")<{ readonly reason: string }> {
-  override get message(): string {
-    return `chat template rendering failed: ${this.reason}`
-  }
-}
+import type { ContextLengthError, ForestInvariantError, ForestNotFound } from "../forest/errors.ts"
+import type { SessionClosedError } from "../session/errors.ts"
+import type { TemplateError } from "../template/ChatTemplate.ts"
 
 /**
  * The request's images cannot get their processor-expanded training tokens: an image that cannot be read, a size the
  * processor refuses, or placeholders without a vision processor (nothing was committed).
  */
-export class ImageRejected extends Data.TaggedError("ImageRejected")<{ readonly reason: string }> {
+export class ImageRejectedError extends Data.TaggedError("ImageRejectedError")<{
+  /** What was wrong, in words. */
+  readonly detail: string
+}> {
   override get message(): string {
-    return `images cannot be prepared for training: ${this.reason}`
+    return `images cannot be prepared for training: ${this.detail}`
   }
 }
 
-/** The engine failed, or aborted the request too often without producing a token. */
-export class EngineFailure extends Data.TaggedError("EngineFailure")<{ readonly message: string }> {}
+/** Why the engine failed a request: it raised an `EngineError` (the `cause`), or aborted it too often without output. */
+export type GenerationEngineErrorReason = "engine" | "aborted"
+
+/** The engine failed the request, or aborted it too often without producing a token. */
+export class GenerationEngineError extends Data.TaggedError("GenerationEngineError")<{
+  readonly reason: GenerationEngineErrorReason
+  /** What was wrong, in words (the engine error's message for `engine`). */
+  readonly detail: string
+  /** The engine's error, for `engine`. */
+  readonly cause?: unknown
+}> {
+  override get message(): string {
+    return this.detail
+  }
+}
 
 /**
  * The engine's output cannot be committed as an assistant message: no output tokens, parsers that left nothing, or
  * a message canonicalization rejects.
  */
-export class UnusableResponse extends Data.TaggedError("UnusableResponse")<{ readonly message: string }> {}
+export class UnusableResponseError extends Data.TaggedError("UnusableResponseError")<{ readonly message: string }> {}
 
 /** Every way `Generation.generate` can fail. */
 export type GenerationError =
   | ContextLengthError
-  | TemplateRejected
-  | ImageRejected
-  | SessionDiscarded
-  | EngineFailure
-  | UnusableResponse
+  | TemplateError
+  | ImageRejectedError
+  | SessionClosedError
+  | GenerationEngineError
+  | UnusableResponseError
   | ForestNotFound
   | ForestInvariantError
-
-export { ContextLengthError, ForestInvariantError, ForestNotFound }

@@ -116,8 +116,8 @@ const template: Array<number> = []
  *
  * **Details**
  * `new Array(n)` makes a *holey* array, even once every slot is written, and `JSON.stringify` takes its slow path
- * for holey arrays: an engine request's `input_ids` (10,000 ids) is written in ~250 µs from a holey array and
- * ~125 µs from a packed one. Appending one by one keeps an array packed but grows it by copying (2–3× the time of a
+ * for holey arrays, about twice as slow for an engine request's `input_ids` (figures: docs/performance.md, "Figures
+ * behind code comments"). Appending one by one keeps an array packed but grows it by copying (slower than a
  * preallocated fill); a slice of a packed template costs about as much as the holey fill. Ids written into it keep
  * it packed (small integers).
  */

@@ -9,6 +9,7 @@
  */
 import { Result } from "effect"
 import * as BodyDepth from "./BodyDepth.ts"
+import * as ErrorIndex from "../errors.ts"
 import * as Errors from "./errors.ts"
 
 const strictUtf8 = new TextDecoder("utf-8", { fatal: true })
@@ -25,7 +26,7 @@ export const parseObject = (bytes: Uint8Array, maxJsonDepth: number): Result.Res
   try {
     parsed = JSON.parse(text)
   } catch (cause) {
-    return Result.fail(Errors.GatewayError.invalidJson(cause instanceof Error ? cause.message : String(cause)))
+    return Result.fail(Errors.GatewayError.invalidJson(ErrorIndex.messageOf(cause)))
   }
   if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) return Result.fail(Errors.GatewayError.bodyNotObject())
   const tooDeep = BodyDepth.pathBeyondDepth(parsed, maxJsonDepth)

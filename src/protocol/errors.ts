@@ -41,8 +41,8 @@ export class GatewayError extends Data.TaggedError("GatewayError")<{
     return authentication("Authorization header must be 'Bearer <token>'")
   }
 
-  /** 404: the presented token names no live Session (unknown, or finished and discarded). */
-  static sessionDiscarded(sessionId: string): GatewayError {
+  /** 404 `session_discarded`: the presented token names no live Session (unknown, or closed: `SessionClosedError`). */
+  static sessionClosed(sessionId: string): GatewayError {
     return new GatewayError({
       status: 404,
       type: "not_found_error",
@@ -132,14 +132,15 @@ export class GatewayError extends Data.TaggedError("GatewayError")<{
     })
   }
 
-  /**
-   * 400: the tokenizer's chat template cannot render this conversation (for example image parts under a text-only
-   * template, or a history the template rejects). Nothing was committed.
-   */
+  /** 400: the request's images cannot get their training tokens (`ImageRejectedError`). Nothing was committed. */
   static imageRejected(reason: string): GatewayError {
     return badRequest("messages", `The images of these messages cannot be prepared for training: ${reason}.`)
   }
 
+  /**
+   * 400: the tokenizer's chat template cannot render this conversation (for example image parts under a text-only
+   * template, or a history the template rejects). Nothing was committed.
+   */
   static templateRejected(reason: string): GatewayError {
     return badRequest(
       "messages",
@@ -170,18 +171,18 @@ export class GatewayError extends Data.TaggedError("GatewayError")<{
    */
   static fromGeneration(failure: GenerationFailure): GatewayError {
     switch (failure._tag) {
-      case "SessionDiscarded":
-        return GatewayError.sessionDiscarded(failure.sessionId)
+      case "SessionClosedError":
+        return GatewayError.sessionClosed(failure.sessionId)
       case "ContextLengthError":
         return GatewayError.contextLength({
           limit: failure.limit ?? undefined,
           promptTokens: failure.promptTokens,
           completionTokens: failure.completionTokens
         })
-      case "TemplateRejected":
-        return GatewayError.templateRejected(failure.reason)
-      case "ImageRejected":
-        return GatewayError.imageRejected(failure.reason)
+      case "TemplateError":
+        return GatewayError.templateRejected(failure.detail)
+      case "ImageRejectedError":
+        return GatewayError.imageRejected(failure.detail)
       default:
         return GatewayError.internal("chat")
     }
@@ -211,15 +212,18 @@ export class GatewayError extends Data.TaggedError("GatewayError")<{
  * `GenerationError`, by tag (a structural type, so the protocol does not import the generation core, which imports it).
  */
 export type GenerationFailure =
-  | { readonly _tag: "SessionDiscarded"; readonly sessionId: string }
+  | { readonly _tag: "SessionClosedError"; readonly sessionId: string }
   | {
     readonly _tag: "ContextLengthError"
     readonly limit: number | null
     readonly promptTokens?: number | undefined
     readonly completionTokens?: number | undefined
   }
-  | { readonly _tag: "TemplateRejected" | "ImageRejected"; readonly reason: string }
-  | { readonly _tag: "EngineFailure" | "UnusableResponse" | "ForestNotFound" | "ForestInvariantError"; readonly message: string }
+  | { readonly _tag: "TemplateError" | "ImageRejectedError"; readonly detail: string }
+  | {
+    readonly _tag: "GenerationEngineError" | "UnusableResponseError" | "ForestNotFound" | "ForestInvariantError"
+    readonly message: string
+  }
 
 const authentication = (message: string) =>
   new GatewayError({ status: 401, type: "authentication_error", code: "authentication_error", param: null, message })

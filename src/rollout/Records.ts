@@ -10,6 +10,7 @@ import { Result } from "effect"
 import * as Reward from "../credit/Reward.ts"
 import type * as Sample from "../forest/Sample.ts"
 import type { TrainingSample } from "../forest/TrainingSample.ts"
+import type * as ForestDump from "../inspect/ForestDump.ts"
 import type * as Results from "../trainer/Results.ts"
 
 /** The per-Session counters a debug record reports (the generation core's counters of the exported Session). */
@@ -20,6 +21,8 @@ export interface DebugCounters {
   readonly parserFailures: number
   /** Tool calls the parser dropped (an unknown tool name, ...). */
   readonly droppedToolCalls: number
+  /** Request id → tool calls the parser dropped or could not read in that request (only requests with some). */
+  readonly parserFailedRequests?: ReadonlyMap<string, number> | undefined
 }
 
 /**
@@ -34,6 +37,8 @@ export const parserFailureMetrics = (failures: number, parser: string | undefine
 export interface ContextDebug {
   readonly view: Sample.DebugView
   readonly counters: DebugCounters
+  /** The Session's whole SessionForest, on the first exported context of each Session only. */
+  readonly forest?: ForestDump.ForestDump | undefined
 }
 
 /** What Transfer needs of a scored Group: its start order, its size and its samples with their debug facts. */
@@ -109,7 +114,15 @@ export const debugRecords = (
       prompt: sample.prompt,
       response: sample.response,
       label: sample.label,
-      metadata: sample.metadata
+      metadata: sample.metadata,
+      // Added for `inspect` (docs/inspect.md): the training view and the Session's whole forest.
+      status: sample.status,
+      loss_mask: sample.loss_mask,
+      rollout_log_probs: sample.rollout_log_probs,
+      turn_spans: sample.turn_spans,
+      parser_failures: (facts?.counters.parserFailures ?? 0) + (facts?.counters.droppedToolCalls ?? 0),
+      parser_failures_by_request: Object.fromEntries(facts?.counters.parserFailedRequests ?? []),
+      ...(facts?.forest === undefined ? {} : { forest: facts.forest })
     }
   })
 

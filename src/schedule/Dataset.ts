@@ -7,21 +7,30 @@
  * the reference: `train:prepare_group_<seq>` for training and `eval:<name>:<rollout>:prepare_group_<seq>` for Eval.
  */
 import { Data, Result, Schema } from "effect"
+import * as Errors from "../errors.ts"
 
 /** One dataset row: a JSON object (the prompt under `--input-key`, metadata under `--metadata-key`, ...). */
 export const Row = Schema.Record(Schema.String, Schema.Json)
 export type Row = typeof Row.Type
+
+/** Why a dataset cannot become rows. */
+export type DatasetErrorReason = "unreadable" | "invalid-json" | "not-an-array" | "not-an-object" | "empty"
 
 /** A dataset file that cannot be read as rows (names the file, the line and what to fix). */
 export class DatasetError extends Data.TaggedError("DatasetError")<{
   readonly path: string
   /** 1-based line (JSONL) or 1-based element position (JSON array). */
   readonly line?: number | undefined
-  readonly reason: string
+  readonly reason: DatasetErrorReason
+  /** What was wrong, in words. */
+  readonly detail: string
+  /** The error of reading or parsing, when there is one. */
+  readonly cause?: unknown
 }> {
   override get message(): string {
+    if (this.reason === "unreadable") return `cannot load dataset ${this.path}: ${this.detail}`
     const where = this.line === undefined ? this.path : `${this.path}:${this.line}`
-    return `dataset ${where}: ${this.reason}`
+    return `dataset ${where}: ${this.detail}`
   }
 }
 
@@ -41,14 +50,20 @@ export const parse = (text: string, path: string): Result.Result<ReadonlyArray<R
     try {
       parsed = JSON.parse(trimmed)
     } catch (error) {
-      return Result.fail(new DatasetError({ path, reason: `not valid JSON: ${describe(error)}` }))
+      return Result.fail(
+        new DatasetError({ path, reason: "invalid-json", detail: `not valid JSON: ${Errors.messageOf(error)}`, cause: error })
+      )
     }
-    if (!Array.isArray(parsed)) return Result.fail(new DatasetError({ path, reason: "expected a JSON array of objects" }))
+    if (!Array.isArray(parsed)) {
+      return Result.fail(new DatasetError({ path, reason: "not-an-array", detail: "expected a JSON array of objects" }))
+    }
     const rows: Array<Row> = []
     for (const [i, element] of parsed.entries()) {
       const row = toRow(element)
       if (row === undefined) {
-        return Result.fail(new DatasetError({ path, line: i + 1, reason: "array element is not a JSON object" }))
+        return Result.fail(
+          new DatasetError({ path, line: i + 1, reason: "not-an-object", detail: "array element is not a JSON object" })
+        )
       }
       rows.push(row)
     }
@@ -63,11 +78,21 @@ export const parse = (text: string, path: string): Result.Result<ReadonlyArray<R
     try {
       parsed = JSON.parse(line)
     } catch (error) {
-      return Result.fail(new DatasetError({ path, line: i + 1, reason: `not valid JSON: ${describe(error)}` }))
+      return Result.fail(
+        new DatasetError({
+          path,
+          line: i + 1,
+          reason: "invalid-json",
+          detail: `not valid JSON: ${Errors.messageOf(error)}`,
+          cause: error
+        })
+      )
     }
     const row = toRow(parsed)
     if (row === undefined) {
-      return Result.fail(new DatasetError({ path, line: i + 1, reason: "each JSONL line must be a JSON object" }))
+      return Result.fail(
+        new DatasetError({ path, line: i + 1, reason: "not-an-object", detail: "each JSONL line must be a JSON object" })
+      )
     }
     rows.push(row)
   }
@@ -82,10 +107,10 @@ const toRow = (value: unknown): Row | undefined => {
 
 const nonEmpty = (rows: ReadonlyArray<Row>, path: string): Result.Result<ReadonlyArray<Row>, DatasetError> =>
   rows.length === 0
-    ? Result.fail(new DatasetError({ path, reason: "the dataset has no rows; give at least one JSON object" }))
+    ? Result.fail(
+      new DatasetError({ path, reason: "empty", detail: "the dataset has no rows; give at least one JSON object" })
+    )
     : Result.succeed(rows)
-
-const describe = (error: unknown): string => error instanceof Error ? error.message : String(error)
 
 /** A deterministic 32-bit generator (mulberry32); the same seed gives the same order on every machine. */
 const random = (seed: number): () => number => {

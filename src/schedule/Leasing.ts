@@ -1,7 +1,7 @@
 /**
  * The Group pool's leasing decision as pure functions over plain state: which ready Groups get a Runtime lease, how
  * many new Groups start, how a finished Group pays the step's debt, and what happens to resident Groups when a step
- * closes (docs/runtime.md: "Steps", "Resident capacity", "The first-request barrier", "Prelaunch").
+ * closes (docs/runtime.md: "Steps", "Resident capacity", "The first-request barrier"; prelaunch: src/schedule/Prelaunch.ts).
  *
  * **Details**
  * `layers/schedule/GroupPool.ts` owns the fibers, Deferreds and the signal queue; at every wake-up it describes its resident
@@ -20,6 +20,7 @@
  *   step's debt); Prepare Groups are kept for the next step only with prelaunch, otherwise they are interrupted and
  *   their inputs start again, first, in the next step.
  */
+import * as Prelaunch from "./Prelaunch.ts"
 
 /** A Prepare Group as the decision sees it. */
 export interface PrepareGroup<K> {
@@ -90,21 +91,24 @@ export interface StepLedger {
 }
 
 /** Open a step's ledger. */
-export const openStep = (request: StepRequest, prelaunch: boolean): StepLedger => ({
-  rolloutId: request.rolloutId,
-  debt: request.debt,
-  surplus: request.refill ? request.surplus : 0,
-  refill: request.refill,
-  startLimit: request.refill ? Infinity : request.debt,
-  started: 0,
-  fillCapacity: prelaunch && request.nextStep,
-  keepPrepare: prelaunch && request.nextStep,
-  accepted: 0,
-  dropped: 0,
-  filtered: 0,
-  retain: request.retain ?? false,
-  maxCarriedDebt: request.maxCarriedDebt ?? 0
-})
+export const openStep = (request: StepRequest, prelaunch: boolean): StepLedger => {
+  const prelaunching = Prelaunch.carriesOver(prelaunch, request.nextStep)
+  return {
+    rolloutId: request.rolloutId,
+    debt: request.debt,
+    surplus: request.refill ? request.surplus : 0,
+    refill: request.refill,
+    startLimit: request.refill ? Infinity : request.debt,
+    started: 0,
+    fillCapacity: prelaunching,
+    keepPrepare: prelaunching,
+    accepted: 0,
+    dropped: 0,
+    filtered: 0,
+    retain: request.retain ?? false,
+    maxCarriedDebt: request.maxCarriedDebt ?? 0
+  }
+}
 
 /**
  * Whether the step can close now: its debt is paid, or (fully async) the debt left is one it may carry and every Group

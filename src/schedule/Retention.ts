@@ -1,8 +1,12 @@
 /**
- * Cross-step retention (partial rollout and fully async): the step loop's arithmetic, as pure functions
- * (docs/runtime.md, "Partial rollout and fully async").
+ * Partial rollout and fully async (docs/runtime.md "Partial rollout and fully async"): the cross-step retention
+ * arithmetic of the step loop, as pure functions.
  *
  * **Details**
+ * The behaviour spans these files: this one (the modes, the step count, protection), src/schedule/Partitions.ts
+ * (which step an accepted Group pays), `Leasing.closes` / `Leasing.closeRuntime` (when a step closes, which leased
+ * Groups stay), layers/schedule/GenerationGate.ts (parking generations between steps) and the Group pool
+ * (layers/schedule/GroupPool.ts: retained Groups keep their slot and finish into a later step).
  * - A step closes when its debt is paid, or, in fully async mode (outside the final backfill), when every Group still
  *   owed is an interrupted resident Group: training can start while those Groups finish in a later step
  *   (`Leasing.closes`).

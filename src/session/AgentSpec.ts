@@ -48,18 +48,23 @@ export const parseEnv = (items: ReadonlyArray<string>): Result.Result<Record<str
     const eq = item.indexOf("=")
     if (eq < 0) {
       return Result.fail(
-        new AgentSpecError({ option: "--agent-env", reason: `entry '${item}' must have the form KEY=VALUE` })
+        new AgentSpecError({
+          option: "--agent-env",
+          reason: "malformed-env",
+          detail: `entry '${item}' must have the form KEY=VALUE`
+        })
       )
     }
     const key = item.slice(0, eq).trim()
     if (key.length === 0) {
-      return Result.fail(new AgentSpecError({ option: "--agent-env", reason: `entry '${item}' has an empty key` }))
+      return Result.fail(new AgentSpecError({ option: "--agent-env", reason: "malformed-env", detail: `entry '${item}' has an empty key` }))
     }
     if (key.startsWith(ReservedPrefix)) {
       return Result.fail(
         new AgentSpecError({
           option: "--agent-env",
-          reason: `key '${key}' is reserved: keys starting with ${ReservedPrefix} are set by Relax for every ` +
+          reason: "reserved-env",
+          detail: `key '${key}' is reserved: keys starting with ${ReservedPrefix} are set by Relax for every ` +
             `agent process; rename it (the agent can map RELAX_* values to its own names in a launcher script)`
         })
       )
@@ -79,7 +84,8 @@ export const make = (input: AgentSpecInput): Result.Result<AgentSpec, AgentSpecE
     return Result.fail(
       new AgentSpecError({
         option: "--agent-command",
-        reason: "managed agent command must be non-empty; give the shell command that starts your agent"
+        reason: "missing",
+        detail: "managed agent command must be non-empty; give the shell command that starts your agent"
       })
     )
   }
@@ -88,7 +94,8 @@ export const make = (input: AgentSpecInput): Result.Result<AgentSpec, AgentSpecE
     return Result.fail(
       new AgentSpecError({
         option: "--agent-cwd",
-        reason: "managed agent cwd must be an existing directory: (not set); give the agent's working directory"
+        reason: "missing",
+        detail: "managed agent cwd must be an existing directory: (not set); give the agent's working directory"
       })
     )
   }
@@ -97,7 +104,8 @@ export const make = (input: AgentSpecInput): Result.Result<AgentSpec, AgentSpecE
     return Result.fail(
       new AgentSpecError({
         option: "--agent-timeout",
-        reason: `managed agent timeout must be positive (got ${timeoutSeconds}); give the budget in seconds`
+        reason: "not-positive",
+        detail: `managed agent timeout must be positive (got ${timeoutSeconds}); give the budget in seconds`
       })
     )
   }

@@ -14,6 +14,7 @@
  */
 import { Result, Schema } from "effect"
 import { SessionOutputError } from "./errors.ts"
+import * as Errors from "../errors.ts"
 
 /** A reward: `null`, a number, or an object (a primary value plus helper metrics, see `--reward-key`). */
 export const Reward = Schema.Union([Schema.Null, Schema.Number, Schema.JsonObject])
@@ -191,7 +192,7 @@ const parseRecords = (
 const tryJson = (text: string): Result.Result<unknown, string> =>
   Result.try({
     try: (): unknown => JSON.parse(text),
-    catch: (error) => error instanceof Error ? error.message : String(error)
+    catch: (error) => Errors.messageOf(error)
   })
 
 /**

@@ -6,7 +6,8 @@
  * expired active-time budget, unusable output, a Session directory that could not be prepared, or a process that could
  * not be started. Its message follows the
  * reference wording (`Managed command agent exited with code 3.` + the log tail) so operators recognise it.
- * The other three are startup / data errors raised before any process runs.
+ * `SessionClosedError` is a model request of a Session that is closed: finished, or its Group dropped while the request
+ * waited for the lease. The other three are startup / data errors raised before any process runs.
  */
 import { Data } from "effect"
 
@@ -63,13 +64,32 @@ export class AgentExecutionError extends Data.TaggedError("AgentExecutionError")
   }
 }
 
+/**
+ * A model request of a closed Session: it finished, or its Group was dropped while the request waited for the
+ * Runtime lease. Raised by the Session registry and the first-request barrier, passed through the generation core,
+ * rendered by the gateway as 404 `session_discarded`.
+ */
+export class SessionClosedError extends Data.TaggedError("SessionClosedError")<{ readonly sessionId: string }> {
+  override get message() {
+    return `Session ${this.sessionId} is closed (finished, or its Group was dropped); it accepts no more model requests.`
+  }
+}
+
+/**
+ * Why an agent option is invalid: `missing` (no command, no cwd), `not-a-directory` (`--agent-cwd`), `not-positive`
+ * (`--agent-timeout`), `malformed-env` (an `--agent-env` entry that is not `KEY=VALUE`), `reserved-env` (a `RELAX_` key).
+ */
+export type AgentSpecErrorReason = "missing" | "not-a-directory" | "not-positive" | "malformed-env" | "reserved-env"
+
 /** An invalid `--agent-command` / `--agent-cwd` / `--agent-env` / `--agent-timeout` (a startup error). */
 export class AgentSpecError extends Data.TaggedError("AgentSpecError")<{
   readonly option: "--agent-command" | "--agent-cwd" | "--agent-env" | "--agent-timeout"
-  readonly reason: string
+  readonly reason: AgentSpecErrorReason
+  /** What is wrong and what to do, in words. */
+  readonly detail: string
 }> {
   override get message(): string {
-    return `${this.option}: ${this.reason}`
+    return `${this.option}: ${this.detail}`
   }
 }
 

@@ -8,17 +8,28 @@
  */
 import { Template } from "@huggingface/jinja"
 import { Data, Result } from "effect"
+import * as Errors from "../errors.ts"
 import type * as Canonical from "../protocol/canonical.ts"
 
 /**
  * The chat template cannot render a conversation: a tool call's arguments are not a JSON object, or the template
  * itself rejected the input (raised an exception, e.g. for image parts under a text-only template).
  */
-export class TemplateError extends Data.TaggedError("TemplateError")<{ readonly reason: string }> {
+export class TemplateError extends Data.TaggedError("TemplateError")<{
+  /** `tool-arguments`: a tool call's arguments are not a JSON object; `template`: the template raised. */
+  readonly reason: TemplateErrorReason
+  /** What was wrong, in words (the template's own message for `template`). */
+  readonly detail: string
+  /** What the template raised, for `template`. */
+  readonly cause?: unknown
+}> {
   override get message() {
-    return `chat template rendering failed: ${this.reason}`
+    return `chat template rendering failed: ${this.detail}`
   }
 }
+
+/** Why a conversation cannot be rendered. */
+export type TemplateErrorReason = "tool-arguments" | "template"
 
 export interface Compiled {
   readonly source: string
@@ -141,11 +152,13 @@ export interface RenderInput {
 const decodeArguments = (text: string): Result.Result<unknown, TemplateError> => {
   const parsed = Result.try(() => JSON.parse(text) as unknown)
   if (Result.isFailure(parsed)) {
-    return Result.fail(new TemplateError({ reason: "Assistant tool call function.arguments must be valid JSON." }))
+    return Result.fail(new TemplateError({ reason: "tool-arguments", detail: "Assistant tool call function.arguments must be valid JSON." }))
   }
   const value = parsed.success
   return value === null || typeof value !== "object" || Array.isArray(value)
-    ? Result.fail(new TemplateError({ reason: "Assistant tool call function.arguments must be a JSON object." }))
+    ? Result.fail(
+      new TemplateError({ reason: "tool-arguments", detail: "Assistant tool call function.arguments must be a JSON object." })
+    )
     : Result.succeed(value)
 }
 
@@ -196,6 +209,6 @@ export const render = (compiled: Compiled, input: RenderInput): Result.Result<st
         tools: input.tools.length > 0 ? input.tools : undefined,
         add_generation_prompt: input.addGenerationPrompt
       }),
-    catch: (error) => new TemplateError({ reason: error instanceof Error ? error.message : String(error) })
+    catch: (error) => new TemplateError({ reason: "template", detail: Errors.messageOf(error), cause: error })
   })
 }

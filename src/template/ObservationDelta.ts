@@ -332,7 +332,7 @@ const withoutTools = (
     const full = fullText(tok, probe, tools, kwargs)
     const without = bareText(tok, probe, kwargs)
     if (Result.isFailure(full) || Result.isFailure(without)) {
-      return Result.isFailure(full) && Result.isFailure(without) && full.failure.reason === without.failure.reason
+      return Result.isFailure(full) && Result.isFailure(without) && full.failure.detail === without.failure.detail
     }
     return without.success.startsWith(bare.success) &&
       full.success === rendered + without.success.slice(bare.success.length)

@@ -19,8 +19,9 @@ import { Engine, type GenerateRequest, type SamplingParams } from "../../layers/
 import { Forests } from "../../layers/generation/Forests.ts"
 import { Gateway } from "../../layers/gateway/Gateway.ts"
 import { Generation } from "../../layers/generation/Generation.ts"
-import { emptyCounters, Sessions } from "../../layers/schedule/Sessions.ts"
+import { Sessions } from "../../layers/schedule/Sessions.ts"
 import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
+import { registeredSession } from "../support/sessions.ts"
 import { text } from "./conversation.ts"
 import { type Bench, type BenchResult, formatMs, formatRatio, median } from "./harness.ts"
 
@@ -47,27 +48,12 @@ const CONCURRENT_REQUESTS = 320
 const measure = async (context: Context.Context<Services>): Promise<BenchResult> => {
   const gateway = Context.get(context, Gateway)
   const sessions = Context.get(context, Sessions)
-  const forests = Context.get(context, Forests)
   const engine = Context.get(context, Engine)
   const tokenizer = Context.get(context, Tokenizer)
   const generation = Context.get(context, Generation)
 
   const newSession = (): Promise<string> =>
-    Effect.runPromise(Effect.gen(function*() {
-      const sessionId = yield* sessions.newSessionId
-      yield* forests.create(sessionId)
-      yield* sessions.register({
-        sessionId,
-        groupId: "bench",
-        mode: "train",
-        sampling,
-        maxContextLen: undefined,
-        rolloutId: () => 0,
-        awaitLease: Effect.void,
-        counters: emptyCounters()
-      })
-      return sessionId
-    }))
+    Effect.runPromise(registeredSession({ groupId: "bench", sampling }).pipe(Effect.provideContext(context)))
   const sessionPool = async (count: number): Promise<Array<string>> => {
     const ids: Array<string> = []
     for (let i = 0; i < count; i++) ids.push(await newSession())

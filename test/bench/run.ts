@@ -1,7 +1,7 @@
 /**
  * Runs the benchmarks and prints one table per benchmark: `npm run bench` (all, quick sizes), `npm run bench full`
  * (the sizes docs/performance.md reports), or `npm run bench -- floor history` (only those named: memory, prefix, forest,
- * delta, gateway, lifecycle, floor, history, sessions, simulation, spawn).
+ * delta, gateway, lifecycle, floor, history, sessions, simulation, spawn, inspect).
  *
  * **Details**
  * Benchmarks print ratios measured side by side in one run; they assert no timings. Memory numbers force garbage
@@ -13,6 +13,7 @@ import { availableParallelism, cpus } from "node:os"
 import { performance } from "node:perf_hooks"
 import { bench as delta } from "./observationDelta.ts"
 import { bench as gateway } from "./gateway.ts"
+import { bench as inspect } from "./inspect.ts"
 import { type Bench, formatMs, printResult } from "./harness.ts"
 import { bench as memory } from "./forestMemory.ts"
 import { bench as forest } from "./forestRequest.ts"
@@ -35,7 +36,8 @@ const all: ReadonlyArray<Bench> = [
   floorBenchmark,
   historyBenchmark,
   simulation,
-  spawn
+  spawn,
+  inspect
 ]
 
 const main = async (): Promise<void> => {

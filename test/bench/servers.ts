@@ -13,9 +13,10 @@ import type { Engine, SamplingParams } from "../../layers/engine/Engine.ts"
 import { Forests } from "../../layers/generation/Forests.ts"
 import { Gateway, type GatewayOptions } from "../../layers/gateway/Gateway.ts"
 import { Generation } from "../../layers/generation/Generation.ts"
-import { emptyCounters, Sessions } from "../../layers/schedule/Sessions.ts"
+import { Sessions } from "../../layers/schedule/Sessions.ts"
 import { SglangEngine } from "../../layers/engine/sglang/SglangEngine.ts"
 import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
+import { registeredSession } from "../support/sessions.ts"
 import type { Target } from "./loadClient.ts"
 
 export type GatewayServices = Gateway | Generation | Forests | Sessions | Engine | Tokenizer
@@ -53,29 +54,12 @@ export const registerSessions = (
   context: Context.Context<Sessions | Forests>,
   count: number,
   awaitLease: Effect.Effect<void> = Effect.void
-): Promise<Array<string>> => {
-  const sessions = Context.get(context, Sessions)
-  const forests = Context.get(context, Forests)
-  return Effect.runPromise(Effect.gen(function*() {
-    const ids: Array<string> = []
-    for (let i = 0; i < count; i++) {
-      const sessionId = yield* sessions.newSessionId
-      yield* forests.create(sessionId)
-      yield* sessions.register({
-        sessionId,
-        groupId: "bench",
-        mode: "train",
-        sampling,
-        maxContextLen: undefined,
-        rolloutId: () => 0,
-        awaitLease,
-        counters: emptyCounters()
-      })
-      ids.push(sessionId)
-    }
-    return ids
-  }))
-}
+): Promise<Array<string>> =>
+  Effect.runPromise(
+    Effect.forEach(Array.from({ length: count }), () => registeredSession({ groupId: "bench", sampling, awaitLease })).pipe(
+      Effect.provideContext(context)
+    )
+  )
 
 /** Close and forget Sessions after a round, so rounds do not accumulate forests. */
 export const forgetSessions = (context: Context.Context<Sessions | Forests>, ids: ReadonlyArray<string>): Promise<void> => {

@@ -4,30 +4,11 @@ import { Effect } from "effect"
 import * as Path from "node:path"
 import * as Cli from "../../src/cli.ts"
 import * as Capacity from "../../src/schedule/Capacity.ts"
+import * as Example from "../support/example.ts"
 
-const root = Path.join(import.meta.dirname, "..", "..")
-const example = Path.join(root, "examples", "arithmetic")
-
-const exampleFlags = [
-  "--prompt-data",
-  Path.join(example, "data", "train.jsonl"),
-  "--rollout-batch-size",
-  "4",
-  "--n-samples-per-prompt",
-  "4",
-  "--agent-cwd",
-  example,
-  "--agent-command",
-  "bash run_agent_app.sh",
-  "--embedded-policy",
-  Path.join(example, "policy.ts#policy"),
-  "--agentic-tool-call-parser",
-  "qwen25",
-  "--agentic-reasoning-parser",
-  "qwen3",
-  "--reward-key",
-  "score"
-]
+const root = Example.root
+const example = Example.dir
+const exampleFlags = Example.flags()
 
 const settingsOf = (argv: ReadonlyArray<string>) =>
   Cli.parseArgs(argv).pipe(Effect.flatMap((values) => Cli.settingsFromFlags(values)), Effect.provide(NodeServices.layer))

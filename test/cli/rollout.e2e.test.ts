@@ -5,9 +5,10 @@ import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { TrainingSample } from "../../src/forest/TrainingSample.ts"
+import * as Example from "../support/example.ts"
 
-const root = Path.join(import.meta.dirname, "..", "..")
-const example = Path.join(root, "examples", "arithmetic")
+const root = Example.root
+const example = Example.dir
 const node = process.execPath
 
 interface Ran {
@@ -52,28 +53,11 @@ describe("relax-agentic rollout (end to end)", () => {
       const ran = yield* cli([
         "rollout",
         "--use-agentic-rollout",
-        "--prompt-data",
-        Path.join(example, "data", "train.jsonl"),
+        ...Example.flags({ rolloutBatchSize: 2, nSamplesPerPrompt: 2 }),
         "--label-key",
         "label",
-        "--rollout-batch-size",
-        "2",
-        "--n-samples-per-prompt",
-        "2",
         "--num-rollout",
         "1",
-        "--agent-cwd",
-        example,
-        "--agent-command",
-        "bash run_agent_app.sh",
-        "--embedded-policy",
-        Path.join(example, "policy.ts#policy"),
-        "--agentic-tool-call-parser",
-        "qwen25",
-        "--agentic-reasoning-parser",
-        "qwen3",
-        "--reward-key",
-        "score",
         "--output-dir",
         out,
         "--save-debug-rollout-data",

@@ -17,8 +17,8 @@ import { Credit } from "../../layers/credit/Credit.ts"
 import { EmbeddedEngine, instant } from "../../layers/engine/EmbeddedEngine.ts"
 import { RolloutConfig } from "../../layers/rollout/RolloutConfig.ts"
 import * as SessionRunner from "../../layers/rollout/SessionRunner.ts"
-import type * as GroupPool from "../../layers/schedule/GroupPool.ts"
-import { SessionClosedError } from "../../layers/schedule/Sessions.ts"
+import type * as FirstRequestBarrier from "../../layers/schedule/FirstRequestBarrier.ts"
+import { SessionClosedError } from "../../src/session/errors.ts"
 import * as Telemetry from "../../layers/rollout/Telemetry.ts"
 import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
 
@@ -80,7 +80,7 @@ const controllerTicket = (sessionId: string) =>
   Effect.gen(function*() {
     const arrived = yield* Deferred.make<void>()
     const lease = yield* Deferred.make<void, SessionClosedError>()
-    const ticket: GroupPool.SessionTicket = {
+    const ticket: FirstRequestBarrier.SessionTicket = {
       groupId: group.groupId,
       sessionId,
       position: 0,

@@ -8,7 +8,8 @@ import { TestClock } from "effect/testing"
 import * as http from "node:http"
 import type * as Completion from "../../src/protocol/completion.ts"
 import * as Errors from "../../src/protocol/errors.ts"
-import { ContextLengthError, EngineFailure, type GenerationError } from "../../src/generation/errors.ts"
+import { ContextLengthError } from "../../src/forest/errors.ts"
+import { GenerationEngineError, type GenerationError } from "../../src/generation/errors.ts"
 import { Gateway, type GatewayOptions } from "../../layers/gateway/Gateway.ts"
 import * as Sse from "../../src/protocol/sse.ts"
 import { Generation } from "../../layers/generation/Generation.ts"
@@ -290,7 +291,7 @@ describe("Gateway errors", () => {
   it.live("a failed generation is a 500 internal_error that must not be retried", () =>
     Effect.gen(function*() {
       const { gateway, live, script } = yield* setup()
-      yield* Ref.set(script, () => Effect.fail(new EngineFailure({ message: "scripted engine failure" })))
+      yield* Ref.set(script, () => Effect.fail(new GenerationEngineError({ reason: "engine", detail: "scripted engine failure" })))
       const reply = yield* request(gateway.baseUrl + "/v1/chat/completions", { headers: bearer(live), body: chatBody() })
       expect(reply.status).toBe(500)
       expect(reply.headers["x-should-retry"]).toBe("false")
@@ -436,7 +437,7 @@ describe("Buffered SSE failures after the headers are sent", () => {
     Effect.gen(function*() {
       const { gateway, live, script } = yield* setup()
       const release = yield* Deferred.make<void>()
-      yield* Ref.set(script, () => Deferred.await(release).pipe(Effect.andThen(Effect.fail(new EngineFailure({ message: "scripted engine failure" })))))
+      yield* Ref.set(script, () => Deferred.await(release).pipe(Effect.andThen(Effect.fail(new GenerationEngineError({ reason: "engine", detail: "scripted engine failure" })))))
       const stream = yield* openStream(
         gateway.baseUrl + "/v1/responses",
         bearer(live),
@@ -466,7 +467,7 @@ describe("Buffered SSE failures after the headers are sent", () => {
     Effect.gen(function*() {
       const { gateway, live, script } = yield* setup()
       const release = yield* Deferred.make<void>()
-      yield* Ref.set(script, () => Deferred.await(release).pipe(Effect.andThen(Effect.fail(new EngineFailure({ message: "scripted engine failure" })))))
+      yield* Ref.set(script, () => Deferred.await(release).pipe(Effect.andThen(Effect.fail(new GenerationEngineError({ reason: "engine", detail: "scripted engine failure" })))))
       const stream = yield* openStream(
         gateway.baseUrl + "/v1/messages",
         bearer(live),

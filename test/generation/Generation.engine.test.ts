@@ -3,10 +3,9 @@
  * aborts and resumes, stop-string and length finishes, and the token alignment of the lineages they commit.
  */
 import { assert, describe, expect, it } from "@effect/vitest"
-import { Effect, Layer, Result } from "effect"
+import { Effect, Layer } from "effect"
 import * as Forest from "../../src/forest/Forest.ts"
 import * as Sample from "../../src/forest/Sample.ts"
-import * as Canonical from "../../src/protocol/canonical.ts"
 import type * as Completion from "../../src/protocol/completion.ts"
 import * as Parsers from "../../src/parsers/registry.ts"
 import type { GenerateRequest } from "../../layers/engine/Engine.ts"
@@ -17,11 +16,8 @@ import type { SessionEntry } from "../../layers/schedule/Sessions.ts"
 import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
 import { type Script, scriptedEngine } from "../support/scriptedEngine.ts"
 import { sessionWithForest } from "../support/sessions.ts"
-
-const get = <A, E>(result: Result.Result<A, E>): A => {
-  if (Result.isFailure(result)) throw new Error(String(result.failure))
-  return result.success
-}
+import * as Results from "../support/results.ts"
+import * as Requests from "../support/requests.ts"
 
 let script: Script = () => {
   throw new Error("no script set")
@@ -38,21 +34,14 @@ const scripted = (next: Script) =>
 const engine = scriptedEngine(calls, (request, call) => script(request, call))
 
 const stack = Generation.layer({
-  toolCallParser: get(Parsers.ToolCallParsers.get("qwen25")),
-  reasoningParser: get(Parsers.ReasoningParsers.get("qwen3"))
+  toolCallParser: Results.success(Parsers.ToolCallParsers.get("qwen25")),
+  reasoningParser: Results.success(Parsers.ReasoningParsers.get("qwen3"))
 }).pipe(Layer.provideMerge(Forests.layer), Layer.provideMerge(engine), Layer.provideMerge(Tokenizer.layer))
 
 const session = sessionWithForest({ rolloutId: () => 1 })
 
-const request = (messages: ReadonlyArray<unknown>, extra: Partial<Completion.CanonicalRequest> = {}) => ({
-  state: get(Canonical.canonicalize({ messages })),
-  model: "m",
-  stream: false,
-  stop: [],
-  logprobs: false,
-  toolCallIdPrefix: "call_" as const,
-  ...extra
-})
+const request = (messages: ReadonlyArray<unknown>, extra: Partial<Completion.CanonicalRequest> = {}) =>
+  Requests.canonicalRequest({ messages }, extra)
 
 /** The assistant message a Chat client sends back. */
 const echo = (c: Completion.Completion) => ({

@@ -3,10 +3,9 @@
  * parsing, commits, and interruption.
  */
 import { assert, describe, expect, it } from "@effect/vitest"
-import { Deferred, Effect, Fiber, Layer, Option, Result, Tracer } from "effect"
+import { Deferred, Effect, Fiber, Layer, Option, Tracer } from "effect"
 import { TestClock } from "effect/testing"
 import * as Forest from "../../src/forest/Forest.ts"
-import * as Canonical from "../../src/protocol/canonical.ts"
 import type * as Completion from "../../src/protocol/completion.ts"
 import * as Parsers from "../../src/parsers/registry.ts"
 import { EmbeddedEngine, type EmbeddedEngineOptions } from "../../layers/engine/EmbeddedEngine.ts"
@@ -18,16 +17,13 @@ import type { SessionEntry } from "../../layers/schedule/Sessions.ts"
 import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
 import { calcTool, policy } from "../fixtures/gateway/policy.ts"
 import { sampling, sessionWithForest } from "../support/sessions.ts"
-
-const get = <A, E>(result: Result.Result<A, E>): A => {
-  if (Result.isFailure(result)) throw new Error(String(result.failure))
-  return result.success
-}
+import * as Results from "../support/results.ts"
+import * as Requests from "../support/requests.ts"
 
 const stack = (engine: EmbeddedEngineOptions = EmbeddedEngine.instant) =>
   Generation.layer({
-    toolCallParser: get(Parsers.ToolCallParsers.get("qwen25")),
-    reasoningParser: get(Parsers.ReasoningParsers.get("qwen3"))
+    toolCallParser: Results.success(Parsers.ToolCallParsers.get("qwen25")),
+    reasoningParser: Results.success(Parsers.ReasoningParsers.get("qwen3"))
   }).pipe(
     Layer.provideMerge(Forests.layer),
     Layer.provideMerge(EmbeddedEngine.layer({ ...engine, policy })),
@@ -37,15 +33,8 @@ const stack = (engine: EmbeddedEngineOptions = EmbeddedEngine.instant) =>
 const session = (overrides: Partial<SessionEntry> = {}) =>
   sessionWithForest({ sampling: sampling({ maxNewTokens: 256 }), rolloutId: () => 3, ...overrides })
 
-const request = (messages: ReadonlyArray<unknown>, extra: Partial<Completion.CanonicalRequest> = {}) => ({
-  state: get(Canonical.canonicalize({ messages, tools: [calcTool] })),
-  model: "m",
-  stream: false,
-  stop: [],
-  logprobs: false,
-  toolCallIdPrefix: "call_" as const,
-  ...extra
-})
+const request = (messages: ReadonlyArray<unknown>, extra: Partial<Completion.CanonicalRequest> = {}) =>
+  Requests.canonicalRequest({ messages, tools: [calcTool] }, extra)
 
 const question = [{ role: "user", content: "Please compute 2+2?" }]
 
@@ -204,8 +193,8 @@ describe("Generation with images", () => {
     })
   )
   const withRecording = Generation.layer({
-    toolCallParser: get(Parsers.ToolCallParsers.get("qwen25")),
-    reasoningParser: get(Parsers.ReasoningParsers.get("qwen3"))
+    toolCallParser: Results.success(Parsers.ToolCallParsers.get("qwen25")),
+    reasoningParser: Results.success(Parsers.ReasoningParsers.get("qwen3"))
   }).pipe(Layer.provideMerge(Forests.layer), Layer.provideMerge(recording), Layer.provideMerge(Tokenizer.layer))
 
   it.layer(withRecording)((it) => {

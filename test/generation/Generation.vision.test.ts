@@ -4,10 +4,9 @@
  * and answers fixed ids.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Result } from "effect"
+import { Effect, Layer } from "effect"
 import * as Forest from "../../src/forest/Forest.ts"
 import * as Sample from "../../src/forest/Sample.ts"
-import * as Canonical from "../../src/protocol/canonical.ts"
 import type { GenerateRequest } from "../../layers/engine/Engine.ts"
 import { Forests } from "../../layers/generation/Forests.ts"
 import * as ProtocolErrors from "../../src/protocol/errors.ts"
@@ -16,6 +15,7 @@ import { load as loadTokenizer, Tokenizer } from "../../layers/tokenizer/Tokeniz
 import { scriptedEngine } from "../support/scriptedEngine.ts"
 import { sessionWithForest } from "../support/sessions.ts"
 import * as VisionTokenizer from "../support/VisionTokenizer.ts"
+import * as Requests from "../support/requests.ts"
 
 const PAD = 151655
 
@@ -41,11 +41,7 @@ const stackFor = (
     Layer.provideMerge(tokenizer)
   )
 
-const request = (messages: ReadonlyArray<unknown>) => {
-  const state = Canonical.canonicalize({ messages })
-  if (Result.isFailure(state)) throw new Error(String(state.failure))
-  return { state: state.success, model: "m", stream: false, stop: [], logprobs: false, toolCallIdPrefix: "call_" as const }
-}
+const request = (messages: ReadonlyArray<unknown>) => Requests.canonicalRequest({ messages })
 
 const withImage = (url: string) => [{
   role: "user",
@@ -114,7 +110,7 @@ describe("a vision model's observations", () => {
         const generation = yield* Generation
         const entry = yield* sessionWithForest()
         const error = yield* generation.generate(entry, request(withImage("data:image/png;base64,AAAA"))).pipe(Effect.flip)
-        assert.strictEqual(error._tag, "ImageRejected")
+        assert.strictEqual(error._tag, "ImageRejectedError")
         const http = ProtocolErrors.GatewayError.fromGeneration(error)
         assert.strictEqual(http.status, 400)
         assert.include(http.message, "cannot read image data:image/png;base64,AAAA")

@@ -5,7 +5,7 @@
  * parsers.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Result } from "effect"
+import { Effect, Layer } from "effect"
 import * as Forest from "../../src/forest/Forest.ts"
 import * as Canonical from "../../src/protocol/canonical.ts"
 import * as Parsers from "../../src/parsers/registry.ts"
@@ -16,11 +16,8 @@ import { Generation } from "../../layers/generation/Generation.ts"
 import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
 import { calcTool } from "../fixtures/gateway/policy.ts"
 import { sampling, sessionWithForest } from "../support/sessions.ts"
-
-const get = <A, E>(result: Result.Result<A, E>): A => {
-  if (Result.isFailure(result)) throw new Error(String(result.failure))
-  return result.success
-}
+import * as Results from "../support/results.ts"
+import * as Requests from "../support/requests.ts"
 
 /** What each parser's model writes when it calls a tool the request does not define. */
 const unknownCall: Record<string, string> = {
@@ -29,20 +26,13 @@ const unknownCall: Record<string, string> = {
 }
 
 const stack = (parser: string, failUnparsedTurns: boolean) =>
-  Generation.layer({ toolCallParser: get(Parsers.ToolCallParsers.get(parser)), failUnparsedTurns }).pipe(
+  Generation.layer({ toolCallParser: Results.success(Parsers.ToolCallParsers.get(parser)), failUnparsedTurns }).pipe(
     Layer.provideMerge(Forests.layer),
     Layer.provideMerge(EmbeddedEngine.layer({ ...EmbeddedEngine.instant, policy: () => unknownCall[parser]! })),
     Layer.provideMerge(Tokenizer.layer)
   )
 
-const request = {
-  state: get(Canonical.canonicalize({ messages: [{ role: "user", content: "Please compute 2+2?" }], tools: [calcTool] })),
-  model: "m",
-  stream: false,
-  stop: [],
-  logprobs: false,
-  toolCallIdPrefix: "call_" as const
-}
+const request = Requests.canonicalRequest({ messages: [{ role: "user", content: "Please compute 2+2?" }], tools: [calcTool] })
 
 describe("a turn whose tool call the parser drops", () => {
   for (const parser of ["qwen25", "glm45"]) {
@@ -65,7 +55,7 @@ describe("a turn whose tool call the parser drops", () => {
           // The echo of the committed message continues the same lineage (a client that sends it back matches).
           const next = yield* (yield* Generation).generate(entry, {
             ...request,
-            state: get(Canonical.canonicalize({
+            state: Results.success(Canonical.canonicalize({
               messages: [
                 { role: "user", content: "Please compute 2+2?" },
                 { role: "assistant", content: completion.content },
@@ -84,7 +74,7 @@ describe("a turn whose tool call the parser drops", () => {
         Effect.gen(function*() {
           const entry = yield* sessionWithForest({ sampling: sampling({ maxNewTokens: 256 }) })
           const error = yield* (yield* Generation).generate(entry, request).pipe(Effect.flip)
-          assert.strictEqual(error._tag, "UnusableResponse")
+          assert.strictEqual(error._tag, "UnusableResponseError")
           assert.strictEqual(ProtocolErrors.GatewayError.fromGeneration(error).status, 500)
           const forest = yield* (yield* Forests).get(entry.sessionId)
           assert.isFalse(Forest.leaves(forest).some((leaf) => Forest.node(forest, leaf).kind === "resp"))

@@ -9,7 +9,7 @@ const output = (ids: ReadonlyArray<number>, type: "stop" | "length" | "abort", w
 })
 
 describe("Turn: engine attempts", () => {
-  it("a finish ends the request with every attempt's ids, logprobs and weight versions", () => {
+  it("a finish ends the request with every attempt's ids, logprobs, weight versions and lengths", () => {
     const aborted = Turn.afterAttempt(Turn.noPending(2), output([1, 2], "abort", "v1"), 10, 8)
     assert.strictEqual(aborted._tag, "Resume")
     assert.deepStrictEqual(Turn.resumeIds([7, 7], aborted.pending), [7, 7, 1, 2])
@@ -21,6 +21,7 @@ describe("Turn: engine attempts", () => {
       outputIds: [1, 2, 3],
       logprobs: [-0.5, -0.5, -0.5],
       weightVersions: ["v1", "v2"],
+      attemptLengths: [2, 1],
       abortCount: 3,
       emptyAborts: 0,
       generationMs: 15

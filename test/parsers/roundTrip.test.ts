@@ -1,15 +1,12 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Result } from "effect"
+import { Effect } from "effect"
 import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
 import type * as Canonical from "../../src/protocol/canonical.ts"
 import { ReasoningParsers, ToolCallParsers } from "../../src/parsers/registry.ts"
+import * as Results from "../support/results.ts"
 
-const get = <A, E>(r: Result.Result<A, E>): A => {
-  if (Result.isFailure(r)) throw r.failure
-  return r.success
-}
-const qwen25 = get(ToolCallParsers.get("qwen25"))
-const qwen3 = get(ReasoningParsers.get("qwen3"))
+const qwen25 = Results.success(ToolCallParsers.get("qwen25"))
+const qwen3 = Results.success(ReasoningParsers.get("qwen3"))
 
 const sortedCompact = (value: unknown): string =>
   JSON.stringify(value, (_k, v: unknown) =>

@@ -1,16 +1,9 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Result } from "effect"
 import * as Canonical from "../../src/protocol/canonical.ts"
+import * as Results from "../support/results.ts"
 
-const ok = <A>(r: Result.Result<A, Canonical.CanonicalError>): A => {
-  if (Result.isFailure(r)) throw new Error(`unexpected failure: ${r.failure.message}`)
-  return r.success
-}
-const err = <A>(r: Result.Result<A, Canonical.CanonicalError>): { message: string; param: string | null } => {
-  if (Result.isSuccess(r)) throw new Error(`expected a failure, got ${JSON.stringify(r.success)}`)
-  assert.strictEqual(r.failure._tag, "CanonicalError")
-  return { message: r.failure.message, param: r.failure.param }
-}
+const ok = Results.success
+const err = Results.rejection
 const messagesError = (raw: unknown) => err(Canonical.canonicalizeMessages(raw))
 
 describe("canonicalizeMessages: validation errors (docs/requests.md, canonical messages)", () => {

@@ -6,11 +6,9 @@ import type * as Completion from "../../src/protocol/completion.ts"
 import type * as Errors from "../../src/protocol/errors.ts"
 import * as Messages from "../../src/protocol/messages.ts"
 import * as Responses from "../../src/protocol/responses.ts"
+import * as Results from "../support/results.ts"
 
-const state = (r: Result.Result<Completion.CanonicalRequest, Errors.ProtocolError>) => {
-  if (Result.isFailure(r)) return assert.fail(`expected success, got ${r.failure.param}: ${r.failure.message}`)
-  return r.success.state
-}
+const state = (r: Result.Result<Completion.CanonicalRequest, Errors.ProtocolError>) => Results.success(r).state
 
 const image = "https://example.com/plot.png"
 const schema = { type: "object", properties: { expression: { type: "string" } }, required: ["expression"] }

@@ -1,20 +1,16 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Result, Schema } from "effect"
+import { Effect, Schema } from "effect"
 import OpenAI from "openai"
 import * as Chat from "../../src/protocol/chat.ts"
 import type * as Completion from "../../src/protocol/completion.ts"
 import * as Errors from "../../src/protocol/errors.ts"
 import * as Sse from "../../src/protocol/sse.ts"
-import { fakeFetch, parseSse, payloads } from "./sseParser.ts"
+import { parseSse, payloads } from "./sseParser.ts"
+import * as FakeModelApi from "../support/fakeModelApi.ts"
+import * as Results from "../support/results.ts"
 
-const ok = (r: Result.Result<Completion.CanonicalRequest, Errors.ProtocolError>) => {
-  if (Result.isFailure(r)) return assert.fail(`expected success, got ${r.failure.param}: ${r.failure.message}`)
-  return r.success
-}
-const err = (r: Result.Result<Completion.CanonicalRequest, Errors.ProtocolError>) => {
-  if (Result.isSuccess(r)) return assert.fail("expected a ProtocolError")
-  return { param: r.failure.param, message: r.failure.message }
-}
+const ok = Results.success
+const err = Results.rejection
 
 const user = { role: "user", content: "What is 2+3?" }
 const tool = {
@@ -263,15 +259,8 @@ describe("Chat Completions Buffered SSE", () => {
 })
 
 describe("Chat Completions with the openai SDK", () => {
-  const sdk = (answer: (body: unknown) => string, contentType = "text/event-stream") => {
-    const fake = fakeFetch((body) => ({ contentType, body: answer(body) }))
-    const client = new OpenAI({ apiKey: "session", baseURL: "http://127.0.0.1:9/agentic_api", fetch: fake.fetch, maxRetries: 0 })
-    return { client, requests: fake.requests }
-  }
-  const serve = (c: Completion.Completion) => (body: unknown) => {
-    const req = ok(Chat.decode(body))
-    return req.stream ? Sse.encodeAll(Chat.renderSse(c, req)) : JSON.stringify(Chat.renderJson(c, req))
-  }
+  const sdk = FakeModelApi.openAi
+  const serve = (c: Completion.Completion) => FakeModelApi.serve(Chat.adapter, c)
 
   it.effect("chat.completions.stream accumulates the buffered chunk into the final completion", () =>
     Effect.gen(function*() {

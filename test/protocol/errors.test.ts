@@ -36,7 +36,7 @@ describe("OpenAI error bodies", () => {
   })
 
   it("renders an unknown session as 404 session_discarded, quoted like Python's repr, and not retryable", () => {
-    const r = Errors.renderOpenAi(Errors.GatewayError.sessionDiscarded("abc123"))
+    const r = Errors.renderOpenAi(Errors.GatewayError.sessionClosed("abc123"))
     assert.strictEqual(r.status, 404)
     assert.deepStrictEqual(r.body, {
       error: {
@@ -48,7 +48,7 @@ describe("OpenAI error bodies", () => {
     })
     assert.deepStrictEqual(r.headers, { "x-should-retry": "false" })
     assert.strictEqual(
-      Errors.GatewayError.sessionDiscarded("it's").message,
+      Errors.GatewayError.sessionClosed("it's").message,
       "Unknown or discarded agentic session \"it's\"."
     )
   })
@@ -138,7 +138,7 @@ describe("Anthropic error bodies", () => {
     const cases: ReadonlyArray<readonly [Errors.AnyError, number, string]> = [
       [Errors.invalid("max_tokens", "max_tokens is required"), 400, "invalid_request_error"],
       [Errors.GatewayError.missingAuthorization(), 401, "authentication_error"],
-      [Errors.GatewayError.sessionDiscarded("s"), 404, "not_found_error"],
+      [Errors.GatewayError.sessionClosed("s"), 404, "not_found_error"],
       [Errors.GatewayError.bodyTooLarge(10), 413, "request_too_large"],
       [Errors.GatewayError.clientDisconnect("body"), 499, "invalid_request_error"],
       [Errors.GatewayError.internal("chat"), 500, "api_error"],
@@ -152,7 +152,7 @@ describe("Anthropic error bodies", () => {
   })
 
   it("marks 404 and server errors as not retryable, and nothing else", () => {
-    assert.deepStrictEqual(Errors.renderAnthropic(Errors.GatewayError.sessionDiscarded("s")).headers, {
+    assert.deepStrictEqual(Errors.renderAnthropic(Errors.GatewayError.sessionClosed("s")).headers, {
       "x-should-retry": "false"
     })
     assert.deepStrictEqual(Errors.renderAnthropic(Errors.GatewayError.internal("render")).headers, {

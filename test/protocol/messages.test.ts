@@ -1,20 +1,16 @@
 import Anthropic from "@anthropic-ai/sdk"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Result, Schema } from "effect"
+import { Effect, Schema } from "effect"
 import type * as Completion from "../../src/protocol/completion.ts"
 import * as Errors from "../../src/protocol/errors.ts"
 import * as Messages from "../../src/protocol/messages.ts"
 import * as Sse from "../../src/protocol/sse.ts"
-import { fakeFetch, parseSse, payloads } from "./sseParser.ts"
+import { parseSse, payloads } from "./sseParser.ts"
+import * as FakeModelApi from "../support/fakeModelApi.ts"
+import * as Results from "../support/results.ts"
 
-const ok = (r: Result.Result<Completion.CanonicalRequest, Errors.ProtocolError>) => {
-  if (Result.isFailure(r)) return assert.fail(`expected success, got ${r.failure.param}: ${r.failure.message}`)
-  return r.success
-}
-const err = (r: Result.Result<Completion.CanonicalRequest, Errors.ProtocolError>) => {
-  if (Result.isSuccess(r)) return assert.fail("expected a ProtocolError")
-  return { param: r.failure.param, message: r.failure.message }
-}
+const ok = Results.success
+const err = Results.rejection
 const base = { model: "qwen", max_tokens: 64 }
 const messagesOf = (body: Record<string, unknown>) => ok(Messages.decode({ ...base, ...body })).state.messages
 
@@ -343,15 +339,8 @@ describe("Messages Buffered SSE", () => {
 })
 
 describe("Messages with the @anthropic-ai/sdk", () => {
-  const sdk = (answer: (body: unknown) => string, contentType = "text/event-stream") => {
-    const fake = fakeFetch((body) => ({ contentType, body: answer(body) }))
-    const client = new Anthropic({ apiKey: "session", baseURL: "http://127.0.0.1:9/agentic_api", fetch: fake.fetch, maxRetries: 0 })
-    return { client, requests: fake.requests }
-  }
-  const serve = (c: Completion.Completion) => (body: unknown) => {
-    const req = ok(Messages.decode(body))
-    return req.stream ? Sse.encodeAll(Messages.renderSse(c, req)) : JSON.stringify(Messages.renderJson(c, req))
-  }
+  const sdk = FakeModelApi.anthropic
+  const serve = (c: Completion.Completion) => FakeModelApi.serve(Messages.adapter, c)
   const params = {
     model: "qwen",
     max_tokens: 64,

@@ -1,20 +1,15 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Result, Schema } from "effect"
-import OpenAI from "openai"
+import { Effect, Schema } from "effect"
 import type * as Completion from "../../src/protocol/completion.ts"
 import * as Errors from "../../src/protocol/errors.ts"
 import * as Responses from "../../src/protocol/responses.ts"
 import * as Sse from "../../src/protocol/sse.ts"
-import { fakeFetch, parseSse, payloads } from "./sseParser.ts"
+import { parseSse, payloads } from "./sseParser.ts"
+import * as FakeModelApi from "../support/fakeModelApi.ts"
+import * as Results from "../support/results.ts"
 
-const ok = (r: Result.Result<Completion.CanonicalRequest, Errors.ProtocolError>) => {
-  if (Result.isFailure(r)) return assert.fail(`expected success, got ${r.failure.param}: ${r.failure.message}`)
-  return r.success
-}
-const err = (r: Result.Result<Completion.CanonicalRequest, Errors.ProtocolError>) => {
-  if (Result.isSuccess(r)) return assert.fail("expected a ProtocolError")
-  return { param: r.failure.param, message: r.failure.message }
-}
+const ok = Results.success
+const err = Results.rejection
 const messagesOf = (body: unknown) => ok(Responses.decode(body)).state.messages
 
 const completion: Completion.Completion = {
@@ -375,15 +370,8 @@ describe("Responses Buffered SSE", () => {
 })
 
 describe("Responses with the openai SDK", () => {
-  const sdk = (answer: (body: unknown) => string, contentType = "text/event-stream") => {
-    const fake = fakeFetch((body) => ({ contentType, body: answer(body) }))
-    const client = new OpenAI({ apiKey: "session", baseURL: "http://127.0.0.1:9/agentic_api", fetch: fake.fetch, maxRetries: 0 })
-    return { client, requests: fake.requests }
-  }
-  const serve = (c: Completion.Completion) => (body: unknown) => {
-    const req = ok(Responses.decode(body))
-    return req.stream ? Sse.encodeAll(Responses.renderSse(c, req)) : JSON.stringify(Responses.renderJson(c, req))
-  }
+  const sdk = FakeModelApi.openAi
+  const serve = (c: Completion.Completion) => FakeModelApi.serve(Responses.adapter, c)
 
   it.effect("responses.stream accepts the buffered sequence and its final response equals the JSON body", () =>
     Effect.gen(function*() {

@@ -40,17 +40,3 @@ export const parseSse = (text: string): Parsed => {
 /** The JSON payloads of the parsed events (`[DONE]` kept as the string). */
 export const payloads = (parsed: Parsed): ReadonlyArray<unknown> =>
   parsed.events.map((e) => (e.data === "[DONE]" ? e.data : JSON.parse(e.data)))
-
-/** A `fetch` that answers every call with `body` (and records the request bodies it was sent). */
-export const fakeFetch = (
-  answer: (requestBody: unknown) => { readonly status?: number; readonly contentType: string; readonly body: string }
-) => {
-  const requests: Array<unknown> = []
-  const fetch = async (_input: unknown, init?: { readonly body?: unknown }): Promise<Response> => {
-    const requestBody: unknown = typeof init?.body === "string" ? JSON.parse(init.body) : undefined
-    requests.push(requestBody)
-    const { body, contentType, status } = answer(requestBody)
-    return new Response(body, { status: status ?? 200, headers: { "content-type": contentType } })
-  }
-  return { fetch, requests }
-}

@@ -122,7 +122,13 @@ describe("debugRecords", () => {
       "prompt",
       "response",
       "label",
-      "metadata"
+      "metadata",
+      "status",
+      "loss_mask",
+      "rollout_log_probs",
+      "turn_spans",
+      "parser_failures",
+      "parser_failures_by_request"
     ])
     assert.deepInclude(record, {
       rollout_id: "eval_3",

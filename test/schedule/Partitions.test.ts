@@ -1,11 +1,9 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Result } from "effect"
 import * as Partitions from "../../src/schedule/Partitions.ts"
+import * as Results from "../support/results.ts"
 
-const ok = <A>(result: Result.Result<A, Partitions.PartitionError>): A => {
-  if (Result.isFailure(result)) throw new Error(result.failure.message)
-  return result.success
-}
+const ok = Results.success
 
 const acceptN = (p: Partitions.Partitions, n: number) => {
   const ids: Array<number> = []

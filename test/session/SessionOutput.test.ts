@@ -1,12 +1,9 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Result } from "effect"
 import * as SessionOutput from "../../src/session/SessionOutput.ts"
+import * as Results from "../support/results.ts"
 
-const ok = (text: string | undefined) => {
-  const parsed = SessionOutput.parse(text)
-  if (Result.isFailure(parsed)) throw new Error(`expected success, got: ${parsed.failure.message}`)
-  return parsed.success
-}
+const ok = (text: string | undefined) => Results.success(SessionOutput.parse(text))
 
 const error = (text: string) => {
   const parsed = SessionOutput.parse(text)

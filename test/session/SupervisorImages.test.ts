@@ -4,7 +4,8 @@ import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import sharp from "sharp"
-import { imageUrl, Supervisor } from "../../layers/session/Supervisor.ts"
+import { imageUrl } from "../../layers/session/SessionDirectory.ts"
+import { Supervisor } from "../../layers/session/Supervisor.ts"
 import * as SessionInput from "../../src/session/SessionInput.ts"
 
 const decodeDataUri = async (url: string) => {

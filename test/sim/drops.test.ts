@@ -20,28 +20,6 @@ import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
 import { creditOptions } from "../../src/index.ts"
 import * as Sim from "./harness.ts"
 
-const setup = () => {
-  const sink = Telemetry.memorySink()
-  return { sink, layer: Telemetry.Telemetry.layerSink(sink) }
-}
-
-/** Fork `program`, advance the TestClock, and join it (its failure as a `Result`). */
-const simulate = <A, E>(program: Effect.Effect<A, E, Telemetry.Telemetry>, layer: Layer.Layer<Telemetry.Telemetry>) =>
-  Effect.gen(function*() {
-    const fiber = yield* program.pipe(Effect.provide(layer), Effect.result, Effect.forkChild)
-    yield* TestClock.adjust("60 minutes")
-    return yield* Fiber.join(fiber)
-  })
-
-const plan = (rolloutId: number, debt: number, extra: Partial<GroupPool.StepPlan> = {}): GroupPool.StepPlan => ({
-  rolloutId,
-  debt,
-  surplus: 0,
-  nextStep: false,
-  refill: true,
-  ...extra
-})
-
 /** Every Session that started also ended (exited, crashed or was interrupted): no agent is left running. */
 const assertAllEnded = (timeline: ReadonlyArray<Sim.Entry>) => {
   const key = (e: Sim.Entry) => `${e.group}#${e.position}`
@@ -56,10 +34,10 @@ const dropLines = (sink: ReturnType<typeof Telemetry.memorySink>) => sink.captur
 
 describe("the consecutive-drop guard", () => {
   it.effect("stops the step after exactly N Groups dropped in a row and reaps every agent, Prepare ones too", () => {
-    const { layer, sink } = setup()
+    const { layer, sink } = Sim.telemetry()
     const timeline: Array<Sim.Entry> = []
     const next = Sim.groups()
-    return simulate(
+    return Sim.simulate(
       Effect.scoped(Effect.gen(function*() {
         const pool = yield* GroupPool.makePool({
           capacity: 3,
@@ -69,11 +47,12 @@ describe("the consecutive-drop guard", () => {
           runner: Sim.runner((_, position) => position === 0 ? { crash: "after-lease", turnSeconds: 2 } : { turns: 3 }, timeline),
           dropStreak: GroupPool.dropStreak(3)
         })
-        const error = yield* Effect.flip(pool.runStep(plan(0, 1, { nextStep: true })))
+        const error = yield* Effect.flip(pool.runStep(Sim.plan(0, 1, { nextStep: true })))
         return { error, state: yield* pool.state }
       })),
-      layer
-    ).pipe(Effect.map((result) => {
+      layer,
+      60
+    ).pipe(Effect.result, Effect.map((result) => {
       assert.isTrue(result._tag === "Success")
       if (result._tag !== "Success") return
       const { error, state } = result.success
@@ -99,10 +78,10 @@ describe("the consecutive-drop guard", () => {
   })
 
   it.effect("does not stop when drops are interleaved with accepted and filtered Groups", () => {
-    const { layer, sink } = setup()
+    const { layer, sink } = Sim.telemetry()
     const timeline: Array<Sim.Entry> = []
     const next = Sim.groups()
-    return simulate(
+    return Sim.simulate(
       Effect.scoped(Effect.gen(function*() {
         const pool = yield* GroupPool.makePool({
           capacity: 1,
@@ -117,10 +96,11 @@ describe("the consecutive-drop guard", () => {
           ),
           dropStreak: GroupPool.dropStreak(3)
         })
-        return yield* pool.runStep(plan(0, 3))
+        return yield* pool.runStep(Sim.plan(0, 3))
       })),
-      layer
-    ).pipe(Effect.map((result) => {
+      layer,
+      60
+    ).pipe(Effect.result, Effect.map((result) => {
       assert.isTrue(result._tag === "Success")
       if (result._tag !== "Success") return
       assert.deepStrictEqual(result.success.accepted.map((a) => a.value), [0, 6, 9])
@@ -131,10 +111,10 @@ describe("the consecutive-drop guard", () => {
   })
 
   it.effect("0 is unlimited: failed Groups are refilled until the step succeeds", () => {
-    const { layer } = setup()
+    const { layer } = Sim.telemetry()
     const timeline: Array<Sim.Entry> = []
     const next = Sim.groups()
-    return simulate(
+    return Sim.simulate(
       Effect.scoped(Effect.gen(function*() {
         const pool = yield* GroupPool.makePool({
           capacity: 1,
@@ -144,10 +124,11 @@ describe("the consecutive-drop guard", () => {
           runner: Sim.runner((g) => g.seq < 40 ? { crash: "after-lease" } : {}, timeline),
           dropStreak: GroupPool.dropStreak(0)
         })
-        return yield* pool.runStep(plan(0, 1))
+        return yield* pool.runStep(Sim.plan(0, 1))
       })),
-      layer
-    ).pipe(Effect.map((result) => {
+      layer,
+      60
+    ).pipe(Effect.result, Effect.map((result) => {
       assert.isTrue(result._tag === "Success")
       if (result._tag !== "Success") return
       assert.strictEqual(result.success.dropped, 40)
@@ -156,12 +137,12 @@ describe("the consecutive-drop guard", () => {
   })
 
   it.effect("counts across pools and steps (Eval then training) and stays stopped afterwards", () => {
-    const { layer } = setup()
+    const { layer } = Sim.telemetry()
     const timeline: Array<Sim.Entry> = []
     const next = Sim.groups()
     const streak = GroupPool.dropStreak(3)
     const crashing = Sim.runner(() => ({ crash: "after-lease" }), timeline)
-    return simulate(
+    return Sim.simulate(
       Effect.scoped(Effect.gen(function*() {
         const evalOutcome = yield* Effect.scoped(Effect.gen(function*() {
           const pool = yield* GroupPool.makePool({
@@ -172,7 +153,7 @@ describe("the consecutive-drop guard", () => {
             runner: crashing,
             dropStreak: streak
           })
-          return yield* pool.runStep(plan(0, 2, { refill: false }))
+          return yield* pool.runStep(Sim.plan(0, 2, { refill: false }))
         }))
         const afterEval = streak.count()
         const train = yield* GroupPool.makePool({
@@ -183,13 +164,14 @@ describe("the consecutive-drop guard", () => {
           runner: crashing,
           dropStreak: streak
         })
-        const first = yield* Effect.flip(train.runStep(plan(0, 1)))
+        const first = yield* Effect.flip(train.runStep(Sim.plan(0, 1)))
         const startedBefore = Sim.of(timeline, "start").length
-        const again = yield* Effect.flip(train.runStep(plan(1, 1)))
+        const again = yield* Effect.flip(train.runStep(Sim.plan(1, 1)))
         return { evalOutcome, afterEval, first, again, startedBefore }
       })),
-      layer
-    ).pipe(Effect.map((result) => {
+      layer,
+      60
+    ).pipe(Effect.result, Effect.map((result) => {
       assert.isTrue(result._tag === "Success")
       if (result._tag !== "Success") return
       const { evalOutcome, afterEval, first, again, startedBefore } = result.success

@@ -3,8 +3,38 @@
  * TestClock), sends model requests through its ticket (the first one joins the barrier), sleeps per turn, and exits
  * or crashes as scripted. Every step of every Session is written to a timeline with the TestClock time.
  */
-import { Clock, Data, Effect } from "effect"
+import { Clock, Data, Effect, Fiber, type Layer } from "effect"
+import { TestClock } from "effect/testing"
+import * as Telemetry from "../../layers/rollout/Telemetry.ts"
 import * as GroupPool from "../../layers/schedule/GroupPool.ts"
+
+/** Telemetry kept in memory (`isTTY`: progress rendered as on a terminal), and the layer that writes to it. */
+export const telemetry = (isTTY = false) => {
+  const sink = Telemetry.memorySink(isTTY)
+  return { sink, layer: Telemetry.Telemetry.layerSink(sink) }
+}
+
+/** Fork `program` with `layer`, advance the TestClock by `minutes`, and join it. */
+export const simulate = <A, E>(
+  program: Effect.Effect<A, E, Telemetry.Telemetry>,
+  layer: Layer.Layer<Telemetry.Telemetry>,
+  minutes = 30
+): Effect.Effect<A, E> =>
+  Effect.gen(function*() {
+    const fiber = yield* program.pipe(Effect.provide(layer), Effect.forkChild)
+    yield* TestClock.adjust(`${minutes} minutes`)
+    return yield* Fiber.join(fiber)
+  })
+
+/** The plan of step `rolloutId` with `debt` Groups to collect: refilled, no surplus, not the step before another. */
+export const plan = (rolloutId: number, debt: number, extra: Partial<GroupPool.StepPlan> = {}): GroupPool.StepPlan => ({
+  rolloutId,
+  debt,
+  surplus: 0,
+  nextStep: false,
+  refill: true,
+  ...extra
+})
 
 export interface Group extends GroupPool.GroupLike {
   readonly seq: number

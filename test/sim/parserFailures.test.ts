@@ -21,9 +21,9 @@ import { Sessions } from "../../layers/schedule/Sessions.ts"
 import { type InProcessAgent, Supervisor } from "../../layers/session/Supervisor.ts"
 import * as Telemetry from "../../layers/rollout/Telemetry.ts"
 import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
-import * as Canonical from "../../src/protocol/canonical.ts"
 import { creditOptions } from "../../src/index.ts"
 import { calcTool } from "../fixtures/gateway/policy.ts"
+import * as Requests from "../support/requests.ts"
 
 const fixtures = resolve(import.meta.dirname, "../fixtures/rollout")
 const unknownCall = "<tool_call>\n{\"name\": \"launch_rockets\", \"arguments\": {\"count\": 3}}\n</tool_call>"
@@ -35,12 +35,7 @@ const agent = (started: { count: number }): InProcessAgent => (input) =>
   Effect.gen(function*() {
     const first = started.count++ === 0
     const entry = yield* (yield* Sessions).lookup(input.sessionId)
-    const state = Canonical.canonicalize({ messages: [...(input.input.messages ?? [])], tools: [calcTool], chat_template_kwargs: {} })
-    if (Result.isFailure(state)) return yield* Effect.die(state.failure)
-    yield* (yield* Generation).generate(
-      entry,
-      { state: state.success, model: "m", stream: false, stop: [], logprobs: false, toolCallIdPrefix: "call_" }
-    )
+    yield* (yield* Generation).generate(entry, Requests.canonicalRequest({ messages: [...(input.input.messages ?? [])], tools: [calcTool] }))
     // Crashes once its sibling has finished its own turn (and Session), so both turns were committed.
     if (first) return yield* Effect.sleep("10 seconds").pipe(Effect.andThen(Effect.fail(new Error("agent crashed"))))
     return { reward: 1 }

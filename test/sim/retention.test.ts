@@ -4,20 +4,9 @@
  * fully-async step closes once its debt is matched by interrupted resident Groups.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Clock, Effect, Fiber, Layer } from "effect"
-import { TestClock } from "effect/testing"
+import { Clock, Effect } from "effect"
 import * as GroupPool from "../../layers/schedule/GroupPool.ts"
-import * as Telemetry from "../../layers/rollout/Telemetry.ts"
 import * as Sim from "./harness.ts"
-
-const plan = (rolloutId: number, debt: number, extra: Partial<GroupPool.StepPlan> = {}): GroupPool.StepPlan => ({
-  rolloutId,
-  debt,
-  surplus: 0,
-  nextStep: true,
-  refill: true,
-  ...extra
-})
 
 /**
  * Agents whose Group `seq` starts up (1 s) and runs `turns(seq)` turns: a model request (through the ticket, 2 s),
@@ -78,26 +67,18 @@ const poolOf = (agents: ReturnType<typeof toolAgents>) =>
     interruption: agents.interruption
   })
 
-const run = <A>(program: Effect.Effect<A, never, Telemetry.Telemetry>) =>
-  Effect.gen(function*() {
-    const sink = Telemetry.memorySink()
-    const fiber = yield* program.pipe(Effect.provide(Telemetry.Telemetry.layerSink(sink)), Effect.forkChild)
-    yield* TestClock.adjust("60 minutes")
-    return yield* Fiber.join(fiber)
-  })
-
 describe("cross-step retention in the Group pool", () => {
   it.effect("keeps a leased Group still running at the close; it pays the next step's debt, not a new Group", () => {
     const timeline: Array<Sim.Entry> = []
     // Group 0: 1 turn; group 1: 4 turns (the straggler); later Groups: 1 turn.
     const agents = toolAgents((seq) => (seq === 1 ? 4 : 1), timeline)
-    return run(Effect.scoped(Effect.gen(function*() {
+    return Sim.simulate(Effect.scoped(Effect.gen(function*() {
       const pool = yield* poolOf(agents)
-      const first = yield* pool.runStep(plan(0, 1, { surplus: 1, retain: true })).pipe(Effect.orDie)
+      const first = yield* pool.runStep(Sim.plan(0, 1, { nextStep: true, surplus: 1, retain: true })).pipe(Effect.orDie)
       const closedAt = (yield* Clock.currentTimeMillis) / 1000
-      const second = yield* pool.runStep(plan(1, 1, { retain: false })).pipe(Effect.orDie)
+      const second = yield* pool.runStep(Sim.plan(1, 1, { nextStep: true, retain: false })).pipe(Effect.orDie)
       return { first, second, closedAt }
-    }))).pipe(Effect.map(({ first, second, closedAt }) => {
+    })), Sim.telemetry().layer, 60).pipe(Effect.map(({ first, second, closedAt }) => {
       assert.deepStrictEqual(first.accepted.map((a) => a.value), [0])
       assert.strictEqual(first.retainedGroups, 1)
       assert.strictEqual(first.debt, 0)
@@ -115,14 +96,14 @@ describe("cross-step retention in the Group pool", () => {
     const timeline: Array<Sim.Entry> = []
     // Group 0: 1 turn; group 1: 3 turns, in a tool call between them.
     const agents = toolAgents((seq) => (seq === 0 ? 1 : 3), timeline)
-    return run(Effect.scoped(Effect.gen(function*() {
+    return Sim.simulate(Effect.scoped(Effect.gen(function*() {
       const pool = yield* poolOf(agents)
-      const first = yield* pool.runStep(plan(0, 2, { retain: true, maxCarriedDebt: 2 })).pipe(Effect.orDie)
+      const first = yield* pool.runStep(Sim.plan(0, 2, { nextStep: true, retain: true, maxCarriedDebt: 2 })).pipe(Effect.orDie)
       const closedAt = (yield* Clock.currentTimeMillis) / 1000
       // The final backfill: only the carried debt, no retention.
-      const backfill = yield* pool.runStep(plan(1, first.debt, { retain: false })).pipe(Effect.orDie)
+      const backfill = yield* pool.runStep(Sim.plan(1, first.debt, { nextStep: true, retain: false })).pipe(Effect.orDie)
       return { first, backfill, closedAt }
-    }))).pipe(Effect.map(({ first, backfill, closedAt }) => {
+    })), Sim.telemetry().layer, 60).pipe(Effect.map(({ first, backfill, closedAt }) => {
       assert.deepStrictEqual(first.accepted.map((a) => a.value), [0])
       assert.strictEqual(first.debt, 1)
       assert.strictEqual(first.interruptedGroups, 1)

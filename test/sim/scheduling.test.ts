@@ -1,38 +1,16 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber, Layer } from "effect"
+import { Effect, Fiber } from "effect"
 import { TestClock } from "effect/testing"
 import * as GroupPool from "../../layers/schedule/GroupPool.ts"
 import * as Telemetry from "../../layers/rollout/Telemetry.ts"
 import * as Sim from "./harness.ts"
 
-const setup = (isTTY = false) => {
-  const sink = Telemetry.memorySink(isTTY)
-  return { sink, layer: Telemetry.Telemetry.layerSink(sink) }
-}
-
-/** Run `steps` under the TestClock: fork, advance the clock, join. */
-const simulate = <A, E>(program: Effect.Effect<A, E, Telemetry.Telemetry>, layer: Layer.Layer<Telemetry.Telemetry>, minutes = 30) =>
-  Effect.gen(function*() {
-    const fiber = yield* program.pipe(Effect.provide(layer), Effect.forkChild)
-    yield* TestClock.adjust(`${minutes} minutes`)
-    return yield* Fiber.join(fiber)
-  })
-
-const plan = (rolloutId: number, debt: number, extra: Partial<GroupPool.StepPlan> = {}): GroupPool.StepPlan => ({
-  rolloutId,
-  debt,
-  surplus: 0,
-  nextStep: false,
-  refill: true,
-  ...extra
-})
-
 describe("resident capacity", () => {
   it.effect("keeps at most agentic_concurrency Groups resident and pays the batch debt", () => {
-    const { layer } = setup()
+    const { layer } = Sim.telemetry()
     const timeline: Array<Sim.Entry> = []
     const next = Sim.groups()
-    return simulate(
+    return Sim.simulate(
       Effect.scoped(Effect.gen(function*() {
         const pool = yield* GroupPool.makePool({
           capacity: 2,
@@ -41,7 +19,7 @@ describe("resident capacity", () => {
           next: next(2),
           runner: Sim.runner(() => ({ startup: 1, turns: 2, turnSeconds: 5 }), timeline)
         })
-        return yield* pool.runStep(plan(0, 5))
+        return yield* pool.runStep(Sim.plan(0, 5))
       })),
       layer
     ).pipe(Effect.map((outcome) => {
@@ -53,10 +31,10 @@ describe("resident capacity", () => {
   })
 
   it.effect("frees a slot when a Group's Sessions finish, before Reward is done", () => {
-    const { layer } = setup()
+    const { layer } = Sim.telemetry()
     const timeline: Array<Sim.Entry> = []
     const next = Sim.groups()
-    return simulate(
+    return Sim.simulate(
       Effect.scoped(Effect.gen(function*() {
         const base = Sim.runner(() => ({ startup: 1, turns: 1, turnSeconds: 5 }), timeline)
         const pool = yield* GroupPool.makePool({
@@ -67,7 +45,7 @@ describe("resident capacity", () => {
           // Reward takes 100 s; the next Group must not wait for it.
           runner: { ...base, reward: (g) => Effect.sleep("100 seconds").pipe(Effect.as(GroupPool.accepted(g.seq))) }
         })
-        return yield* pool.runStep(plan(0, 2))
+        return yield* pool.runStep(Sim.plan(0, 2))
       })),
       layer
     ).pipe(Effect.map(() => {
@@ -79,10 +57,10 @@ describe("resident capacity", () => {
 
 describe("first-request barrier", () => {
   it.effect("holds every request until every Session of the Group has sent its first one", () => {
-    const { layer } = setup()
+    const { layer } = Sim.telemetry()
     const timeline: Array<Sim.Entry> = []
     const next = Sim.groups()
-    return simulate(
+    return Sim.simulate(
       Effect.scoped(Effect.gen(function*() {
         const pool = yield* GroupPool.makePool({
           capacity: 1,
@@ -91,7 +69,7 @@ describe("first-request barrier", () => {
           next: next(3),
           runner: Sim.runner((_, position) => ({ startup: [1, 4, 9][position]! }), timeline)
         })
-        return yield* pool.runStep(plan(0, 1))
+        return yield* pool.runStep(Sim.plan(0, 1))
       })),
       layer
     ).pipe(Effect.map((outcome) => {
@@ -103,10 +81,10 @@ describe("first-request barrier", () => {
   })
 
   it.effect("drops a Group whose agent exits before every first request, with the reference's warning, and refills", () => {
-    const { layer, sink } = setup()
+    const { layer, sink } = Sim.telemetry()
     const timeline: Array<Sim.Entry> = []
     const next = Sim.groups()
-    return simulate(
+    return Sim.simulate(
       Effect.scoped(Effect.gen(function*() {
         const pool = yield* GroupPool.makePool({
           capacity: 1,
@@ -118,7 +96,7 @@ describe("first-request barrier", () => {
             timeline
           )
         })
-        return yield* pool.runStep(plan(0, 1))
+        return yield* pool.runStep(Sim.plan(0, 1))
       })),
       layer
     ).pipe(Effect.map((outcome) => {
@@ -136,10 +114,10 @@ describe("first-request barrier", () => {
   })
 
   it.effect("drops a Group whose agent exits successfully without sending a request", () => {
-    const { layer, sink } = setup()
+    const { layer, sink } = Sim.telemetry()
     const timeline: Array<Sim.Entry> = []
     const next = Sim.groups()
-    return simulate(
+    return Sim.simulate(
       Effect.scoped(Effect.gen(function*() {
         const pool = yield* GroupPool.makePool({
           capacity: 1,
@@ -148,7 +126,7 @@ describe("first-request barrier", () => {
           next: next(1),
           runner: Sim.runner((g) => g.seq === 0 ? { silentExit: true } : {}, timeline)
         })
-        return yield* pool.runStep(plan(0, 2, { refill: false }))
+        return yield* pool.runStep(Sim.plan(0, 2, { refill: false }))
       })),
       layer
     ).pipe(Effect.map((outcome) => {
@@ -162,10 +140,10 @@ describe("first-request barrier", () => {
   })
 
   it.effect("answers held requests of a dropped Group with SessionClosedError", () => {
-    const { layer } = setup()
+    const { layer } = Sim.telemetry()
     const outcomes: Array<string> = []
     const next = Sim.groups()
-    return simulate(
+    return Sim.simulate(
       Effect.scoped(Effect.gen(function*() {
         const pool = yield* GroupPool.makePool({
           capacity: 1,
@@ -190,7 +168,7 @@ describe("first-request barrier", () => {
             reward: (g) => Effect.succeed(GroupPool.accepted(g.seq))
           }
         })
-        return yield* pool.runStep(plan(0, 1))
+        return yield* pool.runStep(Sim.plan(0, 1))
       })),
       layer
     ).pipe(Effect.map(() => {
@@ -201,10 +179,10 @@ describe("first-request barrier", () => {
 
 describe("dropped and filtered Groups", () => {
   it.effect("a Session failing after the lease drops its Group, reaps its siblings, and the step goes on", () => {
-    const { layer, sink } = setup()
+    const { layer, sink } = Sim.telemetry()
     const timeline: Array<Sim.Entry> = []
     const next = Sim.groups()
-    return simulate(
+    return Sim.simulate(
       Effect.scoped(Effect.gen(function*() {
         const pool = yield* GroupPool.makePool({
           capacity: 2,
@@ -217,7 +195,7 @@ describe("dropped and filtered Groups", () => {
             timeline
           )
         })
-        return yield* pool.runStep(plan(0, 2))
+        return yield* pool.runStep(Sim.plan(0, 2))
       })),
       layer
     ).pipe(Effect.map((outcome) => {
@@ -232,10 +210,10 @@ describe("dropped and filtered Groups", () => {
   })
 
   it.effect("a filtered Group creates new demand", () => {
-    const { layer, sink } = setup()
+    const { layer, sink } = Sim.telemetry()
     const timeline: Array<Sim.Entry> = []
     const next = Sim.groups()
-    return simulate(
+    return Sim.simulate(
       Effect.scoped(Effect.gen(function*() {
         const pool = yield* GroupPool.makePool({
           capacity: 2,
@@ -244,7 +222,7 @@ describe("dropped and filtered Groups", () => {
           next: next(1),
           runner: Sim.runner(() => ({}), timeline, (g) => g.seq % 2 === 0 ? GroupPool.filtered() : GroupPool.accepted(g.seq))
         })
-        return yield* pool.runStep(plan(0, 2))
+        return yield* pool.runStep(Sim.plan(0, 2))
       })),
       layer
     ).pipe(Effect.map((outcome) => {
@@ -255,10 +233,10 @@ describe("dropped and filtered Groups", () => {
   })
 
   it.effect("over-sampled Groups still running when the debt is paid are interrupted", () => {
-    const { layer } = setup()
+    const { layer } = Sim.telemetry()
     const timeline: Array<Sim.Entry> = []
     const next = Sim.groups()
-    return simulate(
+    return Sim.simulate(
       Effect.scoped(Effect.gen(function*() {
         const pool = yield* GroupPool.makePool({
           capacity: 3,
@@ -267,7 +245,7 @@ describe("dropped and filtered Groups", () => {
           next: next(1),
           runner: Sim.runner((g) => ({ turnSeconds: g.seq === 2 ? 100 : 5 }), timeline)
         })
-        return yield* pool.runStep(plan(0, 2, { surplus: 1 }))
+        return yield* pool.runStep(Sim.plan(0, 2, { surplus: 1 }))
       })),
       layer
     ).pipe(Effect.map((outcome) => {
@@ -279,10 +257,10 @@ describe("dropped and filtered Groups", () => {
 
 describe("prelaunch", () => {
   it.effect("starts the next step's agents while capacity is free and holds their first request until the lease", () => {
-    const { layer } = setup()
+    const { layer } = Sim.telemetry()
     const timeline: Array<Sim.Entry> = []
     const next = Sim.groups()
-    return simulate(
+    return Sim.simulate(
       Effect.scoped(Effect.gen(function*() {
         const pool = yield* GroupPool.makePool({
           capacity: 4,
@@ -291,8 +269,8 @@ describe("prelaunch", () => {
           next: next(1),
           runner: Sim.runner(() => ({ startup: 20, turnSeconds: 5 }), timeline)
         })
-        const first = yield* pool.runStep(plan(0, 2, { nextStep: true }))
-        const second = yield* pool.runStep(plan(1, 2, { nextStep: false }))
+        const first = yield* pool.runStep(Sim.plan(0, 2, { nextStep: true }))
+        const second = yield* pool.runStep(Sim.plan(1, 2, { nextStep: false }))
         return { first, second }
       })),
       layer
@@ -307,10 +285,10 @@ describe("prelaunch", () => {
   })
 
   it.effect("without prelaunch starts only the Groups the step needs", () => {
-    const { layer } = setup()
+    const { layer } = Sim.telemetry()
     const timeline: Array<Sim.Entry> = []
     const next = Sim.groups()
-    return simulate(
+    return Sim.simulate(
       Effect.scoped(Effect.gen(function*() {
         const pool = yield* GroupPool.makePool({
           capacity: 4,
@@ -319,8 +297,8 @@ describe("prelaunch", () => {
           next: next(1),
           runner: Sim.runner(() => ({ startup: 20, turnSeconds: 5 }), timeline)
         })
-        yield* pool.runStep(plan(0, 2, { nextStep: true }))
-        return yield* pool.runStep(plan(1, 2))
+        yield* pool.runStep(Sim.plan(0, 2, { nextStep: true }))
+        return yield* pool.runStep(Sim.plan(1, 2))
       })),
       layer
     ).pipe(Effect.map(() => {
@@ -331,10 +309,10 @@ describe("prelaunch", () => {
 
 describe("step boundary", () => {
   it.effect("without prelaunch no training Group stays resident after its step, and its dataset row starts again next step", () => {
-    const { layer } = setup()
+    const { layer } = Sim.telemetry()
     const timeline: Array<Sim.Entry> = []
     const next = Sim.groups()
-    return simulate(
+    return Sim.simulate(
       Effect.scoped(Effect.gen(function*() {
         const pool = yield* GroupPool.makePool({
           capacity: 2,
@@ -344,10 +322,10 @@ describe("step boundary", () => {
           // Group 1 (the over-sampled one) is still starting up when group 0 pays the step's debt.
           runner: Sim.runner((g) => ({ startup: g.seq === 1 ? 100 : 1, turnSeconds: 5 }), timeline)
         })
-        const first = yield* pool.runStep(plan(0, 1, { surplus: 1, nextStep: true }))
+        const first = yield* pool.runStep(Sim.plan(0, 1, { surplus: 1, nextStep: true }))
         // Eval would run here: training must hold no resident capacity (required slots max(T, E_peak)).
         const between = yield* pool.state
-        const second = yield* pool.runStep(plan(1, 1))
+        const second = yield* pool.runStep(Sim.plan(1, 1))
         return { first, between, second }
       })),
       layer
@@ -365,9 +343,9 @@ describe("step boundary", () => {
 
 describe("progress, heartbeat and shutdown", () => {
   it.effect("emits idle_heartbeat after 30 s without progress", () => {
-    const { layer, sink } = setup()
+    const { layer, sink } = Sim.telemetry()
     const next = Sim.groups()
-    return simulate(
+    return Sim.simulate(
       Effect.scoped(Effect.gen(function*() {
         const pool = yield* GroupPool.makePool({
           capacity: 1,
@@ -376,7 +354,7 @@ describe("progress, heartbeat and shutdown", () => {
           next: next(1),
           runner: Sim.runner(() => ({ startup: 1, turnSeconds: 70 }), [])
         })
-        return yield* pool.runStep(plan(0, 1))
+        return yield* pool.runStep(Sim.plan(0, 1))
       })),
       layer
     ).pipe(Effect.map(() => {
@@ -388,9 +366,9 @@ describe("progress, heartbeat and shutdown", () => {
   })
 
   it.effect("counts completed sessions as scored on the step's progress", () => {
-    const { layer, sink } = setup(true)
+    const { layer, sink } = Sim.telemetry(true)
     const next = Sim.groups()
-    return simulate(
+    return Sim.simulate(
       Effect.scoped(Effect.gen(function*() {
         const telemetry = yield* Telemetry.Telemetry
         const progress = yield* telemetry.progress({
@@ -406,7 +384,7 @@ describe("progress, heartbeat and shutdown", () => {
           next: next(2),
           runner: Sim.runner(() => ({}), [])
         })
-        yield* pool.runStep(plan(0, 3, { progress }))
+        yield* pool.runStep(Sim.plan(0, 3, { progress }))
         return yield* progress.snapshot
       })),
       layer
@@ -417,7 +395,7 @@ describe("progress, heartbeat and shutdown", () => {
   })
 
   it.effect("closing the rollout's scope interrupts every agent, prepared or running", () => {
-    const { layer } = setup()
+    const { layer } = Sim.telemetry()
     const timeline: Array<Sim.Entry> = []
     const next = Sim.groups()
     return Effect.gen(function*() {
@@ -429,7 +407,7 @@ describe("progress, heartbeat and shutdown", () => {
           next: next(2),
           runner: Sim.runner(() => ({ startup: 1, turnSeconds: 1000 }), timeline)
         })
-        return yield* pool.runStep(plan(0, 1, { nextStep: true }))
+        return yield* pool.runStep(Sim.plan(0, 1, { nextStep: true }))
       })).pipe(Effect.provide(layer), Effect.forkChild)
       yield* TestClock.adjust("10 seconds")
       yield* Fiber.interrupt(fiber)
@@ -441,10 +419,10 @@ describe("progress, heartbeat and shutdown", () => {
 
 describe("eval", () => {
   it.effect("runs every Group once, bounded by the eval concurrency, and leaves dropped Groups missing", () => {
-    const { layer } = setup()
+    const { layer } = Sim.telemetry()
     const timeline: Array<Sim.Entry> = []
     const next = Sim.groups()
-    return simulate(
+    return Sim.simulate(
       Effect.scoped(Effect.gen(function*() {
         const pool = yield* GroupPool.makePool({
           capacity: 2,
@@ -453,7 +431,7 @@ describe("eval", () => {
           next: next(1),
           runner: Sim.runner((g) => g.seq === 1 ? { crash: "before-first-request" } : {}, timeline)
         })
-        return yield* pool.runStep(plan(0, 5, { refill: false }))
+        return yield* pool.runStep(Sim.plan(0, 5, { refill: false }))
       })),
       layer
     ).pipe(Effect.map((outcome) => {

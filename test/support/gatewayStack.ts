@@ -2,7 +2,7 @@
  * The real gateway over the generation core and the embedded engine playing the scripted gateway policy
  * (test/fixtures/gateway/policy.ts: think, call `calc`, answer), parsed with qwen25 tool calls and qwen3 reasoning.
  */
-import { Layer, Result } from "effect"
+import { Layer } from "effect"
 import { EmbeddedEngine } from "../../layers/engine/EmbeddedEngine.ts"
 import { Forests } from "../../layers/generation/Forests.ts"
 import { Gateway, type GatewayOptions } from "../../layers/gateway/Gateway.ts"
@@ -11,16 +11,12 @@ import { Sessions } from "../../layers/schedule/Sessions.ts"
 import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
 import * as Parsers from "../../src/parsers/registry.ts"
 import { policy } from "../fixtures/gateway/policy.ts"
-
-const parser = <A, E>(result: Result.Result<A, E>): A => {
-  if (Result.isFailure(result)) throw new Error(String(result.failure))
-  return result.success
-}
+import * as Results from "./results.ts"
 
 /** Everything the gateway stands on: the generation core, its forests, the Sessions, the engine and the tokenizer. */
 export const generationStack = Generation.layer({
-  toolCallParser: parser(Parsers.ToolCallParsers.get("qwen25")),
-  reasoningParser: parser(Parsers.ReasoningParsers.get("qwen3"))
+  toolCallParser: Results.success(Parsers.ToolCallParsers.get("qwen25")),
+  reasoningParser: Results.success(Parsers.ReasoningParsers.get("qwen3"))
 }).pipe(
   Layer.provideMerge(Forests.layer),
   Layer.provideMerge(Sessions.layer),

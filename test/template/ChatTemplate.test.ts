@@ -51,9 +51,9 @@ describe("ChatTemplate.render", () => {
   })
 
   it("rejects arguments that are not valid JSON, or not an object, with the reference's texts", () => {
-    assert.strictEqual(rejection(withCall("{\"city\":")).reason, "Assistant tool call function.arguments must be valid JSON.")
-    assert.strictEqual(rejection(withCall("[1,2]")).reason, "Assistant tool call function.arguments must be a JSON object.")
-    assert.strictEqual(rejection(withCall("null")).reason, "Assistant tool call function.arguments must be a JSON object.")
+    assert.strictEqual(rejection(withCall("{\"city\":")).detail, "Assistant tool call function.arguments must be valid JSON.")
+    assert.strictEqual(rejection(withCall("[1,2]")).detail, "Assistant tool call function.arguments must be a JSON object.")
+    assert.strictEqual(rejection(withCall("null")).detail, "Assistant tool call function.arguments must be a JSON object.")
   })
 })
 

@@ -220,7 +220,7 @@ const assertSameDeltas = (tok: ObservationDelta.TemplateTokenizer, label: string
           const where = `${label}, ${toolList.length} tools, kwargs ${JSON.stringify(kwargs)}, delta ${i}`
           if (Result.isFailure(expected)) {
             assert.isTrue(Result.isFailure(got), where)
-            if (Result.isFailure(got)) assert.strictEqual(got.failure.reason, expected.failure.reason, where)
+            if (Result.isFailure(got)) assert.strictEqual(got.failure.detail, expected.failure.detail, where)
           } else if (!literal) {
             assert.isTrue(Result.isSuccess(got), where)
             if (Result.isSuccess(got)) assert.deepStrictEqual([...got.success], [...expected.success], where)

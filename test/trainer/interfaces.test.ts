@@ -13,7 +13,7 @@ import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
 import * as FakeSglang from "../support/FakeSglang.ts"
 import {
   createRollout,
-  DatasetLoadError,
+  DatasetError,
   makeRpcClient,
   makeTrainer,
   memorySink,
@@ -216,7 +216,7 @@ describe("trainer interfaces", () => {
           (reason: unknown) => reason
         )
       )
-      assert.instanceOf(error, DatasetLoadError)
+      assert.instanceOf(error, DatasetError)
       assert.include(error.message, `cannot load dataset ${missing}`)
     }))
 

@@ -13,7 +13,8 @@
  */
 import { type Duration, Effect, Ref, Result, Schedule, Schema } from "effect"
 import * as Wire from "../../../src/engine/Wire.ts"
-import { ContextLengthError, type EngineError, type GenerateRequest, type GenerateResult } from "../Engine.ts"
+import { ContextLengthError } from "../../../src/forest/errors.ts"
+import type { EngineError, GenerateRequest, GenerateResult } from "../Engine.ts"
 import * as Abort from "./Abort.ts"
 import * as Http from "./Http.ts"
 import type * as Workers from "./Workers.ts"

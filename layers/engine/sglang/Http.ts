@@ -13,6 +13,7 @@
 import { Duration, Effect, Result, Schema, type Scope } from "effect"
 import { Agent } from "undici"
 import * as Wire from "../../../src/engine/Wire.ts"
+import * as Errors from "../../../src/errors.ts"
 import { EngineError } from "../Engine.ts"
 
 /** An HTTP answer: its status and its whole body as text. */
@@ -69,7 +70,7 @@ const errorCode = (error: unknown): string | undefined => {
 
 const describe = (error: unknown): string => {
   const code = errorCode(error)
-  const text = error instanceof Error ? error.message : String(error)
+  const text = Errors.messageOf(error)
   return code === undefined || text.includes(code) ? text : `${code}: ${text}`
 }
 

@@ -1,0 +1,144 @@
+/**
+ * The lines `inspect` reads: debug-dump records (`--save-debug-rollout-data`) and training samples
+ * (`rollout_<id>.jsonl`, `eval_<after>_<name>.jsonl`), as Schemas, and how one file's text becomes records.
+ *
+ * **Details**
+ * A line with `state_hashes` is a debug record, any other a training sample. Debug records written before `inspect`
+ * existed lack the training view (`loss_mask`, `rollout_log_probs`, `turn_spans`), the parser counts and the `forest`:
+ * those keys are optional, and the model falls back on what the record has (docs/inspect.md "What it reads").
+ * Unknown keys are ignored, so newer writers stay readable.
+ */
+import { Data, Schema } from "effect"
+import { Advantage, Reward, Status, TrainingSample } from "../forest/TrainingSample.ts"
+import * as Arrays from "./Arrays.ts"
+import * as ForestDump from "./ForestDump.ts"
+
+/** One response turn of an exported lineage, as the debug dump's `turns` lists it. */
+export const DumpTurn = Schema.Struct({
+  turn_idx: Schema.Int,
+  resp_state_hash: Schema.String,
+  parent_state_hash: Schema.NullOr(Schema.String),
+  rollout_id: Schema.Int,
+  request_id: Schema.String,
+  abort_count: Schema.Int,
+  status: Status,
+  response_length: Schema.Int,
+  wall_elapsed_s: Schema.Number,
+  generation_elapsed_s: Schema.Number,
+  weight_versions: Schema.Array(Schema.String)
+})
+export type DumpTurn = typeof DumpTurn.Type
+
+/** One line of a debug dump (docs/outputs.md "The debug dump"). */
+export const DebugRecord = Schema.Struct({
+  rollout_id: Schema.Union([Schema.Int, Schema.String]),
+  session_id: Schema.String,
+  group_index: Schema.Int,
+  index: Schema.Int,
+  export_name: Schema.NullOr(Schema.String),
+  terminal_status: Status,
+  turn_count: Schema.Int,
+  leaf_state_hash: Schema.NullOr(Schema.String),
+  state_hashes: Schema.Array(Schema.Struct({
+    hash: Schema.String,
+    kind: Schema.Literals(["obs", "resp"]),
+    tokens: Schema.Int
+  })),
+  turns: Schema.Array(DumpTurn),
+  abort_count: Schema.Int,
+  request_count: Schema.Int,
+  generation_count: Schema.Int,
+  weight_versions: Schema.Array(Schema.String),
+  reward: Reward,
+  advantage: Advantage,
+  response_length: Schema.Int,
+  tokens: Arrays.Ints,
+  prompt: Schema.String,
+  response: Schema.String,
+  label: Schema.NullOr(Schema.Json),
+  metadata: Arrays.JsonObject,
+  status: Schema.optionalKey(Status),
+  loss_mask: Schema.optionalKey(Arrays.Ints),
+  rollout_log_probs: Schema.optionalKey(Arrays.Numbers),
+  turn_spans: Schema.optionalKey(Schema.Array(Schema.Tuple([Schema.Int, Schema.Int]))),
+  parser_failures: Schema.optionalKey(Schema.Int),
+  parser_failures_by_request: Schema.optionalKey(Schema.Record(Schema.String, Schema.Int)),
+  forest: Schema.optionalKey(ForestDump.ForestDump)
+})
+export type DebugRecord = typeof DebugRecord.Type
+
+/** A training sample as `inspect` decodes it: the sample's Schema, its long arrays checked in one pass each. */
+export const SampleLine = Schema.Struct({
+  ...TrainingSample.fields,
+  tokens: Arrays.Ints,
+  loss_mask: Arrays.Ints,
+  rollout_log_probs: Arrays.Numbers,
+  metadata: Arrays.JsonObject
+})
+
+/** A line `inspect` read: a debug record or a training sample, with the step it belongs to. */
+export type Line =
+  | { readonly _tag: "Debug"; readonly step: string; readonly record: DebugRecord }
+  | { readonly _tag: "Sample"; readonly step: string; readonly sample: TrainingSample }
+
+/** A line that is not a debug record or a training sample. */
+export class DumpLineError extends Data.TaggedError("DumpLineError")<{
+  readonly reason: "not-json" | "not-a-record"
+  readonly file: string
+  readonly line: number
+  readonly detail: string
+}> {
+  override get message() {
+    return `${this.file}:${this.line}: not a debug-dump record or a training sample (${this.detail}); ` +
+      "inspect reads the files of --output-dir and --save-debug-rollout-data (docs/inspect.md)"
+  }
+}
+
+const decodeDebug = Schema.decodeUnknownExit(DebugRecord)
+const decodeSample = Schema.decodeUnknownExit(SampleLine)
+
+/** An Eval file's step: `eval_<after>_<name>` (as the Eval debug dump names it); otherwise the record's own step. */
+const evalStep = (file: string): string | undefined => {
+  const base = file.split(/[\\/]/).at(-1) ?? file
+  const m = /^(eval_\d+_.+)\.jsonl$/.exec(base)
+  return m?.[1]
+}
+
+/**
+ * Read one JSONL file's text into lines. Fails with {@link DumpLineError} naming the first line that is neither a
+ * debug record nor a training sample.
+ */
+export const readFile = (file: string, text: string): ReadonlyArray<Line> | DumpLineError => {
+  const out: Array<Line> = []
+  const stepOfFile = evalStep(file)
+  let lineNo = 0
+  for (const raw of text.split("\n")) {
+    lineNo++
+    if (raw.trim() === "") continue
+    let value: unknown
+    try {
+      value = JSON.parse(raw)
+    } catch (error) {
+      return new DumpLineError({ reason: "not-json", file, line: lineNo, detail: String(error) })
+    }
+    const isDebug = typeof value === "object" && value !== null && "state_hashes" in value
+    if (isDebug) {
+      const decoded = decodeDebug(value)
+      if (decoded._tag === "Failure") {
+        return new DumpLineError({ reason: "not-a-record", file, line: lineNo, detail: String(decoded.cause) })
+      }
+      out.push({ _tag: "Debug", step: String(decoded.value.rollout_id), record: decoded.value })
+    } else {
+      const decoded = decodeSample(value)
+      if (decoded._tag === "Failure") {
+        return new DumpLineError({ reason: "not-a-record", file, line: lineNo, detail: String(decoded.cause) })
+      }
+      out.push({ _tag: "Sample", step: stepOfFile ?? String(decoded.value.rollout_id), sample: decoded.value })
+    }
+  }
+  return out
+}
+
+/** Whether a file name is one `inspect` reads from an output directory (every `.jsonl` except the metric files). */
+export const isReadable = (name: string): boolean =>
+  name.endsWith(".jsonl") && name !== "metrics.jsonl" && name !== "eval_metrics.jsonl"

@@ -1,0 +1,173 @@
+/**
+ * The layout rule (docs/architecture.md), checked on every import of `src/` and `layers/`: `src/` imports `layers/`
+ * only from the entry files, and no two concern folders import each other in a circle.
+ *
+ * **Details**
+ * Imports are read from the source text (`import … from`, `export … from`, `import "…"` and `import("…")` with a
+ * relative path), type-only imports included: a circle of types is still a circle of concepts. A concern is a folder
+ * directly under `src/` or `layers/`; the files directly under `src/` (the entry files, and `errors.ts`, the index of
+ * every concern's errors) are none. The circles that exist today are listed in {@link knownBackEdges}, each with what
+ * removes it; the test fails on any other circle, and on a listed edge that no longer closes one (so the list only
+ * shrinks).
+ */
+import { assert, describe, it } from "@effect/vitest"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+
+const root = Path.join(import.meta.dirname, "..", "..")
+
+/** One import: the importing file (relative to the root), its line, and the imported file. */
+interface Edge {
+  readonly from: string
+  readonly line: number
+  readonly to: string
+}
+
+const sourceFiles = (dir: string): Array<string> =>
+  Fs.readdirSync(Path.join(root, dir), { withFileTypes: true }).flatMap((entry) => {
+    const path = `${dir}/${entry.name}`
+    if (entry.isDirectory()) return sourceFiles(path)
+    return entry.name.endsWith(".ts") && !entry.name.endsWith(".d.ts") ? [path] : []
+  })
+
+const importPattern = /^(?:import|export)\b[^;]*?\bfrom\s*"([^"]+)"|^import\s*"([^"]+)"|\bimport\(\s*"([^"]+)"\s*\)/gm
+
+/** Every relative import of `file` that lands in `src/` or `layers/`. */
+const importsOf = (file: string): Array<Edge> => {
+  const text = Fs.readFileSync(Path.join(root, file), "utf8")
+  const edges: Array<Edge> = []
+  for (const match of text.matchAll(importPattern)) {
+    const specifier = match[1] ?? match[2] ?? match[3]
+    if (specifier === undefined || !specifier.startsWith(".")) continue
+    const to = Path.posix.normalize(Path.posix.join(Path.posix.dirname(file), specifier))
+    if (!to.startsWith("src/") && !to.startsWith("layers/")) continue
+    edges.push({ from: file, line: text.slice(0, match.index).split("\n").length, to })
+  }
+  return edges
+}
+
+const edges = [...sourceFiles("src"), ...sourceFiles("layers")].flatMap(importsOf)
+
+const show = (edge: Edge) => `${edge.from}:${edge.line} → ${edge.to}`
+
+/** The concern of a file: `src/<folder>` or `layers/<folder>`; undefined for a file directly under `src/`. */
+const concernOf = (file: string): string | undefined => {
+  const parts = file.split("/")
+  return parts.length > 2 ? `${parts[0]}/${parts[1]}` : undefined
+}
+
+/** The entry files, which compose the layers for their callers (the public API and the command). */
+const isEntry = (file: string) => file === "src/index.ts" || file === "src/cli.ts" || file.startsWith("src/cli/")
+/**
+ * Concern edges that close a circle today, and what removes each. An edge listed here is left out of the circle
+ * check; the test fails once it no longer closes a circle, so that it is removed from this list.
+ */
+const knownBackEdges: ReadonlyArray<{ readonly from: string; readonly to: string; readonly why: string }> = [
+  {
+    from: "layers/schedule",
+    to: "layers/rollout",
+    why: "the Group pool writes its log lines to Telemetry (layers/rollout/Telemetry.ts) and GenerationGate.layer " +
+      "reads its mode from the RolloutConfig service (layers/rollout/RolloutConfig.ts), while the rollout drives both"
+  },
+  {
+    from: "src/protocol",
+    to: "src/forest",
+    why: "canonical.ts reads JSON with forest/PythonJson.ts and errors.ts takes contextLengthMessage from " +
+      "forest/errors.ts, while the forest stores canonical messages"
+  },
+  {
+    from: "src/protocol",
+    to: "src/parsers",
+    why: "completion.ts takes the ToolCall type from parsers/ToolCallParser.ts, while the parsers read canonical tools"
+  }
+]
+
+/** The concern graph without `skipped` edges: each concern's successors. */
+const concernGraph = (skipped: ReadonlySet<string>) => {
+  const graph = new Map<string, Set<string>>()
+  for (const edge of edges) {
+    const from = concernOf(edge.from)
+    const to = concernOf(edge.to)
+    if (from === undefined || to === undefined || from === to || skipped.has(`${from} ${to}`)) continue
+    if (!graph.has(from)) graph.set(from, new Set())
+    graph.get(from)?.add(to)
+  }
+  return graph
+}
+
+/** The strongly connected components of more than one concern (Tarjan). */
+const circles = (graph: ReadonlyMap<string, ReadonlySet<string>>): Array<Set<string>> => {
+  let next = 0
+  const index = new Map<string, number>()
+  const low = new Map<string, number>()
+  const stack: Array<string> = []
+  const onStack = new Set<string>()
+  const found: Array<Set<string>> = []
+  const visit = (node: string): void => {
+    index.set(node, next)
+    low.set(node, next)
+    next++
+    stack.push(node)
+    onStack.add(node)
+    for (const succ of graph.get(node) ?? []) {
+      if (!index.has(succ)) {
+        visit(succ)
+        low.set(node, Math.min(low.get(node)!, low.get(succ)!))
+      } else if (onStack.has(succ)) {
+        low.set(node, Math.min(low.get(node)!, index.get(succ)!))
+      }
+    }
+    if (low.get(node) === index.get(node)) {
+      const component = new Set<string>()
+      for (let member = stack.pop(); member !== undefined; member = stack.pop()) {
+        onStack.delete(member)
+        component.add(member)
+        if (member === node) break
+      }
+      if (component.size > 1) found.push(component)
+    }
+  }
+  for (const node of graph.keys()) if (!index.has(node)) visit(node)
+  return found
+}
+
+describe("the layout rule", () => {
+  it("reads the imports of src/ and layers/", () => {
+    // A guard for the reader above: the tree has hundreds of project imports, among them src/index.ts → layers/.
+    assert.isAbove(edges.length, 300)
+    assert.isTrue(edges.some((edge) => edge.from === "src/index.ts" && edge.to.startsWith("layers/")))
+  })
+
+  it("src/ imports layers/ only from the entry files (src/index.ts, src/cli.ts, src/cli/)", () => {
+    const offending = edges.filter((edge) => edge.from.startsWith("src/") && !isEntry(edge.from) && edge.to.startsWith("layers/"))
+    assert.deepStrictEqual(offending.map(show), [], `src/ imports layers/:\n${offending.map(show).join("\n")}`)
+  })
+
+  it("no two concern folders of src/ or layers/ import each other in a circle", () => {
+    const skipped = new Set(knownBackEdges.map((edge) => `${edge.from} ${edge.to}`))
+    const found = circles(concernGraph(skipped))
+    const report = found.map((component) =>
+      `circle between ${[...component].sort().join(", ")}:\n` +
+      edges
+        .filter((edge) => {
+          const from = concernOf(edge.from)
+          const to = concernOf(edge.to)
+          return from !== undefined && to !== undefined && from !== to && component.has(from) && component.has(to) &&
+            !skipped.has(`${from} ${to}`)
+        })
+        .map((edge) => `  ${show(edge)}`)
+        .join("\n")
+    )
+    assert.deepStrictEqual(report, [], report.join("\n"))
+  })
+
+  it("every listed back edge still closes a circle (remove it from knownBackEdges once it does not)", () => {
+    const graph = concernGraph(new Set())
+    const full = circles(graph)
+    const stale = knownBackEdges.filter((edge) =>
+      graph.get(edge.from)?.has(edge.to) !== true ||
+      !full.some((component) => component.has(edge.from) && component.has(edge.to))
+    )
+    assert.deepStrictEqual(stale.map((edge) => `${edge.from} → ${edge.to}`), [])
+  })
+})

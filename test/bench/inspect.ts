@@ -1,0 +1,188 @@
+/**
+ * `npm run bench -- inspect`: how `relax-agentic inspect` scales with a run's size (docs/inspect.md "Large runs").
+ *
+ * **Details**
+ * Synthetic debug dumps of 1,000 and 10,000 Sessions (quick: 1,000 and 10,000 Sessions of ~200 tokens; full: ~600
+ * tokens), each written by the real pipeline (SessionForest → Sample.build → Records.debugRecords, a forest per
+ * Session, every tenth Session with a drift branch and a resumed turn), are read side by side: reading and decoding the
+ * dump, the overview the page loads first, the page in Chromium until its list shows, scrolling the whole Session
+ * list (frame times from requestAnimationFrame), and opening one Session (tree and token view). The ratio column
+ * compares the large run with the small one: the page's costs should not grow with the run (virtualized list, details
+ * on demand), only reading the files does.
+ */
+import chromium from "@sparticuz/chromium"
+import { Context, Effect, Layer } from "effect"
+import { mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { performance } from "node:perf_hooks"
+import { chromium as playwright } from "playwright-core"
+import * as Inspector from "../../layers/inspect/Inspector.ts"
+import { load as loadTokenizer } from "../../layers/tokenizer/Tokenizer.ts"
+import * as Forest from "../../src/forest/Forest.ts"
+import * as Sample from "../../src/forest/Sample.ts"
+import * as ForestDump from "../../src/inspect/ForestDump.ts"
+import * as Model from "../../src/inspect/Model.ts"
+import type * as Canonical from "../../src/protocol/canonical.ts"
+import * as Records from "../../src/rollout/Records.ts"
+import { type Bench, type BenchResult, formatBytes, formatMs, formatRatio, percentile } from "./harness.ts"
+
+const user = (content: string): Canonical.Message => ({ role: "user", content })
+const assistant = (content: string): Canonical.Message => ({ role: "assistant", content })
+
+/** Deterministic pseudo-random ids and logprobs. */
+const rng = (seed: number) => {
+  let x = seed >>> 0 || 1
+  return () => {
+    x ^= x << 13
+    x ^= x >>> 17
+    x ^= x << 5
+    return (x >>> 0) / 4294967296
+  }
+}
+
+/** One Session's dump lines: two turns (every tenth Session: an edited first answer and a resumed second turn). */
+const sessionLines = (i: number, scale: number): Array<string> => {
+  const random = rng(i + 1)
+  const ids = (n: number) => Array.from({ length: n }, () => Math.floor(random() * 150_000))
+  const lps = (n: number) => Array.from({ length: n }, () => Math.fround(-random() * 4))
+  const group = Math.floor(i / 8)
+  const forest = Forest.make({ sessionId: `s${String(i).padStart(6, "0")}`, groupIndex: group, index: i, label: null, metadata: {} })
+  const base = { tools: [], chatTemplateKwargs: {}, rolloutId: 0 }
+  const o1 = Forest.commitObservation(forest, { ...base, parent: forest.root, messages: [user(`Task ${i}: what is ${i} + ${i}?`)], tokens: ids(60 * scale) })
+  const r1Tokens = ids(50 * scale)
+  const r1 = Forest.commitResponse(forest, {
+    parent: o1, message: assistant(`Answer ${2 * i}.`), tokens: r1Tokens, logprobs: lps(r1Tokens.length), weightVersions: ["0"],
+    status: "completed", rolloutId: 0, requestId: `r${i}a`, abortCount: 0, wallElapsedS: 1, generationElapsedS: 0.8
+  })
+  const drift = i % 10 === 0
+  const o2 = Forest.commitObservation(forest, {
+    ...base,
+    parent: drift ? o1 : r1,
+    messages: drift ? [assistant(`Answer ${2 * i}. (edited)`), user("Check.")] : [user("Check.")],
+    tokens: ids(20 * scale)
+  })
+  const r2Tokens = ids(50 * scale)
+  const r2 = Forest.commitResponse(forest, {
+    parent: o2, message: assistant(`Final ${2 * i}.`), tokens: r2Tokens, logprobs: lps(r2Tokens.length),
+    weightVersions: drift ? ["0", "1"] : ["0"], ...(drift ? { attemptLengths: [20, r2Tokens.length - 20] } : {}),
+    status: "completed", rolloutId: 0, requestId: `r${i}b`, abortCount: drift ? 1 : 0, wallElapsedS: 1, generationElapsedS: 0.8
+  })
+  const sample = { ...Sample.build(forest, r2, () => "text", { rolloutId: 0, exportName: null, reward: i % 3 === 0 ? 1 : 0, metadata: {} }), advantage: 0 }
+  const counters = { requests: 2, generations: drift ? 3 : 2, parserFailures: 0, droppedToolCalls: 0 }
+  return Records.debugRecords([sample], [{ view: Sample.debugView(forest, r2), counters, forest: ForestDump.ofForest(forest) }], 0)
+    .map((record) => JSON.stringify(record))
+}
+
+const writeDump = (dir: string, sessions: number, scale: number): string => {
+  const path = join(dir, `debug_${sessions}.jsonl`)
+  const lines: Array<string> = []
+  for (let i = 0; i < sessions; i++) lines.push(...sessionLines(i, scale))
+  writeFileSync(path, lines.join("\n") + "\n")
+  return path
+}
+
+interface Measured {
+  readonly bytes: number
+  readonly loadMs: number
+  readonly overviewBytes: number
+  readonly pageMs: number
+  readonly frameP50: number
+  readonly frameP95: number
+  readonly frames: number
+  readonly openMs: number
+  readonly domRows: number
+}
+
+const measure = async (path: string, page: import("playwright-core").Page): Promise<Measured> => {
+  const bytes = statSync(path).size
+  const started = performance.now()
+  const run = await Effect.runPromise(Inspector.load(path))
+  const loadMs = performance.now() - started
+  const overviewBytes = JSON.stringify(Model.overview(run)).length
+  const vocab = Inspector.vocabulary(await Effect.runPromise(loadTokenizer()))
+  return Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+    const server = Context.get(yield* Layer.build(Inspector.Inspector.layer(run, vocab)), Inspector.Inspector)
+    return yield* Effect.promise(async () => {
+      const t0 = performance.now()
+      await page.goto(server.url)
+      await page.waitForSelector("body[data-ready=true]")
+      await page.waitForSelector(".row.session")
+      const pageMs = performance.now() - t0
+      // Scroll the whole list in 120 steps, one per frame, and time the frames.
+      // (A string: this file is type-checked without the DOM library.)
+      const frames = await page.evaluate<ReadonlyArray<number>>(`(async () => {
+        const list = document.getElementById("list")
+        const times = []
+        let last = performance.now()
+        for (let k = 1; k <= 120; k++) {
+          list.scrollTop = (list.scrollHeight - list.clientHeight) * (k / 120)
+          await new Promise((done) => requestAnimationFrame(() => done()))
+          const now = performance.now()
+          times.push(now - last)
+          last = now
+        }
+        return times
+      })()`)
+      const domRows = await page.locator("#list .row").count()
+      const t1 = performance.now()
+      await page.click("#list .row.session")
+      await page.waitForSelector("#view-0 .token-view .tok")
+      const openMs = performance.now() - t1
+      return {
+        bytes,
+        loadMs,
+        overviewBytes,
+        pageMs,
+        frameP50: percentile(frames, 50),
+        frameP95: percentile(frames, 95),
+        frames: frames.length,
+        openMs,
+        domRows
+      }
+    })
+  })))
+}
+
+const run = async (options: { readonly full: boolean }): Promise<BenchResult> => {
+  const scale = options.full ? 3 : 1
+  const dir = mkdtempSync(join(tmpdir(), "bench-inspect-"))
+  const smallDump = writeDump(dir, 1_000, scale)
+  const largeDump = writeDump(dir, 10_000, scale)
+  const browser = await playwright.launch({ executablePath: await chromium.executablePath(), args: chromium.args, headless: true })
+  try {
+    // One page for both runs: Chromium from @sparticuz/chromium runs as a single process, which closing its last page ends.
+    const page = await browser.newPage({ viewport: { width: 1600, height: 1000 } })
+    const small = await measure(smallDump, page)
+    const large = await measure(largeDump, page)
+    const row = (what: string, a: number, b: number, format: (x: number) => string) => ({
+      measure: what,
+      "1,000 Sessions": format(a),
+      "10,000 Sessions": format(b),
+      "10k / 1k": formatRatio(b / a)
+    })
+    return {
+      title: `inspect: reading a run and using the page, 1,000 vs 10,000 Sessions (~${(180 * scale).toLocaleString()} tokens each)`,
+      rows: [
+        row("dump size", small.bytes, large.bytes, formatBytes),
+        row("read + decode + model", small.loadMs, large.loadMs, formatMs),
+        row("overview (first load)", small.overviewBytes, large.overviewBytes, formatBytes),
+        row("page until the list shows", small.pageMs, large.pageMs, formatMs),
+        row("scroll frame p50", small.frameP50, large.frameP50, formatMs),
+        row("scroll frame p95", small.frameP95, large.frameP95, formatMs),
+        row("rows in the DOM", small.domRows, large.domRows, String),
+        row("open a Session (tree + tokens)", small.openMs, large.openMs, formatMs)
+      ],
+      notes: [
+        `Scrolling: ${small.frames} frames from top to bottom of the list; a frame at 60 Hz is 16.7 ms.`,
+        "Reading grows with the files (JSON parse and Schema decode of every record); the page's costs do not: " +
+          "the list keeps only the rows in view in the DOM, and a Session's tree and tokens load when it is opened."
+      ]
+    }
+  } finally {
+    await browser.close()
+    rmSync(dir, { recursive: true, force: true })
+  }
+}
+
+export const bench: Bench = { name: "inspect", run }
