@@ -11,6 +11,7 @@
  *   whose runner died is never started again on the runner that inherited its shard.
  * - `Grant` gives the Session its Group's Runtime lease (and the weight version to generate with); `Stop` ends the
  *   Session and reaps its agent. Both are no-ops when done twice.
+ * - `Touch` says the controller still owns the Session; a Session untouched for a while is reaped (its controller died).
  * - `Forward` carries an agent's model request that reached another runner's gateway (`layers/cluster/Forward.ts`).
  */
 import { Schema } from "effect"
@@ -54,6 +55,15 @@ export const Stop = Rpc.make("Stop", {
   payload: { runner: Schema.String, sessionId: Schema.String }
 })
 
+/**
+ * The controller still owns the Session (sent every few seconds while it runs): a runner reaps a Session no
+ * controller touched for a while, so a controller killed with SIGKILL does not leave agents running.
+ */
+export const Touch = Rpc.make("Touch", {
+  payload: { runner: Schema.String, sessionId: Schema.String },
+  error: Wire.RunnerLost
+})
+
 /** An agent's model request, forwarded as it arrived, and the owner's answer. */
 export const Forward = Rpc.make("Forward", {
   payload: Wire.ForwardedRequest,
@@ -61,4 +71,4 @@ export const Forward = Rpc.make("Forward", {
 })
 
 /** The Group entity. */
-export const Group = Entity.make("RelaxGroup", [Place, RunSession, Grant, Stop, Forward])
+export const Group = Entity.make("RelaxGroup", [Place, RunSession, Grant, Stop, Touch, Forward])

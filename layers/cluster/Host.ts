@@ -11,10 +11,11 @@
  * by the controller's Scheduler); `Stop` fails the lease, so waiting requests end with `SessionClosedError`, and
  * interrupts the Session. Every message is safe to receive twice: a second `RunSession` follows the Session already
  * running, a second `Grant` or `Stop` changes nothing, and a message naming another runner incarnation fails with
- * `RunnerLost`. Entity handlers report defects to the caller (`disableFatalDefects`), where the Scheduler drops the
+ * `RunnerLost`. A Session the controller stops touching (`Touch`, every 5 s) for `orphanAfter` is reaped: its
+ * controller died without stopping it. Entity handlers report defects to the caller (`disableFatalDefects`), where the Scheduler drops the
  * Group, instead of the cluster's default of retrying a defect forever.
  */
-import { Context, Deferred, Duration, Effect, Exit, Fiber, Layer, Stream } from "effect"
+import { Clock, Context, Deferred, Duration, Effect, Exit, Fiber, Layer, Schedule, Stream } from "effect"
 import { randomBytes } from "node:crypto"
 import * as Fingerprint from "../../src/cluster/Fingerprint.ts"
 import * as Wire from "../../src/cluster/Wire.ts"
@@ -30,6 +31,8 @@ interface Hosted {
   readonly done: Deferred.Deferred<Wire.SessionResult, Wire.SessionFailed>
   rolloutId: number
   fiber: Fiber.Fiber<void> | undefined
+  /** When the controller last sent anything for this Session (ms, the Clock's). */
+  touched: number
 }
 
 /** Answers a forwarded model request on the owner (`layers/cluster/Forward.ts`). */
@@ -49,6 +52,7 @@ export interface HostShape {
   ) => Stream.Stream<Wire.SessionEvent, Wire.RunFailure>
   readonly grant: (payload: typeof GroupEntity.Grant.payloadSchema.Type) => Effect.Effect<void, Wire.RunnerLost>
   readonly stop: (payload: typeof GroupEntity.Stop.payloadSchema.Type) => Effect.Effect<void>
+  readonly touch: (payload: typeof GroupEntity.Touch.payloadSchema.Type) => Effect.Effect<void, Wire.RunnerLost>
   readonly forward: ForwardHandler
 }
 
@@ -57,7 +61,13 @@ export const aliveInterval = Duration.seconds(2)
 
 const failed = (error: GroupError): Wire.SessionFailed => new Wire.SessionFailed({ type: error._tag, detail: error.message })
 
-const make = (address: string, forward: ForwardHandler) =>
+/** A Session no controller touched for this long is reaped (its controller died); the controller touches every 5 s. */
+export const orphanAfter = Duration.seconds(30)
+
+/** How often the controller touches each of its Sessions. */
+export const touchInterval = Duration.seconds(5)
+
+const make = (address: string, forward: ForwardHandler, orphanTimeout: Duration.Duration) =>
   Effect.gen(function*() {
     const settings = yield* RolloutConfig
     const runner = yield* SessionRunner
@@ -78,7 +88,8 @@ const make = (address: string, forward: ForwardHandler) =>
           firstRequest: yield* Deferred.make<void>(),
           done: yield* Deferred.make<Wire.SessionResult, Wire.SessionFailed>(),
           rolloutId: 0,
-          fiber: undefined
+          fiber: undefined,
+          touched: yield* Clock.currentTimeMillis
         }
         table.set(payload.sessionId, hosted)
         yield* Effect.logInfo(`runner ${incarnation} hosts Session ${payload.sessionId} (${payload.group.groupId})`)
@@ -134,6 +145,16 @@ const make = (address: string, forward: ForwardHandler) =>
         if (hosted.fiber !== undefined) yield* Fiber.interrupt(hosted.fiber)
       })
 
+    // Sessions whose controller went silent (killed without its finalizers) are reaped.
+    yield* Effect.forkScoped(Effect.gen(function*() {
+      const now = yield* Clock.currentTimeMillis
+      const orphans = [...table.entries()].filter(([, h]) => now - h.touched > Duration.toMillis(orphanTimeout))
+      for (const [sessionId] of orphans) {
+        yield* Effect.logWarning(`runner ${incarnation} reaps Session ${sessionId}: no controller touched it for ${Duration.format(orphanTimeout)}`)
+        yield* stop(sessionId)
+      }
+    }).pipe(Effect.repeat(Schedule.spaced(Duration.millis(Duration.toMillis(orphanTimeout) / 3)))))
+
     // Whatever the runner still hosts when it stops is reaped with it.
     yield* Effect.addFinalizer(() => Effect.forEach([...table.keys()], stop, { discard: true }))
 
@@ -155,6 +176,7 @@ const make = (address: string, forward: ForwardHandler) =>
           const differs = Fingerprint.mismatch(payload.config, fingerprint)
           if (differs !== undefined) return yield* Effect.fail(new Wire.SessionFailed({ type: "ConfigMismatch", detail: differs }))
           const hosted = table.get(payload.sessionId) ?? (yield* start(payload))
+          hosted.touched = yield* Clock.currentTimeMillis
           return events(hosted)
         })),
       grant: (payload) =>
@@ -167,6 +189,12 @@ const make = (address: string, forward: ForwardHandler) =>
           yield* Deferred.succeed(hosted.lease, undefined)
         }),
       stop: (payload) => payload.runner === incarnation ? stop(payload.sessionId) : Effect.void,
+      touch: (payload) =>
+        Effect.gen(function*() {
+          yield* checkRunner(payload.runner)
+          const hosted = table.get(payload.sessionId)
+          if (hosted !== undefined) hosted.touched = yield* Clock.currentTimeMillis
+        }),
       forward
     } satisfies HostShape
   })
@@ -174,7 +202,8 @@ const make = (address: string, forward: ForwardHandler) =>
 /** The runner's hosted Sessions. */
 export class Host extends Context.Service<Host, HostShape>()("relax-agentic/cluster/Host") {
   /** The host at `address` (what peers dial), answering forwarded requests with `forward`. */
-  static readonly layer = (address: string, forward: ForwardHandler) => Layer.effect(Host, make(address, forward))
+  static readonly layer = (address: string, forward: ForwardHandler, orphanTimeout: Duration.Duration = orphanAfter) =>
+    Layer.effect(Host, make(address, forward, orphanTimeout))
 
 }
 
@@ -190,6 +219,7 @@ export const entityLayer = GroupEntity.Group.toLayer(
       RunSession: ({ payload }) => host.runSession(payload),
       Grant: ({ payload }) => host.grant(payload),
       Stop: ({ payload }) => host.stop(payload),
+      Touch: ({ payload }) => host.touch(payload),
       Forward: ({ payload }) => host.forward(payload)
     })
   }),

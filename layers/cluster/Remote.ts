@@ -27,6 +27,7 @@ import { RolloutConfig } from "../rollout/RolloutConfig.ts"
 import * as SessionRunner from "../rollout/SessionRunner.ts"
 import type * as FirstRequestBarrier from "../schedule/FirstRequestBarrier.ts"
 import * as GroupEntity from "./GroupEntity.ts"
+import * as Host from "./Host.ts"
 
 /** The controller's cluster settings. */
 export interface RemoteOptions {
@@ -84,6 +85,13 @@ const make = (options: RemoteOptions) =>
         const runner = place.runner
         yield* Effect.addFinalizer(() =>
           deadline(`Stop ${ticket.sessionId}`, client.Stop({ runner, sessionId: ticket.sessionId })).pipe(Effect.ignore)
+        )
+        // The runner reaps a Session its controller stops touching (a controller killed without these finalizers).
+        yield* Effect.forkScoped(
+          deadline(`Touch ${ticket.sessionId}`, whileRefused(client.Touch({ runner, sessionId: ticket.sessionId }))).pipe(
+            Effect.ignore,
+            Effect.repeat(Schedule.spaced(Host.touchInterval))
+          )
         )
         // The Group's Runtime lease, passed on to the runner with the weight version new generations use.
         yield* Effect.forkScoped(ticket.leased.pipe(

@@ -53,13 +53,14 @@ const group: SessionRunner.PlannedGroup = {
 }
 
 const harness = <A, E>(
-  body: (script: Script) => Effect.Effect<A, E, Host.Host | SessionRunner.SessionRunner | Sharding.Sharding | RolloutConfig>
+  body: (script: Script) => Effect.Effect<A, E, Host.Host | SessionRunner.SessionRunner | Sharding.Sharding | RolloutConfig>,
+  orphanAfter: Duration.Duration = Host.orphanAfter
 ) =>
   Effect.gen(function*() {
     const script: Script = { starts: yield* Ref.make(0), ended: yield* Ref.make(0) }
     const config = RolloutConfig.layer({ promptData: "unused.jsonl", agentCommand: "true", rolloutBatchSize: 1 })
     const engine = EmbeddedEngine.layer(instant).pipe(Layer.provide(Tokenizer.layer))
-    const host = Host.Host.layer("127.0.0.1:1", () => Effect.die("no gateway in this test")).pipe(
+    const host = Host.Host.layer("127.0.0.1:1", () => Effect.die("no gateway in this test"), orphanAfter).pipe(
       Layer.provide(Layer.mergeAll(config, engine, scriptedRunner(script)))
     )
     const cluster = Host.entityLayer.pipe(Layer.provideMerge(host), Layer.provideMerge(TestRunner.layer))
@@ -156,5 +157,24 @@ describe("Group entity", () => {
         assert.include(error.message, "--rollout-temperature")
         assert.strictEqual(yield* Ref.get(script.starts), 0)
       })
+    ))
+
+  it.live("a Session no controller touches any more is reaped (its controller died)", () =>
+    harness(
+      (script) =>
+        Effect.gen(function*() {
+          const host = yield* Host.Host
+          const settings = yield* RolloutConfig
+          const client = (yield* GroupEntity.Group.client)("0123456789abcdef")
+          const payload = { runner: host.incarnation, sessionId: "s-4", position: 0, group, config: Fingerprint.of(settings) }
+          yield* client.RunSession(payload).pipe(Stream.take(1), Stream.runDrain)
+          assert.strictEqual(yield* host.hosted, 1)
+          // Nobody touches it: the reaper stops it within a few of its periods.
+          yield* Effect.gen(function*() {
+            while ((yield* host.hosted) > 0) yield* Effect.sleep("100 millis")
+          }).pipe(Effect.timeout("20 seconds"))
+          assert.strictEqual(yield* Ref.get(script.ended), 1)
+        }),
+      Duration.seconds(1)
     ))
 })

@@ -92,6 +92,7 @@ describe("cluster (end to end)", () => {
       const db = yield* EmbeddedPg.start
       const port = yield* EmbeddedPg.freePort
       const work = Fs.mkdtempSync(Path.join(Os.tmpdir(), "relax-cluster-"))
+      yield* Effect.addFinalizer(() => Effect.sync(() => Fs.rmSync(work, { recursive: true, force: true })))
       const reports = Path.join(work, "reports")
       Fs.mkdirSync(reports)
       const runnerArgs = (i: number, extra: ReadonlyArray<string>) => [

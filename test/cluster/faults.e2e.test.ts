@@ -10,6 +10,7 @@ import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { TrainingSample } from "../../src/forest/TrainingSample.ts"
+import { running } from "../support/agentProcesses.ts"
 import * as EmbeddedPg from "../support/EmbeddedPg.ts"
 import * as Processes from "./processes.ts"
 
@@ -28,6 +29,7 @@ describe("cluster faults (end to end)", () => {
       const db = yield* EmbeddedPg.start
       const port = yield* EmbeddedPg.freePort
       const work = Fs.mkdtempSync(Path.join(Os.tmpdir(), "relax-cluster-faults-"))
+      yield* Effect.addFinalizer(() => Effect.sync(() => Fs.rmSync(work, { recursive: true, force: true })))
       const pids = Path.join(work, "pids")
       Fs.mkdirSync(pids)
       const flags = (outputDir: string) => [
@@ -93,6 +95,9 @@ describe("cluster faults (end to end)", () => {
       const metrics = decodeMetrics(Fs.readFileSync(Path.join(out, "metrics.jsonl"), "utf8").split("\n")[0]!)
       assert.isAtLeast(metrics.metrics["rollout/groups_dropped"] ?? 0, 1)
       assert.match(controller.output(), /error_type=(RunnerLost|ClusterCallError)/)
+      // No agent of the step is left running: neither the killed runner's nor the survivor's.
+      const orphans = Fs.readdirSync(pids).map((f) => Number(Fs.readFileSync(Path.join(pids, f), "utf8"))).filter(running)
+      assert.deepStrictEqual(orphans, [])
 
       // The killed runner's Session, asked at the survivor: its new owner does not hold it.
       const response = yield* Effect.promise(() =>
