@@ -8,7 +8,7 @@
  * argv normalization and the flags reference (`cli/flags.ts`), flags and `--config` file → `RolloutSettings`
  * (`cli/settings.ts`), and the launch checks of `check` (`cli/check.ts`). Their public names are re-exported here.
  */
-import { NodeRuntime, NodeServices } from "@effect/platform-node"
+import { NodeServices } from "@effect/platform-node"
 import { Cause, Console, Effect, Option, Schema } from "effect"
 import { CliError, CliOutput, Command } from "effect/cli"
 import { randomUUID } from "node:crypto"
@@ -28,8 +28,10 @@ export const clusterFlags = [...ClusterFlags.memberFlags, ...ClusterFlags.runner
 import { inspectCommand } from "./cli/inspect.ts"
 import { type FlagValues, flagsOf, normalizeArgs, rolloutFlags, rowFlag, serveFlags } from "./cli/flags.ts"
 import { configMessage, type SettingsError, settingsFromFlags, unusedOptionWarnings } from "./cli/settings.ts"
+import * as Shutdown from "./cli/shutdown.ts"
 import * as Relax from "./index.ts"
 import * as Errors from "./errors.ts"
+import * as RunReport from "./rollout/RunReport.ts"
 
 // The command's parts live under src/cli/; their public names stay importable from here.
 export {
@@ -116,11 +118,15 @@ const failureText = (error: unknown): string => {
 
 /**
  * Run the whole rollout the settings describe (`--num-rollout` steps, Eval, the files under `--output-dir`) and
- * return what it wrote. Every agent is reaped before this completes, also when it is interrupted (Ctrl-C).
+ * return what it wrote. Every agent is reaped before this completes, also when it is interrupted (Ctrl-C); an
+ * interrupted run's last line says which step was interrupted and what was written where (`src/cli/shutdown.ts`).
  */
 export const runRollout = (settings: Settings.RolloutSettings, role: Relax.ClusterRole = {}) =>
   Effect.gen(function*() {
     const rollout = yield* Rollout
+    yield* Shutdown.onInterrupted((signal) =>
+      RunReport.interruptedLine(signal, Effect.runSync(rollout.progress), settings.outputDir)
+    )
     return yield* rollout.run
   }).pipe(Effect.provide(Relax.layerFromSettings(settings, {}, role)))
 
@@ -149,6 +155,7 @@ export const rolloutCommand = Command.make(
       const capacityWarning = capacityOf(settings).warning
       if (capacityWarning !== undefined) yield* Console.error(`WARNING ${capacityWarning}`)
       for (const warning of unusedOptionWarnings(settings)) yield* Console.error(`WARNING ${warning}`)
+      yield* Shutdown.onInterrupted((signal) => `Interrupted by ${signal} during startup; nothing was written`)
       const summary = yield* runRollout(settings, role).pipe(Effect.mapError((error) => userError(failureText(error))))
       const dir = resolvePath(settings.outputDir ?? ".")
       yield* Console.log(
@@ -202,6 +209,7 @@ export const serveCommand = Command.make(
           `relax-agentic serve: trainer RPC listening on ${server.url} (POST NDJSON; docs/trainer.md)` +
             `${rpc.token === undefined ? "" : ", bearer token required"}; agents use ${gateway.agentBaseUrl}`
         )
+        yield* Shutdown.onInterrupted((signal) => `relax-agentic serve: stopped by ${signal}; every step in progress was abandoned`)
         yield* server.shutdownRequested
         yield* Console.log("relax-agentic serve: Shutdown requested; reaping agents and closing the servers")
       }).pipe(
@@ -289,6 +297,7 @@ if (isMain) {
     // CLI errors were already printed by effect/cli; anything else is a bug and is shown in full.
     Effect.tapCause((cause) => Cause.hasDies(cause) ? Console.error(Cause.pretty(cause)) : Effect.void),
     Effect.provide(NodeServices.layer),
-    NodeRuntime.runMain({ disableErrorReporting: true })
+    Effect.provide(Shutdown.loggerLayer),
+    Shutdown.runMain({ disableErrorReporting: true })
   )
 }

@@ -35,7 +35,7 @@ import * as RolloutOptions from "./config/RolloutOptions.ts"
 import * as Settings from "./config/Settings.ts"
 import { Credit, type CreditStartupError } from "../layers/credit/Credit.ts"
 import { EmbeddedEngine, type EmbeddedEngineOptions } from "../layers/engine/EmbeddedEngine.ts"
-import type { Engine, EngineError } from "../layers/engine/Engine.ts"
+import type { Engine, EngineError, PauseMode } from "../layers/engine/Engine.ts"
 import * as FairScheduler from "../layers/runtime/FairScheduler.ts"
 import { Forests } from "../layers/generation/Forests.ts"
 import { Gateway } from "../layers/gateway/Gateway.ts"
@@ -45,6 +45,7 @@ import type { SessionRunner } from "../layers/rollout/SessionRunner.ts"
 import { Generation } from "../layers/generation/Generation.ts"
 import type { HookLoadError } from "../layers/runtime/Hooks.ts"
 import { Rollout } from "../layers/rollout/Rollout.ts"
+import type { GenerationGate } from "../layers/schedule/GenerationGate.ts"
 import { GroupPool } from "../layers/schedule/GroupPool.ts"
 import { Sessions } from "../layers/schedule/Sessions.ts"
 import { SglangEngine } from "../layers/engine/sglang/SglangEngine.ts"
@@ -54,6 +55,7 @@ import { Tokenizer, type TokenizerLoadError } from "../layers/tokenizer/Tokenize
 import { type StreamOptions, TrainerService } from "../layers/trainer/TrainerService.ts"
 import { RolloutRpcServer, type RpcServeError, type RpcServerOptions } from "../layers/trainer/RolloutRpc.ts"
 import type { HookSpecError } from "./hooks/HookSpec.ts"
+import type { OutputPathError } from "./rollout/OutputPaths.ts"
 import type { AgentSpecError } from "./session/errors.ts"
 import type { DatasetError } from "./schedule/Dataset.ts"
 import type * as Results from "./trainer/Results.ts"
@@ -79,11 +81,13 @@ export {
   type StepResult
 } from "../layers/rollout/Rollout.ts"
 export { type DropReason, TooManyDroppedGroupsError } from "../layers/schedule/GroupPool.ts"
-export { memorySink, processSink, type Sink, Telemetry } from "../layers/rollout/Telemetry.ts"
+export { memorySink, OutputWriteError, processSink, type Sink, Telemetry } from "../layers/rollout/Telemetry.ts"
+export { OutputPathError } from "./rollout/OutputPaths.ts"
+export * as RunReport from "./rollout/RunReport.ts"
 export { type InProcessAgent, type InProcessAgentInput, Supervisor } from "../layers/session/Supervisor.ts"
 export { Advantage, Reward, Status, TrainingSample } from "./forest/TrainingSample.ts"
 export { ContextLengthError } from "./forest/errors.ts"
-export { Engine, EngineError, type EngineShape } from "../layers/engine/Engine.ts"
+export { Engine, EngineError, type EngineErrorReason, type EngineShape, type PauseMode } from "../layers/engine/Engine.ts"
 export { EmbeddedEngine, type EmbeddedEngineOptions } from "../layers/engine/EmbeddedEngine.ts"
 export { Gateway } from "../layers/gateway/Gateway.ts"
 export { type StreamOptions, TrainerService, type TrainerServiceShape } from "../layers/trainer/TrainerService.ts"
@@ -116,6 +120,7 @@ export type RolloutStartupError =
   | AgentSpecError
   | CreditStartupError
   | DatasetError
+  | OutputPathError
   | HttpServerError.ServeError
   | Membership.JoinError
 
@@ -254,7 +259,7 @@ export const layerFromSettings = (
   extras: MakeRolloutExtras = {},
   role: ClusterRole = {}
 ): Layer.Layer<
-  Rollout | RolloutConfig.RolloutConfig | Gateway | Engine | Sessions | Forests | Telemetry.Telemetry,
+  Rollout | GenerationGate | RolloutConfig.RolloutConfig | Gateway | Engine | Sessions | Forests | Telemetry.Telemetry,
   RolloutStartupError
 > => {
   const rollout = role.sessionRunner === undefined ? Rollout.layer : Rollout.layerWith(role.sessionRunner)
@@ -325,6 +330,10 @@ export interface RolloutHandle {
   readonly evaluate: (rolloutId: number) => Promise<Results.EvalResult>
   /** New generations report `version` (default: the next integer); resolves to the version now in effect. */
   readonly updateWeights: (version?: string) => Promise<string>
+  /** Stop generation for a weight push the trainer does itself (`abort` by default); see docs/trainer.md. */
+  readonly pauseGeneration: (mode?: PauseMode) => Promise<void>
+  /** Continue on `version` (default: SGLang's label after the push); resolves to the version now in effect. */
+  readonly resumeGeneration: (version?: string) => Promise<string>
   /** What the rollout is doing now: activity, weight version, steps completed, engine, gateway URL. */
   readonly status: () => Promise<Results.RolloutStatus>
   /** Finished Groups, step after step, as the loop pulls them (`for await (const group of rollout.groups())`). */
@@ -372,6 +381,8 @@ export const createRollout = async (
     step: (rolloutId) => runtime.runPromise(trainer.step(rolloutId)),
     evaluate: (rolloutId) => runtime.runPromise(trainer.evaluate(rolloutId)),
     updateWeights: (version) => runtime.runPromise(trainer.updateWeights(version)),
+    pauseGeneration: (mode) => runtime.runPromise(trainer.pauseGeneration(mode)),
+    resumeGeneration: (version) => runtime.runPromise(trainer.resumeGeneration(version)),
     status: () => runtime.runPromise(trainer.status),
     groups: (streamOptions) => Stream.toAsyncIterable(trainer.stream(streamOptions)),
     close,

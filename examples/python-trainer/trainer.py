@@ -105,6 +105,14 @@ class RolloutClient:
     def update_weights(self, version=None):
         return self.call("UpdateWeights", {} if version is None else {"version": version})["weightVersion"]
 
+    def pause_generation(self, mode=None):
+        """First phase of a weight push done by the trainer: "abort" (default), "retract" or "in_place"."""
+        self.call("PauseGeneration", {} if mode is None else {"mode": mode})
+
+    def resume_generation(self, version=None):
+        """Second phase: generation continues on `version` (default: SGLang's label after the push)."""
+        return self.call("ResumeGeneration", {} if version is None else {"version": version})["weightVersion"]
+
     def status(self):
         return self.call("Status")
 

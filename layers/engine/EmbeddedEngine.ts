@@ -11,6 +11,8 @@
  *   `max_new_tokens − k` and the same seed yields exactly the tokens and logprobs of the uninterrupted generation.
  * - `updateWeights` advances the version, then aborts every running generation (each reports the version it started
  *   on; an attempt started after the update, even one resumed while the update is aborting, reports the new one).
+ * - `pauseGeneration` (any mode: there is no scheduler to keep requests in) aborts every running generation and holds
+ *   new ones until `resumeGeneration(version)`, which sets the version (default: the next integer).
  * - Logprobs are `log q(id)` under the temperature-scaled distribution, before top-k/top-p (SGLang's default; see
  *   src/engine/Sampling.ts); at temperature 1 they are the model's own log-probabilities.
  * - With a policy (`--embedded-policy`) and a request that carries its conversation, the policy's text is the output:
@@ -19,7 +21,7 @@
  *   `(i + 1) / decodeTokensPerSecond`. `abort(rid)` ends the pending generate with the tokens that appeared so far.
  *   A speed of 0 or `Infinity` means no latency.
  */
-import { Duration, Effect, Fiber, Layer, Result } from "effect"
+import { Duration, Effect, Fiber, Latch, Layer, Result } from "effect"
 import * as Decoder from "../../src/engine/Decoder.ts"
 import * as PackedIds from "../../src/ids/PackedIds.ts"
 import * as Model from "../../src/engine/Model.ts"
@@ -131,6 +133,9 @@ export const make = (
     let updates = 0
     let counter = 0
     const running = new Map<string, Running>()
+    // Closed while generation is paused for a weight push: new attempts wait here.
+    const gate = Latch.makeUnsafe(true)
+    const idleWaiters: Array<() => void> = []
     // The last sequence seen per session: the embedded stand-in for SGLang's radix prefix cache.
     // Packed: 3 bytes a token (an Int32Array takes 4, a number[] 8), kept for every session the engine has seen.
     const lastSequence = new Map<string, PackedIds.PackedIds>()
@@ -178,6 +183,7 @@ export const make = (
 
     const generate = (request: GenerateRequest): Effect.Effect<GenerateResult, ContextLengthError | EngineError> =>
       Effect.gen(function*() {
+        if (!Latch.isOpen(gate)) yield* gate.await
         const { inputIds, sampling } = request
         if (inputIds.length === 0) return yield* invalid("input_ids cannot be empty")
         const verified = Sampling.verify(sampling)
@@ -200,7 +206,7 @@ export const make = (
         }
         // A resumed attempt: its input ends with the turn's earlier output, which counts for stops and max tokens.
         const resumed = Math.max(0, Math.min(request.resumedTokens ?? 0, inputIds.length - 1))
-        const earlier = inputIds.slice(inputIds.length - resumed)
+        const earlier = Array.from({ length: resumed }, (_, i) => inputIds[inputIds.length - resumed + i] ?? 0)
         const turnCriteria: Stop.Criteria = { ...criteria, maxNewTokens: sampling.maxNewTokens + resumed }
         const prompt = inputIds[inputIds.length - 1] ?? tokenizer.eosTokenId
         // The version this attempt runs on: an update aborts it, so all its tokens come from this version.
@@ -258,8 +264,17 @@ export const make = (
             cachedTokens,
             weightVersion: runningVersion
           } satisfies GenerateResult
-        }).pipe(Effect.ensuring(Effect.sync(() => running.delete(request.rid))))
+        }).pipe(Effect.ensuring(Effect.sync(() => {
+          running.delete(request.rid)
+          if (running.size === 0) for (const resume of idleWaiters.splice(0)) resume()
+        })))
       })
+
+    // Every running generation has returned (an aborted one ends at its next wait).
+    const drained: Effect.Effect<void> = Effect.callback<void>((resume) => {
+      if (running.size === 0) return resume(Effect.void)
+      idleWaiters.push(() => resume(Effect.void))
+    })
 
     // A snapshot: an aborted generation may finish, and its caller start the next one, before this loop ends.
     const abortAll = Effect.sync(() => {
@@ -282,6 +297,15 @@ export const make = (
           version = next ?? WeightVersion.next(version, updates)
           const advanced = version
           return Effect.as(abortAll, advanced)
+        }),
+      pauseGeneration: () =>
+        Effect.andThen(gate.close, Effect.andThen(abortAll, Effect.suspend(() => drained))),
+      resumeGeneration: (next) =>
+        Effect.suspend(() => {
+          updates++
+          version = next ?? WeightVersion.next(version, updates)
+          const resumed = version
+          return Effect.as(gate.open, resumed)
         }),
       health: Effect.void,
       // Nothing is cached per Session in process.

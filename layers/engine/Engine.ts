@@ -10,9 +10,18 @@
  * `maxNewTokens` is the original minus the partial length (docs/runtime.md, "Partial rollout and fully async"); with the same sampling seed the
  * embedded engine then continues exactly where the interrupted generation stopped.
  *
- * Weight updates (`updateWeights`) abort every generation in flight, as SGLang's `/update_weight_version` with
- * `abort_all_requests` does: each returns its partial output with an abort finish reason and its caller resumes it on
- * the new version, so one attempt never mixes two versions and every attempt reports the version it ran on.
+ * Weight updates come in two forms (docs/trainer.md, "Weight updates"):
+ * - two-phase, for trainers that push weights into the engine themselves: `pauseGeneration(mode)` stops generation
+ *   (`abort`: in-flight attempts return their partial output and their callers park them; `retract` / `in_place`:
+ *   SGLang keeps them and continues them after the resume), new attempts wait; the trainer pushes its weights with
+ *   their version; `resumeGeneration(version)` lets everything continue on it;
+ * - one call, `updateWeights(version)`, for trainers that let relax-agentic relabel: every generation in flight is
+ *   aborted (SGLang's `/update_weight_version` with `abort_all_requests`) and resumed by its caller on the new version.
+ *
+ * Every attempt reports the version it ran on ({@link GenerateResult.weightVersion}), taken from the protocol and not
+ * only from SGLang's label, which is stamped when the answer leaves the server: an attempt cut by an update reports
+ * the version it started on, and one that SGLang kept across a `retract` / `in_place` pause reports both
+ * (`weightVersions`).
  */
 import { Context, Data, Effect } from "effect"
 import { ContextLengthError } from "../../src/forest/errors.ts"
@@ -24,7 +33,8 @@ import * as StepSpan from "../runtime/StepSpan.ts"
 export type SamplingParams = Sampling.RequestSampling
 
 export interface GenerateRequest {
-  readonly inputIds: ReadonlyArray<number>
+  /** The prompt's ids; the generation core sends an `Int32Array` (no `number[]` of the whole prompt per request). */
+  readonly inputIds: ReadonlyArray<number> | Int32Array
   readonly sampling: SamplingParams
   /** Backend request id; fixed-length so SGLang's prefix matching on abort cannot hit another request. */
   readonly rid: string
@@ -79,8 +89,26 @@ export interface GenerateResult {
   readonly finishReason: FinishReason
   readonly promptTokens: number
   readonly cachedTokens: number
+  /** The weight version the attempt ran on (the latest, when it ran on more than one). */
   readonly weightVersion: string
+  /**
+   * Every version the attempt ran on, oldest first, when it ran on more than one: SGLang kept it across a
+   * `retract` / `in_place` pause, its first tokens came from the old weights and the rest from the new.
+   */
+  readonly weightVersions?: ReadonlyArray<string> | undefined
 }
+
+/**
+ * How `pauseGeneration` treats the generations in flight (SGLang's `/pause_generation` modes):
+ * - `abort`: they end now with their partial output; their callers park them and resume them after the resume
+ *   (a new attempt from prompt ++ partial ids): every attempt runs on one version;
+ * - `retract`: SGLang moves them back to its waiting queue (KV freed) and continues them after the resume, its KV
+ *   recomputed under the new weights;
+ * - `in_place`: SGLang keeps them where they are (KV kept, computed under the old weights) and continues them.
+ *
+ * The embedded engine has no scheduler to keep requests in: it treats every mode as `abort`.
+ */
+export type PauseMode = "abort" | "retract" | "in_place"
 
 /**
  * What went wrong with the engine, as undici's error codes: a literal callers branch on.
@@ -155,6 +183,17 @@ export interface EngineShape {
    * integer, else the number of updates).
    */
   readonly updateWeights: (version?: string) => Effect.Effect<string, EngineError>
+  /**
+   * Stop generating for a weight push (see {@link PauseMode}); new attempts wait until `resumeGeneration`. Returns
+   * once the engine has stopped (with `abort`: once every aborted attempt has returned). Pausing a paused engine only
+   * applies the mode to what runs.
+   */
+  readonly pauseGeneration: (mode: PauseMode) => Effect.Effect<void, EngineError>
+  /**
+   * Continue after `pauseGeneration`: generations from now on report `version` (default: SGLang's own label after
+   * the trainer's push, `/get_weight_version`; embedded: the next integer). Returns the version now in effect.
+   */
+  readonly resumeGeneration: (version?: string) => Effect.Effect<string, EngineError>
   readonly health: Effect.Effect<void, EngineError>
   /**
    * The Session has ended: release what the engine keeps for it (SGLang with `--agentic-session-lifecycle`:
@@ -174,6 +213,8 @@ export const withSpans = (name: string, engine: EngineShape): EngineShape => ({
   abort: (rid) => engine.abort(rid).pipe(StepSpan.step(`${name}.abort`, { rid })),
   weightVersion: engine.weightVersion.pipe(StepSpan.step(`${name}.weightVersion`)),
   updateWeights: (version) => engine.updateWeights(version).pipe(StepSpan.step(`${name}.updateWeights`)),
+  pauseGeneration: (mode) => engine.pauseGeneration(mode).pipe(StepSpan.step(`${name}.pauseGeneration`, { mode })),
+  resumeGeneration: (version) => engine.resumeGeneration(version).pipe(StepSpan.step(`${name}.resumeGeneration`)),
   health: engine.health.pipe(StepSpan.step(`${name}.health`)),
   closeSession: (sessionId) => engine.closeSession(sessionId).pipe(StepSpan.step(`${name}.closeSession`, { sessionId })),
   takeStepMetrics: engine.takeStepMetrics.pipe(StepSpan.step(`${name}.takeStepMetrics`))

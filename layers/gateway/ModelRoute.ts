@@ -173,8 +173,8 @@ const failGeneration = (error: Generation.GenerationError): Effect.Effect<never,
     : Effect.fail(answer)
 }
 
-/** A request body: the JSON object, and its bytes (what a forwarded request carries). */
-interface ParsedBody {
+/** A body parsed as one JSON object, and its bytes. */
+interface JsonObjectBody {
   readonly object: Record<string, unknown>
   readonly bytes: Uint8Array
 }
@@ -184,27 +184,24 @@ const readJsonObject = (
   ex: Exchange.Exchange,
   env: RouteEnv,
   claimDisconnectLog: () => boolean
-): Effect.Effect<Result.Result<ParsedBody, { readonly error: Errors.GatewayError }> | undefined> =>
+): Effect.Effect<Result.Result<JsonObjectBody, Errors.GatewayError> | undefined> =>
   Effect.suspend(() => {
     const declared = Number(ex.request.headers["content-length"] ?? Number.NaN)
     if (Number.isFinite(declared) && declared > env.maxBodyBytes) {
-      return Effect.succeed(Result.fail({ error: Errors.GatewayError.bodyTooLarge(env.maxBodyBytes) }))
+      return Effect.succeed(Result.fail(Errors.GatewayError.bodyTooLarge(env.maxBodyBytes)))
     }
     return Effect.callback<Exchange.BodyRead>((resume) => Exchange.readBody(ex, env.maxBodyBytes, (read) => resume(Effect.succeed(read)))).pipe(
       Effect.flatMap((read) => {
         switch (read._tag) {
           case "TooLarge":
-            return Effect.succeed(Result.fail({ error: Errors.GatewayError.bodyTooLarge(env.maxBodyBytes) }))
+            return Effect.succeed(Result.fail(Errors.GatewayError.bodyTooLarge(env.maxBodyBytes)))
           case "Aborted":
             return claimDisconnectLog() ? logDisconnect("body").pipe(Effect.as(undefined)) : Effect.succeed(undefined)
           case "Body":
             // The body completed inside an I/O callback: parse it as a task.
             return FairScheduler.continueAsTask.pipe(
               Effect.andThen(Effect.sync(() =>
-                Result.mapBoth(JsonBody.parseObject(read.bytes, env.maxJsonDepth), {
-                  onSuccess: (object): ParsedBody => ({ object, bytes: read.bytes }),
-                  onFailure: (error) => ({ error })
-                })
+                Result.map(JsonBody.parseObject(read.bytes, env.maxJsonDepth), (object) => ({ object, bytes: read.bytes }))
               ))
             )
         }
@@ -245,12 +242,31 @@ const serveModel = (env: RouteEnv, adapter: Completion.Adapter, ex: Exchange.Exc
     phase = "body"
     const body = yield* readJsonObject(ex, env, claimDisconnectLog)
     if (body === undefined) return sendError(ex, adapter, Errors.GatewayError.clientDisconnect("body"))
-    if (Result.isFailure(body)) return sendError(ex, adapter, body.failure.error)
-    const decoded = adapter.decode(body.success.object)
+    if (Result.isFailure(body)) return sendError(ex, adapter, body.failure)
+    if (Result.isFailure(session)) {
+      // Cluster mode: another runner holds this Session; decoded here (a malformed request gets its 400 here).
+      const remote = adapter.decode(body.success.object)
+      if (Result.isFailure(remote)) return sendError(ex, adapter, remote.failure)
+      return {
+        remote: { sessionId: token.success, path: ex.request.url ?? "", body: body.success.bytes },
+        canonical: remote.success
+      }
+    }
+    // A Chat body that repeats the previous request's history byte for byte reuses its canonical messages
+    // (src/protocol/RawEcho.ts); the generation core checks the reuse when matching.
+    const echo = adapter.protocol === "chat" && env.generation.echo !== undefined
+      ? yield* env.generation.echo(session.success, body.success.bytes)
+      : undefined
+    const decoded = adapter.decode(body.success.object, echo?.known)
     if (Result.isFailure(decoded)) return sendError(ex, adapter, decoded.failure)
-    return Result.isSuccess(session)
-      ? { session: session.success, canonical: decoded.success }
-      : { remote: { sessionId: token.success, path: ex.request.url ?? "", body: body.success.bytes }, canonical: decoded.success }
+    const canonical: Completion.CanonicalRequest = echo?.mark === undefined ? decoded.success : {
+      ...decoded.success,
+      echo: {
+        mark: echo.mark,
+        known: echo.known === undefined ? undefined : { state: echo.known.state, messages: echo.known.messages.length }
+      }
+    }
+    return { session: session.success, canonical }
   })
   env.run(Effect.withSpan(Effect.gen(function*() {
     // The parsed body is not held while the request waits: only the canonical request it decoded to.

@@ -26,6 +26,7 @@ import {
 } from "../../src/generation/errors.ts"
 import * as Turn from "../../src/generation/Turn.ts"
 import type * as Canonical from "../../src/protocol/canonical.ts"
+import * as RawEcho from "../../src/protocol/RawEcho.ts"
 import type * as Completion from "../../src/protocol/completion.ts"
 import * as Parsers from "../../src/parsers/registry.ts"
 import type * as ChatTemplate from "../../src/template/ChatTemplate.ts"
@@ -92,6 +93,24 @@ export interface GenerationShape {
     session: SessionEntry,
     request: Completion.CanonicalRequest
   ) => Effect.Effect<Completion.Completion, GenerationError>
+  /**
+   * Read a Chat body's raw history against the Session's previous request (src/protocol/RawEcho.ts): the body's mark,
+   * and, when it repeats that request's history byte for byte, what those messages canonicalize to (the committed
+   * state's own message objects). A request that matched exactly leaves its mark for the next one. Optional: a
+   * generation core without it decodes every body whole.
+   */
+  readonly echo?: (session: SessionEntry, bytes: Uint8Array) => Effect.Effect<EchoStart>
+}
+
+/** What {@link GenerationShape.echo} found: the body's mark, and the known canonical messages of its repeated prefix. */
+export interface EchoStart {
+  readonly mark: RawEcho.Mark | undefined
+  readonly known: (Canonical.KnownPrefix & { readonly state: string }) | undefined
+}
+
+/** The mark of a Session's last exactly matched Chat request and the state its messages ended at. */
+interface EchoMemo extends RawEcho.Mark {
+  readonly state: string
 }
 
 export class Generation extends Context.Service<Generation, GenerationShape>()("relax-agentic/Generation") {
@@ -147,6 +166,8 @@ const policyRequest = (p: AttemptPlan, decodePrompt: () => string): PolicyReques
   }
 }
 
+const noEcho: EchoStart = { mark: undefined, known: undefined }
+
 const make = (options: GenerationOptions) =>
   Effect.gen(function*() {
     const engine = yield* Engine
@@ -157,9 +178,10 @@ const make = (options: GenerationOptions) =>
     const match = Effect.fnUntraced(function*(
       session: SessionEntry,
       forest: Forest.Forest,
-      state: Canonical.State
+      state: Canonical.State,
+      known: Forest.KnownState | undefined
     ) {
-      const matched = Forest.match(forest, state, { strict: options.strictMatch ?? false })
+      const matched = Forest.match(forest, state, { strict: options.strictMatch ?? false, known })
       if (matched.tolerated) session.counters.toleratedMatches++
       return matched
     }, StepSpan.step("Generation.match"))
@@ -248,7 +270,8 @@ const make = (options: GenerationOptions) =>
       yield* session.awaitLease
       // A lease granted to many waiting requests at once resumes them all inside one call.
       yield* FairScheduler.continueAsTask
-      const inputIds = Turn.resumeIds(Forest.inferencePrefix(p.forest, p.parent), pending)
+      // What the attempt continues from: the inference prefix followed by the pending ids, one Int32Array.
+      const inputIds = Forest.inferencePrefix(p.forest, p.parent, pending.outputIds)
       // Images along the lineage go with the prompt (SGLang `image_data`).
       const media = Forest.inferenceMedia(p.forest, p.parent)
       const maxNewTokens = Turn.remainingTokens(p.sampling.maxNewTokens, pending)
@@ -264,7 +287,7 @@ const make = (options: GenerationOptions) =>
           resumedTokens: pending.outputIds.length,
           imageData: media.length > 0 ? media : undefined,
           sessionId: session.sessionId,
-          conversation: () => policyRequest(p, () => tokenizer.decode(inputIds))
+          conversation: () => policyRequest(p, () => tokenizer.decode(Array.from(inputIds)))
         })
       }).pipe(
         Effect.onInterrupt(() => Effect.sync(() => session.counters.aborts++)),
@@ -405,8 +428,10 @@ const make = (options: GenerationOptions) =>
       session.counters.requests++
       const turn = session.counters.requests - 1
       const forest = yield* forests.get(session.sessionId)
-      const matched = yield* match(session, forest, request.state)
+      const matched = yield* match(session, forest, request.state, request.echo?.known)
       const parent = yield* observe(session, forest, matched, request.state)
+      // `parent`'s full messages are the request's (none tolerated): the next request may repeat them byte for byte.
+      if (request.echo !== undefined && !matched.tolerated) echoes.set(forest, { ...request.echo.mark, state: parent })
       const p = yield* plan(session, forest, request, turn, parent).pipe(StepSpan.step("Generation.plan"))
       const done = yield* attempts(p)
       session.counters.generations++
@@ -418,5 +443,23 @@ const make = (options: GenerationOptions) =>
       return Turn.completion(randomBytes(16).toString("hex"), committed.now, committed.input)
     })
 
-    return Generation.of({ generate })
+    /** Each forest's last exactly matched Chat request (see `echo`); it goes with its forest. */
+    const echoes = new WeakMap<Forest.Forest, EchoMemo>()
+
+    const echo = (session: SessionEntry, bytes: Uint8Array): Effect.Effect<EchoStart> =>
+      forests.get(session.sessionId).pipe(
+        Effect.map((forest): EchoStart => {
+          const memo = echoes.get(forest)
+          const reading = RawEcho.read(bytes, memo)
+          if (!reading.repeats || memo === undefined || !forest.nodes.has(memo.state)) {
+            return { mark: reading.mark, known: undefined }
+          }
+          const messages = Forest.fullMessages(forest, memo.state)
+          return { mark: reading.mark, known: { count: memo.count, messages, state: memo.state } }
+        }),
+        // No forest: the generation answers that itself.
+        Effect.catchTag("ForestNotFound", () => Effect.succeed(noEcho))
+      )
+
+    return Generation.of({ generate, echo })
   })

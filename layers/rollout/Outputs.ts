@@ -3,15 +3,24 @@
  * `eval_metrics.jsonl` under `--output-dir`, and the debug dumps of `--save-debug-rollout-data`.
  *
  * **Details**
- * Every file is written atomically (temporary file, then rename), and the metric files are rewritten whole after each
- * step or Eval dataset, so a reader never sees a half-written line. Without `--output-dir` (or
- * `--save-debug-rollout-data`) the corresponding writes do nothing. The records themselves are shaped by
- * `src/rollout/Records.ts`.
+ * Before anything runs (building the layer), `--output-dir` and every directory the debug dump template names for the
+ * first step are created and proved writable (a probe file written and removed): a bad path fails at startup with
+ * `OutputPathError`, before any agent starts. Every file is written atomically (`Files.writeFileAtomic`), and the
+ * metric files are rewritten whole after each step or Eval dataset. A write that fails is retried once; if it fails
+ * again its content is saved to a fallback file under `relax-agentic-unsaved-<time>-<pid>/` in the temporary
+ * directory, the failure (`OutputWriteError`, naming the path, the fallback and the fix) is kept in `failed`, and the
+ * rollout stops at the end of the step. A write interrupted by a shutdown is saved to the fallback the same way (within
+ * a few seconds). Without `--output-dir` (or `--save-debug-rollout-data`) the corresponding writes do nothing. The
+ * records themselves are shaped by `src/rollout/Records.ts`.
  */
-import { Context, Effect, Layer } from "effect"
-import { join } from "node:path"
+import { Context, Effect, Layer, Ref } from "effect"
+import * as Os from "node:os"
+import { basename, join } from "node:path"
 import type { TrainingSample } from "../../src/forest/TrainingSample.ts"
+import * as OutputPaths from "../../src/rollout/OutputPaths.ts"
 import * as Records from "../../src/rollout/Records.ts"
+import type * as RunReport from "../../src/rollout/RunReport.ts"
+import * as Files from "./Files.ts"
 import * as RolloutConfig from "./RolloutConfig.ts"
 import * as Telemetry from "./Telemetry.ts"
 
@@ -41,26 +50,70 @@ export interface OutputsShape {
   readonly openRun: () => Effect.Effect<RunOutputs>
   /**
    * Write a debug dump (`--save-debug-rollout-data` with `{rollout_id}` replaced by `file`), one record per sample
-   * tagged with `rolloutId`.
+   * tagged with `rolloutId`. A dump that cannot be written does not cost the step its samples (they still reach the
+   * caller): the error is printed as an `ERROR` line, the dump saved to the fallback file, and `failed` stops the
+   * rollout before its next step.
    */
   readonly writeDebug: (
     file: number | string,
     rolloutId: number | string,
     samples: ReadonlyArray<TrainingSample>,
     debug: ReadonlyArray<Records.ContextDebug | undefined>
-  ) => Effect.Effect<void, Telemetry.OutputWriteError>
+  ) => Effect.Effect<void>
+  /** The first write that failed (its content saved to a fallback file when possible); the rollout stops on it. */
+  readonly failed: Effect.Effect<Telemetry.OutputWriteError | undefined>
+  /** Files written where asked, outputs saved elsewhere, and writes in flight (for the end-of-run line). */
+  readonly report: Effect.Effect<Pick<RunReport.Progress, "written" | "salvaged" | "inFlight">>
 }
+
+/** How long saving an interrupted write's content to the fallback may take during a shutdown. */
+const salvageLimit = "5 seconds"
 
 const make = Effect.gen(function*() {
   const settings = yield* RolloutConfig.RolloutConfig
+  const telemetry = yield* Telemetry.Telemetry
   const dir = settings.outputDir
+  for (const target of OutputPaths.firstStepTargets(settings)) yield* Files.probeDirectory(target)
+
+  const startedAt = new Date().toISOString().replace(/[-:]/g, "").replace("T", "-").slice(0, 15)
+  const fallbackDir = OutputPaths.fallbackDirectory(Os.tmpdir(), process.pid, startedAt)
+  const written: Array<string> = []
+  const salvaged: Array<RunReport.Salvaged> = []
+  const failure = yield* Ref.make<Telemetry.OutputWriteError | undefined>(undefined)
+
+  /** Save `text` under the fallback directory; the fallback path, or `undefined` when that failed too. */
+  const salvage = (path: string, text: string) => {
+    const fallback = join(fallbackDir, basename(path))
+    return Files.writeFileAtomic(fallback, text).pipe(
+      Effect.as(fallback),
+      Effect.tap(() => Effect.sync(() => salvaged.push({ path, fallback }))),
+      Effect.catch(() => Effect.succeed(undefined))
+    )
+  }
+
+  const save = (path: string, text: string): Effect.Effect<void, Telemetry.OutputWriteError> =>
+    Files.writeFileAtomic(path, text).pipe(
+      Effect.retry({ times: 1 }),
+      Effect.tap(() => Effect.sync(() => {
+        if (!written.includes(path)) written.push(path)
+      })),
+      Effect.catch((error) =>
+        Effect.gen(function*() {
+          const fallback = yield* salvage(path, text)
+          const failed = new Telemetry.OutputWriteError({ path, reason: OutputPaths.describeFsError(error), fallback })
+          yield* Ref.update(failure, (first) => first ?? failed)
+          return yield* failed
+        })
+      ),
+      Effect.onInterrupt(() => salvage(path, text).pipe(Effect.timeout(salvageLimit), Effect.ignore))
+    )
 
   const openRun = Effect.fn("Outputs.openRun")(function*() {
     const files: Array<string> = []
     const metricLines: Array<unknown> = []
     const evalLines: Array<unknown> = []
     const write = (path: string, values: ReadonlyArray<unknown>) =>
-      Telemetry.writeFileAtomic(path, Telemetry.jsonl(values)).pipe(
+      save(path, Telemetry.jsonl(values)).pipe(
         Effect.tap(() => Effect.sync(() => {
           if (!files.includes(path)) files.push(path)
         }))
@@ -93,16 +146,29 @@ const make = Effect.gen(function*() {
     debug: ReadonlyArray<Records.ContextDebug | undefined>
   ) {
     if (settings.saveDebugRolloutData === undefined) return
-    yield* Telemetry.writeFileAtomic(
-      Telemetry.debugDumpPath(settings.saveDebugRolloutData, file),
+    yield* save(
+      OutputPaths.debugDumpPath(settings.saveDebugRolloutData, file),
       Telemetry.jsonl(Records.debugRecords(samples, debug, rolloutId))
-    )
+    ).pipe(Effect.catch((error) => telemetry.error(error.message)))
   })
 
-  return { openRun, writeDebug } satisfies OutputsShape
+  return {
+    openRun,
+    writeDebug,
+    failed: Ref.get(failure),
+    report: Effect.sync(() => ({ written: [...written], salvaged: [...salvaged], inFlight: Files.inFlight() }))
+  } satisfies OutputsShape
 })
 
 /** The rollout's output files. */
 export class Outputs extends Context.Service<Outputs, OutputsShape>()("relax-agentic/Outputs") {
-  static readonly layer: Layer.Layer<Outputs, never, RolloutConfig.RolloutConfig> = Layer.effect(Outputs, make)
+  /** Proves the first step's output directories writable (`OutputPathError` otherwise), then serves the writes. */
+  static readonly layer: Layer.Layer<
+    Outputs,
+    OutputPaths.OutputPathError,
+    RolloutConfig.RolloutConfig | Telemetry.Telemetry
+  > = Layer.effect(
+    Outputs,
+    make
+  )
 }

@@ -15,7 +15,9 @@ import { Context, Data, Effect, Layer, Result } from "effect"
 import { readFile } from "node:fs/promises"
 import * as Settings from "../../src/config/Settings.ts"
 import * as Errors from "../../src/errors.ts"
+import type * as OutputPaths from "../../src/rollout/OutputPaths.ts"
 import * as Records from "../../src/rollout/Records.ts"
+import type * as RunReport from "../../src/rollout/RunReport.ts"
 import * as Dataset from "../../src/schedule/Dataset.ts"
 import type * as Results from "../../src/trainer/Results.ts"
 import * as Partitions from "../../src/schedule/Partitions.ts"
@@ -64,8 +66,13 @@ export interface RolloutShape {
   readonly runStep: (rolloutId: number) => Effect.Effect<StepResult, RolloutError>
   /** Every Eval dataset, serially, with Eval sampling and concurrency. */
   readonly runEval: (rolloutId: number) => Effect.Effect<EvalResult, RolloutError>
-  /** `--num-rollout` steps with Eval every `--eval-interval`, writing the outputs. */
+  /**
+   * `--num-rollout` steps with Eval every `--eval-interval`, writing the outputs. A write that fails stops it at the
+   * end of the step with `OutputWriteError` (the content saved to a fallback file, docs/outputs.md).
+   */
   readonly run: Effect.Effect<RunSummary, RolloutError>
+  /** Where `run` is and what it wrote (the line an interrupted `rollout` ends with: `RunReport.interruptedLine`). */
+  readonly progress: Effect.Effect<RunReport.Progress>
 }
 
 /** Read and parse a dataset file (a read failure is a `DatasetError` with reason `unreadable`). */
@@ -89,6 +96,7 @@ const make = Effect.gen(function*() {
   const mode = Settings.retentionMode(settings)
   // Transfer partitions: with fully async a step may leave Groups owed to its partition for the next step.
   let partitions = Partitions.empty
+  let activity: RunReport.Activity = { _tag: "Starting" }
 
   if (settings.overSamplingBatchSize > settings.rolloutBatchSize && !mode.partialRollout && !mode.fullyAsync) {
     yield* telemetry.warn(
@@ -163,7 +171,11 @@ const make = Effect.gen(function*() {
       return [...byPartition.entries()].sort((a, b) => a[0] - b[0])
     })
 
+  /** A step or Eval after an output write failed does not start: the rollout stops rather than lose outputs. */
+  const stopAfterWriteFailure = Effect.flatMap(outputs.failed, (failed) => failed === undefined ? Effect.void : Effect.fail(failed))
+
   const runStep = Effect.fn("Rollout.runStep")(function*(rolloutId: number) {
+    yield* stopAfterWriteFailure
     return yield* Effect.scoped(Effect.gen(function*() {
       const n = settings.nSamplesPerPrompt
       // Fully async: the extra step rollout_id == num_rollout opens no partition and drains what is still owed.
@@ -251,20 +263,23 @@ const make = Effect.gen(function*() {
     }))
   })
 
-  const runEval = yield* Eval.make({
+  const evalRun = yield* Eval.make({
     rows: (dataset) => {
       const rows = evalRows.get(dataset.name)
       return rows === undefined ? loadRows(dataset.path) : Effect.succeed(rows)
     },
     dropStreak
   })
+  const runEval = (rolloutId: number) => Effect.andThen(stopAfterWriteFailure, evalRun(rolloutId))
 
   const run = Effect.gen(function*() {
     const files = yield* outputs.openRun()
     let evals = 0
     const doEval = Effect.fn("Rollout.eval")(function*(afterSteps: number) {
+      activity = { _tag: "Eval", afterSteps, writing: false }
       const result = yield* runEval(afterSteps)
       evals += 1
+      activity = { _tag: "Eval", afterSteps, writing: true }
       for (const d of result.datasets) {
         yield* telemetry.info(Records.evalSummaryLine(d.name, afterSteps, d.samples.length, d.rewards))
         yield* files.evalDataset(
@@ -275,13 +290,19 @@ const make = Effect.gen(function*() {
         )
       }
       yield* files.evalMetrics()
+      yield* stopAfterWriteFailure
+      activity = { _tag: "Between", lastStep: afterSteps === 0 ? undefined : afterSteps - 1 }
     })
     const evalEnabled = settings.evalInterval !== undefined && settings.evalDatasets.length > 0
     if (evalEnabled && !settings.skipEvalBeforeTrain) yield* doEval(0)
     // Fully async adds the final backfill: step call num_rollout, which drains what the last step left owed.
     for (let rolloutId = 0; rolloutId < Retention.stepCount(mode, settings.numRollout); rolloutId++) {
+      activity = { _tag: "Step", rolloutId, writing: false }
       const step = yield* runStep(rolloutId)
+      activity = { _tag: "Step", rolloutId, writing: true }
       yield* files.step(rolloutId, step.samples, Records.stepMetricLine(rolloutId, step.groups, step.metrics))
+      yield* stopAfterWriteFailure
+      activity = { _tag: "Between", lastStep: rolloutId }
       // Without a trainer, the command still advances the policy version between steps, so every sample's
       // weight_versions shows which step's policy generated it (a trainer calls Engine.updateWeights itself).
       if (rolloutId + 1 < Retention.stepCount(mode, settings.numRollout)) yield* engine.updateWeights()
@@ -293,7 +314,9 @@ const make = Effect.gen(function*() {
     return { steps: settings.numRollout, evals, files: files.files() } satisfies RunSummary
   }).pipe(Effect.withSpan("Rollout.run"))
 
-  return { runStep, runEval, run } satisfies RolloutShape
+  const progress = Effect.map(outputs.report, (report): RunReport.Progress => ({ activity, ...report }))
+
+  return { runStep, runEval, run, progress } satisfies RolloutShape
 })
 
 /** The rollout service. */
@@ -303,8 +326,8 @@ export class Rollout extends Context.Service<Rollout, RolloutShape>()("relax-age
    * as the layer.
    */
   static readonly layer: Layer.Layer<
-    Rollout,
-    Dataset.DatasetError,
+    Rollout | GenerationGate,
+    Dataset.DatasetError | OutputPaths.OutputPathError,
     | RolloutConfig.RolloutConfig
     | Tokenizer
     | Sessions

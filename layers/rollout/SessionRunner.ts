@@ -159,6 +159,7 @@ const make = Effect.gen(function*() {
         )
       }
       const budget = yield* supervisor.makeBudget
+      yield* gate.trackBudget(budget)
       const sessionGate = !eval_ && retains ? yield* gate.register(sessionId, budget) : undefined
       yield* sessions.register({
         sessionId,

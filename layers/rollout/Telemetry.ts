@@ -6,13 +6,10 @@
  * ANSI badges and the progress bar appear only on a TTY; a log file or pipe gets plain lines that `grep` can find
  * (`AGENTIC ROLLOUT event=accounting_end rollout=0 ...`). Field values print as the reference prints them (Python's
  * `str`): `True` / `False`, and a dict as `{'key': value}`; a field whose value is `undefined` or `null` is left out.
- * Files (debug dumps, and the rollout's JSONL outputs through `writeFileAtomic`) are written to a temporary file
- * and renamed, so an interrupted run never leaves a half-written file.
+ * The files themselves are written by `Outputs` (through `Files.writeFileAtomic`).
  */
 import { Context, Data, Effect, Layer, type Scope } from "effect"
-import { mkdir, rename, rm, writeFile } from "node:fs/promises"
-import { dirname } from "node:path"
-import * as Errors from "../../src/errors.ts"
+import * as OutputPaths from "../../src/rollout/OutputPaths.ts"
 
 /** A value an event line can carry. */
 export type FieldValue =
@@ -47,13 +44,21 @@ export interface Progress {
   readonly snapshot: Effect.Effect<{ readonly scored: number; readonly total: number; readonly prepared: number }>
 }
 
-/** A file under `--output-dir` or `--save-debug-rollout-data` could not be written. */
+/**
+ * A file under `--output-dir` or `--save-debug-rollout-data` could not be written (after a retry). `fallback` is where
+ * its content was saved instead, when that worked.
+ */
 export class OutputWriteError extends Data.TaggedError("OutputWriteError")<{
   readonly path: string
   readonly reason: string
+  readonly fallback?: string | undefined
 }> {
   override get message(): string {
-    return `cannot write ${this.path}: ${this.reason}. Check that the directory is writable and the disk has space.`
+    const kept = this.fallback === undefined
+      ? "It could not be saved anywhere else either."
+      : `Its content was saved to ${this.fallback} instead (move it there once the directory is fixed).`
+    return `cannot write ${this.path}: ${this.reason}. ${kept} The rollout stopped; free space or fix the directory's ` +
+      "permissions (or choose another --output-dir / --save-debug-rollout-data), then run again."
   }
 }
 
@@ -211,28 +216,7 @@ export const memorySink = (isTTY = false): Sink & { readonly captured: Captured 
 }
 
 /** Replace `{rollout_id}` in a `--save-debug-rollout-data` template. */
-export const debugDumpPath = (template: string, rolloutId: number | string): string =>
-  template.replaceAll("{rollout_id}", String(rolloutId))
-
-/**
- * Write `text` to `path` atomically: a temporary file beside it, then a rename (same directory, same file system).
- */
-export const writeFileAtomic = (path: string, text: string): Effect.Effect<void, OutputWriteError> => {
-  const temp = `${path}.tmp-${process.pid}-${Math.random().toString(36).slice(2)}`
-  return Effect.tryPromise({
-    try: async () => {
-      await mkdir(dirname(path), { recursive: true })
-      try {
-        await writeFile(temp, text, "utf8")
-        await rename(temp, path)
-      } catch (error) {
-        await rm(temp, { force: true })
-        throw error
-      }
-    },
-    catch: (error) => new OutputWriteError({ path, reason: Errors.messageOf(error) })
-  }).pipe(Effect.uninterruptible)
-}
+export const debugDumpPath = OutputPaths.debugDumpPath
 
 /** JSON Lines text (one value per line, trailing newline). */
 export const jsonl = (values: ReadonlyArray<unknown>): string =>

@@ -18,6 +18,11 @@
  * - A Session is *interrupted* (its Group can be retained and counted as `interrupted_groups`) when it is not
  *   protected and either its agent is between requests or all its live requests are parked after an abort.
  *
+ * A trainer's weight push (`TrainerService.pauseGeneration` → push → `resumeGeneration`) pauses the engine itself (new
+ * attempts wait there, layers/engine/Engine.ts) and every Session's active-time budget here: `pauseBudgets` stops every
+ * budget that is counting (every Session's, tracked with `trackBudget`), `resumeBudgets` restarts exactly those. A step
+ * boundary's `resume` during a trainer's pause leaves the budgets it would restart stopped until `resumeBudgets`.
+ *
  * An abort that reaches the engine before the attempt's request does cannot stop it: that attempt then runs to its
  * end (its tokens are valid, the pause just waits for it), as with SGLang's own prefix-matched aborts.
  */
@@ -72,6 +77,12 @@ export interface GenerationGateShape {
   readonly isProtected: (sessionId: string) => boolean
   /** Call `listener` whenever a Session's interrupted state may have changed (a request or attempt began or ended). */
   readonly onChange: (listener: () => void) => void
+  /** Track a Session's active-time budget (any Session, Eval included) for a trainer's pause while the scope lives. */
+  readonly trackBudget: (budget: ActiveBudget.ActiveBudget) => Effect.Effect<void, never, Scope.Scope>
+  /** A trainer's weight push begins: stop every counting budget; returns how many were stopped. */
+  readonly pauseBudgets: Effect.Effect<number>
+  /** The push is done: restart the budgets `pauseBudgets` stopped. */
+  readonly resumeBudgets: Effect.Effect<void>
 }
 
 interface RequestState {
@@ -109,6 +120,9 @@ export const make = (options: {
     const sessions = new Map<string, SessionState>()
     const running = new Set<Running>()
     const listeners: Array<() => void> = []
+    // Every tracked budget, and those a trainer's pause stopped (undefined: no trainer's pause now).
+    const budgets = new Set<ActiveBudget.ActiveBudget>()
+    let trainerPaused: Set<ActiveBudget.ActiveBudget> | undefined
     // Completed once no protected Session is registered any more (a pause waits for it).
     let protectedDone: Deferred.Deferred<void> | undefined
     const changed = () => {
@@ -219,7 +233,9 @@ export const make = (options: {
         if (state.protectionPending) state.protected = true
         if (state.budgetPaused && state.budget !== undefined) {
           state.budgetPaused = false
-          yield* state.budget.resume
+          // A trainer's pause holds it until its own resume.
+          if (trainerPaused !== undefined) trainerPaused.add(state.budget)
+          else yield* state.budget.resume
         }
       }
       yield* latch.open
@@ -242,6 +258,35 @@ export const make = (options: {
       onChange: (listener) => {
         listeners.push(listener)
       },
+      trackBudget: (budget) =>
+        Effect.acquireRelease(
+          Effect.sync(() => {
+            budgets.add(budget)
+          }),
+          () =>
+            Effect.sync(() => {
+              budgets.delete(budget)
+              trainerPaused?.delete(budget)
+            })
+        ),
+      pauseBudgets: Effect.gen(function*() {
+        const paused = trainerPaused ?? new Set<ActiveBudget.ActiveBudget>()
+        trainerPaused = paused
+        let stopped = 0
+        for (const budget of budgets) {
+          if (!(yield* budget.isActive)) continue
+          yield* budget.pause
+          paused.add(budget)
+          stopped++
+        }
+        return stopped
+      }).pipe(Effect.withSpan("GenerationGate.pauseBudgets")),
+      resumeBudgets: Effect.gen(function*() {
+        const paused = trainerPaused
+        trainerPaused = undefined
+        if (paused === undefined) return
+        for (const budget of paused) yield* budget.resume
+      }).pipe(Effect.withSpan("GenerationGate.resumeBudgets")),
       mode: options.mode
     } satisfies GenerationGateShape
   })

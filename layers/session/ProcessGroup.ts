@@ -9,10 +9,14 @@
  * group cleanup polls `kill(-pgid, 0)`, which counts zombies as alive: where PID 1 does not reap re-parented children
  * (containers), a killed grandchild would keep the group "alive" until the final timeout. Here liveness is read from
  * `/proc` without zombies.
+ *
+ * Every started group is registered with the owner link (`OwnerLink.ts`) until it is gone, so it is killed when this
+ * process dies by any signal, SIGKILL included (docs/runtime.md "Fate sharing").
  */
 import { Duration, Effect } from "effect"
 import { type ChildProcess, spawn } from "node:child_process"
 import * as Fs from "node:fs"
+import * as OwnerLink from "./OwnerLink.ts"
 
 export interface Exited {
   readonly code: number | null
@@ -108,17 +112,25 @@ const awaitGroupGone = (leader: Leader, limit: Duration.Duration): Effect.Effect
     return isGone()
   })
 
-/** SIGTERM to the whole group, SIGKILL after `grace`, then wait for the leader and every member. */
+/**
+ * SIGTERM to the whole group, SIGKILL after `grace`, then wait for the leader and every member. A group seen gone is
+ * released from the owner link; one that still has members stays registered, so it is killed at this process's end.
+ */
 export const terminate = (leader: Leader, grace: Duration.Duration): Effect.Effect<void> =>
   Effect.gen(function*() {
-    if (leader.hasExited() && !groupAlive(leader.pid)) return
+    if (leader.hasExited() && !groupAlive(leader.pid)) return OwnerLink.release(leader.pid)
     signalGroup(leader.pid, "SIGTERM")
-    if (yield* awaitGroupGone(leader, grace)) return
+    if (yield* awaitGroupGone(leader, grace)) return OwnerLink.release(leader.pid)
     signalGroup(leader.pid, "SIGKILL")
-    if (!(yield* awaitGroupGone(leader, Duration.seconds(5)))) {
-      yield* Effect.logWarning(`agent process group ${leader.pid} still has members 5 s after SIGKILL`)
-    }
+    if (yield* awaitGroupGone(leader, Duration.seconds(5))) return OwnerLink.release(leader.pid)
+    yield* Effect.logWarning(`agent process group ${leader.pid} still has members 5 s after SIGKILL`)
   })
+
+/**
+ * SIGKILL every agent process group still registered, at once (no grace, no waiting): what a forced exit does before
+ * it abandons the rest of the shutdown (docs/runtime.md "Shutdown").
+ */
+export const killAllNow = (): number => OwnerLink.killAll()
 
 /** What to start: `/bin/bash -lc <command>` in `cwd` with exactly `env`, output appended to `logPath`. */
 export interface Command {
@@ -163,6 +175,9 @@ export const start = (command: Command): Effect.Effect<Leader, string> =>
     child.once("error", (error) => {
       if (child.pid === undefined) resume(Effect.fail(errorText(error)))
     })
+    // Registered at once (before any await), so the window in which this process's death could orphan the group is
+    // only the spawn itself.
+    if (child.pid !== undefined) OwnerLink.adopt(child.pid)
     child.once("spawn", () => {
       const pid = child.pid
       if (pid === undefined) resume(Effect.fail("the process has no pid"))

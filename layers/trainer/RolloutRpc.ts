@@ -45,6 +45,15 @@ export class RolloutRpcs extends RpcGroup.make(
     success: Schema.Struct({ weightVersion: Schema.String }),
     error: Results.RolloutCallError
   }),
+  Rpc.make("PauseGeneration", {
+    payload: { mode: Schema.optionalKey(Schema.Literals(["abort", "retract", "in_place"])) },
+    error: Results.RolloutCallError
+  }),
+  Rpc.make("ResumeGeneration", {
+    payload: { version: Schema.optionalKey(Schema.String) },
+    success: Schema.Struct({ weightVersion: Schema.String }),
+    error: Results.RolloutCallError
+  }),
   Rpc.make("Status", { payload: {}, success: Results.RolloutStatus }),
   Rpc.make("Shutdown", { payload: {} })
 ) {}
@@ -100,6 +109,12 @@ const handlers = RolloutRpcs.toLayer(Effect.gen(function*() {
     Evaluate: ({ rolloutId }) => trainer.evaluate(rolloutId).pipe(Effect.mapError(Results.callError)),
     UpdateWeights: ({ version }) =>
       trainer.updateWeights(version).pipe(
+        Effect.map((weightVersion) => ({ weightVersion })),
+        Effect.mapError(Results.callError)
+      ),
+    PauseGeneration: ({ mode }) => trainer.pauseGeneration(mode).pipe(Effect.mapError(Results.callError)),
+    ResumeGeneration: ({ version }) =>
+      trainer.resumeGeneration(version).pipe(
         Effect.map((weightVersion) => ({ weightVersion })),
         Effect.mapError(Results.callError)
       ),

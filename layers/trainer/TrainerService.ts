@@ -6,7 +6,8 @@
  * **Details**
  * Steps and Eval run one at a time (a second call waits for the first): they share the agent slots and the engine.
  * `updateWeights` goes straight to the Engine port and does not wait for a running step: the engine aborts the
- * generations in flight, which resume on the new version (layers/engine/Engine.ts). Shutdown is the layer's scope: closing it
+ * generations in flight, which resume on the new version (layers/engine/Engine.ts). `pauseGeneration` /
+ * `resumeGeneration` are the two-phase form around a weight push the trainer does itself. Shutdown is the layer's scope: closing it
  * reaps every agent and closes the gateway.
  *
  * `stream` runs training steps as the consumer pulls and emits each step's Groups once the step is credited (with
@@ -17,8 +18,9 @@ import { Context, Effect, Layer, Ref, Semaphore, Stream } from "effect"
 import type { TrainingSample } from "../../src/forest/TrainingSample.ts"
 import type * as Results from "../../src/trainer/Results.ts"
 import * as RolloutConfig from "../rollout/RolloutConfig.ts"
-import { Engine, type EngineError } from "../engine/Engine.ts"
+import { Engine, type EngineError, type PauseMode } from "../engine/Engine.ts"
 import { Gateway } from "../gateway/Gateway.ts"
+import { GenerationGate } from "../schedule/GenerationGate.ts"
 import { Rollout, type RolloutError } from "../rollout/Rollout.ts"
 
 /** Which training steps `stream` runs. */
@@ -44,6 +46,15 @@ export interface TrainerServiceShape {
    * the version now in effect.
    */
   readonly updateWeights: (version?: string) => Effect.Effect<string, EngineError>
+  /**
+   * First phase of a weight push the trainer does itself (docs/trainer.md, "Weight updates"): stop generation
+   * (`mode`, default `abort`: in-flight attempts are parked with their partial ids; `retract` / `in_place`: SGLang
+   * keeps them), hold new attempts and stop the agents' active-time budgets. SSE heartbeats continue. Then the trainer
+   * pushes its weights with their version into SGLang and calls `resumeGeneration`.
+   */
+  readonly pauseGeneration: (mode?: PauseMode) => Effect.Effect<void, EngineError>
+  /** Second phase: generation continues on `version` (default: SGLang's label after the push); returns it. */
+  readonly resumeGeneration: (version?: string) => Effect.Effect<string, EngineError>
   readonly status: Effect.Effect<Results.RolloutStatus>
 }
 
@@ -69,6 +80,7 @@ export const groupsOf = (step: Results.StepResult): Array<Results.FinishedGroup>
 const make = Effect.gen(function*() {
   const rollout = yield* Rollout
   const engine = yield* Engine
+  const gate = yield* GenerationGate
   const settings = yield* RolloutConfig.RolloutConfig
   const gateway = yield* Gateway
   const lock = yield* Semaphore.make(1)
@@ -105,6 +117,9 @@ const make = Effect.gen(function*() {
     stream,
     evaluate: (rolloutId) => exclusive("evaluate", rollout.runEval(rolloutId)),
     updateWeights: (version) => engine.updateWeights(version),
+    // The engine first (attempts stop), then the budgets: the agents do not lose active time to the push.
+    pauseGeneration: (mode = "abort") => Effect.andThen(engine.pauseGeneration(mode), gate.pauseBudgets),
+    resumeGeneration: (version) => Effect.tap(engine.resumeGeneration(version), () => gate.resumeBudgets),
     status: Effect.gen(function*() {
       const done = yield* Ref.get(finished)
       return {
@@ -122,6 +137,6 @@ const make = Effect.gen(function*() {
 /** The trainer-facing service (see the module comment). */
 export class TrainerService extends Context.Service<TrainerService, TrainerServiceShape>()("relax-agentic/TrainerService") {
   /** The service over a running rollout. */
-  static readonly layer: Layer.Layer<TrainerService, never, Rollout | Engine | RolloutConfig.RolloutConfig | Gateway> =
+  static readonly layer: Layer.Layer<TrainerService, never, Rollout | GenerationGate | Engine | RolloutConfig.RolloutConfig | Gateway> =
     Layer.effect(TrainerService, make)
 }

@@ -4,6 +4,7 @@
  */
 import { Data, Effect, Layer, Result } from "effect"
 import { readFileSync } from "node:fs"
+import * as Files from "../../layers/rollout/Files.ts"
 import * as Settings from "../config/Settings.ts"
 import { EmbeddedEngine } from "../../layers/engine/EmbeddedEngine.ts"
 import { Engine } from "../../layers/engine/Engine.ts"
@@ -17,6 +18,7 @@ import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
 import * as Reward from "../credit/Reward.ts"
 import * as Forest from "../forest/Forest.ts"
 import * as Export from "../forest/Export.ts"
+import * as OutputPaths from "../rollout/OutputPaths.ts"
 import * as Capacity from "../schedule/Capacity.ts"
 import * as Dataset from "../schedule/Dataset.ts"
 import * as SessionInput from "../session/SessionInput.ts"
@@ -145,7 +147,8 @@ const describeReward = (
 /**
  * Run one Session of the harness against a gateway over the configured engine (embedded by default) and check the
  * five requirements of "Prepare Your Agent": it accepts the input, calls a model endpoint, completes a run (turn
- * count reported), writes a final result, and exits without error.
+ * count reported), writes a final result, and exits without error. Before the agent starts, `--output-dir` and the
+ * first step's `--save-debug-rollout-data` directories are created and proved writable, as `rollout` does.
  */
 export const runCheck = (
   settings: Settings.RolloutSettings,
@@ -160,6 +163,8 @@ export const runCheck = (
       timeoutSeconds: settings.agentTimeout
     }))
     const prepared = yield* readRow(settings, row)
+    // The rollout's output directories, proved writable before the agent starts (as `rollout` does at startup).
+    yield* startup(Effect.forEach(OutputPaths.firstStepTargets(settings), Files.probeDirectory, { discard: true }))
     const stack = yield* checkStack(settings)
     return yield* Effect.gen(function*() {
       const gateway = yield* Gateway

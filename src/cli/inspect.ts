@@ -7,7 +7,7 @@
  * Ctrl-C, and its URL printed; with `--html out.html` the page is written as one self-contained file instead (nothing
  * in it reaches the network). Token texts come from `--tokenizer` (default: the bundled Qwen3 tokenizer, as `rollout`).
  */
-import { Console, Effect, Layer, Option } from "effect"
+import { Console, Effect, Option } from "effect"
 import { Argument, CliError, Command, Flag } from "effect/cli"
 import { writeFileSync } from "node:fs"
 import { resolve } from "node:path"
@@ -60,7 +60,10 @@ export const runInspect = (request: InspectRequest, onServing: (url: string) => 
       yield* onServing(server.url)
       return yield* Effect.never
     }).pipe(
-      Effect.provide(Layer.orDie(Inspector.Inspector.layer(run, vocab, { port: request.port })))
+      Effect.provide(Inspector.Inspector.layer(run, vocab, { port: request.port })),
+      Effect.mapError((error) =>
+        userError(`--port ${request.port}: cannot listen on 127.0.0.1 (${error.message}); choose another port, or 0 for any free one`)
+      )
     )
   })
 

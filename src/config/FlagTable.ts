@@ -291,6 +291,31 @@ export const rolloutFlags: ReadonlyArray<FlagSpec> = [
       "it no seed is sent."
   },
   {
+    name: "sglang-api-key",
+    field: "sglangApiKey",
+    kind: "string",
+    section: S.engine,
+    description: "Sent as `Authorization: Bearer <key>` on every SGLang request, for servers and routers launched " +
+      "with an API key (without it they answer 401). Default: the SGLANG_API_KEY environment variable."
+  },
+  {
+    name: "sglang-priority-scheduling",
+    field: "sglangPriorityScheduling",
+    kind: "boolean",
+    section: S.engine,
+    description: "The SGLang servers run with priority scheduling enabled: resumed attempts (partial " +
+      "rollout, weight updates) are sent with `priority: 1` and new ones with 0, so a resumed request is not " +
+      "queued behind new work."
+  },
+  {
+    name: "sglang-lora-path",
+    field: "sglangLoraPath",
+    kind: "string",
+    section: S.engine,
+    description: "Generate with this LoRA adapter (`lora_path` on every request; servers with LoRA enabled and the " +
+      "adapter loaded)."
+  },
+  {
     name: "agentic-session-lifecycle",
     field: "agenticSessionLifecycle",
     kind: "boolean",

@@ -70,6 +70,12 @@ export const RolloutOptions = Schema.Struct({
   sglangEnableDeterministicInference: withDefault(Schema.Boolean, false),
   /** Send `session_id` and close SGLang sessions when a Session ends. */
   agenticSessionLifecycle: withDefault(Schema.Boolean, false),
+  /** `Authorization: Bearer` for SGLang (default: `SGLANG_API_KEY`). */
+  sglangApiKey: Schema.optional(Schema.String),
+  /** Send `priority` (resumed attempts first; servers with priority scheduling). */
+  sglangPriorityScheduling: withDefault(Schema.Boolean, false),
+  /** `lora_path` on every request. */
+  sglangLoraPath: Schema.optional(Schema.String),
   /** Directory with `tokenizer.json` (+ chat template); required with SGLang, else the bundled Qwen3 tokenizer. */
   tokenizer: Schema.optional(Schema.String),
   /** `path/to/module.ts#export`: the embedded engine's scripted policy. */

@@ -75,6 +75,9 @@ const sglangOnly = [
   "sglangRouterUrl",
   "sglangServerConcurrency",
   "sglangEnableDeterministicInference",
+  "sglangApiKey",
+  "sglangPriorityScheduling",
+  "sglangLoraPath",
   "agenticSessionLifecycle"
 ] as const
 

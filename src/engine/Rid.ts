@@ -32,3 +32,10 @@ export const forAttempt = (input: RidInput): string =>
 
 /** Whether `rid` has the fixed rid shape. */
 export const isValid = (rid: string): boolean => /^relax-[0-9a-f]{32}$/.test(rid)
+
+/**
+ * The rid of the `n`-th re-send (1–9) of an attempt whose rid SGLang still holds (a retry after a broken connection
+ * that hits "Duplicate request ID detected"): `rid` + `-r<n>`. It starts with `rid`, so an abort of the attempt's rid
+ * (prefix match) stops it too; of two retry rids neither is a prefix of the other.
+ */
+export const retry = (rid: string, n: number): string => `${rid}-r${Math.min(9, Math.max(1, n))}`

@@ -34,9 +34,18 @@ export const GenerateRequest = Schema.Struct({
   return_logprob: Schema.Boolean,
   image_data: Schema.optionalKey(Schema.Array(Schema.String)),
   /** With `--agentic-session-lifecycle`: the Session, whose radix-cache entries `/close_session` releases. */
-  session_id: Schema.optionalKey(Schema.String)
+  session_id: Schema.optionalKey(Schema.String),
+  /** With `--sglang-priority-scheduling` (servers launched with `--enable-priority-scheduling`): larger runs first. */
+  priority: Schema.optionalKey(Schema.Int),
+  /** With `--sglang-lora-path`: the LoRA adapter to generate with. */
+  lora_path: Schema.optionalKey(Schema.String),
+  /** With `--use-rollout-routing-replay`: MoE expert choices per token in `meta_info.routed_experts`. */
+  return_routed_experts: Schema.optionalKey(Schema.Boolean)
 })
 export type GenerateRequest = typeof GenerateRequest.Type
+
+/** A `/generate` body to encode: {@link GenerateRequest} with its ids as any array of numbers (an `Int32Array`). */
+export type GenerateBody = Omit<GenerateRequest, "input_ids"> & { readonly input_ids: ArrayLike<number> }
 
 /** Two ASCII digits per value 0–99 (`00`, `01`, …, `99`). */
 const digitPairs = Uint8Array.from({ length: 200 }, (_, i) => 48 + (i % 2 === 0 ? Math.floor(i / 20) : (i >> 1) % 10))
@@ -71,14 +80,15 @@ const inputIdsOpen = Buffer.from("{\"input_ids\":[")
 
 /**
  * The `/generate` body as UTF-8 bytes: exactly `JSON.stringify(request)` for a request whose first key is `input_ids`
- * (as every request the engine builds), written without the intermediate string.
+ * (as every request the engine builds; ids given as an `Int32Array` are written as the array of numbers they hold),
+ * written without the intermediate string.
  *
  * **Details**
  * A prompt is thousands of ids, sent on every turn; `JSON.stringify` builds a ~20 KB string that the HTTP client
  * then encodes again into bytes. Here the ids are written as digits straight into the buffer that is sent, and only
  * the small rest of the request goes through `JSON.stringify` (its text after `{` follows the ids).
  */
-export const encodeGenerateRequest = (request: GenerateRequest): Uint8Array => {
+export const encodeGenerateRequest = (request: GenerateBody): Uint8Array => {
   const { input_ids: ids, ...rest } = request
   const restText = JSON.stringify(rest)
   // The longest text of one id is 24 bytes (e.g. -1.2345678901234567e-300); ints take at most 8 digits + comma.
@@ -112,12 +122,21 @@ export const TokenLogprob = Schema.TupleWithRest(Schema.Tuple([Schema.Number, Sc
 export const MetaInfo = Schema.Struct({
   id: Schema.optionalKey(Schema.String),
   finish_reason: Schema.NullOr(FinishReasonWire),
-  prompt_tokens: Schema.Int,
+  /**
+   * Absent on an abort that hit the request in the scheduler's waiting queue (`TokenizerManager._handle_abort_req`:
+   * `output_ids: []`, finish `abort` "Abort in waiting queue", no `prompt_tokens` / `cached_tokens`).
+   */
+  prompt_tokens: Schema.optionalKey(Schema.Int),
   completion_tokens: Schema.optionalKey(Schema.Int),
   cached_tokens: Schema.optionalKey(Schema.Int),
   /** Absent on SGLang builds older than mid-2025. */
   weight_version: Schema.optionalKey(Schema.String),
-  output_token_logprobs: Schema.optionalKey(Schema.Array(TokenLogprob))
+  output_token_logprobs: Schema.optionalKey(Schema.Array(TokenLogprob)),
+  /**
+   * With `return_routed_experts` (servers launched with `--enable-return-routed-experts`): base64 of a little-endian
+   * int32 array of shape `(prompt + output − 1, layers × topk)`, the whole sequence so far.
+   */
+  routed_experts: Schema.optionalKey(Schema.String)
 })
 
 export const GenerateResponse = Schema.Struct({
@@ -177,10 +196,14 @@ export const WorkersResponse = Schema.Struct({
 /** Older router `GET /list_workers`. */
 export const ListWorkersResponse = Schema.Struct({ urls: Schema.Array(Schema.String) })
 
-/** SGLang's error body (`{"object":"error","message":…}`); FastAPI's `{"detail":…}` also appears. */
+/**
+ * SGLang's error bodies: `/generate`'s `{"error":{"message":…}}` (`_create_error_response`), the OpenAI-style
+ * `{"object":"error","message":…}`, FastAPI's `{"detail":…}`, and the API-key middleware's `{"error":"Unauthorized"}`.
+ */
 export const ErrorBody = Schema.Struct({
   object: Schema.optionalKey(Schema.String),
   message: Schema.optionalKey(Schema.String),
+  error: Schema.optionalKey(Schema.Union([Schema.String, Schema.Struct({ message: Schema.optionalKey(Schema.String) })])),
   detail: Schema.optionalKey(Schema.Unknown),
   code: Schema.optionalKey(Schema.Int)
 })
@@ -210,11 +233,35 @@ export const fromFinishReason = (reason: FinishReason): FinishReasonWire => {
   }
 }
 
-/** Whether an HTTP 400 body is a context-length rejection (relax's two markers plus SGLang's input-only wording). */
+/**
+ * Whether an HTTP 400 body is a context-length rejection: relax's two markers, SGLang's input-only wording
+ * (`TokenizerManager._validate_one_request`) and the scheduler's (`validate_input_length` in `managers/utils.py`,
+ * on servers whose KV pool is smaller than the context window).
+ */
 export const isContextLengthMessage = (body: string): boolean =>
   body.includes("maximum context length") ||
   body.includes("Requested token count exceeds") ||
-  body.includes("is longer than the model's context length")
+  body.includes("is longer than the model's context length") ||
+  body.includes("exceeds the maximum allowed length")
+
+/** The scheduler's wording for an input at or above `max_req_input_len` (`validate_input_length`, managers/utils.py). */
+export const inputLengthMessage = (inputTokens: number, maxReqInputLen: number): string =>
+  `Input length (${inputTokens} tokens) exceeds the maximum allowed length (${maxReqInputLen} tokens). ` +
+  "Use a shorter input or enable --allow-auto-truncate."
+
+/** `POST /pause_generation` body (`PauseGenerationReqInput`). */
+export const PauseGenerationRequest = Schema.Struct({
+  mode: Schema.Literals(["abort", "retract", "in_place"])
+})
+export type PauseGenerationRequest = typeof PauseGenerationRequest.Type
+
+/** `POST /update_weights_from_disk` body: the fields the test server reads (`UpdateWeightFromDiskReqInput`). */
+export const UpdateWeightsFromDiskRequest = Schema.Struct({
+  model_path: Schema.String,
+  weight_version: Schema.optionalKey(Schema.NullOr(Schema.String)),
+  abort_all_requests: Schema.optionalKey(Schema.Boolean),
+  flush_cache: Schema.optionalKey(Schema.Boolean)
+})
 
 /** SGLang's wording for a prompt that alone fills the context window. */
 export const inputTooLongMessage = (inputTokens: number, contextLength: number): string =>

@@ -301,14 +301,15 @@ export const trainTokenCount = (forest: Forest, hash: string): number => node(fo
  * The token ids the engine continues from at `hash`: every delta along the lineage, in order.
  *
  * **Details**
- * One packed array of the prefix's length ({@link PackedIds.concat} of the nodes' ids).
+ * One `Int32Array` of the prefix's length ({@link PackedIds.concat} of the nodes' ids), followed by `tail` (a
+ * resumed attempt's pending output): what the engine port takes, without a `number[]` per request.
  */
-export const inferencePrefix = (forest: Forest, hash: string): ReadonlyArray<number> => {
+export const inferencePrefix = (forest: Forest, hash: string, tail?: ArrayLike<number>): Int32Array => {
   const leaf = node(forest, hash)
   const parts = new Array<PackedIds.PackedIds>(depth(leaf))
   let i = parts.length
   for (let at: Node | null = leaf; at !== null; at = at.up) parts[--i] = at.ids
-  return PackedIds.concat(parts)
+  return PackedIds.concat(parts, tail)
 }
 
 /**
@@ -414,14 +415,30 @@ export interface Match {
  * in reasoning), and messages are read again after a tolerated turn only when the exact walk had run past the
  * matched state into a longer committed observation repeating that same reasoning-less message (a history
  * committed under strict matching), at most that observation's length.
+ *
+ * `known` (a request that repeated the previous one's history byte for byte, src/protocol/RawEcho.ts): the request's
+ * first messages are a committed state's own message objects, so the walk begins at that state instead of the
+ * context's root, with the same result; anything else about it (another state, other objects, another context) is
+ * ignored and the walk begins at the root.
  */
-export const match = (forest: Forest, state: Canonical.State, options: { readonly strict: boolean }): Match => {
+export const match = (
+  forest: Forest,
+  state: Canonical.State,
+  options: { readonly strict: boolean; readonly known?: KnownState | undefined }
+): Match => {
   const messages = state.messages
   let parent = forest.root
   let position = 0
   let toleratedTurns = 0
   // `at`: the vertex of `parent` (the context's root vertex until a state matches), `position` messages in.
   let at = MatchIndex.findContext(forest.contexts, state.tools, state.chat_template_kwargs)
+  const start = at === undefined || options.known === undefined ? undefined : knownStart(forest, state, options.known)
+  if (start !== undefined) {
+    // The exact walk from the context's root would follow these messages to `start` (they are its own): begin there.
+    at = start.vertex
+    parent = start.hash
+    position = start.messageCount
+  }
   while (at !== undefined) {
     // Exact rule: follow committed history as far as the request continues it; the deepest state reached wins.
     let vertex = at
@@ -449,6 +466,38 @@ export const match = (forest: Forest, state: Canonical.State, options: { readonl
   }
   forest.toleratedMatches += toleratedTurns
   return { parent, suffix: messages.slice(position), tolerated: toleratedTurns > 0, toleratedTurns }
+}
+
+/**
+ * A committed state whose full messages the request's first `messages` messages are known to be (src/protocol/RawEcho.ts:
+ * the request repeated the previous one's history byte for byte, and reused that state's messages).
+ */
+export interface KnownState {
+  readonly state: string
+  readonly messages: number
+}
+
+/**
+ * The node `known` names, when the request's first `known.messages` messages are that node's full messages, the very
+ * objects (checked one by one along the lineage: no comparing, no hashing), and its context is the request's; otherwise
+ * `undefined` and matching walks from the context's root.
+ */
+const knownStart = (forest: Forest, state: Canonical.State, known: KnownState): Node | undefined => {
+  const n = forest.nodeMap.get(known.state)
+  if (n === undefined || n.messageCount !== known.messages || known.messages > state.messages.length) return undefined
+  if (!Hash.equalJson(toolsOf(n), state.tools) || !Hash.equalJson(kwargsOf(forest, n), state.chat_template_kwargs)) {
+    return undefined
+  }
+  let i = known.messages
+  for (let at: Node | null = n; at !== null; at = at.up) {
+    if (at instanceof Nodes.Response) {
+      if (state.messages[--i] !== at.message) return undefined
+      continue
+    }
+    const own = at.messages
+    for (let j = own.length - 1; j >= 0; j--) if (state.messages[--i] !== own[j]) return undefined
+  }
+  return i === 0 ? n : undefined
 }
 
 // ---------------------------------------------------------------------------------------------------------------

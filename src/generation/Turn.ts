@@ -53,6 +53,8 @@ export interface AttemptOutput {
   readonly outputIds: ReadonlyArray<number>
   readonly logprobs: ReadonlyArray<number>
   readonly weightVersion: string
+  /** Every version the attempt ran on when more than one (SGLang kept it across a retract / in_place pause). */
+  readonly weightVersions?: ReadonlyArray<string> | undefined
   readonly finishReason: EngineFinishReason
 }
 
@@ -87,10 +89,6 @@ export const noPending = (abortCount: number): Pending => ({
   generationMs: 0
 })
 
-/** What the next attempt continues from: the inference prefix followed by the pending ids. */
-export const resumeIds = (prefix: ReadonlyArray<number>, pending: Pending): ReadonlyArray<number> =>
-  pending.outputIds.length === 0 ? prefix : [...prefix, ...pending.outputIds]
-
 /** The next attempt's token budget: the turn's budget less what is pending. */
 export const remainingTokens = (maxNewTokens: number, pending: Pending): number => maxNewTokens - pending.outputIds.length
 
@@ -117,7 +115,7 @@ export const afterAttempt = (
   const next: Pending = {
     outputIds: [...pending.outputIds, ...output.outputIds],
     logprobs: [...pending.logprobs, ...output.logprobs],
-    weightVersions: [...pending.weightVersions, output.weightVersion],
+    weightVersions: [...pending.weightVersions, ...(output.weightVersions ?? [output.weightVersion])],
     attemptLengths: [...pending.attemptLengths, output.outputIds.length],
     abortCount: aborted ? pending.abortCount + 1 : pending.abortCount,
     emptyAborts: aborted ? (output.outputIds.length === 0 ? pending.emptyAborts + 1 : 0) : pending.emptyAborts,

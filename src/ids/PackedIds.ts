@@ -105,62 +105,29 @@ export const at = (packed: PackedIds, index: number): number | undefined => {
   return (packed[b] ?? 0) | ((packed[b + 1] ?? 0) << 8) | ((packed[b + 2] ?? 0) << 16)
 }
 
-/** Up to this many ids, {@link zeros} copies a shared template (2 MiB at most); longer arrays are built in place. */
-const TEMPLATE_LIMIT = 1 << 18
-
-/** A packed array of zeros, grown on demand up to {@link TEMPLATE_LIMIT}: what {@link zeros} copies. */
-const template: Array<number> = []
-
 /**
- * A fresh `number[]` of `length` zeros in V8's packed representation, to be overwritten with ids.
- *
- * **Details**
- * `new Array(n)` makes a *holey* array, even once every slot is written, and `JSON.stringify` takes its slow path
- * for holey arrays, about twice as slow for an engine request's `input_ids` (figures: docs/performance.md, "Figures
- * behind code comments"). Appending one by one keeps an array packed but grows it by copying (slower than a
- * preallocated fill); a slice of a packed template costs about as much as the holey fill. Ids written into it keep
- * it packed (small integers).
+ * The ids of `parts`, in order, followed by `tail`, as one `Int32Array` of their own: what an engine request sends
+ * (4 bytes an id, where a `number[]` takes 8).
  */
-export const zeros = (length: number): Array<number> => {
-  if (length > TEMPLATE_LIMIT) {
-    const out: Array<number> = []
-    for (let i = 0; i < length; i++) out.push(0)
-    return out
-  }
-  if (template.length < length) {
-    const size = Math.min(TEMPLATE_LIMIT, Math.max(length, 2 * template.length, 1024))
-    while (template.length < size) template.push(0)
-  }
-  return template.slice(0, length)
-}
-
-/** Write the ids of `packed` into `out` from `offset`. */
-export const copyInto = (packed: PackedIds, out: Array<number>, offset: number): void => {
-  const n = packed.length
-  if (packed instanceof Int32Array) {
-    for (let i = 0; i < n; i++) out[offset + i] = packed[i]!
-    return
-  }
-  for (let b = 0, i = offset; b < n; b += 3, i++) out[i] = packed[b]! | (packed[b + 1]! << 8) | (packed[b + 2]! << 16)
-}
-
-/** The ids of `parts`, in order, as one packed `number[]` ({@link zeros}) of their own. */
-export const concat = (parts: ReadonlyArray<PackedIds>): Array<number> => {
-  let total = 0
+export const concat = (parts: ReadonlyArray<PackedIds>, tail: ArrayLike<number> = noIds): Int32Array => {
+  let total = tail.length
   for (const part of parts) total += length(part)
-  const out = zeros(total)
+  const out = new Int32Array(total)
   let offset = 0
   for (const part of parts) {
     const n = part.length
     if (part instanceof Int32Array) {
-      for (let i = 0; i < n; i++) out[offset + i] = part[i]!
+      out.set(part, offset)
       offset += n
     } else {
       for (let b = 0; b < n; b += 3, offset++) out[offset] = part[b]! | (part[b + 1]! << 8) | (part[b + 2]! << 16)
     }
   }
+  for (let i = 0; i < tail.length; i++) out[offset + i] = tail[i]!
   return out
 }
+
+const noIds: ArrayLike<number> = []
 
 /** The ids as an `Int32Array` of their own. */
 export const unpack = (packed: PackedIds): Int32Array => {

@@ -94,8 +94,9 @@ export const view = (
   const ids = sample.tokens
   const promptLength = ids.length - sample.responseLength
   const lineage = fromLineage(sample, nodes)
-  const haveMask = sample.lossMask !== undefined && sample.lossMask.length === sample.responseLength
-  const continuationMask = haveMask ? sample.lossMask! : lineage.mask
+  const own = sample.lossMask !== undefined && sample.lossMask.length === sample.responseLength ? sample.lossMask : undefined
+  const haveMask = own !== undefined
+  const continuationMask = own ?? lineage.mask
   const continuationLogprob: ReadonlyArray<number | null> = sample.logprobs !== undefined && haveMask
     ? sample.logprobs.map((lp, i) => (continuationMask[i] === 1 ? lp : null))
     : lineage.logprob
@@ -127,12 +128,13 @@ export const view = (
     const lengths = node?.attempt_lengths
     let attempts: Array<Attempt> | null = null
     if (lengths !== undefined && lengths.length > 1) {
-      attempts = []
+      const list: Array<Attempt> = []
       let at = start
       lengths.forEach((n, a) => {
-        attempts!.push({ start: at, end: Math.min(end, at + n), weight_version: node?.weight_versions?.[a] ?? "?" })
+        list.push({ start: at, end: Math.min(end, at + n), weight_version: node?.weight_versions?.[a] ?? "?" })
         at += n
       })
+      attempts = list
     }
     return {
       turn_idx: k,

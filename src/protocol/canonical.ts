@@ -403,9 +403,16 @@ const isSystemChunks = (value: Message | ReadonlyArray<string>): value is Readon
  * `reasoning_content` is dropped, and every system message (wherever it occurs) is merged into one leading system
  * message joined by `"\n\n"` (text parts only for list contents).
  */
-export const canonicalizeMessages = (raw: unknown): Result.Result<ReadonlyArray<Message>, CanonicalError> => {
+export const canonicalizeMessages = (
+  raw: unknown,
+  known?: KnownPrefix | undefined
+): Result.Result<ReadonlyArray<Message>, CanonicalError> => {
   if (raw === undefined || raw === null) return Result.succeed([])
   if (!Array.isArray(raw)) return fail(`messages must be a list, got ${pythonType(raw)}`, "messages")
+  if (known !== undefined && known.count <= raw.length) {
+    const resumed = canonicalizeAfter(raw, known)
+    if (resumed !== undefined) return resumed
+  }
   const systemChunks: Array<string> = []
   const out: Array<Message> = []
   for (let index = 0; index < raw.length; index++) {
@@ -416,6 +423,36 @@ export const canonicalizeMessages = (raw: unknown): Result.Result<ReadonlyArray<
     else out.push(canonical)
   }
   return Result.succeed(systemChunks.length > 0 ? [{ role: "system", content: systemChunks.join("\n\n") }, ...out] : out)
+}
+
+/**
+ * What the first `count` raw messages of a request are known to canonicalize to (`messages`, system messages merged):
+ * the previous request of the Session sent them byte for byte (src/protocol/RawEcho.ts).
+ */
+export interface KnownPrefix {
+  readonly count: number
+  readonly messages: ReadonlyArray<Message>
+}
+
+/**
+ * {@link canonicalizeMessages} of `raw` whose first `known.count` messages canonicalize to `known.messages`: those
+ * followed by the rest canonicalized. `undefined` when the rest holds a system message (it would be merged into the
+ * leading one): canonicalize the whole list then. A failure names the same message and text the whole list's would,
+ * as the known messages canonicalized without one.
+ */
+const canonicalizeAfter = (
+  raw: ReadonlyArray<unknown>,
+  known: KnownPrefix
+): Result.Result<ReadonlyArray<Message>, CanonicalError> | undefined => {
+  const out: Array<Message> = known.messages.slice()
+  for (let index = known.count; index < raw.length; index++) {
+    const checked = canonicalizeMessage(raw[index], index)
+    if (Result.isFailure(checked)) return Result.fail(checked.failure)
+    const canonical = checked.success
+    if (isSystemChunks(canonical)) return undefined
+    out.push(canonical)
+  }
+  return Result.succeed(out)
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -470,8 +507,8 @@ export const canonicalize = (raw: {
   readonly messages: unknown
   readonly tools?: unknown
   readonly chat_template_kwargs?: unknown
-}): Result.Result<State, CanonicalError> => {
-  const messages = canonicalizeMessages(raw.messages)
+}, known?: KnownPrefix | undefined): Result.Result<State, CanonicalError> => {
+  const messages = canonicalizeMessages(raw.messages, known)
   if (Result.isFailure(messages)) return Result.fail(messages.failure)
   const tools = normalizeTools(raw.tools)
   if (Result.isFailure(tools)) return Result.fail(tools.failure)

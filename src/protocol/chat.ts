@@ -9,6 +9,7 @@
  * echoed.
  */
 import { Result, Schema } from "effect"
+import type * as Canonical from "./canonical.ts"
 import * as Completion from "./completion.ts"
 import * as Errors from "./errors.ts"
 import * as Sse from "./sse.ts"
@@ -105,9 +106,13 @@ const isTopLogprobs = Schema.is(TopLogprobs)
 
 /**
  * Decode a Chat Completions request body (docs/requests.md "Turn options"). Written as plain checks rather than
- * `Result.gen`: it runs on every request, and the generator costs a few objects per step.
+ * `Result.gen`: it runs on every request, and the generator costs a few objects per step. `known`: the canonical messages
+ * the body's first raw messages are known to canonicalize to (src/protocol/RawEcho.ts); the rest are canonicalized.
  */
-export const decode = (body: unknown): Result.Result<Completion.CanonicalRequest, Errors.ProtocolError> => {
+export const decode = (
+  body: unknown,
+  known?: Canonical.KnownPrefix
+): Result.Result<Completion.CanonicalRequest, Errors.ProtocolError> => {
   const object = Completion.requireObject(body)
   if (Result.isFailure(object)) return Result.fail(object.failure)
   const b = object.success
@@ -150,7 +155,8 @@ export const decode = (body: unknown): Result.Result<Completion.CanonicalRequest
       toolCallIdPrefix: "call_"
     },
     "messages",
-    true
+    true,
+    known
   )
 }
 

@@ -14,6 +14,7 @@ import * as Canonical from "./canonical.ts"
 import * as Errors from "./errors.ts"
 import type * as Sse from "./sse.ts"
 import * as Json from "../json/Json.ts"
+import type * as RawEcho from "./RawEcho.ts"
 
 /** A decoded model request: the canonical conversation state plus this turn's generation options. */
 export interface CanonicalRequest {
@@ -31,6 +32,18 @@ export interface CanonicalRequest {
   readonly topLogprobs?: number
   /** How the asking protocol spells the ids of generated tool calls (see {@link toolCallId}). */
   readonly toolCallIdPrefix: ToolCallIdPrefix
+  /** How the body's raw history relates to the Session's previous request (Chat only; see {@link Echo}). */
+  readonly echo?: Echo
+}
+
+/**
+ * A Chat request's raw history (src/protocol/RawEcho.ts): this body's mark, for the Session's next request, and,
+ * when the body repeated the previous request's history byte for byte, the committed state whose full messages are
+ * this request's first `messages` canonical messages (the very objects, which `Forest.match` checks).
+ */
+export interface Echo {
+  readonly mark: RawEcho.Mark
+  readonly known: { readonly state: string; readonly messages: number } | undefined
 }
 
 /** The tool-call id prefix of a protocol: `call_` (Chat Completions, Responses) or `toolu_` (Anthropic Messages). */
@@ -105,7 +118,11 @@ export interface FailureContext {
 /** The interface every protocol module implements, so the gateway treats the three alike. */
 export interface Adapter {
   readonly protocol: Sse.Protocol
-  readonly decode: (body: unknown) => Result.Result<CanonicalRequest, Errors.ProtocolError>
+  /**
+   * Decode a request body. `known`: what the body's first raw messages canonicalize to, when the Session's previous
+   * request sent them byte for byte (Chat reuses it; src/protocol/RawEcho.ts).
+   */
+  readonly decode: (body: unknown, known?: Canonical.KnownPrefix) => Result.Result<CanonicalRequest, Errors.ProtocolError>
   readonly renderJson: (completion: Completion, request: CanonicalRequest) => unknown
   readonly renderSse: (completion: Completion, request: CanonicalRequest) => ReadonlyArray<Sse.SseFrame>
   readonly renderError: (error: Errors.AnyError) => Errors.ErrorResponse
@@ -208,9 +225,10 @@ export const canonicalizeRequest = (
   raw: RawChatRequest,
   options: TurnOptions,
   historyParam: "messages" | "input",
-  keepParam: boolean
+  keepParam: boolean,
+  known?: Canonical.KnownPrefix | undefined
 ): Result.Result<CanonicalRequest, Errors.ProtocolError> => {
-  const canonical = Canonical.canonicalize(raw)
+  const canonical = Canonical.canonicalize(raw, known)
   if (Result.isFailure(canonical)) {
     const { message, param } = canonical.failure
     const mapped = param === null ? historyParam : keepParam || param.startsWith("tools") ? param : historyParam

@@ -5,11 +5,16 @@
  * Tool-call `arguments` are canonical JSON strings; for rendering only they are decoded to objects, as the reference
  * does, so a template's `tojson` re-serializes them with its own spacing (Qwen3: `{"name": ..., "arguments": {...}}`).
  * Empty tool lists are passed as absent so `{% if tools %}` behaves as in Python.
+ *
+ * A template whose source is Qwen3's (the bundled tokenizer's) renders through a JavaScript function that writes the
+ * interpreter's text directly (src/template/Qwen3Template.ts); inputs it does not mirror, and every other template,
+ * go through the interpreter.
  */
 import { Template } from "@huggingface/jinja"
 import { Data, Result } from "effect"
 import * as Errors from "../errors.ts"
 import type * as Canonical from "../protocol/canonical.ts"
+import * as Qwen3Template from "./Qwen3Template.ts"
 
 /**
  * The chat template cannot render a conversation: a tool call's arguments are not a JSON object, or the template
@@ -37,12 +42,15 @@ export interface Compiled {
   readonly specialTokens: { readonly bos_token: string; readonly eos_token: string }
   /** How the template's text depends on `tools` (see {@link toolsPrefix}). */
   readonly toolsPrefix: ToolsPrefix | undefined
+  /** A renderer that writes the interpreter's text without interpreting the template, for the templates it knows. */
+  readonly direct: ((input: Qwen3Template.Input) => string | undefined) | undefined
 }
 
 /** Compile a chat template once; rendering reuses the parsed AST. */
 export const compile = (source: string, specialTokens: Compiled["specialTokens"]): Compiled => {
   const template = new Template(source)
-  return { source, template, specialTokens, toolsPrefix: toolsPrefix(template) }
+  const direct = source === Qwen3Template.SOURCE ? Qwen3Template.render : undefined
+  return { source, template, specialTokens, toolsPrefix: toolsPrefix(template), direct }
 }
 
 /**
@@ -149,7 +157,7 @@ export interface RenderInput {
   readonly addGenerationPrompt: boolean
 }
 
-const decodeArguments = (text: string): Result.Result<unknown, TemplateError> => {
+const decodeArguments = (text: string): Result.Result<object, TemplateError> => {
   const parsed = Result.try(() => JSON.parse(text) as unknown)
   if (Result.isFailure(parsed)) {
     return Result.fail(new TemplateError({ reason: "tool-arguments", detail: "Assistant tool call function.arguments must be valid JSON." }))
@@ -191,8 +199,54 @@ export const toTemplateMessage = (message: Canonical.Message): Result.Result<Rec
   return Result.succeed({ ...message, content, tool_calls: calls })
 }
 
+/**
+ * The messages as {@link Compiled.direct} reads them: `undefined` when one has content that is not text once its
+ * text parts are joined (images) or a tool call without a string name (the interpreter renders those); a failure
+ * when a tool call's arguments do not decode to an object (the interpreter's path fails the same way first).
+ */
+const directMessages = (
+  messages: ReadonlyArray<Canonical.Message>
+): Result.Result<Array<Qwen3Template.TemplateMessage>, TemplateError> | undefined => {
+  const out: Array<Qwen3Template.TemplateMessage> = []
+  for (const message of messages) {
+    const content = templateContent(message.content)
+    if (typeof content !== "string") return undefined
+    const toolCalls = message.tool_calls
+    if (toolCalls === undefined) {
+      out.push({ role: message.role, content, reasoning_content: message.reasoning_content })
+      continue
+    }
+    const calls: Array<{ readonly name: string; readonly arguments: object }> = []
+    for (const call of toolCalls) {
+      const name = call.function.name
+      if (typeof name !== "string") return undefined
+      const args = decodeArguments(call.function.arguments)
+      if (Result.isFailure(args)) return Result.fail(args.failure)
+      calls.push({ name, arguments: args.success })
+    }
+    out.push({ role: message.role, content, reasoning_content: message.reasoning_content, tool_calls: calls })
+  }
+  return Result.succeed(out)
+}
+
 /** Render a conversation to prompt text; a template that raises is a {@link TemplateError} with its message. */
 export const render = (compiled: Compiled, input: RenderInput): Result.Result<string, TemplateError> => {
+  if (compiled.direct !== undefined) {
+    const messages = directMessages(input.messages)
+    if (messages !== undefined && Result.isFailure(messages)) return Result.fail(messages.failure)
+    const text = messages === undefined ? undefined : compiled.direct({
+      messages: messages.success,
+      tools: input.tools,
+      kwargs: input.chatTemplateKwargs,
+      addGenerationPrompt: input.addGenerationPrompt
+    })
+    if (text !== undefined) return Result.succeed(text)
+  }
+  return interpret(compiled, input)
+}
+
+/** Render with the jinja interpreter. */
+export const interpret = (compiled: Compiled, input: RenderInput): Result.Result<string, TemplateError> => {
   const messages: Array<Record<string, unknown>> = []
   for (const message of input.messages) {
     const converted = toTemplateMessage(message)

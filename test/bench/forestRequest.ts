@@ -9,6 +9,7 @@
  * assistant turn (reasoning, text, one tool call; 100 generated ids with float32-exact logprobs) and one ~300-byte
  * tool result (80 ids) per request. CPU is `process.cpuUsage` around each step over all Sessions of one turn.
  */
+import * as Wire from "../../src/engine/Wire.ts"
 import * as Forest from "../../src/forest/Forest.ts"
 import { copy as copyJson } from "../../src/json/Json.ts"
 import type * as Canonical from "../../src/protocol/canonical.ts"
@@ -57,7 +58,17 @@ interface Request {
 
 const forestSteps = ["match", "commit observation", "inference prefix + media", "policy messages", "commit response"] as const
 /** Not the forest's own work: what the SGLang engine then does with the prefix (`JSON.stringify` of its request). */
-const engineSteps = ["inference prefix + SGLang body JSON"] as const
+const engineSteps = ["inference prefix + SGLang body"] as const
+
+/** The rest of a `/generate` body (what the SGLang engine sends besides the ids). */
+const wireRest: Omit<Wire.GenerateRequest, "input_ids"> = {
+  sampling_params: {
+    max_new_tokens: 16, temperature: 1, top_p: 1, top_k: -1, min_p: 0, stop: [], stop_token_ids: [],
+    skip_special_tokens: false, spaces_between_special_tokens: false, no_stop_trim: true
+  },
+  rid: "0123456789abcdef0123456789abcdef",
+  return_logprob: true
+}
 const steps = [...forestSteps, ...engineSteps] as const
 type Step = typeof steps[number]
 
@@ -92,8 +103,8 @@ const run = (step: Step, r: Request): void => {
       consume(Forest.inferenceMedia(forest, at))
       return
     }
-    case "inference prefix + SGLang body JSON":
-      consume(JSON.stringify({ input_ids: Forest.inferencePrefix(forest, r.observation ?? forest.root) }))
+    case "inference prefix + SGLang body":
+      consume(Wire.encodeGenerateRequest({ ...wireRest, input_ids: Forest.inferencePrefix(forest, r.observation ?? forest.root) }))
       return
     case "policy messages":
       consume(Forest.fullMessages(forest, r.observation ?? forest.root))
@@ -198,9 +209,9 @@ const runBench = async (options: BenchOptions): Promise<BenchResult> => {
         "allocation: V8's sampling heap profiler over the last turn of 32 Sessions (collected objects included).",
       "1 tool: the conversations' small read_file tool; 12 tools: ~7 KB of tool definitions with every request.",
       "Each request's history is a fresh deep copy (as a decoded body is), so matching compares, never finds identical objects.",
-      "Inference prefix + SGLang body JSON: the prefix again, written with JSON.stringify({input_ids}) as the SGLang " +
-        "engine writes its request (not all the forest's work, but it depends on the array the forest returns; not " +
-        "in the total nor in the allocation)."
+      "Inference prefix + SGLang body: the prefix again (an Int32Array), written as the SGLang engine writes its " +
+        "request body (Wire.encodeGenerateRequest; not the forest's work, but it depends on the array the forest " +
+        "returns; not in the total nor in the allocation)."
     ]
   }
 }

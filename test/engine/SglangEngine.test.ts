@@ -11,6 +11,7 @@ import { SglangEngine, type SglangEngineOptions } from "../../layers/engine/sgla
 import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
 import * as Cli from "../../src/cli.ts"
 import * as Rid from "../../src/engine/Rid.ts"
+import * as Http from "../../layers/engine/sglang/Http.ts"
 import * as FakeSglang from "../support/FakeSglang.ts"
 
 const prompt = [151644, 872, 198, 13048, 151645, 198, 151644, 77091, 198]
@@ -187,7 +188,7 @@ describe("SglangEngine workers", () => {
   it.live("fails at startup with an error naming the unreachable URL", () =>
     Effect.gen(function*() {
       const url = yield* deadUrl
-      const error = yield* SglangEngine.make({ workerUrls: [url] }).pipe(Effect.flip)
+      const error = yield* SglangEngine.make({ workerUrls: [url], startupTimeout: "0 millis" }).pipe(Effect.flip)
       assert.strictEqual(error._tag, "EngineError")
       assert.include(error.message, `SGLang is not healthy at ${url}`)
       assert.include(error.message, "ECONNREFUSED")
@@ -495,5 +496,188 @@ describe("SglangEngine behind a router", () => {
       const empty = yield* fake({ routeTo: [] })
       const error = yield* SglangEngine.make({ routerUrl: empty.url }).pipe(Effect.flip)
       assert.include(error.message, `SGLang returned no workers: the router at ${empty.url} lists none`)
+    }).pipe(Effect.provide(Tokenizer.layer)))
+})
+
+describe("SglangEngine against SGLang's real behaviour (docs/sglang.md)", () => {
+  it.live("an abort that hits a queued request is a zero-token abort, not a failure (Abort in waiting queue)", () =>
+    Effect.gen(function*() {
+      const server = yield* fake({ maxRunningRequests: 1 })
+      const engine = yield* client({ workerUrls: [server.url] })
+      server.hold(2)
+      const running = request({ sessionId: "s1" })
+      const queued = request({ sessionId: "s2" })
+      const first = yield* engine.generate(running).pipe(Effect.forkChild)
+      yield* server.awaitGenerates(1)
+      const second = yield* engine.generate(queued).pipe(Effect.forkChild)
+      yield* server.awaitQueued(1)
+      // The one-call weight update aborts both: the running one with its partial, the queued one with nothing.
+      yield* engine.updateWeights("v2")
+      const partial = yield* Fiber.join(first)
+      const empty = yield* Fiber.join(second)
+      assert.deepStrictEqual(partial.finishReason, { type: "abort", message: "Aborted" })
+      assert.strictEqual(partial.outputIds.length, 2)
+      assert.deepStrictEqual(empty.outputIds, [])
+      assert.deepStrictEqual(empty.finishReason, { type: "abort", message: "Abort in waiting queue" })
+      assert.strictEqual(empty.promptTokens, prompt.length)
+      // SGLang labels both with the new version (stamped on the way out); neither ran on it.
+      assert.strictEqual(partial.weightVersion, "default")
+      assert.strictEqual(empty.weightVersion, "default")
+      server.release()
+      assert.strictEqual((yield* engine.generate(request())).weightVersion, "v2")
+    }).pipe(Effect.provide(Tokenizer.layer)))
+
+  it.live("pause (abort) parks running and queued attempts, holds new ones, and resume runs them on the pushed version", () =>
+    Effect.gen(function*() {
+      const server = yield* fake({ maxRunningRequests: 1 })
+      const engine = yield* client({ workerUrls: [server.url] })
+      server.hold(3)
+      const first = yield* engine.generate(request()).pipe(Effect.forkChild)
+      yield* server.awaitGenerates(1)
+      const second = yield* engine.generate(request()).pipe(Effect.forkChild)
+      yield* server.awaitQueued(1)
+      yield* engine.pauseGeneration("abort")
+      const [partial, empty] = [yield* Fiber.join(first), yield* Fiber.join(second)]
+      assert.deepStrictEqual([partial.outputIds.length, partial.weightVersion], [3, "default"])
+      assert.deepStrictEqual([empty.outputIds.length, empty.weightVersion], [0, "default"])
+      // A new attempt waits in the client while paused: the server never sees it.
+      server.release()
+      const held = yield* engine.generate(request()).pipe(Effect.forkChild)
+      const before = server.generateCount()
+      // The trainer pushes its weights with their version (here straight to the server, as a trainer would).
+      const push = yield* Effect.promise(() =>
+        fetch(`${server.url}/update_weights_from_disk`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ model_path: "/ckpt/step-1", weight_version: "step-1" })
+        }).then((r) => r.status)
+      )
+      assert.strictEqual(push, 200)
+      assert.strictEqual(server.generateCount(), before)
+      assert.strictEqual(yield* engine.resumeGeneration(), "step-1")
+      assert.strictEqual((yield* Fiber.join(held)).weightVersion, "step-1")
+      assert.strictEqual(yield* engine.weightVersion, "step-1")
+      const paths = server.requests.map((r) => r.path).filter((p) => p.endsWith("_generation"))
+      assert.deepStrictEqual(paths, ["/pause_generation", "/continue_generation"])
+    }).pipe(Effect.provide(Tokenizer.layer)))
+
+  it.live("an attempt SGLang keeps across a retract pause reports both versions it ran on", () =>
+    Effect.gen(function*() {
+      const server = yield* fake()
+      const engine = yield* client({ workerUrls: [server.url] })
+      server.hold(2)
+      const kept = yield* engine.generate(request()).pipe(Effect.forkChild)
+      yield* server.awaitGenerates(1)
+      yield* engine.pauseGeneration("retract")
+      assert.strictEqual(server.queued(), 1)
+      server.release()
+      assert.strictEqual(yield* engine.resumeGeneration("v7"), "v7")
+      const result = yield* Fiber.join(kept)
+      assert.notStrictEqual(result.finishReason.type, "abort")
+      assert.deepStrictEqual(result.weightVersions, ["default", "v7"])
+      assert.strictEqual(result.weightVersion, "v7")
+    }).pipe(Effect.provide(Tokenizer.layer)))
+
+  it.live("the scheduler's input-length 400 is a ContextLengthError; a silently truncated prompt refuses the turn", () =>
+    Effect.gen(function*() {
+      const strict = yield* fake({ maxReqInputLen: 8 })
+      const engine = yield* client({ workerUrls: [strict.url] })
+      const error = yield* engine.generate(request()).pipe(Effect.flip)
+      assert.strictEqual(error._tag, "ContextLengthError")
+      assert.include(error.message, "Input length (9 tokens) exceeds the maximum allowed length (8 tokens)")
+      const truncating = yield* fake({ maxReqInputLen: 8, allowAutoTruncate: true })
+      const cut = yield* (yield* client({ workerUrls: [truncating.url] })).generate(request()).pipe(Effect.flip)
+      assert.isTrue(cut._tag === "EngineError" && cut.reason === "prompt-mismatch" && !cut.retryable)
+      assert.include(cut.message, "read 8 of the 9 prompt tokens sent")
+      assert.include(cut.message, "--allow-auto-truncate")
+    }).pipe(Effect.provide(Tokenizer.layer)))
+
+  it.live("a re-send SGLang refuses as a duplicate rid aborts the first copy and goes out under a retry rid", () =>
+    Effect.gen(function*() {
+      const server = yield* fake()
+      const engine = yield* client({ workerUrls: [server.url] })
+      server.breakNextGenerate()
+      const req = request()
+      const result = yield* engine.generate(req)
+      assert.notStrictEqual(result.finishReason.type, "abort")
+      const rids = generateBodies(server).map((b) => b["rid"])
+      assert.deepStrictEqual(rids, [req.rid, req.rid, Rid.retry(req.rid, 1)])
+      assert.deepStrictEqual(server.aborts, [req.rid])
+      assert.isTrue(Rid.retry(req.rid, 1).startsWith(req.rid))
+    }).pipe(Effect.provide(Tokenizer.layer)))
+
+  it.live("keeps idle connections below SGLang's 5 s keep-alive, which the fake enforces", () =>
+    Effect.gen(function*() {
+      assert.isBelow(Http.keepAliveTimeoutMs, 5000)
+      const server = yield* fake({ keepAliveTimeoutMs: 50 })
+      const engine = yield* client({ workerUrls: [server.url] })
+      yield* engine.generate(request())
+      yield* engine.generate(request())
+      const reused = server.connections()
+      // Past the server's idle timeout the socket is gone; the next request opens a new one and succeeds.
+      yield* Effect.sleep("150 millis")
+      yield* engine.generate(request())
+      assert.isAbove(server.connections(), reused)
+    }).pipe(Effect.provide(Tokenizer.layer)))
+
+  it.live("an unknown sampling key (500 TypeError) fails at once; 429 is retried; 503 at startup is waited for", () =>
+    Effect.gen(function*() {
+      const server = yield* fake({ startingHealthChecks: 2 })
+      const engine = yield* client({ workerUrls: [server.url], healthInterval: "5 millis" })
+      assert.strictEqual(server.requests.filter((r) => r.path === "/health").length, 3)
+      server.failNext(1, 500, "SamplingParams.__init__() got an unexpected keyword argument 'sampling_seed'")
+      const error = yield* engine.generate(request()).pipe(Effect.flip)
+      assert.isTrue(error._tag === "EngineError" && error.reason === "invalid-request" && !error.retryable)
+      assert.include(error.message, "drop --sglang-enable-deterministic-inference")
+      assert.strictEqual(server.generateCount(), 1)
+      server.failNext(2, 429, "Too many concurrent requests")
+      assert.isAbove((yield* engine.generate(request())).outputIds.length, 0)
+      assert.strictEqual(server.generateCount(), 4)
+      const starting = yield* fake({ startingHealthChecks: 1000 })
+      const late = yield* SglangEngine.make({ workerUrls: [starting.url], healthInterval: "5 millis", startupTimeout: "30 millis" }).pipe(Effect.flip)
+      assert.strictEqual(late.reason, "unhealthy")
+      assert.include(late.message, "HTTP 503")
+      assert.include(late.message, "after waiting")
+    }).pipe(Effect.provide(Tokenizer.layer)))
+
+  it.live("sends Authorization: Bearer to servers launched with --api-key", () =>
+    Effect.gen(function*() {
+      const server = yield* fake({ apiKey: "secret" })
+      const anonymous = yield* client({ workerUrls: [server.url] })
+      const refused = yield* anonymous.generate(request()).pipe(Effect.flip)
+      assert.include(refused.message, "HTTP 401: Unauthorized")
+      const engine = yield* client({ workerUrls: [server.url], apiKey: "secret" })
+      yield* engine.generate(request())
+      assert.strictEqual(server.requests.at(-1)?.headers.authorization, "Bearer secret")
+    }).pipe(Effect.provide(Tokenizer.layer)))
+
+  it.live("a --dp-aware router's url@rank workers become origins; a worker registered later gets the next update", () =>
+    Effect.gen(function*() {
+      const a = yield* fake()
+      const b = yield* fake()
+      const router = yield* fake({ routeTo: [a.url], dpSize: 2 })
+      const engine = yield* client({ routerUrl: router.url })
+      yield* engine.abort(freshRid())
+      assert.strictEqual(a.aborts.length, 1)
+      router.addWorker(b.url)
+      yield* engine.updateWeights("v3")
+      assert.strictEqual(a.weightVersion(), "v3")
+      assert.strictEqual(b.weightVersion(), "v3")
+      router.removeWorker(a.url)
+      yield* engine.pauseGeneration("abort")
+      yield* engine.resumeGeneration("v4")
+      assert.strictEqual(a.weightVersion(), "v3")
+      assert.deepStrictEqual(b.requests.map((r) => r.path).filter((p) => p.endsWith("_generation")), ["/pause_generation", "/continue_generation"])
+    }).pipe(Effect.provide(Tokenizer.layer)))
+
+  it.live("sends priority for resumed attempts and lora_path when configured", () =>
+    Effect.gen(function*() {
+      const server = yield* fake({ enablePriorityScheduling: true })
+      const engine = yield* client({ workerUrls: [server.url], priorityScheduling: true, loraPath: "adapter-1" })
+      yield* engine.generate(request())
+      yield* engine.generate(request({ inputIds: [...prompt, 5, 6], resumedTokens: 2 }, { maxNewTokens: 4 }))
+      const bodies = generateBodies(server)
+      assert.deepStrictEqual(bodies.map((b) => b["priority"]), [0, 1])
+      assert.deepStrictEqual(bodies.map((b) => b["lora_path"]), ["adapter-1", "adapter-1"])
     }).pipe(Effect.provide(Tokenizer.layer)))
 })

@@ -45,6 +45,11 @@ describe("Wire.encodeGenerateRequest", () => {
       const length = Math.floor(next() * 5000)
       const ids = Array.from({ length }, () => Math.floor(next() * (next() < 0.1 ? 100_000_000 : 152_000)))
       same(request(ids), `prompt ${i} of ${length} ids`)
+      // The generation core sends its ids as an Int32Array: the bytes of the array of numbers it holds.
+      const typed = Int32Array.from(ids)
+      assert.isTrue(Buffer.from(Wire.encodeGenerateRequest({ ...request(ids), input_ids: typed })).equals(
+        Buffer.from(JSON.stringify(request([...typed])))
+      ), `prompt ${i} as an Int32Array`)
     }
   })
 

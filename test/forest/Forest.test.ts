@@ -195,7 +195,7 @@ describe("commits", () => {
     const t2 = turn(forest, [user("q"), assistant("a1"), user("q2")], assistant("a2"), [5], [6, 7])
     const resp = Forest.node(forest, t2.resp)
     assert.instanceOf(Forest.unpackTokens(resp), Int32Array)
-    assert.deepStrictEqual(Forest.inferencePrefix(forest, t2.resp), [1, 2, 3, 4, 5, 6, 7])
+    assert.deepStrictEqual([...Forest.inferencePrefix(forest, t2.resp)], [1, 2, 3, 4, 5, 6, 7])
     assert.strictEqual(Forest.trainTokenCount(forest, t2.resp), 7)
     assert.strictEqual(Forest.responseOfRequest(forest, resp.kind === "resp" ? resp.requestId : ""), t2.resp)
   })
@@ -572,7 +572,7 @@ describe("processor-expanded observations (images)", () => {
       chatTemplateKwargs: kwargs,
       rolloutId: 0
     })
-    assert.deepStrictEqual(Forest.inferencePrefix(forest, obs), [1, PAD, 2])
+    assert.deepStrictEqual([...Forest.inferencePrefix(forest, obs)], [1, PAD, 2])
     assert.deepStrictEqual(Forest.inferenceMedia(forest, obs), [image])
     assert.strictEqual(Forest.trainTokenCount(forest, obs), 6)
     // 6 expanded tokens + 1 observation token reach a limit of 7, although the engine sees only 4.
@@ -677,7 +677,7 @@ describe("the packed node layout against the earlier one (an Int32Array and a Fl
           }
         }
         const reference = earlier(turns)
-        assert.deepStrictEqual(Forest.inferencePrefix(forest, parent), reference.tokens)
+        assert.deepStrictEqual([...Forest.inferencePrefix(forest, parent)], reference.tokens)
         assert.deepStrictEqual(Forest.fullMessages(forest, parent), history)
         const sample = Sample.build(forest, parent, decode, { rolloutId: 0, exportName: null, reward: null, metadata: {} })
         assert.deepStrictEqual(sample.tokens, reference.tokens)

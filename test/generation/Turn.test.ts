@@ -12,7 +12,7 @@ describe("Turn: engine attempts", () => {
   it("a finish ends the request with every attempt's ids, logprobs, weight versions and lengths", () => {
     const aborted = Turn.afterAttempt(Turn.noPending(2), output([1, 2], "abort", "v1"), 10, 8)
     assert.strictEqual(aborted._tag, "Resume")
-    assert.deepStrictEqual(Turn.resumeIds([7, 7], aborted.pending), [7, 7, 1, 2])
+    assert.deepStrictEqual(aborted.pending.outputIds, [1, 2])
     assert.strictEqual(Turn.remainingTokens(8, aborted.pending), 6)
     const done = Turn.afterAttempt(aborted.pending, output([3], "stop", "v2"), 5, 8)
     assert(done._tag === "Finished")

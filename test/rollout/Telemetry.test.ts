@@ -1,8 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { mkdtempSync, readdirSync, readFileSync } from "node:fs"
-import { tmpdir } from "node:os"
-import { join } from "node:path"
 import * as Telemetry from "../../layers/rollout/Telemetry.ts"
 
 describe("event lines", () => {
@@ -48,18 +45,7 @@ describe("progress", () => {
     }))
 })
 
-describe("files", () => {
-  it.effect("are written atomically, leaving no temporary file", () =>
-    Effect.gen(function*() {
-      const dir = mkdtempSync(join(tmpdir(), "relax-telemetry-"))
-      const path = join(dir, "sub", "rollout_0.jsonl")
-      yield* Telemetry.writeFileAtomic(path, Telemetry.jsonl([{ a: 1 }, { b: [2] }]))
-      assert.strictEqual(readFileSync(path, "utf8"), '{"a":1}\n{"b":[2]}\n')
-      assert.deepStrictEqual(readdirSync(join(dir, "sub")), ["rollout_0.jsonl"])
-      const error = yield* Effect.flip(Telemetry.writeFileAtomic(join(path, "nested.jsonl"), "x"))
-      assert.include(error.message, `cannot write ${join(path, "nested.jsonl")}`)
-    }))
-
+describe("debug dump paths", () => {
   it("fill {rollout_id} in the debug dump template", () => {
     assert.strictEqual(Telemetry.debugDumpPath("/d/dump_{rollout_id}.jsonl", 3), "/d/dump_3.jsonl")
     assert.strictEqual(Telemetry.debugDumpPath("/d/dump_{rollout_id}.jsonl", "eval_2"), "/d/dump_eval_2.jsonl")

@@ -177,3 +177,25 @@ describe("generation gate (partial rollout)", () => {
       assert.isFalse(yield* budget.isActive)
     }).pipe(Effect.provide(Tokenizer.layer))))
 })
+
+describe("generation gate (a trainer's weight push)", () => {
+  it.effect("pauseBudgets stops every counting budget, Eval's included; resumeBudgets restarts exactly those", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const gate = yield* GenerationGate.make({ abort: () => Effect.void, mode: { partialRollout: false, fullyAsync: false } })
+      const training = yield* ActiveBudget.make(100)
+      const evaluation = yield* ActiveBudget.make(100)
+      const waiting = yield* ActiveBudget.make(100)
+      for (const budget of [training, evaluation, waiting]) yield* gate.trackBudget(budget)
+      yield* training.start
+      yield* evaluation.start
+      yield* TestClock.adjust("10 seconds")
+      assert.strictEqual(yield* gate.pauseBudgets, 2)
+      // The push takes a minute: no budget counts it.
+      yield* TestClock.adjust("60 seconds")
+      assert.deepStrictEqual([seconds(yield* training.remaining), seconds(yield* evaluation.remaining)], [90, 90])
+      yield* gate.resumeBudgets
+      assert.deepStrictEqual([yield* training.isActive, yield* evaluation.isActive, yield* waiting.isActive], [true, true, false])
+      yield* TestClock.adjust("5 seconds")
+      assert.strictEqual(seconds(yield* training.remaining), 85)
+    })))
+})

@@ -145,7 +145,7 @@ export const simulate = (options: SimOptions) =>
               Effect.tap((result) =>
                 Effect.sync(() =>
                   attempts.push({
-                    inputIds: request.inputIds,
+                    inputIds: [...request.inputIds],
                     maxNewTokens: request.sampling.maxNewTokens,
                     resumedTokens: request.resumedTokens ?? 0,
                     outputIds: result.outputIds,

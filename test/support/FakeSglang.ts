@@ -1,28 +1,46 @@
 /**
- * A loopback SGLang server for tests, following SGLang's native contract (docs/architecture.md, "SGLang's native API")
- * and backed by the embedded model.
+ * A loopback SGLang server for tests, following SGLang's native contract as SGLang's own source implements it
+ * (docs/sglang.md; ../shared/docs/reference/sglang-real-behaviour.md has every item with its SGLang function), backed
+ * by the embedded model.
  *
  * **Details**
- * - `POST /generate`: `input_ids` only; `sampling_params` is decoded strictly (every field the client must send,
- *   no unknown keys — SGLang raises on unknown sampling keys); SGLang's validation messages as HTTP 400
- *   `{"object":"error","message":…}`; context-length rejections with SGLang's wording.
- * - `POST /abort_request {rid}`: prefix match, 200 with an empty body; a held request answers its partial output
- *   with `finish_reason.type = "abort"`, and so does a request still generating in an engine with latency.
- *   `POST /update_weight_version` with `abort_all_requests` aborts every held request the same way before answering.
- * - A resumed request (`input_ids` = prompt ++ partial ids, fewer `max_new_tokens`, same `sampling_seed`) continues
- *   the aborted one exactly: the embedded model keys its draws on absolute positions.
- * - `POST /tokenize {prompt, add_special_tokens}` with the `tokenize` option (404 without, as older SGLang), and
- *   `GET /get_model_info`.
- * - `POST /close_session {session_id}`: recorded in `closedSessions`; 200 with an empty body, as SGLang answers (an
- *   unknown session is a no-op there too). `failCloseSession` answers 500 instead.
- * - Router mode (`routeTo`): `GET /workers` (or only `GET /list_workers`) and `/generate` proxied to the worker
- *   chosen by the `X-SMG-Routing-Key` header.
+ * Each behaviour names the SGLang function it follows:
+ * - `POST /generate` (`http_server.generate_request`): `input_ids` only; `sampling_params` decoded strictly (every
+ *   field the client must send); an unknown sampling key is a 500, as `SamplingParams(**kwargs)` raises TypeError,
+ *   which the handler does not catch. Validation messages as HTTP 400 `{"error":{"message":…}}`
+ *   (`_create_error_response`); context checks with `_validate_one_request`'s wording; a rid still in flight is a
+ *   400 "Duplicate request ID detected" (`TokenizerManager._init_req_state`).
+ * - A scheduler (`Scheduler`): at most `maxRunningRequests` run (`--max-running-requests`), the rest wait in a
+ *   waiting queue (ordered by `priority` with `enablePriorityScheduling`); an input at or above `maxReqInputLen` is a
+ *   400 with `validate_input_length`'s wording, or is truncated with `allowAutoTruncate`.
+ * - `POST /abort_request {rid | abort_all}` (`Scheduler.abort_request`): prefix match; a waiting request answers
+ *   `output_ids: []`, finish `abort` "Abort in waiting queue" and no `prompt_tokens` / `cached_tokens`
+ *   (`TokenizerManager._handle_abort_req`); a running one answers its partial output with finish `abort`. An empty rid
+ *   without `abort_all` is ignored (`TokenizerManager.abort_request`), and so is a request still waiting on the pause
+ *   condition (the scheduler has not seen it).
+ * - `weight_version` is stamped when the answer leaves (`_handle_batch_output`), so `/update_weight_version` with
+ *   `abort_all_requests` (which relabels first, then aborts) labels the aborted partials with the new version.
+ * - `POST /pause_generation {mode}` / `POST /continue_generation` (`TokenizerManager.pause_generation`): new requests
+ *   wait; `abort` aborts every request; `retract` moves the running ones back to the waiting queue; `in_place` keeps
+ *   them where they are. Nothing is scheduled until `continue_generation`.
+ * - `POST /update_weights_from_disk {model_path, weight_version}` (the trainer's push): waits for the requests in flight
+ *   unless generation is paused (the model update writer lock), then swaps the label with the weights.
+ * - `GET /health`: 503 for the first `startingHealthChecks` calls (`health_generate` while the server starts).
+ * - Idle keep-alive connections close after `keepAliveTimeoutMs` (5 s: uvicorn's `timeout_keep_alive=5` in
+ *   `launch_server`), without a `Keep-Alive: timeout` hint, as uvicorn sends none.
+ * - `apiKey`: every route but `/health*` needs `Authorization: Bearer <key>`, else 401 (`add_api_key_middleware`).
+ * - `POST /tokenize` with the `tokenize` option (404 without, as older SGLang), `GET /get_model_info`,
+ *   `POST /close_session` (200 empty; `failCloseSession` answers 500).
+ * - Router mode (`routeTo`, the SGLang Model Gateway): `GET /workers` (or only `GET /list_workers`), with `dpSize`
+ *   each worker listed once per DP rank as `url@rank` (`BasicWorkerBuilder::dp_config`), workers added and removed at
+ *   runtime (`POST /workers`, `addWorker` / `removeWorker`), a 429 beyond `maxConcurrentRequests`
+ *   (`middleware/concurrency.rs`), and `/generate` proxied to the worker chosen by the `X-SMG-Routing-Key` header.
  * - Faults and latches for tests, with no sleeps: `failNext`, `dieOnNextGenerate`, `hold`/`release`,
- *   `awaitGenerates(n)` (resolves once n generate requests arrived).
+ *   `awaitGenerates(n)`, `awaitQueued(n)`.
  */
 import { Effect, Exit, Result, Schema, type Scope } from "effect"
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
-import type { AddressInfo } from "node:net"
+import type { AddressInfo, Socket } from "node:net"
 import * as Hash from "../../src/engine/Hash.ts"
 import * as Sampling from "../../src/engine/Sampling.ts"
 import * as Wire from "../../src/engine/Wire.ts"
@@ -33,10 +51,28 @@ export interface FakeSglangOptions {
   readonly engine?: EngineShape | undefined
   /** Context window for SGLang's context checks (default 32768). */
   readonly contextLength?: number | undefined
+  /** `--max-running-requests`: requests beyond it wait in the waiting queue (default: no limit). */
+  readonly maxRunningRequests?: number | undefined
+  /** The scheduler's `max_req_input_len` (bounded by the KV pool; default: the context window). */
+  readonly maxReqInputLen?: number | undefined
+  /** `--allow-auto-truncate`: inputs at or above `maxReqInputLen` are cut instead of refused. */
+  readonly allowAutoTruncate?: boolean | undefined
+  /** `--enable-priority-scheduling`: the waiting queue is ordered by `priority` (larger first). */
+  readonly enablePriorityScheduling?: boolean | undefined
+  /** `/health` answers 503 this many times first (the server is starting). */
+  readonly startingHealthChecks?: number | undefined
+  /** Idle keep-alive connections close after this long (default 5000, uvicorn's `timeout_keep_alive`). */
+  readonly keepAliveTimeoutMs?: number | undefined
+  /** `--api-key`: routes but `/health*` need `Authorization: Bearer <key>`. */
+  readonly apiKey?: string | undefined
   /** Router mode: list these workers and proxy `/generate` to them. */
   readonly routeTo?: ReadonlyArray<string> | undefined
   /** Router mode: answer 404 on `/workers` so clients fall back to `/list_workers`. */
   readonly listWorkersOnly?: boolean | undefined
+  /** Router mode (`--dp-aware`): list every worker once per DP rank as `url@rank`. */
+  readonly dpSize?: number | undefined
+  /** Router mode (`--max-concurrent-requests`): generations beyond this many in flight answer 429. */
+  readonly maxConcurrentRequests?: number | undefined
   /** `/close_session` answers HTTP 500. */
   readonly failCloseSession?: boolean | undefined
   /** The server's tokenizer behind `POST /tokenize`; without it `/tokenize` answers 404 (an older SGLang). */
@@ -55,7 +91,7 @@ export interface RecordedRequest {
 export interface FakeSglang {
   readonly url: string
   readonly requests: Array<RecordedRequest>
-  /** rids received on `/abort_request`. */
+  /** rids received on `/abort_request` (`"*"` for `abort_all`). */
   readonly aborts: Array<string>
   /** session ids received on `/close_session`. */
   readonly closedSessions: Array<string>
@@ -63,15 +99,34 @@ export interface FakeSglang {
   readonly failNext: (n: number, status: number, message?: string) => void
   /** The next `/generate` call closes its connection after reading the request, and the server stops. */
   readonly dieOnNextGenerate: () => void
-  /** `/generate` answers only when aborted (with its first `tokens` tokens) or released (full output). */
+  /**
+   * The next `/generate` request is accepted and keeps running while its connection breaks, as when a reset hits a
+   * request SGLang has already taken (it notices the disconnect only seconds later): until it is aborted, a re-send of
+   * its rid is a duplicate.
+   */
+  readonly breakNextGenerate: () => void
+  /** Running requests answer only when aborted (with their first `tokens` tokens) or released (full output). */
   readonly hold: (tokens: number) => void
   readonly release: () => void
   /** Succeeds once `n` `/generate` requests have arrived (counting from the start). */
   readonly awaitGenerates: (n: number) => Effect.Effect<void>
+  /** Succeeds once `n` requests wait in the scheduler's waiting queue. */
+  readonly awaitQueued: (n: number) => Effect.Effect<void>
   readonly generateCount: () => number
+  /** Requests in the waiting queue and running, now. */
+  readonly queued: () => number
+  readonly running: () => number
+  /** The weight version answers are stamped with now. */
+  readonly weightVersion: () => string
+  /** Router mode: register / remove a worker at runtime (as `POST /workers`, `DELETE /workers/{id}`). */
+  readonly addWorker: (url: string) => void
+  readonly removeWorker: (url: string) => void
+  /** Connections the server accepted so far (keep-alive reuse shows as fewer connections than requests). */
+  readonly connections: () => number
 }
 
 const StrictGenerateRequest = Schema.decodeUnknownExit(Wire.GenerateRequest, { onExcessProperty: "error" })
+const samplingKeys = new Set(Object.keys(Wire.SamplingParams.fields))
 
 const readBody = (req: IncomingMessage): Promise<string> =>
   new Promise((resolve, reject) => {
@@ -82,14 +137,20 @@ const readBody = (req: IncomingMessage): Promise<string> =>
   })
 
 const sendJson = (res: ServerResponse, status: number, body: unknown): void => {
+  if (res.writableEnded || res.destroyed) return
   res.writeHead(status, { "content-type": "application/json" })
   res.end(JSON.stringify(body))
 }
 
+/** `_create_error_response`: a ValueError from `/generate` is `{"error":{"message":…}}` with HTTP 400. */
 const sendError = (res: ServerResponse, status: number, message: string): void =>
-  sendJson(res, status, { object: "error", message, type: status === 400 ? "BadRequestError" : "InternalServerError", param: null, code: status })
+  sendJson(res, status, { error: { message } })
 
-const toResponse = (rid: string, result: GenerateResult, returnLogprob: boolean) => ({
+/** FastAPI's request-validation answer (`{"object":"error",…}`), for bodies the dataclass cannot take. */
+const sendValidationError = (res: ServerResponse, message: string): void =>
+  sendJson(res, 400, { object: "error", message, type: "BadRequestError", param: null, code: 400 })
+
+const toResponse = (rid: string, result: GenerateResult, returnLogprob: boolean, weightVersion: string) => ({
   text: "",
   output_ids: result.outputIds,
   meta_info: {
@@ -98,15 +159,42 @@ const toResponse = (rid: string, result: GenerateResult, returnLogprob: boolean)
     prompt_tokens: result.promptTokens,
     completion_tokens: result.outputIds.length,
     cached_tokens: result.cachedTokens,
-    weight_version: result.weightVersion,
+    weight_version: weightVersion,
     e2e_latency: 0,
     ...(returnLogprob ? { output_token_logprobs: result.outputIds.map((id, i) => [result.logprobs[i] ?? 0, id, null]) } : {})
   }
 })
 
-interface Held {
+/** `TokenizerManager._handle_abort_req`: the answer of a request aborted in the waiting queue. */
+const waitingQueueAbort = (rid: string, returnLogprob: boolean, weightVersion: string) => ({
+  text: "",
+  output_ids: [],
+  meta_info: {
+    id: rid,
+    finish_reason: { type: "abort", message: "Abort in waiting queue" },
+    weight_version: weightVersion,
+    e2e_latency: 0,
+    completion_tokens: 0,
+    ...(returnLogprob ? { output_token_logprobs: [] } : {})
+  }
+})
+
+/** A request the scheduler knows (`rid_to_state`). */
+interface Req {
   readonly rid: string
-  readonly finish: (aborted: boolean) => void
+  readonly body: Wire.GenerateRequest
+  readonly inputIds: ReadonlyArray<number>
+  readonly res: ServerResponse
+  readonly arrival: number
+  phase: "waiting" | "running" | "done"
+  /** The model's whole output, once computed. */
+  result: GenerateResult | undefined
+  /** Held: answers only when aborted or released. */
+  held: boolean
+  /** Its connection broke; it runs on until aborted. */
+  broken: boolean
+  /** Aborted while the model was still computing it: it answers its partial output as soon as it has one. */
+  aborted: boolean
 }
 
 /** Start a fake SGLang server on 127.0.0.1 (port 0), closed with the scope. */
@@ -117,29 +205,179 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
     const closedSessions: Array<string> = []
     const failures: Array<{ readonly status: number; readonly message: string }> = []
     let die = false
+    let breakNext = false
     let holdTokens: number | undefined
-    const held: Array<Held> = []
     let generates = 0
-    const waiters: Array<{ readonly n: number; readonly resume: () => void }> = []
+    let arrivals = 0
+    let connections = 0
+    const waiters: Array<{ readonly ready: () => boolean; readonly resume: () => void }> = []
     const contextLength = options.contextLength ?? 32768
+    const maxRunning = options.maxRunningRequests ?? Number.POSITIVE_INFINITY
+    const maxReqInputLen = options.maxReqInputLen ?? contextLength
+    let healthChecksLeft = options.startingHealthChecks ?? 0
     let weightVersion = "default"
     let roundRobin = 0
-
-    const abortHeld = (matches: (h: Held) => boolean) => {
-      for (const h of [...held]) {
-        if (matches(h)) {
-          held.splice(held.indexOf(h), 1)
-          h.finish(true)
-        }
-      }
-    }
+    const workers = [...(options.routeTo ?? [])]
+    let routerInFlight = 0
+    // rid_to_state, the waiting queue and the running batch.
+    const states = new Map<string, Req>()
+    const waiting: Array<Req> = []
+    const running = new Set<Req>()
+    // is_pause and the requests waiting on is_pause_cond; the scheduler's own pause (retract / in_place).
+    let paused = false
+    let schedulerPaused = false
+    let aborting = false
+    const pauseWaiters: Array<() => void> = []
+    // update_weights_* calls waiting for the writer lock (every generation finished).
+    const drainWaiters: Array<() => void> = []
 
     const notify = () => {
       for (const w of [...waiters]) {
-        if (generates >= w.n) {
+        if (w.ready()) {
           waiters.splice(waiters.indexOf(w), 1)
           w.resume()
         }
+      }
+      if (states.size === 0) for (const resume of drainWaiters.splice(0)) resume()
+    }
+    const awaitCondition = (ready: () => boolean) =>
+      Effect.callback<void>((resume) => {
+        if (ready()) return resume(Effect.void)
+        waiters.push({ ready, resume: () => resume(Effect.void) })
+      })
+
+    /** The answer leaves: stamped with the weight version of this moment (`_handle_batch_output`). */
+    const finish = (req: Req, answer: (version: string) => unknown) => {
+      if (req.phase === "done") return
+      req.phase = "done"
+      running.delete(req)
+      const at = waiting.indexOf(req)
+      if (at >= 0) waiting.splice(at, 1)
+      states.delete(req.rid)
+      sendJson(req.res, 200, answer(weightVersion))
+      schedule()
+      notify()
+    }
+
+    const partialOf = (result: GenerateResult, tokens: number): GenerateResult => ({
+      ...result,
+      outputIds: result.outputIds.slice(0, tokens),
+      logprobs: result.logprobs.slice(0, tokens),
+      finishReason: { type: "abort", message: "Aborted" }
+    })
+
+    /** Run one request in the model; held ones wait for an abort or `release`. */
+    const start = (req: Req) => {
+      req.phase = "running"
+      running.add(req)
+      if (req.result !== undefined) {
+        // A retracted request continues: it already has its output.
+        if (holdTokens === undefined) finish(req, (v) => toResponse(req.rid, req.result!, req.body.return_logprob, v))
+        else req.held = true
+        return
+      }
+      const s = req.body.sampling_params
+      const engine = options.engine!
+      void Effect.runPromiseExit(engine.generate({
+        inputIds: req.inputIds,
+        sampling: {
+          maxNewTokens: s.max_new_tokens,
+          temperature: s.temperature,
+          topP: s.top_p,
+          topK: s.top_k,
+          stop: s.stop,
+          stopTokenIds: s.stop_token_ids,
+          seed: s.sampling_seed
+        },
+        rid: req.rid,
+        returnLogprob: true
+      })).then((exit) => {
+        if (req.phase === "done") return
+        if (Exit.isFailure(exit)) {
+          req.phase = "done"
+          running.delete(req)
+          states.delete(req.rid)
+          sendError(req.res, 500, String(exit.cause))
+          schedule()
+          notify()
+          return
+        }
+        req.result = exit.value
+        if (req.aborted) {
+          const partial = partialOf(exit.value, holdTokens ?? exit.value.outputIds.length)
+          finish(req, (v) => toResponse(req.rid, partial, req.body.return_logprob, v))
+          return
+        }
+        if (req.broken) {
+          req.held = true
+          return
+        }
+        if (holdTokens === undefined || exit.value.finishReason.type === "abort" || req.phase !== "running") {
+          if (req.phase === "running") finish(req, (v) => toResponse(req.rid, exit.value, req.body.return_logprob, v))
+          return
+        }
+        req.held = true
+      })
+    }
+
+    /** `Scheduler.get_next_batch_to_run`: admit waiting requests while the running batch has room. */
+    function schedule() {
+      if (schedulerPaused || paused || aborting) return
+      while (running.size < maxRunning && waiting.length > 0) {
+        if (options.enablePriorityScheduling === true) {
+          waiting.sort((a, b) => (b.body.priority ?? 0) - (a.body.priority ?? 0) || a.arrival - b.arrival)
+        }
+        start(waiting.shift()!)
+      }
+    }
+
+    /**
+     * `Scheduler.abort_request`: the waiting queue first (those leave with the zero-token answer), then the running
+     * batch (each with its partial output). Nothing is admitted from the queue until the whole abort is done.
+     */
+    const abortMatching = (matches: (rid: string) => boolean): Promise<void> => {
+      const inModel: Array<Promise<void>> = []
+      aborting = true
+      const matching = [...states.values()].filter((req) => matches(req.rid))
+      for (const req of matching) {
+        if (req.phase === "waiting") finish(req, (v) => waitingQueueAbort(req.rid, req.body.return_logprob, v))
+      }
+      for (const req of matching) {
+        if (req.phase !== "running") continue
+        if (req.result !== undefined) {
+          const partial = partialOf(req.result, req.held ? holdTokens ?? 0 : req.result.outputIds.length)
+          finish(req, (v) => toResponse(req.rid, partial, req.body.return_logprob, v))
+        } else {
+          req.aborted = true
+          // A generation still running in the model (an engine with latency) ends with its partial output.
+          if (options.engine !== undefined) inModel.push(Effect.runPromise(options.engine.abort(req.rid)))
+        }
+      }
+      aborting = false
+      schedule()
+      return Promise.all(inModel).then(() => undefined)
+    }
+
+    const route = async (req: IncomingMessage, res: ServerResponse, raw: string) => {
+      if (options.maxConcurrentRequests !== undefined && routerInFlight >= options.maxConcurrentRequests) {
+        return sendJson(res, 429, { error: { message: "Too many concurrent requests", type: "rate_limit" } })
+      }
+      const key = req.headers["x-smg-routing-key"]
+      const index = typeof key === "string" ? Hash.hashString(key) % workers.length : roundRobin++ % workers.length
+      routerInFlight++
+      try {
+        const upstream = await fetch(`${workers[index]}/generate`, {
+          method: "POST",
+          headers: {
+            "content-type": "application/json",
+            ...(typeof req.headers.authorization === "string" ? { authorization: req.headers.authorization } : {})
+          },
+          body: raw
+        })
+        res.writeHead(upstream.status, { "content-type": "application/json" })
+        res.end(await upstream.text())
+      } finally {
+        routerInFlight--
       }
     }
 
@@ -155,27 +393,27 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
       }
       const failure = failures.shift()
       if (failure !== undefined) return sendError(res, failure.status, failure.message)
-      if (options.routeTo !== undefined) {
-        const key = req.headers["x-smg-routing-key"]
-        const index = typeof key === "string" ? Hash.hashString(key) % options.routeTo.length : roundRobin++ % options.routeTo.length
-        const upstream = await fetch(`${options.routeTo[index]}/generate`, {
-          method: "POST",
-          headers: { "content-type": "application/json" },
-          body: raw
-        })
-        res.writeHead(upstream.status, { "content-type": "application/json" })
-        res.end(await upstream.text())
-        return
+      if (options.routeTo !== undefined) return route(req, res, raw)
+      const record = json !== null && typeof json === "object" ? (json as Record<string, unknown>) : {}
+      const sampling = record["sampling_params"]
+      if (sampling !== null && typeof sampling === "object") {
+        // `SamplingParams(**kwargs)` raises TypeError on an unknown key; `/generate` catches only ValueError: a 500.
+        const unknown = Object.keys(sampling).find((key) => !samplingKeys.has(key))
+        if (unknown !== undefined) {
+          return sendJson(res, 500, { detail: `SamplingParams.__init__() got an unexpected keyword argument '${unknown}'` })
+        }
       }
       const decoded = StrictGenerateRequest(json)
       if (Exit.isFailure(decoded)) {
-        const record = json !== null && typeof json === "object" ? (json as Record<string, unknown>) : {}
         if (!("input_ids" in record) && !("text" in record)) {
           return sendError(res, 400, "Either text, input_ids or input_embeds should be provided.")
         }
-        return sendError(res, 400, `invalid /generate body (this fake requires every sampling field): ${String(decoded.cause)}`)
+        return sendValidationError(res, `invalid /generate body (this fake requires every sampling field): ${String(decoded.cause)}`)
       }
       const body = decoded.value
+      // `generate_request` waits on `is_pause_cond` before the request reaches the tokenizer manager's state.
+      if (paused) await new Promise<void>((resume) => pauseWaiters.push(resume))
+      // `TokenizerManager._validate_one_request`.
       if (body.input_ids.length === 0) return sendError(res, 400, "input_ids cannot be empty")
       const s = body.sampling_params
       const verified = Sampling.verify({ maxNewTokens: s.max_new_tokens, temperature: s.temperature, topP: s.top_p, topK: s.top_k })
@@ -183,39 +421,48 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
       const fits = Wire.checkContextLength(body.input_ids.length, s.max_new_tokens, contextLength)
       if (Result.isFailure(fits)) return sendError(res, 400, fits.failure)
       if (options.engine === undefined) return sendError(res, 500, "this fake has no engine")
-      const exit = await Effect.runPromiseExit(options.engine.generate({
-        inputIds: body.input_ids,
-        sampling: {
-          maxNewTokens: s.max_new_tokens,
-          temperature: s.temperature,
-          topP: s.top_p,
-          topK: s.top_k,
-          stop: s.stop,
-          stopTokenIds: s.stop_token_ids,
-          seed: s.sampling_seed
-        },
+      // `TokenizerManager._init_req_state`: a rid still in `rid_to_state` is a ValueError.
+      if (states.has(body.rid)) return sendError(res, 400, `Duplicate request ID detected: ${body.rid}`)
+      // `validate_input_length` (managers/utils.py), in the scheduler's `handle_generate_request`.
+      let inputIds: ReadonlyArray<number> = body.input_ids
+      if (inputIds.length >= maxReqInputLen) {
+        if (options.allowAutoTruncate !== true) return sendError(res, 400, Wire.inputLengthMessage(inputIds.length, maxReqInputLen))
+        inputIds = inputIds.slice(0, maxReqInputLen)
+      }
+      const broken = breakNext
+      breakNext = false
+      const state: Req = {
         rid: body.rid,
-        returnLogprob: true
-      }))
-      if (Exit.isFailure(exit)) return sendError(res, 500, String(exit.cause))
-      const result = { ...exit.value, weightVersion }
-      const tokens = holdTokens
-      if (tokens === undefined) return sendJson(res, 200, toResponse(body.rid, result, body.return_logprob))
-      held.push({
-        rid: body.rid,
-        finish: (aborted) => {
-          const answer: GenerateResult = aborted
-            ? {
-              ...result,
-              outputIds: result.outputIds.slice(0, tokens),
-              logprobs: result.logprobs.slice(0, tokens),
-              finishReason: { type: "abort", message: "Aborted" }
-            }
-            : result
-          sendJson(res, 200, toResponse(body.rid, answer, body.return_logprob))
-        }
-      })
+        body,
+        inputIds,
+        res,
+        arrival: arrivals++,
+        phase: "waiting",
+        result: undefined,
+        held: false,
+        broken,
+        aborted: false
+      }
+      states.set(body.rid, state)
+      if (broken) req.socket.destroy()
+      else {
+        // A client that goes away aborts its request (`generate_request` on disconnect).
+        res.on("close", () => {
+          if (state.phase !== "done") void abortMatching((rid) => rid === state.rid)
+        })
+      }
+      waiting.push(state)
+      schedule()
+      notify()
     }
+
+    const authorized = (req: IncomingMessage, path: string): boolean =>
+      options.apiKey === undefined || path.startsWith("/health") || req.headers.authorization === `Bearer ${options.apiKey}`
+
+    const listedWorkers = () =>
+      workers.flatMap((url) =>
+        options.dpSize === undefined ? [url] : Array.from({ length: options.dpSize }, (_, rank) => `${url}@${rank}`)
+      )
 
     const handle = async (req: IncomingMessage, res: ServerResponse) => {
       const raw = await readBody(req)
@@ -229,25 +476,63 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
       }
       const path = (req.url ?? "/").split("?")[0] ?? "/"
       requests.push({ method: req.method ?? "GET", path, headers: req.headers, body: json })
+      if (!authorized(req, path)) return sendJson(res, 401, { error: "Unauthorized" })
       switch (`${req.method} ${path}`) {
         case "POST /generate":
         case "PUT /generate":
           return generate(req, res, raw, json)
         case "POST /abort_request": {
           const decoded = Schema.decodeUnknownExit(Wire.AbortRequest)(json)
-          if (Exit.isFailure(decoded)) return sendError(res, 400, String(decoded.cause))
+          if (Exit.isFailure(decoded)) return sendValidationError(res, String(decoded.cause))
           const { rid, abort_all } = decoded.value
-          aborts.push(rid)
-          // SGLang matches by prefix; an empty rid without abort_all would match everything, so it is refused.
-          if (rid.length > 0 || abort_all === true) abortHeld((h) => abort_all === true || h.rid.startsWith(rid))
-          // A generation still running in the model (an engine with latency) ends with its partial output.
-          if (rid.length > 0 && options.engine !== undefined) await Effect.runPromise(options.engine.abort(rid))
+          aborts.push(abort_all === true ? "*" : rid)
+          // An empty rid without abort_all would startswith-match every request: the tokenizer manager ignores it.
+          if (rid.length > 0 || abort_all === true) await abortMatching((r) => abort_all === true || r.startsWith(rid))
           res.writeHead(200)
           return res.end()
         }
+        case "POST /pause_generation": {
+          const decoded = Schema.decodeUnknownExit(Wire.PauseGenerationRequest)(json ?? { mode: "abort" })
+          if (Exit.isFailure(decoded)) return sendValidationError(res, String(decoded.cause))
+          paused = true
+          const mode = decoded.value.mode
+          if (mode === "abort") await abortMatching(() => true)
+          else {
+            schedulerPaused = true
+            if (mode === "retract") {
+              // `Scheduler.pause_generation(retract)`: running requests go back to the waiting queue, KV freed.
+              for (const r of [...running]) {
+                running.delete(r)
+                r.phase = "waiting"
+                r.held = false
+                waiting.unshift(r)
+              }
+            }
+          }
+          res.writeHead(200)
+          return res.end()
+        }
+        case "POST /continue_generation": {
+          paused = false
+          schedulerPaused = false
+          for (const resume of pauseWaiters.splice(0)) resume()
+          schedule()
+          res.writeHead(200)
+          return res.end()
+        }
+        case "POST /update_weights_from_disk": {
+          const decoded = Schema.decodeUnknownExit(Wire.UpdateWeightsFromDiskRequest)(json)
+          if (Exit.isFailure(decoded)) return sendValidationError(res, String(decoded.cause))
+          if (decoded.value.abort_all_requests === true) await abortMatching(() => true)
+          // Not paused: the writer lock waits for every generation in flight.
+          if (!paused && states.size > 0) await new Promise<void>((resume) => drainWaiters.push(resume))
+          const next = decoded.value.weight_version
+          if (next !== undefined && next !== null) weightVersion = next
+          return sendJson(res, 200, { success: true, message: "Succeeded to update model weights.", num_paused_requests: 0 })
+        }
         case "POST /close_session": {
           const decoded = Schema.decodeUnknownExit(Wire.CloseSessionRequest)(json)
-          if (Exit.isFailure(decoded)) return sendError(res, 400, String(decoded.cause))
+          if (Exit.isFailure(decoded)) return sendValidationError(res, String(decoded.cause))
           closedSessions.push(decoded.value.session_id)
           if (options.failCloseSession === true) return sendError(res, 500, "close_session failed")
           res.writeHead(200)
@@ -256,7 +541,7 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
         case "POST /tokenize": {
           if (options.tokenize === undefined) return sendJson(res, 404, { detail: "Not Found" })
           const decoded = Schema.decodeUnknownExit(Wire.TokenizeRequest)(json)
-          if (Exit.isFailure(decoded)) return sendError(res, 400, String(decoded.cause))
+          if (Exit.isFailure(decoded)) return sendValidationError(res, String(decoded.cause))
           const tokens = options.tokenize(decoded.value.prompt)
           return sendJson(res, 200, { tokens, count: tokens.length, max_model_len: contextLength })
         }
@@ -266,23 +551,40 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
         }
         case "GET /health":
         case "GET /health_generate":
+          if (healthChecksLeft > 0) {
+            healthChecksLeft--
+            res.writeHead(503)
+            return res.end()
+          }
           res.writeHead(200)
           return res.end()
         case "GET /get_weight_version":
           return sendJson(res, 200, { weight_version: weightVersion })
         case "POST /update_weight_version": {
           const decoded = Schema.decodeUnknownExit(Wire.UpdateWeightVersionRequest)(json)
-          if (Exit.isFailure(decoded)) return sendError(res, 400, String(decoded.cause))
+          if (Exit.isFailure(decoded)) return sendValidationError(res, String(decoded.cause))
+          // `http_server.update_weight_version`: the label changes first, then the abort; the aborted answers leave
+          // after it and carry the new label.
           weightVersion = decoded.value.new_version
-          if (decoded.value.abort_all_requests) abortHeld(() => true)
+          if (decoded.value.abort_all_requests) await abortMatching(() => true)
           return sendJson(res, 200, { success: true, message: "Weight version updated", new_version: weightVersion })
         }
         case "GET /workers":
           if (options.routeTo === undefined || options.listWorkersOnly === true) return sendJson(res, 404, { detail: "Not Found" })
-          return sendJson(res, 200, { workers: options.routeTo.map((url) => ({ url, is_healthy: true })), total: options.routeTo.length })
+          return sendJson(res, 200, {
+            workers: listedWorkers().map((url, i) => ({ id: `worker-${i}`, url, is_healthy: true, status: "ready", load: 0 })),
+            total: listedWorkers().length
+          })
+        case "POST /workers": {
+          if (options.routeTo === undefined) return sendJson(res, 404, { detail: "Not Found" })
+          const url = json !== null && typeof json === "object" ? (json as Record<string, unknown>)["url"] : undefined
+          if (typeof url !== "string") return sendValidationError(res, "url is required")
+          workers.push(url)
+          return sendJson(res, 202, { status: "accepted", url })
+        }
         case "GET /list_workers":
           if (options.routeTo === undefined) return sendJson(res, 404, { detail: "Not Found" })
-          return sendJson(res, 200, { urls: options.routeTo })
+          return sendJson(res, 200, { urls: workers })
         default:
           return sendJson(res, 404, { detail: "Not Found" })
       }
@@ -293,13 +595,43 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
         if (!res.headersSent) sendError(res, 500, String(error))
       })
     })
+    // uvicorn closes a connection idle for `timeout_keep_alive` (5 s) and sends no `Keep-Alive: timeout` hint: the
+    // idle close is modelled here (node's own keepAliveTimeout would announce itself in a header).
+    server.keepAliveTimeout = 0
+    const idleMs = options.keepAliveTimeoutMs ?? 5000
+    const idle = new WeakMap<Socket, { active: number; readonly arm: () => void; readonly disarm: () => void }>()
+    server.on("connection", (socket: Socket) => {
+      connections++
+      let timer: NodeJS.Timeout | undefined
+      const disarm = () => clearTimeout(timer)
+      const arm = () => {
+        disarm()
+        timer = setTimeout(() => socket.destroy(), idleMs)
+        timer.unref()
+      }
+      idle.set(socket, { active: 0, arm, disarm })
+      arm()
+      socket.on("close", disarm)
+    })
+    server.on("request", (request: IncomingMessage, response: ServerResponse) => {
+      const state = idle.get(request.socket)
+      if (state === undefined) return
+      state.active++
+      state.disarm()
+      response.on("close", () => {
+        if (--state.active === 0) state.arm()
+      })
+    })
     yield* Effect.acquireRelease(
       Effect.callback<void>((resume) => {
         server.listen(0, "127.0.0.1", () => resume(Effect.void))
       }),
       () =>
         Effect.callback<void>((resume) => {
-          for (const h of held.splice(0)) h.finish(false)
+          for (const r of [...states.values()]) {
+            if (r.result !== undefined) finish(r, (v) => toResponse(r.rid, r.result!, r.body.return_logprob, v))
+          }
+          for (const resume of pauseWaiters.splice(0)) resume()
           server.close(() => resume(Effect.void))
           server.closeAllConnections()
         })
@@ -316,18 +648,31 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
       dieOnNextGenerate: () => {
         die = true
       },
+      breakNextGenerate: () => {
+        breakNext = true
+      },
       hold: (tokens) => {
         holdTokens = tokens
       },
       release: () => {
         holdTokens = undefined
-        for (const h of held.splice(0)) h.finish(false)
+        for (const r of [...running]) {
+          if (r.held && r.result !== undefined) finish(r, (v) => toResponse(r.rid, r.result!, r.body.return_logprob, v))
+        }
       },
-      awaitGenerates: (n) =>
-        Effect.callback<void>((resume) => {
-          if (generates >= n) return resume(Effect.void)
-          waiters.push({ n, resume: () => resume(Effect.void) })
-        }),
-      generateCount: () => generates
+      awaitGenerates: (n) => awaitCondition(() => generates >= n),
+      awaitQueued: (n) => awaitCondition(() => waiting.length >= n),
+      generateCount: () => generates,
+      queued: () => waiting.length,
+      running: () => running.size,
+      weightVersion: () => weightVersion,
+      addWorker: (url) => {
+        workers.push(url)
+      },
+      removeWorker: (url) => {
+        const at = workers.indexOf(url)
+        if (at >= 0) workers.splice(at, 1)
+      },
+      connections: () => connections
     } satisfies FakeSglang
   })

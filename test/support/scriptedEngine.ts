@@ -20,6 +20,8 @@ export const scriptedEngine = (calls: Array<GenerateRequest>, script: Script) =>
       abort: () => Effect.void,
       weightVersion: Effect.succeed("v0"),
       updateWeights: () => Effect.succeed("v1"),
+      pauseGeneration: () => Effect.void,
+      resumeGeneration: () => Effect.succeed("v1"),
       health: Effect.void,
       closeSession: () => Effect.void,
       takeStepMetrics: Effect.succeed({})

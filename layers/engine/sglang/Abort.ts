@@ -3,7 +3,8 @@
  *
  * **Details**
  * SGLang matches rids by prefix (`Scheduler.abort_request`), so rids are fixed-length (src/engine/Rid.ts). Aborting
- * never fails: a worker that does not answer 200 is logged (the request may run to its end there).
+ * never fails: a worker that does not answer 200 is logged (the request may run to its end there). With a router the
+ * list is its current one (at most a second old).
  */
 import { Effect } from "effect"
 import type * as Wire from "../../../src/engine/Wire.ts"
@@ -12,12 +13,13 @@ import type * as Workers from "./Workers.ts"
 
 /** Abort `rid` on every worker; failures are logged. */
 export const abort = (http: Http.Http, workers: Workers.Workers, rid: string): Effect.Effect<void> =>
-  Effect.forEach(
-    workers.all,
-    (w) =>
-      http.request(w.url, "/abort_request", "POST", { rid } satisfies Wire.AbortRequest, Http.noHeaders, 10_000).pipe(
-        Effect.flatMap(Http.ok(w.url, "/abort_request")),
-        Effect.catch((error) => Effect.logWarning(`abort of rid ${rid} failed: ${error.message}`))
-      ),
-    { concurrency: "unbounded", discard: true }
-  )
+  Effect.flatMap(workers.controlTargets(false), (urls) =>
+    Effect.forEach(
+      urls,
+      (url) =>
+        http.request(url, "/abort_request", "POST", { rid } satisfies Wire.AbortRequest, Http.noHeaders, 10_000).pipe(
+          Effect.flatMap(Http.ok(url, "/abort_request")),
+          Effect.catch((error) => Effect.logWarning(`abort of rid ${rid} failed: ${error.message}`))
+        ),
+      { concurrency: "unbounded", discard: true }
+    ))

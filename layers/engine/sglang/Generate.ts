@@ -5,24 +5,29 @@
  * - Every sampling field is sent explicitly (SGLang's server-side defaults differ between versions), with
  *   `skip_special_tokens: false`, `no_stop_trim: true`, `spaces_between_special_tokens: false`. `sampling_seed` is
  *   sent only with `samplingSeed` (`--sglang-enable-deterministic-inference`), as in Relax; `session_id` only with
- *   the session lifecycle.
+ *   the session lifecycle; `priority` (1 for a resumed attempt) with priority scheduling; `lora_path` when set.
  * - Connection errors and 5xx are retried with exponential backoff (on another worker when the first one is
  *   unreachable); 4xx are not. HTTP 400 context-length rejections become {@link ContextLengthError}.
  * - A request that is not retried after a transport error (a timeout) is aborted, and so is one whose fiber is
  *   interrupted: no generation is orphaned on the server.
  */
-import { type Duration, Effect, Ref, Result, Schedule, Schema } from "effect"
+import { Data, type Duration, Effect, Result, Schedule, Schema } from "effect"
+import * as Rid from "../../../src/engine/Rid.ts"
 import * as Wire from "../../../src/engine/Wire.ts"
 import { ContextLengthError } from "../../../src/forest/errors.ts"
-import type { EngineError, GenerateRequest, GenerateResult } from "../Engine.ts"
+import { EngineError, type GenerateRequest, type GenerateResult } from "../Engine.ts"
 import * as Abort from "./Abort.ts"
 import * as Http from "./Http.ts"
+import type * as WeightUpdates from "./WeightUpdates.ts"
 import type * as Workers from "./Workers.ts"
 
 /** What is sent beyond the request itself. */
 export interface Send {
   readonly samplingSeed: boolean
   readonly sessionId: boolean
+  /** `priority`: 1 for a resumed attempt, 0 for a new one (servers with priority scheduling). */
+  readonly priority: boolean
+  readonly loraPath: string | undefined
 }
 
 /** The retry policy. */
@@ -32,7 +37,7 @@ export interface Retry {
 }
 
 /** The `/generate` body of a request. */
-export const toWire = (request: GenerateRequest, send: Send): Wire.GenerateRequest => {
+export const toWire = (request: GenerateRequest, send: Send): Wire.GenerateBody => {
   const s = request.sampling
   return {
     input_ids: request.inputIds,
@@ -52,27 +57,40 @@ export const toWire = (request: GenerateRequest, send: Send): Wire.GenerateReque
     rid: request.rid,
     return_logprob: request.returnLogprob,
     ...(request.imageData === undefined || request.imageData.length === 0 ? {} : { image_data: request.imageData }),
-    ...(request.sessionId === undefined || !send.sessionId ? {} : { session_id: request.sessionId })
+    ...(request.sessionId === undefined || !send.sessionId ? {} : { session_id: request.sessionId }),
+    ...(send.priority ? { priority: (request.resumedTokens ?? 0) > 0 ? 1 : 0 } : {}),
+    ...(send.loraPath === undefined ? {} : { lora_path: send.loraPath })
   }
 }
 
 /** The `/generate` answer's decoder, built once (every generation decodes one). */
 const decodeGenerateResponse = Schema.decodeUnknownResult(Wire.GenerateResponse)
 
-/** The generate function over `workers`; answers' `weight_version` labels update `version`. */
+/** `TokenizerManager._init_req_state`: the rid is still in flight on the server (a re-send after a broken connection). */
+const isDuplicateRid = (answer: Http.Answer): boolean =>
+  answer.status === 400 && answer.body.includes("Duplicate request ID detected")
+
+/** The sampling key an SGLang build does not know (`SamplingParams(**kwargs)` raised TypeError: HTTP 500). */
+const unknownSamplingKey = (answer: Http.Answer): string | undefined =>
+  answer.status === 500 ? /unexpected keyword argument '([^']+)'/.exec(answer.body)?.[1] : undefined
+
+/** The generate function over `workers`; every attempt's version comes from `weights` (see WeightUpdates.ts). */
 export const make = (
   http: Http.Http,
   workers: Workers.Workers,
-  version: Ref.Ref<string>,
+  weights: WeightUpdates.WeightUpdates,
   send: Send,
   retry: Retry
 ): (request: GenerateRequest) => Effect.Effect<GenerateResult, ContextLengthError | EngineError> => {
   const attempt = (
     request: GenerateRequest,
+    rid: string,
     body: Uint8Array,
     tried: Set<Workers.Worker>
-  ): Effect.Effect<GenerateResult, ContextLengthError | EngineError> =>
+  ): Effect.Effect<GenerateResult, ContextLengthError | EngineError | DuplicateRid> =>
     Effect.gen(function*() {
+      // Held here while generation is paused for a weight push.
+      const start = yield* weights.enter
       const worker = workers.pick(request.sessionId, tried)
       tried.add(worker)
       const headers: Record<string, string> = workers.router !== undefined && request.sessionId !== undefined
@@ -87,48 +105,97 @@ export const make = (
               worker.down = true
             })
             // Not retried (a request timeout): the generation may still be running, so stop it rather than orphan it.
-            : Abort.abort(http, workers, request.rid)
+            : Abort.abort(http, workers, rid)
         )
       )
       worker.down = false
       if (answer.status === 400 && Wire.isContextLengthMessage(answer.body)) {
         return yield* new ContextLengthError({ limit: null, engineMessage: Http.errorMessage(answer.body) })
       }
+      if (isDuplicateRid(answer)) return yield* new DuplicateRid({ error: Http.statusError(worker.url, "/generate", answer) })
+      const unknownKey = unknownSamplingKey(answer)
+      if (unknownKey !== undefined) {
+        // A TypeError repeats on every attempt: not retried.
+        return yield* new EngineError({
+          reason: "invalid-request",
+          detail: `SGLang at ${worker.url} does not know the sampling parameter '${unknownKey}' (HTTP 500: ` +
+            `${Http.errorMessage(answer.body)}). ` +
+            (unknownKey === "sampling_seed"
+              ? "Upgrade SGLang to a build with deterministic inference (v0.5.3 or later), or drop --sglang-enable-deterministic-inference"
+              : "Upgrade SGLang"),
+          url: worker.url,
+          status: 500
+        })
+      }
       if (answer.status !== 200) return yield* Http.statusError(worker.url, "/generate", answer)
       const decoded = Http.decodeAnswer(decodeGenerateResponse, worker.url, "/generate", answer)
       if (Result.isFailure(decoded)) return yield* decoded.failure
       const response = decoded.success
       const meta = response.meta_info
+      // With --allow-auto-truncate SGLang cuts a long input silently: the recorded trajectory would not be what the
+      // model saw. (Multimodal inputs are expanded by SGLang's processor, so only text-only prompts are compared.)
+      const sent = request.inputIds.length
+      if (meta.prompt_tokens !== undefined && meta.prompt_tokens < sent && (request.imageData?.length ?? 0) === 0) {
+        return yield* new EngineError({
+          reason: "prompt-mismatch",
+          detail: `SGLang at ${worker.url} read ${meta.prompt_tokens} of the ${sent} prompt tokens sent: the server ` +
+            "truncated the input (launched with --allow-auto-truncate, and the prompt reached its maximum input " +
+            "length). The turn is refused because its trajectory would not be what the model saw; launch SGLang " +
+            "without --allow-auto-truncate (it then answers a context-length error the agent can handle)",
+          url: worker.url
+        })
+      }
       const entries = meta.output_token_logprobs
       const outputIds = entries !== undefined ? entries.map((e) => e[1]) : (response.output_ids ?? [])
-      if (meta.weight_version !== undefined) yield* Ref.set(version, meta.weight_version)
+      const finishReason = Wire.toFinishReason(meta.finish_reason)
+      const versions = weights.versionsOf(start, meta.weight_version, finishReason)
       return {
         outputIds,
         logprobs: request.returnLogprob && entries !== undefined ? entries.map((e) => e[0]) : [],
-        finishReason: Wire.toFinishReason(meta.finish_reason),
-        promptTokens: meta.prompt_tokens,
+        finishReason,
+        // Absent on an abort that hit the request in SGLang's waiting queue: a zero-token abort of the whole input.
+        promptTokens: meta.prompt_tokens ?? sent,
         cachedTokens: meta.cached_tokens ?? 0,
-        weightVersion: meta.weight_version ?? (yield* Ref.get(version))
+        weightVersion: versions[versions.length - 1]!,
+        ...(versions.length > 1 ? { weightVersions: versions } : {})
       } satisfies GenerateResult
     })
 
   const backoff = Schedule.exponential(retry.base)
 
   return (request) => {
-    // Encoded once for every attempt.
-    const body = Wire.encodeGenerateRequest(toWire(request, send))
     const tried = new Set<Workers.Worker>()
-    return Effect.suspend(() => {
-      // Once every worker was tried, start over (a restarted worker may be back).
-      if (tried.size >= Math.max(1, workers.all.length)) tried.clear()
-      return attempt(request, body, tried)
-    }).pipe(
+    // The rid in flight: a re-send that SGLang refuses as a duplicate goes out under a retry rid (Rid.retry).
+    let rid = request.rid
+    let resends = 0
+    let body = Wire.encodeGenerateRequest(toWire(request, send))
+    const send1 = (): Effect.Effect<GenerateResult, ContextLengthError | EngineError> =>
+      Effect.suspend(() => {
+        // Once every worker was tried, start over (a restarted worker may be back).
+        if (tried.size >= Math.max(1, workers.all.length)) tried.clear()
+        return attempt(request, rid, body, tried)
+      }).pipe(
+        Effect.catchTag("DuplicateRid", (duplicate) =>
+          resends >= 9 ? Effect.fail(duplicate.error) : Effect.gen(function*() {
+            // The first copy still runs on the server (its connection broke, the server has not noticed yet): stop
+            // it, then send again under a fresh rid that an abort of the request's rid still matches.
+            yield* Abort.abort(http, workers, rid)
+            resends++
+            rid = Rid.retry(request.rid, resends)
+            body = Wire.encodeGenerateRequest({ ...toWire(request, send), rid })
+            return yield* send1()
+          }))
+      )
+    return send1().pipe(
       Effect.retry({
         schedule: backoff,
         times: retry.retries,
         while: (error: ContextLengthError | EngineError) => error._tag === "EngineError" && error.retryable
       }),
-      Effect.onInterrupt(() => Abort.abort(http, workers, request.rid))
+      Effect.onInterrupt(() => Abort.abort(http, workers, rid))
     )
   }
 }
+
+/** SGLang still holds the rid (internal: re-sent under a retry rid). */
+class DuplicateRid extends Data.TaggedError("DuplicateRid")<{ readonly error: EngineError }> {}

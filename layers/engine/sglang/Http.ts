@@ -7,6 +7,11 @@
  *   connection busy on a long generation, an abort queued behind them would never be sent.
  * - A connection error is retryable; a timed-out request is not (the generation may still be running on the server,
  *   and retrying would run it twice). A non-2xx answer is an {@link statusError}, retryable when it is a 5xx.
+ * - Idle connections are kept 4 seconds: SGLang's uvicorn closes a connection idle for 5 seconds
+ *   (`timeout_keep_alive=5` in `launch_server`) without announcing it, and a request written onto a socket the server
+ *   is closing fails with a reset (which marks a healthy worker down and moves its sticky Sessions).
+ * - With `apiKey` (`--sglang-api-key`) every request carries `Authorization: Bearer <key>` (servers and gateways
+ *   launched with `--api-key` answer 401 without it).
  * - Error bodies: SGLang's `{"object":"error","message":…}`, FastAPI's `{"detail":…}`, or raw text (cut at 500
  *   characters) in messages.
  */
@@ -30,7 +35,12 @@ export interface Options {
   readonly requestTimeout: Duration.Input
   /** Time to open a connection. */
   readonly connectTimeout: Duration.Input
+  /** Sent as `Authorization: Bearer <apiKey>` on every request. */
+  readonly apiKey?: string | undefined
 }
+
+/** Idle keep-alive time: below SGLang's 5 s (uvicorn `timeout_keep_alive`), so the client never reuses a closing socket. */
+export const keepAliveTimeoutMs = 4_000
 
 /** The transport: one request function over the two pools. */
 export interface Http {
@@ -76,16 +86,17 @@ const describe = (error: unknown): string => {
 
 /** Shared header objects (never written to): most requests send no header of their own. */
 export const noHeaders: Record<string, string> = {}
-const jsonHeaders: Record<string, string> = { "content-type": "application/json" }
 
 /** A base URL without its trailing slashes. */
 export const trimSlash = (url: string): string => url.replace(/\/+$/, "")
 
-/** The human-readable message of an SGLang error body (JSON `message`/`detail`, or the raw text). */
+/** The human-readable message of an SGLang error body (JSON `message` / `error.message` / `detail`, or the raw text). */
 export const errorMessage = (body: string): string => {
   try {
     const parsed = Schema.decodeUnknownSync(Wire.ErrorBody)(JSON.parse(body))
     if (parsed.message !== undefined) return parsed.message
+    if (typeof parsed.error === "string") return parsed.error
+    if (parsed.error?.message !== undefined) return parsed.error.message
     if (typeof parsed.detail === "string") return parsed.detail
   } catch {
     // not JSON: fall through to the raw text
@@ -149,7 +160,8 @@ export const make = (options: Options): Effect.Effect<Http, never, Scope.Scope> 
         Effect.sync(() =>
           new Agent({
             connections,
-            keepAliveTimeout: 60_000,
+            keepAliveTimeout: keepAliveTimeoutMs,
+            keepAliveMaxTimeout: keepAliveTimeoutMs,
             connect: { timeout: connectTimeoutMs },
             headersTimeout: requestTimeoutMs,
             bodyTimeout: requestTimeoutMs
@@ -157,6 +169,9 @@ export const make = (options: Options): Effect.Effect<Http, never, Scope.Scope> 
         ),
         (a) => Effect.promise(() => a.destroy())
       )
+    const auth: Record<string, string> = options.apiKey === undefined ? {} : { authorization: `Bearer ${options.apiKey}` }
+    const plainHeaders: Record<string, string> = auth
+    const jsonHeaders: Record<string, string> = { ...auth, "content-type": "application/json" }
     const dataAgent = yield* makeAgent(options.connections)
     const controlAgent = yield* makeAgent(8)
 
@@ -169,7 +184,9 @@ export const make = (options: Options): Effect.Effect<Http, never, Scope.Scope> 
             path,
             method,
             signal,
-            headers: body === undefined ? headers : headers === noHeaders ? jsonHeaders : { ...jsonHeaders, ...headers },
+            headers: headers === noHeaders
+              ? (body === undefined ? plainHeaders : jsonHeaders)
+              : { ...(body === undefined ? plainHeaders : jsonHeaders), ...headers },
             body: body === undefined ? null : body instanceof Uint8Array ? body : JSON.stringify(body),
             ...(timeoutMs === undefined ? {} : { headersTimeout: timeoutMs, bodyTimeout: timeoutMs })
           })

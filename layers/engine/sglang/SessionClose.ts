@@ -34,10 +34,10 @@ export const make = (http: Http.Http, workers: Workers.Workers, enabled: boolean
   const close = (sessionId: string): Effect.Effect<void> =>
     !enabled ? Effect.void : Effect.gen(function*() {
       closes.close++
-      const all = workers.all
+      const all = yield* workers.controlTargets(false)
       const failed = yield* Effect.forEach(
         all,
-        (w) => closeOn(w.url, sessionId).pipe(Effect.as(0), Effect.catch(() => Effect.succeed(1))),
+        (url) => closeOn(url, sessionId).pipe(Effect.as(0), Effect.catch(() => Effect.succeed(1))),
         { concurrency: "unbounded" }
       ).pipe(
         Effect.map((results) => results.reduce((a, b) => a + b, 0)),

@@ -27,7 +27,7 @@
  * `Workers.ts` (router discovery, sticky routing), `StartupChecks.ts` (health, tokenizer, initial version),
  * `Generate.ts` (the body, one attempt, retries), `Abort.ts`, `WeightUpdates.ts`, `SessionClose.ts`.
  */
-import { type Duration, Effect, Layer, Ref, type Scope } from "effect"
+import { type Duration, Effect, Layer, type Scope } from "effect"
 import type * as Settings from "../../../src/config/Settings.ts"
 import { Tokenizer } from "../../tokenizer/Tokenizer.ts"
 import { Engine, EngineError, type EngineShape, withSpans } from "../Engine.ts"
@@ -58,6 +58,18 @@ export interface SglangEngineOptions {
   readonly retryBase?: Duration.Input | undefined
   /** Check `GET /health` on every worker at startup (default true). */
   readonly healthCheck?: boolean | undefined
+  /**
+   * How long the startup health check waits for servers that are starting (503 or not accepting connections yet;
+   * default 5 minutes), asking every `healthInterval` (default 2 seconds).
+   */
+  readonly startupTimeout?: Duration.Input | undefined
+  readonly healthInterval?: Duration.Input | undefined
+  /** Send `priority`: 1 for resumed attempts, 0 for new ones (servers with `--enable-priority-scheduling`; default false). */
+  readonly priorityScheduling?: boolean | undefined
+  /** `lora_path` on every request (default: none). */
+  readonly loraPath?: string | undefined
+  /** `Authorization: Bearer <apiKey>` on every request (`--sglang-api-key`, or the `SGLANG_API_KEY` environment variable). */
+  readonly apiKey?: string | undefined
   /** Send `sampling_seed` (servers launched with `--enable-deterministic-inference`; default false). */
   readonly samplingSeed?: boolean | undefined
   /** Send `session_id` and close SGLang sessions when a Session ends (default false). */
@@ -76,7 +88,11 @@ export const optionsOf = (settings: Settings.RolloutSettings): SglangEngineOptio
   routerUrl: settings.sglangRouterUrl,
   serverConcurrency: settings.sglangServerConcurrency,
   samplingSeed: settings.sglangEnableDeterministicInference,
-  sessionLifecycle: settings.agenticSessionLifecycle
+  sessionLifecycle: settings.agenticSessionLifecycle,
+  // The environment variable is the default so the key need not appear on a command line or in a config file.
+  apiKey: settings.sglangApiKey ?? (process.env["SGLANG_API_KEY"] || undefined),
+  priorityScheduling: settings.sglangPriorityScheduling,
+  loraPath: settings.sglangLoraPath
 })
 
 /** Build the engine; fails with an `EngineError` naming the URL when SGLang is unreachable. */
@@ -93,16 +109,21 @@ export const make = (options: SglangEngineOptions): Effect.Effect<EngineShape, E
     const http = yield* Http.make({
       connections: options.connections ?? concurrency,
       requestTimeout: options.requestTimeout ?? "30 minutes",
-      connectTimeout: options.connectTimeout ?? "10 seconds"
+      connectTimeout: options.connectTimeout ?? "10 seconds",
+      apiKey: options.apiKey
     })
     const routerUrl = options.routerUrl === undefined ? undefined : Http.trimSlash(options.routerUrl)
     const workers = yield* Workers.make(http, { workerUrls: options.workerUrls ?? [], routerUrl, concurrency })
 
-    const health = StartupChecks.health(
-      http,
-      workers.router === undefined ? workers.all.map((w) => w.url) : [workers.router.url, ...workers.all.map((w) => w.url)]
-    )
-    if (options.healthCheck ?? true) yield* health
+    const healthUrls = workers.router === undefined ? workers.all.map((w) => w.url) : [workers.router.url, ...workers.all.map((w) => w.url)]
+    // At startup the check waits for servers that are starting; later (`Engine.health`) it asks once.
+    const health = StartupChecks.health(http, healthUrls, { deadline: "0 millis", interval: "0 millis" })
+    if (options.healthCheck ?? true) {
+      yield* StartupChecks.health(http, healthUrls, {
+        deadline: options.startupTimeout ?? "5 minutes",
+        interval: options.healthInterval ?? "2 seconds"
+      })
+    }
     const tokenizer = options.tokenizer
     if (tokenizer !== undefined) {
       yield* Effect.forEach(workers.all, (worker) => StartupChecks.tokenizer(http, tokenizer, worker.url), { discard: true })
@@ -113,16 +134,23 @@ export const make = (options: SglangEngineOptions): Effect.Effect<EngineShape, E
     const generate = Generate.make(
       http,
       workers,
-      weights.version,
-      { samplingSeed: options.samplingSeed ?? false, sessionId: options.sessionLifecycle ?? false },
+      weights,
+      {
+        samplingSeed: options.samplingSeed ?? false,
+        sessionId: options.sessionLifecycle ?? false,
+        priority: options.priorityScheduling ?? false,
+        loraPath: options.loraPath
+      },
       { retries: options.retries ?? 4, base: options.retryBase ?? "250 millis" }
     )
 
     return withSpans("SglangEngine", {
       generate,
       abort: (rid) => Abort.abort(http, workers, rid),
-      weightVersion: Ref.get(weights.version),
+      weightVersion: Effect.sync(weights.version),
       updateWeights: weights.update,
+      pauseGeneration: weights.pause,
+      resumeGeneration: weights.resume,
       health,
       closeSession: sessions.close,
       takeStepMetrics: sessions.takeStepMetrics

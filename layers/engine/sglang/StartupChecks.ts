@@ -3,17 +3,21 @@
  * the gateway does, and the weight version they start from.
  *
  * **Details**
- * - `GET /health` on the router (if any) and every worker, 30 seconds each; a non-200 refuses the start.
+ * - `GET /health` on the router (if any) and every worker. A server that is starting answers 503
+ *   (`health_generate` while its scheduler loads) or does not accept connections yet: the check asks again every
+ *   `interval` until `deadline` (Relax polls the same way). Any other answer, or the deadline, refuses the start.
  * - The tokenizer check sends a probe text (special tokens, digits, spaces, non-ASCII letters: a text on which
  *   different tokenizers differ) to every worker's `POST /tokenize` and compares the ids with the gateway's tokenizer;
  *   a difference refuses the start, naming the served model from `GET /get_model_info`. A server without `/tokenize`
  *   (older SGLang) is not checked, with a warning.
  * - The initial weight version is the first worker's `GET /get_weight_version`, or `"default"`.
  */
-import { Effect, Option } from "effect"
+import { Duration, Effect, Option, Schedule } from "effect"
 import * as Wire from "../../../src/engine/Wire.ts"
 import { EngineError } from "../Engine.ts"
 import * as Http from "./Http.ts"
+
+const formatDuration = (input: Duration.Input): string => Duration.format(Duration.fromInputUnsafe(input))
 
 /** The gateway's tokenizer, as the check needs it. */
 export interface TokenizerCheck {
@@ -27,18 +31,30 @@ const preview = (ids: ReadonlyArray<number>): string => `[${ids.slice(0, 12).joi
 /** Special tokens, digits, spaces and non-ASCII letters: a text on which different tokenizers differ. */
 const tokenizerProbe = "<|im_start|>user\nrelax-agentic tokenizer check: 12345, héllo wörld 你好<|im_end|>\n"
 
-/** `GET /health` on every URL (concurrently); the first unhealthy one fails with what to check. */
-export const health = (http: Http.Http, urls: ReadonlyArray<string>): Effect.Effect<void, EngineError> =>
+/** How long the health check waits for starting servers. */
+export interface HealthWait {
+  readonly deadline: Duration.Input
+  readonly interval: Duration.Input
+}
+
+/** A server that is starting: it answers 503 or does not accept connections yet. */
+const isStarting = (error: EngineError): boolean =>
+  error.reason === "unreachable" || (error.reason === "status" && error.status === 503)
+
+/** `GET /health` on every URL (concurrently), waiting for starting servers; the first unhealthy one fails. */
+export const health = (http: Http.Http, urls: ReadonlyArray<string>, wait: HealthWait): Effect.Effect<void, EngineError> =>
   Effect.forEach(
     urls,
     (url) =>
       http.request(url, "/health", "GET", undefined, Http.noHeaders, 30_000).pipe(
         Effect.flatMap(Http.ok(url, "/health")),
+        Effect.retry({ schedule: Schedule.spaced(wait.interval).pipe(Schedule.upTo({ duration: wait.deadline })), while: isStarting }),
         Effect.mapError((error) =>
           new EngineError({
             reason: "unhealthy",
-            detail: `SGLang is not healthy at ${url}: ${error.message}. Check that the server is running and that ` +
-              `--sglang-url names it`,
+            detail: `SGLang is not healthy at ${url}: ${error.message}` +
+              (isStarting(error) ? ` (still, after waiting ${formatDuration(wait.deadline)} for it to start)` : "") +
+              ". Check that the server is running and that --sglang-url names it",
             url,
             ...(error.status === undefined ? {} : { status: error.status }),
             cause: error

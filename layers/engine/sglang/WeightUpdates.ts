@@ -1,55 +1,141 @@
 /**
- * The weight version the SGLang client reports, and the one-call weight update (`/update_weight_version`).
+ * Weight versions on SGLang: the version attempts run on, the one-call update (`/update_weight_version`) and the
+ * two-phase pause / resume around a trainer's own weight push (`/pause_generation`, `/continue_generation`).
  *
  * **Details**
- * `update(version)` posts `/update_weight_version {new_version, abort_all_requests: true}` to every worker:
- * generations in flight end with their partial output (finish `abort`) and are resumed by their callers. Without a
- * version the next one is the current plus 1 when it is an integer, else the number of updates.
+ * - `update(version)` posts `/update_weight_version {new_version, abort_all_requests: true}` to every worker:
+ *   generations in flight end with their partial output (finish `abort`) and are resumed by their callers. Without a
+ *   version the next one is the current plus 1 when it is an integer, else the number of updates.
+ * - `pause(mode)` closes the client's gate (new attempts wait here, not on the servers' connections) and posts
+ *   `/pause_generation {mode}` to every worker; with `abort` SGLang answers once every aborted request has left.
+ *   `resume(version)` posts `/continue_generation` to every worker and opens the gate; the version is the given one,
+ *   else the first worker's `/get_weight_version` (the trainer's push set it, atomically with the weights).
+ * - Every update, pause and resume starts a new *epoch*. SGLang stamps `weight_version` when an answer leaves, so an
+ *   attempt's label can name a version it never ran on: `/update_weight_version` relabels before the aborted answers
+ *   come back. {@link WeightUpdates.versionsOf} therefore decides from the epochs: an attempt within one epoch ran on
+ *   the label it got; one cut by an update or pause (finish `abort`) ran on the version it started on; one SGLang
+ *   kept across a `retract` / `in_place` pause ran on both.
+ * - Control calls fan out to the router's current worker list, read fresh (a worker added at runtime gets the update).
  */
-import { Effect, Ref } from "effect"
+import { Effect, Latch } from "effect"
 import * as WeightVersion from "../../../src/engine/WeightVersion.ts"
 import * as Wire from "../../../src/engine/Wire.ts"
-import { EngineError } from "../Engine.ts"
+import { EngineError, type FinishReason, type PauseMode } from "../Engine.ts"
 import * as Http from "./Http.ts"
+import * as StartupChecks from "./StartupChecks.ts"
 import type * as Workers from "./Workers.ts"
 
-/** The current version and the update. */
+/** The version and epoch an attempt started in. */
+export interface Start {
+  readonly version: string
+  readonly epoch: number
+}
+
+/** The versions state and the calls that change it. */
 export interface WeightUpdates {
-  readonly version: Ref.Ref<string>
+  /** The version new attempts run on. */
+  readonly version: () => string
+  /** Wait while generation is paused, then the version and epoch the attempt starts in. */
+  readonly enter: Effect.Effect<Start>
+  /** The version(s) an attempt that started at `start` and answered `label` with `finish` ran on. */
+  readonly versionsOf: (start: Start, label: string | undefined, finish: FinishReason) => ReadonlyArray<string>
   readonly update: (version?: string) => Effect.Effect<string, EngineError>
+  readonly pause: (mode: PauseMode) => Effect.Effect<void, EngineError>
+  readonly resume: (version?: string) => Effect.Effect<string, EngineError>
 }
 
 /** Versions starting at `initial`. */
 export const make = (http: Http.Http, workers: Workers.Workers, initial: string): Effect.Effect<WeightUpdates> =>
   Effect.gen(function*() {
-    const version = yield* Ref.make(initial)
+    let version = initial
+    let epoch = 0
     let updates = 0
+    let paused = false
+    const gate = yield* Latch.make(true)
+
+    /** Post `body` to `path` on every worker of the current list; every worker must answer 200. */
+    const fanOut = (path: string, body: unknown): Effect.Effect<ReadonlyArray<Http.Answer & { readonly url: string }>, EngineError> =>
+      Effect.flatMap(workers.controlTargets(true), (urls) =>
+        Effect.forEach(
+          urls,
+          (url) =>
+            http.request(url, path, "POST", body).pipe(
+              Effect.flatMap(Http.ok(url, path)),
+              Effect.map((answer) => ({ ...answer, url }))
+            ),
+          { concurrency: "unbounded" }
+        ))
+
     const update = (next?: string): Effect.Effect<string, EngineError> =>
       Effect.gen(function*() {
         updates++
-        const value = next ?? WeightVersion.next(yield* Ref.get(version), updates)
-        yield* Effect.forEach(
-          workers.all,
-          (w) =>
-            // abort_all_requests: a generation running across the update returns its partial output (finish `abort`)
-            // and its caller resumes it on the new version, so every attempt runs on one version (reference §6.8).
-            http.request(w.url, "/update_weight_version", "POST", { new_version: value, abort_all_requests: true } satisfies Wire.UpdateWeightVersionRequest).pipe(
-              Effect.flatMap(Http.ok(w.url, "/update_weight_version")),
-              Effect.flatMap((answer) => Http.decodeJson(Wire.UpdateWeightVersionResponse, w.url, "/update_weight_version", answer)),
-              Effect.flatMap((r) =>
-                r.success ? Effect.void : Effect.fail(
-                  new EngineError({
-                    reason: "refused",
-                    detail: `SGLang at ${w.url} refused /update_weight_version: ${r.message ?? "no message"}`,
-                    url: w.url
-                  })
-                )
-              )
-            ),
-          { concurrency: "unbounded", discard: true }
-        )
-        yield* Ref.set(version, value)
+        const value = next ?? WeightVersion.next(version, updates)
+        epoch++
+        // abort_all_requests: a generation running across the update returns its partial output (finish `abort`)
+        // and its caller resumes it on the new version, so every attempt runs on one version.
+        const answers = yield* fanOut("/update_weight_version", { new_version: value, abort_all_requests: true } satisfies Wire.UpdateWeightVersionRequest)
+        for (const answer of answers) {
+          const r = yield* Http.decodeJson(Wire.UpdateWeightVersionResponse, answer.url, "/update_weight_version", answer)
+          if (!r.success) {
+            return yield* new EngineError({
+              reason: "refused",
+              detail: `SGLang at ${answer.url} refused /update_weight_version: ${r.message ?? "no message"}`,
+              url: answer.url
+            })
+          }
+        }
+        version = value
+        epoch++
         return value
       })
-    return { version, update }
+
+    const pause = (mode: PauseMode): Effect.Effect<void, EngineError> =>
+      Effect.gen(function*() {
+        paused = true
+        epoch++
+        yield* gate.close
+        yield* fanOut("/pause_generation", { mode } satisfies Wire.PauseGenerationRequest)
+      })
+
+    const resume = (next?: string): Effect.Effect<string, EngineError> =>
+      Effect.gen(function*() {
+        const first = (yield* workers.controlTargets(true))[0]
+        const value = next ?? (first === undefined ? version : yield* StartupChecks.weightVersion(http, first))
+        if (next !== undefined) {
+          // The servers label answers with this version from now on, whatever the trainer's push set (nothing runs:
+          // no abort needed).
+          yield* fanOut("/update_weight_version", { new_version: value, abort_all_requests: false } satisfies Wire.UpdateWeightVersionRequest)
+        }
+        // Before the servers continue: an attempt SGLang kept across the pause may answer as soon as they do.
+        version = value
+        epoch++
+        yield* fanOut("/continue_generation", {})
+        paused = false
+        yield* gate.open
+        return value
+      })
+
+    const versionsOf = (start: Start, label: string | undefined, finish: FinishReason): ReadonlyArray<string> => {
+      if (start.epoch === epoch && !paused) {
+        // No update or pause ran during the attempt: SGLang's label is right (a trainer may also have relabelled the
+        // server without us; the label then is the newer truth).
+        if (label !== undefined) version = label
+        return [label ?? start.version]
+      }
+      // Cut by an update or a pause: all its tokens came before it.
+      if (finish.type === "abort") return [start.version]
+      // Kept by SGLang across a retract / in_place pause: first tokens on the old weights, the rest on the version
+      // the resume announced.
+      const end = version
+      return end === start.version ? [end] : [start.version, end]
+    }
+
+    return {
+      version: () => version,
+      enter: Effect.andThen(gate.await, Effect.sync((): Start => ({ version, epoch }))),
+      versionsOf,
+      update,
+      pause,
+      resume
+    }
   })

@@ -4,14 +4,20 @@
  *
  * **Details**
  * - Router discovery: `GET /workers` (`workers[].url`, healthy ones), falling back to the older router's
- *   `GET /list_workers` (`urls`).
+ *   `GET /list_workers` (`urls`). A `--dp-aware` router lists each DP rank as `http://host:port@<rank>`
+ *   (`BasicWorkerBuilder::dp_config` in smg): the rank is stripped and the origins de-duplicated, as Relax's
+ *   `router_worker_base_url`.
+ * - The router's list changes at runtime (`POST /workers`, service discovery, elastic scale-out): every fan-out
+ *   (`controlTargets`) reads it again, so a worker added later gets the next weight update, abort and session close, and a
+ *   removed one is no longer called. Weight updates and pauses read it fresh; aborts and session closes accept a list
+ *   up to one second old (they are frequent). When the router cannot be read the last list is used.
  * - With a router, generation goes through it: one bounded target standing for the router's whole fleet, and the
  *   router picks the worker from `X-SMG-Routing-Key`.
  * - Without one, a Session's requests go to the worker it was first pinned to (prefix-cache hits) while that worker is
  *   up; a new Session goes to the least busy worker. At most 100,000 pinnings are kept (the oldest is forgotten: it
  *   only costs a prefix-cache miss).
  */
-import { Effect, Semaphore } from "effect"
+import { Clock, Effect, Semaphore } from "effect"
 import * as Wire from "../../../src/engine/Wire.ts"
 import { EngineError } from "../Engine.ts"
 import * as Http from "./Http.ts"
@@ -29,8 +35,13 @@ export interface Worker {
 
 /** The worker list and the routing over it. */
 export interface Workers {
-  /** Every worker (control calls fan out to all of them). */
+  /** The workers requests are sent to (with a router: those of the startup, for health and checks). */
   readonly all: ReadonlyArray<Worker>
+  /**
+   * The origins a control call fans out to: the given workers, or the router's current list (`fresh`: read now;
+   * else at most one second old).
+   */
+  readonly controlTargets: (fresh: boolean) => Effect.Effect<ReadonlyArray<string>>
   /** The router, when generation goes through one. */
   readonly router: Worker | undefined
   /** The target of a request of `sessionId`, avoiding `exclude` (already tried) where possible. */
@@ -38,6 +49,18 @@ export interface Workers {
 }
 
 const stickyLimit = 100_000
+
+/** How long a router's worker list is reused by aborts and session closes. */
+const listTtlMs = 1000
+
+/**
+ * A router's worker URL as an origin: without a trailing slash and without the `@<rank>` suffix a `--dp-aware`
+ * router adds (`http://10.0.0.1:30000@0` would otherwise parse as user-info `10.0.0.1:30000` at host `0`).
+ */
+export const originOf = (url: string): string => Http.trimSlash(url.replace(/@\d+$/, ""))
+
+/** Origins of a router's list: ranks stripped, duplicates removed, first-seen order kept. */
+export const origins = (urls: ReadonlyArray<string>): ReadonlyArray<string> => [...new Set(urls.map(originOf))]
 
 /** The router's workers: `GET /workers`, falling back to `GET /list_workers`. */
 export const discover = (http: Http.Http, router: string): Effect.Effect<ReadonlyArray<string>, EngineError> =>
@@ -66,7 +89,7 @@ export const discover = (http: Http.Http, router: string): Effect.Effect<Readonl
     if (workers.length === 0) {
       return yield* new EngineError({ reason: "no-workers", detail: `SGLang returned no workers: the router at ${router} lists none`, url: router })
     }
-    return workers
+    return origins(workers)
   })
 
 /** The workers given (`workerUrls`) or discovered from `routerUrl`, each bounded to `concurrency` requests. */
@@ -78,10 +101,25 @@ export const make = (
     const { routerUrl, concurrency } = options
     const makeWorker = (url: string, permits: number) =>
       Effect.map(Semaphore.make(permits), (semaphore): Worker => ({ url, permits: semaphore, down: false, inFlight: 0, sessions: 0 }))
-    const urls = routerUrl === undefined ? options.workerUrls.map(Http.trimSlash) : (yield* discover(http, routerUrl)).map(Http.trimSlash)
+    const urls = routerUrl === undefined ? options.workerUrls.map(Http.trimSlash) : yield* discover(http, routerUrl)
     const all = yield* Effect.forEach(urls, (url) => makeWorker(url, concurrency))
     const router = routerUrl === undefined ? undefined : yield* makeWorker(routerUrl, concurrency * all.length)
     const sticky = new Map<string, Worker>()
+
+    let listed: { readonly urls: ReadonlyArray<string>; readonly at: number } = { urls, at: yield* Clock.currentTimeMillis }
+    const controlTargets = (fresh: boolean): Effect.Effect<ReadonlyArray<string>> =>
+      routerUrl === undefined ? Effect.succeed(urls) : Effect.gen(function*() {
+        const now = yield* Clock.currentTimeMillis
+        if (!fresh && now - listed.at < listTtlMs) return listed.urls
+        return yield* discover(http, routerUrl).pipe(
+          Effect.tap((next) => Effect.sync(() => {
+            listed = { urls: next, at: now }
+          })),
+          Effect.catch((error) =>
+            Effect.as(Effect.logWarning(`${error.message}; using the last list of ${listed.urls.length} worker(s)`), listed.urls)
+          )
+        )
+      })
 
     const pick = (sessionId: string | undefined, exclude: ReadonlySet<Worker>): Worker => {
       if (router !== undefined) return router
@@ -109,5 +147,5 @@ export const make = (
       }
       return best
     }
-    return { all, router, pick }
+    return { all, controlTargets, router, pick }
   })
