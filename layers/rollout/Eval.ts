@@ -21,7 +21,7 @@ import { Sessions } from "../schedule/Sessions.ts"
 import { Outputs } from "./Outputs.ts"
 import * as RolloutConfig from "./RolloutConfig.ts"
 import { type PlannedGroup, SessionRunner } from "./SessionRunner.ts"
-import * as Telemetry from "./Telemetry.ts"
+import * as Telemetry from "../runtime/Telemetry.ts"
 
 /** What Eval needs of the rollout. */
 export interface EvalOptions<E> {

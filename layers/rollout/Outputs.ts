@@ -22,7 +22,7 @@ import * as Records from "../../src/rollout/Records.ts"
 import type * as RunReport from "../../src/rollout/RunReport.ts"
 import * as Files from "./Files.ts"
 import * as RolloutConfig from "./RolloutConfig.ts"
-import * as Telemetry from "./Telemetry.ts"
+import * as Telemetry from "../runtime/Telemetry.ts"
 
 /** The output files of one `run`: the metric files accumulate over its steps and Eval runs. */
 export interface RunOutputs {

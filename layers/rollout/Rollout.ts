@@ -33,7 +33,7 @@ import * as GroupPool from "../schedule/GroupPool.ts"
 import { type GroupResult, type PlannedGroup, SessionRunner } from "./SessionRunner.ts"
 import { Sessions } from "../schedule/Sessions.ts"
 import { Supervisor } from "../session/Supervisor.ts"
-import * as Telemetry from "./Telemetry.ts"
+import * as Telemetry from "../runtime/Telemetry.ts"
 import { Tokenizer } from "../tokenizer/Tokenizer.ts"
 
 /** The step could not deliver its samples (credit of the whole step, or writing the outputs). */
@@ -319,6 +319,14 @@ const make = Effect.gen(function*() {
   return { runStep, runEval, run, progress } satisfies RolloutShape
 })
 
+/** The training generation gate in the configured cross-step mode (`Settings.retentionMode` of the RolloutConfig). */
+export const gateLayer: Layer.Layer<GenerationGate, never, RolloutConfig.RolloutConfig | Engine> = Layer.unwrap(
+  Effect.gen(function*() {
+    const settings = yield* RolloutConfig.RolloutConfig
+    return GenerationGate.layer(Settings.retentionMode(settings))
+  })
+)
+
 /** The rollout service. */
 export class Rollout extends Context.Service<Rollout, RolloutShape>()("relax-agentic/Rollout") {
   /**
@@ -339,7 +347,7 @@ export class Rollout extends Context.Service<Rollout, RolloutShape>()("relax-age
     | Engine
   > = Layer.effect(Rollout, make).pipe(
     Layer.provide(Layer.merge(SessionRunner.layer, Outputs.layer)),
-    Layer.provideMerge(GenerationGate.layer)
+    Layer.provideMerge(gateLayer)
   )
 
   /**
@@ -349,6 +357,6 @@ export class Rollout extends Context.Service<Rollout, RolloutShape>()("relax-age
   static readonly layerWith = <E, R>(sessionRunner: Layer.Layer<SessionRunner, E, R>) =>
     Layer.effect(Rollout, make).pipe(
       Layer.provide(Layer.merge(sessionRunner, Outputs.layer)),
-      Layer.provideMerge(GenerationGate.layer)
+      Layer.provideMerge(gateLayer)
     )
 }

@@ -36,7 +36,7 @@ import * as GroupPool from "../schedule/GroupPool.ts"
 import { emptyCounters, Sessions } from "../schedule/Sessions.ts"
 import { Supervisor } from "../session/Supervisor.ts"
 import * as RolloutConfig from "./RolloutConfig.ts"
-import { Telemetry } from "./Telemetry.ts"
+import { Telemetry } from "../runtime/Telemetry.ts"
 import { Tokenizer } from "../tokenizer/Tokenizer.ts"
 
 /** One Group as planned from the dataset. */

@@ -29,8 +29,6 @@
 import { Context, Deferred, Effect, Latch, Layer, type Scope } from "effect"
 import * as Retention from "../../src/schedule/Retention.ts"
 import type * as ActiveBudget from "../session/ActiveBudget.ts"
-import * as RolloutConfig from "../rollout/RolloutConfig.ts"
-import * as Settings from "../../src/config/Settings.ts"
 import { Engine } from "../engine/Engine.ts"
 
 /** One model request of a Session while it is live (from arrival to its answer). */
@@ -291,14 +289,15 @@ export const make = (options: {
     } satisfies GenerationGateShape
   })
 
-/** The rollout's training generation gate, aborting through the `Engine`, in the configured cross-step mode. */
+/** The rollout's training generation gate, aborting through the `Engine`. */
 export class GenerationGate extends Context.Service<GenerationGate, GenerationGateShape>()("relax-agentic/GenerationGate") {
-  static readonly layer: Layer.Layer<GenerationGate, never, RolloutConfig.RolloutConfig | Engine> = Layer.effect(
-    GenerationGate,
-    Effect.gen(function*() {
-      const settings = yield* RolloutConfig.RolloutConfig
-      const engine = yield* Engine
-      return yield* make({ abort: engine.abort, mode: Settings.retentionMode(settings) })
-    })
-  )
+  /** The gate in the cross-step `mode` the caller resolved (the rollout: `Settings.retentionMode` of its config). */
+  static readonly layer = (mode: Retention.Mode): Layer.Layer<GenerationGate, never, Engine> =>
+    Layer.effect(
+      GenerationGate,
+      Effect.gen(function*() {
+        const engine = yield* Engine
+        return yield* make({ abort: engine.abort, mode })
+      })
+    )
 }

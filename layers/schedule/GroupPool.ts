@@ -34,7 +34,7 @@ import * as Leasing from "../../src/schedule/Leasing.ts"
 import * as Retention from "../../src/schedule/Retention.ts"
 import type * as AgentSpec from "../../src/session/AgentSpec.ts"
 import * as FirstRequestBarrier from "./FirstRequestBarrier.ts"
-import { type Progress, Telemetry, type TelemetryShape } from "../rollout/Telemetry.ts"
+import { type Progress, Telemetry, type TelemetryShape } from "../runtime/Telemetry.ts"
 
 export { type DropReason, dropStreak, type DropStreak, TooManyDroppedGroupsError } from "../../src/schedule/DropStreak.ts"
 

@@ -24,7 +24,7 @@ import * as FairScheduler from "../../layers/runtime/FairScheduler.ts"
 import { SessionRunner } from "../../layers/rollout/SessionRunner.ts"
 import { GenerationGate } from "../../layers/schedule/GenerationGate.ts"
 import { type ClusterRole, servicesFromSettings } from "../index.ts"
-import type * as Settings from "../config/Settings.ts"
+import * as Settings from "../config/Settings.ts"
 
 const userError = (message: string) => new CliError.UserError({ cause: message, userMessage: message })
 
@@ -101,7 +101,7 @@ export const runnerLayer = (
   const host = Layer.unwrap(Effect.gen(function*() {
     const answer = yield* ModelRoute.answerForwarded({ maxJsonDepth: defaultMaxJsonDepth })
     return Host.Host.layer(`${address.host}:${address.port}`, answer)
-  })).pipe(Layer.provide(SessionRunner.layer), Layer.provide(GenerationGate.layer))
+  })).pipe(Layer.provide(SessionRunner.layer), Layer.provide(GenerationGate.layer(Settings.retentionMode(settings))))
   return Host.entityLayer.pipe(
     Layer.provideMerge(host),
     Layer.provide(membership),

@@ -4,6 +4,7 @@
  * dashboards match on.
  */
 import { Data } from "effect"
+import { contextLengthMessage } from "../protocol/errors.ts"
 
 /** Why an export could not be turned into a training context; the Session (and its Group) is dropped, not fatal. */
 export type ExportFailure = "no-matching-state" | "no-response" | "leaf-count" | "invalid-record"
@@ -23,26 +24,6 @@ export class ExportError extends Data.TaggedError("ExportError")<{
   /** The explicit record's name, when one record is at fault. */
   readonly record: string | null
 }> {}
-
-/** The text of a context-length error, in the reference's four variants (docs/requests.md "Error bodies"). */
-export const contextLengthMessage = (
-  limit: number | null,
-  promptTokens?: number,
-  completionTokens?: number
-): string => {
-  if (limit === null) {
-    return "This model's maximum context length was exceeded. Please reduce the length of the messages."
-  }
-  if (promptTokens === undefined) {
-    return `This model's maximum context length is ${limit} tokens. Please reduce the length of the messages.`
-  }
-  if (completionTokens === undefined) {
-    return `This model's maximum context length is ${limit} tokens. However, your messages resulted in ${promptTokens} tokens. Please reduce the length of the messages.`
-  }
-  return `This model's maximum context length is ${limit} tokens. However, your messages resulted in ${promptTokens} tokens and requested ${completionTokens} completion tokens (${
-    promptTokens + completionTokens
-  } tokens total). Please reduce the length of the messages or max_completion_tokens.`
-}
 
 /**
  * A request whose observation (or whose remaining budget) does not fit the context window; nothing was committed.

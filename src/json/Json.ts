@@ -6,7 +6,7 @@
  * `arguments` value inside `{"name": ..., "arguments": {...}}`, not a re-serialization. The reader also tells a value
  * cut off by the end of the text (`Incomplete`: a stream should wait for more) from one that can never become valid
  * (`Invalid`), and rejects duplicate object keys, which the canonical model rejects later. With `python` it also
- * serves `json.loads` (src/forest/PythonJson.ts): the span of a number is its exact text.
+ * serves `json.loads` (src/json/PythonJson.ts): the span of a number is its exact text.
  */
 
 /** A parsed value with its span `[start, end)`; objects also carry the span of each member value. */

@@ -18,11 +18,8 @@
 import type * as Canonical from "../protocol/canonical.ts"
 import * as Json from "../json/Json.ts"
 
-/** One parsed tool call; `arguments` is JSON object text (the model's own text where it wrote JSON). */
-export interface ToolCall {
-  readonly name: string
-  readonly arguments: string
-}
+/** One parsed tool call (its type lives in the canonical model, which the completion builder shares). */
+export type ToolCall = Canonical.ParsedToolCall
 
 /** The outcome of parsing (one shot), or one increment of it (streaming). */
 export interface ToolCallResult {

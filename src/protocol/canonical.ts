@@ -10,7 +10,7 @@
  * messages"); type names in messages are Python's (`<class 'dict'>`) because agents and tests compare the texts.
  */
 import { Data, Result, Schema } from "effect"
-import * as PyJson from "../forest/PythonJson.ts"
+import * as PyJson from "../json/PythonJson.ts"
 import * as JsonValue from "../json/Json.ts"
 import { TextMemo } from "./TextMemo.ts"
 
@@ -46,6 +46,15 @@ export const ToolCall = Schema.StructWithRest(
   [Schema.Record(Schema.String, Schema.Json)]
 )
 export type ToolCall = typeof ToolCall.Type
+
+/**
+ * One tool call a tool-call parser read from generated text (src/parsers/ToolCallParser.ts); `arguments` is JSON
+ * object text (the model's own text where it wrote JSON).
+ */
+export interface ParsedToolCall {
+  readonly name: string
+  readonly arguments: string
+}
 
 /** The message shape of a generated tool call (`{id, type: "function", function: {name, arguments}}`). */
 export const toolCallOf = (call: { readonly id: string; readonly name: string; readonly arguments: string }): ToolCall => ({

@@ -9,7 +9,6 @@
  */
 import { Result, Schema } from "effect"
 import { createHash } from "node:crypto"
-import type { ToolCall } from "../parsers/ToolCallParser.ts"
 import * as Canonical from "./canonical.ts"
 import * as Errors from "./errors.ts"
 import type * as Sse from "./sse.ts"
@@ -70,7 +69,7 @@ export const toolCallId = (input: ToolCallIdInput): string =>
     .slice(0, 24)
 
 /** One tool call of a finished generation: a parsed call with its id; `arguments` is JSON text. */
-export interface CompletionToolCall extends ToolCall {
+export interface CompletionToolCall extends Canonical.ParsedToolCall {
   readonly id: string
 }
 

@@ -9,7 +9,26 @@
  * headers, no I/O.
  */
 import { Data } from "effect"
-import { contextLengthMessage } from "../forest/errors.ts"
+
+/** The text of a context-length error, in the reference's four variants (docs/requests.md "Error bodies"). */
+export const contextLengthMessage = (
+  limit: number | null,
+  promptTokens?: number,
+  completionTokens?: number
+): string => {
+  if (limit === null) {
+    return "This model's maximum context length was exceeded. Please reduce the length of the messages."
+  }
+  if (promptTokens === undefined) {
+    return `This model's maximum context length is ${limit} tokens. Please reduce the length of the messages.`
+  }
+  if (completionTokens === undefined) {
+    return `This model's maximum context length is ${limit} tokens. However, your messages resulted in ${promptTokens} tokens. Please reduce the length of the messages.`
+  }
+  return `This model's maximum context length is ${limit} tokens. However, your messages resulted in ${promptTokens} tokens and requested ${completionTokens} completion tokens (${
+    promptTokens + completionTokens
+  } tokens total). Please reduce the length of the messages or max_completion_tokens.`
+}
 
 /** A request body that failed validation: HTTP 400 `invalid_request_error`, `param` naming the offending field. */
 export class ProtocolError extends Data.TaggedError("ProtocolError")<{

@@ -19,7 +19,7 @@ import { RolloutConfig } from "../../layers/rollout/RolloutConfig.ts"
 import * as SessionRunner from "../../layers/rollout/SessionRunner.ts"
 import type * as FirstRequestBarrier from "../../layers/schedule/FirstRequestBarrier.ts"
 import { SessionClosedError } from "../../src/session/errors.ts"
-import * as Telemetry from "../../layers/rollout/Telemetry.ts"
+import * as Telemetry from "../../layers/runtime/Telemetry.ts"
 import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
 
 interface Script {

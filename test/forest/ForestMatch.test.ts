@@ -5,7 +5,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Forest from "../../src/forest/Forest.ts"
 import * as Hash from "../../src/forest/hash.ts"
-import * as PythonJson from "../../src/forest/PythonJson.ts"
+import * as PythonJson from "../../src/json/PythonJson.ts"
 import * as Canonical from "../../src/protocol/canonical.ts"
 
 /** A deterministic pseudo-random source. */

@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import type * as Canonical from "../../src/protocol/canonical.ts"
 import * as Hash from "../../src/forest/hash.ts"
-import * as PythonJson from "../../src/forest/PythonJson.ts"
+import * as PythonJson from "../../src/json/PythonJson.ts"
 
 /** A deterministic pseudo-random source in [0, 1). */
 const seeded = (seed: number) => {

@@ -4,7 +4,7 @@ import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as Files from "../../layers/rollout/Files.ts"
-import * as Telemetry from "../../layers/rollout/Telemetry.ts"
+import * as Telemetry from "../../layers/runtime/Telemetry.ts"
 
 const tempDir = () => mkdtempSync(join(tmpdir(), "relax-files-"))
 

@@ -5,7 +5,7 @@
  */
 import { Clock, Data, Effect, Fiber, type Layer } from "effect"
 import { TestClock } from "effect/testing"
-import * as Telemetry from "../../layers/rollout/Telemetry.ts"
+import * as Telemetry from "../../layers/runtime/Telemetry.ts"
 import * as GroupPool from "../../layers/schedule/GroupPool.ts"
 
 /** Telemetry kept in memory (`isTTY`: progress rendered as on a terminal), and the layer that writes to it. */

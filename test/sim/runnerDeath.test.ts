@@ -7,7 +7,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Data, Effect, Fiber } from "effect"
 import { TestClock } from "effect/testing"
 import * as GroupPool from "../../layers/schedule/GroupPool.ts"
-import * as Telemetry from "../../layers/rollout/Telemetry.ts"
+import * as Telemetry from "../../layers/runtime/Telemetry.ts"
 
 class RunnerFailed extends Data.TaggedError("RunnerFailed")<{ readonly stage: string }> {
   override get message() {

@@ -2,7 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber } from "effect"
 import { TestClock } from "effect/testing"
 import * as GroupPool from "../../layers/schedule/GroupPool.ts"
-import * as Telemetry from "../../layers/rollout/Telemetry.ts"
+import * as Telemetry from "../../layers/runtime/Telemetry.ts"
 import * as Sim from "./harness.ts"
 
 describe("resident capacity", () => {

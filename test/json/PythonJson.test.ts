@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import * as PythonJson from "../../src/forest/PythonJson.ts"
+import * as PythonJson from "../../src/json/PythonJson.ts"
 
 const parsedDumps = (text: string): string => {
   const r = PythonJson.parse(text)

@@ -6,7 +6,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as Json from "../../src/json/Json.ts"
-import * as PythonJson from "../../src/forest/PythonJson.ts"
+import * as PythonJson from "../../src/json/PythonJson.ts"
 
 // ---- the reference: the implementation before the one-pass writer, verbatim but for names ----------------------
 const MAX_SAFE = 2 ** 53 - 1

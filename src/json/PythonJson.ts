@@ -7,7 +7,7 @@
  * key order and string escapes follow CPython: integers keep every digit, floats print as `repr(float)`
  * (`1e+16`, `1.5e-05`, `0.1`), keys sort by code point, and only `"`, `\` and C0 controls are escaped.
  */
-import * as Json from "../json/Json.ts"
+import * as Json from "./Json.ts"
 
 /** A Python number: an `int` (exact decimal text) or a `float`. */
 export type PyNumber = { readonly _tag: "Int"; readonly text: string } | { readonly _tag: "Float"; readonly value: number }
