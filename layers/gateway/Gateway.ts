@@ -13,6 +13,7 @@ import { NodeHttpServer } from "@effect/platform-node"
 import { Context, Duration, Effect, Layer } from "effect"
 import { HttpRouter, HttpServer, HttpServerError, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { IncomingMessage, Server, type ServerOptions, ServerResponse } from "node:http"
+import * as ErrorAnswer from "../../src/protocol/ErrorAnswer.ts"
 import * as Errors from "../../src/protocol/errors.ts"
 import * as Messages from "../../src/protocol/messages.ts"
 import * as Chat from "../../src/protocol/chat.ts"
@@ -97,9 +98,12 @@ const unknownRoute = Effect.gen(function*() {
   const error = ModelRoute.paths.has(path)
     ? Errors.GatewayError.methodNotAllowed(request.method, path)
     : Errors.GatewayError.unknownRoute(request.method, path)
-  const rendered = adapter.renderError(error)
-  const response = HttpServerResponse.jsonUnsafe(rendered.body, { status: rendered.status, headers: rendered.headers })
-  return error.status === 405 ? HttpServerResponse.setHeader(response, "allow", "POST") : response
+  const answer = ErrorAnswer.render(adapter, error)
+  return HttpServerResponse.text(answer.body, {
+    status: answer.status,
+    headers: answer.headers,
+    contentType: "application/json"
+  })
 })
 
 /**

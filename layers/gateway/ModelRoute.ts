@@ -24,6 +24,7 @@ import type * as Wire from "../../src/cluster/Wire.ts"
 import * as ApiKey from "../../src/protocol/ApiKey.ts"
 import * as Chat from "../../src/protocol/chat.ts"
 import * as Completion from "../../src/protocol/completion.ts"
+import * as ErrorAnswer from "../../src/protocol/ErrorAnswer.ts"
 import * as Errors from "../../src/protocol/errors.ts"
 import * as JsonBody from "../../src/protocol/JsonBody.ts"
 import * as Messages from "../../src/protocol/messages.ts"
@@ -161,8 +162,8 @@ const logDisconnect = (phase: "body" | "completion", detail = "") => {
 
 /** Answer with an error in the protocol's shape (docs/requests.md, "Error bodies"). */
 const sendError = (ex: Exchange.Exchange, adapter: Completion.Adapter, error: Errors.AnyError): void => {
-  const rendered = adapter.renderError(error)
-  Exchange.sendJson(ex, rendered.status, JSON.stringify(rendered.body), rendered.headers)
+  const answer = ErrorAnswer.render(adapter, error)
+  Exchange.sendJson(ex, answer.status, answer.body, answer.headers)
 }
 
 /** A failed generation as its HTTP error; a 500 is logged with the failure's message (the answer does not say it). */
@@ -421,8 +422,8 @@ export const answerForwarded = (
         const adapter = adapterOf("POST", request.path)
         if (adapter === undefined) return jsonAnswer(404, { error: { message: `no model route ${request.path}`, type: "not_found_error" } })
         const error = (e: Errors.AnyError) => {
-          const rendered = adapter.renderError(e)
-          return jsonAnswer(rendered.status, rendered.body, rendered.headers)
+          const answer = ErrorAnswer.render(adapter, e)
+          return { kind: "json", status: answer.status, headers: { ...answer.headers }, body: answer.body } as const
         }
         // The forwarding runner decoded this body already (a malformed request got its 400 there).
         const body = JsonBody.parseObject(request.body, options.maxJsonDepth)

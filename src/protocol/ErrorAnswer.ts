@@ -1,0 +1,31 @@
+/**
+ * The one error writer of the gateway: an error rendered in a protocol's shape as the status, headers and body text
+ * that go on the wire.
+ *
+ * **Details**
+ * Both error sinks write what this returns: the model route on Node's response (layers/gateway/ModelRoute.ts
+ * `sendError`; a forwarded request's answer, `answerForwarded`) and Effect's router for every other path
+(layers/gateway/Gateway.ts `unknownRoute`). The body is
+ * `JSON.stringify` of the adapter's `renderError` body; the sink adds `content-type: application/json` and the
+ * length. A 405 (a model path asked with another method) also says `allow: POST`.
+ */
+import type * as Completion from "./completion.ts"
+import type * as Errors from "./errors.ts"
+
+/** An error answer ready to write. */
+export interface ErrorAnswer {
+  readonly status: number
+  readonly headers: Readonly<Record<string, string>>
+  /** The JSON body text. */
+  readonly body: string
+}
+
+/** Render `error` in the shape of `adapter`'s protocol (docs/requests.md, "Error bodies"). */
+export const render = (adapter: Completion.Adapter, error: Errors.AnyError): ErrorAnswer => {
+  const rendered = adapter.renderError(error)
+  return {
+    status: rendered.status,
+    headers: rendered.status === 405 ? { ...rendered.headers, allow: "POST" } : rendered.headers,
+    body: JSON.stringify(rendered.body)
+  }
+}
