@@ -18,6 +18,7 @@ import { createServer } from "node:http"
 import { join, resolve } from "node:path"
 import * as Dump from "../../src/inspect/Dump.ts"
 import * as Model from "../../src/inspect/Model.ts"
+import * as SessionTree from "../../src/inspect/SessionTree.ts"
 import type * as Tokens from "../../src/inspect/Tokens.ts"
 import type { TokenizerShape } from "../tokenizer/Tokenizer.ts"
 
@@ -108,7 +109,7 @@ export const html = (run: Model.Run, vocab: Tokens.Vocabulary): string => {
   for (const session of run.sessions) {
     parts.push(
       `<script type="application/json" class="inspect-session" data-key="${escapeAttribute(session.key)}">` +
-        `${scriptJson(Model.detail(run, session, vocab))}</script>`
+        `${scriptJson(SessionTree.detail(run, session, vocab))}</script>`
     )
   }
   return asset("index.html")
@@ -150,12 +151,12 @@ const routesOf = (run: Model.Run, vocab: Tokens.Vocabulary) => {
       const key = new URL(request.url, "http://inspect").searchParams.get("key") ?? ""
       const session = run.byKey.get(key)
       if (session === undefined) return json({ error: `no Session ${key} in this run` }).pipe(HttpServerResponse.setStatus(404))
-      return json(Model.detail(run, session, vocab))
+      return json(SessionTree.detail(run, session, vocab))
     })),
     HttpRouter.add("GET", "/api/search", Effect.gen(function*() {
       const request = yield* HttpServerRequest.HttpServerRequest
       const q = new URL(request.url, "http://inspect").searchParams.get("q") ?? ""
-      return json({ keys: Model.search(run, q) })
+      return json({ keys: SessionTree.search(run, q) })
     }))
   )
 }

@@ -31,7 +31,7 @@ import { Engine } from "../engine/Engine.ts"
 import { Forests } from "../generation/Forests.ts"
 import * as FirstRequestBarrier from "../schedule/FirstRequestBarrier.ts"
 import { GenerationGate } from "../schedule/GenerationGate.ts"
-import * as GroupPool from "../schedule/GroupPool.ts"
+import * as Pool from "../schedule/Pool.ts"
 import { emptyCounters, Sessions } from "../schedule/Sessions.ts"
 import { Supervisor } from "../session/Supervisor.ts"
 import * as RolloutConfig from "./RolloutConfig.ts"
@@ -39,7 +39,7 @@ import { Telemetry } from "../runtime/Telemetry.ts"
 import { Tokenizer } from "../tokenizer/Tokenizer.ts"
 
 /** One Group as planned from the dataset. */
-export interface PlannedGroup extends GroupPool.GroupLike {
+export interface PlannedGroup extends Pool.GroupLike {
   readonly seq: number
   readonly mode: AgentSpec.RolloutMode
   /** Dataset row index. */
@@ -77,7 +77,7 @@ export type GroupError =
   | Wire.SessionFailed
   | ClusterCallError
 
-export interface SessionRunnerShape extends GroupPool.GroupRunner<PlannedGroup, SessionResult, GroupResult, GroupError> {
+export interface SessionRunnerShape extends Pool.GroupRunner<PlannedGroup, SessionResult, GroupResult, GroupError> {
   /** `error_type=` and detail text of a drop, for the Group pool's drop log line. */
   readonly describeError: (error: GroupError) => { readonly type: string; readonly detail: string }
   /**
@@ -98,8 +98,8 @@ export const rewardWith = (credit: Context.Service.Shape<typeof Credit>) =>
       group.mode
     )
     return scored === "filtered"
-      ? GroupPool.filtered()
-      : GroupPool.accepted<GroupResult>({ group, samples: scored, debug: outcomes.flatMap((o) => o.debug) })
+      ? Pool.filtered()
+      : Pool.accepted<GroupResult>({ group, samples: scored, debug: outcomes.flatMap((o) => o.debug) })
   })
 
 /** `error_type=` and detail of a drop; a Session that failed on a runner keeps its own error's tag. */

@@ -9,10 +9,12 @@
  * are the reference's `check_messages` / `normalize_tools` / `normalize_template_kwargs` (docs/requests.md "Canonical
  * messages"); type names in messages are Python's (`<class 'dict'>`) because agents and tests compare the texts.
  */
-import { Data, Result, Schema } from "effect"
+import { Result, Schema } from "effect"
 import * as PyJson from "../json/PythonJson.ts"
-import * as JsonValue from "../json/Json.ts"
+import { CanonicalError, type Checked, copyJson, type Dict, fail, get, has, isDict, pythonType, traverse } from "./CanonicalCheck.ts"
 import { TextMemo } from "./TextMemo.ts"
+
+export { CanonicalError, pythonType } from "./CanonicalCheck.ts"
 
 /** Any JSON value (content parts and tool schemas are kept verbatim as JSON). */
 export const Json = Schema.Json
@@ -98,59 +100,6 @@ export const State = Schema.Struct({
   chat_template_kwargs: TemplateKwargs
 })
 export type State = typeof State.Type
-
-/**
- * A request whose messages, tools or template kwargs cannot be canonicalized.
- *
- * **Details**
- * `message` is the reference's exact text (e.g. `"messages[2].content must not be empty"`), which gateways return
- * as a 400 body; `param` is the offending field path (`"messages[2].content"`).
- */
-export class CanonicalError extends Data.TaggedError("CanonicalError")<{
-  readonly message: string
-  readonly param: string | null
-}> {}
-
-type Checked<A> = Result.Result<A, CanonicalError>
-
-const fail = (message: string, param: string | null): Checked<never> =>
-  Result.fail(new CanonicalError({ message, param }))
-
-/** `f` over `items` in order; the first failure wins and stops the walk. */
-const traverse = <A, B>(items: ReadonlyArray<A>, f: (item: A, index: number) => Checked<B>): Checked<Array<B>> => {
-  const out: Array<B> = []
-  for (let i = 0; i < items.length; i++) {
-    const checked = f(items[i] as A, i)
-    if (Result.isFailure(checked)) return Result.fail(checked.failure)
-    out.push(checked.success)
-  }
-  return Result.succeed(out)
-}
-
-type Dict = { readonly [key: string]: unknown }
-
-const isDict = (value: unknown): value is Dict =>
-  value !== null && typeof value === "object" && !Array.isArray(value)
-
-/** Python's `type(value)` text for a JSON-ish JS value: `<class 'dict'>`, `<class 'NoneType'>`, ... */
-export const pythonType = (value: unknown): string => `<class '${pythonTypeName(value)}'>`
-
-const pythonTypeName = (value: unknown): string => {
-  if (value === null || value === undefined) return "NoneType"
-  if (typeof value === "boolean") return "bool"
-  if (typeof value === "number") return Number.isInteger(value) ? "int" : "float"
-  if (typeof value === "bigint") return "int"
-  if (typeof value === "string") return "str"
-  if (Array.isArray(value)) return "list"
-  if (typeof value === "object") return "dict"
-  return typeof value
-}
-
-const has = (dict: Dict, key: string): boolean => Object.prototype.hasOwnProperty.call(dict, key)
-const get = (dict: Dict, key: string): unknown => (has(dict, key) ? dict[key] : undefined)
-
-/** Deep copy of a JSON value given by a client (decoding boundary: the body came from `JSON.parse`). */
-const copyJson = (value: unknown): Json => JsonValue.copy(value) as Json
 
 // ---------------------------------------------------------------------------------------------------------------
 // Tool-call arguments

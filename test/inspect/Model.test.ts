@@ -2,6 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Drift from "../../src/inspect/Drift.ts"
 import * as Dump from "../../src/inspect/Dump.ts"
 import * as Model from "../../src/inspect/Model.ts"
+import * as SessionTree from "../../src/inspect/SessionTree.ts"
 import { assistant, call, session, user, vocab } from "./fixture.ts"
 
 const runOf = (file: string, text: string) => {
@@ -23,7 +24,7 @@ describe("inspect: a debug dump as Steps, Groups, Sessions, trees and tokens", (
     assert.deepInclude(row, { reward: 1, advantage: 0.5, turns: 1, aborts: 1, parser_failures: 1, requests: 2, branches: 1, drift: 1, has_forest: true })
     assert.deepStrictEqual(row.weight_versions, ["1", "2"])
     assert.strictEqual(row.wall_s, 2)
-    const detail = Model.detail(run, run.sessions[0]!, vocab)
+    const detail = SessionTree.detail(run, run.sessions[0]!, vocab)
     assert.strictEqual(detail.tree_source, "forest")
     assert.strictEqual(detail.tree.length, forest.nodes.size)
     const drifted = detail.tree.find((n) => n.hash === o2)!
@@ -36,7 +37,7 @@ describe("inspect: a debug dump as Steps, Groups, Sessions, trees and tokens", (
   it("gives each sample's tokens their mask, logprobs, turns and the attempts of a resumed turn", () => {
     const { jsonl, samples } = session()
     const run = runOf("debug_0.jsonl", jsonl)
-    const [main] = Model.detail(run, run.sessions[0]!, vocab).samples
+    const [main] = SessionTree.detail(run, run.sessions[0]!, vocab).samples
     const sample = samples[0]!
     assert.strictEqual(main!.ids.length, sample.tokens.length)
     assert.strictEqual(main!.generated, sample.loss_mask.filter((m) => m === 1).length)
@@ -61,7 +62,7 @@ describe("inspect: a debug dump as Steps, Groups, Sessions, trees and tokens", (
       return JSON.stringify(record)
     }).join("\n")
     const run = runOf("debug_0.jsonl", old)
-    const detail = Model.detail(run, run.sessions[0]!, vocab)
+    const detail = SessionTree.detail(run, run.sessions[0]!, vocab)
     assert.strictEqual(detail.tree_source, "lineages")
     const [main] = detail.samples
     assert.strictEqual(main!.mask_source, "lineage")
@@ -77,9 +78,9 @@ describe("inspect: a debug dump as Steps, Groups, Sessions, trees and tokens", (
     assert.strictEqual(run.sessions.length, 1)
     assert.strictEqual(run.sessions[0]!.samples.length, 2)
     assert.isTrue(run.sessions[0]!.samples.every((s) => s.debug !== undefined))
-    assert.deepStrictEqual(Model.search(run, "S1"), ["0/s1"])
-    assert.deepStrictEqual(Model.search(run, "<20><21>"), ["0/s1"])
-    assert.deepStrictEqual(Model.search(run, "nowhere"), [])
+    assert.deepStrictEqual(SessionTree.search(run, "S1"), ["0/s1"])
+    assert.deepStrictEqual(SessionTree.search(run, "<20><21>"), ["0/s1"])
+    assert.deepStrictEqual(SessionTree.search(run, "nowhere"), [])
   })
 
   it("names the line that is neither a sample nor a debug record", () => {

@@ -13,6 +13,7 @@ import { EmbeddedEngine } from "../../layers/engine/EmbeddedEngine.ts"
 import { Forests } from "../../layers/generation/Forests.ts"
 import { Rollout } from "../../layers/rollout/Rollout.ts"
 import * as GroupPool from "../../layers/schedule/GroupPool.ts"
+import * as Pool from "../../layers/schedule/Pool.ts"
 import { Sessions } from "../../layers/schedule/Sessions.ts"
 import { Supervisor } from "../../layers/session/Supervisor.ts"
 import * as Telemetry from "../../layers/runtime/Telemetry.ts"
@@ -92,7 +93,7 @@ describe("the consecutive-drop guard", () => {
           runner: Sim.runner(
             (g) => g.seq % 3 === 0 ? {} : { crash: "after-lease" },
             timeline,
-            (g) => g.seq === 3 ? GroupPool.filtered() : GroupPool.accepted(g.seq)
+            (g) => g.seq === 3 ? Pool.filtered() : Pool.accepted(g.seq)
           ),
           dropStreak: GroupPool.dropStreak(3)
         })

@@ -6,7 +6,7 @@
 import { Clock, Data, Effect, Fiber, type Layer } from "effect"
 import { TestClock } from "effect/testing"
 import * as Telemetry from "../../layers/runtime/Telemetry.ts"
-import * as GroupPool from "../../layers/schedule/GroupPool.ts"
+import * as Pool from "../../layers/schedule/Pool.ts"
 
 /** Telemetry kept in memory (`isTTY`: progress rendered as on a terminal), and the layer that writes to it. */
 export const telemetry = (isTTY = false) => {
@@ -27,7 +27,7 @@ export const simulate = <A, E>(
   })
 
 /** The plan of step `rolloutId` with `debt` Groups to collect: refilled, no surplus, not the step before another. */
-export const plan = (rolloutId: number, debt: number, extra: Partial<GroupPool.StepPlan> = {}): GroupPool.StepPlan => ({
+export const plan = (rolloutId: number, debt: number, extra: Partial<Pool.StepPlan> = {}): Pool.StepPlan => ({
   rolloutId,
   debt,
   surplus: 0,
@@ -36,7 +36,7 @@ export const plan = (rolloutId: number, debt: number, extra: Partial<GroupPool.S
   ...extra
 })
 
-export interface Group extends GroupPool.GroupLike {
+export interface Group extends Pool.GroupLike {
   readonly seq: number
 }
 
@@ -77,8 +77,8 @@ export const groups = () => {
 export const runner = (
   script: (group: Group, position: number) => Script,
   timeline: Array<Entry>,
-  verdict: (group: Group) => GroupPool.Verdict<number> = (g) => GroupPool.accepted(g.seq)
-): GroupPool.GroupRunner<Group, number, number, AgentCrashed> => ({
+  verdict: (group: Group) => Pool.Verdict<number> = (g) => Pool.accepted(g.seq)
+): Pool.GroupRunner<Group, number, number, AgentCrashed> => ({
   session: (group, ticket) =>
     Effect.gen(function*() {
       const s = script(group, ticket.position)

@@ -6,6 +6,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Clock, Effect } from "effect"
 import * as GroupPool from "../../layers/schedule/GroupPool.ts"
+import * as Pool from "../../layers/schedule/Pool.ts"
 import * as Sim from "./harness.ts"
 
 /**
@@ -16,7 +17,7 @@ const toolAgents = (turns: (seq: number) => number, timeline: Array<Sim.Entry>) 
   const inTool = new Set<string>()
   const listeners: Array<() => void> = []
   const changed = () => listeners.forEach((l) => l())
-  const runner: GroupPool.GroupRunner<Sim.Group, number, number, never> = {
+  const runner: Pool.GroupRunner<Sim.Group, number, number, never> = {
     session: (group, ticket) =>
       Effect.gen(function*() {
         const log = (what: Sim.Entry["what"]) =>
@@ -43,7 +44,7 @@ const toolAgents = (turns: (seq: number) => number, timeline: Array<Sim.Entry>) 
           timeline.push({ t: ms / 1000, group: group.seq, position: ticket.position, what: "interrupted" })
         }))
       )),
-    reward: (group) => Effect.succeed(GroupPool.accepted(group.seq))
+    reward: (group) => Effect.succeed(Pool.accepted(group.seq))
   }
   return {
     runner,

@@ -7,6 +7,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Data, Effect, Fiber } from "effect"
 import { TestClock } from "effect/testing"
 import * as GroupPool from "../../layers/schedule/GroupPool.ts"
+import * as Pool from "../../layers/schedule/Pool.ts"
 import * as Telemetry from "../../layers/runtime/Telemetry.ts"
 
 class RunnerFailed extends Data.TaggedError("RunnerFailed")<{ readonly stage: string }> {
@@ -19,7 +20,7 @@ const stages = ["prepare", "barrier", "runtime", "after-exit", "reward"] as cons
 type Stage = (typeof stages)[number]
 type Death = "failure" | "defect"
 
-interface Group extends GroupPool.GroupLike {
+interface Group extends Pool.GroupLike {
   readonly seq: number
 }
 
@@ -27,7 +28,7 @@ const die = (how: Death, stage: Stage): Effect.Effect<never, RunnerFailed> =>
   how === "failure" ? Effect.fail(new RunnerFailed({ stage })) : Effect.die(new Error(`bug in ${stage}`))
 
 /** Group 0's first Session (or its Reward) dies at `stage`; every other Session takes one 5 s turn. */
-const runner = (stage: Stage, how: Death, started: Array<number>): GroupPool.GroupRunner<Group, number, number, RunnerFailed> => ({
+const runner = (stage: Stage, how: Death, started: Array<number>): Pool.GroupRunner<Group, number, number, RunnerFailed> => ({
   session: (group, ticket) =>
     Effect.gen(function*() {
       const dies = group.seq === 0 && ticket.position === 0
@@ -48,7 +49,7 @@ const runner = (stage: Stage, how: Death, started: Array<number>): GroupPool.Gro
       if (dies && stage === "after-exit") return yield* die(how, stage)
       return 1
     }),
-  reward: (group) => group.seq === 0 && stage === "reward" ? die(how, stage) : Effect.succeed(GroupPool.accepted(group.seq))
+  reward: (group) => group.seq === 0 && stage === "reward" ? die(how, stage) : Effect.succeed(Pool.accepted(group.seq))
 })
 
 describe("a Session runner that dies", () => {

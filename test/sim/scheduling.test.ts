@@ -2,6 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber } from "effect"
 import { TestClock } from "effect/testing"
 import * as GroupPool from "../../layers/schedule/GroupPool.ts"
+import * as Pool from "../../layers/schedule/Pool.ts"
 import * as Telemetry from "../../layers/runtime/Telemetry.ts"
 import * as Sim from "./harness.ts"
 
@@ -43,7 +44,7 @@ describe("resident capacity", () => {
           mode: "train",
           next: next(1),
           // Reward takes 100 s; the next Group must not wait for it.
-          runner: { ...base, reward: (g) => Effect.sleep("100 seconds").pipe(Effect.as(GroupPool.accepted(g.seq))) }
+          runner: { ...base, reward: (g) => Effect.sleep("100 seconds").pipe(Effect.as(Pool.accepted(g.seq))) }
         })
         return yield* pool.runStep(Sim.plan(0, 2))
       })),
@@ -165,7 +166,7 @@ describe("first-request barrier", () => {
                   yield* Fiber.join(held)
                   return 1
                 }),
-            reward: (g) => Effect.succeed(GroupPool.accepted(g.seq))
+            reward: (g) => Effect.succeed(Pool.accepted(g.seq))
           }
         })
         return yield* pool.runStep(Sim.plan(0, 1))
@@ -220,7 +221,7 @@ describe("dropped and filtered Groups", () => {
           prelaunch: false,
           mode: "train",
           next: next(1),
-          runner: Sim.runner(() => ({}), timeline, (g) => g.seq % 2 === 0 ? GroupPool.filtered() : GroupPool.accepted(g.seq))
+          runner: Sim.runner(() => ({}), timeline, (g) => g.seq % 2 === 0 ? Pool.filtered() : Pool.accepted(g.seq))
         })
         return yield* pool.runStep(Sim.plan(0, 2))
       })),
