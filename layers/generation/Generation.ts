@@ -400,6 +400,7 @@ const make = (options: GenerationOptions) =>
         logprobs: pending.logprobs,
         weightVersions: pending.weightVersions,
         attemptLengths: pending.attemptLengths,
+        ...(pending.routedExperts === undefined ? {} : { routedExperts: pending.routedExperts }),
         status: response.finish === "length" ? "truncated" : "completed",
         requestId: p.rid,
         abortCount: pending.abortCount,

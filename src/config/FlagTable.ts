@@ -316,6 +316,15 @@ export const rolloutFlags: ReadonlyArray<FlagSpec> = [
       "adapter loaded)."
   },
   {
+    name: "use-rollout-routing-replay",
+    field: "useRolloutRoutingReplay",
+    kind: "boolean",
+    section: S.engine,
+    description: "MoE rollout routing replay (Relax's flag): `return_routed_experts` on every request (servers " +
+      "launched with `--enable-return-routed-experts`), and each generated token's expert ids in the training " +
+      "sample's `routed_experts` (docs/outputs.md). SGLang only."
+  },
+  {
     name: "agentic-session-lifecycle",
     field: "agenticSessionLifecycle",
     kind: "boolean",

@@ -76,6 +76,8 @@ export const RolloutOptions = Schema.Struct({
   sglangPriorityScheduling: withDefault(Schema.Boolean, false),
   /** `lora_path` on every request. */
   sglangLoraPath: Schema.optional(Schema.String),
+  /** `return_routed_experts` on every request; each response token's MoE routing in the sample's `routed_experts`. */
+  useRolloutRoutingReplay: withDefault(Schema.Boolean, false),
   /** Directory with `tokenizer.json` (+ chat template); required with SGLang, else the bundled Qwen3 tokenizer. */
   tokenizer: Schema.optional(Schema.String),
   /** `path/to/module.ts#export`: the embedded engine's scripted policy. */

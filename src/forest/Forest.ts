@@ -101,6 +101,11 @@ export interface ResponseNode extends NodeBase {
    * where the aborts fall in the response's ids (read by `inspect`).
    */
   readonly attemptLengths: ReadonlyArray<number>
+  /**
+   * With `--use-rollout-routing-replay`: each token's MoE expert ids (the forward step that produced it), `width`
+   * (`layers × topk`) ids per token in one array; absent without the flag.
+   */
+  readonly routedExperts?: Nodes.RoutedExperts | undefined
   readonly status: "completed" | "truncated"
   readonly requestId: string
   readonly wallElapsedS: number
@@ -579,6 +584,8 @@ export interface ResponseCommit {
   readonly weightVersions: ReadonlyArray<string>
   /** The token count of each engine attempt, in order; kept only when there were two or more. */
   readonly attemptLengths?: ReadonlyArray<number> | undefined
+  /** With routing replay: one row of MoE expert ids per token. */
+  readonly routedExperts?: ReadonlyArray<ReadonlyArray<number>> | undefined
   readonly status: "completed" | "truncated"
   readonly rolloutId: number
   readonly requestId: string
@@ -686,6 +693,7 @@ export const commitResponse = (forest: Forest, r: ResponseCommit): string => {
     logprobs,
     weightVersions: Nodes.sharedVersions(r.weightVersions),
     attemptLengths: r.attemptLengths !== undefined && r.attemptLengths.length > 1 ? [...r.attemptLengths] : Nodes.noNumbers,
+    ...(r.routedExperts === undefined ? {} : { routedExperts: Nodes.packRoutedExperts(r.routedExperts) }),
     status: r.status,
     requestId: r.requestId,
     wallElapsedS: r.wallElapsedS,

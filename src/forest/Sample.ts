@@ -12,6 +12,7 @@ import type * as Canonical from "../protocol/canonical.ts"
 import { ForestInvariantError } from "./errors.ts"
 import * as Forest from "./Forest.ts"
 import * as Export from "./Export.ts"
+import * as Nodes from "./Nodes.ts"
 import type { Reward, Status, TrainingSample } from "./TrainingSample.ts"
 
 type Json = Canonical.Json
@@ -87,6 +88,9 @@ export const build = (
   const logprobs: Array<number> = []
   const spans: Array<readonly [number, number]> = []
   const weightVersions: Array<string> = []
+  // Routing replay: one entry per continuation token, made only when a response of the lineage carries routing.
+  const routed: Array<Array<number>> = []
+  let hasRouted = false
   let promptLength = -1
   let offset = 0
   const images: Array<string> = []
@@ -101,6 +105,9 @@ export const build = (
         lossMask.push(1)
         logprobs.push(n.logprobs[i] ?? 0)
       }
+      const experts = n.routedExperts
+      if (experts !== undefined) hasRouted = true
+      for (let i = 0; i < train.length; i++) routed.push(experts === undefined ? [] : Nodes.routedExpertsOf(experts, i))
       spans.push([start, lossMask.length])
       weightVersions.push(...n.weightVersions)
     } else {
@@ -110,6 +117,7 @@ export const build = (
         for (let i = 0; i < train.length; i++) {
           lossMask.push(0)
           logprobs.push(0)
+          routed.push([])
         }
       }
     }
@@ -165,7 +173,8 @@ export const build = (
     metadata: finalMetadata,
     label: forest.label,
     ...(images.length === 0 ? {} : { multimodal_inputs: { images } }),
-    ...(grids.length === 0 ? {} : { multimodal_train_inputs: { image_grid_thw: grids } })
+    ...(grids.length === 0 ? {} : { multimodal_train_inputs: { image_grid_thw: grids } }),
+    ...(hasRouted ? { routed_experts: routed } : {})
   }
 }
 
