@@ -321,7 +321,7 @@ export const rolloutFlags: ReadonlyArray<FlagSpec> = [
     kind: "boolean",
     section: S.engine,
     description: "MoE rollout routing replay (Relax's flag): `return_routed_experts` on every request (servers " +
-      "launched with `--enable-return-routed-experts`), and each generated token's expert ids in the training " +
+      "launched to return routed experts; docs/sglang.md), and each generated token's expert ids in the training " +
       "sample's `routed_experts` (docs/outputs.md). SGLang only."
   },
   {
