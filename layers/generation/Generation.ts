@@ -402,7 +402,9 @@ const make = (options: GenerationOptions) =>
         requestId: p.rid,
         abortCount: pending.abortCount,
         wallElapsedS: (now - done.startedAt) / 1000,
-        generationElapsedS: pending.generationMs / 1000
+        generationElapsedS: pending.generationMs / 1000,
+        cachedTokens: done.last.cachedTokens,
+        promptTokens: done.last.promptTokens
       })
       const input: Turn.CompletionInput = {
         message,
