@@ -14,6 +14,7 @@ import { FindMyWay } from "effect/http"
 import { randomBytes } from "node:crypto"
 import type { IncomingMessage, ServerResponse } from "node:http"
 import * as ApiKey from "../../src/protocol/ApiKey.ts"
+import * as Instruments from "../observability/Instruments.ts"
 import * as Chat from "../../src/protocol/chat.ts"
 import * as Completion from "../../src/protocol/completion.ts"
 import * as Errors from "../../src/protocol/errors.ts"
@@ -94,6 +95,7 @@ export const make = (options: Options): Effect.Effect<Handler, never, Sessions |
         // Prepended so it runs before Node's own `finish` listener drains or destroys.
         response.prependListener("finish", () => Exchange.teardownBody(request, response))
       }
+      response.once("finish", () => Instruments.countRequest(adapter.protocol, response.statusCode, context))
       const ex = Exchange.exchange(request, response, continuePending)
       dispatcher.scheduleTask(() => serveModel(env, adapter, ex), 0)
       return true
