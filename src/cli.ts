@@ -20,6 +20,11 @@ import { Gateway, isLoopback } from "../layers/gateway/Gateway.ts"
 import { RolloutRpcServer, type RpcServerOptions } from "../layers/trainer/RolloutRpc.ts"
 import { Rollout } from "../layers/rollout/Rollout.ts"
 import { capacityOf, renderCheck, runCheck } from "./cli/check.ts"
+import { clusterOptionsFromFlags, clusterProblem, controllerRole, runnerCommand } from "./cli/cluster.ts"
+import * as ClusterFlags from "./cluster/Flags.ts"
+
+/** The cluster flags (docs/scale-out.md): every member's, and `runner`'s own. */
+export const clusterFlags = [...ClusterFlags.memberFlags, ...ClusterFlags.runnerFlags]
 import { inspectCommand } from "./cli/inspect.ts"
 import { type FlagValues, flagsOf, normalizeArgs, rolloutFlags, rowFlag, serveFlags } from "./cli/flags.ts"
 import { configMessage, type SettingsError, settingsFromFlags, unusedOptionWarnings } from "./cli/settings.ts"
@@ -116,31 +121,42 @@ const failureText = (error: unknown): string => {
  * return what it wrote. Every agent is reaped before this completes, also when it is interrupted (Ctrl-C); an
  * interrupted run's last line says which step was interrupted and what was written where (`src/cli/shutdown.ts`).
  */
-export const runRollout = (settings: Settings.RolloutSettings) =>
+export const runRollout = (settings: Settings.RolloutSettings, role: Relax.ClusterRole = {}) =>
   Effect.gen(function*() {
     const rollout = yield* Rollout
     yield* Shutdown.onInterrupted((signal) =>
       RunReport.interruptedLine(signal, Effect.runSync(rollout.progress), settings.outputDir)
     )
     return yield* rollout.run
-  }).pipe(Effect.provide(Relax.layerFromSettings(settings)))
+  }).pipe(Effect.provide(Relax.layerFromSettings(settings, {}, role)))
+
+/** The cluster role `rollout` / `serve` take with `--cluster-database-url` (none without it). */
+const roleFromFlags = (values: FlagValues, settings: Settings.RolloutSettings) =>
+  Effect.gen(function*() {
+    const cluster = yield* clusterOptionsFromFlags(values)
+    if (cluster === undefined) return {}
+    const problem = clusterProblem(settings)
+    if (problem !== undefined) return yield* userError(problem)
+    return controllerRole(cluster)
+  })
 
 /** `relax-agentic rollout [flags]`. */
 export const rolloutCommand = Command.make(
   "rollout",
-  flagsOf(rolloutFlags),
+  flagsOf([...rolloutFlags, ...ClusterFlags.memberFlags]),
   (values) =>
     Effect.gen(function*() {
       const settings = yield* Effect.mapError(
         settingsFromFlags(values, { outputDir: `runs/rollout-${stamp()}-${randomUUID().slice(0, 8)}` }),
         settingsError
       )
+      const role = yield* roleFromFlags(values, settings)
       // --agent-max-slots is the external executor's limit: below the required slots, Sessions would queue there.
       const capacityWarning = capacityOf(settings).warning
       if (capacityWarning !== undefined) yield* Console.error(`WARNING ${capacityWarning}`)
       for (const warning of unusedOptionWarnings(settings)) yield* Console.error(`WARNING ${warning}`)
       yield* Shutdown.onInterrupted((signal) => `Interrupted by ${signal} during startup; nothing was written`)
-      const summary = yield* runRollout(settings).pipe(Effect.mapError((error) => userError(failureText(error))))
+      const summary = yield* runRollout(settings, role).pipe(Effect.mapError((error) => userError(failureText(error))))
       const dir = resolvePath(settings.outputDir ?? ".")
       yield* Console.log(
         `Rollout finished: ${summary.steps} step(s), ${summary.evals} Eval run(s). Samples and metrics: ${dir}`
@@ -177,10 +193,11 @@ export const rpcOptionsFromFlags = (
 /** `relax-agentic serve [flags]`: gateway + rollout + trainer RPC until a `Shutdown` call or Ctrl-C. */
 export const serveCommand = Command.make(
   "serve",
-  flagsOf([...rolloutFlags, ...serveFlags]),
+  flagsOf([...rolloutFlags, ...serveFlags, ...ClusterFlags.memberFlags]),
   (values) =>
     Effect.gen(function*() {
       const settings = yield* Effect.mapError(settingsFromFlags(values), settingsError)
+      const role = yield* roleFromFlags(values, settings)
       const rpc = yield* rpcOptionsFromFlags(values)
       // Eval datasets serve `Evaluate` calls whatever --eval-interval says, so only the capacity check applies here.
       const capacityWarning = capacityOf(settings).warning
@@ -196,7 +213,7 @@ export const serveCommand = Command.make(
         yield* server.shutdownRequested
         yield* Console.log("relax-agentic serve: Shutdown requested; reaping agents and closing the servers")
       }).pipe(
-        Effect.provide(Relax.serveFromSettings(settings, rpc)),
+        Effect.provide(Relax.serveFromSettings(settings, rpc, {}, role)),
         Effect.mapError((error) => userError(failureText(error)))
       )
     })
@@ -209,7 +226,7 @@ export const serveCommand = Command.make(
 export const command = Command.make("relax-agentic").pipe(
   Command.withDescription("Agentic rollout for RL training: supervise agent harnesses, serve them model APIs, " +
     "record SessionForests, write training samples."),
-  Command.withSubcommands([rolloutCommand, checkCommand, serveCommand, inspectCommand])
+  Command.withSubcommands([rolloutCommand, checkCommand, serveCommand, inspectCommand, runnerCommand])
 )
 
 /**
@@ -244,7 +261,7 @@ export const presenter: CliOutput.Presenter = {
         yield* Console.error(
           event.commandPath.length > 1
             ? `  Run "${path} --help" to list every flag and its default.`
-            : `  Run "${path} --help" to list the commands (rollout, check, serve, inspect).`
+            : `  Run "${path} --help" to list the commands (rollout, check, serve, inspect, runner).`
         )
       })
       : CliOutput.defaultPresenter.present(event)

@@ -39,6 +39,9 @@ import type { Engine, EngineError, PauseMode } from "../layers/engine/Engine.ts"
 import * as FairScheduler from "../layers/runtime/FairScheduler.ts"
 import { Forests } from "../layers/generation/Forests.ts"
 import { Gateway } from "../layers/gateway/Gateway.ts"
+import type * as ModelRoute from "../layers/gateway/ModelRoute.ts"
+import type * as Membership from "../layers/cluster/Membership.ts"
+import type { SessionRunner } from "../layers/rollout/SessionRunner.ts"
 import { Generation } from "../layers/generation/Generation.ts"
 import type { HookLoadError } from "../layers/runtime/Hooks.ts"
 import { Rollout } from "../layers/rollout/Rollout.ts"
@@ -119,6 +122,7 @@ export type RolloutStartupError =
   | DatasetError
   | OutputPathError
   | HttpServerError.ServeError
+  | Membership.JoinError
 
 /** Extras a program can give `makeRollout` besides the options. */
 export interface MakeRolloutExtras {
@@ -183,16 +187,29 @@ export const supervisorFromSettings = (
     )
 
 /**
- * Every service of a rollout, composed from resolved settings: tokenizer, engine (embedded or SGLang), Sessions,
- * Forests, generation core, gateway, supervisor, credit, Group pools, telemetry and the `Rollout` itself.
+ * Cluster mode (docs/scale-out.md): how a process takes part. A controller (`rollout` / `serve` with
+ * `--cluster-database-url`) runs its Groups' Sessions on the runners; a runner (`relax-agentic runner`) forwards
+ * requests for Sessions it does not hold (`forwarder`) and tells its agents `agentBaseUrl` (`--gateway-public-url`).
  */
-export const layerFromSettings = (
+export interface ClusterRole {
+  /** The controller's runner of Sessions (`layers/cluster/Remote.ts` over a client-only member). */
+  readonly sessionRunner?: Layer.Layer<SessionRunner, Membership.JoinError, Credit | Engine | RolloutConfig.RolloutConfig> | undefined
+  /** A runner's gateway forwarding (`layers/cluster/Forward.ts` over the runner's membership). */
+  readonly forwarder?: Layer.Layer<ModelRoute.Forwarder, Membership.JoinError> | undefined
+  /** What agents get as `RELAX_BASE_URL` instead of this process's own gateway URL. */
+  readonly agentBaseUrl?: string | undefined
+}
+
+/**
+ * Every service a rollout process runs Sessions with, composed from resolved settings: tokenizer, engine (embedded or
+ * SGLang), Sessions, Forests, generation core, gateway, supervisor, credit, the Group pool and telemetry (what a
+ * cluster runner runs, without the `Rollout` on top).
+ */
+export const servicesFromSettings = (
   settings: Settings.RolloutSettings,
-  extras: MakeRolloutExtras = {}
-): Layer.Layer<
-  Rollout | GenerationGate | RolloutConfig.RolloutConfig | Gateway | Engine | Sessions | Forests | Telemetry.Telemetry,
-  RolloutStartupError
-> => {
+  extras: MakeRolloutExtras = {},
+  role: ClusterRole = {}
+) => {
   const cwd = extras.cwd ?? process.cwd()
   const base = Layer.mergeAll(
     RolloutConfig.RolloutConfig.layerSettings(settings),
@@ -216,19 +233,38 @@ export const layerFromSettings = (
     Supervisor,
     Effect.gen(function*() {
       const gateway = yield* Gateway
-      return yield* supervisorFromSettings(settings, gateway.agentBaseUrl, extras)
+      return yield* supervisorFromSettings(settings, role.agentBaseUrl ?? gateway.agentBaseUrl, extras)
     })
   )
   const withEngine = engine.pipe(Layer.provideMerge(base))
   const withGeneration = generation.pipe(Layer.provideMerge(withEngine))
-  const withGateway = Gateway.layer({ host: settings.host, port: settings.port }).pipe(Layer.provideMerge(withGeneration))
-  const services = Layer.mergeAll(
+  const gateway = Gateway.layer({ host: settings.host, port: settings.port })
+  const withGateway = (role.forwarder === undefined ? gateway : gateway.pipe(Layer.provide(role.forwarder))).pipe(
+    Layer.provideMerge(withGeneration)
+  )
+  return Layer.mergeAll(
     supervisor,
     Credit.layer(creditOptions(settings), { cwd }),
     GroupPool.layer
   ).pipe(Layer.provideMerge(withGateway))
+}
+
+/**
+ * Every service of a rollout, composed from resolved settings: tokenizer, engine (embedded or SGLang), Sessions,
+ * Forests, generation core, gateway, supervisor, credit, scheduler, telemetry and the `Rollout` itself. With a
+ * cluster role's `sessionRunner`, the Groups' Sessions run on the cluster's runners.
+ */
+export const layerFromSettings = (
+  settings: Settings.RolloutSettings,
+  extras: MakeRolloutExtras = {},
+  role: ClusterRole = {}
+): Layer.Layer<
+  Rollout | GenerationGate | RolloutConfig.RolloutConfig | Gateway | Engine | Sessions | Forests | Telemetry.Telemetry,
+  RolloutStartupError
+> => {
+  const rollout = role.sessionRunner === undefined ? Rollout.layer : Rollout.layerWith(role.sessionRunner)
   // Every service runs its fibers on the time-sliced scheduler, so a burst of agent requests cannot stall the loop.
-  return Rollout.layer.pipe(Layer.provideMerge(services), Layer.provide(FairScheduler.layer()))
+  return rollout.pipe(Layer.provideMerge(servicesFromSettings(settings, extras, role)), Layer.provide(FairScheduler.layer()))
 }
 
 /** Decode and check `options`, then compose every service of the rollout (see `layerFromSettings`). */
@@ -262,9 +298,10 @@ export type TrainerServices =
 /** `makeTrainer` from already resolved settings (what `relax-agentic serve` does). */
 export const trainerFromSettings = (
   settings: Settings.RolloutSettings,
-  extras: MakeRolloutExtras = {}
+  extras: MakeRolloutExtras = {},
+  role: ClusterRole = {}
 ): Layer.Layer<TrainerServices, RolloutStartupError> =>
-  TrainerService.layer.pipe(Layer.provideMerge(layerFromSettings(settings, extras)))
+  TrainerService.layer.pipe(Layer.provideMerge(layerFromSettings(settings, extras, role)))
 
 /** Every service of a rollout (see `makeRollout`) plus the `TrainerService` a trainer drives it through. */
 export const makeTrainer = (
@@ -280,9 +317,10 @@ export const makeTrainer = (
 export const serveFromSettings = (
   settings: Settings.RolloutSettings,
   rpc: RpcServerOptions = {},
-  extras: MakeRolloutExtras = {}
+  extras: MakeRolloutExtras = {},
+  role: ClusterRole = {}
 ): Layer.Layer<RolloutRpcServer | TrainerServices, RolloutStartupError | RpcServeError> =>
-  RolloutRpcServer.layer(rpc).pipe(Layer.provideMerge(trainerFromSettings(settings, extras)))
+  RolloutRpcServer.layer(rpc).pipe(Layer.provideMerge(trainerFromSettings(settings, extras, role)))
 
 /** The `TrainerService` with Promises, for TypeScript trainers that do not use Effect (see `createRollout`). */
 export interface RolloutHandle {

@@ -21,7 +21,7 @@
  *   `(i + 1) / decodeTokensPerSecond`. `abort(rid)` ends the pending generate with the tokens that appeared so far.
  *   A speed of 0 or `Infinity` means no latency.
  */
-import { Duration, Effect, Fiber, Latch, Layer, Result } from "effect"
+import { Deferred, Duration, Effect, Fiber, Latch, Layer, Result } from "effect"
 import * as Decoder from "../../src/engine/Decoder.ts"
 import * as PackedIds from "../../src/ids/PackedIds.ts"
 import * as Model from "../../src/engine/Model.ts"
@@ -136,6 +136,8 @@ export const make = (
     // Closed while generation is paused for a weight push: new attempts wait here.
     const gate = Latch.makeUnsafe(true)
     const idleWaiters: Array<() => void> = []
+    // Generations waiting while paused, by rid: an abort ends them with no tokens.
+    const held = new Map<string, Deferred.Deferred<void>>()
     // The last sequence seen per session: the embedded stand-in for SGLang's radix prefix cache.
     // Packed: 3 bytes a token (an Int32Array takes 4, a number[] 8), kept for every session the engine has seen.
     const lastSequence = new Map<string, PackedIds.PackedIds>()
@@ -183,7 +185,23 @@ export const make = (
 
     const generate = (request: GenerateRequest): Effect.Effect<GenerateResult, ContextLengthError | EngineError> =>
       Effect.gen(function*() {
-        if (!Latch.isOpen(gate)) yield* gate.await
+        if (!Latch.isOpen(gate)) {
+          const aborted = yield* Deferred.make<void>()
+          held.set(request.rid, aborted)
+          const opened = yield* Effect.raceFirst(Effect.as(gate.await, true), Effect.as(Deferred.await(aborted), false)).pipe(
+            Effect.ensuring(Effect.sync(() => held.delete(request.rid)))
+          )
+          if (!opened) {
+            return {
+              outputIds: [],
+              logprobs: [],
+              finishReason: { type: "abort", message: "Aborted while generation was paused" },
+              promptTokens: request.inputIds.length,
+              cachedTokens: 0,
+              weightVersion: version
+            } satisfies GenerateResult
+          }
+        }
         const { inputIds, sampling } = request
         if (inputIds.length === 0) return yield* invalid("input_ids cannot be empty")
         const verified = Sampling.verify(sampling)
@@ -287,6 +305,8 @@ export const make = (
         Effect.sync(() => {
           const run = running.get(rid)
           if (run !== undefined) abortRun(run)
+          const waiting = held.get(rid)
+          if (waiting !== undefined) Deferred.doneUnsafe(waiting, Effect.void)
         }),
       weightVersion: Effect.sync(() => version),
       // The version advances before the abort: a caller that resumes as soon as its attempt is aborted (inside

@@ -66,7 +66,8 @@ const defaultMaxBodyBytes = 64 * 1024 * 1024
 /** Node's own default; larger request headers get a 431 from Node before any handler runs. */
 const defaultMaxHeaderBytes = 16 * 1024
 /** Python's json recursion limit is about 1000; real tool schemas nest a few dozen levels at most. */
-const defaultMaxJsonDepth = 512
+/** Deepest JSON nesting a request body may have by default (deeper is a 400). */
+export const defaultMaxJsonDepth = 512
 
 /**
  * The gateway's HTTP server: a request the model route takes (a `POST` on a model path) is answered there; every

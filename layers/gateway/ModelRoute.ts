@@ -8,11 +8,19 @@
  * response: one Effect fiber per request on the gateway's context (its scheduler, clock, logger and tracer) in the
  * gateway's scope. A disconnect does not interrupt that fiber, so a client that goes away after the generation started
  * loses only the answer; the response is still committed to its SessionForest, and the 499 is logged.
+ *
+ * In cluster mode (docs/scale-out.md) a request for a Session this runner does not hold, whose id names a Group
+ * (`src/cluster/Routing.ts`), is decoded here (a malformed request gets its 400 from this runner) and forwarded to the
+ * runner owning the Session (the `Forwarder` service); for a streaming request this runner writes the connection
+ * frame and the heartbeats while the owner generates, then the owner's frames. `answerForwarded` is the owner's side:
+ * the same lookup, decoding, generation and rendering, answered as one value.
  */
-import { Clock, Context, Duration, Effect, Exit, Fiber, Result, Scheduler, type Scope } from "effect"
+import { Clock, Context, Duration, Effect, Exit, Fiber, Option, Result, Scheduler, type Scope } from "effect"
 import { FindMyWay } from "effect/http"
 import { randomBytes } from "node:crypto"
 import type { IncomingMessage, ServerResponse } from "node:http"
+import * as Routing from "../../src/cluster/Routing.ts"
+import type * as Wire from "../../src/cluster/Wire.ts"
 import * as ApiKey from "../../src/protocol/ApiKey.ts"
 import * as Instruments from "../observability/Instruments.ts"
 import * as Chat from "../../src/protocol/chat.ts"
@@ -55,6 +63,15 @@ for (const { adapter, path } of modelPaths) matcher.on("POST", path, adapter)
 export const adapterOf = (method: string | undefined, url: string): Completion.Adapter | undefined =>
   method === "POST" ? matcher.find("POST", url)?.handler : undefined
 
+/**
+ * Cluster mode: send a model request for a Session held by another runner to that runner (an entity call) and return
+ * its answer. Absent in single-process mode, where an unknown Session is a 404.
+ */
+export class Forwarder extends Context.Service<
+  Forwarder,
+  (request: Wire.ForwardedRequest) => Effect.Effect<Wire.ForwardedResponse>
+>()("relax-agentic/gateway/Forwarder") {}
+
 /** The model route's limits (every one has its default in the gateway's options). */
 export interface Options {
   /** Interval of Buffered-SSE heartbeat frames while a generation is pending. */
@@ -81,6 +98,7 @@ export const make = (options: Options): Effect.Effect<Handler, never, Sessions |
       ...options,
       sessions: yield* Sessions,
       generation: yield* Generation.Generation,
+      forward: Option.getOrUndefined(yield* Effect.serviceOption(Forwarder)),
       run: (effect) => {
         Fiber.runIn(Effect.runForkWith(context)(effect), scope)
       }
@@ -111,6 +129,7 @@ const sseResponseHeaders = { ...sseHeaders, "content-type": sseContentType }
 interface RouteEnv extends Options {
   readonly sessions: Sessions["Service"]
   readonly generation: Generation.GenerationShape
+  readonly forward: Forwarder["Service"] | undefined
   /**
    * Run one request's fiber on the gateway's context (its scheduler, clock, logger and tracer) in the gateway's
    * scope: a client that disconnects does not interrupt it, so a started generation completes and is committed.
@@ -220,11 +239,21 @@ const serveModel = (env: RouteEnv, adapter: Completion.Adapter, ex: Exchange.Exc
     const token = ApiKey.parse(ex.request.headers)
     if (Result.isFailure(token)) return sendError(ex, adapter, token.failure)
     const session = yield* env.sessions.lookup(token.success).pipe(Effect.result)
-    if (Result.isFailure(session)) return sendError(ex, adapter, Errors.GatewayError.sessionClosed(token.success))
+    const remote = Result.isFailure(session) && env.forward !== undefined && Routing.groupKeyOf(token.success) !== undefined
+    if (Result.isFailure(session) && !remote) return sendError(ex, adapter, Errors.GatewayError.sessionClosed(token.success))
     phase = "body"
     const body = yield* readJsonObject(ex, env, claimDisconnectLog)
     if (body === undefined) return sendError(ex, adapter, Errors.GatewayError.clientDisconnect("body"))
     if (Result.isFailure(body)) return sendError(ex, adapter, body.failure)
+    if (Result.isFailure(session)) {
+      // Cluster mode: another runner holds this Session; decoded here (a malformed request gets its 400 here).
+      const remote = adapter.decode(body.success.object)
+      if (Result.isFailure(remote)) return sendError(ex, adapter, remote.failure)
+      return {
+        remote: { sessionId: token.success, path: ex.request.url ?? "", body: body.success.bytes },
+        canonical: remote.success
+      }
+    }
     // A Chat body that repeats the previous request's history byte for byte reuses its canonical messages
     // (src/protocol/RawEcho.ts); the generation core checks the reuse when matching.
     const echo = adapter.protocol === "chat" && env.generation.echo !== undefined
@@ -245,6 +274,12 @@ const serveModel = (env: RouteEnv, adapter: Completion.Adapter, ex: Exchange.Exc
     // The parsed body is not held while the request waits: only the canonical request it decoded to.
     const accepted = yield* accept
     if (accepted === undefined) return
+    if ("remote" in accepted && env.forward !== undefined) {
+      return yield* serveForwarded(env, env.forward, adapter, ex, accepted.remote, accepted.canonical.stream, (next) => {
+        phase = next
+      })
+    }
+    if (!("session" in accepted)) return
     const { session, canonical } = accepted
     const generation: Effect.Effect<Outcome> = env.generation.generate(session, canonical).pipe(
       Effect.catch(failGeneration),
@@ -326,3 +361,102 @@ const renderTerminal = (
   const frames = Result.try(() => adapter.renderSse(exit.value, request))
   return Result.isFailure(frames) ? adapter.renderSseError(Errors.GatewayError.internal("render"), context) : frames.success
 }
+
+// ---------------------------------------------------------------------------------------------------------------
+// Cluster mode: forwarding (docs/scale-out.md "One address for agents")
+
+/**
+ * Forward a request for another runner's Session and write the owner's answer: JSON as the owner rendered it; for a
+ * streaming request, the connection frame and heartbeats from here while the owner generates, then its frames (an
+ * owner's error, e.g. the `session_discarded` of a Session whose runner died, arrives as the protocol's SSE error).
+ */
+const serveForwarded = (
+  env: RouteEnv,
+  forward: Forwarder["Service"],
+  adapter: Completion.Adapter,
+  ex: Exchange.Exchange,
+  request: Wire.ForwardedRequest,
+  stream: boolean,
+  setPhase: (phase: Phase) => void
+): Effect.Effect<void> =>
+  Effect.gen(function*() {
+    if (!stream) {
+      setPhase("completion")
+      const answer = yield* forward(request)
+      setPhase("answered")
+      return Exchange.sendJson(ex, answer.status, answer.body, answer.headers)
+    }
+    setPhase("stream")
+    const frames = sseFrames[adapter.protocol]
+    if (Exchange.writable(ex)) {
+      Exchange.writeHead(ex, 200, sseResponseHeaders, true)
+      ex.response.write(frames.connected)
+    }
+    const heartbeats = yield* Effect.forkChild(heartbeat(ex, frames.heartbeat, env.heartbeatInterval))
+    const answer = yield* forward(request)
+    setPhase("answered")
+    yield* Fiber.interrupt(heartbeats)
+    // The owner renders a streaming request's errors as SSE frames too; its body is the rest of the stream.
+    if (Exchange.writable(ex)) ex.response.end(answer.body)
+  })
+
+const jsonAnswer = (status: number, body: unknown, headers: Readonly<Record<string, string>> = {}): Wire.ForwardedResponse => ({
+  kind: "json",
+  status,
+  headers: { ...headers },
+  body: JSON.stringify(body)
+})
+
+/**
+ * The owner's side of a forwarded request: lookup (an unknown Session — one whose runner died — is the 404
+ * `session_discarded`, never re-created), decoding, generation and rendering, exactly as `serveModel` does, answered
+ * as one value instead of written to a socket (Buffered SSE: the terminal frames only).
+ */
+export const answerForwarded = (
+  options: Pick<Options, "maxJsonDepth">
+): Effect.Effect<(request: Wire.ForwardedRequest) => Effect.Effect<Wire.ForwardedResponse>, never, Sessions | Generation.Generation> =>
+  Effect.gen(function*() {
+    const sessions = yield* Sessions
+    const generation = yield* Generation.Generation
+    return (request) =>
+      Effect.gen(function*() {
+        const adapter = adapterOf("POST", request.path)
+        if (adapter === undefined) return jsonAnswer(404, { error: { message: `no model route ${request.path}`, type: "not_found_error" } })
+        const error = (e: Errors.AnyError) => {
+          const rendered = adapter.renderError(e)
+          return jsonAnswer(rendered.status, rendered.body, rendered.headers)
+        }
+        // The forwarding runner decoded this body already (a malformed request got its 400 there).
+        const body = JsonBody.parseObject(request.body, options.maxJsonDepth)
+        if (Result.isFailure(body)) return error(body.failure)
+        const decoded = adapter.decode(body.success)
+        if (Result.isFailure(decoded)) return error(decoded.failure)
+        const canonical = decoded.success
+        const context: Completion.FailureContext = {
+          id: randomBytes(16).toString("hex"),
+          created: Math.floor((yield* Clock.currentTimeMillis) / 1000),
+          model: canonical.model
+        }
+        const session = yield* sessions.lookup(request.sessionId).pipe(Effect.result)
+        if (Result.isFailure(session)) {
+          const discarded = Errors.GatewayError.sessionClosed(request.sessionId)
+          return canonical.stream
+            ? { kind: "sse", status: 200, headers: {}, body: Sse.encodeAll(adapter.renderSseError(discarded, context)) }
+            : error(discarded)
+        }
+        const exit: Outcome = yield* generation.generate(session.success, canonical).pipe(Effect.catch(failGeneration), Effect.exit)
+        if (!canonical.stream) {
+          if (Exit.isFailure(exit)) return error(failureError(exit))
+          const rendered = Result.try(() => JSON.stringify(adapter.renderJson(exit.value, canonical)))
+          return Result.isFailure(rendered)
+            ? error(Errors.GatewayError.internal("render"))
+            : { kind: "json", status: 200, headers: {}, body: rendered.success } satisfies Wire.ForwardedResponse
+        }
+        return {
+          kind: "sse",
+          status: 200,
+          headers: {},
+          body: Sse.encodeAll(renderTerminal(adapter, canonical, context, exit))
+        } satisfies Wire.ForwardedResponse
+      })
+  })

@@ -11,7 +11,9 @@
  * Failures are {@link GenerationError}s; the gateway maps them to HTTP answers. The assistant message committed is run
  * through the same canonicalization a client's echo goes through, so the next request's history matches the committed
  * state exactly. Interrupting `generate` while it waits for the lease or while the engine runs aborts the engine
- * request (the engine port guarantees it for interruption).
+ * request (the engine port guarantees it for interruption). `echo` reads a Chat body's raw history against the Session's
+ * previous exactly matched request (src/protocol/RawEcho.ts), so a request that repeats it byte for byte reuses its
+ * canonical messages and is matched from where it ended (docs/sessionforest.md "Matching a request").
  */
 import { Clock, Context, Effect, Layer, Metric, Result } from "effect"
 import { randomBytes } from "node:crypto"

@@ -348,4 +348,14 @@ export class Rollout extends Context.Service<Rollout, RolloutShape>()("relax-age
     Layer.provide(Layer.merge(SessionRunner.layer, Outputs.layer)),
     Layer.provideMerge(GenerationGate.layer)
   )
+
+  /**
+   * The rollout with another way to run a Group's Sessions (cluster mode: on the runner owning the Group,
+   * `layers/cluster/Remote.ts`); planning, the step ledger, credit and Transfer stay here.
+   */
+  static readonly layerWith = <E, R>(sessionRunner: Layer.Layer<SessionRunner, E, R>) =>
+    Layer.effect(Rollout, make).pipe(
+      Layer.provide(Layer.merge(sessionRunner, Outputs.layer)),
+      Layer.provideMerge(GenerationGate.layer)
+    )
 }

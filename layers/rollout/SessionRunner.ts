@@ -25,6 +25,8 @@ import type * as Dataset from "../../src/schedule/Dataset.ts"
 import type * as AgentSpec from "../../src/session/AgentSpec.ts"
 import type { AgentExecutionError, SessionInputError } from "../../src/session/errors.ts"
 import * as SessionInput from "../../src/session/SessionInput.ts"
+import type { ClusterCallError } from "../../src/cluster/errors.ts"
+import type * as Wire from "../../src/cluster/Wire.ts"
 import { Credit, type CreditError } from "../credit/Credit.ts"
 import { Engine } from "../engine/Engine.ts"
 import { Forests } from "../generation/Forests.ts"
@@ -72,6 +74,9 @@ export type GroupError =
   | CreditError
   | ForestNotFound
   | ForestInvariantError
+  | Wire.RunnerLost
+  | Wire.SessionFailed
+  | ClusterCallError
 
 export interface SessionRunnerShape extends GroupPool.GroupRunner<PlannedGroup, SessionResult, GroupResult, GroupError> {
   /** `error_type=` and detail text of a drop, for the Group pool's drop log line. */
@@ -82,6 +87,25 @@ export interface SessionRunnerShape extends GroupPool.GroupRunner<PlannedGroup, 
    */
   readonly takeParserFailures: Effect.Effect<number>
 }
+
+/** Reward of a finished Group: credit scores it, or filters it (also what a cluster controller runs). */
+export const rewardWith = (credit: Context.Service.Shape<typeof Credit>) =>
+  Effect.fn("SessionRunner.reward")(function*(group: PlannedGroup, outcomes: ReadonlyArray<SessionResult>) {
+    const scored = yield* credit.scoreGroup(
+      {
+        groupIndex: group.promptIndex,
+        sessions: outcomes.map((o): CreditGroup.Session => ({ sessionId: o.sessionId, exports: o.samples }))
+      },
+      group.mode
+    )
+    return scored === "filtered"
+      ? GroupPool.filtered()
+      : GroupPool.accepted<GroupResult>({ group, samples: scored, debug: outcomes.flatMap((o) => o.debug) })
+  })
+
+/** `error_type=` and detail of a drop; a Session that failed on a runner keeps its own error's tag. */
+export const describeError = (error: GroupError) =>
+  error._tag === "SessionFailed" ? { type: error.type, detail: error.detail } : { type: error._tag, detail: error.message }
 
 const make = Effect.gen(function*() {
   const settings = yield* RolloutConfig.RolloutConfig
@@ -194,21 +218,7 @@ const make = Effect.gen(function*() {
     }))
   })
 
-  /** Reward of a finished Group: credit scores it, or filters it. */
-  const reward = Effect.fn("SessionRunner.reward")(function*(group: PlannedGroup, outcomes: ReadonlyArray<SessionResult>) {
-    const scored = yield* credit.scoreGroup(
-      {
-        groupIndex: group.promptIndex,
-        sessions: outcomes.map((o): CreditGroup.Session => ({ sessionId: o.sessionId, exports: o.samples }))
-      },
-      group.mode
-    )
-    return scored === "filtered"
-      ? GroupPool.filtered()
-      : GroupPool.accepted<GroupResult>({ group, samples: scored, debug: outcomes.flatMap((o) => o.debug) })
-  })
-
-  const describeError = (error: GroupError) => ({ type: error._tag, detail: error.message })
+  const reward = rewardWith(credit)
 
   const takeParserFailures = Effect.sync(() => {
     const taken = parserFailures

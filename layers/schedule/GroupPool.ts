@@ -59,6 +59,11 @@ export interface GroupRunner<G extends GroupLike, O, A, E> {
   readonly session: (group: G, ticket: FirstRequestBarrier.SessionTicket) => Effect.Effect<O, E>
   /** Score the finished Group (outcomes in Session order); a failure drops the Group. */
   readonly reward: (group: G, outcomes: ReadonlyArray<O>) => Effect.Effect<Verdict<A>, E>
+  /**
+   * Mint the id of a Session of `group` (default: the pool's `sessionId`); in cluster mode the id names the Group's
+   * entity, so any runner can route the agent's requests to its owner.
+   */
+  readonly newSessionId?: ((group: G) => Effect.Effect<string>) | undefined
 }
 
 export interface PoolOptions<G extends GroupLike, O, A, E> {
@@ -241,7 +246,8 @@ export const makePool = <G extends GroupLike, O, A, E>(
     const runGroup = (record: GroupRecord<G>): Effect.Effect<void> =>
       Effect.gen(function*() {
         const { group } = record
-        const sessionIds = yield* Effect.forEach(Array.from({ length: group.size }), () => mintSessionId)
+        const mint = options.runner.newSessionId?.(group) ?? mintSessionId
+        const sessionIds = yield* Effect.forEach(Array.from({ length: group.size }), () => mint)
         record.sessionIds = sessionIds
         const barrier = yield* FirstRequestBarrier.make({
           groupId: group.groupId,

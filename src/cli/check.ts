@@ -67,7 +67,8 @@ const checkStack = (settings: Settings.RolloutSettings) =>
     const parsers = yield* startup(Effect.fromResult(Generation.optionsOf(settings)))
     const tokenizer = settings.tokenizer === undefined ? Tokenizer.layer : Tokenizer.fromDirectory(settings.tokenizer)
     const engine = settings.engine === "sglang"
-      ? SglangEngine.layerCheckingTokenizer(SglangEngine.optionsOf(settings))
+      // A check answers quickly: a server still starting is reported, not waited for (the rollout waits 5 minutes).
+      ? SglangEngine.layerCheckingTokenizer({ ...SglangEngine.optionsOf(settings), startupTimeout: "10 seconds" })
       : settings.embeddedPolicy === undefined
       ? EmbeddedEngine.layer({ seed: settings.rolloutSeed })
       : EmbeddedEngine.layer({ seed: settings.rolloutSeed, policy: yield* startup(EmbeddedEngine.loadPolicy(settings.embeddedPolicy)) })

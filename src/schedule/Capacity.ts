@@ -89,7 +89,8 @@ export const compute = (input: CapacityInput): CapacityReport => {
   const warning = input.agentMaxSlots !== undefined && input.agentMaxSlots < requiredSlots
     ? `--agent-max-slots ${input.agentMaxSlots} is below the required ${requiredSlots} external agent slots ` +
       `(${rule}); Group startup can deadlock at the all-session first-request barrier. ` +
-      `Raise the executor's limit or lower --agentic-concurrency / --agentic-eval-concurrency.`
+      `Raise the executor's limit, or lower --agentic-concurrency / --agentic-eval-concurrency (Groups) or ` +
+      `--n-samples-per-prompt / --n-samples-per-eval-prompt (Sessions per Group).`
     : undefined
   return {
     trainSessions,

@@ -1,7 +1,7 @@
 /**
  * Runs the benchmarks and prints one table per benchmark: `npm run bench` (all, quick sizes), `npm run bench full`
  * (the sizes docs/performance.md reports), or `npm run bench -- floor history` (only those named: memory, prefix, forest,
- * delta, gateway, lifecycle, floor, history, sessions, simulation, spawn, inspect).
+ * delta, gateway, lifecycle, floor, history, sessions, simulation, spawn, inspect, cluster).
  *
  * **Details**
  * Benchmarks print ratios measured side by side in one run; they assert no timings. Memory numbers force garbage
@@ -11,6 +11,7 @@
  */
 import { availableParallelism, cpus } from "node:os"
 import { performance } from "node:perf_hooks"
+import { bench as cluster } from "./cluster.ts"
 import { bench as delta } from "./observationDelta.ts"
 import { bench as gateway } from "./gateway.ts"
 import { bench as inspect } from "./inspect.ts"
@@ -37,7 +38,8 @@ const all: ReadonlyArray<Bench> = [
   historyBenchmark,
   simulation,
   spawn,
-  inspect
+  inspect,
+  cluster
 ]
 
 const main = async (): Promise<void> => {

@@ -16,7 +16,7 @@ describe("the user guide", () => {
 
   it("names only flags the command has (other programs' flags only between foreign-flags markers)", () => {
     const known = new Set([
-      ...[...Cli.rolloutFlags, ...Cli.serveFlags].map((spec) => `--${spec.name}`),
+      ...[...Cli.rolloutFlags, ...Cli.serveFlags, ...Cli.clusterFlags].map((spec) => `--${spec.name}`),
       ...Cli.inspectFlagNames,
       "--row",
       "--help",

@@ -54,7 +54,7 @@ describe("rollout on SGLang (real agent processes, the fake SGLang server)", () 
       assert.strictEqual(step.metrics["agentic_kv/session/close_failure"], 0)
       // The startup tokenizer check asked the server.
       assert.isTrue(server.requests.some((r) => r.path === "/tokenize"))
-    }).pipe(Effect.scoped, Effect.provide(Layer.orDie(Tokenizer.layer))), { timeout: 60_000 })
+    }).pipe(Effect.scoped, Effect.provide(Layer.orDie(Tokenizer.layer))), { timeout: 120_000 })
 })
 
 /** What the model generates for `prompt` without interruption, with the Session's seed (42 + position). */
@@ -123,7 +123,7 @@ describe("weight updates on SGLang while requests run and queue (real agent proc
         assert.deepStrictEqual(sample.tokens.slice(prompt.length), [...whole.outputIds])
       }
       assert.isAtLeast(resumed, 2)
-    }).pipe(Effect.scoped, Effect.provide(Layer.orDie(Tokenizer.layer))), { timeout: 60_000 })
+    }).pipe(Effect.scoped, Effect.provide(Layer.orDie(Tokenizer.layer))), { timeout: 120_000 })
 
   it.live("the scheduler's input-length 400 reaches the agent as the context-length 400", () =>
     Effect.gen(function*() {
@@ -142,7 +142,7 @@ describe("weight updates on SGLang while requests run and queue (real agent proc
         assert.strictEqual(sample.metadata["status"], 400)
         assert.include(String(sample.metadata["context_error"]), "maximum context length")
       }
-    }).pipe(Effect.scoped, Effect.provide(Layer.orDie(Tokenizer.layer))), { timeout: 60_000 })
+    }).pipe(Effect.scoped, Effect.provide(Layer.orDie(Tokenizer.layer))), { timeout: 120_000 })
 
   it.live("a worker registered at the router during the run gets the next weight update", () =>
     Effect.gen(function*() {

@@ -561,6 +561,24 @@ describe("SglangEngine against SGLang's real behaviour (docs/sglang.md)", () => 
       assert.deepStrictEqual(paths, ["/pause_generation", "/continue_generation"])
     }).pipe(Effect.provide(Tokenizer.layer)))
 
+  it.live("an attempt held by a pause that is aborted (a step boundary) ends at once with no tokens, on both engines", () =>
+    Effect.gen(function*() {
+      const server = yield* fake()
+      const sglang = yield* client({ workerUrls: [server.url] })
+      const direct = yield* embedded
+      for (const engine of [sglang, direct]) {
+        yield* engine.pauseGeneration("abort")
+        const req = request()
+        const held = yield* engine.generate(req).pipe(Effect.forkChild)
+        yield* Effect.yieldNow
+        yield* engine.abort(req.rid)
+        const result = yield* Fiber.join(held)
+        assert.deepStrictEqual([result.outputIds, result.finishReason.type], [[], "abort"])
+        yield* engine.resumeGeneration("v1")
+      }
+      assert.strictEqual(server.generateCount(), 0)
+    }).pipe(Effect.provide(Tokenizer.layer)))
+
   it.live("an attempt SGLang keeps across a retract pause reports both versions it ran on", () =>
     Effect.gen(function*() {
       const server = yield* fake()

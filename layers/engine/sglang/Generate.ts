@@ -89,8 +89,18 @@ export const make = (
     tried: Set<Workers.Worker>
   ): Effect.Effect<GenerateResult, ContextLengthError | EngineError | DuplicateRid> =>
     Effect.gen(function*() {
-      // Held here while generation is paused for a weight push.
-      const start = yield* weights.enter
+      // Held here while generation is paused for a weight push; aborted while held, it ends with no tokens.
+      const start = yield* weights.enter(rid)
+      if (start === undefined) {
+        return {
+          outputIds: [],
+          logprobs: [],
+          finishReason: { type: "abort", message: "Aborted while generation was paused" },
+          promptTokens: request.inputIds.length,
+          cachedTokens: 0,
+          weightVersion: weights.version()
+        } satisfies GenerateResult
+      }
       const worker = workers.pick(request.sessionId, tried)
       tried.add(worker)
       const headers: Record<string, string> = workers.router !== undefined && request.sessionId !== undefined

@@ -146,7 +146,7 @@ export const make = (options: SglangEngineOptions): Effect.Effect<EngineShape, E
 
     return withSpans("SglangEngine", {
       generate,
-      abort: (rid) => Abort.abort(http, workers, rid),
+      abort: (rid) => Effect.andThen(weights.abortWaiting(rid), Abort.abort(http, workers, rid)),
       weightVersion: Effect.sync(weights.version),
       updateWeights: weights.update,
       pauseGeneration: weights.pause,

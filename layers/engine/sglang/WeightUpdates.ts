@@ -17,7 +17,7 @@
  *   kept across a `retract` / `in_place` pause ran on both.
  * - Control calls fan out to the router's current worker list, read fresh (a worker added at runtime gets the update).
  */
-import { Effect, Latch } from "effect"
+import { Deferred, Effect, Latch } from "effect"
 import * as WeightVersion from "../../../src/engine/WeightVersion.ts"
 import * as Wire from "../../../src/engine/Wire.ts"
 import { EngineError, type FinishReason, type PauseMode } from "../Engine.ts"
@@ -35,8 +35,13 @@ export interface Start {
 export interface WeightUpdates {
   /** The version new attempts run on. */
   readonly version: () => string
-  /** Wait while generation is paused, then the version and epoch the attempt starts in. */
-  readonly enter: Effect.Effect<Start>
+  /**
+   * Wait while generation is paused, then the version and epoch attempt `rid` starts in; `undefined` when `rid` was
+   * aborted while it waited (it never reached a server).
+   */
+  readonly enter: (rid: string) => Effect.Effect<Start | undefined>
+  /** Abort the attempts waiting at the pause whose rid starts with `rid` (SGLang's prefix match). */
+  readonly abortWaiting: (rid: string) => Effect.Effect<void>
   /** The version(s) an attempt that started at `start` and answered `label` with `finish` ran on. */
   readonly versionsOf: (start: Start, label: string | undefined, finish: FinishReason) => ReadonlyArray<string>
   readonly update: (version?: string) => Effect.Effect<string, EngineError>
@@ -52,6 +57,9 @@ export const make = (http: Http.Http, workers: Workers.Workers, initial: string)
     let updates = 0
     let paused = false
     const gate = yield* Latch.make(true)
+    // Attempts waiting while paused, by rid: an abort (a step boundary's pause) must reach them too, or it would wait
+    // for them until the trainer resumes.
+    const waiting = new Map<string, Deferred.Deferred<void>>()
 
     /** Post `body` to `path` on every worker of the current list; every worker must answer 200. */
     const fanOut = (path: string, body: unknown): Effect.Effect<ReadonlyArray<Http.Answer & { readonly url: string }>, EngineError> =>
@@ -132,7 +140,24 @@ export const make = (http: Http.Http, workers: Workers.Workers, initial: string)
 
     return {
       version: () => version,
-      enter: Effect.andThen(gate.await, Effect.sync((): Start => ({ version, epoch }))),
+      enter: (rid) =>
+        Effect.suspend(() => {
+          const start = Effect.sync((): Start => ({ version, epoch }))
+          if (Latch.isOpen(gate)) return start
+          return Effect.gen(function*() {
+            const aborted = yield* Deferred.make<void>()
+            waiting.set(rid, aborted)
+            const opened = yield* Effect.raceFirst(Effect.as(gate.await, true), Effect.as(Deferred.await(aborted), false)).pipe(
+              Effect.ensuring(Effect.sync(() => waiting.delete(rid)))
+            )
+            return opened ? yield* start : undefined
+          })
+        }),
+      abortWaiting: (rid) =>
+        Effect.sync(() => {
+          if (rid.length === 0) return
+          for (const [waiter, aborted] of waiting) if (waiter.startsWith(rid)) Deferred.doneUnsafe(aborted, Effect.void)
+        }),
       versionsOf,
       update,
       pause,

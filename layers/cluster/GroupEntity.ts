@@ -1,0 +1,74 @@
+/**
+ * The cluster entity of a Group: the messages the controller (and any runner forwarding an agent's request) sends to
+ * the runner that owns the Group's shard (docs/scale-out.md "How a Group runs on a runner").
+ *
+ * **Details**
+ * The entity id is the Group key (`src/cluster/Routing.ts`). Every message is volatile (never stored) and safe to
+ * deliver twice, since the cluster re-sends in-flight messages after a failover:
+ * - `Place` answers the owner's incarnation id and address; it changes nothing.
+ * - `RunSession` (a stream of `SessionEvent`s) starts the Session's agent on the owner, or follows the one already
+ *   started there under that Session id; a message naming another incarnation fails with `RunnerLost`, so a Session
+ *   whose runner died is never started again on the runner that inherited its shard.
+ * - `Grant` gives the Session its Group's Runtime lease (and the weight version to generate with); `Stop` ends the
+ *   Session and reaps its agent. Both are no-ops when done twice.
+ * - `Touch` says the controller still owns the Session; a Session untouched for a while is reaped (its controller died).
+ * - `Forward` carries an agent's model request that reached another runner's gateway (`layers/cluster/Forward.ts`).
+ */
+import { Schema } from "effect"
+import { Entity } from "effect/cluster"
+import { Rpc } from "effect/rpc"
+import * as Wire from "../../src/cluster/Wire.ts"
+
+/** Which runner owns the Group now. */
+export const Place = Rpc.make("Place", {
+  success: Schema.Struct({ runner: Schema.String, address: Schema.String })
+})
+
+/** Run one Session of the Group on the owner (or follow the run already there). */
+export const RunSession = Rpc.make("RunSession", {
+  payload: {
+    runner: Schema.String,
+    sessionId: Schema.String,
+    position: Schema.Int,
+    group: Wire.PlannedGroup,
+    /** The controller's sample-changing settings (`src/cluster/Fingerprint.ts`); a runner that differs refuses. */
+    config: Schema.Record(Schema.String, Schema.String)
+  },
+  success: Wire.SessionEvent,
+  error: Wire.RunFailure,
+  stream: true
+})
+
+/** The Group holds its Runtime lease: the Session's requests may generate, under `rolloutId` and `weightVersion`. */
+export const Grant = Rpc.make("Grant", {
+  payload: {
+    runner: Schema.String,
+    sessionId: Schema.String,
+    rolloutId: Schema.Int,
+    weightVersion: Schema.String
+  },
+  error: Wire.RunnerLost
+})
+
+/** End the Session and reap its agent (a dropped Group, a closed step, a finished Session's cleanup). */
+export const Stop = Rpc.make("Stop", {
+  payload: { runner: Schema.String, sessionId: Schema.String }
+})
+
+/**
+ * The controller still owns the Session (sent every few seconds while it runs): a runner reaps a Session no
+ * controller touched for a while, so a controller killed with SIGKILL does not leave agents running.
+ */
+export const Touch = Rpc.make("Touch", {
+  payload: { runner: Schema.String, sessionId: Schema.String },
+  error: Wire.RunnerLost
+})
+
+/** An agent's model request, forwarded as it arrived, and the owner's answer. */
+export const Forward = Rpc.make("Forward", {
+  payload: Wire.ForwardedRequest,
+  success: Wire.ForwardedResponse
+})
+
+/** The Group entity. */
+export const Group = Entity.make("RelaxGroup", [Place, RunSession, Grant, Stop, Touch, Forward])

@@ -1,0 +1,227 @@
+/**
+ * The runner's side of the Group entity: it runs the Sessions the controller sends to this runner with the same
+ * `SessionRunner` a single process uses (Prepare → Runtime: agent process, forest, generation), and answers `Place`,
+ * `Grant` and `Stop` (docs/scale-out.md "How a Group runs on a runner").
+ *
+ * **Details**
+ * The hosted Sessions live in one runner-wide table, not in the entity instance, so an entity's passivation loses
+ * nothing; each Session's fiber runs in the host's scope, so when the runner stops, every agent it launched is reaped.
+ * A Session's ticket is the controller's, relayed: the agent's first model request is reported (`FirstRequest`, the
+ * controller's first-request barrier counts it) and every request waits for `Grant` (the Group's Runtime lease, given
+ * by the controller's Scheduler); `Stop` fails the lease, so waiting requests end with `SessionClosedError`, and
+ * interrupts the Session. Every message is safe to receive twice: a second `RunSession` follows the Session already
+ * running, a second `Grant` or `Stop` changes nothing, and a message naming another runner incarnation fails with
+ * `RunnerLost`. A Session the controller stops touching (`Touch`, every 5 s) for `orphanAfter` is reaped: its
+ * controller died without stopping it. Entity handlers report defects to the caller (`disableFatalDefects`), where the Scheduler drops the
+ * Group, instead of the cluster's default of retrying a defect forever.
+ */
+import { Clock, Context, Deferred, Duration, Effect, Exit, Fiber, Layer, Schedule, Stream } from "effect"
+import { randomBytes } from "node:crypto"
+import * as Fingerprint from "../../src/cluster/Fingerprint.ts"
+import * as Wire from "../../src/cluster/Wire.ts"
+import { RolloutConfig } from "../rollout/RolloutConfig.ts"
+import { Engine } from "../engine/Engine.ts"
+import { SessionClosedError } from "../../src/session/errors.ts"
+import { type GroupError, SessionRunner } from "../rollout/SessionRunner.ts"
+import * as GroupEntity from "./GroupEntity.ts"
+
+interface Hosted {
+  readonly lease: Deferred.Deferred<void, SessionClosedError>
+  readonly firstRequest: Deferred.Deferred<void>
+  readonly done: Deferred.Deferred<Wire.SessionResult, Wire.SessionFailed>
+  rolloutId: number
+  fiber: Fiber.Fiber<void> | undefined
+  /** When the controller last sent anything for this Session (ms, the Clock's). */
+  touched: number
+}
+
+/** Answers a forwarded model request on the owner (`layers/cluster/Forward.ts`). */
+export type ForwardHandler = (request: Wire.ForwardedRequest) => Effect.Effect<Wire.ForwardedResponse>
+
+export interface HostShape {
+  /** This runner process's incarnation id (random per start). */
+  readonly incarnation: string
+  /** The address peers dial (`host:port`). */
+  readonly address: string
+  /** How many Sessions this runner hosts now. */
+  readonly hosted: Effect.Effect<number>
+  /** The Group entity's messages, as this runner answers them (see `GroupEntity`). */
+  readonly place: Effect.Effect<{ readonly runner: string; readonly address: string }>
+  readonly runSession: (
+    payload: typeof GroupEntity.RunSession.payloadSchema.Type
+  ) => Stream.Stream<Wire.SessionEvent, Wire.RunFailure>
+  readonly grant: (payload: typeof GroupEntity.Grant.payloadSchema.Type) => Effect.Effect<void, Wire.RunnerLost>
+  readonly stop: (payload: typeof GroupEntity.Stop.payloadSchema.Type) => Effect.Effect<void>
+  readonly touch: (payload: typeof GroupEntity.Touch.payloadSchema.Type) => Effect.Effect<void, Wire.RunnerLost>
+  readonly forward: ForwardHandler
+}
+
+/** How often a running Session's stream says it is alive (the controller's idle deadline is a multiple of it). */
+export const aliveInterval = Duration.seconds(2)
+
+const failed = (error: GroupError): Wire.SessionFailed => new Wire.SessionFailed({ type: error._tag, detail: error.message })
+
+/** A Session no controller touched for this long is reaped (its controller died); the controller touches every 5 s. */
+export const orphanAfter = Duration.seconds(30)
+
+/** How often the controller touches each of its Sessions. */
+export const touchInterval = Duration.seconds(5)
+
+const make = (address: string, forward: ForwardHandler, orphanTimeout: Duration.Duration) =>
+  Effect.gen(function*() {
+    const settings = yield* RolloutConfig
+    const runner = yield* SessionRunner
+    const engine = yield* Engine
+    const scope = yield* Effect.scope
+    const incarnation = randomBytes(8).toString("hex")
+    const table = new Map<string, Hosted>()
+    const fingerprint = Fingerprint.of(settings)
+
+    const checkRunner = (runnerId: string): Effect.Effect<void, Wire.RunnerLost> =>
+      runnerId === incarnation ? Effect.void : Effect.fail(new Wire.RunnerLost({ expected: runnerId, actual: incarnation }))
+
+    /** Start the Session's fiber in the host's scope (the first delivery of `RunSession`). */
+    const start = (payload: typeof GroupEntity.RunSession.payloadSchema.Type) =>
+      Effect.gen(function*() {
+        const hosted: Hosted = {
+          lease: yield* Deferred.make<void, SessionClosedError>(),
+          firstRequest: yield* Deferred.make<void>(),
+          done: yield* Deferred.make<Wire.SessionResult, Wire.SessionFailed>(),
+          rolloutId: 0,
+          fiber: undefined,
+          touched: yield* Clock.currentTimeMillis
+        }
+        table.set(payload.sessionId, hosted)
+        yield* Effect.logInfo(`runner ${incarnation} hosts Session ${payload.sessionId} (${payload.group.groupId})`)
+        const ticket = {
+          groupId: payload.group.groupId,
+          sessionId: payload.sessionId,
+          position: payload.position,
+          awaitLease: Effect.suspend(() => {
+            Deferred.doneUnsafe(hosted.firstRequest, Exit.void)
+            return Deferred.await(hosted.lease)
+          }),
+          leased: Deferred.await(hosted.lease).pipe(Effect.catch(() => Effect.never)),
+          firstRequest: Deferred.await(hosted.firstRequest),
+          rolloutId: () => hosted.rolloutId
+        }
+        const run = runner.session(payload.group, ticket).pipe(
+          Effect.mapError(failed),
+          Effect.flatMap((result) =>
+            Effect.map(runner.takeParserFailures, (parserFailures): Wire.SessionResult => ({
+              sessionId: result.sessionId,
+              samples: result.samples,
+              debug: result.debug,
+              parserFailures
+            }))
+          ),
+          Effect.exit,
+          Effect.flatMap((exit) => Deferred.done(hosted.done, exit)),
+          Effect.asVoid
+        )
+        hosted.fiber = yield* Effect.forkIn(run, scope)
+        return hosted
+      })
+
+    const events = (hosted: Hosted): Stream.Stream<Wire.SessionEvent, Wire.SessionFailed> =>
+      Stream.concat(
+        Stream.succeed<Wire.SessionEvent>({ _tag: "Started", runner: incarnation, address }),
+        Stream.merge(
+          Stream.concat(
+            Stream.fromEffect(Deferred.await(hosted.firstRequest)).pipe(Stream.as<Wire.SessionEvent>({ _tag: "FirstRequest" })),
+            Stream.fromEffect(Deferred.await(hosted.done)).pipe(Stream.map((result): Wire.SessionEvent => ({ _tag: "Done", result })))
+          ),
+          Stream.tick(aliveInterval).pipe(Stream.as<Wire.SessionEvent>({ _tag: "Alive" })),
+          { haltStrategy: "left" }
+        )
+      )
+
+    const stop = (sessionId: string) =>
+      Effect.gen(function*() {
+        const hosted = table.get(sessionId)
+        if (hosted === undefined) return
+        table.delete(sessionId)
+        yield* Deferred.fail(hosted.lease, new SessionClosedError({ sessionId }))
+        if (hosted.fiber !== undefined) yield* Fiber.interrupt(hosted.fiber)
+      })
+
+    // Sessions whose controller went silent (killed without its finalizers) are reaped.
+    yield* Effect.forkScoped(Effect.gen(function*() {
+      const now = yield* Clock.currentTimeMillis
+      const orphans = [...table.entries()].filter(([, h]) => now - h.touched > Duration.toMillis(orphanTimeout))
+      for (const [sessionId] of orphans) {
+        yield* Effect.logWarning(`runner ${incarnation} reaps Session ${sessionId}: no controller touched it for ${Duration.format(orphanTimeout)}`)
+        yield* stop(sessionId)
+      }
+    }).pipe(Effect.repeat(Schedule.spaced(Duration.millis(Duration.toMillis(orphanTimeout) / 3)))))
+
+    // Whatever the runner still hosts when it stops is reaped with it.
+    yield* Effect.addFinalizer(() => Effect.forEach([...table.keys()], stop, { discard: true }))
+
+    const syncWeights = (version: string) =>
+      settings.engine === "sglang"
+        ? Effect.void // SGLang reports the version of every generation itself
+        : Effect.gen(function*() {
+          if ((yield* engine.weightVersion) !== version) yield* engine.updateWeights(version).pipe(Effect.orDie)
+        })
+
+    return {
+      incarnation,
+      address,
+      hosted: Effect.sync(() => table.size),
+      place: Effect.succeed({ runner: incarnation, address }),
+      runSession: (payload) =>
+        Stream.unwrap(Effect.gen(function*() {
+          yield* checkRunner(payload.runner)
+          const differs = Fingerprint.mismatch(payload.config, fingerprint)
+          if (differs !== undefined) return yield* Effect.fail(new Wire.SessionFailed({ type: "ConfigMismatch", detail: differs }))
+          const hosted = table.get(payload.sessionId) ?? (yield* start(payload))
+          hosted.touched = yield* Clock.currentTimeMillis
+          return events(hosted)
+        })),
+      grant: (payload) =>
+        Effect.gen(function*() {
+          yield* checkRunner(payload.runner)
+          const hosted = table.get(payload.sessionId)
+          if (hosted === undefined) return
+          yield* syncWeights(payload.weightVersion)
+          hosted.rolloutId = payload.rolloutId
+          yield* Deferred.succeed(hosted.lease, undefined)
+        }),
+      stop: (payload) => payload.runner === incarnation ? stop(payload.sessionId) : Effect.void,
+      touch: (payload) =>
+        Effect.gen(function*() {
+          yield* checkRunner(payload.runner)
+          const hosted = table.get(payload.sessionId)
+          if (hosted !== undefined) hosted.touched = yield* Clock.currentTimeMillis
+        }),
+      forward
+    } satisfies HostShape
+  })
+
+/** The runner's hosted Sessions. */
+export class Host extends Context.Service<Host, HostShape>()("relax-agentic/cluster/Host") {
+  /** The host at `address` (what peers dial), answering forwarded requests with `forward`. */
+  static readonly layer = (address: string, forward: ForwardHandler, orphanTimeout: Duration.Duration = orphanAfter) =>
+    Layer.effect(Host, make(address, forward, orphanTimeout))
+
+}
+
+/**
+ * Register the Group entity on this runner. Handlers process any number of messages of one Group at once (its
+ * Sessions, their grants and forwarded requests), and a handler's defect reaches the caller.
+ */
+export const entityLayer = GroupEntity.Group.toLayer(
+  Effect.gen(function*() {
+    const host = yield* Host
+    return GroupEntity.Group.of({
+      Place: () => host.place,
+      RunSession: ({ payload }) => host.runSession(payload),
+      Grant: ({ payload }) => host.grant(payload),
+      Stop: ({ payload }) => host.stop(payload),
+      Touch: ({ payload }) => host.touch(payload),
+      Forward: ({ payload }) => host.forward(payload)
+    })
+  }),
+  { concurrency: "unbounded", disableFatalDefects: true, maxIdleTime: "1 hour" }
+)

@@ -1,0 +1,167 @@
+/**
+ * The controller's `SessionRunner` in cluster mode: each Session of a Group runs on the runner that owns the Group's
+ * shard, through the Group entity; Reward, credit and Transfer stay here (docs/scale-out.md "How a Group runs on a
+ * runner").
+ *
+ * **Details**
+ * The Scheduler's pools, step ledger and tickets are the single-process ones: this runner relays a ticket to the
+ * owner. `Place` finds the owner's incarnation; `RunSession` starts the Session there and streams its events
+ * (`FirstRequest` joins the controller's first-request barrier, `Done` carries the samples); once the Group holds its
+ * Runtime lease, `Grant` passes it on with the weight version to generate with; the Session's scope ends with `Stop`
+ * (so a dropped Group's or a closed step's agents are reaped on the runner). Every call has a deadline
+ * (`--cluster-call-timeout`; for the event stream, the time between two events, which a runner sends at least every
+ * two seconds): a call past it fails the Session with `ClusterCallError`. A runner that died costs its Groups: the
+ * cluster re-sends the in-flight `RunSession` to the runner that inherits the shard, which refuses it (`RunnerLost`,
+ * another incarnation), and the Group is dropped (`error_type=RunnerLost`) and refilled.
+ */
+import { Duration, Effect, Layer, Schedule, Stream } from "effect"
+import type { Sharding } from "effect/cluster"
+import { randomBytes } from "node:crypto"
+import { ClusterCallError } from "../../src/cluster/errors.ts"
+import * as Fingerprint from "../../src/cluster/Fingerprint.ts"
+import * as Routing from "../../src/cluster/Routing.ts"
+import type * as Wire from "../../src/cluster/Wire.ts"
+import { Credit } from "../credit/Credit.ts"
+import { Engine } from "../engine/Engine.ts"
+import { RolloutConfig } from "../rollout/RolloutConfig.ts"
+import * as SessionRunner from "../rollout/SessionRunner.ts"
+import type * as FirstRequestBarrier from "../schedule/FirstRequestBarrier.ts"
+import * as GroupEntity from "./GroupEntity.ts"
+import * as Host from "./Host.ts"
+
+/** The controller's cluster settings. */
+export interface RemoteOptions {
+  /** Deadline of one cluster call, and the longest silence of a running Session's event stream. */
+  readonly callTimeout: Duration.Duration
+}
+
+const refused = (message: string) => (cause: { readonly _tag: string; readonly message: string }) =>
+  new ClusterCallError({ reason: "refused", detail: `${message}: ${cause._tag}${cause.message === "" ? "" : ` (${cause.message})`}`, cause })
+
+/** The cluster's refusals that say "not now" (a shard moving, a full mailbox): the call is repeated. */
+const transient = ["MailboxFull", "EntityNotAssignedToRunner", "AlreadyProcessingMessage"] as const
+
+/** Attempts of a call the cluster refused for now, 0.5 s apart; every call of a Session is safe to repeat. */
+const attempts = 10
+const pause = Duration.millis(500)
+
+/** Repeat `effect` while the cluster refuses it for now. */
+const whileRefused = <A, E extends { readonly _tag: string }, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  effect.pipe(
+    Effect.retry({
+      while: (error) => (transient as ReadonlyArray<string>).includes(error._tag),
+      schedule: Schedule.spaced(pause),
+      times: attempts
+    })
+  )
+
+const make = (options: RemoteOptions) =>
+  Effect.gen(function*() {
+    const credit = yield* Credit
+    const config = Fingerprint.of(yield* RolloutConfig)
+    const engine = yield* Engine
+    const makeClient = yield* GroupEntity.Group.client
+    const runId = randomBytes(8).toString("hex")
+    let parserFailures = 0
+
+    const deadline = <A, E>(what: string, effect: Effect.Effect<A, E>) =>
+      effect.pipe(
+        Effect.timeoutOrElse({
+          duration: options.callTimeout,
+          orElse: () => Effect.fail(new ClusterCallError({ reason: "deadline", detail: what }))
+        })
+      )
+
+    const session = Effect.fn("ClusterRunner.session")(function*(
+      group: SessionRunner.PlannedGroup,
+      ticket: FirstRequestBarrier.SessionTicket
+    ) {
+      return yield* Effect.scoped(Effect.gen(function*() {
+        const key = Routing.groupKeyOf(ticket.sessionId) ?? Routing.groupKey(runId, group.groupId)
+        const client = makeClient(key)
+        const place = yield* deadline(`Place ${group.groupId}`, whileRefused(client.Place())).pipe(
+          Effect.catchTag(["MailboxFull", "AlreadyProcessingMessage", "PersistenceError", "EntityNotAssignedToRunner"], refused("Place"))
+        )
+        const runner = place.runner
+        yield* Effect.addFinalizer(() =>
+          deadline(`Stop ${ticket.sessionId}`, client.Stop({ runner, sessionId: ticket.sessionId })).pipe(Effect.ignore)
+        )
+        // The runner reaps a Session its controller stops touching (a controller killed without these finalizers).
+        yield* Effect.forkScoped(
+          deadline(`Touch ${ticket.sessionId}`, whileRefused(client.Touch({ runner, sessionId: ticket.sessionId }))).pipe(
+            Effect.ignore,
+            Effect.repeat(Schedule.spaced(Host.touchInterval))
+          )
+        )
+        // The Group's Runtime lease, passed on to the runner with the weight version new generations use.
+        yield* Effect.forkScoped(ticket.leased.pipe(
+          Effect.andThen(engine.weightVersion),
+          Effect.flatMap((weightVersion) =>
+            deadline(
+              `Grant ${ticket.sessionId}`,
+              whileRefused(client.Grant({ runner, sessionId: ticket.sessionId, rolloutId: ticket.rolloutId(), weightVersion }))
+            )
+          ),
+          Effect.ignore
+        ))
+        let result: Wire.SessionResult | undefined
+        // Repeating RunSession is safe: the owner follows the Session it already runs under this id.
+        yield* whileRefused(Stream.runForEach(client.RunSession({
+          runner,
+          sessionId: ticket.sessionId,
+          position: ticket.position,
+          group: {
+            groupId: group.groupId,
+            size: group.size,
+            seq: group.seq,
+            mode: group.mode,
+            row: group.row,
+            data: group.data,
+            promptIndex: group.promptIndex,
+            firstIndex: group.firstIndex
+          },
+          config
+        }).pipe(
+          Stream.timeoutOrElse({
+            duration: options.callTimeout,
+            orElse: () => Stream.fail(new ClusterCallError({ reason: "deadline", detail: `RunSession ${ticket.sessionId}` }))
+          })
+        ), (event) => {
+            switch (event._tag) {
+              case "FirstRequest":
+                // Joins the barrier; completes once the Group is leased (a drop interrupts this Session anyway).
+                return Effect.forkScoped(Effect.ignore(ticket.awaitLease)).pipe(Effect.asVoid)
+              case "Done":
+                result = event.result
+                return Effect.void
+              default:
+                return Effect.void
+            }
+          })).pipe(
+          Effect.catchTag(["MailboxFull", "AlreadyProcessingMessage", "PersistenceError", "EntityNotAssignedToRunner"], refused("RunSession"))
+        )
+        if (result === undefined) {
+          return yield* Effect.fail(new ClusterCallError({ reason: "refused", detail: `RunSession ${ticket.sessionId} ended without a result` }))
+        }
+        parserFailures += group.mode === "train" ? result.parserFailures : 0
+        return { sessionId: result.sessionId, samples: result.samples, debug: result.debug } satisfies SessionRunner.SessionResult
+      }))
+    })
+
+    return {
+      session,
+      reward: SessionRunner.rewardWith(credit),
+      describeError: SessionRunner.describeError,
+      newSessionId: (group: SessionRunner.PlannedGroup) =>
+        Effect.sync(() => Routing.sessionId(Routing.groupKey(runId, group.groupId), randomBytes(16).toString("hex"))),
+      takeParserFailures: Effect.sync(() => {
+        const taken = parserFailures
+        parserFailures = 0
+        return taken
+      })
+    } satisfies SessionRunner.SessionRunnerShape
+  })
+
+/** The controller's `SessionRunner` over the cluster (needs `Sharding`: a client-only cluster member). */
+export const layer = (options: RemoteOptions): Layer.Layer<SessionRunner.SessionRunner, never, Credit | Engine | RolloutConfig | Sharding.Sharding> =>
+  Layer.effect(SessionRunner.SessionRunner, make(options))

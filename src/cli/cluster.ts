@@ -1,0 +1,157 @@
+/**
+ * The cluster's part of the command (docs/scale-out.md): `relax-agentic runner`, and the controller role `rollout` /
+ * `serve` take with `--cluster-database-url`.
+ *
+ * **Details**
+ * A runner resolves the same configuration as the controller (flags and `--config`), joins the cluster at
+ * `--runner-address`, serves the agent-facing gateway (forwarding requests for Sessions it does not hold) and hosts
+ * the Groups of the shards it owns until it is stopped (SIGTERM / Ctrl-C): then its shards move to the other runners
+ * and every agent it launched is reaped.
+ */
+import { Console, Duration, Effect, Layer, Option } from "effect"
+import { CliError, Command } from "effect/cli"
+import * as ClusterFlags from "../cluster/Flags.ts"
+import type { FlagValues } from "./flags.ts"
+import { flagsOf, rolloutFlags } from "./flags.ts"
+import { configMessage, settingsFromFlags } from "./settings.ts"
+import * as Forward from "../../layers/cluster/Forward.ts"
+import * as Host from "../../layers/cluster/Host.ts"
+import * as Membership from "../../layers/cluster/Membership.ts"
+import * as Remote from "../../layers/cluster/Remote.ts"
+import { defaultMaxJsonDepth, Gateway } from "../../layers/gateway/Gateway.ts"
+import * as ModelRoute from "../../layers/gateway/ModelRoute.ts"
+import * as FairScheduler from "../../layers/runtime/FairScheduler.ts"
+import { SessionRunner } from "../../layers/rollout/SessionRunner.ts"
+import { GenerationGate } from "../../layers/schedule/GenerationGate.ts"
+import { type ClusterRole, servicesFromSettings } from "../index.ts"
+import type * as Settings from "../config/Settings.ts"
+
+const userError = (message: string) => new CliError.UserError({ cause: message, userMessage: message })
+
+const valueOf = (values: FlagValues, name: string): string | number | boolean | undefined => {
+  const value = values[name]
+  if (value === undefined || Option.isNone(value)) return undefined
+  const inner = value.value
+  return typeof inner === "string" || typeof inner === "number" || typeof inner === "boolean" ? inner : undefined
+}
+
+const seconds = (values: FlagValues, name: string, fallback: Duration.Duration): Effect.Effect<Duration.Duration, CliError.UserError> => {
+  const value = valueOf(values, name)
+  if (value === undefined) return Effect.succeed(fallback)
+  return typeof value === "number" && value > 0
+    ? Effect.succeed(Duration.millis(Math.round(value * 1000)))
+    : Effect.fail(userError(`--${name}: ${String(value)} is not a positive number of seconds`))
+}
+
+/**
+ * The cluster settings of the command line (`--cluster-*`, RELAX_CLUSTER_DATABASE_URL), or `undefined` without a
+ * database URL (single-process mode).
+ */
+export const clusterOptionsFromFlags = (
+  values: FlagValues,
+  env: Readonly<Record<string, string | undefined>> = process.env
+): Effect.Effect<Membership.ClusterOptions | undefined, CliError.UserError> =>
+  Effect.gen(function*() {
+    const url = valueOf(values, "cluster-database-url") ?? (env["RELAX_CLUSTER_DATABASE_URL"] || undefined)
+    if (url === undefined) return undefined
+    if (typeof url !== "string" || !/^postgres(ql)?:\/\//.test(url)) {
+      return yield* userError(`--cluster-database-url: expects postgres://user:password@host:port/database`)
+    }
+    const shards = valueOf(values, "cluster-shards") ?? Membership.defaults.shardsPerGroup
+    if (typeof shards !== "number" || !Number.isInteger(shards) || shards < 1) {
+      return yield* userError(`--cluster-shards: ${String(shards)} is not a positive integer`)
+    }
+    return {
+      databaseUrl: url,
+      shardsPerGroup: shards,
+      lockExpiration: yield* seconds(values, "cluster-lock-expiration", Membership.defaults.lockExpiration),
+      lockRefresh: yield* seconds(values, "cluster-lock-refresh", Membership.defaults.lockRefresh),
+      healthCheck: yield* seconds(values, "cluster-health-check", Membership.defaults.healthCheck),
+      refreshAssignments: Membership.defaults.refreshAssignments,
+      callTimeout: yield* seconds(values, "cluster-call-timeout", Membership.defaults.callTimeout)
+    } satisfies Membership.ClusterOptions
+  })
+
+/** Settings a cluster cannot run yet (docs/scale-out.md "Not yet"): refused with the flag to change. */
+export const clusterProblem = (settings: Settings.RolloutSettings): string | undefined =>
+  settings.partialRollout
+    ? "--partial-rollout: not supported across runners yet; run without it, or in a single process"
+    : settings.fullyAsync
+    ? "--fully-async: not supported across runners yet; run without it, or in a single process"
+    : undefined
+
+/** The controller's role: its Groups' Sessions run on the cluster's runners. */
+export const controllerRole = (options: Membership.ClusterOptions): ClusterRole => ({
+  sessionRunner: Remote.layer({ callTimeout: options.callTimeout }).pipe(Layer.provide(Membership.client(options)))
+})
+
+/** Every service of a runner: the rollout's services (no `Rollout`), the Group entity, forwarding, membership. */
+export const runnerLayer = (
+  settings: Settings.RolloutSettings,
+  options: Membership.ClusterOptions,
+  address: Membership.Address,
+  listen: Membership.Address | undefined,
+  publicUrl: string | undefined
+) => {
+  const membership = Membership.runner(options, address, listen)
+  const services = servicesFromSettings(settings, {}, {
+    forwarder: Forward.layer.pipe(Layer.provide(membership)),
+    agentBaseUrl: publicUrl
+  })
+  const host = Layer.unwrap(Effect.gen(function*() {
+    const answer = yield* ModelRoute.answerForwarded({ maxJsonDepth: defaultMaxJsonDepth })
+    return Host.Host.layer(`${address.host}:${address.port}`, answer)
+  })).pipe(Layer.provide(SessionRunner.layer), Layer.provide(GenerationGate.layer))
+  return Host.entityLayer.pipe(
+    Layer.provideMerge(host),
+    Layer.provide(membership),
+    Layer.provideMerge(services),
+    Layer.provide(FairScheduler.layer())
+  )
+}
+
+/** `relax-agentic runner [flags]`. */
+export const runnerCommand = Command.make(
+  "runner",
+  flagsOf([...rolloutFlags, ...ClusterFlags.memberFlags, ...ClusterFlags.runnerFlags]),
+  (values) =>
+    Effect.gen(function*() {
+      const settings = yield* Effect.mapError(settingsFromFlags(values), (error) =>
+        userError(error._tag === "RolloutConfigError" ? configMessage(error) : error.message))
+      const options = yield* clusterOptionsFromFlags(values)
+      if (options === undefined) {
+        return yield* userError("--cluster-database-url: `runner` needs the cluster's PostgreSQL URL (or RELAX_CLUSTER_DATABASE_URL)")
+      }
+      const problem = clusterProblem(settings)
+      if (problem !== undefined) return yield* userError(problem)
+      const addressText = valueOf(values, "runner-address")
+      const address = typeof addressText === "string" ? ClusterFlags.parseAddress(addressText) : undefined
+      if (address === undefined) {
+        return yield* userError(`--runner-address: expects host:port that the other members can dial (got ${String(addressText ?? "nothing")})`)
+      }
+      const listenText = valueOf(values, "runner-listen-address")
+      const listen = typeof listenText === "string" ? ClusterFlags.parseAddress(listenText) : undefined
+      if (listenText !== undefined && listen === undefined) {
+        return yield* userError(`--runner-listen-address: expects host:port (got ${String(listenText)})`)
+      }
+      const publicUrl = valueOf(values, "gateway-public-url")
+      if (publicUrl !== undefined && (typeof publicUrl !== "string" || !/^https?:\/\//.test(publicUrl))) {
+        return yield* userError(`--gateway-public-url: expects an http(s) URL such as http://lb.internal:8000/agentic_api/`)
+      }
+      yield* Effect.gen(function*() {
+        const gateway = yield* Gateway
+        const host = yield* Host.Host
+        yield* Console.log(
+          `relax-agentic runner ${host.incarnation} joined the cluster at ${address.host}:${address.port}; ` +
+            `gateway ${gateway.agentBaseUrl}; agents use ${publicUrl ?? gateway.agentBaseUrl}`
+        )
+        return yield* Effect.never
+      }).pipe(
+        Effect.provide(runnerLayer(settings, options, address, listen, typeof publicUrl === "string" ? publicUrl : undefined)),
+        Effect.mapError((error) => userError(error instanceof Error ? error.message : String(error)))
+      )
+    })
+).pipe(Command.withDescription(
+  "Join a cluster as a runner (docs/scale-out.md): host the Groups of the shards it owns (agents, forests, " +
+    "generation) and serve the agent gateway. Takes the flags of `rollout` (the same --config) plus --cluster-*."
+))

@@ -1,0 +1,73 @@
+/**
+ * The settings that change samples, compared between the controller and a runner (docs/scale-out.md "One
+ * configuration"): a runner whose tokenizer, engine, parsers, agent command or sampling differ from the controller's
+ * would produce different samples for the same seed, so it refuses the controller's Sessions naming the flag.
+ *
+ * **Details**
+ * The fingerprint is the JSON text of each such setting, keyed by field; the controller sends it with every Session,
+ * and the runner compares it with its own. Settings that may differ per machine (the agent's working directory, the
+ * gateway's host and port, output paths) are not part of it.
+ */
+import * as FlagTable from "../config/FlagTable.ts"
+import type * as Settings from "../config/Settings.ts"
+
+/** The fields whose values change what a Session samples. */
+export const sampleFields = [
+  "inputKey",
+  "labelKey",
+  "metadataKey",
+  "multimodalKeys",
+  "applyChatTemplateKwargs",
+  "agentCommand",
+  "agentEnv",
+  "agentTimeout",
+  "agenticToolCallParser",
+  "agenticReasoningParser",
+  "strictMatch",
+  "engine",
+  "sglangUrls",
+  "sglangRouterUrl",
+  "sglangEnableDeterministicInference",
+  "tokenizer",
+  "embeddedPolicy",
+  "rolloutTemperature",
+  "rolloutTopP",
+  "rolloutTopK",
+  "rolloutMaxResponseLen",
+  "rolloutMaxContextLen",
+  "rolloutStop",
+  "rolloutStopTokenIds",
+  "rolloutSkipSpecialTokens",
+  "rolloutSeed",
+  "evalTemperature",
+  "evalTopP",
+  "evalTopK",
+  "evalMaxResponseLen",
+  "evalMaxContextLen",
+  "agenticAllowSpecialTokens",
+  "agenticFailUnparsedTurns"
+] as const satisfies ReadonlyArray<keyof Settings.RolloutSettings>
+
+/** Field → JSON text of its value. */
+export type Fingerprint = Readonly<Record<string, string>>
+
+/** The fingerprint of `settings`. */
+export const of = (settings: Settings.RolloutSettings): Fingerprint =>
+  Object.fromEntries(sampleFields.map((field) => [field, JSON.stringify(settings[field] ?? null)]))
+
+/**
+ * The first setting where the runner's fingerprint differs from the controller's, as a message naming its flag;
+ * `undefined` when they agree.
+ */
+export const mismatch = (controller: Fingerprint, runner: Fingerprint): string | undefined => {
+  for (const field of sampleFields) {
+    const theirs = controller[field] ?? "null"
+    const ours = runner[field] ?? "null"
+    if (theirs !== ours) {
+      const flag = FlagTable.flagOf(field)
+      return `${flag}: this runner has ${ours}, the controller ${theirs}; every runner must read the controller's ` +
+        "configuration (the same --config and sample-changing flags), or its samples would differ"
+    }
+  }
+  return undefined
+}

@@ -1,0 +1,106 @@
+/**
+ * The cluster flags (docs/scale-out.md "Flags"): where the cluster's PostgreSQL is, where a runner is reached, what
+ * agents dial, and the failover settings. Read by `relax-agentic runner` and by `rollout` / `serve`, which become the
+ * cluster's controller when `--cluster-database-url` is given.
+ *
+ * **Details**
+ * These flags are consumed by the command itself (no `RolloutOptions` field): they say how a process takes part in a
+ * cluster, not what the rollout samples. Durations are seconds.
+ */
+import type { FlagSpec } from "../config/FlagTable.ts"
+
+const section = "Cluster (scale-out)"
+
+/** Flags of every cluster member (controller and runners). */
+export const memberFlags: ReadonlyArray<FlagSpec> = [
+  {
+    name: "cluster-database-url",
+    field: null,
+    kind: "string",
+    section,
+    description: "PostgreSQL URL of the cluster's membership and shard locks (`postgres://user:password@host:5432/db`). " +
+      "With it, `rollout` and `serve` run their Groups on the cluster's runners. Also read from " +
+      "RELAX_CLUSTER_DATABASE_URL, which keeps the password out of the process list.",
+    defaultText: "none (single process)"
+  },
+  {
+    name: "cluster-shards",
+    field: null,
+    kind: "int",
+    section,
+    description: "Shards the Groups are spread over; must be the same on every member.",
+    defaultText: "64"
+  },
+  {
+    name: "cluster-lock-expiration",
+    field: null,
+    kind: "number",
+    section,
+    description: "Seconds after its last heartbeat before a runner's shards are taken over (failover time ~ this + 2 s).",
+    defaultText: "8"
+  },
+  {
+    name: "cluster-lock-refresh",
+    field: null,
+    kind: "number",
+    section,
+    description: "Seconds between a runner's shard-lock heartbeats.",
+    defaultText: "2"
+  },
+  {
+    name: "cluster-health-check",
+    field: null,
+    kind: "number",
+    section,
+    description: "Seconds between the runners' health pings (a runner that stops answering is marked unhealthy).",
+    defaultText: "4"
+  },
+  {
+    name: "cluster-call-timeout",
+    field: null,
+    kind: "number",
+    section,
+    description: "Controller: deadline of one cluster call, and the longest silence of a running Session's events " +
+      "(runners report every 2 s) before its Group is dropped.",
+    defaultText: "30"
+  }
+]
+
+/** Flags of `relax-agentic runner` only. */
+export const runnerFlags: ReadonlyArray<FlagSpec> = [
+  {
+    name: "runner-address",
+    field: null,
+    kind: "string",
+    section,
+    description: "`runner` only: `host:port` the other members dial to reach this runner (required).",
+    defaultText: "required"
+  },
+  {
+    name: "runner-listen-address",
+    field: null,
+    kind: "string",
+    section,
+    description: "`runner` only: `host:port` this runner binds for cluster traffic, when it differs from " +
+      "--runner-address (behind NAT or in a container).",
+    defaultText: "--runner-address"
+  },
+  {
+    name: "gateway-public-url",
+    field: null,
+    kind: "string",
+    section,
+    description: "`runner` only: the agents' RELAX_BASE_URL: the one address in front of every runner's gateway " +
+      "(a load balancer or Kubernetes Service), ending in `/agentic_api/`.",
+    defaultText: "this runner's gateway"
+  }
+]
+
+/** `host:port` → its parts; `undefined` when it is not one. */
+export const parseAddress = (text: string): { readonly host: string; readonly port: number } | undefined => {
+  const at = text.lastIndexOf(":")
+  if (at <= 0) return undefined
+  const host = text.slice(0, at).replace(/^\[(.*)\]$/, "$1")
+  const port = Number(text.slice(at + 1))
+  return Number.isInteger(port) && port > 0 && port < 65536 ? { host, port } : undefined
+}

@@ -1,0 +1,132 @@
+/**
+ * What the controller and the runners of a cluster send each other (docs/scale-out.md): the Schemas of a planned
+ * Group, a finished Session's samples and debug facts, the events of a running Session, and the failures a runner
+ * reports.
+ *
+ * **Details**
+ * Every value that crosses a process boundary is one of these Schemas; the cluster serializes them (entity messages
+ * are serialized even in the in-memory test runner). `SessionResult` carries the Session's training samples in the
+ * shape a trainer receives them (`TrainingSample`), so the controller scores and transfers them exactly as in
+ * single-process mode. A runner identifies itself by an incarnation id (random per process start): a message that
+ * names another incarnation was meant for a runner that is gone, and is refused with `RunnerLost` instead of being
+ * run again against an empty forest.
+ */
+import { Schema } from "effect"
+import { TrainingSample } from "../forest/TrainingSample.ts"
+import { Row } from "../schedule/Dataset.ts"
+
+/** A Group as the controller planned it (`SessionRunner.PlannedGroup`). */
+export const PlannedGroup = Schema.Struct({
+  groupId: Schema.String,
+  size: Schema.Int,
+  seq: Schema.Int,
+  mode: Schema.Literals(["train", "eval"]),
+  row: Schema.Int,
+  data: Row,
+  promptIndex: Schema.Int,
+  firstIndex: Schema.Int
+})
+export type PlannedGroup = typeof PlannedGroup.Type
+
+const DebugTurn = Schema.Struct({
+  turn_idx: Schema.Int,
+  resp_state_hash: Schema.String,
+  parent_state_hash: Schema.NullOr(Schema.String),
+  rollout_id: Schema.Int,
+  request_id: Schema.String,
+  abort_count: Schema.Int,
+  status: Schema.Literals(["completed", "truncated"]),
+  response_length: Schema.Int,
+  wall_elapsed_s: Schema.Number,
+  generation_elapsed_s: Schema.Number,
+  weight_versions: Schema.Array(Schema.String)
+})
+
+/** `Records.ContextDebug`: the debug facts of one exported context. */
+export const ContextDebug = Schema.Struct({
+  view: Schema.Struct({
+    session_id: Schema.String,
+    leaf_state_hash: Schema.String,
+    state_hashes: Schema.Array(Schema.Struct({
+      hash: Schema.String,
+      kind: Schema.Literals(["obs", "resp"]),
+      tokens: Schema.Int
+    })),
+    terminal_status: Schema.Literals(["completed", "truncated"]),
+    turn_count: Schema.Int,
+    turns: Schema.Array(DebugTurn)
+  }),
+  counters: Schema.Struct({
+    requests: Schema.Int,
+    generations: Schema.Int,
+    parserFailures: Schema.Int,
+    droppedToolCalls: Schema.Int
+  })
+})
+export type ContextDebug = typeof ContextDebug.Type
+
+/** A finished Session: its samples in export order, their debug facts, and its parser failures (training only). */
+export const SessionResult = Schema.Struct({
+  sessionId: Schema.String,
+  samples: Schema.Array(TrainingSample),
+  debug: Schema.Array(ContextDebug),
+  parserFailures: Schema.Int
+})
+export type SessionResult = typeof SessionResult.Type
+
+/** What a runner reports while it runs a Session, in order: started, first model request, (alive)*, done. */
+export const SessionEvent = Schema.Union([
+  Schema.TaggedStruct("Started", { runner: Schema.String, address: Schema.String }),
+  Schema.TaggedStruct("FirstRequest", {}),
+  Schema.TaggedStruct("Alive", {}),
+  Schema.TaggedStruct("Done", { result: SessionResult })
+])
+export type SessionEvent = typeof SessionEvent.Type
+
+/**
+ * A message named a runner incarnation that is not the one now owning the Group's shard: the runner that held the
+ * Group died (or left), and the Group is lost with it.
+ */
+export class RunnerLost extends Schema.TaggedError<RunnerLost>()("RunnerLost", {
+  expected: Schema.String,
+  actual: Schema.String
+}) {
+  override get message(): string {
+    return `the runner ${this.expected} that held this Group is gone (the Group's shard is now on ${this.actual}); ` +
+      "the Group is dropped and refilled"
+  }
+}
+
+/** A Session failed on its runner: the runner's typed error, by tag and text (it drops the Group, as in one process). */
+export class SessionFailed extends Schema.TaggedError<SessionFailed>()("SessionFailed", {
+  type: Schema.String,
+  detail: Schema.String
+}) {
+  override get message(): string {
+    return this.detail
+  }
+}
+
+/** The failures of a remote Session. */
+export const RunFailure = Schema.Union([RunnerLost, SessionFailed])
+export type RunFailure = typeof RunFailure.Type
+
+/** An agent's model request as a non-owner runner's gateway received it. */
+export const ForwardedRequest = Schema.Struct({
+  sessionId: Schema.String,
+  path: Schema.String,
+  body: Schema.Uint8Array
+})
+export type ForwardedRequest = typeof ForwardedRequest.Type
+
+/**
+ * The owner's answer to a forwarded request: a JSON answer (`kind: "json"`) or the frames of a Buffered-SSE answer
+ * (`kind: "sse"`, written after the heartbeats the forwarding runner sent meanwhile).
+ */
+export const ForwardedResponse = Schema.Struct({
+  kind: Schema.Literals(["json", "sse"]),
+  status: Schema.Int,
+  headers: Schema.Record(Schema.String, Schema.String),
+  body: Schema.String
+})
+export type ForwardedResponse = typeof ForwardedResponse.Type

@@ -1,0 +1,180 @@
+/**
+ * The Group entity's handlers on the cluster's in-memory test runner (messages serialized as between processes): the
+ * controller's ticket relayed to the runner (first request → barrier, lease → `Grant`), a result coming back, a
+ * re-delivered `RunSession` following the Session already running, `Stop` reaping it, and a message for another
+ * runner incarnation refused with `RunnerLost`. The hosted Sessions here are scripted; real agents, forests and
+ * engines run in test/cluster/cluster.e2e.test.ts.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Deferred, Duration, Effect, Exit, Fiber, Layer, Ref, Stream } from "effect"
+import * as Fingerprint from "../../src/cluster/Fingerprint.ts"
+import { creditOptions } from "../../src/index.ts"
+import { type Sharding, TestRunner } from "effect/cluster"
+import * as GroupEntity from "../../layers/cluster/GroupEntity.ts"
+import * as Host from "../../layers/cluster/Host.ts"
+import * as Remote from "../../layers/cluster/Remote.ts"
+import { Credit } from "../../layers/credit/Credit.ts"
+import { EmbeddedEngine, instant } from "../../layers/engine/EmbeddedEngine.ts"
+import { RolloutConfig } from "../../layers/rollout/RolloutConfig.ts"
+import * as SessionRunner from "../../layers/rollout/SessionRunner.ts"
+import type * as FirstRequestBarrier from "../../layers/schedule/FirstRequestBarrier.ts"
+import { SessionClosedError } from "../../src/session/errors.ts"
+import * as Telemetry from "../../layers/rollout/Telemetry.ts"
+import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
+
+interface Script {
+  readonly starts: Ref.Ref<number>
+  readonly ended: Ref.Ref<number>
+}
+
+/** A hosted Session that waits for its lease, then exports nothing but its id and the step it was leased under. */
+const scriptedRunner = (script: Script) =>
+  Layer.succeed(SessionRunner.SessionRunner, {
+    session: (group, ticket) =>
+      Effect.gen(function*() {
+        yield* Ref.update(script.starts, (n) => n + 1)
+        yield* ticket.awaitLease.pipe(Effect.orDie)
+        return { sessionId: `${ticket.sessionId}@${ticket.rolloutId()}`, samples: [], debug: [] }
+      }).pipe(Effect.onExit(() => Ref.update(script.ended, (n) => n + 1))),
+    reward: () => Effect.die("unused"),
+    describeError: SessionRunner.describeError,
+    takeParserFailures: Effect.succeed(0)
+  })
+
+const group: SessionRunner.PlannedGroup = {
+  groupId: "train:prepare_group_0",
+  size: 1,
+  seq: 0,
+  mode: "train",
+  row: 0,
+  data: { prompt: "1+1" },
+  promptIndex: 0,
+  firstIndex: 0
+}
+
+const harness = <A, E>(
+  body: (script: Script) => Effect.Effect<A, E, Host.Host | SessionRunner.SessionRunner | Sharding.Sharding | RolloutConfig>,
+  orphanAfter: Duration.Duration = Host.orphanAfter
+) =>
+  Effect.gen(function*() {
+    const script: Script = { starts: yield* Ref.make(0), ended: yield* Ref.make(0) }
+    const config = RolloutConfig.layer({ promptData: "unused.jsonl", agentCommand: "true", rolloutBatchSize: 1 })
+    const engine = EmbeddedEngine.layer(instant).pipe(Layer.provide(Tokenizer.layer))
+    const host = Host.Host.layer("127.0.0.1:1", () => Effect.die("no gateway in this test"), orphanAfter).pipe(
+      Layer.provide(Layer.mergeAll(config, engine, scriptedRunner(script)))
+    )
+    const cluster = Host.entityLayer.pipe(Layer.provideMerge(host), Layer.provideMerge(TestRunner.layer))
+    const remote = Remote.layer({ callTimeout: Duration.seconds(5) }).pipe(
+      Layer.provide(Layer.mergeAll(
+        engine,
+        config,
+        Layer.unwrap(Effect.map(Effect.service(RolloutConfig), (settings) => Credit.layer(creditOptions(settings)))).pipe(
+          Layer.provide(Layer.merge(config, Telemetry.Telemetry.layer))
+        )
+      ))
+    )
+    return yield* body(script).pipe(Effect.provide(remote.pipe(Layer.provideMerge(cluster), Layer.provideMerge(config))))
+  })
+
+/** A controller-side ticket: the first `awaitLease` marks arrival, the lease is a Deferred the test completes. */
+const controllerTicket = (sessionId: string) =>
+  Effect.gen(function*() {
+    const arrived = yield* Deferred.make<void>()
+    const lease = yield* Deferred.make<void, SessionClosedError>()
+    const ticket: FirstRequestBarrier.SessionTicket = {
+      groupId: group.groupId,
+      sessionId,
+      position: 0,
+      awaitLease: Deferred.succeed(arrived, undefined).pipe(Effect.andThen(Deferred.await(lease))),
+      leased: Deferred.await(lease).pipe(Effect.orDie),
+      firstRequest: Deferred.await(arrived),
+      rolloutId: () => 7
+    }
+    return { ticket, arrived, lease }
+  })
+
+describe("Group entity", () => {
+  it.live("relays the barrier and the lease, and returns the Session's result", () =>
+    harness((script) =>
+      Effect.gen(function*() {
+        const runner = yield* SessionRunner.SessionRunner
+        const sessionId = yield* runner.newSessionId!(group)
+        const { ticket, arrived, lease } = yield* controllerTicket(sessionId)
+        const fiber = yield* Effect.forkChild(runner.session(group, ticket))
+        // The hosted Session's first awaitLease reaches the controller's barrier.
+        yield* Deferred.await(arrived)
+        yield* Deferred.succeed(lease, undefined)
+        const result = yield* Fiber.join(fiber)
+        assert.strictEqual(result.sessionId, `${sessionId}@7`)
+        assert.strictEqual(yield* Ref.get(script.starts), 1)
+        // The controller's Stop (its scope's end) removed the Session from the runner.
+        assert.strictEqual(yield* (yield* Host.Host).hosted, 0)
+      })
+    ))
+
+  it.live("a re-delivered RunSession follows the Session already running; Stop reaps it", () =>
+    harness((script) =>
+      Effect.gen(function*() {
+        const host = yield* Host.Host
+        const settings = yield* RolloutConfig
+        const client = (yield* GroupEntity.Group.client)("0123456789abcdef")
+        const payload = { runner: host.incarnation, sessionId: "s-1", position: 0, group, config: Fingerprint.of(settings) }
+        const first = yield* client.RunSession(payload).pipe(Stream.take(1), Stream.runCollect)
+        // The second delivery answers Started again and does not start a second agent.
+        const again = yield* client.RunSession(payload).pipe(Stream.take(1), Stream.runCollect)
+        assert.deepStrictEqual([...first, ...again].map((e) => e._tag), ["Started", "Started"])
+        assert.strictEqual(yield* Ref.get(script.starts), 1)
+        assert.strictEqual(yield* Ref.get(script.ended), 0)
+        yield* client.Stop({ runner: host.incarnation, sessionId: "s-1" })
+        assert.strictEqual(yield* host.hosted, 0)
+        assert.strictEqual(yield* Ref.get(script.ended), 1)
+      })
+    ))
+
+  it.live("a message for another runner incarnation is refused with RunnerLost", () =>
+    harness(() =>
+      Effect.gen(function*() {
+        const client = (yield* GroupEntity.Group.client)("0123456789abcdef")
+        const exit = yield* client.Grant({ runner: "gone", sessionId: "s-2", rolloutId: 0, weightVersion: "0" }).pipe(Effect.exit)
+        assert.isTrue(Exit.isFailure(exit))
+        assert.include(String(Exit.isFailure(exit) ? exit.cause : ""), "RunnerLost")
+      })
+    ))
+
+  it.live("a runner whose sample-changing settings differ refuses the Session, naming the flag", () =>
+    harness((script) =>
+      Effect.gen(function*() {
+        const host = yield* Host.Host
+        const settings = yield* RolloutConfig
+        const client = (yield* GroupEntity.Group.client)("0123456789abcdef")
+        const config = { ...Fingerprint.of(settings), rolloutTemperature: "0.25" }
+        const error = yield* client.RunSession({ runner: host.incarnation, sessionId: "s-3", position: 0, group, config }).pipe(
+          Stream.runCollect,
+          Effect.flip
+        )
+        assert.strictEqual(error._tag, "SessionFailed")
+        assert.strictEqual(error._tag === "SessionFailed" ? error.type : "", "ConfigMismatch")
+        assert.include(error.message, "--rollout-temperature")
+        assert.strictEqual(yield* Ref.get(script.starts), 0)
+      })
+    ))
+
+  it.live("a Session no controller touches any more is reaped (its controller died)", () =>
+    harness(
+      (script) =>
+        Effect.gen(function*() {
+          const host = yield* Host.Host
+          const settings = yield* RolloutConfig
+          const client = (yield* GroupEntity.Group.client)("0123456789abcdef")
+          const payload = { runner: host.incarnation, sessionId: "s-4", position: 0, group, config: Fingerprint.of(settings) }
+          yield* client.RunSession(payload).pipe(Stream.take(1), Stream.runDrain)
+          assert.strictEqual(yield* host.hosted, 1)
+          // Nobody touches it: the reaper stops it within a few of its periods.
+          yield* Effect.gen(function*() {
+            while ((yield* host.hosted) > 0) yield* Effect.sleep("100 millis")
+          }).pipe(Effect.timeout("20 seconds"))
+          assert.strictEqual(yield* Ref.get(script.ended), 1)
+        }),
+      Duration.seconds(1)
+    ))
+})
