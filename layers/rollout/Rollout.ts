@@ -11,7 +11,7 @@
  * and `DIR/metrics.jsonl` atomically when `--output-dir` is set. The records and log lines are shaped by
  * `src/rollout/Records.ts`.
  */
-import { Clock, Context, Data, Effect, Layer, Result } from "effect"
+import { Clock, Context, Effect, Layer, Result } from "effect"
 import { readFile } from "node:fs/promises"
 import * as Settings from "../../src/config/Settings.ts"
 import * as Errors from "../../src/errors.ts"

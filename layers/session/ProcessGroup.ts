@@ -16,6 +16,7 @@
 import { Duration, Effect } from "effect"
 import { type ChildProcess, spawn } from "node:child_process"
 import * as Fs from "node:fs"
+import * as Errors from "../../src/errors.ts"
 import * as OwnerLink from "./OwnerLink.ts"
 
 export interface Exited {
@@ -29,8 +30,6 @@ export interface Leader {
   readonly exited: Promise<Exited>
   readonly hasExited: () => boolean
 }
-
-export const errorText = (error: unknown): string => error instanceof Error ? error.message : String(error)
 
 /** State letter and process group of `pid` from `/proc/<pid>/stat`, or `undefined` when it is gone. */
 export const processState = (pid: number): { readonly state: string; readonly pgrp: number } | undefined => {
@@ -147,7 +146,7 @@ export const start = (command: Command): Effect.Effect<Leader, string> =>
     try {
       fd = Fs.openSync(command.logPath, "a")
     } catch (error) {
-      resume(Effect.fail(`cannot open the log ${command.logPath}: ${errorText(error)}`))
+      resume(Effect.fail(`cannot open the log ${command.logPath}: ${Errors.messageOf(error)}`))
       return
     }
     let child: ChildProcess
@@ -161,7 +160,7 @@ export const start = (command: Command): Effect.Effect<Leader, string> =>
       })
     } catch (error) {
       Fs.closeSync(fd)
-      resume(Effect.fail(errorText(error)))
+      resume(Effect.fail(Errors.messageOf(error)))
       return
     }
     Fs.closeSync(fd)
@@ -173,7 +172,7 @@ export const start = (command: Command): Effect.Effect<Leader, string> =>
       })
     })
     child.once("error", (error) => {
-      if (child.pid === undefined) resume(Effect.fail(errorText(error)))
+      if (child.pid === undefined) resume(Effect.fail(Errors.messageOf(error)))
     })
     // Registered at once (before any await), so the window in which this process's death could orphan the group is
     // only the spawn itself.

@@ -16,10 +16,10 @@ import type { Scope } from "effect"
 import * as FsPromises from "node:fs/promises"
 import * as Os from "node:os"
 import * as Path from "node:path"
+import * as Errors from "../../src/errors.ts"
 import { AgentExecutionError, SessionInputError } from "../../src/session/errors.ts"
 import * as SessionInput from "../../src/session/SessionInput.ts"
 import * as ImageCodec from "../runtime/ImageCodec.ts"
-import * as ProcessGroup from "./ProcessGroup.ts"
 
 /** File names inside a Session's IO directory. */
 export const InputFileName = "session_input.json"
@@ -30,7 +30,6 @@ export const IoDirPrefix = "relax-agentic-command-"
 /** How much of the log end is attached to an `AgentExecutionError`. */
 export const LogTailBytes = 8192
 
-const errorText = ProcessGroup.errorText
 
 // ---------------------------------------------------------------------------------------------------------------
 // The input file, with images converted
@@ -160,7 +159,7 @@ const prepareError = (sessionId: string, what: string, error: unknown) =>
   new AgentExecutionError({
     sessionId,
     reason: "prepare",
-    detail: `cannot ${what}: ${errorText(error)}`,
+    detail: `cannot ${what}: ${Errors.messageOf(error)}`,
     logTail: ""
   })
 
@@ -185,10 +184,10 @@ const keepLog = (from: string, to: string): Effect.Effect<void> =>
       await FsPromises.rm(from, { force: true })
     }
   }).pipe(
-    Effect.catch((error) => Effect.logWarning(`could not keep the agent log ${from} as ${to}: ${errorText(error.cause)}`))
+    Effect.catch((error) => Effect.logWarning(`could not keep the agent log ${from} as ${to}: ${Errors.messageOf(error.cause)}`))
   )
 
 const removeDir = (dir: string): Effect.Effect<void> =>
   Effect.tryPromise(() => FsPromises.rm(dir, { recursive: true, force: true })).pipe(
-    Effect.catch((error) => Effect.logWarning(`could not remove the session directory ${dir}: ${errorText(error.cause)}`))
+    Effect.catch((error) => Effect.logWarning(`could not remove the session directory ${dir}: ${Errors.messageOf(error.cause)}`))
   )

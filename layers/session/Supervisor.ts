@@ -29,13 +29,13 @@ export interface SessionLaunch {
   /** The prepared dataset row (`SessionInput.fromRow`); images are converted to `image_url` before the agent starts. */
   readonly input: SessionInput.Prepared
   /**
-   * The Session's active-time budget, driven by the scheduler (`start` on lease, `pause` when parked, `resume`).
+   * The Session's active-time budget, driven by the Group pool (`start` on lease, `pause` when parked, `resume`).
    * Make it with `Supervisor.makeBudget` in the Session's scope. When absent, a budget of `--agent-timeout` starts
    * with the agent.
    */
   readonly budget?: ActiveBudget.ActiveBudget | undefined
   /**
-   * Completes once the Session sent its first model request (the Scheduler's ticket). When given, an agent that sends
+   * Completes once the Session sent its first model request (the first-request barrier's ticket). When given, an agent that sends
    * none within `--agent-timeout` of its start is stopped with a timeout: the active-time budget only runs in Runtime,
    * which such an agent never reaches, so it would otherwise hold its Group's slot (and its step) forever.
    */

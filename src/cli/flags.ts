@@ -15,7 +15,6 @@
 import { Option, Schema } from "effect"
 import { Flag } from "effect/cli"
 import * as RolloutOptions from "../config/RolloutOptions.ts"
-import * as Settings from "../config/Settings.ts"
 import { type FlagKind, type FlagSpec, rolloutFlags, rowFlag, serveFlags } from "../config/FlagTable.ts"
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -15,7 +15,6 @@
 import { createHash, type Hash } from "node:crypto"
 import type * as Canonical from "../protocol/canonical.ts"
 import * as PythonJson from "./PythonJson.ts"
-import * as Json from "../json/Json.ts"
 
 const sha256 = (text: string): string => createHash("sha256").update(text, "utf8").digest("hex")
 

@@ -166,16 +166,17 @@ export interface Draw {
 /** Take the next `count` rows; at the end of an epoch the next one starts (reshuffled with `seed + epoch`). */
 export const take = (from: Cursor, count: number): readonly [ReadonlyArray<Draw>, Cursor] => {
   const draws: Array<Draw> = []
-  let current = from
+  let { epoch, order, position } = from
   while (draws.length < count) {
-    if (current.position >= current.size) {
-      const epoch = current.epoch + 1
-      current = { ...current, epoch, position: 0, order: epochOrder(current.size, current.shuffle, current.seed, epoch) }
+    if (position >= from.size) {
+      epoch += 1
+      order = epochOrder(from.size, from.shuffle, from.seed, epoch)
+      position = 0
     }
-    draws.push({ row: current.order[current.position]!, epoch: current.epoch })
-    current = { ...current, position: current.position + 1 }
+    draws.push({ row: order[position]!, epoch })
+    position += 1
   }
-  return [draws, current]
+  return [draws, { ...from, epoch, order, position }]
 }
 
 /** The scope part of a Group id: `train`, or `eval:<name>:<rollout>`. */

@@ -35,10 +35,10 @@ export interface Candidate {
   readonly run: () => unknown
 }
 
-let sink: unknown
+let _sink: unknown
 /** Keeps a value reachable (defeats dead-code elimination of benchmarked calls). */
 export const consume = (value: unknown): void => {
-  sink = value
+  _sink = value
 }
 
 /** The median (mean of the middle two for an even count; 0 for none). */

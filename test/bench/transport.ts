@@ -152,7 +152,7 @@ const floorBench = async (options: BenchOptions): Promise<BenchResult> => {
   })))
 }
 
-const historyBench = async (options: BenchOptions): Promise<BenchResult> => {
+const historyBench = async (_options: BenchOptions): Promise<BenchResult> => {
   const last = 256
   const window = 16
   return Effect.runPromise(Effect.scoped(Effect.gen(function*() {

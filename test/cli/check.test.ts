@@ -7,7 +7,6 @@ import * as Capacity from "../../src/schedule/Capacity.ts"
 import * as Example from "../support/example.ts"
 
 const root = Example.root
-const example = Example.dir
 const exampleFlags = Example.flags()
 
 const settingsOf = (argv: ReadonlyArray<string>) =>

@@ -5,7 +5,7 @@
  * seed. The same through the SGLang client against the fake SGLang server's abort support.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Schema } from "effect"
+import { Effect, Schema } from "effect"
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { createRequire } from "node:module"

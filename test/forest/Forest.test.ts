@@ -642,10 +642,18 @@ describe("the packed node layout against the earlier one (an Int32Array and a Fl
     for (const t of turns) {
       const obs = [...Int32Array.from(t.observation)]
       tokens.push(...obs)
-      if (prompt >= 0) for (const _ of obs) mask.push(0), logprobs.push(0)
+      if (prompt >= 0) {
+        for (const _ of obs) {
+          mask.push(0)
+          logprobs.push(0)
+        }
+      }
       if (prompt < 0) prompt = tokens.length
       tokens.push(...Int32Array.from(t.response.map(([id]) => id)))
-      for (const lp of Float64Array.from(t.response.map(([, lp]) => lp))) mask.push(1), logprobs.push(lp)
+      for (const lp of Float64Array.from(t.response.map(([, lp]) => lp))) {
+        mask.push(1)
+        logprobs.push(lp)
+      }
     }
     return { tokens, logprobs, mask }
   }

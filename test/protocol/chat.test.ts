@@ -272,7 +272,7 @@ describe("Chat Completions with the openai SDK", () => {
       const choice = final.choices[0]
       assert.strictEqual(choice?.finish_reason, "tool_calls")
       assert.strictEqual(choice?.message.content, "It is 5.")
-      assert.strictEqual((choice?.message as unknown as { reasoning_content: string }).reasoning_content, "Add them.")
+      assert.strictEqual((choice!.message as unknown as { reasoning_content: string }).reasoning_content, "Add them.")
       assert.deepStrictEqual(choice?.message.tool_calls?.map((t) => t.type === "function" ? [t.id, t.function.name, t.function.arguments] : []), [
         ["call_a", "calc", "{\"e\":\"2+3\"}"],
         ["call_b", "calc", "{\"e\":\"4*4\"}"]

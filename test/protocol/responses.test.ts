@@ -338,7 +338,7 @@ describe("Responses Buffered SSE", () => {
     const events = payloads(parseSse(Sse.encodeAll(Responses.renderSse({ ...completion, finish: "length" }, request())))) as ReadonlyArray<Record<string, unknown>>
     const last = events.at(-1)
     assert.strictEqual(last?.["type"], "response.incomplete")
-    assert.strictEqual((last?.["response"] as Record<string, unknown>)["status"], "incomplete")
+    assert.strictEqual((last!["response"] as Record<string, unknown>)["status"], "incomplete")
   })
 
   it("reports a failure as response.created then response.failed carrying the error", () => {

@@ -87,7 +87,7 @@ export const make = (
     rid: string,
     body: Uint8Array,
     tried: Set<Workers.Worker>
-  ): Effect.Effect<GenerateResult, ContextLengthError | EngineError | DuplicateRid> =>
+  ): Effect.Effect<GenerateResult, ContextLengthError | EngineError | DuplicateRidError> =>
     Effect.gen(function*() {
       // Held here while generation is paused for a weight push; aborted while held, it ends with no tokens.
       const start = yield* weights.enter(rid)
@@ -122,7 +122,7 @@ export const make = (
       if (answer.status === 400 && Wire.isContextLengthMessage(answer.body)) {
         return yield* new ContextLengthError({ limit: null, engineMessage: Http.errorMessage(answer.body) })
       }
-      if (isDuplicateRid(answer)) return yield* new DuplicateRid({ error: Http.statusError(worker.url, "/generate", answer) })
+      if (isDuplicateRid(answer)) return yield* new DuplicateRidError({ error: Http.statusError(worker.url, "/generate", answer) })
       const unknownKey = unknownSamplingKey(answer)
       if (unknownKey !== undefined) {
         // A TypeError repeats on every attempt: not retried.
@@ -185,7 +185,7 @@ export const make = (
         if (tried.size >= Math.max(1, workers.all.length)) tried.clear()
         return attempt(request, rid, body, tried)
       }).pipe(
-        Effect.catchTag("DuplicateRid", (duplicate) =>
+        Effect.catchTag("DuplicateRidError", (duplicate) =>
           resends >= 9 ? Effect.fail(duplicate.error) : Effect.gen(function*() {
             // The first copy still runs on the server (its connection broke, the server has not noticed yet): stop
             // it, then send again under a fresh rid that an abort of the request's rid still matches.
@@ -208,4 +208,4 @@ export const make = (
 }
 
 /** SGLang still holds the rid (internal: re-sent under a retry rid). */
-class DuplicateRid extends Data.TaggedError("DuplicateRid")<{ readonly error: EngineError }> {}
+class DuplicateRidError extends Data.TaggedError("DuplicateRidError")<{ readonly error: EngineError }> {}

@@ -30,7 +30,7 @@ const rule: Scan.Rule = {
       })
       return { events: events.length === 0 ? [ToolCallParser.malformed(text.slice(at, r.spanned.end))] : events, end: r.spanned.end }
     }
-    const name = /^[A-Za-z0-9_.\-]+/.exec(text.slice(i))?.[0] ?? ""
+    const name = /^[A-Za-z0-9_.-]+/.exec(text.slice(i))?.[0] ?? ""
     const afterName = i + name.length
     const tail = text.slice(afterName, afterName + argsMarker.length)
     if (name === "" || tail !== argsMarker) {
