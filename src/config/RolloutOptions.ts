@@ -56,6 +56,8 @@ export const RolloutOptions = Schema.Struct({
   // gateway
   host: withDefault(Schema.String, "127.0.0.1"),
   port: withDefault(NonNegativeInt, 0),
+  /** OTLP/HTTP base URL for traces and metrics (else `OTEL_EXPORTER_OTLP_ENDPOINT`; unset: no export). */
+  otlpEndpoint: Schema.optional(Schema.String),
   agenticToolCallParser: Schema.optional(Schema.String),
   agenticReasoningParser: Schema.optional(Schema.String),
   strictMatch: withDefault(Schema.Boolean, false),

@@ -110,6 +110,10 @@ export interface ResponseNode extends NodeBase {
   readonly requestId: string
   readonly wallElapsedS: number
   readonly generationElapsedS: number
+  /** The prompt tokens the engine found in its prefix cache (SGLang's `cached_tokens`), when it reported them. */
+  readonly cachedTokens?: number | undefined
+  /** The prompt tokens of the request's last engine attempt, reported with `cachedTokens`. */
+  readonly promptTokens?: number | undefined
 }
 
 export type Node = ObservationNode | ResponseNode
@@ -592,6 +596,9 @@ export interface ResponseCommit {
   readonly abortCount: number
   readonly wallElapsedS: number
   readonly generationElapsedS: number
+  /** The engine's prefix-cache report of the last attempt (SGLang's `cached_tokens` and `prompt_tokens`). */
+  readonly cachedTokens?: number | undefined
+  readonly promptTokens?: number | undefined
 }
 
 /** How many training tokens an observation adds (its expanded length when its images were expanded). */
@@ -697,7 +704,9 @@ export const commitResponse = (forest: Forest, r: ResponseCommit): string => {
     status: r.status,
     requestId: r.requestId,
     wallElapsedS: r.wallElapsedS,
-    generationElapsedS: r.generationElapsedS
+    generationElapsedS: r.generationElapsedS,
+    cachedTokens: r.cachedTokens,
+    promptTokens: r.promptTokens
   })
   forest.retries?.delete(r.requestId)
   return register(forest, n)

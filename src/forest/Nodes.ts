@@ -94,6 +94,8 @@ export class Response implements Forest.ResponseNode {
   readonly requestId: string
   readonly wallElapsedS: number
   readonly generationElapsedS: number
+  readonly cachedTokens: number | undefined
+  readonly promptTokens: number | undefined
   constructor(init: Omit<Forest.ResponseNode, "kind" | "messages" | "parent" | "subtree" | "up"> & {
     readonly up: Forest.Node
   }) {
@@ -117,6 +119,8 @@ export class Response implements Forest.ResponseNode {
     this.requestId = init.requestId
     this.wallElapsedS = init.wallElapsedS
     this.generationElapsedS = init.generationElapsedS
+    this.cachedTokens = init.cachedTokens
+    this.promptTokens = init.promptTokens
   }
   get kind(): "resp" {
     return "resp"

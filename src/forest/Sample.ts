@@ -31,6 +31,9 @@ export interface Turn {
   readonly wall_elapsed_s: number
   readonly generation_elapsed_s: number
   readonly weight_versions: ReadonlyArray<string>
+  /** The engine's prefix-cache hits and prompt tokens for the turn, when it reported them. */
+  readonly cached_tokens?: number
+  readonly prompt_tokens?: number
 }
 
 const turnsOf = (lineage: ReadonlyArray<Forest.Node>): ReadonlyArray<Turn> => {
@@ -48,7 +51,10 @@ const turnsOf = (lineage: ReadonlyArray<Forest.Node>): ReadonlyArray<Turn> => {
       response_length: Forest.tokenLength(n),
       wall_elapsed_s: n.wallElapsedS,
       generation_elapsed_s: n.generationElapsedS,
-      weight_versions: [...n.weightVersions]
+      weight_versions: [...n.weightVersions],
+      ...(n.cachedTokens !== undefined && n.promptTokens !== undefined
+        ? { cached_tokens: n.cachedTokens, prompt_tokens: n.promptTokens }
+        : {})
     })
   }
   return turns
