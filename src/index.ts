@@ -30,6 +30,7 @@ import * as Path from "node:path"
 import type { HttpServerError } from "effect/http"
 import type { CreditOptions } from "./credit/CreditOptions.ts"
 import * as Parsers from "./parsers/registry.ts"
+import * as OtlpExport from "../layers/observability/OtlpExport.ts"
 import * as RolloutConfig from "../layers/rollout/RolloutConfig.ts"
 import * as RolloutOptions from "./config/RolloutOptions.ts"
 import * as Settings from "./config/Settings.ts"
@@ -263,8 +264,14 @@ export const layerFromSettings = (
   RolloutStartupError
 > => {
   const rollout = role.sessionRunner === undefined ? Rollout.layer : Rollout.layerWith(role.sessionRunner)
+  // With an OTLP endpoint the tracer is part of the output, so the effects run with these services export their spans.
+  const endpoint = OtlpExport.endpointOf(settings.otlpEndpoint, process.env)
   // Every service runs its fibers on the time-sliced scheduler, so a burst of agent requests cannot stall the loop.
-  return rollout.pipe(Layer.provideMerge(servicesFromSettings(settings, extras, role)), Layer.provide(FairScheduler.layer()))
+  return rollout.pipe(
+    Layer.provideMerge(servicesFromSettings(settings, extras, role)),
+    Layer.provide(FairScheduler.layer()),
+    Layer.provideMerge(endpoint === undefined ? Layer.empty : OtlpExport.layer(endpoint))
+  )
 }
 
 /** Decode and check `options`, then compose every service of the rollout (see `layerFromSettings`). */

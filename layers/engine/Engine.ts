@@ -96,6 +96,11 @@ export interface GenerateResult {
    * `retract` / `in_place` pause, its first tokens came from the old weights and the rest from the new.
    */
   readonly weightVersions?: ReadonlyArray<string> | undefined
+  /**
+   * With `--use-rollout-routing-replay` (SGLang only): one row of `layers × topk` MoE expert ids per output id, the
+   * routing of the forward step that produced it (src/engine/Wire.ts `decodeRoutedExperts`); absent otherwise.
+   */
+  readonly routedExperts?: ReadonlyArray<ReadonlyArray<number>> | undefined
 }
 
 /**

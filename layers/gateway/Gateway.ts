@@ -11,6 +11,7 @@
  */
 import { NodeHttpServer } from "@effect/platform-node"
 import { Context, Duration, Effect, Layer } from "effect"
+import { PrometheusMetrics } from "effect/observability"
 import { HttpRouter, HttpServer, HttpServerError, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { IncomingMessage, Server, type ServerOptions, ServerResponse } from "node:http"
 import * as ErrorAnswer from "../../src/protocol/ErrorAnswer.ts"
@@ -106,8 +107,14 @@ const unknownRoute = Effect.gen(function*() {
   })
 })
 
+/** `/metrics`: every metric in Prometheus' text format (docs/observability.md). */
+const prometheus = Effect.map(
+  PrometheusMetrics.format(),
+  (text) => HttpServerResponse.text(text, { contentType: "text/plain; version=0.0.4; charset=utf-8" })
+)
+
 /**
- * Every route but the model route, on Effect's router: the model list, health, and an error in the shape its path
+ * Every route but the model route, on Effect's router: the model list, health, Prometheus `/metrics`, and an error in the shape its path
  * suggests for everything else (never a bare 404). A new route is one `router.add` here.
  */
 const routes = (modelName: string) =>
@@ -121,6 +128,7 @@ const routes = (modelName: string) =>
     const health = Effect.succeed(HttpServerResponse.jsonUnsafe({ ok: true }))
     yield* router.add("GET", `${mountPath}/health`, health)
     yield* router.add("GET", `${mountPath}/healthz`, health)
+    yield* router.add("GET", "/metrics", prometheus)
     yield* router.add("*", `${mountPath}/*`, unknownRoute)
     yield* router.add("*", "*", unknownRoute)
   }))

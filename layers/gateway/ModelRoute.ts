@@ -22,6 +22,7 @@ import type { IncomingMessage, ServerResponse } from "node:http"
 import * as Routing from "../../src/cluster/Routing.ts"
 import type * as Wire from "../../src/cluster/Wire.ts"
 import * as ApiKey from "../../src/protocol/ApiKey.ts"
+import * as Instruments from "../observability/Instruments.ts"
 import * as Chat from "../../src/protocol/chat.ts"
 import * as Completion from "../../src/protocol/completion.ts"
 import * as ErrorAnswer from "../../src/protocol/ErrorAnswer.ts"
@@ -113,6 +114,7 @@ export const make = (options: Options): Effect.Effect<Handler, never, Sessions |
         // Prepended so it runs before Node's own `finish` listener drains or destroys.
         response.prependListener("finish", () => Exchange.teardownBody(request, response))
       }
+      response.once("finish", () => Instruments.countRequest(adapter.protocol, response.statusCode, context))
       const ex = Exchange.exchange(request, response, continuePending)
       dispatcher.scheduleTask(() => serveModel(env, adapter, ex), 0)
       return true

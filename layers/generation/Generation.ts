@@ -15,9 +15,10 @@
  * previous exactly matched request (src/protocol/RawEcho.ts), so a request that repeats it byte for byte reuses its
  * canonical messages and is matched from where it ended (docs/sessionforest.md "Matching a request").
  */
-import { Clock, Context, Effect, Layer, Result } from "effect"
+import { Clock, Context, Effect, Layer, Metric, Result } from "effect"
 import { randomBytes } from "node:crypto"
 import * as Rid from "../../src/engine/Rid.ts"
+import * as Instruments from "../observability/Instruments.ts"
 import * as Forest from "../../src/forest/Forest.ts"
 import { ContextLengthError } from "../../src/forest/errors.ts"
 import {
@@ -361,6 +362,7 @@ const make = (options: GenerationOptions) =>
       p.session.counters.parserFailures += parsedText.malformed
       p.session.counters.droppedToolCalls += parsedText.droppedUnknownTools
       const failures = parsedText.malformed + parsedText.droppedUnknownTools
+      if (failures > 0) yield* Metric.update(Instruments.parserFailures, failures)
       if (failures > 0) (p.session.counters.parserFailedRequests ??= new Map()).set(p.rid, failures)
       const unparsed = Turn.isEmpty(parsedText) && parsedText.malformed + parsedText.droppedUnknownTools > 0
       if (Turn.isEmpty(parsedText) && (!unparsed || options.failUnparsedTurns === true || text.length === 0)) {
@@ -392,6 +394,10 @@ const make = (options: GenerationOptions) =>
       if (Result.isFailure(assistant)) return yield* assistant.failure
       const message = assistant.success
       const now = yield* Clock.currentTimeMillis
+      yield* Metric.update(Instruments.tokensGenerated, pending.outputIds.length)
+      yield* Metric.update(Instruments.generationSeconds, pending.generationMs / 1000)
+      yield* Metric.update(Instruments.requestSeconds, (now - done.startedAt) / 1000)
+      if (pending.abortCount > 0) yield* Metric.update(Instruments.aborts, pending.abortCount)
       yield* forests.commitResponse(p.forest, {
         parent: p.parent,
         rolloutId: p.session.rolloutId(),
@@ -400,11 +406,14 @@ const make = (options: GenerationOptions) =>
         logprobs: pending.logprobs,
         weightVersions: pending.weightVersions,
         attemptLengths: pending.attemptLengths,
+        ...(pending.routedExperts === undefined ? {} : { routedExperts: pending.routedExperts }),
         status: response.finish === "length" ? "truncated" : "completed",
         requestId: p.rid,
         abortCount: pending.abortCount,
         wallElapsedS: (now - done.startedAt) / 1000,
-        generationElapsedS: pending.generationMs / 1000
+        generationElapsedS: pending.generationMs / 1000,
+        cachedTokens: done.last.cachedTokens,
+        promptTokens: done.last.promptTokens
       })
       const input: Turn.CompletionInput = {
         message,

@@ -13,6 +13,7 @@
 import { Effect } from "effect"
 import * as Settings from "../../src/config/Settings.ts"
 import * as Records from "../../src/rollout/Records.ts"
+import * as RolloutStats from "../../src/rollout/RolloutStats.ts"
 import * as Dataset from "../../src/schedule/Dataset.ts"
 import type * as Results from "../../src/trainer/Results.ts"
 import { Credit } from "../credit/Credit.ts"
@@ -102,7 +103,10 @@ export const make = Effect.fnUntraced(function*<E>(options: EvalOptions<E>) {
         rewards: samples.map((s) => Records.primaryReward(s, key)),
         truncated: samples.map((s) => s.status === "truncated"),
         samples,
-        metrics: Records.evalMetrics(dataset.name, finished.metrics),
+        metrics: Records.evalMetrics(dataset.name, {
+          ...finished.metrics,
+          ...RolloutStats.compute(samples, { staleness: false })
+        }),
         dropped: outcome.dropped + outcome.filtered
       } satisfies Results.EvalDatasetResult
     }))

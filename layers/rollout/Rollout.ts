@@ -11,12 +11,13 @@
  * and `DIR/metrics.jsonl` atomically when `--output-dir` is set. The records and log lines are shaped by
  * `src/rollout/Records.ts`.
  */
-import { Context, Effect, Layer, Result } from "effect"
+import { Clock, Context, Effect, Layer, Result } from "effect"
 import { readFile } from "node:fs/promises"
 import * as Settings from "../../src/config/Settings.ts"
 import * as Errors from "../../src/errors.ts"
 import type * as OutputPaths from "../../src/rollout/OutputPaths.ts"
 import * as Records from "../../src/rollout/Records.ts"
+import * as RolloutStats from "../../src/rollout/RolloutStats.ts"
 import type * as RunReport from "../../src/rollout/RunReport.ts"
 import * as Dataset from "../../src/schedule/Dataset.ts"
 import type * as Results from "../../src/trainer/Results.ts"
@@ -176,6 +177,7 @@ const make = Effect.gen(function*() {
 
   const runStep = Effect.fn("Rollout.runStep")(function*(rolloutId: number) {
     yield* stopAfterWriteFailure
+    const startedAt = yield* Clock.currentTimeMillis
     return yield* Effect.scoped(Effect.gen(function*() {
       const n = settings.nSamplesPerPrompt
       // Fully async: the extra step rollout_id == num_rollout opens no partition and drains what is still owed.
@@ -252,6 +254,11 @@ const make = Effect.gen(function*() {
         samples: step.samples,
         metrics: {
           ...step.metrics,
+          ...RolloutStats.withPrefix(
+            "rollout/",
+            RolloutStats.compute(step.samples, { staleness: mode.partialRollout || mode.fullyAsync })
+          ),
+          "perf/rollout_time": ((yield* Clock.currentTimeMillis) - startedAt) / 1000,
           ...Records.parserFailureMetrics(yield* runner.takeParserFailures, settings.agenticToolCallParser),
           ...(yield* engine.takeStepMetrics),
           "rollout/groups_dropped": outcome.dropped,

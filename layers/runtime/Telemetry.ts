@@ -8,7 +8,7 @@
  * `str`): `True` / `False`, and a dict as `{'key': value}`; a field whose value is `undefined` or `null` is left out.
  * The files themselves are written by `Outputs` (through `Files.writeFileAtomic`).
  */
-import { Context, Data, Effect, Layer, type Scope } from "effect"
+import { Context, Data, Duration, Effect, Layer, type Scope } from "effect"
 import * as OutputPaths from "../../src/rollout/OutputPaths.ts"
 
 /** A value an event line can carry. */
@@ -19,6 +19,9 @@ export type FieldValue =
   | null
   | undefined
   | { readonly [key: string]: string | number | boolean | null }
+
+/** How often a step's progress is printed as a status line without a TTY. */
+export const STATUS_INTERVAL = Duration.seconds(30)
 
 /** Where lines go. `progress` receives the bar's current text (only called on a TTY). */
 export interface Sink {
@@ -71,7 +74,10 @@ export interface TelemetryShape {
   readonly info: (message: string) => Effect.Effect<void>
   readonly warn: (message: string) => Effect.Effect<void>
   readonly error: (message: string) => Effect.Effect<void>
-  /** A progress bar for the scope's lifetime; drawn only on a TTY. */
+  /**
+   * A progress bar for the scope's lifetime, drawn on a TTY; without one (CI, cluster logs) a one-line status
+   * (`AGENTIC Rollout 3 generation: 5/16 session [scored=5]`) is printed every {@link STATUS_INTERVAL} instead.
+   */
   readonly progress: (options: ProgressOptions) => Effect.Effect<Progress, never, Scope.Scope>
 }
 
@@ -109,12 +115,22 @@ export const formatEvent = (
 export const formatStatus = (message: string, tty: boolean): string =>
   `${badge("AGENTIC", 54, tty)} ${tty ? `${MAGENTA}${message}${RESET}` : message}`
 
+const postfixOf = (options: ProgressOptions, scored: number, prepared: number): string =>
+  options.showPrepared ? `scored=${scored}, prepared=${prepared}` : `scored=${scored}`
+
 const renderBar = (options: ProgressOptions, scored: number, total: number, prepared: number): string => {
   const width = 24
   const filled = total === 0 ? width : Math.min(width, Math.round((scored / total) * width))
-  const postfix = options.showPrepared ? `scored=${scored}, prepared=${prepared}` : `scored=${scored}`
-  return `${options.description}: ${"#".repeat(filled)}${".".repeat(width - filled)} ${scored}/${total} ${options.unit} [${postfix}]`
+  return `${options.description}: ${"#".repeat(filled)}${".".repeat(width - filled)} ${scored}/${total} ${options.unit} [${postfixOf(options, scored, prepared)}]`
 }
+
+/** The periodic status line that stands for the bar without a TTY (no `AGENTIC` badge). */
+export const formatProgressStatus = (
+  options: ProgressOptions,
+  scored: number,
+  total: number,
+  prepared: number
+): string => `${options.description}: ${scored}/${total} ${options.unit} [${postfixOf(options, scored, prepared)}]`
 
 /** Build the service over a sink. */
 export const make = (sink: Sink): TelemetryShape => {
@@ -136,7 +152,7 @@ export const make = (sink: Sink): TelemetryShape => {
       sink.line(`ERROR ${message}`)
     }),
     progress: Effect.fn("Telemetry.progress")(function*(options: ProgressOptions) {
-      return yield* Effect.acquireRelease(
+      const progress = yield* Effect.acquireRelease(
         Effect.sync((): Progress => {
           let scored = 0
           let total = options.total
@@ -166,6 +182,14 @@ export const make = (sink: Sink): TelemetryShape => {
         }),
         () => Effect.sync(() => sink.progress(undefined))
       )
+      if (!sink.isTTY) {
+        yield* Effect.forkScoped(Effect.forever(Effect.gen(function*() {
+          yield* Effect.sleep(STATUS_INTERVAL)
+          const { scored, total, prepared } = yield* progress.snapshot
+          sink.line(formatStatus(formatProgressStatus(options, scored, total, prepared), false))
+        })))
+      }
+      return progress
     })
   }
 }

@@ -209,6 +209,15 @@ export const rolloutFlags: ReadonlyArray<FlagSpec> = [
     description: "Port of the gateway; 0 lets the OS pick a free one."
   },
   {
+    name: "otlp-endpoint",
+    field: "otlpEndpoint",
+    kind: "string",
+    section: S.gateway,
+    description: "OpenTelemetry OTLP/HTTP base URL (e.g. http://127.0.0.1:4318): traces of every model request, " +
+      "Session and step, and the metrics, exported with JSON to <url>/v1/traces and <url>/v1/metrics. Unset: " +
+      "OTEL_EXPORTER_OTLP_ENDPOINT if set, else nothing is exported (docs/observability.md)."
+  },
+  {
     name: "agentic-tool-call-parser",
     field: "agenticToolCallParser",
     kind: "string",
@@ -314,6 +323,15 @@ export const rolloutFlags: ReadonlyArray<FlagSpec> = [
     section: S.engine,
     description: "Generate with this LoRA adapter (`lora_path` on every request; servers with LoRA enabled and the " +
       "adapter loaded)."
+  },
+  {
+    name: "use-rollout-routing-replay",
+    field: "useRolloutRoutingReplay",
+    kind: "boolean",
+    section: S.engine,
+    description: "MoE rollout routing replay (Relax's flag): `return_routed_experts` on every request (servers " +
+      "launched to return routed experts; docs/sglang.md), and each generated token's expert ids in the training " +
+      "sample's `routed_experts` (docs/outputs.md). SGLang only."
   },
   {
     name: "agentic-session-lifecycle",

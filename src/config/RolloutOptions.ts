@@ -56,6 +56,8 @@ export const RolloutOptions = Schema.Struct({
   // gateway
   host: withDefault(Schema.String, "127.0.0.1"),
   port: withDefault(NonNegativeInt, 0),
+  /** OTLP/HTTP base URL for traces and metrics (else `OTEL_EXPORTER_OTLP_ENDPOINT`; unset: no export). */
+  otlpEndpoint: Schema.optional(Schema.String),
   agenticToolCallParser: Schema.optional(Schema.String),
   agenticReasoningParser: Schema.optional(Schema.String),
   strictMatch: withDefault(Schema.Boolean, false),
@@ -76,6 +78,8 @@ export const RolloutOptions = Schema.Struct({
   sglangPriorityScheduling: withDefault(Schema.Boolean, false),
   /** `lora_path` on every request. */
   sglangLoraPath: Schema.optional(Schema.String),
+  /** `return_routed_experts` on every request; each response token's MoE routing in the sample's `routed_experts`. */
+  useRolloutRoutingReplay: withDefault(Schema.Boolean, false),
   /** Directory with `tokenizer.json` (+ chat template); required with SGLang, else the bundled Qwen3 tokenizer. */
   tokenizer: Schema.optional(Schema.String),
   /** `path/to/module.ts#export`: the embedded engine's scripted policy. */

@@ -78,6 +78,7 @@ const sglangOnly = [
   "sglangApiKey",
   "sglangPriorityScheduling",
   "sglangLoraPath",
+  "useRolloutRoutingReplay",
   "agenticSessionLifecycle"
 ] as const
 

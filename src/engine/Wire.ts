@@ -139,6 +139,55 @@ export const MetaInfo = Schema.Struct({
   routed_experts: Schema.optionalKey(Schema.String)
 })
 
+/**
+ * `meta_info.routed_experts` decoded for the tokens one attempt generated: one row of `layers × topk` expert ids per
+ * output token, the routing of the forward step that produced it.
+ *
+ * **Details**
+ * SGLang (`RoutedExpertsCapturer`, `srt/layers/moe/routed_experts_capturer.py`; the tokenizer manager puts it in
+ * `meta_info`) sends `pybase64.b64encode` of an int32 numpy array of shape `(prompt + output − 1, layers, topk)`: one
+ * row per sequence position that went through the model (the last sampled token never does). Output token `k` was
+ * produced by the forward step at position `prompt + k − 1`, so the attempt's rows are `[prompt − 1, prompt − 1 +
+ * output)`; a resumed attempt's prompt ends with the previous attempt's last token, so the rows of consecutive
+ * attempts concatenate like their ids. Fails with what was wrong when the text is not base64 of that many rows.
+ */
+export const decodeRoutedExperts = (
+  base64: string,
+  promptTokens: number,
+  outputTokens: number
+): Result.Result<ReadonlyArray<ReadonlyArray<number>>, string> => {
+  if (outputTokens === 0) return Result.succeed([])
+  if (!/^[A-Za-z0-9+/]*={0,2}$/.test(base64)) return Result.fail("routed_experts is not base64 text")
+  const bytes = Buffer.from(base64, "base64")
+  const positions = promptTokens + outputTokens - 1
+  if (bytes.length % 4 !== 0 || positions <= 0 || (bytes.length / 4) % positions !== 0 || bytes.length === 0) {
+    return Result.fail(
+      `routed_experts holds ${bytes.length} bytes, not int32 rows for ${positions} positions ` +
+        `(${promptTokens} prompt + ${outputTokens} output tokens − 1)`
+    )
+  }
+  const width = bytes.length / 4 / positions
+  const rows: Array<ReadonlyArray<number>> = []
+  for (let k = 0; k < outputTokens; k++) {
+    const row = new Array<number>(width)
+    const at = (promptTokens - 1 + k) * width * 4
+    for (let j = 0; j < width; j++) row[j] = bytes.readInt32LE(at + j * 4)
+    rows.push(row)
+  }
+  return Result.succeed(rows)
+}
+
+/**
+ * The `meta_info.routed_experts` text SGLang would send for `rows` (one int32 row per sequence position): the fake
+ * server's encoding, as `RoutedExpertsCapturer` does it (`pybase64.b64encode(array.astype(int32).tobytes())`).
+ */
+export const encodeRoutedExperts = (rows: ReadonlyArray<ReadonlyArray<number>>): string => {
+  const width = rows[0]?.length ?? 0
+  const bytes = Buffer.alloc(rows.length * width * 4)
+  rows.forEach((row, i) => row.forEach((v, j) => bytes.writeInt32LE(v, (i * width + j) * 4)))
+  return bytes.toString("base64")
+}
+
 export const GenerateResponse = Schema.Struct({
   text: Schema.optionalKey(Schema.String),
   output_ids: Schema.optionalKey(Schema.Array(Schema.Int)),

@@ -101,10 +101,19 @@ export interface ResponseNode extends NodeBase {
    * where the aborts fall in the response's ids (read by `inspect`).
    */
   readonly attemptLengths: ReadonlyArray<number>
+  /**
+   * With `--use-rollout-routing-replay`: each token's MoE expert ids (the forward step that produced it), `width`
+   * (`layers × topk`) ids per token in one array; absent without the flag.
+   */
+  readonly routedExperts?: Nodes.RoutedExperts | undefined
   readonly status: "completed" | "truncated"
   readonly requestId: string
   readonly wallElapsedS: number
   readonly generationElapsedS: number
+  /** The prompt tokens the engine found in its prefix cache (SGLang's `cached_tokens`), when it reported them. */
+  readonly cachedTokens?: number | undefined
+  /** The prompt tokens of the request's last engine attempt, reported with `cachedTokens`. */
+  readonly promptTokens?: number | undefined
 }
 
 export type Node = ObservationNode | ResponseNode
@@ -579,12 +588,17 @@ export interface ResponseCommit {
   readonly weightVersions: ReadonlyArray<string>
   /** The token count of each engine attempt, in order; kept only when there were two or more. */
   readonly attemptLengths?: ReadonlyArray<number> | undefined
+  /** With routing replay: one row of MoE expert ids per token. */
+  readonly routedExperts?: ReadonlyArray<ReadonlyArray<number>> | undefined
   readonly status: "completed" | "truncated"
   readonly rolloutId: number
   readonly requestId: string
   readonly abortCount: number
   readonly wallElapsedS: number
   readonly generationElapsedS: number
+  /** The engine's prefix-cache report of the last attempt (SGLang's `cached_tokens` and `prompt_tokens`). */
+  readonly cachedTokens?: number | undefined
+  readonly promptTokens?: number | undefined
 }
 
 /** How many training tokens an observation adds (its expanded length when its images were expanded). */
@@ -686,10 +700,13 @@ export const commitResponse = (forest: Forest, r: ResponseCommit): string => {
     logprobs,
     weightVersions: Nodes.sharedVersions(r.weightVersions),
     attemptLengths: r.attemptLengths !== undefined && r.attemptLengths.length > 1 ? [...r.attemptLengths] : Nodes.noNumbers,
+    ...(r.routedExperts === undefined ? {} : { routedExperts: Nodes.packRoutedExperts(r.routedExperts) }),
     status: r.status,
     requestId: r.requestId,
     wallElapsedS: r.wallElapsedS,
-    generationElapsedS: r.generationElapsedS
+    generationElapsedS: r.generationElapsedS,
+    cachedTokens: r.cachedTokens,
+    promptTokens: r.promptTokens
   })
   forest.retries?.delete(r.requestId)
   return register(forest, n)

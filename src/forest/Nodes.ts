@@ -88,10 +88,14 @@ export class Response implements Forest.ResponseNode {
   readonly vertex: MatchIndex.Vertex
   readonly weightVersions: ReadonlyArray<string>
   readonly attemptLengths: ReadonlyArray<number>
+  /** Set only with routing replay (see {@link Forest.ResponseNode.routedExperts}): other nodes carry no slot for it. */
+  declare readonly routedExperts?: RoutedExperts
   readonly status: "completed" | "truncated"
   readonly requestId: string
   readonly wallElapsedS: number
   readonly generationElapsedS: number
+  readonly cachedTokens: number | undefined
+  readonly promptTokens: number | undefined
   constructor(init: Omit<Forest.ResponseNode, "kind" | "messages" | "parent" | "subtree" | "up"> & {
     readonly up: Forest.Node
   }) {
@@ -110,10 +114,13 @@ export class Response implements Forest.ResponseNode {
     this.vertex = init.vertex
     this.weightVersions = init.weightVersions
     this.attemptLengths = init.attemptLengths
+    if (init.routedExperts !== undefined) Object.defineProperty(this, "routedExperts", { value: init.routedExperts, enumerable: true })
     this.status = init.status
     this.requestId = init.requestId
     this.wallElapsedS = init.wallElapsedS
     this.generationElapsedS = init.generationElapsedS
+    this.cachedTokens = init.cachedTokens
+    this.promptTokens = init.promptTokens
   }
   get kind(): "resp" {
     return "resp"
@@ -185,3 +192,21 @@ export const responseArrays = (
   values.set(logprobs)
   return { ids: PackedIds.packInto(buffer, n * width, narrow, [ids]), logprobs: values }
 }
+
+/** A response's MoE routing: `width` (`layers × topk`) expert ids per token, token after token. */
+export interface RoutedExperts {
+  readonly width: number
+  readonly ids: Int32Array
+}
+
+/** Pack one row of expert ids per token into {@link RoutedExperts} (rows of one width, as SGLang returns them). */
+export const packRoutedExperts = (rows: ReadonlyArray<ReadonlyArray<number>>): RoutedExperts => {
+  const width = rows[0]?.length ?? 0
+  const ids = new Int32Array(rows.length * width)
+  rows.forEach((row, i) => ids.set(row, i * width))
+  return { width, ids }
+}
+
+/** Token `i`'s expert ids. */
+export const routedExpertsOf = (routed: RoutedExperts, i: number): Array<number> =>
+  Array.from(routed.ids.subarray(i * routed.width, (i + 1) * routed.width))

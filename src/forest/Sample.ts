@@ -12,6 +12,7 @@ import type * as Canonical from "../protocol/canonical.ts"
 import { ForestInvariantError } from "./errors.ts"
 import * as Forest from "./Forest.ts"
 import * as Export from "./Export.ts"
+import * as Nodes from "./Nodes.ts"
 import type { Reward, Status, TrainingSample } from "./TrainingSample.ts"
 
 type Json = Canonical.Json
@@ -30,6 +31,9 @@ export interface Turn {
   readonly wall_elapsed_s: number
   readonly generation_elapsed_s: number
   readonly weight_versions: ReadonlyArray<string>
+  /** The engine's prefix-cache hits and prompt tokens for the turn, when it reported them. */
+  readonly cached_tokens?: number
+  readonly prompt_tokens?: number
 }
 
 const turnsOf = (lineage: ReadonlyArray<Forest.Node>): ReadonlyArray<Turn> => {
@@ -47,7 +51,10 @@ const turnsOf = (lineage: ReadonlyArray<Forest.Node>): ReadonlyArray<Turn> => {
       response_length: Forest.tokenLength(n),
       wall_elapsed_s: n.wallElapsedS,
       generation_elapsed_s: n.generationElapsedS,
-      weight_versions: [...n.weightVersions]
+      weight_versions: [...n.weightVersions],
+      ...(n.cachedTokens !== undefined && n.promptTokens !== undefined
+        ? { cached_tokens: n.cachedTokens, prompt_tokens: n.promptTokens }
+        : {})
     })
   }
   return turns
@@ -87,6 +94,9 @@ export const build = (
   const logprobs: Array<number> = []
   const spans: Array<readonly [number, number]> = []
   const weightVersions: Array<string> = []
+  // Routing replay: one entry per continuation token, made only when a response of the lineage carries routing.
+  const routed: Array<Array<number>> = []
+  let hasRouted = false
   let promptLength = -1
   let offset = 0
   const images: Array<string> = []
@@ -101,6 +111,9 @@ export const build = (
         lossMask.push(1)
         logprobs.push(n.logprobs[i] ?? 0)
       }
+      const experts = n.routedExperts
+      if (experts !== undefined) hasRouted = true
+      for (let i = 0; i < train.length; i++) routed.push(experts === undefined ? [] : Nodes.routedExpertsOf(experts, i))
       spans.push([start, lossMask.length])
       weightVersions.push(...n.weightVersions)
     } else {
@@ -110,6 +123,7 @@ export const build = (
         for (let i = 0; i < train.length; i++) {
           lossMask.push(0)
           logprobs.push(0)
+          routed.push([])
         }
       }
     }
@@ -165,7 +179,8 @@ export const build = (
     metadata: finalMetadata,
     label: forest.label,
     ...(images.length === 0 ? {} : { multimodal_inputs: { images } }),
-    ...(grids.length === 0 ? {} : { multimodal_train_inputs: { image_grid_thw: grids } })
+    ...(grids.length === 0 ? {} : { multimodal_train_inputs: { image_grid_thw: grids } }),
+    ...(hasRouted ? { routed_experts: routed } : {})
   }
 }
 

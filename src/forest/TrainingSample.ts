@@ -57,6 +57,11 @@ export const TrainingSample = Schema.Struct({
    */
   multimodal_train_inputs: Schema.optionalKey(Schema.Struct({
     image_grid_thw: Schema.Array(Schema.Tuple([Schema.Int, Schema.Int, Schema.Int]))
-  }))
+  })),
+  /**
+   * With `--use-rollout-routing-replay`: per continuation token, the MoE expert ids (`layers × topk`, layer after
+   * layer) of the forward step that generated it; `[]` on observation tokens (nothing generated them).
+   */
+  routed_experts: Schema.optionalKey(Schema.Array(Schema.Array(Schema.Int)))
 })
 export type TrainingSample = typeof TrainingSample.Type

@@ -55,6 +55,8 @@ export interface AttemptOutput {
   readonly weightVersion: string
   /** Every version the attempt ran on when more than one (SGLang kept it across a retract / in_place pause). */
   readonly weightVersions?: ReadonlyArray<string> | undefined
+  /** With routing replay: one row of MoE expert ids per output id. */
+  readonly routedExperts?: ReadonlyArray<ReadonlyArray<number>> | undefined
   readonly finishReason: EngineFinishReason
 }
 
@@ -76,6 +78,8 @@ export interface Pending {
   readonly emptyAborts: number
   /** Time spent in the engine, summed over attempts. */
   readonly generationMs: number
+  /** With routing replay: one row of MoE expert ids per output id, the attempts' rows in order; absent without. */
+  readonly routedExperts?: ReadonlyArray<ReadonlyArray<number>> | undefined
 }
 
 /** Nothing generated yet at a parent state whose lineage counted `abortCount` aborts. */
@@ -119,7 +123,10 @@ export const afterAttempt = (
     attemptLengths: [...pending.attemptLengths, output.outputIds.length],
     abortCount: aborted ? pending.abortCount + 1 : pending.abortCount,
     emptyAborts: aborted ? (output.outputIds.length === 0 ? pending.emptyAborts + 1 : 0) : pending.emptyAborts,
-    generationMs: pending.generationMs + elapsedMs
+    generationMs: pending.generationMs + elapsedMs,
+    ...(output.routedExperts === undefined
+      ? pending.routedExperts === undefined ? {} : { routedExperts: pending.routedExperts }
+      : { routedExperts: [...(pending.routedExperts ?? []), ...output.routedExperts] })
   }
   if (!aborted) return { _tag: "Finished", pending: next, finishReason: output.finishReason }
   if (next.outputIds.length >= maxNewTokens) {

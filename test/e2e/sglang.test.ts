@@ -55,6 +55,31 @@ describe("rollout on SGLang (real agent processes, the fake SGLang server)", () 
       // The startup tokenizer check asked the server.
       assert.isTrue(server.requests.some((r) => r.path === "/tokenize"))
     }).pipe(Effect.scoped, Effect.provide(Layer.orDie(Tokenizer.layer))), { timeout: 120_000 })
+
+  it.live("records each generated token's MoE routing in routed_experts with --use-rollout-routing-replay", () =>
+    Effect.gen(function*() {
+      const tokenizer = yield* Tokenizer
+      const model = yield* EmbeddedEngine.make(tokenizer, { ...EmbeddedEngine.instant, seed: 1 })
+      const server = yield* FakeSglang.make({ engine: model, tokenize: tokenizer.encode, enableReturnRoutedExperts: true })
+      const step = yield* firstStep({
+        promptData: join(fixtures, "barrier.jsonl"),
+        nSamplesPerPrompt: 2,
+        rolloutMaxResponseLen: 8,
+        sglangUrls: [server.url],
+        useRolloutRoutingReplay: true
+      })
+      assert.lengthOf(step.samples, 2)
+      for (const sample of step.samples) {
+        const routed = sample.routed_experts ?? []
+        assert.lengthOf(routed, sample.response_length)
+        const prompt = sample.tokens.length - sample.response_length
+        sample.loss_mask.forEach((mask, c) => {
+          // A generated token: the routing of the position before it (the step that produced it); an observation: [].
+          const position = prompt + c - 1
+          assert.deepStrictEqual(routed[c], mask === 1 ? FakeSglang.fakeRouting(sample.tokens[position]!, position) : [])
+        })
+      }
+    }).pipe(Effect.scoped, Effect.provide(Layer.orDie(Tokenizer.layer))), { timeout: 120_000 })
 })
 
 /** What the model generates for `prompt` without interruption, with the Session's seed (42 + position). */

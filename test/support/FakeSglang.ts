@@ -59,6 +59,11 @@ export interface FakeSglangOptions {
   readonly allowAutoTruncate?: boolean | undefined
   /** `--enable-priority-scheduling`: the waiting queue is ordered by `priority` (larger first). */
   readonly enablePriorityScheduling?: boolean | undefined
+  /**
+   * `--enable-return-routed-experts`: a request with `return_routed_experts` gets `meta_info.routed_experts`
+   * (see {@link fakeRouting}); without it the field is never sent, as a server launched without the flag.
+   */
+  readonly enableReturnRoutedExperts?: boolean | undefined
   /** `/health` answers 503 this many times first (the server is starting). */
   readonly startingHealthChecks?: number | undefined
   /** Idle keep-alive connections close after this long (default 5000, uvicorn's `timeout_keep_alive`). */
@@ -150,7 +155,26 @@ const sendError = (res: ServerResponse, status: number, message: string): void =
 const sendValidationError = (res: ServerResponse, message: string): void =>
   sendJson(res, 400, { object: "error", message, type: "BadRequestError", param: null, code: 400 })
 
-const toResponse = (rid: string, result: GenerateResult, returnLogprob: boolean, weightVersion: string) => ({
+/** The fake MoE's expert ids at sequence position `position` holding `token`: 2 layers × top-1, from both. */
+export const fakeRouting = (token: number, position: number): ReadonlyArray<number> => [token % 64, position % 64]
+
+/**
+ * `meta_info.routed_experts` as SGLang's `RoutedExpertsCapturer` returns it (`get_routed_experts`, sent through
+ * `TokenizerManager` as `pybase64.b64encode` of the int32 array): one row per position of the sequence that went
+ * through the model, `prompt + output − 1` (the last output token is never fed back).
+ */
+const routedExpertsText = (inputIds: ReadonlyArray<number>, outputIds: ReadonlyArray<number>): string => {
+  const sequence = [...inputIds, ...outputIds]
+  return Wire.encodeRoutedExperts(sequence.slice(0, -1).map((token, position) => fakeRouting(token, position)))
+}
+
+const toResponse = (
+  rid: string,
+  result: GenerateResult,
+  returnLogprob: boolean,
+  weightVersion: string,
+  routedFor?: ReadonlyArray<number>
+) => ({
   text: "",
   output_ids: result.outputIds,
   meta_info: {
@@ -161,7 +185,8 @@ const toResponse = (rid: string, result: GenerateResult, returnLogprob: boolean,
     cached_tokens: result.cachedTokens,
     weight_version: weightVersion,
     e2e_latency: 0,
-    ...(returnLogprob ? { output_token_logprobs: result.outputIds.map((id, i) => [result.logprobs[i] ?? 0, id, null]) } : {})
+    ...(returnLogprob ? { output_token_logprobs: result.outputIds.map((id, i) => [result.logprobs[i] ?? 0, id, null]) } : {}),
+    ...(routedFor === undefined ? {} : { routed_experts: routedExpertsText(routedFor, result.outputIds) })
   }
 })
 
@@ -246,6 +271,10 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
         waiters.push({ ready, resume: () => resume(Effect.void) })
       })
 
+    /** The input whose routing the answer carries: only when the server captures it and the request asks. */
+    const routedInput = (req: Req): ReadonlyArray<number> | undefined =>
+      options.enableReturnRoutedExperts === true && req.body.return_routed_experts === true ? req.inputIds : undefined
+
     /** The answer leaves: stamped with the weight version of this moment (`_handle_batch_output`). */
     const finish = (req: Req, answer: (version: string) => unknown) => {
       if (req.phase === "done") return
@@ -272,7 +301,7 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
       running.add(req)
       if (req.result !== undefined) {
         // A retracted request continues: it already has its output.
-        if (holdTokens === undefined) finish(req, (v) => toResponse(req.rid, req.result!, req.body.return_logprob, v))
+        if (holdTokens === undefined) finish(req, (v) => toResponse(req.rid, req.result!, req.body.return_logprob, v, routedInput(req)))
         else req.held = true
         return
       }
@@ -305,7 +334,7 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
         req.result = exit.value
         if (req.aborted) {
           const partial = partialOf(exit.value, holdTokens ?? exit.value.outputIds.length)
-          finish(req, (v) => toResponse(req.rid, partial, req.body.return_logprob, v))
+          finish(req, (v) => toResponse(req.rid, partial, req.body.return_logprob, v, routedInput(req)))
           return
         }
         if (req.broken) {
@@ -313,7 +342,7 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
           return
         }
         if (holdTokens === undefined || exit.value.finishReason.type === "abort" || req.phase !== "running") {
-          if (req.phase === "running") finish(req, (v) => toResponse(req.rid, exit.value, req.body.return_logprob, v))
+          if (req.phase === "running") finish(req, (v) => toResponse(req.rid, exit.value, req.body.return_logprob, v, routedInput(req)))
           return
         }
         req.held = true
@@ -346,7 +375,7 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
         if (req.phase !== "running") continue
         if (req.result !== undefined) {
           const partial = partialOf(req.result, req.held ? holdTokens ?? 0 : req.result.outputIds.length)
-          finish(req, (v) => toResponse(req.rid, partial, req.body.return_logprob, v))
+          finish(req, (v) => toResponse(req.rid, partial, req.body.return_logprob, v, routedInput(req)))
         } else {
           req.aborted = true
           // A generation still running in the model (an engine with latency) ends with its partial output.
@@ -629,7 +658,7 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
       () =>
         Effect.callback<void>((resume) => {
           for (const r of [...states.values()]) {
-            if (r.result !== undefined) finish(r, (v) => toResponse(r.rid, r.result!, r.body.return_logprob, v))
+            if (r.result !== undefined) finish(r, (v) => toResponse(r.rid, r.result!, r.body.return_logprob, v, routedInput(r)))
           }
           for (const resume of pauseWaiters.splice(0)) resume()
           server.close(() => resume(Effect.void))
@@ -657,7 +686,7 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
       release: () => {
         holdTokens = undefined
         for (const r of [...running]) {
-          if (r.held && r.result !== undefined) finish(r, (v) => toResponse(r.rid, r.result!, r.body.return_logprob, v))
+          if (r.held && r.result !== undefined) finish(r, (v) => toResponse(r.rid, r.result!, r.body.return_logprob, v, routedInput(r)))
         }
       },
       awaitGenerates: (n) => awaitCondition(() => generates >= n),

@@ -5,7 +5,8 @@
  * - Every sampling field is sent explicitly (SGLang's server-side defaults differ between versions), with
  *   `skip_special_tokens: false`, `no_stop_trim: true`, `spaces_between_special_tokens: false`. `sampling_seed` is
  *   sent only with `samplingSeed` (`--sglang-enable-deterministic-inference`), as in Relax; `session_id` only with
- *   the session lifecycle; `priority` (1 for a resumed attempt) with priority scheduling; `lora_path` when set.
+ *   the session lifecycle; `priority` (1 for a resumed attempt) with priority scheduling; `lora_path` when set;
+ *   `return_routed_experts` with routing replay (its rows decoded per output token, a missing one an error).
  * - Connection errors and 5xx are retried with exponential backoff (on another worker when the first one is
  *   unreachable); 4xx are not. HTTP 400 context-length rejections become {@link ContextLengthError}.
  * - A request that is not retried after a transport error (a timeout) is aborted, and so is one whose fiber is
@@ -28,6 +29,8 @@ export interface Send {
   /** `priority`: 1 for a resumed attempt, 0 for a new one (servers with priority scheduling). */
   readonly priority: boolean
   readonly loraPath: string | undefined
+  /** `return_routed_experts` (`--use-rollout-routing-replay`): the MoE routing of every output token. */
+  readonly routedExperts: boolean
 }
 
 /** The retry policy. */
@@ -59,7 +62,8 @@ export const toWire = (request: GenerateRequest, send: Send): Wire.GenerateBody 
     ...(request.imageData === undefined || request.imageData.length === 0 ? {} : { image_data: request.imageData }),
     ...(request.sessionId === undefined || !send.sessionId ? {} : { session_id: request.sessionId }),
     ...(send.priority ? { priority: (request.resumedTokens ?? 0) > 0 ? 1 : 0 } : {}),
-    ...(send.loraPath === undefined ? {} : { lora_path: send.loraPath })
+    ...(send.loraPath === undefined ? {} : { lora_path: send.loraPath }),
+    ...(send.routedExperts ? { return_routed_experts: true } : {})
   }
 }
 
@@ -159,15 +163,36 @@ export const make = (
       const outputIds = entries !== undefined ? entries.map((e) => e[1]) : (response.output_ids ?? [])
       const finishReason = Wire.toFinishReason(meta.finish_reason)
       const versions = weights.versionsOf(start, meta.weight_version, finishReason)
+      const promptTokens = meta.prompt_tokens ?? sent
+      let routedExperts: ReadonlyArray<ReadonlyArray<number>> | undefined
+      if (send.routedExperts) {
+        const routed = meta.routed_experts === undefined
+          ? outputIds.length === 0
+            ? Result.succeed([])
+            : Result.fail(
+              "the answer has no meta_info.routed_experts: launch SGLang with --enable-return-routed-experts (an MoE " +
+                "model), or drop --use-rollout-routing-replay"
+            )
+          : Wire.decodeRoutedExperts(meta.routed_experts, promptTokens, outputIds.length)
+        if (Result.isFailure(routed)) {
+          return yield* new EngineError({
+            reason: "bad-answer",
+            detail: `SGLang at ${worker.url} /generate: ${routed.failure}`,
+            url: worker.url
+          })
+        }
+        routedExperts = routed.success
+      }
       return {
         outputIds,
         logprobs: request.returnLogprob && entries !== undefined ? entries.map((e) => e[0]) : [],
         finishReason,
         // Absent on an abort that hit the request in SGLang's waiting queue: a zero-token abort of the whole input.
-        promptTokens: meta.prompt_tokens ?? sent,
+        promptTokens,
         cachedTokens: meta.cached_tokens ?? 0,
         weightVersion: versions[versions.length - 1]!,
-        ...(versions.length > 1 ? { weightVersions: versions } : {})
+        ...(versions.length > 1 ? { weightVersions: versions } : {}),
+        ...(routedExperts === undefined ? {} : { routedExperts })
       } satisfies GenerateResult
     })
 

@@ -68,6 +68,11 @@ export interface SglangEngineOptions {
   readonly priorityScheduling?: boolean | undefined
   /** `lora_path` on every request (default: none). */
   readonly loraPath?: string | undefined
+  /**
+   * `return_routed_experts` on every request and each output token's MoE routing in the result
+   * (`--use-rollout-routing-replay`; servers launched with `--enable-return-routed-experts`; default false).
+   */
+  readonly routedExperts?: boolean | undefined
   /** `Authorization: Bearer <apiKey>` on every request (`--sglang-api-key`, or the `SGLANG_API_KEY` environment variable). */
   readonly apiKey?: string | undefined
   /** Send `sampling_seed` (servers launched with `--enable-deterministic-inference`; default false). */
@@ -92,7 +97,8 @@ export const optionsOf = (settings: Settings.RolloutSettings): SglangEngineOptio
   // The environment variable is the default so the key need not appear on a command line or in a config file.
   apiKey: settings.sglangApiKey ?? (process.env["SGLANG_API_KEY"] || undefined),
   priorityScheduling: settings.sglangPriorityScheduling,
-  loraPath: settings.sglangLoraPath
+  loraPath: settings.sglangLoraPath,
+  routedExperts: settings.useRolloutRoutingReplay
 })
 
 /** Build the engine; fails with an `EngineError` naming the URL when SGLang is unreachable. */
@@ -139,7 +145,8 @@ export const make = (options: SglangEngineOptions): Effect.Effect<EngineShape, E
         samplingSeed: options.samplingSeed ?? false,
         sessionId: options.sessionLifecycle ?? false,
         priority: options.priorityScheduling ?? false,
-        loraPath: options.loraPath
+        loraPath: options.loraPath,
+        routedExperts: options.routedExperts ?? false
       },
       { retries: options.retries ?? 4, base: options.retryBase ?? "250 millis" }
     )
