@@ -11,6 +11,7 @@ import { Context, Effect, Layer, Result } from "effect"
 import type * as Canonical from "../../src/protocol/canonical.ts"
 import { ContextLengthError, ForestInvariantError, ForestNotFound } from "../../src/forest/errors.ts"
 import * as Forest from "../../src/forest/Forest.ts"
+import * as ForestCommit from "../../src/forest/Commit.ts"
 import * as StepSpan from "../runtime/StepSpan.ts"
 
 /** What a forest is created with; every field defaults (group 0, index 0, no label, empty metadata). */
@@ -23,7 +24,7 @@ export interface ForestInit {
 }
 
 /** An observation to commit under the context limit of its Session (`maxContextLen`, null = unlimited). */
-export interface Observation extends Forest.ObservationCommit {
+export interface Observation extends ForestCommit.ObservationCommit {
   readonly maxContextLen: number | null
 }
 
@@ -45,7 +46,7 @@ export interface ForestsShape {
   /** Commit a finished generation under its parent; returns the response's state hash. */
   readonly commitResponse: (
     forest: Forest.Forest,
-    response: Forest.ResponseCommit
+    response: ForestCommit.ResponseCommit
   ) => Effect.Effect<string, ForestInvariantError>
   /** Number of forests and of committed nodes across them (health and debug endpoints). */
   readonly stats: Effect.Effect<{ readonly forests: number; readonly nodes: number }>
@@ -79,14 +80,14 @@ export class Forests extends Context.Service<Forests, ForestsShape>()("relax-age
           const fits = Forest.checkObservationContext(
             forest,
             observation.parent,
-            Forest.observationTrainLength(observation),
+            ForestCommit.observationTrainLength(observation),
             observation.maxContextLen
           )
           if (Result.isFailure(fits)) return yield* fits.failure
-          return yield* commit(forest, () => Forest.commitObservation(forest, observation))
+          return yield* commit(forest, () => ForestCommit.commitObservation(forest, observation))
         }, StepSpan.step("Forests.observe")),
         commitResponse: Effect.fnUntraced(function*(forest, response) {
-          return yield* commit(forest, () => Forest.commitResponse(forest, response))
+          return yield* commit(forest, () => ForestCommit.commitResponse(forest, response))
         }, StepSpan.step("Forests.commitResponse")),
         remove: Effect.fn("Forests.remove")(function*(sessionId) {
           store.delete(sessionId)

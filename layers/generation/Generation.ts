@@ -20,6 +20,7 @@ import { randomBytes } from "node:crypto"
 import * as Rid from "../../src/engine/Rid.ts"
 import * as Instruments from "../observability/Instruments.ts"
 import * as Forest from "../../src/forest/Forest.ts"
+import * as ForestCommit from "../../src/forest/Commit.ts"
 import { ContextLengthError } from "../../src/forest/errors.ts"
 import {
   GenerationEngineError,
@@ -221,7 +222,7 @@ const make = (options: GenerationOptions) =>
       if (matched.suffix.length === 0) return matched.parent
       const tokens = yield* observationTokens(forest, matched, state)
       // Images get their processor-expanded training tokens; context limits count those (docs/runtime.md, "Model requests").
-      const train = yield* Images.expandObservation(tokenizer, tokens, Forest.mediaOf(matched.suffix)).pipe(
+      const train = yield* Images.expandObservation(tokenizer, tokens, ForestCommit.mediaOf(matched.suffix)).pipe(
         Effect.mapError((detail) => new ImageRejectedError({ detail }))
       )
       return yield* forests.observe(forest, {

@@ -11,7 +11,7 @@
  * do hold placeholders is refused, since its training tokens would be wrong.
  */
 import { Effect, Result } from "effect"
-import type { ExpandedObservation } from "../../src/forest/Forest.ts"
+import type { ExpandedObservation } from "../../src/forest/Commit.ts"
 import * as ImageGrid from "../../src/template/ImageGrid.ts"
 import * as ImageCodec from "../runtime/ImageCodec.ts"
 import * as StepSpan from "../runtime/StepSpan.ts"

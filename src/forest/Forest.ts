@@ -22,7 +22,7 @@ import { Result } from "effect"
 import * as Canonical from "../protocol/canonical.ts"
 import type * as ImageGrid from "../template/ImageGrid.ts"
 import * as PackedIds from "../ids/PackedIds.ts"
-import { copy as copyJson, isObject } from "../json/Json.ts"
+import { copy as copyJson } from "../json/Json.ts"
 import { ContextLengthError, ForestInvariantError } from "./errors.ts"
 import * as Hash from "./hash.ts"
 import * as MatchIndex from "./MatchIndex.ts"
@@ -122,8 +122,8 @@ export type Node = ObservationNode | ResponseNode
  * One Session's SessionForest.
  *
  * **Details**
- * The read-only views (`nodes`, `leaves`) are live; mutation happens only through {@link commitObservation} and
- * {@link commitResponse}.
+ * The read-only views (`nodes`, `leaves`) are live; mutation happens only through `commitObservation` and
+ * `commitResponse` (src/forest/Commit.ts).
  */
 export class Forest {
   readonly sessionId: string
@@ -202,9 +202,10 @@ export class Forest {
 }
 
 /** The forest's own copy of a committed JSON value (messages, tools, kwargs, metadata): no caller can change it later. */
-const deepCopy = <A>(value: A): A => copyJson(value)
+export const deepCopy = <A>(value: A): A => copyJson(value)
 
-const copyKwargs = (kwargs: Canonical.TemplateKwargs): Canonical.TemplateKwargs =>
+/** The forest's copy of template kwargs (the shared empty object when there are none). */
+export const copyKwargs = (kwargs: Canonical.TemplateKwargs): Canonical.TemplateKwargs =>
   Object.keys(kwargs).length === 0 ? Nodes.noKwargs : deepCopy(kwargs)
 
 /**
@@ -233,7 +234,8 @@ export const make = (init: {
   })
 }
 
-const invariant = (forest: Forest, message: string): never => {
+/** Throw a `ForestInvariantError` (a bug: the forest broke one of its own rules). */
+export const invariant = (forest: Forest, message: string): never => {
   throw new ForestInvariantError({ message, sessionId: forest.sessionId })
 }
 
@@ -299,9 +301,11 @@ export const subtreeTools = (forest: Forest, hash: string): ReadonlyArray<Canoni
 export const subtreeKwargs = (forest: Forest, hash: string): Canonical.TemplateKwargs =>
   kwargsOf(forest, node(forest, hash))
 
-const toolsOf = (n: Node): ReadonlyArray<Canonical.Tool> => n.top?.tools ?? Nodes.noTools
+/** The tools of the subtree `n` belongs to. */
+export const toolsOf = (n: Node): ReadonlyArray<Canonical.Tool> => n.top?.tools ?? Nodes.noTools
 
-const kwargsOf = (forest: Forest, n: Node): Canonical.TemplateKwargs => n.top?.chatTemplateKwargs ?? forest.baseKwargs
+/** The template kwargs of the subtree `n` belongs to. */
+export const kwargsOf = (forest: Forest, n: Node): Canonical.TemplateKwargs => n.top?.chatTemplateKwargs ?? forest.baseKwargs
 
 /** Total training tokens from the root through `hash` (O(1)). */
 export const trainTokenCount = (forest: Forest, hash: string): number => node(forest, hash).tokenCount
@@ -507,207 +511,4 @@ const knownStart = (forest: Forest, state: Canonical.State, known: KnownState): 
     for (let j = own.length - 1; j >= 0; j--) if (state.messages[--i] !== own[j]) return undefined
   }
   return i === 0 ? n : undefined
-}
-
-// ---------------------------------------------------------------------------------------------------------------
-// Commits
-
-const register = (forest: Forest, n: Node): string => {
-  forest.nodeMap.set(n.hash, n)
-  MatchIndex.markState(forest.sessionId, n.vertex, n)
-  if (n.up !== null) {
-    forest.leafSet.add(n.hash)
-    forest.leafSet.delete(n.up.hash)
-  }
-  return n.hash
-}
-
-/** The `image_url` URLs of `messages`' content parts, in order (what an observation node stores as its media). */
-export const mediaOf = (messages: ReadonlyArray<Canonical.Message>): ReadonlyArray<string> => {
-  const urls: Array<string> = []
-  for (const message of messages) {
-    if (typeof message.content === "string") continue
-    for (const part of message.content) {
-      const image = part["image_url"]
-      if (part["type"] !== "image_url" || !isObject(image)) continue
-      const url = image["url"]
-      if (typeof url === "string") urls.push(url)
-    }
-  }
-  return urls
-}
-
-/**
- * The running hash state of `parent` for hashing a new child, taken from it: a node gives its state to its first
- * child (the child extends it in place), so a later child of the same node (a branch, a second sample at one state,
- * a retry) rebuilds it from the lineage's messages, once per such commit: O(history), like the request itself.
- */
-const takeRunning = (forest: Forest, parent: Node): Hash.State => {
-  const kept = parent.running
-  if (kept !== undefined) {
-    parent.running = undefined
-    return kept
-  }
-  const rebuilt = Hash.startState()
-  Hash.append(rebuilt, 0, fullMessages(forest, parent.hash))
-  return rebuilt
-}
-
-const existing = (forest: Forest, hash: string, kind: Node["kind"]): string | undefined => {
-  const found = forest.nodeMap.get(hash)
-  if (found === undefined) return undefined
-  if (found.kind !== kind) invariant(forest, `State hash collision with mismatched kinds: ${found.kind} vs ${kind}`)
-  return hash
-}
-
-/** An observation's training view when its images were expanded by the vision processor. */
-export interface ExpandedObservation {
-  readonly tokens: ReadonlyArray<number>
-  /** `image_grid_thw` of each image, in message order. */
-  readonly imageGrids: ReadonlyArray<ImageGrid.Grid>
-}
-
-/** An observation to commit: the messages after `parent` and their template-delta tokens. */
-export interface ObservationCommit {
-  readonly parent: string
-  readonly messages: ReadonlyArray<Canonical.Message>
-  readonly tokens: ReadonlyArray<number>
-  /** The processor-expanded training view of `tokens` and each image's grid; absent: training uses `tokens`. */
-  readonly train?: ExpandedObservation | undefined
-  readonly tools: ReadonlyArray<Canonical.Tool>
-  readonly chatTemplateKwargs: Canonical.TemplateKwargs
-  readonly rolloutId: number
-}
-
-/** A finished generation to commit: the assistant message parsed from it and the exact engine output. */
-export interface ResponseCommit {
-  readonly parent: string
-  readonly message: Canonical.Message
-  readonly tokens: ReadonlyArray<number>
-  readonly logprobs: ReadonlyArray<number>
-  readonly weightVersions: ReadonlyArray<string>
-  /** The token count of each engine attempt, in order; kept only when there were two or more. */
-  readonly attemptLengths?: ReadonlyArray<number> | undefined
-  /** With routing replay: one row of MoE expert ids per token. */
-  readonly routedExperts?: ReadonlyArray<ReadonlyArray<number>> | undefined
-  readonly status: "completed" | "truncated"
-  readonly rolloutId: number
-  readonly requestId: string
-  readonly abortCount: number
-  readonly wallElapsedS: number
-  readonly generationElapsedS: number
-  /** The engine's prefix-cache report of the last attempt (SGLang's `cached_tokens` and `prompt_tokens`). */
-  readonly cachedTokens?: number | undefined
-  readonly promptTokens?: number | undefined
-}
-
-/** How many training tokens an observation adds (its expanded length when its images were expanded). */
-export const observationTrainLength = (o: ObservationCommit): number => (o.train?.tokens ?? o.tokens).length
-
-/**
- * Commit an observation (the messages after `parent` and their template-delta tokens); returns its state hash.
- *
- * **Details**
- * Under the root the observation starts a subtree and stores the request's tools and kwargs; deeper, they must
- * equal the subtree's (the reference's "tools changed inside session subtree" failure otherwise). Re-committing an
- * existing state returns it unchanged (idempotent retry); an empty delta returns `parent`. Run the context check
- * ({@link checkObservationContext}) first: nothing here rejects a long observation.
- */
-export const commitObservation = (forest: Forest, o: ObservationCommit): string => {
-  const parent = node(forest, o.parent)
-  if (o.messages.length === 0) return parent.hash
-  const atRoot = parent.up === null
-  if (!atRoot) {
-    if (!Hash.equalJson(toolsOf(parent), o.tools)) {
-      invariant(forest, `tools changed inside session subtree: ${forest.sessionId}`)
-    }
-    if (!Hash.equalJson(kwargsOf(forest, parent), o.chatTemplateKwargs)) {
-      invariant(forest, `chat template changed inside session subtree: ${forest.sessionId}`)
-    }
-  }
-  const running = takeRunning(forest, parent)
-  Hash.append(running, parent.messageCount, o.messages)
-  // Deeper than the root, the subtree's own tools and kwargs print as the request's (checked above) and are kept.
-  const hash = Hash.finishWith(
-    running,
-    atRoot
-      ? Hash.closing(o.tools, o.chatTemplateKwargs)
-      : Hash.closingOfSubtree(toolsOf(parent), kwargsOf(forest, parent))
-  )
-  const found = existing(forest, hash, "obs")
-  if (found !== undefined) return found
-  const messages = deepCopy(o.messages)
-  const start = atRoot ? MatchIndex.contextVertex(forest.contexts, o.tools, o.chatTemplateKwargs) : parent.vertex
-  const n = new Nodes.Observation({
-    hash,
-    up: parent,
-    rolloutId: o.rolloutId,
-    abortCount: atRoot ? 0 : parent.abortCount,
-    messages,
-    ids: PackedIds.pack(o.tokens),
-    trainIds: o.train === undefined ? undefined : PackedIds.pack(o.train.tokens),
-    top: parent.top ?? undefined,
-    tokenCount: parent.tokenCount + observationTrainLength(o),
-    messageCount: parent.messageCount + messages.length,
-    running,
-    committed: ++forest.commits,
-    vertex: MatchIndex.extendVertex(start, messages),
-    media: Nodes.orNone(mediaOf(messages)),
-    imageGrids: Nodes.orNone(o.train?.imageGrids ?? Nodes.noGrids),
-    tools: atRoot ? Nodes.orNone(deepCopy(o.tools)) : null,
-    chatTemplateKwargs: atRoot ? copyKwargs(o.chatTemplateKwargs) : null
-  })
-  return register(forest, n)
-}
-
-/**
- * Commit a finished generation (the assistant message parsed from it and the exact engine output); returns its
- * state hash. Re-committing the same message under the same parent returns the existing response.
- */
-export const commitResponse = (forest: Forest, r: ResponseCommit): string => {
-  const parent = node(forest, r.parent)
-  if (r.logprobs.length !== r.tokens.length) {
-    invariant(forest, `response ${r.requestId} has ${r.tokens.length} tokens but ${r.logprobs.length} logprobs`)
-  }
-  const running = takeRunning(forest, parent)
-  Hash.append(running, parent.messageCount, [r.message])
-  const hash = Hash.finishWith(running, Hash.closingOfSubtree(toolsOf(parent), kwargsOf(forest, parent)))
-  const found = existing(forest, hash, "resp")
-  if (found !== undefined) {
-    const committed = node(forest, found)
-    if (committed.kind === "resp" && committed.requestId !== r.requestId) {
-      forest.retries ??= new Map()
-      forest.retries.set(r.requestId, found)
-    } else forest.retries?.delete(r.requestId)
-    return found
-  }
-  const message = deepCopy(r.message)
-  // Generated ids are trained as they are.
-  const { ids, logprobs } = Nodes.responseArrays(r.tokens, r.logprobs)
-  const n = new Nodes.Response({
-    hash,
-    up: parent,
-    rolloutId: r.rolloutId,
-    abortCount: r.abortCount,
-    ids,
-    top: parent.top,
-    tokenCount: parent.tokenCount + r.tokens.length,
-    messageCount: parent.messageCount + 1,
-    running,
-    committed: ++forest.commits,
-    vertex: MatchIndex.extendVertex(parent.vertex, [message]),
-    message,
-    logprobs,
-    weightVersions: Nodes.sharedVersions(r.weightVersions),
-    attemptLengths: r.attemptLengths !== undefined && r.attemptLengths.length > 1 ? [...r.attemptLengths] : Nodes.noNumbers,
-    ...(r.routedExperts === undefined ? {} : { routedExperts: Nodes.packRoutedExperts(r.routedExperts) }),
-    status: r.status,
-    requestId: r.requestId,
-    wallElapsedS: r.wallElapsedS,
-    generationElapsedS: r.generationElapsedS,
-    cachedTokens: r.cachedTokens,
-    promptTokens: r.promptTokens
-  })
-  forest.retries?.delete(r.requestId)
-  return register(forest, n)
 }

@@ -4,6 +4,7 @@
  */
 import { Result } from "effect"
 import * as Forest from "../../src/forest/Forest.ts"
+import * as ForestCommit from "../../src/forest/Commit.ts"
 import * as Canonical from "../../src/protocol/canonical.ts"
 
 const words = [
@@ -82,7 +83,7 @@ export const commitConversation = (
   let pending: Array<Canonical.Message> = []
   const flush = () => {
     if (pending.length === 0) return
-    parent = Forest.commitObservation(forest, {
+    parent = ForestCommit.commitObservation(forest, {
       parent,
       messages: pending,
       tokens,
@@ -98,7 +99,7 @@ export const commitConversation = (
       continue
     }
     flush()
-    parent = Forest.commitResponse(forest, {
+    parent = ForestCommit.commitResponse(forest, {
       parent,
       message,
       tokens,

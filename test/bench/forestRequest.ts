@@ -11,6 +11,7 @@
  */
 import * as Wire from "../../src/engine/Wire.ts"
 import * as Forest from "../../src/forest/Forest.ts"
+import * as ForestCommit from "../../src/forest/Commit.ts"
 import { copy as copyJson } from "../../src/json/Json.ts"
 import type * as Canonical from "../../src/protocol/canonical.ts"
 import { conversation, emptyForest, tools } from "./conversation.ts"
@@ -87,7 +88,7 @@ const run = (step: Step, r: Request): void => {
       return
     case "commit observation": {
       const matched = r.matched ?? Forest.match(forest, r.state, { strict: false })
-      r.observation = Forest.commitObservation(forest, {
+      r.observation = ForestCommit.commitObservation(forest, {
         parent: matched.parent,
         messages: matched.suffix,
         tokens: matched.parent === forest.root ? [...OBSERVATION_IDS, ...OBSERVATION_IDS] : OBSERVATION_IDS,
@@ -110,7 +111,7 @@ const run = (step: Step, r: Request): void => {
       consume(Forest.fullMessages(forest, r.observation ?? forest.root))
       return
     case "commit response":
-      r.response = Forest.commitResponse(forest, {
+      r.response = ForestCommit.commitResponse(forest, {
         parent: r.observation ?? forest.root,
         message: r.answer,
         tokens: RESPONSE_IDS,

@@ -20,6 +20,7 @@ import { chromium as playwright } from "playwright-core"
 import * as Inspector from "../../layers/inspect/Inspector.ts"
 import { load as loadTokenizer } from "../../layers/tokenizer/Tokenizer.ts"
 import * as Forest from "../../src/forest/Forest.ts"
+import * as ForestCommit from "../../src/forest/Commit.ts"
 import * as Sample from "../../src/forest/Sample.ts"
 import * as ForestDump from "../../src/inspect/ForestDump.ts"
 import * as Model from "../../src/inspect/Model.ts"
@@ -49,21 +50,21 @@ const sessionLines = (i: number, scale: number): Array<string> => {
   const group = Math.floor(i / 8)
   const forest = Forest.make({ sessionId: `s${String(i).padStart(6, "0")}`, groupIndex: group, index: i, label: null, metadata: {} })
   const base = { tools: [], chatTemplateKwargs: {}, rolloutId: 0 }
-  const o1 = Forest.commitObservation(forest, { ...base, parent: forest.root, messages: [user(`Task ${i}: what is ${i} + ${i}?`)], tokens: ids(60 * scale) })
+  const o1 = ForestCommit.commitObservation(forest, { ...base, parent: forest.root, messages: [user(`Task ${i}: what is ${i} + ${i}?`)], tokens: ids(60 * scale) })
   const r1Tokens = ids(50 * scale)
-  const r1 = Forest.commitResponse(forest, {
+  const r1 = ForestCommit.commitResponse(forest, {
     parent: o1, message: assistant(`Answer ${2 * i}.`), tokens: r1Tokens, logprobs: lps(r1Tokens.length), weightVersions: ["0"],
     status: "completed", rolloutId: 0, requestId: `r${i}a`, abortCount: 0, wallElapsedS: 1, generationElapsedS: 0.8
   })
   const drift = i % 10 === 0
-  const o2 = Forest.commitObservation(forest, {
+  const o2 = ForestCommit.commitObservation(forest, {
     ...base,
     parent: drift ? o1 : r1,
     messages: drift ? [assistant(`Answer ${2 * i}. (edited)`), user("Check.")] : [user("Check.")],
     tokens: ids(20 * scale)
   })
   const r2Tokens = ids(50 * scale)
-  const r2 = Forest.commitResponse(forest, {
+  const r2 = ForestCommit.commitResponse(forest, {
     parent: o2, message: assistant(`Final ${2 * i}.`), tokens: r2Tokens, logprobs: lps(r2Tokens.length),
     weightVersions: drift ? ["0", "1"] : ["0"], ...(drift ? { attemptLengths: [20, r2Tokens.length - 20] } : {}),
     status: "completed", rolloutId: 0, requestId: `r${i}b`, abortCount: drift ? 1 : 0, wallElapsedS: 1, generationElapsedS: 0.8

@@ -7,6 +7,7 @@ import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
 import * as Settings from "../../src/config/Settings.ts"
 import * as Wire from "../../src/engine/Wire.ts"
 import * as Forest from "../../src/forest/Forest.ts"
+import * as ForestCommit from "../../src/forest/Commit.ts"
 import * as Sample from "../../src/forest/Sample.ts"
 import * as Turn from "../../src/generation/Turn.ts"
 import * as FakeSglang from "../support/FakeSglang.ts"
@@ -42,7 +43,7 @@ describe("routed experts in the training sample", () => {
 
   it("joins a resumed response's attempts in order and gives observation tokens an empty entry", () => {
     const forest = Forest.make({ sessionId: "s", groupIndex: 0, index: 0, label: null, metadata: {} })
-    const obs = Forest.commitObservation(forest, {
+    const obs = ForestCommit.commitObservation(forest, {
       parent: forest.root,
       messages: [user],
       tokens: [1, 2],
@@ -55,7 +56,7 @@ describe("routed experts in the training sample", () => {
     const done = Turn.afterAttempt(first.pending, attempt([4, 5], [[9, 10], [11, 12]], false), 1, 16)
     assert.strictEqual(done._tag, "Finished")
     const pending = done.pending
-    const resp = Forest.commitResponse(forest, {
+    const resp = ForestCommit.commitResponse(forest, {
       parent: obs,
       message: { role: "assistant", content: "a" },
       tokens: pending.outputIds,
@@ -70,7 +71,7 @@ describe("routed experts in the training sample", () => {
       wallElapsedS: 1,
       generationElapsedS: 1
     })
-    const tail = Forest.commitObservation(forest, {
+    const tail = ForestCommit.commitObservation(forest, {
       parent: resp,
       messages: [{ role: "user", content: "q2" }],
       tokens: [6],
@@ -85,8 +86,8 @@ describe("routed experts in the training sample", () => {
 
   it("leaves the field out without routing replay", () => {
     const forest = Forest.make({ sessionId: "s", groupIndex: 0, index: 0, label: null, metadata: {} })
-    const obs = Forest.commitObservation(forest, { parent: forest.root, messages: [user], tokens: [1], tools: [], chatTemplateKwargs: {}, rolloutId: 0 })
-    const resp = Forest.commitResponse(forest, {
+    const obs = ForestCommit.commitObservation(forest, { parent: forest.root, messages: [user], tokens: [1], tools: [], chatTemplateKwargs: {}, rolloutId: 0 })
+    const resp = ForestCommit.commitResponse(forest, {
       parent: obs,
       message: { role: "assistant", content: "a" },
       tokens: [2],

@@ -7,6 +7,7 @@ import { assert, describe, it } from "@effect/vitest"
 import * as fc from "fast-check"
 import { Result } from "effect"
 import * as Forest from "../../src/forest/Forest.ts"
+import * as ForestCommit from "../../src/forest/Commit.ts"
 import * as Hash from "../../src/forest/hash.ts"
 import * as Canonical from "../../src/protocol/canonical.ts"
 import * as Chat from "../../src/protocol/chat.ts"
@@ -68,7 +69,7 @@ const request = (whole: Side, echo: Side, body: Raw, turn: number, strict: boole
   assert.deepStrictEqual(matchB.suffix, matchA.suffix)
   assert.strictEqual(matchB.toleratedTurns, matchA.toleratedTurns)
   const commit = (side: Side, state: Canonical.State, matched: Forest.Match) => {
-    const obs = Forest.commitObservation(side.forest, {
+    const obs = ForestCommit.commitObservation(side.forest, {
       parent: matched.parent,
       messages: matched.suffix,
       tokens: matched.suffix.map((_, i) => i + 1),
@@ -77,7 +78,7 @@ const request = (whole: Side, echo: Side, body: Raw, turn: number, strict: boole
       rolloutId: 0
     })
     const message: Canonical.Message = { role: "assistant", content: `answer ${turn}`, reasoning_content: `why ${turn}` }
-    Forest.commitResponse(side.forest, {
+    ForestCommit.commitResponse(side.forest, {
       parent: obs, message, tokens: [7, 8], logprobs: [-0.5, -0.25], weightVersions: [], status: "completed",
       rolloutId: 0, requestId: `r${turn}`, abortCount: 0, wallElapsedS: 0, generationElapsedS: 0
     })

@@ -4,6 +4,7 @@ import fc from "fast-check"
 import type * as Canonical from "../../src/protocol/canonical.ts"
 import { ContextLengthError, ExportError, ForestInvariantError } from "../../src/forest/errors.ts"
 import * as Forest from "../../src/forest/Forest.ts"
+import * as ForestCommit from "../../src/forest/Commit.ts"
 import * as Export from "../../src/forest/Export.ts"
 import * as Hash from "../../src/forest/hash.ts"
 import * as Sample from "../../src/forest/Sample.ts"
@@ -33,7 +34,7 @@ const turn = (
 ) => {
   const m = Forest.match(forest, state(history), { strict: options.strict ?? false })
   const obs = m.suffix.length > 0
-    ? Forest.commitObservation(forest, {
+    ? ForestCommit.commitObservation(forest, {
       parent: m.parent,
       messages: m.suffix,
       tokens: obsTokens,
@@ -42,7 +43,7 @@ const turn = (
       rolloutId: 3
     })
     : m.parent
-  const resp = Forest.commitResponse(forest, {
+  const resp = ForestCommit.commitResponse(forest, {
     parent: obs,
     message: reply,
     tokens: respTokens,
@@ -154,7 +155,7 @@ describe("commits", () => {
     const forest = fresh()
     const t1 = turn(forest, [user("q")], assistant("a1"), [1], [2])
     const size = forest.nodes.size
-    const again = Forest.commitObservation(forest, { parent: forest.root, messages: [user("q")], tokens: [9, 9], tools, chatTemplateKwargs: kwargs, rolloutId: 4 })
+    const again = ForestCommit.commitObservation(forest, { parent: forest.root, messages: [user("q")], tokens: [9, 9], tools, chatTemplateKwargs: kwargs, rolloutId: 4 })
     assert.strictEqual(again, t1.obs)
     assert.strictEqual(forest.nodes.size, size)
     assert.deepStrictEqual(Forest.leaves(forest), [t1.resp])
@@ -165,7 +166,7 @@ describe("commits", () => {
     const forest = fresh()
     const t1 = turn(forest, [user("q")], assistant("a1"), [1], [2])
     assert.throws(
-      () => Forest.commitObservation(forest, { parent: t1.obs, messages: [assistant("a1")], tokens: [2], tools, chatTemplateKwargs: kwargs, rolloutId: 0 }),
+      () => ForestCommit.commitObservation(forest, { parent: t1.obs, messages: [assistant("a1")], tokens: [2], tools, chatTemplateKwargs: kwargs, rolloutId: 0 }),
       ForestInvariantError,
       "State hash collision with mismatched kinds: resp vs obs"
     )
@@ -175,7 +176,7 @@ describe("commits", () => {
     const forest = fresh()
     const t1 = turn(forest, [user("q")], assistant("a1"), [1], [2])
     const commit = (t: ReadonlyArray<Canonical.Tool>, k: Canonical.TemplateKwargs) => () =>
-      Forest.commitObservation(forest, { parent: t1.resp, messages: [user("x")], tokens: [1], tools: t, chatTemplateKwargs: k, rolloutId: 0 })
+      ForestCommit.commitObservation(forest, { parent: t1.resp, messages: [user("x")], tokens: [1], tools: t, chatTemplateKwargs: k, rolloutId: 0 })
     assert.throws(commit([], kwargs), "tools changed inside session subtree: s1")
     assert.throws(commit(tools, { enable_thinking: true }), "chat template changed inside session subtree: s1")
   })
@@ -210,8 +211,8 @@ describe("commits", () => {
     ]
     let parent = forest.root
     for (const [i, c] of cases.entries()) {
-      parent = Forest.commitObservation(forest, { parent, messages: [user(`q${i}`)], tokens: [9], tools, chatTemplateKwargs: kwargs, rolloutId: 0 })
-      parent = Forest.commitResponse(forest, {
+      parent = ForestCommit.commitObservation(forest, { parent, messages: [user(`q${i}`)], tokens: [9], tools, chatTemplateKwargs: kwargs, rolloutId: 0 })
+      parent = ForestCommit.commitResponse(forest, {
         parent,
         message: assistant(`a${i}`),
         tokens: ids,
@@ -238,9 +239,9 @@ describe("commits", () => {
 
   it("finds the response of a request id, also of a retry that re-committed an existing response", () => {
     const forest = fresh()
-    const obs = Forest.commitObservation(forest, { parent: forest.root, messages: [user("q")], tokens: [1], tools, chatTemplateKwargs: kwargs, rolloutId: 0 })
+    const obs = ForestCommit.commitObservation(forest, { parent: forest.root, messages: [user("q")], tokens: [1], tools, chatTemplateKwargs: kwargs, rolloutId: 0 })
     const commit = (requestId: string, content: string) =>
-      Forest.commitResponse(forest, {
+      ForestCommit.commitResponse(forest, {
         parent: obs, message: assistant(content), tokens: [2], logprobs: [-1], weightVersions: [], status: "completed",
         rolloutId: 0, requestId, abortCount: 0, wallElapsedS: 0, generationElapsedS: 0
       })
@@ -263,7 +264,7 @@ describe("commits", () => {
     const second = turn(forest, [user("q")], assistant("a1 again"), [1], [7])
     const branch = turn(forest, [user("q"), assistant("a1"), user("other")], assistant("b"), [8], [9])
     const again = turn(forest, history.slice(0, 3), assistant("a2"), [3], [4])
-    const obsOnly = Forest.commitObservation(forest, {
+    const obsOnly = ForestCommit.commitObservation(forest, {
       parent: t1.resp, messages: [user("q4")], tokens: [10], tools, chatTemplateKwargs: kwargs, rolloutId: 0
     })
     assert.strictEqual(second.obs, t1.obs)
@@ -292,7 +293,7 @@ describe("commits", () => {
     const parents = contexts.map(() => forest.root)
     for (let k = 0; k < 4; k++) {
       contexts.forEach(([t, k2], c) => {
-        const obs = Forest.commitObservation(forest, {
+        const obs = ForestCommit.commitObservation(forest, {
           parent: parents[c] ?? forest.root,
           messages: [user(`q${k}`)],
           tokens: [k],
@@ -300,7 +301,7 @@ describe("commits", () => {
           chatTemplateKwargs: structuredClone(k2),
           rolloutId: 0
         })
-        parents[c] = Forest.commitResponse(forest, {
+        parents[c] = ForestCommit.commitResponse(forest, {
           parent: obs,
           message: assistant(`a${k}`),
           tokens: [k],
@@ -342,7 +343,7 @@ describe("commits", () => {
   it("rejects a response whose logprobs do not align with its tokens", () => {
     const forest = fresh()
     assert.throws(() =>
-      Forest.commitResponse(forest, {
+      ForestCommit.commitResponse(forest, {
         parent: forest.root,
         message: assistant("a"),
         tokens: [1, 2],
@@ -426,7 +427,7 @@ describe("implicit export", () => {
   it("ignores observation-only leaves", () => {
     const forest = fresh()
     const t1 = turn(forest, [user("q")], assistant("a1"), [1], [2])
-    Forest.commitObservation(forest, { parent: forest.root, messages: [user("never answered")], tokens: [7], tools, chatTemplateKwargs: kwargs, rolloutId: 0 })
+    ForestCommit.commitObservation(forest, { parent: forest.root, messages: [user("never answered")], tokens: [7], tools, chatTemplateKwargs: kwargs, rolloutId: 0 })
     const out = Export.exportImplicit(forest, {})
     assert.deepStrictEqual(contextsOf(out)?.map((c) => c.hash), [t1.resp])
   })
@@ -526,14 +527,14 @@ describe("Sample.build (docs/sessionforest.md)", () => {
   it("marks a state ending in an observation as truncated", () => {
     const forest = fresh()
     const t1 = turn(forest, [user("q")], assistant("a1"), [1], [2])
-    const obs = Forest.commitObservation(forest, { parent: t1.resp, messages: [user("q2")], tokens: [3, 4], tools, chatTemplateKwargs: kwargs, rolloutId: 3 })
+    const obs = ForestCommit.commitObservation(forest, { parent: t1.resp, messages: [user("q2")], tokens: [3, 4], tools, chatTemplateKwargs: kwargs, rolloutId: 3 })
     const sample = Sample.build(forest, obs, decode, { rolloutId: 0, exportName: null, reward: null, metadata: {} })
     assert.deepStrictEqual([sample.status, sample.loss_mask], ["truncated", [1, 0, 0]])
   })
 
   it("refuses a lineage without a response", () => {
     const forest = fresh()
-    const obs = Forest.commitObservation(forest, { parent: forest.root, messages: [user("q")], tokens: [1], tools, chatTemplateKwargs: kwargs, rolloutId: 0 })
+    const obs = ForestCommit.commitObservation(forest, { parent: forest.root, messages: [user("q")], tokens: [1], tools, chatTemplateKwargs: kwargs, rolloutId: 0 })
     assert.throws(
       () => Sample.build(forest, obs, decode, { rolloutId: 0, exportName: null, reward: null, metadata: {} }),
       "A sample export leaf must have at least one resp node in its lineage."
@@ -563,7 +564,7 @@ describe("processor-expanded observations (images)", () => {
 
   it("keeps the inference tokens for the engine and counts the expanded training tokens against the context", () => {
     const forest = fresh()
-    const obs = Forest.commitObservation(forest, {
+    const obs = ForestCommit.commitObservation(forest, {
       parent: forest.root,
       messages: [withImage],
       tokens: [1, PAD, 2],
@@ -585,7 +586,7 @@ describe("processor-expanded observations (images)", () => {
     const forest = fresh()
     const history = [withImage]
     const m = Forest.match(forest, state(history), { strict: true })
-    const obs = Forest.commitObservation(forest, {
+    const obs = ForestCommit.commitObservation(forest, {
       parent: m.parent,
       messages: m.suffix,
       tokens: [1, PAD, 2],
@@ -668,11 +669,11 @@ describe("the packed node layout against the earlier one (an Int32Array and a Fl
         const history: Array<Canonical.Message> = []
         for (const [i, t] of turns.entries()) {
           history.push(user(`q${i}`))
-          parent = Forest.commitObservation(forest, {
+          parent = ForestCommit.commitObservation(forest, {
             parent, messages: [user(`q${i}`)], tokens: t.observation, tools, chatTemplateKwargs: kwargs, rolloutId: i
           })
           history.push(assistant(`a${i}`))
-          parent = Forest.commitResponse(forest, {
+          parent = ForestCommit.commitResponse(forest, {
             parent, message: assistant(`a${i}`), tokens: t.response.map(([id]) => id), logprobs: t.response.map(([, lp]) => lp),
             weightVersions: ["v"], status: "completed", rolloutId: i, requestId: `r${i}`, abortCount: 0, wallElapsedS: 0, generationElapsedS: 0
           })

@@ -4,6 +4,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as Forest from "../../src/forest/Forest.ts"
+import * as ForestCommit from "../../src/forest/Commit.ts"
 import * as Hash from "../../src/forest/hash.ts"
 import * as PythonJson from "../../src/json/PythonJson.ts"
 import * as Canonical from "../../src/protocol/canonical.ts"
@@ -90,7 +91,7 @@ const stateOf = (messages: ReadonlyArray<Canonical.Message>, context: Context): 
 
 let requestIds = 0
 const respond = (forest: Forest.Forest, parent: string, message: Canonical.Message): string =>
-  Forest.commitResponse(forest, {
+  ForestCommit.commitResponse(forest, {
     parent,
     message,
     tokens: [1, 2],
@@ -105,7 +106,7 @@ const respond = (forest: Forest.Forest, parent: string, message: Canonical.Messa
   })
 
 const observe = (forest: Forest.Forest, parent: string, messages: ReadonlyArray<Canonical.Message>, context: Context) =>
-  Forest.commitObservation(forest, {
+  ForestCommit.commitObservation(forest, {
     parent,
     messages,
     tokens: [3],

@@ -3,6 +3,7 @@ import { Effect, Result } from "effect"
 import { Tokenizer, type TokenizerShape } from "../../layers/tokenizer/Tokenizer.ts"
 import * as Canonical from "../../src/protocol/canonical.ts"
 import * as Forest from "../../src/forest/Forest.ts"
+import * as ForestCommit from "../../src/forest/Commit.ts"
 import * as Export from "../../src/forest/Export.ts"
 import * as Sample from "../../src/forest/Sample.ts"
 import * as ObservationDelta from "../../src/template/ObservationDelta.ts"
@@ -84,7 +85,7 @@ const request = (
       : ObservationDelta.deltaTokens(tok, matched.suffix, tools, kwargs)
   )
   assert.isTrue(Result.isSuccess(Forest.checkObservationContext(forest, matched.parent, observation.length, 32768)))
-  const parent = Forest.commitObservation(forest, {
+  const parent = ForestCommit.commitObservation(forest, {
     parent: matched.parent,
     messages: matched.suffix,
     tokens: observation,
@@ -94,7 +95,7 @@ const request = (
   })
   const generated = [...tok.encode(generatedText(tok, history, reply)), tok.eosTokenId]
   const logprobs = generated.map((_, i) => -((turn + 1) * 1000 + i) / 10000)
-  const response = Forest.commitResponse(forest, {
+  const response = ForestCommit.commitResponse(forest, {
     parent,
     message: reply,
     tokens: generated,
@@ -130,7 +131,7 @@ describe("a multi-turn Qwen3 tool conversation, built turn by turn", () => {
         const turns = [t1, t2, t3]
 
         // Each request continued from the previous response: one lineage, one leaf.
-        assert.strictEqual(t2.parent, Forest.commitObservation(forest, {
+        assert.strictEqual(t2.parent, ForestCommit.commitObservation(forest, {
           parent: t1.response,
           messages: canonical([tool1, tool2]),
           tokens: t2.observation,

@@ -2,6 +2,7 @@
  * A small debug dump built from a real SessionForest, for the inspect tests that need no rollout.
  */
 import * as Forest from "../../src/forest/Forest.ts"
+import * as ForestCommit from "../../src/forest/Commit.ts"
 import * as Sample from "../../src/forest/Sample.ts"
 import * as ForestDump from "../../src/inspect/ForestDump.ts"
 import type * as Canonical from "../../src/protocol/canonical.ts"
@@ -21,13 +22,13 @@ export const call = (args: string): Canonical.ToolCall => ({ id: "c1", type: "fu
 export const session = () => {
   const forest = Forest.make({ sessionId: "s1", groupIndex: 0, index: 0, label: null, metadata: {} })
   const base = { tools: [], chatTemplateKwargs: {}, rolloutId: 0 }
-  const o1 = Forest.commitObservation(forest, { ...base, parent: forest.root, messages: [user("What is 2 + 2?")], tokens: [900, 1, 2, 3] })
-  const r1 = Forest.commitResponse(forest, {
+  const o1 = ForestCommit.commitObservation(forest, { ...base, parent: forest.root, messages: [user("What is 2 + 2?")], tokens: [900, 1, 2, 3] })
+  const r1 = ForestCommit.commitResponse(forest, {
     parent: o1, message: assistant("Four."), tokens: [10, 11, 901], logprobs: [-0.1, -0.2, -0.01], weightVersions: ["1"],
     status: "completed", rolloutId: 0, requestId: "req-1", abortCount: 0, wallElapsedS: 0.5, generationElapsedS: 0.4
   })
-  const o2 = Forest.commitObservation(forest, { ...base, parent: o1, messages: [assistant("Four. (edited)"), user("Sure?")], tokens: [902, 10, 11, 12, 901, 900, 4, 901] })
-  const r2 = Forest.commitResponse(forest, {
+  const o2 = ForestCommit.commitObservation(forest, { ...base, parent: o1, messages: [assistant("Four. (edited)"), user("Sure?")], tokens: [902, 10, 11, 12, 901, 900, 4, 901] })
+  const r2 = ForestCommit.commitResponse(forest, {
     parent: o2, message: assistant("Yes, 4."), tokens: [20, 21, 22, 23, 901], logprobs: [-1, -2, -3, -4, -0.5], weightVersions: ["1", "2"],
     attemptLengths: [3, 2], status: "completed", rolloutId: 0, requestId: "req-2", abortCount: 1, wallElapsedS: 1.5, generationElapsedS: 1
   })
