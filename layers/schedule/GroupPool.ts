@@ -28,14 +28,13 @@
  */
 import { Context, Data, Deferred, Effect, Fiber, Layer, Option, Queue, Scope } from "effect"
 import { randomBytes } from "node:crypto"
-import { type DropReason, dropStreak, type DropStreak, type TooManyDroppedGroupsError } from "../../src/schedule/DropStreak.ts"
+import { type DropReason, dropStreak } from "../../src/schedule/DropStreak.ts"
 import * as Errors from "../../src/errors.ts"
 import * as Leasing from "../../src/schedule/Leasing.ts"
 import * as Retention from "../../src/schedule/Retention.ts"
-import type * as AgentSpec from "../../src/session/AgentSpec.ts"
 import * as FirstRequestBarrier from "./FirstRequestBarrier.ts"
 import * as Pool from "./Pool.ts"
-import { type Progress, Telemetry, type TelemetryShape } from "../runtime/Telemetry.ts"
+import { Telemetry, type TelemetryShape } from "../runtime/Telemetry.ts"
 
 export { type DropReason, dropStreak, type DropStreak, TooManyDroppedGroupsError } from "../../src/schedule/DropStreak.ts"
 
