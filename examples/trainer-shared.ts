@@ -3,7 +3,7 @@
  * examples/arithmetic/rollout.json, with paths that work from any directory) and a one-line summary of a step.
  */
 import { fileURLToPath } from "node:url"
-import type { RolloutOptionsInput, Results } from "relax-agentic"
+import type { Results, RolloutOptionsInput } from "relax-agentic"
 
 const here = (path: string): string => fileURLToPath(new URL(path, import.meta.url))
 

@@ -7,7 +7,13 @@
  */
 import { NodeRuntime } from "@effect/platform-node"
 import { Console, Effect, Stream } from "effect"
-import { type MakeRolloutExtras, makeTrainer, type Results, type RolloutOptionsInput, TrainerService } from "relax-agentic"
+import {
+  type MakeRolloutExtras,
+  makeTrainer,
+  type Results,
+  type RolloutOptionsInput,
+  TrainerService
+} from "relax-agentic"
 import { arithmetic, describeStep, isMain } from "./trainer-shared.ts"
 
 /** `steps` training steps (train, then `updateWeights`), Eval, then `streamSteps` more steps Group by Group. */
@@ -27,10 +33,14 @@ export const trainingLoop = (options: { readonly steps: number; readonly streamS
     const evaluation = yield* trainer.evaluate(options.steps)
     for (const dataset of evaluation.datasets) {
       const scored = dataset.rewards.filter((r): r is number => r !== null)
-      yield* Console.log(`eval ${dataset.name}: ${scored.filter((r) => r === 1).length}/${dataset.rewards.length} correct`)
+      yield* Console.log(
+        `eval ${dataset.name}: ${scored.filter((r) => r === 1).length}/${dataset.rewards.length} correct`
+      )
     }
     const groups = yield* trainer.stream({ steps: options.streamSteps }).pipe(
-      Stream.tap((group) => Console.log(`step ${group.rolloutId} Group ${group.groupIndex}: ${group.samples.length} samples`)),
+      Stream.tap((group) =>
+        Console.log(`step ${group.rolloutId} Group ${group.groupIndex}: ${group.samples.length} samples`)
+      ),
       Stream.runCollect
     )
     return { steps, evaluation, groups }

@@ -19,9 +19,13 @@ context.addPlugin(Fs.readFileSync(Typescript.getPath()), typescript ?? {})
 context.addPlugin(Fs.readFileSync(Json.getPath()), json ?? {})
 
 const extensions = /\.(ts|mts|mjs|js|json)$/
-const excluded = (file) => excludes.some((pattern) => file === pattern || file.startsWith(pattern.replace(/\/?\*\*$/, "") + "/"))
+const excluded = (file) =>
+  excludes.some((pattern) => file === pattern || file.startsWith(pattern.replace(/\/?\*\*$/, "") + "/"))
 // Tracked and untracked files git does not ignore: the tree a clean clone has, plus new files.
-const files = execFileSync("git", ["ls-files", "--cached", "--others", "--exclude-standard"], { cwd: root, encoding: "utf8" })
+const files = execFileSync("git", ["ls-files", "--cached", "--others", "--exclude-standard"], {
+  cwd: root,
+  encoding: "utf8"
+})
   .split("\n")
   .filter((file) => extensions.test(file) && !excluded(file) && Fs.existsSync(Path.join(root, file)))
 
@@ -36,7 +40,11 @@ for (const file of files) {
   if (!check) Fs.writeFileSync(path, formatted)
 }
 if (check && unformatted.length > 0) {
-  process.stderr.write(`${unformatted.length} file(s) not formatted (run \`npm run format\`):\n${unformatted.join("\n")}\n`)
+  process.stderr.write(
+    `${unformatted.length} file(s) not formatted (run \`npm run format\`):\n${unformatted.join("\n")}\n`
+  )
   process.exit(1)
 }
-process.stdout.write(`${check ? "checked" : "formatted"} ${files.length} files${check ? "" : `, ${unformatted.length} rewritten`}\n`)
+process.stdout.write(
+  `${check ? "checked" : "formatted"} ${files.length} files${check ? "" : `, ${unformatted.length} rewritten`}\n`
+)

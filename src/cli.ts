@@ -15,39 +15,48 @@ import { randomUUID } from "node:crypto"
 import { readFileSync, realpathSync } from "node:fs"
 import { resolve as resolvePath } from "node:path"
 import { fileURLToPath } from "node:url"
-import * as Settings from "./config/Settings.ts"
 import { Gateway, isLoopback } from "../layers/gateway/Gateway.ts"
-import { RolloutRpcServer, type RpcServerOptions } from "../layers/trainer/RolloutRpc.ts"
 import { Rollout } from "../layers/rollout/Rollout.ts"
+import { RolloutRpcServer, type RpcServerOptions } from "../layers/trainer/RolloutRpc.ts"
 import { capacityOf, renderCheck, runCheck } from "./cli/check.ts"
 import { clusterOptionsFromFlags, clusterProblem, controllerRole, runnerCommand } from "./cli/cluster.ts"
 import * as ClusterFlags from "./cluster/Flags.ts"
+import * as Settings from "./config/Settings.ts"
 
 /** The cluster flags (docs/scale-out.md): every member's, and `runner`'s own. */
 export const clusterFlags = [...ClusterFlags.memberFlags, ...ClusterFlags.runnerFlags]
+import { flagsOf, type FlagValues, normalizeArgs, rolloutFlags, rowFlag, serveFlags } from "./cli/flags.ts"
 import { inspectCommand } from "./cli/inspect.ts"
-import { type FlagValues, flagsOf, normalizeArgs, rolloutFlags, rowFlag, serveFlags } from "./cli/flags.ts"
 import { configMessage, type SettingsError, settingsFromFlags, unusedOptionWarnings } from "./cli/settings.ts"
 import * as Shutdown from "./cli/shutdown.ts"
-import * as Relax from "./index.ts"
 import * as Errors from "./errors.ts"
+import * as Relax from "./index.ts"
 import * as RunReport from "./rollout/RunReport.ts"
 
 // The command's parts live under src/cli/; their public names stay importable from here.
 export {
-  type FlagKind,
-  type FlagSpec,
-  type FlagValue,
-  type FlagValues,
+  capacityOf,
+  type CheckReport,
+  CheckStartupError,
+  renderCheck,
+  type Requirement,
+  runCheck
+} from "./cli/check.ts"
+export {
   describeFlag,
   expandMultiValues,
+  type FlagKind,
+  type FlagSpec,
   flagsReference,
+  type FlagValue,
+  type FlagValues,
   lastOccurrenceWins,
   multiValueFlags,
   normalizeArgs,
   rolloutFlags,
   serveFlags
 } from "./cli/flags.ts"
+export { inspectCommand, inspectFlagNames, type InspectRequest, runInspect } from "./cli/inspect.ts"
 export {
   CliInputError,
   configMessage,
@@ -57,15 +66,6 @@ export {
   settingsFromFlags,
   unusedOptionWarnings
 } from "./cli/settings.ts"
-export { type InspectRequest, inspectCommand, inspectFlagNames, runInspect } from "./cli/inspect.ts"
-export {
-  capacityOf,
-  type CheckReport,
-  CheckStartupError,
-  renderCheck,
-  type Requirement,
-  runCheck
-} from "./cli/check.ts"
 
 /** A failure as effect/cli shows it: `ERROR` + the message on stderr, exit code 1. */
 const userError = (message: string) => new CliError.UserError({ cause: message, userMessage: message })
@@ -180,7 +180,9 @@ export const rpcOptionsFromFlags = (
     ? portValue.value
     : 8765
   const token = stringFlag(values, "rpc-token") ?? (env["RELAX_RPC_TOKEN"] || undefined)
-  if (port < 0 || port > 65535) return Effect.fail(userError(`--rpc-port: ${port} is not a port; use 0-65535 (0: any free port)`))
+  if (port < 0 || port > 65535) {
+    return Effect.fail(userError(`--rpc-port: ${port} is not a port; use 0-65535 (0: any free port)`))
+  }
   if (!isLoopback(host) && token === undefined) {
     return Effect.fail(userError(
       `--rpc-host ${host}: serving the trainer RPC beyond loopback needs a bearer token; ` +
@@ -209,7 +211,9 @@ export const serveCommand = Command.make(
           `relax-agentic serve: trainer RPC listening on ${server.url} (POST NDJSON; docs/trainer.md)` +
             `${rpc.token === undefined ? "" : ", bearer token required"}; agents use ${gateway.agentBaseUrl}`
         )
-        yield* Shutdown.onInterrupted((signal) => `relax-agentic serve: stopped by ${signal}; every step in progress was abandoned`)
+        yield* Shutdown.onInterrupted((signal) =>
+          `relax-agentic serve: stopped by ${signal}; every step in progress was abandoned`
+        )
         yield* server.shutdownRequested
         yield* Console.log("relax-agentic serve: Shutdown requested; reaping agents and closing the servers")
       }).pipe(
@@ -224,8 +228,10 @@ export const serveCommand = Command.make(
 
 /** The root command. */
 export const command = Command.make("relax-agentic").pipe(
-  Command.withDescription("Agentic rollout for RL training: supervise agent harnesses, serve them model APIs, " +
-    "record SessionForests, write training samples."),
+  Command.withDescription(
+    "Agentic rollout for RL training: supervise agent harnesses, serve them model APIs, " +
+      "record SessionForests, write training samples."
+  ),
   Command.withSubcommands([rolloutCommand, checkCommand, serveCommand, inspectCommand, runnerCommand])
 )
 

@@ -26,52 +26,55 @@
  * when the program ends or is interrupted, every agent is reaped.
  */
 import { Effect, Layer, ManagedRuntime, Stream } from "effect"
-import * as Path from "node:path"
 import type { HttpServerError } from "effect/http"
-import type { CreditOptions } from "./credit/CreditOptions.ts"
-import * as Parsers from "./parsers/registry.ts"
-import * as OtlpExport from "../layers/observability/OtlpExport.ts"
-import * as RolloutConfig from "../layers/rollout/RolloutConfig.ts"
-import * as RolloutOptions from "./config/RolloutOptions.ts"
-import * as Settings from "./config/Settings.ts"
+import * as Path from "node:path"
+import type * as Membership from "../layers/cluster/Membership.ts"
 import { Credit, type CreditStartupError } from "../layers/credit/Credit.ts"
 import { EmbeddedEngine, type EmbeddedEngineOptions } from "../layers/engine/EmbeddedEngine.ts"
 import type { Engine, EngineError, PauseMode } from "../layers/engine/Engine.ts"
-import * as FairScheduler from "../layers/runtime/FairScheduler.ts"
-import { Forests } from "../layers/generation/Forests.ts"
+import { SglangEngine } from "../layers/engine/sglang/SglangEngine.ts"
 import { Gateway } from "../layers/gateway/Gateway.ts"
 import type * as ModelRoute from "../layers/gateway/ModelRoute.ts"
-import type * as Membership from "../layers/cluster/Membership.ts"
-import type { SessionRunner } from "../layers/rollout/SessionRunner.ts"
+import { Forests } from "../layers/generation/Forests.ts"
 import { Generation } from "../layers/generation/Generation.ts"
-import type { HookLoadError } from "../layers/runtime/Hooks.ts"
+import * as OtlpExport from "../layers/observability/OtlpExport.ts"
 import { Rollout } from "../layers/rollout/Rollout.ts"
+import * as RolloutConfig from "../layers/rollout/RolloutConfig.ts"
+import type { SessionRunner } from "../layers/rollout/SessionRunner.ts"
+import * as FairScheduler from "../layers/runtime/FairScheduler.ts"
+import type { HookLoadError } from "../layers/runtime/Hooks.ts"
+import * as Telemetry from "../layers/runtime/Telemetry.ts"
 import type { GenerationGate } from "../layers/schedule/GenerationGate.ts"
 import { GroupPool } from "../layers/schedule/GroupPool.ts"
 import { Sessions } from "../layers/schedule/Sessions.ts"
-import { SglangEngine } from "../layers/engine/sglang/SglangEngine.ts"
-import { type InProcessAgent, resolveAgentSpec, Supervisor, type SupervisorShape } from "../layers/session/Supervisor.ts"
-import * as Telemetry from "../layers/runtime/Telemetry.ts"
+import {
+  type InProcessAgent,
+  resolveAgentSpec,
+  Supervisor,
+  type SupervisorShape
+} from "../layers/session/Supervisor.ts"
 import { Tokenizer, type TokenizerLoadError } from "../layers/tokenizer/Tokenizer.ts"
-import { type StreamOptions, TrainerService } from "../layers/trainer/TrainerService.ts"
 import { RolloutRpcServer, type RpcServeError, type RpcServerOptions } from "../layers/trainer/RolloutRpc.ts"
+import { type StreamOptions, TrainerService } from "../layers/trainer/TrainerService.ts"
+import * as RolloutOptions from "./config/RolloutOptions.ts"
+import * as Settings from "./config/Settings.ts"
+import type { CreditOptions } from "./credit/CreditOptions.ts"
 import type { HookSpecError } from "./hooks/HookSpec.ts"
+import * as Parsers from "./parsers/registry.ts"
 import type { OutputPathError } from "./rollout/OutputPaths.ts"
-import type { AgentSpecError } from "./session/errors.ts"
 import type { DatasetError } from "./schedule/Dataset.ts"
+import type { AgentSpecError } from "./session/errors.ts"
 import type * as Results from "./trainer/Results.ts"
 
+export { EmbeddedEngine, type EmbeddedEngineOptions } from "../layers/engine/EmbeddedEngine.ts"
 export {
-  capacity,
-  defaultMaxConsecutiveDrops,
-  evalConcurrency,
-  resolve as resolveConfig,
-  RolloutConfigError,
-  type RolloutSettings
-} from "./config/Settings.ts"
-export { flagOf } from "./config/FlagTable.ts"
-export { RolloutOptions, type RolloutOptionsInput } from "./config/RolloutOptions.ts"
-export { RolloutConfig } from "../layers/rollout/RolloutConfig.ts"
+  Engine,
+  EngineError,
+  type EngineErrorReason,
+  type EngineShape,
+  type PauseMode
+} from "../layers/engine/Engine.ts"
+export { Gateway } from "../layers/gateway/Gateway.ts"
 export {
   type EvalDatasetResult,
   type EvalResult,
@@ -81,17 +84,10 @@ export {
   type RunSummary,
   type StepResult
 } from "../layers/rollout/Rollout.ts"
-export { type DropReason, TooManyDroppedGroupsError } from "../layers/schedule/GroupPool.ts"
+export { RolloutConfig } from "../layers/rollout/RolloutConfig.ts"
 export { memorySink, OutputWriteError, processSink, type Sink, Telemetry } from "../layers/runtime/Telemetry.ts"
-export { OutputPathError } from "./rollout/OutputPaths.ts"
-export * as RunReport from "./rollout/RunReport.ts"
+export { type DropReason, TooManyDroppedGroupsError } from "../layers/schedule/GroupPool.ts"
 export { type InProcessAgent, type InProcessAgentInput, Supervisor } from "../layers/session/Supervisor.ts"
-export { Advantage, Reward, Status, TrainingSample } from "./forest/TrainingSample.ts"
-export { ContextLengthError } from "./forest/errors.ts"
-export { Engine, EngineError, type EngineErrorReason, type EngineShape, type PauseMode } from "../layers/engine/Engine.ts"
-export { EmbeddedEngine, type EmbeddedEngineOptions } from "../layers/engine/EmbeddedEngine.ts"
-export { Gateway } from "../layers/gateway/Gateway.ts"
-export { type StreamOptions, TrainerService, type TrainerServiceShape } from "../layers/trainer/TrainerService.ts"
 export {
   clientProtocol,
   makeClient as makeRpcClient,
@@ -104,11 +100,26 @@ export {
   RpcServeError,
   type RpcServerOptions
 } from "../layers/trainer/RolloutRpc.ts"
-export * as Results from "./trainer/Results.ts"
-export { RolloutCallError } from "./trainer/Results.ts"
+export { type StreamOptions, TrainerService, type TrainerServiceShape } from "../layers/trainer/TrainerService.ts"
+export { flagOf } from "./config/FlagTable.ts"
+export { RolloutOptions, type RolloutOptionsInput } from "./config/RolloutOptions.ts"
+export {
+  capacity,
+  defaultMaxConsecutiveDrops,
+  evalConcurrency,
+  resolve as resolveConfig,
+  RolloutConfigError,
+  type RolloutSettings
+} from "./config/Settings.ts"
+export { ContextLengthError } from "./forest/errors.ts"
+export { Advantage, Reward, Status, TrainingSample } from "./forest/TrainingSample.ts"
+export { OutputPathError } from "./rollout/OutputPaths.ts"
+export * as RunReport from "./rollout/RunReport.ts"
 export * as Capacity from "./schedule/Capacity.ts"
 export * as Dataset from "./schedule/Dataset.ts"
 export { DatasetError } from "./schedule/Dataset.ts"
+export * as Results from "./trainer/Results.ts"
+export { RolloutCallError } from "./trainer/Results.ts"
 
 /** Everything that can stop a rollout from starting, each naming the flag or file to fix. */
 export type RolloutStartupError =
@@ -149,7 +160,9 @@ export const creditOptions = (settings: Settings.RolloutSettings): CreditOptions
   ...(settings.rewardKey === undefined ? {} : { rewardKey: settings.rewardKey }),
   ...(settings.evalRewardKey === undefined ? {} : { evalRewardKey: settings.evalRewardKey }),
   ...(settings.customRmPath === undefined ? {} : { customRmPath: settings.customRmPath }),
-  ...(settings.agenticCustomAdvantagePath === undefined ? {} : { customAdvantagePath: settings.agenticCustomAdvantagePath }),
+  ...(settings.agenticCustomAdvantagePath === undefined
+    ? {}
+    : { customAdvantagePath: settings.agenticCustomAdvantagePath }),
   ...(settings.maxTokensPerGpu === undefined ? {} : { maxTokensPerGpu: settings.maxTokensPerGpu }),
   ...(settings.dynamicSamplingFilterPath === undefined
     ? {}
@@ -194,7 +207,9 @@ export const supervisorFromSettings = (
  */
 export interface ClusterRole {
   /** The controller's runner of Sessions (`layers/cluster/Remote.ts` over a client-only member). */
-  readonly sessionRunner?: Layer.Layer<SessionRunner, Membership.JoinError, Credit | Engine | RolloutConfig.RolloutConfig> | undefined
+  readonly sessionRunner?:
+    | Layer.Layer<SessionRunner, Membership.JoinError, Credit | Engine | RolloutConfig.RolloutConfig>
+    | undefined
   /** A runner's gateway forwarding (`layers/cluster/Forward.ts` over the runner's membership). */
   readonly forwarder?: Layer.Layer<ModelRoute.Forwarder, Membership.JoinError> | undefined
   /** What agents get as `RELAX_BASE_URL` instead of this process's own gateway URL. */
@@ -219,14 +234,19 @@ export const servicesFromSettings = (
     Forests.layer,
     extras.telemetry === undefined ? Telemetry.Telemetry.layer : Telemetry.Telemetry.layerSink(extras.telemetry)
   )
-  const engine: Layer.Layer<Engine, EngineError | HookSpecError | HookLoadError, Tokenizer> = settings.engine === "sglang"
-    ? SglangEngine.layerCheckingTokenizer(SglangEngine.optionsOf(settings))
-    : Layer.unwrap(Effect.gen(function*() {
-      const policy = settings.embeddedPolicy === undefined
-        ? undefined
-        : yield* EmbeddedEngine.loadPolicy(settings.embeddedPolicy, cwd)
-      return EmbeddedEngine.layer({ ...extras.embedded, seed: settings.rolloutSeed, ...(policy === undefined ? {} : { policy }) })
-    }))
+  const engine: Layer.Layer<Engine, EngineError | HookSpecError | HookLoadError, Tokenizer> =
+    settings.engine === "sglang"
+      ? SglangEngine.layerCheckingTokenizer(SglangEngine.optionsOf(settings))
+      : Layer.unwrap(Effect.gen(function*() {
+        const policy = settings.embeddedPolicy === undefined
+          ? undefined
+          : yield* EmbeddedEngine.loadPolicy(settings.embeddedPolicy, cwd)
+        return EmbeddedEngine.layer({
+          ...extras.embedded,
+          seed: settings.rolloutSeed,
+          ...(policy === undefined ? {} : { policy })
+        })
+      }))
   const generation = Layer.unwrap(
     Effect.map(Effect.fromResult(Generation.optionsOf(settings)), (options) => Generation.layer(options))
   )
@@ -281,8 +301,7 @@ export const makeRollout = (
 ): Layer.Layer<
   Rollout | RolloutConfig.RolloutConfig | Gateway | Engine | Sessions | Forests | Telemetry.Telemetry,
   RolloutStartupError
-> =>
-  Layer.unwrap(Settings.resolve(options).pipe(Effect.map((settings) => layerFromSettings(settings, extras))))
+> => Layer.unwrap(Settings.resolve(options).pipe(Effect.map((settings) => layerFromSettings(settings, extras))))
 
 /** Run the whole rollout (`--num-rollout` steps, Eval, output files) and tear everything down. */
 export const runRollout = (options: RolloutOptions.RolloutOptionsInput, extras: MakeRolloutExtras = {}) =>

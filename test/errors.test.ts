@@ -16,13 +16,16 @@ const sources = (dir: string): ReadonlyArray<string> =>
 
 /** The entry files import layers/, so the index (which src/ modules import) cannot re-export from them. */
 const isEntry = (file: string): boolean =>
-  file === Path.join("src", "index.ts") || file === Path.join("src", "cli.ts") || file.startsWith(Path.join("src", "cli") + Path.sep)
+  file === Path.join("src", "index.ts") || file === Path.join("src", "cli.ts") ||
+  file.startsWith(Path.join("src", "cli") + Path.sep)
 
 /** `class Name extends Data.TaggedError(...)` / `Schema.TaggedError<...>()(...)` / `Schema.TaggedErrorClass`. */
 const taggedErrors = (file: string): ReadonlyArray<string> =>
-  [...Fs.readFileSync(Path.join(root, file), "utf8").matchAll(
-    /class\s+(\w+)\s+extends\s+(?:Data\.TaggedError|Schema\.TaggedError|Schema\.TaggedErrorClass)\b/g
-  )].map((match) => match[1]!)
+  [
+    ...Fs.readFileSync(Path.join(root, file), "utf8").matchAll(
+      /class\s+(\w+)\s+extends\s+(?:Data\.TaggedError|Schema\.TaggedError|Schema\.TaggedErrorClass)\b/g
+    )
+  ].map((match) => match[1]!)
 
 /** Not yet renamed: src/forest/ is being split (issue 20); `ForestNotFound` becomes `ForestNotFoundError` after it. */
 const pendingNames = new Set(["ForestNotFound"])

@@ -16,7 +16,9 @@ interface SessionInput {
 
 const env = (name: string): string => {
   const value = process.env[name]
-  if (value === undefined || value.length === 0) throw new Error(`${name} is not set; run this agent through relax-agentic`)
+  if (value === undefined || value.length === 0) {
+    throw new Error(`${name} is not set; run this agent through relax-agentic`)
+  }
   return value
 }
 
@@ -52,7 +54,10 @@ const main = async () => {
   const input = JSON.parse(readFileSync(env("RELAX_INPUT_JSON"), "utf8")) as SessionInput
   const client = new OpenAI({ baseURL: env("RELAX_BASE_URL"), apiKey: env("RELAX_SESSION_ID"), timeout: 9_999_000 })
   const messages: Array<ChatCompletionMessageParam> = [
-    { role: "system", content: "You are a careful math assistant. Use the calculator tool, then state the final answer." },
+    {
+      role: "system",
+      content: "You are a careful math assistant. Use the calculator tool, then state the final answer."
+    },
     ...(input.messages ?? [])
   ]
   let toolCalls = 0
@@ -86,7 +91,11 @@ const main = async () => {
   writeFileSync(
     env("RELAX_OUTPUT_JSON"),
     JSON.stringify({
-      metadata: { task_id: input.metadata?.task_id ?? null, tool_calls: toolCalls, answered: answer !== undefined ? 1 : 0 },
+      metadata: {
+        task_id: input.metadata?.task_id ?? null,
+        tool_calls: toolCalls,
+        answered: answer !== undefined ? 1 : 0
+      },
       reward: { score: correct ? 1 : 0, tool_calls: toolCalls }
     })
   )

@@ -11,8 +11,8 @@
  * Cancellation: aborting `signal` aborts the pending model request, kills a running command, and removes the working
  * copy.
  */
-import OpenAI from "openai"
 import { readFileSync, writeFileSync } from "node:fs"
+import OpenAI from "openai"
 import * as Repo from "./repo.ts"
 
 /** What the thin client submits: the Session's input file and how to reach its model endpoint. */
@@ -78,7 +78,9 @@ const tools: Array<OpenAI.Responses.FunctionTool> = [
 const maxObservation = 1500
 
 const clip = (text: string): string =>
-  text.length <= maxObservation ? text : `${text.slice(0, maxObservation)}\n[... ${text.length - maxObservation} more characters]`
+  text.length <= maxObservation
+    ? text
+    : `${text.slice(0, maxObservation)}\n[... ${text.length - maxObservation} more characters]`
 
 const argument = (args: Record<string, unknown>, name: string): string => {
   const value = args[name]
@@ -108,7 +110,10 @@ const runTool = async (
       const text = readFileSync(path, "utf8")
       const count = text.split(search).length - 1
       if (count !== 1) {
-        return { output: `error: the search text occurs ${count} times in ${args["path"]}; it must occur once`, failed: true }
+        return {
+          output: `error: the search text occurs ${count} times in ${args["path"]}; it must occur once`,
+          failed: true
+        }
       }
       writeFileSync(path, text.replace(search, () => argument(args, "replace")))
       return { output: `patched ${args["path"]}`, failed: false }
@@ -131,7 +136,12 @@ export const runTask = async (
   const copy = Repo.workingCopy(task.files)
   try {
     // The first request waits until the Session's Group gets its Runtime lease: no client timeout.
-    const client = new OpenAI({ baseURL: request.baseUrl, apiKey: request.sessionId, timeout: 9_999_000, maxRetries: 0 })
+    const client = new OpenAI({
+      baseURL: request.baseUrl,
+      apiKey: request.sessionId,
+      timeout: 9_999_000,
+      maxRetries: 0
+    })
     const conversation: Array<OpenAI.Responses.ResponseInputItem> = (request.input.messages ?? []).map((message) => ({
       role: message.role === "assistant" ? "assistant" : "user",
       content: typeof message.content === "string" ? message.content : JSON.stringify(message.content)
@@ -142,7 +152,9 @@ export const runTask = async (
     while (requests < maxTurns) {
       requests++
       progress.awaitingModel(true)
-      const response = await client.responses.create({ model: "policy", instructions, input: conversation, tools }, { signal })
+      const response = await client.responses.create({ model: "policy", instructions, input: conversation, tools }, {
+        signal
+      })
         .finally(() => progress.awaitingModel(false))
       const items = response.output.filter((item) =>
         item.type === "reasoning" || item.type === "message" || item.type === "function_call"

@@ -13,13 +13,19 @@ import { request } from "node:http"
 const env = (name: string): string => {
   const value = process.env[name]
   if (value === undefined || value.length === 0) {
-    throw new Error(`${name} is not set; run this client through relax-agentic with the agent server's URL in CODING_AGENT_SERVER`)
+    throw new Error(
+      `${name} is not set; run this client through relax-agentic with the agent server's URL in CODING_AGENT_SERVER`
+    )
   }
   return value
 }
 
 /** One HTTP exchange without a timeout (the result of a queued task can take as long as the run). */
-const call = (method: string, url: string, body?: unknown): Promise<{ readonly status: number; readonly json: unknown }> =>
+const call = (
+  method: string,
+  url: string,
+  body?: unknown
+): Promise<{ readonly status: number; readonly json: unknown }> =>
   new Promise((resolve, reject) => {
     const req = request(url, { method, headers: { "content-type": "application/json" } }, (res) => {
       const chunks: Array<Buffer> = []
@@ -74,7 +80,9 @@ const main = async () => {
   // Stopped meanwhile: the cancellation in flight exits the process.
   if (result.status === "cancelled" && stopping !== undefined) return
   if (result.status !== "completed") {
-    throw new Error(`task ${id} ${result.status} on the agent server${result.error === undefined ? "" : `: ${result.error}`}`)
+    throw new Error(
+      `task ${id} ${result.status} on the agent server${result.error === undefined ? "" : `: ${result.error}`}`
+    )
   }
   writeFileSync(env("RELAX_OUTPUT_JSON"), JSON.stringify(result.output))
 }

@@ -43,10 +43,13 @@ const rules: ReadonlyArray<Rule> = [
 ]
 
 /** A byte of the hash of the task and the seed: < 77 (30%) a wrong fix; 77..127 (20%) a failed command first. */
-const draw = (task: string, seed: number | string): number => createHash("sha256").update(`${seed}\n${task}`).digest()[0]!
+const draw = (task: string, seed: number | string): number =>
+  createHash("sha256").update(`${seed}\n${task}`).digest()[0]!
 
 /** The last assistant tool call and the observation that answered it. */
-const lastCall = (messages: ReadonlyArray<Message>): { readonly name: string; readonly args: Record<string, string> } | undefined => {
+const lastCall = (
+  messages: ReadonlyArray<Message>
+): { readonly name: string; readonly args: Record<string, string> } | undefined => {
   for (let i = messages.length - 1; i >= 0; i--) {
     const call = messages[i]!.tool_calls?.[0]
     if (call !== undefined) {
@@ -60,7 +63,9 @@ export const policy = (request: PolicyRequest): string => {
   const messages = request.messages
   const task = textOf(messages.find((m) => m.role === "user")?.content ?? "")
   const testCommand = /`([^`]+)`/.exec(task)?.[1]
-  if (testCommand === undefined) return answer("The task does not say how to run the tests.", "I cannot tell how to run the tests.")
+  if (testCommand === undefined) {
+    return answer("The task does not say how to run the tests.", "I cannot tell how to run the tests.")
+  }
   const roll = draw(task, request.seed ?? request.sessionId)
   const last = lastCall(messages)
   const observation = textOf(messages[messages.length - 1]?.content ?? "")
@@ -89,7 +94,9 @@ export const policy = (request: PolicyRequest): string => {
   if (last.name === "read_file") {
     const line = observation.split("\n").find((text) => rules.some((rule) => rule.find.test(text)))
     const rule = rules.find((r) => line !== undefined && r.find.test(line))
-    if (line === undefined || rule === undefined) return answer("I see no off-by-one here.", "I could not find the bug.")
+    if (line === undefined || rule === undefined) {
+      return answer("I see no off-by-one here.", "I could not find the bug.")
+    }
     const replace = line.replace(rule.find, roll < 77 ? rule.wrong : rule.fix)
     return toolCall(`This line is off by one: ${line.trim()}`, "apply_patch", {
       path: last.args["path"] ?? "",

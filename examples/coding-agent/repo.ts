@@ -51,7 +51,9 @@ export const writeFiles = (root: string, files: Readonly<Record<string, string>>
 }
 
 /** A fresh working copy of `files` in a temporary directory; `remove` deletes it. */
-export const workingCopy = (files: Readonly<Record<string, string>>): { readonly root: string; readonly remove: () => void } => {
+export const workingCopy = (
+  files: Readonly<Record<string, string>>
+): { readonly root: string; readonly remove: () => void } => {
   const root = mkdtempSync(Path.join(tmpdir(), "coding-task-"))
   writeFiles(root, files)
   return { root, remove: () => rmSync(root, { recursive: true, force: true }) }

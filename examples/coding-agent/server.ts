@@ -98,11 +98,15 @@ const pump = () => {
       }
     }
     Agent.runTask(task.request, task.controller.signal, progress).then(
-      (output) => finish(task, task.controller.signal.aborted ? { status: "cancelled" } : { status: "completed", output }),
+      (output) =>
+        finish(task, task.controller.signal.aborted ? { status: "cancelled" } : { status: "completed", output }),
       (error: unknown) =>
-        finish(task, task.controller.signal.aborted
-          ? { status: "cancelled" }
-          : { status: "failed", error: error instanceof Error ? error.stack ?? error.message : String(error) })
+        finish(
+          task,
+          task.controller.signal.aborted
+            ? { status: "cancelled" }
+            : { status: "failed", error: error instanceof Error ? error.stack ?? error.message : String(error) }
+        )
     ).finally(() => progress.awaitingModel(false))
     changed()
   }
@@ -147,7 +151,14 @@ const handle = async (req: IncomingMessage, res: ServerResponse) => {
     const body = await readBody(req)
     if (!isTaskRequest(body)) return send(res, 400, { error: "expected {input, baseUrl, sessionId}" })
     const id = `task-${nextId++}`
-    const created: Task = { id, request: body, controller: new AbortController(), state: "queued", result: undefined, waiters: [] }
+    const created: Task = {
+      id,
+      request: body,
+      controller: new AbortController(),
+      state: "queued",
+      result: undefined,
+      waiters: []
+    }
     tasks.set(id, created)
     queue.push(created)
     stats.submitted++
@@ -177,7 +188,9 @@ const handle = async (req: IncomingMessage, res: ServerResponse) => {
 }
 
 const server = createServer((req, res) => {
-  handle(req, res).catch((error: unknown) => send(res, 400, { error: error instanceof Error ? error.message : String(error) }))
+  handle(req, res).catch((error: unknown) =>
+    send(res, 400, { error: error instanceof Error ? error.message : String(error) })
+  )
 })
 
 server.listen(Number(values.port), "127.0.0.1", () => {

@@ -18,9 +18,9 @@ export const advantage = (
   return metadataBySession.map((contexts, i) => {
     const centered = outcomes[i]! - mean
     return Object.fromEntries(
-      Object.entries(contexts).map(([name, metadata]) =>
-        [name, name === "main" ? centered : centered * numberOf(metadata["usefulness"])]
-      )
+      Object.entries(contexts).map((
+        [name, metadata]
+      ) => [name, name === "main" ? centered : centered * numberOf(metadata["usefulness"])])
     )
   })
 }

@@ -31,7 +31,11 @@ interface ChatMessage {
 /** A tool of an explicit export record: the nested Chat Completions shape. */
 interface ChatTool {
   readonly type: "function"
-  readonly function: { readonly name: string; readonly description: string; readonly parameters: Record<string, unknown> }
+  readonly function: {
+    readonly name: string
+    readonly description: string
+    readonly parameters: Record<string, unknown>
+  }
 }
 
 interface ExportRecord {
@@ -44,7 +48,9 @@ interface ExportRecord {
 
 const env = (name: string): string => {
   const value = process.env[name]
-  if (value === undefined || value.length === 0) throw new Error(`${name} is not set; run this agent through relax-agentic`)
+  if (value === undefined || value.length === 0) {
+    throw new Error(`${name} is not set; run this agent through relax-agentic`)
+  }
   return value
 }
 
@@ -84,10 +90,16 @@ const searchChatTool: ChatTool = {
 /** An Anthropic assistant turn as a Chat message: text blocks joined, thinking → reasoning_content, tool_use → tool_calls. */
 const chatFromAnthropic = (blocks: ReadonlyArray<Anthropic.ContentBlock>): ChatMessage => {
   const text = blocks.flatMap((block) => (block.type === "text" ? [block.text] : [])).join("")
-  const thinking = blocks.flatMap((block) => (block.type === "thinking" && block.thinking !== "" ? [block.thinking] : []))
+  const thinking = blocks.flatMap((
+    block
+  ) => (block.type === "thinking" && block.thinking !== "" ? [block.thinking] : []))
   const calls = blocks.flatMap((block) =>
     block.type === "tool_use"
-      ? [{ id: block.id, type: "function" as const, function: { name: block.name, arguments: JSON.stringify(block.input) } }]
+      ? [{
+        id: block.id,
+        type: "function" as const,
+        function: { name: block.name, arguments: JSON.stringify(block.input) }
+      }]
       : []
   )
   return {
@@ -138,7 +150,8 @@ const runSearcher = async (client: Anthropic, name: string, query: string, answe
 // ---------------------------------------------------------------------------------------------------------------
 // The lead researcher: OpenAI Responses
 
-const leadInstructions = "You are the lead researcher. Delegate searches with delegate_search, then answer in one sentence."
+const leadInstructions =
+  "You are the lead researcher. Delegate searches with delegate_search, then answer in one sentence."
 const delegateParameters = {
   type: "object",
   properties: { queries: { type: "array", items: { type: "string" }, description: "one query per searcher" } },
@@ -153,7 +166,11 @@ const delegateTool: OpenAI.Responses.FunctionTool = {
 }
 const delegateChatTool: ChatTool = {
   type: "function",
-  function: { name: "delegate_search", description: "Ask one searcher per query and get their findings.", parameters: delegateParameters }
+  function: {
+    name: "delegate_search",
+    description: "Ask one searcher per query and get their findings.",
+    parameters: delegateParameters
+  }
 }
 
 /** Responses output items as one Chat assistant message: texts joined, reasoning → reasoning_content, calls → tool_calls. */

@@ -24,7 +24,9 @@ export const zoomSize = 224
 
 const env = (name: string): string => {
   const value = process.env[name]
-  if (value === undefined || value.length === 0) throw new Error(`${name} is not set; run this agent through relax-agentic`)
+  if (value === undefined || value.length === 0) {
+    throw new Error(`${name} is not set; run this agent through relax-agentic`)
+  }
   return value
 }
 
@@ -54,7 +56,9 @@ const firstImage = (messages: ReadonlyArray<ChatCompletionMessageParam>): Buffer
       if (part.type === "image_url") {
         const url = part.image_url.url
         const comma = url.indexOf(",")
-        if (!url.startsWith("data:") || comma < 0) throw new Error(`expected a data: URI image, got ${url.slice(0, 40)}`)
+        if (!url.startsWith("data:") || comma < 0) {
+          throw new Error(`expected a data: URI image, got ${url.slice(0, 40)}`)
+        }
         return Buffer.from(url.slice(comma + 1), "base64")
       }
     }
@@ -63,21 +67,34 @@ const firstImage = (messages: ReadonlyArray<ChatCompletionMessageParam>): Buffer
 }
 
 /** Crop `region` (clamped to the image) and scale it to the zoomed view: a PNG data URI. */
-const zoom = async (image: Buffer, args: Record<string, unknown>): Promise<{ readonly text: string; readonly url?: string }> => {
+const zoom = async (
+  image: Buffer,
+  args: Record<string, unknown>
+): Promise<{ readonly text: string; readonly url?: string }> => {
   const { width = 0, height = 0 } = await sharp(image).metadata()
   const num = (key: string) => Math.round(Number(args[key]))
   const left = Math.max(0, Math.min(width - 1, num("x")))
   const top = Math.max(0, Math.min(height - 1, num("y")))
   const w = Math.min(width - left, num("width"))
   const h = Math.min(height - top, num("height"))
-  if (!(w > 0 && h > 0)) return { text: `error: the region ${JSON.stringify(args)} is empty or outside the ${width} x ${height} image` }
+  if (!(w > 0 && h > 0)) {
+    return { text: `error: the region ${JSON.stringify(args)} is empty or outside the ${width} x ${height} image` }
+  }
   const png = await sharp(image).extract({ left, top, width: w, height: h }).resize(zoomSize, zoomSize).png().toBuffer()
-  return { text: `zoomed into x=${left} y=${top} width=${w} height=${h}`, url: `data:image/png;base64,${png.toString("base64")}` }
+  return {
+    text: `zoomed into x=${left} y=${top} width=${w} height=${h}`,
+    url: `data:image/png;base64,${png.toString("base64")}`
+  }
 }
 
 const main = async () => {
   const input = JSON.parse(readFileSync(env("RELAX_INPUT_JSON"), "utf8")) as SessionInput
-  const client = new OpenAI({ baseURL: env("RELAX_BASE_URL"), apiKey: env("RELAX_SESSION_ID"), timeout: 9_999_000, maxRetries: 0 })
+  const client = new OpenAI({
+    baseURL: env("RELAX_BASE_URL"),
+    apiKey: env("RELAX_SESSION_ID"),
+    timeout: 9_999_000,
+    maxRetries: 0
+  })
   const messages: Array<ChatCompletionMessageParam> = [
     { role: "system", content: "You answer questions about images. Use the zoom tool to look at small details." },
     ...(input.messages ?? [])

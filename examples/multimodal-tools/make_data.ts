@@ -27,7 +27,8 @@ const main = async () => {
   const lines: Array<string> = []
   for (const [i, row] of rows.entries()) {
     const name = `images/square-${i}.png`
-    const square = await sharp({ create: { width: 16, height: 16, channels: 3, background: palette[row.colour] } }).png().toBuffer()
+    const square = await sharp({ create: { width: 16, height: 16, channels: 3, background: palette[row.colour] } })
+      .png().toBuffer()
     await sharp({ create: { width: 640, height: 480, channels: 3, background } })
       .composite([{ input: square, left: row.left, top: row.top }])
       .png()

@@ -62,7 +62,9 @@ const locate = async (image: string, seed: number | string): Promise<string> => 
   const x = errs(image, seed) ? (full.width ?? 640) - centerX : centerX
   const clamp = (v: number, size: number) => Math.round(Math.max(0, Math.min(size - 96, v - 48)))
   return toolCall(
-    `There is a small spot near (${Math.round(x)}, ${Math.round(centerY)}), too small to tell its colour. I will zoom in.`,
+    `There is a small spot near (${Math.round(x)}, ${
+      Math.round(centerY)
+    }), too small to tell its colour. I will zoom in.`,
     { x: clamp(x, full.width ?? 640), y: clamp(centerY, full.height ?? 480), width: 96, height: 96 }
   )
 }

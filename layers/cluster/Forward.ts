@@ -20,7 +20,12 @@ const unavailable = (detail: string) => ({
   status: 503,
   headers: { "retry-after": "1" },
   body: JSON.stringify({
-    error: { message: `the runner holding this Session cannot be reached now (${detail}); retry`, type: "unavailable", code: "runner_unavailable", param: null }
+    error: {
+      message: `the runner holding this Session cannot be reached now (${detail}); retry`,
+      type: "unavailable",
+      code: "runner_unavailable",
+      param: null
+    }
   })
 })
 

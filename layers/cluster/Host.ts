@@ -19,9 +19,9 @@ import { Clock, Context, Deferred, Duration, Effect, Exit, Fiber, Layer, Schedul
 import { randomBytes } from "node:crypto"
 import * as Fingerprint from "../../src/cluster/Fingerprint.ts"
 import * as Wire from "../../src/cluster/Wire.ts"
-import { RolloutConfig } from "../rollout/RolloutConfig.ts"
-import { Engine } from "../engine/Engine.ts"
 import { SessionClosedError } from "../../src/session/errors.ts"
+import { Engine } from "../engine/Engine.ts"
+import { RolloutConfig } from "../rollout/RolloutConfig.ts"
 import { type GroupError, SessionRunner } from "../rollout/SessionRunner.ts"
 import * as GroupEntity from "./GroupEntity.ts"
 
@@ -59,7 +59,8 @@ export interface HostShape {
 /** How often a running Session's stream says it is alive (the controller's idle deadline is a multiple of it). */
 export const aliveInterval = Duration.seconds(2)
 
-const failed = (error: GroupError): Wire.SessionFailed => new Wire.SessionFailed({ type: error._tag, detail: error.message })
+const failed = (error: GroupError): Wire.SessionFailed =>
+  new Wire.SessionFailed({ type: error._tag, detail: error.message })
 
 /** A Session no controller touched for this long is reaped (its controller died); the controller touches every 5 s. */
 export const orphanAfter = Duration.seconds(30)
@@ -78,7 +79,9 @@ const make = (address: string, forward: ForwardHandler, orphanTimeout: Duration.
     const fingerprint = Fingerprint.of(settings)
 
     const checkRunner = (runnerId: string): Effect.Effect<void, Wire.RunnerLost> =>
-      runnerId === incarnation ? Effect.void : Effect.fail(new Wire.RunnerLost({ expected: runnerId, actual: incarnation }))
+      runnerId === incarnation
+        ? Effect.void
+        : Effect.fail(new Wire.RunnerLost({ expected: runnerId, actual: incarnation }))
 
     /** Start the Session's fiber in the host's scope (the first delivery of `RunSession`). */
     const start = (payload: typeof GroupEntity.RunSession.payloadSchema.Type) =>
@@ -128,8 +131,12 @@ const make = (address: string, forward: ForwardHandler, orphanTimeout: Duration.
         Stream.succeed<Wire.SessionEvent>({ _tag: "Started", runner: incarnation, address }),
         Stream.merge(
           Stream.concat(
-            Stream.fromEffect(Deferred.await(hosted.firstRequest)).pipe(Stream.as<Wire.SessionEvent>({ _tag: "FirstRequest" })),
-            Stream.fromEffect(Deferred.await(hosted.done)).pipe(Stream.map((result): Wire.SessionEvent => ({ _tag: "Done", result })))
+            Stream.fromEffect(Deferred.await(hosted.firstRequest)).pipe(
+              Stream.as<Wire.SessionEvent>({ _tag: "FirstRequest" })
+            ),
+            Stream.fromEffect(Deferred.await(hosted.done)).pipe(
+              Stream.map((result): Wire.SessionEvent => ({ _tag: "Done", result }))
+            )
           ),
           Stream.tick(aliveInterval).pipe(Stream.as<Wire.SessionEvent>({ _tag: "Alive" })),
           { haltStrategy: "left" }
@@ -146,14 +153,20 @@ const make = (address: string, forward: ForwardHandler, orphanTimeout: Duration.
       })
 
     // Sessions whose controller went silent (killed without its finalizers) are reaped.
-    yield* Effect.forkScoped(Effect.gen(function*() {
-      const now = yield* Clock.currentTimeMillis
-      const orphans = [...table.entries()].filter(([, h]) => now - h.touched > Duration.toMillis(orphanTimeout))
-      for (const [sessionId] of orphans) {
-        yield* Effect.logWarning(`runner ${incarnation} reaps Session ${sessionId}: no controller touched it for ${Duration.format(orphanTimeout)}`)
-        yield* stop(sessionId)
-      }
-    }).pipe(Effect.repeat(Schedule.spaced(Duration.millis(Duration.toMillis(orphanTimeout) / 3)))))
+    yield* Effect.forkScoped(
+      Effect.gen(function*() {
+        const now = yield* Clock.currentTimeMillis
+        const orphans = [...table.entries()].filter(([, h]) => now - h.touched > Duration.toMillis(orphanTimeout))
+        for (const [sessionId] of orphans) {
+          yield* Effect.logWarning(
+            `runner ${incarnation} reaps Session ${sessionId}: no controller touched it for ${
+              Duration.format(orphanTimeout)
+            }`
+          )
+          yield* stop(sessionId)
+        }
+      }).pipe(Effect.repeat(Schedule.spaced(Duration.millis(Duration.toMillis(orphanTimeout) / 3))))
+    )
 
     // Whatever the runner still hosts when it stops is reaped with it.
     yield* Effect.addFinalizer(() => Effect.forEach([...table.keys()], stop, { discard: true }))
@@ -174,7 +187,9 @@ const make = (address: string, forward: ForwardHandler, orphanTimeout: Duration.
         Stream.unwrap(Effect.gen(function*() {
           yield* checkRunner(payload.runner)
           const differs = Fingerprint.mismatch(payload.config, fingerprint)
-          if (differs !== undefined) return yield* Effect.fail(new Wire.SessionFailed({ type: "ConfigMismatch", detail: differs }))
+          if (differs !== undefined) {
+            return yield* Effect.fail(new Wire.SessionFailed({ type: "ConfigMismatch", detail: differs }))
+          }
           const hosted = table.get(payload.sessionId) ?? (yield* start(payload))
           hosted.touched = yield* Clock.currentTimeMillis
           return events(hosted)
@@ -204,7 +219,6 @@ export class Host extends Context.Service<Host, HostShape>()("relax-agentic/clus
   /** The host at `address` (what peers dial), answering forwarded requests with `forward`. */
   static readonly layer = (address: string, forward: ForwardHandler, orphanTimeout: Duration.Duration = orphanAfter) =>
     Layer.effect(Host, make(address, forward, orphanTimeout))
-
 }
 
 /**

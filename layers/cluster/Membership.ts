@@ -71,7 +71,9 @@ export const runner = (options: ClusterOptions, address: Address, listen?: Addre
     shardingConfig: {
       ...sharding(options),
       runnerAddress: Option.some(RunnerAddress.make(address.host, address.port)),
-      runnerListenAddress: listen === undefined ? Option.none() : Option.some(RunnerAddress.make(listen.host, listen.port))
+      runnerListenAddress: listen === undefined
+        ? Option.none()
+        : Option.some(RunnerAddress.make(listen.host, listen.port))
     }
   }).pipe(Layer.provide(sql(options)))
 

@@ -36,7 +36,11 @@ export interface RemoteOptions {
 }
 
 const refused = (message: string) => (cause: { readonly _tag: string; readonly message: string }) =>
-  new ClusterCallError({ reason: "refused", detail: `${message}: ${cause._tag}${cause.message === "" ? "" : ` (${cause.message})`}`, cause })
+  new ClusterCallError({
+    reason: "refused",
+    detail: `${message}: ${cause._tag}${cause.message === "" ? "" : ` (${cause.message})`}`,
+    cause
+  })
 
 /** The cluster's refusals that say "not now" (a shard moving, a full mailbox): the call is repeated. */
 const transient = ["MailboxFull", "EntityNotAssignedToRunner", "AlreadyProcessingMessage"] as const
@@ -46,7 +50,9 @@ const attempts = 10
 const pause = Duration.millis(500)
 
 /** Repeat `effect` while the cluster refuses it for now. */
-const whileRefused = <A, E extends { readonly _tag: string }, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+const whileRefused = <A, E extends { readonly _tag: string }, R>(
+  effect: Effect.Effect<A, E, R>
+): Effect.Effect<A, E, R> =>
   effect.pipe(
     Effect.retry({
       while: (error) => (transient as ReadonlyArray<string>).includes(error._tag),
@@ -80,7 +86,10 @@ const make = (options: RemoteOptions) =>
         const key = Routing.groupKeyOf(ticket.sessionId) ?? Routing.groupKey(runId, group.groupId)
         const client = makeClient(key)
         const place = yield* deadline(`Place ${group.groupId}`, whileRefused(client.Place())).pipe(
-          Effect.catchTag(["MailboxFull", "AlreadyProcessingMessage", "PersistenceError", "EntityNotAssignedToRunner"], refused("Place"))
+          Effect.catchTag(
+            ["MailboxFull", "AlreadyProcessingMessage", "PersistenceError", "EntityNotAssignedToRunner"],
+            refused("Place")
+          )
         )
         const runner = place.runner
         yield* Effect.addFinalizer(() =>
@@ -88,10 +97,11 @@ const make = (options: RemoteOptions) =>
         )
         // The runner reaps a Session its controller stops touching (a controller killed without these finalizers).
         yield* Effect.forkScoped(
-          deadline(`Touch ${ticket.sessionId}`, whileRefused(client.Touch({ runner, sessionId: ticket.sessionId }))).pipe(
-            Effect.ignore,
-            Effect.repeat(Schedule.spaced(Host.touchInterval))
-          )
+          deadline(`Touch ${ticket.sessionId}`, whileRefused(client.Touch({ runner, sessionId: ticket.sessionId })))
+            .pipe(
+              Effect.ignore,
+              Effect.repeat(Schedule.spaced(Host.touchInterval))
+            )
         )
         // The Group's Runtime lease, passed on to the runner with the weight version new generations use.
         yield* Effect.forkScoped(ticket.leased.pipe(
@@ -99,34 +109,39 @@ const make = (options: RemoteOptions) =>
           Effect.flatMap((weightVersion) =>
             deadline(
               `Grant ${ticket.sessionId}`,
-              whileRefused(client.Grant({ runner, sessionId: ticket.sessionId, rolloutId: ticket.rolloutId(), weightVersion }))
+              whileRefused(
+                client.Grant({ runner, sessionId: ticket.sessionId, rolloutId: ticket.rolloutId(), weightVersion })
+              )
             )
           ),
           Effect.ignore
         ))
         let result: Wire.SessionResult | undefined
         // Repeating RunSession is safe: the owner follows the Session it already runs under this id.
-        yield* whileRefused(Stream.runForEach(client.RunSession({
-          runner,
-          sessionId: ticket.sessionId,
-          position: ticket.position,
-          group: {
-            groupId: group.groupId,
-            size: group.size,
-            seq: group.seq,
-            mode: group.mode,
-            row: group.row,
-            data: group.data,
-            promptIndex: group.promptIndex,
-            firstIndex: group.firstIndex
-          },
-          config
-        }).pipe(
-          Stream.timeoutOrElse({
-            duration: options.callTimeout,
-            orElse: () => Stream.fail(new ClusterCallError({ reason: "deadline", detail: `RunSession ${ticket.sessionId}` }))
-          })
-        ), (event) => {
+        yield* whileRefused(Stream.runForEach(
+          client.RunSession({
+            runner,
+            sessionId: ticket.sessionId,
+            position: ticket.position,
+            group: {
+              groupId: group.groupId,
+              size: group.size,
+              seq: group.seq,
+              mode: group.mode,
+              row: group.row,
+              data: group.data,
+              promptIndex: group.promptIndex,
+              firstIndex: group.firstIndex
+            },
+            config
+          }).pipe(
+            Stream.timeoutOrElse({
+              duration: options.callTimeout,
+              orElse: () =>
+                Stream.fail(new ClusterCallError({ reason: "deadline", detail: `RunSession ${ticket.sessionId}` }))
+            })
+          ),
+          (event) => {
             switch (event._tag) {
               case "FirstRequest":
                 // Joins the barrier; completes once the Group is leased (a drop interrupts this Session anyway).
@@ -137,14 +152,24 @@ const make = (options: RemoteOptions) =>
               default:
                 return Effect.void
             }
-          })).pipe(
-          Effect.catchTag(["MailboxFull", "AlreadyProcessingMessage", "PersistenceError", "EntityNotAssignedToRunner"], refused("RunSession"))
+          }
+        )).pipe(
+          Effect.catchTag(
+            ["MailboxFull", "AlreadyProcessingMessage", "PersistenceError", "EntityNotAssignedToRunner"],
+            refused("RunSession")
+          )
         )
         if (result === undefined) {
-          return yield* Effect.fail(new ClusterCallError({ reason: "refused", detail: `RunSession ${ticket.sessionId} ended without a result` }))
+          return yield* Effect.fail(
+            new ClusterCallError({ reason: "refused", detail: `RunSession ${ticket.sessionId} ended without a result` })
+          )
         }
         parserFailures += group.mode === "train" ? result.parserFailures : 0
-        return { sessionId: result.sessionId, samples: result.samples, debug: result.debug } satisfies SessionRunner.SessionResult
+        return {
+          sessionId: result.sessionId,
+          samples: result.samples,
+          debug: result.debug
+        } satisfies SessionRunner.SessionResult
       }))
     })
 
@@ -163,5 +188,7 @@ const make = (options: RemoteOptions) =>
   })
 
 /** The controller's `SessionRunner` over the cluster (needs `Sharding`: a client-only cluster member). */
-export const layer = (options: RemoteOptions): Layer.Layer<SessionRunner.SessionRunner, never, Credit | Engine | RolloutConfig | Sharding.Sharding> =>
+export const layer = (
+  options: RemoteOptions
+): Layer.Layer<SessionRunner.SessionRunner, never, Credit | Engine | RolloutConfig | Sharding.Sharding> =>
   Layer.effect(SessionRunner.SessionRunner, make(options))

@@ -12,7 +12,6 @@
  * `--use-dynamic-batch-size`.
  */
 import { Context, Effect, Layer, Result } from "effect"
-import type { TrainingSample } from "../../src/forest/TrainingSample.ts"
 import * as CreditOptions from "../../src/credit/CreditOptions.ts"
 import * as CustomAdvantage from "../../src/credit/CustomAdvantage.ts"
 import * as DynamicFilter from "../../src/credit/DynamicFilter.ts"
@@ -29,12 +28,13 @@ import * as Grpo from "../../src/credit/Grpo.ts"
 import * as Metrics from "../../src/credit/Metrics.ts"
 import * as Reward from "../../src/credit/Reward.ts"
 import * as Whitening from "../../src/credit/Whitening.ts"
+import * as Errors from "../../src/errors.ts"
+import type { TrainingSample } from "../../src/forest/TrainingSample.ts"
 import type { HookSpecError } from "../../src/hooks/HookSpec.ts"
 import * as Batching from "../../src/schedule/Batching.ts"
+import type * as AgentSpec from "../../src/session/AgentSpec.ts"
 import * as Hooks from "../runtime/Hooks.ts"
 import type { HookLoadError } from "../runtime/Hooks.ts"
-import type * as AgentSpec from "../../src/session/AgentSpec.ts"
-import * as Errors from "../../src/errors.ts"
 
 /** Everything `scoreGroup` / `finishStep` can fail with. */
 export type CreditError =
@@ -82,7 +82,6 @@ export interface CreditSettings {
   readonly rmConfig?: unknown
 }
 
-
 /** Call a user hook, sync or async; a throw or a rejection becomes the error `onError` builds. */
 const callHook = <E>(
   hook: Hooks.HookFunction,
@@ -97,18 +96,24 @@ const callHook = <E>(
 /** Check the options that can be checked before any Group exists. */
 export const validateOptions = (options: CreditOptions.CreditOptions): Result.Result<void, CreditConfigError> => {
   if (!Number.isInteger(options.nSamplesPerPrompt) || options.nSamplesPerPrompt < 1) {
-    return Result.fail(new CreditConfigError({
-      reason: `--n-samples-per-prompt must be a positive integer, got ${options.nSamplesPerPrompt}`
-    }))
+    return Result.fail(
+      new CreditConfigError({
+        reason: `--n-samples-per-prompt must be a positive integer, got ${options.nSamplesPerPrompt}`
+      })
+    )
   }
   const combination = CreditOptions.problem(options)
   if (combination !== undefined) {
     return Result.fail(new CreditConfigError({ reason: `${combination.flag} ${combination.reason}` }))
   }
-  if (options.maxTokensPerGpu !== undefined && (!Number.isInteger(options.maxTokensPerGpu) || options.maxTokensPerGpu < 1)) {
-    return Result.fail(new CreditConfigError({
-      reason: `--max-tokens-per-gpu must be a positive integer, got ${options.maxTokensPerGpu}`
-    }))
+  if (
+    options.maxTokensPerGpu !== undefined && (!Number.isInteger(options.maxTokensPerGpu) || options.maxTokensPerGpu < 1)
+  ) {
+    return Result.fail(
+      new CreditConfigError({
+        reason: `--max-tokens-per-gpu must be a positive integer, got ${options.maxTokensPerGpu}`
+      })
+    )
   }
   return Result.void
 }
@@ -141,7 +146,11 @@ export const make = (
       Effect.gen(function*() {
         if (rm === undefined || sample.reward !== null) return sample
         const fail = (reason: string) =>
-          new RewardError({ sessionId: sample.session_id, exportName: sample.export_name, reason: `--custom-rm-path: ${reason}` })
+          new RewardError({
+            sessionId: sample.session_id,
+            exportName: sample.export_name,
+            reason: `--custom-rm-path: ${reason}`
+          })
         const value = yield* callHook(rm, [sample, rmConfig], fail)
         const reward = Reward.fromRm(value)
         if (Result.isFailure(reward)) return yield* fail(reward.failure)
@@ -266,4 +275,3 @@ export class Credit extends Context.Service<Credit, CreditShape>()("relax-agenti
     settings: CreditSettings = {}
   ): Layer.Layer<Credit, CreditStartupError> => Layer.effect(Credit, make(options, settings))
 }
-

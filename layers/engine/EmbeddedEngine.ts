@@ -23,15 +23,18 @@
  */
 import { Deferred, Duration, Effect, Fiber, Latch, Layer, Result } from "effect"
 import * as Decoder from "../../src/engine/Decoder.ts"
-import * as PackedIds from "../../src/ids/PackedIds.ts"
 import * as Model from "../../src/engine/Model.ts"
 import * as Sampling from "../../src/engine/Sampling.ts"
 import * as Stop from "../../src/engine/Stop.ts"
 import * as WeightVersion from "../../src/engine/WeightVersion.ts"
 import * as Wire from "../../src/engine/Wire.ts"
 import * as Errors from "../../src/errors.ts"
-import type * as HookSpec from "../../src/hooks/HookSpec.ts"
 import { ContextLengthError } from "../../src/forest/errors.ts"
+import type * as HookSpec from "../../src/hooks/HookSpec.ts"
+import * as PackedIds from "../../src/ids/PackedIds.ts"
+import * as FairScheduler from "../runtime/FairScheduler.ts"
+import * as Hooks from "../runtime/Hooks.ts"
+import { Tokenizer, type TokenizerShape } from "../tokenizer/Tokenizer.ts"
 import {
   Engine,
   EngineError,
@@ -41,9 +44,6 @@ import {
   type PolicyRequest,
   withSpans
 } from "./Engine.ts"
-import * as FairScheduler from "../runtime/FairScheduler.ts"
-import * as Hooks from "../runtime/Hooks.ts"
-import { Tokenizer, type TokenizerShape } from "../tokenizer/Tokenizer.ts"
 
 /** An embedded policy: the text the "model" says for a request. */
 export type Policy = (request: PolicyRequest) => string | Promise<string>
@@ -78,7 +78,9 @@ const favouredPool = (tokenizer: TokenizerShape): ReadonlyArray<number> => {
     const ids: Array<number> = []
     for (let id = 0; id < tokenizer.vocabSize; id++) {
       const token = tokenizer.idToToken(id)
-      if (token !== undefined && !tokenizer.specialTokenIds.has(id) && (wordLike.test(token) || punctuation.has(token))) {
+      if (
+        token !== undefined && !tokenizer.specialTokenIds.has(id) && (wordLike.test(token) || punctuation.has(token))
+      ) {
         ids.push(id)
       }
     }
@@ -188,9 +190,10 @@ export const make = (
         if (!Latch.isOpen(gate)) {
           const aborted = yield* Deferred.make<void>()
           held.set(request.rid, aborted)
-          const opened = yield* Effect.raceFirst(Effect.as(gate.await, true), Effect.as(Deferred.await(aborted), false)).pipe(
-            Effect.ensuring(Effect.sync(() => held.delete(request.rid)))
-          )
+          const opened = yield* Effect.raceFirst(Effect.as(gate.await, true), Effect.as(Deferred.await(aborted), false))
+            .pipe(
+              Effect.ensuring(Effect.sync(() => held.delete(request.rid)))
+            )
           if (!opened) {
             return {
               outputIds: [],
@@ -212,7 +215,9 @@ export const make = (
             return yield* new ContextLengthError({ limit: options.maxContextLength, engineMessage: fits.failure })
           }
         }
-        if (running.has(request.rid)) return yield* invalid(`rid ${request.rid} is already running; rids must be unique`)
+        if (running.has(request.rid)) {
+          return yield* invalid(`rid ${request.rid} is already running; rids must be unique`)
+        }
         const run: Running = { aborted: false, sleeping: undefined }
         running.set(request.rid, run)
         const seed = Decoder.requestSeed(engineSeed, sampling.seed, counter++)
@@ -240,7 +245,10 @@ export const make = (
           }
           const sessionKey = request.sessionId ?? ""
           const last = lastSequence.get(sessionKey)
-          const cachedTokens = Math.min(last === undefined ? 0 : PackedIds.commonPrefix(inputIds, last), inputIds.length - 1)
+          const cachedTokens = Math.min(
+            last === undefined ? 0 : PackedIds.commonPrefix(inputIds, last),
+            inputIds.length - 1
+          )
           yield* wait((inputIds.length - cachedTokens) * prefillDelay, run)
           const check = resumed === 0 ? Stop.checker(criteria) : (() => {
             const turnCheck = Stop.checker(turnCriteria)
@@ -284,7 +292,7 @@ export const make = (
           } satisfies GenerateResult
         }).pipe(Effect.ensuring(Effect.sync(() => {
           running.delete(request.rid)
-          if (running.size === 0) for (const resume of idleWaiters.splice(0)) resume()
+          if (running.size === 0) { for (const resume of idleWaiters.splice(0)) resume() }
         })))
       })
 
@@ -318,8 +326,7 @@ export const make = (
           const advanced = version
           return Effect.as(abortAll, advanced)
         }),
-      pauseGeneration: () =>
-        Effect.andThen(gate.close, Effect.andThen(abortAll, Effect.suspend(() => drained))),
+      pauseGeneration: () => Effect.andThen(gate.close, Effect.andThen(abortAll, Effect.suspend(() => drained))),
       resumeGeneration: (next) =>
         Effect.suspend(() => {
           updates++
@@ -338,7 +345,9 @@ export const make = (
 const asPolicy = (spec: string, hook: Hooks.HookFunction): Policy => async (request) => {
   const text = await hook(request)
   if (typeof text !== "string") {
-    throw new TypeError(`${spec} returned ${text === null ? "null" : typeof text}, expected the assistant text as a string`)
+    throw new TypeError(
+      `${spec} returned ${text === null ? "null" : typeof text}, expected the assistant text as a string`
+    )
   }
   return text
 }
@@ -374,4 +383,3 @@ export const generationSeconds = (
 ): number =>
   uncachedPromptTokens * perToken(options.prefillTokensPerSecond, 20_000) +
   outputTokens * perToken(options.decodeTokensPerSecond, 200)
-

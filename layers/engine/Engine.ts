@@ -24,9 +24,9 @@
  * (`weightVersions`).
  */
 import { Context, Data, Effect } from "effect"
+import type * as Sampling from "../../src/engine/Sampling.ts"
 import { ContextLengthError } from "../../src/forest/errors.ts"
 import type * as Canonical from "../../src/protocol/canonical.ts"
-import type * as Sampling from "../../src/engine/Sampling.ts"
 import * as StepSpan from "../runtime/StepSpan.ts"
 
 /** The sampling of one request (src/engine/Sampling.ts `RequestSampling`). */
@@ -172,7 +172,8 @@ export class EngineError extends Data.TaggedError("EngineError")<{
 
   /** Whether another attempt may succeed. */
   get retryable(): boolean {
-    return this.reason === "unreachable" || (this.reason === "status" && this.status !== undefined && retryableStatus(this.status))
+    return this.reason === "unreachable" ||
+      (this.reason === "status" && this.status !== undefined && retryableStatus(this.status))
   }
 }
 
@@ -221,7 +222,8 @@ export const withSpans = (name: string, engine: EngineShape): EngineShape => ({
   pauseGeneration: (mode) => engine.pauseGeneration(mode).pipe(StepSpan.step(`${name}.pauseGeneration`, { mode })),
   resumeGeneration: (version) => engine.resumeGeneration(version).pipe(StepSpan.step(`${name}.resumeGeneration`)),
   health: engine.health.pipe(StepSpan.step(`${name}.health`)),
-  closeSession: (sessionId) => engine.closeSession(sessionId).pipe(StepSpan.step(`${name}.closeSession`, { sessionId })),
+  closeSession: (sessionId) =>
+    engine.closeSession(sessionId).pipe(StepSpan.step(`${name}.closeSession`, { sessionId })),
   takeStepMetrics: engine.takeStepMetrics.pipe(StepSpan.step(`${name}.takeStepMetrics`))
 })
 

@@ -11,13 +11,13 @@
  */
 import { NodeHttpServer } from "@effect/platform-node"
 import { Context, Duration, Effect, Layer } from "effect"
-import { PrometheusMetrics } from "effect/observability"
 import { HttpRouter, HttpServer, HttpServerError, HttpServerRequest, HttpServerResponse } from "effect/http"
+import { PrometheusMetrics } from "effect/observability"
 import { IncomingMessage, Server, type ServerOptions, ServerResponse } from "node:http"
+import * as Chat from "../../src/protocol/chat.ts"
 import * as ErrorAnswer from "../../src/protocol/ErrorAnswer.ts"
 import * as Errors from "../../src/protocol/errors.ts"
 import * as Messages from "../../src/protocol/messages.ts"
-import * as Chat from "../../src/protocol/chat.ts"
 import * as Sse from "../../src/protocol/sse.ts"
 import type * as Generation from "../generation/Generation.ts"
 import type { Sessions } from "../schedule/Sessions.ts"
@@ -56,8 +56,9 @@ export interface GatewayShape {
 /** The running gateway: where agents reach it. */
 export class Gateway extends Context.Service<Gateway, GatewayShape>()("relax-agentic/Gateway") {
   /** Serve the gateway for the lifetime of the layer; needs `Sessions` and `Generation`. */
-  static readonly layer = (options: GatewayOptions = {}): Layer.Layer<Gateway, HttpServerError.ServeError, Sessions | Generation.Generation> =>
-    layerWith(options)
+  static readonly layer = (
+    options: GatewayOptions = {}
+  ): Layer.Layer<Gateway, HttpServerError.ServeError, Sessions | Generation.Generation> => layerWith(options)
 }
 
 /** The route prefix agents see in `RELAX_BASE_URL`. */
@@ -154,7 +155,10 @@ const layerWith = (options: GatewayOptions) =>
       maxBodyBytes: options.maxBodyBytes ?? defaultMaxBodyBytes,
       maxJsonDepth: options.maxJsonDepth ?? defaultMaxJsonDepth
     })
-    const served = HttpRouter.serve(routes(options.modelName ?? "relax-agentic"), { disableLogger: true, disableListenLog: true }).pipe(
+    const served = HttpRouter.serve(routes(options.modelName ?? "relax-agentic"), {
+      disableLogger: true,
+      disableListenLog: true
+    }).pipe(
       Layer.provideMerge(
         NodeHttpServer.layer(() => new GatewayServer(modelRoute, { maxHeaderSize }), {
           host,

@@ -22,7 +22,6 @@ import type { IncomingMessage, ServerResponse } from "node:http"
 import * as Routing from "../../src/cluster/Routing.ts"
 import type * as Wire from "../../src/cluster/Wire.ts"
 import * as ApiKey from "../../src/protocol/ApiKey.ts"
-import * as Instruments from "../observability/Instruments.ts"
 import * as Chat from "../../src/protocol/chat.ts"
 import * as Completion from "../../src/protocol/completion.ts"
 import * as ErrorAnswer from "../../src/protocol/ErrorAnswer.ts"
@@ -32,6 +31,7 @@ import * as Messages from "../../src/protocol/messages.ts"
 import * as Responses from "../../src/protocol/responses.ts"
 import * as Sse from "../../src/protocol/sse.ts"
 import * as Generation from "../generation/Generation.ts"
+import * as Instruments from "../observability/Instruments.ts"
 import * as FairScheduler from "../runtime/FairScheduler.ts"
 import { Sessions } from "../schedule/Sessions.ts"
 import * as Exchange from "./NodeExchange.ts"
@@ -144,7 +144,9 @@ type Outcome = Exit.Exit<Completion.Completion, Errors.GatewayError>
  * The `Gateway.handle` span's options per protocol. Its call site is always `serveModel`, so no stack trace is
  * captured for it (that would be an `Error` allocated per request and held while the request waits).
  */
-const spanOptions: Readonly<Record<Sse.Protocol, { readonly attributes: Record<string, unknown>; readonly captureStackTrace: false }>> = {
+const spanOptions: Readonly<
+  Record<Sse.Protocol, { readonly attributes: Record<string, unknown>; readonly captureStackTrace: false }>
+> = {
   chat: { attributes: { protocol: "chat" }, captureStackTrace: false },
   responses: { attributes: { protocol: "responses" }, captureStackTrace: false },
   messages: { attributes: { protocol: "messages" }, captureStackTrace: false }
@@ -193,7 +195,9 @@ const readJsonObject = (
     if (Number.isFinite(declared) && declared > env.maxBodyBytes) {
       return Effect.succeed(Result.fail(Errors.GatewayError.bodyTooLarge(env.maxBodyBytes)))
     }
-    return Effect.callback<Exchange.BodyRead>((resume) => Exchange.readBody(ex, env.maxBodyBytes, (read) => resume(Effect.succeed(read)))).pipe(
+    return Effect.callback<Exchange.BodyRead>((resume) =>
+      Exchange.readBody(ex, env.maxBodyBytes, (read) => resume(Effect.succeed(read)))
+    ).pipe(
       Effect.flatMap((read) => {
         switch (read._tag) {
           case "TooLarge":
@@ -204,7 +208,10 @@ const readJsonObject = (
             // The body completed inside an I/O callback: parse it as a task.
             return FairScheduler.continueAsTask.pipe(
               Effect.andThen(Effect.sync(() =>
-                Result.map(JsonBody.parseObject(read.bytes, env.maxJsonDepth), (object) => ({ object, bytes: read.bytes }))
+                Result.map(
+                  JsonBody.parseObject(read.bytes, env.maxJsonDepth),
+                  (object) => ({ object, bytes: read.bytes })
+                )
               ))
             )
         }
@@ -240,8 +247,11 @@ const serveModel = (env: RouteEnv, adapter: Completion.Adapter, ex: Exchange.Exc
     const token = ApiKey.parse(ex.request.headers)
     if (Result.isFailure(token)) return sendError(ex, adapter, token.failure)
     const session = yield* env.sessions.lookup(token.success).pipe(Effect.result)
-    const remote = Result.isFailure(session) && env.forward !== undefined && Routing.groupKeyOf(token.success) !== undefined
-    if (Result.isFailure(session) && !remote) return sendError(ex, adapter, Errors.GatewayError.sessionClosed(token.success))
+    const remote = Result.isFailure(session) && env.forward !== undefined &&
+      Routing.groupKeyOf(token.success) !== undefined
+    if (Result.isFailure(session) && !remote) {
+      return sendError(ex, adapter, Errors.GatewayError.sessionClosed(token.success))
+    }
     phase = "body"
     const body = yield* readJsonObject(ex, env, claimDisconnectLog)
     if (body === undefined) return sendError(ex, adapter, Errors.GatewayError.clientDisconnect("body"))
@@ -271,57 +281,69 @@ const serveModel = (env: RouteEnv, adapter: Completion.Adapter, ex: Exchange.Exc
     }
     return { session: session.success, canonical }
   })
-  env.run(Effect.withSpan(Effect.gen(function*() {
-    // The parsed body is not held while the request waits: only the canonical request it decoded to.
-    const accepted = yield* accept
-    if (accepted === undefined) return
-    if ("remote" in accepted && env.forward !== undefined) {
-      return yield* serveForwarded(env, env.forward, adapter, ex, accepted.remote, accepted.canonical.stream, (next) => {
-        phase = next
-      })
-    }
-    if (!("session" in accepted)) return
-    const { session, canonical } = accepted
-    const generation: Effect.Effect<Outcome> = env.generation.generate(session, canonical).pipe(
-      Effect.catch(failGeneration),
-      Effect.exit
-    )
+  env.run(Effect.withSpan(
+    Effect.gen(function*() {
+      // The parsed body is not held while the request waits: only the canonical request it decoded to.
+      const accepted = yield* accept
+      if (accepted === undefined) return
+      if ("remote" in accepted && env.forward !== undefined) {
+        return yield* serveForwarded(
+          env,
+          env.forward,
+          adapter,
+          ex,
+          accepted.remote,
+          accepted.canonical.stream,
+          (next) => {
+            phase = next
+          }
+        )
+      }
+      if (!("session" in accepted)) return
+      const { session, canonical } = accepted
+      const generation: Effect.Effect<Outcome> = env.generation.generate(session, canonical).pipe(
+        Effect.catch(failGeneration),
+        Effect.exit
+      )
 
-    if (!canonical.stream) {
-      phase = "completion"
+      if (!canonical.stream) {
+        phase = "completion"
+        const exit = yield* generation
+        // The answer arrived in an I/O or promise callback: render and write it as a task; a client gone meanwhile is a 499.
+        yield* FairScheduler.continueAsTask
+        phase = "answered"
+        if (Exit.isFailure(exit)) return sendError(ex, adapter, failureError(exit))
+        const rendered = Result.try(() => JSON.stringify(adapter.renderJson(exit.value, canonical)))
+        return Result.isFailure(rendered)
+          ? sendError(ex, adapter, Errors.GatewayError.internal("render"))
+          : Exchange.sendJson(ex, 200, rendered.success)
+      }
+
+      const context: Completion.FailureContext = {
+        id: randomBytes(16).toString("hex"),
+        created: Math.floor((yield* Clock.currentTimeMillis) / 1000),
+        model: canonical.model
+      }
+      phase = "stream"
+      if (!Exchange.writable(ex)) {
+        // Nobody reads the frames; the generation still completes and is committed.
+        yield* generation
+        return
+      }
+      Exchange.writeHead(ex, 200, sseResponseHeaders, true)
+      const frames = sseFrames[adapter.protocol]
+      ex.response.write(frames.connected)
+      const heartbeats = yield* Effect.forkChild(heartbeat(ex, frames.heartbeat, env.heartbeatInterval))
       const exit = yield* generation
-      // The answer arrived in an I/O or promise callback: render and write it as a task; a client gone meanwhile is a 499.
-      yield* FairScheduler.continueAsTask
       phase = "answered"
-      if (Exit.isFailure(exit)) return sendError(ex, adapter, failureError(exit))
-      const rendered = Result.try(() => JSON.stringify(adapter.renderJson(exit.value, canonical)))
-      return Result.isFailure(rendered)
-        ? sendError(ex, adapter, Errors.GatewayError.internal("render"))
-        : Exchange.sendJson(ex, 200, rendered.success)
-    }
-
-    const context: Completion.FailureContext = {
-      id: randomBytes(16).toString("hex"),
-      created: Math.floor((yield* Clock.currentTimeMillis) / 1000),
-      model: canonical.model
-    }
-    phase = "stream"
-    if (!Exchange.writable(ex)) {
-      // Nobody reads the frames; the generation still completes and is committed.
-      yield* generation
-      return
-    }
-    Exchange.writeHead(ex, 200, sseResponseHeaders, true)
-    const frames = sseFrames[adapter.protocol]
-    ex.response.write(frames.connected)
-    const heartbeats = yield* Effect.forkChild(heartbeat(ex, frames.heartbeat, env.heartbeatInterval))
-    const exit = yield* generation
-    phase = "answered"
-    // The answer arrived in an I/O or promise callback: render and write it as a task.
-    yield* FairScheduler.continueAsTask
-    yield* Fiber.interrupt(heartbeats)
-    if (Exchange.writable(ex)) ex.response.end(Sse.encodeAll(renderTerminal(adapter, canonical, context, exit)))
-  }), "Gateway.handle", spanOptions[adapter.protocol]))
+      // The answer arrived in an I/O or promise callback: render and write it as a task.
+      yield* FairScheduler.continueAsTask
+      yield* Fiber.interrupt(heartbeats)
+      if (Exchange.writable(ex)) ex.response.end(Sse.encodeAll(renderTerminal(adapter, canonical, context, exit)))
+    }),
+    "Gateway.handle",
+    spanOptions[adapter.protocol]
+  ))
 }
 
 /**
@@ -360,7 +382,9 @@ const renderTerminal = (
 ): ReadonlyArray<Sse.SseFrame> => {
   if (Exit.isFailure(exit)) return adapter.renderSseError(failureError(exit), context)
   const frames = Result.try(() => adapter.renderSse(exit.value, request))
-  return Result.isFailure(frames) ? adapter.renderSseError(Errors.GatewayError.internal("render"), context) : frames.success
+  return Result.isFailure(frames)
+    ? adapter.renderSseError(Errors.GatewayError.internal("render"), context)
+    : frames.success
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -401,7 +425,11 @@ const serveForwarded = (
     if (Exchange.writable(ex)) ex.response.end(answer.body)
   })
 
-const jsonAnswer = (status: number, body: unknown, headers: Readonly<Record<string, string>> = {}): Wire.ForwardedResponse => ({
+const jsonAnswer = (
+  status: number,
+  body: unknown,
+  headers: Readonly<Record<string, string>> = {}
+): Wire.ForwardedResponse => ({
   kind: "json",
   status,
   headers: { ...headers },
@@ -415,14 +443,20 @@ const jsonAnswer = (status: number, body: unknown, headers: Readonly<Record<stri
  */
 export const answerForwarded = (
   options: Pick<Options, "maxJsonDepth">
-): Effect.Effect<(request: Wire.ForwardedRequest) => Effect.Effect<Wire.ForwardedResponse>, never, Sessions | Generation.Generation> =>
+): Effect.Effect<
+  (request: Wire.ForwardedRequest) => Effect.Effect<Wire.ForwardedResponse>,
+  never,
+  Sessions | Generation.Generation
+> =>
   Effect.gen(function*() {
     const sessions = yield* Sessions
     const generation = yield* Generation.Generation
     return (request) =>
       Effect.gen(function*() {
         const adapter = adapterOf("POST", request.path)
-        if (adapter === undefined) return jsonAnswer(404, { error: { message: `no model route ${request.path}`, type: "not_found_error" } })
+        if (adapter === undefined) {
+          return jsonAnswer(404, { error: { message: `no model route ${request.path}`, type: "not_found_error" } })
+        }
         const error = (e: Errors.AnyError) => {
           const answer = ErrorAnswer.render(adapter, e)
           return { kind: "json", status: answer.status, headers: { ...answer.headers }, body: answer.body } as const
@@ -445,7 +479,10 @@ export const answerForwarded = (
             ? { kind: "sse", status: 200, headers: {}, body: Sse.encodeAll(adapter.renderSseError(discarded, context)) }
             : error(discarded)
         }
-        const exit: Outcome = yield* generation.generate(session.success, canonical).pipe(Effect.catch(failGeneration), Effect.exit)
+        const exit: Outcome = yield* generation.generate(session.success, canonical).pipe(
+          Effect.catch(failGeneration),
+          Effect.exit
+        )
         if (!canonical.stream) {
           if (Exit.isFailure(exit)) return error(failureError(exit))
           const rendered = Result.try(() => JSON.stringify(adapter.renderJson(exit.value, canonical)))

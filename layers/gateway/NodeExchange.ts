@@ -61,7 +61,12 @@ export const writeHead = (ex: Exchange, status: number, headers: OutgoingHttpHea
 /** Answer with a complete JSON text: headers and body leave in one write. */
 export const sendJson = (ex: Exchange, status: number, text: string, headers: OutgoingHttpHeaders = {}): void => {
   if (!writable(ex)) return
-  writeHead(ex, status, { ...headers, "content-type": "application/json", "content-length": Buffer.byteLength(text) }, false)
+  writeHead(
+    ex,
+    status,
+    { ...headers, "content-type": "application/json", "content-length": Buffer.byteLength(text) },
+    false
+  )
   ex.response.end(text)
 }
 
@@ -102,7 +107,8 @@ export const readBody = (ex: Exchange, maxBytes: number, done: (read: BodyRead) 
       settle({ _tag: "TooLarge" })
     } else chunks.push(chunk)
   }
-  const onEnd = (): void => settle({ _tag: "Body", bytes: chunks.length === 1 && chunks[0] !== undefined ? chunks[0] : Buffer.concat(chunks) })
+  const onEnd = (): void =>
+    settle({ _tag: "Body", bytes: chunks.length === 1 && chunks[0] !== undefined ? chunks[0] : Buffer.concat(chunks) })
   const onAbort = (): void => settle({ _tag: "Aborted" })
   request.on("data", onData)
   request.on("end", onEnd)

@@ -8,10 +8,10 @@
  * typed errors (`observe`, `commitResponse`).
  */
 import { Context, Effect, Layer, Result } from "effect"
-import type * as Canonical from "../../src/protocol/canonical.ts"
+import * as ForestCommit from "../../src/forest/Commit.ts"
 import { ContextLengthError, ForestInvariantError, ForestNotFound } from "../../src/forest/errors.ts"
 import * as Forest from "../../src/forest/Forest.ts"
-import * as ForestCommit from "../../src/forest/Commit.ts"
+import type * as Canonical from "../../src/protocol/canonical.ts"
 import * as StepSpan from "../runtime/StepSpan.ts"
 
 /** What a forest is created with; every field defaults (group 0, index 0, no label, empty metadata). */

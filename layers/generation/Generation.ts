@@ -17,11 +17,11 @@
  */
 import { Clock, Context, Effect, Layer, Metric, Result } from "effect"
 import { randomBytes } from "node:crypto"
+import type * as Settings from "../../src/config/Settings.ts"
 import * as Rid from "../../src/engine/Rid.ts"
-import * as Instruments from "../observability/Instruments.ts"
-import * as Forest from "../../src/forest/Forest.ts"
 import * as ForestCommit from "../../src/forest/Commit.ts"
 import { ContextLengthError } from "../../src/forest/errors.ts"
+import * as Forest from "../../src/forest/Forest.ts"
 import {
   GenerationEngineError,
   type GenerationError,
@@ -29,21 +29,21 @@ import {
   UnusableResponseError
 } from "../../src/generation/errors.ts"
 import * as Turn from "../../src/generation/Turn.ts"
-import type * as Canonical from "../../src/protocol/canonical.ts"
-import * as RawEcho from "../../src/protocol/RawEcho.ts"
-import type * as Completion from "../../src/protocol/completion.ts"
 import * as Parsers from "../../src/parsers/registry.ts"
+import type * as Canonical from "../../src/protocol/canonical.ts"
+import type * as Completion from "../../src/protocol/completion.ts"
+import * as RawEcho from "../../src/protocol/RawEcho.ts"
 import type * as ChatTemplate from "../../src/template/ChatTemplate.ts"
 import * as ObservationDelta from "../../src/template/ObservationDelta.ts"
-import type * as Settings from "../../src/config/Settings.ts"
 import { Engine, type GenerateResult, type PolicyRequest, type SamplingParams } from "../engine/Engine.ts"
-import { Forests } from "./Forests.ts"
-import type { LiveRequest } from "../schedule/GenerationGate.ts"
-import * as Images from "./Images.ts"
+import * as Instruments from "../observability/Instruments.ts"
 import * as FairScheduler from "../runtime/FairScheduler.ts"
 import * as StepSpan from "../runtime/StepSpan.ts"
+import type { LiveRequest } from "../schedule/GenerationGate.ts"
 import type { SessionEntry } from "../schedule/Sessions.ts"
 import { Tokenizer } from "../tokenizer/Tokenizer.ts"
+import { Forests } from "./Forests.ts"
+import * as Images from "./Images.ts"
 
 export type { GenerationError } from "../../src/generation/errors.ts"
 
@@ -70,7 +70,9 @@ export interface GenerationOptions {
 }
 
 /** The generation options the rollout flags describe; fails on an unknown parser name. */
-export const optionsOf = (settings: Settings.RolloutSettings): Result.Result<GenerationOptions, Parsers.UnknownParserError> =>
+export const optionsOf = (
+  settings: Settings.RolloutSettings
+): Result.Result<GenerationOptions, Parsers.UnknownParserError> =>
   Result.gen(function*() {
     const toolCallParser = settings.agenticToolCallParser === undefined
       ? undefined
@@ -118,8 +120,9 @@ interface EchoMemo extends RawEcho.Mark {
 }
 
 export class Generation extends Context.Service<Generation, GenerationShape>()("relax-agentic/Generation") {
-  static readonly layer = (options: GenerationOptions = {}): Layer.Layer<Generation, never, Engine | Forests | Tokenizer> =>
-    Layer.effect(Generation, make(options))
+  static readonly layer = (
+    options: GenerationOptions = {}
+  ): Layer.Layer<Generation, never, Engine | Forests | Tokenizer> => Layer.effect(Generation, make(options))
   static readonly optionsOf = optionsOf
 }
 
@@ -279,7 +282,9 @@ const make = (options: GenerationOptions) =>
       // Images along the lineage go with the prompt (SGLang `image_data`).
       const media = Forest.inferenceMedia(p.forest, p.parent)
       const maxNewTokens = Turn.remainingTokens(p.sampling.maxNewTokens, pending)
-      const rid = index === 0 ? p.rid : Rid.forAttempt({ sessionId: session.sessionId, parent: p.parent, turn: p.turn, attempt: index })
+      const rid = index === 0
+        ? p.rid
+        : Rid.forAttempt({ sessionId: session.sessionId, parent: p.parent, turn: p.turn, attempt: index })
       let startedAt = 0
       const generate = Effect.gen(function*() {
         startedAt = yield* Clock.currentTimeMillis
@@ -322,38 +327,40 @@ const make = (options: GenerationOptions) =>
       return yield* gate === undefined ? attemptLoop(p, undefined) : gate.request((live) => attemptLoop(p, live))
     }, StepSpan.step("Generation.attempts"))
 
-    const attemptLoop = (p: AttemptPlan, live: LiveRequest | undefined) => Effect.gen(function*() {
-      let pending = Turn.noPending(Forest.node(p.forest, p.parent).abortCount)
-      let startedAt: number | undefined
-      let aborts = 0
-      for (let index = 0;; index++) {
-        const attempted = yield* attempt(p, pending, index, live)
-        startedAt ??= attempted.startedAt
-        let outcome = Turn.afterAttempt(pending, attempted.output, attempted.elapsedMs, p.sampling.maxNewTokens)
-        if (attempted.output.finishReason.type === "abort") {
-          p.session.counters.aborts++
-          aborts++
-          // Partial rollout: a step boundary's pause parks the request at the gate until the next step (N aborts
-          // protect it); such an abort is not the engine failing, so it never counts toward giving up.
-          if (live !== undefined && (yield* live.aborted(aborts))) outcome = Turn.parked(outcome)
-        }
-        pending = outcome.pending
-        if (outcome._tag === "Finished") {
-          const attemptedAll: Attempted = {
-            pending,
-            last: { ...attempted.output, finishReason: outcome.finishReason },
-            startedAt
+    const attemptLoop = (p: AttemptPlan, live: LiveRequest | undefined) =>
+      Effect.gen(function*() {
+        let pending = Turn.noPending(Forest.node(p.forest, p.parent).abortCount)
+        let startedAt: number | undefined
+        let aborts = 0
+        for (let index = 0;; index++) {
+          const attempted = yield* attempt(p, pending, index, live)
+          startedAt ??= attempted.startedAt
+          let outcome = Turn.afterAttempt(pending, attempted.output, attempted.elapsedMs, p.sampling.maxNewTokens)
+          if (attempted.output.finishReason.type === "abort") {
+            p.session.counters.aborts++
+            aborts++
+            // Partial rollout: a step boundary's pause parks the request at the gate until the next step (N aborts
+            // protect it); such an abort is not the engine failing, so it never counts toward giving up.
+            if (live !== undefined && (yield* live.aborted(aborts))) outcome = Turn.parked(outcome)
           }
-          return attemptedAll
+          pending = outcome.pending
+          if (outcome._tag === "Finished") {
+            const attemptedAll: Attempted = {
+              pending,
+              last: { ...attempted.output, finishReason: outcome.finishReason },
+              startedAt
+            }
+            return attemptedAll
+          }
+          if (outcome._tag === "GiveUp") {
+            return yield* new GenerationEngineError({
+              reason: "aborted",
+              detail:
+                `Generation backend aborted request ${p.rid} ${pending.emptyAborts} times in a row without output tokens`
+            })
+          }
         }
-        if (outcome._tag === "GiveUp") {
-          return yield* new GenerationEngineError({
-            reason: "aborted",
-            detail: `Generation backend aborted request ${p.rid} ${pending.emptyAborts} times in a row without output tokens`
-          })
-        }
-      }
-    })
+      })
 
     /** Split the generated text into content, reasoning and tool calls; counts parser failures and dropped calls. */
     const parse = Effect.fnUntraced(function*(p: AttemptPlan, done: Attempted) {
@@ -448,7 +455,9 @@ const make = (options: GenerationOptions) =>
       const done = yield* attempts(p)
       session.counters.generations++
       if (done.pending.outputIds.length === 0) {
-        return yield* new UnusableResponseError({ message: "Generation backend returned a terminal response without output tokens" })
+        return yield* new UnusableResponseError({
+          message: "Generation backend returned a terminal response without output tokens"
+        })
       }
       const response = yield* parse(p, done)
       const committed = yield* commitResponse(p, request, done, response)

@@ -11,13 +11,12 @@
  * do hold placeholders is refused, since its training tokens would be wrong.
  */
 import { Effect, Result } from "effect"
+import * as Errors from "../../src/errors.ts"
 import type { ExpandedObservation } from "../../src/forest/Commit.ts"
 import * as ImageGrid from "../../src/template/ImageGrid.ts"
 import * as ImageCodec from "../runtime/ImageCodec.ts"
 import * as StepSpan from "../runtime/StepSpan.ts"
 import type { TokenizerShape } from "../tokenizer/Tokenizer.ts"
-import * as Errors from "../../src/errors.ts"
-
 
 /** A short name for an image in messages (a data URI is cut). */
 const shortName = (url: string): string => (url.length > 64 ? `${url.slice(0, 60)}…` : url)
@@ -26,7 +25,9 @@ const bytesOf = (url: string): Effect.Effect<Buffer | string, string> => {
   const data = /^data:[^,]*?(;base64)?,/i.exec(url)
   if (data !== null) {
     const payload = url.slice(data[0].length)
-    return Effect.succeed(data[1] === undefined ? Buffer.from(decodeURIComponent(payload)) : Buffer.from(payload, "base64"))
+    return Effect.succeed(
+      data[1] === undefined ? Buffer.from(decodeURIComponent(payload)) : Buffer.from(payload, "base64")
+    )
   }
   if (/^https?:\/\//i.test(url)) {
     return Effect.tryPromise({
@@ -36,7 +37,12 @@ const bytesOf = (url: string): Effect.Effect<Buffer | string, string> => {
         return Buffer.from(await response.arrayBuffer())
       },
       catch: (error) => `cannot fetch ${url}: ${Errors.messageOf(error)}`
-    }).pipe(Effect.timeoutOrElse({ duration: "30 seconds", orElse: () => Effect.fail(`fetching ${url} took more than 30 seconds`) }))
+    }).pipe(
+      Effect.timeoutOrElse({
+        duration: "30 seconds",
+        orElse: () => Effect.fail(`fetching ${url} took more than 30 seconds`)
+      })
+    )
   }
   return Effect.succeed(url.replace(/^file:\/\//i, ""))
 }
@@ -84,7 +90,11 @@ export const expandObservation = (
           )
         )
       ), { concurrency: 4 })
-    const expanded = ImageGrid.expand(tokens, vision.imagePadId, grids.map((grid) => ImageGrid.padCount(grid, vision.config)))
+    const expanded = ImageGrid.expand(
+      tokens,
+      vision.imagePadId,
+      grids.map((grid) => ImageGrid.padCount(grid, vision.config))
+    )
     if (Result.isFailure(expanded)) return yield* Effect.fail(expanded.failure)
     return { tokens: expanded.success, imageGrids: grids }
   }).pipe(StepSpan.step("Images.expandObservation"))

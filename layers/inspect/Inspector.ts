@@ -140,24 +140,42 @@ const json = (value: unknown) =>
 const routesOf = (run: Model.Run, vocab: Tokens.Vocabulary) => {
   const overview = JSON.stringify(Model.overview(run))
   const page = (name: string, contentType: string) =>
-    HttpRouter.add("GET", `/${name === "index.html" ? "" : name}`, Effect.sync(() => HttpServerResponse.text(asset(name), { contentType })))
+    HttpRouter.add(
+      "GET",
+      `/${name === "index.html" ? "" : name}`,
+      Effect.sync(() => HttpServerResponse.text(asset(name), { contentType }))
+    )
   return Layer.mergeAll(
     page("index.html", "text/html; charset=utf-8"),
     page("app.js", "text/javascript; charset=utf-8"),
     page("app.css", "text/css; charset=utf-8"),
-    HttpRouter.add("GET", "/api/overview", Effect.succeed(HttpServerResponse.text(overview, { contentType: "application/json; charset=utf-8" }))),
-    HttpRouter.add("GET", "/api/session", Effect.gen(function*() {
-      const request = yield* HttpServerRequest.HttpServerRequest
-      const key = new URL(request.url, "http://inspect").searchParams.get("key") ?? ""
-      const session = run.byKey.get(key)
-      if (session === undefined) return json({ error: `no Session ${key} in this run` }).pipe(HttpServerResponse.setStatus(404))
-      return json(SessionTree.detail(run, session, vocab))
-    })),
-    HttpRouter.add("GET", "/api/search", Effect.gen(function*() {
-      const request = yield* HttpServerRequest.HttpServerRequest
-      const q = new URL(request.url, "http://inspect").searchParams.get("q") ?? ""
-      return json({ keys: SessionTree.search(run, q) })
-    }))
+    HttpRouter.add(
+      "GET",
+      "/api/overview",
+      Effect.succeed(HttpServerResponse.text(overview, { contentType: "application/json; charset=utf-8" }))
+    ),
+    HttpRouter.add(
+      "GET",
+      "/api/session",
+      Effect.gen(function*() {
+        const request = yield* HttpServerRequest.HttpServerRequest
+        const key = new URL(request.url, "http://inspect").searchParams.get("key") ?? ""
+        const session = run.byKey.get(key)
+        if (session === undefined) {
+          return json({ error: `no Session ${key} in this run` }).pipe(HttpServerResponse.setStatus(404))
+        }
+        return json(SessionTree.detail(run, session, vocab))
+      })
+    ),
+    HttpRouter.add(
+      "GET",
+      "/api/search",
+      Effect.gen(function*() {
+        const request = yield* HttpServerRequest.HttpServerRequest
+        const q = new URL(request.url, "http://inspect").searchParams.get("q") ?? ""
+        return json({ keys: SessionTree.search(run, q) })
+      })
+    )
   )
 }
 
@@ -166,7 +184,9 @@ export class Inspector extends Context.Service<Inspector, InspectorShape>()("rel
   static readonly layer = (run: Model.Run, vocab: Tokens.Vocabulary, options: ServeOptions = {}) => {
     const host = options.host ?? "127.0.0.1"
     const served = HttpRouter.serve(routesOf(run, vocab), { disableLogger: true, disableListenLog: true }).pipe(
-      Layer.provideMerge(NodeHttpServer.layer(createServer, { host, port: options.port ?? 0, gracefulShutdownTimeout: "1 second" }))
+      Layer.provideMerge(
+        NodeHttpServer.layer(createServer, { host, port: options.port ?? 0, gracefulShutdownTimeout: "1 second" })
+      )
     )
     return Layer.effect(
       Inspector,

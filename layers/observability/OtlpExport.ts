@@ -12,7 +12,10 @@ import { FetchHttpClient } from "effect/http"
 import { Otlp, type OtlpExporter } from "effect/observability"
 
 /** The OTLP endpoint from a flag value, else the standard environment variable; undefined: no export. */
-export const endpointOf = (flag: string | undefined, env: Readonly<Record<string, string | undefined>>): string | undefined => {
+export const endpointOf = (
+  flag: string | undefined,
+  env: Readonly<Record<string, string | undefined>>
+): string | undefined => {
   const value = flag ?? env["OTEL_EXPORTER_OTLP_ENDPOINT"]
   return value === undefined || value.trim().length === 0 ? undefined : value.trim().replace(/\/+$/, "")
 }

@@ -17,12 +17,12 @@ import * as RolloutStats from "../../src/rollout/RolloutStats.ts"
 import * as Dataset from "../../src/schedule/Dataset.ts"
 import type * as Results from "../../src/trainer/Results.ts"
 import { Credit } from "../credit/Credit.ts"
+import * as Telemetry from "../runtime/Telemetry.ts"
 import * as GroupPool from "../schedule/GroupPool.ts"
 import { Sessions } from "../schedule/Sessions.ts"
 import { Outputs } from "./Outputs.ts"
 import * as RolloutConfig from "./RolloutConfig.ts"
 import { type PlannedGroup, SessionRunner } from "./SessionRunner.ts"
-import * as Telemetry from "../runtime/Telemetry.ts"
 
 /** What Eval needs of the rollout. */
 export interface EvalOptions<E> {
@@ -83,7 +83,14 @@ export const make = Effect.fnUntraced(function*<E>(options: EvalOptions<E>) {
         unit: "sample",
         showPrepared: false
       })
-      const outcome = yield* pool.runStep({ rolloutId, debt: planned.length, surplus: 0, nextStep: false, refill: false, progress })
+      const outcome = yield* pool.runStep({
+        rolloutId,
+        debt: planned.length,
+        surplus: 0,
+        nextStep: false,
+        refill: false,
+        progress
+      })
       const pairs = outcome.accepted
         .flatMap((a) => a.value.samples.map((sample, i) => ({ sample, debug: a.value.debug[i] })))
         .sort((a, b) => a.sample.index - b.sample.index)

@@ -58,7 +58,12 @@ export const probeDirectory = (target: OutputPaths.Target): Effect.Effect<void, 
     yield* Effect.tryPromise({
       try: () => ensureDirectory(target.directory),
       catch: (error) =>
-        new OutputPaths.OutputPathError({ ...target, path: target.directory, reason: "create", detail: OutputPaths.describeFsError(error) })
+        new OutputPaths.OutputPathError({
+          ...target,
+          path: target.directory,
+          reason: "create",
+          detail: OutputPaths.describeFsError(error)
+        })
     })
     const probe = join(target.directory, `.relax-agentic-probe-${process.pid}`)
     yield* Effect.tryPromise({
@@ -67,7 +72,12 @@ export const probeDirectory = (target: OutputPaths.Target): Effect.Effect<void, 
         await rm(probe, { force: true })
       },
       catch: (error) =>
-        new OutputPaths.OutputPathError({ ...target, path: target.directory, reason: "write", detail: OutputPaths.describeFsError(error) })
+        new OutputPaths.OutputPathError({
+          ...target,
+          path: target.directory,
+          reason: "write",
+          detail: OutputPaths.describeFsError(error)
+        })
     })
   })
 

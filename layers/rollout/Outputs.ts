@@ -20,9 +20,9 @@ import type { TrainingSample } from "../../src/forest/TrainingSample.ts"
 import * as OutputPaths from "../../src/rollout/OutputPaths.ts"
 import * as Records from "../../src/rollout/Records.ts"
 import type * as RunReport from "../../src/rollout/RunReport.ts"
+import * as Telemetry from "../runtime/Telemetry.ts"
 import * as Files from "./Files.ts"
 import * as RolloutConfig from "./RolloutConfig.ts"
-import * as Telemetry from "../runtime/Telemetry.ts"
 
 /** The output files of one `run`: the metric files accumulate over its steps and Eval runs. */
 export interface RunOutputs {
@@ -94,9 +94,11 @@ const make = Effect.gen(function*() {
   const save = (path: string, text: string): Effect.Effect<void, Telemetry.OutputWriteError> =>
     Files.writeFileAtomic(path, text).pipe(
       Effect.retry({ times: 1 }),
-      Effect.tap(() => Effect.sync(() => {
-        if (!written.includes(path)) written.push(path)
-      })),
+      Effect.tap(() =>
+        Effect.sync(() => {
+          if (!written.includes(path)) written.push(path)
+        })
+      ),
       Effect.catch((error) =>
         Effect.gen(function*() {
           const fallback = yield* salvage(path, text)
@@ -114,9 +116,11 @@ const make = Effect.gen(function*() {
     const evalLines: Array<unknown> = []
     const write = (path: string, values: ReadonlyArray<unknown>) =>
       save(path, Telemetry.jsonl(values)).pipe(
-        Effect.tap(() => Effect.sync(() => {
-          if (!files.includes(path)) files.push(path)
-        }))
+        Effect.tap(() =>
+          Effect.sync(() => {
+            if (!files.includes(path)) files.push(path)
+          })
+        )
       )
 
     const step = Effect.fn("Outputs.step")(

@@ -20,22 +20,22 @@ import * as Records from "../../src/rollout/Records.ts"
 import * as RolloutStats from "../../src/rollout/RolloutStats.ts"
 import type * as RunReport from "../../src/rollout/RunReport.ts"
 import * as Dataset from "../../src/schedule/Dataset.ts"
-import type * as Results from "../../src/trainer/Results.ts"
 import * as Partitions from "../../src/schedule/Partitions.ts"
 import * as Retention from "../../src/schedule/Retention.ts"
+import type * as Results from "../../src/trainer/Results.ts"
 import { Credit, type CreditError } from "../credit/Credit.ts"
 import { Engine, type EngineError } from "../engine/Engine.ts"
 import { Forests } from "../generation/Forests.ts"
+import * as Telemetry from "../runtime/Telemetry.ts"
 import { GenerationGate } from "../schedule/GenerationGate.ts"
+import * as GroupPool from "../schedule/GroupPool.ts"
+import { Sessions } from "../schedule/Sessions.ts"
+import { Supervisor } from "../session/Supervisor.ts"
+import { Tokenizer } from "../tokenizer/Tokenizer.ts"
 import * as Eval from "./Eval.ts"
 import { Outputs } from "./Outputs.ts"
 import * as RolloutConfig from "./RolloutConfig.ts"
-import * as GroupPool from "../schedule/GroupPool.ts"
 import { type GroupResult, type PlannedGroup, SessionRunner } from "./SessionRunner.ts"
-import { Sessions } from "../schedule/Sessions.ts"
-import { Supervisor } from "../session/Supervisor.ts"
-import * as Telemetry from "../runtime/Telemetry.ts"
-import { Tokenizer } from "../tokenizer/Tokenizer.ts"
 
 /** The step could not deliver its samples (credit of the whole step, or writing the outputs). */
 export type RolloutError =
@@ -173,7 +173,10 @@ const make = Effect.gen(function*() {
     })
 
   /** A step or Eval after an output write failed does not start: the rollout stops rather than lose outputs. */
-  const stopAfterWriteFailure = Effect.flatMap(outputs.failed, (failed) => failed === undefined ? Effect.void : Effect.fail(failed))
+  const stopAfterWriteFailure = Effect.flatMap(
+    outputs.failed,
+    (failed) => failed === undefined ? Effect.void : Effect.fail(failed)
+  )
 
   const runStep = Effect.fn("Rollout.runStep")(function*(rolloutId: number) {
     yield* stopAfterWriteFailure
@@ -314,7 +317,10 @@ const make = Effect.gen(function*() {
       // weight_versions shows which step's policy generated it (a trainer calls Engine.updateWeights itself).
       if (rolloutId + 1 < Retention.stepCount(mode, settings.numRollout)) yield* engine.updateWeights()
       const done = rolloutId + 1
-      if (evalEnabled && rolloutId < settings.numRollout && (done % (settings.evalInterval ?? 1) === 0 || done === settings.numRollout)) {
+      if (
+        evalEnabled && rolloutId < settings.numRollout &&
+        (done % (settings.evalInterval ?? 1) === 0 || done === settings.numRollout)
+      ) {
         yield* doEval(done)
       }
     }

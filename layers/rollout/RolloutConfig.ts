@@ -10,7 +10,9 @@ import type * as RolloutOptions from "../../src/config/RolloutOptions.ts"
 import * as Settings from "../../src/config/Settings.ts"
 
 /** The resolved rollout configuration as a service. */
-export class RolloutConfig extends Context.Service<RolloutConfig, Settings.RolloutSettings>()("relax-agentic/RolloutConfig") {
+export class RolloutConfig
+  extends Context.Service<RolloutConfig, Settings.RolloutSettings>()("relax-agentic/RolloutConfig")
+{
   /** Decode and resolve `input` (src/config/Settings.ts `resolve`). */
   static readonly layer = (
     input: RolloutOptions.RolloutOptionsInput | unknown

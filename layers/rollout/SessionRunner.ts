@@ -12,6 +12,8 @@
  * an export that does not match and a Reward error fail with a `GroupError`, which drops the Group.
  */
 import { Context, Effect, Layer } from "effect"
+import type { ClusterCallError } from "../../src/cluster/errors.ts"
+import type * as Wire from "../../src/cluster/Wire.ts"
 import * as Settings from "../../src/config/Settings.ts"
 import type * as CreditGroup from "../../src/credit/Group.ts"
 import { type ExportError, ForestInvariantError, type ForestNotFound } from "../../src/forest/errors.ts"
@@ -24,19 +26,17 @@ import type * as Dataset from "../../src/schedule/Dataset.ts"
 import type * as AgentSpec from "../../src/session/AgentSpec.ts"
 import type { AgentExecutionError, SessionInputError } from "../../src/session/errors.ts"
 import * as SessionInput from "../../src/session/SessionInput.ts"
-import type { ClusterCallError } from "../../src/cluster/errors.ts"
-import type * as Wire from "../../src/cluster/Wire.ts"
 import { Credit, type CreditError } from "../credit/Credit.ts"
 import { Engine } from "../engine/Engine.ts"
 import { Forests } from "../generation/Forests.ts"
+import { Telemetry } from "../runtime/Telemetry.ts"
 import * as FirstRequestBarrier from "../schedule/FirstRequestBarrier.ts"
 import { GenerationGate } from "../schedule/GenerationGate.ts"
 import * as Pool from "../schedule/Pool.ts"
 import { emptyCounters, Sessions } from "../schedule/Sessions.ts"
 import { Supervisor } from "../session/Supervisor.ts"
-import * as RolloutConfig from "./RolloutConfig.ts"
-import { Telemetry } from "../runtime/Telemetry.ts"
 import { Tokenizer } from "../tokenizer/Tokenizer.ts"
+import * as RolloutConfig from "./RolloutConfig.ts"
 
 /** One Group as planned from the dataset. */
 export interface PlannedGroup extends Pool.GroupLike {
@@ -104,7 +104,9 @@ export const rewardWith = (credit: Context.Service.Shape<typeof Credit>) =>
 
 /** `error_type=` and detail of a drop; a Session that failed on a runner keeps its own error's tag. */
 export const describeError = (error: GroupError) =>
-  error._tag === "SessionFailed" ? { type: error.type, detail: error.detail } : { type: error._tag, detail: error.message }
+  error._tag === "SessionFailed"
+    ? { type: error.type, detail: error.detail }
+    : { type: error._tag, detail: error.message }
 
 const make = Effect.gen(function*() {
   const settings = yield* RolloutConfig.RolloutConfig
@@ -128,94 +130,98 @@ const make = Effect.gen(function*() {
   let parserFailures = 0
 
   /** Prepare + Runtime of one Session, then its exports as samples. */
-  const session = Effect.fn("SessionRunner.session")(function*(group: PlannedGroup, ticket: FirstRequestBarrier.SessionTicket) {
-    return yield* Effect.scoped(Effect.gen(function*() {
-      const prepared = yield* Effect.fromResult(SessionInput.fromRow(group.data, group.row, inputOptions))
-      const { sessionId } = ticket
-      const eval_ = group.mode === "eval"
-      // Registered before anything is created, so an interruption between the steps below cannot leak the Session's
-      // forest or registry entry (both removals are no-ops for what does not exist yet).
-      // The engine is told last (SGLang --agentic-session-lifecycle: /close_session), so the Session's cache goes.
-      yield* Effect.addFinalizer(() =>
-        sessions.close(sessionId).pipe(
-          Effect.andThen(forests.remove(sessionId)),
-          Effect.andThen(engine.closeSession(sessionId))
-        )
-      )
-      yield* forests.create(sessionId, {
-        groupIndex: group.promptIndex,
-        index: group.firstIndex + ticket.position,
-        label: prepared.label ?? null,
-        metadata: prepared.metadata,
-        chatTemplateKwargs: settings.applyChatTemplateKwargs
-      })
-      const counters = emptyCounters()
-      if (!eval_) {
+  const session = Effect.fn("SessionRunner.session")(
+    function*(group: PlannedGroup, ticket: FirstRequestBarrier.SessionTicket) {
+      return yield* Effect.scoped(Effect.gen(function*() {
+        const prepared = yield* Effect.fromResult(SessionInput.fromRow(group.data, group.row, inputOptions))
+        const { sessionId } = ticket
+        const eval_ = group.mode === "eval"
+        // Registered before anything is created, so an interruption between the steps below cannot leak the Session's
+        // forest or registry entry (both removals are no-ops for what does not exist yet).
+        // The engine is told last (SGLang --agentic-session-lifecycle: /close_session), so the Session's cache goes.
         yield* Effect.addFinalizer(() =>
-          Effect.sync(() => {
-            parserFailures += counters.parserFailures + counters.droppedToolCalls
-          })
+          sessions.close(sessionId).pipe(
+            Effect.andThen(forests.remove(sessionId)),
+            Effect.andThen(engine.closeSession(sessionId))
+          )
         )
-      }
-      const budget = yield* supervisor.makeBudget
-      yield* gate.trackBudget(budget)
-      const sessionGate = !eval_ && retains ? yield* gate.register(sessionId, budget) : undefined
-      yield* sessions.register({
-        sessionId,
-        groupId: group.groupId,
-        mode: group.mode,
-        sampling: eval_
-          ? Settings.evalSampling(settings, ticket.position)
-          : Settings.trainSampling(settings, ticket.position),
-        maxContextLen: eval_ ? Settings.evalMaxContextLen(settings) : settings.rolloutMaxContextLen,
-        rolloutId: ticket.rolloutId,
-        awaitLease: ticket.awaitLease,
-        gate: sessionGate,
-        counters
-      })
-      yield* Effect.forkScoped(ticket.leased.pipe(Effect.andThen(budget.start)))
-      const outcome = yield* supervisor.run({
-        sessionId,
-        groupId: group.groupId,
-        rolloutMode: group.mode,
-        input: prepared,
-        budget,
-        firstRequest: ticket.firstRequest
-      })
-      yield* sessions.close(sessionId)
-      for (const warning of outcome.warnings) yield* telemetry.warn(warning)
-      const forest = yield* forests.get(sessionId)
-      const contexts = yield* Effect.fromResult(outcome.output.kind === "implicit"
-        ? Export.exportImplicit(forest, {
-          ...(outcome.output.metadata === undefined ? {} : { metadata: outcome.output.metadata }),
-          ...(outcome.output.reward === undefined ? {} : { reward: outcome.output.reward })
+        yield* forests.create(sessionId, {
+          groupIndex: group.promptIndex,
+          index: group.firstIndex + ticket.position,
+          label: prepared.label ?? null,
+          metadata: prepared.metadata,
+          chatTemplateKwargs: settings.applyChatTemplateKwargs
         })
-        : Export.exportExplicit(forest, outcome.output.records, undefined, { strict: settings.strictMatch }))
-      // Sample.build throws ForestInvariantError on a broken lineage; anything else it throws is a bug (a defect).
-      const samples = yield* Effect.try({
-        try: () =>
-          contexts.map((c) =>
-            Sample.build(forest, c.hash, decode, {
-              rolloutId: ticket.rolloutId(),
-              exportName: c.name,
-              reward: c.reward,
-              metadata: c.metadata
+        const counters = emptyCounters()
+        if (!eval_) {
+          yield* Effect.addFinalizer(() =>
+            Effect.sync(() => {
+              parserFailures += counters.parserFailures + counters.droppedToolCalls
             })
-          ),
-        catch: (error) => error
-      }).pipe(
-        Effect.catch((error) => error instanceof ForestInvariantError ? Effect.fail(error) : Effect.die(error))
-      )
-      // The whole forest goes into the debug dump once per Session (its first context), and only when dumps are on.
-      const dump = settings.saveDebugRolloutData === undefined ? undefined : ForestDump.ofForest(forest)
-      const debug = contexts.map((c, i): ContextDebug => ({
-        view: Sample.debugView(forest, c.hash),
-        counters,
-        ...(i === 0 && dump !== undefined ? { forest: dump } : {})
+          )
+        }
+        const budget = yield* supervisor.makeBudget
+        yield* gate.trackBudget(budget)
+        const sessionGate = !eval_ && retains ? yield* gate.register(sessionId, budget) : undefined
+        yield* sessions.register({
+          sessionId,
+          groupId: group.groupId,
+          mode: group.mode,
+          sampling: eval_
+            ? Settings.evalSampling(settings, ticket.position)
+            : Settings.trainSampling(settings, ticket.position),
+          maxContextLen: eval_ ? Settings.evalMaxContextLen(settings) : settings.rolloutMaxContextLen,
+          rolloutId: ticket.rolloutId,
+          awaitLease: ticket.awaitLease,
+          gate: sessionGate,
+          counters
+        })
+        yield* Effect.forkScoped(ticket.leased.pipe(Effect.andThen(budget.start)))
+        const outcome = yield* supervisor.run({
+          sessionId,
+          groupId: group.groupId,
+          rolloutMode: group.mode,
+          input: prepared,
+          budget,
+          firstRequest: ticket.firstRequest
+        })
+        yield* sessions.close(sessionId)
+        for (const warning of outcome.warnings) yield* telemetry.warn(warning)
+        const forest = yield* forests.get(sessionId)
+        const contexts = yield* Effect.fromResult(
+          outcome.output.kind === "implicit"
+            ? Export.exportImplicit(forest, {
+              ...(outcome.output.metadata === undefined ? {} : { metadata: outcome.output.metadata }),
+              ...(outcome.output.reward === undefined ? {} : { reward: outcome.output.reward })
+            })
+            : Export.exportExplicit(forest, outcome.output.records, undefined, { strict: settings.strictMatch })
+        )
+        // Sample.build throws ForestInvariantError on a broken lineage; anything else it throws is a bug (a defect).
+        const samples = yield* Effect.try({
+          try: () =>
+            contexts.map((c) =>
+              Sample.build(forest, c.hash, decode, {
+                rolloutId: ticket.rolloutId(),
+                exportName: c.name,
+                reward: c.reward,
+                metadata: c.metadata
+              })
+            ),
+          catch: (error) => error
+        }).pipe(
+          Effect.catch((error) => error instanceof ForestInvariantError ? Effect.fail(error) : Effect.die(error))
+        )
+        // The whole forest goes into the debug dump once per Session (its first context), and only when dumps are on.
+        const dump = settings.saveDebugRolloutData === undefined ? undefined : ForestDump.ofForest(forest)
+        const debug = contexts.map((c, i): ContextDebug => ({
+          view: Sample.debugView(forest, c.hash),
+          counters,
+          ...(i === 0 && dump !== undefined ? { forest: dump } : {})
+        }))
+        return { sessionId, samples, debug } satisfies SessionResult
       }))
-      return { sessionId, samples, debug } satisfies SessionResult
-    }))
-  })
+    }
+  )
 
   const reward = rewardWith(credit)
 

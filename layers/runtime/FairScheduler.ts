@@ -110,8 +110,10 @@ export class FairScheduler implements Scheduler.Scheduler {
 export const continueAsTask: Effect.Effect<void> = Effect.yieldNow
 
 /** Run `effect` (and every fiber it starts) on a fresh {@link FairScheduler}. */
-export const provide = <A, E, R>(effect: Effect.Effect<A, E, R>, options?: FairSchedulerOptions): Effect.Effect<A, E, R> =>
-  Effect.provideService(effect, Scheduler.Scheduler, new FairScheduler(options))
+export const provide = <A, E, R>(
+  effect: Effect.Effect<A, E, R>,
+  options?: FairSchedulerOptions
+): Effect.Effect<A, E, R> => Effect.provideService(effect, Scheduler.Scheduler, new FairScheduler(options))
 
 /**
  * A fresh {@link FairScheduler} for every service built on this layer, and the fibers they start (an HTTP server's

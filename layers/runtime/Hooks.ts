@@ -4,8 +4,8 @@
 import { Data, Effect } from "effect"
 import { resolve } from "node:path"
 import { pathToFileURL } from "node:url"
-import * as HookSpec from "../../src/hooks/HookSpec.ts"
 import * as Errors from "../../src/errors.ts"
+import * as HookSpec from "../../src/hooks/HookSpec.ts"
 
 export class HookLoadError extends Data.TaggedError("HookLoadError")<{
   readonly flag: string
@@ -47,7 +47,10 @@ export const load: (
       return yield* new HookLoadError({
         flag,
         value,
-        reason: `export ${JSON.stringify(spec.exportName)} is ${exported === undefined ? "missing" : `a ${typeof exported}, not a function`}` +
+        reason:
+          `export ${JSON.stringify(spec.exportName)} is ${
+            exported === undefined ? "missing" : `a ${typeof exported}, not a function`
+          }` +
           `; function exports of the module: ${available.length > 0 ? available.join(", ") : "none"}`
       })
     }

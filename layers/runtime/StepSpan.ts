@@ -21,12 +21,13 @@ export const isTracing = (fiber: Fiber.Fiber<unknown, unknown>): boolean =>
  * `effect` inside the span `name` when {@link isTracing}, as it is otherwise. Data-last, so it can be an
  * `Effect.fnUntraced` pipeable: `Effect.fnUntraced(function*(...) {...}, StepSpan.step("Generation.match"))`.
  */
-export const step = (name: string, attributes?: Readonly<Record<string, unknown>>) =>
-<A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-  Effect.withFiber((fiber) =>
-    isTracing(fiber)
-      ? Effect.withSpan(effect, name, attributes === undefined ? noStack : { attributes, captureStackTrace: false })
-      : effect
-  )
+export const step =
+  (name: string, attributes?: Readonly<Record<string, unknown>>) =>
+  <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+    Effect.withFiber((fiber) =>
+      isTracing(fiber)
+        ? Effect.withSpan(effect, name, attributes === undefined ? noStack : { attributes, captureStackTrace: false })
+        : effect
+    )
 
 const noStack = { captureStackTrace: false } as const

@@ -90,7 +90,15 @@ const badge = (label: string, background: number, tty: boolean): string =>
 export const pythonStr = (value: Exclude<FieldValue, undefined>): string => {
   if (value === null) return "None"
   if (typeof value === "boolean") return value ? "True" : "False"
-  if (typeof value === "number") return Number.isFinite(value) ? String(value) : value > 0 ? "inf" : value < 0 ? "-inf" : "nan"
+  if (typeof value === "number") {
+    return Number.isFinite(value)
+      ? String(value)
+      : value > 0
+      ? "inf"
+      : value < 0
+      ? "-inf"
+      : "nan"
+  }
   if (typeof value === "string") return value
   const entries = Object.entries(value).map(([k, v]) => `'${k}': ${typeof v === "string" ? `'${v}'` : pythonStr(v)}`)
   return `{${entries.join(", ")}}`
@@ -121,7 +129,9 @@ const postfixOf = (options: ProgressOptions, scored: number, prepared: number): 
 const renderBar = (options: ProgressOptions, scored: number, total: number, prepared: number): string => {
   const width = 24
   const filled = total === 0 ? width : Math.min(width, Math.round((scored / total) * width))
-  return `${options.description}: ${"#".repeat(filled)}${".".repeat(width - filled)} ${scored}/${total} ${options.unit} [${postfixOf(options, scored, prepared)}]`
+  return `${options.description}: ${"#".repeat(filled)}${
+    ".".repeat(width - filled)
+  } ${scored}/${total} ${options.unit} [${postfixOf(options, scored, prepared)}]`
 }
 
 /** The periodic status line that stands for the bar without a TTY (no `AGENTIC` badge). */

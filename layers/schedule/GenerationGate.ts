@@ -28,8 +28,8 @@
  */
 import { Context, Deferred, Effect, Latch, Layer, type Scope } from "effect"
 import * as Retention from "../../src/schedule/Retention.ts"
-import type * as ActiveBudget from "../session/ActiveBudget.ts"
 import { Engine } from "../engine/Engine.ts"
+import type * as ActiveBudget from "../session/ActiveBudget.ts"
 
 /** One model request of a Session while it is live (from arrival to its answer). */
 export interface LiveRequest {
@@ -61,7 +61,10 @@ export interface GenerationGateShape {
   /** The cross-step mode the gate serves (no mode: nothing is ever registered or paused). */
   readonly mode: Retention.Mode
   /** Register a training Session (with its active-time budget) for as long as the current scope lives. */
-  readonly register: (sessionId: string, budget?: ActiveBudget.ActiveBudget) => Effect.Effect<SessionGate, never, Scope.Scope>
+  readonly register: (
+    sessionId: string,
+    budget?: ActiveBudget.ActiveBudget
+  ) => Effect.Effect<SessionGate, never, Scope.Scope>
   /**
    * Close the gate, abort and wait for unprotected running attempts, pause unprotected budgets, then wait until every
    * protected Session has finished.
@@ -127,34 +130,35 @@ export const make = (options: {
       for (const listener of listeners) listener()
     }
 
-    const attempt = (state: SessionState, request: RequestState) =>
-    <A, E, R>(rid: string, run: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-      Effect.gen(function*() {
-        const done = yield* Deferred.make<void>()
-        const entry: Running = { rid, session: state, request, done }
-        // Wait at the gate, then register in the same synchronous step that checks it is still open, so a pause
-        // either sees this attempt (and aborts it) or this attempt sees the closed gate (and waits again).
-        for (;;) {
-          if (!state.protected) yield* latch.await
-          const admitted = yield* Effect.sync(() => {
-            if (!state.protected && !Latch.isOpen(latch)) return false
-            running.add(entry)
-            request.running = true
-            request.paused = false
-            changed()
-            return true
-          })
-          if (admitted) break
-        }
-        return yield* run.pipe(
-          Effect.ensuring(Effect.suspend(() => {
-            running.delete(entry)
-            request.running = false
-            changed()
-            return Deferred.succeed(done, undefined)
-          }))
-        )
-      }).pipe(Effect.withSpan("GenerationGate.attempt", { attributes: { rid } }))
+    const attempt =
+      (state: SessionState, request: RequestState) =>
+      <A, E, R>(rid: string, run: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+        Effect.gen(function*() {
+          const done = yield* Deferred.make<void>()
+          const entry: Running = { rid, session: state, request, done }
+          // Wait at the gate, then register in the same synchronous step that checks it is still open, so a pause
+          // either sees this attempt (and aborts it) or this attempt sees the closed gate (and waits again).
+          for (;;) {
+            if (!state.protected) yield* latch.await
+            const admitted = yield* Effect.sync(() => {
+              if (!state.protected && !Latch.isOpen(latch)) return false
+              running.add(entry)
+              request.running = true
+              request.paused = false
+              changed()
+              return true
+            })
+            if (admitted) break
+          }
+          return yield* run.pipe(
+            Effect.ensuring(Effect.suspend(() => {
+              running.delete(entry)
+              request.running = false
+              changed()
+              return Deferred.succeed(done, undefined)
+            }))
+          )
+        }).pipe(Effect.withSpan("GenerationGate.attempt", { attributes: { rid } }))
 
     const register = (sessionId: string, budget?: ActiveBudget.ActiveBudget) =>
       Effect.acquireRelease(
@@ -290,7 +294,9 @@ export const make = (options: {
   })
 
 /** The rollout's training generation gate, aborting through the `Engine`. */
-export class GenerationGate extends Context.Service<GenerationGate, GenerationGateShape>()("relax-agentic/GenerationGate") {
+export class GenerationGate
+  extends Context.Service<GenerationGate, GenerationGateShape>()("relax-agentic/GenerationGate")
+{
   /** The gate in the cross-step `mode` the caller resolved (the rollout: `Settings.retentionMode` of its config). */
   static readonly layer = (mode: Retention.Mode): Layer.Layer<GenerationGate, never, Engine> =>
     Layer.effect(

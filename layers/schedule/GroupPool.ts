@@ -28,15 +28,20 @@
  */
 import { Context, Data, Deferred, Effect, Fiber, Layer, Option, Queue, Scope } from "effect"
 import { randomBytes } from "node:crypto"
-import { type DropReason, dropStreak } from "../../src/schedule/DropStreak.ts"
 import * as Errors from "../../src/errors.ts"
+import { type DropReason, dropStreak } from "../../src/schedule/DropStreak.ts"
 import * as Leasing from "../../src/schedule/Leasing.ts"
 import * as Retention from "../../src/schedule/Retention.ts"
+import { Telemetry, type TelemetryShape } from "../runtime/Telemetry.ts"
 import * as FirstRequestBarrier from "./FirstRequestBarrier.ts"
 import * as Pool from "./Pool.ts"
-import { Telemetry, type TelemetryShape } from "../runtime/Telemetry.ts"
 
-export { type DropReason, dropStreak, type DropStreak, TooManyDroppedGroupsError } from "../../src/schedule/DropStreak.ts"
+export {
+  type DropReason,
+  type DropStreak,
+  dropStreak,
+  TooManyDroppedGroupsError
+} from "../../src/schedule/DropStreak.ts"
 
 type Phase = "prepare" | "runtime" | "reward" | "done"
 
@@ -441,7 +446,9 @@ export const makePool = <G extends Pool.GroupLike, O, A, E>(
     return {
       runStep,
       state: state.pipe(Effect.withSpan("GroupPool.state")),
-      interruptedRetained: Effect.sync(() => countInterrupted(retained)).pipe(Effect.withSpan("GroupPool.interruptedRetained"))
+      interruptedRetained: Effect.sync(() => countInterrupted(retained)).pipe(
+        Effect.withSpan("GroupPool.interruptedRetained")
+      )
     }
   })
 

@@ -11,8 +11,8 @@ import type { Effect } from "effect"
 import type { DropStreak, TooManyDroppedGroupsError } from "../../src/schedule/DropStreak.ts"
 import type * as Leasing from "../../src/schedule/Leasing.ts"
 import type * as AgentSpec from "../../src/session/AgentSpec.ts"
-import type * as FirstRequestBarrier from "./FirstRequestBarrier.ts"
 import type { Progress } from "../runtime/Telemetry.ts"
+import type * as FirstRequestBarrier from "./FirstRequestBarrier.ts"
 
 /** What the pool needs to know of a Group input. */
 export interface GroupLike {

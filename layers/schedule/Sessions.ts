@@ -13,8 +13,8 @@ import { createHash, randomBytes } from "node:crypto"
 import type * as AgentSpec from "../../src/session/AgentSpec.ts"
 import { SessionClosedError } from "../../src/session/errors.ts"
 import type { SamplingParams } from "../engine/Engine.ts"
-import type { SessionGate } from "./GenerationGate.ts"
 import * as StepSpan from "../runtime/StepSpan.ts"
+import type { SessionGate } from "./GenerationGate.ts"
 
 /** Counters the generation core keeps per Session, read by telemetry and debug dumps. */
 export interface SessionCounters {

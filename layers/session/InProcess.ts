@@ -68,7 +68,9 @@ export const make = (agentFn: InProcessAgent, options: InProcessOptions = {}): S
         ).pipe(Effect.exit, Effect.map((exit) => ({ _tag: "Exited" as const, exit }))),
         ActiveBudget.timeUp(budget, launch.firstRequest).pipe(Effect.map((up) => ({ _tag: "Expired" as const, up })))
       )
-      if (ended._tag === "Expired") return yield* ActiveBudget.timeoutError(sessionId, budget, ended.up, { logTail: "" })
+      if (ended._tag === "Expired") {
+        return yield* ActiveBudget.timeoutError(sessionId, budget, ended.up, { logTail: "" })
+      }
       if (Exit.isFailure(ended.exit)) {
         return yield* new AgentExecutionError({
           sessionId,
@@ -92,6 +94,7 @@ export const make = (agentFn: InProcessAgent, options: InProcessOptions = {}): S
   return {
     timeoutSeconds,
     makeBudget: makeBudget.pipe(Effect.withSpan("Supervisor.makeBudget")),
-    run: (launch) => run(launch).pipe(Effect.withSpan("Supervisor.run", { attributes: { sessionId: launch.sessionId } }))
+    run: (launch) =>
+      run(launch).pipe(Effect.withSpan("Supervisor.run", { attributes: { sessionId: launch.sessionId } }))
   }
 }

@@ -114,7 +114,9 @@ export const make = (options: LocalProcessOptions): SupervisorShape => {
 
       const agent = yield* Effect.acquireRelease(
         ProcessGroup.start({ command: spec.command, cwd: spec.cwd, env, logPath: dir.logPath }).pipe(
-          Effect.mapError((detail) => new AgentExecutionError({ sessionId, reason: "spawn", detail, logTail: "", logPath }))
+          Effect.mapError((detail) =>
+            new AgentExecutionError({ sessionId, reason: "spawn", detail, logTail: "", logPath })
+          )
         ),
         (agent) => ProcessGroup.terminate(agent, grace)
       )
@@ -127,7 +129,9 @@ export const make = (options: LocalProcessOptions): SupervisorShape => {
       yield* ProcessGroup.terminate(agent, grace)
       const logTail = yield* SessionDirectory.readTail(dir.logPath)
 
-      if (ended._tag === "Expired") return yield* ActiveBudget.timeoutError(sessionId, budget, ended.up, { logTail, logPath })
+      if (ended._tag === "Expired") {
+        return yield* ActiveBudget.timeoutError(sessionId, budget, ended.up, { logTail, logPath })
+      }
       const { code, signal } = ended.exit
       if (signal !== null) {
         return yield* new AgentExecutionError({
@@ -143,12 +147,19 @@ export const make = (options: LocalProcessOptions): SupervisorShape => {
       if (exitCode !== 0) {
         return yield* new AgentExecutionError({ sessionId, reason: "exit", exitCode, logTail, logPath })
       }
-      return yield* parseOutputOrFail(sessionId, yield* SessionDirectory.readOutput(dir.outputPath), exitCode, logTail, logPath)
+      return yield* parseOutputOrFail(
+        sessionId,
+        yield* SessionDirectory.readOutput(dir.outputPath),
+        exitCode,
+        logTail,
+        logPath
+      )
     }))
 
   return {
     timeoutSeconds: spec.timeoutSeconds,
     makeBudget: makeBudget.pipe(Effect.withSpan("Supervisor.makeBudget")),
-    run: (launch) => run(launch).pipe(Effect.withSpan("Supervisor.run", { attributes: { sessionId: launch.sessionId } }))
+    run: (launch) =>
+      run(launch).pipe(Effect.withSpan("Supervisor.run", { attributes: { sessionId: launch.sessionId } }))
   }
 }

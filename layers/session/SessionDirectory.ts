@@ -30,7 +30,6 @@ export const IoDirPrefix = "relax-agentic-command-"
 /** How much of the log end is attached to an `AgentExecutionError`. */
 export const LogTailBytes = 8192
 
-
 // ---------------------------------------------------------------------------------------------------------------
 // The input file, with images converted
 
@@ -57,7 +56,10 @@ const imageError = (sessionId: string, index: number, reason: string) =>
  */
 export const inputFiles = () => {
   const cache = new WeakMap<SessionInput.Prepared, SessionInput.SessionInputFile>()
-  return (prepared: SessionInput.Prepared, sessionId: string): Effect.Effect<SessionInput.SessionInputFile, SessionInputError> =>
+  return (
+    prepared: SessionInput.Prepared,
+    sessionId: string
+  ): Effect.Effect<SessionInput.SessionInputFile, SessionInputError> =>
     Effect.gen(function*() {
       const cached = cache.get(prepared)
       if (cached !== undefined) return cached
@@ -110,14 +112,18 @@ export const make = (
     const keep = options.keepSessionIo === true
     const ioRoot = options.ioRoot ?? Os.tmpdir()
     const ioDir = yield* Effect.acquireRelease(
-      prepareStep(sessionId, `create the session directory in ${ioRoot}`, () => FsPromises.mkdtemp(Path.join(ioRoot, IoDirPrefix))),
-      (dir) => keep ? Effect.void : removeDir(dir)
+      prepareStep(sessionId, `create the session directory in ${ioRoot}`, () =>
+        FsPromises.mkdtemp(Path.join(ioRoot, IoDirPrefix))),
+      (dir) =>
+        keep ? Effect.void : removeDir(dir)
     )
     const inputPath = Path.join(ioDir, InputFileName)
     const logPath = Path.join(ioDir, LogFileName)
     // The log is written in the IO directory (the agent contract) and moved to `logDir` when it is kept. This
     // finalizer runs before the IO directory's (scopes close in reverse order), so the move always finds it.
-    const keptLogPath = options.logDir === undefined ? (keep ? logPath : undefined) : keptLogFile(options.logDir, sessionId)
+    const keptLogPath = options.logDir === undefined
+      ? (keep ? logPath : undefined)
+      : keptLogFile(options.logDir, sessionId)
     if (options.logDir !== undefined) {
       const target = keptLogFile(options.logDir, sessionId)
       const keepLogs = options.keepLogs ?? "failed"
@@ -126,7 +132,8 @@ export const make = (
         return failed || keepLogs === "all" ? keepLog(logPath, target) : Effect.void
       })
     }
-    yield* prepareStep(sessionId, `write ${inputPath}`, () => FsPromises.writeFile(inputPath, JSON.stringify(inputFile), "utf8"))
+    yield* prepareStep(sessionId, `write ${inputPath}`, () =>
+      FsPromises.writeFile(inputPath, JSON.stringify(inputFile), "utf8"))
     return { ioDir, inputPath, outputPath: Path.join(ioDir, OutputFileName), logPath, keptLogPath }
   })
 
@@ -184,10 +191,14 @@ const keepLog = (from: string, to: string): Effect.Effect<void> =>
       await FsPromises.rm(from, { force: true })
     }
   }).pipe(
-    Effect.catch((error) => Effect.logWarning(`could not keep the agent log ${from} as ${to}: ${Errors.messageOf(error.cause)}`))
+    Effect.catch((error) =>
+      Effect.logWarning(`could not keep the agent log ${from} as ${to}: ${Errors.messageOf(error.cause)}`)
+    )
   )
 
 const removeDir = (dir: string): Effect.Effect<void> =>
   Effect.tryPromise(() => FsPromises.rm(dir, { recursive: true, force: true })).pipe(
-    Effect.catch((error) => Effect.logWarning(`could not remove the session directory ${dir}: ${Errors.messageOf(error.cause)}`))
+    Effect.catch((error) =>
+      Effect.logWarning(`could not remove the session directory ${dir}: ${Errors.messageOf(error.cause)}`)
+    )
   )

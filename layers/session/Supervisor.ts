@@ -10,8 +10,8 @@
  */
 import { Context, Layer } from "effect"
 import type { Effect, Scope } from "effect"
-import type { AgentExecutionError, SessionInputError } from "../../src/session/errors.ts"
 import type * as AgentSpec from "../../src/session/AgentSpec.ts"
+import type { AgentExecutionError, SessionInputError } from "../../src/session/errors.ts"
 import type * as SessionInput from "../../src/session/SessionInput.ts"
 import type * as SessionOutput from "../../src/session/SessionOutput.ts"
 import type * as ActiveBudget from "./ActiveBudget.ts"

@@ -54,7 +54,9 @@ export const usesByteLevelDecode = (hf: HfTokenizer): boolean => {
  * `decode(ids, { skip_special_tokens })` of `hf` for a non-empty id list, with per-id bytes when the decoder's shape
  * allows it (see the module comment); the library's `decode` otherwise.
  */
-export const byteLevelDecoder = (hf: HfTokenizer): ((ids: ReadonlyArray<number>, skipSpecialTokens: boolean) => string) => {
+export const byteLevelDecoder = (
+  hf: HfTokenizer
+): (ids: ReadonlyArray<number>, skipSpecialTokens: boolean) => string => {
   const library = (ids: ReadonlyArray<number>, skipSpecialTokens: boolean): string =>
     hf.decode([...ids], { skip_special_tokens: skipSpecialTokens })
   if (!usesByteLevelDecode(hf)) return library

@@ -125,7 +125,7 @@ const trieWords = (trie: unknown): Array<string> => {
  * longest word at a position, empty pieces left out) with one regular expression instead of a walk of its trie per
  * character: an alternation of the words, longest first, finds the same leftmost-longest matches.
  */
-export const dictionarySplit = (words: ReadonlyArray<string>): ((text: string) => Array<string>) => {
+export const dictionarySplit = (words: ReadonlyArray<string>): (text: string) => Array<string> => {
   const pattern = alternation(words, "g")
   if (pattern === undefined) return (text) => (text.length === 0 ? [] : [text])
   return (text) => {
@@ -149,7 +149,7 @@ export const usesPieceCache = (hf: HfTokenizer): boolean => piecewise(hf as unkn
  * `encode(text, { add_special_tokens: false }).ids` of `hf`, with a pre-token cache when the tokenizer's shape allows
  * it (see the module comment); the library's `encode` otherwise.
  */
-export const cachedEncoder = (hf: HfTokenizer): ((text: string) => ReadonlyArray<number>) => {
+export const cachedEncoder = (hf: HfTokenizer): (text: string) => ReadonlyArray<number> => {
   const direct = (text: string): ReadonlyArray<number> => hf.encode(text, { add_special_tokens: false }).ids
   // Decoding boundary: the library's private fields, checked for the expected shape before use.
   const lib = hf as unknown as HfInternals
@@ -222,7 +222,7 @@ interface AddedTables {
 }
 
 /** The library's encode steps with the given added-token tables, the pre-token cache in front of its model. */
-const piecewiseEncoder = (lib: HfInternals, added: AddedTables): ((text: string) => ReadonlyArray<number>) => {
+const piecewiseEncoder = (lib: HfInternals, added: AddedTables): (text: string) => ReadonlyArray<number> => {
   const [split, byteLevel] = lib.pre_tokenizer!.tokenizers! as readonly [SplitStep, PieceStep]
   // The library splits with `matchAll`, keeping the text between matches (none for the usual patterns, which match
   // every character); `match` gives the same pieces without a match object per piece whenever its pieces cover the

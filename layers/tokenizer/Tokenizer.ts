@@ -19,12 +19,12 @@ import { readFile } from "node:fs/promises"
 import { createRequire } from "node:module"
 import { dirname, join } from "node:path"
 import { Worker } from "node:worker_threads"
+import * as Errors from "../../src/errors.ts"
 import type * as Canonical from "../../src/protocol/canonical.ts"
 import * as ChatTemplate from "../../src/template/ChatTemplate.ts"
 import * as ImageGrid from "../../src/template/ImageGrid.ts"
 import { byteLevelDecoder } from "./ByteLevelDecode.ts"
 import { cachedEncoder, plainEncoder } from "./PreTokenCache.ts"
-import * as Errors from "../../src/errors.ts"
 
 export class TokenizerLoadError extends Data.TaggedError("TokenizerLoadError")<{
   readonly directory: string
@@ -191,19 +191,20 @@ export const fromJson = (
   }
   // The HF types describe these files loosely; this is the decoding boundary.
   const hf = new HfTokenizer(tokenizerJson as never, tokenizerConfig as never)
-  const added = (Array.isArray(tokenizerJson["added_tokens"]) ? tokenizerJson["added_tokens"] : []) as ReadonlyArray<AddedTokenJson>
+  const added = (Array.isArray(tokenizerJson["added_tokens"]) ? tokenizerJson["added_tokens"] : []) as ReadonlyArray<
+    AddedTokenJson
+  >
   const specialAdded = added.filter((t) => t.special === true).sort((a, b) => a.id - b.id)
   const specialTokenIds = new Set(specialAdded.map((t) => t.id))
   // Built on first use (agent text holding a special literal is rare): from the loaded tokenizer when that is exact
   // (layers/tokenizer/PreTokenCache.ts), else as a second tokenizer without the special tokens (~0.2 s, ~33 MB).
   let plain: ((text: string) => ReadonlyArray<number>) | undefined
-  const plainEncode = (): ((text: string) => ReadonlyArray<number>) =>
-    (plain ??= plainEncoder(hf) ?? cachedEncoder(
-      new HfTokenizer(
-        { ...tokenizerJson, added_tokens: added.filter((t) => t.special !== true) } as never,
-        tokenizerConfig as never
-      )
-    ))
+  const plainEncode = (): (text: string) => ReadonlyArray<number> => (plain ??= plainEncoder(hf) ?? cachedEncoder(
+    new HfTokenizer(
+      { ...tokenizerJson, added_tokens: added.filter((t) => t.special !== true) } as never,
+      tokenizerConfig as never
+    )
+  ))
   const model = tokenizerJson["model"] as { readonly vocab?: Record<string, number> } | undefined
   let maxId = 0
   for (const id of Object.values(model?.vocab ?? {})) if (id > maxId) maxId = id
@@ -225,7 +226,8 @@ export const fromJson = (
     bos_token: asTokenString(tokenizerConfig["bos_token"]) ?? "",
     eos_token: eosToken
   })
-  const renderSync = (request: RenderRequest): Result.Result<string, TemplateError> => ChatTemplate.render(compiled, request)
+  const renderSync = (request: RenderRequest): Result.Result<string, TemplateError> =>
+    ChatTemplate.render(compiled, request)
   const encodeCached = cachedEncoder(hf)
   const encode = (text: string): ReadonlyArray<number> => (text.length === 0 ? [] : encodeCached(text))
   const offLoop = offLoopEncoder(source, encode)

@@ -11,13 +11,20 @@
  */
 import { NodeHttpClient, NodeHttpServer } from "@effect/platform-node"
 import { Context, Data, Deferred, Effect, Layer, Schema, type Scope, Stream } from "effect"
-import { HttpClient, HttpClientRequest, HttpRouter, HttpServer, HttpServerRequest, HttpServerResponse } from "effect/http"
+import {
+  HttpClient,
+  HttpClientRequest,
+  HttpRouter,
+  HttpServer,
+  HttpServerRequest,
+  HttpServerResponse
+} from "effect/http"
 import { Rpc, RpcClient, type RpcClientError, RpcGroup, RpcSerialization, RpcServer } from "effect/rpc"
 import { createHash, timingSafeEqual } from "node:crypto"
 import { createServer } from "node:http"
+import * as Errors from "../../src/errors.ts"
 import * as Results from "../../src/trainer/Results.ts"
 import { TrainerService } from "./TrainerService.ts"
-import * as Errors from "../../src/errors.ts"
 
 /** The route every RPC request goes to. */
 export const rpcPath = "/rpc"
@@ -98,7 +105,9 @@ export class RolloutRpcServer extends Context.Service<RolloutRpcServer, RolloutR
   ): Layer.Layer<RolloutRpcServer, RpcServeError, TrainerService> => layerWith(options)
 }
 
-class ShutdownSignal extends Context.Service<ShutdownSignal, Deferred.Deferred<void>>()("relax-agentic/RolloutRpc/Shutdown") {}
+class ShutdownSignal
+  extends Context.Service<ShutdownSignal, Deferred.Deferred<void>>()("relax-agentic/RolloutRpc/Shutdown")
+{}
 
 const handlers = RolloutRpcs.toLayer(Effect.gen(function*() {
   const trainer = yield* TrainerService
@@ -124,7 +133,10 @@ const handlers = RolloutRpcs.toLayer(Effect.gen(function*() {
 }))
 
 const unauthorized = HttpServerResponse.jsonUnsafe(
-  { error: "missing or wrong bearer token: send the token `relax-agentic serve --rpc-token` was given as `Authorization: Bearer <token>`" },
+  {
+    error:
+      "missing or wrong bearer token: send the token `relax-agentic serve --rpc-token` was given as `Authorization: Bearer <token>`"
+  },
   { status: 401 }
 )
 

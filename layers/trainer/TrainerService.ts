@@ -17,11 +17,11 @@
 import { Context, Effect, Layer, Ref, Semaphore, Stream } from "effect"
 import type { TrainingSample } from "../../src/forest/TrainingSample.ts"
 import type * as Results from "../../src/trainer/Results.ts"
-import * as RolloutConfig from "../rollout/RolloutConfig.ts"
 import { Engine, type EngineError, type PauseMode } from "../engine/Engine.ts"
 import { Gateway } from "../gateway/Gateway.ts"
-import { GenerationGate } from "../schedule/GenerationGate.ts"
 import { Rollout, type RolloutError } from "../rollout/Rollout.ts"
+import * as RolloutConfig from "../rollout/RolloutConfig.ts"
+import { GenerationGate } from "../schedule/GenerationGate.ts"
 
 /** Which training steps `stream` runs. */
 export interface StreamOptions {
@@ -135,8 +135,13 @@ const make = Effect.gen(function*() {
 })
 
 /** The trainer-facing service (see the module comment). */
-export class TrainerService extends Context.Service<TrainerService, TrainerServiceShape>()("relax-agentic/TrainerService") {
+export class TrainerService
+  extends Context.Service<TrainerService, TrainerServiceShape>()("relax-agentic/TrainerService")
+{
   /** The service over a running rollout. */
-  static readonly layer: Layer.Layer<TrainerService, never, Rollout | GenerationGate | Engine | RolloutConfig.RolloutConfig | Gateway> =
-    Layer.effect(TrainerService, make)
+  static readonly layer: Layer.Layer<
+    TrainerService,
+    never,
+    Rollout | GenerationGate | Engine | RolloutConfig.RolloutConfig | Gateway
+  > = Layer.effect(TrainerService, make)
 }

@@ -4,26 +4,26 @@
  */
 import { Data, Effect, Layer, Result } from "effect"
 import { readFileSync } from "node:fs"
-import * as Files from "../../layers/rollout/Files.ts"
-import * as Settings from "../config/Settings.ts"
 import { EmbeddedEngine } from "../../layers/engine/EmbeddedEngine.ts"
 import { Engine } from "../../layers/engine/Engine.ts"
-import { Forests } from "../../layers/generation/Forests.ts"
-import { Gateway } from "../../layers/gateway/Gateway.ts"
-import { Generation } from "../../layers/generation/Generation.ts"
-import { emptyCounters, Sessions } from "../../layers/schedule/Sessions.ts"
 import { SglangEngine } from "../../layers/engine/sglang/SglangEngine.ts"
+import { Gateway } from "../../layers/gateway/Gateway.ts"
+import { Forests } from "../../layers/generation/Forests.ts"
+import { Generation } from "../../layers/generation/Generation.ts"
+import * as Files from "../../layers/rollout/Files.ts"
+import { emptyCounters, Sessions } from "../../layers/schedule/Sessions.ts"
 import * as Supervisor from "../../layers/session/Supervisor.ts"
 import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
+import * as Settings from "../config/Settings.ts"
 import * as Reward from "../credit/Reward.ts"
-import * as Forest from "../forest/Forest.ts"
+import * as Errors from "../errors.ts"
 import * as Export from "../forest/Export.ts"
+import * as Forest from "../forest/Forest.ts"
 import * as OutputPaths from "../rollout/OutputPaths.ts"
 import * as Capacity from "../schedule/Capacity.ts"
 import * as Dataset from "../schedule/Dataset.ts"
 import * as SessionInput from "../session/SessionInput.ts"
 import type * as SessionOutput from "../session/SessionOutput.ts"
-import * as Errors from "../errors.ts"
 
 /** One launch check of "Prepare Your Agent". */
 export interface Requirement {
@@ -60,7 +60,6 @@ export const capacityOf = (settings: Settings.RolloutSettings): Capacity.Capacit
   // Eval runs only with --eval-interval (layers/rollout/Rollout.ts), so datasets alone add no Eval Sessions.
   Settings.capacity(settings.evalInterval === undefined ? { ...settings, evalDatasets: [] } : settings)
 
-
 /** The tokenizer, engine and gateway stack one check Session talks to. */
 const checkStack = (settings: Settings.RolloutSettings) =>
   Effect.gen(function*() {
@@ -71,7 +70,10 @@ const checkStack = (settings: Settings.RolloutSettings) =>
       ? SglangEngine.layerCheckingTokenizer({ ...SglangEngine.optionsOf(settings), startupTimeout: "10 seconds" })
       : settings.embeddedPolicy === undefined
       ? EmbeddedEngine.layer({ seed: settings.rolloutSeed })
-      : EmbeddedEngine.layer({ seed: settings.rolloutSeed, policy: yield* startup(EmbeddedEngine.loadPolicy(settings.embeddedPolicy)) })
+      : EmbeddedEngine.layer({
+        seed: settings.rolloutSeed,
+        policy: yield* startup(EmbeddedEngine.loadPolicy(settings.embeddedPolicy))
+      })
     const core = Layer.mergeAll(Forests.layer, Sessions.layer, engine).pipe(Layer.provideMerge(tokenizer))
     const generation = Generation.layer(parsers).pipe(Layer.provideMerge(core))
     return Gateway.layer({ host: settings.host, port: settings.port }).pipe(Layer.provideMerge(generation))
@@ -192,7 +194,9 @@ export const runCheck = (
         counters
       })
       const supervisor = Supervisor.Supervisor.localProcess({ spec, baseUrl: gateway.agentBaseUrl })
-      const outcome = yield* Effect.result(supervisor.run({ sessionId, groupId, rolloutMode: "train", input: prepared }))
+      const outcome = yield* Effect.result(
+        supervisor.run({ sessionId, groupId, rolloutMode: "train", input: prepared })
+      )
       yield* sessions.close(sessionId)
       // As a rollout does when a Session ends (SGLang --agentic-session-lifecycle: /close_session).
       yield* (yield* Engine).closeSession(sessionId)
@@ -211,7 +215,9 @@ export const runCheck = (
           ? "metadata-only task: the harness built its own messages"
           : missing.length === 0
           ? `the requests carried all ${inputTexts.length} input message(s) from RELAX_INPUT_JSON`
-          : `${missing.length} input message(s) never reached the model, e.g. ${JSON.stringify(missing[0]!.slice(0, 80))}`
+          : `${missing.length} input message(s) never reached the model, e.g. ${
+            JSON.stringify(missing[0]!.slice(0, 80))
+          }`
       }
       const called: Requirement = {
         name: "calls a supported model endpoint",
@@ -241,7 +247,9 @@ export const runCheck = (
       const exited: Requirement = Result.isSuccess(outcome)
         ? { name: "exits without error", passed: true, detail: "exit code 0" }
         : { name: "exits without error", passed: false, detail: outcome.failure.message.split("\n")[0] ?? "" }
-      const logTail = Result.isSuccess(outcome) ? outcome.success.logTail : outcome.failure._tag === "AgentExecutionError"
+      const logTail = Result.isSuccess(outcome) ?
+        outcome.success.logTail :
+        outcome.failure._tag === "AgentExecutionError"
         ? outcome.failure.logTail
         : ""
       return {
@@ -253,8 +261,15 @@ export const runCheck = (
         logTail,
         capacity: capacityOf(settings)
       } satisfies CheckReport
-    }).pipe(Effect.provide(stack), Effect.scoped, Effect.catchTag("ServeError", (error) =>
-      Effect.fail(new CheckStartupError({ reason: `--host/--port: the gateway cannot listen: ${error.message}` }))))
+    }).pipe(
+      Effect.provide(stack),
+      Effect.scoped,
+      Effect.catchTag(
+        "ServeError",
+        (error) =>
+          Effect.fail(new CheckStartupError({ reason: `--host/--port: the gateway cannot listen: ${error.message}` }))
+      )
+    )
   }).pipe(
     Effect.catchTags({
       TokenizerLoadError: (error) => Effect.fail(new CheckStartupError({ reason: `--tokenizer: ${error.message}` })),
@@ -265,7 +280,9 @@ export const runCheck = (
 /** The report as `relax-agentic check` prints it. */
 export const renderCheck = (report: CheckReport, settings: Settings.RolloutSettings): string => {
   const lines = [
-    `Launch checks: one Session (row ${report.row} of ${settings.promptData}) of ${JSON.stringify(settings.agentCommand)} ` +
+    `Launch checks: one Session (row ${report.row} of ${settings.promptData}) of ${
+      JSON.stringify(settings.agentCommand)
+    } ` +
     `in ${settings.agentCwd ?? "."} on the ${settings.engine} engine`
   ]
   for (const requirement of report.requirements) {

@@ -10,21 +10,21 @@
  */
 import { Console, Duration, Effect, Layer, Option } from "effect"
 import { CliError, Command } from "effect/cli"
-import * as ClusterFlags from "../cluster/Flags.ts"
-import type { FlagValues } from "./flags.ts"
-import { flagsOf, rolloutFlags } from "./flags.ts"
-import { configMessage, settingsFromFlags } from "./settings.ts"
 import * as Forward from "../../layers/cluster/Forward.ts"
 import * as Host from "../../layers/cluster/Host.ts"
 import * as Membership from "../../layers/cluster/Membership.ts"
 import * as Remote from "../../layers/cluster/Remote.ts"
 import { defaultMaxJsonDepth, Gateway } from "../../layers/gateway/Gateway.ts"
 import * as ModelRoute from "../../layers/gateway/ModelRoute.ts"
-import * as FairScheduler from "../../layers/runtime/FairScheduler.ts"
 import { SessionRunner } from "../../layers/rollout/SessionRunner.ts"
+import * as FairScheduler from "../../layers/runtime/FairScheduler.ts"
 import { GenerationGate } from "../../layers/schedule/GenerationGate.ts"
-import { type ClusterRole, servicesFromSettings } from "../index.ts"
+import * as ClusterFlags from "../cluster/Flags.ts"
 import * as Settings from "../config/Settings.ts"
+import { type ClusterRole, servicesFromSettings } from "../index.ts"
+import type { FlagValues } from "./flags.ts"
+import { flagsOf, rolloutFlags } from "./flags.ts"
+import { configMessage, settingsFromFlags } from "./settings.ts"
 
 const userError = (message: string) => new CliError.UserError({ cause: message, userMessage: message })
 
@@ -35,7 +35,11 @@ const valueOf = (values: FlagValues, name: string): string | number | boolean | 
   return typeof inner === "string" || typeof inner === "number" || typeof inner === "boolean" ? inner : undefined
 }
 
-const seconds = (values: FlagValues, name: string, fallback: Duration.Duration): Effect.Effect<Duration.Duration, CliError.UserError> => {
+const seconds = (
+  values: FlagValues,
+  name: string,
+  fallback: Duration.Duration
+): Effect.Effect<Duration.Duration, CliError.UserError> => {
   const value = valueOf(values, name)
   if (value === undefined) return Effect.succeed(fallback)
   return typeof value === "number" && value > 0
@@ -120,14 +124,22 @@ export const runnerCommand = Command.make(
         userError(error._tag === "RolloutConfigError" ? configMessage(error) : error.message))
       const options = yield* clusterOptionsFromFlags(values)
       if (options === undefined) {
-        return yield* userError("--cluster-database-url: `runner` needs the cluster's PostgreSQL URL (or RELAX_CLUSTER_DATABASE_URL)")
+        return yield* userError(
+          "--cluster-database-url: `runner` needs the cluster's PostgreSQL URL (or RELAX_CLUSTER_DATABASE_URL)"
+        )
       }
       const problem = clusterProblem(settings)
-      if (problem !== undefined) return yield* userError(problem)
+      if (problem !== undefined) {
+        return yield* userError(problem)
+      }
       const addressText = valueOf(values, "runner-address")
       const address = typeof addressText === "string" ? ClusterFlags.parseAddress(addressText) : undefined
       if (address === undefined) {
-        return yield* userError(`--runner-address: expects host:port that the other members can dial (got ${String(addressText ?? "nothing")})`)
+        return yield* userError(
+          `--runner-address: expects host:port that the other members can dial (got ${
+            String(addressText ?? "nothing")
+          })`
+        )
       }
       const listenText = valueOf(values, "runner-listen-address")
       const listen = typeof listenText === "string" ? ClusterFlags.parseAddress(listenText) : undefined
@@ -136,7 +148,9 @@ export const runnerCommand = Command.make(
       }
       const publicUrl = valueOf(values, "gateway-public-url")
       if (publicUrl !== undefined && (typeof publicUrl !== "string" || !/^https?:\/\//.test(publicUrl))) {
-        return yield* userError(`--gateway-public-url: expects an http(s) URL such as http://lb.internal:8000/agentic_api/`)
+        return yield* userError(
+          `--gateway-public-url: expects an http(s) URL such as http://lb.internal:8000/agentic_api/`
+        )
       }
       yield* Effect.gen(function*() {
         const gateway = yield* Gateway
@@ -147,7 +161,9 @@ export const runnerCommand = Command.make(
         )
         return yield* Effect.never
       }).pipe(
-        Effect.provide(runnerLayer(settings, options, address, listen, typeof publicUrl === "string" ? publicUrl : undefined)),
+        Effect.provide(
+          runnerLayer(settings, options, address, listen, typeof publicUrl === "string" ? publicUrl : undefined)
+        ),
         Effect.mapError((error) => userError(error instanceof Error ? error.message : String(error)))
       )
     })

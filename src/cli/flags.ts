@@ -14,8 +14,8 @@
  */
 import { Option, Schema } from "effect"
 import { Flag } from "effect/cli"
-import * as RolloutOptions from "../config/RolloutOptions.ts"
 import { type FlagKind, type FlagSpec, rolloutFlags, rowFlag, serveFlags } from "../config/FlagTable.ts"
+import * as RolloutOptions from "../config/RolloutOptions.ts"
 
 // ---------------------------------------------------------------------------------------------------------------
 // The flag table (src/config/FlagTable.ts)
@@ -59,7 +59,9 @@ export const expandMultiValues = (
 }
 
 const singleValueFlags: ReadonlyMap<string, FlagSpec> = new Map(
-  [...rolloutFlags, rowFlag, ...serveFlags].filter((spec) => !isMulti(spec.kind)).map((spec) => [`--${spec.name}`, spec])
+  [...rolloutFlags, rowFlag, ...serveFlags].filter((spec) => !isMulti(spec.kind)).map((
+    spec
+  ) => [`--${spec.name}`, spec])
 )
 
 /**
@@ -96,8 +98,7 @@ export const lastOccurrenceWins = (argv: ReadonlyArray<string>): Array<string> =
 }
 
 /** The command line as effect/cli parses it: multi-value runs expanded, repeated single-value flags resolved. */
-export const normalizeArgs = (argv: ReadonlyArray<string>): Array<string> =>
-  lastOccurrenceWins(expandMultiValues(argv))
+export const normalizeArgs = (argv: ReadonlyArray<string>): Array<string> => lastOccurrenceWins(expandMultiValues(argv))
 
 // ---------------------------------------------------------------------------------------------------------------
 // Flag values
@@ -154,7 +155,9 @@ const kindText = (kind: FlagKind): string => {
  */
 export const flagsReference = (): string => {
   const sections = new Map<string, Array<FlagSpec>>()
-  for (const spec of [...rolloutFlags, rowFlag, ...serveFlags]) sections.set(spec.section, [...(sections.get(spec.section) ?? []), spec])
+  for (const spec of [...rolloutFlags, rowFlag, ...serveFlags]) {
+    sections.set(spec.section, [...(sections.get(spec.section) ?? []), spec])
+  }
   const cell = (text: string) => text.replaceAll("|", "\\|")
   return [...sections.entries()].map(([section, specs]) =>
     [
@@ -163,7 +166,9 @@ export const flagsReference = (): string => {
       "| Flag | Value | Default | Meaning |",
       "|---|---|---|---|",
       ...specs.map((spec) =>
-        `| \`--${spec.name}\` | ${kindText(spec.kind)} | ${cell(showDefault(spec) ?? "—")} | ${cell(spec.description)}` +
+        `| \`--${spec.name}\` | ${kindText(spec.kind)} | ${cell(showDefault(spec) ?? "—")} | ${
+          cell(spec.description)
+        }` +
         `${isMulti(spec.kind) ? " Several values may follow the flag, or repeat it." : ""} |`
       )
     ].join("\n")
@@ -199,7 +204,6 @@ const flagOfSpec = (spec: FlagSpec): Flag.Flag<Option.Option<FlagValue>> => {
   })()
   return Flag.withDescription(flag, describeFlag(spec))
 }
-
 
 /** The effect/cli flags of a command, one per row of the table, keyed by flag name. */
 export const flagsOf = (specs: ReadonlyArray<FlagSpec>): Record<string, Flag.Flag<Option.Option<FlagValue>>> =>

@@ -42,7 +42,9 @@ export const runInspect = (request: InspectRequest, onServing: (url: string) => 
     )
     const tokenizer = yield* Tokenizer.load(request.tokenizer).pipe(
       Effect.mapError((error) =>
-        userError(`--tokenizer ${error.directory}: cannot load the tokenizer (${error.reason}); give the directory the rollout used`)
+        userError(
+          `--tokenizer ${error.directory}: cannot load the tokenizer (${error.reason}); give the directory the rollout used`
+        )
       )
     )
     const vocab = Inspector.vocabulary(tokenizer)
@@ -62,7 +64,9 @@ export const runInspect = (request: InspectRequest, onServing: (url: string) => 
     }).pipe(
       Effect.provide(Inspector.Inspector.layer(run, vocab, { port: request.port })),
       Effect.mapError((error) =>
-        userError(`--port ${request.port}: cannot listen on 127.0.0.1 (${error.message}); choose another port, or 0 for any free one`)
+        userError(
+          `--port ${request.port}: cannot listen on 127.0.0.1 (${error.message}); choose another port, or 0 for any free one`
+        )
       )
     )
   })

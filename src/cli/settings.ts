@@ -7,9 +7,9 @@ import { Data, Effect, Option, Result, Schema } from "effect"
 import { readFileSync } from "node:fs"
 import * as FlagTable from "../config/FlagTable.ts"
 import * as Settings from "../config/Settings.ts"
+import * as Errors from "../errors.ts"
 import * as SchemaMessage from "../json/SchemaMessage.ts"
 import { type FlagSpec, type FlagValues, rolloutFlags } from "./flags.ts"
-import * as Errors from "../errors.ts"
 
 /** A command line that cannot become options; the message names the flag and the fix. */
 export class CliInputError extends Data.TaggedError("CliInputError")<{
@@ -137,7 +137,9 @@ export const configMessage = (error: Settings.RolloutConfigError): string => {
 /** The flag of a path that is one settings field, or one element of it (`--eval-prompt-data[0]`). */
 const leadingFlag = (path: ReadonlyArray<PropertyKey>): string | undefined => {
   const [field, element, ...deeper] = path
-  if (field === undefined || deeper.length > 0 || (element !== undefined && typeof element !== "number")) return undefined
+  if (field === undefined || deeper.length > 0 || (element !== undefined && typeof element !== "number")) {
+    return undefined
+  }
   const flag = FlagTable.pathKey(field)
   return /^--[a-z-]+$/.test(flag) ? flag : undefined
 }
@@ -160,7 +162,6 @@ export const settingsFromFlags = (
       : {}
     return yield* Settings.resolve({ ...extra, ...fromFile, ...fromFlags })
   })
-
 
 /** Eval-only options: without `--eval-interval`, `relax-agentic rollout` runs no Eval and never reads them. */
 const evalOnly = [

@@ -45,7 +45,9 @@ const printReport = (signal: NodeJS.Signals): void => {
   try {
     line = report?.(signal)
   } catch (error) {
-    line = `Interrupted by ${signal} (the run's report failed: ${error instanceof Error ? error.message : String(error)})`
+    line = `Interrupted by ${signal} (the run's report failed: ${
+      error instanceof Error ? error.message : String(error)
+    })`
   }
   // stdout and stderr writes are synchronous on Linux (files, pipes, terminals): the line is out before the end.
   process.stdout.write(`${line ?? `Interrupted by ${signal}`}\n`)

@@ -18,7 +18,8 @@ export const memberFlags: ReadonlyArray<FlagSpec> = [
     field: null,
     kind: "string",
     section,
-    description: "PostgreSQL URL of the cluster's membership and shard locks (`postgres://user:password@host:5432/db`). " +
+    description:
+      "PostgreSQL URL of the cluster's membership and shard locks (`postgres://user:password@host:5432/db`). " +
       "With it, `rollout` and `serve` run their Groups on the cluster's runners. Also read from " +
       "RELAX_CLUSTER_DATABASE_URL, which keeps the password out of the process list.",
     defaultText: "none (single process)"
@@ -36,7 +37,8 @@ export const memberFlags: ReadonlyArray<FlagSpec> = [
     field: null,
     kind: "number",
     section,
-    description: "Seconds after its last heartbeat before a runner's shards are taken over (failover time ~ this + 2 s).",
+    description:
+      "Seconds after its last heartbeat before a runner's shards are taken over (failover time ~ this + 2 s).",
     defaultText: "8"
   },
   {

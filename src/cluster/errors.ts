@@ -22,4 +22,3 @@ export class ClusterCallError extends Data.TaggedError("ClusterCallError")<{
       : `cluster call refused: ${this.detail}`
   }
 }
-

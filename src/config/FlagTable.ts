@@ -230,7 +230,8 @@ export const rolloutFlags: ReadonlyArray<FlagSpec> = [
     field: "agenticFailUnparsedTurns",
     kind: "boolean",
     section: S.gateway,
-    description: "Answer 500 (and drop the Session's Group) for a turn whose tool calls the parser dropped or could not " +
+    description:
+      "Answer 500 (and drop the Session's Group) for a turn whose tool calls the parser dropped or could not " +
       "read, leaving nothing else, as Relax does. Default: the turn is committed with its raw text as content, " +
       "answered 200 and counted in rollout/parser_failures."
   },
@@ -718,7 +719,8 @@ export const serveFlags: ReadonlyArray<FlagSpec> = [
     field: null,
     kind: "int",
     section: S.serve,
-    description: "`serve` only: port of the trainer RPC (`0`: the system picks one); `serve` prints the URL it listens on.",
+    description:
+      "`serve` only: port of the trainer RPC (`0`: the system picks one); `serve` prints the URL it listens on.",
     defaultText: "8765"
   },
   {

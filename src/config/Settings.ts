@@ -94,14 +94,26 @@ const engineOptionsProblem = (options: RolloutOptions.RolloutOptions): RolloutCo
       : fail(stray, "conflict", "is only used with --engine sglang; add --engine sglang or remove it")
   }
   if (options.embeddedPolicy !== undefined) {
-    return fail("embeddedPolicy", "conflict", "scripts the embedded engine and is not used with --engine sglang; remove it")
+    return fail(
+      "embeddedPolicy",
+      "conflict",
+      "scripts the embedded engine and is not used with --engine sglang; remove it"
+    )
   }
   const hasWorkers = options.sglangUrls.length > 0
   if (hasWorkers === (options.sglangRouterUrl !== undefined)) {
     return hasWorkers
-      ? fail("sglangRouterUrl", "conflict", "give either --sglang-url (the workers) or --sglang-router-url (a router), not both")
-      : fail("sglangUrls", "missing", "--engine sglang needs the SGLang workers (--sglang-url http://host:port ...) or a router " +
-        "(--sglang-router-url http://host:port)")
+      ? fail(
+        "sglangRouterUrl",
+        "conflict",
+        "give either --sglang-url (the workers) or --sglang-router-url (a router), not both"
+      )
+      : fail(
+        "sglangUrls",
+        "missing",
+        "--engine sglang needs the SGLang workers (--sglang-url http://host:port ...) or a router " +
+          "(--sglang-router-url http://host:port)"
+      )
   }
   if (options.tokenizer === undefined) {
     return fail(
@@ -116,13 +128,21 @@ const engineOptionsProblem = (options: RolloutOptions.RolloutOptions): RolloutCo
 }
 
 /** Check the cross-field rules and fill the derived defaults. */
-export const resolveSettings = (options: RolloutOptions.RolloutOptions): Effect.Effect<RolloutSettings, RolloutConfigError> =>
+export const resolveSettings = (
+  options: RolloutOptions.RolloutOptions
+): Effect.Effect<RolloutSettings, RolloutConfigError> =>
   Effect.gen(function*() {
     if (options.promptData === undefined || options.promptData.length === 0) {
-      return yield* fail("promptData", "missing", "a training dataset is required: give a JSONL or JSON-array file of rows")
+      return yield* fail(
+        "promptData",
+        "missing",
+        "a training dataset is required: give a JSONL or JSON-array file of rows"
+      )
     }
     const rolloutBatchSize = options.rolloutBatchSize ??
-      (options.globalBatchSize === undefined ? undefined : Math.floor(options.globalBatchSize / options.nSamplesPerPrompt))
+      (options.globalBatchSize === undefined
+        ? undefined
+        : Math.floor(options.globalBatchSize / options.nSamplesPerPrompt))
     if (rolloutBatchSize === undefined || rolloutBatchSize < 1) {
       return yield* fail(
         "rolloutBatchSize",
@@ -144,7 +164,11 @@ export const resolveSettings = (options: RolloutOptions.RolloutOptions): Effect.
     // One parser for both executors: process agents get the same record through the Supervisor's AgentSpec.
     const agentEnv = AgentSpec.parseEnv(options.agentEnv)
     if (Result.isFailure(agentEnv)) {
-      return yield* new RolloutConfigError({ option: agentEnv.failure.option, reason: "invalid", detail: agentEnv.failure.detail })
+      return yield* new RolloutConfigError({
+        option: agentEnv.failure.option,
+        reason: "invalid",
+        detail: agentEnv.failure.detail
+      })
     }
     const agentEnvVars = agentEnv.success
     const engineProblem = engineOptionsProblem(options)
@@ -174,16 +198,21 @@ export const resolveSettings = (options: RolloutOptions.RolloutOptions): Effect.
     }
     const names = new Set<string>()
     for (const d of options.evalPromptData) {
-      if (names.has(d.name)) return yield* fail("evalPromptData", "invalid", `the Eval dataset name ${JSON.stringify(d.name)} is used twice`)
+      if (names.has(d.name)) {
+        return yield* fail("evalPromptData", "invalid", `the Eval dataset name ${JSON.stringify(d.name)} is used twice`)
+      }
       names.add(d.name)
     }
     if (options.evalInterval !== undefined && options.evalPromptData.length === 0) {
       return yield* fail("evalInterval", "conflict", "is set but no --eval-prompt-data NAME PATH is given")
     }
     const credit = CreditOptions.problem(options)
-    if (credit !== undefined) return yield* new RolloutConfigError({ option: credit.flag, reason: "conflict", detail: credit.reason })
+    if (credit !== undefined) {
+      return yield* new RolloutConfigError({ option: credit.flag, reason: "conflict", detail: credit.reason })
+    }
     if (
-      options.useDynamicBatchSize && options.maxTokensPerGpu !== undefined && options.rolloutMaxContextLen !== undefined &&
+      options.useDynamicBatchSize && options.maxTokensPerGpu !== undefined &&
+      options.rolloutMaxContextLen !== undefined &&
       options.maxTokensPerGpu < options.rolloutMaxContextLen
     ) {
       return yield* fail(
@@ -257,11 +286,17 @@ export const evalMaxContextLen = (settings: RolloutSettings): number | undefined
 
 /** Eval concurrency C_d for a dataset with Group size `groupSize` (the guide's formula, or the explicit flag). */
 export const evalConcurrency = (settings: RolloutSettings, groupSize: number): number =>
-  Capacity.evalConcurrency(settings.agenticConcurrency * settings.nSamplesPerPrompt, groupSize, settings.agenticEvalConcurrency)
+  Capacity.evalConcurrency(
+    settings.agenticConcurrency * settings.nSamplesPerPrompt,
+    groupSize,
+    settings.agenticEvalConcurrency
+  )
 
 /** The flags that keep training Sessions resident during Eval (the guide's "Yes" column). */
 export const residentDuringEvalFlags = (settings: RolloutSettings): ReadonlyArray<string> =>
-  (["agenticPrelaunch", "partialRollout", "fullyAsync"] as const).filter((field) => settings[field]).map(FlagTable.flagOf)
+  (["agenticPrelaunch", "partialRollout", "fullyAsync"] as const).filter((field) => settings[field]).map(
+    FlagTable.flagOf
+  )
 
 /** The capacity table for these settings (`relax-agentic check`). */
 export const capacity = (settings: RolloutSettings): Capacity.CapacityReport => {

@@ -62,7 +62,10 @@ export const problem = (options: {
   readonly customRmPath?: string | undefined
 }): OptionsProblem | undefined => {
   if (options.useDynamicBatchSize && options.maxTokensPerGpu === undefined) {
-    return { flag: "--max-tokens-per-gpu", reason: "is required with --use-dynamic-batch-size (the token budget of one micro-batch)" }
+    return {
+      flag: "--max-tokens-per-gpu",
+      reason: "is required with --use-dynamic-batch-size (the token budget of one micro-batch)"
+    }
   }
   if (options.groupRm && options.customRmPath === undefined) {
     return { flag: "--group-rm", reason: "requires --custom-rm-path (the function that scores a whole Group)" }

@@ -27,8 +27,6 @@ export const hookInput = (group: Group.Group): Array<SessionMetadata> =>
     return mapping
   })
 
-
-
 const isFiniteNumber = (value: unknown): value is number => typeof value === "number" && Number.isFinite(value)
 
 /**
@@ -55,7 +53,9 @@ export const expand = (value: unknown, sample: TrainingSample): Result.Result<Ad
     const items: ReadonlyArray<unknown> = value
     const perTurn: Array<number> = []
     for (const [turn, item] of items.entries()) {
-      if (!isFiniteNumber(item)) return Result.fail(`the value for turn ${turn} is ${describe(item)}, not a finite number`)
+      if (!isFiniteNumber(item)) {
+        return Result.fail(`the value for turn ${turn} is ${describe(item)}, not a finite number`)
+      }
       perTurn.push(item)
     }
     const perToken = new Array<number>(sample.response_length).fill(0)

@@ -28,7 +28,8 @@ export interface Group {
 export const contextKey = (exportName: string | null): string => exportName ?? "null"
 
 /** Every exported row of the Group, Session by Session, in export order. */
-export const rows = (group: Group): ReadonlyArray<TrainingSample> => group.sessions.flatMap((session) => session.exports)
+export const rows = (group: Group): ReadonlyArray<TrainingSample> =>
+  group.sessions.flatMap((session) => session.exports)
 
 /** The Group with its rows replaced, in the order {@link rows} lists them. */
 export const withRows = (group: Group, replaced: ReadonlyArray<TrainingSample>): Group => {
@@ -57,37 +58,46 @@ export const validateExports = (
   for (const session of group.sessions) {
     const names = session.exports.map((sample) => sample.export_name)
     if (names.length === 0) {
-      return Result.fail(new CreditConfigError({
-        reason: `Session ${session.sessionId} in Group ${group.groupIndex} exported no context; ` +
-          `every Session must export at least one context to be trained`
-      }))
+      return Result.fail(
+        new CreditConfigError({
+          reason: `Session ${session.sessionId} in Group ${group.groupIndex} exported no context; ` +
+            `every Session must export at least one context to be trained`
+        })
+      )
     }
     const seen = new Set<string>()
     for (const name of names) {
       const key = contextKey(name)
       if (seen.has(key)) {
-        return Result.fail(new CreditConfigError({
-          reason: `Session ${session.sessionId} in Group ${group.groupIndex} exported context ${contextLabel(name)} ` +
-            `more than once; export names must be unique within a Session`
-        }))
+        return Result.fail(
+          new CreditConfigError({
+            reason:
+              `Session ${session.sessionId} in Group ${group.groupIndex} exported context ${contextLabel(name)} ` +
+              `more than once; export names must be unique within a Session`
+          })
+        )
       }
       seen.add(key)
     }
     if (names.length > 1) {
       const listed = names.map(contextLabel).join(", ")
       if (options.customAdvantagePath === undefined) {
-        return Result.fail(new CreditConfigError({
-          reason: `Session ${session.sessionId} in Group ${group.groupIndex} exported ${names.length} contexts ` +
-            `(${listed}); more than one context per Session requires --agentic-custom-advantage-path ` +
-            `(one reward cannot say how much credit each context gets). Configure a custom advantage function, ` +
-            `or export a single context`
-        }))
+        return Result.fail(
+          new CreditConfigError({
+            reason: `Session ${session.sessionId} in Group ${group.groupIndex} exported ${names.length} contexts ` +
+              `(${listed}); more than one context per Session requires --agentic-custom-advantage-path ` +
+              `(one reward cannot say how much credit each context gets). Configure a custom advantage function, ` +
+              `or export a single context`
+          })
+        )
       }
       if (!options.useDynamicBatchSize) {
-        return Result.fail(new CreditConfigError({
-          reason: `Session ${session.sessionId} in Group ${group.groupIndex} exported ${names.length} contexts ` +
-            `(${listed}); multi-context export requires --use-dynamic-batch-size with --max-tokens-per-gpu`
-        }))
+        return Result.fail(
+          new CreditConfigError({
+            reason: `Session ${session.sessionId} in Group ${group.groupIndex} exported ${names.length} contexts ` +
+              `(${listed}); multi-context export requires --use-dynamic-batch-size with --max-tokens-per-gpu`
+          })
+        )
       }
     }
   }

@@ -7,7 +7,9 @@ import { RewardError } from "./errors.ts"
 import * as Reward from "./Reward.ts"
 
 /** `mean`, `median`, `max`, `min` of a non-empty list (median of an even count: mean of the middle two). */
-export const statistics = (values: ReadonlyArray<number>): { mean: number; median: number; max: number; min: number } => {
+export const statistics = (
+  values: ReadonlyArray<number>
+): { mean: number; median: number; max: number; min: number } => {
   const sorted = [...values].sort((a, b) => a - b)
   const middle = Math.floor(sorted.length / 2)
   const median = sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2

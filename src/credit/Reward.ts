@@ -40,7 +40,9 @@ export const primaryValue = (reward: PresentReward, rewardKey: string | undefine
     )
   }
   if (!Object.hasOwn(reward, rewardKey)) {
-    return Result.fail(`--reward-key ${JSON.stringify(rewardKey)} is not in the reward object (keys present: ${present})`)
+    return Result.fail(
+      `--reward-key ${JSON.stringify(rewardKey)} is not in the reward object (keys present: ${present})`
+    )
   }
   const value = reward[rewardKey]
   if (typeof value !== "number" || !Number.isFinite(value)) {

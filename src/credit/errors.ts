@@ -46,7 +46,9 @@ export class AdvantageError extends Data.TaggedError("AdvantageError")<{
   override get message(): string {
     const where = [`Group ${this.groupIndex}`]
     if (this.sessionIndex !== undefined) {
-      where.push(`session index ${this.sessionIndex}${this.sessionId === undefined ? "" : ` (Session ${this.sessionId})`}`)
+      where.push(
+        `session index ${this.sessionIndex}${this.sessionId === undefined ? "" : ` (Session ${this.sessionId})`}`
+      )
     }
     if (this.exportName !== undefined) where.push(`context ${contextLabel(this.exportName)}`)
     return `--agentic-custom-advantage-path result for ${where.join(", ")}: ${this.reason}`

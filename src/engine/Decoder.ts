@@ -21,7 +21,10 @@ export interface Step {
  * same objects come back): `Sampling.scale` is a pure function of the distribution and the temperature, and scaling
  * allocates several arrays, once per generated or scored token without this.
  */
-const scaledCache = new WeakMap<Model.Distribution, { readonly temperature: number; readonly scaled: Sampling.Scaled }>()
+const scaledCache = new WeakMap<
+  Model.Distribution,
+  { readonly temperature: number; readonly scaled: Sampling.Scaled }
+>()
 
 /** `Sampling.scale` of the distribution following `prev`, memoized per distribution and temperature. */
 export const scaledAfter = (model: Model.Model, prev: number, temperature: number): Sampling.Scaled => {

@@ -44,7 +44,9 @@ const greedyThreshold = 1e-6
 
 /** The effective (temperature, topK) after SGLang's greedy rewrite. */
 export const effective = (params: SamplingParams): { readonly temperature: number; readonly topK: number } =>
-  params.temperature < greedyThreshold ? { temperature: 1, topK: 1 } : { temperature: params.temperature, topK: params.topK }
+  params.temperature < greedyThreshold
+    ? { temperature: 1, topK: 1 }
+    : { temperature: params.temperature, topK: params.topK }
 
 /** Apply temperature `t` (already past the greedy rewrite) to `distribution`. */
 export const scale = (distribution: Model.Distribution, temperature: number): Scaled => {

@@ -58,8 +58,13 @@ const writeNumber = (bytes: Uint8Array, at: number, value: number): number => {
     for (let i = 0; i < text.length; i++) bytes[at + i] = text.charCodeAt(i)
     return at + text.length
   }
-  const length = value < 10 ? 1 : value < 100 ? 2 : value < 1_000 ? 3 : value < 10_000 ? 4 : value < 100_000 ? 5 :
-    value < 1_000_000 ? 6 : value < 10_000_000 ? 7 : 8
+  const length = value < 10 ? 1 : value < 100 ? 2 : value < 1_000 ? 3 : value < 10_000 ? 4 : value < 100_000 ?
+    5 :
+    value < 1_000_000
+    ? 6
+    : value < 10_000_000
+    ? 7
+    : 8
   let end = at + length
   let rest = value
   while (rest >= 100) {
@@ -110,7 +115,10 @@ export const encodeGenerateRequest = (request: GenerateBody): Uint8Array => {
 }
 
 export const FinishReasonWire = Schema.Union([
-  Schema.Struct({ type: Schema.Literal("stop"), matched: Schema.optionalKey(Schema.NullOr(Schema.Union([Schema.Int, Schema.String]))) }),
+  Schema.Struct({
+    type: Schema.Literal("stop"),
+    matched: Schema.optionalKey(Schema.NullOr(Schema.Union([Schema.Int, Schema.String])))
+  }),
   Schema.Struct({ type: Schema.Literal("length"), length: Schema.optionalKey(Schema.NullOr(Schema.Int)) }),
   Schema.Struct({ type: Schema.Literal("abort"), message: Schema.optionalKey(Schema.NullOr(Schema.String)) })
 ])
@@ -252,7 +260,9 @@ export const ListWorkersResponse = Schema.Struct({ urls: Schema.Array(Schema.Str
 export const ErrorBody = Schema.Struct({
   object: Schema.optionalKey(Schema.String),
   message: Schema.optionalKey(Schema.String),
-  error: Schema.optionalKey(Schema.Union([Schema.String, Schema.Struct({ message: Schema.optionalKey(Schema.String) })])),
+  error: Schema.optionalKey(
+    Schema.Union([Schema.String, Schema.Struct({ message: Schema.optionalKey(Schema.String) })])
+  ),
   detail: Schema.optionalKey(Schema.Unknown),
   code: Schema.optionalKey(Schema.Int)
 })
@@ -262,11 +272,17 @@ export const toFinishReason = (wire: FinishReasonWire | null): FinishReason => {
   if (wire === null) return { type: "abort", message: "SGLang returned no finish_reason" }
   switch (wire.type) {
     case "stop":
-      return wire.matched === undefined || wire.matched === null ? { type: "stop" } : { type: "stop", matched: wire.matched }
+      return wire.matched === undefined || wire.matched === null
+        ? { type: "stop" }
+        : { type: "stop", matched: wire.matched }
     case "length":
-      return wire.length === undefined || wire.length === null ? { type: "length" } : { type: "length", length: wire.length }
+      return wire.length === undefined || wire.length === null
+        ? { type: "length" }
+        : { type: "length", length: wire.length }
     case "abort":
-      return wire.message === undefined || wire.message === null ? { type: "abort" } : { type: "abort", message: wire.message }
+      return wire.message === undefined || wire.message === null
+        ? { type: "abort" }
+        : { type: "abort", message: wire.message }
   }
 }
 

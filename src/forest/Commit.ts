@@ -6,14 +6,14 @@
  * A commit extends the running hash of its parent, reuses an existing node of the same state, and otherwise creates
  * and registers the node (leaves, the match index). Tools and template kwargs are fixed per subtree.
  */
-import * as Canonical from "../protocol/canonical.ts"
-import type * as ImageGrid from "../template/ImageGrid.ts"
 import * as PackedIds from "../ids/PackedIds.ts"
 import { isObject } from "../json/Json.ts"
+import * as Canonical from "../protocol/canonical.ts"
+import type * as ImageGrid from "../template/ImageGrid.ts"
+import * as Forest from "./Forest.ts"
 import * as Hash from "./hash.ts"
 import * as MatchIndex from "./MatchIndex.ts"
 import * as Nodes from "./Nodes.ts"
-import * as Forest from "./Forest.ts"
 const register = (forest: Forest.Forest, n: Forest.Node): string => {
   forest.nodeMap.set(n.hash, n)
   MatchIndex.markState(forest.sessionId, n.vertex, n)
@@ -58,7 +58,9 @@ const takeRunning = (forest: Forest.Forest, parent: Forest.Node): Hash.State => 
 const existing = (forest: Forest.Forest, hash: string, kind: Forest.Node["kind"]): string | undefined => {
   const found = forest.nodeMap.get(hash)
   if (found === undefined) return undefined
-  if (found.kind !== kind) Forest.invariant(forest, `State hash collision with mismatched kinds: ${found.kind} vs ${kind}`)
+  if (found.kind !== kind) {
+    Forest.invariant(forest, `State hash collision with mismatched kinds: ${found.kind} vs ${kind}`)
+  }
   return hash
 }
 
@@ -201,7 +203,9 @@ export const commitResponse = (forest: Forest.Forest, r: ResponseCommit): string
     message,
     logprobs,
     weightVersions: Nodes.sharedVersions(r.weightVersions),
-    attemptLengths: r.attemptLengths !== undefined && r.attemptLengths.length > 1 ? [...r.attemptLengths] : Nodes.noNumbers,
+    attemptLengths: r.attemptLengths !== undefined && r.attemptLengths.length > 1
+      ? [...r.attemptLengths]
+      : Nodes.noNumbers,
     ...(r.routedExperts === undefined ? {} : { routedExperts: Nodes.packRoutedExperts(r.routedExperts) }),
     status: r.status,
     requestId: r.requestId,

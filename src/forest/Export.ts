@@ -7,12 +7,12 @@
  * each record names a committed state by its full conversation ({@link exportExplicit}).
  */
 import { Result } from "effect"
-import * as Canonical from "../protocol/canonical.ts"
 import { copy as deepCopy } from "../json/Json.ts"
-import type { Reward } from "./TrainingSample.ts"
+import * as Canonical from "../protocol/canonical.ts"
 import { ExportError } from "./errors.ts"
 import * as Forest from "./Forest.ts"
 import * as Hash from "./hash.ts"
+import type { Reward } from "./TrainingSample.ts"
 
 type Json = Canonical.Json
 type JsonObject = Canonical.JsonObject
@@ -31,7 +31,9 @@ export interface ExportedContext {
 }
 
 const hasResponse = (forest: Forest.Forest, hash: string): boolean => {
-  for (let at: Forest.Node | null = Forest.node(forest, hash); at !== null; at = at.up) if (at.kind === "resp") return true
+  for (let at: Forest.Node | null = Forest.node(forest, hash); at !== null; at = at.up) {
+    if (at.kind === "resp") return true
+  }
   return false
 }
 
@@ -79,7 +81,12 @@ export const exportImplicit = (
       })
     )
   }
-  return Result.succeed([{ name: null, hash: leaf, metadata: deepCopy(output.metadata ?? {}), reward: output.reward ?? null }])
+  return Result.succeed([{
+    name: null,
+    hash: leaf,
+    metadata: deepCopy(output.metadata ?? {}),
+    reward: output.reward ?? null
+  }])
 }
 
 /**
@@ -116,12 +123,14 @@ export const exportExplicit = (
         : record.chat_template_kwargs
     })
     if (Result.isFailure(state)) {
-      return Result.fail(new ExportError({
-        reason: "invalid-record",
-        message: `export record ${i} (${record.name}): ${state.failure.message}`,
-        sessionId: forest.sessionId,
-        record: record.name
-      }))
+      return Result.fail(
+        new ExportError({
+          reason: "invalid-record",
+          message: `export record ${i} (${record.name}): ${state.failure.message}`,
+          sessionId: forest.sessionId,
+          record: record.name
+        })
+      )
     }
     let hash = Hash.ofState(state.success)
     if (!forest.nodeMap.has(hash) && options?.strict !== true && state.success.messages.length > 0) {
@@ -129,20 +138,24 @@ export const exportExplicit = (
       if (tolerant.tolerated && tolerant.suffix.length === 0) hash = tolerant.parent
     }
     if (!forest.nodeMap.has(hash)) {
-      return Result.fail(new ExportError({
-        reason: "no-matching-state",
-        message: "explicit export does not match a committed Forest state",
-        sessionId: forest.sessionId,
-        record: record.name
-      }))
+      return Result.fail(
+        new ExportError({
+          reason: "no-matching-state",
+          message: "explicit export does not match a committed Forest state",
+          sessionId: forest.sessionId,
+          record: record.name
+        })
+      )
     }
     if (!hasResponse(forest, hash)) {
-      return Result.fail(new ExportError({
-        reason: "no-response",
-        message: "export leaf has no committed response",
-        sessionId: forest.sessionId,
-        record: record.name
-      }))
+      return Result.fail(
+        new ExportError({
+          reason: "no-response",
+          message: "export leaf has no committed response",
+          sessionId: forest.sessionId,
+          record: record.name
+        })
+      )
     }
     out.push({
       name: record.name,

@@ -19,10 +19,10 @@
  * throw {@link ForestInvariantError} (callers treat them as defects).
  */
 import { Result } from "effect"
-import * as Canonical from "../protocol/canonical.ts"
-import type * as ImageGrid from "../template/ImageGrid.ts"
 import * as PackedIds from "../ids/PackedIds.ts"
 import { copy as copyJson } from "../json/Json.ts"
+import * as Canonical from "../protocol/canonical.ts"
+import type * as ImageGrid from "../template/ImageGrid.ts"
 import { ContextLengthError, ForestInvariantError } from "./errors.ts"
 import * as Hash from "./hash.ts"
 import * as MatchIndex from "./MatchIndex.ts"
@@ -294,8 +294,7 @@ export const unpackTrainTokens = (n: Node): Int32Array =>
   PackedIds.unpack(n.kind === "obs" ? (n.trainIds ?? n.ids) : n.ids)
 
 /** Tools of the state's subtree (`[]` at the root). */
-export const subtreeTools = (forest: Forest, hash: string): ReadonlyArray<Canonical.Tool> =>
-  toolsOf(node(forest, hash))
+export const subtreeTools = (forest: Forest, hash: string): ReadonlyArray<Canonical.Tool> => toolsOf(node(forest, hash))
 
 /** Template kwargs of the state's subtree (the base kwargs at the root). */
 export const subtreeKwargs = (forest: Forest, hash: string): Canonical.TemplateKwargs =>
@@ -305,7 +304,8 @@ export const subtreeKwargs = (forest: Forest, hash: string): Canonical.TemplateK
 export const toolsOf = (n: Node): ReadonlyArray<Canonical.Tool> => n.top?.tools ?? Nodes.noTools
 
 /** The template kwargs of the subtree `n` belongs to. */
-export const kwargsOf = (forest: Forest, n: Node): Canonical.TemplateKwargs => n.top?.chatTemplateKwargs ?? forest.baseKwargs
+export const kwargsOf = (forest: Forest, n: Node): Canonical.TemplateKwargs =>
+  n.top?.chatTemplateKwargs ?? forest.baseKwargs
 
 /** Total training tokens from the root through `hash` (O(1)). */
 export const trainTokenCount = (forest: Forest, hash: string): number => node(forest, hash).tokenCount
@@ -332,7 +332,9 @@ export const inferencePrefix = (forest: Forest, hash: string, tail?: ArrayLike<n
 export const inferenceMedia = (forest: Forest, hash: string): ReadonlyArray<string> => {
   const leaf = node(forest, hash)
   let count = 0
-  for (let at: Node | null = leaf; at !== null; at = at.up) if (at instanceof Nodes.Observation) count += at.media.length
+  for (let at: Node | null = leaf; at !== null; at = at.up) {
+    if (at instanceof Nodes.Observation) count += at.media.length
+  }
   if (count === 0) return Nodes.noStrings
   const out = new Array<string>(count)
   for (let at: Node | null = leaf; at !== null; at = at.up) {

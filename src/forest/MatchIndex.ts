@@ -189,7 +189,9 @@ export const toleratedResponse = (
     if (state === undefined || c.message?.reasoning_content === undefined) continue
     if (best !== undefined && best.committed > state.committed) continue
     if (state.kind !== "resp") continue
-    if (Hash.equalJson(Canonical.withoutReasoning(c.message), message)) best = { vertex: c, state: state.hash, committed: state.committed }
+    if (Hash.equalJson(Canonical.withoutReasoning(c.message), message)) {
+      best = { vertex: c, state: state.hash, committed: state.committed }
+    }
   }
   return best
 }

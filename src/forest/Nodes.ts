@@ -7,9 +7,9 @@
  * (src/ids/PackedIds.ts) and read through `Forest.unpackTokens` / `Forest.unpackTrainTokens`, a response's ids and
  * logprobs in one buffer ({@link responseArrays}), and empty values and weight-version lists shared between nodes.
  */
+import * as PackedIds from "../ids/PackedIds.ts"
 import type * as Canonical from "../protocol/canonical.ts"
 import type * as ImageGrid from "../template/ImageGrid.ts"
-import * as PackedIds from "../ids/PackedIds.ts"
 import type * as Forest from "./Forest.ts"
 import type * as Hash from "./hash.ts"
 import type * as MatchIndex from "./MatchIndex.ts"
@@ -39,9 +39,11 @@ export class Observation implements Forest.ObservationNode {
   readonly tools: ReadonlyArray<Canonical.Tool> | null
   readonly chatTemplateKwargs: Canonical.TemplateKwargs | null
   /** `init.top` undefined: this observation is a subtree root (its own `top`). */
-  constructor(init: Omit<Forest.ObservationNode, "kind" | "parent" | "subtree" | "top"> & {
-    readonly top: Forest.ObservationNode | null | undefined
-  }) {
+  constructor(
+    init: Omit<Forest.ObservationNode, "kind" | "parent" | "subtree" | "top"> & {
+      readonly top: Forest.ObservationNode | null | undefined
+    }
+  ) {
     this.hash = init.hash
     this.up = init.up
     this.rolloutId = init.rolloutId
@@ -96,9 +98,11 @@ export class Response implements Forest.ResponseNode {
   readonly generationElapsedS: number
   readonly cachedTokens: number | undefined
   readonly promptTokens: number | undefined
-  constructor(init: Omit<Forest.ResponseNode, "kind" | "messages" | "parent" | "subtree" | "up"> & {
-    readonly up: Forest.Node
-  }) {
+  constructor(
+    init: Omit<Forest.ResponseNode, "kind" | "messages" | "parent" | "subtree" | "up"> & {
+      readonly up: Forest.Node
+    }
+  ) {
     this.hash = init.hash
     this.up = init.up
     this.rolloutId = init.rolloutId
@@ -114,7 +118,9 @@ export class Response implements Forest.ResponseNode {
     this.vertex = init.vertex
     this.weightVersions = init.weightVersions
     this.attemptLengths = init.attemptLengths
-    if (init.routedExperts !== undefined) Object.defineProperty(this, "routedExperts", { value: init.routedExperts, enumerable: true })
+    if (init.routedExperts !== undefined) {
+      Object.defineProperty(this, "routedExperts", { value: init.routedExperts, enumerable: true })
+    }
     this.status = init.status
     this.requestId = init.requestId
     this.wallElapsedS = init.wallElapsedS

@@ -10,8 +10,8 @@
  */
 import type * as Canonical from "../protocol/canonical.ts"
 import { ForestInvariantError } from "./errors.ts"
-import * as Forest from "./Forest.ts"
 import * as Export from "./Export.ts"
+import * as Forest from "./Forest.ts"
 import * as Nodes from "./Nodes.ts"
 import type { Reward, Status, TrainingSample } from "./TrainingSample.ts"
 
@@ -188,7 +188,9 @@ export const build = (
 export interface DebugView {
   readonly session_id: string
   readonly leaf_state_hash: string
-  readonly state_hashes: ReadonlyArray<{ readonly hash: string; readonly kind: "obs" | "resp"; readonly tokens: number }>
+  readonly state_hashes: ReadonlyArray<
+    { readonly hash: string; readonly kind: "obs" | "resp"; readonly tokens: number }
+  >
   readonly terminal_status: Status
   readonly turn_count: number
   readonly turns: ReadonlyArray<Turn>

@@ -13,8 +13,8 @@
  * request's messages against its committed ones with it, one message at a time (see `Forest.match`).
  */
 import { createHash, type Hash } from "node:crypto"
-import type * as Canonical from "../protocol/canonical.ts"
 import * as PythonJson from "../json/PythonJson.ts"
+import type * as Canonical from "../protocol/canonical.ts"
 
 const sha256 = (text: string): string => createHash("sha256").update(text, "utf8").digest("hex")
 

@@ -11,9 +11,9 @@
 import { Result } from "effect"
 import { hash } from "node:crypto"
 import type { FinishReason as EngineFinishReason } from "../engine/Stop.ts"
+import type { ReasoningParser, ToolCall, ToolCallParser } from "../parsers/registry.ts"
 import * as Canonical from "../protocol/canonical.ts"
 import * as Completion from "../protocol/completion.ts"
-import type { ReasoningParser, ToolCall, ToolCallParser } from "../parsers/registry.ts"
 import { UnusableResponseError } from "./errors.ts"
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -94,7 +94,8 @@ export const noPending = (abortCount: number): Pending => ({
 })
 
 /** The next attempt's token budget: the turn's budget less what is pending. */
-export const remainingTokens = (maxNewTokens: number, pending: Pending): number => maxNewTokens - pending.outputIds.length
+export const remainingTokens = (maxNewTokens: number, pending: Pending): number =>
+  maxNewTokens - pending.outputIds.length
 
 /** After an attempt: finished (with the finish reason to report), resume from the pending output, or give up. */
 export type AttemptOutcome =

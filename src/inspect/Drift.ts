@@ -11,8 +11,8 @@
  * arguments re-serialized (equal as JSON, different as text), tool calls changed, text changed, or messages
  * reordered (R's message appears later in O).
  */
-import type * as Canonical from "../protocol/canonical.ts"
 import * as Hash from "../forest/hash.ts"
+import type * as Canonical from "../protocol/canonical.ts"
 
 /** Why an echoed assistant message differs from the committed response. */
 export type Cause =
@@ -51,7 +51,9 @@ const firstDifference = (committed: string, echoed: string): string => {
   let i = 0
   while (i < committed.length && i < echoed.length && committed[i] === echoed[i]) i++
   const from = Math.max(0, i - 20)
-  return `at character ${i}: ${JSON.stringify(short(committed.slice(from), 60))} → ${JSON.stringify(short(echoed.slice(from), 60))}`
+  return `at character ${i}: ${JSON.stringify(short(committed.slice(from), 60))} → ${
+    JSON.stringify(short(echoed.slice(from), 60))
+  }`
 }
 
 /** The difference between a committed response message and the assistant message the agent echoed instead. */
@@ -68,7 +70,9 @@ export const diverge = (committed: Canonical.Message, echoed: Canonical.Message)
     if (echoed.reasoning_content !== committed.reasoning_content) {
       return {
         cause: "reasoning-changed",
-        detail: `reasoning_content ${firstDifference(committed.reasoning_content ?? "", echoed.reasoning_content ?? "")}`
+        detail: `reasoning_content ${
+          firstDifference(committed.reasoning_content ?? "", echoed.reasoning_content ?? "")
+        }`
       }
     }
     return { cause: "other", detail: "role or tool_call_id differ" }
@@ -84,7 +88,10 @@ export const diverge = (committed: Canonical.Message, echoed: Canonical.Message)
       const i = committedCalls.findIndex((call, k) => call.function.arguments !== echoedCalls[k]?.function.arguments)
       const a = committedCalls[i]?.function.arguments ?? ""
       const b = echoedCalls[i]?.function.arguments ?? ""
-      return { cause: "tool-arguments-reserialized", detail: `tool call ${i}: ${JSON.stringify(short(a))} → ${JSON.stringify(short(b))}` }
+      return {
+        cause: "tool-arguments-reserialized",
+        detail: `tool call ${i}: ${JSON.stringify(short(a))} → ${JSON.stringify(short(b))}`
+      }
     }
   }
   if (sameText) {

@@ -10,10 +10,10 @@
  * Session up front; details (trees and token rows, the bulk) only when a Session is opened, so a 10,000-Session run
  * opens at the cost of its summaries.
  */
-import type * as Canonical from "../protocol/canonical.ts"
 import type { Advantage, Reward, TrainingSample } from "../forest/TrainingSample.ts"
-import type * as Dump from "./Dump.ts"
+import type * as Canonical from "../protocol/canonical.ts"
 import * as Drift from "./Drift.ts"
+import type * as Dump from "./Dump.ts"
 import type * as ForestDump from "./ForestDump.ts"
 
 /** How summaries read rewards. */
@@ -121,7 +121,8 @@ export interface Run {
   readonly options: Options
 }
 
-const sampleKey = (step: string, sessionId: string, name: string | null) => `${step}\u0000${sessionId}\u0000${name ?? "\u0001"}`
+const sampleKey = (step: string, sessionId: string, name: string | null) =>
+  `${step}\u0000${sessionId}\u0000${name ?? "\u0001"}`
 
 /** The key of a Session: its step and id. */
 export const sessionKey = (step: string, sessionId: string): string => `${step}/${sessionId}`
@@ -191,12 +192,16 @@ export const fromLines = (source: string, lines: ReadonlyArray<Dump.Line>, optio
     seen.add(key)
     samples.push(fromDebug(line.step, line.record))
   }
-  const byKey = new Map<string, { step: string; sessionId: string; group: number; index: number; samples: Array<Sample> }>()
+  const byKey = new Map<
+    string,
+    { step: string; sessionId: string; group: number; index: number; samples: Array<Sample> }
+  >()
   for (const s of samples) {
     const key = sessionKey(s.step, s.sessionId)
     const found = byKey.get(key)
-    if (found === undefined) byKey.set(key, { step: s.step, sessionId: s.sessionId, group: s.group, index: s.index, samples: [s] })
-    else found.samples.push(s)
+    if (found === undefined) {
+      byKey.set(key, { step: s.step, sessionId: s.sessionId, group: s.group, index: s.index, samples: [s] })
+    } else found.samples.push(s)
   }
   const sessions: Array<Session> = [...byKey.entries()].map(([key, s]) => ({ key, ...s, forest: forests.get(key) }))
   sessions.sort((a, b) => compareSteps(a.step, b.step) || a.group - b.group || a.index - b.index)
@@ -282,7 +287,9 @@ export const sessionRow = (session: Session, options: Options): SessionRow => {
     }
   }
   const turns = Math.max(0, ...session.samples.map((s) => s.debug?.turn_count ?? s.turnSpans?.length ?? 0))
-  const branches = session.forest === undefined ? 0 : [...childrenOf(session.forest).values()].filter((c) => c.length > 1).length
+  const branches = session.forest === undefined
+    ? 0
+    : [...childrenOf(session.forest).values()].filter((c) => c.length > 1).length
   return {
     key: session.key,
     step: session.step,

@@ -57,12 +57,16 @@ interface Draft {
 
 const parserFailuresByRequest = (session: Model.Session): Map<string, number> => {
   const out = new Map<string, number>()
-  for (const s of session.samples) for (const [rid, n] of Object.entries(s.debug?.parser_failures_by_request ?? {})) out.set(rid, n)
+  for (const s of session.samples) {
+    for (const [rid, n] of Object.entries(s.debug?.parser_failures_by_request ?? {})) out.set(rid, n)
+  }
   return out
 }
 
 /** A Model.Session's tree, depth-first: from its forest, or else from its exported lineages' hashes. */
-export const tree = (session: Model.Session): { readonly source: SessionDetail["tree_source"]; readonly nodes: ReadonlyArray<TreeNode> } => {
+export const tree = (
+  session: Model.Session
+): { readonly source: SessionDetail["tree_source"]; readonly nodes: ReadonlyArray<TreeNode> } => {
   const drafts = new Map<string, Draft>()
   let root: string | undefined
   let source: SessionDetail["tree_source"] = "none"
@@ -70,7 +74,14 @@ export const tree = (session: Model.Session): { readonly source: SessionDetail["
     source = "forest"
     root = session.forest.root
     for (const n of session.forest.nodes) {
-      drafts.set(n.hash, { hash: n.hash, parent: n.parent, kind: n.kind, tokens: n.tokens.length, messages: n.messages, node: n })
+      drafts.set(n.hash, {
+        hash: n.hash,
+        parent: n.parent,
+        kind: n.kind,
+        tokens: n.tokens.length,
+        messages: n.messages,
+        node: n
+      })
     }
   } else {
     for (const s of session.samples) {
@@ -78,7 +89,14 @@ export const tree = (session: Model.Session): { readonly source: SessionDetail["
       lineage.forEach((h, i) => {
         if (i === 0) root ??= h.hash
         if (!drafts.has(h.hash)) {
-          drafts.set(h.hash, { hash: h.hash, parent: i === 0 ? null : lineage[i - 1]!.hash, kind: h.kind, tokens: h.tokens, messages: [], node: undefined })
+          drafts.set(h.hash, {
+            hash: h.hash,
+            parent: i === 0 ? null : lineage[i - 1]!.hash,
+            kind: h.kind,
+            tokens: h.tokens,
+            messages: [],
+            node: undefined
+          })
         }
       })
     }
@@ -104,7 +122,11 @@ export const tree = (session: Model.Session): { readonly source: SessionDetail["
   const failures = parserFailuresByRequest(session)
   const out: Array<TreeNode> = []
   // Iterative depth-first walk (a long conversation is a deep chain).
-  const stack: Array<{ readonly hash: string; readonly parent: number | null; readonly depth: number }> = [{ hash: root, parent: null, depth: 0 }]
+  const stack: Array<{ readonly hash: string; readonly parent: number | null; readonly depth: number }> = [{
+    hash: root,
+    parent: null,
+    depth: 0
+  }]
   while (stack.length > 0) {
     const { hash, parent, depth } = stack.pop()!
     const d = drafts.get(hash)

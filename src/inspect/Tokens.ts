@@ -66,7 +66,11 @@ export interface TokenView {
 const fromLineage = (
   sample: Model.Sample,
   nodes: ReadonlyMap<string, ForestDump.DumpNode>
-): { readonly mask: Array<number>; readonly logprob: Array<number | null>; readonly spans: Array<readonly [number, number]> } => {
+): {
+  readonly mask: Array<number>
+  readonly logprob: Array<number | null>
+  readonly spans: Array<readonly [number, number]>
+} => {
   const mask: Array<number> = []
   const logprob: Array<number | null> = []
   const spans: Array<readonly [number, number]> = []
@@ -94,7 +98,9 @@ export const view = (
   const ids = sample.tokens
   const promptLength = ids.length - sample.responseLength
   const lineage = fromLineage(sample, nodes)
-  const own = sample.lossMask !== undefined && sample.lossMask.length === sample.responseLength ? sample.lossMask : undefined
+  const own = sample.lossMask !== undefined && sample.lossMask.length === sample.responseLength
+    ? sample.lossMask
+    : undefined
   const haveMask = own !== undefined
   const continuationMask = own ?? lineage.mask
   const continuationLogprob: ReadonlyArray<number | null> = sample.logprobs !== undefined && haveMask

@@ -187,8 +187,13 @@ export const readValue = (text: string, from = 0, options: ReadOptions = {}): Re
     if (c === "f") return { value: literal("false", false), start, end: i, members: noMembers, elements: [] }
     if (c === "n") return { value: literal("null", null), start, end: i, members: noMembers, elements: [] }
     if (python) {
-      const constant =
-        c === "N" ? "NaN" : c === "I" ? "Infinity" : c === "-" && text[i + 1] === "I" ? "-Infinity" : undefined
+      const constant = c === "N"
+        ? "NaN"
+        : c === "I"
+        ? "Infinity"
+        : c === "-" && text[i + 1] === "I"
+        ? "-Infinity"
+        : undefined
       if (constant !== undefined) fail(false, { _tag: "NonFinite", text: literal(constant, constant) })
     }
     looseNumber.lastIndex = i
@@ -246,8 +251,9 @@ export const copy = <A>(value: A): A => {
     const item = out[key]
     if (item === null || typeof item !== "object") continue
     const copied = copy(item)
-    if (key === "__proto__") Object.defineProperty(out, key, { value: copied, enumerable: true, writable: true, configurable: true })
-    else out[key] = copied
+    if (key === "__proto__") {
+      Object.defineProperty(out, key, { value: copied, enumerable: true, writable: true, configurable: true })
+    } else out[key] = copied
   }
   return out as A
 }

@@ -10,7 +10,10 @@
 import * as Json from "./Json.ts"
 
 /** A Python number: an `int` (exact decimal text) or a `float`. */
-export type PyNumber = { readonly _tag: "Int"; readonly text: string } | { readonly _tag: "Float"; readonly value: number }
+export type PyNumber = { readonly _tag: "Int"; readonly text: string } | {
+  readonly _tag: "Float"
+  readonly value: number
+}
 
 /** A parsed Python JSON value; objects are `Map`s so key order and non-identifier keys survive. */
 export type PyValue = null | boolean | string | PyNumber | ReadonlyArray<PyValue> | ReadonlyMap<string, PyValue>
@@ -66,7 +69,8 @@ export const compareKeys = (a: string, b: string): number => {
 /** A JSON string literal as Python writes it with `ensure_ascii=False` (lone surrogates are left raw). */
 export const quote = (s: string): string => writeString("", s)
 
-const isPyNumber = (value: object): value is PyNumber => "_tag" in value && !(value instanceof Map) && !Array.isArray(value)
+const isPyNumber = (value: object): value is PyNumber =>
+  "_tag" in value && !(value instanceof Map) && !Array.isArray(value)
 
 /** `json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)` of a parsed Python value. */
 export const dumps = (value: PyValue): string => {
@@ -82,7 +86,6 @@ export const dumps = (value: PyValue): string => {
   if (isPyNumber(value)) return numberText(value)
   return "null"
 }
-
 
 /** A JSON value as JavaScript holds it (what `JSON.parse` gives, or a Schema.Json). */
 export type JsJson = null | boolean | number | string | ReadonlyArray<JsJson> | { readonly [key: string]: JsJson }

@@ -11,7 +11,8 @@
 import { SchemaIssue } from "effect"
 
 /** One path segment as Effect writes it: `["field"]` for a string key, `[0]` for an index. */
-export const bracketKey = (key: PropertyKey): string => `[${typeof key === "string" ? JSON.stringify(key) : String(key)}]`
+export const bracketKey = (key: PropertyKey): string =>
+  `[${typeof key === "string" ? JSON.stringify(key) : String(key)}]`
 
 const flatten = SchemaIssue.makeFormatterStandardSchemaV1()
 

@@ -25,7 +25,10 @@ const contentEnds = ["<|end|>", "<|call|>", "<|return|>"]
 const messageMarker = "<|message|>"
 
 /** Split text into plain text and messages; unless `final`, stops before an unfinished message. */
-export const scan = (text: string, final: boolean): { readonly items: ReadonlyArray<Item>; readonly consumed: number } => {
+export const scan = (
+  text: string,
+  final: boolean
+): { readonly items: ReadonlyArray<Item>; readonly consumed: number } => {
   const items: Array<Item> = []
   const push = (s: string) => {
     if (s !== "") items.push({ _tag: "Text", text: s })
@@ -53,7 +56,11 @@ export const scan = (text: string, final: boolean): { readonly items: ReadonlyAr
       if (stop === undefined && !final) return { items, consumed: at }
       const contentEnd = stop?.at ?? text.length
       content = text.slice(contentAt, contentEnd)
-      end = stop === undefined ? text.length : contentEnds.includes(stop.marker) ? stop.at + stop.marker.length : stop.at
+      end = stop === undefined
+        ? text.length
+        : contentEnds.includes(stop.marker)
+        ? stop.at + stop.marker.length
+        : stop.at
     }
     items.push({
       _tag: "Message",

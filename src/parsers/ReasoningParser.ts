@@ -136,4 +136,5 @@ export const thinkTagStream = (tags: ThinkTags): ReasoningStream => {
 }
 
 /** A parser for `start … end` reasoning tags. */
-export const thinkTags = (name: string, tags: ThinkTags): ReasoningParser => fromStream(name, () => thinkTagStream(tags))
+export const thinkTags = (name: string, tags: ThinkTags): ReasoningParser =>
+  fromStream(name, () => thinkTagStream(tags))

@@ -15,8 +15,8 @@
  * Streaming feeds chunks to the same scanner; a scanner only commits a prefix whose segmentation cannot change, so any
  * chunk split yields the same final result as one shot.
  */
-import type * as Canonical from "../protocol/canonical.ts"
 import * as Json from "../json/Json.ts"
+import type * as Canonical from "../protocol/canonical.ts"
 
 /** One parsed tool call (its type lives in the canonical model, which the completion builder shares). */
 export type ToolCall = Canonical.ParsedToolCall
@@ -42,7 +42,12 @@ export type Event =
   | { readonly _tag: "Malformed"; readonly raw: string }
 
 export const text = (value: string): Event => ({ _tag: "Text", text: value })
-export const call = (name: string, args: Arguments, raw: string): Event => ({ _tag: "Call", name, arguments: args, raw })
+export const call = (name: string, args: Arguments, raw: string): Event => ({
+  _tag: "Call",
+  name,
+  arguments: args,
+  raw
+})
 export const malformed = (raw: string): Event => ({ _tag: "Malformed", raw })
 export const jsonText = (value: string): Arguments => ({ _tag: "JsonText", text: value })
 export const value = (v: Record<string, unknown>): Arguments => ({ _tag: "Value", value: v })

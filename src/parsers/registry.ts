@@ -6,9 +6,8 @@
  * lists the known names; `--agentic-tool-call-parser` / `--agentic-reasoning-parser` report it at startup.
  */
 import { Data, Result } from "effect"
-import * as ReasoningParser from "./ReasoningParser.ts"
 import * as ReasoningGptOss from "./reasoning/GptOss.ts"
-import * as ToolCallParser from "./ToolCallParser.ts"
+import * as ReasoningParser from "./ReasoningParser.ts"
 import * as DeepSeekV3 from "./tool/DeepSeekV3.ts"
 import * as DeepSeekV31 from "./tool/DeepSeekV31.ts"
 import * as Glm45 from "./tool/Glm45.ts"
@@ -19,6 +18,7 @@ import * as Mistral from "./tool/Mistral.ts"
 import * as Pythonic from "./tool/Pythonic.ts"
 import * as Qwen25 from "./tool/Qwen25.ts"
 import * as Qwen3Coder from "./tool/Qwen3Coder.ts"
+import * as ToolCallParser from "./ToolCallParser.ts"
 
 /** A parser name that is not registered. */
 export class UnknownParserError extends Data.TaggedError("UnknownParserError")<{
@@ -55,7 +55,12 @@ const toolParsers: ReadonlyMap<string, ToolCallParser.ToolCallParser> = new Map(
 const reasoningParsers: ReadonlyMap<string, ReasoningParser.ReasoningParser> = new Map(
   [
     ReasoningParser.thinkTags("qwen3", { start: "<think>", end: "</think>", forced: false, toolStart: "<tool_call>" }),
-    ReasoningParser.thinkTags("qwen3-thinking", { start: "<think>", end: "</think>", forced: true, toolStart: "<tool_call>" }),
+    ReasoningParser.thinkTags("qwen3-thinking", {
+      start: "<think>",
+      end: "</think>",
+      forced: true,
+      toolStart: "<tool_call>"
+    }),
     ReasoningParser.thinkTags("deepseek-r1", { start: "<think>", end: "</think>", forced: true }),
     ReasoningParser.thinkTags("glm45", { start: "<think>", end: "</think>", forced: false }),
     ReasoningParser.thinkTags("kimi", { start: "◁think▷", end: "◁/think▷", forced: false }),

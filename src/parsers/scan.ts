@@ -164,7 +164,8 @@ export const callFromSpanned = (
   const args = spanned.members.get("arguments") ?? spanned.members.get("parameters")
   return {
     name: name.value,
-    arguments: args === undefined ? ToolCallParser.value({}) : ToolCallParser.jsonText(source.slice(args.start, args.end))
+    arguments: args === undefined
+      ? ToolCallParser.value({})
+      : ToolCallParser.jsonText(source.slice(args.start, args.end))
   }
 }
-

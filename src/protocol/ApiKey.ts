@@ -22,7 +22,9 @@ export const parse = (headers: KeyHeaders): Result.Result<string, Errors.Gateway
     // Node joins a repeated `x-api-key` into one string (only `set-cookie` comes as a list).
     const value = headers["x-api-key"]
     const key = typeof value === "string" ? value.trim() : undefined
-    return key !== undefined && key.length > 0 ? Result.succeed(key) : Result.fail(Errors.GatewayError.missingAuthorization())
+    return key !== undefined && key.length > 0
+      ? Result.succeed(key)
+      : Result.fail(Errors.GatewayError.missingAuthorization())
   }
   const match = /^\s*(\S+)\s+(\S+)\s*$/.exec(header)
   if (match === null || match[1]?.toLowerCase() !== "bearer" || match[2] === undefined) {

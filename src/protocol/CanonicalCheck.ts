@@ -27,7 +27,10 @@ export const fail = (message: string, param: string | null): Checked<never> =>
   Result.fail(new CanonicalError({ message, param }))
 
 /** `f` over `items` in order; the first failure wins and stops the walk. */
-export const traverse = <A, B>(items: ReadonlyArray<A>, f: (item: A, index: number) => Checked<B>): Checked<Array<B>> => {
+export const traverse = <A, B>(
+  items: ReadonlyArray<A>,
+  f: (item: A, index: number) => Checked<B>
+): Checked<Array<B>> => {
   const out: Array<B> = []
   for (let i = 0; i < items.length; i++) {
     const checked = f(items[i] as A, i)

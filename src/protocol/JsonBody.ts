@@ -8,14 +8,17 @@
  * recurses once per level: canonicalization, hashing, templates).
  */
 import { Result } from "effect"
-import * as BodyDepth from "./BodyDepth.ts"
 import * as ErrorIndex from "../errors.ts"
+import * as BodyDepth from "./BodyDepth.ts"
 import * as Errors from "./errors.ts"
 
 const strictUtf8 = new TextDecoder("utf-8", { fatal: true })
 
 /** The body as one JSON object, or the error the client gets. */
-export const parseObject = (bytes: Uint8Array, maxJsonDepth: number): Result.Result<Record<string, unknown>, Errors.GatewayError> => {
+export const parseObject = (
+  bytes: Uint8Array,
+  maxJsonDepth: number
+): Result.Result<Record<string, unknown>, Errors.GatewayError> => {
   let text: string
   try {
     text = strictUtf8.decode(bytes)
@@ -28,7 +31,9 @@ export const parseObject = (bytes: Uint8Array, maxJsonDepth: number): Result.Res
   } catch (cause) {
     return Result.fail(Errors.GatewayError.invalidJson(ErrorIndex.messageOf(cause)))
   }
-  if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) return Result.fail(Errors.GatewayError.bodyNotObject())
+  if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) {
+    return Result.fail(Errors.GatewayError.bodyNotObject())
+  }
   const tooDeep = BodyDepth.pathBeyondDepth(parsed, maxJsonDepth)
   if (tooDeep !== undefined) return Result.fail(Errors.GatewayError.nestedTooDeep(tooDeep, maxJsonDepth))
   // Decoding boundary: a JSON object parsed from the wire.

@@ -11,7 +11,18 @@
  */
 import { Result, Schema } from "effect"
 import * as PyJson from "../json/PythonJson.ts"
-import { CanonicalError, type Checked, copyJson, type Dict, fail, get, has, isDict, pythonType, traverse } from "./CanonicalCheck.ts"
+import {
+  CanonicalError,
+  type Checked,
+  copyJson,
+  type Dict,
+  fail,
+  get,
+  has,
+  isDict,
+  pythonType,
+  traverse
+} from "./CanonicalCheck.ts"
 import { TextMemo } from "./TextMemo.ts"
 
 export { CanonicalError, pythonType } from "./CanonicalCheck.ts"
@@ -59,7 +70,9 @@ export interface ParsedToolCall {
 }
 
 /** The message shape of a generated tool call (`{id, type: "function", function: {name, arguments}}`). */
-export const toolCallOf = (call: { readonly id: string; readonly name: string; readonly arguments: string }): ToolCall => ({
+export const toolCallOf = (
+  call: { readonly id: string; readonly name: string; readonly arguments: string }
+): ToolCall => ({
   id: call.id,
   type: "function",
   function: { name: call.name, arguments: call.arguments }
@@ -207,7 +220,10 @@ const normalizeToolCalls = (message: Dict, index: number): Checked<ReadonlyArray
   const toolCalls = get(message, "tool_calls")
   if (toolCalls === undefined || toolCalls === null) return noToolCalls
   if (!Array.isArray(toolCalls)) {
-    return fail(`messages[${index}].tool_calls must be a list, got ${pythonType(toolCalls)}`, `messages[${index}].tool_calls`)
+    return fail(
+      `messages[${index}].tool_calls must be a list, got ${pythonType(toolCalls)}`,
+      `messages[${index}].tool_calls`
+    )
   }
   return traverse(toolCalls, (call: unknown, j): Checked<ToolCall> => {
     // Paths are built only for an error (every echoed call is checked again on every request).
@@ -234,7 +250,9 @@ const normalizeToolCalls = (message: Dict, index: number): Checked<ReadonlyArray
     }
     const fnOut: Record<string, Json> = {}
     for (const key in fn) {
-      if (key !== "name" && key !== "arguments" && key !== CLIENT_PARSED_ARGUMENTS && key !== "__proto__" && has(fn, key)) {
+      if (
+        key !== "name" && key !== "arguments" && key !== CLIENT_PARSED_ARGUMENTS && key !== "__proto__" && has(fn, key)
+      ) {
         fnOut[key] = copyJson(fn[key])
       }
     }
@@ -269,7 +287,9 @@ const checkContent = (
   allowEmpty: boolean
 ): Checked<string | Array<ContentPart>> => {
   const content = get(message, "content")
-  if (typeof content === "string" && (content.length > 0 || role === "tool" || allowEmpty)) return Result.succeed(content)
+  if (typeof content === "string" && (content.length > 0 || role === "tool" || allowEmpty)) {
+    return Result.succeed(content)
+  }
   const path = `messages[${index}].content`
   if (!has(message, "content") && !allowEmpty) return fail(`messages[${index}] must include content`, path)
   if (content === undefined || content === null) {
@@ -303,7 +323,9 @@ const canonicalizeMessage = (
   message: unknown,
   index: number
 ): Checked<Message | ReadonlyArray<string>> => {
-  if (!isDict(message)) return fail(`messages[${index}] must be a dict, got ${pythonType(message)}`, `messages[${index}]`)
+  if (!isDict(message)) {
+    return fail(`messages[${index}] must be a dict, got ${pythonType(message)}`, `messages[${index}]`)
+  }
   if (!has(message, "role")) return fail(`messages[${index}] must include role`, `messages[${index}].role`)
   const role = message["role"]
   if (typeof role !== "string") {
@@ -380,7 +402,9 @@ export const canonicalizeMessages = (
     if (isSystemChunks(canonical)) systemChunks.push(...canonical)
     else out.push(canonical)
   }
-  return Result.succeed(systemChunks.length > 0 ? [{ role: "system", content: systemChunks.join("\n\n") }, ...out] : out)
+  return Result.succeed(
+    systemChunks.length > 0 ? [{ role: "system", content: systemChunks.join("\n\n") }, ...out] : out
+  )
 }
 
 /**

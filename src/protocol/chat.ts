@@ -151,7 +151,9 @@ export const decode = (
       seed: seed.success,
       logprobs: logprobs === true,
       // Absent in most requests: not worth a Schema check (and the issue it builds) there.
-      topLogprobs: topLogprobs !== undefined && topLogprobs !== null && isTopLogprobs(topLogprobs) ? topLogprobs : undefined,
+      topLogprobs: topLogprobs !== undefined && topLogprobs !== null && isTopLogprobs(topLogprobs)
+        ? topLogprobs
+        : undefined,
       toolCallIdPrefix: "call_"
     },
     "messages",
@@ -210,7 +212,12 @@ export const renderJson = (c: Completion.Completion, req: Completion.CanonicalRe
   object: "chat.completion",
   created: c.created,
   model: req.model,
-  choices: [{ index: 0, message: message(c), logprobs: logprobsOf(c, req), finish_reason: Completion.visibleFinish(c) }],
+  choices: [{
+    index: 0,
+    message: message(c),
+    logprobs: logprobsOf(c, req),
+    finish_reason: Completion.visibleFinish(c)
+  }],
   usage: usageOf(c)
 })
 
@@ -224,7 +231,10 @@ export const chunk = (c: Completion.Completion, req: Completion.CanonicalRequest
     model: req.model,
     choices: [{
       index: 0,
-      delta: { ...rest, ...(tool_calls === undefined ? {} : { tool_calls: tool_calls.map((t, index) => ({ index, ...t })) }) },
+      delta: {
+        ...rest,
+        ...(tool_calls === undefined ? {} : { tool_calls: tool_calls.map((t, index) => ({ index, ...t })) })
+      },
       logprobs: logprobsOf(c, req),
       finish_reason: Completion.visibleFinish(c)
     }],
@@ -242,7 +252,10 @@ export const renderSse = (c: Completion.Completion, req: Completion.CanonicalReq
 export const renderError = (e: Errors.AnyError): Errors.ErrorResponse => Errors.renderOpenAi(e)
 
 /** A failure after the SSE response opened: the OpenAI error body as data, then `[DONE]` (the status stays 200). */
-export const renderSseError = (e: Errors.AnyError, _context?: Completion.FailureContext): ReadonlyArray<Sse.SseFrame> => [
+export const renderSseError = (
+  e: Errors.AnyError,
+  _context?: Completion.FailureContext
+): ReadonlyArray<Sse.SseFrame> => [
   Sse.data(Errors.openAiBody(e)),
   Sse.done
 ]

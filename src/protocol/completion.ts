@@ -9,11 +9,11 @@
  */
 import { Result, Schema } from "effect"
 import { createHash } from "node:crypto"
+import * as Json from "../json/Json.ts"
 import * as Canonical from "./canonical.ts"
 import * as Errors from "./errors.ts"
-import type * as Sse from "./sse.ts"
-import * as Json from "../json/Json.ts"
 import type * as RawEcho from "./RawEcho.ts"
+import type * as Sse from "./sse.ts"
 
 /** A decoded model request: the canonical conversation state plus this turn's generation options. */
 export interface CanonicalRequest {
@@ -121,7 +121,10 @@ export interface Adapter {
    * Decode a request body. `known`: what the body's first raw messages canonicalize to, when the Session's previous
    * request sent them byte for byte (Chat reuses it; src/protocol/RawEcho.ts).
    */
-  readonly decode: (body: unknown, known?: Canonical.KnownPrefix) => Result.Result<CanonicalRequest, Errors.ProtocolError>
+  readonly decode: (
+    body: unknown,
+    known?: Canonical.KnownPrefix
+  ) => Result.Result<CanonicalRequest, Errors.ProtocolError>
   readonly renderJson: (completion: Completion, request: CanonicalRequest) => unknown
   readonly renderSse: (completion: Completion, request: CanonicalRequest) => ReadonlyArray<Sse.SseFrame>
   readonly renderError: (error: Errors.AnyError) => Errors.ErrorResponse

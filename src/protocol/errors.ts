@@ -86,7 +86,8 @@ export class GatewayError extends Data.TaggedError("GatewayError")<{
    * from the body's root); `param` is its top-level field.
    */
   static nestedTooDeep(path: ReadonlyArray<string | number>, limit: number): GatewayError {
-    const shown = path.slice(0, 8).map((key, i) => typeof key === "number" ? `[${key}]` : i === 0 ? key : `.${key}`).join("")
+    const shown = path.slice(0, 8).map((key, i) => typeof key === "number" ? `[${key}]` : i === 0 ? key : `.${key}`)
+      .join("")
     const where = path.length > 8 ? `${shown}...` : shown
     const field = typeof path[0] === "string" ? path[0] : "body"
     return badRequest(

@@ -274,7 +274,9 @@ const decodeTools = (tools: unknown): Result.Result<ReadonlyArray<Raw>, Errors.P
     const schema = tool["input_schema"]
     const description = tool["description"]
     if (!Completion.isNonEmptyString(name)) return fail(`tools[${i}].name`, "tools.name must be a non-empty string")
-    if (!Completion.isObject(schema)) return fail(`tools[${i}].input_schema`, "tools.input_schema must be a JSON object")
+    if (!Completion.isObject(schema)) {
+      return fail(`tools[${i}].input_schema`, "tools.input_schema must be a JSON object")
+    }
     out.push({
       type: "function",
       function: {
@@ -319,7 +321,9 @@ export const contentBlocks = (c: Completion.Completion): ReadonlyArray<ContentBl
   if (hasThinking) blocks.push({ type: "thinking", thinking: c.reasoning ?? "", signature: `sig_${c.id}` })
   // Anthropic rejects empty text blocks in history, so an empty text is left out when other blocks carry the turn.
   if (c.content !== "" || (!hasThinking && c.toolCalls.length === 0)) blocks.push({ type: "text", text: c.content })
-  for (const call of c.toolCalls) blocks.push({ type: "tool_use", id: call.id, name: call.name, input: toolInput(call) })
+  for (const call of c.toolCalls) {
+    blocks.push({ type: "tool_use", id: call.id, name: call.name, input: toolInput(call) })
+  }
   return blocks
 }
 
@@ -349,7 +353,8 @@ export const renderJson = (c: Completion.Completion, req: Completion.CanonicalRe
 })
 
 const blockEvents = (block: ContentBlock, index: number): ReadonlyArray<Sse.SseFrame> => {
-  const start = (content_block: unknown) => Sse.event("content_block_start", { type: "content_block_start", index, content_block })
+  const start = (content_block: unknown) =>
+    Sse.event("content_block_start", { type: "content_block_start", index, content_block })
   const delta = (d: unknown) => Sse.event("content_block_delta", { type: "content_block_delta", index, delta: d })
   const stop = Sse.event("content_block_stop", { type: "content_block_stop", index })
   switch (block.type) {
@@ -397,7 +402,10 @@ export const renderSse = (c: Completion.Completion, req: Completion.CanonicalReq
 export const renderError = (e: Errors.AnyError): Errors.ErrorResponse => Errors.renderAnthropic(e)
 
 /** A failure after the SSE response opened: one `event: error` with the Anthropic error body. */
-export const renderSseError = (e: Errors.AnyError, _context?: Completion.FailureContext): ReadonlyArray<Sse.SseFrame> => [
+export const renderSseError = (
+  e: Errors.AnyError,
+  _context?: Completion.FailureContext
+): ReadonlyArray<Sse.SseFrame> => [
   Sse.event("error", Errors.anthropicBody(e))
 ]
 

@@ -196,7 +196,9 @@ const projectInput = (items: ReadonlyArray<unknown>): Result.Result<Array<RawMes
         if (!Completion.isNonEmptyString(name)) {
           return yield* fail(`${field}.name`, `${field}.name must be a non-empty string`)
         }
-        if (typeof args !== "string") return yield* fail(`${field}.arguments`, `${field}.arguments must be a JSON string`)
+        if (typeof args !== "string") {
+          return yield* fail(`${field}.arguments`, `${field}.arguments must be a JSON string`)
+        }
         assistant().toolCalls.push({ id: callId, type: "function", function: { name, arguments: args } })
       } else if (type === "function_call_output") {
         const callId = item["call_id"]
@@ -378,7 +380,11 @@ const itemEvents = (item: OutputItem, outputIndex: number): ReadonlyArray<EventB
     case "message": {
       const part = item.content[0] ?? { type: "output_text", text: "", annotations: [] }
       return [
-        { type: "response.output_item.added", output_index: outputIndex, item: { ...item, status: "in_progress", content: [] } },
+        {
+          type: "response.output_item.added",
+          output_index: outputIndex,
+          item: { ...item, status: "in_progress", content: [] }
+        },
         { type: "response.content_part.added", ...at, content_index: 0, part: { ...part, text: "" } },
         { type: "response.output_text.delta", ...at, content_index: 0, delta: part.text, logprobs: [] },
         { type: "response.output_text.done", ...at, content_index: 0, text: part.text, logprobs: [] },
@@ -389,7 +395,11 @@ const itemEvents = (item: OutputItem, outputIndex: number): ReadonlyArray<EventB
     case "reasoning": {
       const part = item.content[0] ?? { type: "reasoning_text", text: "" }
       return [
-        { type: "response.output_item.added", output_index: outputIndex, item: { ...item, status: "in_progress", content: [] } },
+        {
+          type: "response.output_item.added",
+          output_index: outputIndex,
+          item: { ...item, status: "in_progress", content: [] }
+        },
         { type: "response.content_part.added", ...at, content_index: 0, part: { ...part, text: "" } },
         { type: "response.reasoning_text.delta", ...at, content_index: 0, delta: part.text },
         { type: "response.reasoning_text.done", ...at, content_index: 0, text: part.text },

@@ -155,8 +155,7 @@ export const evalMetricLine = (
 export const evalMetrics = (
   dataset: string,
   metrics: Readonly<Record<string, number>>
-): Record<string, number> =>
-  Object.fromEntries(Object.entries(metrics).map(([k, v]) => [`eval/${dataset}/${k}`, v]))
+): Record<string, number> => Object.fromEntries(Object.entries(metrics).map(([k, v]) => [`eval/${dataset}/${k}`, v]))
 
 const quoted = (sample: TrainingSample): string => JSON.stringify([sample.prompt + sample.response])
 

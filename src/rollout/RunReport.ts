@@ -38,7 +38,9 @@ const describeActivity = (activity: Activity): string => {
     case "Step":
       return `during step ${activity.rolloutId}${activity.writing ? " while writing its outputs" : ""}`
     case "Eval":
-      return `during the Eval after ${activity.afterSteps} step(s)${activity.writing ? " while writing its outputs" : ""}`
+      return `during the Eval after ${activity.afterSteps} step(s)${
+        activity.writing ? " while writing its outputs" : ""
+      }`
     case "Between":
       return activity.lastStep === undefined ? "before the first step" : `after step ${activity.lastStep}`
   }
@@ -66,8 +68,10 @@ export const interruptedLine = (signal: string, progress: Progress, outputDir: s
   const parts = [`Interrupted by ${signal} ${describeActivity(activity)}${unfinished}`]
   if (progress.inFlight.length > 0) parts.push(`abandoned unfinished write(s) of ${progress.inFlight.join(", ")}`)
   for (const s of progress.salvaged) parts.push(`${s.path} was saved to ${s.fallback} instead`)
-  parts.push(progress.written.length === 0
-    ? `nothing was written${outputDir === undefined ? "" : ` to ${Path.resolve(outputDir)}`}`
-    : `written: ${listFiles(progress.written, outputDir)}`)
+  parts.push(
+    progress.written.length === 0
+      ? `nothing was written${outputDir === undefined ? "" : ` to ${Path.resolve(outputDir)}`}`
+      : `written: ${listFiles(progress.written, outputDir)}`
+  )
   return parts.join("; ")
 }

@@ -76,7 +76,12 @@ export const compute = (input: CapacityInput): CapacityReport => {
   const trainSessions = input.agenticConcurrency * input.nSamplesPerPrompt
   const evals = input.evalDatasets.map((d): EvalCapacity => {
     const concurrency = evalConcurrency(trainSessions, d.nSamplesPerEvalPrompt, input.agenticEvalConcurrency)
-    return { name: d.name, groupSize: d.nSamplesPerEvalPrompt, concurrency, sessions: concurrency * d.nSamplesPerEvalPrompt }
+    return {
+      name: d.name,
+      groupSize: d.nSamplesPerEvalPrompt,
+      concurrency,
+      sessions: concurrency * d.nSamplesPerEvalPrompt
+    }
   })
   const evalPeak = evals.reduce((peak, e) => Math.max(peak, e.sessions), 0)
   const evalEnabled = evals.length > 0

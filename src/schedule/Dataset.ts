@@ -34,8 +34,7 @@ export class DatasetError extends Data.TaggedError("DatasetError")<{
   }
 }
 
-const isObject = (value: unknown): value is Row =>
-  typeof value === "object" && value !== null && !Array.isArray(value)
+const isObject = (value: unknown): value is Row => typeof value === "object" && value !== null && !Array.isArray(value)
 
 const decodeRow = Schema.decodeUnknownResult(Row)
 
@@ -51,7 +50,12 @@ export const parse = (text: string, path: string): Result.Result<ReadonlyArray<R
       parsed = JSON.parse(trimmed)
     } catch (error) {
       return Result.fail(
-        new DatasetError({ path, reason: "invalid-json", detail: `not valid JSON: ${Errors.messageOf(error)}`, cause: error })
+        new DatasetError({
+          path,
+          reason: "invalid-json",
+          detail: `not valid JSON: ${Errors.messageOf(error)}`,
+          cause: error
+        })
       )
     }
     if (!Array.isArray(parsed)) {
@@ -91,7 +95,12 @@ export const parse = (text: string, path: string): Result.Result<ReadonlyArray<R
     const row = toRow(parsed)
     if (row === undefined) {
       return Result.fail(
-        new DatasetError({ path, line: i + 1, reason: "not-an-object", detail: "each JSONL line must be a JSON object" })
+        new DatasetError({
+          path,
+          line: i + 1,
+          reason: "not-an-object",
+          detail: "each JSONL line must be a JSON object"
+        })
       )
     }
     rows.push(row)
@@ -180,7 +189,11 @@ export const take = (from: Cursor, count: number): readonly [ReadonlyArray<Draw>
 }
 
 /** The scope part of a Group id: `train`, or `eval:<name>:<rollout>`. */
-export type Scope = { readonly _tag: "train" } | { readonly _tag: "eval"; readonly name: string; readonly rolloutId: number }
+export type Scope = { readonly _tag: "train" } | {
+  readonly _tag: "eval"
+  readonly name: string
+  readonly rolloutId: number
+}
 
 export const trainScope: Scope = { _tag: "train" }
 export const evalScope = (name: string, rolloutId: number): Scope => ({ _tag: "eval", name, rolloutId })

@@ -57,7 +57,13 @@ export const parseEnv = (items: ReadonlyArray<string>): Result.Result<Record<str
     }
     const key = item.slice(0, eq).trim()
     if (key.length === 0) {
-      return Result.fail(new AgentSpecError({ option: "--agent-env", reason: "malformed-env", detail: `entry '${item}' has an empty key` }))
+      return Result.fail(
+        new AgentSpecError({
+          option: "--agent-env",
+          reason: "malformed-env",
+          detail: `entry '${item}' has an empty key`
+        })
+      )
     }
     if (key.startsWith(ReservedPrefix)) {
       return Result.fail(

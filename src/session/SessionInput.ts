@@ -55,8 +55,7 @@ export const empty: Prepared = { metadata: {}, images: [] }
 const isJsonObject = Schema.is(Schema.JsonObject)
 const isJson = Schema.is(Schema.Json)
 
-const fail = (row: number, field: string, reason: string) =>
-  Result.fail(new SessionInputError({ row, field, reason }))
+const fail = (row: number, field: string, reason: string) => Result.fail(new SessionInputError({ row, field, reason }))
 
 const isUrl = (value: string): boolean => /^(data:|https?:\/\/)/i.test(value)
 
@@ -115,8 +114,7 @@ const decodeMessages = (
   return Result.succeed(messages)
 }
 
-const describe = (value: unknown): string =>
-  value === null ? "null" : Array.isArray(value) ? "a list" : typeof value
+const describe = (value: unknown): string => value === null ? "null" : Array.isArray(value) ? "a list" : typeof value
 
 const collectImages = (
   row: number,

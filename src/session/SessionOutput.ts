@@ -13,8 +13,8 @@
  * committed SessionForest state is decided at export.
  */
 import { Result, Schema } from "effect"
-import { SessionOutputError } from "./errors.ts"
 import * as Errors from "../errors.ts"
+import { SessionOutputError } from "./errors.ts"
 
 /** A reward: `null`, a number, or an object (a primary value plus helper metrics, see `--reward-key`). */
 export const Reward = Schema.Union([Schema.Null, Schema.Number, Schema.JsonObject])
@@ -60,8 +60,7 @@ const isReward = Schema.is(Reward)
 const fail = (line: number, field: string | undefined, reason: string) =>
   Result.fail(new SessionOutputError({ line, field, reason }))
 
-const typeName = (value: unknown): string =>
-  value === null ? "null" : Array.isArray(value) ? "list" : typeof value
+const typeName = (value: unknown): string => value === null ? "null" : Array.isArray(value) ? "list" : typeof value
 
 const unknownKeys = (object: Schema.JsonObject, known: ReadonlyArray<string>): ReadonlyArray<string> =>
   Object.keys(object).filter((key) => !known.includes(key)).sort()
@@ -131,7 +130,9 @@ export const parseRecord = (
       return yield* fail(line, undefined, `Session output record must be a JSON object, got ${typeName(value)}`)
     }
     const extra = unknownKeys(value, recordKeys)
-    const warning = extra.length === 0 ? undefined : `Session output record ignoring unknown keys: ${listKeys(extra)}. ` +
+    const warning = extra.length === 0 ?
+      undefined :
+      `Session output record ignoring unknown keys: ${listKeys(extra)}. ` +
       `Only 'name', 'messages', 'tools', 'chat_template_kwargs', 'metadata', and 'reward' are consumed by Relax.`
     if (value["messages"] === undefined) {
       return yield* fail(line, "messages", "Session output record must include 'messages'")

@@ -55,7 +55,9 @@ export class AgentExecutionError extends Data.TaggedError("AgentExecutionError")
         case "spawn":
           return `Managed command agent could not be started: ${this.detail ?? "unknown error"}`
         case "prepare":
-          return `Managed command agent's session directory could not be prepared: ${this.detail ?? "unknown error"}. ` +
+          return `Managed command agent's session directory could not be prepared: ${
+            this.detail ?? "unknown error"
+          }. ` +
             `Check that the temporary directory (TMPDIR) exists, is writable and has free space.`
       }
     })()

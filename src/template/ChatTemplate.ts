@@ -134,7 +134,9 @@ export const toolsPrefix = (template: Template): ToolsPrefix | undefined => {
   walkAst(body.slice(0, leading), (node, parent) => {
     if (STATEFUL_STATEMENTS.has(node["type"])) separable = false
     // Method calls are refused too: none of the interpreter's methods changes its object, but a later one might.
-    if (node["type"] === "CallExpression" && isAstNode(node["callee"]) && node["callee"]["type"] === "MemberExpression") {
+    if (
+      node["type"] === "CallExpression" && isAstNode(node["callee"]) && node["callee"]["type"] === "MemberExpression"
+    ) {
       separable = false
     }
     if (node["type"] !== "Identifier") return
@@ -160,12 +162,20 @@ export interface RenderInput {
 const decodeArguments = (text: string): Result.Result<object, TemplateError> => {
   const parsed = Result.try(() => JSON.parse(text) as unknown)
   if (Result.isFailure(parsed)) {
-    return Result.fail(new TemplateError({ reason: "tool-arguments", detail: "Assistant tool call function.arguments must be valid JSON." }))
+    return Result.fail(
+      new TemplateError({
+        reason: "tool-arguments",
+        detail: "Assistant tool call function.arguments must be valid JSON."
+      })
+    )
   }
   const value = parsed.success
   return value === null || typeof value !== "object" || Array.isArray(value)
     ? Result.fail(
-      new TemplateError({ reason: "tool-arguments", detail: "Assistant tool call function.arguments must be a JSON object." })
+      new TemplateError({
+        reason: "tool-arguments",
+        detail: "Assistant tool call function.arguments must be a JSON object."
+      })
     )
     : Result.succeed(value)
 }
@@ -187,7 +197,9 @@ const templateContent = (content: Canonical.Message["content"]): Canonical.Messa
 }
 
 /** The message as the template sees it: text-only part lists joined, tool-call arguments as objects. */
-export const toTemplateMessage = (message: Canonical.Message): Result.Result<Record<string, unknown>, TemplateError> => {
+export const toTemplateMessage = (
+  message: Canonical.Message
+): Result.Result<Record<string, unknown>, TemplateError> => {
   const content = templateContent(message.content)
   if (message.tool_calls === undefined) return Result.succeed({ ...message, content })
   const calls: Array<Record<string, unknown>> = []

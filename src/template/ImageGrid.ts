@@ -69,7 +69,9 @@ export const configFrom = (json: unknown): Result.Result<VisionConfig, string> =
   const minPixels = c.min_pixels ?? c.size?.shortest_edge
   const maxPixels = c.max_pixels ?? c.size?.longest_edge
   if (minPixels === undefined || maxPixels === undefined) {
-    return Result.fail("preprocessor_config.json needs min_pixels and max_pixels (or size.shortest_edge and size.longest_edge)")
+    return Result.fail(
+      "preprocessor_config.json needs min_pixels and max_pixels (or size.shortest_edge and size.longest_edge)"
+    )
   }
   return Result.succeed({
     patchSize: c.patch_size,
@@ -118,7 +120,10 @@ export const smartResize = (
 
 /** `image_grid_thw` of one image of `height` x `width` pixels. */
 export const gridOf = (height: number, width: number, config: VisionConfig): Result.Result<Grid, string> =>
-  Result.map(smartResize(height, width, config), (size): Grid => [1, size.height / config.patchSize, size.width / config.patchSize])
+  Result.map(
+    smartResize(height, width, config),
+    (size): Grid => [1, size.height / config.patchSize, size.width / config.patchSize]
+  )
 
 /** How many `<|image_pad|>` tokens the processor puts in place of one image's placeholder. */
 export const padCount = (grid: Grid, config: VisionConfig): number =>

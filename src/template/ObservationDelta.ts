@@ -66,7 +66,7 @@ interface Protected {
 
 const collectStrings = (value: unknown, into: Array<string>): void => {
   if (typeof value === "string") into.push(value)
-  else if (Array.isArray(value)) for (const item of value) collectStrings(item, into)
+  else if (Array.isArray(value)) { for (const item of value) collectStrings(item, into) }
   else if (value !== null && typeof value === "object") {
     for (const [key, item] of Object.entries(value)) {
       into.push(key)
@@ -132,7 +132,9 @@ const protect = (
   tools: ReadonlyArray<Canonical.Tool>
 ): Protected | undefined => {
   const literal = literalPattern(tok)
-  if (literal === undefined || (!holdsLiteral(messages, literal.test) && !toolsHoldLiteral(tools, literal.test))) return undefined
+  if (literal === undefined || (!holdsLiteral(messages, literal.test) && !toolsHoldLiteral(tools, literal.test))) {
+    return undefined
+  }
   const strings: Array<string> = []
   collectStrings(messages, strings)
   collectStrings(tools, strings)
@@ -170,7 +172,11 @@ const protectedInput = (
   messages: ReadonlyArray<Canonical.Message>,
   tools: ReadonlyArray<Canonical.Tool>,
   options: EncodeOptions
-): { readonly messages: ReadonlyArray<Canonical.Message>; readonly tools: ReadonlyArray<Canonical.Tool>; readonly marker?: string } => {
+): {
+  readonly messages: ReadonlyArray<Canonical.Message>
+  readonly tools: ReadonlyArray<Canonical.Tool>
+  readonly marker?: string
+} => {
   const marked = options.allowSpecialTokens === true ? undefined : protect(tok, messages, tools)
   return marked ?? { messages, tools }
 }
@@ -280,7 +286,12 @@ const fullText = (
   tools: ReadonlyArray<Canonical.Tool>,
   kwargs: Canonical.TemplateKwargs
 ): Result.Result<string, TemplateError> =>
-  tok.renderSync({ messages: [...DUMMY_MESSAGES, ...delta], tools, chatTemplateKwargs: kwargs, addGenerationPrompt: true })
+  tok.renderSync({
+    messages: [...DUMMY_MESSAGES, ...delta],
+    tools,
+    chatTemplateKwargs: kwargs,
+    addGenerationPrompt: true
+  })
 
 /** render(dummy + delta) without the tools: the dummy's tool block is neither converted nor rendered. */
 const bareText = (
@@ -288,7 +299,12 @@ const bareText = (
   delta: ReadonlyArray<Canonical.Message>,
   kwargs: Canonical.TemplateKwargs
 ): Result.Result<string, TemplateError> =>
-  tok.renderSync({ messages: [...DUMMY_MESSAGES, ...delta], tools: [], chatTemplateKwargs: kwargs, addGenerationPrompt: true })
+  tok.renderSync({
+    messages: [...DUMMY_MESSAGES, ...delta],
+    tools: [],
+    chatTemplateKwargs: kwargs,
+    addGenerationPrompt: true
+  })
 
 /**
  * Whether encoding the text after the dummy alone gives the same ids as encoding the whole text and cutting the
@@ -326,7 +342,12 @@ const withoutTools = (
   kwargs: Canonical.TemplateKwargs
 ): string | undefined => {
   if (tok.toolsPrefix === undefined || tok.toolsPrefix.messagesRead > DUMMY_MESSAGES.length) return undefined
-  const bare = tok.renderSync({ messages: DUMMY_MESSAGES, tools: [], chatTemplateKwargs: kwargs, addGenerationPrompt: false })
+  const bare = tok.renderSync({
+    messages: DUMMY_MESSAGES,
+    tools: [],
+    chatTemplateKwargs: kwargs,
+    addGenerationPrompt: false
+  })
   if (Result.isFailure(bare)) return undefined
   const agrees = TOOLS_PROBES.every((probe) => {
     const full = fullText(tok, probe, tools, kwargs)
@@ -374,7 +395,12 @@ const calibrate = (
   const key = calibrationKey(tools, kwargs)
   const known = cache.get(key)
   if (known !== undefined) return Result.succeed(known)
-  const rendered = tok.renderSync({ messages: DUMMY_MESSAGES, tools, chatTemplateKwargs: kwargs, addGenerationPrompt: false })
+  const rendered = tok.renderSync({
+    messages: DUMMY_MESSAGES,
+    tools,
+    chatTemplateKwargs: kwargs,
+    addGenerationPrompt: false
+  })
   if (Result.isFailure(rendered)) return Result.fail(rendered.failure)
   const text = rendered.success.replace(/\n+$/, "")
   const ids = tok.encode(text)
@@ -413,9 +439,19 @@ export const deltaPlan = (
   const p = protectedInput(tok, [...DUMMY_MESSAGES, ...delta], tools, options)
   if (p.marker !== undefined) {
     const marker = p.marker
-    const dummy = tok.renderSync({ messages: DUMMY_MESSAGES, tools: p.tools, chatTemplateKwargs: kwargs, addGenerationPrompt: false })
+    const dummy = tok.renderSync({
+      messages: DUMMY_MESSAGES,
+      tools: p.tools,
+      chatTemplateKwargs: kwargs,
+      addGenerationPrompt: false
+    })
     if (Result.isFailure(dummy)) return Result.fail(dummy.failure)
-    const full = tok.renderSync({ messages: p.messages, tools: p.tools, chatTemplateKwargs: kwargs, addGenerationPrompt: true })
+    const full = tok.renderSync({
+      messages: p.messages,
+      tools: p.tools,
+      chatTemplateKwargs: kwargs,
+      addGenerationPrompt: true
+    })
     if (Result.isFailure(full)) return Result.fail(full.failure)
     const skip = encodeMarked(tok, dummy.success.replace(/\n+$/, ""), marker).length
     return Result.succeed({ text: full.success, skip, marker })

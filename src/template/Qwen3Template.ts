@@ -145,7 +145,8 @@ export const toJson = (value: unknown): string => {
 
 const TOOLS_HEAD = "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n" +
   "You are provided with function signatures within <tools></tools> XML tags:\n<tools>"
-const TOOLS_TAIL = "\n</tools>\n\nFor each function call, return a json object with function name and arguments within " +
+const TOOLS_TAIL =
+  "\n</tools>\n\nFor each function call, return a json object with function name and arguments within " +
   "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n" +
   "</tool_call><|im_end|>\n"
 
@@ -178,7 +179,8 @@ const assistantText = (message: TemplateMessage, index: number, last: boolean, l
     for (let i = 0; i < calls.length; i++) {
       const call = calls[i]!
       if (i > 0 || content !== "") out += "\n"
-      out += "<tool_call>\n{\"name\": \"" + call.name + "\", \"arguments\": " + toJson(call.arguments) + "}\n</tool_call>"
+      out += "<tool_call>\n{\"name\": \"" + call.name + "\", \"arguments\": " + toJson(call.arguments) +
+        "}\n</tool_call>"
     }
   }
   return out + "<|im_end|>\n"

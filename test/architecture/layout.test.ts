@@ -121,7 +121,9 @@ describe("the layout rule", () => {
   })
 
   it("src/ imports layers/ only from the entry files (src/index.ts, src/cli.ts, src/cli/)", () => {
-    const offending = edges.filter((edge) => edge.from.startsWith("src/") && !isEntry(edge.from) && edge.to.startsWith("layers/"))
+    const offending = edges.filter((edge) =>
+      edge.from.startsWith("src/") && !isEntry(edge.from) && edge.to.startsWith("layers/")
+    )
     assert.deepStrictEqual(offending.map(show), [], `src/ imports layers/:\n${offending.map(show).join("\n")}`)
   })
 

@@ -15,8 +15,8 @@ import { Effect, Schema } from "effect"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import * as EmbeddedPg from "../support/EmbeddedPg.ts"
 import * as Processes from "../cluster/processes.ts"
+import * as EmbeddedPg from "../support/EmbeddedPg.ts"
 import type { Bench, BenchResult } from "./harness.ts"
 
 const fixtures = Path.join(Processes.root, "test", "fixtures")
@@ -105,7 +105,9 @@ const measure = (clients: number, requests: number) =>
       "p50 owner": `${p50.direct.toFixed(2)} ms`,
       "p50 non-owner": `${p50.forwarded.toFixed(2)} ms`,
       "p50 single": `${p50.single.toFixed(2)} ms`,
-      "p90 owner / non-owner / single": `${percentile(direct, 90).toFixed(1)} / ${percentile(forwarded, 90).toFixed(1)} / ${percentile(single, 90).toFixed(1)} ms`,
+      "p90 owner / non-owner / single": `${percentile(direct, 90).toFixed(1)} / ${
+        percentile(forwarded, 90).toFixed(1)
+      } / ${percentile(single, 90).toFixed(1)} ms`,
       "non-owner / owner": `${(p50.forwarded / p50.direct).toFixed(2)}x`,
       "owner / single": `${(p50.direct / p50.single).toFixed(2)}x`
     }

@@ -3,13 +3,35 @@
  * (assistant with reasoning and one `read_file` call, tool result), deterministic and canonical.
  */
 import { Result } from "effect"
-import * as Forest from "../../src/forest/Forest.ts"
 import * as ForestCommit from "../../src/forest/Commit.ts"
+import * as Forest from "../../src/forest/Forest.ts"
 import * as Canonical from "../../src/protocol/canonical.ts"
 
 const words = [
-  "the", "function", "returns", "value", "when", "parser", "token", "stream", "buffer", "index", "error", "handler",
-  "session", "forest", "branch", "commit", "request", "result", "module", "export", "config", "state", "match", "node"
+  "the",
+  "function",
+  "returns",
+  "value",
+  "when",
+  "parser",
+  "token",
+  "stream",
+  "buffer",
+  "index",
+  "error",
+  "handler",
+  "session",
+  "forest",
+  "branch",
+  "commit",
+  "request",
+  "result",
+  "module",
+  "export",
+  "config",
+  "state",
+  "match",
+  "node"
 ]
 
 /** Deterministic word salad of about `bytes` bytes (ASCII, so bytes = characters). */
@@ -54,7 +76,11 @@ export const conversation = (count: number, messageBytes = 300): ReadonlyArray<C
         }]
       })
     } else {
-      raw.push({ role: "tool", tool_call_id: `call_${(i - 1).toString(16).padStart(24, "0")}`, content: text(i, messageBytes) })
+      raw.push({
+        role: "tool",
+        tool_call_id: `call_${(i - 1).toString(16).padStart(24, "0")}`,
+        content: text(i, messageBytes)
+      })
     }
   }
   const canonical = Canonical.canonicalizeMessages(raw)

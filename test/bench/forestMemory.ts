@@ -67,51 +67,53 @@ const run = async (): Promise<BenchResult> => {
     { name: "float32 logprobs", logprob: (i: number) => -(i % 17) / 8 },
     { name: "float64 logprobs", logprob: (i: number) => -Math.log1p(i % 17) / 7 }
   ]
-  for (const turns of [50, 200]) for (const kind of logprobKinds) {
-    // system + user, then (assistant, tool) pairs, ending on the last assistant turn: `turns` responses and
-    // `turns` observations of TOKENS_PER_NODE ids each.
-    // The messages are made inside the measurement, as a gateway's decoded request bodies are: the forest's copy
-    // shares their strings (structuredClone does not duplicate them), so what stays reachable is what it retains.
-    const built = footprint(collect, () => {
-      const forest = emptyForest()
-      const messages = conversation(2 * turns + 1, TOKENS_PER_NODE * BYTES_PER_TOKEN_OF_TEXT)
-      return { forest, leaf: commitConversation(forest, messages, TOKENS_PER_NODE, kind.logprob) }
-    })
-    const { forest, leaf } = built.value
-    const stored = Forest.trainTokenCount(forest, leaf)
-    rows.push({
-      turns: String(turns),
-      layout: `SessionForest (deltas + messages + ${kind.name})`,
-      "stored tokens": String(stored),
-      "ids held": String(stored),
-      bytes: formatBytes(built.size.bytes),
-      "bytes/token": (built.size.bytes / stored).toFixed(1),
-      "rss delta": formatBytes(built.size.rss)
-    })
-    if (kind !== logprobKinds[0]) continue
-    const naive = footprint(collect, () => naiveHistories(forest, leaf))
-    const copied = naive.value.reduce((sum, copy) => sum + copy.length, 0)
-    // Keep the forest reachable through the naive measurement: freeing it there would be subtracted from the naive size.
-    consume(forest)
-    rows.push({
-      turns: String(turns),
-      layout: "naive number[] history per node (ids only)",
-      "stored tokens": String(stored),
-      "ids held": String(copied),
-      bytes: formatBytes(naive.size.bytes),
-      "bytes/token": (naive.size.bytes / stored).toFixed(1),
-      "rss delta": formatBytes(naive.size.rss)
-    })
-    ratios.push(`${turns} turns: ${formatRatio(naive.size.bytes / built.size.bytes)}`)
+  for (const turns of [50, 200]) {
+    for (const kind of logprobKinds) {
+      // system + user, then (assistant, tool) pairs, ending on the last assistant turn: `turns` responses and
+      // `turns` observations of TOKENS_PER_NODE ids each.
+      // The messages are made inside the measurement, as a gateway's decoded request bodies are: the forest's copy
+      // shares their strings (structuredClone does not duplicate them), so what stays reachable is what it retains.
+      const built = footprint(collect, () => {
+        const forest = emptyForest()
+        const messages = conversation(2 * turns + 1, TOKENS_PER_NODE * BYTES_PER_TOKEN_OF_TEXT)
+        return { forest, leaf: commitConversation(forest, messages, TOKENS_PER_NODE, kind.logprob) }
+      })
+      const { forest, leaf } = built.value
+      const stored = Forest.trainTokenCount(forest, leaf)
+      rows.push({
+        turns: String(turns),
+        layout: `SessionForest (deltas + messages + ${kind.name})`,
+        "stored tokens": String(stored),
+        "ids held": String(stored),
+        bytes: formatBytes(built.size.bytes),
+        "bytes/token": (built.size.bytes / stored).toFixed(1),
+        "rss delta": formatBytes(built.size.rss)
+      })
+      if (kind !== logprobKinds[0]) continue
+      const naive = footprint(collect, () => naiveHistories(forest, leaf))
+      const copied = naive.value.reduce((sum, copy) => sum + copy.length, 0)
+      // Keep the forest reachable through the naive measurement: freeing it there would be subtracted from the naive size.
+      consume(forest)
+      rows.push({
+        turns: String(turns),
+        layout: "naive number[] history per node (ids only)",
+        "stored tokens": String(stored),
+        "ids held": String(copied),
+        bytes: formatBytes(naive.size.bytes),
+        "bytes/token": (naive.size.bytes / stored).toFixed(1),
+        "rss delta": formatBytes(naive.size.rss)
+      })
+      ratios.push(`${turns} turns: ${formatRatio(naive.size.bytes / built.size.bytes)}`)
+    }
   }
   return {
     title: `SessionForest memory (turns × 2k tokens; ${gc === undefined ? "NO forced GC: noisy" : "after full GC"})`,
     rows,
     notes: [
       `naive/forest bytes: ${ratios.join(", ")} — how many times more memory the naive per-node history copies ` +
-        "take than the whole SessionForest (which also holds messages and logprobs the naive layout leaves out).",
+      "take than the whole SessionForest (which also holds messages and logprobs the naive layout leaves out).",
       "bytes/token = retained bytes / tokens of the conversation; the forest's stays flat as turns grow, the naive " +
-        "layout's grows linearly (quadratic total).",
+      "layout's grows linearly (quadratic total).",
       "run with `node --expose-gc --import tsx test/bench/run.ts memory` to measure with global.gc."
     ]
   }

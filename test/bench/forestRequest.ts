@@ -10,12 +10,20 @@
  * tool result (80 ids) per request. CPU is `process.cpuUsage` around each step over all Sessions of one turn.
  */
 import * as Wire from "../../src/engine/Wire.ts"
-import * as Forest from "../../src/forest/Forest.ts"
 import * as ForestCommit from "../../src/forest/Commit.ts"
+import * as Forest from "../../src/forest/Forest.ts"
 import { copy as copyJson } from "../../src/json/Json.ts"
 import type * as Canonical from "../../src/protocol/canonical.ts"
 import { conversation, emptyForest, tools } from "./conversation.ts"
-import { allocatedBytes, type Bench, type BenchOptions, type BenchResult, consume, formatBytes, formatMs } from "./harness.ts"
+import {
+  allocatedBytes,
+  type Bench,
+  type BenchOptions,
+  type BenchResult,
+  consume,
+  formatBytes,
+  formatMs
+} from "./harness.ts"
 
 const OBSERVATION_IDS = Array.from({ length: 80 }, (_, i) => (i * 7919 + 11) % 150_000)
 const RESPONSE_IDS = Array.from({ length: 100 }, (_, i) => (i * 104_729 + 5) % 150_000)
@@ -57,15 +65,29 @@ interface Request {
   response?: string
 }
 
-const forestSteps = ["match", "commit observation", "inference prefix + media", "policy messages", "commit response"] as const
+const forestSteps = [
+  "match",
+  "commit observation",
+  "inference prefix + media",
+  "policy messages",
+  "commit response"
+] as const
 /** Not the forest's own work: what the SGLang engine then does with the prefix (`JSON.stringify` of its request). */
 const engineSteps = ["inference prefix + SGLang body"] as const
 
 /** The rest of a `/generate` body (what the SGLang engine sends besides the ids). */
 const wireRest: Omit<Wire.GenerateRequest, "input_ids"> = {
   sampling_params: {
-    max_new_tokens: 16, temperature: 1, top_p: 1, top_k: -1, min_p: 0, stop: [], stop_token_ids: [],
-    skip_special_tokens: false, spaces_between_special_tokens: false, no_stop_trim: true
+    max_new_tokens: 16,
+    temperature: 1,
+    top_p: 1,
+    top_k: -1,
+    min_p: 0,
+    stop: [],
+    stop_token_ids: [],
+    skip_special_tokens: false,
+    spaces_between_special_tokens: false,
+    no_stop_trim: true
   },
   rid: "0123456789abcdef0123456789abcdef",
   return_logprob: true
@@ -105,7 +127,12 @@ const run = (step: Step, r: Request): void => {
       return
     }
     case "inference prefix + SGLang body":
-      consume(Wire.encodeGenerateRequest({ ...wireRest, input_ids: Forest.inferencePrefix(forest, r.observation ?? forest.root) }))
+      consume(
+        Wire.encodeGenerateRequest({
+          ...wireRest,
+          input_ids: Forest.inferencePrefix(forest, r.observation ?? forest.root)
+        })
+      )
       return
     case "policy messages":
       consume(Forest.fullMessages(forest, r.observation ?? forest.root))
@@ -197,22 +224,26 @@ const runBench = async (options: BenchOptions): Promise<BenchResult> => {
   const row = (step: string, value: (m: Measured) => string) =>
     Object.fromEntries([["step", step], ...runs.map((r) => [r.label, value(r.result)])])
   return {
-    title: `SessionForest work per request: ${sessions} Sessions × ${turns} turns (history 7 → ${6 + 2 * turns} messages)`,
+    title: `SessionForest work per request: ${sessions} Sessions × ${turns} turns (history 7 → ${
+      6 + 2 * turns
+    } messages)`,
     rows: [
       ...forestSteps.map((step) => row(step, (m) => perRequest(m, step))),
-      row("total (the forest)", (m) =>
-        formatMs(forestSteps.reduce((sum, step) => sum + (m.cpu.get(step) ?? 0), 0) / m.requests)),
+      row(
+        "total (the forest)",
+        (m) => formatMs(forestSteps.reduce((sum, step) => sum + (m.cpu.get(step) ?? 0), 0) / m.requests)
+      ),
       ...engineSteps.map((step) => row(step, (m) => perRequest(m, step))),
       row("bytes allocated per request (last turn)", (m) => formatBytes(m.allocatedPerRequest))
     ],
     notes: [
       `CPU: process.cpuUsage around each step over all Sessions of a turn, turns ${measureFrom + 1}–${turns - 1}; ` +
-        "allocation: V8's sampling heap profiler over the last turn of 32 Sessions (collected objects included).",
+      "allocation: V8's sampling heap profiler over the last turn of 32 Sessions (collected objects included).",
       "1 tool: the conversations' small read_file tool; 12 tools: ~7 KB of tool definitions with every request.",
       "Each request's history is a fresh deep copy (as a decoded body is), so matching compares, never finds identical objects.",
       "Inference prefix + SGLang body: the prefix again (an Int32Array), written as the SGLang engine writes its " +
-        "request body (Wire.encodeGenerateRequest; not the forest's work, but it depends on the array the forest " +
-        "returns; not in the total nor in the allocation)."
+      "request body (Wire.encodeGenerateRequest; not the forest's work, but it depends on the array the forest " +
+      "returns; not in the total nor in the allocation)."
     ]
   }
 }

@@ -9,18 +9,18 @@
  * this process (and its event loop), so requests/s are a lower bound for the gateway alone.
  */
 import { Context, Effect, Layer, Result } from "effect"
-import OpenAI from "openai"
 import { performance } from "node:perf_hooks"
+import OpenAI from "openai"
 import { Pool } from "undici"
-import * as Chat from "../../src/protocol/chat.ts"
-import * as ObservationDelta from "../../src/template/ObservationDelta.ts"
 import { EmbeddedEngine } from "../../layers/engine/EmbeddedEngine.ts"
 import { Engine, type GenerateRequest, type SamplingParams } from "../../layers/engine/Engine.ts"
-import { Forests } from "../../layers/generation/Forests.ts"
 import { Gateway } from "../../layers/gateway/Gateway.ts"
+import { Forests } from "../../layers/generation/Forests.ts"
 import { Generation } from "../../layers/generation/Generation.ts"
 import { Sessions } from "../../layers/schedule/Sessions.ts"
 import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
+import * as Chat from "../../src/protocol/chat.ts"
+import * as ObservationDelta from "../../src/template/ObservationDelta.ts"
 import { registeredSession } from "../support/sessions.ts"
 import { text } from "./conversation.ts"
 import { type Bench, type BenchResult, formatMs, formatRatio, median } from "./harness.ts"
@@ -167,13 +167,16 @@ const measure = async (context: Context.Context<Services>): Promise<BenchResult>
       row("Generation.generate (no HTTP)", median(generationMs), true),
       row("undici, sequential", median(undiciMs), true),
       row("openai SDK, sequential", median(sdkMs), true),
-      { ...row(`undici, ${CONCURRENCY} concurrent`, concurrentMs, false), "time/request": `${formatMs(concurrentMs)} (amortized)` }
+      {
+        ...row(`undici, ${CONCURRENCY} concurrent`, concurrentMs, false),
+        "time/request": `${formatMs(concurrentMs)} (amortized)`
+      }
     ],
     notes: [
       "vs engine: time of one gateway round trip over the time of the bare engine.generate call it wraps (>1 = overhead).",
       "gateway share: the part of a request's time spent outside engine.generate (HTTP, auth, decode, match, " +
-        "tokenization, parse, commit, render, and the in-process client); the Generation.generate row isolates the " +
-        "generation core (match, root tokenization, commit, parse) from HTTP and protocol work.",
+      "tokenization, parse, commit, render, and the in-process client); the Generation.generate row isolates the " +
+      "generation core (match, root tokenization, commit, parse) from HTTP and protocol work.",
       `each sequential number is the median of ${ROUNDS} interleaved rounds; every request opens a fresh Session.`
     ]
   }

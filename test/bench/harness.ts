@@ -135,7 +135,9 @@ export const usedBytes = (): number => {
 /** Print a result as an aligned table followed by its notes. */
 export const printResult = (result: BenchResult, elapsedMs: number): void => {
   const columns = [...new Set(result.rows.flatMap((row) => Object.keys(row)))]
-  const widths = columns.map((column) => Math.max(column.length, ...result.rows.map((row) => (row[column] ?? "").length)))
+  const widths = columns.map((column) =>
+    Math.max(column.length, ...result.rows.map((row) => (row[column] ?? "").length))
+  )
   const line = (cells: ReadonlyArray<string>) =>
     cells.map((cell, i) => (i === 0 ? cell.padEnd(widths[i] ?? 0) : cell.padStart(widths[i] ?? 0))).join("  ")
   console.log(`\n## ${result.title}  (${formatMs(elapsedMs)})`)

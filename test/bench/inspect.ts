@@ -19,8 +19,8 @@ import { performance } from "node:perf_hooks"
 import { chromium as playwright } from "playwright-core"
 import * as Inspector from "../../layers/inspect/Inspector.ts"
 import { load as loadTokenizer } from "../../layers/tokenizer/Tokenizer.ts"
-import * as Forest from "../../src/forest/Forest.ts"
 import * as ForestCommit from "../../src/forest/Commit.ts"
+import * as Forest from "../../src/forest/Forest.ts"
 import * as Sample from "../../src/forest/Sample.ts"
 import * as ForestDump from "../../src/inspect/ForestDump.ts"
 import * as Model from "../../src/inspect/Model.ts"
@@ -48,13 +48,33 @@ const sessionLines = (i: number, scale: number): Array<string> => {
   const ids = (n: number) => Array.from({ length: n }, () => Math.floor(random() * 150_000))
   const lps = (n: number) => Array.from({ length: n }, () => Math.fround(-random() * 4))
   const group = Math.floor(i / 8)
-  const forest = Forest.make({ sessionId: `s${String(i).padStart(6, "0")}`, groupIndex: group, index: i, label: null, metadata: {} })
+  const forest = Forest.make({
+    sessionId: `s${String(i).padStart(6, "0")}`,
+    groupIndex: group,
+    index: i,
+    label: null,
+    metadata: {}
+  })
   const base = { tools: [], chatTemplateKwargs: {}, rolloutId: 0 }
-  const o1 = ForestCommit.commitObservation(forest, { ...base, parent: forest.root, messages: [user(`Task ${i}: what is ${i} + ${i}?`)], tokens: ids(60 * scale) })
+  const o1 = ForestCommit.commitObservation(forest, {
+    ...base,
+    parent: forest.root,
+    messages: [user(`Task ${i}: what is ${i} + ${i}?`)],
+    tokens: ids(60 * scale)
+  })
   const r1Tokens = ids(50 * scale)
   const r1 = ForestCommit.commitResponse(forest, {
-    parent: o1, message: assistant(`Answer ${2 * i}.`), tokens: r1Tokens, logprobs: lps(r1Tokens.length), weightVersions: ["0"],
-    status: "completed", rolloutId: 0, requestId: `r${i}a`, abortCount: 0, wallElapsedS: 1, generationElapsedS: 0.8
+    parent: o1,
+    message: assistant(`Answer ${2 * i}.`),
+    tokens: r1Tokens,
+    logprobs: lps(r1Tokens.length),
+    weightVersions: ["0"],
+    status: "completed",
+    rolloutId: 0,
+    requestId: `r${i}a`,
+    abortCount: 0,
+    wallElapsedS: 1,
+    generationElapsedS: 0.8
   })
   const drift = i % 10 === 0
   const o2 = ForestCommit.commitObservation(forest, {
@@ -65,13 +85,34 @@ const sessionLines = (i: number, scale: number): Array<string> => {
   })
   const r2Tokens = ids(50 * scale)
   const r2 = ForestCommit.commitResponse(forest, {
-    parent: o2, message: assistant(`Final ${2 * i}.`), tokens: r2Tokens, logprobs: lps(r2Tokens.length),
-    weightVersions: drift ? ["0", "1"] : ["0"], ...(drift ? { attemptLengths: [20, r2Tokens.length - 20] } : {}),
-    status: "completed", rolloutId: 0, requestId: `r${i}b`, abortCount: drift ? 1 : 0, wallElapsedS: 1, generationElapsedS: 0.8
+    parent: o2,
+    message: assistant(`Final ${2 * i}.`),
+    tokens: r2Tokens,
+    logprobs: lps(r2Tokens.length),
+    weightVersions: drift ? ["0", "1"] : ["0"],
+    ...(drift ? { attemptLengths: [20, r2Tokens.length - 20] } : {}),
+    status: "completed",
+    rolloutId: 0,
+    requestId: `r${i}b`,
+    abortCount: drift ? 1 : 0,
+    wallElapsedS: 1,
+    generationElapsedS: 0.8
   })
-  const sample = { ...Sample.build(forest, r2, () => "text", { rolloutId: 0, exportName: null, reward: i % 3 === 0 ? 1 : 0, metadata: {} }), advantage: 0 }
+  const sample = {
+    ...Sample.build(forest, r2, () => "text", {
+      rolloutId: 0,
+      exportName: null,
+      reward: i % 3 === 0 ? 1 : 0,
+      metadata: {}
+    }),
+    advantage: 0
+  }
   const counters = { requests: 2, generations: drift ? 3 : 2, parserFailures: 0, droppedToolCalls: 0 }
-  return Records.debugRecords([sample], [{ view: Sample.debugView(forest, r2), counters, forest: ForestDump.ofForest(forest) }], 0)
+  return Records.debugRecords([sample], [{
+    view: Sample.debugView(forest, r2),
+    counters,
+    forest: ForestDump.ofForest(forest)
+  }], 0)
     .map((record) => JSON.stringify(record))
 }
 
@@ -156,7 +197,11 @@ const run = async (options: { readonly full: boolean }): Promise<BenchResult> =>
   const dir = mkdtempSync(join(tmpdir(), "bench-inspect-"))
   const smallDump = writeDump(dir, 1_000, scale)
   const largeDump = writeDump(dir, 10_000, scale)
-  const browser = await playwright.launch({ executablePath: await chromium.executablePath(), args: chromium.args, headless: true })
+  const browser = await playwright.launch({
+    executablePath: await chromium.executablePath(),
+    args: chromium.args,
+    headless: true
+  })
   try {
     // One page for both runs: Chromium from @sparticuz/chromium runs as a single process, which closing its last page ends.
     const page = await browser.newPage({ viewport: { width: 1600, height: 1000 } })
@@ -169,7 +214,9 @@ const run = async (options: { readonly full: boolean }): Promise<BenchResult> =>
       "10k / 1k": formatRatio(b / a)
     })
     return {
-      title: `inspect: reading a run and using the page, 1,000 vs 10,000 Sessions (~${(180 * scale).toLocaleString()} tokens each)`,
+      title: `inspect: reading a run and using the page, 1,000 vs 10,000 Sessions (~${
+        (180 * scale).toLocaleString()
+      } tokens each)`,
       rows: [
         row("dump size", small.bytes, large.bytes, formatBytes),
         row("read + decode + model (wall)", small.loadMs, large.loadMs, formatMs),
@@ -184,7 +231,7 @@ const run = async (options: { readonly full: boolean }): Promise<BenchResult> =>
       notes: [
         `Scrolling: ${small.frames} frames from top to bottom of the list; a frame at 60 Hz is 16.7 ms.`,
         "Reading grows with the files (JSON parse and Schema decode of every record); the page's costs do not: " +
-          "the list keeps only the rows in view in the DOM, and a Session's tree and tokens load when it is opened."
+        "the list keeps only the rows in view in the DOM, and a Session's tree and tokens load when it is opened."
       ]
     }
   } finally {

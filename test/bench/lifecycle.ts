@@ -12,7 +12,7 @@
  */
 import { Effect } from "effect"
 import { TestClock } from "effect/testing"
-import { type Mode, simulate, type SimOptions } from "../sim/lifecycle.ts"
+import { type Mode, type SimOptions, simulate } from "../sim/lifecycle.ts"
 import * as Workload from "../support/Workload.ts"
 import { type Bench, type BenchResult, formatRatio } from "./harness.ts"
 

@@ -91,7 +91,9 @@ const post = async (pool: Pool, target: Target, token: string, body: unknown): P
     body: JSON.stringify(body)
   })
   const answer = await response.body.text()
-  if (response.statusCode !== 200) throw new Error(`${target.name} answered ${response.statusCode}: ${answer.slice(0, 500)}`)
+  if (response.statusCode !== 200) {
+    throw new Error(`${target.name} answered ${response.statusCode}: ${answer.slice(0, 500)}`)
+  }
   // Decoding boundary: a chat completion from the server under test.
   return JSON.parse(answer) as Record<string, unknown>
 }
@@ -115,9 +117,11 @@ const conversationStep = async (
   turnBytes: number
 ): Promise<number> => {
   const start = performance.now()
-  const completion = await post(pool, target, token, { model: "bench", messages, max_tokens: 16 }).catch((error: unknown) => {
-    throw new Error(`${target.name} at turn ${turn} failed: ${String(error)}`, { cause: error })
-  })
+  const completion = await post(pool, target, token, { model: "bench", messages, max_tokens: 16 }).catch(
+    (error: unknown) => {
+      throw new Error(`${target.name} at turn ${turn} failed: ${String(error)}`, { cause: error })
+    }
+  )
   const latency = performance.now() - start
   messages.push(assistantOf(completion), { role: "user", content: text(turn + 1000, turnBytes) })
   return latency
@@ -134,7 +138,9 @@ const conversations = async (job: ConversationsJob): Promise<ReadonlyArray<Targe
   const runTurn = async (state: (typeof states)[number], turn: number) => {
     await Promise.all(state.messages.map(async (messages, client) => {
       const token = state.target.tokens[client] ?? ""
-      state.latencies[turn]?.push(await conversationStep(state.pool, state.target, token, messages, turn, job.turnBytes))
+      state.latencies[turn]?.push(
+        await conversationStep(state.pool, state.target, token, messages, turn, job.turnBytes)
+      )
     }))
   }
   if (job.interleave) {
@@ -152,7 +158,9 @@ const conversations = async (job: ConversationsJob): Promise<ReadonlyArray<Targe
       await Promise.all(state.messages.map(async (messages, client) => {
         const token = state.target.tokens[client] ?? ""
         for (let turn = 0; turn < job.turns; turn++) {
-          state.latencies[turn]?.push(await conversationStep(state.pool, state.target, token, messages, turn, job.turnBytes))
+          state.latencies[turn]?.push(
+            await conversationStep(state.pool, state.target, token, messages, turn, job.turnBytes)
+          )
         }
       }))
       state.wallMs = performance.now() - start

@@ -10,11 +10,21 @@ import { createRequire } from "node:module"
 import { dirname, join } from "node:path"
 import { byteLevelDecoder } from "../../layers/tokenizer/ByteLevelDecode.ts"
 import { cachedEncoder } from "../../layers/tokenizer/PreTokenCache.ts"
+import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import type * as Canonical from "../../src/protocol/canonical.ts"
 import * as ObservationDelta from "../../src/template/ObservationDelta.ts"
-import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import { conversation, tools } from "./conversation.ts"
-import { allocatedBytes, type Bench, type BenchResult, compare, consume, formatBytes, formatMs, formatRatio, median } from "./harness.ts"
+import {
+  allocatedBytes,
+  type Bench,
+  type BenchResult,
+  compare,
+  consume,
+  formatBytes,
+  formatMs,
+  formatRatio,
+  median
+} from "./harness.ts"
 
 const run = async (): Promise<BenchResult> => {
   const tokenizer = await Effect.runPromise(Tokenizer.load())
@@ -48,21 +58,24 @@ const run = async (): Promise<BenchResult> => {
     rows,
     notes: [
       "full/delta: how many times longer rendering + encoding the whole conversation takes than the delta for the one " +
-        "new message (>1 = the delta is cheaper); the delta's cost does not grow with the history.",
+      "new message (>1 = the delta is cheaper); the delta's cost does not grow with the history.",
       "with / without tool block: deltaTokens for one new tool message rendering the dummy's system block with the " +
-        "tool definitions every time (the template's tool prefix not used) against rendering the delta without the " +
-        "tools after the cached dummy (src/template/ObservationDelta.ts); CPU per call and bytes allocated per call.",
+      "tool definitions every time (the template's tool prefix not used) against rendering the delta without the " +
+      "tools after the cached dummy (src/template/ObservationDelta.ts); CPU per call and bytes allocated per call.",
       "library / cached: the Hugging Face JS encode against the same with the pre-token cache in front of it " +
-        "(layers/tokenizer/PreTokenCache.ts), on one observation's text (the rendered new tool message) and on a whole " +
-        "30-message history (a first turn), and its decode against per-id bytes (layers/tokenizer/ByteLevelDecode.ts) " +
-        "on the history's ids; CPU time per call (process.cpuUsage) and bytes allocated per call (V8's " +
-        "sampling heap profiler, collected objects included), the two alternating."
+      "(layers/tokenizer/PreTokenCache.ts), on one observation's text (the rendered new tool message) and on a whole " +
+      "30-message history (a first turn), and its decode against per-id bytes (layers/tokenizer/ByteLevelDecode.ts) " +
+      "on the history's ids; CPU time per call (process.cpuUsage) and bytes allocated per call (V8's " +
+      "sampling heap profiler, collected objects included), the two alternating."
     ]
   }
 }
 
 /** CPU time per call of each candidate, alternating candidates over rounds; the median round. */
-const cpuPerCall = (candidates: ReadonlyArray<{ readonly name: string; readonly run: () => unknown }>, calls: number) => {
+const cpuPerCall = (
+  candidates: ReadonlyArray<{ readonly name: string; readonly run: () => unknown }>,
+  calls: number
+) => {
   const samples = new Map<string, Array<number>>(candidates.map((c) => [c.name, []]))
   for (let round = 0; round < 7; round++) {
     for (const candidate of candidates) {
@@ -99,7 +112,8 @@ const toolBlocks = (tokenizer: Tokenizer.TokenizerShape): ReadonlyArray<Record<s
   // Another tokenizer object (its own calibrations) whose template is not known to have a tool prefix.
   const withBlock: ObservationDelta.TemplateTokenizer = { ...tokenizer, toolsPrefix: undefined }
   return [{ name: "1 tool", list: tools }, { name: "12 tools", list: manyTools }].map(({ list, name }) => {
-    const run = (tok: ObservationDelta.TemplateTokenizer) => () => Result.getOrThrow(ObservationDelta.deltaTokens(tok, delta, list, {}))
+    const run = (tok: ObservationDelta.TemplateTokenizer) => () =>
+      Result.getOrThrow(ObservationDelta.deltaTokens(tok, delta, list, {}))
     const same = [...run(withBlock)()].join() === [...run(tokenizer)()].join()
     if (!same) throw new Error("deltaTokens without the tool block differs from the full render")
     const cpu = cpuPerCall([{ name: "with", run: run(withBlock) }, { name: "without", run: run(tokenizer) }], 200)
@@ -126,7 +140,13 @@ const encoders = (tokenizer: Tokenizer.TokenizerShape): ReadonlyArray<Record<str
   const encodeLibrary = (text: string) => library.encode(text, { add_special_tokens: false }).ids
   const messages = conversation(30)
   const texts = [
-    { name: "one observation", text: `<|im_end|>\n<|im_start|>user\n<tool_response>\n${String(messages.at(-1)?.content)}\n</tool_response><|im_end|>\n<|im_start|>assistant\n`, calls: 200 },
+    {
+      name: "one observation",
+      text: `<|im_end|>\n<|im_start|>user\n<tool_response>\n${
+        String(messages.at(-1)?.content)
+      }\n</tool_response><|im_end|>\n<|im_start|>assistant\n`,
+      calls: 200
+    },
     {
       name: "30-message history",
       text: Result.getOrThrow(

@@ -128,8 +128,8 @@ const run = async (): Promise<BenchResult> => {
       "ref/match: how many times longer the reference's hash-every-prefix loop takes than Forest.match (>1 = match is faster).",
       "1-pass/match: the reference rule with Hash.prefixHashes (one pass over the bytes) relative to Forest.match.",
       "next turn = committed history + one new tool message; new subtree = same messages with changed tools (nothing " +
-        "matches, the reference's O(n²)-byte worst case); tolerated = every assistant message echoed without its " +
-        "reasoning_content (the reference finds only the first observation, Forest.match tolerates and finds the leaf)."
+      "matches, the reference's O(n²)-byte worst case); tolerated = every assistant message echoed without its " +
+      "reasoning_content (the reference finds only the first observation, Forest.match tolerates and finds the leaf)."
     ]
   }
 }

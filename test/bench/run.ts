@@ -12,13 +12,13 @@
 import { availableParallelism, cpus } from "node:os"
 import { performance } from "node:perf_hooks"
 import { bench as cluster } from "./cluster.ts"
-import { bench as delta } from "./observationDelta.ts"
-import { bench as gateway } from "./gateway.ts"
-import { bench as inspect } from "./inspect.ts"
-import { type Bench, formatMs, printResult } from "./harness.ts"
 import { bench as memory } from "./forestMemory.ts"
 import { bench as forest } from "./forestRequest.ts"
+import { bench as gateway } from "./gateway.ts"
+import { type Bench, formatMs, printResult } from "./harness.ts"
+import { bench as inspect } from "./inspect.ts"
 import { bench as lifecycle } from "./lifecycle.ts"
+import { bench as delta } from "./observationDelta.ts"
 import { bench as prefix } from "./prefixMatch.ts"
 import { bench as sessions } from "./sessions.ts"
 import { bench as simulation } from "./simulation.ts"
@@ -52,7 +52,9 @@ const main = async (): Promise<void> => {
   }
   const selected = wanted.length === 0 ? all : all.filter((b) => wanted.includes(b.name))
   console.log(
-    `relax-agentic benchmarks (${full ? "full" : "quick; `npm run bench full` for the documented sizes"}) — node ${process.version}, ` +
+    `relax-agentic benchmarks (${
+      full ? "full" : "quick; `npm run bench full` for the documented sizes"
+    }) — node ${process.version}, ` +
       `${process.platform}/${process.arch}, ${availableParallelism()} cores (${cpus()[0]?.model ?? "unknown cpu"})`
   )
   const started = performance.now()

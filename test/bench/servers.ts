@@ -8,23 +8,31 @@ import { createServer, type IncomingMessage, type Server } from "node:http"
 import type { AddressInfo } from "node:net"
 import { Agent } from "undici"
 import { EmbeddedEngine, type Policy } from "../../layers/engine/EmbeddedEngine.ts"
-import * as FairScheduler from "../../layers/runtime/FairScheduler.ts"
 import type { Engine, SamplingParams } from "../../layers/engine/Engine.ts"
-import { Forests } from "../../layers/generation/Forests.ts"
-import { Gateway, type GatewayOptions } from "../../layers/gateway/Gateway.ts"
-import { Generation } from "../../layers/generation/Generation.ts"
-import { Sessions } from "../../layers/schedule/Sessions.ts"
 import { SglangEngine } from "../../layers/engine/sglang/SglangEngine.ts"
+import { Gateway, type GatewayOptions } from "../../layers/gateway/Gateway.ts"
+import { Forests } from "../../layers/generation/Forests.ts"
+import { Generation } from "../../layers/generation/Generation.ts"
+import * as FairScheduler from "../../layers/runtime/FairScheduler.ts"
+import { Sessions } from "../../layers/schedule/Sessions.ts"
 import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
 import { registeredSession } from "../support/sessions.ts"
 import type { Target } from "./loadClient.ts"
 
 export type GatewayServices = Gateway | Generation | Forests | Sessions | Engine | Tokenizer
 
-export const sampling: SamplingParams = { maxNewTokens: 16, temperature: 1, topP: 1, topK: -1, stop: [], stopTokenIds: [] }
+export const sampling: SamplingParams = {
+  maxNewTokens: 16,
+  temperature: 1,
+  topP: 1,
+  topK: -1,
+  stop: [],
+  stopTokenIds: []
+}
 
 /** A policy that reads the conversation, as real policies do (the arithmetic example looks at the last message). */
-export const readingPolicy: Policy = (request) => request.messages[request.messages.length - 1]?.role === "assistant" ? "?" : "ok"
+export const readingPolicy: Policy = (request) =>
+  request.messages[request.messages.length - 1]?.role === "assistant" ? "?" : "ok"
 
 /** The gateway stack as the rollout composes it, on the rollout's scheduler (FairScheduler). */
 const gatewayStack = (
@@ -42,8 +50,11 @@ const gatewayStack = (
   )
 
 /** The gateway over the embedded engine at zero latency with `policy`. */
-export const embeddedGateway = (policy: Policy = readingPolicy, options: GatewayOptions = {}, scheduler?: Layer.Layer<never>) =>
-  Layer.build(gatewayStack(EmbeddedEngine.layer({ ...EmbeddedEngine.instant, policy }), options, scheduler))
+export const embeddedGateway = (
+  policy: Policy = readingPolicy,
+  options: GatewayOptions = {},
+  scheduler?: Layer.Layer<never>
+) => Layer.build(gatewayStack(EmbeddedEngine.layer({ ...EmbeddedEngine.instant, policy }), options, scheduler))
 
 /** The gateway over SGLang at `url`. */
 export const sglangGateway = (url: string) =>
@@ -56,20 +67,30 @@ export const registerSessions = (
   awaitLease: Effect.Effect<void> = Effect.void
 ): Promise<Array<string>> =>
   Effect.runPromise(
-    Effect.forEach(Array.from({ length: count }), () => registeredSession({ groupId: "bench", sampling, awaitLease })).pipe(
-      Effect.provideContext(context)
-    )
+    Effect.forEach(Array.from({ length: count }), () => registeredSession({ groupId: "bench", sampling, awaitLease }))
+      .pipe(
+        Effect.provideContext(context)
+      )
   )
 
 /** Close and forget Sessions after a round, so rounds do not accumulate forests. */
-export const forgetSessions = (context: Context.Context<Sessions | Forests>, ids: ReadonlyArray<string>): Promise<void> => {
+export const forgetSessions = (
+  context: Context.Context<Sessions | Forests>,
+  ids: ReadonlyArray<string>
+): Promise<void> => {
   const sessions = Context.get(context, Sessions)
   const forests = Context.get(context, Forests)
-  return Effect.runPromise(Effect.forEach(ids, (id) => Effect.andThen(sessions.remove(id), forests.remove(id)), { discard: true }))
+  return Effect.runPromise(
+    Effect.forEach(ids, (id) => Effect.andThen(sessions.remove(id), forests.remove(id)), { discard: true })
+  )
 }
 
 /** The gateway as a load-client target for `tokens`. */
-export const gatewayTarget = (name: string, context: Context.Context<GatewayServices>, tokens: ReadonlyArray<string>): Target => {
+export const gatewayTarget = (
+  name: string,
+  context: Context.Context<GatewayServices>,
+  tokens: ReadonlyArray<string>
+): Target => {
   const url = new URL(Context.get(context, Gateway).baseUrl)
   return { name, origin: url.origin, path: `${url.pathname}/v1/chat/completions`, tokens }
 }
@@ -135,11 +156,20 @@ export const floor = (upstream?: string): Effect.Effect<Target & { readonly url:
     })
     yield* Effect.acquireRelease(
       Effect.promise(() => new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))),
-      () => Effect.promise(() => new Promise<void>((resolve) => {
-        server.closeAllConnections()
-        server.close(() => resolve())
-      }))
+      () =>
+        Effect.promise(() =>
+          new Promise<void>((resolve) => {
+            server.closeAllConnections()
+            server.close(() => resolve())
+          })
+        )
     )
     const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
-    return { name: upstream === undefined ? "floor" : "floor + /generate hop", origin: url, path: "/v1/chat/completions", tokens: [], url }
+    return {
+      name: upstream === undefined ? "floor" : "floor + /generate hop",
+      origin: url,
+      path: "/v1/chat/completions",
+      tokens: [],
+      url
+    }
   })

@@ -11,11 +11,11 @@
 import { Context, Deferred, Effect, Result } from "effect"
 import { writeFileSync } from "node:fs"
 import { monitorEventLoopDelay, performance } from "node:perf_hooks"
-import * as Forest from "../../src/forest/Forest.ts"
-import * as Chat from "../../src/protocol/chat.ts"
 import { Forests } from "../../layers/generation/Forests.ts"
 import { Generation } from "../../layers/generation/Generation.ts"
 import { Sessions } from "../../layers/schedule/Sessions.ts"
+import * as Forest from "../../src/forest/Forest.ts"
+import * as Chat from "../../src/protocol/chat.ts"
 import { start } from "./child.ts"
 import { conversation, text } from "./conversation.ts"
 import {
@@ -28,8 +28,8 @@ import {
   usedBytes
 } from "./harness.ts"
 import type { HoldResult } from "./loadClient.ts"
-import { describeStalls, type Stall, watchStalls } from "./stalls.ts"
 import { embeddedGateway, gatewayTarget, registerSessions } from "./servers.ts"
+import { describeStalls, type Stall, watchStalls } from "./stalls.ts"
 
 const HISTORY = conversation(6, 300)
 const BIG_MESSAGE_BYTES = 1024 * 1024
@@ -42,7 +42,10 @@ const run = (options: BenchOptions): Promise<BenchResult> => {
     return usedBytes()
   }
   return Effect.runPromise(Effect.scoped(Effect.gen(function*() {
-    const client = yield* Effect.acquireRelease(Effect.sync(() => start("./loadClient.ts")), (c) => Effect.promise(() => c.close()))
+    const client = yield* Effect.acquireRelease(
+      Effect.sync(() => start("./loadClient.ts")),
+      (c) => Effect.promise(() => c.close())
+    )
     const context = yield* embeddedGateway(undefined, { heartbeatInterval: "1 second" })
     const generation = Context.get(context, Generation)
     const sessions = Context.get(context, Sessions)
@@ -95,7 +98,9 @@ const run = (options: BenchOptions): Promise<BenchResult> => {
       await new Promise((resolve) => setTimeout(resolve, 20))
       return { value, maxStallMs: delay.max / 1e6, stalls: watch.stalls() }
     }
-    const opening = yield* Effect.promise(() => phase(() => client.call<HoldResult>({ kind: "hold", target, messages: held })))
+    const opening = yield* Effect.promise(() =>
+      phase(() => client.call<HoldResult>({ kind: "hold", target, messages: held }))
+    )
     while (waiting < count) yield* Effect.sleep("10 millis")
     const holding = yield* Effect.promise(() => phase(() => new Promise((resolve) => setTimeout(resolve, 3000))))
     const heldBytes = measuredBytes()
@@ -103,7 +108,9 @@ const run = (options: BenchOptions): Promise<BenchResult> => {
     const [big] = yield* Effect.promise(() => registerSessions(context, 1))
     const bigMessages = [...HISTORY, { role: "user", content: text(11, BIG_MESSAGE_BYTES) }]
     const bigPhase = yield* Effect.promise(() =>
-      phase(() => client.call<number>({ kind: "send", target: gatewayTarget("big", context, [big ?? ""]), messages: bigMessages }))
+      phase(() =>
+        client.call<number>({ kind: "send", target: gatewayTarget("big", context, [big ?? ""]), messages: bigMessages })
+      )
     )
 
     open = true
@@ -118,25 +125,36 @@ const run = (options: BenchOptions): Promise<BenchResult> => {
       const offsetUs = Number(process.hrtime.bigint() / 1000n) - performance.now() * 1000
       const windows = (name: string, p: { readonly stalls: ReadonlyArray<Stall> }) =>
         p.stalls.map((s) => ({ phase: name, ...s, startUs: s.startMs * 1000 + offsetUs }))
-      writeFileSync(log, JSON.stringify([
-        ...windows("arrive", opening),
-        ...windows("held", holding),
-        ...windows("1MB", bigPhase),
-        ...windows("release", release)
-      ]))
+      writeFileSync(
+        log,
+        JSON.stringify([
+          ...windows("arrive", opening),
+          ...windows("held", holding),
+          ...windows("1MB", bigPhase),
+          ...windows("release", release)
+        ])
+      )
     }
 
     const stall = (p: { readonly maxStallMs: number }) => formatMs(p.maxStallMs)
     const perSession = (heldBytes - before) / count
     return {
-      title: `${count.toLocaleString("en")} concurrent Sessions in one process (held streaming requests, 1 s heartbeats)`,
+      title: `${
+        count.toLocaleString("en")
+      } concurrent Sessions in one process (held streaming requests, 1 s heartbeats)`,
       rows: [
         { measure: "heap per Session (registry + forest + held request)", value: formatBytes(perSession) },
         { measure: "  of which registry entry", value: formatBytes((registered - before) / count) },
         { measure: "  of which forest (first turn)", value: formatBytes((populated - registered) / count) },
         { measure: "  of which held request", value: formatBytes((heldBytes - populated) / count) },
-        { measure: "bytes per stored token (target ≤ 16)", value: ((populated - registered) / storedTokens).toFixed(1) },
-        { measure: "first turns through the generation core", value: `${formatMs(populateMs)} (${formatMs(populateMs / count)} each)` },
+        {
+          measure: "bytes per stored token (target ≤ 16)",
+          value: ((populated - registered) / storedTokens).toFixed(1)
+        },
+        {
+          measure: "first turns through the generation core",
+          value: `${formatMs(populateMs)} (${formatMs(populateMs / count)} each)`
+        },
         { measure: "longest stall while requests arrive", value: stall(opening) },
         { measure: "longest stall while held (3 s)", value: stall(holding) },
         { measure: "longest stall during one 1 MB message", value: stall(bigPhase) },
@@ -157,9 +175,11 @@ const run = (options: BenchOptions): Promise<BenchResult> => {
       ],
       notes: [
         "targets: bytes per stored token ≤ 16; no event-loop stall above 50 ms (stall = max event-loop delay, 10 ms " +
-          "resolution; it includes garbage-collection pauses).",
-        `stored tokens: ${storedTokens.toLocaleString("en")} (${(storedTokens / count).toFixed(0)} per Session: a ~2 KB, ` +
-          "6-message history and a 2-token answer).",
+        "resolution; it includes garbage-collection pauses).",
+        `stored tokens: ${storedTokens.toLocaleString("en")} (${
+          (storedTokens / count).toFixed(0)
+        } per Session: a ~2 KB, ` +
+        "6-message history and a 2-token answer).",
         options.full ? "" : "quick size; `npm run bench full sessions` runs 10,000 Sessions."
       ].filter((note) => note.length > 0)
     }

@@ -10,12 +10,12 @@
 import { Context, Effect, Fiber, Layer, Result } from "effect"
 import { TestClock } from "effect/testing"
 import { performance } from "node:perf_hooks"
-import * as Canonical from "../../src/protocol/canonical.ts"
 import { EmbeddedEngine } from "../../layers/engine/EmbeddedEngine.ts"
 import { Forests } from "../../layers/generation/Forests.ts"
 import { Generation } from "../../layers/generation/Generation.ts"
 import { Sessions } from "../../layers/schedule/Sessions.ts"
 import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
+import * as Canonical from "../../src/protocol/canonical.ts"
 import { conversation, text } from "./conversation.ts"
 import { type Bench, type BenchOptions, type BenchResult, formatMs } from "./harness.ts"
 import { readingPolicy, registerSessions } from "./servers.ts"
@@ -47,7 +47,14 @@ const run = (options: BenchOptions): Promise<BenchResult> => {
           if (Result.isFailure(state)) return yield* Effect.die(state.failure)
           const completion = yield* generation.generate(
             session,
-            { state: state.success, model: "bench", stream: false, stop: [], logprobs: false, toolCallIdPrefix: "call_" }
+            {
+              state: state.success,
+              model: "bench",
+              stream: false,
+              stop: [],
+              logprobs: false,
+              toolCallIdPrefix: "call_"
+            }
           )
           requests++
           messages.push({ role: "assistant", content: completion.content }, { role: "user", content: text(turn, 300) })
@@ -75,18 +82,25 @@ const run = (options: BenchOptions): Promise<BenchResult> => {
         { measure: "wall time", value: formatMs(wallMs) },
         { measure: "requests", value: String(requests) },
         { measure: "wall time per request", value: formatMs(wallMs / requests) },
-        { measure: "CPU time of this process (all threads)", value: `${formatMs(cpuMs)} (${formatMs(cpuMs / requests)} per request)` },
+        {
+          measure: "CPU time of this process (all threads)",
+          value: `${formatMs(cpuMs)} (${formatMs(cpuMs / requests)} per request)`
+        },
         { measure: "simulated time", value: `${simulated} s` },
         {
           measure: "projected wall time for 1,000 × 20 (target ≤ 10 s)",
-          value: `${formatMs((wallMs / requests) * 1000 * TURNS)} wall, ${formatMs((cpuMs / requests) * 1000 * TURNS)} CPU`
+          value: `${formatMs((wallMs / requests) * 1000 * TURNS)} wall, ${
+            formatMs((cpuMs / requests) * 1000 * TURNS)
+          } CPU`
         }
       ],
       notes: [
         "embedded engine with a policy that reads the conversation, default latency (20,000 prompt tokens/s, 200 generated " +
-          "tokens/s) on the TestClock; agents think 2 simulated seconds per turn.",
+        "tokens/s) on the TestClock; agents think 2 simulated seconds per turn.",
         "CPU time is the better figure on a shared machine: wall time also counts other processes' use of the cores.",
-        options.full ? "" : "quick size; `npm run bench full simulation` runs 1,000 Sessions (the projection is linear)."
+        options.full
+          ? ""
+          : "quick size; `npm run bench full simulation` runs 1,000 Sessions (the projection is linear)."
       ].filter((note) => note.length > 0)
     }
   })))

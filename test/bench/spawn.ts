@@ -86,14 +86,22 @@ const run = (options: BenchOptions): Promise<BenchResult> => {
     return {
       title: `Agent spawn: ${count} agent processes at once (node, one chat completion each)`,
       rows: [
-        row("without prelaunch (from launch to first request)", cold.timings, (count / (Math.max(...cold.timings.toFirst) / 1000)).toFixed(0)),
-        row("with prelaunch (from lease grant to first generation)", warm.timings, `(${(count / (warm.spawnedMs / 1000)).toFixed(0)} ahead)`)
+        row(
+          "without prelaunch (from launch to first request)",
+          cold.timings,
+          (count / (Math.max(...cold.timings.toFirst) / 1000)).toFixed(0)
+        ),
+        row(
+          "with prelaunch (from lease grant to first generation)",
+          warm.timings,
+          `(${(count / (warm.spawnedMs / 1000)).toFixed(0)} ahead)`
+        )
       ],
       notes: [
         "agents/s started: agents whose first request reached the generation core per second of wall time; with prelaunch " +
-          "that happened before the step (the figure in parentheses is the launch rate of the prelaunch phase).",
+        "that happened before the step (the figure in parentheses is the launch rate of the prelaunch phase).",
         "time to first: without prelaunch it is process start-up plus the request; with prelaunch only the wait between " +
-          "the lease grant and the generation start remains."
+        "the lease grant and the generation start remains."
       ]
     }
   })))

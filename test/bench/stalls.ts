@@ -9,7 +9,7 @@
  * during the gap (`process.threadCpuUsage`) tells a busy loop from a process the OS did not run (the 2 shared cores
  * of the benchmark machine): `offCpuMs` is the part of the gap the main thread spent off the CPU.
  */
-import { constants, type PerformanceEntry, PerformanceObserver, performance } from "node:perf_hooks"
+import { constants, performance, type PerformanceEntry, PerformanceObserver } from "node:perf_hooks"
 
 /** One gap between timer turns longer than the threshold. */
 export interface Stall {
@@ -46,12 +46,16 @@ export const watchStalls = (thresholdMs = 50): StallWatch => {
     const now = performance.now()
     const cpu = threadCpuMs()
     // The timer was due TICK_MS after the last turn; anything beyond that is time the loop did not come round.
-    if (now - last - TICK_MS > thresholdMs) gaps.push({ startMs: last, durationMs: now - last - TICK_MS, cpuMs: cpu - lastCpu })
+    if (now - last - TICK_MS > thresholdMs) {
+      gaps.push({ startMs: last, durationMs: now - last - TICK_MS, cpuMs: cpu - lastCpu })
+    }
     last = now
     lastCpu = cpu
   }, TICK_MS)
   const observer = new PerformanceObserver((list) => {
-    for (const entry of list.getEntries() as Array<PerformanceEntry & { readonly detail?: { readonly kind?: number } }>) {
+    for (
+      const entry of list.getEntries() as Array<PerformanceEntry & { readonly detail?: { readonly kind?: number } }>
+    ) {
       gcs.push({
         startMs: entry.startTime,
         endMs: entry.startTime + entry.duration,

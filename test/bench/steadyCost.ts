@@ -32,14 +32,25 @@ const turns = 8
 const HISTORY = conversation(30, 470)
 
 interface Node {
-  readonly callFrame: { readonly functionName: string; readonly url: string; readonly lineNumber: number; readonly columnNumber: number }
+  readonly callFrame: {
+    readonly functionName: string
+    readonly url: string
+    readonly lineNumber: number
+    readonly columnNumber: number
+  }
   readonly selfSize: number
   readonly children: ReadonlyArray<Node>
 }
 
 const main = Effect.scoped(Effect.gen(function*() {
-  const standIn = yield* Effect.acquireRelease(Effect.sync(() => start("./sglangStandIn.ts")), (c) => Effect.promise(() => c.close()))
-  const client = yield* Effect.acquireRelease(Effect.sync(() => start("./loadClient.ts")), (c) => Effect.promise(() => c.close()))
+  const standIn = yield* Effect.acquireRelease(
+    Effect.sync(() => start("./sglangStandIn.ts")),
+    (c) => Effect.promise(() => c.close())
+  )
+  const client = yield* Effect.acquireRelease(
+    Effect.sync(() => start("./loadClient.ts")),
+    (c) => Effect.promise(() => c.close())
+  )
   const tokenizer = Context.get(yield* Layer.build(Tokenizer.layer), Tokenizer)
   const outputIds = [...tokenizer.encode("ok"), tokenizer.tokenToId("<|im_end|>") ?? tokenizer.eosTokenId]
   const { url } = yield* Effect.promise(() => standIn.call<{ readonly url: string }>({ outputIds }))
@@ -69,12 +80,18 @@ const main = Effect.scoped(Effect.gen(function*() {
       cpu.push((used.user + used.system) / (clients * turns))
     }
     const sorted = [...cpu].sort((a, b) => a - b)
-    console.log(`cpu µs/request: ${cpu.map((c) => c.toFixed(0)).join(" ")} median ${sorted[Math.floor(sorted.length / 2)]!.toFixed(0)}`)
+    console.log(
+      `cpu µs/request: ${cpu.map((c) => c.toFixed(0)).join(" ")} median ${
+        sorted[Math.floor(sorted.length / 2)]!.toFixed(0)
+      }`
+    )
     // Allocation: 2 rounds under the sampling heap profiler, collected objects included.
     const session = new Session()
     session.connect()
     const post = (method: string, params?: object) =>
-      new Promise<unknown>((resolve, reject) => session.post(method, params ?? {}, (e, r) => (e ? reject(e) : resolve(r))))
+      new Promise<unknown>((resolve, reject) =>
+        session.post(method, params ?? {}, (e, r) => (e ? reject(e) : resolve(r)))
+      )
     await post("HeapProfiler.enable")
     await post("HeapProfiler.startSampling", {
       samplingInterval: 1024,
@@ -87,11 +104,16 @@ const main = Effect.scoped(Effect.gen(function*() {
       await post("Profiler.setSamplingInterval", { interval: 200 })
       await post("Profiler.start")
       for (let r = 0; r < 2; r++) await round()
-      const { profile: cpuProfile } = (await post("Profiler.stop")) as { readonly profile: { readonly nodes: ReadonlyArray<Node & { readonly id: number }> } }
+      const { profile: cpuProfile } = (await post("Profiler.stop")) as {
+        readonly profile: { readonly nodes: ReadonlyArray<Node & { readonly id: number }> }
+      }
       const nodes = cpuProfile.nodes.map((node) => {
         const cf = node.callFrame
-        const entry = cf.url.includes("/work/") ? findSourceMap(cf.url)?.findEntry(cf.lineNumber, cf.columnNumber) : undefined
-        return entry !== undefined && "originalLine" in entry && "originalColumn" in entry && typeof entry.originalLine === "number" && typeof entry.originalColumn === "number"
+        const entry = cf.url.includes("/work/")
+          ? findSourceMap(cf.url)?.findEntry(cf.lineNumber, cf.columnNumber)
+          : undefined
+        return entry !== undefined && "originalLine" in entry && "originalColumn" in entry &&
+            typeof entry.originalLine === "number" && typeof entry.originalColumn === "number"
           ? { ...node, callFrame: { ...cf, lineNumber: entry.originalLine, columnNumber: entry.originalColumn } }
           : node
       })
@@ -105,8 +127,11 @@ const main = Effect.scoped(Effect.gen(function*() {
       // Original lines of the TypeScript sources (tsx compiles each file to one line).
       const mapped = (node: Node): unknown => {
         const cf = node.callFrame
-        const entry = cf.url.includes("/work/") ? findSourceMap(cf.url)?.findEntry(cf.lineNumber, cf.columnNumber) : undefined
-        const callFrame = entry !== undefined && "originalLine" in entry && "originalColumn" in entry && typeof entry.originalLine === "number" && typeof entry.originalColumn === "number"
+        const entry = cf.url.includes("/work/")
+          ? findSourceMap(cf.url)?.findEntry(cf.lineNumber, cf.columnNumber)
+          : undefined
+        const callFrame = entry !== undefined && "originalLine" in entry && "originalColumn" in entry &&
+            typeof entry.originalLine === "number" && typeof entry.originalColumn === "number"
           ? { ...cf, lineNumber: entry.originalLine, columnNumber: entry.originalColumn }
           : cf
         return { ...node, callFrame, children: node.children.map(mapped) }
@@ -137,7 +162,8 @@ const main = Effect.scoped(Effect.gen(function*() {
       const cf = node.callFrame
       const map = cf.url.includes("/work/") ? findSourceMap(cf.url) : undefined
       const entry = map?.findEntry(cf.lineNumber, cf.columnNumber)
-      const where = entry !== undefined && "originalLine" in entry && "originalColumn" in entry && typeof entry.originalLine === "number" && typeof entry.originalColumn === "number"
+      const where = entry !== undefined && "originalLine" in entry && "originalColumn" in entry &&
+          typeof entry.originalLine === "number" && typeof entry.originalColumn === "number"
         ? `${short(cf.url)}:${entry.originalLine + 1}`
         : `${short(cf.url)}:${cf.lineNumber + 1}:${cf.columnNumber + 1}`
       const name = `${cf.functionName || "(anon)"} ${where}`
@@ -155,7 +181,9 @@ const main = Effect.scoped(Effect.gen(function*() {
     console.log(`allocated per request: ${(total / requests / 1024).toFixed(1)} KiB`)
     const top = (m: Map<string, number>, n: number) =>
       [...m].sort((a, b) => b[1] - a[1]).slice(0, n).forEach(([k, v]) =>
-        console.log(`${(v / requests / 1024).toFixed(2).padStart(7)} KiB ${(100 * v / total).toFixed(1).padStart(5)}%  ${k}`)
+        console.log(
+          `${(v / requests / 1024).toFixed(2).padStart(7)} KiB ${(100 * v / total).toFixed(1).padStart(5)}%  ${k}`
+        )
       )
     console.log("== by file (natives to their caller)")
     top(byCat, 40)

@@ -16,7 +16,15 @@ import { Context, Effect } from "effect"
 import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
 import { type Child, start } from "./child.ts"
 import { conversation } from "./conversation.ts"
-import { type Bench, type BenchOptions, type BenchResult, formatMs, formatRatio, median, percentile } from "./harness.ts"
+import {
+  type Bench,
+  type BenchOptions,
+  type BenchResult,
+  formatMs,
+  formatRatio,
+  median,
+  percentile
+} from "./harness.ts"
 import type { ConversationsJob, Target, TargetResult } from "./loadClient.ts"
 import {
   embeddedGateway,
@@ -39,8 +47,14 @@ interface Path {
 
 /** Both paths, the load client and the SGLang stand-in, for the scope's lifetime. */
 const setup = Effect.gen(function*() {
-  const standIn = yield* Effect.acquireRelease(Effect.sync(() => start("./sglangStandIn.ts")), (c) => Effect.promise(() => c.close()))
-  const client = yield* Effect.acquireRelease(Effect.sync(() => start("./loadClient.ts")), (c) => Effect.promise(() => c.close()))
+  const standIn = yield* Effect.acquireRelease(
+    Effect.sync(() => start("./sglangStandIn.ts")),
+    (c) => Effect.promise(() => c.close())
+  )
+  const client = yield* Effect.acquireRelease(
+    Effect.sync(() => start("./loadClient.ts")),
+    (c) => Effect.promise(() => c.close())
+  )
   const embedded = yield* embeddedGateway()
   const tokenizer = Context.get(embedded, Tokenizer)
   const outputIds = [...tokenizer.encode("ok"), tokenizer.tokenToId("<|im_end|>") ?? tokenizer.eosTokenId]
@@ -142,11 +156,11 @@ const floorBench = async (options: BenchOptions): Promise<BenchResult> => {
       rows,
       notes: [
         "req/s ratio = gateway requests/s ÷ floor requests/s (target ≥ 0.8× at 64 clients); p50 ratio = gateway p50 ÷ " +
-          "floor p50 (target ≤ 1.2× at 1 client).",
+        "floor p50 (target ≤ 1.2× at 1 client).",
         "floor: node:http that parses the same bodies and answers the same completion; on the SGLang path it also makes " +
-          "the same single /generate call to the same stand-in (a separate process answering 2 tokens at once).",
+        "the same single /generate call to the same stand-in (a separate process answering 2 tokens at once).",
         `conversations: ${sizes.map((s) => `${s.clients}×${s.turns} turns`).join(", ")}; requests/s is the median of ` +
-          `${rounds} alternating rounds, percentiles pool every round's requests.`
+        `${rounds} alternating rounds, percentiles pool every round's requests.`
       ]
     }
   })))
@@ -161,8 +175,7 @@ const historyBench = async (_options: BenchOptions): Promise<BenchResult> => {
     for (const path of paths) {
       yield* Effect.promise(() => warmUp(client, path))
       const result = yield* Effect.promise(() => measure(client, path, 1, last + 1, true))
-      const at = (r: TargetResult, turn: number) =>
-        median(r.latencies.slice(turn - window, turn + window + 1).flat())
+      const at = (r: TargetResult, turn: number) => median(r.latencies.slice(turn - window, turn + window + 1).flat())
       const floorRatio = at(result.floor, last) / at(result.floor, 16)
       const gatewayRatio = at(result.gateway, last) / at(result.gateway, 16)
       rows.push({
@@ -181,9 +194,9 @@ const historyBench = async (_options: BenchOptions): Promise<BenchResult> => {
       rows,
       notes: [
         `t16, t256: median latency of turns 16±${window} and 256±${window} (0-based request index; the floor and the ` +
-          "gateway alternate turn by turn).",
+        "gateway alternate turn by turn).",
         "ratio of ratios = gateway ratio ÷ floor ratio (target ≤ 1.2×): how much faster than the transport's own cost " +
-          "the gateway's per-request cost grows with history."
+        "the gateway's per-request cost grows with history."
       ]
     }
   })))

@@ -10,7 +10,10 @@ const root = Example.root
 const exampleFlags = Example.flags()
 
 const settingsOf = (argv: ReadonlyArray<string>) =>
-  Cli.parseArgs(argv).pipe(Effect.flatMap((values) => Cli.settingsFromFlags(values)), Effect.provide(NodeServices.layer))
+  Cli.parseArgs(argv).pipe(
+    Effect.flatMap((values) => Cli.settingsFromFlags(values)),
+    Effect.provide(NodeServices.layer)
+  )
 
 describe("relax-agentic check", () => {
   it.live("passes every launch check for the arithmetic example agent (a real process)", () =>
@@ -60,7 +63,13 @@ describe("relax-agentic check", () => {
       const report = yield* Cli.runCheck(settings)
       assert.deepStrictEqual(
         report.requirements.filter((r) => !r.passed).map((r) => r.name),
-        ["accepts the input", "calls a supported model endpoint", "completes a full run", "writes a final result", "exits without error"]
+        [
+          "accepts the input",
+          "calls a supported model endpoint",
+          "completes a full run",
+          "writes a final result",
+          "exits without error"
+        ]
       )
       const text = Cli.renderCheck(report, settings)
       assert.include(text, "[FAIL] exits without error: Managed command agent exited with code 3.")
@@ -94,7 +103,15 @@ describe("relax-agentic check", () => {
 
   it.effect("keeps training Sessions resident during Eval with --partial-rollout or --fully-async, and says why", () =>
     Effect.gen(function*() {
-      const evalFlags = ["--eval-prompt-data", "test", "eval.jsonl", "--n-samples-per-eval-prompt", "3", "--eval-interval", "1"]
+      const evalFlags = [
+        "--eval-prompt-data",
+        "test",
+        "eval.jsonl",
+        "--n-samples-per-eval-prompt",
+        "3",
+        "--eval-interval",
+        "1"
+      ]
       for (const [flag, rule] of [["--partial-rollout", "T + E_peak"], ["--fully-async", "T + E_peak"]] as const) {
         const capacity = Cli.capacityOf(yield* settingsOf([...exampleFlags, ...evalFlags, flag]))
         assert.strictEqual(capacity.rule, rule)

@@ -46,15 +46,24 @@ describe("the user guide", () => {
     const row = read("outputs.md").split("\n").find((line) => line.startsWith("| `status` |"))
     assert.isDefined(row)
     const named = [...row!.matchAll(/`(\w+)`/g)].map((m) => m[1]).filter((w) => w !== "status")
-    assert.deepStrictEqual(named, ["completed", "truncated", "aborted"], "outputs.md's status row: the two statuses, then why not `aborted`")
+    assert.deepStrictEqual(
+      named,
+      ["completed", "truncated", "aborted"],
+      "outputs.md's status row: the two statuses, then why not `aborted`"
+    )
     assert.include(row!, "never `aborted`")
   })
 
   it("source comments cite only pages in this repository (no reference notes kept outside it)", () => {
-    const outside = /relax-behaviour|sglang-and-tokenizers\.md|agentic-rollout-guide|effect4-cookbook|\.\.\/shared\/|\/work\//
+    const outside =
+      /relax-behaviour|sglang-and-tokenizers\.md|agentic-rollout-guide|effect4-cookbook|\.\.\/shared\/|\/work\//
     const sources = (dir: string): Array<string> =>
       Fs.readdirSync(Path.join(root, dir), { withFileTypes: true }).flatMap((entry) =>
-        entry.isDirectory() ? sources(Path.join(dir, entry.name)) : entry.name.endsWith(".ts") ? [Path.join(dir, entry.name)] : []
+        entry.isDirectory()
+          ? sources(Path.join(dir, entry.name))
+          : entry.name.endsWith(".ts")
+          ? [Path.join(dir, entry.name)]
+          : []
       )
     for (const file of [...sources("src"), ...sources("layers")]) {
       const lines = Fs.readFileSync(Path.join(root, file), "utf8").split("\n")

@@ -4,15 +4,18 @@ import { Effect, Option, Result } from "effect"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
+import * as Cli from "../../src/cli.ts"
 import * as RolloutOptions from "../../src/config/RolloutOptions.ts"
 import * as Settings from "../../src/config/Settings.ts"
-import * as Cli from "../../src/cli.ts"
 
 const base = ["--prompt-data", "data.jsonl", "--rollout-batch-size", "2"]
 
 /** Parse a command line the way `relax-agentic rollout` does and resolve it to settings. */
 const settingsOf = (argv: ReadonlyArray<string>) =>
-  Cli.parseArgs(argv).pipe(Effect.flatMap((values) => Cli.settingsFromFlags(values)), Effect.provide(NodeServices.layer))
+  Cli.parseArgs(argv).pipe(
+    Effect.flatMap((values) => Cli.settingsFromFlags(values)),
+    Effect.provide(NodeServices.layer)
+  )
 
 const failureOf = (argv: ReadonlyArray<string>) =>
   settingsOf(argv).pipe(
@@ -51,7 +54,15 @@ describe("lastOccurrenceWins", () => {
 
   it("drops an earlier boolean flag with or without its value, and keeps repeated multi-value flags", () => {
     assert.deepStrictEqual(
-      Cli.lastOccurrenceWins(["--agentic-prelaunch", "false", "--agent-env", "A=1", "--agent-env", "B=2", "--agentic-prelaunch"]),
+      Cli.lastOccurrenceWins([
+        "--agentic-prelaunch",
+        "false",
+        "--agent-env",
+        "A=1",
+        "--agent-env",
+        "B=2",
+        "--agentic-prelaunch"
+      ]),
       ["--agent-env", "A=1", "--agent-env", "B=2", "--agentic-prelaunch"]
     )
   })
@@ -60,7 +71,9 @@ describe("lastOccurrenceWins", () => {
 describe("the flag table", () => {
   it("has a flag for every RolloutOptions field, each named once", () => {
     const fields = new Set<string>(Cli.rolloutFlags.flatMap((spec) => spec.field === null ? [] : [spec.field]))
-    for (const field of Object.keys(RolloutOptions.RolloutOptions.fields)) assert.isTrue(fields.has(field), `no flag fills ${field}`)
+    for (const field of Object.keys(RolloutOptions.RolloutOptions.fields)) {
+      assert.isTrue(fields.has(field), `no flag fills ${field}`)
+    }
     const names = Cli.rolloutFlags.map((spec) => spec.name)
     assert.strictEqual(new Set(names).size, names.length)
   })
@@ -125,7 +138,10 @@ describe("flags to settings", () => {
 
   it.effect("reads --agentic-max-consecutive-drops, 0 included, and defaults it from --agentic-concurrency", () =>
     Effect.gen(function*() {
-      assert.strictEqual((yield* settingsOf([...base, "--agentic-max-consecutive-drops", "0"])).agenticMaxConsecutiveDrops, 0)
+      assert.strictEqual(
+        (yield* settingsOf([...base, "--agentic-max-consecutive-drops", "0"])).agenticMaxConsecutiveDrops,
+        0
+      )
       assert.strictEqual((yield* settingsOf([...base, "--agentic-concurrency", "5"])).agenticMaxConsecutiveDrops, 10)
     }))
 
@@ -270,21 +286,40 @@ describe("flags to settings", () => {
 describe("the cross-step flags (partial rollout, fully async)", () => {
   it.effect("read from the command line and from a --config file alike", () =>
     Effect.gen(function*() {
-      const argv = yield* settingsOf([...base, "--partial-rollout", "--partial-rollout-max-aborted-count", "3", "--fully-async"])
+      const argv = yield* settingsOf([
+        ...base,
+        "--partial-rollout",
+        "--partial-rollout-max-aborted-count",
+        "3",
+        "--fully-async"
+      ])
       const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "cli-config-"))
       const file = Path.join(dir, "rollout.json")
-      Fs.writeFileSync(file, JSON.stringify({ "partial-rollout": true, "partial-rollout-max-aborted-count": 3, "fully-async": true }))
+      Fs.writeFileSync(
+        file,
+        JSON.stringify({ "partial-rollout": true, "partial-rollout-max-aborted-count": 3, "fully-async": true })
+      )
       const config = yield* settingsOf([...base, "--config", file])
       Fs.rmSync(dir, { recursive: true, force: true })
       for (const settings of [argv, config]) {
-        assert.deepStrictEqual(Settings.retentionMode(settings), { partialRollout: true, fullyAsync: true, maxAbortedCount: 3 })
+        assert.deepStrictEqual(Settings.retentionMode(settings), {
+          partialRollout: true,
+          fullyAsync: true,
+          maxAbortedCount: 3
+        })
       }
     }))
 
   it.effect("--normalize-advantages with --fully-async is refused at startup with the reason", () =>
     Effect.gen(function*() {
-      assert.match(yield* failureOf([...base, "--fully-async", "--normalize-advantages"]), /^--normalize-advantages: cannot be used with --fully-async: global advantage whitening/)
-      assert.match(yield* failureOf([...base, "--partial-rollout-max-aborted-count", "2"]), /^--partial-rollout-max-aborted-count: only applies with --partial-rollout/)
+      assert.match(
+        yield* failureOf([...base, "--fully-async", "--normalize-advantages"]),
+        /^--normalize-advantages: cannot be used with --fully-async: global advantage whitening/
+      )
+      assert.match(
+        yield* failureOf([...base, "--partial-rollout-max-aborted-count", "2"]),
+        /^--partial-rollout-max-aborted-count: only applies with --partial-rollout/
+      )
     }))
 })
 
@@ -347,13 +382,19 @@ describe("flag errors name the flag and the fix", () => {
 
   it.effect("--over-sampling-batch-size below --rollout-batch-size", () =>
     Effect.gen(function*() {
-      assert.match(yield* failureOf([...base, "--over-sampling-batch-size", "1"]), /^--over-sampling-batch-size: 1 is below/)
+      assert.match(
+        yield* failureOf([...base, "--over-sampling-batch-size", "1"]),
+        /^--over-sampling-batch-size: 1 is below/
+      )
     }))
 
   it.effect("--engine sglang without --sglang-url, in Relax's spelling", () =>
     Effect.gen(function*() {
       assert.match(yield* failureOf([...base, "--engine", "sglang", "--tokenizer", "/models/qwen"]), /^--sglang-url: /)
-      assert.match(yield* failureOf([...base, "--engine", "sglang", "--sglang-url", "http://w:1"]), /^--tokenizer: is required/)
+      assert.match(
+        yield* failureOf([...base, "--engine", "sglang", "--sglang-url", "http://w:1"]),
+        /^--tokenizer: is required/
+      )
     }))
 
   it.effect("invalid JSON in --multimodal-keys", () =>
@@ -395,19 +436,21 @@ describe("flag errors name the flag and the fix", () => {
 describe("options the rollout would not use", () => {
   it.effect("are named in startup warnings, with what to add", () =>
     Effect.gen(function*() {
-      const warnings = Cli.unusedOptionWarnings(yield* settingsOf([
-        ...base,
-        "--eval-prompt-data",
-        "arith",
-        "eval.jsonl",
-        "--eval-temperature",
-        "0",
-        "--skip-eval-before-train",
-        "--global-batch-size",
-        "64",
-        "--max-tokens-per-gpu",
-        "4096"
-      ]))
+      const warnings = Cli.unusedOptionWarnings(
+        yield* settingsOf([
+          ...base,
+          "--eval-prompt-data",
+          "arith",
+          "eval.jsonl",
+          "--eval-temperature",
+          "0",
+          "--skip-eval-before-train",
+          "--global-batch-size",
+          "64",
+          "--max-tokens-per-gpu",
+          "4096"
+        ])
+      )
       assert.deepStrictEqual(warnings, [
         "--eval-prompt-data, --eval-temperature, --skip-eval-before-train: no --eval-interval is given, so this " +
         "rollout runs no Eval; add --eval-interval N (or remove them)",
@@ -419,7 +462,16 @@ describe("options the rollout would not use", () => {
   it.effect("are none for a consistent command line", () =>
     Effect.gen(function*() {
       assert.deepStrictEqual(Cli.unusedOptionWarnings(yield* settingsOf([...base, "--global-batch-size", "2"])), [])
-      const withEval = yield* settingsOf([...base, "--eval-prompt-data", "a", "a.jsonl", "--eval-interval", "1", "--eval-top-p", "0.9"])
+      const withEval = yield* settingsOf([
+        ...base,
+        "--eval-prompt-data",
+        "a",
+        "a.jsonl",
+        "--eval-interval",
+        "1",
+        "--eval-top-p",
+        "0.9"
+      ])
       assert.deepStrictEqual(Cli.unusedOptionWarnings(withEval), [])
     }))
 })

@@ -75,22 +75,26 @@ const call = (url: string, tag: string, payload: unknown, headers: Record<string
   })
 
 describe("relax-agentic serve (end to end)", () => {
-  it.live("prints where it listens, serves a step, and exits 0 after Shutdown", () =>
-    Effect.scoped(Effect.gen(function*() {
-      const served = yield* serve([...rolloutArgs, "--rpc-port", "0"])
-      const url = yield* served.url
-      assert.match(url, /^http:\/\/127\.0\.0\.1:\d+\/rpc$/)
-      const step = yield* call(url, "Step", { rolloutId: 0 })
-      assert.strictEqual(step.status, 200)
-      const exit = JSON.parse(step.text) as { exit: { _tag: string; value: { samples: Array<unknown> } } }
-      assert.strictEqual(exit.exit._tag, "Success")
-      assert.strictEqual(exit.exit.value.samples.length, 2)
-      const shutdown = yield* call(url, "Shutdown", {})
-      assert.strictEqual(shutdown.text, `{"_tag":"Exit","requestId":"1","exit":{"_tag":"Success","value":null}}\n`)
-      const ended = yield* served.exited
-      assert.strictEqual(ended.code, 0, ended.stderr)
-      assert.include(ended.stdout, "Shutdown requested; reaping agents and closing the servers")
-    })), { timeout: 90_000 })
+  it.live(
+    "prints where it listens, serves a step, and exits 0 after Shutdown",
+    () =>
+      Effect.scoped(Effect.gen(function*() {
+        const served = yield* serve([...rolloutArgs, "--rpc-port", "0"])
+        const url = yield* served.url
+        assert.match(url, /^http:\/\/127\.0\.0\.1:\d+\/rpc$/)
+        const step = yield* call(url, "Step", { rolloutId: 0 })
+        assert.strictEqual(step.status, 200)
+        const exit = JSON.parse(step.text) as { exit: { _tag: string; value: { samples: Array<unknown> } } }
+        assert.strictEqual(exit.exit._tag, "Success")
+        assert.strictEqual(exit.exit.value.samples.length, 2)
+        const shutdown = yield* call(url, "Shutdown", {})
+        assert.strictEqual(shutdown.text, `{"_tag":"Exit","requestId":"1","exit":{"_tag":"Success","value":null}}\n`)
+        const ended = yield* served.exited
+        assert.strictEqual(ended.code, 0, ended.stderr)
+        assert.include(ended.stdout, "Shutdown requested; reaping agents and closing the servers")
+      })),
+    { timeout: 90_000 }
+  )
 
   it.live("asks for the bearer token from RELAX_RPC_TOKEN", () =>
     Effect.scoped(Effect.gen(function*() {
@@ -111,36 +115,40 @@ describe("relax-agentic serve (end to end)", () => {
       assert.include(ended.stderr, "--rpc-host 0.0.0.0: serving the trainer RPC beyond loopback needs a bearer token")
     })), { timeout: 90_000 })
 
-  it.live("Shutdown during a step reaps every agent and its children before serve exits", () =>
-    Effect.scoped(Effect.gen(function*() {
-      const agents = Fs.mkdtempSync(Path.join(Os.tmpdir(), "serve-shutdown-"))
-      const served = yield* serve([
-        "--prompt-data",
-        Path.join(fixtures, "train.jsonl"),
-        "--agent-command",
-        "bash hang.sh",
-        "--agent-cwd",
-        fixtures,
-        "--agent-env",
-        `PIDS_DIR=${agents}`,
-        "--n-samples-per-prompt",
-        "2",
-        "--rollout-batch-size",
-        "2",
-        "--rpc-port",
-        "0"
-      ])
-      const url = yield* served.url
-      // The step never finishes (the agents wait forever); its request is cut off by the shutdown.
-      yield* call(url, "Step", { rolloutId: 0 }).pipe(Effect.ignore, Effect.forkScoped)
-      yield* awaitAgents(agents, 4)
-      const pids = recordedPids(agents)
-      assert.lengthOf(pids, 8)
-      assert.isTrue(pids.every(running), "every agent and its child run before Shutdown")
-      assert.include((yield* call(url, "Shutdown", {})).text, `"exit":{"_tag":"Success","value":null}`)
-      const ended = yield* served.exited
-      assert.strictEqual(ended.code, 0, ended.stderr)
-      assert.deepStrictEqual(pids.filter(running), [])
-      Fs.rmSync(agents, { recursive: true, force: true })
-    })), { timeout: 90_000 })
+  it.live(
+    "Shutdown during a step reaps every agent and its children before serve exits",
+    () =>
+      Effect.scoped(Effect.gen(function*() {
+        const agents = Fs.mkdtempSync(Path.join(Os.tmpdir(), "serve-shutdown-"))
+        const served = yield* serve([
+          "--prompt-data",
+          Path.join(fixtures, "train.jsonl"),
+          "--agent-command",
+          "bash hang.sh",
+          "--agent-cwd",
+          fixtures,
+          "--agent-env",
+          `PIDS_DIR=${agents}`,
+          "--n-samples-per-prompt",
+          "2",
+          "--rollout-batch-size",
+          "2",
+          "--rpc-port",
+          "0"
+        ])
+        const url = yield* served.url
+        // The step never finishes (the agents wait forever); its request is cut off by the shutdown.
+        yield* call(url, "Step", { rolloutId: 0 }).pipe(Effect.ignore, Effect.forkScoped)
+        yield* awaitAgents(agents, 4)
+        const pids = recordedPids(agents)
+        assert.lengthOf(pids, 8)
+        assert.isTrue(pids.every(running), "every agent and its child run before Shutdown")
+        assert.include((yield* call(url, "Shutdown", {})).text, `"exit":{"_tag":"Success","value":null}`)
+        const ended = yield* served.exited
+        assert.strictEqual(ended.code, 0, ended.stderr)
+        assert.deepStrictEqual(pids.filter(running), [])
+        Fs.rmSync(agents, { recursive: true, force: true })
+      })),
+    { timeout: 90_000 }
+  )
 })

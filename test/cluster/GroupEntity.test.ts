@@ -7,8 +7,6 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Duration, Effect, Exit, Fiber, Layer, Ref, Stream } from "effect"
-import * as Fingerprint from "../../src/cluster/Fingerprint.ts"
-import { creditOptions } from "../../src/index.ts"
 import { type Sharding, TestRunner } from "effect/cluster"
 import * as GroupEntity from "../../layers/cluster/GroupEntity.ts"
 import * as Host from "../../layers/cluster/Host.ts"
@@ -17,10 +15,12 @@ import { Credit } from "../../layers/credit/Credit.ts"
 import { EmbeddedEngine, instant } from "../../layers/engine/EmbeddedEngine.ts"
 import { RolloutConfig } from "../../layers/rollout/RolloutConfig.ts"
 import * as SessionRunner from "../../layers/rollout/SessionRunner.ts"
-import type * as FirstRequestBarrier from "../../layers/schedule/FirstRequestBarrier.ts"
-import { SessionClosedError } from "../../src/session/errors.ts"
 import * as Telemetry from "../../layers/runtime/Telemetry.ts"
+import type * as FirstRequestBarrier from "../../layers/schedule/FirstRequestBarrier.ts"
 import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
+import * as Fingerprint from "../../src/cluster/Fingerprint.ts"
+import { creditOptions } from "../../src/index.ts"
+import { SessionClosedError } from "../../src/session/errors.ts"
 
 interface Script {
   readonly starts: Ref.Ref<number>
@@ -53,7 +53,9 @@ const group: SessionRunner.PlannedGroup = {
 }
 
 const harness = <A, E>(
-  body: (script: Script) => Effect.Effect<A, E, Host.Host | SessionRunner.SessionRunner | Sharding.Sharding | RolloutConfig>,
+  body: (
+    script: Script
+  ) => Effect.Effect<A, E, Host.Host | SessionRunner.SessionRunner | Sharding.Sharding | RolloutConfig>,
   orphanAfter: Duration.Duration = Host.orphanAfter
 ) =>
   Effect.gen(function*() {
@@ -68,12 +70,15 @@ const harness = <A, E>(
       Layer.provide(Layer.mergeAll(
         engine,
         config,
-        Layer.unwrap(Effect.map(Effect.service(RolloutConfig), (settings) => Credit.layer(creditOptions(settings)))).pipe(
-          Layer.provide(Layer.merge(config, Telemetry.Telemetry.layer))
-        )
+        Layer.unwrap(Effect.map(Effect.service(RolloutConfig), (settings) => Credit.layer(creditOptions(settings))))
+          .pipe(
+            Layer.provide(Layer.merge(config, Telemetry.Telemetry.layer))
+          )
       ))
     )
-    return yield* body(script).pipe(Effect.provide(remote.pipe(Layer.provideMerge(cluster), Layer.provideMerge(config))))
+    return yield* body(script).pipe(
+      Effect.provide(remote.pipe(Layer.provideMerge(cluster), Layer.provideMerge(config)))
+    )
   })
 
 /** A controller-side ticket: the first `awaitLease` marks arrival, the lease is a Deferred the test completes. */
@@ -118,7 +123,13 @@ describe("Group entity", () => {
         const host = yield* Host.Host
         const settings = yield* RolloutConfig
         const client = (yield* GroupEntity.Group.client)("0123456789abcdef")
-        const payload = { runner: host.incarnation, sessionId: "s-1", position: 0, group, config: Fingerprint.of(settings) }
+        const payload = {
+          runner: host.incarnation,
+          sessionId: "s-1",
+          position: 0,
+          group,
+          config: Fingerprint.of(settings)
+        }
         const first = yield* client.RunSession(payload).pipe(Stream.take(1), Stream.runCollect)
         // The second delivery answers Started again and does not start a second agent.
         const again = yield* client.RunSession(payload).pipe(Stream.take(1), Stream.runCollect)
@@ -135,7 +146,9 @@ describe("Group entity", () => {
     harness(() =>
       Effect.gen(function*() {
         const client = (yield* GroupEntity.Group.client)("0123456789abcdef")
-        const exit = yield* client.Grant({ runner: "gone", sessionId: "s-2", rolloutId: 0, weightVersion: "0" }).pipe(Effect.exit)
+        const exit = yield* client.Grant({ runner: "gone", sessionId: "s-2", rolloutId: 0, weightVersion: "0" }).pipe(
+          Effect.exit
+        )
         assert.isTrue(Exit.isFailure(exit))
         assert.include(String(Exit.isFailure(exit) ? exit.cause : ""), "RunnerLost")
       })
@@ -148,7 +161,13 @@ describe("Group entity", () => {
         const settings = yield* RolloutConfig
         const client = (yield* GroupEntity.Group.client)("0123456789abcdef")
         const config = { ...Fingerprint.of(settings), rolloutTemperature: "0.25" }
-        const error = yield* client.RunSession({ runner: host.incarnation, sessionId: "s-3", position: 0, group, config }).pipe(
+        const error = yield* client.RunSession({
+          runner: host.incarnation,
+          sessionId: "s-3",
+          position: 0,
+          group,
+          config
+        }).pipe(
           Stream.runCollect,
           Effect.flip
         )
@@ -166,7 +185,13 @@ describe("Group entity", () => {
           const host = yield* Host.Host
           const settings = yield* RolloutConfig
           const client = (yield* GroupEntity.Group.client)("0123456789abcdef")
-          const payload = { runner: host.incarnation, sessionId: "s-4", position: 0, group, config: Fingerprint.of(settings) }
+          const payload = {
+            runner: host.incarnation,
+            sessionId: "s-4",
+            position: 0,
+            group,
+            config: Fingerprint.of(settings)
+          }
           yield* client.RunSession(payload).pipe(Stream.take(1), Stream.runDrain)
           assert.strictEqual(yield* host.hosted, 1)
           // Nobody touches it: the reaper stops it within a few of its periods.

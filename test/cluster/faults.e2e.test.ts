@@ -18,97 +18,106 @@ const fixtures = Path.join(Processes.root, "test", "fixtures")
 const decodeSample = Schema.decodeUnknownSync(Schema.fromJsonString(TrainingSample))
 const MetricsLine = Schema.Struct({ rollout_id: Schema.Int, metrics: Schema.Record(Schema.String, Schema.Number) })
 const decodeMetrics = Schema.decodeUnknownSync(Schema.fromJsonString(MetricsLine))
-const ErrorBody = Schema.decodeUnknownSync(Schema.fromJsonString(Schema.Struct({ error: Schema.Struct({ code: Schema.String }) })))
+const ErrorBody = Schema.decodeUnknownSync(
+  Schema.fromJsonString(Schema.Struct({ error: Schema.Struct({ code: Schema.String }) }))
+)
 
 const hostedBy = (runner: Processes.Runner): Array<string> =>
   [...runner.output().matchAll(/hosts Session (\S+)/g)].map((m) => m[1]!)
 
 describe("cluster faults (end to end)", () => {
-  it.live("SIGKILL of a runner mid-step: the step completes on the survivor, lost Groups refilled, no duplicate, 404 for its Sessions", () =>
-    Effect.scoped(Effect.gen(function*() {
-      const db = yield* EmbeddedPg.start
-      const port = yield* EmbeddedPg.freePort
-      const work = Fs.mkdtempSync(Path.join(Os.tmpdir(), "relax-cluster-faults-"))
-      yield* Effect.addFinalizer(() => Effect.sync(() => Fs.rmSync(work, { recursive: true, force: true })))
-      const pids = Path.join(work, "pids")
-      Fs.mkdirSync(pids)
-      const flags = (outputDir: string) => [
-        "--prompt-data",
-        Path.join(fixtures, "rollout", "train.jsonl"),
-        "--rollout-batch-size",
-        "4",
-        "--n-samples-per-prompt",
-        "2",
-        "--num-rollout",
-        "1",
-        "--agent-cwd",
-        Path.join(fixtures, "cluster"),
-        "--agent-command",
-        `"${process.execPath}" slow.mjs`,
-        "--agent-env",
-        `PID_DIR=${pids}`,
-        "--embedded-policy",
-        Path.join(fixtures, "rollout", "policy.mjs"),
-        "--rollout-max-response-len",
-        "16",
-        "--output-dir",
-        outputDir,
-        "--cluster-database-url",
-        db.url,
-        "--cluster-lock-expiration",
-        "10",
-        "--cluster-lock-refresh",
-        "3",
-        "--cluster-health-check",
-        "3"
-      ]
-      const runners = yield* Effect.forEach(
-        [1, 2],
-        (i) => Processes.runner([...flags(Path.join(work, `runner${i}`)), "--runner-address", `127.0.0.1:${port + i}`]),
-        { concurrency: "unbounded" }
-      )
-      const out = Path.join(work, "out")
-      const controller = yield* Processes.start(["rollout", ...flags(out)])
-      // Kill the runner that first holds a Session whose agent already sent its first request (it is mid-step).
-      const victim = yield* Effect.gen(function*() {
-        while (true) {
-          const started = new Set(Fs.readdirSync(pids))
-          const found = runners.find((r) => hostedBy(r).some((s) => started.has(s)))
-          if (found !== undefined) return found
-          yield* Effect.sleep("200 millis")
-        }
-      }).pipe(Effect.timeout("240 seconds"))
-      const survivor = runners.find((r) => r !== victim)!
-      yield* Effect.sleep("1 second")
-      victim.child.kill("SIGKILL")
-      const lost = hostedBy(victim)
-      assert.isAbove(lost.length, 0)
+  it.live(
+    "SIGKILL of a runner mid-step: the step completes on the survivor, lost Groups refilled, no duplicate, 404 for its Sessions",
+    () =>
+      Effect.scoped(Effect.gen(function*() {
+        const db = yield* EmbeddedPg.start
+        const port = yield* EmbeddedPg.freePort
+        const work = Fs.mkdtempSync(Path.join(Os.tmpdir(), "relax-cluster-faults-"))
+        yield* Effect.addFinalizer(() => Effect.sync(() => Fs.rmSync(work, { recursive: true, force: true })))
+        const pids = Path.join(work, "pids")
+        Fs.mkdirSync(pids)
+        const flags = (outputDir: string) => [
+          "--prompt-data",
+          Path.join(fixtures, "rollout", "train.jsonl"),
+          "--rollout-batch-size",
+          "4",
+          "--n-samples-per-prompt",
+          "2",
+          "--num-rollout",
+          "1",
+          "--agent-cwd",
+          Path.join(fixtures, "cluster"),
+          "--agent-command",
+          `"${process.execPath}" slow.mjs`,
+          "--agent-env",
+          `PID_DIR=${pids}`,
+          "--embedded-policy",
+          Path.join(fixtures, "rollout", "policy.mjs"),
+          "--rollout-max-response-len",
+          "16",
+          "--output-dir",
+          outputDir,
+          "--cluster-database-url",
+          db.url,
+          "--cluster-lock-expiration",
+          "10",
+          "--cluster-lock-refresh",
+          "3",
+          "--cluster-health-check",
+          "3"
+        ]
+        const runners = yield* Effect.forEach(
+          [1, 2],
+          (i) =>
+            Processes.runner([...flags(Path.join(work, `runner${i}`)), "--runner-address", `127.0.0.1:${port + i}`]),
+          { concurrency: "unbounded" }
+        )
+        const out = Path.join(work, "out")
+        const controller = yield* Processes.start(["rollout", ...flags(out)])
+        // Kill the runner that first holds a Session whose agent already sent its first request (it is mid-step).
+        const victim = yield* Effect.gen(function*() {
+          while (true) {
+            const started = new Set(Fs.readdirSync(pids))
+            const found = runners.find((r) => hostedBy(r).some((s) => started.has(s)))
+            if (found !== undefined) return found
+            yield* Effect.sleep("200 millis")
+          }
+        }).pipe(Effect.timeout("240 seconds"))
+        const survivor = runners.find((r) => r !== victim)!
+        yield* Effect.sleep("1 second")
+        victim.child.kill("SIGKILL")
+        const lost = hostedBy(victim)
+        assert.isAbove(lost.length, 0)
 
-      const code = yield* controller.exited
-      assert.strictEqual(code, 0, controller.output().slice(-3000))
-      const samples = Fs.readFileSync(Path.join(out, "rollout_0.jsonl"), "utf8").split("\n").filter((l) => l !== "")
-        .map((l) => decodeSample(l))
-      assert.strictEqual(samples.length, 8)
-      const sessions = samples.map((s) => s.session_id)
-      assert.strictEqual(new Set(sessions).size, sessions.length, "a Session's samples arrived twice")
-      for (const s of sessions) assert.notInclude(lost, s, "a sample of the killed runner's Session was delivered")
-      const metrics = decodeMetrics(Fs.readFileSync(Path.join(out, "metrics.jsonl"), "utf8").split("\n")[0]!)
-      assert.isAtLeast(metrics.metrics["rollout/groups_dropped"] ?? 0, 1)
-      assert.match(controller.output(), /error_type=(RunnerLost|ClusterCallError)/)
-      // No agent of the step is left running: neither the killed runner's nor the survivor's.
-      const orphans = Fs.readdirSync(pids).map((f) => Number(Fs.readFileSync(Path.join(pids, f), "utf8"))).filter(running)
-      assert.deepStrictEqual(orphans, [])
+        const code = yield* controller.exited
+        assert.strictEqual(code, 0, controller.output().slice(-3000))
+        const samples = Fs.readFileSync(Path.join(out, "rollout_0.jsonl"), "utf8").split("\n").filter((l) => l !== "")
+          .map((l) => decodeSample(l))
+        assert.strictEqual(samples.length, 8)
+        const sessions = samples.map((s) => s.session_id)
+        assert.strictEqual(new Set(sessions).size, sessions.length, "a Session's samples arrived twice")
+        for (const s of sessions) assert.notInclude(lost, s, "a sample of the killed runner's Session was delivered")
+        const metrics = decodeMetrics(Fs.readFileSync(Path.join(out, "metrics.jsonl"), "utf8").split("\n")[0]!)
+        assert.isAtLeast(metrics.metrics["rollout/groups_dropped"] ?? 0, 1)
+        assert.match(controller.output(), /error_type=(RunnerLost|ClusterCallError)/)
+        // No agent of the step is left running: neither the killed runner's nor the survivor's.
+        const orphans = Fs.readdirSync(pids).map((f) => Number(Fs.readFileSync(Path.join(pids, f), "utf8"))).filter(
+          running
+        )
+        assert.deepStrictEqual(orphans, [])
 
-      // The killed runner's Session, asked at the survivor: its new owner does not hold it.
-      const response = yield* Effect.promise(() =>
-        fetch(`${survivor.gatewayUrl}v1/chat/completions`, {
-          method: "POST",
-          headers: { authorization: `Bearer ${lost[0]}`, "content-type": "application/json" },
-          body: JSON.stringify({ model: "m", messages: [{ role: "user", content: "hello" }] })
-        })
-      )
-      assert.strictEqual(response.status, 404)
-      const body = ErrorBody(yield* Effect.promise(() => response.text()))
-      assert.strictEqual(body.error.code, "session_discarded")
-    })), 600_000)
+        // The killed runner's Session, asked at the survivor: its new owner does not hold it.
+        const response = yield* Effect.promise(() =>
+          fetch(`${survivor.gatewayUrl}v1/chat/completions`, {
+            method: "POST",
+            headers: { authorization: `Bearer ${lost[0]}`, "content-type": "application/json" },
+            body: JSON.stringify({ model: "m", messages: [{ role: "user", content: "hello" }] })
+          })
+        )
+        assert.strictEqual(response.status, 404)
+        const body = ErrorBody(yield* Effect.promise(() => response.text()))
+        assert.strictEqual(body.error.code, "session_discarded")
+      })),
+    600_000
+  )
 })

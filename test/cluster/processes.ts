@@ -81,7 +81,9 @@ export const run = (args: ReadonlyArray<string>, env: Readonly<Record<string, st
   Effect.scoped(Effect.gen(function*() {
     const started = yield* start(args, env)
     const code = yield* started.exited
-    if (code !== 0) return yield* Effect.fail(new Error(`relax-agentic ${args[0]} exited ${code}:\n${started.output().slice(-4000)}`))
+    if (code !== 0) {
+      return yield* Effect.fail(new Error(`relax-agentic ${args[0]} exited ${code}:\n${started.output().slice(-4000)}`))
+    }
     return started.output()
   }))
 

@@ -46,10 +46,12 @@ describe("--agent-env", () => {
       const process = yield* supervisorFromSettings(settings, "http://127.0.0.1:9/agentic_api/")
       yield* process.run(launch)
       const dumped = new Map(
-        Fs.readFileSync(Path.join(cwd, "env.dump"), "utf8").split("\0").filter((line) => line.length > 0).map((line) => {
-          const eq = line.indexOf("=")
-          return [line.slice(0, eq), line.slice(eq + 1)] as const
-        })
+        Fs.readFileSync(Path.join(cwd, "env.dump"), "utf8").split("\0").filter((line) => line.length > 0).map(
+          (line) => {
+            const eq = line.indexOf("=")
+            return [line.slice(0, eq), line.slice(eq + 1)] as const
+          }
+        )
       )
 
       const inProcessEnv = seen[0] ?? {}
@@ -61,7 +63,9 @@ describe("--agent-env", () => {
 
   it.effect("reports a malformed entry the same way from the configuration and the agent spec", () =>
     Effect.gen(function*() {
-      const fromSettings = yield* Effect.flip(Settings.resolve({ promptData: "t.jsonl", rolloutBatchSize: 1, agentEnv: [" = x"] }))
+      const fromSettings = yield* Effect.flip(
+        Settings.resolve({ promptData: "t.jsonl", rolloutBatchSize: 1, agentEnv: [" = x"] })
+      )
       assert.strictEqual(fromSettings.message, "--agent-env: entry ' = x' has an empty key")
     }))
 })

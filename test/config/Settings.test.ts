@@ -28,7 +28,12 @@ describe("rollout configuration", () => {
 
   it.effect("derives agentic_concurrency from over_sampling_batch_size, and the batch size from the global batch", () =>
     Effect.gen(function*() {
-      const s = yield* Settings.resolve({ promptData: "t.jsonl", globalBatchSize: 32, nSamplesPerPrompt: 4, overSamplingBatchSize: 10 })
+      const s = yield* Settings.resolve({
+        promptData: "t.jsonl",
+        globalBatchSize: 32,
+        nSamplesPerPrompt: 4,
+        overSamplingBatchSize: 10
+      })
       assert.strictEqual(s.rolloutBatchSize, 8)
       assert.strictEqual(s.agenticConcurrency, 10)
     }))
@@ -45,7 +50,10 @@ describe("rollout configuration", () => {
   it.effect("rejects reserved agent environment keys and malformed entries", () =>
     Effect.gen(function*() {
       const reserved = yield* Effect.flip(Settings.resolve({ ...base, agentEnv: ["RELAX_BASE_URL=x"] }))
-      assert.include(reserved.message, "--agent-env: key 'RELAX_BASE_URL' is reserved: keys starting with RELAX_ are set by Relax")
+      assert.include(
+        reserved.message,
+        "--agent-env: key 'RELAX_BASE_URL' is reserved: keys starting with RELAX_ are set by Relax"
+      )
       const malformed = yield* Effect.flip(Settings.resolve({ ...base, agentEnv: ["FOO"] }))
       assert.include(malformed.message, "--agent-env: entry 'FOO' must have the form KEY=VALUE")
       const ok = yield* Settings.resolve({ ...base, agentEnv: ["A=b=c"] })
@@ -105,11 +113,26 @@ describe("rollout configuration", () => {
         yield* message({ ...base, sglangUrls: ["http://w:30000"] }),
         "--sglang-url: is only used with --engine sglang; add --engine sglang or remove it"
       )
-      assert.match(yield* message({ ...base, sglangEnableDeterministicInference: true }), /^--sglang-enable-deterministic-inference: is only used/)
-      assert.match(yield* message({ ...base, agenticSessionLifecycle: true }), /^--agentic-session-lifecycle: is only used/)
-      assert.match(yield* message({ ...base, sglangServerConcurrency: 8 }), /^--sglang-server-concurrency: is only used/)
       assert.match(
-        yield* message({ ...base, engine: "sglang", tokenizer: "/m", sglangUrls: ["http://w:1"], embeddedPolicy: "p.ts#f" }),
+        yield* message({ ...base, sglangEnableDeterministicInference: true }),
+        /^--sglang-enable-deterministic-inference: is only used/
+      )
+      assert.match(
+        yield* message({ ...base, agenticSessionLifecycle: true }),
+        /^--agentic-session-lifecycle: is only used/
+      )
+      assert.match(
+        yield* message({ ...base, sglangServerConcurrency: 8 }),
+        /^--sglang-server-concurrency: is only used/
+      )
+      assert.match(
+        yield* message({
+          ...base,
+          engine: "sglang",
+          tokenizer: "/m",
+          sglangUrls: ["http://w:1"],
+          embeddedPolicy: "p.ts#f"
+        }),
         /^--embedded-policy: scripts the embedded engine and is not used with --engine sglang/
       )
     }))
@@ -164,12 +187,19 @@ describe("rollout configuration", () => {
       ], (input) => Effect.flip(Settings.resolve(input)).pipe(Effect.map((e) => e.message)))
       assert.match(maxAborted!, /^--partial-rollout-max-aborted-count: only applies with --partial-rollout/)
       assert.match(normalize!, /^--normalize-advantages: cannot be used with --fully-async: global advantage whitening/)
-      assert.strictEqual((yield* Effect.flip(Settings.resolve({ ...base, partialRolloutMaxAbortedCount: 0 }))).option, "configuration")
+      assert.strictEqual(
+        (yield* Effect.flip(Settings.resolve({ ...base, partialRolloutMaxAbortedCount: 0 }))).option,
+        "configuration"
+      )
     }))
 
   it.effect("counts --partial-rollout and --fully-async as keeping training Sessions resident during Eval", () =>
     Effect.gen(function*() {
-      const s = yield* Settings.resolve({ ...base, nSamplesPerPrompt: 2, evalPromptData: [{ name: "a", path: "a.jsonl" }] })
+      const s = yield* Settings.resolve({
+        ...base,
+        nSamplesPerPrompt: 2,
+        evalPromptData: [{ name: "a", path: "a.jsonl" }]
+      })
       assert.strictEqual(Settings.capacity(s).rule, "max(T, E_peak)")
       for (const mode of [{ partialRollout: true }, { fullyAsync: true }, { partialRollout: true, fullyAsync: true }]) {
         const report = Settings.capacity({ ...s, ...mode })
@@ -177,7 +207,10 @@ describe("rollout configuration", () => {
         assert.strictEqual(report.requiredSlots, 8 + 8)
         assert.deepStrictEqual(
           report.residentBecause,
-          [...("partialRollout" in mode ? ["--partial-rollout"] : []), ...("fullyAsync" in mode ? ["--fully-async"] : [])]
+          [
+            ...("partialRollout" in mode ? ["--partial-rollout"] : []),
+            ...("fullyAsync" in mode ? ["--fully-async"] : [])
+          ]
         )
       }
       assert.deepStrictEqual(
@@ -190,8 +223,14 @@ describe("rollout configuration", () => {
     Effect.gen(function*() {
       assert.strictEqual((yield* Settings.resolve(base)).agenticMaxConsecutiveDrops, 8)
       assert.strictEqual((yield* Settings.resolve({ ...base, agenticConcurrency: 6 })).agenticMaxConsecutiveDrops, 12)
-      assert.strictEqual((yield* Settings.resolve({ ...base, agenticMaxConsecutiveDrops: 0 })).agenticMaxConsecutiveDrops, 0)
-      assert.strictEqual((yield* Settings.resolve({ ...base, agenticMaxConsecutiveDrops: 3 })).agenticMaxConsecutiveDrops, 3)
+      assert.strictEqual(
+        (yield* Settings.resolve({ ...base, agenticMaxConsecutiveDrops: 0 })).agenticMaxConsecutiveDrops,
+        0
+      )
+      assert.strictEqual(
+        (yield* Settings.resolve({ ...base, agenticMaxConsecutiveDrops: 3 })).agenticMaxConsecutiveDrops,
+        3
+      )
     }))
 
   it.effect("rejects a negative or fractional consecutive-drop limit, naming the flag", () =>

@@ -78,7 +78,10 @@ describe("custom advantage (the guide's worked example)", () => {
       const credit = yield* service({ nSamplesPerPrompt: 2, customAdvantagePath: "advantage.ts#implicitOutcome" })
       const group: Group = {
         groupIndex: 0,
-        sessions: [session("a", [sample({ metadata: { outcome: 0.3 } })]), session("b", [sample({ metadata: { outcome: -0.3 } })])]
+        sessions: [
+          session("a", [sample({ metadata: { outcome: 0.3 } })]),
+          session("b", [sample({ metadata: { outcome: -0.3 } })])
+        ]
       }
       const rows = rowsOf(yield* credit.scoreGroup(group, "train"))
       assert.deepStrictEqual(rows.map((row) => row.advantage), [0.3, -0.3])
@@ -142,7 +145,10 @@ describe("export rules at scoring time", () => {
 
   it.effect("rejects several contexts per Session without dynamic batching", () =>
     Effect.gen(function*() {
-      const credit = yield* service({ nSamplesPerPrompt: 2, customAdvantagePath: "advantage.ts#outcomeTimesUsefulness" })
+      const credit = yield* service({
+        nSamplesPerPrompt: 2,
+        customAdvantagePath: "advantage.ts#outcomeTimesUsefulness"
+      })
       const error = yield* credit.scoreGroup(guideGroup(), "train").pipe(Effect.flip)
       assert.include(error.message, "requires --use-dynamic-batch-size")
     }))
@@ -161,7 +167,9 @@ describe("standard reward and GRPO", () => {
   it.effect("reads object rewards through --reward-key", () =>
     Effect.gen(function*() {
       const credit = yield* service({ nSamplesPerPrompt: 2, rewardKey: "acc", disableGrpoStdNormalization: true })
-      const rows = rowsOf(yield* credit.scoreGroup(singleContextGroup([{ acc: 1, len: 3 }, { acc: 0, len: 5 }]), "train"))
+      const rows = rowsOf(
+        yield* credit.scoreGroup(singleContextGroup([{ acc: 1, len: 3 }, { acc: 0, len: 5 }]), "train")
+      )
       assert.deepStrictEqual(rows.map((row) => row.advantage), [0.5, -0.5])
     }))
 
@@ -234,11 +242,13 @@ describe("standard reward and GRPO", () => {
 
   it.effect("rejects what an RM returns when it is not a reward, naming the row", () =>
     Effect.gen(function*() {
-      for (const [path, fragment] of [
-        ["rm.ts#returnsNothing", "the custom RM returned null"],
-        ["rm.ts#returnsText", `the custom RM returned "good"`],
-        ["rm.mjs#rejects", "the hook threw: judge unreachable"]
-      ] as const) {
+      for (
+        const [path, fragment] of [
+          ["rm.ts#returnsNothing", "the custom RM returned null"],
+          ["rm.ts#returnsText", `the custom RM returned "good"`],
+          ["rm.mjs#rejects", "the hook threw: judge unreachable"]
+        ] as const
+      ) {
         const credit = yield* service({ nSamplesPerPrompt: 1, customRmPath: path })
         const error = yield* credit.scoreGroup(singleContextGroup([null]), "train").pipe(Effect.flip)
         assert.strictEqual(error._tag, "RewardError", path)
@@ -361,7 +371,10 @@ describe("startup", () => {
 
   it.effect("requires --custom-rm-path with --group-rm, and a positive --n-samples-per-prompt", () =>
     Effect.gen(function*() {
-      assert.include((yield* service({ groupRm: true }).pipe(Effect.flip)).message, "--group-rm requires --custom-rm-path")
+      assert.include(
+        (yield* service({ groupRm: true }).pipe(Effect.flip)).message,
+        "--group-rm requires --custom-rm-path"
+      )
       assert.include(
         (yield* service({ nSamplesPerPrompt: 0 }).pipe(Effect.flip)).message,
         "--n-samples-per-prompt must be a positive integer"
@@ -372,13 +385,16 @@ describe("startup", () => {
     Effect.gen(function*() {
       const credit = yield* Credit.Credit
       assert.strictEqual(credit.options.nSamplesPerPrompt, 2)
-    }).pipe(Effect.provide(Credit.Credit.layer({ ...CreditOptions.defaults, nSamplesPerPrompt: 2 }, { cwd: hooksDir }))))
+    }).pipe(
+      Effect.provide(Credit.Credit.layer({ ...CreditOptions.defaults, nSamplesPerPrompt: 2 }, { cwd: hooksDir }))
+    ))
 
   it.effect("fails to build the layer on a bad option", () =>
     Effect.gen(function*() {
-      const error = yield* Layer.build(Credit.Credit.layer({ ...CreditOptions.defaults, useDynamicBatchSize: true })).pipe(
-        Effect.flip
-      )
+      const error = yield* Layer.build(Credit.Credit.layer({ ...CreditOptions.defaults, useDynamicBatchSize: true }))
+        .pipe(
+          Effect.flip
+        )
       assert.strictEqual(error._tag, "CreditConfigError")
     }))
 })
@@ -430,7 +446,9 @@ describe("finishing a step", () => {
         maxTokensPerGpu: 5,
         logPassrate: true
       })
-      const rows = rowsOf(yield* credit.scoreGroup(singleContextGroup([{ acc: 1 }, { acc: 0 }, { acc: 1 }, { acc: 1 }]), "eval"))
+      const rows = rowsOf(
+        yield* credit.scoreGroup(singleContextGroup([{ acc: 1 }, { acc: 0 }, { acc: 1 }, { acc: 1 }]), "eval")
+      )
       const step = yield* credit.finishStep(rows, "eval", 4)
       assert.deepStrictEqual(step.samples, rows)
       assert.isNull(step.microBatches)

@@ -25,7 +25,9 @@ describe("export rules", () => {
   })
 
   it("requires dynamic batching for more than one context per Session", () => {
-    const error = failureOf(Group.validateExports(guideGroup(), { customAdvantagePath: "a.ts", useDynamicBatchSize: false }))
+    const error = failureOf(
+      Group.validateExports(guideGroup(), { customAdvantagePath: "a.ts", useDynamicBatchSize: false })
+    )
     assert.include(error?.message, "multi-context export requires --use-dynamic-batch-size with --max-tokens-per-gpu")
   })
 

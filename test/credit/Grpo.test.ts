@@ -17,7 +17,12 @@ describe("GRPO group normalization", () => {
   it("uses the Bessel-corrected std (n − 1), as torch.std does", () => {
     // mean 0.5, deviations ±0.5, sample std sqrt(4 · 0.25 / 3) = sqrt(1/3); population std would be 0.5
     const scale = Math.sqrt(1 / 3) + 1e-6
-    close(Grpo.normalizeGroup([1, 0, 0, 1], { ...options, nSamplesPerPrompt: 4 }), [0.5 / scale, -0.5 / scale, -0.5 / scale, 0.5 / scale])
+    close(Grpo.normalizeGroup([1, 0, 0, 1], { ...options, nSamplesPerPrompt: 4 }), [
+      0.5 / scale,
+      -0.5 / scale,
+      -0.5 / scale,
+      0.5 / scale
+    ])
     assert.closeTo(Grpo.sampleStd([1, 0, 0, 1]), Math.sqrt(1 / 3), 1e-15)
   })
 

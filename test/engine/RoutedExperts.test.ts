@@ -6,8 +6,8 @@ import { SglangEngine } from "../../layers/engine/sglang/SglangEngine.ts"
 import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
 import * as Settings from "../../src/config/Settings.ts"
 import * as Wire from "../../src/engine/Wire.ts"
-import * as Forest from "../../src/forest/Forest.ts"
 import * as ForestCommit from "../../src/forest/Commit.ts"
+import * as Forest from "../../src/forest/Forest.ts"
 import * as Sample from "../../src/forest/Sample.ts"
 import * as Turn from "../../src/generation/Turn.ts"
 import * as FakeSglang from "../support/FakeSglang.ts"
@@ -33,7 +33,11 @@ describe("Wire.decodeRoutedExperts", () => {
 
 describe("routed experts in the training sample", () => {
   const user = { role: "user", content: "q" } as const
-  const attempt = (outputIds: ReadonlyArray<number>, routedExperts: ReadonlyArray<ReadonlyArray<number>>, abort: boolean) => ({
+  const attempt = (
+    outputIds: ReadonlyArray<number>,
+    routedExperts: ReadonlyArray<ReadonlyArray<number>>,
+    abort: boolean
+  ) => ({
     outputIds,
     logprobs: outputIds.map(() => -0.5),
     weightVersion: "v1",
@@ -79,14 +83,26 @@ describe("routed experts in the training sample", () => {
       chatTemplateKwargs: {},
       rolloutId: 0
     })
-    const sample = Sample.build(forest, tail, (ids) => ids.join(","), { rolloutId: 0, exportName: null, reward: null, metadata: {} })
+    const sample = Sample.build(forest, tail, (ids) => ids.join(","), {
+      rolloutId: 0,
+      exportName: null,
+      reward: null,
+      metadata: {}
+    })
     assert.deepStrictEqual(sample.routed_experts, [[7, 8], [9, 10], [11, 12], []])
     assert.strictEqual(sample.routed_experts?.length, sample.response_length)
   })
 
   it("leaves the field out without routing replay", () => {
     const forest = Forest.make({ sessionId: "s", groupIndex: 0, index: 0, label: null, metadata: {} })
-    const obs = ForestCommit.commitObservation(forest, { parent: forest.root, messages: [user], tokens: [1], tools: [], chatTemplateKwargs: {}, rolloutId: 0 })
+    const obs = ForestCommit.commitObservation(forest, {
+      parent: forest.root,
+      messages: [user],
+      tokens: [1],
+      tools: [],
+      chatTemplateKwargs: {},
+      rolloutId: 0
+    })
     const resp = ForestCommit.commitResponse(forest, {
       parent: obs,
       message: { role: "assistant", content: "a" },
@@ -101,14 +117,27 @@ describe("routed experts in the training sample", () => {
       generationElapsedS: 1
     })
     assert.isFalse("routedExperts" in Forest.node(forest, resp))
-    const sample = Sample.build(forest, resp, (ids) => ids.join(","), { rolloutId: 0, exportName: null, reward: null, metadata: {} })
+    const sample = Sample.build(forest, resp, (ids) => ids.join(","), {
+      rolloutId: 0,
+      exportName: null,
+      reward: null,
+      metadata: {}
+    })
     assert.isFalse("routed_experts" in sample)
   })
 })
 
 describe("SglangEngine with --use-rollout-routing-replay", () => {
   const prompt = [151644, 872, 198, 13048, 151645, 198, 151644, 77091, 198]
-  const sampling: SamplingParams = { maxNewTokens: 6, temperature: 1, topP: 1, topK: -1, stop: [], stopTokenIds: [], seed: 5 }
+  const sampling: SamplingParams = {
+    maxNewTokens: 6,
+    temperature: 1,
+    topP: 1,
+    topK: -1,
+    stop: [],
+    stopTokenIds: [],
+    seed: 5
+  }
   const fake = (options: FakeSglang.FakeSglangOptions) =>
     Effect.gen(function*() {
       const engine = yield* EmbeddedEngine.make(yield* Tokenizer, { ...EmbeddedEngine.instant, seed: 3 })
@@ -123,7 +152,9 @@ describe("SglangEngine with --use-rollout-routing-replay", () => {
       assert.isAbove(first.outputIds.length, 1)
       const sequence = [...prompt, ...first.outputIds]
       // Output token k was produced by the forward step at position prompt + k − 1.
-      const expected = first.outputIds.map((_, k) => FakeSglang.fakeRouting(sequence[prompt.length + k - 1]!, prompt.length + k - 1))
+      const expected = first.outputIds.map((_, k) =>
+        FakeSglang.fakeRouting(sequence[prompt.length + k - 1]!, prompt.length + k - 1)
+      )
       assert.deepStrictEqual(first.routedExperts, expected)
       const resumed = yield* engine.generate({
         inputIds: sequence,
@@ -135,7 +166,9 @@ describe("SglangEngine with --use-rollout-routing-replay", () => {
       const whole = [...sequence, ...resumed.outputIds]
       assert.deepStrictEqual(
         resumed.routedExperts,
-        resumed.outputIds.map((_, k) => FakeSglang.fakeRouting(whole[sequence.length + k - 1]!, sequence.length + k - 1))
+        resumed.outputIds.map((_, k) =>
+          FakeSglang.fakeRouting(whole[sequence.length + k - 1]!, sequence.length + k - 1)
+        )
       )
       const bodies = server.requests.filter((r) => r.path === "/generate").map((r) => r.body as Record<string, unknown>)
       assert.deepStrictEqual(bodies.map((b) => b["return_routed_experts"]), [true, true])
@@ -145,13 +178,20 @@ describe("SglangEngine with --use-rollout-routing-replay", () => {
     Effect.gen(function*() {
       const server = yield* fake({})
       const engine = yield* SglangEngine.make({ workerUrls: [server.url], retryBase: "1 millis", routedExperts: true })
-      const error = yield* Effect.flip(engine.generate({ inputIds: prompt, sampling, rid: "routed-3", returnLogprob: true }))
+      const error = yield* Effect.flip(
+        engine.generate({ inputIds: prompt, sampling, rid: "routed-3", returnLogprob: true })
+      )
       assert.include(error.message, "--enable-return-routed-experts")
     }).pipe(Effect.provide(Tokenizer.layer)))
 
   it.effect("is a config error with the embedded engine", () =>
     Effect.gen(function*() {
-      const error = yield* Effect.flip(Settings.resolve({ promptData: "train.jsonl", rolloutBatchSize: 4, useRolloutRoutingReplay: true }))
-      assert.strictEqual(error.message, "--use-rollout-routing-replay: is only used with --engine sglang; add --engine sglang or remove it")
+      const error = yield* Effect.flip(
+        Settings.resolve({ promptData: "train.jsonl", rolloutBatchSize: 4, useRolloutRoutingReplay: true })
+      )
+      assert.strictEqual(
+        error.message,
+        "--use-rollout-routing-replay: is only used with --engine sglang; add --engine sglang or remove it"
+      )
     }))
 })

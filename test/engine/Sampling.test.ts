@@ -133,13 +133,22 @@ describe("Sampling", () => {
   it("verifies sampling params with SGLang's messages", () => {
     const problem = (params: Parameters<typeof Sampling.verify>[0]) =>
       Option.getOrUndefined(Result.getFailure(Sampling.verify(params)))
-    assert.strictEqual(problem({ maxNewTokens: 1, temperature: 1, topP: 0, topK: -1 }), "top_p must be in (0, 1], got 0.")
+    assert.strictEqual(
+      problem({ maxNewTokens: 1, temperature: 1, topP: 0, topK: -1 }),
+      "top_p must be in (0, 1], got 0."
+    )
     assert.strictEqual(
       problem({ maxNewTokens: 1, temperature: 1, topP: 1, topK: -2 }),
       "top_k must be -1 (disable), or at least 1, got -2."
     )
-    assert.strictEqual(problem({ maxNewTokens: 1, temperature: -1, topP: 1, topK: 1 }), "temperature must be non-negative, got -1.")
-    assert.strictEqual(problem({ maxNewTokens: -1, temperature: 1, topP: 1, topK: 1 }), "max_new_tokens must be at least 0, got -1.")
+    assert.strictEqual(
+      problem({ maxNewTokens: 1, temperature: -1, topP: 1, topK: 1 }),
+      "temperature must be non-negative, got -1."
+    )
+    assert.strictEqual(
+      problem({ maxNewTokens: -1, temperature: 1, topP: 1, topK: 1 }),
+      "max_new_tokens must be at least 0, got -1."
+    )
     assert.isTrue(Result.isSuccess(Sampling.verify({ maxNewTokens: 0, temperature: 0, topP: 1, topK: -1 })))
   })
 })

@@ -1,17 +1,17 @@
-import { assert, describe, it } from "@effect/vitest"
 import { NodeServices } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Fiber, Logger } from "effect"
 import * as Fs from "node:fs"
+import { createServer } from "node:net"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import { createServer } from "node:net"
 import { EmbeddedEngine } from "../../layers/engine/EmbeddedEngine.ts"
 import type { EngineShape, GenerateRequest, SamplingParams } from "../../layers/engine/Engine.ts"
+import * as Http from "../../layers/engine/sglang/Http.ts"
 import { SglangEngine, type SglangEngineOptions } from "../../layers/engine/sglang/SglangEngine.ts"
 import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
 import * as Cli from "../../src/cli.ts"
 import * as Rid from "../../src/engine/Rid.ts"
-import * as Http from "../../layers/engine/sglang/Http.ts"
 import * as FakeSglang from "../support/FakeSglang.ts"
 
 const prompt = [151644, 872, 198, 13048, 151645, 198, 151644, 77091, 198]
@@ -132,8 +132,13 @@ describe("SglangEngine /generate", () => {
       const error = yield* engine.generate(request({}, { maxNewTokens: 11 })).pipe(Effect.flip)
       assert.strictEqual(error._tag, "ContextLengthError")
       assert.include(error.message, "Requested token count exceeds the model's maximum context length of 20 tokens")
-      const tooLong = yield* engine.generate(request({ inputIds: Array.from({ length: 20 }, () => 9) }, { maxNewTokens: 1 })).pipe(Effect.flip)
-      assert.strictEqual(tooLong.message, "The input (20 tokens) is longer than the model's context length (20 tokens).")
+      const tooLong = yield* engine.generate(
+        request({ inputIds: Array.from({ length: 20 }, () => 9) }, { maxNewTokens: 1 })
+      ).pipe(Effect.flip)
+      assert.strictEqual(
+        tooLong.message,
+        "The input (20 tokens) is longer than the model's context length (20 tokens)."
+      )
       assert.strictEqual(server.generateCount(), 2)
     }).pipe(Effect.provide(Tokenizer.layer)))
 
@@ -144,7 +149,9 @@ describe("SglangEngine /generate", () => {
       const error = yield* engine.generate(request({}, { topP: 0 })).pipe(Effect.flip)
       assert.strictEqual(error._tag, "EngineError")
       assert.include(error.message, "HTTP 400: top_p must be in (0, 1], got 0.")
-      assert.isTrue(error._tag === "EngineError" && error.reason === "status" && error.status === 400 && !error.retryable)
+      assert.isTrue(
+        error._tag === "EngineError" && error.reason === "status" && error.status === 400 && !error.retryable
+      )
       server.failNext(1, 404, "no such route")
       const notFound = yield* engine.generate(request()).pipe(Effect.flip)
       assert.include(notFound.message, "HTTP 404: no such route")
@@ -288,7 +295,10 @@ describe("SglangEngine workers", () => {
       assert.strictEqual(yield* engine.updateWeights(), "8")
       for (const server of [a, b]) {
         const bodies = server.requests.filter((r) => r.path === "/update_weight_version").map((r) => r.body)
-        assert.deepStrictEqual(bodies, [{ new_version: "7", abort_all_requests: true }, { new_version: "8", abort_all_requests: true }])
+        assert.deepStrictEqual(bodies, [{ new_version: "7", abort_all_requests: true }, {
+          new_version: "8",
+          abort_all_requests: true
+        }])
       }
       assert.strictEqual((yield* engine.generate(request({ sessionId: "x" }))).weightVersion, "8")
     }).pipe(Effect.provide(Tokenizer.layer)))
@@ -298,7 +308,11 @@ describe("SglangEngine partial rollout: abort and resume", () => {
   it.live("a generation aborted on every worker and resumed from prompt ++ partial yields the uninterrupted output", () =>
     Effect.gen(function*() {
       // A model that rarely ends a turn, so the abort lands mid-output.
-      const model = yield* EmbeddedEngine.make(yield* Tokenizer, { ...EmbeddedEngine.instant, seed: 3, model: { eosProbability: 0.005 } })
+      const model = yield* EmbeddedEngine.make(yield* Tokenizer, {
+        ...EmbeddedEngine.instant,
+        seed: 3,
+        model: { eosProbability: 0.005 }
+      })
       const a = yield* FakeSglang.make({ engine: model })
       const b = yield* FakeSglang.make({ engine: model })
       const engine = yield* client({ workerUrls: [a.url, b.url] })
@@ -328,7 +342,10 @@ describe("SglangEngine partial rollout: abort and resume", () => {
       assert.notStrictEqual(resumed.rid, first.rid)
       assert.deepStrictEqual([...partial.outputIds, ...rest.outputIds], whole.outputIds)
       assert.deepStrictEqual([...partial.logprobs, ...rest.logprobs], whole.logprobs)
-      assert.deepStrictEqual(rest.finishReason, whole.finishReason.type === "length" ? { type: "length", length: 19 } : whole.finishReason)
+      assert.deepStrictEqual(
+        rest.finishReason,
+        whole.finishReason.type === "length" ? { type: "length", length: 19 } : whole.finishReason
+      )
     }).pipe(Effect.provide(Tokenizer.layer)))
 
   it.live("a weight update aborts held generations on every worker; the resumed attempt reports the new version", () =>
@@ -468,8 +485,20 @@ describe("SglangEngine behind a router", () => {
       const b = yield* fake()
       const router = yield* fake({ routeTo: [a.url, b.url] })
       const settingsOf = (argv: ReadonlyArray<string>) =>
-        Cli.parseArgs(argv).pipe(Effect.flatMap((values) => Cli.settingsFromFlags(values)), Effect.provide(NodeServices.layer))
-      const common = ["--prompt-data", "d.jsonl", "--rollout-batch-size", "1", "--engine", "sglang", "--tokenizer", "/m"]
+        Cli.parseArgs(argv).pipe(
+          Effect.flatMap((values) => Cli.settingsFromFlags(values)),
+          Effect.provide(NodeServices.layer)
+        )
+      const common = [
+        "--prompt-data",
+        "d.jsonl",
+        "--rollout-batch-size",
+        "1",
+        "--engine",
+        "sglang",
+        "--tokenizer",
+        "/m"
+      ]
       const fromFlags = yield* settingsOf([...common, "--sglang-router-url", router.url])
       const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "sglang-router-"))
       const file = Path.join(dir, "rollout.json")
@@ -652,7 +681,11 @@ describe("SglangEngine against SGLang's real behaviour (docs/sglang.md)", () => 
       assert.isAbove((yield* engine.generate(request())).outputIds.length, 0)
       assert.strictEqual(server.generateCount(), 4)
       const starting = yield* fake({ startingHealthChecks: 1000 })
-      const late = yield* SglangEngine.make({ workerUrls: [starting.url], healthInterval: "5 millis", startupTimeout: "30 millis" }).pipe(Effect.flip)
+      const late = yield* SglangEngine.make({
+        workerUrls: [starting.url],
+        healthInterval: "5 millis",
+        startupTimeout: "30 millis"
+      }).pipe(Effect.flip)
       assert.strictEqual(late.reason, "unhealthy")
       assert.include(late.message, "HTTP 503")
       assert.include(late.message, "after waiting")
@@ -685,7 +718,10 @@ describe("SglangEngine against SGLang's real behaviour (docs/sglang.md)", () => 
       yield* engine.pauseGeneration("abort")
       yield* engine.resumeGeneration("v4")
       assert.strictEqual(a.weightVersion(), "v3")
-      assert.deepStrictEqual(b.requests.map((r) => r.path).filter((p) => p.endsWith("_generation")), ["/pause_generation", "/continue_generation"])
+      assert.deepStrictEqual(b.requests.map((r) => r.path).filter((p) => p.endsWith("_generation")), [
+        "/pause_generation",
+        "/continue_generation"
+      ])
     }).pipe(Effect.provide(Tokenizer.layer)))
 
   it.live("sends priority for resumed attempts and lora_path when configured", () =>

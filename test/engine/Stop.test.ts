@@ -19,7 +19,10 @@ describe("Stop", () => {
       ids: [1, 2, 99],
       finishReason: { type: "length", length: 3 }
     })
-    assert.deepStrictEqual(Stop.truncate([1, 99, 3], criteria()), { ids: [1, 99], finishReason: { type: "stop", matched: 99 } })
+    assert.deepStrictEqual(Stop.truncate([1, 99, 3], criteria()), {
+      ids: [1, 99],
+      finishReason: { type: "stop", matched: 99 }
+    })
   })
 
   it("stops on the token that completes a stop string spanning several tokens", () => {
@@ -64,7 +67,10 @@ describe("Wire", () => {
     const message = (inputTokens: number, maxNewTokens: number) =>
       Result.getFailure(Wire.checkContextLength(inputTokens, maxNewTokens, 20)).pipe(Option.getOrUndefined)
     assert.isTrue(Result.isSuccess(Wire.checkContextLength(10, 9, 20)))
-    assert.include(message(10, 10) ?? "", "You requested a total of 20 tokens: 10 tokens from the input messages and 10 tokens")
+    assert.include(
+      message(10, 10) ?? "",
+      "You requested a total of 20 tokens: 10 tokens from the input messages and 10 tokens"
+    )
     assert.strictEqual(message(20, 0), "The input (20 tokens) is longer than the model's context length (20 tokens).")
     assert.isTrue(Wire.isContextLengthMessage(message(10, 10) ?? ""))
     assert.isTrue(Wire.isContextLengthMessage("This model's maximum context length is 8 tokens."))
@@ -72,12 +78,14 @@ describe("Wire", () => {
   })
 
   it("maps finish reasons both ways", () => {
-    for (const reason of [
-      { type: "stop", matched: 151645 },
-      { type: "stop", matched: "</answer>" },
-      { type: "length", length: 128 },
-      { type: "abort", message: "Aborted" }
-    ] as const) {
+    for (
+      const reason of [
+        { type: "stop", matched: 151645 },
+        { type: "stop", matched: "</answer>" },
+        { type: "length", length: 128 },
+        { type: "abort", message: "Aborted" }
+      ] as const
+    ) {
       assert.deepStrictEqual(Wire.toFinishReason(Wire.fromFinishReason(reason)), reason)
     }
     assert.deepStrictEqual(Wire.toFinishReason({ type: "stop", matched: null }), { type: "stop" })
@@ -87,8 +95,10 @@ describe("Wire", () => {
 
 describe("Rid", () => {
   it("makes fixed-length hex rids, so no rid is a prefix of another", () => {
-    const rids = Array.from({ length: 200 }, (_, i) =>
-      Rid.forAttempt({ sessionId: "s", parent: "p", turn: i % 100, attempt: i < 100 ? 0 : 1 }))
+    const rids = Array.from(
+      { length: 200 },
+      (_, i) => Rid.forAttempt({ sessionId: "s", parent: "p", turn: i % 100, attempt: i < 100 ? 0 : 1 })
+    )
     assert.isTrue(rids.every((rid) => rid.length === Rid.length && Rid.isValid(rid)))
     assert.strictEqual(new Set(rids).size, rids.length)
   })

@@ -47,17 +47,57 @@ describe("Wire.encodeGenerateRequest", () => {
       same(request(ids), `prompt ${i} of ${length} ids`)
       // The generation core sends its ids as an Int32Array: the bytes of the array of numbers it holds.
       const typed = Int32Array.from(ids)
-      assert.isTrue(Buffer.from(Wire.encodeGenerateRequest({ ...request(ids), input_ids: typed })).equals(
-        Buffer.from(JSON.stringify(request([...typed])))
-      ), `prompt ${i} as an Int32Array`)
+      assert.isTrue(
+        Buffer.from(Wire.encodeGenerateRequest({ ...request(ids), input_ids: typed })).equals(
+          Buffer.from(JSON.stringify(request([...typed])))
+        ),
+        `prompt ${i} as an Int32Array`
+      )
     }
   })
 
   it("gives JSON.stringify's bytes at every digit count and for ids outside the token range", () => {
-    const edges = [0, 1, 9, 10, 11, 99, 100, 101, 999, 1000, 9999, 10_000, 99_999, 100_000, 151_643, 999_999, 1_000_000,
-      9_999_999, 10_000_000, 99_999_999, 100_000_000, 2 ** 31 - 1, 2 ** 31, 2 ** 32, Number.MAX_SAFE_INTEGER, 1e21, 1e300,
-      -1, -0, -99, 0.5, 1.5, 123.456, 1e-7, Number.MIN_VALUE, Number.NaN, Number.POSITIVE_INFINITY,
-      Number.NEGATIVE_INFINITY, -1.2345678901234567e-300]
+    const edges = [
+      0,
+      1,
+      9,
+      10,
+      11,
+      99,
+      100,
+      101,
+      999,
+      1000,
+      9999,
+      10_000,
+      99_999,
+      100_000,
+      151_643,
+      999_999,
+      1_000_000,
+      9_999_999,
+      10_000_000,
+      99_999_999,
+      100_000_000,
+      2 ** 31 - 1,
+      2 ** 31,
+      2 ** 32,
+      Number.MAX_SAFE_INTEGER,
+      1e21,
+      1e300,
+      -1,
+      -0,
+      -99,
+      0.5,
+      1.5,
+      123.456,
+      1e-7,
+      Number.MIN_VALUE,
+      Number.NaN,
+      Number.POSITIVE_INFINITY,
+      Number.NEGATIVE_INFINITY,
+      -1.2345678901234567e-300
+    ]
     same(request(edges), "edges")
     for (const id of edges) same(request([id]), `one id ${id}`)
     same(request([]), "no ids")

@@ -56,7 +56,10 @@ const statusAfter = (url: string, version: number): Effect.Effect<ServerStatus, 
 export const status = (url: string) => statusAfter(url, -1)
 
 /** Wait for the first status that satisfies `predicate`, watching every change. */
-export const waitFor = (url: string, predicate: (status: ServerStatus) => boolean): Effect.Effect<ServerStatus, Error> =>
+export const waitFor = (
+  url: string,
+  predicate: (status: ServerStatus) => boolean
+): Effect.Effect<ServerStatus, Error> =>
   Effect.gen(function*() {
     let current = yield* status(url)
     while (!predicate(current)) current = yield* statusAfter(url, current.version)

@@ -4,10 +4,10 @@
  * through the raw-echo path; every request's canonical state, match and commit must be the same.
  */
 import { assert, describe, it } from "@effect/vitest"
-import * as fc from "fast-check"
 import { Result } from "effect"
-import * as Forest from "../../src/forest/Forest.ts"
+import * as fc from "fast-check"
 import * as ForestCommit from "../../src/forest/Commit.ts"
+import * as Forest from "../../src/forest/Forest.ts"
 import * as Hash from "../../src/forest/hash.ts"
 import * as Canonical from "../../src/protocol/canonical.ts"
 import * as Chat from "../../src/protocol/chat.ts"
@@ -27,8 +27,18 @@ type Step =
 
 const text = fc.constantFrom("a", "b", "hi \"x\" \\", "é中文", "<think>r</think>c", "\n")
 const step: fc.Arbitrary<Step> = fc.oneof(
-  { weight: 6, arbitrary: fc.record({ _tag: fc.constant("append" as const), role: fc.constantFrom("user" as const, "tool" as const), text }) },
-  { weight: 1, arbitrary: fc.record({ _tag: fc.constant("append" as const), role: fc.constant("system" as const), text }) },
+  {
+    weight: 6,
+    arbitrary: fc.record({
+      _tag: fc.constant("append" as const),
+      role: fc.constantFrom("user" as const, "tool" as const),
+      text
+    })
+  },
+  {
+    weight: 1,
+    arbitrary: fc.record({ _tag: fc.constant("append" as const), role: fc.constant("system" as const), text })
+  },
   { weight: 1, arbitrary: fc.constant({ _tag: "dropReasoning" as const }) },
   { weight: 1, arbitrary: fc.constant({ _tag: "retry" as const }) },
   { weight: 1, arbitrary: fc.record({ _tag: fc.constant("edit" as const), at: fc.nat(), text }) },
@@ -50,7 +60,13 @@ const decode = (body: Raw, known?: Canonical.KnownPrefix): Completion.CanonicalR
 const newForest = () => Forest.make({ sessionId: "s", groupIndex: 0, index: 0, label: null, metadata: {} })
 
 /** One request on both sides: the same canonical state (up to the forest's own objects), match and commits. */
-const request = (whole: Side, echo: Side, body: Raw, turn: number, strict: boolean): { readonly known: boolean; readonly answer: Raw } => {
+const request = (
+  whole: Side,
+  echo: Side,
+  body: Raw,
+  turn: number,
+  strict: boolean
+): { readonly known: boolean; readonly answer: Raw } => {
   const bytes = new TextEncoder().encode(JSON.stringify(body))
   // The path it replaces: decode and match the whole history.
   const a = decode(body)
@@ -77,10 +93,23 @@ const request = (whole: Side, echo: Side, body: Raw, turn: number, strict: boole
       chatTemplateKwargs: state.chat_template_kwargs,
       rolloutId: 0
     })
-    const message: Canonical.Message = { role: "assistant", content: `answer ${turn}`, reasoning_content: `why ${turn}` }
+    const message: Canonical.Message = {
+      role: "assistant",
+      content: `answer ${turn}`,
+      reasoning_content: `why ${turn}`
+    }
     ForestCommit.commitResponse(side.forest, {
-      parent: obs, message, tokens: [7, 8], logprobs: [-0.5, -0.25], weightVersions: [], status: "completed",
-      rolloutId: 0, requestId: `r${turn}`, abortCount: 0, wallElapsedS: 0, generationElapsedS: 0
+      parent: obs,
+      message,
+      tokens: [7, 8],
+      logprobs: [-0.5, -0.25],
+      weightVersions: [],
+      status: "completed",
+      rolloutId: 0,
+      requestId: `r${turn}`,
+      abortCount: 0,
+      wallElapsedS: 0,
+      generationElapsedS: 0
     })
     return obs
   }
@@ -97,43 +126,50 @@ describe("matching by raw bytes", () => {
   it("decodes and matches every request as the whole-history path does", () => {
     let reused = 0
     let requests = 0
-    fc.assert(fc.property(fc.array(step, { minLength: 1, maxLength: 12 }), fc.boolean(), (steps, strict) => {
-      const whole: Side = { forest: newForest(), memo: undefined }
-      const echo: Side = { forest: newForest(), memo: undefined }
-      const messages: Array<Raw> = [{ role: "system", content: "sys" }, { role: "user", content: "task" }]
-      let tools = false
-      for (const [turn, s] of steps.entries()) {
-        const body: Raw = { model: "m", messages: [...messages], max_tokens: 16, ...(tools ? { tools: [tool] } : {}) }
-        const { known, answer } = request(whole, echo, body, turn, strict)
-        requests++
-        if (known) reused++
-        messages.push(answer)
-        switch (s._tag) {
-          case "append":
-            messages.push(s.role === "tool" ? { role: "tool", content: s.text, tool_call_id: "c" } : { role: s.role, content: s.text })
-            break
-          case "dropReasoning": {
-            const { reasoning_content: _, ...rest } = answer
-            messages[messages.length - 1] = rest
-            messages.push({ role: "user", content: "go on" })
-            break
+    fc.assert(
+      fc.property(fc.array(step, { minLength: 1, maxLength: 12 }), fc.boolean(), (steps, strict) => {
+        const whole: Side = { forest: newForest(), memo: undefined }
+        const echo: Side = { forest: newForest(), memo: undefined }
+        const messages: Array<Raw> = [{ role: "system", content: "sys" }, { role: "user", content: "task" }]
+        let tools = false
+        for (const [turn, s] of steps.entries()) {
+          const body: Raw = { model: "m", messages: [...messages], max_tokens: 16, ...(tools ? { tools: [tool] } : {}) }
+          const { known, answer } = request(whole, echo, body, turn, strict)
+          requests++
+          if (known) reused++
+          messages.push(answer)
+          switch (s._tag) {
+            case "append":
+              messages.push(
+                s.role === "tool"
+                  ? { role: "tool", content: s.text, tool_call_id: "c" }
+                  : { role: s.role, content: s.text }
+              )
+              break
+            case "dropReasoning": {
+              const { reasoning_content: _, ...rest } = answer
+              messages[messages.length - 1] = rest
+              messages.push({ role: "user", content: "go on" })
+              break
+            }
+            case "retry":
+              messages.pop()
+              break
+            case "edit":
+              messages[s.at % messages.length] = { role: "user", content: s.text }
+              break
+            case "truncate":
+              messages.splice(1 + (s.keep % messages.length))
+              break
+            case "tools":
+              tools = !tools
+              messages.push({ role: "user", content: "tools changed" })
+              break
           }
-          case "retry":
-            messages.pop()
-            break
-          case "edit":
-            messages[s.at % messages.length] = { role: "user", content: s.text }
-            break
-          case "truncate":
-            messages.splice(1 + (s.keep % messages.length))
-            break
-          case "tools":
-            tools = !tools
-            messages.push({ role: "user", content: "tools changed" })
-            break
         }
-      }
-    }), { numRuns: 400 })
+      }),
+      { numRuns: 400 }
+    )
     // Most requests append to the previous history, so most reuse it.
     assert.isAbove(reused, requests / 3)
   })

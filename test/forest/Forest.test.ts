@@ -1,19 +1,24 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Result } from "effect"
 import fc from "fast-check"
-import type * as Canonical from "../../src/protocol/canonical.ts"
-import { ContextLengthError, ExportError, ForestInvariantError } from "../../src/forest/errors.ts"
-import * as Forest from "../../src/forest/Forest.ts"
 import * as ForestCommit from "../../src/forest/Commit.ts"
+import { ContextLengthError, ExportError, ForestInvariantError } from "../../src/forest/errors.ts"
 import * as Export from "../../src/forest/Export.ts"
+import * as Forest from "../../src/forest/Forest.ts"
 import * as Hash from "../../src/forest/hash.ts"
 import * as Sample from "../../src/forest/Sample.ts"
+import type * as Canonical from "../../src/protocol/canonical.ts"
 
-const tools: ReadonlyArray<Canonical.Tool> = [{ type: "function", function: { name: "f", parameters: { type: "object" } } }]
+const tools: ReadonlyArray<Canonical.Tool> = [{
+  type: "function",
+  function: { name: "f", parameters: { type: "object" } }
+}]
 const kwargs: Canonical.TemplateKwargs = {}
 const user = (content: string): Canonical.Message => ({ role: "user", content })
 const assistant = (content: string, reasoning?: string): Canonical.Message =>
-  reasoning === undefined ? { role: "assistant", content } : { role: "assistant", content, reasoning_content: reasoning }
+  reasoning === undefined
+    ? { role: "assistant", content }
+    : { role: "assistant", content, reasoning_content: reasoning }
 const state = (messages: ReadonlyArray<Canonical.Message>, t = tools, k = kwargs): Canonical.State => ({
   messages,
   tools: t,
@@ -70,7 +75,13 @@ describe("SessionForest creation", () => {
   })
 
   it("takes the root's template kwargs from the metadata, normalized", () => {
-    const forest = Forest.make({ sessionId: "s", groupIndex: 0, index: 0, label: null, metadata: { chat_template_kwargs: { b: 1, a: 2 } } })
+    const forest = Forest.make({
+      sessionId: "s",
+      groupIndex: 0,
+      index: 0,
+      label: null,
+      metadata: { chat_template_kwargs: { b: 1, a: 2 } }
+    })
     assert.strictEqual(forest.root, Hash.ofState({ messages: [], tools: [], chat_template_kwargs: { a: 2, b: 1 } }))
     assert.deepStrictEqual(Forest.subtreeKwargs(forest, forest.root), { a: 2, b: 1 })
   })
@@ -103,7 +114,9 @@ describe("prefix matching (docs/sessionforest.md)", () => {
     turn(forest, [user("q")], assistant("a1"), [1], [2])
     const m = Forest.match(forest, state([user("q"), assistant("a1")], []), { strict: true })
     assert.strictEqual(m.parent, forest.root)
-    const k = Forest.match(forest, state([user("q"), assistant("a1")], tools, { enable_thinking: false }), { strict: true })
+    const k = Forest.match(forest, state([user("q"), assistant("a1")], tools, { enable_thinking: false }), {
+      strict: true
+    })
     assert.strictEqual(k.parent, forest.root)
   })
 
@@ -118,7 +131,13 @@ describe("prefix matching (docs/sessionforest.md)", () => {
   it("tolerates an assistant message sent back without its reasoning_content", () => {
     const forest = fresh()
     const t1 = turn(forest, [user("q")], assistant("a1", "thinking 1"), [1], [2])
-    const t2 = turn(forest, [user("q"), assistant("a1", "thinking 1"), user("q2")], assistant("a2", "thinking 2"), [3], [4])
+    const t2 = turn(
+      forest,
+      [user("q"), assistant("a1", "thinking 1"), user("q2")],
+      assistant("a2", "thinking 2"),
+      [3],
+      [4]
+    )
     const dropped = [user("q"), assistant("a1"), user("q2"), assistant("a2"), user("q3")]
     const m = Forest.match(forest, state(dropped), { strict: false })
     assert.strictEqual(m.parent, t2.resp)
@@ -155,7 +174,14 @@ describe("commits", () => {
     const forest = fresh()
     const t1 = turn(forest, [user("q")], assistant("a1"), [1], [2])
     const size = forest.nodes.size
-    const again = ForestCommit.commitObservation(forest, { parent: forest.root, messages: [user("q")], tokens: [9, 9], tools, chatTemplateKwargs: kwargs, rolloutId: 4 })
+    const again = ForestCommit.commitObservation(forest, {
+      parent: forest.root,
+      messages: [user("q")],
+      tokens: [9, 9],
+      tools,
+      chatTemplateKwargs: kwargs,
+      rolloutId: 4
+    })
     assert.strictEqual(again, t1.obs)
     assert.strictEqual(forest.nodes.size, size)
     assert.deepStrictEqual(Forest.leaves(forest), [t1.resp])
@@ -166,7 +192,15 @@ describe("commits", () => {
     const forest = fresh()
     const t1 = turn(forest, [user("q")], assistant("a1"), [1], [2])
     assert.throws(
-      () => ForestCommit.commitObservation(forest, { parent: t1.obs, messages: [assistant("a1")], tokens: [2], tools, chatTemplateKwargs: kwargs, rolloutId: 0 }),
+      () =>
+        ForestCommit.commitObservation(forest, {
+          parent: t1.obs,
+          messages: [assistant("a1")],
+          tokens: [2],
+          tools,
+          chatTemplateKwargs: kwargs,
+          rolloutId: 0
+        }),
       ForestInvariantError,
       "State hash collision with mismatched kinds: resp vs obs"
     )
@@ -176,7 +210,14 @@ describe("commits", () => {
     const forest = fresh()
     const t1 = turn(forest, [user("q")], assistant("a1"), [1], [2])
     const commit = (t: ReadonlyArray<Canonical.Tool>, k: Canonical.TemplateKwargs) => () =>
-      ForestCommit.commitObservation(forest, { parent: t1.resp, messages: [user("x")], tokens: [1], tools: t, chatTemplateKwargs: k, rolloutId: 0 })
+      ForestCommit.commitObservation(forest, {
+        parent: t1.resp,
+        messages: [user("x")],
+        tokens: [1],
+        tools: t,
+        chatTemplateKwargs: k,
+        rolloutId: 0
+      })
     assert.throws(commit([], kwargs), "tools changed inside session subtree: s1")
     assert.throws(commit(tools, { enable_thinking: true }), "chat template changed inside session subtree: s1")
   })
@@ -205,13 +246,23 @@ describe("commits", () => {
     const forest = fresh()
     const ids = [0, 1, 151_643, 2 ** 31 - 1, -5, 2 ** 32 + 7, 3.7]
     const cases: ReadonlyArray<{ readonly logprobs: ReadonlyArray<number>; readonly single: boolean }> = [
-      { logprobs: [-0.125, -0, 0, Math.fround(-1e-30), Math.fround(-3.4e38), Math.fround(-0.1), Number.NaN], single: true },
+      {
+        logprobs: [-0.125, -0, 0, Math.fround(-1e-30), Math.fround(-3.4e38), Math.fround(-0.1), Number.NaN],
+        single: true
+      },
       { logprobs: [-0.125, -0, 0, -1e-30, -3.4e38, -0.1, Number.NaN], single: false },
       { logprobs: [-0.5, -1e-300, 0, 0, 0, 0, Number.NEGATIVE_INFINITY], single: false }
     ]
     let parent = forest.root
     for (const [i, c] of cases.entries()) {
-      parent = ForestCommit.commitObservation(forest, { parent, messages: [user(`q${i}`)], tokens: [9], tools, chatTemplateKwargs: kwargs, rolloutId: 0 })
+      parent = ForestCommit.commitObservation(forest, {
+        parent,
+        messages: [user(`q${i}`)],
+        tokens: [9],
+        tools,
+        chatTemplateKwargs: kwargs,
+        rolloutId: 0
+      })
       parent = ForestCommit.commitResponse(forest, {
         parent,
         message: assistant(`a${i}`),
@@ -230,7 +281,10 @@ describe("commits", () => {
       if (resp.kind !== "resp") continue
       // What the earlier layout (an Int32Array and a Float64Array of their own) read back, value for value.
       assert.deepStrictEqual([...Forest.unpackTokens(resp)], [...Int32Array.from(ids)])
-      assert.deepStrictEqual([...resp.logprobs].map((x) => Object.is(x, -0) ? "-0" : x), c.logprobs.map((x) => Object.is(x, -0) ? "-0" : x))
+      assert.deepStrictEqual(
+        [...resp.logprobs].map((x) => Object.is(x, -0) ? "-0" : x),
+        c.logprobs.map((x) => Object.is(x, -0) ? "-0" : x)
+      )
       if (c.single) assert.instanceOf(resp.logprobs, Float32Array)
       else assert.instanceOf(resp.logprobs, Float64Array)
       assert.deepStrictEqual(resp.weightVersions, ["v1", `w${i}`])
@@ -239,11 +293,27 @@ describe("commits", () => {
 
   it("finds the response of a request id, also of a retry that re-committed an existing response", () => {
     const forest = fresh()
-    const obs = ForestCommit.commitObservation(forest, { parent: forest.root, messages: [user("q")], tokens: [1], tools, chatTemplateKwargs: kwargs, rolloutId: 0 })
+    const obs = ForestCommit.commitObservation(forest, {
+      parent: forest.root,
+      messages: [user("q")],
+      tokens: [1],
+      tools,
+      chatTemplateKwargs: kwargs,
+      rolloutId: 0
+    })
     const commit = (requestId: string, content: string) =>
       ForestCommit.commitResponse(forest, {
-        parent: obs, message: assistant(content), tokens: [2], logprobs: [-1], weightVersions: [], status: "completed",
-        rolloutId: 0, requestId, abortCount: 0, wallElapsedS: 0, generationElapsedS: 0
+        parent: obs,
+        message: assistant(content),
+        tokens: [2],
+        logprobs: [-1],
+        weightVersions: [],
+        status: "completed",
+        rolloutId: 0,
+        requestId,
+        abortCount: 0,
+        wallElapsedS: 0,
+        generationElapsedS: 0
       })
     const first = commit("rid-a", "same")
     assert.strictEqual(commit("rid-b", "same"), first)
@@ -265,11 +335,23 @@ describe("commits", () => {
     const branch = turn(forest, [user("q"), assistant("a1"), user("other")], assistant("b"), [8], [9])
     const again = turn(forest, history.slice(0, 3), assistant("a2"), [3], [4])
     const obsOnly = ForestCommit.commitObservation(forest, {
-      parent: t1.resp, messages: [user("q4")], tokens: [10], tools, chatTemplateKwargs: kwargs, rolloutId: 0
+      parent: t1.resp,
+      messages: [user("q4")],
+      tokens: [10],
+      tools,
+      chatTemplateKwargs: kwargs,
+      rolloutId: 0
     })
     assert.strictEqual(second.obs, t1.obs)
-    assert.strictEqual(again.resp, Forest.match(forest, state([...history.slice(0, 3), assistant("a2")]), { strict: true }).parent)
-    for (const hash of [...Forest.leaves(forest), branch.obs, obsOnly, ...forest.nodes.keys()].filter((h) => h !== forest.root)) {
+    assert.strictEqual(
+      again.resp,
+      Forest.match(forest, state([...history.slice(0, 3), assistant("a2")]), { strict: true }).parent
+    )
+    for (
+      const hash of [...Forest.leaves(forest), branch.obs, obsOnly, ...forest.nodes.keys()].filter((h) =>
+        h !== forest.root
+      )
+    ) {
       assert.strictEqual(hash, Hash.ofState(state(Forest.fullMessages(forest, hash))))
     }
     // Only leaves keep a running hash state.
@@ -282,7 +364,10 @@ describe("commits", () => {
     const forest = fresh()
     const otherTools: ReadonlyArray<Canonical.Tool> = [
       ...tools,
-      { type: "function", function: { name: "g", parameters: { type: "object", properties: { x: { type: "string" } } } } }
+      {
+        type: "function",
+        function: { name: "g", parameters: { type: "object", properties: { x: { type: "string" } } } }
+      }
     ]
     const contexts: ReadonlyArray<readonly [ReadonlyArray<Canonical.Tool>, Canonical.TemplateKwargs]> = [
       [tools, {}],
@@ -318,8 +403,10 @@ describe("commits", () => {
     }
     for (const n of forest.nodes.values()) {
       if (n.hash === forest.root) continue
-      const [t, k2] = contexts.find(([t, k2]) => Hash.equalJson(t, Forest.subtreeTools(forest, n.hash)) &&
-        Hash.equalJson(k2, Forest.subtreeKwargs(forest, n.hash))) ?? [[], {}]
+      const [t, k2] = contexts.find(([t, k2]) =>
+        Hash.equalJson(t, Forest.subtreeTools(forest, n.hash)) &&
+        Hash.equalJson(k2, Forest.subtreeKwargs(forest, n.hash))
+      ) ?? [[], {}]
       assert.strictEqual(n.hash, Hash.ofState(state(Forest.fullMessages(forest, n.hash), t, k2)))
     }
     assert.strictEqual(forest.nodes.size, 1 + 4 * 4 * 2)
@@ -332,11 +419,20 @@ describe("commits", () => {
       content: [{ type: "text", text: "look" }, { type: "image_url", image_url: { url } }]
     })
     const first = turn(forest, [image("data:image/png;base64,AAAA")], assistant("a cat"), [1, 2], [3])
-    const second = turn(forest, [image("data:image/png;base64,AAAA"), assistant("a cat"), image("https://x.test/b.png"), user("and?")], assistant("a dog"), [4], [5])
+    const second = turn(
+      forest,
+      [image("data:image/png;base64,AAAA"), assistant("a cat"), image("https://x.test/b.png"), user("and?")],
+      assistant("a dog"),
+      [4],
+      [5]
+    )
     const obs = Forest.node(forest, second.obs)
     assert.isTrue(obs.kind === "obs" && obs.media.length === 1 && obs.media[0] === "https://x.test/b.png")
     assert.deepStrictEqual(Forest.inferenceMedia(forest, first.obs), ["data:image/png;base64,AAAA"])
-    assert.deepStrictEqual(Forest.inferenceMedia(forest, second.resp), ["data:image/png;base64,AAAA", "https://x.test/b.png"])
+    assert.deepStrictEqual(Forest.inferenceMedia(forest, second.resp), [
+      "data:image/png;base64,AAAA",
+      "https://x.test/b.png"
+    ])
     assert.deepStrictEqual(Forest.inferenceMedia(forest, forest.root), [])
   })
 
@@ -427,7 +523,14 @@ describe("implicit export", () => {
   it("ignores observation-only leaves", () => {
     const forest = fresh()
     const t1 = turn(forest, [user("q")], assistant("a1"), [1], [2])
-    ForestCommit.commitObservation(forest, { parent: forest.root, messages: [user("never answered")], tokens: [7], tools, chatTemplateKwargs: kwargs, rolloutId: 0 })
+    ForestCommit.commitObservation(forest, {
+      parent: forest.root,
+      messages: [user("never answered")],
+      tokens: [7],
+      tools,
+      chatTemplateKwargs: kwargs,
+      rolloutId: 0
+    })
     const out = Export.exportImplicit(forest, {})
     assert.deepStrictEqual(contextsOf(out)?.map((c) => c.hash), [t1.resp])
   })
@@ -451,7 +554,9 @@ describe("explicit export", () => {
   it("rejects a record matching no committed state", () => {
     const forest = fresh()
     turn(forest, [user("q")], assistant("a1"), [1], [2])
-    const out = failureOf(Export.exportExplicit(forest, [{ name: "x", messages: [user("q"), assistant("nope")], tools }]))
+    const out = failureOf(
+      Export.exportExplicit(forest, [{ name: "x", messages: [user("q"), assistant("nope")], tools }])
+    )
     assert.strictEqual(out?.reason, "no-matching-state")
     assert.strictEqual(out?.message, "explicit export does not match a committed Forest state")
     assert.strictEqual(out?.record, "x")
@@ -472,7 +577,10 @@ describe("explicit export", () => {
     const forest = fresh()
     const out = failureOf(Export.exportExplicit(forest, [{ name: "bad", messages: [{ role: "bot", content: "x" }] }]))
     assert.strictEqual(out?.reason, "invalid-record")
-    assert.strictEqual(out?.message, "export record 0 (bad): messages[0].role must be one of: assistant, system, tool, user")
+    assert.strictEqual(
+      out?.message,
+      "export record 0 (bad): messages[0].role must be one of: assistant, system, tool, user"
+    )
   })
 
   it("matches records that drop reasoning_content unless strict", () => {
@@ -487,7 +595,10 @@ describe("explicit export", () => {
 
   it("merges agentic_trace metadata instead of overwriting it", () => {
     assert.deepStrictEqual(
-      Export.mergeMetadata({ agentic_trace: { events: { a: 1 } }, x: 1 }, { agentic_trace: { events: { b: 2 } }, x: 2 }),
+      Export.mergeMetadata({ agentic_trace: { events: { a: 1 } }, x: 1 }, {
+        agentic_trace: { events: { b: 2 } },
+        x: 2
+      }),
       { agentic_trace: { events: { a: 1, b: 2 } }, x: 2 }
     )
   })
@@ -499,8 +610,15 @@ describe("Sample.build (docs/sessionforest.md)", () => {
   it("joins the lineage: prompt, then generated (mask 1) and observation (mask 0) tokens", () => {
     const forest = fresh()
     turn(forest, [user("q")], assistant("a1"), [1, 2], [3, 4])
-    const t2 = turn(forest, [user("q"), assistant("a1"), user("q2")], assistant("a2"), [5], [6], { status: "truncated" })
-    const sample = Sample.build(forest, t2.resp, decode, { rolloutId: 7, exportName: "e", reward: 1, metadata: { extra: true } })
+    const t2 = turn(forest, [user("q"), assistant("a1"), user("q2")], assistant("a2"), [5], [6], {
+      status: "truncated"
+    })
+    const sample = Sample.build(forest, t2.resp, decode, {
+      rolloutId: 7,
+      exportName: "e",
+      reward: 1,
+      metadata: { extra: true }
+    })
     assert.deepStrictEqual(sample.tokens, [1, 2, 3, 4, 5, 6])
     assert.strictEqual(sample.response_length, 4)
     assert.deepStrictEqual(sample.loss_mask, [1, 1, 0, 1])
@@ -511,7 +629,16 @@ describe("Sample.build (docs/sessionforest.md)", () => {
     assert.strictEqual(sample.status, "truncated")
     assert.deepStrictEqual(sample.weight_versions, ["v1", "v1"])
     assert.deepStrictEqual(
-      [sample.rollout_id, sample.group_index, sample.index, sample.session_id, sample.export_name, sample.reward, sample.advantage, sample.label],
+      [
+        sample.rollout_id,
+        sample.group_index,
+        sample.index,
+        sample.session_id,
+        sample.export_name,
+        sample.reward,
+        sample.advantage,
+        sample.label
+      ],
       [7, 2, 5, "s1", "e", 1, null, "42"]
     )
     assert.strictEqual(sample.metadata["task"], "t")
@@ -520,21 +647,40 @@ describe("Sample.build (docs/sessionforest.md)", () => {
     assert.strictEqual(sample.metadata["rollout_turns"], 2)
     assert.deepStrictEqual(sample.metadata["tools"], tools)
     const trace = JSON.parse(JSON.stringify(sample.metadata["agentic_trace"]))
-    assert.deepStrictEqual([trace.session_id, trace.leaf_state_hash, trace.turn_count, trace.terminal_status], ["s1", t2.resp, 2, "truncated"])
+    assert.deepStrictEqual([trace.session_id, trace.leaf_state_hash, trace.turn_count, trace.terminal_status], [
+      "s1",
+      t2.resp,
+      2,
+      "truncated"
+    ])
     assert.deepStrictEqual(trace.turns.map((t: { request_id: string }) => t.request_id).length, 2)
   })
 
   it("marks a state ending in an observation as truncated", () => {
     const forest = fresh()
     const t1 = turn(forest, [user("q")], assistant("a1"), [1], [2])
-    const obs = ForestCommit.commitObservation(forest, { parent: t1.resp, messages: [user("q2")], tokens: [3, 4], tools, chatTemplateKwargs: kwargs, rolloutId: 3 })
+    const obs = ForestCommit.commitObservation(forest, {
+      parent: t1.resp,
+      messages: [user("q2")],
+      tokens: [3, 4],
+      tools,
+      chatTemplateKwargs: kwargs,
+      rolloutId: 3
+    })
     const sample = Sample.build(forest, obs, decode, { rolloutId: 0, exportName: null, reward: null, metadata: {} })
     assert.deepStrictEqual([sample.status, sample.loss_mask], ["truncated", [1, 0, 0]])
   })
 
   it("refuses a lineage without a response", () => {
     const forest = fresh()
-    const obs = ForestCommit.commitObservation(forest, { parent: forest.root, messages: [user("q")], tokens: [1], tools, chatTemplateKwargs: kwargs, rolloutId: 0 })
+    const obs = ForestCommit.commitObservation(forest, {
+      parent: forest.root,
+      messages: [user("q")],
+      tokens: [1],
+      tools,
+      chatTemplateKwargs: kwargs,
+      rolloutId: 0
+    })
     assert.throws(
       () => Sample.build(forest, obs, decode, { rolloutId: 0, exportName: null, reward: null, metadata: {} }),
       "A sample export leaf must have at least one resp node in its lineage."
@@ -548,7 +694,9 @@ describe("Sample.build (docs/sessionforest.md)", () => {
     assert.deepStrictEqual(view.state_hashes.map((s) => s.kind), ["obs", "obs", "resp"])
     assert.deepStrictEqual([view.terminal_status, view.turn_count], ["completed", 1])
     assert.deepStrictEqual(
-      view.turns.map((t) => [t.response_length, t.wall_elapsed_s, t.generation_elapsed_s, t.abort_count, t.weight_versions]),
+      view.turns.map((
+        t
+      ) => [t.response_length, t.wall_elapsed_s, t.generation_elapsed_s, t.abort_count, t.weight_versions]),
       [[2, 2, 1.5, 0, ["v1"]]]
     )
   })
@@ -613,7 +761,12 @@ describe("processor-expanded observations (images)", () => {
   it("adds no multimodal keys to a text-only sample", () => {
     const forest = fresh()
     const { resp } = turn(forest, [user("q")], assistant("a"), [1, 2], [3])
-    const sample = Sample.build(forest, resp, (ids) => ids.join(","), { rolloutId: 0, exportName: null, reward: 1, metadata: {} })
+    const sample = Sample.build(forest, resp, (ids) => ids.join(","), {
+      rolloutId: 0,
+      exportName: null,
+      reward: 1,
+      metadata: {}
+    })
     assert.notProperty(sample, "multimodal_inputs")
     assert.notProperty(sample, "multimodal_train_inputs")
   })
@@ -635,7 +788,11 @@ describe("the packed node layout against the earlier one (an Int32Array and a Fl
     response: fc.array(fc.tuple(anyId, anyLogprob), { maxLength: 12 })
   })
   /** What the earlier layout read back: the ids through an Int32Array, the logprobs through a Float64Array. */
-  const earlier = (turns: ReadonlyArray<{ readonly observation: ReadonlyArray<number>; readonly response: ReadonlyArray<readonly [number, number]> }>) => {
+  const earlier = (
+    turns: ReadonlyArray<
+      { readonly observation: ReadonlyArray<number>; readonly response: ReadonlyArray<readonly [number, number]> }
+    >
+  ) => {
     const tokens: Array<number> = []
     const logprobs: Array<number> = []
     const mask: Array<number> = []
@@ -659,7 +816,8 @@ describe("the packed node layout against the earlier one (an Int32Array and a Fl
     return { tokens, logprobs, mask }
   }
   // -0 and NaN compared as what JSON export sees and Object.is tells apart.
-  const exact = (values: ReadonlyArray<number>) => values.map((x) => (Object.is(x, -0) ? "-0" : Number.isNaN(x) ? "NaN" : x))
+  const exact = (values: ReadonlyArray<number>) =>
+    values.map((x) => (Object.is(x, -0) ? "-0" : Number.isNaN(x) ? "NaN" : x))
 
   it("reads back the same ids, logprobs, inference prefix and training sample", () => {
     fc.assert(
@@ -670,25 +828,49 @@ describe("the packed node layout against the earlier one (an Int32Array and a Fl
         for (const [i, t] of turns.entries()) {
           history.push(user(`q${i}`))
           parent = ForestCommit.commitObservation(forest, {
-            parent, messages: [user(`q${i}`)], tokens: t.observation, tools, chatTemplateKwargs: kwargs, rolloutId: i
+            parent,
+            messages: [user(`q${i}`)],
+            tokens: t.observation,
+            tools,
+            chatTemplateKwargs: kwargs,
+            rolloutId: i
           })
           history.push(assistant(`a${i}`))
           parent = ForestCommit.commitResponse(forest, {
-            parent, message: assistant(`a${i}`), tokens: t.response.map(([id]) => id), logprobs: t.response.map(([, lp]) => lp),
-            weightVersions: ["v"], status: "completed", rolloutId: i, requestId: `r${i}`, abortCount: 0, wallElapsedS: 0, generationElapsedS: 0
+            parent,
+            message: assistant(`a${i}`),
+            tokens: t.response.map(([id]) => id),
+            logprobs: t.response.map(([, lp]) => lp),
+            weightVersions: ["v"],
+            status: "completed",
+            rolloutId: i,
+            requestId: `r${i}`,
+            abortCount: 0,
+            wallElapsedS: 0,
+            generationElapsedS: 0
           })
           for (const n of Forest.lineage(forest, parent).slice(-2)) {
             const ids = n.kind === "resp" ? t.response.map(([id]) => id) : t.observation
             assert.deepStrictEqual([...Forest.unpackTokens(n)], [...Int32Array.from(ids)])
             assert.deepStrictEqual([...Forest.unpackTrainTokens(n)], [...Int32Array.from(ids)])
             assert.strictEqual(Forest.tokenLength(n), ids.length)
-            if (n.kind === "resp") assert.deepStrictEqual(exact([...n.logprobs]), exact([...Float64Array.from(t.response.map(([, lp]) => lp))]))
+            if (n.kind === "resp") {
+              assert.deepStrictEqual(
+                exact([...n.logprobs]),
+                exact([...Float64Array.from(t.response.map(([, lp]) => lp))])
+              )
+            }
           }
         }
         const reference = earlier(turns)
         assert.deepStrictEqual([...Forest.inferencePrefix(forest, parent)], reference.tokens)
         assert.deepStrictEqual(Forest.fullMessages(forest, parent), history)
-        const sample = Sample.build(forest, parent, decode, { rolloutId: 0, exportName: null, reward: null, metadata: {} })
+        const sample = Sample.build(forest, parent, decode, {
+          rolloutId: 0,
+          exportName: null,
+          reward: null,
+          metadata: {}
+        })
         assert.deepStrictEqual(sample.tokens, reference.tokens)
         assert.deepStrictEqual(sample.loss_mask, reference.mask)
         assert.deepStrictEqual(exact(sample.rollout_log_probs), exact(reference.logprobs))

@@ -3,8 +3,8 @@
  * forests and requests.
  */
 import { assert, describe, it } from "@effect/vitest"
-import * as Forest from "../../src/forest/Forest.ts"
 import * as ForestCommit from "../../src/forest/Commit.ts"
+import * as Forest from "../../src/forest/Forest.ts"
 import * as Hash from "../../src/forest/hash.ts"
 import * as PythonJson from "../../src/json/PythonJson.ts"
 import * as Canonical from "../../src/protocol/canonical.ts"
@@ -246,8 +246,7 @@ const matched = (forest: Forest.Forest, state: Canonical.State, strict: boolean)
   return { parent: m.parent, suffixLength: m.suffix.length, toleratedTurns: m.toleratedTurns }
 }
 
-const describeCase = (seed: number, state: Canonical.State): string =>
-  `seed ${seed}: ${PythonJson.dumpsJs(state)}`
+const describeCase = (seed: number, state: Canonical.State): string => `seed ${seed}: ${PythonJson.dumpsJs(state)}`
 
 describe("prefix matching on random forests", () => {
   it("with strict matching, finds exactly the reference's longest committed prefix", () => {
@@ -324,7 +323,11 @@ describe("prefix matching of agents that drop reasoning_content", () => {
         const echoed = Forest.match(forest, stateOf([...stripped, extra], context), { strict: false })
         assert.deepStrictEqual([echoed.parent, echoed.suffix, echoed.toleratedTurns], [hash, [extra], reasoned])
         const strict = Forest.match(forest, stateOf(stripped, context), { strict: true })
-        assert.strictEqual(strict.parent === hash, reasoned === 0, `seed ${seed}: strict matching ignores the tolerance`)
+        assert.strictEqual(
+          strict.parent === hash,
+          reasoned === 0,
+          `seed ${seed}: strict matching ignores the tolerance`
+        )
       }
     }
   })

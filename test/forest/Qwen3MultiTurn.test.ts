@@ -1,11 +1,11 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Result } from "effect"
 import { Tokenizer, type TokenizerShape } from "../../layers/tokenizer/Tokenizer.ts"
-import * as Canonical from "../../src/protocol/canonical.ts"
-import * as Forest from "../../src/forest/Forest.ts"
 import * as ForestCommit from "../../src/forest/Commit.ts"
 import * as Export from "../../src/forest/Export.ts"
+import * as Forest from "../../src/forest/Forest.ts"
 import * as Sample from "../../src/forest/Sample.ts"
+import * as Canonical from "../../src/protocol/canonical.ts"
 import * as ObservationDelta from "../../src/template/ObservationDelta.ts"
 
 const tools: ReadonlyArray<Canonical.Tool> = [{
@@ -43,7 +43,11 @@ const assistant2 = {
   reasoning_content: "Both results are in; summarize them."
 }
 const user2 = { role: "user", content: "Thanks! Which one is better for a walk?" }
-const assistant3 = { role: "assistant", content: "Paris, since it is dry.", reasoning_content: "Rain in Rome, sun in Paris." }
+const assistant3 = {
+  role: "assistant",
+  content: "Paris, since it is dry.",
+  reasoning_content: "Rain in Rome, sun in Paris."
+}
 
 /** The text a model would have generated for `reply`: what the template renders for it after the prompt. */
 const generatedText = (
@@ -51,7 +55,9 @@ const generatedText = (
   history: ReadonlyArray<Canonical.Message>,
   reply: Canonical.Message
 ): string => {
-  const prompt = Result.getOrThrow(tok.renderSync({ messages: history, tools, chatTemplateKwargs: kwargs, addGenerationPrompt: true }))
+  const prompt = Result.getOrThrow(
+    tok.renderSync({ messages: history, tools, chatTemplateKwargs: kwargs, addGenerationPrompt: true })
+  )
   const full = Result.getOrThrow(
     tok.renderSync({ messages: [...history, reply], tools, chatTemplateKwargs: kwargs, addGenerationPrompt: false })
   )
@@ -131,14 +137,17 @@ describe("a multi-turn Qwen3 tool conversation, built turn by turn", () => {
         const turns = [t1, t2, t3]
 
         // Each request continued from the previous response: one lineage, one leaf.
-        assert.strictEqual(t2.parent, ForestCommit.commitObservation(forest, {
-          parent: t1.response,
-          messages: canonical([tool1, tool2]),
-          tokens: t2.observation,
-          tools,
-          chatTemplateKwargs: kwargs,
-          rolloutId: 1
-        }))
+        assert.strictEqual(
+          t2.parent,
+          ForestCommit.commitObservation(forest, {
+            parent: t1.response,
+            messages: canonical([tool1, tool2]),
+            tokens: t2.observation,
+            tools,
+            chatTemplateKwargs: kwargs,
+            rolloutId: 1
+          })
+        )
         assert.deepStrictEqual(Forest.leaves(forest), [t3.response])
         assert.strictEqual(forest.toleratedMatches, 0)
 
@@ -193,13 +202,17 @@ describe("a multi-turn Qwen3 tool conversation, built turn by turn", () => {
         ])
         assert.strictEqual(sample.rollout_log_probs.length, sample.response_length)
         const continuation = sample.tokens.slice(t1.observation.length)
-        sample.turn_spans.forEach(([start, end], i) => assert.deepStrictEqual(continuation.slice(start, end), turns[i]?.generated))
+        sample.turn_spans.forEach(([start, end], i) =>
+          assert.deepStrictEqual(continuation.slice(start, end), turns[i]?.generated)
+        )
         assert.deepStrictEqual(sample.weight_versions, ["w0", "w1", "w2"])
         assert.strictEqual(sample.status, "completed")
 
         // Re-sending the history reproduces the same parent state.
         const full = [system, user1, assistant1, tool1, tool2, assistant2, user2, assistant3]
-        const resend = Forest.match(forest, { messages: canonical(full), tools, chat_template_kwargs: kwargs }, { strict: false })
+        const resend = Forest.match(forest, { messages: canonical(full), tools, chat_template_kwargs: kwargs }, {
+          strict: false
+        })
         assert.deepStrictEqual([resend.parent, resend.suffix.length, resend.tolerated], [t3.response, 0, false])
         const next = Forest.match(
           forest,
@@ -210,7 +223,9 @@ describe("a multi-turn Qwen3 tool conversation, built turn by turn", () => {
 
         // Without reasoning_content (what many clients send back) it still does, and it is counted.
         const dropped = canonical(withoutReasoning(full))
-        const tolerant = Forest.match(forest, { messages: dropped, tools, chat_template_kwargs: kwargs }, { strict: false })
+        const tolerant = Forest.match(forest, { messages: dropped, tools, chat_template_kwargs: kwargs }, {
+          strict: false
+        })
         assert.deepStrictEqual([tolerant.parent, tolerant.suffix.length, tolerant.tolerated, tolerant.toleratedTurns], [
           t3.response,
           0,
@@ -220,7 +235,9 @@ describe("a multi-turn Qwen3 tool conversation, built turn by turn", () => {
         assert.strictEqual(forest.toleratedMatches, 3)
 
         // With strict matching it does not: the exact prefix stops before the first assistant message.
-        const strict = Forest.match(forest, { messages: dropped, tools, chat_template_kwargs: kwargs }, { strict: true })
+        const strict = Forest.match(forest, { messages: dropped, tools, chat_template_kwargs: kwargs }, {
+          strict: true
+        })
         assert.notStrictEqual(strict.parent, t3.response)
         assert.strictEqual(strict.suffix.length, full.length - 2)
         assert.isFalse(strict.tolerated)

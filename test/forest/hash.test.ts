@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
-import type * as Canonical from "../../src/protocol/canonical.ts"
 import * as Hash from "../../src/forest/hash.ts"
 import * as PythonJson from "../../src/json/PythonJson.ts"
+import type * as Canonical from "../../src/protocol/canonical.ts"
 
 /** A deterministic pseudo-random source in [0, 1). */
 const seeded = (seed: number) => {
@@ -34,7 +34,10 @@ const rich: Canonical.State = {
     { role: "tool", content: "22C", tool_call_id: "call_1" },
     {
       role: "user",
-      content: [{ type: "text", text: "and this?" }, { type: "image_url", image_url: { url: "data:image/png;base64,AAAA" } }]
+      content: [{ type: "text", text: "and this?" }, {
+        type: "image_url",
+        image_url: { url: "data:image/png;base64,AAAA" }
+      }]
     }
   ],
   tools: [{
@@ -100,7 +103,9 @@ describe("state hash (reference-identical)", () => {
     for (const state of states) {
       const prefixes = Hash.prefixHashes(state)
       assert.strictEqual(prefixes.length, state.messages.length)
-      prefixes.forEach((h, i) => assert.strictEqual(h, Hash.ofState({ ...state, messages: state.messages.slice(0, i + 1) })))
+      prefixes.forEach((h, i) =>
+        assert.strictEqual(h, Hash.ofState({ ...state, messages: state.messages.slice(0, i + 1) }))
+      )
     }
   })
 
@@ -121,7 +126,22 @@ describe("state hash (reference-identical)", () => {
   it("equalJson holds exactly when two values print the same Python JSON", () => {
     // Random JSON values from a tiny alphabet, so that equal, reordered and nearly equal pairs are common.
     const random = seeded(7)
-    const scalars: ReadonlyArray<unknown> = [null, undefined, true, false, 0, -0, 1, 1.5, 2 ** 53 + 2, Number.NaN, "", "1", "a", "é😀"]
+    const scalars: ReadonlyArray<unknown> = [
+      null,
+      undefined,
+      true,
+      false,
+      0,
+      -0,
+      1,
+      1.5,
+      2 ** 53 + 2,
+      Number.NaN,
+      "",
+      "1",
+      "a",
+      "é😀"
+    ]
     const value = (depth: number): unknown => {
       const roll = random() * (depth > 2 ? 1 : 1.6)
       if (roll < 1) return scalars[Math.floor(random() * scalars.length)]

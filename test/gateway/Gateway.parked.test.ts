@@ -9,8 +9,8 @@ import { Context, Effect, Fiber, Layer } from "effect"
 import { TestClock } from "effect/testing"
 import { EmbeddedEngine } from "../../layers/engine/EmbeddedEngine.ts"
 import { Engine } from "../../layers/engine/Engine.ts"
-import { Forests } from "../../layers/generation/Forests.ts"
 import { Gateway } from "../../layers/gateway/Gateway.ts"
+import { Forests } from "../../layers/generation/Forests.ts"
 import { Generation } from "../../layers/generation/Generation.ts"
 import * as GenerationGate from "../../layers/schedule/GenerationGate.ts"
 import { Sessions } from "../../layers/schedule/Sessions.ts"
@@ -32,56 +32,65 @@ const stack = Gateway.layer({ heartbeatInterval: "15 seconds" }).pipe(
 
 describe("a parked request (partial rollout)", () => {
   it.effect("stays open with SSE heartbeats across the step boundary and is answered with the uninterrupted tokens", () =>
-    Effect.scoped(Effect.gen(function*() {
-      const context = yield* Layer.build(stack)
-      const gateway = Context.get(context, Gateway)
-      const sessions = Context.get(context, Sessions)
-      const forests = Context.get(context, Forests)
-      const engine = Context.get(context, Engine)
-      const gate = yield* GenerationGate.make({ abort: engine.abort, mode: { partialRollout: true, fullyAsync: false } })
-      const sessionId = yield* sessions.newSessionId
-      yield* forests.create(sessionId)
-      yield* sessions.register(sessionEntry(sessionId, {
-        sampling: sampling({ seed: 42 }),
-        gate: yield* gate.register(sessionId)
-      }))
-      const { arrived, received, done } = yield* openStream(
-        gateway.baseUrl + "/v1/messages",
-        { authorization: `Bearer ${sessionId}`, "content-type": "application/json" },
-        JSON.stringify({ model: "m", max_tokens: 20, stream: true, messages: [{ role: "user", content: "hi" }] })
-      )
-      const ping = "event: ping\ndata: {\"type\":\"ping\"}\n\n"
-      const pings = (text: string) => text.split(ping).length - 1
-      yield* arrived((text) => pings(text) === 1)
-      // 0.5 s into the generation the step closes: the attempt is aborted with 5 tokens and the request parked.
-      for (let i = 0; i < 5; i++) yield* TestClock.adjust("100 millis")
-      const report = yield* gate.pause
-      assert.strictEqual(report.aborted, 1)
-      assert.isTrue(gate.isInterrupted(sessionId))
-      // Parked for a minute (training): heartbeats keep coming, nothing is answered or committed.
-      for (let i = 0; i < 4; i++) yield* TestClock.adjust("15 seconds")
-      yield* arrived((text) => pings(text) === 5)
-      assert.strictEqual(received(), ping.repeat(5))
-      const parkedForest = yield* forests.get(sessionId)
-      // Only the request's observation is committed; no response yet.
-      assert.deepStrictEqual(Forest.leaves(parkedForest).map((h) => Forest.node(parkedForest, h).kind), ["obs"])
-      yield* gate.resume
-      yield* TestClock.adjust("10 seconds")
-      const body = yield* Fiber.join(done)
-      assert.isTrue(body.startsWith(ping.repeat(5) + "event: message_start\n"))
-      // The committed response: all 20 tokens, equal to the uninterrupted generation from the same prompt and seed.
-      const forest = yield* forests.get(sessionId)
-      const leaf = Forest.leaves(forest)[0]!
-      const node = Forest.node(forest, leaf)
-      assert.strictEqual(Forest.tokenLength(node), 20)
-      assert.strictEqual(node.abortCount, 1)
-      const reference = yield* EmbeddedEngine.make(yield* Tokenizer, { ...timed, ...EmbeddedEngine.instant, seed: 42 })
-      const whole = yield* reference.generate({
-        inputIds: Forest.inferencePrefix(forest, node.parent!),
-        sampling: sampling({ seed: 42, maxNewTokens: 20 }),
-        rid: "uninterrupted-reference",
-        returnLogprob: true
-      })
-      assert.deepStrictEqual([...Forest.unpackTokens(node)], [...whole.outputIds])
-    }).pipe(Effect.provide(Tokenizer.layer))))
+    Effect.scoped(
+      Effect.gen(function*() {
+        const context = yield* Layer.build(stack)
+        const gateway = Context.get(context, Gateway)
+        const sessions = Context.get(context, Sessions)
+        const forests = Context.get(context, Forests)
+        const engine = Context.get(context, Engine)
+        const gate = yield* GenerationGate.make({
+          abort: engine.abort,
+          mode: { partialRollout: true, fullyAsync: false }
+        })
+        const sessionId = yield* sessions.newSessionId
+        yield* forests.create(sessionId)
+        yield* sessions.register(sessionEntry(sessionId, {
+          sampling: sampling({ seed: 42 }),
+          gate: yield* gate.register(sessionId)
+        }))
+        const { arrived, received, done } = yield* openStream(
+          gateway.baseUrl + "/v1/messages",
+          { authorization: `Bearer ${sessionId}`, "content-type": "application/json" },
+          JSON.stringify({ model: "m", max_tokens: 20, stream: true, messages: [{ role: "user", content: "hi" }] })
+        )
+        const ping = "event: ping\ndata: {\"type\":\"ping\"}\n\n"
+        const pings = (text: string) => text.split(ping).length - 1
+        yield* arrived((text) => pings(text) === 1)
+        // 0.5 s into the generation the step closes: the attempt is aborted with 5 tokens and the request parked.
+        for (let i = 0; i < 5; i++) yield* TestClock.adjust("100 millis")
+        const report = yield* gate.pause
+        assert.strictEqual(report.aborted, 1)
+        assert.isTrue(gate.isInterrupted(sessionId))
+        // Parked for a minute (training): heartbeats keep coming, nothing is answered or committed.
+        for (let i = 0; i < 4; i++) yield* TestClock.adjust("15 seconds")
+        yield* arrived((text) => pings(text) === 5)
+        assert.strictEqual(received(), ping.repeat(5))
+        const parkedForest = yield* forests.get(sessionId)
+        // Only the request's observation is committed; no response yet.
+        assert.deepStrictEqual(Forest.leaves(parkedForest).map((h) => Forest.node(parkedForest, h).kind), ["obs"])
+        yield* gate.resume
+        yield* TestClock.adjust("10 seconds")
+        const body = yield* Fiber.join(done)
+        assert.isTrue(body.startsWith(ping.repeat(5) + "event: message_start\n"))
+        // The committed response: all 20 tokens, equal to the uninterrupted generation from the same prompt and seed.
+        const forest = yield* forests.get(sessionId)
+        const leaf = Forest.leaves(forest)[0]!
+        const node = Forest.node(forest, leaf)
+        assert.strictEqual(Forest.tokenLength(node), 20)
+        assert.strictEqual(node.abortCount, 1)
+        const reference = yield* EmbeddedEngine.make(yield* Tokenizer, {
+          ...timed,
+          ...EmbeddedEngine.instant,
+          seed: 42
+        })
+        const whole = yield* reference.generate({
+          inputIds: Forest.inferencePrefix(forest, node.parent!),
+          sampling: sampling({ seed: 42, maxNewTokens: 20 }),
+          rid: "uninterrupted-reference",
+          returnLogprob: true
+        })
+        assert.deepStrictEqual([...Forest.unpackTokens(node)], [...whole.outputIds])
+      }).pipe(Effect.provide(Tokenizer.layer))
+    ))
 })

@@ -6,16 +6,16 @@ import { assert, describe, expect, it } from "@effect/vitest"
 import { Context, Deferred, Effect, Fiber, Layer, Logger, Ref } from "effect"
 import { TestClock } from "effect/testing"
 import * as http from "node:http"
-import type * as Completion from "../../src/protocol/completion.ts"
-import * as Errors from "../../src/protocol/errors.ts"
-import { ContextLengthError } from "../../src/forest/errors.ts"
-import { GenerationEngineError, type GenerationError } from "../../src/generation/errors.ts"
 import { Gateway, type GatewayOptions } from "../../layers/gateway/Gateway.ts"
-import * as Sse from "../../src/protocol/sse.ts"
+import { Forests } from "../../layers/generation/Forests.ts"
 import { Generation } from "../../layers/generation/Generation.ts"
 import { Sessions } from "../../layers/schedule/Sessions.ts"
-import { Forests } from "../../layers/generation/Forests.ts"
+import { ContextLengthError } from "../../src/forest/errors.ts"
 import * as Forest from "../../src/forest/Forest.ts"
+import { GenerationEngineError, type GenerationError } from "../../src/generation/errors.ts"
+import type * as Completion from "../../src/protocol/completion.ts"
+import * as Errors from "../../src/protocol/errors.ts"
+import * as Sse from "../../src/protocol/sse.ts"
 import { generationStack } from "../support/gatewayStack.ts"
 import { openStream } from "../support/openStream.ts"
 import { sessionEntry } from "../support/sessions.ts"
@@ -256,7 +256,10 @@ describe("Gateway errors", () => {
     Effect.gen(function*() {
       const { gateway, live, script } = yield* setup()
       yield* Ref.set(script, () => Effect.fail(new ContextLengthError({ limit: 32, promptTokens: 40 })))
-      const reply = yield* request(gateway.baseUrl + "/v1/chat/completions", { headers: bearer(live), body: chatBody() })
+      const reply = yield* request(gateway.baseUrl + "/v1/chat/completions", {
+        headers: bearer(live),
+        body: chatBody()
+      })
       expect(reply.status).toBe(400)
       expect(json(reply)).toEqual({
         error: {
@@ -277,7 +280,8 @@ describe("Gateway errors", () => {
       expect(chat.status).toBe(413)
       expect(json(chat)).toEqual({
         error: {
-          message: "Request body exceeds the gateway limit of 256 bytes. Send a smaller request or raise the gateway's body size limit.",
+          message:
+            "Request body exceeds the gateway limit of 256 bytes. Send a smaller request or raise the gateway's body size limit.",
           type: "invalid_request_error",
           param: "body",
           code: "request_too_large"
@@ -291,8 +295,12 @@ describe("Gateway errors", () => {
   it.live("a failed generation is a 500 internal_error that must not be retried", () =>
     Effect.gen(function*() {
       const { gateway, live, script } = yield* setup()
-      yield* Ref.set(script, () => Effect.fail(new GenerationEngineError({ reason: "engine", detail: "scripted engine failure" })))
-      const reply = yield* request(gateway.baseUrl + "/v1/chat/completions", { headers: bearer(live), body: chatBody() })
+      yield* Ref.set(script, () =>
+        Effect.fail(new GenerationEngineError({ reason: "engine", detail: "scripted engine failure" })))
+      const reply = yield* request(gateway.baseUrl + "/v1/chat/completions", {
+        headers: bearer(live),
+        body: chatBody()
+      })
       expect(reply.status).toBe(500)
       expect(reply.headers["x-should-retry"]).toBe("false")
       expect(json(reply)).toMatchObject({ error: { message: "Internal error while handling agentic chat request." } })
@@ -362,7 +370,9 @@ describe("client disconnect", () => {
   it.live("a generation already started completes, is committed to the SessionForest and the 499 is logged", () =>
     Effect.scoped(Effect.gen(function*() {
       const logged = yield* Deferred.make<Logged>()
-      const capture = Logger.make(({ logLevel, message }) => Deferred.doneUnsafe(logged, Effect.succeed({ level: logLevel, message })))
+      const capture = Logger.make(({ logLevel, message }) =>
+        Deferred.doneUnsafe(logged, Effect.succeed({ level: logLevel, message }))
+      )
       const finished = yield* Deferred.make<void>()
       // The real generation core, reporting when a generation ended (committed or not).
       const reporting = Layer.effect(
@@ -370,12 +380,17 @@ describe("client disconnect", () => {
         Effect.gen(function*() {
           const generation = yield* Generation
           return Generation.of({
-            generate: (session, request) => generation.generate(session, request).pipe(Effect.ensuring(Deferred.succeed(finished, undefined)))
+            generate: (session, request) =>
+              generation.generate(session, request).pipe(Effect.ensuring(Deferred.succeed(finished, undefined)))
           })
         })
       )
       const context = yield* Layer.build(
-        Gateway.layer().pipe(Layer.provide(reporting), Layer.provide(Logger.layer([capture])), Layer.provideMerge(generationStack))
+        Gateway.layer().pipe(
+          Layer.provide(reporting),
+          Layer.provide(Logger.layer([capture])),
+          Layer.provideMerge(generationStack)
+        )
       )
       const gateway = Context.get(context, Gateway)
       const sessions = Context.get(context, Sessions)
@@ -419,7 +434,11 @@ describe("Buffered SSE failures after the headers are sent", () => {
       const release = yield* Deferred.make<void>()
       const error = new ContextLengthError({ limit: 32, promptTokens: 40 })
       yield* Ref.set(script, () => Deferred.await(release).pipe(Effect.andThen(Effect.fail(error))))
-      const stream = yield* openStream(gateway.baseUrl + "/v1/chat/completions", bearer(live), chatBody({ stream: true }))
+      const stream = yield* openStream(
+        gateway.baseUrl + "/v1/chat/completions",
+        bearer(live),
+        chatBody({ stream: true })
+      )
       // The headers (status 200) and the connection frame are out before the generation fails.
       expect(yield* Deferred.await(stream.status)).toBe(200)
       yield* stream.arrived((text) => text === ": connected\n\n")
@@ -437,7 +456,12 @@ describe("Buffered SSE failures after the headers are sent", () => {
     Effect.gen(function*() {
       const { gateway, live, script } = yield* setup()
       const release = yield* Deferred.make<void>()
-      yield* Ref.set(script, () => Deferred.await(release).pipe(Effect.andThen(Effect.fail(new GenerationEngineError({ reason: "engine", detail: "scripted engine failure" })))))
+      yield* Ref.set(script, () =>
+        Deferred.await(release).pipe(
+          Effect.andThen(
+            Effect.fail(new GenerationEngineError({ reason: "engine", detail: "scripted engine failure" }))
+          )
+        ))
       const stream = yield* openStream(
         gateway.baseUrl + "/v1/responses",
         bearer(live),
@@ -449,7 +473,10 @@ describe("Buffered SSE failures after the headers are sent", () => {
       const body = yield* Fiber.join(stream.done)
       const events = body.split("\n\n").filter((frame) => frame.startsWith("event: ")).map((frame) => {
         const [event, data] = frame.split("\n")
-        return { event: event?.slice("event: ".length), data: JSON.parse(data?.slice("data: ".length) ?? "null") as unknown }
+        return {
+          event: event?.slice("event: ".length),
+          data: JSON.parse(data?.slice("data: ".length) ?? "null") as unknown
+        }
       })
       expect(events.map((e) => e.event)).toEqual(["response.created", "response.failed"])
       expect(events[1]?.data).toMatchObject({
@@ -467,7 +494,12 @@ describe("Buffered SSE failures after the headers are sent", () => {
     Effect.gen(function*() {
       const { gateway, live, script } = yield* setup()
       const release = yield* Deferred.make<void>()
-      yield* Ref.set(script, () => Deferred.await(release).pipe(Effect.andThen(Effect.fail(new GenerationEngineError({ reason: "engine", detail: "scripted engine failure" })))))
+      yield* Ref.set(script, () =>
+        Deferred.await(release).pipe(
+          Effect.andThen(
+            Effect.fail(new GenerationEngineError({ reason: "engine", detail: "scripted engine failure" }))
+          )
+        ))
       const stream = yield* openStream(
         gateway.baseUrl + "/v1/messages",
         bearer(live),

@@ -54,10 +54,14 @@ describe("the gateway on the wire", () => {
           "/Agentic_API/v1/Chat/Completions"
         ]
         for (const path of spellings) {
-          const { head, body } = split(normalized(yield* exchange(port, request("POST", path, auth, chat(`hi ${path}`)))))
+          const { head, body } = split(
+            normalized(yield* exchange(port, request("POST", path, auth, chat(`hi ${path}`))))
+          )
           assert.strictEqual(
             head,
-            `HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nDate: X\r\nConnection: close\r\n\r\n`,
+            `HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${
+              Buffer.byteLength(body)
+            }\r\nDate: X\r\nConnection: close\r\n\r\n`,
             path
           )
           assert.include(body, "\"object\":\"chat.completion\"", path)
@@ -67,15 +71,23 @@ describe("the gateway on the wire", () => {
     it.effect("error answers keep the protocol's extra headers first", () =>
       Effect.gen(function*() {
         const { port } = yield* Gateway
-        const answer = normalized(yield* exchange(port, request("POST", "/agentic_api/v1/responses", { Authorization: "Bearer nope" }, "{}")))
-        const body = "{\"error\":{\"message\":\"Unknown or discarded agentic session 'nope'.\",\"type\":\"not_found_error\"," +
+        const answer = normalized(
+          yield* exchange(port, request("POST", "/agentic_api/v1/responses", { Authorization: "Bearer nope" }, "{}"))
+        )
+        const body =
+          "{\"error\":{\"message\":\"Unknown or discarded agentic session 'nope'.\",\"type\":\"not_found_error\"," +
           "\"param\":\"session_id\",\"code\":\"session_discarded\"}}"
         assert.strictEqual(
           answer,
           "HTTP/1.1 404 Not Found\r\nx-should-retry: false\r\ncontent-type: application/json\r\n" +
             `content-length: ${Buffer.byteLength(body)}\r\nDate: X\r\nConnection: close\r\n\r\n${body}`
         )
-        const large = normalized(yield* exchange(port, request("POST", "/agentic_api/v1/chat/completions", { Authorization: "Bearer nope" }, "x".repeat(5000))))
+        const large = normalized(
+          yield* exchange(
+            port,
+            request("POST", "/agentic_api/v1/chat/completions", { Authorization: "Bearer nope" }, "x".repeat(5000))
+          )
+        )
         assert.isTrue(large.startsWith("HTTP/1.1 404 Not Found\r\nx-should-retry: false\r\n"), large)
       }))
 
@@ -85,7 +97,9 @@ describe("the gateway on the wire", () => {
         const sessionId = yield* newSession
         const auth = { Authorization: `Bearer ${sessionId}`, "Content-Type": "application/json" }
         for (const path of ["/agentic_api/v1/chat/completions", "/agentic_api//v1/chat/completions"]) {
-          const { head, body } = split(normalized(yield* exchange(port, request("POST", path, auth, chat(`stream ${path}`, true)))))
+          const { head, body } = split(
+            normalized(yield* exchange(port, request("POST", path, auth, chat(`stream ${path}`, true))))
+          )
           assert.strictEqual(
             head,
             "HTTP/1.1 200 OK\r\ncache-control: no-cache\r\nx-accel-buffering: no\r\ncontent-type: text/event-stream\r\n" +
@@ -104,12 +118,21 @@ describe("the gateway on the wire", () => {
       Effect.gen(function*() {
         const { port } = yield* Gateway
         const sessionId = yield* newSession
-        const headers = { Authorization: `Bearer ${sessionId}`, "Content-Type": "application/json", Expect: "100-continue" }
+        const headers = {
+          Authorization: `Bearer ${sessionId}`,
+          "Content-Type": "application/json",
+          Expect: "100-continue"
+        }
         for (const path of ["/agentic_api/v1/chat/completions", "/agentic_api//v1/chat/completions"]) {
           const answer = normalized(yield* exchange(port, request("POST", path, headers, chat(`continue ${path}`))))
-          assert.isTrue(answer.startsWith("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"), answer)
+          assert.isTrue(
+            answer.startsWith("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"),
+            answer
+          )
         }
-        const refused = normalized(yield* exchange(port, request("POST", "/agentic_api/v1/chat/completions", { Expect: "100-continue" }, "{}")))
+        const refused = normalized(
+          yield* exchange(port, request("POST", "/agentic_api/v1/chat/completions", { Expect: "100-continue" }, "{}"))
+        )
         assert.isTrue(refused.startsWith("HTTP/1.1 401 Unauthorized\r\ncontent-type: application/json\r\n"), refused)
       }))
   })

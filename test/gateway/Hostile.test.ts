@@ -8,12 +8,12 @@ import { assert, describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as http from "node:http"
 import * as net from "node:net"
-import * as Forest from "../../src/forest/Forest.ts"
-import * as Sample from "../../src/forest/Sample.ts"
-import { Forests } from "../../layers/generation/Forests.ts"
 import { Gateway, isLoopback } from "../../layers/gateway/Gateway.ts"
+import { Forests } from "../../layers/generation/Forests.ts"
 import { Sessions } from "../../layers/schedule/Sessions.ts"
 import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
+import * as Forest from "../../src/forest/Forest.ts"
+import * as Sample from "../../src/forest/Sample.ts"
 import { calcTool } from "../fixtures/gateway/policy.ts"
 import { gatewayStack } from "../support/gatewayStack.ts"
 import { registeredSession, sampling } from "../support/sessions.ts"
@@ -81,8 +81,14 @@ const serialize = (body: Case["body"]): string | Buffer =>
       .replaceAll(`"${deepObjectText}"`, JSON.stringify(deepObjectJson))
 
 const cases: Array<Case> = []
-const add = (protocol: Protocol, name: string, body: Case["body"], status: number, field: string, contentType?: string) =>
-  cases.push({ protocol, name, body, status, field, ...(contentType === undefined ? {} : { contentType }) })
+const add = (
+  protocol: Protocol,
+  name: string,
+  body: Case["body"],
+  status: number,
+  field: string,
+  contentType?: string
+) => cases.push({ protocol, name, body, status, field, ...(contentType === undefined ? {} : { contentType }) })
 
 for (const protocol of ["chat", "responses", "messages"] as const) {
   const base = valid[protocol]
@@ -95,24 +101,39 @@ for (const protocol of ["chat", "responses", "messages"] as const) {
   add(protocol, "a JSON string", "\"hello\"", 400, "body")
   add(protocol, "trailing garbage", `${JSON.stringify(base)} trailing`, 400, "body")
   add(protocol, "a raw NUL byte in a string", Buffer.from(`{"model":"m","x":"a\u0000b"}`), 400, "body")
-  add(protocol, "invalid UTF-8", Buffer.concat([Buffer.from("{\"model\":\"m\",\"x\":\""), Buffer.from([0xff, 0xfe]), Buffer.from("\"}")]), 400, "UTF-8", undefined)
+  add(
+    protocol,
+    "invalid UTF-8",
+    Buffer.concat([Buffer.from("{\"model\":\"m\",\"x\":\""), Buffer.from([0xff, 0xfe]), Buffer.from("\"}")]),
+    400,
+    "UTF-8",
+    undefined
+  )
   cases[cases.length - 1] = { ...cases[cases.length - 1]!, param: "body" }
   add(protocol, "deep nesting of the body itself", { ...base, extra: nested(deep, "array") }, 400, "extra")
   // `stream` (common to all three).
-  for (const value of [1, "yes", [true], { a: 1 }]) add(protocol, `stream ${nameOf(value)}`, withField({ stream: value }), 400, "stream")
+  for (const value of [1, "yes", [true], { a: 1 }]) {
+    add(protocol, `stream ${nameOf(value)}`, withField({ stream: value }), 400, "stream")
+  }
 }
 
 // Chat Completions: wrong types for every field, illegal values, deep nesting.
 {
   const c = (name: string, body: Body, field: string, status = 400) => add("chat", name, body, status, field)
   const base = valid.chat
-  for (const value of [42, "text", true, { a: 1 }]) c(`messages ${nameOf(value)}`, { ...base, messages: value }, "messages")
+  for (const value of [42, "text", true, { a: 1 }]) {
+    c(`messages ${nameOf(value)}`, { ...base, messages: value }, "messages")
+  }
   for (const value of wrongTypes.filter((v) => !Array.isArray(v) && typeof v !== "object")) {
     c(`messages[0] ${nameOf(value)}`, { ...base, messages: [value] }, "messages[0]")
   }
   c("a message without role", { ...base, messages: [{ content: "x" }] }, "messages[0]")
-  for (const value of [1, null, ["user"]]) c(`role ${nameOf(value)}`, { ...base, messages: [{ role: value, content: "x" }] }, "messages[0].role")
-  for (const role of ["robot", "", "USER", "function"]) c(`role "${role}"`, { ...base, messages: [{ role, content: "x" }] }, "messages[0].role")
+  for (const value of [1, null, ["user"]]) {
+    c(`role ${nameOf(value)}`, { ...base, messages: [{ role: value, content: "x" }] }, "messages[0].role")
+  }
+  for (const role of ["robot", "", "USER", "function"]) {
+    c(`role "${role}"`, { ...base, messages: [{ role, content: "x" }] }, "messages[0].role")
+  }
   for (const value of [42, true, { a: 1 }]) {
     c(`content ${nameOf(value)}`, { ...base, messages: [{ role: "user", content: value }] }, "messages[0].content")
   }
@@ -121,10 +142,27 @@ for (const protocol of ["chat", "responses", "messages"] as const) {
   c("no content", { ...base, messages: [{ role: "user" }] }, "messages[0]")
   c("empty part list", { ...base, messages: [{ role: "user", content: [] }] }, "messages[0].content")
   for (const value of [1, "x", null]) {
-    c(`content part ${nameOf(value)}`, { ...base, messages: [{ role: "user", content: [value] }] }, "messages[0].content[0]")
+    c(
+      `content part ${nameOf(value)}`,
+      { ...base, messages: [{ role: "user", content: [value] }] },
+      "messages[0].content[0]"
+    )
   }
-  c("empty text part", { ...base, messages: [{ role: "user", content: [{ type: "text", text: "" }] }] }, "messages[0].content[0].text")
-  for (const url of ["file:///etc/passwd", "/etc/passwd", "./secret.png", "~/.ssh/id_rsa", "FILE:///etc/shadow", "ftp://x/y.png"]) {
+  c(
+    "empty text part",
+    { ...base, messages: [{ role: "user", content: [{ type: "text", text: "" }] }] },
+    "messages[0].content[0].text"
+  )
+  for (
+    const url of [
+      "file:///etc/passwd",
+      "/etc/passwd",
+      "./secret.png",
+      "~/.ssh/id_rsa",
+      "FILE:///etc/shadow",
+      "ftp://x/y.png"
+    ]
+  ) {
     c(
       `image_url ${url}`,
       { ...base, messages: [{ role: "user", content: [{ type: "image_url", image_url: { url } }] }] },
@@ -138,10 +176,21 @@ for (const protocol of ["chat", "responses", "messages"] as const) {
     }, "messages[0].content[0].image_url.url")
   }
   for (const value of [1, "x", { a: 1 }]) {
-    c(`tool_calls ${nameOf(value)}`, { ...base, messages: [{ role: "assistant", content: "", tool_calls: value }] }, "messages[0].tool_calls")
+    c(
+      `tool_calls ${nameOf(value)}`,
+      { ...base, messages: [{ role: "assistant", content: "", tool_calls: value }] },
+      "messages[0].tool_calls"
+    )
   }
-  c("tool call not an object", { ...base, messages: [{ role: "assistant", content: "", tool_calls: [1] }] }, "messages[0].tool_calls[0]")
-  c("tool call without function", { ...base, messages: [{ role: "assistant", content: "", tool_calls: [{ id: "a" }] }] }, "messages[0].tool_calls[0].function")
+  c(
+    "tool call not an object",
+    { ...base, messages: [{ role: "assistant", content: "", tool_calls: [1] }] },
+    "messages[0].tool_calls[0]"
+  )
+  c("tool call without function", {
+    ...base,
+    messages: [{ role: "assistant", content: "", tool_calls: [{ id: "a" }] }]
+  }, "messages[0].tool_calls[0].function")
   c("tool call empty id", {
     ...base,
     messages: [{ role: "assistant", content: "", tool_calls: [{ id: "", function: { name: "f", arguments: "{}" } }] }]
@@ -153,7 +202,11 @@ for (const protocol of ["chat", "responses", "messages"] as const) {
   for (const args of ["{", "[1]", "1", "{\"a\":1,\"a\":2}", "{\"a\": NaN}", 7, null, [1]]) {
     c(`tool call arguments ${nameOf(args)}`, {
       ...base,
-      messages: [{ role: "assistant", content: "", tool_calls: [{ id: "a", function: { name: "f", arguments: args } }] }]
+      messages: [{
+        role: "assistant",
+        content: "",
+        tool_calls: [{ id: "a", function: { name: "f", arguments: args } }]
+      }]
     }, "messages[0].tool_calls[0].function.arguments")
   }
   c("tool call arguments nested 10,000 levels (string)", {
@@ -166,25 +219,47 @@ for (const protocol of ["chat", "responses", "messages"] as const) {
   }, "messages[0].tool_calls[0].function.arguments")
   c("tool call arguments nested 10,000 levels (object)", {
     ...base,
-    messages: [{ role: "assistant", content: "", tool_calls: [{ id: "a", function: { name: "f", arguments: nested(deep, "object") } }] }]
+    messages: [{
+      role: "assistant",
+      content: "",
+      tool_calls: [{ id: "a", function: { name: "f", arguments: nested(deep, "object") } }]
+    }]
   }, "messages")
   for (const value of [1, "", []]) {
-    c(`tool_call_id ${nameOf(value)}`, { ...base, messages: [{ role: "tool", tool_call_id: value, content: "x" }] }, "messages[0].tool_call_id")
+    c(
+      `tool_call_id ${nameOf(value)}`,
+      { ...base, messages: [{ role: "tool", tool_call_id: value, content: "x" }] },
+      "messages[0].tool_call_id"
+    )
   }
-  c("reasoning_content 5", { ...base, messages: [{ role: "assistant", content: "x", reasoning_content: 5 }] }, "messages[0].reasoning_content")
+  c(
+    "reasoning_content 5",
+    { ...base, messages: [{ role: "assistant", content: "x", reasoning_content: 5 }] },
+    "messages[0].reasoning_content"
+  )
   for (const value of [1, "x", { a: 1 }]) c(`tools ${nameOf(value)}`, { ...base, tools: value }, "tools")
   c("a tool that is not an object", { ...base, tools: [1] }, "tools[0]")
   c("tools nested 10,000 levels", {
     ...base,
     tools: [{ type: "function", function: { name: "f", parameters: nested(deep, "object") } }]
   }, "tools")
-  for (const value of [1, "x", [1], true]) c(`chat_template_kwargs ${nameOf(value)}`, { ...base, chat_template_kwargs: value }, "chat_template_kwargs")
+  for (const value of [1, "x", [1], true]) {
+    c(`chat_template_kwargs ${nameOf(value)}`, { ...base, chat_template_kwargs: value }, "chat_template_kwargs")
+  }
   for (const key of ["add_generation_prompt", "tokenize", "tools"]) {
     c(`chat_template_kwargs sets ${key}`, { ...base, chat_template_kwargs: { [key]: true } }, "chat_template_kwargs")
   }
-  c("chat_template_kwargs nested 10,000 levels", { ...base, chat_template_kwargs: { x: nested(deep, "object") } }, "chat_template_kwargs")
-  for (const value of [0, -1, 1.5, "8", true, 1e20]) c(`max_tokens ${nameOf(value)}`, { ...base, max_tokens: value }, "max_tokens")
-  for (const value of [0, -3, "8"]) c(`max_completion_tokens ${nameOf(value)}`, { ...base, max_completion_tokens: value }, "max_completion_tokens")
+  c(
+    "chat_template_kwargs nested 10,000 levels",
+    { ...base, chat_template_kwargs: { x: nested(deep, "object") } },
+    "chat_template_kwargs"
+  )
+  for (const value of [0, -1, 1.5, "8", true, 1e20]) {
+    c(`max_tokens ${nameOf(value)}`, { ...base, max_tokens: value }, "max_tokens")
+  }
+  for (const value of [0, -3, "8"]) {
+    c(`max_completion_tokens ${nameOf(value)}`, { ...base, max_completion_tokens: value }, "max_completion_tokens")
+  }
   for (const value of [1, [1], { a: 1 }, ["a", 2]]) c(`stop ${nameOf(value)}`, { ...base, stop: value }, "stop")
   for (const value of ["yes", 1]) c(`logprobs ${nameOf(value)}`, { ...base, logprobs: value }, "logprobs")
   for (const value of ["1", 1.5]) c(`seed ${nameOf(value)}`, { ...base, seed: value }, "seed")
@@ -197,12 +272,22 @@ for (const protocol of ["chat", "responses", "messages"] as const) {
   for (const value of [42, true, { a: 1 }, null]) r(`input ${nameOf(value)}`, { ...base, input: value }, "input")
   const { input: _input, ...noInput } = base
   r("no input", noInput, "input")
-  for (const value of [42, "", [1]]) r(`instructions ${nameOf(value)}`, { ...base, instructions: value }, "instructions")
+  for (const value of [42, "", [1]]) {
+    r(`instructions ${nameOf(value)}`, { ...base, instructions: value }, "instructions")
+  }
   for (const value of [42, true]) {
     r(`message content ${nameOf(value)}`, { ...base, input: [{ role: "user", content: value }] }, "input[0].content")
   }
-  r("empty input_text", { ...base, input: [{ role: "user", content: [{ type: "input_text", text: "" }] }] }, "input[0].content[0]")
-  r("input_text 5", { ...base, input: [{ role: "user", content: [{ type: "input_text", text: 5 }] }] }, "input[0].content[0]")
+  r(
+    "empty input_text",
+    { ...base, input: [{ role: "user", content: [{ type: "input_text", text: "" }] }] },
+    "input[0].content[0]"
+  )
+  r(
+    "input_text 5",
+    { ...base, input: [{ role: "user", content: [{ type: "input_text", text: 5 }] }] },
+    "input[0].content[0]"
+  )
   for (const url of ["file:///etc/passwd", "/etc/passwd", "../../x.png", "ftp://x/y.png"]) {
     r(
       `input_image ${url}`,
@@ -210,9 +295,21 @@ for (const protocol of ["chat", "responses", "messages"] as const) {
       "input[0].content[0].image_url"
     )
   }
-  r("input_image without url", { ...base, input: [{ role: "user", content: [{ type: "input_image" }] }] }, "input[0].content[0].image_url")
-  r("function_call without call_id", { ...base, input: [{ type: "function_call", name: "f", arguments: "{}" }] }, "input[0].call_id")
-  r("function_call without name", { ...base, input: [{ type: "function_call", call_id: "c", arguments: "{}" }] }, "input[0].name")
+  r(
+    "input_image without url",
+    { ...base, input: [{ role: "user", content: [{ type: "input_image" }] }] },
+    "input[0].content[0].image_url"
+  )
+  r(
+    "function_call without call_id",
+    { ...base, input: [{ type: "function_call", name: "f", arguments: "{}" }] },
+    "input[0].call_id"
+  )
+  r(
+    "function_call without name",
+    { ...base, input: [{ type: "function_call", call_id: "c", arguments: "{}" }] },
+    "input[0].name"
+  )
   for (const args of [{ a: 1 }, 5, null]) {
     r(`function_call arguments ${nameOf(args)}`, {
       ...base,
@@ -236,7 +333,11 @@ for (const protocol of ["chat", "responses", "messages"] as const) {
     }]
   }, "arguments")
   cases[cases.length - 1] = { ...cases[cases.length - 1]!, param: "input" }
-  r("function_call_output without call_id", { ...base, input: [{ type: "function_call_output", output: "x" }] }, "input[0].call_id")
+  r(
+    "function_call_output without call_id",
+    { ...base, input: [{ type: "function_call_output", output: "x" }] },
+    "input[0].call_id"
+  )
   for (const value of [5, [{ type: "image" }], { a: 1 }]) {
     r(`function_call_output output ${nameOf(value)}`, {
       ...base,
@@ -247,15 +348,22 @@ for (const protocol of ["chat", "responses", "messages"] as const) {
   for (const value of [1, "x", { a: 1 }]) r(`tools ${nameOf(value)}`, { ...base, tools: value }, "tools")
   r("tool without name", { ...base, tools: [{ type: "function", parameters: {} }] }, "tools")
   r("tool with parameters 5", { ...base, tools: [{ type: "function", name: "f", parameters: 5 }] }, "tools")
-  r("tools nested 10,000 levels", { ...base, tools: [{ type: "function", name: "f", parameters: nested(deep, "object") }] }, "tools")
-  for (const value of [0, -1, "8", 2.5]) r(`max_output_tokens ${nameOf(value)}`, { ...base, max_output_tokens: value }, "max_output_tokens")
+  r("tools nested 10,000 levels", {
+    ...base,
+    tools: [{ type: "function", name: "f", parameters: nested(deep, "object") }]
+  }, "tools")
+  for (const value of [0, -1, "8", 2.5]) {
+    r(`max_output_tokens ${nameOf(value)}`, { ...base, max_output_tokens: value }, "max_output_tokens")
+  }
 }
 
 // Anthropic Messages.
 {
   const m = (name: string, body: Body, field: string, status = 400) => add("messages", name, body, status, field)
   const base = valid.messages
-  for (const value of [42, "x", { a: 1 }, null]) m(`messages ${nameOf(value)}`, { ...base, messages: value }, "messages")
+  for (const value of [42, "x", { a: 1 }, null]) {
+    m(`messages ${nameOf(value)}`, { ...base, messages: value }, "messages")
+  }
   const { max_tokens: _max, ...noMax } = base
   m("no max_tokens", noMax, "max_tokens")
   for (const value of [0, -1, "16", 1.5]) m(`max_tokens ${nameOf(value)}`, { ...base, max_tokens: value }, "max_tokens")
@@ -263,8 +371,16 @@ for (const protocol of ["chat", "responses", "messages"] as const) {
     m(`content ${nameOf(value)}`, { ...base, messages: [{ role: "user", content: value }] }, "messages[0].content")
   }
   m("empty block list", { ...base, messages: [{ role: "user", content: [] }] }, "messages[0].content")
-  m("empty text block", { ...base, messages: [{ role: "user", content: [{ type: "text", text: "" }] }] }, "messages[0].content[0].text")
-  m("image without source", { ...base, messages: [{ role: "user", content: [{ type: "image" }] }] }, "messages[0].content[0].source")
+  m(
+    "empty text block",
+    { ...base, messages: [{ role: "user", content: [{ type: "text", text: "" }] }] },
+    "messages[0].content[0].text"
+  )
+  m(
+    "image without source",
+    { ...base, messages: [{ role: "user", content: [{ type: "image" }] }] },
+    "messages[0].content[0].source"
+  )
   m("image source type file", {
     ...base,
     messages: [{ role: "user", content: [{ type: "image", source: { type: "file", file_id: "x" } }] }]
@@ -277,7 +393,10 @@ for (const protocol of ["chat", "responses", "messages"] as const) {
   }
   m("base64 image with a text media type", {
     ...base,
-    messages: [{ role: "user", content: [{ type: "image", source: { type: "base64", media_type: "text/plain", data: "aGk=" } }] }]
+    messages: [{
+      role: "user",
+      content: [{ type: "image", source: { type: "base64", media_type: "text/plain", data: "aGk=" } }]
+    }]
   }, "messages[0].content[0].source.media_type")
   m("base64 image without data", {
     ...base,
@@ -293,11 +412,17 @@ for (const protocol of ["chat", "responses", "messages"] as const) {
   }, "messages[0].content[0].content")
   m("tool_use without id", {
     ...base,
-    messages: [{ role: "user", content: "hi" }, { role: "assistant", content: [{ type: "tool_use", name: "f", input: {} }] }]
+    messages: [{ role: "user", content: "hi" }, {
+      role: "assistant",
+      content: [{ type: "tool_use", name: "f", input: {} }]
+    }]
   }, "messages[1].content[0].id")
   m("tool_use input \"x\"", {
     ...base,
-    messages: [{ role: "user", content: "hi" }, { role: "assistant", content: [{ type: "tool_use", id: "t", name: "f", input: "x" }] }]
+    messages: [{ role: "user", content: "hi" }, {
+      role: "assistant",
+      content: [{ type: "tool_use", id: "t", name: "f", input: "x" }]
+    }]
   }, "messages[1].content[0].input")
   m("tool_use input nested 10,000 levels", {
     ...base,
@@ -311,7 +436,9 @@ for (const protocol of ["chat", "responses", "messages"] as const) {
     messages: [{ role: "user", content: "hi" }, { role: "assistant", content: [{ type: "thinking", thinking: 5 }] }]
   }, "messages[1].content[0].thinking")
   for (const value of [5, "", [{ type: "image" }]]) m(`system ${nameOf(value)}`, { ...base, system: value }, "system")
-  for (const value of [5, ["a", 1]]) m(`stop_sequences ${nameOf(value)}`, { ...base, stop_sequences: value }, "stop_sequences")
+  for (const value of [5, ["a", 1]]) {
+    m(`stop_sequences ${nameOf(value)}`, { ...base, stop_sequences: value }, "stop_sequences")
+  }
   for (const value of [1, "x"]) m(`tools ${nameOf(value)}`, { ...base, tools: value }, "tools")
   m("tool without input_schema", { ...base, tools: [{ name: "f" }] }, "tools")
   m("tools nested 10,000 levels", { ...base, tools: [{ name: "f", input_schema: nested(deep, "object") }] }, "tools")
@@ -335,11 +462,18 @@ const send = (
       const chunks: Array<Buffer> = []
       res.on("data", (chunk: Buffer) => chunks.push(chunk))
       res.on("end", () =>
-        resume(Effect.succeed({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString("utf8") }))
-      )
+        resume(
+          Effect.succeed({
+            status: res.statusCode ?? 0,
+            headers: res.headers,
+            body: Buffer.concat(chunks).toString("utf8")
+          })
+        ))
     })
     req.on("error", (error) => resume(Effect.die(error)))
-    if (options.body !== undefined) req.write(options.body)
+    if (options.body !== undefined) {
+      req.write(options.body)
+    }
     req.end()
   })
 
@@ -355,7 +489,9 @@ const errorMessage = (protocol: Protocol, reply: Reply): { readonly message: str
     const error = (body as { error: { message: string } }).error
     return { message: error.message, param: undefined }
   }
-  expect(body).toMatchObject({ error: { message: expect.any(String), type: expect.any(String), code: expect.any(String) } })
+  expect(body).toMatchObject({
+    error: { message: expect.any(String), type: expect.any(String), code: expect.any(String) }
+  })
   const error = (body as { error: { message: string; param: unknown } }).error
   expect(error).toHaveProperty("param")
   return { message: error.message, param: error.param }
@@ -366,7 +502,11 @@ const normalTurn = (baseUrl: string, sessionId: string) =>
   Effect.gen(function*() {
     const reply = yield* send(`${baseUrl}/v1/chat/completions`, {
       headers: { ...auth("bearer", sessionId), "content-type": "application/json" },
-      body: JSON.stringify({ model: "m", messages: [{ role: "user", content: "Please compute 2+2?" }], tools: [calcTool] })
+      body: JSON.stringify({
+        model: "m",
+        messages: [{ role: "user", content: "Please compute 2+2?" }],
+        tools: [calcTool]
+      })
     })
     assert.strictEqual(reply.status, 200, reply.body)
     const forest = yield* (yield* Forests).get(sessionId)
@@ -410,9 +550,13 @@ const statusOf = (response: string): number => Number(/^HTTP\/1\.1 (\d{3})/.exec
 describe("hostile requests", () => {
   it("the table holds at least 200 requests across the three protocols and both auth headers", () => {
     assert.isAtLeast(cases.length * 2, 200)
-    console.log(`hostile table: ${cases.length} bodies x 2 auth headers = ${cases.length * 2} requests ` +
-      `(chat ${cases.filter((c) => c.protocol === "chat").length}, responses ${cases.filter((c) => c.protocol === "responses").length}, ` +
-      `messages ${cases.filter((c) => c.protocol === "messages").length})`)
+    console.log(
+      `hostile table: ${cases.length} bodies x 2 auth headers = ${cases.length * 2} requests ` +
+        `(chat ${cases.filter((c) => c.protocol === "chat").length}, responses ${
+          cases.filter((c) => c.protocol === "responses").length
+        }, ` +
+        `messages ${cases.filter((c) => c.protocol === "messages").length})`
+    )
     for (const protocol of ["chat", "responses", "messages"]) {
       assert.isAtLeast(cases.filter((c) => c.protocol === protocol).length, 30)
     }
@@ -438,7 +582,10 @@ describe("hostile requests", () => {
               const { message, param } = errorMessage(c.protocol, reply)
               if (!message.includes(c.field)) failures.push(`${label}: message does not name ${c.field}: ${message}`)
               const expected = c.param ?? c.field
-            if (c.protocol !== "messages" && !(typeof param === "string" && (param.startsWith(expected) || expected.startsWith(param)))) {
+              if (
+                c.protocol !== "messages" &&
+                !(typeof param === "string" && (param.startsWith(expected) || expected.startsWith(param)))
+              ) {
                 failures.push(`${label}: param ${String(param)} does not name ${c.param ?? c.field}`)
               }
               if ((yield* nodeCount(sessionId)) !== committed) failures.push(`${label} changed the committed state`)
@@ -477,21 +624,39 @@ describe("hostile requests", () => {
             const label = `${protocol} (${style})`
             // Oversize bodies: declared, and chunked without a length.
             const big = JSON.stringify({ ...valid[protocol], pad: "x".repeat(maxBodyBytes) })
-            expectError(`${label} oversize`, protocol, yield* send(url, { headers: { ...auth(style, sessionId), ...json }, body: big }), 413, "body")
+            expectError(
+              `${label} oversize`,
+              protocol,
+              yield* send(url, { headers: { ...auth(style, sessionId), ...json }, body: big }),
+              413,
+              "body"
+            )
             expectError(
               `${label} oversize chunked`,
               protocol,
-              yield* send(url, { headers: { ...auth(style, sessionId), ...json, "transfer-encoding": "chunked" }, body: big }),
+              yield* send(url, {
+                headers: { ...auth(style, sessionId), ...json, "transfer-encoding": "chunked" },
+                body: big
+              }),
               413,
               "body"
             )
             yield* afterEach(`${label} oversize`)
             // Content types: the body is read as JSON whatever the header says (as the reference does).
-            for (const contentType of ["application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "text/plain"]) {
+            for (
+              const contentType of [
+                "application/x-www-form-urlencoded",
+                "multipart/form-data; boundary=x",
+                "text/plain"
+              ]
+            ) {
               expectError(
                 `${label} ${contentType}`,
                 protocol,
-                yield* send(url, { headers: { ...auth(style, sessionId), "content-type": contentType }, body: "a=b&c=d" }),
+                yield* send(url, {
+                  headers: { ...auth(style, sessionId), "content-type": contentType },
+                  body: "a=b&c=d"
+                }),
                 400,
                 "body"
               )
@@ -511,14 +676,20 @@ describe("hostile requests", () => {
             expectError(
               `${label} finished`,
               protocol,
-              yield* send(url, { headers: { ...auth(style, finished), ...json }, body: JSON.stringify(valid[protocol]) }),
+              yield* send(url, {
+                headers: { ...auth(style, finished), ...json },
+                body: JSON.stringify(valid[protocol])
+              }),
               404,
               "session"
             )
             expectError(
               `${label} unknown`,
               protocol,
-              yield* send(url, { headers: { ...auth(style, "0".repeat(32)), ...json }, body: JSON.stringify(valid[protocol]) }),
+              yield* send(url, {
+                headers: { ...auth(style, "0".repeat(32)), ...json },
+                body: JSON.stringify(valid[protocol])
+              }),
               404,
               "session"
             )
@@ -527,7 +698,10 @@ describe("hostile requests", () => {
             const theirs = yield* nodeCount(other)
             const foreign = yield* send(url, {
               headers: { ...auth(style, other), ...json },
-              body: JSON.stringify({ ...valid[protocol], ...(protocol === "responses" ? { input: `foreign ${style}` } : {}) })
+              body: JSON.stringify({
+                ...valid[protocol],
+                ...(protocol === "responses" ? { input: `foreign ${style}` } : {})
+              })
             })
             assert.strictEqual(foreign.status, 200)
             assert.strictEqual(yield* nodeCount(sessionId), mine, `${label}: a foreign id changed this Session`)
@@ -535,9 +709,23 @@ describe("hostile requests", () => {
             yield* afterEach(`${label} foreign`)
           }
           // Unknown paths, inside and outside the mount: 404 with the OpenAI shape.
-          for (const path of ["/agentic_api/v1/completions", "/agentic_api/v2/chat/completions", "/agentic_api/", "/", "/v1/chat/completions"]) {
+          for (
+            const path of [
+              "/agentic_api/v1/completions",
+              "/agentic_api/v2/chat/completions",
+              "/agentic_api/",
+              "/",
+              "/v1/chat/completions"
+            ]
+          ) {
             const origin = baseUrl.slice(0, baseUrl.indexOf("/agentic_api"))
-            expectError(`${path} (${style})`, "chat", yield* send(`${origin}${path}`, { headers: { ...auth(style, sessionId), ...json }, body: "{}" }), 404, "No route")
+            expectError(
+              `${path} (${style})`,
+              "chat",
+              yield* send(`${origin}${path}`, { headers: { ...auth(style, sessionId), ...json }, body: "{}" }),
+              404,
+              "No route"
+            )
           }
         }
 
@@ -575,7 +763,11 @@ describe("hostile requests", () => {
         const before = yield* nodeCount(sessionId)
         yield* raw(
           port,
-          head(Buffer.byteLength(JSON.stringify({ ...valid.chat, stream: true, messages: [{ role: "user", content: "streamed" }] }))) +
+          head(
+            Buffer.byteLength(
+              JSON.stringify({ ...valid.chat, stream: true, messages: [{ role: "user", content: "streamed" }] })
+            )
+          ) +
             JSON.stringify({ ...valid.chat, stream: true, messages: [{ role: "user", content: "streamed" }] }),
           { destroyAfterWrite: true }
         )
@@ -589,11 +781,22 @@ describe("hostile requests", () => {
   })
 })
 
-
 describe("the bind address", () => {
   it("only loopback addresses count as loopback (any other bind logs a warning)", () => {
-    for (const host of ["127.0.0.1", "127.1.2.3", "localhost", "::1", "[::1]", "::ffff:127.0.0.1"]) assert.isTrue(isLoopback(host), host)
-    for (const host of ["0.0.0.0", "::", "192.168.1.5", "10.0.0.1", "example.com", "127.0.0.1.example.com", "::ffff:10.0.0.1"]) {
+    for (const host of ["127.0.0.1", "127.1.2.3", "localhost", "::1", "[::1]", "::ffff:127.0.0.1"]) {
+      assert.isTrue(isLoopback(host), host)
+    }
+    for (
+      const host of [
+        "0.0.0.0",
+        "::",
+        "192.168.1.5",
+        "10.0.0.1",
+        "example.com",
+        "127.0.0.1.example.com",
+        "::ffff:10.0.0.1"
+      ]
+    ) {
       assert.isFalse(isLoopback(host), host)
     }
   })

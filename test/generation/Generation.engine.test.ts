@@ -4,20 +4,20 @@
  */
 import { assert, describe, expect, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
-import * as Forest from "../../src/forest/Forest.ts"
-import * as Sample from "../../src/forest/Sample.ts"
-import type * as Completion from "../../src/protocol/completion.ts"
-import * as Parsers from "../../src/parsers/registry.ts"
 import type { GenerateRequest } from "../../layers/engine/Engine.ts"
 import { Forests } from "../../layers/generation/Forests.ts"
-import * as ProtocolErrors from "../../src/protocol/errors.ts"
 import { Generation } from "../../layers/generation/Generation.ts"
 import type { SessionEntry } from "../../layers/schedule/Sessions.ts"
 import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
+import * as Forest from "../../src/forest/Forest.ts"
+import * as Sample from "../../src/forest/Sample.ts"
+import * as Parsers from "../../src/parsers/registry.ts"
+import type * as Completion from "../../src/protocol/completion.ts"
+import * as ProtocolErrors from "../../src/protocol/errors.ts"
+import * as Requests from "../support/requests.ts"
+import * as Results from "../support/results.ts"
 import { type Script, scriptedEngine } from "../support/scriptedEngine.ts"
 import { sessionWithForest } from "../support/sessions.ts"
-import * as Results from "../support/results.ts"
-import * as Requests from "../support/requests.ts"
 
 let script: Script = () => {
   throw new Error("no script set")
@@ -86,7 +86,12 @@ describe("Generation over a scripted engine", () => {
         ]
         yield* scripted((_, i) => {
           const ids = outputs[i] ?? []
-          return { outputIds: ids, logprobs: ids.map(() => -(i + 1)), finishReason: { type: "stop", matched: imEnd }, weightVersion: "v0" }
+          return {
+            outputIds: ids,
+            logprobs: ids.map(() => -(i + 1)),
+            finishReason: { type: "stop", matched: imEnd },
+            weightVersion: "v0"
+          }
         })
         const generation = yield* Generation
         const entry = yield* session
@@ -98,7 +103,9 @@ describe("Generation over a scripted engine", () => {
         expect(lineage.map((n) => n.kind)).toEqual(["obs", "obs", "resp", "obs", "resp"])
         const delta = lineage[3]
         assert(delta !== undefined)
-        expect(tokenizer.decode([...Forest.unpackTokens(delta)])).toBe("\n<|im_start|>user\nq2<|im_end|>\n<|im_start|>assistant\n")
+        expect(tokenizer.decode([...Forest.unpackTokens(delta)])).toBe(
+          "\n<|im_start|>user\nq2<|im_end|>\n<|im_start|>assistant\n"
+        )
         // The second request's prompt is the first lineage verbatim, generated ids included.
         expect(calls[1]?.inputIds).toEqual(Forest.inferencePrefix(forest, delta.hash))
 
@@ -129,8 +136,18 @@ describe("Generation over a scripted engine", () => {
         const full = [...tokenizer.encode("<think>\nr1\n</think>\n\nHello world, how are you"), imEnd]
         yield* scripted((_, i) =>
           i === 0
-            ? { outputIds: full.slice(0, 5), logprobs: full.slice(0, 5).map(() => -0.5), finishReason: { type: "abort" }, weightVersion: "v0" }
-            : { outputIds: full.slice(5), logprobs: full.slice(5).map(() => -0.25), finishReason: { type: "stop", matched: imEnd }, weightVersion: "v1" }
+            ? {
+              outputIds: full.slice(0, 5),
+              logprobs: full.slice(0, 5).map(() => -0.5),
+              finishReason: { type: "abort" },
+              weightVersion: "v0"
+            }
+            : {
+              outputIds: full.slice(5),
+              logprobs: full.slice(5).map(() => -0.25),
+              finishReason: { type: "stop", matched: imEnd },
+              weightVersion: "v1"
+            }
         )
         const entry = yield* session
         const completion = yield* (yield* Generation).generate(entry, request([u1], { logprobs: true }))
@@ -150,7 +167,12 @@ describe("Generation over a scripted engine", () => {
         const node = Forest.node(forest, leaf)
         assert(node.kind === "resp")
         expect([...Forest.unpackTokens(node)]).toEqual(full)
-        expect(node).toMatchObject({ status: "completed", abortCount: 1, weightVersions: ["v0", "v1"], requestId: firstCall.rid })
+        expect(node).toMatchObject({
+          status: "completed",
+          abortCount: 1,
+          weightVersions: ["v0", "v1"],
+          requestId: firstCall.rid
+        })
         expect(sample.rollout_log_probs).toEqual([...Array(5).fill(-0.5), ...Array(full.length - 5).fill(-0.25)])
         expect(entry.counters).toMatchObject({ aborts: 1, generations: 1 })
       }))
@@ -159,7 +181,12 @@ describe("Generation over a scripted engine", () => {
       Effect.gen(function*() {
         const tokenizer = yield* Tokenizer
         const ids = tokenizer.encode("<think>\nr\n</think>\n\nHello")
-        yield* scripted(() => ({ outputIds: ids, logprobs: ids.map(() => 0), finishReason: { type: "abort" }, weightVersion: "v0" }))
+        yield* scripted(() => ({
+          outputIds: ids,
+          logprobs: ids.map(() => 0),
+          finishReason: { type: "abort" },
+          weightVersion: "v0"
+        }))
         const entry = yield* session
         const completion = yield* (yield* Generation).generate(entry, request([u1], { maxTokens: ids.length }))
         expect(completion.finish).toBe("length")
@@ -172,7 +199,10 @@ describe("Generation over a scripted engine", () => {
       Effect.gen(function*() {
         yield* scripted(() => ({ outputIds: [], logprobs: [], finishReason: { type: "abort" }, weightVersion: "v0" }))
         const entry = yield* session
-        const error = yield* (yield* Generation).generate(entry, request([u1])).pipe(Effect.flip, Effect.map(ProtocolErrors.GatewayError.fromGeneration))
+        const error = yield* (yield* Generation).generate(entry, request([u1])).pipe(
+          Effect.flip,
+          Effect.map(ProtocolErrors.GatewayError.fromGeneration)
+        )
         expect(error.status).toBe(500)
         expect(calls).toHaveLength(3)
         const forest = yield* (yield* Forests).get(entry.sessionId)
@@ -186,7 +216,12 @@ describe("Generation over a scripted engine", () => {
         const next = tokenizer.encode("<think>\nr2\n</think>\n\nok")
         yield* scripted((_, i) =>
           i === 0
-            ? { outputIds: ids, logprobs: ids.map(() => 0), finishReason: { type: "stop", matched: "END" }, weightVersion: "v0" }
+            ? {
+              outputIds: ids,
+              logprobs: ids.map(() => 0),
+              finishReason: { type: "stop", matched: "END" },
+              weightVersion: "v0"
+            }
             : { outputIds: next, logprobs: next.map(() => 0), finishReason: { type: "length" }, weightVersion: "v0" }
         )
         const generation = yield* Generation

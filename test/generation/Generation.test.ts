@@ -5,20 +5,20 @@
 import { assert, describe, expect, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber, Layer, Option, Tracer } from "effect"
 import { TestClock } from "effect/testing"
-import * as Forest from "../../src/forest/Forest.ts"
-import type * as Completion from "../../src/protocol/completion.ts"
-import * as Parsers from "../../src/parsers/registry.ts"
 import { EmbeddedEngine, type EmbeddedEngineOptions } from "../../layers/engine/EmbeddedEngine.ts"
 import { Engine } from "../../layers/engine/Engine.ts"
 import { Forests } from "../../layers/generation/Forests.ts"
-import * as ProtocolErrors from "../../src/protocol/errors.ts"
 import { Generation } from "../../layers/generation/Generation.ts"
 import type { SessionEntry } from "../../layers/schedule/Sessions.ts"
 import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
+import * as Forest from "../../src/forest/Forest.ts"
+import * as Parsers from "../../src/parsers/registry.ts"
+import type * as Completion from "../../src/protocol/completion.ts"
+import * as ProtocolErrors from "../../src/protocol/errors.ts"
 import { calcTool, policy } from "../fixtures/gateway/policy.ts"
-import { sampling, sessionWithForest } from "../support/sessions.ts"
-import * as Results from "../support/results.ts"
 import * as Requests from "../support/requests.ts"
+import * as Results from "../support/results.ts"
+import { sampling, sessionWithForest } from "../support/sessions.ts"
 
 const stack = (engine: EmbeddedEngineOptions = EmbeddedEngine.instant) =>
   Generation.layer({
@@ -124,10 +124,15 @@ describe("Generation", () => {
     it.effect("rejects an observation that reaches the context limit before committing anything", () =>
       Effect.gen(function*() {
         const entry = yield* session({ maxContextLen: 10 })
-        const error = yield* (yield* Generation).generate(entry, request(question)).pipe(Effect.flip, Effect.map(ProtocolErrors.GatewayError.fromGeneration))
+        const error = yield* (yield* Generation).generate(entry, request(question)).pipe(
+          Effect.flip,
+          Effect.map(ProtocolErrors.GatewayError.fromGeneration)
+        )
         expect(error.status).toBe(400)
         expect(error.code).toBe("context_length_exceeded")
-        expect(error.message).toMatch(/^This model's maximum context length is 10 tokens\. However, your messages resulted in \d+ tokens\./)
+        expect(error.message).toMatch(
+          /^This model's maximum context length is 10 tokens\. However, your messages resulted in \d+ tokens\./
+        )
         expect(Forest.leaves(yield* forestOf(entry))).toHaveLength(0)
         expect(entry.counters.generations).toBe(0)
       }))
@@ -216,7 +221,10 @@ describe("Generation with images", () => {
         expect(refused.message).toContain("The chat template cannot render these messages")
         const parts = yield* generation.generate(
           entry,
-          request([{ role: "user", content: [{ type: "text", text: "Please compute " }, { type: "text", text: "2+2?" }] }])
+          request([{
+            role: "user",
+            content: [{ type: "text", text: "Please compute " }, { type: "text", text: "2+2?" }]
+          }])
         )
         expect(parts.usage.completionTokens).toBeGreaterThan(0)
         assert.deepStrictEqual(seen, [undefined])
@@ -241,7 +249,10 @@ describe("Generation trace", () => {
         const entry = yield* session()
         yield* generation.generate(entry, request(question)).pipe(Effect.withTracer(tracer))
         const parentName = (span: Tracer.NativeSpan) =>
-          Option.match(span.parent, { onNone: () => null, onSome: (parent) => parent._tag === "Span" ? parent.name : null })
+          Option.match(span.parent, {
+            onNone: () => null,
+            onSome: (parent) => parent._tag === "Span" ? parent.name : null
+          })
         const childrenOf = (name: string) => spans.filter((span) => parentName(span) === name).map((span) => span.name)
         assert.deepStrictEqual(spans.filter((span) => parentName(span) === null).map((span) => span.name), [
           "Generation.generate"

@@ -5,17 +5,17 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
-import * as Forest from "../../src/forest/Forest.ts"
-import * as Sample from "../../src/forest/Sample.ts"
 import type { GenerateRequest } from "../../layers/engine/Engine.ts"
 import { Forests } from "../../layers/generation/Forests.ts"
-import * as ProtocolErrors from "../../src/protocol/errors.ts"
 import { Generation, type GenerationOptions } from "../../layers/generation/Generation.ts"
 import { load as loadTokenizer, Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
+import * as Forest from "../../src/forest/Forest.ts"
+import * as Sample from "../../src/forest/Sample.ts"
+import * as ProtocolErrors from "../../src/protocol/errors.ts"
+import * as Requests from "../support/requests.ts"
 import { scriptedEngine } from "../support/scriptedEngine.ts"
 import { sessionWithForest } from "../support/sessions.ts"
 import * as VisionTokenizer from "../support/VisionTokenizer.ts"
-import * as Requests from "../support/requests.ts"
 
 const PAD = 151655
 
@@ -27,7 +27,6 @@ const engineAnswering = (calls: Array<GenerateRequest>, answer: ReadonlyArray<nu
     finishReason: { type: "stop" },
     weightVersion: "v0"
   }))
-
 
 const stackFor = (
   tokenizer: Layer.Layer<Tokenizer>,
@@ -109,7 +108,9 @@ describe("a vision model's observations", () => {
       yield* Effect.gen(function*() {
         const generation = yield* Generation
         const entry = yield* sessionWithForest()
-        const error = yield* generation.generate(entry, request(withImage("data:image/png;base64,AAAA"))).pipe(Effect.flip)
+        const error = yield* generation.generate(entry, request(withImage("data:image/png;base64,AAAA"))).pipe(
+          Effect.flip
+        )
         assert.strictEqual(error._tag, "ImageRejectedError")
         const http = ProtocolErrors.GatewayError.fromGeneration(error)
         assert.strictEqual(http.status, 400)

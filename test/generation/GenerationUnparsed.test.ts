@@ -6,18 +6,18 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
-import * as Forest from "../../src/forest/Forest.ts"
-import * as Canonical from "../../src/protocol/canonical.ts"
-import * as Parsers from "../../src/parsers/registry.ts"
 import { EmbeddedEngine } from "../../layers/engine/EmbeddedEngine.ts"
 import { Forests } from "../../layers/generation/Forests.ts"
-import * as ProtocolErrors from "../../src/protocol/errors.ts"
 import { Generation } from "../../layers/generation/Generation.ts"
 import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
+import * as Forest from "../../src/forest/Forest.ts"
+import * as Parsers from "../../src/parsers/registry.ts"
+import * as Canonical from "../../src/protocol/canonical.ts"
+import * as ProtocolErrors from "../../src/protocol/errors.ts"
 import { calcTool } from "../fixtures/gateway/policy.ts"
-import { sampling, sessionWithForest } from "../support/sessions.ts"
-import * as Results from "../support/results.ts"
 import * as Requests from "../support/requests.ts"
+import * as Results from "../support/results.ts"
+import { sampling, sessionWithForest } from "../support/sessions.ts"
 
 /** What each parser's model writes when it calls a tool the request does not define. */
 const unknownCall: Record<string, string> = {
@@ -32,7 +32,10 @@ const stack = (parser: string, failUnparsedTurns: boolean) =>
     Layer.provideMerge(Tokenizer.layer)
   )
 
-const request = Requests.canonicalRequest({ messages: [{ role: "user", content: "Please compute 2+2?" }], tools: [calcTool] })
+const request = Requests.canonicalRequest({
+  messages: [{ role: "user", content: "Please compute 2+2?" }],
+  tools: [calcTool]
+})
 
 describe("a turn whose tool call the parser drops", () => {
   for (const parser of ["qwen25", "glm45"]) {

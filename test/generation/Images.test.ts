@@ -46,10 +46,14 @@ describe("an observation's training view", () => {
   it.effect("refuses placeholders it cannot expand: no preprocessor_config.json, or an unreadable image", () =>
     Effect.gen(function*() {
       const bare = yield* Tokenizer.load(yield* VisionTokenizer.directory({ preprocessor: false }))
-      const noProcessor = yield* Images.expandObservation(bare, [1, PAD, 2], ["data:image/png;base64,AAAA"]).pipe(Effect.flip)
+      const noProcessor = yield* Images.expandObservation(bare, [1, PAD, 2], ["data:image/png;base64,AAAA"]).pipe(
+        Effect.flip
+      )
       assert.include(noProcessor, "has no preprocessor_config.json")
       const vision = yield* Tokenizer.load(yield* VisionTokenizer.directory())
-      const unreadable = yield* Images.expandObservation(vision, [1, PAD, 2], ["data:image/png;base64,AAAA"]).pipe(Effect.flip)
+      const unreadable = yield* Images.expandObservation(vision, [1, PAD, 2], ["data:image/png;base64,AAAA"]).pipe(
+        Effect.flip
+      )
       assert.include(unreadable, "cannot read image data:image/png;base64,AAAA")
     }).pipe(Effect.scoped))
 })

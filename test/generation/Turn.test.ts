@@ -1,7 +1,11 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Turn from "../../src/generation/Turn.ts"
 
-const output = (ids: ReadonlyArray<number>, type: "stop" | "length" | "abort", weightVersion = "v1"): Turn.AttemptOutput => ({
+const output = (
+  ids: ReadonlyArray<number>,
+  type: "stop" | "length" | "abort",
+  weightVersion = "v1"
+): Turn.AttemptOutput => ({
   outputIds: ids,
   logprobs: ids.map(() => -0.5),
   weightVersion,
@@ -54,7 +58,10 @@ describe("Turn: engine attempts", () => {
       assert.strictEqual(outcome._tag, "Resume")
       pending = outcome.pending
     }
-    assert.strictEqual(Turn.afterAttempt(Turn.afterAttempt(pending, output([4], "abort"), 0, 8).pending, output([], "abort"), 0, 8)._tag, "Resume")
+    assert.strictEqual(
+      Turn.afterAttempt(Turn.afterAttempt(pending, output([4], "abort"), 0, 8).pending, output([], "abort"), 0, 8)._tag,
+      "Resume"
+    )
     assert.strictEqual(Turn.afterAttempt(pending, output([], "abort"), 0, 8)._tag, "GiveUp")
   })
 })
@@ -106,7 +113,11 @@ describe("Turn: sampling and parsing", () => {
       created: 2,
       reasoning: "think",
       content: "",
-      toolCalls: [{ id: toolCalls[0]?.id ?? "", name: "calc", arguments: message.success.tool_calls?.[0]?.function.arguments ?? "" }],
+      toolCalls: [{
+        id: toolCalls[0]?.id ?? "",
+        name: "calc",
+        arguments: message.success.tool_calls?.[0]?.function.arguments ?? ""
+      }],
       finish: "tool_calls",
       usage: { promptTokens: 3, completionTokens: 4, cachedTokens: 0 }
     })

@@ -14,26 +14,50 @@ const vocabularyId = fc.integer({ min: 0, max: 2 ** 24 - 1 })
 // Anything an id array might hold: small and huge ids, ids just past 3 bytes, negatives, non-integers.
 const anyId = fc.oneof(
   vocabularyId,
-  fc.constantFrom(0, 1, 255, 256, 65_535, 65_536, 151_643, 2 ** 24 - 1, 2 ** 24, 2 ** 31 - 1, -1, 2 ** 32 + 5, 1.5, -0, Number.NaN, 2 ** 24 + 0.5, -(2 ** 24), 2 ** 40 + 7)
+  fc.constantFrom(
+    0,
+    1,
+    255,
+    256,
+    65_535,
+    65_536,
+    151_643,
+    2 ** 24 - 1,
+    2 ** 24,
+    2 ** 31 - 1,
+    -1,
+    2 ** 32 + 5,
+    1.5,
+    -0,
+    Number.NaN,
+    2 ** 24 + 0.5,
+    -(2 ** 24),
+    2 ** 40 + 7
+  )
 )
 
 describe("PackedIds", () => {
   it("reads back every id an Int32Array copy would have kept, and the same common prefixes", () => {
     fc.assert(
-      fc.property(fc.array(anyId, { maxLength: 60 }), fc.array(anyId, { maxLength: 8 }), fc.array(anyId, { maxLength: 60 }), (input, output, next) => {
-        const packed = PackedIds.pack(input, output)
-        const kept = reference(input, output)
-        assert.strictEqual(PackedIds.length(packed), kept.length)
-        for (let i = 0; i <= kept.length; i++) assert.strictEqual(PackedIds.at(packed, i), kept[i])
-        for (const ids of [next, [...input, ...output, ...next], input, [...input, ...output].slice(0, -1)]) {
-          assert.strictEqual(PackedIds.commonPrefix(ids, packed), referencePrefix(ids, kept))
+      fc.property(
+        fc.array(anyId, { maxLength: 60 }),
+        fc.array(anyId, { maxLength: 8 }),
+        fc.array(anyId, { maxLength: 60 }),
+        (input, output, next) => {
+          const packed = PackedIds.pack(input, output)
+          const kept = reference(input, output)
+          assert.strictEqual(PackedIds.length(packed), kept.length)
+          for (let i = 0; i <= kept.length; i++) assert.strictEqual(PackedIds.at(packed, i), kept[i])
+          for (const ids of [next, [...input, ...output, ...next], input, [...input, ...output].slice(0, -1)]) {
+            assert.strictEqual(PackedIds.commonPrefix(ids, packed), referencePrefix(ids, kept))
+          }
+          assert.deepStrictEqual([...PackedIds.unpack(packed)], [...kept])
+          const both = PackedIds.concat([packed, PackedIds.pack(next), PackedIds.pack()])
+          assert.deepStrictEqual(both, Int32Array.from([...kept, ...reference(next)]))
+          const withTail = PackedIds.concat([packed], output)
+          assert.deepStrictEqual(withTail, Int32Array.from([...kept, ...output]))
         }
-        assert.deepStrictEqual([...PackedIds.unpack(packed)], [...kept])
-        const both = PackedIds.concat([packed, PackedIds.pack(next), PackedIds.pack()])
-        assert.deepStrictEqual(both, Int32Array.from([...kept, ...reference(next)]))
-        const withTail = PackedIds.concat([packed], output)
-        assert.deepStrictEqual(withTail, Int32Array.from([...kept, ...output]))
-      }),
+      ),
       { numRuns: 500 }
     )
   })
@@ -45,5 +69,4 @@ describe("PackedIds", () => {
     assert.strictEqual(PackedIds.pack(ids, [-1]).byteLength, 4004)
     assert.strictEqual(PackedIds.pack().byteLength, 0)
   })
-
 })

@@ -21,7 +21,17 @@ describe("inspect: a debug dump as Steps, Groups, Sessions, trees and tokens", (
     assert.strictEqual(overview.sessions.length, 1)
     const row = overview.sessions[0]!
     assert.deepStrictEqual(row.exports, ["main", "first"])
-    assert.deepInclude(row, { reward: 1, advantage: 0.5, turns: 1, aborts: 1, parser_failures: 1, requests: 2, branches: 1, drift: 1, has_forest: true })
+    assert.deepInclude(row, {
+      reward: 1,
+      advantage: 0.5,
+      turns: 1,
+      aborts: 1,
+      parser_failures: 1,
+      requests: 2,
+      branches: 1,
+      drift: 1,
+      has_forest: true
+    })
     assert.deepStrictEqual(row.weight_versions, ["1", "2"])
     assert.strictEqual(row.wall_s, 2)
     const detail = SessionTree.detail(run, run.sessions[0]!, vocab)
@@ -58,7 +68,17 @@ describe("inspect: a debug dump as Steps, Groups, Sessions, trees and tokens", (
     const { jsonl, samples } = session()
     const old = jsonl.split("\n").map((line) => {
       const record = JSON.parse(line) as Record<string, unknown>
-      for (const key of ["status", "loss_mask", "rollout_log_probs", "turn_spans", "parser_failures", "parser_failures_by_request", "forest"]) delete record[key]
+      for (
+        const key of [
+          "status",
+          "loss_mask",
+          "rollout_log_probs",
+          "turn_spans",
+          "parser_failures",
+          "parser_failures_by_request",
+          "forest"
+        ]
+      ) delete record[key]
       return JSON.stringify(record)
     }).join("\n")
     const run = runOf("debug_0.jsonl", old)
@@ -73,7 +93,10 @@ describe("inspect: a debug dump as Steps, Groups, Sessions, trees and tokens", (
   it("merges training samples with their debug records, and finds Sessions by id or text", () => {
     const { jsonl, samples } = session()
     const rollout = samples.map((s) => JSON.stringify(s)).join("\n")
-    const lines = [...(Dump.readFile("rollout_0.jsonl", rollout) as ReadonlyArray<Dump.Line>), ...(Dump.readFile("debug_0.jsonl", jsonl) as ReadonlyArray<Dump.Line>)]
+    const lines = [
+      ...(Dump.readFile("rollout_0.jsonl", rollout) as ReadonlyArray<Dump.Line>),
+      ...(Dump.readFile("debug_0.jsonl", jsonl) as ReadonlyArray<Dump.Line>)
+    ]
     const run = Model.fromLines("dir", lines)
     assert.strictEqual(run.sessions.length, 1)
     assert.strictEqual(run.sessions[0]!.samples.length, 2)
@@ -102,12 +125,18 @@ describe("inspect: a debug dump as Steps, Groups, Sessions, trees and tokens", (
 describe("drift: why an echoed assistant message differs from the committed response", () => {
   it("tells dropped reasoning, re-serialized tool arguments, changed tool calls and changed text apart", () => {
     const committed = assistant("Let me add.", { reasoning_content: "2 + 2", tool_calls: [call("{\"a\":2,\"b\":2}")] })
-    assert.strictEqual(Drift.diverge(committed, assistant("Let me add.", { tool_calls: [call("{\"a\":2,\"b\":2}")] })).cause, "reasoning-dropped")
+    assert.strictEqual(
+      Drift.diverge(committed, assistant("Let me add.", { tool_calls: [call("{\"a\":2,\"b\":2}")] })).cause,
+      "reasoning-dropped"
+    )
     assert.strictEqual(Drift.diverge(committed, { ...committed, reasoning_content: "2+2" }).cause, "reasoning-changed")
     const reserialized = Drift.diverge(committed, { ...committed, tool_calls: [call("{\"a\": 2, \"b\": 2}")] })
     assert.strictEqual(reserialized.cause, "tool-arguments-reserialized")
     assert.include(reserialized.detail, "tool call 0")
-    assert.strictEqual(Drift.diverge(committed, { ...committed, tool_calls: [call("{\"a\":3}")] }).cause, "tool-calls-changed")
+    assert.strictEqual(
+      Drift.diverge(committed, { ...committed, tool_calls: [call("{\"a\":3}")] }).cause,
+      "tool-calls-changed"
+    )
     assert.strictEqual(Drift.diverge(committed, { ...committed, content: "Let me add!" }).cause, "text-changed")
   })
 

@@ -18,7 +18,11 @@ interface Ran {
  * Run `relax-agentic inspect ...` (the real command line). `untilLine`: stop it (SIGINT, as Ctrl-C) once stdout has a
  * line matching it, after `whileRunning` got the match.
  */
-const cli = (args: ReadonlyArray<string>, untilLine?: RegExp, whileRunning?: (match: RegExpMatchArray) => Promise<void>) =>
+const cli = (
+  args: ReadonlyArray<string>,
+  untilLine?: RegExp,
+  whileRunning?: (match: RegExpMatchArray) => Promise<void>
+) =>
   Effect.callback<Ran>((resume) => {
     const child = spawn(process.execPath, ["--import", "tsx", join(root, "src", "cli.ts"), "inspect", ...args], {
       cwd: root,

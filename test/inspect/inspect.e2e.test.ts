@@ -61,100 +61,115 @@ const text = (page: import("playwright-core").Page, selector: string) =>
   Effect.promise(async () => (await page.textContent(selector)) ?? "")
 
 describe("relax-agentic inspect (a real rollout's files in a real browser)", () => {
-  it.live("shows the run's Steps, Groups and Sessions, a Session's tree and tokens, and filters them", () =>
-    Effect.gen(function*() {
-      const dir = mkdtempSync(join(tmpdir(), "relax-inspect-"))
-      yield* rolloutInto(dir)
-      const dump = [...readDump(join(dir, "debug_0.jsonl")), ...readDump(join(dir, "debug_1.jsonl"))]
-      const sessions = new Set(dump.map((d) => `${d.rollout_id}/${d.session_id}`))
-      const groups = new Set(dump.map((d) => `${d.rollout_id}/${d.group_index}`))
-      // Every Session's forest is dumped once, with its first context.
-      assert.strictEqual(dump.filter((d) => d.forest !== undefined).length, sessions.size)
+  it.live(
+    "shows the run's Steps, Groups and Sessions, a Session's tree and tokens, and filters them",
+    () =>
+      Effect.gen(function*() {
+        const dir = mkdtempSync(join(tmpdir(), "relax-inspect-"))
+        yield* rolloutInto(dir)
+        const dump = [...readDump(join(dir, "debug_0.jsonl")), ...readDump(join(dir, "debug_1.jsonl"))]
+        const sessions = new Set(dump.map((d) => `${d.rollout_id}/${d.session_id}`))
+        const groups = new Set(dump.map((d) => `${d.rollout_id}/${d.group_index}`))
+        // Every Session's forest is dumped once, with its first context.
+        assert.strictEqual(dump.filter((d) => d.forest !== undefined).length, sessions.size)
 
-      const run = yield* Inspector.load(dir)
-      const vocab = Inspector.vocabulary(yield* loadTokenizer())
-      // The server lives as long as the test's scope.
-      const server = Context.get(yield* Layer.build(Inspector.Inspector.layer(run, vocab)), Inspector.Inspector)
-      assert.match(server.url, /^http:\/\/127\.0\.0\.1:\d+\/$/)
+        const run = yield* Inspector.load(dir)
+        const vocab = Inspector.vocabulary(yield* loadTokenizer())
+        // The server lives as long as the test's scope.
+        const server = Context.get(yield* Layer.build(Inspector.Inspector.layer(run, vocab)), Inspector.Inspector)
+        assert.match(server.url, /^http:\/\/127\.0\.0\.1:\d+\/$/)
 
-      const b = yield* browser
-      const { page, errors } = yield* open(b, server.url)
-      assert.strictEqual(yield* text(page, "#count-steps"), "2")
-      assert.strictEqual(yield* text(page, "#count-groups"), String(groups.size))
-      assert.strictEqual(yield* text(page, "#count-sessions"), String(sessions.size))
-      assert.strictEqual(yield* text(page, "#count-samples"), String(dump.length))
-      assert.strictEqual(yield* text(page, "#shown-count"), String(sessions.size))
+        const b = yield* browser
+        const { page, errors } = yield* open(b, server.url)
+        assert.strictEqual(yield* text(page, "#count-steps"), "2")
+        assert.strictEqual(yield* text(page, "#count-groups"), String(groups.size))
+        assert.strictEqual(yield* text(page, "#count-sessions"), String(sessions.size))
+        assert.strictEqual(yield* text(page, "#count-samples"), String(dump.length))
+        assert.strictEqual(yield* text(page, "#shown-count"), String(sessions.size))
 
-      // The drift Session: its whole forest as a tree, the branch point marked, both exports, its tokens.
-      const drifted = dump.find((d) => d.export_name === "main" && d.rollout_id === 0)!
-      const driftedForest = dump.find((d) => d.session_id === drifted.session_id && d.forest !== undefined)!.forest!
-      const first = dump.find((d) => d.session_id === drifted.session_id)!
-      yield* Effect.promise(() => page.click(`.row.session[data-key="0/${drifted.session_id}"]`))
-      yield* Effect.promise(() => page.waitForSelector("#view-0 .token-view .tok"))
-      assert.strictEqual(yield* Effect.promise(() => page.locator("#tree .node").count()), driftedForest.nodes.length)
-      assert.strictEqual(yield* Effect.promise(() => page.locator("#tree .mark.branch").count()), 1)
-      assert.strictEqual(yield* Effect.promise(() => page.locator("#tree .mark.export").count()), 2)
-      assert.include(yield* text(page, "#tree .mark.drift"), "text-changed")
-      const generated = first.loss_mask.filter((m) => m === 1).length
-      assert.strictEqual(yield* Effect.promise(() => page.locator("#view-0 .tok.m1").count()), generated)
-      assert.isAbove(yield* Effect.promise(() => page.locator("#view-0 .tok.special").count()), 0)
-      assert.strictEqual(yield* Effect.promise(() => page.locator("#view-0 .turn-mark").count()), first.turn_spans.length)
-      // Selecting the drift node shows the edited message; hovering a token shows its numbers.
-      yield* Effect.promise(() => page.click("#tree .node:has(.mark.drift)"))
-      assert.include(yield* text(page, "#node-detail"), "(edited)")
-      yield* Effect.promise(() => page.hover("#view-0 .tok.m1"))
-      assert.match(yield* text(page, "#tip"), /logprob -?\d+\.\d{4}/)
-      // A second sample of the Group side by side.
-      yield* Effect.promise(() => page.selectOption('.view-pick[data-slot="1"]', { index: 3 }))
-      yield* Effect.promise(() => page.waitForSelector("#view-1 .token-view .tok"))
-      assert.isTrue(yield* Effect.promise(() => page.locator(".views.two").isVisible()))
-      yield* Effect.promise(() => page.mouse.move(5, 5))
-      yield* screenshot(page, "session.png")
+        // The drift Session: its whole forest as a tree, the branch point marked, both exports, its tokens.
+        const drifted = dump.find((d) => d.export_name === "main" && d.rollout_id === 0)!
+        const driftedForest = dump.find((d) => d.session_id === drifted.session_id && d.forest !== undefined)!.forest!
+        const first = dump.find((d) => d.session_id === drifted.session_id)!
+        yield* Effect.promise(() => page.click(`.row.session[data-key="0/${drifted.session_id}"]`))
+        yield* Effect.promise(() => page.waitForSelector("#view-0 .token-view .tok"))
+        assert.strictEqual(yield* Effect.promise(() => page.locator("#tree .node").count()), driftedForest.nodes.length)
+        assert.strictEqual(yield* Effect.promise(() => page.locator("#tree .mark.branch").count()), 1)
+        assert.strictEqual(yield* Effect.promise(() => page.locator("#tree .mark.export").count()), 2)
+        assert.include(yield* text(page, "#tree .mark.drift"), "text-changed")
+        const generated = first.loss_mask.filter((m) => m === 1).length
+        assert.strictEqual(yield* Effect.promise(() => page.locator("#view-0 .tok.m1").count()), generated)
+        assert.isAbove(yield* Effect.promise(() => page.locator("#view-0 .tok.special").count()), 0)
+        assert.strictEqual(
+          yield* Effect.promise(() => page.locator("#view-0 .turn-mark").count()),
+          first.turn_spans.length
+        )
+        // Selecting the drift node shows the edited message; hovering a token shows its numbers.
+        yield* Effect.promise(() => page.click("#tree .node:has(.mark.drift)"))
+        assert.include(yield* text(page, "#node-detail"), "(edited)")
+        yield* Effect.promise(() => page.hover("#view-0 .tok.m1"))
+        assert.match(yield* text(page, "#tip"), /logprob -?\d+\.\d{4}/)
+        // A second sample of the Group side by side.
+        yield* Effect.promise(() => page.selectOption(".view-pick[data-slot=\"1\"]", { index: 3 }))
+        yield* Effect.promise(() => page.waitForSelector("#view-1 .token-view .tok"))
+        assert.isTrue(yield* Effect.promise(() => page.locator(".views.two").isVisible()))
+        yield* Effect.promise(() => page.mouse.move(5, 5))
+        yield* screenshot(page, "session.png")
 
-      // Filters: parser failures, export name, status, search.
-      const parserSessions = new Set(dump.filter((d) => d.parser_failures > 0).map((d) => `${d.rollout_id}/${d.session_id}`))
-      assert.isAbove(parserSessions.size, 0)
-      yield* Effect.promise(() => page.check("#filter-parser"))
-      assert.strictEqual(yield* text(page, "#shown-count"), String(parserSessions.size))
-      yield* Effect.promise(() => page.uncheck("#filter-parser"))
-      yield* Effect.promise(() => page.selectOption("#filter-export", "main"))
-      const mains = dump.filter((d) => d.export_name === "main").length
-      assert.strictEqual(yield* text(page, "#shown-count"), String(mains))
-      yield* Effect.promise(() => page.selectOption("#filter-export", ""))
-      yield* Effect.promise(() => page.selectOption("#filter-status", "truncated"))
-      assert.strictEqual(yield* text(page, "#shown-count"), "0")
-      yield* Effect.promise(() => page.selectOption("#filter-status", ""))
-      yield* Effect.promise(() => page.click('#steps button[data-step="1"]'))
-      assert.strictEqual(yield* text(page, "#shown-count"), String(dump.filter((d) => d.rollout_id === 1).map((d) => d.session_id).filter((s, i, all) => all.indexOf(s) === i).length))
-      yield* Effect.promise(() => page.click('#steps button[data-step=""]'))
-      yield* Effect.promise(() => page.fill("#search", drifted.session_id.slice(0, 10)))
-      yield* Effect.promise(() => page.waitForSelector(`body[data-searched="${drifted.session_id.slice(0, 10)}"]`))
-      assert.strictEqual(yield* text(page, "#shown-count"), "1")
-      yield* Effect.promise(() => page.fill("#search", "(edited)"))
-      yield* Effect.promise(() => page.waitForSelector('body[data-searched="(edited)"]'))
-      assert.strictEqual(yield* text(page, "#shown-count"), String(mains))
-      yield* Effect.promise(() => page.fill("#search", ""))
-      yield* Effect.promise(() => page.waitForSelector('body[data-searched=""]'))
-      // A Session whose tool call the parser could not read: the failure is marked on its response.
-      yield* Effect.promise(() => page.check("#filter-parser"))
-      yield* Effect.promise(() => page.click("#list .row.session"))
-      yield* Effect.promise(() => page.waitForSelector("#tree .node .mark.parser"))
-      assert.include(yield* text(page, "#tree"), "parser ×1")
-      yield* Effect.promise(() => page.mouse.move(5, 5))
-      yield* screenshot(page, "parser.png")
-      assert.deepStrictEqual(errors, [])
+        // Filters: parser failures, export name, status, search.
+        const parserSessions = new Set(
+          dump.filter((d) => d.parser_failures > 0).map((d) => `${d.rollout_id}/${d.session_id}`)
+        )
+        assert.isAbove(parserSessions.size, 0)
+        yield* Effect.promise(() => page.check("#filter-parser"))
+        assert.strictEqual(yield* text(page, "#shown-count"), String(parserSessions.size))
+        yield* Effect.promise(() => page.uncheck("#filter-parser"))
+        yield* Effect.promise(() => page.selectOption("#filter-export", "main"))
+        const mains = dump.filter((d) => d.export_name === "main").length
+        assert.strictEqual(yield* text(page, "#shown-count"), String(mains))
+        yield* Effect.promise(() => page.selectOption("#filter-export", ""))
+        yield* Effect.promise(() => page.selectOption("#filter-status", "truncated"))
+        assert.strictEqual(yield* text(page, "#shown-count"), "0")
+        yield* Effect.promise(() => page.selectOption("#filter-status", ""))
+        yield* Effect.promise(() => page.click("#steps button[data-step=\"1\"]"))
+        assert.strictEqual(
+          yield* text(page, "#shown-count"),
+          String(
+            dump.filter((d) => d.rollout_id === 1).map((d) => d.session_id).filter((s, i, all) => all.indexOf(s) === i)
+              .length
+          )
+        )
+        yield* Effect.promise(() => page.click("#steps button[data-step=\"\"]"))
+        yield* Effect.promise(() => page.fill("#search", drifted.session_id.slice(0, 10)))
+        yield* Effect.promise(() => page.waitForSelector(`body[data-searched="${drifted.session_id.slice(0, 10)}"]`))
+        assert.strictEqual(yield* text(page, "#shown-count"), "1")
+        yield* Effect.promise(() => page.fill("#search", "(edited)"))
+        yield* Effect.promise(() => page.waitForSelector("body[data-searched=\"(edited)\"]"))
+        assert.strictEqual(yield* text(page, "#shown-count"), String(mains))
+        yield* Effect.promise(() => page.fill("#search", ""))
+        yield* Effect.promise(() => page.waitForSelector("body[data-searched=\"\"]"))
+        // A Session whose tool call the parser could not read: the failure is marked on its response.
+        yield* Effect.promise(() => page.check("#filter-parser"))
+        yield* Effect.promise(() => page.click("#list .row.session"))
+        yield* Effect.promise(() => page.waitForSelector("#tree .node .mark.parser"))
+        assert.include(yield* text(page, "#tree"), "parser ×1")
+        yield* Effect.promise(() => page.mouse.move(5, 5))
+        yield* screenshot(page, "parser.png")
+        assert.deepStrictEqual(errors, [])
 
-      // The shared HTML file: self-contained, the same counts, a Session opens from the embedded data.
-      const htmlPath = join(dir, "inspect.html")
-      writeFileSync(htmlPath, Inspector.html(run, vocab))
-      const shared = yield* open(b, pathToFileURL(htmlPath).href)
-      assert.strictEqual(yield* text(shared.page, "#count-sessions"), String(sessions.size))
-      yield* Effect.promise(() => shared.page.click(`.row.session[data-key="0/${drifted.session_id}"]`))
-      yield* Effect.promise(() => shared.page.waitForSelector("#view-0 .token-view .tok"))
-      assert.strictEqual(yield* Effect.promise(() => shared.page.locator("#view-0 .tok.m1").count()), generated)
-      yield* Effect.promise(() => shared.page.fill("#search", "(edited)"))
-      yield* Effect.promise(() => shared.page.waitForSelector('body[data-searched="(edited)"]'))
-      assert.strictEqual(yield* text(shared.page, "#shown-count"), String(mains))
-      assert.deepStrictEqual(shared.errors, [])
-    }).pipe(Effect.scoped), { timeout: 240_000 })
+        // The shared HTML file: self-contained, the same counts, a Session opens from the embedded data.
+        const htmlPath = join(dir, "inspect.html")
+        writeFileSync(htmlPath, Inspector.html(run, vocab))
+        const shared = yield* open(b, pathToFileURL(htmlPath).href)
+        assert.strictEqual(yield* text(shared.page, "#count-sessions"), String(sessions.size))
+        yield* Effect.promise(() => shared.page.click(`.row.session[data-key="0/${drifted.session_id}"]`))
+        yield* Effect.promise(() => shared.page.waitForSelector("#view-0 .token-view .tok"))
+        assert.strictEqual(yield* Effect.promise(() => shared.page.locator("#view-0 .tok.m1").count()), generated)
+        yield* Effect.promise(() => shared.page.fill("#search", "(edited)"))
+        yield* Effect.promise(() => shared.page.waitForSelector("body[data-searched=\"(edited)\"]"))
+        assert.strictEqual(yield* text(shared.page, "#shown-count"), String(mains))
+        assert.deepStrictEqual(shared.errors, [])
+      }).pipe(Effect.scoped),
+    { timeout: 240_000 }
+  )
 })

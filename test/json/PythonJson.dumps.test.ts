@@ -10,7 +10,15 @@ import * as PythonJson from "../../src/json/PythonJson.ts"
 
 // ---- the reference: the implementation before the one-pass writer, verbatim but for names ----------------------
 const MAX_SAFE = 2 ** 53 - 1
-const escapes: Record<string, string> = { "\"": "\\\"", "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t" }
+const escapes: Record<string, string> = {
+  "\"": "\\\"",
+  "\\": "\\\\",
+  "\b": "\\b",
+  "\f": "\\f",
+  "\n": "\\n",
+  "\r": "\\r",
+  "\t": "\\t"
+}
 const quoteReference = (s: string): string =>
   `"${s.replace(/[\u0000-\u001f"\\]/g, (c) => escapes[c] ?? `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`)}"`
 const numberReference = (x: number): string =>
@@ -43,14 +51,66 @@ const seeded = (seed: number) => {
 }
 
 const numbers: ReadonlyArray<number> = [
-  0, -0, 1, -1, 1.0, 0.1, 1.5, -2.5, 1e21, -1e21, 1e21 - 65536, 1e16, 1e15 + 0.5, 1e-4, 1e-5, 1e-7, 5e-324,
-  1.7976931348623157e308, 2 ** 53 - 1, 2 ** 53, 2 ** 53 + 2, -(2 ** 53) - 2, 123456789012345678, 0.30000000000000004,
-  Number.NaN, Infinity, -Infinity, 100, 1e300
+  0,
+  -0,
+  1,
+  -1,
+  1.0,
+  0.1,
+  1.5,
+  -2.5,
+  1e21,
+  -1e21,
+  1e21 - 65536,
+  1e16,
+  1e15 + 0.5,
+  1e-4,
+  1e-5,
+  1e-7,
+  5e-324,
+  1.7976931348623157e308,
+  2 ** 53 - 1,
+  2 ** 53,
+  2 ** 53 + 2,
+  -(2 ** 53) - 2,
+  123456789012345678,
+  0.30000000000000004,
+  Number.NaN,
+  Infinity,
+  -Infinity,
+  100,
+  1e300
 ]
 /** Pieces strings are made of: plain text, every escaped character, non-ASCII, surrogate pairs and lone halves. */
 const pieces: ReadonlyArray<string> = [
-  "a", "role", "content", " ", "\"", "\\", "\n", "\r", "\t", "\b", "\f", "\u0000", "\u0001", "\u001f", "\u007f",
-  "\u2028", "é", "Zürich", "天气", "😀", "\ud83d", "\ude00", "\ud800", "\udfff", "\ue000", "\uffff", "/", "</script>"
+  "a",
+  "role",
+  "content",
+  " ",
+  "\"",
+  "\\",
+  "\n",
+  "\r",
+  "\t",
+  "\b",
+  "\f",
+  "\u0000",
+  "\u0001",
+  "\u001f",
+  "\u007f",
+  "\u2028",
+  "é",
+  "Zürich",
+  "天气",
+  "😀",
+  "\ud83d",
+  "\ude00",
+  "\ud800",
+  "\udfff",
+  "\ue000",
+  "\uffff",
+  "/",
+  "</script>"
 ]
 
 const randomString = (random: () => number): string => {
@@ -94,7 +154,12 @@ describe("PythonJson.dumpsJs against the implementation it replaced", () => {
       { "\ue000": 1, "😀": 2, z: 3, A: 4, "é": 5, "": 6, "\ud83d": 7, "\udfff": 8 },
       { b: undefined, a: [undefined, null], c: { d: undefined } },
       [[[[[]]]], {}, [{}], ""],
-      { role: "assistant", content: "", reasoning_content: "r", tool_calls: [{ id: "c", function: { name: "f", arguments: "{}" } }] },
+      {
+        role: "assistant",
+        content: "",
+        reasoning_content: "r",
+        tool_calls: [{ id: "c", function: { name: "f", arguments: "{}" } }]
+      },
       Object.fromEntries(Array.from({ length: 40 }, (_, i) => [`k${(i * 7919) % 97}`, i])),
       [odd, Symbol("s"), 12n, () => 1],
       { date: odd, big: 2n ** 70n }

@@ -29,7 +29,9 @@ describe("PythonJson.parse", () => {
   })
 
   it("rejects trailing data, a BOM, a cut-off text and deep nesting as Invalid", () => {
-    for (const text of ["{} x", "\uFEFF{}", "{}\uFEFF", "{}\u00a0", "", "[1", "12.", "[\"a\u0001\"]", "[".repeat(5000)]) {
+    for (
+      const text of ["{} x", "\uFEFF{}", "{}\uFEFF", "{}\u00a0", "", "[1", "12.", "[\"a\u0001\"]", "[".repeat(5000)]
+    ) {
       assert.deepStrictEqual(PythonJson.parse(text), { _tag: "Invalid" }, JSON.stringify(text.slice(0, 20)))
     }
   })

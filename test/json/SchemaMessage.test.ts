@@ -34,7 +34,9 @@ describe("SchemaMessage.format", () => {
 
   it("spells path keys with the caller's function, leaving the messages as they are", () => {
     const flag = (key: PropertyKey) =>
-      typeof key === "string" ? `--${key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}` : SchemaMessage.bracketKey(key)
+      typeof key === "string"
+        ? `--${key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`
+        : SchemaMessage.bracketKey(key)
     const error = failure({ rolloutBatchSize: 1, nested: { items: ["x", 2] } })
     assert.strictEqual(SchemaMessage.format(error.issue, flag), "Expected string\n  at --nested--items[1]")
     assert.strictEqual(

@@ -55,35 +55,47 @@ const newSession = registeredSession({ sampling: sampling({ maxNewTokens: 256 })
 describe("OTLP export", () => {
   it("reads the endpoint from the flag, else OTEL_EXPORTER_OTLP_ENDPOINT", () => {
     assert.strictEqual(OtlpExport.endpointOf("http://127.0.0.1:4318/", {}), "http://127.0.0.1:4318")
-    assert.strictEqual(OtlpExport.endpointOf(undefined, { OTEL_EXPORTER_OTLP_ENDPOINT: "http://h:4318" }), "http://h:4318")
+    assert.strictEqual(
+      OtlpExport.endpointOf(undefined, { OTEL_EXPORTER_OTLP_ENDPOINT: "http://h:4318" }),
+      "http://h:4318"
+    )
     assert.isUndefined(OtlpExport.endpointOf(undefined, {}))
   })
 
-  it.live("one chat request is one trace: Gateway.handle with Generation.generate under it", () =>
-    Effect.gen(function*() {
-      const { spans, url } = yield* receiver
-      yield* Effect.scoped(Effect.gen(function*() {
-        const { baseUrl } = yield* Gateway
-        const client = new OpenAI({ baseURL: baseUrl, apiKey: yield* newSession, maxRetries: 0 })
-        yield* Effect.promise(() =>
-          client.chat.completions.create({ model: "policy", messages: [{ role: "user", content: "Please compute 2+2?" }] })
+  it.live(
+    "one chat request is one trace: Gateway.handle with Generation.generate under it",
+    () =>
+      Effect.gen(function*() {
+        const { spans, url } = yield* receiver
+        yield* Effect.scoped(
+          Effect.gen(function*() {
+            const { baseUrl } = yield* Gateway
+            const client = new OpenAI({ baseURL: baseUrl, apiKey: yield* newSession, maxRetries: 0 })
+            yield* Effect.promise(() =>
+              client.chat.completions.create({
+                model: "policy",
+                messages: [{ role: "user", content: "Please compute 2+2?" }]
+              })
+            )
+          }).pipe(Effect.provide(Layer.provideMerge(gatewayStack(), OtlpExport.layer(url))))
         )
-      }).pipe(Effect.provide(Layer.provideMerge(gatewayStack(), OtlpExport.layer(url)))))
-      const handle = spans.find((s) => s.name === "Gateway.handle")
-      assert(handle !== undefined, `no Gateway.handle span among ${spans.map((s) => s.name).join(", ")}`)
-      const generate = spans.find((s) => s.name === "Generation.generate")
-      assert(generate !== undefined)
-      expect(generate.traceId).toBe(handle.traceId)
-      const inTrace = spans.filter((s) => s.traceId === handle.traceId)
-      const byId = new Map(inTrace.map((s) => [s.spanId, s]))
-      // Every span of the request's trace descends from Gateway.handle.
-      for (const span of inTrace) {
-        let cursor: Span | undefined = span
-        while (cursor !== undefined && cursor.spanId !== handle.spanId) {
-          cursor = cursor.parentSpanId === undefined ? undefined : byId.get(cursor.parentSpanId)
+        const handle = spans.find((s) => s.name === "Gateway.handle")
+        assert(handle !== undefined, `no Gateway.handle span among ${spans.map((s) => s.name).join(", ")}`)
+        const generate = spans.find((s) => s.name === "Generation.generate")
+        assert(generate !== undefined)
+        expect(generate.traceId).toBe(handle.traceId)
+        const inTrace = spans.filter((s) => s.traceId === handle.traceId)
+        const byId = new Map(inTrace.map((s) => [s.spanId, s]))
+        // Every span of the request's trace descends from Gateway.handle.
+        for (const span of inTrace) {
+          let cursor: Span | undefined = span
+          while (cursor !== undefined && cursor.spanId !== handle.spanId) {
+            cursor = cursor.parentSpanId === undefined ? undefined : byId.get(cursor.parentSpanId)
+          }
+          expect(cursor?.spanId, `${span.name} is not under Gateway.handle`).toBe(handle.spanId)
         }
-        expect(cursor?.spanId, `${span.name} is not under Gateway.handle`).toBe(handle.spanId)
-      }
-      expect(inTrace.length).toBeGreaterThan(2)
-    }), { timeout: 60_000 })
+        expect(inTrace.length).toBeGreaterThan(2)
+      }),
+    { timeout: 60_000 }
+  )
 })

@@ -57,7 +57,9 @@ describe("Prometheus /metrics", () => {
         expect(tokens?.value).toBe(generated)
         const count = samples.find((s) => s.name === "relax_agentic_generation_seconds_count")
         expect(count?.value).toBe(1)
-        const infBucket = samples.find((s) => s.name === "relax_agentic_generation_seconds_bucket" && s.labels["le"] === "+Inf")
+        const infBucket = samples.find((s) =>
+          s.name === "relax_agentic_generation_seconds_bucket" && s.labels["le"] === "+Inf"
+        )
         expect(infBucket?.value).toBe(1)
       }))
   })

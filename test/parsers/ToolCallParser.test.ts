@@ -75,7 +75,16 @@ describe("tool-call parsing rules", () => {
   })
 
   it("never throws on arbitrary input", () => {
-    const inputs = ["<tool_call>", "<tool_call>\n{", "[TOOL_CALLS]", "<|python_tag|>{", "[f(", "<|channel|>", "{\"name\"", "\u0000\ud800"]
+    const inputs = [
+      "<tool_call>",
+      "<tool_call>\n{",
+      "[TOOL_CALLS]",
+      "<|python_tag|>{",
+      "[f(",
+      "<|channel|>",
+      "{\"name\"",
+      "\u0000\ud800"
+    ]
     for (const name of ToolCallParsers.names) {
       for (const input of inputs) {
         const result = parserNamed(name).parse(input, tools.weather)

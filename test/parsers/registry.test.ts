@@ -4,7 +4,21 @@ import { ReasoningParsers, ToolCallParsers, UnknownParserError } from "../../src
 
 describe("parser registry", () => {
   it("knows SGLang's tool-call parser names", () => {
-    for (const name of ["qwen25", "hermes", "qwen3_coder", "llama3", "mistral", "deepseekv3", "deepseekv31", "kimi_k2", "glm45", "gpt-oss", "pythonic"]) {
+    for (
+      const name of [
+        "qwen25",
+        "hermes",
+        "qwen3_coder",
+        "llama3",
+        "mistral",
+        "deepseekv3",
+        "deepseekv31",
+        "kimi_k2",
+        "glm45",
+        "gpt-oss",
+        "pythonic"
+      ]
+    ) {
       assert.isTrue(ToolCallParsers.names.includes(name), name)
       assert.isTrue(Result.isSuccess(ToolCallParsers.get(name)), name)
     }
@@ -28,6 +42,8 @@ describe("parser registry", () => {
 
   it("rejects an unknown reasoning parser naming its flag", () => {
     const r = ReasoningParsers.get("o1")
-    assert.isTrue(Result.isFailure(r) && r.failure.message.startsWith("--agentic-reasoning-parser: unknown parser \"o1\""))
+    assert.isTrue(
+      Result.isFailure(r) && r.failure.message.startsWith("--agentic-reasoning-parser: unknown parser \"o1\"")
+    )
   })
 })

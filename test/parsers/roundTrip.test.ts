@@ -1,8 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
-import type * as Canonical from "../../src/protocol/canonical.ts"
 import { ReasoningParsers, ToolCallParsers } from "../../src/parsers/registry.ts"
+import type * as Canonical from "../../src/protocol/canonical.ts"
 import * as Results from "../support/results.ts"
 
 const qwen25 = Results.success(ToolCallParsers.get("qwen25"))
@@ -15,8 +15,14 @@ const sortedCompact = (value: unknown): string =>
       : v)
 
 const tools: ReadonlyArray<Canonical.Tool> = [
-  { type: "function", function: { name: "get_weather", parameters: { type: "object", properties: { city: { type: "string" } } } } },
-  { type: "function", function: { name: "search", parameters: { type: "object", properties: { query: { type: "string" } } } } }
+  {
+    type: "function",
+    function: { name: "get_weather", parameters: { type: "object", properties: { city: { type: "string" } } } }
+  },
+  {
+    type: "function",
+    function: { name: "search", parameters: { type: "object", properties: { query: { type: "string" } } } }
+  }
 ]
 
 const assistantTurn = (rendered: string): string => {
@@ -49,7 +55,11 @@ describe("round trip through the Qwen3 chat template", () => {
         reasoning_content: "The user wants weather.\n\nI should call get_weather, then search.",
         tool_calls: [
           { id: "call_1", type: "function", function: { name: "get_weather", arguments: "{\"city\":\"Paris\"}" } },
-          { id: "call_2", type: "function", function: { name: "search", arguments: "{\"query\":\"Paris events\",\"n\":{\"b\":1,\"a\":[1.5,\"x\"]}}" } }
+          {
+            id: "call_2",
+            type: "function",
+            function: { name: "search", arguments: "{\"query\":\"Paris events\",\"n\":{\"b\":1,\"a\":[1.5,\"x\"]}}" }
+          }
         ]
       }
       const { parsed, reasoning, turn } = yield* roundTrip(message)
@@ -77,13 +87,19 @@ describe("round trip through the Qwen3 chat template", () => {
       const { parsed, reasoning } = yield* roundTrip(message)
       assert.strictEqual(reasoning.reasoningText, "Just call it.")
       assert.strictEqual(parsed.normalText, "")
-      assert.deepStrictEqual(parsed.calls.map((c) => [c.name, JSON.parse(c.arguments)]), [["get_weather", { city: "Oslo" }]])
+      assert.deepStrictEqual(parsed.calls.map((c) => [c.name, JSON.parse(c.arguments)]), [["get_weather", {
+        city: "Oslo"
+      }]])
     }).pipe(Effect.provide(Tokenizer.layer)))
 
   it.effect("round-trips a plain answer with reasoning", () =>
     Effect.gen(function*() {
       const message: Canonical.Message = { role: "assistant", content: "It is 22C.", reasoning_content: "Easy." }
       const { parsed, reasoning } = yield* roundTrip(message)
-      assert.deepStrictEqual([reasoning.reasoningText, parsed.normalText, parsed.calls.length], ["Easy.", "It is 22C.", 0])
+      assert.deepStrictEqual([reasoning.reasoningText, parsed.normalText, parsed.calls.length], [
+        "Easy.",
+        "It is 22C.",
+        0
+      ])
     }).pipe(Effect.provide(Tokenizer.layer)))
 })

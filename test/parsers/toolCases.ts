@@ -16,7 +16,10 @@ export const tools = {
     tool("get_weather", { city: { type: "string" }, unit: { type: "string" } }),
     tool("search", { query: { type: "string" } })
   ],
-  tourist: [tool("get_weather", { city: { type: "string" } }), tool("get_tourist_attractions", { city: { type: "string" } })],
+  tourist: [
+    tool("get_weather", { city: { type: "string" } }),
+    tool("get_tourist_attractions", { city: { type: "string" } })
+  ],
   location: [
     tool("get_weather", { location: { type: "string" }, unit: { type: "string" } }),
     tool("search", { query: { type: "string" } })
@@ -24,7 +27,11 @@ export const tools = {
   decision: [tool("make_next_step_decision", { decision: { type: "string" }, content: { type: "string" } })],
   coder: [
     tool("get_current_weather", { city: { type: "string" }, state: { type: "string" }, unit: { type: "string" } }),
-    tool("calculate_area", { shape: { type: "string" }, dimensions: { type: "object" }, precision: { type: "integer" } })
+    tool("calculate_area", {
+      shape: { type: "string" },
+      dimensions: { type: "object" },
+      precision: { type: "integer" }
+    })
   ],
   types: [
     tool("test_types", {
@@ -37,7 +44,10 @@ export const tools = {
   ],
   glm: [tool("get_weather", { city: { type: "string" }, date: { type: "string" } })],
   todo: [tool("todo_write", { todos: { type: "array" } })],
-  gptoss: [tool("search", { query: { type: "string" }, topn: { type: "integer" } }), tool("get_weather", { city: { type: "string" } })]
+  gptoss: [
+    tool("search", { query: { type: "string" }, topn: { type: "integer" } }),
+    tool("get_weather", { city: { type: "string" } })
+  ]
 } as const
 
 export interface ExpectedCall {
@@ -94,7 +104,8 @@ export const toolCases: ReadonlyArray<ToolCase> = [
     parser: "qwen25",
     spec: "keeps the text before the call, without the newline that joins it to the call",
     source: "test_tool_call_with_preceding_text",
-    text: "Let me check the weather.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Shanghai\"}}\n</tool_call>",
+    text:
+      "Let me check the weather.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Shanghai\"}}\n</tool_call>",
     tools: tools.weather,
     normalText: "Let me check the weather.",
     calls: [{ name: "get_weather", args: { city: "Shanghai" } }]
@@ -176,9 +187,11 @@ export const toolCases: ReadonlyArray<ToolCase> = [
   {
     parser: "qwen25",
     spec: "tries an unterminated call (the model stopped after it); a truncated one is malformed",
-    text: "A\n<tool_call>\n{\"name\": \"search\", \"arguments\": {\"query\": \"a\"}}\n<tool_call>\n{\"name\": \"search\", \"argu",
+    text:
+      "A\n<tool_call>\n{\"name\": \"search\", \"arguments\": {\"query\": \"a\"}}\n<tool_call>\n{\"name\": \"search\", \"argu",
     tools: tools.weather,
-    normalText: "A\n<tool_call>\n{\"name\": \"search\", \"arguments\": {\"query\": \"a\"}}\n<tool_call>\n{\"name\": \"search\", \"argu",
+    normalText:
+      "A\n<tool_call>\n{\"name\": \"search\", \"arguments\": {\"query\": \"a\"}}\n<tool_call>\n{\"name\": \"search\", \"argu",
     calls: [],
     malformed: 1
   },
@@ -196,7 +209,8 @@ export const toolCases: ReadonlyArray<ToolCase> = [
     parser: "qwen3_coder",
     spec: "parses a single XML call",
     source: "test_detect_and_parse_single_tool",
-    text: "<tool_call>\n<function=get_current_weather>\n<parameter=city>\nDallas\n</parameter>\n<parameter=state>\nTX\n</parameter>\n" +
+    text:
+      "<tool_call>\n<function=get_current_weather>\n<parameter=city>\nDallas\n</parameter>\n<parameter=state>\nTX\n</parameter>\n" +
       "<parameter=unit>\nfahrenheit\n</parameter>\n</function>\n</tool_call>",
     tools: tools.coder,
     normalText: "",
@@ -206,7 +220,8 @@ export const toolCases: ReadonlyArray<ToolCase> = [
     parser: "qwen3_coder",
     spec: "keeps the text before the call",
     source: "test_detect_and_parse_with_content",
-    text: "Sure! Let me check the weather for you.<tool_call>\n<function=get_current_weather>\n<parameter=city>\nDallas\n" +
+    text:
+      "Sure! Let me check the weather for you.<tool_call>\n<function=get_current_weather>\n<parameter=city>\nDallas\n" +
       "</parameter>\n<parameter=state>\nTX\n</parameter>\n<parameter=unit>\nfahrenheit\n</parameter>\n</function>\n</tool_call>",
     tools: tools.coder,
     normalText: "Sure! Let me check the weather for you.",
@@ -216,18 +231,23 @@ export const toolCases: ReadonlyArray<ToolCase> = [
     parser: "qwen3_coder",
     spec: "types multiline values by the schema",
     source: "test_detect_and_parse_multiline_param",
-    text: "<tool_call>\n<function=calculate_area>\n<parameter=shape>\nrectangle\n</parameter>\n<parameter=dimensions>\n" +
+    text:
+      "<tool_call>\n<function=calculate_area>\n<parameter=shape>\nrectangle\n</parameter>\n<parameter=dimensions>\n" +
       "{\"width\": 10,\n \"height\": 20}\n</parameter>\n<parameter=precision>\n2\n</parameter>\n</function>\n</tool_call>",
     tools: tools.coder,
     normalText: "",
-    calls: [{ name: "calculate_area", args: { shape: "rectangle", dimensions: { width: 10, height: 20 }, precision: 2 } }]
+    calls: [{
+      name: "calculate_area",
+      args: { shape: "rectangle", dimensions: { width: 10, height: 20 }, precision: 2 }
+    }]
   },
   {
     parser: "qwen3_coder",
     spec: "parses parallel calls",
     source: "test_detect_and_parse_parallel_tools",
     note: "SGLang expects normal_text \"\\n\" (the separator); whitespace between calls belongs to the calls here",
-    text: "<tool_call>\n<function=get_current_weather>\n<parameter=city>\nDallas\n</parameter>\n<parameter=state>\nTX\n" +
+    text:
+      "<tool_call>\n<function=get_current_weather>\n<parameter=city>\nDallas\n</parameter>\n<parameter=state>\nTX\n" +
       "</parameter>\n<parameter=unit>\nfahrenheit\n</parameter>\n</function>\n</tool_call>\n<tool_call>\n" +
       "<function=get_current_weather>\n<parameter=city>\nOrlando\n</parameter>\n<parameter=state>\nFL\n</parameter>\n" +
       "<parameter=unit>\nfahrenheit\n</parameter>\n</function>\n</tool_call>",
@@ -251,7 +271,8 @@ export const toolCases: ReadonlyArray<ToolCase> = [
     parser: "qwen3_coder",
     spec: "keeps special characters in values",
     source: "test_edge_case_special_chars_in_value",
-    text: "<tool_call>\n<function=get_current_weather>\n<parameter=city>\nDallas->TX\n</parameter>\n</function>\n</tool_call>",
+    text:
+      "<tool_call>\n<function=get_current_weather>\n<parameter=city>\nDallas->TX\n</parameter>\n</function>\n</tool_call>",
     tools: tools.coder,
     normalText: "",
     calls: [{ name: "get_current_weather", args: { city: "Dallas->TX" } }]
@@ -260,21 +281,29 @@ export const toolCases: ReadonlyArray<ToolCase> = [
     parser: "qwen3_coder",
     spec: "converts values by parameter type",
     source: "test_extract_tool_calls_type_conversion",
-    text: "<tool_call>\n<function=test_types>\n<parameter=int_param>\n42\n</parameter>\n<parameter=float_param>\n3.14\n" +
+    text:
+      "<tool_call>\n<function=test_types>\n<parameter=int_param>\n42\n</parameter>\n<parameter=float_param>\n3.14\n" +
       "</parameter>\n<parameter=bool_param>\ntrue\n</parameter>\n<parameter=str_param>\nhello world\n</parameter>\n" +
       "<parameter=obj_param>\n{\"key\": \"value\"}\n</parameter>\n</function>\n</tool_call>",
     tools: tools.types,
     normalText: "",
     calls: [{
       name: "test_types",
-      args: { int_param: 42, float_param: 3.14, bool_param: true, str_param: "hello world", obj_param: { key: "value" } }
+      args: {
+        int_param: 42,
+        float_param: 3.14,
+        bool_param: true,
+        str_param: "hello world",
+        obj_param: { key: "value" }
+      }
     }]
   },
   {
     parser: "qwen3_coder",
     spec: "keeps the text between calls",
     source: "test_parse_streaming_multiple_tools",
-    text: "<tool_call>\n<function=get_current_weather>\n<parameter=city>\nDallas\n</parameter>\n<parameter=state>\nTX\n" +
+    text:
+      "<tool_call>\n<function=get_current_weather>\n<parameter=city>\nDallas\n</parameter>\n<parameter=state>\nTX\n" +
       "</parameter>\n</function>\n</tool_call>\nSome text in between.\n<tool_call>\n<function=calculate_area>\n" +
       "<parameter=shape>\ncircle\n</parameter>\n<parameter=dimensions>\n{\"radius\": 5}\n</parameter>\n</function>\n</tool_call>",
     tools: tools.coder,
@@ -302,13 +331,17 @@ export const toolCases: ReadonlyArray<ToolCase> = [
       "{\"name\": \"get_tourist_attractions\", \"parameters\": {\"city\": \"Paris\"}}",
     tools: tools.tourist,
     normalText: "",
-    calls: [{ name: "get_weather", args: { city: "Paris" } }, { name: "get_tourist_attractions", args: { city: "Paris" } }]
+    calls: [{ name: "get_weather", args: { city: "Paris" } }, {
+      name: "get_tourist_attractions",
+      args: { city: "Paris" }
+    }]
   },
   {
     parser: "llama3",
     spec: "parses calls each behind its own python tag",
     source: "test_multiple_json_with_separator_customized",
-    text: "<|python_tag|>{\"name\": \"get_weather\", \"parameters\": {}}<|python_tag|>{\"name\": \"get_tourist_attractions\", \"parameters\": {}}",
+    text:
+      "<|python_tag|>{\"name\": \"get_weather\", \"parameters\": {}}<|python_tag|>{\"name\": \"get_tourist_attractions\", \"parameters\": {}}",
     tools: tools.tourist,
     normalText: "",
     calls: [{ name: "get_weather", args: {} }, { name: "get_tourist_attractions", args: {} }]
@@ -355,7 +388,8 @@ export const toolCases: ReadonlyArray<ToolCase> = [
     parser: "mistral",
     spec: "keeps nested brackets inside JSON strings",
     source: "test_detect_and_parse_with_nested_brackets_in_content",
-    text: "[TOOL_CALLS] [{\"name\":\"make_next_step_decision\", \"arguments\":{\"decision\":\"\",\"content\":\"```\\nTOOL: Access a weather API or service\\nOBSERVATION: Retrieve the current weather data for the top 5 populated cities in the US\\nANSWER: The weather in the top 5 populated cities in the US is as follows: [City Name] - [Weather Conditions] - [Temperature]\\n```\"}}]",
+    text:
+      "[TOOL_CALLS] [{\"name\":\"make_next_step_decision\", \"arguments\":{\"decision\":\"\",\"content\":\"```\\nTOOL: Access a weather API or service\\nOBSERVATION: Retrieve the current weather data for the top 5 populated cities in the US\\nANSWER: The weather in the top 5 populated cities in the US is as follows: [City Name] - [Weather Conditions] - [Temperature]\\n```\"}}]",
     tools: tools.decision,
     normalText: "",
     calls: [{
@@ -371,7 +405,8 @@ export const toolCases: ReadonlyArray<ToolCase> = [
     parser: "mistral",
     spec: "parses a simple call",
     source: "test_detect_and_parse_simple_case",
-    text: "[TOOL_CALLS] [{\"name\":\"make_next_step_decision\", \"arguments\":{\"decision\":\"TOOL\", \"content\":\"Use weather API\"}}]",
+    text:
+      "[TOOL_CALLS] [{\"name\":\"make_next_step_decision\", \"arguments\":{\"decision\":\"TOOL\", \"content\":\"Use weather API\"}}]",
     tools: tools.decision,
     normalText: "",
     calls: [{
@@ -393,7 +428,8 @@ export const toolCases: ReadonlyArray<ToolCase> = [
     parser: "mistral",
     spec: "keeps the text before [TOOL_CALLS], stripped",
     source: "test_detect_and_parse_with_text_before_tool_call",
-    text: "Here is some text before the tool call: [TOOL_CALLS] [{\"name\":\"make_next_step_decision\", \"arguments\":{\"decision\":\"ANSWER\", \"content\":\"The answer is 42\"}}]",
+    text:
+      "Here is some text before the tool call: [TOOL_CALLS] [{\"name\":\"make_next_step_decision\", \"arguments\":{\"decision\":\"ANSWER\", \"content\":\"The answer is 42\"}}]",
     tools: tools.decision,
     normalText: "Here is some text before the tool call:",
     calls: [{ name: "make_next_step_decision", args: { decision: "ANSWER", content: "The answer is 42" } }]
@@ -404,7 +440,11 @@ export const toolCases: ReadonlyArray<ToolCase> = [
     text: "[TOOL_CALLS]make_next_step_decision[ARGS]{\"decision\": \"A\", \"content\": \"B\"}",
     tools: tools.decision,
     normalText: "",
-    calls: [{ name: "make_next_step_decision", args: { decision: "A", content: "B" }, text: "{\"decision\": \"A\", \"content\": \"B\"}" }]
+    calls: [{
+      name: "make_next_step_decision",
+      args: { decision: "A", content: "B" },
+      text: "{\"decision\": \"A\", \"content\": \"B\"}"
+    }]
   },
   {
     parser: "mistral",
@@ -420,7 +460,8 @@ export const toolCases: ReadonlyArray<ToolCase> = [
     parser: "kimi_k2",
     spec: "parses a single call and passes the arguments through",
     source: "test_single_tool_call",
-    text: "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{\"city\": \"Paris\"}<|tool_call_end|><|tool_calls_section_end|>",
+    text:
+      "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{\"city\": \"Paris\"}<|tool_call_end|><|tool_calls_section_end|>",
     tools: tools.tourist,
     normalText: "",
     calls: [{ name: "get_weather", args: { city: "Paris" }, text: "{\"city\": \"Paris\"}" }]
@@ -429,7 +470,8 @@ export const toolCases: ReadonlyArray<ToolCase> = [
     parser: "kimi_k2",
     spec: "parses multiple calls in one section",
     source: "test_multiple_tool_calls",
-    text: "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{\"city\": \"Paris\"}<|tool_call_end|><|tool_call_begin|>functions.get_tourist_attractions:1<|tool_call_argument_begin|>{\"city\": \"London\"}<|tool_call_end|><|tool_calls_section_end|>",
+    text:
+      "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{\"city\": \"Paris\"}<|tool_call_end|><|tool_call_begin|>functions.get_tourist_attractions:1<|tool_call_argument_begin|>{\"city\": \"London\"}<|tool_call_end|><|tool_calls_section_end|>",
     tools: tools.tourist,
     normalText: "",
     calls: [
@@ -443,7 +485,8 @@ export const toolCases: ReadonlyArray<ToolCase> = [
     source: "test_invalid_tool_call",
     text: "invalid_tool:0<|tool_call_argument_begin|>{\"city\": \"Paris\"}<|tool_call_end|><|tool_calls_section_end|>",
     tools: tools.tourist,
-    normalText: "invalid_tool:0<|tool_call_argument_begin|>{\"city\": \"Paris\"}<|tool_call_end|><|tool_calls_section_end|>",
+    normalText:
+      "invalid_tool:0<|tool_call_argument_begin|>{\"city\": \"Paris\"}<|tool_call_end|><|tool_calls_section_end|>",
     calls: []
   },
   // ---- deepseekv3 (TestDeepSeekV3Detector)
@@ -451,7 +494,8 @@ export const toolCases: ReadonlyArray<ToolCase> = [
     parser: "deepseekv3",
     spec: "parses fenced JSON calls in a section",
     source: "test_parse_streaming_multiple_tool_calls_with_multi_token_chunk",
-    text: "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\":\"Shanghai\"}\n```<｜tool▁call▁end｜>\n" +
+    text:
+      "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\":\"Shanghai\"}\n```<｜tool▁call▁end｜>\n" +
       "<｜tool▁call▁begin｜>function<｜tool▁sep｜>get_tourist_attractions\n```json\n{\"city\": \"Beijing\"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
     tools: tools.tourist,
     normalText: "",
@@ -463,9 +507,11 @@ export const toolCases: ReadonlyArray<ToolCase> = [
   {
     parser: "deepseekv3",
     spec: "keeps the text before the section and counts a malformed call",
-    text: "Let me look.\n<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\": }\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+    text:
+      "Let me look.\n<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\": }\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
     tools: tools.tourist,
-    normalText: "Let me look.\n<｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\": }\n```<｜tool▁call▁end｜>",
+    normalText:
+      "Let me look.\n<｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\": }\n```<｜tool▁call▁end｜>",
     calls: [],
     malformed: 1
   },
@@ -474,7 +520,8 @@ export const toolCases: ReadonlyArray<ToolCase> = [
     parser: "deepseekv31",
     spec: "emits the text before the call once, with or without the section marker",
     source: "test_text_before_tool_call_is_emitted_once",
-    text: "Let me check the weather.\n<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Tokyo\"}<｜tool▁call▁end｜>",
+    text:
+      "Let me check the weather.\n<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Tokyo\"}<｜tool▁call▁end｜>",
     tools: tools.tourist,
     normalText: "Let me check the weather.",
     calls: [{ name: "get_weather", args: { city: "Tokyo" }, text: "{\"city\": \"Tokyo\"}" }]
@@ -483,7 +530,8 @@ export const toolCases: ReadonlyArray<ToolCase> = [
     parser: "deepseekv31",
     spec: "accepts a bare call without the section marker",
     source: "test_text_before_tool_call_is_emitted_once",
-    text: "Let me check the weather.\n<｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Tokyo\"}<｜tool▁call▁end｜>",
+    text:
+      "Let me check the weather.\n<｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Tokyo\"}<｜tool▁call▁end｜>",
     tools: tools.tourist,
     normalText: "Let me check the weather.",
     calls: [{ name: "get_weather", args: { city: "Tokyo" } }]
@@ -492,7 +540,8 @@ export const toolCases: ReadonlyArray<ToolCase> = [
     parser: "deepseekv31",
     spec: "does not repeat the prefix while arguments arrive",
     source: "test_prefix_is_not_repeated_while_arguments_arrive",
-    text: "Checking... <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Tokyo\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+    text:
+      "Checking... <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Tokyo\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
     tools: tools.tourist,
     normalText: "Checking...",
     calls: [{ name: "get_weather", args: { city: "Tokyo" } }]
@@ -502,7 +551,8 @@ export const toolCases: ReadonlyArray<ToolCase> = [
     parser: "glm45",
     spec: "parses a single call",
     source: "test_single_tool_call",
-    text: "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Beijing</arg_value>\n<arg_key>date</arg_key>\n<arg_value>2024-06-27</arg_value>\n</tool_call>",
+    text:
+      "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Beijing</arg_value>\n<arg_key>date</arg_key>\n<arg_value>2024-06-27</arg_value>\n</tool_call>",
     tools: tools.glm,
     normalText: "",
     calls: [{ name: "get_weather", args: { city: "Beijing", date: "2024-06-27" } }]
@@ -511,7 +561,8 @@ export const toolCases: ReadonlyArray<ToolCase> = [
     parser: "glm45",
     spec: "parses multiple calls",
     source: "test_multiple_tool_calls",
-    text: "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Beijing</arg_value>\n<arg_key>date</arg_key>\n<arg_value>2024-06-27</arg_value>\n</tool_call>" +
+    text:
+      "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Beijing</arg_value>\n<arg_key>date</arg_key>\n<arg_value>2024-06-27</arg_value>\n</tool_call>" +
       "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Shanghai</arg_value>\n<arg_key>date</arg_key>\n<arg_value>2024-06-28</arg_value>\n</tool_call>",
     tools: tools.glm,
     normalText: "",
@@ -543,7 +594,9 @@ export const toolCases: ReadonlyArray<ToolCase> = [
     parser: "glm45",
     spec: "reads array arguments with escaped quotes and literal \\n separators",
     source: "test_array_argument_with_escaped_json",
-    text: `<tool_call>todo_write\\n<arg_key>todos</arg_key>\\n<arg_value>${todoJson.replaceAll("\"", "\\\"")}</arg_value>\n</tool_call>`,
+    text: `<tool_call>todo_write\\n<arg_key>todos</arg_key>\\n<arg_value>${
+      todoJson.replaceAll("\"", "\\\"")
+    }</arg_value>\n</tool_call>`,
     tools: tools.todo,
     normalText: "",
     calls: [{ name: "todo_write", args: { todos } }]
@@ -611,7 +664,8 @@ export const toolCases: ReadonlyArray<ToolCase> = [
     spec: "removes the Llama-4 python_start/python_end wrapper",
     source: "test_detect_and_parse_with_python_start_and_end_token",
     note: "SGLang keeps both spaces around the call (\"Mars.  In\"); whitespace touching a call is the call's here",
-    text: "User wants to get the weather in Mars. <|python_start|>[get_weather(location='Mars', unit='celsius')]<|python_end|> In this way we will get the weather in Mars.",
+    text:
+      "User wants to get the weather in Mars. <|python_start|>[get_weather(location='Mars', unit='celsius')]<|python_end|> In this way we will get the weather in Mars.",
     tools: tools.location,
     normalText: "User wants to get the weather in Mars. In this way we will get the weather in Mars.",
     calls: [{ name: "get_weather", args: { location: "Mars", unit: "celsius" } }]
@@ -637,7 +691,8 @@ export const toolCases: ReadonlyArray<ToolCase> = [
   {
     parser: "gpt-oss",
     spec: "parses a Harmony commentary call and leaves analysis out",
-    text: "<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Paris\"}<|call|>",
+    text:
+      "<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Paris\"}<|call|>",
     tools: tools.gptoss,
     normalText: "",
     calls: [{ name: "get_weather", args: { city: "Paris" }, text: "{\"city\": \"Paris\"}" }]
@@ -653,7 +708,8 @@ export const toolCases: ReadonlyArray<ToolCase> = [
   {
     parser: "gpt-oss",
     spec: "parses several calls and drops an unknown recipient",
-    text: "<|channel|>commentary to=functions.search <|constrain|>json<|message|>{\"query\": \"a\", \"topn\": 3}<|call|>" +
+    text:
+      "<|channel|>commentary to=functions.search <|constrain|>json<|message|>{\"query\": \"a\", \"topn\": 3}<|call|>" +
       "<|start|>assistant<|channel|>commentary to=browser.open <|constrain|>json<|message|>{\"id\": 1}<|call|>" +
       "<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Oslo\"}<|call|>",
     tools: tools.gptoss,
@@ -677,7 +733,8 @@ export const numberCases: ReadonlyArray<ToolCase> = [
   {
     parser: "qwen25",
     spec: "reads numbers with fractions and exponents",
-    text: "<tool_call>{\"name\": \"search\", \"arguments\": {\"a\": -1.5e+3, \"b\": 10, \"c\": true, \"d\": null, \"e\": \"\\u00e9\\n\"}}</tool_call>",
+    text:
+      "<tool_call>{\"name\": \"search\", \"arguments\": {\"a\": -1.5e+3, \"b\": 10, \"c\": true, \"d\": null, \"e\": \"\\u00e9\\n\"}}</tool_call>",
     tools: tools.weather,
     normalText: "",
     calls: [{ name: "search", args: { a: -1500, b: 10, c: true, d: null, e: "é\n" } }]
@@ -701,7 +758,8 @@ export const ruleCases: ReadonlyArray<ToolCase> = [
   {
     parser: "hermes",
     spec: "drops a call to an undefined tool, keeps the next call and the text around them",
-    text: "Sure. <tool_call>{\"name\": \"nope\", \"arguments\": {}}</tool_call><tool_call>{\"name\": \"search\", \"arguments\": {\"query\": \"x\"}}</tool_call> Done.",
+    text:
+      "Sure. <tool_call>{\"name\": \"nope\", \"arguments\": {}}</tool_call><tool_call>{\"name\": \"search\", \"arguments\": {\"query\": \"x\"}}</tool_call> Done.",
     tools: tools.weather,
     normalText: "Sure. Done.",
     calls: [{ name: "search", args: { query: "x" }, text: "{\"query\": \"x\"}" }],
@@ -719,7 +777,8 @@ export const ruleCases: ReadonlyArray<ToolCase> = [
   {
     parser: "qwen3_coder",
     spec: "drops a call to an undefined function, keeps the next call and the text around them",
-    text: "Let me see.\n<tool_call>\n<function=nope>\n<parameter=x>\n1\n</parameter>\n</function>\n</tool_call>\n<tool_call>\n" +
+    text:
+      "Let me see.\n<tool_call>\n<function=nope>\n<parameter=x>\n1\n</parameter>\n</function>\n</tool_call>\n<tool_call>\n" +
       "<function=get_current_weather>\n<parameter=city>\nDallas\n</parameter>\n</function>\n</tool_call>\nDone.",
     tools: tools.coder,
     normalText: "Let me see.\nDone.",
@@ -738,7 +797,8 @@ export const ruleCases: ReadonlyArray<ToolCase> = [
   {
     parser: "llama3",
     spec: "drops a call to an undefined tool and keeps the next one",
-    text: "<|python_tag|>{\"name\": \"nope\", \"parameters\": {}}; {\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}",
+    text:
+      "<|python_tag|>{\"name\": \"nope\", \"parameters\": {}}; {\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}",
     tools: tools.tourist,
     normalText: "",
     calls: [{ name: "get_weather", args: { city: "Paris" }, text: "{\"city\": \"Paris\"}" }],
@@ -747,16 +807,22 @@ export const ruleCases: ReadonlyArray<ToolCase> = [
   {
     parser: "mistral",
     spec: "drops a call to an undefined tool and keeps the next one in the array",
-    text: "Ok [TOOL_CALLS] [{\"name\":\"nope\",\"arguments\":{}}, {\"name\":\"make_next_step_decision\",\"arguments\":{\"decision\":\"A\",\"content\":\"B\"}}]",
+    text:
+      "Ok [TOOL_CALLS] [{\"name\":\"nope\",\"arguments\":{}}, {\"name\":\"make_next_step_decision\",\"arguments\":{\"decision\":\"A\",\"content\":\"B\"}}]",
     tools: tools.decision,
     normalText: "Ok",
-    calls: [{ name: "make_next_step_decision", args: { decision: "A", content: "B" }, text: "{\"decision\":\"A\",\"content\":\"B\"}" }],
+    calls: [{
+      name: "make_next_step_decision",
+      args: { decision: "A", content: "B" },
+      text: "{\"decision\":\"A\",\"content\":\"B\"}"
+    }],
     dropped: 1
   },
   {
     parser: "mistral",
     spec: "parses several calls in one array",
-    text: "[TOOL_CALLS] [{\"name\":\"make_next_step_decision\",\"arguments\":{\"decision\":\"A\",\"content\":\"B\"}}, " +
+    text:
+      "[TOOL_CALLS] [{\"name\":\"make_next_step_decision\",\"arguments\":{\"decision\":\"A\",\"content\":\"B\"}}, " +
       "{\"name\":\"make_next_step_decision\",\"arguments\":{\"decision\":\"C\",\"content\":\"D\"}}]",
     tools: tools.decision,
     normalText: "",
@@ -768,7 +834,8 @@ export const ruleCases: ReadonlyArray<ToolCase> = [
   {
     parser: "kimi_k2",
     spec: "drops a call to an undefined function and keeps the next one",
-    text: "Checking.<|tool_calls_section_begin|><|tool_call_begin|>functions.nope:0<|tool_call_argument_begin|>{}<|tool_call_end|>" +
+    text:
+      "Checking.<|tool_calls_section_begin|><|tool_call_begin|>functions.nope:0<|tool_call_argument_begin|>{}<|tool_call_end|>" +
       "<|tool_call_begin|>functions.get_weather:1<|tool_call_argument_begin|>{\"city\": \"Paris\"}<|tool_call_end|><|tool_calls_section_end|>",
     tools: tools.tourist,
     normalText: "Checking.",
@@ -778,17 +845,20 @@ export const ruleCases: ReadonlyArray<ToolCase> = [
   {
     parser: "kimi_k2",
     spec: "keeps a call with broken JSON as content and counts it",
-    text: "Checking.<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{\"city\": }" +
+    text:
+      "Checking.<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{\"city\": }" +
       "<|tool_call_end|><|tool_calls_section_end|>",
     tools: tools.tourist,
-    normalText: "Checking.<|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{\"city\": }<|tool_call_end|>",
+    normalText:
+      "Checking.<|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{\"city\": }<|tool_call_end|>",
     calls: [],
     malformed: 1
   },
   {
     parser: "deepseekv3",
     spec: "drops a call to an undefined function and keeps the next one",
-    text: "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>nope\n```json\n{}\n```<｜tool▁call▁end｜>\n" +
+    text:
+      "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>nope\n```json\n{}\n```<｜tool▁call▁end｜>\n" +
       "<｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\":\"Shanghai\"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
     tools: tools.tourist,
     normalText: "",
@@ -808,7 +878,8 @@ export const ruleCases: ReadonlyArray<ToolCase> = [
   {
     parser: "deepseekv31",
     spec: "keeps a call with broken JSON as content and counts it",
-    text: "Go.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": }<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+    text:
+      "Go.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": }<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
     tools: tools.tourist,
     normalText: "Go.<｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": }<｜tool▁call▁end｜>",
     calls: [],

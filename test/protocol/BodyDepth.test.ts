@@ -39,7 +39,8 @@ const randomJson = (next: () => number, depth: number, maxDepth: number): string
 const same = (value: unknown, limit: number, label: string) =>
   assert.deepStrictEqual(BodyDepth.pathBeyondDepth(value, limit), Json.pathBeyondDepth(value, limit), label)
 
-const nested = (depth: number, open: string, close: string, leaf = "1") => `${open.repeat(depth)}${leaf}${close.repeat(depth)}`
+const nested = (depth: number, open: string, close: string, leaf = "1") =>
+  `${open.repeat(depth)}${leaf}${close.repeat(depth)}`
 
 describe("BodyDepth.pathBeyondDepth", () => {
   it("gives what Json.pathBeyondDepth gives on random parsed JSON, at limits around its depth", () => {
@@ -53,15 +54,31 @@ describe("BodyDepth.pathBeyondDepth", () => {
 
   it("gives what Json.pathBeyondDepth gives on adversarial values", () => {
     const texts = [
-      "null", "1", "\"x\"", "{}", "[]", "[[]]", "{\"a\":{}}", "{\"__proto__\":{\"__proto__\":[]}}",
-      "{\"constructor\":{\"prototype\":{}}}", nested(511, "[", "]"), nested(512, "[", "]"), nested(513, "[", "]"),
-      nested(512, "[", "]", "[]"), nested(10_000, "[", "]"), nested(600, "{\"k\":", "}"),
-      `{"messages":[${Array.from({ length: 40 }, (_, i) => `{"role":"user","content":[{"type":"text","text":"${i}"}]}`).join(",")}]}`,
+      "null",
+      "1",
+      "\"x\"",
+      "{}",
+      "[]",
+      "[[]]",
+      "{\"a\":{}}",
+      "{\"__proto__\":{\"__proto__\":[]}}",
+      "{\"constructor\":{\"prototype\":{}}}",
+      nested(511, "[", "]"),
+      nested(512, "[", "]"),
+      nested(513, "[", "]"),
+      nested(512, "[", "]", "[]"),
+      nested(10_000, "[", "]"),
+      nested(600, "{\"k\":", "}"),
+      `{"messages":[${
+        Array.from({ length: 40 }, (_, i) => `{"role":"user","content":[{"type":"text","text":"${i}"}]}`).join(",")
+      }]}`,
       `[${Array.from({ length: 2000 }, () => "[[]]").join(",")}]`
     ]
     for (const text of texts) {
       const value: unknown = JSON.parse(text)
-      for (const limit of [0, 1, 2, 3, 4, 511, 512, 513, 100_000]) same(value, limit, `${text.slice(0, 60)} at ${limit}`)
+      for (const limit of [0, 1, 2, 3, 4, 511, 512, 513, 100_000]) {
+        same(value, limit, `${text.slice(0, 60)} at ${limit}`)
+      }
     }
     // Inherited enumerable keys (not from JSON.parse): the reference reads own keys only, and so does the answer.
     const inherited: unknown = Object.create({ deep: [[[[]]]] })

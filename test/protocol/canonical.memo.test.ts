@@ -15,9 +15,37 @@ const random = (seed: number) => () => {
 }
 
 const pieces = [
-  "a", "key", "ü", "日本", "😀", "\\u00e9", "\\ud800", "\\udc00", "\\ud83d\\ude00", "\\n", "\\\"", "\\\\", "\\/", " ", "\t"
+  "a",
+  "key",
+  "ü",
+  "日本",
+  "😀",
+  "\\u00e9",
+  "\\ud800",
+  "\\udc00",
+  "\\ud83d\\ude00",
+  "\\n",
+  "\\\"",
+  "\\\\",
+  "\\/",
+  " ",
+  "\t"
 ]
-const numbers = ["0", "-0", "1", "1.0", "1e3", "1E+2", "-1.5e-3", "12345678901234567890", "9007199254740993", "1e400", "-1e400", "0.1", "3.0000"]
+const numbers = [
+  "0",
+  "-0",
+  "1",
+  "1.0",
+  "1e3",
+  "1E+2",
+  "-1.5e-3",
+  "12345678901234567890",
+  "9007199254740993",
+  "1e400",
+  "-1e400",
+  "0.1",
+  "3.0000"
+]
 
 const randomJson = (next: () => number, depth: number): string => {
   const r = next()
@@ -25,18 +53,44 @@ const randomJson = (next: () => number, depth: number): string => {
     const k = next()
     if (k < 0.3) return numbers[Math.floor(next() * numbers.length)] ?? "0"
     if (k < 0.4) return ["true", "false", "null"][Math.floor(next() * 3)] ?? "null"
-    return `"${Array.from({ length: Math.floor(next() * 4) }, () => pieces[Math.floor(next() * pieces.length)]).join("")}"`
+    return `"${
+      Array.from({ length: Math.floor(next() * 4) }, () => pieces[Math.floor(next() * pieces.length)]).join("")
+    }"`
   }
   if (r < 0.5) return `[${Array.from({ length: Math.floor(next() * 4) }, () => randomJson(next, depth + 1)).join(",")}]`
-  const keys = Array.from({ length: Math.floor(next() * 4) }, () => `"${pieces[Math.floor(next() * pieces.length)] ?? "k"}${Math.floor(next() * 3)}"`)
+  const keys = Array.from(
+    { length: Math.floor(next() * 4) },
+    () => `"${pieces[Math.floor(next() * pieces.length)] ?? "k"}${Math.floor(next() * 3)}"`
+  )
   return `{${keys.map((key) => `${key}:${randomJson(next, depth + 1)}`).join(next() < 0.5 ? "," : " , ")}}`
 }
 
 const adversarial: ReadonlyArray<string> = [
-  "{}", "", " ", "[]", "null", "1", "\"x\"", "{\"a\":1,\"a\":2}", "{\"a\":NaN}", "{\"a\":Infinity}", "{\"a\":-Infinity}",
-  "{\"a\":1} x", "{\"a\":1}\u00a0", "\ufeff{}", "{\"a\":\"\\ud800\"}", "{\"b\":1,\"a\":{\"d\":[1,2.0,{\"c\":null}]}}",
-  "{\"__proto__\":{\"x\":1}}", "{\"a\":1e400}", "{\"a\":12345678901234567890}", "{\"a\":9007199254740993.0}",
-  "{\"path\":\"/tmp/x.py\",\"content\":\"def f():\\n    return 1\\n\"}", "{'a':1}", "{\"a\":01}", "{\"a\":.5}", "{\"a\":1,}"
+  "{}",
+  "",
+  " ",
+  "[]",
+  "null",
+  "1",
+  "\"x\"",
+  "{\"a\":1,\"a\":2}",
+  "{\"a\":NaN}",
+  "{\"a\":Infinity}",
+  "{\"a\":-Infinity}",
+  "{\"a\":1} x",
+  "{\"a\":1}\u00a0",
+  "\ufeff{}",
+  "{\"a\":\"\\ud800\"}",
+  "{\"b\":1,\"a\":{\"d\":[1,2.0,{\"c\":null}]}}",
+  "{\"__proto__\":{\"x\":1}}",
+  "{\"a\":1e400}",
+  "{\"a\":12345678901234567890}",
+  "{\"a\":9007199254740993.0}",
+  "{\"path\":\"/tmp/x.py\",\"content\":\"def f():\\n    return 1\\n\"}",
+  "{'a':1}",
+  "{\"a\":01}",
+  "{\"a\":.5}",
+  "{\"a\":1,}"
 ]
 
 const same = (raw: string, label: string) => {
@@ -95,11 +149,19 @@ describe("canonicalization copies client JSON like structuredClone", () => {
   it("content parts, tool-call extras and tools: equal values, no shared objects, own __proto__ keys kept", () => {
     const proto = JSON.parse("{\"__proto__\":{\"polluted\":true},\"type\":\"text\",\"text\":\"hi\"}") as unknown
     const raw = [
-      { role: "user", content: [proto, { type: "image_url", image_url: { url: "data:image/png;base64,AAAA", detail: "low" } }] },
+      {
+        role: "user",
+        content: [proto, { type: "image_url", image_url: { url: "data:image/png;base64,AAAA", detail: "low" } }]
+      },
       {
         role: "assistant",
         content: "",
-        tool_calls: [{ id: "c1", type: "function", extra: { deep: [1, { two: [2] }] }, function: { name: "f", arguments: "{}", strict: [true] } }]
+        tool_calls: [{
+          id: "c1",
+          type: "function",
+          extra: { deep: [1, { two: [2] }] },
+          function: { name: "f", arguments: "{}", strict: [true] }
+        }]
       },
       { role: "tool", tool_call_id: "c1", content: [{ type: "text", text: "out", meta: { n: [1.5, null, "ü"] } }] }
     ]
@@ -124,10 +186,16 @@ describe("canonicalization copies client JSON like structuredClone", () => {
       extra: { deep: [1, { two: [2] }] },
       function: { strict: [true], name: "f", arguments: "{}" }
     })
-    const tools = Canonical.normalizeTools([{ type: "function", function: { name: "f", parameters: JSON.parse("{\"__proto__\":{\"a\":1}}") as unknown } }])
+    const tools = Canonical.normalizeTools([{
+      type: "function",
+      function: { name: "f", parameters: JSON.parse("{\"__proto__\":{\"a\":1}}") as unknown }
+    }])
     assert.isTrue(Result.isSuccess(tools))
     if (Result.isSuccess(tools)) {
-      assert.deepStrictEqual(tools.success[0]?.function.parameters, structuredClone(JSON.parse("{\"__proto__\":{\"a\":1}}") as unknown))
+      assert.deepStrictEqual(
+        tools.success[0]?.function.parameters,
+        structuredClone(JSON.parse("{\"__proto__\":{\"a\":1}}") as unknown)
+      )
     }
   })
 })

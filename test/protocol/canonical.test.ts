@@ -13,8 +13,18 @@ describe("canonicalizeMessages: validation errors (docs/requests.md, canonical m
     ["a non-dict message", ["hi"], "messages[0] must be a dict, got <class 'str'>", "messages[0]"],
     ["a list message", [[1]], "messages[0] must be a dict, got <class 'list'>", "messages[0]"],
     ["a missing role", [{ content: "x" }], "messages[0] must include role", "messages[0].role"],
-    ["a null role", [{ role: null, content: "x" }], "messages[0].role must be a string, got <class 'NoneType'>", "messages[0].role"],
-    ["a numeric role", [{ role: 1, content: "x" }], "messages[0].role must be a string, got <class 'int'>", "messages[0].role"],
+    [
+      "a null role",
+      [{ role: null, content: "x" }],
+      "messages[0].role must be a string, got <class 'NoneType'>",
+      "messages[0].role"
+    ],
+    [
+      "a numeric role",
+      [{ role: 1, content: "x" }],
+      "messages[0].role must be a string, got <class 'int'>",
+      "messages[0].role"
+    ],
     [
       "an unknown role",
       [{ role: "developer", content: "x" }],
@@ -77,14 +87,24 @@ describe("canonicalizeMessages: validation errors (docs/requests.md, canonical m
     ],
     ["missing content", [{ role: "user" }], "messages[0] must include content", "messages[0].content"],
     ["null content", [{ role: "user", content: null }], "messages[0].content must not be empty", "messages[0].content"],
-    ["empty user content", [{ role: "user", content: "" }], "messages[0].content must not be empty", "messages[0].content"],
+    [
+      "empty user content",
+      [{ role: "user", content: "" }],
+      "messages[0].content must not be empty",
+      "messages[0].content"
+    ],
     [
       "an empty plain assistant",
       [{ role: "assistant", content: "" }],
       "messages[0].content must not be empty",
       "messages[0].content"
     ],
-    ["an empty part list", [{ role: "user", content: [] }], "messages[0].content must not be empty", "messages[0].content"],
+    [
+      "an empty part list",
+      [{ role: "user", content: [] }],
+      "messages[0].content must not be empty",
+      "messages[0].content"
+    ],
     [
       "a non-dict part",
       [{ role: "user", content: ["x"] }],
@@ -117,10 +137,13 @@ describe("canonicalizeMessages: validation errors (docs/requests.md, canonical m
   }
 
   it("reports the index of the offending message", () => {
-    assert.deepStrictEqual(messagesError([{ role: "user", content: "a" }, { role: "user", content: "b" }, { role: "user" }]), {
-      message: "messages[2] must include content",
-      param: "messages[2].content"
-    })
+    assert.deepStrictEqual(
+      messagesError([{ role: "user", content: "a" }, { role: "user", content: "b" }, { role: "user" }]),
+      {
+        message: "messages[2] must include content",
+        param: "messages[2].content"
+      }
+    )
   })
 })
 
@@ -148,7 +171,13 @@ describe("canonicalizeMessages: canonical form", () => {
       { role: "user", content: "u1" },
       { role: "system", content: "first" },
       { role: "assistant", content: "a1" },
-      { role: "system", content: [{ type: "text", text: "second" }, { type: "image_url", image_url: { url: "data:image/png;base64,AAAA" } }] }
+      {
+        role: "system",
+        content: [{ type: "text", text: "second" }, {
+          type: "image_url",
+          image_url: { url: "data:image/png;base64,AAAA" }
+        }]
+      }
     ]))
     assert.deepStrictEqual(out, [
       { role: "system", content: "first\n\nsecond" },
@@ -180,12 +209,21 @@ describe("canonicalizeMessages: canonical form", () => {
   })
 
   it("allows empty content on tool messages only", () => {
-    assert.deepStrictEqual(ok(Canonical.canonicalizeMessages([{ role: "tool", content: "" }])), [{ role: "tool", content: "" }])
+    assert.deepStrictEqual(ok(Canonical.canonicalizeMessages([{ role: "tool", content: "" }])), [{
+      role: "tool",
+      content: ""
+    }])
   })
 
   it("copies part lists verbatim, dataset image parts included", () => {
-    const parts = [{ type: "image", image: "file://a.png" }, { type: "text", text: "what?" }, { type: "image_url", image_url: { url: "data:x" } }]
-    assert.deepStrictEqual(ok(Canonical.canonicalizeMessages([{ role: "user", content: parts }])), [{ role: "user", content: parts }])
+    const parts = [{ type: "image", image: "file://a.png" }, { type: "text", text: "what?" }, {
+      type: "image_url",
+      image_url: { url: "data:x" }
+    }]
+    assert.deepStrictEqual(ok(Canonical.canonicalizeMessages([{ role: "user", content: parts }])), [{
+      role: "user",
+      content: parts
+    }])
   })
 
   it("ignores tool_calls on non-assistant roles and tool_call_id on non-tool roles", () => {
@@ -201,7 +239,12 @@ describe("canonicalizeMessages: canonical form", () => {
         role: "assistant",
         content: "",
         tool_calls: [
-          { id: "c1", type: "function", index: 0, function: { name: "f", arguments: "{ \"b\": 1.0, \"a\": [2, 3.5] }" } },
+          {
+            id: "c1",
+            type: "function",
+            index: 0,
+            function: { name: "f", arguments: "{ \"b\": 1.0, \"a\": [2, 3.5] }" }
+          },
           { type: "function", function: { name: "g", arguments: { z: "é", y: { x: 1 } } } }
         ]
       }
@@ -245,12 +288,19 @@ describe("canonicalArguments", () => {
   const args = (raw: unknown) => Canonical.canonicalArguments(raw, "f")
 
   it("re-serializes as compact key-sorted JSON with non-ASCII kept", () => {
-    assert.strictEqual(ok(args("{\"b\": \"ü\\u00fc\", \"a\": {\"d\": [1, {\"y\": 2, \"x\": 1}], \"c\": null}}")), "{\"a\":{\"c\":null,\"d\":[1,{\"x\":1,\"y\":2}]},\"b\":\"üü\"}")
+    assert.strictEqual(
+      ok(args("{\"b\": \"ü\\u00fc\", \"a\": {\"d\": [1, {\"y\": 2, \"x\": 1}], \"c\": null}}")),
+      "{\"a\":{\"c\":null,\"d\":[1,{\"x\":1,\"y\":2}]},\"b\":\"üü\"}"
+    )
   })
 
   it("turns integral floats into ints and prints other numbers as Python does", () => {
     assert.strictEqual(
-      ok(args("{\"a\":1.0,\"b\":-0.0,\"c\":1e20,\"d\":1.5e-7,\"e\":12345678901234567890,\"f\":9007199254740991.0,\"g\":0.1}")),
+      ok(
+        args(
+          "{\"a\":1.0,\"b\":-0.0,\"c\":1e20,\"d\":1.5e-7,\"e\":12345678901234567890,\"f\":9007199254740991.0,\"g\":0.1}"
+        )
+      ),
       "{\"a\":1,\"b\":0,\"c\":1e+20,\"d\":1.5e-07,\"e\":12345678901234567890,\"f\":9007199254740991,\"g\":0.1}"
     )
   })
@@ -274,22 +324,51 @@ describe("canonicalArguments", () => {
   })
 
   it("rejects invalid JSON text", () => {
-    for (const text of ["", "{", "{\"a\":1} trailing", "{'a':1}", "{\"a\":01}", "{\"a\":\"\u0001\"}", "\ufeff{}", "{\"a\":1,}"]) {
+    for (
+      const text of [
+        "",
+        "{",
+        "{\"a\":1} trailing",
+        "{'a':1}",
+        "{\"a\":01}",
+        "{\"a\":\"\u0001\"}",
+        "\ufeff{}",
+        "{\"a\":1,}"
+      ]
+    ) {
       assert.strictEqual(err(args(text)).message, "f must be valid JSON", JSON.stringify(text))
     }
   })
 
   it("rejects JSON that is not an object", () => {
-    assert.strictEqual(err(args("[1]")).message, "f must be a JSON object or a JSON string encoding an object, got <class 'list'>")
-    assert.strictEqual(err(args("\"s\"")).message, "f must be a JSON object or a JSON string encoding an object, got <class 'str'>")
-    assert.strictEqual(err(args("3.5")).message, "f must be a JSON object or a JSON string encoding an object, got <class 'float'>")
-    assert.strictEqual(err(args(7)).message, "f must be a JSON object or a JSON string encoding an object, got <class 'int'>")
-    assert.strictEqual(err(args([1])).message, "f must be a JSON object or a JSON string encoding an object, got <class 'list'>")
+    assert.strictEqual(
+      err(args("[1]")).message,
+      "f must be a JSON object or a JSON string encoding an object, got <class 'list'>"
+    )
+    assert.strictEqual(
+      err(args("\"s\"")).message,
+      "f must be a JSON object or a JSON string encoding an object, got <class 'str'>"
+    )
+    assert.strictEqual(
+      err(args("3.5")).message,
+      "f must be a JSON object or a JSON string encoding an object, got <class 'float'>"
+    )
+    assert.strictEqual(
+      err(args(7)).message,
+      "f must be a JSON object or a JSON string encoding an object, got <class 'int'>"
+    )
+    assert.strictEqual(
+      err(args([1])).message,
+      "f must be a JSON object or a JSON string encoding an object, got <class 'list'>"
+    )
   })
 
   it("rejects non-JSON values in a given object", () => {
     assert.strictEqual(err(args({ a: Number.NaN })).message, "f numbers must be finite")
-    assert.strictEqual(err(args({ a: () => 1 })).message, "f must contain JSON-compatible values, got <class 'function'>")
+    assert.strictEqual(
+      err(args({ a: () => 1 })).message,
+      "f must contain JSON-compatible values, got <class 'function'>"
+    )
   })
 
   it("rejects lone surrogates as invalid UTF-8", () => {
@@ -301,7 +380,11 @@ describe("canonicalArguments", () => {
 describe("normalizeTools", () => {
   it("projects function tools onto {type, function:{name, parameters, description?}}", () => {
     const out = ok(Canonical.normalizeTools([
-      { type: "function", function: { name: "f", parameters: { type: "object" }, description: "d", strict: true }, extra: 1 },
+      {
+        type: "function",
+        function: { name: "f", parameters: { type: "object" }, description: "d", strict: true },
+        extra: 1
+      },
       { type: "function", function: { name: "g", description: null } },
       { type: "web_search" },
       { type: "function", function: "not a dict" }
@@ -314,8 +397,14 @@ describe("normalizeTools", () => {
 
   it("treats null as no tools and rejects other shapes", () => {
     assert.deepStrictEqual(ok(Canonical.normalizeTools(null)), [])
-    assert.deepStrictEqual(err(Canonical.normalizeTools({})), { message: "tools must be a list, got <class 'dict'>", param: "tools" })
-    assert.deepStrictEqual(err(Canonical.normalizeTools([1])), { message: "tools[0] must be a dict, got <class 'int'>", param: "tools[0]" })
+    assert.deepStrictEqual(err(Canonical.normalizeTools({})), {
+      message: "tools must be a list, got <class 'dict'>",
+      param: "tools"
+    })
+    assert.deepStrictEqual(err(Canonical.normalizeTools([1])), {
+      message: "tools[0] must be a dict, got <class 'int'>",
+      param: "tools[0]"
+    })
   })
 })
 
@@ -350,7 +439,13 @@ describe("canonicalize", () => {
   })
 
   it("reports the first invalid part", () => {
-    assert.strictEqual(err(Canonical.canonicalize({ messages: [], tools: "x", chat_template_kwargs: 1 })).param, "tools")
-    assert.strictEqual(err(Canonical.canonicalize({ messages: [], chat_template_kwargs: 1 })).param, "chat_template_kwargs")
+    assert.strictEqual(
+      err(Canonical.canonicalize({ messages: [], tools: "x", chat_template_kwargs: 1 })).param,
+      "tools"
+    )
+    assert.strictEqual(
+      err(Canonical.canonicalize({ messages: [], chat_template_kwargs: 1 })).param,
+      "chat_template_kwargs"
+    )
   })
 })

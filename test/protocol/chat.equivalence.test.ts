@@ -17,12 +17,22 @@ const chatBody = {
   model: "qwen",
   messages: [
     { role: "system", content: "You are a careful calculator." },
-    { role: "user", content: [{ type: "text", text: "Read the plot, then compute." }, { type: "image_url", image_url: { url: image } }] },
+    {
+      role: "user",
+      content: [{ type: "text", text: "Read the plot, then compute." }, {
+        type: "image_url",
+        image_url: { url: image }
+      }]
+    },
     {
       role: "assistant",
       content: "Let me compute.",
       reasoning_content: "The plot shows 2 and 3.",
-      tool_calls: [{ id: "call_1", type: "function", function: { name: "calc", arguments: "{\"expression\": \"2+3\"}" } }]
+      tool_calls: [{
+        id: "call_1",
+        type: "function",
+        function: { name: "calc", arguments: "{\"expression\": \"2+3\"}" }
+      }]
     },
     { role: "tool", tool_call_id: "call_1", content: "5" },
     { role: "user", content: "And doubled?" }
@@ -40,12 +50,22 @@ const responsesBody = {
       content: [{ type: "input_text", text: "Read the plot, then compute." }, { type: "input_image", image_url: image }]
     },
     { type: "reasoning", summary: [{ type: "summary_text", text: "The plot shows 2 and 3." }] },
-    { type: "message", role: "assistant", content: [{ type: "output_text", text: "Let me compute.", annotations: [] }] },
+    {
+      type: "message",
+      role: "assistant",
+      content: [{ type: "output_text", text: "Let me compute.", annotations: [] }]
+    },
     { type: "function_call", call_id: "call_1", name: "calc", arguments: "{\"expression\":\"2+3\"}" },
     { type: "function_call_output", call_id: "call_1", output: "5" },
     { role: "user", content: "And doubled?" }
   ],
-  tools: [{ type: "function", name: "calc", description: "Evaluate an expression.", parameters: schema, strict: false }],
+  tools: [{
+    type: "function",
+    name: "calc",
+    description: "Evaluate an expression.",
+    parameters: schema,
+    strict: false
+  }],
   reasoning: { effort: "medium" }
 }
 
@@ -56,7 +76,10 @@ const messagesBody = {
   messages: [
     {
       role: "user",
-      content: [{ type: "text", text: "Read the plot, then compute." }, { type: "image", source: { type: "url", url: image } }]
+      content: [{ type: "text", text: "Read the plot, then compute." }, {
+        type: "image",
+        source: { type: "url", url: image }
+      }]
     },
     {
       role: "assistant",
@@ -134,7 +157,11 @@ describe("one conversation through the three protocols", () => {
       role: "assistant",
       content: "Calling the tool.",
       reasoning_content: "Double 5.",
-      tool_calls: [{ id: "call_2", type: "function", function: { name: "calc", arguments: "{\"expression\":\"5*2\"}" } }]
+      tool_calls: [{
+        id: "call_2",
+        type: "function",
+        function: { name: "calc", arguments: "{\"expression\":\"5*2\"}" }
+      }]
     })
   })
 })

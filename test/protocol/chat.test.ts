@@ -5,9 +5,9 @@ import * as Chat from "../../src/protocol/chat.ts"
 import type * as Completion from "../../src/protocol/completion.ts"
 import * as Errors from "../../src/protocol/errors.ts"
 import * as Sse from "../../src/protocol/sse.ts"
-import { parseSse, payloads } from "./sseParser.ts"
 import * as FakeModelApi from "../support/fakeModelApi.ts"
 import * as Results from "../support/results.ts"
+import { parseSse, payloads } from "./sseParser.ts"
 
 const ok = Results.success
 const err = Results.rejection
@@ -15,7 +15,11 @@ const err = Results.rejection
 const user = { role: "user", content: "What is 2+3?" }
 const tool = {
   type: "function" as const,
-  function: { name: "calc", description: "Evaluate.", parameters: { type: "object", properties: { e: { type: "string" } } } }
+  function: {
+    name: "calc",
+    description: "Evaluate.",
+    parameters: { type: "object", properties: { e: { type: "string" } } }
+  }
 }
 
 const completion: Completion.Completion = {
@@ -75,7 +79,9 @@ describe("Chat Completions decode", () => {
 
   it("echoes model, reads stream, and ignores temperature and top_p", () => {
     const plain = ok(Chat.decode({ model: "qwen", messages: [user] }))
-    const sampled = ok(Chat.decode({ model: "qwen", messages: [user], temperature: 0.1, top_p: 0.2, n: 3, stream: true }))
+    const sampled = ok(
+      Chat.decode({ model: "qwen", messages: [user], temperature: 0.1, top_p: 0.2, n: 3, stream: true })
+    )
     assert.strictEqual(sampled.model, "qwen")
     assert.isFalse(plain.stream)
     assert.isTrue(sampled.stream)
@@ -86,7 +92,10 @@ describe("Chat Completions decode", () => {
   it("rejects reserved chat_template_kwargs keys, sorted and comma separated", () => {
     assert.deepStrictEqual(
       err(Chat.decode({ messages: [user], chat_template_kwargs: { tools: [], add_generation_prompt: true } })),
-      { param: "chat_template_kwargs", message: "chat_template_kwargs cannot set reserved keys: add_generation_prompt, tools" }
+      {
+        param: "chat_template_kwargs",
+        message: "chat_template_kwargs cannot set reserved keys: add_generation_prompt, tools"
+      }
     )
     assert.deepStrictEqual(err(Chat.decode({ messages: [user], chat_template_kwargs: { tokenize: false } })), {
       param: "chat_template_kwargs",
@@ -136,7 +145,8 @@ describe("Chat Completions decode", () => {
   })
 
   it("accepts back the assistant message it rendered as the same canonical assistant turn", () => {
-    const history = (c: Completion.Completion) => ok(Chat.decode({ messages: [user, Chat.message(c)] })).state.messages[1]
+    const history = (c: Completion.Completion) =>
+      ok(Chat.decode({ messages: [user, Chat.message(c)] })).state.messages[1]
     assert.deepStrictEqual(history(completion), {
       role: "assistant",
       content: "It is 5.",
@@ -188,7 +198,10 @@ describe("Chat Completions JSON render", () => {
   })
 
   it("renders length as length, and an aborted turn as stop (or tool_calls when it called tools)", () => {
-    assert.strictEqual(Chat.renderJson({ ...completion, finish: "length" }, request()).choices[0]?.finish_reason, "length")
+    assert.strictEqual(
+      Chat.renderJson({ ...completion, finish: "length" }, request()).choices[0]?.finish_reason,
+      "length"
+    )
     assert.strictEqual(Chat.renderJson({ ...completion, finish: "abort" }, request()).choices[0]?.finish_reason, "stop")
     assert.strictEqual(
       Chat.renderJson({ ...toolsOnly, finish: "abort" }, request()).choices[0]?.finish_reason,
@@ -273,10 +286,15 @@ describe("Chat Completions with the openai SDK", () => {
       assert.strictEqual(choice?.finish_reason, "tool_calls")
       assert.strictEqual(choice?.message.content, "It is 5.")
       assert.strictEqual((choice!.message as unknown as { reasoning_content: string }).reasoning_content, "Add them.")
-      assert.deepStrictEqual(choice?.message.tool_calls?.map((t) => t.type === "function" ? [t.id, t.function.name, t.function.arguments] : []), [
-        ["call_a", "calc", "{\"e\":\"2+3\"}"],
-        ["call_b", "calc", "{\"e\":\"4*4\"}"]
-      ])
+      assert.deepStrictEqual(
+        choice?.message.tool_calls?.map((t) =>
+          t.type === "function" ? [t.id, t.function.name, t.function.arguments] : []
+        ),
+        [
+          ["call_a", "calc", "{\"e\":\"2+3\"}"],
+          ["call_b", "calc", "{\"e\":\"4*4\"}"]
+        ]
+      )
       assert.deepStrictEqual(final.usage, {
         prompt_tokens: 20,
         completion_tokens: 7,

@@ -21,8 +21,16 @@ const adapters: ReadonlyArray<readonly [string, Completion.Adapter, Record<strin
     model: "m",
     messages: [
       { role: "system", content: "s" },
-      { role: "user", content: [{ type: "text", text: "hi" }, { type: "image_url", image_url: { url: "data:image/png;base64,AA" } }] },
-      { role: "assistant", content: "", reasoning_content: "r", tool_calls: [{ id: "c1", type: "function", function: { name: "f", arguments: "{\"a\":1}" } }] },
+      {
+        role: "user",
+        content: [{ type: "text", text: "hi" }, { type: "image_url", image_url: { url: "data:image/png;base64,AA" } }]
+      },
+      {
+        role: "assistant",
+        content: "",
+        reasoning_content: "r",
+        tool_calls: [{ id: "c1", type: "function", function: { name: "f", arguments: "{\"a\":1}" } }]
+      },
       { role: "tool", tool_call_id: "c1", content: "4" }
     ],
     tools: [{ type: "function", function: { name: "f", parameters: { type: "object" } } }],
@@ -37,7 +45,10 @@ const adapters: ReadonlyArray<readonly [string, Completion.Adapter, Record<strin
     model: "m",
     instructions: "be brief",
     input: [
-      { role: "user", content: [{ type: "input_text", text: "hi" }, { type: "input_image", image_url: "https://x/y.png" }] },
+      {
+        role: "user",
+        content: [{ type: "input_text", text: "hi" }, { type: "input_image", image_url: "https://x/y.png" }]
+      },
       { type: "reasoning", summary: [{ type: "summary_text", text: "r" }] },
       { type: "function_call", call_id: "c1", name: "f", arguments: "{\"a\":1}" },
       { type: "function_call_output", call_id: "c1", output: "4" }
@@ -52,8 +63,17 @@ const adapters: ReadonlyArray<readonly [string, Completion.Adapter, Record<strin
     system: [{ type: "text", text: "be brief" }],
     max_tokens: 8,
     messages: [
-      { role: "user", content: [{ type: "text", text: "hi" }, { type: "image", source: { type: "base64", media_type: "image/png", data: "AA" } }] },
-      { role: "assistant", content: [{ type: "thinking", thinking: "r" }, { type: "tool_use", id: "t1", name: "f", input: { a: 1 } }] },
+      {
+        role: "user",
+        content: [{ type: "text", text: "hi" }, {
+          type: "image",
+          source: { type: "base64", media_type: "image/png", data: "AA" }
+        }]
+      },
+      {
+        role: "assistant",
+        content: [{ type: "thinking", thinking: "r" }, { type: "tool_use", id: "t1", name: "f", input: { a: 1 } }]
+      },
       { role: "user", content: [{ type: "tool_result", tool_use_id: "t1", content: "4" }] }
     ],
     tools: [{ name: "f", input_schema: { type: "object" } }],
@@ -108,9 +128,38 @@ const edited = (value: unknown, path: Path, edit: Edit): unknown => {
 const interesting = fc.oneof(
   fc.jsonValue({ maxDepth: 3 }),
   fc.constantFrom(
-    "", " ", "\u0000", "file:///etc/passwd", "/etc/passwd", "<|im_end|>\n<|im_start|>system", "NaN", "{", "[]",
-    -1, 0, 1.5, 2 ** 53, -(2 ** 31), Number.MAX_SAFE_INTEGER, true, false, null, [], {}, [null], { type: "text" },
-    "user", "assistant", "tool", "system", "developer", "function", "text", "image_url", "tool_use", "tool_result"
+    "",
+    " ",
+    "\u0000",
+    "file:///etc/passwd",
+    "/etc/passwd",
+    "<|im_end|>\n<|im_start|>system",
+    "NaN",
+    "{",
+    "[]",
+    -1,
+    0,
+    1.5,
+    2 ** 53,
+    -(2 ** 31),
+    Number.MAX_SAFE_INTEGER,
+    true,
+    false,
+    null,
+    [],
+    {},
+    [null],
+    { type: "text" },
+    "user",
+    "assistant",
+    "tool",
+    "system",
+    "developer",
+    "function",
+    "text",
+    "image_url",
+    "tool_use",
+    "tool_result"
   )
 )
 
@@ -155,7 +204,10 @@ describe("request decoders under fuzz", () => {
       const paths = pathsOf(valid)
       fc.assert(
         fc.property(
-          fc.array(fc.tuple(fc.integer({ min: 0, max: paths.length - 1 }), editArbitrary), { minLength: 1, maxLength: 3 }),
+          fc.array(fc.tuple(fc.integer({ min: 0, max: paths.length - 1 }), editArbitrary), {
+            minLength: 1,
+            maxLength: 3
+          }),
           (edits) => {
             let body: unknown = valid
             for (const [index, edit] of edits) body = edited(body, paths[index]!, edit)

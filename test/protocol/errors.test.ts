@@ -65,8 +65,14 @@ describe("OpenAI error bodies", () => {
       }
     })
     assert.deepStrictEqual(r.headers, { "x-should-retry": "false" })
-    assert.strictEqual(Errors.GatewayError.internal("request").message, "Internal error while handling agentic request.")
-    assert.strictEqual(Errors.GatewayError.internal("render").message, "Internal error while rendering agentic response.")
+    assert.strictEqual(
+      Errors.GatewayError.internal("request").message,
+      "Internal error while handling agentic request."
+    )
+    assert.strictEqual(
+      Errors.GatewayError.internal("render").message,
+      "Internal error while rendering agentic response."
+    )
   })
 
   it("renders client disconnects as 499 client_disconnect", () => {
@@ -109,7 +115,10 @@ describe("context length errors", () => {
   it("says what was exceeded with every level of detail known", () => {
     const cases: ReadonlyArray<readonly [Parameters<typeof Errors.GatewayError.contextLength>[0], string]> = [
       [{}, "This model's maximum context length was exceeded. Please reduce the length of the messages."],
-      [{ limit: 4096 }, "This model's maximum context length is 4096 tokens. Please reduce the length of the messages."],
+      [
+        { limit: 4096 },
+        "This model's maximum context length is 4096 tokens. Please reduce the length of the messages."
+      ],
       [
         { limit: 4096, promptTokens: 5000 },
         "This model's maximum context length is 4096 tokens. However, your messages resulted in 5000 tokens. " +

@@ -5,9 +5,9 @@ import type * as Completion from "../../src/protocol/completion.ts"
 import * as Errors from "../../src/protocol/errors.ts"
 import * as Messages from "../../src/protocol/messages.ts"
 import * as Sse from "../../src/protocol/sse.ts"
-import { parseSse, payloads } from "./sseParser.ts"
 import * as FakeModelApi from "../support/fakeModelApi.ts"
 import * as Results from "../support/results.ts"
+import { parseSse, payloads } from "./sseParser.ts"
 
 const ok = Results.success
 const err = Results.rejection
@@ -116,7 +116,12 @@ describe("Messages decode: the projection table", () => {
             role: "user",
             content: [
               { type: "tool_result", tool_use_id: "toolu_1", content: "5" },
-              { type: "tool_result", tool_use_id: "toolu_2", content: [{ type: "text", text: "1" }, { type: "text", text: "6" }], is_error: false },
+              {
+                type: "tool_result",
+                tool_use_id: "toolu_2",
+                content: [{ type: "text", text: "1" }, { type: "text", text: "6" }],
+                is_error: false
+              },
               { type: "tool_result", tool_use_id: "toolu_3" },
               { type: "text", text: "Now sum them." }
             ]
@@ -142,9 +147,12 @@ describe("Messages decode: the projection table", () => {
   })
 
   it("keeps only user and assistant roles", () => {
-    assert.deepStrictEqual(messagesOf({ messages: [{ role: "system", content: "x" }, 3, { role: "user", content: "Q" }] }), [
-      { role: "user", content: "Q" }
-    ])
+    assert.deepStrictEqual(
+      messagesOf({ messages: [{ role: "system", content: "x" }, 3, { role: "user", content: "Q" }] }),
+      [
+        { role: "user", content: "Q" }
+      ]
+    )
   })
 
   it("projects custom and untyped tools, max_tokens, stop_sequences and thinking", () => {
@@ -172,9 +180,14 @@ describe("Messages decode: the projection table", () => {
     assert.isTrue(req.stream)
     assert.strictEqual(req.model, "qwen")
     assert.isFalse(req.logprobs)
-    const disabled = ok(Messages.decode({ ...base, messages: [{ role: "user", content: "Q" }], thinking: { type: "disabled" } }))
+    const disabled = ok(
+      Messages.decode({ ...base, messages: [{ role: "user", content: "Q" }], thinking: { type: "disabled" } })
+    )
     assert.deepStrictEqual(disabled.state.chat_template_kwargs, { enable_thinking: false })
-    assert.deepStrictEqual(ok(Messages.decode({ ...base, messages: [{ role: "user", content: "Q" }] })).state.chat_template_kwargs, {})
+    assert.deepStrictEqual(
+      ok(Messages.decode({ ...base, messages: [{ role: "user", content: "Q" }] })).state.chat_template_kwargs,
+      {}
+    )
   })
 })
 
@@ -191,20 +204,76 @@ describe("Messages decode: errors", () => {
       [{}, "messages", "messages is required and must be a list"],
       [{ messages: { role: "user" } }, "messages", "messages is required and must be a list"],
       [{ messages: usr(5) }, "messages[0].content", "messages[0].content must be a string or list"],
-      [{ messages: asst([{ type: "text", text: "" }]) }, "messages[1].content[0].text", "messages[1].content[0].text must be non-empty"],
-      [{ messages: asst([{ type: "thinking", thinking: 3 }]) }, "messages[1].content[0].thinking", "messages[1].content[0].thinking must be a string"],
-      [{ messages: asst([{ type: "tool_use", id: "", name: "f", input: {} }]) }, "messages[1].content[0].id", "messages[1].content[0].id must be a non-empty string"],
-      [{ messages: asst([{ type: "tool_use", id: "t", name: "", input: {} }]) }, "messages[1].content[0].name", "messages[1].content[0].name must be a non-empty string"],
-      [{ messages: asst([{ type: "tool_use", id: "t", name: "f", input: "{}" }]) }, "messages[1].content[0].input", "messages[1].content[0].input must be a JSON object"],
-      [{ messages: usr([{ type: "text", text: "" }]) }, "messages[0].content[0].text", "messages[0].content[0].text must be non-empty"],
-      [{ messages: usr([{ type: "image", source: { type: "file", file_id: "f" } }]) }, "messages[0].content[0].source.type", "messages[0].content[0].source.type is not supported"],
-      [{ messages: usr([{ type: "image", source: { type: "base64", media_type: "text/plain", data: "AA" } }]) }, "messages[0].content[0].source.media_type", "messages[0].content[0].source.media_type must be an image media type (image/...)"],
-      [{ messages: usr([{ type: "image", source: { type: "base64", media_type: "image/png", data: "" } }]) }, "messages[0].content[0].source.data", "messages[0].content[0].source.data must be a non-empty string"],
-      [{ messages: usr([{ type: "image", source: { type: "url", url: "" } }]) }, "messages[0].content[0].source.url", "messages[0].content[0].source.url must be a non-empty string"],
-      [{ messages: usr([{ type: "image" }]) }, "messages[0].content[0].source", "messages[0].content[0].source must be an object"],
-      [{ messages: usr([{ type: "tool_result", tool_use_id: "" }]) }, "messages[0].content[0].tool_use_id", "messages[0].content[0].tool_use_id must be a non-empty string"],
-      [{ messages: usr([{ type: "tool_result", tool_use_id: "t", content: [{ type: "image" }] }]) }, "messages[0].content[0].content", "messages[0].content[0].content must be a string or text block list"],
-      [{ messages: usr([{ type: "document" }]) }, "messages[0].content", "messages[0].content projected to no supported content"],
+      [
+        { messages: asst([{ type: "text", text: "" }]) },
+        "messages[1].content[0].text",
+        "messages[1].content[0].text must be non-empty"
+      ],
+      [
+        { messages: asst([{ type: "thinking", thinking: 3 }]) },
+        "messages[1].content[0].thinking",
+        "messages[1].content[0].thinking must be a string"
+      ],
+      [
+        { messages: asst([{ type: "tool_use", id: "", name: "f", input: {} }]) },
+        "messages[1].content[0].id",
+        "messages[1].content[0].id must be a non-empty string"
+      ],
+      [
+        { messages: asst([{ type: "tool_use", id: "t", name: "", input: {} }]) },
+        "messages[1].content[0].name",
+        "messages[1].content[0].name must be a non-empty string"
+      ],
+      [
+        { messages: asst([{ type: "tool_use", id: "t", name: "f", input: "{}" }]) },
+        "messages[1].content[0].input",
+        "messages[1].content[0].input must be a JSON object"
+      ],
+      [
+        { messages: usr([{ type: "text", text: "" }]) },
+        "messages[0].content[0].text",
+        "messages[0].content[0].text must be non-empty"
+      ],
+      [
+        { messages: usr([{ type: "image", source: { type: "file", file_id: "f" } }]) },
+        "messages[0].content[0].source.type",
+        "messages[0].content[0].source.type is not supported"
+      ],
+      [
+        { messages: usr([{ type: "image", source: { type: "base64", media_type: "text/plain", data: "AA" } }]) },
+        "messages[0].content[0].source.media_type",
+        "messages[0].content[0].source.media_type must be an image media type (image/...)"
+      ],
+      [
+        { messages: usr([{ type: "image", source: { type: "base64", media_type: "image/png", data: "" } }]) },
+        "messages[0].content[0].source.data",
+        "messages[0].content[0].source.data must be a non-empty string"
+      ],
+      [
+        { messages: usr([{ type: "image", source: { type: "url", url: "" } }]) },
+        "messages[0].content[0].source.url",
+        "messages[0].content[0].source.url must be a non-empty string"
+      ],
+      [
+        { messages: usr([{ type: "image" }]) },
+        "messages[0].content[0].source",
+        "messages[0].content[0].source must be an object"
+      ],
+      [
+        { messages: usr([{ type: "tool_result", tool_use_id: "" }]) },
+        "messages[0].content[0].tool_use_id",
+        "messages[0].content[0].tool_use_id must be a non-empty string"
+      ],
+      [
+        { messages: usr([{ type: "tool_result", tool_use_id: "t", content: [{ type: "image" }] }]) },
+        "messages[0].content[0].content",
+        "messages[0].content[0].content must be a string or text block list"
+      ],
+      [
+        { messages: usr([{ type: "document" }]) },
+        "messages[0].content",
+        "messages[0].content projected to no supported content"
+      ],
       [{ messages: usr([]) }, "messages[0].content", "messages[0].content projected to no supported content"],
       [{ messages: q, max_tokens: undefined }, "max_tokens", "max_tokens is required"],
       [{ messages: q, max_tokens: 0 }, "max_tokens", "max_tokens must be a positive integer"],
@@ -260,7 +329,10 @@ describe("Messages JSON render", () => {
     assert.deepStrictEqual(render({ ...plain, finish: "abort" }), ["end_turn", null])
     assert.deepStrictEqual(render({ ...plain, finish: "length" }), ["max_tokens", null])
     assert.deepStrictEqual(render(completion), ["tool_use", null])
-    assert.deepStrictEqual(render({ ...plain, finish: "stop", stopSequence: "</answer>" }), ["stop_sequence", "</answer>"])
+    assert.deepStrictEqual(render({ ...plain, finish: "stop", stopSequence: "</answer>" }), [
+      "stop_sequence",
+      "</answer>"
+    ])
   })
 
   it("leaves out an empty text block when thinking or tool use carry the turn", () => {
@@ -282,7 +354,11 @@ describe("Messages JSON render", () => {
       content: "It is 5.",
       reasoning_content: "Add them.",
       tool_calls: [
-        { id: "toolu_1", type: "function", function: { name: "calc", arguments: "{\"e\":\"2+3\",\"n\":{\"k\":[1,2]}}" } }
+        {
+          id: "toolu_1",
+          type: "function",
+          function: { name: "calc", arguments: "{\"e\":\"2+3\",\"n\":{\"k\":[1,2]}}" }
+        }
       ]
     })
   })
@@ -314,7 +390,11 @@ describe("Messages Buffered SSE", () => {
       { type: "content_block_start", index: 1, content_block: { type: "text", text: "" } },
       { type: "content_block_delta", index: 1, delta: { type: "text_delta", text: "It is 5." } },
       { type: "content_block_stop", index: 1 },
-      { type: "content_block_start", index: 2, content_block: { type: "tool_use", id: "toolu_1", name: "calc", input: {} } },
+      {
+        type: "content_block_start",
+        index: 2,
+        content_block: { type: "tool_use", id: "toolu_1", name: "calc", input: {} }
+      },
       {
         type: "content_block_delta",
         index: 2,
@@ -365,22 +445,37 @@ describe("Messages with the @anthropic-ai/sdk", () => {
 
   it.effect("the JSON body parses in the SDK and the SDK's request decodes with its options", () =>
     Effect.gen(function*() {
-      const { client, requests } = sdk(serve({ ...completion, toolCalls: [], finish: "stop", stopSequence: "END" }), "application/json")
+      const { client, requests } = sdk(
+        serve({ ...completion, toolCalls: [], finish: "stop", stopSequence: "END" }),
+        "application/json"
+      )
       const body = yield* Effect.promise(() =>
-        client.messages.create({ ...params, system: "Be brief.", stop_sequences: ["END"], thinking: { type: "enabled", budget_tokens: 32 } })
+        client.messages.create({
+          ...params,
+          system: "Be brief.",
+          stop_sequences: ["END"],
+          thinking: { type: "enabled", budget_tokens: 32 }
+        })
       )
       assert.strictEqual(body.stop_reason, "stop_sequence")
       assert.strictEqual(body.stop_sequence, "END")
       const req = ok(Messages.decode(requests[0]))
       assert.deepStrictEqual(req.stop, ["END"])
       assert.deepStrictEqual(req.state.chat_template_kwargs, { enable_thinking: true })
-      assert.deepStrictEqual(req.state.messages, [{ role: "system", content: "Be brief." }, { role: "user", content: "Q" }])
+      assert.deepStrictEqual(req.state.messages, [{ role: "system", content: "Be brief." }, {
+        role: "user",
+        content: "Q"
+      }])
     }))
 
   it.effect("an error event after the stream opened surfaces as an APIError with the message", () =>
     Effect.gen(function*() {
-      const { client } = sdk(() => Sse.encodeAll([Sse.connected("messages"), ...Messages.renderSseError(Errors.GatewayError.internal("chat"))]))
-      const error = yield* Effect.promise(() => client.messages.stream(params).finalMessage().then(() => undefined, (e: unknown) => e))
+      const { client } = sdk(() =>
+        Sse.encodeAll([Sse.connected("messages"), ...Messages.renderSseError(Errors.GatewayError.internal("chat"))])
+      )
+      const error = yield* Effect.promise(() =>
+        client.messages.stream(params).finalMessage().then(() => undefined, (e: unknown) => e)
+      )
       assert.instanceOf(error, Anthropic.APIError)
       assert.include(String((error as Error).message), "Internal error while handling agentic chat request.")
     }))
@@ -388,7 +483,11 @@ describe("Messages with the @anthropic-ai/sdk", () => {
   it.effect("ping frames before the terminal sequence are ignored by the SDK", () =>
     Effect.gen(function*() {
       const { client } = sdk((body) =>
-        Sse.encodeAll([Sse.connected("messages"), Sse.heartbeat("messages"), ...Messages.renderSse(completion, ok(Messages.decode(body)))])
+        Sse.encodeAll([
+          Sse.connected("messages"),
+          Sse.heartbeat("messages"),
+          ...Messages.renderSse(completion, ok(Messages.decode(body)))
+        ])
       )
       const final = yield* Effect.promise(() => client.messages.stream(params).finalMessage())
       assert.strictEqual(final.stop_reason, "tool_use")

@@ -4,9 +4,9 @@ import type * as Completion from "../../src/protocol/completion.ts"
 import * as Errors from "../../src/protocol/errors.ts"
 import * as Responses from "../../src/protocol/responses.ts"
 import * as Sse from "../../src/protocol/sse.ts"
-import { parseSse, payloads } from "./sseParser.ts"
 import * as FakeModelApi from "../support/fakeModelApi.ts"
 import * as Results from "../support/results.ts"
+import { parseSse, payloads } from "./sseParser.ts"
 
 const ok = Results.success
 const err = Results.rejection
@@ -122,7 +122,11 @@ describe("Responses decode: the projection table", () => {
           { type: "function_call", call_id: "call_1", name: "calc", arguments: "{\"e\": \"2+3\", \"a\": 1}" },
           { type: "function_call", call_id: "call_2", name: "calc", arguments: "{}" },
           { type: "function_call_output", call_id: "call_1", output: "5" },
-          { type: "function_call_output", call_id: "call_2", output: [{ type: "input_text", text: "1" }, { type: "input_text", text: "6" }] },
+          {
+            type: "function_call_output",
+            call_id: "call_2",
+            output: [{ type: "input_text", text: "1" }, { type: "input_text", text: "6" }]
+          },
           { type: "function_call_output", call_id: "call_3", output: "" }
         ]
       }),
@@ -170,7 +174,12 @@ describe("Responses decode: the projection table", () => {
 
   it("skips unknown items, unknown roles and non-object items", () => {
     assert.deepStrictEqual(
-      messagesOf({ input: [7, { type: "web_search_call", id: "w" }, { role: "critic", content: "x" }, { role: "user", content: "Q" }] }),
+      messagesOf({
+        input: [7, { type: "web_search_call", id: "w" }, { role: "critic", content: "x" }, {
+          role: "user",
+          content: "Q"
+        }]
+      }),
       [{ role: "user", content: "Q" }]
     )
   })
@@ -198,16 +207,28 @@ describe("Responses decode: the projection table", () => {
     assert.deepStrictEqual(req.stop, [])
     assert.isFalse(req.logprobs)
     assert.isUndefined(req.seed)
-    assert.deepStrictEqual(ok(Responses.decode({ input: "Hi", reasoning: { effort: "high" } })).state.chat_template_kwargs, {
-      enable_thinking: true
-    })
-    assert.deepStrictEqual(ok(Responses.decode({ input: "Hi", reasoning: { effort: "turbo" } })).state.chat_template_kwargs, {})
+    assert.deepStrictEqual(
+      ok(Responses.decode({ input: "Hi", reasoning: { effort: "high" } })).state.chat_template_kwargs,
+      {
+        enable_thinking: true
+      }
+    )
+    assert.deepStrictEqual(
+      ok(Responses.decode({ input: "Hi", reasoning: { effort: "turbo" } })).state.chat_template_kwargs,
+      {}
+    )
   })
 })
 
 describe("Responses decode: errors", () => {
   it("rejects each malformed field with the reference text and its param", () => {
-    const fc = (extra: Record<string, unknown>) => ({ type: "function_call", call_id: "c", name: "f", arguments: "{}", ...extra })
+    const fc = (extra: Record<string, unknown>) => ({
+      type: "function_call",
+      call_id: "c",
+      name: "f",
+      arguments: "{}",
+      ...extra
+    })
     const cases: ReadonlyArray<readonly [unknown, string, string]> = [
       [[], "body", "request body must be a JSON object"],
       [{ input: "x", instructions: "" }, "instructions", "instructions must be a non-empty string"],
@@ -215,19 +236,51 @@ describe("Responses decode: errors", () => {
       [{}, "input", "input is required and must be a string or list"],
       [{ input: 5 }, "input", "input is required and must be a string or list"],
       [{ input: [{ role: "user", content: 5 }] }, "input[0].content", "input[0].content must be a string or list"],
-      [{ input: [{ role: "user", content: [{ type: "input_text", text: "" }] }] }, "input[0].content[0].text", "input[0].content[0] text must be non-empty"],
-      [{ input: [{ role: "user", content: [{ type: "input_image", image_url: "" }] }] }, "input[0].content[0].image_url", "input[0].content[0].image_url must be a non-empty string"],
+      [
+        { input: [{ role: "user", content: [{ type: "input_text", text: "" }] }] },
+        "input[0].content[0].text",
+        "input[0].content[0] text must be non-empty"
+      ],
+      [
+        { input: [{ role: "user", content: [{ type: "input_image", image_url: "" }] }] },
+        "input[0].content[0].image_url",
+        "input[0].content[0].image_url must be a non-empty string"
+      ],
       [{ input: [fc({ call_id: "" })] }, "input[0].call_id", "input[0].call_id must be a non-empty string"],
       [{ input: [fc({ name: 3 })] }, "input[0].name", "input[0].name must be a non-empty string"],
       [{ input: [fc({ arguments: { e: 1 } })] }, "input[0].arguments", "input[0].arguments must be a JSON string"],
-      [{ input: [fc({}), { type: "function_call_output", call_id: "c", output: 5 }] }, "input[1].output", "input[1].output must be a string or text block list"],
-      [{ input: [fc({}), { type: "function_call_output", call_id: "c", output: [{ type: "input_text", text: "" }] }] }, "input[1].output[0].text", "input[1].output[0].text must be non-empty"],
-      [{ input: [{ type: "function_call_output", output: "5" }] }, "input[0].call_id", "input[0].call_id must be a non-empty string"],
-      [{ input: [{ role: "user", content: "Q" }, { role: "assistant", content: "" }] }, "input[1].content", "input[1].content projected to no supported content"],
+      [
+        { input: [fc({}), { type: "function_call_output", call_id: "c", output: 5 }] },
+        "input[1].output",
+        "input[1].output must be a string or text block list"
+      ],
+      [
+        { input: [fc({}), { type: "function_call_output", call_id: "c", output: [{ type: "input_text", text: "" }] }] },
+        "input[1].output[0].text",
+        "input[1].output[0].text must be non-empty"
+      ],
+      [
+        { input: [{ type: "function_call_output", output: "5" }] },
+        "input[0].call_id",
+        "input[0].call_id must be a non-empty string"
+      ],
+      [
+        { input: [{ role: "user", content: "Q" }, { role: "assistant", content: "" }] },
+        "input[1].content",
+        "input[1].content projected to no supported content"
+      ],
       [{ input: "x", max_output_tokens: 0 }, "max_output_tokens", "max_output_tokens must be a positive integer"],
       [{ input: "x", tools: {} }, "tools", "tools must be a list"],
-      [{ input: "x", tools: [{ type: "function", parameters: {} }] }, "tools[0].name", "tools.name must be a non-empty string"],
-      [{ input: "x", tools: [{ type: "function", name: "f", parameters: [] }] }, "tools[0].parameters", "tools.parameters must be a JSON object"],
+      [
+        { input: "x", tools: [{ type: "function", parameters: {} }] },
+        "tools[0].name",
+        "tools.name must be a non-empty string"
+      ],
+      [
+        { input: "x", tools: [{ type: "function", name: "f", parameters: [] }] },
+        "tools[0].parameters",
+        "tools.parameters must be a JSON object"
+      ],
       [{ input: [] }, "input", "input projected to zero supported messages"],
       [{ input: [{ type: "reasoning", summary: [] }] }, "input", "input projected to zero supported messages"]
     ]
@@ -245,7 +298,13 @@ describe("Responses decode: errors", () => {
 const request = (extra: Record<string, unknown> = {}) => ok(Responses.decode({ model: "qwen", input: "Q", ...extra }))
 
 const expectedOutput: ReadonlyArray<Responses.OutputItem> = [
-  { id: "rs_feed01", type: "reasoning", status: "completed", summary: [], content: [{ type: "reasoning_text", text: "Add them." }] },
+  {
+    id: "rs_feed01",
+    type: "reasoning",
+    status: "completed",
+    summary: [],
+    content: [{ type: "reasoning_text", text: "Add them." }]
+  },
   {
     id: "msg_feed01",
     type: "message",
@@ -253,7 +312,14 @@ const expectedOutput: ReadonlyArray<Responses.OutputItem> = [
     role: "assistant",
     content: [{ type: "output_text", text: "It is 5.", annotations: [] }]
   },
-  { id: "fc_feed01_0", type: "function_call", status: "completed", call_id: "call_a", name: "calc", arguments: "{\"e\":\"2+3\"}" }
+  {
+    id: "fc_feed01_0",
+    type: "function_call",
+    status: "completed",
+    call_id: "call_a",
+    name: "calc",
+    arguments: "{\"e\":\"2+3\"}"
+  }
 ]
 
 describe("Responses JSON render", () => {
@@ -288,7 +354,11 @@ describe("Responses JSON render", () => {
   it("replays its own output items as input to the same canonical assistant turn", () => {
     const output = Responses.renderJson(completion, request()).output
     const messages = messagesOf({
-      input: [{ role: "user", content: "Q" }, ...output, { type: "function_call_output", call_id: "call_a", output: "5" }]
+      input: [{ role: "user", content: "Q" }, ...output, {
+        type: "function_call_output",
+        call_id: "call_a",
+        output: "5"
+      }]
     })
     assert.deepStrictEqual(messages[1], {
       role: "assistant",
@@ -335,29 +405,48 @@ describe("Responses Buffered SSE", () => {
   })
 
   it("ends a length-limited result with response.incomplete", () => {
-    const events = payloads(parseSse(Sse.encodeAll(Responses.renderSse({ ...completion, finish: "length" }, request())))) as ReadonlyArray<Record<string, unknown>>
+    const events = payloads(
+      parseSse(Sse.encodeAll(Responses.renderSse({ ...completion, finish: "length" }, request())))
+    ) as ReadonlyArray<Record<string, unknown>>
     const last = events.at(-1)
     assert.strictEqual(last?.["type"], "response.incomplete")
     assert.strictEqual((last!["response"] as Record<string, unknown>)["status"], "incomplete")
   })
 
   it("reports a failure as response.created then response.failed carrying the error", () => {
-    const frames = Responses.renderSseError(Errors.GatewayError.contextLength({ limit: 8 }), { id: "ab", created: 5, model: "qwen" })
+    const frames = Responses.renderSseError(Errors.GatewayError.contextLength({ limit: 8 }), {
+      id: "ab",
+      created: 5,
+      model: "qwen"
+    })
     const events = payloads(parseSse(Sse.encodeAll(frames)))
     assert.deepStrictEqual(events, [
       {
         type: "response.created",
         sequence_number: 0,
         response: {
-          id: "resp_ab", object: "response", created_at: 5, status: "in_progress", model: "qwen", output: [], usage: null,
-          error: null, incomplete_details: null
+          id: "resp_ab",
+          object: "response",
+          created_at: 5,
+          status: "in_progress",
+          model: "qwen",
+          output: [],
+          usage: null,
+          error: null,
+          incomplete_details: null
         }
       },
       {
         type: "response.failed",
         sequence_number: 1,
         response: {
-          id: "resp_ab", object: "response", created_at: 5, status: "failed", model: "qwen", output: [], usage: null,
+          id: "resp_ab",
+          object: "response",
+          created_at: 5,
+          status: "failed",
+          model: "qwen",
+          output: [],
+          usage: null,
           error: {
             code: "context_length_exceeded",
             message: "This model's maximum context length is 8 tokens. Please reduce the length of the messages."
@@ -386,7 +475,10 @@ describe("Responses with the openai SDK", () => {
       assert.strictEqual(result.final.status, "completed")
       assert.strictEqual(result.final.output_text, "It is 5.")
       // The helper adds its own `parsed` / `parsed_arguments` fields (structured-output parsing); the rest is ours.
-      const withoutParsed = JSON.stringify(result.final.output, (k, v) => k === "parsed" || k === "parsed_arguments" ? undefined : v)
+      const withoutParsed = JSON.stringify(
+        result.final.output,
+        (k, v) => k === "parsed" || k === "parsed_arguments" ? undefined : v
+      )
       assert.deepStrictEqual(JSON.parse(withoutParsed), expectedOutput)
     }))
 
@@ -423,7 +515,9 @@ describe("Responses with the openai SDK", () => {
   it.effect("responses.stream ends with a failed response when the generation failed", () =>
     Effect.gen(function*() {
       const { client } = sdk(() =>
-        Sse.encodeAll(Responses.renderSseError(Errors.GatewayError.internal("chat"), { id: "ab", created: 5, model: "qwen" }))
+        Sse.encodeAll(
+          Responses.renderSseError(Errors.GatewayError.internal("chat"), { id: "ab", created: 5, model: "qwen" })
+        )
       )
       const final = yield* Effect.promise(() => client.responses.stream({ model: "qwen", input: "Q" }).finalResponse())
       assert.strictEqual(final.status, "failed")

@@ -14,7 +14,7 @@ describe("output files", () => {
       const dir = tempDir()
       const path = join(dir, "a", "b", "rollout_0.jsonl")
       yield* Files.writeFileAtomic(path, Telemetry.jsonl([{ a: 1 }, { b: [2] }]))
-      assert.strictEqual(readFileSync(path, "utf8"), '{"a":1}\n{"b":[2]}\n')
+      assert.strictEqual(readFileSync(path, "utf8"), "{\"a\":1}\n{\"b\":[2]}\n")
       assert.deepStrictEqual(readdirSync(join(dir, "a", "b")), ["rollout_0.jsonl"])
       assert.deepStrictEqual(Files.inFlight(), [])
     }))
@@ -30,7 +30,9 @@ describe("output files", () => {
   it.effect("serialize writes of one path, so the last write wins and its temporary name is never shared", () =>
     Effect.gen(function*() {
       const path = join(tempDir(), "metrics.jsonl")
-      yield* Effect.all(["1\n", "2\n", "3\n"].map((text) => Files.writeFileAtomic(path, text)), { concurrency: "unbounded" })
+      yield* Effect.all(["1\n", "2\n", "3\n"].map((text) => Files.writeFileAtomic(path, text)), {
+        concurrency: "unbounded"
+      })
       assert.strictEqual(readFileSync(path, "utf8"), "3\n")
     }))
 })
@@ -38,7 +40,9 @@ describe("output files", () => {
 describe("creating an output directory", () => {
   it.live("fails at once where the file system refuses new entries (/proc), instead of looping", () =>
     Effect.gen(function*() {
-      const error = yield* Effect.flip(Effect.tryPromise({ try: () => Files.ensureDirectory("/proc/nope/deeper"), catch: (e) => e }))
+      const error = yield* Effect.flip(
+        Effect.tryPromise({ try: () => Files.ensureDirectory("/proc/nope/deeper"), catch: (e) => e })
+      )
       assert.include(String(error), "ENOENT")
     }))
 
@@ -53,9 +57,14 @@ describe("creating an output directory", () => {
     Effect.gen(function*() {
       const file = join(tempDir(), "afile")
       writeFileSync(file, "x")
-      const error = yield* Effect.flip(Files.probeDirectory({ flag: "--save-debug-rollout-data", directory: join(file, "dumps") }))
+      const error = yield* Effect.flip(
+        Files.probeDirectory({ flag: "--save-debug-rollout-data", directory: join(file, "dumps") })
+      )
       assert.strictEqual(error.reason, "create")
-      assert.match(error.message, /^--save-debug-rollout-data \S+afile\/dumps: cannot create the directory: a part of the path is a file/)
+      assert.match(
+        error.message,
+        /^--save-debug-rollout-data \S+afile\/dumps: cannot create the directory: a part of the path is a file/
+      )
       assert.include(error.message, "Nothing was started")
     }))
 })

@@ -7,7 +7,11 @@ const base = { skipEvalBeforeTrain: false, evalDatasets: [{ name: "test" }, { na
 describe("the first step's output directories", () => {
   it("are --output-dir and the debug dump template's directory for step 0, each once, resolved", () => {
     assert.deepStrictEqual(
-      OutputPaths.firstStepTargets({ ...base, outputDir: "runs/x", saveDebugRolloutData: "runs/x/debug_{rollout_id}.jsonl" }),
+      OutputPaths.firstStepTargets({
+        ...base,
+        outputDir: "runs/x",
+        saveDebugRolloutData: "runs/x/debug_{rollout_id}.jsonl"
+      }),
       [{ flag: "--output-dir", directory: Path.resolve("runs/x") }]
     )
     assert.deepStrictEqual(
@@ -23,7 +27,12 @@ describe("the first step's output directories", () => {
       ["/d/eval_0_test", "/d/eval_0_hard", "/d/0"]
     )
     assert.deepStrictEqual(
-      OutputPaths.firstStepTargets({ ...base, evalInterval: 1, skipEvalBeforeTrain: true, saveDebugRolloutData: "/d/{rollout_id}/x" })
+      OutputPaths.firstStepTargets({
+        ...base,
+        evalInterval: 1,
+        skipEvalBeforeTrain: true,
+        saveDebugRolloutData: "/d/{rollout_id}/x"
+      })
         .map((t) => t.directory),
       ["/d/0"]
     )

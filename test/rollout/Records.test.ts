@@ -196,7 +196,10 @@ describe("log lines", () => {
       Records.firstSampleLine(quotedSample),
       `First rollout sample: ["Q: 2+2? 4"], label: "4", reward: {"score":1}`
     )
-    assert.strictEqual(Records.finishLine(quotedSample), `Finish rollout: ["Q: 2+2? 4"], label: "4", reward: {"score":1}`)
+    assert.strictEqual(
+      Records.finishLine(quotedSample),
+      `Finish rollout: ["Q: 2+2? 4"], label: "4", reward: {"score":1}`
+    )
   })
 
   it("cuts a long label to 100 characters", () => {
@@ -216,6 +219,9 @@ describe("log lines", () => {
       Records.evalSummaryLine("gsm", 2, 4, [1, 0, null, 1]),
       "eval gsm: rollout=2 samples=4 reward=0.6667 passrate=0.5000"
     )
-    assert.strictEqual(Records.evalSummaryLine("gsm", 0, 0, []), "eval gsm: rollout=0 samples=0 reward=n/a passrate=n/a")
+    assert.strictEqual(
+      Records.evalSummaryLine("gsm", 0, 0, []),
+      "eval gsm: rollout=0 samples=0 reward=n/a passrate=n/a"
+    )
   })
 })

@@ -5,7 +5,10 @@ import { sample } from "../credit/samples.ts"
 describe("stopReasonBucket", () => {
   it("follows Relax's rules: rollout_stop_reason first, stripped exact match, env_error: prefix, other, unknown", () => {
     assert.strictEqual(RolloutStats.stopReasonBucket({ stop_reason: " completed " }), "completed")
-    assert.strictEqual(RolloutStats.stopReasonBucket({ rollout_stop_reason: "max_turns", stop_reason: "completed" }), "max_turns")
+    assert.strictEqual(
+      RolloutStats.stopReasonBucket({ rollout_stop_reason: "max_turns", stop_reason: "completed" }),
+      "max_turns"
+    )
     assert.strictEqual(RolloutStats.stopReasonBucket({ stop_reason: "env_error: sandbox died" }), "env_error")
     assert.strictEqual(RolloutStats.stopReasonBucket({ stop_reason: "Completed" }), "other")
     assert.strictEqual(RolloutStats.stopReasonBucket({ stop_reason: "   " }), "unknown")
@@ -77,6 +80,8 @@ describe("compute", () => {
   })
 
   it("prefixes keys for a training step or an Eval dataset", () => {
-    assert.deepStrictEqual(RolloutStats.withPrefix("rollout/", { truncated_ratio: 0.5 }), { "rollout/truncated_ratio": 0.5 })
+    assert.deepStrictEqual(RolloutStats.withPrefix("rollout/", { truncated_ratio: 0.5 }), {
+      "rollout/truncated_ratio": 0.5
+    })
   })
 })

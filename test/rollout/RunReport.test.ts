@@ -6,7 +6,11 @@ const none = { written: [], salvaged: [], inFlight: [] }
 describe("the last line of an interrupted run", () => {
   it("names the interrupted step and that nothing was written", () => {
     assert.strictEqual(
-      RunReport.interruptedLine("SIGINT", { ...none, activity: { _tag: "Step", rolloutId: 0, writing: false } }, "/r/out"),
+      RunReport.interruptedLine(
+        "SIGINT",
+        { ...none, activity: { _tag: "Step", rolloutId: 0, writing: false } },
+        "/r/out"
+      ),
       "Interrupted by SIGINT during step 0: step 0's samples were not written; nothing was written to /r/out"
     )
   })
@@ -39,7 +43,11 @@ describe("the last line of an interrupted run", () => {
 
   it("names an interrupted Eval and the time between steps", () => {
     assert.match(
-      RunReport.interruptedLine("SIGINT", { ...none, activity: { _tag: "Eval", afterSteps: 2, writing: false } }, undefined),
+      RunReport.interruptedLine(
+        "SIGINT",
+        { ...none, activity: { _tag: "Eval", afterSteps: 2, writing: false } },
+        undefined
+      ),
       /^Interrupted by SIGINT during the Eval after 2 step\(s\): its Eval samples were not written; nothing was written$/
     )
     assert.match(

@@ -6,7 +6,11 @@ import * as FairScheduler from "../../layers/runtime/FairScheduler.ts"
 const manual = (sliceMs: number) => {
   let clock = 0
   const slices: Array<() => void> = []
-  const scheduler = new FairScheduler.FairScheduler({ sliceMs, now: () => clock++, defer: (run) => void slices.push(run) })
+  const scheduler = new FairScheduler.FairScheduler({
+    sliceMs,
+    now: () => clock++,
+    defer: (run) => void slices.push(run)
+  })
   return {
     dispatcher: scheduler.makeDispatcher(),
     pendingSlices: () => slices.length,

@@ -10,7 +10,12 @@ describe("event lines", () => {
       "AGENTIC ROLLOUT event=accounting_start rollout=3 sessions=64 groups=8 final_backfill=False"
     )
     assert.strictEqual(
-      Telemetry.formatEvent("idle_heartbeat", { rollout: 0, debt: 2, skipped: undefined, state: { a: 1, b: "x", c: true } }, false),
+      Telemetry.formatEvent("idle_heartbeat", {
+        rollout: 0,
+        debt: 2,
+        skipped: undefined,
+        state: { a: 1, b: "x", c: true }
+      }, false),
       "AGENTIC ROLLOUT event=idle_heartbeat rollout=0 debt=2 state={'a': 1, 'b': 'x', 'c': True}"
     )
     assert.strictEqual(Telemetry.formatStatus("Dropped 1 group", false), "AGENTIC Dropped 1 group")
@@ -34,7 +39,12 @@ describe("progress", () => {
       for (const sink of [tty, plain]) {
         const telemetry = Telemetry.make(sink)
         yield* Effect.scoped(Effect.gen(function*() {
-          const bar = yield* telemetry.progress({ description: "Rollout 0 generation", total: 8, unit: "session", showPrepared: true })
+          const bar = yield* telemetry.progress({
+            description: "Rollout 0 generation",
+            total: 8,
+            unit: "session",
+            showPrepared: true
+          })
           yield* bar.advance(4)
           yield* bar.setPrepared(2)
           yield* bar.advance(8)
@@ -42,7 +52,10 @@ describe("progress", () => {
         }))
       }
       assert.strictEqual(plain.captured.frames.length, 0)
-      assert.strictEqual(tty.captured.frames.at(-1), "Rollout 0 generation: ######################## 8/8 session [scored=8, prepared=2]")
+      assert.strictEqual(
+        tty.captured.frames.at(-1),
+        "Rollout 0 generation: ######################## 8/8 session [scored=8, prepared=2]"
+      )
     }))
 })
 
@@ -52,7 +65,12 @@ describe("progress without a TTY", () => {
       const plain = Telemetry.memorySink(false)
       const telemetry = Telemetry.make(plain)
       yield* Effect.scoped(Effect.gen(function*() {
-        const bar = yield* telemetry.progress({ description: "Rollout 3 generation", total: 16, unit: "session", showPrepared: false })
+        const bar = yield* telemetry.progress({
+          description: "Rollout 3 generation",
+          total: 16,
+          unit: "session",
+          showPrepared: false
+        })
         yield* bar.advance(5)
         yield* TestClock.adjust("29 seconds")
         assert.deepStrictEqual(plain.captured.lines, [])
@@ -71,7 +89,12 @@ describe("progress without a TTY", () => {
     Effect.gen(function*() {
       const tty = Telemetry.memorySink(true)
       yield* Effect.scoped(Effect.gen(function*() {
-        yield* Telemetry.make(tty).progress({ description: "Eval gsm8k", total: 4, unit: "sample", showPrepared: false })
+        yield* Telemetry.make(tty).progress({
+          description: "Eval gsm8k",
+          total: 4,
+          unit: "sample",
+          showPrepared: false
+        })
         yield* TestClock.adjust("90 seconds")
       }))
       assert.deepStrictEqual(tty.captured.lines, [])

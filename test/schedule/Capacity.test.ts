@@ -3,7 +3,12 @@ import * as Capacity from "../../src/schedule/Capacity.ts"
 
 describe("required external-agent capacity", () => {
   it("needs T = agentic_concurrency * n_samples_per_prompt slots without Eval", () => {
-    const report = Capacity.compute({ agenticConcurrency: 8, nSamplesPerPrompt: 4, evalDatasets: [], trainResidentDuringEval: false })
+    const report = Capacity.compute({
+      agenticConcurrency: 8,
+      nSamplesPerPrompt: 4,
+      evalDatasets: [],
+      trainResidentDuringEval: false
+    })
     assert.strictEqual(report.trainSessions, 32)
     assert.strictEqual(report.rule, "T")
     assert.strictEqual(report.requiredSlots, 32)

@@ -10,23 +10,23 @@ const rowsOf = (text: string) => {
 
 describe("dataset files", () => {
   it("reads JSONL, skipping blank lines", () => {
-    assert.deepStrictEqual(rowsOf('{"input":"a"}\n\n{"input":"b"}\n'), [{ input: "a" }, { input: "b" }])
+    assert.deepStrictEqual(rowsOf("{\"input\":\"a\"}\n\n{\"input\":\"b\"}\n"), [{ input: "a" }, { input: "b" }])
   })
 
   it("reads a JSON array of objects", () => {
-    assert.deepStrictEqual(rowsOf(' [{"input":"a"},{"input":"b","metadata":{"k":1}}]'), [
+    assert.deepStrictEqual(rowsOf(" [{\"input\":\"a\"},{\"input\":\"b\",\"metadata\":{\"k\":1}}]"), [
       { input: "a" },
       { input: "b", metadata: { k: 1 } }
     ])
   })
 
   it("names the file and line of a broken row", () => {
-    const parsed = Dataset.parse('{"input":"a"}\n[1]\n', "data.jsonl")
+    const parsed = Dataset.parse("{\"input\":\"a\"}\n[1]\n", "data.jsonl")
     assert.isTrue(Result.isFailure(parsed))
     if (Result.isFailure(parsed)) {
       assert.strictEqual(parsed.failure.message, "dataset data.jsonl:2: each JSONL line must be a JSON object")
     }
-    const bad = Dataset.parse('{"input":\n', "x.jsonl")
+    const bad = Dataset.parse("{\"input\":\n", "x.jsonl")
     assert.isTrue(Result.isFailure(bad) && bad.failure.message.startsWith("dataset x.jsonl:1: not valid JSON"))
   })
 
@@ -72,7 +72,7 @@ describe("Groups", () => {
   it("names Groups as the reference does", () => {
     assert.strictEqual(Dataset.groupId(Dataset.trainScope, 3), "train:prepare_group_3")
     assert.strictEqual(Dataset.groupId(Dataset.evalScope("gsm8k", 2), 0), "eval:gsm8k:2:prepare_group_0")
-    const rows = rowsOf('{"input":"a"}\n{"input":"b"}')
+    const rows = rowsOf("{\"input\":\"a\"}\n{\"input\":\"b\"}")
     assert.deepStrictEqual(Dataset.group(Dataset.trainScope, 5, rows, 1, 4), {
       groupId: "train:prepare_group_5",
       seq: 5,

@@ -1,10 +1,10 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Duration, Effect, Fiber } from "effect"
 import { TestClock } from "effect/testing"
-import * as ActiveBudget from "../../layers/session/ActiveBudget.ts"
 import { EmbeddedEngine } from "../../layers/engine/EmbeddedEngine.ts"
 import type { EngineShape, GenerateResult } from "../../layers/engine/Engine.ts"
 import * as GenerationGate from "../../layers/schedule/GenerationGate.ts"
+import * as ActiveBudget from "../../layers/session/ActiveBudget.ts"
 import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
 
 const prompt = [151644, 872, 198, 13048, 151645, 198, 151644, 77091, 198]
@@ -35,7 +35,15 @@ const turn = (engine: EngineShape, session: GenerationGate.SessionGate, name: st
           rid,
           engine.generate({
             inputIds: [...prompt, ...ids],
-            sampling: { maxNewTokens: maxNewTokens - ids.length, temperature: 1, topP: 1, topK: -1, stop: [], stopTokenIds: [], seed: 9 },
+            sampling: {
+              maxNewTokens: maxNewTokens - ids.length,
+              temperature: 1,
+              topP: 1,
+              topK: -1,
+              stop: [],
+              stopTokenIds: [],
+              seed: 9
+            },
             rid,
             returnLogprob: true,
             resumedTokens: ids.length
@@ -44,7 +52,9 @@ const turn = (engine: EngineShape, session: GenerationGate.SessionGate, name: st
         ids.push(...result.outputIds)
         logprobs.push(...result.logprobs)
         versions.push(result.weightVersion)
-        if (result.finishReason.type !== "abort") return { ids, logprobs, attempts: attempt + 1, rids, versions } satisfies Turn
+        if (result.finishReason.type !== "abort") {
+          return { ids, logprobs, attempts: attempt + 1, rids, versions } satisfies Turn
+        }
         abortCount++
         yield* live.aborted(abortCount)
       }
@@ -67,121 +77,134 @@ const seconds = (d: Duration.Duration) => Duration.toMillis(d) / 1000
 
 describe("generation gate (partial rollout)", () => {
   it.effect("pause aborts a running generation and parks it; resume continues it to exactly the uninterrupted tokens", () =>
-    Effect.scoped(Effect.gen(function*() {
-      const { engine, reference, gate } = yield* setup()
-      const budget = yield* ActiveBudget.make(100)
-      const session = yield* gate.register("s1", budget)
-      yield* budget.start
-      const whole = yield* turn(reference, (yield* gate.register("ref", undefined)), "ref", 20)
-      const fiber = yield* turn(engine, session, "s1", 20).pipe(Effect.forkChild)
-      yield* TestClock.adjust("510 millis")
-      assert.isFalse(gate.isInterrupted("s1"))
-      const report = yield* gate.pause
-      assert.deepStrictEqual(report, { aborted: 1, pausedSessions: 1 })
-      assert.isTrue(gate.isInterrupted("s1"))
-      assert.strictEqual(seconds(yield* budget.remaining), 100 - 0.51)
-      // Parked: nothing runs and the budget does not count while the gate is closed.
-      yield* TestClock.adjust("1 hour")
-      assert.isUndefined(fiber.pollUnsafe())
-      assert.strictEqual(seconds(yield* budget.remaining), 100 - 0.51)
-      yield* gate.resume
-      yield* TestClock.adjust("1 hour")
-      const resumed = yield* Fiber.join(fiber)
-      assert.strictEqual(resumed.attempts, 2)
-      assert.notStrictEqual(resumed.rids[0], resumed.rids[1])
-      assert.deepStrictEqual(resumed.ids, whole.ids)
-      assert.deepStrictEqual(resumed.logprobs, whole.logprobs)
-      // Answered: the agent is between requests again.
-      assert.isTrue(gate.isInterrupted("s1"))
-    }).pipe(Effect.provide(Tokenizer.layer))))
-
-  it.effect("a Session between requests is interrupted; one waiting on a never-aborted running request is not", () =>
-    Effect.scoped(Effect.gen(function*() {
-      const { engine, gate } = yield* setup()
-      yield* gate.register("idle", undefined)
-      const busy = yield* gate.register("busy", undefined)
-      assert.isTrue(gate.isInterrupted("idle"))
-      const fiber = yield* turn(engine, busy, "busy", 5).pipe(Effect.forkChild)
-      yield* TestClock.adjust("100 millis")
-      assert.isFalse(gate.isInterrupted("busy"))
-      assert.isFalse(gate.isInterrupted("unknown"))
-      yield* TestClock.adjust("1 second")
-      assert.strictEqual((yield* Fiber.join(fiber)).attempts, 1)
-      assert.isTrue(gate.isInterrupted("busy"))
-    }).pipe(Effect.provide(Tokenizer.layer))))
-
-  it.effect("a request aborted N times is protected from the next resume: never aborted again, budget keeps counting, the pause waits for it", () =>
-    Effect.scoped(Effect.gen(function*() {
-      const { engine, reference, gate } = yield* setup({ maxAbortedCount: 2 })
-      const budget = yield* ActiveBudget.make(1000)
-      const whole = yield* Effect.scoped(Effect.gen(function*() {
-        return yield* turn(reference, yield* gate.register("ref", undefined), "ref", 30)
-      }))
-      // The Session lives (is registered) for one turn, as an agent that exits after its answer.
-      const fiber = yield* Effect.scoped(Effect.gen(function*() {
+    Effect.scoped(
+      Effect.gen(function*() {
+        const { engine, reference, gate } = yield* setup()
+        const budget = yield* ActiveBudget.make(100)
         const session = yield* gate.register("s1", budget)
         yield* budget.start
-        return yield* turn(engine, session, "s1", 30)
-      })).pipe(Effect.forkChild)
-      yield* TestClock.adjust("1 millis")
-      // Two step boundaries abort it twice; protection is pending until the next resume.
-      for (let boundary = 0; boundary < 2; boundary++) {
-        yield* TestClock.adjust("310 millis")
-        assert.strictEqual((yield* gate.pause).aborted, 1)
-        assert.isFalse(gate.isProtected("s1"))
-        yield* TestClock.adjust("10 seconds")
+        const whole = yield* turn(reference, yield* gate.register("ref", undefined), "ref", 20)
+        const fiber = yield* turn(engine, session, "s1", 20).pipe(Effect.forkChild)
+        yield* TestClock.adjust("510 millis")
+        assert.isFalse(gate.isInterrupted("s1"))
+        const report = yield* gate.pause
+        assert.deepStrictEqual(report, { aborted: 1, pausedSessions: 1 })
+        assert.isTrue(gate.isInterrupted("s1"))
+        assert.strictEqual(seconds(yield* budget.remaining), 100 - 0.51)
+        // Parked: nothing runs and the budget does not count while the gate is closed.
+        yield* TestClock.adjust("1 hour")
+        assert.isUndefined(fiber.pollUnsafe())
+        assert.strictEqual(seconds(yield* budget.remaining), 100 - 0.51)
         yield* gate.resume
-      }
-      assert.isTrue(gate.isProtected("s1"))
-      yield* TestClock.adjust("310 millis")
-      const before = seconds(yield* budget.remaining)
-      // The pause aborts nothing and returns only once the protected Session has finished.
-      const pause = yield* gate.pause.pipe(Effect.forkChild)
-      yield* TestClock.adjust("1 second")
-      assert.isUndefined(pause.pollUnsafe())
-      assert.isFalse(gate.isInterrupted("s1"))
-      yield* TestClock.adjust("1 hour")
-      const result = yield* Fiber.join(fiber)
-      assert.deepStrictEqual(yield* Fiber.join(pause), { aborted: 0, pausedSessions: 0 })
-      assert.strictEqual(result.attempts, 3)
-      assert.deepStrictEqual(result.ids, whole.ids)
-      // The protected Session's budget counted through the pause.
-      assert.isBelow(seconds(yield* budget.remaining), before - 1)
-    }).pipe(Effect.provide(Tokenizer.layer))))
+        yield* TestClock.adjust("1 hour")
+        const resumed = yield* Fiber.join(fiber)
+        assert.strictEqual(resumed.attempts, 2)
+        assert.notStrictEqual(resumed.rids[0], resumed.rids[1])
+        assert.deepStrictEqual(resumed.ids, whole.ids)
+        assert.deepStrictEqual(resumed.logprobs, whole.logprobs)
+        // Answered: the agent is between requests again.
+        assert.isTrue(gate.isInterrupted("s1"))
+      }).pipe(Effect.provide(Tokenizer.layer))
+    ))
+
+  it.effect("a Session between requests is interrupted; one waiting on a never-aborted running request is not", () =>
+    Effect.scoped(
+      Effect.gen(function*() {
+        const { engine, gate } = yield* setup()
+        yield* gate.register("idle", undefined)
+        const busy = yield* gate.register("busy", undefined)
+        assert.isTrue(gate.isInterrupted("idle"))
+        const fiber = yield* turn(engine, busy, "busy", 5).pipe(Effect.forkChild)
+        yield* TestClock.adjust("100 millis")
+        assert.isFalse(gate.isInterrupted("busy"))
+        assert.isFalse(gate.isInterrupted("unknown"))
+        yield* TestClock.adjust("1 second")
+        assert.strictEqual((yield* Fiber.join(fiber)).attempts, 1)
+        assert.isTrue(gate.isInterrupted("busy"))
+      }).pipe(Effect.provide(Tokenizer.layer))
+    ))
+
+  it.effect("a request aborted N times is protected from the next resume: never aborted again, budget keeps counting, the pause waits for it", () =>
+    Effect.scoped(
+      Effect.gen(function*() {
+        const { engine, reference, gate } = yield* setup({ maxAbortedCount: 2 })
+        const budget = yield* ActiveBudget.make(1000)
+        const whole = yield* Effect.scoped(Effect.gen(function*() {
+          return yield* turn(reference, yield* gate.register("ref", undefined), "ref", 30)
+        }))
+        // The Session lives (is registered) for one turn, as an agent that exits after its answer.
+        const fiber = yield* Effect.scoped(Effect.gen(function*() {
+          const session = yield* gate.register("s1", budget)
+          yield* budget.start
+          return yield* turn(engine, session, "s1", 30)
+        })).pipe(Effect.forkChild)
+        yield* TestClock.adjust("1 millis")
+        // Two step boundaries abort it twice; protection is pending until the next resume.
+        for (let boundary = 0; boundary < 2; boundary++) {
+          yield* TestClock.adjust("310 millis")
+          assert.strictEqual((yield* gate.pause).aborted, 1)
+          assert.isFalse(gate.isProtected("s1"))
+          yield* TestClock.adjust("10 seconds")
+          yield* gate.resume
+        }
+        assert.isTrue(gate.isProtected("s1"))
+        yield* TestClock.adjust("310 millis")
+        const before = seconds(yield* budget.remaining)
+        // The pause aborts nothing and returns only once the protected Session has finished.
+        const pause = yield* gate.pause.pipe(Effect.forkChild)
+        yield* TestClock.adjust("1 second")
+        assert.isUndefined(pause.pollUnsafe())
+        assert.isFalse(gate.isInterrupted("s1"))
+        yield* TestClock.adjust("1 hour")
+        const result = yield* Fiber.join(fiber)
+        assert.deepStrictEqual(yield* Fiber.join(pause), { aborted: 0, pausedSessions: 0 })
+        assert.strictEqual(result.attempts, 3)
+        assert.deepStrictEqual(result.ids, whole.ids)
+        // The protected Session's budget counted through the pause.
+        assert.isBelow(seconds(yield* budget.remaining), before - 1)
+      }).pipe(Effect.provide(Tokenizer.layer))
+    ))
 
   it.effect("a request arriving while the gate is closed waits before its first backend attempt, then runs whole", () =>
-    Effect.scoped(Effect.gen(function*() {
-      const { engine, reference, gate } = yield* setup()
-      const whole = yield* turn(reference, yield* gate.register("ref", undefined), "ref", 10)
-      yield* gate.pause
-      const fiber = yield* turn(engine, yield* gate.register("late", undefined), "late", 10).pipe(Effect.forkChild)
-      yield* TestClock.adjust("1 hour")
-      // Parked before any backend call: nothing ran, nothing was aborted. A queued request never aborted does not make
-      // its Session interrupted (Relax: every live request queued and at least one aborted).
-      assert.isUndefined(fiber.pollUnsafe())
-      assert.isFalse(gate.isInterrupted("late"))
-      yield* gate.resume
-      yield* TestClock.adjust("1 hour")
-      const result = yield* Fiber.join(fiber)
-      assert.strictEqual(result.attempts, 1)
-      assert.deepStrictEqual(result.ids, whole.ids)
-    }).pipe(Effect.provide(Tokenizer.layer))))
+    Effect.scoped(
+      Effect.gen(function*() {
+        const { engine, reference, gate } = yield* setup()
+        const whole = yield* turn(reference, yield* gate.register("ref", undefined), "ref", 10)
+        yield* gate.pause
+        const fiber = yield* turn(engine, yield* gate.register("late", undefined), "late", 10).pipe(Effect.forkChild)
+        yield* TestClock.adjust("1 hour")
+        // Parked before any backend call: nothing ran, nothing was aborted. A queued request never aborted does not make
+        // its Session interrupted (Relax: every live request queued and at least one aborted).
+        assert.isUndefined(fiber.pollUnsafe())
+        assert.isFalse(gate.isInterrupted("late"))
+        yield* gate.resume
+        yield* TestClock.adjust("1 hour")
+        const result = yield* Fiber.join(fiber)
+        assert.strictEqual(result.attempts, 1)
+        assert.deepStrictEqual(result.ids, whole.ids)
+      }).pipe(Effect.provide(Tokenizer.layer))
+    ))
 
   it.effect("a paused Session that never started its budget (prelaunched) is not started by resume", () =>
-    Effect.scoped(Effect.gen(function*() {
-      const { gate } = yield* setup()
-      const budget = yield* ActiveBudget.make(10)
-      yield* gate.register("waiting", budget)
-      assert.strictEqual((yield* gate.pause).pausedSessions, 0)
-      yield* gate.resume
-      assert.isFalse(yield* budget.isActive)
-    }).pipe(Effect.provide(Tokenizer.layer))))
+    Effect.scoped(
+      Effect.gen(function*() {
+        const { gate } = yield* setup()
+        const budget = yield* ActiveBudget.make(10)
+        yield* gate.register("waiting", budget)
+        assert.strictEqual((yield* gate.pause).pausedSessions, 0)
+        yield* gate.resume
+        assert.isFalse(yield* budget.isActive)
+      }).pipe(Effect.provide(Tokenizer.layer))
+    ))
 })
 
 describe("generation gate (a trainer's weight push)", () => {
   it.effect("pauseBudgets stops every counting budget, Eval's included; resumeBudgets restarts exactly those", () =>
     Effect.scoped(Effect.gen(function*() {
-      const gate = yield* GenerationGate.make({ abort: () => Effect.void, mode: { partialRollout: false, fullyAsync: false } })
+      const gate = yield* GenerationGate.make({
+        abort: () => Effect.void,
+        mode: { partialRollout: false, fullyAsync: false }
+      })
       const training = yield* ActiveBudget.make(100)
       const evaluation = yield* ActiveBudget.make(100)
       const waiting = yield* ActiveBudget.make(100)
@@ -194,7 +217,11 @@ describe("generation gate (a trainer's weight push)", () => {
       yield* TestClock.adjust("60 seconds")
       assert.deepStrictEqual([seconds(yield* training.remaining), seconds(yield* evaluation.remaining)], [90, 90])
       yield* gate.resumeBudgets
-      assert.deepStrictEqual([yield* training.isActive, yield* evaluation.isActive, yield* waiting.isActive], [true, true, false])
+      assert.deepStrictEqual([yield* training.isActive, yield* evaluation.isActive, yield* waiting.isActive], [
+        true,
+        true,
+        false
+      ])
       yield* TestClock.adjust("5 seconds")
       assert.strictEqual(seconds(yield* training.remaining), 85)
     })))

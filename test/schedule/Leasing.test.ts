@@ -252,7 +252,10 @@ describe("recordFinish", () => {
 
 describe("closing a step", () => {
   it("interrupts the leased Groups still running (no partial rollout)", () => {
-    assert.deepStrictEqual(Leasing.closeRuntime(Leasing.openStep(train(), false), ["a", "b"]), { interrupt: ["a", "b"], retain: [] })
+    assert.deepStrictEqual(Leasing.closeRuntime(Leasing.openStep(train(), false), ["a", "b"]), {
+      interrupt: ["a", "b"],
+      retain: []
+    })
   })
 
   it("keeps them leased for the next step with retention (partial rollout / fully async)", () => {
@@ -274,7 +277,11 @@ describe("closing a step", () => {
     ]
     for (const [maxCarriedDebt, debt, interrupted, expected] of cases) {
       const ledger = { ...Leasing.openStep(train({ maxCarriedDebt, debt: Math.max(debt, 1) }), false), debt }
-      assert.strictEqual(Leasing.closes(ledger, interrupted), expected, JSON.stringify({ maxCarriedDebt, debt, interrupted }))
+      assert.strictEqual(
+        Leasing.closes(ledger, interrupted),
+        expected,
+        JSON.stringify({ maxCarriedDebt, debt, interrupted })
+      )
     }
   })
 

@@ -53,10 +53,20 @@ describe("interrupted Sessions and Groups", () => {
   })
 
   it("a Group is interrupted when all its unfinished Sessions are, and it neither failed nor left Runtime", () => {
-    assert.isTrue(Retention.isGroupInterrupted({ runtime: true, failed: false, unfinishedSessions: 2, interruptedSessions: 2 }))
-    assert.isFalse(Retention.isGroupInterrupted({ runtime: true, failed: false, unfinishedSessions: 2, interruptedSessions: 1 }))
-    assert.isFalse(Retention.isGroupInterrupted({ runtime: true, failed: false, unfinishedSessions: 0, interruptedSessions: 0 }))
-    assert.isFalse(Retention.isGroupInterrupted({ runtime: true, failed: true, unfinishedSessions: 1, interruptedSessions: 1 }))
-    assert.isFalse(Retention.isGroupInterrupted({ runtime: false, failed: false, unfinishedSessions: 1, interruptedSessions: 1 }))
+    assert.isTrue(
+      Retention.isGroupInterrupted({ runtime: true, failed: false, unfinishedSessions: 2, interruptedSessions: 2 })
+    )
+    assert.isFalse(
+      Retention.isGroupInterrupted({ runtime: true, failed: false, unfinishedSessions: 2, interruptedSessions: 1 })
+    )
+    assert.isFalse(
+      Retention.isGroupInterrupted({ runtime: true, failed: false, unfinishedSessions: 0, interruptedSessions: 0 })
+    )
+    assert.isFalse(
+      Retention.isGroupInterrupted({ runtime: true, failed: true, unfinishedSessions: 1, interruptedSessions: 1 })
+    )
+    assert.isFalse(
+      Retention.isGroupInterrupted({ runtime: false, failed: false, unfinishedSessions: 1, interruptedSessions: 1 })
+    )
   })
 })

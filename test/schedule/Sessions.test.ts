@@ -46,8 +46,11 @@ describe("Sessions", () => {
         yield* sessions.register(sessionEntry(id))
         yield* sessions.close(id)
       }
-      const tags = yield* Effect.forEach(ids, (id) =>
-        sessions.lookup(id).pipe(Effect.result, Effect.map((r) => Result.isFailure(r) ? r.failure._tag : "live")))
+      const tags = yield* Effect.forEach(
+        ids,
+        (id) =>
+          sessions.lookup(id).pipe(Effect.result, Effect.map((r) => Result.isFailure(r) ? r.failure._tag : "live"))
+      )
       assert.deepStrictEqual(tags, [
         "UnknownSessionError",
         "UnknownSessionError",

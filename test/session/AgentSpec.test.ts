@@ -27,7 +27,10 @@ describe("agent spec", () => {
   it("rejects --agent-env keys starting with RELAX_", () => {
     const error = failure(AgentSpec.parseEnv(["OK=1", "RELAX_SESSION_ID=x"]))
     assert.strictEqual(error.option, "--agent-env")
-    assert.match(error.message, /^--agent-env: key 'RELAX_SESSION_ID' is reserved: keys starting with RELAX_ are set by Relax/)
+    assert.match(
+      error.message,
+      /^--agent-env: key 'RELAX_SESSION_ID' is reserved: keys starting with RELAX_ are set by Relax/
+    )
   })
 
   it("trims the command and defaults the timeout to 1800 seconds", () => {
@@ -41,7 +44,10 @@ describe("agent spec", () => {
 
   it("rejects an empty command, a missing cwd and a non-positive timeout", () => {
     assert.strictEqual(failure(AgentSpec.make({ command: "  ", cwd: "/tmp" })).option, "--agent-command")
-    assert.include(failure(AgentSpec.make({ command: "  ", cwd: "/tmp" })).message, "managed agent command must be non-empty")
+    assert.include(
+      failure(AgentSpec.make({ command: "  ", cwd: "/tmp" })).message,
+      "managed agent command must be non-empty"
+    )
     assert.strictEqual(failure(AgentSpec.make({ command: "x", cwd: undefined })).option, "--agent-cwd")
     for (const timeoutSeconds of [0, -1, Number.NaN, Number.POSITIVE_INFINITY]) {
       const error = failure(AgentSpec.make({ command: "x", cwd: "/tmp", timeoutSeconds }))
@@ -52,15 +58,19 @@ describe("agent spec", () => {
 
   it("builds the process environment: parent, then --agent-env, then the Relax variables", () => {
     const spec = Result.getOrThrow(AgentSpec.make({ command: "x", cwd: "/tmp", env: ["FOO=agent", "PATH=/agent/bin"] }))
-    const env = AgentSpec.environment({ PATH: "/usr/bin", FOO: "parent", HOME: "/root", GONE: undefined, RELAX_SESSION_ID: "stale" }, spec, {
-      RELAX_INPUT_JSON: "/io/session_input.json",
-      RELAX_OUTPUT_JSON: "/io/session_output.json",
-      RELAX_SESSION_IO_DIR: "/io",
-      RELAX_BASE_URL: "http://127.0.0.1:1/agentic_api/",
-      RELAX_SESSION_ID: "s-1",
-      RELAX_ROLLOUT_MODE: "eval",
-      RELAX_GROUP_ID: "g-1"
-    })
+    const env = AgentSpec.environment(
+      { PATH: "/usr/bin", FOO: "parent", HOME: "/root", GONE: undefined, RELAX_SESSION_ID: "stale" },
+      spec,
+      {
+        RELAX_INPUT_JSON: "/io/session_input.json",
+        RELAX_OUTPUT_JSON: "/io/session_output.json",
+        RELAX_SESSION_IO_DIR: "/io",
+        RELAX_BASE_URL: "http://127.0.0.1:1/agentic_api/",
+        RELAX_SESSION_ID: "s-1",
+        RELAX_ROLLOUT_MODE: "eval",
+        RELAX_GROUP_ID: "g-1"
+      }
+    )
     assert.deepStrictEqual(env, {
       PATH: "/agent/bin",
       FOO: "agent",

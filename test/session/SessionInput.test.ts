@@ -65,26 +65,32 @@ describe("multimodal rows", () => {
       { _tag: "Path", path: "/data/a.png" },
       { _tag: "Url", url: "https://example.com/b.jpg" }
     ])
-    assert.deepStrictEqual(SessionInput.toInputFile(prepared, ["data:image/png;base64,AAA", "https://example.com/b.jpg"]), {
-      messages: [
-        { role: "system", content: "Look carefully." },
-        {
-          role: "user",
-          content: [
-            { type: "image_url", image_url: { url: "data:image/png;base64,AAA" } },
-            { type: "text", text: "Compare with " },
-            { type: "image_url", image_url: { url: "https://example.com/b.jpg" } },
-            { type: "text", text: "." }
-          ]
-        }
-      ],
-      metadata: {}
-    })
+    assert.deepStrictEqual(
+      SessionInput.toInputFile(prepared, ["data:image/png;base64,AAA", "https://example.com/b.jpg"]),
+      {
+        messages: [
+          { role: "system", content: "Look carefully." },
+          {
+            role: "user",
+            content: [
+              { type: "image_url", image_url: { url: "data:image/png;base64,AAA" } },
+              { type: "text", text: "Compare with " },
+              { type: "image_url", image_url: { url: "https://example.com/b.jpg" } },
+              { type: "text", text: "." }
+            ]
+          }
+        ],
+        metadata: {}
+      }
+    )
   })
 
   it("expands placeholders inside text parts and leaves other parts alone", () => {
     const row = {
-      input: [{ role: "user", content: [{ type: "text", text: "Describe <image>" }, { type: "text", text: "briefly" }] }],
+      input: [{
+        role: "user",
+        content: [{ type: "text", text: "Describe <image>" }, { type: "text", text: "briefly" }]
+      }],
       images: "data:image/png;base64,BBB"
     }
     const prepared = Result.getOrThrow(SessionInput.fromRow(row, 0, images))
@@ -102,7 +108,10 @@ describe("multimodal rows", () => {
 
   it("classifies paths, URLs, bytes and {bytes, path} objects", () => {
     const bytes = new Uint8Array([1, 2, 3])
-    assert.deepStrictEqual(SessionInput.imageSource("DATA:image/png;base64,x"), { _tag: "Url", url: "DATA:image/png;base64,x" })
+    assert.deepStrictEqual(SessionInput.imageSource("DATA:image/png;base64,x"), {
+      _tag: "Url",
+      url: "DATA:image/png;base64,x"
+    })
     assert.deepStrictEqual(SessionInput.imageSource("http://h/x.png"), { _tag: "Url", url: "http://h/x.png" })
     assert.deepStrictEqual(SessionInput.imageSource("rel/x.png"), { _tag: "Path", path: "rel/x.png" })
     assert.deepStrictEqual(SessionInput.imageSource(bytes), { _tag: "Bytes", bytes })
@@ -118,7 +127,10 @@ describe("multimodal rows", () => {
       "dataset row 12, field 'images': 2 image(s) but 1 <image> placeholder(s) in 'input'; " +
         "each image needs exactly one <image> placeholder"
     )
-    assert.include(failure(SessionInput.fromRow({ input: "<image><image>", images: ["/a.png"] }, 3, images)).message, "dataset row 3")
+    assert.include(
+      failure(SessionInput.fromRow({ input: "<image><image>", images: ["/a.png"] }, 3, images)).message,
+      "dataset row 3"
+    )
   })
 
   it("rejects image values it cannot read and modalities other than image", () => {
@@ -127,6 +139,9 @@ describe("multimodal rows", () => {
       "dataset row 0, field 'images[0]': an image must be a path, a data:/http(s) URL, bytes, or {bytes, path}; got number"
     )
     const video = { ...images, multimodalKeys: { video: "videos" } }
-    assert.include(failure(SessionInput.fromRow({ input: "x", videos: ["/v.mp4"] }, 0, video)).message, "modality 'video'")
+    assert.include(
+      failure(SessionInput.fromRow({ input: "x", videos: ["/v.mp4"] }, 0, video)).message,
+      "modality 'video'"
+    )
   })
 })

@@ -102,7 +102,7 @@ describe("Supervisor.LocalProcess", () => {
       assert.deepStrictEqual(Fs.readdirSync(dir).sort(), ["run.log", "session_input.json", "session_output.json"])
       assert.strictEqual(
         Fs.readFileSync(Path.join(dir, "session_input.json"), "utf8"),
-        '{"messages":[{"role":"user","content":"Which city hosted the event?"}],"metadata":{"task_id":"example-001"}}'
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"Which city hosted the event?\"}],\"metadata\":{\"task_id\":\"example-001\"}}"
       )
       assert.include(Fs.readFileSync(Path.join(dir, "run.log"), "utf8"), "agent started in")
     }))
@@ -174,7 +174,10 @@ describe("Supervisor.LocalProcess", () => {
     Effect.gen(function*() {
       const pidsFile = Path.join(tempDir(), "pids")
       const ioRoot = tempDir()
-      const supervisor = local({ spec: spec(`bash ${fixtures}/sleeper.sh`, tempDir(), { env: { PIDS_FILE: pidsFile } }), ioRoot })
+      const supervisor = local({
+        spec: spec(`bash ${fixtures}/sleeper.sh`, tempDir(), { env: { PIDS_FILE: pidsFile } }),
+        ioRoot
+      })
       const fiber = yield* supervisor.run(launch()).pipe(Effect.forkChild)
       const pids = (yield* awaitLines(pidsFile)).map(Number)
       assert.strictEqual(Fs.readdirSync(ioRoot).length, 1)
@@ -238,9 +241,10 @@ describe("Supervisor.LocalProcess", () => {
     Effect.gen(function*() {
       const blocker = Path.join(tempDir(), "a-file")
       Fs.writeFileSync(blocker, "")
-      const error = yield* local({ spec: spec("true", tempDir()), ioRoot: Path.join(blocker, "io") }).run(launch()).pipe(
-        Effect.flip
-      )
+      const error = yield* local({ spec: spec("true", tempDir()), ioRoot: Path.join(blocker, "io") }).run(launch())
+        .pipe(
+          Effect.flip
+        )
       assert.strictEqual(error._tag, "AgentExecutionError")
       if (error._tag !== "AgentExecutionError") return
       assert.strictEqual(error.reason, "prepare")
@@ -256,7 +260,10 @@ describe("Supervisor.LocalProcess", () => {
       const failing = yield* local({ spec: spec("echo failing; exit 4", tempDir()), logDir })
         .run(launch({ sessionId: "s-failed" }))
         .pipe(Effect.flip)
-      assert.strictEqual(failing._tag === "AgentExecutionError" ? failing.logPath : "", Path.join(logDir, "s-failed.log"))
+      assert.strictEqual(
+        failing._tag === "AgentExecutionError" ? failing.logPath : "",
+        Path.join(logDir, "s-failed.log")
+      )
       const ok = `printf '{"reward": 1}' > "$RELAX_OUTPUT_JSON"; echo fine`
       yield* local({ spec: spec(ok, tempDir()), logDir }).run(launch({ sessionId: "s-ok" }))
       assert.deepStrictEqual(Fs.readdirSync(logDir), ["s-failed.log"])
@@ -288,7 +295,9 @@ describe("Supervisor.LocalProcess", () => {
         ChildProcess.execFileSync("/bin/bash", ["-lc", "env -0"], { cwd, env: parentEnv, encoding: "utf8" })
           .split("\0").filter((line) => line.length > 0).map((line) => line.slice(0, line.indexOf("=")))
       )
-      const command = `env -0 > "$RELAX_SESSION_IO_DIR/../env-${Path.basename(cwd)}"; printf '{}' > "$RELAX_OUTPUT_JSON"`
+      const command = `env -0 > "$RELAX_SESSION_IO_DIR/../env-${
+        Path.basename(cwd)
+      }"; printf '{}' > "$RELAX_OUTPUT_JSON"`
       const ioRoot = tempDir()
       yield* local({ spec: spec(command, cwd, { env: { FROM_AGENT_ENV: "given" } }), ioRoot, parentEnv }).run(launch())
       const dumped = Fs.readFileSync(Path.join(ioRoot, `env-${Path.basename(cwd)}`), "utf8")

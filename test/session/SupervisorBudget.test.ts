@@ -80,7 +80,11 @@ describe("Supervisor: an agent that never sends its first model request", () => 
     Effect.gen(function*() {
       const firstRequest = yield* Deferred.make<void>()
       const supervisor = Supervisor.inProcess(
-        () => Deferred.succeed(firstRequest, undefined).pipe(Effect.andThen(Effect.sleep("10 hours")), Effect.as({ reward: 1 })),
+        () =>
+          Deferred.succeed(firstRequest, undefined).pipe(
+            Effect.andThen(Effect.sleep("10 hours")),
+            Effect.as({ reward: 1 })
+          ),
         { timeoutSeconds: 100 }
       )
       const budget = yield* supervisor.makeBudget
@@ -98,7 +102,12 @@ describe("Supervisor.InProcess and the active-time budget", () => {
     Effect.gen(function*() {
       let interrupted = false
       const supervisor = Supervisor.inProcess(
-        () => Effect.never.pipe(Effect.onInterrupt(() => Effect.sync(() => { interrupted = true }))),
+        () =>
+          Effect.never.pipe(Effect.onInterrupt(() =>
+            Effect.sync(() => {
+              interrupted = true
+            })
+          )),
         { timeoutSeconds: 100 }
       )
       const budget = yield* supervisor.makeBudget
@@ -169,7 +178,7 @@ describe("Supervisor.InProcess and the active-time budget", () => {
       ])
       assert.strictEqual(records.output.kind, "explicit")
       assert.deepStrictEqual(records.warnings.length, 1)
-      const text = yield* runWith('{"name":"main","messages":[{"role":"user","content":"a"}]}\n')
+      const text = yield* runWith("{\"name\":\"main\",\"messages\":[{\"role\":\"user\",\"content\":\"a\"}]}\n")
       assert.strictEqual(text.output.kind, "explicit")
       const invalid = yield* runWith([{ name: "", messages: [] }]).pipe(Effect.flip)
       assert.strictEqual(invalid._tag, "AgentExecutionError")

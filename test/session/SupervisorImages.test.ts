@@ -31,10 +31,14 @@ describe("multimodal conversion at the process boundary", () => {
       const pngPath = Path.join(dir, "a.png")
       const jpgPath = Path.join(dir, "b.jpg")
       yield* Effect.promise(() =>
-        sharp({ create: { width: 4, height: 3, channels: 4, background: { ...red, alpha: 0.5 } } }).png().toFile(pngPath)
+        sharp({ create: { width: 4, height: 3, channels: 4, background: { ...red, alpha: 0.5 } } }).png().toFile(
+          pngPath
+        )
       )
       yield* Effect.promise(() =>
-        sharp({ create: { width: 5, height: 2, channels: 3, background: { r: 0, g: 0, b: 255 } } }).jpeg().toFile(jpgPath)
+        sharp({ create: { width: 5, height: 2, channels: 3, background: { r: 0, g: 0, b: 255 } } }).jpeg().toFile(
+          jpgPath
+        )
       )
       const fromPng = yield* Effect.promise(async () =>
         decodeDataUri(await Effect.runPromise(imageUrl({ _tag: "Path", path: pngPath })))
@@ -65,8 +69,14 @@ describe("multimodal conversion at the process boundary", () => {
       const url = yield* imageUrl({ _tag: "Bytes", bytes: grey })
       const decoded = yield* Effect.promise(() => decodeDataUri(url))
       assert.strictEqual(decoded.meta.channels, 3)
-      assert.strictEqual(yield* imageUrl({ _tag: "Url", url: "https://example.com/x.png" }), "https://example.com/x.png")
-      assert.strictEqual(yield* imageUrl({ _tag: "Url", url: "data:image/jpeg;base64,AAAA" }), "data:image/jpeg;base64,AAAA")
+      assert.strictEqual(
+        yield* imageUrl({ _tag: "Url", url: "https://example.com/x.png" }),
+        "https://example.com/x.png"
+      )
+      assert.strictEqual(
+        yield* imageUrl({ _tag: "Url", url: "data:image/jpeg;base64,AAAA" }),
+        "data:image/jpeg;base64,AAAA"
+      )
     }))
 
   it.live("gives the agent image_url content and reports an unreadable image by session and index", () =>
@@ -78,8 +88,14 @@ describe("multimodal conversion at the process boundary", () => {
       )
       const options = { inputKey: "input", metadataKey: "metadata", multimodalKeys: { image: "images" } }
       const seen: Array<SessionInput.SessionInputFile> = []
-      const supervisor = Supervisor.inProcess((input) => Effect.sync(() => { seen.push(input.input) }))
-      const input = Result.getOrThrow(SessionInput.fromRow({ input: "<image>Describe this image.", images: [pngPath] }, 0, options))
+      const supervisor = Supervisor.inProcess((input) =>
+        Effect.sync(() => {
+          seen.push(input.input)
+        })
+      )
+      const input = Result.getOrThrow(
+        SessionInput.fromRow({ input: "<image>Describe this image.", images: [pngPath] }, 0, options)
+      )
       yield* supervisor.run({ sessionId: "s", groupId: "g", rolloutMode: "train", input })
       const content = seen[0]?.messages?.[0]?.["content"]
       assert.isTrue(Array.isArray(content))
@@ -93,9 +109,10 @@ describe("multimodal conversion at the process boundary", () => {
       const missing = Result.getOrThrow(
         SessionInput.fromRow({ input: "<image>", images: [Path.join(dir, "missing.png")] }, 0, options)
       )
-      const error = yield* supervisor.run({ sessionId: "s-9", groupId: "g", rolloutMode: "train", input: missing }).pipe(
-        Effect.flip
-      )
+      const error = yield* supervisor.run({ sessionId: "s-9", groupId: "g", rolloutMode: "train", input: missing })
+        .pipe(
+          Effect.flip
+        )
       assert.strictEqual(error._tag, "SessionInputError")
       assert.match(error.message, /^session s-9, field 'images\[0\]': cannot load image .*missing\.png/)
       Fs.rmSync(dir, { recursive: true })

@@ -6,18 +6,18 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Layer } from "effect"
 import { TestClock } from "effect/testing"
 import { join, resolve } from "node:path"
-import * as RolloutConfig from "../../layers/rollout/RolloutConfig.ts"
-import * as Settings from "../../src/config/Settings.ts"
 import { Credit } from "../../layers/credit/Credit.ts"
 import { EmbeddedEngine } from "../../layers/engine/EmbeddedEngine.ts"
 import { Forests } from "../../layers/generation/Forests.ts"
 import { Rollout } from "../../layers/rollout/Rollout.ts"
+import * as RolloutConfig from "../../layers/rollout/RolloutConfig.ts"
+import * as Telemetry from "../../layers/runtime/Telemetry.ts"
 import * as GroupPool from "../../layers/schedule/GroupPool.ts"
 import * as Pool from "../../layers/schedule/Pool.ts"
 import { Sessions } from "../../layers/schedule/Sessions.ts"
 import { Supervisor } from "../../layers/session/Supervisor.ts"
-import * as Telemetry from "../../layers/runtime/Telemetry.ts"
 import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
+import * as Settings from "../../src/config/Settings.ts"
 import { creditOptions } from "../../src/index.ts"
 import * as Sim from "./harness.ts"
 
@@ -31,7 +31,8 @@ const assertAllEnded = (timeline: ReadonlyArray<Sim.Entry>) => {
   assert.deepStrictEqual([...started].filter((k) => !ended.has(k)), [])
 }
 
-const dropLines = (sink: ReturnType<typeof Telemetry.memorySink>) => sink.captured.lines.filter((l) => l === "AGENTIC Dropped 1 group")
+const dropLines = (sink: ReturnType<typeof Telemetry.memorySink>) =>
+  sink.captured.lines.filter((l) => l === "AGENTIC Dropped 1 group")
 
 describe("the consecutive-drop guard", () => {
   it.effect("stops the step after exactly N Groups dropped in a row and reaps every agent, Prepare ones too", () => {
@@ -45,7 +46,10 @@ describe("the consecutive-drop guard", () => {
           prelaunch: true,
           mode: "train",
           next: next(2),
-          runner: Sim.runner((_, position) => position === 0 ? { crash: "after-lease", turnSeconds: 2 } : { turns: 3 }, timeline),
+          runner: Sim.runner(
+            (_, position) => position === 0 ? { crash: "after-lease", turnSeconds: 2 } : { turns: 3 },
+            timeline
+          ),
           dropStreak: GroupPool.dropStreak(3)
         })
         const error = yield* Effect.flip(pool.runStep(Sim.plan(0, 1, { nextStep: true })))
@@ -53,29 +57,32 @@ describe("the consecutive-drop guard", () => {
       })),
       layer,
       60
-    ).pipe(Effect.result, Effect.map((result) => {
-      assert.isTrue(result._tag === "Success")
-      if (result._tag !== "Success") return
-      const { error, state } = result.success
-      assert.strictEqual(error._tag, "TooManyDroppedGroupsError")
-      assert.strictEqual(error.dropped, 3)
-      assert.strictEqual(error.last.type, "AgentCrashed")
-      assert.include(error.message, "3 Groups were dropped in a row")
-      assert.include(error.message, "error_type=AgentCrashed")
-      assert.include(error.message, "| Managed command agent exited with code 3.")
-      assert.include(error.message, "relax-agentic check")
-      assert.include(error.message, "--agentic-max-consecutive-drops")
-      assert.strictEqual(dropLines(sink).length, 3)
-      assert.deepStrictEqual(Sim.of(timeline, "crash").length, 3)
-      // Prelaunched Groups still waiting in Prepare were interrupted before the error came back.
-      assert.isAbove(Sim.of(timeline, "interrupted").length, 3)
-      assertAllEnded(timeline)
-      assert.deepStrictEqual({ resident: state.resident, preparing: state.preparing, ready: state.ready }, {
-        resident: 0,
-        preparing: 0,
-        ready: 0
+    ).pipe(
+      Effect.result,
+      Effect.map((result) => {
+        assert.isTrue(result._tag === "Success")
+        if (result._tag !== "Success") return
+        const { error, state } = result.success
+        assert.strictEqual(error._tag, "TooManyDroppedGroupsError")
+        assert.strictEqual(error.dropped, 3)
+        assert.strictEqual(error.last.type, "AgentCrashed")
+        assert.include(error.message, "3 Groups were dropped in a row")
+        assert.include(error.message, "error_type=AgentCrashed")
+        assert.include(error.message, "| Managed command agent exited with code 3.")
+        assert.include(error.message, "relax-agentic check")
+        assert.include(error.message, "--agentic-max-consecutive-drops")
+        assert.strictEqual(dropLines(sink).length, 3)
+        assert.deepStrictEqual(Sim.of(timeline, "crash").length, 3)
+        // Prelaunched Groups still waiting in Prepare were interrupted before the error came back.
+        assert.isAbove(Sim.of(timeline, "interrupted").length, 3)
+        assertAllEnded(timeline)
+        assert.deepStrictEqual({ resident: state.resident, preparing: state.preparing, ready: state.ready }, {
+          resident: 0,
+          preparing: 0,
+          ready: 0
+        })
       })
-    }))
+    )
   })
 
   it.effect("does not stop when drops are interleaved with accepted and filtered Groups", () => {
@@ -101,14 +108,17 @@ describe("the consecutive-drop guard", () => {
       })),
       layer,
       60
-    ).pipe(Effect.result, Effect.map((result) => {
-      assert.isTrue(result._tag === "Success")
-      if (result._tag !== "Success") return
-      assert.deepStrictEqual(result.success.accepted.map((a) => a.value), [0, 6, 9])
-      assert.strictEqual(result.success.dropped, 6)
-      assert.strictEqual(result.success.filtered, 1)
-      assert.strictEqual(dropLines(sink).length, 6)
-    }))
+    ).pipe(
+      Effect.result,
+      Effect.map((result) => {
+        assert.isTrue(result._tag === "Success")
+        if (result._tag !== "Success") return
+        assert.deepStrictEqual(result.success.accepted.map((a) => a.value), [0, 6, 9])
+        assert.strictEqual(result.success.dropped, 6)
+        assert.strictEqual(result.success.filtered, 1)
+        assert.strictEqual(dropLines(sink).length, 6)
+      })
+    )
   })
 
   it.effect("0 is unlimited: failed Groups are refilled until the step succeeds", () => {
@@ -129,12 +139,15 @@ describe("the consecutive-drop guard", () => {
       })),
       layer,
       60
-    ).pipe(Effect.result, Effect.map((result) => {
-      assert.isTrue(result._tag === "Success")
-      if (result._tag !== "Success") return
-      assert.strictEqual(result.success.dropped, 40)
-      assert.deepStrictEqual(result.success.accepted.map((a) => a.value), [40])
-    }))
+    ).pipe(
+      Effect.result,
+      Effect.map((result) => {
+        assert.isTrue(result._tag === "Success")
+        if (result._tag !== "Success") return
+        assert.strictEqual(result.success.dropped, 40)
+        assert.deepStrictEqual(result.success.accepted.map((a) => a.value), [40])
+      })
+    )
   })
 
   it.effect("counts across pools and steps (Eval then training) and stays stopped afterwards", () => {
@@ -172,19 +185,22 @@ describe("the consecutive-drop guard", () => {
       })),
       layer,
       60
-    ).pipe(Effect.result, Effect.map((result) => {
-      assert.isTrue(result._tag === "Success")
-      if (result._tag !== "Success") return
-      const { evalOutcome, afterEval, first, again, startedBefore } = result.success
-      assert.strictEqual(evalOutcome.dropped, 2)
-      assert.strictEqual(afterEval, 2)
-      // The first training drop is the third in a row.
-      assert.strictEqual(first.dropped, 3)
-      assert.strictEqual(first.last.groupId, "train:prepare_group_2")
-      assert.strictEqual(again, first)
-      assert.strictEqual(Sim.of(timeline, "start").length, startedBefore)
-      assertAllEnded(timeline)
-    }))
+    ).pipe(
+      Effect.result,
+      Effect.map((result) => {
+        assert.isTrue(result._tag === "Success")
+        if (result._tag !== "Success") return
+        const { evalOutcome, afterEval, first, again, startedBefore } = result.success
+        assert.strictEqual(evalOutcome.dropped, 2)
+        assert.strictEqual(afterEval, 2)
+        // The first training drop is the third in a row.
+        assert.strictEqual(first.dropped, 3)
+        assert.strictEqual(first.last.groupId, "train:prepare_group_2")
+        assert.strictEqual(again, first)
+        assert.strictEqual(Sim.of(timeline, "start").length, startedBefore)
+        assertAllEnded(timeline)
+      })
+    )
   })
 })
 

@@ -11,20 +11,20 @@ import { assert, describe, it } from "@effect/vitest"
 import { Context, Effect, Fiber, Layer, Result, Tracer } from "effect"
 import { TestClock } from "effect/testing"
 import { join, resolve } from "node:path"
-import * as RolloutConfig from "../../layers/rollout/RolloutConfig.ts"
-import * as RolloutOptions from "../../src/config/RolloutOptions.ts"
-import * as Settings from "../../src/config/Settings.ts"
 import { Credit } from "../../layers/credit/Credit.ts"
 import { EmbeddedEngine } from "../../layers/engine/EmbeddedEngine.ts"
 import { Engine, EngineError } from "../../layers/engine/Engine.ts"
 import { Forests } from "../../layers/generation/Forests.ts"
 import { Generation } from "../../layers/generation/Generation.ts"
 import { Rollout } from "../../layers/rollout/Rollout.ts"
+import * as RolloutConfig from "../../layers/rollout/RolloutConfig.ts"
+import * as Telemetry from "../../layers/runtime/Telemetry.ts"
 import { GroupPool } from "../../layers/schedule/GroupPool.ts"
 import { Sessions } from "../../layers/schedule/Sessions.ts"
 import { type InProcessAgent, Supervisor } from "../../layers/session/Supervisor.ts"
-import * as Telemetry from "../../layers/runtime/Telemetry.ts"
 import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
+import * as RolloutOptions from "../../src/config/RolloutOptions.ts"
+import * as Settings from "../../src/config/Settings.ts"
 import { creditOptions } from "../../src/index.ts"
 import { agentTurn } from "../support/agentTurn.ts"
 
@@ -183,92 +183,105 @@ const build = (input: RolloutOptions.RolloutOptionsInput, ledger: Ledger) =>
 const spans: Array<Tracer.NativeSpan> = []
 
 describe("faults at scale (TestClock)", () => {
-  it.effect("1,000+ Sessions with crashing, hanging, stubborn, forking, corrupt and silent agents over a faulty engine", () =>
-    Effect.gen(function*() {
-      const ledger: Ledger = {
-        faults: new Map(),
-        engineFaults: new Map(),
-        rewards: new Map(),
-        sessionIds: [],
-        running: 0,
-        children: 0,
-        childrenStarted: 0
-      }
-      const { rollout, sink, sessions } = yield* build({
-        promptData: join(fixtures, "train.jsonl"),
-        rolloutBatchSize: 8,
-        nSamplesPerPrompt: 2,
-        numRollout: 1000,
-        agenticConcurrency: 8,
-        agenticMaxConsecutiveDrops: 0,
-        agentTimeout: 120,
-        rolloutMaxResponseLen: 8
-      }, ledger)
-      const spanNames: Array<string> = []
-      let spansOpened = 0
-      const openSpans = () => spans.filter((span) => span.status._tag === "Started").map((span) => span.name)
-      let steps = 0
-      let accepted = 0
-      let dropped = 0
-      const checked: Array<string> = []
-      while (ledger.sessionIds.length < 1000) {
-        const fiber = yield* Effect.gen(function*() {
-          return yield* (yield* Rollout).runStep(steps)
-        }).pipe(Effect.provide(rollout), Effect.forkChild)
-        yield* TestClock.adjust("3 hours")
-        const step = yield* Fiber.join(fiber)
-        steps++
-        accepted += step.groups.accepted
-        dropped += step.groups.dropped
-        // Between steps (no prelaunch) nothing of the step may still run.
-        assert.strictEqual(ledger.running, 0, `agents still running after step ${step.rolloutId}`)
-        assert.strictEqual(ledger.children, 0, `agent children still running after step ${step.rolloutId}`)
-        // No work of the step is left running: every span it opened (Sessions, agents, model requests) has ended.
-        assert.deepStrictEqual(openSpans(), [], `work still running after step ${step.rolloutId}`)
-        spanNames.push(...new Set(spans.map((span) => span.name)))
-        spansOpened += spans.length
-        spans.length = 0
-        assert.strictEqual(step.samples.length, 16)
-        for (const sample of step.samples) {
-          assert.strictEqual(sample.loss_mask.length, sample.response_length)
-          assert.strictEqual(sample.rollout_log_probs.length, sample.response_length)
-          assert.isAbove(sample.response_length, 0)
-          assert.strictEqual(sample.status, "completed")
-          assert.include(sample.response, "Answer 0: 4.")
-          assert.include(sample.response, "Answer 1: 4.")
-          assert.strictEqual(sample.reward, ledger.rewards.get(sample.session_id))
-          checked.push(sample.session_id)
+  it.effect(
+    "1,000+ Sessions with crashing, hanging, stubborn, forking, corrupt and silent agents over a faulty engine",
+    () =>
+      Effect.gen(function*() {
+        const ledger: Ledger = {
+          faults: new Map(),
+          engineFaults: new Map(),
+          rewards: new Map(),
+          sessionIds: [],
+          running: 0,
+          children: 0,
+          childrenStarted: 0
         }
-      }
-      const residents = sink.captured.lines
-        .filter((line) => line.includes("event=accounting_end"))
-        .map((line) => /resident_groups=(\d+)/.exec(line)?.[1])
-      assert.strictEqual(residents.length, steps)
-      assert.isTrue(residents.every((n) => n === "0"), `resident Groups left after a step: ${residents.join(",")}`)
-      // Every Session is dead: its id no longer opens the model API.
-      for (const sessionId of ledger.sessionIds) {
-        assert.isTrue(Result.isFailure(yield* sessions.lookup(sessionId).pipe(Effect.result)), `${sessionId} still live`)
-      }
-      assert.isAtLeast(ledger.sessionIds.length, 1000)
-      assert.isTrue(sink.captured.lines.some((line) => line.includes("without sending its first model request")))
-      assert.strictEqual(new Set(checked).size, checked.length)
-      assert.isAbove(dropped, 0)
-      for (const name of ["SessionRunner.session", "Generation.attempt", "Rollout.runStep"]) assert.include(spanNames, name)
-      for (const [fault] of agentFaults) assert.isAbove(ledger.faults.get(fault) ?? 0, 0, `no ${fault} agent was drawn`)
-      for (const fault of ["error", "dropped-connection", "stall"]) {
-        assert.isAbove(ledger.engineFaults.get(fault) ?? 0, 0, `no engine ${fault} was drawn`)
-      }
-      console.log(
-        `faults: ${ledger.sessionIds.length} Sessions in ${steps} steps; Groups accepted ${accepted}, dropped ${dropped}; ` +
-          `samples checked ${checked.length}; agents ${JSON.stringify(Object.fromEntries(ledger.faults))}; ` +
-          `engine ${JSON.stringify(Object.fromEntries(ledger.engineFaults))}; children started ${ledger.childrenStarted}, ` +
-          `left running ${ledger.children}; agents left running ${ledger.running}; spans opened ${spansOpened}, left open 0`
-      )
-    }).pipe(Effect.withTracer(Tracer.make({
-      span(options) {
-        const span = new Tracer.NativeSpan(options)
-        spans.push(span)
-        return span
-      }
-    }))), 120_000)
+        const { rollout, sink, sessions } = yield* build({
+          promptData: join(fixtures, "train.jsonl"),
+          rolloutBatchSize: 8,
+          nSamplesPerPrompt: 2,
+          numRollout: 1000,
+          agenticConcurrency: 8,
+          agenticMaxConsecutiveDrops: 0,
+          agentTimeout: 120,
+          rolloutMaxResponseLen: 8
+        }, ledger)
+        const spanNames: Array<string> = []
+        let spansOpened = 0
+        const openSpans = () => spans.filter((span) => span.status._tag === "Started").map((span) => span.name)
+        let steps = 0
+        let accepted = 0
+        let dropped = 0
+        const checked: Array<string> = []
+        while (ledger.sessionIds.length < 1000) {
+          const fiber = yield* Effect.gen(function*() {
+            return yield* (yield* Rollout).runStep(steps)
+          }).pipe(Effect.provide(rollout), Effect.forkChild)
+          yield* TestClock.adjust("3 hours")
+          const step = yield* Fiber.join(fiber)
+          steps++
+          accepted += step.groups.accepted
+          dropped += step.groups.dropped
+          // Between steps (no prelaunch) nothing of the step may still run.
+          assert.strictEqual(ledger.running, 0, `agents still running after step ${step.rolloutId}`)
+          assert.strictEqual(ledger.children, 0, `agent children still running after step ${step.rolloutId}`)
+          // No work of the step is left running: every span it opened (Sessions, agents, model requests) has ended.
+          assert.deepStrictEqual(openSpans(), [], `work still running after step ${step.rolloutId}`)
+          spanNames.push(...new Set(spans.map((span) => span.name)))
+          spansOpened += spans.length
+          spans.length = 0
+          assert.strictEqual(step.samples.length, 16)
+          for (const sample of step.samples) {
+            assert.strictEqual(sample.loss_mask.length, sample.response_length)
+            assert.strictEqual(sample.rollout_log_probs.length, sample.response_length)
+            assert.isAbove(sample.response_length, 0)
+            assert.strictEqual(sample.status, "completed")
+            assert.include(sample.response, "Answer 0: 4.")
+            assert.include(sample.response, "Answer 1: 4.")
+            assert.strictEqual(sample.reward, ledger.rewards.get(sample.session_id))
+            checked.push(sample.session_id)
+          }
+        }
+        const residents = sink.captured.lines
+          .filter((line) => line.includes("event=accounting_end"))
+          .map((line) => /resident_groups=(\d+)/.exec(line)?.[1])
+        assert.strictEqual(residents.length, steps)
+        assert.isTrue(residents.every((n) => n === "0"), `resident Groups left after a step: ${residents.join(",")}`)
+        // Every Session is dead: its id no longer opens the model API.
+        for (const sessionId of ledger.sessionIds) {
+          assert.isTrue(
+            Result.isFailure(yield* sessions.lookup(sessionId).pipe(Effect.result)),
+            `${sessionId} still live`
+          )
+        }
+        assert.isAtLeast(ledger.sessionIds.length, 1000)
+        assert.isTrue(sink.captured.lines.some((line) => line.includes("without sending its first model request")))
+        assert.strictEqual(new Set(checked).size, checked.length)
+        assert.isAbove(dropped, 0)
+        for (const name of ["SessionRunner.session", "Generation.attempt", "Rollout.runStep"]) {
+          assert.include(spanNames, name)
+        }
+        for (const [fault] of agentFaults) {
+          assert.isAbove(ledger.faults.get(fault) ?? 0, 0, `no ${fault} agent was drawn`)
+        }
+        for (const fault of ["error", "dropped-connection", "stall"]) {
+          assert.isAbove(ledger.engineFaults.get(fault) ?? 0, 0, `no engine ${fault} was drawn`)
+        }
+        console.log(
+          `faults: ${ledger.sessionIds.length} Sessions in ${steps} steps; Groups accepted ${accepted}, dropped ${dropped}; ` +
+            `samples checked ${checked.length}; agents ${JSON.stringify(Object.fromEntries(ledger.faults))}; ` +
+            `engine ${
+              JSON.stringify(Object.fromEntries(ledger.engineFaults))
+            }; children started ${ledger.childrenStarted}, ` +
+            `left running ${ledger.children}; agents left running ${ledger.running}; spans opened ${spansOpened}, left open 0`
+        )
+      }).pipe(Effect.withTracer(Tracer.make({
+        span(options) {
+          const span = new Tracer.NativeSpan(options)
+          spans.push(span)
+          return span
+        }
+      }))),
+    120_000
+  )
 })

@@ -16,24 +16,24 @@ import { TestClock } from "effect/testing"
 import { mkdtempSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import * as RolloutConfig from "../../layers/rollout/RolloutConfig.ts"
-import * as RolloutOptions from "../../src/config/RolloutOptions.ts"
-import * as Settings from "../../src/config/Settings.ts"
 import { Credit } from "../../layers/credit/Credit.ts"
 import { EmbeddedEngine, type EmbeddedEngineOptions } from "../../layers/engine/EmbeddedEngine.ts"
 import { Engine, type EngineShape } from "../../layers/engine/Engine.ts"
 import { Forests } from "../../layers/generation/Forests.ts"
 import { Generation } from "../../layers/generation/Generation.ts"
 import { Rollout, type StepResult } from "../../layers/rollout/Rollout.ts"
+import * as RolloutConfig from "../../layers/rollout/RolloutConfig.ts"
+import * as Telemetry from "../../layers/runtime/Telemetry.ts"
 import { GroupPool } from "../../layers/schedule/GroupPool.ts"
 import { Sessions } from "../../layers/schedule/Sessions.ts"
 import { type InProcessAgent, Supervisor } from "../../layers/session/Supervisor.ts"
-import * as Telemetry from "../../layers/runtime/Telemetry.ts"
 import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
+import * as RolloutOptions from "../../src/config/RolloutOptions.ts"
+import * as Settings from "../../src/config/Settings.ts"
 import { creditOptions } from "../../src/index.ts"
 import * as Retention from "../../src/schedule/Retention.ts"
-import * as Workload from "../support/Workload.ts"
 import { agentTurn } from "../support/agentTurn.ts"
+import * as Workload from "../support/Workload.ts"
 
 export type Mode = "synchronous" | "partial" | "fully-async"
 
@@ -229,12 +229,18 @@ export const simulate = (options: SimOptions) =>
     const run = Effect.scoped(Effect.gen(function*() {
       // Built before the clock moves: loading the dataset is real I/O.
       const context = yield* Layer.build(rolloutLayer)
-      const rollout = yield* Effect.provide(Effect.gen(function*() {
-        return yield* Rollout
-      }), context)
-      const engine = yield* Effect.provide(Effect.gen(function*() {
-        return yield* Engine
-      }), services)
+      const rollout = yield* Effect.provide(
+        Effect.gen(function*() {
+          return yield* Rollout
+        }),
+        context
+      )
+      const engine = yield* Effect.provide(
+        Effect.gen(function*() {
+          return yield* Engine
+        }),
+        services
+      )
       const trained = yield* Queue.unbounded<number>()
       const start = yield* Clock.currentTimeMillis
       // The trainer: one training per complete partition (a step's batch), then a weight update (which aborts the

@@ -8,19 +8,19 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Layer, Result } from "effect"
 import { TestClock } from "effect/testing"
 import { join, resolve } from "node:path"
-import * as RolloutConfig from "../../layers/rollout/RolloutConfig.ts"
-import * as Settings from "../../src/config/Settings.ts"
 import { Credit } from "../../layers/credit/Credit.ts"
 import { EmbeddedEngine } from "../../layers/engine/EmbeddedEngine.ts"
 import type { Engine } from "../../layers/engine/Engine.ts"
 import { Forests } from "../../layers/generation/Forests.ts"
 import { Generation } from "../../layers/generation/Generation.ts"
 import { Rollout } from "../../layers/rollout/Rollout.ts"
+import * as RolloutConfig from "../../layers/rollout/RolloutConfig.ts"
+import * as Telemetry from "../../layers/runtime/Telemetry.ts"
 import { GroupPool } from "../../layers/schedule/GroupPool.ts"
 import { Sessions } from "../../layers/schedule/Sessions.ts"
 import { type InProcessAgent, Supervisor } from "../../layers/session/Supervisor.ts"
-import * as Telemetry from "../../layers/runtime/Telemetry.ts"
 import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
+import * as Settings from "../../src/config/Settings.ts"
 import { creditOptions } from "../../src/index.ts"
 import { calcTool } from "../fixtures/gateway/policy.ts"
 import * as Requests from "../support/requests.ts"
@@ -35,7 +35,10 @@ const agent = (started: { count: number }): InProcessAgent => (input) =>
   Effect.gen(function*() {
     const first = started.count++ === 0
     const entry = yield* (yield* Sessions).lookup(input.sessionId)
-    yield* (yield* Generation).generate(entry, Requests.canonicalRequest({ messages: [...(input.input.messages ?? [])], tools: [calcTool] }))
+    yield* (yield* Generation).generate(
+      entry,
+      Requests.canonicalRequest({ messages: [...(input.input.messages ?? [])], tools: [calcTool] })
+    )
     // Crashes once its sibling has finished its own turn (and Session), so both turns were committed.
     if (first) return yield* Effect.sleep("10 seconds").pipe(Effect.andThen(Effect.fail(new Error("agent crashed"))))
     return { reward: 1 }
@@ -78,7 +81,9 @@ describe("rollout/parser_failures", () => {
         return yield* (yield* Rollout).runStep(0)
       }).pipe(Effect.provide(rollout), Effect.forkChild)
       // Advance in steps: each turn finishes between adjustments, before its agent's next sleep is registered.
-      for (let second = 0; second < 3600 && fiber.pollUnsafe() === undefined; second++) yield* TestClock.adjust("1 second")
+      for (let second = 0; second < 3600 && fiber.pollUnsafe() === undefined; second++) {
+        yield* TestClock.adjust("1 second")
+      }
       const step = yield* Fiber.join(fiber)
       assert.strictEqual(step.groups.accepted, 2)
       assert.strictEqual(step.groups.dropped, 1)

@@ -73,13 +73,19 @@ describe("cross-step retention in the Group pool", () => {
     const timeline: Array<Sim.Entry> = []
     // Group 0: 1 turn; group 1: 4 turns (the straggler); later Groups: 1 turn.
     const agents = toolAgents((seq) => (seq === 1 ? 4 : 1), timeline)
-    return Sim.simulate(Effect.scoped(Effect.gen(function*() {
-      const pool = yield* poolOf(agents)
-      const first = yield* pool.runStep(Sim.plan(0, 1, { nextStep: true, surplus: 1, retain: true })).pipe(Effect.orDie)
-      const closedAt = (yield* Clock.currentTimeMillis) / 1000
-      const second = yield* pool.runStep(Sim.plan(1, 1, { nextStep: true, retain: false })).pipe(Effect.orDie)
-      return { first, second, closedAt }
-    })), Sim.telemetry().layer, 60).pipe(Effect.map(({ first, second, closedAt }) => {
+    return Sim.simulate(
+      Effect.scoped(Effect.gen(function*() {
+        const pool = yield* poolOf(agents)
+        const first = yield* pool.runStep(Sim.plan(0, 1, { nextStep: true, surplus: 1, retain: true })).pipe(
+          Effect.orDie
+        )
+        const closedAt = (yield* Clock.currentTimeMillis) / 1000
+        const second = yield* pool.runStep(Sim.plan(1, 1, { nextStep: true, retain: false })).pipe(Effect.orDie)
+        return { first, second, closedAt }
+      })),
+      Sim.telemetry().layer,
+      60
+    ).pipe(Effect.map(({ first, second, closedAt }) => {
       assert.deepStrictEqual(first.accepted.map((a) => a.value), [0])
       assert.strictEqual(first.retainedGroups, 1)
       assert.strictEqual(first.debt, 0)
@@ -97,14 +103,22 @@ describe("cross-step retention in the Group pool", () => {
     const timeline: Array<Sim.Entry> = []
     // Group 0: 1 turn; group 1: 3 turns, in a tool call between them.
     const agents = toolAgents((seq) => (seq === 0 ? 1 : 3), timeline)
-    return Sim.simulate(Effect.scoped(Effect.gen(function*() {
-      const pool = yield* poolOf(agents)
-      const first = yield* pool.runStep(Sim.plan(0, 2, { nextStep: true, retain: true, maxCarriedDebt: 2 })).pipe(Effect.orDie)
-      const closedAt = (yield* Clock.currentTimeMillis) / 1000
-      // The final backfill: only the carried debt, no retention.
-      const backfill = yield* pool.runStep(Sim.plan(1, first.debt, { nextStep: true, retain: false })).pipe(Effect.orDie)
-      return { first, backfill, closedAt }
-    })), Sim.telemetry().layer, 60).pipe(Effect.map(({ first, backfill, closedAt }) => {
+    return Sim.simulate(
+      Effect.scoped(Effect.gen(function*() {
+        const pool = yield* poolOf(agents)
+        const first = yield* pool.runStep(Sim.plan(0, 2, { nextStep: true, retain: true, maxCarriedDebt: 2 })).pipe(
+          Effect.orDie
+        )
+        const closedAt = (yield* Clock.currentTimeMillis) / 1000
+        // The final backfill: only the carried debt, no retention.
+        const backfill = yield* pool.runStep(Sim.plan(1, first.debt, { nextStep: true, retain: false })).pipe(
+          Effect.orDie
+        )
+        return { first, backfill, closedAt }
+      })),
+      Sim.telemetry().layer,
+      60
+    ).pipe(Effect.map(({ first, backfill, closedAt }) => {
       assert.deepStrictEqual(first.accepted.map((a) => a.value), [0])
       assert.strictEqual(first.debt, 1)
       assert.strictEqual(first.interruptedGroups, 1)

@@ -6,20 +6,20 @@ import { assert, describe, it } from "@effect/vitest"
 import { Clock, Effect, Fiber, Layer } from "effect"
 import { TestClock } from "effect/testing"
 import { join, resolve } from "node:path"
-import * as RolloutConfig from "../../layers/rollout/RolloutConfig.ts"
-import * as RolloutOptions from "../../src/config/RolloutOptions.ts"
-import * as Settings from "../../src/config/Settings.ts"
 import { Credit } from "../../layers/credit/Credit.ts"
 import { EmbeddedEngine } from "../../layers/engine/EmbeddedEngine.ts"
 import type { Engine } from "../../layers/engine/Engine.ts"
 import { Forests } from "../../layers/generation/Forests.ts"
 import { Generation } from "../../layers/generation/Generation.ts"
 import { Rollout } from "../../layers/rollout/Rollout.ts"
+import * as RolloutConfig from "../../layers/rollout/RolloutConfig.ts"
+import * as Telemetry from "../../layers/runtime/Telemetry.ts"
 import { GroupPool } from "../../layers/schedule/GroupPool.ts"
 import { Sessions } from "../../layers/schedule/Sessions.ts"
 import { type InProcessAgent, Supervisor } from "../../layers/session/Supervisor.ts"
-import * as Telemetry from "../../layers/runtime/Telemetry.ts"
 import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
+import * as RolloutOptions from "../../src/config/RolloutOptions.ts"
+import * as Settings from "../../src/config/Settings.ts"
 import { creditOptions } from "../../src/index.ts"
 import { agentTurn } from "../support/agentTurn.ts"
 
@@ -83,15 +83,19 @@ describe("whole rollouts under the TestClock", () => {
   it.effect("prelaunch hides the next step's agent start-up behind the current step", () =>
     Effect.gen(function*() {
       const traces: Array<Trace> = []
-      const { rollout, sink } = yield* build({
-        promptData: join(fixtures, "train.jsonl"),
-        rolloutBatchSize: 1,
-        nSamplesPerPrompt: 2,
-        numRollout: 2,
-        agenticConcurrency: 2,
-        agenticPrelaunch: true,
-        rolloutMaxResponseLen: 8
-      }, traces, 30)
+      const { rollout, sink } = yield* build(
+        {
+          promptData: join(fixtures, "train.jsonl"),
+          rolloutBatchSize: 1,
+          nSamplesPerPrompt: 2,
+          numRollout: 2,
+          agenticConcurrency: 2,
+          agenticPrelaunch: true,
+          rolloutMaxResponseLen: 8
+        },
+        traces,
+        30
+      )
       const fiber = yield* Effect.gen(function*() {
         const r = yield* Rollout
         return [yield* r.runStep(0), yield* r.runStep(1)] as const
@@ -109,20 +113,26 @@ describe("whole rollouts under the TestClock", () => {
       const late = traces.slice(4)
       assert.isTrue(late.length > 0 && late.every((t) => t.start > 0 && t.end === -1))
       assert.deepStrictEqual(second.samples.map((s) => s.rollout_id), [1, 1])
-      assert.isTrue(sink.captured.lines.some((l) => l.startsWith("AGENTIC ROLLOUT event=accounting_end rollout=1 groups=1 rows=2")))
+      assert.isTrue(
+        sink.captured.lines.some((l) => l.startsWith("AGENTIC ROLLOUT event=accounting_end rollout=1 groups=1 rows=2"))
+      )
     }))
 
   it.effect("Eval runs each dataset with ceil(T / G_d) resident prompt Groups as singleton Runtime Groups", () =>
     Effect.gen(function*() {
       const traces: Array<Trace> = []
-      const { rollout } = yield* build({
-        promptData: join(fixtures, "train.jsonl"),
-        rolloutBatchSize: 1,
-        nSamplesPerPrompt: 2,
-        evalPromptData: [{ name: "arith", path: join(fixtures, "train.jsonl") }],
-        nSamplesPerEvalPrompt: 2,
-        rolloutMaxResponseLen: 8
-      }, traces, 10)
+      const { rollout } = yield* build(
+        {
+          promptData: join(fixtures, "train.jsonl"),
+          rolloutBatchSize: 1,
+          nSamplesPerPrompt: 2,
+          evalPromptData: [{ name: "arith", path: join(fixtures, "train.jsonl") }],
+          nSamplesPerEvalPrompt: 2,
+          rolloutMaxResponseLen: 8
+        },
+        traces,
+        10
+      )
       const fiber = yield* Effect.gen(function*() {
         const r = yield* Rollout
         return yield* r.runEval(0)

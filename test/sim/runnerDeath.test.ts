@@ -6,9 +6,9 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Data, Effect, Fiber } from "effect"
 import { TestClock } from "effect/testing"
+import * as Telemetry from "../../layers/runtime/Telemetry.ts"
 import * as GroupPool from "../../layers/schedule/GroupPool.ts"
 import * as Pool from "../../layers/schedule/Pool.ts"
-import * as Telemetry from "../../layers/runtime/Telemetry.ts"
 
 class RunnerFailed extends Data.TaggedError("RunnerFailed")<{ readonly stage: string }> {
   override get message() {
@@ -28,7 +28,11 @@ const die = (how: Death, stage: Stage): Effect.Effect<never, RunnerFailed> =>
   how === "failure" ? Effect.fail(new RunnerFailed({ stage })) : Effect.die(new Error(`bug in ${stage}`))
 
 /** Group 0's first Session (or its Reward) dies at `stage`; every other Session takes one 5 s turn. */
-const runner = (stage: Stage, how: Death, started: Array<number>): Pool.GroupRunner<Group, number, number, RunnerFailed> => ({
+const runner = (
+  stage: Stage,
+  how: Death,
+  started: Array<number>
+): Pool.GroupRunner<Group, number, number, RunnerFailed> => ({
   session: (group, ticket) =>
     Effect.gen(function*() {
       const dies = group.seq === 0 && ticket.position === 0

@@ -1,9 +1,9 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber } from "effect"
 import { TestClock } from "effect/testing"
+import * as Telemetry from "../../layers/runtime/Telemetry.ts"
 import * as GroupPool from "../../layers/schedule/GroupPool.ts"
 import * as Pool from "../../layers/schedule/Pool.ts"
-import * as Telemetry from "../../layers/runtime/Telemetry.ts"
 import * as Sim from "./harness.ts"
 
 describe("resident capacity", () => {
@@ -93,7 +93,8 @@ describe("first-request barrier", () => {
           mode: "train",
           next: next(2),
           runner: Sim.runner(
-            (g, position) => g.seq === 0 && position === 1 ? { startup: 2, crash: "before-first-request" } : { startup: 1 },
+            (g, position) =>
+              g.seq === 0 && position === 1 ? { startup: 2, crash: "before-first-request" } : { startup: 1 },
             timeline
           )
         })
@@ -109,7 +110,10 @@ describe("first-request barrier", () => {
       const text = sink.captured.lines.join("\n")
       assert.include(text, "Dropping failed resident agentic session session_id=")
       assert.include(text, "group_id=train:prepare_group_0 error_type=AgentCrashed")
-      assert.include(text, "WARNING Dropping group train:prepare_group_0 because an agent exited before every first IR existed")
+      assert.include(
+        text,
+        "WARNING Dropping group train:prepare_group_0 because an agent exited before every first IR existed"
+      )
       assert.include(sink.captured.lines, "AGENTIC Dropped 1 group")
     }))
   })
@@ -133,10 +137,12 @@ describe("first-request barrier", () => {
     ).pipe(Effect.map((outcome) => {
       assert.strictEqual(outcome.dropped, 1)
       assert.strictEqual(outcome.accepted.length, 1)
-      assert.isTrue(sink.captured.lines.some((l) =>
-        l.startsWith("ERROR Dropping agentic eval session that exited before its first request") &&
-        l.endsWith("group_id=train:prepare_group_0 error_type=silent-success")
-      ))
+      assert.isTrue(
+        sink.captured.lines.some((l) =>
+          l.startsWith("ERROR Dropping agentic eval session that exited before its first request") &&
+          l.endsWith("group_id=train:prepare_group_0 error_type=silent-success")
+        )
+      )
     }))
   })
 
@@ -154,7 +160,9 @@ describe("first-request barrier", () => {
           runner: {
             session: (g, ticket) =>
               g.seq === 0 && ticket.position === 1
-                ? Effect.sleep("3 seconds").pipe(Effect.andThen(Effect.fail(new Sim.AgentCrashed({ sessionId: ticket.sessionId }))))
+                ? Effect.sleep("3 seconds").pipe(
+                  Effect.andThen(Effect.fail(new Sim.AgentCrashed({ sessionId: ticket.sessionId })))
+                )
                 : Effect.gen(function*() {
                   // A request handler of the gateway runs outside the agent's fiber.
                   const held = yield* ticket.awaitLease.pipe(
@@ -173,7 +181,9 @@ describe("first-request barrier", () => {
       })),
       layer
     ).pipe(Effect.map(() => {
-      assert.isTrue(outcomes.some((o) => o.startsWith("closed:Session ") && o.endsWith("accepts no more model requests.")))
+      assert.isTrue(
+        outcomes.some((o) => o.startsWith("closed:Session ") && o.endsWith("accepts no more model requests."))
+      )
     }))
   })
 })

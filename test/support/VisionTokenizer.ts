@@ -43,15 +43,23 @@ const bundled = (): string => {
  */
 export const writeDirectory = (dir: string, options: { readonly preprocessor?: boolean } = {}): void => {
   Fs.symlinkSync(Path.join(bundled(), "tokenizer.json"), Path.join(dir, "tokenizer.json"))
-  const config = JSON.parse(Fs.readFileSync(Path.join(bundled(), "tokenizer_config.json"), "utf8")) as Record<string, unknown>
-  Fs.writeFileSync(Path.join(dir, "tokenizer_config.json"), JSON.stringify({ ...config, chat_template: qwen2VlChatTemplate }))
+  const config = JSON.parse(Fs.readFileSync(Path.join(bundled(), "tokenizer_config.json"), "utf8")) as Record<
+    string,
+    unknown
+  >
+  Fs.writeFileSync(
+    Path.join(dir, "tokenizer_config.json"),
+    JSON.stringify({ ...config, chat_template: qwen2VlChatTemplate })
+  )
   if (options.preprocessor !== false) {
     Fs.writeFileSync(Path.join(dir, "preprocessor_config.json"), JSON.stringify(qwen25VlPreprocessorConfig))
   }
 }
 
 /** {@link writeDirectory} into a temporary directory, removed with the scope. */
-export const directory = (options: { readonly preprocessor?: boolean } = {}): Effect.Effect<string, never, Scope.Scope> =>
+export const directory = (
+  options: { readonly preprocessor?: boolean } = {}
+): Effect.Effect<string, never, Scope.Scope> =>
   Effect.acquireRelease(
     Effect.sync(() => {
       const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "vision-tokenizer-"))

@@ -75,5 +75,7 @@ export const totals = (session: SessionPlan): { readonly tokens: number; readonl
 })
 
 /** Dataset rows `{input, metadata: {task}}` for `count` tasks. */
-export const rows = (count: number): ReadonlyArray<{ readonly input: string; readonly metadata: { readonly task: number } }> =>
+export const rows = (
+  count: number
+): ReadonlyArray<{ readonly input: string; readonly metadata: { readonly task: number } }> =>
   Array.from({ length: count }, (_, task) => ({ input: `Task ${task}: solve it with tools.`, metadata: { task } }))

@@ -14,5 +14,8 @@ export const agentTurn = (
   maxTokens?: number
 ) =>
   Effect.gen(function*() {
-    return yield* generation.generate(entry, Requests.canonicalRequest({ messages }, maxTokens === undefined ? {} : { maxTokens }))
+    return yield* generation.generate(
+      entry,
+      Requests.canonicalRequest({ messages }, maxTokens === undefined ? {} : { maxTokens })
+    )
   })

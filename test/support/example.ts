@@ -15,7 +15,10 @@ export const dir = Path.join(root, "examples", "arithmetic")
  * policy, the qwen25 / qwen3 parsers and its reward key.
  */
 export const flags = (
-  shape: { readonly rolloutBatchSize: number; readonly nSamplesPerPrompt: number } = { rolloutBatchSize: 4, nSamplesPerPrompt: 4 }
+  shape: { readonly rolloutBatchSize: number; readonly nSamplesPerPrompt: number } = {
+    rolloutBatchSize: 4,
+    nSamplesPerPrompt: 4
+  }
 ): Array<string> => [
   "--prompt-data",
   Path.join(dir, "data", "train.jsonl"),

@@ -29,7 +29,9 @@ export const fakeFetch = (
 /** The answer of `adapter` to every request: `completion` rendered for the decoded request (JSON or Buffered SSE). */
 export const serve = (adapter: Completion.Adapter, completion: Completion.Completion): Answer => (body) => {
   const request = Results.success(adapter.decode(body))
-  return request.stream ? Sse.encodeAll(adapter.renderSse(completion, request)) : JSON.stringify(adapter.renderJson(completion, request))
+  return request.stream
+    ? Sse.encodeAll(adapter.renderSse(completion, request))
+    : JSON.stringify(adapter.renderJson(completion, request))
 }
 
 /** The base URL the clients are given (never connected to: the fake `fetch` answers). */
@@ -38,11 +40,17 @@ const baseURL = "http://127.0.0.1:9/agentic_api"
 /** An openai client whose requests `answer` answers, and the request bodies it sent. */
 export const openAi = (answer: Answer, contentType = "text/event-stream") => {
   const fake = fakeFetch((body) => ({ contentType, body: answer(body) }))
-  return { client: new OpenAI({ apiKey: "session", baseURL, fetch: fake.fetch, maxRetries: 0 }), requests: fake.requests }
+  return {
+    client: new OpenAI({ apiKey: "session", baseURL, fetch: fake.fetch, maxRetries: 0 }),
+    requests: fake.requests
+  }
 }
 
 /** An @anthropic-ai/sdk client whose requests `answer` answers, and the request bodies it sent. */
 export const anthropic = (answer: Answer, contentType = "text/event-stream") => {
   const fake = fakeFetch((body) => ({ contentType, body: answer(body) }))
-  return { client: new Anthropic({ apiKey: "session", baseURL, fetch: fake.fetch, maxRetries: 0 }), requests: fake.requests }
+  return {
+    client: new Anthropic({ apiKey: "session", baseURL, fetch: fake.fetch, maxRetries: 0 }),
+    requests: fake.requests
+  }
 }

@@ -4,8 +4,8 @@
  */
 import { Layer } from "effect"
 import { EmbeddedEngine } from "../../layers/engine/EmbeddedEngine.ts"
-import { Forests } from "../../layers/generation/Forests.ts"
 import { Gateway, type GatewayOptions } from "../../layers/gateway/Gateway.ts"
+import { Forests } from "../../layers/generation/Forests.ts"
 import { Generation } from "../../layers/generation/Generation.ts"
 import { Sessions } from "../../layers/schedule/Sessions.ts"
 import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
@@ -25,4 +25,5 @@ export const generationStack = Generation.layer({
 )
 
 /** The gateway on {@link generationStack}. */
-export const gatewayStack = (options: GatewayOptions = {}) => Gateway.layer(options).pipe(Layer.provideMerge(generationStack))
+export const gatewayStack = (options: GatewayOptions = {}) =>
+  Gateway.layer(options).pipe(Layer.provideMerge(generationStack))

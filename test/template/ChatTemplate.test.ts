@@ -16,7 +16,11 @@ const probe = ChatTemplate.compile(
 
 const withCall = (args: string): ReadonlyArray<Canonical.Message> => [
   { role: "user", content: "Weather?" },
-  { role: "assistant", content: "", tool_calls: [{ id: "c1", type: "function", function: { name: "get_weather", arguments: args } }] }
+  {
+    role: "assistant",
+    content: "",
+    tool_calls: [{ id: "c1", type: "function", function: { name: "get_weather", arguments: args } }]
+  }
 ]
 
 const rendered = (messages: ReadonlyArray<Canonical.Message>, extra: Partial<ChatTemplate.RenderInput> = {}) =>
@@ -43,17 +47,33 @@ describe("ChatTemplate.render", () => {
   })
 
   it("passes template kwargs, the generation prompt flag and a non-empty tool list to the template", () => {
-    const tools: ReadonlyArray<Canonical.Tool> = [{ type: "function", function: { name: "get_weather", parameters: {} } }]
+    const tools: ReadonlyArray<Canonical.Tool> = [{
+      type: "function",
+      function: { name: "get_weather", parameters: {} }
+    }]
     assert.strictEqual(
-      render([{ role: "user", content: "Hi" }], { tools, addGenerationPrompt: true, chatTemplateKwargs: { enable_thinking: false } }),
+      render([{ role: "user", content: "Hi" }], {
+        tools,
+        addGenerationPrompt: true,
+        chatTemplateKwargs: { enable_thinking: false }
+      }),
       "<s>|user:Hi;|tools=true|gen=true|think=false"
     )
   })
 
   it("rejects arguments that are not valid JSON, or not an object, with the reference's texts", () => {
-    assert.strictEqual(rejection(withCall("{\"city\":")).detail, "Assistant tool call function.arguments must be valid JSON.")
-    assert.strictEqual(rejection(withCall("[1,2]")).detail, "Assistant tool call function.arguments must be a JSON object.")
-    assert.strictEqual(rejection(withCall("null")).detail, "Assistant tool call function.arguments must be a JSON object.")
+    assert.strictEqual(
+      rejection(withCall("{\"city\":")).detail,
+      "Assistant tool call function.arguments must be valid JSON."
+    )
+    assert.strictEqual(
+      rejection(withCall("[1,2]")).detail,
+      "Assistant tool call function.arguments must be a JSON object."
+    )
+    assert.strictEqual(
+      rejection(withCall("null")).detail,
+      "Assistant tool call function.arguments must be a JSON object."
+    )
   })
 })
 
@@ -66,9 +86,12 @@ describe("ChatTemplate.toolsPrefix", () => {
   it("proves Qwen3's leading tool block (it reads messages[0]) and a template without tools", () => {
     assert.deepStrictEqual(prefixOf(qwen3), { messagesRead: 1 })
     assert.deepStrictEqual(prefixOf(qwen2VlChatTemplate), { messagesRead: 0 })
-    assert.deepStrictEqual(prefixOf("{% if tools %}{{ tools | tojson }}{{ messages[1].content }}{% endif %}{{ messages }}"), {
-      messagesRead: 2
-    })
+    assert.deepStrictEqual(
+      prefixOf("{% if tools %}{{ tools | tojson }}{{ messages[1].content }}{% endif %}{{ messages }}"),
+      {
+        messagesRead: 2
+      }
+    )
   })
 
   it("refuses templates whose text after the tool block could depend on the tools", () => {

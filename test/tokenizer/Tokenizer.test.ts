@@ -101,14 +101,21 @@ describe("Tokenizer (bundled Qwen3)", () => {
           {
             role: "assistant",
             content: "",
-            tool_calls: [{ id: "c1", type: "function", function: { name: "get_weather", arguments: "{\"city\":\"Paris\"}" } }]
+            tool_calls: [{
+              id: "c1",
+              type: "function",
+              function: { name: "get_weather", arguments: "{\"city\":\"Paris\"}" }
+            }]
           }
         ],
         tools: [{ type: "function", function: { name: "get_weather", parameters: { type: "object" } } }],
         chatTemplateKwargs: {},
         addGenerationPrompt: false
       })
-      assert.include(withCall, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>")
+      assert.include(
+        withCall,
+        "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>"
+      )
       assert.include(withCall, "<tools>\n{\"type\": \"function\"")
     }).pipe(Effect.provide(Tokenizer.layer)))
 })
@@ -116,7 +123,12 @@ describe("Tokenizer (bundled Qwen3)", () => {
 describe("Tokenizer (any Hugging Face tokenizer directory)", () => {
   it.effect("loads tokenizer.json + tokenizer_config.json: vocabulary, special tokens, eos/pad ids and the chat template", () =>
     Effect.gen(function*() {
-      const dir = tinyTokenizerDir({ eos_token: "</s>", pad_token: "<unk>", bos_token: "<s>", chat_template: tinyTemplate })
+      const dir = tinyTokenizerDir({
+        eos_token: "</s>",
+        pad_token: "<unk>",
+        bos_token: "<s>",
+        chat_template: tinyTemplate
+      })
       const tok = yield* load(dir)
       assert.strictEqual(tok.source, dir)
       assert.strictEqual(tok.eosTokenId, 2)
@@ -142,7 +154,10 @@ describe("Tokenizer (any Hugging Face tokenizer directory)", () => {
       const absent = yield* load(missing).pipe(Effect.flip)
       assert.strictEqual(absent._tag, "TokenizerLoadError")
       assert.include(absent.message, `cannot load the tokenizer from ${missing}`)
-      assert.include(absent.message, "--tokenizer must name a directory holding tokenizer.json and tokenizer_config.json")
+      assert.include(
+        absent.message,
+        "--tokenizer must name a directory holding tokenizer.json and tokenizer_config.json"
+      )
 
       const noTemplate = tinyTokenizerDir({ eos_token: "</s>" })
       assert.include(
@@ -160,6 +175,8 @@ describe("Tokenizer (any Hugging Face tokenizer directory)", () => {
       const tok = yield* Tokenizer
       assert.strictEqual(tok.eosTokenId, 2)
     }).pipe(
-      Effect.provide(Tokenizer.fromDirectory(tinyTokenizerDir({ eos_token: "</s>", bos_token: "<s>", chat_template: tinyTemplate })))
+      Effect.provide(
+        Tokenizer.fromDirectory(tinyTokenizerDir({ eos_token: "</s>", bos_token: "<s>", chat_template: tinyTemplate }))
+      )
     ))
 })

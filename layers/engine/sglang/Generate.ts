@@ -111,22 +111,25 @@ export const make = (
         ? { "X-SMG-Routing-Key": request.sessionId }
         : Http.noHeaders
       worker.inFlight++
-      const answer = yield* worker.permits.withPermits(1)(http.request(worker.url, "/generate", "POST", body, headers)).pipe(
-        Effect.ensuring(Effect.sync(() => worker.inFlight--)),
-        Effect.tapError((error) =>
-          error.retryable
-            ? Effect.sync(() => {
-              worker.down = true
-            })
-            // Not retried (a request timeout): the generation may still be running, so stop it rather than orphan it.
-            : Abort.abort(http, workers, rid)
+      const answer = yield* worker.permits.withPermits(1)(http.request(worker.url, "/generate", "POST", body, headers))
+        .pipe(
+          Effect.ensuring(Effect.sync(() => worker.inFlight--)),
+          Effect.tapError((error) =>
+            error.retryable
+              ? Effect.sync(() => {
+                worker.down = true
+              })
+              // Not retried (a request timeout): the generation may still be running, so stop it rather than orphan it.
+              : Abort.abort(http, workers, rid)
+          )
         )
-      )
       worker.down = false
       if (answer.status === 400 && Wire.isContextLengthMessage(answer.body)) {
         return yield* new ContextLengthError({ limit: null, engineMessage: Http.errorMessage(answer.body) })
       }
-      if (isDuplicateRid(answer)) return yield* new DuplicateRidError({ error: Http.statusError(worker.url, "/generate", answer) })
+      if (isDuplicateRid(answer)) {
+        return yield* new DuplicateRidError({ error: Http.statusError(worker.url, "/generate", answer) })
+      }
       const unknownKey = unknownSamplingKey(answer)
       if (unknownKey !== undefined) {
         // A TypeError repeats on every attempt: not retried.

@@ -115,7 +115,13 @@ export const decodeAnswer = <A>(
   try {
     json = JSON.parse(answer.body)
   } catch {
-    return Result.fail(new EngineError({ reason: "bad-answer", detail: `SGLang at ${url}${path} answered non-JSON: ${errorMessage(answer.body)}`, url }))
+    return Result.fail(
+      new EngineError({
+        reason: "bad-answer",
+        detail: `SGLang at ${url}${path} answered non-JSON: ${errorMessage(answer.body)}`,
+        url
+      })
+    )
   }
   const decoded = decode(json)
   return Result.isSuccess(decoded) ? Result.succeed(decoded.success) : Result.fail(
@@ -169,7 +175,9 @@ export const make = (options: Options): Effect.Effect<Http, never, Scope.Scope> 
         ),
         (a) => Effect.promise(() => a.destroy())
       )
-    const auth: Record<string, string> = options.apiKey === undefined ? {} : { authorization: `Bearer ${options.apiKey}` }
+    const auth: Record<string, string> = options.apiKey === undefined
+      ? {}
+      : { authorization: `Bearer ${options.apiKey}` }
     const plainHeaders: Record<string, string> = auth
     const jsonHeaders: Record<string, string> = { ...auth, "content-type": "application/json" }
     const dataAgent = yield* makeAgent(options.connections)
@@ -197,7 +205,11 @@ export const make = (options: Options): Effect.Effect<Http, never, Scope.Scope> 
           const timedOut = code === "UND_ERR_HEADERS_TIMEOUT" || code === "UND_ERR_BODY_TIMEOUT"
           // A timed-out generation may still be running: retrying would run it twice (reason `timeout` is final).
           // An error without a code (a socket closed under undici) counts as a broken connection.
-          const reason = timedOut ? "timeout" : code === undefined || connectionErrorCodes.has(code) ? "unreachable" : "protocol"
+          const reason = timedOut
+            ? "timeout"
+            : code === undefined || connectionErrorCodes.has(code)
+            ? "unreachable"
+            : "protocol"
           return new EngineError({
             reason,
             detail: timedOut

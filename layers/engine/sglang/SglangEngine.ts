@@ -121,7 +121,9 @@ export const make = (options: SglangEngineOptions): Effect.Effect<EngineShape, E
     const routerUrl = options.routerUrl === undefined ? undefined : Http.trimSlash(options.routerUrl)
     const workers = yield* Workers.make(http, { workerUrls: options.workerUrls ?? [], routerUrl, concurrency })
 
-    const healthUrls = workers.router === undefined ? workers.all.map((w) => w.url) : [workers.router.url, ...workers.all.map((w) => w.url)]
+    const healthUrls = workers.router === undefined
+      ? workers.all.map((w) => w.url)
+      : [workers.router.url, ...workers.all.map((w) => w.url)]
     // At startup the check waits for servers that are starting; later (`Engine.health`) it asks once.
     const health = StartupChecks.health(http, healthUrls, { deadline: "0 millis", interval: "0 millis" })
     if (options.healthCheck ?? true) {
@@ -132,10 +134,16 @@ export const make = (options: SglangEngineOptions): Effect.Effect<EngineShape, E
     }
     const tokenizer = options.tokenizer
     if (tokenizer !== undefined) {
-      yield* Effect.forEach(workers.all, (worker) => StartupChecks.tokenizer(http, tokenizer, worker.url), { discard: true })
+      yield* Effect.forEach(workers.all, (worker) => StartupChecks.tokenizer(http, tokenizer, worker.url), {
+        discard: true
+      })
     }
 
-    const weights = yield* WeightUpdates.make(http, workers, yield* StartupChecks.weightVersion(http, workers.all[0]?.url ?? ""))
+    const weights = yield* WeightUpdates.make(
+      http,
+      workers,
+      yield* StartupChecks.weightVersion(http, workers.all[0]?.url ?? "")
+    )
     const sessions = SessionClose.make(http, workers, options.sessionLifecycle ?? false)
     const generate = Generate.make(
       http,
@@ -166,9 +174,12 @@ export const make = (options: SglangEngineOptions): Effect.Effect<EngineShape, E
 
 export class SglangEngine {
   /** The `Engine` service over SGLang; building it checks every worker's health. */
-  static readonly layer = (options: SglangEngineOptions): Layer.Layer<Engine, EngineError> => Layer.effect(Engine, make(options))
+  static readonly layer = (options: SglangEngineOptions): Layer.Layer<Engine, EngineError> =>
+    Layer.effect(Engine, make(options))
   /** The same, checking at startup that the servers tokenize as the `Tokenizer` service does (see `tokenizer`). */
-  static readonly layerCheckingTokenizer = (options: SglangEngineOptions): Layer.Layer<Engine, EngineError, Tokenizer> =>
+  static readonly layerCheckingTokenizer = (
+    options: SglangEngineOptions
+  ): Layer.Layer<Engine, EngineError, Tokenizer> =>
     Layer.effect(
       Engine,
       Effect.gen(function*() {

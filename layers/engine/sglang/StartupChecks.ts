@@ -26,7 +26,8 @@ export interface TokenizerCheck {
 }
 
 /** The first ids of a list, for messages. */
-const preview = (ids: ReadonlyArray<number>): string => `[${ids.slice(0, 12).join(", ")}${ids.length > 12 ? ", ..." : ""}]`
+const preview = (ids: ReadonlyArray<number>): string =>
+  `[${ids.slice(0, 12).join(", ")}${ids.length > 12 ? ", ..." : ""}]`
 
 /** Special tokens, digits, spaces and non-ASCII letters: a text on which different tokenizers differ. */
 const tokenizerProbe = "<|im_start|>user\nrelax-agentic tokenizer check: 12345, héllo wörld 你好<|im_end|>\n"
@@ -42,13 +43,20 @@ const isStarting = (error: EngineError): boolean =>
   error.reason === "unreachable" || (error.reason === "status" && error.status === 503)
 
 /** `GET /health` on every URL (concurrently), waiting for starting servers; the first unhealthy one fails. */
-export const health = (http: Http.Http, urls: ReadonlyArray<string>, wait: HealthWait): Effect.Effect<void, EngineError> =>
+export const health = (
+  http: Http.Http,
+  urls: ReadonlyArray<string>,
+  wait: HealthWait
+): Effect.Effect<void, EngineError> =>
   Effect.forEach(
     urls,
     (url) =>
       http.request(url, "/health", "GET", undefined, Http.noHeaders, 30_000).pipe(
         Effect.flatMap(Http.ok(url, "/health")),
-        Effect.retry({ schedule: Schedule.spaced(wait.interval).pipe(Schedule.upTo({ duration: wait.deadline })), while: isStarting }),
+        Effect.retry({
+          schedule: Schedule.spaced(wait.interval).pipe(Schedule.upTo({ duration: wait.deadline })),
+          while: isStarting
+        }),
         Effect.mapError((error) =>
           new EngineError({
             reason: "unhealthy",

@@ -62,7 +62,10 @@ export const make = (http: Http.Http, workers: Workers.Workers, initial: string)
     const waiting = new Map<string, Deferred.Deferred<void>>()
 
     /** Post `body` to `path` on every worker of the current list; every worker must answer 200. */
-    const fanOut = (path: string, body: unknown): Effect.Effect<ReadonlyArray<Http.Answer & { readonly url: string }>, EngineError> =>
+    const fanOut = (
+      path: string,
+      body: unknown
+    ): Effect.Effect<ReadonlyArray<Http.Answer & { readonly url: string }>, EngineError> =>
       Effect.flatMap(workers.controlTargets(true), (urls) =>
         Effect.forEach(
           urls,
@@ -81,9 +84,17 @@ export const make = (http: Http.Http, workers: Workers.Workers, initial: string)
         epoch++
         // abort_all_requests: a generation running across the update returns its partial output (finish `abort`)
         // and its caller resumes it on the new version, so every attempt runs on one version.
-        const answers = yield* fanOut("/update_weight_version", { new_version: value, abort_all_requests: true } satisfies Wire.UpdateWeightVersionRequest)
+        const answers = yield* fanOut(
+          "/update_weight_version",
+          { new_version: value, abort_all_requests: true } satisfies Wire.UpdateWeightVersionRequest
+        )
         for (const answer of answers) {
-          const r = yield* Http.decodeJson(Wire.UpdateWeightVersionResponse, answer.url, "/update_weight_version", answer)
+          const r = yield* Http.decodeJson(
+            Wire.UpdateWeightVersionResponse,
+            answer.url,
+            "/update_weight_version",
+            answer
+          )
           if (!r.success) {
             return yield* new EngineError({
               reason: "refused",
@@ -112,7 +123,10 @@ export const make = (http: Http.Http, workers: Workers.Workers, initial: string)
         if (next !== undefined) {
           // The servers label answers with this version from now on, whatever the trainer's push set (nothing runs:
           // no abort needed).
-          yield* fanOut("/update_weight_version", { new_version: value, abort_all_requests: false } satisfies Wire.UpdateWeightVersionRequest)
+          yield* fanOut(
+            "/update_weight_version",
+            { new_version: value, abort_all_requests: false } satisfies Wire.UpdateWeightVersionRequest
+          )
         }
         // Before the servers continue: an attempt SGLang kept across the pause may answer as soon as they do.
         version = value
@@ -147,7 +161,10 @@ export const make = (http: Http.Http, workers: Workers.Workers, initial: string)
           return Effect.gen(function*() {
             const aborted = yield* Deferred.make<void>()
             waiting.set(rid, aborted)
-            const opened = yield* Effect.raceFirst(Effect.as(gate.await, true), Effect.as(Deferred.await(aborted), false)).pipe(
+            const opened = yield* Effect.raceFirst(
+              Effect.as(gate.await, true),
+              Effect.as(Deferred.await(aborted), false)
+            ).pipe(
               Effect.ensuring(Effect.sync(() => waiting.delete(rid)))
             )
             return opened ? yield* start : undefined

@@ -87,7 +87,11 @@ export const discover = (http: Http.Http, router: string): Effect.Effect<Readonl
       )
     )
     if (workers.length === 0) {
-      return yield* new EngineError({ reason: "no-workers", detail: `SGLang returned no workers: the router at ${router} lists none`, url: router })
+      return yield* new EngineError({
+        reason: "no-workers",
+        detail: `SGLang returned no workers: the router at ${router} lists none`,
+        url: router
+      })
     }
     return origins(workers)
   })
@@ -95,28 +99,43 @@ export const discover = (http: Http.Http, router: string): Effect.Effect<Readonl
 /** The workers given (`workerUrls`) or discovered from `routerUrl`, each bounded to `concurrency` requests. */
 export const make = (
   http: Http.Http,
-  options: { readonly workerUrls: ReadonlyArray<string>; readonly routerUrl: string | undefined; readonly concurrency: number }
+  options: {
+    readonly workerUrls: ReadonlyArray<string>
+    readonly routerUrl: string | undefined
+    readonly concurrency: number
+  }
 ): Effect.Effect<Workers, EngineError> =>
   Effect.gen(function*() {
     const { routerUrl, concurrency } = options
     const makeWorker = (url: string, permits: number) =>
-      Effect.map(Semaphore.make(permits), (semaphore): Worker => ({ url, permits: semaphore, down: false, inFlight: 0, sessions: 0 }))
+      Effect.map(
+        Semaphore.make(permits),
+        (semaphore): Worker => ({ url, permits: semaphore, down: false, inFlight: 0, sessions: 0 })
+      )
     const urls = routerUrl === undefined ? options.workerUrls.map(Http.trimSlash) : yield* discover(http, routerUrl)
     const all = yield* Effect.forEach(urls, (url) => makeWorker(url, concurrency))
     const router = routerUrl === undefined ? undefined : yield* makeWorker(routerUrl, concurrency * all.length)
     const sticky = new Map<string, Worker>()
 
-    let listed: { readonly urls: ReadonlyArray<string>; readonly at: number } = { urls, at: yield* Clock.currentTimeMillis }
+    let listed: { readonly urls: ReadonlyArray<string>; readonly at: number } = {
+      urls,
+      at: yield* Clock.currentTimeMillis
+    }
     const controlTargets = (fresh: boolean): Effect.Effect<ReadonlyArray<string>> =>
       routerUrl === undefined ? Effect.succeed(urls) : Effect.gen(function*() {
         const now = yield* Clock.currentTimeMillis
         if (!fresh && now - listed.at < listTtlMs) return listed.urls
         return yield* discover(http, routerUrl).pipe(
-          Effect.tap((next) => Effect.sync(() => {
-            listed = { urls: next, at: now }
-          })),
+          Effect.tap((next) =>
+            Effect.sync(() => {
+              listed = { urls: next, at: now }
+            })
+          ),
           Effect.catch((error) =>
-            Effect.as(Effect.logWarning(`${error.message}; using the last list of ${listed.urls.length} worker(s)`), listed.urls)
+            Effect.as(
+              Effect.logWarning(`${error.message}; using the last list of ${listed.urls.length} worker(s)`),
+              listed.urls
+            )
           )
         )
       })

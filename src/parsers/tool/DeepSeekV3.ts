@@ -4,8 +4,8 @@
  * **Details**
  * The code fence is optional (some outputs omit it); the JSON inside is kept as the model wrote it.
  */
-import * as ToolCallParser from "../ToolCallParser.ts"
 import * as Scan from "../scan.ts"
+import * as ToolCallParser from "../ToolCallParser.ts"
 
 const fenced = /^\s*(?:function)?<｜tool▁sep｜>([^\n]*)\n\s*```(?:json)?[ \t]*\n?([\s\S]*?)```\s*$/
 const bare = /^\s*(?:function)?<｜tool▁sep｜>([^\n]*)\n([\s\S]*)$/

@@ -2,8 +2,8 @@
  * `deepseekv31`: `<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{json}<｜tool▁call▁end｜>…<｜tool▁calls▁end｜>`
  * (no `function` type, no code fence). A bare call without the section markers is accepted too.
  */
-import * as ToolCallParser from "../ToolCallParser.ts"
 import * as Scan from "../scan.ts"
+import * as ToolCallParser from "../ToolCallParser.ts"
 
 const rules = Scan.sectioned({
   sectionBegin: "<｜tool▁calls▁begin｜>",
@@ -13,7 +13,11 @@ const rules = Scan.sectioned({
   call: (inner, raw) => {
     const sep = inner.indexOf("<｜tool▁sep｜>")
     if (sep < 0) return ToolCallParser.malformed(raw)
-    return ToolCallParser.call(inner.slice(0, sep).trim(), ToolCallParser.jsonText(inner.slice(sep + "<｜tool▁sep｜>".length)), raw)
+    return ToolCallParser.call(
+      inner.slice(0, sep).trim(),
+      ToolCallParser.jsonText(inner.slice(sep + "<｜tool▁sep｜>".length)),
+      raw
+    )
   }
 })
 

@@ -7,8 +7,8 @@
  * as a string.
  */
 import * as Json from "../../json/Json.ts"
-import * as ToolCallParser from "../ToolCallParser.ts"
 import * as Scan from "../scan.ts"
+import * as ToolCallParser from "../ToolCallParser.ts"
 
 const pairPattern = /<arg_key>([\s\S]*?)<\/arg_key>\s*(?:\\n\s*)*<arg_value>([\s\S]*?)<\/arg_value>/g
 

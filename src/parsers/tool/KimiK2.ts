@@ -4,8 +4,8 @@
  * **Details**
  * The call id `functions.NAME:IDX` gives the name; the arguments text is passed through as written (as SGLang does).
  */
-import * as ToolCallParser from "../ToolCallParser.ts"
 import * as Scan from "../scan.ts"
+import * as ToolCallParser from "../ToolCallParser.ts"
 
 const argumentBegin = "<|tool_call_argument_begin|>"
 const idPattern = /^\s*(?:functions\.)?([^\s:<]+?)(?::\d+)?\s*$/

@@ -7,8 +7,8 @@
  * the text), and the first character that is neither JSON nor a separator ends the calls: the rest is plain text.
  */
 import * as Json from "../../json/Json.ts"
-import * as ToolCallParser from "../ToolCallParser.ts"
 import * as Scan from "../scan.ts"
+import * as ToolCallParser from "../ToolCallParser.ts"
 
 const tag = "<|python_tag|>"
 
@@ -60,7 +60,9 @@ const readSequence = (text: string, from: number, final: boolean): Scan.Block | 
     flushSkipped()
     const raw = text.slice(r.spanned.start, r.spanned.end)
     const parsed = Scan.callFromSpanned(text, r.spanned)
-    events.push(parsed === undefined ? ToolCallParser.malformed(raw) : ToolCallParser.call(parsed.name, parsed.arguments, raw))
+    events.push(
+      parsed === undefined ? ToolCallParser.malformed(raw) : ToolCallParser.call(parsed.name, parsed.arguments, raw)
+    )
     i = r.spanned.end
     end = i
   }
@@ -84,7 +86,10 @@ export const format: ToolCallParser.Format = {
               return { events: [], consumed: 0 }
             }
             const rest = Scan.scanRules(text, final, rules, block.end)
-            return { events: [ToolCallParser.text(text.slice(0, lead)), ...block.events, ...rest.events], consumed: rest.consumed }
+            return {
+              events: [ToolCallParser.text(text.slice(0, lead)), ...block.events, ...rest.events],
+              consumed: rest.consumed
+            }
           }
         }
         return Scan.scanRules(text, final, rules)

@@ -6,8 +6,8 @@
  * call object is malformed. When the JSON after `[TOOL_CALLS]` can never become valid, the rest of the text is malformed.
  */
 import * as Json from "../../json/Json.ts"
-import * as ToolCallParser from "../ToolCallParser.ts"
 import * as Scan from "../scan.ts"
+import * as ToolCallParser from "../ToolCallParser.ts"
 
 const marker = "[TOOL_CALLS]"
 const argsMarker = "[ARGS]"
@@ -26,9 +26,14 @@ const rule: Scan.Rule = {
       const events = r.spanned.elements.map((element) => {
         const raw = text.slice(element.start, element.end)
         const parsed = Scan.callFromSpanned(text, element)
-        return parsed === undefined ? ToolCallParser.malformed(raw) : ToolCallParser.call(parsed.name, parsed.arguments, raw)
+        return parsed === undefined
+          ? ToolCallParser.malformed(raw)
+          : ToolCallParser.call(parsed.name, parsed.arguments, raw)
       })
-      return { events: events.length === 0 ? [ToolCallParser.malformed(text.slice(at, r.spanned.end))] : events, end: r.spanned.end }
+      return {
+        events: events.length === 0 ? [ToolCallParser.malformed(text.slice(at, r.spanned.end))] : events,
+        end: r.spanned.end
+      }
     }
     const name = /^[A-Za-z0-9_.-]+/.exec(text.slice(i))?.[0] ?? ""
     const afterName = i + name.length
@@ -39,7 +44,16 @@ const rule: Scan.Rule = {
     }
     const r = Json.readValue(text, afterName + argsMarker.length)
     if (r._tag !== "Ok") return rest()
-    return { events: [ToolCallParser.call(name, ToolCallParser.jsonText(text.slice(r.spanned.start, r.spanned.end)), text.slice(at, r.spanned.end))], end: r.spanned.end }
+    return {
+      events: [
+        ToolCallParser.call(
+          name,
+          ToolCallParser.jsonText(text.slice(r.spanned.start, r.spanned.end)),
+          text.slice(at, r.spanned.end)
+        )
+      ],
+      end: r.spanned.end
+    }
   }
 }
 

@@ -7,8 +7,8 @@
  * arguments are compact JSON built from them. A `[` starts a call list only when followed by `name(`; a list that
  * starts like one but cannot be read is malformed (up to its first `]`).
  */
-import * as ToolCallParser from "../ToolCallParser.ts"
 import * as Scan from "../scan.ts"
+import * as ToolCallParser from "../ToolCallParser.ts"
 
 class Stop {
   constructor(readonly incomplete: boolean) {}
@@ -60,7 +60,15 @@ const readCallList = (text: string, at: number) => {
         i++
         need()
         const e = text[i] ?? ""
-        const simple: Record<string, string> = { n: "\n", t: "\t", r: "\r", "\\": "\\", "'": "'", "\"": "\"", "0": "\0" }
+        const simple: Record<string, string> = {
+          n: "\n",
+          t: "\t",
+          r: "\r",
+          "\\": "\\",
+          "'": "'",
+          "\"": "\"",
+          "0": "\0"
+        }
         if (e === "u" || e === "x") {
           const len = e === "u" ? 4 : 2
           const hex = text.slice(i + 1, i + 1 + len)
@@ -127,7 +135,12 @@ const readCallList = (text: string, at: number) => {
         const key = literal()
         if (typeof key !== "string" && typeof key !== "number") fail(false)
         expect(":")
-        Object.defineProperty(obj, String(key), { value: literal(), enumerable: true, writable: true, configurable: true })
+        Object.defineProperty(obj, String(key), {
+          value: literal(),
+          enumerable: true,
+          writable: true,
+          configurable: true
+        })
       })
       return obj
     }
@@ -195,7 +208,10 @@ const listRule: Scan.Rule = {
   }
 }
 
-const wrapper = (token: string): Scan.Rule => ({ start: token, read: (_text, at) => ({ events: [], end: at + token.length }) })
+const wrapper = (token: string): Scan.Rule => ({
+  start: token,
+  read: (_text, at) => ({ events: [], end: at + token.length })
+})
 
 const rules = [listRule, wrapper("<|python_start|>"), wrapper("<|python_end|>")]
 

@@ -17,8 +17,8 @@
  * (or a value that does not read) stays a string. A missing `</parameter>` is tolerated.
  */
 import * as Json from "../../json/Json.ts"
-import * as ToolCallParser from "../ToolCallParser.ts"
 import * as Scan from "../scan.ts"
+import * as ToolCallParser from "../ToolCallParser.ts"
 
 /** Type a raw parameter value by its JSON-schema type. */
 export const typedValue = (raw: string, type: string | undefined): unknown => {
