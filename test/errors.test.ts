@@ -27,8 +27,11 @@ const taggedErrors = (file: string): ReadonlyArray<string> =>
     )
   ].map((match) => match[1]!)
 
-/** Not yet renamed: src/forest/ is being split (issue 20); `ForestNotFound` becomes `ForestNotFoundError` after it. */
-const pendingNames = new Set(["ForestNotFound"])
+/**
+ * Not yet renamed, each for its owner: `ForestNotFound` (src/forest/, after its split), `RunnerLost` and
+ * `SessionFailed` (tags on the cluster's wire and in `error_type=` log lines, src/cluster/Wire.ts).
+ */
+const pendingNames = new Set(["ForestNotFound", "RunnerLost", "SessionFailed"])
 
 describe("the error vocabulary", () => {
   it("src/errors.ts re-exports every tagged error of src/ (outside the entry files)", () => {
