@@ -93,6 +93,8 @@ const docsUrl = "http://127.0.0.1:8765/rpc"
 const comparable = (steps: ReadonlyArray<Results.StepResult>) =>
   steps.map((step) => ({
     ...step,
+    // Wall-clock figures differ from run to run; every other metric must be equal.
+    metrics: Object.fromEntries(Object.entries(step.metrics).filter(([name]) => !name.startsWith("perf/"))),
     samples: step.samples.map(({ session_id: _, metadata, ...sample }) => {
       const { request_id: _request, agentic_trace: trace, ...rest } = metadata
       const { session_id: _session, turns, ...traceRest } = trace as {
