@@ -14,6 +14,9 @@
 import { Schema } from "effect"
 import { TrainingSample } from "../forest/TrainingSample.ts"
 import { Row } from "../schedule/Dataset.ts"
+import { RunnerLost, SessionFailed } from "./errors.ts"
+
+export { RunnerLost, SessionFailed } from "./errors.ts"
 
 /** A Group as the controller planned it (`SessionRunner.PlannedGroup`). */
 export const PlannedGroup = Schema.Struct({
@@ -82,30 +85,6 @@ export const SessionEvent = Schema.Union([
   Schema.TaggedStruct("Done", { result: SessionResult })
 ])
 export type SessionEvent = typeof SessionEvent.Type
-
-/**
- * A message named a runner incarnation that is not the one now owning the Group's shard: the runner that held the
- * Group died (or left), and the Group is lost with it.
- */
-export class RunnerLost extends Schema.TaggedError<RunnerLost>()("RunnerLost", {
-  expected: Schema.String,
-  actual: Schema.String
-}) {
-  override get message(): string {
-    return `the runner ${this.expected} that held this Group is gone (the Group's shard is now on ${this.actual}); ` +
-      "the Group is dropped and refilled"
-  }
-}
-
-/** A Session failed on its runner: the runner's typed error, by tag and text (it drops the Group, as in one process). */
-export class SessionFailed extends Schema.TaggedError<SessionFailed>()("SessionFailed", {
-  type: Schema.String,
-  detail: Schema.String
-}) {
-  override get message(): string {
-    return this.detail
-  }
-}
 
 /** The failures of a remote Session. */
 export const RunFailure = Schema.Union([RunnerLost, SessionFailed])

@@ -6,7 +6,7 @@
  * block), so every controller call has a deadline; a call that passes it, or that the cluster refuses, fails the
  * Session with this error and its Group is dropped and refilled.
  */
-import { Data } from "effect"
+import { Data, Schema } from "effect"
 
 /** A cluster call that failed or passed its deadline. */
 export class ClusterCallError extends Data.TaggedError("ClusterCallError")<{
@@ -20,5 +20,29 @@ export class ClusterCallError extends Data.TaggedError("ClusterCallError")<{
       ? `cluster call passed its deadline: ${this.detail} (no runner answered; are runners up and is ` +
         "--cluster-call-timeout long enough?)"
       : `cluster call refused: ${this.detail}`
+  }
+}
+
+/**
+ * A message named a runner incarnation that is not the one now owning the Group's shard: the runner that held the
+ * Group died (or left), and the Group is lost with it.
+ */
+export class RunnerLost extends Schema.TaggedError<RunnerLost>()("RunnerLost", {
+  expected: Schema.String,
+  actual: Schema.String
+}) {
+  override get message(): string {
+    return `the runner ${this.expected} that held this Group is gone (the Group's shard is now on ${this.actual}); ` +
+      "the Group is dropped and refilled"
+  }
+}
+
+/** A Session failed on its runner: the runner's typed error, by tag and text (it drops the Group, as in one process). */
+export class SessionFailed extends Schema.TaggedError<SessionFailed>()("SessionFailed", {
+  type: Schema.String,
+  detail: Schema.String
+}) {
+  override get message(): string {
+    return this.detail
   }
 }
