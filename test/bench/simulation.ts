@@ -7,7 +7,8 @@
  * **Details**
  * Every agent starts from a 6-message ~2 KB history and adds the answer plus a 300-byte user message per turn; the
  * clock is moved in 1-second steps until every agent is done. `SIM_CPUPROF=file.cpuprofile` takes a CPU profile of
- * the simulated part (the Sessions run, not the setup); run node with `--enable-source-maps` for TypeScript lines:
+ * the simulated part (the Sessions run, not the setup), `SIM_HEAPPROF=file.heapprofile` an allocation profile of it
+ * (and prints the bytes allocated per request); run node with `--enable-source-maps` for TypeScript lines:
  * `SIM_CPUPROF=sim.cpuprofile node --enable-source-maps --import tsx test/bench/run.ts simulation`.
  */
 import { Context, Effect, Fiber, Layer, Result } from "effect"
@@ -20,8 +21,8 @@ import { Sessions } from "../../layers/schedule/Sessions.ts"
 import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
 import * as Canonical from "../../src/protocol/canonical.ts"
 import { conversation, text } from "./conversation.ts"
-import * as Profiler from "./cpuProfile.ts"
-import { type Bench, type BenchOptions, type BenchResult, formatMs } from "./harness.ts"
+import { type Bench, type BenchOptions, type BenchResult, formatBytes, formatMs } from "./harness.ts"
+import * as Profiler from "./profiles.ts"
 import { readingPolicy, registerSessions } from "./servers.ts"
 
 const TURNS = 20
@@ -30,6 +31,8 @@ const THINK = "2 seconds"
 const run = (options: BenchOptions): Promise<BenchResult> => {
   const count = Number(process.env["SIM_COUNT"] ?? (options.full ? 1000 : 100))
   const profileFile = process.env["SIM_CPUPROF"]
+  const heapFile = process.env["SIM_HEAPPROF"]
+  let allocated: number | undefined
   const stack = Generation.layer().pipe(
     Layer.provideMerge(Forests.layer),
     Layer.provideMerge(Sessions.layer),
@@ -78,9 +81,15 @@ const run = (options: BenchOptions): Promise<BenchResult> => {
     }).pipe(Effect.provide(TestClock.layer()))
     const start = performance.now()
     const cpuStart = process.cpuUsage()
-    const simulated = profileFile === undefined
-      ? yield* simulate
-      : yield* Effect.promise(() => Profiler.cpuProfile(profileFile, () => Effect.runPromise(simulate)))
+    const simulated = profileFile !== undefined
+      ? yield* Effect.promise(() => Profiler.cpuProfile(profileFile, () => Effect.runPromise(simulate)))
+      : heapFile !== undefined
+      ? yield* Effect.promise(async () => {
+        const profiled = await Profiler.allocationProfile(heapFile, () => Effect.runPromise(simulate))
+        allocated = profiled.bytes
+        return profiled.result
+      })
+      : yield* simulate
     const wallMs = performance.now() - start
     const cpu = process.cpuUsage(cpuStart)
     const cpuMs = (cpu.user + cpu.system) / 1000
@@ -95,6 +104,9 @@ const run = (options: BenchOptions): Promise<BenchResult> => {
           value: `${formatMs(cpuMs)} (${formatMs(cpuMs / requests)} per request)`
         },
         { measure: "simulated time", value: `${simulated} s` },
+        ...(allocated === undefined
+          ? []
+          : [{ measure: "allocated per request (SIM_HEAPPROF)", value: formatBytes(allocated / requests) }]),
         {
           measure: "projected for 1,000 × 20 (target ≤ 10 s wall)",
           value: `${formatMs((wallMs / requests) * 1000 * TURNS)} wall, ${

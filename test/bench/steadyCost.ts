@@ -22,8 +22,8 @@ import { Session } from "node:inspector"
 import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
 import { start } from "./child.ts"
 import { conversation } from "./conversation.ts"
-import * as Profiler from "./cpuProfile.ts"
 import type { ConversationsJob, TargetResult } from "./loadClient.ts"
+import * as Profiler from "./profiles.ts"
 import { forgetSessions, gatewayTarget, registerSessions, sglangGateway } from "./servers.ts"
 
 const rounds = Number(process.argv[2] ?? 6)
