@@ -402,10 +402,14 @@ const make = (options: GenerationOptions) =>
       if (Result.isFailure(assistant)) return yield* assistant.failure
       const message = assistant.success
       const now = yield* Clock.currentTimeMillis
-      yield* Metric.update(Instruments.tokensGenerated, pending.outputIds.length)
-      yield* Metric.update(Instruments.generationSeconds, pending.generationMs / 1000)
-      yield* Metric.update(Instruments.requestSeconds, (now - done.startedAt) / 1000)
-      if (pending.abortCount > 0) yield* Metric.update(Instruments.aborts, pending.abortCount)
+      // The request's metrics in one step (`Metric.update` is a context read and a sync step per metric).
+      yield* Effect.contextWith((context: Context.Context<never>) => {
+        Instruments.tokensGenerated.updateUnsafe(pending.outputIds.length, context)
+        Instruments.generationSeconds.updateUnsafe(pending.generationMs / 1000, context)
+        Instruments.requestSeconds.updateUnsafe((now - done.startedAt) / 1000, context)
+        if (pending.abortCount > 0) Instruments.aborts.updateUnsafe(pending.abortCount, context)
+        return Effect.void
+      })
       yield* forests.commitResponse(p.forest, {
         parent: p.parent,
         rolloutId: p.session.rolloutId(),
