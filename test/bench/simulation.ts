@@ -8,7 +8,8 @@
  * Every agent starts from a 6-message ~2 KB history and adds the answer plus a 300-byte user message per turn; the
  * clock is moved in 1-second steps until every agent is done. `SIM_CPUPROF=file.cpuprofile` takes a CPU profile of
  * the simulated part (the Sessions run, not the setup), `SIM_HEAPPROF=file.heapprofile` an allocation profile of it
- * (and prints the bytes allocated per request); run node with `--enable-source-maps` for TypeScript lines:
+ * (and prints the bytes allocated per request); `SIM_PROGRESS=10` prints requests, wall and CPU so far to stderr every
+ * 10 simulated seconds (a long run under load can then be read before it ends); run node with `--enable-source-maps` for TypeScript lines:
  * `SIM_CPUPROF=sim.cpuprofile node --enable-source-maps --import tsx test/bench/run.ts simulation`.
  */
 import { Context, Effect, Fiber, Layer, Result } from "effect"
@@ -33,6 +34,7 @@ const run = (options: BenchOptions): Promise<BenchResult> => {
   const profileFile = process.env["SIM_CPUPROF"]
   const heapFile = process.env["SIM_HEAPPROF"]
   let allocated: number | undefined
+  const progress = Number(process.env["SIM_PROGRESS"] ?? 0)
   const stack = Generation.layer().pipe(
     Layer.provideMerge(Forests.layer),
     Layer.provideMerge(Sessions.layer),
@@ -69,18 +71,26 @@ const run = (options: BenchOptions): Promise<BenchResult> => {
           yield* Effect.sleep(THINK)
         }
       })
+    const start = performance.now()
+    const cpuStart = process.cpuUsage()
     const simulate = Effect.gen(function*() {
       const fibers = yield* Effect.forEach(ids, (id) => Effect.forkChild(agent(id)))
       let seconds = 0
       while (fibers.some((fiber) => fiber.pollUnsafe() === undefined)) {
         yield* TestClock.adjust("1 second")
         seconds++
+        if (progress > 0 && seconds % progress === 0) {
+          const cpu = process.cpuUsage(cpuStart)
+          console.error(
+            `simulation: ${seconds} s simulated, ${requests} requests, ${formatMs(performance.now() - start)} wall, ${
+              formatMs((cpu.user + cpu.system) / 1000 / Math.max(1, requests))
+            } CPU per request`
+          )
+        }
       }
       yield* Fiber.joinAll(fibers)
       return seconds
     }).pipe(Effect.provide(TestClock.layer()))
-    const start = performance.now()
-    const cpuStart = process.cpuUsage()
     const simulated = profileFile !== undefined
       ? yield* Effect.promise(() => Profiler.cpuProfile(profileFile, () => Effect.runPromise(simulate)))
       : heapFile !== undefined

@@ -85,25 +85,45 @@ const warmUp = async (client: Child, path: Path): Promise<void> => {
   for (let done = 0; done < warmupRequests; done += 64 * 8) await measure(client, path, 64, 8, false)
 }
 
-/** Run `targets` in one job with fresh Sessions for every gateway target, forgotten afterwards. */
+/** One target's results, with the CPU time this process (which serves both) spent while it ran (not interleaved). */
+interface Measured extends TargetResult {
+  readonly cpuMs: number
+}
+
+/**
+ * Run the floor and the gateway with fresh Sessions for the gateway, forgotten afterwards: turn by turn in one job
+ * (`interleave`), or one job after the other, each with the CPU time of this process while it ran.
+ */
 const measure = async (
   client: Child,
   path: Path,
   clients: number,
   turns: number,
   interleave: boolean
-): Promise<{ readonly floor: TargetResult; readonly gateway: TargetResult }> => {
+): Promise<{ readonly floor: Measured; readonly gateway: Measured }> => {
   const ids = await registerSessions(path.gateway, clients)
-  const floorTarget: Target = { ...path.floor, tokens: ids.map(() => "") }
-  const [a, b] = await runJob(client, {
+  const targets: ReadonlyArray<Target> = [
+    { ...path.floor, tokens: ids.map(() => "") },
+    gatewayTarget("gateway", path.gateway, ids)
+  ]
+  const job = (these: ReadonlyArray<Target>): ConversationsJob => ({
     kind: "conversations",
-    targets: [floorTarget, gatewayTarget("gateway", path.gateway, ids)],
+    targets: these,
     clients,
     turns,
     history: HISTORY,
     turnBytes: TURN_BYTES,
     interleave
   })
+  const timed = async (target: Target): Promise<Measured | undefined> => {
+    const before = process.cpuUsage()
+    const [result] = await runJob(client, job([target]))
+    const used = process.cpuUsage(before)
+    return result === undefined ? undefined : { ...result, cpuMs: (used.user + used.system) / 1000 }
+  }
+  const [a, b] = interleave
+    ? (await runJob(client, job(targets))).map((r) => ({ ...r, cpuMs: Number.NaN }))
+    : [await timed(targets[0]!), await timed(targets[1]!)]
   await forgetSessions(path.gateway, ids)
   if (a === undefined || b === undefined) throw new Error("the load client answered without results")
   return { floor: a, gateway: b }
@@ -127,10 +147,14 @@ const floorBench = async (options: BenchOptions): Promise<BenchResult> => {
         const gatewayRates: Array<number> = []
         const floorLatencies: Array<number> = []
         const gatewayLatencies: Array<number> = []
+        const floorCpu: Array<number> = []
+        const gatewayCpu: Array<number> = []
         for (let round = 0; round < rounds; round++) {
           const result = yield* Effect.promise(() => measure(client, path, clients, turns, false))
           floorRates.push((clients * turns * 1000) / result.floor.wallMs)
           gatewayRates.push((clients * turns * 1000) / result.gateway.wallMs)
+          floorCpu.push(result.floor.cpuMs / (clients * turns))
+          gatewayCpu.push(result.gateway.cpuMs / (clients * turns))
           floorLatencies.push(...all(result.floor))
           gatewayLatencies.push(...all(result.gateway))
         }
@@ -147,7 +171,10 @@ const floorBench = async (options: BenchOptions): Promise<BenchResult> => {
           "gateway p50": p(gatewayLatencies, 50),
           "p50 ratio": formatRatio(percentile(gatewayLatencies, 50) / percentile(floorLatencies, 50)),
           "floor p99": p(floorLatencies, 99),
-          "gateway p99": p(gatewayLatencies, 99)
+          "gateway p99": p(gatewayLatencies, 99),
+          "floor CPU/req": formatMs(median(floorCpu)),
+          "gateway CPU/req": formatMs(median(gatewayCpu)),
+          "CPU ratio": formatRatio(median(floorCpu) / median(gatewayCpu))
         })
       }
     }
@@ -160,7 +187,10 @@ const floorBench = async (options: BenchOptions): Promise<BenchResult> => {
         "floor: node:http that parses the same bodies and answers the same completion; on the SGLang path it also makes " +
         "the same single /generate call to the same stand-in (a separate process answering 2 tokens at once).",
         `conversations: ${sizes.map((s) => `${s.clients}×${s.turns} turns`).join(", ")}; requests/s is the median of ` +
-        `${rounds} alternating rounds, percentiles pool every round's requests.`
+        `${rounds} alternating rounds, percentiles pool every round's requests.`,
+        "CPU/req: CPU time of this process (it serves the floor and the gateway, one after the other) per request while " +
+        "each ran, median of the rounds; CPU ratio = floor CPU ÷ gateway CPU, the requests/s ratio a CPU-bound server " +
+        "would reach (less sensitive to other load on the machine than the wall-time ratios)."
       ]
     }
   })))
