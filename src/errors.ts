@@ -33,6 +33,7 @@ export { OutputPathError } from "./rollout/OutputPaths.ts"
 export { BatchingError } from "./schedule/Batching.ts"
 export { DatasetError } from "./schedule/Dataset.ts"
 export { TooManyDroppedGroupsError } from "./schedule/DropStreak.ts"
+export { ExitedBeforeFirstRequestError, RunnerDiedError } from "./schedule/GroupFailure.ts"
 export { PartitionError } from "./schedule/Partitions.ts"
 export {
   AgentExecutionError,
