@@ -22,6 +22,7 @@ import * as Rid from "../../src/engine/Rid.ts"
 import * as ForestCommit from "../../src/forest/Commit.ts"
 import { ContextLengthError } from "../../src/forest/errors.ts"
 import * as Forest from "../../src/forest/Forest.ts"
+import * as Matching from "../../src/forest/Matching.ts"
 import {
   GenerationEngineError,
   type GenerationError,
@@ -186,9 +187,9 @@ const make = (options: GenerationOptions) =>
       session: SessionEntry,
       forest: Forest.Forest,
       state: Canonical.State,
-      known: Forest.KnownState | undefined
+      known: Matching.KnownState | undefined
     ) {
-      const matched = Forest.match(forest, state, { strict: options.strictMatch ?? false, known })
+      const matched = Matching.match(forest, state, { strict: options.strictMatch ?? false, known })
       if (matched.tolerated) session.counters.toleratedMatches++
       return matched
     }, StepSpan.step("Generation.match"))
@@ -202,7 +203,7 @@ const make = (options: GenerationOptions) =>
      */
     const observationTokens = (
       forest: Forest.Forest,
-      matched: Forest.Match,
+      matched: Matching.Match,
       state: Canonical.State
     ): Effect.Effect<ReadonlyArray<number>, ChatTemplate.TemplateError> => {
       const encoding = Forest.isRoot(forest, matched.parent)
@@ -219,7 +220,7 @@ const make = (options: GenerationOptions) =>
     const observe = Effect.fnUntraced(function*(
       session: SessionEntry,
       forest: Forest.Forest,
-      matched: Forest.Match,
+      matched: Matching.Match,
       state: Canonical.State
     ) {
       if (matched.suffix.length === 0) return matched.parent
