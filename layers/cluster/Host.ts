@@ -11,7 +11,7 @@
  * by the controller's Scheduler); `Stop` fails the lease, so waiting requests end with `SessionClosedError`, and
  * interrupts the Session. Every message is safe to receive twice: a second `RunSession` follows the Session already
  * running, a second `Grant` or `Stop` changes nothing, and a message naming another runner incarnation fails with
- * `RunnerLost`. A Session the controller stops touching (`Touch`, every 5 s) for `orphanAfter` is reaped: its
+ * `RunnerLostError`. A Session the controller stops touching (`Touch`, every 5 s) for `orphanAfter` is reaped: its
  * controller died without stopping it. Entity handlers report defects to the caller (`disableFatalDefects`), where the Scheduler drops the
  * Group, instead of the cluster's default of retrying a defect forever.
  */
@@ -28,7 +28,7 @@ import * as GroupEntity from "./GroupEntity.ts"
 interface Hosted {
   readonly lease: Deferred.Deferred<void, SessionClosedError>
   readonly firstRequest: Deferred.Deferred<void>
-  readonly done: Deferred.Deferred<Wire.SessionResult, Wire.SessionFailed>
+  readonly done: Deferred.Deferred<Wire.SessionResult, Wire.SessionFailedError>
   rolloutId: number
   fiber: Fiber.Fiber<void> | undefined
   /** When the controller last sent anything for this Session (ms, the Clock's). */
@@ -50,17 +50,17 @@ export interface HostShape {
   readonly runSession: (
     payload: typeof GroupEntity.RunSession.payloadSchema.Type
   ) => Stream.Stream<Wire.SessionEvent, Wire.RunFailure>
-  readonly grant: (payload: typeof GroupEntity.Grant.payloadSchema.Type) => Effect.Effect<void, Wire.RunnerLost>
+  readonly grant: (payload: typeof GroupEntity.Grant.payloadSchema.Type) => Effect.Effect<void, Wire.RunnerLostError>
   readonly stop: (payload: typeof GroupEntity.Stop.payloadSchema.Type) => Effect.Effect<void>
-  readonly touch: (payload: typeof GroupEntity.Touch.payloadSchema.Type) => Effect.Effect<void, Wire.RunnerLost>
+  readonly touch: (payload: typeof GroupEntity.Touch.payloadSchema.Type) => Effect.Effect<void, Wire.RunnerLostError>
   readonly forward: ForwardHandler
 }
 
 /** How often a running Session's stream says it is alive (the controller's idle deadline is a multiple of it). */
 export const aliveInterval = Duration.seconds(2)
 
-const failed = (error: GroupError): Wire.SessionFailed =>
-  new Wire.SessionFailed({ type: error._tag, detail: error.message })
+const failed = (error: GroupError): Wire.SessionFailedError =>
+  new Wire.SessionFailedError({ type: error._tag, detail: error.message })
 
 /** A Session no controller touched for this long is reaped (its controller died); the controller touches every 5 s. */
 export const orphanAfter = Duration.seconds(30)
@@ -78,10 +78,10 @@ const make = (address: string, forward: ForwardHandler, orphanTimeout: Duration.
     const table = new Map<string, Hosted>()
     const fingerprint = Fingerprint.of(settings)
 
-    const checkRunner = (runnerId: string): Effect.Effect<void, Wire.RunnerLost> =>
+    const checkRunner = (runnerId: string): Effect.Effect<void, Wire.RunnerLostError> =>
       runnerId === incarnation
         ? Effect.void
-        : Effect.fail(new Wire.RunnerLost({ expected: runnerId, actual: incarnation }))
+        : Effect.fail(new Wire.RunnerLostError({ expected: runnerId, actual: incarnation }))
 
     /** Start the Session's fiber in the host's scope (the first delivery of `RunSession`). */
     const start = (payload: typeof GroupEntity.RunSession.payloadSchema.Type) =>
@@ -89,7 +89,7 @@ const make = (address: string, forward: ForwardHandler, orphanTimeout: Duration.
         const hosted: Hosted = {
           lease: yield* Deferred.make<void, SessionClosedError>(),
           firstRequest: yield* Deferred.make<void>(),
-          done: yield* Deferred.make<Wire.SessionResult, Wire.SessionFailed>(),
+          done: yield* Deferred.make<Wire.SessionResult, Wire.SessionFailedError>(),
           rolloutId: 0,
           fiber: undefined,
           touched: yield* Clock.currentTimeMillis
@@ -126,7 +126,7 @@ const make = (address: string, forward: ForwardHandler, orphanTimeout: Duration.
         return hosted
       })
 
-    const events = (hosted: Hosted): Stream.Stream<Wire.SessionEvent, Wire.SessionFailed> =>
+    const events = (hosted: Hosted): Stream.Stream<Wire.SessionEvent, Wire.SessionFailedError> =>
       Stream.concat(
         Stream.succeed<Wire.SessionEvent>({ _tag: "Started", runner: incarnation, address }),
         Stream.merge(
@@ -188,7 +188,7 @@ const make = (address: string, forward: ForwardHandler, orphanTimeout: Duration.
           yield* checkRunner(payload.runner)
           const differs = Fingerprint.mismatch(payload.config, fingerprint)
           if (differs !== undefined) {
-            return yield* Effect.fail(new Wire.SessionFailed({ type: "ConfigMismatch", detail: differs }))
+            return yield* Effect.fail(new Wire.SessionFailedError({ type: "ConfigMismatch", detail: differs }))
           }
           const hosted = table.get(payload.sessionId) ?? (yield* start(payload))
           hosted.touched = yield* Clock.currentTimeMillis

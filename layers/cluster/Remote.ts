@@ -11,8 +11,8 @@
  * (so a dropped Group's or a closed step's agents are reaped on the runner). Every call has a deadline
  * (`--cluster-call-timeout`; for the event stream, the time between two events, which a runner sends at least every
  * two seconds): a call past it fails the Session with `ClusterCallError`. A runner that died costs its Groups: the
- * cluster re-sends the in-flight `RunSession` to the runner that inherits the shard, which refuses it (`RunnerLost`,
- * another incarnation), and the Group is dropped (`error_type=RunnerLost`) and refilled.
+ * cluster re-sends the in-flight `RunSession` to the runner that inherits the shard, which refuses it (`RunnerLostError`,
+ * another incarnation), and the Group is dropped (`error_type=RunnerLostError`) and refilled.
  */
 import { Duration, Effect, Layer, Schedule, Stream } from "effect"
 import type { Sharding } from "effect/cluster"

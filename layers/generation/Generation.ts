@@ -480,7 +480,7 @@ const make = (options: GenerationOptions) =>
           return { mark: reading.mark, known: { count: memo.count, messages, state: memo.state } }
         }),
         // No forest: the generation answers that itself.
-        Effect.catchTag("ForestNotFound", () => Effect.succeed(noEcho))
+        Effect.catchTag("ForestNotFoundError", () => Effect.succeed(noEcho))
       )
 
     return Generation.of({ generate, echo })

@@ -2,7 +2,7 @@
  * The Group entity's handlers on the cluster's in-memory test runner (messages serialized as between processes): the
  * controller's ticket relayed to the runner (first request → barrier, lease → `Grant`), a result coming back, a
  * re-delivered `RunSession` following the Session already running, `Stop` reaping it, and a message for another
- * runner incarnation refused with `RunnerLost`. The hosted Sessions here are scripted; real agents, forests and
+ * runner incarnation refused with `RunnerLostError`. The hosted Sessions here are scripted; real agents, forests and
  * engines run in test/cluster/cluster.e2e.test.ts.
  */
 import { assert, describe, it } from "@effect/vitest"
@@ -142,7 +142,7 @@ describe("Group entity", () => {
       })
     ))
 
-  it.live("a message for another runner incarnation is refused with RunnerLost", () =>
+  it.live("a message for another runner incarnation is refused with RunnerLostError", () =>
     harness(() =>
       Effect.gen(function*() {
         const client = (yield* GroupEntity.Group.client)("0123456789abcdef")
@@ -150,7 +150,7 @@ describe("Group entity", () => {
           Effect.exit
         )
         assert.isTrue(Exit.isFailure(exit))
-        assert.include(String(Exit.isFailure(exit) ? exit.cause : ""), "RunnerLost")
+        assert.include(String(Exit.isFailure(exit) ? exit.cause : ""), "RunnerLostError")
       })
     ))
 
@@ -171,8 +171,8 @@ describe("Group entity", () => {
           Stream.runCollect,
           Effect.flip
         )
-        assert.strictEqual(error._tag, "SessionFailed")
-        assert.strictEqual(error._tag === "SessionFailed" ? error.type : "", "ConfigMismatch")
+        assert.strictEqual(error._tag, "SessionFailedError")
+        assert.strictEqual(error._tag === "SessionFailedError" ? error.type : "", "ConfigMismatch")
         assert.include(error.message, "--rollout-temperature")
         assert.strictEqual(yield* Ref.get(script.starts), 0)
       })
