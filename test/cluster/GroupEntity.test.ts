@@ -81,6 +81,19 @@ const harness = <A, E>(
     )
   })
 
+/**
+ * The runner's host, the entity client of the test's Group, and a `RunSession` payload for `sessionId` addressed to
+ * this runner's incarnation with its own settings' fingerprint.
+ */
+const hostedSession = (sessionId: string) =>
+  Effect.gen(function*() {
+    const host = yield* Host.Host
+    const settings = yield* RolloutConfig
+    const client = (yield* GroupEntity.Group.client)("0123456789abcdef")
+    const payload = { runner: host.incarnation, sessionId, position: 0, group, config: Fingerprint.of(settings) }
+    return { host, client, payload }
+  })
+
 /** A controller-side ticket: the first `awaitLease` marks arrival, the lease is a Deferred the test completes. */
 const controllerTicket = (sessionId: string) =>
   Effect.gen(function*() {
@@ -120,16 +133,7 @@ describe("Group entity", () => {
   it.live("a re-delivered RunSession follows the Session already running; Stop reaps it", () =>
     harness((script) =>
       Effect.gen(function*() {
-        const host = yield* Host.Host
-        const settings = yield* RolloutConfig
-        const client = (yield* GroupEntity.Group.client)("0123456789abcdef")
-        const payload = {
-          runner: host.incarnation,
-          sessionId: "s-1",
-          position: 0,
-          group,
-          config: Fingerprint.of(settings)
-        }
+        const { client, host, payload } = yield* hostedSession("s-1")
         const first = yield* client.RunSession(payload).pipe(Stream.take(1), Stream.runCollect)
         // The second delivery answers Started again and does not start a second agent.
         const again = yield* client.RunSession(payload).pipe(Stream.take(1), Stream.runCollect)
@@ -157,16 +161,10 @@ describe("Group entity", () => {
   it.live("a runner whose sample-changing settings differ refuses the Session, naming the flag", () =>
     harness((script) =>
       Effect.gen(function*() {
-        const host = yield* Host.Host
-        const settings = yield* RolloutConfig
-        const client = (yield* GroupEntity.Group.client)("0123456789abcdef")
-        const config = { ...Fingerprint.of(settings), rolloutTemperature: "0.25" }
+        const { client, payload } = yield* hostedSession("s-3")
         const error = yield* client.RunSession({
-          runner: host.incarnation,
-          sessionId: "s-3",
-          position: 0,
-          group,
-          config
+          ...payload,
+          config: { ...payload.config, rolloutTemperature: "0.25" }
         }).pipe(
           Stream.runCollect,
           Effect.flip
@@ -182,16 +180,7 @@ describe("Group entity", () => {
     harness(
       (script) =>
         Effect.gen(function*() {
-          const host = yield* Host.Host
-          const settings = yield* RolloutConfig
-          const client = (yield* GroupEntity.Group.client)("0123456789abcdef")
-          const payload = {
-            runner: host.incarnation,
-            sessionId: "s-4",
-            position: 0,
-            group,
-            config: Fingerprint.of(settings)
-          }
+          const { client, host, payload } = yield* hostedSession("s-4")
           yield* client.RunSession(payload).pipe(Stream.take(1), Stream.runDrain)
           assert.strictEqual(yield* host.hosted, 1)
           // Nobody touches it: the reaper stops it within a few of its periods.
