@@ -552,6 +552,8 @@ describe("SglangEngine against SGLang's real behaviour (docs/sglang.md)", () => 
       // SGLang labels both with the new version (stamped on the way out); neither ran on it.
       assert.strictEqual(partial.weightVersion, "default")
       assert.strictEqual(empty.weightVersion, "default")
+      // The update cut them: their requests resume, and even the empty one never counts toward giving up.
+      assert.deepStrictEqual([partial.cutByUpdate, empty.cutByUpdate], [true, true])
       server.release()
       assert.strictEqual((yield* engine.generate(request())).weightVersion, "v2")
     }).pipe(Effect.provide(Tokenizer.layer)))
