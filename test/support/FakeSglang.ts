@@ -41,7 +41,7 @@
  *   runtime (`POST /workers`, `addWorker` / `removeWorker`), a 429 beyond `maxConcurrentRequests`
  *   (`middleware/concurrency.rs`), and `/generate` proxied to the worker chosen by the `X-SMG-Routing-Key` header.
  * - Faults and latches for tests, with no sleeps: `failNext`, `dieOnNextGenerate`, `hold`/`release`,
- *   `awaitGenerates(n)`, `awaitQueued(n)`.
+ *   `stallNextGenerate`, `awaitGenerates(n)`, `awaitQueued(n)`.
  */
 import { Effect, Exit, Result, Schema, type Scope } from "effect"
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
@@ -142,6 +142,11 @@ export interface FakeSglang {
   /** Running requests answer only when aborted (with their first `tokens` tokens) or released (full output). */
   readonly hold: (tokens: number) => void
   readonly release: () => void
+  /**
+   * The next `/generate` request stays in transit (not yet at the tokenizer manager) until the returned function is
+   * called: a request sent before a pause that reaches the server after it.
+   */
+  readonly stallNextGenerate: () => () => void
   /** Succeeds once `n` `/generate` requests have arrived (counting from the start). */
   readonly awaitGenerates: (n: number) => Effect.Effect<void>
   /** Succeeds once `n` requests wait in the scheduler's waiting queue. */
@@ -266,6 +271,7 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
     const failures: Array<{ readonly status: number; readonly message: string }> = []
     let die = false
     let breakNext = false
+    let stallNext: Promise<void> | undefined
     let holdTokens: number | undefined
     let generates = 0
     let arrivals = 0
@@ -346,6 +352,16 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
       logprobs: result.logprobs.slice(0, tokens),
       finishReason: { type: "abort", message: "Aborted" }
     })
+
+    /** Held running requests whose hold was released finish, unless the scheduler is paused (`in_place`). */
+    function finishHeld() {
+      if (holdTokens !== undefined || schedulerPaused) return
+      for (const r of [...running]) {
+        if (r.held && r.result !== undefined) {
+          finish(r, (v) => toResponse(r.rid, r.result!, r.body.return_logprob, v, routedInput(r)))
+        }
+      }
+    }
 
     /** Run one request in the model; held ones wait for an abort or `release`. */
     const start = (req: Req) => {
@@ -488,6 +504,9 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
         server.closeAllConnections()
         return
       }
+      const stalled = stallNext
+      stallNext = undefined
+      if (stalled !== undefined) await stalled
       const failure = failures.shift()
       if (failure !== undefined) return sendError(res, failure.status, failure.message)
       if (options.routeTo !== undefined) return route(req, res, raw)
@@ -635,6 +654,7 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
           // `in_place`: the running batch continues, now under the weights pushed meanwhile.
           for (const r of running) runsOn(r)
           for (const resume of pauseWaiters.splice(0)) resume()
+          finishHeld()
           schedule()
           res.writeHead(200)
           return res.end()
@@ -802,11 +822,14 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
       },
       release: () => {
         holdTokens = undefined
-        for (const r of [...running]) {
-          if (r.held && r.result !== undefined) {
-            finish(r, (v) => toResponse(r.rid, r.result!, r.body.return_logprob, v, routedInput(r)))
-          }
-        }
+        finishHeld()
+      },
+      stallNextGenerate: () => {
+        let release = () => {}
+        stallNext = new Promise<void>((resume) => {
+          release = resume
+        })
+        return release
       },
       awaitGenerates: (n) => awaitCondition(() => generates >= n),
       awaitQueued: (n) => awaitCondition(() => waiting.length >= n),
