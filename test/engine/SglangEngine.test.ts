@@ -631,8 +631,8 @@ describe("SglangEngine against SGLang's real behaviour (docs/sglang.md)", () => 
         abort: [["abort", ["default"], true], ["abort", ["default"], true], ["finished", ["v1"], undefined]],
         // Kept by SGLang and continued: one attempt, no abort, both versions (the queued and in-transit ones too:
         // SGLang's answer does not say they had not started).
-        retract: Array(3).fill(["finished", ["default", "v1"], undefined]),
-        in_place: Array(3).fill(["finished", ["default", "v1"], undefined])
+        retract: [0, 1, 2].map(() => ["finished", ["default", "v1"], undefined] as const),
+        in_place: [0, 1, 2].map(() => ["finished", ["default", "v1"], undefined] as const)
       } as const
       for (const mode of ["abort", "retract", "in_place"] as const) {
         const seen = server.generateCount()
