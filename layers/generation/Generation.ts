@@ -341,8 +341,10 @@ const make = (options: GenerationOptions) =>
             p.session.counters.aborts++
             aborts++
             // Partial rollout: a step boundary's pause parks the request at the gate until the next step (N aborts
-            // protect it); such an abort is not the engine failing, so it never counts toward giving up.
-            if (live !== undefined && (yield* live.aborted(aborts))) outcome = Turn.parked(outcome)
+            // protect it); a weight update or a trainer's pause cut it (even in SGLang's waiting queue, with no
+            // token). Neither is the engine failing, so it never counts toward giving up.
+            const parked = live !== undefined && (yield* live.aborted(aborts))
+            if (parked || attempted.output.cutByUpdate === true) outcome = Turn.parked(outcome)
           }
           pending = outcome.pending
           if (outcome._tag === "Finished") {

@@ -292,6 +292,16 @@ export const rolloutFlags: ReadonlyArray<FlagSpec> = [
     defaultText: "512"
   },
   {
+    name: "sglang-startup-timeout",
+    field: "sglangStartupTimeout",
+    kind: "number",
+    section: S.engine,
+    description: "Seconds to wait at startup for SGLang servers that are still starting (GET /health answers 503 " +
+      "while the model loads, or the port refuses connections), asking every 2 seconds; then the rollout refuses to " +
+      "start, naming the server. 0: ask once. Raise it for models that take longer to load.",
+    defaultText: "600"
+  },
+  {
     name: "sglang-enable-deterministic-inference",
     field: "sglangEnableDeterministicInference",
     kind: "boolean",
