@@ -7,12 +7,15 @@
  * presented token, so the time a lookup takes does not depend on how much of a guessed id matches a real one.
  * A closed Session stays known as closed (404 "finished") instead of disappearing, so a late request gets a clear answer;
  * only the most recently closed ones are remembered (`closedMemory`), so a long run does not grow the registry forever.
+ * The live Sessions are the gauge `relax_agentic_sessions_active` (docs/observability.md).
  */
 import { Context, Data, Effect, Layer } from "effect"
 import { createHash, randomBytes } from "node:crypto"
+import type * as Drift from "../../src/inspect/Drift.ts"
 import type * as AgentSpec from "../../src/session/AgentSpec.ts"
 import { SessionClosedError } from "../../src/session/errors.ts"
 import type { SamplingParams } from "../engine/Engine.ts"
+import * as Instruments from "../observability/Instruments.ts"
 import * as StepSpan from "../runtime/StepSpan.ts"
 import type { SessionGate } from "./GenerationGate.ts"
 
@@ -26,6 +29,8 @@ export interface SessionCounters {
   toleratedMatches: number
   /** Request id → tool calls the parser dropped or could not read in it; made on the first such request. */
   parserFailedRequests?: Map<string, number> | undefined
+  /** Requests whose echoed history diverged from a committed response, by cause; made on the first such request. */
+  drift?: Map<Drift.Cause, number> | undefined
 }
 
 export interface SessionEntry {
@@ -94,6 +99,7 @@ export const makeWith = (options: { readonly closedMemory: number }): Effect.Eff
       register: Effect.fn("Sessions.register")(function*(entry) {
         const key = digest(entry.sessionId)
         closed.delete(key)
+        if (!live.has(key)) yield* Instruments.move(Instruments.sessionsActive, 1)
         live.set(key, entry)
       }),
       lookup: Effect.fnUntraced(function*(token) {
@@ -105,6 +111,7 @@ export const makeWith = (options: { readonly closedMemory: number }): Effect.Eff
       close: Effect.fn("Sessions.close")(function*(sessionId) {
         const key = digest(sessionId)
         if (!live.delete(key)) return
+        yield* Instruments.move(Instruments.sessionsActive, -1)
         closed.add(key)
         for (const oldest of closed) {
           if (closed.size <= options.closedMemory) break
@@ -113,7 +120,7 @@ export const makeWith = (options: { readonly closedMemory: number }): Effect.Eff
       }),
       remove: Effect.fn("Sessions.remove")(function*(sessionId) {
         const key = digest(sessionId)
-        live.delete(key)
+        if (live.delete(key)) yield* Instruments.move(Instruments.sessionsActive, -1)
         closed.delete(key)
       })
     }

@@ -11,18 +11,23 @@
  * arguments re-serialized (equal as JSON, different as text), tool calls changed, text changed, or messages
  * reordered (R's message appears later in O).
  */
+import * as Forest from "../forest/Forest.ts"
 import * as Hash from "../forest/hash.ts"
 import type * as Canonical from "../protocol/canonical.ts"
 
+/** Every cause, in the order metrics list them. */
+export const causes = [
+  "reasoning-dropped",
+  "reasoning-changed",
+  "tool-arguments-reserialized",
+  "tool-calls-changed",
+  "text-changed",
+  "messages-reordered",
+  "other"
+] as const
+
 /** Why an echoed assistant message differs from the committed response. */
-export type Cause =
-  | "reasoning-dropped"
-  | "reasoning-changed"
-  | "tool-arguments-reserialized"
-  | "tool-calls-changed"
-  | "text-changed"
-  | "messages-reordered"
-  | "other"
+export type Cause = typeof causes[number]
 
 /** What differs between a committed response and what the agent echoed in its place. */
 export interface Divergence {
@@ -135,3 +140,23 @@ export const atObservation = (
   }
   return best
 }
+
+/**
+ * The drift of a live model request (what the rollout counts as `rollout/drift/...`): its messages after the matched
+ * state `parent` against the responses committed under `parent`. Undefined for a normal turn, without looking at the
+ * forest: only a suffix that starts with an assistant message can be drift.
+ */
+export const ofRequest = (
+  forest: Forest.Forest,
+  parent: string,
+  suffix: ReadonlyArray<Canonical.Message>
+): Divergence | undefined => {
+  if (suffix[0]?.role !== "assistant") return undefined
+  const committed: Array<Canonical.Message> = []
+  for (const n of forest.nodes.values()) if (n.kind === "resp" && n.parent === parent) committed.push(n.message)
+  return atObservation(committed, suffix)
+}
+
+/** Counts by cause read back from JSON (a runner's report); keys that are not causes are left out. */
+export const countsOf = (record: Readonly<Record<string, number>>): ReadonlyMap<Cause, number> =>
+  new Map(causes.flatMap((cause) => (record[cause] === undefined ? [] : [[cause, record[cause]] as const])))
