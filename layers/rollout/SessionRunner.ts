@@ -139,6 +139,8 @@ const make = Effect.gen(function*() {
     multimodalKeys: settings.multimodalKeys
   }
   const decode = (ids: ReadonlyArray<number>) => tokenizer.decode(ids)
+  yield* Instruments.move(Instruments.agents({ state: "starting" }), 0)
+  yield* Instruments.move(Instruments.agents({ state: "running" }), 0)
   let parserFailures = 0
   let drift = new Map<Drift.Cause, number>()
 

@@ -121,6 +121,7 @@ export const make = (options: {
   readonly mode: Retention.Mode
 }): Effect.Effect<GenerationGateShape> =>
   Effect.gen(function*() {
+    yield* Instruments.move(Instruments.sessionsParked, 0)
     const latch = yield* Latch.make(true)
     const sessions = new Map<string, SessionState>()
     const running = new Set<Running>()

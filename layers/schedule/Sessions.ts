@@ -90,41 +90,45 @@ export const DefaultClosedMemory = 100_000
 
 /** A registry that remembers the last `closedMemory` closed Sessions; older ones become unknown. */
 export const makeWith = (options: { readonly closedMemory: number }): Effect.Effect<SessionsShape> =>
-  Effect.sync(() => {
-    const live = new Map<string, SessionEntry>()
-    // Insertion-ordered: the oldest closed Session is forgotten first.
-    const closed = new Set<string>()
-    return {
-      newSessionId: Effect.sync(() => randomBytes(16).toString("hex")).pipe(Effect.withSpan("Sessions.newSessionId")),
-      register: Effect.fn("Sessions.register")(function*(entry) {
-        const key = digest(entry.sessionId)
-        closed.delete(key)
-        if (!live.has(key)) yield* Instruments.move(Instruments.sessionsActive, 1)
-        live.set(key, entry)
-      }),
-      lookup: Effect.fnUntraced(function*(token) {
-        const key = digest(token)
-        const entry = live.get(key)
-        if (entry !== undefined) return entry
-        return yield* closed.has(key) ? new SessionClosedError({ sessionId: token }) : new UnknownSessionError()
-      }, StepSpan.step("Sessions.lookup")),
-      close: Effect.fn("Sessions.close")(function*(sessionId) {
-        const key = digest(sessionId)
-        if (!live.delete(key)) return
-        yield* Instruments.move(Instruments.sessionsActive, -1)
-        closed.add(key)
-        for (const oldest of closed) {
-          if (closed.size <= options.closedMemory) break
-          closed.delete(oldest)
-        }
-      }),
-      remove: Effect.fn("Sessions.remove")(function*(sessionId) {
-        const key = digest(sessionId)
-        if (live.delete(key)) yield* Instruments.move(Instruments.sessionsActive, -1)
-        closed.delete(key)
-      })
-    }
-  })
+  // The gauge is exported from the start (at 0), so a dashboard has the series before the first Session.
+  Effect.andThen(
+    Instruments.move(Instruments.sessionsActive, 0),
+    Effect.sync((): SessionsShape => {
+      const live = new Map<string, SessionEntry>()
+      // Insertion-ordered: the oldest closed Session is forgotten first.
+      const closed = new Set<string>()
+      return {
+        newSessionId: Effect.sync(() => randomBytes(16).toString("hex")).pipe(Effect.withSpan("Sessions.newSessionId")),
+        register: Effect.fn("Sessions.register")(function*(entry) {
+          const key = digest(entry.sessionId)
+          closed.delete(key)
+          if (!live.has(key)) yield* Instruments.move(Instruments.sessionsActive, 1)
+          live.set(key, entry)
+        }),
+        lookup: Effect.fnUntraced(function*(token) {
+          const key = digest(token)
+          const entry = live.get(key)
+          if (entry !== undefined) return entry
+          return yield* closed.has(key) ? new SessionClosedError({ sessionId: token }) : new UnknownSessionError()
+        }, StepSpan.step("Sessions.lookup")),
+        close: Effect.fn("Sessions.close")(function*(sessionId) {
+          const key = digest(sessionId)
+          if (!live.delete(key)) return
+          yield* Instruments.move(Instruments.sessionsActive, -1)
+          closed.add(key)
+          for (const oldest of closed) {
+            if (closed.size <= options.closedMemory) break
+            closed.delete(oldest)
+          }
+        }),
+        remove: Effect.fn("Sessions.remove")(function*(sessionId) {
+          const key = digest(sessionId)
+          if (live.delete(key)) yield* Instruments.move(Instruments.sessionsActive, -1)
+          closed.delete(key)
+        })
+      }
+    })
+  )
 
 export const make: Effect.Effect<SessionsShape> = makeWith({ closedMemory: DefaultClosedMemory })
 
