@@ -111,12 +111,17 @@ const make = (address: string, forward: ForwardHandler, orphanTimeout: Duration.
         const run = runner.session(payload.group, ticket).pipe(
           Effect.mapError(failed),
           Effect.flatMap((result) =>
-            Effect.map(runner.takeParserFailures, (parserFailures): Wire.SessionResult => ({
-              sessionId: result.sessionId,
-              samples: result.samples,
-              debug: result.debug,
-              parserFailures
-            }))
+            Effect.zipWith(
+              runner.takeParserFailures,
+              runner.takeDrift,
+              (parserFailures, drift): Wire.SessionResult => ({
+                sessionId: result.sessionId,
+                samples: result.samples,
+                debug: result.debug,
+                parserFailures,
+                ...(drift.size === 0 ? {} : { drift: Object.fromEntries(drift) })
+              })
+            )
           ),
           Effect.exit,
           Effect.flatMap((exit) => Deferred.done(hosted.done, exit)),

@@ -21,6 +21,7 @@ import { ClusterCallError } from "../../src/cluster/errors.ts"
 import * as Fingerprint from "../../src/cluster/Fingerprint.ts"
 import * as Routing from "../../src/cluster/Routing.ts"
 import type * as Wire from "../../src/cluster/Wire.ts"
+import * as Drift from "../../src/inspect/Drift.ts"
 import { Credit } from "../credit/Credit.ts"
 import { Engine } from "../engine/Engine.ts"
 import { RolloutConfig } from "../rollout/RolloutConfig.ts"
@@ -69,6 +70,7 @@ const make = (options: RemoteOptions) =>
     const makeClient = yield* GroupEntity.Group.client
     const runId = randomBytes(8).toString("hex")
     let parserFailures = 0
+    let drift = new Map<Drift.Cause, number>()
 
     const deadline = <A, E>(what: string, effect: Effect.Effect<A, E>) =>
       effect.pipe(
@@ -165,6 +167,7 @@ const make = (options: RemoteOptions) =>
           )
         }
         parserFailures += group.mode === "train" ? result.parserFailures : 0
+        if (group.mode === "train") SessionRunner.addDrift(drift, Drift.countsOf(result.drift ?? {}))
         return {
           sessionId: result.sessionId,
           samples: result.samples,
@@ -182,6 +185,11 @@ const make = (options: RemoteOptions) =>
       takeParserFailures: Effect.sync(() => {
         const taken = parserFailures
         parserFailures = 0
+        return taken
+      }),
+      takeDrift: Effect.sync(() => {
+        const taken = drift
+        drift = new Map()
         return taken
       })
     } satisfies SessionRunner.SessionRunnerShape

@@ -218,6 +218,14 @@ export const rolloutFlags: ReadonlyArray<FlagSpec> = [
       "OTEL_EXPORTER_OTLP_ENDPOINT if set, else nothing is exported (docs/observability.md)."
   },
   {
+    name: "metrics-port",
+    field: "metricsPort",
+    kind: "int",
+    section: S.gateway,
+    description: "Also serve the Prometheus /metrics on 127.0.0.1 at this port (0: the OS picks one; its URL is " +
+      "logged), besides the gateway's own /metrics (docs/observability.md)."
+  },
+  {
     name: "agentic-tool-call-parser",
     field: "agenticToolCallParser",
     kind: "string",

@@ -58,6 +58,8 @@ export const RolloutOptions = Schema.Struct({
   port: withDefault(NonNegativeInt, 0),
   /** OTLP/HTTP base URL for traces and metrics (else `OTEL_EXPORTER_OTLP_ENDPOINT`; unset: no export). */
   otlpEndpoint: Schema.optional(Schema.String),
+  /** A loopback port that serves only Prometheus `/metrics` (0: any free one); unset: only the gateway's `/metrics`. */
+  metricsPort: Schema.optional(NonNegativeInt),
   agenticToolCallParser: Schema.optional(Schema.String),
   agenticReasoningParser: Schema.optional(Schema.String),
   strictMatch: withDefault(Schema.Boolean, false),

@@ -38,7 +38,8 @@ const scriptedRunner = (script: Script) =>
       }).pipe(Effect.onExit(() => Ref.update(script.ended, (n) => n + 1))),
     reward: () => Effect.die("unused"),
     describeError: SessionRunner.describeError,
-    takeParserFailures: Effect.succeed(0)
+    takeParserFailures: Effect.succeed(0),
+    takeDrift: Effect.succeed(new Map())
   })
 
 const group: SessionRunner.PlannedGroup = {
