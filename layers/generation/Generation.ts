@@ -2,7 +2,7 @@
  * The generation core all three model APIs share: one model request from canonical request to committed response.
  *
  * **Details**
- * `generate` (an `Effect.fn` span) runs named steps, each its own span when a tracer is installed (`StepSpan.step`):
+ * `generate` (the span `Generation.generate`, without a call-site stack) runs named steps, each its own span when a tracer is installed (`StepSpan.step`):
  * `Generation.match` (the parent state in the Session's SessionForest) → `Generation.observe` (observation delta tokens
  * for the unmatched suffix, then `Forests.observe`: context check, commit) → `Generation.attempts` (the turn's budget,
  * then one `Generation.attempt` per engine attempt: wait for the Group's Runtime lease, engine generate from the
@@ -453,7 +453,9 @@ const make = (options: GenerationOptions) =>
       return { now, input }
     }, StepSpan.step("Generation.commitResponse"))
 
-    const generate = Effect.fn("Generation.generate")(function*(
+    // Always a span (a request's trace names it), without a call-site stack: `Effect.fn` captured an `Error` and set
+    // a stack frame in the fiber's context on every request.
+    const generate = Effect.fnUntraced(function*(
       session: SessionEntry,
       request: Completion.CanonicalRequest
     ) {
@@ -475,7 +477,7 @@ const make = (options: GenerationOptions) =>
       const response = yield* parse(p, done)
       const committed = yield* commitResponse(p, request, done, response)
       return Turn.completion(randomBytes(16).toString("hex"), committed.now, committed.input)
-    })
+    }, Effect.withSpan("Generation.generate", undefined, { captureStackTrace: false }))
 
     /** Each forest's last exactly matched Chat request (see `echo`); it goes with its forest. */
     const echoes = new WeakMap<Forest.Forest, EchoMemo>()
