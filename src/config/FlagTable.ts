@@ -184,6 +184,16 @@ export const rolloutFlags: ReadonlyArray<FlagSpec> = [
       "startup when it is below the required slots."
   },
   {
+    name: "agent-max-starting",
+    field: "agentMaxStarting",
+    kind: "int",
+    section: S.agent,
+    description: "Agents starting at once (from their launch to their first model request), per process: the " +
+      "single process, or each cluster runner. Others wait to be launched, so a step does not start every sandbox " +
+      "in the same second.",
+    defaultText: "unlimited"
+  },
+  {
     name: "use-agentic-rollout",
     field: null,
     kind: "boolean",

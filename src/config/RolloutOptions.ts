@@ -53,6 +53,8 @@ export const RolloutOptions = Schema.Struct({
   agentTimeout: withDefault(PositiveNumber, 1800),
   /** The external executor's hard concurrency limit (only checked against the capacity table). */
   agentMaxSlots: Schema.optional(PositiveInt),
+  /** Agents between their launch and their first model request at once, per process (unlimited when absent). */
+  agentMaxStarting: Schema.optional(PositiveInt),
   // gateway
   host: withDefault(Schema.String, "127.0.0.1"),
   port: withDefault(NonNegativeInt, 0),
