@@ -166,7 +166,7 @@ export const make = (
       const entries = meta.output_token_logprobs
       const outputIds = entries !== undefined ? entries.map((e) => e[1]) : (response.output_ids ?? [])
       const finishReason = Wire.toFinishReason(meta.finish_reason)
-      const versions = weights.versionsOf(start, meta.weight_version, finishReason)
+      const { versions, cutByUpdate } = weights.versionsOf(start, meta.weight_version, finishReason)
       const promptTokens = meta.prompt_tokens ?? sent
       let routedExperts: ReadonlyArray<ReadonlyArray<number>> | undefined
       if (send.routedExperts) {
@@ -196,6 +196,7 @@ export const make = (
         cachedTokens: meta.cached_tokens ?? 0,
         weightVersion: versions[versions.length - 1]!,
         ...(versions.length > 1 ? { weightVersions: versions } : {}),
+        ...(cutByUpdate ? { cutByUpdate } : {}),
         ...(routedExperts === undefined ? {} : { routedExperts })
       } satisfies GenerateResult
     })
