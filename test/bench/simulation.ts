@@ -14,7 +14,7 @@
  */
 import { Context, Effect, Fiber, Layer, Result } from "effect"
 import { TestClock } from "effect/testing"
-import { performance } from "node:perf_hooks"
+import { constants, performance, type PerformanceEntry, PerformanceObserver } from "node:perf_hooks"
 import { EmbeddedEngine } from "../../layers/engine/EmbeddedEngine.ts"
 import { Forests } from "../../layers/generation/Forests.ts"
 import { Generation } from "../../layers/generation/Generation.ts"
@@ -71,6 +71,17 @@ const run = (options: BenchOptions): Promise<BenchResult> => {
           yield* Effect.sleep(THINK)
         }
       })
+    // Time in garbage collection (every collection, and the major ones), from the runtime's gc entries.
+    const gc = { ms: 0, majorMs: 0 }
+    const gcObserver = new PerformanceObserver((list) => {
+      for (
+        const entry of list.getEntries() as Array<PerformanceEntry & { readonly detail?: { readonly kind?: number } }>
+      ) {
+        gc.ms += entry.duration
+        if (entry.detail?.kind === constants.NODE_PERFORMANCE_GC_MAJOR) gc.majorMs += entry.duration
+      }
+    })
+    gcObserver.observe({ entryTypes: ["gc"] })
     const start = performance.now()
     const cpuStart = process.cpuUsage()
     const simulate = Effect.gen(function*() {
@@ -84,7 +95,9 @@ const run = (options: BenchOptions): Promise<BenchResult> => {
           console.error(
             `simulation: ${seconds} s simulated, ${requests} requests, ${formatMs(performance.now() - start)} wall, ${
               formatMs((cpu.user + cpu.system) / 1000 / Math.max(1, requests))
-            } CPU per request`
+            } CPU per request, GC ${formatMs(gc.ms)} (major ${formatMs(gc.majorMs)}), heap ${
+              formatBytes(process.memoryUsage().heapUsed)
+            }`
           )
         }
       }
@@ -102,6 +115,7 @@ const run = (options: BenchOptions): Promise<BenchResult> => {
       : yield* simulate
     const wallMs = performance.now() - start
     const cpu = process.cpuUsage(cpuStart)
+    gcObserver.disconnect()
     const cpuMs = (cpu.user + cpu.system) / 1000
     return {
       title: `Simulation under the TestClock: ${count} Sessions × ${TURNS} turns through the generation core`,
@@ -114,6 +128,7 @@ const run = (options: BenchOptions): Promise<BenchResult> => {
           value: `${formatMs(cpuMs)} (${formatMs(cpuMs / requests)} per request)`
         },
         { measure: "simulated time", value: `${simulated} s` },
+        { measure: "garbage collection (all / major)", value: `${formatMs(gc.ms)} / ${formatMs(gc.majorMs)}` },
         ...(allocated === undefined
           ? []
           : [{ measure: "allocated per request (SIM_HEAPPROF)", value: formatBytes(allocated / requests) }]),
