@@ -155,7 +155,11 @@ export const floor = (upstream?: string): Effect.Effect<Target & { readonly url:
       })
     })
     yield* Effect.acquireRelease(
-      Effect.promise(() => new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))),
+      // The gateway's backlog (layers/gateway/Gateway.ts): Node's default of 511 resets connections when 512 clients
+      // connect at once on a loaded machine.
+      Effect.promise(() =>
+        new Promise<void>((resolve) => server.listen({ port: 0, host: "127.0.0.1", backlog: 16_384 }, resolve))
+      ),
       () =>
         Effect.promise(() =>
           new Promise<void>((resolve) => {
