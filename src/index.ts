@@ -37,6 +37,7 @@ import { Gateway } from "../layers/gateway/Gateway.ts"
 import type * as ModelRoute from "../layers/gateway/ModelRoute.ts"
 import { Forests } from "../layers/generation/Forests.ts"
 import { Generation } from "../layers/generation/Generation.ts"
+import * as MetricsServer from "../layers/observability/MetricsServer.ts"
 import * as OtlpExport from "../layers/observability/OtlpExport.ts"
 import { Rollout } from "../layers/rollout/Rollout.ts"
 import * as RolloutConfig from "../layers/rollout/RolloutConfig.ts"
@@ -305,9 +306,14 @@ export const layerFromSettings = (
   return rollout.pipe(
     Layer.provideMerge(servicesFromSettings(settings, extras, role)),
     Layer.provide(FairScheduler.layer()),
-    Layer.provideMerge(endpoint === undefined ? Layer.empty : OtlpExport.layer(endpoint))
+    Layer.provideMerge(endpoint === undefined ? Layer.empty : OtlpExport.layer(endpoint)),
+    Layer.provideMerge(metricsServer(settings.metricsPort))
   )
 }
+
+/** `--metrics-port`: `/metrics` on its own loopback port; a port that cannot be bound fails the start. */
+const metricsServer = (port: number | undefined): Layer.Layer<never, RolloutStartupError> =>
+  port === undefined ? Layer.empty : Layer.empty.pipe(Layer.provide(MetricsServer.layer(port)))
 
 /** Decode and check `options`, then compose every service of the rollout (see `layerFromSettings`). */
 export const makeRollout = (

@@ -10,7 +10,7 @@
  *   re-delivered `Reserve` is granted again without reserving twice.
  * - `Place` answers the owner's incarnation id and address; it changes nothing.
  * - `RunSession` (a stream of `SessionEvent`s) starts the Session's agent on the owner, or follows the one already
- *   started there under that Session id; a message naming another incarnation fails with `RunnerLost`, so a Session
+ *   started there under that Session id; a message naming another incarnation fails with `RunnerLostError`, so a Session
  *   whose runner died is never started again on the runner that inherited its shard.
  * - `Grant` gives the Session its Group's Runtime lease (and the weight version to generate with); `Stop` ends the
  *   Session and reaps its agent. Both are no-ops when done twice.
@@ -64,7 +64,7 @@ export const Grant = Rpc.make("Grant", {
     rolloutId: Schema.Int,
     weightVersion: Schema.String
   },
-  error: Wire.RunnerLost
+  error: Wire.RunnerLostError
 })
 
 /** End the Session and reap its agent (a dropped Group, a closed step, a finished Session's cleanup). */
@@ -78,7 +78,7 @@ export const Stop = Rpc.make("Stop", {
  */
 export const Touch = Rpc.make("Touch", {
   payload: { runner: Schema.String, sessionId: Schema.String },
-  error: Wire.RunnerLost
+  error: Wire.RunnerLostError
 })
 
 /** An agent's model request, forwarded as it arrived, and the owner's answer. */

@@ -11,7 +11,7 @@
  * by the controller's Scheduler); `Stop` fails the lease, so waiting requests end with `SessionClosedError`, and
  * interrupts the Session. Every message is safe to receive twice: a second `RunSession` follows the Session already
  * running, a second `Grant` or `Stop` changes nothing, and a message naming another runner incarnation fails with
- * `RunnerLost`. A Session the controller stops touching (`Touch`, every 5 s) for `orphanAfter` is reaped: its
+ * `RunnerLostError`. A Session the controller stops touching (`Touch`, every 5 s) for `orphanAfter` is reaped: its
  * controller died without stopping it. With `--runner-slots` the host reserves a whole Group's slots (`Reserve`,
  * `src/cluster/Slots.ts`) or refuses, and each new Session uses one reserved slot; a draining host (SIGTERM) reserves
  * nothing and starts no Session of a Group not placed on it, and `drain` completes once its Sessions have ended.
@@ -33,7 +33,7 @@ import * as GroupEntity from "./GroupEntity.ts"
 interface Hosted {
   readonly lease: Deferred.Deferred<void, SessionClosedError>
   readonly firstRequest: Deferred.Deferred<void>
-  readonly done: Deferred.Deferred<Wire.SessionResult, Wire.SessionFailed>
+  readonly done: Deferred.Deferred<Wire.SessionResult, Wire.SessionFailedError>
   rolloutId: number
   fiber: Fiber.Fiber<void> | undefined
   /** When the controller last sent anything for this Session (ms, the Clock's). */
@@ -83,17 +83,17 @@ export interface HostShape {
     payload: typeof GroupEntity.RunSession.payloadSchema.Type,
     key?: string
   ) => Stream.Stream<Wire.SessionEvent, Wire.RunFailure>
-  readonly grant: (payload: typeof GroupEntity.Grant.payloadSchema.Type) => Effect.Effect<void, Wire.RunnerLost>
+  readonly grant: (payload: typeof GroupEntity.Grant.payloadSchema.Type) => Effect.Effect<void, Wire.RunnerLostError>
   readonly stop: (payload: typeof GroupEntity.Stop.payloadSchema.Type) => Effect.Effect<void>
-  readonly touch: (payload: typeof GroupEntity.Touch.payloadSchema.Type) => Effect.Effect<void, Wire.RunnerLost>
+  readonly touch: (payload: typeof GroupEntity.Touch.payloadSchema.Type) => Effect.Effect<void, Wire.RunnerLostError>
   readonly forward: ForwardHandler
 }
 
 /** How often a running Session's stream says it is alive (the controller's idle deadline is a multiple of it). */
 export const aliveInterval = Duration.seconds(2)
 
-const failed = (error: GroupError): Wire.SessionFailed =>
-  new Wire.SessionFailed({ type: error._tag, detail: error.message })
+const failed = (error: GroupError): Wire.SessionFailedError =>
+  new Wire.SessionFailedError({ type: error._tag, detail: error.message })
 
 /** A Session no controller touched for this long is reaped (its controller died); the controller touches every 5 s. */
 export const orphanAfter = Duration.seconds(30)
@@ -120,10 +120,10 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
     }
     const fingerprint = Fingerprint.of(settings)
 
-    const checkRunner = (runnerId: string): Effect.Effect<void, Wire.RunnerLost> =>
+    const checkRunner = (runnerId: string): Effect.Effect<void, Wire.RunnerLostError> =>
       runnerId === incarnation
         ? Effect.void
-        : Effect.fail(new Wire.RunnerLost({ expected: runnerId, actual: incarnation }))
+        : Effect.fail(new Wire.RunnerLostError({ expected: runnerId, actual: incarnation }))
 
     /** Start the Session's fiber in the host's scope (the first delivery of `RunSession`). */
     const start = (payload: typeof GroupEntity.RunSession.payloadSchema.Type) =>
@@ -131,7 +131,7 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
         const hosted: Hosted = {
           lease: yield* Deferred.make<void, SessionClosedError>(),
           firstRequest: yield* Deferred.make<void>(),
-          done: yield* Deferred.make<Wire.SessionResult, Wire.SessionFailed>(),
+          done: yield* Deferred.make<Wire.SessionResult, Wire.SessionFailedError>(),
           rolloutId: 0,
           fiber: undefined,
           touched: yield* Clock.currentTimeMillis
@@ -156,12 +156,17 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
         const run = runner.session(payload.group, ticket).pipe(
           Effect.mapError(failed),
           Effect.flatMap((result) =>
-            Effect.map(runner.takeParserFailures, (parserFailures): Wire.SessionResult => ({
-              sessionId: result.sessionId,
-              samples: result.samples,
-              debug: result.debug,
-              parserFailures
-            }))
+            Effect.zipWith(
+              runner.takeParserFailures,
+              runner.takeDrift,
+              (parserFailures, drift): Wire.SessionResult => ({
+                sessionId: result.sessionId,
+                samples: result.samples,
+                debug: result.debug,
+                parserFailures,
+                ...(drift.size === 0 ? {} : { drift: Object.fromEntries(drift) })
+              })
+            )
           ),
           Effect.exit,
           Effect.flatMap((exit) => Deferred.done(hosted.done, exit)),
@@ -171,7 +176,7 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
         return hosted
       })
 
-    const events = (hosted: Hosted): Stream.Stream<Wire.SessionEvent, Wire.SessionFailed> =>
+    const events = (hosted: Hosted): Stream.Stream<Wire.SessionEvent, Wire.SessionFailedError> =>
       Stream.concat(
         Stream.succeed<Wire.SessionEvent>({ _tag: "Started", runner: incarnation, address }),
         Stream.merge(
@@ -248,7 +253,7 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
       })
 
     /** A new Session of Group `key` takes one of its reserved slots; a draining runner starts only reserved ones. */
-    const admit = (key: string | undefined, sessionId: string): Effect.Effect<void, Wire.SessionFailed> => {
+    const admit = (key: string | undefined, sessionId: string): Effect.Effect<void, Wire.SessionFailedError> => {
       const reservation = key === undefined ? undefined : reservations.get(key)
       if (reservation !== undefined && reservation.pending > 0) {
         reservation.pending -= 1
@@ -257,7 +262,7 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
       }
       return draining
         ? Effect.fail(
-          new Wire.SessionFailed({
+          new Wire.SessionFailedError({
             type: "RunnerDraining",
             detail: `runner ${address} is draining (SIGTERM) and takes no new Group; Session ${sessionId} ` +
               "is dropped and its Group refilled on another runner"
@@ -288,7 +293,7 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
           yield* checkRunner(payload.runner)
           const differs = Fingerprint.mismatch(payload.config, fingerprint)
           if (differs !== undefined) {
-            return yield* Effect.fail(new Wire.SessionFailed({ type: "ConfigMismatch", detail: differs }))
+            return yield* Effect.fail(new Wire.SessionFailedError({ type: "ConfigMismatch", detail: differs }))
           }
           const running = table.get(payload.sessionId)
           if (running === undefined) yield* admit(key, payload.sessionId)

@@ -12,8 +12,8 @@
  * (so a dropped Group's or a closed step's agents are reaped on the runner). Every call has a deadline
  * (`--cluster-call-timeout`; for the event stream, the time between two events, which a runner sends at least every
  * two seconds): a call past it fails the Session with `ClusterCallError`. A runner that died costs its Groups: the
- * cluster re-sends the in-flight `RunSession` to the runner that inherits the shard, which refuses it (`RunnerLost`,
- * another incarnation), and the Group is dropped (`error_type=RunnerLost`) and refilled.
+ * cluster re-sends the in-flight `RunSession` to the runner that inherits the shard, which refuses it (`RunnerLostError`,
+ * another incarnation), and the Group is dropped (`error_type=RunnerLostError`) and refilled.
  */
 import { Duration, Effect, Layer, Option, Schedule, Stream } from "effect"
 import type { Sharding } from "effect/cluster"
@@ -22,6 +22,7 @@ import { ClusterCallError } from "../../src/cluster/errors.ts"
 import * as Fingerprint from "../../src/cluster/Fingerprint.ts"
 import * as Routing from "../../src/cluster/Routing.ts"
 import type * as Wire from "../../src/cluster/Wire.ts"
+import * as Drift from "../../src/inspect/Drift.ts"
 import { Credit } from "../credit/Credit.ts"
 import { Engine } from "../engine/Engine.ts"
 import { RolloutConfig } from "../rollout/RolloutConfig.ts"
@@ -122,6 +123,7 @@ const make = (options: RemoteOptions) =>
     const makeClient = yield* GroupEntity.Group.client
     const runId = randomBytes(8).toString("hex")
     let parserFailures = 0
+    let drift = new Map<Drift.Cause, number>()
 
     const deadline = <A, E>(what: string, effect: Effect.Effect<A, E>) =>
       effect.pipe(
@@ -218,6 +220,7 @@ const make = (options: RemoteOptions) =>
           )
         }
         parserFailures += group.mode === "train" ? result.parserFailures : 0
+        if (group.mode === "train") SessionRunner.addDrift(drift, Drift.countsOf(result.drift ?? {}))
         return {
           sessionId: result.sessionId,
           samples: result.samples,
@@ -247,6 +250,11 @@ const make = (options: RemoteOptions) =>
       takeParserFailures: Effect.sync(() => {
         const taken = parserFailures
         parserFailures = 0
+        return taken
+      }),
+      takeDrift: Effect.sync(() => {
+        const taken = drift
+        drift = new Map()
         return taken
       })
     } satisfies SessionRunner.SessionRunnerShape

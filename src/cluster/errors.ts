@@ -27,7 +27,7 @@ export class ClusterCallError extends Data.TaggedError("ClusterCallError")<{
  * A message named a runner incarnation that is not the one now owning the Group's shard: the runner that held the
  * Group died (or left), and the Group is lost with it.
  */
-export class RunnerLost extends Schema.TaggedError<RunnerLost>()("RunnerLost", {
+export class RunnerLostError extends Schema.TaggedError<RunnerLostError>()("RunnerLostError", {
   expected: Schema.String,
   actual: Schema.String
 }) {
@@ -38,7 +38,7 @@ export class RunnerLost extends Schema.TaggedError<RunnerLost>()("RunnerLost", {
 }
 
 /** A Session failed on its runner: the runner's typed error, by tag and text (it drops the Group, as in one process). */
-export class SessionFailed extends Schema.TaggedError<SessionFailed>()("SessionFailed", {
+export class SessionFailedError extends Schema.TaggedError<SessionFailedError>()("SessionFailedError", {
   type: Schema.String,
   detail: Schema.String
 }) {

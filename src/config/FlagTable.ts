@@ -228,6 +228,14 @@ export const rolloutFlags: ReadonlyArray<FlagSpec> = [
       "OTEL_EXPORTER_OTLP_ENDPOINT if set, else nothing is exported (docs/observability.md)."
   },
   {
+    name: "metrics-port",
+    field: "metricsPort",
+    kind: "int",
+    section: S.gateway,
+    description: "Also serve the Prometheus /metrics on 127.0.0.1 at this port (0: the OS picks one; its URL is " +
+      "logged), besides the gateway's own /metrics (docs/observability.md)."
+  },
+  {
     name: "agentic-tool-call-parser",
     field: "agenticToolCallParser",
     kind: "string",
@@ -300,6 +308,16 @@ export const rolloutFlags: ReadonlyArray<FlagSpec> = [
     section: S.engine,
     description: "Concurrent requests per SGLang worker.",
     defaultText: "512"
+  },
+  {
+    name: "sglang-startup-timeout",
+    field: "sglangStartupTimeout",
+    kind: "number",
+    section: S.engine,
+    description: "Seconds to wait at startup for SGLang servers that are still starting (GET /health answers 503 " +
+      "while the model loads, or the port refuses connections), asking every 2 seconds; then the rollout refuses to " +
+      "start, naming the server. 0: ask once. Raise it for models that take longer to load.",
+    defaultText: "600"
   },
   {
     name: "sglang-enable-deterministic-inference",
