@@ -75,8 +75,9 @@ type Reserved = typeof GroupEntity.Reserve.successSchema.Type
  * Place a Group where its Sessions fit (`--runner-slots`): reserve them at the runner of the Group's key, else at the
  * runner of another candidate key (another shard), and when no candidate's runner has room, wait and try again. The
  * first candidate is the Group's plain key, so without slot limits a Group lands where it always did. A reservation
- * the cluster cannot deliver (no runner, deadline) leaves the plain key: the Session's own calls then fail and drop
- * the Group as before.
+ * no runner answers within the call deadline (no runner has joined, or the candidate's runner died and its shard has
+ * not moved yet) ends the round: the Group waits too, instead of being dropped (and counted in the drop streak) for a
+ * runner that is not there.
  */
 const placeGroup = (deps: {
   readonly runId: string
@@ -93,7 +94,10 @@ const placeGroup = (deps: {
       for (let i = 0; i < candidatesPerRound; i++, salt++) {
         const key = salt === 0 ? plain : Routing.groupKey(deps.runId, `${group.groupId}\u0000${salt}`)
         const answer = yield* deps.reserve(key, group.size)
-        if (Option.isNone(answer)) return plain
+        if (Option.isNone(answer)) {
+          refusals.push("no runner answered within --cluster-call-timeout")
+          break
+        }
         if (answer.value.decision === "granted") {
           if (logged) yield* Effect.logInfo(`Group ${group.groupId} placed on runner ${answer.value.address}`)
           return key
@@ -106,8 +110,8 @@ const placeGroup = (deps: {
       if (!logged) {
         logged = true
         yield* Effect.logInfo(
-          `Group ${group.groupId} waits for a runner with ${group.size} free slot(s) (--runner-slots); ` +
-            `runners asked: ${[...new Set(refusals)].join(", ")}`
+          `Group ${group.groupId} waits for a runner with ${group.size} free slot(s); ` +
+            `asked: ${[...new Set(refusals)].join(", ")}`
         )
       }
       yield* Effect.sleep(wait)

@@ -1,9 +1,9 @@
 /**
  * The runner side of a cluster, real processes only, on one PostgreSQL and one cluster: capacity (`--runner-slots`:
- * no runner ever holds more Sessions than its slots; `--agent-max-starting` on the runners), one configuration (a
- * controller or a runner whose sample-changing settings differ from the live members' is refused at join, naming the
- * flag), a runner joining mid-step takes work, and SIGTERM drains a runner: its resident Group finishes there, then it
- * exits 0 and the step completes on the other runner.
+ * no runner ever holds more Sessions than its slots, Groups wait at the controller when no runner has room;
+ * `--agent-max-starting` on the runners), one configuration (a controller or a runner whose sample-changing settings
+ * differ from the live members' is refused at join, naming the flag), SIGTERM drains a runner (its resident Group
+ * finishes there, it takes no other, then it exits 0), and a runner joining mid-step takes the rest of the step.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Schema } from "effect"
@@ -28,11 +28,9 @@ const peakSlots = (runner: Processes.Started): number =>
 /** Every process the test started, by name, so a failure shows what each printed. */
 const started = new Map<string, Processes.Started>()
 
-/** Poll `condition` every 200 ms until it holds; fails naming `what` (and with every process's output) after 4 min. */
-const until = (what: string, condition: () => boolean) =>
-  Effect.gen(function*() {
-    while (!condition()) yield* Effect.sleep("200 millis")
-  }).pipe(
+/** `effect`, failing after 4 minutes with `what` and every process's output. */
+const within = <A, E, R>(what: string, effect: Effect.Effect<A, E, R>) =>
+  effect.pipe(
     Effect.timeoutOrElse({
       duration: "240 seconds",
       orElse: () =>
@@ -45,9 +43,18 @@ const until = (what: string, condition: () => boolean) =>
     })
   )
 
+/** Poll `condition` every 200 ms until it holds. */
+const until = (what: string, condition: () => boolean) =>
+  within(
+    what,
+    Effect.gen(function*() {
+      while (!condition()) yield* Effect.sleep("200 millis")
+    })
+  )
+
 describe("cluster runners (end to end)", () => {
   it.live(
-    "--runner-slots, refusal at join, a runner joining mid-step takes work, SIGTERM drains a runner",
+    "--runner-slots, refusal at join, SIGTERM drains a runner, a runner joining mid-step takes work",
     () =>
       Effect.scoped(Effect.gen(function*() {
         const db = yield* EmbeddedPg.start
@@ -64,7 +71,7 @@ describe("cluster runners (end to end)", () => {
           "--n-samples-per-prompt",
           "2",
           "--num-rollout",
-          "2",
+          "1",
           "--rollout-temperature",
           temperature,
           "--agent-cwd",
@@ -97,56 +104,57 @@ describe("cluster runners (end to end)", () => {
           "--agent-max-starting",
           "1"
         ]
-        const first = yield* Processes.runner(runnerArgs(1))
+        const first = yield* within("runner 1 to join", Processes.runner(runnerArgs(1)))
         started.set("runner 1", first)
 
-        // A controller whose sampling differs from the live runner's is refused before it starts a Group.
+        // A controller whose sampling differs from the live runner's is refused before it starts a Group (its
+        // refusal writes nothing, so the real controller can start beside it).
         const refusedController = yield* Processes.start(["rollout", ...flags(Path.join(work, "refused"), "0.5")])
-        assert.notStrictEqual(yield* refusedController.exited, 0)
-        assert.match(refusedController.output(), /refused[\s\S]*--rollout-temperature/)
-        assert.deepStrictEqual(Fs.readdirSync(pids), [])
-
+        started.set("refused controller", refusedController)
         const out = Path.join(work, "out")
         const controller = yield* Processes.start(["rollout", ...flags(out)])
         started.set("controller", controller)
-        // The step runs on runner 1 alone (2 slots: one Group at a time)...
-        yield* until("runner 1's first agent", () => hostedBy(first).some((s) => Fs.existsSync(Path.join(pids, s))))
-        // ...a runner with other sampling settings is refused at join while the controller runs...
-        const refusedRunner = yield* Processes.start(["runner", ...runnerArgs(9, "0.5")])
-        // ...and runner 2 joins mid-step and takes work.
-        started.set("refused runner", refusedRunner)
-        const second = yield* Processes.runner(runnerArgs(2))
-        started.set("runner 2", second)
-        yield* until("runner 2 to take work", () => hostedBy(second).length > 0)
-        assert.isNull(controller.child.exitCode, "the rollout ended before runner 2 took work")
-        assert.notStrictEqual(yield* refusedRunner.exited, 0)
-        assert.match(refusedRunner.output(), /refused at join: --rollout-temperature: this runner has 0\.5/)
-
-        // SIGTERM runner 1 while a Group it took after runner 2 joined is mid-tool: it finishes there, then runner 1
-        // leaves with exit code 0.
-        const before = new Set(hostedBy(first))
-        yield* until(
-          "a new Group on runner 1",
-          () => hostedBy(first).some((s) => !before.has(s) && Fs.existsSync(Path.join(pids, s)))
+        assert.notStrictEqual(yield* within("the refused controller to exit", refusedController.exited), 0)
+        assert.match(
+          refusedController.output(),
+          /this controller is refused: --rollout-temperature: the runner 127\.0\.0\.1:\d+ has 1, this controller 0\.5/
         )
-        const resident = hostedBy(first).filter((s) => !before.has(s))
+        assert.isFalse(Fs.existsSync(Path.join(work, "refused", "rollout_0.jsonl")))
+
+        // Runner 1 (2 slots) holds one Group at a time; SIGTERM it while its first Group's agents start.
+        yield* until("runner 1's first agent", () => hostedBy(first).some((s) => Fs.existsSync(Path.join(pids, s))))
+        // A runner with other sampling settings is refused at join while the controller runs.
+        const refusedRunner = yield* Processes.start(["runner", ...runnerArgs(9, "0.5")])
+        started.set("refused runner", refusedRunner)
         yield* Effect.sleep("1 second")
         first.child.kill("SIGTERM")
-        assert.strictEqual(yield* first.exited, 0, first.output().slice(-3000))
-        assert.match(first.output(), /drained; leaving the cluster/)
+        // Runner 2 joins while step 0 cannot finish without it (runner 1 drains and takes no other Group).
+        const second = yield* within("runner 2 to join", Processes.runner(runnerArgs(2)))
+        started.set("runner 2", second)
 
-        assert.strictEqual(yield* controller.exited, 0, controller.output().slice(-3000))
-        const sessions = [0, 1].flatMap((step) =>
-          Fs.readFileSync(Path.join(out, `rollout_${step}.jsonl`), "utf8").split("\n").filter((l) => l !== "")
-            .map((l) => decodeSample(l).session_id)
-        )
-        assert.strictEqual(sessions.length, 16)
-        assert.strictEqual(new Set(sessions).size, 16, "a Session's samples arrived twice")
-        for (const s of resident) assert.include(sessions, s, "a Group resident on the drained runner did not finish")
-        assert.notMatch(controller.output(), /error_type=RunnerDraining/)
+        // The drained runner's resident Group finished there; then it left with exit code 0.
+        assert.strictEqual(yield* within("runner 1 to drain and exit", first.exited), 0)
+        assert.match(first.output(), /drained; leaving the cluster/)
+        const resident = hostedBy(first)
+        assert.strictEqual(resident.length, 2, "runner 1 should have held exactly its first Group")
+
+        assert.strictEqual(yield* within("the rollout", controller.exited), 0, controller.output().slice(-3000))
+        const sessions = Fs.readFileSync(Path.join(out, "rollout_0.jsonl"), "utf8").split("\n").filter((l) => l !== "")
+          .map((l) => decodeSample(l).session_id)
+        assert.strictEqual(sessions.length, 8)
+        assert.strictEqual(new Set(sessions).size, 8, "a Session's samples arrived twice")
+        for (const s of resident) assert.include(sessions, s, "the drained runner's resident Group did not finish")
+        // Runner 2, joined mid-step, ran the rest of the step.
+        assert.strictEqual(sessions.filter((s) => hostedBy(second).includes(s)).length, 6)
+        assert.notMatch(controller.output(), /error_type=/)
+        assert.match(controller.output(), /waits for a runner with 2 free slot\(s\)/)
         // No runner ever held more Sessions than its slots.
         assert.isAtMost(peakSlots(first), 2)
         assert.isAtMost(peakSlots(second), 2)
+
+        assert.notStrictEqual(yield* within("the refused runner to exit", refusedRunner.exited), 0)
+        assert.match(refusedRunner.output(), /refused at join: --rollout-temperature: this runner has 0\.5/)
+        assert.deepStrictEqual(hostedBy(refusedRunner), [])
         const orphans = Fs.readdirSync(pids).map((f) => Number(Fs.readFileSync(Path.join(pids, f), "utf8"))).filter(
           running
         )
