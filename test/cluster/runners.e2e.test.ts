@@ -3,7 +3,8 @@
  * no runner ever holds more Sessions than its slots, Groups wait at the controller when no runner has room;
  * `--agent-max-starting` on the runners), one configuration (a controller or a runner whose sample-changing settings
  * differ from the live members' is refused at join, naming the flag), SIGTERM drains a runner (its resident Group
- * finishes there, it takes no other, then it exits 0), and a runner joining mid-step takes the rest of the step.
+ * finishes there, it takes no other, then it exits 0), a runner joining mid-step takes the rest of the step, and
+ * `relax-agentic check --cluster-database-url` counts the live runners' slots.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Schema } from "effect"
@@ -137,6 +138,13 @@ describe("cluster runners (end to end)", () => {
         assert.match(first.output(), /drained; leaving the cluster/)
         const resident = hostedBy(first)
         assert.strictEqual(resident.length, 2, "runner 1 should have held exactly its first Group")
+        // `check` with the cluster counts the live runners' slots: runner 1 has left, runner 2's 2 are below
+        // T = 4 Groups x 2 Sessions.
+        const check = yield* Processes.start([
+          "check",
+          ...flags(Path.join(work, "check")).map((arg) => arg.endsWith("slow.mjs") ? "true" : arg)
+        ])
+        started.set("check", check)
 
         assert.strictEqual(yield* within("the rollout", controller.exited), 0, controller.output().slice(-3000))
         const sessions = Fs.readFileSync(Path.join(out, "rollout_0.jsonl"), "utf8").split("\n").filter((l) => l !== "")
@@ -152,6 +160,9 @@ describe("cluster runners (end to end)", () => {
         assert.isAtMost(peakSlots(first), 2)
         assert.isAtMost(peakSlots(second), 2)
 
+        assert.notStrictEqual(yield* within("check", check.exited), 0)
+        assert.match(check.output(), /runners: 1; --runner-slots: 127\.0\.0\.1:\d+ 2; runner slots in all = 2/)
+        assert.match(check.output(), /WARNING: the 1 runner\(s\) hold 2 agent slot\(s\) in all .* below the 8 Sessions/)
         assert.notStrictEqual(yield* within("the refused runner to exit", refusedRunner.exited), 0)
         assert.match(refusedRunner.output(), /refused at join: --rollout-temperature: this runner has 0\.5/)
         assert.deepStrictEqual(hostedBy(refusedRunner), [])
