@@ -105,8 +105,9 @@ export interface GenerateResult {
    */
   readonly cutByUpdate?: boolean | undefined
   /**
-   * With `--use-rollout-routing-replay` (SGLang only): one row of `layers × topk` MoE expert ids per output id, the
-   * routing of the forward step that produced it (src/engine/Wire.ts `decodeRoutedExperts`); absent otherwise.
+   * With `--use-rollout-routing-replay` (SGLang only): one row of `layers × topk` MoE expert ids per sequence position
+   * the attempt went through (`promptTokens + outputIds.length − 1` rows; row `p`: the forward step that processed
+   * token `p`), as SGLang returns it (src/engine/Wire.ts `decodeRoutedExperts`); absent otherwise.
    */
   readonly routedExperts?: ReadonlyArray<ReadonlyArray<number>> | undefined
 }

@@ -341,8 +341,8 @@ export const rolloutFlags: ReadonlyArray<FlagSpec> = [
     kind: "boolean",
     section: S.engine,
     description: "MoE rollout routing replay (Relax's flag): `return_routed_experts` on every request (servers " +
-      "launched to return routed experts; docs/sglang.md), and each generated token's expert ids in the training " +
-      "sample's `routed_experts` (docs/outputs.md). SGLang only."
+      "launched to return routed experts; docs/sglang.md), and the expert ids of every sequence position in the training " +
+      "sample's `rollout_routed_experts` (docs/outputs.md). SGLang only."
   },
   {
     name: "agentic-session-lifecycle",
