@@ -57,6 +57,11 @@ export interface GenerateRequest {
    * strings spanning the boundary are found.
    */
   readonly resumedTokens?: number | undefined
+  /**
+   * The request's Session is protected (partial rollout: aborted `--partial-rollout-max-aborted-count` times; a step's
+   * close waits for it). SGLang sends it with `priority: 1` under priority scheduling, as a resumed attempt.
+   */
+  readonly protected?: boolean | undefined
 }
 
 /** What an embedded policy sees: `(request) => string | Promise<string>` (docs/flags.md `--embedded-policy`). */

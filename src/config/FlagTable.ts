@@ -324,8 +324,8 @@ export const rolloutFlags: ReadonlyArray<FlagSpec> = [
     kind: "boolean",
     section: S.engine,
     description: "The SGLang servers run with priority scheduling enabled: resumed attempts (partial " +
-      "rollout, weight updates) are sent with `priority: 1` and new ones with 0, so a resumed request is not " +
-      "queued behind new work."
+      "rollout, weight updates) and the requests of protected Sessions are sent with `priority: 1` and new ones " +
+      "with 0, so they are not queued behind new work."
   },
   {
     name: "sglang-lora-path",

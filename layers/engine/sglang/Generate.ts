@@ -26,7 +26,7 @@ import type * as Workers from "./Workers.ts"
 export interface Send {
   readonly samplingSeed: boolean
   readonly sessionId: boolean
-  /** `priority`: 1 for a resumed attempt, 0 for a new one (servers with priority scheduling). */
+  /** `priority`: 1 for a resumed attempt or a protected Session's, 0 for a new one (servers with priority scheduling). */
   readonly priority: boolean
   readonly loraPath: string | undefined
   /** `return_routed_experts` (`--use-rollout-routing-replay`): the MoE routing of every sequence position. */
@@ -61,7 +61,7 @@ export const toWire = (request: GenerateRequest, send: Send): Wire.GenerateBody 
     return_logprob: request.returnLogprob,
     ...(request.imageData === undefined || request.imageData.length === 0 ? {} : { image_data: request.imageData }),
     ...(request.sessionId === undefined || !send.sessionId ? {} : { session_id: request.sessionId }),
-    ...(send.priority ? { priority: (request.resumedTokens ?? 0) > 0 ? 1 : 0 } : {}),
+    ...(send.priority ? { priority: (request.resumedTokens ?? 0) > 0 || request.protected === true ? 1 : 0 } : {}),
     ...(send.loraPath === undefined ? {} : { lora_path: send.loraPath }),
     ...(send.routedExperts ? { return_routed_experts: true } : {})
   }
