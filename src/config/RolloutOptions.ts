@@ -53,11 +53,15 @@ export const RolloutOptions = Schema.Struct({
   agentTimeout: withDefault(PositiveNumber, 1800),
   /** The external executor's hard concurrency limit (only checked against the capacity table). */
   agentMaxSlots: Schema.optional(PositiveInt),
+  /** Agents between their launch and their first model request at once, per process (unlimited when absent). */
+  agentMaxStarting: Schema.optional(PositiveInt),
   // gateway
   host: withDefault(Schema.String, "127.0.0.1"),
   port: withDefault(NonNegativeInt, 0),
   /** OTLP/HTTP base URL for traces and metrics (else `OTEL_EXPORTER_OTLP_ENDPOINT`; unset: no export). */
   otlpEndpoint: Schema.optional(Schema.String),
+  /** A loopback port that serves only Prometheus `/metrics` (0: any free one); unset: only the gateway's `/metrics`. */
+  metricsPort: Schema.optional(NonNegativeInt),
   agenticToolCallParser: Schema.optional(Schema.String),
   agenticReasoningParser: Schema.optional(Schema.String),
   strictMatch: withDefault(Schema.Boolean, false),

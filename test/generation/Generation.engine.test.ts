@@ -3,10 +3,11 @@
  * aborts and resumes, stop-string and length finishes, and the token alignment of the lineages they commit.
  */
 import { assert, describe, expect, it } from "@effect/vitest"
-import { Effect, Layer } from "effect"
+import { Effect, Layer, Metric } from "effect"
 import type { GenerateRequest } from "../../layers/engine/Engine.ts"
 import { Forests } from "../../layers/generation/Forests.ts"
 import { Generation } from "../../layers/generation/Generation.ts"
+import * as Instruments from "../../layers/observability/Instruments.ts"
 import type { SessionEntry } from "../../layers/schedule/Sessions.ts"
 import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
 import * as Forest from "../../src/forest/Forest.ts"
@@ -150,7 +151,10 @@ describe("Generation over a scripted engine", () => {
             }
         )
         const entry = yield* session
+        const abortsBefore = (yield* Metric.value(Instruments.aborts)).count
         const completion = yield* (yield* Generation).generate(entry, request([u1], { logprobs: true }))
+        // The abort is counted in relax_agentic_aborts_total as it happens (docs/observability.md).
+        expect((yield* Metric.value(Instruments.aborts)).count - abortsBefore).toBe(1)
         expect(completion).toMatchObject({ reasoning: "r1", content: "Hello world, how are you", finish: "stop" })
         expect(completion.usage.completionTokens).toBe(full.length)
         expect(completion.logprobs).toHaveLength(full.length)

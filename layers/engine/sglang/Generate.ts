@@ -16,6 +16,7 @@ import { Data, type Duration, Effect, Result, Schedule, Schema } from "effect"
 import * as Rid from "../../../src/engine/Rid.ts"
 import * as Wire from "../../../src/engine/Wire.ts"
 import { ContextLengthError } from "../../../src/forest/errors.ts"
+import * as RetryAfter from "../../runtime/Retry.ts"
 import { EngineError, type GenerateRequest, type GenerateResult } from "../Engine.ts"
 import * as Abort from "./Abort.ts"
 import * as Http from "./Http.ts"
@@ -225,12 +226,12 @@ export const make = (
             return yield* send1()
           }))
       )
-    return send1().pipe(
-      Effect.retry({
-        schedule: backoff,
-        times: retry.retries,
-        while: (error: ContextLengthError | EngineError) => error._tag === "EngineError" && error.retryable
-      }),
+    // The retry's schedule is set up only once an attempt failed (RetryAfter.afterFailure: Effect.retry's attempts and times).
+    return RetryAfter.afterFailure(send1(), {
+      schedule: backoff,
+      times: retry.retries,
+      while: (error: ContextLengthError | EngineError) => error._tag === "EngineError" && error.retryable
+    }).pipe(
       Effect.onInterrupt(() => Abort.abort(http, workers, rid))
     )
   }
