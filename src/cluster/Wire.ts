@@ -68,12 +68,14 @@ export const ContextDebug = Schema.Struct({
 })
 export type ContextDebug = typeof ContextDebug.Type
 
-/** A finished Session: its samples in export order, their debug facts, and its parser failures (training only). */
+/** A finished Session: its samples in export order, their debug facts, its parser failures and drift (training only). */
 export const SessionResult = Schema.Struct({
   sessionId: Schema.String,
   samples: Schema.Array(TrainingSample),
   debug: Schema.Array(ContextDebug),
-  parserFailures: Schema.Int
+  parserFailures: Schema.Int,
+  /** Drifted requests by cause (src/inspect/Drift.ts), training only; absent: none (or an older runner). */
+  drift: Schema.optionalKey(Schema.Record(Schema.String, Schema.Int))
 })
 export type SessionResult = typeof SessionResult.Type
 

@@ -46,3 +46,18 @@ export class SessionFailedError extends Schema.TaggedError<SessionFailedError>()
     return this.detail
   }
 }
+
+/**
+ * A member's sample-changing settings differ from the live members' it must agree with (docs/scale-out.md "One
+ * configuration"): a runner joining while a controller with other settings runs, or a controller starting while
+ * runners with other settings are up. It is refused at join, naming the first differing flag.
+ */
+export class ConfigMismatchError extends Data.TaggedError("ConfigMismatchError")<{
+  readonly reason: "runner" | "controller"
+  /** The first differing flag, both values and what to do. */
+  readonly detail: string
+}> {
+  override get message(): string {
+    return this.detail
+  }
+}

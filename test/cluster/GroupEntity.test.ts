@@ -38,7 +38,8 @@ const scriptedRunner = (script: Script) =>
       }).pipe(Effect.onExit(() => Ref.update(script.ended, (n) => n + 1))),
     reward: () => Effect.die("unused"),
     describeError: SessionRunner.describeError,
-    takeParserFailures: Effect.succeed(0)
+    takeParserFailures: Effect.succeed(0),
+    takeDrift: Effect.succeed(new Map())
   })
 
 const group: SessionRunner.PlannedGroup = {
@@ -56,13 +57,13 @@ const harness = <A, E>(
   body: (
     script: Script
   ) => Effect.Effect<A, E, Host.Host | SessionRunner.SessionRunner | Sharding.Sharding | RolloutConfig>,
-  orphanAfter: Duration.Duration = Host.orphanAfter
+  hostOptions: Host.HostOptions = {}
 ) =>
   Effect.gen(function*() {
     const script: Script = { starts: yield* Ref.make(0), ended: yield* Ref.make(0) }
     const config = RolloutConfig.layer({ promptData: "unused.jsonl", agentCommand: "true", rolloutBatchSize: 1 })
     const engine = EmbeddedEngine.layer(instant).pipe(Layer.provide(Tokenizer.layer))
-    const host = Host.Host.layer("127.0.0.1:1", () => Effect.die("no gateway in this test"), orphanAfter).pipe(
+    const host = Host.Host.layer("127.0.0.1:1", () => Effect.die("no gateway in this test"), hostOptions).pipe(
       Layer.provide(Layer.mergeAll(config, engine, scriptedRunner(script)))
     )
     const cluster = Host.entityLayer.pipe(Layer.provideMerge(host), Layer.provideMerge(TestRunner.layer))
@@ -189,6 +190,69 @@ describe("Group entity", () => {
           }).pipe(Effect.timeout("20 seconds"))
           assert.strictEqual(yield* Ref.get(script.ended), 1)
         }),
-      Duration.seconds(1)
+      { orphanTimeout: Duration.seconds(1) }
+    ))
+
+  it.live("--runner-slots: a Group is placed only where all its Sessions fit; the controller waits for a slot", () =>
+    harness(
+      () =>
+        Effect.gen(function*() {
+          const runner = yield* SessionRunner.SessionRunner
+          const host = yield* Host.Host
+          const groupB = { ...group, groupId: "train:prepare_group_1" }
+          // Group A takes the runner's only slot (reserved at its first Session id, held while it runs).
+          const idA = yield* runner.newSessionId!(group)
+          assert.strictEqual(yield* host.used, 1)
+          const a = yield* controllerTicket(idA)
+          const runA = yield* Effect.forkChild(runner.session(group, a.ticket))
+          yield* Deferred.await(a.arrived)
+          assert.strictEqual(yield* host.used, 1)
+          // Group B finds no runner with a free slot: its placement waits.
+          const placingB = yield* Effect.forkChild(runner.newSessionId!(groupB))
+          yield* Effect.sleep("1500 millis")
+          assert.isUndefined(placingB.pollUnsafe())
+          // A ends and is stopped: B is placed.
+          yield* Deferred.succeed(a.lease, undefined)
+          yield* Fiber.join(runA)
+          const idB = yield* Fiber.join(placingB)
+          assert.match(idB, /^[0-9a-f]{16}\.[0-9a-f]{32}$/)
+          assert.strictEqual(yield* host.used, 1)
+        }),
+      { slots: 1 }
+    ))
+
+  it.live("a draining runner reserves nothing, refuses new Groups' Sessions, and drains once its Sessions end", () =>
+    harness(
+      () =>
+        Effect.gen(function*() {
+          const runner = yield* SessionRunner.SessionRunner
+          const host = yield* Host.Host
+          const settings = yield* RolloutConfig
+          const client = (yield* GroupEntity.Group.client)("fedcba9876543210")
+          const idA = yield* runner.newSessionId!(group)
+          const a = yield* controllerTicket(idA)
+          const runA = yield* Effect.forkChild(runner.session(group, a.ticket))
+          yield* Deferred.await(a.arrived)
+          const drained = yield* Effect.forkChild(host.drain)
+          yield* Effect.sleep("600 millis")
+          const reserved = yield* client.Reserve({ slots: 1 })
+          assert.strictEqual(reserved.decision, "draining")
+          const refused = yield* client.RunSession({
+            runner: host.incarnation,
+            sessionId: "s-5",
+            position: 0,
+            group,
+            config: Fingerprint.of(settings)
+          }).pipe(Stream.runCollect, Effect.flip)
+          assert.strictEqual(refused._tag === "SessionFailedError" ? refused.type : refused._tag, "RunnerDraining")
+          // The resident Group finishes on the draining runner; then the drain completes.
+          assert.isUndefined(drained.pollUnsafe())
+          yield* Deferred.succeed(a.lease, undefined)
+          const result = yield* Fiber.join(runA)
+          assert.strictEqual(result.sessionId, `${idA}@7`)
+          yield* Fiber.join(drained)
+          assert.strictEqual(yield* host.used, 0)
+        }),
+      { slots: 4 }
     ))
 })
