@@ -66,6 +66,13 @@ const whileRefused = <A, E extends { readonly _tag: string }, R>(
 /** Candidate Group keys tried per round before the controller waits for a runner's slots. */
 const candidatesPerRound = 16
 
+/**
+ * Distinct candidate keys of one Group, cycled through round after round: each key asked activates a Group entity on
+ * its runner (idle ones are passivated), so a long wait must not keep minting new ones. 64 keys reach, with 98%
+ * likelihood, a runner that owns a sixteenth of the shards.
+ */
+const candidateKeys = 64
+
 /** Longest wait between two rounds of candidates. */
 const maxWait = Duration.seconds(5)
 
@@ -92,10 +99,13 @@ const placeGroup = (deps: {
     while (true) {
       const refusals: Array<string> = []
       for (let i = 0; i < candidatesPerRound; i++, salt++) {
-        const key = salt === 0 ? plain : Routing.groupKey(deps.runId, `${group.groupId}\u0000${salt}`)
+        const key = salt % candidateKeys === 0
+          ? plain
+          : Routing.groupKey(deps.runId, `${group.groupId}\u0000${salt % candidateKeys}`)
         const answer = yield* deps.reserve(key, group.size)
         if (Option.isNone(answer)) {
           refusals.push("no runner answered within --cluster-call-timeout")
+          salt++ // the next round starts at the next candidate
           break
         }
         if (answer.value.decision === "granted") {
