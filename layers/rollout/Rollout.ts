@@ -179,6 +179,7 @@ const make = Effect.gen(function*() {
   )
 
   const runStep = Effect.fn("Rollout.runStep")(function*(rolloutId: number) {
+    yield* Effect.annotateCurrentSpan("rolloutId", rolloutId)
     yield* stopAfterWriteFailure
     const startedAt = yield* Clock.currentTimeMillis
     return yield* Effect.scoped(Effect.gen(function*() {
