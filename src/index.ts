@@ -48,6 +48,7 @@ import * as Telemetry from "../layers/runtime/Telemetry.ts"
 import type { GenerationGate } from "../layers/schedule/GenerationGate.ts"
 import { GroupPool } from "../layers/schedule/GroupPool.ts"
 import { Sessions } from "../layers/schedule/Sessions.ts"
+import * as StartLimit from "../layers/session/StartLimit.ts"
 import {
   type InProcessAgent,
   resolveAgentSpec,
@@ -172,12 +173,26 @@ export const creditOptions = (settings: Settings.RolloutSettings): CreditOptions
 
 /**
  * The agent executor of these settings: `extras.agent` in-process, else `--agent-command` processes. Both get
- * `--agent-env` from the one parser (`AgentSpec.parseEnv`, through `RolloutSettings.agentEnvVars` and `AgentSpec.make`).
+ * `--agent-env` from the one parser (`AgentSpec.parseEnv`, through `RolloutSettings.agentEnvVars` and `AgentSpec.make`),
+ * and `--agent-max-starting` limits how many of their agents start at once (`layers/session/StartLimit.ts`).
  */
 export const supervisorFromSettings = (
   settings: Settings.RolloutSettings,
   baseUrl: string,
   extras: Pick<MakeRolloutExtras, "agent"> = {}
+): Effect.Effect<SupervisorShape, AgentSpecError> =>
+  Effect.flatMap(
+    executorFromSettings(settings, baseUrl, extras),
+    (supervisor) =>
+      settings.agentMaxStarting === undefined
+        ? Effect.succeed(supervisor)
+        : StartLimit.limit(supervisor, settings.agentMaxStarting)
+  )
+
+const executorFromSettings = (
+  settings: Settings.RolloutSettings,
+  baseUrl: string,
+  extras: Pick<MakeRolloutExtras, "agent">
 ): Effect.Effect<SupervisorShape, AgentSpecError> =>
   extras.agent !== undefined
     ? Effect.succeed(Supervisor.inProcess(extras.agent, {

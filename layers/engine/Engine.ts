@@ -19,12 +19,14 @@
  *   aborted (SGLang's `/update_weight_version` with `abort_all_requests`) and resumed by its caller on the new version.
  *
  * Every attempt reports the version it ran on ({@link GenerateResult.weightVersion}), taken from the protocol and not
- * only from SGLang's label, which is stamped when the answer leaves the server: an attempt cut by an update reports
- * the version it started on, and one that SGLang kept across a `retract` / `in_place` pause reports both
- * (`weightVersions`).
+ * only from SGLang's label, which is stamped when the answer leaves the server: an attempt cut by an update or an
+ * `abort` pause reports the version it started on (and `cutByUpdate`), one that waited at SGLang's pause reports the
+ * new one, and one that SGLang kept across a `retract` / `in_place` pause reports both (`weightVersions`); see
+ * src/engine/WeightVersion.ts `attemptVersions`.
  */
 import { Context, Data, Effect, Metric } from "effect"
 import type * as Sampling from "../../src/engine/Sampling.ts"
+import type * as WeightVersion from "../../src/engine/WeightVersion.ts"
 import { ContextLengthError } from "../../src/forest/errors.ts"
 import type * as Canonical from "../../src/protocol/canonical.ts"
 import * as Instruments from "../observability/Instruments.ts"
@@ -98,6 +100,12 @@ export interface GenerateResult {
    */
   readonly weightVersions?: ReadonlyArray<string> | undefined
   /**
+   * The attempt was aborted by a weight update or a pause (`updateWeights`, `pauseGeneration`), not by a failure: its
+   * request resumes after it, and the abort never counts toward giving up (src/generation/Turn.ts `MAX_EMPTY_ABORTS`),
+   * even when it produced no token (a request still in SGLang's waiting queue).
+   */
+  readonly cutByUpdate?: boolean | undefined
+  /**
    * With `--use-rollout-routing-replay` (SGLang only): one row of `layers × topk` MoE expert ids per output id, the
    * routing of the forward step that produced it (src/engine/Wire.ts `decodeRoutedExperts`); absent otherwise.
    */
@@ -114,7 +122,7 @@ export interface GenerateResult {
  *
  * The embedded engine has no scheduler to keep requests in: it treats every mode as `abort`.
  */
-export type PauseMode = "abort" | "retract" | "in_place"
+export type PauseMode = WeightVersion.PauseMode
 
 /**
  * What went wrong with the engine, as undici's error codes: a literal callers branch on.

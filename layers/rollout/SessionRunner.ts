@@ -16,7 +16,7 @@ import type { ClusterCallError } from "../../src/cluster/errors.ts"
 import type * as Wire from "../../src/cluster/Wire.ts"
 import * as Settings from "../../src/config/Settings.ts"
 import type * as CreditGroup from "../../src/credit/Group.ts"
-import { type ExportError, ForestInvariantError, type ForestNotFound } from "../../src/forest/errors.ts"
+import { type ExportError, ForestInvariantError, type ForestNotFoundError } from "../../src/forest/errors.ts"
 import * as Export from "../../src/forest/Export.ts"
 import * as Sample from "../../src/forest/Sample.ts"
 import type { TrainingSample } from "../../src/forest/TrainingSample.ts"
@@ -73,10 +73,10 @@ export type GroupError =
   | SessionInputError
   | ExportError
   | CreditError
-  | ForestNotFound
+  | ForestNotFoundError
   | ForestInvariantError
-  | Wire.RunnerLost
-  | Wire.SessionFailed
+  | Wire.RunnerLostError
+  | Wire.SessionFailedError
   | ClusterCallError
 
 export interface SessionRunnerShape extends Pool.GroupRunner<PlannedGroup, SessionResult, GroupResult, GroupError> {
@@ -116,7 +116,7 @@ export const rewardWith = (credit: Context.Service.Shape<typeof Credit>) =>
 
 /** `error_type=` and detail of a drop; a Session that failed on a runner keeps its own error's tag. */
 export const describeError = (error: GroupError) =>
-  error._tag === "SessionFailed"
+  error._tag === "SessionFailedError"
     ? { type: error.type, detail: error.detail }
     : { type: error._tag, detail: error.message }
 

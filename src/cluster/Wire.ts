@@ -8,15 +8,15 @@
  * are serialized even in the in-memory test runner). `SessionResult` carries the Session's training samples in the
  * shape a trainer receives them (`TrainingSample`), so the controller scores and transfers them exactly as in
  * single-process mode. A runner identifies itself by an incarnation id (random per process start): a message that
- * names another incarnation was meant for a runner that is gone, and is refused with `RunnerLost` instead of being
+ * names another incarnation was meant for a runner that is gone, and is refused with `RunnerLostError` instead of being
  * run again against an empty forest.
  */
 import { Schema } from "effect"
 import { TrainingSample } from "../forest/TrainingSample.ts"
 import { Row } from "../schedule/Dataset.ts"
-import { RunnerLost, SessionFailed } from "./errors.ts"
+import { RunnerLostError, SessionFailedError } from "./errors.ts"
 
-export { RunnerLost, SessionFailed } from "./errors.ts"
+export { RunnerLostError, SessionFailedError } from "./errors.ts"
 
 /** A Group as the controller planned it (`SessionRunner.PlannedGroup`). */
 export const PlannedGroup = Schema.Struct({
@@ -89,7 +89,7 @@ export const SessionEvent = Schema.Union([
 export type SessionEvent = typeof SessionEvent.Type
 
 /** The failures of a remote Session. */
-export const RunFailure = Schema.Union([RunnerLost, SessionFailed])
+export const RunFailure = Schema.Union([RunnerLostError, SessionFailedError])
 export type RunFailure = typeof RunFailure.Type
 
 /** An agent's model request as a non-owner runner's gateway received it. */

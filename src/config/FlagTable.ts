@@ -184,6 +184,16 @@ export const rolloutFlags: ReadonlyArray<FlagSpec> = [
       "startup when it is below the required slots."
   },
   {
+    name: "agent-max-starting",
+    field: "agentMaxStarting",
+    kind: "int",
+    section: S.agent,
+    description: "Agents starting at once (from their launch to their first model request), per process: the " +
+      "single process, or each cluster runner. Others wait to be launched, so a step does not start every sandbox " +
+      "in the same second.",
+    defaultText: "unlimited"
+  },
+  {
     name: "use-agentic-rollout",
     field: null,
     kind: "boolean",
@@ -298,6 +308,16 @@ export const rolloutFlags: ReadonlyArray<FlagSpec> = [
     section: S.engine,
     description: "Concurrent requests per SGLang worker.",
     defaultText: "512"
+  },
+  {
+    name: "sglang-startup-timeout",
+    field: "sglangStartupTimeout",
+    kind: "number",
+    section: S.engine,
+    description: "Seconds to wait at startup for SGLang servers that are still starting (GET /health answers 503 " +
+      "while the model loads, or the port refuses connections), asking every 2 seconds; then the rollout refuses to " +
+      "start, naming the server. 0: ask once. Raise it for models that take longer to load.",
+    defaultText: "600"
   },
   {
     name: "sglang-enable-deterministic-inference",

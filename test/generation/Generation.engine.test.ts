@@ -213,6 +213,24 @@ describe("Generation over a scripted engine", () => {
         expect(Forest.leaves(forest).map((h) => Forest.node(forest, h).kind)).toEqual(["obs"])
       }))
 
+    it.effect("aborts a weight update caused (a request still queued in SGLang: no token) never fail the request", () =>
+      Effect.gen(function*() {
+        const tokenizer = yield* Tokenizer
+        const ids = tokenizer.encode("<think>\nr\n</think>\n\nok")
+        // Five updates in a row hit the request while it waits in SGLang's queue, then it runs.
+        yield* scripted((_, i) =>
+          i < 5
+            ? { outputIds: [], logprobs: [], finishReason: { type: "abort" }, weightVersion: "v0", cutByUpdate: true }
+            : { outputIds: ids, logprobs: ids.map(() => 0), finishReason: { type: "stop" }, weightVersion: "v1" }
+        )
+        const entry = yield* session
+        yield* (yield* Generation).generate(entry, request([u1]))
+        expect(calls).toHaveLength(6)
+        const forest = yield* (yield* Forests).get(entry.sessionId)
+        const leaf = Forest.leaves(forest)[0]!
+        expect(Forest.node(forest, leaf)).toMatchObject({ abortCount: 5 })
+      }))
+
     it.effect("a stop-string finish commits the ids past the stop string and the text the client sees; its echo continues", () =>
       Effect.gen(function*() {
         const tokenizer = yield* Tokenizer
