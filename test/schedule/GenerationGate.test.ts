@@ -20,7 +20,13 @@ interface Turn {
 }
 
 /** The generation core's attempt loop, reduced to what the gate sees: resume from prompt ++ pending after an abort. */
-const turn = (engine: EngineShape, session: GenerationGate.SessionGate, name: string, maxNewTokens: number) =>
+const turn = (
+  engine: EngineShape,
+  session: GenerationGate.SessionGate,
+  name: string,
+  maxNewTokens: number,
+  reportDelay?: Duration.Input
+) =>
   session.request((live) =>
     Effect.gen(function*() {
       const ids: Array<number> = []
@@ -56,6 +62,8 @@ const turn = (engine: EngineShape, session: GenerationGate.SessionGate, name: st
           return { ids, logprobs, attempts: attempt + 1, rids, versions } satisfies Turn
         }
         abortCount++
+        // The generation core may take a while between the attempt's end and its report of the abort.
+        if (reportDelay !== undefined) yield* Effect.sleep(reportDelay)
         yield* live.aborted(abortCount)
       }
     })
@@ -103,6 +111,24 @@ describe("generation gate (partial rollout)", () => {
         assert.deepStrictEqual(resumed.ids, whole.ids)
         assert.deepStrictEqual(resumed.logprobs, whole.logprobs)
         // Answered: the agent is between requests again.
+        assert.isTrue(gate.isInterrupted("s1"))
+      }).pipe(Effect.provide(Tokenizer.layer))
+    ))
+
+  it.effect("a pause returns once the aborted request is parked, not as soon as its attempt ends", () =>
+    Effect.scoped(
+      Effect.gen(function*() {
+        const { engine, gate } = yield* setup()
+        const session = yield* gate.register("s1", undefined)
+        yield* turn(engine, session, "s1", 20, "1 second").pipe(Effect.forkChild)
+        yield* TestClock.adjust("510 millis")
+        const pausing = yield* gate.pause.pipe(Effect.forkChild)
+        // The attempt has ended (aborted), the core has not reported it yet: the Session is neither running nor
+        // parked, and the pause is still waiting.
+        yield* TestClock.adjust("100 millis")
+        assert.isUndefined(pausing.pollUnsafe())
+        yield* TestClock.adjust("1 second")
+        assert.deepStrictEqual(yield* Fiber.join(pausing), { aborted: 1, pausedSessions: 0 })
         assert.isTrue(gate.isInterrupted("s1"))
       }).pipe(Effect.provide(Tokenizer.layer))
     ))
