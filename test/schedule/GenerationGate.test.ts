@@ -1,8 +1,9 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Duration, Effect, Fiber } from "effect"
+import { Duration, Effect, Fiber, Metric } from "effect"
 import { TestClock } from "effect/testing"
 import { EmbeddedEngine } from "../../layers/engine/EmbeddedEngine.ts"
 import type { EngineShape, GenerateResult } from "../../layers/engine/Engine.ts"
+import * as Instruments from "../../layers/observability/Instruments.ts"
 import * as GenerationGate from "../../layers/schedule/GenerationGate.ts"
 import * as ActiveBudget from "../../layers/session/ActiveBudget.ts"
 import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
@@ -95,15 +96,20 @@ describe("generation gate (partial rollout)", () => {
         const fiber = yield* turn(engine, session, "s1", 20).pipe(Effect.forkChild)
         yield* TestClock.adjust("510 millis")
         assert.isFalse(gate.isInterrupted("s1"))
+        const parked = Metric.value(Instruments.sessionsParked).pipe(Effect.map((state) => state.value))
+        const parkedBefore = yield* parked
         const report = yield* gate.pause
         assert.deepStrictEqual(report, { aborted: 1, pausedSessions: 1 })
         assert.isTrue(gate.isInterrupted("s1"))
+        // The retained Session is parked until the next step (relax_agentic_sessions_parked).
+        assert.strictEqual((yield* parked) - parkedBefore, 1)
         assert.strictEqual(seconds(yield* budget.remaining), 100 - 0.51)
         // Parked: nothing runs and the budget does not count while the gate is closed.
         yield* TestClock.adjust("1 hour")
         assert.isUndefined(fiber.pollUnsafe())
         assert.strictEqual(seconds(yield* budget.remaining), 100 - 0.51)
         yield* gate.resume
+        assert.strictEqual(yield* parked, parkedBefore)
         yield* TestClock.adjust("1 hour")
         const resumed = yield* Fiber.join(fiber)
         assert.strictEqual(resumed.attempts, 2)
