@@ -10,7 +10,7 @@
  * the simulated part (the Sessions run, not the setup), `SIM_HEAPPROF=file.heapprofile` an allocation profile of it
  * (and prints the bytes allocated per request); `SIM_PROGRESS=10` prints requests, wall and CPU so far to stderr every
  * 10 simulated seconds (a long run under load can then be read before it ends); run node with `--enable-source-maps` for TypeScript lines:
- * `SIM_CPUPROF=sim.cpuprofile node --enable-source-maps --import tsx test/bench/run.ts simulation`.
+ * `SIM_CPUPROF=sim.cpuprofile npm run bench:mapped -- simulation` (`bench` with source maps on).
  */
 import { Context, Effect, Fiber, Layer, Result } from "effect"
 import { TestClock } from "effect/testing"
