@@ -1,6 +1,6 @@
 /**
  * The error vocabulary (docs/architecture.md "Errors"): src/errors.ts lists every tagged error of src/, and every
- * tagged error of src/ and layers/ is named `…Error`.
+ * tagged error of src/ and layers/ is named `…Error`, and the text of a thrown value is `Errors.messageOf`.
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as Fs from "node:fs"
@@ -51,5 +51,13 @@ describe("the error vocabulary", () => {
     assert.strictEqual(Errors.messageOf(new TypeError("bad input")), "bad input")
     assert.strictEqual(Errors.messageOf("plain text"), "plain text")
     assert.strictEqual(Errors.messageOf(42), "42")
+  })
+
+  it("leaves no local copy of messageOf in src/ or layers/", () => {
+    const copy = /instanceof Error\s*\?\s*[\w.]+\.message\s*:\s*String\(/
+    const copies = [...sources("src"), ...sources("layers")].filter((file) =>
+      file !== Path.join("src", "errors.ts") && copy.test(Fs.readFileSync(Path.join(root, file), "utf8"))
+    )
+    assert.deepStrictEqual(copies, [], "use Errors.messageOf (src/errors.ts)")
   })
 })
