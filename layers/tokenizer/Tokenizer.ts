@@ -6,8 +6,8 @@
  * A directory that also holds a `preprocessor_config.json` of the Qwen2-VL image processor (Qwen2-VL, Qwen2.5-VL,
  * Qwen3-VL checkpoints) gives the service its `vision` constants, with which image placeholders get their
  * processor-expanded training tokens (src/template/ImageGrid.ts).
- * `encodeAsync` keeps the event loop free: a text of {@link OFF_LOOP_CHARS} characters or more (a 1 MB tool result
- * takes about a second to encode) is encoded on a worker thread that loads the same files on first use; shorter
+ * `encodeAsync` keeps the event loop free: a text of {@link OFF_LOOP_CHARS} characters or more (a long tool result
+ * would hold every other Session for its whole encode; figures: docs/performance.md) is encoded on a worker thread that loads the same files on first use; shorter
  * texts are encoded in place. In place, `encode` and `encodeText` put a bounded pre-token → ids cache in front of the
  * library's byte-level step and BPE model (layers/tokenizer/PreTokenCache.ts); the ids are the library's. `decode` keeps
  * each id's bytes (layers/tokenizer/ByteLevelDecode.ts); the text is the library's.
@@ -197,7 +197,8 @@ export const fromJson = (
   const specialAdded = added.filter((t) => t.special === true).sort((a, b) => a.id - b.id)
   const specialTokenIds = new Set(specialAdded.map((t) => t.id))
   // Built on first use (agent text holding a special literal is rare): from the loaded tokenizer when that is exact
-  // (layers/tokenizer/PreTokenCache.ts), else as a second tokenizer without the special tokens (~0.2 s, ~33 MB).
+  // (layers/tokenizer/PreTokenCache.ts), else as a second tokenizer without the special tokens (costly to build:
+  // docs/performance.md, "Figures behind code comments").
   let plain: ((text: string) => ReadonlyArray<number>) | undefined
   const plainEncode = (): (text: string) => ReadonlyArray<number> => (plain ??= plainEncoder(hf) ?? cachedEncoder(
     new HfTokenizer(
