@@ -53,14 +53,14 @@ export interface Progress {
  */
 export class OutputWriteError extends Data.TaggedError("OutputWriteError")<{
   readonly path: string
-  readonly reason: string
+  readonly detail: string
   readonly fallback?: string | undefined
 }> {
   override get message(): string {
     const kept = this.fallback === undefined
       ? "It could not be saved anywhere else either."
       : `Its content was saved to ${this.fallback} instead (move it there once the directory is fixed).`
-    return `cannot write ${this.path}: ${this.reason}. ${kept} The rollout stopped; free space or fix the directory's ` +
+    return `cannot write ${this.path}: ${this.detail}. ${kept} The rollout stopped; free space or fix the directory's ` +
       "permissions (or choose another --output-dir / --save-debug-rollout-data), then run again."
   }
 }

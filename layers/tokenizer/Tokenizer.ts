@@ -28,10 +28,10 @@ import { cachedEncoder, plainEncoder } from "./PreTokenCache.ts"
 
 export class TokenizerLoadError extends Data.TaggedError("TokenizerLoadError")<{
   readonly directory: string
-  readonly reason: string
+  readonly detail: string
 }> {
   override get message() {
-    return `cannot load the tokenizer from ${this.directory}: ${this.reason}. ` +
+    return `cannot load the tokenizer from ${this.directory}: ${this.detail}. ` +
       `--tokenizer must name a directory holding tokenizer.json and tokenizer_config.json (with a chat_template).`
   }
 }
@@ -187,7 +187,7 @@ export const fromJson = (
 ): TokenizerShape => {
   const templateSource = tokenizerConfig["chat_template"]
   if (typeof templateSource !== "string") {
-    throw new TokenizerLoadError({ directory: source, reason: "tokenizer_config.json has no string chat_template" })
+    throw new TokenizerLoadError({ directory: source, detail: "tokenizer_config.json has no string chat_template" })
   }
   // The HF types describe these files loosely; this is the decoding boundary.
   const hf = new HfTokenizer(tokenizerJson as never, tokenizerConfig as never)
@@ -213,11 +213,11 @@ export const fromJson = (
   const vocabSize = maxId + 1
   const eosToken = asTokenString(tokenizerConfig["eos_token"])
   if (eosToken === undefined) {
-    throw new TokenizerLoadError({ directory: source, reason: "tokenizer_config.json has no eos_token" })
+    throw new TokenizerLoadError({ directory: source, detail: "tokenizer_config.json has no eos_token" })
   }
   const eosTokenId = hf.token_to_id(eosToken)
   if (eosTokenId === undefined) {
-    throw new TokenizerLoadError({ directory: source, reason: `eos_token ${eosToken} is not in the vocabulary` })
+    throw new TokenizerLoadError({ directory: source, detail: `eos_token ${eosToken} is not in the vocabulary` })
   }
   const padToken = asTokenString(tokenizerConfig["pad_token"])
   const vision = preprocessorConfig === undefined ? undefined : visionOf(source, hf, preprocessorConfig)
@@ -262,12 +262,12 @@ export const fromJson = (
 
 const visionOf = (source: string, hf: HfTokenizer, preprocessorConfig: unknown): Vision => {
   const config = ImageGrid.configFrom(preprocessorConfig)
-  if (Result.isFailure(config)) throw new TokenizerLoadError({ directory: source, reason: config.failure })
+  if (Result.isFailure(config)) throw new TokenizerLoadError({ directory: source, detail: config.failure })
   const imagePadId = hf.token_to_id(IMAGE_PAD)
   if (imagePadId === undefined) {
     throw new TokenizerLoadError({
       directory: source,
-      reason: `preprocessor_config.json is there but ${IMAGE_PAD} is not in the vocabulary`
+      detail: `preprocessor_config.json is there but ${IMAGE_PAD} is not in the vocabulary`
     })
   }
   return { config: config.success, imagePadId }
@@ -308,7 +308,7 @@ export const load = (directory?: string): Effect.Effect<TokenizerShape, Tokenize
     catch: (error) =>
       error instanceof TokenizerLoadError
         ? error
-        : new TokenizerLoadError({ directory: dir, reason: Errors.messageOf(error) })
+        : new TokenizerLoadError({ directory: dir, detail: Errors.messageOf(error) })
   }).pipe(Effect.withSpan("Tokenizer.load", { attributes: { directory: dir } }))
 }
 

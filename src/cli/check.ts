@@ -46,14 +46,14 @@ export interface CheckReport {
 }
 
 /** A check that could not start its Session (bad flags, dataset, hooks, port). */
-export class CheckStartupError extends Data.TaggedError("CheckStartupError")<{ readonly reason: string }> {
+export class CheckStartupError extends Data.TaggedError("CheckStartupError")<{ readonly detail: string }> {
   override get message(): string {
-    return this.reason
+    return this.detail
   }
 }
 
 const startup = <A, E extends { readonly message: string }, R>(effect: Effect.Effect<A, E, R>) =>
-  Effect.mapError(effect, (error) => new CheckStartupError({ reason: error.message }))
+  Effect.mapError(effect, (error) => new CheckStartupError({ detail: error.message }))
 
 /** The capacity table of the guide for these settings. */
 export const capacityOf = (settings: Settings.RolloutSettings): Capacity.CapacityReport =>
@@ -89,14 +89,14 @@ const readRow = (settings: Settings.RolloutSettings, row: number) =>
       try: () => readFileSync(settings.promptData, "utf8"),
       catch: (error) =>
         new CheckStartupError({
-          reason: `--prompt-data: cannot read ${settings.promptData}: ${Errors.messageOf(error)}`
+          detail: `--prompt-data: cannot read ${settings.promptData}: ${Errors.messageOf(error)}`
         })
     })
     const rows = yield* startup(Effect.fromResult(Dataset.parse(text, settings.promptData)))
     const data = rows[row]
     if (data === undefined) {
       return yield* new CheckStartupError({
-        reason: `--row: ${row} is out of range; ${settings.promptData} has ${rows.length} row(s)`
+        detail: `--row: ${row} is out of range; ${settings.promptData} has ${rows.length} row(s)`
       })
     }
     return yield* startup(Effect.fromResult(SessionInput.fromRow(data, row, {
@@ -271,13 +271,13 @@ export const runCheck = (
       Effect.catchTag(
         "ServeError",
         (error) =>
-          Effect.fail(new CheckStartupError({ reason: `--host/--port: the gateway cannot listen: ${error.message}` }))
+          Effect.fail(new CheckStartupError({ detail: `--host/--port: the gateway cannot listen: ${error.message}` }))
       )
     )
   }).pipe(
     Effect.catchTags({
-      TokenizerLoadError: (error) => Effect.fail(new CheckStartupError({ reason: `--tokenizer: ${error.message}` })),
-      EngineError: (error) => Effect.fail(new CheckStartupError({ reason: `--engine: ${error.message}` }))
+      TokenizerLoadError: (error) => Effect.fail(new CheckStartupError({ detail: `--tokenizer: ${error.message}` })),
+      EngineError: (error) => Effect.fail(new CheckStartupError({ detail: `--engine: ${error.message}` }))
     })
   )
 
