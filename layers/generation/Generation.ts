@@ -305,6 +305,7 @@ const make = (options: GenerationOptions) =>
           rid,
           returnLogprob: true,
           resumedTokens: pending.outputIds.length,
+          protected: session.gate?.isProtected() === true,
           imageData: media.length > 0 ? media : undefined,
           sessionId: session.sessionId,
           conversation: () => policyRequest(p, () => tokenizer.decode(Array.from(inputIds)))

@@ -50,7 +50,7 @@ export const runInspect = (request: InspectRequest, onServing: (url: string) => 
     const vocab = Inspector.vocabulary(tokenizer)
     if (request.html !== undefined) {
       const out = resolve(request.html)
-      const text = Inspector.html(run, vocab)
+      const text = yield* Inspector.html(run, vocab).pipe(Effect.mapError((error) => userError(error.message)))
       yield* Effect.try({
         try: () => writeFileSync(out, text),
         catch: (error) => userError(`--html ${out}: cannot write the file (${String(error)})`)
