@@ -4,9 +4,7 @@
  */
 import { Data, Effect, Layer, Result } from "effect"
 import { readFileSync } from "node:fs"
-import { EmbeddedEngine } from "../../layers/engine/EmbeddedEngine.ts"
 import { Engine } from "../../layers/engine/Engine.ts"
-import { SglangEngine } from "../../layers/engine/sglang/SglangEngine.ts"
 import { Gateway } from "../../layers/gateway/Gateway.ts"
 import { Forests } from "../../layers/generation/Forests.ts"
 import { Generation } from "../../layers/generation/Generation.ts"
@@ -19,6 +17,7 @@ import * as Reward from "../credit/Reward.ts"
 import * as Errors from "../errors.ts"
 import * as Export from "../forest/Export.ts"
 import * as Forest from "../forest/Forest.ts"
+import { engineLayer } from "../index.ts"
 import * as OutputPaths from "../rollout/OutputPaths.ts"
 import * as Capacity from "../schedule/Capacity.ts"
 import * as Dataset from "../schedule/Dataset.ts"
@@ -65,19 +64,9 @@ const checkStack = (settings: Settings.RolloutSettings) =>
   Effect.gen(function*() {
     const parsers = yield* startup(Effect.fromResult(Generation.optionsOf(settings)))
     const tokenizer = settings.tokenizer === undefined ? Tokenizer.layer : Tokenizer.fromDirectory(settings.tokenizer)
-    const engine = settings.engine === "sglang"
-      // A check answers quickly: a server still starting is waited for 10 seconds, not the rollout's 10 minutes
-      // (unless --sglang-startup-timeout says otherwise).
-      ? SglangEngine.layerCheckingTokenizer({
-        startupTimeout: "10 seconds",
-        ...SglangEngine.optionsOf(settings)
-      })
-      : settings.embeddedPolicy === undefined
-      ? EmbeddedEngine.layer({ seed: settings.rolloutSeed })
-      : EmbeddedEngine.layer({
-        seed: settings.rolloutSeed,
-        policy: yield* startup(EmbeddedEngine.loadPolicy(settings.embeddedPolicy))
-      })
+    // A check answers quickly: a server still starting is waited for 10 seconds, not the rollout's 10 minutes
+    // (unless --sglang-startup-timeout says otherwise).
+    const engine = engineLayer(settings, { cwd: process.cwd(), sglangDefaults: { startupTimeout: "10 seconds" } })
     const core = Layer.mergeAll(Forests.layer, Sessions.layer, engine).pipe(Layer.provideMerge(tokenizer))
     const generation = Generation.layer(parsers).pipe(Layer.provideMerge(core))
     return Gateway.layer({ host: settings.host, port: settings.port }).pipe(Layer.provideMerge(generation))
@@ -277,7 +266,9 @@ export const runCheck = (
   }).pipe(
     Effect.catchTags({
       TokenizerLoadError: (error) => Effect.fail(new CheckStartupError({ detail: `--tokenizer: ${error.message}` })),
-      EngineError: (error) => Effect.fail(new CheckStartupError({ detail: `--engine: ${error.message}` }))
+      EngineError: (error) => Effect.fail(new CheckStartupError({ detail: `--engine: ${error.message}` })),
+      HookSpecError: (error) => Effect.fail(new CheckStartupError({ detail: error.message })),
+      HookLoadError: (error) => Effect.fail(new CheckStartupError({ detail: error.message }))
     })
   )
 
