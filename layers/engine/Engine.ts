@@ -119,6 +119,19 @@ export interface GenerateResult {
 }
 
 /**
+ * The answer to a request aborted while generation was paused for a weight push, before it ran: no tokens, an abort
+ * finish reason, on `weightVersion`. Both engines answer a held request's abort with it.
+ */
+export const abortedWhilePaused = (request: GenerateRequest, weightVersion: string): GenerateResult => ({
+  outputIds: [],
+  logprobs: [],
+  finishReason: { type: "abort", message: "Aborted while generation was paused" },
+  promptTokens: request.inputIds.length,
+  cachedTokens: 0,
+  weightVersion
+})
+
+/**
  * How `pauseGeneration` treats the generations in flight (SGLang's `/pause_generation` modes):
  * - `abort`: they end now with their partial output; their callers park them and resume them after the resume
  *   (a new attempt from prompt ++ partial ids): every attempt runs on one version;

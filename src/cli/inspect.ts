@@ -43,7 +43,7 @@ export const runInspect = (request: InspectRequest, onServing: (url: string) => 
     const tokenizer = yield* Tokenizer.load(request.tokenizer).pipe(
       Effect.mapError((error) =>
         userError(
-          `--tokenizer ${error.directory}: cannot load the tokenizer (${error.reason}); give the directory the rollout used`
+          `--tokenizer ${error.directory}: cannot load the tokenizer (${error.detail}); give the directory the rollout used`
         )
       )
     )

@@ -240,7 +240,7 @@ export const make = (init: {
 
 /** Throw a `ForestInvariantError` (a bug: the forest broke one of its own rules). */
 export const invariant = (forest: Forest, message: string): never => {
-  throw new ForestInvariantError({ message, sessionId: forest.sessionId })
+  throw new ForestInvariantError({ detail: message, sessionId: forest.sessionId })
 }
 
 /** The node of a state hash (throws {@link ForestInvariantError} when unknown). */

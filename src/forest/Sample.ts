@@ -134,7 +134,7 @@ export const build = (
   }
   if (leaf === undefined || promptLength < 0) {
     throw new ForestInvariantError({
-      message: "A sample export leaf must have at least one resp node in its lineage.",
+      detail: "A sample export leaf must have at least one resp node in its lineage.",
       sessionId: forest.sessionId
     })
   }

@@ -261,10 +261,10 @@ export const assistantMessage = (
     ...(parsed.reasoning.length > 0 ? { reasoning_content: parsed.reasoning } : {}),
     ...(toolCalls.length > 0 ? { tool_calls: toolCalls.map(Canonical.toolCallOf) } : {})
   }])
-  if (Result.isFailure(canonical)) return Result.fail(new UnusableResponseError({ message: canonical.failure.message }))
+  if (Result.isFailure(canonical)) return Result.fail(new UnusableResponseError({ detail: canonical.failure.message }))
   const message = canonical.success[0]
   return message === undefined
-    ? Result.fail(new UnusableResponseError({ message: "canonicalization dropped the assistant message" }))
+    ? Result.fail(new UnusableResponseError({ detail: "canonicalization dropped the assistant message" }))
     : Result.succeed(message)
 }
 

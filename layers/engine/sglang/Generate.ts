@@ -17,7 +17,7 @@ import * as Rid from "../../../src/engine/Rid.ts"
 import * as Wire from "../../../src/engine/Wire.ts"
 import { ContextLengthError } from "../../../src/forest/errors.ts"
 import * as RetryAfter from "../../runtime/Retry.ts"
-import { EngineError, type GenerateRequest, type GenerateResult } from "../Engine.ts"
+import { abortedWhilePaused, EngineError, type GenerateRequest, type GenerateResult } from "../Engine.ts"
 import * as Abort from "./Abort.ts"
 import * as Http from "./Http.ts"
 import type * as WeightUpdates from "./WeightUpdates.ts"
@@ -96,16 +96,7 @@ export const make = (
     Effect.gen(function*() {
       // Held here while generation is paused for a weight push; aborted while held, it ends with no tokens.
       const start = yield* weights.enter(rid)
-      if (start === undefined) {
-        return {
-          outputIds: [],
-          logprobs: [],
-          finishReason: { type: "abort", message: "Aborted while generation was paused" },
-          promptTokens: request.inputIds.length,
-          cachedTokens: 0,
-          weightVersion: weights.version()
-        } satisfies GenerateResult
-      }
+      if (start === undefined) return abortedWhilePaused(request, weights.version())
       const worker = workers.pick(request.sessionId, tried)
       tried.add(worker)
       const headers: Record<string, string> = workers.router !== undefined && request.sessionId !== undefined
