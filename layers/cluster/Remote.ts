@@ -22,10 +22,10 @@ import * as Fingerprint from "../../src/cluster/Fingerprint.ts"
 import * as Routing from "../../src/cluster/Routing.ts"
 import type * as Wire from "../../src/cluster/Wire.ts"
 import { Credit } from "../credit/Credit.ts"
-import { Engine } from "../engine/Engine.ts"
 import { RolloutConfig } from "../rollout/RolloutConfig.ts"
 import * as SessionRunner from "../rollout/SessionRunner.ts"
 import type * as FirstRequestBarrier from "../schedule/FirstRequestBarrier.ts"
+import { Fleet } from "./Fleet.ts"
 import * as GroupEntity from "./GroupEntity.ts"
 import * as Host from "./Host.ts"
 
@@ -65,9 +65,9 @@ const make = (options: RemoteOptions) =>
   Effect.gen(function*() {
     const credit = yield* Credit
     const config = Fingerprint.of(yield* RolloutConfig)
-    const engine = yield* Engine
+    const fleet = yield* Fleet
     const makeClient = yield* GroupEntity.Group.client
-    const runId = randomBytes(8).toString("hex")
+    const runId = fleet.controller
     let parserFailures = 0
 
     const deadline = <A, E>(what: string, effect: Effect.Effect<A, E>) =>
@@ -93,7 +93,12 @@ const make = (options: RemoteOptions) =>
         )
         const runner = place.runner
         yield* Effect.addFinalizer(() =>
-          deadline(`Stop ${ticket.sessionId}`, client.Stop({ runner, sessionId: ticket.sessionId })).pipe(Effect.ignore)
+          Effect.sync(() => fleet.forget(ticket.sessionId)).pipe(
+            Effect.andThen(
+              deadline(`Stop ${ticket.sessionId}`, client.Stop({ runner, sessionId: ticket.sessionId }))
+            ),
+            Effect.ignore
+          )
         )
         // The runner reaps a Session its controller stops touching (a controller killed without these finalizers).
         yield* Effect.forkScoped(
@@ -103,14 +108,20 @@ const make = (options: RemoteOptions) =>
               Effect.repeat(Schedule.spaced(Host.touchInterval))
             )
         )
-        // The Group's Runtime lease, passed on to the runner with the weight version new generations use.
+        // The Group's Runtime lease, passed on to the runner with the weights its generations follow.
         yield* Effect.forkScoped(ticket.leased.pipe(
-          Effect.andThen(engine.weightVersion),
-          Effect.flatMap((weightVersion) =>
+          Effect.andThen(fleet.weights),
+          Effect.flatMap((weights) =>
             deadline(
               `Grant ${ticket.sessionId}`,
               whileRefused(
-                client.Grant({ runner, sessionId: ticket.sessionId, rolloutId: ticket.rolloutId(), weightVersion })
+                client.Grant({
+                  runner,
+                  controller: runId,
+                  sessionId: ticket.sessionId,
+                  rolloutId: ticket.rolloutId(),
+                  weights
+                })
               )
             )
           ),
@@ -121,6 +132,7 @@ const make = (options: RemoteOptions) =>
         yield* whileRefused(Stream.runForEach(
           client.RunSession({
             runner,
+            controller: runId,
             sessionId: ticket.sessionId,
             position: ticket.position,
             group: {
@@ -146,6 +158,8 @@ const make = (options: RemoteOptions) =>
               case "FirstRequest":
                 // Joins the barrier; completes once the Group is leased (a drop interrupts this Session anyway).
                 return Effect.forkScoped(Effect.ignore(ticket.awaitLease)).pipe(Effect.asVoid)
+              case "Gate":
+                return Effect.sync(() => fleet.setGate(ticket.sessionId, event.state))
               case "Done":
                 result = event.result
                 return Effect.void
@@ -190,5 +204,5 @@ const make = (options: RemoteOptions) =>
 /** The controller's `SessionRunner` over the cluster (needs `Sharding`: a client-only cluster member). */
 export const layer = (
   options: RemoteOptions
-): Layer.Layer<SessionRunner.SessionRunner, never, Credit | Engine | RolloutConfig | Sharding.Sharding> =>
+): Layer.Layer<SessionRunner.SessionRunner, never, Credit | Fleet | RolloutConfig | Sharding.Sharding> =>
   Layer.effect(SessionRunner.SessionRunner, make(options))

@@ -10,6 +10,7 @@
  */
 import { Console, Duration, Effect, Layer, Option } from "effect"
 import { CliError, Command } from "effect/cli"
+import * as Fleet from "../../layers/cluster/Fleet.ts"
 import * as Forward from "../../layers/cluster/Forward.ts"
 import * as Host from "../../layers/cluster/Host.ts"
 import * as Membership from "../../layers/cluster/Membership.ts"
@@ -77,17 +78,23 @@ export const clusterOptionsFromFlags = (
   })
 
 /** Settings a cluster cannot run yet (docs/scale-out.md "Not yet"): refused with the flag to change. */
-export const clusterProblem = (settings: Settings.RolloutSettings): string | undefined =>
-  settings.partialRollout
-    ? "--partial-rollout: not supported across runners yet; run without it, or in a single process"
-    : settings.fullyAsync
-    ? "--fully-async: not supported across runners yet; run without it, or in a single process"
-    : undefined
+export const clusterProblem = (_settings: Settings.RolloutSettings): string | undefined => undefined
 
-/** The controller's role: its Groups' Sessions run on the cluster's runners. */
-export const controllerRole = (options: Membership.ClusterOptions): ClusterRole => ({
-  sessionRunner: Remote.layer({ callTimeout: options.callTimeout }).pipe(Layer.provide(Membership.client(options)))
-})
+/**
+ * The controller's role: its Groups' Sessions run on the cluster's runners, and its weight changes and step
+ * boundaries reach every runner (one client-only member and one fleet, shared by the three).
+ */
+export const controllerRole = (options: Membership.ClusterOptions): ClusterRole => {
+  const membership = Membership.client(options)
+  const fleet = Fleet.layer({ callTimeout: options.callTimeout, shards: options.shardsPerGroup }).pipe(
+    Layer.provideMerge(membership)
+  )
+  return {
+    sessionRunner: Remote.layer({ callTimeout: options.callTimeout }).pipe(Layer.provide(fleet)),
+    gate: (mode) => Fleet.gateLayer(mode).pipe(Layer.provide(fleet)),
+    engine: (engine) => Fleet.engineLayer.pipe(Layer.provide(engine), Layer.provide(fleet))
+  }
+}
 
 /** Every service of a runner: the rollout's services (no `Rollout`), the Group entity, forwarding, membership. */
 export const runnerLayer = (
@@ -95,7 +102,8 @@ export const runnerLayer = (
   options: Membership.ClusterOptions,
   address: Membership.Address,
   listen: Membership.Address | undefined,
-  publicUrl: string | undefined
+  publicUrl: string | undefined,
+  orphanTimeout: Duration.Duration = Host.orphanAfter
 ) => {
   const membership = Membership.runner(options, address, listen)
   const services = servicesFromSettings(settings, {}, {
@@ -104,7 +112,7 @@ export const runnerLayer = (
   })
   const host = Layer.unwrap(Effect.gen(function*() {
     const answer = yield* ModelRoute.answerForwarded({ maxJsonDepth: defaultMaxJsonDepth })
-    return Host.Host.layer(`${address.host}:${address.port}`, answer)
+    return Host.Host.layer(`${address.host}:${address.port}`, answer, orphanTimeout)
   })).pipe(Layer.provide(SessionRunner.layer), Layer.provide(GenerationGate.layer(Settings.retentionMode(settings))))
   return Host.entityLayer.pipe(
     Layer.provideMerge(host),
@@ -146,6 +154,7 @@ export const runnerCommand = Command.make(
       if (listenText !== undefined && listen === undefined) {
         return yield* userError(`--runner-listen-address: expects host:port (got ${String(listenText)})`)
       }
+      const orphanTimeout = yield* seconds(values, "cluster-orphan-timeout", Host.orphanAfter)
       const publicUrl = valueOf(values, "gateway-public-url")
       if (publicUrl !== undefined && (typeof publicUrl !== "string" || !/^https?:\/\//.test(publicUrl))) {
         return yield* userError(
@@ -162,7 +171,14 @@ export const runnerCommand = Command.make(
         return yield* Effect.never
       }).pipe(
         Effect.provide(
-          runnerLayer(settings, options, address, listen, typeof publicUrl === "string" ? publicUrl : undefined)
+          runnerLayer(
+            settings,
+            options,
+            address,
+            listen,
+            typeof publicUrl === "string" ? publicUrl : undefined,
+            orphanTimeout
+          )
         ),
         Effect.mapError((error) => userError(error instanceof Error ? error.message : String(error)))
       )

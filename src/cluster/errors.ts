@@ -46,3 +46,15 @@ export class SessionFailed extends Schema.TaggedError<SessionFailed>()("SessionF
     return this.detail
   }
 }
+
+/** A runner could not carry out a fleet command (its engine refused a weight change): the detail names why. */
+export class FleetCommandError extends Schema.TaggedError<FleetCommandError>()("FleetCommandError", {
+  /** `engine`: the runner's engine refused to pause, resume or update. */
+  reason: Schema.Literal("engine"),
+  runner: Schema.String,
+  detail: Schema.String
+}) {
+  override get message(): string {
+    return `runner ${this.runner} could not follow the controller: ${this.detail}`
+  }
+}

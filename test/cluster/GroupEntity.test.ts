@@ -8,6 +8,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Duration, Effect, Exit, Fiber, Layer, Ref, Stream } from "effect"
 import { type Sharding, TestRunner } from "effect/cluster"
+import * as Fleet from "../../layers/cluster/Fleet.ts"
 import * as GroupEntity from "../../layers/cluster/GroupEntity.ts"
 import * as Host from "../../layers/cluster/Host.ts"
 import * as Remote from "../../layers/cluster/Remote.ts"
@@ -17,9 +18,11 @@ import { RolloutConfig } from "../../layers/rollout/RolloutConfig.ts"
 import * as SessionRunner from "../../layers/rollout/SessionRunner.ts"
 import * as Telemetry from "../../layers/runtime/Telemetry.ts"
 import type * as FirstRequestBarrier from "../../layers/schedule/FirstRequestBarrier.ts"
+import { GenerationGate } from "../../layers/schedule/GenerationGate.ts"
 import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
 import * as Fingerprint from "../../src/cluster/Fingerprint.ts"
 import { creditOptions } from "../../src/index.ts"
+import * as Retention from "../../src/schedule/Retention.ts"
 import { SessionClosedError } from "../../src/session/errors.ts"
 
 interface Script {
@@ -55,7 +58,7 @@ const group: SessionRunner.PlannedGroup = {
 const harness = <A, E>(
   body: (
     script: Script
-  ) => Effect.Effect<A, E, Host.Host | SessionRunner.SessionRunner | Sharding.Sharding | RolloutConfig>,
+  ) => Effect.Effect<A, E, Host.Host | SessionRunner.SessionRunner | Sharding.Sharding | RolloutConfig | Fleet.Fleet>,
   orphanAfter: Duration.Duration = Host.orphanAfter
 ) =>
   Effect.gen(function*() {
@@ -63,12 +66,18 @@ const harness = <A, E>(
     const config = RolloutConfig.layer({ promptData: "unused.jsonl", agentCommand: "true", rolloutBatchSize: 1 })
     const engine = EmbeddedEngine.layer(instant).pipe(Layer.provide(Tokenizer.layer))
     const host = Host.Host.layer("127.0.0.1:1", () => Effect.die("no gateway in this test"), orphanAfter).pipe(
-      Layer.provide(Layer.mergeAll(config, engine, scriptedRunner(script)))
+      Layer.provide(Layer.mergeAll(
+        config,
+        engine,
+        scriptedRunner(script),
+        GenerationGate.layer(Retention.synchronous).pipe(Layer.provide(engine))
+      ))
     )
     const cluster = Host.entityLayer.pipe(Layer.provideMerge(host), Layer.provideMerge(TestRunner.layer))
+    const fleet = Fleet.layer({ callTimeout: Duration.seconds(5), shards: 300 })
     const remote = Remote.layer({ callTimeout: Duration.seconds(5) }).pipe(
+      Layer.provideMerge(fleet),
       Layer.provide(Layer.mergeAll(
-        engine,
         config,
         Layer.unwrap(Effect.map(Effect.service(RolloutConfig), (settings) => Credit.layer(creditOptions(settings))))
           .pipe(
@@ -125,6 +134,7 @@ describe("Group entity", () => {
         const client = (yield* GroupEntity.Group.client)("0123456789abcdef")
         const payload = {
           runner: host.incarnation,
+          controller: "c",
           sessionId: "s-1",
           position: 0,
           group,
@@ -146,7 +156,13 @@ describe("Group entity", () => {
     harness(() =>
       Effect.gen(function*() {
         const client = (yield* GroupEntity.Group.client)("0123456789abcdef")
-        const exit = yield* client.Grant({ runner: "gone", sessionId: "s-2", rolloutId: 0, weightVersion: "0" }).pipe(
+        const exit = yield* client.Grant({
+          runner: "gone",
+          controller: "c",
+          sessionId: "s-2",
+          rolloutId: 0,
+          weights: { seq: 0, version: "0", paused: null }
+        }).pipe(
           Effect.exit
         )
         assert.isTrue(Exit.isFailure(exit))
@@ -163,6 +179,7 @@ describe("Group entity", () => {
         const config = { ...Fingerprint.of(settings), rolloutTemperature: "0.25" }
         const error = yield* client.RunSession({
           runner: host.incarnation,
+          controller: "c",
           sessionId: "s-3",
           position: 0,
           group,
@@ -187,6 +204,7 @@ describe("Group entity", () => {
           const client = (yield* GroupEntity.Group.client)("0123456789abcdef")
           const payload = {
             runner: host.incarnation,
+            controller: "c",
             sessionId: "s-4",
             position: 0,
             group,
