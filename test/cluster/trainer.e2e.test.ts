@@ -87,6 +87,8 @@ beforeAll(async () => {
         Processes.runner([
           ...flags(ctrl),
           ...clusterFlags,
+          "--rollout-batch-size",
+          "1",
           "--runner-address",
           `127.0.0.1:${port + i}`,
           "--cluster-orphan-timeout",
@@ -98,6 +100,11 @@ beforeAll(async () => {
 }, 240_000)
 
 afterAll(() => Effect.runPromise(Scope.close(scope, Exit.void)), 60_000)
+
+/** Remove every mark and control file of the last test. */
+const clear = (ctrl: string) => {
+  for (const f of Fs.readdirSync(ctrl)) Fs.rmSync(Path.join(ctrl, f))
+}
 
 const marked = (ctrl: string, suffix: string) => Fs.readdirSync(ctrl).filter((f) => f.endsWith(`.${suffix}`))
 
@@ -116,45 +123,59 @@ describe("cluster with a trainer (end to end)", () => {
     () =>
       Effect.gen(function*() {
         const { ctrl, runners } = cluster
-        Fs.writeFileSync(Path.join(ctrl, "gated"), "")
+        clear(ctrl)
         const served = yield* Processes.start([
           "serve",
           ...flags(ctrl),
           ...cluster.clusterFlags,
           "--rollout-batch-size",
-          "2",
+          "4",
           "--rpc-port",
           "0"
         ])
         const url = (yield* Processes.waitFor(served, /listening on (http:\/\/\S+\/rpc)/))[1]!
         const client = yield* makeRpcClient({ url })
-        const step = yield* Effect.forkChild(client.Step({ rolloutId: 0 }))
 
-        // Every Session has had its first turn; the update reaches them between turns, on whichever runner.
-        yield* awaitMarks(ctrl, "first", 4)
-        assert.strictEqual((yield* client.UpdateWeights({ version: "w1" })).weightVersion, "w1")
-        Fs.writeFileSync(Path.join(ctrl, "go1"), "")
-        yield* awaitMarks(ctrl, "second", 4)
+        /** One step whose 8 Sessions get an update between their first two turns and a pause around their third. */
+        const gatedStep = (rolloutId: number, before: string) =>
+          Effect.gen(function*() {
+            clear(ctrl)
+            Fs.writeFileSync(Path.join(ctrl, "gated"), "")
+            const [updated, resumed] = [`w${2 * rolloutId + 1}`, `w${2 * rolloutId + 2}`]
+            const step = yield* Effect.forkChild(client.Step({ rolloutId }))
+            // Every Session has had its first turn; the update reaches them between turns, on whichever runner.
+            yield* awaitMarks(ctrl, "first", 8)
+            assert.strictEqual((yield* client.UpdateWeights({ version: updated })).weightVersion, updated)
+            Fs.writeFileSync(Path.join(ctrl, "go1"), "")
+            yield* awaitMarks(ctrl, "second", 8)
+            // A trainer's push: the third turns are held on every runner until the resume.
+            yield* client.PauseGeneration({ mode: "abort" })
+            Fs.writeFileSync(Path.join(ctrl, "go2"), "")
+            yield* awaitMarks(ctrl, "asking", 8)
+            yield* Effect.sleep("2 seconds")
+            assert.deepStrictEqual(marked(ctrl, "third"), [], "a turn was generated while the trainer's pause held")
+            assert.strictEqual((yield* client.ResumeGeneration({ version: resumed })).weightVersion, resumed)
+            const result = yield* Fiber.join(step)
+            assert.strictEqual(result.samples.length, 8)
+            for (const sample of result.samples) {
+              assert.deepStrictEqual(sample.weight_versions, [before, updated, resumed])
+            }
+            return { sessions: new Set(result.samples.map((s) => s.session_id)), resumed }
+          })
 
-        // A trainer's push: the third turns are held on every runner until the resume.
-        yield* client.PauseGeneration({ mode: "abort" })
-        Fs.writeFileSync(Path.join(ctrl, "go2"), "")
-        yield* awaitMarks(ctrl, "asking", 4)
-        yield* Effect.sleep("2 seconds")
-        assert.deepStrictEqual(marked(ctrl, "third"), [], "a turn was generated while the trainer's pause held")
-        assert.strictEqual((yield* client.ResumeGeneration({ version: "w2" })).weightVersion, "w2")
-
-        const result = yield* Fiber.join(step)
-        assert.strictEqual(result.samples.length, 4)
-        for (const sample of result.samples) assert.deepStrictEqual(sample.weight_versions, ["0", "w1", "w2"])
-        const sessions = new Set(result.samples.map((s) => s.session_id))
-        const spread = runners.map((r) => hostedBy(r).filter((s) => sessions.has(s)).length)
-        assert.isTrue(spread.every((n) => n > 0), `Sessions per runner: ${spread.join(", ")}`)
+        // Groups land on runners by the hash of their key: run steps until both runners held some of them.
+        const seen = new Set<Processes.Runner>()
+        let before = "0"
+        for (let rolloutId = 0; rolloutId < 4 && seen.size < runners.length; rolloutId++) {
+          const { sessions, resumed } = yield* gatedStep(rolloutId, before)
+          before = resumed
+          for (const r of runners) if (hostedBy(r).some((s) => sessions.has(s))) seen.add(r)
+        }
+        assert.strictEqual(seen.size, runners.length, "every step's Groups landed on one runner")
         yield* client.Shutdown({})
         assert.strictEqual(yield* served.exited, 0, served.output().slice(-3000))
-        for (const f of Fs.readdirSync(ctrl)) Fs.rmSync(Path.join(ctrl, f))
       }),
-    300_000
+    400_000
   )
 
   it.live(
@@ -162,6 +183,7 @@ describe("cluster with a trainer (end to end)", () => {
     () =>
       Effect.gen(function*() {
         const { ctrl, runners } = cluster
+        clear(ctrl)
         Fs.writeFileSync(Path.join(ctrl, "hang"), "")
         const controller = yield* Processes.start([
           "rollout",
@@ -181,8 +203,8 @@ describe("cluster with a trainer (end to end)", () => {
         }).pipe(Effect.timeout("60 seconds"))
         assert.deepStrictEqual(pids.filter(running), [])
         const reaped = runners.flatMap((r) => [...r.output().matchAll(/reaps Session (\S+): no controller/g)])
-        assert.strictEqual(reaped.length, 4)
-        for (const f of Fs.readdirSync(ctrl)) Fs.rmSync(Path.join(ctrl, f))
+        const killed = new Set(marked(ctrl, "pid").map((f) => f.replace(/\.pid$/, "")))
+        assert.strictEqual(reaped.filter((m) => killed.has(m[1]!)).length, 4)
       }),
     180_000
   )
@@ -192,6 +214,7 @@ describe("cluster with a trainer (end to end)", () => {
     () =>
       Effect.gen(function*() {
         const { ctrl, work } = cluster
+        clear(ctrl)
         const run = (out: string, extra: ReadonlyArray<string>) =>
           Processes.run([
             "rollout",
