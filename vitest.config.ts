@@ -1,15 +1,20 @@
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
 import { defineConfig } from "vitest/config"
+
+// Agents start under `bash -lc`, which reads the login profile in $HOME. A machine profile that runs `pyenv init` costs
+// each agent's shell about a second, and its `pyenv rehash` takes a lock file: a test that SIGKILLs an agent group while
+// its shell starts leaves the lock behind, and every later login shell then waits 60 s for it. Tests give agents (and
+// everything else they start) an empty home: the login shell still runs, without the machine's profile.
+const home = Path.join(Os.tmpdir(), "relax-agentic-test-home")
+Fs.mkdirSync(home, { recursive: true })
 
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
     testTimeout: 60_000,
     hookTimeout: 60_000,
-    env: {
-      // Agents start under `bash -lc`, and a pyenv login profile runs `pyenv rehash`, which takes a lock file. Tests
-      // that SIGKILL an agent group during shell start-up can leave that lock behind; every later login shell would
-      // then wait pyenv's default 60 s for it. One second keeps a stale lock from stalling the suite.
-      PYENV_REHASH_TIMEOUT: "1"
-    }
+    env: { HOME: home }
   }
 })
