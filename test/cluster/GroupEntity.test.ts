@@ -14,6 +14,7 @@ import * as Host from "../../layers/cluster/Host.ts"
 import * as Remote from "../../layers/cluster/Remote.ts"
 import { Credit } from "../../layers/credit/Credit.ts"
 import { EmbeddedEngine, instant } from "../../layers/engine/EmbeddedEngine.ts"
+import { Engine } from "../../layers/engine/Engine.ts"
 import { RolloutConfig } from "../../layers/rollout/RolloutConfig.ts"
 import * as SessionRunner from "../../layers/rollout/SessionRunner.ts"
 import * as Telemetry from "../../layers/runtime/Telemetry.ts"
@@ -58,7 +59,11 @@ const group: SessionRunner.PlannedGroup = {
 const harness = <A, E>(
   body: (
     script: Script
-  ) => Effect.Effect<A, E, Host.Host | SessionRunner.SessionRunner | Sharding.Sharding | RolloutConfig | Fleet.Fleet>,
+  ) => Effect.Effect<
+    A,
+    E,
+    Host.Host | SessionRunner.SessionRunner | Sharding.Sharding | RolloutConfig | Fleet.Fleet | Engine
+  >,
   orphanAfter: Duration.Duration = Host.orphanAfter
 ) =>
   Effect.gen(function*() {
@@ -86,7 +91,7 @@ const harness = <A, E>(
       ))
     )
     return yield* body(script).pipe(
-      Effect.provide(remote.pipe(Layer.provideMerge(cluster), Layer.provideMerge(config)))
+      Effect.provide(remote.pipe(Layer.provideMerge(cluster), Layer.provideMerge(config), Layer.provideMerge(engine)))
     )
   })
 
@@ -219,5 +224,32 @@ describe("Group entity", () => {
           assert.strictEqual(yield* Ref.get(script.ended), 1)
         }),
       Duration.seconds(1)
+    ))
+
+  it.live("a fleet command runs once on a runner however often it arrives; the runner's engine follows the weights", () =>
+    harness(() =>
+      Effect.gen(function*() {
+        const fleet = yield* Fleet.Fleet
+        const engine = yield* Engine
+        // The in-memory cluster has one runner owning all 300 shards: 300 deliveries, one reply.
+        yield* fleet.setWeights("5", null)
+        assert.strictEqual(yield* engine.weightVersion, "5")
+        const replies = yield* fleet.broadcast({ _tag: "Resume", rolloutId: 3 })
+        assert.strictEqual(replies.length, 1)
+        // A trainer's pause, then a resume on a new version: the runner's engine follows both.
+        yield* fleet.setWeights("5", "abort")
+        yield* fleet.setWeights("6", null)
+        assert.strictEqual(yield* engine.weightVersion, "6")
+        // A re-delivery of the last command (the same seq) answers its reply and changes nothing; an older one too.
+        const client = (yield* GroupEntity.Group.client)("fleet-0")
+        const weights = (version: string, seq: number) => ({
+          controller: fleet.controller,
+          seq,
+          command: { _tag: "Weights" as const, state: { seq: 99, version, paused: null } }
+        })
+        yield* client.Fleet(weights("9", 4))
+        yield* client.Fleet(weights("8", 1))
+        assert.strictEqual(yield* engine.weightVersion, "6")
+      })
     ))
 })
