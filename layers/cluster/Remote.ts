@@ -10,7 +10,8 @@
  * Runtime lease, `Grant` passes it on with the weight version to generate with; the Session's scope ends with `Stop`
  * (so a dropped Group's or a closed step's agents are reaped on the runner). Every call has a deadline
  * (`--cluster-call-timeout`; for the event stream, the time between two events, which a runner sends at least every
- * two seconds): a call past it fails the Session with `ClusterCallError`. A runner that died costs its Groups: the
+ * two seconds): a call past it fails the Session with `ClusterCallError` (a silent event stream is first followed once
+ * more: a repeated `RunSession` follows the Session already running). A runner that died costs its Groups: the
  * cluster re-sends the in-flight `RunSession` to the runner that inherits the shard, which refuses it (`RunnerLost`,
  * another incarnation), and the Group is dropped (`error_type=RunnerLost`) and refilled.
  */
@@ -48,6 +49,9 @@ const transient = ["MailboxFull", "EntityNotAssignedToRunner", "AlreadyProcessin
 /** Attempts of a call the cluster refused for now, 0.5 s apart; every call of a Session is safe to repeat. */
 const attempts = 10
 const pause = Duration.millis(500)
+
+/** How many times a Session's silent event stream is followed again before its Group is dropped. */
+const silentRetries = 1
 
 /** Repeat `effect` while the cluster refuses it for now. */
 const whileRefused = <A, E extends { readonly _tag: string }, R>(
@@ -168,6 +172,18 @@ const make = (options: RemoteOptions) =>
             }
           }
         )).pipe(
+          // A silent stream is followed again before the Group is given up: a repeated RunSession follows the
+          // Session already running there (a stream whose replies stalled loses nothing), and a runner that is gone
+          // answers RunnerLost through its shard's new owner.
+          Effect.tapError((error) =>
+            error._tag === "ClusterCallError" && error.reason === "deadline"
+              ? Effect.logWarning(`following Session ${ticket.sessionId} again: ${error.detail} was silent`)
+              : Effect.void
+          ),
+          Effect.retry({
+            while: (error) => error._tag === "ClusterCallError" && error.reason === "deadline",
+            times: silentRetries
+          }),
           Effect.catchTag(
             ["MailboxFull", "AlreadyProcessingMessage", "PersistenceError", "EntityNotAssignedToRunner"],
             refused("RunSession")
