@@ -1,13 +1,28 @@
 /**
  * A training-loop skeleton for TypeScript trainers that do not use Effect: `createRollout` gives the same service as
- * Promises. Two steps with a weight update after each, then one more step consumed Group by Group.
+ * Promises. Two steps with a weight update after each (one call, or the two-phase pause / resume), then one more step
+ * consumed Group by Group.
  *
  * Run from the repository root: `npx tsx examples/trainer-promise.ts` (the arithmetic example on the embedded engine).
  */
-import { createRollout, type MakeRolloutExtras, type Results, type RolloutOptionsInput } from "relax-agentic"
+import {
+  createRollout,
+  type MakeRolloutExtras,
+  type PauseMode,
+  type Results,
+  type RolloutOptionsInput
+} from "relax-agentic"
 import { arithmetic, describeStep, isMain } from "./trainer-shared.ts"
 
-export const main = async (options: RolloutOptionsInput = arithmetic, extras: MakeRolloutExtras = {}) => {
+/**
+ * `pauseMode`: update the weights in two phases (`pauseGeneration(mode)`, the trainer's own push into SGLang,
+ * `resumeGeneration()`) instead of one `updateWeights()` call.
+ */
+export const main = async (
+  options: RolloutOptionsInput = arithmetic,
+  extras: MakeRolloutExtras = {},
+  pauseMode?: PauseMode
+) => {
   const rollout = await createRollout(options, extras)
   try {
     const steps: Array<Results.StepResult> = []
@@ -15,7 +30,13 @@ export const main = async (options: RolloutOptionsInput = arithmetic, extras: Ma
       const step = await rollout.step(rolloutId)
       console.log(describeStep(step))
       // Train here on step.samples (tokens, loss_mask, rollout_log_probs, advantage).
-      console.log(`weight version -> ${await rollout.updateWeights()}`)
+      if (pauseMode === undefined) console.log(`weight version -> ${await rollout.updateWeights()}`)
+      else {
+        await rollout.pauseGeneration(pauseMode)
+        // Push the new weights into SGLang here, with their version (update_weights_from_distributed / _from_tensor /
+        // _from_disk with weight_version); then resume on it (no version: SGLang's label after the push).
+        console.log(`weight version -> ${await rollout.resumeGeneration()}`)
+      }
       steps.push(step)
     }
     const groups: Array<Results.FinishedGroup> = []

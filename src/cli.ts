@@ -19,7 +19,13 @@ import { Gateway, isLoopback } from "../layers/gateway/Gateway.ts"
 import { Rollout } from "../layers/rollout/Rollout.ts"
 import { RolloutRpcServer, type RpcServerOptions } from "../layers/trainer/RolloutRpc.ts"
 import { capacityOf, renderCheck, runCheck } from "./cli/check.ts"
-import { clusterOptionsFromFlags, clusterProblem, controllerRole, runnerCommand } from "./cli/cluster.ts"
+import {
+  clusterOptionsFromFlags,
+  clusterProblem,
+  controllerRole,
+  runnerCapacity,
+  runnerCommand
+} from "./cli/cluster.ts"
 import * as ClusterFlags from "./cluster/Flags.ts"
 import * as Settings from "./config/Settings.ts"
 
@@ -87,7 +93,7 @@ const stamp = (): string => new Date().toISOString().replace(/[-:]/g, "").replac
 /** `relax-agentic check [flags]`. */
 export const checkCommand = Command.make(
   "check",
-  flagsOf([...rolloutFlags, rowFlag]),
+  flagsOf([...rolloutFlags, rowFlag, ...ClusterFlags.memberFlags]),
   (values) =>
     Effect.gen(function*() {
       const settings = yield* Effect.mapError(settingsFromFlags(values), settingsError)
@@ -96,7 +102,15 @@ export const checkCommand = Command.make(
         row: row !== undefined && Option.isSome(row) && typeof row.value === "number" ? row.value : undefined
       }).pipe(Effect.mapError((error) => userError(error.message)))
       yield* Console.log(renderCheck(report, settings))
-      if (report.requirements.some((requirement) => !requirement.passed) || report.capacity.warning !== undefined) {
+      // With --cluster-database-url: the live runners' --runner-slots count as the external slots.
+      const runners = yield* runnerCapacity(values, settings)
+      if (runners !== undefined) {
+        yield* Console.log(runners.lines + (runners.warning === undefined ? "" : `\nWARNING: ${runners.warning}`))
+      }
+      if (
+        report.requirements.some((requirement) => !requirement.passed) || report.capacity.warning !== undefined ||
+        runners?.warning !== undefined
+      ) {
         return yield* userError("check failed: fix the items marked FAIL / WARNING above")
       }
     })

@@ -7,7 +7,13 @@
  * `src/cli/`) are left out, since they import `layers/`; errors raised by services (engine, tokenizer, hooks, the
  * Session registry) live in their `layers/` files. The naming rule is docs/architecture.md "Errors".
  */
-export { ClusterCallError, FleetCommandError, RunnerLost, SessionFailed } from "./cluster/errors.ts"
+export {
+  ClusterCallError,
+  ConfigMismatchError,
+  FleetCommandError,
+  RunnerLostError,
+  SessionFailedError
+} from "./cluster/errors.ts"
 export { RolloutConfigError } from "./config/Settings.ts"
 export {
   AdvantageError,
@@ -17,7 +23,7 @@ export {
   NormalizationError,
   RewardError
 } from "./credit/errors.ts"
-export { ContextLengthError, ExportError, ForestInvariantError, ForestNotFound } from "./forest/errors.ts"
+export { ContextLengthError, ExportError, ForestInvariantError, ForestNotFoundError } from "./forest/errors.ts"
 export {
   GenerationEngineError,
   type GenerationError,
@@ -33,6 +39,7 @@ export { OutputPathError } from "./rollout/OutputPaths.ts"
 export { BatchingError } from "./schedule/Batching.ts"
 export { DatasetError } from "./schedule/Dataset.ts"
 export { TooManyDroppedGroupsError } from "./schedule/DropStreak.ts"
+export { ExitedBeforeFirstRequestError, RunnerDiedError } from "./schedule/GroupFailure.ts"
 export { PartitionError } from "./schedule/Partitions.ts"
 export {
   AgentExecutionError,

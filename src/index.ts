@@ -37,6 +37,7 @@ import { Gateway } from "../layers/gateway/Gateway.ts"
 import type * as ModelRoute from "../layers/gateway/ModelRoute.ts"
 import { Forests } from "../layers/generation/Forests.ts"
 import { Generation } from "../layers/generation/Generation.ts"
+import * as MetricsServer from "../layers/observability/MetricsServer.ts"
 import * as OtlpExport from "../layers/observability/OtlpExport.ts"
 import { gateLayer, Rollout } from "../layers/rollout/Rollout.ts"
 import * as RolloutConfig from "../layers/rollout/RolloutConfig.ts"
@@ -47,6 +48,7 @@ import * as Telemetry from "../layers/runtime/Telemetry.ts"
 import type { GenerationGate } from "../layers/schedule/GenerationGate.ts"
 import { GroupPool } from "../layers/schedule/GroupPool.ts"
 import { Sessions } from "../layers/schedule/Sessions.ts"
+import * as StartLimit from "../layers/session/StartLimit.ts"
 import {
   type InProcessAgent,
   resolveAgentSpec,
@@ -172,12 +174,26 @@ export const creditOptions = (settings: Settings.RolloutSettings): CreditOptions
 
 /**
  * The agent executor of these settings: `extras.agent` in-process, else `--agent-command` processes. Both get
- * `--agent-env` from the one parser (`AgentSpec.parseEnv`, through `RolloutSettings.agentEnvVars` and `AgentSpec.make`).
+ * `--agent-env` from the one parser (`AgentSpec.parseEnv`, through `RolloutSettings.agentEnvVars` and `AgentSpec.make`),
+ * and `--agent-max-starting` limits how many of their agents start at once (`layers/session/StartLimit.ts`).
  */
 export const supervisorFromSettings = (
   settings: Settings.RolloutSettings,
   baseUrl: string,
   extras: Pick<MakeRolloutExtras, "agent"> = {}
+): Effect.Effect<SupervisorShape, AgentSpecError> =>
+  Effect.flatMap(
+    executorFromSettings(settings, baseUrl, extras),
+    (supervisor) =>
+      settings.agentMaxStarting === undefined
+        ? Effect.succeed(supervisor)
+        : StartLimit.limit(supervisor, settings.agentMaxStarting)
+  )
+
+const executorFromSettings = (
+  settings: Settings.RolloutSettings,
+  baseUrl: string,
+  extras: Pick<MakeRolloutExtras, "agent">
 ): Effect.Effect<SupervisorShape, AgentSpecError> =>
   extras.agent !== undefined
     ? Effect.succeed(Supervisor.inProcess(extras.agent, {
@@ -213,11 +229,15 @@ export interface ClusterRole {
     | undefined
   /** The controller's generation gate: a step boundary on every runner (`layers/cluster/Fleet.ts`). */
   readonly gate?:
-    | ((mode: Retention.Mode) => Layer.Layer<GenerationGate, Membership.JoinError, Engine>)
+    | ((
+      mode: Retention.Mode
+    ) => Layer.Layer<GenerationGate, Membership.JoinError, Engine | RolloutConfig.RolloutConfig>)
     | undefined
   /** The controller's engine, whose weight changes every runner follows (`layers/cluster/Fleet.ts`). */
   readonly engine?:
-    | (<E, R>(engine: Layer.Layer<Engine, E, R>) => Layer.Layer<Engine, E | Membership.JoinError, R>)
+    | (<E, R>(
+      engine: Layer.Layer<Engine, E, R>
+    ) => Layer.Layer<Engine, E | Membership.JoinError, R | RolloutConfig.RolloutConfig>)
     | undefined
   /** A runner's gateway forwarding (`layers/cluster/Forward.ts` over the runner's membership). */
   readonly forwarder?: Layer.Layer<ModelRoute.Forwarder, Membership.JoinError> | undefined
@@ -305,9 +325,14 @@ export const layerFromSettings = (
   return rollout.pipe(
     Layer.provideMerge(servicesFromSettings(settings, extras, role)),
     Layer.provide(FairScheduler.layer()),
-    Layer.provideMerge(endpoint === undefined ? Layer.empty : OtlpExport.layer(endpoint))
+    Layer.provideMerge(endpoint === undefined ? Layer.empty : OtlpExport.layer(endpoint)),
+    Layer.provideMerge(metricsServer(settings.metricsPort))
   )
 }
+
+/** `--metrics-port`: `/metrics` on its own loopback port; a port that cannot be bound fails the start. */
+const metricsServer = (port: number | undefined): Layer.Layer<never, RolloutStartupError> =>
+  port === undefined ? Layer.empty : Layer.empty.pipe(Layer.provide(MetricsServer.layer(port)))
 
 /** Decode and check `options`, then compose every service of the rollout (see `layerFromSettings`). */
 export const makeRollout = (

@@ -5,21 +5,14 @@
  * It is an ordinary program: outside relax-agentic, set the same variables by hand and point it at any
  * OpenAI-compatible server.
  */
-import { readFileSync, writeFileSync } from "node:fs"
+import { writeFileSync } from "node:fs"
 import OpenAI from "openai"
 import type { ChatCompletionMessageParam, ChatCompletionTool } from "openai/resources/chat/completions"
+import { env, readInput, runAgent, toolLoop } from "../chatAgent.ts"
 
 interface SessionInput {
   readonly messages?: Array<ChatCompletionMessageParam>
   readonly metadata?: { readonly answer?: number; readonly task_id?: string }
-}
-
-const env = (name: string): string => {
-  const value = process.env[name]
-  if (value === undefined || value.length === 0) {
-    throw new Error(`${name} is not set; run this agent through relax-agentic`)
-  }
-  return value
 }
 
 const calculatorTool: ChatCompletionTool = {
@@ -51,7 +44,7 @@ const lastNumber = (text: string): number | undefined => {
 }
 
 const main = async () => {
-  const input = JSON.parse(readFileSync(env("RELAX_INPUT_JSON"), "utf8")) as SessionInput
+  const input = readInput<SessionInput>()
   const client = new OpenAI({ baseURL: env("RELAX_BASE_URL"), apiKey: env("RELAX_SESSION_ID"), timeout: 9_999_000 })
   const messages: Array<ChatCompletionMessageParam> = [
     {
@@ -61,20 +54,12 @@ const main = async () => {
     ...(input.messages ?? [])
   ]
   let toolCalls = 0
-  let final = ""
-  for (let turn = 0; turn < 6; turn++) {
-    const response = await client.chat.completions.create({ model: "policy", messages, tools: [calculatorTool] })
-    const message = response.choices[0]?.message
-    if (message === undefined) throw new Error("the model returned no choices")
-    // Keep the complete assistant message (reasoning_content and tool calls) so the next request matches the
-    // committed conversation state.
-    messages.push(message as ChatCompletionMessageParam)
-    if (message.tool_calls === undefined || message.tool_calls.length === 0) {
-      final = message.content ?? ""
-      break
-    }
-    for (const call of message.tool_calls) {
-      if (call.type !== "function") continue
+  const final = await toolLoop({
+    client,
+    messages,
+    tools: [calculatorTool],
+    maxTurns: 6,
+    answer: (call) => {
       toolCalls++
       let expression = ""
       try {
@@ -82,9 +67,9 @@ const main = async () => {
       } catch {
         expression = call.function.arguments
       }
-      messages.push({ role: "tool", tool_call_id: call.id, content: calculate(expression) })
+      return calculate(expression)
     }
-  }
+  })
   const answer = lastNumber(final)
   const expected = input.metadata?.answer
   const correct = answer !== undefined && expected !== undefined && Math.abs(answer - expected) < 1e-9
@@ -101,7 +86,4 @@ const main = async () => {
   )
 }
 
-main().catch((error: unknown) => {
-  console.error(error instanceof Error ? error.stack ?? error.message : String(error))
-  process.exit(1)
-})
+runAgent(main)

@@ -9,10 +9,11 @@
  * `image_url` content, so the next request shows the model the zoomed view. The reward is 1 when the final answer
  * names the square's colour (`metadata.answer`), with the number of zooms as a helper metric.
  */
-import { readFileSync, writeFileSync } from "node:fs"
+import { writeFileSync } from "node:fs"
 import OpenAI from "openai"
 import type { ChatCompletionMessageParam, ChatCompletionTool } from "openai/resources/chat/completions"
 import sharp from "sharp"
+import { env, readInput, runAgent, toolLoop } from "../chatAgent.ts"
 
 interface SessionInput {
   readonly messages?: Array<ChatCompletionMessageParam>
@@ -21,14 +22,6 @@ interface SessionInput {
 
 /** The side of the zoomed view the tool returns, in pixels. */
 export const zoomSize = 224
-
-const env = (name: string): string => {
-  const value = process.env[name]
-  if (value === undefined || value.length === 0) {
-    throw new Error(`${name} is not set; run this agent through relax-agentic`)
-  }
-  return value
-}
 
 const zoomTool: ChatCompletionTool = {
   type: "function",
@@ -88,7 +81,7 @@ const zoom = async (
 }
 
 const main = async () => {
-  const input = JSON.parse(readFileSync(env("RELAX_INPUT_JSON"), "utf8")) as SessionInput
+  const input = readInput<SessionInput>()
   const client = new OpenAI({
     baseURL: env("RELAX_BASE_URL"),
     apiKey: env("RELAX_SESSION_ID"),
@@ -101,18 +94,12 @@ const main = async () => {
   ]
   const image = firstImage(messages)
   let zooms = 0
-  let final = ""
-  for (let turn = 0; turn < 5; turn++) {
-    const response = await client.chat.completions.create({ model: "policy", messages, tools: [zoomTool] })
-    const message = response.choices[0]?.message
-    if (message === undefined) throw new Error("the model returned no choices")
-    messages.push(message as ChatCompletionMessageParam)
-    if (message.tool_calls === undefined || message.tool_calls.length === 0) {
-      final = message.content ?? ""
-      break
-    }
-    for (const call of message.tool_calls) {
-      if (call.type !== "function") continue
+  const final = await toolLoop({
+    client,
+    messages,
+    tools: [zoomTool],
+    maxTurns: 5,
+    answer: async (call) => {
       zooms++
       let args: Record<string, unknown> = {}
       try {
@@ -121,14 +108,12 @@ const main = async () => {
         // an unreadable call zooms nowhere: the tool says the region is empty
       }
       const view = await zoom(image, args)
-      // The observation carries the zoomed image as image_url content. The openai SDK types tool messages as text
-      // only; relax-agentic (like the guide's deepeyes example) accepts images in tool observations.
-      const content = view.url === undefined
+      // The observation carries the zoomed image as image_url content.
+      return view.url === undefined
         ? view.text
         : [{ type: "text", text: view.text }, { type: "image_url", image_url: { url: view.url } }]
-      messages.push({ role: "tool", tool_call_id: call.id, content } as ChatCompletionMessageParam)
     }
-  }
+  })
   const answer = input.metadata?.answer
   const correct = answer !== undefined && new RegExp(`\\b${answer}\\b`, "i").test(final)
   writeFileSync(
@@ -140,7 +125,4 @@ const main = async () => {
   )
 }
 
-main().catch((error: unknown) => {
-  console.error(error instanceof Error ? error.stack ?? error.message : String(error))
-  process.exit(1)
-})
+runAgent(main)

@@ -145,6 +145,9 @@ def main():
     parser.add_argument("--groups", type=int, default=0, help="then stream this many more steps, Group by Group")
     parser.add_argument("--dump", help="write every step's samples to this JSON file")
     parser.add_argument("--shutdown", action="store_true", help="stop the server when done")
+    parser.add_argument("--pause-mode", choices=["abort", "retract", "in_place"],
+                        help="update the weights in two phases (PauseGeneration with this mode, the trainer's own "
+                             "push, ResumeGeneration) instead of one UpdateWeights call")
     args = parser.parse_args()
 
     client = RolloutClient(args.url, args.token)
@@ -159,7 +162,13 @@ def main():
         print(f"step {rollout_id}: {len(samples)} samples from {groups['accepted']} Groups "
               f"({groups['dropped']} dropped, {groups['filtered']} filtered); {reward_stats(samples, args.reward_key)}")
         # Train here: per sample, tokens[-response_length:] with loss_mask, rollout_log_probs and advantage.
-        version = client.update_weights()
+        if args.pause_mode is None:
+            version = client.update_weights()
+        else:
+            client.pause_generation(args.pause_mode)
+            # Push the new weights into SGLang here, with their version (update_weights_from_distributed /
+            # _from_tensor / _from_disk with weight_version); then resume on it (None: SGLang's label after the push).
+            version = client.resume_generation()
         print(f"weight version -> {version}")
         steps.append(result)
     for group in client.groups(steps=args.groups) if args.groups > 0 else []:

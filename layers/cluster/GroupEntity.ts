@@ -5,9 +5,12 @@
  * **Details**
  * The entity id is the Group key (`src/cluster/Routing.ts`). Every message is volatile (never stored) and safe to
  * deliver twice, since the cluster re-sends in-flight messages after a failover:
+ * - `Reserve` asks the owner to hold `slots` agent slots for the whole Group (`--runner-slots`,
+ *   `src/cluster/Slots.ts`); a full or draining runner refuses, and the controller tries another Group key. A
+ *   re-delivered `Reserve` is granted again without reserving twice.
  * - `Place` answers the owner's incarnation id and address; it changes nothing.
  * - `RunSession` (a stream of `SessionEvent`s) starts the Session's agent on the owner, or follows the one already
- *   started there under that Session id; a message naming another incarnation fails with `RunnerLost`, so a Session
+ *   started there under that Session id; a message naming another incarnation fails with `RunnerLostError`, so a Session
  *   whose runner died is never started again on the runner that inherited its shard.
  * - `Grant` gives the Session its Group's Runtime lease (and the weight version to generate with); `Stop` ends the
  *   Session and reaps its agent. Both are no-ops when done twice.
@@ -21,6 +24,20 @@ import { Entity } from "effect/cluster"
 import { Rpc } from "effect/rpc"
 import { FleetCommandError } from "../../src/cluster/errors.ts"
 import * as Wire from "../../src/cluster/Wire.ts"
+
+/** Hold `slots` agent slots for this Group's Sessions on the owner, or say why not. */
+export const Reserve = Rpc.make("Reserve", {
+  payload: { slots: Schema.Int },
+  success: Schema.Struct({
+    runner: Schema.String,
+    address: Schema.String,
+    decision: Schema.Literals(["granted", "full", "draining", "too-small"]),
+    /** Free slots after the decision; `null` = unlimited. */
+    free: Schema.NullOr(Schema.Int),
+    /** The runner's `--runner-slots`; `null` = unlimited. */
+    capacity: Schema.NullOr(Schema.Int)
+  })
+})
 
 /** Which runner owns the Group now. */
 export const Place = Rpc.make("Place", {
@@ -56,7 +73,7 @@ export const Grant = Rpc.make("Grant", {
     rolloutId: Schema.Int,
     weights: Wire.WeightsState
   },
-  error: Schema.Union([Wire.RunnerLost, FleetCommandError])
+  error: Schema.Union([Wire.RunnerLostError, FleetCommandError])
 })
 
 /** End the Session and reap its agent (a dropped Group, a closed step, a finished Session's cleanup). */
@@ -70,7 +87,7 @@ export const Stop = Rpc.make("Stop", {
  */
 export const Touch = Rpc.make("Touch", {
   payload: { runner: Schema.String, sessionId: Schema.String },
-  error: Wire.RunnerLost
+  error: Wire.RunnerLostError
 })
 
 /** An agent's model request, forwarded as it arrived, and the owner's answer. */
@@ -90,4 +107,4 @@ export const Fleet = Rpc.make("Fleet", {
 })
 
 /** The Group entity. */
-export const Group = Entity.make("RelaxGroup", [Place, RunSession, Grant, Stop, Touch, Forward, Fleet])
+export const Group = Entity.make("RelaxGroup", [Reserve, Place, RunSession, Grant, Stop, Touch, Forward, Fleet])

@@ -11,8 +11,11 @@
  * by the controller's Scheduler); `Stop` fails the lease, so waiting requests end with `SessionClosedError`, and
  * interrupts the Session. Every message is safe to receive twice: a second `RunSession` follows the Session already
  * running, a second `Grant` or `Stop` changes nothing, and a message naming another runner incarnation fails with
- * `RunnerLost`. A Session the controller stops touching (`Touch`, every 5 s) for `orphanAfter` is reaped: its
- * controller died without stopping it. Entity handlers report defects to the caller (`disableFatalDefects`), where the Scheduler drops the
+ * `RunnerLostError`. A Session the controller stops touching (`Touch`, every 5 s) for `orphanAfter` is reaped: its
+ * controller died without stopping it. With `--runner-slots` the host reserves a whole Group's slots (`Reserve`,
+ * `src/cluster/Slots.ts`) or refuses, and each new Session uses one reserved slot; a draining host (SIGTERM) reserves
+ * nothing and starts no Session of a Group not placed on it, and `drain` completes once its Sessions have ended.
+ * Entity handlers report defects to the caller (`disableFatalDefects`), where the Scheduler drops the
  * Group, instead of the cluster's default of retrying a defect forever.
  */
 import {
@@ -29,9 +32,11 @@ import {
   Stream,
   SubscriptionRef
 } from "effect"
+import { Entity } from "effect/cluster"
 import { randomBytes } from "node:crypto"
 import { FleetCommandError } from "../../src/cluster/errors.ts"
 import * as Fingerprint from "../../src/cluster/Fingerprint.ts"
+import * as Slots from "../../src/cluster/Slots.ts"
 import * as Wire from "../../src/cluster/Wire.ts"
 import { SessionClosedError } from "../../src/session/errors.ts"
 import { Engine } from "../engine/Engine.ts"
@@ -49,11 +54,26 @@ interface Hosted {
   leased: boolean
   readonly lease: Deferred.Deferred<void, SessionClosedError>
   readonly firstRequest: Deferred.Deferred<void>
-  readonly done: Deferred.Deferred<Wire.SessionResult, Wire.SessionFailed>
+  readonly done: Deferred.Deferred<Wire.SessionResult, Wire.SessionFailedError>
   rolloutId: number
   fiber: Fiber.Fiber<void> | undefined
   /** When the controller last sent anything for this Session (ms, the Clock's). */
   touched: number
+}
+
+/** Slots reserved for a Group (its entity id) whose Sessions have not all arrived yet. */
+interface Reservation {
+  pending: number
+  /** When it was made (ms, the Clock's); an unused reservation expires after the orphan timeout. */
+  readonly at: number
+}
+
+/** A runner's capacity settings. */
+export interface HostOptions {
+  /** `--runner-slots`: agent processes (Sessions) this runner may hold; unlimited when absent. */
+  readonly slots?: number | undefined
+  /** How long a Session no controller touches, or a reservation no Session uses, is kept (default `orphanAfter`). */
+  readonly orphanTimeout?: Duration.Duration | undefined
 }
 
 /** Answers a forwarded model request on the owner (`layers/cluster/Forward.ts`). */
@@ -66,16 +86,29 @@ export interface HostShape {
   readonly address: string
   /** How many Sessions this runner hosts now. */
   readonly hosted: Effect.Effect<number>
+  /** Slots in use: hosted Sessions plus slots reserved for Sessions that have not arrived. */
+  readonly used: Effect.Effect<number>
+  /** Reserve slots for the Group `key` (`--runner-slots`, `src/cluster/Slots.ts`). */
+  readonly reserve: (
+    key: string,
+    payload: typeof GroupEntity.Reserve.payloadSchema.Type
+  ) => Effect.Effect<typeof GroupEntity.Reserve.successSchema.Type>
+  /**
+   * Drain (SIGTERM): reserve nothing more and start no Session of a Group not placed here; completes once every
+   * hosted Session has ended and every reservation is used or expired.
+   */
+  readonly drain: Effect.Effect<void>
   /** The Group entity's messages, as this runner answers them (see `GroupEntity`). */
   readonly place: Effect.Effect<{ readonly runner: string; readonly address: string }>
   readonly runSession: (
-    payload: typeof GroupEntity.RunSession.payloadSchema.Type
+    payload: typeof GroupEntity.RunSession.payloadSchema.Type,
+    key?: string
   ) => Stream.Stream<Wire.SessionEvent, Wire.RunFailure>
   readonly grant: (
     payload: typeof GroupEntity.Grant.payloadSchema.Type
-  ) => Effect.Effect<void, Wire.RunnerLost | FleetCommandError>
+  ) => Effect.Effect<void, Wire.RunnerLostError | FleetCommandError>
   readonly stop: (payload: typeof GroupEntity.Stop.payloadSchema.Type) => Effect.Effect<void>
-  readonly touch: (payload: typeof GroupEntity.Touch.payloadSchema.Type) => Effect.Effect<void, Wire.RunnerLost>
+  readonly touch: (payload: typeof GroupEntity.Touch.payloadSchema.Type) => Effect.Effect<void, Wire.RunnerLostError>
   readonly fleet: (
     payload: typeof GroupEntity.Fleet.payloadSchema.Type
   ) => Effect.Effect<Wire.FleetReply, FleetCommandError>
@@ -85,8 +118,8 @@ export interface HostShape {
 /** How often a running Session's stream says it is alive (the controller's idle deadline is a multiple of it). */
 export const aliveInterval = Duration.seconds(2)
 
-const failed = (error: GroupError): Wire.SessionFailed =>
-  new Wire.SessionFailed({ type: error._tag, detail: error.message })
+const failed = (error: GroupError): Wire.SessionFailedError =>
+  new Wire.SessionFailedError({ type: error._tag, detail: error.message })
 
 /** A Session no controller touched for this long is reaped (its controller died); the controller touches every 5 s. */
 export const orphanAfter = Duration.seconds(30)
@@ -94,8 +127,10 @@ export const orphanAfter = Duration.seconds(30)
 /** How often the controller touches each of its Sessions. */
 export const touchInterval = Duration.seconds(5)
 
-const make = (address: string, forward: ForwardHandler, orphanTimeout: Duration.Duration) =>
+const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
   Effect.gen(function*() {
+    const orphanTimeout = options.orphanTimeout ?? orphanAfter
+    const capacity = options.slots
     const settings = yield* RolloutConfig
     const runner = yield* SessionRunner
     const engine = yield* Engine
@@ -104,12 +139,19 @@ const make = (address: string, forward: ForwardHandler, orphanTimeout: Duration.
     const scope = yield* Effect.scope
     const incarnation = randomBytes(8).toString("hex")
     const table = new Map<string, Hosted>()
+    const reservations = new Map<string, Reservation>()
+    let draining = false
+    const used = () => {
+      let pending = 0
+      for (const r of reservations.values()) pending += r.pending
+      return table.size + pending
+    }
     const fingerprint = Fingerprint.of(settings)
 
-    const checkRunner = (runnerId: string): Effect.Effect<void, Wire.RunnerLost> =>
+    const checkRunner = (runnerId: string): Effect.Effect<void, Wire.RunnerLostError> =>
       runnerId === incarnation
         ? Effect.void
-        : Effect.fail(new Wire.RunnerLost({ expected: runnerId, actual: incarnation }))
+        : Effect.fail(new Wire.RunnerLostError({ expected: runnerId, actual: incarnation }))
 
     /** Start the Session's fiber in the host's scope (the first delivery of `RunSession`). */
     const start = (payload: typeof GroupEntity.RunSession.payloadSchema.Type) =>
@@ -120,13 +162,16 @@ const make = (address: string, forward: ForwardHandler, orphanTimeout: Duration.
           leased: false,
           lease: yield* Deferred.make<void, SessionClosedError>(),
           firstRequest: yield* Deferred.make<void>(),
-          done: yield* Deferred.make<Wire.SessionResult, Wire.SessionFailed>(),
+          done: yield* Deferred.make<Wire.SessionResult, Wire.SessionFailedError>(),
           rolloutId: 0,
           fiber: undefined,
           touched: yield* Clock.currentTimeMillis
         }
         table.set(payload.sessionId, hosted)
-        yield* Effect.logInfo(`runner ${incarnation} hosts Session ${payload.sessionId} (${payload.group.groupId})`)
+        yield* Effect.logInfo(
+          `runner ${incarnation} hosts Session ${payload.sessionId} (${payload.group.groupId}) ` +
+            `[slots ${used()}/${capacity ?? "unlimited"}]`
+        )
         const ticket = {
           groupId: payload.group.groupId,
           sessionId: payload.sessionId,
@@ -142,12 +187,17 @@ const make = (address: string, forward: ForwardHandler, orphanTimeout: Duration.
         const run = runner.session(payload.group, ticket).pipe(
           Effect.mapError(failed),
           Effect.flatMap((result) =>
-            Effect.map(runner.takeParserFailures, (parserFailures): Wire.SessionResult => ({
-              sessionId: result.sessionId,
-              samples: result.samples,
-              debug: result.debug,
-              parserFailures
-            }))
+            Effect.zipWith(
+              runner.takeParserFailures,
+              runner.takeDrift,
+              (parserFailures, drift): Wire.SessionResult => ({
+                sessionId: result.sessionId,
+                samples: result.samples,
+                debug: result.debug,
+                parserFailures,
+                ...(drift.size === 0 ? {} : { drift: Object.fromEntries(drift) })
+              })
+            )
           ),
           Effect.exit,
           Effect.flatMap((exit) => Deferred.done(hosted.done, exit)),
@@ -157,7 +207,7 @@ const make = (address: string, forward: ForwardHandler, orphanTimeout: Duration.
         return hosted
       })
 
-    const events = (hosted: Hosted): Stream.Stream<Wire.SessionEvent, Wire.SessionFailed> =>
+    const events = (hosted: Hosted): Stream.Stream<Wire.SessionEvent, Wire.SessionFailedError> =>
       Stream.concat(
         Stream.succeed<Wire.SessionEvent>({ _tag: "Started", runner: incarnation, address }),
         Stream.merge(
@@ -190,10 +240,13 @@ const make = (address: string, forward: ForwardHandler, orphanTimeout: Duration.
         if (hosted.fiber !== undefined) yield* Fiber.interrupt(hosted.fiber)
       })
 
-    // Sessions whose controller went silent (killed without its finalizers) are reaped.
+    // Sessions whose controller went silent (killed without its finalizers) are reaped, unused reservations expire.
     yield* Effect.forkScoped(
       Effect.gen(function*() {
         const now = yield* Clock.currentTimeMillis
+        for (const [key, r] of reservations) {
+          if (now - r.at > Duration.toMillis(orphanTimeout)) reservations.delete(key)
+        }
         const orphans = [...table.entries()].filter(([, h]) => now - h.touched > Duration.toMillis(orphanTimeout))
         for (const [sessionId] of orphans) {
           yield* Effect.logWarning(
@@ -321,19 +374,73 @@ const make = (address: string, forward: ForwardHandler, orphanTimeout: Duration.
         )
       })
 
+    const reserve = (key: string, payload: typeof GroupEntity.Reserve.payloadSchema.Type) =>
+      Effect.gen(function*() {
+        const decision = Slots.decide({
+          capacity,
+          used: used(),
+          size: payload.slots,
+          known: reservations.has(key),
+          draining
+        })
+        if (decision === "granted" && !reservations.has(key)) {
+          reservations.set(key, { pending: payload.slots, at: yield* Clock.currentTimeMillis })
+        }
+        return {
+          runner: incarnation,
+          address,
+          decision,
+          free: Slots.free(capacity, used()) ?? null,
+          capacity: capacity ?? null
+        }
+      })
+
+    /** A new Session of Group `key` takes one of its reserved slots; a draining runner starts only reserved ones. */
+    const admit = (key: string | undefined, sessionId: string): Effect.Effect<void, Wire.SessionFailedError> => {
+      const reservation = key === undefined ? undefined : reservations.get(key)
+      if (reservation !== undefined && reservation.pending > 0) {
+        reservation.pending -= 1
+        if (reservation.pending === 0 && key !== undefined) reservations.delete(key)
+        return Effect.void
+      }
+      return draining
+        ? Effect.fail(
+          new Wire.SessionFailedError({
+            type: "RunnerDraining",
+            detail: `runner ${address} is draining (SIGTERM) and takes no new Group; Session ${sessionId} ` +
+              "is dropped and its Group refilled on another runner"
+          })
+        )
+        : Effect.void
+    }
+
+    const drain = Effect.gen(function*() {
+      draining = true
+      yield* Effect.logInfo(
+        `runner ${incarnation} drains: takes no new Group; waits for ${table.size} hosted Session(s) to end`
+      )
+      while (used() > 0) yield* Effect.sleep(Duration.millis(500))
+      yield* Effect.logInfo(`runner ${incarnation} drained: no Session left`)
+    })
+
     return {
       incarnation,
       address,
       hosted: Effect.sync(() => table.size),
+      used: Effect.sync(used),
+      reserve,
+      drain,
       place: Effect.succeed({ runner: incarnation, address }),
-      runSession: (payload) =>
+      runSession: (payload, key) =>
         Stream.unwrap(Effect.gen(function*() {
           yield* checkRunner(payload.runner)
           const differs = Fingerprint.mismatch(payload.config, fingerprint)
           if (differs !== undefined) {
-            return yield* Effect.fail(new Wire.SessionFailed({ type: "ConfigMismatch", detail: differs }))
+            return yield* Effect.fail(new Wire.SessionFailedError({ type: "ConfigMismatch", detail: differs }))
           }
-          const hosted = table.get(payload.sessionId) ?? (yield* start(payload))
+          const running = table.get(payload.sessionId)
+          if (running === undefined) yield* admit(key, payload.sessionId)
+          const hosted = running ?? (yield* start(payload))
           hosted.touched = yield* Clock.currentTimeMillis
           return events(hosted)
         })),
@@ -362,8 +469,8 @@ const make = (address: string, forward: ForwardHandler, orphanTimeout: Duration.
 /** The runner's hosted Sessions. */
 export class Host extends Context.Service<Host, HostShape>()("relax-agentic/cluster/Host") {
   /** The host at `address` (what peers dial), answering forwarded requests with `forward`. */
-  static readonly layer = (address: string, forward: ForwardHandler, orphanTimeout: Duration.Duration = orphanAfter) =>
-    Layer.effect(Host, make(address, forward, orphanTimeout))
+  static readonly layer = (address: string, forward: ForwardHandler, options: HostOptions = {}) =>
+    Layer.effect(Host, make(address, forward, options))
 }
 
 /**
@@ -373,9 +480,11 @@ export class Host extends Context.Service<Host, HostShape>()("relax-agentic/clus
 export const entityLayer = GroupEntity.Group.toLayer(
   Effect.gen(function*() {
     const host = yield* Host
+    const key = (yield* Entity.CurrentAddress).entityId
     return GroupEntity.Group.of({
+      Reserve: ({ payload }) => host.reserve(key, payload),
       Place: () => host.place,
-      RunSession: ({ payload }) => host.runSession(payload),
+      RunSession: ({ payload }) => host.runSession(payload, key),
       Grant: ({ payload }) => host.grant(payload),
       Stop: ({ payload }) => host.stop(payload),
       Touch: ({ payload }) => host.touch(payload),

@@ -16,6 +16,8 @@ import { NodeClusterSocket } from "@effect/platform-node"
 import { PgClient } from "@effect/sql-pg"
 import { Duration, Layer, Option, Redacted } from "effect"
 import { RunnerAddress } from "effect/cluster"
+import type { SqlError } from "effect/sql"
+import type { ConfigMismatchError } from "../../src/cluster/errors.ts"
 
 /** The cluster settings shared by runners and the controller (`--cluster-*` flags). */
 export interface ClusterOptions {
@@ -45,7 +47,8 @@ export const defaults: Omit<ClusterOptions, "databaseUrl"> = {
   callTimeout: Duration.seconds(30)
 }
 
-const sql = (options: ClusterOptions) =>
+/** The cluster's PostgreSQL client (`relax_agentic_members`, layers/cluster/Members.ts, uses it too). */
+export const sql = (options: ClusterOptions) =>
   PgClient.layer({ url: Redacted.make(options.databaseUrl), applicationName: "relax-agentic" })
 
 const sharding = (options: ClusterOptions) => ({
@@ -84,4 +87,8 @@ export const client = (options: ClusterOptions) =>
   )
 
 /** Why a process could not join: PostgreSQL unreachable or refusing, a runner port taken, a bad setting. */
-export type JoinError = Layer.Error<ReturnType<typeof runner>> | Layer.Error<ReturnType<typeof client>>
+export type JoinError =
+  | Layer.Error<ReturnType<typeof runner>>
+  | Layer.Error<ReturnType<typeof client>>
+  | ConfigMismatchError
+  | SqlError.SqlError

@@ -5,23 +5,25 @@
  *
  * **Details**
  * The Scheduler's pools, step ledger and tickets are the single-process ones: this runner relays a ticket to the
- * owner. `Place` finds the owner's incarnation; `RunSession` starts the Session there and streams its events
+ * owner. A Group is first placed where its Sessions fit (`Reserve`, with `--runner-slots`: other candidate keys, or a
+ * wait, when the runner is full); `Place` finds the owner's incarnation; `RunSession` starts the Session there and streams its events
  * (`FirstRequest` joins the controller's first-request barrier, `Done` carries the samples); once the Group holds its
  * Runtime lease, `Grant` passes it on with the weight version to generate with; the Session's scope ends with `Stop`
  * (so a dropped Group's or a closed step's agents are reaped on the runner). Every call has a deadline
  * (`--cluster-call-timeout`; for the event stream, the time between two events, which a runner sends at least every
  * two seconds): a call past it fails the Session with `ClusterCallError` (a silent event stream is first followed once
  * more: a repeated `RunSession` follows the Session already running). A runner that died costs its Groups: the
- * cluster re-sends the in-flight `RunSession` to the runner that inherits the shard, which refuses it (`RunnerLost`,
- * another incarnation), and the Group is dropped (`error_type=RunnerLost`) and refilled.
+ * cluster re-sends the in-flight `RunSession` to the runner that inherits the shard, which refuses it (`RunnerLostError`,
+ * another incarnation), and the Group is dropped (`error_type=RunnerLostError`) and refilled.
  */
-import { Duration, Effect, Layer, Schedule, Stream } from "effect"
+import { Duration, Effect, Layer, Option, Schedule, Stream } from "effect"
 import type { Sharding } from "effect/cluster"
 import { randomBytes } from "node:crypto"
 import { ClusterCallError } from "../../src/cluster/errors.ts"
 import * as Fingerprint from "../../src/cluster/Fingerprint.ts"
 import * as Routing from "../../src/cluster/Routing.ts"
 import type * as Wire from "../../src/cluster/Wire.ts"
+import * as Drift from "../../src/inspect/Drift.ts"
 import { Credit } from "../credit/Credit.ts"
 import { RolloutConfig } from "../rollout/RolloutConfig.ts"
 import * as SessionRunner from "../rollout/SessionRunner.ts"
@@ -65,6 +67,58 @@ const whileRefused = <A, E extends { readonly _tag: string }, R>(
     })
   )
 
+/** Candidate Group keys tried per round before the controller waits for a runner's slots. */
+const candidatesPerRound = 16
+
+/** Longest wait between two rounds of candidates. */
+const maxWait = Duration.seconds(5)
+
+type Reserved = typeof GroupEntity.Reserve.successSchema.Type
+
+/**
+ * Place a Group where its Sessions fit (`--runner-slots`): reserve them at the runner of the Group's key, else at the
+ * runner of another candidate key (another shard), and when no candidate's runner has room, wait and try again. The
+ * first candidate is the Group's plain key, so without slot limits a Group lands where it always did. A reservation
+ * the cluster cannot deliver (no runner, deadline) leaves the plain key: the Session's own calls then fail and drop
+ * the Group as before.
+ */
+const placeGroup = (deps: {
+  readonly runId: string
+  readonly reserve: (key: string, slots: number) => Effect.Effect<Option.Option<Reserved>>
+}) =>
+(group: SessionRunner.PlannedGroup): Effect.Effect<string> =>
+  Effect.gen(function*() {
+    const plain = Routing.groupKey(deps.runId, group.groupId)
+    let salt = 0
+    let wait = Duration.millis(250)
+    let logged = false
+    while (true) {
+      const refusals: Array<string> = []
+      for (let i = 0; i < candidatesPerRound; i++, salt++) {
+        const key = salt === 0 ? plain : Routing.groupKey(deps.runId, `${group.groupId}\u0000${salt}`)
+        const answer = yield* deps.reserve(key, group.size)
+        if (Option.isNone(answer)) return plain
+        if (answer.value.decision === "granted") {
+          if (logged) yield* Effect.logInfo(`Group ${group.groupId} placed on runner ${answer.value.address}`)
+          return key
+        }
+        refusals.push(
+          `${answer.value.address} ${answer.value.decision}` +
+            (answer.value.capacity === null ? "" : ` (${answer.value.free ?? 0}/${answer.value.capacity} free)`)
+        )
+      }
+      if (!logged) {
+        logged = true
+        yield* Effect.logInfo(
+          `Group ${group.groupId} waits for a runner with ${group.size} free slot(s) (--runner-slots); ` +
+            `runners asked: ${[...new Set(refusals)].join(", ")}`
+        )
+      }
+      yield* Effect.sleep(wait)
+      wait = Duration.min(Duration.times(wait, 2), maxWait)
+    }
+  })
+
 const make = (options: RemoteOptions) =>
   Effect.gen(function*() {
     const credit = yield* Credit
@@ -73,6 +127,7 @@ const make = (options: RemoteOptions) =>
     const makeClient = yield* GroupEntity.Group.client
     const runId = fleet.controller
     let parserFailures = 0
+    let drift = new Map<Drift.Cause, number>()
 
     const deadline = <A, E>(what: string, effect: Effect.Effect<A, E>) =>
       effect.pipe(
@@ -174,7 +229,7 @@ const make = (options: RemoteOptions) =>
         )).pipe(
           // A silent stream is followed again before the Group is given up: a repeated RunSession follows the
           // Session already running there (a stream whose replies stalled loses nothing), and a runner that is gone
-          // answers RunnerLost through its shard's new owner.
+          // answers RunnerLostError through its shard's new owner.
           Effect.tapError((error) =>
             error._tag === "ClusterCallError" && error.reason === "deadline"
               ? Effect.logWarning(`following Session ${ticket.sessionId} again: ${error.detail} was silent`)
@@ -195,6 +250,7 @@ const make = (options: RemoteOptions) =>
           )
         }
         parserFailures += group.mode === "train" ? result.parserFailures : 0
+        if (group.mode === "train") SessionRunner.addDrift(drift, Drift.countsOf(result.drift ?? {}))
         return {
           sessionId: result.sessionId,
           samples: result.samples,
@@ -203,15 +259,32 @@ const make = (options: RemoteOptions) =>
       }))
     })
 
+    const place = placeGroup({
+      runId,
+      reserve: (key, slots) =>
+        deadline(`Reserve ${key}`, whileRefused(makeClient(key).Reserve({ slots }))).pipe(Effect.option)
+    })
+
     return {
       session,
       reward: SessionRunner.rewardWith(credit),
       describeError: SessionRunner.describeError,
-      newSessionId: (group: SessionRunner.PlannedGroup) =>
-        Effect.sync(() => Routing.sessionId(Routing.groupKey(runId, group.groupId), randomBytes(16).toString("hex"))),
+      // Called once per Group, its effect once per Session: the Group is placed (its slots reserved) on the first.
+      newSessionId: (group: SessionRunner.PlannedGroup) => {
+        let key: string | undefined
+        return Effect.gen(function*() {
+          key ??= yield* place(group)
+          return Routing.sessionId(key, randomBytes(16).toString("hex"))
+        })
+      },
       takeParserFailures: Effect.sync(() => {
         const taken = parserFailures
         parserFailures = 0
+        return taken
+      }),
+      takeDrift: Effect.sync(() => {
+        const taken = drift
+        drift = new Map()
         return taken
       })
     } satisfies SessionRunner.SessionRunnerShape

@@ -110,12 +110,15 @@ const secondsToDuration = (seconds: number): Duration.Duration => Duration.nanos
 /** A running generation: whether it was aborted, and the child fiber of the wait it is in, if any. */
 interface Running {
   aborted: boolean
+  /** Aborted by a weight update or a pause (not a failure). */
+  byUpdate: boolean
   sleeping: Fiber.Fiber<void> | undefined
 }
 
 /** Abort a running generation: its next check returns what appeared so far, a wait in progress ends at once. */
-const abortRun = (run: Running): void => {
+const abortRun = (run: Running, byUpdate = false): void => {
   run.aborted = true
+  run.byUpdate ||= byUpdate
   run.sleeping?.interruptUnsafe()
 }
 
@@ -218,7 +221,7 @@ export const make = (
         if (running.has(request.rid)) {
           return yield* invalid(`rid ${request.rid} is already running; rids must be unique`)
         }
-        const run: Running = { aborted: false, sleeping: undefined }
+        const run: Running = { aborted: false, byUpdate: false, sleeping: undefined }
         running.set(request.rid, run)
         const seed = Decoder.requestSeed(engineSeed, sampling.seed, counter++)
         const criteria: Stop.Criteria = {
@@ -288,7 +291,8 @@ export const make = (
             finishReason: finishReason ?? { type: "stop", matched: tokenizer.eosTokenId },
             promptTokens: inputIds.length,
             cachedTokens,
-            weightVersion: runningVersion
+            weightVersion: runningVersion,
+            ...(finishReason?.type === "abort" && run.byUpdate ? { cutByUpdate: true } : {})
           } satisfies GenerateResult
         }).pipe(Effect.ensuring(Effect.sync(() => {
           running.delete(request.rid)
@@ -304,7 +308,7 @@ export const make = (
 
     // A snapshot: an aborted generation may finish, and its caller start the next one, before this loop ends.
     const abortAll = Effect.sync(() => {
-      for (const run of [...running.values()]) abortRun(run)
+      for (const run of [...running.values()]) abortRun(run, true)
     })
 
     return withSpans("EmbeddedEngine", {

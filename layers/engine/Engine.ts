@@ -19,14 +19,17 @@
  *   aborted (SGLang's `/update_weight_version` with `abort_all_requests`) and resumed by its caller on the new version.
  *
  * Every attempt reports the version it ran on ({@link GenerateResult.weightVersion}), taken from the protocol and not
- * only from SGLang's label, which is stamped when the answer leaves the server: an attempt cut by an update reports
- * the version it started on, and one that SGLang kept across a `retract` / `in_place` pause reports both
- * (`weightVersions`).
+ * only from SGLang's label, which is stamped when the answer leaves the server: an attempt cut by an update or an
+ * `abort` pause reports the version it started on (and `cutByUpdate`), one that waited at SGLang's pause reports the
+ * new one, and one that SGLang kept across a `retract` / `in_place` pause reports both (`weightVersions`); see
+ * src/engine/WeightVersion.ts `attemptVersions`.
  */
-import { Context, Data, Effect } from "effect"
+import { Context, Data, Effect, Metric } from "effect"
 import type * as Sampling from "../../src/engine/Sampling.ts"
+import type * as WeightVersion from "../../src/engine/WeightVersion.ts"
 import { ContextLengthError } from "../../src/forest/errors.ts"
 import type * as Canonical from "../../src/protocol/canonical.ts"
+import * as Instruments from "../observability/Instruments.ts"
 import * as StepSpan from "../runtime/StepSpan.ts"
 
 /** The sampling of one request (src/engine/Sampling.ts `RequestSampling`). */
@@ -97,6 +100,12 @@ export interface GenerateResult {
    */
   readonly weightVersions?: ReadonlyArray<string> | undefined
   /**
+   * The attempt was aborted by a weight update or a pause (`updateWeights`, `pauseGeneration`), not by a failure: its
+   * request resumes after it, and the abort never counts toward giving up (src/generation/Turn.ts `MAX_EMPTY_ABORTS`),
+   * even when it produced no token (a request still in SGLang's waiting queue).
+   */
+  readonly cutByUpdate?: boolean | undefined
+  /**
    * With `--use-rollout-routing-replay` (SGLang only): one row of `layers × topk` MoE expert ids per output id, the
    * routing of the forward step that produced it (src/engine/Wire.ts `decodeRoutedExperts`); absent otherwise.
    */
@@ -113,7 +122,7 @@ export interface GenerateResult {
  *
  * The embedded engine has no scheduler to keep requests in: it treats every mode as `abort`.
  */
-export type PauseMode = "abort" | "retract" | "in_place"
+export type PauseMode = WeightVersion.PauseMode
 
 /**
  * What went wrong with the engine, as undici's error codes: a literal callers branch on.
@@ -210,18 +219,30 @@ export interface EngineShape {
   readonly takeStepMetrics: Effect.Effect<Readonly<Record<string, number>>>
 }
 
+/** Count an engine error of `operation` in `relax_agentic_engine_errors_total` (other failures pass uncounted). */
+const counted = (operation: string) => <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.tapError(effect, (error) =>
+    error instanceof EngineError
+      ? Metric.update(Instruments.engineErrors({ reason: error.reason, operation }), 1)
+      : Effect.void)
+
 /**
  * An engine whose every operation runs in its span (`<name>.generate`, ...) when a tracing backend is installed
- * (`StepSpan.step`), so a request's trace shows its attempts.
+ * (`StepSpan.step`), so a request's trace shows its attempts; its failed operations are counted by reason
+ * (`relax_agentic_engine_errors_total`, docs/observability.md).
  */
 export const withSpans = (name: string, engine: EngineShape): EngineShape => ({
-  generate: (request) => engine.generate(request).pipe(StepSpan.step(`${name}.generate`, { rid: request.rid })),
+  generate: (request) =>
+    engine.generate(request).pipe(counted("generate"), StepSpan.step(`${name}.generate`, { rid: request.rid })),
   abort: (rid) => engine.abort(rid).pipe(StepSpan.step(`${name}.abort`, { rid })),
   weightVersion: engine.weightVersion.pipe(StepSpan.step(`${name}.weightVersion`)),
-  updateWeights: (version) => engine.updateWeights(version).pipe(StepSpan.step(`${name}.updateWeights`)),
-  pauseGeneration: (mode) => engine.pauseGeneration(mode).pipe(StepSpan.step(`${name}.pauseGeneration`, { mode })),
-  resumeGeneration: (version) => engine.resumeGeneration(version).pipe(StepSpan.step(`${name}.resumeGeneration`)),
-  health: engine.health.pipe(StepSpan.step(`${name}.health`)),
+  updateWeights: (version) =>
+    engine.updateWeights(version).pipe(counted("updateWeights"), StepSpan.step(`${name}.updateWeights`)),
+  pauseGeneration: (mode) =>
+    engine.pauseGeneration(mode).pipe(counted("pauseGeneration"), StepSpan.step(`${name}.pauseGeneration`, { mode })),
+  resumeGeneration: (version) =>
+    engine.resumeGeneration(version).pipe(counted("resumeGeneration"), StepSpan.step(`${name}.resumeGeneration`)),
+  health: engine.health.pipe(counted("health"), StepSpan.step(`${name}.health`)),
   closeSession: (sessionId) =>
     engine.closeSession(sessionId).pipe(StepSpan.step(`${name}.closeSession`, { sessionId })),
   takeStepMetrics: engine.takeStepMetrics.pipe(StepSpan.step(`${name}.takeStepMetrics`))

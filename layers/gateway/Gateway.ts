@@ -12,7 +12,6 @@
 import { NodeHttpServer } from "@effect/platform-node"
 import { Context, Duration, Effect, Layer } from "effect"
 import { HttpRouter, HttpServer, HttpServerError, HttpServerRequest, HttpServerResponse } from "effect/http"
-import { PrometheusMetrics } from "effect/observability"
 import { IncomingMessage, Server, type ServerOptions, ServerResponse } from "node:http"
 import * as Chat from "../../src/protocol/chat.ts"
 import * as ErrorAnswer from "../../src/protocol/ErrorAnswer.ts"
@@ -20,6 +19,7 @@ import * as Errors from "../../src/protocol/errors.ts"
 import * as Messages from "../../src/protocol/messages.ts"
 import * as Sse from "../../src/protocol/sse.ts"
 import type * as Generation from "../generation/Generation.ts"
+import * as MetricsServer from "../observability/MetricsServer.ts"
 import type { Sessions } from "../schedule/Sessions.ts"
 import * as ModelRoute from "./ModelRoute.ts"
 
@@ -108,12 +108,6 @@ const unknownRoute = Effect.gen(function*() {
   })
 })
 
-/** `/metrics`: every metric in Prometheus' text format (docs/observability.md). */
-const prometheus = Effect.map(
-  PrometheusMetrics.format(),
-  (text) => HttpServerResponse.text(text, { contentType: "text/plain; version=0.0.4; charset=utf-8" })
-)
-
 /**
  * Every route but the model route, on Effect's router: the model list, health, Prometheus `/metrics`, and an error in the shape its path
  * suggests for everything else (never a bare 404). A new route is one `router.add` here.
@@ -129,7 +123,7 @@ const routes = (modelName: string) =>
     const health = Effect.succeed(HttpServerResponse.jsonUnsafe({ ok: true }))
     yield* router.add("GET", `${mountPath}/health`, health)
     yield* router.add("GET", `${mountPath}/healthz`, health)
-    yield* router.add("GET", "/metrics", prometheus)
+    yield* router.add("GET", "/metrics", MetricsServer.route)
     yield* router.add("*", `${mountPath}/*`, unknownRoute)
     yield* router.add("*", "*", unknownRoute)
   }))

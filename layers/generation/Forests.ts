@@ -9,7 +9,7 @@
  */
 import { Context, Effect, Layer, Result } from "effect"
 import * as ForestCommit from "../../src/forest/Commit.ts"
-import { ContextLengthError, ForestInvariantError, ForestNotFound } from "../../src/forest/errors.ts"
+import { ContextLengthError, ForestInvariantError, ForestNotFoundError } from "../../src/forest/errors.ts"
 import * as Forest from "../../src/forest/Forest.ts"
 import type * as Canonical from "../../src/protocol/canonical.ts"
 import * as StepSpan from "../runtime/StepSpan.ts"
@@ -31,8 +31,8 @@ export interface Observation extends ForestCommit.ObservationCommit {
 export interface ForestsShape {
   /** Create (or replace) the forest of a Session and return it. */
   readonly create: (sessionId: string, init?: ForestInit) => Effect.Effect<Forest.Forest>
-  /** The forest of a live Session; `ForestNotFound` ("Unknown or discarded agentic session '<id>'.") otherwise. */
-  readonly get: (sessionId: string) => Effect.Effect<Forest.Forest, ForestNotFound>
+  /** The forest of a live Session; `ForestNotFoundError` ("Unknown or discarded agentic session '<id>'.") otherwise. */
+  readonly get: (sessionId: string) => Effect.Effect<Forest.Forest, ForestNotFoundError>
   /** Forget a Session's forest (no-op when absent). */
   readonly remove: (sessionId: string) => Effect.Effect<void>
   /**
@@ -73,7 +73,7 @@ export class Forests extends Context.Service<Forests, ForestsShape>()("relax-age
         }),
         get: Effect.fnUntraced(function*(sessionId) {
           const forest = store.get(sessionId)
-          if (forest === undefined) return yield* new ForestNotFound({ sessionId })
+          if (forest === undefined) return yield* new ForestNotFoundError({ sessionId })
           return forest
         }, StepSpan.step("Forests.get")),
         observe: Effect.fnUntraced(function*(forest, observation) {

@@ -2,7 +2,7 @@
  * The generation core all three model APIs share: one model request from canonical request to committed response.
  *
  * **Details**
- * `generate` (an `Effect.fn` span) runs named steps, each its own span when a tracer is installed (`StepSpan.step`):
+ * `generate` (the span `Generation.generate`, without a call-site stack) runs named steps, each its own span when a tracer is installed (`StepSpan.step`):
  * `Generation.match` (the parent state in the Session's SessionForest) → `Generation.observe` (observation delta tokens
  * for the unmatched suffix, then `Forests.observe`: context check, commit) → `Generation.attempts` (the turn's budget,
  * then one `Generation.attempt` per engine attempt: wait for the Group's Runtime lease, engine generate from the
@@ -22,6 +22,7 @@ import * as Rid from "../../src/engine/Rid.ts"
 import * as ForestCommit from "../../src/forest/Commit.ts"
 import { ContextLengthError } from "../../src/forest/errors.ts"
 import * as Forest from "../../src/forest/Forest.ts"
+import * as Matching from "../../src/forest/Matching.ts"
 import {
   GenerationEngineError,
   type GenerationError,
@@ -29,6 +30,7 @@ import {
   UnusableResponseError
 } from "../../src/generation/errors.ts"
 import * as Turn from "../../src/generation/Turn.ts"
+import * as Drift from "../../src/inspect/Drift.ts"
 import * as Parsers from "../../src/parsers/registry.ts"
 import type * as Canonical from "../../src/protocol/canonical.ts"
 import type * as Completion from "../../src/protocol/completion.ts"
@@ -186,10 +188,17 @@ const make = (options: GenerationOptions) =>
       session: SessionEntry,
       forest: Forest.Forest,
       state: Canonical.State,
-      known: Forest.KnownState | undefined
+      known: Matching.KnownState | undefined
     ) {
-      const matched = Forest.match(forest, state, { strict: options.strictMatch ?? false, known })
+      const matched = Matching.match(forest, state, { strict: options.strictMatch ?? false, known })
       if (matched.tolerated) session.counters.toleratedMatches++
+      // Drift: the echoed history diverged from a committed response here (docs/outputs.md, `rollout/drift/...`).
+      const drift = Drift.ofRequest(forest, matched.parent, matched.suffix)
+      if (drift !== undefined) {
+        const counts = session.counters.drift ??= new Map()
+        counts.set(drift.cause, (counts.get(drift.cause) ?? 0) + 1)
+        yield* Metric.update(Instruments.drift({ cause: drift.cause }), 1)
+      }
       return matched
     }, StepSpan.step("Generation.match"))
 
@@ -202,7 +211,7 @@ const make = (options: GenerationOptions) =>
      */
     const observationTokens = (
       forest: Forest.Forest,
-      matched: Forest.Match,
+      matched: Matching.Match,
       state: Canonical.State
     ): Effect.Effect<ReadonlyArray<number>, ChatTemplate.TemplateError> => {
       const encoding = Forest.isRoot(forest, matched.parent)
@@ -219,7 +228,7 @@ const make = (options: GenerationOptions) =>
     const observe = Effect.fnUntraced(function*(
       session: SessionEntry,
       forest: Forest.Forest,
-      matched: Forest.Match,
+      matched: Matching.Match,
       state: Canonical.State
     ) {
       if (matched.suffix.length === 0) return matched.parent
@@ -274,7 +283,9 @@ const make = (options: GenerationOptions) =>
       live: LiveRequest | undefined
     ) {
       const { session } = p
+      const waitFrom = yield* Clock.currentTimeMillis
       yield* session.awaitLease
+      yield* Metric.update(Instruments.leaseWaitSeconds, ((yield* Clock.currentTimeMillis) - waitFrom) / 1000)
       // A lease granted to many waiting requests at once resumes them all inside one call.
       yield* FairScheduler.continueAsTask
       // What the attempt continues from: the inference prefix followed by the pending ids, one Int32Array.
@@ -339,9 +350,12 @@ const make = (options: GenerationOptions) =>
           if (attempted.output.finishReason.type === "abort") {
             p.session.counters.aborts++
             aborts++
+            yield* Metric.update(Instruments.aborts, 1)
             // Partial rollout: a step boundary's pause parks the request at the gate until the next step (N aborts
-            // protect it); such an abort is not the engine failing, so it never counts toward giving up.
-            if (live !== undefined && (yield* live.aborted(aborts))) outcome = Turn.parked(outcome)
+            // protect it); a weight update or a trainer's pause cut it (even in SGLang's waiting queue, with no
+            // token). Neither is the engine failing, so it never counts toward giving up.
+            const parked = live !== undefined && (yield* live.aborted(aborts))
+            if (parked || attempted.output.cutByUpdate === true) outcome = Turn.parked(outcome)
           }
           pending = outcome.pending
           if (outcome._tag === "Finished") {
@@ -405,7 +419,6 @@ const make = (options: GenerationOptions) =>
       yield* Metric.update(Instruments.tokensGenerated, pending.outputIds.length)
       yield* Metric.update(Instruments.generationSeconds, pending.generationMs / 1000)
       yield* Metric.update(Instruments.requestSeconds, (now - done.startedAt) / 1000)
-      if (pending.abortCount > 0) yield* Metric.update(Instruments.aborts, pending.abortCount)
       yield* forests.commitResponse(p.forest, {
         parent: p.parent,
         rolloutId: p.session.rolloutId(),
@@ -440,7 +453,9 @@ const make = (options: GenerationOptions) =>
       return { now, input }
     }, StepSpan.step("Generation.commitResponse"))
 
-    const generate = Effect.fn("Generation.generate")(function*(
+    // Always a span (a request's trace names it), without a call-site stack: `Effect.fn` captured an `Error` and set
+    // a stack frame in the fiber's context on every request.
+    const generate = Effect.fnUntraced(function*(
       session: SessionEntry,
       request: Completion.CanonicalRequest
     ) {
@@ -462,7 +477,7 @@ const make = (options: GenerationOptions) =>
       const response = yield* parse(p, done)
       const committed = yield* commitResponse(p, request, done, response)
       return Turn.completion(randomBytes(16).toString("hex"), committed.now, committed.input)
-    })
+    }, Effect.withSpan("Generation.generate", undefined, { captureStackTrace: false }))
 
     /** Each forest's last exactly matched Chat request (see `echo`); it goes with its forest. */
     const echoes = new WeakMap<Forest.Forest, EchoMemo>()
@@ -479,7 +494,7 @@ const make = (options: GenerationOptions) =>
           return { mark: reading.mark, known: { count: memo.count, messages, state: memo.state } }
         }),
         // No forest: the generation answers that itself.
-        Effect.catchTag("ForestNotFound", () => Effect.succeed(noEcho))
+        Effect.catchTag("ForestNotFoundError", () => Effect.succeed(noEcho))
       )
 
     return Generation.of({ generate, echo })

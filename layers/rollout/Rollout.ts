@@ -263,6 +263,7 @@ const make = Effect.gen(function*() {
           ),
           "perf/rollout_time": ((yield* Clock.currentTimeMillis) - startedAt) / 1000,
           ...Records.parserFailureMetrics(yield* runner.takeParserFailures, settings.agenticToolCallParser),
+          ...Records.driftMetrics(yield* runner.takeDrift),
           ...(yield* engine.takeStepMetrics),
           "rollout/groups_dropped": outcome.dropped,
           "rollout/groups_filtered": outcome.filtered

@@ -16,10 +16,11 @@ import type { ClusterCallError } from "../../src/cluster/errors.ts"
 import type * as Wire from "../../src/cluster/Wire.ts"
 import * as Settings from "../../src/config/Settings.ts"
 import type * as CreditGroup from "../../src/credit/Group.ts"
-import { type ExportError, ForestInvariantError, type ForestNotFound } from "../../src/forest/errors.ts"
+import { type ExportError, ForestInvariantError, type ForestNotFoundError } from "../../src/forest/errors.ts"
 import * as Export from "../../src/forest/Export.ts"
 import * as Sample from "../../src/forest/Sample.ts"
 import type { TrainingSample } from "../../src/forest/TrainingSample.ts"
+import type * as Drift from "../../src/inspect/Drift.ts"
 import * as ForestDump from "../../src/inspect/ForestDump.ts"
 import type { ContextDebug } from "../../src/rollout/Records.ts"
 import type * as Dataset from "../../src/schedule/Dataset.ts"
@@ -29,6 +30,7 @@ import * as SessionInput from "../../src/session/SessionInput.ts"
 import { Credit, type CreditError } from "../credit/Credit.ts"
 import { Engine } from "../engine/Engine.ts"
 import { Forests } from "../generation/Forests.ts"
+import * as Instruments from "../observability/Instruments.ts"
 import { Telemetry } from "../runtime/Telemetry.ts"
 import * as FirstRequestBarrier from "../schedule/FirstRequestBarrier.ts"
 import { GenerationGate } from "../schedule/GenerationGate.ts"
@@ -71,10 +73,10 @@ export type GroupError =
   | SessionInputError
   | ExportError
   | CreditError
-  | ForestNotFound
+  | ForestNotFoundError
   | ForestInvariantError
-  | Wire.RunnerLost
-  | Wire.SessionFailed
+  | Wire.RunnerLostError
+  | Wire.SessionFailedError
   | ClusterCallError
 
 export interface SessionRunnerShape extends Pool.GroupRunner<PlannedGroup, SessionResult, GroupResult, GroupError> {
@@ -85,6 +87,16 @@ export interface SessionRunnerShape extends Pool.GroupRunner<PlannedGroup, Sessi
    * became of their Groups (accepted, filtered, dropped or stopped); resets the count.
    */
   readonly takeParserFailures: Effect.Effect<number>
+  /**
+   * Model requests whose echoed history diverged from a committed response, by cause, in the training Sessions that
+   * ended since the last call (`rollout/drift/...`); resets the counts.
+   */
+  readonly takeDrift: Effect.Effect<ReadonlyMap<Drift.Cause, number>>
+}
+
+/** Add a Session's drift counts (by cause) to a running total. */
+export const addDrift = (total: Map<Drift.Cause, number>, counts: ReadonlyMap<Drift.Cause, number> | undefined) => {
+  for (const [cause, n] of counts ?? []) total.set(cause, (total.get(cause) ?? 0) + n)
 }
 
 /** Reward of a finished Group: credit scores it, or filters it (also what a cluster controller runs). */
@@ -104,7 +116,7 @@ export const rewardWith = (credit: Context.Service.Shape<typeof Credit>) =>
 
 /** `error_type=` and detail of a drop; a Session that failed on a runner keeps its own error's tag. */
 export const describeError = (error: GroupError) =>
-  error._tag === "SessionFailed"
+  error._tag === "SessionFailedError"
     ? { type: error.type, detail: error.detail }
     : { type: error._tag, detail: error.message }
 
@@ -127,7 +139,10 @@ const make = Effect.gen(function*() {
     multimodalKeys: settings.multimodalKeys
   }
   const decode = (ids: ReadonlyArray<number>) => tokenizer.decode(ids)
+  yield* Instruments.move(Instruments.agents({ state: "starting" }), 0)
+  yield* Instruments.move(Instruments.agents({ state: "running" }), 0)
   let parserFailures = 0
+  let drift = new Map<Drift.Cause, number>()
 
   /** Prepare + Runtime of one Session, then its exports as samples. */
   const session = Effect.fn("SessionRunner.session")(
@@ -157,6 +172,7 @@ const make = Effect.gen(function*() {
           yield* Effect.addFinalizer(() =>
             Effect.sync(() => {
               parserFailures += counters.parserFailures + counters.droppedToolCalls
+              addDrift(drift, counters.drift)
             })
           )
         }
@@ -177,6 +193,7 @@ const make = Effect.gen(function*() {
           counters
         })
         yield* Effect.forkScoped(ticket.leased.pipe(Effect.andThen(budget.start)))
+        yield* Instruments.trackAgent(ticket.firstRequest)
         const outcome = yield* supervisor.run({
           sessionId,
           groupId: group.groupId,
@@ -231,7 +248,13 @@ const make = Effect.gen(function*() {
     return taken
   })
 
-  return { session, reward, describeError, takeParserFailures } satisfies SessionRunnerShape
+  const takeDrift = Effect.sync(() => {
+    const taken = drift
+    drift = new Map()
+    return taken
+  })
+
+  return { session, reward, describeError, takeParserFailures, takeDrift } satisfies SessionRunnerShape
 })
 
 /** The Session lifecycle service the rollout's Group pools run Groups with. */

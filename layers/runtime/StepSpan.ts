@@ -7,8 +7,8 @@
  * a large share of the generation core's CPU (measured in docs/performance.md, "Figures behind code comments"),
  * although Effect's default tracer (`Tracer.nativeTracer`) exports its spans nowhere. A step wrapped with {@link step} opens its
  * span only when the fiber's tracer is another one (an OpenTelemetry layer, `Effect.withTracer`) and tracing is
- * enabled (`References.TracerEnabled`); otherwise it runs as it is. The request itself keeps an `Effect.fn` span
- * (`Generation.generate`), so a failure's trace still names it. With a tracer installed the step spans carry no
+ * enabled (`References.TracerEnabled`); otherwise it runs as it is. The request itself is always a span
+ * (`Generation.generate`, without a call-site stack), so a failure's trace still names it. With a tracer installed the step spans carry no
  * call-site stack (`captureStackTrace: false`): the step's name says where it is.
  */
 import { Effect, type Fiber, References, Tracer } from "effect"

@@ -3,12 +3,12 @@
  * Sessions has sent its first model request, and every request waits until the Group holds its Runtime lease.
  *
  * **Details**
- * One barrier per Group, made by the Group pool (layers/schedule/GroupPool.ts) when the Group's fiber starts. Each
+ * One barrier per Group, made by the Group's fiber in the pool (layers/schedule/GroupRun.ts) when it starts. Each
  * Session gets a `SessionTicket`; the generation core calls `awaitLease` before every model request. The first call of
  * a Session marks it arrived; the last arrival runs `onReady` (the pool then may lease the Group, see
  * src/schedule/Leasing.ts). The lease is the pool's `Deferred<boolean>`: `true` lets every held request go, `false`
- * (the Group was dropped) fails them with `SessionClosedError`. A Session that ends without arriving is the pool's
- * `ExitedBeforeFirstRequestError`.
+ * (the Group was dropped) fails them with `SessionClosedError`. A Session that ends without arriving is
+ * `ExitedBeforeFirstRequestError` (src/schedule/GroupFailure.ts).
  */
 import { Deferred, Effect } from "effect"
 import { SessionClosedError } from "../../src/session/errors.ts"

@@ -18,6 +18,9 @@
  * - A Session is *interrupted* (its Group can be retained and counted as `interrupted_groups`) when it is not
  *   protected and either its agent is between requests or all its live requests are parked after an abort.
  *
+ * The Sessions a pause stopped, until the next step resumes them or they end, are the gauge
+ * `relax_agentic_sessions_parked` (docs/observability.md).
+ *
  * A trainer's weight push (`TrainerService.pauseGeneration` → push → `resumeGeneration`) pauses the engine itself (new
  * attempts wait there, layers/engine/Engine.ts) and every Session's active-time budget here: `pauseBudgets` stops every
  * budget that is counting (every Session's, tracked with `trackBudget`), `resumeBudgets` restarts exactly those. A step
@@ -29,6 +32,7 @@
 import { Context, Deferred, Effect, Latch, Layer, type Scope } from "effect"
 import * as Retention from "../../src/schedule/Retention.ts"
 import { Engine } from "../engine/Engine.ts"
+import * as Instruments from "../observability/Instruments.ts"
 import type * as ActiveBudget from "../session/ActiveBudget.ts"
 
 /** One model request of a Session while it is live (from arrival to its answer). */
@@ -128,6 +132,7 @@ export const make = (options: {
   readonly mode: Retention.Mode
 }): Effect.Effect<GenerationGateShape> =>
   Effect.gen(function*() {
+    yield* Instruments.move(Instruments.sessionsParked, 0)
     const latch = yield* Latch.make(true)
     const sessions = new Map<string, SessionState>()
     const running = new Set<Running>()
@@ -207,12 +212,14 @@ export const make = (options: {
           }
         }),
         () =>
-          Effect.suspend(() => {
+          Effect.gen(function*() {
+            const state = sessions.get(sessionId)
             sessions.delete(sessionId)
+            if (state?.budgetPaused === true) yield* Instruments.move(Instruments.sessionsParked, -1)
             const waiter = protectedDone
-            if (waiter === undefined || [...sessions.values()].some((s) => s.protected)) return Effect.void
+            if (waiter === undefined || [...sessions.values()].some((s) => s.protected)) return
             protectedDone = undefined
-            return Deferred.succeed(waiter, undefined).pipe(Effect.asVoid)
+            yield* Deferred.succeed(waiter, undefined)
           })
       ).pipe(Effect.withSpan("GenerationGate.register", { attributes: { sessionId } }))
 
@@ -232,6 +239,7 @@ export const make = (options: {
         state.budgetPaused = true
         pausedSessions++
       }
+      yield* Instruments.move(Instruments.sessionsParked, pausedSessions)
       return { aborted: targets.length, pausedSessions } satisfies PauseReport
     }).pipe(Effect.withSpan("GenerationGate.halt"))
 
@@ -251,6 +259,7 @@ export const make = (options: {
         if (state.protectionPending) state.protected = true
         if (state.budgetPaused && state.budget !== undefined) {
           state.budgetPaused = false
+          yield* Instruments.move(Instruments.sessionsParked, -1)
           // A trainer's pause holds it until its own resume.
           if (trainerPaused !== undefined) trainerPaused.add(state.budget)
           else yield* state.budget.resume

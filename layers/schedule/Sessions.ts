@@ -7,12 +7,15 @@
  * presented token, so the time a lookup takes does not depend on how much of a guessed id matches a real one.
  * A closed Session stays known as closed (404 "finished") instead of disappearing, so a late request gets a clear answer;
  * only the most recently closed ones are remembered (`closedMemory`), so a long run does not grow the registry forever.
+ * The live Sessions are the gauge `relax_agentic_sessions_active` (docs/observability.md).
  */
 import { Context, Data, Effect, Layer } from "effect"
 import { createHash, randomBytes } from "node:crypto"
+import type * as Drift from "../../src/inspect/Drift.ts"
 import type * as AgentSpec from "../../src/session/AgentSpec.ts"
 import { SessionClosedError } from "../../src/session/errors.ts"
 import type { SamplingParams } from "../engine/Engine.ts"
+import * as Instruments from "../observability/Instruments.ts"
 import * as StepSpan from "../runtime/StepSpan.ts"
 import type { SessionGate } from "./GenerationGate.ts"
 
@@ -26,6 +29,8 @@ export interface SessionCounters {
   toleratedMatches: number
   /** Request id → tool calls the parser dropped or could not read in it; made on the first such request. */
   parserFailedRequests?: Map<string, number> | undefined
+  /** Requests whose echoed history diverged from a committed response, by cause; made on the first such request. */
+  drift?: Map<Drift.Cause, number> | undefined
 }
 
 export interface SessionEntry {
@@ -85,39 +90,45 @@ export const DefaultClosedMemory = 100_000
 
 /** A registry that remembers the last `closedMemory` closed Sessions; older ones become unknown. */
 export const makeWith = (options: { readonly closedMemory: number }): Effect.Effect<SessionsShape> =>
-  Effect.sync(() => {
-    const live = new Map<string, SessionEntry>()
-    // Insertion-ordered: the oldest closed Session is forgotten first.
-    const closed = new Set<string>()
-    return {
-      newSessionId: Effect.sync(() => randomBytes(16).toString("hex")).pipe(Effect.withSpan("Sessions.newSessionId")),
-      register: Effect.fn("Sessions.register")(function*(entry) {
-        const key = digest(entry.sessionId)
-        closed.delete(key)
-        live.set(key, entry)
-      }),
-      lookup: Effect.fnUntraced(function*(token) {
-        const key = digest(token)
-        const entry = live.get(key)
-        if (entry !== undefined) return entry
-        return yield* closed.has(key) ? new SessionClosedError({ sessionId: token }) : new UnknownSessionError()
-      }, StepSpan.step("Sessions.lookup")),
-      close: Effect.fn("Sessions.close")(function*(sessionId) {
-        const key = digest(sessionId)
-        if (!live.delete(key)) return
-        closed.add(key)
-        for (const oldest of closed) {
-          if (closed.size <= options.closedMemory) break
-          closed.delete(oldest)
-        }
-      }),
-      remove: Effect.fn("Sessions.remove")(function*(sessionId) {
-        const key = digest(sessionId)
-        live.delete(key)
-        closed.delete(key)
-      })
-    }
-  })
+  // The gauge is exported from the start (at 0), so a dashboard has the series before the first Session.
+  Effect.andThen(
+    Instruments.move(Instruments.sessionsActive, 0),
+    Effect.sync((): SessionsShape => {
+      const live = new Map<string, SessionEntry>()
+      // Insertion-ordered: the oldest closed Session is forgotten first.
+      const closed = new Set<string>()
+      return {
+        newSessionId: Effect.sync(() => randomBytes(16).toString("hex")).pipe(Effect.withSpan("Sessions.newSessionId")),
+        register: Effect.fn("Sessions.register")(function*(entry) {
+          const key = digest(entry.sessionId)
+          closed.delete(key)
+          if (!live.has(key)) yield* Instruments.move(Instruments.sessionsActive, 1)
+          live.set(key, entry)
+        }),
+        lookup: Effect.fnUntraced(function*(token) {
+          const key = digest(token)
+          const entry = live.get(key)
+          if (entry !== undefined) return entry
+          return yield* closed.has(key) ? new SessionClosedError({ sessionId: token }) : new UnknownSessionError()
+        }, StepSpan.step("Sessions.lookup")),
+        close: Effect.fn("Sessions.close")(function*(sessionId) {
+          const key = digest(sessionId)
+          if (!live.delete(key)) return
+          yield* Instruments.move(Instruments.sessionsActive, -1)
+          closed.add(key)
+          for (const oldest of closed) {
+            if (closed.size <= options.closedMemory) break
+            closed.delete(oldest)
+          }
+        }),
+        remove: Effect.fn("Sessions.remove")(function*(sessionId) {
+          const key = digest(sessionId)
+          if (live.delete(key)) yield* Instruments.move(Instruments.sessionsActive, -1)
+          closed.delete(key)
+        })
+      }
+    })
+  )
 
 export const make: Effect.Effect<SessionsShape> = makeWith({ closedMemory: DefaultClosedMemory })
 

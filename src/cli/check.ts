@@ -66,8 +66,12 @@ const checkStack = (settings: Settings.RolloutSettings) =>
     const parsers = yield* startup(Effect.fromResult(Generation.optionsOf(settings)))
     const tokenizer = settings.tokenizer === undefined ? Tokenizer.layer : Tokenizer.fromDirectory(settings.tokenizer)
     const engine = settings.engine === "sglang"
-      // A check answers quickly: a server still starting is reported, not waited for (the rollout waits 5 minutes).
-      ? SglangEngine.layerCheckingTokenizer({ ...SglangEngine.optionsOf(settings), startupTimeout: "10 seconds" })
+      // A check answers quickly: a server still starting is waited for 10 seconds, not the rollout's 10 minutes
+      // (unless --sglang-startup-timeout says otherwise).
+      ? SglangEngine.layerCheckingTokenizer({
+        startupTimeout: "10 seconds",
+        ...SglangEngine.optionsOf(settings)
+      })
       : settings.embeddedPolicy === undefined
       ? EmbeddedEngine.layer({ seed: settings.rolloutSeed })
       : EmbeddedEngine.layer({

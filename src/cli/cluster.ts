@@ -8,24 +8,32 @@
  * the Groups of the shards it owns until it is stopped (SIGTERM / Ctrl-C): then its shards move to the other runners
  * and every agent it launched is reaped.
  */
-import { Console, Duration, Effect, Layer, Option } from "effect"
+import { Console, Deferred, Duration, Effect, Exit, Layer, Option } from "effect"
 import { CliError, Command } from "effect/cli"
+import { randomBytes } from "node:crypto"
+import * as Os from "node:os"
 import * as Fleet from "../../layers/cluster/Fleet.ts"
 import * as Forward from "../../layers/cluster/Forward.ts"
 import * as Host from "../../layers/cluster/Host.ts"
+import * as Members from "../../layers/cluster/Members.ts"
 import * as Membership from "../../layers/cluster/Membership.ts"
 import * as Remote from "../../layers/cluster/Remote.ts"
 import { defaultMaxJsonDepth, Gateway } from "../../layers/gateway/Gateway.ts"
 import * as ModelRoute from "../../layers/gateway/ModelRoute.ts"
+import { RolloutConfig } from "../../layers/rollout/RolloutConfig.ts"
 import { SessionRunner } from "../../layers/rollout/SessionRunner.ts"
 import * as FairScheduler from "../../layers/runtime/FairScheduler.ts"
 import { GenerationGate } from "../../layers/schedule/GenerationGate.ts"
+import * as Fingerprint from "../cluster/Fingerprint.ts"
 import * as ClusterFlags from "../cluster/Flags.ts"
+import * as Slots from "../cluster/Slots.ts"
 import * as Settings from "../config/Settings.ts"
 import { type ClusterRole, servicesFromSettings } from "../index.ts"
+import { capacityOf } from "./check.ts"
 import type { FlagValues } from "./flags.ts"
 import { flagsOf, rolloutFlags } from "./flags.ts"
 import { configMessage, settingsFromFlags } from "./settings.ts"
+import * as Shutdown from "./shutdown.ts"
 
 const userError = (message: string) => new CliError.UserError({ cause: message, userMessage: message })
 
@@ -80,12 +88,60 @@ export const clusterOptionsFromFlags = (
 /** Settings a cluster cannot run yet (docs/scale-out.md "Not yet"): refused with the flag to change. */
 export const clusterProblem = (_settings: Settings.RolloutSettings): string | undefined => undefined
 
+/** How members keep their `relax_agentic_members` row fresh, and when a row counts as stale. */
+const membersTiming = (options: Membership.ClusterOptions) => ({
+  refresh: options.lockRefresh,
+  freshness: options.lockExpiration
+})
+
+/**
+ * The controller's announcement (layers/cluster/Members.ts): refused when a live runner has other sample-changing
+ * settings; warns when the live runners' `--runner-slots` cannot hold the Sessions the settings keep resident.
+ */
+const controllerMember = (options: Membership.ClusterOptions) =>
+  Layer.effectDiscard(Effect.gen(function*() {
+    const settings = yield* RolloutConfig
+    const runners = yield* Members.join({
+      id: randomBytes(8).toString("hex"),
+      role: "controller",
+      address: `${Os.hostname()} pid ${process.pid}`,
+      fingerprint: Fingerprint.of(settings)
+    }, membersTiming(options)).pipe(Effect.map((members) => members.filter((m) => m.role === "runner")))
+    const capacity = capacityOf(settings)
+    const short = Slots.shortfall(runners, capacity.requiredSlots, capacity.rule)
+    if (runners.length === 0) yield* Effect.logInfo("no runner has joined the cluster yet; Groups wait for one")
+    else if (short !== undefined) yield* Effect.logWarning(short)
+  })).pipe(Layer.provide(Membership.sql(options)))
+
+/**
+ * `relax-agentic check --cluster-database-url …`: the live runners' `--runner-slots` as lines of the capacity table,
+ * and a warning when they cannot hold the Sessions `settings` keep resident (`undefined` without a cluster).
+ */
+export const runnerCapacity = (
+  values: FlagValues,
+  settings: Settings.RolloutSettings
+): Effect.Effect<{ readonly lines: string; readonly warning: string | undefined } | undefined, CliError.UserError> =>
+  Effect.gen(function*() {
+    const options = yield* clusterOptionsFromFlags(values)
+    if (options === undefined) return undefined
+    const runners = yield* Members.live(options.lockExpiration).pipe(
+      Effect.map((members) => members.filter((m) => m.role === "runner")),
+      Effect.provide(Membership.sql(options)),
+      Effect.mapError((error) => userError(`--cluster-database-url: ${error.message}`))
+    )
+    const capacity = capacityOf(settings)
+    return {
+      lines: Slots.render(runners),
+      warning: Slots.shortfall(runners, capacity.requiredSlots, capacity.rule)
+    }
+  })
+
 /**
  * The controller's role: its Groups' Sessions run on the cluster's runners, and its weight changes and step
  * boundaries reach every runner (one client-only member and one fleet, shared by the three).
  */
 export const controllerRole = (options: Membership.ClusterOptions): ClusterRole => {
-  const membership = Membership.client(options)
+  const membership = Membership.client(options).pipe(Layer.provide(controllerMember(options)))
   const fleet = Fleet.layer({ callTimeout: options.callTimeout, shards: options.shardsPerGroup }).pipe(
     Layer.provideMerge(membership)
   )
@@ -103,16 +159,24 @@ export const runnerLayer = (
   address: Membership.Address,
   listen: Membership.Address | undefined,
   publicUrl: string | undefined,
-  orphanTimeout: Duration.Duration = Host.orphanAfter
+  hostOptions: Host.HostOptions = {}
 ) => {
-  const membership = Membership.runner(options, address, listen)
+  // Refused at join when a live controller has other sample-changing settings, before taking any shard.
+  const member = Members.layer({
+    id: randomBytes(8).toString("hex"),
+    role: "runner",
+    address: `${address.host}:${address.port}`,
+    slots: hostOptions.slots,
+    fingerprint: Fingerprint.of(settings)
+  }, membersTiming(options)).pipe(Layer.provide(Membership.sql(options)))
+  const membership = Membership.runner(options, address, listen).pipe(Layer.provide(member))
   const services = servicesFromSettings(settings, {}, {
     forwarder: Forward.layer.pipe(Layer.provide(membership)),
     agentBaseUrl: publicUrl
   })
   const host = Layer.unwrap(Effect.gen(function*() {
     const answer = yield* ModelRoute.answerForwarded({ maxJsonDepth: defaultMaxJsonDepth })
-    return Host.Host.layer(`${address.host}:${address.port}`, answer, orphanTimeout)
+    return Host.Host.layer(`${address.host}:${address.port}`, answer, hostOptions)
   })).pipe(Layer.provide(SessionRunner.layer), Layer.provide(GenerationGate.layer(Settings.retentionMode(settings))))
   return Host.entityLayer.pipe(
     Layer.provideMerge(host),
@@ -121,6 +185,19 @@ export const runnerLayer = (
     Layer.provide(FairScheduler.layer())
   )
 }
+
+/** How long a SIGTERMed runner waits for its resident Groups by default (`--runner-drain-timeout`). */
+export const defaultDrainTimeout = Duration.seconds(300)
+
+/** The largest Group these settings run, with the flag that sets it (`--runner-slots` must hold it). */
+export const largestGroup = (settings: Settings.RolloutSettings): { readonly size: number; readonly flag: string } =>
+  (settings.evalInterval === undefined ? [] : settings.evalDatasets).reduce(
+    (largest, d) =>
+      d.nSamplesPerEvalPrompt > largest.size
+        ? { size: d.nSamplesPerEvalPrompt, flag: `--n-samples-per-eval-prompt of ${d.name}` }
+        : largest,
+    { size: settings.nSamplesPerPrompt, flag: "--n-samples-per-prompt" }
+  )
 
 /** `relax-agentic runner [flags]`. */
 export const runnerCommand = Command.make(
@@ -161,14 +238,40 @@ export const runnerCommand = Command.make(
           `--gateway-public-url: expects an http(s) URL such as http://lb.internal:8000/agentic_api/`
         )
       }
+      const slots = valueOf(values, "runner-slots")
+      if (slots !== undefined && (typeof slots !== "number" || !Number.isInteger(slots) || slots < 1)) {
+        return yield* userError(`--runner-slots: ${String(slots)} is not a positive integer`)
+      }
+      const largest = largestGroup(settings)
+      if (typeof slots === "number" && slots < largest.size) {
+        return yield* userError(
+          `--runner-slots: ${slots} cannot hold a whole Group of ${largest.size} Sessions (${largest.flag}); ` +
+            `a Group is placed on one runner, so give each runner at least ${largest.size} slots`
+        )
+      }
+      const drainTimeout = yield* seconds(values, "runner-drain-timeout", defaultDrainTimeout)
+      const drainRequested = yield* Deferred.make<void>()
+      yield* Shutdown.onDrain(() => Deferred.doneUnsafe(drainRequested, Exit.void))
       yield* Effect.gen(function*() {
         const gateway = yield* Gateway
         const host = yield* Host.Host
         yield* Console.log(
           `relax-agentic runner ${host.incarnation} joined the cluster at ${address.host}:${address.port}; ` +
-            `gateway ${gateway.agentBaseUrl}; agents use ${publicUrl ?? gateway.agentBaseUrl}`
+            `gateway ${gateway.agentBaseUrl}; agents use ${publicUrl ?? gateway.agentBaseUrl}; ` +
+            `slots ${typeof slots === "number" ? slots : "unlimited"}`
         )
-        return yield* Effect.never
+        // SIGTERM: take no new Group, let the resident ones finish (up to --runner-drain-timeout), then leave.
+        yield* Deferred.await(drainRequested)
+        const drained = yield* host.drain.pipe(Effect.timeoutOption(drainTimeout))
+        if (Option.isNone(drained)) {
+          yield* Console.log(
+            `relax-agentic runner ${host.incarnation}: --runner-drain-timeout (${
+              Duration.format(drainTimeout)
+            }) passed; stopping the ${yield* host
+              .hosted} Session(s) still running (their Groups are refilled elsewhere)`
+          )
+        }
+        yield* Console.log(`relax-agentic runner ${host.incarnation} drained; leaving the cluster`)
       }).pipe(
         Effect.provide(
           runnerLayer(
@@ -177,7 +280,7 @@ export const runnerCommand = Command.make(
             address,
             listen,
             typeof publicUrl === "string" ? publicUrl : undefined,
-            orphanTimeout
+            { ...(typeof slots === "number" ? { slots } : {}), orphanTimeout }
           )
         ),
         Effect.mapError((error) => userError(error instanceof Error ? error.message : String(error)))

@@ -12,6 +12,10 @@
  * never through `process.exit`: that joins libuv's file-system threads and hangs as long as one of them is blocked.
  * After the first signal the gateway's 499 "client disconnected" warnings are not shown: those clients are the agents
  * being stopped, and their generations are not committed.
+ *
+ * A command may ask to be *drained* by SIGTERM instead (`onDrain`; a cluster runner: docs/scale-out.md "Draining a
+ * runner"): the first SIGTERM then only calls its hook, the command ends on its own once drained, and the deadline
+ * does not run. A second signal (or SIGINT) during the drain stops it as above.
  */
 import { Effect, Layer, Logger, Runtime } from "effect"
 import * as Files from "../../layers/rollout/Files.ts"
@@ -28,11 +32,23 @@ let received: NodeJS.Signals | undefined
 /** The command's last line for an interruption by `signal` (set by the running command; printed once). */
 let report: ((signal: NodeJS.Signals) => string | undefined) | undefined
 let reported = false
+/** What SIGTERM starts instead of the shutdown (`onDrain`), and whether it was started. */
+let drain: (() => void) | undefined
+let draining = false
 
 /** Register the line an interrupted command ends with (the rollout's `RunReport.interruptedLine`). */
 export const onInterrupted = (line: (signal: NodeJS.Signals) => string | undefined): Effect.Effect<void> =>
   Effect.sync(() => {
     report = line
+  })
+
+/**
+ * Make the first SIGTERM call `hook` (start draining) instead of interrupting the command; a second signal, or
+ * SIGINT, still interrupts it.
+ */
+export const onDrain = (hook: () => void): Effect.Effect<void> =>
+  Effect.sync(() => {
+    drain = hook
   })
 
 /** Whether a shutdown signal arrived. */
@@ -80,6 +96,14 @@ const abandon = (signal: NodeJS.Signals, why: string): void => {
 export const runMain = Runtime.makeRunMain(({ fiber, teardown }) => {
   const onSignal = (signal: NodeJS.Signals) => {
     if (received !== undefined) return abandon(received, `${signal} received again`)
+    if (signal === "SIGTERM" && drain !== undefined && !draining) {
+      draining = true
+      process.stderr.write(
+        "relax-agentic: SIGTERM received: draining (taking no new work, letting what runs finish; " +
+          "SIGTERM or Ctrl-C again to stop at once)\n"
+      )
+      return drain()
+    }
     received = signal
     process.stderr.write(
       `relax-agentic: ${signal} received: stopping every agent and closing (at most ${deadlineMs / 1000} s; ` +

@@ -63,15 +63,19 @@ export const of = (settings: Settings.RolloutSettings): Fingerprint =>
  * The first setting where the runner's fingerprint differs from the controller's, as a message naming its flag;
  * `undefined` when they agree.
  */
-export const mismatch = (controller: Fingerprint, runner: Fingerprint): string | undefined => {
-  for (const field of sampleFields) {
-    const theirs = controller[field] ?? "null"
-    const ours = runner[field] ?? "null"
-    if (theirs !== ours) {
-      const flag = FlagTable.flagOf(field)
-      return `${flag}: this runner has ${ours}, the controller ${theirs}; every runner must read the controller's ` +
-        "configuration (the same --config and sample-changing flags), or its samples would differ"
-    }
-  }
-  return undefined
+export const mismatch = (
+  controller: Fingerprint,
+  runner: Fingerprint,
+  names: { readonly ours: string; readonly theirs: string } = { ours: "this runner", theirs: "the controller" }
+): string | undefined => {
+  const field = differingField(controller, runner)
+  if (field === undefined) return undefined
+  const flag = FlagTable.flagOf(field)
+  return `${flag}: ${names.ours} has ${runner[field] ?? "null"}, ${names.theirs} ${controller[field] ?? "null"}; ` +
+    "every runner must read the controller's configuration (the same --config and sample-changing flags), or its " +
+    "samples would differ"
 }
+
+/** The first sample-changing field whose values differ; `undefined` when they agree. */
+export const differingField = (a: Fingerprint, b: Fingerprint): string | undefined =>
+  sampleFields.find((field) => (a[field] ?? "null") !== (b[field] ?? "null"))

@@ -104,6 +104,25 @@ export const runnerFlags: ReadonlyArray<FlagSpec> = [
     description: "`runner` only: the agents' RELAX_BASE_URL: the one address in front of every runner's gateway " +
       "(a load balancer or Kubernetes Service), ending in `/agentic_api/`.",
     defaultText: "this runner's gateway"
+  },
+  {
+    name: "runner-slots",
+    field: null,
+    kind: "int",
+    section,
+    description: "`runner` only: agent processes (Sessions) this runner may hold at once. A Group is placed on a " +
+      "runner only when all its Sessions fit; when no runner has room, the controller waits. Must be at least the " +
+      "largest Group (--n-samples-per-prompt, --n-samples-per-eval-prompt).",
+    defaultText: "unlimited"
+  },
+  {
+    name: "runner-drain-timeout",
+    field: null,
+    kind: "number",
+    section,
+    description: "`runner` only: seconds a runner stopped with SIGTERM waits for its resident Groups to finish " +
+      "(it takes no new Group meanwhile) before it stops what still runs; those Groups are refilled elsewhere.",
+    defaultText: "300"
   }
 ]
 

@@ -8,15 +8,15 @@
  * are serialized even in the in-memory test runner). `SessionResult` carries the Session's training samples in the
  * shape a trainer receives them (`TrainingSample`), so the controller scores and transfers them exactly as in
  * single-process mode. A runner identifies itself by an incarnation id (random per process start): a message that
- * names another incarnation was meant for a runner that is gone, and is refused with `RunnerLost` instead of being
+ * names another incarnation was meant for a runner that is gone, and is refused with `RunnerLostError` instead of being
  * run again against an empty forest.
  */
 import { Schema } from "effect"
 import { TrainingSample } from "../forest/TrainingSample.ts"
 import { Row } from "../schedule/Dataset.ts"
-import { RunnerLost, SessionFailed } from "./errors.ts"
+import { RunnerLostError, SessionFailedError } from "./errors.ts"
 
-export { RunnerLost, SessionFailed } from "./errors.ts"
+export { RunnerLostError, SessionFailedError } from "./errors.ts"
 
 /** A Group as the controller planned it (`SessionRunner.PlannedGroup`). */
 export const PlannedGroup = Schema.Struct({
@@ -68,12 +68,14 @@ export const ContextDebug = Schema.Struct({
 })
 export type ContextDebug = typeof ContextDebug.Type
 
-/** A finished Session: its samples in export order, their debug facts, and its parser failures (training only). */
+/** A finished Session: its samples in export order, their debug facts, its parser failures and drift (training only). */
 export const SessionResult = Schema.Struct({
   sessionId: Schema.String,
   samples: Schema.Array(TrainingSample),
   debug: Schema.Array(ContextDebug),
-  parserFailures: Schema.Int
+  parserFailures: Schema.Int,
+  /** Drifted requests by cause (src/inspect/Drift.ts), training only; absent: none (or an older runner). */
+  drift: Schema.optionalKey(Schema.Record(Schema.String, Schema.Int))
 })
 export type SessionResult = typeof SessionResult.Type
 
@@ -98,7 +100,7 @@ export const SessionEvent = Schema.Union([
 export type SessionEvent = typeof SessionEvent.Type
 
 /** The failures of a remote Session. */
-export const RunFailure = Schema.Union([RunnerLost, SessionFailed])
+export const RunFailure = Schema.Union([RunnerLostError, SessionFailedError])
 export type RunFailure = typeof RunFailure.Type
 
 /** An agent's model request as a non-owner runner's gateway received it. */

@@ -27,7 +27,7 @@ export class ClusterCallError extends Data.TaggedError("ClusterCallError")<{
  * A message named a runner incarnation that is not the one now owning the Group's shard: the runner that held the
  * Group died (or left), and the Group is lost with it.
  */
-export class RunnerLost extends Schema.TaggedError<RunnerLost>()("RunnerLost", {
+export class RunnerLostError extends Schema.TaggedError<RunnerLostError>()("RunnerLostError", {
   expected: Schema.String,
   actual: Schema.String
 }) {
@@ -38,7 +38,7 @@ export class RunnerLost extends Schema.TaggedError<RunnerLost>()("RunnerLost", {
 }
 
 /** A Session failed on its runner: the runner's typed error, by tag and text (it drops the Group, as in one process). */
-export class SessionFailed extends Schema.TaggedError<SessionFailed>()("SessionFailed", {
+export class SessionFailedError extends Schema.TaggedError<SessionFailedError>()("SessionFailedError", {
   type: Schema.String,
   detail: Schema.String
 }) {
@@ -56,5 +56,20 @@ export class FleetCommandError extends Schema.TaggedError<FleetCommandError>()("
 }) {
   override get message(): string {
     return `runner ${this.runner} could not follow the controller: ${this.detail}`
+  }
+}
+
+/**
+ * A member's sample-changing settings differ from the live members' it must agree with (docs/scale-out.md "One
+ * configuration"): a runner joining while a controller with other settings runs, or a controller starting while
+ * runners with other settings are up. It is refused at join, naming the first differing flag.
+ */
+export class ConfigMismatchError extends Data.TaggedError("ConfigMismatchError")<{
+  readonly reason: "runner" | "controller"
+  /** The first differing flag, both values and what to do. */
+  readonly detail: string
+}> {
+  override get message(): string {
+    return this.detail
   }
 }

@@ -184,6 +184,16 @@ export const rolloutFlags: ReadonlyArray<FlagSpec> = [
       "startup when it is below the required slots."
   },
   {
+    name: "agent-max-starting",
+    field: "agentMaxStarting",
+    kind: "int",
+    section: S.agent,
+    description: "Agents starting at once (from their launch to their first model request), per process: the " +
+      "single process, or each cluster runner. Others wait to be launched, so a step does not start every sandbox " +
+      "in the same second.",
+    defaultText: "unlimited"
+  },
+  {
     name: "use-agentic-rollout",
     field: null,
     kind: "boolean",
@@ -216,6 +226,14 @@ export const rolloutFlags: ReadonlyArray<FlagSpec> = [
     description: "OpenTelemetry OTLP/HTTP base URL (e.g. http://127.0.0.1:4318): traces of every model request, " +
       "Session and step, and the metrics, exported with JSON to <url>/v1/traces and <url>/v1/metrics. Unset: " +
       "OTEL_EXPORTER_OTLP_ENDPOINT if set, else nothing is exported (docs/observability.md)."
+  },
+  {
+    name: "metrics-port",
+    field: "metricsPort",
+    kind: "int",
+    section: S.gateway,
+    description: "Also serve the Prometheus /metrics on 127.0.0.1 at this port (0: the OS picks one; its URL is " +
+      "logged), besides the gateway's own /metrics (docs/observability.md)."
   },
   {
     name: "agentic-tool-call-parser",
@@ -290,6 +308,16 @@ export const rolloutFlags: ReadonlyArray<FlagSpec> = [
     section: S.engine,
     description: "Concurrent requests per SGLang worker.",
     defaultText: "512"
+  },
+  {
+    name: "sglang-startup-timeout",
+    field: "sglangStartupTimeout",
+    kind: "number",
+    section: S.engine,
+    description: "Seconds to wait at startup for SGLang servers that are still starting (GET /health answers 503 " +
+      "while the model loads, or the port refuses connections), asking every 2 seconds; then the rollout refuses to " +
+      "start, naming the server. 0: ask once. Raise it for models that take longer to load.",
+    defaultText: "600"
   },
   {
     name: "sglang-enable-deterministic-inference",

@@ -53,11 +53,15 @@ export const RolloutOptions = Schema.Struct({
   agentTimeout: withDefault(PositiveNumber, 1800),
   /** The external executor's hard concurrency limit (only checked against the capacity table). */
   agentMaxSlots: Schema.optional(PositiveInt),
+  /** Agents between their launch and their first model request at once, per process (unlimited when absent). */
+  agentMaxStarting: Schema.optional(PositiveInt),
   // gateway
   host: withDefault(Schema.String, "127.0.0.1"),
   port: withDefault(NonNegativeInt, 0),
   /** OTLP/HTTP base URL for traces and metrics (else `OTEL_EXPORTER_OTLP_ENDPOINT`; unset: no export). */
   otlpEndpoint: Schema.optional(Schema.String),
+  /** A loopback port that serves only Prometheus `/metrics` (0: any free one); unset: only the gateway's `/metrics`. */
+  metricsPort: Schema.optional(NonNegativeInt),
   agenticToolCallParser: Schema.optional(Schema.String),
   agenticReasoningParser: Schema.optional(Schema.String),
   strictMatch: withDefault(Schema.Boolean, false),
@@ -68,6 +72,8 @@ export const RolloutOptions = Schema.Struct({
   sglangRouterUrl: Schema.optional(Schema.String),
   /** Per worker; the engine's default (512) when absent. */
   sglangServerConcurrency: Schema.optional(PositiveInt),
+  /** Seconds the startup health check waits for SGLang servers that are starting (0: ask once); the engine's default (600) when absent. */
+  sglangStartupTimeout: Schema.optional(Schema.Finite.check(Schema.isGreaterThanOrEqualTo(0))),
   /** Send `sampling_seed` (the servers run deterministic inference). */
   sglangEnableDeterministicInference: withDefault(Schema.Boolean, false),
   /** Send `session_id` and close SGLang sessions when a Session ends. */

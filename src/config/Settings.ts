@@ -74,6 +74,7 @@ const sglangOnly = [
   "sglangUrls",
   "sglangRouterUrl",
   "sglangServerConcurrency",
+  "sglangStartupTimeout",
   "sglangEnableDeterministicInference",
   "sglangApiKey",
   "sglangPriorityScheduling",

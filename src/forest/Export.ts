@@ -12,6 +12,7 @@ import * as Canonical from "../protocol/canonical.ts"
 import { ExportError } from "./errors.ts"
 import * as Forest from "./Forest.ts"
 import * as Hash from "./hash.ts"
+import * as Matching from "./Matching.ts"
 import type { Reward } from "./TrainingSample.ts"
 
 type Json = Canonical.Json
@@ -97,7 +98,7 @@ export const exportImplicit = (
  * must be committed (`"explicit export does not match a committed Forest state"`) and hold a response in its
  * lineage (`"export leaf has no committed response"`); it need not be a leaf. Unless `strict`, a record whose
  * assistant messages lack the `reasoning_content` the forest committed also selects that state (the same
- * tolerance as `Forest.match`). Metadata = output metadata overlaid with the record's; reward = the record's.
+ * tolerance as `Matching.match`). Metadata = output metadata overlaid with the record's; reward = the record's.
  */
 export const exportExplicit = (
   forest: Forest.Forest,
@@ -134,7 +135,7 @@ export const exportExplicit = (
     }
     let hash = Hash.ofState(state.success)
     if (!forest.nodeMap.has(hash) && options?.strict !== true && state.success.messages.length > 0) {
-      const tolerant = Forest.match(forest, state.success, { strict: false })
+      const tolerant = Matching.match(forest, state.success, { strict: false })
       if (tolerant.tolerated && tolerant.suffix.length === 0) hash = tolerant.parent
     }
     if (!forest.nodeMap.has(hash)) {

@@ -3,7 +3,7 @@
  *
  * **Details**
  * Beside the tree of states (src/forest/Forest.ts), each tools/kwargs context has a tree of {@link Vertex}es, one per
- * distinct committed message prefix; the vertex where a node's messages end points at that node. `Forest.match` walks
+ * distinct committed message prefix; the vertex where a node's messages end points at that node. `Matching.match` walks
  * it one message at a time, comparing each message structurally with the committed one ({@link Hash.equalJson}: no
  * serializing, no hashing); a vertex with many children looks its candidates up by a bucket key.
  */

@@ -14,26 +14,54 @@ import type * as Forest from "./Forest.ts"
 import type * as Hash from "./hash.ts"
 import type * as MatchIndex from "./MatchIndex.ts"
 
+/** The fields every node stores, as a node's constructor receives them. */
+type SharedInit = Pick<
+  Forest.ObservationNode,
+  "hash" | "rolloutId" | "abortCount" | "ids" | "tokenCount" | "messageCount" | "running" | "committed" | "vertex"
+>
+
 /**
- * The stored form of an observation node. Nodes are the forest's bulk, so they are kept lean: `kind`, `parent` and
- * `subtree` are read from the prototype, the ids stay packed (`Forest.unpackTokens` copies them out), and nothing is
- * kept twice.
+ * What both node classes share: the fields every node stores, copied one by one (a class with fixed fields, not a
+ * spread: nodes are the forest's bulk), and `subtree`, read from the prototype.
  */
-export class Observation implements Forest.ObservationNode {
+abstract class StoredNode {
   readonly hash: string
-  readonly up: Forest.Node | null
   readonly rolloutId: number
   readonly abortCount: number
-  readonly messages: ReadonlyArray<Canonical.Message>
   readonly ids: PackedIds.PackedIds
-  /** The training ids when they differ from `ids` (images expanded for training). */
-  readonly trainIds: PackedIds.PackedIds | undefined
-  readonly top: Forest.ObservationNode | null
   readonly tokenCount: number
   readonly messageCount: number
   running: Hash.State | undefined
   readonly committed: number
   readonly vertex: MatchIndex.Vertex
+  abstract readonly top: Forest.ObservationNode | null
+  constructor(init: SharedInit) {
+    this.hash = init.hash
+    this.rolloutId = init.rolloutId
+    this.abortCount = init.abortCount
+    this.ids = init.ids
+    this.tokenCount = init.tokenCount
+    this.messageCount = init.messageCount
+    this.running = init.running
+    this.committed = init.committed
+    this.vertex = init.vertex
+  }
+  get subtree(): string | null {
+    return this.top === null ? null : this.top.hash
+  }
+}
+
+/**
+ * The stored form of an observation node. Nodes are the forest's bulk, so they are kept lean: `kind`, `parent` and
+ * `subtree` are read from the prototype, the ids stay packed (`Forest.unpackTokens` copies them out), and nothing is
+ * kept twice.
+ */
+export class Observation extends StoredNode implements Forest.ObservationNode {
+  readonly up: Forest.Node | null
+  readonly messages: ReadonlyArray<Canonical.Message>
+  /** The training ids when they differ from `ids` (images expanded for training). */
+  readonly trainIds: PackedIds.PackedIds | undefined
+  readonly top: Forest.ObservationNode | null
   readonly media: ReadonlyArray<string>
   readonly imageGrids: ReadonlyArray<ImageGrid.Grid>
   readonly tools: ReadonlyArray<Canonical.Tool> | null
@@ -44,19 +72,11 @@ export class Observation implements Forest.ObservationNode {
       readonly top: Forest.ObservationNode | null | undefined
     }
   ) {
-    this.hash = init.hash
+    super(init)
     this.up = init.up
-    this.rolloutId = init.rolloutId
-    this.abortCount = init.abortCount
     this.messages = init.messages
-    this.ids = init.ids
     this.trainIds = init.trainIds
     this.top = init.top === undefined ? this : init.top
-    this.tokenCount = init.tokenCount
-    this.messageCount = init.messageCount
-    this.running = init.running
-    this.committed = init.committed
-    this.vertex = init.vertex
     this.media = init.media
     this.imageGrids = init.imageGrids
     this.tools = init.tools
@@ -68,26 +88,14 @@ export class Observation implements Forest.ObservationNode {
   get parent(): string | null {
     return this.up === null ? null : this.up.hash
   }
-  get subtree(): string | null {
-    return this.top === null ? null : this.top.hash
-  }
 }
 
 /** The stored form of a response node (see {@link Observation}); `messages` is `[message]`, made on read. */
-export class Response implements Forest.ResponseNode {
-  readonly hash: string
+export class Response extends StoredNode implements Forest.ResponseNode {
   readonly up: Forest.Node
-  readonly rolloutId: number
-  readonly abortCount: number
   readonly message: Canonical.Message
-  readonly ids: PackedIds.PackedIds
   readonly logprobs: Float32Array | Float64Array
   readonly top: Forest.ObservationNode | null
-  readonly tokenCount: number
-  readonly messageCount: number
-  running: Hash.State | undefined
-  readonly committed: number
-  readonly vertex: MatchIndex.Vertex
   readonly weightVersions: ReadonlyArray<string>
   readonly attemptLengths: ReadonlyArray<number>
   /** Set only with routing replay (see {@link Forest.ResponseNode.routedExperts}): other nodes carry no slot for it. */
@@ -103,19 +111,11 @@ export class Response implements Forest.ResponseNode {
       readonly up: Forest.Node
     }
   ) {
-    this.hash = init.hash
+    super(init)
     this.up = init.up
-    this.rolloutId = init.rolloutId
-    this.abortCount = init.abortCount
     this.message = init.message
-    this.ids = init.ids
     this.logprobs = init.logprobs
     this.top = init.top
-    this.tokenCount = init.tokenCount
-    this.messageCount = init.messageCount
-    this.running = init.running
-    this.committed = init.committed
-    this.vertex = init.vertex
     this.weightVersions = init.weightVersions
     this.attemptLengths = init.attemptLengths
     if (init.routedExperts !== undefined) {
@@ -133,9 +133,6 @@ export class Response implements Forest.ResponseNode {
   }
   get parent(): string {
     return this.up.hash
-  }
-  get subtree(): string | null {
-    return this.top === null ? null : this.top.hash
   }
   get messages(): ReadonlyArray<Canonical.Message> {
     return [this.message]

@@ -57,7 +57,7 @@ export class ForestInvariantError extends Data.TaggedError("ForestInvariantError
 }> {}
 
 /** No SessionForest for this session: never created, already finished, or discarded. */
-export class ForestNotFound extends Data.TaggedError("ForestNotFound")<{ readonly sessionId: string }> {
+export class ForestNotFoundError extends Data.TaggedError("ForestNotFoundError")<{ readonly sessionId: string }> {
   override get message(): string {
     return `Unknown or discarded agentic session '${this.sessionId}'.`
   }

@@ -10,7 +10,7 @@
  *
  * Matching a request needs no hash at all: the hash is a function of the Python JSON text of (M, T, K), and
  * {@link equalJson} decides "same Python JSON text" structurally, without serializing. The forest compares a
- * request's messages against its committed ones with it, one message at a time (see `Forest.match`).
+ * request's messages against its committed ones with it, one message at a time (see `Matching.match`).
  */
 import { createHash, type Hash } from "node:crypto"
 import * as PythonJson from "../json/PythonJson.ts"

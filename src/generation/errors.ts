@@ -10,7 +10,7 @@
  * keep their own name here (one event, one name); the classes below are the generation core's own.
  */
 import { Data } from "effect"
-import type { ContextLengthError, ForestInvariantError, ForestNotFound } from "../forest/errors.ts"
+import type { ContextLengthError, ForestInvariantError, ForestNotFoundError } from "../forest/errors.ts"
 import type { SessionClosedError } from "../session/errors.ts"
 import type { TemplateError } from "../template/ChatTemplate.ts"
 
@@ -57,5 +57,5 @@ export type GenerationError =
   | SessionClosedError
   | GenerationEngineError
   | UnusableResponseError
-  | ForestNotFound
+  | ForestNotFoundError
   | ForestInvariantError

@@ -8,21 +8,28 @@
  * stops at P and the request's messages after P become a new observation O under P, beside R: the forest branches
  * at P. So a drift point is an observation whose first message is an assistant message, under a state that has a
  * committed response child. Its cause is read off the two messages: reasoning dropped or changed, tool-call
- * arguments re-serialized (equal as JSON, different as text), tool calls changed, text changed, or messages
- * reordered (R's message appears later in O).
+ * arguments re-serialized (equal as JSON, different as text), tool calls changed, text changed, messages
+ * reordered (R's message appears later in O), or other (e.g. a tool call's fields beside its name and arguments).
+ * Messages are compared canonical (src/protocol/canonical.ts): arguments are compact key-sorted JSON there, so a
+ * client that only re-serializes them (spacing, key order) still matches and is no drift at all.
  */
+import * as Forest from "../forest/Forest.ts"
 import * as Hash from "../forest/hash.ts"
 import type * as Canonical from "../protocol/canonical.ts"
 
+/** Every cause, in the order metrics list them. */
+export const causes = [
+  "reasoning-dropped",
+  "reasoning-changed",
+  "tool-arguments-reserialized",
+  "tool-calls-changed",
+  "text-changed",
+  "messages-reordered",
+  "other"
+] as const
+
 /** Why an echoed assistant message differs from the committed response. */
-export type Cause =
-  | "reasoning-dropped"
-  | "reasoning-changed"
-  | "tool-arguments-reserialized"
-  | "tool-calls-changed"
-  | "text-changed"
-  | "messages-reordered"
-  | "other"
+export type Cause = typeof causes[number]
 
 /** What differs between a committed response and what the agent echoed in its place. */
 export interface Divergence {
@@ -84,13 +91,23 @@ export const diverge = (committed: Canonical.Message, echoed: Canonical.Message)
       const a = parsedArguments(call.function.arguments)
       return a !== undefined && Hash.equalJson(a, parsedArguments(other.function.arguments))
     })
-    if (reserialized) {
-      const i = committedCalls.findIndex((call, k) => call.function.arguments !== echoedCalls[k]?.function.arguments)
+    const i = committedCalls.findIndex((call, k) => call.function.arguments !== echoedCalls[k]?.function.arguments)
+    if (reserialized && i >= 0) {
       const a = committedCalls[i]?.function.arguments ?? ""
       const b = echoedCalls[i]?.function.arguments ?? ""
       return {
         cause: "tool-arguments-reserialized",
         detail: `tool call ${i}: ${JSON.stringify(short(a))} → ${JSON.stringify(short(b))}`
+      }
+    }
+    if (reserialized) {
+      // Same names and argument texts: a field beside them differs (a client adding `index`, dropping `type`).
+      const k = committedCalls.findIndex((call, n) => !Hash.equalJson(call, echoedCalls[n]))
+      return {
+        cause: "other",
+        detail: `tool call ${k} differs beside its name and arguments: ${
+          JSON.stringify(short(JSON.stringify(committedCalls[k])))
+        } → ${JSON.stringify(short(JSON.stringify(echoedCalls[k])))}`
       }
     }
   }
@@ -135,3 +152,23 @@ export const atObservation = (
   }
   return best
 }
+
+/**
+ * The drift of a live model request (what the rollout counts as `rollout/drift/...`): its messages after the matched
+ * state `parent` against the responses committed under `parent`. Undefined for a normal turn, without looking at the
+ * forest: only a suffix that starts with an assistant message can be drift.
+ */
+export const ofRequest = (
+  forest: Forest.Forest,
+  parent: string,
+  suffix: ReadonlyArray<Canonical.Message>
+): Divergence | undefined => {
+  if (suffix[0]?.role !== "assistant") return undefined
+  const committed: Array<Canonical.Message> = []
+  for (const n of forest.nodes.values()) if (n.kind === "resp" && n.parent === parent) committed.push(n.message)
+  return atObservation(committed, suffix)
+}
+
+/** Counts by cause read back from JSON (a runner's report); keys that are not causes are left out. */
+export const countsOf = (record: Readonly<Record<string, number>>): ReadonlyMap<Cause, number> =>
+  new Map(causes.flatMap((cause) => (record[cause] === undefined ? [] : [[cause, record[cause]] as const])))

@@ -143,7 +143,7 @@ export const readValue = (text: string, from = 0, options: ReadOptions = {}): Re
         i++
         const member = read(depth + 1)
         members.set(key, member)
-        Object.defineProperty(value, key, { value: member.value, enumerable: true, writable: true, configurable: true })
+        setOwn(value, key, member.value)
         skipWs()
         need()
         if (text[i] === ",") {
@@ -228,6 +228,14 @@ export const readWhole = (text: string): Spanned | undefined => {
   return text.slice(r.spanned.end).trim() === "" ? r.spanned : undefined
 }
 
+/**
+ * Set `record[key]` as an own, enumerable data property, also for the key `__proto__` (which plain assignment would
+ * take as the prototype): how a parsed or copied object keeps every key its text had.
+ */
+export const setOwn = (record: Record<string, unknown>, key: string, value: unknown): void => {
+  Object.defineProperty(record, key, { value, enumerable: true, writable: true, configurable: true })
+}
+
 /** A JSON object (not null, not an array). The project's one plain-object guard. */
 export const isObject = (value: unknown): value is Readonly<Record<string, unknown>> =>
   value !== null && typeof value === "object" && !Array.isArray(value)
@@ -252,7 +260,7 @@ export const copy = <A>(value: A): A => {
     if (item === null || typeof item !== "object") continue
     const copied = copy(item)
     if (key === "__proto__") {
-      Object.defineProperty(out, key, { value: copied, enumerable: true, writable: true, configurable: true })
+      setOwn(out, key, copied)
     } else out[key] = copied
   }
   return out as A

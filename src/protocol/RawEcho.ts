@@ -9,7 +9,7 @@
  * byte before that offset. The next body of the Session that has the same bytes up to that offset (same digest)
  * followed by `,` or `]` holds the same first elements, so they canonicalize to the same messages: the gateway reuses
  * them (src/protocol/canonical.ts `KnownPrefix`) instead of canonicalizing and matching the whole history again, and
- * the SessionForest checks that reuse by identity (`Forest.match`'s `known`). Any difference falls back to full
+ * the SessionForest checks that reuse by identity (`Matching.match`'s `known`). Any difference falls back to full
  * canonicalization.
  *
  * The scanner reads a body that `JSON.parse` accepted (so it does not validate): strings are skipped to their closing

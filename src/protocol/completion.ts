@@ -38,7 +38,7 @@ export interface CanonicalRequest {
 /**
  * A Chat request's raw history (src/protocol/RawEcho.ts): this body's mark, for the Session's next request, and,
  * when the body repeated the previous request's history byte for byte, the committed state whose full messages are
- * this request's first `messages` canonical messages (the very objects, which `Forest.match` checks).
+ * this request's first `messages` canonical messages (the very objects, which `Matching.match` checks).
  */
 export interface Echo {
   readonly mark: RawEcho.Mark

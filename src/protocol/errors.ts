@@ -241,7 +241,7 @@ export type GenerationFailure =
   }
   | { readonly _tag: "TemplateError" | "ImageRejectedError"; readonly detail: string }
   | {
-    readonly _tag: "GenerationEngineError" | "UnusableResponseError" | "ForestNotFound" | "ForestInvariantError"
+    readonly _tag: "GenerationEngineError" | "UnusableResponseError" | "ForestNotFoundError" | "ForestInvariantError"
     readonly message: string
   }
 

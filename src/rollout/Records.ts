@@ -10,6 +10,7 @@ import { Result } from "effect"
 import * as Reward from "../credit/Reward.ts"
 import type * as Sample from "../forest/Sample.ts"
 import type { TrainingSample } from "../forest/TrainingSample.ts"
+import * as Drift from "../inspect/Drift.ts"
 import type * as ForestDump from "../inspect/ForestDump.ts"
 import type * as Results from "../trainer/Results.ts"
 
@@ -32,6 +33,20 @@ export interface DebugCounters {
  */
 export const parserFailureMetrics = (failures: number, parser: string | undefined): Record<string, number> =>
   parser === undefined ? {} : { "rollout/parser_failures": failures, [`rollout/parser_failures/${parser}`]: failures }
+
+/**
+ * `rollout/drift` and `rollout/drift/<cause>` (every cause of src/inspect/Drift.ts, `-` as `_`): model requests whose
+ * echoed history diverged from a response the gateway committed, in the training Sessions that ended during the step.
+ */
+export const driftMetrics = (counts: ReadonlyMap<Drift.Cause, number>): Record<string, number> => {
+  const out: Record<string, number> = { "rollout/drift": 0 }
+  for (const cause of Drift.causes) {
+    const n = counts.get(cause) ?? 0
+    out["rollout/drift"]! += n
+    out[`rollout/drift/${cause.replaceAll("-", "_")}`] = n
+  }
+  return out
+}
 
 /** The debug facts of one exported context (`--save-debug-rollout-data`). */
 export interface ContextDebug {

@@ -12,6 +12,7 @@
 import * as Wire from "../../src/engine/Wire.ts"
 import * as ForestCommit from "../../src/forest/Commit.ts"
 import * as Forest from "../../src/forest/Forest.ts"
+import * as Matching from "../../src/forest/Matching.ts"
 import { copy as copyJson } from "../../src/json/Json.ts"
 import type * as Canonical from "../../src/protocol/canonical.ts"
 import { conversation, emptyForest, tools } from "./conversation.ts"
@@ -60,7 +61,7 @@ interface Request {
   readonly state: Canonical.State
   /** The engine's answer, parsed (a fresh object). */
   readonly answer: Canonical.Message
-  matched?: Forest.Match
+  matched?: Matching.Match
   observation?: string
   response?: string
 }
@@ -106,10 +107,10 @@ const run = (step: Step, r: Request): void => {
   const { forest } = r.agent
   switch (step) {
     case "match":
-      r.matched = Forest.match(forest, r.state, { strict: false })
+      r.matched = Matching.match(forest, r.state, { strict: false })
       return
     case "commit observation": {
-      const matched = r.matched ?? Forest.match(forest, r.state, { strict: false })
+      const matched = r.matched ?? Matching.match(forest, r.state, { strict: false })
       r.observation = ForestCommit.commitObservation(forest, {
         parent: matched.parent,
         messages: matched.suffix,

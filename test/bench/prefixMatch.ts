@@ -1,11 +1,12 @@
 /**
  * Prefix matching cost: the reference algorithm (docs/sessionforest.md "Matching a request": for k = n..1 hash
- * `messages[:k]` with `Hash.ofState` and look it up) against `Forest.match` (a walk down the forest's message index
+ * `messages[:k]` with `Hash.ofState` and look it up) against `Matching.match` (a walk down the forest's message index
  * with structural comparison, no hashing), and against the one-pass `Hash.prefixHashes` variant of the reference, on
  * conversations of 8–256 messages of ~300 bytes.
  */
 import * as Forest from "../../src/forest/Forest.ts"
 import * as Hash from "../../src/forest/hash.ts"
+import * as Matching from "../../src/forest/Matching.ts"
 import * as Canonical from "../../src/protocol/canonical.ts"
 import { commitConversation, conversation, emptyForest, tools } from "./conversation.ts"
 import { type Bench, type BenchResult, compare, formatMs, formatRatio } from "./harness.ts"
@@ -39,7 +40,7 @@ const prefixHashesMatch = (forest: Forest.Forest, state: Canonical.State): Found
 }
 
 const projectMatch = (forest: Forest.Forest, state: Canonical.State): Found => {
-  const found = Forest.match(forest, state, { strict: false })
+  const found = Matching.match(forest, state, { strict: false })
   return { parent: found.parent, suffixLength: found.suffix.length }
 }
 
@@ -48,7 +49,7 @@ interface Case {
   readonly state: Canonical.State
   /** What every exact matcher must find (sanity check before timing). */
   readonly exact: Found
-  /** What `Forest.match` must find (differs from `exact` only where the reasoning tolerance applies). */
+  /** What `Matching.match` must find (differs from `exact` only where the reasoning tolerance applies). */
   readonly project: Found
 }
 
@@ -101,7 +102,7 @@ const run = async (): Promise<BenchResult> => {
     for (const c of setup.cases) {
       check(`reference ${c.name} n=${n}`, referenceMatch(setup.forest, c.state), c.exact)
       check(`prefixHashes ${c.name} n=${n}`, prefixHashesMatch(setup.forest, c.state), c.exact)
-      check(`Forest.match ${c.name} n=${n}`, projectMatch(setup.forest, c.state), c.project)
+      check(`Matching.match ${c.name} n=${n}`, projectMatch(setup.forest, c.state), c.project)
       const times = compare([
         { name: "reference", run: () => referenceMatch(setup.forest, c.state) },
         { name: "prefixHashes", run: () => prefixHashesMatch(setup.forest, c.state) },
@@ -115,7 +116,7 @@ const run = async (): Promise<BenchResult> => {
         request: c.name,
         "reference k=n..1": formatMs(reference),
         "prefixHashes": formatMs(onePass),
-        "Forest.match": formatMs(match),
+        "Matching.match": formatMs(match),
         "ref/match": formatRatio(reference / match),
         "1-pass/match": formatRatio(onePass / match)
       })
@@ -125,11 +126,11 @@ const run = async (): Promise<BenchResult> => {
     title: "Prefix matching (time per match; ~300-byte messages)",
     rows,
     notes: [
-      "ref/match: how many times longer the reference's hash-every-prefix loop takes than Forest.match (>1 = match is faster).",
-      "1-pass/match: the reference rule with Hash.prefixHashes (one pass over the bytes) relative to Forest.match.",
+      "ref/match: how many times longer the reference's hash-every-prefix loop takes than Matching.match (>1 = match is faster).",
+      "1-pass/match: the reference rule with Hash.prefixHashes (one pass over the bytes) relative to Matching.match.",
       "next turn = committed history + one new tool message; new subtree = same messages with changed tools (nothing " +
       "matches, the reference's O(n²)-byte worst case); tolerated = every assistant message echoed without its " +
-      "reasoning_content (the reference finds only the first observation, Forest.match tolerates and finds the leaf)."
+      "reasoning_content (the reference finds only the first observation, Matching.match tolerates and finds the leaf)."
     ]
   }
 }

@@ -1,11 +1,15 @@
 /**
- * A simulation under the TestClock: 1,000 Sessions × 20 turns (`full`; 100 quick) through the real generation core
- * (Generation + Forests + Sessions + the embedded engine with a policy and its default prefill/decode latency on the
- * TestClock), agents thinking 2 simulated seconds between turns. Reports the wall time (target ≤ 10 s for 1,000).
+ * A simulation under the TestClock: 1,000 Sessions × 20 turns (`full`; 100 quick; `SIM_COUNT` for any other count,
+ * e.g. the 10,000 of issue 24) through the real generation core (Generation + Forests + Sessions + the embedded
+ * engine with a policy and its default prefill/decode latency on the TestClock), agents thinking 2 simulated seconds
+ * between turns. Reports the wall and CPU time (targets: ≤ 10 s for 1,000 Sessions, ≤ 60 s for 10,000).
  *
  * **Details**
  * Every agent starts from a 6-message ~2 KB history and adds the answer plus a 300-byte user message per turn; the
- * clock is moved in 1-second steps until every agent is done.
+ * clock is moved in 1-second steps until every agent is done. `SIM_CPUPROF=file.cpuprofile` takes a CPU profile of
+ * the simulated part (the Sessions run, not the setup), `SIM_HEAPPROF=file.heapprofile` an allocation profile of it
+ * (and prints the bytes allocated per request); run node with `--enable-source-maps` for TypeScript lines:
+ * `SIM_CPUPROF=sim.cpuprofile node --enable-source-maps --import tsx test/bench/run.ts simulation`.
  */
 import { Context, Effect, Fiber, Layer, Result } from "effect"
 import { TestClock } from "effect/testing"
@@ -17,14 +21,18 @@ import { Sessions } from "../../layers/schedule/Sessions.ts"
 import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
 import * as Canonical from "../../src/protocol/canonical.ts"
 import { conversation, text } from "./conversation.ts"
-import { type Bench, type BenchOptions, type BenchResult, formatMs } from "./harness.ts"
+import { type Bench, type BenchOptions, type BenchResult, formatBytes, formatMs } from "./harness.ts"
+import * as Profiler from "./profiles.ts"
 import { readingPolicy, registerSessions } from "./servers.ts"
 
 const TURNS = 20
 const THINK = "2 seconds"
 
 const run = (options: BenchOptions): Promise<BenchResult> => {
-  const count = options.full ? 1000 : Number(process.env["SIM_COUNT"] ?? 100)
+  const count = Number(process.env["SIM_COUNT"] ?? (options.full ? 1000 : 100))
+  const profileFile = process.env["SIM_CPUPROF"]
+  const heapFile = process.env["SIM_HEAPPROF"]
+  let allocated: number | undefined
   const stack = Generation.layer().pipe(
     Layer.provideMerge(Forests.layer),
     Layer.provideMerge(Sessions.layer),
@@ -61,9 +69,7 @@ const run = (options: BenchOptions): Promise<BenchResult> => {
           yield* Effect.sleep(THINK)
         }
       })
-    const start = performance.now()
-    const cpuStart = process.cpuUsage()
-    const simulated = yield* Effect.gen(function*() {
+    const simulate = Effect.gen(function*() {
       const fibers = yield* Effect.forEach(ids, (id) => Effect.forkChild(agent(id)))
       let seconds = 0
       while (fibers.some((fiber) => fiber.pollUnsafe() === undefined)) {
@@ -73,6 +79,17 @@ const run = (options: BenchOptions): Promise<BenchResult> => {
       yield* Fiber.joinAll(fibers)
       return seconds
     }).pipe(Effect.provide(TestClock.layer()))
+    const start = performance.now()
+    const cpuStart = process.cpuUsage()
+    const simulated = profileFile !== undefined
+      ? yield* Effect.promise(() => Profiler.cpuProfile(profileFile, () => Effect.runPromise(simulate)))
+      : heapFile !== undefined
+      ? yield* Effect.promise(async () => {
+        const profiled = await Profiler.allocationProfile(heapFile, () => Effect.runPromise(simulate))
+        allocated = profiled.bytes
+        return profiled.result
+      })
+      : yield* simulate
     const wallMs = performance.now() - start
     const cpu = process.cpuUsage(cpuStart)
     const cpuMs = (cpu.user + cpu.system) / 1000
@@ -87,10 +104,19 @@ const run = (options: BenchOptions): Promise<BenchResult> => {
           value: `${formatMs(cpuMs)} (${formatMs(cpuMs / requests)} per request)`
         },
         { measure: "simulated time", value: `${simulated} s` },
+        ...(allocated === undefined
+          ? []
+          : [{ measure: "allocated per request (SIM_HEAPPROF)", value: formatBytes(allocated / requests) }]),
         {
-          measure: "projected wall time for 1,000 × 20 (target ≤ 10 s)",
+          measure: "projected for 1,000 × 20 (target ≤ 10 s wall)",
           value: `${formatMs((wallMs / requests) * 1000 * TURNS)} wall, ${
             formatMs((cpuMs / requests) * 1000 * TURNS)
+          } CPU`
+        },
+        {
+          measure: "projected for 10,000 × 20 (target ≤ 60 s wall)",
+          value: `${formatMs((wallMs / requests) * 10_000 * TURNS)} wall, ${
+            formatMs((cpuMs / requests) * 10_000 * TURNS)
           } CPU`
         }
       ],
@@ -98,9 +124,9 @@ const run = (options: BenchOptions): Promise<BenchResult> => {
         "embedded engine with a policy that reads the conversation, default latency (20,000 prompt tokens/s, 200 generated " +
         "tokens/s) on the TestClock; agents think 2 simulated seconds per turn.",
         "CPU time is the better figure on a shared machine: wall time also counts other processes' use of the cores.",
-        options.full
+        count >= 1000
           ? ""
-          : "quick size; `npm run bench full simulation` runs 1,000 Sessions (the projection is linear)."
+          : "quick size; `npm run bench full simulation` runs 1,000 Sessions, `SIM_COUNT=10000` 10,000 (projections are linear)."
       ].filter((note) => note.length > 0)
     }
   })))

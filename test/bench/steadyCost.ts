@@ -7,21 +7,23 @@
  * **Details**
  * The SGLang path as the `floor` benchmark runs it (64 conversations of 8 turns per round from 30-message ~14 KB
  * histories; the load client and the SGLang stand-in in their own processes), after `WARM` requests (default 4,096).
- * Prints the gateway process's CPU per request (`process.cpuUsage`) of each round, then samples 2 rounds with V8's
+ * Prints the gateway process's CPU per request (`process.cpuUsage`) of each round, the Effect fibers started and the
+ * fiber suspensions per request (one round, counted by fiber id and by an async hook), then samples 2 rounds with V8's
  * sampling heap profiler (every 1 KiB, objects collected by minor and major GCs included): bytes allocated per
  * request, by file (allocations of natives counted to their caller), by function and by the nearest 5 frames (`TOPF`,
  * `TOPS` say how many lines). With source maps enabled (as `bench:cost` runs it) the lines are the TypeScript sources' (tsx compiles each
  * file to one line); the profile written to `out.heapprofile` carries them too. `CPUPROF=file.cpuprofile` also takes
  * a CPU profile of 2 rounds (200 µs sampling) before the allocation profile.
  */
-import { Context, Effect, Layer } from "effect"
+import { Context, Effect, Fiber, Layer } from "effect"
+import { createHook } from "node:async_hooks"
 import { writeFileSync } from "node:fs"
 import { Session } from "node:inspector"
-import { findSourceMap } from "node:module"
 import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
 import { start } from "./child.ts"
 import { conversation } from "./conversation.ts"
 import type { ConversationsJob, TargetResult } from "./loadClient.ts"
+import * as Profiler from "./profiles.ts"
 import { forgetSessions, gatewayTarget, registerSessions, sglangGateway } from "./servers.ts"
 
 const rounds = Number(process.argv[2] ?? 6)
@@ -85,57 +87,53 @@ const main = Effect.scoped(Effect.gen(function*() {
         sorted[Math.floor(sorted.length / 2)]!.toFixed(0)
       }`
     )
-    // Allocation: 2 rounds under the sampling heap profiler, collected objects included.
+    // Fibers and suspensions per request: one round with the fiber ids before and after, and an async hook counting
+    // the AsyncResource Effect creates at every fiber suspension (the hook costs CPU, so only in this round).
+    const fiberId = () => Effect.runSync(Effect.sync(() => Fiber.getCurrent()?.id ?? 0))
+    let suspensions = 0
+    const hook = createHook({
+      init: (_id, type) => {
+        if (type === "effect/Fiber") suspensions++
+      }
+    })
+    const firstId = fiberId()
+    hook.enable()
+    await round()
+    hook.disable()
+    const fibers = fiberId() - firstId - 1
+    console.log(
+      `fibers started per request: ${(fibers / (clients * turns)).toFixed(2)}; fiber suspensions per request: ${
+        (suspensions / (clients * turns)).toFixed(2)
+      }`
+    )
+    // CPU profile first, so that the heap sampler's own work is not in it.
+    const cpuFile = process.env["CPUPROF"]
+    if (cpuFile !== undefined) {
+      await Profiler.cpuProfile(cpuFile, async () => {
+        for (let r = 0; r < 2; r++) await round()
+      })
+    }
     const session = new Session()
     session.connect()
-    const post = (method: string, params?: object) =>
-      new Promise<unknown>((resolve, reject) =>
-        session.post(method, params ?? {}, (e, r) => (e ? reject(e) : resolve(r)))
-      )
+    const post = (method: string, params?: object) => Profiler.post(session, method, params)
+    // Allocation: 2 rounds under the sampling heap profiler, collected objects included.
     await post("HeapProfiler.enable")
     await post("HeapProfiler.startSampling", {
       samplingInterval: 1024,
       includeObjectsCollectedByMajorGC: true,
       includeObjectsCollectedByMinorGC: true
     })
-    const cpuFile = process.env["CPUPROF"]
-    if (cpuFile !== undefined) {
-      await post("Profiler.enable")
-      await post("Profiler.setSamplingInterval", { interval: 200 })
-      await post("Profiler.start")
-      for (let r = 0; r < 2; r++) await round()
-      const { profile: cpuProfile } = (await post("Profiler.stop")) as {
-        readonly profile: { readonly nodes: ReadonlyArray<Node & { readonly id: number }> }
-      }
-      const nodes = cpuProfile.nodes.map((node) => {
-        const cf = node.callFrame
-        const entry = cf.url.includes("/work/")
-          ? findSourceMap(cf.url)?.findEntry(cf.lineNumber, cf.columnNumber)
-          : undefined
-        return entry !== undefined && "originalLine" in entry && "originalColumn" in entry &&
-            typeof entry.originalLine === "number" && typeof entry.originalColumn === "number"
-          ? { ...node, callFrame: { ...cf, lineNumber: entry.originalLine, columnNumber: entry.originalColumn } }
-          : node
-      })
-      writeFileSync(cpuFile, JSON.stringify({ ...cpuProfile, nodes }))
-    }
     const aRounds = 2
     for (let r = 0; r < aRounds; r++) await round()
     const { profile } = (await post("HeapProfiler.stopSampling")) as { readonly profile: { readonly head: Node } }
     session.disconnect()
     if (profileFile !== undefined) {
       // Original lines of the TypeScript sources (tsx compiles each file to one line).
-      const mapped = (node: Node): unknown => {
-        const cf = node.callFrame
-        const entry = cf.url.includes("/work/")
-          ? findSourceMap(cf.url)?.findEntry(cf.lineNumber, cf.columnNumber)
-          : undefined
-        const callFrame = entry !== undefined && "originalLine" in entry && "originalColumn" in entry &&
-            typeof entry.originalLine === "number" && typeof entry.originalColumn === "number"
-          ? { ...cf, lineNumber: entry.originalLine, columnNumber: entry.originalColumn }
-          : cf
-        return { ...node, callFrame, children: node.children.map(mapped) }
-      }
+      const mapped = (node: Node): unknown => ({
+        ...node,
+        callFrame: Profiler.originalFrame(node.callFrame),
+        children: node.children.map(mapped)
+      })
       writeFileSync(profileFile, JSON.stringify({ ...profile, head: mapped(profile.head) }))
     }
     const requests = aRounds * clients * turns
@@ -160,11 +158,9 @@ const main = Effect.scoped(Effect.gen(function*() {
     walkCat(profile.head, "(root)")
     const walk = (node: Node, path: ReadonlyArray<string>) => {
       const cf = node.callFrame
-      const map = cf.url.includes("/work/") ? findSourceMap(cf.url) : undefined
-      const entry = map?.findEntry(cf.lineNumber, cf.columnNumber)
-      const where = entry !== undefined && "originalLine" in entry && "originalColumn" in entry &&
-          typeof entry.originalLine === "number" && typeof entry.originalColumn === "number"
-        ? `${short(cf.url)}:${entry.originalLine + 1}`
+      const original = Profiler.originalFrame(cf)
+      const where = original !== cf
+        ? `${short(cf.url)}:${original.lineNumber + 1}`
         : `${short(cf.url)}:${cf.lineNumber + 1}:${cf.columnNumber + 1}`
       const name = `${cf.functionName || "(anon)"} ${where}`
       const here = [...path, name]

@@ -2,7 +2,7 @@
  * The Group entity's handlers on the cluster's in-memory test runner (messages serialized as between processes): the
  * controller's ticket relayed to the runner (first request → barrier, lease → `Grant`), a result coming back, a
  * re-delivered `RunSession` following the Session already running, `Stop` reaping it, and a message for another
- * runner incarnation refused with `RunnerLost`. The hosted Sessions here are scripted; real agents, forests and
+ * runner incarnation refused with `RunnerLostError`. The hosted Sessions here are scripted; real agents, forests and
  * engines run in test/cluster/cluster.e2e.test.ts.
  */
 import { assert, describe, it } from "@effect/vitest"
@@ -42,7 +42,8 @@ const scriptedRunner = (script: Script) =>
       }).pipe(Effect.onExit(() => Ref.update(script.ended, (n) => n + 1))),
     reward: () => Effect.die("unused"),
     describeError: SessionRunner.describeError,
-    takeParserFailures: Effect.succeed(0)
+    takeParserFailures: Effect.succeed(0),
+    takeDrift: Effect.succeed(new Map())
   })
 
 const group: SessionRunner.PlannedGroup = {
@@ -64,13 +65,13 @@ const harness = <A, E>(
     E,
     Host.Host | SessionRunner.SessionRunner | Sharding.Sharding | RolloutConfig | Fleet.Fleet | Engine
   >,
-  orphanAfter: Duration.Duration = Host.orphanAfter
+  hostOptions: Host.HostOptions = {}
 ) =>
   Effect.gen(function*() {
     const script: Script = { starts: yield* Ref.make(0), ended: yield* Ref.make(0) }
     const config = RolloutConfig.layer({ promptData: "unused.jsonl", agentCommand: "true", rolloutBatchSize: 1 })
     const engine = EmbeddedEngine.layer(instant).pipe(Layer.provide(Tokenizer.layer))
-    const host = Host.Host.layer("127.0.0.1:1", () => Effect.die("no gateway in this test"), orphanAfter).pipe(
+    const host = Host.Host.layer("127.0.0.1:1", () => Effect.die("no gateway in this test"), hostOptions).pipe(
       Layer.provide(Layer.mergeAll(
         config,
         engine,
@@ -93,6 +94,26 @@ const harness = <A, E>(
     return yield* body(script).pipe(
       Effect.provide(remote.pipe(Layer.provideMerge(cluster), Layer.provideMerge(config), Layer.provideMerge(engine)))
     )
+  })
+
+/**
+ * The runner's host, the entity client of the test's Group, and a `RunSession` payload for `sessionId` addressed to
+ * this runner's incarnation with its own settings' fingerprint.
+ */
+const hostedSession = (sessionId: string) =>
+  Effect.gen(function*() {
+    const host = yield* Host.Host
+    const settings = yield* RolloutConfig
+    const client = (yield* GroupEntity.Group.client)("0123456789abcdef")
+    const payload = {
+      runner: host.incarnation,
+      controller: "c",
+      sessionId,
+      position: 0,
+      group,
+      config: Fingerprint.of(settings)
+    }
+    return { host, client, payload }
   })
 
 /** A controller-side ticket: the first `awaitLease` marks arrival, the lease is a Deferred the test completes. */
@@ -134,17 +155,7 @@ describe("Group entity", () => {
   it.live("a re-delivered RunSession follows the Session already running; Stop reaps it", () =>
     harness((script) =>
       Effect.gen(function*() {
-        const host = yield* Host.Host
-        const settings = yield* RolloutConfig
-        const client = (yield* GroupEntity.Group.client)("0123456789abcdef")
-        const payload = {
-          runner: host.incarnation,
-          controller: "c",
-          sessionId: "s-1",
-          position: 0,
-          group,
-          config: Fingerprint.of(settings)
-        }
+        const { client, host, payload } = yield* hostedSession("s-1")
         const first = yield* client.RunSession(payload).pipe(Stream.take(1), Stream.runCollect)
         // The second delivery answers Started again and does not start a second agent.
         const again = yield* client.RunSession(payload).pipe(Stream.take(1), Stream.runCollect)
@@ -157,7 +168,7 @@ describe("Group entity", () => {
       })
     ))
 
-  it.live("a message for another runner incarnation is refused with RunnerLost", () =>
+  it.live("a message for another runner incarnation is refused with RunnerLostError", () =>
     harness(() =>
       Effect.gen(function*() {
         const client = (yield* GroupEntity.Group.client)("0123456789abcdef")
@@ -171,30 +182,23 @@ describe("Group entity", () => {
           Effect.exit
         )
         assert.isTrue(Exit.isFailure(exit))
-        assert.include(String(Exit.isFailure(exit) ? exit.cause : ""), "RunnerLost")
+        assert.include(String(Exit.isFailure(exit) ? exit.cause : ""), "RunnerLostError")
       })
     ))
 
   it.live("a runner whose sample-changing settings differ refuses the Session, naming the flag", () =>
     harness((script) =>
       Effect.gen(function*() {
-        const host = yield* Host.Host
-        const settings = yield* RolloutConfig
-        const client = (yield* GroupEntity.Group.client)("0123456789abcdef")
-        const config = { ...Fingerprint.of(settings), rolloutTemperature: "0.25" }
+        const { client, payload } = yield* hostedSession("s-3")
         const error = yield* client.RunSession({
-          runner: host.incarnation,
-          controller: "c",
-          sessionId: "s-3",
-          position: 0,
-          group,
-          config
+          ...payload,
+          config: { ...payload.config, rolloutTemperature: "0.25" }
         }).pipe(
           Stream.runCollect,
           Effect.flip
         )
-        assert.strictEqual(error._tag, "SessionFailed")
-        assert.strictEqual(error._tag === "SessionFailed" ? error.type : "", "ConfigMismatch")
+        assert.strictEqual(error._tag, "SessionFailedError")
+        assert.strictEqual(error._tag === "SessionFailedError" ? error.type : "", "ConfigMismatch")
         assert.include(error.message, "--rollout-temperature")
         assert.strictEqual(yield* Ref.get(script.starts), 0)
       })
@@ -204,17 +208,7 @@ describe("Group entity", () => {
     harness(
       (script) =>
         Effect.gen(function*() {
-          const host = yield* Host.Host
-          const settings = yield* RolloutConfig
-          const client = (yield* GroupEntity.Group.client)("0123456789abcdef")
-          const payload = {
-            runner: host.incarnation,
-            controller: "c",
-            sessionId: "s-4",
-            position: 0,
-            group,
-            config: Fingerprint.of(settings)
-          }
+          const { client, host, payload } = yield* hostedSession("s-4")
           yield* client.RunSession(payload).pipe(Stream.take(1), Stream.runDrain)
           assert.strictEqual(yield* host.hosted, 1)
           // Nobody touches it: the reaper stops it within a few of its periods.
@@ -223,7 +217,71 @@ describe("Group entity", () => {
           }).pipe(Effect.timeout("20 seconds"))
           assert.strictEqual(yield* Ref.get(script.ended), 1)
         }),
-      Duration.seconds(1)
+      { orphanTimeout: Duration.seconds(1) }
+    ))
+
+  it.live("--runner-slots: a Group is placed only where all its Sessions fit; the controller waits for a slot", () =>
+    harness(
+      () =>
+        Effect.gen(function*() {
+          const runner = yield* SessionRunner.SessionRunner
+          const host = yield* Host.Host
+          const groupB = { ...group, groupId: "train:prepare_group_1" }
+          // Group A takes the runner's only slot (reserved at its first Session id, held while it runs).
+          const idA = yield* runner.newSessionId!(group)
+          assert.strictEqual(yield* host.used, 1)
+          const a = yield* controllerTicket(idA)
+          const runA = yield* Effect.forkChild(runner.session(group, a.ticket))
+          yield* Deferred.await(a.arrived)
+          assert.strictEqual(yield* host.used, 1)
+          // Group B finds no runner with a free slot: its placement waits.
+          const placingB = yield* Effect.forkChild(runner.newSessionId!(groupB))
+          yield* Effect.sleep("1500 millis")
+          assert.isUndefined(placingB.pollUnsafe())
+          // A ends and is stopped: B is placed.
+          yield* Deferred.succeed(a.lease, undefined)
+          yield* Fiber.join(runA)
+          const idB = yield* Fiber.join(placingB)
+          assert.match(idB, /^[0-9a-f]{16}\.[0-9a-f]{32}$/)
+          assert.strictEqual(yield* host.used, 1)
+        }),
+      { slots: 1 }
+    ))
+
+  it.live("a draining runner reserves nothing, refuses new Groups' Sessions, and drains once its Sessions end", () =>
+    harness(
+      () =>
+        Effect.gen(function*() {
+          const runner = yield* SessionRunner.SessionRunner
+          const host = yield* Host.Host
+          const settings = yield* RolloutConfig
+          const client = (yield* GroupEntity.Group.client)("fedcba9876543210")
+          const idA = yield* runner.newSessionId!(group)
+          const a = yield* controllerTicket(idA)
+          const runA = yield* Effect.forkChild(runner.session(group, a.ticket))
+          yield* Deferred.await(a.arrived)
+          const drained = yield* Effect.forkChild(host.drain)
+          yield* Effect.sleep("600 millis")
+          const reserved = yield* client.Reserve({ slots: 1 })
+          assert.strictEqual(reserved.decision, "draining")
+          const refused = yield* client.RunSession({
+            runner: host.incarnation,
+            controller: "c",
+            sessionId: "s-5",
+            position: 0,
+            group,
+            config: Fingerprint.of(settings)
+          }).pipe(Stream.runCollect, Effect.flip)
+          assert.strictEqual(refused._tag === "SessionFailedError" ? refused.type : refused._tag, "RunnerDraining")
+          // The resident Group finishes on the draining runner; then the drain completes.
+          assert.isUndefined(drained.pollUnsafe())
+          yield* Deferred.succeed(a.lease, undefined)
+          const result = yield* Fiber.join(runA)
+          assert.strictEqual(result.sessionId, `${idA}@7`)
+          yield* Fiber.join(drained)
+          assert.strictEqual(yield* host.used, 0)
+        }),
+      { slots: 4 }
     ))
 
   it.live("a fleet command runs once on a runner however often it arrives; the runner's engine follows the weights", () =>

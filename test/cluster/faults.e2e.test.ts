@@ -99,7 +99,7 @@ describe("cluster faults (end to end)", () => {
         for (const s of sessions) assert.notInclude(lost, s, "a sample of the killed runner's Session was delivered")
         const metrics = decodeMetrics(Fs.readFileSync(Path.join(out, "metrics.jsonl"), "utf8").split("\n")[0]!)
         assert.isAtLeast(metrics.metrics["rollout/groups_dropped"] ?? 0, 1)
-        assert.match(controller.output(), /error_type=(RunnerLost|ClusterCallError)/)
+        assert.match(controller.output(), /error_type=(RunnerLostError|ClusterCallError)/)
         // No agent of the step is left running: neither the killed runner's nor the survivor's.
         const orphans = Fs.readdirSync(pids).map((f) => Number(Fs.readFileSync(Path.join(pids, f), "utf8"))).filter(
           running

@@ -112,71 +112,101 @@ const Trace = Schema.Struct({
   turns: Schema.Array(Schema.Struct({ abort_count: Schema.Int, weight_versions: Schema.Array(Schema.String) }))
 })
 
+/** The trainer pushes its weights with their version into SGLang itself (as Relax does), here from disk. */
+const pushWeights = (server: FakeSglang.FakeSglang, version: string) =>
+  Effect.promise(() =>
+    fetch(`${server.url}/update_weights_from_disk`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model_path: `/ckpt/${version}`, weight_version: version })
+    })
+  )
+
 describe("weight updates on SGLang while requests run and queue (real agent processes, the fake SGLang server)", () => {
   it.live(
-    "a two-phase update with requests running and queued costs no request; resumed tokens equal the uninterrupted run; weight_versions say which weights ran",
+    "a two-phase update, a step-boundary pause and a one-call update, each with requests running and queued, cost no request; resumed tokens equal the uninterrupted run; weight_versions name the weights each attempt ran on",
     () =>
       Effect.gen(function*() {
         const tokenizer = yield* Tokenizer
-        // No end of turn and some latency: every request generates its max_tokens, one at a time on the server.
-        const slow = { prefillTokensPerSecond: 0, decodeTokensPerSecond: 400, model: { eosProbability: 0 }, seed: 42 }
+        // No end of turn and 100 tokens a second: every request generates its 150 tokens in 1.5 s, one at a time on
+        // the server (--max-running-requests 1), so the others wait in SGLang's queue.
+        const slow = { prefillTokensPerSecond: 0, decodeTokensPerSecond: 100, model: { eosProbability: 0 }, seed: 42 }
         const model = yield* EmbeddedEngine.make(tokenizer, slow)
+        const reference = yield* EmbeddedEngine.make(tokenizer, { ...slow, ...EmbeddedEngine.instant })
         const server = yield* FakeSglang.make({ engine: model, tokenize: tokenizer.encode, maxRunningRequests: 1 })
-        const step = yield* Effect.gen(function*() {
+        const { steps, step0Answers, boundaryAnswers } = yield* Effect.gen(function*() {
           const rollout = yield* Rollout
           const engine = yield* Engine
-          const running = yield* rollout.runStep(0).pipe(Effect.forkChild)
-          // One request runs, at least one waits in SGLang's queue: the trainer pauses, pushes, resumes.
-          yield* server.awaitQueued(1)
+          // Step 0: one request runs, two wait in SGLang's queue: the trainer pauses, pushes, resumes.
+          const first = yield* rollout.runStep(0).pipe(Effect.forkChild)
+          yield* server.awaitQueued(2)
           yield* engine.pauseGeneration("abort")
-          yield* Effect.promise(() =>
-            fetch(`${server.url}/update_weights_from_disk`, {
-              method: "POST",
-              headers: { "content-type": "application/json" },
-              body: JSON.stringify({ model_path: "/ckpt/step-1", weight_version: "step-1" })
-            })
-          )
+          yield* pushWeights(server, "step-1")
           assert.strictEqual(yield* engine.resumeGeneration(), "step-1")
-          return yield* Fiber.join(running)
+          // The first Group to finish closes step 0: its boundary parks the others (one running, one queued).
+          const step0 = yield* Fiber.join(first)
+          const step0Answers = server.answers.length
+          // Step 1 resumes them: one runs, one waits; the one-call update aborts both.
+          const second = yield* rollout.runStep(1).pipe(Effect.forkChild)
+          yield* server.awaitQueued(1)
+          assert.strictEqual(yield* engine.updateWeights("v2"), "v2")
+          const step1 = yield* Fiber.join(second)
+          const boundaryAnswers = server.answers.length
+          const step2 = yield* rollout.runStep(2)
+          return { steps: [step0, step1, step2], step0Answers, boundaryAnswers }
         }).pipe(
           Effect.provide(makeRollout(
             onSglang({
               promptData: join(fixtures, "barrier.jsonl"),
-              nSamplesPerPrompt: 3,
-              rolloutMaxResponseLen: 40,
+              nSamplesPerPrompt: 1,
+              overSamplingBatchSize: 3,
+              numRollout: 3,
+              partialRollout: true,
+              rolloutMaxResponseLen: 150,
               rolloutSeed: 42,
               sglangUrls: [server.url],
-              sglangEnableDeterministicInference: true
+              sglangEnableDeterministicInference: true,
+              // Every /generate carries its Session: the server's answers are matched to the samples by it.
+              agenticSessionLifecycle: true
             }),
             { telemetry: memorySink() }
           ))
         )
-        // No request failed: every Session of the Group finished and was exported.
-        assert.lengthOf(step.samples, 3)
-        const aborted = server.requests.filter((r) => r.path === "/pause_generation")
-        assert.lengthOf(aborted, 1)
-        let resumed = 0
-        for (const sample of step.samples) {
-          const turn = Schema.decodeUnknownSync(Trace)(sample.metadata["agentic_trace"]).turns[0]!
-          // One version per attempt (docs/runtime.md), in order: the attempts the pause cut ran on "default", the rest on
-          // "step-1"; an attempt the server kept across the pause names both, so a turn has at most one entry more than
-          // its attempts.
-          assert.isAtLeast(turn.weight_versions.length, turn.abort_count + 1)
-          assert.isAtMost(turn.weight_versions.length, turn.abort_count + 2)
-          const firstNew = turn.weight_versions.indexOf("step-1")
-          const cut = firstNew === -1 ? turn.weight_versions.length : firstNew
-          assert.deepStrictEqual(turn.weight_versions.slice(0, cut), Array(cut).fill("default"))
-          assert.deepStrictEqual(
-            turn.weight_versions.slice(cut),
-            Array(turn.weight_versions.length - cut).fill("step-1")
-          )
-          if (turn.abort_count > 0) assert.strictEqual(turn.weight_versions.at(-1), "step-1")
-          if (turn.abort_count > 0) resumed++
-          const prompt = sample.tokens.slice(0, sample.tokens.length - sample.response_length)
-          const whole = yield* uninterrupted(model, prompt, 42 + sample.index % 3, 40)
-          assert.deepStrictEqual(sample.tokens.slice(prompt.length), [...whole.outputIds])
+        // No request failed: every step got its Group and none was dropped.
+        for (const step of steps) {
+          assert.lengthOf(step.samples, 1)
+          assert.strictEqual(step.metrics["rollout/groups_dropped"], 0)
         }
-        assert.isAtLeast(resumed, 2)
+        // The trainer's pause and the one-call update each hit a running request (partial output) and a queued one
+        // (no output).
+        const cut = (answers: ReadonlyArray<FakeSglang.Answer>, cause: FakeSglang.AbortCause) =>
+          answers.filter((a) => a.abortedBy === cause).map((a) => a.outcome)
+        for (const cause of ["pause_generation", "update_weight_version"] as const) {
+          assert.includeMembers(cut(server.answers.slice(0, boundaryAnswers), cause), [
+            "aborted-running",
+            "aborted-waiting"
+          ], cause)
+        }
+        // Step 0's boundary cut two requests with one running at a time: one was waiting in SGLang's queue when the
+        // step closed. (Its per-rid aborts land one by one, so the queued one may have started by the time its own
+        // abort lands, as on a real scheduler.)
+        assert.isAtLeast(cut(server.answers.slice(0, step0Answers), "abort_request").length, 2)
+        for (const sample of steps.flatMap((step) => step.samples)) {
+          const turn = Schema.decodeUnknownSync(Trace)(sample.metadata["agentic_trace"]).turns[0]!
+          const attempts = server.answers.filter((a) => a.sessionId === sample.session_id)
+          // One entry per attempt, each the weights its tokens were computed under (not SGLang's output-time label),
+          // and every abort counted.
+          assert.deepStrictEqual(turn.weight_versions, attempts.flatMap((a) => a.ranOn))
+          assert.strictEqual(turn.abort_count, attempts.filter((a) => a.outcome !== "finished").length)
+          assert.deepStrictEqual(sample.weight_versions, turn.weight_versions)
+          // Resumed across every abort, the tokens are exactly the uninterrupted run's (same seed).
+          const prompt = sample.tokens.slice(0, sample.tokens.length - sample.response_length)
+          const whole = yield* uninterrupted(reference, prompt, 42, 150)
+          assert.deepStrictEqual(sample.tokens.slice(prompt.length), [...whole.outputIds])
+          assert.deepStrictEqual(sample.rollout_log_probs, [...whole.logprobs])
+        }
+        // Some sample was cut by the updates and resumed on the new weights.
+        assert.isTrue(steps.some((step) => step.samples.some((s) => new Set(s.weight_versions).size > 1)))
       }).pipe(Effect.scoped, Effect.provide(Layer.orDie(Tokenizer.layer))),
     { timeout: 120_000 }
   )

@@ -63,6 +63,16 @@ const deadUrl = Effect.promise(() =>
   })
 )
 
+/** The trainer's own push of weights with their version (here straight to the server, as a trainer would). */
+const pushVersion = (server: FakeSglang.FakeSglang, version: string) =>
+  Effect.promise(() =>
+    fetch(`${server.url}/update_weights_from_disk`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model_path: `/ckpt/${version}`, weight_version: version })
+    }).then((r) => r.status)
+  )
+
 const generateBodies = (server: FakeSglang.FakeSglang) =>
   server.requests.filter((r) => r.path === "/generate").map((r) => r.body as Record<string, unknown>)
 
@@ -552,6 +562,8 @@ describe("SglangEngine against SGLang's real behaviour (docs/sglang.md)", () => 
       // SGLang labels both with the new version (stamped on the way out); neither ran on it.
       assert.strictEqual(partial.weightVersion, "default")
       assert.strictEqual(empty.weightVersion, "default")
+      // The update cut them: their requests resume, and even the empty one never counts toward giving up.
+      assert.deepStrictEqual([partial.cutByUpdate, empty.cutByUpdate], [true, true])
       server.release()
       assert.strictEqual((yield* engine.generate(request())).weightVersion, "v2")
     }).pipe(Effect.provide(Tokenizer.layer)))
@@ -608,21 +620,48 @@ describe("SglangEngine against SGLang's real behaviour (docs/sglang.md)", () => 
       assert.strictEqual(server.generateCount(), 0)
     }).pipe(Effect.provide(Tokenizer.layer)))
 
-  it.live("an attempt SGLang keeps across a retract pause reports both versions it ran on", () =>
+  it.live("the versions and aborts of attempts running, queued and in transit at a pause, per mode", () =>
     Effect.gen(function*() {
-      const server = yield* fake()
+      const server = yield* fake({ maxRunningRequests: 1 })
       const engine = yield* client({ workerUrls: [server.url] })
-      server.hold(2)
-      const kept = yield* engine.generate(request()).pipe(Effect.forkChild)
-      yield* server.awaitGenerates(1)
-      yield* engine.pauseGeneration("retract")
-      assert.strictEqual(server.queued(), 1)
-      server.release()
-      assert.strictEqual(yield* engine.resumeGeneration("v7"), "v7")
-      const result = yield* Fiber.join(kept)
-      assert.notStrictEqual(result.finishReason.type, "abort")
-      assert.deepStrictEqual(result.weightVersions, ["default", "v7"])
-      assert.strictEqual(result.weightVersion, "v7")
+      // Per mode: what the attempt running, the one queued and the one still in transit to SGLang report.
+      const expected = {
+        // Cut (an abort on the version it started on); the one in transit waits at SGLang's pause and runs wholly
+        // on the new weights.
+        abort: [["abort", ["default"], true], ["abort", ["default"], true], ["finished", ["v1"], undefined]],
+        // Kept by SGLang and continued: one attempt, no abort, both versions (the queued and in-transit ones too:
+        // SGLang's answer does not say they had not started).
+        retract: [0, 1, 2].map(() => ["finished", ["default", "v1"], undefined] as const),
+        in_place: [0, 1, 2].map(() => ["finished", ["default", "v1"], undefined] as const)
+      } as const
+      for (const mode of ["abort", "retract", "in_place"] as const) {
+        const seen = server.generateCount()
+        server.hold(2)
+        const running = yield* engine.generate(request()).pipe(Effect.forkChild)
+        yield* server.awaitGenerates(seen + 1)
+        const queued = yield* engine.generate(request()).pipe(Effect.forkChild)
+        yield* server.awaitQueued(1)
+        const arrive = server.stallNextGenerate()
+        const inTransit = yield* engine.generate(request()).pipe(Effect.forkChild)
+        yield* server.awaitGenerates(seen + 3)
+        yield* engine.pauseGeneration(mode)
+        arrive()
+        server.release()
+        yield* pushVersion(server, "v1")
+        assert.strictEqual(yield* engine.resumeGeneration(), "v1")
+        const results = [yield* Fiber.join(running), yield* Fiber.join(queued), yield* Fiber.join(inTransit)]
+        assert.deepStrictEqual(
+          results.map((r) => [
+            r.finishReason.type === "abort" ? "abort" : "finished",
+            r.weightVersions ?? [r.weightVersion],
+            r.cutByUpdate
+          ]),
+          expected[mode].map(([finish, versions, cut]) => [finish, [...versions], cut]),
+          mode
+        )
+        // Back to "default" for the next mode (a relabel between generations changes nothing in flight).
+        yield* engine.updateWeights("default")
+      }
     }).pipe(Effect.provide(Tokenizer.layer)))
 
   it.live("the scheduler's input-length 400 is a ContextLengthError; a silently truncated prompt refuses the turn", () =>

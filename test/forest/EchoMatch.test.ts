@@ -1,5 +1,5 @@
 /**
- * Matching a request by its raw bytes (src/protocol/RawEcho.ts, `Canonical.KnownPrefix`, `Forest.match`'s `known`)
+ * Matching a request by its raw bytes (src/protocol/RawEcho.ts, `Canonical.KnownPrefix`, `Matching.match`'s `known`)
  * against the path it replaces: two forests receive the same conversations, one decoded and matched whole, one
  * through the raw-echo path; every request's canonical state, match and commit must be the same.
  */
@@ -9,6 +9,7 @@ import * as fc from "fast-check"
 import * as ForestCommit from "../../src/forest/Commit.ts"
 import * as Forest from "../../src/forest/Forest.ts"
 import * as Hash from "../../src/forest/hash.ts"
+import * as Matching from "../../src/forest/Matching.ts"
 import * as Canonical from "../../src/protocol/canonical.ts"
 import * as Chat from "../../src/protocol/chat.ts"
 import type * as Completion from "../../src/protocol/completion.ts"
@@ -70,7 +71,7 @@ const request = (
   const bytes = new TextEncoder().encode(JSON.stringify(body))
   // The path it replaces: decode and match the whole history.
   const a = decode(body)
-  const matchA = Forest.match(whole.forest, a.state, { strict })
+  const matchA = Matching.match(whole.forest, a.state, { strict })
   // The raw-echo path, as the gateway and the generation core run it.
   const reading = RawEcho.read(bytes, echo.memo)
   const memo = echo.memo
@@ -79,12 +80,12 @@ const request = (
     : undefined
   const b = decode(body, prefix)
   const known = prefix === undefined ? undefined : { state: prefix.state, messages: prefix.messages.length }
-  const matchB = Forest.match(echo.forest, b.state, { strict, known })
+  const matchB = Matching.match(echo.forest, b.state, { strict, known })
   assert.strictEqual(Hash.ofState(b.state), Hash.ofState(a.state))
   assert.strictEqual(matchB.parent, matchA.parent)
   assert.deepStrictEqual(matchB.suffix, matchA.suffix)
   assert.strictEqual(matchB.toleratedTurns, matchA.toleratedTurns)
-  const commit = (side: Side, state: Canonical.State, matched: Forest.Match) => {
+  const commit = (side: Side, state: Canonical.State, matched: Matching.Match) => {
     const obs = ForestCommit.commitObservation(side.forest, {
       parent: matched.parent,
       messages: matched.suffix,
@@ -117,7 +118,7 @@ const request = (
   const obsB = commit(echo, b.state, matchB)
   assert.strictEqual(obsB, obsA)
   if (reading.mark !== undefined && !matchB.tolerated) echo.memo = { ...reading.mark, state: obsB }
-  // Reused: the state's messages begin with the forest's own objects, which `Forest.match` accepts as proof.
+  // Reused: the state's messages begin with the forest's own objects, which `Matching.match` accepts as proof.
   const reused = prefix !== undefined && prefix.messages.every((m, i) => b.state.messages[i] === m)
   return { known: reused, answer: { role: "assistant", content: `answer ${turn}`, reasoning_content: `why ${turn}` } }
 }

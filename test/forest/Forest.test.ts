@@ -6,6 +6,7 @@ import { ContextLengthError, ExportError, ForestInvariantError } from "../../src
 import * as Export from "../../src/forest/Export.ts"
 import * as Forest from "../../src/forest/Forest.ts"
 import * as Hash from "../../src/forest/hash.ts"
+import * as Matching from "../../src/forest/Matching.ts"
 import * as Sample from "../../src/forest/Sample.ts"
 import type * as Canonical from "../../src/protocol/canonical.ts"
 
@@ -37,7 +38,7 @@ const turn = (
   respTokens: ReadonlyArray<number>,
   options: { readonly strict?: boolean; readonly status?: "completed" | "truncated" } = {}
 ) => {
-  const m = Forest.match(forest, state(history), { strict: options.strict ?? false })
+  const m = Matching.match(forest, state(history), { strict: options.strict ?? false })
   const obs = m.suffix.length > 0
     ? ForestCommit.commitObservation(forest, {
       parent: m.parent,
@@ -90,7 +91,7 @@ describe("SessionForest creation", () => {
 describe("prefix matching (docs/sessionforest.md)", () => {
   it("attaches a first request to the root with the whole history as the delta", () => {
     const forest = fresh()
-    const m = Forest.match(forest, state([user("q")]), { strict: true })
+    const m = Matching.match(forest, state([user("q")]), { strict: true })
     assert.strictEqual(m.parent, forest.root)
     assert.deepStrictEqual(m.suffix, [user("q")])
     assert.isFalse(m.tolerated)
@@ -101,20 +102,20 @@ describe("prefix matching (docs/sessionforest.md)", () => {
     const t1 = turn(forest, [user("q")], assistant("a1"), [1, 2, 3], [10, 11])
     assert.strictEqual(t1.obs, Hash.ofState(state([user("q")])))
     assert.strictEqual(t1.resp, Hash.ofState(state([user("q"), assistant("a1")])))
-    const m = Forest.match(forest, state([user("q"), assistant("a1"), user("q2")]), { strict: true })
+    const m = Matching.match(forest, state([user("q"), assistant("a1"), user("q2")]), { strict: true })
     assert.strictEqual(m.parent, t1.resp)
     assert.deepStrictEqual(m.suffix, [user("q2")])
     // an identical resend of a committed state yields an empty delta
-    const again = Forest.match(forest, state([user("q"), assistant("a1")]), { strict: true })
+    const again = Matching.match(forest, state([user("q"), assistant("a1")]), { strict: true })
     assert.deepStrictEqual([again.parent, again.suffix.length], [t1.resp, 0])
   })
 
   it("starts a new subtree under the root when tools or kwargs change", () => {
     const forest = fresh()
     turn(forest, [user("q")], assistant("a1"), [1], [2])
-    const m = Forest.match(forest, state([user("q"), assistant("a1")], []), { strict: true })
+    const m = Matching.match(forest, state([user("q"), assistant("a1")], []), { strict: true })
     assert.strictEqual(m.parent, forest.root)
-    const k = Forest.match(forest, state([user("q"), assistant("a1")], tools, { enable_thinking: false }), {
+    const k = Matching.match(forest, state([user("q"), assistant("a1")], tools, { enable_thinking: false }), {
       strict: true
     })
     assert.strictEqual(k.parent, forest.root)
@@ -139,12 +140,12 @@ describe("prefix matching (docs/sessionforest.md)", () => {
       [4]
     )
     const dropped = [user("q"), assistant("a1"), user("q2"), assistant("a2"), user("q3")]
-    const m = Forest.match(forest, state(dropped), { strict: false })
+    const m = Matching.match(forest, state(dropped), { strict: false })
     assert.strictEqual(m.parent, t2.resp)
     assert.deepStrictEqual(m.suffix, [user("q3")])
     assert.deepStrictEqual([m.tolerated, m.toleratedTurns, forest.toleratedMatches], [true, 2, 2])
     // strict matching stops at the first reasoning-less assistant message
-    const strict = Forest.match(forest, state(dropped), { strict: true })
+    const strict = Matching.match(forest, state(dropped), { strict: true })
     assert.strictEqual(strict.parent, t1.obs)
     assert.strictEqual(strict.suffix.length, 4)
     assert.isFalse(strict.tolerated)
@@ -154,7 +155,7 @@ describe("prefix matching (docs/sessionforest.md)", () => {
     const forest = fresh()
     const withReasoning = turn(forest, [user("q")], assistant("a1", "r"), [1], [2])
     const exact = turn(forest, [user("q"), assistant("a1")], assistant("x"), [5], [6], { strict: true })
-    const m = Forest.match(forest, state([user("q"), assistant("a1"), assistant("x")]), { strict: false })
+    const m = Matching.match(forest, state([user("q"), assistant("a1"), assistant("x")]), { strict: false })
     assert.strictEqual(m.parent, exact.resp)
     assert.isFalse(m.tolerated)
     assert.notStrictEqual(exact.obs, withReasoning.resp)
@@ -163,7 +164,7 @@ describe("prefix matching (docs/sessionforest.md)", () => {
   it("does not tolerate a difference other than reasoning", () => {
     const forest = fresh()
     const t1 = turn(forest, [user("q")], assistant("a1", "r"), [1], [2])
-    const m = Forest.match(forest, state([user("q"), assistant("A1"), user("q2")]), { strict: false })
+    const m = Matching.match(forest, state([user("q"), assistant("A1"), user("q2")]), { strict: false })
     assert.strictEqual(m.parent, t1.obs)
     assert.isFalse(m.tolerated)
   })
@@ -345,7 +346,7 @@ describe("commits", () => {
     assert.strictEqual(second.obs, t1.obs)
     assert.strictEqual(
       again.resp,
-      Forest.match(forest, state([...history.slice(0, 3), assistant("a2")]), { strict: true }).parent
+      Matching.match(forest, state([...history.slice(0, 3), assistant("a2")]), { strict: true }).parent
     )
     for (
       const hash of [...Forest.leaves(forest), branch.obs, obsOnly, ...forest.nodes.keys()].filter((h) =>
@@ -733,7 +734,7 @@ describe("processor-expanded observations (images)", () => {
   it("builds the sample from the expanded tokens, with the images and their grids", () => {
     const forest = fresh()
     const history = [withImage]
-    const m = Forest.match(forest, state(history), { strict: true })
+    const m = Matching.match(forest, state(history), { strict: true })
     const obs = ForestCommit.commitObservation(forest, {
       parent: m.parent,
       messages: m.suffix,

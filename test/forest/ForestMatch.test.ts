@@ -1,11 +1,12 @@
 /**
- * Property tests of `Forest.match` against the reference rule (docs/sessionforest.md "Matching a request") on random
+ * Property tests of `Matching.match` against the reference rule (docs/sessionforest.md "Matching a request") on random
  * forests and requests.
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as ForestCommit from "../../src/forest/Commit.ts"
 import * as Forest from "../../src/forest/Forest.ts"
 import * as Hash from "../../src/forest/hash.ts"
+import * as Matching from "../../src/forest/Matching.ts"
 import * as PythonJson from "../../src/json/PythonJson.ts"
 import * as Canonical from "../../src/protocol/canonical.ts"
 
@@ -239,7 +240,7 @@ const tolerantOracle = (forest: Forest.Forest, state: Canonical.State): Found =>
 
 const matched = (forest: Forest.Forest, state: Canonical.State, strict: boolean): Found => {
   const before = forest.toleratedMatches
-  const m = Forest.match(forest, state, { strict })
+  const m = Matching.match(forest, state, { strict })
   assert.strictEqual(forest.toleratedMatches - before, m.toleratedTurns, "every tolerated turn is counted")
   assert.strictEqual(m.tolerated, m.toleratedTurns > 0)
   assert.isTrue(samePythonJson(m.suffix, state.messages.slice(state.messages.length - m.suffix.length)))
@@ -296,7 +297,7 @@ describe("prefix matching of agents that drop reasoning_content", () => {
       const base = random.pick(snapshots)
       const history = [...base, ...Array.from({ length: 1 + random.int(2) }, () => random.pick(observationPool))]
       const sent = random.chance(0.5) ? history.map(Canonical.withoutReasoning) : history
-      const m = Forest.match(forest, stateOf(sent, context), { strict: false })
+      const m = Matching.match(forest, stateOf(sent, context), { strict: false })
       const parent = m.suffix.length > 0 ? observe(forest, m.parent, m.suffix, context) : m.parent
       const message: Canonical.Message = random.chance(0.8)
         ? { role: "assistant", content: `reply ${reply}`, reasoning_content: `thinking ${reply}` }
@@ -318,11 +319,11 @@ describe("prefix matching of agents that drop reasoning_content", () => {
         const reasoned = history.filter((m) => m.reasoning_content !== undefined).length
         const stripped = history.map(Canonical.withoutReasoning)
         const extra: Canonical.Message = { role: "user", content: "next" }
-        const full = Forest.match(forest, stateOf(history, context), { strict: false })
+        const full = Matching.match(forest, stateOf(history, context), { strict: false })
         assert.deepStrictEqual([full.parent, full.suffix.length, full.toleratedTurns], [hash, 0, 0])
-        const echoed = Forest.match(forest, stateOf([...stripped, extra], context), { strict: false })
+        const echoed = Matching.match(forest, stateOf([...stripped, extra], context), { strict: false })
         assert.deepStrictEqual([echoed.parent, echoed.suffix, echoed.toleratedTurns], [hash, [extra], reasoned])
-        const strict = Forest.match(forest, stateOf(stripped, context), { strict: true })
+        const strict = Matching.match(forest, stateOf(stripped, context), { strict: true })
         assert.strictEqual(
           strict.parent === hash,
           reasoned === 0,
@@ -345,15 +346,15 @@ describe("prefix matching of agents that drop reasoning_content", () => {
     const responses = sampled.map((message) => respond(forest, obs, message))
     const plain = respond(forest, obs, { role: "assistant", content: "plain" })
     for (const [i, message] of sampled.entries()) {
-      const exact = Forest.match(forest, stateOf([...prompt, message], context), { strict: true })
+      const exact = Matching.match(forest, stateOf([...prompt, message], context), { strict: true })
       assert.strictEqual(exact.parent, responses[i])
       // Samples i and i + 12 differ only in reasoning: the echo without it continues from the later one.
-      const echoed = Forest.match(forest, stateOf([...prompt, Canonical.withoutReasoning(message)], context), {
+      const echoed = Matching.match(forest, stateOf([...prompt, Canonical.withoutReasoning(message)], context), {
         strict: false
       })
       assert.deepStrictEqual([echoed.parent, echoed.toleratedTurns], [responses[(i % 12) + 12], 1])
     }
-    const none = Forest.match(forest, stateOf([...prompt, { role: "assistant", content: "plain" }], context), {
+    const none = Matching.match(forest, stateOf([...prompt, { role: "assistant", content: "plain" }], context), {
       strict: false
     })
     assert.deepStrictEqual([none.parent, none.toleratedTurns], [plain, 0])

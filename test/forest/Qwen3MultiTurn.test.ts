@@ -4,6 +4,7 @@ import { Tokenizer, type TokenizerShape } from "../../layers/tokenizer/Tokenizer
 import * as ForestCommit from "../../src/forest/Commit.ts"
 import * as Export from "../../src/forest/Export.ts"
 import * as Forest from "../../src/forest/Forest.ts"
+import * as Matching from "../../src/forest/Matching.ts"
 import * as Sample from "../../src/forest/Sample.ts"
 import * as Canonical from "../../src/protocol/canonical.ts"
 import * as ObservationDelta from "../../src/template/ObservationDelta.ts"
@@ -84,7 +85,7 @@ const request = (
   const history = canonical(rawHistory)
   const reply = canonical([rawReply])[0]
   if (reply === undefined) throw new Error("no reply")
-  const matched = Forest.match(forest, { messages: history, tools, chat_template_kwargs: kwargs }, { strict: false })
+  const matched = Matching.match(forest, { messages: history, tools, chat_template_kwargs: kwargs }, { strict: false })
   const observation = Result.getOrThrow(
     Forest.isRoot(forest, matched.parent)
       ? ObservationDelta.rootTokens(tok, matched.suffix, tools, kwargs)
@@ -210,11 +211,11 @@ describe("a multi-turn Qwen3 tool conversation, built turn by turn", () => {
 
         // Re-sending the history reproduces the same parent state.
         const full = [system, user1, assistant1, tool1, tool2, assistant2, user2, assistant3]
-        const resend = Forest.match(forest, { messages: canonical(full), tools, chat_template_kwargs: kwargs }, {
+        const resend = Matching.match(forest, { messages: canonical(full), tools, chat_template_kwargs: kwargs }, {
           strict: false
         })
         assert.deepStrictEqual([resend.parent, resend.suffix.length, resend.tolerated], [t3.response, 0, false])
-        const next = Forest.match(
+        const next = Matching.match(
           forest,
           { messages: canonical([...full, { role: "user", content: "Bye" }]), tools, chat_template_kwargs: kwargs },
           { strict: false }
@@ -223,7 +224,7 @@ describe("a multi-turn Qwen3 tool conversation, built turn by turn", () => {
 
         // Without reasoning_content (what many clients send back) it still does, and it is counted.
         const dropped = canonical(withoutReasoning(full))
-        const tolerant = Forest.match(forest, { messages: dropped, tools, chat_template_kwargs: kwargs }, {
+        const tolerant = Matching.match(forest, { messages: dropped, tools, chat_template_kwargs: kwargs }, {
           strict: false
         })
         assert.deepStrictEqual([tolerant.parent, tolerant.suffix.length, tolerant.tolerated, tolerant.toleratedTurns], [
@@ -235,7 +236,7 @@ describe("a multi-turn Qwen3 tool conversation, built turn by turn", () => {
         assert.strictEqual(forest.toleratedMatches, 3)
 
         // With strict matching it does not: the exact prefix stops before the first assistant message.
-        const strict = Forest.match(forest, { messages: dropped, tools, chat_template_kwargs: kwargs }, {
+        const strict = Matching.match(forest, { messages: dropped, tools, chat_template_kwargs: kwargs }, {
           strict: true
         })
         assert.notStrictEqual(strict.parent, t3.response)

@@ -14,7 +14,7 @@ describe("Forests store", () => {
       assert.deepStrictEqual(yield* forests.stats, { forests: 1, nodes: 1 })
       yield* forests.remove("s-1")
       const missing = yield* forests.get("s-1").pipe(Effect.flip)
-      assert.strictEqual(missing._tag, "ForestNotFound")
+      assert.strictEqual(missing._tag, "ForestNotFoundError")
       assert.strictEqual(missing.message, "Unknown or discarded agentic session 's-1'.")
     }).pipe(Effect.provide(Forests.layer)))
 

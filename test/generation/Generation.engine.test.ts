@@ -3,10 +3,11 @@
  * aborts and resumes, stop-string and length finishes, and the token alignment of the lineages they commit.
  */
 import { assert, describe, expect, it } from "@effect/vitest"
-import { Effect, Layer } from "effect"
+import { Effect, Layer, Metric } from "effect"
 import type { GenerateRequest } from "../../layers/engine/Engine.ts"
 import { Forests } from "../../layers/generation/Forests.ts"
 import { Generation } from "../../layers/generation/Generation.ts"
+import * as Instruments from "../../layers/observability/Instruments.ts"
 import type { SessionEntry } from "../../layers/schedule/Sessions.ts"
 import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
 import * as Forest from "../../src/forest/Forest.ts"
@@ -150,7 +151,10 @@ describe("Generation over a scripted engine", () => {
             }
         )
         const entry = yield* session
+        const abortsBefore = (yield* Metric.value(Instruments.aborts)).count
         const completion = yield* (yield* Generation).generate(entry, request([u1], { logprobs: true }))
+        // The abort is counted in relax_agentic_aborts_total as it happens (docs/observability.md).
+        expect((yield* Metric.value(Instruments.aborts)).count - abortsBefore).toBe(1)
         expect(completion).toMatchObject({ reasoning: "r1", content: "Hello world, how are you", finish: "stop" })
         expect(completion.usage.completionTokens).toBe(full.length)
         expect(completion.logprobs).toHaveLength(full.length)
@@ -207,6 +211,24 @@ describe("Generation over a scripted engine", () => {
         expect(calls).toHaveLength(3)
         const forest = yield* (yield* Forests).get(entry.sessionId)
         expect(Forest.leaves(forest).map((h) => Forest.node(forest, h).kind)).toEqual(["obs"])
+      }))
+
+    it.effect("aborts a weight update caused (a request still queued in SGLang: no token) never fail the request", () =>
+      Effect.gen(function*() {
+        const tokenizer = yield* Tokenizer
+        const ids = tokenizer.encode("<think>\nr\n</think>\n\nok")
+        // Five updates in a row hit the request while it waits in SGLang's queue, then it runs.
+        yield* scripted((_, i) =>
+          i < 5
+            ? { outputIds: [], logprobs: [], finishReason: { type: "abort" }, weightVersion: "v0", cutByUpdate: true }
+            : { outputIds: ids, logprobs: ids.map(() => 0), finishReason: { type: "stop" }, weightVersion: "v1" }
+        )
+        const entry = yield* session
+        yield* (yield* Generation).generate(entry, request([u1]))
+        expect(calls).toHaveLength(6)
+        const forest = yield* (yield* Forests).get(entry.sessionId)
+        const leaf = Forest.leaves(forest)[0]!
+        expect(Forest.node(forest, leaf)).toMatchObject({ abortCount: 5 })
       }))
 
     it.effect("a stop-string finish commits the ids past the stop string and the text the client sees; its echo continues", () =>

@@ -1,11 +1,20 @@
 /**
  * `/metrics` on the real gateway with the embedded engine: a model request through the official `openai` client, then
- * a scrape of the Prometheus text, parsed line by line.
+ * a scrape of the Prometheus text, parsed line by line; a small rollout (in-process agents on the official client,
+ * through the gateway) scraped on `--metrics-port` while and after it runs. (Aborts are counted in
+ * test/generation/Generation.engine.test.ts, where an engine aborts.)
  */
 import { assert, describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
+import { PrometheusMetrics } from "effect/observability"
+import * as Net from "node:net"
+import { join, resolve } from "node:path"
 import OpenAI from "openai"
+import type { ChatCompletionMessageParam } from "openai/resources/chat/completions"
+import { EmbeddedEngine } from "../../layers/engine/EmbeddedEngine.ts"
 import { Gateway } from "../../layers/gateway/Gateway.ts"
+import type { InProcessAgent } from "../../layers/session/Supervisor.ts"
+import { makeRollout, memorySink, Rollout } from "../../src/index.ts"
 import { calcTool } from "../fixtures/gateway/policy.ts"
 import { gatewayStack } from "../support/gatewayStack.ts"
 import { registeredSession, sampling } from "../support/sessions.ts"
@@ -63,4 +72,121 @@ describe("Prometheus /metrics", () => {
         expect(infBucket?.value).toBe(1)
       }))
   })
+})
+
+/** A free loopback port (bound and released: `--metrics-port` is then bound by the rollout). */
+const freePort = Effect.promise(() =>
+  new Promise<number>((resolve) => {
+    const server = Net.createServer().listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as Net.AddressInfo
+      server.close(() => resolve(port))
+    })
+  })
+)
+
+const scrape = (url: string) =>
+  Effect.promise(() => fetch(url).then((response) => response.text())).pipe(Effect.map(parse))
+
+/** The value of one series (name and labels), or undefined when it is not exported. */
+const valueOf = (
+  samples: ReadonlyArray<Sample>,
+  name: string,
+  labels: Readonly<Record<string, string>> = {}
+): number | undefined =>
+  samples.find((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v))?.value
+
+const fixtures = resolve(import.meta.dirname, "../fixtures")
+
+describe("Prometheus /metrics after a small rollout", () => {
+  it.live(
+    "exports every series: requests, latencies, lease waits, gauges, engine errors, parser failures, drift",
+    () =>
+      Effect.gen(function*() {
+        const port = yield* freePort
+        const before = parse(yield* PrometheusMetrics.format())
+        const metricsUrl = `http://127.0.0.1:${port}/metrics`
+        let during: ReadonlyArray<Sample> = []
+        let started = 0
+        // Each agent: one question with the calc tool, its tool call answered (or a check), then a second turn. The
+        // first agent scrapes mid-run; the second edits the committed text before echoing it (drift); a failed
+        // request (the policy's engine error) is retried once.
+        const agent: InProcessAgent = (input) =>
+          Effect.gen(function*() {
+            const position = started++
+            const client = new OpenAI({ baseURL: input.baseUrl, apiKey: input.sessionId, maxRetries: 1 })
+            const messages: Array<ChatCompletionMessageParam> = [{
+              role: "user",
+              content: String(input.input.messages?.[0]?.content ?? "")
+            }]
+            const ask = () =>
+              Effect.promise(() => client.chat.completions.create({ model: "policy", messages, tools: [calcTool] }))
+            const first = (yield* ask()).choices[0]!.message
+            if (position === 0) during = yield* scrape(metricsUrl)
+            messages.push(position === 1 ? { ...first, content: `${first.content ?? ""} (edited)` } : first)
+            for (const call of first.tool_calls ?? []) {
+              messages.push({ role: "tool", tool_call_id: call.id, content: "4" })
+            }
+            if (first.tool_calls === undefined || first.tool_calls.length === 0) {
+              messages.push({ role: "user", content: "Check." })
+            }
+            messages.push((yield* ask()).choices[0]!.message)
+            const record = { name: "main", messages, tools: [calcTool], reward: 1 }
+            return [JSON.parse(JSON.stringify(record))]
+          })
+        const step = yield* Effect.gen(function*() {
+          const gateway = yield* Gateway
+          const result = yield* (yield* Rollout).runStep(0)
+          // The gateway serves the same text as --metrics-port.
+          const viaGateway = yield* scrape(`${new URL(gateway.baseUrl).origin}/metrics`)
+          return { result, viaGateway, after: yield* scrape(metricsUrl) }
+        }).pipe(Effect.provide(makeRollout({
+          promptData: join(fixtures, "rollout/train.jsonl"),
+          embeddedPolicy: join(fixtures, "observability/policy.mjs"),
+          agenticToolCallParser: "qwen25",
+          agenticReasoningParser: "qwen3",
+          metricsPort: port,
+          rolloutBatchSize: 3,
+          nSamplesPerPrompt: 2,
+          rolloutMaxResponseLen: 64,
+          agentTimeout: 60
+        }, { agent, telemetry: memorySink(), embedded: EmbeddedEngine.instant })))
+        assert.strictEqual(step.result.groups.accepted, 3)
+        // Metrics are process-wide: what this file's other test counted is subtracted.
+        const change = (name: string, labels: Readonly<Record<string, string>> = {}) =>
+          (valueOf(step.after, name, labels) ?? Number.NaN) - (valueOf(before, name, labels) ?? 0)
+        // While an agent ran: it was an active Session and a running agent.
+        expect(valueOf(during, "relax_agentic_sessions_active")).toBeGreaterThan(
+          valueOf(before, "relax_agentic_sessions_active") ?? 0
+        )
+        expect(valueOf(during, "relax_agentic_agent_processes", { state: "running" })).toBeGreaterThanOrEqual(1)
+        // Afterwards every gauge is back where it was (a synchronous rollout parks nothing).
+        expect(change("relax_agentic_sessions_active")).toBe(0)
+        expect(change("relax_agentic_sessions_parked")).toBe(0)
+        expect(change("relax_agentic_agent_processes", { state: "running" })).toBe(0)
+        expect(change("relax_agentic_agent_processes", { state: "starting" })).toBe(0)
+        // 6 Sessions × 2 turns answered 200; the "3 + 5" Sessions' first generations failed once each (500, retried).
+        expect(change("relax_agentic_requests_total", { protocol: "chat", status: "200" })).toBe(12)
+        expect(change("relax_agentic_requests_total", { protocol: "chat", status: "500" })).toBe(2)
+        expect(change("relax_agentic_engine_errors_total", { reason: "policy", operation: "generate" })).toBe(2)
+        // The "10 + 7" Sessions called an unknown tool once each.
+        expect(change("relax_agentic_parser_failures_total")).toBe(2)
+        expect(step.result.metrics["rollout/parser_failures"]).toBe(2)
+        // One agent edited the committed text: one drifted request, in the step's metrics too.
+        expect(change("relax_agentic_drift_total", { cause: "text-changed" })).toBe(1)
+        expect(step.result.metrics["rollout/drift/text_changed"]).toBe(1)
+        // Latencies: one generation and one request time per committed response; a lease wait per engine attempt
+        // (the 2 failed ones too).
+        expect(change("relax_agentic_generation_seconds_count")).toBe(12)
+        expect(change("relax_agentic_request_seconds_count")).toBe(12)
+        expect(change("relax_agentic_lease_wait_seconds_count")).toBe(14)
+        expect(change("relax_agentic_lease_wait_seconds_bucket", { le: "+Inf" })).toBe(14)
+        const tokens = step.result.samples.reduce((a, s) => a + s.loss_mask.filter((m) => m === 1).length, 0)
+        expect(change("relax_agentic_tokens_generated_total")).toBeGreaterThanOrEqual(tokens)
+        // The gateway's /metrics is the same text.
+        expect(valueOf(step.viaGateway, "relax_agentic_requests_total", { protocol: "chat", status: "200" })).toBe(
+          valueOf(step.after, "relax_agentic_requests_total", { protocol: "chat", status: "200" })
+        )
+      }),
+    { timeout: 60_000 }
+  )
 })

@@ -19,7 +19,7 @@ import { Supervisor } from "../../layers/session/Supervisor.ts"
 import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
 import * as Settings from "../../src/config/Settings.ts"
 import { creditOptions } from "../../src/index.ts"
-import * as Sim from "./harness.ts"
+import * as Sim from "../support/simPool.ts"
 
 /** Every Session that started also ended (exited, crashed or was interrupted): no agent is left running. */
 const assertAllEnded = (timeline: ReadonlyArray<Sim.Entry>) => {
@@ -35,120 +35,75 @@ const dropLines = (sink: ReturnType<typeof Telemetry.memorySink>) =>
   sink.captured.lines.filter((l) => l === "AGENTIC Dropped 1 group")
 
 describe("the consecutive-drop guard", () => {
-  it.effect("stops the step after exactly N Groups dropped in a row and reaps every agent, Prepare ones too", () => {
-    const { layer, sink } = Sim.telemetry()
-    const timeline: Array<Sim.Entry> = []
-    const next = Sim.groups()
-    return Sim.simulate(
-      Effect.scoped(Effect.gen(function*() {
-        const pool = yield* GroupPool.makePool({
-          capacity: 3,
-          prelaunch: true,
-          mode: "train",
-          next: next(2),
-          runner: Sim.runner(
-            (_, position) => position === 0 ? { crash: "after-lease", turnSeconds: 2 } : { turns: 3 },
-            timeline
-          ),
-          dropStreak: GroupPool.dropStreak(3)
-        })
-        const error = yield* Effect.flip(pool.runStep(Sim.plan(0, 1, { nextStep: true })))
-        return { error, state: yield* pool.state }
-      })),
-      layer,
-      60
-    ).pipe(
-      Effect.result,
-      Effect.map((result) => {
-        assert.isTrue(result._tag === "Success")
-        if (result._tag !== "Success") return
-        const { error, state } = result.success
-        assert.strictEqual(error._tag, "TooManyDroppedGroupsError")
-        assert.strictEqual(error.dropped, 3)
-        assert.strictEqual(error.last.type, "AgentCrashed")
-        assert.include(error.message, "3 Groups were dropped in a row")
-        assert.include(error.message, "error_type=AgentCrashed")
-        assert.include(error.message, "| Managed command agent exited with code 3.")
-        assert.include(error.message, "relax-agentic check")
-        assert.include(error.message, "--agentic-max-consecutive-drops")
-        assert.strictEqual(dropLines(sink).length, 3)
-        assert.deepStrictEqual(Sim.of(timeline, "crash").length, 3)
-        // Prelaunched Groups still waiting in Prepare were interrupted before the error came back.
-        assert.isAbove(Sim.of(timeline, "interrupted").length, 3)
-        assertAllEnded(timeline)
-        assert.deepStrictEqual({ resident: state.resident, preparing: state.preparing, ready: state.ready }, {
-          resident: 0,
-          preparing: 0,
-          ready: 0
-        })
+  it.effect("stops the step after exactly N Groups dropped in a row and reaps every agent, Prepare ones too", () =>
+    Sim.runPool(
+      {
+        capacity: 3,
+        prelaunch: true,
+        groupSize: 2,
+        script: (_, position) => position === 0 ? { crash: "after-lease", turnSeconds: 2 } : { turns: 3 },
+        dropStreak: GroupPool.dropStreak(3)
+      },
+      (pool) =>
+        Effect.gen(function*() {
+          const error = yield* Effect.flip(pool.runStep(Sim.plan(0, 1, { nextStep: true })))
+          return { error, state: yield* pool.state }
+        }),
+      { minutes: 60 }
+    ).pipe(Effect.map(({ sink, timeline, value: { error, state } }) => {
+      assert.strictEqual(error._tag, "TooManyDroppedGroupsError")
+      assert.strictEqual(error.dropped, 3)
+      assert.strictEqual(error.last.type, "AgentCrashed")
+      assert.include(error.message, "3 Groups were dropped in a row")
+      assert.include(error.message, "error_type=AgentCrashed")
+      assert.include(error.message, "| Managed command agent exited with code 3.")
+      assert.include(error.message, "relax-agentic check")
+      assert.include(error.message, "--agentic-max-consecutive-drops")
+      assert.strictEqual(dropLines(sink).length, 3)
+      assert.deepStrictEqual(Sim.of(timeline, "crash").length, 3)
+      // Prelaunched Groups still waiting in Prepare were interrupted before the error came back.
+      assert.isAbove(Sim.of(timeline, "interrupted").length, 3)
+      assertAllEnded(timeline)
+      assert.deepStrictEqual({ resident: state.resident, preparing: state.preparing, ready: state.ready }, {
+        resident: 0,
+        preparing: 0,
+        ready: 0
       })
-    )
-  })
+    })))
 
-  it.effect("does not stop when drops are interleaved with accepted and filtered Groups", () => {
-    const { layer, sink } = Sim.telemetry()
-    const timeline: Array<Sim.Entry> = []
-    const next = Sim.groups()
-    return Sim.simulate(
-      Effect.scoped(Effect.gen(function*() {
-        const pool = yield* GroupPool.makePool({
-          capacity: 1,
-          prelaunch: false,
-          mode: "train",
-          next: next(1),
-          // 0 A, 1 D, 2 D, 3 F, 4 D, 5 D, 6 A, 7 D, 8 D, 9 A: never 3 drops in a row.
-          runner: Sim.runner(
-            (g) => g.seq % 3 === 0 ? {} : { crash: "after-lease" },
-            timeline,
-            (g) => g.seq === 3 ? Pool.filtered() : Pool.accepted(g.seq)
-          ),
-          dropStreak: GroupPool.dropStreak(3)
-        })
-        return yield* pool.runStep(Sim.plan(0, 3))
-      })),
-      layer,
-      60
-    ).pipe(
-      Effect.result,
-      Effect.map((result) => {
-        assert.isTrue(result._tag === "Success")
-        if (result._tag !== "Success") return
-        assert.deepStrictEqual(result.success.accepted.map((a) => a.value), [0, 6, 9])
-        assert.strictEqual(result.success.dropped, 6)
-        assert.strictEqual(result.success.filtered, 1)
-        assert.strictEqual(dropLines(sink).length, 6)
-      })
-    )
-  })
+  it.effect("does not stop when drops are interleaved with accepted and filtered Groups", () =>
+    Sim.runPool(
+      {
+        capacity: 1,
+        groupSize: 1,
+        // 0 A, 1 D, 2 D, 3 F, 4 D, 5 D, 6 A, 7 D, 8 D, 9 A: never 3 drops in a row.
+        script: (g) => g.seq % 3 === 0 ? {} : { crash: "after-lease" },
+        verdict: (g) => g.seq === 3 ? Pool.filtered() : Pool.accepted(g.seq),
+        dropStreak: GroupPool.dropStreak(3)
+      },
+      (pool) => pool.runStep(Sim.plan(0, 3)),
+      { minutes: 60 }
+    ).pipe(Effect.map(({ sink, value: outcome }) => {
+      assert.deepStrictEqual(outcome.accepted.map((a) => a.value), [0, 6, 9])
+      assert.strictEqual(outcome.dropped, 6)
+      assert.strictEqual(outcome.filtered, 1)
+      assert.strictEqual(dropLines(sink).length, 6)
+    })))
 
-  it.effect("0 is unlimited: failed Groups are refilled until the step succeeds", () => {
-    const { layer } = Sim.telemetry()
-    const timeline: Array<Sim.Entry> = []
-    const next = Sim.groups()
-    return Sim.simulate(
-      Effect.scoped(Effect.gen(function*() {
-        const pool = yield* GroupPool.makePool({
-          capacity: 1,
-          prelaunch: false,
-          mode: "train",
-          next: next(1),
-          runner: Sim.runner((g) => g.seq < 40 ? { crash: "after-lease" } : {}, timeline),
-          dropStreak: GroupPool.dropStreak(0)
-        })
-        return yield* pool.runStep(Sim.plan(0, 1))
-      })),
-      layer,
-      60
-    ).pipe(
-      Effect.result,
-      Effect.map((result) => {
-        assert.isTrue(result._tag === "Success")
-        if (result._tag !== "Success") return
-        assert.strictEqual(result.success.dropped, 40)
-        assert.deepStrictEqual(result.success.accepted.map((a) => a.value), [40])
-      })
-    )
-  })
+  it.effect("0 is unlimited: failed Groups are refilled until the step succeeds", () =>
+    Sim.runPool(
+      {
+        capacity: 1,
+        groupSize: 1,
+        script: (g) => g.seq < 40 ? { crash: "after-lease" } : {},
+        dropStreak: GroupPool.dropStreak(0)
+      },
+      (pool) => pool.runStep(Sim.plan(0, 1)),
+      { minutes: 60 }
+    ).pipe(Effect.map(({ value: outcome }) => {
+      assert.strictEqual(outcome.dropped, 40)
+      assert.deepStrictEqual(outcome.accepted.map((a) => a.value), [40])
+    })))
 
   it.effect("counts across pools and steps (Eval then training) and stays stopped afterwards", () => {
     const { layer } = Sim.telemetry()

@@ -13,13 +13,18 @@
  * - A scheduler (`Scheduler`): at most `maxRunningRequests` run (`--max-running-requests`), the rest wait in a
  *   waiting queue (ordered by `priority` with `enablePriorityScheduling`); an input at or above `maxReqInputLen` is a
  *   400 with `validate_input_length`'s wording, or is truncated with `allowAutoTruncate`.
- * - `POST /abort_request {rid | abort_all}` (`Scheduler.abort_request`): prefix match; a waiting request answers
+ * - `POST /abort_request {rid | abort_all}` (`http_server.abort_request`): answers 200 at once, before any aborted
+ *   answer leaves (`TokenizerManager.abort_request` only sends an `AbortReq` to the scheduler, fire-and-forget); the
+ *   scheduler then aborts on its next turn (`Scheduler.abort_request`): prefix match; a waiting request answers
  *   `output_ids: []`, finish `abort` "Abort in waiting queue" and no `prompt_tokens` / `cached_tokens`
  *   (`TokenizerManager._handle_abort_req`); a running one answers its partial output with finish `abort`. An empty rid
  *   without `abort_all` is ignored (`TokenizerManager.abort_request`), and so is a request still waiting on the pause
  *   condition (the scheduler has not seen it).
  * - `weight_version` is stamped when the answer leaves (`_handle_batch_output`), so `/update_weight_version` with
- *   `abort_all_requests` (which relabels first, then aborts) labels the aborted partials with the new version.
+ *   `abort_all_requests` (`http_server.update_weight_version`: sends the abort, relabels, answers 200 at once; the
+ *   scheduler aborts after) labels the aborted partials with the new version.
+ * - `answers` records, for every answer, the versions its tokens were really computed under (`ranOn`): what a client
+ *   must report, whatever the label says.
  * - `POST /pause_generation {mode}` / `POST /continue_generation` (`TokenizerManager.pause_generation`): new requests
  *   wait; `abort` aborts every request; `retract` moves the running ones back to the waiting queue; `in_place` keeps
  *   them where they are. Nothing is scheduled until `continue_generation`.
@@ -36,7 +41,7 @@
  *   runtime (`POST /workers`, `addWorker` / `removeWorker`), a 429 beyond `maxConcurrentRequests`
  *   (`middleware/concurrency.rs`), and `/generate` proxied to the worker chosen by the `X-SMG-Routing-Key` header.
  * - Faults and latches for tests, with no sleeps: `failNext`, `dieOnNextGenerate`, `hold`/`release`,
- *   `awaitGenerates(n)`, `awaitQueued(n)`.
+ *   `stallNextGenerate`, `awaitGenerates(n)`, `awaitQueued(n)`.
  */
 import { Effect, Exit, Result, Schema, type Scope } from "effect"
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
@@ -86,6 +91,28 @@ export interface FakeSglangOptions {
   readonly modelPath?: string | undefined
 }
 
+/** What ended a request early: the route whose abort reached it, or its client going away. */
+export type AbortCause =
+  | "abort_request"
+  | "pause_generation"
+  | "update_weight_version"
+  | "update_weights_from_disk"
+  | "disconnect"
+
+/** One `/generate` answer, with the truth a test checks the client against. */
+export interface Answer {
+  readonly rid: string
+  readonly sessionId: string | undefined
+  /** Finished normally, aborted while running (partial output), or aborted in the waiting queue (no output). */
+  readonly outcome: "finished" | "aborted-running" | "aborted-waiting"
+  readonly abortedBy: AbortCause | undefined
+  /**
+   * The weight versions its tokens were computed under, oldest first (two when kept across a `retract` / `in_place`
+   * pause); for a request that never ran, the version when it arrived.
+   */
+  readonly ranOn: ReadonlyArray<string>
+}
+
 export interface RecordedRequest {
   readonly method: string
   readonly path: string
@@ -100,6 +127,8 @@ export interface FakeSglang {
   readonly aborts: Array<string>
   /** session ids received on `/close_session`. */
   readonly closedSessions: Array<string>
+  /** Every `/generate` answer the scheduler sent, in order (not the 4xx refusals before it). */
+  readonly answers: Array<Answer>
   /** The next `n` `/generate` calls answer `status` with an SGLang error body. */
   readonly failNext: (n: number, status: number, message?: string) => void
   /** The next `/generate` call closes its connection after reading the request, and the server stops. */
@@ -113,6 +142,11 @@ export interface FakeSglang {
   /** Running requests answer only when aborted (with their first `tokens` tokens) or released (full output). */
   readonly hold: (tokens: number) => void
   readonly release: () => void
+  /**
+   * The next `/generate` request stays in transit (not yet at the tokenizer manager) until the returned function is
+   * called: a request sent before a pause that reaches the server after it.
+   */
+  readonly stallNextGenerate: () => () => void
   /** Succeeds once `n` `/generate` requests have arrived (counting from the start). */
   readonly awaitGenerates: (n: number) => Effect.Effect<void>
   /** Succeeds once `n` requests wait in the scheduler's waiting queue. */
@@ -213,6 +247,9 @@ interface Req {
   readonly inputIds: ReadonlyArray<number>
   readonly res: ServerResponse
   readonly arrival: number
+  /** The version when it arrived, and those it ran under (one more for each continue after a kept pause). */
+  readonly arrivalVersion: string
+  readonly ranOn: Array<string>
   phase: "waiting" | "running" | "done"
   /** The model's whole output, once computed. */
   result: GenerateResult | undefined
@@ -220,8 +257,8 @@ interface Req {
   held: boolean
   /** Its connection broke; it runs on until aborted. */
   broken: boolean
-  /** Aborted while the model was still computing it: it answers its partial output as soon as it has one. */
-  aborted: boolean
+  /** Aborted while the model was still computing it (by what): it answers its partial output once it has one. */
+  aborted: AbortCause | undefined
 }
 
 /** Start a fake SGLang server on 127.0.0.1 (port 0), closed with the scope. */
@@ -230,9 +267,11 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
     const requests: Array<RecordedRequest> = []
     const aborts: Array<string> = []
     const closedSessions: Array<string> = []
+    const answers: Array<Answer> = []
     const failures: Array<{ readonly status: number; readonly message: string }> = []
     let die = false
     let breakNext = false
+    let stallNext: Promise<void> | undefined
     let holdTokens: number | undefined
     let generates = 0
     let arrivals = 0
@@ -277,9 +316,26 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
     const routedInput = (req: Req): ReadonlyArray<number> | undefined =>
       options.enableReturnRoutedExperts === true && req.body.return_routed_experts === true ? req.inputIds : undefined
 
+    /** The request runs (again) under the current weights. */
+    const runsOn = (req: Req) => {
+      if (req.ranOn[req.ranOn.length - 1] !== weightVersion) req.ranOn.push(weightVersion)
+    }
+
     /** The answer leaves: stamped with the weight version of this moment (`_handle_batch_output`). */
-    const finish = (req: Req, answer: (version: string) => unknown) => {
+    const finish = (
+      req: Req,
+      answer: (version: string) => unknown,
+      outcome: Answer["outcome"] = "finished",
+      abortedBy?: AbortCause
+    ) => {
       if (req.phase === "done") return
+      answers.push({
+        rid: req.rid,
+        sessionId: req.body.session_id,
+        outcome,
+        abortedBy,
+        ranOn: req.ranOn.length === 0 ? [req.arrivalVersion] : [...req.ranOn]
+      })
       req.phase = "done"
       running.delete(req)
       const at = waiting.indexOf(req)
@@ -297,10 +353,21 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
       finishReason: { type: "abort", message: "Aborted" }
     })
 
+    /** Held running requests whose hold was released finish, unless the scheduler is paused (`in_place`). */
+    function finishHeld() {
+      if (holdTokens !== undefined || schedulerPaused) return
+      for (const r of [...running]) {
+        if (r.held && r.result !== undefined) {
+          finish(r, (v) => toResponse(r.rid, r.result!, r.body.return_logprob, v, routedInput(r)))
+        }
+      }
+    }
+
     /** Run one request in the model; held ones wait for an abort or `release`. */
     const start = (req: Req) => {
       req.phase = "running"
       running.add(req)
+      runsOn(req)
       if (req.result !== undefined) {
         // A retracted request continues: it already has its output.
         if (holdTokens === undefined) {
@@ -335,9 +402,14 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
           return
         }
         req.result = exit.value
-        if (req.aborted) {
+        if (req.aborted !== undefined) {
           const partial = partialOf(exit.value, holdTokens ?? exit.value.outputIds.length)
-          finish(req, (v) => toResponse(req.rid, partial, req.body.return_logprob, v, routedInput(req)))
+          finish(
+            req,
+            (v) => toResponse(req.rid, partial, req.body.return_logprob, v, routedInput(req)),
+            "aborted-running",
+            req.aborted
+          )
           return
         }
         if (req.broken) {
@@ -369,20 +441,27 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
      * `Scheduler.abort_request`: the waiting queue first (those leave with the zero-token answer), then the running
      * batch (each with its partial output). Nothing is admitted from the queue until the whole abort is done.
      */
-    const abortMatching = (matches: (rid: string) => boolean): Promise<void> => {
+    const abortMatching = (matches: (rid: string) => boolean, cause: AbortCause): Promise<void> => {
       const inModel: Array<Promise<void>> = []
       aborting = true
       const matching = [...states.values()].filter((req) => matches(req.rid))
       for (const req of matching) {
-        if (req.phase === "waiting") finish(req, (v) => waitingQueueAbort(req.rid, req.body.return_logprob, v))
+        if (req.phase === "waiting") {
+          finish(req, (v) => waitingQueueAbort(req.rid, req.body.return_logprob, v), "aborted-waiting", cause)
+        }
       }
       for (const req of matching) {
         if (req.phase !== "running") continue
         if (req.result !== undefined) {
           const partial = partialOf(req.result, req.held ? holdTokens ?? 0 : req.result.outputIds.length)
-          finish(req, (v) => toResponse(req.rid, partial, req.body.return_logprob, v, routedInput(req)))
+          finish(
+            req,
+            (v) => toResponse(req.rid, partial, req.body.return_logprob, v, routedInput(req)),
+            "aborted-running",
+            cause
+          )
         } else {
-          req.aborted = true
+          req.aborted = cause
           // A generation still running in the model (an engine with latency) ends with its partial output.
           if (options.engine !== undefined) inModel.push(Effect.runPromise(options.engine.abort(req.rid)))
         }
@@ -425,6 +504,9 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
         server.closeAllConnections()
         return
       }
+      const stalled = stallNext
+      stallNext = undefined
+      if (stalled !== undefined) await stalled
       const failure = failures.shift()
       if (failure !== undefined) return sendError(res, failure.status, failure.message)
       if (options.routeTo !== undefined) return route(req, res, raw)
@@ -483,18 +565,20 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
         inputIds,
         res,
         arrival: arrivals++,
+        arrivalVersion: weightVersion,
+        ranOn: [],
         phase: "waiting",
         result: undefined,
         held: false,
         broken,
-        aborted: false
+        aborted: undefined
       }
       states.set(body.rid, state)
       if (broken) req.socket.destroy()
       else {
         // A client that goes away aborts its request (`generate_request` on disconnect).
         res.on("close", () => {
-          if (state.phase !== "done") void abortMatching((rid) => rid === state.rid)
+          if (state.phase !== "done") void abortMatching((rid) => rid === state.rid, "disconnect")
         })
       }
       waiting.push(state)
@@ -533,17 +617,22 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
           if (Exit.isFailure(decoded)) return sendValidationError(res, String(decoded.cause))
           const { rid, abort_all } = decoded.value
           aborts.push(abort_all === true ? "*" : rid)
-          // An empty rid without abort_all would startswith-match every request: the tokenizer manager ignores it.
-          if (rid.length > 0 || abort_all === true) await abortMatching((r) => abort_all === true || r.startsWith(rid))
           res.writeHead(200)
-          return res.end()
+          res.end()
+          // The scheduler handles the AbortReq on its next turn, after the 200 left. An empty rid without abort_all
+          // would startswith-match every request: the tokenizer manager ignores it.
+          if (rid.length > 0 || abort_all === true) {
+            setImmediate(() => void abortMatching((r) => abort_all === true || r.startsWith(rid), "abort_request"))
+          }
+          return
         }
         case "POST /pause_generation": {
           const decoded = Schema.decodeUnknownExit(Wire.PauseGenerationRequest)(json ?? { mode: "abort" })
           if (Exit.isFailure(decoded)) return sendValidationError(res, String(decoded.cause))
           paused = true
           const mode = decoded.value.mode
-          if (mode === "abort") await abortMatching(() => true)
+          // `abort`: the call returns once no request holds the model lock (every aborted answer has left).
+          if (mode === "abort") await abortMatching(() => true, "pause_generation")
           else {
             schedulerPaused = true
             if (mode === "retract") {
@@ -562,7 +651,10 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
         case "POST /continue_generation": {
           paused = false
           schedulerPaused = false
+          // `in_place`: the running batch continues, now under the weights pushed meanwhile.
+          for (const r of running) runsOn(r)
           for (const resume of pauseWaiters.splice(0)) resume()
+          finishHeld()
           schedule()
           res.writeHead(200)
           return res.end()
@@ -570,7 +662,7 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
         case "POST /update_weights_from_disk": {
           const decoded = Schema.decodeUnknownExit(Wire.UpdateWeightsFromDiskRequest)(json)
           if (Exit.isFailure(decoded)) return sendValidationError(res, String(decoded.cause))
-          if (decoded.value.abort_all_requests === true) await abortMatching(() => true)
+          if (decoded.value.abort_all_requests === true) await abortMatching(() => true, "update_weights_from_disk")
           // Not paused: the writer lock waits for every generation in flight.
           if (!paused && states.size > 0) await new Promise<void>((resume) => drainWaiters.push(resume))
           const next = decoded.value.weight_version
@@ -619,11 +711,18 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
         case "POST /update_weight_version": {
           const decoded = Schema.decodeUnknownExit(Wire.UpdateWeightVersionRequest)(json)
           if (Exit.isFailure(decoded)) return sendValidationError(res, String(decoded.cause))
-          // `http_server.update_weight_version`: the label changes first, then the abort; the aborted answers leave
-          // after it and carry the new label.
+          // `http_server.update_weight_version`: sends the abort (fire-and-forget), relabels and answers at once; the
+          // scheduler aborts on its next turn, so the aborted answers leave after the 200 and carry the new label.
           weightVersion = decoded.value.new_version
-          if (decoded.value.abort_all_requests) await abortMatching(() => true)
-          return sendJson(res, 200, { success: true, message: "Weight version updated", new_version: weightVersion })
+          sendJson(res, 200, {
+            success: true,
+            message: `Weight version updated to ${weightVersion}`,
+            new_version: weightVersion
+          })
+          if (decoded.value.abort_all_requests) {
+            setImmediate(() => void abortMatching(() => true, "update_weight_version"))
+          }
+          return
         }
         case "GET /workers":
           if (options.routeTo === undefined || options.listWorkersOnly === true) {
@@ -708,6 +807,7 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
       requests,
       aborts,
       closedSessions,
+      answers,
       failNext: (n, status, message = "Internal server error") => {
         for (let i = 0; i < n; i++) failures.push({ status, message })
       },
@@ -722,11 +822,14 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
       },
       release: () => {
         holdTokens = undefined
-        for (const r of [...running]) {
-          if (r.held && r.result !== undefined) {
-            finish(r, (v) => toResponse(r.rid, r.result!, r.body.return_logprob, v, routedInput(r)))
-          }
-        }
+        finishHeld()
+      },
+      stallNextGenerate: () => {
+        let release = () => {}
+        stallNext = new Promise<void>((resume) => {
+          release = resume
+        })
+        return release
       },
       awaitGenerates: (n) => awaitCondition(() => generates >= n),
       awaitQueued: (n) => awaitCondition(() => waiting.length >= n),

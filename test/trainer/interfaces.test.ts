@@ -133,8 +133,9 @@ describe("trainer interfaces", () => {
         // Even seeds answer right, odd ones wrong: rewards and advantages vary inside every Group.
         assert.deepStrictEqual(viaEffect.steps[0]!.samples.map((s) => s.reward), [0, 1, 0, 1])
 
-        // 2. The Promise example (it streams one more step after the two).
-        const viaPromise = yield* Effect.promise(() => promiseMain(options, extras()))
+        // 2. The Promise example (it streams one more step after the two), with the two-phase weight update
+        // (pauseGeneration, resumeGeneration): the same versions as updateWeights, so the same samples.
+        const viaPromise = yield* Effect.promise(() => promiseMain(options, extras(), "retract"))
         assert.deepStrictEqual(comparable(viaPromise.steps), reference)
         assert.deepStrictEqual(viaPromise.groups.map((g) => [g.rolloutId, g.groupIndex]), [[2, 0], [2, 1]])
         assert.strictEqual(viaPromise.status.weightVersion, "2")
@@ -176,7 +177,8 @@ describe("trainer interfaces", () => {
         )
         assert.deepStrictEqual(comparable(viaCurl), reference)
 
-        // 5. The Python example (standard library only).
+        // 5. The Python example (standard library only), with the two-phase weight update (PauseGeneration,
+        // ResumeGeneration over RPC).
         const dump = Path.join(Fs.mkdtempSync(Path.join(Os.tmpdir(), "python-trainer-")), "steps.json")
         const python = yield* withServer((url) =>
           run("python3", [
@@ -188,7 +190,9 @@ describe("trainer interfaces", () => {
             "--groups",
             "1",
             "--dump",
-            dump
+            dump,
+            "--pause-mode",
+            "abort"
           ])
         )
         assert.strictEqual(python.code, 0, python.stderr)

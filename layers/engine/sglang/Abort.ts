@@ -5,6 +5,11 @@
  * SGLang matches rids by prefix (`Scheduler.abort_request`), so rids are fixed-length (src/engine/Rid.ts). Aborting
  * never fails: a worker that does not answer 200 is logged (the request may run to its end there). With a router the
  * list is its current one (at most a second old).
+ *
+ * SGLang answers `/abort_request` at once (`http_server.abort_request` hands an `AbortReq` to the scheduler and
+ * returns): the aborted generation's own answer (partial output, finish `abort`) arrives later on its `/generate`
+ * request. Callers wait for that answer (the generation gate waits for every aborted attempt to return), never for
+ * this call.
  */
 import { Effect } from "effect"
 import type * as Wire from "../../../src/engine/Wire.ts"

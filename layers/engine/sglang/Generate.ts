@@ -16,6 +16,7 @@ import { Data, type Duration, Effect, Result, Schedule, Schema } from "effect"
 import * as Rid from "../../../src/engine/Rid.ts"
 import * as Wire from "../../../src/engine/Wire.ts"
 import { ContextLengthError } from "../../../src/forest/errors.ts"
+import * as RetryAfter from "../../runtime/Retry.ts"
 import { EngineError, type GenerateRequest, type GenerateResult } from "../Engine.ts"
 import * as Abort from "./Abort.ts"
 import * as Http from "./Http.ts"
@@ -165,7 +166,7 @@ export const make = (
       const entries = meta.output_token_logprobs
       const outputIds = entries !== undefined ? entries.map((e) => e[1]) : (response.output_ids ?? [])
       const finishReason = Wire.toFinishReason(meta.finish_reason)
-      const versions = weights.versionsOf(start, meta.weight_version, finishReason)
+      const { versions, cutByUpdate } = weights.versionsOf(start, meta.weight_version, finishReason)
       const promptTokens = meta.prompt_tokens ?? sent
       let routedExperts: ReadonlyArray<ReadonlyArray<number>> | undefined
       if (send.routedExperts) {
@@ -195,6 +196,7 @@ export const make = (
         cachedTokens: meta.cached_tokens ?? 0,
         weightVersion: versions[versions.length - 1]!,
         ...(versions.length > 1 ? { weightVersions: versions } : {}),
+        ...(cutByUpdate ? { cutByUpdate } : {}),
         ...(routedExperts === undefined ? {} : { routedExperts })
       } satisfies GenerateResult
     })
@@ -224,12 +226,12 @@ export const make = (
             return yield* send1()
           }))
       )
-    return send1().pipe(
-      Effect.retry({
-        schedule: backoff,
-        times: retry.retries,
-        while: (error: ContextLengthError | EngineError) => error._tag === "EngineError" && error.retryable
-      }),
+    // The retry's schedule is set up only once an attempt failed (RetryAfter.afterFailure: Effect.retry's attempts and times).
+    return RetryAfter.afterFailure(send1(), {
+      schedule: backoff,
+      times: retry.retries,
+      while: (error: ContextLengthError | EngineError) => error._tag === "EngineError" && error.retryable
+    }).pipe(
       Effect.onInterrupt(() => Abort.abort(http, workers, rid))
     )
   }

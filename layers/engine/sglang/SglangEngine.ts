@@ -27,7 +27,7 @@
  * `Workers.ts` (router discovery, sticky routing), `StartupChecks.ts` (health, tokenizer, initial version),
  * `Generate.ts` (the body, one attempt, retries), `Abort.ts`, `WeightUpdates.ts`, `SessionClose.ts`.
  */
-import { type Duration, Effect, Layer, type Scope } from "effect"
+import { Duration, Effect, Layer, type Scope } from "effect"
 import type * as Settings from "../../../src/config/Settings.ts"
 import { Tokenizer } from "../../tokenizer/Tokenizer.ts"
 import { Engine, EngineError, type EngineShape, withSpans } from "../Engine.ts"
@@ -60,7 +60,8 @@ export interface SglangEngineOptions {
   readonly healthCheck?: boolean | undefined
   /**
    * How long the startup health check waits for servers that are starting (503 or not accepting connections yet;
-   * default 5 minutes), asking every `healthInterval` (default 2 seconds).
+   * `--sglang-startup-timeout`, default 10 minutes: SGLang's own server-launch timeout), asking every
+   * `healthInterval` (default 2 seconds).
    */
   readonly startupTimeout?: Duration.Input | undefined
   readonly healthInterval?: Duration.Input | undefined
@@ -92,6 +93,9 @@ export const optionsOf = (settings: Settings.RolloutSettings): SglangEngineOptio
   workerUrls: settings.sglangUrls,
   routerUrl: settings.sglangRouterUrl,
   serverConcurrency: settings.sglangServerConcurrency,
+  ...(settings.sglangStartupTimeout === undefined
+    ? {}
+    : { startupTimeout: Duration.seconds(settings.sglangStartupTimeout) }),
   samplingSeed: settings.sglangEnableDeterministicInference,
   sessionLifecycle: settings.agenticSessionLifecycle,
   // The environment variable is the default so the key need not appear on a command line or in a config file.
@@ -119,19 +123,23 @@ export const make = (options: SglangEngineOptions): Effect.Effect<EngineShape, E
       apiKey: options.apiKey
     })
     const routerUrl = options.routerUrl === undefined ? undefined : Http.trimSlash(options.routerUrl)
+    const startup: StartupChecks.HealthWait = {
+      deadline: options.startupTimeout ?? StartupChecks.defaultStartupTimeout,
+      interval: options.healthInterval ?? "2 seconds",
+      flag: routerUrl === undefined ? "--sglang-url" : "--sglang-router-url"
+    }
+    // A router that is starting is waited for before it is asked for its workers.
+    if (routerUrl !== undefined && (options.healthCheck ?? true)) {
+      yield* StartupChecks.health(http, [routerUrl], startup)
+    }
     const workers = yield* Workers.make(http, { workerUrls: options.workerUrls ?? [], routerUrl, concurrency })
 
     const healthUrls = workers.router === undefined
       ? workers.all.map((w) => w.url)
       : [workers.router.url, ...workers.all.map((w) => w.url)]
     // At startup the check waits for servers that are starting; later (`Engine.health`) it asks once.
-    const health = StartupChecks.health(http, healthUrls, { deadline: "0 millis", interval: "0 millis" })
-    if (options.healthCheck ?? true) {
-      yield* StartupChecks.health(http, healthUrls, {
-        deadline: options.startupTimeout ?? "5 minutes",
-        interval: options.healthInterval ?? "2 seconds"
-      })
-    }
+    const health = StartupChecks.health(http, healthUrls, { ...startup, deadline: "0 millis", interval: "0 millis" })
+    if (options.healthCheck ?? true) yield* StartupChecks.health(http, healthUrls, startup)
     const tokenizer = options.tokenizer
     if (tokenizer !== undefined) {
       yield* Effect.forEach(workers.all, (worker) => StartupChecks.tokenizer(http, tokenizer, worker.url), {

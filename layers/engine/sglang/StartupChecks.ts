@@ -32,10 +32,17 @@ const preview = (ids: ReadonlyArray<number>): string =>
 /** Special tokens, digits, spaces and non-ASCII letters: a text on which different tokenizers differ. */
 const tokenizerProbe = "<|im_start|>user\nrelax-agentic tokenizer check: 12345, héllo wörld 你好<|im_end|>\n"
 
-/** How long the health check waits for starting servers. */
+/**
+ * How long the startup check waits for servers that are starting, by default: SGLang's own launch timeout
+ * (`DEFAULT_TIMEOUT_FOR_SERVER_LAUNCH`, 600 s); a large model's checkpoint can take minutes to load.
+ */
+export const defaultStartupTimeout: Duration.Input = "10 minutes"
+
+/** How long the health check waits for starting servers, and the flag that names them (for messages). */
 export interface HealthWait {
   readonly deadline: Duration.Input
   readonly interval: Duration.Input
+  readonly flag: "--sglang-url" | "--sglang-router-url"
 }
 
 /** A server that is starting: it answers 503 or does not accept connections yet. */
@@ -60,9 +67,13 @@ export const health = (
         Effect.mapError((error) =>
           new EngineError({
             reason: "unhealthy",
-            detail: `SGLang is not healthy at ${url}: ${error.message}` +
-              (isStarting(error) ? ` (still, after waiting ${formatDuration(wait.deadline)} for it to start)` : "") +
-              ". Check that the server is running and that --sglang-url names it",
+            detail: isStarting(error)
+              ? `SGLang is not healthy at ${url}: ${error.message} (still, after waiting ` +
+                `${formatDuration(wait.deadline)} for it to start: --sglang-startup-timeout). Check that the server ` +
+                `is running and that ${wait.flag} names it; a server still loading its model answers 503, so for a ` +
+                "model that loads longer raise --sglang-startup-timeout (seconds)"
+              : `SGLang is not healthy at ${url}: ${error.message}. Check the server's log, and that ${wait.flag} ` +
+                "names an SGLang server",
             url,
             ...(error.status === undefined ? {} : { status: error.status }),
             cause: error

@@ -10,11 +10,13 @@
  *   `/pause_generation {mode}` to every worker; with `abort` SGLang answers once every aborted request has left.
  *   `resume(version)` posts `/continue_generation` to every worker and opens the gate; the version is the given one,
  *   else the first worker's `/get_weight_version` (the trainer's push set it, atomically with the weights).
- * - Every update, pause and resume starts a new *epoch*. SGLang stamps `weight_version` when an answer leaves, so an
- *   attempt's label can name a version it never ran on: `/update_weight_version` relabels before the aborted answers
- *   come back. {@link WeightUpdates.versionsOf} therefore decides from the epochs: an attempt within one epoch ran on
- *   the label it got; one cut by an update or pause (finish `abort`) ran on the version it started on; one SGLang
- *   kept across a `retract` / `in_place` pause ran on both.
+ * - Every update, pause and resume is logged as a *boundary* (src/engine/WeightVersion.ts). SGLang stamps
+ *   `weight_version` when an answer leaves, so an attempt's label can name a version it never ran on:
+ *   `/update_weight_version` relabels before the aborted answers come back. {@link WeightUpdates.versionsOf}
+ *   therefore decides from the boundaries the attempt crossed (`WeightVersion.attemptVersions`): an attempt that
+ *   crossed none ran on the label it got; one cut by an update or an `abort` pause ran on the version it started on;
+ *   one that finished after an `abort` pause waited for the resume and ran on the new version; one SGLang kept across
+ *   a `retract` / `in_place` pause ran on both.
  * - Control calls fan out to the router's current worker list, read fresh (a worker added at runtime gets the update).
  */
 import { Deferred, Effect, Latch } from "effect"
@@ -25,7 +27,7 @@ import * as Http from "./Http.ts"
 import * as StartupChecks from "./StartupChecks.ts"
 import type * as Workers from "./Workers.ts"
 
-/** The version and epoch an attempt started in. */
+/** The version an attempt started on, and how many boundaries had happened then. */
 export interface Start {
   readonly version: string
   readonly epoch: number
@@ -43,7 +45,11 @@ export interface WeightUpdates {
   /** Abort the attempts waiting at the pause whose rid starts with `rid` (SGLang's prefix match). */
   readonly abortWaiting: (rid: string) => Effect.Effect<void>
   /** The version(s) an attempt that started at `start` and answered `label` with `finish` ran on. */
-  readonly versionsOf: (start: Start, label: string | undefined, finish: FinishReason) => ReadonlyArray<string>
+  readonly versionsOf: (
+    start: Start,
+    label: string | undefined,
+    finish: FinishReason
+  ) => WeightVersion.AttemptVersions
   readonly update: (version?: string) => Effect.Effect<string, EngineError>
   readonly pause: (mode: PauseMode) => Effect.Effect<void, EngineError>
   readonly resume: (version?: string) => Effect.Effect<string, EngineError>
@@ -53,9 +59,9 @@ export interface WeightUpdates {
 export const make = (http: Http.Http, workers: Workers.Workers, initial: string): Effect.Effect<WeightUpdates> =>
   Effect.gen(function*() {
     let version = initial
-    let epoch = 0
+    // Every update, pause and resume so far, in order; an attempt's epoch is the count when it started.
+    const boundaries: Array<WeightVersion.Boundary> = []
     let updates = 0
-    let paused = false
     const gate = yield* Latch.make(true)
     // Attempts waiting while paused, by rid: an abort (a step boundary's pause) must reach them too, or it would wait
     // for them until the trainer resumes.
@@ -81,7 +87,7 @@ export const make = (http: Http.Http, workers: Workers.Workers, initial: string)
       Effect.gen(function*() {
         updates++
         const value = next ?? WeightVersion.next(version, updates)
-        epoch++
+        boundaries.push({ _tag: "Update", version: value })
         // abort_all_requests: a generation running across the update returns its partial output (finish `abort`)
         // and its caller resumes it on the new version, so every attempt runs on one version.
         const answers = yield* fanOut(
@@ -104,14 +110,12 @@ export const make = (http: Http.Http, workers: Workers.Workers, initial: string)
           }
         }
         version = value
-        epoch++
         return value
       })
 
     const pause = (mode: PauseMode): Effect.Effect<void, EngineError> =>
       Effect.gen(function*() {
-        paused = true
-        epoch++
+        boundaries.push({ _tag: "Pause", mode })
         yield* gate.close
         yield* fanOut("/pause_generation", { mode } satisfies Wire.PauseGenerationRequest)
       })
@@ -130,33 +134,25 @@ export const make = (http: Http.Http, workers: Workers.Workers, initial: string)
         }
         // Before the servers continue: an attempt SGLang kept across the pause may answer as soon as they do.
         version = value
-        epoch++
+        boundaries.push({ _tag: "Resume", version: value })
         yield* fanOut("/continue_generation", {})
-        paused = false
         yield* gate.open
         return value
       })
 
-    const versionsOf = (start: Start, label: string | undefined, finish: FinishReason): ReadonlyArray<string> => {
-      if (start.epoch === epoch && !paused) {
-        // No update or pause ran during the attempt: SGLang's label is right (a trainer may also have relabelled the
-        // server without us; the label then is the newer truth).
-        if (label !== undefined) version = label
-        return [label ?? start.version]
-      }
-      // Cut by an update or a pause: all its tokens came before it.
-      if (finish.type === "abort") return [start.version]
-      // Kept by SGLang across a retract / in_place pause: first tokens on the old weights, the rest on the version
-      // the resume announced.
-      const end = version
-      return end === start.version ? [end] : [start.version, end]
+    const versionsOf = (start: Start, label: string | undefined, finish: FinishReason) => {
+      const crossed = boundaries.slice(start.epoch)
+      // No update or pause ran during the attempt: SGLang's label is right (a trainer may also have relabelled the
+      // server without us, e.g. `update_weights_from_disk` with a `weight_version`; the label then is the newer truth).
+      if (crossed.length === 0 && label !== undefined) version = label
+      return WeightVersion.attemptVersions(start.version, crossed, finish.type === "abort", label)
     }
 
     return {
       version: () => version,
       enter: (rid) =>
         Effect.suspend(() => {
-          const start = Effect.sync((): Start => ({ version, epoch }))
+          const start = Effect.sync((): Start => ({ version, epoch: boundaries.length }))
           if (Latch.isOpen(gate)) return start
           return Effect.gen(function*() {
             const aborted = yield* Deferred.make<void>()

@@ -26,12 +26,7 @@ const body = (tools: ToolCallParser.ToolIndex) => (inner: string, raw: string): 
   const args: Record<string, unknown> = {}
   for (const m of inner.matchAll(pairPattern)) {
     const key = (m[1] ?? "").trim()
-    Object.defineProperty(args, key, {
-      value: typed(m[2] ?? "", tools.parameterType(name, key)),
-      enumerable: true,
-      writable: true,
-      configurable: true
-    })
+    Json.setOwn(args, key, typed(m[2] ?? "", tools.parameterType(name, key)))
   }
   return ToolCallParser.call(name, ToolCallParser.value(args), raw)
 }

@@ -7,6 +7,7 @@
  * arguments are compact JSON built from them. A `[` starts a call list only when followed by `name(`; a list that
  * starts like one but cannot be read is malformed (up to its first `]`).
  */
+import * as Json from "../../json/Json.ts"
 import * as Scan from "../scan.ts"
 import * as ToolCallParser from "../ToolCallParser.ts"
 
@@ -135,12 +136,7 @@ const readCallList = (text: string, at: number) => {
         const key = literal()
         if (typeof key !== "string" && typeof key !== "number") fail(false)
         expect(":")
-        Object.defineProperty(obj, String(key), {
-          value: literal(),
-          enumerable: true,
-          writable: true,
-          configurable: true
-        })
+        Json.setOwn(obj, String(key), literal())
       })
       return obj
     }
@@ -177,7 +173,7 @@ const readCallList = (text: string, at: number) => {
     sequence(")", () => {
       const key = ident()
       expect("=")
-      Object.defineProperty(args, key, { value: literal(), enumerable: true, writable: true, configurable: true })
+      Json.setOwn(args, key, literal())
     })
     calls.push({ name, args, raw: text.slice(start, i) })
   })

@@ -49,12 +49,7 @@ const body = (tools: ToolCallParser.ToolIndex) => (inner: string, raw: string): 
   for (const m of (fn[2] ?? "").matchAll(parameterPattern)) {
     const key = (m[1] ?? "").trim()
     const value = (m[2] ?? "").replace(/^\n/, "").replace(/\n$/, "")
-    Object.defineProperty(args, key, {
-      value: typedValue(value, tools.parameterType(name, key)),
-      enumerable: true,
-      writable: true,
-      configurable: true
-    })
+    Json.setOwn(args, key, typedValue(value, tools.parameterType(name, key)))
   }
   return ToolCallParser.call(name, ToolCallParser.value(args), raw)
 }

@@ -1,11 +1,16 @@
 /**
- * An in-process agent model for scheduling simulations: each Session "starts" (sleeps its start-up time on the
- * TestClock), sends model requests through its ticket (the first one joins the barrier), sleeps per turn, and exits
- * or crashes as scripted. Every step of every Session is written to a timeline with the TestClock time.
+ * Group pool simulations on the TestClock (test/sim/): an in-process agent model and the set-up of a simulated pool.
+ *
+ * **Details**
+ * Each simulated Session "starts" (sleeps its start-up time on the TestClock), sends model requests through its ticket
+ * (the first one joins the barrier), sleeps per turn, and exits or crashes as scripted. Every step of every Session is
+ * written to a timeline with the TestClock time. {@link runPool} builds a pool of such Groups, runs a program against
+ * it while the clock advances, and hands back its value with the timeline and the log lines.
  */
-import { Clock, Data, Effect, Fiber, type Layer } from "effect"
+import { Clock, Data, Effect, Fiber, type Layer, type Scope } from "effect"
 import { TestClock } from "effect/testing"
 import * as Telemetry from "../../layers/runtime/Telemetry.ts"
+import * as GroupPool from "../../layers/schedule/GroupPool.ts"
 import * as Pool from "../../layers/schedule/Pool.ts"
 
 /** Telemetry kept in memory (`isTTY`: progress rendered as on a terminal), and the layer that writes to it. */
@@ -141,4 +146,55 @@ export const peakResidentGroups = (timeline: ReadonlyArray<Entry>): number => {
     peak = Math.max(peak, current)
   }
   return peak
+}
+
+/** The pool of a simulation: its options, with the Groups' size and script instead of `next` and `runner`. */
+export interface PoolSetup
+  extends Partial<Omit<Pool.PoolOptions<Group, number, number, AgentCrashed>, "capacity" | "next" | "runner">>
+{
+  readonly capacity: number
+  /** Sessions per Group. */
+  readonly groupSize: number
+  /** Each Session's script (default: one 5 s turn after a 1 s start-up). */
+  readonly script?: ((group: Group, position: number) => Script) | undefined
+  readonly verdict?: ((group: Group) => Pool.Verdict<number>) | undefined
+  /** A runner of its own instead of the scripted one (it may still write to the timeline). */
+  readonly runner?: ((timeline: Array<Entry>) => Pool.GroupRunner<Group, number, number, AgentCrashed>) | undefined
+}
+
+/** What a simulated pool's program returned, with every Session's timeline and the log. */
+export interface PoolRun<A> {
+  readonly value: A
+  readonly timeline: ReadonlyArray<Entry>
+  readonly sink: ReturnType<typeof Telemetry.memorySink>
+}
+
+/**
+ * Build a pool of simulated Groups (train mode, no prelaunch unless `setup` says so), run `use` on it in its own scope
+ * while the TestClock advances `minutes`, and return its value with the timeline and the log (`isTTY`: progress
+ * rendered as on a terminal).
+ */
+export const runPool = <A, E>(
+  setup: PoolSetup,
+  use: (pool: Pool.Pool<Group, number>) => Effect.Effect<A, E, Scope.Scope | Telemetry.Telemetry>,
+  options: { readonly minutes?: number; readonly isTTY?: boolean } = {}
+): Effect.Effect<PoolRun<A>, E> => {
+  const { layer, sink } = telemetry(options.isTTY)
+  const timeline: Array<Entry> = []
+  const { groupSize, runner: ownRunner, script, verdict, ...poolOptions } = setup
+  const next = groups()
+  return simulate(
+    Effect.scoped(Effect.gen(function*() {
+      const pool = yield* GroupPool.makePool({
+        prelaunch: false,
+        mode: "train",
+        ...poolOptions,
+        next: next(groupSize),
+        runner: ownRunner?.(timeline) ?? runner(script ?? (() => ({})), timeline, verdict)
+      })
+      return yield* use(pool)
+    })),
+    layer,
+    options.minutes
+  ).pipe(Effect.map((value) => ({ value, timeline, sink })))
 }

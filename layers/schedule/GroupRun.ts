@@ -1,0 +1,146 @@
+/**
+ * One Group's fiber in the Group pool (docs/runtime.md "Steps"): its Sessions behind their first-request barrier, then
+ * Reward, then the signal that tells the step loop how the Group ended.
+ *
+ * **Details**
+ * The fiber mints the Group's Session ids, makes its barrier (layers/schedule/FirstRequestBarrier.ts; the last
+ * Session's first request marks the Group ready and wakes the step loop) and runs every Session to its end. A
+ * Session that fails, dies with a defect (`RunnerDiedError`) or ends before its first request
+ * (`ExitedBeforeFirstRequestError`, src/schedule/GroupFailure.ts) drops the whole Group: its log line, the lease
+ * answered `false` (held requests fail with `SessionClosedError`), the slot released, the drop counted in the streak.
+ * Otherwise the slot is released before Reward (which runs outside capacity), and Reward's verdict (accepted,
+ * filtered, or a failure that drops the Group) is the `Finished` signal. Once the drop streak tripped, a failing
+ * Group is being reaped by the pool and logs nothing.
+ */
+import { Deferred, Effect } from "effect"
+import type { DropReason, DropStreak } from "../../src/schedule/DropStreak.ts"
+import * as GroupFailure from "../../src/schedule/GroupFailure.ts"
+import type { TelemetryShape } from "../runtime/Telemetry.ts"
+import * as FirstRequestBarrier from "./FirstRequestBarrier.ts"
+import type * as Pool from "./Pool.ts"
+import type * as ResidentGroups from "./ResidentGroups.ts"
+
+/** What a Group's fiber needs of its pool. */
+export interface GroupRunContext<G extends Pool.GroupLike, O, A, E> {
+  readonly options: Pool.PoolOptions<G, O, A, E>
+  readonly telemetry: TelemetryShape
+  readonly streak: DropStreak
+  readonly residents: ResidentGroups.ResidentGroups<G, A>
+  /** The pool's Session id minter (the runner's `newSessionId` overrides it). */
+  readonly mintSessionId: Effect.Effect<string>
+  readonly describe: (error: E | GroupFailure.RunnerDiedError) => GroupFailure.FailureText
+}
+
+interface SessionFailure<E> {
+  readonly position: number
+  readonly sessionId: string
+  readonly error: E | GroupFailure.ExitedBeforeFirstRequestError | GroupFailure.RunnerDiedError
+}
+
+/** Defects of `effect` as a `RunnerDiedError` failure; typed failures and interruptions pass unchanged. */
+const surviveDefects = <A, E>(effect: Effect.Effect<A, E | GroupFailure.RunnerDiedError>) =>
+  Effect.catchDefect(effect, (defect) => Effect.fail(new GroupFailure.RunnerDiedError({ cause: defect })))
+
+/** The fiber of the Group `record`, from its Sessions' start to its `Finished` signal. */
+export const run = <G extends Pool.GroupLike, O, A, E>(
+  context: GroupRunContext<G, O, A, E>,
+  record: ResidentGroups.GroupRecord<G>
+): Effect.Effect<void> => {
+  const { describe, options, residents, streak, telemetry } = context
+  const { notify, release } = residents
+
+  const logSessionFailure = (failure: SessionFailure<E>) => {
+    const groupId = record.group.groupId
+    if (failure.error instanceof GroupFailure.ExitedBeforeFirstRequestError) {
+      return options.mode === "eval"
+        ? telemetry.error(
+          `Dropping agentic eval session that exited before its first request session_id=${failure.sessionId} ` +
+            `group_id=${groupId} error_type=silent-success`
+        )
+        : Effect.void
+    }
+    const { type, detail } = describe(failure.error)
+    return telemetry.error(
+      `Dropping failed resident agentic session session_id=${failure.sessionId} group_id=${groupId} ` +
+        `error_type=${type}\n${detail}`
+    )
+  }
+
+  const drop = (reason: DropReason) =>
+    Effect.gen(function*() {
+      record.phase = "done"
+      yield* Deferred.succeed(record.lease, false)
+      yield* release(record)
+      streak.dropped(reason)
+      yield* telemetry.status("Dropped 1 group")
+      yield* notify({ _tag: "Finished", record, finish: { _tag: "Dropped" } })
+    })
+
+  return Effect.gen(function*() {
+    const { group } = record
+    const mint = options.runner.newSessionId?.(group) ?? context.mintSessionId
+    const sessionIds = yield* Effect.forEach(Array.from({ length: group.size }), () => mint)
+    record.sessionIds = sessionIds
+    const barrier = yield* FirstRequestBarrier.make({
+      groupId: group.groupId,
+      sessionIds,
+      lease: record.lease,
+      rolloutId: () => record.rolloutId,
+      onReady: Effect.suspend(() => {
+        record.ready = true
+        return notify({ _tag: "Changed" })
+      })
+    })
+    const runSession = (position: number) =>
+      surviveDefects(options.runner.session(group, barrier.ticket(position))).pipe(
+        Effect.ensuring(Effect.sync(() => {
+          record.finished[position] = true
+        })),
+        Effect.mapError((error): SessionFailure<E> => ({ position, sessionId: sessionIds[position]!, error })),
+        Effect.flatMap((outcome) =>
+          barrier.arrived(position)
+            ? Effect.succeed(outcome)
+            : Effect.fail<SessionFailure<E>>({
+              position,
+              sessionId: sessionIds[position]!,
+              error: new GroupFailure.ExitedBeforeFirstRequestError({ sessionId: sessionIds[position]! })
+            })
+        )
+      )
+    const sessions = yield* Effect.forEach(sessionIds.map((_, i) => i), runSession, { concurrency: "unbounded" })
+      .pipe(Effect.result)
+    if (sessions._tag === "Failure") {
+      // The rollout is stopping (the streak tripped): this Group is being reaped, not dropped and refilled.
+      if (streak.tripped() !== undefined) return
+      yield* logSessionFailure(sessions.failure)
+      if (!record.ready) {
+        yield* telemetry.warn(
+          `Dropping group ${group.groupId} because an agent exited before every first IR existed`
+        )
+      }
+      return yield* drop(GroupFailure.sessionDropReason(group.groupId, sessions.failure.error, describe))
+    }
+    record.phase = "reward"
+    yield* release(record)
+    const verdict = yield* surviveDefects(options.runner.reward(group, sessions.success)).pipe(Effect.result)
+    if (verdict._tag === "Failure") {
+      if (streak.tripped() !== undefined) return
+      const { type, detail } = describe(verdict.failure)
+      yield* telemetry.error(
+        `Dropping group ${group.groupId} because Reward failed error_type=${type}\n${detail}`
+      )
+      return yield* drop({ groupId: group.groupId, type, detail })
+    }
+    record.phase = "done"
+    streak.kept()
+    if (verdict.success._tag === "Filtered") {
+      yield* telemetry.status("Filtered 1 group")
+      return yield* notify({ _tag: "Finished", record, finish: { _tag: "Filtered" } })
+    }
+    yield* notify({ _tag: "Finished", record, finish: { _tag: "Accepted", value: verdict.success.value } })
+  }).pipe(
+    // Held requests must get an answer however the Group ends (a no-op once leased).
+    Effect.ensuring(Effect.suspend(() => Deferred.succeed(record.lease, false))),
+    Effect.ensuring(Effect.suspend(() => release(record)))
+  )
+}
