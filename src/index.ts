@@ -32,7 +32,7 @@ import type * as Membership from "../layers/cluster/Membership.ts"
 import { Credit, type CreditStartupError } from "../layers/credit/Credit.ts"
 import { EmbeddedEngine, type EmbeddedEngineOptions } from "../layers/engine/EmbeddedEngine.ts"
 import type { Engine, EngineError, PauseMode } from "../layers/engine/Engine.ts"
-import { SglangEngine } from "../layers/engine/sglang/SglangEngine.ts"
+import { SglangEngine, type SglangEngineOptions } from "../layers/engine/sglang/SglangEngine.ts"
 import { Gateway } from "../layers/gateway/Gateway.ts"
 import type * as ModelRoute from "../layers/gateway/ModelRoute.ts"
 import { Forests } from "../layers/generation/Forests.ts"
@@ -246,6 +246,32 @@ export interface ClusterRole {
 }
 
 /**
+ * The engine the settings name: SGLang (`--engine sglang`, its tokenizer checked against the local one) or the
+ * embedded engine, with `--embedded-policy` loaded relative to `cwd`. `sglangDefaults` are SGLang options the
+ * settings do not set (`relax-agentic check` waits 10 seconds, not 10 minutes, for a server still starting).
+ */
+export const engineLayer = (
+  settings: Settings.RolloutSettings,
+  options: {
+    readonly cwd: string
+    readonly embedded?: EmbeddedEngineOptions | undefined
+    readonly sglangDefaults?: Partial<SglangEngineOptions> | undefined
+  }
+): Layer.Layer<Engine, EngineError | HookSpecError | HookLoadError, Tokenizer> =>
+  settings.engine === "sglang"
+    ? SglangEngine.layerCheckingTokenizer({ ...options.sglangDefaults, ...SglangEngine.optionsOf(settings) })
+    : Layer.unwrap(Effect.gen(function*() {
+      const policy = settings.embeddedPolicy === undefined
+        ? undefined
+        : yield* EmbeddedEngine.loadPolicy(settings.embeddedPolicy, options.cwd)
+      return EmbeddedEngine.layer({
+        ...options.embedded,
+        seed: settings.rolloutSeed,
+        ...(policy === undefined ? {} : { policy })
+      })
+    }))
+
+/**
  * Every service a rollout process runs Sessions with, composed from resolved settings: tokenizer, engine (embedded or
  * SGLang), Sessions, Forests, generation core, gateway, supervisor, credit, the Group pool and telemetry (what a
  * cluster runner runs, without the `Rollout` on top).
@@ -263,19 +289,7 @@ export const servicesFromSettings = (
     Forests.layer,
     extras.telemetry === undefined ? Telemetry.Telemetry.layer : Telemetry.Telemetry.layerSink(extras.telemetry)
   )
-  const ownEngine: Layer.Layer<Engine, EngineError | HookSpecError | HookLoadError, Tokenizer> =
-    settings.engine === "sglang"
-      ? SglangEngine.layerCheckingTokenizer(SglangEngine.optionsOf(settings))
-      : Layer.unwrap(Effect.gen(function*() {
-        const policy = settings.embeddedPolicy === undefined
-          ? undefined
-          : yield* EmbeddedEngine.loadPolicy(settings.embeddedPolicy, cwd)
-        return EmbeddedEngine.layer({
-          ...extras.embedded,
-          seed: settings.rolloutSeed,
-          ...(policy === undefined ? {} : { policy })
-        })
-      }))
+  const ownEngine = engineLayer(settings, { cwd, embedded: extras.embedded })
   const engine = role.engine === undefined ? ownEngine : role.engine(ownEngine)
   const generation = Layer.unwrap(
     Effect.map(Effect.fromResult(Generation.optionsOf(settings)), (options) => Generation.layer(options))

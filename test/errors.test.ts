@@ -1,6 +1,6 @@
 /**
  * The error vocabulary (docs/architecture.md "Errors"): src/errors.ts lists every tagged error of src/, and every
- * tagged error of src/ and layers/ is named `…Error`.
+ * tagged error of src/ and layers/ is named `…Error` with free text in `detail` (never in `reason`), and the text of a thrown value is `Errors.messageOf`.
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as Fs from "node:fs"
@@ -47,9 +47,29 @@ describe("the error vocabulary", () => {
     }
   })
 
+  it("keeps free text out of `reason` (a literal kind; free text goes in `detail`)", () => {
+    const fieldsOf = /class\s+(\w+)\s+extends\s+Data\.TaggedError\("\w+"\)<\{([\s\S]*?)\}>/g
+    const freeText: Array<string> = []
+    for (const file of [...sources("src"), ...sources("layers")]) {
+      const text = Fs.readFileSync(Path.join(root, file), "utf8")
+      for (const [, name, fields] of text.matchAll(fieldsOf)) {
+        if (/\breason\??:\s*string\b/.test(fields!)) freeText.push(`${name} (${file})`)
+      }
+    }
+    assert.deepStrictEqual(freeText, [], "rename the free-text `reason` to `detail`")
+  })
+
   it("has one messageOf for thrown values", () => {
     assert.strictEqual(Errors.messageOf(new TypeError("bad input")), "bad input")
     assert.strictEqual(Errors.messageOf("plain text"), "plain text")
     assert.strictEqual(Errors.messageOf(42), "42")
+  })
+
+  it("leaves no local copy of messageOf in src/ or layers/", () => {
+    const copy = /instanceof Error\s*\?\s*[\w.]+\.message\s*:\s*String\(/
+    const copies = [...sources("src"), ...sources("layers")].filter((file) =>
+      file !== Path.join("src", "errors.ts") && copy.test(Fs.readFileSync(Path.join(root, file), "utf8"))
+    )
+    assert.deepStrictEqual(copies, [], "use Errors.messageOf (src/errors.ts)")
   })
 })

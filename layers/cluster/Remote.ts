@@ -70,6 +70,13 @@ const whileRefused = <A, E extends { readonly _tag: string }, R>(
 /** Candidate Group keys tried per round before the controller waits for a runner's slots. */
 const candidatesPerRound = 16
 
+/**
+ * Distinct candidate keys of one Group, cycled through round after round: each key asked activates a Group entity on
+ * its runner (idle ones are passivated), so a long wait must not keep minting new ones. 64 keys reach, with 98%
+ * likelihood, a runner that owns a sixteenth of the shards.
+ */
+const candidateKeys = 64
+
 /** Longest wait between two rounds of candidates. */
 const maxWait = Duration.seconds(5)
 
@@ -79,8 +86,9 @@ type Reserved = typeof GroupEntity.Reserve.successSchema.Type
  * Place a Group where its Sessions fit (`--runner-slots`): reserve them at the runner of the Group's key, else at the
  * runner of another candidate key (another shard), and when no candidate's runner has room, wait and try again. The
  * first candidate is the Group's plain key, so without slot limits a Group lands where it always did. A reservation
- * the cluster cannot deliver (no runner, deadline) leaves the plain key: the Session's own calls then fail and drop
- * the Group as before.
+ * no runner answers within the call deadline (no runner has joined, or the candidate's runner died and its shard has
+ * not moved yet) ends the round: the Group waits too, instead of being dropped (and counted in the drop streak) for a
+ * runner that is not there.
  */
 const placeGroup = (deps: {
   readonly runId: string
@@ -95,9 +103,15 @@ const placeGroup = (deps: {
     while (true) {
       const refusals: Array<string> = []
       for (let i = 0; i < candidatesPerRound; i++, salt++) {
-        const key = salt === 0 ? plain : Routing.groupKey(deps.runId, `${group.groupId}\u0000${salt}`)
+        const key = salt % candidateKeys === 0
+          ? plain
+          : Routing.groupKey(deps.runId, `${group.groupId}\u0000${salt % candidateKeys}`)
         const answer = yield* deps.reserve(key, group.size)
-        if (Option.isNone(answer)) return plain
+        if (Option.isNone(answer)) {
+          refusals.push("no runner answered within --cluster-call-timeout")
+          salt++ // the next round starts at the next candidate
+          break
+        }
         if (answer.value.decision === "granted") {
           if (logged) yield* Effect.logInfo(`Group ${group.groupId} placed on runner ${answer.value.address}`)
           return key
@@ -110,8 +124,8 @@ const placeGroup = (deps: {
       if (!logged) {
         logged = true
         yield* Effect.logInfo(
-          `Group ${group.groupId} waits for a runner with ${group.size} free slot(s) (--runner-slots); ` +
-            `runners asked: ${[...new Set(refusals)].join(", ")}`
+          `Group ${group.groupId} waits for a runner with ${group.size} free slot(s); ` +
+            `asked: ${[...new Set(refusals)].join(", ")}`
         )
       }
       yield* Effect.sleep(wait)

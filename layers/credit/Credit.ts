@@ -98,20 +98,20 @@ export const validateOptions = (options: CreditOptions.CreditOptions): Result.Re
   if (!Number.isInteger(options.nSamplesPerPrompt) || options.nSamplesPerPrompt < 1) {
     return Result.fail(
       new CreditConfigError({
-        reason: `--n-samples-per-prompt must be a positive integer, got ${options.nSamplesPerPrompt}`
+        detail: `--n-samples-per-prompt must be a positive integer, got ${options.nSamplesPerPrompt}`
       })
     )
   }
   const combination = CreditOptions.problem(options)
   if (combination !== undefined) {
-    return Result.fail(new CreditConfigError({ reason: `${combination.flag} ${combination.reason}` }))
+    return Result.fail(new CreditConfigError({ detail: `${combination.flag} ${combination.reason}` }))
   }
   if (
     options.maxTokensPerGpu !== undefined && (!Number.isInteger(options.maxTokensPerGpu) || options.maxTokensPerGpu < 1)
   ) {
     return Result.fail(
       new CreditConfigError({
-        reason: `--max-tokens-per-gpu must be a positive integer, got ${options.maxTokensPerGpu}`
+        detail: `--max-tokens-per-gpu must be a positive integer, got ${options.maxTokensPerGpu}`
       })
     )
   }
@@ -149,7 +149,7 @@ export const make = (
           new RewardError({
             sessionId: sample.session_id,
             exportName: sample.export_name,
-            reason: `--custom-rm-path: ${reason}`
+            detail: `--custom-rm-path: ${reason}`
           })
         const value = yield* callHook(rm, [sample, rmConfig], fail)
         const reward = Reward.fromRm(value)
@@ -161,7 +161,7 @@ export const make = (
       Effect.gen(function*() {
         const rows = Group.rows(group)
         if (rm !== undefined && options.groupRm) {
-          const fail = (reason: string) => new GroupRewardError({ groupIndex: group.groupIndex, reason })
+          const fail = (reason: string) => new GroupRewardError({ groupIndex: group.groupIndex, detail: reason })
           const value = yield* callHook(rm, [rows, rmConfig], fail)
           const rewards = Reward.fromGroupRm(value, rows.length)
           if (Result.isFailure(rewards)) return yield* fail(rewards.failure)
@@ -178,14 +178,14 @@ export const make = (
         const rows = Group.rows(group)
         if (rows.length !== options.nSamplesPerPrompt) {
           return yield* new NormalizationError({
-            reason: `Group ${group.groupIndex} has ${rows.length} samples, expected --n-samples-per-prompt ` +
+            detail: `Group ${group.groupIndex} has ${rows.length} samples, expected --n-samples-per-prompt ` +
               `${options.nSamplesPerPrompt}; GRPO normalizes over complete Groups`
           })
         }
         const rewards: Array<number> = []
         for (const sample of rows) {
           const fail = (reason: string) =>
-            new RewardError({ sessionId: sample.session_id, exportName: sample.export_name, reason })
+            new RewardError({ sessionId: sample.session_id, exportName: sample.export_name, detail: reason })
           if (sample.reward === null) {
             return yield* fail(
               `the context has no reward; write reward in the agent output, or configure --custom-rm-path`
@@ -203,7 +203,7 @@ export const make = (
     const credit = (rewarded: Group.Group): Effect.Effect<ReadonlyArray<TrainingSample> | "filtered", CreditError> =>
       Effect.gen(function*() {
         if (advantageHook === undefined) return yield* grpo(rewarded)
-        const fail = (reason: string) => new AdvantageError({ groupIndex: rewarded.groupIndex, reason })
+        const fail = (reason: string) => new AdvantageError({ groupIndex: rewarded.groupIndex, detail: reason })
         const result = yield* callHook(advantageHook, [CustomAdvantage.hookInput(rewarded)], fail)
         const applied = CustomAdvantage.apply(result, rewarded)
         if (Result.isFailure(applied)) return yield* applied.failure
@@ -217,7 +217,7 @@ export const make = (
     ): Effect.Effect<ReadonlyArray<TrainingSample> | "filtered", FilterError> =>
       Effect.gen(function*() {
         if (filterHook === undefined) return rows
-        const fail = (reason: string) => new FilterError({ groupIndex, reason })
+        const fail = (reason: string) => new FilterError({ groupIndex, detail: reason })
         const decision = DynamicFilter.decide(yield* callHook(filterHook, [rows, rmConfig], fail))
         if (Result.isFailure(decision)) return yield* fail(decision.failure)
         if (decision.success.keep) return rows

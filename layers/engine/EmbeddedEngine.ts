@@ -36,6 +36,7 @@ import * as FairScheduler from "../runtime/FairScheduler.ts"
 import * as Hooks from "../runtime/Hooks.ts"
 import { Tokenizer, type TokenizerShape } from "../tokenizer/Tokenizer.ts"
 import {
+  abortedWhilePaused,
   Engine,
   EngineError,
   type EngineShape,
@@ -197,16 +198,7 @@ export const make = (
             .pipe(
               Effect.ensuring(Effect.sync(() => held.delete(request.rid)))
             )
-          if (!opened) {
-            return {
-              outputIds: [],
-              logprobs: [],
-              finishReason: { type: "abort", message: "Aborted while generation was paused" },
-              promptTokens: request.inputIds.length,
-              cachedTokens: 0,
-              weightVersion: version
-            } satisfies GenerateResult
-          }
+          if (!opened) return abortedWhilePaused(request, version)
         }
         const { inputIds, sampling } = request
         if (inputIds.length === 0) return yield* invalid("input_ids cannot be empty")

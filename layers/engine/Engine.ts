@@ -58,6 +58,11 @@ export interface GenerateRequest {
    * strings spanning the boundary are found.
    */
   readonly resumedTokens?: number | undefined
+  /**
+   * The request's Session is protected (partial rollout: aborted `--partial-rollout-max-aborted-count` times; a step's
+   * close waits for it). SGLang sends it with `priority: 1` under priority scheduling, as a resumed attempt.
+   */
+  readonly protected?: boolean | undefined
 }
 
 /** What an embedded policy sees: `(request) => string | Promise<string>` (docs/flags.md `--embedded-policy`). */
@@ -106,11 +111,25 @@ export interface GenerateResult {
    */
   readonly cutByUpdate?: boolean | undefined
   /**
-   * With `--use-rollout-routing-replay` (SGLang only): one row of `layers × topk` MoE expert ids per output id, the
-   * routing of the forward step that produced it (src/engine/Wire.ts `decodeRoutedExperts`); absent otherwise.
+   * With `--use-rollout-routing-replay` (SGLang only): one row of `layers × topk` MoE expert ids per sequence position
+   * the attempt went through (`promptTokens + outputIds.length − 1` rows; row `p`: the forward step that processed
+   * token `p`), as SGLang returns it (src/engine/Wire.ts `decodeRoutedExperts`); absent otherwise.
    */
   readonly routedExperts?: ReadonlyArray<ReadonlyArray<number>> | undefined
 }
+
+/**
+ * The answer to a request aborted while generation was paused for a weight push, before it ran: no tokens, an abort
+ * finish reason, on `weightVersion`. Both engines answer a held request's abort with it.
+ */
+export const abortedWhilePaused = (request: GenerateRequest, weightVersion: string): GenerateResult => ({
+  outputIds: [],
+  logprobs: [],
+  finishReason: { type: "abort", message: "Aborted while generation was paused" },
+  promptTokens: request.inputIds.length,
+  cachedTokens: 0,
+  weightVersion
+})
 
 /**
  * How `pauseGeneration` treats the generations in flight (SGLang's `/pause_generation` modes):

@@ -33,6 +33,7 @@ import * as Sse from "../../src/protocol/sse.ts"
 import * as Generation from "../generation/Generation.ts"
 import * as Instruments from "../observability/Instruments.ts"
 import * as FairScheduler from "../runtime/FairScheduler.ts"
+import * as StepSpan from "../runtime/StepSpan.ts"
 import { Sessions } from "../schedule/Sessions.ts"
 import * as Exchange from "./NodeExchange.ts"
 
@@ -301,6 +302,8 @@ const serveModel = (env: RouteEnv, adapter: Completion.Adapter, ex: Exchange.Exc
       }
       if (!("session" in accepted)) return
       const { session, canonical } = accepted
+      // One request is one trace; it links to its Session's span (docs/observability.md, "Traces").
+      if (session.span !== undefined) yield* StepSpan.linkTo(session.span, { sessionId: session.sessionId })
       const generation: Effect.Effect<Outcome> = env.generation.generate(session, canonical).pipe(
         Effect.catch(failGeneration),
         Effect.exit

@@ -113,7 +113,7 @@ const commit = (forest: Forest.Forest, run: () => string): Effect.Effect<string,
     return Effect.fail(
       error instanceof ForestInvariantError
         ? error
-        : new ForestInvariantError({ message: String(error), sessionId: forest.sessionId })
+        : new ForestInvariantError({ detail: String(error), sessionId: forest.sessionId })
     )
   }
 }

@@ -305,6 +305,7 @@ const make = (options: GenerationOptions) =>
           rid,
           returnLogprob: true,
           resumedTokens: pending.outputIds.length,
+          protected: session.gate?.isProtected() === true,
           imageData: media.length > 0 ? media : undefined,
           sessionId: session.sessionId,
           conversation: () => policyRequest(p, () => tokenizer.decode(Array.from(inputIds)))
@@ -388,7 +389,7 @@ const make = (options: GenerationOptions) =>
       if (failures > 0) (p.session.counters.parserFailedRequests ??= new Map()).set(p.rid, failures)
       const unparsed = Turn.isEmpty(parsedText) && parsedText.malformed + parsedText.droppedUnknownTools > 0
       if (Turn.isEmpty(parsedText) && (!unparsed || options.failUnparsedTurns === true || text.length === 0)) {
-        return yield* new UnusableResponseError({ message: "Response parsers produced an empty assistant message" })
+        return yield* new UnusableResponseError({ detail: "Response parsers produced an empty assistant message" })
       }
       // The parser dropped or could not read every call and nothing else is left: the raw text is the content.
       const parsed = unparsed ? { ...parsedText, content: text } : parsedText
@@ -471,7 +472,7 @@ const make = (options: GenerationOptions) =>
       session.counters.generations++
       if (done.pending.outputIds.length === 0) {
         return yield* new UnusableResponseError({
-          message: "Generation backend returned a terminal response without output tokens"
+          detail: "Generation backend returned a terminal response without output tokens"
         })
       }
       const response = yield* parse(p, done)

@@ -4,10 +4,11 @@
  *
  * **Details**
  * {@link load} reads an output directory (every `.jsonl` but the metric files: samples, Eval samples and any debug
- * dump written there) or one file, with the tokenizer that gives each token its text. The server answers the page
- * (`/`, `/app.js`, `/app.css`, shipped beside this file in `page/`), the run's overview (`/api/overview`), one
- * Session's detail (`/api/session?key=`) and a search (`/api/search?q=`); details are built when asked, so a large
- * run opens at the cost of its summaries. {@link html} inlines the page, the overview and every Session's detail
+ * dump written there) or one file, with the tokenizer that gives each token its text. It reads lazily: the list comes
+ * from every line without its token arrays, and a Session's lines are decoded in full only when it is opened. The
+ * server answers the page (`/`, `/app.js`, `/app.css`, shipped beside this file in `page/`), the run's overview
+ * (`/api/overview`), one Session's detail (`/api/session?key=`) and a search (`/api/search?q=`); details are built
+ * when asked, so a large run opens at the cost of its summaries. {@link html} inlines the page, the overview and every Session's detail
  * (each in its own JSON script element, parsed when opened): nothing is fetched, from the network or otherwise.
  */
 import { NodeHttpServer } from "@effect/platform-node"
@@ -55,27 +56,87 @@ export const filesAt = (path: string): Effect.Effect<ReadonlyArray<string>, Insp
     catch: (error) => new InspectError({ reason: "not-found", path, detail: String(error), cause: error })
   })
 
-/** Read a run: its files' records merged into Steps → Groups → Sessions. */
+/** Where a line is: its file (position in the run's files) and its character range in that file's text. */
+interface LineRef {
+  readonly file: number
+  readonly start: number
+  readonly end: number
+}
+
+/** The character ranges of a text's lines (without their `\n`), blank ones included. */
+const lineRanges = (text: string): Array<readonly [number, number]> => {
+  const out: Array<readonly [number, number]> = []
+  let start = 0
+  for (;;) {
+    const end = text.indexOf("\n", start)
+    out.push([start, end === -1 ? text.length : end])
+    if (end === -1) return out
+    start = end + 1
+  }
+}
+
+const badLine = (error: Dump.DumpLineError) =>
+  new InspectError({ reason: "bad-line", path: error.file, detail: error.message, cause: error })
+
+/**
+ * Read a run lazily: its files' records merged into Steps → Groups → Sessions from each line without its token arrays
+ * (`Dump.withoutArrays`: a cheap index that has every summary row and the search), and each Session decoded in full
+ * (`Run.open`) only when it is opened. The files' text stays in memory for that.
+ */
 export const load = (path: string, options: Model.Options = {}): Effect.Effect<Model.Run, InspectError> =>
   Effect.gen(function*() {
     const files = yield* filesAt(path)
+    const texts: Array<string> = []
+    const refs = new Map<string, Array<LineRef>>()
     const lines: Array<Dump.Line> = []
-    for (const file of files) {
+    for (const [f, file] of files.entries()) {
       const text = yield* Effect.try({
         try: () => readFileSync(file, "utf8"),
         catch: (error) => new InspectError({ reason: "not-found", path: file, detail: String(error), cause: error })
       })
-      const read = Dump.readFile(file, text)
-      if (read instanceof Dump.DumpLineError) {
-        return yield* new InspectError({ reason: "bad-line", path: file, detail: read.message, cause: read })
+      texts.push(text)
+      const ranges = lineRanges(text)
+      // The same lines without their token arrays (blank ones kept, so a bad line's number is the file's).
+      const light = Dump.withoutArrays(text).split("\n")
+      const read = Dump.readLines(file, light)
+      if (read instanceof Dump.DumpLineError) return yield* badLine(read)
+      let k = 0
+      for (const [i, [start, end]] of ranges.entries()) {
+        if (light[i]!.trim() === "") continue
+        const line = read[k++]!
+        const id = line._tag === "Debug" ? line.record.session_id : line.sample.session_id
+        const key = Model.sessionKey(line.step, id)
+        const list = refs.get(key)
+        if (list === undefined) refs.set(key, [{ file: f, start, end }])
+        else list.push({ file: f, start, end })
       }
       lines.push(...read)
     }
     if (lines.length === 0) {
       return yield* new InspectError({ reason: "no-records", path, detail: `read ${files.length} file(s)` })
     }
-    return Model.fromLines(resolve(path), lines, options)
+    const source = resolve(path)
+    const index = Model.fromLines(source, lines, options)
+    const open = (key: string): Model.Session | Dump.DumpLineError | undefined => {
+      const mine = refs.get(key)
+      if (mine === undefined) return undefined
+      const full: Array<Dump.Line> = []
+      for (const f of new Set(mine.map((r) => r.file))) {
+        const text = texts[f]!
+        const read = Dump.readLines(files[f]!, mine.filter((r) => r.file === f).map((r) => text.slice(r.start, r.end)))
+        if (read instanceof Dump.DumpLineError) return read
+        full.push(...read)
+      }
+      return Model.fromLines(source, full, options).byKey.get(key)
+    }
+    return { ...index, open }
   }).pipe(Effect.withSpan("Inspector.load", { attributes: { path } }))
+
+/** A Session opened in full, for its detail (the html export and `/api/session`). */
+const opened = (run: Model.Run, key: string): Effect.Effect<Model.Session | undefined, InspectError> => {
+  const session = run.open(key)
+  return session instanceof Dump.DumpLineError ? Effect.fail(badLine(session)) : Effect.succeed(session)
+}
 
 /** Token texts from a tokenizer, one decode per distinct id (special tokens kept, so they show). */
 export const vocabulary = (tokenizer: TokenizerShape): Tokens.Vocabulary => {
@@ -103,19 +164,22 @@ const scriptJson = (value: unknown): string => JSON.stringify(value).replace(/</
  * The inspector as one self-contained HTML file: the page's script and style inline, the overview and every Session's
  * detail as JSON script elements (a Session's is parsed only when it is opened).
  */
-export const html = (run: Model.Run, vocab: Tokens.Vocabulary): string => {
-  const parts: Array<string> = []
-  parts.push(`<script type="application/json" id="inspect-overview">${scriptJson(Model.overview(run))}</script>`)
-  for (const session of run.sessions) {
-    parts.push(
-      `<script type="application/json" class="inspect-session" data-key="${escapeAttribute(session.key)}">` +
-        `${scriptJson(SessionTree.detail(run, session, vocab))}</script>`
-    )
-  }
-  return asset("index.html")
-    .replace(`<link rel="stylesheet" href="app.css">`, () => `<style>\n${asset("app.css")}</style>`)
-    .replace(`<script src="app.js"></script>`, () => `${parts.join("\n")}\n<script>\n${asset("app.js")}</script>`)
-}
+export const html = (run: Model.Run, vocab: Tokens.Vocabulary): Effect.Effect<string, InspectError> =>
+  Effect.gen(function*() {
+    const parts: Array<string> = []
+    parts.push(`<script type="application/json" id="inspect-overview">${scriptJson(Model.overview(run))}</script>`)
+    for (const { key } of run.sessions) {
+      const session = yield* opened(run, key)
+      if (session === undefined) continue
+      parts.push(
+        `<script type="application/json" class="inspect-session" data-key="${escapeAttribute(key)}">` +
+          `${scriptJson(SessionTree.detail(run, session, vocab))}</script>`
+      )
+    }
+    return asset("index.html")
+      .replace(`<link rel="stylesheet" href="app.css">`, () => `<style>\n${asset("app.css")}</style>`)
+      .replace(`<script src="app.js"></script>`, () => `${parts.join("\n")}\n<script>\n${asset("app.js")}</script>`)
+  })
 
 const escapeAttribute = (text: string): string =>
   text.replace(/&/g, "&amp;").replace(/"/g, "&quot;").replace(/</g, "&lt;")
@@ -160,9 +224,12 @@ const routesOf = (run: Model.Run, vocab: Tokens.Vocabulary) => {
       Effect.gen(function*() {
         const request = yield* HttpServerRequest.HttpServerRequest
         const key = new URL(request.url, "http://inspect").searchParams.get("key") ?? ""
-        const session = run.byKey.get(key)
+        const session = run.open(key)
         if (session === undefined) {
           return json({ error: `no Session ${key} in this run` }).pipe(HttpServerResponse.setStatus(404))
+        }
+        if (session instanceof Dump.DumpLineError) {
+          return json({ error: session.message }).pipe(HttpServerResponse.setStatus(500))
         }
         return json(SessionTree.detail(run, session, vocab))
       })

@@ -110,10 +110,14 @@ export const make = Effect.fnUntraced(function*<E>(options: EvalOptions<E>) {
         rewards: samples.map((s) => Records.primaryReward(s, key)),
         truncated: samples.map((s) => s.status === "truncated"),
         samples,
-        metrics: Records.evalMetrics(dataset.name, {
-          ...finished.metrics,
-          ...RolloutStats.compute(samples, { staleness: false })
-        }),
+        metrics: {
+          ...Records.evalMetrics(dataset.name, {
+            ...finished.metrics,
+            ...RolloutStats.compute(samples, { staleness: false })
+          }),
+          // Relax's step key of the eval/ panels: the training steps done before this Eval.
+          "eval/step": rolloutId
+        },
         dropped: outcome.dropped + outcome.filtered
       } satisfies Results.EvalDatasetResult
     }))

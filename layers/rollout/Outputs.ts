@@ -102,7 +102,7 @@ const make = Effect.gen(function*() {
       Effect.catch((error) =>
         Effect.gen(function*() {
           const fallback = yield* salvage(path, text)
-          const failed = new Telemetry.OutputWriteError({ path, reason: OutputPaths.describeFsError(error), fallback })
+          const failed = new Telemetry.OutputWriteError({ path, detail: OutputPaths.describeFsError(error), fallback })
           yield* Ref.update(failure, (first) => first ?? failed)
           return yield* failed
         })

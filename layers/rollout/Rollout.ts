@@ -179,6 +179,7 @@ const make = Effect.gen(function*() {
   )
 
   const runStep = Effect.fn("Rollout.runStep")(function*(rolloutId: number) {
+    yield* Effect.annotateCurrentSpan("rolloutId", rolloutId)
     yield* stopAfterWriteFailure
     const startedAt = yield* Clock.currentTimeMillis
     return yield* Effect.scoped(Effect.gen(function*() {
@@ -262,6 +263,8 @@ const make = Effect.gen(function*() {
             RolloutStats.compute(step.samples, { staleness: mode.partialRollout || mode.fullyAsync })
           ),
           "perf/rollout_time": ((yield* Clock.currentTimeMillis) - startedAt) / 1000,
+          // Relax's step key: the x axis of a dashboard's rollout/ panels.
+          "rollout/step": rolloutId,
           ...Records.parserFailureMetrics(yield* runner.takeParserFailures, settings.agenticToolCallParser),
           ...Records.driftMetrics(yield* runner.takeDrift),
           ...(yield* engine.takeStepMetrics),

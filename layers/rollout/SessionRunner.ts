@@ -176,6 +176,9 @@ const make = Effect.gen(function*() {
             })
           )
         }
+        // The Session's span: its model requests' traces link to it (docs/observability.md, "Traces").
+        yield* Effect.annotateCurrentSpan({ sessionId, groupId: group.groupId, mode: group.mode })
+        const span = yield* Effect.currentSpan.pipe(Effect.orElseSucceed(() => undefined))
         const budget = yield* supervisor.makeBudget
         yield* gate.trackBudget(budget)
         const sessionGate = !eval_ && retains ? yield* gate.register(sessionId, budget) : undefined
@@ -190,7 +193,8 @@ const make = Effect.gen(function*() {
           rolloutId: ticket.rolloutId,
           awaitLease: ticket.awaitLease,
           gate: sessionGate,
-          counters
+          counters,
+          span
         })
         yield* Effect.forkScoped(ticket.leased.pipe(Effect.andThen(budget.start)))
         yield* Instruments.trackAgent(ticket.firstRequest)

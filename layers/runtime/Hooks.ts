@@ -10,10 +10,10 @@ import * as HookSpec from "../../src/hooks/HookSpec.ts"
 export class HookLoadError extends Data.TaggedError("HookLoadError")<{
   readonly flag: string
   readonly value: string
-  readonly reason: string
+  readonly detail: string
 }> {
   override get message() {
-    return `${this.flag} ${JSON.stringify(this.value)}: ${this.reason}`
+    return `${this.flag} ${JSON.stringify(this.value)}: ${this.detail}`
   }
 }
 
@@ -38,7 +38,7 @@ export const load: (
         new HookLoadError({
           flag,
           value,
-          reason: `cannot import ${resolve(cwd, spec.path)}: ${Errors.messageOf(error)}`
+          detail: `cannot import ${resolve(cwd, spec.path)}: ${Errors.messageOf(error)}`
         })
     })
     const exported = module[spec.exportName]
@@ -47,7 +47,7 @@ export const load: (
       return yield* new HookLoadError({
         flag,
         value,
-        reason:
+        detail:
           `export ${JSON.stringify(spec.exportName)} is ${
             exported === undefined ? "missing" : `a ${typeof exported}, not a function`
           }` +

@@ -31,3 +31,20 @@ export const step =
     )
 
 const noStack = { captureStackTrace: false } as const
+
+/**
+ * Link the current span to `target` (a span of another trace, e.g. a model request's root to its Session's span), when
+ * {@link isTracing}; nothing otherwise.
+ */
+export const linkTo = (
+  target: Tracer.AnySpan,
+  attributes: Readonly<Record<string, unknown>> = {}
+): Effect.Effect<void> =>
+  Effect.withFiber((fiber) =>
+    isTracing(fiber)
+      ? Effect.currentSpan.pipe(
+        Effect.flatMap((span) => Effect.sync(() => span.addLinks([{ span: target, attributes }]))),
+        Effect.ignore
+      )
+      : Effect.void
+  )

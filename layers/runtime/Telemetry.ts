@@ -6,19 +6,12 @@
  * ANSI badges and the progress bar appear only on a TTY; a log file or pipe gets plain lines that `grep` can find
  * (`AGENTIC ROLLOUT event=accounting_end rollout=0 ...`). Field values print as the reference prints them (Python's
  * `str`): `True` / `False`, and a dict as `{'key': value}`; a field whose value is `undefined` or `null` is left out.
- * The files themselves are written by `Outputs` (through `Files.writeFileAtomic`).
+ * The lines themselves are pure text (src/rollout/EventLine.ts); the files are written by `Outputs` (through
+ * `Files.writeFileAtomic`).
  */
 import { Context, Data, Duration, Effect, Layer, type Scope } from "effect"
+import * as EventLine from "../../src/rollout/EventLine.ts"
 import * as OutputPaths from "../../src/rollout/OutputPaths.ts"
-
-/** A value an event line can carry. */
-export type FieldValue =
-  | string
-  | number
-  | boolean
-  | null
-  | undefined
-  | { readonly [key: string]: string | number | boolean | null }
 
 /** How often a step's progress is printed as a status line without a TTY. */
 export const STATUS_INTERVAL = Duration.seconds(30)
@@ -53,14 +46,14 @@ export interface Progress {
  */
 export class OutputWriteError extends Data.TaggedError("OutputWriteError")<{
   readonly path: string
-  readonly reason: string
+  readonly detail: string
   readonly fallback?: string | undefined
 }> {
   override get message(): string {
     const kept = this.fallback === undefined
       ? "It could not be saved anywhere else either."
       : `Its content was saved to ${this.fallback} instead (move it there once the directory is fixed).`
-    return `cannot write ${this.path}: ${this.reason}. ${kept} The rollout stopped; free space or fix the directory's ` +
+    return `cannot write ${this.path}: ${this.detail}. ${kept} The rollout stopped; free space or fix the directory's ` +
       "permissions (or choose another --output-dir / --save-debug-rollout-data), then run again."
   }
 }
@@ -68,7 +61,7 @@ export class OutputWriteError extends Data.TaggedError("OutputWriteError")<{
 export interface TelemetryShape {
   readonly isTTY: boolean
   /** `AGENTIC ROLLOUT event=<event> key=value ...` */
-  readonly event: (event: string, fields: Readonly<Record<string, FieldValue>>) => Effect.Effect<void>
+  readonly event: (event: string, fields: Readonly<Record<string, EventLine.FieldValue>>) => Effect.Effect<void>
   /** `AGENTIC <message>` (e.g. `Dropped 1 group`, `Filtered 1 group`). */
   readonly status: (message: string) => Effect.Effect<void>
   readonly info: (message: string) => Effect.Effect<void>
@@ -80,48 +73,6 @@ export interface TelemetryShape {
    */
   readonly progress: (options: ProgressOptions) => Effect.Effect<Progress, never, Scope.Scope>
 }
-
-const RESET = "\u001b[0m"
-const MAGENTA = "\u001b[1;38;5;213m"
-const badge = (label: string, background: number, tty: boolean): string =>
-  tty ? `\u001b[48;5;${background}m\u001b[1;38;5;231m ${label} ${RESET}` : label
-
-/** Python `str()` of a value, as the reference's log helper renders fields. */
-export const pythonStr = (value: Exclude<FieldValue, undefined>): string => {
-  if (value === null) return "None"
-  if (typeof value === "boolean") return value ? "True" : "False"
-  if (typeof value === "number") {
-    return Number.isFinite(value)
-      ? String(value)
-      : value > 0
-      ? "inf"
-      : value < 0
-      ? "-inf"
-      : "nan"
-  }
-  if (typeof value === "string") return value
-  const entries = Object.entries(value).map(([k, v]) => `'${k}': ${typeof v === "string" ? `'${v}'` : pythonStr(v)}`)
-  return `{${entries.join(", ")}}`
-}
-
-/** The event line without a trailing newline. */
-export const formatEvent = (
-  event: string,
-  fields: Readonly<Record<string, FieldValue>>,
-  tty: boolean
-): string => {
-  const parts = [`event=${event}`]
-  for (const [key, value] of Object.entries(fields)) {
-    if (value === undefined || value === null) continue
-    parts.push(`${key}=${pythonStr(value)}`)
-  }
-  const body = parts.join(" ")
-  return `${badge("AGENTIC ROLLOUT", 60, tty)} ${tty ? `${MAGENTA}${body}${RESET}` : body}`
-}
-
-/** `AGENTIC <message>` */
-export const formatStatus = (message: string, tty: boolean): string =>
-  `${badge("AGENTIC", 54, tty)} ${tty ? `${MAGENTA}${message}${RESET}` : message}`
 
 const postfixOf = (options: ProgressOptions, scored: number, prepared: number): string =>
   options.showPrepared ? `scored=${scored}, prepared=${prepared}` : `scored=${scored}`
@@ -146,11 +97,13 @@ export const formatProgressStatus = (
 export const make = (sink: Sink): TelemetryShape => {
   return {
     isTTY: sink.isTTY,
-    event: Effect.fn("Telemetry.event")(function*(event: string, fields: Readonly<Record<string, FieldValue>>) {
-      sink.line(formatEvent(event, fields, sink.isTTY))
-    }),
+    event: Effect.fn("Telemetry.event")(
+      function*(event: string, fields: Readonly<Record<string, EventLine.FieldValue>>) {
+        sink.line(EventLine.formatEvent(event, fields, sink.isTTY))
+      }
+    ),
     status: Effect.fn("Telemetry.status")(function*(message: string) {
-      sink.line(formatStatus(message, sink.isTTY))
+      sink.line(EventLine.formatStatus(message, sink.isTTY))
     }),
     info: Effect.fn("Telemetry.info")(function*(message: string) {
       sink.line(message)
@@ -196,7 +149,7 @@ export const make = (sink: Sink): TelemetryShape => {
         yield* Effect.forkScoped(Effect.forever(Effect.gen(function*() {
           yield* Effect.sleep(STATUS_INTERVAL)
           const { scored, total, prepared } = yield* progress.snapshot
-          sink.line(formatStatus(formatProgressStatus(options, scored, total, prepared), false))
+          sink.line(EventLine.formatStatus(formatProgressStatus(options, scored, total, prepared), false))
         })))
       }
       return progress

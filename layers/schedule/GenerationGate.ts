@@ -106,12 +106,18 @@ interface RequestState {
   aborted: boolean
   /** The last attempt was aborted by a pause. */
   paused: boolean
+  /**
+   * Completes the current attempt's `done` once the request has taken in how it ended: the generation core reported
+   * an abort (`aborted`, the request is parked) or the request ended.
+   */
+  settle: (() => void) | undefined
 }
 
 interface Running {
   readonly rid: string
   readonly session: SessionState
   readonly request: RequestState
+  /** The attempt ended and its request took it in (parked after an abort, or ended): a pause waits for this. */
   readonly done: Deferred.Deferred<void>
 }
 
@@ -161,17 +167,20 @@ export const make = (options: {
               running.add(entry)
               request.running = true
               request.paused = false
+              request.settle = () => Deferred.doneUnsafe(done, Effect.void)
               changed()
               return true
             })
             if (admitted) break
           }
+          // `done` completes only once the request has taken the outcome in (see `settle`): between the attempt's end
+          // and the generation core's report of its abort, the request is neither running nor parked, and a pause
+          // that returned then would see its Session as neither interrupted nor running.
           return yield* run.pipe(
-            Effect.ensuring(Effect.suspend(() => {
+            Effect.ensuring(Effect.sync(() => {
               running.delete(entry)
               request.running = false
               changed()
-              return Deferred.succeed(done, undefined)
             }))
           )
         }).pipe(Effect.withSpan("GenerationGate.attempt", { attributes: { rid } }))
@@ -190,7 +199,12 @@ export const make = (options: {
           return {
             request: (body) =>
               Effect.suspend(() => {
-                const request: RequestState = { running: false, aborted: false, paused: false }
+                const request: RequestState = { running: false, aborted: false, paused: false, settle: undefined }
+                const settle = () => {
+                  const settled = request.settle
+                  request.settle = undefined
+                  settled?.()
+                }
                 state.requests.add(request)
                 changed()
                 const live: LiveRequest = {
@@ -200,12 +214,14 @@ export const make = (options: {
                       request.aborted = true
                       if (Retention.isProtected(options.mode, abortCount)) state.protectionPending = true
                       changed()
+                      settle()
                       return request.paused
                     }).pipe(Effect.withSpan("GenerationGate.aborted"))
                 }
                 return body(live).pipe(Effect.ensuring(Effect.sync(() => {
                   state.requests.delete(request)
                   changed()
+                  settle()
                 })))
               }).pipe(Effect.withSpan("GenerationGate.request", { attributes: { sessionId } })),
             isProtected: () => state.protected

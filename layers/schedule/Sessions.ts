@@ -9,7 +9,7 @@
  * only the most recently closed ones are remembered (`closedMemory`), so a long run does not grow the registry forever.
  * The live Sessions are the gauge `relax_agentic_sessions_active` (docs/observability.md).
  */
-import { Context, Data, Effect, Layer } from "effect"
+import { Context, Data, Effect, Layer, type Tracer } from "effect"
 import { createHash, randomBytes } from "node:crypto"
 import type * as Drift from "../../src/inspect/Drift.ts"
 import type * as AgentSpec from "../../src/session/AgentSpec.ts"
@@ -54,6 +54,11 @@ export interface SessionEntry {
    */
   readonly gate?: SessionGate | undefined
   readonly counters: SessionCounters
+  /**
+   * The Session's span (`SessionRunner.session`): each model request's trace (root `Gateway.handle`) links to it
+   * (docs/observability.md). Absent for Sessions registered without one (tests).
+   */
+  readonly span?: Tracer.AnySpan | undefined
 }
 
 export class UnknownSessionError extends Data.TaggedError("UnknownSessionError")<{}> {

@@ -48,7 +48,7 @@ export const imageUrl = (source: SessionInput.ImageSource): Effect.Effect<string
 }
 
 const imageError = (sessionId: string, index: number, reason: string) =>
-  new SessionInputError({ row: sessionId, field: `images[${index}]`, reason })
+  new SessionInputError({ row: sessionId, field: `images[${index}]`, detail: reason })
 
 /**
  * The content of `session_input.json` for a prepared row, its images loaded once per row (a Group shares one row):

@@ -6,32 +6,32 @@
  * A directory that also holds a `preprocessor_config.json` of the Qwen2-VL image processor (Qwen2-VL, Qwen2.5-VL,
  * Qwen3-VL checkpoints) gives the service its `vision` constants, with which image placeholders get their
  * processor-expanded training tokens (src/template/ImageGrid.ts).
- * `encodeAsync` keeps the event loop free: a text of {@link OFF_LOOP_CHARS} characters or more (a 1 MB tool result
- * takes about a second to encode) is encoded on a worker thread that loads the same files on first use; shorter
- * texts are encoded in place. In place, `encode` and `encodeText` put a bounded pre-token → ids cache in front of the
- * library's byte-level step and BPE model (layers/tokenizer/PreTokenCache.ts); the ids are the library's. `decode` keeps
+ * `encodeAsync` keeps the event loop free: a text of {@link OFF_LOOP_CHARS} characters or more (a long tool result
+ * would hold every other Session for its whole encode; figures: docs/performance.md) is encoded on a worker thread
+ * that loads the same files on first use (layers/tokenizer/OffLoopEncoder.ts); shorter texts are encoded in place.
+ * In place, `encode` and `encodeText` put a bounded pre-token → ids cache in front of the library's byte-level step
+ * and BPE model (layers/tokenizer/PreTokenCache.ts); the ids are the library's. `decode` keeps
  * each id's bytes (layers/tokenizer/ByteLevelDecode.ts); the text is the library's.
  */
 import { Tokenizer as HfTokenizer } from "@huggingface/tokenizers"
 import { Context, Data, Effect, Layer, Result } from "effect"
-import { existsSync } from "node:fs"
 import { readFile } from "node:fs/promises"
 import { createRequire } from "node:module"
 import { dirname, join } from "node:path"
-import { Worker } from "node:worker_threads"
 import * as Errors from "../../src/errors.ts"
 import type * as Canonical from "../../src/protocol/canonical.ts"
 import * as ChatTemplate from "../../src/template/ChatTemplate.ts"
 import * as ImageGrid from "../../src/template/ImageGrid.ts"
 import { byteLevelDecoder } from "./ByteLevelDecode.ts"
+import * as OffLoopEncoder from "./OffLoopEncoder.ts"
 import { cachedEncoder, plainEncoder } from "./PreTokenCache.ts"
 
 export class TokenizerLoadError extends Data.TaggedError("TokenizerLoadError")<{
   readonly directory: string
-  readonly reason: string
+  readonly detail: string
 }> {
   override get message() {
-    return `cannot load the tokenizer from ${this.directory}: ${this.reason}. ` +
+    return `cannot load the tokenizer from ${this.directory}: ${this.detail}. ` +
       `--tokenizer must name a directory holding tokenizer.json and tokenizer_config.json (with a chat_template).`
   }
 }
@@ -116,65 +116,6 @@ const asTokenString = (value: unknown): string | undefined => {
 /** Texts at least this long are encoded off the event loop by `encodeAsync` (~16k tokens, tens of milliseconds). */
 export const OFF_LOOP_CHARS = 64 * 1024
 
-// The worker is plain CommonJS (no TypeScript loader needed wherever the service runs): it loads the same files
-// with the same library and answers `{ id, text }` with `{ id, ids }` (an Int32Array, transferred).
-const workerSource = `
-const { parentPort, workerData } = require("node:worker_threads")
-const { readFileSync } = require("node:fs")
-const { join } = require("node:path")
-const { Tokenizer } = require(workerData.library)
-const read = (name) => JSON.parse(readFileSync(join(workerData.directory, name), "utf8"))
-const hf = new Tokenizer(read("tokenizer.json"), read("tokenizer_config.json"))
-parentPort.on("message", ({ id, text }) => {
-  const ids = Int32Array.from(hf.encode(text, { add_special_tokens: false }).ids)
-  parentPort.postMessage({ id, ids }, [ids.buffer])
-})
-`
-
-/**
- * An encoder on a worker thread for the tokenizer files in `directory`, started on first use; `undefined` when the
- * files are not there (the caller then encodes in place). A worker that fails is dropped and the pending texts are
- * encoded in place, so a result always comes back.
- */
-const offLoopEncoder = (
-  directory: string,
-  inPlace: (text: string) => ReadonlyArray<number>
-): ((text: string) => Promise<ReadonlyArray<number>>) | undefined => {
-  if (!existsSync(join(directory, "tokenizer.json"))) return undefined
-  let worker: Worker | undefined
-  let nextId = 0
-  const pending = new Map<number, { readonly text: string; readonly resolve: (ids: ReadonlyArray<number>) => void }>()
-  const failed = () => {
-    worker = undefined
-    for (const [id, job] of pending) {
-      pending.delete(id)
-      job.resolve(inPlace(job.text))
-    }
-  }
-  const start = (): Worker => {
-    const library = createRequire(import.meta.url).resolve("@huggingface/tokenizers")
-    const started = new Worker(workerSource, { eval: true, workerData: { directory, library } })
-    started.on("message", (message: { readonly id: number; readonly ids: Int32Array }) => {
-      const job = pending.get(message.id)
-      pending.delete(message.id)
-      // An idle worker does not keep the process alive.
-      if (pending.size === 0) started.unref()
-      job?.resolve(Array.from(message.ids))
-    })
-    started.on("error", failed)
-    started.on("exit", failed)
-    return started
-  }
-  return (text) =>
-    new Promise((resolve) => {
-      const id = nextId++
-      pending.set(id, { text, resolve })
-      worker ??= start()
-      worker.ref()
-      worker.postMessage({ id, text })
-    })
-}
-
 /** The end-of-turn token of ChatML templates (Qwen and others), which may differ from the tokenizer's EOS token. */
 const CHATML_END_OF_TURN = "<|im_end|>"
 
@@ -187,7 +128,7 @@ export const fromJson = (
 ): TokenizerShape => {
   const templateSource = tokenizerConfig["chat_template"]
   if (typeof templateSource !== "string") {
-    throw new TokenizerLoadError({ directory: source, reason: "tokenizer_config.json has no string chat_template" })
+    throw new TokenizerLoadError({ directory: source, detail: "tokenizer_config.json has no string chat_template" })
   }
   // The HF types describe these files loosely; this is the decoding boundary.
   const hf = new HfTokenizer(tokenizerJson as never, tokenizerConfig as never)
@@ -197,7 +138,8 @@ export const fromJson = (
   const specialAdded = added.filter((t) => t.special === true).sort((a, b) => a.id - b.id)
   const specialTokenIds = new Set(specialAdded.map((t) => t.id))
   // Built on first use (agent text holding a special literal is rare): from the loaded tokenizer when that is exact
-  // (layers/tokenizer/PreTokenCache.ts), else as a second tokenizer without the special tokens (~0.2 s, ~33 MB).
+  // (layers/tokenizer/PreTokenCache.ts), else as a second tokenizer without the special tokens (costly to build:
+  // docs/performance.md, "Figures behind code comments").
   let plain: ((text: string) => ReadonlyArray<number>) | undefined
   const plainEncode = (): (text: string) => ReadonlyArray<number> => (plain ??= plainEncoder(hf) ?? cachedEncoder(
     new HfTokenizer(
@@ -212,11 +154,11 @@ export const fromJson = (
   const vocabSize = maxId + 1
   const eosToken = asTokenString(tokenizerConfig["eos_token"])
   if (eosToken === undefined) {
-    throw new TokenizerLoadError({ directory: source, reason: "tokenizer_config.json has no eos_token" })
+    throw new TokenizerLoadError({ directory: source, detail: "tokenizer_config.json has no eos_token" })
   }
   const eosTokenId = hf.token_to_id(eosToken)
   if (eosTokenId === undefined) {
-    throw new TokenizerLoadError({ directory: source, reason: `eos_token ${eosToken} is not in the vocabulary` })
+    throw new TokenizerLoadError({ directory: source, detail: `eos_token ${eosToken} is not in the vocabulary` })
   }
   const padToken = asTokenString(tokenizerConfig["pad_token"])
   const vision = preprocessorConfig === undefined ? undefined : visionOf(source, hf, preprocessorConfig)
@@ -230,7 +172,7 @@ export const fromJson = (
     ChatTemplate.render(compiled, request)
   const encodeCached = cachedEncoder(hf)
   const encode = (text: string): ReadonlyArray<number> => (text.length === 0 ? [] : encodeCached(text))
-  const offLoop = offLoopEncoder(source, encode)
+  const offLoop = OffLoopEncoder.make(source, encode)
   const decodeIds = byteLevelDecoder(hf)
   return {
     source,
@@ -261,12 +203,12 @@ export const fromJson = (
 
 const visionOf = (source: string, hf: HfTokenizer, preprocessorConfig: unknown): Vision => {
   const config = ImageGrid.configFrom(preprocessorConfig)
-  if (Result.isFailure(config)) throw new TokenizerLoadError({ directory: source, reason: config.failure })
+  if (Result.isFailure(config)) throw new TokenizerLoadError({ directory: source, detail: config.failure })
   const imagePadId = hf.token_to_id(IMAGE_PAD)
   if (imagePadId === undefined) {
     throw new TokenizerLoadError({
       directory: source,
-      reason: `preprocessor_config.json is there but ${IMAGE_PAD} is not in the vocabulary`
+      detail: `preprocessor_config.json is there but ${IMAGE_PAD} is not in the vocabulary`
     })
   }
   return { config: config.success, imagePadId }
@@ -307,7 +249,7 @@ export const load = (directory?: string): Effect.Effect<TokenizerShape, Tokenize
     catch: (error) =>
       error instanceof TokenizerLoadError
         ? error
-        : new TokenizerLoadError({ directory: dir, reason: Errors.messageOf(error) })
+        : new TokenizerLoadError({ directory: dir, detail: Errors.messageOf(error) })
   }).pipe(Effect.withSpan("Tokenizer.load", { attributes: { directory: dir } }))
 }
 

@@ -78,10 +78,10 @@ export interface RpcServerOptions {
 export class RpcServeError extends Data.TaggedError("RpcServeError")<{
   readonly host: string
   readonly port: number
-  readonly reason: string
+  readonly detail: string
 }> {
   override get message(): string {
-    return `--rpc-host/--rpc-port: the trainer RPC cannot listen on ${this.host}:${this.port}: ${this.reason}; ` +
+    return `--rpc-host/--rpc-port: the trainer RPC cannot listen on ${this.host}:${this.port}: ${this.detail}; ` +
       "pick a free port (0: any free port) or another interface"
   }
 }
@@ -180,7 +180,7 @@ const layerWith = (options: RpcServerOptions) => {
       Layer.effect(
         RolloutRpcServer,
         Effect.fail(
-          new RpcServeError({ host, port, reason: Errors.messageOf(error.cause) })
+          new RpcServeError({ host, port, detail: Errors.messageOf(error.cause) })
         )
       ))
   )

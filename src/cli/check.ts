@@ -4,9 +4,7 @@
  */
 import { Data, Effect, Layer, Result } from "effect"
 import { readFileSync } from "node:fs"
-import { EmbeddedEngine } from "../../layers/engine/EmbeddedEngine.ts"
 import { Engine } from "../../layers/engine/Engine.ts"
-import { SglangEngine } from "../../layers/engine/sglang/SglangEngine.ts"
 import { Gateway } from "../../layers/gateway/Gateway.ts"
 import { Forests } from "../../layers/generation/Forests.ts"
 import { Generation } from "../../layers/generation/Generation.ts"
@@ -19,6 +17,7 @@ import * as Reward from "../credit/Reward.ts"
 import * as Errors from "../errors.ts"
 import * as Export from "../forest/Export.ts"
 import * as Forest from "../forest/Forest.ts"
+import { engineLayer } from "../index.ts"
 import * as OutputPaths from "../rollout/OutputPaths.ts"
 import * as Capacity from "../schedule/Capacity.ts"
 import * as Dataset from "../schedule/Dataset.ts"
@@ -46,14 +45,14 @@ export interface CheckReport {
 }
 
 /** A check that could not start its Session (bad flags, dataset, hooks, port). */
-export class CheckStartupError extends Data.TaggedError("CheckStartupError")<{ readonly reason: string }> {
+export class CheckStartupError extends Data.TaggedError("CheckStartupError")<{ readonly detail: string }> {
   override get message(): string {
-    return this.reason
+    return this.detail
   }
 }
 
 const startup = <A, E extends { readonly message: string }, R>(effect: Effect.Effect<A, E, R>) =>
-  Effect.mapError(effect, (error) => new CheckStartupError({ reason: error.message }))
+  Effect.mapError(effect, (error) => new CheckStartupError({ detail: error.message }))
 
 /** The capacity table of the guide for these settings. */
 export const capacityOf = (settings: Settings.RolloutSettings): Capacity.CapacityReport =>
@@ -65,19 +64,9 @@ const checkStack = (settings: Settings.RolloutSettings) =>
   Effect.gen(function*() {
     const parsers = yield* startup(Effect.fromResult(Generation.optionsOf(settings)))
     const tokenizer = settings.tokenizer === undefined ? Tokenizer.layer : Tokenizer.fromDirectory(settings.tokenizer)
-    const engine = settings.engine === "sglang"
-      // A check answers quickly: a server still starting is waited for 10 seconds, not the rollout's 10 minutes
-      // (unless --sglang-startup-timeout says otherwise).
-      ? SglangEngine.layerCheckingTokenizer({
-        startupTimeout: "10 seconds",
-        ...SglangEngine.optionsOf(settings)
-      })
-      : settings.embeddedPolicy === undefined
-      ? EmbeddedEngine.layer({ seed: settings.rolloutSeed })
-      : EmbeddedEngine.layer({
-        seed: settings.rolloutSeed,
-        policy: yield* startup(EmbeddedEngine.loadPolicy(settings.embeddedPolicy))
-      })
+    // A check answers quickly: a server still starting is waited for 10 seconds, not the rollout's 10 minutes
+    // (unless --sglang-startup-timeout says otherwise).
+    const engine = engineLayer(settings, { cwd: process.cwd(), sglangDefaults: { startupTimeout: "10 seconds" } })
     const core = Layer.mergeAll(Forests.layer, Sessions.layer, engine).pipe(Layer.provideMerge(tokenizer))
     const generation = Generation.layer(parsers).pipe(Layer.provideMerge(core))
     return Gateway.layer({ host: settings.host, port: settings.port }).pipe(Layer.provideMerge(generation))
@@ -89,14 +78,14 @@ const readRow = (settings: Settings.RolloutSettings, row: number) =>
       try: () => readFileSync(settings.promptData, "utf8"),
       catch: (error) =>
         new CheckStartupError({
-          reason: `--prompt-data: cannot read ${settings.promptData}: ${Errors.messageOf(error)}`
+          detail: `--prompt-data: cannot read ${settings.promptData}: ${Errors.messageOf(error)}`
         })
     })
     const rows = yield* startup(Effect.fromResult(Dataset.parse(text, settings.promptData)))
     const data = rows[row]
     if (data === undefined) {
       return yield* new CheckStartupError({
-        reason: `--row: ${row} is out of range; ${settings.promptData} has ${rows.length} row(s)`
+        detail: `--row: ${row} is out of range; ${settings.promptData} has ${rows.length} row(s)`
       })
     }
     return yield* startup(Effect.fromResult(SessionInput.fromRow(data, row, {
@@ -271,13 +260,15 @@ export const runCheck = (
       Effect.catchTag(
         "ServeError",
         (error) =>
-          Effect.fail(new CheckStartupError({ reason: `--host/--port: the gateway cannot listen: ${error.message}` }))
+          Effect.fail(new CheckStartupError({ detail: `--host/--port: the gateway cannot listen: ${error.message}` }))
       )
     )
   }).pipe(
     Effect.catchTags({
-      TokenizerLoadError: (error) => Effect.fail(new CheckStartupError({ reason: `--tokenizer: ${error.message}` })),
-      EngineError: (error) => Effect.fail(new CheckStartupError({ reason: `--engine: ${error.message}` }))
+      TokenizerLoadError: (error) => Effect.fail(new CheckStartupError({ detail: `--tokenizer: ${error.message}` })),
+      EngineError: (error) => Effect.fail(new CheckStartupError({ detail: `--engine: ${error.message}` })),
+      HookSpecError: (error) => Effect.fail(new CheckStartupError({ detail: error.message })),
+      HookLoadError: (error) => Effect.fail(new CheckStartupError({ detail: error.message }))
     })
   )
 

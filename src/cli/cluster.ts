@@ -28,6 +28,7 @@ import * as Fingerprint from "../cluster/Fingerprint.ts"
 import * as ClusterFlags from "../cluster/Flags.ts"
 import * as Slots from "../cluster/Slots.ts"
 import * as Settings from "../config/Settings.ts"
+import * as Errors from "../errors.ts"
 import { type ClusterRole, servicesFromSettings } from "../index.ts"
 import { capacityOf } from "./check.ts"
 import type { FlagValues } from "./flags.ts"
@@ -283,7 +284,7 @@ export const runnerCommand = Command.make(
             { ...(typeof slots === "number" ? { slots } : {}), orphanTimeout }
           )
         ),
-        Effect.mapError((error) => userError(error instanceof Error ? error.message : String(error)))
+        Effect.mapError((error) => userError(Errors.messageOf(error)))
       )
     })
 ).pipe(Command.withDescription(

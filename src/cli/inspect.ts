@@ -43,14 +43,14 @@ export const runInspect = (request: InspectRequest, onServing: (url: string) => 
     const tokenizer = yield* Tokenizer.load(request.tokenizer).pipe(
       Effect.mapError((error) =>
         userError(
-          `--tokenizer ${error.directory}: cannot load the tokenizer (${error.reason}); give the directory the rollout used`
+          `--tokenizer ${error.directory}: cannot load the tokenizer (${error.detail}); give the directory the rollout used`
         )
       )
     )
     const vocab = Inspector.vocabulary(tokenizer)
     if (request.html !== undefined) {
       const out = resolve(request.html)
-      const text = Inspector.html(run, vocab)
+      const text = yield* Inspector.html(run, vocab).pipe(Effect.mapError((error) => userError(error.message)))
       yield* Effect.try({
         try: () => writeFileSync(out, text),
         catch: (error) => userError(`--html ${out}: cannot write the file (${String(error)})`)

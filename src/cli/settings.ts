@@ -14,10 +14,10 @@ import { type FlagSpec, type FlagValues, rolloutFlags } from "./flags.ts"
 /** A command line that cannot become options; the message names the flag and the fix. */
 export class CliInputError extends Data.TaggedError("CliInputError")<{
   readonly flag: string
-  readonly reason: string
+  readonly detail: string
 }> {
   override get message(): string {
-    return `${this.flag}: ${this.reason}`
+    return `${this.flag}: ${this.detail}`
   }
 }
 
@@ -29,14 +29,14 @@ const parseJsonObject = (flag: string, text: string): Result.Result<Schema.JsonO
     return Result.fail(
       new CliInputError({
         flag,
-        reason: `${JSON.stringify(text)} is not valid JSON (${Errors.messageOf(error)}); ` +
+        detail: `${JSON.stringify(text)} is not valid JSON (${Errors.messageOf(error)}); ` +
           `quote it for the shell, e.g. ${flag} '{"image":"images"}'`
       })
     )
   }
   return Schema.is(Schema.JsonObject)(value)
     ? Result.succeed(value)
-    : Result.fail(new CliInputError({ flag, reason: `expects a JSON object, got ${text}` }))
+    : Result.fail(new CliInputError({ flag, detail: `expects a JSON object, got ${text}` }))
 }
 
 const toPairs = (flag: string, values: ReadonlyArray<string>) => {
@@ -44,7 +44,7 @@ const toPairs = (flag: string, values: ReadonlyArray<string>) => {
     return Result.fail(
       new CliInputError({
         flag,
-        reason: `expects NAME PATH pairs, got ${values.length} value(s) (${values.join(" ")}); ` +
+        detail: `expects NAME PATH pairs, got ${values.length} value(s) (${values.join(" ")}); ` +
           `write ${flag} NAME PATH [NAME PATH ...]`
       })
     )
@@ -96,7 +96,7 @@ export const readConfigFile = (path: string): Result.Result<Record<string, unkno
     text = readFileSync(path, "utf8")
   } catch (error) {
     return Result.fail(
-      new CliInputError({ flag, reason: `cannot read ${path}: ${Errors.messageOf(error)}` })
+      new CliInputError({ flag, detail: `cannot read ${path}: ${Errors.messageOf(error)}` })
     )
   }
   return Result.flatMap(parseJsonObject(flag, text), (object) => {
@@ -107,7 +107,7 @@ export const readConfigFile = (path: string): Result.Result<Record<string, unkno
         return Result.fail(
           new CliInputError({
             flag,
-            reason: `${path}: unknown option ${JSON.stringify(key)}; use a flag name (e.g. "n-samples-per-prompt") ` +
+            detail: `${path}: unknown option ${JSON.stringify(key)}; use a flag name (e.g. "n-samples-per-prompt") ` +
               `listed by relax-agentic rollout --help`
           })
         )

@@ -20,6 +20,7 @@
 import { Effect, Layer, Logger, Runtime } from "effect"
 import * as Files from "../../layers/rollout/Files.ts"
 import * as ProcessGroup from "../../layers/session/ProcessGroup.ts"
+import * as Errors from "../errors.ts"
 
 /**
  * How long a shutdown may take before what is still pending is abandoned: above the agents' stop (5 s grace, then
@@ -61,9 +62,7 @@ const printReport = (signal: NodeJS.Signals): void => {
   try {
     line = report?.(signal)
   } catch (error) {
-    line = `Interrupted by ${signal} (the run's report failed: ${
-      error instanceof Error ? error.message : String(error)
-    })`
+    line = `Interrupted by ${signal} (the run's report failed: ${Errors.messageOf(error)})`
   }
   // stdout and stderr writes are synchronous on Linux (files, pipes, terminals): the line is out before the end.
   process.stdout.write(`${line ?? `Interrupted by ${signal}`}\n`)

@@ -342,8 +342,8 @@ export const rolloutFlags: ReadonlyArray<FlagSpec> = [
     kind: "boolean",
     section: S.engine,
     description: "The SGLang servers run with priority scheduling enabled: resumed attempts (partial " +
-      "rollout, weight updates) are sent with `priority: 1` and new ones with 0, so a resumed request is not " +
-      "queued behind new work."
+      "rollout, weight updates) and the requests of protected Sessions are sent with `priority: 1` and new ones " +
+      "with 0, so they are not queued behind new work."
   },
   {
     name: "sglang-lora-path",
@@ -359,8 +359,8 @@ export const rolloutFlags: ReadonlyArray<FlagSpec> = [
     kind: "boolean",
     section: S.engine,
     description: "MoE rollout routing replay (Relax's flag): `return_routed_experts` on every request (servers " +
-      "launched to return routed experts; docs/sglang.md), and each generated token's expert ids in the training " +
-      "sample's `routed_experts` (docs/outputs.md). SGLang only."
+      "launched to return routed experts; docs/sglang.md), and the expert ids of every sequence position in the training " +
+      "sample's `rollout_routed_experts` (docs/outputs.md). SGLang only."
   },
   {
     name: "agentic-session-lifecycle",

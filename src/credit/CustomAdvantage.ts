@@ -88,7 +88,7 @@ export const apply = (
     return Result.fail(
       new AdvantageError({
         groupIndex,
-        reason: `the hook returned ${describe(result)}; it must return a list with one mapping per Session ` +
+        detail: `the hook returned ${describe(result)}; it must return a list with one mapping per Session ` +
           `(${sessions} here), or null to filter the Group`
       })
     )
@@ -97,7 +97,7 @@ export const apply = (
     return Result.fail(
       new AdvantageError({
         groupIndex,
-        reason: `the hook returned ${result.length} mapping${result.length === 1 ? "" : "s"} for ${sessions} ` +
+        detail: `the hook returned ${result.length} mapping${result.length === 1 ? "" : "s"} for ${sessions} ` +
           `Session${sessions === 1 ? "" : "s"}; item i must be the mapping of input Session i, in the same order`
       })
     )
@@ -112,7 +112,7 @@ export const apply = (
           groupIndex,
           sessionIndex,
           sessionId,
-          reason: `the item is ${describe(mapping)}; it must be a mapping from export name to advantage`
+          detail: `the item is ${describe(mapping)}; it must be a mapping from export name to advantage`
         })
       )
     }
@@ -126,7 +126,7 @@ export const apply = (
             sessionIndex,
             sessionId,
             exportName: sample.export_name,
-            reason: `the mapping has no value for this context (keys returned: ` +
+            detail: `the mapping has no value for this context (keys returned: ` +
               `${returned.length === 0 ? "none" : returned.map((name) => JSON.stringify(name)).join(", ")}); ` +
               `every exported name needs one value` +
               (sample.export_name === null ? ` (an implicit export's key is "null")` : "")
@@ -141,7 +141,7 @@ export const apply = (
             sessionIndex,
             sessionId,
             exportName: sample.export_name,
-            reason: advantage.failure
+            detail: advantage.failure
           })
         )
       }

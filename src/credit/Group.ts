@@ -60,7 +60,7 @@ export const validateExports = (
     if (names.length === 0) {
       return Result.fail(
         new CreditConfigError({
-          reason: `Session ${session.sessionId} in Group ${group.groupIndex} exported no context; ` +
+          detail: `Session ${session.sessionId} in Group ${group.groupIndex} exported no context; ` +
             `every Session must export at least one context to be trained`
         })
       )
@@ -71,7 +71,7 @@ export const validateExports = (
       if (seen.has(key)) {
         return Result.fail(
           new CreditConfigError({
-            reason:
+            detail:
               `Session ${session.sessionId} in Group ${group.groupIndex} exported context ${contextLabel(name)} ` +
               `more than once; export names must be unique within a Session`
           })
@@ -84,7 +84,7 @@ export const validateExports = (
       if (options.customAdvantagePath === undefined) {
         return Result.fail(
           new CreditConfigError({
-            reason: `Session ${session.sessionId} in Group ${group.groupIndex} exported ${names.length} contexts ` +
+            detail: `Session ${session.sessionId} in Group ${group.groupIndex} exported ${names.length} contexts ` +
               `(${listed}); more than one context per Session requires --agentic-custom-advantage-path ` +
               `(one reward cannot say how much credit each context gets). Configure a custom advantage function, ` +
               `or export a single context`
@@ -94,7 +94,7 @@ export const validateExports = (
       if (!options.useDynamicBatchSize) {
         return Result.fail(
           new CreditConfigError({
-            reason: `Session ${session.sessionId} in Group ${group.groupIndex} exported ${names.length} contexts ` +
+            detail: `Session ${session.sessionId} in Group ${group.groupIndex} exported ${names.length} contexts ` +
               `(${listed}); multi-context export requires --use-dynamic-batch-size with --max-tokens-per-gpu`
           })
         )

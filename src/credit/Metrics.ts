@@ -89,7 +89,7 @@ export const step = (
     const value = Reward.primaryValue(reward, options.rewardKey)
     if (Result.isFailure(value)) {
       return Result.fail(
-        new RewardError({ sessionId: sample.session_id, exportName: sample.export_name, reason: value.failure })
+        new RewardError({ sessionId: sample.session_id, exportName: sample.export_name, detail: value.failure })
       )
     }
     primary.set(sample, value.success)

@@ -26,7 +26,7 @@ export const whiten = (
     if (sample.advantage === null) {
       return Result.fail(
         new NormalizationError({
-          reason: `--normalize-advantages: Session ${sample.session_id}, context ${contextLabel(sample.export_name)} ` +
+          detail: `--normalize-advantages: Session ${sample.session_id}, context ${contextLabel(sample.export_name)} ` +
             `has no advantage; credit must run before whitening`
         })
       )
@@ -51,7 +51,7 @@ export const whiten = (
   if (count === 0) {
     return Result.fail(
       new NormalizationError({
-        reason: `--normalize-advantages: the step has no loss-masked token to compute statistics over`
+        detail: `--normalize-advantages: the step has no loss-masked token to compute statistics over`
       })
     )
   }

@@ -15,20 +15,20 @@ export const contextLabel = (exportName: string | null): string =>
 export class RewardError extends Data.TaggedError("RewardError")<{
   readonly sessionId: string
   readonly exportName: string | null
-  readonly reason: string
+  readonly detail: string
 }> {
   override get message(): string {
-    return `reward of Session ${this.sessionId}, context ${contextLabel(this.exportName)}: ${this.reason}`
+    return `reward of Session ${this.sessionId}, context ${contextLabel(this.exportName)}: ${this.detail}`
   }
 }
 
 /** A custom RM that failed for a whole Group (`--group-rm`): it threw or returned the wrong shape. */
 export class GroupRewardError extends Data.TaggedError("GroupRewardError")<{
   readonly groupIndex: number
-  readonly reason: string
+  readonly detail: string
 }> {
   override get message(): string {
-    return `--custom-rm-path (--group-rm) for Group ${this.groupIndex}: ${this.reason}`
+    return `--custom-rm-path (--group-rm) for Group ${this.groupIndex}: ${this.detail}`
   }
 }
 
@@ -41,7 +41,7 @@ export class AdvantageError extends Data.TaggedError("AdvantageError")<{
   readonly sessionIndex?: number | undefined
   readonly sessionId?: string | undefined
   readonly exportName?: string | null | undefined
-  readonly reason: string
+  readonly detail: string
 }> {
   override get message(): string {
     const where = [`Group ${this.groupIndex}`]
@@ -51,7 +51,7 @@ export class AdvantageError extends Data.TaggedError("AdvantageError")<{
       )
     }
     if (this.exportName !== undefined) where.push(`context ${contextLabel(this.exportName)}`)
-    return `--agentic-custom-advantage-path result for ${where.join(", ")}: ${this.reason}`
+    return `--agentic-custom-advantage-path result for ${where.join(", ")}: ${this.detail}`
   }
 }
 
@@ -59,26 +59,26 @@ export class AdvantageError extends Data.TaggedError("AdvantageError")<{
 /** The `--dynamic-sampling-filter-path` hook threw or returned something that is not a verdict. */
 export class FilterError extends Data.TaggedError("FilterError")<{
   readonly groupIndex: number
-  readonly reason: string
+  readonly detail: string
 }> {
   override get message(): string {
-    return `--dynamic-sampling-filter-path for Group ${this.groupIndex}: ${this.reason}`
+    return `--dynamic-sampling-filter-path for Group ${this.groupIndex}: ${this.detail}`
   }
 }
 
 export class CreditConfigError extends Data.TaggedError("CreditConfigError")<{
-  readonly reason: string
+  readonly detail: string
 }> {
   override get message(): string {
-    return this.reason
+    return this.detail
   }
 }
 
 /** Rewards or advantages that cannot be normalized (a Group of the wrong size, a step without trainable tokens). */
 export class NormalizationError extends Data.TaggedError("NormalizationError")<{
-  readonly reason: string
+  readonly detail: string
 }> {
   override get message(): string {
-    return this.reason
+    return this.detail
   }
 }

@@ -148,27 +148,22 @@ export const MetaInfo = Schema.Struct({
 })
 
 /**
- * `meta_info.routed_experts` decoded for the tokens one attempt generated: one row of `layers × topk` expert ids per
- * output token, the routing of the forward step that produced it.
- *
- * **Details**
- * SGLang (`RoutedExpertsCapturer`, `srt/layers/moe/routed_experts_capturer.py`; the tokenizer manager puts it in
- * `meta_info`) sends `pybase64.b64encode` of an int32 numpy array of shape `(prompt + output − 1, layers, topk)`: one
- * row per sequence position that went through the model (the last sampled token never does). Output token `k` was
- * produced by the forward step at position `prompt + k − 1`, so the attempt's rows are `[prompt − 1, prompt − 1 +
- * output)`; a resumed attempt's prompt ends with the previous attempt's last token, so the rows of consecutive
- * attempts concatenate like their ids. Fails with what was wrong when the text is not base64 of that many rows.
+ * `meta_info.routed_experts` (`RoutedExpertsCapturer`, `srt/layers/moe/routed_experts_capturer.py`, put in
+ * `meta_info` by the tokenizer manager: `pybase64.b64encode` of a little-endian int32 array of shape
+ * `(prompt + output − 1, layers, topk)`) as one row of `layers × topk` expert ids per sequence position the request
+ * went through: row `p` is the routing of the forward step that processed token `p` (the step at `prompt + k − 1`
+ * produced output token `k`; the last output token is never fed back). Fails when the size does not fit.
  */
 export const decodeRoutedExperts = (
   base64: string,
   promptTokens: number,
   outputTokens: number
 ): Result.Result<ReadonlyArray<ReadonlyArray<number>>, string> => {
-  if (outputTokens === 0) return Result.succeed([])
+  const positions = promptTokens + outputTokens - 1
+  if (positions <= 0) return Result.succeed([])
   if (!/^[A-Za-z0-9+/]*={0,2}$/.test(base64)) return Result.fail("routed_experts is not base64 text")
   const bytes = Buffer.from(base64, "base64")
-  const positions = promptTokens + outputTokens - 1
-  if (bytes.length % 4 !== 0 || positions <= 0 || (bytes.length / 4) % positions !== 0 || bytes.length === 0) {
+  if (bytes.length % 4 !== 0 || (bytes.length / 4) % positions !== 0 || bytes.length === 0) {
     return Result.fail(
       `routed_experts holds ${bytes.length} bytes, not int32 rows for ${positions} positions ` +
         `(${promptTokens} prompt + ${outputTokens} output tokens − 1)`
@@ -176,10 +171,9 @@ export const decodeRoutedExperts = (
   }
   const width = bytes.length / 4 / positions
   const rows: Array<ReadonlyArray<number>> = []
-  for (let k = 0; k < outputTokens; k++) {
+  for (let p = 0; p < positions; p++) {
     const row = new Array<number>(width)
-    const at = (promptTokens - 1 + k) * width * 4
-    for (let j = 0; j < width; j++) row[j] = bytes.readInt32LE(at + j * 4)
+    for (let j = 0; j < width; j++) row[j] = bytes.readInt32LE((p * width + j) * 4)
     rows.push(row)
   }
   return Result.succeed(rows)

@@ -92,7 +92,11 @@ export interface ResponseCommit {
   readonly weightVersions: ReadonlyArray<string>
   /** The token count of each engine attempt, in order; kept only when there were two or more. */
   readonly attemptLengths?: ReadonlyArray<number> | undefined
-  /** With routing replay: one row of MoE expert ids per token. */
+  /**
+   * With routing replay: one row of MoE expert ids per sequence position the request's last attempt went through
+   * (row `p`: the forward step that processed token `p`); the node keeps the rows no earlier response of its lineage
+   * holds (see {@link Forest.ResponseNode.routedExperts}).
+   */
   readonly routedExperts?: ReadonlyArray<ReadonlyArray<number>> | undefined
   readonly status: "completed" | "truncated"
   readonly rolloutId: number
@@ -168,6 +172,18 @@ export const commitObservation = (forest: Forest.Forest, o: ObservationCommit): 
  * Commit a finished generation (the assistant message parsed from it and the exact engine output); returns its
  * state hash. Re-committing the same message under the same parent returns the existing response.
  */
+/**
+ * The first sequence position whose routing a response under `parent` keeps: the rows of earlier positions are held
+ * by the responses before it in the lineage (the previous response's request went through every position but its own
+ * last token, whose row comes from the next request).
+ */
+const routedFrom = (parent: Forest.Node): number => {
+  for (let at: Forest.Node | null = parent; at !== null; at = at.up) {
+    if (at.kind === "resp") return at.tokenCount - 1
+  }
+  return 0
+}
+
 export const commitResponse = (forest: Forest.Forest, r: ResponseCommit): string => {
   const parent = Forest.node(forest, r.parent)
   if (r.logprobs.length !== r.tokens.length) {
@@ -206,7 +222,9 @@ export const commitResponse = (forest: Forest.Forest, r: ResponseCommit): string
     attemptLengths: r.attemptLengths !== undefined && r.attemptLengths.length > 1
       ? [...r.attemptLengths]
       : Nodes.noNumbers,
-    ...(r.routedExperts === undefined ? {} : { routedExperts: Nodes.packRoutedExperts(r.routedExperts) }),
+    ...(r.routedExperts === undefined
+      ? {}
+      : { routedExperts: Nodes.packRoutedExperts(r.routedExperts.slice(routedFrom(parent))) }),
     status: r.status,
     requestId: r.requestId,
     wallElapsedS: r.wallElapsedS,

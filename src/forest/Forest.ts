@@ -103,8 +103,11 @@ export interface ResponseNode extends NodeBase {
    */
   readonly attemptLengths: ReadonlyArray<number>
   /**
-   * With `--use-rollout-routing-replay`: each token's MoE expert ids (the forward step that produced it), `width`
-   * (`layers × topk`) ids per token in one array; absent without the flag.
+   * With `--use-rollout-routing-replay`: the MoE expert ids of the sequence positions this response's request went
+   * through that no earlier response of its lineage holds (from the previous response's last token, or from position
+   * 0 for the first response, to this response's last token but one), `width` (`layers × topk`) ids per position in
+   * one array; the lineage's rows concatenated are one row per position of the whole sequence but the last. Absent
+   * without the flag.
    */
   readonly routedExperts?: Nodes.RoutedExperts | undefined
   readonly status: "completed" | "truncated"
@@ -237,7 +240,7 @@ export const make = (init: {
 
 /** Throw a `ForestInvariantError` (a bug: the forest broke one of its own rules). */
 export const invariant = (forest: Forest, message: string): never => {
-  throw new ForestInvariantError({ message, sessionId: forest.sessionId })
+  throw new ForestInvariantError({ detail: message, sessionId: forest.sessionId })
 }
 
 /** The node of a state hash (throws {@link ForestInvariantError} when unknown). */

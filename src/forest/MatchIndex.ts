@@ -167,7 +167,7 @@ export const extendVertex = (vertex: Vertex, messages: ReadonlyArray<Canonical.M
 export const markState = (sessionId: string, vertex: Vertex, n: Forest.Node): void => {
   if (vertex.state !== undefined && vertex.state.hash !== n.hash) {
     throw new ForestInvariantError({
-      message: `states ${vertex.state.hash} and ${n.hash} have equal messages, tools and kwargs but differ in hash`,
+      detail: `states ${vertex.state.hash} and ${n.hash} have equal messages, tools and kwargs but differ in hash`,
       sessionId
     })
   }

@@ -94,7 +94,8 @@ export const build = (
   const logprobs: Array<number> = []
   const spans: Array<readonly [number, number]> = []
   const weightVersions: Array<string> = []
-  // Routing replay: one entry per continuation token, made only when a response of the lineage carries routing.
+  // Routing replay: the rows of every response of the lineage, in order (one per position of the whole sequence but
+  // the last), made only when a response carries routing.
   const routed: Array<Array<number>> = []
   let hasRouted = false
   let promptLength = -1
@@ -112,8 +113,11 @@ export const build = (
         logprobs.push(n.logprobs[i] ?? 0)
       }
       const experts = n.routedExperts
-      if (experts !== undefined) hasRouted = true
-      for (let i = 0; i < train.length; i++) routed.push(experts === undefined ? [] : Nodes.routedExpertsOf(experts, i))
+      if (experts !== undefined) {
+        hasRouted = true
+        const rows = experts.width === 0 ? 0 : experts.ids.length / experts.width
+        for (let i = 0; i < rows; i++) routed.push(Nodes.routedExpertsOf(experts, i))
+      }
       spans.push([start, lossMask.length])
       weightVersions.push(...n.weightVersions)
     } else {
@@ -123,7 +127,6 @@ export const build = (
         for (let i = 0; i < train.length; i++) {
           lossMask.push(0)
           logprobs.push(0)
-          routed.push([])
         }
       }
     }
@@ -131,7 +134,7 @@ export const build = (
   }
   if (leaf === undefined || promptLength < 0) {
     throw new ForestInvariantError({
-      message: "A sample export leaf must have at least one resp node in its lineage.",
+      detail: "A sample export leaf must have at least one resp node in its lineage.",
       sessionId: forest.sessionId
     })
   }
@@ -180,7 +183,7 @@ export const build = (
     label: forest.label,
     ...(images.length === 0 ? {} : { multimodal_inputs: { images } }),
     ...(grids.length === 0 ? {} : { multimodal_train_inputs: { image_grid_thw: grids } }),
-    ...(hasRouted ? { routed_experts: routed } : {})
+    ...(hasRouted ? { rollout_routed_experts: routed } : {})
   }
 }
 

@@ -59,9 +59,11 @@ export const TrainingSample = Schema.Struct({
     image_grid_thw: Schema.Array(Schema.Tuple([Schema.Int, Schema.Int, Schema.Int]))
   })),
   /**
-   * With `--use-rollout-routing-replay`: per continuation token, the MoE expert ids (`layers × topk`, layer after
-   * layer) of the forward step that generated it; `[]` on observation tokens (nothing generated them).
+   * With `--use-rollout-routing-replay` (Relax's `rollout_routed_experts`): per sequence position but the last
+   * (`tokens.length − 1` rows), the MoE expert ids (`layers × topk`, layer after layer) of the forward step that
+   * processed that token, as SGLang's requests reported them: prompt and observation positions included, so a
+   * trainer can replay the routing of the whole sequence.
    */
-  routed_experts: Schema.optionalKey(Schema.Array(Schema.Array(Schema.Int)))
+  rollout_routed_experts: Schema.optionalKey(Schema.Array(Schema.Array(Schema.Int)))
 })
 export type TrainingSample = typeof TrainingSample.Type

@@ -52,9 +52,14 @@ export class ContextLengthError extends Data.TaggedError("ContextLengthError")<{
  * an unknown parent). The reference treats these as infrastructure failures; callers turn them into defects.
  */
 export class ForestInvariantError extends Data.TaggedError("ForestInvariantError")<{
-  readonly message: string
+  /** Which invariant broke, in words. */
+  readonly detail: string
   readonly sessionId: string
-}> {}
+}> {
+  override get message(): string {
+    return this.detail
+  }
+}
 
 /** No SessionForest for this session: never created, already finished, or discarded. */
 export class ForestNotFoundError extends Data.TaggedError("ForestNotFoundError")<{ readonly sessionId: string }> {

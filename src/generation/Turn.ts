@@ -55,7 +55,7 @@ export interface AttemptOutput {
   readonly weightVersion: string
   /** Every version the attempt ran on when more than one (SGLang kept it across a retract / in_place pause). */
   readonly weightVersions?: ReadonlyArray<string> | undefined
-  /** With routing replay: one row of MoE expert ids per output id. */
+  /** With routing replay: one row of MoE expert ids per sequence position the attempt went through. */
   readonly routedExperts?: ReadonlyArray<ReadonlyArray<number>> | undefined
   readonly finishReason: EngineFinishReason
 }
@@ -78,7 +78,10 @@ export interface Pending {
   readonly emptyAborts: number
   /** Time spent in the engine, summed over attempts. */
   readonly generationMs: number
-  /** With routing replay: one row of MoE expert ids per output id, the attempts' rows in order; absent without. */
+  /**
+   * With routing replay: the rows of the latest attempt that returned any, one per sequence position it went through
+   * (a resumed attempt's prompt holds the earlier attempts' ids, so its rows cover them too); absent without.
+   */
   readonly routedExperts?: ReadonlyArray<ReadonlyArray<number>> | undefined
 }
 
@@ -125,9 +128,11 @@ export const afterAttempt = (
     abortCount: aborted ? pending.abortCount + 1 : pending.abortCount,
     emptyAborts: aborted ? (output.outputIds.length === 0 ? pending.emptyAborts + 1 : 0) : pending.emptyAborts,
     generationMs: pending.generationMs + elapsedMs,
-    ...(output.routedExperts === undefined
-      ? pending.routedExperts === undefined ? {} : { routedExperts: pending.routedExperts }
-      : { routedExperts: [...(pending.routedExperts ?? []), ...output.routedExperts] })
+    ...(output.routedExperts !== undefined && output.routedExperts.length > 0
+      ? { routedExperts: output.routedExperts }
+      : pending.routedExperts === undefined
+      ? {}
+      : { routedExperts: pending.routedExperts })
   }
   if (!aborted) return { _tag: "Finished", pending: next, finishReason: output.finishReason }
   if (next.outputIds.length >= maxNewTokens) {
@@ -256,10 +261,10 @@ export const assistantMessage = (
     ...(parsed.reasoning.length > 0 ? { reasoning_content: parsed.reasoning } : {}),
     ...(toolCalls.length > 0 ? { tool_calls: toolCalls.map(Canonical.toolCallOf) } : {})
   }])
-  if (Result.isFailure(canonical)) return Result.fail(new UnusableResponseError({ message: canonical.failure.message }))
+  if (Result.isFailure(canonical)) return Result.fail(new UnusableResponseError({ detail: canonical.failure.message }))
   const message = canonical.success[0]
   return message === undefined
-    ? Result.fail(new UnusableResponseError({ message: "canonicalization dropped the assistant message" }))
+    ? Result.fail(new UnusableResponseError({ detail: "canonicalization dropped the assistant message" }))
     : Result.succeed(message)
 }
 

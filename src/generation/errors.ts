@@ -47,7 +47,11 @@ export class GenerationEngineError extends Data.TaggedError("GenerationEngineErr
  * The engine's output cannot be committed as an assistant message: no output tokens, parsers that left nothing, or
  * a message canonicalization rejects.
  */
-export class UnusableResponseError extends Data.TaggedError("UnusableResponseError")<{ readonly message: string }> {}
+export class UnusableResponseError extends Data.TaggedError("UnusableResponseError")<{ readonly detail: string }> {
+  override get message(): string {
+    return this.detail
+  }
+}
 
 /** Every way `Generation.generate` can fail. */
 export type GenerationError =

@@ -19,10 +19,10 @@ export interface HookSpec {
 export class HookSpecError extends Data.TaggedError("HookSpecError")<{
   readonly flag: string
   readonly value: string
-  readonly reason: string
+  readonly detail: string
 }> {
   override get message() {
-    return `${this.flag} ${JSON.stringify(this.value)}: ${this.reason}. ` +
+    return `${this.flag} ${JSON.stringify(this.value)}: ${this.detail}. ` +
       `Expected path/to/module.{ts,mjs,js} or path/to/module.ts#exportName.`
   }
 }
@@ -39,7 +39,7 @@ export const fromPythonPath = (dotted: string): string => {
 
 /** Parse `module#export` (default export when `#` is absent). */
 export const parse = (flag: string, value: string): Result.Result<HookSpec, HookSpecError> => {
-  const fail = (reason: string) => Result.fail(new HookSpecError({ flag, value, reason }))
+  const fail = (reason: string) => Result.fail(new HookSpecError({ flag, value, detail: reason }))
   if (pythonDottedPath.test(value) && !/\.(c|m)?(t|j)s$/.test(value)) {
     return fail(
       `this is a Python import path (Relax's form); relax-agentic loads a TypeScript or JavaScript module: port ` +

@@ -6,7 +6,8 @@
  * A line with `state_hashes` is a debug record, any other a training sample. Debug records written before `inspect`
  * existed lack the training view (`loss_mask`, `rollout_log_probs`, `turn_spans`), the parser counts and the `forest`:
  * those keys are optional, and the model falls back on what the record has (docs/inspect.md "What it reads").
- * Unknown keys are ignored, so newer writers stay readable.
+ * Unknown keys are ignored, so newer writers stay readable. {@link withoutArrays} gives the cheap view of a line that
+ * the list of a large run is built from (token arrays are decoded only when a Session is opened).
  */
 import { Data, Schema } from "effect"
 import { Advantage, Reward, Status, TrainingSample } from "../forest/TrainingSample.ts"
@@ -108,11 +109,15 @@ const evalStep = (file: string): string | undefined => {
  * Read one JSONL file's text into lines. Fails with {@link DumpLineError} naming the first line that is neither a
  * debug record nor a training sample.
  */
-export const readFile = (file: string, text: string): ReadonlyArray<Line> | DumpLineError => {
+export const readFile = (file: string, text: string): ReadonlyArray<Line> | DumpLineError =>
+  readLines(file, text.split("\n"))
+
+/** {@link readFile} of a file's text already split into its lines (blank ones included, so line numbers hold). */
+export const readLines = (file: string, lines: ReadonlyArray<string>): ReadonlyArray<Line> | DumpLineError => {
   const out: Array<Line> = []
   const stepOfFile = evalStep(file)
   let lineNo = 0
-  for (const raw of text.split("\n")) {
+  for (const raw of lines) {
     lineNo++
     if (raw.trim() === "") continue
     let value: unknown
@@ -142,3 +147,13 @@ export const readFile = (file: string, text: string): ReadonlyArray<Line> | Dump
 /** Whether a file name is one `inspect` reads from an output directory (every `.jsonl` except the metric files). */
 export const isReadable = (name: string): boolean =>
   name.endsWith(".jsonl") && name !== "metrics.jsonl" && name !== "eval_metrics.jsonl"
+
+/** The long number arrays of a line: token ids, loss masks and logprobs (the bulk of a dump). */
+const bulky = /"(tokens|train_tokens|loss_mask|rollout_log_probs|logprobs)":\[[^\]]*\]/g
+
+/**
+ * Lines (one or a whole file's text) with their long number arrays emptied (`"tokens":[]`, ...): everything a
+ * Session's summary row reads, at a part of the cost of decoding them whole. Inside a JSON string a quote is escaped,
+ * so only keys match; the arrays hold no newline, so the lines stay where they were.
+ */
+export const withoutArrays = (line: string): string => line.replace(bulky, "\"$1\":[]")

@@ -116,9 +116,18 @@ export interface Overview {
 /** A run read from its files. */
 export interface Run {
   readonly source: string
+  /**
+   * Every Session, in list order, enough for its summary row and the search. A lazily read run (Inspector.load)
+   * holds them without their token arrays: {@link Run.open} gives the whole Session.
+   */
   readonly sessions: ReadonlyArray<Session>
   readonly byKey: ReadonlyMap<string, Session>
   readonly options: Options
+  /**
+   * The whole Session of a key (its token arrays decoded), for its detail; undefined when the run has no such
+   * Session, a DumpLineError when its lines do not decode in full.
+   */
+  readonly open: (key: string) => Session | Dump.DumpLineError | undefined
 }
 
 const sampleKey = (step: string, sessionId: string, name: string | null) =>
@@ -192,20 +201,21 @@ export const fromLines = (source: string, lines: ReadonlyArray<Dump.Line>, optio
     seen.add(key)
     samples.push(fromDebug(line.step, line.record))
   }
-  const byKey = new Map<
+  const drafts = new Map<
     string,
     { step: string; sessionId: string; group: number; index: number; samples: Array<Sample> }
   >()
   for (const s of samples) {
     const key = sessionKey(s.step, s.sessionId)
-    const found = byKey.get(key)
+    const found = drafts.get(key)
     if (found === undefined) {
-      byKey.set(key, { step: s.step, sessionId: s.sessionId, group: s.group, index: s.index, samples: [s] })
+      drafts.set(key, { step: s.step, sessionId: s.sessionId, group: s.group, index: s.index, samples: [s] })
     } else found.samples.push(s)
   }
-  const sessions: Array<Session> = [...byKey.entries()].map(([key, s]) => ({ key, ...s, forest: forests.get(key) }))
+  const sessions: Array<Session> = [...drafts.entries()].map(([key, s]) => ({ key, ...s, forest: forests.get(key) }))
   sessions.sort((a, b) => compareSteps(a.step, b.step) || a.group - b.group || a.index - b.index)
-  return { source, sessions, byKey: new Map(sessions.map((s) => [s.key, s])), options }
+  const byKey = new Map(sessions.map((s) => [s.key, s]))
+  return { source, sessions, byKey, options, open: (key) => byKey.get(key) }
 }
 
 /** Training steps in order, then Eval runs in order. */

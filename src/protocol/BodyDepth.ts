@@ -4,8 +4,9 @@
  *
  * **Details**
  * {@link pathBeyondDepth} gives what `Json.pathBeyondDepth` gives. It first walks the value with two reused stacks and
- * no allocation per value (`Json.pathBeyondDepth` keeps a record per value with its parent and key, ~40 KiB for a
- * 30-message history); only a value that nests too deep is walked again by `Json.pathBeyondDepth` for its path.
+ * no allocation per value (`Json.pathBeyondDepth` keeps a record per value with its parent and key; figures:
+ * docs/performance.md, "Figures behind code comments"); only a value that nests too deep is walked again by
+ * `Json.pathBeyondDepth` for its path.
  */
 import * as Json from "../json/Json.ts"
 

@@ -5,7 +5,7 @@
  * **Details**
  * Both error sinks write what this returns: the model route on Node's response (layers/gateway/ModelRoute.ts
  * `sendError`; a forwarded request's answer, `answerForwarded`) and Effect's router for every other path
-(layers/gateway/Gateway.ts `unknownRoute`). The body is
+ * (layers/gateway/Gateway.ts `unknownRoute`). The body is
  * `JSON.stringify` of the adapter's `renderError` body; the sink adds `content-type: application/json` and the
  * length. A 405 (a model path asked with another method) also says `allow: POST`.
  */

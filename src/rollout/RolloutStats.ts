@@ -100,7 +100,7 @@ const mean = (values: ReadonlyArray<number>): number => values.reduce((sum, v) =
  * `stop_reason/<bucket>/{count,ratio}` (all buckets), `num_turn/{min,mean,max,p50,p90,p95,p99}`, `truncated_ratio`
  * (status `truncated`), `response_len/mean` (`response_length`), `prefix_cache_hit_rate` (Σ cached / Σ prompt tokens)
  * and `avg_cached_tokens_per_sample` (Σ cached / samples) when any turn reports them, `image_count/max`
- * (`multimodal_inputs.images`), and `staleness/{avg,min,max}` when asked.
+ * (`multimodal_inputs.images`), `global_batch_size` (the samples), and `staleness/{avg,min,max}` when asked.
  */
 export const compute = (samples: ReadonlyArray<TrainingSample>, options: StatsOptions): Record<string, number> => {
   const metrics: Record<string, number> = {}
@@ -138,6 +138,7 @@ export const compute = (samples: ReadonlyArray<TrainingSample>, options: StatsOp
     metrics["avg_cached_tokens_per_sample"] = cached / n
   }
   metrics["image_count/max"] = Math.max(...samples.map((s) => s.multimodal_inputs?.images.length ?? 0))
+  metrics["global_batch_size"] = n
   if (options.staleness) {
     const staleness = samples.map((s) => {
       const start = s.metadata["start_rollout_id"]

@@ -23,9 +23,9 @@ export interface Partitions {
 }
 
 /** A partition rule was broken: a bug in the step loop, reported with the reference's wording. */
-export class PartitionError extends Data.TaggedError("PartitionError")<{ readonly reason: string }> {
+export class PartitionError extends Data.TaggedError("PartitionError")<{ readonly detail: string }> {
   override get message(): string {
-    return this.reason
+    return this.detail
   }
 }
 
@@ -46,12 +46,12 @@ export const open = (
 ): Result.Result<Partitions, PartitionError> => {
   const { current } = partitions
   if (current !== undefined && current.rolloutId === rolloutId) {
-    return Result.fail(new PartitionError({ reason: `physical partition already active: ${rolloutId}` }))
+    return Result.fail(new PartitionError({ detail: `physical partition already active: ${rolloutId}` }))
   }
   const carried = remaining(current) > 0 ? current : undefined
   if (carried !== undefined && remaining(partitions.previous) > 0) {
     return Result.fail(
-      new PartitionError({ reason: "previous partition must be produced before opening the next partition" })
+      new PartitionError({ detail: "previous partition must be produced before opening the next partition" })
     )
   }
   return Result.succeed({
@@ -77,7 +77,7 @@ export const accept = (
       rolloutId: current.rolloutId
     })
   }
-  return Result.fail(new PartitionError({ reason: "no physical partition needs a group" }))
+  return Result.fail(new PartitionError({ detail: "no physical partition needs a group" }))
 }
 
 /** Partitions that got every Group (in step order); they are complete and leave the open set. */

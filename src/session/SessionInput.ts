@@ -55,7 +55,8 @@ export const empty: Prepared = { metadata: {}, images: [] }
 const isJsonObject = Schema.is(Schema.JsonObject)
 const isJson = Schema.is(Schema.Json)
 
-const fail = (row: number, field: string, reason: string) => Result.fail(new SessionInputError({ row, field, reason }))
+const fail = (row: number, field: string, reason: string) =>
+  Result.fail(new SessionInputError({ row, field, detail: reason }))
 
 const isUrl = (value: string): boolean => /^(data:|https?:\/\/)/i.test(value)
 

@@ -58,7 +58,7 @@ const isJsonObject = Schema.is(Schema.JsonObject)
 const isReward = Schema.is(Reward)
 
 const fail = (line: number, field: string | undefined, reason: string) =>
-  Result.fail(new SessionOutputError({ line, field, reason }))
+  Result.fail(new SessionOutputError({ line, field, detail: reason }))
 
 const typeName = (value: unknown): string => value === null ? "null" : Array.isArray(value) ? "list" : typeof value
 

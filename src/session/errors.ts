@@ -100,11 +100,11 @@ export class SessionInputError extends Data.TaggedError("SessionInputError")<{
   /** Row index in the dataset (0-based), or the Session id when raised at the process boundary. */
   readonly row: number | string
   readonly field: string
-  readonly reason: string
+  readonly detail: string
 }> {
   override get message(): string {
     const where = typeof this.row === "number" ? `dataset row ${this.row}` : `session ${this.row}`
-    return `${where}, field '${this.field}': ${this.reason}`
+    return `${where}, field '${this.field}': ${this.detail}`
   }
 }
 
@@ -113,13 +113,13 @@ export class SessionOutputError extends Data.TaggedError("SessionOutputError")<{
   /** 1-based line of the JSONL record (or of the single JSON value). */
   readonly line?: number | undefined
   readonly field?: string | undefined
-  readonly reason: string
+  readonly detail: string
 }> {
   override get message(): string {
     const where = [
       this.line === undefined ? undefined : `line ${this.line}`,
       this.field === undefined ? undefined : `field '${this.field}'`
     ].filter((part) => part !== undefined)
-    return where.length === 0 ? this.reason : `${where.join(", ")}: ${this.reason}`
+    return where.length === 0 ? this.detail : `${where.join(", ")}: ${this.detail}`
   }
 }

@@ -4,8 +4,8 @@
  *
  * **Details**
  * The jinja interpreter converts every message to its runtime values (a `Map` per object, a method table per
- * string) and walks the syntax tree on each render: ~250 µs and ~560 KiB for a 30-message history, the largest
- * allocator per request (docs/performance.md). {@link render} writes the same text directly. It applies only to a
+ * string) and walks the syntax tree on each render, the largest allocator per request (figures: docs/performance.md,
+ * "Figures behind code comments"). {@link render} writes the same text directly. It applies only to a
  * template whose source is exactly {@link SOURCE} (src/template/ChatTemplate.ts checks that once, when compiling), and
  * only to inputs whose meaning it mirrors exactly; for anything else it answers `undefined` and the interpreter
  * renders (content that is not a string after joining text parts, a tool call whose name is not a string or whose

@@ -120,6 +120,23 @@ describe("the layout rule", () => {
     assert.isTrue(edges.some((edge) => edge.from === "src/index.ts" && edge.to.startsWith("layers/")))
   })
 
+  it("finds a circle of concerns, and none in a chain (the check below relies on it)", () => {
+    const graph = new Map<string, ReadonlySet<string>>([
+      ["layers/gateway", new Set(["layers/generation"])],
+      ["layers/generation", new Set(["layers/engine", "src/forest"])],
+      ["layers/engine", new Set(["layers/gateway"])],
+      ["src/forest", new Set(["src/ids"])]
+    ])
+    assert.deepStrictEqual(circles(graph).map((component) => [...component].sort()), [[
+      "layers/engine",
+      "layers/gateway",
+      "layers/generation"
+    ]])
+    assert.deepStrictEqual(circles(new Map([["src/forest", new Set(["src/ids"])]])), [])
+    assert.strictEqual(concernOf("src/index.ts"), undefined)
+    assert.strictEqual(concernOf("layers/engine/sglang/Http.ts"), "layers/engine")
+  })
+
   it("src/ imports layers/ only from the entry files (src/index.ts, src/cli.ts, src/cli/)", () => {
     const offending = edges.filter((edge) =>
       edge.from.startsWith("src/") && !isEntry(edge.from) && edge.to.startsWith("layers/")

@@ -77,6 +77,16 @@ describe("relax-agentic check", () => {
       assert.include(text, "5 launch check(s) failed.")
     }))
 
+  it.live("reports an --embedded-policy it cannot load as a startup error naming the flag (no agent starts)", () =>
+    Effect.gen(function*() {
+      const policy = Path.join(Example.dir, "no-such-policy.ts#policy")
+      const settings = yield* settingsOf([...exampleFlags, "--embedded-policy", policy])
+      const error = yield* Effect.flip(Cli.runCheck(settings))
+      assert.strictEqual(error._tag, "CheckStartupError")
+      assert.include(error.message, "--embedded-policy")
+      assert.include(error.message, "no-such-policy.ts")
+    }))
+
   it.effect("computes the capacity table from the flags and warns below --agent-max-slots", () =>
     Effect.gen(function*() {
       const settings = yield* settingsOf([

@@ -253,9 +253,7 @@ describe("Group entity", () => {
       () =>
         Effect.gen(function*() {
           const runner = yield* SessionRunner.SessionRunner
-          const host = yield* Host.Host
-          const settings = yield* RolloutConfig
-          const client = (yield* GroupEntity.Group.client)("fedcba9876543210")
+          const { client, host, payload } = yield* hostedSession("s-5")
           const idA = yield* runner.newSessionId!(group)
           const a = yield* controllerTicket(idA)
           const runA = yield* Effect.forkChild(runner.session(group, a.ticket))
@@ -264,14 +262,7 @@ describe("Group entity", () => {
           yield* Effect.sleep("600 millis")
           const reserved = yield* client.Reserve({ slots: 1 })
           assert.strictEqual(reserved.decision, "draining")
-          const refused = yield* client.RunSession({
-            runner: host.incarnation,
-            controller: "c",
-            sessionId: "s-5",
-            position: 0,
-            group,
-            config: Fingerprint.of(settings)
-          }).pipe(Stream.runCollect, Effect.flip)
+          const refused = yield* client.RunSession(payload).pipe(Stream.runCollect, Effect.flip)
           assert.strictEqual(refused._tag === "SessionFailedError" ? refused.type : refused._tag, "RunnerDraining")
           // The resident Group finishes on the draining runner; then the drain completes.
           assert.isUndefined(drained.pollUnsafe())

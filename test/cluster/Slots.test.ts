@@ -24,4 +24,15 @@ describe("Slots", () => {
     assert.strictEqual(Slots.free(8, 9), 0)
     assert.isUndefined(Slots.free(undefined, 3))
   })
+
+  it("counts the live runners' slots against the Sessions resident at once (the external-slots check)", () => {
+    const runners = [{ address: "a:1", slots: 2 }, { address: "b:1", slots: 2 }]
+    const warning = Slots.shortfall(runners, 8, "T")
+    assert.include(warning, "the 2 runner(s) hold 4 agent slot(s) in all (--runner-slots: a:1 2, b:1 2), below the 8")
+    assert.isUndefined(Slots.shortfall(runners, 4, "T"))
+    assert.isUndefined(Slots.shortfall([...runners, { address: "c:1", slots: undefined }], 8, "T"))
+    assert.isUndefined(Slots.shortfall([], 8, "T"))
+    assert.strictEqual(Slots.render(runners), "  runners: 2; --runner-slots: a:1 2, b:1 2; runner slots in all = 4")
+    assert.strictEqual(Slots.render([]), "  runners: none joined the cluster")
+  })
 })

@@ -63,7 +63,7 @@ describe("rollout on SGLang (real agent processes, the fake SGLang server)", () 
   )
 
   it.live(
-    "records each generated token's MoE routing in routed_experts with --use-rollout-routing-replay",
+    "records the MoE routing of every sequence position in rollout_routed_experts with --use-rollout-routing-replay",
     () =>
       Effect.gen(function*() {
         const tokenizer = yield* Tokenizer
@@ -74,7 +74,7 @@ describe("rollout on SGLang (real agent processes, the fake SGLang server)", () 
           enableReturnRoutedExperts: true
         })
         const step = yield* firstStep({
-          promptData: join(fixtures, "barrier.jsonl"),
+          promptData: join(fixtures, "train.jsonl"),
           nSamplesPerPrompt: 2,
           rolloutMaxResponseLen: 8,
           sglangUrls: [server.url],
@@ -82,17 +82,13 @@ describe("rollout on SGLang (real agent processes, the fake SGLang server)", () 
         })
         assert.lengthOf(step.samples, 2)
         for (const sample of step.samples) {
-          const routed = sample.routed_experts ?? []
-          assert.lengthOf(routed, sample.response_length)
-          const prompt = sample.tokens.length - sample.response_length
-          sample.loss_mask.forEach((mask, c) => {
-            // A generated token: the routing of the position before it (the step that produced it); an observation: [].
-            const position = prompt + c - 1
-            assert.deepStrictEqual(
-              routed[c],
-              mask === 1 ? FakeSglang.fakeRouting(sample.tokens[position]!, position) : []
-            )
-          })
+          // Two turns: the prompt, a response, the observation, a response. Every position but the last has the
+          // routing of the forward step that processed its token, observations and prompt included (Relax's layout).
+          assert.lengthOf(Schema.decodeUnknownSync(Trace)(sample.metadata["agentic_trace"]).turns, 2)
+          assert.deepStrictEqual(
+            sample.rollout_routed_experts,
+            sample.tokens.slice(0, -1).map((token, position) => FakeSglang.fakeRouting(token, position))
+          )
         }
       }).pipe(Effect.scoped, Effect.provide(Layer.orDie(Tokenizer.layer))),
     { timeout: 120_000 }

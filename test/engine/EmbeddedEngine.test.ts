@@ -164,6 +164,24 @@ describe("EmbeddedEngine sampling", () => {
       assert.strictEqual(yield* engine.weightVersion, "step-9")
     }).pipe(Effect.provide(engineLayer({}))))
 
+  it.effect("holds a request while paused; aborted while held, it ends with no tokens on the paused version", () =>
+    Effect.gen(function*() {
+      const engine = yield* Engine
+      yield* engine.pauseGeneration("abort")
+      const held = request(prompt, { maxNewTokens: 4 })
+      const fiber = yield* engine.generate(held).pipe(Effect.forkChild)
+      yield* Effect.yieldNow
+      yield* engine.abort(held.rid)
+      assert.deepStrictEqual(yield* Fiber.join(fiber), {
+        outputIds: [],
+        logprobs: [],
+        finishReason: { type: "abort", message: "Aborted while generation was paused" },
+        promptTokens: prompt.length,
+        cachedTokens: 0,
+        weightVersion: "0"
+      })
+    }).pipe(Effect.provide(engineLayer({}))))
+
   it.effect("reports the shared prefix with the session's previous sequence as cached tokens", () =>
     Effect.gen(function*() {
       const engine = yield* Engine

@@ -16,18 +16,17 @@ import * as FakeSglang from "../support/FakeSglang.ts"
 const base64 = (rows: ReadonlyArray<ReadonlyArray<number>>): string => Wire.encodeRoutedExperts(rows)
 
 describe("Wire.decodeRoutedExperts", () => {
-  it("keeps the rows of the forward steps that produced the output tokens", () => {
+  it("gives one row per sequence position the request went through (prompt + output − 1)", () => {
     // prompt 3 + output 2 − 1 = 4 positions, 2 layers × top-2 = 4 ids each.
     const rows = [[0, 1, 2, 3], [10, 11, 12, 13], [20, 21, 22, -1], [30, 31, 32, 33]]
-    const decoded = Wire.decodeRoutedExperts(base64(rows), 3, 2)
-    assert.deepStrictEqual(decoded, Result.succeed([[20, 21, 22, -1], [30, 31, 32, 33]]))
+    assert.deepStrictEqual(Wire.decodeRoutedExperts(base64(rows), 3, 2), Result.succeed(rows))
   })
 
   it("checks the text against the sequence length", () => {
     assert.isTrue(Result.isFailure(Wire.decodeRoutedExperts(base64([[1, 2, 3]]), 3, 2)))
     assert.isTrue(Result.isFailure(Wire.decodeRoutedExperts("not base64!", 1, 1)))
     assert.isTrue(Result.isFailure(Wire.decodeRoutedExperts(Buffer.from([1, 2, 3]).toString("base64"), 1, 1)))
-    assert.deepStrictEqual(Wire.decodeRoutedExperts("", 5, 0), Result.succeed([]))
+    assert.deepStrictEqual(Wire.decodeRoutedExperts("", 1, 0), Result.succeed([]))
   })
 })
 
@@ -45,7 +44,7 @@ describe("routed experts in the training sample", () => {
     finishReason: abort ? { type: "abort" as const } : { type: "stop" as const }
   })
 
-  it("joins a resumed response's attempts in order and gives observation tokens an empty entry", () => {
+  it("one row per position of the whole sequence but the last: the prompt's, each response's and the observations' between (Relax's rollout_routed_experts)", () => {
     const forest = Forest.make({ sessionId: "s", groupIndex: 0, index: 0, label: null, metadata: {} })
     const obs = ForestCommit.commitObservation(forest, {
       parent: forest.root,
@@ -55,9 +54,12 @@ describe("routed experts in the training sample", () => {
       chatTemplateKwargs: {},
       rolloutId: 0
     })
-    const first = Turn.afterAttempt(Turn.noPending(0), attempt([3], [[7, 8]], true), 1, 16)
+    // Sequence [1, 2 | 3 | 4, 5]: the first attempt went through positions 0..1 (prompt) and produced 3; the resumed
+    // one, from [1, 2, 3], went through 0..3 and produced 4, 5. Row p: [10 p, 10 p + 1].
+    const row = (p: number) => [10 * p, 10 * p + 1]
+    const first = Turn.afterAttempt(Turn.noPending(0), attempt([3], [row(0), row(1)], true), 1, 16)
     assert.strictEqual(first._tag, "Resume")
-    const done = Turn.afterAttempt(first.pending, attempt([4, 5], [[9, 10], [11, 12]], false), 1, 16)
+    const done = Turn.afterAttempt(first.pending, attempt([4, 5], [0, 1, 2, 3].map(row), false), 1, 16)
     assert.strictEqual(done._tag, "Finished")
     const pending = done.pending
     const resp = ForestCommit.commitResponse(forest, {
@@ -78,19 +80,36 @@ describe("routed experts in the training sample", () => {
     const tail = ForestCommit.commitObservation(forest, {
       parent: resp,
       messages: [{ role: "user", content: "q2" }],
-      tokens: [6],
+      tokens: [6, 7],
       tools: [],
       chatTemplateKwargs: {},
       rolloutId: 0
     })
-    const sample = Sample.build(forest, tail, (ids) => ids.join(","), {
+    // The second turn's request, from [1 .. 7], went through positions 0..6 and produced 8: it keeps rows 4..6 (the
+    // first response's last token and the observation, as inputs), whatever it says of 0..3.
+    const second = ForestCommit.commitResponse(forest, {
+      parent: tail,
+      message: { role: "assistant", content: "b" },
+      tokens: [8],
+      logprobs: [0],
+      weightVersions: ["v1"],
+      routedExperts: [[-1, -1], [-1, -1], [-1, -1], [-1, -1], ...[4, 5, 6].map(row)],
+      status: "completed",
+      rolloutId: 0,
+      requestId: "r1",
+      abortCount: 0,
+      wallElapsedS: 1,
+      generationElapsedS: 1
+    })
+    const sample = Sample.build(forest, second, (ids) => ids.join(","), {
       rolloutId: 0,
       exportName: null,
       reward: null,
       metadata: {}
     })
-    assert.deepStrictEqual(sample.routed_experts, [[7, 8], [9, 10], [11, 12], []])
-    assert.strictEqual(sample.routed_experts?.length, sample.response_length)
+    assert.deepStrictEqual(sample.tokens, [1, 2, 3, 4, 5, 6, 7, 8])
+    assert.deepStrictEqual(sample.rollout_routed_experts, [0, 1, 2, 3, 4, 5, 6].map(row))
+    assert.strictEqual(sample.rollout_routed_experts?.length, sample.tokens.length - 1)
   })
 
   it("leaves the field out without routing replay", () => {
@@ -123,7 +142,7 @@ describe("routed experts in the training sample", () => {
       reward: null,
       metadata: {}
     })
-    assert.isFalse("routed_experts" in sample)
+    assert.isFalse("rollout_routed_experts" in sample)
   })
 })
 
@@ -144,18 +163,17 @@ describe("SglangEngine with --use-rollout-routing-replay", () => {
       return yield* FakeSglang.make({ engine, ...options })
     })
 
-  it.live("asks for return_routed_experts and returns each output token's routing, across a resumed attempt", () =>
+  it.live("asks for return_routed_experts and returns every position's routing, across a resumed attempt", () =>
     Effect.gen(function*() {
       const server = yield* fake({ enableReturnRoutedExperts: true })
       const engine = yield* SglangEngine.make({ workerUrls: [server.url], retryBase: "1 millis", routedExperts: true })
       const first = yield* engine.generate({ inputIds: prompt, sampling, rid: "routed-1", returnLogprob: true })
       assert.isAbove(first.outputIds.length, 1)
       const sequence = [...prompt, ...first.outputIds]
-      // Output token k was produced by the forward step at position prompt + k − 1.
-      const expected = first.outputIds.map((_, k) =>
-        FakeSglang.fakeRouting(sequence[prompt.length + k - 1]!, prompt.length + k - 1)
-      )
-      assert.deepStrictEqual(first.routedExperts, expected)
+      // Row p: the forward step that processed token p (output token k came from the step at prompt + k − 1).
+      const rowsOf = (ids: ReadonlyArray<number>) =>
+        ids.slice(0, -1).map((token, position) => FakeSglang.fakeRouting(token, position))
+      assert.deepStrictEqual(first.routedExperts, rowsOf(sequence))
       const resumed = yield* engine.generate({
         inputIds: sequence,
         sampling: { ...sampling, maxNewTokens: 2 },
@@ -163,13 +181,7 @@ describe("SglangEngine with --use-rollout-routing-replay", () => {
         returnLogprob: true,
         resumedTokens: first.outputIds.length
       })
-      const whole = [...sequence, ...resumed.outputIds]
-      assert.deepStrictEqual(
-        resumed.routedExperts,
-        resumed.outputIds.map((_, k) =>
-          FakeSglang.fakeRouting(whole[sequence.length + k - 1]!, sequence.length + k - 1)
-        )
-      )
+      assert.deepStrictEqual(resumed.routedExperts, rowsOf([...sequence, ...resumed.outputIds]))
       const bodies = server.requests.filter((r) => r.path === "/generate").map((r) => r.body as Record<string, unknown>)
       assert.deepStrictEqual(bodies.map((b) => b["return_routed_experts"]), [true, true])
     }).pipe(Effect.provide(Tokenizer.layer)))

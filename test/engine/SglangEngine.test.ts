@@ -763,14 +763,15 @@ describe("SglangEngine against SGLang's real behaviour (docs/sglang.md)", () => 
       ])
     }).pipe(Effect.provide(Tokenizer.layer)))
 
-  it.live("sends priority for resumed attempts and lora_path when configured", () =>
+  it.live("sends priority for resumed attempts and protected Sessions' requests, and lora_path when configured", () =>
     Effect.gen(function*() {
       const server = yield* fake({ enablePriorityScheduling: true })
       const engine = yield* client({ workerUrls: [server.url], priorityScheduling: true, loraPath: "adapter-1" })
       yield* engine.generate(request())
       yield* engine.generate(request({ inputIds: [...prompt, 5, 6], resumedTokens: 2 }, { maxNewTokens: 4 }))
+      yield* engine.generate(request({ protected: true }))
       const bodies = generateBodies(server)
-      assert.deepStrictEqual(bodies.map((b) => b["priority"]), [0, 1])
-      assert.deepStrictEqual(bodies.map((b) => b["lora_path"]), ["adapter-1", "adapter-1"])
+      assert.deepStrictEqual(bodies.map((b) => b["priority"]), [0, 1, 1])
+      assert.deepStrictEqual(bodies.map((b) => b["lora_path"]), ["adapter-1", "adapter-1", "adapter-1"])
     }).pipe(Effect.provide(Tokenizer.layer)))
 })

@@ -1,4 +1,9 @@
 import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import { mkdtempSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import * as Inspector from "../../layers/inspect/Inspector.ts"
 import * as Drift from "../../src/inspect/Drift.ts"
 import * as Dump from "../../src/inspect/Dump.ts"
 import * as Model from "../../src/inspect/Model.ts"
@@ -148,4 +153,29 @@ describe("drift: why an echoed assistant message differs from the committed resp
     assert.strictEqual(Drift.atObservation([committed], [user("inserted"), committed])?.cause, undefined)
     assert.strictEqual(Drift.atObservation([committed], [assistant("other"), committed])?.cause, "messages-reordered")
   })
+})
+
+describe("inspect: a run read lazily (Inspector.load)", () => {
+  it.effect("lists from lines without their token arrays, and decodes a Session in full when it is opened", () =>
+    Effect.gen(function*() {
+      const { jsonl } = session()
+      const dir = mkdtempSync(join(tmpdir(), "inspect-lazy-"))
+      // A blank line and a training-sample-free dump: the list still has every row.
+      writeFileSync(join(dir, "debug_0.jsonl"), `\n${jsonl}`)
+      const lazy = yield* Inspector.load(dir)
+      const eager = runOf("debug_0.jsonl", jsonl)
+      assert.deepStrictEqual(Model.overview(lazy).sessions, Model.overview(eager).sessions)
+      const listed = lazy.sessions[0]!
+      // The index holds no token arrays...
+      assert.isTrue(listed.samples.every((s) => s.tokens.length === 0))
+      assert.isTrue((listed.forest?.nodes ?? []).every((n) => n.tokens.length === 0))
+      // ...the opened Session has them all, as an eager read does.
+      const opened = lazy.open(listed.key)
+      assert(opened !== undefined && !(opened instanceof Dump.DumpLineError))
+      assert.deepStrictEqual(
+        SessionTree.detail(lazy, opened, vocab),
+        SessionTree.detail(eager, eager.sessions[0]!, vocab)
+      )
+      assert.isUndefined(lazy.open("0/nobody"))
+    }))
 })

@@ -159,7 +159,7 @@ describe("relax-agentic inspect (a real rollout's files in a real browser)", () 
 
         // The shared HTML file: self-contained, the same counts, a Session opens from the embedded data.
         const htmlPath = join(dir, "inspect.html")
-        writeFileSync(htmlPath, Inspector.html(run, vocab))
+        writeFileSync(htmlPath, yield* Inspector.html(run, vocab))
         const shared = yield* open(b, pathToFileURL(htmlPath).href)
         assert.strictEqual(yield* text(shared.page, "#count-sessions"), String(sessions.size))
         yield* Effect.promise(() => shared.page.click(`.row.session[data-key="0/${drifted.session_id}"]`))

@@ -65,6 +65,7 @@ describe("compute", () => {
     assert.strictEqual(metrics["prefix_cache_hit_rate"], 20 / 40)
     assert.strictEqual(metrics["avg_cached_tokens_per_sample"], 20 / 3)
     assert.strictEqual(metrics["image_count/max"], 2)
+    assert.strictEqual(metrics["global_batch_size"], 3)
     assert.strictEqual(metrics["staleness/avg"], (0 + 2 + 1) / 3)
     assert.strictEqual(metrics["staleness/min"], 0)
     assert.strictEqual(metrics["staleness/max"], 2)

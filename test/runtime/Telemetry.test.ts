@@ -3,34 +3,6 @@ import { Effect } from "effect"
 import { TestClock } from "effect/testing"
 import * as Telemetry from "../../layers/runtime/Telemetry.ts"
 
-describe("event lines", () => {
-  it("render like the reference without a TTY: plain badge, Python values, None fields left out", () => {
-    assert.strictEqual(
-      Telemetry.formatEvent("accounting_start", { rollout: 3, sessions: 64, groups: 8, final_backfill: false }, false),
-      "AGENTIC ROLLOUT event=accounting_start rollout=3 sessions=64 groups=8 final_backfill=False"
-    )
-    assert.strictEqual(
-      Telemetry.formatEvent("idle_heartbeat", {
-        rollout: 0,
-        debt: 2,
-        skipped: undefined,
-        state: { a: 1, b: "x", c: true }
-      }, false),
-      "AGENTIC ROLLOUT event=idle_heartbeat rollout=0 debt=2 state={'a': 1, 'b': 'x', 'c': True}"
-    )
-    assert.strictEqual(Telemetry.formatStatus("Dropped 1 group", false), "AGENTIC Dropped 1 group")
-  })
-
-  it("carry the ANSI badge only on a TTY", () => {
-    const line = Telemetry.formatEvent("accounting_end", { rollout: 0 }, true)
-    assert.strictEqual(
-      line,
-      "\u001b[48;5;60m\u001b[1;38;5;231m AGENTIC ROLLOUT \u001b[0m \u001b[1;38;5;213mevent=accounting_end rollout=0\u001b[0m"
-    )
-    assert.include(Telemetry.formatStatus("Filtered 1 group", true), "\u001b[48;5;54m")
-  })
-})
-
 describe("progress", () => {
   it.effect("counts scored sessions and draws only on a TTY", () =>
     Effect.gen(function*() {

@@ -1,8 +1,9 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Duration, Effect, Fiber } from "effect"
+import { Duration, Effect, Fiber, Metric } from "effect"
 import { TestClock } from "effect/testing"
 import { EmbeddedEngine } from "../../layers/engine/EmbeddedEngine.ts"
 import type { EngineShape, GenerateResult } from "../../layers/engine/Engine.ts"
+import * as Instruments from "../../layers/observability/Instruments.ts"
 import * as GenerationGate from "../../layers/schedule/GenerationGate.ts"
 import * as ActiveBudget from "../../layers/session/ActiveBudget.ts"
 import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
@@ -20,7 +21,13 @@ interface Turn {
 }
 
 /** The generation core's attempt loop, reduced to what the gate sees: resume from prompt ++ pending after an abort. */
-const turn = (engine: EngineShape, session: GenerationGate.SessionGate, name: string, maxNewTokens: number) =>
+const turn = (
+  engine: EngineShape,
+  session: GenerationGate.SessionGate,
+  name: string,
+  maxNewTokens: number,
+  reportDelay?: Duration.Input
+) =>
   session.request((live) =>
     Effect.gen(function*() {
       const ids: Array<number> = []
@@ -56,6 +63,8 @@ const turn = (engine: EngineShape, session: GenerationGate.SessionGate, name: st
           return { ids, logprobs, attempts: attempt + 1, rids, versions } satisfies Turn
         }
         abortCount++
+        // The generation core may take a while between the attempt's end and its report of the abort.
+        if (reportDelay !== undefined) yield* Effect.sleep(reportDelay)
         yield* live.aborted(abortCount)
       }
     })
@@ -87,15 +96,20 @@ describe("generation gate (partial rollout)", () => {
         const fiber = yield* turn(engine, session, "s1", 20).pipe(Effect.forkChild)
         yield* TestClock.adjust("510 millis")
         assert.isFalse(gate.isInterrupted("s1"))
+        const parked = Metric.value(Instruments.sessionsParked).pipe(Effect.map((state) => state.value))
+        const parkedBefore = yield* parked
         const report = yield* gate.pause
         assert.deepStrictEqual(report, { aborted: 1, pausedSessions: 1 })
         assert.isTrue(gate.isInterrupted("s1"))
+        // The retained Session is parked until the next step (relax_agentic_sessions_parked).
+        assert.strictEqual((yield* parked) - parkedBefore, 1)
         assert.strictEqual(seconds(yield* budget.remaining), 100 - 0.51)
         // Parked: nothing runs and the budget does not count while the gate is closed.
         yield* TestClock.adjust("1 hour")
         assert.isUndefined(fiber.pollUnsafe())
         assert.strictEqual(seconds(yield* budget.remaining), 100 - 0.51)
         yield* gate.resume
+        assert.strictEqual(yield* parked, parkedBefore)
         yield* TestClock.adjust("1 hour")
         const resumed = yield* Fiber.join(fiber)
         assert.strictEqual(resumed.attempts, 2)
@@ -103,6 +117,24 @@ describe("generation gate (partial rollout)", () => {
         assert.deepStrictEqual(resumed.ids, whole.ids)
         assert.deepStrictEqual(resumed.logprobs, whole.logprobs)
         // Answered: the agent is between requests again.
+        assert.isTrue(gate.isInterrupted("s1"))
+      }).pipe(Effect.provide(Tokenizer.layer))
+    ))
+
+  it.effect("a pause returns once the aborted request is parked, not as soon as its attempt ends", () =>
+    Effect.scoped(
+      Effect.gen(function*() {
+        const { engine, gate } = yield* setup()
+        const session = yield* gate.register("s1", undefined)
+        yield* turn(engine, session, "s1", 20, "1 second").pipe(Effect.forkChild)
+        yield* TestClock.adjust("510 millis")
+        const pausing = yield* gate.pause.pipe(Effect.forkChild)
+        // The attempt has ended (aborted), the core has not reported it yet: the Session is neither running nor
+        // parked, and the pause is still waiting.
+        yield* TestClock.adjust("100 millis")
+        assert.isUndefined(pausing.pollUnsafe())
+        yield* TestClock.adjust("1 second")
+        assert.deepStrictEqual(yield* Fiber.join(pausing), { aborted: 1, pausedSessions: 0 })
         assert.isTrue(gate.isInterrupted("s1"))
       }).pipe(Effect.provide(Tokenizer.layer))
     ))

@@ -193,7 +193,7 @@ describe("explicit export", () => {
       const expectedLine = text.includes("\n") ? 2 : 1
       assert.strictEqual(e.line, expectedLine)
       assert.strictEqual(e.field, field)
-      assert.include(e.reason, reason)
+      assert.include(e.detail, reason)
       assert.isTrue(e.message.startsWith(`line ${expectedLine}`))
     })
   }

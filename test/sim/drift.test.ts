@@ -100,6 +100,9 @@ describe("rollout/drift", () => {
       })
       assert.strictEqual(started.count, 8)
       assert.strictEqual(step.groups.accepted, 2)
+      // Relax's step key and batch size are on the line too (docs/outputs.md, "Rollout statistics").
+      assert.strictEqual(step.metrics["rollout/step"], 0)
+      assert.strictEqual(step.metrics["rollout/global_batch_size"], 8)
       // Every edit drifted once, under its own cause, but the faithful echo and the re-serialized arguments: the
       // gateway matches canonical messages, whose arguments are compact key-sorted JSON (docs/outputs.md).
       assert.deepStrictEqual(

@@ -6,7 +6,7 @@
  *   `skip_special_tokens: false`, `no_stop_trim: true`, `spaces_between_special_tokens: false`. `sampling_seed` is
  *   sent only with `samplingSeed` (`--sglang-enable-deterministic-inference`), as in Relax; `session_id` only with
  *   the session lifecycle; `priority` (1 for a resumed attempt) with priority scheduling; `lora_path` when set;
- *   `return_routed_experts` with routing replay (its rows decoded per output token, a missing one an error).
+ *   `return_routed_experts` with routing replay (its rows decoded, one per sequence position, a missing one an error).
  * - Connection errors and 5xx are retried with exponential backoff (on another worker when the first one is
  *   unreachable); 4xx are not. HTTP 400 context-length rejections become {@link ContextLengthError}.
  * - A request that is not retried after a transport error (a timeout) is aborted, and so is one whose fiber is
@@ -17,7 +17,7 @@ import * as Rid from "../../../src/engine/Rid.ts"
 import * as Wire from "../../../src/engine/Wire.ts"
 import { ContextLengthError } from "../../../src/forest/errors.ts"
 import * as RetryAfter from "../../runtime/Retry.ts"
-import { EngineError, type GenerateRequest, type GenerateResult } from "../Engine.ts"
+import { abortedWhilePaused, EngineError, type GenerateRequest, type GenerateResult } from "../Engine.ts"
 import * as Abort from "./Abort.ts"
 import * as Http from "./Http.ts"
 import type * as WeightUpdates from "./WeightUpdates.ts"
@@ -27,10 +27,10 @@ import type * as Workers from "./Workers.ts"
 export interface Send {
   readonly samplingSeed: boolean
   readonly sessionId: boolean
-  /** `priority`: 1 for a resumed attempt, 0 for a new one (servers with priority scheduling). */
+  /** `priority`: 1 for a resumed attempt or a protected Session's, 0 for a new one (servers with priority scheduling). */
   readonly priority: boolean
   readonly loraPath: string | undefined
-  /** `return_routed_experts` (`--use-rollout-routing-replay`): the MoE routing of every output token. */
+  /** `return_routed_experts` (`--use-rollout-routing-replay`): the MoE routing of every sequence position. */
   readonly routedExperts: boolean
 }
 
@@ -62,7 +62,7 @@ export const toWire = (request: GenerateRequest, send: Send): Wire.GenerateBody 
     return_logprob: request.returnLogprob,
     ...(request.imageData === undefined || request.imageData.length === 0 ? {} : { image_data: request.imageData }),
     ...(request.sessionId === undefined || !send.sessionId ? {} : { session_id: request.sessionId }),
-    ...(send.priority ? { priority: (request.resumedTokens ?? 0) > 0 ? 1 : 0 } : {}),
+    ...(send.priority ? { priority: (request.resumedTokens ?? 0) > 0 || request.protected === true ? 1 : 0 } : {}),
     ...(send.loraPath === undefined ? {} : { lora_path: send.loraPath }),
     ...(send.routedExperts ? { return_routed_experts: true } : {})
   }
@@ -96,16 +96,7 @@ export const make = (
     Effect.gen(function*() {
       // Held here while generation is paused for a weight push; aborted while held, it ends with no tokens.
       const start = yield* weights.enter(rid)
-      if (start === undefined) {
-        return {
-          outputIds: [],
-          logprobs: [],
-          finishReason: { type: "abort", message: "Aborted while generation was paused" },
-          promptTokens: request.inputIds.length,
-          cachedTokens: 0,
-          weightVersion: weights.version()
-        } satisfies GenerateResult
-      }
+      if (start === undefined) return abortedWhilePaused(request, weights.version())
       const worker = workers.pick(request.sessionId, tried)
       tried.add(worker)
       const headers: Record<string, string> = workers.router !== undefined && request.sessionId !== undefined

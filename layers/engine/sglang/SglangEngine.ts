@@ -70,7 +70,7 @@ export interface SglangEngineOptions {
   /** `lora_path` on every request (default: none). */
   readonly loraPath?: string | undefined
   /**
-   * `return_routed_experts` on every request and each output token's MoE routing in the result
+   * `return_routed_experts` on every request and every sequence position's MoE routing in the result
    * (`--use-rollout-routing-replay`; servers launched with `--enable-return-routed-experts`; default false).
    */
   readonly routedExperts?: boolean | undefined

@@ -1,0 +1,71 @@
+/**
+ * The tokenizer's off-loop encoder (layers/tokenizer/Tokenizer.ts `encodeAsync`): long texts encoded on a worker
+ * thread, so that a long tool result does not hold every other Session for its whole encode.
+ *
+ * **Details**
+ * The worker loads the same `tokenizer.json` and `tokenizer_config.json` with the same library, so its ids are the
+ * ones an in-place encode gives; it is started on first use and does not keep an idle process alive.
+ */
+import { existsSync } from "node:fs"
+import { createRequire } from "node:module"
+import { join } from "node:path"
+import { Worker } from "node:worker_threads"
+
+// The worker is plain CommonJS (no TypeScript loader needed wherever the service runs): it loads the same files
+// with the same library and answers `{ id, text }` with `{ id, ids }` (an Int32Array, transferred).
+const workerSource = `
+const { parentPort, workerData } = require("node:worker_threads")
+const { readFileSync } = require("node:fs")
+const { join } = require("node:path")
+const { Tokenizer } = require(workerData.library)
+const read = (name) => JSON.parse(readFileSync(join(workerData.directory, name), "utf8"))
+const hf = new Tokenizer(read("tokenizer.json"), read("tokenizer_config.json"))
+parentPort.on("message", ({ id, text }) => {
+  const ids = Int32Array.from(hf.encode(text, { add_special_tokens: false }).ids)
+  parentPort.postMessage({ id, ids }, [ids.buffer])
+})
+`
+
+/**
+ * An encoder on a worker thread for the tokenizer files in `directory`, started on first use; `undefined` when the
+ * files are not there (the caller then encodes in place). A worker that fails is dropped and the pending texts are
+ * encoded in place, so a result always comes back.
+ */
+export const make = (
+  directory: string,
+  inPlace: (text: string) => ReadonlyArray<number>
+): ((text: string) => Promise<ReadonlyArray<number>>) | undefined => {
+  if (!existsSync(join(directory, "tokenizer.json"))) return undefined
+  let worker: Worker | undefined
+  let nextId = 0
+  const pending = new Map<number, { readonly text: string; readonly resolve: (ids: ReadonlyArray<number>) => void }>()
+  const failed = () => {
+    worker = undefined
+    for (const [id, job] of pending) {
+      pending.delete(id)
+      job.resolve(inPlace(job.text))
+    }
+  }
+  const start = (): Worker => {
+    const library = createRequire(import.meta.url).resolve("@huggingface/tokenizers")
+    const started = new Worker(workerSource, { eval: true, workerData: { directory, library } })
+    started.on("message", (message: { readonly id: number; readonly ids: Int32Array }) => {
+      const job = pending.get(message.id)
+      pending.delete(message.id)
+      // An idle worker does not keep the process alive.
+      if (pending.size === 0) started.unref()
+      job?.resolve(Array.from(message.ids))
+    })
+    started.on("error", failed)
+    started.on("exit", failed)
+    return started
+  }
+  return (text) =>
+    new Promise((resolve) => {
+      const id = nextId++
+      pending.set(id, { text, resolve })
+      worker ??= start()
+      worker.ref()
+      worker.postMessage({ id, text })
+    })
+}

@@ -1,0 +1,176 @@
+/**
+ * The runner side of a cluster, real processes only, on one PostgreSQL and one cluster: capacity (`--runner-slots`:
+ * no runner ever holds more Sessions than its slots, Groups wait at the controller when no runner has room;
+ * `--agent-max-starting` on the runners), one configuration (a controller or a runner whose sample-changing settings
+ * differ from the live members' is refused at join, naming the flag), SIGTERM drains a runner (its resident Group
+ * finishes there, it takes no other, then it exits 0), a runner joining mid-step takes the rest of the step, and
+ * `relax-agentic check --cluster-database-url` counts the live runners' slots.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Schema } from "effect"
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import { TrainingSample } from "../../src/forest/TrainingSample.ts"
+import { running } from "../support/agentProcesses.ts"
+import * as EmbeddedPg from "../support/EmbeddedPg.ts"
+import * as Processes from "./processes.ts"
+
+const fixtures = Path.join(Processes.root, "test", "fixtures")
+const decodeSample = Schema.decodeUnknownSync(Schema.fromJsonString(TrainingSample))
+
+const hostedBy = (runner: Processes.Started): Array<string> =>
+  [...runner.output().matchAll(/hosts Session (\S+)/g)].map((m) => m[1]!)
+
+/** The most slots a runner ever had in use, from its `hosts Session … [slots used/capacity]` lines. */
+const peakSlots = (runner: Processes.Started): number =>
+  Math.max(0, ...[...runner.output().matchAll(/\[slots (\d+)\/\d+\]/g)].map((m) => Number(m[1])))
+
+/** Every process the test started, by name, so a failure shows what each printed. */
+const started = new Map<string, Processes.Started>()
+
+/** `effect`, failing after 4 minutes with `what` and every process's output. */
+const within = <A, E, R>(what: string, effect: Effect.Effect<A, E, R>) =>
+  effect.pipe(
+    Effect.timeoutOrElse({
+      duration: "240 seconds",
+      orElse: () =>
+        Effect.die(
+          new Error(
+            `waited 4 minutes for ${what}\n` +
+              [...started].map(([name, p]) => `--- ${name}\n${p.output().slice(-2500)}`).join("\n")
+          )
+        )
+    })
+  )
+
+/** Poll `condition` every 200 ms until it holds. */
+const until = (what: string, condition: () => boolean) =>
+  within(
+    what,
+    Effect.gen(function*() {
+      while (!condition()) yield* Effect.sleep("200 millis")
+    })
+  )
+
+describe("cluster runners (end to end)", () => {
+  it.live(
+    "--runner-slots, refusal at join, SIGTERM drains a runner, a runner joining mid-step takes work",
+    () =>
+      Effect.scoped(Effect.gen(function*() {
+        const db = yield* EmbeddedPg.start
+        const port = yield* EmbeddedPg.freePort
+        const work = Fs.mkdtempSync(Path.join(Os.tmpdir(), "relax-cluster-runners-"))
+        yield* Effect.addFinalizer(() => Effect.sync(() => Fs.rmSync(work, { recursive: true, force: true })))
+        const pids = Path.join(work, "pids")
+        Fs.mkdirSync(pids)
+        const flags = (outputDir: string, temperature = "1") => [
+          "--prompt-data",
+          Path.join(fixtures, "rollout", "train.jsonl"),
+          "--rollout-batch-size",
+          "4",
+          "--n-samples-per-prompt",
+          "2",
+          "--num-rollout",
+          "1",
+          "--rollout-temperature",
+          temperature,
+          "--agent-cwd",
+          Path.join(fixtures, "cluster"),
+          "--agent-command",
+          `"${process.execPath}" slow.mjs`,
+          "--agent-env",
+          `PID_DIR=${pids}`,
+          "--embedded-policy",
+          Path.join(fixtures, "rollout", "policy.mjs"),
+          "--rollout-max-response-len",
+          "16",
+          "--output-dir",
+          outputDir,
+          "--cluster-database-url",
+          db.url,
+          "--cluster-lock-expiration",
+          "20",
+          "--cluster-lock-refresh",
+          "5",
+          "--cluster-health-check",
+          "5"
+        ]
+        const runnerArgs = (i: number, temperature = "1") => [
+          ...flags(Path.join(work, `runner${i}`), temperature),
+          "--runner-address",
+          `127.0.0.1:${port + i}`,
+          "--runner-slots",
+          "2",
+          "--agent-max-starting",
+          "1"
+        ]
+        const first = yield* within("runner 1 to join", Processes.runner(runnerArgs(1)))
+        started.set("runner 1", first)
+
+        // A controller whose sampling differs from the live runner's is refused before it starts a Group (its
+        // refusal writes nothing, so the real controller can start beside it).
+        const refusedController = yield* Processes.start(["rollout", ...flags(Path.join(work, "refused"), "0.5")])
+        started.set("refused controller", refusedController)
+        const out = Path.join(work, "out")
+        const controller = yield* Processes.start(["rollout", ...flags(out)])
+        started.set("controller", controller)
+        assert.notStrictEqual(yield* within("the refused controller to exit", refusedController.exited), 0)
+        assert.match(
+          refusedController.output(),
+          /this controller is refused: --rollout-temperature: the runner 127\.0\.0\.1:\d+ has 1, this controller 0\.5/
+        )
+        assert.isFalse(Fs.existsSync(Path.join(work, "refused", "rollout_0.jsonl")))
+
+        // Runner 1 (2 slots) holds one Group at a time; SIGTERM it while its first Group's agents start.
+        yield* until("runner 1's first agent", () => hostedBy(first).some((s) => Fs.existsSync(Path.join(pids, s))))
+        // A runner with other sampling settings is refused at join while the controller runs.
+        const refusedRunner = yield* Processes.start(["runner", ...runnerArgs(9, "0.5")])
+        started.set("refused runner", refusedRunner)
+        yield* Effect.sleep("1 second")
+        first.child.kill("SIGTERM")
+        // Runner 2 joins while step 0 cannot finish without it (runner 1 drains and takes no other Group).
+        const second = yield* within("runner 2 to join", Processes.runner(runnerArgs(2)))
+        started.set("runner 2", second)
+
+        // The drained runner's resident Group finished there; then it left with exit code 0.
+        assert.strictEqual(yield* within("runner 1 to drain and exit", first.exited), 0)
+        assert.match(first.output(), /drained; leaving the cluster/)
+        const resident = hostedBy(first)
+        assert.strictEqual(resident.length, 2, "runner 1 should have held exactly its first Group")
+        // `check` with the cluster counts the live runners' slots: runner 1 has left, runner 2's 2 are below
+        // T = 4 Groups x 2 Sessions.
+        const check = yield* Processes.start([
+          "check",
+          ...flags(Path.join(work, "check")).map((arg) => arg.endsWith("slow.mjs") ? "true" : arg)
+        ])
+        started.set("check", check)
+
+        assert.strictEqual(yield* within("the rollout", controller.exited), 0, controller.output().slice(-3000))
+        const sessions = Fs.readFileSync(Path.join(out, "rollout_0.jsonl"), "utf8").split("\n").filter((l) => l !== "")
+          .map((l) => decodeSample(l).session_id)
+        assert.strictEqual(sessions.length, 8)
+        assert.strictEqual(new Set(sessions).size, 8, "a Session's samples arrived twice")
+        for (const s of resident) assert.include(sessions, s, "the drained runner's resident Group did not finish")
+        // Runner 2, joined mid-step, ran the rest of the step.
+        assert.strictEqual(sessions.filter((s) => hostedBy(second).includes(s)).length, 6)
+        assert.notMatch(controller.output(), /error_type=/)
+        assert.match(controller.output(), /waits for a runner with 2 free slot\(s\)/)
+        // No runner ever held more Sessions than its slots.
+        assert.isAtMost(peakSlots(first), 2)
+        assert.isAtMost(peakSlots(second), 2)
+
+        assert.notStrictEqual(yield* within("check", check.exited), 0)
+        assert.match(check.output(), /runners: 1; --runner-slots: 127\.0\.0\.1:\d+ 2; runner slots in all = 2/)
+        assert.match(check.output(), /WARNING: the 1 runner\(s\) hold 2 agent slot\(s\) in all .* below the 8 Sessions/)
+        assert.notStrictEqual(yield* within("the refused runner to exit", refusedRunner.exited), 0)
+        assert.match(refusedRunner.output(), /refused at join: --rollout-temperature: this runner has 0\.5/)
+        assert.deepStrictEqual(hostedBy(refusedRunner), [])
+        const orphans = Fs.readdirSync(pids).map((f) => Number(Fs.readFileSync(Path.join(pids, f), "utf8"))).filter(
+          running
+        )
+        assert.deepStrictEqual(orphans, [])
+      })),
+    600_000
+  )
+})
