@@ -7,7 +7,13 @@
  * `src/cli/`) are left out, since they import `layers/`; errors raised by services (engine, tokenizer, hooks, the
  * Session registry) live in their `layers/` files. The naming rule is docs/architecture.md "Errors".
  */
-export { ClusterCallError, ConfigMismatchError, RunnerLostError, SessionFailedError } from "./cluster/errors.ts"
+export {
+  ClusterCallError,
+  ConfigMismatchError,
+  FleetCommandError,
+  RunnerLostError,
+  SessionFailedError
+} from "./cluster/errors.ts"
 export { RolloutConfigError } from "./config/Settings.ts"
 export {
   AdvantageError,

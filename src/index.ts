@@ -39,7 +39,7 @@ import { Forests } from "../layers/generation/Forests.ts"
 import { Generation } from "../layers/generation/Generation.ts"
 import * as MetricsServer from "../layers/observability/MetricsServer.ts"
 import * as OtlpExport from "../layers/observability/OtlpExport.ts"
-import { Rollout } from "../layers/rollout/Rollout.ts"
+import { gateLayer, Rollout } from "../layers/rollout/Rollout.ts"
 import * as RolloutConfig from "../layers/rollout/RolloutConfig.ts"
 import type { SessionRunner } from "../layers/rollout/SessionRunner.ts"
 import * as FairScheduler from "../layers/runtime/FairScheduler.ts"
@@ -65,6 +65,7 @@ import type { HookSpecError } from "./hooks/HookSpec.ts"
 import * as Parsers from "./parsers/registry.ts"
 import type { OutputPathError } from "./rollout/OutputPaths.ts"
 import type { DatasetError } from "./schedule/Dataset.ts"
+import type * as Retention from "./schedule/Retention.ts"
 import type { AgentSpecError } from "./session/errors.ts"
 import type * as Results from "./trainer/Results.ts"
 
@@ -226,6 +227,18 @@ export interface ClusterRole {
   readonly sessionRunner?:
     | Layer.Layer<SessionRunner, Membership.JoinError, Credit | Engine | RolloutConfig.RolloutConfig>
     | undefined
+  /** The controller's generation gate: a step boundary on every runner (`layers/cluster/Fleet.ts`). */
+  readonly gate?:
+    | ((
+      mode: Retention.Mode
+    ) => Layer.Layer<GenerationGate, Membership.JoinError, Engine | RolloutConfig.RolloutConfig>)
+    | undefined
+  /** The controller's engine, whose weight changes every runner follows (`layers/cluster/Fleet.ts`). */
+  readonly engine?:
+    | (<E, R>(
+      engine: Layer.Layer<Engine, E, R>
+    ) => Layer.Layer<Engine, E | Membership.JoinError, R | RolloutConfig.RolloutConfig>)
+    | undefined
   /** A runner's gateway forwarding (`layers/cluster/Forward.ts` over the runner's membership). */
   readonly forwarder?: Layer.Layer<ModelRoute.Forwarder, Membership.JoinError> | undefined
   /** What agents get as `RELAX_BASE_URL` instead of this process's own gateway URL. */
@@ -276,7 +289,8 @@ export const servicesFromSettings = (
     Forests.layer,
     extras.telemetry === undefined ? Telemetry.Telemetry.layer : Telemetry.Telemetry.layerSink(extras.telemetry)
   )
-  const engine = engineLayer(settings, { cwd, embedded: extras.embedded })
+  const ownEngine = engineLayer(settings, { cwd, embedded: extras.embedded })
+  const engine = role.engine === undefined ? ownEngine : role.engine(ownEngine)
   const generation = Layer.unwrap(
     Effect.map(Effect.fromResult(Generation.optionsOf(settings)), (options) => Generation.layer(options))
   )
@@ -313,7 +327,12 @@ export const layerFromSettings = (
   Rollout | GenerationGate | RolloutConfig.RolloutConfig | Gateway | Engine | Sessions | Forests | Telemetry.Telemetry,
   RolloutStartupError
 > => {
-  const rollout = role.sessionRunner === undefined ? Rollout.layer : Rollout.layerWith(role.sessionRunner)
+  const rollout = role.sessionRunner === undefined
+    ? Rollout.layer
+    : Rollout.layerWith(
+      role.sessionRunner,
+      role.gate === undefined ? gateLayer : role.gate(Settings.retentionMode(settings))
+    )
   // With an OTLP endpoint the tracer is part of the output, so the effects run with these services export their spans.
   const endpoint = OtlpExport.endpointOf(settings.otlpEndpoint, process.env)
   // Every service runs its fibers on the time-sliced scheduler, so a burst of agent requests cannot stall the loop.

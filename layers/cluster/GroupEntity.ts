@@ -16,10 +16,13 @@
  *   Session and reaps its agent. Both are no-ops when done twice.
  * - `Touch` says the controller still owns the Session; a Session untouched for a while is reaped (its controller died).
  * - `Forward` carries an agent's model request that reached another runner's gateway (`layers/cluster/Forward.ts`).
+ * - `Fleet` is a controller's command to every runner: follow its weights (a trainer's update, pause, resume), or
+ *   the step boundary of partial rollout / fully async (`layers/cluster/Fleet.ts`).
  */
 import { Schema } from "effect"
 import { Entity } from "effect/cluster"
 import { Rpc } from "effect/rpc"
+import { FleetCommandError } from "../../src/cluster/errors.ts"
 import * as Wire from "../../src/cluster/Wire.ts"
 
 /** Hold `slots` agent slots for this Group's Sessions on the owner, or say why not. */
@@ -45,6 +48,8 @@ export const Place = Rpc.make("Place", {
 export const RunSession = Rpc.make("RunSession", {
   payload: {
     runner: Schema.String,
+    /** The controller's run id: its fleet commands (`Fleet`) apply to its own Sessions only. */
+    controller: Schema.String,
     sessionId: Schema.String,
     position: Schema.Int,
     group: Wire.PlannedGroup,
@@ -56,15 +61,19 @@ export const RunSession = Rpc.make("RunSession", {
   stream: true
 })
 
-/** The Group holds its Runtime lease: the Session's requests may generate, under `rolloutId` and `weightVersion`. */
+/**
+ * The Group holds its Runtime lease: the Session's requests may generate, under `rolloutId` and the controller's
+ * weights (`weights`: a runner that missed a fleet command follows them before it generates).
+ */
 export const Grant = Rpc.make("Grant", {
   payload: {
     runner: Schema.String,
+    controller: Schema.String,
     sessionId: Schema.String,
     rolloutId: Schema.Int,
-    weightVersion: Schema.String
+    weights: Wire.WeightsState
   },
-  error: Wire.RunnerLostError
+  error: Schema.Union([Wire.RunnerLostError, FleetCommandError])
 })
 
 /** End the Session and reap its agent (a dropped Group, a closed step, a finished Session's cleanup). */
@@ -87,5 +96,15 @@ export const Forward = Rpc.make("Forward", {
   success: Wire.ForwardedResponse
 })
 
+/**
+ * A controller's command to every runner (sent to one entity of every shard, so every runner owning a shard gets it,
+ * most several times: `seq` makes the repeats no-ops that answer the first delivery's reply).
+ */
+export const Fleet = Rpc.make("Fleet", {
+  payload: { controller: Schema.String, seq: Schema.Int, command: Wire.FleetCommand },
+  success: Wire.FleetReply,
+  error: FleetCommandError
+})
+
 /** The Group entity. */
-export const Group = Entity.make("RelaxGroup", [Reserve, Place, RunSession, Grant, Stop, Touch, Forward])
+export const Group = Entity.make("RelaxGroup", [Reserve, Place, RunSession, Grant, Stop, Touch, Forward, Fleet])

@@ -18,9 +18,23 @@
  * Entity handlers report defects to the caller (`disableFatalDefects`), where the Scheduler drops the
  * Group, instead of the cluster's default of retrying a defect forever.
  */
-import { Clock, Context, Deferred, Duration, Effect, Exit, Fiber, Layer, Schedule, Stream } from "effect"
+import {
+  Clock,
+  Context,
+  Deferred,
+  Duration,
+  Effect,
+  Exit,
+  Fiber,
+  Layer,
+  Schedule,
+  Semaphore,
+  Stream,
+  SubscriptionRef
+} from "effect"
 import { Entity } from "effect/cluster"
 import { randomBytes } from "node:crypto"
+import { FleetCommandError } from "../../src/cluster/errors.ts"
 import * as Fingerprint from "../../src/cluster/Fingerprint.ts"
 import * as Slots from "../../src/cluster/Slots.ts"
 import * as Wire from "../../src/cluster/Wire.ts"
@@ -28,9 +42,16 @@ import { SessionClosedError } from "../../src/session/errors.ts"
 import { Engine } from "../engine/Engine.ts"
 import { RolloutConfig } from "../rollout/RolloutConfig.ts"
 import { type GroupError, SessionRunner } from "../rollout/SessionRunner.ts"
+import { GenerationGate } from "../schedule/GenerationGate.ts"
 import * as GroupEntity from "./GroupEntity.ts"
 
 interface Hosted {
+  /** The run id of the controller that sent it (its fleet commands apply to it). */
+  readonly controller: string
+  /** Its state at the generation gate, as its event stream reports it (partial rollout / fully async). */
+  readonly gateState: SubscriptionRef.SubscriptionRef<Wire.GateState>
+  /** The controller granted its Group's lease. */
+  leased: boolean
   readonly lease: Deferred.Deferred<void, SessionClosedError>
   readonly firstRequest: Deferred.Deferred<void>
   readonly done: Deferred.Deferred<Wire.SessionResult, Wire.SessionFailedError>
@@ -83,9 +104,14 @@ export interface HostShape {
     payload: typeof GroupEntity.RunSession.payloadSchema.Type,
     key?: string
   ) => Stream.Stream<Wire.SessionEvent, Wire.RunFailure>
-  readonly grant: (payload: typeof GroupEntity.Grant.payloadSchema.Type) => Effect.Effect<void, Wire.RunnerLostError>
+  readonly grant: (
+    payload: typeof GroupEntity.Grant.payloadSchema.Type
+  ) => Effect.Effect<void, Wire.RunnerLostError | FleetCommandError>
   readonly stop: (payload: typeof GroupEntity.Stop.payloadSchema.Type) => Effect.Effect<void>
   readonly touch: (payload: typeof GroupEntity.Touch.payloadSchema.Type) => Effect.Effect<void, Wire.RunnerLostError>
+  readonly fleet: (
+    payload: typeof GroupEntity.Fleet.payloadSchema.Type
+  ) => Effect.Effect<Wire.FleetReply, FleetCommandError>
   readonly forward: ForwardHandler
 }
 
@@ -108,6 +134,8 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
     const settings = yield* RolloutConfig
     const runner = yield* SessionRunner
     const engine = yield* Engine
+    const gate = yield* GenerationGate
+    const retains = gate.mode.partialRollout || gate.mode.fullyAsync
     const scope = yield* Effect.scope
     const incarnation = randomBytes(8).toString("hex")
     const table = new Map<string, Hosted>()
@@ -129,6 +157,9 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
     const start = (payload: typeof GroupEntity.RunSession.payloadSchema.Type) =>
       Effect.gen(function*() {
         const hosted: Hosted = {
+          controller: payload.controller,
+          gateState: yield* SubscriptionRef.make<Wire.GateState>({ interrupted: false, protected: false }),
+          leased: false,
           lease: yield* Deferred.make<void, SessionClosedError>(),
           firstRequest: yield* Deferred.make<void>(),
           done: yield* Deferred.make<Wire.SessionResult, Wire.SessionFailedError>(),
@@ -188,7 +219,14 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
               Stream.map((result): Wire.SessionEvent => ({ _tag: "Done", result }))
             )
           ),
-          Stream.tick(aliveInterval).pipe(Stream.as<Wire.SessionEvent>({ _tag: "Alive" })),
+          Stream.merge(
+            Stream.tick(aliveInterval).pipe(Stream.as<Wire.SessionEvent>({ _tag: "Alive" })),
+            retains
+              ? SubscriptionRef.changes(hosted.gateState).pipe(
+                Stream.map((state): Wire.SessionEvent => ({ _tag: "Gate", state }))
+              )
+              : Stream.empty
+          ),
           { haltStrategy: "left" }
         )
       )
@@ -224,12 +262,117 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
     // Whatever the runner still hosts when it stops is reaped with it.
     yield* Effect.addFinalizer(() => Effect.forEach([...table.keys()], stop, { discard: true }))
 
-    const syncWeights = (version: string) =>
-      settings.engine === "sglang"
-        ? Effect.void // SGLang reports the version of every generation itself
-        : Effect.gen(function*() {
-          if ((yield* engine.weightVersion) !== version) yield* engine.updateWeights(version).pipe(Effect.orDie)
-        })
+    const gateStateOf = (sessionId: string): Wire.GateState => ({
+      interrupted: gate.isInterrupted(sessionId),
+      protected: gate.isProtected(sessionId)
+    })
+    // Every change at the gate may change a Session's state: its event stream reports the new one.
+    if (retains) {
+      gate.onChange(() => {
+        for (const [sessionId, hosted] of table) {
+          const next = gateStateOf(sessionId)
+          const last = SubscriptionRef.getUnsafe(hosted.gateState)
+          if (next.interrupted !== last.interrupted || next.protected !== last.protected) {
+            Effect.runSync(SubscriptionRef.set(hosted.gateState, next))
+          }
+        }
+      })
+    }
+
+    // The controller's weights, followed (a fleet command or a Grant carrying them); one change at a time.
+    const weightsLock = Semaphore.makeUnsafe(1)
+    let followed: { readonly controller: string; readonly seq: number } | undefined
+    let enginePaused = false
+    let budgetsPaused = false
+    const follow = (controller: string, state: Wire.WeightsState): Effect.Effect<void, FleetCommandError> =>
+      weightsLock.withPermits(1)(Effect.gen(function*() {
+        if (followed !== undefined && followed.controller === controller && state.seq <= followed.seq) return
+        // SGLang's servers are shared: the controller's own calls pause, resume and relabel them for every runner,
+        // and SGLang reports the version of every generation itself. An engine of this runner's own follows here.
+        if (settings.engine !== "sglang") {
+          if (state.paused !== null && !enginePaused) {
+            yield* engine.pauseGeneration(state.paused)
+            enginePaused = true
+          } else if (state.paused === null && enginePaused) {
+            yield* engine.resumeGeneration(state.version)
+            enginePaused = false
+          } else if (state.paused === null && (yield* engine.weightVersion) !== state.version) {
+            yield* engine.updateWeights(state.version)
+          }
+        }
+        // The agents' active-time budgets stop while a trainer's push holds generation, as in one process.
+        if (state.paused !== null && !budgetsPaused) {
+          yield* gate.pauseBudgets
+          budgetsPaused = true
+        } else if (state.paused === null && budgetsPaused) {
+          yield* gate.resumeBudgets
+          budgetsPaused = false
+        }
+        followed = { controller, seq: state.seq }
+      })).pipe(
+        Effect.mapError((error) =>
+          new FleetCommandError({ reason: "engine", runner: incarnation, detail: error.message })
+        )
+      )
+
+    const reply = (report: { readonly aborted: number; readonly pausedSessions: number }, controller?: string) => ({
+      runner: incarnation,
+      aborted: report.aborted,
+      pausedSessions: report.pausedSessions,
+      sessions: controller === undefined
+        ? []
+        : [...table.entries()].filter(([, h]) => h.controller === controller).map(([sessionId]) => ({
+          sessionId,
+          state: gateStateOf(sessionId)
+        }))
+    })
+
+    const command = (controller: string, command: Wire.FleetCommand) => {
+      switch (command._tag) {
+        case "Weights":
+          return Effect.as(follow(controller, command.state), reply({ aborted: 0, pausedSessions: 0 }))
+        case "Halt":
+          // The step's close: park this controller's generations here. The controller waits for protected Sessions.
+          return Effect.map(gate.halt, (report) => reply(report, controller))
+        case "Resume":
+          return Effect.gen(function*() {
+            // Groups kept across the boundary are leased by the new step: their next turns are recorded under it.
+            const rolloutId = command.rolloutId
+            if (rolloutId !== null) {
+              for (const hosted of table.values()) {
+                if (hosted.controller === controller && hosted.leased) hosted.rolloutId = rolloutId
+              }
+            }
+            yield* gate.resume
+            return reply({ aborted: 0, pausedSessions: 0 })
+          })
+      }
+    }
+
+    // The last fleet command: its repeats (one per shard this runner owns, and re-sends) answer its reply.
+    let lastFleet:
+      | {
+        readonly controller: string
+        readonly seq: number
+        readonly reply: Deferred.Deferred<Wire.FleetReply, FleetCommandError>
+      }
+      | undefined
+    const fleet = (payload: typeof GroupEntity.Fleet.payloadSchema.Type) =>
+      Effect.suspend(() => {
+        const last = lastFleet
+        if (last !== undefined && last.controller === payload.controller && payload.seq <= last.seq) {
+          return payload.seq === last.seq
+            ? Deferred.await(last.reply)
+            : Effect.succeed(reply({ aborted: 0, pausedSessions: 0 })) // an older command: superseded
+        }
+        const done = Deferred.makeUnsafe<Wire.FleetReply, FleetCommandError>()
+        lastFleet = { controller: payload.controller, seq: payload.seq, reply: done }
+        return command(payload.controller, payload.command).pipe(
+          Effect.exit,
+          Effect.tap((exit) => Deferred.done(done, exit)),
+          Effect.flatten
+        )
+      })
 
     const reserve = (key: string, payload: typeof GroupEntity.Reserve.payloadSchema.Type) =>
       Effect.gen(function*() {
@@ -306,8 +449,9 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
           yield* checkRunner(payload.runner)
           const hosted = table.get(payload.sessionId)
           if (hosted === undefined) return
-          yield* syncWeights(payload.weightVersion)
+          yield* follow(payload.controller, payload.weights)
           hosted.rolloutId = payload.rolloutId
+          hosted.leased = true
           yield* Deferred.succeed(hosted.lease, undefined)
         }),
       stop: (payload) => payload.runner === incarnation ? stop(payload.sessionId) : Effect.void,
@@ -317,6 +461,7 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
           const hosted = table.get(payload.sessionId)
           if (hosted !== undefined) hosted.touched = yield* Clock.currentTimeMillis
         }),
+      fleet,
       forward
     } satisfies HostShape
   })
@@ -343,7 +488,8 @@ export const entityLayer = GroupEntity.Group.toLayer(
       Grant: ({ payload }) => host.grant(payload),
       Stop: ({ payload }) => host.stop(payload),
       Touch: ({ payload }) => host.touch(payload),
-      Forward: ({ payload }) => host.forward(payload)
+      Forward: ({ payload }) => host.forward(payload),
+      Fleet: ({ payload }) => host.fleet(payload)
     })
   }),
   { concurrency: "unbounded", disableFatalDefects: true, maxIdleTime: "1 hour" }

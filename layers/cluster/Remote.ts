@@ -11,7 +11,8 @@
  * Runtime lease, `Grant` passes it on with the weight version to generate with; the Session's scope ends with `Stop`
  * (so a dropped Group's or a closed step's agents are reaped on the runner). Every call has a deadline
  * (`--cluster-call-timeout`; for the event stream, the time between two events, which a runner sends at least every
- * two seconds): a call past it fails the Session with `ClusterCallError`. A runner that died costs its Groups: the
+ * two seconds): a call past it fails the Session with `ClusterCallError` (a silent event stream is first followed once
+ * more: a repeated `RunSession` follows the Session already running). A runner that died costs its Groups: the
  * cluster re-sends the in-flight `RunSession` to the runner that inherits the shard, which refuses it (`RunnerLostError`,
  * another incarnation), and the Group is dropped (`error_type=RunnerLostError`) and refilled.
  */
@@ -24,10 +25,10 @@ import * as Routing from "../../src/cluster/Routing.ts"
 import type * as Wire from "../../src/cluster/Wire.ts"
 import * as Drift from "../../src/inspect/Drift.ts"
 import { Credit } from "../credit/Credit.ts"
-import { Engine } from "../engine/Engine.ts"
 import { RolloutConfig } from "../rollout/RolloutConfig.ts"
 import * as SessionRunner from "../rollout/SessionRunner.ts"
 import type * as FirstRequestBarrier from "../schedule/FirstRequestBarrier.ts"
+import { Fleet } from "./Fleet.ts"
 import * as GroupEntity from "./GroupEntity.ts"
 import * as Host from "./Host.ts"
 
@@ -50,6 +51,9 @@ const transient = ["MailboxFull", "EntityNotAssignedToRunner", "AlreadyProcessin
 /** Attempts of a call the cluster refused for now, 0.5 s apart; every call of a Session is safe to repeat. */
 const attempts = 10
 const pause = Duration.millis(500)
+
+/** How many times a Session's silent event stream is followed again before its Group is dropped. */
+const silentRetries = 1
 
 /** Repeat `effect` while the cluster refuses it for now. */
 const whileRefused = <A, E extends { readonly _tag: string }, R>(
@@ -133,9 +137,9 @@ const make = (options: RemoteOptions) =>
   Effect.gen(function*() {
     const credit = yield* Credit
     const config = Fingerprint.of(yield* RolloutConfig)
-    const engine = yield* Engine
+    const fleet = yield* Fleet
     const makeClient = yield* GroupEntity.Group.client
-    const runId = randomBytes(8).toString("hex")
+    const runId = fleet.controller
     let parserFailures = 0
     let drift = new Map<Drift.Cause, number>()
 
@@ -162,7 +166,12 @@ const make = (options: RemoteOptions) =>
         )
         const runner = place.runner
         yield* Effect.addFinalizer(() =>
-          deadline(`Stop ${ticket.sessionId}`, client.Stop({ runner, sessionId: ticket.sessionId })).pipe(Effect.ignore)
+          Effect.sync(() => fleet.forget(ticket.sessionId)).pipe(
+            Effect.andThen(
+              deadline(`Stop ${ticket.sessionId}`, client.Stop({ runner, sessionId: ticket.sessionId }))
+            ),
+            Effect.ignore
+          )
         )
         // The runner reaps a Session its controller stops touching (a controller killed without these finalizers).
         yield* Effect.forkScoped(
@@ -172,14 +181,20 @@ const make = (options: RemoteOptions) =>
               Effect.repeat(Schedule.spaced(Host.touchInterval))
             )
         )
-        // The Group's Runtime lease, passed on to the runner with the weight version new generations use.
+        // The Group's Runtime lease, passed on to the runner with the weights its generations follow.
         yield* Effect.forkScoped(ticket.leased.pipe(
-          Effect.andThen(engine.weightVersion),
-          Effect.flatMap((weightVersion) =>
+          Effect.andThen(fleet.weights),
+          Effect.flatMap((weights) =>
             deadline(
               `Grant ${ticket.sessionId}`,
               whileRefused(
-                client.Grant({ runner, sessionId: ticket.sessionId, rolloutId: ticket.rolloutId(), weightVersion })
+                client.Grant({
+                  runner,
+                  controller: runId,
+                  sessionId: ticket.sessionId,
+                  rolloutId: ticket.rolloutId(),
+                  weights
+                })
               )
             )
           ),
@@ -190,6 +205,7 @@ const make = (options: RemoteOptions) =>
         yield* whileRefused(Stream.runForEach(
           client.RunSession({
             runner,
+            controller: runId,
             sessionId: ticket.sessionId,
             position: ticket.position,
             group: {
@@ -215,6 +231,8 @@ const make = (options: RemoteOptions) =>
               case "FirstRequest":
                 // Joins the barrier; completes once the Group is leased (a drop interrupts this Session anyway).
                 return Effect.forkScoped(Effect.ignore(ticket.awaitLease)).pipe(Effect.asVoid)
+              case "Gate":
+                return Effect.sync(() => fleet.setGate(ticket.sessionId, event.state))
               case "Done":
                 result = event.result
                 return Effect.void
@@ -223,6 +241,18 @@ const make = (options: RemoteOptions) =>
             }
           }
         )).pipe(
+          // A silent stream is followed again before the Group is given up: a repeated RunSession follows the
+          // Session already running there (a stream whose replies stalled loses nothing), and a runner that is gone
+          // answers RunnerLostError through its shard's new owner.
+          Effect.tapError((error) =>
+            error._tag === "ClusterCallError" && error.reason === "deadline"
+              ? Effect.logWarning(`following Session ${ticket.sessionId} again: ${error.detail} was silent`)
+              : Effect.void
+          ),
+          Effect.retry({
+            while: (error) => error._tag === "ClusterCallError" && error.reason === "deadline",
+            times: silentRetries
+          }),
           Effect.catchTag(
             ["MailboxFull", "AlreadyProcessingMessage", "PersistenceError", "EntityNotAssignedToRunner"],
             refused("RunSession")
@@ -277,5 +307,5 @@ const make = (options: RemoteOptions) =>
 /** The controller's `SessionRunner` over the cluster (needs `Sharding`: a client-only cluster member). */
 export const layer = (
   options: RemoteOptions
-): Layer.Layer<SessionRunner.SessionRunner, never, Credit | Engine | RolloutConfig | Sharding.Sharding> =>
+): Layer.Layer<SessionRunner.SessionRunner, never, Credit | Fleet | RolloutConfig | Sharding.Sharding> =>
   Layer.effect(SessionRunner.SessionRunner, make(options))

@@ -206,7 +206,7 @@ const make = Effect.gen(function*() {
         showPrepared: settings.agenticPrelaunch
       })
       // Groups retained by the last step continue: their parked requests resume, their budgets count again.
-      yield* gate.resume
+      yield* gate.resumeStep(rolloutId)
       const retain = Retention.retainsAcrossSteps(mode, finalBackfill) &&
         rolloutId + 1 < Retention.stepCount(mode, settings.numRollout)
       const outcome = yield* trainPool.runStep({
@@ -369,11 +369,15 @@ export class Rollout extends Context.Service<Rollout, RolloutShape>()("relax-age
 
   /**
    * The rollout with another way to run a Group's Sessions (cluster mode: on the runner owning the Group,
-   * `layers/cluster/Remote.ts`); planning, the step ledger, credit and Transfer stay here.
+   * `layers/cluster/Remote.ts`) and, optionally, another generation gate (cluster mode: the step boundary on every
+   * runner, `layers/cluster/Fleet.ts`); planning, the step ledger, credit and Transfer stay here.
    */
-  static readonly layerWith = <E, R>(sessionRunner: Layer.Layer<SessionRunner, E, R>) =>
+  static readonly layerWith = <E, R, E2, R2>(
+    sessionRunner: Layer.Layer<SessionRunner, E, R>,
+    gate: Layer.Layer<GenerationGate, E2, R2>
+  ) =>
     Layer.effect(Rollout, make).pipe(
       Layer.provide(Layer.merge(sessionRunner, Outputs.layer)),
-      Layer.provideMerge(gateLayer)
+      Layer.provideMerge(gate)
     )
 }

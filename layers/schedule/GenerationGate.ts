@@ -74,8 +74,19 @@ export interface GenerationGateShape {
    * protected Session has finished.
    */
   readonly pause: Effect.Effect<PauseReport>
+  /**
+   * The first half of `pause`: close the gate, abort and wait for unprotected running attempts, pause unprotected
+   * budgets; does not wait for protected Sessions (a cluster runner's part of a controller's pause, whose controller
+   * waits for the protected Sessions it knows of).
+   */
+  readonly halt: Effect.Effect<PauseReport>
   /** Promote pending protection, restart paused budgets, open the gate. */
   readonly resume: Effect.Effect<void>
+  /**
+   * `resume` at the start of step `rolloutId` (what the rollout calls; a cluster controller's gate tells its runners
+   * the step, layers/cluster/Fleet.ts; here Sessions read their step from their ticket).
+   */
+  readonly resumeStep: (rolloutId: number) => Effect.Effect<void>
   readonly isOpen: () => boolean
   /** Whether the Session could be retained across the step boundary now (unknown Sessions: false). */
   readonly isInterrupted: (sessionId: string) => boolean
@@ -228,7 +239,7 @@ export const make = (options: {
           })
       ).pipe(Effect.withSpan("GenerationGate.register", { attributes: { sessionId } }))
 
-    const pause = Effect.gen(function*() {
+    const halt = Effect.gen(function*() {
       const targets = yield* Effect.sync(() => {
         latch.closeUnsafe()
         const unprotected = [...running].filter((r) => !r.session.protected)
@@ -245,13 +256,18 @@ export const make = (options: {
         pausedSessions++
       }
       yield* Instruments.move(Instruments.sessionsParked, pausedSessions)
+      return { aborted: targets.length, pausedSessions } satisfies PauseReport
+    }).pipe(Effect.withSpan("GenerationGate.halt"))
+
+    const pause = Effect.gen(function*() {
+      const report = yield* halt
       // Protected Sessions run on; the step's close waits until they have finished (they can delay it).
       if ([...sessions.values()].some((state) => state.protected)) {
         const waiter = protectedDone ?? (yield* Deferred.make<void>())
         protectedDone = waiter
         yield* Deferred.await(waiter)
       }
-      return { aborted: targets.length, pausedSessions } satisfies PauseReport
+      return report
     }).pipe(Effect.withSpan("GenerationGate.pause"))
 
     const resume = Effect.gen(function*() {
@@ -271,7 +287,9 @@ export const make = (options: {
     return {
       register,
       pause,
+      halt,
       resume,
+      resumeStep: () => resume,
       isOpen: () => Latch.isOpen(latch),
       isInterrupted: (sessionId) => {
         const state = sessions.get(sessionId)

@@ -52,30 +52,47 @@ export const hasExited = (pid: number): boolean => {
   return state === undefined || state.state === "Z" || state.state === "X"
 }
 
-/**
- * Members of process group `pgid` that are still running, read from `/proc` (Linux).
- *
- * **Details**
- * `kill(-pgid, 0)` also succeeds for zombies: a killed grandchild re-parented to a PID 1 that does not reap would
- * keep the group "alive" forever. Zombies (`Z`) and dead (`X`) entries are therefore not counted. Returns
- * `undefined` where `/proc` is not available.
- */
-export const liveGroupMembers = (pgid: number): ReadonlyArray<number> | undefined => {
+/** How long one `/proc` scan answers every group's question (one poll tick, see `pollInterval`). */
+const scanMaxAgeMs = 20
+
+let lastScan: { readonly at: number; readonly groups: ReadonlyMap<number, ReadonlyArray<number>> } | undefined
+
+/** Every process group's live members, from one `/proc` scan shared by the callers of the last `scanMaxAgeMs`. */
+const scanGroups = (): ReadonlyMap<number, ReadonlyArray<number>> | undefined => {
+  const now = Date.now()
+  if (lastScan !== undefined && now - lastScan.at < scanMaxAgeMs) return lastScan.groups
   let entries: Array<string>
   try {
     entries = Fs.readdirSync("/proc")
   } catch {
     return undefined
   }
-  const members: Array<number> = []
+  const groups = new Map<number, Array<number>>()
   for (const entry of entries) {
     if (!/^\d+$/.test(entry)) continue
     const state = processState(Number(entry))
-    if (state !== undefined && state.pgrp === pgid && state.state !== "Z" && state.state !== "X") {
-      members.push(Number(entry))
-    }
+    if (state === undefined || state.state === "Z" || state.state === "X") continue
+    const members = groups.get(state.pgrp)
+    if (members === undefined) groups.set(state.pgrp, [Number(entry)])
+    else members.push(Number(entry))
   }
-  return members
+  lastScan = { at: Date.now(), groups }
+  return groups
+}
+
+/**
+ * Members of process group `pgid` that are still running, read from `/proc` (Linux).
+ *
+ * **Details**
+ * `kill(-pgid, 0)` also succeeds for zombies: a killed grandchild re-parented to a PID 1 that does not reap would
+ * keep the group "alive" forever. Zombies (`Z`) and dead (`X`) entries are therefore not counted. Returns
+ * `undefined` where `/proc` is not available. One scan (every process's `/proc/<pid>/stat`, ~10 ms per few hundred
+ * processes) answers every group for `scanMaxAgeMs`: with many groups stopping at once (a dropped step, a runner's
+ * Groups), each polling every `pollInterval`, a scan per group and poll kept the event loop busy for whole seconds.
+ */
+export const liveGroupMembers = (pgid: number): ReadonlyArray<number> | undefined => {
+  const groups = scanGroups()
+  return groups === undefined ? undefined : groups.get(pgid) ?? []
 }
 
 const groupAlive = (pgid: number): boolean => {

@@ -12,6 +12,7 @@ import { Console, Deferred, Duration, Effect, Exit, Layer, Option } from "effect
 import { CliError, Command } from "effect/cli"
 import { randomBytes } from "node:crypto"
 import * as Os from "node:os"
+import * as Fleet from "../../layers/cluster/Fleet.ts"
 import * as Forward from "../../layers/cluster/Forward.ts"
 import * as Host from "../../layers/cluster/Host.ts"
 import * as Members from "../../layers/cluster/Members.ts"
@@ -86,12 +87,7 @@ export const clusterOptionsFromFlags = (
   })
 
 /** Settings a cluster cannot run yet (docs/scale-out.md "Not yet"): refused with the flag to change. */
-export const clusterProblem = (settings: Settings.RolloutSettings): string | undefined =>
-  settings.partialRollout
-    ? "--partial-rollout: not supported across runners yet; run without it, or in a single process"
-    : settings.fullyAsync
-    ? "--fully-async: not supported across runners yet; run without it, or in a single process"
-    : undefined
+export const clusterProblem = (_settings: Settings.RolloutSettings): string | undefined => undefined
 
 /** How members keep their `relax_agentic_members` row fresh, and when a row counts as stale. */
 const membersTiming = (options: Membership.ClusterOptions) => ({
@@ -141,12 +137,21 @@ export const runnerCapacity = (
     }
   })
 
-/** The controller's role: its Groups' Sessions run on the cluster's runners. */
-export const controllerRole = (options: Membership.ClusterOptions): ClusterRole => ({
-  sessionRunner: Remote.layer({ callTimeout: options.callTimeout }).pipe(
-    Layer.provide(Membership.client(options).pipe(Layer.provide(controllerMember(options))))
+/**
+ * The controller's role: its Groups' Sessions run on the cluster's runners, and its weight changes and step
+ * boundaries reach every runner (one client-only member and one fleet, shared by the three).
+ */
+export const controllerRole = (options: Membership.ClusterOptions): ClusterRole => {
+  const membership = Membership.client(options).pipe(Layer.provide(controllerMember(options)))
+  const fleet = Fleet.layer({ callTimeout: options.callTimeout, shards: options.shardsPerGroup }).pipe(
+    Layer.provideMerge(membership)
   )
-})
+  return {
+    sessionRunner: Remote.layer({ callTimeout: options.callTimeout }).pipe(Layer.provide(fleet)),
+    gate: (mode) => Fleet.gateLayer(mode).pipe(Layer.provide(fleet)),
+    engine: (engine) => Fleet.engineLayer.pipe(Layer.provide(engine), Layer.provide(fleet))
+  }
+}
 
 /** Every service of a runner: the rollout's services (no `Rollout`), the Group entity, forwarding, membership. */
 export const runnerLayer = (
@@ -227,6 +232,7 @@ export const runnerCommand = Command.make(
       if (listenText !== undefined && listen === undefined) {
         return yield* userError(`--runner-listen-address: expects host:port (got ${String(listenText)})`)
       }
+      const orphanTimeout = yield* seconds(values, "cluster-orphan-timeout", Host.orphanAfter)
       const publicUrl = valueOf(values, "gateway-public-url")
       if (publicUrl !== undefined && (typeof publicUrl !== "string" || !/^https?:\/\//.test(publicUrl))) {
         return yield* userError(
@@ -275,7 +281,7 @@ export const runnerCommand = Command.make(
             address,
             listen,
             typeof publicUrl === "string" ? publicUrl : undefined,
-            typeof slots === "number" ? { slots } : {}
+            { ...(typeof slots === "number" ? { slots } : {}), orphanTimeout }
           )
         ),
         Effect.mapError((error) => userError(Errors.messageOf(error)))

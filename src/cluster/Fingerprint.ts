@@ -45,7 +45,11 @@ export const sampleFields = [
   "evalMaxResponseLen",
   "evalMaxContextLen",
   "agenticAllowSpecialTokens",
-  "agenticFailUnparsedTurns"
+  "agenticFailUnparsedTurns",
+  // The runners' generation gates park and protect Sessions by these (partial rollout / fully async).
+  "partialRollout",
+  "fullyAsync",
+  "partialRolloutMaxAbortedCount"
 ] as const satisfies ReadonlyArray<keyof Settings.RolloutSettings>
 
 /** Field → JSON text of its value. */

@@ -88,6 +88,15 @@ export const runnerFlags: ReadonlyArray<FlagSpec> = [
     defaultText: "--runner-address"
   },
   {
+    name: "cluster-orphan-timeout",
+    field: null,
+    kind: "number",
+    section,
+    description: "`runner` only: seconds after which a Session that no controller touched (controllers touch theirs " +
+      "every 5 s) is reaped with its agent: its controller died without stopping it.",
+    defaultText: "30"
+  },
+  {
     name: "gateway-public-url",
     field: null,
     kind: "string",

@@ -79,11 +79,22 @@ export const SessionResult = Schema.Struct({
 })
 export type SessionResult = typeof SessionResult.Type
 
-/** What a runner reports while it runs a Session, in order: started, first model request, (alive)*, done. */
+/** A hosted Session's state at the generation gate (partial rollout / fully async). */
+export const GateState = Schema.Struct({
+  interrupted: Schema.Boolean,
+  protected: Schema.Boolean
+})
+export type GateState = typeof GateState.Type
+
+/**
+ * What a runner reports while it runs a Session, in order: started, first model request, (alive)*, done; with
+ * partial rollout or fully async also its gate state whenever it changes (`Gate`).
+ */
 export const SessionEvent = Schema.Union([
   Schema.TaggedStruct("Started", { runner: Schema.String, address: Schema.String }),
   Schema.TaggedStruct("FirstRequest", {}),
   Schema.TaggedStruct("Alive", {}),
+  Schema.TaggedStruct("Gate", { state: GateState }),
   Schema.TaggedStruct("Done", { result: SessionResult })
 ])
 export type SessionEvent = typeof SessionEvent.Type
@@ -111,3 +122,39 @@ export const ForwardedResponse = Schema.Struct({
   body: Schema.String
 })
 export type ForwardedResponse = typeof ForwardedResponse.Type
+
+/** How a trainer's pause treats the generations in flight (`Engine.PauseMode`). */
+export const PauseMode = Schema.Literals(["abort", "retract", "in_place"])
+
+/**
+ * The controller's weights as every runner must follow them: the version new generations use and whether a trainer's
+ * weight push holds generation now (`paused`: its mode). `seq` grows with every change, so a late or repeated
+ * message never undoes a newer one.
+ */
+export const WeightsState = Schema.Struct({
+  seq: Schema.Int,
+  version: Schema.String,
+  paused: Schema.NullOr(PauseMode)
+})
+export type WeightsState = typeof WeightsState.Type
+
+/**
+ * What the controller tells every runner at once (docs/scale-out.md "Weights and the step boundary"): follow its
+ * weights (`Weights`), or the step boundary of partial rollout / fully async: `Halt` parks the controller's
+ * generations and stops their budgets, `Resume` lets them continue under the step `rolloutId` (`null`: the same step).
+ */
+export const FleetCommand = Schema.Union([
+  Schema.TaggedStruct("Weights", { state: WeightsState }),
+  Schema.TaggedStruct("Halt", {}),
+  Schema.TaggedStruct("Resume", { rolloutId: Schema.NullOr(Schema.Int) })
+])
+export type FleetCommand = typeof FleetCommand.Type
+
+/** A runner's answer to a fleet command: who answered, and (after `Halt`) the gate state of its Sessions. */
+export const FleetReply = Schema.Struct({
+  runner: Schema.String,
+  aborted: Schema.Int,
+  pausedSessions: Schema.Int,
+  sessions: Schema.Array(Schema.Struct({ sessionId: Schema.String, state: GateState }))
+})
+export type FleetReply = typeof FleetReply.Type

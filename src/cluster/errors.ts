@@ -47,6 +47,18 @@ export class SessionFailedError extends Schema.TaggedError<SessionFailedError>()
   }
 }
 
+/** A runner could not carry out a fleet command (its engine refused a weight change): the detail names why. */
+export class FleetCommandError extends Schema.TaggedError<FleetCommandError>()("FleetCommandError", {
+  /** `engine`: the runner's engine refused to pause, resume or update. */
+  reason: Schema.Literal("engine"),
+  runner: Schema.String,
+  detail: Schema.String
+}) {
+  override get message(): string {
+    return `runner ${this.runner} could not follow the controller: ${this.detail}`
+  }
+}
+
 /**
  * A member's sample-changing settings differ from the live members' it must agree with (docs/scale-out.md "One
  * configuration"): a runner joining while a controller with other settings runs, or a controller starting while

@@ -8,18 +8,22 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Duration, Effect, Exit, Fiber, Layer, Ref, Stream } from "effect"
 import { type Sharding, TestRunner } from "effect/cluster"
+import * as Fleet from "../../layers/cluster/Fleet.ts"
 import * as GroupEntity from "../../layers/cluster/GroupEntity.ts"
 import * as Host from "../../layers/cluster/Host.ts"
 import * as Remote from "../../layers/cluster/Remote.ts"
 import { Credit } from "../../layers/credit/Credit.ts"
 import { EmbeddedEngine, instant } from "../../layers/engine/EmbeddedEngine.ts"
+import { Engine } from "../../layers/engine/Engine.ts"
 import { RolloutConfig } from "../../layers/rollout/RolloutConfig.ts"
 import * as SessionRunner from "../../layers/rollout/SessionRunner.ts"
 import * as Telemetry from "../../layers/runtime/Telemetry.ts"
 import type * as FirstRequestBarrier from "../../layers/schedule/FirstRequestBarrier.ts"
+import { GenerationGate } from "../../layers/schedule/GenerationGate.ts"
 import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
 import * as Fingerprint from "../../src/cluster/Fingerprint.ts"
 import { creditOptions } from "../../src/index.ts"
+import * as Retention from "../../src/schedule/Retention.ts"
 import { SessionClosedError } from "../../src/session/errors.ts"
 
 interface Script {
@@ -56,7 +60,11 @@ const group: SessionRunner.PlannedGroup = {
 const harness = <A, E>(
   body: (
     script: Script
-  ) => Effect.Effect<A, E, Host.Host | SessionRunner.SessionRunner | Sharding.Sharding | RolloutConfig>,
+  ) => Effect.Effect<
+    A,
+    E,
+    Host.Host | SessionRunner.SessionRunner | Sharding.Sharding | RolloutConfig | Fleet.Fleet | Engine
+  >,
   hostOptions: Host.HostOptions = {}
 ) =>
   Effect.gen(function*() {
@@ -64,12 +72,18 @@ const harness = <A, E>(
     const config = RolloutConfig.layer({ promptData: "unused.jsonl", agentCommand: "true", rolloutBatchSize: 1 })
     const engine = EmbeddedEngine.layer(instant).pipe(Layer.provide(Tokenizer.layer))
     const host = Host.Host.layer("127.0.0.1:1", () => Effect.die("no gateway in this test"), hostOptions).pipe(
-      Layer.provide(Layer.mergeAll(config, engine, scriptedRunner(script)))
+      Layer.provide(Layer.mergeAll(
+        config,
+        engine,
+        scriptedRunner(script),
+        GenerationGate.layer(Retention.synchronous).pipe(Layer.provide(engine))
+      ))
     )
     const cluster = Host.entityLayer.pipe(Layer.provideMerge(host), Layer.provideMerge(TestRunner.layer))
+    const fleet = Fleet.layer({ callTimeout: Duration.seconds(5), shards: 300 })
     const remote = Remote.layer({ callTimeout: Duration.seconds(5) }).pipe(
+      Layer.provideMerge(fleet),
       Layer.provide(Layer.mergeAll(
-        engine,
         config,
         Layer.unwrap(Effect.map(Effect.service(RolloutConfig), (settings) => Credit.layer(creditOptions(settings))))
           .pipe(
@@ -78,7 +92,7 @@ const harness = <A, E>(
       ))
     )
     return yield* body(script).pipe(
-      Effect.provide(remote.pipe(Layer.provideMerge(cluster), Layer.provideMerge(config)))
+      Effect.provide(remote.pipe(Layer.provideMerge(cluster), Layer.provideMerge(config), Layer.provideMerge(engine)))
     )
   })
 
@@ -91,7 +105,14 @@ const hostedSession = (sessionId: string) =>
     const host = yield* Host.Host
     const settings = yield* RolloutConfig
     const client = (yield* GroupEntity.Group.client)("0123456789abcdef")
-    const payload = { runner: host.incarnation, sessionId, position: 0, group, config: Fingerprint.of(settings) }
+    const payload = {
+      runner: host.incarnation,
+      controller: "c",
+      sessionId,
+      position: 0,
+      group,
+      config: Fingerprint.of(settings)
+    }
     return { host, client, payload }
   })
 
@@ -151,7 +172,13 @@ describe("Group entity", () => {
     harness(() =>
       Effect.gen(function*() {
         const client = (yield* GroupEntity.Group.client)("0123456789abcdef")
-        const exit = yield* client.Grant({ runner: "gone", sessionId: "s-2", rolloutId: 0, weightVersion: "0" }).pipe(
+        const exit = yield* client.Grant({
+          runner: "gone",
+          controller: "c",
+          sessionId: "s-2",
+          rolloutId: 0,
+          weights: { seq: 0, version: "0", paused: null }
+        }).pipe(
           Effect.exit
         )
         assert.isTrue(Exit.isFailure(exit))
@@ -246,5 +273,32 @@ describe("Group entity", () => {
           assert.strictEqual(yield* host.used, 0)
         }),
       { slots: 4 }
+    ))
+
+  it.live("a fleet command runs once on a runner however often it arrives; the runner's engine follows the weights", () =>
+    harness(() =>
+      Effect.gen(function*() {
+        const fleet = yield* Fleet.Fleet
+        const engine = yield* Engine
+        // The in-memory cluster has one runner owning all 300 shards: 300 deliveries, one reply.
+        yield* fleet.setWeights("5", null)
+        assert.strictEqual(yield* engine.weightVersion, "5")
+        const replies = yield* fleet.broadcast({ _tag: "Resume", rolloutId: 3 })
+        assert.strictEqual(replies.length, 1)
+        // A trainer's pause, then a resume on a new version: the runner's engine follows both.
+        yield* fleet.setWeights("5", "abort")
+        yield* fleet.setWeights("6", null)
+        assert.strictEqual(yield* engine.weightVersion, "6")
+        // A re-delivery of the last command (the same seq) answers its reply and changes nothing; an older one too.
+        const client = (yield* GroupEntity.Group.client)("fleet-0")
+        const weights = (version: string, seq: number) => ({
+          controller: fleet.controller,
+          seq,
+          command: { _tag: "Weights" as const, state: { seq: 99, version, paused: null } }
+        })
+        yield* client.Fleet(weights("9", 4))
+        yield* client.Fleet(weights("8", 1))
+        assert.strictEqual(yield* engine.weightVersion, "6")
+      })
     ))
 })

@@ -1,0 +1,259 @@
+/**
+ * The controller side of the cluster with a trainer, end to end and real processes only: one throwaway PostgreSQL
+ * and two `relax-agentic runner` processes shared by the file's tests (started once: the suite's time is tight), real
+ * agents (test/fixtures/cluster/steps.mjs) and the embedded engine on each runner.
+ * - `serve --cluster-database-url` and the trainer RPC: an `UpdateWeights` between two turns of running Sessions, and
+ *   a `PauseGeneration` / `ResumeGeneration` around their third turns, reach both runners (every sample's turns
+ *   carry `0`, then the updated, then the resumed version; the held turns answer only after the resume).
+ * - A controller killed with SIGKILL: the runners reap its Sessions' agents (no controller touches them any more).
+ * - `--partial-rollout` across the runners: a Group still running at step 0's close is kept, finishes in step 1 on
+ *   the version the weight update between the steps relayed, and both steps give the same samples as one process.
+ */
+import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
+import { Effect, Exit, Fiber, Schema, Scope } from "effect"
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import { TrainingSample } from "../../src/forest/TrainingSample.ts"
+import { makeRpcClient } from "../../src/index.ts"
+import { running } from "../support/agentProcesses.ts"
+import * as EmbeddedPg from "../support/EmbeddedPg.ts"
+import * as Processes from "./processes.ts"
+
+const fixtures = Path.join(Processes.root, "test", "fixtures")
+const decodeSample = Schema.decodeUnknownSync(Schema.fromJsonString(TrainingSample))
+const samplesOf = (dir: string, step: number) =>
+  Fs.readFileSync(Path.join(dir, `rollout_${step}.jsonl`), "utf8").split("\n").filter((l) => l.trim() !== "").map((l) =>
+    decodeSample(l)
+  )
+
+/** The flags every member reads (runners and controllers must agree on the sample-changing ones). */
+const flags = (ctrl: string) => [
+  "--prompt-data",
+  Path.join(fixtures, "rollout", "train.jsonl"),
+  "--label-key",
+  "label",
+  "--n-samples-per-prompt",
+  "2",
+  "--agent-cwd",
+  Path.join(fixtures, "cluster"),
+  "--agent-command",
+  `"${process.execPath}" steps.mjs`,
+  "--agent-env",
+  `CTRL_DIR=${ctrl}`,
+  "--agent-timeout",
+  "300",
+  "--embedded-policy",
+  Path.join(fixtures, "cluster", "policy.mjs"),
+  "--rollout-max-response-len",
+  "24",
+  "--rollout-seed",
+  "7",
+  "--partial-rollout"
+]
+
+interface Cluster {
+  readonly url: string
+  readonly work: string
+  readonly ctrl: string
+  readonly runners: ReadonlyArray<Processes.Runner>
+  readonly clusterFlags: ReadonlyArray<string>
+}
+
+const scope = Scope.makeUnsafe()
+let cluster: Cluster
+
+beforeAll(async () => {
+  cluster = await Effect.runPromise(
+    Effect.gen(function*() {
+      const db = yield* EmbeddedPg.start
+      const port = yield* EmbeddedPg.freePort
+      const work = Fs.mkdtempSync(Path.join(Os.tmpdir(), "relax-cluster-trainer-"))
+      yield* Effect.addFinalizer(() => Effect.sync(() => Fs.rmSync(work, { recursive: true, force: true })))
+      const ctrl = Path.join(work, "ctrl")
+      Fs.mkdirSync(ctrl)
+      // Settings for a loaded test machine: database operations may take seconds.
+      const clusterFlags = [
+        "--cluster-database-url",
+        db.url,
+        "--cluster-lock-expiration",
+        "20",
+        "--cluster-lock-refresh",
+        "5",
+        "--cluster-health-check",
+        "5"
+      ]
+      const runners = yield* Effect.forEach([1, 2], (i) =>
+        Processes.runner([
+          ...flags(ctrl),
+          ...clusterFlags,
+          "--rollout-batch-size",
+          "1",
+          "--runner-address",
+          `127.0.0.1:${port + i}`,
+          "--cluster-orphan-timeout",
+          "12"
+        ]), { concurrency: "unbounded" })
+      return { url: db.url, work, ctrl, runners, clusterFlags } satisfies Cluster
+    }).pipe(Scope.provide(scope))
+  )
+}, 240_000)
+
+afterAll(() => Effect.runPromise(Scope.close(scope, Exit.void)), 60_000)
+
+/** Remove every mark and control file of the last test. */
+const clear = (ctrl: string) => {
+  for (const f of Fs.readdirSync(ctrl)) Fs.rmSync(Path.join(ctrl, f))
+}
+
+const marked = (ctrl: string, suffix: string) => Fs.readdirSync(ctrl).filter((f) => f.endsWith(`.${suffix}`))
+
+/** Wait until `count` agents wrote their `suffix` mark (polls: the marks come from other processes). */
+const awaitMarks = (ctrl: string, suffix: string, count: number) =>
+  Effect.gen(function*() {
+    while (marked(ctrl, suffix).length < count) yield* Effect.sleep("100 millis")
+  }).pipe(Effect.timeout("180 seconds"))
+
+const hostedBy = (runner: Processes.Runner): Array<string> =>
+  [...runner.output().matchAll(/hosts Session (\S+)/g)].map((m) => m[1]!)
+
+describe("cluster with a trainer (end to end)", () => {
+  it.live(
+    "serve --cluster-database-url: UpdateWeights, PauseGeneration and ResumeGeneration reach every runner's Sessions",
+    () =>
+      Effect.gen(function*() {
+        const { ctrl, runners } = cluster
+        clear(ctrl)
+        const served = yield* Processes.start([
+          "serve",
+          ...flags(ctrl),
+          ...cluster.clusterFlags,
+          "--rollout-batch-size",
+          "4",
+          "--rpc-port",
+          "0"
+        ])
+        const url = (yield* Processes.waitFor(served, /listening on (http:\/\/\S+\/rpc)/))[1]!
+        const client = yield* makeRpcClient({ url })
+
+        /** One step whose 8 Sessions get an update between their first two turns and a pause around their third. */
+        const gatedStep = (rolloutId: number, before: string) =>
+          Effect.gen(function*() {
+            clear(ctrl)
+            Fs.writeFileSync(Path.join(ctrl, "gated"), "")
+            const [updated, resumed] = [`w${2 * rolloutId + 1}`, `w${2 * rolloutId + 2}`]
+            const step = yield* Effect.forkChild(client.Step({ rolloutId }))
+            // Every Session has had its first turn; the update reaches them between turns, on whichever runner.
+            yield* awaitMarks(ctrl, "first", 8)
+            assert.strictEqual((yield* client.UpdateWeights({ version: updated })).weightVersion, updated)
+            Fs.writeFileSync(Path.join(ctrl, "go1"), "")
+            yield* awaitMarks(ctrl, "second", 8)
+            // A trainer's push: the third turns are held on every runner until the resume.
+            yield* client.PauseGeneration({ mode: "abort" })
+            Fs.writeFileSync(Path.join(ctrl, "go2"), "")
+            yield* awaitMarks(ctrl, "asking", 8)
+            yield* Effect.sleep("2 seconds")
+            assert.deepStrictEqual(marked(ctrl, "third"), [], "a turn was generated while the trainer's pause held")
+            assert.strictEqual((yield* client.ResumeGeneration({ version: resumed })).weightVersion, resumed)
+            const result = yield* Fiber.join(step)
+            assert.strictEqual(result.samples.length, 8)
+            for (const sample of result.samples) {
+              assert.deepStrictEqual(sample.weight_versions, [before, updated, resumed])
+            }
+            return { sessions: new Set(result.samples.map((s) => s.session_id)), resumed }
+          })
+
+        // Groups land on runners by the hash of their key: run steps until both runners held some of them.
+        const seen = new Set<Processes.Runner>()
+        let before = "0"
+        for (let rolloutId = 0; rolloutId < 4 && seen.size < runners.length; rolloutId++) {
+          const { sessions, resumed } = yield* gatedStep(rolloutId, before)
+          before = resumed
+          for (const r of runners) if (hostedBy(r).some((s) => sessions.has(s))) seen.add(r)
+        }
+        assert.strictEqual(seen.size, runners.length, "every step's Groups landed on one runner")
+        yield* client.Shutdown({})
+        assert.strictEqual(yield* served.exited, 0, served.output().slice(-3000))
+      }),
+    400_000
+  )
+
+  it.live(
+    "a controller killed with SIGKILL: the runners reap its agents (no controller touches their Sessions)",
+    () =>
+      Effect.gen(function*() {
+        const { ctrl, runners } = cluster
+        clear(ctrl)
+        Fs.writeFileSync(Path.join(ctrl, "hang"), "")
+        const controller = yield* Processes.start([
+          "rollout",
+          ...flags(ctrl),
+          ...cluster.clusterFlags,
+          "--rollout-batch-size",
+          "2"
+        ])
+        yield* awaitMarks(ctrl, "first", 4)
+        const pids = marked(ctrl, "pid").map((f) => Number(Fs.readFileSync(Path.join(ctrl, f), "utf8")))
+        assert.strictEqual(pids.filter(running).length, 4)
+        controller.child.kill("SIGKILL")
+        yield* controller.exited
+        // The runners reap Sessions untouched for --cluster-orphan-timeout (12 s here), checking every third of it.
+        yield* Effect.gen(function*() {
+          while (pids.some(running)) yield* Effect.sleep("250 millis")
+        }).pipe(Effect.timeout("60 seconds"))
+        assert.deepStrictEqual(pids.filter(running), [])
+        const reaped = runners.flatMap((r) => [...r.output().matchAll(/reaps Session (\S+): no controller/g)])
+        const killed = new Set(marked(ctrl, "pid").map((f) => f.replace(/\.pid$/, "")))
+        assert.strictEqual(reaped.filter((m) => killed.has(m[1]!)).length, 4)
+      }),
+    180_000
+  )
+
+  it.live(
+    "--partial-rollout across runners: a Group kept across the step boundary, the same samples as one process",
+    () =>
+      Effect.gen(function*() {
+        const { ctrl, work } = cluster
+        clear(ctrl)
+        const run = (out: string, extra: ReadonlyArray<string>) =>
+          Processes.run([
+            "rollout",
+            ...flags(ctrl),
+            "--rollout-batch-size",
+            "1",
+            "--over-sampling-batch-size",
+            "2",
+            "--num-rollout",
+            "2",
+            "--output-dir",
+            out,
+            ...extra
+          ])
+        const clustered = Path.join(work, "partial-cluster")
+        const log = yield* run(clustered, cluster.clusterFlags)
+        const single = Path.join(work, "partial-single")
+        const singleLog = yield* run(single, [])
+        for (const [output, dir] of [[log, clustered], [singleLog, single]] as const) {
+          // Step 0 accepts the fast Group and keeps the slow one (in its tool: interrupted); step 1 accepts it.
+          assert.match(
+            output,
+            /event=accounting_end rollout=0 groups=1 rows=2 debt=0 resident_groups=1 interrupted_groups=1/
+          )
+          const [first, second] = [samplesOf(dir, 0), samplesOf(dir, 1)]
+          assert.strictEqual(first.length, 2)
+          assert.strictEqual(second.length, 2)
+          for (const s of first) assert.deepStrictEqual([s.rollout_id, s.weight_versions], [0, ["0", "0"]])
+          // The kept Group's second turn ran after the weight update between the steps, under step 1.
+          for (const s of second) {
+            assert.deepStrictEqual([s.rollout_id, s.weight_versions], [1, ["0", "1"]])
+            assert.include(s.prompt, "3 + 5")
+          }
+        }
+        const exact = (s: TrainingSample) => [s.group_index, s.index, s.tokens, s.loss_mask, s.rollout_log_probs]
+        for (const step of [0, 1]) {
+          assert.deepStrictEqual(samplesOf(clustered, step).map(exact), samplesOf(single, step).map(exact))
+        }
+      }),
+    300_000
+  )
+})
