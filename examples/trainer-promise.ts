@@ -12,14 +12,14 @@ import {
   type Results,
   type RolloutOptionsInput
 } from "relax-agentic"
-import { arithmetic, describeStep, isMain } from "./trainer-shared.ts"
+import * as TrainerShared from "./trainer-shared.ts"
 
 /**
  * `pauseMode`: update the weights in two phases (`pauseGeneration(mode)`, the trainer's own push into SGLang,
  * `resumeGeneration()`) instead of one `updateWeights()` call.
  */
 export const main = async (
-  options: RolloutOptionsInput = arithmetic,
+  options: RolloutOptionsInput = TrainerShared.arithmetic,
   extras: MakeRolloutExtras = {},
   pauseMode?: PauseMode
 ) => {
@@ -28,7 +28,7 @@ export const main = async (
     const steps: Array<Results.StepResult> = []
     for (let rolloutId = 0; rolloutId < 2; rolloutId++) {
       const step = await rollout.step(rolloutId)
-      console.log(describeStep(step))
+      console.log(TrainerShared.describeStep(step))
       // Train here on step.samples (tokens, loss_mask, rollout_log_probs, advantage).
       if (pauseMode === undefined) console.log(`weight version -> ${await rollout.updateWeights()}`)
       else {
@@ -50,7 +50,7 @@ export const main = async (
   }
 }
 
-if (isMain(import.meta.url)) {
+if (TrainerShared.isMain(import.meta.url)) {
   main().catch((error: unknown) => {
     console.error(error instanceof Error ? error.message : String(error))
     process.exitCode = 1

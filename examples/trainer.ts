@@ -14,7 +14,7 @@ import {
   type RolloutOptionsInput,
   TrainerService
 } from "relax-agentic"
-import { arithmetic, describeStep, isMain } from "./trainer-shared.ts"
+import * as TrainerShared from "./trainer-shared.ts"
 
 /** `steps` training steps (train, then `updateWeights`), Eval, then `streamSteps` more steps Group by Group. */
 export const trainingLoop = (options: { readonly steps: number; readonly streamSteps: number }) =>
@@ -23,7 +23,7 @@ export const trainingLoop = (options: { readonly steps: number; readonly streamS
     const steps: Array<Results.StepResult> = []
     for (let rolloutId = 0; rolloutId < options.steps; rolloutId++) {
       const step = yield* trainer.step(rolloutId)
-      yield* Console.log(describeStep(step))
+      yield* Console.log(TrainerShared.describeStep(step))
       // Train here: per sample, the continuation tokens.slice(-response_length) with loss_mask, rollout_log_probs and
       // advantage; step.microBatches groups sample positions by --max-tokens-per-gpu with --use-dynamic-batch-size.
       const version = yield* trainer.updateWeights()
@@ -47,7 +47,7 @@ export const trainingLoop = (options: { readonly steps: number; readonly streamS
   })
 
 /** The example: two steps, Eval, one streamed step. */
-export const main = (options: RolloutOptionsInput = arithmetic, extras: MakeRolloutExtras = {}) =>
+export const main = (options: RolloutOptionsInput = TrainerShared.arithmetic, extras: MakeRolloutExtras = {}) =>
   trainingLoop({ steps: 2, streamSteps: 1 }).pipe(Effect.provide(makeTrainer(options, extras)))
 
-if (isMain(import.meta.url)) NodeRuntime.runMain(main())
+if (TrainerShared.isMain(import.meta.url)) NodeRuntime.runMain(main())

@@ -15,25 +15,19 @@ import { randomUUID } from "node:crypto"
 import { readFileSync, realpathSync } from "node:fs"
 import { resolve as resolvePath } from "node:path"
 import { fileURLToPath } from "node:url"
-import { Gateway, isLoopback } from "../layers/gateway/Gateway.ts"
-import { Rollout } from "../layers/rollout/Rollout.ts"
-import { RolloutRpcServer, type RpcServerOptions } from "../layers/trainer/RolloutRpc.ts"
-import { capacityOf, renderCheck, runCheck } from "./cli/check.ts"
-import {
-  clusterOptionsFromFlags,
-  clusterProblem,
-  controllerRole,
-  runnerCapacity,
-  runnerCommand
-} from "./cli/cluster.ts"
+import * as Gateway from "../layers/gateway/Gateway.ts"
+import * as Rollout from "../layers/rollout/Rollout.ts"
+import * as RolloutRpc from "../layers/trainer/RolloutRpc.ts"
+import * as Check from "./cli/check.ts"
+import * as Cluster from "./cli/cluster.ts"
 import * as ClusterFlags from "./cluster/Flags.ts"
 import * as Settings from "./config/Settings.ts"
 
 /** The cluster flags (docs/scale-out.md): every member's, and `runner`'s own. */
 export const clusterFlags = [...ClusterFlags.memberFlags, ...ClusterFlags.runnerFlags]
-import { flagsOf, type FlagValues, normalizeArgs, rolloutFlags, rowFlag, serveFlags } from "./cli/flags.ts"
-import { inspectCommand } from "./cli/inspect.ts"
-import { configMessage, type SettingsError, settingsFromFlags, unusedOptionWarnings } from "./cli/settings.ts"
+import * as Flags from "./cli/flags.ts"
+import * as Inspect from "./cli/inspect.ts"
+import * as CliSettings from "./cli/settings.ts"
 import * as Shutdown from "./cli/shutdown.ts"
 import * as Errors from "./errors.ts"
 import * as Relax from "./index.ts"
@@ -76,8 +70,8 @@ export {
 /** A failure as effect/cli shows it: `ERROR` + the message on stderr, exit code 1. */
 const userError = (message: string) => new CliError.UserError({ cause: message, userMessage: message })
 
-const settingsError = (error: SettingsError) =>
-  userError(error._tag === "RolloutConfigError" ? configMessage(error) : error.message)
+const settingsError = (error: CliSettings.SettingsError) =>
+  userError(error._tag === "RolloutConfigError" ? CliSettings.configMessage(error) : error.message)
 
 // ---------------------------------------------------------------------------------------------------------------
 // The commands
@@ -93,17 +87,17 @@ const stamp = (): string => new Date().toISOString().replace(/[-:]/g, "").replac
 /** `relax-agentic check [flags]`. */
 export const checkCommand = Command.make(
   "check",
-  flagsOf([...rolloutFlags, rowFlag, ...ClusterFlags.memberFlags]),
+  Flags.flagsOf([...Flags.rolloutFlags, Flags.rowFlag, ...ClusterFlags.memberFlags]),
   (values) =>
     Effect.gen(function*() {
-      const settings = yield* Effect.mapError(settingsFromFlags(values), settingsError)
+      const settings = yield* Effect.mapError(CliSettings.settingsFromFlags(values), settingsError)
       const row = values["row"]
-      const report = yield* runCheck(settings, {
+      const report = yield* Check.runCheck(settings, {
         row: row !== undefined && Option.isSome(row) && typeof row.value === "number" ? row.value : undefined
       }).pipe(Effect.mapError((error) => userError(error.message)))
-      yield* Console.log(renderCheck(report, settings))
+      yield* Console.log(Check.renderCheck(report, settings))
       // With --cluster-database-url: the live runners' --runner-slots count as the external slots.
-      const runners = yield* runnerCapacity(values, settings)
+      const runners = yield* Cluster.runnerCapacity(values, settings)
       if (runners !== undefined) {
         yield* Console.log(runners.lines + (runners.warning === undefined ? "" : `\nWARNING: ${runners.warning}`))
       }
@@ -123,7 +117,7 @@ export const checkCommand = Command.make(
 
 /** The text a startup or rollout failure shows: the error's own message, which names the flag or file to fix. */
 const failureText = (error: unknown): string => {
-  if (error instanceof Settings.RolloutConfigError) return configMessage(error)
+  if (error instanceof Settings.RolloutConfigError) return CliSettings.configMessage(error)
   if (typeof error === "object" && error !== null && "_tag" in error && error._tag === "ServeError") {
     return `--host/--port: the gateway cannot listen${error instanceof Error ? `: ${error.message}` : ""}`
   }
@@ -137,7 +131,7 @@ const failureText = (error: unknown): string => {
  */
 export const runRollout = (settings: Settings.RolloutSettings, role: Relax.ClusterRole = {}) =>
   Effect.gen(function*() {
-    const rollout = yield* Rollout
+    const rollout = yield* Rollout.Rollout
     yield* Shutdown.onInterrupted((signal) =>
       RunReport.interruptedLine(signal, Effect.runSync(rollout.progress), settings.outputDir)
     )
@@ -145,30 +139,30 @@ export const runRollout = (settings: Settings.RolloutSettings, role: Relax.Clust
   }).pipe(Effect.provide(Relax.layerFromSettings(settings, {}, role)))
 
 /** The cluster role `rollout` / `serve` take with `--cluster-database-url` (none without it). */
-const roleFromFlags = (values: FlagValues, settings: Settings.RolloutSettings) =>
+const roleFromFlags = (values: Flags.FlagValues, settings: Settings.RolloutSettings) =>
   Effect.gen(function*() {
-    const cluster = yield* clusterOptionsFromFlags(values)
+    const cluster = yield* Cluster.clusterOptionsFromFlags(values)
     if (cluster === undefined) return {}
-    const problem = clusterProblem(settings)
+    const problem = Cluster.clusterProblem(settings)
     if (problem !== undefined) return yield* userError(problem)
-    return controllerRole(cluster)
+    return Cluster.controllerRole(cluster)
   })
 
 /** `relax-agentic rollout [flags]`. */
 export const rolloutCommand = Command.make(
   "rollout",
-  flagsOf([...rolloutFlags, ...ClusterFlags.memberFlags]),
+  Flags.flagsOf([...Flags.rolloutFlags, ...ClusterFlags.memberFlags]),
   (values) =>
     Effect.gen(function*() {
       const settings = yield* Effect.mapError(
-        settingsFromFlags(values, { outputDir: `runs/rollout-${stamp()}-${randomUUID().slice(0, 8)}` }),
+        CliSettings.settingsFromFlags(values, { outputDir: `runs/rollout-${stamp()}-${randomUUID().slice(0, 8)}` }),
         settingsError
       )
       const role = yield* roleFromFlags(values, settings)
       // --agent-max-slots is the external executor's limit: below the required slots, Sessions would queue there.
-      const capacityWarning = capacityOf(settings).warning
+      const capacityWarning = Check.capacityOf(settings).warning
       if (capacityWarning !== undefined) yield* Console.error(`WARNING ${capacityWarning}`)
-      for (const warning of unusedOptionWarnings(settings)) yield* Console.error(`WARNING ${warning}`)
+      for (const warning of CliSettings.unusedOptionWarnings(settings)) yield* Console.error(`WARNING ${warning}`)
       yield* Shutdown.onInterrupted((signal) => `Interrupted by ${signal} during startup; nothing was written`)
       const summary = yield* runRollout(settings, role).pipe(Effect.mapError((error) => userError(failureText(error))))
       const dir = resolvePath(settings.outputDir ?? ".")
@@ -178,16 +172,16 @@ export const rolloutCommand = Command.make(
     })
 ).pipe(Command.withDescription("Run an agentic rollout: Groups of agent Sessions per step, samples to --output-dir."))
 
-const stringFlag = (values: FlagValues, name: string): string | undefined => {
+const stringFlag = (values: Flags.FlagValues, name: string): string | undefined => {
   const value = values[name]
   return value !== undefined && Option.isSome(value) && typeof value.value === "string" ? value.value : undefined
 }
 
 /** `--rpc-host/--rpc-port/--rpc-token` (the token also from RELAX_RPC_TOKEN); a public host needs a token. */
 export const rpcOptionsFromFlags = (
-  values: FlagValues,
+  values: Flags.FlagValues,
   env: Readonly<Record<string, string | undefined>> = process.env
-): Effect.Effect<RpcServerOptions, CliError.UserError> => {
+): Effect.Effect<RolloutRpc.RpcServerOptions, CliError.UserError> => {
   const host = stringFlag(values, "rpc-host") ?? "127.0.0.1"
   const portValue = values["rpc-port"]
   const port = portValue !== undefined && Option.isSome(portValue) && typeof portValue.value === "number"
@@ -197,7 +191,7 @@ export const rpcOptionsFromFlags = (
   if (port < 0 || port > 65535) {
     return Effect.fail(userError(`--rpc-port: ${port} is not a port; use 0-65535 (0: any free port)`))
   }
-  if (!isLoopback(host) && token === undefined) {
+  if (!Gateway.isLoopback(host) && token === undefined) {
     return Effect.fail(userError(
       `--rpc-host ${host}: serving the trainer RPC beyond loopback needs a bearer token; ` +
         "set --rpc-token or RELAX_RPC_TOKEN (or keep the default --rpc-host 127.0.0.1)"
@@ -209,18 +203,18 @@ export const rpcOptionsFromFlags = (
 /** `relax-agentic serve [flags]`: gateway + rollout + trainer RPC until a `Shutdown` call or Ctrl-C. */
 export const serveCommand = Command.make(
   "serve",
-  flagsOf([...rolloutFlags, ...serveFlags, ...ClusterFlags.memberFlags]),
+  Flags.flagsOf([...Flags.rolloutFlags, ...Flags.serveFlags, ...ClusterFlags.memberFlags]),
   (values) =>
     Effect.gen(function*() {
-      const settings = yield* Effect.mapError(settingsFromFlags(values), settingsError)
+      const settings = yield* Effect.mapError(CliSettings.settingsFromFlags(values), settingsError)
       const role = yield* roleFromFlags(values, settings)
       const rpc = yield* rpcOptionsFromFlags(values)
       // Eval datasets serve `Evaluate` calls whatever --eval-interval says, so only the capacity check applies here.
-      const capacityWarning = capacityOf(settings).warning
+      const capacityWarning = Check.capacityOf(settings).warning
       if (capacityWarning !== undefined) yield* Console.error(`WARNING ${capacityWarning}`)
       yield* Effect.gen(function*() {
-        const server = yield* RolloutRpcServer
-        const gateway = yield* Gateway
+        const server = yield* RolloutRpc.RolloutRpcServer
+        const gateway = yield* Gateway.Gateway
         yield* Console.log(
           `relax-agentic serve: trainer RPC listening on ${server.url} (POST NDJSON; docs/trainer.md)` +
             `${rpc.token === undefined ? "" : ", bearer token required"}; agents use ${gateway.agentBaseUrl}`
@@ -246,7 +240,7 @@ export const command = Command.make("relax-agentic").pipe(
     "Agentic rollout for RL training: supervise agent harnesses, serve them model APIs, " +
       "record SessionForests, write training samples."
   ),
-  Command.withSubcommands([rolloutCommand, checkCommand, serveCommand, inspectCommand, runnerCommand])
+  Command.withSubcommands([rolloutCommand, checkCommand, serveCommand, Inspect.inspectCommand, Cluster.runnerCommand])
 )
 
 /**
@@ -255,14 +249,14 @@ export const command = Command.make("relax-agentic").pipe(
  */
 export const parseArgs = (
   argv: ReadonlyArray<string>
-): Effect.Effect<FlagValues, CliError.CliError, Command.Environment> =>
+): Effect.Effect<Flags.FlagValues, CliError.CliError, Command.Environment> =>
   Effect.gen(function*() {
-    let captured: FlagValues = {}
-    const probe = Command.make("rollout", flagsOf([...rolloutFlags, rowFlag]), (values) =>
+    let captured: Flags.FlagValues = {}
+    const probe = Command.make("rollout", Flags.flagsOf([...Flags.rolloutFlags, Flags.rowFlag]), (values) =>
       Effect.sync(() => {
         captured = values
       }))
-    yield* Command.runWith(probe, { version, renderErrors: false })(normalizeArgs(argv))
+    yield* Command.runWith(probe, { version, renderErrors: false })(Flags.normalizeArgs(argv))
     return captured
   })
 
@@ -289,7 +283,7 @@ export const presenter: CliOutput.Presenter = {
 
 /** Run the command line `argv` (without `node` and the script). */
 export const run = (argv: ReadonlyArray<string>) =>
-  Command.runWith(command, { version })(normalizeArgs(argv)).pipe(
+  Command.runWith(command, { version })(Flags.normalizeArgs(argv)).pipe(
     Effect.provide(CliOutput.layerPresenter(presenter))
   )
 

@@ -29,44 +29,39 @@ import { Effect, Layer, ManagedRuntime, Stream } from "effect"
 import type { HttpServerError } from "effect/http"
 import * as Path from "node:path"
 import type * as Membership from "../layers/cluster/Membership.ts"
-import { Credit, type CreditStartupError } from "../layers/credit/Credit.ts"
-import { EmbeddedEngine, type EmbeddedEngineOptions } from "../layers/engine/EmbeddedEngine.ts"
-import type { Engine, EngineError, PauseMode } from "../layers/engine/Engine.ts"
-import { SglangEngine, type SglangEngineOptions } from "../layers/engine/sglang/SglangEngine.ts"
-import { Gateway } from "../layers/gateway/Gateway.ts"
+import * as Credit from "../layers/credit/Credit.ts"
+import * as EmbeddedEngine from "../layers/engine/EmbeddedEngine.ts"
+import type * as Engine from "../layers/engine/Engine.ts"
+import * as SglangEngine from "../layers/engine/sglang/SglangEngine.ts"
+import * as Gateway from "../layers/gateway/Gateway.ts"
 import type * as ModelRoute from "../layers/gateway/ModelRoute.ts"
-import { Forests } from "../layers/generation/Forests.ts"
-import { Generation } from "../layers/generation/Generation.ts"
+import * as Forests from "../layers/generation/Forests.ts"
+import * as Generation from "../layers/generation/Generation.ts"
 import * as MetricsServer from "../layers/observability/MetricsServer.ts"
 import * as OtlpExport from "../layers/observability/OtlpExport.ts"
-import { gateLayer, Rollout } from "../layers/rollout/Rollout.ts"
+import * as Rollout from "../layers/rollout/Rollout.ts"
 import * as RolloutConfig from "../layers/rollout/RolloutConfig.ts"
-import type { SessionRunner } from "../layers/rollout/SessionRunner.ts"
+import type * as SessionRunner from "../layers/rollout/SessionRunner.ts"
 import * as FairScheduler from "../layers/runtime/FairScheduler.ts"
-import type { HookLoadError } from "../layers/runtime/Hooks.ts"
+import type * as Hooks from "../layers/runtime/Hooks.ts"
 import * as Telemetry from "../layers/runtime/Telemetry.ts"
-import type { GenerationGate } from "../layers/schedule/GenerationGate.ts"
-import { GroupPool } from "../layers/schedule/GroupPool.ts"
-import { Sessions } from "../layers/schedule/Sessions.ts"
+import type * as GenerationGate from "../layers/schedule/GenerationGate.ts"
+import * as GroupPool from "../layers/schedule/GroupPool.ts"
+import * as Sessions from "../layers/schedule/Sessions.ts"
 import * as StartLimit from "../layers/session/StartLimit.ts"
-import {
-  type InProcessAgent,
-  resolveAgentSpec,
-  Supervisor,
-  type SupervisorShape
-} from "../layers/session/Supervisor.ts"
-import { Tokenizer, type TokenizerLoadError } from "../layers/tokenizer/Tokenizer.ts"
-import { RolloutRpcServer, type RpcServeError, type RpcServerOptions } from "../layers/trainer/RolloutRpc.ts"
-import { type StreamOptions, TrainerService } from "../layers/trainer/TrainerService.ts"
+import * as Supervisor from "../layers/session/Supervisor.ts"
+import * as Tokenizer from "../layers/tokenizer/Tokenizer.ts"
+import * as RolloutRpc from "../layers/trainer/RolloutRpc.ts"
+import * as TrainerService from "../layers/trainer/TrainerService.ts"
 import * as RolloutOptions from "./config/RolloutOptions.ts"
 import * as Settings from "./config/Settings.ts"
-import type { CreditOptions } from "./credit/CreditOptions.ts"
-import type { HookSpecError } from "./hooks/HookSpec.ts"
+import type * as CreditOptions from "./credit/CreditOptions.ts"
+import type * as HookSpec from "./hooks/HookSpec.ts"
 import * as Parsers from "./parsers/registry.ts"
-import type { OutputPathError } from "./rollout/OutputPaths.ts"
-import type { DatasetError } from "./schedule/Dataset.ts"
+import type * as OutputPaths from "./rollout/OutputPaths.ts"
+import type * as ScheduleDataset from "./schedule/Dataset.ts"
 import type * as Retention from "./schedule/Retention.ts"
-import type { AgentSpecError } from "./session/errors.ts"
+import type * as Errors from "./session/errors.ts"
 import type * as Results from "./trainer/Results.ts"
 
 export { EmbeddedEngine, type EmbeddedEngineOptions } from "../layers/engine/EmbeddedEngine.ts"
@@ -127,32 +122,32 @@ export { RolloutCallError } from "./trainer/Results.ts"
 /** Everything that can stop a rollout from starting, each naming the flag or file to fix. */
 export type RolloutStartupError =
   | Settings.RolloutConfigError
-  | TokenizerLoadError
-  | HookSpecError
-  | HookLoadError
-  | EngineError
+  | Tokenizer.TokenizerLoadError
+  | HookSpec.HookSpecError
+  | Hooks.HookLoadError
+  | Engine.EngineError
   | Parsers.UnknownParserError
-  | AgentSpecError
-  | CreditStartupError
-  | DatasetError
-  | OutputPathError
+  | Errors.AgentSpecError
+  | Credit.CreditStartupError
+  | ScheduleDataset.DatasetError
+  | OutputPaths.OutputPathError
   | HttpServerError.ServeError
   | Membership.JoinError
 
 /** Extras a program can give `makeRollout` besides the options. */
 export interface MakeRolloutExtras {
   /** Run this Effect function per Session instead of spawning `--agent-command`. */
-  readonly agent?: InProcessAgent | undefined
+  readonly agent?: Supervisor.InProcessAgent | undefined
   /** Where event lines and the progress bar go (default: stdout, the bar on a TTY). */
   readonly telemetry?: Telemetry.Sink | undefined
   /** Embedded engine tuning (e.g. `EmbeddedEngine.instant` for tests); the policy and seed come from the options. */
-  readonly embedded?: Omit<EmbeddedEngineOptions, "policy"> | undefined
+  readonly embedded?: Omit<EmbeddedEngine.EmbeddedEngineOptions, "policy"> | undefined
   /** Directory hook paths (`--embedded-policy`, `--custom-rm-path`, ...) are relative to (default: `process.cwd()`). */
   readonly cwd?: string | undefined
 }
 
 /** The credit options the flags describe. */
-export const creditOptions = (settings: Settings.RolloutSettings): CreditOptions => ({
+export const creditOptions = (settings: Settings.RolloutSettings): CreditOptions.CreditOptions => ({
   groupRm: settings.groupRm,
   disableGrpoStdNormalization: settings.disableGrpoStdNormalization,
   disableRewardsNormalization: settings.disableRewardsNormalization,
@@ -181,7 +176,7 @@ export const supervisorFromSettings = (
   settings: Settings.RolloutSettings,
   baseUrl: string,
   extras: Pick<MakeRolloutExtras, "agent"> = {}
-): Effect.Effect<SupervisorShape, AgentSpecError> =>
+): Effect.Effect<Supervisor.SupervisorShape, Errors.AgentSpecError> =>
   Effect.flatMap(
     executorFromSettings(settings, baseUrl, extras),
     (supervisor) =>
@@ -194,22 +189,22 @@ const executorFromSettings = (
   settings: Settings.RolloutSettings,
   baseUrl: string,
   extras: Pick<MakeRolloutExtras, "agent">
-): Effect.Effect<SupervisorShape, AgentSpecError> =>
+): Effect.Effect<Supervisor.SupervisorShape, Errors.AgentSpecError> =>
   extras.agent !== undefined
-    ? Effect.succeed(Supervisor.inProcess(extras.agent, {
+    ? Effect.succeed(Supervisor.Supervisor.inProcess(extras.agent, {
       baseUrl,
       timeoutSeconds: settings.agentTimeout,
       env: settings.agentEnvVars
     }))
     : Effect.map(
-      resolveAgentSpec({
+      Supervisor.resolveAgentSpec({
         command: settings.agentCommand,
         cwd: settings.agentCwd,
         env: settings.agentEnv,
         timeoutSeconds: settings.agentTimeout
       }),
       (spec) =>
-        Supervisor.localProcess({
+        Supervisor.Supervisor.localProcess({
           spec,
           baseUrl,
           ...(settings.outputDir === undefined ? {} : { logDir: Path.resolve(settings.outputDir, "logs") }),
@@ -225,19 +220,23 @@ const executorFromSettings = (
 export interface ClusterRole {
   /** The controller's runner of Sessions (`layers/cluster/Remote.ts` over a client-only member). */
   readonly sessionRunner?:
-    | Layer.Layer<SessionRunner, Membership.JoinError, Credit | Engine | RolloutConfig.RolloutConfig>
+    | Layer.Layer<
+      SessionRunner.SessionRunner,
+      Membership.JoinError,
+      Credit.Credit | Engine.Engine | RolloutConfig.RolloutConfig
+    >
     | undefined
   /** The controller's generation gate: a step boundary on every runner (`layers/cluster/Fleet.ts`). */
   readonly gate?:
     | ((
       mode: Retention.Mode
-    ) => Layer.Layer<GenerationGate, Membership.JoinError, Engine | RolloutConfig.RolloutConfig>)
+    ) => Layer.Layer<GenerationGate.GenerationGate, Membership.JoinError, Engine.Engine | RolloutConfig.RolloutConfig>)
     | undefined
   /** The controller's engine, whose weight changes every runner follows (`layers/cluster/Fleet.ts`). */
   readonly engine?:
     | (<E, R>(
-      engine: Layer.Layer<Engine, E, R>
-    ) => Layer.Layer<Engine, E | Membership.JoinError, R | RolloutConfig.RolloutConfig>)
+      engine: Layer.Layer<Engine.Engine, E, R>
+    ) => Layer.Layer<Engine.Engine, E | Membership.JoinError, R | RolloutConfig.RolloutConfig>)
     | undefined
   /** A runner's gateway forwarding (`layers/cluster/Forward.ts` over the runner's membership). */
   readonly forwarder?: Layer.Layer<ModelRoute.Forwarder, Membership.JoinError> | undefined
@@ -254,17 +253,20 @@ export const engineLayer = (
   settings: Settings.RolloutSettings,
   options: {
     readonly cwd: string
-    readonly embedded?: EmbeddedEngineOptions | undefined
-    readonly sglangDefaults?: Partial<SglangEngineOptions> | undefined
+    readonly embedded?: EmbeddedEngine.EmbeddedEngineOptions | undefined
+    readonly sglangDefaults?: Partial<SglangEngine.SglangEngineOptions> | undefined
   }
-): Layer.Layer<Engine, EngineError | HookSpecError | HookLoadError, Tokenizer> =>
+): Layer.Layer<Engine.Engine, Engine.EngineError | HookSpec.HookSpecError | Hooks.HookLoadError, Tokenizer.Tokenizer> =>
   settings.engine === "sglang"
-    ? SglangEngine.layerCheckingTokenizer({ ...options.sglangDefaults, ...SglangEngine.optionsOf(settings) })
+    ? SglangEngine.SglangEngine.layerCheckingTokenizer({
+      ...options.sglangDefaults,
+      ...SglangEngine.SglangEngine.optionsOf(settings)
+    })
     : Layer.unwrap(Effect.gen(function*() {
       const policy = settings.embeddedPolicy === undefined
         ? undefined
-        : yield* EmbeddedEngine.loadPolicy(settings.embeddedPolicy, options.cwd)
-      return EmbeddedEngine.layer({
+        : yield* EmbeddedEngine.EmbeddedEngine.loadPolicy(settings.embeddedPolicy, options.cwd)
+      return EmbeddedEngine.EmbeddedEngine.layer({
         ...options.embedded,
         seed: settings.rolloutSeed,
         ...(policy === undefined ? {} : { policy })
@@ -284,33 +286,38 @@ export const servicesFromSettings = (
   const cwd = extras.cwd ?? process.cwd()
   const base = Layer.mergeAll(
     RolloutConfig.RolloutConfig.layerSettings(settings),
-    settings.tokenizer === undefined ? Tokenizer.layer : Tokenizer.fromDirectory(settings.tokenizer),
-    Sessions.layer,
-    Forests.layer,
+    settings.tokenizer === undefined
+      ? Tokenizer.Tokenizer.layer
+      : Tokenizer.Tokenizer.fromDirectory(settings.tokenizer),
+    Sessions.Sessions.layer,
+    Forests.Forests.layer,
     extras.telemetry === undefined ? Telemetry.Telemetry.layer : Telemetry.Telemetry.layerSink(extras.telemetry)
   )
   const ownEngine = engineLayer(settings, { cwd, embedded: extras.embedded })
   const engine = role.engine === undefined ? ownEngine : role.engine(ownEngine)
   const generation = Layer.unwrap(
-    Effect.map(Effect.fromResult(Generation.optionsOf(settings)), (options) => Generation.layer(options))
+    Effect.map(
+      Effect.fromResult(Generation.Generation.optionsOf(settings)),
+      (options) => Generation.Generation.layer(options)
+    )
   )
   const supervisor = Layer.effect(
-    Supervisor,
+    Supervisor.Supervisor,
     Effect.gen(function*() {
-      const gateway = yield* Gateway
+      const gateway = yield* Gateway.Gateway
       return yield* supervisorFromSettings(settings, role.agentBaseUrl ?? gateway.agentBaseUrl, extras)
     })
   )
   const withEngine = engine.pipe(Layer.provideMerge(base))
   const withGeneration = generation.pipe(Layer.provideMerge(withEngine))
-  const gateway = Gateway.layer({ host: settings.host, port: settings.port })
+  const gateway = Gateway.Gateway.layer({ host: settings.host, port: settings.port })
   const withGateway = (role.forwarder === undefined ? gateway : gateway.pipe(Layer.provide(role.forwarder))).pipe(
     Layer.provideMerge(withGeneration)
   )
   return Layer.mergeAll(
     supervisor,
-    Credit.layer(creditOptions(settings), { cwd }),
-    GroupPool.layer
+    Credit.Credit.layer(creditOptions(settings), { cwd }),
+    GroupPool.GroupPool.layer
   ).pipe(Layer.provideMerge(withGateway))
 }
 
@@ -324,14 +331,21 @@ export const layerFromSettings = (
   extras: MakeRolloutExtras = {},
   role: ClusterRole = {}
 ): Layer.Layer<
-  Rollout | GenerationGate | RolloutConfig.RolloutConfig | Gateway | Engine | Sessions | Forests | Telemetry.Telemetry,
+  | Rollout.Rollout
+  | GenerationGate.GenerationGate
+  | RolloutConfig.RolloutConfig
+  | Gateway.Gateway
+  | Engine.Engine
+  | Sessions.Sessions
+  | Forests.Forests
+  | Telemetry.Telemetry,
   RolloutStartupError
 > => {
   const rollout = role.sessionRunner === undefined
-    ? Rollout.layer
-    : Rollout.layerWith(
+    ? Rollout.Rollout.layer
+    : Rollout.Rollout.layerWith(
       role.sessionRunner,
-      role.gate === undefined ? gateLayer : role.gate(Settings.retentionMode(settings))
+      role.gate === undefined ? Rollout.gateLayer : role.gate(Settings.retentionMode(settings))
     )
   // With an OTLP endpoint the tracer is part of the output, so the effects run with these services export their spans.
   const endpoint = OtlpExport.endpointOf(settings.otlpEndpoint, process.env)
@@ -353,26 +367,32 @@ export const makeRollout = (
   options: RolloutOptions.RolloutOptionsInput,
   extras: MakeRolloutExtras = {}
 ): Layer.Layer<
-  Rollout | RolloutConfig.RolloutConfig | Gateway | Engine | Sessions | Forests | Telemetry.Telemetry,
+  | Rollout.Rollout
+  | RolloutConfig.RolloutConfig
+  | Gateway.Gateway
+  | Engine.Engine
+  | Sessions.Sessions
+  | Forests.Forests
+  | Telemetry.Telemetry,
   RolloutStartupError
 > => Layer.unwrap(Settings.resolve(options).pipe(Effect.map((settings) => layerFromSettings(settings, extras))))
 
 /** Run the whole rollout (`--num-rollout` steps, Eval, output files) and tear everything down. */
 export const runRollout = (options: RolloutOptions.RolloutOptionsInput, extras: MakeRolloutExtras = {}) =>
   Effect.gen(function*() {
-    const rollout = yield* Rollout
+    const rollout = yield* Rollout.Rollout
     return yield* rollout.run
   }).pipe(Effect.provide(makeRollout(options, extras)))
 
 /** What `makeTrainer` provides: every service of a rollout and the `TrainerService` over it. */
 export type TrainerServices =
-  | TrainerService
-  | Rollout
+  | TrainerService.TrainerService
+  | Rollout.Rollout
   | RolloutConfig.RolloutConfig
-  | Gateway
-  | Engine
-  | Sessions
-  | Forests
+  | Gateway.Gateway
+  | Engine.Engine
+  | Sessions.Sessions
+  | Forests.Forests
   | Telemetry.Telemetry
 
 /** `makeTrainer` from already resolved settings (what `relax-agentic serve` does). */
@@ -381,7 +401,7 @@ export const trainerFromSettings = (
   extras: MakeRolloutExtras = {},
   role: ClusterRole = {}
 ): Layer.Layer<TrainerServices, RolloutStartupError> =>
-  TrainerService.layer.pipe(Layer.provideMerge(layerFromSettings(settings, extras, role)))
+  TrainerService.TrainerService.layer.pipe(Layer.provideMerge(layerFromSettings(settings, extras, role)))
 
 /** Every service of a rollout (see `makeRollout`) plus the `TrainerService` a trainer drives it through. */
 export const makeTrainer = (
@@ -396,11 +416,11 @@ export const makeTrainer = (
  */
 export const serveFromSettings = (
   settings: Settings.RolloutSettings,
-  rpc: RpcServerOptions = {},
+  rpc: RolloutRpc.RpcServerOptions = {},
   extras: MakeRolloutExtras = {},
   role: ClusterRole = {}
-): Layer.Layer<RolloutRpcServer | TrainerServices, RolloutStartupError | RpcServeError> =>
-  RolloutRpcServer.layer(rpc).pipe(Layer.provideMerge(trainerFromSettings(settings, extras, role)))
+): Layer.Layer<RolloutRpc.RolloutRpcServer | TrainerServices, RolloutStartupError | RolloutRpc.RpcServeError> =>
+  RolloutRpc.RolloutRpcServer.layer(rpc).pipe(Layer.provideMerge(trainerFromSettings(settings, extras, role)))
 
 /** The `TrainerService` with Promises, for TypeScript trainers that do not use Effect (see `createRollout`). */
 export interface RolloutHandle {
@@ -411,13 +431,13 @@ export interface RolloutHandle {
   /** New generations report `version` (default: the next integer); resolves to the version now in effect. */
   readonly updateWeights: (version?: string) => Promise<string>
   /** Stop generation for a weight push the trainer does itself (`abort` by default); see docs/trainer.md. */
-  readonly pauseGeneration: (mode?: PauseMode) => Promise<void>
+  readonly pauseGeneration: (mode?: Engine.PauseMode) => Promise<void>
   /** Continue on `version` (default: SGLang's label after the push); resolves to the version now in effect. */
   readonly resumeGeneration: (version?: string) => Promise<string>
   /** What the rollout is doing now: activity, weight version, steps completed, engine, gateway URL. */
   readonly status: () => Promise<Results.RolloutStatus>
   /** Finished Groups, step after step, as the loop pulls them (`for await (const group of rollout.groups())`). */
-  readonly groups: (options?: StreamOptions) => AsyncIterable<Results.FinishedGroup>
+  readonly groups: (options?: TrainerService.StreamOptions) => AsyncIterable<Results.FinishedGroup>
   /** Reap every agent and close the gateway; the handle is unusable afterwards. */
   readonly close: () => Promise<void>
   readonly [Symbol.asyncDispose]: () => Promise<void>
@@ -451,7 +471,7 @@ export const createRollout = async (
 ): Promise<RolloutHandle> => {
   const runtime = ManagedRuntime.make(makeTrainer(options, extras))
   const trainer = await runtime.runPromise(Effect.gen(function*() {
-    return yield* TrainerService
+    return yield* TrainerService.TrainerService
   })).catch(async (error: unknown) => {
     await runtime.dispose()
     throw error

@@ -8,7 +8,7 @@
 import { writeFileSync } from "node:fs"
 import OpenAI from "openai"
 import type { ChatCompletionMessageParam, ChatCompletionTool } from "openai/resources/chat/completions"
-import { env, readInput, runAgent, toolLoop } from "../chatAgent.ts"
+import * as ChatAgent from "../chatAgent.ts"
 
 interface SessionInput {
   readonly messages?: Array<ChatCompletionMessageParam>
@@ -44,8 +44,12 @@ const lastNumber = (text: string): number | undefined => {
 }
 
 const main = async () => {
-  const input = readInput<SessionInput>()
-  const client = new OpenAI({ baseURL: env("RELAX_BASE_URL"), apiKey: env("RELAX_SESSION_ID"), timeout: 9_999_000 })
+  const input = ChatAgent.readInput<SessionInput>()
+  const client = new OpenAI({
+    baseURL: ChatAgent.env("RELAX_BASE_URL"),
+    apiKey: ChatAgent.env("RELAX_SESSION_ID"),
+    timeout: 9_999_000
+  })
   const messages: Array<ChatCompletionMessageParam> = [
     {
       role: "system",
@@ -54,7 +58,7 @@ const main = async () => {
     ...(input.messages ?? [])
   ]
   let toolCalls = 0
-  const final = await toolLoop({
+  const final = await ChatAgent.toolLoop({
     client,
     messages,
     tools: [calculatorTool],
@@ -74,7 +78,7 @@ const main = async () => {
   const expected = input.metadata?.answer
   const correct = answer !== undefined && expected !== undefined && Math.abs(answer - expected) < 1e-9
   writeFileSync(
-    env("RELAX_OUTPUT_JSON"),
+    ChatAgent.env("RELAX_OUTPUT_JSON"),
     JSON.stringify({
       metadata: {
         task_id: input.metadata?.task_id ?? null,
@@ -86,4 +90,4 @@ const main = async () => {
   )
 }
 
-runAgent(main)
+ChatAgent.runAgent(main)

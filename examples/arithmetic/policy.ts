@@ -8,9 +8,9 @@
  * The text uses the Qwen3 formats the `qwen3` reasoning parser and the `qwen25` tool-call parser read.
  */
 import { createHash } from "node:crypto"
-import type { PolicyRequest } from "../../layers/engine/Engine.ts"
+import type * as Engine from "../../layers/engine/Engine.ts"
 
-const textOf = (content: PolicyRequest["messages"][number]["content"]): string =>
+const textOf = (content: Engine.PolicyRequest["messages"][number]["content"]): string =>
   typeof content === "string"
     ? content
     : content.map((part) => (typeof part["text"] === "string" ? part["text"] : "")).join("")
@@ -24,7 +24,7 @@ const wrongOperation = { "+": "-", "-": "+", "*": "+", "/": "*" } as const
 const errs = (question: string, seed: number | string): boolean =>
   createHash("sha256").update(`${seed}\n${question}`).digest()[0]! % 10 < 3
 
-export const policy = (request: PolicyRequest): string => {
+export const policy = (request: Engine.PolicyRequest): string => {
   const last = request.messages[request.messages.length - 1]
   if (last?.role === "tool") {
     const result = textOf(last.content).trim()

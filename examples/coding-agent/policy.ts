@@ -12,9 +12,9 @@
  * `qwen25` tool-call parser read.
  */
 import { createHash } from "node:crypto"
-import type { PolicyRequest } from "../../layers/engine/Engine.ts"
+import type * as Engine from "../../layers/engine/Engine.ts"
 
-type Message = PolicyRequest["messages"][number]
+type Message = Engine.PolicyRequest["messages"][number]
 
 const textOf = (content: Message["content"]): string =>
   typeof content === "string"
@@ -59,7 +59,7 @@ const lastCall = (
   return undefined
 }
 
-export const policy = (request: PolicyRequest): string => {
+export const policy = (request: Engine.PolicyRequest): string => {
   const messages = request.messages
   const task = textOf(messages.find((m) => m.role === "user")?.content ?? "")
   const testCommand = /`([^`]+)`/.exec(task)?.[1]

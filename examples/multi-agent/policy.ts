@@ -8,9 +8,9 @@
  * is wrong. The text uses the Qwen3 formats the `qwen3` reasoning parser and the `qwen25` tool-call parser read.
  */
 import { createHash } from "node:crypto"
-import type { PolicyRequest } from "../../layers/engine/Engine.ts"
+import type * as Engine from "../../layers/engine/Engine.ts"
 
-const textOf = (content: PolicyRequest["messages"][number]["content"]): string =>
+const textOf = (content: Engine.PolicyRequest["messages"][number]["content"]): string =>
   typeof content === "string"
     ? content
     : content.map((part) => (typeof part["text"] === "string" ? part["text"] : "")).join("")
@@ -25,7 +25,7 @@ const subjectOf = (question: string): string =>
 const errs = (question: string, seed: number | string): boolean =>
   createHash("sha256").update(`${seed}\n${question}`).digest()[0]! % 10 < 3
 
-const lead = (request: PolicyRequest): string => {
+const lead = (request: Engine.PolicyRequest): string => {
   const last = request.messages[request.messages.length - 1]
   if (last?.role === "tool") {
     const found = textOf(last.content).split("\n").map((line) => line.replace(/^searcher_\d+: /, ""))
@@ -42,14 +42,14 @@ const lead = (request: PolicyRequest): string => {
     toolCall("delegate_search", { queries: [query, noun] })
 }
 
-const searcher = (request: PolicyRequest): string => {
+const searcher = (request: Engine.PolicyRequest): string => {
   const last = request.messages[request.messages.length - 1]
   if (last?.role === "tool") return textOf(last.content)
   const query = textOf(last?.content ?? "").replace(/^Search the notes for: /, "")
   return `<think>\nI will search the notes for ${query}.\n</think>\n\n` + toolCall("search_notes", { query })
 }
 
-export const policy = (request: PolicyRequest): string => {
+export const policy = (request: Engine.PolicyRequest): string => {
   const system = request.messages[0]?.role === "system" ? textOf(request.messages[0].content) : ""
   return system.startsWith("You are a searcher") ? searcher(request) : lead(request)
 }

@@ -13,7 +13,7 @@ import { writeFileSync } from "node:fs"
 import OpenAI from "openai"
 import type { ChatCompletionMessageParam, ChatCompletionTool } from "openai/resources/chat/completions"
 import sharp from "sharp"
-import { env, readInput, runAgent, toolLoop } from "../chatAgent.ts"
+import * as ChatAgent from "../chatAgent.ts"
 
 interface SessionInput {
   readonly messages?: Array<ChatCompletionMessageParam>
@@ -81,10 +81,10 @@ const zoom = async (
 }
 
 const main = async () => {
-  const input = readInput<SessionInput>()
+  const input = ChatAgent.readInput<SessionInput>()
   const client = new OpenAI({
-    baseURL: env("RELAX_BASE_URL"),
-    apiKey: env("RELAX_SESSION_ID"),
+    baseURL: ChatAgent.env("RELAX_BASE_URL"),
+    apiKey: ChatAgent.env("RELAX_SESSION_ID"),
     timeout: 9_999_000,
     maxRetries: 0
   })
@@ -94,7 +94,7 @@ const main = async () => {
   ]
   const image = firstImage(messages)
   let zooms = 0
-  const final = await toolLoop({
+  const final = await ChatAgent.toolLoop({
     client,
     messages,
     tools: [zoomTool],
@@ -117,7 +117,7 @@ const main = async () => {
   const answer = input.metadata?.answer
   const correct = answer !== undefined && new RegExp(`\\b${answer}\\b`, "i").test(final)
   writeFileSync(
-    env("RELAX_OUTPUT_JSON"),
+    ChatAgent.env("RELAX_OUTPUT_JSON"),
     JSON.stringify({
       metadata: { task_id: input.metadata?.task_id ?? null, zooms },
       reward: { score: correct ? 1 : 0, zooms }
@@ -125,4 +125,4 @@ const main = async () => {
   )
 }
 
-runAgent(main)
+ChatAgent.runAgent(main)

@@ -10,9 +10,9 @@
  */
 import { mkdirSync, writeFileSync } from "node:fs"
 import sharp from "sharp"
-import { background, type ColourName, palette } from "./colours.ts"
+import * as Colours from "./colours.ts"
 
-const rows: ReadonlyArray<{ readonly colour: ColourName; readonly left: number; readonly top: number }> = [
+const rows: ReadonlyArray<{ readonly colour: Colours.ColourName; readonly left: number; readonly top: number }> = [
   { colour: "red", left: 92, top: 71 },
   { colour: "blue", left: 503, top: 388 },
   { colour: "green", left: 311, top: 122 },
@@ -27,9 +27,11 @@ const main = async () => {
   const lines: Array<string> = []
   for (const [i, row] of rows.entries()) {
     const name = `images/square-${i}.png`
-    const square = await sharp({ create: { width: 16, height: 16, channels: 3, background: palette[row.colour] } })
+    const square = await sharp({
+      create: { width: 16, height: 16, channels: 3, background: Colours.palette[row.colour] }
+    })
       .png().toBuffer()
-    await sharp({ create: { width: 640, height: 480, channels: 3, background } })
+    await sharp({ create: { width: 640, height: 480, channels: 3, background: Colours.background } })
       .composite([{ input: square, left: row.left, top: row.top }])
       .png()
       .toFile(new URL(name, dir).pathname)

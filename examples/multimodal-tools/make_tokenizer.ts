@@ -11,10 +11,10 @@
  */
 import { mkdirSync, rmSync } from "node:fs"
 import * as Path from "node:path"
-import { writeDirectory } from "../../test/support/VisionTokenizer.ts"
+import * as VisionTokenizer from "../../test/support/VisionTokenizer.ts"
 
 const dir = Path.join(import.meta.dirname, "..", "..", "runs", "multimodal-tools", "tokenizer")
 rmSync(dir, { recursive: true, force: true })
 mkdirSync(dir, { recursive: true })
-writeDirectory(dir)
+VisionTokenizer.writeDirectory(dir)
 console.log(`wrote a Qwen2.5-VL-style tokenizer directory to ${dir}`)

@@ -13,10 +13,10 @@
  */
 import { createHash } from "node:crypto"
 import sharp from "sharp"
-import type { PolicyRequest } from "../../layers/engine/Engine.ts"
+import type * as Engine from "../../layers/engine/Engine.ts"
 import * as Colours from "./colours.ts"
 
-type Message = PolicyRequest["messages"][number]
+type Message = Engine.PolicyRequest["messages"][number]
 
 /** The `image_url` URLs of a message, in order. */
 const imagesOf = (message: Message | undefined): Array<string> =>
@@ -87,7 +87,7 @@ const identify = async (zoomed: string): Promise<string> => {
   return `<think>\n${seen} shows a ${name} square.\n</think>\n\nThe square is ${name}.`
 }
 
-export const policy = async (request: PolicyRequest): Promise<string> => {
+export const policy = async (request: Engine.PolicyRequest): Promise<string> => {
   const last = request.messages[request.messages.length - 1]
   if (last?.role === "tool") {
     const zoomed = imagesOf(last)[0]

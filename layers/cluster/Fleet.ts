@@ -23,10 +23,10 @@
 import { Context, Deferred, Duration, Effect, Layer, Schedule, Semaphore } from "effect"
 import { EntityId, Sharding } from "effect/cluster"
 import { randomBytes } from "node:crypto"
-import { ClusterCallError, type FleetCommandError } from "../../src/cluster/errors.ts"
+import * as Errors from "../../src/cluster/errors.ts"
 import type * as Wire from "../../src/cluster/Wire.ts"
 import type * as Retention from "../../src/schedule/Retention.ts"
-import { Engine, EngineError, type EngineShape } from "../engine/Engine.ts"
+import * as Engine from "../engine/Engine.ts"
 import * as GenerationGate from "../schedule/GenerationGate.ts"
 import * as GroupEntity from "./GroupEntity.ts"
 
@@ -49,9 +49,11 @@ export interface FleetShape {
   readonly setWeights: (
     version: string,
     paused: Wire.WeightsState["paused"]
-  ) => Effect.Effect<void, FleetCommandError>
+  ) => Effect.Effect<void, Errors.FleetCommandError>
   /** Send `command` to every runner; one reply per runner that answered. */
-  readonly broadcast: (command: Wire.FleetCommand) => Effect.Effect<ReadonlyArray<Wire.FleetReply>, FleetCommandError>
+  readonly broadcast: (
+    command: Wire.FleetCommand
+  ) => Effect.Effect<ReadonlyArray<Wire.FleetReply>, Errors.FleetCommandError>
   /** A Session's gate state as its runner reported it. */
   readonly setGate: (sessionId: string, state: Wire.GateState) => void
   /** The Session ended here: forget its state. */
@@ -112,7 +114,7 @@ const make = (options: FleetOptions) =>
         }),
         Effect.timeoutOrElse({
           duration: options.callTimeout,
-          orElse: () => Effect.fail(new ClusterCallError({ reason: "deadline", detail: `Fleet ${id}` }))
+          orElse: () => Effect.fail(new Errors.ClusterCallError({ reason: "deadline", detail: `Fleet ${id}` }))
         }),
         Effect.catchTag(
           [
@@ -178,16 +180,17 @@ const make = (options: FleetOptions) =>
 export const layer = (options: FleetOptions): Layer.Layer<Fleet, never, Sharding.Sharding> =>
   Layer.effect(Fleet, make(options))
 
-const engineFailure = (error: FleetCommandError) => new EngineError({ reason: "refused", detail: error.message })
+const engineFailure = (error: Errors.FleetCommandError) =>
+  new Engine.EngineError({ reason: "refused", detail: error.message })
 
 /**
  * The controller's Engine, whose weight changes every runner follows (see the module comment); everything else is
  * the controller's own engine.
  */
-export const engineLayer: Layer.Layer<Engine, never, Engine | Fleet> = Layer.effect(
-  Engine,
+export const engineLayer: Layer.Layer<Engine.Engine, never, Engine.Engine | Fleet> = Layer.effect(
+  Engine.Engine,
   Effect.gen(function*() {
-    const engine = yield* Engine
+    const engine = yield* Engine.Engine
     const fleet = yield* Fleet
     const lock = yield* Semaphore.make(1)
     // The runners start from the controller's version (the first Grant carries it).
@@ -204,7 +207,7 @@ export const engineLayer: Layer.Layer<Engine, never, Engine | Fleet> = Layer.eff
           yield* engine.pauseGeneration(mode)
         })),
       resumeGeneration: (version) => lock.withPermits(1)(Effect.flatMap(engine.resumeGeneration(version), follow(null)))
-    } satisfies EngineShape
+    } satisfies Engine.EngineShape
   })
 )
 
@@ -214,11 +217,11 @@ export const engineLayer: Layer.Layer<Engine, never, Engine | Fleet> = Layer.eff
  */
 export const gateLayer = (
   mode: Retention.Mode
-): Layer.Layer<GenerationGate.GenerationGate, never, Engine | Fleet> =>
+): Layer.Layer<GenerationGate.GenerationGate, never, Engine.Engine | Fleet> =>
   Layer.effect(
     GenerationGate.GenerationGate,
     Effect.gen(function*() {
-      const engine = yield* Engine
+      const engine = yield* Engine.Engine
       const fleet = yield* Fleet
       const local = yield* GenerationGate.make({ abort: engine.abort, mode })
       const retains = mode.partialRollout || mode.fullyAsync

@@ -12,7 +12,7 @@
 import { Effect, Layer } from "effect"
 import type { Sharding } from "effect/cluster"
 import * as Routing from "../../src/cluster/Routing.ts"
-import { Forwarder } from "../gateway/ModelRoute.ts"
+import * as ModelRoute from "../gateway/ModelRoute.ts"
 import * as GroupEntity from "./GroupEntity.ts"
 
 const unavailable = (detail: string) => ({
@@ -30,8 +30,8 @@ const unavailable = (detail: string) => ({
 })
 
 /** The gateway's `Forwarder` over the cluster. */
-export const layer: Layer.Layer<Forwarder, never, Sharding.Sharding> = Layer.effect(
-  Forwarder,
+export const layer: Layer.Layer<ModelRoute.Forwarder, never, Sharding.Sharding> = Layer.effect(
+  ModelRoute.Forwarder,
   Effect.gen(function*() {
     const makeClient = yield* GroupEntity.Group.client
     return (request) => {

@@ -22,7 +22,7 @@
 import { Schema } from "effect"
 import { Entity } from "effect/cluster"
 import { Rpc } from "effect/rpc"
-import { FleetCommandError } from "../../src/cluster/errors.ts"
+import * as Errors from "../../src/cluster/errors.ts"
 import * as Wire from "../../src/cluster/Wire.ts"
 
 /** Hold `slots` agent slots for this Group's Sessions on the owner, or say why not. */
@@ -73,7 +73,7 @@ export const Grant = Rpc.make("Grant", {
     rolloutId: Schema.Int,
     weights: Wire.WeightsState
   },
-  error: Schema.Union([Wire.RunnerLostError, FleetCommandError])
+  error: Schema.Union([Wire.RunnerLostError, Errors.FleetCommandError])
 })
 
 /** End the Session and reap its agent (a dropped Group, a closed step, a finished Session's cleanup). */
@@ -103,7 +103,7 @@ export const Forward = Rpc.make("Forward", {
 export const Fleet = Rpc.make("Fleet", {
   payload: { controller: Schema.String, seq: Schema.Int, command: Wire.FleetCommand },
   success: Wire.FleetReply,
-  error: FleetCommandError
+  error: Errors.FleetCommandError
 })
 
 /** The Group entity. */

@@ -34,15 +34,15 @@ import {
 } from "effect"
 import { Entity } from "effect/cluster"
 import { randomBytes } from "node:crypto"
-import { FleetCommandError } from "../../src/cluster/errors.ts"
+import * as Errors from "../../src/cluster/errors.ts"
 import * as Fingerprint from "../../src/cluster/Fingerprint.ts"
 import * as Slots from "../../src/cluster/Slots.ts"
 import * as Wire from "../../src/cluster/Wire.ts"
-import { SessionClosedError } from "../../src/session/errors.ts"
-import { Engine } from "../engine/Engine.ts"
-import { RolloutConfig } from "../rollout/RolloutConfig.ts"
-import { type GroupError, SessionRunner } from "../rollout/SessionRunner.ts"
-import { GenerationGate } from "../schedule/GenerationGate.ts"
+import * as SessionErrors from "../../src/session/errors.ts"
+import * as Engine from "../engine/Engine.ts"
+import * as RolloutConfig from "../rollout/RolloutConfig.ts"
+import * as SessionRunner from "../rollout/SessionRunner.ts"
+import * as GenerationGate from "../schedule/GenerationGate.ts"
 import * as GroupEntity from "./GroupEntity.ts"
 
 interface Hosted {
@@ -52,7 +52,7 @@ interface Hosted {
   readonly gateState: SubscriptionRef.SubscriptionRef<Wire.GateState>
   /** The controller granted its Group's lease. */
   leased: boolean
-  readonly lease: Deferred.Deferred<void, SessionClosedError>
+  readonly lease: Deferred.Deferred<void, SessionErrors.SessionClosedError>
   readonly firstRequest: Deferred.Deferred<void>
   readonly done: Deferred.Deferred<Wire.SessionResult, Wire.SessionFailedError>
   rolloutId: number
@@ -106,19 +106,19 @@ export interface HostShape {
   ) => Stream.Stream<Wire.SessionEvent, Wire.RunFailure>
   readonly grant: (
     payload: typeof GroupEntity.Grant.payloadSchema.Type
-  ) => Effect.Effect<void, Wire.RunnerLostError | FleetCommandError>
+  ) => Effect.Effect<void, Wire.RunnerLostError | Errors.FleetCommandError>
   readonly stop: (payload: typeof GroupEntity.Stop.payloadSchema.Type) => Effect.Effect<void>
   readonly touch: (payload: typeof GroupEntity.Touch.payloadSchema.Type) => Effect.Effect<void, Wire.RunnerLostError>
   readonly fleet: (
     payload: typeof GroupEntity.Fleet.payloadSchema.Type
-  ) => Effect.Effect<Wire.FleetReply, FleetCommandError>
+  ) => Effect.Effect<Wire.FleetReply, Errors.FleetCommandError>
   readonly forward: ForwardHandler
 }
 
 /** How often a running Session's stream says it is alive (the controller's idle deadline is a multiple of it). */
 export const aliveInterval = Duration.seconds(2)
 
-const failed = (error: GroupError): Wire.SessionFailedError =>
+const failed = (error: SessionRunner.GroupError): Wire.SessionFailedError =>
   new Wire.SessionFailedError({ type: error._tag, detail: error.message })
 
 /** A Session no controller touched for this long is reaped (its controller died); the controller touches every 5 s. */
@@ -131,10 +131,10 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
   Effect.gen(function*() {
     const orphanTimeout = options.orphanTimeout ?? orphanAfter
     const capacity = options.slots
-    const settings = yield* RolloutConfig
-    const runner = yield* SessionRunner
-    const engine = yield* Engine
-    const gate = yield* GenerationGate
+    const settings = yield* RolloutConfig.RolloutConfig
+    const runner = yield* SessionRunner.SessionRunner
+    const engine = yield* Engine.Engine
+    const gate = yield* GenerationGate.GenerationGate
     const retains = gate.mode.partialRollout || gate.mode.fullyAsync
     const scope = yield* Effect.scope
     const incarnation = randomBytes(8).toString("hex")
@@ -160,7 +160,7 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
           controller: payload.controller,
           gateState: yield* SubscriptionRef.make<Wire.GateState>({ interrupted: false, protected: false }),
           leased: false,
-          lease: yield* Deferred.make<void, SessionClosedError>(),
+          lease: yield* Deferred.make<void, SessionErrors.SessionClosedError>(),
           firstRequest: yield* Deferred.make<void>(),
           done: yield* Deferred.make<Wire.SessionResult, Wire.SessionFailedError>(),
           rolloutId: 0,
@@ -236,7 +236,7 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
         const hosted = table.get(sessionId)
         if (hosted === undefined) return
         table.delete(sessionId)
-        yield* Deferred.fail(hosted.lease, new SessionClosedError({ sessionId }))
+        yield* Deferred.fail(hosted.lease, new SessionErrors.SessionClosedError({ sessionId }))
         if (hosted.fiber !== undefined) yield* Fiber.interrupt(hosted.fiber)
       })
 
@@ -284,7 +284,7 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
     let followed: { readonly controller: string; readonly seq: number } | undefined
     let enginePaused = false
     let budgetsPaused = false
-    const follow = (controller: string, state: Wire.WeightsState): Effect.Effect<void, FleetCommandError> =>
+    const follow = (controller: string, state: Wire.WeightsState): Effect.Effect<void, Errors.FleetCommandError> =>
       weightsLock.withPermits(1)(Effect.gen(function*() {
         if (followed !== undefined && followed.controller === controller && state.seq <= followed.seq) return
         // SGLang's servers are shared: the controller's own calls pause, resume and relabel them for every runner,
@@ -311,7 +311,7 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
         followed = { controller, seq: state.seq }
       })).pipe(
         Effect.mapError((error) =>
-          new FleetCommandError({ reason: "engine", runner: incarnation, detail: error.message })
+          new Errors.FleetCommandError({ reason: "engine", runner: incarnation, detail: error.message })
         )
       )
 
@@ -354,7 +354,7 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
       | {
         readonly controller: string
         readonly seq: number
-        readonly reply: Deferred.Deferred<Wire.FleetReply, FleetCommandError>
+        readonly reply: Deferred.Deferred<Wire.FleetReply, Errors.FleetCommandError>
       }
       | undefined
     const fleet = (payload: typeof GroupEntity.Fleet.payloadSchema.Type) =>
@@ -365,7 +365,7 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
             ? Deferred.await(last.reply)
             : Effect.succeed(reply({ aborted: 0, pausedSessions: 0 })) // an older command: superseded
         }
-        const done = Deferred.makeUnsafe<Wire.FleetReply, FleetCommandError>()
+        const done = Deferred.makeUnsafe<Wire.FleetReply, Errors.FleetCommandError>()
         lastFleet = { controller: payload.controller, seq: payload.seq, reply: done }
         return command(payload.controller, payload.command).pipe(
           Effect.exit,

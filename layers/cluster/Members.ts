@@ -14,7 +14,7 @@
  */
 import { Duration, Effect, Layer, Schedule, Schema } from "effect"
 import { SqlClient } from "effect/sql"
-import { ConfigMismatchError } from "../../src/cluster/errors.ts"
+import * as Errors from "../../src/cluster/errors.ts"
 import * as Fingerprint from "../../src/cluster/Fingerprint.ts"
 
 /** A cluster member as it announces itself. */
@@ -85,7 +85,7 @@ export const live = (freshness: Duration.Duration) =>
   })
 
 /** The first live member of the other role whose settings differ from `member`'s, as the refusal. */
-export const refusal = (member: Member, others: ReadonlyArray<LiveMember>): ConfigMismatchError | undefined => {
+export const refusal = (member: Member, others: ReadonlyArray<LiveMember>): Errors.ConfigMismatchError | undefined => {
   for (const other of others) {
     if (other.role === member.role || other.id === member.id) continue
     const detail = Fingerprint.mismatch(
@@ -96,7 +96,7 @@ export const refusal = (member: Member, others: ReadonlyArray<LiveMember>): Conf
         : { ours: `the runner ${other.address}`, theirs: "this controller" }
     )
     if (detail !== undefined) {
-      return new ConfigMismatchError({
+      return new Errors.ConfigMismatchError({
         reason: member.role,
         detail: `${member.role === "runner" ? "this runner is refused at join" : "this controller is refused"}: ${
           member.role === "runner"

@@ -17,7 +17,7 @@ import { PgClient } from "@effect/sql-pg"
 import { Duration, Layer, Option, Redacted } from "effect"
 import { RunnerAddress } from "effect/cluster"
 import type { SqlError } from "effect/sql"
-import type { ConfigMismatchError } from "../../src/cluster/errors.ts"
+import type * as Errors from "../../src/cluster/errors.ts"
 
 /** The cluster settings shared by runners and the controller (`--cluster-*` flags). */
 export interface ClusterOptions {
@@ -90,5 +90,5 @@ export const client = (options: ClusterOptions) =>
 export type JoinError =
   | Layer.Error<ReturnType<typeof runner>>
   | Layer.Error<ReturnType<typeof client>>
-  | ConfigMismatchError
+  | Errors.ConfigMismatchError
   | SqlError.SqlError

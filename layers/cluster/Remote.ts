@@ -19,16 +19,16 @@
 import { Duration, Effect, Layer, Option, Schedule, Stream } from "effect"
 import type { Sharding } from "effect/cluster"
 import { randomBytes } from "node:crypto"
-import { ClusterCallError } from "../../src/cluster/errors.ts"
+import * as Errors from "../../src/cluster/errors.ts"
 import * as Fingerprint from "../../src/cluster/Fingerprint.ts"
 import * as Routing from "../../src/cluster/Routing.ts"
 import type * as Wire from "../../src/cluster/Wire.ts"
 import * as Drift from "../../src/inspect/Drift.ts"
-import { Credit } from "../credit/Credit.ts"
-import { RolloutConfig } from "../rollout/RolloutConfig.ts"
+import * as Credit from "../credit/Credit.ts"
+import * as RolloutConfig from "../rollout/RolloutConfig.ts"
 import * as SessionRunner from "../rollout/SessionRunner.ts"
 import type * as FirstRequestBarrier from "../schedule/FirstRequestBarrier.ts"
-import { Fleet } from "./Fleet.ts"
+import * as Fleet from "./Fleet.ts"
 import * as GroupEntity from "./GroupEntity.ts"
 import * as Host from "./Host.ts"
 
@@ -39,7 +39,7 @@ export interface RemoteOptions {
 }
 
 const refused = (message: string) => (cause: { readonly _tag: string; readonly message: string }) =>
-  new ClusterCallError({
+  new Errors.ClusterCallError({
     reason: "refused",
     detail: `${message}: ${cause._tag}${cause.message === "" ? "" : ` (${cause.message})`}`,
     cause
@@ -135,9 +135,9 @@ const placeGroup = (deps: {
 
 const make = (options: RemoteOptions) =>
   Effect.gen(function*() {
-    const credit = yield* Credit
-    const config = Fingerprint.of(yield* RolloutConfig)
-    const fleet = yield* Fleet
+    const credit = yield* Credit.Credit
+    const config = Fingerprint.of(yield* RolloutConfig.RolloutConfig)
+    const fleet = yield* Fleet.Fleet
     const makeClient = yield* GroupEntity.Group.client
     const runId = fleet.controller
     let parserFailures = 0
@@ -147,7 +147,7 @@ const make = (options: RemoteOptions) =>
       effect.pipe(
         Effect.timeoutOrElse({
           duration: options.callTimeout,
-          orElse: () => Effect.fail(new ClusterCallError({ reason: "deadline", detail: what }))
+          orElse: () => Effect.fail(new Errors.ClusterCallError({ reason: "deadline", detail: what }))
         })
       )
 
@@ -223,7 +223,9 @@ const make = (options: RemoteOptions) =>
             Stream.timeoutOrElse({
               duration: options.callTimeout,
               orElse: () =>
-                Stream.fail(new ClusterCallError({ reason: "deadline", detail: `RunSession ${ticket.sessionId}` }))
+                Stream.fail(
+                  new Errors.ClusterCallError({ reason: "deadline", detail: `RunSession ${ticket.sessionId}` })
+                )
             })
           ),
           (event) => {
@@ -260,7 +262,10 @@ const make = (options: RemoteOptions) =>
         )
         if (result === undefined) {
           return yield* Effect.fail(
-            new ClusterCallError({ reason: "refused", detail: `RunSession ${ticket.sessionId} ended without a result` })
+            new Errors.ClusterCallError({
+              reason: "refused",
+              detail: `RunSession ${ticket.sessionId} ended without a result`
+            })
           )
         }
         parserFailures += group.mode === "train" ? result.parserFailures : 0
@@ -307,5 +312,8 @@ const make = (options: RemoteOptions) =>
 /** The controller's `SessionRunner` over the cluster (needs `Sharding`: a client-only cluster member). */
 export const layer = (
   options: RemoteOptions
-): Layer.Layer<SessionRunner.SessionRunner, never, Credit | Fleet | RolloutConfig | Sharding.Sharding> =>
-  Layer.effect(SessionRunner.SessionRunner, make(options))
+): Layer.Layer<
+  SessionRunner.SessionRunner,
+  never,
+  Credit.Credit | Fleet.Fleet | RolloutConfig.RolloutConfig | Sharding.Sharding
+> => Layer.effect(SessionRunner.SessionRunner, make(options))

@@ -15,43 +15,35 @@ import { Context, Effect, Layer, Result } from "effect"
 import * as CreditOptions from "../../src/credit/CreditOptions.ts"
 import * as CustomAdvantage from "../../src/credit/CustomAdvantage.ts"
 import * as DynamicFilter from "../../src/credit/DynamicFilter.ts"
-import {
-  AdvantageError,
-  CreditConfigError,
-  FilterError,
-  GroupRewardError,
-  NormalizationError,
-  RewardError
-} from "../../src/credit/errors.ts"
+import * as CreditErrors from "../../src/credit/errors.ts"
 import * as Group from "../../src/credit/Group.ts"
 import * as Grpo from "../../src/credit/Grpo.ts"
 import * as Metrics from "../../src/credit/Metrics.ts"
 import * as Reward from "../../src/credit/Reward.ts"
 import * as Whitening from "../../src/credit/Whitening.ts"
 import * as Errors from "../../src/errors.ts"
-import type { TrainingSample } from "../../src/forest/TrainingSample.ts"
-import type { HookSpecError } from "../../src/hooks/HookSpec.ts"
+import type * as TrainingSample from "../../src/forest/TrainingSample.ts"
+import type * as HookSpec from "../../src/hooks/HookSpec.ts"
 import * as Batching from "../../src/schedule/Batching.ts"
 import type * as AgentSpec from "../../src/session/AgentSpec.ts"
 import * as Hooks from "../runtime/Hooks.ts"
-import type { HookLoadError } from "../runtime/Hooks.ts"
 
 /** Everything `scoreGroup` / `finishStep` can fail with. */
 export type CreditError =
-  | FilterError
-  | RewardError
-  | GroupRewardError
-  | AdvantageError
-  | CreditConfigError
-  | NormalizationError
+  | CreditErrors.FilterError
+  | CreditErrors.RewardError
+  | CreditErrors.GroupRewardError
+  | CreditErrors.AdvantageError
+  | CreditErrors.CreditConfigError
+  | CreditErrors.NormalizationError
   | Batching.BatchingError
 
 /** What building the service can fail with: a bad hook value, a module that does not load, a bad option. */
-export type CreditStartupError = HookSpecError | HookLoadError | CreditConfigError
+export type CreditStartupError = HookSpec.HookSpecError | Hooks.HookLoadError | CreditErrors.CreditConfigError
 
 /** A step after credit: its samples (whitened when asked), its metrics, and its micro-batches when dynamic. */
 export interface StepCredit {
-  readonly samples: ReadonlyArray<TrainingSample>
+  readonly samples: ReadonlyArray<TrainingSample.TrainingSample>
   readonly metrics: Readonly<Record<string, number>>
   /** Positions in `samples` per micro-batch; null without `--use-dynamic-batch-size` and in eval. */
   readonly microBatches: ReadonlyArray<Batching.MicroBatch> | null
@@ -63,13 +55,13 @@ export interface CreditShape {
   readonly scoreGroup: (
     group: Group.Group,
     mode: AgentSpec.RolloutMode
-  ) => Effect.Effect<ReadonlyArray<TrainingSample> | "filtered", CreditError>
+  ) => Effect.Effect<ReadonlyArray<TrainingSample.TrainingSample> | "filtered", CreditError>
   /**
    * Whitening (train, `--normalize-advantages`), metrics and micro-batches for one step's scored rows.
    * `groupSize` overrides the Group size pass@k is logged up to (eval: `--n-samples-per-eval-prompt`).
    */
   readonly finishStep: (
-    samples: ReadonlyArray<TrainingSample>,
+    samples: ReadonlyArray<TrainingSample.TrainingSample>,
     mode: AgentSpec.RolloutMode,
     groupSize?: number
   ) => Effect.Effect<StepCredit, CreditError>
@@ -94,23 +86,25 @@ const callHook = <E>(
   })
 
 /** Check the options that can be checked before any Group exists. */
-export const validateOptions = (options: CreditOptions.CreditOptions): Result.Result<void, CreditConfigError> => {
+export const validateOptions = (
+  options: CreditOptions.CreditOptions
+): Result.Result<void, CreditErrors.CreditConfigError> => {
   if (!Number.isInteger(options.nSamplesPerPrompt) || options.nSamplesPerPrompt < 1) {
     return Result.fail(
-      new CreditConfigError({
+      new CreditErrors.CreditConfigError({
         detail: `--n-samples-per-prompt must be a positive integer, got ${options.nSamplesPerPrompt}`
       })
     )
   }
   const combination = CreditOptions.problem(options)
   if (combination !== undefined) {
-    return Result.fail(new CreditConfigError({ detail: `${combination.flag} ${combination.reason}` }))
+    return Result.fail(new CreditErrors.CreditConfigError({ detail: `${combination.flag} ${combination.reason}` }))
   }
   if (
     options.maxTokensPerGpu !== undefined && (!Number.isInteger(options.maxTokensPerGpu) || options.maxTokensPerGpu < 1)
   ) {
     return Result.fail(
-      new CreditConfigError({
+      new CreditErrors.CreditConfigError({
         detail: `--max-tokens-per-gpu must be a positive integer, got ${options.maxTokensPerGpu}`
       })
     )
@@ -142,11 +136,13 @@ export const make = (
     const rewardKeyFor = (mode: AgentSpec.RolloutMode): string | undefined =>
       mode === "eval" ? (options.evalRewardKey ?? options.rewardKey) : options.rewardKey
 
-    const scoreRow = (sample: TrainingSample): Effect.Effect<TrainingSample, RewardError> =>
+    const scoreRow = (
+      sample: TrainingSample.TrainingSample
+    ): Effect.Effect<TrainingSample.TrainingSample, CreditErrors.RewardError> =>
       Effect.gen(function*() {
         if (rm === undefined || sample.reward !== null) return sample
         const fail = (reason: string) =>
-          new RewardError({
+          new CreditErrors.RewardError({
             sessionId: sample.session_id,
             exportName: sample.export_name,
             detail: `--custom-rm-path: ${reason}`
@@ -161,7 +157,8 @@ export const make = (
       Effect.gen(function*() {
         const rows = Group.rows(group)
         if (rm !== undefined && options.groupRm) {
-          const fail = (reason: string) => new GroupRewardError({ groupIndex: group.groupIndex, detail: reason })
+          const fail = (reason: string) =>
+            new CreditErrors.GroupRewardError({ groupIndex: group.groupIndex, detail: reason })
           const value = yield* callHook(rm, [rows, rmConfig], fail)
           const rewards = Reward.fromGroupRm(value, rows.length)
           if (Result.isFailure(rewards)) return yield* fail(rewards.failure)
@@ -173,11 +170,11 @@ export const make = (
         return Group.withRows(group, scored)
       })
 
-    const grpo = (group: Group.Group): Effect.Effect<ReadonlyArray<TrainingSample>, CreditError> =>
+    const grpo = (group: Group.Group): Effect.Effect<ReadonlyArray<TrainingSample.TrainingSample>, CreditError> =>
       Effect.gen(function*() {
         const rows = Group.rows(group)
         if (rows.length !== options.nSamplesPerPrompt) {
-          return yield* new NormalizationError({
+          return yield* new CreditErrors.NormalizationError({
             detail: `Group ${group.groupIndex} has ${rows.length} samples, expected --n-samples-per-prompt ` +
               `${options.nSamplesPerPrompt}; GRPO normalizes over complete Groups`
           })
@@ -185,7 +182,11 @@ export const make = (
         const rewards: Array<number> = []
         for (const sample of rows) {
           const fail = (reason: string) =>
-            new RewardError({ sessionId: sample.session_id, exportName: sample.export_name, detail: reason })
+            new CreditErrors.RewardError({
+              sessionId: sample.session_id,
+              exportName: sample.export_name,
+              detail: reason
+            })
           if (sample.reward === null) {
             return yield* fail(
               `the context has no reward; write reward in the agent output, or configure --custom-rm-path`
@@ -200,10 +201,13 @@ export const make = (
       })
 
     /** Training credit: the custom advantage hook (which may filter the Group), else GRPO. */
-    const credit = (rewarded: Group.Group): Effect.Effect<ReadonlyArray<TrainingSample> | "filtered", CreditError> =>
+    const credit = (
+      rewarded: Group.Group
+    ): Effect.Effect<ReadonlyArray<TrainingSample.TrainingSample> | "filtered", CreditError> =>
       Effect.gen(function*() {
         if (advantageHook === undefined) return yield* grpo(rewarded)
-        const fail = (reason: string) => new AdvantageError({ groupIndex: rewarded.groupIndex, detail: reason })
+        const fail = (reason: string) =>
+          new CreditErrors.AdvantageError({ groupIndex: rewarded.groupIndex, detail: reason })
         const result = yield* callHook(advantageHook, [CustomAdvantage.hookInput(rewarded)], fail)
         const applied = CustomAdvantage.apply(result, rewarded)
         if (Result.isFailure(applied)) return yield* applied.failure
@@ -213,11 +217,11 @@ export const make = (
     /** `--dynamic-sampling-filter-path`: keep the credited rows, or filter the Group and count the reason. */
     const dynamicFilter = (
       groupIndex: number,
-      rows: ReadonlyArray<TrainingSample>
-    ): Effect.Effect<ReadonlyArray<TrainingSample> | "filtered", FilterError> =>
+      rows: ReadonlyArray<TrainingSample.TrainingSample>
+    ): Effect.Effect<ReadonlyArray<TrainingSample.TrainingSample> | "filtered", CreditErrors.FilterError> =>
       Effect.gen(function*() {
         if (filterHook === undefined) return rows
-        const fail = (reason: string) => new FilterError({ groupIndex, detail: reason })
+        const fail = (reason: string) => new CreditErrors.FilterError({ groupIndex, detail: reason })
         const decision = DynamicFilter.decide(yield* callHook(filterHook, [rows, rmConfig], fail))
         if (Result.isFailure(decision)) return yield* fail(decision.failure)
         if (decision.success.keep) return rows
@@ -232,7 +236,7 @@ export const make = (
     const scoreGroup = (
       group: Group.Group,
       mode: AgentSpec.RolloutMode
-    ): Effect.Effect<ReadonlyArray<TrainingSample> | "filtered", CreditError> =>
+    ): Effect.Effect<ReadonlyArray<TrainingSample.TrainingSample> | "filtered", CreditError> =>
       Effect.gen(function*() {
         yield* Effect.fromResult(Group.validateExports(group, options))
         const rewarded = yield* scoreRewards(group, mode)
@@ -243,7 +247,7 @@ export const make = (
 
     const finishStep = Effect.fn("Credit.finishStep")(
       function*(
-        samples: ReadonlyArray<TrainingSample>,
+        samples: ReadonlyArray<TrainingSample.TrainingSample>,
         mode: AgentSpec.RolloutMode,
         groupSize?: number
       ): Effect.fn.Return<StepCredit, CreditError> {

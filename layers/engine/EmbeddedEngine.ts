@@ -29,25 +29,16 @@ import * as Stop from "../../src/engine/Stop.ts"
 import * as WeightVersion from "../../src/engine/WeightVersion.ts"
 import * as Wire from "../../src/engine/Wire.ts"
 import * as Errors from "../../src/errors.ts"
-import { ContextLengthError } from "../../src/forest/errors.ts"
+import * as ForestErrors from "../../src/forest/errors.ts"
 import type * as HookSpec from "../../src/hooks/HookSpec.ts"
 import * as PackedIds from "../../src/ids/PackedIds.ts"
 import * as FairScheduler from "../runtime/FairScheduler.ts"
 import * as Hooks from "../runtime/Hooks.ts"
-import { Tokenizer, type TokenizerShape } from "../tokenizer/Tokenizer.ts"
-import {
-  abortedWhilePaused,
-  Engine,
-  EngineError,
-  type EngineShape,
-  type GenerateRequest,
-  type GenerateResult,
-  type PolicyRequest,
-  withSpans
-} from "./Engine.ts"
+import * as Tokenizer from "../tokenizer/Tokenizer.ts"
+import * as Engine from "./Engine.ts"
 
 /** An embedded policy: the text the "model" says for a request. */
-export type Policy = (request: PolicyRequest) => string | Promise<string>
+export type Policy = (request: Engine.PolicyRequest) => string | Promise<string>
 
 export interface EmbeddedEngineOptions {
   /** Engine seed (default 0). */
@@ -70,10 +61,10 @@ export const instant: EmbeddedEngineOptions = { prefillTokensPerSecond: 0, decod
 
 const wordLike = /^Ġ?[a-z]{2,10}$/
 const punctuation = new Set([".", ",", "Ċ", "?", "!"])
-const pools = new WeakMap<TokenizerShape, ReadonlyArray<number>>()
+const pools = new WeakMap<Tokenizer.TokenizerShape, ReadonlyArray<number>>()
 
 /** Word-like tokens of the vocabulary, so sampled text reads like (nonsense) words. */
-const favouredPool = (tokenizer: TokenizerShape): ReadonlyArray<number> => {
+const favouredPool = (tokenizer: Tokenizer.TokenizerShape): ReadonlyArray<number> => {
   let pool = pools.get(tokenizer)
   if (pool === undefined) {
     const ids: Array<number> = []
@@ -92,7 +83,7 @@ const favouredPool = (tokenizer: TokenizerShape): ReadonlyArray<number> => {
 }
 
 /** The model an engine with these options uses over `tokenizer` (tests recompute logprobs with it). */
-export const modelFor = (tokenizer: TokenizerShape, options: EmbeddedEngineOptions = {}): Model.Model =>
+export const modelFor = (tokenizer: Tokenizer.TokenizerShape, options: EmbeddedEngineOptions = {}): Model.Model =>
   Model.make({
     favouredPool: favouredPool(tokenizer),
     ...options.model,
@@ -123,13 +114,13 @@ const abortRun = (run: Running, byUpdate = false): void => {
   run.sleeping?.interruptUnsafe()
 }
 
-const invalid = (detail: string) => new EngineError({ reason: "invalid-request", detail, status: 400 })
+const invalid = (detail: string) => new Engine.EngineError({ reason: "invalid-request", detail, status: 400 })
 
 /** Build the engine over a tokenizer. */
 export const make = (
-  tokenizer: TokenizerShape,
+  tokenizer: Tokenizer.TokenizerShape,
   options: EmbeddedEngineOptions = {}
-): Effect.Effect<EngineShape> =>
+): Effect.Effect<Engine.EngineShape> =>
   Effect.sync(() => {
     const model = modelFor(tokenizer, options)
     const engineSeed = options.seed ?? 0
@@ -165,11 +156,14 @@ export const make = (
         )
       )
 
-    const policyText = (policy: Policy, conversation: PolicyRequest): Effect.Effect<string, EngineError> =>
+    const policyText = (
+      policy: Policy,
+      conversation: Engine.PolicyRequest
+    ): Effect.Effect<string, Engine.EngineError> =>
       Effect.tryPromise({
         try: () => Promise.resolve().then(() => policy(conversation)),
         catch: (error) =>
-          new EngineError({
+          new Engine.EngineError({
             reason: "policy",
             detail: `--embedded-policy failed for session ${conversation.sessionId} turn ${conversation.turn}: ` +
               Errors.messageOf(error),
@@ -180,7 +174,7 @@ export const make = (
         Effect.tap(() => FairScheduler.continueAsTask),
         Effect.flatMap((text) =>
           typeof text === "string" ? Effect.succeed(text) : Effect.fail(
-            new EngineError({
+            new Engine.EngineError({
               reason: "policy",
               detail: `--embedded-policy returned ${text === null ? "null" : typeof text} for session ` +
                 `${conversation.sessionId} turn ${conversation.turn}; it must return the assistant text as a string`
@@ -189,7 +183,9 @@ export const make = (
         )
       )
 
-    const generate = (request: GenerateRequest): Effect.Effect<GenerateResult, ContextLengthError | EngineError> =>
+    const generate = (
+      request: Engine.GenerateRequest
+    ): Effect.Effect<Engine.GenerateResult, ForestErrors.ContextLengthError | Engine.EngineError> =>
       Effect.gen(function*() {
         if (!Latch.isOpen(gate)) {
           const aborted = yield* Deferred.make<void>()
@@ -198,7 +194,7 @@ export const make = (
             .pipe(
               Effect.ensuring(Effect.sync(() => held.delete(request.rid)))
             )
-          if (!opened) return abortedWhilePaused(request, version)
+          if (!opened) return Engine.abortedWhilePaused(request, version)
         }
         const { inputIds, sampling } = request
         if (inputIds.length === 0) return yield* invalid("input_ids cannot be empty")
@@ -207,7 +203,10 @@ export const make = (
         if (options.maxContextLength !== undefined) {
           const fits = Wire.checkContextLength(inputIds.length, sampling.maxNewTokens, options.maxContextLength)
           if (Result.isFailure(fits)) {
-            return yield* new ContextLengthError({ limit: options.maxContextLength, engineMessage: fits.failure })
+            return yield* new ForestErrors.ContextLengthError({
+              limit: options.maxContextLength,
+              engineMessage: fits.failure
+            })
           }
         }
         if (running.has(request.rid)) {
@@ -285,7 +284,7 @@ export const make = (
             cachedTokens,
             weightVersion: runningVersion,
             ...(finishReason?.type === "abort" && run.byUpdate ? { cutByUpdate: true } : {})
-          } satisfies GenerateResult
+          } satisfies Engine.GenerateResult
         }).pipe(Effect.ensuring(Effect.sync(() => {
           running.delete(request.rid)
           if (running.size === 0) { for (const resume of idleWaiters.splice(0)) resume() }
@@ -303,7 +302,7 @@ export const make = (
       for (const run of [...running.values()]) abortRun(run, true)
     })
 
-    return withSpans("EmbeddedEngine", {
+    return Engine.withSpans("EmbeddedEngine", {
       generate,
       abort: (rid) =>
         Effect.sync(() => {
@@ -350,11 +349,13 @@ const asPolicy = (spec: string, hook: Hooks.HookFunction): Policy => async (requ
 
 export class EmbeddedEngine {
   /** The `Engine` service backed by the embedded model (needs the `Tokenizer`). */
-  static readonly layer = (options: EmbeddedEngineOptions = {}): Layer.Layer<Engine, never, Tokenizer> =>
+  static readonly layer = (
+    options: EmbeddedEngineOptions = {}
+  ): Layer.Layer<Engine.Engine, never, Tokenizer.Tokenizer> =>
     Layer.effect(
-      Engine,
+      Engine.Engine,
       Effect.gen(function*() {
-        return yield* make(yield* Tokenizer, options)
+        return yield* make(yield* Tokenizer.Tokenizer, options)
       })
     )
 

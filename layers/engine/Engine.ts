@@ -27,7 +27,7 @@
 import { Context, Data, Effect, Metric } from "effect"
 import type * as Sampling from "../../src/engine/Sampling.ts"
 import type * as WeightVersion from "../../src/engine/WeightVersion.ts"
-import { ContextLengthError } from "../../src/forest/errors.ts"
+import * as Errors from "../../src/forest/errors.ts"
 import type * as Canonical from "../../src/protocol/canonical.ts"
 import * as Instruments from "../observability/Instruments.ts"
 import * as StepSpan from "../runtime/StepSpan.ts"
@@ -206,7 +206,9 @@ export class EngineError extends Data.TaggedError("EngineError")<{
 }
 
 export interface EngineShape {
-  readonly generate: (request: GenerateRequest) => Effect.Effect<GenerateResult, ContextLengthError | EngineError>
+  readonly generate: (
+    request: GenerateRequest
+  ) => Effect.Effect<GenerateResult, Errors.ContextLengthError | EngineError>
   /** Ask the engine to stop `rid`; its pending `generate` returns the partial output with an abort finish reason. */
   readonly abort: (rid: string) => Effect.Effect<void>
   /** The weight version new generations will report. */

@@ -20,7 +20,7 @@ import * as Messages from "../../src/protocol/messages.ts"
 import * as Sse from "../../src/protocol/sse.ts"
 import type * as Generation from "../generation/Generation.ts"
 import * as MetricsServer from "../observability/MetricsServer.ts"
-import type { Sessions } from "../schedule/Sessions.ts"
+import type * as Sessions from "../schedule/Sessions.ts"
 import * as ModelRoute from "./ModelRoute.ts"
 
 /** Options of the gateway; every field has a documented default. */
@@ -58,7 +58,7 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("relax-age
   /** Serve the gateway for the lifetime of the layer; needs `Sessions` and `Generation`. */
   static readonly layer = (
     options: GatewayOptions = {}
-  ): Layer.Layer<Gateway, HttpServerError.ServeError, Sessions | Generation.Generation> => layerWith(options)
+  ): Layer.Layer<Gateway, HttpServerError.ServeError, Sessions.Sessions | Generation.Generation> => layerWith(options)
 }
 
 /** The route prefix agents see in `RELAX_BASE_URL`. */

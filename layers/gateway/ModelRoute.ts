@@ -34,7 +34,7 @@ import * as Generation from "../generation/Generation.ts"
 import * as Instruments from "../observability/Instruments.ts"
 import * as FairScheduler from "../runtime/FairScheduler.ts"
 import * as StepSpan from "../runtime/StepSpan.ts"
-import { Sessions } from "../schedule/Sessions.ts"
+import * as Sessions from "../schedule/Sessions.ts"
 import * as Exchange from "./NodeExchange.ts"
 
 /** The route prefix agents see in `RELAX_BASE_URL`. */
@@ -92,13 +92,15 @@ export interface Options {
 export type Handler = (request: IncomingMessage, response: ServerResponse, continuePending: boolean) => boolean
 
 /** The model route's handler, serving on the context and in the scope of the effect that makes it. */
-export const make = (options: Options): Effect.Effect<Handler, never, Sessions | Generation.Generation | Scope.Scope> =>
+export const make = (
+  options: Options
+): Effect.Effect<Handler, never, Sessions.Sessions | Generation.Generation | Scope.Scope> =>
   Effect.gen(function*() {
     const context = yield* Effect.context<never>()
     const scope = yield* Effect.scope
     const env: RouteEnv = {
       ...options,
-      sessions: yield* Sessions,
+      sessions: yield* Sessions.Sessions,
       generation: yield* Generation.Generation,
       forward: Option.getOrUndefined(yield* Effect.serviceOption(Forwarder)),
       run: (effect) => {
@@ -129,7 +131,7 @@ const { "content-type": sseContentType, ...sseHeaders } = Sse.headers
 const sseResponseHeaders = { ...sseHeaders, "content-type": sseContentType }
 
 interface RouteEnv extends Options {
-  readonly sessions: Sessions["Service"]
+  readonly sessions: Sessions.Sessions["Service"]
   readonly generation: Generation.GenerationShape
   readonly forward: Forwarder["Service"] | undefined
   /**
@@ -449,10 +451,10 @@ export const answerForwarded = (
 ): Effect.Effect<
   (request: Wire.ForwardedRequest) => Effect.Effect<Wire.ForwardedResponse>,
   never,
-  Sessions | Generation.Generation
+  Sessions.Sessions | Generation.Generation
 > =>
   Effect.gen(function*() {
-    const sessions = yield* Sessions
+    const sessions = yield* Sessions.Sessions
     const generation = yield* Generation.Generation
     return (request) =>
       Effect.gen(function*() {

@@ -9,7 +9,7 @@
  */
 import { Context, Effect, Layer, Result } from "effect"
 import * as ForestCommit from "../../src/forest/Commit.ts"
-import { ContextLengthError, ForestInvariantError, ForestNotFoundError } from "../../src/forest/errors.ts"
+import * as Errors from "../../src/forest/errors.ts"
 import * as Forest from "../../src/forest/Forest.ts"
 import type * as Canonical from "../../src/protocol/canonical.ts"
 import * as StepSpan from "../runtime/StepSpan.ts"
@@ -32,7 +32,7 @@ export interface ForestsShape {
   /** Create (or replace) the forest of a Session and return it. */
   readonly create: (sessionId: string, init?: ForestInit) => Effect.Effect<Forest.Forest>
   /** The forest of a live Session; `ForestNotFoundError` ("Unknown or discarded agentic session '<id>'.") otherwise. */
-  readonly get: (sessionId: string) => Effect.Effect<Forest.Forest, ForestNotFoundError>
+  readonly get: (sessionId: string) => Effect.Effect<Forest.Forest, Errors.ForestNotFoundError>
   /** Forget a Session's forest (no-op when absent). */
   readonly remove: (sessionId: string) => Effect.Effect<void>
   /**
@@ -42,12 +42,12 @@ export interface ForestsShape {
   readonly observe: (
     forest: Forest.Forest,
     observation: Observation
-  ) => Effect.Effect<string, ContextLengthError | ForestInvariantError>
+  ) => Effect.Effect<string, Errors.ContextLengthError | Errors.ForestInvariantError>
   /** Commit a finished generation under its parent; returns the response's state hash. */
   readonly commitResponse: (
     forest: Forest.Forest,
     response: ForestCommit.ResponseCommit
-  ) => Effect.Effect<string, ForestInvariantError>
+  ) => Effect.Effect<string, Errors.ForestInvariantError>
   /** Number of forests and of committed nodes across them (health and debug endpoints). */
   readonly stats: Effect.Effect<{ readonly forests: number; readonly nodes: number }>
 }
@@ -73,7 +73,7 @@ export class Forests extends Context.Service<Forests, ForestsShape>()("relax-age
         }),
         get: Effect.fnUntraced(function*(sessionId) {
           const forest = store.get(sessionId)
-          if (forest === undefined) return yield* new ForestNotFoundError({ sessionId })
+          if (forest === undefined) return yield* new Errors.ForestNotFoundError({ sessionId })
           return forest
         }, StepSpan.step("Forests.get")),
         observe: Effect.fnUntraced(function*(forest, observation) {
@@ -106,14 +106,14 @@ export class Forests extends Context.Service<Forests, ForestsShape>()("relax-age
  * Run a forest commit; a throw is a broken forest invariant (src/forest/Forest.ts throws nothing else). The commit runs
  * synchronously, inside the caller's step: one Effect value, not a suspended `Effect.try`.
  */
-const commit = (forest: Forest.Forest, run: () => string): Effect.Effect<string, ForestInvariantError> => {
+const commit = (forest: Forest.Forest, run: () => string): Effect.Effect<string, Errors.ForestInvariantError> => {
   try {
     return Effect.succeed(run())
   } catch (error) {
     return Effect.fail(
-      error instanceof ForestInvariantError
+      error instanceof Errors.ForestInvariantError
         ? error
-        : new ForestInvariantError({ detail: String(error), sessionId: forest.sessionId })
+        : new Errors.ForestInvariantError({ detail: String(error), sessionId: forest.sessionId })
     )
   }
 }

@@ -20,15 +20,10 @@ import { randomBytes } from "node:crypto"
 import type * as Settings from "../../src/config/Settings.ts"
 import * as Rid from "../../src/engine/Rid.ts"
 import * as ForestCommit from "../../src/forest/Commit.ts"
-import { ContextLengthError } from "../../src/forest/errors.ts"
+import * as Errors from "../../src/forest/errors.ts"
 import * as Forest from "../../src/forest/Forest.ts"
 import * as Matching from "../../src/forest/Matching.ts"
-import {
-  GenerationEngineError,
-  type GenerationError,
-  ImageRejectedError,
-  UnusableResponseError
-} from "../../src/generation/errors.ts"
+import * as GenerationErrors from "../../src/generation/errors.ts"
 import * as Turn from "../../src/generation/Turn.ts"
 import * as Drift from "../../src/inspect/Drift.ts"
 import * as Parsers from "../../src/parsers/registry.ts"
@@ -37,14 +32,14 @@ import type * as Completion from "../../src/protocol/completion.ts"
 import * as RawEcho from "../../src/protocol/RawEcho.ts"
 import type * as ChatTemplate from "../../src/template/ChatTemplate.ts"
 import * as ObservationDelta from "../../src/template/ObservationDelta.ts"
-import { Engine, type GenerateResult, type PolicyRequest, type SamplingParams } from "../engine/Engine.ts"
+import * as Engine from "../engine/Engine.ts"
 import * as Instruments from "../observability/Instruments.ts"
 import * as FairScheduler from "../runtime/FairScheduler.ts"
 import * as StepSpan from "../runtime/StepSpan.ts"
-import type { LiveRequest } from "../schedule/GenerationGate.ts"
-import type { SessionEntry } from "../schedule/Sessions.ts"
-import { Tokenizer } from "../tokenizer/Tokenizer.ts"
-import { Forests } from "./Forests.ts"
+import type * as GenerationGate from "../schedule/GenerationGate.ts"
+import type * as Sessions from "../schedule/Sessions.ts"
+import * as Tokenizer from "../tokenizer/Tokenizer.ts"
+import * as Forests from "./Forests.ts"
 import * as Images from "./Images.ts"
 
 export type { GenerationError } from "../../src/generation/errors.ts"
@@ -98,16 +93,16 @@ export interface GenerationShape {
    * tool-call id prefix the request carries).
    */
   readonly generate: (
-    session: SessionEntry,
+    session: Sessions.SessionEntry,
     request: Completion.CanonicalRequest
-  ) => Effect.Effect<Completion.Completion, GenerationError>
+  ) => Effect.Effect<Completion.Completion, GenerationErrors.GenerationError>
   /**
    * Read a Chat body's raw history against the Session's previous request (src/protocol/RawEcho.ts): the body's mark,
    * and, when it repeats that request's history byte for byte, what those messages canonicalize to (the committed
    * state's own message objects). A request that matched exactly leaves its mark for the next one. Optional: a
    * generation core without it decodes every body whole.
    */
-  readonly echo?: (session: SessionEntry, bytes: Uint8Array) => Effect.Effect<EchoStart>
+  readonly echo?: (session: Sessions.SessionEntry, bytes: Uint8Array) => Effect.Effect<EchoStart>
 }
 
 /** What {@link GenerationShape.echo} found: the body's mark, and the known canonical messages of its repeated prefix. */
@@ -124,13 +119,14 @@ interface EchoMemo extends RawEcho.Mark {
 export class Generation extends Context.Service<Generation, GenerationShape>()("relax-agentic/Generation") {
   static readonly layer = (
     options: GenerationOptions = {}
-  ): Layer.Layer<Generation, never, Engine | Forests | Tokenizer> => Layer.effect(Generation, make(options))
+  ): Layer.Layer<Generation, never, Engine.Engine | Forests.Forests | Tokenizer.Tokenizer> =>
+    Layer.effect(Generation, make(options))
   static readonly optionsOf = optionsOf
 }
 
 /** One model request at its parent state, as the engine attempts see it. */
 export interface AttemptPlan {
-  readonly session: SessionEntry
+  readonly session: Sessions.SessionEntry
   readonly forest: Forest.Forest
   readonly state: Canonical.State
   /** 0-based index of the model request within the Session. */
@@ -143,7 +139,7 @@ export interface AttemptPlan {
   /** Training tokens through `parent`. */
   readonly promptTokens: number
   /** The turn's sampling; `maxNewTokens` is its whole budget across attempts. */
-  readonly sampling: SamplingParams
+  readonly sampling: Engine.SamplingParams
   /** The first attempt's rid (the request id the response is committed with). */
   readonly rid: string
 }
@@ -151,7 +147,7 @@ export interface AttemptPlan {
 /** The attempts' result: every attempt's output, the last engine result (with the finish to report), when they began. */
 export interface Attempted {
   readonly pending: Turn.Pending
-  readonly last: GenerateResult
+  readonly last: Engine.GenerateResult
   readonly startedAt: number
 }
 
@@ -159,7 +155,7 @@ export interface Attempted {
  * What an embedded policy sees for one attempt. `promptText` is decoded when a policy first reads it: decoding the
  * whole prompt on every request would make each request's cost grow with the history.
  */
-const policyRequest = (p: AttemptPlan, decodePrompt: () => string): PolicyRequest => {
+const policyRequest = (p: AttemptPlan, decodePrompt: () => string): Engine.PolicyRequest => {
   let promptText: string | undefined
   return {
     sessionId: p.session.sessionId,
@@ -179,13 +175,13 @@ const noEcho: EchoStart = { mark: undefined, known: undefined }
 
 const make = (options: GenerationOptions) =>
   Effect.gen(function*() {
-    const engine = yield* Engine
-    const forests = yield* Forests
-    const tokenizer = yield* Tokenizer
+    const engine = yield* Engine.Engine
+    const forests = yield* Forests.Forests
+    const tokenizer = yield* Tokenizer.Tokenizer
 
     /** The parent state: the longest committed prefix of the request (with the reasoning tolerance unless strict). */
     const match = Effect.fnUntraced(function*(
-      session: SessionEntry,
+      session: Sessions.SessionEntry,
       forest: Forest.Forest,
       state: Canonical.State,
       known: Matching.KnownState | undefined
@@ -226,7 +222,7 @@ const make = (options: GenerationOptions) =>
 
     /** Commit the request's new messages (if any) under the matched parent; returns the state to generate from. */
     const observe = Effect.fnUntraced(function*(
-      session: SessionEntry,
+      session: Sessions.SessionEntry,
       forest: Forest.Forest,
       matched: Matching.Match,
       state: Canonical.State
@@ -235,7 +231,7 @@ const make = (options: GenerationOptions) =>
       const tokens = yield* observationTokens(forest, matched, state)
       // Images get their processor-expanded training tokens; context limits count those (docs/runtime.md, "Model requests").
       const train = yield* Images.expandObservation(tokenizer, tokens, ForestCommit.mediaOf(matched.suffix)).pipe(
-        Effect.mapError((detail) => new ImageRejectedError({ detail }))
+        Effect.mapError((detail) => new GenerationErrors.ImageRejectedError({ detail }))
       )
       return yield* forests.observe(forest, {
         parent: matched.parent,
@@ -251,12 +247,12 @@ const make = (options: GenerationOptions) =>
 
     /** What the engine attempts need at `parent`; fails when no generation budget is left (docs/sessionforest.md). */
     const plan = (
-      session: SessionEntry,
+      session: Sessions.SessionEntry,
       forest: Forest.Forest,
       request: Completion.CanonicalRequest,
       turn: number,
       parent: string
-    ): Effect.Effect<AttemptPlan, ContextLengthError> => {
+    ): Effect.Effect<AttemptPlan, Errors.ContextLengthError> => {
       const requested = Turn.requestedTokens(session.sampling.maxNewTokens, request.maxTokens)
       const budget = Forest.generationBudget(forest, parent, session.maxContextLen ?? null, requested)
       if (Result.isFailure(budget)) return Effect.fail(budget.failure)
@@ -280,7 +276,7 @@ const make = (options: GenerationOptions) =>
       p: AttemptPlan,
       pending: Turn.Pending,
       index: number,
-      live: LiveRequest | undefined
+      live: GenerationGate.LiveRequest | undefined
     ) {
       const { session } = p
       const waitFrom = yield* Clock.currentTimeMillis
@@ -315,14 +311,16 @@ const make = (options: GenerationOptions) =>
         Effect.catchTags({
           ContextLengthError: () =>
             Effect.fail(
-              new ContextLengthError({
+              new Errors.ContextLengthError({
                 limit: session.maxContextLen ?? null,
                 promptTokens: p.promptTokens,
                 completionTokens: maxNewTokens
               })
             ),
           EngineError: (error) =>
-            Effect.fail(new GenerationEngineError({ reason: "engine", detail: error.message, cause: error }))
+            Effect.fail(
+              new GenerationErrors.GenerationEngineError({ reason: "engine", detail: error.message, cause: error })
+            )
         })
       )
       const output = yield* (live === undefined ? generate : live.attempt(rid, generate))
@@ -339,7 +337,7 @@ const make = (options: GenerationOptions) =>
       return yield* gate === undefined ? attemptLoop(p, undefined) : gate.request((live) => attemptLoop(p, live))
     }, StepSpan.step("Generation.attempts"))
 
-    const attemptLoop = (p: AttemptPlan, live: LiveRequest | undefined) =>
+    const attemptLoop = (p: AttemptPlan, live: GenerationGate.LiveRequest | undefined) =>
       Effect.gen(function*() {
         let pending = Turn.noPending(Forest.node(p.forest, p.parent).abortCount)
         let startedAt: number | undefined
@@ -368,7 +366,7 @@ const make = (options: GenerationOptions) =>
             return attemptedAll
           }
           if (outcome._tag === "GiveUp") {
-            return yield* new GenerationEngineError({
+            return yield* new GenerationErrors.GenerationEngineError({
               reason: "aborted",
               detail:
                 `Generation backend aborted request ${p.rid} ${pending.emptyAborts} times in a row without output tokens`
@@ -389,7 +387,9 @@ const make = (options: GenerationOptions) =>
       if (failures > 0) (p.session.counters.parserFailedRequests ??= new Map()).set(p.rid, failures)
       const unparsed = Turn.isEmpty(parsedText) && parsedText.malformed + parsedText.droppedUnknownTools > 0
       if (Turn.isEmpty(parsedText) && (!unparsed || options.failUnparsedTurns === true || text.length === 0)) {
-        return yield* new UnusableResponseError({ detail: "Response parsers produced an empty assistant message" })
+        return yield* new GenerationErrors.UnusableResponseError({
+          detail: "Response parsers produced an empty assistant message"
+        })
       }
       // The parser dropped or could not read every call and nothing else is left: the raw text is the content.
       const parsed = unparsed ? { ...parsedText, content: text } : parsedText
@@ -461,7 +461,7 @@ const make = (options: GenerationOptions) =>
     // Always a span (a request's trace names it), without a call-site stack: `Effect.fn` captured an `Error` and set
     // a stack frame in the fiber's context on every request.
     const generate = Effect.fnUntraced(function*(
-      session: SessionEntry,
+      session: Sessions.SessionEntry,
       request: Completion.CanonicalRequest
     ) {
       session.counters.requests++
@@ -475,7 +475,7 @@ const make = (options: GenerationOptions) =>
       const done = yield* attempts(p)
       session.counters.generations++
       if (done.pending.outputIds.length === 0) {
-        return yield* new UnusableResponseError({
+        return yield* new GenerationErrors.UnusableResponseError({
           detail: "Generation backend returned a terminal response without output tokens"
         })
       }
@@ -487,7 +487,7 @@ const make = (options: GenerationOptions) =>
     /** Each forest's last exactly matched Chat request (see `echo`); it goes with its forest. */
     const echoes = new WeakMap<Forest.Forest, EchoMemo>()
 
-    const echo = (session: SessionEntry, bytes: Uint8Array): Effect.Effect<EchoStart> =>
+    const echo = (session: Sessions.SessionEntry, bytes: Uint8Array): Effect.Effect<EchoStart> =>
       forests.get(session.sessionId).pipe(
         Effect.map((forest): EchoStart => {
           const memo = echoes.get(forest)

@@ -12,11 +12,11 @@
  */
 import { Effect, Result } from "effect"
 import * as Errors from "../../src/errors.ts"
-import type { ExpandedObservation } from "../../src/forest/Commit.ts"
+import type * as Commit from "../../src/forest/Commit.ts"
 import * as ImageGrid from "../../src/template/ImageGrid.ts"
 import * as ImageCodec from "../runtime/ImageCodec.ts"
 import * as StepSpan from "../runtime/StepSpan.ts"
-import type { TokenizerShape } from "../tokenizer/Tokenizer.ts"
+import type * as Tokenizer from "../tokenizer/Tokenizer.ts"
 
 /** A short name for an image in messages (a data URI is cut). */
 const shortName = (url: string): string => (url.length > 64 ? `${url.slice(0, 60)}…` : url)
@@ -66,10 +66,10 @@ export const size = (url: string): Effect.Effect<{ readonly width: number; reado
  * trains on `tokens` as they are. The failure says which image or placeholder is wrong.
  */
 export const expandObservation = (
-  tokenizer: TokenizerShape,
+  tokenizer: Tokenizer.TokenizerShape,
   tokens: ReadonlyArray<number>,
   media: ReadonlyArray<string>
-): Effect.Effect<ExpandedObservation | undefined, string> =>
+): Effect.Effect<Commit.ExpandedObservation | undefined, string> =>
   Effect.gen(function*() {
     const vision = tokenizer.vision
     if (vision === undefined) {

@@ -21,7 +21,7 @@ import * as Dump from "../../src/inspect/Dump.ts"
 import * as Model from "../../src/inspect/Model.ts"
 import * as SessionTree from "../../src/inspect/SessionTree.ts"
 import type * as Tokens from "../../src/inspect/Tokens.ts"
-import type { TokenizerShape } from "../tokenizer/Tokenizer.ts"
+import type * as Tokenizer from "../tokenizer/Tokenizer.ts"
 
 /** The run cannot be read. */
 export class InspectError extends Data.TaggedError("InspectError")<{
@@ -139,7 +139,7 @@ const opened = (run: Model.Run, key: string): Effect.Effect<Model.Session | unde
 }
 
 /** Token texts from a tokenizer, one decode per distinct id (special tokens kept, so they show). */
-export const vocabulary = (tokenizer: TokenizerShape): Tokens.Vocabulary => {
+export const vocabulary = (tokenizer: Tokenizer.TokenizerShape): Tokens.Vocabulary => {
   const texts = new Map<number, string>()
   return {
     text: (id) => {

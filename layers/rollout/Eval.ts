@@ -16,13 +16,13 @@ import * as Records from "../../src/rollout/Records.ts"
 import * as RolloutStats from "../../src/rollout/RolloutStats.ts"
 import * as Dataset from "../../src/schedule/Dataset.ts"
 import type * as Results from "../../src/trainer/Results.ts"
-import { Credit } from "../credit/Credit.ts"
+import * as Credit from "../credit/Credit.ts"
 import * as Telemetry from "../runtime/Telemetry.ts"
 import * as GroupPool from "../schedule/GroupPool.ts"
-import { Sessions } from "../schedule/Sessions.ts"
-import { Outputs } from "./Outputs.ts"
+import * as Sessions from "../schedule/Sessions.ts"
+import * as Outputs from "./Outputs.ts"
 import * as RolloutConfig from "./RolloutConfig.ts"
-import { type PlannedGroup, SessionRunner } from "./SessionRunner.ts"
+import * as SessionRunner from "./SessionRunner.ts"
 
 /** What Eval needs of the rollout. */
 export interface EvalOptions<E> {
@@ -35,12 +35,12 @@ export interface EvalOptions<E> {
 /** Build Eval: a function running every Eval dataset after `rolloutId` training steps. */
 export const make = Effect.fnUntraced(function*<E>(options: EvalOptions<E>) {
   const settings = yield* RolloutConfig.RolloutConfig
-  const sessions = yield* Sessions
-  const credit = yield* Credit
+  const sessions = yield* Sessions.Sessions
+  const credit = yield* Credit.Credit
   const groupPools = yield* GroupPool.GroupPool
   const telemetry = yield* Telemetry.Telemetry
-  const runner = yield* SessionRunner
-  const outputs = yield* Outputs
+  const runner = yield* SessionRunner.SessionRunner
+  const outputs = yield* Outputs.Outputs
 
   const evalDataset = Effect.fn("Rollout.evalDataset")(function*(
     dataset: Settings.EvalDataset,
@@ -54,7 +54,7 @@ export const make = Effect.fnUntraced(function*<E>(options: EvalOptions<E>) {
       const groupSize = settings.groupRm ? g : 1
       const capacity = settings.groupRm ? concurrency : concurrency * g
       const scope = Dataset.evalScope(dataset.name, rolloutId)
-      const planned: Array<PlannedGroup> = []
+      const planned: Array<SessionRunner.PlannedGroup> = []
       rows.forEach((_, prompt) => {
         for (let k = 0; k < g; k += groupSize) {
           const seq = planned.length

@@ -16,7 +16,7 @@
 import { Context, Effect, Layer, Ref } from "effect"
 import * as Os from "node:os"
 import { basename, join } from "node:path"
-import type { TrainingSample } from "../../src/forest/TrainingSample.ts"
+import type * as TrainingSample from "../../src/forest/TrainingSample.ts"
 import * as OutputPaths from "../../src/rollout/OutputPaths.ts"
 import * as Records from "../../src/rollout/Records.ts"
 import type * as RunReport from "../../src/rollout/RunReport.ts"
@@ -29,14 +29,14 @@ export interface RunOutputs {
   /** Write a step's samples (`rollout_<id>.jsonl`) and rewrite `metrics.jsonl` with its line appended. */
   readonly step: (
     rolloutId: number,
-    samples: ReadonlyArray<TrainingSample>,
+    samples: ReadonlyArray<TrainingSample.TrainingSample>,
     metricLine: unknown
   ) => Effect.Effect<void, Telemetry.OutputWriteError>
   /** Write one Eval dataset's samples (`eval_<after>_<name>.jsonl`) and remember its `eval_metrics.jsonl` line. */
   readonly evalDataset: (
     afterSteps: number,
     dataset: string,
-    samples: ReadonlyArray<TrainingSample>,
+    samples: ReadonlyArray<TrainingSample.TrainingSample>,
     metricLine: unknown
   ) => Effect.Effect<void, Telemetry.OutputWriteError>
   /** Rewrite `eval_metrics.jsonl` after an Eval run. */
@@ -57,7 +57,7 @@ export interface OutputsShape {
   readonly writeDebug: (
     file: number | string,
     rolloutId: number | string,
-    samples: ReadonlyArray<TrainingSample>,
+    samples: ReadonlyArray<TrainingSample.TrainingSample>,
     debug: ReadonlyArray<Records.ContextDebug | undefined>
   ) => Effect.Effect<void>
   /** The first write that failed (its content saved to a fallback file when possible); the rollout stops on it. */
@@ -124,7 +124,7 @@ const make = Effect.gen(function*() {
       )
 
     const step = Effect.fn("Outputs.step")(
-      function*(rolloutId: number, samples: ReadonlyArray<TrainingSample>, metricLine: unknown) {
+      function*(rolloutId: number, samples: ReadonlyArray<TrainingSample.TrainingSample>, metricLine: unknown) {
         metricLines.push(metricLine)
         if (dir === undefined) return
         yield* write(join(dir, `rollout_${rolloutId}.jsonl`), samples)
@@ -132,7 +132,12 @@ const make = Effect.gen(function*() {
       }
     )
     const evalDataset = Effect.fn("Outputs.evalDataset")(
-      function*(afterSteps: number, dataset: string, samples: ReadonlyArray<TrainingSample>, metricLine: unknown) {
+      function*(
+        afterSteps: number,
+        dataset: string,
+        samples: ReadonlyArray<TrainingSample.TrainingSample>,
+        metricLine: unknown
+      ) {
         if (dir !== undefined) yield* write(join(dir, `eval_${afterSteps}_${dataset}.jsonl`), samples)
         evalLines.push(metricLine)
       }
@@ -146,7 +151,7 @@ const make = Effect.gen(function*() {
   const writeDebug = Effect.fn("Outputs.writeDebug")(function*(
     file: number | string,
     rolloutId: number | string,
-    samples: ReadonlyArray<TrainingSample>,
+    samples: ReadonlyArray<TrainingSample.TrainingSample>,
     debug: ReadonlyArray<Records.ContextDebug | undefined>
   ) {
     if (settings.saveDebugRolloutData === undefined) return

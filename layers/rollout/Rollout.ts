@@ -23,27 +23,27 @@ import * as Dataset from "../../src/schedule/Dataset.ts"
 import * as Partitions from "../../src/schedule/Partitions.ts"
 import * as Retention from "../../src/schedule/Retention.ts"
 import type * as Results from "../../src/trainer/Results.ts"
-import { Credit, type CreditError } from "../credit/Credit.ts"
-import { Engine, type EngineError } from "../engine/Engine.ts"
-import { Forests } from "../generation/Forests.ts"
+import * as Credit from "../credit/Credit.ts"
+import * as Engine from "../engine/Engine.ts"
+import * as Forests from "../generation/Forests.ts"
 import * as Telemetry from "../runtime/Telemetry.ts"
-import { GenerationGate } from "../schedule/GenerationGate.ts"
+import * as GenerationGate from "../schedule/GenerationGate.ts"
 import * as GroupPool from "../schedule/GroupPool.ts"
-import { Sessions } from "../schedule/Sessions.ts"
-import { Supervisor } from "../session/Supervisor.ts"
-import { Tokenizer } from "../tokenizer/Tokenizer.ts"
+import * as Sessions from "../schedule/Sessions.ts"
+import * as Supervisor from "../session/Supervisor.ts"
+import * as Tokenizer from "../tokenizer/Tokenizer.ts"
 import * as Eval from "./Eval.ts"
-import { Outputs } from "./Outputs.ts"
+import * as Outputs from "./Outputs.ts"
 import * as RolloutConfig from "./RolloutConfig.ts"
-import { type GroupResult, type PlannedGroup, SessionRunner } from "./SessionRunner.ts"
+import * as SessionRunner from "./SessionRunner.ts"
 
 /** The step could not deliver its samples (credit of the whole step, or writing the outputs). */
 export type RolloutError =
   | Dataset.DatasetError
-  | CreditError
+  | Credit.CreditError
   | Telemetry.OutputWriteError
   | GroupPool.TooManyDroppedGroupsError
-  | EngineError
+  | Engine.EngineError
 
 /** The result of one training step, as a trainer receives it (its Schema: `src/trainer/Results.ts`). */
 export type StepResult = Results.StepResult
@@ -86,14 +86,14 @@ const loadRows = (path: string): Effect.Effect<ReadonlyArray<Dataset.Row>, Datas
 
 const make = Effect.gen(function*() {
   const settings = yield* RolloutConfig.RolloutConfig
-  const sessions = yield* Sessions
-  const credit = yield* Credit
+  const sessions = yield* Sessions.Sessions
+  const credit = yield* Credit.Credit
   const groupPools = yield* GroupPool.GroupPool
   const telemetry = yield* Telemetry.Telemetry
-  const engine = yield* Engine
-  const runner = yield* SessionRunner
-  const outputs = yield* Outputs
-  const gate = yield* GenerationGate
+  const engine = yield* Engine.Engine
+  const runner = yield* SessionRunner.SessionRunner
+  const outputs = yield* Outputs.Outputs
+  const gate = yield* GenerationGate.GenerationGate
   const mode = Settings.retentionMode(settings)
   // Transfer partitions: with fully async a step may leave Groups owed to its partition for the next step.
   let partitions = Partitions.empty
@@ -117,7 +117,7 @@ const make = Effect.gen(function*() {
   // The training data source: seeded shuffling per epoch, epochs wrap.
   let cursor = Dataset.cursor(trainRows.length, { shuffle: settings.rolloutShuffle, seed: settings.rolloutSeed })
   let trainSeq = 0
-  const nextTrainGroup = Effect.sync((): PlannedGroup => {
+  const nextTrainGroup = Effect.sync((): SessionRunner.PlannedGroup => {
     const [draws, next] = Dataset.take(cursor, 1)
     cursor = next
     const row = draws[0]?.row ?? 0
@@ -154,9 +154,12 @@ const make = Effect.gen(function*() {
    * Route accepted Groups to the partitions they pay (the previous one first), in acceptance order, with the number
    * of Groups each partition had delivered before (its late Groups continue its `group_index` numbering).
    */
-  const route = (accepted: ReadonlyArray<GroupResult>) =>
+  const route = (accepted: ReadonlyArray<SessionRunner.GroupResult>) =>
     Effect.gen(function*() {
-      const byPartition = new Map<number, { readonly delivered: number; readonly groups: Array<GroupResult> }>()
+      const byPartition = new Map<
+        number,
+        { readonly delivered: number; readonly groups: Array<SessionRunner.GroupResult> }
+      >()
       const deliveredBefore = (rolloutId: number) =>
         [partitions.previous, partitions.current].find((p) => p?.rolloutId === rolloutId)?.accepted ?? 0
       for (const group of accepted) {
@@ -337,12 +340,13 @@ const make = Effect.gen(function*() {
 })
 
 /** The training generation gate in the configured cross-step mode (`Settings.retentionMode` of the RolloutConfig). */
-export const gateLayer: Layer.Layer<GenerationGate, never, RolloutConfig.RolloutConfig | Engine> = Layer.unwrap(
-  Effect.gen(function*() {
-    const settings = yield* RolloutConfig.RolloutConfig
-    return GenerationGate.layer(Settings.retentionMode(settings))
-  })
-)
+export const gateLayer: Layer.Layer<GenerationGate.GenerationGate, never, RolloutConfig.RolloutConfig | Engine.Engine> =
+  Layer.unwrap(
+    Effect.gen(function*() {
+      const settings = yield* RolloutConfig.RolloutConfig
+      return GenerationGate.GenerationGate.layer(Settings.retentionMode(settings))
+    })
+  )
 
 /** The rollout service. */
 export class Rollout extends Context.Service<Rollout, RolloutShape>()("relax-agentic/Rollout") {
@@ -351,19 +355,19 @@ export class Rollout extends Context.Service<Rollout, RolloutShape>()("relax-age
    * as the layer.
    */
   static readonly layer: Layer.Layer<
-    Rollout | GenerationGate,
+    Rollout | GenerationGate.GenerationGate,
     Dataset.DatasetError | OutputPaths.OutputPathError,
     | RolloutConfig.RolloutConfig
-    | Tokenizer
-    | Sessions
-    | Forests
-    | Supervisor
-    | Credit
+    | Tokenizer.Tokenizer
+    | Sessions.Sessions
+    | Forests.Forests
+    | Supervisor.Supervisor
+    | Credit.Credit
     | GroupPool.GroupPool
     | Telemetry.Telemetry
-    | Engine
+    | Engine.Engine
   > = Layer.effect(Rollout, make).pipe(
-    Layer.provide(Layer.merge(SessionRunner.layer, Outputs.layer)),
+    Layer.provide(Layer.merge(SessionRunner.SessionRunner.layer, Outputs.Outputs.layer)),
     Layer.provideMerge(gateLayer)
   )
 
@@ -373,11 +377,11 @@ export class Rollout extends Context.Service<Rollout, RolloutShape>()("relax-age
    * runner, `layers/cluster/Fleet.ts`); planning, the step ledger, credit and Transfer stay here.
    */
   static readonly layerWith = <E, R, E2, R2>(
-    sessionRunner: Layer.Layer<SessionRunner, E, R>,
-    gate: Layer.Layer<GenerationGate, E2, R2>
+    sessionRunner: Layer.Layer<SessionRunner.SessionRunner, E, R>,
+    gate: Layer.Layer<GenerationGate.GenerationGate, E2, R2>
   ) =>
     Layer.effect(Rollout, make).pipe(
-      Layer.provide(Layer.merge(sessionRunner, Outputs.layer)),
+      Layer.provide(Layer.merge(sessionRunner, Outputs.Outputs.layer)),
       Layer.provideMerge(gate)
     )
 }

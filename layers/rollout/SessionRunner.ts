@@ -12,32 +12,32 @@
  * an export that does not match and a Reward error fail with a `GroupError`, which drops the Group.
  */
 import { Context, Effect, Layer } from "effect"
-import type { ClusterCallError } from "../../src/cluster/errors.ts"
+import type * as Errors from "../../src/cluster/errors.ts"
 import type * as Wire from "../../src/cluster/Wire.ts"
 import * as Settings from "../../src/config/Settings.ts"
 import type * as CreditGroup from "../../src/credit/Group.ts"
-import { type ExportError, ForestInvariantError, type ForestNotFoundError } from "../../src/forest/errors.ts"
+import * as ForestErrors from "../../src/forest/errors.ts"
 import * as Export from "../../src/forest/Export.ts"
 import * as Sample from "../../src/forest/Sample.ts"
-import type { TrainingSample } from "../../src/forest/TrainingSample.ts"
+import type * as TrainingSample from "../../src/forest/TrainingSample.ts"
 import type * as Drift from "../../src/inspect/Drift.ts"
 import * as ForestDump from "../../src/inspect/ForestDump.ts"
-import type { ContextDebug } from "../../src/rollout/Records.ts"
+import type * as Records from "../../src/rollout/Records.ts"
 import type * as Dataset from "../../src/schedule/Dataset.ts"
 import type * as AgentSpec from "../../src/session/AgentSpec.ts"
-import type { AgentExecutionError, SessionInputError } from "../../src/session/errors.ts"
+import type * as SessionErrors from "../../src/session/errors.ts"
 import * as SessionInput from "../../src/session/SessionInput.ts"
-import { Credit, type CreditError } from "../credit/Credit.ts"
-import { Engine } from "../engine/Engine.ts"
-import { Forests } from "../generation/Forests.ts"
+import * as Credit from "../credit/Credit.ts"
+import * as Engine from "../engine/Engine.ts"
+import * as Forests from "../generation/Forests.ts"
 import * as Instruments from "../observability/Instruments.ts"
-import { Telemetry } from "../runtime/Telemetry.ts"
+import * as Telemetry from "../runtime/Telemetry.ts"
 import * as FirstRequestBarrier from "../schedule/FirstRequestBarrier.ts"
-import { GenerationGate } from "../schedule/GenerationGate.ts"
+import * as GenerationGate from "../schedule/GenerationGate.ts"
 import * as Pool from "../schedule/Pool.ts"
-import { emptyCounters, Sessions } from "../schedule/Sessions.ts"
-import { Supervisor } from "../session/Supervisor.ts"
-import { Tokenizer } from "../tokenizer/Tokenizer.ts"
+import * as Sessions from "../schedule/Sessions.ts"
+import * as Supervisor from "../session/Supervisor.ts"
+import * as Tokenizer from "../tokenizer/Tokenizer.ts"
 import * as RolloutConfig from "./RolloutConfig.ts"
 
 /** One Group as planned from the dataset. */
@@ -56,28 +56,28 @@ export interface PlannedGroup extends Pool.GroupLike {
 /** What a Session leaves behind: its exported samples (in export order) and their debug facts. */
 export interface SessionResult {
   readonly sessionId: string
-  readonly samples: ReadonlyArray<TrainingSample>
-  readonly debug: ReadonlyArray<ContextDebug>
+  readonly samples: ReadonlyArray<TrainingSample.TrainingSample>
+  readonly debug: ReadonlyArray<Records.ContextDebug>
 }
 
 /** A scored Group. */
 export interface GroupResult {
   readonly group: PlannedGroup
-  readonly samples: ReadonlyArray<TrainingSample>
-  readonly debug: ReadonlyArray<ContextDebug>
+  readonly samples: ReadonlyArray<TrainingSample.TrainingSample>
+  readonly debug: ReadonlyArray<Records.ContextDebug>
 }
 
 /** Why a Session or Group was dropped. */
 export type GroupError =
-  | AgentExecutionError
-  | SessionInputError
-  | ExportError
-  | CreditError
-  | ForestNotFoundError
-  | ForestInvariantError
+  | SessionErrors.AgentExecutionError
+  | SessionErrors.SessionInputError
+  | ForestErrors.ExportError
+  | Credit.CreditError
+  | ForestErrors.ForestNotFoundError
+  | ForestErrors.ForestInvariantError
   | Wire.RunnerLostError
   | Wire.SessionFailedError
-  | ClusterCallError
+  | Errors.ClusterCallError
 
 export interface SessionRunnerShape extends Pool.GroupRunner<PlannedGroup, SessionResult, GroupResult, GroupError> {
   /** `error_type=` and detail text of a drop, for the Group pool's drop log line. */
@@ -100,7 +100,7 @@ export const addDrift = (total: Map<Drift.Cause, number>, counts: ReadonlyMap<Dr
 }
 
 /** Reward of a finished Group: credit scores it, or filters it (also what a cluster controller runs). */
-export const rewardWith = (credit: Context.Service.Shape<typeof Credit>) =>
+export const rewardWith = (credit: Context.Service.Shape<typeof Credit.Credit>) =>
   Effect.fn("SessionRunner.reward")(function*(group: PlannedGroup, outcomes: ReadonlyArray<SessionResult>) {
     const scored = yield* credit.scoreGroup(
       {
@@ -122,15 +122,15 @@ export const describeError = (error: GroupError) =>
 
 const make = Effect.gen(function*() {
   const settings = yield* RolloutConfig.RolloutConfig
-  const tokenizer = yield* Tokenizer
-  const sessions = yield* Sessions
-  const forests = yield* Forests
-  const supervisor = yield* Supervisor
-  const credit = yield* Credit
-  const telemetry = yield* Telemetry
-  const gate = yield* GenerationGate
+  const tokenizer = yield* Tokenizer.Tokenizer
+  const sessions = yield* Sessions.Sessions
+  const forests = yield* Forests.Forests
+  const supervisor = yield* Supervisor.Supervisor
+  const credit = yield* Credit.Credit
+  const telemetry = yield* Telemetry.Telemetry
+  const gate = yield* GenerationGate.GenerationGate
   const retains = gate.mode.partialRollout || gate.mode.fullyAsync
-  const engine = yield* Engine
+  const engine = yield* Engine.Engine
 
   const inputOptions: SessionInput.InputOptions = {
     inputKey: settings.inputKey,
@@ -167,7 +167,7 @@ const make = Effect.gen(function*() {
           metadata: prepared.metadata,
           chatTemplateKwargs: settings.applyChatTemplateKwargs
         })
-        const counters = emptyCounters()
+        const counters = Sessions.emptyCounters()
         if (!eval_) {
           yield* Effect.addFinalizer(() =>
             Effect.sync(() => {
@@ -230,11 +230,13 @@ const make = Effect.gen(function*() {
             ),
           catch: (error) => error
         }).pipe(
-          Effect.catch((error) => error instanceof ForestInvariantError ? Effect.fail(error) : Effect.die(error))
+          Effect.catch((error) =>
+            error instanceof ForestErrors.ForestInvariantError ? Effect.fail(error) : Effect.die(error)
+          )
         )
         // The whole forest goes into the debug dump once per Session (its first context), and only when dumps are on.
         const dump = settings.saveDebugRolloutData === undefined ? undefined : ForestDump.ofForest(forest)
-        const debug = contexts.map((c, i): ContextDebug => ({
+        const debug = contexts.map((c, i): Records.ContextDebug => ({
           view: Sample.debugView(forest, c.hash),
           counters,
           ...(i === 0 && dump !== undefined ? { forest: dump } : {})
@@ -267,13 +269,13 @@ export class SessionRunner extends Context.Service<SessionRunner, SessionRunnerS
     SessionRunner,
     never,
     | RolloutConfig.RolloutConfig
-    | Tokenizer
-    | Sessions
-    | Forests
-    | Supervisor
-    | Credit
-    | Telemetry
-    | Engine
-    | GenerationGate
+    | Tokenizer.Tokenizer
+    | Sessions.Sessions
+    | Forests.Forests
+    | Supervisor.Supervisor
+    | Credit.Credit
+    | Telemetry.Telemetry
+    | Engine.Engine
+    | GenerationGate.GenerationGate
   > = Layer.effect(SessionRunner, make)
 }

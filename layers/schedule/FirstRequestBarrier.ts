@@ -11,7 +11,7 @@
  * `ExitedBeforeFirstRequestError` (src/schedule/GroupFailure.ts).
  */
 import { Deferred, Effect } from "effect"
-import { SessionClosedError } from "../../src/session/errors.ts"
+import * as Errors from "../../src/session/errors.ts"
 
 /** A Session's handle on its Group's barrier and lease. */
 export interface SessionTicket {
@@ -23,7 +23,7 @@ export interface SessionTicket {
    * For the generation core, before every model request: the first call counts toward the barrier; completes once the
    * Group holds its Runtime lease; fails with `SessionClosedError` once the Group was dropped.
    */
-  readonly awaitLease: Effect.Effect<void, SessionClosedError>
+  readonly awaitLease: Effect.Effect<void, Errors.SessionClosedError>
   /** Completes when the Group gets its lease (start the active-time budget here); never completes after a drop. */
   readonly leased: Effect.Effect<void>
   /** Completes once this Session has sent its first model request (its first `awaitLease`). */
@@ -78,7 +78,7 @@ export const make = (options: BarrierOptions): Effect.Effect<FirstRequestBarrier
           }
           return Deferred.await(lease)
         }).pipe(
-          Effect.flatMap((granted) => granted ? Effect.void : Effect.fail(new SessionClosedError({ sessionId })))
+          Effect.flatMap((granted) => granted ? Effect.void : Effect.fail(new Errors.SessionClosedError({ sessionId })))
         ),
         leased
       }

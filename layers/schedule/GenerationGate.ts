@@ -31,7 +31,7 @@
  */
 import { Context, Deferred, Effect, Latch, Layer, type Scope } from "effect"
 import * as Retention from "../../src/schedule/Retention.ts"
-import { Engine } from "../engine/Engine.ts"
+import * as Engine from "../engine/Engine.ts"
 import * as Instruments from "../observability/Instruments.ts"
 import type * as ActiveBudget from "../session/ActiveBudget.ts"
 
@@ -341,11 +341,11 @@ export class GenerationGate
   extends Context.Service<GenerationGate, GenerationGateShape>()("relax-agentic/GenerationGate")
 {
   /** The gate in the cross-step `mode` the caller resolved (the rollout: `Settings.retentionMode` of its config). */
-  static readonly layer = (mode: Retention.Mode): Layer.Layer<GenerationGate, never, Engine> =>
+  static readonly layer = (mode: Retention.Mode): Layer.Layer<GenerationGate, never, Engine.Engine> =>
     Layer.effect(
       GenerationGate,
       Effect.gen(function*() {
-        const engine = yield* Engine
+        const engine = yield* Engine.Engine
         return yield* make({ abort: engine.abort, mode })
       })
     )

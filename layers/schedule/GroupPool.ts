@@ -29,10 +29,10 @@
  */
 import { Context, Effect, Layer, Option, Queue, Scope } from "effect"
 import { randomBytes } from "node:crypto"
-import { dropStreak } from "../../src/schedule/DropStreak.ts"
+import * as DropStreak from "../../src/schedule/DropStreak.ts"
 import * as GroupFailure from "../../src/schedule/GroupFailure.ts"
 import * as Leasing from "../../src/schedule/Leasing.ts"
-import { Telemetry, type TelemetryShape } from "../runtime/Telemetry.ts"
+import * as Telemetry from "../runtime/Telemetry.ts"
 import * as GroupRun from "./GroupRun.ts"
 import * as Pool from "./Pool.ts"
 import * as ResidentGroups from "./ResidentGroups.ts"
@@ -49,14 +49,14 @@ const defaultSessionId = Effect.sync(() => randomBytes(16).toString("hex"))
 /** Create a pool in the current scope. */
 export const makePool = <G extends Pool.GroupLike, O, A, E>(
   options: Pool.PoolOptions<G, O, A, E>
-): Effect.Effect<Pool.Pool<G, A>, never, Scope.Scope | Telemetry> =>
+): Effect.Effect<Pool.Pool<G, A>, never, Scope.Scope | Telemetry.Telemetry> =>
   Effect.gen(function*() {
-    const telemetry = yield* Telemetry
+    const telemetry = yield* Telemetry.Telemetry
     const scope = yield* Effect.scope
     const residents = yield* ResidentGroups.make<G, A>(scope, options.interruption?.isSessionInterrupted)
     const { countInterrupted, notify, prepared, prepareView, retained, signals, stop } = residents
     const heartbeat = options.heartbeatSeconds ?? 30
-    const streak = options.dropStreak ?? dropStreak(0)
+    const streak = options.dropStreak ?? DropStreak.dropStreak(0)
     const runContext: GroupRun.GroupRunContext<G, O, A, E> = {
       options,
       telemetry,
@@ -207,13 +207,16 @@ export class GroupPool extends Context.Service<GroupPool, {
     options: Pool.PoolOptions<G, O, A, E>
   ) => Effect.Effect<Pool.Pool<G, A>, never, Scope.Scope>
 }>()("relax-agentic/GroupPool") {
-  static readonly layer: Layer.Layer<GroupPool, never, Telemetry> = Layer.effect(
+  static readonly layer: Layer.Layer<GroupPool, never, Telemetry.Telemetry> = Layer.effect(
     GroupPool,
     Effect.gen(function*() {
-      const telemetry: TelemetryShape = yield* Telemetry
+      const telemetry: Telemetry.TelemetryShape = yield* Telemetry.Telemetry
       return {
         pool: (options) =>
-          makePool(options).pipe(Effect.provideService(Telemetry, telemetry), Effect.withSpan("GroupPool.pool"))
+          makePool(options).pipe(
+            Effect.provideService(Telemetry.Telemetry, telemetry),
+            Effect.withSpan("GroupPool.pool")
+          )
       }
     })
   )

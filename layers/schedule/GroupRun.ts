@@ -13,9 +13,9 @@
  * Group is being reaped by the pool and logs nothing.
  */
 import { Deferred, Effect } from "effect"
-import type { DropReason, DropStreak } from "../../src/schedule/DropStreak.ts"
+import type * as DropStreak from "../../src/schedule/DropStreak.ts"
 import * as GroupFailure from "../../src/schedule/GroupFailure.ts"
-import type { TelemetryShape } from "../runtime/Telemetry.ts"
+import type * as Telemetry from "../runtime/Telemetry.ts"
 import * as FirstRequestBarrier from "./FirstRequestBarrier.ts"
 import type * as Pool from "./Pool.ts"
 import type * as ResidentGroups from "./ResidentGroups.ts"
@@ -23,8 +23,8 @@ import type * as ResidentGroups from "./ResidentGroups.ts"
 /** What a Group's fiber needs of its pool. */
 export interface GroupRunContext<G extends Pool.GroupLike, O, A, E> {
   readonly options: Pool.PoolOptions<G, O, A, E>
-  readonly telemetry: TelemetryShape
-  readonly streak: DropStreak
+  readonly telemetry: Telemetry.TelemetryShape
+  readonly streak: DropStreak.DropStreak
   readonly residents: ResidentGroups.ResidentGroups<G, A>
   /** The pool's Session id minter (the runner's `newSessionId` overrides it). */
   readonly mintSessionId: Effect.Effect<string>
@@ -66,7 +66,7 @@ export const run = <G extends Pool.GroupLike, O, A, E>(
     )
   }
 
-  const drop = (reason: DropReason) =>
+  const drop = (reason: DropStreak.DropReason) =>
     Effect.gen(function*() {
       record.phase = "done"
       yield* Deferred.succeed(record.lease, false)

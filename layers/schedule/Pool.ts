@@ -8,10 +8,10 @@
  * name.
  */
 import type { Effect } from "effect"
-import type { DropStreak, TooManyDroppedGroupsError } from "../../src/schedule/DropStreak.ts"
+import type * as DropStreak from "../../src/schedule/DropStreak.ts"
 import type * as Leasing from "../../src/schedule/Leasing.ts"
 import type * as AgentSpec from "../../src/session/AgentSpec.ts"
-import type { Progress } from "../runtime/Telemetry.ts"
+import type * as Telemetry from "../runtime/Telemetry.ts"
 import type * as FirstRequestBarrier from "./FirstRequestBarrier.ts"
 
 /** What the pool needs to know of a Group input. */
@@ -58,7 +58,7 @@ export interface PoolOptions<G extends GroupLike, O, A, E> {
   /** Seconds without progress before an `idle_heartbeat` event (default 30). */
   readonly heartbeatSeconds?: number | undefined
   /** Counts Groups dropped in a row (share one between a rollout's pools); default: unlimited, as Relax. */
-  readonly dropStreak?: DropStreak | undefined
+  readonly dropStreak?: DropStreak.DropStreak | undefined
   /**
    * Partial rollout / fully async: whether a Session is interrupted now (the generation gate's view), and (fully
    * async, whose close depends on it) a way to be told when that may have changed, which wakes the step loop.
@@ -71,7 +71,7 @@ export interface PoolOptions<G extends GroupLike, O, A, E> {
 
 /** A step's numbers (`Leasing.StepRequest`: debt, surplus, refill, retention) and its progress bar. */
 export interface StepPlan extends Leasing.StepRequest {
-  readonly progress?: Progress | undefined
+  readonly progress?: Telemetry.Progress | undefined
 }
 
 export interface AcceptedGroup<G, A> {
@@ -109,7 +109,7 @@ export interface Pool<G extends GroupLike, A> {
    * Run one step. Fails (after interrupting every Group of the pool) once the drop streak reaches its limit, also
    * when it was reached before the call.
    */
-  readonly runStep: (plan: StepPlan) => Effect.Effect<StepOutcome<G, A>, TooManyDroppedGroupsError>
+  readonly runStep: (plan: StepPlan) => Effect.Effect<StepOutcome<G, A>, DropStreak.TooManyDroppedGroupsError>
   readonly state: Effect.Effect<PoolState>
   /** Retained Groups whose every unfinished Session is interrupted now (after a step's pause: all unprotected ones). */
   readonly interruptedRetained: Effect.Effect<number>

@@ -13,11 +13,11 @@ import { Context, Data, Effect, Layer, type Tracer } from "effect"
 import { createHash, randomBytes } from "node:crypto"
 import type * as Drift from "../../src/inspect/Drift.ts"
 import type * as AgentSpec from "../../src/session/AgentSpec.ts"
-import { SessionClosedError } from "../../src/session/errors.ts"
-import type { SamplingParams } from "../engine/Engine.ts"
+import * as Errors from "../../src/session/errors.ts"
+import type * as Engine from "../engine/Engine.ts"
 import * as Instruments from "../observability/Instruments.ts"
 import * as StepSpan from "../runtime/StepSpan.ts"
-import type { SessionGate } from "./GenerationGate.ts"
+import type * as GenerationGate from "./GenerationGate.ts"
 
 /** Counters the generation core keeps per Session, read by telemetry and debug dumps. */
 export interface SessionCounters {
@@ -38,7 +38,7 @@ export interface SessionEntry {
   readonly groupId: string
   readonly mode: AgentSpec.RolloutMode
   /** Sampling from the rollout configuration (request temperature/top_p are ignored). */
-  readonly sampling: SamplingParams
+  readonly sampling: Engine.SamplingParams
   /** Training-lineage token limit (`--rollout-max-context-len` / eval's); undefined = unlimited. */
   readonly maxContextLen: number | undefined
   /** The rollout step this Session's generations are recorded under. */
@@ -47,12 +47,12 @@ export interface SessionEntry {
    * Called by the generation core on every model request before generating: the first call counts toward the Group's
    * first-request barrier; the effect completes once the Group holds its Runtime lease (at once when unscheduled).
    */
-  readonly awaitLease: Effect.Effect<void, SessionClosedError>
+  readonly awaitLease: Effect.Effect<void, Errors.SessionClosedError>
   /**
    * The training generation gate (`--partial-rollout` / `--fully-async`): every backend attempt of this Session runs
    * through it, so a step's close can abort and park it. Absent (always open) for Eval and synchronous rollouts.
    */
-  readonly gate?: SessionGate | undefined
+  readonly gate?: GenerationGate.SessionGate | undefined
   readonly counters: SessionCounters
   /**
    * The Session's span (`SessionRunner.session`): each model request's trace (root `Gateway.handle`) links to it
@@ -72,7 +72,7 @@ export interface SessionsShape {
   readonly newSessionId: Effect.Effect<string>
   readonly register: (entry: SessionEntry) => Effect.Effect<void>
   /** The live Session for a presented API key. */
-  readonly lookup: (token: string) => Effect.Effect<SessionEntry, UnknownSessionError | SessionClosedError>
+  readonly lookup: (token: string) => Effect.Effect<SessionEntry, UnknownSessionError | Errors.SessionClosedError>
   /** Mark the Session finished: later requests get `SessionClosedError`. */
   readonly close: (sessionId: string) => Effect.Effect<void>
   /** Forget a finished Session entirely (after its results are exported). */
@@ -114,7 +114,9 @@ export const makeWith = (options: { readonly closedMemory: number }): Effect.Eff
           const key = digest(token)
           const entry = live.get(key)
           if (entry !== undefined) return entry
-          return yield* closed.has(key) ? new SessionClosedError({ sessionId: token }) : new UnknownSessionError()
+          return yield* closed.has(key)
+            ? new Errors.SessionClosedError({ sessionId: token })
+            : new UnknownSessionError()
         }, StepSpan.step("Sessions.lookup")),
         close: Effect.fn("Sessions.close")(function*(sessionId) {
           const key = digest(sessionId)

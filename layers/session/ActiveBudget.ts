@@ -14,7 +14,7 @@
  */
 import { Clock, Deferred, Duration, Effect, FiberHandle, Option, Semaphore } from "effect"
 import type { Scope } from "effect"
-import { AgentExecutionError } from "../../src/session/errors.ts"
+import * as Errors from "../../src/session/errors.ts"
 
 export interface ActiveBudget {
   /** The configured total, in seconds (what a timeout error reports). */
@@ -116,8 +116,8 @@ export const timeoutError = (
   budget: ActiveBudget,
   up: TimeUp,
   log: { readonly logTail: string; readonly logPath?: string | undefined }
-): AgentExecutionError =>
-  new AgentExecutionError({
+): Errors.AgentExecutionError =>
+  new Errors.AgentExecutionError({
     sessionId,
     reason: "timeout",
     timeoutSeconds: budget.totalSeconds,

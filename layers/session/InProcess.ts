@@ -10,12 +10,12 @@
 import { Cause, Effect, Exit, Result } from "effect"
 import type { Schema } from "effect"
 import * as AgentSpec from "../../src/session/AgentSpec.ts"
-import { AgentExecutionError } from "../../src/session/errors.ts"
+import * as Errors from "../../src/session/errors.ts"
 import type * as SessionInput from "../../src/session/SessionInput.ts"
 import * as SessionOutput from "../../src/session/SessionOutput.ts"
 import * as ActiveBudget from "./ActiveBudget.ts"
 import * as SessionDirectory from "./SessionDirectory.ts"
-import type { SessionLaunch, SupervisorShape } from "./Supervisor.ts"
+import type * as Supervisor from "./Supervisor.ts"
 
 /** What an in-process agent is given: the same facts a process gets through its environment and input file. */
 export interface InProcessAgentInput {
@@ -45,12 +45,12 @@ export interface InProcessOptions {
 }
 
 /** The `InProcess` executor. */
-export const make = (agentFn: InProcessAgent, options: InProcessOptions = {}): SupervisorShape => {
+export const make = (agentFn: InProcessAgent, options: InProcessOptions = {}): Supervisor.SupervisorShape => {
   const timeoutSeconds = options.timeoutSeconds ?? AgentSpec.DefaultTimeoutSeconds
   const inputFile = SessionDirectory.inputFiles()
   const makeBudget = ActiveBudget.make(timeoutSeconds)
 
-  const run = (launch: SessionLaunch) =>
+  const run = (launch: Supervisor.SessionLaunch) =>
     Effect.scoped(Effect.gen(function*() {
       const { sessionId } = launch
       const budget = launch.budget ?? (yield* makeBudget.pipe(Effect.tap((b) => b.start)))
@@ -72,7 +72,7 @@ export const make = (agentFn: InProcessAgent, options: InProcessOptions = {}): S
         return yield* ActiveBudget.timeoutError(sessionId, budget, ended.up, { logTail: "" })
       }
       if (Exit.isFailure(ended.exit)) {
-        return yield* new AgentExecutionError({
+        return yield* new Errors.AgentExecutionError({
           sessionId,
           reason: "exit",
           exitCode: 1,
@@ -81,7 +81,7 @@ export const make = (agentFn: InProcessAgent, options: InProcessOptions = {}): S
       }
       const parsed = SessionOutput.fromValue(ended.exit.value)
       if (Result.isFailure(parsed)) {
-        return yield* new AgentExecutionError({
+        return yield* new Errors.AgentExecutionError({
           sessionId,
           reason: "invalid-output",
           detail: parsed.failure.message,

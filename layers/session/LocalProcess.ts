@@ -16,12 +16,12 @@ import * as FsPromises from "node:fs/promises"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import * as AgentSpec from "../../src/session/AgentSpec.ts"
-import { AgentExecutionError, AgentSpecError } from "../../src/session/errors.ts"
+import * as Errors from "../../src/session/errors.ts"
 import * as SessionOutput from "../../src/session/SessionOutput.ts"
 import * as ActiveBudget from "./ActiveBudget.ts"
 import * as ProcessGroup from "./ProcessGroup.ts"
 import * as SessionDirectory from "./SessionDirectory.ts"
-import type { SessionLaunch, SupervisorShape } from "./Supervisor.ts"
+import type * as Supervisor from "./Supervisor.ts"
 
 /** Options of the `LocalProcess` executor. */
 export interface LocalProcessOptions {
@@ -52,7 +52,9 @@ const expandHome = (path: string): string =>
  * Validate the agent options at startup: `AgentSpec.make` plus `--agent-cwd` resolved (with `~` expanded) to an
  * existing directory.
  */
-export const resolveAgentSpec = (input: AgentSpec.AgentSpecInput): Effect.Effect<AgentSpec.AgentSpec, AgentSpecError> =>
+export const resolveAgentSpec = (
+  input: AgentSpec.AgentSpecInput
+): Effect.Effect<AgentSpec.AgentSpec, Errors.AgentSpecError> =>
   Effect.gen(function*() {
     const spec = yield* Effect.fromResult(AgentSpec.make(input))
     const cwd = Path.resolve(expandHome(spec.cwd))
@@ -60,7 +62,7 @@ export const resolveAgentSpec = (input: AgentSpec.AgentSpecInput): Effect.Effect
       FsPromises.stat(cwd).then((stat) => stat.isDirectory(), () => false)
     )
     if (!isDirectory) {
-      return yield* new AgentSpecError({
+      return yield* new Errors.AgentSpecError({
         option: "--agent-cwd",
         reason: "not-a-directory",
         detail: `managed agent cwd must be an existing directory: ${cwd}`
@@ -77,24 +79,30 @@ const parseOutputOrFail = (
   exitCode: number,
   logTail: string,
   logPath: string | undefined
-): Effect.Effect<SessionOutput.AgentOutcome, AgentExecutionError> => {
+): Effect.Effect<SessionOutput.AgentOutcome, Errors.AgentExecutionError> => {
   const parsed = SessionOutput.parse(text)
   if (Result.isFailure(parsed)) {
     return Effect.fail(
-      new AgentExecutionError({ sessionId, reason: "invalid-output", detail: parsed.failure.message, logTail, logPath })
+      new Errors.AgentExecutionError({
+        sessionId,
+        reason: "invalid-output",
+        detail: parsed.failure.message,
+        logTail,
+        logPath
+      })
     )
   }
   return Effect.succeed({ sessionId, exitCode, ...parsed.success, logTail })
 }
 
 /** The `LocalProcess` executor. */
-export const make = (options: LocalProcessOptions): SupervisorShape => {
+export const make = (options: LocalProcessOptions): Supervisor.SupervisorShape => {
   const spec = options.spec
   const grace = Duration.fromInputUnsafe(options.killGrace ?? Duration.seconds(5))
   const inputFile = SessionDirectory.inputFiles()
   const makeBudget = ActiveBudget.make(spec.timeoutSeconds)
 
-  const run = (launch: SessionLaunch) =>
+  const run = (launch: Supervisor.SessionLaunch) =>
     Effect.scoped(Effect.gen(function*() {
       const { sessionId } = launch
       const budget = launch.budget ?? (yield* makeBudget.pipe(Effect.tap((b) => b.start)))
@@ -115,7 +123,7 @@ export const make = (options: LocalProcessOptions): SupervisorShape => {
       const agent = yield* Effect.acquireRelease(
         ProcessGroup.start({ command: spec.command, cwd: spec.cwd, env, logPath: dir.logPath }).pipe(
           Effect.mapError((detail) =>
-            new AgentExecutionError({ sessionId, reason: "spawn", detail, logTail: "", logPath })
+            new Errors.AgentExecutionError({ sessionId, reason: "spawn", detail, logTail: "", logPath })
           )
         ),
         (agent) => ProcessGroup.terminate(agent, grace)
@@ -134,7 +142,7 @@ export const make = (options: LocalProcessOptions): SupervisorShape => {
       }
       const { code, signal } = ended.exit
       if (signal !== null) {
-        return yield* new AgentExecutionError({
+        return yield* new Errors.AgentExecutionError({
           sessionId,
           reason: "signal",
           exitCode: -signalNumber(signal),
@@ -145,7 +153,7 @@ export const make = (options: LocalProcessOptions): SupervisorShape => {
       }
       const exitCode = code ?? -9
       if (exitCode !== 0) {
-        return yield* new AgentExecutionError({ sessionId, reason: "exit", exitCode, logTail, logPath })
+        return yield* new Errors.AgentExecutionError({ sessionId, reason: "exit", exitCode, logTail, logPath })
       }
       return yield* parseOutputOrFail(
         sessionId,

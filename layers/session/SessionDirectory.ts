@@ -17,7 +17,7 @@ import * as FsPromises from "node:fs/promises"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import * as Errors from "../../src/errors.ts"
-import { AgentExecutionError, SessionInputError } from "../../src/session/errors.ts"
+import * as SessionErrors from "../../src/session/errors.ts"
 import * as SessionInput from "../../src/session/SessionInput.ts"
 import * as ImageCodec from "../runtime/ImageCodec.ts"
 
@@ -48,7 +48,7 @@ export const imageUrl = (source: SessionInput.ImageSource): Effect.Effect<string
 }
 
 const imageError = (sessionId: string, index: number, reason: string) =>
-  new SessionInputError({ row: sessionId, field: `images[${index}]`, detail: reason })
+  new SessionErrors.SessionInputError({ row: sessionId, field: `images[${index}]`, detail: reason })
 
 /**
  * The content of `session_input.json` for a prepared row, its images loaded once per row (a Group shares one row):
@@ -59,7 +59,7 @@ export const inputFiles = () => {
   return (
     prepared: SessionInput.Prepared,
     sessionId: string
-  ): Effect.Effect<SessionInput.SessionInputFile, SessionInputError> =>
+  ): Effect.Effect<SessionInput.SessionInputFile, SessionErrors.SessionInputError> =>
     Effect.gen(function*() {
       const cached = cache.get(prepared)
       if (cached !== undefined) return cached
@@ -107,7 +107,7 @@ export const make = (
   options: Options,
   sessionId: string,
   inputFile: SessionInput.SessionInputFile
-): Effect.Effect<SessionDirectory, AgentExecutionError, Scope.Scope> =>
+): Effect.Effect<SessionDirectory, SessionErrors.AgentExecutionError, Scope.Scope> =>
   Effect.gen(function*() {
     const keep = options.keepSessionIo === true
     const ioRoot = options.ioRoot ?? Os.tmpdir()
@@ -163,7 +163,7 @@ const safeFileName = (name: string): string => name.replace(/[^0-9A-Za-z_.-]/g, 
 
 /** A failure to prepare the Session's directory or files, before any process starts. */
 const prepareError = (sessionId: string, what: string, error: unknown) =>
-  new AgentExecutionError({
+  new SessionErrors.AgentExecutionError({
     sessionId,
     reason: "prepare",
     detail: `cannot ${what}: ${Errors.messageOf(error)}`,

@@ -17,7 +17,7 @@
  * The fields read here are private in the library's types; this module is the boundary that reads them.
  */
 import type { Tokenizer as HfTokenizer } from "@huggingface/tokenizers"
-import { alternation } from "../../src/template/LiteralPattern.ts"
+import * as LiteralPattern from "../../src/template/LiteralPattern.ts"
 
 /** A character at or above U+0300, where NFC can change text (combining marks start there). */
 const BEYOND_NFC_STABLE = /[^\u0000-\u02ff]/
@@ -126,7 +126,7 @@ const trieWords = (trie: unknown): Array<string> => {
  * character: an alternation of the words, longest first, finds the same leftmost-longest matches.
  */
 export const dictionarySplit = (words: ReadonlyArray<string>): (text: string) => Array<string> => {
-  const pattern = alternation(words, "g")
+  const pattern = LiteralPattern.alternation(words, "g")
   if (pattern === undefined) return (text) => (text.length === 0 ? [] : [text])
   return (text) => {
     const pieces: Array<string> = []

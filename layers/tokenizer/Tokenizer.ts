@@ -22,9 +22,9 @@ import * as Errors from "../../src/errors.ts"
 import type * as Canonical from "../../src/protocol/canonical.ts"
 import * as ChatTemplate from "../../src/template/ChatTemplate.ts"
 import * as ImageGrid from "../../src/template/ImageGrid.ts"
-import { byteLevelDecoder } from "./ByteLevelDecode.ts"
+import * as ByteLevelDecode from "./ByteLevelDecode.ts"
 import * as OffLoopEncoder from "./OffLoopEncoder.ts"
-import { cachedEncoder, plainEncoder } from "./PreTokenCache.ts"
+import * as PreTokenCache from "./PreTokenCache.ts"
 
 export class TokenizerLoadError extends Data.TaggedError("TokenizerLoadError")<{
   readonly directory: string
@@ -141,7 +141,9 @@ export const fromJson = (
   // (layers/tokenizer/PreTokenCache.ts), else as a second tokenizer without the special tokens (costly to build:
   // docs/performance.md, "Figures behind code comments").
   let plain: ((text: string) => ReadonlyArray<number>) | undefined
-  const plainEncode = (): (text: string) => ReadonlyArray<number> => (plain ??= plainEncoder(hf) ?? cachedEncoder(
+  const plainEncode = (): (
+    text: string
+  ) => ReadonlyArray<number> => (plain ??= PreTokenCache.plainEncoder(hf) ?? PreTokenCache.cachedEncoder(
     new HfTokenizer(
       { ...tokenizerJson, added_tokens: added.filter((t) => t.special !== true) } as never,
       tokenizerConfig as never
@@ -170,10 +172,10 @@ export const fromJson = (
   })
   const renderSync = (request: RenderRequest): Result.Result<string, TemplateError> =>
     ChatTemplate.render(compiled, request)
-  const encodeCached = cachedEncoder(hf)
+  const encodeCached = PreTokenCache.cachedEncoder(hf)
   const encode = (text: string): ReadonlyArray<number> => (text.length === 0 ? [] : encodeCached(text))
   const offLoop = OffLoopEncoder.make(source, encode)
-  const decodeIds = byteLevelDecoder(hf)
+  const decodeIds = ByteLevelDecode.byteLevelDecoder(hf)
   return {
     source,
     encode,

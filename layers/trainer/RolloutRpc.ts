@@ -24,7 +24,7 @@ import { createHash, timingSafeEqual } from "node:crypto"
 import { createServer } from "node:http"
 import * as Errors from "../../src/errors.ts"
 import * as Results from "../../src/trainer/Results.ts"
-import { TrainerService } from "./TrainerService.ts"
+import * as TrainerService from "./TrainerService.ts"
 
 /** The route every RPC request goes to. */
 export const rpcPath = "/rpc"
@@ -102,7 +102,7 @@ export class RolloutRpcServer extends Context.Service<RolloutRpcServer, RolloutR
   /** Serve the RPC group over the `TrainerService` for the lifetime of the layer. */
   static readonly layer = (
     options: RpcServerOptions = {}
-  ): Layer.Layer<RolloutRpcServer, RpcServeError, TrainerService> => layerWith(options)
+  ): Layer.Layer<RolloutRpcServer, RpcServeError, TrainerService.TrainerService> => layerWith(options)
 }
 
 class ShutdownSignal
@@ -110,7 +110,7 @@ class ShutdownSignal
 {}
 
 const handlers = RolloutRpcs.toLayer(Effect.gen(function*() {
-  const trainer = yield* TrainerService
+  const trainer = yield* TrainerService.TrainerService
   const shutdown = yield* ShutdownSignal
   return RolloutRpcs.of({
     Step: ({ rolloutId }) => trainer.step(rolloutId).pipe(Effect.mapError(Results.callError)),

@@ -15,13 +15,13 @@
  * `finishedGroups` below: a rollout that hands out single Groups as they are credited would feed the stream there.
  */
 import { Context, Effect, Layer, Ref, Semaphore, Stream } from "effect"
-import type { TrainingSample } from "../../src/forest/TrainingSample.ts"
+import type * as TrainingSample from "../../src/forest/TrainingSample.ts"
 import type * as Results from "../../src/trainer/Results.ts"
-import { Engine, type EngineError, type PauseMode } from "../engine/Engine.ts"
-import { Gateway } from "../gateway/Gateway.ts"
-import { Rollout, type RolloutError } from "../rollout/Rollout.ts"
+import * as Engine from "../engine/Engine.ts"
+import * as Gateway from "../gateway/Gateway.ts"
+import * as Rollout from "../rollout/Rollout.ts"
 import * as RolloutConfig from "../rollout/RolloutConfig.ts"
-import { GenerationGate } from "../schedule/GenerationGate.ts"
+import * as GenerationGate from "../schedule/GenerationGate.ts"
 
 /** Which training steps `stream` runs. */
 export interface StreamOptions {
@@ -36,25 +36,25 @@ export interface TrainerServiceShape {
    * One training step: Prepare → Runtime → Reward → Transfer until `--rollout-batch-size` Groups are accepted.
    * The credited samples, the step's metrics and, with `--use-dynamic-batch-size`, its micro-batches.
    */
-  readonly step: (rolloutId: number) => Effect.Effect<Results.StepResult, RolloutError>
+  readonly step: (rolloutId: number) => Effect.Effect<Results.StepResult, Rollout.RolloutError>
   /** Finished Groups, step after step, as the consumer pulls (see {@link StreamOptions}). */
-  readonly stream: (options?: StreamOptions) => Stream.Stream<Results.FinishedGroup, RolloutError>
+  readonly stream: (options?: StreamOptions) => Stream.Stream<Results.FinishedGroup, Rollout.RolloutError>
   /** Every Eval dataset after `rolloutId` training steps. */
-  readonly evaluate: (rolloutId: number) => Effect.Effect<Results.EvalResult, RolloutError>
+  readonly evaluate: (rolloutId: number) => Effect.Effect<Results.EvalResult, Rollout.RolloutError>
   /**
    * Tell the engine its weights changed: new generations report `version` (default: the next integer). Returns
    * the version now in effect.
    */
-  readonly updateWeights: (version?: string) => Effect.Effect<string, EngineError>
+  readonly updateWeights: (version?: string) => Effect.Effect<string, Engine.EngineError>
   /**
    * First phase of a weight push the trainer does itself (docs/trainer.md, "Weight updates"): stop generation
    * (`mode`, default `abort`: in-flight attempts are parked with their partial ids; `retract` / `in_place`: SGLang
    * keeps them), hold new attempts and stop the agents' active-time budgets. SSE heartbeats continue. Then the trainer
    * pushes its weights with their version into SGLang and calls `resumeGeneration`.
    */
-  readonly pauseGeneration: (mode?: PauseMode) => Effect.Effect<void, EngineError>
+  readonly pauseGeneration: (mode?: Engine.PauseMode) => Effect.Effect<void, Engine.EngineError>
   /** Second phase: generation continues on `version` (default: SGLang's label after the push); returns it. */
-  readonly resumeGeneration: (version?: string) => Effect.Effect<string, EngineError>
+  readonly resumeGeneration: (version?: string) => Effect.Effect<string, Engine.EngineError>
   readonly status: Effect.Effect<Results.RolloutStatus>
 }
 
@@ -64,7 +64,7 @@ export interface TrainerServiceShape {
  * step's `rollout_id` and come first.
  */
 export const groupsOf = (step: Results.StepResult): Array<Results.FinishedGroup> => {
-  const byGroup = new Map<string, Results.FinishedGroup & { readonly samples: Array<TrainingSample> }>()
+  const byGroup = new Map<string, Results.FinishedGroup & { readonly samples: Array<TrainingSample.TrainingSample> }>()
   for (const sample of step.samples) {
     const key = `${sample.rollout_id}:${sample.group_index}`
     const group = byGroup.get(key)
@@ -78,11 +78,11 @@ export const groupsOf = (step: Results.StepResult): Array<Results.FinishedGroup>
 }
 
 const make = Effect.gen(function*() {
-  const rollout = yield* Rollout
-  const engine = yield* Engine
-  const gate = yield* GenerationGate
+  const rollout = yield* Rollout.Rollout
+  const engine = yield* Engine.Engine
+  const gate = yield* GenerationGate.GenerationGate
   const settings = yield* RolloutConfig.RolloutConfig
-  const gateway = yield* Gateway
+  const gateway = yield* Gateway.Gateway
   const lock = yield* Semaphore.make(1)
   const activity = yield* Ref.make<Results.Activity>("idle")
   const finished = yield* Ref.make<{ readonly steps: number; readonly last: number | null }>({ steps: 0, last: null })
@@ -95,17 +95,17 @@ const make = Effect.gen(function*() {
       )
     )
 
-  const step = (rolloutId: number): Effect.Effect<Results.StepResult, RolloutError> =>
+  const step = (rolloutId: number): Effect.Effect<Results.StepResult, Rollout.RolloutError> =>
     exclusive("step", rollout.runStep(rolloutId)).pipe(
       Effect.tap(() => Ref.update(finished, (f) => ({ steps: f.steps + 1, last: rolloutId })))
     )
 
   // Where finished Groups come from: the Groups a step transfers, once the step is credited (step-level credit and
   // micro-batches need the whole step). A rollout that credits single Groups as they finish would feed them here.
-  const finishedGroups = (rolloutId: number): Stream.Stream<Results.FinishedGroup, RolloutError> =>
+  const finishedGroups = (rolloutId: number): Stream.Stream<Results.FinishedGroup, Rollout.RolloutError> =>
     Stream.fromIterableEffect(Effect.map(step(rolloutId), groupsOf))
 
-  const stream = (options: StreamOptions = {}): Stream.Stream<Results.FinishedGroup, RolloutError> =>
+  const stream = (options: StreamOptions = {}): Stream.Stream<Results.FinishedGroup, Rollout.RolloutError> =>
     Stream.unwrap(Effect.gen(function*() {
       const from = options.from ?? ((yield* Ref.get(finished)).last ?? -1) + 1
       const ids = Stream.iterate(from, (id) => id + 1)
@@ -142,6 +142,6 @@ export class TrainerService
   static readonly layer: Layer.Layer<
     TrainerService,
     never,
-    Rollout | GenerationGate | Engine | RolloutConfig.RolloutConfig | Gateway
+    Rollout.Rollout | GenerationGate.GenerationGate | Engine.Engine | RolloutConfig.RolloutConfig | Gateway.Gateway
   > = Layer.effect(TrainerService, make)
 }

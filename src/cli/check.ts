@@ -4,14 +4,14 @@
  */
 import { Data, Effect, Layer, Result } from "effect"
 import { readFileSync } from "node:fs"
-import { Engine } from "../../layers/engine/Engine.ts"
-import { Gateway } from "../../layers/gateway/Gateway.ts"
-import { Forests } from "../../layers/generation/Forests.ts"
-import { Generation } from "../../layers/generation/Generation.ts"
+import * as Engine from "../../layers/engine/Engine.ts"
+import * as Gateway from "../../layers/gateway/Gateway.ts"
+import * as Forests from "../../layers/generation/Forests.ts"
+import * as Generation from "../../layers/generation/Generation.ts"
 import * as Files from "../../layers/rollout/Files.ts"
-import { emptyCounters, Sessions } from "../../layers/schedule/Sessions.ts"
+import * as Sessions from "../../layers/schedule/Sessions.ts"
 import * as Supervisor from "../../layers/session/Supervisor.ts"
-import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
+import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import * as Settings from "../config/Settings.ts"
 import * as Reward from "../credit/Reward.ts"
 import * as Errors from "../errors.ts"
@@ -62,14 +62,18 @@ export const capacityOf = (settings: Settings.RolloutSettings): Capacity.Capacit
 /** The tokenizer, engine and gateway stack one check Session talks to. */
 const checkStack = (settings: Settings.RolloutSettings) =>
   Effect.gen(function*() {
-    const parsers = yield* startup(Effect.fromResult(Generation.optionsOf(settings)))
-    const tokenizer = settings.tokenizer === undefined ? Tokenizer.layer : Tokenizer.fromDirectory(settings.tokenizer)
+    const parsers = yield* startup(Effect.fromResult(Generation.Generation.optionsOf(settings)))
+    const tokenizer = settings.tokenizer === undefined
+      ? Tokenizer.Tokenizer.layer
+      : Tokenizer.Tokenizer.fromDirectory(settings.tokenizer)
     // A check answers quickly: a server still starting is waited for 10 seconds, not the rollout's 10 minutes
     // (unless --sglang-startup-timeout says otherwise).
     const engine = engineLayer(settings, { cwd: process.cwd(), sglangDefaults: { startupTimeout: "10 seconds" } })
-    const core = Layer.mergeAll(Forests.layer, Sessions.layer, engine).pipe(Layer.provideMerge(tokenizer))
-    const generation = Generation.layer(parsers).pipe(Layer.provideMerge(core))
-    return Gateway.layer({ host: settings.host, port: settings.port }).pipe(Layer.provideMerge(generation))
+    const core = Layer.mergeAll(Forests.Forests.layer, Sessions.Sessions.layer, engine).pipe(
+      Layer.provideMerge(tokenizer)
+    )
+    const generation = Generation.Generation.layer(parsers).pipe(Layer.provideMerge(core))
+    return Gateway.Gateway.layer({ host: settings.host, port: settings.port }).pipe(Layer.provideMerge(generation))
   })
 
 const readRow = (settings: Settings.RolloutSettings, row: number) =>
@@ -163,12 +167,12 @@ export const runCheck = (
     yield* startup(Effect.forEach(OutputPaths.firstStepTargets(settings), Files.probeDirectory, { discard: true }))
     const stack = yield* checkStack(settings)
     return yield* Effect.gen(function*() {
-      const gateway = yield* Gateway
-      const sessions = yield* Sessions
-      const forests = yield* Forests
+      const gateway = yield* Gateway.Gateway
+      const sessions = yield* Sessions.Sessions
+      const forests = yield* Forests.Forests
       const sessionId = yield* sessions.newSessionId
       const groupId = "check:prepare_group_0"
-      const counters = emptyCounters()
+      const counters = Sessions.emptyCounters()
       yield* forests.create(sessionId, {
         groupIndex: 0,
         index: 0,
@@ -192,7 +196,7 @@ export const runCheck = (
       )
       yield* sessions.close(sessionId)
       // As a rollout does when a Session ends (SGLang --agentic-session-lifecycle: /close_session).
-      yield* (yield* Engine).closeSession(sessionId)
+      yield* (yield* Engine.Engine).closeSession(sessionId)
       const forest = yield* Effect.orDie(forests.get(sessionId))
       const turns = responseTurns(forest)
 

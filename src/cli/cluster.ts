@@ -18,27 +18,26 @@ import * as Host from "../../layers/cluster/Host.ts"
 import * as Members from "../../layers/cluster/Members.ts"
 import * as Membership from "../../layers/cluster/Membership.ts"
 import * as Remote from "../../layers/cluster/Remote.ts"
-import { defaultMaxJsonDepth, Gateway } from "../../layers/gateway/Gateway.ts"
+import * as Gateway from "../../layers/gateway/Gateway.ts"
 import * as ModelRoute from "../../layers/gateway/ModelRoute.ts"
-import { RolloutConfig } from "../../layers/rollout/RolloutConfig.ts"
-import { SessionRunner } from "../../layers/rollout/SessionRunner.ts"
+import * as RolloutConfig from "../../layers/rollout/RolloutConfig.ts"
+import * as SessionRunner from "../../layers/rollout/SessionRunner.ts"
 import * as FairScheduler from "../../layers/runtime/FairScheduler.ts"
-import { GenerationGate } from "../../layers/schedule/GenerationGate.ts"
+import * as GenerationGate from "../../layers/schedule/GenerationGate.ts"
 import * as Fingerprint from "../cluster/Fingerprint.ts"
 import * as ClusterFlags from "../cluster/Flags.ts"
 import * as Slots from "../cluster/Slots.ts"
 import * as Settings from "../config/Settings.ts"
 import * as Errors from "../errors.ts"
 import { type ClusterRole, servicesFromSettings } from "../index.ts"
-import { capacityOf } from "./check.ts"
-import type { FlagValues } from "./flags.ts"
-import { flagsOf, rolloutFlags } from "./flags.ts"
-import { configMessage, settingsFromFlags } from "./settings.ts"
+import * as Check from "./check.ts"
+import * as Flags from "./flags.ts"
+import * as CliSettings from "./settings.ts"
 import * as Shutdown from "./shutdown.ts"
 
 const userError = (message: string) => new CliError.UserError({ cause: message, userMessage: message })
 
-const valueOf = (values: FlagValues, name: string): string | number | boolean | undefined => {
+const valueOf = (values: Flags.FlagValues, name: string): string | number | boolean | undefined => {
   const value = values[name]
   if (value === undefined || Option.isNone(value)) return undefined
   const inner = value.value
@@ -46,7 +45,7 @@ const valueOf = (values: FlagValues, name: string): string | number | boolean | 
 }
 
 const seconds = (
-  values: FlagValues,
+  values: Flags.FlagValues,
   name: string,
   fallback: Duration.Duration
 ): Effect.Effect<Duration.Duration, CliError.UserError> => {
@@ -62,7 +61,7 @@ const seconds = (
  * database URL (single-process mode).
  */
 export const clusterOptionsFromFlags = (
-  values: FlagValues,
+  values: Flags.FlagValues,
   env: Readonly<Record<string, string | undefined>> = process.env
 ): Effect.Effect<Membership.ClusterOptions | undefined, CliError.UserError> =>
   Effect.gen(function*() {
@@ -101,14 +100,14 @@ const membersTiming = (options: Membership.ClusterOptions) => ({
  */
 const controllerMember = (options: Membership.ClusterOptions) =>
   Layer.effectDiscard(Effect.gen(function*() {
-    const settings = yield* RolloutConfig
+    const settings = yield* RolloutConfig.RolloutConfig
     const runners = yield* Members.join({
       id: randomBytes(8).toString("hex"),
       role: "controller",
       address: `${Os.hostname()} pid ${process.pid}`,
       fingerprint: Fingerprint.of(settings)
     }, membersTiming(options)).pipe(Effect.map((members) => members.filter((m) => m.role === "runner")))
-    const capacity = capacityOf(settings)
+    const capacity = Check.capacityOf(settings)
     const short = Slots.shortfall(runners, capacity.requiredSlots, capacity.rule)
     if (runners.length === 0) yield* Effect.logInfo("no runner has joined the cluster yet; Groups wait for one")
     else if (short !== undefined) yield* Effect.logWarning(short)
@@ -119,7 +118,7 @@ const controllerMember = (options: Membership.ClusterOptions) =>
  * and a warning when they cannot hold the Sessions `settings` keep resident (`undefined` without a cluster).
  */
 export const runnerCapacity = (
-  values: FlagValues,
+  values: Flags.FlagValues,
   settings: Settings.RolloutSettings
 ): Effect.Effect<{ readonly lines: string; readonly warning: string | undefined } | undefined, CliError.UserError> =>
   Effect.gen(function*() {
@@ -130,7 +129,7 @@ export const runnerCapacity = (
       Effect.provide(Membership.sql(options)),
       Effect.mapError((error) => userError(`--cluster-database-url: ${error.message}`))
     )
-    const capacity = capacityOf(settings)
+    const capacity = Check.capacityOf(settings)
     return {
       lines: Slots.render(runners),
       warning: Slots.shortfall(runners, capacity.requiredSlots, capacity.rule)
@@ -176,9 +175,12 @@ export const runnerLayer = (
     agentBaseUrl: publicUrl
   })
   const host = Layer.unwrap(Effect.gen(function*() {
-    const answer = yield* ModelRoute.answerForwarded({ maxJsonDepth: defaultMaxJsonDepth })
+    const answer = yield* ModelRoute.answerForwarded({ maxJsonDepth: Gateway.defaultMaxJsonDepth })
     return Host.Host.layer(`${address.host}:${address.port}`, answer, hostOptions)
-  })).pipe(Layer.provide(SessionRunner.layer), Layer.provide(GenerationGate.layer(Settings.retentionMode(settings))))
+  })).pipe(
+    Layer.provide(SessionRunner.SessionRunner.layer),
+    Layer.provide(GenerationGate.GenerationGate.layer(Settings.retentionMode(settings)))
+  )
   return Host.entityLayer.pipe(
     Layer.provideMerge(host),
     Layer.provide(membership),
@@ -203,11 +205,11 @@ export const largestGroup = (settings: Settings.RolloutSettings): { readonly siz
 /** `relax-agentic runner [flags]`. */
 export const runnerCommand = Command.make(
   "runner",
-  flagsOf([...rolloutFlags, ...ClusterFlags.memberFlags, ...ClusterFlags.runnerFlags]),
+  Flags.flagsOf([...Flags.rolloutFlags, ...ClusterFlags.memberFlags, ...ClusterFlags.runnerFlags]),
   (values) =>
     Effect.gen(function*() {
-      const settings = yield* Effect.mapError(settingsFromFlags(values), (error) =>
-        userError(error._tag === "RolloutConfigError" ? configMessage(error) : error.message))
+      const settings = yield* Effect.mapError(CliSettings.settingsFromFlags(values), (error) =>
+        userError(error._tag === "RolloutConfigError" ? CliSettings.configMessage(error) : error.message))
       const options = yield* clusterOptionsFromFlags(values)
       if (options === undefined) {
         return yield* userError(
@@ -254,7 +256,7 @@ export const runnerCommand = Command.make(
       const drainRequested = yield* Deferred.make<void>()
       yield* Shutdown.onDrain(() => Deferred.doneUnsafe(drainRequested, Exit.void))
       yield* Effect.gen(function*() {
-        const gateway = yield* Gateway
+        const gateway = yield* Gateway.Gateway
         const host = yield* Host.Host
         yield* Console.log(
           `relax-agentic runner ${host.incarnation} joined the cluster at ${address.host}:${address.port}; ` +

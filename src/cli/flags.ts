@@ -14,7 +14,7 @@
  */
 import { Option, Schema } from "effect"
 import { Flag } from "effect/cli"
-import { type FlagKind, type FlagSpec, rolloutFlags, rowFlag, serveFlags } from "../config/FlagTable.ts"
+import * as FlagTable from "../config/FlagTable.ts"
 import * as RolloutOptions from "../config/RolloutOptions.ts"
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -22,11 +22,11 @@ import * as RolloutOptions from "../config/RolloutOptions.ts"
 
 export { type FlagKind, type FlagSpec, rolloutFlags, rowFlag, serveFlags } from "../config/FlagTable.ts"
 
-const isMulti = (kind: FlagKind): boolean => kind === "strings" || kind === "ints" || kind === "pairs"
+const isMulti = (kind: FlagTable.FlagKind): boolean => kind === "strings" || kind === "ints" || kind === "pairs"
 
 /** Flags that take several values after one occurrence (argparse `nargs`). */
 export const multiValueFlags: ReadonlySet<string> = new Set(
-  rolloutFlags.filter((spec) => isMulti(spec.kind)).map((spec) => `--${spec.name}`)
+  FlagTable.rolloutFlags.filter((spec) => isMulti(spec.kind)).map((spec) => `--${spec.name}`)
 )
 
 const looksLikeFlag = (token: string): boolean => token === "--" || /^--?[A-Za-z]/.test(token)
@@ -58,8 +58,8 @@ export const expandMultiValues = (
   return out
 }
 
-const singleValueFlags: ReadonlyMap<string, FlagSpec> = new Map(
-  [...rolloutFlags, rowFlag, ...serveFlags].filter((spec) => !isMulti(spec.kind)).map((
+const singleValueFlags: ReadonlyMap<string, FlagTable.FlagSpec> = new Map(
+  [...FlagTable.rolloutFlags, FlagTable.rowFlag, ...FlagTable.serveFlags].filter((spec) => !isMulti(spec.kind)).map((
     spec
   ) => [`--${spec.name}`, spec])
 )
@@ -111,7 +111,7 @@ export type FlagValues = Readonly<Record<string, Option.Option<FlagValue>>>
 
 const decodedDefaults: Readonly<Record<string, unknown>> = Schema.decodeUnknownSync(RolloutOptions.RolloutOptions)({})
 
-const showDefault = (spec: FlagSpec): string | undefined => {
+const showDefault = (spec: FlagTable.FlagSpec): string | undefined => {
   if (spec.defaultText !== undefined) return spec.defaultText
   if (spec.field === null) return undefined
   const value = decodedDefaults[spec.field]
@@ -121,13 +121,13 @@ const showDefault = (spec: FlagSpec): string | undefined => {
 }
 
 /** The help text of a flag, its default included. */
-export const describeFlag = (spec: FlagSpec): string => {
+export const describeFlag = (spec: FlagTable.FlagSpec): string => {
   const shown = showDefault(spec)
   const several = isMulti(spec.kind) ? " Several values may follow the flag, or repeat it." : ""
   return `${spec.description}${several}${shown === undefined ? "" : ` Default: ${shown}.`}`
 }
 
-const kindText = (kind: FlagKind): string => {
+const kindText = (kind: FlagTable.FlagKind): string => {
   if (typeof kind === "object") return kind.literals.join(" \\| ")
   switch (kind) {
     case "string":
@@ -154,8 +154,8 @@ const kindText = (kind: FlagKind): string => {
  * equal).
  */
 export const flagsReference = (): string => {
-  const sections = new Map<string, Array<FlagSpec>>()
-  for (const spec of [...rolloutFlags, rowFlag, ...serveFlags]) {
+  const sections = new Map<string, Array<FlagTable.FlagSpec>>()
+  for (const spec of [...FlagTable.rolloutFlags, FlagTable.rowFlag, ...FlagTable.serveFlags]) {
     sections.set(spec.section, [...(sections.get(spec.section) ?? []), spec])
   }
   const cell = (text: string) => text.replaceAll("|", "\\|")
@@ -181,7 +181,7 @@ const widen = <A extends FlagValue>(flag: Flag.Flag<Option.Option<A>>): Flag.Fla
 const nonEmpty = <A>(values: ReadonlyArray<A>): Option.Option<ReadonlyArray<A>> =>
   values.length === 0 ? Option.none() : Option.some(values)
 
-const flagOfSpec = (spec: FlagSpec): Flag.Flag<Option.Option<FlagValue>> => {
+const flagOfSpec = (spec: FlagTable.FlagSpec): Flag.Flag<Option.Option<FlagValue>> => {
   const kind = spec.kind
   const flag = ((): Flag.Flag<Option.Option<FlagValue>> => {
     if (typeof kind === "object") return widen(Flag.optional(Flag.Literals(spec.name, kind.literals)))
@@ -206,5 +206,7 @@ const flagOfSpec = (spec: FlagSpec): Flag.Flag<Option.Option<FlagValue>> => {
 }
 
 /** The effect/cli flags of a command, one per row of the table, keyed by flag name. */
-export const flagsOf = (specs: ReadonlyArray<FlagSpec>): Record<string, Flag.Flag<Option.Option<FlagValue>>> =>
+export const flagsOf = (
+  specs: ReadonlyArray<FlagTable.FlagSpec>
+): Record<string, Flag.Flag<Option.Option<FlagValue>>> =>
   Object.fromEntries(specs.map((spec) => [spec.name, flagOfSpec(spec)]))

@@ -9,7 +9,7 @@ import * as FlagTable from "../config/FlagTable.ts"
 import * as Settings from "../config/Settings.ts"
 import * as Errors from "../errors.ts"
 import * as SchemaMessage from "../json/SchemaMessage.ts"
-import { type FlagSpec, type FlagValues, rolloutFlags } from "./flags.ts"
+import * as Flags from "./flags.ts"
 
 /** A command line that cannot become options; the message names the flag and the fix. */
 export class CliInputError extends Data.TaggedError("CliInputError")<{
@@ -59,8 +59,8 @@ const toPairs = (flag: string, values: ReadonlyArray<string>) => {
  * decoding fills their defaults). JSON flags are parsed and `NAME PATH` pairs grouped here.
  */
 export const optionsFromFlags = (
-  values: FlagValues,
-  specs: ReadonlyArray<FlagSpec> = rolloutFlags
+  values: Flags.FlagValues,
+  specs: ReadonlyArray<Flags.FlagSpec> = Flags.rolloutFlags
 ): Result.Result<Record<string, unknown>, CliInputError> =>
   Result.gen(function*() {
     const options: Record<string, unknown> = {}
@@ -81,7 +81,7 @@ export const optionsFromFlags = (
   })
 
 const fieldsByKey: ReadonlyMap<string, string> = new Map(
-  rolloutFlags.flatMap((spec) => spec.field === null ? [] : [[spec.name, spec.field], [spec.field, spec.field]])
+  Flags.rolloutFlags.flatMap((spec) => spec.field === null ? [] : [[spec.name, spec.field], [spec.field, spec.field]])
 )
 
 /**
@@ -151,7 +151,7 @@ export type SettingsError = CliInputError | Settings.RolloutConfigError
  * Resolve a command's parsed flags: `--config` file first, command-line flags over it, then `Settings.resolve`.
  */
 export const settingsFromFlags = (
-  values: FlagValues,
+  values: Flags.FlagValues,
   extra: Readonly<Record<string, unknown>> = {}
 ): Effect.Effect<Settings.RolloutSettings, SettingsError> =>
   Effect.gen(function*() {

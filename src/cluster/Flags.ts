@@ -7,12 +7,12 @@
  * These flags are consumed by the command itself (no `RolloutOptions` field): they say how a process takes part in a
  * cluster, not what the rollout samples. Durations are seconds.
  */
-import type { FlagSpec } from "../config/FlagTable.ts"
+import type * as FlagTable from "../config/FlagTable.ts"
 
 const section = "Cluster (scale-out)"
 
 /** Flags of every cluster member (controller and runners). */
-export const memberFlags: ReadonlyArray<FlagSpec> = [
+export const memberFlags: ReadonlyArray<FlagTable.FlagSpec> = [
   {
     name: "cluster-database-url",
     field: null,
@@ -69,7 +69,7 @@ export const memberFlags: ReadonlyArray<FlagSpec> = [
 ]
 
 /** Flags of `relax-agentic runner` only. */
-export const runnerFlags: ReadonlyArray<FlagSpec> = [
+export const runnerFlags: ReadonlyArray<FlagTable.FlagSpec> = [
   {
     name: "runner-address",
     field: null,

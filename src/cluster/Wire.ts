@@ -12,9 +12,9 @@
  * run again against an empty forest.
  */
 import { Schema } from "effect"
-import { TrainingSample } from "../forest/TrainingSample.ts"
-import { Row } from "../schedule/Dataset.ts"
-import { RunnerLostError, SessionFailedError } from "./errors.ts"
+import * as TrainingSample from "../forest/TrainingSample.ts"
+import * as Dataset from "../schedule/Dataset.ts"
+import * as Errors from "./errors.ts"
 
 export { RunnerLostError, SessionFailedError } from "./errors.ts"
 
@@ -25,7 +25,7 @@ export const PlannedGroup = Schema.Struct({
   seq: Schema.Int,
   mode: Schema.Literals(["train", "eval"]),
   row: Schema.Int,
-  data: Row,
+  data: Dataset.Row,
   promptIndex: Schema.Int,
   firstIndex: Schema.Int
 })
@@ -71,7 +71,7 @@ export type ContextDebug = typeof ContextDebug.Type
 /** A finished Session: its samples in export order, their debug facts, its parser failures and drift (training only). */
 export const SessionResult = Schema.Struct({
   sessionId: Schema.String,
-  samples: Schema.Array(TrainingSample),
+  samples: Schema.Array(TrainingSample.TrainingSample),
   debug: Schema.Array(ContextDebug),
   parserFailures: Schema.Int,
   /** Drifted requests by cause (src/inspect/Drift.ts), training only; absent: none (or an older runner). */
@@ -100,7 +100,7 @@ export const SessionEvent = Schema.Union([
 export type SessionEvent = typeof SessionEvent.Type
 
 /** The failures of a remote Session. */
-export const RunFailure = Schema.Union([RunnerLostError, SessionFailedError])
+export const RunFailure = Schema.Union([Errors.RunnerLostError, Errors.SessionFailedError])
 export type RunFailure = typeof RunFailure.Type
 
 /** An agent's model request as a non-owner runner's gateway received it. */

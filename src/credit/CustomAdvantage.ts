@@ -3,11 +3,11 @@
  */
 import { Result } from "effect"
 import type { Schema } from "effect"
-import type { Advantage, TrainingSample } from "../forest/TrainingSample.ts"
+import type * as TrainingSample from "../forest/TrainingSample.ts"
 import * as Json from "../json/Json.ts"
-import { AdvantageError } from "./errors.ts"
+import * as Errors from "./errors.ts"
 import * as Group from "./Group.ts"
-import { describe } from "./Reward.ts"
+import * as Reward from "./Reward.ts"
 
 /** One Session's hook input: export name (`"null"` for an implicit export) → that export's final metadata. */
 export type SessionMetadata = Record<string, Record<string, Schema.Json>>
@@ -37,7 +37,10 @@ const isFiniteNumber = (value: unknown): value is number => typeof value === "nu
  * (response node) of the context, in order; it is expanded to one value per continuation token, each turn's value over
  * its `[start, end)` span and 0 on observation tokens.
  */
-export const expand = (value: unknown, sample: TrainingSample): Result.Result<Advantage, string> => {
+export const expand = (
+  value: unknown,
+  sample: TrainingSample.TrainingSample
+): Result.Result<TrainingSample.Advantage, string> => {
   if (isFiniteNumber(value)) return Result.succeed(value)
   if (typeof value === "number") {
     return Result.fail(`the value is ${value}; every advantage must be a finite number (NaN and Infinity are rejected)`)
@@ -54,7 +57,7 @@ export const expand = (value: unknown, sample: TrainingSample): Result.Result<Ad
     const perTurn: Array<number> = []
     for (const [turn, item] of items.entries()) {
       if (!isFiniteNumber(item)) {
-        return Result.fail(`the value for turn ${turn} is ${describe(item)}, not a finite number`)
+        return Result.fail(`the value for turn ${turn} is ${Reward.describe(item)}, not a finite number`)
       }
       perTurn.push(item)
     }
@@ -65,7 +68,9 @@ export const expand = (value: unknown, sample: TrainingSample): Result.Result<Ad
     return Result.succeed(perToken)
   }
   return Result.fail(
-    `the value is ${describe(value)}; it must be a finite number or a list with one finite number per assistant turn`
+    `the value is ${
+      Reward.describe(value)
+    }; it must be a finite number or a list with one finite number per assistant turn`
   )
 }
 
@@ -80,39 +85,39 @@ export const expand = (value: unknown, sample: TrainingSample): Result.Result<Ad
 export const apply = (
   result: unknown,
   group: Group.Group
-): Result.Result<Group.Group | "filtered", AdvantageError> => {
+): Result.Result<Group.Group | "filtered", Errors.AdvantageError> => {
   if (result === null || result === undefined) return Result.succeed("filtered")
   const groupIndex = group.groupIndex
   const sessions = group.sessions.length
   if (!Array.isArray(result)) {
     return Result.fail(
-      new AdvantageError({
+      new Errors.AdvantageError({
         groupIndex,
-        detail: `the hook returned ${describe(result)}; it must return a list with one mapping per Session ` +
+        detail: `the hook returned ${Reward.describe(result)}; it must return a list with one mapping per Session ` +
           `(${sessions} here), or null to filter the Group`
       })
     )
   }
   if (result.length !== sessions) {
     return Result.fail(
-      new AdvantageError({
+      new Errors.AdvantageError({
         groupIndex,
         detail: `the hook returned ${result.length} mapping${result.length === 1 ? "" : "s"} for ${sessions} ` +
           `Session${sessions === 1 ? "" : "s"}; item i must be the mapping of input Session i, in the same order`
       })
     )
   }
-  const scored: Array<TrainingSample> = []
+  const scored: Array<TrainingSample.TrainingSample> = []
   for (const [sessionIndex, session] of group.sessions.entries()) {
     const mapping: unknown = result[sessionIndex]
     const sessionId = session.sessionId
     if (!Json.isObject(mapping)) {
       return Result.fail(
-        new AdvantageError({
+        new Errors.AdvantageError({
           groupIndex,
           sessionIndex,
           sessionId,
-          detail: `the item is ${describe(mapping)}; it must be a mapping from export name to advantage`
+          detail: `the item is ${Reward.describe(mapping)}; it must be a mapping from export name to advantage`
         })
       )
     }
@@ -121,7 +126,7 @@ export const apply = (
       if (!Object.hasOwn(mapping, key)) {
         const returned = Object.keys(mapping)
         return Result.fail(
-          new AdvantageError({
+          new Errors.AdvantageError({
             groupIndex,
             sessionIndex,
             sessionId,
@@ -136,7 +141,7 @@ export const apply = (
       const advantage = expand(mapping[key], sample)
       if (Result.isFailure(advantage)) {
         return Result.fail(
-          new AdvantageError({
+          new Errors.AdvantageError({
             groupIndex,
             sessionIndex,
             sessionId,

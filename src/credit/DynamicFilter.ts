@@ -9,7 +9,7 @@
  * `rollout/dynamic_filter/drop_<reason>` in the step's metrics. Eval Groups are never filtered.
  */
 import { Result, Schema } from "effect"
-import { describe } from "./Reward.ts"
+import * as Reward from "./Reward.ts"
 
 /** What the hook may return. */
 export const Verdict = Schema.Union([
@@ -35,7 +35,7 @@ export const decide = (value: unknown): Result.Result<Decision, string> => {
   const verdict = decodeVerdict(value)
   if (Result.isFailure(verdict)) {
     return Result.fail(
-      `the filter must return true, false or { keep: boolean, reason?: string }, got ${describe(value)}`
+      `the filter must return true, false or { keep: boolean, reason?: string }, got ${Reward.describe(value)}`
     )
   }
   const v = verdict.success

@@ -2,14 +2,14 @@
  * A Group as credit sees it: the Sessions of one prompt, in sampled order, each with the contexts it exported.
  */
 import { Result } from "effect"
-import type { TrainingSample } from "../forest/TrainingSample.ts"
-import type { CreditOptions } from "./CreditOptions.ts"
-import { contextLabel, CreditConfigError } from "./errors.ts"
+import type * as TrainingSample from "../forest/TrainingSample.ts"
+import type * as CreditOptions from "./CreditOptions.ts"
+import * as Errors from "./errors.ts"
 
 /** One sampled Session and the training samples of the contexts it exported, in export order. */
 export interface Session {
   readonly sessionId: string
-  readonly exports: ReadonlyArray<TrainingSample>
+  readonly exports: ReadonlyArray<TrainingSample.TrainingSample>
 }
 
 /** The Sessions of one prompt, in the sampled order (the custom advantage hook's outer order). */
@@ -28,11 +28,11 @@ export interface Group {
 export const contextKey = (exportName: string | null): string => exportName ?? "null"
 
 /** Every exported row of the Group, Session by Session, in export order. */
-export const rows = (group: Group): ReadonlyArray<TrainingSample> =>
+export const rows = (group: Group): ReadonlyArray<TrainingSample.TrainingSample> =>
   group.sessions.flatMap((session) => session.exports)
 
 /** The Group with its rows replaced, in the order {@link rows} lists them. */
-export const withRows = (group: Group, replaced: ReadonlyArray<TrainingSample>): Group => {
+export const withRows = (group: Group, replaced: ReadonlyArray<TrainingSample.TrainingSample>): Group => {
   let next = 0
   return {
     groupIndex: group.groupIndex,
@@ -53,13 +53,13 @@ export const withRows = (group: Group, replaced: ReadonlyArray<TrainingSample>):
  */
 export const validateExports = (
   group: Group,
-  options: Pick<CreditOptions, "customAdvantagePath" | "useDynamicBatchSize">
-): Result.Result<void, CreditConfigError> => {
+  options: Pick<CreditOptions.CreditOptions, "customAdvantagePath" | "useDynamicBatchSize">
+): Result.Result<void, Errors.CreditConfigError> => {
   for (const session of group.sessions) {
     const names = session.exports.map((sample) => sample.export_name)
     if (names.length === 0) {
       return Result.fail(
-        new CreditConfigError({
+        new Errors.CreditConfigError({
           detail: `Session ${session.sessionId} in Group ${group.groupIndex} exported no context; ` +
             `every Session must export at least one context to be trained`
         })
@@ -70,9 +70,11 @@ export const validateExports = (
       const key = contextKey(name)
       if (seen.has(key)) {
         return Result.fail(
-          new CreditConfigError({
+          new Errors.CreditConfigError({
             detail:
-              `Session ${session.sessionId} in Group ${group.groupIndex} exported context ${contextLabel(name)} ` +
+              `Session ${session.sessionId} in Group ${group.groupIndex} exported context ${
+                Errors.contextLabel(name)
+              } ` +
               `more than once; export names must be unique within a Session`
           })
         )
@@ -80,10 +82,10 @@ export const validateExports = (
       seen.add(key)
     }
     if (names.length > 1) {
-      const listed = names.map(contextLabel).join(", ")
+      const listed = names.map(Errors.contextLabel).join(", ")
       if (options.customAdvantagePath === undefined) {
         return Result.fail(
-          new CreditConfigError({
+          new Errors.CreditConfigError({
             detail: `Session ${session.sessionId} in Group ${group.groupIndex} exported ${names.length} contexts ` +
               `(${listed}); more than one context per Session requires --agentic-custom-advantage-path ` +
               `(one reward cannot say how much credit each context gets). Configure a custom advantage function, ` +
@@ -93,7 +95,7 @@ export const validateExports = (
       }
       if (!options.useDynamicBatchSize) {
         return Result.fail(
-          new CreditConfigError({
+          new Errors.CreditConfigError({
             detail: `Session ${session.sessionId} in Group ${group.groupIndex} exported ${names.length} contexts ` +
               `(${listed}); multi-context export requires --use-dynamic-batch-size with --max-tokens-per-gpu`
           })

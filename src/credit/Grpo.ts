@@ -1,7 +1,7 @@
 /**
  * Default credit (no custom advantage hook): GRPO group normalization of one scalar reward per Session.
  */
-import type { CreditOptions } from "./CreditOptions.ts"
+import type * as CreditOptions from "./CreditOptions.ts"
 
 /** Added to the Group std before dividing, as the reference does (`std + 1e-6`). */
 export const STD_EPSILON = 1e-6
@@ -32,7 +32,10 @@ export const sampleStd = (values: ReadonlyArray<number>): number => {
  */
 export const normalizeGroup = (
   rewards: ReadonlyArray<number>,
-  options: Pick<CreditOptions, "disableGrpoStdNormalization" | "disableRewardsNormalization" | "nSamplesPerPrompt">
+  options: Pick<
+    CreditOptions.CreditOptions,
+    "disableGrpoStdNormalization" | "disableRewardsNormalization" | "nSamplesPerPrompt"
+  >
 ): ReadonlyArray<number> => {
   if (options.disableRewardsNormalization) return [...rewards]
   const center = mean(rewards)

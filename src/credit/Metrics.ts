@@ -2,8 +2,8 @@
  * Per-step reward and metadata metrics, with the guide's names ("Metrics and Passrate").
  */
 import { Result } from "effect"
-import type { TrainingSample } from "../forest/TrainingSample.ts"
-import { RewardError } from "./errors.ts"
+import type * as TrainingSample from "../forest/TrainingSample.ts"
+import * as Errors from "./errors.ts"
 import * as Reward from "./Reward.ts"
 
 /** `mean`, `median`, `max`, `min` of a non-empty list (median of an even count: mean of the middle two). */
@@ -77,11 +77,11 @@ export interface MetricsOptions {
  *   except keys starting with `_` and {@link METADATA_SKIP}; they never overwrite a metric computed above.
  */
 export const step = (
-  samples: ReadonlyArray<TrainingSample>,
+  samples: ReadonlyArray<TrainingSample.TrainingSample>,
   options: MetricsOptions
-): Result.Result<Record<string, number>, RewardError> => {
+): Result.Result<Record<string, number>, Errors.RewardError> => {
   const metrics: Record<string, number> = {}
-  const primary = new Map<TrainingSample, number>()
+  const primary = new Map<TrainingSample.TrainingSample, number>()
   const helpers = new Map<string, Array<number>>()
   for (const sample of samples) {
     const reward = sample.reward
@@ -89,7 +89,7 @@ export const step = (
     const value = Reward.primaryValue(reward, options.rewardKey)
     if (Result.isFailure(value)) {
       return Result.fail(
-        new RewardError({ sessionId: sample.session_id, exportName: sample.export_name, detail: value.failure })
+        new Errors.RewardError({ sessionId: sample.session_id, exportName: sample.export_name, detail: value.failure })
       )
     }
     primary.set(sample, value.success)

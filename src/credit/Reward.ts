@@ -2,10 +2,10 @@
  * Standard reward: reading the primary value of a reward, and checking what a custom RM returns.
  */
 import { Result, Schema } from "effect"
-import type { Reward } from "../forest/TrainingSample.ts"
+import type * as TrainingSample from "../forest/TrainingSample.ts"
 
 /** A reward that is present (not null). */
-export type PresentReward = Exclude<Reward, null>
+export type PresentReward = Exclude<TrainingSample.Reward, null>
 
 /** A hook's return value as an error message shows it. */
 export const describe = (value: unknown): string => {

@@ -2,8 +2,8 @@
  * `--normalize-advantages`: whitening of a step's advantages over its loss-masked tokens.
  */
 import { Result } from "effect"
-import type { Advantage, TrainingSample } from "../forest/TrainingSample.ts"
-import { contextLabel, NormalizationError } from "./errors.ts"
+import type * as TrainingSample from "../forest/TrainingSample.ts"
+import * as Errors from "./errors.ts"
 
 /** Added to the variance before the square root, as the reference does. */
 export const VARIANCE_EPSILON = 1e-8
@@ -20,13 +20,16 @@ export const VARIANCE_EPSILON = 1e-8
  * token.
  */
 export const whiten = (
-  samples: ReadonlyArray<TrainingSample>
-): Result.Result<ReadonlyArray<TrainingSample>, NormalizationError> => {
+  samples: ReadonlyArray<TrainingSample.TrainingSample>
+): Result.Result<ReadonlyArray<TrainingSample.TrainingSample>, Errors.NormalizationError> => {
   for (const sample of samples) {
     if (sample.advantage === null) {
       return Result.fail(
-        new NormalizationError({
-          detail: `--normalize-advantages: Session ${sample.session_id}, context ${contextLabel(sample.export_name)} ` +
+        new Errors.NormalizationError({
+          detail:
+            `--normalize-advantages: Session ${sample.session_id}, context ${
+              Errors.contextLabel(sample.export_name)
+            } ` +
             `has no advantage; credit must run before whitening`
         })
       )
@@ -50,7 +53,7 @@ export const whiten = (
   })
   if (count === 0) {
     return Result.fail(
-      new NormalizationError({
+      new Errors.NormalizationError({
         detail: `--normalize-advantages: the step has no loss-masked token to compute statistics over`
       })
     )
@@ -62,7 +65,10 @@ export const whiten = (
   })
   const variance = count >= 2 ? squares / (count - 1) : squares / count
   const scale = Math.sqrt(variance + VARIANCE_EPSILON)
-  const whitenOne = (advantage: Exclude<Advantage, null>, lossMask: ReadonlyArray<number>): Advantage =>
+  const whitenOne = (
+    advantage: Exclude<TrainingSample.Advantage, null>,
+    lossMask: ReadonlyArray<number>
+  ): TrainingSample.Advantage =>
     typeof advantage === "number"
       ? (advantage - center) / scale
       : advantage.map((value, position) => lossMask[position] === 1 ? (value - center) / scale : value)

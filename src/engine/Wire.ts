@@ -8,7 +8,7 @@
  * rest, so newer SGLang builds that add fields still decode.
  */
 import { Result, Schema } from "effect"
-import type { FinishReason } from "./Stop.ts"
+import type * as Stop from "./Stop.ts"
 
 /** `sampling_params`: every field is sent explicitly because SGLang's server-side defaults differ between versions. */
 export const SamplingParams = Schema.Struct({
@@ -262,7 +262,7 @@ export const ErrorBody = Schema.Struct({
 })
 
 /** The port's finish reason from the wire shape (`null` means an unfinished chunk: reported as an abort). */
-export const toFinishReason = (wire: FinishReasonWire | null): FinishReason => {
+export const toFinishReason = (wire: FinishReasonWire | null): Stop.FinishReason => {
   if (wire === null) return { type: "abort", message: "SGLang returned no finish_reason" }
   switch (wire.type) {
     case "stop":
@@ -281,7 +281,7 @@ export const toFinishReason = (wire: FinishReasonWire | null): FinishReason => {
 }
 
 /** The wire shape of a port finish reason (the test server's responses). */
-export const fromFinishReason = (reason: FinishReason): FinishReasonWire => {
+export const fromFinishReason = (reason: Stop.FinishReason): FinishReasonWire => {
   switch (reason.type) {
     case "stop":
       return reason.matched === undefined ? { type: "stop" } : { type: "stop", matched: reason.matched }

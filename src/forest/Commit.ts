@@ -7,7 +7,7 @@
  * and registers the node (leaves, the match index). Tools and template kwargs are fixed per subtree.
  */
 import * as PackedIds from "../ids/PackedIds.ts"
-import { isObject } from "../json/Json.ts"
+import * as Json from "../json/Json.ts"
 import * as Canonical from "../protocol/canonical.ts"
 import type * as ImageGrid from "../template/ImageGrid.ts"
 import * as Forest from "./Forest.ts"
@@ -31,7 +31,7 @@ export const mediaOf = (messages: ReadonlyArray<Canonical.Message>): ReadonlyArr
     if (typeof message.content === "string") continue
     for (const part of message.content) {
       const image = part["image_url"]
-      if (part["type"] !== "image_url" || !isObject(image)) continue
+      if (part["type"] !== "image_url" || !Json.isObject(image)) continue
       const url = image["url"]
       if (typeof url === "string") urls.push(url)
     }

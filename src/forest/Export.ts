@@ -7,18 +7,18 @@
  * each record names a committed state by its full conversation ({@link exportExplicit}).
  */
 import { Result } from "effect"
-import { copy as deepCopy } from "../json/Json.ts"
+import * as Json from "../json/Json.ts"
 import * as Canonical from "../protocol/canonical.ts"
-import { ExportError } from "./errors.ts"
+import * as Errors from "./errors.ts"
 import * as Forest from "./Forest.ts"
 import * as Hash from "./hash.ts"
 import * as Matching from "./Matching.ts"
-import type { Reward } from "./TrainingSample.ts"
+import type * as TrainingSample from "./TrainingSample.ts"
 
-type Json = Canonical.Json
+type JsonValue = Canonical.Json
 type JsonObject = Canonical.JsonObject
 
-const isObject = (value: Json | undefined): value is JsonObject =>
+const isObject = (value: JsonValue | undefined): value is JsonObject =>
   value !== null && value !== undefined && typeof value === "object" && !Array.isArray(value)
 
 /** One context selected for training: which state, with which export metadata overlay and reward. */
@@ -28,7 +28,7 @@ export interface ExportedContext {
   readonly hash: string
   /** Metadata to merge over the Session's metadata in the sample. */
   readonly metadata: JsonObject
-  readonly reward: Reward
+  readonly reward: TrainingSample.Reward
 }
 
 const hasResponse = (forest: Forest.Forest, hash: string): boolean => {
@@ -40,9 +40,9 @@ const hasResponse = (forest: Forest.Forest, hash: string): boolean => {
 
 const TRACE_KEY = "agentic_trace"
 
-const mergeTrace = (base: Json | undefined, overlay: Json): Json => {
-  if (!isObject(base) || !isObject(overlay)) return deepCopy(overlay)
-  const out: Record<string, Json> = { ...deepCopy(base) }
+const mergeTrace = (base: JsonValue | undefined, overlay: JsonValue): JsonValue => {
+  if (!isObject(base) || !isObject(overlay)) return Json.copy(overlay)
+  const out: Record<string, JsonValue> = { ...Json.copy(base) }
   for (const [key, value] of Object.entries(overlay)) out[key] = mergeTrace(out[key], value)
   return out
 }
@@ -52,9 +52,9 @@ const mergeTrace = (base: Json | undefined, overlay: Json): Json => {
  * merged recursively.
  */
 export const mergeMetadata = (target: JsonObject, overlay: JsonObject): JsonObject => {
-  const out: Record<string, Json> = { ...deepCopy(target) }
+  const out: Record<string, JsonValue> = { ...Json.copy(target) }
   for (const [key, value] of Object.entries(overlay)) {
-    out[key] = key === TRACE_KEY ? mergeTrace(out[key], value) : deepCopy(value)
+    out[key] = key === TRACE_KEY ? mergeTrace(out[key], value) : Json.copy(value)
   }
   return out
 }
@@ -68,13 +68,13 @@ export const mergeMetadata = (target: JsonObject, overlay: JsonObject): JsonObje
  */
 export const exportImplicit = (
   forest: Forest.Forest,
-  output: { readonly metadata?: JsonObject; readonly reward?: Reward }
-): Result.Result<ReadonlyArray<ExportedContext>, ExportError> => {
+  output: { readonly metadata?: JsonObject; readonly reward?: TrainingSample.Reward }
+): Result.Result<ReadonlyArray<ExportedContext>, Errors.ExportError> => {
   const exportable = [...forest.leafSet].filter((leaf) => hasResponse(forest, leaf))
   const [leaf] = exportable
   if (exportable.length !== 1 || leaf === undefined) {
     return Result.fail(
-      new ExportError({
+      new Errors.ExportError({
         reason: "leaf-count",
         message: `implicit export requires one committed leaf, found ${exportable.length}`,
         sessionId: forest.sessionId,
@@ -85,7 +85,7 @@ export const exportImplicit = (
   return Result.succeed([{
     name: null,
     hash: leaf,
-    metadata: deepCopy(output.metadata ?? {}),
+    metadata: Json.copy(output.metadata ?? {}),
     reward: output.reward ?? null
   }])
 }
@@ -108,11 +108,11 @@ export const exportExplicit = (
     readonly tools?: unknown
     readonly chat_template_kwargs?: unknown
     readonly metadata?: JsonObject
-    readonly reward?: Reward
+    readonly reward?: TrainingSample.Reward
   }>,
   outputMetadata?: JsonObject,
   options?: { readonly strict?: boolean }
-): Result.Result<ReadonlyArray<ExportedContext>, ExportError> => {
+): Result.Result<ReadonlyArray<ExportedContext>, Errors.ExportError> => {
   const out: Array<ExportedContext> = []
   for (const [i, record] of records.entries()) {
     const recordKwargs = Canonical.normalizeTemplateKwargs(record.chat_template_kwargs)
@@ -125,7 +125,7 @@ export const exportExplicit = (
     })
     if (Result.isFailure(state)) {
       return Result.fail(
-        new ExportError({
+        new Errors.ExportError({
           reason: "invalid-record",
           message: `export record ${i} (${record.name}): ${state.failure.message}`,
           sessionId: forest.sessionId,
@@ -140,7 +140,7 @@ export const exportExplicit = (
     }
     if (!forest.nodeMap.has(hash)) {
       return Result.fail(
-        new ExportError({
+        new Errors.ExportError({
           reason: "no-matching-state",
           message: "explicit export does not match a committed Forest state",
           sessionId: forest.sessionId,
@@ -150,7 +150,7 @@ export const exportExplicit = (
     }
     if (!hasResponse(forest, hash)) {
       return Result.fail(
-        new ExportError({
+        new Errors.ExportError({
           reason: "no-response",
           message: "export leaf has no committed response",
           sessionId: forest.sessionId,

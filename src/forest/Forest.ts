@@ -21,15 +21,15 @@
  */
 import { Result } from "effect"
 import * as PackedIds from "../ids/PackedIds.ts"
-import { copy as copyJson } from "../json/Json.ts"
+import * as Json from "../json/Json.ts"
 import * as Canonical from "../protocol/canonical.ts"
 import type * as ImageGrid from "../template/ImageGrid.ts"
-import { ContextLengthError, ForestInvariantError } from "./errors.ts"
+import * as Errors from "./errors.ts"
 import * as Hash from "./hash.ts"
 import * as MatchIndex from "./MatchIndex.ts"
 import * as Nodes from "./Nodes.ts"
 
-type Json = Canonical.Json
+type JsonValue = Canonical.Json
 type JsonObject = Canonical.JsonObject
 
 interface NodeBase {
@@ -133,7 +133,7 @@ export class Forest {
   readonly sessionId: string
   readonly groupIndex: number
   readonly index: number
-  readonly label: Json | null
+  readonly label: JsonValue | null
   /** The Session's static metadata (deep copy of what it was created with). */
   readonly metadata: JsonObject
   /** Template kwargs of the root: the dataset's / config's `chat_template_kwargs`, normalized. */
@@ -160,7 +160,7 @@ export class Forest {
     readonly sessionId: string
     readonly groupIndex: number
     readonly index: number
-    readonly label: Json | null
+    readonly label: JsonValue | null
     readonly metadata: JsonObject
     readonly baseKwargs: Canonical.TemplateKwargs
   }) {
@@ -206,7 +206,7 @@ export class Forest {
 }
 
 /** The forest's own copy of a committed JSON value (messages, tools, kwargs, metadata): no caller can change it later. */
-export const deepCopy = <A>(value: A): A => copyJson(value)
+export const deepCopy = <A>(value: A): A => Json.copy(value)
 
 /** The forest's copy of template kwargs (the shared empty object when there are none). */
 export const copyKwargs = (kwargs: Canonical.TemplateKwargs): Canonical.TemplateKwargs =>
@@ -223,7 +223,7 @@ export const make = (init: {
   readonly sessionId: string
   readonly groupIndex: number
   readonly index: number
-  readonly label: Json | null
+  readonly label: JsonValue | null
   readonly metadata: JsonObject
   readonly chatTemplateKwargs?: Canonical.TemplateKwargs
 }): Forest => {
@@ -240,7 +240,7 @@ export const make = (init: {
 
 /** Throw a `ForestInvariantError` (a bug: the forest broke one of its own rules). */
 export const invariant = (forest: Forest, message: string): never => {
-  throw new ForestInvariantError({ detail: message, sessionId: forest.sessionId })
+  throw new Errors.ForestInvariantError({ detail: message, sessionId: forest.sessionId })
 }
 
 /** The node of a state hash (throws {@link ForestInvariantError} when unknown). */
@@ -372,11 +372,11 @@ export const checkObservationContext = (
   parent: string,
   observationTokens: number,
   maxContextLen: number | null
-): Result.Result<void, ContextLengthError> => {
+): Result.Result<void, Errors.ContextLengthError> => {
   if (maxContextLen === null) return Result.void
   const prompt = trainTokenCount(forest, parent) + observationTokens
   return prompt >= maxContextLen
-    ? Result.fail(new ContextLengthError({ limit: maxContextLen, promptTokens: prompt }))
+    ? Result.fail(new Errors.ContextLengthError({ limit: maxContextLen, promptTokens: prompt }))
     : Result.void
 }
 
@@ -389,10 +389,10 @@ export const generationBudget = (
   hash: string,
   maxContextLen: number | null,
   maxNewTokens: number
-): Result.Result<number, ContextLengthError> => {
+): Result.Result<number, Errors.ContextLengthError> => {
   if (maxContextLen === null) return Result.succeed(maxNewTokens)
   const prompt = trainTokenCount(forest, hash)
   const remaining = maxContextLen - prompt
-  if (remaining <= 0) return Result.fail(new ContextLengthError({ limit: maxContextLen, promptTokens: prompt }))
+  if (remaining <= 0) return Result.fail(new Errors.ContextLengthError({ limit: maxContextLen, promptTokens: prompt }))
   return Result.succeed(Math.min(maxNewTokens, remaining))
 }

@@ -8,7 +8,7 @@
  * serializing, no hashing); a vertex with many children looks its candidates up by a bucket key.
  */
 import * as Canonical from "../protocol/canonical.ts"
-import { ForestInvariantError } from "./errors.ts"
+import * as Errors from "./errors.ts"
 import type * as Forest from "./Forest.ts"
 import * as Hash from "./hash.ts"
 
@@ -166,7 +166,7 @@ export const extendVertex = (vertex: Vertex, messages: ReadonlyArray<Canonical.M
 /** Mark `n` as the state ending at `vertex` (a different state already there is an invariant break). */
 export const markState = (sessionId: string, vertex: Vertex, n: Forest.Node): void => {
   if (vertex.state !== undefined && vertex.state.hash !== n.hash) {
-    throw new ForestInvariantError({
+    throw new Errors.ForestInvariantError({
       detail: `states ${vertex.state.hash} and ${n.hash} have equal messages, tools and kwargs but differ in hash`,
       sessionId
     })

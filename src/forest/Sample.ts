@@ -9,11 +9,11 @@
  * mask 0 and logprob 0.0.
  */
 import type * as Canonical from "../protocol/canonical.ts"
-import { ForestInvariantError } from "./errors.ts"
+import * as Errors from "./errors.ts"
 import * as Export from "./Export.ts"
 import * as Forest from "./Forest.ts"
 import * as Nodes from "./Nodes.ts"
-import type { Reward, Status, TrainingSample } from "./TrainingSample.ts"
+import type * as TrainingSample from "./TrainingSample.ts"
 
 type Json = Canonical.Json
 type JsonObject = Canonical.JsonObject
@@ -60,7 +60,7 @@ const turnsOf = (lineage: ReadonlyArray<Forest.Node>): ReadonlyArray<Turn> => {
   return turns
 }
 
-const terminalStatus = (leaf: Forest.Node): Status => (leaf.kind === "resp" ? leaf.status : "truncated")
+const terminalStatus = (leaf: Forest.Node): TrainingSample.Status => (leaf.kind === "resp" ? leaf.status : "truncated")
 
 const turnJson = (turn: Turn): JsonObject => ({ ...turn, weight_versions: [...turn.weight_versions] })
 
@@ -82,10 +82,10 @@ export const build = (
   ctx: {
     readonly rolloutId: number
     readonly exportName: string | null
-    readonly reward: Reward
+    readonly reward: TrainingSample.Reward
     readonly metadata: JsonObject
   }
-): TrainingSample => {
+): TrainingSample.TrainingSample => {
   const lineage = Forest.lineage(forest, hash)
   const leaf = lineage[lineage.length - 1]
   const total = leaf?.tokenCount ?? 0
@@ -133,7 +133,7 @@ export const build = (
     offset += train.length
   }
   if (leaf === undefined || promptLength < 0) {
-    throw new ForestInvariantError({
+    throw new Errors.ForestInvariantError({
       detail: "A sample export leaf must have at least one resp node in its lineage.",
       sessionId: forest.sessionId
     })
@@ -194,7 +194,7 @@ export interface DebugView {
   readonly state_hashes: ReadonlyArray<
     { readonly hash: string; readonly kind: "obs" | "resp"; readonly tokens: number }
   >
-  readonly terminal_status: Status
+  readonly terminal_status: TrainingSample.Status
   readonly turn_count: number
   readonly turns: ReadonlyArray<Turn>
 }

@@ -4,7 +4,7 @@
  * dashboards match on.
  */
 import { Data } from "effect"
-import { contextLengthMessage } from "../protocol/errors.ts"
+import * as Errors from "../protocol/errors.ts"
 
 /** Why an export could not be turned into a training context; the Session (and its Group) is dropped, not fatal. */
 export type ExportFailure = "no-matching-state" | "no-response" | "leaf-count" | "invalid-record"
@@ -41,7 +41,7 @@ export class ContextLengthError extends Data.TaggedError("ContextLengthError")<{
   readonly engineMessage?: string | undefined
 }> {
   override get message(): string {
-    return this.engineMessage ?? contextLengthMessage(this.limit, this.promptTokens, this.completionTokens)
+    return this.engineMessage ?? Errors.contextLengthMessage(this.limit, this.promptTokens, this.completionTokens)
   }
   readonly code = "context_length_exceeded"
   readonly param = "messages"

@@ -10,11 +10,11 @@
  */
 import { Result } from "effect"
 import { hash } from "node:crypto"
-import type { FinishReason as EngineFinishReason } from "../engine/Stop.ts"
-import type { ReasoningParser, ToolCall, ToolCallParser } from "../parsers/registry.ts"
+import type * as Stop from "../engine/Stop.ts"
+import type * as Registry from "../parsers/registry.ts"
 import * as Canonical from "../protocol/canonical.ts"
 import * as Completion from "../protocol/completion.ts"
-import { UnusableResponseError } from "./errors.ts"
+import * as Errors from "./errors.ts"
 
 // ---------------------------------------------------------------------------------------------------------------
 // Sampling
@@ -57,7 +57,7 @@ export interface AttemptOutput {
   readonly weightVersions?: ReadonlyArray<string> | undefined
   /** With routing replay: one row of MoE expert ids per sequence position the attempt went through. */
   readonly routedExperts?: ReadonlyArray<ReadonlyArray<number>> | undefined
-  readonly finishReason: EngineFinishReason
+  readonly finishReason: Stop.FinishReason
 }
 
 /** Consecutive engine aborts without a single new token after which the request fails instead of resuming again. */
@@ -102,7 +102,7 @@ export const remainingTokens = (maxNewTokens: number, pending: Pending): number 
 
 /** After an attempt: finished (with the finish reason to report), resume from the pending output, or give up. */
 export type AttemptOutcome =
-  | { readonly _tag: "Finished"; readonly pending: Pending; readonly finishReason: EngineFinishReason }
+  | { readonly _tag: "Finished"; readonly pending: Pending; readonly finishReason: Stop.FinishReason }
   | { readonly _tag: "Resume"; readonly pending: Pending }
   | { readonly _tag: "GiveUp"; readonly pending: Pending }
 
@@ -172,24 +172,24 @@ export const splitEndOfTurn = (
 }
 
 /** The engine's finish as the completion reports it before tool calls are known: an ended turn is `stop`. */
-export const engineFinish = (split: EndOfTurnSplit, finishReason: EngineFinishReason): Completion.FinishReason =>
+export const engineFinish = (split: EndOfTurnSplit, finishReason: Stop.FinishReason): Completion.FinishReason =>
   split.endedTurn ? "stop" : finishReason.type
 
 /** The request stop string that ended the generation, when one did. */
-export const stopSequence = (finishReason: EngineFinishReason): string | undefined =>
+export const stopSequence = (finishReason: Stop.FinishReason): string | undefined =>
   finishReason.type === "stop" && typeof finishReason.matched === "string" ? finishReason.matched : undefined
 
 /** The parsers of `--agentic-tool-call-parser` / `--agentic-reasoning-parser`; without one, nothing is split off. */
 export interface ResponseParsers {
-  readonly toolCallParser?: ToolCallParser | undefined
-  readonly reasoningParser?: ReasoningParser | undefined
+  readonly toolCallParser?: Registry.ToolCallParser | undefined
+  readonly reasoningParser?: Registry.ReasoningParser | undefined
 }
 
 /** The generated text split by the parsers. */
 export interface ParsedResponse {
   readonly content: string
   readonly reasoning: string
-  readonly calls: ReadonlyArray<ToolCall>
+  readonly calls: ReadonlyArray<Registry.ToolCall>
   /** Tool-call blocks the parser could not read (their text stayed in `content`). */
   readonly malformed: number
   /** Calls to tools the request did not define, dropped. */
@@ -238,7 +238,7 @@ export const responseKey = (parent: string, outputIds: ReadonlyArray<number>): s
 
 /** The parsed calls with their ids (`prefix` is the asking protocol's, see `Completion.toolCallId`). */
 export const identifyToolCalls = (
-  calls: ReadonlyArray<ToolCall>,
+  calls: ReadonlyArray<Registry.ToolCall>,
   ids: { readonly prefix: Completion.ToolCallIdPrefix; readonly sessionId: string; readonly responseKey: string }
 ): ReadonlyArray<Completion.CompletionToolCall> =>
   calls.map((call, position) => ({
@@ -254,17 +254,19 @@ export const identifyToolCalls = (
 export const assistantMessage = (
   parsed: ParsedResponse,
   toolCalls: ReadonlyArray<Completion.CompletionToolCall>
-): Result.Result<Canonical.Message, UnusableResponseError> => {
+): Result.Result<Canonical.Message, Errors.UnusableResponseError> => {
   const canonical = Canonical.canonicalizeMessages([{
     role: "assistant",
     content: parsed.content,
     ...(parsed.reasoning.length > 0 ? { reasoning_content: parsed.reasoning } : {}),
     ...(toolCalls.length > 0 ? { tool_calls: toolCalls.map(Canonical.toolCallOf) } : {})
   }])
-  if (Result.isFailure(canonical)) return Result.fail(new UnusableResponseError({ detail: canonical.failure.message }))
+  if (Result.isFailure(canonical)) {
+    return Result.fail(new Errors.UnusableResponseError({ detail: canonical.failure.message }))
+  }
   const message = canonical.success[0]
   return message === undefined
-    ? Result.fail(new UnusableResponseError({ detail: "canonicalization dropped the assistant message" }))
+    ? Result.fail(new Errors.UnusableResponseError({ detail: "canonicalization dropped the assistant message" }))
     : Result.succeed(message)
 }
 

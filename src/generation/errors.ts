@@ -10,9 +10,9 @@
  * keep their own name here (one event, one name); the classes below are the generation core's own.
  */
 import { Data } from "effect"
-import type { ContextLengthError, ForestInvariantError, ForestNotFoundError } from "../forest/errors.ts"
-import type { SessionClosedError } from "../session/errors.ts"
-import type { TemplateError } from "../template/ChatTemplate.ts"
+import type * as Errors from "../forest/errors.ts"
+import type * as SessionErrors from "../session/errors.ts"
+import type * as ChatTemplate from "../template/ChatTemplate.ts"
 
 /**
  * The request's images cannot get their processor-expanded training tokens: an image that cannot be read, a size the
@@ -55,11 +55,11 @@ export class UnusableResponseError extends Data.TaggedError("UnusableResponseErr
 
 /** Every way `Generation.generate` can fail. */
 export type GenerationError =
-  | ContextLengthError
-  | TemplateError
+  | Errors.ContextLengthError
+  | ChatTemplate.TemplateError
   | ImageRejectedError
-  | SessionClosedError
+  | SessionErrors.SessionClosedError
   | GenerationEngineError
   | UnusableResponseError
-  | ForestNotFoundError
-  | ForestInvariantError
+  | Errors.ForestNotFoundError
+  | Errors.ForestInvariantError

@@ -10,7 +10,7 @@
  * the list of a large run is built from (token arrays are decoded only when a Session is opened).
  */
 import { Data, Schema } from "effect"
-import { Advantage, Reward, Status, TrainingSample } from "../forest/TrainingSample.ts"
+import * as TrainingSample from "../forest/TrainingSample.ts"
 import * as Arrays from "./Arrays.ts"
 import * as ForestDump from "./ForestDump.ts"
 
@@ -22,7 +22,7 @@ export const DumpTurn = Schema.Struct({
   rollout_id: Schema.Int,
   request_id: Schema.String,
   abort_count: Schema.Int,
-  status: Status,
+  status: TrainingSample.Status,
   response_length: Schema.Int,
   wall_elapsed_s: Schema.Number,
   generation_elapsed_s: Schema.Number,
@@ -37,7 +37,7 @@ export const DebugRecord = Schema.Struct({
   group_index: Schema.Int,
   index: Schema.Int,
   export_name: Schema.NullOr(Schema.String),
-  terminal_status: Status,
+  terminal_status: TrainingSample.Status,
   turn_count: Schema.Int,
   leaf_state_hash: Schema.NullOr(Schema.String),
   state_hashes: Schema.Array(Schema.Struct({
@@ -50,15 +50,15 @@ export const DebugRecord = Schema.Struct({
   request_count: Schema.Int,
   generation_count: Schema.Int,
   weight_versions: Schema.Array(Schema.String),
-  reward: Reward,
-  advantage: Advantage,
+  reward: TrainingSample.Reward,
+  advantage: TrainingSample.Advantage,
   response_length: Schema.Int,
   tokens: Arrays.Ints,
   prompt: Schema.String,
   response: Schema.String,
   label: Schema.NullOr(Schema.Json),
   metadata: Arrays.JsonObject,
-  status: Schema.optionalKey(Status),
+  status: Schema.optionalKey(TrainingSample.Status),
   loss_mask: Schema.optionalKey(Arrays.Ints),
   rollout_log_probs: Schema.optionalKey(Arrays.Numbers),
   turn_spans: Schema.optionalKey(Schema.Array(Schema.Tuple([Schema.Int, Schema.Int]))),
@@ -70,7 +70,7 @@ export type DebugRecord = typeof DebugRecord.Type
 
 /** A training sample as `inspect` decodes it: the sample's Schema, its long arrays checked in one pass each. */
 export const SampleLine = Schema.Struct({
-  ...TrainingSample.fields,
+  ...TrainingSample.TrainingSample.fields,
   tokens: Arrays.Ints,
   loss_mask: Arrays.Ints,
   rollout_log_probs: Arrays.Numbers,
@@ -80,7 +80,7 @@ export const SampleLine = Schema.Struct({
 /** A line `inspect` read: a debug record or a training sample, with the step it belongs to. */
 export type Line =
   | { readonly _tag: "Debug"; readonly step: string; readonly record: DebugRecord }
-  | { readonly _tag: "Sample"; readonly step: string; readonly sample: TrainingSample }
+  | { readonly _tag: "Sample"; readonly step: string; readonly sample: TrainingSample.TrainingSample }
 
 /** A line that is not a debug record or a training sample. */
 export class DumpLineError extends Data.TaggedError("DumpLineError")<{

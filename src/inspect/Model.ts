@@ -10,7 +10,7 @@
  * Session up front; details (trees and token rows, the bulk) only when a Session is opened, so a 10,000-Session run
  * opens at the cost of its summaries.
  */
-import type { Advantage, Reward, TrainingSample } from "../forest/TrainingSample.ts"
+import type * as TrainingSample from "../forest/TrainingSample.ts"
 import type * as Canonical from "../protocol/canonical.ts"
 import * as Drift from "./Drift.ts"
 import type * as Dump from "./Dump.ts"
@@ -29,8 +29,8 @@ export interface Sample {
   readonly group: number
   readonly index: number
   readonly exportName: string | null
-  readonly reward: Reward
-  readonly advantage: Advantage
+  readonly reward: TrainingSample.Reward
+  readonly advantage: TrainingSample.Advantage
   readonly status: "completed" | "truncated"
   readonly tokens: ReadonlyArray<number>
   readonly responseLength: number
@@ -136,7 +136,7 @@ const sampleKey = (step: string, sessionId: string, name: string | null) =>
 /** The key of a Session: its step and id. */
 export const sessionKey = (step: string, sessionId: string): string => `${step}/${sessionId}`
 
-const fromSample = (step: string, s: TrainingSample, debug: Dump.DebugRecord | undefined): Sample => ({
+const fromSample = (step: string, s: TrainingSample.TrainingSample, debug: Dump.DebugRecord | undefined): Sample => ({
   step,
   sessionId: s.session_id,
   group: s.group_index,
@@ -229,14 +229,14 @@ export const compareSteps = (a: string, b: string): number => {
 }
 
 /** A reward's primary number: the number itself, or the object's `rewardKey` (default `score`) when numeric. */
-export const primaryReward = (reward: Reward, rewardKey: string | undefined): number | null => {
+export const primaryReward = (reward: TrainingSample.Reward, rewardKey: string | undefined): number | null => {
   if (reward === null) return null
   if (typeof reward === "number") return Number.isFinite(reward) ? reward : null
   const value = reward[rewardKey ?? "score"]
   return typeof value === "number" && Number.isFinite(value) ? value : null
 }
 
-const scalarAdvantage = (advantage: Advantage): number | null => {
+const scalarAdvantage = (advantage: TrainingSample.Advantage): number | null => {
   if (advantage === null) return null
   if (typeof advantage === "number") return advantage
   return advantage.length === 0 ? 0 : advantage.reduce((a, b) => a + b, 0) / advantage.length

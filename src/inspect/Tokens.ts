@@ -8,7 +8,7 @@
  * without the training view (a debug record written before `inspect`) gets its mask from the lineage's node kinds
  * and its logprobs from the forest's responses, when the record has them.
  */
-import type { Advantage, Reward } from "../forest/TrainingSample.ts"
+import type * as TrainingSample from "../forest/TrainingSample.ts"
 import type * as ForestDump from "./ForestDump.ts"
 import type * as Model from "./Model.ts"
 
@@ -43,8 +43,8 @@ export interface TurnSpan {
 export interface TokenView {
   readonly export_name: string | null
   readonly index: number
-  readonly reward: Reward
-  readonly advantage: Advantage
+  readonly reward: TrainingSample.Reward
+  readonly advantage: TrainingSample.Advantage
   readonly status: "completed" | "truncated"
   readonly leaf: string | null
   readonly prompt_length: number

@@ -9,18 +9,18 @@
  */
 import { Result } from "effect"
 import * as PyJson from "../json/PythonJson.ts"
-import { type CanonicalError, type Checked, fail, isDict, pythonType, traverse } from "./CanonicalCheck.ts"
-import { TextMemo } from "./TextMemo.ts"
+import * as CanonicalCheck from "./CanonicalCheck.ts"
+import * as TextMemo from "./TextMemo.ts"
 
-const checkJsonValue = (value: unknown, field: string): Checked<PyJson.PyValue> => {
+const checkJsonValue = (value: unknown, field: string): CanonicalCheck.Checked<PyJson.PyValue> => {
   if (value === null) return Result.succeed(null)
   if (typeof value === "string" || typeof value === "boolean") return Result.succeed(value)
   if (typeof value === "number") {
-    if (!Number.isFinite(value)) return fail(`${field} numbers must be finite`, field)
+    if (!Number.isFinite(value)) return CanonicalCheck.fail(`${field} numbers must be finite`, field)
     return Result.succeed(PyJson.numberFromJs(value))
   }
-  if (Array.isArray(value)) return traverse(value, (item) => checkJsonValue(item, field))
-  if (isDict(value)) {
+  if (Array.isArray(value)) return CanonicalCheck.traverse(value, (item) => checkJsonValue(item, field))
+  if (CanonicalCheck.isDict(value)) {
     const entries = new Map<string, PyJson.PyValue>()
     for (const key of Object.keys(value)) {
       const checked = checkJsonValue(value[key], field)
@@ -29,7 +29,10 @@ const checkJsonValue = (value: unknown, field: string): Checked<PyJson.PyValue> 
     }
     return Result.succeed(entries)
   }
-  return fail(`${field} must contain JSON-compatible values, got ${pythonType(value)}`, field)
+  return CanonicalCheck.fail(
+    `${field} must contain JSON-compatible values, got ${CanonicalCheck.pythonType(value)}`,
+    field
+  )
 }
 
 const loneSurrogate = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/
@@ -39,7 +42,7 @@ const loneSurrogate = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\
  * each earlier tool call's `arguments` would otherwise be parsed and re-serialized again on every turn. Only
  * successes are kept (an error names its field); the text depends on the argument string alone.
  */
-const argumentTexts = new TextMemo(2 * 1024 * 1024)
+const argumentTexts = new TextMemo.TextMemo(2 * 1024 * 1024)
 
 /**
  * Canonical text of tool-call arguments: compact, key-sorted JSON with non-ASCII kept.
@@ -50,11 +53,14 @@ const argumentTexts = new TextMemo(2 * 1024 * 1024)
  * matching JavaScript's `JSON.stringify`, so a replay from either language keeps one state identity.
  * `field` names the argument in error messages (e.g. `messages[1].tool_calls[0].function.arguments`).
  */
-export const canonicalArguments = (raw: unknown, field: string): Result.Result<string, CanonicalError> =>
+export const canonicalArguments = (raw: unknown, field: string): Result.Result<string, CanonicalCheck.CanonicalError> =>
   argumentsText(raw, () => field)
 
 /** {@link canonicalArguments} naming its field only when it is needed (a memo hit builds no path text). */
-export const argumentsText = (raw: unknown, field: () => string): Result.Result<string, CanonicalError> => {
+export const argumentsText = (
+  raw: unknown,
+  field: () => string
+): Result.Result<string, CanonicalCheck.CanonicalError> => {
   if (typeof raw !== "string") return canonicalArgumentsUncached(raw, field())
   const cached = argumentTexts.get(raw)
   if (cached !== undefined) return Result.succeed(cached)
@@ -64,36 +70,42 @@ export const argumentsText = (raw: unknown, field: () => string): Result.Result<
 }
 
 /** {@link canonicalArguments} without its memo (the reference the memo is tested against). */
-export const canonicalArgumentsUncached = (raw: unknown, field: string): Result.Result<string, CanonicalError> => {
+export const canonicalArgumentsUncached = (
+  raw: unknown,
+  field: string
+): Result.Result<string, CanonicalCheck.CanonicalError> => {
   let value: PyJson.PyValue
   if (typeof raw === "string") {
     const parsed = PyJson.parse(raw)
     switch (parsed._tag) {
       case "Invalid":
-        return fail(`${field} must be valid JSON`, field)
+        return CanonicalCheck.fail(`${field} must be valid JSON`, field)
       case "DuplicateKey":
-        return fail(`${field} contains duplicate key: ${parsed.key}`, field)
+        return CanonicalCheck.fail(`${field} contains duplicate key: ${parsed.key}`, field)
       case "NonFinite":
-        return fail(`${field} contains non-finite number: ${parsed.text}`, field)
+        return CanonicalCheck.fail(`${field} contains non-finite number: ${parsed.text}`, field)
     }
     if (!(parsed.value instanceof Map)) {
-      return fail(
+      return CanonicalCheck.fail(
         `${field} must be a JSON object or a JSON string encoding an object, got ${PyJson.typeOf(parsed.value)}`,
         field
       )
     }
     const canonical = PyJson.canonicalNumbers(parsed.value)
-    if (canonical === undefined) return fail(`${field} numbers must be finite`, field)
+    if (canonical === undefined) return CanonicalCheck.fail(`${field} numbers must be finite`, field)
     value = canonical
   } else {
-    if (!isDict(raw)) {
-      return fail(`${field} must be a JSON object or a JSON string encoding an object, got ${pythonType(raw)}`, field)
+    if (!CanonicalCheck.isDict(raw)) {
+      return CanonicalCheck.fail(
+        `${field} must be a JSON object or a JSON string encoding an object, got ${CanonicalCheck.pythonType(raw)}`,
+        field
+      )
     }
     const checked = checkJsonValue(raw, field)
     if (Result.isFailure(checked)) return Result.fail(checked.failure)
     value = checked.success
   }
   const text = PyJson.dumps(value)
-  if (loneSurrogate.test(text)) return fail(`${field} must be valid UTF-8`, field)
+  if (loneSurrogate.test(text)) return CanonicalCheck.fail(`${field} must be valid UTF-8`, field)
   return Result.succeed(text)
 }

@@ -11,18 +11,7 @@
  */
 import { Result, Schema } from "effect"
 import * as PyJson from "../json/PythonJson.ts"
-import {
-  CanonicalError,
-  type Checked,
-  copyJson,
-  type Dict,
-  fail,
-  get,
-  has,
-  isDict,
-  pythonType,
-  traverse
-} from "./CanonicalCheck.ts"
+import * as CanonicalCheck from "./CanonicalCheck.ts"
 import * as ToolArguments from "./ToolArguments.ts"
 
 export { CanonicalError, pythonType } from "./CanonicalCheck.ts"
@@ -126,46 +115,62 @@ export type State = typeof State.Type
 const CLIENT_PARSED_ARGUMENTS = "parsed_arguments"
 
 /** No tool calls (shared: never written to). */
-const noToolCalls: Checked<ReadonlyArray<ToolCall>> = Result.succeed([])
+const noToolCalls: CanonicalCheck.Checked<ReadonlyArray<ToolCall>> = Result.succeed([])
 
-const normalizeToolCalls = (message: Dict, index: number): Checked<ReadonlyArray<ToolCall>> => {
-  const toolCalls = get(message, "tool_calls")
+const normalizeToolCalls = (
+  message: CanonicalCheck.Dict,
+  index: number
+): CanonicalCheck.Checked<ReadonlyArray<ToolCall>> => {
+  const toolCalls = CanonicalCheck.get(message, "tool_calls")
   if (toolCalls === undefined || toolCalls === null) return noToolCalls
   if (!Array.isArray(toolCalls)) {
-    return fail(
-      `messages[${index}].tool_calls must be a list, got ${pythonType(toolCalls)}`,
+    return CanonicalCheck.fail(
+      `messages[${index}].tool_calls must be a list, got ${CanonicalCheck.pythonType(toolCalls)}`,
       `messages[${index}].tool_calls`
     )
   }
-  return traverse(toolCalls, (call: unknown, j): Checked<ToolCall> => {
+  return CanonicalCheck.traverse(toolCalls, (call: unknown, j): CanonicalCheck.Checked<ToolCall> => {
     // Paths are built only for an error (every echoed call is checked again on every request).
     const path = () => `messages[${index}].tool_calls[${j}]`
-    if (!isDict(call)) return fail(`${path()} must be a dict, got ${pythonType(call)}`, path())
-    const id = get(call, "id")
+    if (!CanonicalCheck.isDict(call)) {
+      return CanonicalCheck.fail(`${path()} must be a dict, got ${CanonicalCheck.pythonType(call)}`, path())
+    }
+    const id = CanonicalCheck.get(call, "id")
     if (id !== undefined && id !== null && (typeof id !== "string" || id.length === 0)) {
-      return fail(`${path()}.id must be a non-empty string`, `${path()}.id`)
+      return CanonicalCheck.fail(`${path()}.id must be a non-empty string`, `${path()}.id`)
     }
-    const fn = get(call, "function")
-    if (!isDict(fn)) return fail(`${path()}.function must be a dict, got ${pythonType(fn)}`, `${path()}.function`)
-    const name = get(fn, "name")
+    const fn = CanonicalCheck.get(call, "function")
+    if (!CanonicalCheck.isDict(fn)) {
+      return CanonicalCheck.fail(
+        `${path()}.function must be a dict, got ${CanonicalCheck.pythonType(fn)}`,
+        `${path()}.function`
+      )
+    }
+    const name = CanonicalCheck.get(fn, "name")
     if (name !== undefined && name !== null && typeof name !== "string") {
-      return fail(`${path()}.function.name must be a string, got ${pythonType(name)}`, `${path()}.function.name`)
+      return CanonicalCheck.fail(
+        `${path()}.function.name must be a string, got ${CanonicalCheck.pythonType(name)}`,
+        `${path()}.function.name`
+      )
     }
-    const argumentsText = argumentsTextAt(get(fn, "arguments"), path)
+    const argumentsText = argumentsTextAt(CanonicalCheck.get(fn, "arguments"), path)
     if (Result.isFailure(argumentsText)) return Result.fail(argumentsText.failure)
     // Other keys are kept verbatim (reference: deepcopy of the call), in the client's order after `id`. A null
     // `id` / `name` (accepted by the reference) is dropped: the canonical type has no null there. A `__proto__` key
     // is dropped too (it never was an own key of the copy).
     const out: Record<string, Json> = typeof id === "string" ? { id } : {}
     for (const key in call) {
-      if (key !== "id" && key !== "function" && key !== "__proto__" && has(call, key)) out[key] = copyJson(call[key])
+      if (key !== "id" && key !== "function" && key !== "__proto__" && CanonicalCheck.has(call, key)) {
+        out[key] = CanonicalCheck.copyJson(call[key])
+      }
     }
     const fnOut: Record<string, Json> = {}
     for (const key in fn) {
       if (
-        key !== "name" && key !== "arguments" && key !== CLIENT_PARSED_ARGUMENTS && key !== "__proto__" && has(fn, key)
+        key !== "name" && key !== "arguments" && key !== CLIENT_PARSED_ARGUMENTS && key !== "__proto__" &&
+        CanonicalCheck.has(fn, key)
       ) {
-        fnOut[key] = copyJson(fn[key])
+        fnOut[key] = CanonicalCheck.copyJson(fn[key])
       }
     }
     if (typeof name === "string") fnOut["name"] = name
@@ -176,7 +181,7 @@ const normalizeToolCalls = (message: Dict, index: number): Checked<ReadonlyArray
   })
 }
 
-const argumentsTextAt = (raw: unknown, call: () => string): Result.Result<string, CanonicalError> =>
+const argumentsTextAt = (raw: unknown, call: () => string): Result.Result<string, CanonicalCheck.CanonicalError> =>
   ToolArguments.argumentsText(raw, () => `${call()}.function.arguments`)
 
 /**
@@ -193,38 +198,47 @@ export const refusedImageUrl = (url: unknown): string | undefined => {
 }
 
 const checkContent = (
-  message: Dict,
+  message: CanonicalCheck.Dict,
   index: number,
   role: Role,
   allowEmpty: boolean
-): Checked<string | Array<ContentPart>> => {
-  const content = get(message, "content")
+): CanonicalCheck.Checked<string | Array<ContentPart>> => {
+  const content = CanonicalCheck.get(message, "content")
   if (typeof content === "string" && (content.length > 0 || role === "tool" || allowEmpty)) {
     return Result.succeed(content)
   }
   const path = `messages[${index}].content`
-  if (!has(message, "content") && !allowEmpty) return fail(`messages[${index}] must include content`, path)
+  if (!CanonicalCheck.has(message, "content") && !allowEmpty) {
+    return CanonicalCheck.fail(`messages[${index}] must include content`, path)
+  }
   if (content === undefined || content === null) {
-    if (!allowEmpty) return fail(`${path} must not be empty`, path)
+    if (!allowEmpty) return CanonicalCheck.fail(`${path} must not be empty`, path)
     return Result.succeed("")
   }
-  if (typeof content === "string") return fail(`${path} must not be empty`, path)
+  if (typeof content === "string") return CanonicalCheck.fail(`${path} must not be empty`, path)
   if (Array.isArray(content)) {
-    if (content.length === 0) return fail(`${path} must not be empty`, path)
-    return traverse(content, (item: unknown, j): Checked<ContentPart> => {
-      if (!isDict(item)) return fail(`${path}[${j}] must be a dict, got ${pythonType(item)}`, `${path}[${j}]`)
-      if (get(item, "type") === "text" && get(item, "text") === "") {
-        return fail(`${path}[${j}].text must not be empty`, `${path}[${j}].text`)
+    if (content.length === 0) return CanonicalCheck.fail(`${path} must not be empty`, path)
+    return CanonicalCheck.traverse(content, (item: unknown, j): CanonicalCheck.Checked<ContentPart> => {
+      if (!CanonicalCheck.isDict(item)) {
+        return CanonicalCheck.fail(
+          `${path}[${j}] must be a dict, got ${CanonicalCheck.pythonType(item)}`,
+          `${path}[${j}]`
+        )
       }
-      if (get(item, "type") === "image_url") {
-        const image = get(item, "image_url")
-        const refused = refusedImageUrl(isDict(image) ? get(image, "url") : image)
-        if (refused !== undefined) return fail(`${path}[${j}].image_url.url ${refused}`, `${path}[${j}].image_url.url`)
+      if (CanonicalCheck.get(item, "type") === "text" && CanonicalCheck.get(item, "text") === "") {
+        return CanonicalCheck.fail(`${path}[${j}].text must not be empty`, `${path}[${j}].text`)
       }
-      return Result.succeed(copyJson(item) as ContentPart)
+      if (CanonicalCheck.get(item, "type") === "image_url") {
+        const image = CanonicalCheck.get(item, "image_url")
+        const refused = refusedImageUrl(CanonicalCheck.isDict(image) ? CanonicalCheck.get(image, "url") : image)
+        if (refused !== undefined) {
+          return CanonicalCheck.fail(`${path}[${j}].image_url.url ${refused}`, `${path}[${j}].image_url.url`)
+        }
+      }
+      return Result.succeed(CanonicalCheck.copyJson(item) as ContentPart)
     })
   }
-  return fail(`${path} must be a list, string, or None, got ${pythonType(content)}`, path)
+  return CanonicalCheck.fail(`${path} must be a list, string, or None, got ${CanonicalCheck.pythonType(content)}`, path)
 }
 
 const roles: ReadonlyArray<string> = ["assistant", "system", "tool", "user"]
@@ -234,35 +248,46 @@ const isRole = (value: string): value is Role => roles.includes(value)
 const canonicalizeMessage = (
   message: unknown,
   index: number
-): Checked<Message | ReadonlyArray<string>> => {
-  if (!isDict(message)) {
-    return fail(`messages[${index}] must be a dict, got ${pythonType(message)}`, `messages[${index}]`)
+): CanonicalCheck.Checked<Message | ReadonlyArray<string>> => {
+  if (!CanonicalCheck.isDict(message)) {
+    return CanonicalCheck.fail(
+      `messages[${index}] must be a dict, got ${CanonicalCheck.pythonType(message)}`,
+      `messages[${index}]`
+    )
   }
-  if (!has(message, "role")) return fail(`messages[${index}] must include role`, `messages[${index}].role`)
+  if (!CanonicalCheck.has(message, "role")) {
+    return CanonicalCheck.fail(`messages[${index}] must include role`, `messages[${index}].role`)
+  }
   const role = message["role"]
   if (typeof role !== "string") {
-    return fail(`messages[${index}].role must be a string, got ${pythonType(role)}`, `messages[${index}].role`)
+    return CanonicalCheck.fail(
+      `messages[${index}].role must be a string, got ${CanonicalCheck.pythonType(role)}`,
+      `messages[${index}].role`
+    )
   }
   if (!isRole(role)) {
-    return fail(`messages[${index}].role must be one of: ${roles.join(", ")}`, `messages[${index}].role`)
+    return CanonicalCheck.fail(`messages[${index}].role must be one of: ${roles.join(", ")}`, `messages[${index}].role`)
   }
   const normalized = role === "assistant" ? normalizeToolCalls(message, index) : noToolCalls
   if (Result.isFailure(normalized)) return Result.fail(normalized.failure)
   const toolCalls = normalized.success
-  const reasoning = get(message, "reasoning_content")
+  const reasoning = CanonicalCheck.get(message, "reasoning_content")
   if (reasoning !== undefined && reasoning !== null && typeof reasoning !== "string") {
-    return fail(
-      `messages[${index}].reasoning_content must be a string, got ${pythonType(reasoning)}`,
+    return CanonicalCheck.fail(
+      `messages[${index}].reasoning_content must be a string, got ${CanonicalCheck.pythonType(reasoning)}`,
       `messages[${index}].reasoning_content`
     )
   }
   const hasReasoning = typeof reasoning === "string" && reasoning.length > 0
   const allowEmpty = role === "assistant" && (toolCalls.length > 0 || hasReasoning)
   let toolCallId: string | undefined
-  if (role === "tool" && has(message, "tool_call_id")) {
+  if (role === "tool" && CanonicalCheck.has(message, "tool_call_id")) {
     const value = message["tool_call_id"]
     if (typeof value !== "string" || value.length === 0) {
-      return fail(`messages[${index}].tool_call_id must be a non-empty string`, `messages[${index}].tool_call_id`)
+      return CanonicalCheck.fail(
+        `messages[${index}].tool_call_id must be a non-empty string`,
+        `messages[${index}].tool_call_id`
+      )
     }
     toolCallId = value
   }
@@ -298,9 +323,11 @@ const isSystemChunks = (value: Message | ReadonlyArray<string>): value is Readon
 export const canonicalizeMessages = (
   raw: unknown,
   known?: KnownPrefix | undefined
-): Result.Result<ReadonlyArray<Message>, CanonicalError> => {
+): Result.Result<ReadonlyArray<Message>, CanonicalCheck.CanonicalError> => {
   if (raw === undefined || raw === null) return Result.succeed([])
-  if (!Array.isArray(raw)) return fail(`messages must be a list, got ${pythonType(raw)}`, "messages")
+  if (!Array.isArray(raw)) {
+    return CanonicalCheck.fail(`messages must be a list, got ${CanonicalCheck.pythonType(raw)}`, "messages")
+  }
   if (known !== undefined && known.count <= raw.length) {
     const resumed = canonicalizeAfter(raw, known)
     if (resumed !== undefined) return resumed
@@ -337,7 +364,7 @@ export interface KnownPrefix {
 const canonicalizeAfter = (
   raw: ReadonlyArray<unknown>,
   known: KnownPrefix
-): Result.Result<ReadonlyArray<Message>, CanonicalError> | undefined => {
+): Result.Result<ReadonlyArray<Message>, CanonicalCheck.CanonicalError> | undefined => {
   const out: Array<Message> = known.messages.slice()
   for (let index = known.count; index < raw.length; index++) {
     const checked = canonicalizeMessage(raw[index], index)
@@ -356,22 +383,31 @@ const canonicalizeAfter = (
  * Project raw tools onto canonical function tools: `{type:"function", function:{name, parameters, description?}}`.
  * Non-function tools are skipped; `null`/absent → `[]`.
  */
-export const normalizeTools = (raw: unknown): Result.Result<ReadonlyArray<Tool>, CanonicalError> => {
+export const normalizeTools = (raw: unknown): Result.Result<ReadonlyArray<Tool>, CanonicalCheck.CanonicalError> => {
   if (raw === undefined || raw === null) return Result.succeed([])
-  if (!Array.isArray(raw)) return fail(`tools must be a list, got ${pythonType(raw)}`, "tools")
+  if (!Array.isArray(raw)) {
+    return CanonicalCheck.fail(`tools must be a list, got ${CanonicalCheck.pythonType(raw)}`, "tools")
+  }
   const out: Array<Tool> = []
   for (let index = 0; index < raw.length; index++) {
     const tool: unknown = raw[index]
-    if (!isDict(tool)) return fail(`tools[${index}] must be a dict, got ${pythonType(tool)}`, `tools[${index}]`)
-    const fn = get(tool, "function")
-    if (get(tool, "type") !== "function" || !isDict(fn)) continue
-    const description = get(fn, "description")
+    if (!CanonicalCheck.isDict(tool)) {
+      return CanonicalCheck.fail(
+        `tools[${index}] must be a dict, got ${CanonicalCheck.pythonType(tool)}`,
+        `tools[${index}]`
+      )
+    }
+    const fn = CanonicalCheck.get(tool, "function")
+    if (CanonicalCheck.get(tool, "type") !== "function" || !CanonicalCheck.isDict(fn)) continue
+    const description = CanonicalCheck.get(fn, "description")
     out.push({
       type: "function",
       function: {
-        name: copyJson(get(fn, "name") ?? null),
-        parameters: copyJson(get(fn, "parameters") ?? null),
-        ...(description !== undefined && description !== null ? { description: copyJson(description) } : {})
+        name: CanonicalCheck.copyJson(CanonicalCheck.get(fn, "name") ?? null),
+        parameters: CanonicalCheck.copyJson(CanonicalCheck.get(fn, "parameters") ?? null),
+        ...(description !== undefined && description !== null
+          ? { description: CanonicalCheck.copyJson(description) }
+          : {})
       }
     })
   }
@@ -380,20 +416,25 @@ export const normalizeTools = (raw: unknown): Result.Result<ReadonlyArray<Tool>,
 
 const sortKeysDeep = (value: unknown): Json => {
   if (Array.isArray(value)) return value.map(sortKeysDeep)
-  if (isDict(value)) {
+  if (CanonicalCheck.isDict(value)) {
     const out: Record<string, Json> = {}
     for (const key of Object.keys(value).sort(PyJson.compareKeys)) out[key] = sortKeysDeep(value[key])
     return out
   }
-  return copyJson(value)
+  return CanonicalCheck.copyJson(value)
 }
 
 /** Validate chat-template kwargs (`null`/absent → `{}`) and sort their keys recursively. */
-export const normalizeTemplateKwargs = (raw: unknown): Result.Result<TemplateKwargs, CanonicalError> => {
+export const normalizeTemplateKwargs = (raw: unknown): Result.Result<TemplateKwargs, CanonicalCheck.CanonicalError> => {
   if (raw === undefined || raw === null) return Result.succeed({})
-  if (!isDict(raw)) return fail(`chat_template_kwargs must be a dict, got ${pythonType(raw)}`, "chat_template_kwargs")
+  if (!CanonicalCheck.isDict(raw)) {
+    return CanonicalCheck.fail(
+      `chat_template_kwargs must be a dict, got ${CanonicalCheck.pythonType(raw)}`,
+      "chat_template_kwargs"
+    )
+  }
   const sorted = sortKeysDeep(raw)
-  return Result.succeed(isDict(sorted) ? (sorted as TemplateKwargs) : {})
+  return Result.succeed(CanonicalCheck.isDict(sorted) ? (sorted as TemplateKwargs) : {})
 }
 
 /** Canonicalize a whole request state: messages, then tools, then template kwargs (first error wins). */
@@ -401,7 +442,7 @@ export const canonicalize = (raw: {
   readonly messages: unknown
   readonly tools?: unknown
   readonly chat_template_kwargs?: unknown
-}, known?: KnownPrefix | undefined): Result.Result<State, CanonicalError> => {
+}, known?: KnownPrefix | undefined): Result.Result<State, CanonicalCheck.CanonicalError> => {
   const messages = canonicalizeMessages(raw.messages, known)
   if (Result.isFailure(messages)) return Result.fail(messages.failure)
   const tools = normalizeTools(raw.tools)

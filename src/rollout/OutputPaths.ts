@@ -10,7 +10,7 @@
  */
 import { Data } from "effect"
 import * as Path from "node:path"
-import { messageOf } from "../errors.ts"
+import * as Errors from "../errors.ts"
 
 /** Replace `{rollout_id}` in a `--save-debug-rollout-data` template. */
 export const debugDumpPath = (template: string, rolloutId: number | string): string =>
@@ -75,7 +75,7 @@ export class OutputPathError extends Data.TaggedError("OutputPathError")<{
  */
 export const describeFsError = (error: unknown): string => {
   const code = typeof error === "object" && error !== null && "code" in error ? String(error.code) : undefined
-  const text = messageOf(error)
+  const text = Errors.messageOf(error)
   switch (code) {
     case "ENOTDIR":
       return `a part of the path is a file, not a directory (${text})`

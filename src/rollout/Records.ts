@@ -9,7 +9,7 @@
 import { Result } from "effect"
 import * as Reward from "../credit/Reward.ts"
 import type * as Sample from "../forest/Sample.ts"
-import type { TrainingSample } from "../forest/TrainingSample.ts"
+import type * as TrainingSample from "../forest/TrainingSample.ts"
 import * as Drift from "../inspect/Drift.ts"
 import type * as ForestDump from "../inspect/ForestDump.ts"
 import type * as Results from "../trainer/Results.ts"
@@ -62,7 +62,7 @@ export interface ScoredGroup {
   readonly seq: number
   /** Sessions in the Group. */
   readonly size: number
-  readonly samples: ReadonlyArray<TrainingSample>
+  readonly samples: ReadonlyArray<TrainingSample.TrainingSample>
   readonly debug: ReadonlyArray<ContextDebug>
 }
 
@@ -76,9 +76,9 @@ export const transferOrder = (
   groups: ReadonlyArray<ScoredGroup>,
   rolloutId: number,
   firstGroupIndex = 0
-): { readonly samples: Array<TrainingSample>; readonly debug: Array<ContextDebug> } => {
+): { readonly samples: Array<TrainingSample.TrainingSample>; readonly debug: Array<ContextDebug> } => {
   const ordered = [...groups].sort((a, b) => a.seq - b.seq)
-  const samples: Array<TrainingSample> = []
+  const samples: Array<TrainingSample.TrainingSample> = []
   const debug: Array<ContextDebug> = []
   ordered.forEach((group, position) => {
     const groupIndex = firstGroupIndex + position
@@ -100,7 +100,7 @@ export const transferOrder = (
 
 /** One debug-dump record per sample (docs/outputs.md "The debug dump"); `debug[i]` belongs to `samples[i]`. */
 export const debugRecords = (
-  samples: ReadonlyArray<TrainingSample>,
+  samples: ReadonlyArray<TrainingSample.TrainingSample>,
   debug: ReadonlyArray<ContextDebug | undefined>,
   rolloutId: number | string
 ): Array<unknown> =>
@@ -142,7 +142,7 @@ export const debugRecords = (
   })
 
 /** A sample's primary reward (by `key`, or the reward itself when it is a number); null when missing. */
-export const primaryReward = (sample: TrainingSample, key: string | undefined): number | null => {
+export const primaryReward = (sample: TrainingSample.TrainingSample, key: string | undefined): number | null => {
   if (sample.reward === null) return null
   const value = Reward.primaryValue(sample.reward, key)
   return Result.isSuccess(value) ? value.success : null
@@ -172,20 +172,20 @@ export const evalMetrics = (
   metrics: Readonly<Record<string, number>>
 ): Record<string, number> => Object.fromEntries(Object.entries(metrics).map(([k, v]) => [`eval/${dataset}/${k}`, v]))
 
-const quoted = (sample: TrainingSample): string => JSON.stringify([sample.prompt + sample.response])
+const quoted = (sample: TrainingSample.TrainingSample): string => JSON.stringify([sample.prompt + sample.response])
 
-const quotedLabel = (sample: TrainingSample): string => `${JSON.stringify(sample.label).slice(0, 100)}`
+const quotedLabel = (sample: TrainingSample.TrainingSample): string => `${JSON.stringify(sample.label).slice(0, 100)}`
 
 /** The log line quoting a step's first sample before credit. */
-export const firstSampleLine = (sample: TrainingSample): string =>
+export const firstSampleLine = (sample: TrainingSample.TrainingSample): string =>
   `First rollout sample: ${quoted(sample)}, label: ${quotedLabel(sample)}, reward: ${JSON.stringify(sample.reward)}`
 
 /** The log line quoting a step's last credited sample. */
-export const finishLine = (sample: TrainingSample): string =>
+export const finishLine = (sample: TrainingSample.TrainingSample): string =>
   `Finish rollout: ${quoted(sample)}, label: ${quotedLabel(sample)}, reward: ${JSON.stringify(sample.reward)}`
 
 /** The log line quoting an Eval dataset's first sample. */
-export const evalExampleLine = (sample: TrainingSample): string =>
+export const evalExampleLine = (sample: TrainingSample.TrainingSample): string =>
   `eval_rollout_single_dataset example data: ${quoted(sample)} reward=${JSON.stringify(sample.reward)}`
 
 /** The one-line summary of an Eval dataset: mean primary reward and pass rate (reward exactly 1) over its samples. */

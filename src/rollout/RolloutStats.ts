@@ -13,7 +13,7 @@
  * `metadata.agentic_trace.turns` carries when the engine reported them (SGLang's `cached_tokens`); without any they
  * are left out. Staleness (`rollout_id − start_rollout_id`) is reported only when asked (partial rollout, fully async).
  */
-import type { TrainingSample } from "../forest/TrainingSample.ts"
+import type * as TrainingSample from "../forest/TrainingSample.ts"
 
 /** Relax's stop-reason buckets, in its order. */
 export const STOP_REASON_BUCKETS = [
@@ -66,7 +66,7 @@ const isRecord = (value: unknown): value is Readonly<Record<string, unknown>> =>
 
 /** The summed `cached_tokens` / `prompt_tokens` of a sample's turns, or undefined when no turn reports them. */
 export const prefixCacheOf = (
-  sample: TrainingSample
+  sample: TrainingSample.TrainingSample
 ): { readonly cachedTokens: number; readonly promptTokens: number } | undefined => {
   const trace = sample.metadata["agentic_trace"]
   const turns = isRecord(trace) ? trace["turns"] : undefined
@@ -102,7 +102,10 @@ const mean = (values: ReadonlyArray<number>): number => values.reduce((sum, v) =
  * and `avg_cached_tokens_per_sample` (Σ cached / samples) when any turn reports them, `image_count/max`
  * (`multimodal_inputs.images`), `global_batch_size` (the samples), and `staleness/{avg,min,max}` when asked.
  */
-export const compute = (samples: ReadonlyArray<TrainingSample>, options: StatsOptions): Record<string, number> => {
+export const compute = (
+  samples: ReadonlyArray<TrainingSample.TrainingSample>,
+  options: StatsOptions
+): Record<string, number> => {
   const metrics: Record<string, number> = {}
   const n = samples.length
   if (n === 0) return metrics

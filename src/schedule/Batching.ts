@@ -2,7 +2,7 @@
  * `--use-dynamic-batch-size --max-tokens-per-gpu N`: packing a step's samples into token-budgeted micro-batches.
  */
 import { Data, Result } from "effect"
-import type { TrainingSample } from "../forest/TrainingSample.ts"
+import type * as TrainingSample from "../forest/TrainingSample.ts"
 
 /** A sample that does not fit in one micro-batch, named by Session and context. */
 export class BatchingError extends Data.TaggedError("BatchingError")<{
@@ -27,7 +27,7 @@ export interface MicroBatch {
 }
 
 /** What packing needs to know of a sample. */
-export type Packable = Pick<TrainingSample, "session_id" | "export_name" | "index" | "tokens">
+export type Packable = Pick<TrainingSample.TrainingSample, "session_id" | "export_name" | "index" | "tokens">
 
 /**
  * Pack samples into micro-batches whose token counts (prompt + continuation) stay within `maxTokensPerGpu`.

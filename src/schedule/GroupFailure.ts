@@ -11,7 +11,7 @@
  */
 import { Data } from "effect"
 import * as Errors from "../errors.ts"
-import type { DropReason } from "./DropStreak.ts"
+import type * as DropStreak from "./DropStreak.ts"
 
 /** A Session ended before its first model request (it never joined the barrier); logged as `silent-success`. */
 export class ExitedBeforeFirstRequestError extends Data.TaggedError("ExitedBeforeFirstRequestError")<{
@@ -62,7 +62,7 @@ export const sessionDropReason = <E>(
   groupId: string,
   error: E | ExitedBeforeFirstRequestError | RunnerDiedError,
   describe: (error: E | RunnerDiedError) => FailureText
-): DropReason =>
+): DropStreak.DropReason =>
   error instanceof ExitedBeforeFirstRequestError
     ? { groupId, type: "silent-success", detail: error.message }
     : { groupId, ...describe(error) }

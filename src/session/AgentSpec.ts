@@ -7,7 +7,7 @@
  * layer's `resolveAgentSpec`). Every failure is an {@link AgentSpecError} that names the option and the fix.
  */
 import { Result, Schema } from "effect"
-import { AgentSpecError } from "./errors.ts"
+import * as Errors from "./errors.ts"
 
 /** The prefix of the variables Relax sets for every agent process; `--agent-env` may not use it. */
 export const ReservedPrefix = "RELAX_"
@@ -42,13 +42,15 @@ export interface AgentSpecInput {
  * **Details**
  * An entry without `=`, an empty key, or a key starting with `RELAX_` is rejected (those are set by Relax).
  */
-export const parseEnv = (items: ReadonlyArray<string>): Result.Result<Record<string, string>, AgentSpecError> => {
+export const parseEnv = (
+  items: ReadonlyArray<string>
+): Result.Result<Record<string, string>, Errors.AgentSpecError> => {
   const env: Record<string, string> = {}
   for (const item of items) {
     const eq = item.indexOf("=")
     if (eq < 0) {
       return Result.fail(
-        new AgentSpecError({
+        new Errors.AgentSpecError({
           option: "--agent-env",
           reason: "malformed-env",
           detail: `entry '${item}' must have the form KEY=VALUE`
@@ -58,7 +60,7 @@ export const parseEnv = (items: ReadonlyArray<string>): Result.Result<Record<str
     const key = item.slice(0, eq).trim()
     if (key.length === 0) {
       return Result.fail(
-        new AgentSpecError({
+        new Errors.AgentSpecError({
           option: "--agent-env",
           reason: "malformed-env",
           detail: `entry '${item}' has an empty key`
@@ -67,7 +69,7 @@ export const parseEnv = (items: ReadonlyArray<string>): Result.Result<Record<str
     }
     if (key.startsWith(ReservedPrefix)) {
       return Result.fail(
-        new AgentSpecError({
+        new Errors.AgentSpecError({
           option: "--agent-env",
           reason: "reserved-env",
           detail: `key '${key}' is reserved: keys starting with ${ReservedPrefix} are set by Relax for every ` +
@@ -84,11 +86,11 @@ export const parseEnv = (items: ReadonlyArray<string>): Result.Result<Record<str
  * Validate everything except the existence of `cwd`: the command is trimmed and non-empty, the timeout positive
  * and finite, the env entries well-formed.
  */
-export const make = (input: AgentSpecInput): Result.Result<AgentSpec, AgentSpecError> => {
+export const make = (input: AgentSpecInput): Result.Result<AgentSpec, Errors.AgentSpecError> => {
   const command = (input.command ?? "").trim()
   if (command.length === 0) {
     return Result.fail(
-      new AgentSpecError({
+      new Errors.AgentSpecError({
         option: "--agent-command",
         reason: "missing",
         detail: "managed agent command must be non-empty; give the shell command that starts your agent"
@@ -98,7 +100,7 @@ export const make = (input: AgentSpecInput): Result.Result<AgentSpec, AgentSpecE
   const cwd = (input.cwd ?? "").trim()
   if (cwd.length === 0) {
     return Result.fail(
-      new AgentSpecError({
+      new Errors.AgentSpecError({
         option: "--agent-cwd",
         reason: "missing",
         detail: "managed agent cwd must be an existing directory: (not set); give the agent's working directory"
@@ -108,7 +110,7 @@ export const make = (input: AgentSpecInput): Result.Result<AgentSpec, AgentSpecE
   const timeoutSeconds = input.timeoutSeconds ?? DefaultTimeoutSeconds
   if (!Number.isFinite(timeoutSeconds) || timeoutSeconds <= 0) {
     return Result.fail(
-      new AgentSpecError({
+      new Errors.AgentSpecError({
         option: "--agent-timeout",
         reason: "not-positive",
         detail: `managed agent timeout must be positive (got ${timeoutSeconds}); give the budget in seconds`

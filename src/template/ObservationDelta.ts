@@ -21,8 +21,8 @@
  */
 import { Result } from "effect"
 import type * as Canonical from "../protocol/canonical.ts"
-import type { RenderInput, TemplateError, ToolsPrefix } from "./ChatTemplate.ts"
-import { alternation } from "./LiteralPattern.ts"
+import type * as ChatTemplate from "./ChatTemplate.ts"
+import * as LiteralPattern from "./LiteralPattern.ts"
 
 /** What delta tokenization needs from a tokenizer (a structural slice of the Tokenizer service). */
 export interface TemplateTokenizer {
@@ -33,11 +33,11 @@ export interface TemplateTokenizer {
   /** Literals of the special (control) tokens, e.g. `<|im_start|>`, `<|im_end|>`. */
   readonly specialTokens: ReadonlyArray<string>
   /** Renders the chat template; template or tool-call-arguments errors are a `TemplateError`. */
-  readonly renderSync: (request: RenderInput) => Result.Result<string, TemplateError>
+  readonly renderSync: (request: ChatTemplate.RenderInput) => Result.Result<string, ChatTemplate.TemplateError>
   /** Ids of special added tokens; with them a delta whose prefix ends in one is encoded without the prefix. */
   readonly specialTokenIds?: ReadonlySet<number> | undefined
   /** Set when the template's text after its tool-dependent prefix does not depend on the tools (`ChatTemplate.toolsPrefix`). */
-  readonly toolsPrefix?: ToolsPrefix | undefined
+  readonly toolsPrefix?: ChatTemplate.ToolsPrefix | undefined
 }
 
 /** The calibration prefix; its exact roles and text fix where the delta starts, so keep it as the reference has it. */
@@ -90,8 +90,8 @@ const mapStrings = (value: unknown, f: (text: string) => string): unknown => {
 const literalPatterns = new WeakMap<TemplateTokenizer, { readonly test: RegExp; readonly all: RegExp } | undefined>()
 const literalPattern = (tok: TemplateTokenizer): { readonly test: RegExp; readonly all: RegExp } | undefined => {
   if (literalPatterns.has(tok)) return literalPatterns.get(tok)
-  const test = alternation(tok.specialTokens)
-  const all = alternation(tok.specialTokens, "g")
+  const test = LiteralPattern.alternation(tok.specialTokens)
+  const all = LiteralPattern.alternation(tok.specialTokens, "g")
   const patterns = test === undefined || all === undefined ? undefined : { test, all }
   literalPatterns.set(tok, patterns)
   return patterns
@@ -207,7 +207,7 @@ export const rootPlan = (
   tools: ReadonlyArray<Canonical.Tool>,
   kwargs: Canonical.TemplateKwargs,
   options: EncodeOptions = {}
-): Result.Result<EncodePlan, TemplateError> => {
+): Result.Result<EncodePlan, ChatTemplate.TemplateError> => {
   const p = protectedInput(tok, messages, tools, options)
   return Result.map(
     tok.renderSync({ messages: p.messages, tools: p.tools, chatTemplateKwargs: kwargs, addGenerationPrompt: true }),
@@ -222,7 +222,7 @@ export const rootTokens = (
   tools: ReadonlyArray<Canonical.Tool>,
   kwargs: Canonical.TemplateKwargs,
   options: EncodeOptions = {}
-): Result.Result<ReadonlyArray<number>, TemplateError> =>
+): Result.Result<ReadonlyArray<number>, ChatTemplate.TemplateError> =>
   Result.map(rootPlan(tok, messages, tools, kwargs, options), (plan) => encodePlan(tok, plan))
 
 /**
@@ -285,7 +285,7 @@ const fullText = (
   delta: ReadonlyArray<Canonical.Message>,
   tools: ReadonlyArray<Canonical.Tool>,
   kwargs: Canonical.TemplateKwargs
-): Result.Result<string, TemplateError> =>
+): Result.Result<string, ChatTemplate.TemplateError> =>
   tok.renderSync({
     messages: [...DUMMY_MESSAGES, ...delta],
     tools,
@@ -298,7 +298,7 @@ const bareText = (
   tok: TemplateTokenizer,
   delta: ReadonlyArray<Canonical.Message>,
   kwargs: Canonical.TemplateKwargs
-): Result.Result<string, TemplateError> =>
+): Result.Result<string, ChatTemplate.TemplateError> =>
   tok.renderSync({
     messages: [...DUMMY_MESSAGES, ...delta],
     tools: [],
@@ -386,7 +386,7 @@ const calibrate = (
   tok: TemplateTokenizer,
   tools: ReadonlyArray<Canonical.Tool>,
   kwargs: Canonical.TemplateKwargs
-): Result.Result<Calibration, TemplateError> => {
+): Result.Result<Calibration, ChatTemplate.TemplateError> => {
   let cache = calibrations.get(tok)
   if (cache === undefined) {
     cache = new Map()
@@ -434,7 +434,7 @@ export const deltaPlan = (
   tools: ReadonlyArray<Canonical.Tool>,
   kwargs: Canonical.TemplateKwargs,
   options: EncodeOptions = {}
-): Result.Result<EncodePlan, TemplateError> => {
+): Result.Result<EncodePlan, ChatTemplate.TemplateError> => {
   // The dummy messages hold no literal; the marked tools (rendered into the prefix by some templates) are shared.
   const p = protectedInput(tok, [...DUMMY_MESSAGES, ...delta], tools, options)
   if (p.marker !== undefined) {
@@ -488,5 +488,5 @@ export const deltaTokens = (
   tools: ReadonlyArray<Canonical.Tool>,
   kwargs: Canonical.TemplateKwargs,
   options: EncodeOptions = {}
-): Result.Result<ReadonlyArray<number>, TemplateError> =>
+): Result.Result<ReadonlyArray<number>, ChatTemplate.TemplateError> =>
   Result.map(deltaPlan(tok, delta, tools, kwargs, options), (plan) => encodePlan(tok, plan))

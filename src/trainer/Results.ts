@@ -4,7 +4,7 @@
  * (docs/trainer.md) all use these shapes, so a sample is the same object whichever way a trainer asks for it.
  */
 import { Schema } from "effect"
-import { TrainingSample } from "../forest/TrainingSample.ts"
+import * as TrainingSample from "../forest/TrainingSample.ts"
 
 /** Accepted, dropped and filtered Group counts of one step. */
 export const GroupCounts = Schema.Struct({
@@ -24,7 +24,7 @@ export const StepResult = Schema.Struct({
   /** The engine's weight version when the step started (each attempt's own version is in `weight_versions`). */
   weightVersion: Schema.String,
   /** Credited samples, Group by Group (`group_index` order), Sessions in Group order. */
-  samples: Schema.Array(TrainingSample),
+  samples: Schema.Array(TrainingSample.TrainingSample),
   metrics: Metrics,
   /** Positions in `samples` per micro-batch under `--use-dynamic-batch-size`; otherwise null. */
   microBatches: Schema.NullOr(Schema.Array(Schema.Array(Schema.Int))),
@@ -38,7 +38,7 @@ export const EvalDatasetResult = Schema.Struct({
   /** Primary reward per sample (by `--eval-reward-key` / `--reward-key`), `index` order; null when missing. */
   rewards: Schema.Array(Schema.NullOr(Schema.Number)),
   truncated: Schema.Array(Schema.Boolean),
-  samples: Schema.Array(TrainingSample),
+  samples: Schema.Array(TrainingSample.TrainingSample),
   metrics: Metrics,
   dropped: Schema.Int
 })
@@ -57,7 +57,7 @@ export const FinishedGroup = Schema.Struct({
   /** The Group's index in its step (the samples' `group_index`). */
   groupIndex: Schema.Int,
   /** The Group's samples, Sessions in Group order. */
-  samples: Schema.Array(TrainingSample)
+  samples: Schema.Array(TrainingSample.TrainingSample)
 })
 export type FinishedGroup = typeof FinishedGroup.Type
 

@@ -8,7 +8,9 @@
  * directly under `src/` or `layers/`; the files directly under `src/` (the entry files, and `errors.ts`, the index of
  * every concern's errors) are none. The circles that exist today are listed in {@link knownBackEdges}, each with what
  * removes it; the test fails on any other circle, and on a listed edge that no longer closes one (so the list only
- * shrinks).
+ * shrinks). Project modules are imported as namespaces (`import * as Forest from "./Forest.ts"`), as Effect imports its
+ * own modules, so a name at its use site says which module it comes from; the public entry `src/index.ts` and
+ * non-TypeScript files are imported by name.
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as Fs from "node:fs"
@@ -113,6 +115,17 @@ const circles = (graph: ReadonlyMap<string, ReadonlySet<string>>): Array<Set<str
   return found
 }
 
+/** The named imports (`import { a } from "./x.ts"`) of project modules in every TypeScript file of the repository. */
+const namedProjectImports = (): Array<string> => {
+  const named = /^import\s+(?:type\s+)?\{[^}]*\}\s*from\s*"(\.[^"]+)"/gm
+  return ["src", "layers", "test", "examples"].flatMap(sourceFiles).flatMap((file) => {
+    const text = Fs.readFileSync(Path.join(root, file), "utf8")
+    return [...text.matchAll(named)]
+      .filter((match) => match[1]!.endsWith(".ts") && !match[1]!.endsWith("/index.ts"))
+      .map((match) => `${file}:${text.slice(0, match.index).split("\n").length} imports { … } from ${match[1]}`)
+  })
+}
+
 describe("the layout rule", () => {
   it("reads the imports of src/ and layers/", () => {
     // A guard for the reader above: the tree has hundreds of project imports, among them src/index.ts → layers/.
@@ -142,6 +155,11 @@ describe("the layout rule", () => {
       edge.from.startsWith("src/") && !isEntry(edge.from) && edge.to.startsWith("layers/")
     )
     assert.deepStrictEqual(offending.map(show), [], `src/ imports layers/:\n${offending.map(show).join("\n")}`)
+  })
+
+  it("project modules are imported as namespaces (import * as Name), except the public entry src/index.ts", () => {
+    const offending = namedProjectImports()
+    assert.deepStrictEqual(offending, [], `use \`import * as Module from "…"\`:\n${offending.join("\n")}`)
   })
 
   it("no two concern folders of src/ or layers/ import each other in a circle", () => {

@@ -17,7 +17,7 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import * as Processes from "../cluster/processes.ts"
 import * as EmbeddedPg from "../support/EmbeddedPg.ts"
-import type { Bench, BenchResult } from "./harness.ts"
+import type * as Harness from "./harness.ts"
 
 const fixtures = Path.join(Processes.root, "test", "fixtures")
 const decodeLatencies = Schema.decodeUnknownSync(Schema.fromJsonString(Schema.Array(Schema.Number)))
@@ -113,9 +113,9 @@ const measure = (clients: number, requests: number) =>
     }
   }))
 
-export const bench: Bench = {
+export const bench: Harness.Bench = {
   name: "cluster",
-  run: async ({ full }): Promise<BenchResult> => {
+  run: async ({ full }): Promise<Harness.BenchResult> => {
     const rows = [
       await Effect.runPromise(measure(2, full ? 200 : 40)),
       await Effect.runPromise(measure(64, full ? 50 : 10))

@@ -12,16 +12,8 @@
  * (the embedded engine's, 8 bytes each).
  */
 import * as Forest from "../../src/forest/Forest.ts"
-import { commitConversation, conversation, emptyForest } from "./conversation.ts"
-import {
-  type Bench,
-  type BenchResult,
-  consume,
-  formatBytes,
-  formatRatio,
-  garbageCollector,
-  usedBytes
-} from "./harness.ts"
+import * as Conversation from "./conversation.ts"
+import * as Harness from "./harness.ts"
 
 const TOKENS_PER_NODE = 1000
 const BYTES_PER_TOKEN_OF_TEXT = 4
@@ -34,11 +26,11 @@ interface Footprint {
 /** Memory retained by what `build` returns (kept alive until measured). */
 const footprint = <A>(collect: () => void, build: () => A): { readonly value: A; readonly size: Footprint } => {
   collect()
-  const before = usedBytes()
+  const before = Harness.usedBytes()
   const rssBefore = process.memoryUsage().rss
   const value = build()
   collect()
-  return { value, size: { bytes: usedBytes() - before, rss: process.memoryUsage().rss - rssBefore } }
+  return { value, size: { bytes: Harness.usedBytes() - before, rss: process.memoryUsage().rss - rssBefore } }
 }
 
 /** The naive layout: every node holds its own copy of all token ids from the root through itself. */
@@ -53,8 +45,8 @@ const naiveHistories = (forest: Forest.Forest, leaf: string): ReadonlyArray<Read
   return copies
 }
 
-const run = async (): Promise<BenchResult> => {
-  const gc = garbageCollector()
+const run = async (): Promise<Harness.BenchResult> => {
+  const gc = Harness.garbageCollector()
   const collect = () => {
     // Two passes: the first may only schedule finalization of weakly held objects.
     gc?.()
@@ -74,9 +66,9 @@ const run = async (): Promise<BenchResult> => {
       // The messages are made inside the measurement, as a gateway's decoded request bodies are: the forest's copy
       // shares their strings (structuredClone does not duplicate them), so what stays reachable is what it retains.
       const built = footprint(collect, () => {
-        const forest = emptyForest()
-        const messages = conversation(2 * turns + 1, TOKENS_PER_NODE * BYTES_PER_TOKEN_OF_TEXT)
-        return { forest, leaf: commitConversation(forest, messages, TOKENS_PER_NODE, kind.logprob) }
+        const forest = Conversation.emptyForest()
+        const messages = Conversation.conversation(2 * turns + 1, TOKENS_PER_NODE * BYTES_PER_TOKEN_OF_TEXT)
+        return { forest, leaf: Conversation.commitConversation(forest, messages, TOKENS_PER_NODE, kind.logprob) }
       })
       const { forest, leaf } = built.value
       const stored = Forest.trainTokenCount(forest, leaf)
@@ -85,25 +77,25 @@ const run = async (): Promise<BenchResult> => {
         layout: `SessionForest (deltas + messages + ${kind.name})`,
         "stored tokens": String(stored),
         "ids held": String(stored),
-        bytes: formatBytes(built.size.bytes),
+        bytes: Harness.formatBytes(built.size.bytes),
         "bytes/token": (built.size.bytes / stored).toFixed(1),
-        "rss delta": formatBytes(built.size.rss)
+        "rss delta": Harness.formatBytes(built.size.rss)
       })
       if (kind !== logprobKinds[0]) continue
       const naive = footprint(collect, () => naiveHistories(forest, leaf))
       const copied = naive.value.reduce((sum, copy) => sum + copy.length, 0)
       // Keep the forest reachable through the naive measurement: freeing it there would be subtracted from the naive size.
-      consume(forest)
+      Harness.consume(forest)
       rows.push({
         turns: String(turns),
         layout: "naive number[] history per node (ids only)",
         "stored tokens": String(stored),
         "ids held": String(copied),
-        bytes: formatBytes(naive.size.bytes),
+        bytes: Harness.formatBytes(naive.size.bytes),
         "bytes/token": (naive.size.bytes / stored).toFixed(1),
-        "rss delta": formatBytes(naive.size.rss)
+        "rss delta": Harness.formatBytes(naive.size.rss)
       })
-      ratios.push(`${turns} turns: ${formatRatio(naive.size.bytes / built.size.bytes)}`)
+      ratios.push(`${turns} turns: ${Harness.formatRatio(naive.size.bytes / built.size.bytes)}`)
     }
   }
   return {
@@ -119,4 +111,4 @@ const run = async (): Promise<BenchResult> => {
   }
 }
 
-export const bench: Bench = { name: "memory", run }
+export const bench: Harness.Bench = { name: "memory", run }

@@ -13,18 +13,10 @@ import * as Wire from "../../src/engine/Wire.ts"
 import * as ForestCommit from "../../src/forest/Commit.ts"
 import * as Forest from "../../src/forest/Forest.ts"
 import * as Matching from "../../src/forest/Matching.ts"
-import { copy as copyJson } from "../../src/json/Json.ts"
+import * as Json from "../../src/json/Json.ts"
 import type * as Canonical from "../../src/protocol/canonical.ts"
-import { conversation, emptyForest, tools } from "./conversation.ts"
-import {
-  allocatedBytes,
-  type Bench,
-  type BenchOptions,
-  type BenchResult,
-  consume,
-  formatBytes,
-  formatMs
-} from "./harness.ts"
+import * as Conversation from "./conversation.ts"
+import * as Harness from "./harness.ts"
 
 const OBSERVATION_IDS = Array.from({ length: 80 }, (_, i) => (i * 7919 + 11) % 150_000)
 const RESPONSE_IDS = Array.from({ length: 100 }, (_, i) => (i * 104_729 + 5) % 150_000)
@@ -123,12 +115,12 @@ const run = (step: Step, r: Request): void => {
     }
     case "inference prefix + media": {
       const at = r.observation ?? forest.root
-      consume(Forest.inferencePrefix(forest, at))
-      consume(Forest.inferenceMedia(forest, at))
+      Harness.consume(Forest.inferencePrefix(forest, at))
+      Harness.consume(Forest.inferenceMedia(forest, at))
       return
     }
     case "inference prefix + SGLang body":
-      consume(
+      Harness.consume(
         Wire.encodeGenerateRequest({
           ...wireRest,
           input_ids: Forest.inferencePrefix(forest, r.observation ?? forest.root)
@@ -136,7 +128,7 @@ const run = (step: Step, r: Request): void => {
       )
       return
     case "policy messages":
-      consume(Forest.fullMessages(forest, r.observation ?? forest.root))
+      Harness.consume(Forest.fullMessages(forest, r.observation ?? forest.root))
       return
     case "commit response":
       r.response = ForestCommit.commitResponse(forest, {
@@ -169,10 +161,10 @@ interface Measured {
 }
 
 const measure = (sessions: number, turns: number, toolList: ReadonlyArray<Canonical.Tool>): Measured => {
-  const all = conversation(6 + 2 * turns)
+  const all = Conversation.conversation(6 + 2 * turns)
   const start = all.slice(0, 6)
   const agents: Array<Agent> = Array.from({ length: sessions }, (_, i) => ({
-    forest: emptyForest(`s${i}`),
+    forest: Conversation.emptyForest(`s${i}`),
     history: [...start],
     turn: 0
   }))
@@ -184,14 +176,14 @@ const measure = (sessions: number, turns: number, toolList: ReadonlyArray<Canoni
   for (let turn = 0; turn < turns; turn++) {
     const requestsOfTurn: Array<Request> = agents.map((agent) => ({
       agent,
-      state: { messages: copyJson(agent.history), tools: copyJson(toolList), chat_template_kwargs: {} },
-      answer: copyJson(messageAt(all, 6 + 2 * agent.turn, "assistant"))
+      state: { messages: Json.copy(agent.history), tools: Json.copy(toolList), chat_template_kwargs: {} },
+      answer: Json.copy(messageAt(all, 6 + 2 * agent.turn, "assistant"))
     }))
     const measured = turn >= measureFrom
     if (turn === turns - 1) {
       // The last turn: bytes allocated by the whole request (its own copies of the states made beforehand).
       const probe = requestsOfTurn.slice(0, Math.min(32, requestsOfTurn.length))
-      allocated += allocatedBytes(() => {
+      allocated += Harness.allocatedBytes(() => {
         for (const r of probe) for (const step of forestSteps) run(step, r)
       }, 1)
       allocatedRequests += probe.length
@@ -213,15 +205,15 @@ const measure = (sessions: number, turns: number, toolList: ReadonlyArray<Canoni
   return { cpu, requests, allocatedPerRequest: allocated / allocatedRequests }
 }
 
-const runBench = async (options: BenchOptions): Promise<BenchResult> => {
+const runBench = async (options: Harness.BenchOptions): Promise<Harness.BenchResult> => {
   const sessions = options.full ? 256 : 64
   const turns = options.full ? 64 : 32
   const measureFrom = Math.floor(turns / 4)
   const runs = [
-    { label: "1 tool", result: measure(sessions, turns, tools) },
+    { label: "1 tool", result: measure(sessions, turns, Conversation.tools) },
     { label: "12 tools", result: measure(sessions, turns, twelveTools) }
   ]
-  const perRequest = (m: Measured, step: Step) => formatMs((m.cpu.get(step) ?? 0) / m.requests)
+  const perRequest = (m: Measured, step: Step) => Harness.formatMs((m.cpu.get(step) ?? 0) / m.requests)
   const row = (step: string, value: (m: Measured) => string) =>
     Object.fromEntries([["step", step], ...runs.map((r) => [r.label, value(r.result)])])
   return {
@@ -232,10 +224,10 @@ const runBench = async (options: BenchOptions): Promise<BenchResult> => {
       ...forestSteps.map((step) => row(step, (m) => perRequest(m, step))),
       row(
         "total (the forest)",
-        (m) => formatMs(forestSteps.reduce((sum, step) => sum + (m.cpu.get(step) ?? 0), 0) / m.requests)
+        (m) => Harness.formatMs(forestSteps.reduce((sum, step) => sum + (m.cpu.get(step) ?? 0), 0) / m.requests)
       ),
       ...engineSteps.map((step) => row(step, (m) => perRequest(m, step))),
-      row("bytes allocated per request (last turn)", (m) => formatBytes(m.allocatedPerRequest))
+      row("bytes allocated per request (last turn)", (m) => Harness.formatBytes(m.allocatedPerRequest))
     ],
     notes: [
       `CPU: process.cpuUsage around each step over all Sessions of a turn, turns ${measureFrom + 1}–${turns - 1}; ` +
@@ -249,4 +241,4 @@ const runBench = async (options: BenchOptions): Promise<BenchResult> => {
   }
 }
 
-export const bench: Bench = { name: "forest", run: runBench }
+export const bench: Harness.Bench = { name: "forest", run: runBench }

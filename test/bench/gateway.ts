@@ -12,31 +12,46 @@ import { Context, Effect, Layer, Result } from "effect"
 import { performance } from "node:perf_hooks"
 import OpenAI from "openai"
 import { Pool } from "undici"
-import { EmbeddedEngine } from "../../layers/engine/EmbeddedEngine.ts"
-import { Engine, type GenerateRequest, type SamplingParams } from "../../layers/engine/Engine.ts"
-import { Gateway } from "../../layers/gateway/Gateway.ts"
-import { Forests } from "../../layers/generation/Forests.ts"
-import { Generation } from "../../layers/generation/Generation.ts"
-import { Sessions } from "../../layers/schedule/Sessions.ts"
-import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
+import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
+import * as Engine from "../../layers/engine/Engine.ts"
+import * as Gateway from "../../layers/gateway/Gateway.ts"
+import * as Forests from "../../layers/generation/Forests.ts"
+import * as Generation from "../../layers/generation/Generation.ts"
+import * as Sessions from "../../layers/schedule/Sessions.ts"
+import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import * as Chat from "../../src/protocol/chat.ts"
 import * as ObservationDelta from "../../src/template/ObservationDelta.ts"
-import { registeredSession } from "../support/sessions.ts"
-import { text } from "./conversation.ts"
-import { type Bench, type BenchResult, formatMs, formatRatio, median } from "./harness.ts"
+import * as SupportSessions from "../support/sessions.ts"
+import * as Conversation from "./conversation.ts"
+import * as Harness from "./harness.ts"
 
-const stack = Gateway.layer().pipe(
-  Layer.provideMerge(Generation.layer()),
-  Layer.provideMerge(Forests.layer),
-  Layer.provideMerge(Sessions.layer),
-  Layer.provideMerge(EmbeddedEngine.layer({ ...EmbeddedEngine.instant, policy: () => "ok" })),
-  Layer.provideMerge(Tokenizer.layer)
+const stack = Gateway.Gateway.layer().pipe(
+  Layer.provideMerge(Generation.Generation.layer()),
+  Layer.provideMerge(Forests.Forests.layer),
+  Layer.provideMerge(Sessions.Sessions.layer),
+  Layer.provideMerge(
+    EmbeddedEngine.EmbeddedEngine.layer({ ...EmbeddedEngine.EmbeddedEngine.instant, policy: () => "ok" })
+  ),
+  Layer.provideMerge(Tokenizer.Tokenizer.layer)
 )
 
-type Services = Gateway | Generation | Forests | Sessions | Engine | Tokenizer
+type Services =
+  | Gateway.Gateway
+  | Generation.Generation
+  | Forests.Forests
+  | Sessions.Sessions
+  | Engine.Engine
+  | Tokenizer.Tokenizer
 
-const sampling: SamplingParams = { maxNewTokens: 16, temperature: 1, topP: 1, topK: -1, stop: [], stopTokenIds: [] }
-const messages = [{ role: "user" as const, content: text(1, 300) }]
+const sampling: Engine.SamplingParams = {
+  maxNewTokens: 16,
+  temperature: 1,
+  topP: 1,
+  topK: -1,
+  stop: [],
+  stopTokenIds: []
+}
+const messages = [{ role: "user" as const, content: Conversation.text(1, 300) }]
 const body = JSON.stringify({ model: "bench", messages, max_tokens: 16 })
 
 const ROUNDS = 4
@@ -45,15 +60,17 @@ const SDK_PER_ROUND = 30
 const CONCURRENCY = 16
 const CONCURRENT_REQUESTS = 320
 
-const measure = async (context: Context.Context<Services>): Promise<BenchResult> => {
-  const gateway = Context.get(context, Gateway)
-  const sessions = Context.get(context, Sessions)
-  const engine = Context.get(context, Engine)
-  const tokenizer = Context.get(context, Tokenizer)
-  const generation = Context.get(context, Generation)
+const measure = async (context: Context.Context<Services>): Promise<Harness.BenchResult> => {
+  const gateway = Context.get(context, Gateway.Gateway)
+  const sessions = Context.get(context, Sessions.Sessions)
+  const engine = Context.get(context, Engine.Engine)
+  const tokenizer = Context.get(context, Tokenizer.Tokenizer)
+  const generation = Context.get(context, Generation.Generation)
 
   const newSession = (): Promise<string> =>
-    Effect.runPromise(registeredSession({ groupId: "bench", sampling }).pipe(Effect.provideContext(context)))
+    Effect.runPromise(
+      SupportSessions.registeredSession({ groupId: "bench", sampling }).pipe(Effect.provideContext(context))
+    )
   const sessionPool = async (count: number): Promise<Array<string>> => {
     const ids: Array<string> = []
     for (let i = 0; i < count; i++) ids.push(await newSession())
@@ -85,7 +102,7 @@ const measure = async (context: Context.Context<Services>): Promise<BenchResult>
   // The bare engine call the gateway wraps: the same prompt ids and conversation Generation hands the engine.
   const inputIds = Result.getOrThrow(ObservationDelta.rootTokens(tokenizer, messages, [], {}))
   let rid = 0
-  const engineRequest = (): GenerateRequest => ({
+  const engineRequest = (): Engine.GenerateRequest => ({
     inputIds,
     sampling,
     rid: `bench-${rid++}`,
@@ -152,24 +169,24 @@ const measure = async (context: Context.Context<Services>): Promise<BenchResult>
   const concurrentMs = (performance.now() - concurrentStart) / CONCURRENT_REQUESTS
   await pool.close()
 
-  const engineCall = median(engineMs)
+  const engineCall = Harness.median(engineMs)
   const row = (client: string, ms: number, perRequest: boolean): Record<string, string> => ({
     client,
     "requests/s": (1000 / ms).toFixed(0),
-    "time/request": formatMs(ms),
-    "vs engine": perRequest ? formatRatio(ms / engineCall) : "",
+    "time/request": Harness.formatMs(ms),
+    "vs engine": perRequest ? Harness.formatRatio(ms / engineCall) : "",
     "gateway share": perRequest ? `${(((ms - engineCall) / ms) * 100).toFixed(0)}%` : ""
   })
   return {
     title: "Gateway request overhead (chat completions, embedded engine at zero latency, 2-token answers)",
     rows: [
       row("bare engine.generate", engineCall, false),
-      row("Generation.generate (no HTTP)", median(generationMs), true),
-      row("undici, sequential", median(undiciMs), true),
-      row("openai SDK, sequential", median(sdkMs), true),
+      row("Generation.generate (no HTTP)", Harness.median(generationMs), true),
+      row("undici, sequential", Harness.median(undiciMs), true),
+      row("openai SDK, sequential", Harness.median(sdkMs), true),
       {
         ...row(`undici, ${CONCURRENCY} concurrent`, concurrentMs, false),
-        "time/request": `${formatMs(concurrentMs)} (amortized)`
+        "time/request": `${Harness.formatMs(concurrentMs)} (amortized)`
       }
     ],
     notes: [
@@ -182,10 +199,10 @@ const measure = async (context: Context.Context<Services>): Promise<BenchResult>
   }
 }
 
-const run = (): Promise<BenchResult> =>
+const run = (): Promise<Harness.BenchResult> =>
   Effect.runPromise(Effect.scoped(Effect.gen(function*() {
     const context = yield* Layer.build(stack)
     return yield* Effect.promise(() => measure(context))
   })))
 
-export const bench: Bench = { name: "gateway", run }
+export const bench: Harness.Bench = { name: "gateway", run }

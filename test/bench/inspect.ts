@@ -19,7 +19,7 @@ import { join } from "node:path"
 import { performance } from "node:perf_hooks"
 import { chromium as playwright } from "playwright-core"
 import * as Inspector from "../../layers/inspect/Inspector.ts"
-import { load as loadTokenizer } from "../../layers/tokenizer/Tokenizer.ts"
+import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import * as ForestCommit from "../../src/forest/Commit.ts"
 import * as Forest from "../../src/forest/Forest.ts"
 import * as Sample from "../../src/forest/Sample.ts"
@@ -28,15 +28,7 @@ import * as ForestDump from "../../src/inspect/ForestDump.ts"
 import * as Model from "../../src/inspect/Model.ts"
 import type * as Canonical from "../../src/protocol/canonical.ts"
 import * as Records from "../../src/rollout/Records.ts"
-import {
-  type Bench,
-  type BenchResult,
-  formatBytes,
-  formatMs,
-  formatRatio,
-  garbageCollector,
-  percentile
-} from "./harness.ts"
+import * as Harness from "./harness.ts"
 
 const user = (content: string): Canonical.Message => ({ role: "user", content })
 const assistant = (content: string): Canonical.Message => ({ role: "assistant", content })
@@ -152,7 +144,7 @@ interface Measured {
   readonly domRows: number
 }
 
-const collect = garbageCollector()
+const collect = Harness.garbageCollector()
 
 /** CPU milliseconds `f` takes (wall time on a busy machine says more about the machine). */
 const cpuMs = <A>(f: () => A): { readonly value: A; readonly ms: number } => {
@@ -183,7 +175,7 @@ const measure = async (path: string, page: import("playwright-core").Page): Prom
   const used = process.cpuUsage(cpu)
   const loadCpuMs = (used.user + used.system) / 1000
   const openCpuMs = cpuMs(() => run.open(run.sessions[Math.floor(run.sessions.length / 2)]!.key)).ms
-  const vocab = Inspector.vocabulary(await Effect.runPromise(loadTokenizer()))
+  const vocab = Inspector.vocabulary(await Effect.runPromise(Tokenizer.load()))
   return Effect.runPromise(Effect.scoped(Effect.gen(function*() {
     const server = Context.get(yield* Layer.build(Inspector.Inspector.layer(run, vocab)), Inspector.Inspector)
     return yield* Effect.promise(async () => {
@@ -220,8 +212,8 @@ const measure = async (path: string, page: import("playwright-core").Page): Prom
         openCpuMs,
         overviewBytes,
         pageMs,
-        frameP50: percentile(frames, 50),
-        frameP95: percentile(frames, 95),
+        frameP50: Harness.percentile(frames, 50),
+        frameP95: Harness.percentile(frames, 95),
         frames: frames.length,
         openMs,
         domRows
@@ -230,7 +222,7 @@ const measure = async (path: string, page: import("playwright-core").Page): Prom
   })))
 }
 
-const run = async (options: { readonly full: boolean }): Promise<BenchResult> => {
+const run = async (options: { readonly full: boolean }): Promise<Harness.BenchResult> => {
   const scale = options.full ? 3 : 1
   const dir = mkdtempSync(join(tmpdir(), "bench-inspect-"))
   const smallDump = writeDump(dir, 1_000, scale)
@@ -249,29 +241,29 @@ const run = async (options: { readonly full: boolean }): Promise<BenchResult> =>
       measure: what,
       "1,000 Sessions": format(a),
       "10,000 Sessions": format(b),
-      "10k / 1k": formatRatio(b / a)
+      "10k / 1k": Harness.formatRatio(b / a)
     })
     return {
       title: `inspect: reading a run and using the page, 1,000 vs 10,000 Sessions (~${
         (180 * scale).toLocaleString()
       } tokens each)`,
       rows: [
-        row("dump size", small.bytes, large.bytes, formatBytes),
-        row("before: read + decode everything + overview (CPU)", small.eagerCpuMs, large.eagerCpuMs, formatMs),
-        row("now: read + lazy index + overview (CPU)", small.loadCpuMs, large.loadCpuMs, formatMs),
-        row("now: read + lazy index + overview (wall)", small.loadMs, large.loadMs, formatMs),
-        row("open a Session: decode its lines in full (CPU)", small.openCpuMs, large.openCpuMs, formatMs),
-        row("overview (first load)", small.overviewBytes, large.overviewBytes, formatBytes),
-        row("page until the list shows", small.pageMs, large.pageMs, formatMs),
-        row("scroll frame p50", small.frameP50, large.frameP50, formatMs),
-        row("scroll frame p95", small.frameP95, large.frameP95, formatMs),
+        row("dump size", small.bytes, large.bytes, Harness.formatBytes),
+        row("before: read + decode everything + overview (CPU)", small.eagerCpuMs, large.eagerCpuMs, Harness.formatMs),
+        row("now: read + lazy index + overview (CPU)", small.loadCpuMs, large.loadCpuMs, Harness.formatMs),
+        row("now: read + lazy index + overview (wall)", small.loadMs, large.loadMs, Harness.formatMs),
+        row("open a Session: decode its lines in full (CPU)", small.openCpuMs, large.openCpuMs, Harness.formatMs),
+        row("overview (first load)", small.overviewBytes, large.overviewBytes, Harness.formatBytes),
+        row("page until the list shows", small.pageMs, large.pageMs, Harness.formatMs),
+        row("scroll frame p50", small.frameP50, large.frameP50, Harness.formatMs),
+        row("scroll frame p95", small.frameP95, large.frameP95, Harness.formatMs),
         row("rows in the DOM", small.domRows, large.domRows, String),
-        row("open a Session (tree + tokens)", small.openMs, large.openMs, formatMs)
+        row("open a Session (tree + tokens)", small.openMs, large.openMs, Harness.formatMs)
       ],
       notes: [
         `Lazy reading vs decoding everything up front (CPU, same dump, same run): ${
-          formatRatio(small.loadCpuMs / small.eagerCpuMs)
-        } at 1,000 Sessions, ${formatRatio(large.loadCpuMs / large.eagerCpuMs)} at 10,000.`,
+          Harness.formatRatio(small.loadCpuMs / small.eagerCpuMs)
+        } at 1,000 Sessions, ${Harness.formatRatio(large.loadCpuMs / large.eagerCpuMs)} at 10,000.`,
         `Scrolling: ${small.frames} frames from top to bottom of the list; a frame at 60 Hz is 16.7 ms.`,
         "Reading grows with the files (every line read without its token arrays: the index the list comes from); " +
         "the page's costs do not: the list keeps only the rows in view in the DOM, and a Session's lines are " +
@@ -284,4 +276,4 @@ const run = async (options: { readonly full: boolean }): Promise<BenchResult> =>
   }
 }
 
-export const bench: Bench = { name: "inspect", run }
+export const bench: Harness.Bench = { name: "inspect", run }

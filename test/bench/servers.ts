@@ -7,21 +7,27 @@ import { Context, Effect, Layer, type Scope } from "effect"
 import { createServer, type IncomingMessage, type Server } from "node:http"
 import type { AddressInfo } from "node:net"
 import { Agent } from "undici"
-import { EmbeddedEngine, type Policy } from "../../layers/engine/EmbeddedEngine.ts"
-import type { Engine, SamplingParams } from "../../layers/engine/Engine.ts"
-import { SglangEngine } from "../../layers/engine/sglang/SglangEngine.ts"
-import { Gateway, type GatewayOptions } from "../../layers/gateway/Gateway.ts"
-import { Forests } from "../../layers/generation/Forests.ts"
-import { Generation } from "../../layers/generation/Generation.ts"
+import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
+import type * as Engine from "../../layers/engine/Engine.ts"
+import * as SglangEngine from "../../layers/engine/sglang/SglangEngine.ts"
+import * as Gateway from "../../layers/gateway/Gateway.ts"
+import * as Forests from "../../layers/generation/Forests.ts"
+import * as Generation from "../../layers/generation/Generation.ts"
 import * as FairScheduler from "../../layers/runtime/FairScheduler.ts"
-import { Sessions } from "../../layers/schedule/Sessions.ts"
-import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
-import { registeredSession } from "../support/sessions.ts"
-import type { Target } from "./loadClient.ts"
+import * as Sessions from "../../layers/schedule/Sessions.ts"
+import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
+import * as SupportSessions from "../support/sessions.ts"
+import type * as LoadClient from "./loadClient.ts"
 
-export type GatewayServices = Gateway | Generation | Forests | Sessions | Engine | Tokenizer
+export type GatewayServices =
+  | Gateway.Gateway
+  | Generation.Generation
+  | Forests.Forests
+  | Sessions.Sessions
+  | Engine.Engine
+  | Tokenizer.Tokenizer
 
-export const sampling: SamplingParams = {
+export const sampling: Engine.SamplingParams = {
   maxNewTokens: 16,
   temperature: 1,
   topP: 1,
@@ -31,43 +37,51 @@ export const sampling: SamplingParams = {
 }
 
 /** A policy that reads the conversation, as real policies do (the arithmetic example looks at the last message). */
-export const readingPolicy: Policy = (request) =>
+export const readingPolicy: EmbeddedEngine.Policy = (request) =>
   request.messages[request.messages.length - 1]?.role === "assistant" ? "?" : "ok"
 
 /** The gateway stack as the rollout composes it, on the rollout's scheduler (FairScheduler). */
 const gatewayStack = (
-  engine: Layer.Layer<Engine, unknown, Tokenizer>,
-  options: GatewayOptions = {},
+  engine: Layer.Layer<Engine.Engine, unknown, Tokenizer.Tokenizer>,
+  options: Gateway.GatewayOptions = {},
   scheduler: Layer.Layer<never> = FairScheduler.layer()
 ) =>
-  Gateway.layer(options).pipe(
-    Layer.provideMerge(Generation.layer()),
-    Layer.provideMerge(Forests.layer),
-    Layer.provideMerge(Sessions.layer),
+  Gateway.Gateway.layer(options).pipe(
+    Layer.provideMerge(Generation.Generation.layer()),
+    Layer.provideMerge(Forests.Forests.layer),
+    Layer.provideMerge(Sessions.Sessions.layer),
     Layer.provideMerge(engine),
-    Layer.provideMerge(Tokenizer.layer),
+    Layer.provideMerge(Tokenizer.Tokenizer.layer),
     Layer.provide(scheduler)
   )
 
 /** The gateway over the embedded engine at zero latency with `policy`. */
 export const embeddedGateway = (
-  policy: Policy = readingPolicy,
-  options: GatewayOptions = {},
+  policy: EmbeddedEngine.Policy = readingPolicy,
+  options: Gateway.GatewayOptions = {},
   scheduler?: Layer.Layer<never>
-) => Layer.build(gatewayStack(EmbeddedEngine.layer({ ...EmbeddedEngine.instant, policy }), options, scheduler))
+) =>
+  Layer.build(
+    gatewayStack(
+      EmbeddedEngine.EmbeddedEngine.layer({ ...EmbeddedEngine.EmbeddedEngine.instant, policy }),
+      options,
+      scheduler
+    )
+  )
 
 /** The gateway over SGLang at `url`. */
 export const sglangGateway = (url: string) =>
-  Layer.build(gatewayStack(SglangEngine.layer({ workerUrls: [url], healthCheck: false })))
+  Layer.build(gatewayStack(SglangEngine.SglangEngine.layer({ workerUrls: [url], healthCheck: false })))
 
 /** Register `count` fresh Sessions (each with a forest) whose lease is `awaitLease`; returns their ids. */
 export const registerSessions = (
-  context: Context.Context<Sessions | Forests>,
+  context: Context.Context<Sessions.Sessions | Forests.Forests>,
   count: number,
   awaitLease: Effect.Effect<void> = Effect.void
 ): Promise<Array<string>> =>
   Effect.runPromise(
-    Effect.forEach(Array.from({ length: count }), () => registeredSession({ groupId: "bench", sampling, awaitLease }))
+    Effect.forEach(Array.from({ length: count }), () =>
+      SupportSessions.registeredSession({ groupId: "bench", sampling, awaitLease }))
       .pipe(
         Effect.provideContext(context)
       )
@@ -75,11 +89,11 @@ export const registerSessions = (
 
 /** Close and forget Sessions after a round, so rounds do not accumulate forests. */
 export const forgetSessions = (
-  context: Context.Context<Sessions | Forests>,
+  context: Context.Context<Sessions.Sessions | Forests.Forests>,
   ids: ReadonlyArray<string>
 ): Promise<void> => {
-  const sessions = Context.get(context, Sessions)
-  const forests = Context.get(context, Forests)
+  const sessions = Context.get(context, Sessions.Sessions)
+  const forests = Context.get(context, Forests.Forests)
   return Effect.runPromise(
     Effect.forEach(ids, (id) => Effect.andThen(sessions.remove(id), forests.remove(id)), { discard: true })
   )
@@ -90,8 +104,8 @@ export const gatewayTarget = (
   name: string,
   context: Context.Context<GatewayServices>,
   tokens: ReadonlyArray<string>
-): Target => {
-  const url = new URL(Context.get(context, Gateway).baseUrl)
+): LoadClient.Target => {
+  const url = new URL(Context.get(context, Gateway.Gateway).baseUrl)
   return { name, origin: url.origin, path: `${url.pathname}/v1/chat/completions`, tokens }
 }
 
@@ -118,7 +132,9 @@ const completion = (content: string, promptTokens: number) =>
  * `upstream` it first makes one `/generate` call there (about one input id per 6 body bytes, close to the real prompt, the same undici client
  * the SGLang engine uses) and parses its answer.
  */
-export const floor = (upstream?: string): Effect.Effect<Target & { readonly url: string }, never, Scope.Scope> =>
+export const floor = (
+  upstream?: string
+): Effect.Effect<LoadClient.Target & { readonly url: string }, never, Scope.Scope> =>
   Effect.gen(function*() {
     const agent = yield* Effect.acquireRelease(
       Effect.sync(() => new Agent({ connections: 512 })),

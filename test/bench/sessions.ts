@@ -11,45 +11,37 @@
 import { Context, Deferred, Effect, Result } from "effect"
 import { writeFileSync } from "node:fs"
 import { monitorEventLoopDelay, performance } from "node:perf_hooks"
-import { Forests } from "../../layers/generation/Forests.ts"
-import { Generation } from "../../layers/generation/Generation.ts"
-import { Sessions } from "../../layers/schedule/Sessions.ts"
+import * as Forests from "../../layers/generation/Forests.ts"
+import * as Generation from "../../layers/generation/Generation.ts"
+import * as Sessions from "../../layers/schedule/Sessions.ts"
 import * as Forest from "../../src/forest/Forest.ts"
 import * as Chat from "../../src/protocol/chat.ts"
-import { start } from "./child.ts"
-import { conversation, text } from "./conversation.ts"
-import {
-  type Bench,
-  type BenchOptions,
-  type BenchResult,
-  formatBytes,
-  formatMs,
-  garbageCollector,
-  usedBytes
-} from "./harness.ts"
-import type { HoldResult } from "./loadClient.ts"
-import { embeddedGateway, gatewayTarget, registerSessions } from "./servers.ts"
-import { describeStalls, type Stall, watchStalls } from "./stalls.ts"
+import * as Child from "./child.ts"
+import * as Conversation from "./conversation.ts"
+import * as Harness from "./harness.ts"
+import type * as LoadClient from "./loadClient.ts"
+import * as Servers from "./servers.ts"
+import * as Stalls from "./stalls.ts"
 
-const HISTORY = conversation(6, 300)
+const HISTORY = Conversation.conversation(6, 300)
 const BIG_MESSAGE_BYTES = 1024 * 1024
 
-const run = (options: BenchOptions): Promise<BenchResult> => {
+const run = (options: Harness.BenchOptions): Promise<Harness.BenchResult> => {
   const count = options.full ? 10_000 : 2_000
-  const collect = garbageCollector() ?? (() => {})
+  const collect = Harness.garbageCollector() ?? (() => {})
   const measuredBytes = () => {
     collect()
-    return usedBytes()
+    return Harness.usedBytes()
   }
   return Effect.runPromise(Effect.scoped(Effect.gen(function*() {
     const client = yield* Effect.acquireRelease(
-      Effect.sync(() => start("./loadClient.ts")),
+      Effect.sync(() => Child.start("./loadClient.ts")),
       (c) => Effect.promise(() => c.close())
     )
-    const context = yield* embeddedGateway(undefined, { heartbeatInterval: "1 second" })
-    const generation = Context.get(context, Generation)
-    const sessions = Context.get(context, Sessions)
-    const forests = Context.get(context, Forests)
+    const context = yield* Servers.embeddedGateway(undefined, { heartbeatInterval: "1 second" })
+    const generation = Context.get(context, Generation.Generation)
+    const sessions = Context.get(context, Sessions.Sessions)
+    const forests = Context.get(context, Forests.Forests)
     const gate = yield* Deferred.make<void>()
     let open = true
     let waiting = 0
@@ -60,7 +52,7 @@ const run = (options: BenchOptions): Promise<BenchResult> => {
     })
 
     const before = measuredBytes()
-    const ids = yield* Effect.promise(() => registerSessions(context, count, awaitLease))
+    const ids = yield* Effect.promise(() => Servers.registerSessions(context, count, awaitLease))
     const registered = measuredBytes()
     const first = Chat.adapter.decode({ model: "bench", messages: HISTORY, max_tokens: 16 })
     if (Result.isFailure(first)) throw new Error(`bench request does not decode: ${first.failure.message}`)
@@ -80,15 +72,18 @@ const run = (options: BenchOptions): Promise<BenchResult> => {
 
     // Hold one streaming request per Session; watch the event loop while they arrive and while they wait.
     open = false
-    const target = gatewayTarget("gateway", context, ids)
-    const held = [...HISTORY, { role: "assistant", content: "ok" }, { role: "user", content: text(7, 300) }]
+    const target = Servers.gatewayTarget("gateway", context, ids)
+    const held = [...HISTORY, { role: "assistant", content: "ok" }, {
+      role: "user",
+      content: Conversation.text(7, 300)
+    }]
     const delay = monitorEventLoopDelay({ resolution: 10 })
     // STALL_MS lowers the threshold of the listed stalls, to read shorter busy periods in a profile (the rows keep 50 ms).
     const stallMs = Number(process.env["STALL_MS"] ?? 50)
-    const watch = watchStalls(stallMs)
+    const watch = Stalls.watchStalls(stallMs)
     const phase = async <A>(
       work: () => Promise<A>
-    ): Promise<{ readonly value: A; readonly maxStallMs: number; readonly stalls: ReadonlyArray<Stall> }> => {
+    ): Promise<{ readonly value: A; readonly maxStallMs: number; readonly stalls: ReadonlyArray<Stalls.Stall> }> => {
       delay.reset()
       delay.enable()
       watch.reset()
@@ -99,23 +94,27 @@ const run = (options: BenchOptions): Promise<BenchResult> => {
       return { value, maxStallMs: delay.max / 1e6, stalls: watch.stalls() }
     }
     const opening = yield* Effect.promise(() =>
-      phase(() => client.call<HoldResult>({ kind: "hold", target, messages: held }))
+      phase(() => client.call<LoadClient.HoldResult>({ kind: "hold", target, messages: held }))
     )
     while (waiting < count) yield* Effect.sleep("10 millis")
     const holding = yield* Effect.promise(() => phase(() => new Promise((resolve) => setTimeout(resolve, 3000))))
     const heldBytes = measuredBytes()
 
-    const [big] = yield* Effect.promise(() => registerSessions(context, 1))
-    const bigMessages = [...HISTORY, { role: "user", content: text(11, BIG_MESSAGE_BYTES) }]
+    const [big] = yield* Effect.promise(() => Servers.registerSessions(context, 1))
+    const bigMessages = [...HISTORY, { role: "user", content: Conversation.text(11, BIG_MESSAGE_BYTES) }]
     const bigPhase = yield* Effect.promise(() =>
       phase(() =>
-        client.call<number>({ kind: "send", target: gatewayTarget("big", context, [big ?? ""]), messages: bigMessages })
+        client.call<number>({
+          kind: "send",
+          target: Servers.gatewayTarget("big", context, [big ?? ""]),
+          messages: bigMessages
+        })
       )
     )
 
     open = true
     yield* Deferred.succeed(gate, undefined)
-    const release = yield* Effect.promise(() => phase(() => client.call<HoldResult>({ kind: "finish" })))
+    const release = yield* Effect.promise(() => phase(() => client.call<LoadClient.HoldResult>({ kind: "finish" })))
     const finished = release.value
     watch.stop()
     const log = process.env["STALL_LOG"]
@@ -123,7 +122,7 @@ const run = (options: BenchOptions): Promise<BenchResult> => {
       // Stall windows on the clock of a `--cpu-prof` profile (µs of the monotonic clock), to read the profile's samples
       // inside each one (docs/performance.md, section 3).
       const offsetUs = Number(process.hrtime.bigint() / 1000n) - performance.now() * 1000
-      const windows = (name: string, p: { readonly stalls: ReadonlyArray<Stall> }) =>
+      const windows = (name: string, p: { readonly stalls: ReadonlyArray<Stalls.Stall> }) =>
         p.stalls.map((s) => ({ phase: name, ...s, startUs: s.startMs * 1000 + offsetUs }))
       writeFileSync(
         log,
@@ -136,34 +135,37 @@ const run = (options: BenchOptions): Promise<BenchResult> => {
       )
     }
 
-    const stall = (p: { readonly maxStallMs: number }) => formatMs(p.maxStallMs)
+    const stall = (p: { readonly maxStallMs: number }) => Harness.formatMs(p.maxStallMs)
     const perSession = (heldBytes - before) / count
     return {
       title: `${
         count.toLocaleString("en")
       } concurrent Sessions in one process (held streaming requests, 1 s heartbeats)`,
       rows: [
-        { measure: "heap per Session (registry + forest + held request)", value: formatBytes(perSession) },
-        { measure: "  of which registry entry", value: formatBytes((registered - before) / count) },
-        { measure: "  of which forest (first turn)", value: formatBytes((populated - registered) / count) },
-        { measure: "  of which held request", value: formatBytes((heldBytes - populated) / count) },
+        { measure: "heap per Session (registry + forest + held request)", value: Harness.formatBytes(perSession) },
+        { measure: "  of which registry entry", value: Harness.formatBytes((registered - before) / count) },
+        { measure: "  of which forest (first turn)", value: Harness.formatBytes((populated - registered) / count) },
+        { measure: "  of which held request", value: Harness.formatBytes((heldBytes - populated) / count) },
         {
           measure: "bytes per stored token (target ≤ 16)",
           value: ((populated - registered) / storedTokens).toFixed(1)
         },
         {
           measure: "first turns through the generation core",
-          value: `${formatMs(populateMs)} (${formatMs(populateMs / count)} each)`
+          value: `${Harness.formatMs(populateMs)} (${Harness.formatMs(populateMs / count)} each)`
         },
         { measure: "longest stall while requests arrive", value: stall(opening) },
         { measure: "longest stall while held (3 s)", value: stall(holding) },
         { measure: "longest stall during one 1 MB message", value: stall(bigPhase) },
-        { measure: "the 1 MB message's latency", value: formatMs(bigPhase.value) },
+        { measure: "the 1 MB message's latency", value: Harness.formatMs(bigPhase.value) },
         { measure: "longest stall while released and answered", value: stall(release) },
-        { measure: "stalls while requests arrive (count, GC share)", value: describeStalls(opening.stalls, stallMs) },
-        { measure: "stalls while held", value: describeStalls(holding.stalls, stallMs) },
-        { measure: "stalls during the 1 MB message", value: describeStalls(bigPhase.stalls, stallMs) },
-        { measure: "stalls while released", value: describeStalls(release.stalls, stallMs) },
+        {
+          measure: "stalls while requests arrive (count, GC share)",
+          value: Stalls.describeStalls(opening.stalls, stallMs)
+        },
+        { measure: "stalls while held", value: Stalls.describeStalls(holding.stalls, stallMs) },
+        { measure: "stalls during the 1 MB message", value: Stalls.describeStalls(bigPhase.stalls, stallMs) },
+        { measure: "stalls while released", value: Stalls.describeStalls(release.stalls, stallMs) },
         {
           measure: "held requests completed after release",
           value: `${finished.completed} / ${opening.value.opened} (${finished.heartbeats} heartbeats)`
@@ -186,4 +188,4 @@ const run = (options: BenchOptions): Promise<BenchResult> => {
   })))
 }
 
-export const bench: Bench = { name: "sessions", run }
+export const bench: Harness.Bench = { name: "sessions", run }

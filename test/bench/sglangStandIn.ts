@@ -5,9 +5,9 @@
  */
 import { createServer } from "node:http"
 import type { AddressInfo } from "node:net"
-import { serve } from "./child.ts"
+import * as Child from "./child.ts"
 
-serve(async (message) => {
+Child.serve(async (message) => {
   // Decoding boundary: the parent sends the ids to answer.
   const { outputIds } = message as { readonly outputIds: ReadonlyArray<number> }
   const server = createServer((req, res) => {

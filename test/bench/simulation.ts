@@ -15,38 +15,38 @@
 import { Context, Effect, Fiber, Layer, Result } from "effect"
 import { TestClock } from "effect/testing"
 import { constants, performance, type PerformanceEntry, PerformanceObserver } from "node:perf_hooks"
-import { EmbeddedEngine } from "../../layers/engine/EmbeddedEngine.ts"
-import { Forests } from "../../layers/generation/Forests.ts"
-import { Generation } from "../../layers/generation/Generation.ts"
-import { Sessions } from "../../layers/schedule/Sessions.ts"
-import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
+import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
+import * as Forests from "../../layers/generation/Forests.ts"
+import * as Generation from "../../layers/generation/Generation.ts"
+import * as Sessions from "../../layers/schedule/Sessions.ts"
+import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import * as Canonical from "../../src/protocol/canonical.ts"
-import { conversation, text } from "./conversation.ts"
-import { type Bench, type BenchOptions, type BenchResult, formatBytes, formatMs } from "./harness.ts"
+import * as Conversation from "./conversation.ts"
+import * as Harness from "./harness.ts"
 import * as Profiler from "./profiles.ts"
-import { readingPolicy, registerSessions } from "./servers.ts"
+import * as Servers from "./servers.ts"
 
 const TURNS = 20
 const THINK = "2 seconds"
 
-const run = (options: BenchOptions): Promise<BenchResult> => {
+const run = (options: Harness.BenchOptions): Promise<Harness.BenchResult> => {
   const count = Number(process.env["SIM_COUNT"] ?? (options.full ? 1000 : 100))
   const profileFile = process.env["SIM_CPUPROF"]
   const heapFile = process.env["SIM_HEAPPROF"]
   let allocated: number | undefined
   const progress = Number(process.env["SIM_PROGRESS"] ?? 0)
-  const stack = Generation.layer().pipe(
-    Layer.provideMerge(Forests.layer),
-    Layer.provideMerge(Sessions.layer),
-    Layer.provideMerge(EmbeddedEngine.layer({ policy: readingPolicy })),
-    Layer.provideMerge(Tokenizer.layer)
+  const stack = Generation.Generation.layer().pipe(
+    Layer.provideMerge(Forests.Forests.layer),
+    Layer.provideMerge(Sessions.Sessions.layer),
+    Layer.provideMerge(EmbeddedEngine.EmbeddedEngine.layer({ policy: Servers.readingPolicy })),
+    Layer.provideMerge(Tokenizer.Tokenizer.layer)
   )
   return Effect.runPromise(Effect.scoped(Effect.gen(function*() {
     const context = yield* Layer.build(stack)
-    const generation = Context.get(context, Generation)
-    const sessions = Context.get(context, Sessions)
-    const ids = yield* Effect.promise(() => registerSessions(context, count))
-    const history = conversation(6, 300)
+    const generation = Context.get(context, Generation.Generation)
+    const sessions = Context.get(context, Sessions.Sessions)
+    const ids = yield* Effect.promise(() => Servers.registerSessions(context, count))
+    const history = Conversation.conversation(6, 300)
     let requests = 0
     const agent = (id: string) =>
       Effect.gen(function*() {
@@ -67,7 +67,10 @@ const run = (options: BenchOptions): Promise<BenchResult> => {
             }
           )
           requests++
-          messages.push({ role: "assistant", content: completion.content }, { role: "user", content: text(turn, 300) })
+          messages.push({ role: "assistant", content: completion.content }, {
+            role: "user",
+            content: Conversation.text(turn, 300)
+          })
           yield* Effect.sleep(THINK)
         }
       })
@@ -93,11 +96,11 @@ const run = (options: BenchOptions): Promise<BenchResult> => {
         if (progress > 0 && seconds % progress === 0) {
           const cpu = process.cpuUsage(cpuStart)
           console.error(
-            `simulation: ${seconds} s simulated, ${requests} requests, ${formatMs(performance.now() - start)} wall, ${
-              formatMs((cpu.user + cpu.system) / 1000 / Math.max(1, requests))
-            } CPU per request, GC ${formatMs(gc.ms)} (major ${formatMs(gc.majorMs)}), heap ${
-              formatBytes(process.memoryUsage().heapUsed)
-            }`
+            `simulation: ${seconds} s simulated, ${requests} requests, ${
+              Harness.formatMs(performance.now() - start)
+            } wall, ${Harness.formatMs((cpu.user + cpu.system) / 1000 / Math.max(1, requests))} CPU per request, GC ${
+              Harness.formatMs(gc.ms)
+            } (major ${Harness.formatMs(gc.majorMs)}), heap ${Harness.formatBytes(process.memoryUsage().heapUsed)}`
           )
         }
       }
@@ -120,28 +123,31 @@ const run = (options: BenchOptions): Promise<BenchResult> => {
     return {
       title: `Simulation under the TestClock: ${count} Sessions × ${TURNS} turns through the generation core`,
       rows: [
-        { measure: "wall time", value: formatMs(wallMs) },
+        { measure: "wall time", value: Harness.formatMs(wallMs) },
         { measure: "requests", value: String(requests) },
-        { measure: "wall time per request", value: formatMs(wallMs / requests) },
+        { measure: "wall time per request", value: Harness.formatMs(wallMs / requests) },
         {
           measure: "CPU time of this process (all threads)",
-          value: `${formatMs(cpuMs)} (${formatMs(cpuMs / requests)} per request)`
+          value: `${Harness.formatMs(cpuMs)} (${Harness.formatMs(cpuMs / requests)} per request)`
         },
         { measure: "simulated time", value: `${simulated} s` },
-        { measure: "garbage collection (all / major)", value: `${formatMs(gc.ms)} / ${formatMs(gc.majorMs)}` },
+        {
+          measure: "garbage collection (all / major)",
+          value: `${Harness.formatMs(gc.ms)} / ${Harness.formatMs(gc.majorMs)}`
+        },
         ...(allocated === undefined
           ? []
-          : [{ measure: "allocated per request (SIM_HEAPPROF)", value: formatBytes(allocated / requests) }]),
+          : [{ measure: "allocated per request (SIM_HEAPPROF)", value: Harness.formatBytes(allocated / requests) }]),
         {
           measure: "projected for 1,000 × 20 (target ≤ 10 s wall)",
-          value: `${formatMs((wallMs / requests) * 1000 * TURNS)} wall, ${
-            formatMs((cpuMs / requests) * 1000 * TURNS)
+          value: `${Harness.formatMs((wallMs / requests) * 1000 * TURNS)} wall, ${
+            Harness.formatMs((cpuMs / requests) * 1000 * TURNS)
           } CPU`
         },
         {
           measure: "projected for 10,000 × 20 (target ≤ 60 s wall)",
-          value: `${formatMs((wallMs / requests) * 10_000 * TURNS)} wall, ${
-            formatMs((cpuMs / requests) * 10_000 * TURNS)
+          value: `${Harness.formatMs((wallMs / requests) * 10_000 * TURNS)} wall, ${
+            Harness.formatMs((cpuMs / requests) * 10_000 * TURNS)
           } CPU`
         }
       ],
@@ -157,4 +163,4 @@ const run = (options: BenchOptions): Promise<BenchResult> => {
   })))
 }
 
-export const bench: Bench = { name: "simulation", run }
+export const bench: Harness.Bench = { name: "simulation", run }

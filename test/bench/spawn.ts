@@ -15,10 +15,10 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { performance } from "node:perf_hooks"
 import { fileURLToPath } from "node:url"
-import { Gateway } from "../../layers/gateway/Gateway.ts"
-import { Supervisor } from "../../layers/session/Supervisor.ts"
-import { type Bench, type BenchOptions, type BenchResult, formatMs, percentile } from "./harness.ts"
-import { embeddedGateway, registerSessions } from "./servers.ts"
+import * as Gateway from "../../layers/gateway/Gateway.ts"
+import * as Supervisor from "../../layers/session/Supervisor.ts"
+import * as Harness from "./harness.ts"
+import * as Servers from "./servers.ts"
 
 const agentPath = fileURLToPath(new URL("./agent.mjs", import.meta.url))
 
@@ -29,17 +29,17 @@ interface Timings {
   readonly allDoneMs: number
 }
 
-const run = (options: BenchOptions): Promise<BenchResult> => {
+const run = (options: Harness.BenchOptions): Promise<Harness.BenchResult> => {
   const count = options.full ? 256 : 32
   return Effect.runPromise(Effect.scoped(Effect.gen(function*() {
-    const context = yield* embeddedGateway()
+    const context = yield* Servers.embeddedGateway()
     const ioRoot = yield* Effect.acquireRelease(
       Effect.sync(() => mkdtempSync(join(tmpdir(), "relax-bench-spawn-"))),
       (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
     )
-    const supervisor = Supervisor.localProcess({
+    const supervisor = Supervisor.Supervisor.localProcess({
       spec: { command: `"${process.execPath}" "${agentPath}"`, cwd: ioRoot, env: {}, timeoutSeconds: 600 },
-      baseUrl: Context.get(context, Gateway).agentBaseUrl,
+      baseUrl: Context.get(context, Gateway.Gateway).agentBaseUrl,
       ioRoot
     })
 
@@ -53,7 +53,7 @@ const run = (options: BenchOptions): Promise<BenchResult> => {
           arrived++
           return granted !== undefined ? Effect.void : Deferred.await(grant)
         }).pipe(Effect.andThen(Effect.sync(() => void firsts.push(performance.now() - (granted ?? 0)))))
-        const ids = yield* Effect.promise(() => registerSessions(context, count, lease))
+        const ids = yield* Effect.promise(() => Servers.registerSessions(context, count, lease))
         const start = performance.now()
         const agents = yield* Effect.forEach(ids, (sessionId) =>
           supervisor.run({
@@ -78,10 +78,10 @@ const run = (options: BenchOptions): Promise<BenchResult> => {
     const row = (name: string, t: Timings, rate: string): Record<string, string> => ({
       mode: name,
       "agents/s started": rate,
-      "p50 to first": formatMs(percentile(t.toFirst, 50)),
-      "p99 to first": formatMs(percentile(t.toFirst, 99)),
-      "max to first": formatMs(percentile(t.toFirst, 100)),
-      "until all exited": formatMs(t.allDoneMs)
+      "p50 to first": Harness.formatMs(Harness.percentile(t.toFirst, 50)),
+      "p99 to first": Harness.formatMs(Harness.percentile(t.toFirst, 99)),
+      "max to first": Harness.formatMs(Harness.percentile(t.toFirst, 100)),
+      "until all exited": Harness.formatMs(t.allDoneMs)
     })
     return {
       title: `Agent spawn: ${count} agent processes at once (node, one chat completion each)`,
@@ -107,4 +107,4 @@ const run = (options: BenchOptions): Promise<BenchResult> => {
   })))
 }
 
-export const bench: Bench = { name: "spawn", run }
+export const bench: Harness.Bench = { name: "spawn", run }

@@ -19,19 +19,19 @@ import { Context, Effect, Fiber, Layer } from "effect"
 import { createHook } from "node:async_hooks"
 import { writeFileSync } from "node:fs"
 import { Session } from "node:inspector"
-import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
-import { start } from "./child.ts"
-import { conversation } from "./conversation.ts"
-import type { ConversationsJob, TargetResult } from "./loadClient.ts"
+import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
+import * as Child from "./child.ts"
+import * as Conversation from "./conversation.ts"
+import type * as LoadClient from "./loadClient.ts"
 import * as Profiler from "./profiles.ts"
-import { forgetSessions, gatewayTarget, registerSessions, sglangGateway } from "./servers.ts"
+import * as Servers from "./servers.ts"
 
 const rounds = Number(process.argv[2] ?? 6)
 const profileFile = process.argv[3]
 const warm = Number(process.env["WARM"] ?? 4096)
 const clients = 64
 const turns = 8
-const HISTORY = conversation(30, 470)
+const HISTORY = Conversation.conversation(30, 470)
 
 interface Node {
   readonly callFrame: {
@@ -46,30 +46,30 @@ interface Node {
 
 const main = Effect.scoped(Effect.gen(function*() {
   const standIn = yield* Effect.acquireRelease(
-    Effect.sync(() => start("./sglangStandIn.ts")),
+    Effect.sync(() => Child.start("./sglangStandIn.ts")),
     (c) => Effect.promise(() => c.close())
   )
   const client = yield* Effect.acquireRelease(
-    Effect.sync(() => start("./loadClient.ts")),
+    Effect.sync(() => Child.start("./loadClient.ts")),
     (c) => Effect.promise(() => c.close())
   )
-  const tokenizer = Context.get(yield* Layer.build(Tokenizer.layer), Tokenizer)
+  const tokenizer = Context.get(yield* Layer.build(Tokenizer.Tokenizer.layer), Tokenizer.Tokenizer)
   const outputIds = [...tokenizer.encode("ok"), tokenizer.tokenToId("<|im_end|>") ?? tokenizer.eosTokenId]
   const { url } = yield* Effect.promise(() => standIn.call<{ readonly url: string }>({ outputIds }))
-  const gw = yield* sglangGateway(url)
+  const gw = yield* Servers.sglangGateway(url)
   const round = async () => {
-    const ids = await registerSessions(gw, clients)
-    const job: ConversationsJob = {
+    const ids = await Servers.registerSessions(gw, clients)
+    const job: LoadClient.ConversationsJob = {
       kind: "conversations",
-      targets: [gatewayTarget("gateway", gw, ids)],
+      targets: [Servers.gatewayTarget("gateway", gw, ids)],
       clients,
       turns,
       history: HISTORY,
       turnBytes: 300,
       interleave: false
     }
-    const result = await client.call<ReadonlyArray<TargetResult>>(job)
-    await forgetSessions(gw, ids)
+    const result = await client.call<ReadonlyArray<LoadClient.TargetResult>>(job)
+    await Servers.forgetSessions(gw, ids)
     return result[0]!
   }
   yield* Effect.promise(async () => {

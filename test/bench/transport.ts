@@ -13,61 +13,46 @@
  * for `floor`, turn by turn for `history`), so machine noise hits both alike. Nothing is asserted.
  */
 import { Context, Effect } from "effect"
-import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
-import { type Child, start } from "./child.ts"
-import { conversation } from "./conversation.ts"
-import {
-  type Bench,
-  type BenchOptions,
-  type BenchResult,
-  formatMs,
-  formatRatio,
-  median,
-  percentile
-} from "./harness.ts"
-import type { ConversationsJob, Target, TargetResult } from "./loadClient.ts"
-import {
-  embeddedGateway,
-  floor,
-  forgetSessions,
-  type GatewayServices,
-  gatewayTarget,
-  registerSessions,
-  sglangGateway
-} from "./servers.ts"
+import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
+import * as Child from "./child.ts"
+import * as Conversation from "./conversation.ts"
+import * as Harness from "./harness.ts"
+import type * as LoadClient from "./loadClient.ts"
+import * as Servers from "./servers.ts"
 
-const HISTORY = conversation(30, 470)
+const HISTORY = Conversation.conversation(30, 470)
 const TURN_BYTES = 300
 
 interface Path {
   readonly name: string
-  readonly floor: Target
-  readonly gateway: Context.Context<GatewayServices>
+  readonly floor: LoadClient.Target
+  readonly gateway: Context.Context<Servers.GatewayServices>
 }
 
 /** Both paths, the load client and the SGLang stand-in, for the scope's lifetime. */
 const setup = Effect.gen(function*() {
   const standIn = yield* Effect.acquireRelease(
-    Effect.sync(() => start("./sglangStandIn.ts")),
+    Effect.sync(() => Child.start("./sglangStandIn.ts")),
     (c) => Effect.promise(() => c.close())
   )
   const client = yield* Effect.acquireRelease(
-    Effect.sync(() => start("./loadClient.ts")),
+    Effect.sync(() => Child.start("./loadClient.ts")),
     (c) => Effect.promise(() => c.close())
   )
-  const embedded = yield* embeddedGateway()
-  const tokenizer = Context.get(embedded, Tokenizer)
+  const embedded = yield* Servers.embeddedGateway()
+  const tokenizer = Context.get(embedded, Tokenizer.Tokenizer)
   const outputIds = [...tokenizer.encode("ok"), tokenizer.tokenToId("<|im_end|>") ?? tokenizer.eosTokenId]
   const { url } = yield* Effect.promise(() => standIn.call<{ readonly url: string }>({ outputIds }))
-  const sglang = yield* sglangGateway(url)
+  const sglang = yield* Servers.sglangGateway(url)
   const paths: ReadonlyArray<Path> = [
-    { name: "SGLang path", floor: yield* floor(url), gateway: sglang },
-    { name: "embedded + policy", floor: yield* floor(), gateway: embedded }
+    { name: "SGLang path", floor: yield* Servers.floor(url), gateway: sglang },
+    { name: "embedded + policy", floor: yield* Servers.floor(), gateway: embedded }
   ]
   return { client, paths }
 })
 
-const runJob = (client: Child, job: ConversationsJob) => client.call<ReadonlyArray<TargetResult>>(job)
+const runJob = (client: Child.Child, job: LoadClient.ConversationsJob) =>
+  client.call<ReadonlyArray<LoadClient.TargetResult>>(job)
 
 /**
  * Requests each server (floor and gateway) answers before anything is measured. V8 optimizes a function only after
@@ -80,13 +65,13 @@ const runJob = (client: Child, job: ConversationsJob) => client.call<ReadonlyArr
 const warmupRequests = Number(process.env["FLOOR_WARMUP"] ?? 4096)
 
 /** Warm both servers of `path` up with `warmupRequests` requests each (64 conversations of 8 turns per round). */
-const warmUp = async (client: Child, path: Path): Promise<void> => {
+const warmUp = async (client: Child.Child, path: Path): Promise<void> => {
   await measure(client, path, 8, 3, false)
   for (let done = 0; done < warmupRequests; done += 64 * 8) await measure(client, path, 64, 8, false)
 }
 
 /** One target's results, with the CPU time this process (which serves both) spent while it ran (not interleaved). */
-interface Measured extends TargetResult {
+interface Measured extends LoadClient.TargetResult {
   readonly cpuMs: number
 }
 
@@ -95,18 +80,18 @@ interface Measured extends TargetResult {
  * (`interleave`), or one job after the other, each with the CPU time of this process while it ran.
  */
 const measure = async (
-  client: Child,
+  client: Child.Child,
   path: Path,
   clients: number,
   turns: number,
   interleave: boolean
 ): Promise<{ readonly floor: Measured; readonly gateway: Measured }> => {
-  const ids = await registerSessions(path.gateway, clients)
-  const targets: ReadonlyArray<Target> = [
+  const ids = await Servers.registerSessions(path.gateway, clients)
+  const targets: ReadonlyArray<LoadClient.Target> = [
     { ...path.floor, tokens: ids.map(() => "") },
-    gatewayTarget("gateway", path.gateway, ids)
+    Servers.gatewayTarget("gateway", path.gateway, ids)
   ]
-  const job = (these: ReadonlyArray<Target>): ConversationsJob => ({
+  const job = (these: ReadonlyArray<LoadClient.Target>): LoadClient.ConversationsJob => ({
     kind: "conversations",
     targets: these,
     clients,
@@ -115,7 +100,7 @@ const measure = async (
     turnBytes: TURN_BYTES,
     interleave
   })
-  const timed = async (target: Target): Promise<Measured | undefined> => {
+  const timed = async (target: LoadClient.Target): Promise<Measured | undefined> => {
     const before = process.cpuUsage()
     const [result] = await runJob(client, job([target]))
     const used = process.cpuUsage(before)
@@ -124,14 +109,14 @@ const measure = async (
   const [a, b] = interleave
     ? (await runJob(client, job(targets))).map((r) => ({ ...r, cpuMs: Number.NaN }))
     : [await timed(targets[0]!), await timed(targets[1]!)]
-  await forgetSessions(path.gateway, ids)
+  await Servers.forgetSessions(path.gateway, ids)
   if (a === undefined || b === undefined) throw new Error("the load client answered without results")
   return { floor: a, gateway: b }
 }
 
-const all = (result: TargetResult): ReadonlyArray<number> => result.latencies.flat()
+const all = (result: LoadClient.TargetResult): ReadonlyArray<number> => result.latencies.flat()
 
-const floorBench = async (options: BenchOptions): Promise<BenchResult> => {
+const floorBench = async (options: Harness.BenchOptions): Promise<Harness.BenchResult> => {
   const sizes: ReadonlyArray<{ readonly clients: number; readonly turns: number }> = options.full
     ? [{ clients: 1, turns: 60 }, { clients: 64, turns: 20 }, { clients: 512, turns: 5 }]
     : [{ clients: 1, turns: 20 }, { clients: 64, turns: 4 }, { clients: 512, turns: 2 }]
@@ -158,23 +143,25 @@ const floorBench = async (options: BenchOptions): Promise<BenchResult> => {
           floorLatencies.push(...all(result.floor))
           gatewayLatencies.push(...all(result.gateway))
         }
-        const floorRate = median(floorRates)
-        const gatewayRate = median(gatewayRates)
-        const p = (values: ReadonlyArray<number>, q: number) => formatMs(percentile(values, q))
+        const floorRate = Harness.median(floorRates)
+        const gatewayRate = Harness.median(gatewayRates)
+        const p = (values: ReadonlyArray<number>, q: number) => Harness.formatMs(Harness.percentile(values, q))
         rows.push({
           path: path.name,
           clients: String(clients),
           "floor req/s": floorRate.toFixed(0),
           "gateway req/s": gatewayRate.toFixed(0),
-          "req/s ratio": formatRatio(gatewayRate / floorRate),
+          "req/s ratio": Harness.formatRatio(gatewayRate / floorRate),
           "floor p50": p(floorLatencies, 50),
           "gateway p50": p(gatewayLatencies, 50),
-          "p50 ratio": formatRatio(percentile(gatewayLatencies, 50) / percentile(floorLatencies, 50)),
+          "p50 ratio": Harness.formatRatio(
+            Harness.percentile(gatewayLatencies, 50) / Harness.percentile(floorLatencies, 50)
+          ),
           "floor p99": p(floorLatencies, 99),
           "gateway p99": p(gatewayLatencies, 99),
-          "floor CPU/req": formatMs(median(floorCpu)),
-          "gateway CPU/req": formatMs(median(gatewayCpu)),
-          "CPU ratio": formatRatio(median(floorCpu) / median(gatewayCpu))
+          "floor CPU/req": Harness.formatMs(Harness.median(floorCpu)),
+          "gateway CPU/req": Harness.formatMs(Harness.median(gatewayCpu)),
+          "CPU ratio": Harness.formatRatio(Harness.median(floorCpu) / Harness.median(gatewayCpu))
         })
       }
     }
@@ -196,7 +183,7 @@ const floorBench = async (options: BenchOptions): Promise<BenchResult> => {
   })))
 }
 
-const historyBench = async (_options: BenchOptions): Promise<BenchResult> => {
+const historyBench = async (_options: Harness.BenchOptions): Promise<Harness.BenchResult> => {
   const last = 256
   const window = 16
   return Effect.runPromise(Effect.scoped(Effect.gen(function*() {
@@ -205,18 +192,19 @@ const historyBench = async (_options: BenchOptions): Promise<BenchResult> => {
     for (const path of paths) {
       yield* Effect.promise(() => warmUp(client, path))
       const result = yield* Effect.promise(() => measure(client, path, 1, last + 1, true))
-      const at = (r: TargetResult, turn: number) => median(r.latencies.slice(turn - window, turn + window + 1).flat())
+      const at = (r: LoadClient.TargetResult, turn: number) =>
+        Harness.median(r.latencies.slice(turn - window, turn + window + 1).flat())
       const floorRatio = at(result.floor, last) / at(result.floor, 16)
       const gatewayRatio = at(result.gateway, last) / at(result.gateway, 16)
       rows.push({
         path: path.name,
-        "floor t16": formatMs(at(result.floor, 16)),
-        "floor t256": formatMs(at(result.floor, last)),
-        "floor ratio": formatRatio(floorRatio),
-        "gateway t16": formatMs(at(result.gateway, 16)),
-        "gateway t256": formatMs(at(result.gateway, last)),
-        "gateway ratio": formatRatio(gatewayRatio),
-        "ratio of ratios": formatRatio(gatewayRatio / floorRatio)
+        "floor t16": Harness.formatMs(at(result.floor, 16)),
+        "floor t256": Harness.formatMs(at(result.floor, last)),
+        "floor ratio": Harness.formatRatio(floorRatio),
+        "gateway t16": Harness.formatMs(at(result.gateway, 16)),
+        "gateway t256": Harness.formatMs(at(result.gateway, last)),
+        "gateway ratio": Harness.formatRatio(gatewayRatio),
+        "ratio of ratios": Harness.formatRatio(gatewayRatio / floorRatio)
       })
     }
     return {
@@ -232,5 +220,5 @@ const historyBench = async (_options: BenchOptions): Promise<BenchResult> => {
   })))
 }
 
-export const floorBenchmark: Bench = { name: "floor", run: floorBench }
-export const historyBenchmark: Bench = { name: "history", run: historyBench }
+export const floorBenchmark: Harness.Bench = { name: "floor", run: floorBench }
+export const historyBenchmark: Harness.Bench = { name: "history", run: historyBench }

@@ -2,7 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as Cli from "../../src/cli.ts"
-import { Status } from "../../src/forest/TrainingSample.ts"
+import * as TrainingSample from "../../src/forest/TrainingSample.ts"
 
 const root = Path.join(import.meta.dirname, "..", "..")
 const docs = Path.join(root, "docs")
@@ -42,7 +42,7 @@ describe("the user guide", () => {
   })
 
   it("documents the sample statuses the schema allows, and never promises `aborted` (parked requests stay internal)", () => {
-    assert.deepStrictEqual([...Status.literals], ["completed", "truncated"])
+    assert.deepStrictEqual([...TrainingSample.Status.literals], ["completed", "truncated"])
     const row = read("outputs.md").split("\n").find((line) => line.startsWith("| `status` |"))
     assert.isDefined(row)
     const named = [...row!.matchAll(/`(\w+)`/g)].map((m) => m[1]).filter((w) => w !== "status")

@@ -4,7 +4,7 @@ import { spawn } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import { TrainingSample } from "../../src/forest/TrainingSample.ts"
+import * as TrainingSample from "../../src/forest/TrainingSample.ts"
 import * as Example from "../support/example.ts"
 
 const root = Example.root
@@ -41,7 +41,7 @@ const cli = (args: ReadonlyArray<string>) =>
 const lines = (path: string): Array<string> =>
   Fs.readFileSync(path, "utf8").split("\n").filter((line) => line.trim().length > 0)
 
-const decodeSample = Schema.decodeUnknownSync(Schema.fromJsonString(TrainingSample))
+const decodeSample = Schema.decodeUnknownSync(Schema.fromJsonString(TrainingSample.TrainingSample))
 const MetricsLine = Schema.Struct({ rollout_id: Schema.Int, metrics: Schema.Record(Schema.String, Schema.Number) })
 const decodeMetrics = Schema.decodeUnknownSync(Schema.fromJsonString(MetricsLine))
 const ScoreReward = Schema.Struct({ score: Schema.Number })

@@ -4,7 +4,7 @@ import { spawn } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import { awaitAgents, recordedPids, running } from "../support/agentProcesses.ts"
+import * as AgentProcesses from "../support/agentProcesses.ts"
 
 const root = Path.join(import.meta.dirname, "..", "..")
 const fixtures = Path.join(root, "test", "fixtures", "rollout")
@@ -139,14 +139,14 @@ describe("relax-agentic serve (end to end)", () => {
         const url = yield* served.url
         // The step never finishes (the agents wait forever); its request is cut off by the shutdown.
         yield* call(url, "Step", { rolloutId: 0 }).pipe(Effect.ignore, Effect.forkScoped)
-        yield* awaitAgents(agents, 4)
-        const pids = recordedPids(agents)
+        yield* AgentProcesses.awaitAgents(agents, 4)
+        const pids = AgentProcesses.recordedPids(agents)
         assert.lengthOf(pids, 8)
-        assert.isTrue(pids.every(running), "every agent and its child run before Shutdown")
+        assert.isTrue(pids.every(AgentProcesses.running), "every agent and its child run before Shutdown")
         assert.include((yield* call(url, "Shutdown", {})).text, `"exit":{"_tag":"Success","value":null}`)
         const ended = yield* served.exited
         assert.strictEqual(ended.code, 0, ended.stderr)
-        assert.deepStrictEqual(pids.filter(running), [])
+        assert.deepStrictEqual(pids.filter(AgentProcesses.running), [])
         Fs.rmSync(agents, { recursive: true, force: true })
       })),
     { timeout: 90_000 }

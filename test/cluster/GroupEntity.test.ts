@@ -12,19 +12,19 @@ import * as Fleet from "../../layers/cluster/Fleet.ts"
 import * as GroupEntity from "../../layers/cluster/GroupEntity.ts"
 import * as Host from "../../layers/cluster/Host.ts"
 import * as Remote from "../../layers/cluster/Remote.ts"
-import { Credit } from "../../layers/credit/Credit.ts"
-import { EmbeddedEngine, instant } from "../../layers/engine/EmbeddedEngine.ts"
-import { Engine } from "../../layers/engine/Engine.ts"
-import { RolloutConfig } from "../../layers/rollout/RolloutConfig.ts"
+import * as Credit from "../../layers/credit/Credit.ts"
+import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
+import * as Engine from "../../layers/engine/Engine.ts"
+import * as RolloutConfig from "../../layers/rollout/RolloutConfig.ts"
 import * as SessionRunner from "../../layers/rollout/SessionRunner.ts"
 import * as Telemetry from "../../layers/runtime/Telemetry.ts"
 import type * as FirstRequestBarrier from "../../layers/schedule/FirstRequestBarrier.ts"
-import { GenerationGate } from "../../layers/schedule/GenerationGate.ts"
-import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
+import * as GenerationGate from "../../layers/schedule/GenerationGate.ts"
+import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import * as Fingerprint from "../../src/cluster/Fingerprint.ts"
 import { creditOptions } from "../../src/index.ts"
 import * as Retention from "../../src/schedule/Retention.ts"
-import { SessionClosedError } from "../../src/session/errors.ts"
+import * as Errors from "../../src/session/errors.ts"
 
 interface Script {
   readonly starts: Ref.Ref<number>
@@ -63,20 +63,31 @@ const harness = <A, E>(
   ) => Effect.Effect<
     A,
     E,
-    Host.Host | SessionRunner.SessionRunner | Sharding.Sharding | RolloutConfig | Fleet.Fleet | Engine
+    | Host.Host
+    | SessionRunner.SessionRunner
+    | Sharding.Sharding
+    | RolloutConfig.RolloutConfig
+    | Fleet.Fleet
+    | Engine.Engine
   >,
   hostOptions: Host.HostOptions = {}
 ) =>
   Effect.gen(function*() {
     const script: Script = { starts: yield* Ref.make(0), ended: yield* Ref.make(0) }
-    const config = RolloutConfig.layer({ promptData: "unused.jsonl", agentCommand: "true", rolloutBatchSize: 1 })
-    const engine = EmbeddedEngine.layer(instant).pipe(Layer.provide(Tokenizer.layer))
+    const config = RolloutConfig.RolloutConfig.layer({
+      promptData: "unused.jsonl",
+      agentCommand: "true",
+      rolloutBatchSize: 1
+    })
+    const engine = EmbeddedEngine.EmbeddedEngine.layer(EmbeddedEngine.instant).pipe(
+      Layer.provide(Tokenizer.Tokenizer.layer)
+    )
     const host = Host.Host.layer("127.0.0.1:1", () => Effect.die("no gateway in this test"), hostOptions).pipe(
       Layer.provide(Layer.mergeAll(
         config,
         engine,
         scriptedRunner(script),
-        GenerationGate.layer(Retention.synchronous).pipe(Layer.provide(engine))
+        GenerationGate.GenerationGate.layer(Retention.synchronous).pipe(Layer.provide(engine))
       ))
     )
     const cluster = Host.entityLayer.pipe(Layer.provideMerge(host), Layer.provideMerge(TestRunner.layer))
@@ -85,7 +96,8 @@ const harness = <A, E>(
       Layer.provideMerge(fleet),
       Layer.provide(Layer.mergeAll(
         config,
-        Layer.unwrap(Effect.map(Effect.service(RolloutConfig), (settings) => Credit.layer(creditOptions(settings))))
+        Layer.unwrap(Effect.map(Effect.service(RolloutConfig.RolloutConfig), (settings) =>
+          Credit.Credit.layer(creditOptions(settings))))
           .pipe(
             Layer.provide(Layer.merge(config, Telemetry.Telemetry.layer))
           )
@@ -103,7 +115,7 @@ const harness = <A, E>(
 const hostedSession = (sessionId: string) =>
   Effect.gen(function*() {
     const host = yield* Host.Host
-    const settings = yield* RolloutConfig
+    const settings = yield* RolloutConfig.RolloutConfig
     const client = (yield* GroupEntity.Group.client)("0123456789abcdef")
     const payload = {
       runner: host.incarnation,
@@ -120,7 +132,7 @@ const hostedSession = (sessionId: string) =>
 const controllerTicket = (sessionId: string) =>
   Effect.gen(function*() {
     const arrived = yield* Deferred.make<void>()
-    const lease = yield* Deferred.make<void, SessionClosedError>()
+    const lease = yield* Deferred.make<void, Errors.SessionClosedError>()
     const ticket: FirstRequestBarrier.SessionTicket = {
       groupId: group.groupId,
       sessionId,
@@ -279,7 +291,7 @@ describe("Group entity", () => {
     harness(() =>
       Effect.gen(function*() {
         const fleet = yield* Fleet.Fleet
-        const engine = yield* Engine
+        const engine = yield* Engine.Engine
         // The in-memory cluster has one runner owning all 300 shards: 300 deliveries, one reply.
         yield* fleet.setWeights("5", null)
         assert.strictEqual(yield* engine.weightVersion, "5")

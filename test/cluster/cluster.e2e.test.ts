@@ -9,13 +9,13 @@ import { Effect, Schema } from "effect"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import { TrainingSample } from "../../src/forest/TrainingSample.ts"
+import * as TrainingSample from "../../src/forest/TrainingSample.ts"
 import * as EmbeddedPg from "../support/EmbeddedPg.ts"
 import * as Processes from "./processes.ts"
 
 const fixtures = Path.join(Processes.root, "test", "fixtures")
 
-const decodeSample = Schema.decodeUnknownSync(Schema.fromJsonString(TrainingSample))
+const decodeSample = Schema.decodeUnknownSync(Schema.fromJsonString(TrainingSample.TrainingSample))
 const decodeReport = Schema.decodeUnknownSync(Schema.fromJsonString(Schema.Record(
   Schema.String,
   Schema.Struct({ ok: Schema.Boolean, text: Schema.optional(Schema.String), error: Schema.optional(Schema.String) })
@@ -26,7 +26,7 @@ const samplesOf = (dir: string, step: number) =>
   )
 
 /** What must be equal between two runs with the same seed (the Session ids are random). */
-const exact = (s: TrainingSample) => ({
+const exact = (s: TrainingSample.TrainingSample) => ({
   rollout_id: s.rollout_id,
   group_index: s.group_index,
   index: s.index,

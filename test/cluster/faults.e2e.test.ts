@@ -9,13 +9,13 @@ import { Effect, Schema } from "effect"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import { TrainingSample } from "../../src/forest/TrainingSample.ts"
-import { running } from "../support/agentProcesses.ts"
+import * as TrainingSample from "../../src/forest/TrainingSample.ts"
+import * as AgentProcesses from "../support/agentProcesses.ts"
 import * as EmbeddedPg from "../support/EmbeddedPg.ts"
 import * as Processes from "./processes.ts"
 
 const fixtures = Path.join(Processes.root, "test", "fixtures")
-const decodeSample = Schema.decodeUnknownSync(Schema.fromJsonString(TrainingSample))
+const decodeSample = Schema.decodeUnknownSync(Schema.fromJsonString(TrainingSample.TrainingSample))
 const MetricsLine = Schema.Struct({ rollout_id: Schema.Int, metrics: Schema.Record(Schema.String, Schema.Number) })
 const decodeMetrics = Schema.decodeUnknownSync(Schema.fromJsonString(MetricsLine))
 const ErrorBody = Schema.decodeUnknownSync(
@@ -102,7 +102,7 @@ describe("cluster faults (end to end)", () => {
         assert.match(controller.output(), /error_type=(RunnerLostError|ClusterCallError)/)
         // No agent of the step is left running: neither the killed runner's nor the survivor's.
         const orphans = Fs.readdirSync(pids).map((f) => Number(Fs.readFileSync(Path.join(pids, f), "utf8"))).filter(
-          running
+          AgentProcesses.running
         )
         assert.deepStrictEqual(orphans, [])
 

@@ -11,13 +11,13 @@ import { Effect, Schema } from "effect"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import { TrainingSample } from "../../src/forest/TrainingSample.ts"
-import { running } from "../support/agentProcesses.ts"
+import * as TrainingSample from "../../src/forest/TrainingSample.ts"
+import * as AgentProcesses from "../support/agentProcesses.ts"
 import * as EmbeddedPg from "../support/EmbeddedPg.ts"
 import * as Processes from "./processes.ts"
 
 const fixtures = Path.join(Processes.root, "test", "fixtures")
-const decodeSample = Schema.decodeUnknownSync(Schema.fromJsonString(TrainingSample))
+const decodeSample = Schema.decodeUnknownSync(Schema.fromJsonString(TrainingSample.TrainingSample))
 
 const hostedBy = (runner: Processes.Started): Array<string> =>
   [...runner.output().matchAll(/hosts Session (\S+)/g)].map((m) => m[1]!)
@@ -167,7 +167,7 @@ describe("cluster runners (end to end)", () => {
         assert.match(refusedRunner.output(), /refused at join: --rollout-temperature: this runner has 0\.5/)
         assert.deepStrictEqual(hostedBy(refusedRunner), [])
         const orphans = Fs.readdirSync(pids).map((f) => Number(Fs.readFileSync(Path.join(pids, f), "utf8"))).filter(
-          running
+          AgentProcesses.running
         )
         assert.deepStrictEqual(orphans, [])
       })),

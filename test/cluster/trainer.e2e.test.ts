@@ -14,14 +14,14 @@ import { Effect, Exit, Fiber, Schema, Scope } from "effect"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import { TrainingSample } from "../../src/forest/TrainingSample.ts"
+import * as TrainingSample from "../../src/forest/TrainingSample.ts"
 import { makeRpcClient } from "../../src/index.ts"
-import { running } from "../support/agentProcesses.ts"
+import * as AgentProcesses from "../support/agentProcesses.ts"
 import * as EmbeddedPg from "../support/EmbeddedPg.ts"
 import * as Processes from "./processes.ts"
 
 const fixtures = Path.join(Processes.root, "test", "fixtures")
-const decodeSample = Schema.decodeUnknownSync(Schema.fromJsonString(TrainingSample))
+const decodeSample = Schema.decodeUnknownSync(Schema.fromJsonString(TrainingSample.TrainingSample))
 const samplesOf = (dir: string, step: number) =>
   Fs.readFileSync(Path.join(dir, `rollout_${step}.jsonl`), "utf8").split("\n").filter((l) => l.trim() !== "").map((l) =>
     decodeSample(l)
@@ -194,14 +194,14 @@ describe("cluster with a trainer (end to end)", () => {
         ])
         yield* awaitMarks(ctrl, "first", 4)
         const pids = marked(ctrl, "pid").map((f) => Number(Fs.readFileSync(Path.join(ctrl, f), "utf8")))
-        assert.strictEqual(pids.filter(running).length, 4)
+        assert.strictEqual(pids.filter(AgentProcesses.running).length, 4)
         controller.child.kill("SIGKILL")
         yield* controller.exited
         // The runners reap Sessions untouched for --cluster-orphan-timeout (12 s here), checking every third of it.
         yield* Effect.gen(function*() {
-          while (pids.some(running)) yield* Effect.sleep("250 millis")
+          while (pids.some(AgentProcesses.running)) yield* Effect.sleep("250 millis")
         }).pipe(Effect.timeout("60 seconds"))
-        assert.deepStrictEqual(pids.filter(running), [])
+        assert.deepStrictEqual(pids.filter(AgentProcesses.running), [])
         const reaped = runners.flatMap((r) => [...r.output().matchAll(/reaps Session (\S+): no controller/g)])
         const killed = new Set(marked(ctrl, "pid").map((f) => f.replace(/\.pid$/, "")))
         assert.strictEqual(reaped.filter((m) => killed.has(m[1]!)).length, 4)
@@ -249,7 +249,9 @@ describe("cluster with a trainer (end to end)", () => {
             assert.include(s.prompt, "3 + 5")
           }
         }
-        const exact = (s: TrainingSample) => [s.group_index, s.index, s.tokens, s.loss_mask, s.rollout_log_probs]
+        const exact = (
+          s: TrainingSample.TrainingSample
+        ) => [s.group_index, s.index, s.tokens, s.loss_mask, s.rollout_log_probs]
         for (const step of [0, 1]) {
           assert.deepStrictEqual(samplesOf(clustered, step).map(exact), samplesOf(single, step).map(exact))
         }

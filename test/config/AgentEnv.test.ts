@@ -3,7 +3,7 @@ import { Effect, Result } from "effect"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import type { InProcessAgentInput, SessionLaunch } from "../../layers/session/Supervisor.ts"
+import type * as Supervisor from "../../layers/session/Supervisor.ts"
 import * as Settings from "../../src/config/Settings.ts"
 import { supervisorFromSettings } from "../../src/index.ts"
 import * as SessionInput from "../../src/session/SessionInput.ts"
@@ -13,7 +13,7 @@ afterAll(() => {
   for (const dir of created) Fs.rmSync(dir, { recursive: true, force: true })
 })
 
-const launch: SessionLaunch = {
+const launch: Supervisor.SessionLaunch = {
   sessionId: "session-1",
   groupId: "group-1",
   rolloutMode: "train",
@@ -37,7 +37,7 @@ describe("--agent-env", () => {
         agentCommand: `env -0 > env.dump; printf '{}' > "$RELAX_OUTPUT_JSON"`
       })
 
-      const seen: Array<InProcessAgentInput["env"]> = []
+      const seen: Array<Supervisor.InProcessAgentInput["env"]> = []
       const inProcess = yield* supervisorFromSettings(settings, "http://127.0.0.1:9/agentic_api/", {
         agent: (input) => Effect.sync(() => void seen.push(input.env))
       })

@@ -4,9 +4,9 @@ import { fileURLToPath } from "node:url"
 import * as Credit from "../../layers/credit/Credit.ts"
 import * as Hooks from "../../layers/runtime/Hooks.ts"
 import * as CreditOptions from "../../src/credit/CreditOptions.ts"
-import type { Group } from "../../src/credit/Group.ts"
-import type { TrainingSample } from "../../src/forest/TrainingSample.ts"
-import { guideGroup, sample, session, singleContextGroup } from "./samples.ts"
+import type * as Group from "../../src/credit/Group.ts"
+import type * as TrainingSample from "../../src/forest/TrainingSample.ts"
+import * as Samples from "./samples.ts"
 
 const hooksDir = fileURLToPath(new URL("../fixtures/hooks/", import.meta.url))
 
@@ -20,12 +20,14 @@ const multiContext: CreditOptions.CreditOptions = {
 const service = (options: Partial<CreditOptions.CreditOptions>, settings: Credit.CreditSettings = {}) =>
   Credit.make({ ...CreditOptions.defaults, ...options }, { cwd: hooksDir, ...settings })
 
-const rowsOf = (result: ReadonlyArray<TrainingSample> | "filtered"): ReadonlyArray<TrainingSample> => {
+const rowsOf = (
+  result: ReadonlyArray<TrainingSample.TrainingSample> | "filtered"
+): ReadonlyArray<TrainingSample.TrainingSample> => {
   if (result === "filtered") throw new Error("the Group was filtered")
   return result
 }
 
-const summary = (rows: ReadonlyArray<TrainingSample>) =>
+const summary = (rows: ReadonlyArray<TrainingSample.TrainingSample>) =>
   rows.map((row) => [row.session_id, row.export_name, row.reward, row.advantage])
 
 describe("custom advantage (the guide's worked example)", () => {
@@ -44,7 +46,7 @@ describe("custom advantage (the guide's worked example)", () => {
   it.effect("main gets the outcome and searcher_0 gets outcome × usefulness (sync .ts hook)", () =>
     Effect.gen(function*() {
       const credit = yield* service({ ...multiContext, customAdvantagePath: "advantage.ts#outcomeTimesUsefulness" })
-      const rows = rowsOf(yield* credit.scoreGroup(guideGroup(), "train"))
+      const rows = rowsOf(yield* credit.scoreGroup(Samples.guideGroup(), "train"))
       assert.deepStrictEqual(summary(rows), [
         ["first", "main", 1.0, 1.0],
         ["first", "searcher_0", null, 0.6],
@@ -56,14 +58,14 @@ describe("custom advantage (the guide's worked example)", () => {
   it.effect("gives the same credit through an async .mjs default export", () =>
     Effect.gen(function*() {
       const credit = yield* service({ ...multiContext, customAdvantagePath: "advantage.mjs" })
-      const rows = rowsOf(yield* credit.scoreGroup(guideGroup(), "train"))
+      const rows = rowsOf(yield* credit.scoreGroup(Samples.guideGroup(), "train"))
       assert.deepStrictEqual(rows.map((row) => row.advantage), [1.0, 0.6, 0.0, 0.0])
     }))
 
   it.effect("expands per-turn credit over each turn's tokens", () =>
     Effect.gen(function*() {
       const credit = yield* service({ ...multiContext, customAdvantagePath: "advantage.ts#perTurn" })
-      const group = guideGroup([{ turn_credit: [0.5, 1.5] }, { turn_credit: [-1, 2] }])
+      const group = Samples.guideGroup([{ turn_credit: [0.5, 1.5] }, { turn_credit: [-1, 2] }])
       const rows = rowsOf(yield* credit.scoreGroup(group, "train"))
       assert.deepStrictEqual(rows.map((row) => row.advantage), [
         [0.5, 0.5, 0, 0, 1.5, 1.5],
@@ -76,11 +78,11 @@ describe("custom advantage (the guide's worked example)", () => {
   it.effect("credits an implicit export under the key \"null\"", () =>
     Effect.gen(function*() {
       const credit = yield* service({ nSamplesPerPrompt: 2, customAdvantagePath: "advantage.ts#implicitOutcome" })
-      const group: Group = {
+      const group: Group.Group = {
         groupIndex: 0,
         sessions: [
-          session("a", [sample({ metadata: { outcome: 0.3 } })]),
-          session("b", [sample({ metadata: { outcome: -0.3 } })])
+          Samples.session("a", [Samples.sample({ metadata: { outcome: 0.3 } })]),
+          Samples.session("b", [Samples.sample({ metadata: { outcome: -0.3 } })])
         ]
       }
       const rows = rowsOf(yield* credit.scoreGroup(group, "train"))
@@ -91,21 +93,21 @@ describe("custom advantage (the guide's worked example)", () => {
     Effect.gen(function*() {
       for (const path of ["advantage.mjs#filterAll", "advantage.mjs#filterUndefined"]) {
         const credit = yield* service({ ...multiContext, customAdvantagePath: path })
-        assert.strictEqual(yield* credit.scoreGroup(guideGroup(), "train"), "filtered")
+        assert.strictEqual(yield* credit.scoreGroup(Samples.guideGroup(), "train"), "filtered")
       }
     }))
 
   it.effect("is never called in eval", () =>
     Effect.gen(function*() {
       const credit = yield* service({ ...multiContext, customAdvantagePath: "advantage.ts#throws" })
-      const rows = rowsOf(yield* credit.scoreGroup(guideGroup(), "eval"))
+      const rows = rowsOf(yield* credit.scoreGroup(Samples.guideGroup(), "eval"))
       assert.deepStrictEqual(rows.map((row) => row.advantage), [null, null, null, null])
     }))
 
   it.effect("does not let a hook that mutates its input change the samples", () =>
     Effect.gen(function*() {
       const credit = yield* service({ ...multiContext, customAdvantagePath: "advantage.ts#mutatesInput" })
-      const rows = rowsOf(yield* credit.scoreGroup(guideGroup(), "train"))
+      const rows = rowsOf(yield* credit.scoreGroup(Samples.guideGroup(), "train"))
       assert.strictEqual(rows[0]!.metadata["outcome"], 1.0)
     }))
 
@@ -123,13 +125,13 @@ describe("custom advantage (the guide's worked example)", () => {
       ]
       for (const [name, fragments] of cases) {
         const credit = yield* service({ ...multiContext, customAdvantagePath: `advantage.ts#${name}` })
-        const error = yield* credit.scoreGroup(guideGroup(), "train").pipe(Effect.flip)
+        const error = yield* credit.scoreGroup(Samples.guideGroup(), "train").pipe(Effect.flip)
         assert.strictEqual(error._tag, "AdvantageError", name)
         assert.include(error.message, "--agentic-custom-advantage-path result for Group 3")
         for (const fragment of fragments) assert.include(error.message, fragment, name)
       }
       const rejecting = yield* service({ ...multiContext, customAdvantagePath: "advantage.mjs#rejects" })
-      const rejected = yield* rejecting.scoreGroup(guideGroup(), "train").pipe(Effect.flip)
+      const rejected = yield* rejecting.scoreGroup(Samples.guideGroup(), "train").pipe(Effect.flip)
       assert.include(rejected.message, "the hook threw: remote judge timed out")
     }))
 })
@@ -138,7 +140,7 @@ describe("export rules at scoring time", () => {
   it.effect("rejects several contexts per Session without a custom advantage hook", () =>
     Effect.gen(function*() {
       const credit = yield* service({ ...multiContext })
-      const error = yield* credit.scoreGroup(guideGroup(), "train").pipe(Effect.flip)
+      const error = yield* credit.scoreGroup(Samples.guideGroup(), "train").pipe(Effect.flip)
       assert.strictEqual(error._tag, "CreditConfigError")
       assert.include(error.message, "requires --agentic-custom-advantage-path")
     }))
@@ -149,7 +151,7 @@ describe("export rules at scoring time", () => {
         nSamplesPerPrompt: 2,
         customAdvantagePath: "advantage.ts#outcomeTimesUsefulness"
       })
-      const error = yield* credit.scoreGroup(guideGroup(), "train").pipe(Effect.flip)
+      const error = yield* credit.scoreGroup(Samples.guideGroup(), "train").pipe(Effect.flip)
       assert.include(error.message, "requires --use-dynamic-batch-size")
     }))
 })
@@ -158,7 +160,7 @@ describe("standard reward and GRPO", () => {
   it.effect("normalizes exported rewards per Group with GRPO", () =>
     Effect.gen(function*() {
       const credit = yield* service({ nSamplesPerPrompt: 3 })
-      const rows = rowsOf(yield* credit.scoreGroup(singleContextGroup([3, 1, 2]), "train"))
+      const rows = rowsOf(yield* credit.scoreGroup(Samples.singleContextGroup([3, 1, 2]), "train"))
       const scale = 1 + 1e-6 // sample std of [3, 1, 2] is 1
       assert.deepStrictEqual(rows.map((row) => row.advantage), [1 / scale, -1 / scale, 0])
       assert.deepStrictEqual(rows.map((row) => row.reward), [3, 1, 2])
@@ -168,7 +170,7 @@ describe("standard reward and GRPO", () => {
     Effect.gen(function*() {
       const credit = yield* service({ nSamplesPerPrompt: 2, rewardKey: "acc", disableGrpoStdNormalization: true })
       const rows = rowsOf(
-        yield* credit.scoreGroup(singleContextGroup([{ acc: 1, len: 3 }, { acc: 0, len: 5 }]), "train")
+        yield* credit.scoreGroup(Samples.singleContextGroup([{ acc: 1, len: 3 }, { acc: 0, len: 5 }]), "train")
       )
       assert.deepStrictEqual(rows.map((row) => row.advantage), [0.5, -0.5])
     }))
@@ -176,7 +178,9 @@ describe("standard reward and GRPO", () => {
   it.effect("fails when the --reward-key is missing, naming the key and the keys present", () =>
     Effect.gen(function*() {
       const credit = yield* service({ nSamplesPerPrompt: 2, rewardKey: "score" })
-      const error = yield* credit.scoreGroup(singleContextGroup([{ acc: 1 }, { acc: 0 }]), "train").pipe(Effect.flip)
+      const error = yield* credit.scoreGroup(Samples.singleContextGroup([{ acc: 1 }, { acc: 0 }]), "train").pipe(
+        Effect.flip
+      )
       assert.strictEqual(error._tag, "RewardError")
       assert.include(error.message, `reward of Session g0s0, context null (implicit export)`)
       assert.include(error.message, `--reward-key "score" is not in the reward object (keys present: acc)`)
@@ -185,7 +189,7 @@ describe("standard reward and GRPO", () => {
   it.effect("fails when a context has no reward and no custom RM is configured", () =>
     Effect.gen(function*() {
       const credit = yield* service({ nSamplesPerPrompt: 2 })
-      const error = yield* credit.scoreGroup(singleContextGroup([1, null]), "train").pipe(Effect.flip)
+      const error = yield* credit.scoreGroup(Samples.singleContextGroup([1, null]), "train").pipe(Effect.flip)
       assert.include(error.message, "Session g0s1")
       assert.include(error.message, "has no reward; write reward in the agent output, or configure --custom-rm-path")
     }))
@@ -193,7 +197,7 @@ describe("standard reward and GRPO", () => {
   it.effect("fails on a Group whose size is not n_samples_per_prompt", () =>
     Effect.gen(function*() {
       const credit = yield* service({ nSamplesPerPrompt: 4 })
-      const error = yield* credit.scoreGroup(singleContextGroup([1, 0]), "train").pipe(Effect.flip)
+      const error = yield* credit.scoreGroup(Samples.singleContextGroup([1, 0]), "train").pipe(Effect.flip)
       assert.strictEqual(error._tag, "NormalizationError")
       assert.include(error.message, "Group 0 has 2 samples, expected --n-samples-per-prompt 4")
     }))
@@ -204,11 +208,11 @@ describe("standard reward and GRPO", () => {
         { nSamplesPerPrompt: 2, customRmPath: "rm.ts#byMetadata", disableRewardsNormalization: true },
         { rmConfig: { bonus: 0.5 } }
       )
-      const group: Group = {
+      const group: Group.Group = {
         groupIndex: 0,
         sessions: [
-          session("a", [sample({ reward: 0.1, metadata: { score: 7 } })]),
-          session("b", [sample({ reward: null, metadata: { score: 2 } })])
+          Samples.session("a", [Samples.sample({ reward: 0.1, metadata: { score: 7 } })]),
+          Samples.session("b", [Samples.sample({ reward: null, metadata: { score: 2 } })])
         ]
       }
       const rows = rowsOf(yield* credit.scoreGroup(group, "train"))
@@ -219,8 +223,8 @@ describe("standard reward and GRPO", () => {
   it.effect("awaits an async .mjs custom RM", () =>
     Effect.gen(function*() {
       const credit = yield* service({ nSamplesPerPrompt: 2, customRmPath: "rm.mjs", disableGrpoStdNormalization: true })
-      const group = singleContextGroup([null, null])
-      const scored: Group = {
+      const group = Samples.singleContextGroup([null, null])
+      const scored: Group.Group = {
         ...group,
         sessions: group.sessions.map((s, i) => ({
           ...s,
@@ -235,7 +239,7 @@ describe("standard reward and GRPO", () => {
   it.effect("keeps an RM's reward object and reads its primary value by --reward-key", () =>
     Effect.gen(function*() {
       const credit = yield* service({ nSamplesPerPrompt: 1, customRmPath: "rm.ts#objectReward", rewardKey: "acc" })
-      const rows = rowsOf(yield* credit.scoreGroup(singleContextGroup([null]), "train"))
+      const rows = rowsOf(yield* credit.scoreGroup(Samples.singleContextGroup([null]), "train"))
       assert.deepStrictEqual(rows[0]!.reward, { acc: 0, length: 3 })
       assert.strictEqual(rows[0]!.advantage, 0)
     }))
@@ -250,7 +254,7 @@ describe("standard reward and GRPO", () => {
         ] as const
       ) {
         const credit = yield* service({ nSamplesPerPrompt: 1, customRmPath: path })
-        const error = yield* credit.scoreGroup(singleContextGroup([null]), "train").pipe(Effect.flip)
+        const error = yield* credit.scoreGroup(Samples.singleContextGroup([null]), "train").pipe(Effect.flip)
         assert.strictEqual(error._tag, "RewardError", path)
         assert.include(error.message, "reward of Session g0s0, context null (implicit export): --custom-rm-path:")
         assert.include(error.message, fragment, path)
@@ -265,7 +269,7 @@ describe("standard reward and GRPO", () => {
         groupRm: true,
         disableRewardsNormalization: true
       })
-      const rows = rowsOf(yield* credit.scoreGroup(singleContextGroup([1, null, 1]), "train"))
+      const rows = rowsOf(yield* credit.scoreGroup(Samples.singleContextGroup([1, null, 1]), "train"))
       assert.deepStrictEqual(rows.map((row) => row.reward), [0, 1, 2])
     }))
 
@@ -277,7 +281,7 @@ describe("standard reward and GRPO", () => {
         groupRm: true,
         customAdvantagePath: "advantage.ts#outcomeTimesUsefulness"
       })
-      const rows = rowsOf(yield* credit.scoreGroup(guideGroup(), "train"))
+      const rows = rowsOf(yield* credit.scoreGroup(Samples.guideGroup(), "train"))
       assert.deepStrictEqual(summary(rows), [
         ["first", "main", 1, 1.0],
         ["first", "searcher_0", 0, 0.6],
@@ -289,7 +293,7 @@ describe("standard reward and GRPO", () => {
   it.effect("rejects a Group RM result of the wrong length", () =>
     Effect.gen(function*() {
       const credit = yield* service({ nSamplesPerPrompt: 2, customRmPath: "rm.mjs#oneShort", groupRm: true })
-      const error = yield* credit.scoreGroup(singleContextGroup([null, null], 5), "train").pipe(Effect.flip)
+      const error = yield* credit.scoreGroup(Samples.singleContextGroup([null, null], 5), "train").pipe(Effect.flip)
       assert.strictEqual(error._tag, "GroupRewardError")
       assert.include(error.message, "--custom-rm-path (--group-rm) for Group 5: the Group RM returned 1 rewards for 2")
     }))
@@ -301,9 +305,9 @@ describe("standard reward and GRPO", () => {
         customRmPath: "rm.ts#byMetadata",
         customAdvantagePath: "advantage.ts#outcomeTimesUsefulness"
       })
-      const train = rowsOf(yield* credit.scoreGroup(guideGroup(), "train"))
+      const train = rowsOf(yield* credit.scoreGroup(Samples.guideGroup(), "train"))
       assert.deepStrictEqual(train.map((row) => row.reward), [1.0, null, 0.0, null])
-      const evaluated = rowsOf(yield* credit.scoreGroup(guideGroup(), "eval"))
+      const evaluated = rowsOf(yield* credit.scoreGroup(Samples.guideGroup(), "eval"))
       assert.deepStrictEqual(evaluated.map((row) => row.reward), [1.0, 0, 0.0, 0])
       assert.deepStrictEqual(evaluated.map((row) => row.advantage), [null, null, null, null])
     }))
@@ -313,9 +317,9 @@ describe("dynamic sampling filter (--dynamic-sampling-filter-path)", () => {
   it.effect("filters a training Group the hook rejects and counts the reason in the step's metrics", () =>
     Effect.gen(function*() {
       const credit = yield* service({ nSamplesPerPrompt: 2, dynamicSamplingFilterPath: "filter.mjs#rewardsDiffer" })
-      assert.strictEqual(yield* credit.scoreGroup(singleContextGroup([1, 1]), "train"), "filtered")
-      assert.strictEqual(yield* credit.scoreGroup(singleContextGroup([0, 0]), "train"), "filtered")
-      const kept = rowsOf(yield* credit.scoreGroup(singleContextGroup([1, 0]), "train"))
+      assert.strictEqual(yield* credit.scoreGroup(Samples.singleContextGroup([1, 1]), "train"), "filtered")
+      assert.strictEqual(yield* credit.scoreGroup(Samples.singleContextGroup([0, 0]), "train"), "filtered")
+      const kept = rowsOf(yield* credit.scoreGroup(Samples.singleContextGroup([1, 0]), "train"))
       assert.deepStrictEqual(kept.map((row) => row.reward), [1, 0])
       const step = yield* credit.finishStep(kept, "train")
       assert.strictEqual(step.metrics["rollout/dynamic_filter/drop_zero_std"], 2)
@@ -327,8 +331,8 @@ describe("dynamic sampling filter (--dynamic-sampling-filter-path)", () => {
   it.effect("takes a boolean verdict, and never filters Eval", () =>
     Effect.gen(function*() {
       const credit = yield* service({ nSamplesPerPrompt: 1, dynamicSamplingFilterPath: "filter.mjs#severalRows" })
-      assert.strictEqual(yield* credit.scoreGroup(singleContextGroup([1]), "train"), "filtered")
-      assert.strictEqual(rowsOf(yield* credit.scoreGroup(singleContextGroup([1]), "eval")).length, 1)
+      assert.strictEqual(yield* credit.scoreGroup(Samples.singleContextGroup([1]), "train"), "filtered")
+      assert.strictEqual(rowsOf(yield* credit.scoreGroup(Samples.singleContextGroup([1]), "eval")).length, 1)
       const step = yield* credit.finishStep([], "train")
       assert.isFalse(Object.keys(step.metrics).some((key) => key.startsWith("rollout/dynamic_filter/")))
     }))
@@ -336,7 +340,7 @@ describe("dynamic sampling filter (--dynamic-sampling-filter-path)", () => {
   it.effect("fails the Group on a return value that is not a verdict, naming the flag", () =>
     Effect.gen(function*() {
       const credit = yield* service({ nSamplesPerPrompt: 2, dynamicSamplingFilterPath: "filter.mjs#notAVerdict" })
-      const error = yield* credit.scoreGroup(singleContextGroup([1, 0]), "train").pipe(Effect.flip)
+      const error = yield* credit.scoreGroup(Samples.singleContextGroup([1, 0]), "train").pipe(Effect.flip)
       assert.strictEqual(error._tag, "FilterError")
       assert.include(
         error.message,
@@ -409,8 +413,8 @@ describe("finishing a step", () => {
         useDynamicBatchSize: true,
         maxTokensPerGpu: 16
       })
-      const first = rowsOf(yield* credit.scoreGroup(singleContextGroup([1, 0], 0), "train"))
-      const second = rowsOf(yield* credit.scoreGroup(singleContextGroup([1, 1], 1), "train"))
+      const first = rowsOf(yield* credit.scoreGroup(Samples.singleContextGroup([1, 0], 0), "train"))
+      const second = rowsOf(yield* credit.scoreGroup(Samples.singleContextGroup([1, 1], 1), "train"))
       const step = yield* credit.finishStep([...first, ...second], "train")
       // GRPO gives ±1/(sqrt(0.5)+1e-6)·0.5 and 0, 0; each row has 3 loss-masked tokens.
       const raw = 0.5 / (Math.sqrt(0.5) + 1e-6)
@@ -429,7 +433,7 @@ describe("finishing a step", () => {
   it.effect("fails the step when a sample exceeds --max-tokens-per-gpu", () =>
     Effect.gen(function*() {
       const credit = yield* service({ nSamplesPerPrompt: 1, useDynamicBatchSize: true, maxTokensPerGpu: 5 })
-      const rows = rowsOf(yield* credit.scoreGroup(singleContextGroup([1]), "train"))
+      const rows = rowsOf(yield* credit.scoreGroup(Samples.singleContextGroup([1]), "train"))
       const error = yield* credit.finishStep(rows, "train").pipe(Effect.flip)
       assert.strictEqual(error._tag, "BatchingError")
       assert.include(error.message, "has 7 tokens, more than --max-tokens-per-gpu 5")
@@ -447,7 +451,7 @@ describe("finishing a step", () => {
         logPassrate: true
       })
       const rows = rowsOf(
-        yield* credit.scoreGroup(singleContextGroup([{ acc: 1 }, { acc: 0 }, { acc: 1 }, { acc: 1 }]), "eval")
+        yield* credit.scoreGroup(Samples.singleContextGroup([{ acc: 1 }, { acc: 0 }, { acc: 1 }, { acc: 1 }]), "eval")
       )
       const step = yield* credit.finishStep(rows, "eval", 4)
       assert.deepStrictEqual(step.samples, rows)

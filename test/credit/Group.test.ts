@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Option, Result } from "effect"
 import * as Group from "../../src/credit/Group.ts"
-import { guideGroup, sample, session } from "./samples.ts"
+import * as Samples from "./samples.ts"
 
 const failureOf = <E>(result: Result.Result<void, E>): E | undefined => Option.getOrUndefined(Result.getFailure(result))
 
@@ -9,16 +9,19 @@ const multi = { customAdvantagePath: "hooks/advantage.ts", useDynamicBatchSize: 
 
 describe("export rules", () => {
   it("accepts one context per Session without any hook", () => {
-    const group = { groupIndex: 0, sessions: [session("a", [sample()]), session("b", [sample()])] }
+    const group = {
+      groupIndex: 0,
+      sessions: [Samples.session("a", [Samples.sample()]), Samples.session("b", [Samples.sample()])]
+    }
     assert.isTrue(Result.isSuccess(Group.validateExports(group, { useDynamicBatchSize: false })))
   })
 
   it("accepts several contexts per Session with a custom advantage hook and dynamic batching", () => {
-    assert.isTrue(Result.isSuccess(Group.validateExports(guideGroup(), multi)))
+    assert.isTrue(Result.isSuccess(Group.validateExports(Samples.guideGroup(), multi)))
   })
 
   it("requires --agentic-custom-advantage-path for more than one context per Session", () => {
-    const error = failureOf(Group.validateExports(guideGroup(), { useDynamicBatchSize: true }))
+    const error = failureOf(Group.validateExports(Samples.guideGroup(), { useDynamicBatchSize: true }))
     assert.strictEqual(error?._tag, "CreditConfigError")
     assert.include(error?.message, `Session first in Group 3 exported 2 contexts ("main", "searcher_0")`)
     assert.include(error?.message, "requires --agentic-custom-advantage-path")
@@ -26,23 +29,28 @@ describe("export rules", () => {
 
   it("requires dynamic batching for more than one context per Session", () => {
     const error = failureOf(
-      Group.validateExports(guideGroup(), { customAdvantagePath: "a.ts", useDynamicBatchSize: false })
+      Group.validateExports(Samples.guideGroup(), { customAdvantagePath: "a.ts", useDynamicBatchSize: false })
     )
     assert.include(error?.message, "multi-context export requires --use-dynamic-batch-size with --max-tokens-per-gpu")
   })
 
   it("rejects a Session without exports and duplicate names", () => {
-    const empty = failureOf(Group.validateExports({ groupIndex: 1, sessions: [session("a", [])] }, multi))
+    const empty = failureOf(Group.validateExports({ groupIndex: 1, sessions: [Samples.session("a", [])] }, multi))
     assert.include(empty?.message, "Session a in Group 1 exported no context")
     const twice = failureOf(Group.validateExports(
-      { groupIndex: 1, sessions: [session("a", [sample({ export_name: "main" }), sample({ export_name: "main" })])] },
+      {
+        groupIndex: 1,
+        sessions: [
+          Samples.session("a", [Samples.sample({ export_name: "main" }), Samples.sample({ export_name: "main" })])
+        ]
+      },
       multi
     ))
     assert.include(twice?.message, `exported context "main" more than once`)
   })
 
   it("lists rows Session by Session and puts replaced rows back in place", () => {
-    const group = guideGroup()
+    const group = Samples.guideGroup()
     const rows = Group.rows(group)
     assert.deepStrictEqual(rows.map((row) => `${row.session_id}/${row.export_name}`), [
       "first/main",

@@ -1,10 +1,13 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Result } from "effect"
 import * as Metrics from "../../src/credit/Metrics.ts"
-import type { TrainingSample } from "../../src/forest/TrainingSample.ts"
-import { sample } from "./samples.ts"
+import type * as TrainingSample from "../../src/forest/TrainingSample.ts"
+import * as Samples from "./samples.ts"
 
-const metricsOf = (samples: ReadonlyArray<TrainingSample>, options: Partial<Metrics.MetricsOptions> = {}) => {
+const metricsOf = (
+  samples: ReadonlyArray<TrainingSample.TrainingSample>,
+  options: Partial<Metrics.MetricsOptions> = {}
+) => {
   const result = Metrics.step(samples, { logPassrate: false, groupSize: 1, ...options })
   if (Result.isFailure(result)) throw new Error(result.failure.message)
   return result.success
@@ -20,18 +23,18 @@ describe("statistics", () => {
 describe("step metrics", () => {
   it("reports rollout/raw_reward as the mean primary reward of rows that carry one", () => {
     const metrics = metricsOf([
-      sample({ reward: 1 }),
-      sample({ reward: 0 }),
-      sample({ reward: 0.5 }),
-      sample({ reward: null })
+      Samples.sample({ reward: 1 }),
+      Samples.sample({ reward: 0 }),
+      Samples.sample({ reward: 0.5 }),
+      Samples.sample({ reward: null })
     ])
     assert.strictEqual(metrics["rollout/raw_reward"], 0.5)
   })
 
   it("reports numeric helper fields of reward objects as rollout/<field>/{mean,median,max,min}", () => {
     const metrics = metricsOf([
-      sample({ reward: { score: 1, length: 10, steps: [1, 2], note: "x", _private: 5, raw_reward: 9 } }),
-      sample({ reward: { score: 0, length: 30, steps: [3] } })
+      Samples.sample({ reward: { score: 1, length: 10, steps: [1, 2], note: "x", _private: 5, raw_reward: 9 } }),
+      Samples.sample({ reward: { score: 0, length: 30, steps: [3] } })
     ], { rewardKey: "score" })
     assert.deepStrictEqual(metrics, {
       "rollout/raw_reward": 0.5,
@@ -48,9 +51,9 @@ describe("step metrics", () => {
 
   it("reports top-level numeric metadata as <field>/{mean,median,max,min} without a rollout/ prefix", () => {
     const metrics = metricsOf([
-      sample({ metadata: { task_success: 1, tool_calls: 4, role: "main", ok: true, _hidden: 1, index: 3 } }),
-      sample({ metadata: { task_success: 0, tool_calls: 2, agentic_trace: { turns: [] }, rollout_turns: 2 } }),
-      sample({ metadata: { tool_calls: 9 } })
+      Samples.sample({ metadata: { task_success: 1, tool_calls: 4, role: "main", ok: true, _hidden: 1, index: 3 } }),
+      Samples.sample({ metadata: { task_success: 0, tool_calls: 2, agentic_trace: { turns: [] }, rollout_turns: 2 } }),
+      Samples.sample({ metadata: { tool_calls: 9 } })
     ])
     assert.deepStrictEqual(metrics, {
       "task_success/mean": 0.5,
@@ -65,13 +68,13 @@ describe("step metrics", () => {
   })
 
   it("never lets a metadata metric overwrite a reward metric of the same name", () => {
-    const metrics = metricsOf([sample({ reward: 1, metadata: { "rollout/raw_reward": 7 } })])
+    const metrics = metricsOf([Samples.sample({ reward: 1, metadata: { "rollout/raw_reward": 7 } })])
     assert.strictEqual(metrics["rollout/raw_reward"], 1)
     assert.strictEqual(metrics["rollout/raw_reward/mean"], 7)
   })
 
   it("fails on an object reward whose --reward-key is missing, naming the row", () => {
-    const result = Metrics.step([sample({ session_id: "s4", reward: { acc: 1 } })], {
+    const result = Metrics.step([Samples.sample({ session_id: "s4", reward: { acc: 1 } })], {
       rewardKey: "score",
       logPassrate: false,
       groupSize: 1
@@ -86,7 +89,7 @@ describe("step metrics", () => {
 
 describe("passrate", () => {
   const group = (groupIndex: number, rewards: ReadonlyArray<number>) =>
-    rewards.map((reward, i) => sample({ group_index: groupIndex, session_id: `g${groupIndex}s${i}`, reward }))
+    rewards.map((reward, i) => Samples.sample({ group_index: groupIndex, session_id: `g${groupIndex}s${i}`, reward }))
 
   it("estimates pass@k as 1 − C(n−c, k) / C(n, k)", () => {
     assert.closeTo(Metrics.passAtK(4, 2, 1), 0.5, 1e-12)
@@ -108,9 +111,9 @@ describe("passrate", () => {
 
   it("counts one representative context per Session: the one that carries the reward", () => {
     const rows = [0, 1].flatMap((i) => [
-      sample({ group_index: 0, session_id: `s${i}`, export_name: "main", reward: i === 0 ? 1 : 0 }),
-      sample({ group_index: 0, session_id: `s${i}`, export_name: "searcher_0", reward: null }),
-      sample({ group_index: 0, session_id: `s${i}`, export_name: "searcher_1", reward: null })
+      Samples.sample({ group_index: 0, session_id: `s${i}`, export_name: "main", reward: i === 0 ? 1 : 0 }),
+      Samples.sample({ group_index: 0, session_id: `s${i}`, export_name: "searcher_0", reward: null }),
+      Samples.sample({ group_index: 0, session_id: `s${i}`, export_name: "searcher_1", reward: null })
     ])
     const metrics = metricsOf(rows, { logPassrate: true, groupSize: 2 })
     assert.strictEqual(metrics["rollout/passrate/pass@1"], 0.5)
@@ -118,7 +121,9 @@ describe("passrate", () => {
   })
 
   it("reads the primary value of object rewards through --reward-key", () => {
-    const rows = [1, 0].map((score, i) => sample({ group_index: 0, session_id: `s${i}`, reward: { score, len: 1 } }))
+    const rows = [1, 0].map((score, i) =>
+      Samples.sample({ group_index: 0, session_id: `s${i}`, reward: { score, len: 1 } })
+    )
     const metrics = metricsOf(rows, { logPassrate: true, groupSize: 2, rewardKey: "score" })
     assert.strictEqual(metrics["rollout/passrate/pass@1"], 0.5)
   })

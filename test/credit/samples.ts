@@ -1,11 +1,11 @@
 /**
  * Training samples and Groups for the credit tests.
  */
-import type { Group, Session } from "../../src/credit/Group.ts"
-import type { TrainingSample } from "../../src/forest/TrainingSample.ts"
+import type * as Group from "../../src/credit/Group.ts"
+import type * as TrainingSample from "../../src/forest/TrainingSample.ts"
 
 /** A one-turn sample of `responseLength` generated tokens after a 4-token prompt; fields overridable. */
-export const sample = (overrides: Partial<TrainingSample> = {}): TrainingSample => {
+export const sample = (overrides: Partial<TrainingSample.TrainingSample> = {}): TrainingSample.TrainingSample => {
   const responseLength = overrides.response_length ?? 3
   return {
     rollout_id: 0,
@@ -31,13 +31,16 @@ export const sample = (overrides: Partial<TrainingSample> = {}): TrainingSample 
 }
 
 /** A Session whose exports are `samples`, all tagged with its id. */
-export const session = (sessionId: string, exports: ReadonlyArray<TrainingSample>): Session => ({
+export const session = (sessionId: string, exports: ReadonlyArray<TrainingSample.TrainingSample>): Group.Session => ({
   sessionId,
   exports: exports.map((row) => ({ ...row, session_id: sessionId }))
 })
 
 /** A Group of single-context (implicit export) Sessions with the given rewards. */
-export const singleContextGroup = (rewards: ReadonlyArray<TrainingSample["reward"]>, groupIndex = 0): Group => ({
+export const singleContextGroup = (
+  rewards: ReadonlyArray<TrainingSample.TrainingSample["reward"]>,
+  groupIndex = 0
+): Group.Group => ({
   groupIndex,
   sessions: rewards.map((reward, i) =>
     session(`g${groupIndex}s${i}`, [sample({ group_index: groupIndex, index: groupIndex * 100 + i, reward })])
@@ -50,8 +53,8 @@ export const singleContextGroup = (rewards: ReadonlyArray<TrainingSample["reward
  * main is a two-turn context (spans [0,2) and [4,6) with an observation between); searcher_0 has one turn.
  */
 export const guideGroup = (
-  extraMain: readonly [TrainingSample["metadata"], TrainingSample["metadata"]] = [{}, {}]
-): Group => ({
+  extraMain: readonly [TrainingSample.TrainingSample["metadata"], TrainingSample.TrainingSample["metadata"]] = [{}, {}]
+): Group.Group => ({
   groupIndex: 3,
   sessions: [
     session("first", [

@@ -12,8 +12,8 @@ import { Effect } from "effect"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import { awaitAgents, recordedPids, running } from "../support/agentProcesses.ts"
-import { awaitGone, startCli } from "../support/cliProcess.ts"
+import * as AgentProcesses from "../support/agentProcesses.ts"
+import * as CliProcess from "../support/cliProcess.ts"
 
 const root = Path.join(import.meta.dirname, "..", "..")
 const fixtures = Path.join(root, "test", "fixtures", "rollout")
@@ -52,7 +52,7 @@ describe("agents share their owner's fate (SIGKILL of the command)", () => {
         const dir = tempDir()
         const agents = Path.join(dir, "pids")
         Fs.mkdirSync(agents)
-        const cli = yield* startCli([
+        const cli = yield* CliProcess.startCli([
           "rollout",
           ...agentArgs(agents),
           "--num-rollout",
@@ -60,14 +60,14 @@ describe("agents share their owner's fate (SIGKILL of the command)", () => {
           "--output-dir",
           Path.join(dir, "out")
         ])
-        yield* awaitAgents(agents, sessions)
-        const pids = recordedPids(agents)
+        yield* AgentProcesses.awaitAgents(agents, sessions)
+        const pids = AgentProcesses.recordedPids(agents)
         assert.lengthOf(pids, 3 * sessions)
-        assert.isTrue(pids.every(running), "every agent and its tool processes run before the SIGKILL")
+        assert.isTrue(pids.every(AgentProcesses.running), "every agent and its tool processes run before the SIGKILL")
         cli.child.kill("SIGKILL")
         const ended = yield* cli.ended
         assert.strictEqual(ended.signal, "SIGKILL")
-        assert.deepStrictEqual(yield* awaitGone(pids, running, boundMs), [], cli.output())
+        assert.deepStrictEqual(yield* CliProcess.awaitGone(pids, AgentProcesses.running, boundMs), [], cli.output())
         Fs.rmSync(dir, { recursive: true, force: true })
       })),
     { timeout: 90_000 }
@@ -78,7 +78,7 @@ describe("agents share their owner's fate (SIGKILL of the command)", () => {
     () =>
       Effect.scoped(Effect.gen(function*() {
         const dir = tempDir()
-        const cli = yield* startCli(["serve", ...agentArgs(dir), "--rpc-port", "0"])
+        const cli = yield* CliProcess.startCli(["serve", ...agentArgs(dir), "--rpc-port", "0"])
         const url = (yield* cli.waitFor(/listening on (http:\/\/\S+\/rpc)/))[1]!
         // The step never finishes (the tools never end); the request is cut off by the kill.
         yield* Effect.promise(() =>
@@ -89,13 +89,13 @@ describe("agents share their owner's fate (SIGKILL of the command)", () => {
             }\n`
           }).then((response) => response.text()).catch((error: unknown) => String(error))
         ).pipe(Effect.forkScoped)
-        yield* awaitAgents(dir, sessions)
-        const pids = recordedPids(dir)
+        yield* AgentProcesses.awaitAgents(dir, sessions)
+        const pids = AgentProcesses.recordedPids(dir)
         assert.lengthOf(pids, 3 * sessions)
-        assert.isTrue(pids.every(running), "every agent and its tool processes run before the SIGKILL")
+        assert.isTrue(pids.every(AgentProcesses.running), "every agent and its tool processes run before the SIGKILL")
         cli.child.kill("SIGKILL")
         assert.strictEqual((yield* cli.ended).signal, "SIGKILL")
-        assert.deepStrictEqual(yield* awaitGone(pids, running, boundMs), [], cli.output())
+        assert.deepStrictEqual(yield* CliProcess.awaitGone(pids, AgentProcesses.running, boundMs), [], cli.output())
         Fs.rmSync(dir, { recursive: true, force: true })
       })),
     { timeout: 90_000 }

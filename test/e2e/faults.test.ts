@@ -10,8 +10,8 @@ import { Effect } from "effect"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import { EmbeddedEngine } from "../../layers/engine/EmbeddedEngine.ts"
-import { hasExited } from "../../layers/session/ProcessGroup.ts"
+import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
+import * as ProcessGroup from "../../layers/session/ProcessGroup.ts"
 import { makeRollout, memorySink, Rollout } from "../../src/index.ts"
 
 const fixtures = Path.join(import.meta.dirname, "..", "fixtures", "rollout")
@@ -42,7 +42,7 @@ describe("faulty agent processes (real processes)", () => {
             agenticMaxConsecutiveDrops: 0,
             rolloutShuffle: false,
             outputDir: Path.join(dir, "out")
-          }, { telemetry: sink, embedded: EmbeddedEngine.instant })),
+          }, { telemetry: sink, embedded: EmbeddedEngine.EmbeddedEngine.instant })),
           Effect.scoped
         )
         // Only the two rows whose agents work give samples (refills may repeat a row: the dataset wraps).
@@ -58,7 +58,7 @@ describe("faulty agent processes (real processes)", () => {
         )
         // Every agent that got to record itself (the seven modes at least once), and its children, are gone.
         assert.isAtLeast(recorded.length, 7)
-        assert.deepStrictEqual(pids.filter((pid) => !hasExited(pid)), [])
+        assert.deepStrictEqual(pids.filter((pid) => !ProcessGroup.hasExited(pid)), [])
         // The failed Sessions' logs were kept under the output directory.
         assert.isAbove(Fs.readdirSync(Path.join(dir, "out", "logs")).length, 0)
         const text = sink.captured.lines.join("\n")

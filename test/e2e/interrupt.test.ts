@@ -11,9 +11,9 @@ import { spawn } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import { EmbeddedEngine } from "../../layers/engine/EmbeddedEngine.ts"
+import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
 import { makeRollout, memorySink, Rollout } from "../../src/index.ts"
-import { awaitAgents, recordedPids, running } from "../support/agentProcesses.ts"
+import * as AgentProcesses from "../support/agentProcesses.ts"
 
 const root = Path.join(import.meta.dirname, "..", "..")
 const fixtures = Path.join(root, "test", "fixtures", "rollout")
@@ -37,21 +37,21 @@ describe("interrupting a rollout leaves no agent process running", () => {
           agentEnv: [`PIDS_DIR=${dir}`],
           nSamplesPerPrompt: 2,
           rolloutBatchSize: 2
-        }, { telemetry: memorySink(), embedded: EmbeddedEngine.instant }),
+        }, { telemetry: memorySink(), embedded: EmbeddedEngine.EmbeddedEngine.instant }),
         scope
       )
       const step = yield* Effect.gen(function*() {
         const rollout = yield* Rollout
         return yield* rollout.runStep(0)
       }).pipe(Effect.provide(context), Effect.forkDetach)
-      yield* awaitAgents(dir, sessions)
-      const pids = recordedPids(dir)
+      yield* AgentProcesses.awaitAgents(dir, sessions)
+      const pids = AgentProcesses.recordedPids(dir)
       assert.lengthOf(pids, 2 * sessions)
-      assert.isTrue(pids.every(running), "every agent and its child run before the interruption")
+      assert.isTrue(pids.every(AgentProcesses.running), "every agent and its child run before the interruption")
 
       yield* Fiber.interrupt(step)
       yield* Scope.close(scope, Exit.void)
-      assert.deepStrictEqual(pids.filter(running), [])
+      assert.deepStrictEqual(pids.filter(AgentProcesses.running), [])
       Fs.rmSync(dir, { recursive: true, force: true })
     }), { timeout: 60_000 })
 
@@ -98,10 +98,10 @@ describe("interrupting a rollout leaves no agent process running", () => {
           }
         ).pipe(Effect.forkChild)
 
-        yield* awaitAgents(agentsDir, sessions)
-        const pids = recordedPids(agentsDir)
+        yield* AgentProcesses.awaitAgents(agentsDir, sessions)
+        const pids = AgentProcesses.recordedPids(agentsDir)
         assert.lengthOf(pids, 2 * sessions)
-        assert.isTrue(pids.every(running), "every agent and its child run before Ctrl-C")
+        assert.isTrue(pids.every(AgentProcesses.running), "every agent and its child run before Ctrl-C")
         assert.include(output, "AGENTIC ROLLOUT event=accounting_start rollout=0")
 
         child.kill("SIGINT")
@@ -114,7 +114,7 @@ describe("interrupting a rollout leaves no agent process running", () => {
           output,
           `Interrupted by SIGINT during step 0: step 0's samples were not written; nothing was written to ${out}`
         )
-        assert.deepStrictEqual(pids.filter(running), [], output)
+        assert.deepStrictEqual(pids.filter(AgentProcesses.running), [], output)
         // No half-written sample file: the step never completed, so there is none at all.
         assert.isFalse(Fs.existsSync(Path.join(out, "rollout_0.jsonl")))
         Fs.rmSync(dir, { recursive: true, force: true })

@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
 import sharp from "sharp"
-import { EmbeddedEngine } from "../../layers/engine/EmbeddedEngine.ts"
+import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
 import { makeRollout, memorySink, Rollout } from "../../src/index.ts"
 import * as VisionTokenizer from "../support/VisionTokenizer.ts"
 
@@ -46,7 +46,7 @@ describe("a multimodal rollout with a vision tokenizer (real agent processes, em
           nSamplesPerPrompt: 2,
           rolloutBatchSize: 1,
           rolloutMaxResponseLen: 32
-        }, { telemetry: memorySink(), embedded: EmbeddedEngine.instant })))
+        }, { telemetry: memorySink(), embedded: EmbeddedEngine.EmbeddedEngine.instant })))
         assert.lengthOf(step.samples, 2)
         for (const sample of step.samples) {
           // 640 x 480 under Qwen2.5-VL: resized 644 x 476, grid [1, 34, 46], 391 image tokens (ImageGrid.test.ts).

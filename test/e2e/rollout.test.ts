@@ -3,7 +3,7 @@ import { Effect } from "effect"
 import { mkdtempSync, readFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
-import { EmbeddedEngine } from "../../layers/engine/EmbeddedEngine.ts"
+import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
 import { makeRollout, memorySink, Rollout, type RolloutOptionsInput } from "../../src/index.ts"
 
 const fixtures = resolve(import.meta.dirname, "../fixtures/rollout")
@@ -106,7 +106,7 @@ describe("rollout end to end (real agent processes, gateway, embedded engine)", 
           evalInterval: 2,
           skipEvalBeforeTrain: true
         }),
-        { telemetry: sink, embedded: EmbeddedEngine.instant }
+        { telemetry: sink, embedded: EmbeddedEngine.EmbeddedEngine.instant }
       ))
     )
   }, { timeout: 60_000 })
@@ -127,7 +127,7 @@ describe("rollout end to end (real agent processes, gateway, embedded engine)", 
       assert.include(sink.captured.lines, "AGENTIC Dropped 1 group")
     }).pipe(Effect.provide(makeRollout(
       options({ promptData: join(fixtures, "crash.jsonl") }),
-      { telemetry: sink, embedded: EmbeddedEngine.instant }
+      { telemetry: sink, embedded: EmbeddedEngine.EmbeddedEngine.instant }
     )))
   }, { timeout: 60_000 })
 
@@ -156,7 +156,7 @@ describe("rollout end to end (real agent processes, gateway, embedded engine)", 
           useDynamicBatchSize: true,
           maxTokensPerGpu: 4096
         }),
-        { telemetry: memorySink(), embedded: EmbeddedEngine.instant }
+        { telemetry: memorySink(), embedded: EmbeddedEngine.EmbeddedEngine.instant }
       ))),
     { timeout: 60_000 }
   )
@@ -174,7 +174,7 @@ describe("rollout end to end (real agent processes, gateway, embedded engine)", 
       }
     }).pipe(Effect.provide(makeRollout(
       options({ promptData: join(fixtures, "barrier.jsonl"), nSamplesPerPrompt: 3 }),
-      { telemetry: memorySink(), embedded: EmbeddedEngine.instant }
+      { telemetry: memorySink(), embedded: EmbeddedEngine.EmbeddedEngine.instant }
     ))), { timeout: 60_000 })
 
   it.live(
@@ -191,7 +191,7 @@ describe("rollout end to end (real agent processes, gateway, embedded engine)", 
         }
       }).pipe(Effect.provide(makeRollout(
         options({ promptData: join(fixtures, "context.jsonl"), rolloutBatchSize: 1, rolloutMaxContextLen: 120 }),
-        { telemetry: memorySink(), embedded: EmbeddedEngine.instant }
+        { telemetry: memorySink(), embedded: EmbeddedEngine.EmbeddedEngine.instant }
       ))),
     { timeout: 60_000 }
   )

@@ -2,9 +2,9 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Layer, Schema } from "effect"
 import { createRequire } from "node:module"
 import { dirname, join, resolve } from "node:path"
-import { EmbeddedEngine } from "../../layers/engine/EmbeddedEngine.ts"
-import { Engine, type EngineShape } from "../../layers/engine/Engine.ts"
-import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
+import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
+import * as Engine from "../../layers/engine/Engine.ts"
+import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import { makeRollout, memorySink, Rollout, type RolloutOptionsInput } from "../../src/index.ts"
 import * as FakeSglang from "../support/FakeSglang.ts"
 
@@ -35,8 +35,11 @@ describe("rollout on SGLang (real agent processes, the fake SGLang server)", () 
     "closes every finished Session on the worker with --agentic-session-lifecycle, counted in the step",
     () =>
       Effect.gen(function*() {
-        const tokenizer = yield* Tokenizer
-        const model = yield* EmbeddedEngine.make(tokenizer, { ...EmbeddedEngine.instant, seed: 1 })
+        const tokenizer = yield* Tokenizer.Tokenizer
+        const model = yield* EmbeddedEngine.EmbeddedEngine.make(tokenizer, {
+          ...EmbeddedEngine.EmbeddedEngine.instant,
+          seed: 1
+        })
         const server = yield* FakeSglang.make({ engine: model, tokenize: tokenizer.encode })
         const step = yield* firstStep({
           promptData: join(fixtures, "barrier.jsonl"),
@@ -58,7 +61,7 @@ describe("rollout on SGLang (real agent processes, the fake SGLang server)", () 
         assert.strictEqual(step.metrics["agentic_kv/session/close_failure"], 0)
         // The startup tokenizer check asked the server.
         assert.isTrue(server.requests.some((r) => r.path === "/tokenize"))
-      }).pipe(Effect.scoped, Effect.provide(Layer.orDie(Tokenizer.layer))),
+      }).pipe(Effect.scoped, Effect.provide(Layer.orDie(Tokenizer.Tokenizer.layer))),
     { timeout: 120_000 }
   )
 
@@ -66,8 +69,11 @@ describe("rollout on SGLang (real agent processes, the fake SGLang server)", () 
     "records the MoE routing of every sequence position in rollout_routed_experts with --use-rollout-routing-replay",
     () =>
       Effect.gen(function*() {
-        const tokenizer = yield* Tokenizer
-        const model = yield* EmbeddedEngine.make(tokenizer, { ...EmbeddedEngine.instant, seed: 1 })
+        const tokenizer = yield* Tokenizer.Tokenizer
+        const model = yield* EmbeddedEngine.EmbeddedEngine.make(tokenizer, {
+          ...EmbeddedEngine.EmbeddedEngine.instant,
+          seed: 1
+        })
         const server = yield* FakeSglang.make({
           engine: model,
           tokenize: tokenizer.encode,
@@ -90,13 +96,13 @@ describe("rollout on SGLang (real agent processes, the fake SGLang server)", () 
             sample.tokens.slice(0, -1).map((token, position) => FakeSglang.fakeRouting(token, position))
           )
         }
-      }).pipe(Effect.scoped, Effect.provide(Layer.orDie(Tokenizer.layer))),
+      }).pipe(Effect.scoped, Effect.provide(Layer.orDie(Tokenizer.Tokenizer.layer))),
     { timeout: 120_000 }
   )
 })
 
 /** What the model generates for `prompt` without interruption, with the Session's seed (42 + position). */
-const uninterrupted = (model: EngineShape, prompt: ReadonlyArray<number>, seed: number, maxNewTokens: number) =>
+const uninterrupted = (model: Engine.EngineShape, prompt: ReadonlyArray<number>, seed: number, maxNewTokens: number) =>
   model.generate({
     inputIds: prompt,
     sampling: { maxNewTokens, temperature: 1, topP: 1, topK: -1, stop: [], stopTokenIds: [], seed },
@@ -123,16 +129,19 @@ describe("weight updates on SGLang while requests run and queue (real agent proc
     "a two-phase update, a step-boundary pause and a one-call update, each with requests running and queued, cost no request; resumed tokens equal the uninterrupted run; weight_versions name the weights each attempt ran on",
     () =>
       Effect.gen(function*() {
-        const tokenizer = yield* Tokenizer
+        const tokenizer = yield* Tokenizer.Tokenizer
         // No end of turn and 100 tokens a second: every request generates its 150 tokens in 1.5 s, one at a time on
         // the server (--max-running-requests 1), so the others wait in SGLang's queue.
         const slow = { prefillTokensPerSecond: 0, decodeTokensPerSecond: 100, model: { eosProbability: 0 }, seed: 42 }
-        const model = yield* EmbeddedEngine.make(tokenizer, slow)
-        const reference = yield* EmbeddedEngine.make(tokenizer, { ...slow, ...EmbeddedEngine.instant })
+        const model = yield* EmbeddedEngine.EmbeddedEngine.make(tokenizer, slow)
+        const reference = yield* EmbeddedEngine.EmbeddedEngine.make(tokenizer, {
+          ...slow,
+          ...EmbeddedEngine.EmbeddedEngine.instant
+        })
         const server = yield* FakeSglang.make({ engine: model, tokenize: tokenizer.encode, maxRunningRequests: 1 })
         const { steps, step0Answers, boundaryAnswers } = yield* Effect.gen(function*() {
           const rollout = yield* Rollout
-          const engine = yield* Engine
+          const engine = yield* Engine.Engine
           // Step 0: one request runs, two wait in SGLang's queue: the trainer pauses, pushes, resumes.
           const first = yield* rollout.runStep(0).pipe(Effect.forkChild)
           yield* server.awaitQueued(2)
@@ -203,14 +212,17 @@ describe("weight updates on SGLang while requests run and queue (real agent proc
         }
         // Some sample was cut by the updates and resumed on the new weights.
         assert.isTrue(steps.some((step) => step.samples.some((s) => new Set(s.weight_versions).size > 1)))
-      }).pipe(Effect.scoped, Effect.provide(Layer.orDie(Tokenizer.layer))),
+      }).pipe(Effect.scoped, Effect.provide(Layer.orDie(Tokenizer.Tokenizer.layer))),
     { timeout: 120_000 }
   )
 
   it.live("the scheduler's input-length 400 reaches the agent as the context-length 400", () =>
     Effect.gen(function*() {
-      const tokenizer = yield* Tokenizer
-      const model = yield* EmbeddedEngine.make(tokenizer, { ...EmbeddedEngine.instant, seed: 1 })
+      const tokenizer = yield* Tokenizer.Tokenizer
+      const model = yield* EmbeddedEngine.EmbeddedEngine.make(tokenizer, {
+        ...EmbeddedEngine.EmbeddedEngine.instant,
+        seed: 1
+      })
       // A KV pool smaller than the context window: the scheduler refuses inputs of 200 tokens or more.
       const server = yield* FakeSglang.make({ engine: model, tokenize: tokenizer.encode, maxReqInputLen: 200 })
       const step = yield* firstStep({
@@ -224,18 +236,21 @@ describe("weight updates on SGLang while requests run and queue (real agent proc
         assert.strictEqual(sample.metadata["status"], 400)
         assert.include(String(sample.metadata["context_error"]), "maximum context length")
       }
-    }).pipe(Effect.scoped, Effect.provide(Layer.orDie(Tokenizer.layer))), { timeout: 120_000 })
+    }).pipe(Effect.scoped, Effect.provide(Layer.orDie(Tokenizer.Tokenizer.layer))), { timeout: 120_000 })
 
   it.live("a worker registered at the router during the run gets the next weight update", () =>
     Effect.gen(function*() {
-      const tokenizer = yield* Tokenizer
-      const model = yield* EmbeddedEngine.make(tokenizer, { ...EmbeddedEngine.instant, seed: 1 })
+      const tokenizer = yield* Tokenizer.Tokenizer
+      const model = yield* EmbeddedEngine.EmbeddedEngine.make(tokenizer, {
+        ...EmbeddedEngine.EmbeddedEngine.instant,
+        seed: 1
+      })
       const a = yield* FakeSglang.make({ engine: model, tokenize: tokenizer.encode })
       const b = yield* FakeSglang.make({ engine: model, tokenize: tokenizer.encode })
       const router = yield* FakeSglang.make({ routeTo: [a.url], dpSize: 2 })
       const versions = yield* Effect.gen(function*() {
         const rollout = yield* Rollout
-        const engine = yield* Engine
+        const engine = yield* Engine.Engine
         yield* rollout.runStep(0)
         router.addWorker(b.url)
         yield* engine.updateWeights("v1")
@@ -255,5 +270,5 @@ describe("weight updates on SGLang while requests run and queue (real agent proc
       )
       assert.deepStrictEqual([a.weightVersion(), b.weightVersion()], ["v1", "v1"])
       assert.isTrue(versions.length > 0 && versions.every((v) => v === "v1"))
-    }).pipe(Effect.scoped, Effect.provide(Layer.orDie(Tokenizer.layer))), { timeout: 120_000 })
+    }).pipe(Effect.scoped, Effect.provide(Layer.orDie(Tokenizer.Tokenizer.layer))), { timeout: 120_000 })
 })

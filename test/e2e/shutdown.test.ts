@@ -13,9 +13,9 @@ import { execFileSync } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import { TrainingSample } from "../../src/forest/TrainingSample.ts"
-import { awaitAgents, recordedPids, running } from "../support/agentProcesses.ts"
-import { awaitGone, startCli } from "../support/cliProcess.ts"
+import * as TrainingSample from "../../src/forest/TrainingSample.ts"
+import * as AgentProcesses from "../support/agentProcesses.ts"
+import * as CliProcess from "../support/cliProcess.ts"
 
 const root = Path.join(import.meta.dirname, "..", "..")
 const fixtures = Path.join(root, "test", "fixtures", "rollout")
@@ -45,7 +45,7 @@ const common = [
 
 const node = JSON.stringify(process.execPath)
 const lastLine = (text: string) => text.trimEnd().split("\n").at(-1) ?? ""
-const decodeSample = Schema.decodeUnknownSync(Schema.fromJsonString(TrainingSample))
+const decodeSample = Schema.decodeUnknownSync(Schema.fromJsonString(TrainingSample.TrainingSample))
 const samplesIn = (path: string) =>
   Fs.readFileSync(path, "utf8").split("\n").filter((line) => line.length > 0).map((line) => decodeSample(line))
 
@@ -57,7 +57,7 @@ const fallbackOf = (output: string, name: string): string => {
 }
 
 /** Wait (file-system events) until `dir` holds `count` files. */
-const awaitFiles = awaitAgents
+const awaitFiles = AgentProcesses.awaitAgents
 
 describe("shutdown", () => {
   it.live(
@@ -70,7 +70,7 @@ describe("shutdown", () => {
         Fs.mkdirSync(pids)
         Fs.mkdirSync(calls)
         const out = Path.join(dir, "out")
-        const cli = yield* startCli([
+        const cli = yield* CliProcess.startCli([
           "rollout",
           ...common,
           "--agent-command",
@@ -105,7 +105,7 @@ describe("shutdown", () => {
         const dir = tempDir()
         const out = Path.join(dir, "out")
         Fs.mkdirSync(out)
-        const cli = yield* startCli([
+        const cli = yield* CliProcess.startCli([
           "rollout",
           ...common,
           "--agent-command",
@@ -145,7 +145,7 @@ describe("shutdown", () => {
         const dir = tempDir()
         const pids = Path.join(dir, "pids")
         Fs.mkdirSync(pids)
-        const cli = yield* startCli([
+        const cli = yield* CliProcess.startCli([
           "rollout",
           ...common,
           "--agent-command",
@@ -155,8 +155,8 @@ describe("shutdown", () => {
           "--output-dir",
           Path.join(dir, "out")
         ])
-        yield* awaitAgents(pids, sessions)
-        const agents = recordedPids(pids)
+        yield* AgentProcesses.awaitAgents(pids, sessions)
+        const agents = AgentProcesses.recordedPids(pids)
         cli.child.kill("SIGINT")
         yield* cli.waitFor(/SIGINT received: stopping every agent/)
         // The agents ignore the SIGTERM of the first shutdown, which therefore waits out their grace period.
@@ -171,7 +171,7 @@ describe("shutdown", () => {
           lastLine(ended.stdout),
           /^Interrupted by SIGINT during step 0: step 0's samples were not written; nothing was written/
         )
-        assert.deepStrictEqual(yield* awaitGone(agents, running, boundMs), [])
+        assert.deepStrictEqual(yield* CliProcess.awaitGone(agents, AgentProcesses.running, boundMs), [])
         Fs.rmSync(dir, { recursive: true, force: true })
       })),
     { timeout: 120_000 }
@@ -186,7 +186,7 @@ describe("shutdown", () => {
         Fs.mkdirSync(pids)
         const out = Path.join(dir, "out")
         const gate = Path.join(dir, "gate")
-        const cli = yield* startCli([
+        const cli = yield* CliProcess.startCli([
           "rollout",
           ...common,
           "--agent-command",
@@ -198,7 +198,7 @@ describe("shutdown", () => {
           "--output-dir",
           out
         ])
-        yield* awaitAgents(pids, sessions)
+        yield* AgentProcesses.awaitAgents(pids, sessions)
         // The output directory passed the startup check; now it is replaced by a file, then the agents finish.
         Fs.rmSync(out, { recursive: true, force: true })
         Fs.writeFileSync(out, "not a directory")
@@ -210,7 +210,7 @@ describe("shutdown", () => {
         assert.include(ended.stderr, "The rollout stopped; free space or fix the directory's permissions")
         const fallback = fallbackOf(ended.stderr, "rollout_0.jsonl")
         assert.lengthOf(samplesIn(fallback), sessions)
-        assert.deepStrictEqual(recordedPids(pids).filter(running), [])
+        assert.deepStrictEqual(AgentProcesses.recordedPids(pids).filter(AgentProcesses.running), [])
         Fs.rmSync(Path.dirname(fallback), { recursive: true, force: true })
         Fs.rmSync(dir, { recursive: true, force: true })
       })),

@@ -1,23 +1,26 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Fiber, Layer } from "effect"
 import { TestClock } from "effect/testing"
-import { EmbeddedEngine, type EmbeddedEngineOptions } from "../../layers/engine/EmbeddedEngine.ts"
-import { Engine, type GenerateRequest, type PolicyRequest, type SamplingParams } from "../../layers/engine/Engine.ts"
-import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
+import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
+import * as Engine from "../../layers/engine/Engine.ts"
+import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import * as Model from "../../src/engine/Model.ts"
-import { sampling as trainSampling } from "../support/sessions.ts"
+import * as Sessions from "../support/sessions.ts"
 
-const engineLayer = (options: EmbeddedEngineOptions) =>
-  EmbeddedEngine.layer({ ...EmbeddedEngine.instant, ...options }).pipe(Layer.provideMerge(Tokenizer.layer))
+const engineLayer = (options: EmbeddedEngine.EmbeddedEngineOptions) =>
+  EmbeddedEngine.EmbeddedEngine.layer({ ...EmbeddedEngine.EmbeddedEngine.instant, ...options }).pipe(
+    Layer.provideMerge(Tokenizer.Tokenizer.layer)
+  )
 
-const sampling = (overrides: Partial<SamplingParams> = {}): SamplingParams => trainSampling({ seed: 7, ...overrides })
+const sampling = (overrides: Partial<Engine.SamplingParams> = {}): Engine.SamplingParams =>
+  Sessions.sampling({ seed: 7, ...overrides })
 
 let ridCounter = 0
 const request = (
   inputIds: ReadonlyArray<number>,
-  overrides: Partial<SamplingParams> = {},
-  extra: Partial<GenerateRequest> = {}
-): GenerateRequest => ({
+  overrides: Partial<Engine.SamplingParams> = {},
+  extra: Partial<Engine.GenerateRequest> = {}
+): Engine.GenerateRequest => ({
   inputIds,
   sampling: sampling(overrides),
   rid: `rid-${String(ridCounter++).padStart(8, "0")}`,
@@ -35,7 +38,7 @@ const scaledLogprob = (model: Model.Model, prev: number, id: number, temperature
   return Math.log(Math.pow(Model.probability(d, id), 1 / temperature) / z)
 }
 
-const conversation = (text: string, turn = 1): PolicyRequest => ({
+const conversation = (text: string, turn = 1): Engine.PolicyRequest => ({
   sessionId: "s1",
   turn,
   messages: [{ role: "user", content: text }],
@@ -49,7 +52,7 @@ describe("EmbeddedEngine sampling", () => {
     Effect.gen(function*() {
       const run = (seed: number) =>
         Effect.gen(function*() {
-          const engine = yield* Engine
+          const engine = yield* Engine.Engine
           return yield* engine.generate(request(prompt, { seed }))
         }).pipe(Effect.provide(engineLayer({ seed: 11 })))
       const a = yield* run(5)
@@ -63,9 +66,9 @@ describe("EmbeddedEngine sampling", () => {
 
   it.effect("returns the model's true log-probabilities (temperature 1 and scaled)", () =>
     Effect.gen(function*() {
-      const engine = yield* Engine
-      const tokenizer = yield* Tokenizer
-      const model = EmbeddedEngine.modelFor(tokenizer, { seed: 11 })
+      const engine = yield* Engine.Engine
+      const tokenizer = yield* Tokenizer.Tokenizer
+      const model = EmbeddedEngine.EmbeddedEngine.modelFor(tokenizer, { seed: 11 })
       for (const temperature of [1, 0.6]) {
         const result = yield* engine.generate(request(prompt, { temperature, maxNewTokens: 40 }))
         assert.strictEqual(result.logprobs.length, result.outputIds.length)
@@ -82,8 +85,8 @@ describe("EmbeddedEngine sampling", () => {
 
   it.effect("ends with the eos id when the model stops, like SGLang with no_stop_trim", () =>
     Effect.gen(function*() {
-      const engine = yield* Engine
-      const tokenizer = yield* Tokenizer
+      const engine = yield* Engine.Engine
+      const tokenizer = yield* Tokenizer.Tokenizer
       const result = yield* engine.generate(request(prompt, { maxNewTokens: 1000 }))
       assert.strictEqual(result.outputIds[result.outputIds.length - 1], tokenizer.eosTokenId)
       assert.deepStrictEqual(result.finishReason, { type: "stop", matched: tokenizer.eosTokenId })
@@ -93,7 +96,7 @@ describe("EmbeddedEngine sampling", () => {
 
   it.effect("stops at max_new_tokens with finish reason length", () =>
     Effect.gen(function*() {
-      const engine = yield* Engine
+      const engine = yield* Engine.Engine
       const result = yield* engine.generate(request(prompt, { maxNewTokens: 5 }))
       assert.strictEqual(result.outputIds.length, 5)
       assert.deepStrictEqual(result.finishReason, { type: "length", length: 5 })
@@ -104,8 +107,8 @@ describe("EmbeddedEngine sampling", () => {
 
   it.effect("stops on a stop token id and on a stop string, keeping the matching token", () =>
     Effect.gen(function*() {
-      const engine = yield* Engine
-      const tokenizer = yield* Tokenizer
+      const engine = yield* Engine.Engine
+      const tokenizer = yield* Tokenizer.Tokenizer
       const full = yield* engine.generate(request(prompt, { maxNewTokens: 30 }))
       const stopId = full.outputIds[6]!
       const firstAt = full.outputIds.indexOf(stopId)
@@ -125,9 +128,9 @@ describe("EmbeddedEngine sampling", () => {
 
   it.effect("is greedy at temperature 0", () =>
     Effect.gen(function*() {
-      const engine = yield* Engine
-      const tokenizer = yield* Tokenizer
-      const model = EmbeddedEngine.modelFor(tokenizer, {})
+      const engine = yield* Engine.Engine
+      const tokenizer = yield* Tokenizer.Tokenizer
+      const model = EmbeddedEngine.EmbeddedEngine.modelFor(tokenizer, {})
       const result = yield* engine.generate(request(prompt, { temperature: 0, maxNewTokens: 8, seed: 1 }))
       const other = yield* engine.generate(request(prompt, { temperature: 0, maxNewTokens: 8, seed: 2 }))
       assert.deepStrictEqual(other.outputIds, result.outputIds)
@@ -140,7 +143,7 @@ describe("EmbeddedEngine sampling", () => {
 
   it.effect("rejects prompt + max_new_tokens reaching the context window with SGLang's wording", () =>
     Effect.gen(function*() {
-      const engine = yield* Engine
+      const engine = yield* Engine.Engine
       const error = yield* engine.generate(request(prompt, { maxNewTokens: 11 })).pipe(Effect.flip)
       assert.strictEqual(error._tag, "ContextLengthError")
       assert.include(error.message, "Requested token count exceeds the model's maximum context length of 20 tokens")
@@ -156,7 +159,7 @@ describe("EmbeddedEngine sampling", () => {
 
   it.effect("advances the weight version on updateWeights and reports it per generation", () =>
     Effect.gen(function*() {
-      const engine = yield* Engine
+      const engine = yield* Engine.Engine
       assert.strictEqual(yield* engine.weightVersion, "0")
       assert.strictEqual(yield* engine.updateWeights(), "1")
       assert.strictEqual((yield* engine.generate(request(prompt, { maxNewTokens: 2 }))).weightVersion, "1")
@@ -166,7 +169,7 @@ describe("EmbeddedEngine sampling", () => {
 
   it.effect("holds a request while paused; aborted while held, it ends with no tokens on the paused version", () =>
     Effect.gen(function*() {
-      const engine = yield* Engine
+      const engine = yield* Engine.Engine
       yield* engine.pauseGeneration("abort")
       const held = request(prompt, { maxNewTokens: 4 })
       const fiber = yield* engine.generate(held).pipe(Effect.forkChild)
@@ -184,7 +187,7 @@ describe("EmbeddedEngine sampling", () => {
 
   it.effect("reports the shared prefix with the session's previous sequence as cached tokens", () =>
     Effect.gen(function*() {
-      const engine = yield* Engine
+      const engine = yield* Engine.Engine
       const first = yield* engine.generate(request(prompt, { maxNewTokens: 4 }, { sessionId: "a" }))
       assert.strictEqual(first.cachedTokens, 0)
       const next = [...prompt, ...first.outputIds, 151645, 198]
@@ -194,7 +197,7 @@ describe("EmbeddedEngine sampling", () => {
 
   it.effect("counts cached tokens against the whole previous sequence over next turns, retries, edits and rewinds", () =>
     Effect.gen(function*() {
-      const engine = yield* Engine
+      const engine = yield* Engine.Engine
       let state = 99
       const random = (bound: number) => {
         state = (Math.imul(state, 1103515245) + 12345) >>> 0
@@ -231,8 +234,11 @@ describe("EmbeddedEngine latency and abort (TestClock)", () => {
 
   it.effect("abort mid-generation returns exactly the tokens produced so far", () =>
     Effect.gen(function*() {
-      const engine = yield* Engine
-      const instantEngine = yield* EmbeddedEngine.make(yield* Tokenizer, { ...timed, ...EmbeddedEngine.instant })
+      const engine = yield* Engine.Engine
+      const instantEngine = yield* EmbeddedEngine.EmbeddedEngine.make(yield* Tokenizer.Tokenizer, {
+        ...timed,
+        ...EmbeddedEngine.EmbeddedEngine.instant
+      })
       const reference = yield* instantEngine.generate(request(prompt, { maxNewTokens: 20 }))
       const rid = "abort-me-0000001"
       const fiber = yield* engine.generate(request(prompt, { maxNewTokens: 20 }, { rid })).pipe(Effect.forkChild)
@@ -247,7 +253,7 @@ describe("EmbeddedEngine latency and abort (TestClock)", () => {
 
   it.effect("abort during prefill returns an empty output; abort of an unknown rid is a no-op", () =>
     Effect.gen(function*() {
-      const engine = yield* Engine
+      const engine = yield* Engine.Engine
       yield* engine.abort("nobody-000000000")
       const fiber = yield* engine.generate(request(prompt, {}, { rid: "prefill-00000001" })).pipe(Effect.forkChild)
       yield* TestClock.adjust("5 millis")
@@ -259,7 +265,7 @@ describe("EmbeddedEngine latency and abort (TestClock)", () => {
 
   it.effect("takes prefill plus one decode interval per token on the clock", () =>
     Effect.gen(function*() {
-      const engine = yield* Engine
+      const engine = yield* Engine.Engine
       const fiber = yield* engine.generate(request(prompt, { maxNewTokens: 5 })).pipe(Effect.forkChild)
       yield* TestClock.adjust("509 millis")
       assert.isUndefined(fiber.pollUnsafe())
@@ -270,7 +276,7 @@ describe("EmbeddedEngine latency and abort (TestClock)", () => {
 
   it.effect("interrupting the caller stops the generation and frees its rid", () =>
     Effect.gen(function*() {
-      const engine = yield* Engine
+      const engine = yield* Engine.Engine
       const rid = "interrupted-0001"
       const fiber = yield* engine.generate(request(prompt, {}, { rid })).pipe(Effect.forkChild)
       yield* TestClock.adjust("150 millis")
@@ -289,11 +295,11 @@ describe("EmbeddedEngine partial rollout: abort and resume (TestClock)", () => {
   const interrupted = (
     maxNewTokens: number,
     abortAfterMillis: ReadonlyArray<number>,
-    extra: Partial<GenerateRequest> = {},
+    extra: Partial<Engine.GenerateRequest> = {},
     stop: ReadonlyArray<string> = []
   ) =>
     Effect.gen(function*() {
-      const engine = yield* Engine
+      const engine = yield* Engine.Engine
       const ids: Array<number> = []
       const logprobs: Array<number> = []
       const finishes: Array<string> = []
@@ -326,7 +332,7 @@ describe("EmbeddedEngine partial rollout: abort and resume (TestClock)", () => {
     maxNewTokens: number,
     abortAfterMillis: ReadonlyArray<number>,
     stop: ReadonlyArray<string>,
-    say: () => PolicyRequest
+    say: () => Engine.PolicyRequest
   ) => interrupted(maxNewTokens, abortAfterMillis, { conversation: say }, stop)
 
   it.effect("a generation aborted twice and resumed from prompt ++ partial yields exactly the uninterrupted tokens", () =>
@@ -342,7 +348,7 @@ describe("EmbeddedEngine partial rollout: abort and resume (TestClock)", () => {
 
   it.effect("a resumed scripted policy continues its text, and a stop string spanning the boundary still stops it", () =>
     Effect.gen(function*() {
-      const tokenizer = yield* Tokenizer
+      const tokenizer = yield* Tokenizer.Tokenizer
       const say = { conversation: () => conversation("hi") }
       const whole = yield* interrupted(64, [], say)
       const resumed = yield* interrupted(64, [410], say)
@@ -364,7 +370,7 @@ describe("EmbeddedEngine partial rollout: abort and resume (TestClock)", () => {
 
   it.effect("a weight update aborts running generations; each attempt reports the version it ran on", () =>
     Effect.gen(function*() {
-      const engine = yield* Engine
+      const engine = yield* Engine.Engine
       const fiber = yield* engine.generate(request(prompt, { maxNewTokens: 30 }, { rid: "update-000000001" })).pipe(
         Effect.forkChild
       )
@@ -385,7 +391,7 @@ describe("EmbeddedEngine partial rollout: abort and resume (TestClock)", () => {
 
   it.effect("a caller that resumes at once when an update aborts its generation is not aborted by that update", () =>
     Effect.gen(function*() {
-      const engine = yield* Engine
+      const engine = yield* Engine.Engine
       const whole = yield* engine.generate(request(prompt, { maxNewTokens: 12 }, { rid: "whole-0000000001" })).pipe(
         Effect.forkChild
       )
@@ -424,14 +430,14 @@ describe("EmbeddedEngine partial rollout: abort and resume (TestClock)", () => {
 })
 
 describe("EmbeddedEngine policy (--embedded-policy)", () => {
-  const policy = (request: PolicyRequest) =>
+  const policy = (request: Engine.PolicyRequest) =>
     `Echo: ${String(request.messages[0]?.content)} <tool_call>\n{"name": "x"}\n</tool_call>`
 
   it.effect("emits the policy text as tokens plus eos, round-tripping through the tokenizer, scored by the model", () =>
     Effect.gen(function*() {
-      const engine = yield* Engine
-      const tokenizer = yield* Tokenizer
-      const model = EmbeddedEngine.modelFor(tokenizer, { seed: 4 })
+      const engine = yield* Engine.Engine
+      const tokenizer = yield* Tokenizer.Tokenizer
+      const model = EmbeddedEngine.EmbeddedEngine.modelFor(tokenizer, { seed: 4 })
       const result = yield* engine.generate(request(prompt, {}, { conversation: () => conversation("héllo 世界") }))
       const text = `Echo: héllo 世界 <tool_call>\n{"name": "x"}\n</tool_call>`
       assert.deepStrictEqual(result.outputIds, [...tokenizer.encode(text), tokenizer.eosTokenId])
@@ -446,8 +452,8 @@ describe("EmbeddedEngine policy (--embedded-policy)", () => {
 
   it.effect("truncates the policy text by max_new_tokens, stop strings and stop ids", () =>
     Effect.gen(function*() {
-      const engine = yield* Engine
-      const tokenizer = yield* Tokenizer
+      const engine = yield* Engine.Engine
+      const tokenizer = yield* Tokenizer.Tokenizer
       const full = [...tokenizer.encode(`Echo: hi <tool_call>\n{"name": "x"}\n</tool_call>`), tokenizer.eosTokenId]
       const byLength = yield* engine.generate(
         request(prompt, { maxNewTokens: 3 }, { conversation: () => conversation("hi") })
@@ -469,16 +475,22 @@ describe("EmbeddedEngine policy (--embedded-policy)", () => {
 
   it.effect("samples from the model when the request carries no conversation", () =>
     Effect.gen(function*() {
-      const engine = yield* Engine
+      const engine = yield* Engine.Engine
       const result = yield* engine.generate(request(prompt, { maxNewTokens: 4 }))
       assert.strictEqual(result.outputIds.length, 4)
     }).pipe(Effect.provide(engineLayer({ policy, model: { eosProbability: 0 } }))))
 
   it.effect("loads a policy from a .ts hook module and uses it", () =>
     Effect.gen(function*() {
-      const loaded = yield* EmbeddedEngine.loadPolicy("fixtures/echoPolicy.ts#reply", import.meta.dirname)
-      const tokenizer = yield* Tokenizer
-      const engine = yield* EmbeddedEngine.make(tokenizer, { ...EmbeddedEngine.instant, policy: loaded })
+      const loaded = yield* EmbeddedEngine.EmbeddedEngine.loadPolicy(
+        "fixtures/echoPolicy.ts#reply",
+        import.meta.dirname
+      )
+      const tokenizer = yield* Tokenizer.Tokenizer
+      const engine = yield* EmbeddedEngine.EmbeddedEngine.make(tokenizer, {
+        ...EmbeddedEngine.EmbeddedEngine.instant,
+        policy: loaded
+      })
       const first = yield* engine.generate(request(prompt, {}, { conversation: () => conversation("ping", 0) }))
       assert.strictEqual(
         tokenizer.decode(first.outputIds),
@@ -486,22 +498,31 @@ describe("EmbeddedEngine policy (--embedded-policy)", () => {
       )
       const second = yield* engine.generate(request(prompt, {}, { conversation: () => conversation("pong", 1) }))
       assert.strictEqual(tokenizer.decode(second.outputIds), "You said: pong<|im_end|>")
-    }).pipe(Effect.provide(Tokenizer.layer)))
+    }).pipe(Effect.provide(Tokenizer.Tokenizer.layer)))
 
   it.effect("reports a policy that returns no string, and a hook export that is not a function", () =>
     Effect.gen(function*() {
-      const bad = yield* EmbeddedEngine.loadPolicy("fixtures/echoPolicy.ts#notAString", import.meta.dirname)
-      const tokenizer = yield* Tokenizer
-      const engine = yield* EmbeddedEngine.make(tokenizer, { ...EmbeddedEngine.instant, policy: bad })
+      const bad = yield* EmbeddedEngine.EmbeddedEngine.loadPolicy(
+        "fixtures/echoPolicy.ts#notAString",
+        import.meta.dirname
+      )
+      const tokenizer = yield* Tokenizer.Tokenizer
+      const engine = yield* EmbeddedEngine.EmbeddedEngine.make(tokenizer, {
+        ...EmbeddedEngine.EmbeddedEngine.instant,
+        policy: bad
+      })
       const error = yield* engine.generate(request(prompt, {}, { conversation: () => conversation("x") })).pipe(
         Effect.flip
       )
       assert.strictEqual(error._tag, "EngineError")
       assert.include(error.message, "--embedded-policy failed for session s1 turn 1")
       assert.include(error.message, "returned number, expected the assistant text as a string")
-      const loadError = yield* EmbeddedEngine.loadPolicy("fixtures/echoPolicy.ts#notAFunction", import.meta.dirname)
+      const loadError = yield* EmbeddedEngine.EmbeddedEngine.loadPolicy(
+        "fixtures/echoPolicy.ts#notAFunction",
+        import.meta.dirname
+      )
         .pipe(Effect.flip)
       assert.strictEqual(loadError._tag, "HookLoadError")
       assert.include(loadError.message, "--embedded-policy")
-    }).pipe(Effect.provide(Tokenizer.layer)))
+    }).pipe(Effect.provide(Tokenizer.Tokenizer.layer)))
 })

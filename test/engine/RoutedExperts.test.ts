@@ -1,9 +1,9 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Result } from "effect"
-import { EmbeddedEngine } from "../../layers/engine/EmbeddedEngine.ts"
-import type { SamplingParams } from "../../layers/engine/Engine.ts"
-import { SglangEngine } from "../../layers/engine/sglang/SglangEngine.ts"
-import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
+import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
+import type * as Engine from "../../layers/engine/Engine.ts"
+import * as SglangEngine from "../../layers/engine/sglang/SglangEngine.ts"
+import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import * as Settings from "../../src/config/Settings.ts"
 import * as Wire from "../../src/engine/Wire.ts"
 import * as ForestCommit from "../../src/forest/Commit.ts"
@@ -148,7 +148,7 @@ describe("routed experts in the training sample", () => {
 
 describe("SglangEngine with --use-rollout-routing-replay", () => {
   const prompt = [151644, 872, 198, 13048, 151645, 198, 151644, 77091, 198]
-  const sampling: SamplingParams = {
+  const sampling: Engine.SamplingParams = {
     maxNewTokens: 6,
     temperature: 1,
     topP: 1,
@@ -159,14 +159,21 @@ describe("SglangEngine with --use-rollout-routing-replay", () => {
   }
   const fake = (options: FakeSglang.FakeSglangOptions) =>
     Effect.gen(function*() {
-      const engine = yield* EmbeddedEngine.make(yield* Tokenizer, { ...EmbeddedEngine.instant, seed: 3 })
+      const engine = yield* EmbeddedEngine.EmbeddedEngine.make(yield* Tokenizer.Tokenizer, {
+        ...EmbeddedEngine.EmbeddedEngine.instant,
+        seed: 3
+      })
       return yield* FakeSglang.make({ engine, ...options })
     })
 
   it.live("asks for return_routed_experts and returns every position's routing, across a resumed attempt", () =>
     Effect.gen(function*() {
       const server = yield* fake({ enableReturnRoutedExperts: true })
-      const engine = yield* SglangEngine.make({ workerUrls: [server.url], retryBase: "1 millis", routedExperts: true })
+      const engine = yield* SglangEngine.SglangEngine.make({
+        workerUrls: [server.url],
+        retryBase: "1 millis",
+        routedExperts: true
+      })
       const first = yield* engine.generate({ inputIds: prompt, sampling, rid: "routed-1", returnLogprob: true })
       assert.isAbove(first.outputIds.length, 1)
       const sequence = [...prompt, ...first.outputIds]
@@ -184,17 +191,21 @@ describe("SglangEngine with --use-rollout-routing-replay", () => {
       assert.deepStrictEqual(resumed.routedExperts, rowsOf([...sequence, ...resumed.outputIds]))
       const bodies = server.requests.filter((r) => r.path === "/generate").map((r) => r.body as Record<string, unknown>)
       assert.deepStrictEqual(bodies.map((b) => b["return_routed_experts"]), [true, true])
-    }).pipe(Effect.provide(Tokenizer.layer)))
+    }).pipe(Effect.provide(Tokenizer.Tokenizer.layer)))
 
   it.live("fails naming the server flag when the server does not return the routing", () =>
     Effect.gen(function*() {
       const server = yield* fake({})
-      const engine = yield* SglangEngine.make({ workerUrls: [server.url], retryBase: "1 millis", routedExperts: true })
+      const engine = yield* SglangEngine.SglangEngine.make({
+        workerUrls: [server.url],
+        retryBase: "1 millis",
+        routedExperts: true
+      })
       const error = yield* Effect.flip(
         engine.generate({ inputIds: prompt, sampling, rid: "routed-3", returnLogprob: true })
       )
       assert.include(error.message, "--enable-return-routed-experts")
-    }).pipe(Effect.provide(Tokenizer.layer)))
+    }).pipe(Effect.provide(Tokenizer.Tokenizer.layer)))
 
   it.effect("is a config error with the embedded engine", () =>
     Effect.gen(function*() {

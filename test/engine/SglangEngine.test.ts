@@ -5,18 +5,18 @@ import * as Fs from "node:fs"
 import { createServer } from "node:net"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import { EmbeddedEngine } from "../../layers/engine/EmbeddedEngine.ts"
-import type { EngineShape, GenerateRequest, SamplingParams } from "../../layers/engine/Engine.ts"
+import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
+import type * as Engine from "../../layers/engine/Engine.ts"
 import * as Http from "../../layers/engine/sglang/Http.ts"
-import { SglangEngine, type SglangEngineOptions } from "../../layers/engine/sglang/SglangEngine.ts"
-import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
+import * as SglangEngine from "../../layers/engine/sglang/SglangEngine.ts"
+import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import * as Cli from "../../src/cli.ts"
 import * as Rid from "../../src/engine/Rid.ts"
 import * as FakeSglang from "../support/FakeSglang.ts"
 
 const prompt = [151644, 872, 198, 13048, 151645, 198, 151644, 77091, 198]
 
-const sampling = (overrides: Partial<SamplingParams> = {}): SamplingParams => ({
+const sampling = (overrides: Partial<Engine.SamplingParams> = {}): Engine.SamplingParams => ({
   maxNewTokens: 16,
   temperature: 1,
   topP: 1,
@@ -30,7 +30,10 @@ const sampling = (overrides: Partial<SamplingParams> = {}): SamplingParams => ({
 let requests = 0
 const freshRid = () => Rid.forAttempt({ sessionId: "sglang-test", parent: "root", turn: requests++, attempt: 0 })
 
-const request = (overrides: Partial<GenerateRequest> = {}, params: Partial<SamplingParams> = {}): GenerateRequest => ({
+const request = (
+  overrides: Partial<Engine.GenerateRequest> = {},
+  params: Partial<Engine.SamplingParams> = {}
+): Engine.GenerateRequest => ({
   inputIds: prompt,
   sampling: sampling(params),
   rid: freshRid(),
@@ -39,7 +42,10 @@ const request = (overrides: Partial<GenerateRequest> = {}, params: Partial<Sampl
 })
 
 const embedded = Effect.gen(function*() {
-  return yield* EmbeddedEngine.make(yield* Tokenizer, { ...EmbeddedEngine.instant, seed: 3 })
+  return yield* EmbeddedEngine.EmbeddedEngine.make(yield* Tokenizer.Tokenizer, {
+    ...EmbeddedEngine.EmbeddedEngine.instant,
+    seed: 3
+  })
 })
 
 const fake = (options: FakeSglang.FakeSglangOptions = {}) =>
@@ -48,8 +54,10 @@ const fake = (options: FakeSglang.FakeSglangOptions = {}) =>
   })
 
 /** A client sending `sampling_seed`, so answers can be compared with the embedded engine's under the same seed. */
-const client = (options: SglangEngineOptions): Effect.Effect<EngineShape, never, import("effect").Scope.Scope> =>
-  SglangEngine.make({ retryBase: "1 millis", samplingSeed: true, ...options }).pipe(Effect.orDie)
+const client = (
+  options: SglangEngine.SglangEngineOptions
+): Effect.Effect<Engine.EngineShape, never, import("effect").Scope.Scope> =>
+  SglangEngine.SglangEngine.make({ retryBase: "1 millis", samplingSeed: true, ...options }).pipe(Effect.orDie)
 
 /** A loopback port nothing listens on. */
 const deadUrl = Effect.promise(() =>
@@ -110,7 +118,7 @@ describe("SglangEngine /generate", () => {
         return_logprob: true,
         image_data: ["data:image/png;base64,AAAA"]
       })
-    }).pipe(Effect.provide(Tokenizer.layer)))
+    }).pipe(Effect.provide(Tokenizer.Tokenizer.layer)))
 
   it.live("sends sampling_seed only with --sglang-enable-deterministic-inference, as Relax", () =>
     Effect.gen(function*() {
@@ -122,7 +130,7 @@ describe("SglangEngine /generate", () => {
       const [first, second] = generateBodies(server).map((body) => body["sampling_params"] as Record<string, unknown>)
       assert.notProperty(first, "sampling_seed")
       assert.strictEqual(second?.["sampling_seed"], 5)
-    }).pipe(Effect.provide(Tokenizer.layer)))
+    }).pipe(Effect.provide(Tokenizer.Tokenizer.layer)))
 
   it.live("takes ids from output_ids when logprobs were not requested", () =>
     Effect.gen(function*() {
@@ -133,7 +141,7 @@ describe("SglangEngine /generate", () => {
       assert.deepStrictEqual(result.outputIds, expected.outputIds)
       assert.deepStrictEqual(result.logprobs, [])
       assert.strictEqual(generateBodies(server)[0]?.["return_logprob"], false)
-    }).pipe(Effect.provide(Tokenizer.layer)))
+    }).pipe(Effect.provide(Tokenizer.Tokenizer.layer)))
 
   it.live("turns SGLang's 400 context rejection into ContextLengthError without retrying", () =>
     Effect.gen(function*() {
@@ -150,7 +158,7 @@ describe("SglangEngine /generate", () => {
         "The input (20 tokens) is longer than the model's context length (20 tokens)."
       )
       assert.strictEqual(server.generateCount(), 2)
-    }).pipe(Effect.provide(Tokenizer.layer)))
+    }).pipe(Effect.provide(Tokenizer.Tokenizer.layer)))
 
   it.live("reports SGLang's validation errors (4xx) without retrying", () =>
     Effect.gen(function*() {
@@ -166,7 +174,7 @@ describe("SglangEngine /generate", () => {
       const notFound = yield* engine.generate(request()).pipe(Effect.flip)
       assert.include(notFound.message, "HTTP 404: no such route")
       assert.strictEqual(server.generateCount(), 2)
-    }).pipe(Effect.provide(Tokenizer.layer)))
+    }).pipe(Effect.provide(Tokenizer.Tokenizer.layer)))
 
   it.live("gives up on a request past the request timeout without retrying, and aborts its rid", () =>
     Effect.gen(function*() {
@@ -181,7 +189,7 @@ describe("SglangEngine /generate", () => {
       assert.isTrue(error._tag === "EngineError" && error.reason === "timeout" && !error.retryable)
       assert.strictEqual(server.generateCount(), 1)
       assert.deepStrictEqual(server.aborts, [req.rid])
-    }).pipe(Effect.provide(Tokenizer.layer)))
+    }).pipe(Effect.provide(Tokenizer.Tokenizer.layer)))
 
   it.live("retries 5xx answers with backoff and succeeds", () =>
     Effect.gen(function*() {
@@ -192,26 +200,32 @@ describe("SglangEngine /generate", () => {
       assert.isAbove(result.outputIds.length, 0)
       assert.strictEqual(server.generateCount(), 3)
       server.failNext(10, 500)
-      const exhausted = yield* SglangEngine.make({ workerUrls: [server.url], retries: 2, retryBase: "1 millis" }).pipe(
+      const exhausted = yield* SglangEngine.SglangEngine.make({
+        workerUrls: [server.url],
+        retries: 2,
+        retryBase: "1 millis"
+      }).pipe(
         Effect.flatMap((e) => e.generate(request())),
         Effect.flip
       )
       assert.include(exhausted.message, "HTTP 500")
       assert.strictEqual(server.generateCount(), 6)
-    }).pipe(Effect.provide(Tokenizer.layer)))
+    }).pipe(Effect.provide(Tokenizer.Tokenizer.layer)))
 })
 
 describe("SglangEngine workers", () => {
   it.live("fails at startup with an error naming the unreachable URL", () =>
     Effect.gen(function*() {
       const url = yield* deadUrl
-      const error = yield* SglangEngine.make({ workerUrls: [url], startupTimeout: "0 millis" }).pipe(Effect.flip)
+      const error = yield* SglangEngine.SglangEngine.make({ workerUrls: [url], startupTimeout: "0 millis" }).pipe(
+        Effect.flip
+      )
       assert.strictEqual(error._tag, "EngineError")
       assert.include(error.message, `SGLang is not healthy at ${url}`)
       assert.include(error.message, "ECONNREFUSED")
       assert.strictEqual(error.reason, "unhealthy")
       assert.strictEqual((error.cause as { readonly reason?: string } | undefined)?.reason, "unreachable")
-      const neither = yield* SglangEngine.make({}).pipe(Effect.flip)
+      const neither = yield* SglangEngine.SglangEngine.make({}).pipe(Effect.flip)
       assert.include(neither.message, "exactly one of the two")
       assert.strictEqual(neither.reason, "config")
     }))
@@ -228,7 +242,7 @@ describe("SglangEngine workers", () => {
       yield* engine.generate(request({ sessionId: "s1" }))
       assert.strictEqual(a.generateCount(), 3)
       assert.strictEqual(b.generateCount(), 2)
-    }).pipe(Effect.provide(Tokenizer.layer)))
+    }).pipe(Effect.provide(Tokenizer.Tokenizer.layer)))
 
   it.live("retries on another worker when its worker dies mid-request, and keeps the session there", () =>
     Effect.gen(function*() {
@@ -244,7 +258,7 @@ describe("SglangEngine workers", () => {
       assert.strictEqual(b.generateCount(), 1)
       yield* engine.generate(request({ sessionId: "s1" }))
       assert.strictEqual(b.generateCount(), 2)
-    }).pipe(Effect.provide(Tokenizer.layer)))
+    }).pipe(Effect.provide(Tokenizer.Tokenizer.layer)))
 
   it.live("abort fans out to every worker and the pending generate returns the partial output", () =>
     Effect.gen(function*() {
@@ -264,7 +278,7 @@ describe("SglangEngine workers", () => {
       assert.deepStrictEqual(result.finishReason, { type: "abort", message: "Aborted" })
       assert.deepStrictEqual(a.aborts, [req.rid])
       assert.deepStrictEqual(b.aborts, [req.rid])
-    }).pipe(Effect.provide(Tokenizer.layer)))
+    }).pipe(Effect.provide(Tokenizer.Tokenizer.layer)))
 
   it.live("interrupting a generate aborts its rid on the workers", () =>
     Effect.gen(function*() {
@@ -277,7 +291,7 @@ describe("SglangEngine workers", () => {
       yield* Fiber.interrupt(fiber)
       assert.isTrue(Exit.hasInterrupts(yield* Fiber.await(fiber)))
       assert.deepStrictEqual(a.aborts, [req.rid])
-    }).pipe(Effect.provide(Tokenizer.layer)))
+    }).pipe(Effect.provide(Tokenizer.Tokenizer.layer)))
 
   it.live("bounds in-flight requests per worker (--sglang-server-concurrency)", () =>
     Effect.gen(function*() {
@@ -293,7 +307,7 @@ describe("SglangEngine workers", () => {
       yield* Fiber.join(first)
       yield* Fiber.join(second)
       assert.strictEqual(a.generateCount(), 2)
-    }).pipe(Effect.provide(Tokenizer.layer)))
+    }).pipe(Effect.provide(Tokenizer.Tokenizer.layer)))
 
   it.live("updates the weight version on every worker and reports it on later generations", () =>
     Effect.gen(function*() {
@@ -311,15 +325,15 @@ describe("SglangEngine workers", () => {
         }])
       }
       assert.strictEqual((yield* engine.generate(request({ sessionId: "x" }))).weightVersion, "8")
-    }).pipe(Effect.provide(Tokenizer.layer)))
+    }).pipe(Effect.provide(Tokenizer.Tokenizer.layer)))
 })
 
 describe("SglangEngine partial rollout: abort and resume", () => {
   it.live("a generation aborted on every worker and resumed from prompt ++ partial yields the uninterrupted output", () =>
     Effect.gen(function*() {
       // A model that rarely ends a turn, so the abort lands mid-output.
-      const model = yield* EmbeddedEngine.make(yield* Tokenizer, {
-        ...EmbeddedEngine.instant,
+      const model = yield* EmbeddedEngine.EmbeddedEngine.make(yield* Tokenizer.Tokenizer, {
+        ...EmbeddedEngine.EmbeddedEngine.instant,
         seed: 3,
         model: { eosProbability: 0.005 }
       })
@@ -356,7 +370,7 @@ describe("SglangEngine partial rollout: abort and resume", () => {
         rest.finishReason,
         whole.finishReason.type === "length" ? { type: "length", length: 19 } : whole.finishReason
       )
-    }).pipe(Effect.provide(Tokenizer.layer)))
+    }).pipe(Effect.provide(Tokenizer.Tokenizer.layer)))
 
   it.live("a weight update aborts held generations on every worker; the resumed attempt reports the new version", () =>
     Effect.gen(function*() {
@@ -376,30 +390,32 @@ describe("SglangEngine partial rollout: abort and resume", () => {
         request({ sessionId: "s1", inputIds: [...prompt, ...partial.outputIds] }, { maxNewTokens: 10 })
       )
       assert.strictEqual(rest.weightVersion, "v2")
-    }).pipe(Effect.provide(Tokenizer.layer)))
+    }).pipe(Effect.provide(Tokenizer.Tokenizer.layer)))
 })
 
 describe("SglangEngine tokenizer check at startup", () => {
   it.live("starts when the server tokenizes as --tokenizer does, or has no /tokenize", () =>
     Effect.gen(function*() {
-      const tokenizer = yield* Tokenizer
+      const tokenizer = yield* Tokenizer.Tokenizer
       const same = yield* fake({ tokenize: tokenizer.encode })
       yield* client({ workerUrls: [same.url], tokenizer })
       assert.isTrue(same.requests.some((r) => r.path === "/tokenize"))
       const old = yield* fake()
       yield* client({ workerUrls: [old.url], tokenizer })
-    }).pipe(Effect.provide(Tokenizer.layer)))
+    }).pipe(Effect.provide(Tokenizer.Tokenizer.layer)))
 
   it.live("checks every worker, and warns when one has no /tokenize to check", () =>
     Effect.gen(function*() {
-      const tokenizer = yield* Tokenizer
+      const tokenizer = yield* Tokenizer.Tokenizer
       const warnings: Array<string> = []
       const capture = Logger.make(({ logLevel, message }) => {
         if (logLevel === "Warn") warnings.push(String(message))
       })
       const same = yield* fake({ tokenize: tokenizer.encode })
       const other = yield* fake({ tokenize: (text) => tokenizer.encode(text).map((id) => id + 1) })
-      const error = yield* SglangEngine.make({ workerUrls: [same.url, other.url], tokenizer }).pipe(Effect.flip)
+      const error = yield* SglangEngine.SglangEngine.make({ workerUrls: [same.url, other.url], tokenizer }).pipe(
+        Effect.flip
+      )
       assert.include(error.message, `the SGLang server at ${other.url} tokenizes differently`)
       const old = yield* fake()
       yield* client({ workerUrls: [same.url, old.url], tokenizer }).pipe(Effect.provide(Logger.layer([capture])))
@@ -407,23 +423,23 @@ describe("SglangEngine tokenizer check at startup", () => {
         `the SGLang server at ${old.url} did not answer /tokenize with token ids (HTTP 404), so its tokenizer was not ` +
         `compared with --tokenizer ${tokenizer.source}; make sure --tokenizer is the served model's directory`
       ])
-    }).pipe(Effect.provide(Tokenizer.layer)))
+    }).pipe(Effect.provide(Tokenizer.Tokenizer.layer)))
 
   it.live("refuses a server whose tokenizer gives other ids, naming both sides", () =>
     Effect.gen(function*() {
-      const tokenizer = yield* Tokenizer
+      const tokenizer = yield* Tokenizer.Tokenizer
       const other = yield* fake({
         tokenize: (text) => tokenizer.encode(text).map((id) => id + 1),
         modelPath: "/models/Llama-3-8B"
       })
-      const error = yield* SglangEngine.make({ workerUrls: [other.url], tokenizer }).pipe(Effect.flip)
+      const error = yield* SglangEngine.SglangEngine.make({ workerUrls: [other.url], tokenizer }).pipe(Effect.flip)
       assert.include(
         error.message,
         `the SGLang server at ${other.url} tokenizes differently from --tokenizer ${tokenizer.source} (the server ` +
           "serves /models/Llama-3-8B): a probe text is ["
       )
       assert.include(error.message, "Give --tokenizer the served model's directory")
-    }).pipe(Effect.provide(Tokenizer.layer)))
+    }).pipe(Effect.provide(Tokenizer.Tokenizer.layer)))
 })
 
 describe("SglangEngine session lifecycle (--agentic-session-lifecycle)", () => {
@@ -445,7 +461,7 @@ describe("SglangEngine session lifecycle (--agentic-session-lifecycle)", () => {
       })
       // Taking the metrics resets the step's counts.
       assert.strictEqual((yield* engine.takeStepMetrics)["agentic_kv/session/close"], 0)
-    }).pipe(Effect.provide(Tokenizer.layer)))
+    }).pipe(Effect.provide(Tokenizer.Tokenizer.layer)))
 
   it.live("counts a failed close and carries on (fail-open, as Relax)", () =>
     Effect.gen(function*() {
@@ -457,7 +473,7 @@ describe("SglangEngine session lifecycle (--agentic-session-lifecycle)", () => {
       const metrics = yield* engine.takeStepMetrics
       assert.strictEqual(metrics["agentic_kv/session/close"], 1)
       assert.strictEqual(metrics["agentic_kv/session/close_failure"], 1)
-    }).pipe(Effect.provide(Tokenizer.layer)))
+    }).pipe(Effect.provide(Tokenizer.Tokenizer.layer)))
 
   it.live("without the flag sends no session_id, closes nothing and reports no session metrics", () =>
     Effect.gen(function*() {
@@ -468,7 +484,7 @@ describe("SglangEngine session lifecycle (--agentic-session-lifecycle)", () => {
       yield* engine.closeSession("session-3")
       assert.deepStrictEqual(server.closedSessions, [])
       assert.deepStrictEqual(yield* engine.takeStepMetrics, {})
-    }).pipe(Effect.provide(Tokenizer.layer)))
+    }).pipe(Effect.provide(Tokenizer.Tokenizer.layer)))
 })
 
 describe("SglangEngine behind a router", () => {
@@ -487,7 +503,7 @@ describe("SglangEngine behind a router", () => {
       yield* engine.abort(req.rid)
       assert.deepStrictEqual(a.aborts, [req.rid])
       assert.deepStrictEqual(b.aborts, [req.rid])
-    }).pipe(Effect.provide(Tokenizer.layer)))
+    }).pipe(Effect.provide(Tokenizer.Tokenizer.layer)))
 
   it.live("is chosen with --sglang-router-url on the command line or in --config, and routes sticky by Session", () =>
     Effect.gen(function*() {
@@ -515,15 +531,18 @@ describe("SglangEngine behind a router", () => {
       Fs.writeFileSync(file, JSON.stringify({ "sglang-router-url": router.url }))
       const fromConfig = yield* settingsOf([...common, "--config", file])
       Fs.rmSync(dir, { recursive: true, force: true })
-      assert.deepStrictEqual(SglangEngine.optionsOf(fromConfig), SglangEngine.optionsOf(fromFlags))
-      const engine = yield* client(SglangEngine.optionsOf(fromFlags))
+      assert.deepStrictEqual(
+        SglangEngine.SglangEngine.optionsOf(fromConfig),
+        SglangEngine.SglangEngine.optionsOf(fromFlags)
+      )
+      const engine = yield* client(SglangEngine.SglangEngine.optionsOf(fromFlags))
       yield* engine.generate(request({ sessionId: "session-a" }))
       yield* engine.generate(request({ sessionId: "session-a" }))
       const keys = router.requests.filter((r) => r.path === "/generate").map((r) => r.headers["x-smg-routing-key"])
       assert.deepStrictEqual(keys, ["session-a", "session-a"])
       // The fake router hashes the key: both requests of the Session reached the same worker.
       assert.deepStrictEqual([a.generateCount(), b.generateCount()].sort(), [0, 2])
-    }).pipe(Effect.provide(Tokenizer.layer)))
+    }).pipe(Effect.provide(Tokenizer.Tokenizer.layer)))
 
   it.live("falls back to /list_workers, and reports a router that lists no workers", () =>
     Effect.gen(function*() {
@@ -533,9 +552,9 @@ describe("SglangEngine behind a router", () => {
       yield* engine.abort(freshRid())
       assert.strictEqual(a.aborts.length, 1)
       const empty = yield* fake({ routeTo: [] })
-      const error = yield* SglangEngine.make({ routerUrl: empty.url }).pipe(Effect.flip)
+      const error = yield* SglangEngine.SglangEngine.make({ routerUrl: empty.url }).pipe(Effect.flip)
       assert.include(error.message, `SGLang returned no workers: the router at ${empty.url} lists none`)
-    }).pipe(Effect.provide(Tokenizer.layer)))
+    }).pipe(Effect.provide(Tokenizer.Tokenizer.layer)))
 })
 
 describe("SglangEngine against SGLang's real behaviour (docs/sglang.md)", () => {
@@ -566,7 +585,7 @@ describe("SglangEngine against SGLang's real behaviour (docs/sglang.md)", () => 
       assert.deepStrictEqual([partial.cutByUpdate, empty.cutByUpdate], [true, true])
       server.release()
       assert.strictEqual((yield* engine.generate(request())).weightVersion, "v2")
-    }).pipe(Effect.provide(Tokenizer.layer)))
+    }).pipe(Effect.provide(Tokenizer.Tokenizer.layer)))
 
   it.live("pause (abort) parks running and queued attempts, holds new ones, and resume runs them on the pushed version", () =>
     Effect.gen(function*() {
@@ -600,7 +619,7 @@ describe("SglangEngine against SGLang's real behaviour (docs/sglang.md)", () => 
       assert.strictEqual(yield* engine.weightVersion, "step-1")
       const paths = server.requests.map((r) => r.path).filter((p) => p.endsWith("_generation"))
       assert.deepStrictEqual(paths, ["/pause_generation", "/continue_generation"])
-    }).pipe(Effect.provide(Tokenizer.layer)))
+    }).pipe(Effect.provide(Tokenizer.Tokenizer.layer)))
 
   it.live("an attempt held by a pause that is aborted (a step boundary) ends at once with no tokens, on both engines", () =>
     Effect.gen(function*() {
@@ -618,7 +637,7 @@ describe("SglangEngine against SGLang's real behaviour (docs/sglang.md)", () => 
         yield* engine.resumeGeneration("v1")
       }
       assert.strictEqual(server.generateCount(), 0)
-    }).pipe(Effect.provide(Tokenizer.layer)))
+    }).pipe(Effect.provide(Tokenizer.Tokenizer.layer)))
 
   it.live("the versions and aborts of attempts running, queued and in transit at a pause, per mode", () =>
     Effect.gen(function*() {
@@ -662,7 +681,7 @@ describe("SglangEngine against SGLang's real behaviour (docs/sglang.md)", () => 
         // Back to "default" for the next mode (a relabel between generations changes nothing in flight).
         yield* engine.updateWeights("default")
       }
-    }).pipe(Effect.provide(Tokenizer.layer)))
+    }).pipe(Effect.provide(Tokenizer.Tokenizer.layer)))
 
   it.live("the scheduler's input-length 400 is a ContextLengthError; a silently truncated prompt refuses the turn", () =>
     Effect.gen(function*() {
@@ -676,7 +695,7 @@ describe("SglangEngine against SGLang's real behaviour (docs/sglang.md)", () => 
       assert.isTrue(cut._tag === "EngineError" && cut.reason === "prompt-mismatch" && !cut.retryable)
       assert.include(cut.message, "read 8 of the 9 prompt tokens sent")
       assert.include(cut.message, "--allow-auto-truncate")
-    }).pipe(Effect.provide(Tokenizer.layer)))
+    }).pipe(Effect.provide(Tokenizer.Tokenizer.layer)))
 
   it.live("a re-send SGLang refuses as a duplicate rid aborts the first copy and goes out under a retry rid", () =>
     Effect.gen(function*() {
@@ -690,7 +709,7 @@ describe("SglangEngine against SGLang's real behaviour (docs/sglang.md)", () => 
       assert.deepStrictEqual(rids, [req.rid, req.rid, Rid.retry(req.rid, 1)])
       assert.deepStrictEqual(server.aborts, [req.rid])
       assert.isTrue(Rid.retry(req.rid, 1).startsWith(req.rid))
-    }).pipe(Effect.provide(Tokenizer.layer)))
+    }).pipe(Effect.provide(Tokenizer.Tokenizer.layer)))
 
   it.live("keeps idle connections below SGLang's 5 s keep-alive, which the fake enforces", () =>
     Effect.gen(function*() {
@@ -704,7 +723,7 @@ describe("SglangEngine against SGLang's real behaviour (docs/sglang.md)", () => 
       yield* Effect.sleep("150 millis")
       yield* engine.generate(request())
       assert.isAbove(server.connections(), reused)
-    }).pipe(Effect.provide(Tokenizer.layer)))
+    }).pipe(Effect.provide(Tokenizer.Tokenizer.layer)))
 
   it.live("an unknown sampling key (500 TypeError) fails at once; 429 is retried; 503 at startup is waited for", () =>
     Effect.gen(function*() {
@@ -720,7 +739,7 @@ describe("SglangEngine against SGLang's real behaviour (docs/sglang.md)", () => 
       assert.isAbove((yield* engine.generate(request())).outputIds.length, 0)
       assert.strictEqual(server.generateCount(), 4)
       const starting = yield* fake({ startingHealthChecks: 1000 })
-      const late = yield* SglangEngine.make({
+      const late = yield* SglangEngine.SglangEngine.make({
         workerUrls: [starting.url],
         healthInterval: "5 millis",
         startupTimeout: "30 millis"
@@ -728,7 +747,7 @@ describe("SglangEngine against SGLang's real behaviour (docs/sglang.md)", () => 
       assert.strictEqual(late.reason, "unhealthy")
       assert.include(late.message, "HTTP 503")
       assert.include(late.message, "after waiting")
-    }).pipe(Effect.provide(Tokenizer.layer)))
+    }).pipe(Effect.provide(Tokenizer.Tokenizer.layer)))
 
   it.live("sends Authorization: Bearer to servers launched with --api-key", () =>
     Effect.gen(function*() {
@@ -739,7 +758,7 @@ describe("SglangEngine against SGLang's real behaviour (docs/sglang.md)", () => 
       const engine = yield* client({ workerUrls: [server.url], apiKey: "secret" })
       yield* engine.generate(request())
       assert.strictEqual(server.requests.at(-1)?.headers.authorization, "Bearer secret")
-    }).pipe(Effect.provide(Tokenizer.layer)))
+    }).pipe(Effect.provide(Tokenizer.Tokenizer.layer)))
 
   it.live("a --dp-aware router's url@rank workers become origins; a worker registered later gets the next update", () =>
     Effect.gen(function*() {
@@ -761,7 +780,7 @@ describe("SglangEngine against SGLang's real behaviour (docs/sglang.md)", () => 
         "/pause_generation",
         "/continue_generation"
       ])
-    }).pipe(Effect.provide(Tokenizer.layer)))
+    }).pipe(Effect.provide(Tokenizer.Tokenizer.layer)))
 
   it.live("sends priority for resumed attempts and protected Sessions' requests, and lora_path when configured", () =>
     Effect.gen(function*() {
@@ -773,5 +792,5 @@ describe("SglangEngine against SGLang's real behaviour (docs/sglang.md)", () => 
       const bodies = generateBodies(server)
       assert.deepStrictEqual(bodies.map((b) => b["priority"]), [0, 1, 1])
       assert.deepStrictEqual(bodies.map((b) => b["lora_path"]), ["adapter-1", "adapter-1", "adapter-1"])
-    }).pipe(Effect.provide(Tokenizer.layer)))
+    }).pipe(Effect.provide(Tokenizer.Tokenizer.layer)))
 })

@@ -1,14 +1,14 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Duration, Effect, Fiber } from "effect"
 import { TestClock } from "effect/testing"
-import { EngineError } from "../../layers/engine/Engine.ts"
+import * as Engine from "../../layers/engine/Engine.ts"
 import type * as Http from "../../layers/engine/sglang/Http.ts"
-import { SglangEngine } from "../../layers/engine/sglang/SglangEngine.ts"
+import * as SglangEngine from "../../layers/engine/sglang/SglangEngine.ts"
 import * as StartupChecks from "../../layers/engine/sglang/StartupChecks.ts"
 import * as Settings from "../../src/config/Settings.ts"
 
 /** A transport whose `/health` answers `answer(n)` to its n-th call (1-based), counting the calls. */
-const scripted = (answer: (call: number) => Effect.Effect<Http.Answer, EngineError>) => {
+const scripted = (answer: (call: number) => Effect.Effect<Http.Answer, Engine.EngineError>) => {
   let calls = 0
   const http: Http.Http = { request: () => Effect.suspend(() => answer(++calls)) }
   return { http, calls: () => calls }
@@ -16,7 +16,9 @@ const scripted = (answer: (call: number) => Effect.Effect<Http.Answer, EngineErr
 
 const url = "http://gpu-0:30000"
 const starting = Effect.succeed({ status: 503, body: "" })
-const refused = Effect.fail(new EngineError({ reason: "unreachable", detail: `cannot reach SGLang at ${url}/health` }))
+const refused = Effect.fail(
+  new Engine.EngineError({ reason: "unreachable", detail: `cannot reach SGLang at ${url}/health` })
+)
 
 describe("SGLang startup health check (under TestClock)", () => {
   it.effect("waits for a starting server (503, connection refused) every 2 s up to 10 minutes by default", () =>
@@ -68,9 +70,11 @@ describe("SGLang startup health check (under TestClock)", () => {
     Effect.gen(function*() {
       const base = { promptData: "train.jsonl", rolloutBatchSize: 4 }
       const sglang = { ...base, engine: "sglang", sglangUrls: [url], tokenizer: "/models/m" }
-      const given = SglangEngine.optionsOf(yield* Settings.resolve({ ...sglang, sglangStartupTimeout: 1800 }))
+      const given = SglangEngine.SglangEngine.optionsOf(
+        yield* Settings.resolve({ ...sglang, sglangStartupTimeout: 1800 })
+      )
       assert.strictEqual(Duration.toSeconds(Duration.fromInputUnsafe(given.startupTimeout!)), 1800)
-      assert.isUndefined(SglangEngine.optionsOf(yield* Settings.resolve(sglang)).startupTimeout)
+      assert.isUndefined(SglangEngine.SglangEngine.optionsOf(yield* Settings.resolve(sglang)).startupTimeout)
       const error = yield* Effect.flip(Settings.resolve({ ...base, sglangStartupTimeout: 60 }))
       assert.strictEqual(
         error.message,

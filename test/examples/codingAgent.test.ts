@@ -1,14 +1,14 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Result } from "effect"
 import * as Path from "node:path"
-import { EmbeddedEngine } from "../../layers/engine/EmbeddedEngine.ts"
-import { capacityOf, readConfigFile, renderCheck, runCheck } from "../../src/cli.ts"
+import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
+import * as Cli from "../../src/cli.ts"
 import * as Settings from "../../src/config/Settings.ts"
 import { makeTrainer, memorySink, type RolloutOptionsInput, TrainerService } from "../../src/index.ts"
 import * as AgentServer from "./agentServer.ts"
 
 const root = Path.join(import.meta.dirname, "..", "..")
-const config = readConfigFile(Path.join(root, "examples", "coding-agent", "rollout.json"))
+const config = Cli.readConfigFile(Path.join(root, "examples", "coding-agent", "rollout.json"))
 
 /**
  * The example's flags, pointed at the agent server at `url` with `slots` slots (what run.sh passes). The tests run
@@ -39,9 +39,9 @@ describe("the coding example (a thin client per Session, an agent server with a 
         const slots = 2
         const url = yield* AgentServer.start(slots)
         // The guide's table for the example's own settings: T = 1 Group x 4 samples, no Eval: 4 slots (run.sh's default).
-        assert.strictEqual(capacityOf(yield* Settings.resolve(optionsFor(url, 4, 4))).requiredSlots, 4)
+        assert.strictEqual(Cli.capacityOf(yield* Settings.resolve(optionsFor(url, 4, 4))).requiredSlots, 4)
         // For the test's Groups of 2: 2 slots, which the server has.
-        const capacity = capacityOf(yield* Settings.resolve(optionsFor(url, slots)))
+        const capacity = Cli.capacityOf(yield* Settings.resolve(optionsFor(url, slots)))
         assert.strictEqual(capacity.requiredSlots, 2)
         assert.isUndefined(capacity.warning)
 
@@ -50,7 +50,10 @@ describe("the coding example (a thin client per Session, an agent server with a 
           return [yield* trainer.step(0), yield* trainer.step(1)]
         }).pipe(
           Effect.provide(
-            makeTrainer(optionsFor(url, slots), { telemetry: memorySink(), embedded: EmbeddedEngine.instant })
+            makeTrainer(optionsFor(url, slots), {
+              telemetry: memorySink(),
+              embedded: EmbeddedEngine.EmbeddedEngine.instant
+            })
           )
         )
 
@@ -97,13 +100,13 @@ describe("the coding example (a thin client per Session, an agent server with a 
         const slots = 1
         const url = yield* AgentServer.start(slots)
         const settings = yield* Settings.resolve(optionsFor(url, slots))
-        const report = yield* runCheck(settings)
+        const report = yield* Cli.runCheck(settings)
         // The harness itself is fine (one Session fits in one slot) ...
         assert.isTrue(report.requirements.every((requirement) => requirement.passed))
         // ... but the server cannot hold a Group: the check's capacity warning (exit code 1 in the CLI).
         assert.strictEqual(report.capacity.requiredSlots, 2)
         assert.include(
-          renderCheck(report, settings),
+          Cli.renderCheck(report, settings),
           "--agent-max-slots 1 is below the required 2 external agent slots"
         )
 
@@ -118,7 +121,10 @@ describe("the coding example (a thin client per Session, an agent server with a 
           return stuck
         }).pipe(
           Effect.provide(
-            makeTrainer(optionsFor(url, slots), { telemetry: memorySink(), embedded: EmbeddedEngine.instant })
+            makeTrainer(optionsFor(url, slots), {
+              telemetry: memorySink(),
+              embedded: EmbeddedEngine.EmbeddedEngine.instant
+            })
           )
         )
         assert.strictEqual(deadlocked.completed, 1) // the check's Session

@@ -1,13 +1,13 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Result } from "effect"
 import * as Path from "node:path"
-import { advantage } from "../../examples/multi-agent/advantage.ts"
-import { EmbeddedEngine } from "../../layers/engine/EmbeddedEngine.ts"
-import { readConfigFile } from "../../src/cli.ts"
+import * as Advantage from "../../examples/multi-agent/advantage.ts"
+import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
+import * as Cli from "../../src/cli.ts"
 import { makeTrainer, memorySink, type RolloutOptionsInput, TrainerService } from "../../src/index.ts"
 
 const root = Path.join(import.meta.dirname, "..", "..")
-const config = readConfigFile(Path.join(root, "examples", "multi-agent", "rollout.json"))
+const config = Cli.readConfigFile(Path.join(root, "examples", "multi-agent", "rollout.json"))
 
 describe("the multi-agent example (Responses lead, Anthropic searchers, custom advantage)", () => {
   it.live(
@@ -27,7 +27,7 @@ describe("the multi-agent example (Responses lead, Anthropic searchers, custom a
           const contexts = step.samples.slice(i * 3, i * 3 + 3)
           return Object.fromEntries(contexts.map((s) => [s.export_name ?? "null", s.metadata]))
         })
-        const expected = advantage(bySession)
+        const expected = Advantage.advantage(bySession)
         step.samples.forEach((sample, i) => {
           assert.strictEqual(
             sample.advantage,
@@ -55,7 +55,7 @@ describe("the multi-agent example (Responses lead, Anthropic searchers, custom a
         assert.isNotNull(step.microBatches)
       }).pipe(Effect.provide(makeTrainer(
         { ...(Result.isSuccess(config) ? config.success : {}), rolloutBatchSize: 1 } as RolloutOptionsInput,
-        { telemetry: memorySink(), embedded: EmbeddedEngine.instant }
+        { telemetry: memorySink(), embedded: EmbeddedEngine.EmbeddedEngine.instant }
       ))),
     { timeout: 120_000 }
   )

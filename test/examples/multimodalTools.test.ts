@@ -3,13 +3,13 @@ import { Effect, Result } from "effect"
 import * as Path from "node:path"
 import sharp from "sharp"
 import * as Colours from "../../examples/multimodal-tools/colours.ts"
-import { EmbeddedEngine } from "../../layers/engine/EmbeddedEngine.ts"
-import { readConfigFile } from "../../src/cli.ts"
+import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
+import * as Cli from "../../src/cli.ts"
 import { makeRollout, memorySink, Rollout, type RolloutOptionsInput } from "../../src/index.ts"
 import * as VisionTokenizer from "../support/VisionTokenizer.ts"
 
 const root = Path.join(import.meta.dirname, "..", "..")
-const config = readConfigFile(Path.join(root, "examples", "multimodal-tools", "rollout.json"))
+const config = Cli.readConfigFile(Path.join(root, "examples", "multimodal-tools", "rollout.json"))
 const PAD = 151655
 
 /** Whether the PNG data URI shows a square of `colour` (some pixels near it). */
@@ -36,7 +36,7 @@ describe("the multimodal tool-use example (a zoom tool whose observations carry 
           return yield* rollout.runStep(0)
         }).pipe(Effect.provide(makeRollout(
           { ...(Result.isSuccess(config) ? config.success : {}), tokenizer } as RolloutOptionsInput,
-          { telemetry: memorySink(), embedded: EmbeddedEngine.instant }
+          { telemetry: memorySink(), embedded: EmbeddedEngine.EmbeddedEngine.instant }
         )))
         assert.lengthOf(step.samples, 4)
         // The default seed: one Session zooms into the wrong place and cannot name the colour.

@@ -2,7 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Result } from "effect"
 import fc from "fast-check"
 import * as ForestCommit from "../../src/forest/Commit.ts"
-import { ContextLengthError, ExportError, ForestInvariantError } from "../../src/forest/errors.ts"
+import * as Errors from "../../src/forest/errors.ts"
 import * as Export from "../../src/forest/Export.ts"
 import * as Forest from "../../src/forest/Forest.ts"
 import * as Hash from "../../src/forest/hash.ts"
@@ -202,7 +202,7 @@ describe("commits", () => {
           chatTemplateKwargs: kwargs,
           rolloutId: 0
         }),
-      ForestInvariantError,
+      Errors.ForestInvariantError,
       "State hash collision with mismatched kinds: resp vs obs"
     )
   })
@@ -464,7 +464,7 @@ describe("context checks", () => {
     assert.isTrue(Result.isSuccess(Forest.checkObservationContext(forest, t1.resp, 1000, null)))
     const checked = Forest.checkObservationContext(forest, t1.resp, 5, 10)
     assert(Result.isFailure(checked))
-    assert.instanceOf(checked.failure, ContextLengthError)
+    assert.instanceOf(checked.failure, Errors.ContextLengthError)
     assert.strictEqual(
       checked.failure.message,
       "This model's maximum context length is 10 tokens. However, your messages resulted in 10 tokens. Please reduce the length of the messages."
@@ -478,28 +478,29 @@ describe("context checks", () => {
     assert.deepStrictEqual(Forest.generationBudget(forest, t1.resp, null, 100), Result.succeed(100))
     const exhausted = Forest.generationBudget(forest, t1.resp, 5, 100)
     assert(Result.isFailure(exhausted))
-    assert.instanceOf(exhausted.failure, ContextLengthError)
+    assert.instanceOf(exhausted.failure, Errors.ContextLengthError)
   })
 
   it("words every context-length variant like the reference", () => {
     assert.strictEqual(
-      new ContextLengthError({ limit: null }).message,
+      new Errors.ContextLengthError({ limit: null }).message,
       "This model's maximum context length was exceeded. Please reduce the length of the messages."
     )
     assert.strictEqual(
-      new ContextLengthError({ limit: 8 }).message,
+      new Errors.ContextLengthError({ limit: 8 }).message,
       "This model's maximum context length is 8 tokens. Please reduce the length of the messages."
     )
     assert.strictEqual(
-      new ContextLengthError({ limit: 8, promptTokens: 6, completionTokens: 4 }).message,
+      new Errors.ContextLengthError({ limit: 8, promptTokens: 6, completionTokens: 4 }).message,
       "This model's maximum context length is 8 tokens. However, your messages resulted in 6 tokens and requested 4 completion tokens (10 tokens total). Please reduce the length of the messages or max_completion_tokens."
     )
   })
 })
 
-const failureOf = (value: Result.Result<ReadonlyArray<Export.ExportedContext>, ExportError>): ExportError | undefined =>
-  Result.isFailure(value) ? value.failure : undefined
-const contextsOf = (value: Result.Result<ReadonlyArray<Export.ExportedContext>, ExportError>) =>
+const failureOf = (
+  value: Result.Result<ReadonlyArray<Export.ExportedContext>, Errors.ExportError>
+): Errors.ExportError | undefined => Result.isFailure(value) ? value.failure : undefined
+const contextsOf = (value: Result.Result<ReadonlyArray<Export.ExportedContext>, Errors.ExportError>) =>
   Result.isSuccess(value) ? value.success : undefined
 
 describe("implicit export", () => {
@@ -727,7 +728,7 @@ describe("processor-expanded observations (images)", () => {
     assert.strictEqual(Forest.trainTokenCount(forest, obs), 6)
     // 6 expanded tokens + 1 observation token reach a limit of 7, although the engine sees only 4.
     const tooLong = Forest.checkObservationContext(forest, obs, 1, 7)
-    assert.isTrue(Result.isFailure(tooLong) && tooLong.failure instanceof ContextLengthError)
+    assert.isTrue(Result.isFailure(tooLong) && tooLong.failure instanceof Errors.ContextLengthError)
     assert.deepStrictEqual(Forest.generationBudget(forest, obs, 10, 100), Result.succeed(4))
   })
 

@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Result } from "effect"
-import { Tokenizer, type TokenizerShape } from "../../layers/tokenizer/Tokenizer.ts"
+import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import * as ForestCommit from "../../src/forest/Commit.ts"
 import * as Export from "../../src/forest/Export.ts"
 import * as Forest from "../../src/forest/Forest.ts"
@@ -52,7 +52,7 @@ const assistant3 = {
 
 /** The text a model would have generated for `reply`: what the template renders for it after the prompt. */
 const generatedText = (
-  tok: TokenizerShape,
+  tok: Tokenizer.TokenizerShape,
   history: ReadonlyArray<Canonical.Message>,
   reply: Canonical.Message
 ): string => {
@@ -76,7 +76,7 @@ interface Committed {
 
 /** One model request as the generation core runs it: match, tokenize the delta, commit, "generate", commit. */
 const request = (
-  tok: TokenizerShape,
+  tok: Tokenizer.TokenizerShape,
   forest: Forest.Forest,
   rawHistory: ReadonlyArray<unknown>,
   rawReply: unknown,
@@ -126,10 +126,10 @@ const withoutReasoning = (messages: ReadonlyArray<Record<string, unknown>>) =>
   })
 
 describe("a multi-turn Qwen3 tool conversation, built turn by turn", () => {
-  it.layer(Tokenizer.layer)((it) => {
+  it.layer(Tokenizer.Tokenizer.layer)((it) => {
     it.effect("yields a token-exact sample and re-matches the history with and without reasoning", () =>
       Effect.gen(function*() {
-        const tok = yield* Tokenizer
+        const tok = yield* Tokenizer.Tokenizer
         const forest = Forest.make({ sessionId: "qwen3", groupIndex: 0, index: 0, label: null, metadata: {} })
 
         const t1 = request(tok, forest, [system, user1], assistant1, 0)

@@ -6,21 +6,24 @@ import Anthropic from "@anthropic-ai/sdk"
 import { assert, describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import OpenAI from "openai"
-import { Gateway } from "../../layers/gateway/Gateway.ts"
-import { Forests } from "../../layers/generation/Forests.ts"
+import * as Gateway from "../../layers/gateway/Gateway.ts"
+import * as Forests from "../../layers/generation/Forests.ts"
 import * as Forest from "../../src/forest/Forest.ts"
-import { calcParameters, calcTool } from "../fixtures/gateway/policy.ts"
-import { gatewayStack } from "../support/gatewayStack.ts"
-import { registeredSession, sampling } from "../support/sessions.ts"
+import * as Policy from "../fixtures/gateway/policy.ts"
+import * as GatewayStack from "../support/gatewayStack.ts"
+import * as Sessions from "../support/sessions.ts"
 
-const stack = gatewayStack()
+const stack = GatewayStack.gatewayStack()
 
 /** A fresh registered Session with its forest; returns its id (the API key). */
-const newSession = registeredSession({ sampling: sampling({ maxNewTokens: 256 }), maxContextLen: 4096 })
+const newSession = Sessions.registeredSession({
+  sampling: Sessions.sampling({ maxNewTokens: 256 }),
+  maxContextLen: 4096
+})
 
 const leaves = (sessionId: string) =>
   Effect.gen(function*() {
-    const forest = yield* (yield* Forests).get(sessionId)
+    const forest = yield* (yield* Forests.Forests).get(sessionId)
     return Forest.leaves(forest)
   })
 
@@ -33,11 +36,11 @@ describe("Gateway with the embedded engine", () => {
   it.layer(stack, { timeout: 60_000 })((it) => {
     it.effect("Chat Completions: a tool loop across turns, committed as ONE leaf", () =>
       Effect.gen(function*() {
-        const { baseUrl } = yield* Gateway
+        const { baseUrl } = yield* Gateway.Gateway
         const sessionId = yield* newSession
         const client = openai(baseUrl, sessionId)
         const first = yield* Effect.promise(() =>
-          client.chat.completions.create({ model: "policy", messages: question, tools: [calcTool] })
+          client.chat.completions.create({ model: "policy", messages: question, tools: [Policy.calcTool] })
         )
         const choice = first.choices[0]
         assert(choice !== undefined)
@@ -53,7 +56,7 @@ describe("Gateway with the embedded engine", () => {
         const second = yield* Effect.promise(() =>
           client.chat.completions.create({
             model: "policy",
-            tools: [calcTool],
+            tools: [Policy.calcTool],
             messages: [...question, choice.message, { role: "tool", tool_call_id: call.id, content: "4" }]
           })
         )
@@ -64,13 +67,13 @@ describe("Gateway with the embedded engine", () => {
 
     it.effect("Chat Completions streams: the raw stream and the SDK's chat.completions.stream helper", () =>
       Effect.gen(function*() {
-        const { baseUrl } = yield* Gateway
+        const { baseUrl } = yield* Gateway.Gateway
         const client = openai(baseUrl, yield* newSession)
         const chunks = yield* Effect.promise(async () => {
           const stream = await client.chat.completions.create({
             model: "policy",
             messages: question,
-            tools: [calcTool],
+            tools: [Policy.calcTool],
             stream: true
           })
           const all = []
@@ -92,9 +95,14 @@ describe("Gateway with the embedded engine", () => {
 
     it.effect("Chat: the chat.completions.stream helper's final message, echoed as the SDK returns it, stays ONE leaf", () =>
       Effect.gen(function*() {
-        const { baseUrl } = yield* Gateway
+        const { baseUrl } = yield* Gateway.Gateway
         // `strict` tools make the helper add `function.parsed_arguments` to every tool call it returns.
-        for (const tool of [calcTool, { ...calcTool, function: { ...calcTool.function, strict: true } }]) {
+        for (
+          const tool of [Policy.calcTool, {
+            ...Policy.calcTool,
+            function: { ...Policy.calcTool.function, strict: true }
+          }]
+        ) {
           const sessionId = yield* newSession
           const client = openai(baseUrl, sessionId)
           const tools = [tool]
@@ -112,7 +120,7 @@ describe("Gateway with the embedded engine", () => {
             }).finalMessage()
           )
           expect(second.content).toBe("The answer is 4.")
-          const forest = yield* (yield* Forests).get(sessionId)
+          const forest = yield* (yield* Forests.Forests).get(sessionId)
           expect(Forest.leaves(forest).map((h) => Forest.lineage(forest, h).map((n) => n.kind))).toEqual([
             ["obs", "obs", "resp", "obs", "resp"]
           ])
@@ -121,14 +129,14 @@ describe("Gateway with the embedded engine", () => {
 
     it.effect("Responses: function_call then function_call_output across turns, JSON and responses.stream", () =>
       Effect.gen(function*() {
-        const { baseUrl } = yield* Gateway
+        const { baseUrl } = yield* Gateway.Gateway
         const sessionId = yield* newSession
         const client = openai(baseUrl, sessionId)
         const tools = [{
           type: "function" as const,
           name: "calc",
-          description: calcTool.function.description,
-          parameters: calcTool.function.parameters,
+          description: Policy.calcTool.function.description,
+          parameters: Policy.calcTool.function.parameters,
           strict: false
         }]
         const first = yield* Effect.promise(() =>
@@ -155,13 +163,13 @@ describe("Gateway with the embedded engine", () => {
 
     it.effect("Anthropic Messages: thinking + tool_use, then tool_result, JSON and messages.stream", () =>
       Effect.gen(function*() {
-        const { baseUrl } = yield* Gateway
+        const { baseUrl } = yield* Gateway.Gateway
         const sessionId = yield* newSession
         const client = anthropic(baseUrl, sessionId)
         const tools: Array<Anthropic.Tool> = [{
           name: "calc",
-          description: calcTool.function.description,
-          input_schema: calcParameters
+          description: Policy.calcTool.function.description,
+          input_schema: Policy.calcParameters
         }]
         const first = yield* Effect.promise(() =>
           client.messages.create({ model: "policy", max_tokens: 256, messages: question, tools })
@@ -194,7 +202,7 @@ describe("Gateway with the embedded engine", () => {
 
     it.effect("the same conversation through all three protocols commits the same state hashes", () =>
       Effect.gen(function*() {
-        const { baseUrl } = yield* Gateway
+        const { baseUrl } = yield* Gateway.Gateway
         const [chat, responses, messages] = [yield* newSession, yield* newSession, yield* newSession]
         const system = "You are terse."
         yield* Effect.promise(() =>

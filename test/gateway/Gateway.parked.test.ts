@@ -7,27 +7,27 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Context, Effect, Fiber, Layer } from "effect"
 import { TestClock } from "effect/testing"
-import { EmbeddedEngine } from "../../layers/engine/EmbeddedEngine.ts"
-import { Engine } from "../../layers/engine/Engine.ts"
-import { Gateway } from "../../layers/gateway/Gateway.ts"
-import { Forests } from "../../layers/generation/Forests.ts"
-import { Generation } from "../../layers/generation/Generation.ts"
+import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
+import * as Engine from "../../layers/engine/Engine.ts"
+import * as Gateway from "../../layers/gateway/Gateway.ts"
+import * as Forests from "../../layers/generation/Forests.ts"
+import * as Generation from "../../layers/generation/Generation.ts"
 import * as GenerationGate from "../../layers/schedule/GenerationGate.ts"
-import { Sessions } from "../../layers/schedule/Sessions.ts"
-import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
+import * as Sessions from "../../layers/schedule/Sessions.ts"
+import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import * as Forest from "../../src/forest/Forest.ts"
-import { openStream } from "../support/openStream.ts"
-import { sampling, sessionEntry } from "../support/sessions.ts"
+import * as OpenStream from "../support/openStream.ts"
+import * as SupportSessions from "../support/sessions.ts"
 
 // 10 tokens per second, no end of turn: a 20-token answer takes 2 s of generation.
 const timed = { prefillTokensPerSecond: 0, decodeTokensPerSecond: 10, model: { eosProbability: 0 } }
 
-const stack = Gateway.layer({ heartbeatInterval: "15 seconds" }).pipe(
-  Layer.provideMerge(Generation.layer({})),
-  Layer.provideMerge(Forests.layer),
-  Layer.provideMerge(Sessions.layer),
-  Layer.provideMerge(EmbeddedEngine.layer({ ...timed, seed: 42 })),
-  Layer.provideMerge(Tokenizer.layer)
+const stack = Gateway.Gateway.layer({ heartbeatInterval: "15 seconds" }).pipe(
+  Layer.provideMerge(Generation.Generation.layer({})),
+  Layer.provideMerge(Forests.Forests.layer),
+  Layer.provideMerge(Sessions.Sessions.layer),
+  Layer.provideMerge(EmbeddedEngine.EmbeddedEngine.layer({ ...timed, seed: 42 })),
+  Layer.provideMerge(Tokenizer.Tokenizer.layer)
 )
 
 describe("a parked request (partial rollout)", () => {
@@ -35,21 +35,21 @@ describe("a parked request (partial rollout)", () => {
     Effect.scoped(
       Effect.gen(function*() {
         const context = yield* Layer.build(stack)
-        const gateway = Context.get(context, Gateway)
-        const sessions = Context.get(context, Sessions)
-        const forests = Context.get(context, Forests)
-        const engine = Context.get(context, Engine)
+        const gateway = Context.get(context, Gateway.Gateway)
+        const sessions = Context.get(context, Sessions.Sessions)
+        const forests = Context.get(context, Forests.Forests)
+        const engine = Context.get(context, Engine.Engine)
         const gate = yield* GenerationGate.make({
           abort: engine.abort,
           mode: { partialRollout: true, fullyAsync: false }
         })
         const sessionId = yield* sessions.newSessionId
         yield* forests.create(sessionId)
-        yield* sessions.register(sessionEntry(sessionId, {
-          sampling: sampling({ seed: 42 }),
+        yield* sessions.register(SupportSessions.sessionEntry(sessionId, {
+          sampling: SupportSessions.sampling({ seed: 42 }),
           gate: yield* gate.register(sessionId)
         }))
-        const { arrived, received, done } = yield* openStream(
+        const { arrived, received, done } = yield* OpenStream.openStream(
           gateway.baseUrl + "/v1/messages",
           { authorization: `Bearer ${sessionId}`, "content-type": "application/json" },
           JSON.stringify({ model: "m", max_tokens: 20, stream: true, messages: [{ role: "user", content: "hi" }] })
@@ -79,18 +79,18 @@ describe("a parked request (partial rollout)", () => {
         const node = Forest.node(forest, leaf)
         assert.strictEqual(Forest.tokenLength(node), 20)
         assert.strictEqual(node.abortCount, 1)
-        const reference = yield* EmbeddedEngine.make(yield* Tokenizer, {
+        const reference = yield* EmbeddedEngine.EmbeddedEngine.make(yield* Tokenizer.Tokenizer, {
           ...timed,
-          ...EmbeddedEngine.instant,
+          ...EmbeddedEngine.EmbeddedEngine.instant,
           seed: 42
         })
         const whole = yield* reference.generate({
           inputIds: Forest.inferencePrefix(forest, node.parent!),
-          sampling: sampling({ seed: 42, maxNewTokens: 20 }),
+          sampling: SupportSessions.sampling({ seed: 42, maxNewTokens: 20 }),
           rid: "uninterrupted-reference",
           returnLogprob: true
         })
         assert.deepStrictEqual([...Forest.unpackTokens(node)], [...whole.outputIds])
-      }).pipe(Effect.provide(Tokenizer.layer))
+      }).pipe(Effect.provide(Tokenizer.Tokenizer.layer))
     ))
 })

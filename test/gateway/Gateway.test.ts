@@ -6,19 +6,19 @@ import { assert, describe, expect, it } from "@effect/vitest"
 import { Context, Deferred, Effect, Fiber, Layer, Logger, Ref } from "effect"
 import { TestClock } from "effect/testing"
 import * as http from "node:http"
-import { Gateway, type GatewayOptions } from "../../layers/gateway/Gateway.ts"
-import { Forests } from "../../layers/generation/Forests.ts"
-import { Generation } from "../../layers/generation/Generation.ts"
-import { Sessions } from "../../layers/schedule/Sessions.ts"
-import { ContextLengthError } from "../../src/forest/errors.ts"
+import * as Gateway from "../../layers/gateway/Gateway.ts"
+import * as Forests from "../../layers/generation/Forests.ts"
+import * as Generation from "../../layers/generation/Generation.ts"
+import * as Sessions from "../../layers/schedule/Sessions.ts"
+import * as ForestErrors from "../../src/forest/errors.ts"
 import * as Forest from "../../src/forest/Forest.ts"
-import { GenerationEngineError, type GenerationError } from "../../src/generation/errors.ts"
+import * as GenerationErrors from "../../src/generation/errors.ts"
 import type * as Completion from "../../src/protocol/completion.ts"
 import * as Errors from "../../src/protocol/errors.ts"
 import * as Sse from "../../src/protocol/sse.ts"
-import { generationStack } from "../support/gatewayStack.ts"
-import { openStream } from "../support/openStream.ts"
-import { sessionEntry } from "../support/sessions.ts"
+import * as GatewayStack from "../support/gatewayStack.ts"
+import * as OpenStream from "../support/openStream.ts"
+import * as SupportSessions from "../support/sessions.ts"
 
 const completion: Completion.Completion = {
   id: "0123456789abcdef0123456789abcdef",
@@ -29,11 +29,13 @@ const completion: Completion.Completion = {
   usage: { promptTokens: 12, completionTokens: 2, cachedTokens: 0 }
 }
 
-type Script = (request: Completion.CanonicalRequest) => Effect.Effect<Completion.Completion, GenerationError>
+type Script = (
+  request: Completion.CanonicalRequest
+) => Effect.Effect<Completion.Completion, GenerationErrors.GenerationError>
 
 /** A generation core that answers by script and records what it was asked. */
 const scripted = (script: Ref.Ref<Script>, seen: Array<Completion.CanonicalRequest>) =>
-  Layer.succeed(Generation, {
+  Layer.succeed(Generation.Generation, {
     generate: (_session, request) =>
       Effect.suspend(() => {
         seen.push(request)
@@ -47,7 +49,7 @@ interface Logged {
   readonly message: unknown
 }
 
-const setup = (options: GatewayOptions = {}) =>
+const setup = (options: Gateway.GatewayOptions = {}) =>
   Effect.gen(function*() {
     const script = yield* Ref.make<Script>(() => Effect.succeed(completion))
     const seen: Array<Completion.CanonicalRequest> = []
@@ -61,29 +63,29 @@ const setup = (options: GatewayOptions = {}) =>
       Deferred.doneUnsafe(logged, Effect.succeed(line))
     })
     const signalling = Layer.effect(
-      Sessions,
+      Sessions.Sessions,
       Effect.gen(function*() {
-        const sessions = yield* Sessions
-        return Sessions.of({
+        const sessions = yield* Sessions.Sessions
+        return Sessions.Sessions.of({
           ...sessions,
           lookup: (token) => sessions.lookup(token).pipe(Effect.tap(() => Deferred.succeed(lookedUp, undefined)))
         })
       })
     )
     const context = yield* Layer.build(
-      Gateway.layer({ maxBodyBytes: 4096, ...options }).pipe(
+      Gateway.Gateway.layer({ maxBodyBytes: 4096, ...options }).pipe(
         Layer.provide(signalling),
-        Layer.provideMerge(Sessions.layer),
+        Layer.provideMerge(Sessions.Sessions.layer),
         Layer.provide(scripted(script, seen)),
         Layer.provide(Logger.layer([capture]))
       )
     )
-    const sessions = Context.get(context, Sessions)
-    const gateway = Context.get(context, Gateway)
+    const sessions = Context.get(context, Sessions.Sessions)
+    const gateway = Context.get(context, Gateway.Gateway)
     const live = yield* sessions.newSessionId
-    yield* sessions.register(sessionEntry(live))
+    yield* sessions.register(SupportSessions.sessionEntry(live))
     const finished = yield* sessions.newSessionId
-    yield* sessions.register(sessionEntry(finished))
+    yield* sessions.register(SupportSessions.sessionEntry(finished))
     yield* sessions.close(finished)
     return { gateway, sessions, live, finished, script, seen, lookedUp, logs, logged }
   })
@@ -255,7 +257,7 @@ describe("Gateway errors", () => {
   it.live("400 context_length_exceeded from the generation core keeps 'maximum context length' in the message", () =>
     Effect.gen(function*() {
       const { gateway, live, script } = yield* setup()
-      yield* Ref.set(script, () => Effect.fail(new ContextLengthError({ limit: 32, promptTokens: 40 })))
+      yield* Ref.set(script, () => Effect.fail(new ForestErrors.ContextLengthError({ limit: 32, promptTokens: 40 })))
       const reply = yield* request(gateway.baseUrl + "/v1/chat/completions", {
         headers: bearer(live),
         body: chatBody()
@@ -296,7 +298,9 @@ describe("Gateway errors", () => {
     Effect.gen(function*() {
       const { gateway, live, script } = yield* setup()
       yield* Ref.set(script, () =>
-        Effect.fail(new GenerationEngineError({ reason: "engine", detail: "scripted engine failure" })))
+        Effect.fail(
+          new GenerationErrors.GenerationEngineError({ reason: "engine", detail: "scripted engine failure" })
+        ))
       const reply = yield* request(gateway.baseUrl + "/v1/chat/completions", {
         headers: bearer(live),
         body: chatBody()
@@ -327,7 +331,7 @@ describe("Buffered SSE", () => {
   it.live("a failed streamed generation sends the error as data then [DONE], status 200", () =>
     Effect.gen(function*() {
       const { gateway, live, script } = yield* setup()
-      yield* Ref.set(script, () => Effect.fail(new ContextLengthError({ limit: null })))
+      yield* Ref.set(script, () => Effect.fail(new ForestErrors.ContextLengthError({ limit: null })))
       const reply = yield* request(gateway.baseUrl + "/v1/chat/completions", {
         headers: bearer(live),
         body: chatBody({ stream: true })
@@ -345,7 +349,7 @@ describe("Buffered SSE", () => {
       const { gateway, live, script } = yield* setup({ heartbeatInterval: "15 seconds" })
       const release = yield* Deferred.make<void>()
       yield* Ref.set(script, () => Deferred.await(release).pipe(Effect.as(completion)))
-      const { arrived, received, done } = yield* openStream(
+      const { arrived, received, done } = yield* OpenStream.openStream(
         gateway.baseUrl + "/v1/messages",
         bearer(live),
         JSON.stringify({ model: "m", max_tokens: 8, stream: true, messages: [{ role: "user", content: "hi" }] })
@@ -376,31 +380,31 @@ describe("client disconnect", () => {
       const finished = yield* Deferred.make<void>()
       // The real generation core, reporting when a generation ended (committed or not).
       const reporting = Layer.effect(
-        Generation,
+        Generation.Generation,
         Effect.gen(function*() {
-          const generation = yield* Generation
-          return Generation.of({
+          const generation = yield* Generation.Generation
+          return Generation.Generation.of({
             generate: (session, request) =>
               generation.generate(session, request).pipe(Effect.ensuring(Deferred.succeed(finished, undefined)))
           })
         })
       )
       const context = yield* Layer.build(
-        Gateway.layer().pipe(
+        Gateway.Gateway.layer().pipe(
           Layer.provide(reporting),
           Layer.provide(Logger.layer([capture])),
-          Layer.provideMerge(generationStack)
+          Layer.provideMerge(GatewayStack.generationStack)
         )
       )
-      const gateway = Context.get(context, Gateway)
-      const sessions = Context.get(context, Sessions)
-      const forests = Context.get(context, Forests)
+      const gateway = Context.get(context, Gateway.Gateway)
+      const sessions = Context.get(context, Sessions.Sessions)
+      const forests = Context.get(context, Forests.Forests)
       // The generation waits for its Group's Runtime lease until the client is gone.
       const waiting = yield* Deferred.make<void>()
       const lease = yield* Deferred.make<void>()
       const sessionId = yield* sessions.newSessionId
       yield* forests.create(sessionId)
-      yield* sessions.register(sessionEntry(sessionId, {
+      yield* sessions.register(SupportSessions.sessionEntry(sessionId, {
         awaitLease: Deferred.succeed(waiting, undefined).pipe(Effect.andThen(Deferred.await(lease)))
       }))
       const req = http.request(gateway.baseUrl + "/v1/chat/completions", { method: "POST", headers: bearer(sessionId) })
@@ -432,9 +436,9 @@ describe("Buffered SSE failures after the headers are sent", () => {
     Effect.gen(function*() {
       const { gateway, live, script } = yield* setup()
       const release = yield* Deferred.make<void>()
-      const error = new ContextLengthError({ limit: 32, promptTokens: 40 })
+      const error = new ForestErrors.ContextLengthError({ limit: 32, promptTokens: 40 })
       yield* Ref.set(script, () => Deferred.await(release).pipe(Effect.andThen(Effect.fail(error))))
-      const stream = yield* openStream(
+      const stream = yield* OpenStream.openStream(
         gateway.baseUrl + "/v1/chat/completions",
         bearer(live),
         chatBody({ stream: true })
@@ -459,10 +463,12 @@ describe("Buffered SSE failures after the headers are sent", () => {
       yield* Ref.set(script, () =>
         Deferred.await(release).pipe(
           Effect.andThen(
-            Effect.fail(new GenerationEngineError({ reason: "engine", detail: "scripted engine failure" }))
+            Effect.fail(
+              new GenerationErrors.GenerationEngineError({ reason: "engine", detail: "scripted engine failure" })
+            )
           )
         ))
-      const stream = yield* openStream(
+      const stream = yield* OpenStream.openStream(
         gateway.baseUrl + "/v1/responses",
         bearer(live),
         JSON.stringify({ model: "m", input: "hi", stream: true })
@@ -497,10 +503,12 @@ describe("Buffered SSE failures after the headers are sent", () => {
       yield* Ref.set(script, () =>
         Deferred.await(release).pipe(
           Effect.andThen(
-            Effect.fail(new GenerationEngineError({ reason: "engine", detail: "scripted engine failure" }))
+            Effect.fail(
+              new GenerationErrors.GenerationEngineError({ reason: "engine", detail: "scripted engine failure" })
+            )
           )
         ))
-      const stream = yield* openStream(
+      const stream = yield* OpenStream.openStream(
         gateway.baseUrl + "/v1/messages",
         bearer(live),
         JSON.stringify({ model: "m", max_tokens: 8, stream: true, messages: [{ role: "user", content: "hi" }] })

@@ -6,11 +6,14 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as net from "node:net"
-import { Gateway } from "../../layers/gateway/Gateway.ts"
-import { gatewayStack } from "../support/gatewayStack.ts"
-import { registeredSession, sampling } from "../support/sessions.ts"
+import * as Gateway from "../../layers/gateway/Gateway.ts"
+import * as GatewayStack from "../support/gatewayStack.ts"
+import * as Sessions from "../support/sessions.ts"
 
-const newSession = registeredSession({ sampling: sampling({ maxNewTokens: 256 }), maxContextLen: 4096 })
+const newSession = Sessions.registeredSession({
+  sampling: Sessions.sampling({ maxNewTokens: 256 }),
+  maxContextLen: 4096
+})
 
 /** Send `text` on a fresh connection and read until the server closes it (every request says `Connection: close`). */
 const exchange = (port: number, text: string) =>
@@ -40,10 +43,10 @@ const chat = (content: string, stream = false) =>
   JSON.stringify({ model: "m", messages: [{ role: "user", content }], ...(stream ? { stream: true } : {}) })
 
 describe("the gateway on the wire", () => {
-  it.layer(gatewayStack({ maxBodyBytes: 4096 }))((it) => {
+  it.layer(GatewayStack.gatewayStack({ maxBodyBytes: 4096 }))((it) => {
     it.effect("JSON answers: status line, content-type, content-length, Date, Connection, in this order", () =>
       Effect.gen(function*() {
-        const { port } = yield* Gateway
+        const { port } = yield* Gateway.Gateway
         const sessionId = yield* newSession
         const auth = { Authorization: `Bearer ${sessionId}`, "Content-Type": "application/json" }
         const spellings = [
@@ -70,7 +73,7 @@ describe("the gateway on the wire", () => {
 
     it.effect("error answers keep the protocol's extra headers first", () =>
       Effect.gen(function*() {
-        const { port } = yield* Gateway
+        const { port } = yield* Gateway.Gateway
         const answer = normalized(
           yield* exchange(port, request("POST", "/agentic_api/v1/responses", { Authorization: "Bearer nope" }, "{}"))
         )
@@ -93,7 +96,7 @@ describe("the gateway on the wire", () => {
 
     it.effect("Buffered SSE: headers, then one chunk for the connection frame and one for the terminal frames", () =>
       Effect.gen(function*() {
-        const { port } = yield* Gateway
+        const { port } = yield* Gateway.Gateway
         const sessionId = yield* newSession
         const auth = { Authorization: `Bearer ${sessionId}`, "Content-Type": "application/json" }
         for (const path of ["/agentic_api/v1/chat/completions", "/agentic_api//v1/chat/completions"]) {
@@ -116,7 +119,7 @@ describe("the gateway on the wire", () => {
 
     it.effect("Expect: 100-continue gets its interim answer once the request is authenticated", () =>
       Effect.gen(function*() {
-        const { port } = yield* Gateway
+        const { port } = yield* Gateway.Gateway
         const sessionId = yield* newSession
         const headers = {
           Authorization: `Bearer ${sessionId}`,

@@ -8,22 +8,25 @@ import { assert, describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as http from "node:http"
 import * as net from "node:net"
-import { Gateway, isLoopback } from "../../layers/gateway/Gateway.ts"
-import { Forests } from "../../layers/generation/Forests.ts"
-import { Sessions } from "../../layers/schedule/Sessions.ts"
-import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
+import * as Gateway from "../../layers/gateway/Gateway.ts"
+import * as Forests from "../../layers/generation/Forests.ts"
+import * as Sessions from "../../layers/schedule/Sessions.ts"
+import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import * as Forest from "../../src/forest/Forest.ts"
 import * as Sample from "../../src/forest/Sample.ts"
-import { calcTool } from "../fixtures/gateway/policy.ts"
-import { gatewayStack } from "../support/gatewayStack.ts"
-import { registeredSession, sampling } from "../support/sessions.ts"
+import * as Policy from "../fixtures/gateway/policy.ts"
+import * as GatewayStack from "../support/gatewayStack.ts"
+import * as SupportSessions from "../support/sessions.ts"
 
 /** Small limits, so the limit cases stay small too. */
 const maxBodyBytes = 256 * 1024
 
-const stack = gatewayStack({ maxBodyBytes })
+const stack = GatewayStack.gatewayStack({ maxBodyBytes })
 
-const newSession = registeredSession({ sampling: sampling({ maxNewTokens: 256 }), maxContextLen: 4096 })
+const newSession = SupportSessions.registeredSession({
+  sampling: SupportSessions.sampling({ maxNewTokens: 256 }),
+  maxContextLen: 4096
+})
 
 // ---------------------------------------------------------------------------------------------------------------
 // The table
@@ -505,12 +508,12 @@ const normalTurn = (baseUrl: string, sessionId: string) =>
       body: JSON.stringify({
         model: "m",
         messages: [{ role: "user", content: "Please compute 2+2?" }],
-        tools: [calcTool]
+        tools: [Policy.calcTool]
       })
     })
     assert.strictEqual(reply.status, 200, reply.body)
-    const forest = yield* (yield* Forests).get(sessionId)
-    const tokenizer = yield* Tokenizer
+    const forest = yield* (yield* Forests.Forests).get(sessionId)
+    const tokenizer = yield* Tokenizer.Tokenizer
     for (const leaf of Forest.leaves(forest)) {
       const sample = Sample.build(forest, leaf, (ids) => tokenizer.decode(ids), {
         rolloutId: 0,
@@ -528,7 +531,7 @@ const normalTurn = (baseUrl: string, sessionId: string) =>
 
 const nodeCount = (sessionId: string) =>
   Effect.gen(function*() {
-    return (yield* (yield* Forests).get(sessionId)).nodeMap.size
+    return (yield* (yield* Forests.Forests).get(sessionId)).nodeMap.size
   })
 
 /** Write raw bytes on a fresh connection; resolve with what came back when the server closes or `wait` ms pass. */
@@ -565,7 +568,7 @@ describe("hostile requests", () => {
   it.layer(stack, { timeout: 120_000 })((it) => {
     it.effect("every malformed body is refused with its protocol's error naming the field; the Session keeps working", () =>
       Effect.gen(function*() {
-        const { baseUrl } = yield* Gateway
+        const { baseUrl } = yield* Gateway.Gateway
         const sessionId = yield* newSession
         let committed = yield* normalTurn(baseUrl, sessionId)
         const failures: Array<string> = []
@@ -598,8 +601,8 @@ describe("hostile requests", () => {
 
     it.effect("limits, methods, paths, content types, foreign and finished Session ids, cut bodies, gone clients", () =>
       Effect.gen(function*() {
-        const { baseUrl, port } = yield* Gateway
-        const sessions = yield* Sessions
+        const { baseUrl, port } = yield* Gateway.Gateway
+        const sessions = yield* Sessions.Sessions
         const sessionId = yield* newSession
         const other = yield* newSession
         const finished = yield* newSession
@@ -784,7 +787,7 @@ describe("hostile requests", () => {
 describe("the bind address", () => {
   it("only loopback addresses count as loopback (any other bind logs a warning)", () => {
     for (const host of ["127.0.0.1", "127.1.2.3", "localhost", "::1", "[::1]", "::ffff:127.0.0.1"]) {
-      assert.isTrue(isLoopback(host), host)
+      assert.isTrue(Gateway.isLoopback(host), host)
     }
     for (
       const host of [
@@ -797,7 +800,7 @@ describe("the bind address", () => {
         "::ffff:10.0.0.1"
       ]
     ) {
-      assert.isFalse(isLoopback(host), host)
+      assert.isFalse(Gateway.isLoopback(host), host)
     }
   })
 })

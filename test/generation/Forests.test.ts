@@ -1,12 +1,12 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { Forests } from "../../layers/generation/Forests.ts"
+import * as Forests from "../../layers/generation/Forests.ts"
 import * as Forest from "../../src/forest/Forest.ts"
 
 describe("Forests store", () => {
   it.effect("creates, finds and removes a Session's forest", () =>
     Effect.gen(function*() {
-      const forests = yield* Forests
+      const forests = yield* Forests.Forests
       const created = yield* forests.create("s-1", { groupIndex: 1, index: 3, label: "7", metadata: { a: 1 } })
       const found = yield* forests.get("s-1")
       assert.strictEqual(found, created)
@@ -16,19 +16,19 @@ describe("Forests store", () => {
       const missing = yield* forests.get("s-1").pipe(Effect.flip)
       assert.strictEqual(missing._tag, "ForestNotFoundError")
       assert.strictEqual(missing.message, "Unknown or discarded agentic session 's-1'.")
-    }).pipe(Effect.provide(Forests.layer)))
+    }).pipe(Effect.provide(Forests.Forests.layer)))
 
   it.effect("defaults the creation fields", () =>
     Effect.gen(function*() {
-      const forest = yield* (yield* Forests).create("s-2")
+      const forest = yield* (yield* Forests.Forests).create("s-2")
       assert.deepStrictEqual([forest.groupIndex, forest.index, forest.label, forest.metadata], [0, 0, null, {}])
-    }).pipe(Effect.provide(Forests.layer)))
+    }).pipe(Effect.provide(Forests.Forests.layer)))
 })
 
 describe("Forests commits", () => {
   it.effect("observe refuses an observation reaching the context limit and commits nothing; otherwise commits it", () =>
     Effect.gen(function*() {
-      const forests = yield* Forests
+      const forests = yield* Forests.Forests
       const forest = yield* forests.create("s-3")
       const observation = {
         parent: forest.root,
@@ -60,5 +60,5 @@ describe("Forests commits", () => {
       assert.strictEqual(broken._tag, "ForestInvariantError")
       const committed = yield* forests.commitResponse(forest, { ...response, logprobs: [-1] })
       assert.strictEqual(forest.nodes.get(committed)?.kind, "resp")
-    }).pipe(Effect.provide(Forests.layer)))
+    }).pipe(Effect.provide(Forests.Forests.layer)))
 })

@@ -4,12 +4,12 @@
  */
 import { assert, describe, expect, it } from "@effect/vitest"
 import { Effect, Layer, Metric } from "effect"
-import type { GenerateRequest } from "../../layers/engine/Engine.ts"
-import { Forests } from "../../layers/generation/Forests.ts"
-import { Generation } from "../../layers/generation/Generation.ts"
+import type * as Engine from "../../layers/engine/Engine.ts"
+import * as Forests from "../../layers/generation/Forests.ts"
+import * as Generation from "../../layers/generation/Generation.ts"
 import * as Instruments from "../../layers/observability/Instruments.ts"
-import type { SessionEntry } from "../../layers/schedule/Sessions.ts"
-import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
+import type * as Sessions from "../../layers/schedule/Sessions.ts"
+import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import * as Forest from "../../src/forest/Forest.ts"
 import * as Sample from "../../src/forest/Sample.ts"
 import * as Parsers from "../../src/parsers/registry.ts"
@@ -17,29 +17,33 @@ import type * as Completion from "../../src/protocol/completion.ts"
 import * as ProtocolErrors from "../../src/protocol/errors.ts"
 import * as Requests from "../support/requests.ts"
 import * as Results from "../support/results.ts"
-import { type Script, scriptedEngine } from "../support/scriptedEngine.ts"
-import { sessionWithForest } from "../support/sessions.ts"
+import * as ScriptedEngine from "../support/scriptedEngine.ts"
+import * as SupportSessions from "../support/sessions.ts"
 
-let script: Script = () => {
+let script: ScriptedEngine.Script = () => {
   throw new Error("no script set")
 }
-const calls: Array<GenerateRequest> = []
+const calls: Array<Engine.GenerateRequest> = []
 
-const scripted = (next: Script) =>
+const scripted = (next: ScriptedEngine.Script) =>
   Effect.sync(() => {
     script = next
     calls.length = 0
   })
 
 // The current test's script, set by `scripted`.
-const engine = scriptedEngine(calls, (request, call) => script(request, call))
+const engine = ScriptedEngine.scriptedEngine(calls, (request, call) => script(request, call))
 
-const stack = Generation.layer({
+const stack = Generation.Generation.layer({
   toolCallParser: Results.success(Parsers.ToolCallParsers.get("qwen25")),
   reasoningParser: Results.success(Parsers.ReasoningParsers.get("qwen3"))
-}).pipe(Layer.provideMerge(Forests.layer), Layer.provideMerge(engine), Layer.provideMerge(Tokenizer.layer))
+}).pipe(
+  Layer.provideMerge(Forests.Forests.layer),
+  Layer.provideMerge(engine),
+  Layer.provideMerge(Tokenizer.Tokenizer.layer)
+)
 
-const session = sessionWithForest({ rolloutId: () => 1 })
+const session = SupportSessions.sessionWithForest({ rolloutId: () => 1 })
 
 const request = (messages: ReadonlyArray<unknown>, extra: Partial<Completion.CanonicalRequest> = {}) =>
   Requests.canonicalRequest({ messages }, extra)
@@ -51,10 +55,10 @@ const echo = (c: Completion.Completion) => ({
   ...(c.reasoning === undefined ? {} : { reasoning_content: c.reasoning })
 })
 
-const sampleOf = (entry: SessionEntry) =>
+const sampleOf = (entry: Sessions.SessionEntry) =>
   Effect.gen(function*() {
-    const tokenizer = yield* Tokenizer
-    const forest = yield* (yield* Forests).get(entry.sessionId)
+    const tokenizer = yield* Tokenizer.Tokenizer
+    const forest = yield* (yield* Forests.Forests).get(entry.sessionId)
     const leaves = Forest.leaves(forest)
     expect(leaves).toHaveLength(1)
     const leaf = leaves[0]
@@ -78,7 +82,7 @@ describe("Generation over a scripted engine", () => {
   it.layer(stack)((it) => {
     it.effect("a delta after a response ending in <|im_end|> starts with its \"\\n\"; the sample aligns per turn", () =>
       Effect.gen(function*() {
-        const tokenizer = yield* Tokenizer
+        const tokenizer = yield* Tokenizer.Tokenizer
         const imEnd = tokenizer.tokenToId("<|im_end|>")
         assert(imEnd !== undefined)
         const outputs = [
@@ -94,7 +98,7 @@ describe("Generation over a scripted engine", () => {
             weightVersion: "v0"
           }
         })
-        const generation = yield* Generation
+        const generation = yield* Generation.Generation
         const entry = yield* session
         const first = yield* generation.generate(entry, request([u1]))
         yield* generation.generate(entry, request([u1, echo(first), u2]))
@@ -131,7 +135,7 @@ describe("Generation over a scripted engine", () => {
 
     it.effect("an engine abort resumes from prefix ++ partial ids; the response holds every attempt's ids and versions", () =>
       Effect.gen(function*() {
-        const tokenizer = yield* Tokenizer
+        const tokenizer = yield* Tokenizer.Tokenizer
         const imEnd = tokenizer.tokenToId("<|im_end|>")
         assert(imEnd !== undefined)
         const full = [...tokenizer.encode("<think>\nr1\n</think>\n\nHello world, how are you"), imEnd]
@@ -152,7 +156,7 @@ describe("Generation over a scripted engine", () => {
         )
         const entry = yield* session
         const abortsBefore = (yield* Metric.value(Instruments.aborts)).count
-        const completion = yield* (yield* Generation).generate(entry, request([u1], { logprobs: true }))
+        const completion = yield* (yield* Generation.Generation).generate(entry, request([u1], { logprobs: true }))
         // The abort is counted in relax_agentic_aborts_total as it happens (docs/observability.md).
         expect((yield* Metric.value(Instruments.aborts)).count - abortsBefore).toBe(1)
         expect(completion).toMatchObject({ reasoning: "r1", content: "Hello world, how are you", finish: "stop" })
@@ -183,7 +187,7 @@ describe("Generation over a scripted engine", () => {
 
     it.effect("an abort that used the whole turn budget commits a truncated response", () =>
       Effect.gen(function*() {
-        const tokenizer = yield* Tokenizer
+        const tokenizer = yield* Tokenizer.Tokenizer
         const ids = tokenizer.encode("<think>\nr\n</think>\n\nHello")
         yield* scripted(() => ({
           outputIds: ids,
@@ -192,7 +196,10 @@ describe("Generation over a scripted engine", () => {
           weightVersion: "v0"
         }))
         const entry = yield* session
-        const completion = yield* (yield* Generation).generate(entry, request([u1], { maxTokens: ids.length }))
+        const completion = yield* (yield* Generation.Generation).generate(
+          entry,
+          request([u1], { maxTokens: ids.length })
+        )
         expect(completion.finish).toBe("length")
         expect(calls).toHaveLength(1)
         const { forest, leaf } = yield* sampleOf(entry)
@@ -203,19 +210,19 @@ describe("Generation over a scripted engine", () => {
       Effect.gen(function*() {
         yield* scripted(() => ({ outputIds: [], logprobs: [], finishReason: { type: "abort" }, weightVersion: "v0" }))
         const entry = yield* session
-        const error = yield* (yield* Generation).generate(entry, request([u1])).pipe(
+        const error = yield* (yield* Generation.Generation).generate(entry, request([u1])).pipe(
           Effect.flip,
           Effect.map(ProtocolErrors.GatewayError.fromGeneration)
         )
         expect(error.status).toBe(500)
         expect(calls).toHaveLength(3)
-        const forest = yield* (yield* Forests).get(entry.sessionId)
+        const forest = yield* (yield* Forests.Forests).get(entry.sessionId)
         expect(Forest.leaves(forest).map((h) => Forest.node(forest, h).kind)).toEqual(["obs"])
       }))
 
     it.effect("aborts a weight update caused (a request still queued in SGLang: no token) never fail the request", () =>
       Effect.gen(function*() {
-        const tokenizer = yield* Tokenizer
+        const tokenizer = yield* Tokenizer.Tokenizer
         const ids = tokenizer.encode("<think>\nr\n</think>\n\nok")
         // Five updates in a row hit the request while it waits in SGLang's queue, then it runs.
         yield* scripted((_, i) =>
@@ -224,16 +231,16 @@ describe("Generation over a scripted engine", () => {
             : { outputIds: ids, logprobs: ids.map(() => 0), finishReason: { type: "stop" }, weightVersion: "v1" }
         )
         const entry = yield* session
-        yield* (yield* Generation).generate(entry, request([u1]))
+        yield* (yield* Generation.Generation).generate(entry, request([u1]))
         expect(calls).toHaveLength(6)
-        const forest = yield* (yield* Forests).get(entry.sessionId)
+        const forest = yield* (yield* Forests.Forests).get(entry.sessionId)
         const leaf = Forest.leaves(forest)[0]!
         expect(Forest.node(forest, leaf)).toMatchObject({ abortCount: 5 })
       }))
 
     it.effect("a stop-string finish commits the ids past the stop string and the text the client sees; its echo continues", () =>
       Effect.gen(function*() {
-        const tokenizer = yield* Tokenizer
+        const tokenizer = yield* Tokenizer.Tokenizer
         const ids = tokenizer.encode("<think>\nr1\n</think>\n\nThe END. more")
         const next = tokenizer.encode("<think>\nr2\n</think>\n\nok")
         yield* scripted((_, i) =>
@@ -246,7 +253,7 @@ describe("Generation over a scripted engine", () => {
             }
             : { outputIds: next, logprobs: next.map(() => 0), finishReason: { type: "length" }, weightVersion: "v0" }
         )
-        const generation = yield* Generation
+        const generation = yield* Generation.Generation
         const entry = yield* session
         const first = yield* generation.generate(entry, request([u1], { stop: ["END"], toolCallIdPrefix: "toolu_" }))
         expect(first).toMatchObject({ content: "The END. more", finish: "stop", stopSequence: "END" })
@@ -260,13 +267,13 @@ describe("Generation over a scripted engine", () => {
 
     it.effect("a response truncated inside its reasoning, echoed back, continues the same lineage", () =>
       Effect.gen(function*() {
-        const tokenizer = yield* Tokenizer
+        const tokenizer = yield* Tokenizer.Tokenizer
         const ids = tokenizer.encode("<think>\nlong thinking")
         yield* scripted((_, i) => {
           const out = i === 0 ? ids : tokenizer.encode("<think>\nr\n</think>\n\nok")
           return { outputIds: out, logprobs: out.map(() => 0), finishReason: { type: "length" }, weightVersion: "v0" }
         })
-        const generation = yield* Generation
+        const generation = yield* Generation.Generation
         const entry = yield* session
         const first = yield* generation.generate(entry, request([u1]))
         expect(first).toMatchObject({ content: "", reasoning: "long thinking", finish: "length" })

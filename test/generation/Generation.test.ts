@@ -5,49 +5,53 @@
 import { assert, describe, expect, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber, Layer, Option, Tracer } from "effect"
 import { TestClock } from "effect/testing"
-import { EmbeddedEngine, type EmbeddedEngineOptions } from "../../layers/engine/EmbeddedEngine.ts"
-import { Engine } from "../../layers/engine/Engine.ts"
-import { Forests } from "../../layers/generation/Forests.ts"
-import { Generation } from "../../layers/generation/Generation.ts"
-import type { SessionEntry } from "../../layers/schedule/Sessions.ts"
-import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
+import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
+import * as Engine from "../../layers/engine/Engine.ts"
+import * as Forests from "../../layers/generation/Forests.ts"
+import * as Generation from "../../layers/generation/Generation.ts"
+import type * as Sessions from "../../layers/schedule/Sessions.ts"
+import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import * as Forest from "../../src/forest/Forest.ts"
 import * as Parsers from "../../src/parsers/registry.ts"
 import type * as Completion from "../../src/protocol/completion.ts"
 import * as ProtocolErrors from "../../src/protocol/errors.ts"
-import { calcTool, policy } from "../fixtures/gateway/policy.ts"
+import * as Policy from "../fixtures/gateway/policy.ts"
 import * as Requests from "../support/requests.ts"
 import * as Results from "../support/results.ts"
-import { sampling, sessionWithForest } from "../support/sessions.ts"
+import * as SupportSessions from "../support/sessions.ts"
 
-const stack = (engine: EmbeddedEngineOptions = EmbeddedEngine.instant) =>
-  Generation.layer({
+const stack = (engine: EmbeddedEngine.EmbeddedEngineOptions = EmbeddedEngine.EmbeddedEngine.instant) =>
+  Generation.Generation.layer({
     toolCallParser: Results.success(Parsers.ToolCallParsers.get("qwen25")),
     reasoningParser: Results.success(Parsers.ReasoningParsers.get("qwen3"))
   }).pipe(
-    Layer.provideMerge(Forests.layer),
-    Layer.provideMerge(EmbeddedEngine.layer({ ...engine, policy })),
-    Layer.provideMerge(Tokenizer.layer)
+    Layer.provideMerge(Forests.Forests.layer),
+    Layer.provideMerge(EmbeddedEngine.EmbeddedEngine.layer({ ...engine, policy: Policy.policy })),
+    Layer.provideMerge(Tokenizer.Tokenizer.layer)
   )
 
-const session = (overrides: Partial<SessionEntry> = {}) =>
-  sessionWithForest({ sampling: sampling({ maxNewTokens: 256 }), rolloutId: () => 3, ...overrides })
+const session = (overrides: Partial<Sessions.SessionEntry> = {}) =>
+  SupportSessions.sessionWithForest({
+    sampling: SupportSessions.sampling({ maxNewTokens: 256 }),
+    rolloutId: () => 3,
+    ...overrides
+  })
 
 const request = (messages: ReadonlyArray<unknown>, extra: Partial<Completion.CanonicalRequest> = {}) =>
-  Requests.canonicalRequest({ messages, tools: [calcTool] }, extra)
+  Requests.canonicalRequest({ messages, tools: [Policy.calcTool] }, extra)
 
 const question = [{ role: "user", content: "Please compute 2+2?" }]
 
-const forestOf = (entry: SessionEntry) =>
+const forestOf = (entry: Sessions.SessionEntry) =>
   Effect.gen(function*() {
-    return yield* (yield* Forests).get(entry.sessionId)
+    return yield* (yield* Forests.Forests).get(entry.sessionId)
   })
 
 describe("Generation", () => {
   it.layer(stack())((it) => {
     it.effect("parses reasoning and tool calls and commits the canonical assistant message a client will echo", () =>
       Effect.gen(function*() {
-        const generation = yield* Generation
+        const generation = yield* Generation.Generation
         const entry = yield* session()
         const first = yield* generation.generate(entry, request(question, { logprobs: true }))
         expect(first.finish).toBe("tool_calls")
@@ -87,7 +91,7 @@ describe("Generation", () => {
 
     it.effect("matches an echo without reasoning_content by the tolerance, and counts it", () =>
       Effect.gen(function*() {
-        const generation = yield* Generation
+        const generation = yield* Generation.Generation
         const entry = yield* session()
         const first = yield* generation.generate(entry, request([{ role: "user", content: "hello" }]))
         expect(first.content).toBe("Hi there.")
@@ -105,14 +109,17 @@ describe("Generation", () => {
     it.effect("uses Anthropic-shaped tool-call ids for the Messages protocol", () =>
       Effect.gen(function*() {
         const entry = yield* session()
-        const completion = yield* (yield* Generation).generate(entry, request(question, { toolCallIdPrefix: "toolu_" }))
+        const completion = yield* (yield* Generation.Generation).generate(
+          entry,
+          request(question, { toolCallIdPrefix: "toolu_" })
+        )
         expect(completion.toolCalls[0]?.id).toMatch(/^toolu_[0-9a-f]{24}$/)
       }))
 
     it.effect("a turn limit reached ends with finish length and commits a truncated response", () =>
       Effect.gen(function*() {
         const entry = yield* session()
-        const completion = yield* (yield* Generation).generate(entry, request(question, { maxTokens: 3 }))
+        const completion = yield* (yield* Generation.Generation).generate(entry, request(question, { maxTokens: 3 }))
         expect(completion.finish).toBe("length")
         expect(completion.usage.completionTokens).toBe(3)
         const forest = yield* forestOf(entry)
@@ -124,7 +131,7 @@ describe("Generation", () => {
     it.effect("rejects an observation that reaches the context limit before committing anything", () =>
       Effect.gen(function*() {
         const entry = yield* session({ maxContextLen: 10 })
-        const error = yield* (yield* Generation).generate(entry, request(question)).pipe(
+        const error = yield* (yield* Generation.Generation).generate(entry, request(question)).pipe(
           Effect.flip,
           Effect.map(ProtocolErrors.GatewayError.fromGeneration)
         )
@@ -140,12 +147,15 @@ describe("Generation", () => {
     it.effect("caps max_new_tokens by what the context limit leaves", () =>
       Effect.gen(function*() {
         const probe = yield* session()
-        yield* (yield* Generation).generate(probe, request([{ role: "user", content: "hello" }]))
+        yield* (yield* Generation.Generation).generate(probe, request([{ role: "user", content: "hello" }]))
         const forest = yield* forestOf(probe)
         const [obs] = Forest.lineage(forest, Forest.leaves(forest)[0] ?? "").slice(1)
         assert(obs !== undefined)
         const entry = yield* session({ maxContextLen: obs.tokenCount + 5 })
-        const completion = yield* (yield* Generation).generate(entry, request([{ role: "user", content: "hello" }]))
+        const completion = yield* (yield* Generation.Generation).generate(
+          entry,
+          request([{ role: "user", content: "hello" }])
+        )
         expect(completion.finish).toBe("length")
         expect(completion.usage.completionTokens).toBe(5)
         expect(completion.reasoning).toBe("A greeting.")
@@ -156,7 +166,7 @@ describe("Generation", () => {
     Effect.gen(function*() {
       const lease = yield* Deferred.make<void>()
       const entry = yield* session({ awaitLease: Deferred.await(lease) })
-      const fiber = yield* (yield* Generation).generate(entry, request(question)).pipe(Effect.forkChild)
+      const fiber = yield* (yield* Generation.Generation).generate(entry, request(question)).pipe(Effect.forkChild)
       yield* TestClock.adjust("1 minute")
       expect(fiber.pollUnsafe()).toBeUndefined()
       yield* Fiber.interrupt(fiber)
@@ -168,7 +178,7 @@ describe("Generation", () => {
   it.effect("interrupting a request while the engine generates aborts it (counted), committing no response", () =>
     Effect.gen(function*() {
       const entry = yield* session()
-      const fiber = yield* (yield* Generation).generate(entry, request(question)).pipe(Effect.forkChild)
+      const fiber = yield* (yield* Generation.Generation).generate(entry, request(question)).pipe(Effect.forkChild)
       yield* TestClock.adjust("100 millis")
       expect(fiber.pollUnsafe()).toBeUndefined()
       yield* Fiber.interrupt(fiber)
@@ -184,10 +194,13 @@ describe("Generation with images", () => {
   const prompts: Array<string> = []
   // The embedded engine, recording the media each generation receives.
   const recording = Layer.effect(
-    Engine,
+    Engine.Engine,
     Effect.gen(function*() {
-      const inner = yield* EmbeddedEngine.make(yield* Tokenizer, { ...EmbeddedEngine.instant, policy })
-      return Engine.of({
+      const inner = yield* EmbeddedEngine.EmbeddedEngine.make(yield* Tokenizer.Tokenizer, {
+        ...EmbeddedEngine.EmbeddedEngine.instant,
+        policy: Policy.policy
+      })
+      return Engine.Engine.of({
         ...inner,
         generate: (req) =>
           Effect.sync(() => {
@@ -197,15 +210,19 @@ describe("Generation with images", () => {
       })
     })
   )
-  const withRecording = Generation.layer({
+  const withRecording = Generation.Generation.layer({
     toolCallParser: Results.success(Parsers.ToolCallParsers.get("qwen25")),
     reasoningParser: Results.success(Parsers.ReasoningParsers.get("qwen3"))
-  }).pipe(Layer.provideMerge(Forests.layer), Layer.provideMerge(recording), Layer.provideMerge(Tokenizer.layer))
+  }).pipe(
+    Layer.provideMerge(Forests.Forests.layer),
+    Layer.provideMerge(recording),
+    Layer.provideMerge(Tokenizer.Tokenizer.layer)
+  )
 
   it.layer(withRecording)((it) => {
     it.effect("refuses images a text-only template cannot render, and renders text part lists", () =>
       Effect.gen(function*() {
-        const generation = yield* Generation
+        const generation = yield* Generation.Generation
         const entry = yield* session()
         const image = "data:image/png;base64,iVBORw0KGgo="
         // The bundled Qwen3 template is text-only: images cannot be rendered, and the request is refused before any
@@ -245,7 +262,7 @@ describe("Generation trace", () => {
             return span
           }
         })
-        const generation = yield* Generation
+        const generation = yield* Generation.Generation
         const entry = yield* session()
         yield* generation.generate(entry, request(question)).pipe(Effect.withTracer(tracer))
         const parentName = (span: Tracer.NativeSpan) =>
@@ -280,10 +297,10 @@ describe("Generation and the policy's prompt text", () => {
   // The real tokenizer, recording how many ids every decode call gets.
   const decoded: Array<number> = []
   const countingTokenizer = Layer.effect(
-    Tokenizer,
+    Tokenizer.Tokenizer,
     Effect.gen(function*() {
-      const inner = yield* Tokenizer
-      return Tokenizer.of({
+      const inner = yield* Tokenizer.Tokenizer
+      return Tokenizer.Tokenizer.of({
         ...inner,
         decode: (ids, options) => {
           decoded.push(ids.length)
@@ -291,13 +308,13 @@ describe("Generation and the policy's prompt text", () => {
         }
       })
     })
-  ).pipe(Layer.provide(Tokenizer.layer))
+  ).pipe(Layer.provide(Tokenizer.Tokenizer.layer))
   const texts: Array<string> = []
   const withPolicy = (readPrompt: boolean) =>
-    Generation.layer().pipe(
-      Layer.provideMerge(Forests.layer),
-      Layer.provideMerge(EmbeddedEngine.layer({
-        ...EmbeddedEngine.instant,
+    Generation.Generation.layer().pipe(
+      Layer.provideMerge(Forests.Forests.layer),
+      Layer.provideMerge(EmbeddedEngine.EmbeddedEngine.layer({
+        ...EmbeddedEngine.EmbeddedEngine.instant,
         policy: (req) => {
           if (readPrompt) texts.push(req.promptText, req.promptText)
           return `turn ${req.turn} of ${req.messages.length} messages`
@@ -310,7 +327,7 @@ describe("Generation and the policy's prompt text", () => {
   it.effect("is not decoded for a policy that reads only the messages", () =>
     Effect.gen(function*() {
       decoded.length = 0
-      const completion = yield* (yield* Generation).generate(yield* session(), request(longQuestion))
+      const completion = yield* (yield* Generation.Generation).generate(yield* session(), request(longQuestion))
       expect(completion.content).toBe("turn 0 of 1 messages")
       // Only the answer's ids were decoded, never the ~250-token prompt.
       expect(Math.max(...decoded)).toBeLessThan(50)
@@ -320,7 +337,7 @@ describe("Generation and the policy's prompt text", () => {
     Effect.gen(function*() {
       decoded.length = 0
       texts.length = 0
-      yield* (yield* Generation).generate(yield* session(), request(longQuestion))
+      yield* (yield* Generation.Generation).generate(yield* session(), request(longQuestion))
       expect(texts[0]).toContain(`<|im_start|>user\n${longQuestion[0]?.content}<|im_end|>\n<|im_start|>assistant\n`)
       expect(texts[1]).toBe(texts[0])
       expect(decoded.filter((n) => n >= 50)).toHaveLength(1)

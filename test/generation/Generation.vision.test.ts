@@ -5,23 +5,23 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
-import type { GenerateRequest } from "../../layers/engine/Engine.ts"
-import { Forests } from "../../layers/generation/Forests.ts"
-import { Generation, type GenerationOptions } from "../../layers/generation/Generation.ts"
-import { load as loadTokenizer, Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
+import type * as Engine from "../../layers/engine/Engine.ts"
+import * as Forests from "../../layers/generation/Forests.ts"
+import * as Generation from "../../layers/generation/Generation.ts"
+import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import * as Forest from "../../src/forest/Forest.ts"
 import * as Sample from "../../src/forest/Sample.ts"
 import * as ProtocolErrors from "../../src/protocol/errors.ts"
 import * as Requests from "../support/requests.ts"
-import { scriptedEngine } from "../support/scriptedEngine.ts"
-import { sessionWithForest } from "../support/sessions.ts"
+import * as ScriptedEngine from "../support/scriptedEngine.ts"
+import * as Sessions from "../support/sessions.ts"
 import * as VisionTokenizer from "../support/VisionTokenizer.ts"
 
 const PAD = 151655
 
 /** An engine answering `answer` ids to every request, recording the requests. */
-const engineAnswering = (calls: Array<GenerateRequest>, answer: ReadonlyArray<number>) =>
-  scriptedEngine(calls, () => ({
+const engineAnswering = (calls: Array<Engine.GenerateRequest>, answer: ReadonlyArray<number>) =>
+  ScriptedEngine.scriptedEngine(calls, () => ({
     outputIds: answer,
     logprobs: answer.map(() => -0.5),
     finishReason: { type: "stop" },
@@ -29,13 +29,13 @@ const engineAnswering = (calls: Array<GenerateRequest>, answer: ReadonlyArray<nu
   }))
 
 const stackFor = (
-  tokenizer: Layer.Layer<Tokenizer>,
-  calls: Array<GenerateRequest>,
+  tokenizer: Layer.Layer<Tokenizer.Tokenizer>,
+  calls: Array<Engine.GenerateRequest>,
   answer: ReadonlyArray<number>,
-  options: GenerationOptions = {}
+  options: Generation.GenerationOptions = {}
 ) =>
-  Generation.layer(options).pipe(
-    Layer.provideMerge(Forests.layer),
+  Generation.Generation.layer(options).pipe(
+    Layer.provideMerge(Forests.Forests.layer),
     Layer.provideMerge(engineAnswering(calls, answer)),
     Layer.provideMerge(tokenizer)
   )
@@ -52,12 +52,12 @@ describe("a vision model's observations", () => {
     Effect.gen(function*() {
       const dir = yield* VisionTokenizer.directory()
       const image = yield* VisionTokenizer.pngDataUri(640, 480)
-      const calls: Array<GenerateRequest> = []
-      const tokenizer = yield* loadTokenizer(dir)
+      const calls: Array<Engine.GenerateRequest> = []
+      const tokenizer = yield* Tokenizer.load(dir)
       const answer = [...tokenizer.encode("Red."), tokenizer.eosTokenId]
       yield* Effect.gen(function*() {
-        const generation = yield* Generation
-        const entry = yield* sessionWithForest()
+        const generation = yield* Generation.Generation
+        const entry = yield* Sessions.sessionWithForest()
         const completion = yield* generation.generate(entry, request(withImage(image)))
         assert.strictEqual(completion.content, "Red.")
         // Inference: one <|image_pad|>, the image as image_data.
@@ -65,7 +65,7 @@ describe("a vision model's observations", () => {
         assert.strictEqual(sent.inputIds.filter((id) => id === PAD).length, 1)
         assert.deepStrictEqual(sent.imageData, [image])
         // Training: 391 pads for a 640 x 480 image (grid [1, 34, 46]), everything else as sent.
-        const forest = yield* (yield* Forests).get(entry.sessionId)
+        const forest = yield* (yield* Forests.Forests).get(entry.sessionId)
         const leaf = Forest.leaves(forest)[0]!
         const sample = Sample.build(forest, leaf, (ids) => tokenizer.decode(ids), {
           rolloutId: 0,
@@ -78,36 +78,36 @@ describe("a vision model's observations", () => {
         assert.deepStrictEqual(sample.multimodal_inputs, { images: [image] })
         assert.deepStrictEqual(sample.multimodal_train_inputs, { image_grid_thw: [[1, 34, 46]] })
         assert.strictEqual(Forest.trainTokenCount(forest, leaf), sample.tokens.length)
-      }).pipe(Effect.provide(stackFor(Layer.succeed(Tokenizer, tokenizer), calls, answer)))
+      }).pipe(Effect.provide(stackFor(Layer.succeed(Tokenizer.Tokenizer, tokenizer), calls, answer)))
     }).pipe(Effect.scoped))
 
   it.effect("count the expanded length against --rollout-max-context-len (a 400, nothing committed)", () =>
     Effect.gen(function*() {
       const dir = yield* VisionTokenizer.directory()
       const image = yield* VisionTokenizer.pngDataUri(640, 480)
-      const calls: Array<GenerateRequest> = []
-      const tokenizer = yield* loadTokenizer(dir)
+      const calls: Array<Engine.GenerateRequest> = []
+      const tokenizer = yield* Tokenizer.load(dir)
       yield* Effect.gen(function*() {
-        const generation = yield* Generation
+        const generation = yield* Generation.Generation
         // The prompt the engine would see is ~30 tokens; with the image expanded it is ~420.
-        const entry = yield* sessionWithForest({ maxContextLen: 200 })
+        const entry = yield* Sessions.sessionWithForest({ maxContextLen: 200 })
         const error = yield* generation.generate(entry, request(withImage(image))).pipe(Effect.flip)
         assert.strictEqual(error._tag, "ContextLengthError")
         assert.strictEqual(ProtocolErrors.GatewayError.fromGeneration(error).status, 400)
         assert.lengthOf(calls, 0)
-        const forest = yield* (yield* Forests).get(entry.sessionId)
+        const forest = yield* (yield* Forests.Forests).get(entry.sessionId)
         assert.strictEqual(forest.nodes.size, 1)
-      }).pipe(Effect.provide(stackFor(Layer.succeed(Tokenizer, tokenizer), calls, [tokenizer.eosTokenId])))
+      }).pipe(Effect.provide(stackFor(Layer.succeed(Tokenizer.Tokenizer, tokenizer), calls, [tokenizer.eosTokenId])))
     }).pipe(Effect.scoped))
 
   it.effect("refuse an image that cannot be read with a 400 naming it", () =>
     Effect.gen(function*() {
       const dir = yield* VisionTokenizer.directory()
-      const calls: Array<GenerateRequest> = []
-      const tokenizer = yield* loadTokenizer(dir)
+      const calls: Array<Engine.GenerateRequest> = []
+      const tokenizer = yield* Tokenizer.load(dir)
       yield* Effect.gen(function*() {
-        const generation = yield* Generation
-        const entry = yield* sessionWithForest()
+        const generation = yield* Generation.Generation
+        const entry = yield* Sessions.sessionWithForest()
         const error = yield* generation.generate(entry, request(withImage("data:image/png;base64,AAAA"))).pipe(
           Effect.flip
         )
@@ -116,26 +116,26 @@ describe("a vision model's observations", () => {
         assert.strictEqual(http.status, 400)
         assert.include(http.message, "cannot read image data:image/png;base64,AAAA")
         assert.lengthOf(calls, 0)
-      }).pipe(Effect.provide(stackFor(Layer.succeed(Tokenizer, tokenizer), calls, [tokenizer.eosTokenId])))
+      }).pipe(Effect.provide(stackFor(Layer.succeed(Tokenizer.Tokenizer, tokenizer), calls, [tokenizer.eosTokenId])))
     }).pipe(Effect.scoped))
 })
 
 describe("--rollout-skip-special-tokens", () => {
   it.effect("drops special tokens from the response text; the committed ids keep them", () =>
     Effect.gen(function*() {
-      const tokenizer = yield* loadTokenizer()
+      const tokenizer = yield* Tokenizer.load()
       const endOfText = tokenizer.tokenToId("<|endoftext|>")!
       const imEnd = tokenizer.tokenToId("<|im_end|>")!
       const answer = [...tokenizer.encode("A"), endOfText, ...tokenizer.encode("B"), imEnd]
-      const run = (options: GenerationOptions) =>
+      const run = (options: Generation.GenerationOptions) =>
         Effect.gen(function*() {
-          const generation = yield* Generation
-          const entry = yield* sessionWithForest()
+          const generation = yield* Generation.Generation
+          const entry = yield* Sessions.sessionWithForest()
           const completion = yield* generation.generate(entry, request([{ role: "user", content: "q" }]))
-          const forest = yield* (yield* Forests).get(entry.sessionId)
+          const forest = yield* (yield* Forests.Forests).get(entry.sessionId)
           const leaf = Forest.node(forest, Forest.leaves(forest)[0]!)
           return { content: completion.content, committed: [...Forest.unpackTokens(leaf)] }
-        }).pipe(Effect.provide(stackFor(Layer.succeed(Tokenizer, tokenizer), [], answer, options)))
+        }).pipe(Effect.provide(stackFor(Layer.succeed(Tokenizer.Tokenizer, tokenizer), [], answer, options)))
       const kept = yield* run({})
       const skipped = yield* run({ skipSpecialTokens: true })
       assert.strictEqual(kept.content, "A<|endoftext|>B")

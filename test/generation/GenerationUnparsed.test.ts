@@ -6,18 +6,18 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
-import { EmbeddedEngine } from "../../layers/engine/EmbeddedEngine.ts"
-import { Forests } from "../../layers/generation/Forests.ts"
-import { Generation } from "../../layers/generation/Generation.ts"
-import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
+import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
+import * as Forests from "../../layers/generation/Forests.ts"
+import * as Generation from "../../layers/generation/Generation.ts"
+import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import * as Forest from "../../src/forest/Forest.ts"
 import * as Parsers from "../../src/parsers/registry.ts"
 import * as Canonical from "../../src/protocol/canonical.ts"
 import * as ProtocolErrors from "../../src/protocol/errors.ts"
-import { calcTool } from "../fixtures/gateway/policy.ts"
+import * as Policy from "../fixtures/gateway/policy.ts"
 import * as Requests from "../support/requests.ts"
 import * as Results from "../support/results.ts"
-import { sampling, sessionWithForest } from "../support/sessions.ts"
+import * as Sessions from "../support/sessions.ts"
 
 /** What each parser's model writes when it calls a tool the request does not define. */
 const unknownCall: Record<string, string> = {
@@ -26,15 +26,23 @@ const unknownCall: Record<string, string> = {
 }
 
 const stack = (parser: string, failUnparsedTurns: boolean) =>
-  Generation.layer({ toolCallParser: Results.success(Parsers.ToolCallParsers.get(parser)), failUnparsedTurns }).pipe(
-    Layer.provideMerge(Forests.layer),
-    Layer.provideMerge(EmbeddedEngine.layer({ ...EmbeddedEngine.instant, policy: () => unknownCall[parser]! })),
-    Layer.provideMerge(Tokenizer.layer)
+  Generation.Generation.layer({
+    toolCallParser: Results.success(Parsers.ToolCallParsers.get(parser)),
+    failUnparsedTurns
+  }).pipe(
+    Layer.provideMerge(Forests.Forests.layer),
+    Layer.provideMerge(
+      EmbeddedEngine.EmbeddedEngine.layer({
+        ...EmbeddedEngine.EmbeddedEngine.instant,
+        policy: () => unknownCall[parser]!
+      })
+    ),
+    Layer.provideMerge(Tokenizer.Tokenizer.layer)
   )
 
 const request = Requests.canonicalRequest({
   messages: [{ role: "user", content: "Please compute 2+2?" }],
-  tools: [calcTool]
+  tools: [Policy.calcTool]
 })
 
 describe("a turn whose tool call the parser drops", () => {
@@ -42,13 +50,13 @@ describe("a turn whose tool call the parser drops", () => {
     it.layer(stack(parser, false))((it) => {
       it.effect(`${parser}: committed with the raw text as content, answered, counted`, () =>
         Effect.gen(function*() {
-          const entry = yield* sessionWithForest({ sampling: sampling({ maxNewTokens: 256 }) })
-          const completion = yield* (yield* Generation).generate(entry, request)
+          const entry = yield* Sessions.sessionWithForest({ sampling: Sessions.sampling({ maxNewTokens: 256 }) })
+          const completion = yield* (yield* Generation.Generation).generate(entry, request)
           assert.strictEqual(completion.content, unknownCall[parser])
           assert.deepStrictEqual(completion.toolCalls, [])
           assert.strictEqual(completion.finish, "stop")
           assert.strictEqual(entry.counters.droppedToolCalls + entry.counters.parserFailures, 1)
-          const forest = yield* (yield* Forests).get(entry.sessionId)
+          const forest = yield* (yield* Forests.Forests).get(entry.sessionId)
           const [leaf] = Forest.leaves(forest)
           assert(leaf !== undefined)
           const node = Forest.node(forest, leaf)
@@ -56,7 +64,7 @@ describe("a turn whose tool call the parser drops", () => {
           assert.strictEqual(node.message.content, unknownCall[parser])
           assert.strictEqual(Forest.tokenLength(node), completion.usage.completionTokens)
           // The echo of the committed message continues the same lineage (a client that sends it back matches).
-          const next = yield* (yield* Generation).generate(entry, {
+          const next = yield* (yield* Generation.Generation).generate(entry, {
             ...request,
             state: Results.success(Canonical.canonicalize({
               messages: [
@@ -64,7 +72,7 @@ describe("a turn whose tool call the parser drops", () => {
                 { role: "assistant", content: completion.content },
                 { role: "user", content: "Use the calc tool." }
               ],
-              tools: [calcTool]
+              tools: [Policy.calcTool]
             }))
           })
           assert.strictEqual(next.content, unknownCall[parser])
@@ -75,11 +83,11 @@ describe("a turn whose tool call the parser drops", () => {
     it.layer(stack(parser, true))((it) => {
       it.effect(`${parser}: with failUnparsedTurns the request fails as in the reference (500) and nothing is committed`, () =>
         Effect.gen(function*() {
-          const entry = yield* sessionWithForest({ sampling: sampling({ maxNewTokens: 256 }) })
-          const error = yield* (yield* Generation).generate(entry, request).pipe(Effect.flip)
+          const entry = yield* Sessions.sessionWithForest({ sampling: Sessions.sampling({ maxNewTokens: 256 }) })
+          const error = yield* (yield* Generation.Generation).generate(entry, request).pipe(Effect.flip)
           assert.strictEqual(error._tag, "UnusableResponseError")
           assert.strictEqual(ProtocolErrors.GatewayError.fromGeneration(error).status, 500)
-          const forest = yield* (yield* Forests).get(entry.sessionId)
+          const forest = yield* (yield* Forests.Forests).get(entry.sessionId)
           assert.isFalse(Forest.leaves(forest).some((leaf) => Forest.node(forest, leaf).kind === "resp"))
         }))
     })

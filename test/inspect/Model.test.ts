@@ -8,7 +8,7 @@ import * as Drift from "../../src/inspect/Drift.ts"
 import * as Dump from "../../src/inspect/Dump.ts"
 import * as Model from "../../src/inspect/Model.ts"
 import * as SessionTree from "../../src/inspect/SessionTree.ts"
-import { assistant, call, session, user, vocab } from "./fixture.ts"
+import * as Fixture from "./fixture.ts"
 
 const runOf = (file: string, text: string) => {
   const lines = Dump.readFile(file, text)
@@ -18,7 +18,7 @@ const runOf = (file: string, text: string) => {
 
 describe("inspect: a debug dump as Steps, Groups, Sessions, trees and tokens", () => {
   it("reads a dump into one Session with its exports, counts, tree and drift point", () => {
-    const { jsonl, o2, forest } = session()
+    const { jsonl, o2, forest } = Fixture.session()
     const run = runOf("debug_0.jsonl", jsonl)
     const overview = Model.overview(run)
     assert.strictEqual(overview.steps.length, 1)
@@ -39,7 +39,7 @@ describe("inspect: a debug dump as Steps, Groups, Sessions, trees and tokens", (
     })
     assert.deepStrictEqual(row.weight_versions, ["1", "2"])
     assert.strictEqual(row.wall_s, 2)
-    const detail = SessionTree.detail(run, run.sessions[0]!, vocab)
+    const detail = SessionTree.detail(run, run.sessions[0]!, Fixture.vocab)
     assert.strictEqual(detail.tree_source, "forest")
     assert.strictEqual(detail.tree.length, forest.nodes.size)
     const drifted = detail.tree.find((n) => n.hash === o2)!
@@ -50,9 +50,9 @@ describe("inspect: a debug dump as Steps, Groups, Sessions, trees and tokens", (
   })
 
   it("gives each sample's tokens their mask, logprobs, turns and the attempts of a resumed turn", () => {
-    const { jsonl, samples } = session()
+    const { jsonl, samples } = Fixture.session()
     const run = runOf("debug_0.jsonl", jsonl)
-    const [main] = SessionTree.detail(run, run.sessions[0]!, vocab).samples
+    const [main] = SessionTree.detail(run, run.sessions[0]!, Fixture.vocab).samples
     const sample = samples[0]!
     assert.strictEqual(main!.ids.length, sample.tokens.length)
     assert.strictEqual(main!.generated, sample.loss_mask.filter((m) => m === 1).length)
@@ -70,7 +70,7 @@ describe("inspect: a debug dump as Steps, Groups, Sessions, trees and tokens", (
   })
 
   it("reads a dump written before inspect: the mask and logprobs come from the lineage", () => {
-    const { jsonl, samples } = session()
+    const { jsonl, samples } = Fixture.session()
     const old = jsonl.split("\n").map((line) => {
       const record = JSON.parse(line) as Record<string, unknown>
       for (
@@ -87,7 +87,7 @@ describe("inspect: a debug dump as Steps, Groups, Sessions, trees and tokens", (
       return JSON.stringify(record)
     }).join("\n")
     const run = runOf("debug_0.jsonl", old)
-    const detail = SessionTree.detail(run, run.sessions[0]!, vocab)
+    const detail = SessionTree.detail(run, run.sessions[0]!, Fixture.vocab)
     assert.strictEqual(detail.tree_source, "lineages")
     const [main] = detail.samples
     assert.strictEqual(main!.mask_source, "lineage")
@@ -96,7 +96,7 @@ describe("inspect: a debug dump as Steps, Groups, Sessions, trees and tokens", (
   })
 
   it("merges training samples with their debug records, and finds Sessions by id or text", () => {
-    const { jsonl, samples } = session()
+    const { jsonl, samples } = Fixture.session()
     const rollout = samples.map((s) => JSON.stringify(s)).join("\n")
     const lines = [
       ...(Dump.readFile("rollout_0.jsonl", rollout) as ReadonlyArray<Dump.Line>),
@@ -119,7 +119,7 @@ describe("inspect: a debug dump as Steps, Groups, Sessions, trees and tokens", (
   })
 
   it("reads an Eval file's step from its name", () => {
-    const { samples } = session()
+    const { samples } = Fixture.session()
     const lines = Dump.readFile("/runs/eval_2_arith.jsonl", JSON.stringify(samples[0]))
     assert.strictEqual((lines as ReadonlyArray<Dump.Line>)[0]!.step, "eval_2_arith")
     assert.isTrue(Model.compareSteps("2", "eval_2_arith") < 0)
@@ -129,36 +129,46 @@ describe("inspect: a debug dump as Steps, Groups, Sessions, trees and tokens", (
 
 describe("drift: why an echoed assistant message differs from the committed response", () => {
   it("tells dropped reasoning, re-serialized tool arguments, changed tool calls and changed text apart", () => {
-    const committed = assistant("Let me add.", { reasoning_content: "2 + 2", tool_calls: [call("{\"a\":2,\"b\":2}")] })
+    const committed = Fixture.assistant("Let me add.", {
+      reasoning_content: "2 + 2",
+      tool_calls: [Fixture.call("{\"a\":2,\"b\":2}")]
+    })
     assert.strictEqual(
-      Drift.diverge(committed, assistant("Let me add.", { tool_calls: [call("{\"a\":2,\"b\":2}")] })).cause,
+      Drift.diverge(committed, Fixture.assistant("Let me add.", { tool_calls: [Fixture.call("{\"a\":2,\"b\":2}")] }))
+        .cause,
       "reasoning-dropped"
     )
     assert.strictEqual(Drift.diverge(committed, { ...committed, reasoning_content: "2+2" }).cause, "reasoning-changed")
-    const reserialized = Drift.diverge(committed, { ...committed, tool_calls: [call("{\"a\": 2, \"b\": 2}")] })
+    const reserialized = Drift.diverge(committed, { ...committed, tool_calls: [Fixture.call("{\"a\": 2, \"b\": 2}")] })
     assert.strictEqual(reserialized.cause, "tool-arguments-reserialized")
     assert.include(reserialized.detail, "tool call 0")
     assert.strictEqual(
-      Drift.diverge(committed, { ...committed, tool_calls: [call("{\"a\":3}")] }).cause,
+      Drift.diverge(committed, { ...committed, tool_calls: [Fixture.call("{\"a\":3}")] }).cause,
       "tool-calls-changed"
     )
     assert.strictEqual(Drift.diverge(committed, { ...committed, content: "Let me add!" }).cause, "text-changed")
   })
 
   it("marks an observation that starts with an assistant message, and only under a committed response", () => {
-    const committed = assistant("Four.")
-    assert.isUndefined(Drift.atObservation([committed], [user("next")]))
-    assert.isUndefined(Drift.atObservation([], [assistant("Four!")]))
-    assert.strictEqual(Drift.atObservation([committed], [assistant("Four!"), user("next")])?.cause, "text-changed")
-    assert.strictEqual(Drift.atObservation([committed], [user("inserted"), committed])?.cause, undefined)
-    assert.strictEqual(Drift.atObservation([committed], [assistant("other"), committed])?.cause, "messages-reordered")
+    const committed = Fixture.assistant("Four.")
+    assert.isUndefined(Drift.atObservation([committed], [Fixture.user("next")]))
+    assert.isUndefined(Drift.atObservation([], [Fixture.assistant("Four!")]))
+    assert.strictEqual(
+      Drift.atObservation([committed], [Fixture.assistant("Four!"), Fixture.user("next")])?.cause,
+      "text-changed"
+    )
+    assert.strictEqual(Drift.atObservation([committed], [Fixture.user("inserted"), committed])?.cause, undefined)
+    assert.strictEqual(
+      Drift.atObservation([committed], [Fixture.assistant("other"), committed])?.cause,
+      "messages-reordered"
+    )
   })
 })
 
 describe("inspect: a run read lazily (Inspector.load)", () => {
   it.effect("lists from lines without their token arrays, and decodes a Session in full when it is opened", () =>
     Effect.gen(function*() {
-      const { jsonl } = session()
+      const { jsonl } = Fixture.session()
       const dir = mkdtempSync(join(tmpdir(), "inspect-lazy-"))
       // A blank line and a training-sample-free dump: the list still has every row.
       writeFileSync(join(dir, "debug_0.jsonl"), `\n${jsonl}`)
@@ -173,8 +183,8 @@ describe("inspect: a run read lazily (Inspector.load)", () => {
       const opened = lazy.open(listed.key)
       assert(opened !== undefined && !(opened instanceof Dump.DumpLineError))
       assert.deepStrictEqual(
-        SessionTree.detail(lazy, opened, vocab),
-        SessionTree.detail(eager, eager.sessions[0]!, vocab)
+        SessionTree.detail(lazy, opened, Fixture.vocab),
+        SessionTree.detail(eager, eager.sessions[0]!, Fixture.vocab)
       )
       assert.isUndefined(lazy.open("0/nobody"))
     }))

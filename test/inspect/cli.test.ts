@@ -4,7 +4,7 @@ import { spawn } from "node:child_process"
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { session } from "./fixture.ts"
+import * as Fixture from "./fixture.ts"
 
 const root = join(import.meta.dirname, "..", "..")
 
@@ -52,7 +52,7 @@ describe("relax-agentic inspect (the command line)", () => {
   it.live("serves the run on 127.0.0.1 and prints the URL, until Ctrl-C", () =>
     Effect.gen(function*() {
       const dir = mkdtempSync(join(tmpdir(), "inspect-cli-"))
-      writeFileSync(join(dir, "debug_0.jsonl"), session().jsonl)
+      writeFileSync(join(dir, "debug_0.jsonl"), Fixture.session().jsonl)
       let overview: { sessions: ReadonlyArray<{ session_id: string }> } | undefined
       const ran = yield* cli([dir], /inspect: (http:\/\/127\.0\.0\.1:\d+\/) /, async (match) => {
         overview = await (await fetch(`${match[1]}api/overview`)).json() as typeof overview
@@ -65,7 +65,7 @@ describe("relax-agentic inspect (the command line)", () => {
     Effect.gen(function*() {
       const dir = mkdtempSync(join(tmpdir(), "inspect-cli-"))
       const dump = join(dir, "debug_0.jsonl")
-      writeFileSync(dump, session().jsonl)
+      writeFileSync(dump, Fixture.session().jsonl)
       const out = join(dir, "out.html")
       const ran = yield* cli([dump, "--html", out])
       assert.strictEqual(ran.code, 0, ran.stderr)

@@ -4,11 +4,11 @@ import { mkdtempSync, readFileSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
 import { pathToFileURL } from "node:url"
-import { EmbeddedEngine } from "../../layers/engine/EmbeddedEngine.ts"
+import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
 import * as Inspector from "../../layers/inspect/Inspector.ts"
-import { load as loadTokenizer } from "../../layers/tokenizer/Tokenizer.ts"
+import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import { makeRollout, memorySink, Rollout } from "../../src/index.ts"
-import { browser, open, screenshot } from "./browser.ts"
+import * as Browser from "./browser.ts"
 
 const fixtures = resolve(import.meta.dirname, "fixtures")
 
@@ -54,7 +54,7 @@ const rolloutInto = (dir: string) =>
       outputDir: dir,
       saveDebugRolloutData: join(dir, "debug_{rollout_id}.jsonl")
     },
-    { telemetry: memorySink(), embedded: EmbeddedEngine.instant }
+    { telemetry: memorySink(), embedded: EmbeddedEngine.EmbeddedEngine.instant }
   )))
 
 const text = (page: import("playwright-core").Page, selector: string) =>
@@ -74,13 +74,13 @@ describe("relax-agentic inspect (a real rollout's files in a real browser)", () 
         assert.strictEqual(dump.filter((d) => d.forest !== undefined).length, sessions.size)
 
         const run = yield* Inspector.load(dir)
-        const vocab = Inspector.vocabulary(yield* loadTokenizer())
+        const vocab = Inspector.vocabulary(yield* Tokenizer.load())
         // The server lives as long as the test's scope.
         const server = Context.get(yield* Layer.build(Inspector.Inspector.layer(run, vocab)), Inspector.Inspector)
         assert.match(server.url, /^http:\/\/127\.0\.0\.1:\d+\/$/)
 
-        const b = yield* browser
-        const { page, errors } = yield* open(b, server.url)
+        const b = yield* Browser.browser
+        const { page, errors } = yield* Browser.open(b, server.url)
         assert.strictEqual(yield* text(page, "#count-steps"), "2")
         assert.strictEqual(yield* text(page, "#count-groups"), String(groups.size))
         assert.strictEqual(yield* text(page, "#count-sessions"), String(sessions.size))
@@ -114,7 +114,7 @@ describe("relax-agentic inspect (a real rollout's files in a real browser)", () 
         yield* Effect.promise(() => page.waitForSelector("#view-1 .token-view .tok"))
         assert.isTrue(yield* Effect.promise(() => page.locator(".views.two").isVisible()))
         yield* Effect.promise(() => page.mouse.move(5, 5))
-        yield* screenshot(page, "session.png")
+        yield* Browser.screenshot(page, "session.png")
 
         // Filters: parser failures, export name, status, search.
         const parserSessions = new Set(
@@ -154,13 +154,13 @@ describe("relax-agentic inspect (a real rollout's files in a real browser)", () 
         yield* Effect.promise(() => page.waitForSelector("#tree .node .mark.parser"))
         assert.include(yield* text(page, "#tree"), "parser ×1")
         yield* Effect.promise(() => page.mouse.move(5, 5))
-        yield* screenshot(page, "parser.png")
+        yield* Browser.screenshot(page, "parser.png")
         assert.deepStrictEqual(errors, [])
 
         // The shared HTML file: self-contained, the same counts, a Session opens from the embedded data.
         const htmlPath = join(dir, "inspect.html")
         writeFileSync(htmlPath, yield* Inspector.html(run, vocab))
-        const shared = yield* open(b, pathToFileURL(htmlPath).href)
+        const shared = yield* Browser.open(b, pathToFileURL(htmlPath).href)
         assert.strictEqual(yield* text(shared.page, "#count-sessions"), String(sessions.size))
         yield* Effect.promise(() => shared.page.click(`.row.session[data-key="0/${drifted.session_id}"]`))
         yield* Effect.promise(() => shared.page.waitForSelector("#view-0 .token-view .tok"))

@@ -10,13 +10,13 @@ import * as http from "node:http"
 import type { AddressInfo } from "node:net"
 import { join } from "node:path"
 import OpenAI from "openai"
-import { EmbeddedEngine } from "../../layers/engine/EmbeddedEngine.ts"
-import { Gateway } from "../../layers/gateway/Gateway.ts"
+import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
+import * as Gateway from "../../layers/gateway/Gateway.ts"
 import * as OtlpExport from "../../layers/observability/OtlpExport.ts"
-import type { InProcessAgent } from "../../layers/session/Supervisor.ts"
+import type * as Supervisor from "../../layers/session/Supervisor.ts"
 import { makeRollout, memorySink, Rollout } from "../../src/index.ts"
-import { gatewayStack } from "../support/gatewayStack.ts"
-import { registeredSession, sampling } from "../support/sessions.ts"
+import * as GatewayStack from "../support/gatewayStack.ts"
+import * as Sessions from "../support/sessions.ts"
 
 interface Span {
   readonly name: string
@@ -71,7 +71,10 @@ const receiver = Effect.acquireRelease(
   ({ server }) => Effect.promise(() => new Promise<void>((resolve) => server.close(() => resolve())))
 )
 
-const newSession = registeredSession({ sampling: sampling({ maxNewTokens: 256 }), maxContextLen: 4096 })
+const newSession = Sessions.registeredSession({
+  sampling: Sessions.sampling({ maxNewTokens: 256 }),
+  maxContextLen: 4096
+})
 
 describe("OTLP export", () => {
   it("reads the endpoint from the flag, else OTEL_EXPORTER_OTLP_ENDPOINT", () => {
@@ -90,7 +93,7 @@ describe("OTLP export", () => {
         const { spans, url } = yield* receiver
         yield* Effect.scoped(
           Effect.gen(function*() {
-            const { baseUrl } = yield* Gateway
+            const { baseUrl } = yield* Gateway.Gateway
             const client = new OpenAI({ baseURL: baseUrl, apiKey: yield* newSession, maxRetries: 0 })
             yield* Effect.promise(() =>
               client.chat.completions.create({
@@ -98,7 +101,7 @@ describe("OTLP export", () => {
                 messages: [{ role: "user", content: "Please compute 2+2?" }]
               })
             )
-          }).pipe(Effect.provide(Layer.provideMerge(gatewayStack(), OtlpExport.layer(url))))
+          }).pipe(Effect.provide(Layer.provideMerge(GatewayStack.gatewayStack(), OtlpExport.layer(url))))
         )
         const handle = spans.find((s) => s.name === "Gateway.handle")
         assert(handle !== undefined, `no Gateway.handle span among ${spans.map((s) => s.name).join(", ")}`)
@@ -127,7 +130,7 @@ describe("OTLP export of a rollout", () => {
     () =>
       Effect.gen(function*() {
         const { metrics, spans, url } = yield* receiver
-        const agent: InProcessAgent = (input) =>
+        const agent: Supervisor.InProcessAgent = (input) =>
           Effect.gen(function*() {
             const client = new OpenAI({ baseURL: input.baseUrl, apiKey: input.sessionId, maxRetries: 0 })
             yield* Effect.promise(() =>
@@ -144,7 +147,7 @@ describe("OTLP export of a rollout", () => {
           rolloutBatchSize: 1,
           nSamplesPerPrompt: 2,
           rolloutMaxResponseLen: 32
-        }, { agent, telemetry: memorySink(), embedded: EmbeddedEngine.instant })))
+        }, { agent, telemetry: memorySink(), embedded: EmbeddedEngine.EmbeddedEngine.instant })))
         const byId = new Map(spans.map((s) => [s.spanId, s]))
         const descendsFrom = (span: Span, ancestor: Span): boolean => {
           let cursor: Span | undefined = span

@@ -11,13 +11,13 @@ import * as Net from "node:net"
 import { join, resolve } from "node:path"
 import OpenAI from "openai"
 import type { ChatCompletionMessageParam } from "openai/resources/chat/completions"
-import { EmbeddedEngine } from "../../layers/engine/EmbeddedEngine.ts"
-import { Gateway } from "../../layers/gateway/Gateway.ts"
-import type { InProcessAgent } from "../../layers/session/Supervisor.ts"
+import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
+import * as Gateway from "../../layers/gateway/Gateway.ts"
+import type * as Supervisor from "../../layers/session/Supervisor.ts"
 import { makeRollout, memorySink, Rollout } from "../../src/index.ts"
-import { calcTool } from "../fixtures/gateway/policy.ts"
-import { gatewayStack } from "../support/gatewayStack.ts"
-import { registeredSession, sampling } from "../support/sessions.ts"
+import * as Policy from "../fixtures/gateway/policy.ts"
+import * as GatewayStack from "../support/gatewayStack.ts"
+import * as Sessions from "../support/sessions.ts"
 
 interface Sample {
   readonly name: string
@@ -37,19 +37,22 @@ const parse = (text: string): ReadonlyArray<Sample> =>
     return { name: match[1]!, labels, value: Number(match[3]) }
   })
 
-const newSession = registeredSession({ sampling: sampling({ maxNewTokens: 256 }), maxContextLen: 4096 })
+const newSession = Sessions.registeredSession({
+  sampling: Sessions.sampling({ maxNewTokens: 256 }),
+  maxContextLen: 4096
+})
 
 describe("Prometheus /metrics", () => {
-  it.layer(gatewayStack(), { timeout: 60_000 })((it) => {
+  it.layer(GatewayStack.gatewayStack(), { timeout: 60_000 })((it) => {
     it.effect("counts a chat request by protocol and status, its tokens and its generation time", () =>
       Effect.gen(function*() {
-        const { baseUrl } = yield* Gateway
+        const { baseUrl } = yield* Gateway.Gateway
         const client = new OpenAI({ baseURL: baseUrl, apiKey: yield* newSession, maxRetries: 0 })
         const completion = yield* Effect.promise(() =>
           client.chat.completions.create({
             model: "policy",
             messages: [{ role: "user", content: "Please compute 2+2?" }],
-            tools: [calcTool]
+            tools: [Policy.calcTool]
           })
         )
         const generated = completion.usage?.completion_tokens ?? 0
@@ -110,7 +113,7 @@ describe("Prometheus /metrics after a small rollout", () => {
         // Each agent: one question with the calc tool, its tool call answered (or a check), then a second turn. The
         // first agent scrapes mid-run; the second edits the committed text before echoing it (drift); a failed
         // request (the policy's engine error) is retried once.
-        const agent: InProcessAgent = (input) =>
+        const agent: Supervisor.InProcessAgent = (input) =>
           Effect.gen(function*() {
             const position = started++
             const client = new OpenAI({ baseURL: input.baseUrl, apiKey: input.sessionId, maxRetries: 1 })
@@ -119,7 +122,9 @@ describe("Prometheus /metrics after a small rollout", () => {
               content: String(input.input.messages?.[0]?.content ?? "")
             }]
             const ask = () =>
-              Effect.promise(() => client.chat.completions.create({ model: "policy", messages, tools: [calcTool] }))
+              Effect.promise(() =>
+                client.chat.completions.create({ model: "policy", messages, tools: [Policy.calcTool] })
+              )
             const first = (yield* ask()).choices[0]!.message
             if (position === 0) during = yield* scrape(metricsUrl)
             messages.push(position === 1 ? { ...first, content: `${first.content ?? ""} (edited)` } : first)
@@ -130,11 +135,11 @@ describe("Prometheus /metrics after a small rollout", () => {
               messages.push({ role: "user", content: "Check." })
             }
             messages.push((yield* ask()).choices[0]!.message)
-            const record = { name: "main", messages, tools: [calcTool], reward: 1 }
+            const record = { name: "main", messages, tools: [Policy.calcTool], reward: 1 }
             return [JSON.parse(JSON.stringify(record))]
           })
         const step = yield* Effect.gen(function*() {
-          const gateway = yield* Gateway
+          const gateway = yield* Gateway.Gateway
           const result = yield* (yield* Rollout).runStep(0)
           // The gateway serves the same text as --metrics-port.
           const viaGateway = yield* scrape(`${new URL(gateway.baseUrl).origin}/metrics`)
@@ -149,7 +154,7 @@ describe("Prometheus /metrics after a small rollout", () => {
           nSamplesPerPrompt: 2,
           rolloutMaxResponseLen: 64,
           agentTimeout: 60
-        }, { agent, telemetry: memorySink(), embedded: EmbeddedEngine.instant })))
+        }, { agent, telemetry: memorySink(), embedded: EmbeddedEngine.EmbeddedEngine.instant })))
         assert.strictEqual(step.result.groups.accepted, 3)
         // Metrics are process-wide: what this file's other test counted is subtracted.
         const change = (name: string, labels: Readonly<Record<string, string>> = {}) =>

@@ -1,11 +1,11 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Result } from "effect"
 import * as ReasoningParser from "../../src/parsers/ReasoningParser.ts"
-import { ReasoningParsers } from "../../src/parsers/registry.ts"
-import { splits } from "./splits.ts"
+import * as Registry from "../../src/parsers/registry.ts"
+import * as Splits from "./splits.ts"
 
 const parserNamed = (name: string) => {
-  const r = ReasoningParsers.get(name)
+  const r = Registry.ReasoningParsers.get(name)
   if (Result.isFailure(r)) throw r.failure
   return r.success
 }
@@ -215,7 +215,7 @@ describe("reasoning parsers (SGLang cases)", () => {
         assert.deepStrictEqual(parser.parse(c.text), { reasoningText: c.reasoningText, normalText: c.normalText })
       })
       it("gives the one-shot result for every chunk split when streamed", () => {
-        for (const chunks of splits(c.text)) {
+        for (const chunks of Splits.splits(c.text)) {
           const stream = parser.stream()
           const parts = chunks.map((chunk) => stream.feed(chunk))
           parts.push(stream.finish())

@@ -1,12 +1,12 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Result } from "effect"
-import { ToolCallParsers } from "../../src/parsers/registry.ts"
+import * as Registry from "../../src/parsers/registry.ts"
 import * as ToolCallParser from "../../src/parsers/ToolCallParser.ts"
-import { splits } from "./splits.ts"
-import { numberCases, ruleCases, toolCases, tools } from "./toolCases.ts"
+import * as Splits from "./splits.ts"
+import * as ToolCases from "./toolCases.ts"
 
 const parserNamed = (name: string) => {
-  const r = ToolCallParsers.get(name)
+  const r = Registry.ToolCallParsers.get(name)
   if (Result.isFailure(r)) throw r.failure
   return r.success
 }
@@ -19,7 +19,7 @@ const sortKeys = (value: unknown): unknown =>
     : value
 
 describe("tool-call parsers (SGLang cases)", () => {
-  for (const c of [...toolCases, ...numberCases, ...ruleCases]) {
+  for (const c of [...ToolCases.toolCases, ...ToolCases.numberCases, ...ToolCases.ruleCases]) {
     describe(`${c.parser}: ${c.spec}`, () => {
       const parser = parserNamed(c.parser)
       it("parses in one shot as expected", () => {
@@ -36,7 +36,7 @@ describe("tool-call parsers (SGLang cases)", () => {
       })
       it("gives the one-shot result for every chunk split when streamed", () => {
         const oneShot = parser.parse(c.text, c.tools)
-        for (const chunks of splits(c.text)) {
+        for (const chunks of Splits.splits(c.text)) {
           const stream = parser.stream(c.tools)
           const parts = chunks.map((chunk) => stream.feed(chunk))
           parts.push(stream.finish())
@@ -56,11 +56,11 @@ describe("tool-call parsing rules", () => {
   })
 
   it("returns text with no call unchanged, whitespace included", () => {
-    assert.strictEqual(qwen.parse("  hi there \n", tools.weather).normalText, "  hi there \n")
+    assert.strictEqual(qwen.parse("  hi there \n", ToolCases.tools.weather).normalText, "  hi there \n")
   })
 
   it("streams text before a call as it arrives and holds back only a possible marker", () => {
-    const stream = qwen.stream(tools.weather)
+    const stream = qwen.stream(ToolCases.tools.weather)
     assert.strictEqual(stream.feed("Hello wor").normalText, "Hello wor")
     assert.strictEqual(stream.feed("ld <tool").normalText, "ld")
     const done = stream.feed("_call>\n{\"name\": \"search\", \"arguments\": {}}\n</tool_call>")
@@ -69,7 +69,7 @@ describe("tool-call parsing rules", () => {
   })
 
   it("flushes a partial marker that turned out to be text", () => {
-    const stream = qwen.stream(tools.weather)
+    const stream = qwen.stream(ToolCases.tools.weather)
     assert.strictEqual(stream.feed("a <tool").normalText, "a")
     assert.strictEqual(stream.feed("box").normalText, " <toolbox")
   })
@@ -85,9 +85,9 @@ describe("tool-call parsing rules", () => {
       "{\"name\"",
       "\u0000\ud800"
     ]
-    for (const name of ToolCallParsers.names) {
+    for (const name of Registry.ToolCallParsers.names) {
       for (const input of inputs) {
-        const result = parserNamed(name).parse(input, tools.weather)
+        const result = parserNamed(name).parse(input, ToolCases.tools.weather)
         assert.isTrue(result.calls.length === 0, `${name} on ${input}`)
       }
     }

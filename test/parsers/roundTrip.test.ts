@@ -1,12 +1,12 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
-import { ReasoningParsers, ToolCallParsers } from "../../src/parsers/registry.ts"
+import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
+import * as Registry from "../../src/parsers/registry.ts"
 import type * as Canonical from "../../src/protocol/canonical.ts"
 import * as Results from "../support/results.ts"
 
-const qwen25 = Results.success(ToolCallParsers.get("qwen25"))
-const qwen3 = Results.success(ReasoningParsers.get("qwen3"))
+const qwen25 = Results.success(Registry.ToolCallParsers.get("qwen25"))
+const qwen3 = Results.success(Registry.ReasoningParsers.get("qwen3"))
 
 const sortedCompact = (value: unknown): string =>
   JSON.stringify(value, (_k, v: unknown) =>
@@ -33,7 +33,7 @@ const assistantTurn = (rendered: string): string => {
 
 const roundTrip = (message: Canonical.Message) =>
   Effect.gen(function*() {
-    const tok = yield* Tokenizer
+    const tok = yield* Tokenizer.Tokenizer
     const rendered = yield* tok.render({
       messages: [{ role: "user", content: "Weather in Paris?" }, message],
       tools,
@@ -74,7 +74,7 @@ describe("round trip through the Qwen3 chat template", () => {
         assert.deepStrictEqual(JSON.parse(call.arguments), JSON.parse(original))
         assert.strictEqual(sortedCompact(JSON.parse(call.arguments)), sortedCompact(JSON.parse(original)))
       })
-    }).pipe(Effect.provide(Tokenizer.layer)))
+    }).pipe(Effect.provide(Tokenizer.Tokenizer.layer)))
 
   it.effect("round-trips a message with reasoning and tool calls but no content", () =>
     Effect.gen(function*() {
@@ -90,7 +90,7 @@ describe("round trip through the Qwen3 chat template", () => {
       assert.deepStrictEqual(parsed.calls.map((c) => [c.name, JSON.parse(c.arguments)]), [["get_weather", {
         city: "Oslo"
       }]])
-    }).pipe(Effect.provide(Tokenizer.layer)))
+    }).pipe(Effect.provide(Tokenizer.Tokenizer.layer)))
 
   it.effect("round-trips a plain answer with reasoning", () =>
     Effect.gen(function*() {
@@ -101,5 +101,5 @@ describe("round trip through the Qwen3 chat template", () => {
         "It is 22C.",
         0
       ])
-    }).pipe(Effect.provide(Tokenizer.layer)))
+    }).pipe(Effect.provide(Tokenizer.Tokenizer.layer)))
 })

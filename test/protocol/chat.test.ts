@@ -7,7 +7,7 @@ import * as Errors from "../../src/protocol/errors.ts"
 import * as Sse from "../../src/protocol/sse.ts"
 import * as FakeModelApi from "../support/fakeModelApi.ts"
 import * as Results from "../support/results.ts"
-import { parseSse, payloads } from "./sseParser.ts"
+import * as SseParser from "./sseParser.ts"
 
 const ok = Results.success
 const err = Results.rejection
@@ -223,8 +223,10 @@ describe("Chat Completions JSON render", () => {
 
 describe("Chat Completions Buffered SSE", () => {
   it("emits one complete chat.completion.chunk with usage, then [DONE]", () => {
-    const parsed = parseSse(Sse.encodeAll(Chat.renderSse(toolsOnly, request({ stream: true, logprobs: true }))))
-    const [chunk, done] = payloads(parsed)
+    const parsed = SseParser.parseSse(
+      Sse.encodeAll(Chat.renderSse(toolsOnly, request({ stream: true, logprobs: true })))
+    )
+    const [chunk, done] = SseParser.payloads(parsed)
     assert.strictEqual(parsed.events.length, 2)
     assert.strictEqual(done, "[DONE]")
     assert.isTrue(Schema.is(Chat.ChatCompletionChunk)(chunk))
@@ -256,8 +258,8 @@ describe("Chat Completions Buffered SSE", () => {
   })
 
   it("reports a failure as OpenAI error data, then [DONE]", () => {
-    const parsed = parseSse(Sse.encodeAll(Chat.renderSseError(Errors.GatewayError.internal("chat"))))
-    assert.deepStrictEqual(payloads(parsed), [
+    const parsed = SseParser.parseSse(Sse.encodeAll(Chat.renderSseError(Errors.GatewayError.internal("chat"))))
+    assert.deepStrictEqual(SseParser.payloads(parsed), [
       {
         error: {
           message: "Internal error while handling agentic chat request.",

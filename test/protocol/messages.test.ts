@@ -7,7 +7,7 @@ import * as Messages from "../../src/protocol/messages.ts"
 import * as Sse from "../../src/protocol/sse.ts"
 import * as FakeModelApi from "../support/fakeModelApi.ts"
 import * as Results from "../support/results.ts"
-import { parseSse, payloads } from "./sseParser.ts"
+import * as SseParser from "./sseParser.ts"
 
 const ok = Results.success
 const err = Results.rejection
@@ -366,8 +366,8 @@ describe("Messages JSON render", () => {
 
 describe("Messages Buffered SSE", () => {
   it("emits message_start, complete content-block events, message_delta and message_stop", () => {
-    const parsed = parseSse(Sse.encodeAll(Messages.renderSse(completion, request({ stream: true }))))
-    const events = payloads(parsed) as ReadonlyArray<Record<string, unknown>>
+    const parsed = SseParser.parseSse(Sse.encodeAll(Messages.renderSse(completion, request({ stream: true }))))
+    const events = SseParser.payloads(parsed) as ReadonlyArray<Record<string, unknown>>
     assert.deepStrictEqual(parsed.events.map((e) => e.event), events.map((e) => e["type"]))
     assert.deepStrictEqual(events, [
       {
@@ -407,7 +407,7 @@ describe("Messages Buffered SSE", () => {
   })
 
   it("reports a failure as one event: error with the Anthropic error body", () => {
-    const parsed = parseSse(Sse.encodeAll(Messages.renderSseError(Errors.GatewayError.internal("chat"))))
+    const parsed = SseParser.parseSse(Sse.encodeAll(Messages.renderSseError(Errors.GatewayError.internal("chat"))))
     assert.deepStrictEqual(parsed.events, [{
       event: "error",
       data: JSON.stringify({

@@ -6,7 +6,7 @@ import * as Responses from "../../src/protocol/responses.ts"
 import * as Sse from "../../src/protocol/sse.ts"
 import * as FakeModelApi from "../support/fakeModelApi.ts"
 import * as Results from "../support/results.ts"
-import { parseSse, payloads } from "./sseParser.ts"
+import * as SseParser from "./sseParser.ts"
 
 const ok = Results.success
 const err = Results.rejection
@@ -371,8 +371,8 @@ describe("Responses JSON render", () => {
 
 describe("Responses Buffered SSE", () => {
   it("emits response.created, per item added..done, then response.completed, numbered from 0", () => {
-    const parsed = parseSse(Sse.encodeAll(Responses.renderSse(completion, request({ stream: true }))))
-    const events = payloads(parsed) as ReadonlyArray<Record<string, unknown>>
+    const parsed = SseParser.parseSse(Sse.encodeAll(Responses.renderSse(completion, request({ stream: true }))))
+    const events = SseParser.payloads(parsed) as ReadonlyArray<Record<string, unknown>>
     assert.deepStrictEqual(parsed.events.map((e) => e.event), events.map((e) => e["type"]))
     assert.deepStrictEqual(events.map((e) => e["type"]), [
       "response.created",
@@ -405,8 +405,8 @@ describe("Responses Buffered SSE", () => {
   })
 
   it("ends a length-limited result with response.incomplete", () => {
-    const events = payloads(
-      parseSse(Sse.encodeAll(Responses.renderSse({ ...completion, finish: "length" }, request())))
+    const events = SseParser.payloads(
+      SseParser.parseSse(Sse.encodeAll(Responses.renderSse({ ...completion, finish: "length" }, request())))
     ) as ReadonlyArray<Record<string, unknown>>
     const last = events.at(-1)
     assert.strictEqual(last?.["type"], "response.incomplete")
@@ -419,7 +419,7 @@ describe("Responses Buffered SSE", () => {
       created: 5,
       model: "qwen"
     })
-    const events = payloads(parseSse(Sse.encodeAll(frames)))
+    const events = SseParser.payloads(SseParser.parseSse(Sse.encodeAll(frames)))
     assert.deepStrictEqual(events, [
       {
         type: "response.created",

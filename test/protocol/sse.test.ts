@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Duration } from "effect"
 import * as Sse from "../../src/protocol/sse.ts"
-import { parseSse } from "./sseParser.ts"
+import * as SseParser from "./sseParser.ts"
 
 describe("SSE frames", () => {
   it("writes an unnamed data frame as compact JSON followed by a blank line", () => {
@@ -25,12 +25,12 @@ describe("SSE frames", () => {
     const frame: Sse.SseFrame = { _tag: "Message", event: "x", data: "line1\nline2\r\nline3" }
     const text = Sse.encode(frame)
     assert.strictEqual(text, "event: x\ndata: line1\ndata: line2\ndata: line3\n\n")
-    assert.deepStrictEqual(parseSse(text).events, [{ event: "x", data: "line1\nline2\nline3" }])
+    assert.deepStrictEqual(SseParser.parseSse(text).events, [{ event: "x", data: "line1\nline2\nline3" }])
   })
 
   it("concatenates a sequence so a client reads back every frame in order", () => {
     const text = Sse.encodeAll([Sse.comment("connected"), Sse.data({ n: 1 }), Sse.event("e", { n: 2 }), Sse.done])
-    const parsed = parseSse(text)
+    const parsed = SseParser.parseSse(text)
     assert.deepStrictEqual(parsed.comments, ["connected"])
     assert.deepStrictEqual(parsed.events, [
       { event: undefined, data: "{\"n\":1}" },

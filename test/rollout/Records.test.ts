@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import type * as Sample from "../../src/forest/Sample.ts"
 import * as Records from "../../src/rollout/Records.ts"
-import { sample } from "../credit/samples.ts"
+import * as Samples from "../credit/samples.ts"
 
 const turn = (abortCount: number): Sample.Turn => ({
   turn_idx: 0,
@@ -48,13 +48,13 @@ describe("transferOrder", () => {
     const late: Records.ScoredGroup = {
       seq: 7,
       size: 2,
-      samples: [sample({ session_id: "b1" }), sample({ session_id: "b0" })],
+      samples: [Samples.sample({ session_id: "b1" }), Samples.sample({ session_id: "b0" })],
       debug: [facts("b1", []), facts("b0", [])]
     }
     const early: Records.ScoredGroup = {
       seq: 3,
       size: 2,
-      samples: [sample({ session_id: "a0" }), sample({ session_id: "a1" })],
+      samples: [Samples.sample({ session_id: "a0" }), Samples.sample({ session_id: "a1" })],
       debug: [facts("a0", []), facts("a1", [])]
     }
     const { samples, debug } = Records.transferOrder([late, early], 5)
@@ -69,7 +69,7 @@ describe("transferOrder", () => {
     const late: Records.ScoredGroup = {
       seq: 9,
       size: 2,
-      samples: [sample({ session_id: "c0" }), sample({ session_id: "c1" })],
+      samples: [Samples.sample({ session_id: "c0" }), Samples.sample({ session_id: "c1" })],
       debug: []
     }
     assert.deepStrictEqual(
@@ -83,9 +83,9 @@ describe("transferOrder", () => {
       seq: 0,
       size: 2,
       samples: [
-        sample({ session_id: "s0", export_name: "main" }),
-        sample({ session_id: "s0", export_name: "searcher_0" }),
-        sample({ session_id: "s1", export_name: "main" })
+        Samples.sample({ session_id: "s0", export_name: "main" }),
+        Samples.sample({ session_id: "s0", export_name: "searcher_0" }),
+        Samples.sample({ session_id: "s1", export_name: "main" })
       ],
       debug: []
     }
@@ -96,7 +96,7 @@ describe("transferOrder", () => {
 describe("debugRecords", () => {
   it("writes the documented fields in order, summing aborts over the turns", () => {
     const [record] = Records.debugRecords(
-      [sample({ session_id: "s0", reward: 1, label: "4" })],
+      [Samples.sample({ session_id: "s0", reward: 1, label: "4" })],
       [facts("s0", [1, 2])],
       "eval_3"
     )
@@ -145,7 +145,7 @@ describe("debugRecords", () => {
   })
 
   it("falls back to the sample's own status when a sample has no debug facts", () => {
-    const [record] = Records.debugRecords([sample({ status: "truncated" })], [undefined], 0)
+    const [record] = Records.debugRecords([Samples.sample({ status: "truncated" })], [undefined], 0)
     assert.deepInclude(record, {
       terminal_status: "truncated",
       turn_count: 0,
@@ -158,10 +158,10 @@ describe("debugRecords", () => {
 
 describe("primaryReward", () => {
   it("reads a number, a keyed object reward, and null for a missing reward or key", () => {
-    assert.strictEqual(Records.primaryReward(sample({ reward: 0.5 }), undefined), 0.5)
-    assert.strictEqual(Records.primaryReward(sample({ reward: { score: 1 } }), "score"), 1)
-    assert.strictEqual(Records.primaryReward(sample({ reward: { score: 1 } }), "other"), null)
-    assert.strictEqual(Records.primaryReward(sample({ reward: null }), undefined), null)
+    assert.strictEqual(Records.primaryReward(Samples.sample({ reward: 0.5 }), undefined), 0.5)
+    assert.strictEqual(Records.primaryReward(Samples.sample({ reward: { score: 1 } }), "score"), 1)
+    assert.strictEqual(Records.primaryReward(Samples.sample({ reward: { score: 1 } }), "other"), null)
+    assert.strictEqual(Records.primaryReward(Samples.sample({ reward: null }), undefined), null)
   })
 })
 
@@ -189,7 +189,7 @@ describe("metric lines", () => {
 })
 
 describe("log lines", () => {
-  const quotedSample = sample({ prompt: "Q: 2+2?", response: " 4", label: "4", reward: { score: 1 } })
+  const quotedSample = Samples.sample({ prompt: "Q: 2+2?", response: " 4", label: "4", reward: { score: 1 } })
 
   it("quotes a step's first and last sample with label and reward", () => {
     assert.strictEqual(
@@ -203,7 +203,7 @@ describe("log lines", () => {
   })
 
   it("cuts a long label to 100 characters", () => {
-    const line = Records.finishLine(sample({ label: "x".repeat(200) }))
+    const line = Records.finishLine(Samples.sample({ label: "x".repeat(200) }))
     assert.include(line, `label: "${"x".repeat(99)}, reward`)
   })
 

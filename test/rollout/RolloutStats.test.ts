@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as RolloutStats from "../../src/rollout/RolloutStats.ts"
-import { sample } from "../credit/samples.ts"
+import * as Samples from "../credit/samples.ts"
 
 describe("stopReasonBucket", () => {
   it("follows Relax's rules: rollout_stop_reason first, stripped exact match, env_error: prefix, other, unknown", () => {
@@ -32,19 +32,19 @@ describe("compute", () => {
 
   it("reports every stop-reason bucket, turn percentiles, truncation, length, cache, images and staleness", () => {
     const metrics = RolloutStats.compute([
-      sample({
+      Samples.sample({
         rollout_id: 3,
         response_length: 2,
         metadata: { stop_reason: "completed", rollout_turns: 1, start_rollout_id: 3, ...turns([[0, 10]]) }
       }),
-      sample({
+      Samples.sample({
         rollout_id: 3,
         response_length: 4,
         status: "truncated",
         multimodal_inputs: { images: ["a", "b"] },
         metadata: { stop_reason: "finish_length", rollout_turns: 3, start_rollout_id: 1, ...turns([[6, 10], [14, 20]]) }
       }),
-      sample({ rollout_id: 3, response_length: 6, metadata: { rollout_turns: -2, start_rollout_id: 2 } })
+      Samples.sample({ rollout_id: 3, response_length: 6, metadata: { rollout_turns: -2, start_rollout_id: 2 } })
     ], { staleness: true })
     assert.strictEqual(
       Object.keys(metrics).filter((k) => k.startsWith("stop_reason/")).length,
@@ -72,7 +72,7 @@ describe("compute", () => {
   })
 
   it("leaves out prefix-cache and staleness statistics when nothing reports them", () => {
-    const metrics = RolloutStats.compute([sample({ metadata: { rollout_turns: 2 } })], { staleness: false })
+    const metrics = RolloutStats.compute([Samples.sample({ metadata: { rollout_turns: 2 } })], { staleness: false })
     assert.isUndefined(metrics["prefix_cache_hit_rate"])
     assert.isUndefined(metrics["avg_cached_tokens_per_sample"])
     assert.isUndefined(metrics["staleness/avg"])

@@ -1,11 +1,11 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Result } from "effect"
 import * as Batching from "../../src/schedule/Batching.ts"
-import { sample } from "../credit/samples.ts"
+import * as Samples from "../credit/samples.ts"
 
 const ofLengths = (lengths: ReadonlyArray<number>) =>
   lengths.map((length, i) =>
-    sample({ index: i, session_id: `s${i}`, tokens: new Array<number>(length).fill(1), response_length: 1 })
+    Samples.sample({ index: i, session_id: `s${i}`, tokens: new Array<number>(length).fill(1), response_length: 1 })
   )
 
 const packed = (lengths: ReadonlyArray<number>, budget: number) => {

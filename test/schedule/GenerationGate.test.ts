@@ -1,12 +1,12 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Duration, Effect, Fiber, Metric } from "effect"
 import { TestClock } from "effect/testing"
-import { EmbeddedEngine } from "../../layers/engine/EmbeddedEngine.ts"
-import type { EngineShape, GenerateResult } from "../../layers/engine/Engine.ts"
+import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
+import type * as Engine from "../../layers/engine/Engine.ts"
 import * as Instruments from "../../layers/observability/Instruments.ts"
 import * as GenerationGate from "../../layers/schedule/GenerationGate.ts"
 import * as ActiveBudget from "../../layers/session/ActiveBudget.ts"
-import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
+import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 
 const prompt = [151644, 872, 198, 13048, 151645, 198, 151644, 77091, 198]
 // prefill 10 ms, then one token every 100 ms; no end of turn, so a request ends by its token budget.
@@ -22,7 +22,7 @@ interface Turn {
 
 /** The generation core's attempt loop, reduced to what the gate sees: resume from prompt ++ pending after an abort. */
 const turn = (
-  engine: EngineShape,
+  engine: Engine.EngineShape,
   session: GenerationGate.SessionGate,
   name: string,
   maxNewTokens: number,
@@ -38,7 +38,7 @@ const turn = (
       for (let attempt = 0;; attempt++) {
         const rid = `${name}-${String(attempt).padStart(12, "0")}`
         rids.push(rid)
-        const result: GenerateResult = yield* live.attempt(
+        const result: Engine.GenerateResult = yield* live.attempt(
           rid,
           engine.generate({
             inputIds: [...prompt, ...ids],
@@ -72,9 +72,12 @@ const turn = (
 
 const setup = (mode: { readonly maxAbortedCount?: number } = {}) =>
   Effect.gen(function*() {
-    const tokenizer = yield* Tokenizer
-    const engine = yield* EmbeddedEngine.make(tokenizer, timed)
-    const reference = yield* EmbeddedEngine.make(tokenizer, { ...timed, ...EmbeddedEngine.instant })
+    const tokenizer = yield* Tokenizer.Tokenizer
+    const engine = yield* EmbeddedEngine.EmbeddedEngine.make(tokenizer, timed)
+    const reference = yield* EmbeddedEngine.EmbeddedEngine.make(tokenizer, {
+      ...timed,
+      ...EmbeddedEngine.EmbeddedEngine.instant
+    })
     const gate = yield* GenerationGate.make({
       abort: engine.abort,
       mode: { partialRollout: true, fullyAsync: false, maxAbortedCount: mode.maxAbortedCount }
@@ -118,7 +121,7 @@ describe("generation gate (partial rollout)", () => {
         assert.deepStrictEqual(resumed.logprobs, whole.logprobs)
         // Answered: the agent is between requests again.
         assert.isTrue(gate.isInterrupted("s1"))
-      }).pipe(Effect.provide(Tokenizer.layer))
+      }).pipe(Effect.provide(Tokenizer.Tokenizer.layer))
     ))
 
   it.effect("a pause returns once the aborted request is parked, not as soon as its attempt ends", () =>
@@ -136,7 +139,7 @@ describe("generation gate (partial rollout)", () => {
         yield* TestClock.adjust("1 second")
         assert.deepStrictEqual(yield* Fiber.join(pausing), { aborted: 1, pausedSessions: 0 })
         assert.isTrue(gate.isInterrupted("s1"))
-      }).pipe(Effect.provide(Tokenizer.layer))
+      }).pipe(Effect.provide(Tokenizer.Tokenizer.layer))
     ))
 
   it.effect("a Session between requests is interrupted; one waiting on a never-aborted running request is not", () =>
@@ -153,7 +156,7 @@ describe("generation gate (partial rollout)", () => {
         yield* TestClock.adjust("1 second")
         assert.strictEqual((yield* Fiber.join(fiber)).attempts, 1)
         assert.isTrue(gate.isInterrupted("busy"))
-      }).pipe(Effect.provide(Tokenizer.layer))
+      }).pipe(Effect.provide(Tokenizer.Tokenizer.layer))
     ))
 
   it.effect("a request aborted N times is protected from the next resume: never aborted again, budget keeps counting, the pause waits for it", () =>
@@ -194,7 +197,7 @@ describe("generation gate (partial rollout)", () => {
         assert.deepStrictEqual(result.ids, whole.ids)
         // The protected Session's budget counted through the pause.
         assert.isBelow(seconds(yield* budget.remaining), before - 1)
-      }).pipe(Effect.provide(Tokenizer.layer))
+      }).pipe(Effect.provide(Tokenizer.Tokenizer.layer))
     ))
 
   it.effect("a request arriving while the gate is closed waits before its first backend attempt, then runs whole", () =>
@@ -214,7 +217,7 @@ describe("generation gate (partial rollout)", () => {
         const result = yield* Fiber.join(fiber)
         assert.strictEqual(result.attempts, 1)
         assert.deepStrictEqual(result.ids, whole.ids)
-      }).pipe(Effect.provide(Tokenizer.layer))
+      }).pipe(Effect.provide(Tokenizer.Tokenizer.layer))
     ))
 
   it.effect("a paused Session that never started its budget (prelaunched) is not started by resume", () =>
@@ -226,7 +229,7 @@ describe("generation gate (partial rollout)", () => {
         assert.strictEqual((yield* gate.pause).pausedSessions, 0)
         yield* gate.resume
         assert.isFalse(yield* budget.isActive)
-      }).pipe(Effect.provide(Tokenizer.layer))
+      }).pipe(Effect.provide(Tokenizer.Tokenizer.layer))
     ))
 })
 

@@ -6,9 +6,9 @@ import { assert, describe, it } from "@effect/vitest"
 import { Clock, Deferred, Effect, Fiber } from "effect"
 import { TestClock } from "effect/testing"
 import * as StartLimit from "../../layers/session/StartLimit.ts"
-import { type SessionLaunch, Supervisor } from "../../layers/session/Supervisor.ts"
+import * as Supervisor from "../../layers/session/Supervisor.ts"
 
-const launch = (sessionId: string, firstRequest: Effect.Effect<void>): SessionLaunch => ({
+const launch = (sessionId: string, firstRequest: Effect.Effect<void>): Supervisor.SessionLaunch => ({
   sessionId,
   groupId: "g-0",
   rolloutMode: "train",
@@ -24,7 +24,7 @@ describe("StartLimit (--agent-max-starting)", () => {
       const first = new Map<string, Deferred.Deferred<void>>()
       const ids = ["a", "b", "c", "d", "e", "f"]
       for (const id of ids) first.set(id, yield* Deferred.make<void>())
-      const executor = Supervisor.inProcess((input) =>
+      const executor = Supervisor.Supervisor.inProcess((input) =>
         Effect.gen(function*() {
           launched.set(input.sessionId, (yield* Clock.currentTimeMillis) / 1000)
           // "a" exits during its start-up, before any model request; the others ask after 1 s and work 10 s.

@@ -4,9 +4,8 @@ import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import { hasExited } from "../../layers/session/ProcessGroup.ts"
-import { resolveAgentSpec, Supervisor } from "../../layers/session/Supervisor.ts"
-import type { LocalProcessOptions, SessionLaunch } from "../../layers/session/Supervisor.ts"
+import * as ProcessGroup from "../../layers/session/ProcessGroup.ts"
+import * as Supervisor from "../../layers/session/Supervisor.ts"
 import type * as AgentSpec from "../../src/session/AgentSpec.ts"
 import * as SessionInput from "../../src/session/SessionInput.ts"
 
@@ -25,7 +24,7 @@ afterAll(() => {
 const prepared = (row: Record<string, unknown>): SessionInput.Prepared =>
   Result.getOrThrow(SessionInput.fromRow(row, 0))
 
-const launch = (overrides: Partial<SessionLaunch> = {}): SessionLaunch => ({
+const launch = (overrides: Partial<Supervisor.SessionLaunch> = {}): Supervisor.SessionLaunch => ({
   sessionId: "session-7",
   groupId: "group-3",
   rolloutMode: "train",
@@ -41,11 +40,11 @@ const spec = (command: string, cwd: string, extra: Partial<AgentSpec.AgentSpec> 
   ...extra
 })
 
-const local = (options: Omit<LocalProcessOptions, "baseUrl">) =>
-  Supervisor.localProcess({ ...options, baseUrl: "http://127.0.0.1:9/agentic_api/" })
+const local = (options: Omit<Supervisor.LocalProcessOptions, "baseUrl">) =>
+  Supervisor.Supervisor.localProcess({ ...options, baseUrl: "http://127.0.0.1:9/agentic_api/" })
 
 /** A zombie (`Z`) has exited; PID 1 here does not reap re-parented children, so it may linger. */
-const isDead = hasExited
+const isDead = ProcessGroup.hasExited
 
 /** Wait (real time) until `path` exists, then return its lines. */
 const awaitLines = (path: string) =>
@@ -333,22 +332,23 @@ describe("resolveAgentSpec", () => {
   it.effect("resolves --agent-cwd to an existing directory", () =>
     Effect.gen(function*() {
       const cwd = tempDir()
-      const resolved = yield* resolveAgentSpec({ command: "  bash run.sh ", cwd, env: ["FOO=bar"] })
+      const resolved = yield* Supervisor.resolveAgentSpec({ command: "  bash run.sh ", cwd, env: ["FOO=bar"] })
       assert.deepStrictEqual(resolved, { command: "bash run.sh", cwd, env: { FOO: "bar" }, timeoutSeconds: 1800 })
     }))
 
   it.effect("rejects a --agent-cwd that does not exist", () =>
     Effect.gen(function*() {
       const missing = Path.join(tempDir(), "nope")
-      const error = yield* resolveAgentSpec({ command: "true", cwd: missing }).pipe(Effect.flip)
+      const error = yield* Supervisor.resolveAgentSpec({ command: "true", cwd: missing }).pipe(Effect.flip)
       assert.strictEqual(error.message, `--agent-cwd: managed agent cwd must be an existing directory: ${missing}`)
     }))
 
   it.effect("rejects --agent-env keys starting with RELAX_", () =>
     Effect.gen(function*() {
-      const error = yield* resolveAgentSpec({ command: "true", cwd: tempDir(), env: ["RELAX_BASE_URL=x"] }).pipe(
-        Effect.flip
-      )
+      const error = yield* Supervisor.resolveAgentSpec({ command: "true", cwd: tempDir(), env: ["RELAX_BASE_URL=x"] })
+        .pipe(
+          Effect.flip
+        )
       assert.strictEqual(error.option, "--agent-env")
       assert.include(error.message, "key 'RELAX_BASE_URL' is reserved")
     }))

@@ -2,11 +2,10 @@ import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Duration, Effect, Fiber, type Schema } from "effect"
 import { TestClock } from "effect/testing"
 import * as ActiveBudget from "../../layers/session/ActiveBudget.ts"
-import { Supervisor } from "../../layers/session/Supervisor.ts"
-import type { SessionLaunch } from "../../layers/session/Supervisor.ts"
+import * as Supervisor from "../../layers/session/Supervisor.ts"
 import * as SessionInput from "../../src/session/SessionInput.ts"
 
-const launch = (budget?: ActiveBudget.ActiveBudget): SessionLaunch => ({
+const launch = (budget?: ActiveBudget.ActiveBudget): Supervisor.SessionLaunch => ({
   sessionId: "s-0",
   groupId: "g-0",
   rolloutMode: "train",
@@ -59,7 +58,7 @@ describe("Supervisor: an agent that never sends its first model request", () => 
   it.effect("is stopped --agent-timeout after its start (its budget never runs outside Runtime)", () =>
     Effect.gen(function*() {
       const firstRequest = yield* Deferred.make<void>()
-      const supervisor = Supervisor.inProcess(() => Effect.never, { timeoutSeconds: 100 })
+      const supervisor = Supervisor.Supervisor.inProcess(() => Effect.never, { timeoutSeconds: 100 })
       const budget = yield* supervisor.makeBudget
       const fiber = yield* supervisor.run({ ...launch(budget), firstRequest: Deferred.await(firstRequest) }).pipe(
         Effect.flip,
@@ -79,7 +78,7 @@ describe("Supervisor: an agent that never sends its first model request", () => 
   it.effect("once it has sent one, waiting for the lease (barrier, prelaunch) costs nothing", () =>
     Effect.gen(function*() {
       const firstRequest = yield* Deferred.make<void>()
-      const supervisor = Supervisor.inProcess(
+      const supervisor = Supervisor.Supervisor.inProcess(
         () =>
           Deferred.succeed(firstRequest, undefined).pipe(
             Effect.andThen(Effect.sleep("10 hours")),
@@ -101,7 +100,7 @@ describe("Supervisor.InProcess and the active-time budget", () => {
   it.effect("does not consume the budget while prelaunched, pauses while parked, and times the agent out", () =>
     Effect.gen(function*() {
       let interrupted = false
-      const supervisor = Supervisor.inProcess(
+      const supervisor = Supervisor.Supervisor.inProcess(
         () =>
           Effect.never.pipe(Effect.onInterrupt(() =>
             Effect.sync(() => {
@@ -138,7 +137,7 @@ describe("Supervisor.InProcess and the active-time budget", () => {
   it.effect("returns the agent's output when it finishes inside the budget", () =>
     Effect.gen(function*() {
       const seen: Array<SessionInput.SessionInputFile> = []
-      const supervisor = Supervisor.inProcess(
+      const supervisor = Supervisor.Supervisor.inProcess(
         (input) =>
           Effect.sleep("30 seconds").pipe(
             Effect.tap(() => Effect.sync(() => seen.push(input.input))),
@@ -156,7 +155,7 @@ describe("Supervisor.InProcess and the active-time budget", () => {
 
   it.effect("reports an agent failure like a non-zero exit", () =>
     Effect.gen(function*() {
-      const supervisor = Supervisor.inProcess(() => Effect.fail(new Error("tool crashed")))
+      const supervisor = Supervisor.Supervisor.inProcess(() => Effect.fail(new Error("tool crashed")))
       const error = yield* supervisor.run(launch()).pipe(Effect.flip)
       assert.strictEqual(error._tag, "AgentExecutionError")
       if (error._tag !== "AgentExecutionError") return
@@ -169,7 +168,7 @@ describe("Supervisor.InProcess and the active-time budget", () => {
   it.effect("reads every in-process result form like the output file", () =>
     Effect.gen(function*() {
       const runWith = (result: Schema.Json | undefined) =>
-        Supervisor.inProcess(() => Effect.succeed(result)).run(launch())
+        Supervisor.Supervisor.inProcess(() => Effect.succeed(result)).run(launch())
       const none = yield* runWith(undefined)
       assert.deepStrictEqual(none.output, { kind: "implicit" })
       const records = yield* runWith([

@@ -4,8 +4,8 @@ import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import sharp from "sharp"
-import { imageUrl } from "../../layers/session/SessionDirectory.ts"
-import { Supervisor } from "../../layers/session/Supervisor.ts"
+import * as SessionDirectory from "../../layers/session/SessionDirectory.ts"
+import * as Supervisor from "../../layers/session/Supervisor.ts"
 import * as SessionInput from "../../src/session/SessionInput.ts"
 
 const decodeDataUri = async (url: string) => {
@@ -41,7 +41,7 @@ describe("multimodal conversion at the process boundary", () => {
         )
       )
       const fromPng = yield* Effect.promise(async () =>
-        decodeDataUri(await Effect.runPromise(imageUrl({ _tag: "Path", path: pngPath })))
+        decodeDataUri(await Effect.runPromise(SessionDirectory.imageUrl({ _tag: "Path", path: pngPath })))
       )
       assert.strictEqual(fromPng.meta.format, "png")
       assert.strictEqual(fromPng.meta.channels, 3)
@@ -49,7 +49,7 @@ describe("multimodal conversion at the process boundary", () => {
       assert.deepStrictEqual(fromPng.pixel, [255, 0, 0])
 
       const fromJpg = yield* Effect.promise(async () =>
-        decodeDataUri(await Effect.runPromise(imageUrl({ _tag: "Path", path: jpgPath })))
+        decodeDataUri(await Effect.runPromise(SessionDirectory.imageUrl({ _tag: "Path", path: jpgPath })))
       )
       assert.strictEqual(fromJpg.meta.format, "png")
       assert.strictEqual(fromJpg.meta.channels, 3)
@@ -66,15 +66,15 @@ describe("multimodal conversion at the process boundary", () => {
           .png()
           .toBuffer()
       )
-      const url = yield* imageUrl({ _tag: "Bytes", bytes: grey })
+      const url = yield* SessionDirectory.imageUrl({ _tag: "Bytes", bytes: grey })
       const decoded = yield* Effect.promise(() => decodeDataUri(url))
       assert.strictEqual(decoded.meta.channels, 3)
       assert.strictEqual(
-        yield* imageUrl({ _tag: "Url", url: "https://example.com/x.png" }),
+        yield* SessionDirectory.imageUrl({ _tag: "Url", url: "https://example.com/x.png" }),
         "https://example.com/x.png"
       )
       assert.strictEqual(
-        yield* imageUrl({ _tag: "Url", url: "data:image/jpeg;base64,AAAA" }),
+        yield* SessionDirectory.imageUrl({ _tag: "Url", url: "data:image/jpeg;base64,AAAA" }),
         "data:image/jpeg;base64,AAAA"
       )
     }))
@@ -88,7 +88,7 @@ describe("multimodal conversion at the process boundary", () => {
       )
       const options = { inputKey: "input", metadataKey: "metadata", multimodalKeys: { image: "images" } }
       const seen: Array<SessionInput.SessionInputFile> = []
-      const supervisor = Supervisor.inProcess((input) =>
+      const supervisor = Supervisor.Supervisor.inProcess((input) =>
         Effect.sync(() => {
           seen.push(input.input)
         })

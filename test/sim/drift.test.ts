@@ -7,22 +7,22 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, type Layer } from "effect"
 import { join, resolve } from "node:path"
-import type { PolicyRequest } from "../../layers/engine/Engine.ts"
-import { Forests } from "../../layers/generation/Forests.ts"
-import { Generation } from "../../layers/generation/Generation.ts"
-import { Sessions } from "../../layers/schedule/Sessions.ts"
-import type { InProcessAgent } from "../../layers/session/Supervisor.ts"
+import type * as Engine from "../../layers/engine/Engine.ts"
+import * as Forests from "../../layers/generation/Forests.ts"
+import * as Generation from "../../layers/generation/Generation.ts"
+import * as Sessions from "../../layers/schedule/Sessions.ts"
+import type * as Supervisor from "../../layers/session/Supervisor.ts"
 import * as Settings from "../../src/config/Settings.ts"
 import * as Forest from "../../src/forest/Forest.ts"
 import type * as Canonical from "../../src/protocol/canonical.ts"
-import { calcTool } from "../fixtures/gateway/policy.ts"
+import * as Policy from "../fixtures/gateway/policy.ts"
 import * as InProcessRollout from "../support/inProcessRollout.ts"
 import * as Requests from "../support/requests.ts"
 
 const fixtures = resolve(import.meta.dirname, "../fixtures/rollout")
 
 /** Think and call `calc`; after the tool result, answer. */
-const policy = (request: PolicyRequest): string =>
+const policy = (request: Engine.PolicyRequest): string =>
   request.messages.at(-1)?.role === "tool"
     ? "<think>\nThe tool answered.\n</think>\n\nThe answer is 4."
     : "<think>\nUse the calculator.\n</think>\n\n<tool_call>\n{\"name\": \"calc\", \"arguments\": {\"expression\": \"2 + 2\"}}\n</tool_call>"
@@ -58,15 +58,15 @@ const kinds = Object.keys(edits)
 
 const agent =
   (started: { count: number }) =>
-  (services: Layer.Layer<InProcessRollout.GenerationServices>): InProcessAgent =>
+  (services: Layer.Layer<InProcessRollout.GenerationServices>): Supervisor.InProcessAgent =>
   (input) =>
     Effect.gen(function*() {
       const edit = edits[kinds[started.count++ % kinds.length]!]!
-      const entry = yield* (yield* Sessions).lookup(input.sessionId)
-      const generation = yield* Generation
-      const forests = yield* Forests
+      const entry = yield* (yield* Sessions.Sessions).lookup(input.sessionId)
+      const generation = yield* Generation.Generation
+      const forests = yield* Forests.Forests
       const ask = (messages: ReadonlyArray<unknown>) =>
-        generation.generate(entry, Requests.canonicalRequest({ messages, tools: [calcTool] }))
+        generation.generate(entry, Requests.canonicalRequest({ messages, tools: [Policy.calcTool] }))
       yield* ask([...(input.input.messages ?? [])])
       const forest = yield* forests.get(input.sessionId)
       const committed = Forest.fullMessages(forest, Forest.leaves(forest)[0]!)
@@ -75,7 +75,7 @@ const agent =
       yield* ask([...edit(committed.slice(0, -1), r), toolResult])
       // The branch the second turn continued: its newest node, the answer.
       const answer = [...forest.nodes.values()].at(-1)!
-      return [{ name: "main", messages: Forest.fullMessages(forest, answer.hash), tools: [calcTool], reward: 1 }]
+      return [{ name: "main", messages: Forest.fullMessages(forest, answer.hash), tools: [Policy.calcTool], reward: 1 }]
     }).pipe(Effect.provide(services))
 
 describe("rollout/drift", () => {

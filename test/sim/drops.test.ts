@@ -6,17 +6,17 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Layer } from "effect"
 import { TestClock } from "effect/testing"
 import { join, resolve } from "node:path"
-import { Credit } from "../../layers/credit/Credit.ts"
-import { EmbeddedEngine } from "../../layers/engine/EmbeddedEngine.ts"
-import { Forests } from "../../layers/generation/Forests.ts"
-import { Rollout } from "../../layers/rollout/Rollout.ts"
+import * as Credit from "../../layers/credit/Credit.ts"
+import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
+import * as Forests from "../../layers/generation/Forests.ts"
+import * as Rollout from "../../layers/rollout/Rollout.ts"
 import * as RolloutConfig from "../../layers/rollout/RolloutConfig.ts"
 import * as Telemetry from "../../layers/runtime/Telemetry.ts"
 import * as GroupPool from "../../layers/schedule/GroupPool.ts"
 import * as Pool from "../../layers/schedule/Pool.ts"
-import { Sessions } from "../../layers/schedule/Sessions.ts"
-import { Supervisor } from "../../layers/session/Supervisor.ts"
-import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
+import * as Sessions from "../../layers/schedule/Sessions.ts"
+import * as Supervisor from "../../layers/session/Supervisor.ts"
+import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import * as Settings from "../../src/config/Settings.ts"
 import { creditOptions } from "../../src/index.ts"
 import * as Sim from "../support/simPool.ts"
@@ -183,23 +183,26 @@ describe("a whole rollout whose agent always fails", () => {
         }).pipe(Effect.ensuring(Effect.sync(() => {
           running -= 1
         })))
-      const rollout = Rollout.layer.pipe(
+      const rollout = Rollout.Rollout.layer.pipe(
         Layer.provide(Layer.mergeAll(
           RolloutConfig.RolloutConfig.layerSettings(settings),
-          Supervisor.layerInProcess(agent, { timeoutSeconds: settings.agentTimeout }),
-          Credit.layer(creditOptions(settings)).pipe(Layer.orDie),
+          Supervisor.Supervisor.layerInProcess(agent, { timeoutSeconds: settings.agentTimeout }),
+          Credit.Credit.layer(creditOptions(settings)).pipe(Layer.orDie),
           GroupPool.GroupPool.layer.pipe(Layer.provide(Telemetry.Telemetry.layerSink(sink))),
           Telemetry.Telemetry.layerSink(sink),
-          Sessions.layer,
-          Forests.layer,
-          Tokenizer.layer.pipe(Layer.orDie),
-          EmbeddedEngine.layer(EmbeddedEngine.instant).pipe(Layer.provide(Tokenizer.layer), Layer.orDie)
+          Sessions.Sessions.layer,
+          Forests.Forests.layer,
+          Tokenizer.Tokenizer.layer.pipe(Layer.orDie),
+          EmbeddedEngine.EmbeddedEngine.layer(EmbeddedEngine.EmbeddedEngine.instant).pipe(
+            Layer.provide(Tokenizer.Tokenizer.layer),
+            Layer.orDie
+          )
         )),
         Layer.orDie
       )
       const context = yield* Layer.build(rollout)
       const fiber = yield* Effect.gen(function*() {
-        const r = yield* Rollout
+        const r = yield* Rollout.Rollout
         return yield* r.run
       }).pipe(Effect.provide(context), Effect.flip, Effect.forkChild)
       yield* TestClock.adjust("30 minutes")

@@ -11,22 +11,22 @@ import { assert, describe, it } from "@effect/vitest"
 import { Context, Effect, Fiber, Layer, Result, Tracer } from "effect"
 import { TestClock } from "effect/testing"
 import { join, resolve } from "node:path"
-import { Credit } from "../../layers/credit/Credit.ts"
-import { EmbeddedEngine } from "../../layers/engine/EmbeddedEngine.ts"
-import { Engine, EngineError } from "../../layers/engine/Engine.ts"
-import { Forests } from "../../layers/generation/Forests.ts"
-import { Generation } from "../../layers/generation/Generation.ts"
-import { Rollout } from "../../layers/rollout/Rollout.ts"
+import * as Credit from "../../layers/credit/Credit.ts"
+import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
+import * as Engine from "../../layers/engine/Engine.ts"
+import * as Forests from "../../layers/generation/Forests.ts"
+import * as Generation from "../../layers/generation/Generation.ts"
+import * as Rollout from "../../layers/rollout/Rollout.ts"
 import * as RolloutConfig from "../../layers/rollout/RolloutConfig.ts"
 import * as Telemetry from "../../layers/runtime/Telemetry.ts"
-import { GroupPool } from "../../layers/schedule/GroupPool.ts"
-import { Sessions } from "../../layers/schedule/Sessions.ts"
-import { type InProcessAgent, Supervisor } from "../../layers/session/Supervisor.ts"
-import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
+import * as GroupPool from "../../layers/schedule/GroupPool.ts"
+import * as Sessions from "../../layers/schedule/Sessions.ts"
+import * as Supervisor from "../../layers/session/Supervisor.ts"
+import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import * as RolloutOptions from "../../src/config/RolloutOptions.ts"
 import * as Settings from "../../src/config/Settings.ts"
 import { creditOptions } from "../../src/index.ts"
-import { agentTurn } from "../support/agentTurn.ts"
+import * as AgentTurn from "../support/agentTurn.ts"
 
 const fixtures = resolve(import.meta.dirname, "../fixtures/rollout")
 
@@ -77,14 +77,14 @@ interface Ledger {
 const count = (map: Map<string, number>, key: string) => map.set(key, (map.get(key) ?? 0) + 1)
 
 /** The agent: draws its fault, then runs two model turns (or fails, hangs, ...) and exports implicitly. */
-const agent = (ledger: Ledger, random: () => number): InProcessAgent => (input) =>
+const agent = (ledger: Ledger, random: () => number): Supervisor.InProcessAgent => (input) =>
   Effect.gen(function*() {
     const fault = pick(random)
     count(ledger.faults, fault)
     ledger.sessionIds.push(input.sessionId)
     ledger.running++
-    const sessions = yield* Sessions
-    const generation = yield* Generation
+    const sessions = yield* Sessions.Sessions
+    const generation = yield* Generation.Generation
     yield* Effect.sleep("2 seconds")
     if (fault === "crash-before-request") return yield* Effect.fail(new Error("agent crashed at start"))
     if (fault === "no-request") return { reward: 1 }
@@ -103,7 +103,7 @@ const agent = (ledger: Ledger, random: () => number): InProcessAgent => (input) 
     const entry = yield* sessions.lookup(input.sessionId)
     const messages: Array<unknown> = [...(input.input.messages ?? [])]
     for (let turn = 0; turn < 2; turn++) {
-      const completion = yield* agentTurn(generation, entry, messages)
+      const completion = yield* AgentTurn.agentTurn(generation, entry, messages)
       messages.push({ role: "assistant", content: completion.content }, { role: "user", content: "Check your answer." })
       if (fault === "crash-after-turn") return yield* Effect.fail(new Error(`agent crashed after turn ${turn}`))
       if (fault === "hang") return yield* Effect.never
@@ -125,21 +125,23 @@ const agent = (ledger: Ledger, random: () => number): InProcessAgent => (input) 
 /** The engine: errors, stalls and dropped connections on a seeded share of the requests. */
 const faultyEngine = (ledger: Ledger, random: () => number) =>
   Layer.effect(
-    Engine,
+    Engine.Engine,
     Effect.gen(function*() {
-      const engine = yield* Engine
-      return Engine.of({
+      const engine = yield* Engine.Engine
+      return Engine.Engine.of({
         ...engine,
         generate: (request) =>
           Effect.suspend(() => {
             const r = random()
             if (r < 0.02) {
               count(ledger.engineFaults, "error")
-              return Effect.fail(new EngineError({ reason: "status", detail: "SGLang returned 503", status: 503 }))
+              return Effect.fail(
+                new Engine.EngineError({ reason: "status", detail: "SGLang returned 503", status: 503 })
+              )
             }
             if (r < 0.03) {
               count(ledger.engineFaults, "dropped-connection")
-              return Effect.fail(new EngineError({ reason: "unreachable", detail: "socket hang up" }))
+              return Effect.fail(new Engine.EngineError({ reason: "unreachable", detail: "socket hang up" }))
             }
             if (r < 0.04) {
               count(ledger.engineFaults, "stall")
@@ -151,32 +153,44 @@ const faultyEngine = (ledger: Ledger, random: () => number) =>
     })
   )
 
-let services: Layer.Layer<Sessions | Generation | Forests | Tokenizer | Engine>
+let services: Layer.Layer<
+  Sessions.Sessions | Generation.Generation | Forests.Forests | Tokenizer.Tokenizer | Engine.Engine
+>
 
 const build = (input: RolloutOptions.RolloutOptionsInput, ledger: Ledger) =>
   Effect.gen(function*() {
     const settings = yield* Settings.resolve(input)
     const sink = Telemetry.memorySink()
     const policy = (request: { readonly turn: number }) => `Answer ${request.turn}: 4.`
-    const core = Layer.mergeAll(Sessions.layer, Forests.layer, Tokenizer.layer.pipe(Layer.orDie))
-    const engine = faultyEngine(ledger, prng(7)).pipe(
-      Layer.provide(EmbeddedEngine.layer({ policy, decodeTokensPerSecond: 20, prefillTokensPerSecond: 0 }))
+    const core = Layer.mergeAll(
+      Sessions.Sessions.layer,
+      Forests.Forests.layer,
+      Tokenizer.Tokenizer.layer.pipe(Layer.orDie)
     )
-    const generation = Generation.layer({}).pipe(Layer.provideMerge(engine), Layer.provideMerge(core))
+    const engine = faultyEngine(ledger, prng(7)).pipe(
+      Layer.provide(
+        EmbeddedEngine.EmbeddedEngine.layer({ policy, decodeTokensPerSecond: 20, prefillTokensPerSecond: 0 })
+      )
+    )
+    const generation = Generation.Generation.layer({}).pipe(Layer.provideMerge(engine), Layer.provideMerge(core))
     const built = yield* Layer.build(generation)
     services = Layer.succeedContext(built)
-    const rollout = Rollout.layer.pipe(
+    const rollout = Rollout.Rollout.layer.pipe(
       Layer.provide(Layer.mergeAll(
         RolloutConfig.RolloutConfig.layerSettings(settings),
-        Supervisor.layerInProcess(agent(ledger, prng(2026)), { timeoutSeconds: settings.agentTimeout }),
-        Credit.layer(creditOptions(settings)).pipe(Layer.orDie),
-        GroupPool.layer.pipe(Layer.provide(Telemetry.Telemetry.layerSink(sink))),
+        Supervisor.Supervisor.layerInProcess(agent(ledger, prng(2026)), { timeoutSeconds: settings.agentTimeout }),
+        Credit.Credit.layer(creditOptions(settings)).pipe(Layer.orDie),
+        GroupPool.GroupPool.layer.pipe(Layer.provide(Telemetry.Telemetry.layerSink(sink))),
         Telemetry.Telemetry.layerSink(sink),
         services
       )),
       Layer.orDie
     )
-    return { rollout: Layer.succeedContext(yield* Layer.build(rollout)), sink, sessions: Context.get(built, Sessions) }
+    return {
+      rollout: Layer.succeedContext(yield* Layer.build(rollout)),
+      sink,
+      sessions: Context.get(built, Sessions.Sessions)
+    }
   })
 
 /** Every span the run opens (the generation core, GroupPool and Supervisor work in `Effect.fn` spans). */
@@ -215,7 +229,7 @@ describe("faults at scale (TestClock)", () => {
         const checked: Array<string> = []
         while (ledger.sessionIds.length < 1000) {
           const fiber = yield* Effect.gen(function*() {
-            return yield* (yield* Rollout).runStep(steps)
+            return yield* (yield* Rollout.Rollout).runStep(steps)
           }).pipe(Effect.provide(rollout), Effect.forkChild)
           yield* TestClock.adjust("3 hours")
           const step = yield* Fiber.join(fiber)

@@ -6,13 +6,13 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Schema } from "effect"
-import { EmbeddedEngine } from "../../layers/engine/EmbeddedEngine.ts"
-import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
-import type { TrainingSample } from "../../src/forest/TrainingSample.ts"
+import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
+import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
+import type * as TrainingSample from "../../src/forest/TrainingSample.ts"
 import * as Workload from "../support/Workload.ts"
-import { type SimOptions, type SimReport, simulate } from "./lifecycle.ts"
+import * as Lifecycle from "./lifecycle.ts"
 
-const base: Omit<SimOptions, "mode"> = {
+const base: Omit<Lifecycle.SimOptions, "mode"> = {
   steps: 5,
   batch: 2,
   overSampling: 3,
@@ -32,10 +32,11 @@ const Trace = Schema.Struct({
   }))
 })
 
-const turnsOf = (sample: TrainingSample) => Schema.decodeUnknownSync(Trace)(sample.metadata["agentic_trace"]).turns
+const turnsOf = (sample: TrainingSample.TrainingSample) =>
+  Schema.decodeUnknownSync(Trace)(sample.metadata["agentic_trace"]).turns
 
 /** Aborts of each turn's own request (the trace's counts accumulate along the lineage). */
-const requestAborts = (sample: TrainingSample): Array<number> => {
+const requestAborts = (sample: TrainingSample.TrainingSample): Array<number> => {
   let before = 0
   return turnsOf(sample).map((t) => {
     const own = t.abort_count - before
@@ -44,17 +45,17 @@ const requestAborts = (sample: TrainingSample): Array<number> => {
   })
 }
 
-const samplesOf = (report: SimReport) => report.results.flatMap((r) => r.samples)
+const samplesOf = (report: Lifecycle.SimReport) => report.results.flatMap((r) => r.samples)
 
 /**
  * Every response span of every sample equals what the engine generates uninterrupted from the same prefix with the
  * Session's seed: nothing of an aborted attempt was lost, duplicated or resumed from a wrong prefix.
  */
-const assertUninterruptedTokens = (report: SimReport) =>
+const assertUninterruptedTokens = (report: Lifecycle.SimReport) =>
   Effect.gen(function*() {
-    const tokenizer = yield* Tokenizer
-    const engine = yield* EmbeddedEngine.make(tokenizer, {
-      ...EmbeddedEngine.instant,
+    const tokenizer = yield* Tokenizer.Tokenizer
+    const engine = yield* EmbeddedEngine.EmbeddedEngine.make(tokenizer, {
+      ...EmbeddedEngine.EmbeddedEngine.instant,
       seed: 42,
       model: { eosProbability: 0 }
     })
@@ -91,8 +92,8 @@ const assertUninterruptedTokens = (report: SimReport) =>
  * the rest of the aborted attempt's. Returns how many attempts resumed (token equality alone would also hold for a
  * request restarted from scratch with the same seed).
  */
-const assertResumedFromPartial = (report: SimReport): number => {
-  const aborted = new Map<string, Array<SimReport["attempts"][number]>>()
+const assertResumedFromPartial = (report: Lifecycle.SimReport): number => {
+  const aborted = new Map<string, Array<Lifecycle.SimReport["attempts"][number]>>()
   for (const a of report.attempts) {
     if (!a.aborted) continue
     const key = [...a.inputIds, ...a.outputIds].join(",")
@@ -112,7 +113,7 @@ const assertResumedFromPartial = (report: SimReport): number => {
   return resumed.length
 }
 
-const assertCommon = (report: SimReport) => {
+const assertCommon = (report: Lifecycle.SimReport) => {
   const slots = report.options.concurrency * report.options.samplesPerPrompt
   assert.isAtMost(report.peakAgents, slots, "capacity exceeded")
   assert.strictEqual(report.agentsLeft, 0, "an agent is still running after the rollout's scope closed")
@@ -130,7 +131,7 @@ describe("synchronous steps on the same workload (the baseline)", () => {
     "stops the over-sampled stragglers at every close (with a warning at startup) and retains nothing",
     () =>
       Effect.gen(function*() {
-        const report = yield* simulate({ ...base, mode: "synchronous" })
+        const report = yield* Lifecycle.simulate({ ...base, mode: "synchronous" })
         assertCommon(report)
         assert.deepStrictEqual(report.results.map((r) => r.samples.length), [4, 4, 4, 4, 4])
         assert.isTrue(report.lines.some((l) =>
@@ -146,7 +147,7 @@ describe("synchronous steps on the same workload (the baseline)", () => {
         assert.isAbove(report.sessions.filter((s) => s.outcome === "interrupted").length, 0)
         assert.isTrue(samplesOf(report).every((s) => requestAborts(s).every((n) => n === 0)))
         yield* assertUninterruptedTokens(report)
-      }).pipe(Effect.provide(Tokenizer.layer)),
+      }).pipe(Effect.provide(Tokenizer.Tokenizer.layer)),
     { timeout: 120_000 }
   )
 })
@@ -156,7 +157,7 @@ describe("partial rollout across 5 steps (TestClock)", () => {
     "parks straggling generations at every step boundary and resumes them to exactly the uninterrupted tokens",
     () =>
       Effect.gen(function*() {
-        const report = yield* simulate({ ...base, mode: "partial" })
+        const report = yield* Lifecycle.simulate({ ...base, mode: "partial" })
         assertCommon(report)
         assert.deepStrictEqual(report.results.map((r) => r.groups.accepted), [2, 2, 2, 2, 2])
         assert.deepStrictEqual(report.results.map((r) => r.samples.length), [4, 4, 4, 4, 4])
@@ -174,7 +175,7 @@ describe("partial rollout across 5 steps (TestClock)", () => {
         for (const s of aborted) assert.strictEqual(turnsOf(s).at(-1)?.rollout_id, s.rollout_id)
         assert.isAbove(yield* assertUninterruptedTokens(report), 20)
         assert.isAbove(assertResumedFromPartial(report), 0)
-      }).pipe(Effect.provide(Tokenizer.layer)),
+      }).pipe(Effect.provide(Tokenizer.Tokenizer.layer)),
     { timeout: 120_000 }
   )
 
@@ -182,14 +183,14 @@ describe("partial rollout across 5 steps (TestClock)", () => {
     "protects a request after --partial-rollout-max-aborted-count aborts: it is never aborted again",
     () =>
       Effect.gen(function*() {
-        const report = yield* simulate({ ...base, mode: "partial", maxAbortedCount: 1, trainSeconds: 30 })
+        const report = yield* Lifecycle.simulate({ ...base, mode: "partial", maxAbortedCount: 1, trainSeconds: 30 })
         assertCommon(report)
         const perRequest = samplesOf(report).flatMap(requestAborts)
         assert.include(perRequest, 1)
         assert.isAtMost(Math.max(...perRequest), 1)
         yield* assertUninterruptedTokens(report)
         assert.isAbove(assertResumedFromPartial(report), 0)
-      }).pipe(Effect.provide(Tokenizer.layer)),
+      }).pipe(Effect.provide(Tokenizer.Tokenizer.layer)),
     { timeout: 120_000 }
   )
 
@@ -199,14 +200,14 @@ describe("partial rollout across 5 steps (TestClock)", () => {
       Effect.gen(function*() {
         // 15 minutes of training per step, a 10-minute budget: a Session kept across a boundary would time out if
         // its budget counted while parked.
-        const report = yield* simulate({ ...base, mode: "partial", trainSeconds: 900, agentTimeout: 600 })
+        const report = yield* Lifecycle.simulate({ ...base, mode: "partial", trainSeconds: 900, agentTimeout: 600 })
         assertCommon(report)
         const exported = new Set(samplesOf(report).map((s) => s.session_id))
         // Exported Sessions that spanned a whole training pause (900 s > the 600 s budget) without timing out.
         const long = report.sessions.filter((s) => exported.has(s.sessionId) && s.endedAt - s.startedAt > 900)
         assert.isAbove(long.length, 0)
         // The control: the budget is enforced in this simulation. With 60 s, Sessions whose active time is longer time out.
-        const control = yield* simulate({ ...base, mode: "partial", trainSeconds: 900, agentTimeout: 60 })
+        const control = yield* Lifecycle.simulate({ ...base, mode: "partial", trainSeconds: 900, agentTimeout: 60 })
         assert.isAbove(control.results.reduce((n, r) => n + r.groups.dropped, 0), 0)
         assert.isTrue(
           control.lines.some((l) => l.includes("Managed command agent timed out after 60.0 seconds")),
@@ -222,7 +223,7 @@ describe("fully async across 5 steps and the final backfill (TestClock)", () => 
     "closes steps with debt owed by interrupted Groups, fills the previous partition first, and drains it",
     () =>
       Effect.gen(function*() {
-        const report = yield* simulate({ ...base, mode: "fully-async" })
+        const report = yield* Lifecycle.simulate({ ...base, mode: "fully-async" })
         assertCommon(report)
         assert.strictEqual(report.results.length, 6)
         const starts = report.lines.filter((l) => l.includes("event=accounting_start"))
@@ -261,7 +262,7 @@ describe("fully async across 5 steps and the final backfill (TestClock)", () => 
         }
         yield* assertUninterruptedTokens(report)
         assert.isAbove(assertResumedFromPartial(report), 0)
-      }).pipe(Effect.provide(Tokenizer.layer)),
+      }).pipe(Effect.provide(Tokenizer.Tokenizer.layer)),
     { timeout: 120_000 }
   )
 })

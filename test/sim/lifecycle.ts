@@ -16,23 +16,23 @@ import { TestClock } from "effect/testing"
 import { mkdtempSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { Credit } from "../../layers/credit/Credit.ts"
-import { EmbeddedEngine, type EmbeddedEngineOptions } from "../../layers/engine/EmbeddedEngine.ts"
-import { Engine, type EngineShape } from "../../layers/engine/Engine.ts"
-import { Forests } from "../../layers/generation/Forests.ts"
-import { Generation } from "../../layers/generation/Generation.ts"
-import { Rollout, type StepResult } from "../../layers/rollout/Rollout.ts"
+import * as Credit from "../../layers/credit/Credit.ts"
+import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
+import * as Engine from "../../layers/engine/Engine.ts"
+import * as Forests from "../../layers/generation/Forests.ts"
+import * as Generation from "../../layers/generation/Generation.ts"
+import * as Rollout from "../../layers/rollout/Rollout.ts"
 import * as RolloutConfig from "../../layers/rollout/RolloutConfig.ts"
 import * as Telemetry from "../../layers/runtime/Telemetry.ts"
-import { GroupPool } from "../../layers/schedule/GroupPool.ts"
-import { Sessions } from "../../layers/schedule/Sessions.ts"
-import { type InProcessAgent, Supervisor } from "../../layers/session/Supervisor.ts"
-import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
+import * as GroupPool from "../../layers/schedule/GroupPool.ts"
+import * as Sessions from "../../layers/schedule/Sessions.ts"
+import * as Supervisor from "../../layers/session/Supervisor.ts"
+import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import * as RolloutOptions from "../../src/config/RolloutOptions.ts"
 import * as Settings from "../../src/config/Settings.ts"
 import { creditOptions } from "../../src/index.ts"
 import * as Retention from "../../src/schedule/Retention.ts"
-import { agentTurn } from "../support/agentTurn.ts"
+import * as AgentTurn from "../support/agentTurn.ts"
 import * as Workload from "../support/Workload.ts"
 
 export type Mode = "synchronous" | "partial" | "fully-async"
@@ -75,7 +75,7 @@ export interface SessionTrace {
 export interface SimReport {
   readonly options: SimOptions
   /** Every step call's result, the final backfill last (fully async). */
-  readonly results: ReadonlyArray<StepResult>
+  readonly results: ReadonlyArray<Rollout.StepResult>
   /** Simulated seconds each step call took. */
   readonly stepSeconds: ReadonlyArray<number>
   /** Simulated seconds from the first step's start to the last training's end. */
@@ -121,21 +121,25 @@ export const simulate = (options: SimOptions) =>
       ...modeFlags(options.mode)
     })
     const sink = Telemetry.memorySink()
-    const engineOptions: EmbeddedEngineOptions = {
+    const engineOptions: EmbeddedEngine.EmbeddedEngineOptions = {
       seed: rolloutSeed,
       decodeTokensPerSecond: options.decodeTokensPerSecond ?? 40,
       prefillTokensPerSecond: 0,
       model: { eosProbability: 0 }
     }
-    const core = Layer.mergeAll(Sessions.layer, Forests.layer, Tokenizer.layer.pipe(Layer.orDie))
+    const core = Layer.mergeAll(
+      Sessions.Sessions.layer,
+      Forests.Forests.layer,
+      Tokenizer.Tokenizer.layer.pipe(Layer.orDie)
+    )
     const attempts: Array<AttemptTrace> = []
     // Engine generations started and not yet ended (a generation fiber left behind keeps this above 0).
     let generating = 0
     // The embedded engine, recording every attempt's request and output (to check what a parked request resumed from).
     const recording = Layer.effect(
-      Engine,
+      Engine.Engine,
       Effect.gen(function*() {
-        const engine = yield* Engine
+        const engine = yield* Engine.Engine
         return {
           ...engine,
           generate: (request) =>
@@ -154,10 +158,10 @@ export const simulate = (options: SimOptions) =>
                 )
               )
             )
-        } satisfies EngineShape
+        } satisfies Engine.EngineShape
       })
-    ).pipe(Layer.provide(EmbeddedEngine.layer(engineOptions)))
-    const generation = Generation.layer({}).pipe(
+    ).pipe(Layer.provide(EmbeddedEngine.EmbeddedEngine.layer(engineOptions)))
+    const generation = Generation.Generation.layer({}).pipe(
       Layer.provideMerge(recording),
       Layer.provideMerge(core)
     )
@@ -166,10 +170,10 @@ export const simulate = (options: SimOptions) =>
     const traces: Array<SessionTrace> = []
     let running = 0
     let peakAgents = 0
-    const agent: InProcessAgent = (input) =>
+    const agent: Supervisor.InProcessAgent = (input) =>
       Effect.gen(function*() {
-        const sessions = yield* Sessions
-        const generate = yield* Generation
+        const sessions = yield* Sessions.Sessions
+        const generate = yield* Generation.Generation
         const entry = yield* sessions.lookup(input.sessionId)
         const task = Number((input.input.metadata as { readonly task?: number } | undefined)?.task ?? 0)
         const position = (entry.sampling.seed ?? rolloutSeed) - rolloutSeed
@@ -190,7 +194,7 @@ export const simulate = (options: SimOptions) =>
           const messages: Array<unknown> = [...(input.input.messages ?? [])]
           for (const [turn, step] of plan.turns.entries()) {
             yield* Effect.sleep(`${step.thinkSeconds} seconds`)
-            const completion = yield* agentTurn(generate, entry, messages, step.outputTokens)
+            const completion = yield* AgentTurn.agentTurn(generate, entry, messages, step.outputTokens)
             messages.push({ role: "assistant", content: completion.content })
             yield* Effect.sleep(`${step.toolSeconds} seconds`)
             messages.push({ role: "user", content: `Tool result ${turn} of task ${task}.` })
@@ -208,12 +212,12 @@ export const simulate = (options: SimOptions) =>
         )
       }).pipe(Effect.provide(services))
 
-    const rolloutLayer = Rollout.layer.pipe(
+    const rolloutLayer = Rollout.Rollout.layer.pipe(
       Layer.provide(Layer.mergeAll(
         RolloutConfig.RolloutConfig.layerSettings(settings),
-        Supervisor.layerInProcess(agent, { timeoutSeconds: settings.agentTimeout }),
-        Credit.layer(creditOptions(settings)).pipe(Layer.orDie),
-        GroupPool.layer.pipe(Layer.provide(Telemetry.Telemetry.layerSink(sink))),
+        Supervisor.Supervisor.layerInProcess(agent, { timeoutSeconds: settings.agentTimeout }),
+        Credit.Credit.layer(creditOptions(settings)).pipe(Layer.orDie),
+        GroupPool.GroupPool.layer.pipe(Layer.provide(Telemetry.Telemetry.layerSink(sink))),
         Telemetry.Telemetry.layerSink(sink),
         services
       )),
@@ -223,7 +227,7 @@ export const simulate = (options: SimOptions) =>
     const mode = Settings.retentionMode(settings)
     const calls = Retention.stepCount(mode, options.steps)
     const stepSeconds: Array<number> = []
-    const results: Array<StepResult> = []
+    const results: Array<Rollout.StepResult> = []
     const done = yield* Deferred.make<number>()
 
     const run = Effect.scoped(Effect.gen(function*() {
@@ -231,13 +235,13 @@ export const simulate = (options: SimOptions) =>
       const context = yield* Layer.build(rolloutLayer)
       const rollout = yield* Effect.provide(
         Effect.gen(function*() {
-          return yield* Rollout
+          return yield* Rollout.Rollout
         }),
         context
       )
       const engine = yield* Effect.provide(
         Effect.gen(function*() {
-          return yield* Engine
+          return yield* Engine.Engine
         }),
         services
       )

@@ -7,11 +7,11 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, type Layer } from "effect"
 import { join, resolve } from "node:path"
-import { Generation } from "../../layers/generation/Generation.ts"
-import { Sessions } from "../../layers/schedule/Sessions.ts"
-import type { InProcessAgent } from "../../layers/session/Supervisor.ts"
+import * as Generation from "../../layers/generation/Generation.ts"
+import * as Sessions from "../../layers/schedule/Sessions.ts"
+import type * as Supervisor from "../../layers/session/Supervisor.ts"
 import * as Settings from "../../src/config/Settings.ts"
-import { calcTool } from "../fixtures/gateway/policy.ts"
+import * as Policy from "../fixtures/gateway/policy.ts"
 import * as InProcessRollout from "../support/inProcessRollout.ts"
 import * as Requests from "../support/requests.ts"
 
@@ -21,14 +21,14 @@ const unknownCall = "<tool_call>\n{\"name\": \"launch_rockets\", \"arguments\": 
 /** One model turn, then: the first Session started crashes (dropping its Group); the others report reward 1. */
 const agent =
   (started: { count: number }) =>
-  (services: Layer.Layer<InProcessRollout.GenerationServices>): InProcessAgent =>
+  (services: Layer.Layer<InProcessRollout.GenerationServices>): Supervisor.InProcessAgent =>
   (input) =>
     Effect.gen(function*() {
       const first = started.count++ === 0
-      const entry = yield* (yield* Sessions).lookup(input.sessionId)
-      yield* (yield* Generation).generate(
+      const entry = yield* (yield* Sessions.Sessions).lookup(input.sessionId)
+      yield* (yield* Generation.Generation).generate(
         entry,
-        Requests.canonicalRequest({ messages: [...(input.input.messages ?? [])], tools: [calcTool] })
+        Requests.canonicalRequest({ messages: [...(input.input.messages ?? [])], tools: [Policy.calcTool] })
       )
       // Crashes once its sibling has finished its own turn (and Session), so both turns were committed.
       if (first) return yield* Effect.sleep("10 seconds").pipe(Effect.andThen(Effect.fail(new Error("agent crashed"))))

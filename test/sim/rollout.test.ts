@@ -6,22 +6,22 @@ import { assert, describe, it } from "@effect/vitest"
 import { Clock, Effect, Fiber, Layer } from "effect"
 import { TestClock } from "effect/testing"
 import { join, resolve } from "node:path"
-import { Credit } from "../../layers/credit/Credit.ts"
-import { EmbeddedEngine } from "../../layers/engine/EmbeddedEngine.ts"
-import type { Engine } from "../../layers/engine/Engine.ts"
-import { Forests } from "../../layers/generation/Forests.ts"
-import { Generation } from "../../layers/generation/Generation.ts"
-import { Rollout } from "../../layers/rollout/Rollout.ts"
+import * as Credit from "../../layers/credit/Credit.ts"
+import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
+import type * as Engine from "../../layers/engine/Engine.ts"
+import * as Forests from "../../layers/generation/Forests.ts"
+import * as Generation from "../../layers/generation/Generation.ts"
+import * as Rollout from "../../layers/rollout/Rollout.ts"
 import * as RolloutConfig from "../../layers/rollout/RolloutConfig.ts"
 import * as Telemetry from "../../layers/runtime/Telemetry.ts"
-import { GroupPool } from "../../layers/schedule/GroupPool.ts"
-import { Sessions } from "../../layers/schedule/Sessions.ts"
-import { type InProcessAgent, Supervisor } from "../../layers/session/Supervisor.ts"
-import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
+import * as GroupPool from "../../layers/schedule/GroupPool.ts"
+import * as Sessions from "../../layers/schedule/Sessions.ts"
+import * as Supervisor from "../../layers/session/Supervisor.ts"
+import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import * as RolloutOptions from "../../src/config/RolloutOptions.ts"
 import * as Settings from "../../src/config/Settings.ts"
 import { creditOptions } from "../../src/index.ts"
-import { agentTurn } from "../support/agentTurn.ts"
+import * as AgentTurn from "../support/agentTurn.ts"
 
 const fixtures = resolve(import.meta.dirname, "../fixtures/rollout")
 
@@ -32,17 +32,17 @@ interface Trace {
 }
 
 /** An agent that starts up for `startup` seconds, asks the model twice, and exports implicitly. */
-const agent = (traces: Array<Trace>, startup: number): InProcessAgent => (input) =>
+const agent = (traces: Array<Trace>, startup: number): Supervisor.InProcessAgent => (input) =>
   Effect.gen(function*() {
-    const sessions = yield* Sessions
-    const generation = yield* Generation
+    const sessions = yield* Sessions.Sessions
+    const generation = yield* Generation.Generation
     const trace: Trace = { mode: input.rolloutMode, start: yield* Clock.currentTimeMillis, end: -1 }
     traces.push(trace)
     yield* Effect.sleep(`${startup} seconds`)
     const entry = yield* sessions.lookup(input.sessionId)
     const messages: Array<unknown> = [...(input.input.messages ?? [])]
     for (let turn = 0; turn < 2; turn++) {
-      const completion = yield* agentTurn(generation, entry, messages)
+      const completion = yield* AgentTurn.agentTurn(generation, entry, messages)
       messages.push({ role: "assistant", content: completion.content }, { role: "user", content: "Check your answer." })
     }
     trace.end = yield* Clock.currentTimeMillis
@@ -50,26 +50,34 @@ const agent = (traces: Array<Trace>, startup: number): InProcessAgent => (input)
   }).pipe(Effect.provide(services))
 
 // The agents reach the generation core through the same service instances the rollout uses.
-let services: Layer.Layer<Sessions | Generation | Forests | Tokenizer | Engine>
+let services: Layer.Layer<
+  Sessions.Sessions | Generation.Generation | Forests.Forests | Tokenizer.Tokenizer | Engine.Engine
+>
 
 const build = (input: RolloutOptions.RolloutOptionsInput, traces: Array<Trace>, startup: number) =>
   Effect.gen(function*() {
     const settings = yield* Settings.resolve(input)
     const sink = Telemetry.memorySink()
     const policy = (request: { readonly turn: number }) => `Answer ${request.turn}: 4.`
-    const core = Layer.mergeAll(Sessions.layer, Forests.layer, Tokenizer.layer.pipe(Layer.orDie))
-    const generation = Generation.layer({}).pipe(
-      Layer.provideMerge(EmbeddedEngine.layer({ policy, decodeTokensPerSecond: 10, prefillTokensPerSecond: 0 })),
+    const core = Layer.mergeAll(
+      Sessions.Sessions.layer,
+      Forests.Forests.layer,
+      Tokenizer.Tokenizer.layer.pipe(Layer.orDie)
+    )
+    const generation = Generation.Generation.layer({}).pipe(
+      Layer.provideMerge(
+        EmbeddedEngine.EmbeddedEngine.layer({ policy, decodeTokensPerSecond: 10, prefillTokensPerSecond: 0 })
+      ),
       Layer.provideMerge(core)
     )
     const built = yield* Layer.build(generation)
     services = Layer.succeedContext(built)
-    const rollout = Rollout.layer.pipe(
+    const rollout = Rollout.Rollout.layer.pipe(
       Layer.provide(Layer.mergeAll(
         RolloutConfig.RolloutConfig.layerSettings(settings),
-        Supervisor.layerInProcess(agent(traces, startup), { timeoutSeconds: settings.agentTimeout }),
-        Credit.layer(creditOptions(settings)).pipe(Layer.orDie),
-        GroupPool.layer.pipe(Layer.provide(Telemetry.Telemetry.layerSink(sink))),
+        Supervisor.Supervisor.layerInProcess(agent(traces, startup), { timeoutSeconds: settings.agentTimeout }),
+        Credit.Credit.layer(creditOptions(settings)).pipe(Layer.orDie),
+        GroupPool.GroupPool.layer.pipe(Layer.provide(Telemetry.Telemetry.layerSink(sink))),
         Telemetry.Telemetry.layerSink(sink),
         services
       )),
@@ -97,7 +105,7 @@ describe("whole rollouts under the TestClock", () => {
         30
       )
       const fiber = yield* Effect.gen(function*() {
-        const r = yield* Rollout
+        const r = yield* Rollout.Rollout
         return [yield* r.runStep(0), yield* r.runStep(1)] as const
       }).pipe(Effect.provide(rollout), Effect.forkChild)
       yield* TestClock.adjust("20 minutes")
@@ -134,7 +142,7 @@ describe("whole rollouts under the TestClock", () => {
         10
       )
       const fiber = yield* Effect.gen(function*() {
-        const r = yield* Rollout
+        const r = yield* Rollout.Rollout
         return yield* r.runEval(0)
       }).pipe(Effect.provide(rollout), Effect.forkChild)
       yield* TestClock.adjust("20 minutes")

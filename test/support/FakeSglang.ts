@@ -46,14 +46,14 @@
 import { Effect, Exit, Result, Schema, type Scope } from "effect"
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
 import type { AddressInfo, Socket } from "node:net"
-import type { EngineShape, GenerateResult } from "../../layers/engine/Engine.ts"
+import type * as Engine from "../../layers/engine/Engine.ts"
 import * as Hash from "../../src/engine/Hash.ts"
 import * as Sampling from "../../src/engine/Sampling.ts"
 import * as Wire from "../../src/engine/Wire.ts"
 
 export interface FakeSglangOptions {
   /** The model behind `/generate` (an instant embedded engine). */
-  readonly engine?: EngineShape | undefined
+  readonly engine?: Engine.EngineShape | undefined
   /** Context window for SGLang's context checks (default 32768). */
   readonly contextLength?: number | undefined
   /** `--max-running-requests`: requests beyond it wait in the waiting queue (default: no limit). */
@@ -204,7 +204,7 @@ const routedExpertsText = (inputIds: ReadonlyArray<number>, outputIds: ReadonlyA
 
 const toResponse = (
   rid: string,
-  result: GenerateResult,
+  result: Engine.GenerateResult,
   returnLogprob: boolean,
   weightVersion: string,
   routedFor?: ReadonlyArray<number>
@@ -252,7 +252,7 @@ interface Req {
   readonly ranOn: Array<string>
   phase: "waiting" | "running" | "done"
   /** The model's whole output, once computed. */
-  result: GenerateResult | undefined
+  result: Engine.GenerateResult | undefined
   /** Held: answers only when aborted or released. */
   held: boolean
   /** Its connection broke; it runs on until aborted. */
@@ -346,7 +346,7 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
       notify()
     }
 
-    const partialOf = (result: GenerateResult, tokens: number): GenerateResult => ({
+    const partialOf = (result: Engine.GenerateResult, tokens: number): Engine.GenerateResult => ({
       ...result,
       outputIds: result.outputIds.slice(0, tokens),
       logprobs: result.logprobs.slice(0, tokens),

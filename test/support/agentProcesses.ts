@@ -5,7 +5,7 @@
 import { Effect } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import { hasExited } from "../../layers/session/ProcessGroup.ts"
+import * as ProcessGroup from "../../layers/session/ProcessGroup.ts"
 
 /** The pids every agent wrote: its own and its background child's. */
 export const recordedPids = (dir: string): Array<number> =>
@@ -31,4 +31,4 @@ export const awaitAgents = (dir: string, count: number) =>
   })
 
 /** Whether `pid` is a live process (a zombie, already dead and only waiting to be reaped, does not count). */
-export const running = (pid: number): boolean => !hasExited(pid)
+export const running = (pid: number): boolean => !ProcessGroup.hasExited(pid)

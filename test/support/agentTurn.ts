@@ -3,13 +3,13 @@
  * (Chat Completions semantics, no tools, not streamed).
  */
 import { Effect } from "effect"
-import type { GenerationShape } from "../../layers/generation/Generation.ts"
-import type { SessionEntry } from "../../layers/schedule/Sessions.ts"
+import type * as Generation from "../../layers/generation/Generation.ts"
+import type * as Sessions from "../../layers/schedule/Sessions.ts"
 import * as Requests from "./requests.ts"
 
 export const agentTurn = (
-  generation: GenerationShape,
-  entry: SessionEntry,
+  generation: Generation.GenerationShape,
+  entry: Sessions.SessionEntry,
   messages: ReadonlyArray<unknown>,
   maxTokens?: number
 ) =>

@@ -10,23 +10,28 @@
  */
 import { Effect, Fiber, Layer, Result } from "effect"
 import { TestClock } from "effect/testing"
-import { Credit } from "../../layers/credit/Credit.ts"
-import { EmbeddedEngine, type Policy } from "../../layers/engine/EmbeddedEngine.ts"
-import type { Engine } from "../../layers/engine/Engine.ts"
-import { Forests } from "../../layers/generation/Forests.ts"
-import { Generation } from "../../layers/generation/Generation.ts"
-import { Rollout } from "../../layers/rollout/Rollout.ts"
+import * as Credit from "../../layers/credit/Credit.ts"
+import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
+import type * as Engine from "../../layers/engine/Engine.ts"
+import * as Forests from "../../layers/generation/Forests.ts"
+import * as Generation from "../../layers/generation/Generation.ts"
+import * as Rollout from "../../layers/rollout/Rollout.ts"
 import * as RolloutConfig from "../../layers/rollout/RolloutConfig.ts"
 import * as Telemetry from "../../layers/runtime/Telemetry.ts"
-import { GroupPool } from "../../layers/schedule/GroupPool.ts"
-import { Sessions } from "../../layers/schedule/Sessions.ts"
-import { type InProcessAgent, Supervisor } from "../../layers/session/Supervisor.ts"
-import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
+import * as GroupPool from "../../layers/schedule/GroupPool.ts"
+import * as Sessions from "../../layers/schedule/Sessions.ts"
+import * as Supervisor from "../../layers/session/Supervisor.ts"
+import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import type * as Settings from "../../src/config/Settings.ts"
 import { creditOptions } from "../../src/index.ts"
 
 /** What an in-process agent of the step may call. */
-export type GenerationServices = Sessions | Generation | Forests | Tokenizer | Engine
+export type GenerationServices =
+  | Sessions.Sessions
+  | Generation.Generation
+  | Forests.Forests
+  | Tokenizer.Tokenizer
+  | Engine.Engine
 
 /**
  * Run training step 0 of `settings` with agents made by `agent` (given the generation services) and the embedded
@@ -35,34 +40,40 @@ export type GenerationServices = Sessions | Generation | Forests | Tokenizer | E
 export const runStep = (
   settings: Settings.RolloutSettings,
   options: {
-    readonly policy: Policy
-    readonly agent: (services: Layer.Layer<GenerationServices>) => InProcessAgent
+    readonly policy: EmbeddedEngine.Policy
+    readonly agent: (services: Layer.Layer<GenerationServices>) => Supervisor.InProcessAgent
     readonly maxSeconds: number
   }
 ) =>
   Effect.gen(function*() {
-    const generationOptions = Generation.optionsOf(settings)
+    const generationOptions = Generation.Generation.optionsOf(settings)
     if (Result.isFailure(generationOptions)) return yield* Effect.die(generationOptions.failure)
     const sink = Telemetry.memorySink()
-    const core = Layer.mergeAll(Sessions.layer, Forests.layer, Tokenizer.layer.pipe(Layer.orDie))
-    const generation = Generation.layer(generationOptions.success).pipe(
-      Layer.provideMerge(EmbeddedEngine.layer({ ...EmbeddedEngine.instant, policy: options.policy })),
+    const core = Layer.mergeAll(
+      Sessions.Sessions.layer,
+      Forests.Forests.layer,
+      Tokenizer.Tokenizer.layer.pipe(Layer.orDie)
+    )
+    const generation = Generation.Generation.layer(generationOptions.success).pipe(
+      Layer.provideMerge(
+        EmbeddedEngine.EmbeddedEngine.layer({ ...EmbeddedEngine.EmbeddedEngine.instant, policy: options.policy })
+      ),
       Layer.provideMerge(core)
     )
     const services: Layer.Layer<GenerationServices> = Layer.succeedContext(yield* Layer.build(generation))
-    const rollout = Rollout.layer.pipe(
+    const rollout = Rollout.Rollout.layer.pipe(
       Layer.provide(Layer.mergeAll(
         RolloutConfig.RolloutConfig.layerSettings(settings),
-        Supervisor.layerInProcess(options.agent(services), { timeoutSeconds: settings.agentTimeout }),
-        Credit.layer(creditOptions(settings)).pipe(Layer.orDie),
-        GroupPool.layer.pipe(Layer.provide(Telemetry.Telemetry.layerSink(sink))),
+        Supervisor.Supervisor.layerInProcess(options.agent(services), { timeoutSeconds: settings.agentTimeout }),
+        Credit.Credit.layer(creditOptions(settings)).pipe(Layer.orDie),
+        GroupPool.GroupPool.layer.pipe(Layer.provide(Telemetry.Telemetry.layerSink(sink))),
         Telemetry.Telemetry.layerSink(sink),
         services
       )),
       Layer.orDie
     )
     const fiber = yield* Effect.gen(function*() {
-      return yield* (yield* Rollout).runStep(0)
+      return yield* (yield* Rollout.Rollout).runStep(0)
     }).pipe(Effect.provide(rollout), Effect.forkChild)
     for (let second = 0; second < options.maxSeconds && fiber.pollUnsafe() === undefined; second++) {
       yield* TestClock.adjust("1 second")

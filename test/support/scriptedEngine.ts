@@ -3,15 +3,18 @@
  * version `v0`.
  */
 import { Effect, Layer } from "effect"
-import { Engine, type GenerateRequest, type GenerateResult } from "../../layers/engine/Engine.ts"
+import * as Engine from "../../layers/engine/Engine.ts"
 
 /** What the engine answers to the n-th request (0-based) of `calls`. */
-export type Script = (request: GenerateRequest, call: number) => Omit<GenerateResult, "promptTokens" | "cachedTokens">
+export type Script = (
+  request: Engine.GenerateRequest,
+  call: number
+) => Omit<Engine.GenerateResult, "promptTokens" | "cachedTokens">
 
-export const scriptedEngine = (calls: Array<GenerateRequest>, script: Script) =>
+export const scriptedEngine = (calls: Array<Engine.GenerateRequest>, script: Script) =>
   Layer.succeed(
-    Engine,
-    Engine.of({
+    Engine.Engine,
+    Engine.Engine.of({
       generate: (request) =>
         Effect.sync(() => {
           calls.push(request)

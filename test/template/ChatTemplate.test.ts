@@ -4,7 +4,7 @@ import { readFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import type * as Canonical from "../../src/protocol/canonical.ts"
 import * as ChatTemplate from "../../src/template/ChatTemplate.ts"
-import { qwen2VlChatTemplate } from "../support/VisionTokenizer.ts"
+import * as VisionTokenizer from "../support/VisionTokenizer.ts"
 
 /** Prints what the template receives, so the tests see the values rather than a particular template's layout. */
 const probe = ChatTemplate.compile(
@@ -85,7 +85,7 @@ describe("ChatTemplate.toolsPrefix", () => {
 
   it("proves Qwen3's leading tool block (it reads messages[0]) and a template without tools", () => {
     assert.deepStrictEqual(prefixOf(qwen3), { messagesRead: 1 })
-    assert.deepStrictEqual(prefixOf(qwen2VlChatTemplate), { messagesRead: 0 })
+    assert.deepStrictEqual(prefixOf(VisionTokenizer.qwen2VlChatTemplate), { messagesRead: 0 })
     assert.deepStrictEqual(
       prefixOf("{% if tools %}{{ tools | tojson }}{{ messages[1].content }}{% endif %}{{ messages }}"),
       {

@@ -2,11 +2,11 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Result } from "effect"
 import { readFileSync } from "node:fs"
 import { createRequire } from "node:module"
-import { Tokenizer, type TokenizerShape } from "../../layers/tokenizer/Tokenizer.ts"
+import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import type * as Canonical from "../../src/protocol/canonical.ts"
 import * as ChatTemplate from "../../src/template/ChatTemplate.ts"
 import * as ObservationDelta from "../../src/template/ObservationDelta.ts"
-import { qwen2VlChatTemplate } from "../support/VisionTokenizer.ts"
+import * as VisionTokenizer from "../support/VisionTokenizer.ts"
 
 const tools: ReadonlyArray<Canonical.Tool> = [{
   type: "function",
@@ -14,10 +14,10 @@ const tools: ReadonlyArray<Canonical.Tool> = [{
 }]
 
 describe("observation delta tokenization (docs/sessionforest.md)", () => {
-  it.layer(Tokenizer.layer)((it) => {
+  it.layer(Tokenizer.Tokenizer.layer)((it) => {
     it.effect("a root observation is the full prompt with the generation prompt", () =>
       Effect.gen(function*() {
-        const tok = yield* Tokenizer
+        const tok = yield* Tokenizer.Tokenizer
         const messages: ReadonlyArray<Canonical.Message> = [{ role: "system", content: "You are helpful." }, {
           role: "user",
           content: "Hi!"
@@ -39,7 +39,7 @@ describe("observation delta tokenization (docs/sessionforest.md)", () => {
 
     it.effect("a deeper observation starts after the previous end token and ends with the generation prompt", () =>
       Effect.gen(function*() {
-        const tok = yield* Tokenizer
+        const tok = yield* Tokenizer.Tokenizer
         const ids = Result.getOrThrow(
           ObservationDelta.deltaTokens(tok, [{ role: "user", content: "And now?" }], tools, {})
         )
@@ -49,7 +49,7 @@ describe("observation delta tokenization (docs/sessionforest.md)", () => {
 
     it.effect("consecutive tool results become one user turn of tool responses", () =>
       Effect.gen(function*() {
-        const tok = yield* Tokenizer
+        const tok = yield* Tokenizer.Tokenizer
         const ids = Result.getOrThrow(ObservationDelta.deltaTokens(
           tok,
           [
@@ -67,7 +67,7 @@ describe("observation delta tokenization (docs/sessionforest.md)", () => {
 
     it.effect("template kwargs reach the generation prompt (enable_thinking=false adds an empty think block)", () =>
       Effect.gen(function*() {
-        const tok = yield* Tokenizer
+        const tok = yield* Tokenizer.Tokenizer
         const ids = Result.getOrThrow(
           ObservationDelta.deltaTokens(tok, [{ role: "user", content: "Q" }], [], { enable_thinking: false })
         )
@@ -79,7 +79,7 @@ describe("observation delta tokenization (docs/sessionforest.md)", () => {
 
     it.effect("only the text after the dummy prefix is encoded, with the same ids as the whole text", () =>
       Effect.gen(function*() {
-        const tok = yield* Tokenizer
+        const tok = yield* Tokenizer.Tokenizer
         const encoded: Array<string> = []
         // A fresh tokenizer object gets its own calibration; it records what it is asked to encode.
         const recording: ObservationDelta.TemplateTokenizer = {
@@ -120,7 +120,7 @@ describe("observation delta tokenization (docs/sessionforest.md)", () => {
 
     it.effect("without special token ids the whole text is encoded (no suffix shortcut)", () =>
       Effect.gen(function*() {
-        const tok = yield* Tokenizer
+        const tok = yield* Tokenizer.Tokenizer
         const encoded: Array<string> = []
         const plain: ObservationDelta.TemplateTokenizer = {
           encode: (text) => {
@@ -174,7 +174,7 @@ const referenceDelta = (
 
 /** The tokenizer with another chat template, recording the tool lists its renders get. */
 const withTemplate = (
-  tok: TokenizerShape,
+  tok: Tokenizer.TokenizerShape,
   source: string,
   renders: Array<number>
 ): ObservationDelta.TemplateTokenizer => {
@@ -297,10 +297,10 @@ const assertSameDeltas = (tok: ObservationDelta.TemplateTokenizer, label: string
 }
 
 describe("observation deltas rendered without the tools (differential)", () => {
-  it.layer(Tokenizer.layer)((it) => {
+  it.layer(Tokenizer.Tokenizer.layer)((it) => {
     it.effect("Qwen3's template: the ids are the full render's for every tool list, kwargs and delta", () =>
       Effect.gen(function*() {
-        const tok = yield* Tokenizer
+        const tok = yield* Tokenizer.Tokenizer
         const renders: Array<number> = []
         const qwen3 = withTemplate(tok, qwen3Template, renders)
         assert.deepStrictEqual(qwen3.toolsPrefix, { messagesRead: 1 })
@@ -319,9 +319,9 @@ describe("observation deltas rendered without the tools (differential)", () => {
 
     it.effect("Qwen2-VL's template (no tools, image parts) and one that reads tools in its loop", () =>
       Effect.gen(function*() {
-        const tok = yield* Tokenizer
+        const tok = yield* Tokenizer.Tokenizer
         const renders: Array<number> = []
-        const vision = withTemplate(tok, qwen2VlChatTemplate, renders)
+        const vision = withTemplate(tok, VisionTokenizer.qwen2VlChatTemplate, renders)
         assert.deepStrictEqual(vision.toolsPrefix, { messagesRead: 0 })
         assertSameDeltas(vision, "qwen2-vl")
         const inLoop = withTemplate(tok, toolsInLoop, renders)
@@ -336,7 +336,7 @@ describe("observation deltas rendered without the tools (differential)", () => {
 
     it.effect("a template the probes disagree with keeps the full render", () =>
       Effect.gen(function*() {
-        const tok = yield* Tokenizer
+        const tok = yield* Tokenizer.Tokenizer
         const renders: Array<number> = []
         const honest = withTemplate(tok, toolsInLoop, renders)
         // Claims the tool block is separable although the loop reads the tools: the probes catch it.

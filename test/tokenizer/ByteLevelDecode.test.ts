@@ -3,7 +3,7 @@ import { Tokenizer as HfTokenizer } from "@huggingface/tokenizers"
 import { readFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { dirname, join } from "node:path"
-import { byteLevelDecoder, usesByteLevelDecode } from "../../layers/tokenizer/ByteLevelDecode.ts"
+import * as ByteLevelDecode from "../../layers/tokenizer/ByteLevelDecode.ts"
 
 // The differential test of the byte-level decode: for every id list, the text equals the library's own `decode`
 // (special tokens kept and skipped), on the bundled Qwen3 files and on variants.
@@ -17,7 +17,7 @@ const tokenizerConfig = JSON.parse(readFileSync(join(directory, "tokenizer_confi
 const addedTokens = tokenizerJson["added_tokens"] as ReadonlyArray<{ readonly id: number; readonly content: string }>
 
 const qwen3 = new HfTokenizer(tokenizerJson, tokenizerConfig)
-const decode = byteLevelDecoder(qwen3)
+const decode = ByteLevelDecode.byteLevelDecoder(qwen3)
 
 /** A deterministic generator (mulberry32), so a failure reproduces. */
 const random = (seed: number) => () => {
@@ -59,7 +59,11 @@ const idLists = (next: () => number): ReadonlyArray<ReadonlyArray<number>> => {
   return lists
 }
 
-const assertSame = (hf: HfTokenizer, fast: ReturnType<typeof byteLevelDecoder>, ids: ReadonlyArray<number>) => {
+const assertSame = (
+  hf: HfTokenizer,
+  fast: ReturnType<typeof ByteLevelDecode.byteLevelDecoder>,
+  ids: ReadonlyArray<number>
+) => {
   for (const skip of [false, true]) {
     assert.strictEqual(
       fast(ids, skip),
@@ -71,7 +75,7 @@ const assertSame = (hf: HfTokenizer, fast: ReturnType<typeof byteLevelDecoder>, 
 
 describe("ByteLevelDecode", () => {
   it("gives the library's text for realistic, cut, added, unknown and random ids, twice each", () => {
-    assert.isTrue(usesByteLevelDecode(qwen3))
+    assert.isTrue(ByteLevelDecode.usesByteLevelDecode(qwen3))
     for (const ids of idLists(random(23))) {
       assertSame(qwen3, decode, ids)
       assertSame(qwen3, decode, ids)
@@ -88,7 +92,7 @@ describe("ByteLevelDecode", () => {
     const config = { ...tokenizerConfig, additional_special_tokens: ["hello", "<think>"] }
     const model = { ...(tokenizerJson["model"] as Record<string, unknown>), unk_token: "!" }
     const hf = new HfTokenizer({ ...tokenizerJson, model }, config)
-    const fast = byteLevelDecoder(hf)
+    const fast = ByteLevelDecode.byteLevelDecoder(hf)
     const ids = encode("say hello <think> world")
     for (const list of [ids, [...ids, vocabSize + 500, 151_667], ...idLists(random(31)).slice(0, 50)]) {
       assertSame(hf, fast, list)
@@ -101,7 +105,7 @@ describe("ByteLevelDecode", () => {
       { ...tokenizerJson, model: { ...model, vocab: { ...model.vocab, "\ud83d": 151_700, "\ude00": 151_701 } } },
       tokenizerConfig
     )
-    const fast = byteLevelDecoder(hf)
+    const fast = ByteLevelDecode.byteLevelDecoder(hf)
     for (
       const ids of [[151_700, 151_701], [40, 151_700, 151_701, 40], [151_701, 151_700], [151_700, 151_644, 151_701]]
     ) {
@@ -111,8 +115,8 @@ describe("ByteLevelDecode", () => {
 
   it("uses the library's decode for decoders of another shape", () => {
     const hf = new HfTokenizer(tokenizerJson, { ...tokenizerConfig, clean_up_tokenization_spaces: true })
-    assert.isFalse(usesByteLevelDecode(hf))
-    const fast = byteLevelDecoder(hf)
+    assert.isFalse(ByteLevelDecode.usesByteLevelDecode(hf))
+    const fast = ByteLevelDecode.byteLevelDecoder(hf)
     for (const ids of [encode("a , b . c 's"), ...idLists(random(37)).slice(0, 30)]) assertSame(hf, fast, ids)
   })
 })

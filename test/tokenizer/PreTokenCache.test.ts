@@ -3,14 +3,7 @@ import { Tokenizer as HfTokenizer } from "@huggingface/tokenizers"
 import { readFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { dirname, join } from "node:path"
-import {
-  cachedEncoder,
-  dictionarySplit,
-  GENERATION_SIZE,
-  MAX_CACHED_PIECE,
-  plainEncoder,
-  usesPieceCache
-} from "../../layers/tokenizer/PreTokenCache.ts"
+import * as PreTokenCache from "../../layers/tokenizer/PreTokenCache.ts"
 
 // The differential test of the pre-token cache: for every text, the cached encoder's ids equal the library's own
 // `encode` (the bundled Qwen3 files, and a variant whose added tokens strip their neighbours or are normalized).
@@ -29,7 +22,7 @@ const addedTokens = tokenizerJson["added_tokens"] as ReadonlyArray<AddedTokenJso
 
 const qwen3 = new HfTokenizer(tokenizerJson, tokenizerConfig)
 const direct = (text: string): ReadonlyArray<number> => qwen3.encode(text, { add_special_tokens: false }).ids
-const cached = cachedEncoder(new HfTokenizer(tokenizerJson, tokenizerConfig))
+const cached = PreTokenCache.cachedEncoder(new HfTokenizer(tokenizerJson, tokenizerConfig))
 
 /** A deterministic generator (mulberry32), so a failure reproduces. */
 const random = (seed: number) => () => {
@@ -127,7 +120,7 @@ const assertSame = (
 
 describe("PreTokenCache", () => {
   it("gives the library's ids for random texts, twice each (a miss, then a hit)", () => {
-    assert.isTrue(usesPieceCache(qwen3))
+    assert.isTrue(PreTokenCache.usesPieceCache(qwen3))
     const next = random(13)
     for (let i = 0; i < 400; i++) {
       const text = randomText(next, 1 + Math.floor(next() * 60))
@@ -144,9 +137,9 @@ describe("PreTokenCache", () => {
       "<|im_end|>\n<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n",
       "<|im_start|>system\nYou are a helpful assistant.\n\n# Tools\n\n<tools>\n{\"type\": \"function\"}\n</tools><|im_end|>\n",
       "<tool_response>\nfile1.txt\nfile2.txt\n</tool_response><|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n",
-      " ".repeat(MAX_CACHED_PIECE - 1),
-      " ".repeat(MAX_CACHED_PIECE),
-      " ".repeat(MAX_CACHED_PIECE + 1) + "x",
+      " ".repeat(PreTokenCache.MAX_CACHED_PIECE - 1),
+      " ".repeat(PreTokenCache.MAX_CACHED_PIECE),
+      " ".repeat(PreTokenCache.MAX_CACHED_PIECE + 1) + "x",
       "\n".repeat(1000),
       "a".repeat(5000),
       "\t \t \n".repeat(300),
@@ -173,7 +166,7 @@ describe("PreTokenCache", () => {
       size += word.length
     }
     const huge = words.join("")
-    assert.isAbove(words.length, 2 * GENERATION_SIZE)
+    assert.isAbove(words.length, 2 * PreTokenCache.GENERATION_SIZE)
     assertSame(cached, direct, huge)
     assertSame(cached, direct, earlier)
   })
@@ -191,7 +184,7 @@ describe("PreTokenCache", () => {
     }
     const library = new HfTokenizer(variant, tokenizerConfig)
     const reference = (text: string) => library.encode(text, { add_special_tokens: false }).ids
-    const encode = cachedEncoder(new HfTokenizer(variant, tokenizerConfig))
+    const encode = PreTokenCache.cachedEncoder(new HfTokenizer(variant, tokenizerConfig))
     const next = random(5)
     for (const text of ["a  <think>  b", "x\n<think>\n\n</think>\n\ny", "  <think>", "<think>  "]) {
       assertSame(encode, reference, text)
@@ -203,7 +196,7 @@ describe("PreTokenCache", () => {
     const plainJson = { ...tokenizerJson, added_tokens: addedTokens.filter((token) => !token.special) }
     const library = new HfTokenizer(plainJson, tokenizerConfig)
     const reference = (text: string) => library.encode(text, { add_special_tokens: false }).ids
-    const encode = cachedEncoder(new HfTokenizer(plainJson, tokenizerConfig))
+    const encode = PreTokenCache.cachedEncoder(new HfTokenizer(plainJson, tokenizerConfig))
     const next = random(11)
     for (let i = 0; i < 100; i++) assertSame(encode, reference, randomText(next, 30))
   })
@@ -212,7 +205,7 @@ describe("PreTokenCache", () => {
     const plainJson = { ...tokenizerJson, added_tokens: addedTokens.filter((token) => !token.special) }
     const library = new HfTokenizer(plainJson, tokenizerConfig)
     const reference = (text: string) => library.encode(text, { add_special_tokens: false }).ids
-    const encode = plainEncoder(new HfTokenizer(tokenizerJson, tokenizerConfig))
+    const encode = PreTokenCache.plainEncoder(new HfTokenizer(tokenizerJson, tokenizerConfig))
     assert.isDefined(encode)
     if (encode === undefined) return
     const next = random(41)
@@ -247,7 +240,9 @@ describe("PreTokenCache", () => {
       tokenizerConfig
     )
     const reference = (text: string) => library.encode(text, { add_special_tokens: false }).ids
-    const encode = plainEncoder(new HfTokenizer({ ...tokenizerJson, added_tokens: variantTokens }, tokenizerConfig))
+    const encode = PreTokenCache.plainEncoder(
+      new HfTokenizer({ ...tokenizerJson, added_tokens: variantTokens }, tokenizerConfig)
+    )
     assert.isDefined(encode)
     if (encode === undefined) return
     const next = random(43)
@@ -266,7 +261,7 @@ describe("PreTokenCache", () => {
     const merged = { ...tokenizerJson, model: { ...model, merges: [...model.merges, ["<|im_", "end|>"]] } }
     const whole = { ...tokenizerJson, model: { ...model, ignore_merges: true } }
     for (const json of [inVocab, merged, whole]) {
-      assert.isUndefined(plainEncoder(new HfTokenizer(json, tokenizerConfig)))
+      assert.isUndefined(PreTokenCache.plainEncoder(new HfTokenizer(json, tokenizerConfig)))
     }
   })
 
@@ -278,9 +273,9 @@ describe("PreTokenCache", () => {
       pre_tokenizer: { type: "Sequence", pretokenizers: [{ ...split, pattern: { Regex: "\\p{L}+" } }, byteLevel] }
     }
     const gappy = new HfTokenizer(gappyJson, tokenizerConfig)
-    assert.isTrue(usesPieceCache(gappy))
+    assert.isTrue(PreTokenCache.usesPieceCache(gappy))
     const reference = (text: string) => gappy.encode(text, { add_special_tokens: false }).ids
-    const encode = cachedEncoder(new HfTokenizer(gappyJson, tokenizerConfig))
+    const encode = PreTokenCache.cachedEncoder(new HfTokenizer(gappyJson, tokenizerConfig))
     const next = random(17)
     for (const text of ["abc 123 def", "  ", "123", "x"]) assertSame(encode, reference, text)
     for (let i = 0; i < 100; i++) assertSame(encode, reference, randomText(next, 30))
@@ -336,7 +331,7 @@ describe("PreTokenCache", () => {
     const next = random(19)
     for (const words of dictionaries) {
       const library = new Splitter(words)
-      const split = dictionarySplit(words)
+      const split = PreTokenCache.dictionarySplit(words)
       const texts = ["", "aaaa", "aaaaa", "<|im_start|>|>", "a.b.c a_b (x)[]\\$", "<<|im_start|im_start|>>"]
       for (let i = 0; i < 300; i++) {
         texts.push(randomText(next, 1 + Math.floor(next() * 40)) + (next() < 0.3 ? "aa" : ""))
@@ -355,8 +350,8 @@ describe("PreTokenCache", () => {
     const library = new HfTokenizer(otherJson, tokenizerConfig)
     const reference = (text: string) => library.encode(text, { add_special_tokens: false }).ids
     const other = new HfTokenizer(otherJson, tokenizerConfig)
-    assert.isFalse(usesPieceCache(other))
-    const encode = cachedEncoder(other)
+    assert.isFalse(PreTokenCache.usesPieceCache(other))
+    const encode = PreTokenCache.cachedEncoder(other)
     const next = random(3)
     for (let i = 0; i < 50; i++) assertSame(encode, reference, randomText(next, 30))
   })

@@ -3,7 +3,7 @@ import { Effect, Result } from "effect"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import { load, OFF_LOOP_CHARS, Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
+import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 
 const created: Array<string> = []
 afterAll(() => {
@@ -51,7 +51,7 @@ const tinyTemplate = "{{ bos_token }}{% for m in messages %}{{ m.role }}: {{ m.c
 describe("Tokenizer (bundled Qwen3)", () => {
   it.effect("encodes special-token literals as special ids and round-trips", () =>
     Effect.gen(function*() {
-      const tok = yield* Tokenizer
+      const tok = yield* Tokenizer.Tokenizer
       const text = "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
       const ids = tok.encode(text)
       assert.deepStrictEqual([...ids], [151644, 872, 198, 13048, 151645, 198, 151644, 77091, 198])
@@ -62,22 +62,22 @@ describe("Tokenizer (bundled Qwen3)", () => {
       assert.isTrue(tok.specialTokenIds.has(151644))
       assert.isFalse(tok.specialTokenIds.has(151667))
       assert.strictEqual(tok.vocabSize, 151669)
-    }).pipe(Effect.provide(Tokenizer.layer)))
+    }).pipe(Effect.provide(Tokenizer.Tokenizer.layer)))
 
   it.effect("encodeAsync gives encode's ids, on a worker thread for a long text and in place for a short one", () =>
     Effect.gen(function*() {
-      const tok = yield* Tokenizer
+      const tok = yield* Tokenizer.Tokenizer
       const line = "<|im_start|>tool\nfunction héllo(x) { return x + 1 } // 你好 🙂\n<|im_end|>\n"
-      const long = line.repeat(Math.ceil(OFF_LOOP_CHARS / line.length) + 1)
+      const long = line.repeat(Math.ceil(Tokenizer.OFF_LOOP_CHARS / line.length) + 1)
       const [offLoop, short] = yield* Effect.all([tok.encodeAsync(long), tok.encodeAsync(line)], { concurrency: 2 })
-      assert.isAtLeast(long.length, OFF_LOOP_CHARS)
+      assert.isAtLeast(long.length, Tokenizer.OFF_LOOP_CHARS)
       assert.deepStrictEqual([...offLoop], [...tok.encode(long)])
       assert.deepStrictEqual([...short], [...tok.encode(line)])
-    }).pipe(Effect.provide(Tokenizer.layer)))
+    }).pipe(Effect.provide(Tokenizer.Tokenizer.layer)))
 
   it.effect("renders the Qwen3 chat template with tools and the generation prompt", () =>
     Effect.gen(function*() {
-      const tok = yield* Tokenizer
+      const tok = yield* Tokenizer.Tokenizer
       const text = yield* tok.render({
         messages: [{ role: "system", content: "You are helpful." }, { role: "user", content: "Hi!" }],
         tools: [],
@@ -117,7 +117,7 @@ describe("Tokenizer (bundled Qwen3)", () => {
         "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>"
       )
       assert.include(withCall, "<tools>\n{\"type\": \"function\"")
-    }).pipe(Effect.provide(Tokenizer.layer)))
+    }).pipe(Effect.provide(Tokenizer.Tokenizer.layer)))
 })
 
 describe("Tokenizer (any Hugging Face tokenizer directory)", () => {
@@ -129,7 +129,7 @@ describe("Tokenizer (any Hugging Face tokenizer directory)", () => {
         bos_token: "<s>",
         chat_template: tinyTemplate
       })
-      const tok = yield* load(dir)
+      const tok = yield* Tokenizer.load(dir)
       assert.strictEqual(tok.source, dir)
       assert.strictEqual(tok.eosTokenId, 2)
       assert.strictEqual(tok.eosToken, "</s>")
@@ -151,7 +151,7 @@ describe("Tokenizer (any Hugging Face tokenizer directory)", () => {
   it.effect("names the directory and the fix when the files are missing or lack a chat template or eos token", () =>
     Effect.gen(function*() {
       const missing = Path.join(Os.tmpdir(), "no-such-tokenizer-dir")
-      const absent = yield* load(missing).pipe(Effect.flip)
+      const absent = yield* Tokenizer.load(missing).pipe(Effect.flip)
       assert.strictEqual(absent._tag, "TokenizerLoadError")
       assert.include(absent.message, `cannot load the tokenizer from ${missing}`)
       assert.include(
@@ -161,22 +161,27 @@ describe("Tokenizer (any Hugging Face tokenizer directory)", () => {
 
       const noTemplate = tinyTokenizerDir({ eos_token: "</s>" })
       assert.include(
-        (yield* load(noTemplate).pipe(Effect.flip)).message,
+        (yield* Tokenizer.load(noTemplate).pipe(Effect.flip)).message,
         `cannot load the tokenizer from ${noTemplate}: tokenizer_config.json has no string chat_template`
       )
       const noEos = tinyTokenizerDir({ chat_template: tinyTemplate })
-      assert.include((yield* load(noEos).pipe(Effect.flip)).message, "tokenizer_config.json has no eos_token")
+      assert.include((yield* Tokenizer.load(noEos).pipe(Effect.flip)).message, "tokenizer_config.json has no eos_token")
       const unknownEos = tinyTokenizerDir({ eos_token: "<|end|>", chat_template: tinyTemplate })
-      assert.include((yield* load(unknownEos).pipe(Effect.flip)).message, "eos_token <|end|> is not in the vocabulary")
+      assert.include(
+        (yield* Tokenizer.load(unknownEos).pipe(Effect.flip)).message,
+        "eos_token <|end|> is not in the vocabulary"
+      )
     }))
 
   it.effect("Tokenizer.fromDirectory provides the service from a directory", () =>
     Effect.gen(function*() {
-      const tok = yield* Tokenizer
+      const tok = yield* Tokenizer.Tokenizer
       assert.strictEqual(tok.eosTokenId, 2)
     }).pipe(
       Effect.provide(
-        Tokenizer.fromDirectory(tinyTokenizerDir({ eos_token: "</s>", bos_token: "<s>", chat_template: tinyTemplate }))
+        Tokenizer.Tokenizer.fromDirectory(
+          tinyTokenizerDir({ eos_token: "</s>", bos_token: "<s>", chat_template: tinyTemplate })
+        )
       )
     ))
 })

@@ -5,11 +5,11 @@ import * as Fs from "node:fs"
 import { createRequire } from "node:module"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import { main as promiseMain } from "../../examples/trainer-promise.ts"
-import { trainingLoop } from "../../examples/trainer.ts"
-import { EmbeddedEngine } from "../../layers/engine/EmbeddedEngine.ts"
-import { Tokenizer } from "../../layers/tokenizer/Tokenizer.ts"
-import { TrainerService } from "../../layers/trainer/TrainerService.ts"
+import * as TrainerPromise from "../../examples/trainer-promise.ts"
+import * as Trainer from "../../examples/trainer.ts"
+import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
+import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
+import * as TrainerService from "../../layers/trainer/TrainerService.ts"
 import {
   createRollout,
   DatasetError,
@@ -44,7 +44,7 @@ const options: RolloutOptionsInput = {
   rolloutSeed: 7
 }
 
-const extras = (): MakeRolloutExtras => ({ telemetry: memorySink(), embedded: EmbeddedEngine.instant })
+const extras = (): MakeRolloutExtras => ({ telemetry: memorySink(), embedded: EmbeddedEngine.EmbeddedEngine.instant })
 
 /** Run `program` against a freshly started `serve` (rollout + RPC server) on a loopback port. */
 const withServer = <A, E>(
@@ -122,7 +122,7 @@ describe("trainer interfaces", () => {
     () =>
       Effect.gen(function*() {
         // 1. The Effect example's training loop.
-        const viaEffect = yield* trainingLoop({ steps: 2, streamSteps: 0 }).pipe(
+        const viaEffect = yield* Trainer.trainingLoop({ steps: 2, streamSteps: 0 }).pipe(
           Effect.provide(makeTrainer(options, extras()))
         )
         assert.strictEqual(viaEffect.steps.length, 2)
@@ -135,7 +135,7 @@ describe("trainer interfaces", () => {
 
         // 2. The Promise example (it streams one more step after the two), with the two-phase weight update
         // (pauseGeneration, resumeGeneration): the same versions as updateWeights, so the same samples.
-        const viaPromise = yield* Effect.promise(() => promiseMain(options, extras(), "retract"))
+        const viaPromise = yield* Effect.promise(() => TrainerPromise.main(options, extras(), "retract"))
         assert.deepStrictEqual(comparable(viaPromise.steps), reference)
         assert.deepStrictEqual(viaPromise.groups.map((g) => [g.rolloutId, g.groupIndex]), [[2, 0], [2, 1]])
         assert.strictEqual(viaPromise.status.weightVersion, "2")
@@ -266,9 +266,9 @@ describe("trainer interfaces", () => {
     "UpdateWeights, PauseGeneration and ResumeGeneration over RPC go through the Engine port to SGLang",
     () =>
       Effect.scoped(Effect.gen(function*() {
-        const tokenizer = yield* Tokenizer
+        const tokenizer = yield* Tokenizer.Tokenizer
         const sglang = yield* FakeSglang.make({
-          engine: yield* EmbeddedEngine.make(tokenizer, EmbeddedEngine.instant),
+          engine: yield* EmbeddedEngine.EmbeddedEngine.make(tokenizer, EmbeddedEngine.EmbeddedEngine.instant),
           tokenize: tokenizer.encode
         })
         yield* withServer(
@@ -302,7 +302,7 @@ describe("trainer interfaces", () => {
         }])
         const control = sglang.requests.filter((r) => r.path.endsWith("_generation")).map((r) => [r.path, r.body])
         assert.deepStrictEqual(control, [["/pause_generation", { mode: "retract" }], ["/continue_generation", {}]])
-      })).pipe(Effect.provide(Tokenizer.layer)),
+      })).pipe(Effect.provide(Tokenizer.Tokenizer.layer)),
     { timeout: 60_000 }
   )
 
@@ -342,7 +342,7 @@ describe("trainer interfaces", () => {
     "with --fully-async, stream delivers every Group of every step once, the final backfill included",
     () =>
       Effect.gen(function*() {
-        const trainer = yield* TrainerService
+        const trainer = yield* TrainerService.TrainerService
         // Steps 0 and 1, then the final backfill (rollout_id == --num-rollout) that drains what is still owed.
         const groups = yield* trainer.stream({ steps: 3 }).pipe(Stream.runCollect)
         // A Group owed to step 0 may be delivered by step 1, with rollout_id 0. (Its group_index is numbered within the

@@ -15,9 +15,9 @@
 import { Data, type Duration, Effect, Result, Schedule, Schema } from "effect"
 import * as Rid from "../../../src/engine/Rid.ts"
 import * as Wire from "../../../src/engine/Wire.ts"
-import { ContextLengthError } from "../../../src/forest/errors.ts"
+import * as Errors from "../../../src/forest/errors.ts"
 import * as RetryAfter from "../../runtime/Retry.ts"
-import { abortedWhilePaused, EngineError, type GenerateRequest, type GenerateResult } from "../Engine.ts"
+import * as Engine from "../Engine.ts"
 import * as Abort from "./Abort.ts"
 import * as Http from "./Http.ts"
 import type * as WeightUpdates from "./WeightUpdates.ts"
@@ -41,7 +41,7 @@ export interface Retry {
 }
 
 /** The `/generate` body of a request. */
-export const toWire = (request: GenerateRequest, send: Send): Wire.GenerateBody => {
+export const toWire = (request: Engine.GenerateRequest, send: Send): Wire.GenerateBody => {
   const s = request.sampling
   return {
     input_ids: request.inputIds,
@@ -86,17 +86,19 @@ export const make = (
   weights: WeightUpdates.WeightUpdates,
   send: Send,
   retry: Retry
-): (request: GenerateRequest) => Effect.Effect<GenerateResult, ContextLengthError | EngineError> => {
+): (
+  request: Engine.GenerateRequest
+) => Effect.Effect<Engine.GenerateResult, Errors.ContextLengthError | Engine.EngineError> => {
   const attempt = (
-    request: GenerateRequest,
+    request: Engine.GenerateRequest,
     rid: string,
     body: Uint8Array,
     tried: Set<Workers.Worker>
-  ): Effect.Effect<GenerateResult, ContextLengthError | EngineError | DuplicateRidError> =>
+  ): Effect.Effect<Engine.GenerateResult, Errors.ContextLengthError | Engine.EngineError | DuplicateRidError> =>
     Effect.gen(function*() {
       // Held here while generation is paused for a weight push; aborted while held, it ends with no tokens.
       const start = yield* weights.enter(rid)
-      if (start === undefined) return abortedWhilePaused(request, weights.version())
+      if (start === undefined) return Engine.abortedWhilePaused(request, weights.version())
       const worker = workers.pick(request.sessionId, tried)
       tried.add(worker)
       const headers: Record<string, string> = workers.router !== undefined && request.sessionId !== undefined
@@ -117,7 +119,7 @@ export const make = (
         )
       worker.down = false
       if (answer.status === 400 && Wire.isContextLengthMessage(answer.body)) {
-        return yield* new ContextLengthError({ limit: null, engineMessage: Http.errorMessage(answer.body) })
+        return yield* new Errors.ContextLengthError({ limit: null, engineMessage: Http.errorMessage(answer.body) })
       }
       if (isDuplicateRid(answer)) {
         return yield* new DuplicateRidError({ error: Http.statusError(worker.url, "/generate", answer) })
@@ -125,7 +127,7 @@ export const make = (
       const unknownKey = unknownSamplingKey(answer)
       if (unknownKey !== undefined) {
         // A TypeError repeats on every attempt: not retried.
-        return yield* new EngineError({
+        return yield* new Engine.EngineError({
           reason: "invalid-request",
           detail: `SGLang at ${worker.url} does not know the sampling parameter '${unknownKey}' (HTTP 500: ` +
             `${Http.errorMessage(answer.body)}). ` +
@@ -145,7 +147,7 @@ export const make = (
       // model saw. (Multimodal inputs are expanded by SGLang's processor, so only text-only prompts are compared.)
       const sent = request.inputIds.length
       if (meta.prompt_tokens !== undefined && meta.prompt_tokens < sent && (request.imageData?.length ?? 0) === 0) {
-        return yield* new EngineError({
+        return yield* new Engine.EngineError({
           reason: "prompt-mismatch",
           detail: `SGLang at ${worker.url} read ${meta.prompt_tokens} of the ${sent} prompt tokens sent: the server ` +
             "truncated the input (launched with --allow-auto-truncate, and the prompt reached its maximum input " +
@@ -170,7 +172,7 @@ export const make = (
             )
           : Wire.decodeRoutedExperts(meta.routed_experts, promptTokens, outputIds.length)
         if (Result.isFailure(routed)) {
-          return yield* new EngineError({
+          return yield* new Engine.EngineError({
             reason: "bad-answer",
             detail: `SGLang at ${worker.url} /generate: ${routed.failure}`,
             url: worker.url
@@ -189,7 +191,7 @@ export const make = (
         ...(versions.length > 1 ? { weightVersions: versions } : {}),
         ...(cutByUpdate ? { cutByUpdate } : {}),
         ...(routedExperts === undefined ? {} : { routedExperts })
-      } satisfies GenerateResult
+      } satisfies Engine.GenerateResult
     })
 
   const backoff = Schedule.exponential(retry.base)
@@ -200,28 +202,31 @@ export const make = (
     let rid = request.rid
     let resends = 0
     let body = Wire.encodeGenerateRequest(toWire(request, send))
-    const send1 = (): Effect.Effect<GenerateResult, ContextLengthError | EngineError> =>
+    const send1 = (): Effect.Effect<Engine.GenerateResult, Errors.ContextLengthError | Engine.EngineError> =>
       Effect.suspend(() => {
         // Once every worker was tried, start over (a restarted worker may be back).
         if (tried.size >= Math.max(1, workers.all.length)) tried.clear()
         return attempt(request, rid, body, tried)
       }).pipe(
-        Effect.catchTag("DuplicateRidError", (duplicate) =>
-          resends >= 9 ? Effect.fail(duplicate.error) : Effect.gen(function*() {
-            // The first copy still runs on the server (its connection broke, the server has not noticed yet): stop
-            // it, then send again under a fresh rid that an abort of the request's rid still matches.
-            yield* Abort.abort(http, workers, rid)
-            resends++
-            rid = Rid.retry(request.rid, resends)
-            body = Wire.encodeGenerateRequest({ ...toWire(request, send), rid })
-            return yield* send1()
-          }))
+        Effect.catchTag(
+          "DuplicateRidError",
+          (duplicate) =>
+            resends >= 9 ? Effect.fail(duplicate.error) : Effect.gen(function*() {
+              // The first copy still runs on the server (its connection broke, the server has not noticed yet): stop
+              // it, then send again under a fresh rid that an abort of the request's rid still matches.
+              yield* Abort.abort(http, workers, rid)
+              resends++
+              rid = Rid.retry(request.rid, resends)
+              body = Wire.encodeGenerateRequest({ ...toWire(request, send), rid })
+              return yield* send1()
+            })
+        )
       )
     // The retry's schedule is set up only once an attempt failed (RetryAfter.afterFailure: Effect.retry's attempts and times).
     return RetryAfter.afterFailure(send1(), {
       schedule: backoff,
       times: retry.retries,
-      while: (error: ContextLengthError | EngineError) => error._tag === "EngineError" && error.retryable
+      while: (error: Errors.ContextLengthError | Engine.EngineError) => error._tag === "EngineError" && error.retryable
     }).pipe(
       Effect.onInterrupt(() => Abort.abort(http, workers, rid))
     )
@@ -229,4 +234,4 @@ export const make = (
 }
 
 /** SGLang still holds the rid (internal: re-sent under a retry rid). */
-class DuplicateRidError extends Data.TaggedError("DuplicateRidError")<{ readonly error: EngineError }> {}
+class DuplicateRidError extends Data.TaggedError("DuplicateRidError")<{ readonly error: Engine.EngineError }> {}

@@ -19,7 +19,7 @@ import { Duration, Effect, Result, Schema, type Scope } from "effect"
 import { Agent } from "undici"
 import * as Wire from "../../../src/engine/Wire.ts"
 import * as Errors from "../../../src/errors.ts"
-import { EngineError } from "../Engine.ts"
+import * as Engine from "../Engine.ts"
 
 /** An HTTP answer: its status and its whole body as text. */
 export interface Answer {
@@ -55,7 +55,7 @@ export interface Http {
     body?: unknown,
     headers?: Record<string, string>,
     timeoutMs?: number
-  ) => Effect.Effect<Answer, EngineError>
+  ) => Effect.Effect<Answer, Engine.EngineError>
 }
 
 const connectionErrorCodes = new Set([
@@ -110,13 +110,13 @@ export const decodeAnswer = <A>(
   url: string,
   path: string,
   answer: Answer
-): Result.Result<A, EngineError> => {
+): Result.Result<A, Engine.EngineError> => {
   let json: unknown
   try {
     json = JSON.parse(answer.body)
   } catch {
     return Result.fail(
-      new EngineError({
+      new Engine.EngineError({
         reason: "bad-answer",
         detail: `SGLang at ${url}${path} answered non-JSON: ${errorMessage(answer.body)}`,
         url
@@ -125,7 +125,7 @@ export const decodeAnswer = <A>(
   }
   const decoded = decode(json)
   return Result.isSuccess(decoded) ? Result.succeed(decoded.success) : Result.fail(
-    new EngineError({
+    new Engine.EngineError({
       reason: "bad-answer",
       detail: `SGLang at ${url}${path} answered an unexpected shape: ${decoded.failure.message}`,
       url,
@@ -140,12 +140,12 @@ export const decodeJson = <S extends Schema.Top & { readonly DecodingServices: n
   url: string,
   path: string,
   answer: Answer
-): Effect.Effect<S["Type"], EngineError> =>
+): Effect.Effect<S["Type"], Engine.EngineError> =>
   Effect.suspend(() => Effect.fromResult(decodeAnswer(Schema.decodeUnknownResult(schema), url, path, answer)))
 
 /** The error of a non-2xx answer; a 5xx may succeed on another attempt. */
-export const statusError = (url: string, path: string, answer: Answer): EngineError =>
-  new EngineError({
+export const statusError = (url: string, path: string, answer: Answer): Engine.EngineError =>
+  new Engine.EngineError({
     reason: "status",
     detail: `SGLang at ${url}${path} answered HTTP ${answer.status}: ${errorMessage(answer.body)}`,
     url,
@@ -153,7 +153,7 @@ export const statusError = (url: string, path: string, answer: Answer): EngineEr
   })
 
 /** Succeeds with the answer when it is a 200, else fails with its {@link statusError}. */
-export const ok = (url: string, path: string) => (answer: Answer): Effect.Effect<Answer, EngineError> =>
+export const ok = (url: string, path: string) => (answer: Answer): Effect.Effect<Answer, Engine.EngineError> =>
   answer.status === 200 ? Effect.succeed(answer) : Effect.fail(statusError(url, path, answer))
 
 /** The two pools, closed with the scope. */
@@ -210,7 +210,7 @@ export const make = (options: Options): Effect.Effect<Http, never, Scope.Scope> 
             : code === undefined || connectionErrorCodes.has(code)
             ? "unreachable"
             : "protocol"
-          return new EngineError({
+          return new Engine.EngineError({
             reason,
             detail: timedOut
               ? `SGLang at ${url}${path} did not answer within the request timeout (${describe(error)})`

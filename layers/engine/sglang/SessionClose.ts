@@ -8,7 +8,7 @@
  */
 import { Effect } from "effect"
 import type * as Wire from "../../../src/engine/Wire.ts"
-import type { EngineError } from "../Engine.ts"
+import type * as Engine from "../Engine.ts"
 import * as Http from "./Http.ts"
 import type * as Workers from "./Workers.ts"
 
@@ -25,7 +25,7 @@ const closeSessionTimeout = "2 seconds"
 export const make = (http: Http.Http, workers: Workers.Workers, enabled: boolean): SessionClose => {
   const closes = { close: 0, failure: 0 }
 
-  const closeOn = (url: string, sessionId: string): Effect.Effect<void, EngineError> =>
+  const closeOn = (url: string, sessionId: string): Effect.Effect<void, Engine.EngineError> =>
     http.request(url, "/close_session", "POST", { session_id: sessionId } satisfies Wire.CloseSessionRequest).pipe(
       Effect.flatMap(Http.ok(url, "/close_session")),
       Effect.asVoid

@@ -29,8 +29,8 @@
  */
 import { Duration, Effect, Layer, type Scope } from "effect"
 import type * as Settings from "../../../src/config/Settings.ts"
-import { Tokenizer } from "../../tokenizer/Tokenizer.ts"
-import { Engine, EngineError, type EngineShape, withSpans } from "../Engine.ts"
+import * as Tokenizer from "../../tokenizer/Tokenizer.ts"
+import * as Engine from "../Engine.ts"
 import * as Abort from "./Abort.ts"
 import * as Generate from "./Generate.ts"
 import * as Http from "./Http.ts"
@@ -106,11 +106,13 @@ export const optionsOf = (settings: Settings.RolloutSettings): SglangEngineOptio
 })
 
 /** Build the engine; fails with an `EngineError` naming the URL when SGLang is unreachable. */
-export const make = (options: SglangEngineOptions): Effect.Effect<EngineShape, EngineError, Scope.Scope> =>
+export const make = (
+  options: SglangEngineOptions
+): Effect.Effect<Engine.EngineShape, Engine.EngineError, Scope.Scope> =>
   Effect.gen(function*() {
     const hasWorkers = options.workerUrls !== undefined && options.workerUrls.length > 0
     if (hasWorkers === (options.routerUrl !== undefined)) {
-      return yield* new EngineError({
+      return yield* new Engine.EngineError({
         reason: "config",
         detail: "SGLang engine: give either worker URLs (--sglang-url URL...) or a router URL, exactly one of the two"
       })
@@ -167,7 +169,7 @@ export const make = (options: SglangEngineOptions): Effect.Effect<EngineShape, E
       { retries: options.retries ?? 4, base: options.retryBase ?? "250 millis" }
     )
 
-    return withSpans("SglangEngine", {
+    return Engine.withSpans("SglangEngine", {
       generate,
       abort: (rid) => Effect.andThen(weights.abortWaiting(rid), Abort.abort(http, workers, rid)),
       weightVersion: Effect.sync(weights.version),
@@ -182,16 +184,16 @@ export const make = (options: SglangEngineOptions): Effect.Effect<EngineShape, E
 
 export class SglangEngine {
   /** The `Engine` service over SGLang; building it checks every worker's health. */
-  static readonly layer = (options: SglangEngineOptions): Layer.Layer<Engine, EngineError> =>
-    Layer.effect(Engine, make(options))
+  static readonly layer = (options: SglangEngineOptions): Layer.Layer<Engine.Engine, Engine.EngineError> =>
+    Layer.effect(Engine.Engine, make(options))
   /** The same, checking at startup that the servers tokenize as the `Tokenizer` service does (see `tokenizer`). */
   static readonly layerCheckingTokenizer = (
     options: SglangEngineOptions
-  ): Layer.Layer<Engine, EngineError, Tokenizer> =>
+  ): Layer.Layer<Engine.Engine, Engine.EngineError, Tokenizer.Tokenizer> =>
     Layer.effect(
-      Engine,
+      Engine.Engine,
       Effect.gen(function*() {
-        const tokenizer = yield* Tokenizer
+        const tokenizer = yield* Tokenizer.Tokenizer
         return yield* make({ ...options, tokenizer })
       })
     )

@@ -14,7 +14,7 @@
  */
 import { Duration, Effect, Option, Schedule } from "effect"
 import * as Wire from "../../../src/engine/Wire.ts"
-import { EngineError } from "../Engine.ts"
+import * as Engine from "../Engine.ts"
 import * as Http from "./Http.ts"
 
 const formatDuration = (input: Duration.Input): string => Duration.format(Duration.fromInputUnsafe(input))
@@ -46,7 +46,7 @@ export interface HealthWait {
 }
 
 /** A server that is starting: it answers 503 or does not accept connections yet. */
-const isStarting = (error: EngineError): boolean =>
+const isStarting = (error: Engine.EngineError): boolean =>
   error.reason === "unreachable" || (error.reason === "status" && error.status === 503)
 
 /** `GET /health` on every URL (concurrently), waiting for starting servers; the first unhealthy one fails. */
@@ -54,7 +54,7 @@ export const health = (
   http: Http.Http,
   urls: ReadonlyArray<string>,
   wait: HealthWait
-): Effect.Effect<void, EngineError> =>
+): Effect.Effect<void, Engine.EngineError> =>
   Effect.forEach(
     urls,
     (url) =>
@@ -65,7 +65,7 @@ export const health = (
           while: isStarting
         }),
         Effect.mapError((error) =>
-          new EngineError({
+          new Engine.EngineError({
             reason: "unhealthy",
             detail: isStarting(error)
               ? `SGLang is not healthy at ${url}: ${error.message} (still, after waiting ` +
@@ -84,7 +84,11 @@ export const health = (
   )
 
 /** Refuse a server whose tokenizer gives other ids than ours; a warning when the server has no `/tokenize`. */
-export const tokenizer = (http: Http.Http, tokenizer: TokenizerCheck, url: string): Effect.Effect<void, EngineError> =>
+export const tokenizer = (
+  http: Http.Http,
+  tokenizer: TokenizerCheck,
+  url: string
+): Effect.Effect<void, Engine.EngineError> =>
   Effect.gen(function*() {
     const probe: Wire.TokenizeRequest = { prompt: tokenizerProbe, add_special_tokens: false }
     const answer = yield* http.request(url, "/tokenize", "POST", probe, Http.noHeaders, 10_000)
@@ -108,7 +112,7 @@ export const tokenizer = (http: Http.Http, tokenizer: TokenizerCheck, url: strin
     const model = Option.getOrUndefined(
       Option.flatMap(info, (i) => Option.fromNullishOr(i.tokenizer_path ?? i.model_path))
     )
-    return yield* new EngineError({
+    return yield* new Engine.EngineError({
       reason: "tokenizer-mismatch",
       detail: `the SGLang server at ${url} tokenizes differently from --tokenizer ${tokenizer.source}` +
         `${model === undefined ? "" : ` (the server serves ${model})`}: a probe text is ${preview(theirs)} there ` +

@@ -22,7 +22,7 @@
 import { Deferred, Effect, Latch } from "effect"
 import * as WeightVersion from "../../../src/engine/WeightVersion.ts"
 import * as Wire from "../../../src/engine/Wire.ts"
-import { EngineError, type FinishReason, type PauseMode } from "../Engine.ts"
+import * as Engine from "../Engine.ts"
 import * as Http from "./Http.ts"
 import * as StartupChecks from "./StartupChecks.ts"
 import type * as Workers from "./Workers.ts"
@@ -48,11 +48,11 @@ export interface WeightUpdates {
   readonly versionsOf: (
     start: Start,
     label: string | undefined,
-    finish: FinishReason
+    finish: Engine.FinishReason
   ) => WeightVersion.AttemptVersions
-  readonly update: (version?: string) => Effect.Effect<string, EngineError>
-  readonly pause: (mode: PauseMode) => Effect.Effect<void, EngineError>
-  readonly resume: (version?: string) => Effect.Effect<string, EngineError>
+  readonly update: (version?: string) => Effect.Effect<string, Engine.EngineError>
+  readonly pause: (mode: Engine.PauseMode) => Effect.Effect<void, Engine.EngineError>
+  readonly resume: (version?: string) => Effect.Effect<string, Engine.EngineError>
 }
 
 /** Versions starting at `initial`. */
@@ -71,7 +71,7 @@ export const make = (http: Http.Http, workers: Workers.Workers, initial: string)
     const fanOut = (
       path: string,
       body: unknown
-    ): Effect.Effect<ReadonlyArray<Http.Answer & { readonly url: string }>, EngineError> =>
+    ): Effect.Effect<ReadonlyArray<Http.Answer & { readonly url: string }>, Engine.EngineError> =>
       Effect.flatMap(workers.controlTargets(true), (urls) =>
         Effect.forEach(
           urls,
@@ -83,7 +83,7 @@ export const make = (http: Http.Http, workers: Workers.Workers, initial: string)
           { concurrency: "unbounded" }
         ))
 
-    const update = (next?: string): Effect.Effect<string, EngineError> =>
+    const update = (next?: string): Effect.Effect<string, Engine.EngineError> =>
       Effect.gen(function*() {
         updates++
         const value = next ?? WeightVersion.next(version, updates)
@@ -102,7 +102,7 @@ export const make = (http: Http.Http, workers: Workers.Workers, initial: string)
             answer
           )
           if (!r.success) {
-            return yield* new EngineError({
+            return yield* new Engine.EngineError({
               reason: "refused",
               detail: `SGLang at ${answer.url} refused /update_weight_version: ${r.message ?? "no message"}`,
               url: answer.url
@@ -113,14 +113,14 @@ export const make = (http: Http.Http, workers: Workers.Workers, initial: string)
         return value
       })
 
-    const pause = (mode: PauseMode): Effect.Effect<void, EngineError> =>
+    const pause = (mode: Engine.PauseMode): Effect.Effect<void, Engine.EngineError> =>
       Effect.gen(function*() {
         boundaries.push({ _tag: "Pause", mode })
         yield* gate.close
         yield* fanOut("/pause_generation", { mode } satisfies Wire.PauseGenerationRequest)
       })
 
-    const resume = (next?: string): Effect.Effect<string, EngineError> =>
+    const resume = (next?: string): Effect.Effect<string, Engine.EngineError> =>
       Effect.gen(function*() {
         const first = (yield* workers.controlTargets(true))[0]
         const value = next ?? (first === undefined ? version : yield* StartupChecks.weightVersion(http, first))
@@ -140,7 +140,7 @@ export const make = (http: Http.Http, workers: Workers.Workers, initial: string)
         return value
       })
 
-    const versionsOf = (start: Start, label: string | undefined, finish: FinishReason) => {
+    const versionsOf = (start: Start, label: string | undefined, finish: Engine.FinishReason) => {
       const crossed = boundaries.slice(start.epoch)
       // No update or pause ran during the attempt: SGLang's label is right (a trainer may also have relabelled the
       // server without us, e.g. `update_weights_from_disk` with a `weight_version`; the label then is the newer truth).

@@ -19,7 +19,7 @@
  */
 import { Clock, Effect, Semaphore } from "effect"
 import * as Wire from "../../../src/engine/Wire.ts"
-import { EngineError } from "../Engine.ts"
+import * as Engine from "../Engine.ts"
 import * as Http from "./Http.ts"
 
 /** One origin requests are sent to, with its bounds and load. */
@@ -63,7 +63,7 @@ export const originOf = (url: string): string => Http.trimSlash(url.replace(/@\d
 export const origins = (urls: ReadonlyArray<string>): ReadonlyArray<string> => [...new Set(urls.map(originOf))]
 
 /** The router's workers: `GET /workers`, falling back to `GET /list_workers`. */
-export const discover = (http: Http.Http, router: string): Effect.Effect<ReadonlyArray<string>, EngineError> =>
+export const discover = (http: Http.Http, router: string): Effect.Effect<ReadonlyArray<string>, Engine.EngineError> =>
   Effect.gen(function*() {
     const workers = yield* http.request(router, "/workers", "GET").pipe(
       Effect.flatMap(Http.ok(router, "/workers")),
@@ -77,7 +77,7 @@ export const discover = (http: Http.Http, router: string): Effect.Effect<Readonl
         )
       ),
       Effect.mapError((error) =>
-        new EngineError({
+        new Engine.EngineError({
           reason: "no-workers",
           detail: `Failed to query SGLang workers from the router at ${router} (GET /workers, then /list_workers): ` +
             error.message,
@@ -87,7 +87,7 @@ export const discover = (http: Http.Http, router: string): Effect.Effect<Readonl
       )
     )
     if (workers.length === 0) {
-      return yield* new EngineError({
+      return yield* new Engine.EngineError({
         reason: "no-workers",
         detail: `SGLang returned no workers: the router at ${router} lists none`,
         url: router
@@ -104,7 +104,7 @@ export const make = (
     readonly routerUrl: string | undefined
     readonly concurrency: number
   }
-): Effect.Effect<Workers, EngineError> =>
+): Effect.Effect<Workers, Engine.EngineError> =>
   Effect.gen(function*() {
     const { routerUrl, concurrency } = options
     const makeWorker = (url: string, permits: number) =>
