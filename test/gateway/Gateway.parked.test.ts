@@ -2,7 +2,8 @@
  * A request parked by partial rollout keeps its HTTP request open: the real gateway, generation core and embedded
  * engine (latency on the TestClock) with a Session registered at the generation gate. A step boundary (`pause`) aborts
  * the generation mid-way; Buffered SSE heartbeats continue while it is parked; `resume` continues it, and the one
- * answer holds the uninterrupted tokens.
+ * answer holds the uninterrupted tokens. A trainer's two-phase weight push (`pauseGeneration` → `resumeGeneration` on the
+ * engine) keeps the request open the same way.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Context, Effect, Fiber, Layer } from "effect"
@@ -91,6 +92,50 @@ describe("a parked request (partial rollout)", () => {
           returnLogprob: true
         })
         assert.deepStrictEqual([...Forest.unpackTokens(node)], [...whole.outputIds])
+      }).pipe(Effect.provide(Tokenizer.Tokenizer.layer))
+    ))
+
+  it.effect("stays open with SSE heartbeats across a trainer's pause (abort mode) and is answered on the new version", () =>
+    Effect.scoped(
+      Effect.gen(function*() {
+        const context = yield* Layer.build(stack)
+        const gateway = Context.get(context, Gateway.Gateway)
+        const sessions = Context.get(context, Sessions.Sessions)
+        const forests = Context.get(context, Forests.Forests)
+        const engine = Context.get(context, Engine.Engine)
+        const sessionId = yield* sessions.newSessionId
+        yield* forests.create(sessionId)
+        yield* sessions.register(SupportSessions.sessionEntry(sessionId, {
+          sampling: SupportSessions.sampling({ seed: 42 })
+        }))
+        const { arrived, received, done } = yield* OpenStream.openStream(
+          gateway.baseUrl + "/v1/messages",
+          { authorization: `Bearer ${sessionId}`, "content-type": "application/json" },
+          JSON.stringify({ model: "m", max_tokens: 20, stream: true, messages: [{ role: "user", content: "hi" }] })
+        )
+        const ping = "event: ping\ndata: {\"type\":\"ping\"}\n\n"
+        const pings = (text: string) => text.split(ping).length - 1
+        yield* arrived((text) => pings(text) === 1)
+        // 0.5 s into the generation the trainer pauses the engine to push weights: the attempt is aborted with 5 tokens.
+        for (let i = 0; i < 5; i++) yield* TestClock.adjust("100 millis")
+        yield* engine.pauseGeneration("abort")
+        // The push takes a minute: heartbeats keep coming, nothing is answered or committed.
+        for (let i = 0; i < 4; i++) yield* TestClock.adjust("15 seconds")
+        yield* arrived((text) => pings(text) === 5)
+        assert.strictEqual(received(), ping.repeat(5))
+        const pausedForest = yield* forests.get(sessionId)
+        assert.deepStrictEqual(Forest.leaves(pausedForest).map((h) => Forest.node(pausedForest, h).kind), ["obs"])
+        assert.strictEqual(yield* engine.resumeGeneration("w1"), "w1")
+        yield* TestClock.adjust("10 seconds")
+        const body = yield* Fiber.join(done)
+        assert.isTrue(body.startsWith(ping.repeat(5) + "event: message_start\n"))
+        // One response of 20 tokens: 5 from the attempt cut on version 0, the rest resumed on w1.
+        const forest = yield* forests.get(sessionId)
+        const node = Forest.node(forest, Forest.leaves(forest)[0]!)
+        assert.strictEqual(node.kind, "resp")
+        assert.strictEqual(Forest.tokenLength(node), 20)
+        assert.strictEqual(node.abortCount, 1)
+        assert.strictEqual(node.kind === "resp" ? node.weightVersions.join(",") : "", "0,w1")
       }).pipe(Effect.provide(Tokenizer.Tokenizer.layer))
     ))
 })
