@@ -155,15 +155,15 @@ export interface Attempted {
  * What an embedded policy sees for one attempt. `promptText` is decoded when a policy first reads it: decoding the
  * whole prompt on every request would make each request's cost grow with the history.
  */
-const policyRequest = (p: AttemptPlan, decodePrompt: () => string): Engine.PolicyRequest => {
+const policyRequest = (planned: AttemptPlan, decodePrompt: () => string): Engine.PolicyRequest => {
   let promptText: string | undefined
   return {
-    sessionId: p.session.sessionId,
-    turn: p.turn,
-    messages: Forest.fullMessages(p.forest, p.parent),
-    tools: p.state.tools,
-    chatTemplateKwargs: p.state.chat_template_kwargs,
-    seed: p.sampling.seed,
+    sessionId: planned.session.sessionId,
+    turn: planned.turn,
+    messages: Forest.fullMessages(planned.forest, planned.parent),
+    tools: planned.state.tools,
+    chatTemplateKwargs: planned.state.chat_template_kwargs,
+    seed: planned.sampling.seed,
     get promptText() {
       promptText ??= decodePrompt()
       return promptText
@@ -273,38 +273,38 @@ const make = (options: GenerationOptions) =>
      * between steps) generate from the prefix ++ the pending ids with the rest of the budget.
      */
     const attempt = Effect.fnUntraced(function*(
-      p: AttemptPlan,
+      planned: AttemptPlan,
       pending: Turn.Pending,
       index: number,
       live: GenerationGate.LiveRequest | undefined
     ) {
-      const { session } = p
+      const { session } = planned
       const waitFrom = yield* Clock.currentTimeMillis
       yield* session.awaitLease
       yield* Metric.update(Instruments.leaseWaitSeconds, ((yield* Clock.currentTimeMillis) - waitFrom) / 1000)
       // A lease granted to many waiting requests at once resumes them all inside one call.
       yield* FairScheduler.continueAsTask
       // What the attempt continues from: the inference prefix followed by the pending ids, one Int32Array.
-      const inputIds = Forest.inferencePrefix(p.forest, p.parent, pending.outputIds)
+      const inputIds = Forest.inferencePrefix(planned.forest, planned.parent, pending.outputIds)
       // Images along the lineage go with the prompt (SGLang `image_data`).
-      const media = Forest.inferenceMedia(p.forest, p.parent)
-      const maxNewTokens = Turn.remainingTokens(p.sampling.maxNewTokens, pending)
+      const media = Forest.inferenceMedia(planned.forest, planned.parent)
+      const maxNewTokens = Turn.remainingTokens(planned.sampling.maxNewTokens, pending)
       const rid = index === 0
-        ? p.rid
-        : Rid.forAttempt({ sessionId: session.sessionId, parent: p.parent, turn: p.turn, attempt: index })
+        ? planned.rid
+        : Rid.forAttempt({ sessionId: session.sessionId, parent: planned.parent, turn: planned.turn, attempt: index })
       let startedAt = 0
       const generate = Effect.gen(function*() {
         startedAt = yield* Clock.currentTimeMillis
         return yield* engine.generate({
           inputIds,
-          sampling: { ...p.sampling, maxNewTokens },
+          sampling: { ...planned.sampling, maxNewTokens },
           rid,
           returnLogprob: true,
           resumedTokens: pending.outputIds.length,
           protected: session.gate?.isProtected() === true,
           imageData: media.length > 0 ? media : undefined,
           sessionId: session.sessionId,
-          conversation: () => policyRequest(p, () => tokenizer.decode(Array.from(inputIds)))
+          conversation: () => policyRequest(planned, () => tokenizer.decode(Array.from(inputIds)))
         })
       }).pipe(
         Effect.onInterrupt(() => Effect.sync(() => session.counters.aborts++)),
@@ -313,7 +313,7 @@ const make = (options: GenerationOptions) =>
             Effect.fail(
               new Errors.ContextLengthError({
                 limit: session.maxContextLen ?? null,
-                promptTokens: p.promptTokens,
+                promptTokens: planned.promptTokens,
                 completionTokens: maxNewTokens
               })
             ),
@@ -332,22 +332,24 @@ const make = (options: GenerationOptions) =>
      * request resumes after the lease is held again (docs/runtime.md, "Model requests"); the pending output is one value,
      * {@link Turn.Pending}, and {@link Turn.afterAttempt} decides whether to finish, resume or give up.
      */
-    const attempts = Effect.fnUntraced(function*(p: AttemptPlan) {
-      const gate = p.session.gate
-      return yield* gate === undefined ? attemptLoop(p, undefined) : gate.request((live) => attemptLoop(p, live))
+    const attempts = Effect.fnUntraced(function*(planned: AttemptPlan) {
+      const gate = planned.session.gate
+      return yield* gate === undefined
+        ? attemptLoop(planned, undefined)
+        : gate.request((live) => attemptLoop(planned, live))
     }, StepSpan.step("Generation.attempts"))
 
-    const attemptLoop = (p: AttemptPlan, live: GenerationGate.LiveRequest | undefined) =>
+    const attemptLoop = (planned: AttemptPlan, live: GenerationGate.LiveRequest | undefined) =>
       Effect.gen(function*() {
-        let pending = Turn.noPending(Forest.node(p.forest, p.parent).abortCount)
+        let pending = Turn.noPending(Forest.node(planned.forest, planned.parent).abortCount)
         let startedAt: number | undefined
         let aborts = 0
         for (let index = 0;; index++) {
-          const attempted = yield* attempt(p, pending, index, live)
+          const attempted = yield* attempt(planned, pending, index, live)
           startedAt ??= attempted.startedAt
-          let outcome = Turn.afterAttempt(pending, attempted.output, attempted.elapsedMs, p.sampling.maxNewTokens)
+          let outcome = Turn.afterAttempt(pending, attempted.output, attempted.elapsedMs, planned.sampling.maxNewTokens)
           if (attempted.output.finishReason.type === "abort") {
-            p.session.counters.aborts++
+            planned.session.counters.aborts++
             aborts++
             yield* Metric.update(Instruments.aborts, 1)
             // Partial rollout: a step boundary's pause parks the request at the gate until the next step (N aborts
@@ -369,22 +371,22 @@ const make = (options: GenerationOptions) =>
             return yield* new GenerationErrors.GenerationEngineError({
               reason: "aborted",
               detail:
-                `Generation backend aborted request ${p.rid} ${pending.emptyAborts} times in a row without output tokens`
+                `Generation backend aborted request ${planned.rid} ${pending.emptyAborts} times in a row without output tokens`
             })
           }
         }
       })
 
     /** Split the generated text into content, reasoning and tool calls; counts parser failures and dropped calls. */
-    const parse = Effect.fnUntraced(function*(p: AttemptPlan, done: Attempted) {
-      const split = Turn.splitEndOfTurn(done.pending.outputIds, tokenizer.endOfTurnIds, p.sampling.stopTokenIds)
+    const parse = Effect.fnUntraced(function*(planned: AttemptPlan, done: Attempted) {
+      const split = Turn.splitEndOfTurn(done.pending.outputIds, tokenizer.endOfTurnIds, planned.sampling.stopTokenIds)
       const text = tokenizer.decode(split.textIds, { skipSpecialTokens: options.skipSpecialTokens ?? false })
-      const parsedText = Turn.parseResponse(text, options, p.state.tools)
-      p.session.counters.parserFailures += parsedText.malformed
-      p.session.counters.droppedToolCalls += parsedText.droppedUnknownTools
+      const parsedText = Turn.parseResponse(text, options, planned.state.tools)
+      planned.session.counters.parserFailures += parsedText.malformed
+      planned.session.counters.droppedToolCalls += parsedText.droppedUnknownTools
       const failures = parsedText.malformed + parsedText.droppedUnknownTools
       if (failures > 0) yield* Metric.update(Instruments.parserFailures, failures)
-      if (failures > 0) (p.session.counters.parserFailedRequests ??= new Map()).set(p.rid, failures)
+      if (failures > 0) (planned.session.counters.parserFailedRequests ??= new Map()).set(planned.rid, failures)
       const unparsed = Turn.isEmpty(parsedText) && parsedText.malformed + parsedText.droppedUnknownTools > 0
       if (Turn.isEmpty(parsedText) && (!unparsed || options.failUnparsedTurns === true || text.length === 0)) {
         return yield* new GenerationErrors.UnusableResponseError({
@@ -402,7 +404,7 @@ const make = (options: GenerationOptions) =>
 
     /** Commit the assistant message with the exact engine output; returns what the completion is built from. */
     const commitResponse = Effect.fnUntraced(function*(
-      p: AttemptPlan,
+      planned: AttemptPlan,
       request: Completion.CanonicalRequest,
       done: Attempted,
       response: Effect.Success<ReturnType<typeof parse>>
@@ -410,8 +412,8 @@ const make = (options: GenerationOptions) =>
       const { pending } = done
       const toolCalls = response.parsed.calls.length === 0 ? [] : Turn.identifyToolCalls(response.parsed.calls, {
         prefix: request.toolCallIdPrefix,
-        sessionId: p.session.sessionId,
-        responseKey: Turn.responseKey(p.parent, pending.outputIds)
+        sessionId: planned.session.sessionId,
+        responseKey: Turn.responseKey(planned.parent, pending.outputIds)
       })
       const assistant = Turn.assistantMessage(response.parsed, toolCalls)
       if (Result.isFailure(assistant)) return yield* assistant.failure
@@ -424,9 +426,9 @@ const make = (options: GenerationOptions) =>
         Instruments.requestSeconds.updateUnsafe((now - done.startedAt) / 1000, context)
         return Effect.void
       })
-      yield* forests.commitResponse(p.forest, {
-        parent: p.parent,
-        rolloutId: p.session.rolloutId(),
+      yield* forests.commitResponse(planned.forest, {
+        parent: planned.parent,
+        rolloutId: planned.session.rolloutId(),
         message,
         tokens: pending.outputIds,
         logprobs: pending.logprobs,
@@ -434,7 +436,7 @@ const make = (options: GenerationOptions) =>
         attemptLengths: pending.attemptLengths,
         ...(pending.routedExperts === undefined ? {} : { routedExperts: pending.routedExperts }),
         status: response.finish === "length" ? "truncated" : "completed",
-        requestId: p.rid,
+        requestId: planned.rid,
         abortCount: pending.abortCount,
         wallElapsedS: (now - done.startedAt) / 1000,
         generationElapsedS: pending.generationMs / 1000,
@@ -471,16 +473,16 @@ const make = (options: GenerationOptions) =>
       const parent = yield* observe(session, forest, matched, request.state)
       // `parent`'s full messages are the request's (none tolerated): the next request may repeat them byte for byte.
       if (request.echo !== undefined && !matched.tolerated) echoes.set(forest, { ...request.echo.mark, state: parent })
-      const p = yield* plan(session, forest, request, turn, parent).pipe(StepSpan.step("Generation.plan"))
-      const done = yield* attempts(p)
+      const planned = yield* plan(session, forest, request, turn, parent).pipe(StepSpan.step("Generation.plan"))
+      const done = yield* attempts(planned)
       session.counters.generations++
       if (done.pending.outputIds.length === 0) {
         return yield* new GenerationErrors.UnusableResponseError({
           detail: "Generation backend returned a terminal response without output tokens"
         })
       }
-      const response = yield* parse(p, done)
-      const committed = yield* commitResponse(p, request, done, response)
+      const response = yield* parse(planned, done)
+      const committed = yield* commitResponse(planned, request, done, response)
       return Turn.completion(randomBytes(16).toString("hex"), committed.now, committed.input)
     }, Effect.withSpan("Generation.generate", undefined, { captureStackTrace: false }))
 
