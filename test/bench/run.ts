@@ -1,7 +1,7 @@
 /**
  * Runs the benchmarks and prints one table per benchmark: `npm run bench` (all, quick sizes), `npm run bench full`
  * (the sizes docs/performance.md reports), or `npm run bench -- floor history` (only those named: memory, prefix, forest,
- * delta, gateway, lifecycle, floor, history, sessions, simulation, spawn, inspect, cluster).
+ * delta, gateway, lifecycle, floor, history, sessions, simulation, spawn, inspect, cluster, failover).
  *
  * **Details**
  * Benchmarks print ratios measured side by side in one run; they assert no timings. Memory numbers force garbage
@@ -12,6 +12,7 @@
 import { availableParallelism, cpus } from "node:os"
 import { performance } from "node:perf_hooks"
 import * as Cluster from "./cluster.ts"
+import * as ClusterFailover from "./clusterFailover.ts"
 import * as ForestMemory from "./forestMemory.ts"
 import * as ForestRequest from "./forestRequest.ts"
 import * as Gateway from "./gateway.ts"
@@ -39,7 +40,8 @@ const all: ReadonlyArray<Harness.Bench> = [
   Simulation.bench,
   Spawn.bench,
   Inspect.bench,
-  Cluster.bench
+  Cluster.bench,
+  ClusterFailover.bench
 ]
 
 const main = async (): Promise<void> => {
