@@ -9,7 +9,7 @@
  * **Details**
  * Every request is a full one-turn generation of the same size on the embedded engine (instant policy), so the
  * difference between the paths is the hop: one cluster call (serialize, TCP, the owner's entity handler) and its answer.
- * Not measured here yet: CPU per request, Sessions and heap per runner, failover time.
+ * Not measured here yet: CPU per request, Sessions and heap per runner (failover time: clusterFailover.ts).
  */
 import { Effect, Schema } from "effect"
 import * as Fs from "node:fs"
@@ -126,7 +126,7 @@ export const bench: Harness.Bench = {
       notes: [
         "Two runners and a controller over an embedded PostgreSQL; runner 2's agents call runner 1, which forwards their requests (non-owner).",
         "Each agent sends its requests one after another; `clients` agents at once. Target: non-owner ≤ 1.3x owner.",
-        "Not measured yet: CPU per request, Sessions and heap per runner, failover time (docs/scale-out.md)."
+        "Not measured yet: CPU per request, Sessions and heap per runner (failover time: `npm run bench -- failover`)."
       ]
     }
   }
