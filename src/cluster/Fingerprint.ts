@@ -6,7 +6,9 @@
  * **Details**
  * The fingerprint is the JSON text of each such setting, keyed by field; the controller sends it with every Session,
  * and the runner compares it with its own. Settings that may differ per machine (the agent's working directory, the
- * gateway's host and port, output paths) are not part of it.
+ * gateway's host and port, output paths) are not part of it. Of the cross-step modes, a runner compares what its
+ * generation gate does with them (`derivedFields`): `--partial-rollout` and `--fully-async` park and retain a Group at
+ * a step boundary alike on a runner; the early close and the final backfill of fully async are the controller's.
  */
 import * as FlagTable from "../config/FlagTable.ts"
 import type * as Settings from "../config/Settings.ts"
@@ -46,18 +48,36 @@ export const sampleFields = [
   "evalMaxContextLen",
   "agenticAllowSpecialTokens",
   "agenticFailUnparsedTurns",
-  // The runners' generation gates park and protect Sessions by these (partial rollout / fully async).
-  "partialRollout",
-  "fullyAsync",
+  // The runners' generation gates protect Sessions by this (partial rollout).
   "partialRolloutMaxAbortedCount"
 ] as const satisfies ReadonlyArray<keyof Settings.RolloutSettings>
+
+/**
+ * Entries derived from several settings, keyed by a name of their own: what a runner's Sessions do with them.
+ * `retainsAcrossSteps`: the runner's generation gate parks and keeps Groups at a step boundary (`--partial-rollout` or
+ * `--fully-async`: the same on a runner).
+ */
+export const derivedFields = {
+  retainsAcrossSteps: {
+    flags: "--partial-rollout / --fully-async",
+    value: (settings: Settings.RolloutSettings): boolean => settings.partialRollout || settings.fullyAsync
+  }
+} as const
+
+const compared: ReadonlyArray<string> = [...sampleFields, ...Object.keys(derivedFields)]
+
+const flagsOf = (field: string): string =>
+  field in derivedFields ? derivedFields[field as keyof typeof derivedFields].flags : FlagTable.flagOf(field)
 
 /** Field → JSON text of its value. */
 export type Fingerprint = Readonly<Record<string, string>>
 
 /** The fingerprint of `settings`. */
 export const of = (settings: Settings.RolloutSettings): Fingerprint =>
-  Object.fromEntries(sampleFields.map((field) => [field, JSON.stringify(settings[field] ?? null)]))
+  Object.fromEntries([
+    ...sampleFields.map((field) => [field, JSON.stringify(settings[field] ?? null)]),
+    ...Object.entries(derivedFields).map(([field, derived]) => [field, JSON.stringify(derived.value(settings))])
+  ])
 
 /**
  * The first setting where the runner's fingerprint differs from the controller's, as a message naming its flag;
@@ -70,12 +90,12 @@ export const mismatch = (
 ): string | undefined => {
   const field = differingField(controller, runner)
   if (field === undefined) return undefined
-  const flag = FlagTable.flagOf(field)
+  const flag = flagsOf(field)
   return `${flag}: ${names.ours} has ${runner[field] ?? "null"}, ${names.theirs} ${controller[field] ?? "null"}; ` +
     "every runner must read the controller's configuration (the same --config and sample-changing flags), or its " +
     "samples would differ"
 }
 
-/** The first sample-changing field whose values differ; `undefined` when they agree. */
+/** The first sample-changing field (or derived entry) whose values differ; `undefined` when they agree. */
 export const differingField = (a: Fingerprint, b: Fingerprint): string | undefined =>
-  sampleFields.find((field) => (a[field] ?? "null") !== (b[field] ?? "null"))
+  compared.find((field) => (a[field] ?? "null") !== (b[field] ?? "null"))

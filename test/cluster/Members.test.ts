@@ -1,10 +1,14 @@
 /**
  * One configuration at join (layers/cluster/Members.ts `refusal`): a runner is compared with the live controllers, a
  * controller with the live runners, never a runner with another runner; the refusal names the first differing flag.
+ * The cross-step modes are compared by what a runner does with them (`--partial-rollout` and `--fully-async` alike).
  * The table itself is exercised by test/cluster/runners.e2e.test.ts on a real PostgreSQL.
  */
 import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
 import * as Members from "../../layers/cluster/Members.ts"
+import * as Fingerprint from "../../src/cluster/Fingerprint.ts"
+import * as Settings from "../../src/config/Settings.ts"
 
 const same = { rolloutTemperature: "1", tokenizer: "null" }
 const other = { rolloutTemperature: "0.5", tokenizer: "null" }
@@ -42,4 +46,17 @@ describe("Members.refusal", () => {
       Members.refusal({ id: "r2", role: "runner", address: "r2:1", fingerprint: same }, [live("controller", same)])
     )
   })
+
+  it.effect("compares what a runner does at a step boundary: --partial-rollout serves --fully-async, neither is refused", () =>
+    Effect.gen(function*() {
+      const base = { promptData: "train.jsonl", rolloutBatchSize: 4 }
+      const partial = Fingerprint.of(yield* Settings.resolve({ ...base, partialRollout: true }))
+      const fullyAsync = Fingerprint.of(yield* Settings.resolve({ ...base, fullyAsync: true }))
+      const neither = Fingerprint.of(yield* Settings.resolve(base))
+      assert.isUndefined(Fingerprint.mismatch(fullyAsync, partial))
+      assert.strictEqual(
+        Fingerprint.mismatch(fullyAsync, neither)?.split(";")[0],
+        "--partial-rollout / --fully-async: this runner has false, the controller true"
+      )
+    }))
 })

@@ -8,6 +8,10 @@
  * - A controller killed with SIGKILL: the runners reap its Sessions' agents (no controller touches them any more).
  * - `--partial-rollout` across the runners: a Group still running at step 0's close is kept, finishes in step 1 on
  *   the version the weight update between the steps relayed, and both steps give the same samples as one process.
+ * - `--fully-async` across the same runners (started with `--partial-rollout`: on a runner both retain alike): the
+ *   final backfill drains the debt, each step pays its own partition or the previous one, and the samples are
+ *   token-exact those of one process (run side by side with it). Where a step closes early depends on when agents sit
+ *   between requests, so only what fully async guarantees is compared, not the steps' accounting.
  */
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { Effect, Exit, Fiber, Schema, Scope } from "effect"
@@ -117,6 +121,22 @@ const awaitMarks = (ctrl: string, suffix: string, count: number) =>
 const hostedBy = (runner: Processes.Runner): Array<string> =>
   [...runner.output().matchAll(/hosts Session (\S+)/g)].map((m) => m[1]!)
 
+/** A `rollout` of two steps of one Group each, two Groups started at once (over-sampling), into `out`. */
+const twoSteps = (memberFlags: ReadonlyArray<string>, out: string, extra: ReadonlyArray<string>) =>
+  Processes.run([
+    "rollout",
+    ...memberFlags,
+    "--rollout-batch-size",
+    "1",
+    "--over-sampling-batch-size",
+    "2",
+    "--num-rollout",
+    "2",
+    "--output-dir",
+    out,
+    ...extra
+  ])
+
 describe("cluster with a trainer (end to end)", () => {
   it.live(
     "serve --cluster-database-url: UpdateWeights, PauseGeneration and ResumeGeneration reach every runner's Sessions",
@@ -215,20 +235,7 @@ describe("cluster with a trainer (end to end)", () => {
       Effect.gen(function*() {
         const { ctrl, work } = cluster
         clear(ctrl)
-        const run = (out: string, extra: ReadonlyArray<string>) =>
-          Processes.run([
-            "rollout",
-            ...flags(ctrl),
-            "--rollout-batch-size",
-            "1",
-            "--over-sampling-batch-size",
-            "2",
-            "--num-rollout",
-            "2",
-            "--output-dir",
-            out,
-            ...extra
-          ])
+        const run = (out: string, extra: ReadonlyArray<string>) => twoSteps(flags(ctrl), out, extra)
         const clustered = Path.join(work, "partial-cluster")
         const log = yield* run(clustered, cluster.clusterFlags)
         const single = Path.join(work, "partial-single")
@@ -255,6 +262,48 @@ describe("cluster with a trainer (end to end)", () => {
         for (const step of [0, 1]) {
           assert.deepStrictEqual(samplesOf(clustered, step).map(exact), samplesOf(single, step).map(exact))
         }
+      }),
+    300_000
+  )
+
+  it.live(
+    "--fully-async across runners: the final backfill drains the debt, the same samples as one process",
+    () =>
+      Effect.gen(function*() {
+        const { ctrl, work, runners } = cluster
+        clear(ctrl)
+        const run = (out: string, extra: ReadonlyArray<string>) =>
+          twoSteps([...flags(ctrl).filter((flag) => flag !== "--partial-rollout"), "--fully-async"], out, extra)
+        const [clustered, single] = [Path.join(work, "async-cluster"), Path.join(work, "async-single")]
+        // Side by side: the assertions below hold whatever the timing, and the file's time is tight.
+        const [log, singleLog] = yield* Effect.all([run(clustered, cluster.clusterFlags), run(single, [])], {
+          concurrency: "unbounded"
+        })
+        const all = (dir: string) =>
+          [0, 1, 2].flatMap((step) => samplesOf(dir, step).map((sample) => ({ step, sample })))
+        for (const [output, dir] of [[log, clustered], [singleLog, single]] as const) {
+          assert.match(output, /event=accounting_start rollout=1 .*final_backfill=False/)
+          assert.match(output, /event=accounting_start rollout=2 .*final_backfill=True/)
+          // The final backfill (rollout_id == --num-rollout) drains what is still owed and keeps nothing.
+          assert.match(output, /event=accounting_end rollout=2 groups=\d+ rows=\d+ debt=0 resident_groups=0 /)
+          const rows = [...output.matchAll(/event=accounting_end rollout=\d+ groups=\d+ rows=(\d+)/g)]
+          assert.strictEqual(rows.reduce((sum, m) => sum + Number(m[1]), 0), 4)
+          // Two partitions of one Group each; a step's result holds its own partition's or the previous one's.
+          const samples = all(dir)
+          assert.deepStrictEqual(samples.map((s) => s.sample.rollout_id).sort(), [0, 0, 1, 1])
+          for (const { step, sample } of samples) assert.include([step - 1, step], sample.rollout_id)
+        }
+        const sessions = new Set(all(clustered).map((s) => s.sample.session_id))
+        assert.isTrue(
+          runners.flatMap(hostedBy).some((s) => sessions.has(s)),
+          "no runner hosted the fully-async run's Sessions"
+        )
+        const exact = (
+          s: TrainingSample.TrainingSample
+        ) => [s.prompt, s.index, s.tokens, s.loss_mask, s.rollout_log_probs]
+        const sorted = (dir: string) =>
+          all(dir).map((s) => exact(s.sample)).sort((a, b) => (JSON.stringify(a) < JSON.stringify(b) ? -1 : 1))
+        assert.deepStrictEqual(sorted(clustered), sorted(single))
       }),
     300_000
   )
