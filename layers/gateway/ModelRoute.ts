@@ -24,6 +24,7 @@ import type * as Wire from "../../src/cluster/Wire.ts"
 import * as ApiKey from "../../src/protocol/ApiKey.ts"
 import * as Chat from "../../src/protocol/chat.ts"
 import * as Completion from "../../src/protocol/completion.ts"
+import * as EchoBody from "../../src/protocol/EchoBody.ts"
 import * as ErrorAnswer from "../../src/protocol/ErrorAnswer.ts"
 import * as Errors from "../../src/protocol/errors.ts"
 import * as JsonBody from "../../src/protocol/JsonBody.ts"
@@ -181,18 +182,12 @@ const failGeneration = (error: Generation.GenerationError): Effect.Effect<never,
     : Effect.fail(answer)
 }
 
-/** A body parsed as one JSON object, and its bytes. */
-interface JsonObjectBody {
-  readonly object: Record<string, unknown>
-  readonly bytes: Uint8Array
-}
-
 /** Read the body under the size limit; `undefined` when the client went away meanwhile (already logged). */
-const readJsonObject = (
+const readBody = (
   ex: Exchange.Exchange,
   env: RouteEnv,
   claimDisconnectLog: () => boolean
-): Effect.Effect<Result.Result<JsonObjectBody, Errors.GatewayError> | undefined> =>
+): Effect.Effect<Result.Result<Uint8Array, Errors.GatewayError> | undefined> =>
   Effect.suspend(() => {
     const declared = Number(ex.request.headers["content-length"] ?? Number.NaN)
     if (Number.isFinite(declared) && declared > env.maxBodyBytes) {
@@ -201,7 +196,7 @@ const readJsonObject = (
     return Effect.callback<Exchange.BodyRead>((resume) =>
       Exchange.readBody(ex, env.maxBodyBytes, (read) => resume(Effect.succeed(read)))
     ).pipe(
-      Effect.flatMap((read) => {
+      Effect.flatMap((read): Effect.Effect<Result.Result<Uint8Array, Errors.GatewayError> | undefined> => {
         switch (read._tag) {
           case "TooLarge":
             return Effect.succeed(Result.fail(Errors.GatewayError.bodyTooLarge(env.maxBodyBytes)))
@@ -209,14 +204,7 @@ const readJsonObject = (
             return claimDisconnectLog() ? logDisconnect("body").pipe(Effect.as(undefined)) : Effect.succeed(undefined)
           case "Body":
             // The body completed inside an I/O callback: parse it as a task.
-            return FairScheduler.continueAsTask.pipe(
-              Effect.andThen(Effect.sync(() =>
-                Result.map(
-                  JsonBody.parseObject(read.bytes, env.maxJsonDepth),
-                  (object) => ({ object, bytes: read.bytes })
-                )
-              ))
-            )
+            return FairScheduler.continueAsTask.pipe(Effect.as(Result.succeed<Uint8Array>(read.bytes)))
         }
       })
     )
@@ -256,24 +244,26 @@ const serveModel = (env: RouteEnv, adapter: Completion.Adapter, ex: Exchange.Exc
       return sendError(ex, adapter, Errors.GatewayError.sessionClosed(token.success))
     }
     phase = "body"
-    const body = yield* readJsonObject(ex, env, claimDisconnectLog)
+    const body = yield* readBody(ex, env, claimDisconnectLog)
     if (body === undefined) return sendError(ex, adapter, Errors.GatewayError.clientDisconnect("body"))
     if (Result.isFailure(body)) return sendError(ex, adapter, body.failure)
+    const bytes = body.success
     if (Result.isFailure(session)) {
       // Cluster mode: another runner holds this Session; decoded here (a malformed request gets its 400 here).
-      const remote = adapter.decode(body.success.object)
+      const remote = EchoBody.decode(bytes, env.maxJsonDepth, undefined, adapter.decode)
       if (Result.isFailure(remote)) return sendError(ex, adapter, remote.failure)
       return {
-        remote: { sessionId: token.success, path: ex.request.url ?? "", body: body.success.bytes },
+        remote: { sessionId: token.success, path: ex.request.url ?? "", body: bytes },
         canonical: remote.success
       }
     }
     // A Chat body that repeats the previous request's history byte for byte reuses its canonical messages
-    // (src/protocol/RawEcho.ts); the generation core checks the reuse when matching.
+    // (src/protocol/RawEcho.ts) and is parsed without them (src/protocol/EchoBody.ts); the generation core checks the
+    // reuse when matching. The scan runs before the body is parsed, and its mark is kept only for a body that decoded.
     const echo = adapter.protocol === "chat" && env.generation.echo !== undefined
-      ? yield* env.generation.echo(session.success, body.success.bytes)
+      ? yield* env.generation.echo(session.success, bytes)
       : undefined
-    const decoded = adapter.decode(body.success.object, echo?.known)
+    const decoded = EchoBody.decode(bytes, env.maxJsonDepth, echo?.known, adapter.decode)
     if (Result.isFailure(decoded)) return sendError(ex, adapter, decoded.failure)
     const canonical: Completion.CanonicalRequest = echo?.mark === undefined ? decoded.success : {
       ...decoded.success,

@@ -105,10 +105,14 @@ export interface GenerationShape {
   readonly echo?: (session: Sessions.SessionEntry, bytes: Uint8Array) => Effect.Effect<EchoStart>
 }
 
-/** What {@link GenerationShape.echo} found: the body's mark, and the known canonical messages of its repeated prefix. */
+/**
+ * What {@link GenerationShape.echo} found: the body's mark, and the known canonical messages of its repeated prefix
+ * with the previous request's mark (`repeated`: where those messages lie in the body, so it can be parsed without
+ * them; src/protocol/EchoBody.ts).
+ */
 export interface EchoStart {
   readonly mark: RawEcho.Mark | undefined
-  readonly known: (Canonical.KnownPrefix & { readonly state: string }) | undefined
+  readonly known: (Canonical.KnownPrefix & { readonly state: string; readonly repeated: RawEcho.Mark }) | undefined
 }
 
 /** The mark of a Session's last exactly matched Chat request and the state its messages ended at. */
@@ -498,7 +502,7 @@ const make = (options: GenerationOptions) =>
             return { mark: reading.mark, known: undefined }
           }
           const messages = Forest.fullMessages(forest, memo.state)
-          return { mark: reading.mark, known: { count: memo.count, messages, state: memo.state } }
+          return { mark: reading.mark, known: { count: memo.count, messages, state: memo.state, repeated: memo } }
         }),
         // No forest: the generation answers that itself.
         Effect.catchTag("ForestNotFoundError", () => Effect.succeed(noEcho))

@@ -12,14 +12,20 @@
  * the SessionForest checks that reuse by identity (`Matching.match`'s `known`). Any difference falls back to full
  * canonicalization.
  *
- * The scanner reads a body that `JSON.parse` accepted (so it does not validate): strings are skipped to their closing
- * quote, nesting is counted, and the last top-level `messages` key wins, as `JSON.parse` decides between duplicates
- * (keys are compared after unescaping). A body whose `messages` is not a non-empty array gets no mark.
+ * The scanner does not validate: strings are skipped to their closing quote, nesting is counted, and the last
+ * top-level `messages` key wins, as `JSON.parse` decides between duplicates (keys are compared after unescaping). A
+ * body whose `messages` is not a non-empty array gets no mark. It ends on any bytes and its mark describes a body that
+ * `JSON.parse` accepts; the gateway reads a body before parsing it (so src/protocol/EchoBody.ts can parse it without
+ * its repeated history) and keeps a mark only for a body that parsed and decoded.
  */
 import { createHash, type Hash } from "node:crypto"
 
-/** Where one body's history ends: `count` elements of `messages`, the last one ending at byte `end`. */
+/**
+ * Where one body's history is: its `messages` array opens at byte `open` (the `[`) and holds `count` elements, the
+ * last one ending at byte `end`.
+ */
 export interface Mark {
+  readonly open: number
   readonly end: number
   readonly count: number
   /** SHA-256 (base64) of the body's bytes `[0, end)`. */
@@ -169,7 +175,7 @@ const digestOf = (hash: Hash): string => hash.digest("base64")
 const markWhole = (bytes: Uint8Array): Mark | undefined => {
   const open = skipSpace(bytes, 0)
   if (bytes[open] !== OPEN_OBJECT) return undefined
-  let found: { readonly count: number; readonly lastEnd: number } | undefined
+  let found: { readonly count: number; readonly lastEnd: number; readonly open: number } | undefined
   const whole = scanMembers(bytes, open + 1, true, (valueAt) => {
     if (bytes[valueAt] !== OPEN_ARRAY) {
       found = undefined
@@ -177,11 +183,12 @@ const markWhole = (bytes: Uint8Array): Mark | undefined => {
     }
     const elements = scanElements(bytes, valueAt + 1, 0, -1)
     if (elements === undefined) return -1
-    found = elements.count > 0 ? elements : undefined
+    found = elements.count > 0 ? { count: elements.count, lastEnd: elements.lastEnd, open: valueAt } : undefined
     return elements.close
   })
   if (!whole || found === undefined) return undefined
   return {
+    open: found.open,
     end: found.lastEnd,
     count: found.count,
     digest: digestOf(createHash("sha256").update(bytes.subarray(0, found.lastEnd)))
@@ -203,7 +210,10 @@ export const read = (bytes: Uint8Array, previous: Mark | undefined): Reading => 
         const last = elements !== undefined && scanMembers(bytes, elements.close, false, () => -1)
         if (elements !== undefined && last) {
           hash.update(bytes.subarray(previous.end, elements.lastEnd))
-          return { mark: { end: elements.lastEnd, count: elements.count, digest: digestOf(hash) }, repeats: true }
+          return {
+            mark: { open: previous.open, end: elements.lastEnd, count: elements.count, digest: digestOf(hash) },
+            repeats: true
+          }
         }
         return { mark: undefined, repeats: false }
       }

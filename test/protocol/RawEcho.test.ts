@@ -44,7 +44,7 @@ const assemble = (
   const messages = b.elements.join(`${b.ws},${b.ws}`)
   const text = `${head}${messages}${b.ws}]${b.after.map((m) => `,${b.ws}${m}`).join("")}${b.ws}}`
   const end = byteLength(head + messages)
-  return { text, end }
+  return { text, end, open: byteLength(head) - byteLength(b.ws) - 1 }
 }
 
 const digest = (text: string, end: number): string =>
@@ -54,11 +54,11 @@ describe("RawEcho.read", () => {
   it("marks where the last element of messages ends, how many there are, and the digest before it", () => {
     fc.assert(
       fc.property(body, (b) => {
-        const { text, end } = assemble(b)
+        const { end, open, text } = assemble(b)
         assert.deepStrictEqual(JSON.parse(text).messages.length, b.elements.length)
         const reading = RawEcho.read(bytesOf(text), undefined)
         assert.deepStrictEqual(reading, {
-          mark: { end, count: b.elements.length, digest: digest(text, end) },
+          mark: { open, end, count: b.elements.length, digest: digest(text, end) },
           repeats: false
         })
       }),
@@ -126,5 +126,22 @@ describe("RawEcho.read", () => {
       "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi \\\"there\\\" \\\\\"}],\"max_tokens\":16}"
     const previous = RawEcho.read(bytesOf(text), undefined).mark
     assert.deepStrictEqual(RawEcho.read(bytesOf(text), previous), { mark: previous, repeats: true })
+  })
+
+  it("ends on any bytes, a body's prefix with anything after it included, without throwing", () => {
+    fc.assert(
+      fc.property(body, fc.uint8Array({ maxLength: 40 }), fc.nat(), (b, tail, cut) => {
+        const { text } = assemble(b)
+        const bytes = bytesOf(text)
+        const previous = RawEcho.read(bytes, undefined).mark
+        const at = cut % (bytes.length + 1)
+        const mangled = Buffer.concat([bytes.subarray(0, at), tail])
+        for (const [read, of] of [[mangled, previous], [mangled, undefined], [tail, previous]] as const) {
+          const mark = RawEcho.read(read, of).mark
+          if (mark !== undefined) assert.isTrue(mark.open < mark.end && mark.end <= read.length)
+        }
+      }),
+      { numRuns: 1000 }
+    )
   })
 })
