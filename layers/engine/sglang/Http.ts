@@ -12,11 +12,14 @@
  *   is closing fails with a reset (which marks a healthy worker down and moves its sticky Sessions).
  * - With `apiKey` (`--sglang-api-key`) every request carries `Authorization: Bearer <key>` (servers and gateways
  *   launched with `--api-key` answer 401 without it).
+ * - A request is dispatched to its pool with a handler that collects the answer's bytes ({@link Collector}): no
+ *   response stream, promise or abort signal per request, answers and errors as undici's `request` gives them
+ *   (test/engine/Http.dispatch.test.ts compares the two).
  * - Error bodies: SGLang's `{"object":"error","message":…}`, FastAPI's `{"detail":…}`, or raw text (cut at 500
  *   characters) in messages.
  */
 import { Duration, Effect, Result, Schema, type Scope } from "effect"
-import { Agent } from "undici"
+import { Agent, type Dispatcher, errors } from "undici"
 import * as Wire from "../../../src/engine/Wire.ts"
 import * as Errors from "../../../src/errors.ts"
 import * as Engine from "../Engine.ts"
@@ -156,6 +159,83 @@ export const statusError = (url: string, path: string, answer: Answer): Engine.E
 export const ok = (url: string, path: string) => (answer: Answer): Effect.Effect<Answer, Engine.EngineError> =>
   answer.status === 200 ? Effect.succeed(answer) : Effect.fail(statusError(url, path, answer))
 
+/** What a failed request is: a timeout (final), a broken connection (retryable) or another transport failure. */
+export const transportError = (url: string, path: string, error: unknown): Engine.EngineError => {
+  const code = errorCode(error)
+  const timedOut = code === "UND_ERR_HEADERS_TIMEOUT" || code === "UND_ERR_BODY_TIMEOUT"
+  // A timed-out generation may still be running: retrying would run it twice (reason `timeout` is final).
+  // An error without a code (a socket closed under undici) counts as a broken connection.
+  const reason = timedOut
+    ? "timeout"
+    : code === undefined || connectionErrorCodes.has(code)
+    ? "unreachable"
+    : "protocol"
+  return new Engine.EngineError({
+    reason,
+    detail: timedOut
+      ? `SGLang at ${url}${path} did not answer within the request timeout (${describe(error)})`
+      : `cannot reach SGLang at ${url}${path}: ${describe(error)}`,
+    url,
+    cause: error
+  })
+}
+
+/**
+ * One request's answer collected straight from undici's dispatcher: its status and body bytes, decoded as text as
+ * undici's `request(…).body.text()` decodes it (UTF-8, a leading byte-order mark skipped), without the response stream,
+ * the promise and the abort signal that `request` and `Effect.tryPromise` make per request. Informational (1xx)
+ * answers are skipped, as `request` skips them.
+ */
+class Collector implements Dispatcher.DispatchHandler {
+  private status = 0
+  private readonly chunks: Array<Buffer> = []
+  private length = 0
+  private controller: Dispatcher.DispatchController | undefined
+  private aborted: Error | undefined
+  private done = false
+
+  constructor(
+    private readonly succeed: (answer: Answer) => void,
+    private readonly fail: (error: unknown) => void
+  ) {}
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    if (this.aborted !== undefined) controller.abort(this.aborted)
+    else this.controller = controller
+  }
+
+  onResponseStart(_controller: Dispatcher.DispatchController, statusCode: number): void {
+    if (statusCode >= 200) this.status = statusCode
+  }
+
+  onResponseData(_controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    this.chunks.push(chunk)
+    this.length += chunk.length
+  }
+
+  onResponseEnd(): void {
+    if (this.done) return
+    this.done = true
+    const bytes = this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks, this.length)
+    const bom = bytes.length > 2 && bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf ? 3 : 0
+    this.succeed({ status: this.status, body: bytes.toString("utf8", bom) })
+  }
+
+  onResponseError(_controller: Dispatcher.DispatchController | undefined, error: unknown): void {
+    if (this.done) return
+    this.done = true
+    this.fail(error)
+  }
+
+  /** Stop the request: now if it started, else as soon as undici starts it. */
+  abort(): void {
+    if (this.done) return
+    const reason = new errors.RequestAbortedError()
+    if (this.controller !== undefined) this.controller.abort(reason)
+    else this.aborted = reason
+  }
+}
+
 /** The two pools, closed with the scope. */
 export const make = (options: Options): Effect.Effect<Http, never, Scope.Scope> =>
   Effect.gen(function*() {
@@ -184,41 +264,27 @@ export const make = (options: Options): Effect.Effect<Http, never, Scope.Scope> 
     const controlAgent = yield* makeAgent(8)
 
     const request: Http["request"] = (url, path, method, body, headers = noHeaders, timeoutMs) =>
-      Effect.tryPromise({
-        try: async (signal) => {
-          const agent = path === "/generate" ? dataAgent : controlAgent
-          const response = await agent.request({
+      Effect.callback<Answer, Engine.EngineError>((resume) => {
+        const collector = new Collector(
+          (answer) => resume(Effect.succeed(answer)),
+          (error) => resume(Effect.fail(transportError(url, path, error)))
+        )
+        try {
+          ;(path === "/generate" ? dataAgent : controlAgent).dispatch({
             origin: url,
             path,
             method,
-            signal,
             headers: headers === noHeaders
               ? (body === undefined ? plainHeaders : jsonHeaders)
               : { ...(body === undefined ? plainHeaders : jsonHeaders), ...headers },
             body: body === undefined ? null : body instanceof Uint8Array ? body : JSON.stringify(body),
             ...(timeoutMs === undefined ? {} : { headersTimeout: timeoutMs, bodyTimeout: timeoutMs })
-          })
-          return { status: response.statusCode, body: await response.body.text() }
-        },
-        catch: (error) => {
-          const code = errorCode(error)
-          const timedOut = code === "UND_ERR_HEADERS_TIMEOUT" || code === "UND_ERR_BODY_TIMEOUT"
-          // A timed-out generation may still be running: retrying would run it twice (reason `timeout` is final).
-          // An error without a code (a socket closed under undici) counts as a broken connection.
-          const reason = timedOut
-            ? "timeout"
-            : code === undefined || connectionErrorCodes.has(code)
-            ? "unreachable"
-            : "protocol"
-          return new Engine.EngineError({
-            reason,
-            detail: timedOut
-              ? `SGLang at ${url}${path} did not answer within the request timeout (${describe(error)})`
-              : `cannot reach SGLang at ${url}${path}: ${describe(error)}`,
-            url,
-            cause: error
-          })
+          }, collector)
+        } catch (error) {
+          collector.onResponseError(undefined, error)
         }
+        // Interrupted: stop the request (its connection is closed, as undici does for an aborted `request`).
+        return Effect.sync(() => collector.abort())
       })
     return { request }
   })
