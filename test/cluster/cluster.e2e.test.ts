@@ -7,23 +7,15 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Schema } from "effect"
 import * as Fs from "node:fs"
-import * as Os from "node:os"
 import * as Path from "node:path"
 import * as TrainingSample from "../../src/forest/TrainingSample.ts"
 import * as EmbeddedPg from "../support/EmbeddedPg.ts"
 import * as Processes from "./processes.ts"
 
-const fixtures = Path.join(Processes.root, "test", "fixtures")
-
-const decodeSample = Schema.decodeUnknownSync(Schema.fromJsonString(TrainingSample.TrainingSample))
 const decodeReport = Schema.decodeUnknownSync(Schema.fromJsonString(Schema.Record(
   Schema.String,
   Schema.Struct({ ok: Schema.Boolean, text: Schema.optional(Schema.String), error: Schema.optional(Schema.String) })
 )))
-const samplesOf = (dir: string, step: number) =>
-  Fs.readFileSync(Path.join(dir, `rollout_${step}.jsonl`), "utf8").split("\n").filter((l) => l.trim() !== "").map((l) =>
-    decodeSample(l)
-  )
 
 /** What must be equal between two runs with the same seed (the Session ids are random). */
 const exact = (s: TrainingSample.TrainingSample) => ({
@@ -46,47 +38,18 @@ const exact = (s: TrainingSample.TrainingSample) => ({
  * The protocols agent (one request per protocol, JSON and SSE) with a deterministic policy at a fixed seed; the
  * runners and the controller read the same flags, as they must.
  */
-const flags = (outputDir: string, reports: string) => [
-  "--prompt-data",
-  Path.join(fixtures, "rollout", "train.jsonl"),
-  "--label-key",
-  "label",
-  "--rollout-batch-size",
-  "2",
-  "--n-samples-per-prompt",
-  "2",
-  "--num-rollout",
-  "2",
-  "--agent-cwd",
-  Path.join(fixtures, "cluster"),
-  "--agent-command",
-  `"${process.execPath}" protocols.mjs`,
-  "--agent-env",
-  `REPORT_DIR=${reports}`,
-  "--embedded-policy",
-  Path.join(fixtures, "cluster", "policy.mjs"),
-  "--rollout-max-response-len",
-  "24",
-  "--rollout-seed",
-  "7",
-  "--output-dir",
-  outputDir
-]
-
-/** Cluster settings for a loaded test machine: database operations may take seconds. */
-const clusterFlags = (url: string) => [
-  "--cluster-database-url",
-  url,
-  "--cluster-lock-expiration",
-  "20",
-  "--cluster-lock-refresh",
-  "5",
-  "--cluster-health-check",
-  "5"
-]
-
-const hostedBy = (runner: Processes.Runner): Array<string> =>
-  [...runner.output().matchAll(/hosts Session (\S+)/g)].map((m) => m[1]!)
+const flags = (outputDir: string, reports: string) =>
+  Processes.memberFlags({
+    agent: "protocols.mjs",
+    agentEnv: [`REPORT_DIR=${reports}`],
+    policy: "cluster",
+    maxResponseLen: 24,
+    labelKey: "label",
+    batchSize: 2,
+    numRollout: 2,
+    seed: 7,
+    outputDir
+  })
 
 describe("cluster (end to end)", () => {
   it.live(
@@ -95,15 +58,13 @@ describe("cluster (end to end)", () => {
       Effect.scoped(Effect.gen(function*() {
         const db = yield* EmbeddedPg.start
         const port = yield* EmbeddedPg.freePort
-        const work = Fs.mkdtempSync(Path.join(Os.tmpdir(), "relax-cluster-"))
-        yield* Effect.addFinalizer(() => Effect.sync(() => Fs.rmSync(work, { recursive: true, force: true })))
+        const work = yield* Processes.workDir("relax-cluster-")
         const reports = Path.join(work, "reports")
         Fs.mkdirSync(reports)
         const runnerArgs = (i: number, extra: ReadonlyArray<string>) => [
           ...flags(Path.join(work, `runner${i}`), reports),
-          ...clusterFlags(db.url),
-          "--runner-address",
-          `127.0.0.1:${port + i}`,
+          ...Processes.clusterFlags(db.url),
+          ...Processes.runnerAt(port + i),
           ...extra
         ]
         const first = yield* Processes.runner(runnerArgs(1, []))
@@ -115,19 +76,19 @@ describe("cluster (end to end)", () => {
 
         // Two steps on the cluster, then the same flags and seed in one process.
         const clustered = Path.join(work, "cluster")
-        yield* Processes.run(["rollout", ...flags(clustered, reports), ...clusterFlags(db.url)])
-        const forwarded = new Set([...hostedBy(others[0]!), ...hostedBy(others[1]!)])
+        yield* Processes.run(["rollout", ...flags(clustered, reports), ...Processes.clusterFlags(db.url)])
+        const forwarded = new Set([...Processes.hostedBy(others[0]!), ...Processes.hostedBy(others[1]!)])
         const clusterReports = Fs.readdirSync(reports)
         const single = Path.join(work, "single")
         yield* Processes.run(["rollout", ...flags(single, Path.join(work, "reports"))])
         for (const step of [0, 1]) {
-          const a = samplesOf(clustered, step)
-          const b = samplesOf(single, step)
+          const a = Processes.samplesOf(clustered, step)
+          const b = Processes.samplesOf(single, step)
           assert.strictEqual(a.length, 4)
           assert.deepStrictEqual(a.map(exact), b.map(exact))
         }
         const spread = runners.map((r) =>
-          hostedBy(r).length
+          Processes.hostedBy(r).length
         )
         assert.isAtLeast(spread.filter((n) => n > 0).length, 2, `Sessions per runner: ${spread.join(", ")}`)
 

@@ -7,23 +7,15 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Schema } from "effect"
 import * as Fs from "node:fs"
-import * as Os from "node:os"
 import * as Path from "node:path"
-import * as TrainingSample from "../../src/forest/TrainingSample.ts"
-import * as AgentProcesses from "../support/agentProcesses.ts"
 import * as EmbeddedPg from "../support/EmbeddedPg.ts"
 import * as Processes from "./processes.ts"
 
-const fixtures = Path.join(Processes.root, "test", "fixtures")
-const decodeSample = Schema.decodeUnknownSync(Schema.fromJsonString(TrainingSample.TrainingSample))
 const MetricsLine = Schema.Struct({ rollout_id: Schema.Int, metrics: Schema.Record(Schema.String, Schema.Number) })
 const decodeMetrics = Schema.decodeUnknownSync(Schema.fromJsonString(MetricsLine))
 const ErrorBody = Schema.decodeUnknownSync(
   Schema.fromJsonString(Schema.Struct({ error: Schema.Struct({ code: Schema.String }) }))
 )
-
-const hostedBy = (runner: Processes.Runner): Array<string> =>
-  [...runner.output().matchAll(/hosts Session (\S+)/g)].map((m) => m[1]!)
 
 describe("cluster faults (end to end)", () => {
   it.live(
@@ -32,44 +24,21 @@ describe("cluster faults (end to end)", () => {
       Effect.scoped(Effect.gen(function*() {
         const db = yield* EmbeddedPg.start
         const port = yield* EmbeddedPg.freePort
-        const work = Fs.mkdtempSync(Path.join(Os.tmpdir(), "relax-cluster-faults-"))
-        yield* Effect.addFinalizer(() => Effect.sync(() => Fs.rmSync(work, { recursive: true, force: true })))
+        const work = yield* Processes.workDir("relax-cluster-faults-")
         const pids = Path.join(work, "pids")
         Fs.mkdirSync(pids)
         const flags = (outputDir: string) => [
-          "--prompt-data",
-          Path.join(fixtures, "rollout", "train.jsonl"),
-          "--rollout-batch-size",
-          "4",
-          "--n-samples-per-prompt",
-          "2",
-          "--num-rollout",
-          "1",
-          "--agent-cwd",
-          Path.join(fixtures, "cluster"),
-          "--agent-command",
-          `"${process.execPath}" slow.mjs`,
-          "--agent-env",
-          `PID_DIR=${pids}`,
-          "--embedded-policy",
-          Path.join(fixtures, "rollout", "policy.mjs"),
-          "--rollout-max-response-len",
-          "16",
-          "--output-dir",
-          outputDir,
-          "--cluster-database-url",
-          db.url,
-          "--cluster-lock-expiration",
-          "10",
-          "--cluster-lock-refresh",
-          "3",
-          "--cluster-health-check",
-          "3"
+          ...Processes.memberFlags({
+            ...Processes.slowAgent(pids),
+            batchSize: 4,
+            numRollout: 1,
+            outputDir
+          }),
+          ...Processes.clusterFlags(db.url, { lockExpiration: 10, lockRefresh: 3, healthCheck: 3 })
         ]
         const runners = yield* Effect.forEach(
           [1, 2],
-          (i) =>
-            Processes.runner([...flags(Path.join(work, `runner${i}`)), "--runner-address", `127.0.0.1:${port + i}`]),
+          (i) => Processes.runner([...flags(Path.join(work, `runner${i}`)), ...Processes.runnerAt(port + i)]),
           { concurrency: "unbounded" }
         )
         const out = Path.join(work, "out")
@@ -78,7 +47,7 @@ describe("cluster faults (end to end)", () => {
         const victim = yield* Effect.gen(function*() {
           while (true) {
             const started = new Set(Fs.readdirSync(pids))
-            const found = runners.find((r) => hostedBy(r).some((s) => started.has(s)))
+            const found = runners.find((r) => Processes.hostedBy(r).some((s) => started.has(s)))
             if (found !== undefined) return found
             yield* Effect.sleep("200 millis")
           }
@@ -86,13 +55,12 @@ describe("cluster faults (end to end)", () => {
         const survivor = runners.find((r) => r !== victim)!
         yield* Effect.sleep("1 second")
         victim.child.kill("SIGKILL")
-        const lost = hostedBy(victim)
+        const lost = Processes.hostedBy(victim)
         assert.isAbove(lost.length, 0)
 
         const code = yield* controller.exited
         assert.strictEqual(code, 0, controller.output().slice(-3000))
-        const samples = Fs.readFileSync(Path.join(out, "rollout_0.jsonl"), "utf8").split("\n").filter((l) => l !== "")
-          .map((l) => decodeSample(l))
+        const samples = Processes.samplesOf(out, 0)
         assert.strictEqual(samples.length, 8)
         const sessions = samples.map((s) => s.session_id)
         assert.strictEqual(new Set(sessions).size, sessions.length, "a Session's samples arrived twice")
@@ -101,10 +69,7 @@ describe("cluster faults (end to end)", () => {
         assert.isAtLeast(metrics.metrics["rollout/groups_dropped"] ?? 0, 1)
         assert.match(controller.output(), /error_type=(RunnerLostError|ClusterCallError)/)
         // No agent of the step is left running: neither the killed runner's nor the survivor's.
-        const orphans = Fs.readdirSync(pids).map((f) => Number(Fs.readFileSync(Path.join(pids, f), "utf8"))).filter(
-          AgentProcesses.running
-        )
-        assert.deepStrictEqual(orphans, [])
+        assert.deepStrictEqual(Processes.runningAgents(pids), [])
 
         // The killed runner's Session, asked at the survivor: its new owner does not hold it.
         const response = yield* Effect.promise(() =>

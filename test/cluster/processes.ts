@@ -1,12 +1,126 @@
 /**
  * Real `relax-agentic` processes for the cluster tests: runners and controllers started as the command line, their
  * output collected, waited for by a line they print, and killed (SIGKILL, as the OOM killer does, or SIGTERM) by pid.
+ *
+ * **Details**
+ * Also the one builder of the members' command lines (`memberFlags`, `clusterFlags`, `runnerAt`): runners and the
+ * controller must read the same sample-changing flags, so every cluster test and bench spells them here, and what the
+ * runs leave behind (`hostedBy`, `samplesOf`, `runningAgents`).
  */
-import { Effect, Scope } from "effect"
+import { Effect, Schema, Scope } from "effect"
 import { type ChildProcess, spawn } from "node:child_process"
+import * as Fs from "node:fs"
+import * as Os from "node:os"
 import * as Path from "node:path"
+import * as TrainingSample from "../../src/forest/TrainingSample.ts"
+import * as AgentProcesses from "../support/agentProcesses.ts"
 
 export const root = Path.join(import.meta.dirname, "..", "..")
+
+/** test/fixtures. */
+export const fixtures = Path.join(root, "test", "fixtures")
+
+/** A fresh directory under the system's temporary one, removed with everything in it when the scope closes. */
+export const workDir = (prefix: string) =>
+  Effect.acquireRelease(
+    Effect.sync(() => Fs.mkdtempSync(Path.join(Os.tmpdir(), prefix))),
+    (dir) => Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true }))
+  )
+
+/** What a member's rollout flags are made of; unset ones are left to the CLI's defaults. */
+export interface Member {
+  /** The agent script, run with this Node in `agentCwd`. */
+  readonly agent: string
+  /** The agents' directory (default test/fixtures/cluster). */
+  readonly agentCwd?: string
+  /** `KEY=VALUE` pairs for `--agent-env`. */
+  readonly agentEnv?: ReadonlyArray<string>
+  /** The embedded policy: test/fixtures/<policy>/policy.mjs. */
+  readonly policy: "rollout" | "cluster"
+  /** `--rollout-max-response-len` (default 16). */
+  readonly maxResponseLen?: number
+  /** `--n-samples-per-prompt` (default 2). */
+  readonly samplesPerPrompt?: number
+  readonly batchSize?: number
+  readonly numRollout?: number
+  readonly seed?: number
+  readonly temperature?: string
+  readonly labelKey?: string
+  readonly outputDir?: string
+  /** Any other flags, appended. */
+  readonly extra?: ReadonlyArray<string>
+}
+
+const optional = (flag: string, value: string | number | undefined): Array<string> =>
+  value === undefined ? [] : [flag, String(value)]
+
+/** The rollout flags of a member (runner or controller) over test/fixtures/rollout/train.jsonl. */
+export const memberFlags = (member: Member): Array<string> => [
+  "--prompt-data",
+  Path.join(fixtures, "rollout", "train.jsonl"),
+  ...optional("--label-key", member.labelKey),
+  ...optional("--rollout-batch-size", member.batchSize),
+  "--n-samples-per-prompt",
+  String(member.samplesPerPrompt ?? 2),
+  ...optional("--num-rollout", member.numRollout),
+  ...optional("--rollout-temperature", member.temperature),
+  "--agent-cwd",
+  member.agentCwd ?? Path.join(fixtures, "cluster"),
+  "--agent-command",
+  `"${process.execPath}" ${member.agent}`,
+  ...(member.agentEnv === undefined || member.agentEnv.length === 0 ? [] : ["--agent-env", ...member.agentEnv]),
+  "--embedded-policy",
+  Path.join(fixtures, member.policy, "policy.mjs"),
+  "--rollout-max-response-len",
+  String(member.maxResponseLen ?? 16),
+  ...optional("--rollout-seed", member.seed),
+  ...optional("--output-dir", member.outputDir),
+  ...(member.extra ?? [])
+]
+
+/**
+ * The fault tests' agent (test/fixtures/cluster/slow.mjs: a request, a 4-second tool with a child process, a
+ * request) on the rollout fixture's policy; each agent writes its pid to `<pids>/<Session id>`.
+ */
+export const slowAgent = (pids: string) =>
+  ({ agent: "slow.mjs", agentEnv: [`PID_DIR=${pids}`], policy: "rollout" }) as const satisfies Member
+
+/** Failover settings, in seconds; an unset one is left to the CLI's default. */
+export interface Failover {
+  readonly lockExpiration?: number
+  readonly lockRefresh?: number
+  readonly healthCheck?: number
+}
+
+/** Settings for a loaded test machine (2 cores shared with other work): database operations may take seconds. */
+export const loadedMachine: Failover = { lockExpiration: 20, lockRefresh: 5, healthCheck: 5 }
+
+/** The cluster flags of every member: the database and the failover settings (`{}`: the CLI's defaults). */
+export const clusterFlags = (url: string, failover: Failover = loadedMachine): Array<string> => [
+  "--cluster-database-url",
+  url,
+  ...optional("--cluster-lock-expiration", failover.lockExpiration),
+  ...optional("--cluster-lock-refresh", failover.lockRefresh),
+  ...optional("--cluster-health-check", failover.healthCheck)
+]
+
+/** `--runner-address 127.0.0.1:<port>`. */
+export const runnerAt = (port: number): Array<string> => ["--runner-address", `127.0.0.1:${port}`]
+
+/** The Sessions a runner hosted so far, from its `hosts Session …` lines. */
+export const hostedBy = (runner: { readonly output: () => string }): Array<string> =>
+  [...runner.output().matchAll(/hosts Session (\S+)/g)].map((m) => m[1]!)
+
+const decodeSample = Schema.decodeUnknownSync(Schema.fromJsonString(TrainingSample.TrainingSample))
+
+/** The samples a run wrote for `step` into its output directory. */
+export const samplesOf = (outputDir: string, step: number): Array<TrainingSample.TrainingSample> =>
+  Fs.readFileSync(Path.join(outputDir, `rollout_${step}.jsonl`), "utf8").split("\n").filter((l) => l.trim() !== "")
+    .map((l) => decodeSample(l))
+
+/** The agents still running among those that wrote their pid into `dir` (one file each, as slow.mjs does). */
+export const runningAgents = (dir: string): Array<number> =>
+  Fs.readdirSync(dir).map((f) => Number(Fs.readFileSync(Path.join(dir, f), "utf8"))).filter(AgentProcesses.running)
 
 /** A started command: its child process and everything it printed so far. */
 export interface Started {

@@ -7,20 +7,11 @@
  * `relax-agentic check --cluster-database-url` counts the live runners' slots.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Schema } from "effect"
+import { Effect } from "effect"
 import * as Fs from "node:fs"
-import * as Os from "node:os"
 import * as Path from "node:path"
-import * as TrainingSample from "../../src/forest/TrainingSample.ts"
-import * as AgentProcesses from "../support/agentProcesses.ts"
 import * as EmbeddedPg from "../support/EmbeddedPg.ts"
 import * as Processes from "./processes.ts"
-
-const fixtures = Path.join(Processes.root, "test", "fixtures")
-const decodeSample = Schema.decodeUnknownSync(Schema.fromJsonString(TrainingSample.TrainingSample))
-
-const hostedBy = (runner: Processes.Started): Array<string> =>
-  [...runner.output().matchAll(/hosts Session (\S+)/g)].map((m) => m[1]!)
 
 /** The most slots a runner ever had in use, from its `hosts Session … [slots used/capacity]` lines. */
 const peakSlots = (runner: Processes.Started): number =>
@@ -60,46 +51,22 @@ describe("cluster runners (end to end)", () => {
       Effect.scoped(Effect.gen(function*() {
         const db = yield* EmbeddedPg.start
         const port = yield* EmbeddedPg.freePort
-        const work = Fs.mkdtempSync(Path.join(Os.tmpdir(), "relax-cluster-runners-"))
-        yield* Effect.addFinalizer(() => Effect.sync(() => Fs.rmSync(work, { recursive: true, force: true })))
+        const work = yield* Processes.workDir("relax-cluster-runners-")
         const pids = Path.join(work, "pids")
         Fs.mkdirSync(pids)
         const flags = (outputDir: string, temperature = "1") => [
-          "--prompt-data",
-          Path.join(fixtures, "rollout", "train.jsonl"),
-          "--rollout-batch-size",
-          "4",
-          "--n-samples-per-prompt",
-          "2",
-          "--num-rollout",
-          "1",
-          "--rollout-temperature",
-          temperature,
-          "--agent-cwd",
-          Path.join(fixtures, "cluster"),
-          "--agent-command",
-          `"${process.execPath}" slow.mjs`,
-          "--agent-env",
-          `PID_DIR=${pids}`,
-          "--embedded-policy",
-          Path.join(fixtures, "rollout", "policy.mjs"),
-          "--rollout-max-response-len",
-          "16",
-          "--output-dir",
-          outputDir,
-          "--cluster-database-url",
-          db.url,
-          "--cluster-lock-expiration",
-          "20",
-          "--cluster-lock-refresh",
-          "5",
-          "--cluster-health-check",
-          "5"
+          ...Processes.memberFlags({
+            ...Processes.slowAgent(pids),
+            batchSize: 4,
+            numRollout: 1,
+            temperature,
+            outputDir
+          }),
+          ...Processes.clusterFlags(db.url)
         ]
         const runnerArgs = (i: number, temperature = "1") => [
           ...flags(Path.join(work, `runner${i}`), temperature),
-          "--runner-address",
-          `127.0.0.1:${port + i}`,
+          ...Processes.runnerAt(port + i),
           "--runner-slots",
           "2",
           "--agent-max-starting",
@@ -123,7 +90,8 @@ describe("cluster runners (end to end)", () => {
         assert.isFalse(Fs.existsSync(Path.join(work, "refused", "rollout_0.jsonl")))
 
         // Runner 1 (2 slots) holds one Group at a time; SIGTERM it while its first Group's agents start.
-        yield* until("runner 1's first agent", () => hostedBy(first).some((s) => Fs.existsSync(Path.join(pids, s))))
+        yield* until("runner 1's first agent", () =>
+          Processes.hostedBy(first).some((s) => Fs.existsSync(Path.join(pids, s))))
         // A runner with other sampling settings is refused at join while the controller runs.
         const refusedRunner = yield* Processes.start(["runner", ...runnerArgs(9, "0.5")])
         started.set("refused runner", refusedRunner)
@@ -136,24 +104,25 @@ describe("cluster runners (end to end)", () => {
         // The drained runner's resident Group finished there; then it left with exit code 0.
         assert.strictEqual(yield* within("runner 1 to drain and exit", first.exited), 0)
         assert.match(first.output(), /drained; leaving the cluster/)
-        const resident = hostedBy(first)
+        const resident = Processes.hostedBy(first)
         assert.strictEqual(resident.length, 2, "runner 1 should have held exactly its first Group")
         // `check` with the cluster counts the live runners' slots: runner 1 has left, runner 2's 2 are below
         // T = 4 Groups x 2 Sessions.
         const check = yield* Processes.start([
           "check",
-          ...flags(Path.join(work, "check")).map((arg) => arg.endsWith("slow.mjs") ? "true" : arg)
+          ...flags(Path.join(work, "check")).map((arg) =>
+            arg.endsWith("slow.mjs") ? "true" : arg
+          )
         ])
         started.set("check", check)
 
         assert.strictEqual(yield* within("the rollout", controller.exited), 0, controller.output().slice(-3000))
-        const sessions = Fs.readFileSync(Path.join(out, "rollout_0.jsonl"), "utf8").split("\n").filter((l) => l !== "")
-          .map((l) => decodeSample(l).session_id)
+        const sessions = Processes.samplesOf(out, 0).map((s) => s.session_id)
         assert.strictEqual(sessions.length, 8)
         assert.strictEqual(new Set(sessions).size, 8, "a Session's samples arrived twice")
         for (const s of resident) assert.include(sessions, s, "the drained runner's resident Group did not finish")
         // Runner 2, joined mid-step, ran the rest of the step.
-        assert.strictEqual(sessions.filter((s) => hostedBy(second).includes(s)).length, 6)
+        assert.strictEqual(sessions.filter((s) => Processes.hostedBy(second).includes(s)).length, 6)
         assert.notMatch(controller.output(), /error_type=/)
         assert.match(controller.output(), /waits for a runner with 2 free slot\(s\)/)
         // No runner ever held more Sessions than its slots.
@@ -165,11 +134,8 @@ describe("cluster runners (end to end)", () => {
         assert.match(check.output(), /WARNING: the 1 runner\(s\) hold 2 agent slot\(s\) in all .* below the 8 Sessions/)
         assert.notStrictEqual(yield* within("the refused runner to exit", refusedRunner.exited), 0)
         assert.match(refusedRunner.output(), /refused at join: --rollout-temperature: this runner has 0\.5/)
-        assert.deepStrictEqual(hostedBy(refusedRunner), [])
-        const orphans = Fs.readdirSync(pids).map((f) => Number(Fs.readFileSync(Path.join(pids, f), "utf8"))).filter(
-          AgentProcesses.running
-        )
-        assert.deepStrictEqual(orphans, [])
+        assert.deepStrictEqual(Processes.hostedBy(refusedRunner), [])
+        assert.deepStrictEqual(Processes.runningAgents(pids), [])
       })),
     600_000
   )

@@ -14,47 +14,26 @@
  *   between requests, so only what fully async guarantees is compared, not the steps' accounting.
  */
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
-import { Effect, Exit, Fiber, Schema, Scope } from "effect"
+import { Effect, Exit, Fiber, Scope } from "effect"
 import * as Fs from "node:fs"
-import * as Os from "node:os"
 import * as Path from "node:path"
-import * as TrainingSample from "../../src/forest/TrainingSample.ts"
+import type * as TrainingSample from "../../src/forest/TrainingSample.ts"
 import { makeRpcClient } from "../../src/index.ts"
 import * as AgentProcesses from "../support/agentProcesses.ts"
 import * as EmbeddedPg from "../support/EmbeddedPg.ts"
 import * as Processes from "./processes.ts"
 
-const fixtures = Path.join(Processes.root, "test", "fixtures")
-const decodeSample = Schema.decodeUnknownSync(Schema.fromJsonString(TrainingSample.TrainingSample))
-const samplesOf = (dir: string, step: number) =>
-  Fs.readFileSync(Path.join(dir, `rollout_${step}.jsonl`), "utf8").split("\n").filter((l) => l.trim() !== "").map((l) =>
-    decodeSample(l)
-  )
-
 /** The flags every member reads (runners and controllers must agree on the sample-changing ones). */
-const flags = (ctrl: string) => [
-  "--prompt-data",
-  Path.join(fixtures, "rollout", "train.jsonl"),
-  "--label-key",
-  "label",
-  "--n-samples-per-prompt",
-  "2",
-  "--agent-cwd",
-  Path.join(fixtures, "cluster"),
-  "--agent-command",
-  `"${process.execPath}" steps.mjs`,
-  "--agent-env",
-  `CTRL_DIR=${ctrl}`,
-  "--agent-timeout",
-  "300",
-  "--embedded-policy",
-  Path.join(fixtures, "cluster", "policy.mjs"),
-  "--rollout-max-response-len",
-  "24",
-  "--rollout-seed",
-  "7",
-  "--partial-rollout"
-]
+const flags = (ctrl: string) =>
+  Processes.memberFlags({
+    agent: "steps.mjs",
+    agentEnv: [`CTRL_DIR=${ctrl}`],
+    policy: "cluster",
+    maxResponseLen: 24,
+    labelKey: "label",
+    seed: 7,
+    extra: ["--agent-timeout", "300", "--partial-rollout"]
+  })
 
 interface Cluster {
   readonly url: string
@@ -72,29 +51,17 @@ beforeAll(async () => {
     Effect.gen(function*() {
       const db = yield* EmbeddedPg.start
       const port = yield* EmbeddedPg.freePort
-      const work = Fs.mkdtempSync(Path.join(Os.tmpdir(), "relax-cluster-trainer-"))
-      yield* Effect.addFinalizer(() => Effect.sync(() => Fs.rmSync(work, { recursive: true, force: true })))
+      const work = yield* Processes.workDir("relax-cluster-trainer-")
       const ctrl = Path.join(work, "ctrl")
       Fs.mkdirSync(ctrl)
-      // Settings for a loaded test machine: database operations may take seconds.
-      const clusterFlags = [
-        "--cluster-database-url",
-        db.url,
-        "--cluster-lock-expiration",
-        "20",
-        "--cluster-lock-refresh",
-        "5",
-        "--cluster-health-check",
-        "5"
-      ]
+      const clusterFlags = Processes.clusterFlags(db.url)
       const runners = yield* Effect.forEach([1, 2], (i) =>
         Processes.runner([
           ...flags(ctrl),
           ...clusterFlags,
           "--rollout-batch-size",
           "1",
-          "--runner-address",
-          `127.0.0.1:${port + i}`,
+          ...Processes.runnerAt(port + i),
           "--cluster-orphan-timeout",
           "12"
         ]), { concurrency: "unbounded" })
@@ -117,9 +84,6 @@ const awaitMarks = (ctrl: string, suffix: string, count: number) =>
   Effect.gen(function*() {
     while (marked(ctrl, suffix).length < count) yield* Effect.sleep("100 millis")
   }).pipe(Effect.timeout("180 seconds"))
-
-const hostedBy = (runner: Processes.Runner): Array<string> =>
-  [...runner.output().matchAll(/hosts Session (\S+)/g)].map((m) => m[1]!)
 
 /** A `rollout` of two steps of one Group each, two Groups started at once (over-sampling), into `out`. */
 const twoSteps = (memberFlags: ReadonlyArray<string>, out: string, extra: ReadonlyArray<string>) =>
@@ -189,7 +153,7 @@ describe("cluster with a trainer (end to end)", () => {
         for (let rolloutId = 0; rolloutId < 4 && seen.size < runners.length; rolloutId++) {
           const { sessions, resumed } = yield* gatedStep(rolloutId, before)
           before = resumed
-          for (const r of runners) if (hostedBy(r).some((s) => sessions.has(s))) seen.add(r)
+          for (const r of runners) if (Processes.hostedBy(r).some((s) => sessions.has(s))) seen.add(r)
         }
         assert.strictEqual(seen.size, runners.length, "every step's Groups landed on one runner")
         yield* client.Shutdown({})
@@ -246,7 +210,7 @@ describe("cluster with a trainer (end to end)", () => {
             output,
             /event=accounting_end rollout=0 groups=1 rows=2 debt=0 resident_groups=1 interrupted_groups=1/
           )
-          const [first, second] = [samplesOf(dir, 0), samplesOf(dir, 1)]
+          const [first, second] = [Processes.samplesOf(dir, 0), Processes.samplesOf(dir, 1)]
           assert.strictEqual(first.length, 2)
           assert.strictEqual(second.length, 2)
           for (const s of first) assert.deepStrictEqual([s.rollout_id, s.weight_versions], [0, ["0", "0"]])
@@ -260,7 +224,10 @@ describe("cluster with a trainer (end to end)", () => {
           s: TrainingSample.TrainingSample
         ) => [s.group_index, s.index, s.tokens, s.loss_mask, s.rollout_log_probs]
         for (const step of [0, 1]) {
-          assert.deepStrictEqual(samplesOf(clustered, step).map(exact), samplesOf(single, step).map(exact))
+          assert.deepStrictEqual(
+            Processes.samplesOf(clustered, step).map(exact),
+            Processes.samplesOf(single, step).map(exact)
+          )
         }
       }),
     300_000
@@ -280,7 +247,7 @@ describe("cluster with a trainer (end to end)", () => {
           concurrency: "unbounded"
         })
         const all = (dir: string) =>
-          [0, 1, 2].flatMap((step) => samplesOf(dir, step).map((sample) => ({ step, sample })))
+          [0, 1, 2].flatMap((step) => Processes.samplesOf(dir, step).map((sample) => ({ step, sample })))
         for (const [output, dir] of [[log, clustered], [singleLog, single]] as const) {
           assert.match(output, /event=accounting_start rollout=1 .*final_backfill=False/)
           assert.match(output, /event=accounting_start rollout=2 .*final_backfill=True/)
@@ -295,7 +262,7 @@ describe("cluster with a trainer (end to end)", () => {
         }
         const sessions = new Set(all(clustered).map((s) => s.sample.session_id))
         assert.isTrue(
-          runners.flatMap(hostedBy).some((s) => sessions.has(s)),
+          runners.flatMap(Processes.hostedBy).some((s) => sessions.has(s)),
           "no runner hosted the fully-async run's Sessions"
         )
         const exact = (
