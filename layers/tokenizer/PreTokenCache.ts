@@ -225,21 +225,17 @@ interface AddedTables {
 const piecewiseEncoder = (lib: HfInternals, added: AddedTables): (text: string) => ReadonlyArray<number> => {
   const [split, byteLevel] = lib.pre_tokenizer!.tokenizers! as readonly [SplitStep, PieceStep]
   // The library splits with `matchAll`, keeping the text between matches (none for the usual patterns, which match
-  // every character); `match` gives the same pieces without a match object per piece whenever its pieces cover the
-  // whole text, and the library's split is used when they do not.
+  // every character). Here a sticky copy of the pattern reads the pieces one after the other, each where the last one
+  // ended (at a given position a match is the same with or without the sticky flag), with no match object or array
+  // of pieces; at the first gap or empty match the ids read so far are dropped and the text goes to the library's
+  // split, as its pieces do not cover the text then.
   const pattern = split.pattern !== null && split.pattern.global && split.config.invert !== true &&
       !(typeof split.config.behavior === "string" && split.config.behavior.toLowerCase() === "removed")
-    ? split.pattern
+    ? new RegExp(
+      split.pattern.source,
+      split.pattern.flags.includes("y") ? split.pattern.flags : `${split.pattern.flags}y`
+    )
     : undefined
-  const piecesOf = (text: string): ReadonlyArray<string> => {
-    const parts = pattern === undefined ? null : text.match(pattern)
-    if (parts !== null) {
-      let covered = 0
-      for (let i = 0; i < parts.length; i++) covered += parts[i]!.length
-      if (covered === text.length) return parts
-    }
-    return split.pre_tokenize_text(text)
-  }
   const model = lib.model
   const idOf = (token: string): number =>
     // As the library's `encode` maps token strings (an unknown token without `unk` stays undefined there too).
@@ -260,12 +256,24 @@ const piecewiseEncoder = (lib: HfInternals, added: AddedTables): (text: string) 
     }
     return ids
   }
+  const pushIds = (p: string, out: Array<number>): void => {
+    const ids = piece(p)
+    for (let i = 0; i < ids.length; i++) out.push(ids[i]!)
+  }
   const encodeSection = (text: string, out: Array<number>): void => {
-    for (const p of piecesOf(text)) {
-      if (p.length === 0) continue
-      const ids = piece(p)
-      for (let i = 0; i < ids.length; i++) out.push(ids[i]!)
+    if (pattern !== undefined) {
+      const before = out.length
+      let at = 0
+      pattern.lastIndex = 0
+      while (at < text.length && pattern.test(text) && pattern.lastIndex > at) {
+        pushIds(text.slice(at, pattern.lastIndex), out)
+        at = pattern.lastIndex
+      }
+      if (at === text.length) return
+      // A gap or an empty match: the pieces do not cover the text; take the library's split (and nothing from here).
+      out.length = before
     }
+    for (const p of split.pre_tokenize_text(text)) if (p.length > 0) pushIds(p, out)
   }
   // NFC leaves text below U+0300 as it is (every such character is a starter that composes with nothing before it:
   // Unicode's NFC quick check says "yes"), so the normalizer is skipped for it.
