@@ -8,6 +8,7 @@ import type * as Engine from "../../layers/engine/Engine.ts"
 import * as Forests from "../../layers/generation/Forests.ts"
 import * as Generation from "../../layers/generation/Generation.ts"
 import * as Instruments from "../../layers/observability/Instruments.ts"
+import type * as GenerationGate from "../../layers/schedule/GenerationGate.ts"
 import type * as Sessions from "../../layers/schedule/Sessions.ts"
 import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import * as Forest from "../../src/forest/Forest.ts"
@@ -280,6 +281,30 @@ describe("Generation over a scripted engine", () => {
         yield* generation.generate(entry, request([u1, echo(first), u2]))
         const { forest, leaf } = yield* sampleOf(entry)
         expect(Forest.lineage(forest, leaf).map((n) => n.kind)).toEqual(["obs", "obs", "resp", "obs", "resp"])
+      }))
+
+    it.effect("an attempt of a protected Session tells the engine so (SGLang's `priority: 1`); an unprotected one does not", () =>
+      Effect.gen(function*() {
+        const tokenizer = yield* Tokenizer.Tokenizer
+        const ids = tokenizer.encode("ok")
+        yield* scripted(() => ({
+          outputIds: ids,
+          logprobs: ids.map(() => 0),
+          finishReason: { type: "length" },
+          weightVersion: "v0"
+        }))
+        // The gate's own protection rules are GenerationGate's tests; here only its answer reaching the engine port.
+        let isProtected = false
+        const gate: GenerationGate.SessionGate = {
+          request: (body) => body({ attempt: (_rid, run) => run, aborted: () => Effect.succeed(false) }),
+          isProtected: () => isProtected
+        }
+        const generation = yield* Generation.Generation
+        const entry = yield* SupportSessions.sessionWithForest({ rolloutId: () => 1, gate })
+        const first = yield* generation.generate(entry, request([u1]))
+        isProtected = true
+        yield* generation.generate(entry, request([u1, echo(first), u2]))
+        expect(calls.map((call) => call.protected)).toEqual([false, true])
       }))
   })
 })
