@@ -11,8 +11,12 @@
  * by the controller's Scheduler); `Stop` fails the lease, so waiting requests end with `SessionClosedError`, and
  * interrupts the Session. Every message is safe to receive twice: a second `RunSession` follows the Session already
  * running, a second `Grant` or `Stop` changes nothing, and a message naming another runner incarnation fails with
- * `RunnerLostError`. A Session the controller stops touching (`Touch`, every 5 s) for `orphanAfter` is reaped: its
- * controller died without stopping it. With `--runner-slots` the host reserves a whole Group's slots (`Reserve`,
+ * `RunnerLostError`; a stopped Session's id is remembered for a while, so a late `RunSession` for it fails with the
+ * reason it was stopped instead of starting it again against an empty forest. A Session the controller stops touching
+ * (`Touch`, every 5 s) for `orphanAfter` is reaped: its controller died without stopping it. A Group whose shard this
+ * runner no longer owns (a runner joined and took it, or this one is leaving) is released at once: the controller's
+ * messages for it now reach the shard's new owner, which refuses them, so its Sessions here are stopped (agents
+ * reaped, slots freed) and their event streams end with `ShardMoved`, which drops the Group on the controller. With `--runner-slots` the host reserves a whole Group's slots (`Reserve`,
  * `src/cluster/Slots.ts`) or refuses, and each new Session uses one reserved slot; a draining host (SIGTERM) reserves
  * nothing and starts no Session of a Group not placed on it, and `drain` completes once its Sessions have ended.
  * Entity handlers report defects to the caller (`disableFatalDefects`), where the Scheduler drops the
@@ -32,7 +36,7 @@ import {
   Stream,
   SubscriptionRef
 } from "effect"
-import { Entity } from "effect/cluster"
+import { Entity, Sharding } from "effect/cluster"
 import { randomBytes } from "node:crypto"
 import * as Errors from "../../src/cluster/errors.ts"
 import * as Fingerprint from "../../src/cluster/Fingerprint.ts"
@@ -46,6 +50,8 @@ import * as GenerationGate from "../schedule/GenerationGate.ts"
 import * as GroupEntity from "./GroupEntity.ts"
 
 interface Hosted {
+  /** Where its Group's entity lives on this runner; undefined when started outside an entity. */
+  readonly placement: Placement | undefined
   /** The run id of the controller that sent it (its fleet commands apply to it). */
   readonly controller: string
   /** Its state at the generation gate, as its event stream reports it (partial rollout / fully async). */
@@ -60,6 +66,25 @@ interface Hosted {
   /** When the controller last sent anything for this Session (ms, the Clock's). */
   touched: number
 }
+
+/** A Group entity on this runner: its id (the Group key) and whether this runner still owns the entity's shard. */
+export interface Placement {
+  readonly key: string
+  readonly owned: () => boolean
+}
+
+/** How often the host checks that it still owns the shards of its Groups (a runner joined: some moved away). */
+const ownershipCheck = Duration.millis(500)
+
+/** Why a Session was stopped on this runner: a later `RunSession` for it fails with this, never starts it again. */
+interface Tombstone {
+  readonly error: Wire.SessionFailedError
+  /** When it was stopped (ms, the Clock's); tombstones are forgotten after {@link tombstoneTtl}. */
+  readonly at: number
+}
+
+/** How long a stopped Session's id is remembered (far longer than any re-delivery after a failover takes). */
+const tombstoneTtl = Duration.minutes(10)
 
 /** Slots reserved for a Group (its entity id) whose Sessions have not all arrived yet. */
 interface Reservation {
@@ -102,7 +127,7 @@ export interface HostShape {
   readonly place: Effect.Effect<{ readonly runner: string; readonly address: string }>
   readonly runSession: (
     payload: typeof GroupEntity.RunSession.payloadSchema.Type,
-    key?: string
+    placement?: Placement
   ) => Stream.Stream<Wire.SessionEvent, Wire.RunFailure>
   readonly grant: (
     payload: typeof GroupEntity.Grant.payloadSchema.Type
@@ -113,6 +138,12 @@ export interface HostShape {
     payload: typeof GroupEntity.Fleet.payloadSchema.Type
   ) => Effect.Effect<Wire.FleetReply, Errors.FleetCommandError>
   readonly forward: ForwardHandler
+  /**
+   * The Group entity `key` ended on this runner because its shard is owned elsewhere now (a runner joined, or this
+   * one is leaving): its Sessions are stopped (agents reaped, slots freed) and its reservation dropped. The
+   * controller's messages for them reach the shard's new owner, which refuses them, so the Group is dropped there.
+   */
+  readonly release: (key: string) => Effect.Effect<void>
 }
 
 /** How often a running Session's stream says it is alive (the controller's idle deadline is a multiple of it). */
@@ -139,6 +170,7 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
     const scope = yield* Effect.scope
     const incarnation = randomBytes(8).toString("hex")
     const table = new Map<string, Hosted>()
+    const tombstones = new Map<string, Tombstone>()
     const reservations = new Map<string, Reservation>()
     let draining = false
     const used = () => {
@@ -154,9 +186,10 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
         : Effect.fail(new Wire.RunnerLostError({ expected: runnerId, actual: incarnation }))
 
     /** Start the Session's fiber in the host's scope (the first delivery of `RunSession`). */
-    const start = (payload: typeof GroupEntity.RunSession.payloadSchema.Type) =>
+    const start = (payload: typeof GroupEntity.RunSession.payloadSchema.Type, placement: Placement | undefined) =>
       Effect.gen(function*() {
         const hosted: Hosted = {
+          placement,
           controller: payload.controller,
           gateState: yield* SubscriptionRef.make<Wire.GateState>({ interrupted: false, protected: false }),
           leased: false,
@@ -231,14 +264,23 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
         )
       )
 
-    const stop = (sessionId: string) =>
+    /**
+     * End a hosted Session: its requests fail, its agent is reaped, its slot is freed; a stream still following it
+     * ends with `error`, and a later `RunSession` for it (a re-delivery) fails with it instead of starting it again.
+     */
+    const stop = (sessionId: string, error: Wire.SessionFailedError) =>
       Effect.gen(function*() {
         const hosted = table.get(sessionId)
         if (hosted === undefined) return
         table.delete(sessionId)
+        tombstones.set(sessionId, { error, at: yield* Clock.currentTimeMillis })
+        yield* Deferred.fail(hosted.done, error)
         yield* Deferred.fail(hosted.lease, new SessionErrors.SessionClosedError({ sessionId }))
         if (hosted.fiber !== undefined) yield* Fiber.interrupt(hosted.fiber)
       })
+
+    const stopped = (sessionId: string, why: string) =>
+      new Wire.SessionFailedError({ type: "SessionStopped", detail: `Session ${sessionId} ${why}` })
 
     // Sessions whose controller went silent (killed without its finalizers) are reaped, unused reservations expire.
     yield* Effect.forkScoped(
@@ -247,6 +289,9 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
         for (const [key, r] of reservations) {
           if (now - r.at > Duration.toMillis(orphanTimeout)) reservations.delete(key)
         }
+        for (const [sessionId, t] of tombstones) {
+          if (now - t.at > Duration.toMillis(tombstoneTtl)) tombstones.delete(sessionId)
+        }
         const orphans = [...table.entries()].filter(([, h]) => now - h.touched > Duration.toMillis(orphanTimeout))
         for (const [sessionId] of orphans) {
           yield* Effect.logWarning(
@@ -254,13 +299,60 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
               Duration.format(orphanTimeout)
             }`
           )
-          yield* stop(sessionId)
+          yield* stop(
+            sessionId,
+            stopped(
+              sessionId,
+              `was reaped on runner ${address}: no controller touched it for ${Duration.format(orphanTimeout)}`
+            )
+          )
         }
       }).pipe(Effect.repeat(Schedule.spaced(Duration.millis(Duration.toMillis(orphanTimeout) / 3))))
     )
 
+    const release = (key: string) =>
+      Effect.gen(function*() {
+        reservations.delete(key)
+        const sessions = [...table.entries()].filter(([, h]) => h.placement?.key === key).map(([sessionId]) =>
+          sessionId
+        )
+        if (sessions.length === 0) return
+        yield* Effect.logWarning(
+          `runner ${incarnation} releases Group ${key}: its shard is no longer this runner's (a runner joined, or ` +
+            `this one is leaving); stops Session(s) ${sessions.join(", ")}`
+        )
+        for (const sessionId of sessions) {
+          yield* stop(
+            sessionId,
+            new Wire.SessionFailedError({
+              type: "ShardMoved",
+              detail: `Session ${sessionId} was stopped on runner ${address}: its Group's shard moved to another ` +
+                "runner (a runner joined, or this one left); the Group is dropped and refilled"
+            })
+          )
+        }
+      })
+
+    // A Group whose shard moved away (a runner joined) is released at once: the controller's messages for it reach
+    // the shard's new owner now, so its Sessions here could never report again; their agents and slots are freed.
+    yield* Effect.forkScoped(
+      Effect.suspend(() => {
+        const moved = new Set<string>()
+        for (const hosted of table.values()) {
+          if (hosted.placement !== undefined && !hosted.placement.owned()) moved.add(hosted.placement.key)
+        }
+        return Effect.forEach(moved, release, { discard: true })
+      }).pipe(Effect.repeat(Schedule.spaced(ownershipCheck)))
+    )
+
     // Whatever the runner still hosts when it stops is reaped with it.
-    yield* Effect.addFinalizer(() => Effect.forEach([...table.keys()], stop, { discard: true }))
+    yield* Effect.addFinalizer(() =>
+      Effect.forEach(
+        [...table.keys()],
+        (sessionId) => stop(sessionId, stopped(sessionId, `was stopped: runner ${address} stopped`)),
+        { discard: true }
+      )
+    )
 
     const gateStateOf = (sessionId: string): Wire.GateState => ({
       interrupted: gate.isInterrupted(sessionId),
@@ -431,16 +523,18 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
       reserve,
       drain,
       place: Effect.succeed({ runner: incarnation, address }),
-      runSession: (payload, key) =>
+      runSession: (payload, placement) =>
         Stream.unwrap(Effect.gen(function*() {
           yield* checkRunner(payload.runner)
           const differs = Fingerprint.mismatch(payload.config, fingerprint)
           if (differs !== undefined) {
             return yield* Effect.fail(new Wire.SessionFailedError({ type: "ConfigMismatch", detail: differs }))
           }
+          const tombstone = tombstones.get(payload.sessionId)
+          if (tombstone !== undefined) return yield* Effect.fail(tombstone.error)
           const running = table.get(payload.sessionId)
-          if (running === undefined) yield* admit(key, payload.sessionId)
-          const hosted = running ?? (yield* start(payload))
+          if (running === undefined) yield* admit(placement?.key, payload.sessionId)
+          const hosted = running ?? (yield* start(payload, placement))
           hosted.touched = yield* Clock.currentTimeMillis
           return events(hosted)
         })),
@@ -454,7 +548,10 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
           hosted.leased = true
           yield* Deferred.succeed(hosted.lease, undefined)
         }),
-      stop: (payload) => payload.runner === incarnation ? stop(payload.sessionId) : Effect.void,
+      stop: (payload) =>
+        payload.runner === incarnation
+          ? stop(payload.sessionId, stopped(payload.sessionId, "was stopped by its controller"))
+          : Effect.void,
       touch: (payload) =>
         Effect.gen(function*() {
           yield* checkRunner(payload.runner)
@@ -462,7 +559,8 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
           if (hosted !== undefined) hosted.touched = yield* Clock.currentTimeMillis
         }),
       fleet,
-      forward
+      forward,
+      release
     } satisfies HostShape
   })
 
@@ -480,11 +578,17 @@ export class Host extends Context.Service<Host, HostShape>()("relax-agentic/clus
 export const entityLayer = GroupEntity.Group.toLayer(
   Effect.gen(function*() {
     const host = yield* Host
-    const key = (yield* Entity.CurrentAddress).entityId
+    const sharding = yield* Sharding.Sharding
+    const address = yield* Entity.CurrentAddress
+    const key = address.entityId
+    const placement: Placement = { key, owned: () => sharding.hasShardId(address.shardId) }
+    // The host releases a Group whose shard moved away as soon as it sees it; this is the backstop when the cluster
+    // ends the entity there (also for a reservation no Session of the Group has used yet).
+    yield* Effect.addFinalizer(() => Effect.suspend(() => placement.owned() ? Effect.void : host.release(key)))
     return GroupEntity.Group.of({
       Reserve: ({ payload }) => host.reserve(key, payload),
       Place: () => host.place,
-      RunSession: ({ payload }) => host.runSession(payload, key),
+      RunSession: ({ payload }) => host.runSession(payload, placement),
       Grant: ({ payload }) => host.grant(payload),
       Stop: ({ payload }) => host.stop(payload),
       Touch: ({ payload }) => host.touch(payload),

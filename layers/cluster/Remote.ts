@@ -14,7 +14,9 @@
  * two seconds): a call past it fails the Session with `ClusterCallError` (a silent event stream is first followed once
  * more: a repeated `RunSession` follows the Session already running). A runner that died costs its Groups: the
  * cluster re-sends the in-flight `RunSession` to the runner that inherits the shard, which refuses it (`RunnerLostError`,
- * another incarnation), and the Group is dropped (`error_type=RunnerLostError`) and refilled.
+ * another incarnation), and the Group is dropped (`error_type=RunnerLostError`) and refilled. A Group whose shard
+ * moves to a runner that joins is stopped by its old runner at once, and its event stream ends with `ShardMoved`:
+ * dropped and refilled the same way.
  */
 import { Duration, Effect, Layer, Option, Schedule, Stream } from "effect"
 import type { Sharding } from "effect/cluster"

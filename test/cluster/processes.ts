@@ -7,7 +7,8 @@
  * controller must read the same sample-changing flags, so every cluster test and bench spells them here, and what the
  * runs leave behind (`hostedBy`, `samplesOf`, `runningAgents`).
  */
-import { Effect, Schema, Scope } from "effect"
+import { Effect, HashRing, Schema, Scope } from "effect"
+import { RunnerAddress } from "effect/cluster"
 import { type ChildProcess, spawn } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
@@ -110,6 +111,26 @@ export const runnerAt = (port: number): Array<string> => ["--runner-address", `1
 /** The Sessions a runner hosted so far, from its `hosts Session …` lines. */
 export const hostedBy = (runner: { readonly output: () => string }): Array<string> =>
   [...runner.output().matchAll(/hosts Session (\S+)/g)].map((m) => m[1]!)
+
+/**
+ * The shard (0-based) a Group key falls on with `shards` shards: effect/cluster's own entity hash
+ * (`Sharding.getShardId`), mirrored so a test can tell in advance which Groups a joining runner takes. A test using it
+ * also checks the outcome in the runners' output, so a change of the cluster's hash fails loudly.
+ */
+export const shardOf = (key: string, shards = 64): number => {
+  let h = 5381
+  let i = key.length
+  while (i) h = (h * 33) ^ key.charCodeAt(--i)
+  h = (h & 0xbfffffff) | ((h >>> 1) & 0x40000000)
+  return Math.abs(h % shards)
+}
+
+/** The owner (`host:port`) of every shard among runners on 127.0.0.1 at `ports`: the cluster's hash ring, weight 1. */
+export const shardOwners = (ports: ReadonlyArray<number>, shards = 64): Array<string> => {
+  const ring = HashRing.make<RunnerAddress.RunnerAddress>()
+  for (const port of ports) HashRing.add(ring, RunnerAddress.make("127.0.0.1", port))
+  return (HashRing.getShards(ring, shards) ?? []).map((address) => `${address.host}:${address.port}`)
+}
 
 const decodeSample = Schema.decodeUnknownSync(Schema.fromJsonString(TrainingSample.TrainingSample))
 

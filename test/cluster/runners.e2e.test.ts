@@ -2,14 +2,18 @@
  * The runner side of a cluster, real processes only, on one PostgreSQL and one cluster: capacity (`--runner-slots`:
  * no runner ever holds more Sessions than its slots, Groups wait at the controller when no runner has room;
  * `--agent-max-starting` on the runners), one configuration (a controller or a runner whose sample-changing settings
- * differ from the live members' is refused at join, naming the flag), SIGTERM drains a runner (its resident Group
- * finishes there, it takes no other, then it exits 0), a runner joining mid-step takes the rest of the step, and
- * `relax-agentic check --cluster-database-url` counts the live runners' slots.
+ * differ from the live members' is refused at join, naming the flag), SIGTERM drains a runner (its resident Groups
+ * finish there, it takes no other, then it exits 0), a runner joining mid-step takes the rest of the step, a Group
+ * whose shard moves to the joining runner is released at once by the old one (its agents, held mid-tool, are gone
+ * within seconds; the Group is dropped and refilled, no sample twice), and `relax-agentic check
+ * --cluster-database-url` counts the live runners' slots.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
+import * as Routing from "../../src/cluster/Routing.ts"
+import * as AgentProcesses from "../support/agentProcesses.ts"
 import * as EmbeddedPg from "../support/EmbeddedPg.ts"
 import * as Processes from "./processes.ts"
 
@@ -46,7 +50,7 @@ const until = (what: string, condition: () => boolean) =>
 
 describe("cluster runners (end to end)", () => {
   it.live(
-    "--runner-slots, refusal at join, SIGTERM drains a runner, a runner joining mid-step takes work",
+    "--runner-slots, refusal at join, SIGTERM drains a runner, a runner joining mid-step takes work and moved Groups are released",
     () =>
       Effect.scoped(Effect.gen(function*() {
         const db = yield* EmbeddedPg.start
@@ -54,9 +58,14 @@ describe("cluster runners (end to end)", () => {
         const work = yield* Processes.workDir("relax-cluster-runners-")
         const pids = Path.join(work, "pids")
         Fs.mkdirSync(pids)
+        // While this file exists, every agent stays in its tool (slow.mjs): runner 1's Groups are mid-step when
+        // runner 2 joins.
+        const hold = Path.join(work, "hold")
+        Fs.writeFileSync(hold, "")
         const flags = (outputDir: string, temperature = "1") => [
           ...Processes.memberFlags({
             ...Processes.slowAgent(pids),
+            agentEnv: [`PID_DIR=${pids}`, `HOLD_FILE=${hold}`],
             batchSize: 4,
             numRollout: 1,
             temperature,
@@ -64,15 +73,15 @@ describe("cluster runners (end to end)", () => {
           }),
           ...Processes.clusterFlags(db.url)
         ]
-        const runnerArgs = (i: number, temperature = "1") => [
+        const runnerArgs = (i: number, temperature = "1", slots = 2, at = port + i, starting = 1) => [
           ...flags(Path.join(work, `runner${i}`), temperature),
-          ...Processes.runnerAt(port + i),
+          ...Processes.runnerAt(at),
           "--runner-slots",
-          "2",
+          String(slots),
           "--agent-max-starting",
-          "1"
+          String(starting)
         ]
-        const first = yield* within("runner 1 to join", Processes.runner(runnerArgs(1)))
+        const first = yield* within("runner 1 to join", Processes.runner(runnerArgs(1, "1", 6, port + 1, 3)))
         started.set("runner 1", first)
 
         // A controller whose sampling differs from the live runner's is refused before it starts a Group (its
@@ -89,23 +98,55 @@ describe("cluster runners (end to end)", () => {
         )
         assert.isFalse(Fs.existsSync(Path.join(work, "refused", "rollout_0.jsonl")))
 
-        // Runner 1 (2 slots) holds one Group at a time; SIGTERM it while its first Group's agents start.
-        yield* until("runner 1's first agent", () =>
-          Processes.hostedBy(first).some((s) => Fs.existsSync(Path.join(pids, s))))
+        // Runner 1 (6 slots) holds three Groups, the fourth waits; SIGTERM it once all six agents are in their tool.
+        yield* until("runner 1's six agents", () => {
+          const hosted = Processes.hostedBy(first)
+          return hosted.length === 6 && hosted.every((s) => Fs.existsSync(Path.join(pids, s)))
+        })
+        const resident = Processes.hostedBy(first)
+        const keys = [...new Set(resident.map((s) => Routing.groupKeyOf(s)!))]
         // A runner with other sampling settings is refused at join while the controller runs.
         const refusedRunner = yield* Processes.start(["runner", ...runnerArgs(9, "0.5")])
         started.set("refused runner", refusedRunner)
-        yield* Effect.sleep("1 second")
+        assert.notStrictEqual(yield* within("the refused runner to exit", refusedRunner.exited), 0)
         first.child.kill("SIGTERM")
-        // Runner 2 joins while step 0 cannot finish without it (runner 1 drains and takes no other Group).
-        const second = yield* within("runner 2 to join", Processes.runner(runnerArgs(2)))
+        // Runner 2 joins while step 0 cannot finish without it (runner 1 drains and takes no other Group). Its port
+        // is chosen so that it takes the shard of at least one of runner 1's Groups and leaves at least one.
+        const movesTo = (p: number) => {
+          const owners = Processes.shardOwners([port + 1, p])
+          return keys.filter((k) => owners[Processes.shardOf(k)] === `127.0.0.1:${p}`)
+        }
+        const secondPort = Array.from({ length: 40 }, (_, i) => port + 10 + i).find((p) =>
+          movesTo(p).length > 0 && movesTo(p).length < keys.length
+        )
+        assert.isDefined(secondPort, `runner 1's Groups ${keys.join(", ")} all fall on one shard`)
+        const moved = movesTo(secondPort!)
+        const movedSessions = resident.filter((s) => moved.includes(Routing.groupKeyOf(s)!))
+        const stayed = resident.filter((s) => !movedSessions.includes(s))
+        const pidOf = (s: string) => Number(Fs.readFileSync(Path.join(pids, s), "utf8"))
+        const second = yield* within(
+          "runner 2 to join",
+          Processes.runner(runnerArgs(2, "1", 2, secondPort))
+        )
         started.set("runner 2", second)
 
-        // The drained runner's resident Group finished there; then it left with exit code 0.
+        // Runner 1 releases the moved Groups at once: their agents, still held in their tool, are gone within
+        // seconds, while the Groups whose shards stayed keep running there.
+        yield* until("runner 1 to release the moved Groups' agents", () =>
+          movedSessions.every((s) => !AgentProcesses.running(pidOf(s))))
+        assert.isTrue(Fs.existsSync(hold))
+        for (const key of moved) {
+          assert.include(first.output(), `releases Group ${key}:`)
+        }
+        for (const s of stayed) {
+          assert.isTrue(AgentProcesses.running(pidOf(s)), `${s} was stopped with the moved ones`)
+        }
+        Fs.rmSync(hold)
+
+        // The drained runner's resident Groups whose shards stayed finished there; then it left with exit code 0.
         assert.strictEqual(yield* within("runner 1 to drain and exit", first.exited), 0)
         assert.match(first.output(), /drained; leaving the cluster/)
-        const resident = Processes.hostedBy(first)
-        assert.strictEqual(resident.length, 2, "runner 1 should have held exactly its first Group")
+        assert.deepStrictEqual(Processes.hostedBy(first), resident, "runner 1 took a Group while it drained")
         // `check` with the cluster counts the live runners' slots: runner 1 has left, runner 2's 2 are below
         // T = 4 Groups x 2 Sessions.
         const check = yield* Processes.start([
@@ -120,19 +161,22 @@ describe("cluster runners (end to end)", () => {
         const sessions = Processes.samplesOf(out, 0).map((s) => s.session_id)
         assert.strictEqual(sessions.length, 8)
         assert.strictEqual(new Set(sessions).size, 8, "a Session's samples arrived twice")
-        for (const s of resident) assert.include(sessions, s, "the drained runner's resident Group did not finish")
-        // Runner 2, joined mid-step, ran the rest of the step.
-        assert.strictEqual(sessions.filter((s) => Processes.hostedBy(second).includes(s)).length, 6)
-        assert.notMatch(controller.output(), /error_type=/)
+        for (const s of stayed) assert.include(sessions, s, "the drained runner's resident Group did not finish")
+        for (const s of movedSessions) assert.notInclude(sessions, s, "a released Session's sample was delivered")
+        // Runner 2, joined mid-step, ran the rest of the step: the waiting Group and the refills of the moved ones.
+        assert.strictEqual(sessions.filter((s) => Processes.hostedBy(second).includes(s)).length, 8 - stayed.length)
+        // The moved Groups were dropped (and refilled), nothing else.
+        const drops = [...controller.output().matchAll(/error_type=(\w+)/g)].map((m) => m[1])
+        assert.isAtLeast(drops.length, moved.length)
+        for (const type of drops) assert.include(["ShardMoved", "RunnerLostError"], type)
         assert.match(controller.output(), /waits for a runner with 2 free slot\(s\)/)
         // No runner ever held more Sessions than its slots.
-        assert.isAtMost(peakSlots(first), 2)
+        assert.isAtMost(peakSlots(first), 6)
         assert.isAtMost(peakSlots(second), 2)
 
         assert.notStrictEqual(yield* within("check", check.exited), 0)
         assert.match(check.output(), /runners: 1; --runner-slots: 127\.0\.0\.1:\d+ 2; runner slots in all = 2/)
         assert.match(check.output(), /WARNING: the 1 runner\(s\) hold 2 agent slot\(s\) in all .* below the 8 Sessions/)
-        assert.notStrictEqual(yield* within("the refused runner to exit", refusedRunner.exited), 0)
         assert.match(refusedRunner.output(), /refused at join: --rollout-temperature: this runner has 0\.5/)
         assert.deepStrictEqual(Processes.hostedBy(refusedRunner), [])
         assert.deepStrictEqual(Processes.runningAgents(pids), [])
