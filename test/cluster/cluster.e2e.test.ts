@@ -62,8 +62,12 @@ const flags = (outputDir: string, reports: string) =>
 const groupsOf = (outputDir: string): Array<string> =>
   [0, 1].flatMap((step) => {
     const groups = new Map<number, Array<TrainingSample.TrainingSample>>()
-    for (const s of Processes.samplesOf(outputDir, step)) groups.set(s.group_index, [...groups.get(s.group_index) ?? [], s])
-    return [...groups.values()].map((g) => JSON.stringify(g.sort((a, b) => a.index - b.index).map(exact)))
+    for (const s of Processes.samplesOf(outputDir, step)) {
+      groups.set(s.group_index, [...groups.get(s.group_index) ?? [], s])
+    }
+    return [...groups.values()].map((g) =>
+      JSON.stringify(g.sort((a, b) => a.index - b.index).map(exact))
+    )
   }).sort()
 
 /** Milliseconds since midnight (local time, as the runners' log lines print it). */
