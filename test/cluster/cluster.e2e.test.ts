@@ -65,9 +65,7 @@ const groupsOf = (outputDir: string): Array<string> =>
     for (const s of Processes.samplesOf(outputDir, step)) {
       groups.set(s.group_index, [...groups.get(s.group_index) ?? [], s])
     }
-    return [...groups.values()].map((g) =>
-      JSON.stringify(g.sort((a, b) => a.index - b.index).map(exact))
-    )
+    return [...groups.values()].map((g) => JSON.stringify(g.sort((a, b) => a.index - b.index).map(exact)))
   }).sort()
 
 /** Milliseconds since midnight (local time, as the runners' log lines print it). */
