@@ -19,7 +19,7 @@
  * dropped and refilled the same way.
  */
 import { Duration, Effect, Layer, Option, Schedule, Stream } from "effect"
-import type { Sharding } from "effect/cluster"
+import { EntityId, ShardId, Sharding } from "effect/cluster"
 import { randomBytes } from "node:crypto"
 import * as Errors from "../../src/cluster/errors.ts"
 import * as Fingerprint from "../../src/cluster/Fingerprint.ts"
@@ -38,6 +38,8 @@ import * as Host from "./Host.ts"
 export interface RemoteOptions {
   /** Deadline of one cluster call, and the longest silence of a running Session's event stream. */
   readonly callTimeout: Duration.Duration
+  /** `--cluster-shards`: the candidate keys of a Group cover every shard, so they reach every runner. */
+  readonly shards: number
 }
 
 const refused = (message: string) => (cause: { readonly _tag: string; readonly message: string }) =>
@@ -72,13 +74,6 @@ const whileRefused = <A, E extends { readonly _tag: string }, R>(
 /** Candidate Group keys tried per round before the controller waits for a runner's slots. */
 const candidatesPerRound = 16
 
-/**
- * Distinct candidate keys of one Group, cycled through round after round: each key asked activates a Group entity on
- * its runner (idle ones are passivated), so a long wait must not keep minting new ones. 64 keys reach, with 98%
- * likelihood, a runner that owns a sixteenth of the shards.
- */
-const candidateKeys = 64
-
 /** Longest wait between two rounds of candidates. */
 const maxWait = Duration.seconds(5)
 
@@ -93,25 +88,24 @@ type Reserved = typeof GroupEntity.Reserve.successSchema.Type
  * runner that is not there.
  */
 const placeGroup = (deps: {
-  readonly runId: string
+  /** The Group's candidate keys by attempt, one per shard, its plain key first (`Routing.candidateKeys`). */
+  readonly candidates: (group: SessionRunner.PlannedGroup) => (attempt: number) => string
   readonly reserve: (key: string, slots: number) => Effect.Effect<Option.Option<Reserved>>
 }) =>
 (group: SessionRunner.PlannedGroup): Effect.Effect<string> =>
   Effect.gen(function*() {
-    const plain = Routing.groupKey(deps.runId, group.groupId)
-    let salt = 0
+    const candidates = deps.candidates(group)
+    let attempt = 0
     let wait = Duration.millis(250)
     let logged = false
     while (true) {
       const refusals: Array<string> = []
-      for (let i = 0; i < candidatesPerRound; i++, salt++) {
-        const key = salt % candidateKeys === 0
-          ? plain
-          : Routing.groupKey(deps.runId, `${group.groupId}\u0000${salt % candidateKeys}`)
+      for (let i = 0; i < candidatesPerRound; i++, attempt++) {
+        const key = candidates(attempt)
         const answer = yield* deps.reserve(key, group.size)
         if (Option.isNone(answer)) {
           refusals.push("no runner answered within --cluster-call-timeout")
-          salt++ // the next round starts at the next candidate
+          attempt++ // the next round starts at the next candidate
           break
         }
         if (answer.value.decision === "granted") {
@@ -280,8 +274,13 @@ const make = (options: RemoteOptions) =>
       }))
     })
 
+    const sharding = yield* Sharding.Sharding
+    const shardOf = (key: string) => {
+      const id = EntityId.make(key)
+      return ShardId.toString(sharding.getShardId(id, GroupEntity.Group.getShardGroup(id)))
+    }
     const place = placeGroup({
-      runId,
+      candidates: (group) => Routing.candidateKeys(runId, group.groupId, options.shards, shardOf),
       reserve: (key, slots) =>
         deadline(`Reserve ${key}`, whileRefused(makeClient(key).Reserve({ slots }))).pipe(Effect.option)
     })

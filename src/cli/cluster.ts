@@ -146,7 +146,9 @@ export const controllerRole = (options: Membership.ClusterOptions): ClusterRole 
     Layer.provideMerge(membership)
   )
   return {
-    sessionRunner: Remote.layer({ callTimeout: options.callTimeout }).pipe(Layer.provide(fleet)),
+    sessionRunner: Remote.layer({ callTimeout: options.callTimeout, shards: options.shardsPerGroup }).pipe(
+      Layer.provide(fleet)
+    ),
     gate: (mode) => Fleet.gateLayer(mode).pipe(Layer.provide(fleet)),
     engine: (engine) => Fleet.engineLayer.pipe(Layer.provide(engine), Layer.provide(fleet))
   }

@@ -24,3 +24,36 @@ const shape = /^[0-9a-f]{16}\.[0-9a-f]{32}$/
 /** The Group key of a cluster Session id, or `undefined` when the id is not one (a malformed or foreign bearer). */
 export const groupKeyOf = (session: string): string | undefined =>
   shape.test(session) ? session.slice(0, keyLength) : undefined
+
+/**
+ * The candidate Group keys a Group may be placed under (docs/scale-out.md "Capacity"), one per shard, as a function
+ * of the attempt's index: the plain key first (without slot limits a Group lands where its key's shard is), then
+ * salted keys in salt order, each kept only when its shard (`shardOf`) is not taken yet, until every one of `shards`
+ * shards has a key; past the last the keys repeat. Asked in that order, they reach every runner that owns a shard,
+ * however few have room. Keys are found as they are asked for (most Groups are placed under their first); covering all
+ * shards takes about `shards · ln(shards)` salts, and `maxSalts` bounds the search.
+ */
+export const candidateKeys = (
+  runId: string,
+  groupId: string,
+  shards: number,
+  shardOf: (key: string) => string,
+  maxSalts: number = shards * 32
+): (attempt: number) => string => {
+  const plain = groupKey(runId, groupId)
+  const keys = [plain]
+  const taken = new Set([shardOf(plain)])
+  let salt = 0
+  const complete = () => taken.size >= shards || salt >= maxSalts
+  return (attempt) => {
+    while (keys.length <= attempt && !complete()) {
+      salt += 1
+      const key = groupKey(runId, `${groupId}\u0000${salt}`)
+      const shard = shardOf(key)
+      if (taken.has(shard)) continue
+      taken.add(shard)
+      keys.push(key)
+    }
+    return keys[attempt % keys.length]!
+  }
+}

@@ -93,7 +93,7 @@ const harness = <A, E>(
     )
     const cluster = Host.entityLayer.pipe(Layer.provideMerge(host), Layer.provideMerge(TestRunner.layer))
     const fleet = Fleet.layer({ callTimeout: Duration.seconds(5), shards: 300 })
-    const remote = Remote.layer({ callTimeout: Duration.seconds(5) }).pipe(
+    const remote = Remote.layer({ callTimeout: Duration.seconds(5), shards: 300 }).pipe(
       Layer.provideMerge(fleet),
       Layer.provide(Layer.mergeAll(
         config,
