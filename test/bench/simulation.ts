@@ -11,6 +11,10 @@
  * (and prints the bytes allocated per request); `SIM_PROGRESS=10` prints requests, wall and CPU so far to stderr every
  * 10 simulated seconds (a long run under load can then be read before it ends); run node with `--enable-source-maps` for TypeScript lines:
  * `SIM_CPUPROF=sim.cpuprofile npm run bench:mapped -- simulation` (`bench` with source maps on).
+ * Each agent canonicalizes only its new messages per turn (`SIM_CANONICAL=whole`: its whole history, as before issue
+ * 24's fourth pass); `SIM_ENGINE_WAITS=token` runs the embedded engine with one wait per token (its earlier timeline).
+ * The digests printed (every forest node's ids, logprobs and weight versions; its elapsed times and cached tokens)
+ * compare two runs or two code paths: the same samples digest means the same committed conversations, token for token.
  */
 import { Context, Effect, Fiber, Layer, Result } from "effect"
 import { TestClock } from "effect/testing"

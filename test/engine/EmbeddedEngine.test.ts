@@ -560,7 +560,11 @@ describe("EmbeddedEngine timeline: one wait a generation against one a token (Te
               const key = `s${s}-t${turn}-a${attempt}`
               const result = yield* engine.generate({
                 inputIds: [...history, ...pending],
-                sampling: sampling({ seed: s * 100 + turn, maxNewTokens: 24 - pending.length, stop: s % 4 === 1 ? ["er"] : [] }),
+                sampling: sampling({
+                  seed: s * 100 + turn,
+                  maxNewTokens: 24 - pending.length,
+                  stop: s % 4 === 1 ? ["er"] : []
+                }),
                 rid: `timeline-${key}`,
                 returnLogprob: true,
                 resumedTokens: pending.length,
@@ -575,7 +579,10 @@ describe("EmbeddedEngine timeline: one wait a generation against one a token (Te
             yield* Effect.sleep(Duration.micros(2250n))
           }
         })
-      const sessions = yield* Effect.forEach(Array.from({ length: 12 }, (_, s) => s), (s) => Effect.forkChild(session(s)))
+      const sessions = yield* Effect.forEach(
+        Array.from({ length: 12 }, (_, s) => s),
+        (s) => Effect.forkChild(session(s))
+      )
       const trainer = yield* Effect.forkChild(
         Effect.forever(Effect.andThen(Effect.sleep(Duration.nanos(37_321_700n)), engine.updateWeights()))
       )
