@@ -552,7 +552,7 @@ describe("EmbeddedEngine timeline: one wait a generation against one a token (Te
       const attempts: Array<Attempt> = []
       const session = (s: number) =>
         Effect.gen(function*() {
-          let history = [...prompt, 1000 + s]
+          const history = [...prompt, 1000 + s]
           for (let turn = 0; turn < 6; turn++) {
             const pending: Array<number> = []
             const scripted = (s + turn) % 2 === 0
@@ -575,7 +575,7 @@ describe("EmbeddedEngine timeline: one wait a generation against one a token (Te
               pending.push(...result.outputIds)
               if (result.finishReason.type !== "abort") break
             }
-            history = [...history, ...pending, 151645, 198, 151644, 872, 198, 2000 + turn]
+            history.push(...pending, 151645, 198, 151644, 872, 198, 2000 + turn)
             yield* Effect.sleep(Duration.micros(2250n))
           }
         })
