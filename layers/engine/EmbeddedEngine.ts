@@ -21,7 +21,7 @@
  *   `(i + 1) / decodeTokensPerSecond`. `abort(rid)` ends the pending generate with the tokens that appeared so far.
  *   A speed of 0 or `Infinity` means no latency.
  */
-import { Deferred, Duration, Effect, Fiber, Latch, Layer, Result } from "effect"
+import { Clock, Deferred, Duration, Effect, Fiber, Latch, Layer, Result } from "effect"
 import * as Decoder from "../../src/engine/Decoder.ts"
 import * as Model from "../../src/engine/Model.ts"
 import * as Sampling from "../../src/engine/Sampling.ts"
@@ -52,6 +52,12 @@ export interface EmbeddedEngineOptions {
   readonly maxContextLength?: number | undefined
   /** Initial weight version (default "0"). */
   readonly weightVersion?: string | undefined
+  /**
+   * Wait once per token (and once for the prefill) instead of once per generation: the timeline this engine had
+   * before, kept as the reference of the differential test (test/engine/EmbeddedEngine.test.ts). Same tokens; equal
+   * wake times can order differently and an abort at a token's due instant may keep it or not.
+   */
+  readonly perTokenWaits?: boolean | undefined
   /** Shape of the model (eos probability, favoured set size, ...). */
   readonly model?: Omit<Model.ModelOptions, "seed" | "vocabSize" | "eosTokenId"> | undefined
 }
@@ -136,17 +142,18 @@ export const make = (
     // Generations waiting while paused, by rid: an abort ends them with no tokens.
     const held = new Map<string, Deferred.Deferred<void>>()
     // The last sequence seen per session: the embedded stand-in for SGLang's radix prefix cache.
-    // Packed: 3 bytes a token (an Int32Array takes 4, a number[] 8), kept for every session the engine has seen.
-    const lastSequence = new Map<string, PackedIds.PackedIds>()
+    // Packed: 3 bytes a token (an Int32Array takes 4, a number[] 8), kept for every session the engine has seen, with
+    // up to a quarter more room at the end, so that the next request rewrites it in place from where it differs.
+    const lastSequence = new Map<string, PackedIds.Growable>()
 
     /**
-     * Wait `seconds` on the Clock, cut short by an abort: the sleep runs in a child fiber that `abort` interrupts (one
+     * Sleep `duration` on the Clock, cut short by an abort: the sleep runs in a child fiber that `abort` interrupts (one
      * fiber per wait, where racing the sleep against an abort signal took two).
      */
-    const wait = (seconds: number, run: Running): Effect.Effect<void> =>
-      seconds <= 0 ? Effect.void : Effect.suspend(() =>
+    const sleepUnlessAborted = (duration: Duration.Duration, run: Running): Effect.Effect<void> =>
+      Effect.suspend(() =>
         run.aborted ? Effect.void : Effect.flatMap(
-          Effect.forkChild(Effect.sleep(secondsToDuration(seconds)), { startImmediately: true }),
+          Effect.forkChild(Effect.sleep(duration), { startImmediately: true }),
           (sleeping) => {
             run.sleeping = sleeping
             return Effect.map(Fiber.await(sleeping), () => {
@@ -156,32 +163,104 @@ export const make = (
         )
       )
 
+    const prefillNanos = (
+      seconds: number
+    ): bigint => (seconds > 0 ? Duration.toNanosUnsafe(secondsToDuration(seconds)) : 0n)
+    const decodeNanos = decodeDelay > 0 ? Duration.toNanosUnsafe(secondsToDuration(decodeDelay)) : 0n
+
+    /**
+     * The generation's timeline in one wait (docs/runtime.md, "The embedded engine's timeline"): token `i` of `count`
+     * is due `prefill + (i + 1) × decode` after the wait begins; one sleep until the last is due. An abort ends the
+     * sleep at once and keeps the tokens due by then. Returns how many tokens appeared.
+     */
+    const waitOnce = (prefillSeconds: number, count: number, run: Running): Effect.Effect<number> => {
+      const prefill = prefillNanos(prefillSeconds)
+      const total = prefill + BigInt(count) * decodeNanos
+      if (total <= 0n) return Effect.succeed(count)
+      return Effect.flatMap(Clock.currentTimeMillis, (start) =>
+        Effect.flatMap(sleepUnlessAborted(Duration.nanos(total), run), () =>
+          !run.aborted ? Effect.succeed(count) : Effect.map(Clock.currentTimeMillis, (now) => {
+            // Nanoseconds since the wait began; due times are whole nanoseconds, so half a one of slack absorbs the
+            // rounding of the clock's float milliseconds (a token due at the abort's instant appeared).
+            const elapsed = (now - start) * 1e6 + 0.5
+            const decoding = elapsed - Number(prefill)
+            return decoding < 0 ? 0 : decodeNanos === 0n
+              ? count
+              : Math.min(count, Math.floor(decoding / Number(decodeNanos)))
+          })))
+    }
+
+    /**
+     * The per-token timeline this engine had before (one wait for the prefill, then one per token), kept as the
+     * reference the one-wait timeline is tested against (`perTokenWaits`). Returns how many tokens appeared.
+     */
+    const waitPerToken = (
+      prefillSeconds: number,
+      count: number,
+      run: Running
+    ): Effect.Effect<number> =>
+      Effect.gen(function*() {
+        yield* prefillSeconds > 0 ? sleepUnlessAborted(secondsToDuration(prefillSeconds), run) : Effect.void
+        // As the loop had it: an abort is checked before each token and after its wait.
+        let appeared = 0
+        while (!run.aborted && appeared < count) {
+          if (decodeDelay > 0) {
+            yield* sleepUnlessAborted(secondsToDuration(decodeDelay), run)
+          }
+          if (!run.aborted) {
+            appeared++
+          }
+        }
+        return appeared
+      })
+
+    const policyFailed = (conversation: Engine.PolicyRequest, error: unknown): Engine.EngineError =>
+      new Engine.EngineError({
+        reason: "policy",
+        detail: `--embedded-policy failed for session ${conversation.sessionId} turn ${conversation.turn}: ` +
+          Errors.messageOf(error),
+        cause: error
+      })
+
+    const policyAnswer = (
+      conversation: Engine.PolicyRequest,
+      text: unknown
+    ): Effect.Effect<string, Engine.EngineError> =>
+      typeof text === "string" ? Effect.succeed(text) : Effect.fail(
+        new Engine.EngineError({
+          reason: "policy",
+          detail: `--embedded-policy returned ${text === null ? "null" : typeof text} for session ` +
+            `${conversation.sessionId} turn ${conversation.turn}; it must return the assistant text as a string`
+        })
+      )
+
+    /**
+     * The policy's text. A policy that answers synchronously (a string, or a throw) is used in place: no promise, so
+     * under the TestClock the generation's timeline starts when the request does (a promise's continuation is not
+     * one the clock waits for, so the clock could move on before it). A promise is awaited, and the fiber continues
+     * as a task: every policy that settled in the same microtask drain resumes there.
+     */
     const policyText = (
       policy: Policy,
       conversation: Engine.PolicyRequest
-    ): Effect.Effect<string, Engine.EngineError> =>
-      Effect.tryPromise({
-        try: () => Promise.resolve().then(() => policy(conversation)),
+    ): Effect.Effect<string, Engine.EngineError> => {
+      let answer: string | Promise<string>
+      try {
+        answer = policy(conversation)
+      } catch (error) {
+        return Effect.fail(policyFailed(conversation, error))
+      }
+      const pending = answer
+      return !(pending instanceof Promise) ? policyAnswer(conversation, pending) : Effect.tryPromise({
+        try: () =>
+          pending,
         catch: (error) =>
-          new Engine.EngineError({
-            reason: "policy",
-            detail: `--embedded-policy failed for session ${conversation.sessionId} turn ${conversation.turn}: ` +
-              Errors.messageOf(error),
-            cause: error
-          })
+          policyFailed(conversation, error)
       }).pipe(
-        // The answer arrives in a microtask, with every policy that settled in the same drain.
         Effect.tap(() => FairScheduler.continueAsTask),
-        Effect.flatMap((text) =>
-          typeof text === "string" ? Effect.succeed(text) : Effect.fail(
-            new Engine.EngineError({
-              reason: "policy",
-              detail: `--embedded-policy returned ${text === null ? "null" : typeof text} for session ` +
-                `${conversation.sessionId} turn ${conversation.turn}; it must return the assistant text as a string`
-            })
-          )
-        )
+        Effect.flatMap((text) => policyAnswer(conversation, text))
       )
+    }
 
     const generate = (
       request: Engine.GenerateRequest
@@ -239,43 +318,51 @@ export const make = (
           }
           const sessionKey = request.sessionId ?? ""
           const last = lastSequence.get(sessionKey)
-          const cachedTokens = Math.min(
-            last === undefined ? 0 : PackedIds.commonPrefix(inputIds, last),
-            inputIds.length - 1
-          )
-          yield* wait((inputIds.length - cachedTokens) * prefillDelay, run)
+          const common = last === undefined ? 0 : PackedIds.commonPrefix(inputIds, PackedIds.view(last))
+          const cachedTokens = Math.min(common, inputIds.length - 1)
           const check = resumed === 0 ? Stop.checker(criteria) : (() => {
             const turnCheck = Stop.checker(turnCriteria)
             return (ids: ReadonlyArray<number>) => turnCheck([...earlier, ...ids])
           })()
-          const outputIds: Array<number> = []
-          const logprobs: Array<number> = []
-          let finishReason: Stop.FinishReason | undefined = sampling.maxNewTokens <= 0
+          // The whole output first (it depends on no time), then the time it takes on the clock.
+          const allIds: Array<number> = []
+          const allLogprobs: Array<number> = []
+          let finished: Stop.FinishReason | undefined = sampling.maxNewTokens <= 0
             ? { type: "length", length: sampling.maxNewTokens }
             : undefined
           let prev = prompt
-          while (finishReason === undefined) {
-            if (run.aborted) {
-              finishReason = { type: "abort", message: "Aborted" }
-              break
-            }
-            const position = outputIds.length
+          while (finished === undefined) {
+            const position = allIds.length
             const step = scripted === undefined
               ? Decoder.next(model, sampling, seed, prev, inputIds.length + position)
               : scripted[position]
             // A scripted output always finishes (it ends with eos or was truncated where a stop criterion hit).
             if (step === undefined) break
-            yield* wait(decodeDelay, run)
-            if (run.aborted) {
-              finishReason = { type: "abort", message: "Aborted" }
-              break
-            }
-            outputIds.push(step.id)
-            logprobs.push(step.logprob)
+            allIds.push(step.id)
+            allLogprobs.push(step.logprob)
             prev = step.id
-            finishReason = check(outputIds)
+            finished = check(allIds)
           }
-          lastSequence.set(sessionKey, PackedIds.pack(inputIds, outputIds))
+          const prefillSeconds = (inputIds.length - cachedTokens) * prefillDelay
+          const appeared = yield* (options.perTokenWaits === true
+            ? waitPerToken(prefillSeconds, allIds.length, run)
+            : waitOnce(prefillSeconds, allIds.length, run))
+          const aborted = appeared < allIds.length || (run.aborted && finished === undefined)
+          const outputIds = appeared < allIds.length ? allIds.slice(0, appeared) : allIds
+          const logprobs = appeared < allIds.length ? allLogprobs.slice(0, appeared) : allLogprobs
+          const finishReason: Stop.FinishReason | undefined = aborted ? { type: "abort", message: "Aborted" } : finished
+          // In place from where this prompt left the previous sequence, unless another request of the Session (or one
+          // without a Session) rewrote it meanwhile: then a sequence of its own.
+          const unchanged = last !== undefined && lastSequence.get(sessionKey) === last
+          const rest = !unchanged ? inputIds : inputIds instanceof Int32Array
+            ? inputIds.subarray(common)
+            : inputIds.slice(common)
+          lastSequence.set(
+            sessionKey,
+            unchanged
+              ? PackedIds.rewrite(last, common, [rest, outputIds])
+              : PackedIds.rewrite(undefined, 0, [rest, outputIds])
+          )
           return {
             outputIds,
             logprobs: request.returnLogprob ? logprobs : [],

@@ -152,3 +152,71 @@ export const commonPrefix = (ids: ArrayLike<number>, packed: PackedIds): number 
   }
   return i
 }
+
+/**
+ * A packed sequence with room at its end: its ids are the first `count` of `packed`, whose length is its capacity.
+ * What a sequence that is rewritten from some position on (the embedded engine's per-session prefix cache) keeps, so
+ * that each rewrite copies only what changed ({@link rewrite}).
+ */
+export interface Growable {
+  readonly packed: PackedIds
+  readonly count: number
+}
+
+/** The ids of `sequence` as a packed sequence (a view of its buffer: valid until the next {@link rewrite}). */
+export const view = (sequence: Growable): PackedIds =>
+  sequence.packed instanceof Int32Array
+    ? sequence.packed.subarray(0, sequence.count)
+    : sequence.packed.subarray(0, sequence.count * 3)
+
+/**
+ * The first `keep` ids of `sequence` (none without one) followed by the ids of `parts`: written in place when its
+ * buffer has room and holds them at the same width, else into a new buffer with a quarter more room (the `keep` ids
+ * copied). `sequence` is not to be used after. Every reader sees what {@link pack} of the same ids would hold.
+ */
+export const rewrite = (
+  sequence: Growable | undefined,
+  keep: number,
+  parts: ReadonlyArray<ArrayLike<number>>
+): Growable => {
+  const kept = sequence === undefined ? 0 : Math.max(0, Math.min(keep, sequence.count))
+  let added = 0
+  let narrowParts = true
+  for (const part of parts) {
+    added += part.length
+    if (narrowParts && !fits(part)) narrowParts = false
+  }
+  const count = kept + added
+  const old = sequence?.packed
+  const narrow = narrowParts && !(old instanceof Int32Array)
+  const capacity = old === undefined ? 0 : old instanceof Int32Array ? old.length : old.length / 3
+  let packed: PackedIds
+  if (old !== undefined && count <= capacity && narrow === !(old instanceof Int32Array)) {
+    packed = old
+  } else {
+    const room = count + (count >> 2) + 16
+    if (narrow) {
+      const bytes = new Uint8Array(room * 3)
+      if (old !== undefined && !(old instanceof Int32Array)) bytes.set(old.subarray(0, kept * 3))
+      packed = bytes
+    } else {
+      const wide = new Int32Array(room)
+      if (old instanceof Int32Array) wide.set(old.subarray(0, kept))
+      else if (old !== undefined) {
+        for (let b = 0, i = 0; i < kept; b += 3, i++) wide[i] = old[b]! | (old[b + 1]! << 8) | (old[b + 2]! << 16)
+      }
+      packed = wide
+    }
+  }
+  if (packed instanceof Int32Array) {
+    let offset = kept
+    for (const part of parts) {
+      packed.set(part, offset)
+      offset += part.length
+    }
+  } else {
+    let b = kept * 3
+    for (const part of parts) b = writeNarrow(packed, b, part)
+  }
+  return { packed, count }
+}

@@ -11,15 +11,22 @@
  * (and prints the bytes allocated per request); `SIM_PROGRESS=10` prints requests, wall and CPU so far to stderr every
  * 10 simulated seconds (a long run under load can then be read before it ends); run node with `--enable-source-maps` for TypeScript lines:
  * `SIM_CPUPROF=sim.cpuprofile npm run bench:mapped -- simulation` (`bench` with source maps on).
+ * Each agent canonicalizes only its new messages per turn (`SIM_CANONICAL=whole`: its whole history, as before issue
+ * 24's fourth pass); `SIM_ENGINE_WAITS=token` runs the embedded engine with one wait per token (its earlier timeline).
+ * The digests printed (every forest node's ids, logprobs and weight versions; its elapsed times and cached tokens)
+ * compare two runs or two code paths: the same samples digest means the same committed conversations, token for token.
  */
 import { Context, Effect, Fiber, Layer, Result } from "effect"
 import { TestClock } from "effect/testing"
+import { createHash, type Hash } from "node:crypto"
 import { constants, performance, type PerformanceEntry, PerformanceObserver } from "node:perf_hooks"
 import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
 import * as Forests from "../../layers/generation/Forests.ts"
 import * as Generation from "../../layers/generation/Generation.ts"
 import * as Sessions from "../../layers/schedule/Sessions.ts"
 import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
+import type * as Forest from "../../src/forest/Forest.ts"
+import * as PackedIds from "../../src/ids/PackedIds.ts"
 import * as Canonical from "../../src/protocol/canonical.ts"
 import * as Conversation from "./conversation.ts"
 import * as Harness from "./harness.ts"
@@ -27,6 +34,19 @@ import * as Profiler from "./profiles.ts"
 import * as Servers from "./servers.ts"
 
 const TURNS = 20
+
+/**
+ * Feed a forest node into the run's digests: `samples` its state hash, ids and (responses) logprobs and weight
+ * versions; `timings` its elapsed times and cached tokens. Two runs (or two code paths) that print the same digests
+ * committed the same conversations token for token.
+ */
+const digestNode = (digest: { readonly samples: Hash; readonly timings: Hash }, node: Forest.Node): void => {
+  digest.samples.update(node.hash).update(PackedIds.unpack(node.ids))
+  if (node.kind === "resp") {
+    digest.samples.update(new Float64Array(node.logprobs)).update(node.weightVersions.join(","))
+    digest.timings.update(`${node.wallElapsedS} ${node.generationElapsedS} ${node.cachedTokens ?? -1};`)
+  }
+}
 const THINK = "2 seconds"
 
 const run = (options: Harness.BenchOptions): Promise<Harness.BenchResult> => {
@@ -35,10 +55,14 @@ const run = (options: Harness.BenchOptions): Promise<Harness.BenchResult> => {
   const heapFile = process.env["SIM_HEAPPROF"]
   let allocated: number | undefined
   const progress = Number(process.env["SIM_PROGRESS"] ?? 0)
+  const wholeHistory = process.env["SIM_CANONICAL"] === "whole"
   const stack = Generation.Generation.layer().pipe(
     Layer.provideMerge(Forests.Forests.layer),
     Layer.provideMerge(Sessions.Sessions.layer),
-    Layer.provideMerge(EmbeddedEngine.EmbeddedEngine.layer({ policy: Servers.readingPolicy })),
+    Layer.provideMerge(EmbeddedEngine.EmbeddedEngine.layer({
+      policy: Servers.readingPolicy,
+      perTokenWaits: process.env["SIM_ENGINE_WAITS"] === "token"
+    })),
     Layer.provideMerge(Tokenizer.Tokenizer.layer)
   )
   return Effect.runPromise(Effect.scoped(Effect.gen(function*() {
@@ -52,9 +76,13 @@ const run = (options: Harness.BenchOptions): Promise<Harness.BenchResult> => {
       Effect.gen(function*() {
         const session = yield* sessions.lookup(id)
         const messages: Array<unknown> = [...history]
+        // What the messages sent so far canonicalize to: each turn canonicalizes only its new messages, as the
+        // gateway does for a history repeated byte for byte (SIM_CANONICAL=whole: the whole history every turn).
+        let known: Canonical.KnownPrefix | undefined
         for (let turn = 0; turn < TURNS; turn++) {
-          const state = Canonical.canonicalize({ messages, tools: [], chat_template_kwargs: {} })
+          const state = Canonical.canonicalize({ messages, tools: [], chat_template_kwargs: {} }, known)
           if (Result.isFailure(state)) return yield* Effect.die(state.failure)
+          if (!wholeHistory) known = { count: messages.length, messages: state.success.messages }
           const completion = yield* generation.generate(
             session,
             {
@@ -119,6 +147,12 @@ const run = (options: Harness.BenchOptions): Promise<Harness.BenchResult> => {
     const wallMs = performance.now() - start
     const cpu = process.cpuUsage(cpuStart)
     gcObserver.disconnect()
+    const forests = Context.get(context, Forests.Forests)
+    const digest = { samples: createHash("sha256"), timings: createHash("sha256") }
+    for (const id of ids) {
+      const forest = yield* forests.get(id).pipe(Effect.orDie)
+      for (const node of forest.nodes.values()) digestNode(digest, node)
+    }
     const cpuMs = (cpu.user + cpu.system) / 1000
     return {
       title: `Simulation under the TestClock: ${count} Sessions × ${TURNS} turns through the generation core`,
@@ -131,6 +165,10 @@ const run = (options: Harness.BenchOptions): Promise<Harness.BenchResult> => {
           value: `${Harness.formatMs(cpuMs)} (${Harness.formatMs(cpuMs / requests)} per request)`
         },
         { measure: "simulated time", value: `${simulated} s` },
+        {
+          measure: "digest of every forest node: samples / timings",
+          value: `${digest.samples.digest("hex").slice(0, 16)} / ${digest.timings.digest("hex").slice(0, 16)}`
+        },
         {
           measure: "garbage collection (all / major)",
           value: `${Harness.formatMs(gc.ms)} / ${Harness.formatMs(gc.majorMs)}`

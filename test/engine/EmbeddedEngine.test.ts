@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Fiber, Layer } from "effect"
+import { Duration, Effect, Exit, Fiber, Layer } from "effect"
 import { TestClock } from "effect/testing"
 import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
 import * as Engine from "../../layers/engine/Engine.ts"
@@ -524,5 +524,81 @@ describe("EmbeddedEngine policy (--embedded-policy)", () => {
         .pipe(Effect.flip)
       assert.strictEqual(loadError._tag, "HookLoadError")
       assert.include(loadError.message, "--embedded-policy")
+    }).pipe(Effect.provide(Tokenizer.Tokenizer.layer)))
+})
+
+describe("EmbeddedEngine timeline: one wait a generation against one a token (TestClock)", () => {
+  interface Attempt {
+    readonly key: string
+    readonly result: Engine.GenerateResult
+  }
+
+  /**
+   * 12 Sessions take 6 turns each (sampled and scripted output, stop strings, resumed attempts after every abort),
+   * with 2.25 ms of thought between turns, while a trainer updates the weights every 37.3217 ms: an update aborts
+   * every running generation. Due times are the attempts' starts plus multiples of 0.25 ms (prefill) and 10 ms
+   * (decode), and no update lands on one, so both timelines see the same tokens appear before each abort.
+   */
+  const scenario = (perTokenWaits: boolean) =>
+    Effect.gen(function*() {
+      const engine = yield* EmbeddedEngine.EmbeddedEngine.make(yield* Tokenizer.Tokenizer, {
+        seed: 3,
+        prefillTokensPerSecond: 4000,
+        decodeTokensPerSecond: 100,
+        model: { eosProbability: 0.04 },
+        policy: (r) => `Turn ${r.turn} of ${String(r.messages[0]?.content)}: some words, then more words here.`,
+        perTokenWaits
+      })
+      const attempts: Array<Attempt> = []
+      const session = (s: number) =>
+        Effect.gen(function*() {
+          const history = [...prompt, 1000 + s]
+          for (let turn = 0; turn < 6; turn++) {
+            const pending: Array<number> = []
+            const scripted = (s + turn) % 2 === 0
+            for (let attempt = 0;; attempt++) {
+              const key = `s${s}-t${turn}-a${attempt}`
+              const result = yield* engine.generate({
+                inputIds: [...history, ...pending],
+                sampling: sampling({
+                  seed: s * 100 + turn,
+                  maxNewTokens: 24 - pending.length,
+                  stop: s % 4 === 1 ? ["er"] : []
+                }),
+                rid: `timeline-${key}`,
+                returnLogprob: true,
+                resumedTokens: pending.length,
+                sessionId: `s${s}`,
+                conversation: scripted ? () => conversation(`session ${s}`, turn) : undefined
+              })
+              attempts.push({ key, result })
+              pending.push(...result.outputIds)
+              if (result.finishReason.type !== "abort") break
+            }
+            history.push(...pending, 151645, 198, 151644, 872, 198, 2000 + turn)
+            yield* Effect.sleep(Duration.micros(2250n))
+          }
+        })
+      const sessions = yield* Effect.forEach(
+        Array.from({ length: 12 }, (_, s) => s),
+        (s) => Effect.forkChild(session(s))
+      )
+      const trainer = yield* Effect.forkChild(
+        Effect.forever(Effect.andThen(Effect.sleep(Duration.nanos(37_321_700n)), engine.updateWeights()))
+      )
+      while (sessions.some((fiber) => fiber.pollUnsafe() === undefined)) yield* TestClock.adjust("10 millis")
+      yield* Fiber.interrupt(trainer)
+      return new Map(attempts.map((a) => [a.key, a.result]))
+    })
+
+  it.effect("aborted and finished attempts are the same, token for token, on both timelines", () =>
+    Effect.gen(function*() {
+      const once = yield* scenario(false)
+      const perToken = yield* scenario(true)
+      const aborted = [...once.values()].filter((r) => r.finishReason.type === "abort")
+      assert.isAbove(aborted.length, 20)
+      assert.isAbove(aborted.filter((r) => r.outputIds.length > 0).length, 10)
+      assert.deepStrictEqual([...once.keys()].sort(), [...perToken.keys()].sort())
+      for (const [key, result] of once) assert.deepStrictEqual(result, perToken.get(key), key)
     }).pipe(Effect.provide(Tokenizer.Tokenizer.layer)))
 })

@@ -69,4 +69,42 @@ describe("PackedIds", () => {
     assert.strictEqual(PackedIds.pack(ids, [-1]).byteLength, 4004)
     assert.strictEqual(PackedIds.pack().byteLength, 0)
   })
+
+  it("rewrites a growable sequence in place to what packing the same ids holds", () => {
+    fc.assert(
+      fc.property(
+        fc.array(
+          fc.record({
+            keep: fc.integer({ min: 0, max: 80 }),
+            parts: fc.array(fc.array(fc.oneof(vocabularyId, vocabularyId, anyId), { maxLength: 30 }), { maxLength: 3 })
+          }),
+          { maxLength: 12 }
+        ),
+        (rewrites) => {
+          let sequence: PackedIds.Growable | undefined
+          let kept: Array<number> = []
+          for (const { keep, parts } of rewrites) {
+            sequence = PackedIds.rewrite(sequence, keep, parts)
+            kept = [...kept.slice(0, keep), ...parts.flat()]
+            const expected = PackedIds.pack(kept)
+            const view = PackedIds.view(sequence)
+            assert.strictEqual(sequence.count, kept.length)
+            assert.deepStrictEqual([...PackedIds.unpack(view)], [...PackedIds.unpack(expected)])
+            assert.strictEqual(PackedIds.commonPrefix(kept, view), PackedIds.commonPrefix(kept, expected))
+          }
+        }
+      ),
+      { numRuns: 500 }
+    )
+  })
+
+  it("rewrites in place while there is room, and reallocates with a quarter more room", () => {
+    const first = PackedIds.rewrite(undefined, 0, [[1, 2, 3, 4]])
+    assert.strictEqual(first.packed.byteLength, (4 + 1 + 16) * 3)
+    const second = PackedIds.rewrite(first, 4, [[5, 6]])
+    assert.strictEqual(second.packed, first.packed)
+    const wide = PackedIds.rewrite(second, 2, [[2 ** 30]])
+    assert.instanceOf(wide.packed, Int32Array)
+    assert.deepStrictEqual([...PackedIds.unpack(PackedIds.view(wide))], [1, 2, 2 ** 30])
+  })
 })
