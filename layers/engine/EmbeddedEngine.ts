@@ -107,6 +107,10 @@ const secondsToDuration = (seconds: number): Duration.Duration => Duration.nanos
 
 /** A running generation: whether it was aborted, and the child fiber of the wait it is in, if any. */
 interface Running {
+  /** Its Session (the prefix-cache key). */
+  readonly sessionKey: string
+  /** Its Session was closed while it ran: it leaves no prefix-cache entry behind. */
+  closed: boolean
   aborted: boolean
   /** Aborted by a weight update or a pause (not a failure). */
   byUpdate: boolean
@@ -142,7 +146,7 @@ export const make = (
     // Generations waiting while paused, by rid: an abort ends them with no tokens.
     const held = new Map<string, Deferred.Deferred<void>>()
     // The last sequence seen per session: the embedded stand-in for SGLang's radix prefix cache.
-    // Packed: 3 bytes a token (an Int32Array takes 4, a number[] 8), kept for every session the engine has seen, with
+    // Packed: 3 bytes a token (an Int32Array takes 4, a number[] 8), kept until `closeSession` (the Session ended), with
     // up to a quarter more room at the end, so that the next request rewrites it in place from where it differs.
     const lastSequence = new Map<string, PackedIds.Growable>()
 
@@ -291,7 +295,8 @@ export const make = (
         if (running.has(request.rid)) {
           return yield* invalid(`rid ${request.rid} is already running; rids must be unique`)
         }
-        const run: Running = { aborted: false, byUpdate: false, sleeping: undefined }
+        const sessionKey = request.sessionId ?? ""
+        const run: Running = { sessionKey, closed: false, aborted: false, byUpdate: false, sleeping: undefined }
         running.set(request.rid, run)
         const seed = Decoder.requestSeed(engineSeed, sampling.seed, counter++)
         const criteria: Stop.Criteria = {
@@ -316,7 +321,6 @@ export const make = (
             const scores = Decoder.score(model, sampling, turnPrompt, turnIds)
             scripted = turnIds.map((id, i) => ({ id, logprob: scores[i] ?? 0 })).slice(resumed)
           }
-          const sessionKey = request.sessionId ?? ""
           const last = lastSequence.get(sessionKey)
           const common = last === undefined ? 0 : PackedIds.commonPrefix(inputIds, PackedIds.view(last))
           const cachedTokens = Math.min(common, inputIds.length - 1)
@@ -357,12 +361,14 @@ export const make = (
           const rest = !unchanged ? inputIds : inputIds instanceof Int32Array
             ? inputIds.subarray(common)
             : inputIds.slice(common)
-          lastSequence.set(
-            sessionKey,
-            unchanged
-              ? PackedIds.rewrite(last, common, [rest, outputIds])
-              : PackedIds.rewrite(undefined, 0, [rest, outputIds])
-          )
+          if (!run.closed) {
+            lastSequence.set(
+              sessionKey,
+              unchanged
+                ? PackedIds.rewrite(last, common, [rest, outputIds])
+                : PackedIds.rewrite(undefined, 0, [rest, outputIds])
+            )
+          }
           return {
             outputIds,
             logprobs: request.returnLogprob ? logprobs : [],
@@ -417,8 +423,13 @@ export const make = (
           return Effect.as(gate.open, resumed)
         }),
       health: Effect.void,
-      // Nothing is cached per Session in process.
-      closeSession: () => Effect.void,
+      // The Session's prefix-cache sequence goes (SGLang's /close_session frees its radix-cache entries); a generation
+      // of it still running keeps none either, so a long run holds sequences of live Sessions only.
+      closeSession: (sessionId) =>
+        Effect.sync(() => {
+          lastSequence.delete(sessionId)
+          for (const run of running.values()) if (run.sessionKey === sessionId) run.closed = true
+        }),
       takeStepMetrics: Effect.succeed({})
     })
   })

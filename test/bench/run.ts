@@ -1,7 +1,7 @@
 /**
  * Runs the benchmarks and prints one table per benchmark: `npm run bench` (all, quick sizes), `npm run bench full`
  * (the sizes docs/performance.md reports), or `npm run bench -- floor history` (only those named: memory, prefix, forest,
- * delta, gateway, lifecycle, floor, history, sessions, simulation, spawn, inspect, cluster, failover).
+ * delta, gateway, lifecycle, floor, history, sessions, simulation, spawn, inspect, cluster, failover, heapsteps).
  *
  * **Details**
  * Benchmarks print ratios measured side by side in one run; they assert no timings. Memory numbers force garbage
@@ -17,6 +17,7 @@ import * as ForestMemory from "./forestMemory.ts"
 import * as ForestRequest from "./forestRequest.ts"
 import * as Gateway from "./gateway.ts"
 import * as Harness from "./harness.ts"
+import * as HeapSteps from "./heapSteps.ts"
 import * as Inspect from "./inspect.ts"
 import * as Lifecycle from "./lifecycle.ts"
 import * as ObservationDelta from "./observationDelta.ts"
@@ -41,7 +42,8 @@ const all: ReadonlyArray<Harness.Bench> = [
   Spawn.bench,
   Inspect.bench,
   Cluster.bench,
-  ClusterFailover.bench
+  ClusterFailover.bench,
+  HeapSteps.bench
 ]
 
 const main = async (): Promise<void> => {

@@ -195,6 +195,34 @@ describe("EmbeddedEngine sampling", () => {
       assert.strictEqual(second.cachedTokens, prompt.length + first.outputIds.length)
     }).pipe(Effect.provide(engineLayer({ model: { eosProbability: 0 } }))))
 
+  it.effect("forgets a closed session's sequence, also one its running generation would leave", () =>
+    Effect.gen(function*() {
+      const engine = yield* Engine.Engine
+      // Prefill takes simulated time: a generation runs until the TestClock moves.
+      const generate = (ids: ReadonlyArray<number>, sessionId: string, closeMeanwhile = false) =>
+        Effect.gen(function*() {
+          const fiber = yield* engine.generate(request(ids, { maxNewTokens: 4 }, { sessionId })).pipe(Effect.forkChild)
+          yield* Effect.yieldNow
+          if (closeMeanwhile) yield* engine.closeSession(sessionId)
+          yield* TestClock.adjust("10 seconds")
+          return yield* Fiber.join(fiber)
+        })
+      const first = yield* generate(prompt, "a")
+      const next = [...prompt, ...first.outputIds, 151645, 198]
+      assert.strictEqual((yield* generate(next, "a")).cachedTokens, next.length - 2)
+      yield* engine.closeSession("a")
+      assert.strictEqual((yield* generate(next, "a")).cachedTokens, 0)
+      // Closed while its generation runs: it leaves no sequence behind.
+      yield* engine.closeSession("a")
+      yield* generate(prompt, "a", true)
+      assert.strictEqual((yield* generate(next, "a")).cachedTokens, 0)
+      // Other sessions keep theirs.
+      const b = yield* generate(prompt, "b")
+      yield* engine.closeSession("a")
+      const bNext = [...prompt, ...b.outputIds, 151645, 198]
+      assert.strictEqual((yield* generate(bNext, "b")).cachedTokens, prompt.length + b.outputIds.length)
+    }).pipe(Effect.provide(engineLayer({ prefillTokensPerSecond: 100, model: { eosProbability: 0 } }))))
+
   it.effect("counts cached tokens against the whole previous sequence over next turns, retries, edits and rewinds", () =>
     Effect.gen(function*() {
       const engine = yield* Engine.Engine
