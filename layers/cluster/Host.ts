@@ -78,7 +78,12 @@ const ownershipCheck = Duration.millis(500)
 
 /** Why a Session was stopped on this runner: a later `RunSession` for it fails with this, never starts it again. */
 interface Tombstone {
-  readonly error: Wire.SessionFailedError
+  /**
+   * The error's fields, not the error: an error keeps its captured stack, and with it the closures of the request
+   * that stopped the Session (kilobytes per tombstone, for ten minutes).
+   */
+  readonly type: string
+  readonly detail: string
   /** When it was stopped (ms, the Clock's); tombstones are forgotten after {@link tombstoneTtl}. */
   readonly at: number
 }
@@ -273,7 +278,7 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
         const hosted = table.get(sessionId)
         if (hosted === undefined) return
         table.delete(sessionId)
-        tombstones.set(sessionId, { error, at: yield* Clock.currentTimeMillis })
+        tombstones.set(sessionId, { type: error.type, detail: error.detail, at: yield* Clock.currentTimeMillis })
         yield* Deferred.fail(hosted.done, error)
         yield* Deferred.fail(hosted.lease, new SessionErrors.SessionClosedError({ sessionId }))
         if (hosted.fiber !== undefined) yield* Fiber.interrupt(hosted.fiber)
@@ -531,7 +536,9 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
             return yield* Effect.fail(new Wire.SessionFailedError({ type: "ConfigMismatch", detail: differs }))
           }
           const tombstone = tombstones.get(payload.sessionId)
-          if (tombstone !== undefined) return yield* Effect.fail(tombstone.error)
+          if (tombstone !== undefined) {
+            return yield* Effect.fail(new Wire.SessionFailedError({ type: tombstone.type, detail: tombstone.detail }))
+          }
           const running = table.get(payload.sessionId)
           if (running === undefined) yield* admit(placement?.key, payload.sessionId)
           const hosted = running ?? (yield* start(payload, placement))

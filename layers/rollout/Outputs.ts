@@ -112,10 +112,12 @@ const make = Effect.gen(function*() {
 
   const openRun = Effect.fn("Outputs.openRun")(function*() {
     const files: Array<string> = []
-    const metricLines: Array<unknown> = []
-    const evalLines: Array<unknown> = []
-    const write = (path: string, values: ReadonlyArray<unknown>) =>
-      save(path, Telemetry.jsonl(values)).pipe(
+    // The metric files' text so far (kept as text: a step's line as objects takes several times its bytes).
+    let metricsText = ""
+    let evalMetricsText = ""
+    const write = (path: string, values: ReadonlyArray<unknown>) => writeText(path, Telemetry.jsonl(values))
+    const writeText = (path: string, text: string) =>
+      save(path, text).pipe(
         Effect.tap(() =>
           Effect.sync(() => {
             if (!files.includes(path)) files.push(path)
@@ -125,10 +127,10 @@ const make = Effect.gen(function*() {
 
     const step = Effect.fn("Outputs.step")(
       function*(rolloutId: number, samples: ReadonlyArray<TrainingSample.TrainingSample>, metricLine: unknown) {
-        metricLines.push(metricLine)
         if (dir === undefined) return
+        metricsText += Telemetry.jsonl([metricLine])
         yield* write(join(dir, `rollout_${rolloutId}.jsonl`), samples)
-        yield* write(join(dir, "metrics.jsonl"), metricLines)
+        yield* writeText(join(dir, "metrics.jsonl"), metricsText)
       }
     )
     const evalDataset = Effect.fn("Outputs.evalDataset")(
@@ -139,11 +141,11 @@ const make = Effect.gen(function*() {
         metricLine: unknown
       ) {
         if (dir !== undefined) yield* write(join(dir, `eval_${afterSteps}_${dataset}.jsonl`), samples)
-        evalLines.push(metricLine)
+        if (dir !== undefined) evalMetricsText += Telemetry.jsonl([metricLine])
       }
     )
     const evalMetrics = Effect.fn("Outputs.evalMetrics")(function*() {
-      if (dir !== undefined) yield* write(join(dir, "eval_metrics.jsonl"), evalLines)
+      if (dir !== undefined) yield* writeText(join(dir, "eval_metrics.jsonl"), evalMetricsText)
     })
     return { step, evalDataset, evalMetrics, files: () => [...files] } satisfies RunOutputs
   })
