@@ -1,33 +1,44 @@
 /**
- * `npm run bench -- cluster`: the forwarding hop of the cluster (docs/scale-out.md). A throwaway PostgreSQL, two
- * runner processes and a controller; runner 2 gives its agents runner 1's gateway (`--gateway-public-url`), so the
- * requests of Sessions held by runner 2 are forwarded by runner 1 (non-owner) while runner 1's own Sessions are
- * answered where they arrive (owner). The same agents then run in one process. Each agent sends its requests one
- * after another and times them; the table gives p50 / p90 per path and the ratios, at a few and at 64 concurrent
- * agents (clients).
+ * `npm run bench -- cluster`: the forwarding hop of the cluster (docs/scale-out.md), in three runs of the same agents
+ * per client count: `owner` (two runners, each agent calls the runner that holds its Session), `forwarded` (each
+ * runner's agents call the other runner, which forwards every request to the owner) and `single` (one process, no
+ * cluster). Per path: p50 / p90 latency, CPU per request, Sessions held and heap per process.
  *
  * **Details**
  * Every request is a full one-turn generation of the same size on the embedded engine (instant policy), so the
  * difference between the paths is the hop: one cluster call (serialize, TCP, the owner's entity handler) and its answer.
- * Not measured here yet: CPU per request, Sessions and heap per runner (failover time: clusterFailover.ts).
+ * The agents (clusterAgent.mjs) send a warm-up request and wait at a barrier, so every Session is held when the bench
+ * reads the heaps (inspector: full collection, then heapUsed) and the CPU window covers only the timed requests: the
+ * user+system CPU of the member processes (/proc/<pid>/stat; both runners, or the single process) over the window,
+ * divided by the requests. Runner 1 cannot be told runner 2's gateway before runner 2 exists, so in `forwarded`
+ * runner 1's agents reach runner 2 through a TCP relay in this process (its CPU is not counted); the latencies of the
+ * `forwarded` row are those of runner 2's agents only, which call runner 1 directly. The controller's CPU (idle in
+ * the window) is not counted. `CLUSTER_PROFILE=<dir>` writes a CPU profile of runner 1 over the `forwarded` window.
+ * Agents get an empty HOME (Processes.emptyHome): under their `bash -lc` a login profile that runs `pyenv init` starves
+ * the runners of CPU on a small machine until they miss their shard-lock renewals.
  */
 import { Effect, Schema } from "effect"
 import * as Fs from "node:fs"
+import * as Net from "node:net"
 import * as Os from "node:os"
 import * as Path from "node:path"
+import { performance } from "node:perf_hooks"
+import * as ModelRoute from "../../layers/gateway/ModelRoute.ts"
 import * as Processes from "../cluster/processes.ts"
 import * as EmbeddedPg from "../support/EmbeddedPg.ts"
 import type * as Harness from "./harness.ts"
+import * as ProcessCpu from "./processCpu.ts"
 
 const fixtures = Path.join(Processes.root, "test", "fixtures")
 const decodeLatencies = Schema.decodeUnknownSync(Schema.fromJsonString(Schema.Array(Schema.Number)))
+const inspect = ["--inspect=127.0.0.1:0"]
 
 const percentile = (values: ReadonlyArray<number>, p: number): number => {
   const sorted = [...values].sort((a, b) => a - b)
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? Number.NaN
 }
 
-const flags = (outputDir: string, reports: string, groups: number, requests: number) => [
+const flags = (outputDir: string, barrier: string, groups: number, requests: number) => [
   "--prompt-data",
   Path.join(fixtures, "rollout", "train.jsonl"),
   "--rollout-batch-size",
@@ -43,7 +54,7 @@ const flags = (outputDir: string, reports: string, groups: number, requests: num
   "--agent-command",
   `"${process.execPath}" clusterAgent.mjs`,
   "--agent-env",
-  `REPORT_DIR=${reports}`,
+  `BARRIER=${barrier}`,
   `REQUESTS=${requests}`,
   "--embedded-policy",
   Path.join(fixtures, "cluster", "policy.mjs"),
@@ -62,71 +73,212 @@ const cluster = (url: string) => [
   "5"
 ]
 
-const latencies = (reports: string, sessions: ReadonlySet<string> | undefined): Array<number> =>
-  Fs.readdirSync(reports)
-    .filter((f) => sessions === undefined || sessions.has(f.replace(/\.json$/, "")))
-    .flatMap((f) => [...decodeLatencies(Fs.readFileSync(Path.join(reports, f), "utf8"))])
+type Route = "owner" | "forwarded" | "single"
 
-const hostedBy = (runner: Processes.Runner): Set<string> =>
-  new Set([...runner.output().matchAll(/hosts Session (\S+)/g)].map((m) => m[1]!))
+/** One path's run: its latencies, the members' CPU over the window, and per process the Sessions held and heap. */
+interface Measured {
+  readonly latencies: ReadonlyArray<number>
+  readonly requests: number
+  readonly cpuMs: number
+  readonly windowMs: number
+  readonly held: ReadonlyArray<{ readonly sessions: number; readonly heap: number }>
+}
 
-const measure = (clients: number, requests: number) =>
+/** Polls `done` every 100 ms (fails after `seconds`). */
+const until = (what: string, seconds: number, done: () => boolean) =>
+  Effect.gen(function*() {
+    const since = performance.now()
+    while (!done()) {
+      if (performance.now() - since > seconds * 1000) return yield* Effect.fail(new Error(`timed out: ${what}`))
+      yield* Effect.sleep("100 millis")
+    }
+  })
+
+/** A TCP relay on 127.0.0.1 to the port `target()` gives at connection time; closed with the scope. */
+const relay = (target: () => number) =>
+  Effect.acquireRelease(
+    Effect.callback<Net.Server>((resume) => {
+      const server = Net.createServer((socket) => {
+        const upstream = Net.connect(target(), "127.0.0.1")
+        socket.pipe(upstream).pipe(socket)
+        socket.on("error", () => upstream.destroy())
+        upstream.on("error", () => socket.destroy())
+      })
+      server.listen(0, "127.0.0.1", () => resume(Effect.succeed(server)))
+    }),
+    (server) => Effect.sync(() => server.close())
+  )
+
+const portOf = (url: string): number => Number(new URL(url).port)
+
+const measure = (path: Route, clients: number, requests: number) =>
   Effect.scoped(Effect.gen(function*() {
-    const db = yield* EmbeddedPg.start
-    const port = yield* EmbeddedPg.freePort
-    const work = Fs.mkdtempSync(Path.join(Os.tmpdir(), "relax-bench-cluster-"))
-    yield* Effect.addFinalizer(() => Effect.sync(() => Fs.rmSync(work, { recursive: true, force: true })))
+    const work = yield* Processes.workDir("relax-bench-cluster-")
+    const env = { HOME: Processes.emptyHome() }
     const groups = Math.max(1, Math.round(clients / 2))
     const dir = (name: string) => {
-      const path = Path.join(work, name)
-      Fs.mkdirSync(path, { recursive: true })
-      return path
+      const p = Path.join(work, name)
+      Fs.mkdirSync(p, { recursive: true })
+      return p
     }
-    const clusterReports = dir("cluster-reports")
-    const runnerArgs = (i: number, extra: ReadonlyArray<string>) => [
-      ...flags(dir(`runner${i}`), clusterReports, groups, requests),
-      ...cluster(db.url),
-      "--runner-address",
-      `127.0.0.1:${port + i}`,
-      ...extra
-    ]
-    const owner = yield* Processes.runner(runnerArgs(1, []))
-    const other = yield* Processes.runner(runnerArgs(2, ["--gateway-public-url", owner.gatewayUrl]))
-    yield* Processes.run(["rollout", ...flags(dir("cluster"), clusterReports, groups, requests), ...cluster(db.url)])
-    const singleReports = dir("single-reports")
-    yield* Processes.run(["rollout", ...flags(dir("single"), singleReports, groups, requests)])
-    const direct = latencies(clusterReports, hostedBy(owner))
-    const forwarded = latencies(clusterReports, hostedBy(other))
-    const single = latencies(singleReports, undefined)
-    const p50 = { direct: percentile(direct, 50), forwarded: percentile(forwarded, 50), single: percentile(single, 50) }
-    return {
-      clients: String(groups * 2),
-      "requests (owner / non-owner / single)": `${direct.length} / ${forwarded.length} / ${single.length}`,
-      "p50 owner": `${p50.direct.toFixed(2)} ms`,
-      "p50 non-owner": `${p50.forwarded.toFixed(2)} ms`,
-      "p50 single": `${p50.single.toFixed(2)} ms`,
-      "p90 owner / non-owner / single": `${percentile(direct, 90).toFixed(1)} / ${
-        percentile(forwarded, 90).toFixed(1)
-      } / ${percentile(single, 90).toFixed(1)} ms`,
-      "non-owner / owner": `${(p50.forwarded / p50.direct).toFixed(2)}x`,
-      "owner / single": `${(p50.direct / p50.single).toFixed(2)}x`
+    const barrier = dir("barrier")
+    const reports = dir("barrier/reports")
+    const ready = dir("barrier/ready")
+    const count = (d: string) => Fs.readdirSync(d).length
+    let members: ReadonlyArray<Processes.Started>
+    let latencyOf: ReadonlySet<string> | undefined
+    let controller: Processes.Started
+    let runners: ReadonlyArray<Processes.Runner> = []
+    if (path === "single") {
+      controller = yield* Processes.start(["rollout", ...flags(dir("single"), barrier, groups, requests)], env, inspect)
+      members = [controller]
+    } else {
+      const db = yield* EmbeddedPg.start
+      const port = yield* EmbeddedPg.freePort
+      let secondGateway = 0
+      const relayed = yield* relay(() => secondGateway)
+      const relayPort = (relayed.address() as Net.AddressInfo).port
+      const runnerArgs = (i: number, extra: ReadonlyArray<string>) => [
+        ...flags(dir(`runner${i}`), barrier, groups, requests),
+        ...cluster(db.url),
+        "--runner-address",
+        `127.0.0.1:${port + i}`,
+        ...extra
+      ]
+      const forwarded = path === "forwarded"
+      const first = yield* Processes.runner(
+        runnerArgs(
+          1,
+          forwarded ? ["--gateway-public-url", `http://127.0.0.1:${relayPort}${ModelRoute.mountPath}/`] : []
+        ),
+        env,
+        inspect
+      )
+      const second = yield* Processes.runner(
+        runnerArgs(2, forwarded ? ["--gateway-public-url", first.gatewayUrl] : []),
+        env,
+        inspect
+      )
+      secondGateway = portOf(second.gatewayUrl)
+      runners = [first, second]
+      members = runners
+      controller = yield* Processes.start(
+        ["rollout", ...flags(dir("controller"), barrier, groups, requests), ...cluster(db.url)],
+        env
+      )
     }
+    yield* until("every agent at the barrier", 600, () => {
+      if (controller.child.exitCode !== null) {
+        throw new Error(`the controller exited:\n${controller.output().slice(-3000)}`)
+      }
+      return count(ready) >= groups * 2
+    })
+    // Runner 2's Sessions: their agents call runner 1 directly (in `forwarded`, runner 1's agents go through the relay).
+    if (path === "forwarded") latencyOf = new Set(Processes.hostedBy(runners[1]!))
+    const inspectors = yield* Effect.promise(() =>
+      Promise.all(members.map((m) => ProcessCpu.connect(ProcessCpu.inspectorUrl(m.output())!)))
+    )
+    yield* Effect.addFinalizer(() => Effect.sync(() => inspectors.forEach((i) => i.close())))
+    const heaps = yield* Effect.promise(() => Promise.all(inspectors.map(ProcessCpu.heapUsed)))
+    const held = members.map((m, i) => ({
+      sessions: path === "single" ? groups * 2 : Processes.hostedBy(runners[i]!).length,
+      heap: heaps[i]!
+    }))
+    const profileDir = process.env["CLUSTER_PROFILE"]
+    const profiling = profileDir !== undefined && path === "forwarded" ? inspectors[0] : undefined
+    if (profiling !== undefined) {
+      yield* Effect.promise(async () => {
+        await profiling.call("Profiler.enable")
+        await profiling.call("Profiler.setSamplingInterval", { interval: 200 })
+        await profiling.call("Profiler.start")
+      })
+    }
+    const cpu = () => members.reduce((sum, m) => sum + ProcessCpu.cpuMillis(m.child.pid!), 0)
+    const cpuBefore = cpu()
+    const started = performance.now()
+    Fs.writeFileSync(Path.join(barrier, "go"), "")
+    yield* until("every agent's report", 600, () => count(reports) >= groups * 2)
+    const windowMs = performance.now() - started
+    const cpuMs = cpu() - cpuBefore
+    if (profiling !== undefined && profileDir !== undefined) {
+      const stopped = (yield* Effect.promise(() => profiling.call("Profiler.stop"))) as { readonly profile: unknown }
+      Fs.mkdirSync(profileDir, { recursive: true })
+      Fs.writeFileSync(Path.join(profileDir, `forwarded-${clients}.cpuprofile`), JSON.stringify(stopped.profile))
+    }
+    // A Node whose inspector still has a client at exit waits for it to disconnect.
+    inspectors.forEach((i) => i.close())
+    Fs.writeFileSync(Path.join(barrier, "done"), "")
+    const code = yield* controller.exited
+    if (code !== 0) return yield* Effect.fail(new Error(`exited ${code}:\n${controller.output().slice(-3000)}`))
+    const latencies = Fs.readdirSync(reports)
+      .filter((f) => latencyOf === undefined || latencyOf.has(f.replace(/\.json$/, "")))
+      .flatMap((f) => [...decodeLatencies(Fs.readFileSync(Path.join(reports, f), "utf8"))])
+    return { latencies, requests: groups * 2 * requests, cpuMs, windowMs, held } satisfies Measured
   }))
+
+const ms = (n: number) => `${n.toFixed(2)} ms`
+const ratio = (a: number, b: number) => `${(a / b).toFixed(2)}x`
+const mib = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(1)} MiB`
+
+const rowsOf = (clients: number, runs: Readonly<Record<Route, Measured>>) => {
+  const p50 = (p: Route) => percentile(runs[p].latencies, 50)
+  const cpu = (p: Route) => runs[p].cpuMs / runs[p].requests
+  const against: Record<Route, Route | undefined> = { owner: "single", forwarded: "owner", single: undefined }
+  return (["owner", "forwarded", "single"] as const).map((p) => {
+    const base = against[p]
+    return {
+      clients: String(clients),
+      path: p,
+      "requests (timed)": `${runs[p].requests} (${runs[p].latencies.length})`,
+      p50: ms(p50(p)),
+      p90: ms(percentile(runs[p].latencies, 90)),
+      "CPU / request": ms(cpu(p)),
+      "vs": base ?? "",
+      "p50 ratio": base === undefined ? "" : ratio(p50(p), p50(base)),
+      "CPU ratio": base === undefined ? "" : ratio(cpu(p), cpu(base)),
+      "Sessions held / process": runs[p].held.map((h) => h.sessions).join(" + "),
+      "heap used / process": runs[p].held.map((h) => mib(h.heap)).join(" + ")
+    }
+  })
+}
+
+const runAll = async (clients: number, requests: number) => {
+  const runs = {} as Record<Route, Measured>
+  for (const p of ["owner", "forwarded", "single"] as const) {
+    runs[p] = await Effect.runPromise(measure(p, clients, requests))
+  }
+  return runs
+}
+
+/** Heap per Session: the growth of a process's used heap from the small run to the 64-client run, per Session added. */
+const heapPerSession = (small: Measured, large: Measured): string => {
+  const sessions = (m: Measured) => m.held.reduce((n, h) => n + h.sessions, 0)
+  const heap = (m: Measured) => m.held.reduce((n, h) => n + h.heap, 0)
+  return `${((heap(large) - heap(small)) / (sessions(large) - sessions(small)) / 1024).toFixed(0)} KiB`
+}
 
 export const bench: Harness.Bench = {
   name: "cluster",
   run: async ({ full }): Promise<Harness.BenchResult> => {
-    const rows = [
-      await Effect.runPromise(measure(2, full ? 200 : 40)),
-      await Effect.runPromise(measure(64, full ? 50 : 10))
-    ]
+    const load = Os.loadavg()[0]!
+    const small = await runAll(2, full ? 200 : 40)
+    const large = await runAll(64, full ? 50 : 10)
+    const loadAfter = Os.loadavg()[0]!
     return {
-      title: "Cluster forwarding hop: a request at its owner vs at a non-owner runner vs one process",
-      rows,
+      title: "Cluster forwarding hop: a request at its owner runner vs forwarded by a non-owner vs one process",
+      rows: [...rowsOf(2, small), ...rowsOf(64, large)],
       notes: [
-        "Two runners and a controller over an embedded PostgreSQL; runner 2's agents call runner 1, which forwards their requests (non-owner).",
-        "Each agent sends its requests one after another; `clients` agents at once. Target: non-owner ≤ 1.3x owner.",
-        "Not measured yet: CPU per request, Sessions and heap per runner (failover time: `npm run bench -- failover`)."
+        "owner: two runners, every agent calls the runner holding its Session; forwarded: every agent calls the other runner, which forwards; single: one process, no cluster.",
+        "Ratios: forwarded vs owner (target ≤ 1.3x, p50 and CPU), owner vs single. CPU / request: user+sys CPU of both runners (or the single process) over the timed window / requests.",
+        `Heap per Session (growth from 2 to 64 clients): cluster ${
+          heapPerSession(small.owner, large.owner)
+        } (both runners, owner run), ` +
+        `single ${
+          heapPerSession(small.single, large.single)
+        }. Heap: heapUsed after a full collection with every Session held.`,
+        `Load average (1 min) before / after: ${load.toFixed(2)} / ${
+          loadAfter.toFixed(2)
+        } on ${Os.availableParallelism()} cores.`
       ]
     }
   }

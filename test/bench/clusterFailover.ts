@@ -36,9 +36,9 @@ const settings: ReadonlyArray<Settings> = [
   }
 ]
 
-// A SIGKILLed runner's agents can die inside their login shell's pyenv rehash and leave its lock behind; without a
-// short rehash timeout every later agent start waits 60 s for that lock.
-const env = { PYENV_REHASH_TIMEOUT: "1" }
+// Agents run under `bash -lc`: an empty HOME keeps the machine's login profile (pyenv init and its rehash lock, which a
+// SIGKILLed agent can leave behind) out of their shells, as the tests do (vitest.config.ts).
+const env = { HOME: Processes.emptyHome() }
 
 const hostedBy = (output: string): Array<string> => [...output.matchAll(/hosts Session (\S+)/g)].map((m) => m[1]!)
 

@@ -151,11 +151,29 @@ export interface Started {
   readonly exited: Effect.Effect<number | null>
 }
 
-/** Start `relax-agentic <args>`; it is SIGKILLed when the scope closes if it still runs. */
-export const start = (args: ReadonlyArray<string>, env: Readonly<Record<string, string>> = {}) =>
+/**
+ * An empty `HOME` (the one vitest.config.ts gives the tests), for what a bench starts: agents run under `bash -lc`, and
+ * a machine login profile (pyenv, conda) costs each agent's shell CPU and can leave a rehash lock behind.
+ */
+export const emptyHome = (): string => {
+  const home = Path.join(Os.tmpdir(), "relax-agentic-test-home")
+  Fs.mkdirSync(home, { recursive: true })
+  return home
+}
+
+/**
+ * Start `relax-agentic <args>` (`nodeArgs`: Node's own flags, such as `--inspect`); it is SIGKILLed when the scope
+ * closes if it still runs.
+ */
+export const start = (
+  args: ReadonlyArray<string>,
+  env: Readonly<Record<string, string>> = {},
+  nodeArgs: ReadonlyArray<string> = []
+) =>
   Effect.acquireRelease(
     Effect.sync((): Started => {
-      const child = spawn(process.execPath, ["--import", "tsx", Path.join(root, "src", "cli.ts"), ...args], {
+      const cli = ["--import", "tsx", Path.join(root, "src", "cli.ts"), ...args]
+      const child = spawn(process.execPath, [...nodeArgs, ...cli], {
         cwd: root,
         env: { ...process.env, ...env },
         stdio: ["ignore", "pipe", "pipe"]
@@ -202,9 +220,13 @@ export const waitFor = (started: Started, pattern: RegExp): Effect.Effect<RegExp
   })
 
 /** Start a runner and wait until it joined; returns it with its incarnation id and gateway URL. */
-export const runner = (args: ReadonlyArray<string>, env: Readonly<Record<string, string>> = {}) =>
+export const runner = (
+  args: ReadonlyArray<string>,
+  env: Readonly<Record<string, string>> = {},
+  nodeArgs: ReadonlyArray<string> = []
+) =>
   Effect.gen(function*() {
-    const started = yield* start(["runner", ...args], env)
+    const started = yield* start(["runner", ...args], env, nodeArgs)
     const joined = yield* waitFor(started, /relax-agentic runner (\w+) joined the cluster at \S+; gateway (\S+);/)
     return { ...started, incarnation: joined[1]!, gatewayUrl: joined[2]! }
   })
