@@ -202,9 +202,7 @@ export const rewrite = (
     } else {
       const wide = new Int32Array(room)
       if (old instanceof Int32Array) wide.set(old.subarray(0, kept))
-      else if (old !== undefined) {
-        for (let b = 0, i = 0; i < kept; b += 3, i++) wide[i] = old[b]! | (old[b + 1]! << 8) | (old[b + 2]! << 16)
-      }
+      else if (old !== undefined) wide.set(unpack(old.subarray(0, kept * 3)))
       packed = wide
     }
   }

@@ -2,6 +2,7 @@
 // $BARRIER/go exists, REQUESTS sequential requests (each a one-turn conversation, so every request is a full generation
 // of the same size), each timed; the latencies go to $BARRIER/reports/<session>.json, and the agent ends once
 // $BARRIER/done exists (so its process, and the Session, stay until the bench has read the members' CPU and heap).
+// Without $BARRIER: REQUESTS untimed requests, then the agent ends.
 import { existsSync, readFileSync, writeFileSync } from "node:fs"
 
 const input = JSON.parse(readFileSync(process.env.RELAX_INPUT_JSON, "utf8"))
@@ -24,15 +25,21 @@ const exists = (name) =>
       }
     }, 50)
   })
-await request()
-writeFileSync(`${barrier}/ready/${session}`, "")
-await exists("go")
-const latencies = []
-for (let i = 0; i < Number(process.env.REQUESTS ?? 20); i++) {
-  const started = performance.now()
+const requests = Number(process.env.REQUESTS ?? 20)
+if (barrier === undefined) {
+  // Without $BARRIER (the heapsteps bench): the requests one after another, untimed, and the agent ends.
+  for (let i = 0; i < requests; i++) await request()
+} else {
   await request()
-  latencies.push(performance.now() - started)
+  writeFileSync(`${barrier}/ready/${session}`, "")
+  await exists("go")
+  const latencies = []
+  for (let i = 0; i < requests; i++) {
+    const started = performance.now()
+    await request()
+    latencies.push(performance.now() - started)
+  }
+  writeFileSync(`${barrier}/reports/${session}.json`, JSON.stringify(latencies))
+  await exists("done")
 }
-writeFileSync(`${barrier}/reports/${session}.json`, JSON.stringify(latencies))
-await exists("done")
 writeFileSync(process.env.RELAX_OUTPUT_JSON, JSON.stringify({ reward: 1 }))

@@ -61,7 +61,7 @@ const memberFlags = (work: string, steps: number, extra: ReadonlyArray<string>) 
   Processes.memberFlags({
     agent: "clusterAgent.mjs",
     agentCwd: import.meta.dirname,
-    agentEnv: [`REPORT_DIR=${work}`, "REQUESTS=3"],
+    agentEnv: ["REQUESTS=3"],
     policy: "cluster",
     batchSize: 2,
     numRollout: steps,
@@ -69,7 +69,9 @@ const memberFlags = (work: string, steps: number, extra: ReadonlyArray<string>) 
     extra: ["--agentic-concurrency", "4", ...extra]
   })
 
+// Agents get an empty HOME, as in the cluster benches: a machine login profile under their `bash -lc` costs CPU.
 const probeEnv = (snapshots: string, dir: string) => ({
+  HOME: Processes.emptyHome(),
   NODE_OPTIONS: `${process.env["NODE_OPTIONS"] ?? ""} --import=${probe}`.trim(),
   HEAPPROBE_SNAPSHOTS: snapshots,
   HEAPPROBE_DIR: dir
