@@ -3,43 +3,84 @@
  * for agents").
  *
  * **Details**
- * The Session id names its Group (`src/cluster/Routing.ts`), the Group entity's shard names the owner, and the request
- * travels as a `Forward` entity call. The owner answers it with `ModelRoute.answerForwarded`; a Session the owner
- * does not hold (its runner died, the shard moved) is a 404 `session_discarded`. The call waits as long as the
+ * The Session id names its Group (`src/cluster/Routing.ts`), the Group entity's shard names the owner, and the
+ * request travels as a `Forward` entity call. The owner answers it with `ModelRoute.answerForwarded`; a Session the
+ * owner does not hold (its runner died, the shard moved) is a 404 `session_discarded`. The call waits as long as the
  * generation does (an agent's own client decides when to give up); if the cluster itself refuses it, the agent gets a
- * 503 it may retry.
+ * 503 `runner_unavailable` it may retry.
+ *
+ * The direct hop: an owner's answer names its gateway, remembered per Group, and the Group's next requests are
+ * relayed there over plain HTTP (`layers/gateway/OwnerRelay.ts`), which costs the owner what a request sent to it
+ * directly costs and this runner a relay; the entity call's machinery on both runners is the larger cost it saves.
+ * An owner gateway that cannot be reached from here (a runner gone, a gateway bound to loopback on another machine)
+ * is avoided for {@link unreachableFor} and its Groups go over the cluster, which stays the authority on ownership.
  */
-import { Effect, Layer } from "effect"
+import { Clock, Duration, Effect, Layer } from "effect"
 import type { Sharding } from "effect/cluster"
 import * as Routing from "../../src/cluster/Routing.ts"
+import * as Errors from "../../src/protocol/errors.ts"
 import * as ModelRoute from "../gateway/ModelRoute.ts"
+import * as OwnerRelay from "../gateway/OwnerRelay.ts"
 import * as GroupEntity from "./GroupEntity.ts"
 
-const unavailable = (detail: string) => ({
-  kind: "json" as const,
-  status: 503,
-  headers: { "retry-after": "1" },
-  body: JSON.stringify({
-    error: {
-      message: `the runner holding this Session cannot be reached now (${detail}); retry`,
-      type: "unavailable",
-      code: "runner_unavailable",
-      param: null
-    }
-  })
-})
+/** How long an owner gateway that could not be reached is not tried again. */
+export const unreachableFor = Duration.seconds(30)
+/** Groups whose owner is remembered; the oldest is forgotten past this (a forgotten Group asks the cluster again). */
+const maxRemembered = 50_000
 
-/** The gateway's `Forwarder` over the cluster. */
-export const layer: Layer.Layer<ModelRoute.Forwarder, never, Sharding.Sharding> = Layer.effect(
-  ModelRoute.Forwarder,
-  Effect.gen(function*() {
-    const makeClient = yield* GroupEntity.Group.client
-    return (request) => {
-      const key = Routing.groupKeyOf(request.sessionId)
-      if (key === undefined) return Effect.succeed(unavailable("not a cluster Session id"))
-      return makeClient(key).Forward(request).pipe(
-        Effect.catch((error) => Effect.succeed(unavailable(error._tag)))
-      )
-    }
-  })
-)
+/** The gateway's `Forwarder` over the cluster; `self` names this runner to the owners it relays to. */
+export const layer = (self: string): Layer.Layer<ModelRoute.Forwarder, never, Sharding.Sharding> =>
+  Layer.effect(
+    ModelRoute.Forwarder,
+    Effect.gen(function*() {
+      const makeClient = yield* GroupEntity.Group.client
+      const clock = yield* Clock.Clock
+      const relay = yield* OwnerRelay.make(self)
+      const owners = new Map<string, string>()
+      const unreachableUntil = new Map<string, number>()
+      const remember = (key: string, origin: string) => {
+        if ((unreachableUntil.get(origin) ?? 0) > clock.currentTimeMillisUnsafe()) return
+        owners.delete(key)
+        owners.set(key, origin)
+        if (owners.size > maxRemembered) owners.delete(owners.keys().next().value!)
+      }
+      return ModelRoute.Forwarder.of({
+        relay,
+        viaCluster: (request) => {
+          const key = Routing.groupKeyOf(request.sessionId)
+          if (key === undefined) {
+            return Effect.fail(Errors.GatewayError.runnerUnavailable("not a cluster Session id"))
+          }
+          return makeClient(key).Forward(request).pipe(
+            Effect.map((answer) => {
+              if (answer.gateway !== undefined) remember(key, answer.gateway)
+              return answer
+            }),
+            Effect.mapError((error) => Errors.GatewayError.runnerUnavailable(error._tag))
+          )
+        },
+        ownerOf: (sessionId) => {
+          const key = Routing.groupKeyOf(sessionId)
+          const origin = key === undefined ? undefined : owners.get(key)
+          return origin === undefined || (unreachableUntil.get(origin) ?? 0) > clock.currentTimeMillisUnsafe()
+            ? undefined
+            : origin
+        },
+        directFailed: (sessionId, origin, outcome) =>
+          Effect.suspend(() => {
+            const key = Routing.groupKeyOf(sessionId)
+            if (key !== undefined && owners.get(key) === origin) owners.delete(key)
+            if (outcome.reason !== "unreachable") return Effect.void
+            const now = clock.currentTimeMillisUnsafe()
+            const quarantined = (unreachableUntil.get(origin) ?? 0) > now
+            unreachableUntil.set(origin, now + Duration.toMillis(unreachableFor))
+            return quarantined ? Effect.void : Effect.logWarning(
+              `the gateway of the runner holding Session ${sessionId} cannot be reached from this runner ` +
+                `(${outcome.detail}); its requests go over the cluster for ${Duration.format(unreachableFor)}. ` +
+                "If this repeats, give every runner's gateway an address the other runners can reach " +
+                "(docs/scale-out.md \"One address for agents\")"
+            )
+          })
+      })
+    })
+  )

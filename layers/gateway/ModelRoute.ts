@@ -9,11 +9,14 @@
  * gateway's scope. A disconnect does not interrupt that fiber, so a client that goes away after the generation started
  * loses only the answer; the response is still committed to its SessionForest, and the 499 is logged.
  *
- * In cluster mode (docs/scale-out.md) a request for a Session this runner does not hold, whose id names a Group
- * (`src/cluster/Routing.ts`), is decoded here (a malformed request gets its 400 from this runner) and forwarded to the
- * runner owning the Session (the `Forwarder` service); for a streaming request this runner writes the connection
- * frame and the heartbeats while the owner generates, then the owner's frames. `answerForwarded` is the owner's side:
- * the same lookup, decoding, generation and rendering, answered as one value.
+ * In cluster mode (docs/scale-out.md "One address for agents") a request for a Session this runner does not hold,
+ * whose id names a Group (`src/cluster/Routing.ts`), goes to the runner owning the Session (the `Forwarder` service).
+ * The first requests of a Group go over the cluster: decoded here (a malformed request gets its 400 from this
+ * runner), sent as an entity call; for a streaming request this runner writes the connection frame and the heartbeats
+ * while the owner generates, then the owner's frames. `answerForwarded` is the owner's side: the same lookup,
+ * decoding, generation and rendering, answered as one value that also names the owner's gateway. Once it is known,
+ * the Group's requests take the direct hop (`OwnerRelay.ts`): relayed as they came to the owner's gateway, which
+ * answers them as its own; a relayed request for a Session the owner does not hold is refused, never forwarded again.
  */
 import { Clock, Context, Duration, Effect, Exit, Fiber, Option, Result, Scheduler, type Scope } from "effect"
 import { FindMyWay } from "effect/http"
@@ -37,6 +40,7 @@ import * as FairScheduler from "../runtime/FairScheduler.ts"
 import * as StepSpan from "../runtime/StepSpan.ts"
 import * as Sessions from "../schedule/Sessions.ts"
 import * as Exchange from "./NodeExchange.ts"
+import * as OwnerRelay from "./OwnerRelay.ts"
 
 /** The route prefix agents see in `RELAX_BASE_URL`. */
 export const mountPath = "/agentic_api"
@@ -67,13 +71,24 @@ export const adapterOf = (method: string | undefined, url: string): Completion.A
   method === "POST" ? matcher.find("POST", url)?.handler : undefined
 
 /**
- * Cluster mode: send a model request for a Session held by another runner to that runner (an entity call) and return
- * its answer. Absent in single-process mode, where an unknown Session is a 404.
+ * Cluster mode: how a model request for a Session held by another runner reaches that runner. Absent in
+ * single-process mode, where an unknown Session is a 404.
  */
-export class Forwarder extends Context.Service<
-  Forwarder,
-  (request: Wire.ForwardedRequest) => Effect.Effect<Wire.ForwardedResponse>
->()("relax-agentic/gateway/Forwarder") {}
+export interface ForwarderShape {
+  /** The request as an entity call to the Session's Group; the owner's answer, or a 503 `runner_unavailable`. */
+  readonly viaCluster: (request: Wire.ForwardedRequest) => Effect.Effect<Wire.ForwardedResponse, Errors.GatewayError>
+  /** The origin of the owner's gateway once an answer over the cluster named it (the direct hop), else `undefined`. */
+  readonly ownerOf: (sessionId: string) => string | undefined
+  /** The direct hop to `origin` did not work for this Session (`unreachable`: keep off that origin for a while). */
+  readonly directFailed: (
+    sessionId: string,
+    origin: string,
+    outcome: OwnerRelay.Outcome & { readonly _tag: "Fallback" }
+  ) => Effect.Effect<void>
+  readonly relay: OwnerRelay.Relay
+}
+
+export class Forwarder extends Context.Service<Forwarder, ForwarderShape>()("relax-agentic/gateway/Forwarder") {}
 
 /** The model route's limits (every one has its default in the gateway's options). */
 export interface Options {
@@ -169,9 +184,19 @@ const logDisconnect = (phase: "body" | "completion", detail = "") => {
 }
 
 /** Answer with an error in the protocol's shape (docs/requests.md, "Error bodies"). */
-const sendError = (ex: Exchange.Exchange, adapter: Completion.Adapter, error: Errors.AnyError): void => {
+const sendError = (
+  ex: Exchange.Exchange,
+  adapter: Completion.Adapter,
+  error: Errors.AnyError,
+  headers?: Readonly<Record<string, string>>
+): void => {
   const answer = ErrorAnswer.render(adapter, error)
-  Exchange.sendJson(ex, answer.status, answer.body, answer.headers)
+  Exchange.sendJson(
+    ex,
+    answer.status,
+    answer.body,
+    headers === undefined ? answer.headers : { ...answer.headers, ...headers }
+  )
 }
 
 /** A failed generation as its HTTP error; a 500 is logged with the failure's message (the answer does not say it). */
@@ -238,10 +263,15 @@ const serveModel = (env: RouteEnv, adapter: Completion.Adapter, ex: Exchange.Exc
     const token = ApiKey.parse(ex.request.headers)
     if (Result.isFailure(token)) return sendError(ex, adapter, token.failure)
     const session = yield* env.sessions.lookup(token.success).pipe(Effect.result)
-    const remote = Result.isFailure(session) && env.forward !== undefined &&
+    // Cluster mode: a request another runner relayed here is answered here or refused, never forwarded again.
+    const relayed = env.forward !== undefined && ex.request.headers[OwnerRelay.forwardedHeader] !== undefined
+    const remote = Result.isFailure(session) && env.forward !== undefined && !relayed &&
       Routing.groupKeyOf(token.success) !== undefined
     if (Result.isFailure(session) && !remote) {
-      return sendError(ex, adapter, Errors.GatewayError.sessionClosed(token.success))
+      const closed = Errors.GatewayError.sessionClosed(token.success)
+      return relayed
+        ? sendError(ex, adapter, closed, { [OwnerRelay.notOwnerHeader]: "1" })
+        : sendError(ex, adapter, closed)
     }
     phase = "body"
     const body = yield* readBody(ex, env, claimDisconnectLog)
@@ -249,13 +279,14 @@ const serveModel = (env: RouteEnv, adapter: Completion.Adapter, ex: Exchange.Exc
     if (Result.isFailure(body)) return sendError(ex, adapter, body.failure)
     const bytes = body.success
     if (Result.isFailure(session)) {
-      // Cluster mode: another runner holds this Session; decoded here (a malformed request gets its 400 here).
-      const remote = EchoBody.decode(bytes, env.maxJsonDepth, undefined, adapter.decode)
-      if (Result.isFailure(remote)) return sendError(ex, adapter, remote.failure)
-      return {
-        remote: { sessionId: token.success, path: ex.request.url ?? "", body: bytes },
-        canonical: remote.success
+      // Cluster mode: another runner holds this Session. With its gateway known the body is relayed as it came (the
+      // owner answers its 400s); otherwise it is decoded here (a malformed request gets its 400 here) and sent over
+      // the cluster.
+      const origin = env.forward?.ownerOf(token.success)
+      if (origin !== undefined) {
+        return { kind: "relay", relay: { sessionId: token.success, origin, body: bytes } } as const
       }
+      return remoteRequest(env, adapter, ex, token.success, bytes)
     }
     // A Chat body that repeats the previous request's history byte for byte reuses its canonical messages
     // (src/protocol/RawEcho.ts) and is parsed without them (src/protocol/EchoBody.ts); the generation core checks the
@@ -272,14 +303,29 @@ const serveModel = (env: RouteEnv, adapter: Completion.Adapter, ex: Exchange.Exc
         known: echo.known === undefined ? undefined : { state: echo.known.state, messages: echo.known.messages.length }
       }
     }
-    return { session: session.success, canonical }
+    return { kind: "local", session: session.success, canonical } as const
   })
   env.run(Effect.withSpan(
     Effect.gen(function*() {
       // The parsed body is not held while the request waits: only the canonical request it decoded to.
       const accepted = yield* accept
       if (accepted === undefined) return
-      if ("remote" in accepted && env.forward !== undefined) {
+      const setPhase = (next: Phase) => {
+        phase = next
+      }
+      if (accepted.kind === "relay" && env.forward !== undefined) {
+        // The owner answers (and logs its client's disconnect): nothing is logged here.
+        phase = "stream"
+        const { body, origin, sessionId } = accepted.relay
+        const now = yield* Clock.currentTimeMillis
+        const outcome = yield* env.forward.relay.relay(ex, origin, body, brokenRelay(env, adapter, ex, body, now))
+        if (outcome._tag === "Relayed") return
+        yield* env.forward.directFailed(sessionId, origin, outcome)
+        const remote = remoteRequest(env, adapter, ex, sessionId, body)
+        if (remote === undefined) return
+        return yield* serveForwarded(env, env.forward, adapter, ex, remote.remote, remote.canonical.stream, setPhase)
+      }
+      if (accepted.kind === "remote" && env.forward !== undefined) {
         return yield* serveForwarded(
           env,
           env.forward,
@@ -287,12 +333,10 @@ const serveModel = (env: RouteEnv, adapter: Completion.Adapter, ex: Exchange.Exc
           ex,
           accepted.remote,
           accepted.canonical.stream,
-          (next) => {
-            phase = next
-          }
+          setPhase
         )
       }
-      if (!("session" in accepted)) return
+      if (accepted.kind !== "local") return
       const { session, canonical } = accepted
       // One request is one trace; it links to its Session's span (docs/observability.md, "Traces").
       if (session.span !== undefined) yield* StepSpan.linkTo(session.span, { sessionId: session.sessionId })
@@ -392,7 +436,7 @@ const renderTerminal = (
  */
 const serveForwarded = (
   env: RouteEnv,
-  forward: Forwarder["Service"],
+  forward: ForwarderShape,
   adapter: Completion.Adapter,
   ex: Exchange.Exchange,
   request: Wire.ForwardedRequest,
@@ -402,23 +446,82 @@ const serveForwarded = (
   Effect.gen(function*() {
     if (!stream) {
       setPhase("completion")
-      const answer = yield* forward(request)
+      const answer = yield* forward.viaCluster(request).pipe(Effect.result)
       setPhase("answered")
-      return Exchange.sendJson(ex, answer.status, answer.body, answer.headers)
+      if (Result.isFailure(answer)) return sendError(ex, adapter, answer.failure, viaCluster)
+      return Exchange.sendJson(ex, answer.success.status, answer.success.body, {
+        ...answer.success.headers,
+        ...viaCluster
+      })
     }
     setPhase("stream")
     const frames = sseFrames[adapter.protocol]
     if (Exchange.writable(ex)) {
-      Exchange.writeHead(ex, 200, sseResponseHeaders, true)
+      Exchange.writeHead(ex, 200, { ...sseResponseHeaders, ...viaCluster }, true)
       ex.response.write(frames.connected)
     }
     const heartbeats = yield* Effect.forkChild(heartbeat(ex, frames.heartbeat, env.heartbeatInterval))
-    const answer = yield* forward(request)
+    const answer = yield* forward.viaCluster(request).pipe(Effect.result)
     setPhase("answered")
     yield* Fiber.interrupt(heartbeats)
+    if (!Exchange.writable(ex)) return
     // The owner renders a streaming request's errors as SSE frames too; its body is the rest of the stream.
-    if (Exchange.writable(ex)) ex.response.end(answer.body)
+    if (Result.isSuccess(answer)) return ex.response.end(answer.success.body)
+    ex.response.end(Sse.encodeAll(adapter.renderSseError(answer.failure, yield* failureContext(""))))
   })
+
+const viaCluster = { [OwnerRelay.viaHeader]: "cluster" }
+
+/** The id and time of an answer that failed, as the error frames of a stream carry them. */
+const failureContext = (model: string): Effect.Effect<Completion.FailureContext> =>
+  Effect.map(Clock.currentTimeMillis, (now) => ({
+    id: randomBytes(16).toString("hex"),
+    created: Math.floor(now / 1000),
+    model
+  }))
+
+/**
+ * A request for another runner's Session, decoded here (a malformed request gets its 400 here) to be sent over the
+ * cluster; `undefined` once the client got its 400.
+ */
+const remoteRequest = (
+  env: RouteEnv,
+  adapter: Completion.Adapter,
+  ex: Exchange.Exchange,
+  sessionId: string,
+  body: Uint8Array
+) => {
+  const decoded = EchoBody.decode(body, env.maxJsonDepth, undefined, adapter.decode)
+  if (Result.isFailure(decoded)) return sendError(ex, adapter, decoded.failure)
+  return {
+    kind: "remote",
+    remote: { sessionId, path: ex.request.url ?? "", body },
+    canonical: decoded.success
+  } as const
+}
+
+/** What the direct hop writes when the owner's connection fails after the request was sent. */
+const brokenRelay = (
+  env: RouteEnv,
+  adapter: Completion.Adapter,
+  ex: Exchange.Exchange,
+  body: Uint8Array,
+  now: number
+): OwnerRelay.Broken => {
+  const error = Errors.GatewayError.runnerUnavailable("its connection was lost while it answered")
+  return {
+    beforeHeaders: () => sendError(ex, adapter, error),
+    sseTail: () => {
+      const decoded = EchoBody.decode(body, env.maxJsonDepth, undefined, adapter.decode)
+      const context: Completion.FailureContext = {
+        id: randomBytes(16).toString("hex"),
+        created: Math.floor(now / 1000),
+        model: Result.isSuccess(decoded) ? decoded.success.model : ""
+      }
+      return Sse.encodeAll(adapter.renderSseError(error, context))
+    }
+  }
+}
 
 const jsonAnswer = (
   status: number,
@@ -437,7 +540,10 @@ const jsonAnswer = (
  * as one value instead of written to a socket (Buffered SSE: the terminal frames only).
  */
 export const answerForwarded = (
-  options: Pick<Options, "maxJsonDepth">
+  options: Pick<Options, "maxJsonDepth"> & {
+    /** This runner's gateway origin as the other runners reach it, named in the answers for a Session held here. */
+    readonly gateway?: string | undefined
+  }
 ): Effect.Effect<
   (request: Wire.ForwardedRequest) => Effect.Effect<Wire.ForwardedResponse>,
   never,
@@ -478,18 +584,27 @@ export const answerForwarded = (
           Effect.catch(failGeneration),
           Effect.exit
         )
+        // The Session is held here: the answer names this gateway, so the Group's next requests take the direct hop.
+        const owner = options.gateway === undefined ? {} : { gateway: options.gateway }
         if (!canonical.stream) {
-          if (Exit.isFailure(exit)) return error(failureError(exit))
+          if (Exit.isFailure(exit)) return { ...error(failureError(exit)), ...owner }
           const rendered = Result.try(() => JSON.stringify(adapter.renderJson(exit.value, canonical)))
           return Result.isFailure(rendered)
-            ? error(Errors.GatewayError.internal("render"))
-            : { kind: "json", status: 200, headers: {}, body: rendered.success } satisfies Wire.ForwardedResponse
+            ? { ...error(Errors.GatewayError.internal("render")), ...owner }
+            : {
+              kind: "json",
+              status: 200,
+              headers: {},
+              body: rendered.success,
+              ...owner
+            } satisfies Wire.ForwardedResponse
         }
         return {
           kind: "sse",
           status: 200,
           headers: {},
-          body: Sse.encodeAll(renderTerminal(adapter, canonical, context, exit))
+          body: Sse.encodeAll(renderTerminal(adapter, canonical, context, exit)),
+          ...owner
         } satisfies Wire.ForwardedResponse
       })
   })

@@ -173,11 +173,15 @@ export const runnerLayer = (
   }, membersTiming(options)).pipe(Layer.provide(Membership.sql(options)))
   const membership = Membership.runner(options, address, listen).pipe(Layer.provide(member))
   const services = servicesFromSettings(settings, {}, {
-    forwarder: Forward.layer.pipe(Layer.provide(membership)),
+    forwarder: Forward.layer(`${address.host}:${address.port}`).pipe(Layer.provide(membership)),
     agentBaseUrl: publicUrl
   })
   const host = Layer.unwrap(Effect.gen(function*() {
-    const answer = yield* ModelRoute.answerForwarded({ maxJsonDepth: Gateway.defaultMaxJsonDepth })
+    const gateway = yield* Gateway.Gateway
+    const answer = yield* ModelRoute.answerForwarded({
+      maxJsonDepth: Gateway.defaultMaxJsonDepth,
+      gateway: peerGatewayOrigin(gateway, address)
+    })
     return Host.Host.layer(`${address.host}:${address.port}`, answer, hostOptions)
   })).pipe(
     Layer.provide(SessionRunner.SessionRunner.layer),
@@ -189,6 +193,19 @@ export const runnerLayer = (
     Layer.provideMerge(services),
     Layer.provide(FairScheduler.layer())
   )
+}
+
+/**
+ * The origin at which the other runners reach this runner's gateway (the direct hop of forwarded requests): the
+ * gateway's own host, or the `--runner-address` host when the gateway listens on every interface.
+ */
+export const peerGatewayOrigin = (
+  gateway: { readonly host: string; readonly port: number },
+  address: Membership.Address
+): string => {
+  const wildcard = gateway.host === "0.0.0.0" || gateway.host === "::" || gateway.host === "[::]" || gateway.host === ""
+  const host = wildcard ? address.host : gateway.host
+  return `http://${host.includes(":") && !host.startsWith("[") ? `[${host}]` : host}:${gateway.port}`
 }
 
 /** How long a SIGTERMed runner waits for its resident Groups by default (`--runner-drain-timeout`). */

@@ -113,13 +113,16 @@ export type ForwardedRequest = typeof ForwardedRequest.Type
 
 /**
  * The owner's answer to a forwarded request: a JSON answer (`kind: "json"`) or the frames of a Buffered-SSE answer
- * (`kind: "sse"`, written after the heartbeats the forwarding runner sent meanwhile).
+ * (`kind: "sse"`, written after the heartbeats the forwarding runner sent meanwhile). `gateway`: the owner's gateway
+ * origin as the other runners reach it, given when the owner holds the Session (the Group's next requests are relayed
+ * there directly).
  */
 export const ForwardedResponse = Schema.Struct({
   kind: Schema.Literals(["json", "sse"]),
   status: Schema.Int,
   headers: Schema.Record(Schema.String, Schema.String),
-  body: Schema.String
+  body: Schema.String,
+  gateway: Schema.optional(Schema.String)
 })
 export type ForwardedResponse = typeof ForwardedResponse.Type
 

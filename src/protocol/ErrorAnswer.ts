@@ -7,7 +7,8 @@
  * `sendError`; a forwarded request's answer, `answerForwarded`) and Effect's router for every other path
  * (layers/gateway/Gateway.ts `unknownRoute`). The body is
  * `JSON.stringify` of the adapter's `renderError` body; the sink adds `content-type: application/json` and the
- * length. A 405 (a model path asked with another method) also says `allow: POST`.
+ * length. A 405 (a model path asked with another method) also says `allow: POST`, a 503 (cluster mode: the Session's
+ * runner cannot be reached) `retry-after: 1`.
  */
 import type * as Completion from "./completion.ts"
 import type * as Errors from "./errors.ts"
@@ -25,7 +26,11 @@ export const render = (adapter: Completion.Adapter, error: Errors.AnyError): Err
   const rendered = adapter.renderError(error)
   return {
     status: rendered.status,
-    headers: rendered.status === 405 ? { ...rendered.headers, allow: "POST" } : rendered.headers,
+    headers: rendered.status === 405
+      ? { ...rendered.headers, allow: "POST" }
+      : rendered.status === 503
+      ? { ...rendered.headers, "retry-after": "1" }
+      : rendered.headers,
     body: JSON.stringify(rendered.body)
   }
 }

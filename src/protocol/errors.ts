@@ -71,6 +71,20 @@ export class GatewayError extends Data.TaggedError("GatewayError")<{
     })
   }
 
+  /**
+   * 503 `runner_unavailable` (cluster mode): the runner holding the Session cannot be reached or its connection was
+   * lost (`detail`); the answer says to retry (`retry-after`), and a retry finds the Session or its 404.
+   */
+  static runnerUnavailable(detail: string): GatewayError {
+    return new GatewayError({
+      status: 503,
+      type: "unavailable",
+      code: "runner_unavailable",
+      param: null,
+      message: `The runner holding this Session cannot be reached now (${detail}); retry.`
+    })
+  }
+
   /** 400: the body is not valid JSON (`detail` is the parser's message). */
   static invalidJson(detail: string): GatewayError {
     return badRequest("body", `Invalid request body: ${detail}`)
@@ -331,12 +345,12 @@ export const anthropicBody = (e: AnyError): AnthropicErrorBody => {
   return { type: "error", error: { type: anthropicType(f.status), message: f.message } }
 }
 
-/** The Anthropic error answer; `x-should-retry: false` for 404 and server errors. */
+/** The Anthropic error answer; `x-should-retry: false` for 404 and server errors but a 503 (retry it). */
 export const renderAnthropic = (e: AnyError): ErrorResponse => {
   const f = fields(e)
   return {
     status: f.status,
     body: anthropicBody(e),
-    headers: f.status >= 500 || f.status === 404 ? { "x-should-retry": "false" } : {}
+    headers: f.status === 503 ? {} : f.status >= 500 || f.status === 404 ? { "x-should-retry": "false" } : {}
   }
 }

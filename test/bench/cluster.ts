@@ -2,11 +2,14 @@
  * `npm run bench -- cluster`: the forwarding hop of the cluster (docs/scale-out.md), in three runs of the same agents
  * per client count: `owner` (two runners, each agent calls the runner that holds its Session), `forwarded` (each
  * runner's agents call the other runner, which forwards every request to the owner) and `single` (one process, no
- * cluster). Per path: p50 / p90 latency, CPU per request, Sessions held and heap per process.
+ * cluster). Per path: p50 / p90 latency, CPU per request, Sessions held and heap per process; for `forwarded`, how
+ * the timed requests reached their owner (the direct hop to its gateway, or the cluster).
  *
  * **Details**
  * Every request is a full one-turn generation of the same size on the embedded engine (instant policy), so the
- * difference between the paths is the hop: one cluster call (serialize, TCP, the owner's entity handler) and its answer.
+ * difference between the paths is the hop: after a Group's first request (a cluster call: serialize, TCP, the owner's
+ * entity handler) a relay of the request to the owner's gateway and of its answer back (docs/scale-out.md "One address
+ * for agents").
  * The agents (clusterAgent.mjs) send a warm-up request and wait at a barrier, so every Session is held when the bench
  * reads the heaps (inspector: full collection, then heapUsed) and the CPU window covers only the timed requests: the
  * user+system CPU of the member processes (/proc/<pid>/stat; both runners, or the single process) over the window,
@@ -30,7 +33,10 @@ import type * as Harness from "./harness.ts"
 import * as ProcessCpu from "./processCpu.ts"
 
 const fixtures = Path.join(Processes.root, "test", "fixtures")
-const decodeLatencies = Schema.decodeUnknownSync(Schema.fromJsonString(Schema.Array(Schema.Number)))
+const decodeReport = Schema.decodeUnknownSync(Schema.fromJsonString(Schema.Struct({
+  latencies: Schema.Array(Schema.Number),
+  via: Schema.Struct({ direct: Schema.Number, cluster: Schema.Number, none: Schema.Number })
+})))
 const inspect = ["--inspect=127.0.0.1:0"]
 
 const percentile = (values: ReadonlyArray<number>, p: number): number => {
@@ -78,6 +84,8 @@ type Route = "owner" | "forwarded" | "single"
 /** One path's run: its latencies, the members' CPU over the window, and per process the Sessions held and heap. */
 interface Measured {
   readonly latencies: ReadonlyArray<number>
+  /** How the timed requests of every agent reached their owner (`x-relax-forwarded-via`). */
+  readonly via: { readonly direct: number; readonly cluster: number; readonly none: number }
   readonly requests: number
   readonly cpuMs: number
   readonly windowMs: number
@@ -210,10 +218,20 @@ const measure = (path: Route, clients: number, requests: number) =>
     Fs.writeFileSync(Path.join(barrier, "done"), "")
     const code = yield* controller.exited
     if (code !== 0) return yield* Effect.fail(new Error(`exited ${code}:\n${controller.output().slice(-3000)}`))
-    const latencies = Fs.readdirSync(reports)
-      .filter((f) => latencyOf === undefined || latencyOf.has(f.replace(/\.json$/, "")))
-      .flatMap((f) => [...decodeLatencies(Fs.readFileSync(Path.join(reports, f), "utf8"))])
-    return { latencies, requests: groups * 2 * requests, cpuMs, windowMs, held } satisfies Measured
+    const read = Fs.readdirSync(reports).map((f) => ({
+      session: f.replace(/\.json$/, ""),
+      report: decodeReport(Fs.readFileSync(Path.join(reports, f), "utf8"))
+    }))
+    const latencies = read
+      .filter(({ session }) => latencyOf === undefined || latencyOf.has(session))
+      .flatMap(({ report }) => [...report.latencies])
+    const via = { direct: 0, cluster: 0, none: 0 }
+    for (const { report } of read) {
+      via.direct += report.via.direct
+      via.cluster += report.via.cluster
+      via.none += report.via.none
+    }
+    return { latencies, via, requests: groups * 2 * requests, cpuMs, windowMs, held } satisfies Measured
   }))
 
 const ms = (n: number) => `${n.toFixed(2)} ms`
@@ -230,6 +248,7 @@ const rowsOf = (clients: number, runs: Readonly<Record<Route, Measured>>) => {
       clients: String(clients),
       path: p,
       "requests (timed)": `${runs[p].requests} (${runs[p].latencies.length})`,
+      "forwarded via direct / cluster": p === "forwarded" ? `${runs[p].via.direct} / ${runs[p].via.cluster}` : "",
       p50: ms(p50(p)),
       p90: ms(percentile(runs[p].latencies, 90)),
       "CPU / request": ms(cpu(p)),
@@ -268,7 +287,7 @@ export const bench: Harness.Bench = {
       title: "Cluster forwarding hop: a request at its owner runner vs forwarded by a non-owner vs one process",
       rows: [...rowsOf(2, small), ...rowsOf(64, large)],
       notes: [
-        "owner: two runners, every agent calls the runner holding its Session; forwarded: every agent calls the other runner, which forwards; single: one process, no cluster.",
+        "owner: two runners, every agent calls the runner holding its Session; forwarded: every agent calls the other runner, which forwards (a Group's first request over the cluster, the next ones over the direct hop to the owner's gateway: the timed requests' counts per way); single: one process, no cluster.",
         "Ratios: forwarded vs owner (target ≤ 1.3x, p50 and CPU), owner vs single. CPU / request: user+sys CPU of both runners (or the single process) over the timed window / requests.",
         `Heap per Session (growth from 2 to 64 clients): cluster ${
           heapPerSession(small.owner, large.owner)

@@ -1,6 +1,7 @@
 // The cluster benchmark's agent: one warm-up chat request at RELAX_BASE_URL, then $BARRIER/ready/<session>; once
 // $BARRIER/go exists, REQUESTS sequential requests (each a one-turn conversation, so every request is a full generation
-// of the same size), each timed; the latencies go to $BARRIER/reports/<session>.json, and the agent ends once
+// of the same size), each timed; the latencies and how the requests reached the owner (the `x-relax-forwarded-via`
+// counts) go to $BARRIER/reports/<session>.json, and the agent ends once
 // $BARRIER/done exists (so its process, and the Session, stay until the bench has read the members' CPU and heap).
 // Without $BARRIER: REQUESTS untimed requests, then the agent ends.
 import { existsSync, readFileSync, writeFileSync } from "node:fs"
@@ -11,10 +12,13 @@ const session = process.env.RELAX_SESSION_ID
 const barrier = process.env.BARRIER
 const headers = { authorization: `Bearer ${session}`, "content-type": "application/json" }
 const body = JSON.stringify({ model: "m", messages: input.messages })
+// How each request reached its owner (x-relax-forwarded-via: `direct`, `cluster`, or `none` when not forwarded).
+const via = { direct: 0, cluster: 0, none: 0 }
 const request = async () => {
   const response = await fetch(url, { method: "POST", headers, body })
   await response.text()
   if (response.status !== 200) throw new Error(`status ${response.status}`)
+  return response.headers.get("x-relax-forwarded-via") ?? "none"
 }
 const exists = (name) =>
   new Promise((resolve) => {
@@ -36,10 +40,10 @@ if (barrier === undefined) {
   const latencies = []
   for (let i = 0; i < requests; i++) {
     const started = performance.now()
-    await request()
+    via[await request()]++
     latencies.push(performance.now() - started)
   }
-  writeFileSync(`${barrier}/reports/${session}.json`, JSON.stringify(latencies))
+  writeFileSync(`${barrier}/reports/${session}.json`, JSON.stringify({ latencies, via }))
   await exists("done")
 }
 writeFileSync(process.env.RELAX_OUTPUT_JSON, JSON.stringify({ reward: 1 }))

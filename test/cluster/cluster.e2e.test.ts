@@ -3,7 +3,8 @@
  * runner` processes, a controller (`rollout --cluster-database-url`, with `--agentic-prelaunch`: the next step's
  * Groups start on the runners during the current one), real agent processes and the embedded engine.
  * Runners 2 and 3 hand their agents runner 1's gateway as RELAX_BASE_URL (`--gateway-public-url`), so every request of
- * a Session they hold arrives at runner 1 and is forwarded to its owner.
+ * a Session they hold arrives at runner 1 and is forwarded to its owner: a Group's first request over the cluster,
+ * the next ones over the direct hop to the owner's gateway.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Schema } from "effect"
@@ -15,7 +16,12 @@ import * as Processes from "./processes.ts"
 
 const decodeReport = Schema.decodeUnknownSync(Schema.fromJsonString(Schema.Record(
   Schema.String,
-  Schema.Struct({ ok: Schema.Boolean, text: Schema.optional(Schema.String), error: Schema.optional(Schema.String) })
+  Schema.Struct({
+    ok: Schema.Boolean,
+    text: Schema.optional(Schema.String),
+    via: Schema.optional(Schema.NullOr(Schema.String)),
+    error: Schema.optional(Schema.String)
+  })
 )))
 
 /**
@@ -137,15 +143,27 @@ describe("cluster (end to end)", () => {
         // Every protocol, JSON and SSE, answered; runners 2 and 3 held some Sessions, whose requests came in at runner 1.
         assert.strictEqual(clusterReports.length, 8)
         assert.isAbove(clusterReports.filter((f) => forwarded.has(f.replace(/\.json$/, ""))).length, 0)
+        // A forwarded Group's first request goes over the cluster, which names the owner's gateway; its later ones
+        // take the direct hop (every protocol, JSON and SSE, both ways).
+        const calls = ["chat_json", "chat_sse", "responses_json", "responses_sse", "messages_json", "messages_sse"]
+        const ways = new Set<string>()
         for (const file of clusterReports) {
           const report = decodeReport(Fs.readFileSync(Path.join(reports, file), "utf8"))
-          for (
-            const call of ["chat_json", "chat_sse", "responses_json", "responses_sse", "messages_json", "messages_sse"]
-          ) {
+          const isForwarded = forwarded.has(file.replace(/\.json$/, ""))
+          for (const call of calls) {
             assert.isTrue(report[call]?.ok, `${file} ${call}: ${report[call]?.error}`)
             assert.include(report[call]?.text ?? "", "heard", `${file} ${call}: unexpected answer`)
+            const via = report[call]?.via ?? null
+            if (!isForwarded) assert.isNull(via, `${file} ${call}: runner 1 holds it, yet it was forwarded`)
+            else {
+              assert.include(["cluster", "direct"], via, `${file} ${call}`)
+              ways.add(`${call}:${via}`)
+            }
           }
+          if (isForwarded) assert.strictEqual(report["messages_sse"]?.via, "direct", `${file}: no direct hop`)
         }
+        assert.include([...ways], "chat_json:cluster")
+        for (const call of calls.slice(1)) assert.include([...ways], `${call}:direct`)
       })),
     600_000
   )

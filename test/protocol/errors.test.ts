@@ -1,5 +1,9 @@
 import { assert, describe, it } from "@effect/vitest"
+import * as Chat from "../../src/protocol/chat.ts"
+import * as ErrorAnswer from "../../src/protocol/ErrorAnswer.ts"
 import * as Errors from "../../src/protocol/errors.ts"
+import * as Messages from "../../src/protocol/messages.ts"
+import * as Responses from "../../src/protocol/responses.ts"
 
 describe("OpenAI error bodies", () => {
   it("renders a validation error as 400 invalid_request_error naming the field", () => {
@@ -169,5 +173,20 @@ describe("Anthropic error bodies", () => {
     })
     assert.deepStrictEqual(Errors.renderAnthropic(Errors.GatewayError.missingAuthorization()).headers, {})
     assert.deepStrictEqual(Errors.renderAnthropic(Errors.invalid("system", "system must not be empty")).headers, {})
+  })
+})
+
+describe("runner_unavailable (cluster mode)", () => {
+  it("is a 503 every protocol says to retry after a second", () => {
+    const error = Errors.GatewayError.runnerUnavailable("its connection was lost while it answered")
+    for (const adapter of [Chat.adapter, Responses.adapter, Messages.adapter]) {
+      const answer = ErrorAnswer.render(adapter, error)
+      assert.strictEqual(answer.status, 503)
+      assert.strictEqual(answer.headers["retry-after"], "1")
+      assert.isUndefined(answer.headers["x-should-retry"], adapter.protocol)
+      assert.include(answer.body, "cannot be reached now (its connection was lost while it answered); retry")
+    }
+    assert.include(ErrorAnswer.render(Chat.adapter, error).body, `"code":"runner_unavailable"`)
+    assert.include(ErrorAnswer.render(Messages.adapter, error).body, `"type":"api_error"`)
   })
 })
