@@ -15,8 +15,10 @@
  * runner), sent as an entity call; for a streaming request this runner writes the connection frame and the heartbeats
  * while the owner generates, then the owner's frames. `answerForwarded` is the owner's side: the same lookup,
  * decoding, generation and rendering, answered as one value that also names the owner's gateway. Once it is known,
- * the Group's requests take the direct hop (`OwnerRelay.ts`): relayed as they came to the owner's gateway, which
- * answers them as its own; a relayed request for a Session the owner does not hold is refused, never forwarded again.
+ * the Group's requests take the direct hop (`OwnerRelay.ts`), decided in Node's request callback and run there
+ * without a fiber (`relayDirect`): the body is read and relayed as it came to the owner's gateway, which answers it as
+ * its own; a relayed request for a Session the owner does not hold is refused, never forwarded again, and the
+ * relaying runner then sends it over the cluster.
  */
 import { Clock, Context, Duration, Effect, Exit, Fiber, Option, Result, Scheduler, type Scope } from "effect"
 import { FindMyWay } from "effect/http"
@@ -135,7 +137,14 @@ export const make = (
       }
       response.once("finish", () => Instruments.countRequest(adapter.protocol, response.statusCode, context))
       const ex = Exchange.exchange(request, response, continuePending)
-      dispatcher.scheduleTask(() => serveModel(env, adapter, ex), 0)
+      const forward = env.forward
+      const owner = forward === undefined ? undefined : directOwner(env.sessions, forward, request)
+      if (forward !== undefined && owner !== undefined) {
+        relayDirect(env, forward, adapter, ex, owner, context, (handoff) =>
+          dispatcher.scheduleTask(() =>
+            serveModel(env, adapter, ex, handoff), 0))
+      } else {dispatcher.scheduleTask(() =>
+          serveModel(env, adapter, ex), 0)}
       return true
     }
   })
@@ -211,16 +220,20 @@ const failGeneration = (error: Generation.GenerationError): Effect.Effect<never,
 const readBody = (
   ex: Exchange.Exchange,
   env: RouteEnv,
-  claimDisconnectLog: () => boolean
+  claimDisconnectLog: () => boolean,
+  alreadyRead?: Exchange.BodyRead
 ): Effect.Effect<Result.Result<Uint8Array, Errors.GatewayError> | undefined> =>
   Effect.suspend(() => {
     const declared = Number(ex.request.headers["content-length"] ?? Number.NaN)
     if (Number.isFinite(declared) && declared > env.maxBodyBytes) {
       return Effect.succeed(Result.fail(Errors.GatewayError.bodyTooLarge(env.maxBodyBytes)))
     }
-    return Effect.callback<Exchange.BodyRead>((resume) =>
-      Exchange.readBody(ex, env.maxBodyBytes, (read) => resume(Effect.succeed(read)))
-    ).pipe(
+    const read = alreadyRead !== undefined
+      ? Effect.succeed(alreadyRead)
+      : Effect.callback<Exchange.BodyRead>((resume) =>
+        Exchange.readBody(ex, env.maxBodyBytes, (read) => resume(Effect.succeed(read)))
+      )
+    return read.pipe(
       Effect.flatMap((read): Effect.Effect<Result.Result<Uint8Array, Errors.GatewayError> | undefined> => {
         switch (read._tag) {
           case "TooLarge":
@@ -242,7 +255,12 @@ const readBody = (
  * terminal frames. The generation runs in this request's fiber, which a disconnect does not interrupt: a client that
  * goes away loses only the answer; the response is still committed to its SessionForest.
  */
-const serveModel = (env: RouteEnv, adapter: Completion.Adapter, ex: Exchange.Exchange): void => {
+const serveModel = (
+  env: RouteEnv,
+  adapter: Completion.Adapter,
+  ex: Exchange.Exchange,
+  handoff?: Handoff
+): void => {
   let phase: Phase = "head"
   let logged = false
   /** Claims the one 499 log line of this request; false once it was claimed. */
@@ -274,18 +292,12 @@ const serveModel = (env: RouteEnv, adapter: Completion.Adapter, ex: Exchange.Exc
         : sendError(ex, adapter, closed)
     }
     phase = "body"
-    const body = yield* readBody(ex, env, claimDisconnectLog)
+    const body = yield* readBody(ex, env, claimDisconnectLog, handoff?.read)
     if (body === undefined) return sendError(ex, adapter, Errors.GatewayError.clientDisconnect("body"))
     if (Result.isFailure(body)) return sendError(ex, adapter, body.failure)
     const bytes = body.success
     if (Result.isFailure(session)) {
-      // Cluster mode: another runner holds this Session. With its gateway known the body is relayed as it came (the
-      // owner answers its 400s); otherwise it is decoded here (a malformed request gets its 400 here) and sent over
-      // the cluster.
-      const origin = env.forward?.ownerOf(token.success)
-      if (origin !== undefined) {
-        return { kind: "relay", relay: { sessionId: token.success, origin, body: bytes } } as const
-      }
+      // Cluster mode: another runner holds this Session and the direct hop was not taken (or could not be used).
       return remoteRequest(env, adapter, ex, token.success, bytes)
     }
     // A Chat body that repeats the previous request's history byte for byte reuses its canonical messages
@@ -307,23 +319,15 @@ const serveModel = (env: RouteEnv, adapter: Completion.Adapter, ex: Exchange.Exc
   })
   env.run(Effect.withSpan(
     Effect.gen(function*() {
+      const failed = handoff?.relayFailed
+      if (failed !== undefined && env.forward !== undefined) {
+        yield* env.forward.directFailed(failed.sessionId, failed.origin, failed.outcome)
+      }
       // The parsed body is not held while the request waits: only the canonical request it decoded to.
       const accepted = yield* accept
       if (accepted === undefined) return
       const setPhase = (next: Phase) => {
         phase = next
-      }
-      if (accepted.kind === "relay" && env.forward !== undefined) {
-        // The owner answers (and logs its client's disconnect): nothing is logged here.
-        phase = "stream"
-        const { body, origin, sessionId } = accepted.relay
-        const now = yield* Clock.currentTimeMillis
-        const outcome = yield* env.forward.relay.relay(ex, origin, body, brokenRelay(env, adapter, ex, body, now))
-        if (outcome._tag === "Relayed") return
-        yield* env.forward.directFailed(sessionId, origin, outcome)
-        const remote = remoteRequest(env, adapter, ex, sessionId, body)
-        if (remote === undefined) return
-        return yield* serveForwarded(env, env.forward, adapter, ex, remote.remote, remote.canonical.stream, setPhase)
       }
       if (accepted.kind === "remote" && env.forward !== undefined) {
         return yield* serveForwarded(
@@ -498,6 +502,64 @@ const remoteRequest = (
     remote: { sessionId, path: ex.request.url ?? "", body },
     canonical: decoded.success
   } as const
+}
+
+/**
+ * A request the direct hop handed over to the fiber path: its body as it was read, and, after a relay that could not
+ * be used, why (the cluster then carries it).
+ */
+interface Handoff {
+  readonly read: Exchange.BodyRead
+  readonly relayFailed?: {
+    readonly sessionId: string
+    readonly origin: string
+    readonly outcome: OwnerRelay.Outcome & { readonly _tag: "Fallback" }
+  }
+}
+
+/**
+ * Cluster mode: the owner's gateway for a request this runner should relay directly, decided in Node's request
+ * callback: a Session id this runner does not hold, naming a Group whose owner's gateway is known, on a request that
+ * is not itself relayed. `undefined`: the request takes the fiber path (a local Session, the cluster, or an error).
+ */
+const directOwner = (
+  sessions: Sessions.SessionsShape,
+  forward: ForwarderShape,
+  request: IncomingMessage
+): { readonly sessionId: string; readonly origin: string } | undefined => {
+  if (request.headers[OwnerRelay.forwardedHeader] !== undefined) return undefined
+  const token = ApiKey.parse(request.headers)
+  if (Result.isFailure(token) || sessions.holds(token.success)) return undefined
+  const origin = forward.ownerOf(token.success)
+  return origin === undefined ? undefined : { sessionId: token.success, origin }
+}
+
+/**
+ * The direct hop, without a fiber: read the body (a declared length over the limit, a body over it or a client gone
+ * goes to the fiber path, which answers or logs it as for any request), relay it to the owner's gateway and pipe its
+ * answer. The owner answers everything else, its errors and its disconnect log included. A relay that could not be
+ * used (the owner does not hold the Session, or its gateway cannot be reached) is handed over with its body.
+ */
+const relayDirect = (
+  env: RouteEnv,
+  forward: ForwarderShape,
+  adapter: Completion.Adapter,
+  ex: Exchange.Exchange,
+  owner: { readonly sessionId: string; readonly origin: string },
+  context: Context.Context<never>,
+  handOver: (handoff?: Handoff) => void
+): void => {
+  const declared = Number(ex.request.headers["content-length"] ?? Number.NaN)
+  if (Number.isFinite(declared) && declared > env.maxBodyBytes) return handOver()
+  Exchange.readBody(ex, env.maxBodyBytes, (read) => {
+    if (read._tag !== "Body") return handOver({ read })
+    const now = Context.get(context, Clock.Clock).currentTimeMillisUnsafe()
+    forward.relay.start(ex, owner.origin, read.bytes, brokenRelay(env, adapter, ex, read.bytes, now), (outcome) => {
+      if (outcome._tag === "Fallback") {
+        handOver({ read, relayFailed: { sessionId: owner.sessionId, origin: owner.origin, outcome } })
+      }
+    })
+  })
 }
 
 /** What the direct hop writes when the owner's connection fails after the request was sent. */

@@ -18,7 +18,7 @@
  */
 import { Effect, type Scope } from "effect"
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from "node:http"
-import { Agent, type Dispatcher } from "undici"
+import { Agent, type Dispatcher, errors } from "undici"
 import * as Exchange from "./NodeExchange.ts"
 
 /** Marks a request relayed by another runner: the owner answers it itself or says it is not the owner. */
@@ -43,6 +43,18 @@ export interface Broken {
 
 /** The relay: one pool of keep-alive connections per owner origin. */
 export interface Relay {
+  /**
+   * Relay a request whose body was read, in Node's callbacks (no fiber: the gateway's route calls it from its request
+   * handler); `done` gets the outcome once. Returns the function that aborts it.
+   */
+  readonly start: (
+    ex: Exchange.Exchange,
+    origin: string,
+    body: Uint8Array,
+    broken: Broken,
+    done: (outcome: Outcome) => void
+  ) => () => void
+  /** {@link start} as an effect (interrupting it aborts the request). */
   readonly relay: (
     ex: Exchange.Exchange,
     origin: string,
@@ -83,7 +95,7 @@ const requestHeaders = (headers: IncomingHttpHeaders, length: number, by: string
   return out
 }
 
-const responseHeaders = (headers: Dispatcher.ResponseData["headers"]): OutgoingHttpHeaders => {
+const responseHeaders = (headers: IncomingHttpHeaders): OutgoingHttpHeaders => {
   const out: OutgoingHttpHeaders = {}
   for (const name in headers) {
     const value = headers[name]
@@ -112,6 +124,87 @@ const codeOf = (error: unknown): string => {
   return "unknown"
 }
 
+/**
+ * The dispatch handler of one relayed request: the owner's answer is written to the client as it arrives (no response
+ * stream, promise or abort signal per request), and the client's disconnect aborts the request.
+ */
+class Pipe implements Dispatcher.DispatchHandler {
+  private controller: Dispatcher.DispatchController | undefined
+  private aborted = false
+  private started = false
+  private streaming = false
+  private notOwner = false
+  private done = false
+  private readonly onClientGone = () => {
+    if (!this.ex.response.writableEnded) this.abort()
+  }
+
+  constructor(
+    private readonly ex: Exchange.Exchange,
+    private readonly origin: string,
+    private readonly broken: Broken,
+    private readonly finish: (outcome: Outcome) => void
+  ) {
+    ex.response.once("close", this.onClientGone)
+  }
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    if (this.aborted) controller.abort(new errors.RequestAbortedError())
+    else this.controller = controller
+  }
+
+  onResponseStart(_controller: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders): void {
+    if (statusCode < 200) return
+    this.started = true
+    if (statusCode === 404 && headers[notOwnerHeader] !== undefined) {
+      this.notOwner = true
+      return
+    }
+    this.streaming = String(headers["content-type"] ?? "").startsWith("text/event-stream")
+    if (Exchange.writable(this.ex)) Exchange.writeHead(this.ex, statusCode, responseHeaders(headers), true)
+  }
+
+  onResponseData(_controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (!this.notOwner && Exchange.writable(this.ex)) this.ex.response.write(chunk)
+  }
+
+  onResponseEnd(): void {
+    if (this.notOwner) {
+      return this.end({ _tag: "Fallback", reason: "not-owner", detail: `${this.origin} does not hold the Session` })
+    }
+    if (Exchange.writable(this.ex)) this.ex.response.end()
+    this.end({ _tag: "Relayed" })
+  }
+
+  onResponseError(_controller: Dispatcher.DispatchController | undefined, error: unknown): void {
+    if (this.done) return
+    const code = codeOf(error)
+    if (!this.started && notSentCodes.has(code)) {
+      return this.end({ _tag: "Fallback", reason: "unreachable", detail: `${this.origin}: ${code}` })
+    }
+    if (Exchange.writable(this.ex)) {
+      if (!this.started || this.notOwner) this.broken.beforeHeaders()
+      else if (this.streaming) this.ex.response.end(this.broken.sseTail())
+      else this.ex.response.destroy()
+    }
+    this.end({ _tag: "Relayed" })
+  }
+
+  /** Stop the request: now if it started, else as soon as undici starts it. */
+  abort(): void {
+    if (this.done) return
+    if (this.controller !== undefined) this.controller.abort(new errors.RequestAbortedError())
+    else this.aborted = true
+  }
+
+  private end(outcome: Outcome): void {
+    if (this.done) return
+    this.done = true
+    this.ex.response.off("close", this.onClientGone)
+    this.finish(outcome)
+  }
+}
+
 /** The relay for this scope (its connections close with it); `by` names this runner in {@link forwardedHeader}. */
 export const make = (by: string): Effect.Effect<Relay, never, Scope.Scope> =>
   Effect.gen(function*() {
@@ -127,57 +220,25 @@ export const make = (by: string): Effect.Effect<Relay, never, Scope.Scope> =>
       ),
       (agent) => Effect.promise(() => agent.destroy().catch(() => undefined))
     )
-    const relay: Relay["relay"] = (ex, origin, body, broken) =>
-      Effect.callback<Outcome>((resume) => {
-        const abort = new AbortController()
-        const onClientGone = () => {
-          if (!ex.response.writableEnded) abort.abort()
-        }
-        ex.response.once("close", onClientGone)
-        const done = (outcome: Outcome) => {
-          ex.response.off("close", onClientGone)
-          resume(Effect.succeed(outcome))
-        }
-        agent.request({
+    const start: Relay["start"] = (ex, origin, body, broken, done) => {
+      const pipe = new Pipe(ex, origin, broken, done)
+      try {
+        agent.dispatch({
           origin,
           path: ex.request.url ?? "/",
           method: "POST",
           headers: requestHeaders(ex.request.headers, body.byteLength, by),
-          body,
-          signal: abort.signal
-        }).then(
-          (answer) => {
-            if (answer.statusCode === 404 && answer.headers[notOwnerHeader] !== undefined) {
-              answer.body.dump().catch(() => undefined)
-              return done({ _tag: "Fallback", reason: "not-owner", detail: `${origin} does not hold the Session` })
-            }
-            const streaming = String(answer.headers["content-type"] ?? "").startsWith("text/event-stream")
-            if (Exchange.writable(ex)) Exchange.writeHead(ex, answer.statusCode, responseHeaders(answer.headers), true)
-            answer.body.on("data", (chunk: Buffer) => {
-              if (Exchange.writable(ex)) ex.response.write(chunk)
-            })
-            answer.body.once("end", () => {
-              if (Exchange.writable(ex)) ex.response.end()
-              done({ _tag: "Relayed" })
-            })
-            answer.body.once("error", () => {
-              if (Exchange.writable(ex)) {
-                if (streaming) ex.response.end(broken.sseTail())
-                else ex.response.destroy()
-              }
-              done({ _tag: "Relayed" })
-            })
-          },
-          (error: unknown) => {
-            const code = codeOf(error)
-            if (notSentCodes.has(code)) {
-              return done({ _tag: "Fallback", reason: "unreachable", detail: `${origin}: ${code}` })
-            }
-            if (Exchange.writable(ex)) broken.beforeHeaders()
-            done({ _tag: "Relayed" })
-          }
-        )
-        return Effect.sync(() => abort.abort())
+          body
+        }, pipe)
+      } catch (error) {
+        pipe.onResponseError(undefined, error)
+      }
+      return () => pipe.abort()
+    }
+    const relay: Relay["relay"] = (ex, origin, body, broken) =>
+      Effect.callback<Outcome>((resume) => {
+        const abort = start(ex, origin, body, broken, (outcome) => resume(Effect.succeed(outcome)))
+        return Effect.sync(abort)
       })
-    return { relay }
+    return { start, relay }
   })

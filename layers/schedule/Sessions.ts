@@ -73,6 +73,11 @@ export interface SessionsShape {
   readonly register: (entry: SessionEntry) => Effect.Effect<void>
   /** The live Session for a presented API key. */
   readonly lookup: (token: string) => Effect.Effect<SessionEntry, UnknownSessionError | Errors.SessionClosedError>
+  /**
+   * Whether a live Session has this id, answered at once (cluster mode: a runner's gateway decides in Node's request
+   * callback whether to relay a request to another runner).
+   */
+  readonly holds: (token: string) => boolean
   /** Mark the Session finished: later requests get `SessionClosedError`. */
   readonly close: (sessionId: string) => Effect.Effect<void>
   /** Forget a finished Session entirely (after its results are exported). */
@@ -110,6 +115,7 @@ export const makeWith = (options: { readonly closedMemory: number }): Effect.Eff
           if (!live.has(key)) yield* Instruments.move(Instruments.sessionsActive, 1)
           live.set(key, entry)
         }),
+        holds: (token) => live.has(digest(token)),
         lookup: Effect.fnUntraced(function*(token) {
           const key = digest(token)
           const entry = live.get(key)

@@ -16,7 +16,7 @@
  * divided by the requests. Runner 1 cannot be told runner 2's gateway before runner 2 exists, so in `forwarded`
  * runner 1's agents reach runner 2 through a TCP relay in this process (its CPU is not counted); the latencies of the
  * `forwarded` row are those of runner 2's agents only, which call runner 1 directly. The controller's CPU (idle in
- * the window) is not counted. `CLUSTER_PROFILE=<dir>` writes a CPU profile of runner 1 over the `forwarded` window.
+ * the window) is not counted. `CLUSTER_PROFILE=<dir>` writes a CPU profile of each runner over the `forwarded` window.
  * Agents get an empty HOME (Processes.emptyHome): under their `bash -lc` a login profile that runs `pyenv init` starves
  * the runners of CPU on a small machine until they miss their shard-lock renewals.
  */
@@ -62,6 +62,9 @@ const flags = (outputDir: string, barrier: string, groups: number, requests: num
   "--agent-env",
   `BARRIER=${barrier}`,
   `REQUESTS=${requests}`,
+  // Warm-up requests per agent before the barrier: about 200 in all, so the processes' code (the relay's as well as
+  // the owner's) is compiled and optimized before the timed window.
+  `WARMUP=${Math.max(5, Math.ceil(200 / (groups * 2)))}`,
   "--embedded-policy",
   Path.join(fixtures, "cluster", "policy.mjs"),
   "--rollout-max-response-len",
@@ -88,6 +91,10 @@ interface Measured {
   readonly via: { readonly direct: number; readonly cluster: number; readonly none: number }
   readonly requests: number
   readonly cpuMs: number
+  /** Each member's CPU over the window (runner 1, runner 2; or the single process). */
+  readonly memberCpuMs: ReadonlyArray<number>
+  /** The members' CPU per wall millisecond while idle (every agent at the barrier). */
+  readonly idleRate: number
   readonly windowMs: number
   readonly held: ReadonlyArray<{ readonly sessions: number; readonly heap: number }>
 }
@@ -192,26 +199,42 @@ const measure = (path: Route, clients: number, requests: number) =>
       sessions: path === "single" ? groups * 2 : Processes.hostedBy(runners[i]!).length,
       heap: heaps[i]!
     }))
-    const profileDir = process.env["CLUSTER_PROFILE"]
-    const profiling = profileDir !== undefined && path === "forwarded" ? inspectors[0] : undefined
-    if (profiling !== undefined) {
-      yield* Effect.promise(async () => {
-        await profiling.call("Profiler.enable")
-        await profiling.call("Profiler.setSamplingInterval", { interval: 200 })
-        await profiling.call("Profiler.start")
-      })
-    }
     const cpu = () => members.reduce((sum, m) => sum + ProcessCpu.cpuMillis(m.child.pid!), 0)
+    // The members' CPU while every agent waits at the barrier (shard-lock renewals, the controller's Touch calls,
+    // event streams): taken off the window's CPU, so a longer window does not count more background work.
+    yield* Effect.sleep("500 millis")
+    const idleBefore = cpu()
+    const idleStarted = performance.now()
+    yield* Effect.sleep("3 seconds")
+    const idleRate = (cpu() - idleBefore) / (performance.now() - idleStarted)
+    const perMember = () => members.map((m) => ProcessCpu.cpuMillis(m.child.pid!))
+    const memberBefore = perMember()
+    // CLUSTER_PROFILE: a CPU profile of each runner over the `forwarded` window (the profiler's cost is in its CPU).
+    const profileDir = process.env["CLUSTER_PROFILE"]
+    const profiling = profileDir !== undefined && path === "forwarded" ? inspectors : []
+    yield* Effect.promise(() =>
+      Promise.all(profiling.map(async (inspector) => {
+        await inspector.call("Profiler.enable")
+        await inspector.call("Profiler.setSamplingInterval", { interval: 200 })
+        await inspector.call("Profiler.start")
+      }))
+    )
     const cpuBefore = cpu()
     const started = performance.now()
     Fs.writeFileSync(Path.join(barrier, "go"), "")
     yield* until("every agent's report", 600, () => count(reports) >= groups * 2)
     const windowMs = performance.now() - started
     const cpuMs = cpu() - cpuBefore
-    if (profiling !== undefined && profileDir !== undefined) {
-      const stopped = (yield* Effect.promise(() => profiling.call("Profiler.stop"))) as { readonly profile: unknown }
-      Fs.mkdirSync(profileDir, { recursive: true })
-      Fs.writeFileSync(Path.join(profileDir, `forwarded-${clients}.cpuprofile`), JSON.stringify(stopped.profile))
+    const memberCpuMs = perMember().map((c, i) => c - memberBefore[i]!)
+    if (profileDir !== undefined) {
+      for (const [i, inspector] of profiling.entries()) {
+        const stopped = (yield* Effect.promise(() => inspector.call("Profiler.stop"))) as { readonly profile: unknown }
+        Fs.mkdirSync(profileDir, { recursive: true })
+        Fs.writeFileSync(
+          Path.join(profileDir, `forwarded-${clients}-runner${i + 1}.cpuprofile`),
+          JSON.stringify(stopped.profile)
+        )
+      }
     }
     // A Node whose inspector still has a client at exit waits for it to disconnect.
     inspectors.forEach((i) => i.close())
@@ -231,7 +254,16 @@ const measure = (path: Route, clients: number, requests: number) =>
       via.cluster += report.via.cluster
       via.none += report.via.none
     }
-    return { latencies, via, requests: groups * 2 * requests, cpuMs, windowMs, held } satisfies Measured
+    return {
+      latencies,
+      via,
+      requests: groups * 2 * requests,
+      cpuMs,
+      memberCpuMs,
+      idleRate,
+      windowMs,
+      held
+    } satisfies Measured
   }))
 
 const ms = (n: number) => `${n.toFixed(2)} ms`
@@ -241,6 +273,7 @@ const mib = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(1)} MiB`
 const rowsOf = (clients: number, runs: Readonly<Record<Route, Measured>>) => {
   const p50 = (p: Route) => percentile(runs[p].latencies, 50)
   const cpu = (p: Route) => runs[p].cpuMs / runs[p].requests
+  const net = (p: Route) => (runs[p].cpuMs - runs[p].idleRate * runs[p].windowMs) / runs[p].requests
   const against: Record<Route, Route | undefined> = { owner: "single", forwarded: "owner", single: undefined }
   return (["owner", "forwarded", "single"] as const).map((p) => {
     const base = against[p]
@@ -255,6 +288,10 @@ const rowsOf = (clients: number, runs: Readonly<Record<Route, Measured>>) => {
       "vs": base ?? "",
       "p50 ratio": base === undefined ? "" : ratio(p50(p), p50(base)),
       "CPU ratio": base === undefined ? "" : ratio(cpu(p), cpu(base)),
+      "idle CPU": `${(runs[p].idleRate * 100).toFixed(1)}%`,
+      "CPU / request net of idle": ms(net(p)),
+      "net ratio": base === undefined ? "" : ratio(net(p), net(base)),
+      "CPU / request / process": runs[p].memberCpuMs.map((c) => ms(c / runs[p].requests)).join(" + "),
       "Sessions held / process": runs[p].held.map((h) => h.sessions).join(" + "),
       "heap used / process": runs[p].held.map((h) => mib(h.heap)).join(" + ")
     }
@@ -288,7 +325,7 @@ export const bench: Harness.Bench = {
       rows: [...rowsOf(2, small), ...rowsOf(64, large)],
       notes: [
         "owner: two runners, every agent calls the runner holding its Session; forwarded: every agent calls the other runner, which forwards (a Group's first request over the cluster, the next ones over the direct hop to the owner's gateway: the timed requests' counts per way); single: one process, no cluster.",
-        "Ratios: forwarded vs owner (target ≤ 1.3x, p50 and CPU), owner vs single. CPU / request: user+sys CPU of both runners (or the single process) over the timed window / requests.",
+        "Ratios: forwarded vs owner (target ≤ 1.3x, p50 and CPU), owner vs single. CPU / request: user+sys CPU of both runners (or the single process) over the timed window / requests; idle CPU: the same processes' CPU share over 3 s with every agent waiting at the barrier; net of idle: the window's CPU less that idle rate over the window, per request.",
         `Heap per Session (growth from 2 to 64 clients): cluster ${
           heapPerSession(small.owner, large.owner)
         } (both runners, owner run), ` +

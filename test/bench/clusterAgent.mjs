@@ -1,4 +1,5 @@
-// The cluster benchmark's agent: one warm-up chat request at RELAX_BASE_URL, then $BARRIER/ready/<session>; once
+// The cluster benchmark's agent: $WARMUP warm-up chat requests (default 1) at RELAX_BASE_URL, then
+// $BARRIER/ready/<session>; once
 // $BARRIER/go exists, REQUESTS sequential requests (each a one-turn conversation, so every request is a full generation
 // of the same size), each timed; the latencies and how the requests reached the owner (the `x-relax-forwarded-via`
 // counts) go to $BARRIER/reports/<session>.json, and the agent ends once
@@ -34,7 +35,8 @@ if (barrier === undefined) {
   // Without $BARRIER (the heapsteps bench): the requests one after another, untimed, and the agent ends.
   for (let i = 0; i < requests; i++) await request()
 } else {
-  await request()
+  const warmup = Number(process.env.WARMUP ?? 1)
+  for (let i = 0; i < warmup; i++) await request()
   writeFileSync(`${barrier}/ready/${session}`, "")
   await exists("go")
   const latencies = []
