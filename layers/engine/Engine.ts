@@ -36,7 +36,10 @@ import * as StepSpan from "../runtime/StepSpan.ts"
 export type SamplingParams = Sampling.RequestSampling
 
 export interface GenerateRequest {
-  /** The prompt's ids; the generation core sends an `Int32Array` (no `number[]` of the whole prompt per request). */
+  /**
+   * The prompt's ids; the generation core sends an `Int32Array` (no `number[]` of the whole prompt per request): a view
+   * of the forest's kept inference prefix (`Forest.inferencePrefix`), which stays as it is but is not to be written.
+   */
   readonly inputIds: ReadonlyArray<number> | Int32Array
   readonly sampling: SamplingParams
   /** Backend request id; fixed-length so SGLang's prefix matching on abort cannot hit another request. */
