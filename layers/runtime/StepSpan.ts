@@ -32,6 +32,14 @@ export const step =
 
 const noStack = { captureStackTrace: false } as const
 
+/**
+ * The step whose effect `make` makes when it runs (a synchronous step makes `Effect.succeed` or `Effect.fail` of its
+ * result), in the span `name` when {@link isTracing}: without a tracer one primitive and `make`'s effect, where
+ * {@link step} around an `Effect.fnUntraced` body runs a generator and several primitives.
+ */
+export const stepOf = <A, E, R>(name: string, make: () => Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.withFiber((fiber) => isTracing(fiber) ? Effect.withSpan(Effect.suspend(make), name, noStack) : make())
+
 /** The step `gen` as an effect in the span `name` (no call-site stack). */
 const spanned = <Eff extends Effect.Effect<unknown, unknown, unknown>, A>(
   name: string,
