@@ -321,19 +321,20 @@ export const trainTokenCount = (forest: Forest, hash: string): number => node(fo
 
 /**
  * @internal A forest's inference prefix, kept between requests ({@link inferencePrefix}): the ids from the root through
- * `end` are the first `count` of `ids`, whose length is its capacity.
+ * `end` are the first `count` of the buffer `ids` holds, whose length is its capacity.
  *
  * **Details**
- * Every view handed out covers at most the first `lent` ids of `ids`, and those are never written with other values
- * again: a call whose ids differ from what a view may hold there writes into a new buffer instead (copy on write), so
- * a prefix a request still holds (an engine waiting with it) stays what it was when asked for, whatever branch asks
- * next.
+ * Every view handed out covers at most the first `lent` ids of the buffer, and those are never written with other
+ * values again: a call whose ids differ from what a view may hold there writes into a new buffer instead (copy on
+ * write), so a prefix a request still holds (an engine waiting with it) stays what it was when asked for, whatever
+ * branch asks next. The buffer is held weakly: a collection may take an idle Session's (4 bytes a token and a
+ * quarter more room, beside the nodes' own 3), and the next request builds it again.
  */
 export interface PrefixCache {
-  readonly end: Node
-  readonly count: number
-  readonly ids: Int32Array
-  readonly lent: number
+  end: Node
+  count: number
+  ids: WeakRef<Int32Array>
+  lent: number
 }
 
 const noTail: ArrayLike<number> = []
@@ -353,10 +354,11 @@ const noTail: ArrayLike<number> = []
 export const inferencePrefix = (forest: Forest, hash: string, tail: ArrayLike<number> = noTail): Int32Array => {
   const leaf = node(forest, hash)
   const cache = forest.prefix
-  // The nodes from where the cached prefix and `leaf`'s lineage part, down to `leaf` (leaf first), and the ids shared.
+  const kept = cache?.ids.deref()
+  // The nodes from where the kept prefix and `leaf`'s lineage part, down to `leaf` (leaf first), and the ids shared.
   const path: Array<Node> = []
   let keep = 0
-  if (cache === undefined) {
+  if (cache === undefined || kept === undefined) {
     for (let at: Node | null = leaf; at !== null; at = at.up) path.push(at)
   } else {
     let at: Node | null = leaf
@@ -392,8 +394,8 @@ export const inferencePrefix = (forest: Forest, hash: string, tail: ArrayLike<nu
   let count = keep
   for (const n of path) count += PackedIds.length(n.ids)
   const total = count + tail.length
-  let ids = cache?.ids
-  let lent = cache?.lent ?? 0
+  let ids = kept
+  let lent = kept === undefined ? 0 : cache!.lent
   if (ids === undefined || total > ids.length || differs(ids, keep, Math.min(lent, total), path, tail)) {
     const fresh = new Int32Array(total + (total >> 2) + 16)
     if (ids !== undefined && keep > 0) fresh.set(ids.subarray(0, keep))
@@ -403,7 +405,14 @@ export const inferencePrefix = (forest: Forest, hash: string, tail: ArrayLike<nu
   let offset = keep
   for (let i = path.length - 1; i >= 0; i--) offset = PackedIds.unpackInto(path[i]!.ids, ids, offset)
   for (let i = 0; i < tail.length; i++) ids[offset + i] = tail[i]!
-  forest.prefix = { end: leaf, count, ids, lent: Math.max(lent, total) }
+  lent = Math.max(lent, total)
+  if (cache === undefined) forest.prefix = { end: leaf, count, ids: new WeakRef(ids), lent }
+  else {
+    if (ids !== kept) cache.ids = new WeakRef(ids)
+    cache.end = leaf
+    cache.count = count
+    cache.lent = lent
+  }
   return ids.subarray(0, total)
 }
 
