@@ -2,7 +2,8 @@
  * The generation core all three model APIs share: one model request from canonical request to committed response.
  *
  * **Details**
- * `generate` (the span `Generation.generate`, without a call-site stack) runs named steps, each its own span when a tracer is installed (`StepSpan.step`):
+ * `generate` (the span `Generation.generate`, without a call-site stack) runs named steps in one generator, each its own
+ * effect and span only when a tracer is installed (`StepSpan.inline`):
  * `Generation.match` (the parent state in the Session's SessionForest) → `Generation.observe` (observation delta tokens
  * for the unmatched suffix, then `Forests.observe`: context check, commit) → `Generation.attempts` (the turn's budget,
  * then one `Generation.attempt` per engine attempt: wait for the Group's Runtime lease, engine generate from the
