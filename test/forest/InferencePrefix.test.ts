@@ -1,8 +1,8 @@
 /**
  * The forest's kept inference prefix (`Forest.inferencePrefix`, extended in place) against the path it replaced (a new
  * `Int32Array` of the lineage's ids every call, `Forest.inferencePrefixCopy`), over random trees of commits, branches
- * and reads with and without a tail: the same ids every call, and no prefix handed out earlier ever changes (the
- * branch read later must not write into a view an engine may still hold).
+ * and reads with and without a tail (and the kept buffer taken by a collection): the same ids every call, and no prefix
+ * handed out earlier ever changes (the branch read later must not write into a view an engine may still hold).
  */
 import { assert, describe, it } from "@effect/vitest"
 import fc from "fast-check"
@@ -21,15 +21,23 @@ const ids = fc.array(id, { maxLength: 12 })
 type Op =
   | { readonly _tag: "commit"; readonly at: number; readonly ids: ReadonlyArray<number> }
   | { readonly _tag: "read"; readonly at: number; readonly tail: ReadonlyArray<number> | undefined }
+  | { readonly _tag: "collect" }
 
 const op: fc.Arbitrary<Op> = fc.oneof(
-  fc.record({ _tag: fc.constant("commit" as const), at: fc.nat(), ids }),
-  fc.record({
-    _tag: fc.constant("read" as const),
-    at: fc.nat(),
-    tail: fc.option(fc.array(id, { maxLength: 6 }), { nil: undefined })
-  })
+  { weight: 4, arbitrary: fc.record({ _tag: fc.constant("commit" as const), at: fc.nat(), ids }) },
+  {
+    weight: 4,
+    arbitrary: fc.record({
+      _tag: fc.constant("read" as const),
+      at: fc.nat(),
+      tail: fc.option(fc.array(id, { maxLength: 6 }), { nil: undefined })
+    })
+  },
+  { weight: 1, arbitrary: fc.record({ _tag: fc.constant("collect" as const) }) }
 )
+
+/** What the forest's weak hold on its prefix gives once a collection took the buffer. */
+const collected: WeakRef<Int32Array> = { deref: () => undefined, [Symbol.toStringTag]: "WeakRef" }
 
 const tools: ReadonlyArray<Canonical.Tool> = []
 
@@ -42,6 +50,11 @@ describe("Forest.inferencePrefix", () => {
         const held: Array<{ readonly view: Int32Array; readonly ids: ReadonlyArray<number> }> = []
         let n = 0
         for (const o of ops) {
+          if (o._tag === "collect") {
+            // A collection took the kept buffer (views handed out keep theirs): the next read builds it again.
+            if (forest.prefix !== undefined) forest.prefix.ids = collected
+            continue
+          }
           const at = states[o.at % states.length]!
           if (o._tag === "commit") {
             // Under an observation a response, else an observation: any state may get more children (branches).
