@@ -36,7 +36,10 @@ import * as StepSpan from "../runtime/StepSpan.ts"
 export type SamplingParams = Sampling.RequestSampling
 
 export interface GenerateRequest {
-  /** The prompt's ids; the generation core sends an `Int32Array` (no `number[]` of the whole prompt per request). */
+  /**
+   * The prompt's ids; the generation core sends an `Int32Array` (no `number[]` of the whole prompt per request): a view
+   * of the forest's kept inference prefix (`Forest.inferencePrefix`), which stays as it is but is not to be written.
+   */
   readonly inputIds: ReadonlyArray<number> | Int32Array
   readonly sampling: SamplingParams
   /** Backend request id; fixed-length so SGLang's prefix matching on abort cannot hit another request. */
@@ -252,21 +255,26 @@ const counted = (operation: string) => <A, E, R>(effect: Effect.Effect<A, E, R>)
  * (`StepSpan.step`), so a request's trace shows its attempts; its failed operations are counted by reason
  * (`relax_agentic_engine_errors_total`, docs/observability.md).
  */
-export const withSpans = (name: string, engine: EngineShape): EngineShape => ({
-  generate: (request) =>
-    engine.generate(request).pipe(counted("generate"), StepSpan.step(`${name}.generate`, { rid: request.rid })),
-  abort: (rid) => engine.abort(rid).pipe(StepSpan.step(`${name}.abort`, { rid })),
-  weightVersion: engine.weightVersion.pipe(StepSpan.step(`${name}.weightVersion`)),
-  updateWeights: (version) =>
-    engine.updateWeights(version).pipe(counted("updateWeights"), StepSpan.step(`${name}.updateWeights`)),
-  pauseGeneration: (mode) =>
-    engine.pauseGeneration(mode).pipe(counted("pauseGeneration"), StepSpan.step(`${name}.pauseGeneration`, { mode })),
-  resumeGeneration: (version) =>
-    engine.resumeGeneration(version).pipe(counted("resumeGeneration"), StepSpan.step(`${name}.resumeGeneration`)),
-  health: engine.health.pipe(counted("health"), StepSpan.step(`${name}.health`)),
-  closeSession: (sessionId) =>
-    engine.closeSession(sessionId).pipe(StepSpan.step(`${name}.closeSession`, { sessionId })),
-  takeStepMetrics: engine.takeStepMetrics.pipe(StepSpan.step(`${name}.takeStepMetrics`))
-})
+export const withSpans = (name: string, engine: EngineShape): EngineShape => {
+  // Built once: `generate` runs on every engine attempt.
+  const generateSpan = `${name}.generate`
+  const countGenerate = counted("generate")
+  return {
+    generate: (request) =>
+      engine.generate(request).pipe(countGenerate, StepSpan.step(generateSpan, { rid: request.rid })),
+    abort: (rid) => engine.abort(rid).pipe(StepSpan.step(`${name}.abort`, { rid })),
+    weightVersion: engine.weightVersion.pipe(StepSpan.step(`${name}.weightVersion`)),
+    updateWeights: (version) =>
+      engine.updateWeights(version).pipe(counted("updateWeights"), StepSpan.step(`${name}.updateWeights`)),
+    pauseGeneration: (mode) =>
+      engine.pauseGeneration(mode).pipe(counted("pauseGeneration"), StepSpan.step(`${name}.pauseGeneration`, { mode })),
+    resumeGeneration: (version) =>
+      engine.resumeGeneration(version).pipe(counted("resumeGeneration"), StepSpan.step(`${name}.resumeGeneration`)),
+    health: engine.health.pipe(counted("health"), StepSpan.step(`${name}.health`)),
+    closeSession: (sessionId) =>
+      engine.closeSession(sessionId).pipe(StepSpan.step(`${name}.closeSession`, { sessionId })),
+    takeStepMetrics: engine.takeStepMetrics.pipe(StepSpan.step(`${name}.takeStepMetrics`))
+  }
+}
 
 export class Engine extends Context.Service<Engine, EngineShape>()("relax-agentic/Engine") {}

@@ -71,24 +71,32 @@ export class Forests extends Context.Service<Forests, ForestsShape>()("relax-age
           store.set(sessionId, forest)
           return forest
         }),
-        get: Effect.fnUntraced(function*(sessionId) {
-          const forest = store.get(sessionId)
-          if (forest === undefined) return yield* new Errors.ForestNotFoundError({ sessionId })
-          return forest
-        }, StepSpan.step("Forests.get")),
-        observe: Effect.fnUntraced(function*(forest, observation) {
-          const fits = Forest.checkObservationContext(
-            forest,
-            observation.parent,
-            ForestCommit.observationTrainLength(observation),
-            observation.maxContextLen
-          )
-          if (Result.isFailure(fits)) return yield* fits.failure
-          return yield* commit(forest, () => ForestCommit.commitObservation(forest, observation))
-        }, StepSpan.step("Forests.observe")),
-        commitResponse: Effect.fnUntraced(function*(forest, response) {
-          return yield* commit(forest, () => ForestCommit.commitResponse(forest, response))
-        }, StepSpan.step("Forests.commitResponse")),
+        get: (sessionId) =>
+          StepSpan.stepOf("Forests.get", () => {
+            const forest = store.get(sessionId)
+            return forest === undefined
+              ? Effect.fail(new Errors.ForestNotFoundError({ sessionId }))
+              : Effect.succeed(forest)
+          }),
+        observe: (forest, observation) =>
+          StepSpan.stepOf(
+            "Forests.observe",
+            (): Effect.Effect<string, Errors.ContextLengthError | Errors.ForestInvariantError> => {
+              const fits = Forest.checkObservationContext(
+                forest,
+                observation.parent,
+                ForestCommit.observationTrainLength(observation),
+                observation.maxContextLen
+              )
+              if (Result.isFailure(fits)) return Effect.fail(fits.failure)
+              return commit(forest, () => ForestCommit.commitObservation(forest, observation))
+            }
+          ),
+        commitResponse: (forest, response) =>
+          StepSpan.stepOf(
+            "Forests.commitResponse",
+            () => commit(forest, () => ForestCommit.commitResponse(forest, response))
+          ),
         remove: Effect.fn("Forests.remove")(function*(sessionId) {
           store.delete(sessionId)
         }),

@@ -2,7 +2,8 @@
  * The generation core all three model APIs share: one model request from canonical request to committed response.
  *
  * **Details**
- * `generate` (the span `Generation.generate`, without a call-site stack) runs named steps, each its own span when a tracer is installed (`StepSpan.step`):
+ * `generate` (the span `Generation.generate`, without a call-site stack) runs named steps in one generator, each its own
+ * effect and span only when a tracer is installed (`StepSpan.inline`):
  * `Generation.match` (the parent state in the Session's SessionForest) → `Generation.observe` (observation delta tokens
  * for the unmatched suffix, then `Forests.observe`: context check, commit) → `Generation.attempts` (the turn's budget,
  * then one `Generation.attempt` per engine attempt: wait for the Group's Runtime lease, engine generate from the
@@ -15,7 +16,7 @@
  * previous exactly matched request (src/protocol/RawEcho.ts), so a request that repeats it byte for byte reuses its
  * canonical messages and is matched from where it ended (docs/sessionforest.md "Matching a request").
  */
-import { Clock, Context, Effect, Layer, Metric, Result } from "effect"
+import { Clock, Context, Effect, Layer, Result } from "effect"
 import { randomBytes } from "node:crypto"
 import type * as Settings from "../../src/config/Settings.ts"
 import * as Rid from "../../src/engine/Rid.ts"
@@ -30,6 +31,7 @@ import * as Parsers from "../../src/parsers/registry.ts"
 import type * as Canonical from "../../src/protocol/canonical.ts"
 import type * as Completion from "../../src/protocol/completion.ts"
 import * as RawEcho from "../../src/protocol/RawEcho.ts"
+import type * as SessionErrors from "../../src/session/errors.ts"
 import type * as ChatTemplate from "../../src/template/ChatTemplate.ts"
 import * as ObservationDelta from "../../src/template/ObservationDelta.ts"
 import * as Engine from "../engine/Engine.ts"
@@ -155,6 +157,31 @@ export interface Attempted {
   readonly startedAt: number
 }
 
+/** What one request's steps share: read once from its fiber (`Generation.generate`). */
+interface RequestRun {
+  readonly session: Sessions.SessionEntry
+  /** Whether its steps open spans (`StepSpan.isTracing`). */
+  readonly tracing: boolean
+  readonly clock: Clock.Clock
+  /** The fiber's context inside the request's span, for the metrics' updates. */
+  readonly context: Context.Context<never>
+  /** An attempt interrupted (the request cancelled while waiting or generating) counts as an abort. */
+  readonly countAbort: () => Effect.Effect<void>
+}
+
+/** How the attempts of a request fail. */
+type AttemptError =
+  | Errors.ContextLengthError
+  | GenerationErrors.GenerationEngineError
+  | SessionErrors.SessionClosedError
+
+/** What the parse step gives the commit. */
+interface Parsed {
+  readonly parsed: Turn.ParsedResponse
+  readonly finish: Completion.FinishReason
+  readonly stopSequence: string | undefined
+}
+
 /**
  * What an embedded policy sees for one attempt. `promptText` is decoded when a policy first reads it: decoding the
  * whole prompt on every request would make each request's cost grow with the history.
@@ -177,19 +204,41 @@ const policyRequest = (planned: AttemptPlan, decodePrompt: () => string): Engine
 
 const noEcho: EchoStart = { mark: undefined, known: undefined }
 
+/**
+ * A completion id: 16 random bytes in hex, as `randomBytes(16)` gives, taken from a pool of 4 KiB drawn at once and
+ * drawn again when spent (one `randomBytes(16)` call costs ~5 µs, most of it the call itself; from the pool ~0.2 µs).
+ */
+const completionId = (() => {
+  let pool = Buffer.alloc(0)
+  let at = 0
+  return (): string => {
+    if (at + 16 > pool.length) {
+      pool = randomBytes(4096)
+      at = 0
+    }
+    const id = pool.toString("hex", at, at + 16)
+    at += 16
+    return id
+  }
+})()
+
 const make = (options: GenerationOptions) =>
   Effect.gen(function*() {
     const engine = yield* Engine.Engine
     const forests = yield* Forests.Forests
     const tokenizer = yield* Tokenizer.Tokenizer
 
-    /** The parent state: the longest committed prefix of the request (with the reasoning tolerance unless strict). */
-    const match = Effect.fnUntraced(function*(
-      session: Sessions.SessionEntry,
+    /**
+     * The parent state: the longest committed prefix of the request (with the reasoning tolerance unless strict).
+     * Synchronous: the drift metric is updated with the request's context (`Metric.update` without its own step).
+     */
+    function* match(
+      request: RequestRun,
       forest: Forest.Forest,
       state: Canonical.State,
       known: Matching.KnownState | undefined
     ) {
+      const { session } = request
       const matched = Matching.match(forest, state, { strict: options.strictMatch ?? false, known })
       if (matched.tolerated) session.counters.toleratedMatches++
       // Drift: the echoed history diverged from a committed response here (docs/outputs.md, `rollout/drift/...`).
@@ -197,10 +246,10 @@ const make = (options: GenerationOptions) =>
       if (drift !== undefined) {
         const counts = session.counters.drift ??= new Map()
         counts.set(drift.cause, (counts.get(drift.cause) ?? 0) + 1)
-        yield* Metric.update(Instruments.drift({ cause: drift.cause }), 1)
+        Instruments.drift({ cause: drift.cause }).updateUnsafe(1, request.context)
       }
       return matched
-    }, StepSpan.step("Generation.match"))
+    }
 
     const encodeOptions: ObservationDelta.EncodeOptions = { allowSpecialTokens: options.allowSpecialTokens ?? false }
 
@@ -225,7 +274,7 @@ const make = (options: GenerationOptions) =>
     }
 
     /** Commit the request's new messages (if any) under the matched parent; returns the state to generate from. */
-    const observe = Effect.fnUntraced(function*(
+    function* observe(
       session: Sessions.SessionEntry,
       forest: Forest.Forest,
       matched: Matching.Match,
@@ -247,20 +296,20 @@ const make = (options: GenerationOptions) =>
         chatTemplateKwargs: state.chat_template_kwargs,
         maxContextLen: session.maxContextLen ?? null
       })
-    }, StepSpan.step("Generation.observe"))
+    }
 
     /** What the engine attempts need at `parent`; fails when no generation budget is left (docs/sessionforest.md). */
-    const plan = (
+    function* plan(
       session: Sessions.SessionEntry,
       forest: Forest.Forest,
       request: Completion.CanonicalRequest,
       turn: number,
       parent: string
-    ): Effect.Effect<AttemptPlan, Errors.ContextLengthError> => {
+    ) {
       const requested = Turn.requestedTokens(session.sampling.maxNewTokens, request.maxTokens)
       const budget = Forest.generationBudget(forest, parent, session.maxContextLen ?? null, requested)
-      if (Result.isFailure(budget)) return Effect.fail(budget.failure)
-      return Effect.succeed({
+      if (Result.isFailure(budget)) return yield* budget.failure
+      const planned: AttemptPlan = {
         session,
         forest,
         state: request.state,
@@ -269,23 +318,26 @@ const make = (options: GenerationOptions) =>
         promptTokens: Forest.trainTokenCount(forest, parent),
         sampling: Turn.turnSampling(session.sampling, request, budget.success),
         rid: Rid.forAttempt({ sessionId: session.sessionId, parent, turn, attempt: 0 })
-      })
+      }
+      return planned
     }
 
     /**
      * One engine attempt: wait for the lease, then (through the generation gate, when the Session has one: parked
      * between steps) generate from the prefix ++ the pending ids with the rest of the budget.
      */
-    const attempt = Effect.fnUntraced(function*(
+    function* attempt(
+      request: RequestRun,
       planned: AttemptPlan,
       pending: Turn.Pending,
       index: number,
       live: GenerationGate.LiveRequest | undefined
     ) {
       const { session } = planned
-      const waitFrom = yield* Clock.currentTimeMillis
+      const { clock } = request
+      const waitFrom = clock.currentTimeMillisUnsafe()
       yield* session.awaitLease
-      yield* Metric.update(Instruments.leaseWaitSeconds, ((yield* Clock.currentTimeMillis) - waitFrom) / 1000)
+      Instruments.leaseWaitSeconds.updateUnsafe((clock.currentTimeMillisUnsafe() - waitFrom) / 1000, request.context)
       // A lease granted to many waiting requests at once resumes them all inside one call.
       yield* FairScheduler.continueAsTask
       // What the attempt continues from: the inference prefix followed by the pending ids, one Int32Array.
@@ -297,9 +349,10 @@ const make = (options: GenerationOptions) =>
         ? planned.rid
         : Rid.forAttempt({ sessionId: session.sessionId, parent: planned.parent, turn: planned.turn, attempt: index })
       let startedAt = 0
-      const generate = Effect.gen(function*() {
-        startedAt = yield* Clock.currentTimeMillis
-        return yield* engine.generate({
+      // The attempt starts when the engine is asked (through the gate, that may be later).
+      const generate = Effect.suspend(() => {
+        startedAt = clock.currentTimeMillisUnsafe()
+        return engine.generate({
           inputIds,
           sampling: { ...planned.sampling, maxNewTokens },
           rid,
@@ -311,85 +364,89 @@ const make = (options: GenerationOptions) =>
           conversation: () => policyRequest(planned, () => tokenizer.decode(Array.from(inputIds)))
         })
       }).pipe(
-        Effect.onInterrupt(() => Effect.sync(() => session.counters.aborts++)),
-        Effect.catchTags({
-          ContextLengthError: () =>
-            Effect.fail(
-              new Errors.ContextLengthError({
-                limit: session.maxContextLen ?? null,
-                promptTokens: planned.promptTokens,
-                completionTokens: maxNewTokens
-              })
-            ),
-          EngineError: (error) =>
-            Effect.fail(
-              new GenerationErrors.GenerationEngineError({ reason: "engine", detail: error.message, cause: error })
-            )
-        })
+        Effect.onInterrupt(request.countAbort),
+        Effect.mapError((error) =>
+          error._tag === "ContextLengthError"
+            ? new Errors.ContextLengthError({
+              limit: session.maxContextLen ?? null,
+              promptTokens: planned.promptTokens,
+              completionTokens: maxNewTokens
+            })
+            : new GenerationErrors.GenerationEngineError({ reason: "engine", detail: error.message, cause: error })
+        )
       )
       const output = yield* (live === undefined ? generate : live.attempt(rid, generate))
-      return { output, startedAt, elapsedMs: (yield* Clock.currentTimeMillis) - startedAt }
-    }, StepSpan.step("Generation.attempt"))
+      return { output, startedAt, elapsedMs: clock.currentTimeMillisUnsafe() - startedAt }
+    }
 
     /**
      * The engine attempts of one request. An engine abort keeps its partial output pending (never committed) and the
      * request resumes after the lease is held again (docs/runtime.md, "Model requests"); the pending output is one value,
      * {@link Turn.Pending}, and {@link Turn.afterAttempt} decides whether to finish, resume or give up.
      */
-    const attempts = Effect.fnUntraced(function*(planned: AttemptPlan) {
-      const gate = planned.session.gate
-      return yield* gate === undefined
-        ? attemptLoop(planned, undefined)
-        : gate.request((live) => attemptLoop(planned, live))
-    }, StepSpan.step("Generation.attempts"))
-
-    const attemptLoop = (planned: AttemptPlan, live: GenerationGate.LiveRequest | undefined) =>
-      Effect.gen(function*() {
-        let pending = Turn.noPending(Forest.node(planned.forest, planned.parent).abortCount)
-        let startedAt: number | undefined
-        let aborts = 0
-        for (let index = 0;; index++) {
-          const attempted = yield* attempt(planned, pending, index, live)
-          startedAt ??= attempted.startedAt
-          let outcome = Turn.afterAttempt(pending, attempted.output, attempted.elapsedMs, planned.sampling.maxNewTokens)
-          if (attempted.output.finishReason.type === "abort") {
-            planned.session.counters.aborts++
-            aborts++
-            yield* Metric.update(Instruments.aborts, 1)
-            // Partial rollout: a step boundary's pause parks the request at the gate until the next step (N aborts
-            // protect it); a weight update or a trainer's pause cut it (even in SGLang's waiting queue, with no
-            // token). Neither is the engine failing, so it never counts toward giving up.
-            const parked = live !== undefined && (yield* live.aborted(aborts))
-            if (parked || attempted.output.cutByUpdate === true) outcome = Turn.parked(outcome)
-          }
-          pending = outcome.pending
-          if (outcome._tag === "Finished") {
-            const attemptedAll: Attempted = {
-              pending,
-              last: { ...attempted.output, finishReason: outcome.finishReason },
-              startedAt
-            }
-            return attemptedAll
-          }
-          if (outcome._tag === "GiveUp") {
-            return yield* new GenerationErrors.GenerationEngineError({
-              reason: "aborted",
-              detail:
-                `Generation backend aborted request ${planned.rid} ${pending.emptyAborts} times in a row without output tokens`
-            })
-          }
+    function* attemptLoop(
+      request: RequestRun,
+      planned: AttemptPlan,
+      live: GenerationGate.LiveRequest | undefined
+    ): Effect.gen.Return<Attempted, AttemptError> {
+      let pending = Turn.noPending(Forest.node(planned.forest, planned.parent).abortCount)
+      let startedAt: number | undefined
+      let aborts = 0
+      for (let index = 0;; index++) {
+        const attempted = yield* StepSpan.inline(
+          request.tracing,
+          "Generation.attempt",
+          attempt(request, planned, pending, index, live)
+        )
+        startedAt ??= attempted.startedAt
+        let outcome = Turn.afterAttempt(pending, attempted.output, attempted.elapsedMs, planned.sampling.maxNewTokens)
+        if (attempted.output.finishReason.type === "abort") {
+          planned.session.counters.aborts++
+          aborts++
+          Instruments.aborts.updateUnsafe(1, request.context)
+          // Partial rollout: a step boundary's pause parks the request at the gate until the next step (N aborts
+          // protect it); a weight update or a trainer's pause cut it (even in SGLang's waiting queue, with no
+          // token). Neither is the engine failing, so it never counts toward giving up.
+          const parked = live !== undefined && (yield* live.aborted(aborts))
+          if (parked || attempted.output.cutByUpdate === true) outcome = Turn.parked(outcome)
         }
-      })
+        pending = outcome.pending
+        if (outcome._tag === "Finished") {
+          const attemptedAll: Attempted = {
+            pending,
+            last: { ...attempted.output, finishReason: outcome.finishReason },
+            startedAt
+          }
+          return attemptedAll
+        }
+        if (outcome._tag === "GiveUp") {
+          return yield* new GenerationErrors.GenerationEngineError({
+            reason: "aborted",
+            detail:
+              `Generation backend aborted request ${planned.rid} ${pending.emptyAborts} times in a row without output tokens`
+          })
+        }
+      }
+    }
+
+    /** The attempts through the Session's generation gate (parked between steps). */
+    function* gated(
+      gate: GenerationGate.SessionGate,
+      run: RequestRun,
+      planned: AttemptPlan
+    ): Effect.gen.Return<Attempted, AttemptError> {
+      return yield* gate.request((live) => Effect.gen(() => attemptLoop(run, planned, live)))
+    }
 
     /** Split the generated text into content, reasoning and tool calls; counts parser failures and dropped calls. */
-    const parse = Effect.fnUntraced(function*(planned: AttemptPlan, done: Attempted) {
+    function* parse(request: RequestRun, planned: AttemptPlan, done: Attempted) {
       const split = Turn.splitEndOfTurn(done.pending.outputIds, tokenizer.endOfTurnIds, planned.sampling.stopTokenIds)
       const text = tokenizer.decode(split.textIds, { skipSpecialTokens: options.skipSpecialTokens ?? false })
       const parsedText = Turn.parseResponse(text, options, planned.state.tools)
       planned.session.counters.parserFailures += parsedText.malformed
       planned.session.counters.droppedToolCalls += parsedText.droppedUnknownTools
       const failures = parsedText.malformed + parsedText.droppedUnknownTools
-      if (failures > 0) yield* Metric.update(Instruments.parserFailures, failures)
+      if (failures > 0) Instruments.parserFailures.updateUnsafe(failures, request.context)
       if (failures > 0) (planned.session.counters.parserFailedRequests ??= new Map()).set(planned.rid, failures)
       const unparsed = Turn.isEmpty(parsedText) && parsedText.malformed + parsedText.droppedUnknownTools > 0
       if (Turn.isEmpty(parsedText) && (!unparsed || options.failUnparsedTurns === true || text.length === 0)) {
@@ -399,19 +456,21 @@ const make = (options: GenerationOptions) =>
       }
       // The parser dropped or could not read every call and nothing else is left: the raw text is the content.
       const parsed = unparsed ? { ...parsedText, content: text } : parsedText
-      return {
+      const response: Parsed = {
         parsed,
         finish: Turn.finishOf(Turn.engineFinish(split, done.last.finishReason), parsed.calls.length),
         stopSequence: Turn.stopSequence(done.last.finishReason)
       }
-    }, StepSpan.step("Generation.parse"))
+      return response
+    }
 
     /** Commit the assistant message with the exact engine output; returns what the completion is built from. */
-    const commitResponse = Effect.fnUntraced(function*(
+    function* commitResponse(
+      run: RequestRun,
       planned: AttemptPlan,
       request: Completion.CanonicalRequest,
       done: Attempted,
-      response: Effect.Success<ReturnType<typeof parse>>
+      response: Parsed
     ) {
       const { pending } = done
       const toolCalls = response.parsed.calls.length === 0 ? [] : Turn.identifyToolCalls(response.parsed.calls, {
@@ -422,14 +481,10 @@ const make = (options: GenerationOptions) =>
       const assistant = Turn.assistantMessage(response.parsed, toolCalls)
       if (Result.isFailure(assistant)) return yield* assistant.failure
       const message = assistant.success
-      const now = yield* Clock.currentTimeMillis
-      // The request's metrics in one step (`Metric.update` is a context read and a sync step per metric).
-      yield* Effect.contextWith((context: Context.Context<never>) => {
-        Instruments.tokensGenerated.updateUnsafe(pending.outputIds.length, context)
-        Instruments.generationSeconds.updateUnsafe(pending.generationMs / 1000, context)
-        Instruments.requestSeconds.updateUnsafe((now - done.startedAt) / 1000, context)
-        return Effect.void
-      })
+      const now = run.clock.currentTimeMillisUnsafe()
+      Instruments.tokensGenerated.updateUnsafe(pending.outputIds.length, run.context)
+      Instruments.generationSeconds.updateUnsafe(pending.generationMs / 1000, run.context)
+      Instruments.requestSeconds.updateUnsafe((now - done.startedAt) / 1000, run.context)
       yield* forests.commitResponse(planned.forest, {
         parent: planned.parent,
         rolloutId: planned.session.rolloutId(),
@@ -462,33 +517,69 @@ const make = (options: GenerationOptions) =>
           : undefined
       }
       return { now, input }
-    }, StepSpan.step("Generation.commitResponse"))
+    }
 
-    // Always a span (a request's trace names it), without a call-site stack: `Effect.fn` captured an `Error` and set
-    // a stack frame in the fiber's context on every request.
-    const generate = Effect.fnUntraced(function*(
-      session: Sessions.SessionEntry,
-      request: Completion.CanonicalRequest
-    ) {
+    /**
+     * One model request, from match to commit, as one generator: each named step (`Generation.match`, ...,
+     * `Generation.commitResponse`, and `Generation.attempt` inside `Generation.attempts`) runs inline, delegated by
+     * this generator, unless a tracing backend is installed, when it is an effect in its own span
+     * (`StepSpan.inline`); the Clock and the context (for the metrics) are read once, from the request's fiber.
+     */
+    function* request(run: RequestRun, request: Completion.CanonicalRequest) {
+      const { session, tracing } = run
       session.counters.requests++
       const turn = session.counters.requests - 1
       const forest = yield* forests.get(session.sessionId)
-      const matched = yield* match(session, forest, request.state, request.echo?.known)
-      const parent = yield* observe(session, forest, matched, request.state)
+      const matched = yield* StepSpan.inline(
+        tracing,
+        "Generation.match",
+        match(run, forest, request.state, request.echo?.known)
+      )
+      const parent = yield* StepSpan.inline(
+        tracing,
+        "Generation.observe",
+        observe(session, forest, matched, request.state)
+      )
       // `parent`'s full messages are the request's (none tolerated): the next request may repeat them byte for byte.
       if (request.echo !== undefined && !matched.tolerated) echoes.set(forest, { ...request.echo.mark, state: parent })
-      const planned = yield* plan(session, forest, request, turn, parent).pipe(StepSpan.step("Generation.plan"))
-      const done = yield* attempts(planned)
+      const planned = yield* StepSpan.inline(tracing, "Generation.plan", plan(session, forest, request, turn, parent))
+      const gate = session.gate
+      const done = yield* StepSpan.inline(
+        tracing,
+        "Generation.attempts",
+        gate === undefined ? attemptLoop(run, planned, undefined) : gated(gate, run, planned)
+      )
       session.counters.generations++
       if (done.pending.outputIds.length === 0) {
         return yield* new GenerationErrors.UnusableResponseError({
           detail: "Generation backend returned a terminal response without output tokens"
         })
       }
-      const response = yield* parse(planned, done)
-      const committed = yield* commitResponse(planned, request, done, response)
-      return Turn.completion(randomBytes(16).toString("hex"), committed.now, committed.input)
-    }, Effect.withSpan("Generation.generate", undefined, { captureStackTrace: false }))
+      const response = yield* StepSpan.inline(tracing, "Generation.parse", parse(run, planned, done))
+      const committed = yield* StepSpan.inline(
+        tracing,
+        "Generation.commitResponse",
+        commitResponse(run, planned, request, done, response)
+      )
+      return Turn.completion(completionId(), committed.now, committed.input)
+    }
+
+    // Always a span (a request's trace names it), without a call-site stack: `Effect.fn` captured an `Error` and set
+    // a stack frame in the fiber's context on every request.
+    const generate = (
+      session: Sessions.SessionEntry,
+      canonical: Completion.CanonicalRequest
+    ): Effect.Effect<Completion.Completion, GenerationErrors.GenerationError> =>
+      Effect.withFiber((fiber) => {
+        const run: RequestRun = {
+          session,
+          tracing: StepSpan.isTracing(fiber),
+          clock: fiber.getRef(Clock.Clock),
+          context: fiber.context,
+          countAbort: () => Effect.sync(() => session.counters.aborts++)
+        }
+        return Effect.gen(() => request(run, canonical))
+      }).pipe(Effect.withSpan("Generation.generate", undefined, { captureStackTrace: false }))
 
     /** Each forest's last exactly matched Chat request (see `echo`); it goes with its forest. */
     const echoes = new WeakMap<Forest.Forest, EchoMemo>()

@@ -70,17 +70,25 @@ export const expandObservation = (
   tokens: ReadonlyArray<number>,
   media: ReadonlyArray<string>
 ): Effect.Effect<Commit.ExpandedObservation | undefined, string> =>
-  Effect.gen(function*() {
+  StepSpan.stepOf("Images.expandObservation", () => {
     const vision = tokenizer.vision
-    if (vision === undefined) {
-      const pad = tokenizer.tokenToId("<|image_pad|>")
-      if (pad === undefined || !tokens.includes(pad)) return undefined
-      return yield* Effect.fail(
-        `the chat template renders image placeholders, but the tokenizer directory ${tokenizer.source} has no ` +
-          "preprocessor_config.json, so the images' training tokens cannot be expanded as the processor does; give " +
-          "--tokenizer the model checkpoint directory"
-      )
-    }
+    if (vision !== undefined) return expandWithVision(vision, tokens, media)
+    // A tokenizer without a processor: nothing to expand, unless the template rendered image placeholders.
+    const pad = tokenizer.tokenToId("<|image_pad|>")
+    if (pad === undefined || !tokens.includes(pad)) return Effect.succeed(undefined)
+    return Effect.fail(
+      `the chat template renders image placeholders, but the tokenizer directory ${tokenizer.source} has no ` +
+        "preprocessor_config.json, so the images' training tokens cannot be expanded as the processor does; give " +
+        "--tokenizer the model checkpoint directory"
+    )
+  })
+
+const expandWithVision = (
+  vision: NonNullable<Tokenizer.TokenizerShape["vision"]>,
+  tokens: ReadonlyArray<number>,
+  media: ReadonlyArray<string>
+): Effect.Effect<Commit.ExpandedObservation | undefined, string> =>
+  Effect.gen(function*() {
     if (media.length === 0 && !tokens.includes(vision.imagePadId)) return undefined
     const grids = yield* Effect.forEach(media, (url) =>
       size(url).pipe(
@@ -97,4 +105,4 @@ export const expandObservation = (
     )
     if (Result.isFailure(expanded)) return yield* Effect.fail(expanded.failure)
     return { tokens: expanded.success, imageGrids: grids }
-  }).pipe(StepSpan.step("Images.expandObservation"))
+  })

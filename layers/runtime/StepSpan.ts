@@ -33,6 +33,31 @@ export const step =
 const noStack = { captureStackTrace: false } as const
 
 /**
+ * The step whose effect `make` makes when it runs (a synchronous step makes `Effect.succeed` or `Effect.fail` of its
+ * result), in the span `name` when {@link isTracing}: without a tracer one primitive and `make`'s effect, where
+ * {@link step} around an `Effect.fnUntraced` body runs a generator and several primitives.
+ */
+export const stepOf = <A, E, R>(name: string, make: () => Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.withFiber((fiber) => isTracing(fiber) ? Effect.withSpan(Effect.suspend(make), name, noStack) : make())
+
+/** The step `gen` as an effect in the span `name` (no call-site stack). */
+const spanned = <Eff extends Effect.Effect<unknown, unknown, unknown>, A>(
+  name: string,
+  gen: Generator<Eff, A, unknown>
+) => Effect.withSpan(Effect.gen(() => gen), name, noStack)
+
+/**
+ * A step written as a generator (`gen`), for the generator of a request to delegate to (`yield*`): the generator
+ * itself, run inline with no effect of its own, unless `tracing` ({@link isTracing}, read once by the request), when
+ * it is an effect in the span `name`, as {@link step} opens it.
+ */
+export const inline = <Eff extends Effect.Effect<unknown, unknown, unknown>, A>(
+  tracing: boolean,
+  name: string,
+  gen: Generator<Eff, A, unknown>
+): Generator<Eff, A, unknown> | ReturnType<typeof spanned<Eff, A>> => tracing ? spanned(name, gen) : gen
+
+/**
  * Link the current span to `target` (a span of another trace, e.g. a model request's root to its Session's span), when
  * {@link isTracing}; nothing otherwise.
  */

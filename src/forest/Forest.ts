@@ -155,6 +155,11 @@ export class Forest {
   retries: Map<string, string> | undefined = undefined
   /** Number of matches that used the reasoning tolerance (one per tolerated assistant message). */
   toleratedMatches = 0
+  /**
+   * @internal The inference prefix last asked for ({@link inferencePrefix}), kept for the next request to extend in
+   * place: owned by the newest state asked for, made when first asked.
+   */
+  prefix: PrefixCache | undefined = undefined
 
   constructor(init: {
     readonly sessionId: string
@@ -315,13 +320,129 @@ export const kwargsOf = (forest: Forest, n: Node): Canonical.TemplateKwargs =>
 export const trainTokenCount = (forest: Forest, hash: string): number => node(forest, hash).tokenCount
 
 /**
- * The token ids the engine continues from at `hash`: every delta along the lineage, in order.
+ * @internal A forest's inference prefix, kept between requests ({@link inferencePrefix}): the ids from the root through
+ * `end` are the first `count` of the buffer `ids` holds, whose length is its capacity.
  *
  * **Details**
- * One `Int32Array` of the prefix's length ({@link PackedIds.concat} of the nodes' ids), followed by `tail` (a
- * resumed attempt's pending output): what the engine port takes, without a `number[]` per request.
+ * Every view handed out covers at most the first `lent` ids of the buffer, and those are never written with other
+ * values again: a call whose ids differ from what a view may hold there writes into a new buffer instead (copy on
+ * write), so a prefix a request still holds (an engine waiting with it) stays what it was when asked for, whatever
+ * branch asks next. The buffer is held weakly: a collection may take an idle Session's (4 bytes a token and a
+ * quarter more room, beside the nodes' own 3), and the next request builds it again.
  */
-export const inferencePrefix = (forest: Forest, hash: string, tail?: ArrayLike<number>): Int32Array => {
+export interface PrefixCache {
+  end: Node
+  count: number
+  ids: WeakRef<Int32Array>
+  lent: number
+}
+
+const noTail: ArrayLike<number> = []
+
+/**
+ * The token ids the engine continues from at `hash`: every delta along the lineage, in order, followed by `tail` (a
+ * resumed attempt's pending output), as one `Int32Array`.
+ *
+ * **Details**
+ * The forest keeps the prefix it last handed out ({@link PrefixCache}) and extends it in place: a request at a child
+ * of the last state asked for (a conversation going on) writes only the new nodes' ids after it, a request on another
+ * branch keeps the ids of the states the two share and writes the rest. The result is a view of that buffer; its ids
+ * never change after (copy on write: ids a view may hold are never written with other values), but it is the
+ * forest's, so a caller must not write into it. The same ids as {@link inferencePrefixCopy} (a property test compares
+ * the two over random trees).
+ */
+export const inferencePrefix = (forest: Forest, hash: string, tail: ArrayLike<number> = noTail): Int32Array => {
+  const leaf = node(forest, hash)
+  const cache = forest.prefix
+  const kept = cache?.ids.deref()
+  // The nodes from where the kept prefix and `leaf`'s lineage part, down to `leaf` (leaf first), and the ids shared.
+  const path: Array<Node> = []
+  let keep = 0
+  if (cache === undefined || kept === undefined) {
+    for (let at: Node | null = leaf; at !== null; at = at.up) path.push(at)
+  } else {
+    let at: Node | null = leaf
+    while (at !== null && at !== cache.end) {
+      path.push(at)
+      at = at.up
+    }
+    if (at === cache.end) keep = cache.count
+    else {
+      // Another branch: walk both up to the deepest state they share.
+      path.length = 0
+      let a: Node = leaf
+      let b: Node = cache.end
+      let da = depth(a)
+      let db = depth(b)
+      keep = cache.count
+      for (; da > db; da--) {
+        path.push(a)
+        a = a.up!
+      }
+      for (; db > da; db--) {
+        keep -= PackedIds.length(b.ids)
+        b = b.up!
+      }
+      while (a !== b) {
+        path.push(a)
+        a = a.up!
+        keep -= PackedIds.length(b.ids)
+        b = b.up!
+      }
+    }
+  }
+  let count = keep
+  for (const n of path) count += PackedIds.length(n.ids)
+  const total = count + tail.length
+  let ids = kept
+  let lent = kept === undefined ? 0 : cache!.lent
+  if (ids === undefined || total > ids.length || differs(ids, keep, Math.min(lent, total), path, tail)) {
+    const fresh = new Int32Array(total + (total >> 2) + 16)
+    if (ids !== undefined && keep > 0) fresh.set(ids.subarray(0, keep))
+    ids = fresh
+    lent = 0
+  }
+  let offset = keep
+  for (let i = path.length - 1; i >= 0; i--) offset = PackedIds.unpackInto(path[i]!.ids, ids, offset)
+  for (let i = 0; i < tail.length; i++) ids[offset + i] = tail[i]!
+  lent = Math.max(lent, total)
+  if (cache === undefined) forest.prefix = { end: leaf, count, ids: new WeakRef(ids), lent }
+  else {
+    if (ids !== kept) cache.ids = new WeakRef(ids)
+    cache.end = leaf
+    cache.count = count
+    cache.lent = lent
+  }
+  return ids.subarray(0, total)
+}
+
+/**
+ * Whether writing the ids of `path` (leaf first) and then `tail` into `ids` from `from` would change one of `ids` before
+ * `limit` (ids a view handed out may hold).
+ */
+const differs = (
+  ids: Int32Array,
+  from: number,
+  limit: number,
+  path: ReadonlyArray<Node>,
+  tail: ArrayLike<number>
+): boolean => {
+  let offset = from
+  for (let i = path.length - 1; i >= 0 && offset < limit; i--) {
+    const part = path[i]!.ids
+    const n = Math.min(PackedIds.length(part), limit - offset)
+    if (PackedIds.commonPrefix(ids.subarray(offset, offset + n), part) < n) return true
+    offset += n
+  }
+  for (let i = 0; i < tail.length && offset < limit; i++, offset++) if (ids[offset] !== (tail[i]! | 0)) return true
+  return false
+}
+
+/**
+ * {@link inferencePrefix} as a new `Int32Array` of its own every call ({@link PackedIds.concat} of the lineage's ids):
+ * what it was before the forest kept the prefix, kept as the reference its tests compare with.
+ */
+export const inferencePrefixCopy = (forest: Forest, hash: string, tail?: ArrayLike<number>): Int32Array => {
   const leaf = node(forest, hash)
   const parts = new Array<PackedIds.PackedIds>(depth(leaf))
   let i = parts.length

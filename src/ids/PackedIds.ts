@@ -114,20 +114,23 @@ export const concat = (parts: ReadonlyArray<PackedIds>, tail: ArrayLike<number> 
   for (const part of parts) total += length(part)
   const out = new Int32Array(total)
   let offset = 0
-  for (const part of parts) {
-    const n = part.length
-    if (part instanceof Int32Array) {
-      out.set(part, offset)
-      offset += n
-    } else {
-      for (let b = 0; b < n; b += 3, offset++) out[offset] = part[b]! | (part[b + 1]! << 8) | (part[b + 2]! << 16)
-    }
-  }
+  for (const part of parts) offset = unpackInto(part, out, offset)
   for (let i = 0; i < tail.length; i++) out[offset + i] = tail[i]!
   return out
 }
 
 const noIds: ArrayLike<number> = []
+
+/** Write the ids of `packed` into `out` from `offset` (room for them there); returns where they end. */
+export const unpackInto = (packed: PackedIds, out: Int32Array, offset: number): number => {
+  const n = packed.length
+  if (packed instanceof Int32Array) {
+    out.set(packed, offset)
+    return offset + n
+  }
+  for (let b = 0; b < n; b += 3, offset++) out[offset] = packed[b]! | (packed[b + 1]! << 8) | (packed[b + 2]! << 16)
+  return offset
+}
 
 /** The ids as an `Int32Array` of their own. */
 export const unpack = (packed: PackedIds): Int32Array => {

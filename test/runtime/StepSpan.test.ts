@@ -59,4 +59,38 @@ describe("StepSpan", () => {
       assert.strictEqual(name, null)
       assert.deepStrictEqual(spans, [])
     }))
+
+  it.effect("stepOf makes its effect when it runs, in the named span only with a tracer", () =>
+    Effect.gen(function*() {
+      let made = 0
+      const step = StepSpan.stepOf("Test.stepOf", () => {
+        made++
+        return currentSpanName
+      })
+      assert.strictEqual(made, 0)
+      assert.strictEqual(yield* step, null)
+      const { spans, tracer } = recording()
+      assert.strictEqual(yield* step.pipe(Effect.withTracer(tracer)), "Test.stepOf")
+      assert.strictEqual(made, 2)
+      assert.deepStrictEqual(spans.map((span) => span.name), ["Test.stepOf"])
+      assert.strictEqual(yield* StepSpan.stepOf("Test.fails", () => Effect.fail("no")).pipe(Effect.flip), "no")
+    }))
+
+  it.effect("inline gives the step's generator itself without a tracer, an effect in the named span with one", () =>
+    Effect.gen(function*() {
+      function* body() {
+        const name = yield* currentSpanName
+        return `in ${name ?? "none"}`
+      }
+      const request = (tracing: boolean) =>
+        Effect.gen(function*() {
+          return yield* StepSpan.inline(tracing, "Test.inline", body())
+        })
+      const plain = body()
+      assert.strictEqual(StepSpan.inline(false, "Test.inline", plain), plain)
+      assert.strictEqual(yield* request(false), "in none")
+      const { spans, tracer } = recording()
+      assert.strictEqual(yield* request(true).pipe(Effect.withTracer(tracer)), "in Test.inline")
+      assert.deepStrictEqual(spans.map((span) => span.name), ["Test.inline"])
+    }))
 })
