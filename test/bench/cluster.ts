@@ -16,7 +16,8 @@
  * divided by the requests. Runner 1 cannot be told runner 2's gateway before runner 2 exists, so in `forwarded`
  * runner 1's agents reach runner 2 through a TCP relay in this process (its CPU is not counted); the latencies of the
  * `forwarded` row are those of runner 2's agents only, which call runner 1 directly. The controller's CPU (idle in
- * the window) is not counted. `CLUSTER_PROFILE=<dir>` writes a CPU profile of each runner over the `forwarded` window.
+ * the window) is not counted. `CLUSTER_PROFILE=<dir>` writes a CPU profile of each runner over the `forwarded` window,
+ * `CLUSTER_HEAPSNAPSHOT=<dir>` a heap snapshot of each member of the `owner` and `single` runs with every Session held.
  * Agents get an empty HOME (Processes.emptyHome): under their `bash -lc` a login profile that runs `pyenv init` starves
  * the runners of CPU on a small machine until they miss their shard-lock renewals.
  */
@@ -195,6 +196,21 @@ const measure = (path: Route, clients: number, requests: number) =>
     )
     yield* Effect.addFinalizer(() => Effect.sync(() => inspectors.forEach((i) => i.close())))
     const heaps = yield* Effect.promise(() => Promise.all(inspectors.map(ProcessCpu.heapUsed)))
+    // CLUSTER_HEAPSNAPSHOT=<dir>: a heap snapshot of each member with every Session held (compare owner and single).
+    const snapshotDir = process.env["CLUSTER_HEAPSNAPSHOT"]
+    if (snapshotDir !== undefined && path !== "forwarded") {
+      Fs.mkdirSync(snapshotDir, { recursive: true })
+      yield* Effect.promise(() =>
+        Promise.all(inspectors.map((inspector, i) =>
+          inspector.call("Runtime.evaluate", {
+            expression: `process.getBuiltinModule("v8").writeHeapSnapshot(${
+              JSON.stringify(Path.join(snapshotDir, `${path}-${clients}-member${i + 1}.heapsnapshot`))
+            })`,
+            returnByValue: true
+          })
+        ))
+      )
+    }
     const held = members.map((m, i) => ({
       sessions: path === "single" ? groups * 2 : Processes.hostedBy(runners[i]!).length,
       heap: heaps[i]!
