@@ -8,6 +8,7 @@
  * rest, so newer SGLang builds that add fields still decode.
  */
 import { Result, Schema } from "effect"
+import * as IdsText from "./IdsText.ts"
 import type * as Stop from "./Stop.ts"
 
 /** `sampling_params`: every field is sent explicitly because SGLang's server-side defaults differ between versions. */
@@ -47,38 +48,13 @@ export type GenerateRequest = typeof GenerateRequest.Type
 /** A `/generate` body to encode: {@link GenerateRequest} with its ids as any array of numbers (an `Int32Array`). */
 export type GenerateBody = Omit<GenerateRequest, "input_ids"> & { readonly input_ids: ArrayLike<number> }
 
-/** Two ASCII digits per value 0–99 (`00`, `01`, …, `99`). */
-const digitPairs = Uint8Array.from({ length: 200 }, (_, i) => 48 + (i % 2 === 0 ? Math.floor(i / 20) : (i >> 1) % 10))
-
-/** Write `value`'s JSON text at `at` (ASCII); returns the end. Ints 0–99,999,999 digit pair by digit pair. */
+/** Write `value`'s JSON text at `at` (ASCII); returns the end. Plain ids digit pair by digit pair. */
 const writeNumber = (bytes: Uint8Array, at: number, value: number): number => {
-  if (!(value >= 0 && value <= 99_999_999 && Number.isInteger(value)) || Object.is(value, -0)) {
-    // JSON's own text for anything else (negative, fractional, huge; -0 is "0", NaN and infinities are "null").
-    const text = JSON.stringify(value) ?? "null"
-    for (let i = 0; i < text.length; i++) bytes[at + i] = text.charCodeAt(i)
-    return at + text.length
-  }
-  const length = value < 10 ? 1 : value < 100 ? 2 : value < 1_000 ? 3 : value < 10_000 ? 4 : value < 100_000 ?
-    5 :
-    value < 1_000_000
-    ? 6
-    : value < 10_000_000
-    ? 7
-    : 8
-  let end = at + length
-  let rest = value
-  while (rest >= 100) {
-    const quotient = Math.floor(rest / 100)
-    const pair = (rest - quotient * 100) * 2
-    bytes[--end] = digitPairs[pair + 1]!
-    bytes[--end] = digitPairs[pair]!
-    rest = quotient
-  }
-  if (rest >= 10) {
-    bytes[--end] = digitPairs[rest * 2 + 1]!
-    bytes[--end] = digitPairs[rest * 2]!
-  } else bytes[--end] = 48 + rest
-  return at + length
+  if (IdsText.isPlainId(value)) return IdsText.writeId(bytes, at, value)
+  // JSON's own text for anything else (negative, fractional, huge; -0 is "0", NaN and infinities are "null").
+  const text = JSON.stringify(value) ?? "null"
+  for (let i = 0; i < text.length; i++) bytes[at + i] = text.charCodeAt(i)
+  return at + text.length
 }
 
 const inputIdsOpen = Buffer.from("{\"input_ids\":[")
@@ -91,22 +67,31 @@ const inputIdsOpen = Buffer.from("{\"input_ids\":[")
  * **Details**
  * A prompt is thousands of ids, sent on every turn; `JSON.stringify` builds a ~20 KB string that the HTTP client
  * then encodes again into bytes. Here the ids are written as digits straight into the buffer that is sent, and only
- * the small rest of the request goes through `JSON.stringify` (its text after `{` follows the ids).
+ * the small rest of the request goes through `JSON.stringify` (its text after `{` follows the ids). `idsText`: the ids'
+ * text already written (src/engine/IdsText.ts keeps it per Session), copied instead.
  */
-export const encodeGenerateRequest = (request: GenerateBody): Uint8Array => {
+export const encodeGenerateRequest = (request: GenerateBody, idsText?: Uint8Array): Uint8Array => {
   const { input_ids: ids, ...rest } = request
   const restText = JSON.stringify(rest)
   // The longest text of one id is 24 bytes (e.g. -1.2345678901234567e-300); ints take at most 8 digits + comma.
   let capacity = inputIdsOpen.length + 2 + Buffer.byteLength(restText)
-  for (let i = 0; i < ids.length; i++) {
-    const id = ids[i]!
-    capacity += id >= 0 && id <= 99_999_999 && Number.isInteger(id) ? 9 : 25
+  if (idsText !== undefined) capacity += idsText.length
+  else {
+    for (let i = 0; i < ids.length; i++) {
+      const id = ids[i]!
+      capacity += IdsText.isPlainId(id) ? 9 : 25
+    }
   }
   const bytes = Buffer.allocUnsafeSlow(capacity)
   let at = inputIdsOpen.copy(bytes, 0)
-  for (let i = 0; i < ids.length; i++) {
-    if (i > 0) bytes[at++] = 44 // ,
-    at = writeNumber(bytes, at, ids[i]!)
+  if (idsText !== undefined) {
+    bytes.set(idsText, at)
+    at += idsText.length
+  } else {
+    for (let i = 0; i < ids.length; i++) {
+      if (i > 0) bytes[at++] = 44 // ,
+      at = writeNumber(bytes, at, ids[i]!)
+    }
   }
   bytes[at++] = 93 // ]
   if (restText.length > 2) bytes[at++] = 44 // , before the other fields

@@ -13,6 +13,7 @@
  *   interrupted: no generation is orphaned on the server.
  */
 import { Data, type Duration, Effect, Result, Schedule, Schema } from "effect"
+import type * as IdsText from "../../../src/engine/IdsText.ts"
 import * as Rid from "../../../src/engine/Rid.ts"
 import * as Wire from "../../../src/engine/Wire.ts"
 import * as Errors from "../../../src/forest/errors.ts"
@@ -85,7 +86,8 @@ export const make = (
   workers: Workers.Workers,
   weights: WeightUpdates.WeightUpdates,
   send: Send,
-  retry: Retry
+  retry: Retry,
+  idsText: IdsText.IdsTextCache
 ): (
   request: Engine.GenerateRequest
 ) => Effect.Effect<Engine.GenerateResult, Errors.ContextLengthError | Engine.EngineError> => {
@@ -201,7 +203,9 @@ export const make = (
     // The rid in flight: a re-send that SGLang refuses as a duplicate goes out under a retry rid (Rid.retry).
     let rid = request.rid
     let resends = 0
-    let body = Wire.encodeGenerateRequest(toWire(request, send))
+    // The prompt's ids as text, reusing the text of the Session's last prompt when this one extends it.
+    const text = idsText.text(request.sessionId, request.inputIds)
+    let body = Wire.encodeGenerateRequest(toWire(request, send), text)
     const send1 = (): Effect.Effect<Engine.GenerateResult, Errors.ContextLengthError | Engine.EngineError> =>
       Effect.suspend(() => {
         // Once every worker was tried, start over (a restarted worker may be back).
@@ -217,7 +221,7 @@ export const make = (
               yield* Abort.abort(http, workers, rid)
               resends++
               rid = Rid.retry(request.rid, resends)
-              body = Wire.encodeGenerateRequest({ ...toWire(request, send), rid })
+              body = Wire.encodeGenerateRequest({ ...toWire(request, send), rid }, text)
               return yield* send1()
             })
         )

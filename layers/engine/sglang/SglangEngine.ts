@@ -29,6 +29,7 @@
  */
 import { Duration, Effect, Layer, type Scope } from "effect"
 import type * as Settings from "../../../src/config/Settings.ts"
+import * as IdsText from "../../../src/engine/IdsText.ts"
 import * as Tokenizer from "../../tokenizer/Tokenizer.ts"
 import * as Engine from "../Engine.ts"
 import * as Abort from "./Abort.ts"
@@ -155,6 +156,7 @@ export const make = (
       yield* StartupChecks.weightVersion(http, workers.all[0]?.url ?? "")
     )
     const sessions = SessionClose.make(http, workers, options.sessionLifecycle ?? false)
+    const idsText = new IdsText.IdsTextCache(idsTextBytes)
     const generate = Generate.make(
       http,
       workers,
@@ -166,7 +168,8 @@ export const make = (
         loraPath: options.loraPath,
         routedExperts: options.routedExperts ?? false
       },
-      { retries: options.retries ?? 4, base: options.retryBase ?? "250 millis" }
+      { retries: options.retries ?? 4, base: options.retryBase ?? "250 millis" },
+      idsText
     )
 
     return Engine.withSpans("SglangEngine", {
@@ -177,10 +180,20 @@ export const make = (
       pauseGeneration: weights.pause,
       resumeGeneration: weights.resume,
       health,
-      closeSession: sessions.close,
+      closeSession: (sessionId) =>
+        Effect.suspend(() => {
+          idsText.forget(sessionId)
+          return sessions.close(sessionId)
+        }),
       takeStepMetrics: sessions.takeStepMetrics
     })
   })
+
+/**
+ * The prompts' id texts kept for reuse (src/engine/IdsText.ts), in all: about 6 bytes a token, so the last prompts of
+ * ~1,000 Sessions of 10,000 tokens; past it the least recently used Sessions write their whole prompt again.
+ */
+const idsTextBytes = 64 * 1024 * 1024
 
 export class SglangEngine {
   /** The `Engine` service over SGLang; building it checks every worker's health. */

@@ -1,0 +1,125 @@
+/**
+ * The JSON text of a `/generate` prompt's ids (`1,2,3`, without the brackets), kept per Session so that the next
+ * prompt, which almost always extends the last one by the turn's new ids, writes only the digits of those.
+ *
+ * **Details**
+ * A prompt is thousands of ids and its digits are written on every turn (src/engine/Wire.ts). Here the text of a
+ * Session's last prompt is kept with the ids it encodes; a prompt that starts with those ids copies that text and
+ * writes the rest. Whether it starts with them is decided in constant time when both are views of the same buffer at
+ * the same offset (the forest's inference prefix is such a view, and never rewrites ids a view may hold:
+ * src/forest/Forest.ts `inferencePrefix`), else by comparing the ids. Anything else (another branch, a shorter
+ * prompt, an id outside 0–99,999,999) writes the whole text. The kept texts are bounded by `maxBytes` in all,
+ * least recently used first out; a Session's is dropped when it ends ({@link IdsTextCache.forget}).
+ */
+
+/** What is kept for one Session: the ids its last prompt had and their text. */
+interface Kept {
+  readonly ids: ArrayLike<number>
+  readonly text: Uint8Array
+}
+
+/** Two ASCII digits per value 0–99. */
+const digitPairs = Uint8Array.from({ length: 200 }, (_, i) => 48 + (i % 2 === 0 ? Math.floor(i / 20) : (i >> 1) % 10))
+
+/** Whether `value` is written digit by digit: an integer 0–99,999,999, a token id (-0 too, written "0" as JSON does). */
+export const isPlainId = (value: number): boolean => value >= 0 && value <= 99_999_999 && Number.isInteger(value)
+
+/** Write a plain id (see {@link isPlainId}) as ASCII digits at `at`, digit pair by digit pair; returns the end. */
+export const writeId = (bytes: Uint8Array, at: number, value: number): number => {
+  const length = value < 10 ? 1 : value < 100 ? 2 : value < 1_000 ? 3 : value < 10_000 ? 4 : value < 100_000 ?
+    5 :
+    value < 1_000_000
+    ? 6
+    : value < 10_000_000
+    ? 7
+    : 8
+  let end = at + length
+  let rest = value
+  while (rest >= 100) {
+    const quotient = Math.floor(rest / 100)
+    const pair = (rest - quotient * 100) * 2
+    bytes[--end] = digitPairs[pair + 1]!
+    bytes[--end] = digitPairs[pair]!
+    rest = quotient
+  }
+  if (rest >= 10) {
+    bytes[--end] = digitPairs[rest * 2 + 1]!
+    bytes[--end] = digitPairs[rest * 2]!
+  } else bytes[--end] = 48 + rest
+  return at + length
+}
+
+/**
+ * The text of `ids[from..]` after `head` (the text of `ids[..from]`), or `undefined` when an id is not a plain one.
+ */
+const extend = (head: Uint8Array, ids: ArrayLike<number>, from: number): Uint8Array | undefined => {
+  const bytes = new Uint8Array(head.length + (ids.length - from) * 9)
+  bytes.set(head, 0)
+  let at = head.length
+  for (let i = from; i < ids.length; i++) {
+    const id = ids[i]!
+    if (!isPlainId(id)) return undefined
+    if (i > 0) bytes[at++] = 44 // ,
+    at = writeId(bytes, at, id)
+  }
+  return bytes.subarray(0, at)
+}
+
+const empty = new Uint8Array(0)
+
+/** Whether `ids` starts with every id of `kept`. */
+const startsWith = (ids: ArrayLike<number>, kept: ArrayLike<number>): boolean => {
+  if (ids.length < kept.length) return false
+  if (
+    ids instanceof Int32Array && kept instanceof Int32Array && ids.buffer === kept.buffer &&
+    ids.byteOffset === kept.byteOffset
+  ) return true
+  for (let i = 0; i < kept.length; i++) if (ids[i] !== kept[i]) return false
+  return true
+}
+
+/** The ids' text per Session (see the module's details). */
+export class IdsTextCache {
+  private readonly kept = new Map<string, Kept>()
+  private bytes = 0
+
+  constructor(private readonly maxBytes: number) {}
+
+  /**
+   * The text of `ids` for Session `key` (`undefined`: no Session, nothing kept), reusing the text of its last prompt
+   * when `ids` extends it; `undefined` when an id is not a plain one (the caller writes the whole body itself).
+   */
+  text(key: string | undefined, ids: ArrayLike<number>): Uint8Array | undefined {
+    const last = key === undefined ? undefined : this.kept.get(key)
+    const reuse = last !== undefined && startsWith(ids, last.ids)
+    const text = reuse ? extend(last.text, ids, last.ids.length) : extend(empty, ids, 0)
+    if (key === undefined) return text
+    this.drop(key)
+    if (text === undefined || text.length > this.maxBytes) return text
+    this.kept.set(key, { ids, text })
+    this.bytes += text.length
+    for (const [oldest, kept] of this.kept) {
+      if (this.bytes <= this.maxBytes) break
+      this.kept.delete(oldest)
+      this.bytes -= kept.text.length
+    }
+    return text
+  }
+
+  /** Drop what is kept for Session `key` (it ended). */
+  forget(key: string): void {
+    this.drop(key)
+  }
+
+  /** Bytes of text kept in all (tests, the benchmark's notes). */
+  get size(): number {
+    return this.bytes
+  }
+
+  private drop(key: string): void {
+    const kept = this.kept.get(key)
+    if (kept === undefined) return
+    this.kept.delete(key)
+    this.bytes -= kept.text.length
+  }
+}

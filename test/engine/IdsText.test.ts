@@ -1,0 +1,111 @@
+/**
+ * Differential test of the prompts' id texts kept per Session (src/engine/IdsText.ts): every text it gives, reused or
+ * written whole, is `JSON.stringify`'s text of the ids, over random sequences of prompts per Session (the conversation
+ * going on, another branch, a shorter prompt, the same one again, ids outside the plain range), as plain arrays and as
+ * views of one buffer extended in place the way the forest's inference prefix is; the kept bytes stay under the bound.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import * as Generate from "../../layers/engine/sglang/Generate.ts"
+import * as IdsText from "../../src/engine/IdsText.ts"
+import * as Wire from "../../src/engine/Wire.ts"
+import * as SupportSessions from "../support/sessions.ts"
+
+const random = (seed: number) => () => {
+  seed = (seed * 1103515245 + 12345) % 2147483648
+  return seed / 2147483648
+}
+
+const expected = (ids: ArrayLike<number>): string => JSON.stringify(Array.from(ids)).slice(1, -1)
+const decode = (text: Uint8Array | undefined): string | undefined =>
+  text === undefined ? undefined : Buffer.from(text).toString("latin1")
+
+describe("IdsText.IdsTextCache", () => {
+  it("gives JSON.stringify's text for every prompt of random conversations, reused or whole", () => {
+    const next = random(11)
+    const cache = new IdsText.IdsTextCache(1 << 20)
+    const sessions = Array.from({ length: 5 }, (_, i) => ({ key: `s${i}`, ids: [] as Array<number> }))
+    let reusable = 0
+    for (let step = 0; step < 3000; step++) {
+      const session = sessions[Math.floor(next() * sessions.length)]!
+      const roll = next()
+      if (roll < 0.6) {
+        // The conversation goes on.
+        session.ids = [
+          ...session.ids,
+          ...Array.from({ length: 1 + Math.floor(next() * 40) }, () => Math.floor(next() * 152_000))
+        ]
+        reusable++
+      } else if (roll < 0.8) {
+        // Another branch: a shorter shared part, other ids after it.
+        const keep = Math.floor(next() * session.ids.length)
+        session.ids = [
+          ...session.ids.slice(0, keep),
+          ...Array.from({ length: Math.floor(next() * 30) }, () => Math.floor(next() * 152_000))
+        ]
+      } else if (roll < 0.9) {
+        // The same prompt again (a retried turn), or one id changed in the middle.
+        if (next() < 0.5 && session.ids.length > 0) {
+          session.ids = [...session.ids]
+          session.ids[Math.floor(next() * session.ids.length)] = Math.floor(next() * 152_000)
+        }
+      } else {
+        // Ids a prompt never holds: the whole text is left to the body's own encoder.
+        const odd = [...session.ids, next() < 0.5 ? -1 : 1.5]
+        assert.isUndefined(cache.text(session.key, odd))
+        continue
+      }
+      const text = cache.text(session.key, session.ids)
+      assert.strictEqual(decode(text), expected(session.ids), `step ${step}`)
+    }
+    assert.isAbove(reusable, 1000)
+    assert.isUndefined(decode(cache.text(undefined, [-3])))
+    assert.strictEqual(decode(cache.text(undefined, [1, 2, 3])), "1,2,3")
+  })
+
+  it("reuses a view of the same buffer, extended in place, without comparing (the forest's inference prefix)", () => {
+    const next = random(5)
+    const cache = new IdsText.IdsTextCache(1 << 20)
+    const buffer = new Int32Array(10_000)
+    let count = 0
+    for (let turn = 0; turn < 50; turn++) {
+      const added = 1 + Math.floor(next() * 150)
+      for (let i = 0; i < added; i++) buffer[count + i] = Math.floor(next() * 152_000)
+      count += added
+      const view = buffer.subarray(0, count)
+      assert.strictEqual(decode(cache.text("s", view)), expected(view), `turn ${turn}`)
+    }
+    // The body around the kept text is JSON.stringify's.
+    const view = buffer.subarray(0, count)
+    const body = Generate.toWire({
+      inputIds: view,
+      sampling: SupportSessions.sampling(),
+      rid: "r",
+      returnLogprob: true
+    }, {
+      samplingSeed: false,
+      sessionId: false,
+      priority: false,
+      loraPath: undefined,
+      routedExperts: false
+    })
+    assert.strictEqual(
+      Buffer.from(Wire.encodeGenerateRequest(body, cache.text("s", view))).toString("utf8"),
+      JSON.stringify({ ...body, input_ids: Array.from(view) })
+    )
+  })
+
+  it("keeps at most its bound, least recently used out, and forgets an ended Session", () => {
+    const cache = new IdsText.IdsTextCache(100)
+    const ids = (n: number) => Array.from({ length: n }, (_, i) => 100 + i)
+    cache.text("a", ids(10)) // 39 bytes
+    cache.text("b", ids(10))
+    assert.strictEqual(cache.size, 78)
+    cache.text("c", ids(10)) // over 100: "a" goes
+    assert.strictEqual(cache.size, 78)
+    cache.forget("b")
+    assert.strictEqual(cache.size, 39)
+    cache.text("d", ids(40)) // larger than the bound: given, not kept
+    assert.strictEqual(cache.size, 39)
+    assert.strictEqual(decode(cache.text("a", ids(12))), expected(ids(12)))
+  })
+})
