@@ -8,8 +8,9 @@
  * writes the rest. Whether it starts with them is decided in constant time when both are views of the same buffer at
  * the same offset (the forest's inference prefix is such a view, and never rewrites ids a view may hold:
  * src/forest/Forest.ts `inferencePrefix`), else by comparing the ids. Anything else (another branch, a shorter
- * prompt, an id outside 0–99,999,999) writes the whole text. The kept texts are bounded by `maxBytes` in all,
- * least recently used first out; a Session's is dropped when it ends ({@link IdsTextCache.forget}).
+ * prompt, an id outside 0–99,999,999) writes the whole text. What is kept (the texts and the ids they encode) is
+ * bounded by `maxBytes` in all, least recently used first out; a Session's is dropped when it ends
+ * ({@link IdsTextCache.forget}).
  */
 
 /** What is kept for one Session: the ids its last prompt had and their text. */
@@ -78,6 +79,9 @@ const startsWith = (ids: ArrayLike<number>, kept: ArrayLike<number>): boolean =>
   return true
 }
 
+/** What a kept entry holds alive: its text, and its ids (4 bytes each, as the forest's buffer holds them). */
+const weight = (ids: ArrayLike<number>, text: Uint8Array): number => text.length + ids.length * 4
+
 /** The ids' text per Session (see the module's details). */
 export class IdsTextCache {
   private readonly kept = new Map<string, Kept>()
@@ -95,13 +99,13 @@ export class IdsTextCache {
     const text = reuse ? extend(last.text, ids, last.ids.length) : extend(empty, ids, 0)
     if (key === undefined) return text
     this.drop(key)
-    if (text === undefined || text.length > this.maxBytes) return text
+    if (text === undefined || weight(ids, text) > this.maxBytes) return text
     this.kept.set(key, { ids, text })
-    this.bytes += text.length
+    this.bytes += weight(ids, text)
     for (const [oldest, kept] of this.kept) {
       if (this.bytes <= this.maxBytes) break
       this.kept.delete(oldest)
-      this.bytes -= kept.text.length
+      this.bytes -= weight(kept.ids, kept.text)
     }
     return text
   }
@@ -111,7 +115,7 @@ export class IdsTextCache {
     this.drop(key)
   }
 
-  /** Bytes of text kept in all (tests, the benchmark's notes). */
+  /** Bytes kept in all: the texts and their ids (tests). */
   get size(): number {
     return this.bytes
   }
@@ -120,6 +124,6 @@ export class IdsTextCache {
     const kept = this.kept.get(key)
     if (kept === undefined) return
     this.kept.delete(key)
-    this.bytes -= kept.text.length
+    this.bytes -= weight(kept.ids, kept.text)
   }
 }

@@ -95,17 +95,17 @@ describe("IdsText.IdsTextCache", () => {
   })
 
   it("keeps at most its bound, least recently used out, and forgets an ended Session", () => {
-    const cache = new IdsText.IdsTextCache(100)
+    const cache = new IdsText.IdsTextCache(200)
     const ids = (n: number) => Array.from({ length: n }, (_, i) => 100 + i)
-    cache.text("a", ids(10)) // 39 bytes
+    cache.text("a", ids(10)) // 39 bytes of text and 10 ids: 79
     cache.text("b", ids(10))
-    assert.strictEqual(cache.size, 78)
-    cache.text("c", ids(10)) // over 100: "a" goes
-    assert.strictEqual(cache.size, 78)
+    assert.strictEqual(cache.size, 158)
+    cache.text("c", ids(10)) // over 200: "a" goes
+    assert.strictEqual(cache.size, 158)
     cache.forget("b")
-    assert.strictEqual(cache.size, 39)
+    assert.strictEqual(cache.size, 79)
     cache.text("d", ids(40)) // larger than the bound: given, not kept
-    assert.strictEqual(cache.size, 39)
+    assert.strictEqual(cache.size, 79)
     assert.strictEqual(decode(cache.text("a", ids(12))), expected(ids(12)))
   })
 })

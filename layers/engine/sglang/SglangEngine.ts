@@ -190,8 +190,8 @@ export const make = (
   })
 
 /**
- * The prompts' id texts kept for reuse (src/engine/IdsText.ts), in all: about 6 bytes a token, so the last prompts of
- * ~1,000 Sessions of 10,000 tokens; past it the least recently used Sessions write their whole prompt again.
+ * The prompts' id texts kept for reuse (src/engine/IdsText.ts), with the ids they encode, in all; past it the least
+ * recently used Sessions write their whole prompt again (docs/performance.md section 1).
  */
 const idsTextBytes = 64 * 1024 * 1024
 
