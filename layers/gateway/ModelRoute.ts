@@ -135,7 +135,10 @@ export const make = (
         // Prepended so it runs before Node's own `finish` listener drains or destroys.
         response.prependListener("finish", () => Exchange.teardownBody(request, response))
       }
-      response.once("finish", () => Instruments.countRequest(adapter.protocol, response.statusCode, context))
+      // A request another runner relayed here is counted there, where the agent sent it (once across the cluster).
+      if (request.headers[OwnerRelay.forwardedHeader] === undefined) {
+        response.once("finish", () => Instruments.countRequest(adapter.protocol, response.statusCode, context))
+      }
       const ex = Exchange.exchange(request, response, continuePending)
       const forward = env.forward
       const owner = forward === undefined ? undefined : directOwner(env.sessions, forward, request)
