@@ -134,24 +134,24 @@ const abortRun = (run: Running, byUpdate = false): void => {
 
 /**
  * A Session's entry in the embedded prefix cache: the last sequence seen (its prompt, then its output), and where that
- * prompt came from when it was a view of a stable buffer (src/ids/StableIds.ts), held weakly (the forest holds its own
- * weakly too).
+ * prompt came from: the stamp of the stable buffer it was a view of (src/ids/StableIds.ts; 0 when none) and the view's
+ * byte offset.
  */
 interface Cached {
   readonly sequence: PackedIds.Growable
-  readonly promptBuffer: WeakRef<ArrayBufferLike> | undefined
+  readonly promptStamp: number
   readonly promptOffset: number
   readonly promptLength: number
 }
 
 /**
- * How many leading ids of `inputIds` are known to equal the cached sequence's without comparing them: the Session's
- * previous prompt was a view of the same stable buffer from the same offset, so the two agree as far as both reach,
- * and the sequence begins with that prompt. 0 whenever in doubt.
+ * How many leading ids of `inputIds` (a view of the stable buffer stamped `stamp`, or 0) are known to equal the cached
+ * sequence's without comparing them: the Session's previous prompt was a view of the same stable buffer from the same
+ * offset, so the two agree as far as both reach, and the sequence begins with that prompt. 0 whenever in doubt.
  */
-const knownPrefix = (cached: Cached, inputIds: ReadonlyArray<number> | Int32Array): number =>
-  cached.promptBuffer !== undefined && StableIds.isStable(inputIds) && inputIds.byteOffset === cached.promptOffset &&
-    cached.promptBuffer.deref() === inputIds.buffer
+const knownPrefix = (cached: Cached, stamp: number, inputIds: ReadonlyArray<number> | Int32Array): number =>
+  stamp !== 0 && stamp === cached.promptStamp && inputIds instanceof Int32Array &&
+    inputIds.byteOffset === cached.promptOffset
     ? Math.min(cached.promptLength, inputIds.length, cached.sequence.count)
     : 0
 
@@ -356,11 +356,12 @@ export const make = (
             scripted = turnIds.map((id, i) => ({ id, logprob: scores[i] ?? 0 })).slice(resumed)
           }
           const cached = lastSequence.get(sessionKey)
+          const stamp = fullPrefixMatch ? 0 : StableIds.stampOf(inputIds)
           const last = cached?.sequence
           const common = cached === undefined || last === undefined ? 0 : PackedIds.commonPrefix(
             inputIds,
             PackedIds.view(last),
-            fullPrefixMatch ? 0 : knownPrefix(cached, inputIds)
+            knownPrefix(cached, stamp, inputIds)
           )
           const cachedTokens = Math.min(common, inputIds.length - 1)
           const check = resumed === 0 ? Stop.checker(criteria) : (() => {
@@ -401,18 +402,12 @@ export const make = (
             ? inputIds.subarray(common)
             : inputIds.slice(common)
           if (!run.closed) {
-            const stable = StableIds.isStable(inputIds)
             lastSequence.set(sessionKey, {
               sequence: unchanged
                 ? PackedIds.rewrite(last, common, [rest, outputIds])
                 : PackedIds.rewrite(undefined, 0, [rest, outputIds]),
-              // The previous entry's reference when it names the same buffer (the common case): no new one a request.
-              promptBuffer: !stable
-                ? undefined
-                : cached?.promptBuffer !== undefined && cached.promptBuffer.deref() === inputIds.buffer
-                ? cached.promptBuffer
-                : new WeakRef(inputIds.buffer),
-              promptOffset: stable ? inputIds.byteOffset : 0,
+              promptStamp: stamp,
+              promptOffset: inputIds instanceof Int32Array ? inputIds.byteOffset : 0,
               promptLength: inputIds.length
             })
           }

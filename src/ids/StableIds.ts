@@ -5,18 +5,20 @@
  * same offset holds the same ids as far as both reach, without comparing them (the embedded engine's prefix cache).
  *
  * **Details**
- * Only the writer that keeps that promise marks a buffer; any other array (a `number[]`, an `Int32Array` of a caller's
- * own) is not stable, and a reader compares its ids as before.
+ * A marked buffer gets a stamp, a number no other buffer gets, so a reader keeps the stamp (no reference to the buffer:
+ * the forest holds its own weakly, for a collection to take an idle Session's). Only the writer that keeps that
+ * promise marks a buffer; any other array (a `number[]`, an `Int32Array` of a caller's own) has no stamp, and a reader
+ * compares its ids as before.
  */
 
-const stable = new WeakSet<ArrayBufferLike>()
+const stamps = new WeakMap<ArrayBufferLike, number>()
+let stamped = 0
 
 /** Mark the buffer of `ids` as one whose handed-out views never change; returns `ids`. */
 export const mark = (ids: Int32Array): Int32Array => {
-  stable.add(ids.buffer)
+  stamps.set(ids.buffer, ++stamped)
   return ids
 }
 
-/** Whether `ids` is a view of a buffer marked by {@link mark}. */
-export const isStable = (ids: ArrayLike<number>): ids is Int32Array =>
-  ids instanceof Int32Array && stable.has(ids.buffer)
+/** The stamp of the buffer `ids` is a view of: a number of its own when marked by {@link mark}, else 0. */
+export const stampOf = (ids: ArrayLike<number>): number => ids instanceof Int32Array ? (stamps.get(ids.buffer) ?? 0) : 0
