@@ -32,6 +32,7 @@ import * as Errors from "../../src/errors.ts"
 import * as ForestErrors from "../../src/forest/errors.ts"
 import type * as HookSpec from "../../src/hooks/HookSpec.ts"
 import * as PackedIds from "../../src/ids/PackedIds.ts"
+import * as StableIds from "../../src/ids/StableIds.ts"
 import * as FairScheduler from "../runtime/FairScheduler.ts"
 import * as Hooks from "../runtime/Hooks.ts"
 import * as Tokenizer from "../tokenizer/Tokenizer.ts"
@@ -58,6 +59,13 @@ export interface EmbeddedEngineOptions {
    * wake times can order differently and an abort at a token's due instant may keep it or not.
    */
   readonly perTokenWaits?: boolean | undefined
+  /**
+   * Compare every prompt in full with its Session's last sequence to find the cached prefix, as this engine did before
+   * it skipped the part of a prompt known unchanged (a view of the same stable buffer as the Session's previous
+   * prompt, src/ids/StableIds.ts): the reference of the differential test (test/engine/EmbeddedEngine.prefix.test.ts).
+   * Same results.
+   */
+  readonly fullPrefixMatch?: boolean | undefined
   /** Shape of the model (eos probability, favoured set size, ...). */
   readonly model?: Omit<Model.ModelOptions, "seed" | "vocabSize" | "eosTokenId"> | undefined
 }
@@ -124,6 +132,29 @@ const abortRun = (run: Running, byUpdate = false): void => {
   run.sleeping?.interruptUnsafe()
 }
 
+/**
+ * A Session's entry in the embedded prefix cache: the last sequence seen (its prompt, then its output), and where that
+ * prompt came from: the stamp of the stable buffer it was a view of (src/ids/StableIds.ts; 0 when none) and the view's
+ * byte offset.
+ */
+interface Cached {
+  readonly sequence: PackedIds.Growable
+  readonly promptStamp: number
+  readonly promptOffset: number
+  readonly promptLength: number
+}
+
+/**
+ * How many leading ids of `inputIds` (a view of the stable buffer stamped `stamp`, or 0) are known to equal the cached
+ * sequence's without comparing them: the Session's previous prompt was a view of the same stable buffer from the same
+ * offset, so the two agree as far as both reach, and the sequence begins with that prompt. 0 whenever in doubt.
+ */
+const knownPrefix = (cached: Cached, stamp: number, inputIds: ReadonlyArray<number> | Int32Array): number =>
+  stamp !== 0 && stamp === cached.promptStamp && inputIds instanceof Int32Array &&
+    inputIds.byteOffset === cached.promptOffset
+    ? Math.min(cached.promptLength, inputIds.length, cached.sequence.count)
+    : 0
+
 const invalid = (detail: string) => new Engine.EngineError({ reason: "invalid-request", detail, status: 400 })
 
 /** Build the engine over a tokenizer. */
@@ -148,7 +179,10 @@ export const make = (
     // The last sequence seen per session: the embedded stand-in for SGLang's radix prefix cache.
     // Packed: 3 bytes a token (an Int32Array takes 4, a number[] 8), kept until `closeSession` (the Session ended), with
     // up to a quarter more room at the end, so that the next request rewrites it in place from where it differs.
-    const lastSequence = new Map<string, PackedIds.Growable>()
+    // With it, where its prompt came from (`Cached`): a prompt that extends the previous one (a view of the same stable
+    // buffer) is compared from where the previous prompt ended, so the work is that of the new ids.
+    const lastSequence = new Map<string, Cached>()
+    const fullPrefixMatch = options.fullPrefixMatch === true
 
     /**
      * Sleep `duration` on the Clock, cut short by an abort: the sleep runs in a child fiber that `abort` interrupts (one
@@ -321,8 +355,14 @@ export const make = (
             const scores = Decoder.score(model, sampling, turnPrompt, turnIds)
             scripted = turnIds.map((id, i) => ({ id, logprob: scores[i] ?? 0 })).slice(resumed)
           }
-          const last = lastSequence.get(sessionKey)
-          const common = last === undefined ? 0 : PackedIds.commonPrefix(inputIds, PackedIds.view(last))
+          const cached = lastSequence.get(sessionKey)
+          const stamp = fullPrefixMatch ? 0 : StableIds.stampOf(inputIds)
+          const last = cached?.sequence
+          const common = cached === undefined || last === undefined ? 0 : PackedIds.commonPrefix(
+            inputIds,
+            PackedIds.view(last),
+            knownPrefix(cached, stamp, inputIds)
+          )
           const cachedTokens = Math.min(common, inputIds.length - 1)
           const check = resumed === 0 ? Stop.checker(criteria) : (() => {
             const turnCheck = Stop.checker(turnCriteria)
@@ -357,17 +397,19 @@ export const make = (
           const finishReason: Stop.FinishReason | undefined = aborted ? { type: "abort", message: "Aborted" } : finished
           // In place from where this prompt left the previous sequence, unless another request of the Session (or one
           // without a Session) rewrote it meanwhile: then a sequence of its own.
-          const unchanged = last !== undefined && lastSequence.get(sessionKey) === last
+          const unchanged = cached !== undefined && last !== undefined && lastSequence.get(sessionKey) === cached
           const rest = !unchanged ? inputIds : inputIds instanceof Int32Array
             ? inputIds.subarray(common)
             : inputIds.slice(common)
           if (!run.closed) {
-            lastSequence.set(
-              sessionKey,
-              unchanged
+            lastSequence.set(sessionKey, {
+              sequence: unchanged
                 ? PackedIds.rewrite(last, common, [rest, outputIds])
-                : PackedIds.rewrite(undefined, 0, [rest, outputIds])
-            )
+                : PackedIds.rewrite(undefined, 0, [rest, outputIds]),
+              promptStamp: stamp,
+              promptOffset: inputIds instanceof Int32Array ? inputIds.byteOffset : 0,
+              promptLength: inputIds.length
+            })
           }
           return {
             outputIds,

@@ -21,6 +21,7 @@
  */
 import { Result } from "effect"
 import * as PackedIds from "../ids/PackedIds.ts"
+import * as StableIds from "../ids/StableIds.ts"
 import * as Json from "../json/Json.ts"
 import * as Canonical from "../protocol/canonical.ts"
 import type * as ImageGrid from "../template/ImageGrid.ts"
@@ -397,7 +398,8 @@ export const inferencePrefix = (forest: Forest, hash: string, tail: ArrayLike<nu
   let ids = kept
   let lent = kept === undefined ? 0 : cache!.lent
   if (ids === undefined || total > ids.length || differs(ids, keep, Math.min(lent, total), path, tail)) {
-    const fresh = new Int32Array(total + (total >> 2) + 16)
+    // Marked stable: the views it hands out never change (what an engine may rely on to skip comparing them).
+    const fresh = StableIds.mark(new Int32Array(total + (total >> 2) + 16))
     if (ids !== undefined && keep > 0) fresh.set(ids.subarray(0, keep))
     ids = fresh
     lent = 0

@@ -142,15 +142,18 @@ export const unpack = (packed: PackedIds): Int32Array => {
   return out
 }
 
-/** How many leading ids `ids` and `packed` have in common. */
-export const commonPrefix = (ids: ArrayLike<number>, packed: PackedIds): number => {
+/**
+ * How many leading ids `ids` and `packed` have in common; with `from`, the caller knows the first `from` agree (where
+ * both reach), and only the ids after them are compared.
+ */
+export const commonPrefix = (ids: ArrayLike<number>, packed: PackedIds, from = 0): number => {
   const n = Math.min(ids.length, length(packed))
-  let i = 0
+  let i = Math.max(0, Math.min(from, n))
   if (packed instanceof Int32Array) {
     while (i < n && ids[i] === packed[i]) i++
     return i
   }
-  for (let b = 0; i < n; i++, b += 3) {
+  for (let b = 3 * i; i < n; i++, b += 3) {
     if (ids[i] !== (packed[b]! | (packed[b + 1]! << 8) | (packed[b + 2]! << 16))) break
   }
   return i
