@@ -6,12 +6,14 @@
  * A prompt is thousands of ids and its digits are written on every turn (src/engine/Wire.ts). Here the text of a
  * Session's last prompt is kept with the ids it encodes; a prompt that starts with those ids copies that text and
  * writes the rest. Whether it starts with them is decided in constant time when both are views of the same buffer at
- * the same offset (the forest's inference prefix is such a view, and never rewrites ids a view may hold:
- * src/forest/Forest.ts `inferencePrefix`), else by comparing the ids. Anything else (another branch, a shorter
+ * the same offset and that buffer is one whose handed-out views never change (src/ids/StableIds.ts: the forest's
+ * inference prefix), else by comparing the ids. Anything else (another branch, a shorter
  * prompt, an id outside 0–99,999,999) writes the whole text. What is kept (the texts and the ids they encode) is
  * bounded by `maxBytes` in all, least recently used first out; a Session's is dropped when it ends
  * ({@link IdsTextCache.forget}).
  */
+
+import * as StableIds from "../ids/StableIds.ts"
 
 /** What is kept for one Session: the ids its last prompt had and their text. */
 interface Kept {
@@ -71,9 +73,10 @@ const empty = new Uint8Array(0)
 /** Whether `ids` starts with every id of `kept`. */
 const startsWith = (ids: ArrayLike<number>, kept: ArrayLike<number>): boolean => {
   if (ids.length < kept.length) return false
+  // Views of one buffer whose handed-out views never change (src/ids/StableIds.ts), from the same offset.
   if (
     ids instanceof Int32Array && kept instanceof Int32Array && ids.buffer === kept.buffer &&
-    ids.byteOffset === kept.byteOffset
+    ids.byteOffset === kept.byteOffset && StableIds.stampOf(ids) !== 0
   ) return true
   for (let i = 0; i < kept.length; i++) if (ids[i] !== kept[i]) return false
   return true
@@ -100,7 +103,8 @@ export class IdsTextCache {
     if (key === undefined) return text
     this.drop(key)
     if (text === undefined || weight(ids, text) > this.maxBytes) return text
-    this.kept.set(key, { ids, text })
+    // A stable view is kept as it is; any other array is copied, since its owner may rewrite it in place.
+    this.kept.set(key, { ids: StableIds.stampOf(ids) !== 0 ? ids : Int32Array.from(ids), text })
     this.bytes += weight(ids, text)
     for (const [oldest, kept] of this.kept) {
       if (this.bytes <= this.maxBytes) break

@@ -8,6 +8,7 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Generate from "../../layers/engine/sglang/Generate.ts"
 import * as IdsText from "../../src/engine/IdsText.ts"
 import * as Wire from "../../src/engine/Wire.ts"
+import * as StableIds from "../../src/ids/StableIds.ts"
 import * as SupportSessions from "../support/sessions.ts"
 
 const random = (seed: number) => () => {
@@ -62,10 +63,26 @@ describe("IdsText.IdsTextCache", () => {
     assert.strictEqual(decode(cache.text(undefined, [1, 2, 3])), "1,2,3")
   })
 
-  it("reuses a view of the same buffer, extended in place, without comparing (the forest's inference prefix)", () => {
+  it("reuses a view of the same buffer, extended in place, without comparing only when the buffer is stable", () => {
+    // An Int32Array of the caller's own, rewritten in place: compared, so a change is seen.
+    const own = new IdsText.IdsTextCache(1 << 20)
+    const mine = new Int32Array(8)
+    mine.set([1, 2, 3])
+    assert.strictEqual(decode(own.text("s", mine.subarray(0, 3))), "1,2,3")
+    mine.set([9, 2, 3, 4])
+    assert.strictEqual(decode(own.text("s", mine.subarray(0, 4))), "9,2,3,4")
+    // A buffer marked stable (the forest's inference prefix): not compared. Changed behind its back (against the
+    // contract), the kept text shows that the comparison was skipped.
+    const stable = new IdsText.IdsTextCache(1 << 20)
+    const marked = StableIds.mark(new Int32Array(8))
+    marked.set([1, 2, 3])
+    stable.text("s", marked.subarray(0, 3))
+    marked.set([9, 2, 3, 4])
+    assert.strictEqual(decode(stable.text("s", marked.subarray(0, 4))), "1,2,3,4")
+
     const next = random(5)
     const cache = new IdsText.IdsTextCache(1 << 20)
-    const buffer = new Int32Array(10_000)
+    const buffer = StableIds.mark(new Int32Array(10_000))
     let count = 0
     for (let turn = 0; turn < 50; turn++) {
       const added = 1 + Math.floor(next() * 150)
