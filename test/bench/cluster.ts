@@ -238,7 +238,16 @@ const measure = (path: Route, clients: number, requests: number) =>
     const cpuBefore = cpu()
     const started = performance.now()
     Fs.writeFileSync(Path.join(barrier, "go"), "")
-    yield* until("every agent's report", 600, () => count(reports) >= groups * 2)
+    yield* until("every agent's report", 600, () => count(reports) >= groups * 2).pipe(
+      // What each member printed last, and which Sessions never reported, for a run that stalls.
+      Effect.mapError((error) => {
+        const missing = [...Fs.readdirSync(ready)].filter((s) => !Fs.existsSync(Path.join(reports, `${s}.json`)))
+        return new Error(
+          `${path}, ${clients} clients: ${error.message}; no report from ${missing.join(", ")}\n` +
+            [...members, controller].map((m, i) => `--- process ${i + 1}\n${m.output().slice(-3000)}`).join("\n")
+        )
+      })
+    )
     const windowMs = performance.now() - started
     const cpuMs = cpu() - cpuBefore
     const memberCpuMs = perMember().map((c, i) => c - memberBefore[i]!)
