@@ -72,12 +72,21 @@ const defaultMaxHeaderBytes = 16 * 1024
 export const defaultMaxJsonDepth = 512
 
 /**
+ * How long the gateway keeps an idle keep-alive connection open: longer than the clients in front of it keep theirs
+ * (a load balancer's idle timeout, commonly 60 s; another runner's relay, 4 s: layers/gateway/OwnerRelay.ts). A client
+ * that keeps a connection longer than the server races the server's close and its next request fails with a reset
+ * (Node's own default is 5 s, a second above the relay's).
+ */
+export const keepAliveTimeoutMs = 65_000
+
+/**
  * The gateway's HTTP server: a request the model route takes (a `POST` on a model path) is answered there; every
  * other request goes to the Effect router. The model route is given when the server is built.
  */
 class GatewayServer extends Server {
   constructor(private readonly modelRoute: ModelRoute.Handler, options: ServerOptions) {
     super(options)
+    this.keepAliveTimeout = keepAliveTimeoutMs
   }
 
   override emit(event: string, ...args: Array<unknown>): boolean {

@@ -119,6 +119,8 @@ describe("Gateway forwarding (cluster mode)", () => {
       assert.strictEqual(first.headers[OwnerRelay.viaHeader], "cluster")
       assert.strictEqual(first.body, `{"cluster":${Buffer.byteLength(chatBody)}}`)
       assert.strictEqual(calls.cluster.length, 1)
+      // The gateway keeps idle connections longer than the relay (4 s) and a balancer (60 s) keep theirs.
+      assert.strictEqual(first.headers["keep-alive"], `timeout=${Gateway.keepAliveTimeoutMs / 1000}`)
 
       // The next ones: relayed to the owner's gateway, which answers them as its own (its 400s too).
       const second = yield* post(url, session, chatBody)
