@@ -17,7 +17,8 @@
  * runner 1's agents reach runner 2 through a TCP relay in this process (its CPU is not counted); the latencies of the
  * `forwarded` row are those of runner 2's agents only, which call runner 1 directly. The controller's CPU (idle in
  * the window) is not counted. `CLUSTER_PROFILE=<dir>` writes a CPU profile of each runner over the `forwarded` window,
- * `CLUSTER_HEAPSNAPSHOT=<dir>` a heap snapshot of each member of the `owner` and `single` runs with every Session held.
+ * `CLUSTER_HEAPSNAPSHOT=<dir>` a heap snapshot of each member of the `owner` and `single` runs with every Session held
+ * (their CPU figures are then not comparable: the snapshots' own work lands in the idle and timed windows).
  * Agents get an empty HOME (Processes.emptyHome): under their `bash -lc` a login profile that runs `pyenv init` starves
  * the runners of CPU on a small machine until they miss their shard-lock renewals.
  */
