@@ -16,6 +16,7 @@ import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import * as ForestCommit from "../../src/forest/Commit.ts"
 import * as Forest from "../../src/forest/Forest.ts"
 import type * as Canonical from "../../src/protocol/canonical.ts"
+import * as ForestCommits from "../support/forestCommits.ts"
 import * as Sessions from "../support/sessions.ts"
 
 /** A small seeded generator (mulberry32), so every seed replays the same scenario. */
@@ -133,19 +134,7 @@ const scenario = (seed: number) =>
           ? [...ra.outputIds.slice(0, -1), 99]
           : ra.outputIds.slice(0, r.int(ra.outputIds.length + 1))
         n++
-        const response = ForestCommit.commitResponse(forest, {
-          parent: t.at,
-          message: { role: "assistant", content: `a${n}` },
-          tokens,
-          logprobs: tokens.map(() => -0.5),
-          weightVersions: tokens.map(() => "v"),
-          status: "completed",
-          rolloutId: 0,
-          requestId: `r${n}`,
-          abortCount: 0,
-          wallElapsedS: 0,
-          generationElapsedS: 0
-        })
+        const response = ForestCommits.completedResponse(forest, t.at, `a${n}`, tokens, `r${n}`)
         states.push(ForestCommit.commitObservation(forest, {
           parent: response,
           messages: [{ role: "user", content: `q${n}` }],

@@ -9,6 +9,7 @@ import fc from "fast-check"
 import * as ForestCommit from "../../src/forest/Commit.ts"
 import * as Forest from "../../src/forest/Forest.ts"
 import type * as Canonical from "../../src/protocol/canonical.ts"
+import * as ForestCommits from "../support/forestCommits.ts"
 
 /** Ids that pack in 3 bytes, mostly from a small range (so branches often repeat ids), a few that do not. */
 const id = fc.oneof(
@@ -62,19 +63,7 @@ describe("Forest.inferencePrefix", () => {
             n++
             states.push(
               parent.kind === "obs" && parent.hash !== forest.root
-                ? ForestCommit.commitResponse(forest, {
-                  parent: at,
-                  message: { role: "assistant", content: `a${n}` },
-                  tokens: o.ids,
-                  logprobs: o.ids.map(() => -0.5),
-                  weightVersions: o.ids.map(() => "v"),
-                  status: "completed",
-                  rolloutId: 0,
-                  requestId: `r${n}`,
-                  abortCount: 0,
-                  wallElapsedS: 0,
-                  generationElapsedS: 0
-                })
+                ? ForestCommits.completedResponse(forest, at, `a${n}`, o.ids, `r${n}`)
                 : ForestCommit.commitObservation(forest, {
                   parent: at,
                   messages: [{ role: "user", content: `q${n}` }],
@@ -109,19 +98,7 @@ describe("Forest.inferencePrefix", () => {
         rolloutId: 0
       })
     const respond = (parent: string, tokens: ReadonlyArray<number>, a: string) =>
-      ForestCommit.commitResponse(forest, {
-        parent,
-        message: { role: "assistant", content: a },
-        tokens,
-        logprobs: tokens.map(() => 0),
-        weightVersions: tokens.map(() => "v"),
-        status: "completed",
-        rolloutId: 0,
-        requestId: a,
-        abortCount: 0,
-        wallElapsedS: 0,
-        generationElapsedS: 0
-      })
+      ForestCommits.completedResponse(forest, parent, a, tokens, a)
     const o1 = observe(forest.root, [1, 2, 3], "q1")
     const first = Forest.inferencePrefix(forest, o1)
     // A resumed attempt: the pending output after the prefix, in the same buffer (past what was handed out).
