@@ -532,9 +532,10 @@ const directOwner = (
 ): { readonly sessionId: string; readonly origin: string } | undefined => {
   if (request.headers[OwnerRelay.forwardedHeader] !== undefined) return undefined
   const token = ApiKey.parse(request.headers)
-  if (Result.isFailure(token) || sessions.holds(token.success)) return undefined
+  if (Result.isFailure(token)) return undefined
+  // A known owner first (a map read): a Session held here is then not digested twice (here and in its lookup).
   const origin = forward.ownerOf(token.success)
-  return origin === undefined ? undefined : { sessionId: token.success, origin }
+  return origin === undefined || sessions.holds(token.success) ? undefined : { sessionId: token.success, origin }
 }
 
 /**

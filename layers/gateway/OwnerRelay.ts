@@ -45,7 +45,7 @@ export interface Broken {
 export interface Relay {
   /**
    * Relay a request whose body was read, in Node's callbacks (no fiber: the gateway's route calls it from its request
-   * handler); `done` gets the outcome once. Returns the function that aborts it.
+   * handler); `done` gets the outcome once. The client's disconnect aborts it.
    */
   readonly start: (
     ex: Exchange.Exchange,
@@ -53,14 +53,7 @@ export interface Relay {
     body: Uint8Array,
     broken: Broken,
     done: (outcome: Outcome) => void
-  ) => () => void
-  /** {@link start} as an effect (interrupting it aborts the request). */
-  readonly relay: (
-    ex: Exchange.Exchange,
-    origin: string,
-    body: Uint8Array,
-    broken: Broken
-  ) => Effect.Effect<Outcome>
+  ) => void
 }
 
 /** Idle keep-alive time: below Node's server `keepAliveTimeout` (5 s). */
@@ -233,12 +226,6 @@ export const make = (by: string): Effect.Effect<Relay, never, Scope.Scope> =>
       } catch (error) {
         pipe.onResponseError(undefined, error)
       }
-      return () => pipe.abort()
     }
-    const relay: Relay["relay"] = (ex, origin, body, broken) =>
-      Effect.callback<Outcome>((resume) => {
-        const abort = start(ex, origin, body, broken, (outcome) => resume(Effect.succeed(outcome)))
-        return Effect.sync(abort)
-      })
-    return { start, relay }
+    return { start }
   })

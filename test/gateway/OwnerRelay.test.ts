@@ -58,22 +58,20 @@ const setup = (owner: OwnerHandler, origin?: string) =>
     const front = yield* listen((request, response) => {
       readAll(request).then((body) => {
         const ex = Exchange.exchange(request, response, false)
-        Effect.runFork(
-          relay.relay(ex, ownerOrigin, new TextEncoder().encode(body), {
-            beforeHeaders: () => {
-              broken.push("beforeHeaders")
-              Exchange.sendJson(ex, 503, `{"error":"unavailable"}`)
-            },
-            sseTail: () => {
-              broken.push("sseTail")
-              return "event: error\ndata: {\"lost\":true}\n\n"
-            }
-          }).pipe(Effect.map((outcome) => {
-            outcomes.push(outcome)
-            // The caller's fallback (the cluster) answers what the relay did not.
-            if (outcome._tag === "Fallback") Exchange.sendJson(ex, 299, `{"fallback":"${outcome.reason}"}`)
-          }))
-        )
+        relay.start(ex, ownerOrigin, new TextEncoder().encode(body), {
+          beforeHeaders: () => {
+            broken.push("beforeHeaders")
+            Exchange.sendJson(ex, 503, `{"error":"unavailable"}`)
+          },
+          sseTail: () => {
+            broken.push("sseTail")
+            return "event: error\ndata: {\"lost\":true}\n\n"
+          }
+        }, (outcome) => {
+          outcomes.push(outcome)
+          // The caller's fallback (the cluster) answers what the relay did not.
+          if (outcome._tag === "Fallback") Exchange.sendJson(ex, 299, `{"fallback":"${outcome.reason}"}`)
+        })
       })
     })
     return { front, outcomes, broken } satisfies Setup
