@@ -36,13 +36,16 @@ export const layer = (self: string): Layer.Layer<ModelRoute.Forwarder, never, Sh
       const makeClient = yield* GroupEntity.Group.client
       const clock = yield* Clock.Clock
       const relay = yield* OwnerRelay.make(self)
+      // Per Group key (the direct hop) and per Session (the splice of a new connection: OwnerSplice.ts).
       const owners = new Map<string, string>()
+      const answeredBy = new Map<string, string>()
       const unreachableUntil = new Map<string, number>()
-      const remember = (key: string, origin: string) => {
-        if ((unreachableUntil.get(origin) ?? 0) > clock.currentTimeMillisUnsafe()) return
-        owners.delete(key)
-        owners.set(key, origin)
-        if (owners.size > maxRemembered) owners.delete(owners.keys().next().value!)
+      const reachable = (origin: string) => (unreachableUntil.get(origin) ?? 0) <= clock.currentTimeMillisUnsafe()
+      const remember = (map: Map<string, string>, key: string, origin: string) => {
+        if (!reachable(origin)) return
+        map.delete(key)
+        map.set(key, origin)
+        if (map.size > maxRemembered) map.delete(map.keys().next().value!)
       }
       return ModelRoute.Forwarder.of({
         relay,
@@ -53,7 +56,10 @@ export const layer = (self: string): Layer.Layer<ModelRoute.Forwarder, never, Sh
           }
           return makeClient(key).Forward(request).pipe(
             Effect.map((answer) => {
-              if (answer.gateway !== undefined) remember(key, answer.gateway)
+              if (answer.gateway !== undefined) {
+                remember(owners, key, answer.gateway)
+                remember(answeredBy, request.sessionId, answer.gateway)
+              }
               return answer
             }),
             Effect.mapError((error) => Errors.GatewayError.runnerUnavailable(error._tag))
@@ -62,14 +68,18 @@ export const layer = (self: string): Layer.Layer<ModelRoute.Forwarder, never, Sh
         ownerOf: (sessionId) => {
           const key = Routing.groupKeyOf(sessionId)
           const origin = key === undefined ? undefined : owners.get(key)
-          return origin === undefined || (unreachableUntil.get(origin) ?? 0) > clock.currentTimeMillisUnsafe()
-            ? undefined
-            : origin
+          return origin === undefined || !reachable(origin) ? undefined : origin
         },
+        spliceTo: (sessionId) => {
+          const origin = answeredBy.get(sessionId)
+          return origin === undefined || !reachable(origin) ? undefined : origin
+        },
+        answered: (sessionId, origin) => remember(answeredBy, sessionId, origin),
         directFailed: (sessionId, origin, outcome) =>
           Effect.suspend(() => {
             const key = Routing.groupKeyOf(sessionId)
             if (key !== undefined && owners.get(key) === origin) owners.delete(key)
+            if (answeredBy.get(sessionId) === origin) answeredBy.delete(sessionId)
             if (outcome.reason !== "unreachable") return Effect.void
             const now = clock.currentTimeMillisUnsafe()
             const quarantined = (unreachableUntil.get(origin) ?? 0) > now

@@ -10,9 +10,10 @@
  * node:http"); every other route is registered on Effect's `HttpRouter` in {@link routes}, the place to add one.
  */
 import { NodeHttpServer } from "@effect/platform-node"
-import { Context, Duration, Effect, Layer } from "effect"
+import { Context, Duration, Effect, Layer, Option } from "effect"
 import { HttpRouter, HttpServer, HttpServerError, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { IncomingMessage, Server, type ServerOptions, ServerResponse } from "node:http"
+import { Socket } from "node:net"
 import * as Chat from "../../src/protocol/chat.ts"
 import * as ErrorAnswer from "../../src/protocol/ErrorAnswer.ts"
 import * as Errors from "../../src/protocol/errors.ts"
@@ -20,8 +21,9 @@ import * as Messages from "../../src/protocol/messages.ts"
 import * as Sse from "../../src/protocol/sse.ts"
 import type * as Generation from "../generation/Generation.ts"
 import * as MetricsServer from "../observability/MetricsServer.ts"
-import type * as Sessions from "../schedule/Sessions.ts"
+import * as Sessions from "../schedule/Sessions.ts"
 import * as ModelRoute from "./ModelRoute.ts"
+import * as OwnerSplice from "./OwnerSplice.ts"
 
 /** Options of the gateway; every field has a documented default. */
 export interface GatewayOptions {
@@ -84,7 +86,11 @@ export const keepAliveTimeoutMs = 65_000
  * other request goes to the Effect router. The model route is given when the server is built.
  */
 class GatewayServer extends Server {
-  constructor(private readonly modelRoute: ModelRoute.Handler, options: ServerOptions) {
+  constructor(
+    private readonly modelRoute: ModelRoute.Handler,
+    private readonly router: OwnerSplice.Router | undefined,
+    options: ServerOptions
+  ) {
     super(options)
     this.keepAliveTimeout = keepAliveTimeoutMs
   }
@@ -96,10 +102,26 @@ class GatewayServer extends Server {
         request instanceof IncomingMessage && response instanceof ServerResponse &&
         this.modelRoute(request, response, event === "checkContinue")
       ) return true
+    } else if (
+      event === "connection" && this.router !== undefined && args[0] instanceof Socket && !routed.has(args[0])
+    ) {
+      // Cluster mode: a new connection is routed by its first request before the HTTP server reads it (OwnerSplice).
+      routed.add(args[0])
+      this.router.accept(args[0], (socket) => super.emit("connection", socket))
+      return true
     }
     return super.emit(event, ...args)
   }
+
+  override close(callback?: (error?: Error) => void): this {
+    super.close(callback)
+    this.router?.closeAll()
+    return this
+  }
 }
+
+/** Connections the splice router has seen (handed back to the HTTP server, they are not routed again). */
+const routed = new WeakSet<Socket>()
 
 /** A path or method no route serves: 405 for a model path called with another method, else 404. */
 const unknownRoute = Effect.gen(function*() {
@@ -149,6 +171,27 @@ const nonLoopbackWarning = (host: string, port: number) =>
   "learns a live session id can use the model (the session id is the only credential). Bind 127.0.0.1 (--host) " +
   "unless your agents run on other machines, and then keep the port behind a firewall."
 
+/**
+ * Cluster mode's connection router (OwnerSplice): a new connection whose first request is for a Session another runner
+ * answered for is spliced to that runner's gateway. Absent in single-process mode.
+ */
+const spliceRouter = (maxHeadBytes: number) =>
+  Effect.gen(function*() {
+    const forward = Option.getOrUndefined(yield* Effect.serviceOption(ModelRoute.Forwarder))
+    if (forward === undefined) return undefined
+    const sessions = yield* Sessions.Sessions
+    const context = yield* Effect.context<never>()
+    return OwnerSplice.make(
+      (key) => sessions.holds(key) ? undefined : forward.spliceTo(key),
+      (key, origin, detail) => {
+        Effect.runForkWith(context)(
+          forward.directFailed(key, origin, { _tag: "Fallback", reason: "unreachable", detail })
+        )
+      },
+      maxHeadBytes
+    )
+  })
+
 const layerWith = (options: GatewayOptions) =>
   Layer.unwrap(Effect.gen(function*() {
     const host = options.host ?? "127.0.0.1"
@@ -158,12 +201,13 @@ const layerWith = (options: GatewayOptions) =>
       maxBodyBytes: options.maxBodyBytes ?? defaultMaxBodyBytes,
       maxJsonDepth: options.maxJsonDepth ?? defaultMaxJsonDepth
     })
+    const router = yield* spliceRouter(maxHeaderSize)
     const served = HttpRouter.serve(routes(options.modelName ?? "relax-agentic"), {
       disableLogger: true,
       disableListenLog: true
     }).pipe(
       Layer.provideMerge(
-        NodeHttpServer.layer(() => new GatewayServer(modelRoute, { maxHeaderSize }), {
+        NodeHttpServer.layer(() => new GatewayServer(modelRoute, router, { maxHeaderSize }), {
           host,
           port: options.port ?? 0,
           // Thousands of agents connect at once (a step's first requests): Node's default backlog of 511 pending

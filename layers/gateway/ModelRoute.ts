@@ -43,6 +43,7 @@ import * as StepSpan from "../runtime/StepSpan.ts"
 import * as Sessions from "../schedule/Sessions.ts"
 import * as Exchange from "./NodeExchange.ts"
 import * as OwnerRelay from "./OwnerRelay.ts"
+import * as OwnerSplice from "./OwnerSplice.ts"
 
 /** The route prefix agents see in `RELAX_BASE_URL`. */
 export const mountPath = "/agentic_api"
@@ -81,6 +82,14 @@ export interface ForwarderShape {
   readonly viaCluster: (request: Wire.ForwardedRequest) => Effect.Effect<Wire.ForwardedResponse, Errors.GatewayError>
   /** The origin of the owner's gateway once an answer over the cluster named it (the direct hop), else `undefined`. */
   readonly ownerOf: (sessionId: string) => string | undefined
+  /**
+   * The origin of the gateway that answered for this very Session (over the cluster or relayed), else `undefined`: a
+   * new connection whose first request is for it is spliced there (`OwnerSplice.ts`). Per Session, not per Group, so
+   * a Group placed again elsewhere under the same key is never spliced to its former owner.
+   */
+  readonly spliceTo: (sessionId: string) => string | undefined
+  /** A request for this Session was relayed to `origin` and answered there. */
+  readonly answered: (sessionId: string, origin: string) => void
   /** The direct hop to `origin` did not work for this Session (`unreachable`: keep off that origin for a while). */
   readonly directFailed: (
     sessionId: string,
@@ -141,6 +150,7 @@ export const make = (
       }
       const ex = Exchange.exchange(request, response, continuePending)
       const forward = env.forward
+      if (forward !== undefined && OwnerSplice.isSpliced(request.socket)) ex.answerHeaders = viaSplice
       const owner = forward === undefined ? undefined : directOwner(env.sessions, forward, request)
       if (forward !== undefined && owner !== undefined) {
         relayDirect(env, forward, adapter, ex, owner, context, (handoff) =>
@@ -451,10 +461,15 @@ const serveForwarded = (
   setPhase: (phase: Phase) => void
 ): Effect.Effect<void> =>
   Effect.gen(function*() {
+    // A connection another runner spliced here for another Session is closed after this answer: the client's next
+    // one is routed again (OwnerSplice.ts).
+    if (OwnerSplice.isSpliced(ex.request.socket)) ex.closeAfter = true
     if (!stream) {
       setPhase("completion")
       const answer = yield* forward.viaCluster(request).pipe(Effect.result)
       setPhase("answered")
+      // The owner's gateway is known now: the client's next connection is spliced there.
+      if (forward.spliceTo(request.sessionId) !== undefined) ex.closeAfter = true
       if (Result.isFailure(answer)) return sendError(ex, adapter, answer.failure, viaCluster)
       return Exchange.sendJson(ex, answer.success.status, answer.success.body, {
         ...answer.success.headers,
@@ -463,6 +478,7 @@ const serveForwarded = (
     }
     setPhase("stream")
     const frames = sseFrames[adapter.protocol]
+    if (forward.spliceTo(request.sessionId) !== undefined) ex.closeAfter = true
     if (Exchange.writable(ex)) {
       Exchange.writeHead(ex, 200, { ...sseResponseHeaders, ...viaCluster }, true)
       ex.response.write(frames.connected)
@@ -478,6 +494,8 @@ const serveForwarded = (
   })
 
 const viaCluster = { [OwnerRelay.viaHeader]: "cluster" }
+/** On the answers to requests another runner spliced here: they reached the owner directly. */
+const viaSplice = { [OwnerRelay.viaHeader]: "direct" }
 
 /** The id and time of an answer that failed, as the error frames of a stream carry them. */
 const failureContext = (model: string): Effect.Effect<Completion.FailureContext> =>
@@ -558,10 +576,12 @@ const relayDirect = (
   Exchange.readBody(ex, env.maxBodyBytes, (read) => {
     if (read._tag !== "Body") return handOver({ read })
     const now = Context.get(context, Clock.Clock).currentTimeMillisUnsafe()
+    // The client's next connection is routed again: spliced to the owner once it answered for this Session.
+    ex.closeAfter = true
     forward.relay.start(ex, owner.origin, read.bytes, brokenRelay(env, adapter, ex, read.bytes, now), (outcome) => {
       if (outcome._tag === "Fallback") {
         handOver({ read, relayFailed: { sessionId: owner.sessionId, origin: owner.origin, outcome } })
-      }
+      } else forward.answered(owner.sessionId, owner.origin)
     })
   })
 }

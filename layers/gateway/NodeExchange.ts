@@ -32,13 +32,19 @@ export interface Exchange {
   bytesRead: number
   /** The client sent `Expect: 100-continue` and no `100 Continue` went out yet. */
   continuePending: boolean
+  /** Headers every answer of this exchange carries unless it sets them (cluster mode: how the request came here). */
+  answerHeaders: Readonly<Record<string, string>> | undefined
+  /** Close the connection after the answer (cluster mode: the client's next connection is routed again). */
+  closeAfter: boolean
 }
 
 export const exchange = (request: IncomingMessage, response: ServerResponse, continuePending: boolean): Exchange => ({
   request,
   response,
   bytesRead: 0,
-  continuePending
+  continuePending,
+  answerHeaders: undefined,
+  closeAfter: false
 })
 
 /** Whether the answer must close the connection (decided when the headers are written, as `NodeHttpServer` does). */
@@ -55,7 +61,11 @@ export const writable = (ex: Exchange): boolean => !ex.response.destroyed && !ex
 
 /** Write the status and headers (nothing is sent before the first body write). */
 export const writeHead = (ex: Exchange, status: number, headers: OutgoingHttpHeaders, streaming: boolean): void => {
-  ex.response.writeHead(status, closesConnection(ex, streaming) ? { ...headers, connection: "close" } : headers)
+  const all = ex.answerHeaders === undefined ? headers : { ...ex.answerHeaders, ...headers }
+  ex.response.writeHead(
+    status,
+    ex.closeAfter || closesConnection(ex, streaming) ? { ...all, connection: "close" } : all
+  )
 }
 
 /** Answer with a complete JSON text: headers and body leave in one write. */

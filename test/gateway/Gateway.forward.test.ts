@@ -1,13 +1,17 @@
 /**
  * Cluster mode's forwarding at the gateway, between two real gateways on loopback over a scripted generation core:
  * a runner that does not hold a Session sends its request over the cluster (here a scripted `Forwarder.viaCluster`)
- * until an answer names the owner's gateway, then relays the Group's requests to that gateway directly (decided in
- * Node's request callback); an owner that no longer holds the Session, or a gateway that cannot be reached, sends the
- * request over the cluster again with the body as it came, and a relayed request is never forwarded a second time.
+ * until an answer names the owner's gateway and closes the connection; the client's next connection is spliced to the
+ * owner's gateway (OwnerSplice), whose answers say `direct`. A Session whose owner is known by its Group only is
+ * relayed once (OwnerRelay, decided in Node's request callback) and spliced from its next connection; an owner that
+ * no longer holds the Session forwards a spliced request itself; a gateway that cannot be reached sends the request
+ * over the cluster with the body as it came; a spliced connection is never spliced again; closing a gateway closes
+ * the connections it spliced.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Context, Effect, Layer } from "effect"
+import { Context, Effect, Exit, Layer, Scope } from "effect"
 import * as http from "node:http"
+import * as net from "node:net"
 import * as Gateway from "../../layers/gateway/Gateway.ts"
 import * as ModelRoute from "../../layers/gateway/ModelRoute.ts"
 import * as OwnerRelay from "../../layers/gateway/OwnerRelay.ts"
@@ -27,14 +31,28 @@ const completion = (content: string): Completion.Completion => ({
   usage: { promptTokens: 12, completionTokens: 2, cachedTokens: 0 }
 })
 
-/** A runner's gateway whose generation answers `content`, with a scripted cluster path. */
+interface Calls {
+  readonly cluster: Array<Wire.ForwardedRequest>
+  readonly failed: Array<string>
+  /** Sessions whose request was relayed (OwnerRelay) and answered. */
+  readonly relayed: Array<string>
+}
+
+const calls = (): Calls => ({ cluster: [], failed: [], relayed: [] })
+
+/**
+ * A runner's gateway whose generation answers `content`, with a scripted cluster path; `spliceTo` overrides the
+ * Sessions it splices (by default those an answer came for, as layers/cluster/Forward.ts remembers them).
+ */
 const runner = (
   content: string,
   viaCluster: (request: Wire.ForwardedRequest) => Wire.ForwardedResponse,
-  calls: { cluster: Array<Wire.ForwardedRequest>; failed: Array<string> }
+  calls: Calls,
+  spliceTo?: (sessionId: string) => string | undefined
 ) =>
   Effect.gen(function*() {
     const owners = new Map<string, string>()
+    const answeredBy = new Map<string, string>()
     const forwarder = Layer.effect(
       ModelRoute.Forwarder,
       Effect.gen(function*() {
@@ -45,14 +63,23 @@ const runner = (
             Effect.sync(() => {
               calls.cluster.push(request)
               const answer = viaCluster(request)
-              if (answer.gateway !== undefined) owners.set(Routing.groupKeyOf(request.sessionId)!, answer.gateway)
+              if (answer.gateway !== undefined) {
+                owners.set(Routing.groupKeyOf(request.sessionId)!, answer.gateway)
+                answeredBy.set(request.sessionId, answer.gateway)
+              }
               return answer
             }),
           ownerOf: (sessionId) => owners.get(Routing.groupKeyOf(sessionId) ?? ""),
+          spliceTo: spliceTo ?? ((sessionId) => answeredBy.get(sessionId)),
+          answered: (sessionId, origin) => {
+            calls.relayed.push(sessionId)
+            answeredBy.set(sessionId, origin)
+          },
           directFailed: (sessionId, _origin, outcome) =>
             Effect.sync(() => {
               calls.failed.push(outcome.reason)
               owners.delete(Routing.groupKeyOf(sessionId) ?? "")
+              answeredBy.delete(sessionId)
             })
         })
       })
@@ -76,10 +103,27 @@ interface Reply {
   readonly body: string
 }
 
-const post = (url: string, sessionId: string, body: string): Effect.Effect<Reply> =>
+/** A client with one kept-alive connection at a time, which counts the connections it opened. */
+const client = () =>
+  Effect.acquireRelease(
+    Effect.sync(() => {
+      const agent = new http.Agent({ keepAlive: true, maxSockets: 1 })
+      let connections = 0
+      const createConnection = agent.createConnection.bind(agent)
+      agent.createConnection = (options, callback) => {
+        connections += 1
+        return createConnection(options, callback)
+      }
+      return { agent, connections: () => connections }
+    }),
+    ({ agent }) => Effect.sync(() => agent.destroy())
+  )
+
+const post = (agent: http.Agent, url: string, sessionId: string, body: string): Effect.Effect<Reply> =>
   Effect.callback<Reply>((resume) => {
     const req = http.request(url, {
       method: "POST",
+      agent,
       headers: { authorization: `Bearer ${sessionId}`, "content-type": "application/json" }
     }, (res) => {
       let text = ""
@@ -95,76 +139,179 @@ const chatBody = JSON.stringify({ model: "m", messages: [{ role: "user", content
 const session = Routing.sessionId("0123456789abcdef", "0123456789abcdef0123456789abcdef")
 const originOf = (gateway: Gateway.Gateway["Service"]) => `http://127.0.0.1:${gateway.port}`
 
-describe("Gateway forwarding (cluster mode)", () => {
-  it.live("the cluster first, then the direct hop to the gateway its answer named; not-owner goes back to the cluster", () =>
-    Effect.scoped(Effect.gen(function*() {
-      const ownerCalls = { cluster: [] as Array<Wire.ForwardedRequest>, failed: [] as Array<string> }
-      const owner = yield* runner("from the owner", () => {
-        throw new Error("the owner holds the Session: nothing goes over the cluster")
-      }, ownerCalls)
-      yield* owner.sessions.register(SupportSessions.sessionEntry(session))
-      const calls = { cluster: [] as Array<Wire.ForwardedRequest>, failed: [] as Array<string> }
-      const front = yield* runner("from the front", (request) => ({
-        kind: "json",
-        status: 200,
-        headers: {},
-        body: `{"cluster":${request.body.byteLength}}`,
-        gateway: originOf(owner.gateway)
-      }), calls)
-      const url = `${front.gateway.baseUrl}/v1/chat/completions`
+const sibling = Routing.sessionId("0123456789abcdef", "fedcba9876543210fedcba9876543210")
 
-      // The first request: over the cluster, which names the owner's gateway.
-      const first = yield* post(url, session, chatBody)
+/** The owner's gateway and a front gateway whose cluster path names it. */
+const ownerAndFront = Effect.gen(function*() {
+  const ownerCalls = calls()
+  const owner = yield* runner("from the owner", () => ({
+    kind: "json",
+    status: 404,
+    headers: {},
+    body: `{"owner-asked-the-cluster":true}`
+  }), ownerCalls)
+  yield* owner.sessions.register(SupportSessions.sessionEntry(session))
+  const frontCalls = calls()
+  const front = yield* runner("from the front", (request) => ({
+    kind: "json",
+    status: 200,
+    headers: {},
+    body: `{"cluster":${request.body.byteLength}}`,
+    gateway: originOf(owner.gateway)
+  }), frontCalls)
+  return { owner, ownerCalls, front, frontCalls, url: `${front.gateway.baseUrl}/v1/chat/completions` }
+})
+
+describe("Gateway forwarding (cluster mode)", () => {
+  it.live("the cluster first, then the client's next connection spliced to the owner's gateway", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { owner, ownerCalls, frontCalls, url } = yield* ownerAndFront
+      const { agent, connections } = yield* client()
+
+      // The first request: over the cluster, which names the owner's gateway; the connection closes after it.
+      const first = yield* post(agent, url, session, chatBody)
       assert.strictEqual(first.status, 200)
       assert.strictEqual(first.headers[OwnerRelay.viaHeader], "cluster")
+      assert.strictEqual(first.headers.connection, "close")
       assert.strictEqual(first.body, `{"cluster":${Buffer.byteLength(chatBody)}}`)
-      assert.strictEqual(calls.cluster.length, 1)
-      // The gateway keeps idle connections longer than the relay (4 s) and a balancer (60 s) keep theirs.
-      assert.strictEqual(first.headers["keep-alive"], `timeout=${Gateway.keepAliveTimeoutMs / 1000}`)
+      assert.strictEqual(frontCalls.cluster.length, 1)
 
-      // The next ones: relayed to the owner's gateway, which answers them as its own (its 400s too).
-      const second = yield* post(url, session, chatBody)
-      assert.strictEqual(second.status, 200)
-      assert.strictEqual(second.headers[OwnerRelay.viaHeader], "direct")
-      assert.include(second.body, "from the owner")
-      const malformed = yield* post(url, session, `{"model":"m","messages":7}`)
+      // The next ones, on one new connection spliced to the owner's gateway, which answers them as its own (its 400s
+      // too) and keeps the connection.
+      const second = yield* post(agent, url, session, chatBody)
+      const third = yield* post(agent, url, session, chatBody)
+      const malformed = yield* post(agent, url, session, `{"model":"m","messages":7}`)
+      for (const reply of [second, third]) {
+        assert.strictEqual(reply.status, 200)
+        assert.strictEqual(reply.headers[OwnerRelay.viaHeader], "direct")
+        assert.strictEqual(reply.headers.connection, "keep-alive")
+        assert.include(reply.body, "from the owner")
+      }
       assert.strictEqual(malformed.status, 400)
       assert.strictEqual(malformed.headers[OwnerRelay.viaHeader], "direct")
-      assert.strictEqual(calls.cluster.length, 1)
+      assert.strictEqual(connections(), 2)
+      assert.strictEqual(frontCalls.cluster.length, 1)
+      assert.deepStrictEqual(frontCalls.relayed, [])
 
-      // The owner no longer holds it: the relayed request is refused there (never forwarded again) and this runner
-      // sends it over the cluster with the body as it came.
+      // The owner no longer holds it: it forwards the spliced request itself and closes the connection after it.
       yield* owner.sessions.close(session)
-      const moved = yield* post(url, session, chatBody)
+      const moved = yield* post(agent, url, session, chatBody)
+      assert.strictEqual(moved.status, 404)
       assert.strictEqual(moved.headers[OwnerRelay.viaHeader], "cluster")
-      assert.deepStrictEqual(calls.failed, ["not-owner"])
-      assert.strictEqual(calls.cluster.length, 2)
-      assert.strictEqual(new TextDecoder().decode(calls.cluster[1]!.body), chatBody)
-      assert.deepStrictEqual(ownerCalls.cluster, [])
+      assert.strictEqual(moved.headers.connection, "close")
+      assert.strictEqual(ownerCalls.cluster.length, 1)
+      assert.strictEqual(new TextDecoder().decode(ownerCalls.cluster[0]!.body), chatBody)
     })))
 
-  it.live("an owner gateway that cannot be reached: the request goes over the cluster", () =>
+  it.live("a Session whose owner is known by its Group only: relayed once, then spliced", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { owner, frontCalls, url } = yield* ownerAndFront
+      yield* owner.sessions.register(SupportSessions.sessionEntry(sibling))
+      const { agent, connections } = yield* client()
+      yield* post(agent, url, session, chatBody)
+      const relayed = yield* post(agent, url, sibling, chatBody)
+      assert.strictEqual(relayed.headers[OwnerRelay.viaHeader], "direct")
+      assert.strictEqual(relayed.headers.connection, "close")
+      assert.deepStrictEqual(frontCalls.relayed, [sibling])
+      const spliced = yield* post(agent, url, sibling, chatBody)
+      assert.strictEqual(spliced.headers[OwnerRelay.viaHeader], "direct")
+      assert.strictEqual(spliced.headers.connection, "keep-alive")
+      assert.include(spliced.body, "from the owner")
+      assert.deepStrictEqual(frontCalls.relayed, [sibling])
+      assert.strictEqual(frontCalls.cluster.length, 1)
+      assert.strictEqual(connections(), 3)
+    })))
+
+  it.live("an owner gateway that cannot be reached: the request is served here, over the cluster", () =>
     Effect.scoped(Effect.gen(function*() {
       const gone = yield* Effect.scoped(
         runner("never", () => {
           throw new Error("unused")
-        }, { cluster: [], failed: [] }).pipe(Effect.map(({ gateway }) => originOf(gateway)))
+        }, calls()).pipe(Effect.map(({ gateway }) => originOf(gateway)))
       )
-      const calls = { cluster: [] as Array<Wire.ForwardedRequest>, failed: [] as Array<string> }
+      const frontCalls = calls()
       const front = yield* runner("from the front", () => ({
         kind: "json",
         status: 200,
         headers: {},
         body: `{"cluster":true}`,
         gateway: gone
-      }), calls)
+      }), frontCalls)
       const url = `${front.gateway.baseUrl}/v1/chat/completions`
-      yield* post(url, session, chatBody)
-      const second = yield* post(url, session, chatBody)
+      const { agent } = yield* client()
+      yield* post(agent, url, session, chatBody)
+      const second = yield* post(agent, url, session, chatBody)
       assert.strictEqual(second.status, 200)
       assert.strictEqual(second.headers[OwnerRelay.viaHeader], "cluster")
       assert.strictEqual(second.body, `{"cluster":true}`)
-      assert.deepStrictEqual(calls.failed, ["unreachable"])
-      assert.strictEqual(calls.cluster.length, 2)
+      assert.deepStrictEqual(frontCalls.failed, ["unreachable"])
+      assert.strictEqual(frontCalls.cluster.length, 2)
+    })))
+
+  it.live("a spliced connection is never spliced again (two runners that each name the other)", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const origins = { a: "", b: "" }
+      const bCalls = calls()
+      const b = yield* runner(
+        "b",
+        () => ({ kind: "json", status: 200, headers: {}, body: `{"b-cluster":true}` }),
+        bCalls,
+        () => origins.a
+      )
+      origins.b = originOf(b.gateway)
+      const aCalls = calls()
+      const a = yield* runner(
+        "a",
+        () => {
+          throw new Error("a splices: nothing goes over its cluster")
+        },
+        aCalls,
+        () => origins.b
+      )
+      origins.a = originOf(a.gateway)
+      const { agent } = yield* client()
+      const reply = yield* post(agent, `${a.gateway.baseUrl}/v1/chat/completions`, session, chatBody)
+      assert.strictEqual(reply.status, 200)
+      assert.strictEqual(reply.body, `{"b-cluster":true}`)
+      assert.strictEqual(reply.headers[OwnerRelay.viaHeader], "cluster")
+      assert.strictEqual(bCalls.cluster.length, 1)
+      assert.strictEqual(aCalls.cluster.length, 0)
+    })))
+
+  it.live("closing a gateway closes the connections it spliced", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const owner = yield* runner("from the owner", () => {
+        throw new Error("unused")
+      }, calls())
+      yield* owner.sessions.register(SupportSessions.sessionEntry(session))
+      const scope = yield* Scope.make()
+      const front = yield* runner(
+        "front",
+        () => {
+          throw new Error("unused")
+        },
+        calls(),
+        () => originOf(owner.gateway)
+      ).pipe(Scope.provide(scope))
+      const socket = net.connect(front.gateway.port, "127.0.0.1")
+      const request =
+        `POST /agentic_api/v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${session}\r\n` +
+        `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(chatBody)}\r\n\r\n${chatBody}`
+      const answered = yield* Effect.callback<string>((resume) => {
+        let text = ""
+        socket.on("data", (chunk: Buffer) => {
+          text += chunk.toString("latin1")
+          if (text.includes("from the owner")) resume(Effect.succeed(text))
+        })
+        socket.write(request)
+      })
+      assert.include(answered, `${OwnerRelay.viaHeader}: direct`)
+      const closed = Effect.callback<void>((resume) => {
+        if (socket.destroyed) return resume(Effect.void)
+        socket.once("close", () => resume(Effect.void))
+      })
+      yield* Scope.close(scope, Exit.void)
+      yield* closed
+      assert.isTrue(socket.destroyed)
     })))
 })
