@@ -494,8 +494,8 @@ const serveForwarded = (
   })
 
 const viaCluster = { [OwnerRelay.viaHeader]: "cluster" }
-/** On the answers to requests another runner spliced here: they reached the owner directly. */
-const viaSplice = { [OwnerRelay.viaHeader]: "direct" }
+/** On the answers to requests on a connection another runner spliced here (OwnerSplice.ts). */
+const viaSplice = { [OwnerRelay.viaHeader]: "spliced" }
 
 /** The id and time of an answer that failed, as the error frames of a stream carry them. */
 const failureContext = (model: string): Effect.Effect<Completion.FailureContext> =>

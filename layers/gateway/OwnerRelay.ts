@@ -25,7 +25,10 @@ import * as Exchange from "./NodeExchange.ts"
 export const forwardedHeader = "x-relax-forwarded"
 /** On a relayed request's 404: this runner does not hold the Session (the relaying runner asks the cluster). */
 export const notOwnerHeader = "x-relax-not-owner"
-/** On a forwarded request's answer: how it reached the owner, `direct` (this relay) or `cluster` (an entity call). */
+/**
+ * On a forwarded request's answer: how it reached the owner, `direct` (this relay), `spliced` (on a connection spliced
+ * to the owner's gateway: OwnerSplice.ts) or `cluster` (an entity call).
+ */
 export const viaHeader = "x-relax-forwarded-via"
 
 /** How a relay ended: answered (whatever the answer), or nothing reached the owner and the cluster should be asked. */

@@ -42,7 +42,7 @@ export interface Router {
 /** Connections another runner spliced here. */
 const spliced = new WeakSet<object>()
 
-/** Whether a connection was spliced here by another runner (its answers say so: `x-relax-forwarded-via: direct`). */
+/** Whether a connection was spliced here by another runner (its answers say so: `x-relax-forwarded-via: spliced`). */
 export const isSpliced = (socket: object | null): boolean => socket !== null && spliced.has(socket)
 
 /** Time to open a connection to an owner's gateway (a peer on the cluster's network answers in milliseconds). */

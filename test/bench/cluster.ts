@@ -3,7 +3,7 @@
  * per client count: `owner` (two runners, each agent calls the runner that holds its Session), `forwarded` (each
  * runner's agents call the other runner, which forwards every request to the owner) and `single` (one process, no
  * cluster). Per path: p50 / p90 latency, CPU per request, Sessions held and heap per process; for `forwarded`, how
- * the timed requests reached their owner (the direct hop to its gateway, or the cluster).
+ * the timed requests reached their owner (a connection spliced to its gateway, the direct hop, or the cluster).
  *
  * **Details**
  * Every request is a full one-turn generation of the same size on the embedded engine (instant policy), so the
@@ -37,7 +37,7 @@ import * as ProcessCpu from "./processCpu.ts"
 const fixtures = Path.join(Processes.root, "test", "fixtures")
 const decodeReport = Schema.decodeUnknownSync(Schema.fromJsonString(Schema.Struct({
   latencies: Schema.Array(Schema.Number),
-  via: Schema.Struct({ direct: Schema.Number, cluster: Schema.Number, none: Schema.Number })
+  via: Schema.Struct({ spliced: Schema.Number, direct: Schema.Number, cluster: Schema.Number, none: Schema.Number })
 })))
 const inspect = ["--inspect=127.0.0.1:0"]
 
@@ -90,7 +90,7 @@ type Route = "owner" | "forwarded" | "single"
 interface Measured {
   readonly latencies: ReadonlyArray<number>
   /** How the timed requests of every agent reached their owner (`x-relax-forwarded-via`). */
-  readonly via: { readonly direct: number; readonly cluster: number; readonly none: number }
+  readonly via: { readonly spliced: number; readonly direct: number; readonly cluster: number; readonly none: number }
   readonly requests: number
   readonly cpuMs: number
   /** Each member's CPU over the window (runner 1, runner 2; or the single process). */
@@ -274,8 +274,9 @@ const measure = (path: Route, clients: number, requests: number) =>
     const latencies = read
       .filter(({ session }) => latencyOf === undefined || latencyOf.has(session))
       .flatMap(({ report }) => [...report.latencies])
-    const via = { direct: 0, cluster: 0, none: 0 }
+    const via = { spliced: 0, direct: 0, cluster: 0, none: 0 }
     for (const { report } of read) {
+      via.spliced += report.via.spliced
       via.direct += report.via.direct
       via.cluster += report.via.cluster
       via.none += report.via.none
@@ -307,7 +308,9 @@ const rowsOf = (clients: number, runs: Readonly<Record<Route, Measured>>) => {
       clients: String(clients),
       path: p,
       "requests (timed)": `${runs[p].requests} (${runs[p].latencies.length})`,
-      "forwarded via direct / cluster": p === "forwarded" ? `${runs[p].via.direct} / ${runs[p].via.cluster}` : "",
+      "forwarded via spliced / direct / cluster": p === "forwarded"
+        ? `${runs[p].via.spliced} / ${runs[p].via.direct} / ${runs[p].via.cluster}`
+        : "",
       p50: ms(p50(p)),
       p90: ms(percentile(runs[p].latencies, 90)),
       "CPU / request": ms(cpu(p)),
@@ -350,7 +353,7 @@ export const bench: Harness.Bench = {
       title: "Cluster forwarding hop: a request at its owner runner vs forwarded by a non-owner vs one process",
       rows: [...rowsOf(2, small), ...rowsOf(64, large)],
       notes: [
-        "owner: two runners, every agent calls the runner holding its Session; forwarded: every agent calls the other runner, which forwards (a Group's first request over the cluster, the next ones over the direct hop to the owner's gateway: the timed requests' counts per way); single: one process, no cluster.",
+        "owner: two runners, every agent calls the runner holding its Session; forwarded: every agent calls the other runner, which forwards (a Group's first request over the cluster, the next ones on a connection spliced to the owner's gateway, or relayed there: the timed requests' counts per way); single: one process, no cluster.",
         "Ratios: forwarded vs owner (target ≤ 1.3x, p50 and CPU), owner vs single. CPU / request: user+sys CPU of both runners (or the single process) over the timed window / requests; idle CPU: the same processes' CPU share over 3 s with every agent waiting at the barrier; net of idle: the window's CPU less that idle rate over the window, per request.",
         `Heap per Session (growth from 2 to 64 clients): cluster ${
           heapPerSession(small.owner, large.owner)

@@ -13,8 +13,9 @@ const session = process.env.RELAX_SESSION_ID
 const barrier = process.env.BARRIER
 const headers = { authorization: `Bearer ${session}`, "content-type": "application/json" }
 const body = JSON.stringify({ model: "m", messages: input.messages })
-// How each request reached its owner (x-relax-forwarded-via: `direct`, `cluster`, or `none` when not forwarded).
-const via = { direct: 0, cluster: 0, none: 0 }
+// How each request reached its owner (x-relax-forwarded-via: `spliced`, `direct`, `cluster`, or `none` when not
+// forwarded).
+const via = { spliced: 0, direct: 0, cluster: 0, none: 0 }
 const request = async () => {
   const response = await fetch(url, { method: "POST", headers, body })
   await response.text()

@@ -4,7 +4,7 @@
  * Groups start on the runners during the current one), real agent processes and the embedded engine.
  * Runners 2 and 3 hand their agents runner 1's gateway as RELAX_BASE_URL (`--gateway-public-url`), so every request of
  * a Session they hold arrives at runner 1 and is forwarded to its owner: a Group's first request over the cluster,
- * the next ones over the direct hop to the owner's gateway.
+ * the next ones on connections spliced to the owner's gateway.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Schema } from "effect"
@@ -143,8 +143,8 @@ describe("cluster (end to end)", () => {
         // Every protocol, JSON and SSE, answered; runners 2 and 3 held some Sessions, whose requests came in at runner 1.
         assert.strictEqual(clusterReports.length, 8)
         assert.isAbove(clusterReports.filter((f) => forwarded.has(f.replace(/\.json$/, ""))).length, 0)
-        // A forwarded Group's first request goes over the cluster, which names the owner's gateway; its later ones
-        // take the direct hop (every protocol, JSON and SSE, both ways).
+        // A forwarded Group's first request goes over the cluster, which names the owner's gateway and closes the
+        // connection; the SDKs' next connections are spliced to the owner's gateway (every protocol, JSON and SSE).
         const calls = ["chat_json", "chat_sse", "responses_json", "responses_sse", "messages_json", "messages_sse"]
         const ways = new Set<string>()
         for (const file of clusterReports) {
@@ -156,14 +156,14 @@ describe("cluster (end to end)", () => {
             const via = report[call]?.via ?? null
             if (!isForwarded) assert.isNull(via, `${file} ${call}: runner 1 holds it, yet it was forwarded`)
             else {
-              assert.include(["cluster", "direct"], via, `${file} ${call}`)
+              assert.include(["cluster", "direct", "spliced"], via, `${file} ${call}`)
               ways.add(`${call}:${via}`)
             }
           }
-          if (isForwarded) assert.strictEqual(report["messages_sse"]?.via, "direct", `${file}: no direct hop`)
+          if (isForwarded) assert.strictEqual(report["messages_sse"]?.via, "spliced", `${file}: not spliced`)
         }
         assert.include([...ways], "chat_json:cluster")
-        for (const call of calls.slice(1)) assert.include([...ways], `${call}:direct`)
+        for (const call of calls.slice(1)) assert.include([...ways], `${call}:spliced`)
       })),
     600_000
   )

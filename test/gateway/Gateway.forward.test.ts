@@ -2,7 +2,7 @@
  * Cluster mode's forwarding at the gateway, between two real gateways on loopback over a scripted generation core:
  * a runner that does not hold a Session sends its request over the cluster (here a scripted `Forwarder.viaCluster`)
  * until an answer names the owner's gateway and closes the connection; the client's next connection is spliced to the
- * owner's gateway (OwnerSplice), whose answers say `direct`. A Session whose owner is known by its Group only is
+ * owner's gateway (OwnerSplice), whose answers say `spliced`. A Session whose owner is known by its Group only is
  * relayed once (OwnerRelay, decided in Node's request callback) and spliced from its next connection; an owner that
  * no longer holds the Session forwards a spliced request itself; a gateway that cannot be reached sends the request
  * over the cluster with the body as it came; a spliced connection is never spliced again; closing a gateway closes
@@ -183,12 +183,12 @@ describe("Gateway forwarding (cluster mode)", () => {
       const malformed = yield* post(agent, url, session, `{"model":"m","messages":7}`)
       for (const reply of [second, third]) {
         assert.strictEqual(reply.status, 200)
-        assert.strictEqual(reply.headers[OwnerRelay.viaHeader], "direct")
+        assert.strictEqual(reply.headers[OwnerRelay.viaHeader], "spliced")
         assert.strictEqual(reply.headers.connection, "keep-alive")
         assert.include(reply.body, "from the owner")
       }
       assert.strictEqual(malformed.status, 400)
-      assert.strictEqual(malformed.headers[OwnerRelay.viaHeader], "direct")
+      assert.strictEqual(malformed.headers[OwnerRelay.viaHeader], "spliced")
       assert.strictEqual(connections(), 2)
       assert.strictEqual(frontCalls.cluster.length, 1)
       assert.deepStrictEqual(frontCalls.relayed, [])
@@ -214,7 +214,7 @@ describe("Gateway forwarding (cluster mode)", () => {
       assert.strictEqual(relayed.headers.connection, "close")
       assert.deepStrictEqual(frontCalls.relayed, [sibling])
       const spliced = yield* post(agent, url, sibling, chatBody)
-      assert.strictEqual(spliced.headers[OwnerRelay.viaHeader], "direct")
+      assert.strictEqual(spliced.headers[OwnerRelay.viaHeader], "spliced")
       assert.strictEqual(spliced.headers.connection, "keep-alive")
       assert.include(spliced.body, "from the owner")
       assert.deepStrictEqual(frontCalls.relayed, [sibling])
@@ -305,7 +305,7 @@ describe("Gateway forwarding (cluster mode)", () => {
         })
         socket.write(request)
       })
-      assert.include(answered, `${OwnerRelay.viaHeader}: direct`)
+      assert.include(answered, `${OwnerRelay.viaHeader}: spliced`)
       const closed = Effect.callback<void>((resume) => {
         if (socket.destroyed) return resume(Effect.void)
         socket.once("close", () => resume(Effect.void))
