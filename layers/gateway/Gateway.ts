@@ -102,11 +102,9 @@ class GatewayServer extends Server {
         request instanceof IncomingMessage && response instanceof ServerResponse &&
         this.modelRoute(request, response, event === "checkContinue")
       ) return true
-    } else if (
-      event === "connection" && this.router !== undefined && args[0] instanceof Socket && !routed.has(args[0])
-    ) {
+    } else if (event === "connection" && this.router !== undefined && args[0] instanceof Socket) {
       // Cluster mode: a new connection is routed by its first request before the HTTP server reads it (OwnerSplice).
-      routed.add(args[0])
+      // It is handed back to Node's own listener (`super.emit` does not come through here again).
       this.router.accept(args[0], (socket) => super.emit("connection", socket))
       return true
     }
@@ -119,9 +117,6 @@ class GatewayServer extends Server {
     return this
   }
 }
-
-/** Connections the splice router has seen (handed back to the HTTP server, they are not routed again). */
-const routed = new WeakSet<Socket>()
 
 /** A path or method no route serves: 405 for a model path called with another method, else 404. */
 const unknownRoute = Effect.gen(function*() {
