@@ -135,6 +135,18 @@ const post = (agent: http.Agent, url: string, sessionId: string, body: string): 
     req.end(body)
   })
 
+/**
+ * The chat requests counted in `relax_agentic_requests_total` (both gateways of a test share the process's metrics):
+ * each request an agent sent counts once, wherever it was answered.
+ */
+const chatRequestsCounted = (gateway: Gateway.Gateway["Service"]) =>
+  Effect.promise(async () => {
+    const text = await (await fetch(`http://127.0.0.1:${gateway.port}/metrics`)).text()
+    return text.split("\n")
+      .filter((line) => line.startsWith("relax_agentic_requests_total{") && line.includes(`protocol="chat"`))
+      .reduce((sum, line) => sum + Number(line.slice(line.lastIndexOf(" ") + 1)), 0)
+  })
+
 const chatBody = JSON.stringify({ model: "m", messages: [{ role: "user", content: "What is 2+2?" }] })
 const session = Routing.sessionId("0123456789abcdef", "0123456789abcdef0123456789abcdef")
 const originOf = (gateway: Gateway.Gateway["Service"]) => `http://127.0.0.1:${gateway.port}`
@@ -165,8 +177,9 @@ const ownerAndFront = Effect.gen(function*() {
 describe("Gateway forwarding (cluster mode)", () => {
   it.live("the cluster first, then the client's next connection spliced to the owner's gateway", () =>
     Effect.scoped(Effect.gen(function*() {
-      const { owner, ownerCalls, frontCalls, url } = yield* ownerAndFront
+      const { owner, ownerCalls, front, frontCalls, url } = yield* ownerAndFront
       const { agent, connections } = yield* client()
+      const countedBefore = yield* chatRequestsCounted(front.gateway)
 
       // The first request: over the cluster, which names the owner's gateway; the connection closes after it.
       const first = yield* post(agent, url, session, chatBody)
@@ -201,13 +214,15 @@ describe("Gateway forwarding (cluster mode)", () => {
       assert.strictEqual(moved.headers.connection, "close")
       assert.strictEqual(ownerCalls.cluster.length, 1)
       assert.strictEqual(new TextDecoder().decode(ownerCalls.cluster[0]!.body), chatBody)
+      assert.strictEqual((yield* chatRequestsCounted(front.gateway)) - countedBefore, 5)
     })))
 
   it.live("a Session whose owner is known by its Group only: relayed once, then spliced", () =>
     Effect.scoped(Effect.gen(function*() {
-      const { owner, frontCalls, url } = yield* ownerAndFront
+      const { owner, front, frontCalls, url } = yield* ownerAndFront
       yield* owner.sessions.register(SupportSessions.sessionEntry(sibling))
       const { agent, connections } = yield* client()
+      const countedBefore = yield* chatRequestsCounted(front.gateway)
       yield* post(agent, url, session, chatBody)
       const relayed = yield* post(agent, url, sibling, chatBody)
       assert.strictEqual(relayed.headers[OwnerRelay.viaHeader], "direct")
@@ -220,6 +235,7 @@ describe("Gateway forwarding (cluster mode)", () => {
       assert.deepStrictEqual(frontCalls.relayed, [sibling])
       assert.strictEqual(frontCalls.cluster.length, 1)
       assert.strictEqual(connections(), 3)
+      assert.strictEqual((yield* chatRequestsCounted(front.gateway)) - countedBefore, 3)
     })))
 
   it.live("an owner gateway that cannot be reached: the request is served here, over the cluster", () =>
