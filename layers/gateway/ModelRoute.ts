@@ -18,7 +18,9 @@
  * the Group's requests take the direct hop (`OwnerRelay.ts`), decided in Node's request callback and run there
  * without a fiber (`relayDirect`): the body is read and relayed as it came to the owner's gateway, which answers it as
  * its own; a relayed request for a Session the owner does not hold is refused, never forwarded again, and the
- * relaying runner then sends it over the cluster.
+ * relaying runner then sends it over the cluster. Both close the agent's connection after the answer once the owner
+ * answered for the Session, so the client's next connection is spliced to the owner's gateway (`OwnerSplice.ts`,
+ * before this route sees anything); the owner's answers on a spliced connection say so.
  */
 import { Clock, Context, Duration, Effect, Exit, Fiber, Option, Result, Scheduler, type Scope } from "effect"
 import { FindMyWay } from "effect/http"

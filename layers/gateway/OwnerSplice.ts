@@ -11,7 +11,7 @@
  *   if nothing had happened. An SDK keeps one connection per agent, so a forwarded Group's Sessions are spliced from
  *   the request after the one that named the owner (the gateway closes that connection: `Exchange.closeAfter`).
  * - The owner reads the preamble, marks the connection ({@link isSpliced}: its answers say
- *   `x-relax-forwarded-via: direct`) and never splices it again, so stale knowledge cannot make a loop. A request on it
+ *   `x-relax-forwarded-via: spliced`) and never splices it again, so stale knowledge cannot make a loop. A request on it
  *   for a Session the owner does not hold is forwarded from there like any other and closes the connection after its
  *   answer, so the client's next connection is routed again.
  * - An owner gateway that cannot be connected to (nothing was sent) is reported (`unreachable`) and the connection is
