@@ -24,6 +24,7 @@ import { Result } from "effect"
 import { Socket } from "node:net"
 import * as ApiKey from "../../src/protocol/ApiKey.ts"
 import * as RequestHead from "../../src/protocol/RequestHead.ts"
+import * as OwnerRelay from "./OwnerRelay.ts"
 
 /** The first bytes a runner writes on a spliced connection (never the start of an HTTP request). */
 export const preamble = Buffer.from("RELAX-SPLICE/1\r\n", "latin1")
@@ -194,8 +195,16 @@ export const make = (
   }
 }
 
+const routingHeaders: ReadonlySet<string> = new Set(["authorization", "x-api-key", OwnerRelay.forwardedHeader])
+
+/**
+ * The Session key a connection is routed by: its first request's API key, unless that request was relayed by another
+ * runner (`OwnerRelay`: it is answered here or refused, never sent on; so is its connection).
+ */
 const sessionKeyOf = (head: Uint8Array): string | undefined => {
-  const key = ApiKey.parse(RequestHead.keyHeaders(head))
+  const found = RequestHead.headers(head, routingHeaders)
+  if (found.has(OwnerRelay.forwardedHeader)) return undefined
+  const key = ApiKey.parse({ authorization: found.get("authorization"), "x-api-key": found.get("x-api-key") })
   return Result.isSuccess(key) ? key.success : undefined
 }
 

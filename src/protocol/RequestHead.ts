@@ -1,15 +1,14 @@
 /**
  * The head of an HTTP/1.x request read from a connection's first bytes, before any HTTP parser saw them: where it ends
- * and the headers an API key comes in (`ApiKey`). Cluster mode routes a new connection by its first request's key
- * (docs/scale-out.md "One address for agents").
+ * and the values of a few headers. Cluster mode routes a new connection by its first request's key (`ApiKey`;
+ * docs/scale-out.md "One address for agents").
  *
  * **Details**
- * Only what routing needs is read, with Node's rules for the two headers: names are case-insensitive, a repeated
- * `Authorization` keeps its first value, a repeated `x-api-key` is joined with `", "`, values lose their surrounding
- * whitespace. The HTTP server that answers the request parses it again in full, so a head this reads differently
- * from Node can only cost a route, never an answer.
+ * Only the headers asked for are read, with Node's rules: names are case-insensitive, a repeated `Authorization` keeps
+ * its first value, other repeated headers are joined with `", "`, values lose their surrounding whitespace. The HTTP
+ * server that answers the request parses it again in full, so a head this reads differently from Node can only cost
+ * a route, never an answer.
  */
-import type * as ApiKey from "./ApiKey.ts"
 
 const headTerminator = Buffer.from("\r\n\r\n")
 
@@ -19,11 +18,13 @@ export const endOf = (bytes: Uint8Array): number => {
   return at < 0 ? -1 : at + headTerminator.length
 }
 
-/** The key headers of a complete request head (its bytes up to {@link endOf}). */
-export const keyHeaders = (head: Uint8Array): ApiKey.KeyHeaders => {
+/**
+ * The values of the headers `names` (lower case) in a complete request head (its bytes up to {@link endOf}), with
+ * Node's rules: a repeated `authorization` keeps its first value, other repeated headers are joined with `", "`.
+ */
+export const headers = (head: Uint8Array, names: ReadonlySet<string>): ReadonlyMap<string, string> => {
   const text = Buffer.from(head.buffer, head.byteOffset, head.byteLength).toString("latin1")
-  let authorization: string | undefined
-  let apiKey: string | undefined
+  const found = new Map<string, string>()
   // Line 0 is the request line.
   let start = text.indexOf("\r\n") + 2
   while (start > 1 && start < text.length) {
@@ -33,12 +34,11 @@ export const keyHeaders = (head: Uint8Array): ApiKey.KeyHeaders => {
     const colon = line.indexOf(":")
     if (colon <= 0) continue
     const name = line.slice(0, colon).toLowerCase()
-    if (name === "authorization") {
-      authorization ??= line.slice(colon + 1).trim()
-    } else if (name === "x-api-key") {
-      const value = line.slice(colon + 1).trim()
-      apiKey = apiKey === undefined ? value : `${apiKey}, ${value}`
-    }
+    if (!names.has(name)) continue
+    const value = line.slice(colon + 1).trim()
+    const before = found.get(name)
+    if (before === undefined) found.set(name, value)
+    else if (name !== "authorization") found.set(name, `${before}, ${value}`)
   }
-  return { authorization, "x-api-key": apiKey }
+  return found
 }

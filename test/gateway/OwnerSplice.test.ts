@@ -2,12 +2,14 @@
  * The connection router of cluster mode (layers/gateway/OwnerSplice.ts) in front of real HTTP servers on loopback: a
  * "front" whose route names the "owner" for the key `owned`, and an owner behind its own router. The first request
  * head is read however the client's bytes are split, the owner strips the preamble however it arrives and marks the
- * connection, and what is not spliced reaches the front's own HTTP server as it was sent.
+ * connection, and what is not spliced (another key, no key, a request relayed by another runner) reaches the front's own
+ * HTTP server as it was sent.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as http from "node:http"
 import * as net from "node:net"
+import * as OwnerRelay from "../../layers/gateway/OwnerRelay.ts"
 import * as OwnerSplice from "../../layers/gateway/OwnerSplice.ts"
 
 /** An HTTP server behind a router on 127.0.0.1:0 for the scope; it answers who it is and whether it was spliced. */
@@ -84,6 +86,9 @@ describe("OwnerSplice", () => {
     Effect.scoped(Effect.gen(function*() {
       const { front } = yield* setup
       assert.strictEqual(bodyOf(yield* exchange(front.port, [request("mine", "abc")])), "front spliced=false body=3")
+      // A request another runner relayed here (and the connection it came on) is answered here, never sent on.
+      const relayed = request("owned", "ab").replace("Host: x\r\n", `Host: x\r\n${OwnerRelay.forwardedHeader}: r1\r\n`)
+      assert.strictEqual(bodyOf(yield* exchange(front.port, [relayed])), "front spliced=false body=2")
       // No key at all.
       const keyless = "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
       assert.strictEqual(bodyOf(yield* exchange(front.port, [keyless])), "front spliced=false body=0")

@@ -1,6 +1,6 @@
 /**
- * The request head read from a connection's first bytes (src/protocol/RequestHead.ts): where it ends and the two key
- * headers, read as Node reads them (checked against node:http's own parse of the same bytes).
+ * The request head read from a connection's first bytes (src/protocol/RequestHead.ts): where it ends and the headers
+ * asked for, read as Node reads them (checked against node:http's own parse of the same bytes).
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
@@ -11,13 +11,18 @@ import * as RequestHead from "../../src/protocol/RequestHead.ts"
 
 const bytes = (text: string) => Buffer.from(text, "latin1")
 
-/** The key headers node:http parses from `head` (sent to a real server on loopback). */
+const names = new Set(["authorization", "x-api-key", "x-relax-forwarded"])
+
+/** The headers `names` as node:http parses them from `head` (sent to a real server on loopback). */
 const nodeHeaders = (head: string) =>
-  Effect.callback<ApiKey.KeyHeaders>((resume) => {
+  Effect.callback<ReadonlyMap<string, string>>((resume) => {
     const server = http.createServer((request, response) => {
-      resume(
-        Effect.succeed({ authorization: request.headers.authorization, "x-api-key": request.headers["x-api-key"] })
-      )
+      const found = new Map<string, string>()
+      for (const name of names) {
+        const value = request.headers[name]
+        if (typeof value === "string") found.set(name, value)
+      }
+      resume(Effect.succeed(found))
       response.end()
       server.close()
     })
@@ -42,15 +47,18 @@ describe("RequestHead", () => {
     "POST / HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer first\r\nAuthorization: Bearer second\r\n\r\n",
     "POST / HTTP/1.1\r\nHost: x\r\nx-api-key: one\r\nX-Api-Key: two\r\n\r\n",
     "POST / HTTP/1.1\r\nHost: x\r\nX-API-KEY:key\r\n\r\n",
-    "POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\r\n"
+    "POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\r\n",
+    "POST / HTTP/1.1\r\nHost: x\r\nX-Relax-Forwarded: a\r\nx-relax-forwarded: b\r\nAuthorization: Bearer k\r\n\r\n"
   ]
   for (const head of heads) {
-    it.live(`keyHeaders reads the key as node:http does: ${JSON.stringify(head.split("\r\n").slice(2, -2))}`, () =>
+    it.live(`headers are read as node:http reads them: ${JSON.stringify(head.split("\r\n").slice(2, -2))}`, () =>
       Effect.gen(function*() {
-        const ours = RequestHead.keyHeaders(bytes(head))
+        const ours = RequestHead.headers(bytes(head), names)
         const node = yield* nodeHeaders(head)
-        assert.deepStrictEqual(ApiKey.parse(ours), ApiKey.parse(node))
         assert.deepStrictEqual(ours, node)
+        const key = (found: ReadonlyMap<string, string>) =>
+          ApiKey.parse({ authorization: found.get("authorization"), "x-api-key": found.get("x-api-key") })
+        assert.deepStrictEqual(key(ours), key(node))
       }))
   }
 })
