@@ -471,7 +471,7 @@ const serveForwarded = (
       const answer = yield* forward.viaCluster(request).pipe(Effect.result)
       setPhase("answered")
       // The owner's gateway is known now: the client's next connection is spliced there.
-      if (forward.spliceTo(request.sessionId) !== undefined) ex.closeAfter = true
+      if (spliceNext(forward, ex, request.sessionId)) ex.closeAfter = true
       if (Result.isFailure(answer)) return sendError(ex, adapter, answer.failure, viaCluster)
       return Exchange.sendJson(ex, answer.success.status, answer.success.body, {
         ...answer.success.headers,
@@ -480,7 +480,7 @@ const serveForwarded = (
     }
     setPhase("stream")
     const frames = sseFrames[adapter.protocol]
-    if (forward.spliceTo(request.sessionId) !== undefined) ex.closeAfter = true
+    if (spliceNext(forward, ex, request.sessionId)) ex.closeAfter = true
     if (Exchange.writable(ex)) {
       Exchange.writeHead(ex, 200, { ...sseResponseHeaders, ...viaCluster }, true)
       ex.response.write(frames.connected)
@@ -494,6 +494,13 @@ const serveForwarded = (
     if (Result.isSuccess(answer)) return ex.response.end(answer.success.body)
     ex.response.end(Sse.encodeAll(adapter.renderSseError(answer.failure, yield* failureContext(""))))
   })
+
+/**
+ * Whether to close this agent's connection after the answer so its next one is spliced to the Session's owner: the
+ * owner answered for the Session, and the connection is the agent's own (not a load balancer's, shared by Sessions).
+ */
+const spliceNext = (forward: ForwarderShape, ex: Exchange.Exchange, sessionId: string): boolean =>
+  forward.spliceTo(sessionId) !== undefined && OwnerSplice.ownConnection(ex.request.headers)
 
 const viaCluster = { [OwnerRelay.viaHeader]: "cluster" }
 /** On the answers to requests on a connection another runner spliced here (OwnerSplice.ts). */
@@ -579,7 +586,7 @@ const relayDirect = (
     if (read._tag !== "Body") return handOver({ read })
     const now = Context.get(context, Clock.Clock).currentTimeMillisUnsafe()
     // The client's next connection is routed again: spliced to the owner once it answered for this Session.
-    ex.closeAfter = true
+    ex.closeAfter = OwnerSplice.ownConnection(ex.request.headers)
     forward.relay.start(ex, owner.origin, read.bytes, brokenRelay(env, adapter, ex, read.bytes, now), (outcome) => {
       if (outcome._tag === "Fallback") {
         handOver({ read, relayFailed: { sessionId: owner.sessionId, origin: owner.origin, outcome } })

@@ -195,15 +195,26 @@ export const make = (
   }
 }
 
-const routingHeaders: ReadonlySet<string> = new Set(["authorization", "x-api-key", OwnerRelay.forwardedHeader])
+/**
+ * Headers that say a connection may carry other clients' requests: one relayed by another runner (`OwnerRelay`: it is
+ * answered here or refused, never sent on), and those an HTTP proxy adds (a load balancer that pools its connections
+ * to the runners mixes Sessions on one connection).
+ */
+const sharedConnectionHeaders = [OwnerRelay.forwardedHeader, "x-forwarded-for", "forwarded", "via"] as const
 
 /**
- * The Session key a connection is routed by: its first request's API key, unless that request was relayed by another
- * runner (`OwnerRelay`: it is answered here or refused, never sent on; so is its connection).
+ * Whether a request's connection is one agent's own, so it may be spliced: no header says it is relayed or comes
+ * through an HTTP proxy. Only such a connection is closed to be routed again (`Exchange.closeAfter`).
  */
+export const ownConnection = (headers: Readonly<Record<string, unknown>>): boolean =>
+  sharedConnectionHeaders.every((name) => headers[name] === undefined)
+
+const routingHeaders: ReadonlySet<string> = new Set(["authorization", "x-api-key", ...sharedConnectionHeaders])
+
+/** The Session key a connection is routed by: its first request's API key, on one agent's own connection. */
 const sessionKeyOf = (head: Uint8Array): string | undefined => {
   const found = RequestHead.headers(head, routingHeaders)
-  if (found.has(OwnerRelay.forwardedHeader)) return undefined
+  if (sharedConnectionHeaders.some((name) => found.has(name))) return undefined
   const key = ApiKey.parse({ authorization: found.get("authorization"), "x-api-key": found.get("x-api-key") })
   return Result.isSuccess(key) ? key.success : undefined
 }

@@ -4,7 +4,8 @@
  * until an answer names the owner's gateway and closes the connection; the client's next connection is spliced to the
  * owner's gateway (OwnerSplice), whose answers say `spliced`. A Session whose owner is known by its Group only is
  * relayed once (OwnerRelay, decided in Node's request callback) and spliced from its next connection; an owner that
- * no longer holds the Session forwards a spliced request itself; a gateway that cannot be reached sends the request
+ * no longer holds the Session forwards a spliced request itself; a connection through an HTTP proxy is relayed per
+ * request and never closed for routing; a gateway that cannot be reached sends the request
  * over the cluster with the body as it came; a spliced connection is never spliced again; closing a gateway closes
  * the connections it spliced.
  */
@@ -119,12 +120,18 @@ const client = () =>
     ({ agent }) => Effect.sync(() => agent.destroy())
   )
 
-const post = (agent: http.Agent, url: string, sessionId: string, body: string): Effect.Effect<Reply> =>
+const post = (
+  agent: http.Agent,
+  url: string,
+  sessionId: string,
+  body: string,
+  extraHeaders: Readonly<Record<string, string>> = {}
+): Effect.Effect<Reply> =>
   Effect.callback<Reply>((resume) => {
     const req = http.request(url, {
       method: "POST",
       agent,
-      headers: { authorization: `Bearer ${sessionId}`, "content-type": "application/json" }
+      headers: { authorization: `Bearer ${sessionId}`, "content-type": "application/json", ...extraHeaders }
     }, (res) => {
       let text = ""
       res.setEncoding("utf8")
@@ -236,6 +243,24 @@ describe("Gateway forwarding (cluster mode)", () => {
       assert.strictEqual(frontCalls.cluster.length, 1)
       assert.strictEqual(connections(), 3)
       assert.strictEqual((yield* chatRequestsCounted(front.gateway)) - countedBefore, 3)
+    })))
+
+  it.live("behind an HTTP proxy (a connection that may carry many agents'): relayed per request, never spliced", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { frontCalls, url } = yield* ownerAndFront
+      const { agent, connections } = yield* client()
+      const proxied = { "x-forwarded-for": "10.0.0.7" }
+      const first = yield* post(agent, url, session, chatBody, proxied)
+      assert.strictEqual(first.headers[OwnerRelay.viaHeader], "cluster")
+      assert.strictEqual(first.headers.connection, "keep-alive")
+      for (let i = 0; i < 2; i++) {
+        const next = yield* post(agent, url, session, chatBody, proxied)
+        assert.strictEqual(next.headers[OwnerRelay.viaHeader], "direct")
+        assert.strictEqual(next.headers.connection, "keep-alive")
+        assert.include(next.body, "from the owner")
+      }
+      assert.strictEqual(connections(), 1)
+      assert.deepStrictEqual(frontCalls.relayed, [session, session])
     })))
 
   it.live("an owner gateway that cannot be reached: the request is served here, over the cluster", () =>

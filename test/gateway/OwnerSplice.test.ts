@@ -2,7 +2,8 @@
  * The connection router of cluster mode (layers/gateway/OwnerSplice.ts) in front of real HTTP servers on loopback: a
  * "front" whose route names the "owner" for the key `owned`, and an owner behind its own router. The first request
  * head is read however the client's bytes are split, the owner strips the preamble however it arrives and marks the
- * connection, and what is not spliced (another key, no key, a request relayed by another runner) reaches the front's own
+ * connection, and what is not spliced (another key, no key, a request relayed by another runner or
+ * through an HTTP proxy) reaches the front's own
  * HTTP server as it was sent.
  */
 import { assert, describe, it } from "@effect/vitest"
@@ -89,6 +90,11 @@ describe("OwnerSplice", () => {
       // A request another runner relayed here (and the connection it came on) is answered here, never sent on.
       const relayed = request("owned", "ab").replace("Host: x\r\n", `Host: x\r\n${OwnerRelay.forwardedHeader}: r1\r\n`)
       assert.strictEqual(bodyOf(yield* exchange(front.port, [relayed])), "front spliced=false body=2")
+      // Through an HTTP proxy (it may pool its connections for many agents): served here.
+      for (const header of ["X-Forwarded-For: 10.0.0.7", "Via: 1.1 balancer", "Forwarded: for=10.0.0.7"]) {
+        const proxied = request("owned", "abc").replace("Host: x\r\n", `Host: x\r\n${header}\r\n`)
+        assert.strictEqual(bodyOf(yield* exchange(front.port, [proxied])), "front spliced=false body=3")
+      }
       // No key at all.
       const keyless = "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
       assert.strictEqual(bodyOf(yield* exchange(front.port, [keyless])), "front spliced=false body=0")
