@@ -28,8 +28,20 @@ export const unreachableFor = Duration.seconds(30)
 /** Groups whose owner is remembered; the oldest is forgotten past this (a forgotten Group asks the cluster again). */
 const maxRemembered = 50_000
 
+/** How this runner forwards, beyond the cluster itself. */
+export interface Options {
+  /**
+   * Splice an agent's connection to the owner's gateway once the owner answered for its Session (`--gateway-splice`,
+   * layers/gateway/OwnerSplice.ts). Default `true`; `false` relays each request.
+   */
+  readonly splice?: boolean | undefined
+}
+
 /** The gateway's `Forwarder` over the cluster; `self` names this runner to the owners it relays to. */
-export const layer = (self: string): Layer.Layer<ModelRoute.Forwarder, never, Sharding.Sharding> =>
+export const layer = (
+  self: string,
+  options: Options = {}
+): Layer.Layer<ModelRoute.Forwarder, never, Sharding.Sharding> =>
   Layer.effect(
     ModelRoute.Forwarder,
     Effect.gen(function*() {
@@ -39,6 +51,7 @@ export const layer = (self: string): Layer.Layer<ModelRoute.Forwarder, never, Sh
       // Per Group key (the direct hop) and per Session (the splice of a new connection: OwnerSplice.ts).
       const owners = new Map<string, string>()
       const answeredBy = new Map<string, string>()
+      const splicing = options.splice ?? true
       const unreachableUntil = new Map<string, number>()
       const reachable = (origin: string) => (unreachableUntil.get(origin) ?? 0) <= clock.currentTimeMillisUnsafe()
       const remember = (map: Map<string, string>, key: string, origin: string) => {
@@ -70,11 +83,14 @@ export const layer = (self: string): Layer.Layer<ModelRoute.Forwarder, never, Sh
           const origin = key === undefined ? undefined : owners.get(key)
           return origin === undefined || !reachable(origin) ? undefined : origin
         },
+        splicing,
         spliceTo: (sessionId) => {
-          const origin = answeredBy.get(sessionId)
+          const origin = splicing ? answeredBy.get(sessionId) : undefined
           return origin === undefined || !reachable(origin) ? undefined : origin
         },
-        answered: (sessionId, origin) => remember(answeredBy, sessionId, origin),
+        answered: (sessionId, origin) => {
+          if (splicing) remember(answeredBy, sessionId, origin)
+        },
         directFailed: (sessionId, origin, outcome) =>
           Effect.suspend(() => {
             const key = Routing.groupKeyOf(sessionId)

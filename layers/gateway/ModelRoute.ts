@@ -90,6 +90,8 @@ export interface ForwarderShape {
    * a Group placed again elsewhere under the same key is never spliced to its former owner.
    */
   readonly spliceTo: (sessionId: string) => string | undefined
+  /** Whether agents' connections are spliced (`--gateway-splice`); when not, `spliceTo` names no owner. */
+  readonly splicing: boolean
   /** A request for this Session was relayed to `origin` and answered there. */
   readonly answered: (sessionId: string, origin: string) => void
   /** The direct hop to `origin` did not work for this Session (`unreachable`: keep off that origin for a while). */
@@ -586,7 +588,7 @@ const relayDirect = (
     if (read._tag !== "Body") return handOver({ read })
     const now = Context.get(context, Clock.Clock).currentTimeMillisUnsafe()
     // The client's next connection is routed again: spliced to the owner once it answered for this Session.
-    ex.closeAfter = OwnerSplice.ownConnection(ex.request.headers)
+    ex.closeAfter = forward.splicing && OwnerSplice.ownConnection(ex.request.headers)
     forward.relay.start(ex, owner.origin, read.bytes, brokenRelay(env, adapter, ex, read.bytes, now), (outcome) => {
       if (outcome._tag === "Fallback") {
         handOver({ read, relayFailed: { sessionId: owner.sessionId, origin: owner.origin, outcome } })

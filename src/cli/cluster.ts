@@ -161,7 +161,8 @@ export const runnerLayer = (
   address: Membership.Address,
   listen: Membership.Address | undefined,
   publicUrl: string | undefined,
-  hostOptions: Host.HostOptions = {}
+  hostOptions: Host.HostOptions = {},
+  forwarding: Forward.Options = {}
 ) => {
   // Refused at join when a live controller has other sample-changing settings, before taking any shard.
   const member = Members.layer({
@@ -173,7 +174,7 @@ export const runnerLayer = (
   }, membersTiming(options)).pipe(Layer.provide(Membership.sql(options)))
   const membership = Membership.runner(options, address, listen).pipe(Layer.provide(member))
   const services = servicesFromSettings(settings, {}, {
-    forwarder: Forward.layer(`${address.host}:${address.port}`).pipe(Layer.provide(membership)),
+    forwarder: Forward.layer(`${address.host}:${address.port}`, forwarding).pipe(Layer.provide(membership)),
     agentBaseUrl: publicUrl
   })
   const host = Layer.unwrap(Effect.gen(function*() {
@@ -260,6 +261,10 @@ export const runnerCommand = Command.make(
           `--gateway-public-url: expects an http(s) URL such as http://lb.internal:8000/agentic_api/`
         )
       }
+      const splice = valueOf(values, "gateway-splice") ?? true
+      if (typeof splice !== "boolean") {
+        return yield* userError(`--gateway-splice: expects true or false (got ${String(splice)})`)
+      }
       const slots = valueOf(values, "runner-slots")
       if (slots !== undefined && (typeof slots !== "number" || !Number.isInteger(slots) || slots < 1)) {
         return yield* userError(`--runner-slots: ${String(slots)} is not a positive integer`)
@@ -302,7 +307,8 @@ export const runnerCommand = Command.make(
             address,
             listen,
             typeof publicUrl === "string" ? publicUrl : undefined,
-            { ...(typeof slots === "number" ? { slots } : {}), orphanTimeout }
+            { ...(typeof slots === "number" ? { slots } : {}), orphanTimeout },
+            { splice }
           )
         ),
         Effect.mapError((error) => userError(Errors.messageOf(error)))

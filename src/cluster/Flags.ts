@@ -106,6 +106,16 @@ export const runnerFlags: ReadonlyArray<FlagTable.FlagSpec> = [
     defaultText: "this runner's gateway"
   },
   {
+    name: "gateway-splice",
+    field: null,
+    kind: "boolean",
+    section,
+    description: "`runner` only: splice an agent's connection to the gateway of the runner holding its Session once " +
+      "that runner answered for it (its requests then cost this runner byte copies); `false` relays each request " +
+      "instead. Connections through an HTTP proxy (X-Forwarded-For, Forwarded, Via) are never spliced.",
+    defaultText: "true"
+  },
+  {
     name: "runner-slots",
     field: null,
     kind: "int",

@@ -49,7 +49,8 @@ const runner = (
   content: string,
   viaCluster: (request: Wire.ForwardedRequest) => Wire.ForwardedResponse,
   calls: Calls,
-  spliceTo?: (sessionId: string) => string | undefined
+  spliceTo?: (sessionId: string) => string | undefined,
+  splicing = true
 ) =>
   Effect.gen(function*() {
     const owners = new Map<string, string>()
@@ -71,7 +72,8 @@ const runner = (
               return answer
             }),
           ownerOf: (sessionId) => owners.get(Routing.groupKeyOf(sessionId) ?? ""),
-          spliceTo: spliceTo ?? ((sessionId) => answeredBy.get(sessionId)),
+          splicing,
+          spliceTo: spliceTo ?? ((sessionId) => splicing ? answeredBy.get(sessionId) : undefined),
           answered: (sessionId, origin) => {
             calls.relayed.push(sessionId)
             answeredBy.set(sessionId, origin)
@@ -261,6 +263,38 @@ describe("Gateway forwarding (cluster mode)", () => {
       }
       assert.strictEqual(connections(), 1)
       assert.deepStrictEqual(frontCalls.relayed, [session, session])
+    })))
+
+  it.live("--gateway-splice false: every request after the first relayed, the connection kept", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const owner = yield* runner("from the owner", () => {
+        throw new Error("unused")
+      }, calls())
+      yield* owner.sessions.register(SupportSessions.sessionEntry(session))
+      const frontCalls = calls()
+      const front = yield* runner(
+        "front",
+        () => ({
+          kind: "json",
+          status: 200,
+          headers: {},
+          body: `{"cluster":true}`,
+          gateway: originOf(owner.gateway)
+        }),
+        frontCalls,
+        undefined,
+        false
+      )
+      const url = `${front.gateway.baseUrl}/v1/chat/completions`
+      const { agent, connections } = yield* client()
+      const replies = [
+        yield* post(agent, url, session, chatBody),
+        yield* post(agent, url, session, chatBody),
+        yield* post(agent, url, session, chatBody)
+      ]
+      assert.deepStrictEqual(replies.map((r) => r.headers[OwnerRelay.viaHeader]), ["cluster", "direct", "direct"])
+      assert.deepStrictEqual(replies.map((r) => r.headers.connection), ["keep-alive", "keep-alive", "keep-alive"])
+      assert.strictEqual(connections(), 1)
     })))
 
   it.live("an owner gateway that cannot be reached: the request is served here, over the cluster", () =>
