@@ -183,6 +183,16 @@ const ownerAndFront = Effect.gen(function*() {
   return { owner, ownerCalls, front, frontCalls, url: `${front.gateway.baseUrl}/v1/chat/completions` }
 })
 
+/** An owner's gateway that holds `sessionId` and sends nothing over the cluster. */
+const ownerHolding = (sessionId: string) =>
+  Effect.gen(function*() {
+    const owner = yield* runner("from the owner", () => {
+      throw new Error("the owner holds the Session: nothing goes over the cluster")
+    }, calls())
+    yield* owner.sessions.register(SupportSessions.sessionEntry(sessionId))
+    return owner
+  })
+
 describe("Gateway forwarding (cluster mode)", () => {
   it.live("the cluster first, then the client's next connection spliced to the owner's gateway", () =>
     Effect.scoped(Effect.gen(function*() {
@@ -267,10 +277,7 @@ describe("Gateway forwarding (cluster mode)", () => {
 
   it.live("--gateway-splice false: every request after the first relayed, the connection kept", () =>
     Effect.scoped(Effect.gen(function*() {
-      const owner = yield* runner("from the owner", () => {
-        throw new Error("unused")
-      }, calls())
-      yield* owner.sessions.register(SupportSessions.sessionEntry(session))
+      const owner = yield* ownerHolding(session)
       const frontCalls = calls()
       const front = yield* runner(
         "front",
@@ -355,10 +362,7 @@ describe("Gateway forwarding (cluster mode)", () => {
 
   it.live("closing a gateway closes the connections it spliced", () =>
     Effect.scoped(Effect.gen(function*() {
-      const owner = yield* runner("from the owner", () => {
-        throw new Error("unused")
-      }, calls())
-      yield* owner.sessions.register(SupportSessions.sessionEntry(session))
+      const owner = yield* ownerHolding(session)
       const scope = yield* Scope.make()
       const front = yield* runner(
         "front",
