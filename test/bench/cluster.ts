@@ -19,6 +19,8 @@
  * the window) is not counted. `CLUSTER_PROFILE=<dir>` writes a CPU profile of each runner over the `forwarded` window,
  * `CLUSTER_HEAPSNAPSHOT=<dir>` a heap snapshot of each member of the `owner` and `single` runs with every Session held
  * (their CPU figures are then not comparable: the snapshots' own work lands in the idle and timed windows).
+ * `CLUSTER_ROUNDS=<n>` runs n `owner` / `forwarded` pairs per client count and notes every round's forwarded/owner
+ * CPU ratio and their median (one run's CPU per request moves by tens of percent on a shared 2-core machine).
  * Agents get an empty HOME (Processes.emptyHome): under their `bash -lc` a login profile that runs `pyenv init` starves
  * the runners of CPU on a small machine until they miss their shard-lock renewals.
  */
@@ -335,6 +337,50 @@ const runAll = async (clients: number, requests: number) => {
   return runs
 }
 
+/** CPU per request of a run, gross and net of its idle rate. */
+const cpuPerRequest = (m: Measured) => ({
+  gross: m.cpuMs / m.requests,
+  net: (m.cpuMs - m.idleRate * m.windowMs) / m.requests
+})
+
+/**
+ * `CLUSTER_ROUNDS` > 1: more `owner` / `forwarded` pairs after the first round, one after the other, for the spread
+ * of the forwarded/owner CPU ratio (each run's CPU moves by tens of percent on a shared machine).
+ */
+const extraRounds = async (clients: number, requests: number, rounds: number) => {
+  const ratios: Array<{ readonly gross: number; readonly net: number }> = []
+  for (let round = 1; round < rounds; round++) {
+    const owner = cpuPerRequest(await Effect.runPromise(measure("owner", clients, requests)))
+    const forwarded = cpuPerRequest(await Effect.runPromise(measure("forwarded", clients, requests)))
+    ratios.push({ gross: forwarded.gross / owner.gross, net: forwarded.net / owner.net })
+  }
+  return ratios
+}
+
+const median = (values: ReadonlyArray<number>): number => {
+  const sorted = [...values].sort((a, b) => a - b)
+  const mid = Math.floor(sorted.length / 2)
+  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2
+}
+
+/** The forwarded/owner CPU ratio of every round (the first is the table's) and their medians. */
+const roundsNote = (
+  clients: number,
+  first: Readonly<Record<Route, Measured>>,
+  more: ReadonlyArray<{
+    readonly gross: number
+    readonly net: number
+  }>
+): string => {
+  const [owner, forwarded] = [cpuPerRequest(first.owner), cpuPerRequest(first.forwarded)]
+  const all = [{ gross: forwarded.gross / owner.gross, net: forwarded.net / owner.net }, ...more]
+  const list = (pick: (r: { readonly gross: number; readonly net: number }) => number) =>
+    all.map((r) => ratio(pick(r), 1)).join(", ")
+  return `${clients} clients, ${all.length} rounds: forwarded/owner CPU ${list((r) => r.gross)} (median ${
+    ratio(median(all.map((r) => r.gross)), 1)
+  }); net of idle ${list((r) => r.net)} (median ${ratio(median(all.map((r) => r.net)), 1)})`
+}
+
 /** Heap per Session: the growth of a process's used heap from the small run to the 64-client run, per Session added. */
 const heapPerSession = (small: Measured, large: Measured): string => {
   const sessions = (m: Measured) => m.held.reduce((n, h) => n + h.sessions, 0)
@@ -346,8 +392,11 @@ export const bench: Harness.Bench = {
   name: "cluster",
   run: async ({ full }): Promise<Harness.BenchResult> => {
     const load = Os.loadavg()[0]!
+    const rounds = Math.max(1, Number(process.env["CLUSTER_ROUNDS"] ?? 1))
     const small = await runAll(2, full ? 200 : 40)
+    const smallRounds = await extraRounds(2, full ? 200 : 40, rounds)
     const large = await runAll(64, full ? 50 : 10)
+    const largeRounds = await extraRounds(64, full ? 50 : 10, rounds)
     const loadAfter = Os.loadavg()[0]!
     return {
       title: "Cluster forwarding hop: a request at its owner runner vs forwarded by a non-owner vs one process",
@@ -361,6 +410,7 @@ export const bench: Harness.Bench = {
         `single ${
           heapPerSession(small.single, large.single)
         }. Heap: heapUsed after a full collection with every Session held.`,
+        ...(rounds > 1 ? [roundsNote(2, small, smallRounds), roundsNote(64, large, largeRounds)] : []),
         `Load average (1 min) before / after: ${load.toFixed(2)} / ${
           loadAfter.toFixed(2)
         } on ${Os.availableParallelism()} cores.`
