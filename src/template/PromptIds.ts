@@ -65,5 +65,5 @@ export class PromptIds {
   }
 }
 
-/** The default bound: ~250 prompts of 14 KB (3,500 tokens) each. */
+/** The default bound: about 300 prompts of 14 KB (3,500 tokens) each. */
 export const defaultBytes = 16 * 1024 * 1024
