@@ -1,7 +1,8 @@
 /**
  * The root observations' ids kept by their text (src/template/PromptIds.ts) against encoding every one: the same
- * Sessions driven through a generation core that keeps them (with room for many prompts, and for about one) and
- * through one that keeps none commit the same forests, node for node (state hash, kind, ids), in the same order.
+ * Sessions driven through a generation core that keeps them (with room for many prompts, and for one) and through one
+ * that keeps none commit the same forests, node for node (state hash, kind, ids), in the same order, and the
+ * tokenizer is asked for each kept prompt once.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
@@ -18,6 +19,21 @@ import * as Requests from "../support/requests.ts"
 import * as Results from "../support/results.ts"
 import * as SupportSessions from "../support/sessions.ts"
 
+/** How many texts of at least 1,000 characters the tokenizer encoded (root observations; deltas are shorter). */
+const encoded = { long: 0 }
+
+/** The real tokenizer, counting the long texts `encodeAsync` is asked for. */
+const countingTokenizer = Layer.effect(
+  Tokenizer.Tokenizer,
+  Effect.map(Tokenizer.Tokenizer, (tokenizer): Tokenizer.TokenizerShape => ({
+    ...tokenizer,
+    encodeAsync: (text: string) => {
+      if (text.length >= 1000) encoded.long++
+      return tokenizer.encodeAsync(text)
+    }
+  }))
+).pipe(Layer.provide(Tokenizer.Tokenizer.layer))
+
 const stack = (promptIdsBytes: number | undefined) =>
   Generation.Generation.layer({
     toolCallParser: Results.success(Parsers.ToolCallParsers.get("qwen25")),
@@ -28,7 +44,7 @@ const stack = (promptIdsBytes: number | undefined) =>
     Layer.provideMerge(
       EmbeddedEngine.EmbeddedEngine.layer({ ...EmbeddedEngine.EmbeddedEngine.instant, policy: Policy.policy })
     ),
-    Layer.provideMerge(Tokenizer.Tokenizer.layer)
+    Layer.provideMerge(countingTokenizer)
   )
 
 /** A deterministic pseudo-random source. */
@@ -45,7 +61,6 @@ const words = [
   "日本語",
   "emoji 🎉",
   "tabs\tand\nlines",
-  "<|im_end|>",
   "</think>",
   "x"
 ]
@@ -53,8 +68,10 @@ const words = [
 /** First prompts: a few distinct ones, each shared by several Sessions (a Group's samples), some with tools. */
 const firstPrompts = (next: () => number): ReadonlyArray<{ messages: ReadonlyArray<unknown>; tools: boolean }> =>
   Array.from({ length: 5 }, (_, p) => {
-    const text = Array.from({ length: 20 + Math.floor(next() * 200) }, () => words[Math.floor(next() * words.length)])
-      .join(" ")
+    // Long enough to be counted as a root observation; the last prompt holds a special-token literal (encoded
+    // marked, in place, never kept).
+    const text = Array.from({ length: 200 + Math.floor(next() * 200) }, () => words[Math.floor(next() * words.length)])
+      .join(" ") + (p === 4 ? " <|im_end|>" : "")
     const messages: Array<unknown> = [{ role: "system", content: `You are agent ${p}. ${text}` }]
     messages.push({ role: "user", content: p % 2 === 0 ? "Please compute 2+2?" : `Hello ${text.slice(0, 40)}` })
     return { messages, tools: p % 3 !== 1 }
@@ -67,8 +84,8 @@ interface NodeView {
 }
 
 /**
- * Drive 24 Sessions (4 samples of each of 5 first prompts, plus 4 that retry one prompt after a turn) for 3 turns
- * each, interleaved, and return every Session's nodes in commit order.
+ * Drive 24 Sessions over 5 first prompts (the first 12 three to a prompt, the rest round robin; the last 4 send their
+ * first prompt again on turn 1) for 3 turns each, interleaved, and return every Session's nodes in commit order.
  */
 const drive = Effect.gen(function*() {
   const generation = yield* Generation.Generation
@@ -85,7 +102,8 @@ const drive = Effect.gen(function*() {
         )
       )
   )
-  const histories = sessions.map((_, i) => prompts[i % prompts.length]!)
+  // The first 12 Sessions come three to a prompt (a Group's samples one after the other), the rest round robin.
+  const histories = sessions.map((_, i) => prompts[i < 12 ? Math.floor(i / 3) : i % prompts.length]!)
   for (let turn = 0; turn < 3; turn++) {
     for (let i = 0; i < sessions.length; i++) {
       const entry = sessions[i]!
@@ -125,10 +143,20 @@ const latestLeaf = (forest: Forest.Forest): string => {
 describe("Generation's root observation ids kept by their text", () => {
   it.effect("commit the same forests as encoding every root observation", () =>
     Effect.gen(function*() {
+      encoded.long = 0
       const none = yield* drive.pipe(Effect.provide(stack(0)))
+      const encodedByNone = encoded.long
+      encoded.long = 0
       const many = yield* drive.pipe(Effect.provide(stack(undefined)))
-      // Room for about one prompt: every other one pushes the last out.
-      const one = yield* drive.pipe(Effect.provide(stack(64 * 1024)))
+      const encodedByMany = encoded.long
+      encoded.long = 0
+      // Room for one prompt (each is 12–16 KB by the memo's weight): the next one pushes it out.
+      const one = yield* drive.pipe(Effect.provide(stack(20 * 1024)))
+      const encodedByOne = encoded.long
+      // Keeping none: every first request of a plain prompt (24, less the marked prompt's 2; a Session that starts
+      // over matches its own root observation and encodes nothing). Keeping many: each plain prompt once. Room for
+      // one: each run of one prompt once (the first 12 Sessions: 4), then every one of the round robin (10).
+      expect([encodedByNone, encodedByMany, encodedByOne]).toEqual([22, 4, 14])
       expect(many).toEqual(none)
       expect(one).toEqual(none)
       // Every Session committed its turns (a root observation, responses, later observations).
