@@ -34,6 +34,7 @@ import * as RawEcho from "../../src/protocol/RawEcho.ts"
 import type * as SessionErrors from "../../src/session/errors.ts"
 import type * as ChatTemplate from "../../src/template/ChatTemplate.ts"
 import * as ObservationDelta from "../../src/template/ObservationDelta.ts"
+import * as PromptIds from "../../src/template/PromptIds.ts"
 import * as Engine from "../engine/Engine.ts"
 import * as Instruments from "../observability/Instruments.ts"
 import * as FairScheduler from "../runtime/FairScheduler.ts"
@@ -66,6 +67,11 @@ export interface GenerationOptions {
   readonly failUnparsedTurns?: boolean | undefined
   /** `--rollout-skip-special-tokens`: drop special tokens from the response text (the committed ids keep them). */
   readonly skipSpecialTokens?: boolean | undefined
+  /**
+   * Bytes of root observations' ids kept by their rendered text (src/template/PromptIds.ts), so the Sessions of a
+   * Group tokenize their shared first prompt once; default {@link PromptIds.defaultBytes}, `0` keeps none.
+   */
+  readonly promptIdsBytes?: number | undefined
 }
 
 /** The generation options the rollout flags describe; fails on an unknown parser name. */
@@ -252,6 +258,7 @@ const make = (options: GenerationOptions) =>
     }
 
     const encodeOptions: ObservationDelta.EncodeOptions = { allowSpecialTokens: options.allowSpecialTokens ?? false }
+    const promptIds = new PromptIds.PromptIds(options.promptIdsBytes ?? PromptIds.defaultBytes)
 
     /**
      * Observation delta tokens (docs/sessionforest.md, "Observation tokens"): the full prompt at the root, the
@@ -263,14 +270,24 @@ const make = (options: GenerationOptions) =>
       matched: Matching.Match,
       state: Canonical.State
     ): Effect.Effect<ReadonlyArray<number>, ChatTemplate.TemplateError> => {
-      const encoding = Forest.isRoot(forest, matched.parent)
+      const root = Forest.isRoot(forest, matched.parent)
+      const encoding = root
         ? ObservationDelta.rootPlan(tokenizer, matched.suffix, state.tools, state.chat_template_kwargs, encodeOptions)
         : ObservationDelta.deltaPlan(tokenizer, matched.suffix, state.tools, state.chat_template_kwargs, encodeOptions)
       if (Result.isFailure(encoding)) return Effect.fail(encoding.failure)
       const toEncode = encoding.success
-      return toEncode.marker === undefined
-        ? Effect.map(tokenizer.encodeAsync(toEncode.text), (ids) => ObservationDelta.planIds(toEncode, ids))
-        : Effect.sync(() => ObservationDelta.encodePlan(tokenizer, toEncode))
+      if (toEncode.marker !== undefined) return Effect.sync(() => ObservationDelta.encodePlan(tokenizer, toEncode))
+      if (!root) {
+        return Effect.map(tokenizer.encodeAsync(toEncode.text), (ids) => ObservationDelta.planIds(toEncode, ids))
+      }
+      // A root observation is the whole rendered prompt (a plan without a skip): a Group's Sessions share it.
+      const kept = promptIds.get(toEncode.text)
+      return kept !== undefined
+        ? Effect.succeed(kept)
+        : Effect.map(
+          tokenizer.encodeAsync(toEncode.text),
+          (ids) => promptIds.keep(toEncode.text, ObservationDelta.planIds(toEncode, ids))
+        )
     }
 
     /** Commit the request's new messages (if any) under the matched parent; returns the state to generate from. */

@@ -10,7 +10,9 @@
  * inference prefix), else by comparing the ids. Anything else (another branch, a shorter
  * prompt, an id outside 0–99,999,999) writes the whole text. What is kept (the texts and the ids they encode) is
  * bounded by `maxBytes` in all, least recently used first out; a Session's is dropped when it ends
- * ({@link IdsTextCache.forget}).
+ * ({@link IdsTextCache.forget}). The SGLang engine writes each prompt's text once, into the `/generate` body itself
+ * ({@link IdsTextCache.head}, then src/engine/Wire.ts `encodeGenerateBody`), and keeps that view of the body
+ * ({@link IdsTextCache.keep}); {@link IdsTextCache.text} gives a text of its own.
  */
 
 import * as StableIds from "../ids/StableIds.ts"
@@ -19,6 +21,17 @@ import * as StableIds from "../ids/StableIds.ts"
 interface Kept {
   readonly ids: ArrayLike<number>
   readonly text: Uint8Array
+  /** What it counts against the bound. */
+  readonly weight: number
+}
+
+/**
+ * Where a prompt's ids text starts: the kept text of its first `from` ids, the rest to be written after it
+ * ({@link IdsTextCache.head}; `from` 0 and an empty text: the whole text is written).
+ */
+export interface Head {
+  readonly text: Uint8Array
+  readonly from: number
 }
 
 /** Two ASCII digits per value 0–99. */
@@ -70,6 +83,8 @@ const extend = (head: Uint8Array, ids: ArrayLike<number>, from: number): Uint8Ar
 
 const empty = new Uint8Array(0)
 
+const noHead: Head = { text: empty, from: 0 }
+
 /** Whether `ids` starts with every id of `kept`. */
 const startsWith = (ids: ArrayLike<number>, kept: ArrayLike<number>): boolean => {
   if (ids.length < kept.length) return false
@@ -102,16 +117,41 @@ export class IdsTextCache {
     const text = reuse ? extend(last.text, ids, last.ids.length) : extend(empty, ids, 0)
     if (key === undefined) return text
     this.drop(key)
-    if (text === undefined || weight(ids, text) > this.maxBytes) return text
+    if (text !== undefined) this.put(key, ids, text, weight(ids, text))
+    return text
+  }
+
+  /**
+   * What the text of `ids` for Session `key` starts with: the text of its last prompt when `ids` extends it, else
+   * nothing. The caller writes the rest after it (src/engine/Wire.ts `encodeGenerateBody`) and hands the whole text
+   * back with {@link keep}.
+   */
+  head(key: string | undefined, ids: ArrayLike<number>): Head {
+    const last = key === undefined ? undefined : this.kept.get(key)
+    return last !== undefined && startsWith(ids, last.ids) ? { text: last.text, from: last.ids.length } : noHead
+  }
+
+  /**
+   * Keep `text`, the JSON text of `ids` (without brackets) as the caller wrote it, as Session `key`'s last prompt
+   * (nothing for no Session). `text` may be a view of a larger buffer that is never written again (the `/generate`
+   * body it was written into): it counts the whole buffer, which it holds alive.
+   */
+  keep(key: string | undefined, ids: ArrayLike<number>, text: Uint8Array): void {
+    if (key === undefined) return
+    this.drop(key)
+    this.put(key, ids, text, text.buffer.byteLength + ids.length * 4)
+  }
+
+  private put(key: string, ids: ArrayLike<number>, text: Uint8Array, w: number): void {
+    if (w > this.maxBytes) return
     // A stable view is kept as it is; any other array is copied, since its owner may rewrite it in place.
-    this.kept.set(key, { ids: StableIds.stampOf(ids) !== 0 ? ids : Int32Array.from(ids), text })
-    this.bytes += weight(ids, text)
+    this.kept.set(key, { ids: StableIds.stampOf(ids) !== 0 ? ids : Int32Array.from(ids), text, weight: w })
+    this.bytes += w
     for (const [oldest, kept] of this.kept) {
       if (this.bytes <= this.maxBytes) break
       this.kept.delete(oldest)
-      this.bytes -= weight(kept.ids, kept.text)
+      this.bytes -= kept.weight
     }
-    return text
   }
 
   /** Drop what is kept for Session `key` (it ended). */
@@ -128,6 +168,6 @@ export class IdsTextCache {
     const kept = this.kept.get(key)
     if (kept === undefined) return
     this.kept.delete(key)
-    this.bytes -= weight(kept.ids, kept.text)
+    this.bytes -= kept.weight
   }
 }

@@ -70,33 +70,52 @@ const inputIdsOpen = Buffer.from("{\"input_ids\":[")
  * the small rest of the request goes through `JSON.stringify` (its text after `{` follows the ids). `idsText`: the ids'
  * text already written (src/engine/IdsText.ts keeps it per Session), copied instead.
  */
-export const encodeGenerateRequest = (request: GenerateBody, idsText?: Uint8Array): Uint8Array => {
+export const encodeGenerateRequest = (request: GenerateBody, idsText?: Uint8Array): Uint8Array =>
+  encodeGenerateBody(request, idsText === undefined ? undefined : { text: idsText, from: request.input_ids.length })
+    .body
+
+/**
+ * {@link encodeGenerateRequest} from a kept head (src/engine/IdsText.ts): `head.text` is the text of the first
+ * `head.from` ids, copied; the rest are written after it. Also gives the ids' whole text as a view of the body
+ * (`idsText`), which the caller may keep as the head of the Session's next prompt: the body is never written again
+ * once encoded, so the text is written once and copied once per prompt. `idsText` is `undefined` when an id written
+ * is not a plain one (src/engine/IdsText.ts `isPlainId`): the ids kept with a text are compared as int32 values,
+ * which would not tell `1.5` or `NaN` from `1` or `0`.
+ */
+export const encodeGenerateBody = (
+  request: GenerateBody,
+  head?: IdsText.Head
+): { readonly body: Uint8Array; readonly idsText: Uint8Array | undefined } => {
   const { input_ids: ids, ...rest } = request
   const restText = JSON.stringify(rest)
+  const from = head?.from ?? 0
   // The longest text of one id is 24 bytes (e.g. -1.2345678901234567e-300); ints take at most 8 digits + comma.
-  let capacity = inputIdsOpen.length + 2 + Buffer.byteLength(restText)
-  if (idsText !== undefined) capacity += idsText.length
-  else {
-    for (let i = 0; i < ids.length; i++) {
-      const id = ids[i]!
-      capacity += IdsText.isPlainId(id) ? 9 : 25
-    }
+  let capacity = inputIdsOpen.length + 2 + Buffer.byteLength(restText) + (head?.text.length ?? 0)
+  for (let i = from; i < ids.length; i++) {
+    const id = ids[i]!
+    capacity += IdsText.isPlainId(id) ? 9 : 25
   }
   const bytes = Buffer.allocUnsafeSlow(capacity)
   let at = inputIdsOpen.copy(bytes, 0)
-  if (idsText !== undefined) {
-    bytes.set(idsText, at)
-    at += idsText.length
-  } else {
-    for (let i = 0; i < ids.length; i++) {
-      if (i > 0) bytes[at++] = 44 // ,
-      at = writeNumber(bytes, at, ids[i]!)
+  if (head !== undefined) {
+    bytes.set(head.text, at)
+    at += head.text.length
+  }
+  let plain = true
+  for (let i = from; i < ids.length; i++) {
+    if (i > 0) bytes[at++] = 44 // ,
+    const id = ids[i]!
+    if (IdsText.isPlainId(id)) at = IdsText.writeId(bytes, at, id)
+    else {
+      plain = false
+      at = writeNumber(bytes, at, id)
     }
   }
+  const idsText = plain ? bytes.subarray(inputIdsOpen.length, at) : undefined
   bytes[at++] = 93 // ]
   if (restText.length > 2) bytes[at++] = 44 // , before the other fields
   at += bytes.write(restText.slice(1), at, "utf8")
-  return bytes.subarray(0, at)
+  return { body: bytes.subarray(0, at), idsText }
 }
 
 export const FinishReasonWire = Schema.Union([

@@ -20,6 +20,16 @@ const expected = (ids: ArrayLike<number>): string => JSON.stringify(Array.from(i
 const decode = (text: Uint8Array | undefined): string | undefined =>
   text === undefined ? undefined : Buffer.from(text).toString("latin1")
 
+/** The `/generate` body of a prompt, as the engine builds it. */
+const wire = (ids: Int32Array | ReadonlyArray<number>, rid: string) =>
+  Generate.toWire({ inputIds: ids, sampling: SupportSessions.sampling(), rid, returnLogprob: true }, {
+    samplingSeed: false,
+    sessionId: false,
+    priority: false,
+    loraPath: undefined,
+    routedExperts: false
+  })
+
 describe("IdsText.IdsTextCache", () => {
   it("gives JSON.stringify's text for every prompt of random conversations, reused or whole", () => {
     const next = random(11)
@@ -109,6 +119,87 @@ describe("IdsText.IdsTextCache", () => {
       Buffer.from(Wire.encodeGenerateRequest(body, cache.text("s", view))).toString("utf8"),
       JSON.stringify({ ...body, input_ids: Array.from(view) })
     )
+  })
+
+  it("writes JSON.stringify's body from the kept head, as the whole-text path does, over random conversations", () => {
+    const next = random(23)
+    const cache = new IdsText.IdsTextCache(1 << 20)
+    const whole = new IdsText.IdsTextCache(1 << 20)
+    const buffer = StableIds.mark(new Int32Array(60_000))
+    const sessions = Array.from(
+      { length: 4 },
+      (_, i) => ({ key: `s${i}`, ids: [] as Int32Array | ReadonlyArray<number> })
+    )
+    let reused = 0
+    for (let step = 0; step < 2000; step++) {
+      const session = sessions[Math.floor(next() * sessions.length)]!
+      const roll = next()
+      const fresh = () => Array.from({ length: Math.floor(next() * 40) }, () => Math.floor(next() * 152_000))
+      if (roll < 0.5) session.ids = [...Array.from(session.ids), ...fresh()]
+      else if (roll < 0.65) {
+        session.ids = [...Array.from(session.ids).slice(0, Math.floor(next() * session.ids.length)), ...fresh()]
+      } else if (roll < 0.75) {
+        // Ids a prompt never holds (once): written as JSON.stringify writes them; such a text is not kept.
+        const odd = [-1, 1.5, -0, 1e21, 123_456_789, Number.NaN][Math.floor(next() * 6)]!
+        const ids = [...Array.from(session.ids), odd, ...fresh()]
+        const encoded = Wire.encodeGenerateBody(wire(ids, "odd"), cache.head(session.key, ids))
+        // -0 is plain (JSON writes it "0"), the rest are not.
+        assert.strictEqual(encoded.idsText === undefined, !IdsText.isPlainId(odd))
+        cache.forget(session.key)
+        assert.strictEqual(
+          Buffer.from(encoded.body).toString("utf8"),
+          JSON.stringify({ ...wire(ids, "odd"), input_ids: ids })
+        )
+        continue
+      } else if (roll < 0.9 && session.key === "s0") {
+        // The forest's inference prefix: views of one stable buffer extended in place.
+        const count = Math.min(buffer.length, session.ids.length + Math.floor(next() * 60))
+        for (let i = session.ids.length; i < count; i++) buffer[i] = Math.floor(next() * 152_000)
+        if (!(session.ids instanceof Int32Array)) buffer.set(Array.from(session.ids).map((id) => id | 0), 0)
+        session.ids = buffer.subarray(0, count)
+      }
+      // else: the same prompt again (a retried turn)
+      const head = cache.head(session.key, session.ids)
+      if (head.from > 0) reused++
+      const encoded = Wire.encodeGenerateBody(wire(session.ids, `r${step}`), head)
+      // A text with an id that is not a plain one is not kept (the Session's last is dropped, as the engine does).
+      if (encoded.idsText !== undefined) cache.keep(session.key, session.ids, encoded.idsText)
+      else cache.forget(session.key)
+      const expectedBody = JSON.stringify({ ...wire(session.ids, `r${step}`), input_ids: Array.from(session.ids) })
+      const got = Buffer.from(encoded.body).toString("utf8")
+      assert.strictEqual(got, expectedBody, `step ${step}`)
+      if (encoded.idsText !== undefined) {
+        assert.strictEqual(decode(encoded.idsText), expected(session.ids), `step ${step}`)
+      }
+      // The whole-text path agrees where it gives a text (plain ids only).
+      const text = whole.text(session.key, session.ids)
+      if (text !== undefined) {
+        assert.strictEqual(
+          Buffer.from(Wire.encodeGenerateRequest(wire(session.ids, `r${step}`), text)).toString("utf8"),
+          expectedBody
+        )
+      }
+      assert.isAtMost(cache.size, 1 << 20)
+    }
+    assert.isAbove(reused, 800)
+    // No Session: nothing reused, nothing kept.
+    assert.strictEqual(cache.head(undefined, [1, 2]).from, 0)
+    const size = cache.size
+    cache.keep(undefined, [1, 2], new Uint8Array(3))
+    assert.strictEqual(cache.size, size)
+  })
+
+  it("counts a kept view's whole buffer against its bound", () => {
+    const cache = new IdsText.IdsTextCache(1000)
+    const body = Wire.encodeGenerateBody(wire([1, 2, 3], "r"))
+    assert.strictEqual(Wire.encodeGenerateBody(wire([1, 1.5], "r")).idsText, undefined)
+    assert.isDefined(body.idsText)
+    cache.keep("a", [1, 2, 3], body.idsText!)
+    assert.strictEqual(cache.size, body.idsText!.buffer.byteLength + 12)
+    assert.strictEqual(decode(cache.head("a", [1, 2, 3, 4]).text), "1,2,3")
+    cache.keep("b", [5], new Uint8Array(new ArrayBuffer(2000), 0, 1))
+    assert.strictEqual(cache.size, body.idsText!.buffer.byteLength + 12)
+    assert.strictEqual(cache.head("b", [5]).from, 0)
   })
 
   it("keeps at most its bound, least recently used out, and forgets an ended Session", () => {

@@ -203,9 +203,13 @@ export const make = (
     // The rid in flight: a re-send that SGLang refuses as a duplicate goes out under a retry rid (Rid.retry).
     let rid = request.rid
     let resends = 0
-    // The prompt's ids as text, reusing the text of the Session's last prompt when this one extends it.
-    const text = idsText.text(request.sessionId, request.inputIds)
-    let body = Wire.encodeGenerateRequest(toWire(request, send), text)
+    // The prompt's ids as text, written after the text of the Session's last prompt when this one extends it; the
+    // text as written in this body is kept for the next prompt.
+    const encoded = Wire.encodeGenerateBody(toWire(request, send), idsText.head(request.sessionId, request.inputIds))
+    if (encoded.idsText !== undefined) idsText.keep(request.sessionId, request.inputIds, encoded.idsText)
+    else if (request.sessionId !== undefined) idsText.forget(request.sessionId)
+    const text = encoded.idsText
+    let body = encoded.body
     const send1 = (): Effect.Effect<Engine.GenerateResult, Errors.ContextLengthError | Engine.EngineError> =>
       Effect.suspend(() => {
         // Once every worker was tried, start over (a restarted worker may be back).
