@@ -300,11 +300,133 @@ export const make = (
       )
     }
 
-    const generate = (
-      request: Engine.GenerateRequest
-    ): Effect.Effect<Engine.GenerateResult, ForestErrors.ContextLengthError | Engine.EngineError> =>
-      Effect.gen(function*() {
-        if (!Latch.isOpen(gate)) {
+    type Generated = Effect.Effect<Engine.GenerateResult, ForestErrors.ContextLengthError | Engine.EngineError>
+
+    /**
+     * A generation once the gate is open: the request's checks and its registration run synchronously (where the
+     * effect that calls this runs), then the one generator of the generation itself; no generator of its own around
+     * them (issue 24's eighth pass: one effect fewer per request).
+     */
+    const start = (request: Engine.GenerateRequest): Generated => {
+      const { inputIds, sampling } = request
+      if (inputIds.length === 0) return Effect.fail(invalid("input_ids cannot be empty"))
+      const verified = Sampling.verify(sampling)
+      if (Result.isFailure(verified)) return Effect.fail(invalid(verified.failure))
+      if (options.maxContextLength !== undefined) {
+        const fits = Wire.checkContextLength(inputIds.length, sampling.maxNewTokens, options.maxContextLength)
+        if (Result.isFailure(fits)) {
+          return Effect.fail(
+            new ForestErrors.ContextLengthError({
+              limit: options.maxContextLength,
+              engineMessage: fits.failure
+            })
+          )
+        }
+      }
+      if (running.has(request.rid)) {
+        return Effect.fail(invalid(`rid ${request.rid} is already running; rids must be unique`))
+      }
+      const sessionKey = request.sessionId ?? ""
+      const run: Running = { sessionKey, closed: false, aborted: false, byUpdate: false, sleeping: undefined }
+      running.set(request.rid, run)
+      const seed = Decoder.requestSeed(engineSeed, sampling.seed, counter++)
+      const criteria: Stop.Criteria = {
+        maxNewTokens: sampling.maxNewTokens,
+        stopTokenIds: new Set([tokenizer.eosTokenId, ...sampling.stopTokenIds]),
+        stop: sampling.stop,
+        decode: (ids) => tokenizer.decode(ids)
+      }
+      // A resumed attempt: its input ends with the turn's earlier output, which counts for stops and max tokens.
+      const resumed = Math.max(0, Math.min(request.resumedTokens ?? 0, inputIds.length - 1))
+      const earlier = Array.from({ length: resumed }, (_, i) => inputIds[inputIds.length - resumed + i] ?? 0)
+      const turnCriteria: Stop.Criteria = { ...criteria, maxNewTokens: sampling.maxNewTokens + resumed }
+      const prompt = inputIds[inputIds.length - 1] ?? tokenizer.eosTokenId
+      // The version this attempt runs on: an update aborts it, so all its tokens come from this version.
+      const runningVersion = version
+      return Effect.gen(function*() {
+        let scripted: ReadonlyArray<Decoder.Step> | undefined
+        if (options.policy !== undefined && request.conversation !== undefined) {
+          const text = yield* policyText(options.policy, request.conversation())
+          const turnIds = Stop.truncate([...tokenizer.encode(text), tokenizer.eosTokenId], turnCriteria).ids
+          const turnPrompt = inputIds[inputIds.length - 1 - resumed] ?? tokenizer.eosTokenId
+          const scores = Decoder.score(model, sampling, turnPrompt, turnIds)
+          scripted = turnIds.map((id, i) => ({ id, logprob: scores[i] ?? 0 })).slice(resumed)
+        }
+        const cached = lastSequence.get(sessionKey)
+        const stamp = fullPrefixMatch ? 0 : StableIds.stampOf(inputIds)
+        const last = cached?.sequence
+        const common = cached === undefined || last === undefined ? 0 : PackedIds.commonPrefix(
+          inputIds,
+          PackedIds.view(last),
+          knownPrefix(cached, stamp, inputIds)
+        )
+        const cachedTokens = Math.min(common, inputIds.length - 1)
+        const check = resumed === 0 ? Stop.checker(criteria) : (() => {
+          const turnCheck = Stop.checker(turnCriteria)
+          return (ids: ReadonlyArray<number>) => turnCheck([...earlier, ...ids])
+        })()
+        // The whole output first (it depends on no time), then the time it takes on the clock.
+        const allIds: Array<number> = []
+        const allLogprobs: Array<number> = []
+        let finished: Stop.FinishReason | undefined = sampling.maxNewTokens <= 0
+          ? { type: "length", length: sampling.maxNewTokens }
+          : undefined
+        let prev = prompt
+        while (finished === undefined) {
+          const position = allIds.length
+          const step = scripted === undefined
+            ? Decoder.next(model, sampling, seed, prev, inputIds.length + position)
+            : scripted[position]
+          // A scripted output always finishes (it ends with eos or was truncated where a stop criterion hit).
+          if (step === undefined) break
+          allIds.push(step.id)
+          allLogprobs.push(step.logprob)
+          prev = step.id
+          finished = check(allIds)
+        }
+        const prefillSeconds = (inputIds.length - cachedTokens) * prefillDelay
+        const appeared = yield* (options.perTokenWaits === true
+          ? waitPerToken(prefillSeconds, allIds.length, run)
+          : waitOnce(prefillSeconds, allIds.length, run))
+        const aborted = appeared < allIds.length || (run.aborted && finished === undefined)
+        const outputIds = appeared < allIds.length ? allIds.slice(0, appeared) : allIds
+        const logprobs = appeared < allIds.length ? allLogprobs.slice(0, appeared) : allLogprobs
+        const finishReason: Stop.FinishReason | undefined = aborted ? { type: "abort", message: "Aborted" } : finished
+        // In place from where this prompt left the previous sequence, unless another request of the Session (or one
+        // without a Session) rewrote it meanwhile: then a sequence of its own.
+        const unchanged = cached !== undefined && last !== undefined && lastSequence.get(sessionKey) === cached
+        const rest = !unchanged ? inputIds : inputIds instanceof Int32Array
+          ? inputIds.subarray(common)
+          : inputIds.slice(common)
+        if (!run.closed) {
+          lastSequence.set(sessionKey, {
+            sequence: unchanged
+              ? PackedIds.rewrite(last, common, [rest, outputIds])
+              : PackedIds.rewrite(undefined, 0, [rest, outputIds]),
+            promptStamp: stamp,
+            promptOffset: inputIds instanceof Int32Array ? inputIds.byteOffset : 0,
+            promptLength: inputIds.length
+          })
+        }
+        return {
+          outputIds,
+          logprobs: request.returnLogprob ? logprobs : [],
+          finishReason: finishReason ?? { type: "stop", matched: tokenizer.eosTokenId },
+          promptTokens: inputIds.length,
+          cachedTokens,
+          weightVersion: runningVersion,
+          ...(finishReason?.type === "abort" && run.byUpdate ? { cutByUpdate: true } : {})
+        } satisfies Engine.GenerateResult
+      }).pipe(Effect.ensuring(Effect.sync(() => {
+        running.delete(request.rid)
+        if (running.size === 0) { for (const resume of idleWaiters.splice(0)) resume() }
+      })))
+    }
+
+    /** Held while the gate is closed (a pause for a weight push); aborted while held, it ends with no tokens. */
+    const generate = (request: Engine.GenerateRequest): Generated =>
+      Effect.suspend(() =>
+        Latch.isOpen(gate) ? start(request) : Effect.gen(function*() {
           const aborted = yield* Deferred.make<void>()
           held.set(request.rid, aborted)
           const opened = yield* Effect.raceFirst(Effect.as(gate.await, true), Effect.as(Deferred.await(aborted), false))
@@ -312,119 +434,9 @@ export const make = (
               Effect.ensuring(Effect.sync(() => held.delete(request.rid)))
             )
           if (!opened) return Engine.abortedWhilePaused(request, version)
-        }
-        const { inputIds, sampling } = request
-        if (inputIds.length === 0) return yield* invalid("input_ids cannot be empty")
-        const verified = Sampling.verify(sampling)
-        if (Result.isFailure(verified)) return yield* invalid(verified.failure)
-        if (options.maxContextLength !== undefined) {
-          const fits = Wire.checkContextLength(inputIds.length, sampling.maxNewTokens, options.maxContextLength)
-          if (Result.isFailure(fits)) {
-            return yield* new ForestErrors.ContextLengthError({
-              limit: options.maxContextLength,
-              engineMessage: fits.failure
-            })
-          }
-        }
-        if (running.has(request.rid)) {
-          return yield* invalid(`rid ${request.rid} is already running; rids must be unique`)
-        }
-        const sessionKey = request.sessionId ?? ""
-        const run: Running = { sessionKey, closed: false, aborted: false, byUpdate: false, sleeping: undefined }
-        running.set(request.rid, run)
-        const seed = Decoder.requestSeed(engineSeed, sampling.seed, counter++)
-        const criteria: Stop.Criteria = {
-          maxNewTokens: sampling.maxNewTokens,
-          stopTokenIds: new Set([tokenizer.eosTokenId, ...sampling.stopTokenIds]),
-          stop: sampling.stop,
-          decode: (ids) => tokenizer.decode(ids)
-        }
-        // A resumed attempt: its input ends with the turn's earlier output, which counts for stops and max tokens.
-        const resumed = Math.max(0, Math.min(request.resumedTokens ?? 0, inputIds.length - 1))
-        const earlier = Array.from({ length: resumed }, (_, i) => inputIds[inputIds.length - resumed + i] ?? 0)
-        const turnCriteria: Stop.Criteria = { ...criteria, maxNewTokens: sampling.maxNewTokens + resumed }
-        const prompt = inputIds[inputIds.length - 1] ?? tokenizer.eosTokenId
-        // The version this attempt runs on: an update aborts it, so all its tokens come from this version.
-        const runningVersion = version
-        return yield* Effect.gen(function*() {
-          let scripted: ReadonlyArray<Decoder.Step> | undefined
-          if (options.policy !== undefined && request.conversation !== undefined) {
-            const text = yield* policyText(options.policy, request.conversation())
-            const turnIds = Stop.truncate([...tokenizer.encode(text), tokenizer.eosTokenId], turnCriteria).ids
-            const turnPrompt = inputIds[inputIds.length - 1 - resumed] ?? tokenizer.eosTokenId
-            const scores = Decoder.score(model, sampling, turnPrompt, turnIds)
-            scripted = turnIds.map((id, i) => ({ id, logprob: scores[i] ?? 0 })).slice(resumed)
-          }
-          const cached = lastSequence.get(sessionKey)
-          const stamp = fullPrefixMatch ? 0 : StableIds.stampOf(inputIds)
-          const last = cached?.sequence
-          const common = cached === undefined || last === undefined ? 0 : PackedIds.commonPrefix(
-            inputIds,
-            PackedIds.view(last),
-            knownPrefix(cached, stamp, inputIds)
-          )
-          const cachedTokens = Math.min(common, inputIds.length - 1)
-          const check = resumed === 0 ? Stop.checker(criteria) : (() => {
-            const turnCheck = Stop.checker(turnCriteria)
-            return (ids: ReadonlyArray<number>) => turnCheck([...earlier, ...ids])
-          })()
-          // The whole output first (it depends on no time), then the time it takes on the clock.
-          const allIds: Array<number> = []
-          const allLogprobs: Array<number> = []
-          let finished: Stop.FinishReason | undefined = sampling.maxNewTokens <= 0
-            ? { type: "length", length: sampling.maxNewTokens }
-            : undefined
-          let prev = prompt
-          while (finished === undefined) {
-            const position = allIds.length
-            const step = scripted === undefined
-              ? Decoder.next(model, sampling, seed, prev, inputIds.length + position)
-              : scripted[position]
-            // A scripted output always finishes (it ends with eos or was truncated where a stop criterion hit).
-            if (step === undefined) break
-            allIds.push(step.id)
-            allLogprobs.push(step.logprob)
-            prev = step.id
-            finished = check(allIds)
-          }
-          const prefillSeconds = (inputIds.length - cachedTokens) * prefillDelay
-          const appeared = yield* (options.perTokenWaits === true
-            ? waitPerToken(prefillSeconds, allIds.length, run)
-            : waitOnce(prefillSeconds, allIds.length, run))
-          const aborted = appeared < allIds.length || (run.aborted && finished === undefined)
-          const outputIds = appeared < allIds.length ? allIds.slice(0, appeared) : allIds
-          const logprobs = appeared < allIds.length ? allLogprobs.slice(0, appeared) : allLogprobs
-          const finishReason: Stop.FinishReason | undefined = aborted ? { type: "abort", message: "Aborted" } : finished
-          // In place from where this prompt left the previous sequence, unless another request of the Session (or one
-          // without a Session) rewrote it meanwhile: then a sequence of its own.
-          const unchanged = cached !== undefined && last !== undefined && lastSequence.get(sessionKey) === cached
-          const rest = !unchanged ? inputIds : inputIds instanceof Int32Array
-            ? inputIds.subarray(common)
-            : inputIds.slice(common)
-          if (!run.closed) {
-            lastSequence.set(sessionKey, {
-              sequence: unchanged
-                ? PackedIds.rewrite(last, common, [rest, outputIds])
-                : PackedIds.rewrite(undefined, 0, [rest, outputIds]),
-              promptStamp: stamp,
-              promptOffset: inputIds instanceof Int32Array ? inputIds.byteOffset : 0,
-              promptLength: inputIds.length
-            })
-          }
-          return {
-            outputIds,
-            logprobs: request.returnLogprob ? logprobs : [],
-            finishReason: finishReason ?? { type: "stop", matched: tokenizer.eosTokenId },
-            promptTokens: inputIds.length,
-            cachedTokens,
-            weightVersion: runningVersion,
-            ...(finishReason?.type === "abort" && run.byUpdate ? { cutByUpdate: true } : {})
-          } satisfies Engine.GenerateResult
-        }).pipe(Effect.ensuring(Effect.sync(() => {
-          running.delete(request.rid)
-          if (running.size === 0) { for (const resume of idleWaiters.splice(0)) resume() }
-        })))
-      })
+          return yield* start(request)
+        })
+      )
 
     // Every running generation has returned (an aborted one ends at its next wait).
     const drained: Effect.Effect<void> = Effect.callback<void>((resume) => {

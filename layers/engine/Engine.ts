@@ -260,8 +260,14 @@ export const withSpans = (name: string, engine: EngineShape): EngineShape => {
   const generateSpan = `${name}.generate`
   const countGenerate = counted("generate")
   return {
+    // `StepSpan.step` fused in: one `withFiber`, and the span's attributes made only when a tracer is installed.
     generate: (request) =>
-      engine.generate(request).pipe(countGenerate, StepSpan.step(generateSpan, { rid: request.rid })),
+      Effect.withFiber((fiber) => {
+        const generated = countGenerate(engine.generate(request))
+        return StepSpan.isTracing(fiber)
+          ? Effect.withSpan(generated, generateSpan, { attributes: { rid: request.rid }, captureStackTrace: false })
+          : generated
+      }),
     abort: (rid) => engine.abort(rid).pipe(StepSpan.step(`${name}.abort`, { rid })),
     weightVersion: engine.weightVersion.pipe(StepSpan.step(`${name}.weightVersion`)),
     updateWeights: (version) =>

@@ -173,6 +173,8 @@ interface RequestRun {
   readonly context: Context.Context<never>
   /** An attempt interrupted (the request cancelled while waiting or generating) counts as an abort. */
   readonly countAbort: () => Effect.Effect<void>
+  /** The scheduler task the request started in (`FairScheduler.currentTask`; undefined outside one). */
+  readonly task: number | undefined
 }
 
 /** How the attempts of a request fail. */
@@ -353,10 +355,14 @@ const make = (options: GenerationOptions) =>
       const { session } = planned
       const { clock } = request
       const waitFrom = clock.currentTimeMillisUnsafe()
-      yield* session.awaitLease
+      // A lease already held, with the request still in the scheduler task it started in (not resumed in a callback or
+      // in another fiber's task since): nothing to wait for and nowhere to leave, so neither step runs.
+      const held = request.task !== undefined && session.leaseHeld?.() === true &&
+        FairScheduler.currentTask() === request.task
+      if (!held) yield* session.awaitLease
       Instruments.leaseWaitSeconds.updateUnsafe((clock.currentTimeMillisUnsafe() - waitFrom) / 1000, request.context)
       // A lease granted to many waiting requests at once resumes them all inside one call.
-      yield* FairScheduler.continueAsTask
+      if (!held) yield* FairScheduler.continueAsTask
       // What the attempt continues from: the inference prefix followed by the pending ids, one Int32Array.
       const inputIds = Forest.inferencePrefix(planned.forest, planned.parent, pending.outputIds)
       // Images along the lineage go with the prompt (SGLang `image_data`).
@@ -593,7 +599,8 @@ const make = (options: GenerationOptions) =>
           tracing: StepSpan.isTracing(fiber),
           clock: fiber.getRef(Clock.Clock),
           context: fiber.context,
-          countAbort: () => Effect.sync(() => session.counters.aborts++)
+          countAbort: () => Effect.sync(() => session.counters.aborts++),
+          task: FairScheduler.currentTask()
         }
         return Effect.gen(() => request(run, canonical))
       }).pipe(Effect.withSpan("Generation.generate", undefined, { captureStackTrace: false }))

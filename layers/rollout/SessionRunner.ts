@@ -192,6 +192,7 @@ const make = Effect.gen(function*() {
           maxContextLen: eval_ ? Settings.evalMaxContextLen(settings) : settings.rolloutMaxContextLen,
           rolloutId: ticket.rolloutId,
           awaitLease: ticket.awaitLease,
+          leaseHeld: ticket.leaseHeld,
           gate: sessionGate,
           counters,
           span

@@ -24,6 +24,23 @@ export interface FairSchedulerOptions {
 
 type Task = () => void
 
+/**
+ * The task a {@link FairScheduler} runs now, numbered from 1 (every task run gets the next number); `undefined` between
+ * tasks, outside slices and under other schedulers. See {@link currentTask}.
+ */
+let runningTask: number | undefined
+let tasksRun = 0
+
+/** Run `task` as the next numbered one. */
+const runTask = (task: Task): void => {
+  runningTask = ++tasksRun
+  try {
+    task()
+  } finally {
+    runningTask = undefined
+  }
+}
+
 /** Tasks by priority (lower first), FIFO within one priority. */
 class TaskQueue {
   private buckets: Array<{ readonly priority: number; readonly tasks: Array<Task>; head: number }> = []
@@ -76,7 +93,9 @@ export class FairScheduler implements Scheduler.Scheduler {
         }
       },
       flush: () => {
-        for (let task = this.queue.shift(); task !== undefined; task = this.queue.shift()) task()
+        const outer = runningTask
+        for (let task = this.queue.shift(); task !== undefined; task = this.queue.shift()) runTask(task)
+        runningTask = outer
       }
     }
   }
@@ -85,7 +104,7 @@ export class FairScheduler implements Scheduler.Scheduler {
     this.scheduled = false
     const deadline = this.now() + this.sliceMs
     for (let task = this.queue.shift(); task !== undefined; task = this.queue.shift()) {
-      task()
+      runTask(task)
       if (this.now() >= deadline) break
     }
     if (this.queue.size > 0 && !this.scheduled) {
@@ -108,6 +127,18 @@ export class FairScheduler implements Scheduler.Scheduler {
  * loop free in between (docs/performance.md, section 3). Under Effect's default scheduler it is a plain yield.
  */
 export const continueAsTask: Effect.Effect<void> = Effect.yieldNow
+
+/**
+ * The number of the {@link FairScheduler} task running now (`undefined` outside one, and under any other scheduler).
+ *
+ * **Details**
+ * A fiber that reads the same number at two points has not left that task in between: it was not suspended and
+ * resumed inside a Node callback or inside another task (a lease or a gate granted to many waiting fibers at once
+ * resumes them all inside the granting fiber's task). A {@link continueAsTask} meant to leave such a callback is then
+ * not needed: the fiber is still running in the task it started in (the generation core skips the one after a lease
+ * that was already held, docs/performance.md section 1).
+ */
+export const currentTask = (): number | undefined => runningTask
 
 /** Run `effect` (and every fiber it starts) on a fresh {@link FairScheduler}. */
 export const provide = <A, E, R>(

@@ -24,6 +24,11 @@ export interface SessionTicket {
    * Group holds its Runtime lease; fails with `SessionClosedError` once the Group was dropped.
    */
   readonly awaitLease: Effect.Effect<void, Errors.SessionClosedError>
+  /**
+   * Whether `awaitLease` would succeed now at once, with nothing to do: arrived, and the lease granted (optional: a
+   * ticket without it is always awaited).
+   */
+  readonly leaseHeld?: (() => boolean) | undefined
   /** Completes when the Group gets its lease (start the active-time budget here); never completes after a drop. */
   readonly leased: Effect.Effect<void>
   /** Completes once this Session has sent its first model request (its first `awaitLease`). */
@@ -59,6 +64,8 @@ export const make = (options: BarrierOptions): Effect.Effect<FirstRequestBarrier
     const size = sessionIds.length
     const arrived: Array<boolean> = Array.from({ length: size }, () => false)
     let arrivedCount = 0
+    // Set once an `awaitLease` saw the lease granted (a Deferred is completed once: it stays granted).
+    let granted = false
     const firstRequests = yield* Effect.forEach(sessionIds, () => Deferred.make<void>())
     const leased = Deferred.await(lease).pipe(Effect.flatMap((granted) => granted ? Effect.void : Effect.never))
     const ticket = (position: number): SessionTicket => {
@@ -78,8 +85,13 @@ export const make = (options: BarrierOptions): Effect.Effect<FirstRequestBarrier
           }
           return Deferred.await(lease)
         }).pipe(
-          Effect.flatMap((granted) => granted ? Effect.void : Effect.fail(new Errors.SessionClosedError({ sessionId })))
+          Effect.flatMap((leased) => {
+            if (!leased) return Effect.fail(new Errors.SessionClosedError({ sessionId }))
+            granted = true
+            return Effect.void
+          })
         ),
+        leaseHeld: () => granted && arrived[position] === true,
         leased
       }
     }

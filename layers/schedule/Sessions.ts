@@ -49,6 +49,11 @@ export interface SessionEntry {
    */
   readonly awaitLease: Effect.Effect<void, Errors.SessionClosedError>
   /**
+   * Whether `awaitLease` would succeed now without doing anything (this Session has arrived at its barrier and its
+   * Group holds the lease), so the generation core can skip it; `undefined` or `false`: run `awaitLease`.
+   */
+  readonly leaseHeld?: (() => boolean) | undefined
+  /**
    * The training generation gate (`--partial-rollout` / `--fully-async`): every backend attempt of this Session runs
    * through it, so a step's close can abort and park it. Absent (always open) for Eval and synchronous rollouts.
    */

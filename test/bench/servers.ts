@@ -73,15 +73,22 @@ export const embeddedGateway = (
 export const sglangGateway = (url: string) =>
   Layer.build(gatewayStack(SglangEngine.SglangEngine.layer({ workerUrls: [url], healthCheck: false })))
 
-/** Register `count` fresh Sessions (each with a forest) whose lease is `awaitLease`; returns their ids. */
+/**
+ * Register `count` fresh Sessions (each with a forest) whose lease is `awaitLease`; returns their ids. Without one
+ * the lease is held from the start (`leaseHeld`), as a rollout Session's is after its Group's barrier.
+ */
 export const registerSessions = (
   context: Context.Context<Sessions.Sessions | Forests.Forests>,
   count: number,
-  awaitLease: Effect.Effect<void> = Effect.void
+  awaitLease?: Effect.Effect<void>
 ): Promise<Array<string>> =>
   Effect.runPromise(
     Effect.forEach(Array.from({ length: count }), () =>
-      SupportSessions.registeredSession({ groupId: "bench", sampling, awaitLease }))
+      SupportSessions.registeredSession(
+        awaitLease === undefined
+          ? { groupId: "bench", sampling, awaitLease: Effect.void, leaseHeld: () => true }
+          : { groupId: "bench", sampling, awaitLease }
+      ))
       .pipe(
         Effect.provideContext(context)
       )

@@ -13,7 +13,8 @@
  * request, by file (allocations of natives counted to their caller), by function and by the nearest 5 frames (`TOPF`,
  * `TOPS` say how many lines). With source maps enabled (as `bench:cost` runs it) the lines are the TypeScript sources' (tsx compiles each
  * file to one line); the profile written to `out.heapprofile` carries them too. `CPUPROF=file.cpuprofile` also takes
- * a CPU profile of 2 rounds (200 µs sampling) before the allocation profile.
+ * a CPU profile of 2 rounds (200 µs sampling) before the allocation profile. `ENGINE=embedded` measures the embedded
+ * path instead (the embedded engine at zero latency with the `floor` benchmark's reading policy; no `/generate` hop).
  */
 import { Context, Effect, Fiber, Layer } from "effect"
 import { createHook } from "node:async_hooks"
@@ -29,6 +30,7 @@ import * as Servers from "./servers.ts"
 const rounds = Number(process.argv[2] ?? 6)
 const profileFile = process.argv[3]
 const warm = Number(process.env["WARM"] ?? 4096)
+const embedded = process.env["ENGINE"] === "embedded"
 const clients = 64
 const turns = 8
 const HISTORY = Conversation.conversation(30, 470)
@@ -56,7 +58,7 @@ const main = Effect.scoped(Effect.gen(function*() {
   const tokenizer = Context.get(yield* Layer.build(Tokenizer.Tokenizer.layer), Tokenizer.Tokenizer)
   const outputIds = [...tokenizer.encode("ok"), tokenizer.tokenToId("<|im_end|>") ?? tokenizer.eosTokenId]
   const { url } = yield* Effect.promise(() => standIn.call<{ readonly url: string }>({ outputIds }))
-  const gw = yield* Servers.sglangGateway(url)
+  const gw = yield* (embedded ? Servers.embeddedGateway() : Servers.sglangGateway(url))
   const round = async () => {
     const ids = await Servers.registerSessions(gw, clients)
     const job: LoadClient.ConversationsJob = {

@@ -185,6 +185,43 @@ describe("EmbeddedEngine sampling", () => {
       })
     }).pipe(Effect.provide(engineLayer({}))))
 
+  it.effect("a request held while paused runs once resumed, as one sent after the resume; a rid still running is refused", () =>
+    Effect.gen(function*() {
+      const engine = yield* Engine.Engine
+      yield* engine.pauseGeneration("abort")
+      const held = request(prompt, { maxNewTokens: 4, seed: 7 })
+      const fiber = yield* engine.generate(held).pipe(Effect.forkChild)
+      yield* Effect.yieldNow
+      assert.isUndefined(fiber.pollUnsafe())
+      assert.strictEqual(yield* engine.resumeGeneration("v1"), "v1")
+      // Decoding takes time on the clock here.
+      const finish = <A, E>(fiber: Fiber.Fiber<A, E>) =>
+        Effect.andThen(TestClock.adjust("10 seconds"), Fiber.join(fiber))
+      const resumed = yield* finish(fiber)
+      const after = yield* finish(
+        yield* engine.generate({ ...request(prompt, { maxNewTokens: 4, seed: 7 }), rid: held.rid }).pipe(
+          Effect.forkChild
+        )
+      )
+      // The same tokens on the same version (the second one finds the first's sequence cached: no Session here).
+      const { cachedTokens: _first, ...resumedOutput } = resumed
+      const { cachedTokens: _second, ...afterOutput } = after
+      assert.deepStrictEqual(resumedOutput, afterOutput)
+      assert.strictEqual(resumed.weightVersion, "v1")
+      assert.strictEqual(resumed.outputIds.length, 4)
+      // A rid is refused while a generation of it runs (its decoding waits on the clock here), and free again after.
+      const slow = request(prompt, { maxNewTokens: 2 })
+      const running = yield* engine.generate(slow).pipe(Effect.forkChild)
+      yield* Effect.yieldNow
+      const refused = yield* Effect.flip(engine.generate({ ...request(prompt), rid: slow.rid }))
+      assert.strictEqual(refused.message, `rid ${slow.rid} is already running; rids must be unique`)
+      yield* finish(running)
+      const again = yield* engine.generate({ ...request(prompt, { maxNewTokens: 1 }), rid: slow.rid }).pipe(
+        Effect.forkChild
+      )
+      assert.strictEqual((yield* finish(again)).outputIds.length, 1)
+    }).pipe(Effect.provide(engineLayer({ decodeTokensPerSecond: 100 }))))
+
   it.effect("reports the shared prefix with the session's previous sequence as cached tokens", () =>
     Effect.gen(function*() {
       const engine = yield* Engine.Engine

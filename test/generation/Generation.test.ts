@@ -287,6 +287,9 @@ describe("Generation trace", () => {
         assert.deepStrictEqual(childrenOf("Generation.attempts"), ["Generation.attempt"])
         // The engine's own span sits inside the attempt (the stack's engine is the embedded one).
         assert.deepStrictEqual(childrenOf("Generation.attempt"), ["EmbeddedEngine.generate"])
+        // With its attempt's rid (the engine's span is opened by `Engine.withSpans`).
+        const engineSpan = spans.find((span) => span.name === "EmbeddedEngine.generate")
+        assert.match(String(engineSpan?.attributes.get("rid")), /^\S+$/)
         assert.deepStrictEqual(childrenOf("Generation.commitResponse"), ["Forests.commitResponse"])
         assert.isTrue(spans.every((span) => span.status._tag === "Ended"))
       }))

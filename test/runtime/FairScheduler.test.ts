@@ -72,4 +72,51 @@ describe("FairScheduler", () => {
     const results = await Effect.runPromise(FairScheduler.provide(program))
     assert.deepStrictEqual(results, Array.from({ length: 200 }, (_, i) => i * 2))
   })
+
+  it("numbers the task it runs (currentTask): one number through a task, a new one for the next, none outside", () => {
+    const { dispatcher, step } = manual(1000)
+    const seen: Array<number | undefined> = []
+    assert.isUndefined(FairScheduler.currentTask())
+    dispatcher.scheduleTask(() => {
+      seen.push(FairScheduler.currentTask())
+      seen.push(FairScheduler.currentTask())
+      dispatcher.scheduleTask(() => seen.push(FairScheduler.currentTask()), 0)
+    }, 0)
+    dispatcher.scheduleTask(() => {
+      seen.push(FairScheduler.currentTask())
+      // A flush inside a task runs the queued tasks under their own numbers, then this task's number is back.
+      dispatcher.flush()
+      seen.push(FairScheduler.currentTask())
+    }, 0)
+    step()
+    assert.isUndefined(FairScheduler.currentTask())
+    const [a, a2, b, c, b2] = seen
+    assert.strictEqual(seen.length, 5)
+    assert.isDefined(a)
+    assert.strictEqual(a2, a)
+    assert.notStrictEqual(b, a)
+    assert.notStrictEqual(c, b)
+    assert.strictEqual(b2, b)
+  })
+
+  it("tells a fiber that suspended and was resumed elsewhere from one still in its task", async () => {
+    const program = Effect.gen(function*() {
+      yield* Effect.yieldNow
+      const start = FairScheduler.currentTask()
+      yield* Effect.sync(() => 1)
+      const same = FairScheduler.currentTask()
+      yield* Effect.sleep("1 millis")
+      const afterTimer = FairScheduler.currentTask()
+      yield* FairScheduler.continueAsTask
+      const asTask = FairScheduler.currentTask()
+      return { start, same, afterTimer, asTask }
+    })
+    const { start, same, afterTimer, asTask } = await Effect.runPromise(FairScheduler.provide(program))
+    assert.isDefined(start)
+    assert.strictEqual(same, start)
+    // Resumed inside the timer's callback: no task.
+    assert.isUndefined(afterTimer)
+    assert.isDefined(asTask)
+    assert.notStrictEqual(asTask, start)
+  })
 })

@@ -51,4 +51,36 @@ describe("FirstRequestBarrier", () => {
       assert.strictEqual(error._tag, "SessionClosedError")
       assert.strictEqual(error.sessionId, "session-1")
     }))
+
+  it.effect("reports the lease held only where awaitLease would pass at once with nothing to do", () =>
+    Effect.gen(function*() {
+      const { barrier, lease, readyCalls } = yield* barrierOf(3)
+      const held = (position: number) => barrier.ticket(position).leaseHeld?.() === true
+      assert.isFalse(held(0))
+      const first = yield* Effect.forkChild(barrier.ticket(0).awaitLease)
+      yield* Effect.yieldNow
+      // Arrived, the lease not granted yet.
+      assert.isFalse(held(0))
+      yield* Deferred.succeed(lease, true)
+      yield* Fiber.join(first)
+      assert.isTrue(held(0))
+      // Not arrived: its first awaitLease still counts toward the barrier (and runs onReady when it is the last).
+      assert.isFalse(held(1))
+      yield* barrier.ticket(1).awaitLease
+      assert.isTrue(held(1))
+      assert.isFalse(held(2))
+      assert.strictEqual(readyCalls(), 0)
+      yield* barrier.ticket(2).awaitLease
+      assert.strictEqual(readyCalls(), 1)
+      assert.isTrue([0, 1, 2].every(held))
+    }))
+
+  it.effect("never reports a dropped Group's lease held", () =>
+    Effect.gen(function*() {
+      const { barrier, lease } = yield* barrierOf(2)
+      yield* Deferred.succeed(lease, false)
+      yield* Effect.flip(barrier.ticket(0).awaitLease)
+      assert.isTrue(barrier.arrived(0))
+      assert.isFalse(barrier.ticket(0).leaseHeld?.() === true)
+    }))
 })

@@ -98,8 +98,9 @@ export const make = (
     tried: Set<Workers.Worker>
   ): Effect.Effect<Engine.GenerateResult, Errors.ContextLengthError | Engine.EngineError | DuplicateRidError> =>
     Effect.gen(function*() {
-      // Held here while generation is paused for a weight push; aborted while held, it ends with no tokens.
-      const start = yield* weights.enter(rid)
+      // Held here while generation is paused for a weight push; aborted while held, it ends with no tokens. Not
+      // paused, the start is read at once (what `enter` would give), without its effect.
+      const start = weights.enterIfOpen() ?? (yield* weights.enter(rid))
       if (start === undefined) return Engine.abortedWhilePaused(request, weights.version())
       const worker = workers.pick(request.sessionId, tried)
       tried.add(worker)

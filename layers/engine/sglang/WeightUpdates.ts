@@ -42,6 +42,11 @@ export interface WeightUpdates {
    * aborted while it waited (it never reached a server).
    */
   readonly enter: (rid: string) => Effect.Effect<Start | undefined>
+  /**
+   * What `enter` gives at once when generation is not paused (the version and epoch now), without an effect;
+   * `undefined` when paused: then `enter` waits.
+   */
+  readonly enterIfOpen: () => Start | undefined
   /** Abort the attempts waiting at the pause whose rid starts with `rid` (SGLang's prefix match). */
   readonly abortWaiting: (rid: string) => Effect.Effect<void>
   /** The version(s) an attempt that started at `start` and answered `label` with `finish` ran on. */
@@ -150,6 +155,7 @@ export const make = (http: Http.Http, workers: Workers.Workers, initial: string)
 
     return {
       version: () => version,
+      enterIfOpen: () => Latch.isOpen(gate) ? { version, epoch: boundaries.length } : undefined,
       enter: (rid) =>
         Effect.suspend(() => {
           const start = Effect.sync((): Start => ({ version, epoch: boundaries.length }))
