@@ -9,9 +9,10 @@
  * - `--partial-rollout` across the runners: a Group still running at step 0's close is kept, finishes in step 1 on
  *   the version the weight update between the steps relayed, and both steps give the same samples as one process.
  * - `--fully-async` across the same runners (started with `--partial-rollout`: on a runner both retain alike): the
- *   final backfill drains the debt, each step pays its own partition or the previous one, and the samples are
- *   token-exact those of one process (run side by side with it). Where a step closes early depends on when agents sit
- *   between requests, so only what fully async guarantees is compared, not the steps' accounting.
+ *   final backfill drains the debt, each step pays its own partition or the previous one, and the samples of every
+ *   prompt both runs took are token-exact those of one process (run side by side with it). Where a step closes early
+ *   and which Groups it takes depend on when agents sit between requests and which Group finishes first, so only what
+ *   fully async guarantees is compared, not the steps' accounting nor the set of prompts.
  */
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { Effect, Exit, Fiber, Scope } from "effect"
@@ -265,12 +266,15 @@ describe("cluster with a trainer (end to end)", () => {
           runners.flatMap(Processes.hostedBy).some((s) => sessions.has(s)),
           "no runner hosted the fully-async run's Sessions"
         )
-        const exact = (
-          s: TrainingSample.TrainingSample
-        ) => [s.prompt, s.index, s.tokens, s.loss_mask, s.rollout_log_probs]
-        const sorted = (dir: string) =>
-          all(dir).map((s) => exact(s.sample)).sort((a, b) => (JSON.stringify(a) < JSON.stringify(b) ? -1 : 1))
-        assert.deepStrictEqual(sorted(clustered), sorted(single))
+        // Which Groups a fully-async step takes depends on which finish first (a third prompt's Group may beat the
+        // second's on a loaded machine, in either run): every sample of a prompt both runs took is token-exact.
+        const exact = (s: TrainingSample.TrainingSample) => [s.tokens, s.loss_mask, s.rollout_log_probs]
+        const byKey = (dir: string) =>
+          new Map(all(dir).map(({ sample }) => [`${sample.prompt}#${sample.index}`, exact(sample)] as const))
+        const [ours, reference] = [byKey(clustered), byKey(single)]
+        const shared = [...ours.keys()].filter((key) => reference.has(key))
+        assert.isAtLeast(shared.length, 2, `no Group of the same prompt in both runs: ${[...ours.keys()]}`)
+        for (const key of shared) assert.deepStrictEqual(ours.get(key), reference.get(key), key)
       }),
     300_000
   )
