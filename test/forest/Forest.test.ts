@@ -9,6 +9,7 @@ import * as Hash from "../../src/forest/hash.ts"
 import * as Matching from "../../src/forest/Matching.ts"
 import * as Sample from "../../src/forest/Sample.ts"
 import type * as Canonical from "../../src/protocol/canonical.ts"
+import * as ForestCommits from "../support/forestCommits.ts"
 
 const tools: ReadonlyArray<Canonical.Tool> = [{
   type: "function",
@@ -303,19 +304,7 @@ describe("commits", () => {
       rolloutId: 0
     })
     const commit = (requestId: string, content: string) =>
-      ForestCommit.commitResponse(forest, {
-        parent: obs,
-        message: assistant(content),
-        tokens: [2],
-        logprobs: [-1],
-        weightVersions: [],
-        status: "completed",
-        rolloutId: 0,
-        requestId,
-        abortCount: 0,
-        wallElapsedS: 0,
-        generationElapsedS: 0
-      })
+      ForestCommits.completedResponse(forest, obs, content, [2], requestId)
     const first = commit("rid-a", "same")
     assert.strictEqual(commit("rid-b", "same"), first)
     const other = commit("rid-c", "other")
