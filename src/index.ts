@@ -83,6 +83,7 @@ export {
   type StepResult
 } from "../layers/rollout/Rollout.ts"
 export { RolloutConfig } from "../layers/rollout/RolloutConfig.ts"
+export * as SimulationClock from "../layers/runtime/SimulationClock.ts"
 export { memorySink, OutputWriteError, processSink, type Sink, Telemetry } from "../layers/runtime/Telemetry.ts"
 export { type DropReason, TooManyDroppedGroupsError } from "../layers/schedule/GroupPool.ts"
 export { type InProcessAgent, type InProcessAgentInput, Supervisor } from "../layers/session/Supervisor.ts"

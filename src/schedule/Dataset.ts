@@ -121,8 +121,11 @@ const nonEmpty = (rows: ReadonlyArray<Row>, path: string): Result.Result<Readonl
     )
     : Result.succeed(rows)
 
-/** A deterministic 32-bit generator (mulberry32); the same seed gives the same order on every machine. */
-const random = (seed: number): () => number => {
+/**
+ * A deterministic generator of numbers in [0, 1) (mulberry32): the same seed gives the same sequence on every machine
+ * (the dataset's shuffle; tests' seeded scenarios).
+ */
+export const seededRandom = (seed: number): () => number => {
   let state = seed >>> 0
   return () => {
     state = (state + 0x6d2b79f5) >>> 0
@@ -137,7 +140,7 @@ const random = (seed: number): () => number => {
 export const epochOrder = (size: number, shuffle: boolean, seed: number, epoch: number): ReadonlyArray<number> => {
   const order = Array.from({ length: size }, (_, i) => i)
   if (!shuffle) return order
-  const next = random(seed + epoch)
+  const next = seededRandom(seed + epoch)
   for (let i = size - 1; i > 0; i--) {
     const j = Math.floor(next() * (i + 1))
     const a = order[i]!

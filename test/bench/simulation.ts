@@ -13,6 +13,8 @@
  * `SIM_CPUPROF=sim.cpuprofile npm run bench:mapped -- simulation` (`bench` with source maps on).
  * Each agent canonicalizes only its new messages per turn (`SIM_CANONICAL=whole`: its whole history, as before issue
  * 24's fourth pass); `SIM_ENGINE_WAITS=token` runs the embedded engine with one wait per token (its earlier timeline).
+ * The clock is the simulation clock (`layers/runtime/SimulationClock.ts`, Effect's TestClock with its sleeps in a heap);
+ * `SIM_CLOCK=effect` runs Effect's own `TestClock.layer()` instead (O(pending sleeps) a sleep).
  * The digests printed (every forest node's ids, logprobs and weight versions; its elapsed times and cached tokens)
  * compare two runs or two code paths: the same samples digest means the same committed conversations, token for token.
  */
@@ -23,6 +25,7 @@ import { constants, performance, type PerformanceEntry, PerformanceObserver } fr
 import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
 import * as Forests from "../../layers/generation/Forests.ts"
 import * as Generation from "../../layers/generation/Generation.ts"
+import * as SimulationClock from "../../layers/runtime/SimulationClock.ts"
 import * as Sessions from "../../layers/schedule/Sessions.ts"
 import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import type * as Forest from "../../src/forest/Forest.ts"
@@ -56,6 +59,7 @@ const run = (options: Harness.BenchOptions): Promise<Harness.BenchResult> => {
   let allocated: number | undefined
   const progress = Number(process.env["SIM_PROGRESS"] ?? 0)
   const wholeHistory = process.env["SIM_CANONICAL"] === "whole"
+  const effectClock = process.env["SIM_CLOCK"] === "effect"
   const stack = Generation.Generation.layer().pipe(
     Layer.provideMerge(Forests.Forests.layer),
     Layer.provideMerge(Sessions.Sessions.layer),
@@ -134,7 +138,7 @@ const run = (options: Harness.BenchOptions): Promise<Harness.BenchResult> => {
       }
       yield* Fiber.joinAll(fibers)
       return seconds
-    }).pipe(Effect.provide(TestClock.layer()))
+    }).pipe(Effect.provide(effectClock ? TestClock.layer() : SimulationClock.layer()))
     const simulated = profileFile !== undefined
       ? yield* Effect.promise(() => Profiler.cpuProfile(profileFile, () => Effect.runPromise(simulate)))
       : heapFile !== undefined
@@ -155,7 +159,9 @@ const run = (options: Harness.BenchOptions): Promise<Harness.BenchResult> => {
     }
     const cpuMs = (cpu.user + cpu.system) / 1000
     return {
-      title: `Simulation under the TestClock: ${count} Sessions × ${TURNS} turns through the generation core`,
+      title: `Simulation under the TestClock: ${count} Sessions × ${TURNS} turns through the generation core (${
+        effectClock ? "Effect's TestClock" : "the simulation clock"
+      })`,
       rows: [
         { measure: "wall time", value: Harness.formatMs(wallMs) },
         { measure: "requests", value: String(requests) },

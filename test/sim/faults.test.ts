@@ -26,21 +26,10 @@ import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import * as RolloutOptions from "../../src/config/RolloutOptions.ts"
 import * as Settings from "../../src/config/Settings.ts"
 import { creditOptions } from "../../src/index.ts"
+import * as Dataset from "../../src/schedule/Dataset.ts"
 import * as AgentTurn from "../support/agentTurn.ts"
 
 const fixtures = resolve(import.meta.dirname, "../fixtures/rollout")
-
-/** mulberry32: a small seeded PRNG, so a run's fault sequence is the same every time. */
-const prng = (seed: number) => {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
 
 const agentFaults = [
   ["normal", 0.51],
@@ -167,7 +156,7 @@ const build = (input: RolloutOptions.RolloutOptionsInput, ledger: Ledger) =>
       Forests.Forests.layer,
       Tokenizer.Tokenizer.layer.pipe(Layer.orDie)
     )
-    const engine = faultyEngine(ledger, prng(7)).pipe(
+    const engine = faultyEngine(ledger, Dataset.seededRandom(7)).pipe(
       Layer.provide(
         EmbeddedEngine.EmbeddedEngine.layer({ policy, decodeTokensPerSecond: 20, prefillTokensPerSecond: 0 })
       )
@@ -178,7 +167,9 @@ const build = (input: RolloutOptions.RolloutOptionsInput, ledger: Ledger) =>
     const rollout = Rollout.Rollout.layer.pipe(
       Layer.provide(Layer.mergeAll(
         RolloutConfig.RolloutConfig.layerSettings(settings),
-        Supervisor.Supervisor.layerInProcess(agent(ledger, prng(2026)), { timeoutSeconds: settings.agentTimeout }),
+        Supervisor.Supervisor.layerInProcess(agent(ledger, Dataset.seededRandom(2026)), {
+          timeoutSeconds: settings.agentTimeout
+        }),
         Credit.Credit.layer(creditOptions(settings)).pipe(Layer.orDie),
         GroupPool.GroupPool.layer.pipe(Layer.provide(Telemetry.Telemetry.layerSink(sink))),
         Telemetry.Telemetry.layerSink(sink),
