@@ -14,7 +14,9 @@
  * Each agent canonicalizes only its new messages per turn (`SIM_CANONICAL=whole`: its whole history, as before issue
  * 24's fourth pass); `SIM_ENGINE_WAITS=token` runs the embedded engine with one wait per token (its earlier timeline).
  * The clock is the simulation clock (`layers/runtime/SimulationClock.ts`, Effect's TestClock with its sleeps in a heap);
- * `SIM_CLOCK=effect` runs Effect's own `TestClock.layer()` instead (O(pending sleeps) a sleep).
+ * `SIM_CLOCK=effect` runs Effect's own `TestClock.layer()` instead (O(pending sleeps) a sleep). The fibers run on the
+ * FairScheduler, the scheduler the rollout's services run on (`layerFromSettings`); `SIM_SCHEDULER=effect` runs them on
+ * Effect's default scheduler (a macrotask, and an event-loop turn, for every batch of tasks).
  * The digests printed (every forest node's ids, logprobs and weight versions; its elapsed times and cached tokens)
  * compare two runs or two code paths: the same samples digest means the same committed conversations, token for token.
  */
@@ -25,6 +27,7 @@ import { constants, performance, type PerformanceEntry, PerformanceObserver } fr
 import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
 import * as Forests from "../../layers/generation/Forests.ts"
 import * as Generation from "../../layers/generation/Generation.ts"
+import * as FairScheduler from "../../layers/runtime/FairScheduler.ts"
 import * as SimulationClock from "../../layers/runtime/SimulationClock.ts"
 import * as Sessions from "../../layers/schedule/Sessions.ts"
 import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
@@ -60,6 +63,7 @@ const run = (options: Harness.BenchOptions): Promise<Harness.BenchResult> => {
   const progress = Number(process.env["SIM_PROGRESS"] ?? 0)
   const wholeHistory = process.env["SIM_CANONICAL"] === "whole"
   const effectClock = process.env["SIM_CLOCK"] === "effect"
+  const effectScheduler = process.env["SIM_SCHEDULER"] === "effect"
   const stack = Generation.Generation.layer().pipe(
     Layer.provideMerge(Forests.Forests.layer),
     Layer.provideMerge(Sessions.Sessions.layer),
@@ -138,7 +142,10 @@ const run = (options: Harness.BenchOptions): Promise<Harness.BenchResult> => {
       }
       yield* Fiber.joinAll(fibers)
       return seconds
-    }).pipe(Effect.provide(effectClock ? TestClock.layer() : SimulationClock.layer()))
+    }).pipe(
+      Effect.provide(effectClock ? TestClock.layer() : SimulationClock.layer()),
+      (effect) => effectScheduler ? effect : FairScheduler.provide(effect)
+    )
     const simulated = profileFile !== undefined
       ? yield* Effect.promise(() => Profiler.cpuProfile(profileFile, () => Effect.runPromise(simulate)))
       : heapFile !== undefined
@@ -161,7 +168,7 @@ const run = (options: Harness.BenchOptions): Promise<Harness.BenchResult> => {
     return {
       title: `Simulation under the TestClock: ${count} Sessions × ${TURNS} turns through the generation core (${
         effectClock ? "Effect's TestClock" : "the simulation clock"
-      })`,
+      }, ${effectScheduler ? "Effect's default scheduler" : "the FairScheduler"})`,
       rows: [
         { measure: "wall time", value: Harness.formatMs(wallMs) },
         { measure: "requests", value: String(requests) },
