@@ -83,6 +83,7 @@ export {
   type StepResult
 } from "../layers/rollout/Rollout.ts"
 export { RolloutConfig } from "../layers/rollout/RolloutConfig.ts"
+export * as FairScheduler from "../layers/runtime/FairScheduler.ts"
 export * as SimulationClock from "../layers/runtime/SimulationClock.ts"
 export { memorySink, OutputWriteError, processSink, type Sink, Telemetry } from "../layers/runtime/Telemetry.ts"
 export { type DropReason, TooManyDroppedGroupsError } from "../layers/schedule/GroupPool.ts"
