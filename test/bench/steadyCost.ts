@@ -15,6 +15,8 @@
  * file to one line); the profile written to `out.heapprofile` carries them too. `CPUPROF=file.cpuprofile` also takes
  * a CPU profile of 2 rounds (200 µs sampling) before the allocation profile. `ENGINE=embedded` measures the embedded
  * path instead (the embedded engine at zero latency with the `floor` benchmark's reading policy; no `/generate` hop).
+ * `CLIENTS=1` runs one conversation at a time (default 64), `TURNS` sets the turns of each (default 8; with one client,
+ * more turns keep a round's setup out of the figure: `CLIENTS=1 TURNS=128`).
  */
 import { Context, Effect, Fiber, Layer } from "effect"
 import { createHook } from "node:async_hooks"
@@ -31,8 +33,8 @@ const rounds = Number(process.argv[2] ?? 6)
 const profileFile = process.argv[3]
 const warm = Number(process.env["WARM"] ?? 4096)
 const embedded = process.env["ENGINE"] === "embedded"
-const clients = 64
-const turns = 8
+const clients = Number(process.env["CLIENTS"] ?? 64)
+const turns = Number(process.env["TURNS"] ?? 8)
 const HISTORY = Conversation.conversation(30, 470)
 
 interface Node {
