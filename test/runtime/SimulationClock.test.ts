@@ -117,4 +117,29 @@ describe("SimulationClock", () => {
       const lines = (yield* TestConsole.logLines).map(String).join("\n")
       assert.include(lines, "A test is using time, but is not advancing the test clock")
     }).pipe(Effect.provide(TestConsole.layer)))
+
+  it.effect("stops waiting for a woken fiber that keeps running, with a warning, on the clock it was made in", () =>
+    Effect.gen(function*() {
+      const made = yield* SimulationClock.make({ warningDelay: "1 second" })
+      const inSimulation = <A>(effect: Effect.Effect<A>) =>
+        effect.pipe(
+          Effect.provideService(Clock.Clock, made.clock),
+          Effect.provideService(Scheduler.Scheduler, made.scheduler)
+        )
+      // Woken at 5 ms, it never suspends for good: every yield schedules its next task, so the wake never settles.
+      const busy = yield* Effect.forkChild(inSimulation(Effect.gen(function*() {
+        yield* Effect.sleep("5 millis")
+        for (;;) yield* Effect.yieldNow
+      })))
+      const adjusting = yield* Effect.forkChild(inSimulation(TestClock.adjust("10 millis")))
+      yield* Effect.yieldNow
+      assert.strictEqual(adjusting.pollUnsafe(), undefined)
+      // The test's own TestClock is the "live" clock: a second on it ends the wait.
+      yield* TestClock.adjust("1 second")
+      yield* Fiber.join(adjusting)
+      assert.strictEqual(made.clock.currentTimeMillisUnsafe(), 10)
+      const lines = (yield* TestConsole.logLines).map(String).join("\n")
+      assert.include(lines, "A fiber woken by the test clock is still running without suspending")
+      yield* Fiber.interrupt(busy)
+    }).pipe(Effect.provide(TestConsole.layer)))
 })
