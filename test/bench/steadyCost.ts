@@ -13,7 +13,7 @@
  * request, by file (allocations of natives counted to their caller), by function and by the nearest 5 frames (`TOPF`,
  * `TOPS` say how many lines). With source maps enabled (as `bench:cost` runs it) the lines are the TypeScript sources' (tsx compiles each
  * file to one line); the profile written to `out.heapprofile` carries them too. `CPUPROF=file.cpuprofile` also takes
- * a CPU profile of 2 rounds (200 µs sampling) before the allocation profile. `ENGINE=embedded` measures the embedded
+ * a CPU profile of 2 rounds (`CPUPROF_ROUNDS`; 200 µs sampling) before the allocation profile. `ENGINE=embedded` measures the embedded
  * path instead (the embedded engine at zero latency with the `floor` benchmark's reading policy; no `/generate` hop).
  * `CLIENTS=1` runs one conversation at a time (default 64), `TURNS` sets the turns of each (default 8; with one client,
  * more turns keep a round's setup out of the figure: `CLIENTS=1 TURNS=128`).
@@ -33,6 +33,7 @@ const rounds = Number(process.argv[2] ?? 6)
 const profileFile = process.argv[3]
 const warm = Number(process.env["WARM"] ?? 4096)
 const embedded = process.env["ENGINE"] === "embedded"
+const profileRounds = Number(process.env["CPUPROF_ROUNDS"] ?? 2)
 const clients = Number(process.env["CLIENTS"] ?? 64)
 const turns = Number(process.env["TURNS"] ?? 8)
 const HISTORY = Conversation.conversation(30, 470)
@@ -114,7 +115,7 @@ const main = Effect.scoped(Effect.gen(function*() {
     const cpuFile = process.env["CPUPROF"]
     if (cpuFile !== undefined) {
       await Profiler.cpuProfile(cpuFile, async () => {
-        for (let r = 0; r < 2; r++) await round()
+        for (let r = 0; r < profileRounds; r++) await round()
       })
     }
     const session = new Session()
