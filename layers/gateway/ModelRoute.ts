@@ -368,12 +368,9 @@ const serveModel = (
 
       if (!canonical.stream) {
         phase = "completion"
-        const task = FairScheduler.currentTask()
         const exit = yield* generation
-        // The answer arrived in an I/O or promise callback: render and write it as a task; a client gone meanwhile is a
-        // 499. An answer given in the scheduler task the request started in (the embedded engine's, synchronous) has
-        // no callback to leave (see `answeredInTask`).
-        if (!answeredInTask(task)) yield* FairScheduler.continueAsTask
+        // The answer arrived in an I/O or promise callback: render and write it as a task; a client gone meanwhile is a 499.
+        yield* FairScheduler.continueAsTask
         phase = "answered"
         if (Exit.isFailure(exit)) return sendError(ex, adapter, failureError(exit))
         const rendered = Result.try(() => JSON.stringify(adapter.renderJson(exit.value, canonical)))
@@ -397,12 +394,10 @@ const serveModel = (
       const frames = sseFrames[adapter.protocol]
       ex.response.write(frames.connected)
       const heartbeats = yield* Effect.forkChild(heartbeat(ex, frames.heartbeat, env.heartbeatInterval))
-      const task = FairScheduler.currentTask()
       const exit = yield* generation
       phase = "answered"
-      // The answer arrived in an I/O or promise callback: render and write it as a task (not when it came in the task
-      // the request started in, `answeredInTask`).
-      if (!answeredInTask(task)) yield* FairScheduler.continueAsTask
+      // The answer arrived in an I/O or promise callback: render and write it as a task.
+      yield* FairScheduler.continueAsTask
       yield* Fiber.interrupt(heartbeats)
       if (Exchange.writable(ex)) ex.response.end(Sse.encodeAll(renderTerminal(adapter, canonical, context, exit)))
     }),
@@ -410,15 +405,6 @@ const serveModel = (
     spanOptions[adapter.protocol]
   ))
 }
-
-/**
- * Whether a generation started in scheduler task `task` (`FairScheduler.currentTask()` before it) answered in that
- * same task: it was not suspended and resumed in a Node callback or in another fiber's task in between (the embedded
- * engine answers synchronously), so the `continueAsTask` after it has nothing to leave (issue 24's ninth pass: the
- * embedded path's suspensions per request 3 → 2). Always `false` outside a FairScheduler task and under Effect's
- * default scheduler, where the hop runs as before.
- */
-const answeredInTask = (task: number | undefined): boolean => task !== undefined && FairScheduler.currentTask() === task
 
 /**
  * A heartbeat frame every `interval` while the client is there. Each one is written as a task after its timer fired

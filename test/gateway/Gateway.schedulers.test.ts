@@ -1,8 +1,10 @@
 /**
- * The model route's hop after an answer given in the scheduler task the request started in (issue 24, ninth pass):
- * on the rollout's FairScheduler the embedded engine answers synchronously, so the route renders and writes that
- * answer without its `continueAsTask`; under Effect's default scheduler no request is in a FairScheduler task and the
- * hop always runs (the path it replaces). Both give the same answers and the same forests, token for token.
+ * The real gateway over the embedded engine on the rollout's FairScheduler and on Effect's default scheduler: the same
+ * answers and the same forests, token for token. On the FairScheduler, with the lease held, a request does not await
+ * it nor hop to a new task after it (the generation core's cut of issue 24's eighth pass, `Generation.ts` `attempt`);
+ * under the default scheduler every request does both. Issue 24's ninth pass also ran this test against the route
+ * rendering an answer given in the request's own task without its `continueAsTask` (docs/performance.md section 1,
+ * "Issue 24, ninth pass"): it passed, and the cut was left out because it cost CPU.
  */
 import { assert, describe, expect, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
@@ -16,7 +18,7 @@ import * as Policy from "../fixtures/gateway/policy.ts"
 import * as GatewayStack from "../support/gatewayStack.ts"
 import * as Sessions from "../support/sessions.ts"
 
-/** A Session whose lease is held, as the Group's barrier reports it: the generation core does not hop either. */
+/** A Session whose lease is held, as the Group's barrier reports it (the generation core's skip applies). */
 const newSession = Sessions.registeredSession({
   sampling: Sessions.sampling({ maxNewTokens: 256 }),
   maxContextLen: 4096,
