@@ -10,7 +10,7 @@
  * The live Sessions are the gauge `relax_agentic_sessions_active` (docs/observability.md).
  */
 import { Context, Data, Effect, Layer, type Tracer } from "effect"
-import { createHash, randomBytes } from "node:crypto"
+import { hash, randomBytes } from "node:crypto"
 import type * as Drift from "../../src/inspect/Drift.ts"
 import type * as AgentSpec from "../../src/session/AgentSpec.ts"
 import * as Errors from "../../src/session/errors.ts"
@@ -89,7 +89,8 @@ export interface SessionsShape {
   readonly remove: (sessionId: string) => Effect.Effect<void>
 }
 
-const digest = (token: string): string => createHash("sha256").update(token, "utf8").digest("hex")
+// One-shot: no Hash object a request (the lookup runs on every model request).
+const digest = (token: string): string => hash("sha256", token, "hex")
 
 export const emptyCounters = (): SessionCounters => ({
   requests: 0,
