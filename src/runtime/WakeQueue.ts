@@ -53,12 +53,6 @@ export class WakeQueue<A> {
     this.live--
   }
 
-  /** The earliest pending sleep's wake time, or `undefined` when none is pending. */
-  peekTimestamp(): number | undefined {
-    this.dropCancelled()
-    return this.heap[0]?.timestamp
-  }
-
   /** Take the earliest pending sleep if it wakes at or before `timestamp`. */
   takeDue(timestamp: number): Sleep<A> | undefined {
     this.dropCancelled()
@@ -69,11 +63,6 @@ export class WakeQueue<A> {
     top.done = true
     this.live--
     return top
-  }
-
-  /** Every pending sleep, earliest first (for inspection; O(n log n)). */
-  pending(): ReadonlyArray<Sleep<A>> {
-    return this.heap.filter((sleep) => !sleep.done).sort((a, b) => (before(a, b) ? -1 : 1))
   }
 
   private dropCancelled(): void {
