@@ -134,6 +134,7 @@ export const make = (
       sessions: yield* Sessions.Sessions,
       generation: yield* Generation.Generation,
       forward: Option.getOrUndefined(yield* Effect.serviceOption(Forwarder)),
+      tracing: StepSpan.isTracingIn(context),
       run: (effect) => {
         Fiber.runIn(Effect.runForkWith(context)(effect), scope)
       }
@@ -176,6 +177,8 @@ interface RouteEnv extends Options {
   readonly sessions: Sessions.Sessions["Service"]
   readonly generation: Generation.GenerationShape
   readonly forward: Forwarder["Service"] | undefined
+  /** Whether a tracer is installed (StepSpan): then a request is the span `Gateway.handle`, its trace's root. */
+  readonly tracing: boolean
   /**
    * Run one request's fiber on the gateway's context (its scheduler, clock, logger and tracer) in the gateway's
    * scope: a client that disconnects does not interrupt it, so a started generation completes and is committed.
@@ -334,76 +337,75 @@ const serveModel = (
     }
     return { kind: "local", session: session.success, canonical } as const
   })
-  env.run(Effect.withSpan(
-    Effect.gen(function*() {
-      const failed = handoff?.relayFailed
-      if (failed !== undefined && env.forward !== undefined) {
-        yield* env.forward.directFailed(failed.sessionId, failed.origin, failed.outcome)
-      }
-      // The parsed body is not held while the request waits: only the canonical request it decoded to.
-      const accepted = yield* accept
-      if (accepted === undefined) return
-      const setPhase = (next: Phase) => {
-        phase = next
-      }
-      if (accepted.kind === "remote" && env.forward !== undefined) {
-        return yield* serveForwarded(
-          env,
-          env.forward,
-          adapter,
-          ex,
-          accepted.remote,
-          accepted.canonical.stream,
-          setPhase
-        )
-      }
-      if (accepted.kind !== "local") return
-      const { session, canonical } = accepted
-      // One request is one trace; it links to its Session's span (docs/observability.md, "Traces").
-      if (session.span !== undefined) yield* StepSpan.linkTo(session.span, { sessionId: session.sessionId })
-      const generation: Effect.Effect<Outcome> = env.generation.generate(session, canonical).pipe(
-        Effect.catch(failGeneration),
-        Effect.exit
+  const handled = Effect.gen(function*() {
+    const failed = handoff?.relayFailed
+    if (failed !== undefined && env.forward !== undefined) {
+      yield* env.forward.directFailed(failed.sessionId, failed.origin, failed.outcome)
+    }
+    // The parsed body is not held while the request waits: only the canonical request it decoded to.
+    const accepted = yield* accept
+    if (accepted === undefined) return
+    const setPhase = (next: Phase) => {
+      phase = next
+    }
+    if (accepted.kind === "remote" && env.forward !== undefined) {
+      return yield* serveForwarded(
+        env,
+        env.forward,
+        adapter,
+        ex,
+        accepted.remote,
+        accepted.canonical.stream,
+        setPhase
       )
+    }
+    if (accepted.kind !== "local") return
+    const { session, canonical } = accepted
+    // One request is one trace; it links to its Session's span (docs/observability.md, "Traces").
+    if (env.tracing && session.span !== undefined) {
+      yield* StepSpan.linkTo(session.span, { sessionId: session.sessionId })
+    }
+    const generation: Effect.Effect<Outcome> = env.generation.generate(session, canonical).pipe(
+      Effect.catch(failGeneration),
+      Effect.exit
+    )
 
-      if (!canonical.stream) {
-        phase = "completion"
-        const exit = yield* generation
-        // The answer arrived in an I/O or promise callback: render and write it as a task; a client gone meanwhile is a 499.
-        yield* FairScheduler.continueAsTask
-        phase = "answered"
-        if (Exit.isFailure(exit)) return sendError(ex, adapter, failureError(exit))
-        const rendered = Result.try(() => JSON.stringify(adapter.renderJson(exit.value, canonical)))
-        return Result.isFailure(rendered)
-          ? sendError(ex, adapter, Errors.GatewayError.internal("render"))
-          : Exchange.sendJson(ex, 200, rendered.success)
-      }
-
-      const context: Completion.FailureContext = {
-        id: randomBytes(16).toString("hex"),
-        created: Math.floor((yield* Clock.currentTimeMillis) / 1000),
-        model: canonical.model
-      }
-      phase = "stream"
-      if (!Exchange.writable(ex)) {
-        // Nobody reads the frames; the generation still completes and is committed.
-        yield* generation
-        return
-      }
-      Exchange.writeHead(ex, 200, sseResponseHeaders, true)
-      const frames = sseFrames[adapter.protocol]
-      ex.response.write(frames.connected)
-      const heartbeats = yield* Effect.forkChild(heartbeat(ex, frames.heartbeat, env.heartbeatInterval))
+    if (!canonical.stream) {
+      phase = "completion"
       const exit = yield* generation
-      phase = "answered"
-      // The answer arrived in an I/O or promise callback: render and write it as a task.
+      // The answer arrived in an I/O or promise callback: render and write it as a task; a client gone meanwhile is a 499.
       yield* FairScheduler.continueAsTask
-      yield* Fiber.interrupt(heartbeats)
-      if (Exchange.writable(ex)) ex.response.end(Sse.encodeAll(renderTerminal(adapter, canonical, context, exit)))
-    }),
-    "Gateway.handle",
-    spanOptions[adapter.protocol]
-  ))
+      phase = "answered"
+      if (Exit.isFailure(exit)) return sendError(ex, adapter, failureError(exit))
+      const rendered = Result.try(() => JSON.stringify(adapter.renderJson(exit.value, canonical)))
+      return Result.isFailure(rendered)
+        ? sendError(ex, adapter, Errors.GatewayError.internal("render"))
+        : Exchange.sendJson(ex, 200, rendered.success)
+    }
+
+    const context: Completion.FailureContext = {
+      id: randomBytes(16).toString("hex"),
+      created: Math.floor((yield* Clock.currentTimeMillis) / 1000),
+      model: canonical.model
+    }
+    phase = "stream"
+    if (!Exchange.writable(ex)) {
+      // Nobody reads the frames; the generation still completes and is committed.
+      yield* generation
+      return
+    }
+    Exchange.writeHead(ex, 200, sseResponseHeaders, true)
+    const frames = sseFrames[adapter.protocol]
+    ex.response.write(frames.connected)
+    const heartbeats = yield* Effect.forkChild(heartbeat(ex, frames.heartbeat, env.heartbeatInterval))
+    const exit = yield* generation
+    phase = "answered"
+    // The answer arrived in an I/O or promise callback: render and write it as a task.
+    yield* FairScheduler.continueAsTask
+    yield* Fiber.interrupt(heartbeats)
+    if (Exchange.writable(ex)) ex.response.end(Sse.encodeAll(renderTerminal(adapter, canonical, context, exit)))
+  })
+  env.run(env.tracing ? Effect.withSpan(handled, "Gateway.handle", spanOptions[adapter.protocol]) : handled)
 }
 
 /**

@@ -212,6 +212,8 @@ const policyRequest = (planned: AttemptPlan, decodePrompt: () => string): Engine
 
 const noEcho: EchoStart = { mark: undefined, known: undefined }
 
+const noStack = { captureStackTrace: false } as const
+
 /**
  * A completion id: 16 random bytes in hex, as `randomBytes(16)` gives, taken from a pool of 4 KiB drawn at once and
  * drawn again when spent (one `randomBytes(16)` call costs ~5 µs, most of it the call itself; from the pool ~0.2 µs).
@@ -587,23 +589,25 @@ const make = (options: GenerationOptions) =>
       return Turn.completion(completionId(), committed.now, committed.input)
     }
 
-    // Always a span (a request's trace names it), without a call-site stack: `Effect.fn` captured an `Error` and set
-    // a stack frame in the fiber's context on every request.
+    // The span `Generation.generate` when a tracer is installed (StepSpan), without a call-site stack: `Effect.fn`
+    // captured an `Error` and set a stack frame in the fiber's context on every request.
     const generate = (
       session: Sessions.SessionEntry,
       canonical: Completion.CanonicalRequest
     ): Effect.Effect<Completion.Completion, GenerationErrors.GenerationError> =>
       Effect.withFiber((fiber) => {
+        const tracing = StepSpan.isTracing(fiber)
         const run: RequestRun = {
           session,
-          tracing: StepSpan.isTracing(fiber),
+          tracing,
           clock: fiber.getRef(Clock.Clock),
           context: fiber.context,
           countAbort: () => Effect.sync(() => session.counters.aborts++),
           task: FairScheduler.currentTask()
         }
-        return Effect.gen(() => request(run, canonical))
-      }).pipe(Effect.withSpan("Generation.generate", undefined, { captureStackTrace: false }))
+        const generated = Effect.gen(() => request(run, canonical))
+        return tracing ? Effect.withSpan(generated, "Generation.generate", noStack) : generated
+      })
 
     /** Each forest's last exactly matched Chat request (see `echo`); it goes with its forest. */
     const echoes = new WeakMap<Forest.Forest, EchoMemo>()

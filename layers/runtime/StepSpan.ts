@@ -7,15 +7,21 @@
  * a large share of the generation core's CPU (measured in docs/performance.md, "Figures behind code comments"),
  * although Effect's default tracer (`Tracer.nativeTracer`) exports its spans nowhere. A step wrapped with {@link step} opens its
  * span only when the fiber's tracer is another one (an OpenTelemetry layer, `Effect.withTracer`) and tracing is
- * enabled (`References.TracerEnabled`); otherwise it runs as it is. The request itself is always a span
- * (`Generation.generate`, without a call-site stack), so a failure's trace still names it. With a tracer installed the step spans carry no
- * call-site stack (`captureStackTrace: false`): the step's name says where it is.
+ * enabled (`References.TracerEnabled`); otherwise it runs as it is. The request's own spans (`Gateway.handle`,
+ * `Generation.generate`) follow the same rule: a native span is seen by nothing (no exporter, no log line, no failure's
+ * cause), and the two of them cost a request about 8 KiB of garbage (two context copies, the spans, their exit
+ * observers). With a tracer installed every span carries no call-site stack (`captureStackTrace: false`): the
+ * step's name says where it is.
  */
-import { Effect, type Fiber, References, Tracer } from "effect"
+import { Context, Effect, type Fiber, References, Tracer } from "effect"
 
 /** Whether a span opened by `fiber` reaches a tracing backend: tracing is on and the tracer is not the native one. */
 export const isTracing = (fiber: Fiber.Fiber<unknown, unknown>): boolean =>
   fiber.getRef(References.TracerEnabled) && fiber.getRef(Tracer.Tracer) !== Tracer.nativeTracer
+
+/** {@link isTracing} for the fibers that run with `context` (a server's, read once when it is made). */
+export const isTracingIn = (context: Context.Context<never>): boolean =>
+  Context.get(context, References.TracerEnabled) && Context.get(context, Tracer.Tracer) !== Tracer.nativeTracer
 
 /**
  * `effect` inside the span `name` when {@link isTracing}, as it is otherwise. Data-last, so it can be an

@@ -3,7 +3,7 @@
  * parsing, commits, and interruption.
  */
 import { assert, describe, expect, it } from "@effect/vitest"
-import { Deferred, Effect, Fiber, Layer, Option, Tracer } from "effect"
+import { Context, Deferred, Effect, Fiber, Layer, Option, Tracer } from "effect"
 import { TestClock } from "effect/testing"
 import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
 import * as Engine from "../../layers/engine/Engine.ts"
@@ -18,6 +18,7 @@ import * as ProtocolErrors from "../../src/protocol/errors.ts"
 import * as Policy from "../fixtures/gateway/policy.ts"
 import * as Requests from "../support/requests.ts"
 import * as Results from "../support/results.ts"
+import * as ScriptedEngine from "../support/scriptedEngine.ts"
 import * as SupportSessions from "../support/sessions.ts"
 
 const stack = (engine: EmbeddedEngine.EmbeddedEngineOptions = EmbeddedEngine.EmbeddedEngine.instant) =>
@@ -292,6 +293,52 @@ describe("Generation trace", () => {
         assert.match(String(engineSpan?.attributes.get("rid")), /^\S+$/)
         assert.deepStrictEqual(childrenOf("Generation.commitResponse"), ["Forests.commitResponse"])
         assert.isTrue(spans.every((span) => span.status._tag === "Ended"))
+      }))
+  })
+})
+
+/**
+ * The engine as the stack builds it, recording for every generation the span it is asked from (the name of the
+ * current parent span, `null` without one).
+ */
+const parentSpanWatch = (seen: Array<string | null>) =>
+  ScriptedEngine.wrapGenerate((generate) => (generateRequest) =>
+    Effect.withFiber((fiber) => {
+      const parent = Context.getOption(fiber.context, Tracer.ParentSpan)
+      seen.push(Option.match(parent, { onNone: () => null, onSome: (span) => span._tag === "Span" ? span.name : null }))
+      return generate(generateRequest)
+    })
+  )
+
+describe("Generation without a tracer", () => {
+  const seen: Array<string | null> = []
+  const watched = Generation.Generation.layer({
+    toolCallParser: Results.success(Parsers.ToolCallParsers.get("qwen25")),
+    reasoningParser: Results.success(Parsers.ReasoningParsers.get("qwen3"))
+  }).pipe(
+    Layer.provideMerge(Forests.Forests.layer),
+    Layer.provideMerge(parentSpanWatch(seen)),
+    Layer.provideMerge(
+      EmbeddedEngine.EmbeddedEngine.layer({ ...EmbeddedEngine.EmbeddedEngine.instant, policy: Policy.policy })
+    ),
+    Layer.provideMerge(Tokenizer.Tokenizer.layer)
+  )
+  it.layer(watched)((it) => {
+    it.effect("opens no span (Effect's native tracer exports nowhere); a tracer gets the whole chain", () =>
+      Effect.gen(function*() {
+        const generation = yield* Generation.Generation
+        seen.length = 0
+        yield* generation.generate(yield* session(), request(question))
+        assert.deepStrictEqual(seen, [null])
+        const tracer = Tracer.make({ span: (options) => new Tracer.NativeSpan(options) })
+        yield* generation.generate(yield* session(), request(question)).pipe(Effect.withTracer(tracer))
+        assert.deepStrictEqual(seen, [null, "Generation.attempt"])
+        // A tracer with tracing turned off is no tracer.
+        yield* generation.generate(yield* session(), request(question)).pipe(
+          Effect.withTracer(tracer),
+          Effect.withTracerEnabled(false)
+        )
+        assert.deepStrictEqual(seen, [null, "Generation.attempt", null])
       }))
   })
 })

@@ -28,6 +28,7 @@ import * as Settings from "../../src/config/Settings.ts"
 import { creditOptions } from "../../src/index.ts"
 import * as Dataset from "../../src/schedule/Dataset.ts"
 import * as AgentTurn from "../support/agentTurn.ts"
+import * as ScriptedEngine from "../support/scriptedEngine.ts"
 
 const fixtures = resolve(import.meta.dirname, "../fixtures/rollout")
 
@@ -113,32 +114,22 @@ const agent = (ledger: Ledger, random: () => number): Supervisor.InProcessAgent 
 
 /** The engine: errors, stalls and dropped connections on a seeded share of the requests. */
 const faultyEngine = (ledger: Ledger, random: () => number) =>
-  Layer.effect(
-    Engine.Engine,
-    Effect.gen(function*() {
-      const engine = yield* Engine.Engine
-      return Engine.Engine.of({
-        ...engine,
-        generate: (request) =>
-          Effect.suspend(() => {
-            const r = random()
-            if (r < 0.02) {
-              count(ledger.engineFaults, "error")
-              return Effect.fail(
-                new Engine.EngineError({ reason: "status", detail: "SGLang returned 503", status: 503 })
-              )
-            }
-            if (r < 0.03) {
-              count(ledger.engineFaults, "dropped-connection")
-              return Effect.fail(new Engine.EngineError({ reason: "unreachable", detail: "socket hang up" }))
-            }
-            if (r < 0.04) {
-              count(ledger.engineFaults, "stall")
-              return Effect.never
-            }
-            return engine.generate(request)
-          })
-      })
+  ScriptedEngine.wrapGenerate((generate) => (request) =>
+    Effect.suspend(() => {
+      const r = random()
+      if (r < 0.02) {
+        count(ledger.engineFaults, "error")
+        return Effect.fail(new Engine.EngineError({ reason: "status", detail: "SGLang returned 503", status: 503 }))
+      }
+      if (r < 0.03) {
+        count(ledger.engineFaults, "dropped-connection")
+        return Effect.fail(new Engine.EngineError({ reason: "unreachable", detail: "socket hang up" }))
+      }
+      if (r < 0.04) {
+        count(ledger.engineFaults, "stall")
+        return Effect.never
+      }
+      return generate(request)
     })
   )
 

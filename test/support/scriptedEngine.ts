@@ -1,6 +1,6 @@
 /**
  * An `Engine` whose every generation is what a test scripts for it, recording the requests; no abort, fixed weight
- * version `v0`.
+ * version `v0`. And {@link wrapGenerate}: the engine below with every generation seen or disturbed by a test.
  */
 import { Effect, Layer } from "effect"
 import * as Engine from "../../layers/engine/Engine.ts"
@@ -28,5 +28,15 @@ export const scriptedEngine = (calls: Array<Engine.GenerateRequest>, script: Scr
       health: Effect.void,
       closeSession: () => Effect.void,
       takeStepMetrics: Effect.succeed({})
+    })
+  )
+
+/** The engine provided below this layer, its `generate` replaced by `wrap` of it (the rest as it is). */
+export const wrapGenerate = (wrap: (generate: Engine.EngineShape["generate"]) => Engine.EngineShape["generate"]) =>
+  Layer.effect(
+    Engine.Engine,
+    Effect.gen(function*() {
+      const engine = yield* Engine.Engine
+      return Engine.Engine.of({ ...engine, generate: wrap(engine.generate) })
     })
   )
