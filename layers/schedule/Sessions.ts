@@ -122,14 +122,16 @@ export const makeWith = (options: { readonly closedMemory: number }): Effect.Eff
           live.set(key, entry)
         }),
         holds: (token) => live.has(digest(token)),
-        lookup: Effect.fnUntraced(function*(token) {
-          const key = digest(token)
-          const entry = live.get(key)
-          if (entry !== undefined) return entry
-          return yield* closed.has(key)
-            ? new Errors.SessionClosedError({ sessionId: token })
-            : new UnknownSessionError()
-        }, StepSpan.step("Sessions.lookup")),
+        // A step made when it runs (one primitive and its result without a tracer): it runs on every model request.
+        lookup: (token) =>
+          StepSpan.stepOf("Sessions.lookup", () => {
+            const key = digest(token)
+            const entry = live.get(key)
+            if (entry !== undefined) return Effect.succeed(entry)
+            return Effect.fail(
+              closed.has(key) ? new Errors.SessionClosedError({ sessionId: token }) : new UnknownSessionError()
+            )
+          }),
         close: Effect.fn("Sessions.close")(function*(sessionId) {
           const key = digest(sessionId)
           if (!live.delete(key)) return
