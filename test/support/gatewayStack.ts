@@ -4,6 +4,7 @@
  */
 import { Layer } from "effect"
 import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
+import type * as Engine from "../../layers/engine/Engine.ts"
 import * as Gateway from "../../layers/gateway/Gateway.ts"
 import * as Forests from "../../layers/generation/Forests.ts"
 import * as Generation from "../../layers/generation/Generation.ts"
@@ -13,18 +14,30 @@ import * as Parsers from "../../src/parsers/registry.ts"
 import * as Policy from "../fixtures/gateway/policy.ts"
 import * as Results from "./results.ts"
 
-/** Everything the gateway stands on: the generation core, its forests, the Sessions, the engine and the tokenizer. */
-export const generationStack = Generation.Generation.layer({
-  toolCallParser: Results.success(Parsers.ToolCallParsers.get("qwen25")),
-  reasoningParser: Results.success(Parsers.ReasoningParsers.get("qwen3"))
-}).pipe(
-  Layer.provideMerge(Forests.Forests.layer),
-  Layer.provideMerge(Sessions.Sessions.layer),
-  Layer.provideMerge(
-    EmbeddedEngine.EmbeddedEngine.layer({ ...EmbeddedEngine.EmbeddedEngine.instant, policy: Policy.policy })
-  ),
-  Layer.provideMerge(Tokenizer.Tokenizer.layer)
-)
+const embeddedEngine = EmbeddedEngine.EmbeddedEngine.layer({
+  ...EmbeddedEngine.EmbeddedEngine.instant,
+  policy: Policy.policy
+})
+
+/**
+ * Everything the gateway stands on: the generation core, its forests, the Sessions, the engine and the tokenizer;
+ * `engine` is the embedded engine, or a layer over it (test/support/scriptedEngine.ts `wrapGenerate`).
+ */
+export const generationStackWith = (
+  engine: Layer.Layer<Engine.Engine, never, Engine.Engine> | undefined = undefined
+) =>
+  Generation.Generation.layer({
+    toolCallParser: Results.success(Parsers.ToolCallParsers.get("qwen25")),
+    reasoningParser: Results.success(Parsers.ReasoningParsers.get("qwen3"))
+  }).pipe(
+    Layer.provideMerge(Forests.Forests.layer),
+    Layer.provideMerge(Sessions.Sessions.layer),
+    Layer.provideMerge(engine === undefined ? embeddedEngine : engine.pipe(Layer.provideMerge(embeddedEngine))),
+    Layer.provideMerge(Tokenizer.Tokenizer.layer)
+  )
+
+/** {@link generationStackWith} the embedded engine as it is. */
+export const generationStack = generationStackWith()
 
 /** The gateway on {@link generationStack}. */
 export const gatewayStack = (options: Gateway.GatewayOptions = {}) =>
