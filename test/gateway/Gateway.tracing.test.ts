@@ -4,22 +4,20 @@
  * chain under `Gateway.handle` with one.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Context, Effect, Layer, Option, Tracer } from "effect"
+import { Context, Effect, Layer, Tracer } from "effect"
 import OpenAI from "openai"
 import * as Gateway from "../../layers/gateway/Gateway.ts"
 import * as GatewayStack from "../support/gatewayStack.ts"
 import * as ScriptedEngine from "../support/scriptedEngine.ts"
 import * as Sessions from "../support/sessions.ts"
-
-const spanName = (span: Option.Option<Tracer.AnySpan>): string | null =>
-  Option.match(span, { onNone: () => null, onSome: (parent) => parent._tag === "Span" ? parent.name : null })
+import * as Tracing from "../support/tracing.ts"
 
 /** The gateway whose engine records the span each generation is asked from (`null`: none). */
 const watchedGateway = (seen: Array<string | null>) =>
   Gateway.Gateway.layer().pipe(
     Layer.provideMerge(GatewayStack.generationStackWith(ScriptedEngine.wrapGenerate((generate) => (request) =>
       Effect.withFiber((fiber) => {
-        seen.push(spanName(Context.getOption(fiber.context, Tracer.ParentSpan)))
+        seen.push(Tracing.spanName(Context.getOption(fiber.context, Tracer.ParentSpan)))
         return generate(request)
       })
     )))
@@ -46,23 +44,16 @@ describe("Gateway spans", () => {
         assert.deepStrictEqual(untraced, [null])
 
         const traced: Array<string | null> = []
-        const spans: Array<Tracer.NativeSpan> = []
-        const tracer = Tracer.make({
-          span(options) {
-            const span = new Tracer.NativeSpan(options)
-            spans.push(span)
-            return span
-          }
-        })
+        const { spans, tracer } = Tracing.recordingTracer()
         yield* oneRequest.pipe(
           Effect.provide(watchedGateway(traced).pipe(Layer.provide(Layer.succeed(Tracer.Tracer, tracer))))
         )
         assert.deepStrictEqual(traced, ["Generation.attempt"])
         const handle = spans.find((span) => span.name === "Gateway.handle")
         assert(handle !== undefined, `no Gateway.handle among ${spans.map((span) => span.name).join(", ")}`)
-        assert.strictEqual(spanName(handle.parent), null)
+        assert.strictEqual(Tracing.spanName(handle.parent), null)
         const generate = spans.find((span) => span.name === "Generation.generate")
-        assert.strictEqual(generate !== undefined ? spanName(generate.parent) : undefined, "Gateway.handle")
+        assert.strictEqual(generate !== undefined ? Tracing.spanName(generate.parent) : undefined, "Gateway.handle")
       }),
     { timeout: 60_000 }
   )

@@ -3,7 +3,7 @@
  * parsing, commits, and interruption.
  */
 import { assert, describe, expect, it } from "@effect/vitest"
-import { Context, Deferred, Effect, Fiber, Layer, Option, Tracer } from "effect"
+import { Context, Deferred, Effect, Fiber, Layer, Tracer } from "effect"
 import { TestClock } from "effect/testing"
 import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
 import * as Engine from "../../layers/engine/Engine.ts"
@@ -20,6 +20,7 @@ import * as Requests from "../support/requests.ts"
 import * as Results from "../support/results.ts"
 import * as ScriptedEngine from "../support/scriptedEngine.ts"
 import * as SupportSessions from "../support/sessions.ts"
+import * as Tracing from "../support/tracing.ts"
 
 const stack = (engine: EmbeddedEngine.EmbeddedEngineOptions = EmbeddedEngine.EmbeddedEngine.instant) =>
   Generation.Generation.layer({
@@ -255,22 +256,11 @@ describe("Generation trace", () => {
   it.layer(stack())((it) => {
     it.effect("one request's trace shows every step of the generation core, with the forest commits inside", () =>
       Effect.gen(function*() {
-        const spans: Array<Tracer.NativeSpan> = []
-        const tracer = Tracer.make({
-          span(options) {
-            const span = new Tracer.NativeSpan(options)
-            spans.push(span)
-            return span
-          }
-        })
+        const { spans, tracer } = Tracing.recordingTracer()
         const generation = yield* Generation.Generation
         const entry = yield* session()
         yield* generation.generate(entry, request(question)).pipe(Effect.withTracer(tracer))
-        const parentName = (span: Tracer.NativeSpan) =>
-          Option.match(span.parent, {
-            onNone: () => null,
-            onSome: (parent) => parent._tag === "Span" ? parent.name : null
-          })
+        const parentName = (span: Tracer.NativeSpan) => Tracing.spanName(span.parent)
         const childrenOf = (name: string) => spans.filter((span) => parentName(span) === name).map((span) => span.name)
         assert.deepStrictEqual(spans.filter((span) => parentName(span) === null).map((span) => span.name), [
           "Generation.generate"
@@ -305,7 +295,7 @@ const parentSpanWatch = (seen: Array<string | null>) =>
   ScriptedEngine.wrapGenerate((generate) => (generateRequest) =>
     Effect.withFiber((fiber) => {
       const parent = Context.getOption(fiber.context, Tracer.ParentSpan)
-      seen.push(Option.match(parent, { onNone: () => null, onSome: (span) => span._tag === "Span" ? span.name : null }))
+      seen.push(Tracing.spanName(parent))
       return generate(generateRequest)
     })
   )
@@ -330,7 +320,7 @@ describe("Generation without a tracer", () => {
         seen.length = 0
         yield* generation.generate(yield* session(), request(question))
         assert.deepStrictEqual(seen, [null])
-        const tracer = Tracer.make({ span: (options) => new Tracer.NativeSpan(options) })
+        const { tracer } = Tracing.recordingTracer()
         yield* generation.generate(yield* session(), request(question)).pipe(Effect.withTracer(tracer))
         assert.deepStrictEqual(seen, [null, "Generation.attempt"])
         // A tracer with tracing turned off is no tracer.

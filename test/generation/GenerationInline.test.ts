@@ -5,7 +5,8 @@
  * taking turns on the embedded engine's clock while weight updates abort their generations (resumed attempts).
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Tracer } from "effect"
+import { Effect } from "effect"
+import * as Tracing from "../support/tracing.ts"
 import * as UpdateScenario from "../support/updateScenario.ts"
 
 const scenario = Effect.map(UpdateScenario.turnsUnderUpdates(), (run) => run.result)
@@ -13,15 +14,10 @@ const scenario = Effect.map(UpdateScenario.turnsUnderUpdates(), (run) => run.res
 describe("Generation inline and traced", () => {
   it.effect("give the same completions, counters and forest nodes under weight updates", () =>
     Effect.gen(function*() {
-      const names = new Set<string>()
-      const tracer = Tracer.make({
-        span(options) {
-          names.add(options.name)
-          return new Tracer.NativeSpan(options)
-        }
-      })
+      const { spans, tracer } = Tracing.recordingTracer()
       const inline = yield* scenario
       const traced = yield* scenario.pipe(Effect.withTracer(tracer))
+      const names = new Set(spans.map((span) => span.name))
       // The traced run opened the steps' spans (so it ran them as effects), with resumed attempts among them.
       for (const name of ["Generation.match", "Generation.attempts", "Generation.attempt", "Generation.parse"]) {
         assert.isTrue(names.has(name), name)

@@ -1,19 +1,9 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Option, References, Tracer } from "effect"
+import { Effect, Option, References } from "effect"
 import * as StepSpan from "../../layers/runtime/StepSpan.ts"
+import * as Tracing from "../support/tracing.ts"
 
-/** A tracer that keeps every span it starts. */
-const recording = () => {
-  const spans: Array<Tracer.NativeSpan> = []
-  const tracer = Tracer.make({
-    span(options) {
-      const span = new Tracer.NativeSpan(options)
-      spans.push(span)
-      return span
-    }
-  })
-  return { spans, tracer }
-}
+const recording = Tracing.recordingTracer
 
 /** The name of the span the effect runs in, or null outside any span. */
 const currentSpanName = Effect.currentSpan.pipe(

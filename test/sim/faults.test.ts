@@ -8,7 +8,7 @@
  * its agent reported). The counts are printed. The real-process sample is in test/e2e/faults.test.ts.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Context, Effect, Fiber, Layer, Result, Tracer } from "effect"
+import { Context, Effect, Fiber, Layer, Result } from "effect"
 import { TestClock } from "effect/testing"
 import { join, resolve } from "node:path"
 import * as Credit from "../../layers/credit/Credit.ts"
@@ -29,6 +29,7 @@ import { creditOptions } from "../../src/index.ts"
 import * as Dataset from "../../src/schedule/Dataset.ts"
 import * as AgentTurn from "../support/agentTurn.ts"
 import * as ScriptedEngine from "../support/scriptedEngine.ts"
+import * as Tracing from "../support/tracing.ts"
 
 const fixtures = resolve(import.meta.dirname, "../fixtures/rollout")
 
@@ -176,7 +177,7 @@ const build = (input: RolloutOptions.RolloutOptionsInput, ledger: Ledger) =>
   })
 
 /** Every span the run opens (the generation core, GroupPool and Supervisor work in `Effect.fn` spans). */
-const spans: Array<Tracer.NativeSpan> = []
+const { spans, tracer } = Tracing.recordingTracer()
 
 describe("faults at scale (TestClock)", () => {
   it.effect(
@@ -271,13 +272,7 @@ describe("faults at scale (TestClock)", () => {
             }; children started ${ledger.childrenStarted}, ` +
             `left running ${ledger.children}; agents left running ${ledger.running}; spans opened ${spansOpened}, left open 0`
         )
-      }).pipe(Effect.withTracer(Tracer.make({
-        span(options) {
-          const span = new Tracer.NativeSpan(options)
-          spans.push(span)
-          return span
-        }
-      }))),
+      }).pipe(Effect.withTracer(tracer)),
     120_000
   )
 })
