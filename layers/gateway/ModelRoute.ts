@@ -145,13 +145,16 @@ export const make = (
     return (request, response, continuePending) => {
       const adapter = adapterOf(request.method, request.url ?? "")
       if (adapter === undefined) return false
-      if (request.httpVersionMajor === 1) {
-        // Prepended so it runs before Node's own `finish` listener drains or destroys.
-        response.prependListener("finish", () => Exchange.teardownBody(request, response))
-      }
+      const http1 = request.httpVersionMajor === 1
       // A request another runner relayed here is counted there, where the agent sent it (once across the cluster).
-      if (request.headers[OwnerRelay.forwardedHeader] === undefined) {
-        response.once("finish", () => Instruments.countRequest(adapter.protocol, response.statusCode, context))
+      const counted = request.headers[OwnerRelay.forwardedHeader] === undefined
+      if (http1 || counted) {
+        // One listener for both; prepended so the body's teardown runs before Node's own `finish` listener drains or
+        // destroys.
+        response.prependListener("finish", () => {
+          if (http1) Exchange.teardownBody(request, response)
+          if (counted) Instruments.countRequest(adapter.protocol, response.statusCode, context)
+        })
       }
       const ex = Exchange.exchange(request, response, continuePending)
       const forward = env.forward
@@ -324,7 +327,7 @@ const serveModel = (
     // (src/protocol/RawEcho.ts) and is parsed without them (src/protocol/EchoBody.ts); the generation core checks the
     // reuse when matching. The scan runs before the body is parsed, and its mark is kept only for a body that decoded.
     const echo = adapter.protocol === "chat" && env.generation.echo !== undefined
-      ? yield* env.generation.echo(session.success, bytes)
+      ? env.generation.echo(session.success, bytes)
       : undefined
     const decoded = EchoBody.decode(bytes, env.maxJsonDepth, echo?.known, adapter.decode)
     if (Result.isFailure(decoded)) return sendError(ex, adapter, decoded.failure)

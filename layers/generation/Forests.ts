@@ -33,6 +33,11 @@ export interface ForestsShape {
   readonly create: (sessionId: string, init?: ForestInit) => Effect.Effect<Forest.Forest>
   /** The forest of a live Session; `ForestNotFoundError` ("Unknown or discarded agentic session '<id>'.") otherwise. */
   readonly get: (sessionId: string) => Effect.Effect<Forest.Forest, Errors.ForestNotFoundError>
+  /**
+   * The forest of a live Session or `undefined`, answered at once (the gateway's scan of a body's raw history, which
+   * runs on every Chat request before the body is parsed; `get` is the step with its span and typed error).
+   */
+  readonly find: (sessionId: string) => Forest.Forest | undefined
   /** Forget a Session's forest (no-op when absent). */
   readonly remove: (sessionId: string) => Effect.Effect<void>
   /**
@@ -71,6 +76,7 @@ export class Forests extends Context.Service<Forests, ForestsShape>()("relax-age
           store.set(sessionId, forest)
           return forest
         }),
+        find: (sessionId) => store.get(sessionId),
         get: (sessionId) =>
           StepSpan.stepOf("Forests.get", () => {
             const forest = store.get(sessionId)

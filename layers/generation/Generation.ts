@@ -107,10 +107,10 @@ export interface GenerationShape {
   /**
    * Read a Chat body's raw history against the Session's previous request (src/protocol/RawEcho.ts): the body's mark,
    * and, when it repeats that request's history byte for byte, what those messages canonicalize to (the committed
-   * state's own message objects). A request that matched exactly leaves its mark for the next one. Optional: a
-   * generation core without it decodes every body whole.
+   * state's own message objects). A request that matched exactly leaves its mark for the next one. Synchronous (it
+   * runs on every Chat request). Optional: a generation core without it decodes every body whole.
    */
-  readonly echo?: (session: Sessions.SessionEntry, bytes: Uint8Array) => Effect.Effect<EchoStart>
+  readonly echo?: (session: Sessions.SessionEntry, bytes: Uint8Array) => EchoStart
 }
 
 /**
@@ -612,20 +612,18 @@ const make = (options: GenerationOptions) =>
     /** Each forest's last exactly matched Chat request (see `echo`); it goes with its forest. */
     const echoes = new WeakMap<Forest.Forest, EchoMemo>()
 
-    const echo = (session: Sessions.SessionEntry, bytes: Uint8Array): Effect.Effect<EchoStart> =>
-      forests.get(session.sessionId).pipe(
-        Effect.map((forest): EchoStart => {
-          const memo = echoes.get(forest)
-          const reading = RawEcho.read(bytes, memo)
-          if (!reading.repeats || memo === undefined || !forest.nodes.has(memo.state)) {
-            return { mark: reading.mark, known: undefined }
-          }
-          const messages = Forest.fullMessages(forest, memo.state)
-          return { mark: reading.mark, known: { count: memo.count, messages, state: memo.state, repeated: memo } }
-        }),
-        // No forest: the generation answers that itself.
-        Effect.catchTag("ForestNotFoundError", () => Effect.succeed(noEcho))
-      )
+    const echo = (session: Sessions.SessionEntry, bytes: Uint8Array): EchoStart => {
+      const forest = forests.find(session.sessionId)
+      // No forest: the generation answers that itself.
+      if (forest === undefined) return noEcho
+      const memo = echoes.get(forest)
+      const reading = RawEcho.read(bytes, memo)
+      if (!reading.repeats || memo === undefined || !forest.nodes.has(memo.state)) {
+        return { mark: reading.mark, known: undefined }
+      }
+      const messages = Forest.fullMessages(forest, memo.state)
+      return { mark: reading.mark, known: { count: memo.count, messages, state: memo.state, repeated: memo } }
+    }
 
     return Generation.of({ generate, echo })
   })
