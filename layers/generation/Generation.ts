@@ -199,7 +199,8 @@ const policyRequest = (planned: AttemptPlan, decodePrompt: () => string): Engine
   return {
     sessionId: planned.session.sessionId,
     turn: planned.turn,
-    messages: Forest.fullMessages(planned.forest, planned.parent),
+    // A copy: a policy is user code, and the forest keeps and gives out this list again.
+    messages: Forest.fullMessages(planned.forest, planned.parent).slice(),
     tools: planned.state.tools,
     chatTemplateKwargs: planned.state.chat_template_kwargs,
     seed: planned.sampling.seed,

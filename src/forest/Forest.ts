@@ -161,6 +161,11 @@ export class Forest {
    * place: owned by the newest state asked for, made when first asked.
    */
   prefix: PrefixCache | undefined = undefined
+  /**
+   * @internal The full message list last asked for ({@link fullMessages}), kept for the next request: a conversation
+   * going on asks for the same state again or for a state below it.
+   */
+  messages: MessagesCache | undefined = undefined
 
   constructor(init: {
     readonly sessionId: string
@@ -275,19 +280,46 @@ export const lineage = (forest: Forest, hash: string): ReadonlyArray<Node> => {
   return out
 }
 
-/** The full canonical conversation of a state (concatenated message deltas). */
+/**
+ * The full canonical conversation of a state (concatenated message deltas).
+ *
+ * **Details**
+ * The forest keeps the list it last gave ({@link MessagesCache}) and gives the same array again for the same state:
+ * read it, never write into it (copy it for code that might).
+ */
 export const fullMessages = (forest: Forest, hash: string): ReadonlyArray<Canonical.Message> => {
   const leaf = node(forest, hash)
+  const kept = forest.messages
+  if (kept !== undefined && kept.end === leaf) return kept.list
+  // Below the kept state: its list, then the messages of the nodes under it (one or two for a conversation going on).
+  let top: Node | null = leaf
+  if (kept !== undefined) {
+    while (top !== null && top.messageCount > kept.end.messageCount) top = top.up
+  }
+  const shared = kept !== undefined && top === kept.end ? kept.list : undefined
   const out = new Array<Canonical.Message>(leaf.messageCount)
   let end = out.length
-  for (let at: Node | null = leaf; at !== null; at = at.up) {
+  const stop = shared === undefined ? null : top
+  for (let at: Node | null = leaf; at !== stop && at !== null; at = at.up) {
     if (at instanceof Nodes.Response) out[--end] = at.message
     else {
       const messages = at.messages
       for (let i = messages.length - 1; i >= 0; i--) out[--end] = messages[i] as Canonical.Message
     }
   }
+  if (shared !== undefined) { for (let i = 0; i < end; i++) out[i] = shared[i] as Canonical.Message }
+  forest.messages = { end: leaf, list: out }
   return out
+}
+
+/**
+ * @internal A forest's full message list of one state, kept between requests ({@link fullMessages}): the previous
+ * request's state is asked for again (the gateway's echo scan), and the next state is a child of a child of it, so its
+ * list is the kept one and two nodes' messages instead of a walk up the whole lineage.
+ */
+export interface MessagesCache {
+  readonly end: Node
+  readonly list: ReadonlyArray<Canonical.Message>
 }
 
 /** How many token ids a node added (its inference view), without copying them out. */
