@@ -313,6 +313,35 @@ export const fullMessages = (forest: Forest, hash: string): ReadonlyArray<Canoni
 }
 
 /**
+ * Whether `messages` begins with the full messages of `n`, the very objects (no comparing, no hashing): against the
+ * kept list ({@link fullMessages}) when it is `n`'s (the echo scan gave those objects), else along the lineage.
+ */
+export const startsWithMessagesOf = (
+  forest: Forest,
+  n: Node,
+  messages: ReadonlyArray<Canonical.Message>
+): boolean => {
+  const count = n.messageCount
+  if (count > messages.length) return false
+  const kept = forest.messages
+  if (kept !== undefined && kept.end === n) {
+    const list = kept.list
+    for (let i = 0; i < count; i++) if (messages[i] !== list[i]) return false
+    return true
+  }
+  let i = count
+  for (let at: Node | null = n; at !== null; at = at.up) {
+    if (at instanceof Nodes.Response) {
+      if (messages[--i] !== at.message) return false
+      continue
+    }
+    const own = at.messages
+    for (let j = own.length - 1; j >= 0; j--) if (messages[--i] !== own[j]) return false
+  }
+  return i === 0
+}
+
+/**
  * @internal A forest's full message list of one state, kept between requests ({@link fullMessages}): the previous
  * request's state is asked for again (the gateway's echo scan), and the next state is a child of a child of it, so its
  * list is the kept one and two nodes' messages instead of a walk up the whole lineage.

@@ -12,7 +12,6 @@ import type * as Canonical from "../protocol/canonical.ts"
 import * as Forest from "./Forest.ts"
 import * as Hash from "./hash.ts"
 import * as MatchIndex from "./MatchIndex.ts"
-import * as Nodes from "./Nodes.ts"
 
 /** Where a request attaches: the parent state and the messages after it (the new observation). */
 export interface Match {
@@ -124,14 +123,5 @@ const knownStart = (forest: Forest.Forest, state: Canonical.State, known: KnownS
   ) {
     return undefined
   }
-  let i = known.messages
-  for (let at: Forest.Node | null = n; at !== null; at = at.up) {
-    if (at instanceof Nodes.Response) {
-      if (state.messages[--i] !== at.message) return undefined
-      continue
-    }
-    const own = at.messages
-    for (let j = own.length - 1; j >= 0; j--) if (state.messages[--i] !== own[j]) return undefined
-  }
-  return i === 0 ? n : undefined
+  return Forest.startsWithMessagesOf(forest, n, state.messages) ? n : undefined
 }

@@ -2,7 +2,8 @@
  * The forest's kept full message list (`Forest.fullMessages`, the last list given kept for the next call) against a
  * walk of the lineage every call, over random trees of observations of one to three messages, responses and reads
  * anywhere (the same state again, a state below the kept one, another branch, an ancestor): the same messages, in
- * order, every call, and no list handed out earlier ever changes.
+ * order, every call, and no list handed out earlier ever changes; and `Forest.startsWithMessagesOf` (the echo's
+ * identity check, through the kept list or along the lineage) as the walk says.
  */
 import { assert, describe, it } from "@effect/vitest"
 import fc from "fast-check"
@@ -67,6 +68,21 @@ describe("Forest.fullMessages", () => {
             // The very message objects the nodes hold.
             list.forEach((message, i) => assert.strictEqual(message, expected[i]))
             held.push({ list, copy: JSON.stringify(list) })
+            // A request starting with these very objects starts with the state's messages (the kept list is this
+            // state's now); equal copies of them do not count, nor does any other state's list.
+            const node = Forest.node(forest, at)
+            const request = [...list, { role: "user" as const, content: "next" }]
+            assert.isTrue(Forest.startsWithMessagesOf(forest, node, request))
+            if (list.length > 0) {
+              const copied = request.map((m, i) => i === request.length - 2 ? { ...m } : m)
+              assert.isFalse(Forest.startsWithMessagesOf(forest, node, copied))
+            }
+            const other = Forest.node(forest, states[(o.at * 7 + 1) % states.length]!)
+            assert.strictEqual(
+              Forest.startsWithMessagesOf(forest, other, request),
+              other.messageCount <= request.length &&
+                walked(forest, other.hash).every((message, i) => request[i] === message)
+            )
           }
           for (const h of held) assert.strictEqual(JSON.stringify(h.list), h.copy)
         }
