@@ -166,6 +166,11 @@ export class Forest {
    * going on asks for the same state again or for a state below it.
    */
   messages: MessagesCache | undefined = undefined
+  /**
+   * @internal The last state {@link inferenceMedia} found no image along (a text conversation's every request asks for
+   * a state below it), so the next request looks at the nodes under it only.
+   */
+  mediaFree: Node | undefined = undefined
 
   constructor(init: {
     readonly sessionId: string
@@ -519,11 +524,16 @@ export const inferencePrefixCopy = (forest: Forest, hash: string, tail?: ArrayLi
  */
 export const inferenceMedia = (forest: Forest, hash: string): ReadonlyArray<string> => {
   const leaf = node(forest, hash)
+  const free = forest.mediaFree
   let count = 0
-  for (let at: Node | null = leaf; at !== null; at = at.up) {
+  // Up to the root, or to the state known to have no image along its lineage (none above it either).
+  for (let at: Node | null = leaf; at !== null && at !== free; at = at.up) {
     if (at instanceof Nodes.Observation) count += at.media.length
   }
-  if (count === 0) return Nodes.noStrings
+  if (count === 0) {
+    forest.mediaFree = leaf
+    return Nodes.noStrings
+  }
   const out = new Array<string>(count)
   for (let at: Node | null = leaf; at !== null; at = at.up) {
     if (!(at instanceof Nodes.Observation)) continue

@@ -1,9 +1,10 @@
 /**
- * The forest's kept full message list (`Forest.fullMessages`, the last list given kept for the next call) against a
- * walk of the lineage every call, over random trees of observations of one to three messages, responses and reads
- * anywhere (the same state again, a state below the kept one, another branch, an ancestor): the same messages, in
- * order, every call, and no list handed out earlier ever changes; and `Forest.startsWithMessagesOf` (the echo's
- * identity check, through the kept list or along the lineage) as the walk says.
+ * What the forest keeps of its last lineage between requests, against a walk of the lineage every call: the full
+ * message list (`Forest.fullMessages`, the last list given kept for the next call), the echo's identity check
+ * (`Forest.startsWithMessagesOf`, through the kept list or along the lineage) and the images along the lineage
+ * (`Forest.inferenceMedia`, from the last image-free state down). Over random trees of observations of one to three
+ * messages (some with an image), responses and reads anywhere (the same state again, a state below the kept one,
+ * another branch, an ancestor): the same answers every call, and no list handed out earlier ever changes.
  */
 import { assert, describe, it } from "@effect/vitest"
 import fc from "fast-check"
@@ -13,7 +14,7 @@ import type * as Canonical from "../../src/protocol/canonical.ts"
 import * as ForestCommits from "../support/forestCommits.ts"
 
 type Op =
-  | { readonly _tag: "commit"; readonly at: number; readonly messages: number }
+  | { readonly _tag: "commit"; readonly at: number; readonly messages: number; readonly image: boolean }
   | { readonly _tag: "read"; readonly at: number }
 
 const op: fc.Arbitrary<Op> = fc.oneof(
@@ -22,7 +23,8 @@ const op: fc.Arbitrary<Op> = fc.oneof(
     arbitrary: fc.record({
       _tag: fc.constant("commit" as const),
       at: fc.nat(),
-      messages: fc.integer({ min: 1, max: 3 })
+      messages: fc.integer({ min: 1, max: 3 }),
+      image: fc.integer({ min: 0, max: 4 }).map((k) => k === 0)
     })
   },
   { weight: 1, arbitrary: fc.record({ _tag: fc.constant("read" as const), at: fc.nat() }) }
@@ -54,7 +56,12 @@ describe("Forest.fullMessages", () => {
                 ? ForestCommits.completedResponse(forest, at, `a${n}`, [n], `r${n}`)
                 : ForestCommit.commitObservation(forest, {
                   parent: at,
-                  messages: Array.from({ length: o.messages }, (_, i) => ({ role: "user", content: `q${n}.${i}` })),
+                  messages: Array.from({ length: o.messages }, (_, i) => ({
+                    role: "user",
+                    content: o.image && i === 0
+                      ? [{ type: "image_url", image_url: { url: `img${n}` } }, { type: "text", text: `q${n}.${i}` }]
+                      : `q${n}.${i}`
+                  })),
                   tokens: [n],
                   tools,
                   chatTemplateKwargs: {},
@@ -77,6 +84,11 @@ describe("Forest.fullMessages", () => {
               const copied = request.map((m, i) => i === request.length - 2 ? { ...m } : m)
               assert.isFalse(Forest.startsWithMessagesOf(forest, node, copied))
             }
+            // The images along the lineage, as a walk finds them (the forest keeps the last image-free state).
+            assert.deepStrictEqual(
+              Forest.inferenceMedia(forest, at),
+              Forest.lineage(forest, at).flatMap((n) => n.kind === "obs" ? n.media : [])
+            )
             const other = Forest.node(forest, states[(o.at * 7 + 1) % states.length]!)
             assert.strictEqual(
               Forest.startsWithMessagesOf(forest, other, request),
