@@ -191,16 +191,11 @@ interface RouteEnv extends Options {
 
 type Outcome = Exit.Exit<Completion.Completion, Errors.GatewayError>
 
-/**
- * The `Gateway.handle` span's options per protocol. Its call site is always `serveModel`, so no stack trace is
- * captured for it (that would be an `Error` allocated per request and held while the request waits).
- */
-const spanOptions: Readonly<
-  Record<Sse.Protocol, { readonly attributes: Record<string, unknown>; readonly captureStackTrace: false }>
-> = {
-  chat: { attributes: { protocol: "chat" }, captureStackTrace: false },
-  responses: { attributes: { protocol: "responses" }, captureStackTrace: false },
-  messages: { attributes: { protocol: "messages" }, captureStackTrace: false }
+/** The `Gateway.handle` span's attributes per protocol (made once, not per request). */
+const protocolAttributes: Readonly<Record<Sse.Protocol, Readonly<Record<string, unknown>>>> = {
+  chat: { protocol: "chat" },
+  responses: { protocol: "responses" },
+  messages: { protocol: "messages" }
 }
 
 /** Where a request is when its client goes away; a 499 is logged for `body` and `completion`. */
@@ -408,7 +403,7 @@ const serveModel = (
     yield* Fiber.interrupt(heartbeats)
     if (Exchange.writable(ex)) ex.response.end(Sse.encodeAll(renderTerminal(adapter, canonical, context, exit)))
   })
-  env.run(env.tracing ? Effect.withSpan(handled, "Gateway.handle", spanOptions[adapter.protocol]) : handled)
+  env.run(StepSpan.spanIf(env.tracing, handled, "Gateway.handle", protocolAttributes[adapter.protocol]))
 }
 
 /**

@@ -213,8 +213,6 @@ const policyRequest = (planned: AttemptPlan, decodePrompt: () => string): Engine
 
 const noEcho: EchoStart = { mark: undefined, known: undefined }
 
-const noStack = { captureStackTrace: false } as const
-
 /**
  * A completion id: 16 random bytes in hex, as `randomBytes(16)` gives, taken from a pool of 4 KiB drawn at once and
  * drawn again when spent (one `randomBytes(16)` call costs ~5 µs, most of it the call itself; from the pool ~0.2 µs).
@@ -607,7 +605,7 @@ const make = (options: GenerationOptions) =>
           task: FairScheduler.currentTask()
         }
         const generated = Effect.gen(() => request(run, canonical))
-        return tracing ? Effect.withSpan(generated, "Generation.generate", noStack) : generated
+        return StepSpan.spanIf(tracing, generated, "Generation.generate")
       })
 
     /** Each forest's last exactly matched Chat request (see `echo`); it goes with its forest. */

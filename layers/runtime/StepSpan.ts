@@ -15,13 +15,31 @@
  */
 import { Context, Effect, type Fiber, References, Tracer } from "effect"
 
-/** Whether a span opened by `fiber` reaches a tracing backend: tracing is on and the tracer is not the native one. */
-export const isTracing = (fiber: Fiber.Fiber<unknown, unknown>): boolean =>
-  fiber.getRef(References.TracerEnabled) && fiber.getRef(Tracer.Tracer) !== Tracer.nativeTracer
-
-/** {@link isTracing} for the fibers that run with `context` (a server's, read once when it is made). */
+/**
+ * Whether a span opened by a fiber running with `context` reaches a tracing backend: tracing is on and the tracer is
+ * not the native one (a server reads it once, from the context it serves on).
+ */
 export const isTracingIn = (context: Context.Context<never>): boolean =>
   Context.get(context, References.TracerEnabled) && Context.get(context, Tracer.Tracer) !== Tracer.nativeTracer
+
+/** {@link isTracingIn} for `fiber`'s context. */
+export const isTracing = (fiber: Fiber.Fiber<unknown, unknown>): boolean => isTracingIn(fiber.context)
+
+const noStack = { captureStackTrace: false } as const
+
+/**
+ * `effect` in the span `name` (no call-site stack) when `tracing` ({@link isTracing}, read by the caller), as it is
+ * otherwise.
+ */
+export const spanIf = <A, E, R>(
+  tracing: boolean,
+  effect: Effect.Effect<A, E, R>,
+  name: string,
+  attributes?: Readonly<Record<string, unknown>>
+): Effect.Effect<A, E, R> =>
+  tracing
+    ? Effect.withSpan(effect, name, attributes === undefined ? noStack : { attributes, captureStackTrace: false })
+    : effect
 
 /**
  * `effect` inside the span `name` when {@link isTracing}, as it is otherwise. Data-last, so it can be an
@@ -30,13 +48,7 @@ export const isTracingIn = (context: Context.Context<never>): boolean =>
 export const step =
   (name: string, attributes?: Readonly<Record<string, unknown>>) =>
   <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-    Effect.withFiber((fiber) =>
-      isTracing(fiber)
-        ? Effect.withSpan(effect, name, attributes === undefined ? noStack : { attributes, captureStackTrace: false })
-        : effect
-    )
-
-const noStack = { captureStackTrace: false } as const
+    Effect.withFiber((fiber) => spanIf(isTracing(fiber), effect, name, attributes))
 
 /**
  * The step whose effect `make` makes when it runs (a synchronous step makes `Effect.succeed` or `Effect.fail` of its

@@ -165,7 +165,7 @@ export class Forest {
    * @internal The full message list last asked for ({@link fullMessages}), kept for the next request: a conversation
    * going on asks for the same state again or for a state below it.
    */
-  messages: MessagesCache | undefined = undefined
+  keptMessages: MessagesCache | undefined = undefined
   /**
    * @internal The last state {@link inferenceMedia} found no image along (a text conversation's every request asks for
    * a state below it), so the next request looks at the nodes under it only.
@@ -294,56 +294,39 @@ export const lineage = (forest: Forest, hash: string): ReadonlyArray<Node> => {
  */
 export const fullMessages = (forest: Forest, hash: string): ReadonlyArray<Canonical.Message> => {
   const leaf = node(forest, hash)
-  const kept = forest.messages
+  const kept = forest.keptMessages
   if (kept !== undefined && kept.end === leaf) return kept.list
-  // Below the kept state: its list, then the messages of the nodes under it (one or two for a conversation going on).
-  let top: Node | null = leaf
-  if (kept !== undefined) {
-    while (top !== null && top.messageCount > kept.end.messageCount) top = top.up
-  }
-  const shared = kept !== undefined && top === kept.end ? kept.list : undefined
+  // Below the kept state (one or two nodes for a conversation going on): its list, then the nodes' messages under it.
+  let above: Node | null = leaf
+  if (kept !== undefined) { while (above !== null && above.messageCount > kept.end.messageCount) above = above.up }
+  const shared = kept !== undefined && above === kept.end ? kept : undefined
   const out = new Array<Canonical.Message>(leaf.messageCount)
   let end = out.length
-  const stop = shared === undefined ? null : top
-  for (let at: Node | null = leaf; at !== stop && at !== null; at = at.up) {
+  for (let at: Node | null = leaf; at !== null && at !== shared?.end; at = at.up) {
     if (at instanceof Nodes.Response) out[--end] = at.message
     else {
       const messages = at.messages
       for (let i = messages.length - 1; i >= 0; i--) out[--end] = messages[i] as Canonical.Message
     }
   }
-  if (shared !== undefined) { for (let i = 0; i < end; i++) out[i] = shared[i] as Canonical.Message }
-  forest.messages = { end: leaf, list: out }
+  if (shared !== undefined) { for (let i = 0; i < end; i++) out[i] = shared.list[i] as Canonical.Message }
+  forest.keptMessages = { end: leaf, list: out }
   return out
 }
 
 /**
- * Whether `messages` begins with the full messages of `n`, the very objects (no comparing, no hashing): against the
- * kept list ({@link fullMessages}) when it is `n`'s (the echo scan gave those objects), else along the lineage.
+ * Whether `messages` begins with the full messages of `n`, the very objects (no comparing, no hashing): checked
+ * against {@link fullMessages}, the kept list itself when it is `n`'s (the echo scan just asked for it).
  */
 export const startsWithMessagesOf = (
   forest: Forest,
   n: Node,
   messages: ReadonlyArray<Canonical.Message>
 ): boolean => {
-  const count = n.messageCount
-  if (count > messages.length) return false
-  const kept = forest.messages
-  if (kept !== undefined && kept.end === n) {
-    const list = kept.list
-    for (let i = 0; i < count; i++) if (messages[i] !== list[i]) return false
-    return true
-  }
-  let i = count
-  for (let at: Node | null = n; at !== null; at = at.up) {
-    if (at instanceof Nodes.Response) {
-      if (messages[--i] !== at.message) return false
-      continue
-    }
-    const own = at.messages
-    for (let j = own.length - 1; j >= 0; j--) if (messages[--i] !== own[j]) return false
-  }
-  return i === 0
+  if (n.messageCount > messages.length) return false
+  const list = fullMessages(forest, n.hash)
+  for (let i = 0; i < list.length; i++) if (messages[i] !== list[i]) return false
+  return true
 }
 
 /**

@@ -1,7 +1,7 @@
 /**
  * What the forest keeps of its last lineage between requests, against a walk of the lineage every call: the full
  * message list (`Forest.fullMessages`, the last list given kept for the next call), the echo's identity check
- * (`Forest.startsWithMessagesOf`, through the kept list or along the lineage) and the images along the lineage
+ * (`Forest.startsWithMessagesOf`, through `fullMessages` and its kept list) and the images along the lineage
  * (`Forest.inferenceMedia`, from the last image-free state down). Over random trees of observations of one to three
  * messages (some with an image), responses and reads anywhere (the same state again, a state below the kept one,
  * another branch, an ancestor): the same answers every call, and no list handed out earlier ever changes.
