@@ -246,8 +246,11 @@ const readBody = (
     if (Number.isFinite(declared) && declared > env.maxBodyBytes) {
       return Effect.succeed(Result.fail(Errors.GatewayError.bodyTooLarge(env.maxBodyBytes)))
     }
-    const read = alreadyRead !== undefined
-      ? Effect.succeed(alreadyRead)
+    // A body Node already holds is read at once, in this task (no suspension, no hop after it).
+    const task = FairScheduler.currentTask()
+    const at = alreadyRead ?? Exchange.readBuffered(ex, env.maxBodyBytes)
+    const read = at !== undefined
+      ? Effect.succeed(at)
       : Effect.callback<Exchange.BodyRead>((resume) =>
         Exchange.readBody(ex, env.maxBodyBytes, (read) => resume(Effect.succeed(read)))
       )
@@ -259,8 +262,10 @@ const readBody = (
           case "Aborted":
             return claimDisconnectLog() ? logDisconnect("body").pipe(Effect.as(undefined)) : Effect.succeed(undefined)
           case "Body":
-            // The body completed inside an I/O callback: parse it as a task.
-            return FairScheduler.continueAsTask.pipe(Effect.as(Result.succeed<Uint8Array>(read.bytes)))
+            // A body that completed inside an I/O callback is parsed as a task.
+            return task !== undefined && FairScheduler.currentTask() === task
+              ? Effect.succeed(Result.succeed<Uint8Array>(read.bytes))
+              : FairScheduler.continueAsTask.pipe(Effect.as(Result.succeed<Uint8Array>(read.bytes)))
         }
       })
     )

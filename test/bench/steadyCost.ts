@@ -16,7 +16,9 @@
  * a CPU profile of 2 rounds (`CPUPROF_ROUNDS`; 200 µs sampling) before the allocation profile. `ENGINE=embedded` measures the embedded
  * path instead (the embedded engine at zero latency with the `floor` benchmark's reading policy; no `/generate` hop).
  * `CLIENTS=1` runs one conversation at a time (default 64), `TURNS` sets the turns of each (default 8; with one client,
- * more turns keep a round's setup out of the figure: `CLIENTS=1 TURNS=128`).
+ * more turns keep a round's setup out of the figure: `CLIENTS=1 TURNS=128`). `SURVIVORS=1` keeps only the objects that
+ * outlived a young-generation collection in the allocation profile (what the scavenger copied: the collector's cost
+ * grows with it, not with the bytes allocated).
  */
 import { Context, Effect, Fiber, Layer } from "effect"
 import { createHook } from "node:async_hooks"
@@ -36,6 +38,8 @@ const embedded = process.env["ENGINE"] === "embedded"
 const profileRounds = Number(process.env["CPUPROF_ROUNDS"] ?? 2)
 const clients = Number(process.env["CLIENTS"] ?? 64)
 const turns = Number(process.env["TURNS"] ?? 8)
+/** `SURVIVORS=1`: the allocation profile keeps only the objects that outlived a scavenge (see the header). */
+const survivors = process.env["SURVIVORS"] === "1"
 const HISTORY = Conversation.conversation(30, 470)
 
 interface Node {
@@ -126,7 +130,7 @@ const main = Effect.scoped(Effect.gen(function*() {
     await post("HeapProfiler.startSampling", {
       samplingInterval: 1024,
       includeObjectsCollectedByMajorGC: true,
-      includeObjectsCollectedByMinorGC: true
+      includeObjectsCollectedByMinorGC: !survivors
     })
     const aRounds = 2
     for (let r = 0; r < aRounds; r++) await round()
