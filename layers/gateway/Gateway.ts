@@ -86,12 +86,13 @@ export const keepAliveTimeoutMs = 65_000
  * other request goes to the Effect router. The model route is given when the server is built.
  */
 class GatewayServer extends Server {
-  constructor(
-    private readonly modelRoute: ModelRoute.Handler,
-    private readonly router: OwnerSplice.Router | undefined,
-    options: ServerOptions
-  ) {
+  private readonly modelRoute: ModelRoute.Handler
+  private readonly router: OwnerSplice.Router | undefined
+
+  constructor(modelRoute: ModelRoute.Handler, router: OwnerSplice.Router | undefined, options: ServerOptions) {
     super(options)
+    this.modelRoute = modelRoute
+    this.router = router
     this.keepAliveTimeout = keepAliveTimeoutMs
   }
 

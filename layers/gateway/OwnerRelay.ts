@@ -135,12 +135,16 @@ class Pipe implements Dispatcher.DispatchHandler {
     if (!this.ex.response.writableEnded) this.abort()
   }
 
-  constructor(
-    private readonly ex: Exchange.Exchange,
-    private readonly origin: string,
-    private readonly broken: Broken,
-    private readonly finish: (outcome: Outcome) => void
-  ) {
+  private readonly ex: Exchange.Exchange
+  private readonly origin: string
+  private readonly broken: Broken
+  private readonly finish: (outcome: Outcome) => void
+
+  constructor(ex: Exchange.Exchange, origin: string, broken: Broken, finish: (outcome: Outcome) => void) {
+    this.ex = ex
+    this.origin = origin
+    this.broken = broken
+    this.finish = finish
     ex.response.once("close", this.onClientGone)
   }
 

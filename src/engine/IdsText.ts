@@ -105,7 +105,11 @@ export class IdsTextCache {
   private readonly kept = new Map<string, Kept>()
   private bytes = 0
 
-  constructor(private readonly maxBytes: number) {}
+  private readonly maxBytes: number
+
+  constructor(maxBytes: number) {
+    this.maxBytes = maxBytes
+  }
 
   /**
    * The text of `ids` for Session `key` (`undefined`: no Session, nothing kept), reusing the text of its last prompt

@@ -36,7 +36,13 @@ export interface Vertex {
 
 /** The children of a vertex with many of them, also grouped by {@link bucketKey}. */
 export class Fanout {
-  constructor(readonly all: Array<Vertex>, readonly index: Map<string, Array<Vertex>>) {}
+  readonly all: Array<Vertex>
+  readonly index: Map<string, Array<Vertex>>
+
+  constructor(all: Array<Vertex>, index: Map<string, Array<Vertex>>) {
+    this.all = all
+    this.index = index
+  }
 }
 
 /** The root vertex of one tools/kwargs context (each context starts its own subtrees). */

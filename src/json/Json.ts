@@ -41,7 +41,15 @@ export interface ReadOptions {
 }
 
 class Stop {
-  constructor(readonly incomplete: boolean, readonly at: number, readonly flaw: Flaw) {}
+  readonly incomplete: boolean
+  readonly at: number
+  readonly flaw: Flaw
+
+  constructor(incomplete: boolean, at: number, flaw: Flaw) {
+    this.incomplete = incomplete
+    this.at = at
+    this.flaw = flaw
+  }
 }
 
 const syntax: Flaw = { _tag: "Syntax" }

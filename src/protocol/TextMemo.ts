@@ -13,7 +13,11 @@ export class TextMemo {
   private previous = new Map<string, string>()
   private chars = 0
 
-  constructor(private readonly generationChars: number) {}
+  private readonly generationChars: number
+
+  constructor(generationChars: number) {
+    this.generationChars = generationChars
+  }
 
   get(key: string): string | undefined {
     const hit = this.current.get(key)

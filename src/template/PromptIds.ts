@@ -20,7 +20,11 @@ export class PromptIds {
   private readonly kept = new Map<string, ReadonlyArray<number>>()
   private bytes = 0
 
-  constructor(private readonly maxBytes: number) {}
+  private readonly maxBytes: number
+
+  constructor(maxBytes: number) {
+    this.maxBytes = maxBytes
+  }
 
   /** The ids kept for `text` (and it becomes the most recently used), or `undefined`. */
   get(text: string): ReadonlyArray<number> | undefined {

@@ -194,10 +194,13 @@ class Collector implements Dispatcher.DispatchHandler {
   private aborted: Error | undefined
   private done = false
 
-  constructor(
-    private readonly succeed: (answer: Answer) => void,
-    private readonly fail: (error: unknown) => void
-  ) {}
+  private readonly succeed: (answer: Answer) => void
+  private readonly fail: (error: unknown) => void
+
+  constructor(succeed: (answer: Answer) => void, fail: (error: unknown) => void) {
+    this.succeed = succeed
+    this.fail = fail
+  }
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
     if (this.aborted !== undefined) controller.abort(this.aborted)

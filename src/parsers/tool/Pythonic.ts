@@ -12,7 +12,11 @@ import * as Scan from "../scan.ts"
 import * as ToolCallParser from "../ToolCallParser.ts"
 
 class Stop {
-  constructor(readonly incomplete: boolean) {}
+  readonly incomplete: boolean
+
+  constructor(incomplete: boolean) {
+    this.incomplete = incomplete
+  }
 }
 
 const identifier = /[A-Za-z_][A-Za-z0-9_]*/y
