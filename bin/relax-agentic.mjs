@@ -1,5 +1,6 @@
 #!/usr/bin/env node
-// Runs the TypeScript CLI through tsx so the package works without a build step.
+// Runs the TypeScript CLI without a build step: on Node's own type stripping (through tsx when installed under
+// node_modules, where Node does not strip types).
 // The stack needs Node.js >= 22.19; on an older Node.js the command re-runs itself on the Node.js 22 the project
 // brings (the `node` package), or says clearly what is missing instead of failing deep inside a dependency.
 import { spawn } from "node:child_process"
@@ -32,7 +33,12 @@ if (major < 22 || (major === 22 && minor < 19)) {
   child.on("exit", (code, signal) => process.exit(code ?? (signal === null ? 1 : 128)))
 } else {
   delete process.env.RELAX_AGENTIC_REEXEC
-  const { register } = await import("tsx/esm/api")
-  register()
+  // Node strips the types of the project's own files itself (its sources are erasable TypeScript: tsconfig's
+  // `erasableSyntaxOnly`). It does not under node_modules, nor on a Node without type stripping (23.0–23.5): there
+  // the CLI runs through tsx.
+  if (import.meta.url.includes("/node_modules/") || !process.features.typescript) {
+    const { register } = await import("tsx/esm/api")
+    register()
+  }
   await import("../src/cli.ts")
 }

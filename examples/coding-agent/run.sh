@@ -17,14 +17,14 @@ node_bin="$root/node_modules/.bin/node"
 mkdir -p runs/coding-agent
 url_file="runs/coding-agent/server.url"
 rm -f "$url_file"
-"$node_bin" --import tsx examples/coding-agent/server.ts --slots "$slots" --url-file "$url_file" &
+"$node_bin" examples/coding-agent/server.ts --slots "$slots" --url-file "$url_file" &
 server_pid=$!
 trap 'kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true' EXIT
 for _ in $(seq 100); do [ -s "$url_file" ] && break; sleep 0.1; done
 [ -s "$url_file" ] || { echo "the agent server did not start" >&2; exit 1; }
 export CODING_AGENT_SERVER="$(cat "$url_file")"
 
-relax=("$node_bin" --import tsx src/cli.ts)
+relax=("$node_bin" src/cli.ts)
 if ! "${relax[@]}" check --config "$config" --agent-max-slots "$slots" "$@"; then
   echo "relax-agentic check failed (see above); not launching the rollout" >&2
   exit 1

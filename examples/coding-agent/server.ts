@@ -8,7 +8,7 @@
  * submits its task here and waits for the result.
  *
  * ```
- * node --import tsx examples/coding-agent/server.ts --slots 4 [--port 0] [--url-file runs/coding-agent/server.url]
+ * node examples/coding-agent/server.ts --slots 4 [--port 0] [--url-file runs/coding-agent/server.url]
  * ```
  *
  * HTTP on 127.0.0.1 (the URL is printed, and written to `--url-file`):

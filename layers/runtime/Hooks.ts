@@ -21,6 +21,43 @@ export class HookLoadError extends Data.TaggedError("HookLoadError")<{
 export type HookFunction = (...args: ReadonlyArray<unknown>) => unknown
 
 /**
+ * What Node answers when it cannot run a TypeScript file itself (its type stripping takes erasable syntax and explicit
+ * file extensions only, and nothing under node_modules): raised before any of the module's code runs.
+ */
+const typeScriptUnsupported = new Set([
+  "ERR_UNSUPPORTED_TYPESCRIPT_SYNTAX",
+  "ERR_UNSUPPORTED_NODE_MODULES_TYPE_STRIPPING",
+  "ERR_UNKNOWN_FILE_EXTENSION",
+  "ERR_MODULE_NOT_FOUND",
+  "ERR_INVALID_TYPESCRIPT_SYNTAX"
+])
+
+/**
+ * Import a hook module as Node loads it and, when Node cannot run it (a TypeScript hook with an enum, extensionless
+ * imports, or under node_modules), again through tsx's `tsImport`, which compiles it and the modules it imports with
+ * tsx's own loader (the project ran every module through tsx before it ran on Node's type stripping:
+ * docs/architecture.md, "Running TypeScript"). What such a hook imports is loaded in tsx's namespace: its own module
+ * instances, a package included.
+ */
+const importModule = async (url: string): Promise<Record<string, unknown>> => {
+  try {
+    // Decoding boundary: a module namespace object.
+    return await (import(url) as Promise<Record<string, unknown>>)
+  } catch (error) {
+    const code = typeof error === "object" && error !== null && "code" in error ? error.code : undefined
+    if (typeof code !== "string" || !typeScriptUnsupported.has(code) || !/\.[cm]?tsx?$/.test(url)) throw error
+    const { tsImport } = await import("tsx/esm/api")
+    try {
+      // Decoding boundary: a module namespace object.
+      return await (tsImport(url, import.meta.url) as Promise<Record<string, unknown>>)
+    } catch (again) {
+      // The same failure through tsx (a missing file): the first answer names the file as it was asked for.
+      throw typeof again === "object" && again !== null && "code" in again && again.code === code ? error : again
+    }
+  }
+}
+
+/**
  * Import the module named by `value` (relative to `cwd`, default `process.cwd()`) and return the named export.
  * Fails with `HookSpecError` for a malformed value and `HookLoadError` when the module or export is missing.
  */
@@ -33,7 +70,7 @@ export const load: (
     const spec = yield* Effect.fromResult(HookSpec.parse(flag, value))
     const url = pathToFileURL(resolve(cwd, spec.path)).href
     const module = yield* Effect.tryPromise({
-      try: () => import(url) as Promise<Record<string, unknown>>,
+      try: () => importModule(url),
       catch: (error) =>
         new HookLoadError({
           flag,

@@ -3,7 +3,7 @@
  * work does not share the measured server's event loop.
  *
  * **Details**
- * The child is this repository's TypeScript run through tsx, with an IPC channel: `call` sends one JSON message and
+ * The child is this repository's TypeScript on Node's type stripping (as the benchmarks run), with an IPC channel: `call` sends one JSON message and
  * resolves with the child's next answer (one call at a time). A child that exits early rejects the pending call.
  */
 import { type ChildProcess, fork } from "node:child_process"
@@ -17,7 +17,7 @@ export interface Child {
 /** Start `file` (a path relative to this directory) as a child process with IPC. */
 export const start = (file: string, args: ReadonlyArray<string> = []): Child => {
   const child: ChildProcess = fork(fileURLToPath(new URL(file, import.meta.url)), [...args], {
-    execArgv: ["--import", "tsx"],
+    execArgv: [],
     stdio: ["ignore", "inherit", "inherit", "ipc"]
   })
   let pending: { readonly resolve: (value: unknown) => void; readonly reject: (error: Error) => void } | undefined

@@ -5,7 +5,7 @@
  *
  * **Details**
  * Bytes are `heapUsed + external` deltas of `process.memoryUsage()` around building each structure, after full
- * collections. Run with `node --expose-gc --import tsx test/bench/run.ts memory` to use `global.gc`; without the flag
+ * collections. Run with `node --expose-gc test/bench/run.ts memory` to use `global.gc`; without the flag
  * the collector is enabled at run time (harness.ts), and if even that fails the numbers include uncollected garbage.
  * OpenSSL's running-hash state (one per leaf) lives outside the V8 heap and is not counted (see the rss column).
  * Logprobs are measured both ways the forest keeps them: exact 32-bit floats (SGLang's, 4 bytes each) and others
@@ -106,7 +106,7 @@ const run = async (): Promise<Harness.BenchResult> => {
       "take than the whole SessionForest (which also holds messages and logprobs the naive layout leaves out).",
       "bytes/token = retained bytes / tokens of the conversation; the forest's stays flat as turns grow, the naive " +
       "layout's grows linearly (quadratic total).",
-      "run with `node --expose-gc --import tsx test/bench/run.ts memory` to measure with global.gc."
+      "run with `node --expose-gc test/bench/run.ts memory` to measure with global.gc."
     ]
   }
 }

@@ -1,31 +1,21 @@
 /**
  * CPU and allocation profiles of one stretch of a benchmark, taken in process (not the whole process as `npm run
- * bench:profile` does), with the call frames of our TypeScript sources mapped to their original lines.
+ * bench:profile` does).
  *
  * **Details**
- * Run node with `--enable-source-maps` (as `npm run bench:cost` does) for the mapping: tsx compiles each file to one
- * line, so without it every frame of a file points at line 1. `node test/bench/profile/summary.mjs <file>` reads a
+ * The call frames are the TypeScript sources' own lines and columns: Node's type stripping, which the benchmarks run
+ * on, keeps every position. `node test/bench/profile/summary.mjs <file>` reads a
  * CPU profile (sampled every 200 µs); an allocation profile (`.heapprofile`, V8's sampling heap profiler every 1 KiB
  * with the objects minor and major collections freed included) opens in Chrome DevTools.
  */
 import { writeFileSync } from "node:fs"
 import { Session } from "node:inspector"
-import { findSourceMap } from "node:module"
 
 interface CallFrame {
   readonly functionName: string
   readonly url: string
   readonly lineNumber: number
   readonly columnNumber: number
-}
-
-/** A call frame at its TypeScript line and column when a source map knows it, else as it is. */
-export const originalFrame = (cf: CallFrame): CallFrame => {
-  const entry = cf.url.includes("/work/") ? findSourceMap(cf.url)?.findEntry(cf.lineNumber, cf.columnNumber) : undefined
-  return entry !== undefined && "originalLine" in entry && "originalColumn" in entry &&
-      typeof entry.originalLine === "number" && typeof entry.originalColumn === "number"
-    ? { ...cf, lineNumber: entry.originalLine, columnNumber: entry.originalColumn }
-    : cf
 }
 
 /** Post one inspector command and wait for its answer. */
@@ -46,8 +36,7 @@ export const cpuProfile = async <A>(file: string, run: () => Promise<A>): Promis
     const { profile } = (await post(session, "Profiler.stop")) as {
       readonly profile: { readonly nodes: ReadonlyArray<{ readonly callFrame: CallFrame }> }
     }
-    const nodes = profile.nodes.map((node) => ({ ...node, callFrame: originalFrame(node.callFrame) }))
-    writeFileSync(file, JSON.stringify({ ...profile, nodes }))
+    writeFileSync(file, JSON.stringify(profile))
     return result
   } finally {
     session.disconnect()
@@ -60,7 +49,7 @@ interface HeapNode {
   readonly children: ReadonlyArray<HeapNode>
 }
 
-/** Run `run` under the sampling heap profiler; write the profile (source-mapped) to `file`; the bytes allocated. */
+/** Run `run` under the sampling heap profiler; write the profile to `file`; the bytes allocated. */
 export const allocationProfile = async <A>(
   file: string,
   run: () => Promise<A>
@@ -79,7 +68,7 @@ export const allocationProfile = async <A>(
     let bytes = 0
     const mapped = (node: HeapNode): HeapNode => {
       bytes += node.selfSize
-      return { ...node, callFrame: originalFrame(node.callFrame), children: node.children.map(mapped) }
+      return { ...node, children: node.children.map(mapped) }
     }
     writeFileSync(file, JSON.stringify({ ...profile, head: mapped(profile.head) }))
     return { result, bytes }

@@ -5,7 +5,7 @@
  *
  * **Details**
  * Benchmarks print ratios measured side by side in one run; they assert no timings. Memory numbers force garbage
- * collections: with `node --expose-gc --import tsx test/bench/run.ts` they use `global.gc`, otherwise the collector is
+ * collections: with `node --expose-gc test/bench/run.ts` they use `global.gc`, otherwise the collector is
  * enabled at run time (see `garbageCollector` in harness.ts). Servers listen on 127.0.0.1 port 0 only; the load
  * generator and the SGLang stand-in of the transport benchmarks run in child processes (child.ts).
  */

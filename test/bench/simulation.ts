@@ -9,8 +9,8 @@
  * clock is moved in 1-second steps until every agent is done. `SIM_CPUPROF=file.cpuprofile` takes a CPU profile of
  * the simulated part (the Sessions run, not the setup), `SIM_HEAPPROF=file.heapprofile` an allocation profile of it
  * (and prints the bytes allocated per request); `SIM_PROGRESS=10` prints requests, wall and CPU so far to stderr every
- * 10 simulated seconds (a long run under load can then be read before it ends); run node with `--enable-source-maps` for TypeScript lines:
- * `SIM_CPUPROF=sim.cpuprofile npm run bench:mapped -- simulation` (`bench` with source maps on).
+ * 10 simulated seconds (a long run under load can then be read before it ends):
+ * `SIM_CPUPROF=sim.cpuprofile npm run bench -- simulation` (at the TypeScript sources' lines).
  * Each agent canonicalizes only its new messages per turn (`SIM_CANONICAL=whole`: its whole history, as before issue
  * 24's fourth pass); `SIM_ENGINE_WAITS=token` runs the embedded engine with one wait per token (its earlier timeline).
  * The clock is the simulation clock (`layers/runtime/SimulationClock.ts`, Effect's TestClock with its sleeps in a heap);

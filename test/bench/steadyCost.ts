@@ -2,7 +2,7 @@
  * CPU and allocated bytes per request of the gateway alone in steady state, with an allocation profile (a script,
  * not one of `npm run bench`'s tables; docs/performance.md section 1 quotes it):
  *
- *   npm run bench:cost -- [rounds] [out.heapprofile]   (node --enable-source-maps --import tsx test/bench/steadyCost.ts)
+ *   npm run bench:cost -- [rounds] [out.heapprofile]   (node test/bench/steadyCost.ts)
  *
  * **Details**
  * The SGLang path as the `floor` benchmark runs it (64 conversations of 8 turns per round from 30-message ~14 KB
@@ -11,8 +11,8 @@
  * fiber suspensions per request (one round, counted by fiber id and by an async hook), then samples 2 rounds with V8's
  * sampling heap profiler (every 1 KiB, objects collected by minor and major GCs included): bytes allocated per
  * request, by file (allocations of natives counted to their caller), by function and by the nearest 5 frames (`TOPF`,
- * `TOPS` say how many lines). With source maps enabled (as `bench:cost` runs it) the lines are the TypeScript sources' (tsx compiles each
- * file to one line); the profile written to `out.heapprofile` carries them too. `CPUPROF=file.cpuprofile` also takes
+ * `TOPS` say how many lines), at the TypeScript sources' lines (Node's type stripping keeps them); the profile
+ * written to `out.heapprofile` carries them too. `CPUPROF=file.cpuprofile` also takes
  * a CPU profile of 2 rounds (`CPUPROF_ROUNDS`; 200 µs sampling) before the allocation profile. `ENGINE=embedded` measures the embedded
  * path instead (the embedded engine at zero latency with the `floor` benchmark's reading policy; no `/generate` hop).
  * `CLIENTS=1` runs one conversation at a time (default 64), `TURNS` sets the turns of each (default 8; with one client,
@@ -136,15 +136,7 @@ const main = Effect.scoped(Effect.gen(function*() {
     for (let r = 0; r < aRounds; r++) await round()
     const { profile } = (await post("HeapProfiler.stopSampling")) as { readonly profile: { readonly head: Node } }
     session.disconnect()
-    if (profileFile !== undefined) {
-      // Original lines of the TypeScript sources (tsx compiles each file to one line).
-      const mapped = (node: Node): unknown => ({
-        ...node,
-        callFrame: Profiler.originalFrame(node.callFrame),
-        children: node.children.map(mapped)
-      })
-      writeFileSync(profileFile, JSON.stringify({ ...profile, head: mapped(profile.head) }))
-    }
+    if (profileFile !== undefined) writeFileSync(profileFile, JSON.stringify(profile))
     const requests = aRounds * clients * turns
     let total = 0
     const byFn = new Map<string, number>()
@@ -167,9 +159,8 @@ const main = Effect.scoped(Effect.gen(function*() {
     walkCat(profile.head, "(root)")
     const walk = (node: Node, path: ReadonlyArray<string>) => {
       const cf = node.callFrame
-      const original = Profiler.originalFrame(cf)
-      const where = original !== cf
-        ? `${short(cf.url)}:${original.lineNumber + 1}`
+      const where = cf.url.endsWith(".ts")
+        ? `${short(cf.url)}:${cf.lineNumber + 1}`
         : `${short(cf.url)}:${cf.lineNumber + 1}:${cf.columnNumber + 1}`
       const name = `${cf.functionName || "(anon)"} ${where}`
       const here = [...path, name]

@@ -17,10 +17,10 @@ interface Ran {
   readonly stderr: string
 }
 
-/** Run the real command line (`node --import tsx src/cli.ts ...`) to its end. */
+/** Run the real command line (`node src/cli.ts ...`) to its end. */
 const cli = (args: ReadonlyArray<string>) =>
   Effect.callback<Ran>((resume) => {
-    const child = spawn(node, ["--import", "tsx", Path.join(root, "src", "cli.ts"), ...args], {
+    const child = spawn(node, [Path.join(root, "src", "cli.ts"), ...args], {
       cwd: root,
       stdio: ["ignore", "pipe", "pipe"]
     })
@@ -156,6 +156,37 @@ describe("relax-agentic rollout (end to end)", () => {
         Fs.rmSync(out, { recursive: true, force: true })
       }),
     60_000
+  )
+
+  it.live(
+    "loads a TypeScript hook Node cannot strip (an enum, an extensionless import) through tsx",
+    () =>
+      Effect.gen(function*() {
+        const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "cli-hook-"))
+        // An enum and a parameter property need a transform; `./answer` has no extension: Node alone refuses both.
+        Fs.writeFileSync(
+          Path.join(dir, "answer.ts"),
+          "export enum Verdict { Known = 1 }\nexport class Box { constructor(readonly text: string) {} }\n"
+        )
+        Fs.writeFileSync(
+          Path.join(dir, "policy.ts"),
+          `import { Box, Verdict } from "./answer"\n` +
+            `import { policy as arithmetic } from ${JSON.stringify(Path.join(example, "policy.ts"))}\n` +
+            "export const policy = (request: Parameters<typeof arithmetic>[0]): string =>\n" +
+            "  new Box(Verdict.Known === 1 ? arithmetic(request) : \"\").text\n"
+        )
+        const out = Path.join(dir, "out")
+        const flags = Example.flags({ rolloutBatchSize: 1, nSamplesPerPrompt: 2 })
+        flags[flags.indexOf("--embedded-policy") + 1] = `${Path.join(dir, "policy.ts")}#policy`
+        const ran = yield* cli(["rollout", ...flags, "--num-rollout", "1", "--output-dir", out])
+        assert.strictEqual(ran.code, 0, `${ran.stdout}\n${ran.stderr}`)
+        const samples = lines(Path.join(out, "rollout_0.jsonl")).map((line) => decodeSample(line))
+        assert.strictEqual(samples.length, 2)
+        // The wrapped arithmetic policy answered: a calculator call, then the answer.
+        for (const sample of samples) assert.lengthOf(sample.turn_spans, 2)
+        Fs.rmSync(dir, { recursive: true, force: true })
+      }),
+    120_000
   )
 
   it.live("exits with code 1 and a one-line error naming the flag", () =>

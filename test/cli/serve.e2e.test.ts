@@ -42,7 +42,7 @@ const serve = (args: ReadonlyArray<string>, env: Readonly<Record<string, string>
     const exited = yield* Deferred.make<{ code: number | null; stdout: string; stderr: string }>()
     const child = yield* Effect.acquireRelease(
       Effect.sync(() =>
-        spawn(process.execPath, ["--import", "tsx", Path.join(root, "src", "cli.ts"), "serve", ...args], {
+        spawn(process.execPath, [Path.join(root, "src", "cli.ts"), "serve", ...args], {
           cwd: root,
           env: { ...process.env, ...env },
           stdio: ["ignore", "pipe", "pipe"]

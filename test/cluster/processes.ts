@@ -172,7 +172,7 @@ export const start = (
 ) =>
   Effect.acquireRelease(
     Effect.sync((): Started => {
-      const cli = ["--import", "tsx", Path.join(root, "src", "cli.ts"), ...args]
+      const cli = [Path.join(root, "src", "cli.ts"), ...args]
       const child = spawn(process.execPath, [...nodeArgs, ...cli], {
         cwd: root,
         env: { ...process.env, ...env },

@@ -64,8 +64,6 @@ describe("interrupting a rollout leaves no agent process running", () => {
         const agentsDir = Path.join(dir, "agents")
         Fs.mkdirSync(agentsDir)
         const child = spawn(process.execPath, [
-          "--import",
-          "tsx",
           Path.join(root, "src", "cli.ts"),
           "rollout",
           "--prompt-data",

@@ -26,7 +26,7 @@ export interface ServerStatus {
 export const start = (slots: number): Effect.Effect<string, Error, Scope.Scope> =>
   Effect.acquireRelease(
     Effect.callback<{ readonly url: string; readonly stop: () => Promise<void> }, Error>((resume) => {
-      const child = spawn(process.execPath, ["--import", "tsx", server, "--slots", String(slots)], {
+      const child = spawn(process.execPath, [server, "--slots", String(slots)], {
         stdio: ["ignore", "pipe", "inherit"]
       })
       const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()))

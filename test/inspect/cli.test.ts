@@ -24,7 +24,7 @@ const cli = (
   whileRunning?: (match: RegExpMatchArray) => Promise<void>
 ) =>
   Effect.callback<Ran>((resume) => {
-    const child = spawn(process.execPath, ["--import", "tsx", join(root, "src", "cli.ts"), "inspect", ...args], {
+    const child = spawn(process.execPath, [join(root, "src", "cli.ts"), "inspect", ...args], {
       cwd: root,
       stdio: ["ignore", "pipe", "pipe"]
     })

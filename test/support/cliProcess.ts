@@ -1,5 +1,5 @@
 /**
- * The real `relax-agentic` command line as a child process of a test (`node --import tsx src/cli.ts ...`): its output
+ * The real `relax-agentic` command line as a child process of a test (`node src/cli.ts ...`, as `npm start` runs it): its output
  * as it arrives, a wait for a line, its exit, and signals. The process is SIGKILLed when the test's scope closes.
  */
 import { Deferred, Effect, type Scope } from "effect"
@@ -35,7 +35,7 @@ export const startCli = (
     const ended = yield* Deferred.make<Ended>()
     const child = yield* Effect.acquireRelease(
       Effect.sync(() =>
-        spawn(process.execPath, ["--import", "tsx", Path.join(root, "src", "cli.ts"), ...args], {
+        spawn(process.execPath, [Path.join(root, "src", "cli.ts"), ...args], {
           cwd: root,
           env: { ...process.env, ...env },
           stdio: ["ignore", "pipe", "pipe"]
