@@ -2,7 +2,8 @@
 # Launcher relax-agentic runs for every Session (--agent-command "bash run_agent_app.sh").
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-# Use the project's Node 22 (a login shell may reset PATH).
+# The project's Node 22 (a login shell may reset PATH) runs the TypeScript itself (type stripping); another Node, which
+# may not, runs it through tsx.
 node_bin="$here/../../node_modules/.bin/node"
-[ -x "$node_bin" ] || node_bin="node"
-exec "$node_bin" --import tsx "$here/agent.ts"
+[ -x "$node_bin" ] && exec "$node_bin" "$here/agent.ts"
+exec node --import tsx "$here/agent.ts"
