@@ -89,7 +89,7 @@ export type BodyRead =
 /**
  * The whole body at once when Node already holds all of it, else `undefined` (then {@link readBody}). A request whose
  * head and body came in the reads that parsed its head (a client writes both together; on one connection that is the
- * usual case up to a few hundred KiB) is complete before the scheduler runs its task: its body is taken from the
+ * usual case up to ~128 KiB, where Node stops reading under backpressure) is complete before the scheduler runs its task: its body is taken from the
  * stream's buffer in one `read()`, with no listeners and no wait, and the same bytes {@link readBody} would join.
  */
 export const readBuffered = (ex: Exchange, maxBytes: number): BodyRead | undefined => {

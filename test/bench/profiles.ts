@@ -24,7 +24,7 @@ export const post = (session: Session, method: string, params?: object): Promise
     session.post(method, params ?? {}, (error, result) => (error ? reject(error) : resolve(result)))
   )
 
-/** Run `run` under the CPU profiler and write the profile (source-mapped) to `file`. */
+/** Run `run` under the CPU profiler and write the profile  to `file`. */
 export const cpuProfile = async <A>(file: string, run: () => Promise<A>): Promise<A> => {
   const session = new Session()
   session.connect()
