@@ -53,3 +53,7 @@ export { RolloutCallError } from "./trainer/Results.ts"
 
 /** The text of a thrown value: an `Error`'s message, anything else as `String` writes it. */
 export const messageOf = (error: unknown): string => error instanceof Error ? error.message : String(error)
+
+/** The `code` of a Node error (`ENOENT`, `ERR_MODULE_NOT_FOUND`, …), or `undefined` when it has none. */
+export const codeOf = (error: unknown): string | undefined =>
+  typeof error === "object" && error !== null && "code" in error ? String(error.code) : undefined

@@ -13,10 +13,8 @@
 import { Effect } from "effect"
 import { mkdir, rename, rm, stat, writeFile } from "node:fs/promises"
 import { dirname, join, resolve } from "node:path"
+import * as Errors from "../../src/errors.ts"
 import * as OutputPaths from "../../src/rollout/OutputPaths.ts"
-
-const errorCode = (error: unknown): string | undefined =>
-  typeof error === "object" && error !== null && "code" in error ? String(error.code) : undefined
 
 /**
  * Create `directory` and its missing ancestors, one `mkdir` each; fails with the file-system error (`ENOTDIR` under a
@@ -33,7 +31,7 @@ export const ensureDirectory = async (directory: string): Promise<void> => {
       }
       break
     } catch (error) {
-      if (errorCode(error) !== "ENOENT") throw error
+      if (Errors.codeOf(error) !== "ENOENT") throw error
       missing.push(current)
       const parent = dirname(current)
       if (parent === current) break
@@ -44,7 +42,7 @@ export const ensureDirectory = async (directory: string): Promise<void> => {
     try {
       await mkdir(path)
     } catch (error) {
-      if (errorCode(error) !== "EEXIST" || !(await stat(path)).isDirectory()) throw error
+      if (Errors.codeOf(error) !== "EEXIST" || !(await stat(path)).isDirectory()) throw error
     }
   }
 }

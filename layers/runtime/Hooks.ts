@@ -22,7 +22,9 @@ export type HookFunction = (...args: ReadonlyArray<unknown>) => unknown
 
 /**
  * What Node answers when it cannot run a TypeScript file itself (its type stripping takes erasable syntax and explicit
- * file extensions only, and nothing under node_modules): raised before any of the module's code runs.
+ * file extensions only, and nothing under node_modules): raised while the module and its static imports load, before
+ * any of their code runs (a failing dynamic import in a hook's top-level code is the exception: that hook's top level
+ * then runs again through tsx).
  */
 const typeScriptUnsupported = new Set([
   "ERR_UNSUPPORTED_TYPESCRIPT_SYNTAX",
@@ -44,15 +46,15 @@ const importModule = async (url: string): Promise<Record<string, unknown>> => {
     // Decoding boundary: a module namespace object.
     return await (import(url) as Promise<Record<string, unknown>>)
   } catch (error) {
-    const code = typeof error === "object" && error !== null && "code" in error ? error.code : undefined
-    if (typeof code !== "string" || !typeScriptUnsupported.has(code) || !/\.[cm]?tsx?$/.test(url)) throw error
+    const code = Errors.codeOf(error)
+    if (code === undefined || !typeScriptUnsupported.has(code) || !/\.[cm]?tsx?$/.test(url)) throw error
     const { tsImport } = await import("tsx/esm/api")
     try {
       // Decoding boundary: a module namespace object.
       return await (tsImport(url, import.meta.url) as Promise<Record<string, unknown>>)
     } catch (again) {
       // The same failure through tsx (a missing file): the first answer names the file as it was asked for.
-      throw typeof again === "object" && again !== null && "code" in again && again.code === code ? error : again
+      throw Errors.codeOf(again) === code ? error : again
     }
   }
 }

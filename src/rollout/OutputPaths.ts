@@ -74,7 +74,7 @@ export class OutputPathError extends Data.TaggedError("OutputPathError")<{
  * `ENOENT` on a parent that exists: the file system refuses new entries there, as `/proc` does).
  */
 export const describeFsError = (error: unknown): string => {
-  const code = typeof error === "object" && error !== null && "code" in error ? String(error.code) : undefined
+  const code = Errors.codeOf(error)
   const text = Errors.messageOf(error)
   switch (code) {
     case "ENOTDIR":
