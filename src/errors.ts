@@ -32,6 +32,7 @@ export {
 } from "./generation/errors.ts"
 export { HookSpecError } from "./hooks/HookSpec.ts"
 export { DumpLineError } from "./inspect/Dump.ts"
+export { LoraRegistryError } from "./lora/Registry.ts"
 export { UnknownParserError } from "./parsers/registry.ts"
 export { CanonicalError } from "./protocol/canonical.ts"
 export { GatewayError, ProtocolError } from "./protocol/errors.ts"
