@@ -39,6 +39,7 @@ import * as Forests from "../layers/generation/Forests.ts"
 import * as Generation from "../layers/generation/Generation.ts"
 import * as MetricsServer from "../layers/observability/MetricsServer.ts"
 import * as OtlpExport from "../layers/observability/OtlpExport.ts"
+import * as ReplayRecorder from "../layers/replay/Recorder.ts"
 import * as Rollout from "../layers/rollout/Rollout.ts"
 import * as RolloutConfig from "../layers/rollout/RolloutConfig.ts"
 import type * as SessionRunner from "../layers/rollout/SessionRunner.ts"
@@ -58,6 +59,7 @@ import * as Settings from "./config/Settings.ts"
 import type * as CreditOptions from "./credit/CreditOptions.ts"
 import type * as HookSpec from "./hooks/HookSpec.ts"
 import * as Parsers from "./parsers/registry.ts"
+import * as ReplayRecord from "./replay/Record.ts"
 import type * as OutputPaths from "./rollout/OutputPaths.ts"
 import type * as ScheduleDataset from "./schedule/Dataset.ts"
 import type * as Retention from "./schedule/Retention.ts"
@@ -293,16 +295,26 @@ export const servicesFromSettings = (
       : Tokenizer.Tokenizer.fromDirectory(settings.tokenizer),
     Sessions.Sessions.layer,
     Forests.Forests.layer,
-    extras.telemetry === undefined ? Telemetry.Telemetry.layer : Telemetry.Telemetry.layerSink(extras.telemetry)
+    extras.telemetry === undefined ? Telemetry.Telemetry.layer : Telemetry.Telemetry.layerSink(extras.telemetry),
+    ReplayRecorder.ReplayRecorder.layer(
+      ReplayRecord.generationSettingsOf(
+        settings,
+        settings.tokenizer === undefined ? null : Path.resolve(cwd, settings.tokenizer)
+      )
+    )
   )
   const ownEngine = engineLayer(settings, { cwd, embedded: extras.embedded })
-  const engine = role.engine === undefined ? ownEngine : role.engine(ownEngine)
-  const generation = Layer.unwrap(
+  const generationCore = Layer.unwrap(
     Effect.map(
       Effect.fromResult(Generation.Generation.optionsOf(settings)),
       (options) => Generation.Generation.layer(options)
     )
   )
+  // With debug dumps, each Session's requests and engine answers are recorded for `replay` (docs/debugging.md).
+  const recording = settings.saveDebugRolloutData !== undefined
+  const someEngine = role.engine === undefined ? ownEngine : role.engine(ownEngine)
+  const engine = recording ? ReplayRecorder.recordingEngine(someEngine) : someEngine
+  const generation = recording ? ReplayRecorder.recordingGeneration(generationCore) : generationCore
   const supervisor = Layer.effect(
     Supervisor.Supervisor,
     Effect.gen(function*() {

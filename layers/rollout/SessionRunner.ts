@@ -11,7 +11,7 @@
  * `Credit` scores the Group (reward, custom advantage or GRPO; a `null` hook result filters it). A Session that fails,
  * an export that does not match and a Reward error fail with a `GroupError`, which drops the Group.
  */
-import { Context, Effect, Layer } from "effect"
+import { Context, Effect, Layer, Option } from "effect"
 import type * as Errors from "../../src/cluster/errors.ts"
 import type * as Wire from "../../src/cluster/Wire.ts"
 import * as Settings from "../../src/config/Settings.ts"
@@ -31,6 +31,7 @@ import * as Credit from "../credit/Credit.ts"
 import * as Engine from "../engine/Engine.ts"
 import * as Forests from "../generation/Forests.ts"
 import * as Instruments from "../observability/Instruments.ts"
+import * as ReplayRecorder from "../replay/Recorder.ts"
 import * as Telemetry from "../runtime/Telemetry.ts"
 import * as FirstRequestBarrier from "../schedule/FirstRequestBarrier.ts"
 import * as GenerationGate from "../schedule/GenerationGate.ts"
@@ -131,6 +132,8 @@ const make = Effect.gen(function*() {
   const gate = yield* GenerationGate.GenerationGate
   const retains = gate.mode.partialRollout || gate.mode.fullyAsync
   const engine = yield* Engine.Engine
+  // Composed with debug dumps only (src/index.ts): each Session's replay record goes beside its forest.
+  const recorder = Option.getOrUndefined(yield* Effect.serviceOption(ReplayRecorder.ReplayRecorder))
 
   const inputOptions: SessionInput.InputOptions = {
     inputKey: settings.inputKey,
@@ -182,6 +185,10 @@ const make = Effect.gen(function*() {
         const budget = yield* supervisor.makeBudget
         yield* gate.trackBudget(budget)
         const sessionGate = !eval_ && retains ? yield* gate.register(sessionId, budget) : undefined
+        if (recorder !== undefined) {
+          yield* recorder.begin(sessionId)
+          yield* Effect.addFinalizer(() => Effect.asVoid(recorder.take(sessionId)))
+        }
         yield* sessions.register({
           sessionId,
           groupId: group.groupId,
@@ -237,10 +244,12 @@ const make = Effect.gen(function*() {
         )
         // The whole forest goes into the debug dump once per Session (its first context), and only when dumps are on.
         const dump = settings.saveDebugRolloutData === undefined ? undefined : ForestDump.ofForest(forest)
+        const replay = recorder === undefined ? undefined : yield* recorder.take(sessionId)
         const debug = contexts.map((c, i): Records.ContextDebug => ({
           view: Sample.debugView(forest, c.hash),
           counters,
-          ...(i === 0 && dump !== undefined ? { forest: dump } : {})
+          ...(i === 0 && dump !== undefined ? { forest: dump } : {}),
+          ...(i === 0 && replay !== undefined ? { replay } : {})
         }))
         return { sessionId, samples, debug } satisfies SessionResult
       }))

@@ -154,7 +154,8 @@ export const decode = (
       topLogprobs: topLogprobs !== undefined && topLogprobs !== null && isTopLogprobs(topLogprobs)
         ? topLogprobs
         : undefined,
-      toolCallIdPrefix: "call_"
+      toolCallIdPrefix: "call_",
+      protocol: "chat"
     },
     "messages",
     true,

@@ -31,6 +31,8 @@ export interface CanonicalRequest {
   readonly topLogprobs?: number
   /** How the asking protocol spells the ids of generated tool calls (see {@link toolCallId}). */
   readonly toolCallIdPrefix: ToolCallIdPrefix
+  /** The protocol that asked (the replay record names it; docs/debugging.md). */
+  readonly protocol?: Sse.Protocol
   /** How the body's raw history relates to the Session's previous request (Chat only; see {@link Echo}). */
   readonly echo?: Echo
 }
@@ -212,6 +214,7 @@ export interface TurnOptions {
   readonly logprobs: boolean
   readonly topLogprobs: number | undefined
   readonly toolCallIdPrefix: ToolCallIdPrefix
+  readonly protocol: Sse.Protocol
 }
 
 /**
@@ -247,6 +250,7 @@ export const canonicalizeRequest = (
     stop: options.stop,
     logprobs: options.logprobs,
     toolCallIdPrefix: options.toolCallIdPrefix,
+    protocol: options.protocol,
     ...(options.maxTokens === undefined ? {} : { maxTokens: options.maxTokens }),
     ...(options.seed === undefined ? {} : { seed: options.seed }),
     ...(options.topLogprobs === undefined ? {} : { topLogprobs: options.topLogprobs })

@@ -116,7 +116,8 @@ export const decode = (body: unknown): Result.Result<Completion.CanonicalRequest
         seed: undefined,
         logprobs: false,
         topLogprobs: undefined,
-        toolCallIdPrefix: "toolu_"
+        toolCallIdPrefix: "toolu_",
+        protocol: "messages"
       },
       "messages",
       false

@@ -136,7 +136,8 @@ export const decode = (body: unknown): Result.Result<Completion.CanonicalRequest
         seed: undefined,
         logprobs: false,
         topLogprobs: undefined,
-        toolCallIdPrefix: "call_"
+        toolCallIdPrefix: "call_",
+        protocol: "responses"
       },
       "input",
       false

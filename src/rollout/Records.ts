@@ -12,6 +12,7 @@ import type * as Sample from "../forest/Sample.ts"
 import type * as TrainingSample from "../forest/TrainingSample.ts"
 import * as Drift from "../inspect/Drift.ts"
 import type * as ForestDump from "../inspect/ForestDump.ts"
+import type * as ReplayRecord from "../replay/Record.ts"
 import type * as Results from "../trainer/Results.ts"
 
 /** The per-Session counters a debug record reports (the generation core's counters of the exported Session). */
@@ -54,6 +55,8 @@ export interface ContextDebug {
   readonly counters: DebugCounters
   /** The Session's whole SessionForest, on the first exported context of each Session only. */
   readonly forest?: ForestDump.ForestDump | undefined
+  /** The Session's replay record (src/replay/Record.ts), beside its forest. */
+  readonly replay?: ReplayRecord.SessionRecord | undefined
 }
 
 /** What Transfer needs of a scored Group: its start order, its size and its samples with their debug facts. */
@@ -137,7 +140,8 @@ export const debugRecords = (
       turn_spans: sample.turn_spans,
       parser_failures: (facts?.counters.parserFailures ?? 0) + (facts?.counters.droppedToolCalls ?? 0),
       parser_failures_by_request: Object.fromEntries(facts?.counters.parserFailedRequests ?? []),
-      ...(facts?.forest === undefined ? {} : { forest: facts.forest })
+      ...(facts?.forest === undefined ? {} : { forest: facts.forest }),
+      ...(facts?.replay === undefined ? {} : { replay: facts.replay })
     }
   })
 

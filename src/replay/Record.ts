@@ -1,0 +1,190 @@
+/**
+ * The replay record (docs/debugging.md "The replay record"): each Session's model requests as the gateway received
+ * them (canonical) and each engine answer, in order, with timestamps, written in the debug dump beside the forest.
+ *
+ * **Details**
+ * One record per Session (`replay` on its first debug record, like `forest`), versioned by {@link version}. A
+ * request keeps only what it adds to the previous request's messages (`keep` messages of it, then `messages`), and its
+ * tools and template kwargs only when they changed: an agent resends its whole history every turn. An engine attempt
+ * of a request that committed a response carries its token count only (`n`): its ids and logprobs are the committed
+ * response's, in the forest beside it (`ids` / `logprobs` are written for a request that committed nothing). Times are
+ * Unix milliseconds on the rollout's clock.
+ */
+import { Schema } from "effect"
+import type * as Settings from "../config/Settings.ts"
+import * as Hash from "../forest/hash.ts"
+import * as Arrays from "../inspect/Arrays.ts"
+import * as Canonical from "../protocol/canonical.ts"
+import type * as Completion from "../protocol/completion.ts"
+
+/** The format version a rollout writes and `replay` reads. */
+export const version = 1
+
+/** An engine attempt's finish reason, as the engine port reports it. */
+export const Finish = Schema.Union([
+  Schema.Struct({
+    type: Schema.Literal("stop"),
+    matched: Schema.optional(Schema.Union([Schema.Number, Schema.String]))
+  }),
+  Schema.Struct({ type: Schema.Literal("length"), length: Schema.optional(Schema.Number) }),
+  Schema.Struct({ type: Schema.Literal("abort"), message: Schema.optional(Schema.String) })
+])
+export type Finish = typeof Finish.Type
+
+/** One engine attempt of a model request. */
+export const Attempt = Schema.Struct({
+  /** When the engine was asked (after the lease, admission and any parking) and when it answered. */
+  at: Schema.Number,
+  done_at: Schema.Number,
+  rid: Schema.String,
+  /** The generated token count. */
+  n: Schema.Int,
+  /** The ids and logprobs, only for a request that committed no response. */
+  ids: Schema.optionalKey(Arrays.Ints),
+  logprobs: Schema.optionalKey(Arrays.Numbers),
+  finish: Finish,
+  weight_version: Schema.String,
+  weight_versions: Schema.optionalKey(Schema.Array(Schema.String)),
+  cut_by_update: Schema.optionalKey(Schema.Boolean),
+  prompt_tokens: Schema.Int,
+  cached_tokens: Schema.Int
+})
+export type Attempt = typeof Attempt.Type
+
+/** What the agent was answered (the protocol-neutral completion, without its random id and time). */
+export const Answer = Schema.Struct({
+  content: Schema.String,
+  reasoning: Schema.optionalKey(Schema.String),
+  tool_calls: Schema.Array(Schema.Struct({ id: Schema.String, name: Schema.String, arguments: Schema.String })),
+  finish: Schema.Literals(["stop", "length", "tool_calls", "abort"]),
+  usage: Schema.Struct({ prompt_tokens: Schema.Int, completion_tokens: Schema.Int, cached_tokens: Schema.Int })
+})
+export type Answer = typeof Answer.Type
+
+/** The answer a completion gives the agent. */
+export const answerOf = (completion: Completion.Completion): Answer => ({
+  content: completion.content,
+  ...(completion.reasoning === undefined ? {} : { reasoning: completion.reasoning }),
+  tool_calls: completion.toolCalls.map((call) => ({ id: call.id, name: call.name, arguments: call.arguments })),
+  finish: completion.finish,
+  usage: {
+    prompt_tokens: completion.usage.promptTokens,
+    completion_tokens: completion.usage.completionTokens,
+    cached_tokens: completion.usage.cachedTokens
+  }
+})
+
+/** One model request of a Session. */
+export const Request = Schema.Struct({
+  /** When the gateway handed it to the generation core, and when its answer was ready. */
+  at: Schema.Number,
+  done_at: Schema.Number,
+  protocol: Schema.Literals(["chat", "responses", "messages"]),
+  stream: Schema.Boolean,
+  model: Schema.String,
+  /** Messages kept from the previous request's (its first `keep`), then the ones this request adds. */
+  keep: Schema.Int,
+  messages: Schema.Array(Canonical.Message),
+  /** Only when they differ from the previous request's (absent: the same; the first request: none / `{}`). */
+  tools: Schema.optionalKey(Schema.Array(Canonical.Tool)),
+  chat_template_kwargs: Schema.optionalKey(Canonical.TemplateKwargs),
+  max_tokens: Schema.optionalKey(Schema.Int),
+  stop: Schema.Array(Schema.String),
+  seed: Schema.optionalKey(Schema.Int),
+  logprobs: Schema.Boolean,
+  top_logprobs: Schema.optionalKey(Schema.Int),
+  /** The Session's step when the request arrived and when it ended (partial rollout: a later step). */
+  rollout_ids: Schema.Tuple([Schema.Int, Schema.Int]),
+  attempts: Schema.Array(Attempt),
+  /** The answer, or the tag of the generation error the agent got instead. */
+  answer: Schema.optionalKey(Answer),
+  error: Schema.optionalKey(Schema.String)
+})
+export type Request = typeof Request.Type
+
+/** The sampling the Session's requests ran with (from the rollout's settings). */
+export const Sampling = Schema.Struct({
+  temperature: Schema.Number,
+  top_p: Schema.Number,
+  top_k: Schema.Number,
+  max_new_tokens: Schema.Int,
+  stop: Schema.Array(Schema.String),
+  stop_token_ids: Schema.Array(Schema.Int),
+  seed: Schema.optionalKey(Schema.Int)
+})
+export type Sampling = typeof Sampling.Type
+
+/** The settings the generation core ran with (replay runs with them unless told otherwise). */
+export const GenerationSettings = Schema.Struct({
+  /** The tokenizer directory (absolute), or null: the bundled Qwen3 tokenizer. */
+  tokenizer: Schema.NullOr(Schema.String),
+  tool_call_parser: Schema.NullOr(Schema.String),
+  reasoning_parser: Schema.NullOr(Schema.String),
+  strict_match: Schema.Boolean,
+  skip_special_tokens: Schema.Boolean,
+  allow_special_tokens: Schema.Boolean,
+  fail_unparsed_turns: Schema.Boolean,
+  /** `--apply-chat-template-kwargs`: the Session's base template kwargs. */
+  apply_chat_template_kwargs: Canonical.TemplateKwargs
+})
+export type GenerationSettings = typeof GenerationSettings.Type
+
+/** The generation settings of a rollout (`tokenizer`: its directory made absolute by the caller). */
+export const generationSettingsOf = (
+  settings: Settings.RolloutSettings,
+  tokenizer: string | null
+): GenerationSettings => ({
+  tokenizer,
+  tool_call_parser: settings.agenticToolCallParser ?? null,
+  reasoning_parser: settings.agenticReasoningParser ?? null,
+  strict_match: settings.strictMatch,
+  skip_special_tokens: settings.rolloutSkipSpecialTokens,
+  allow_special_tokens: settings.agenticAllowSpecialTokens,
+  fail_unparsed_turns: settings.agenticFailUnparsedTurns,
+  apply_chat_template_kwargs: settings.applyChatTemplateKwargs
+})
+
+/** A Session's replay record. */
+export const SessionRecord = Schema.Struct({
+  version: Schema.Literal(version),
+  generation: GenerationSettings,
+  mode: Schema.Literals(["train", "eval"]),
+  sampling: Sampling,
+  max_context_len: Schema.NullOr(Schema.Int),
+  /** When the Session was registered (its agent launched right after). */
+  started_at: Schema.Number,
+  requests: Schema.Array(Request)
+})
+export type SessionRecord = typeof SessionRecord.Type
+
+/** The version field alone: an older record is named by it before its shape is decoded. */
+export const Versioned = Schema.Struct({ version: Schema.Number })
+
+/** A request's canonical state, in the record's delta form against the previous request's state. */
+export const delta = (
+  previous: Canonical.State | undefined,
+  state: Canonical.State
+): Pick<Request, "keep" | "messages" | "tools" | "chat_template_kwargs"> => {
+  const before = previous?.messages ?? []
+  let keep = 0
+  while (
+    keep < before.length && keep < state.messages.length && Hash.equalJson(before[keep], state.messages[keep])
+  ) keep++
+  const tools = previous === undefined ? state.tools.length > 0 : !Hash.equalJson(previous.tools, state.tools)
+  const kwargs = previous === undefined
+    ? Object.keys(state.chat_template_kwargs).length > 0
+    : !Hash.equalJson(previous.chat_template_kwargs, state.chat_template_kwargs)
+  return {
+    keep,
+    messages: state.messages.slice(keep),
+    ...(tools ? { tools: state.tools } : {}),
+    ...(kwargs ? { chat_template_kwargs: state.chat_template_kwargs } : {})
+  }
+}
+
+/** The canonical state of a recorded request, given the previous request's state (the inverse of {@link delta}). */
+export const stateOf = (previous: Canonical.State | undefined, request: Request): Canonical.State => ({
+  messages: [...(previous?.messages ?? []).slice(0, request.keep), ...request.messages],
+  tools: request.tools ?? previous?.tools ?? [],
+  chat_template_kwargs: request.chat_template_kwargs ?? previous?.chat_template_kwargs ?? {}
+})
