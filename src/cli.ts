@@ -18,20 +18,20 @@ import { fileURLToPath } from "node:url"
 import * as Gateway from "../layers/gateway/Gateway.ts"
 import * as Rollout from "../layers/rollout/Rollout.ts"
 import * as RolloutRpc from "../layers/trainer/RolloutRpc.ts"
-import * as Check from "./cli/check.ts"
-import * as Cluster from "./cli/cluster.ts"
+import * as CheckCommand from "./cli/CheckCommand.ts"
+import * as ClusterCommands from "./cli/ClusterCommands.ts"
 import * as ClusterFlags from "./cluster/Flags.ts"
 import * as Settings from "./config/Settings.ts"
 
 /** The cluster flags (docs/scale-out.md): every member's, and `runner`'s own. */
 export const clusterFlags = [...ClusterFlags.memberFlags, ...ClusterFlags.runnerFlags]
-import * as Flags from "./cli/flags.ts"
-import * as Inspect from "./cli/inspect.ts"
-import * as CliSettings from "./cli/settings.ts"
-import * as Shutdown from "./cli/shutdown.ts"
-import * as Errors from "./errors.ts"
+import * as CommandFlags from "./cli/CommandFlags.ts"
+import * as InspectCommand from "./cli/InspectCommand.ts"
+import * as SettingsFromFlags from "./cli/SettingsFromFlags.ts"
+import * as Shutdown from "./cli/Shutdown.ts"
 import * as Relax from "./index.ts"
 import * as RunReport from "./rollout/RunReport.ts"
+import * as Thrown from "./Thrown.ts"
 
 // The command's parts live under src/cli/; their public names stay importable from here.
 export {
@@ -41,7 +41,7 @@ export {
   renderCheck,
   type Requirement,
   runCheck
-} from "./cli/check.ts"
+} from "./cli/CheckCommand.ts"
 export {
   describeFlag,
   expandMultiValues,
@@ -55,8 +55,8 @@ export {
   normalizeArgs,
   rolloutFlags,
   serveFlags
-} from "./cli/flags.ts"
-export { inspectCommand, inspectFlagNames, type InspectRequest, runInspect } from "./cli/inspect.ts"
+} from "./cli/CommandFlags.ts"
+export { inspectCommand, inspectFlagNames, type InspectRequest, runInspect } from "./cli/InspectCommand.ts"
 export {
   CliInputError,
   configMessage,
@@ -65,13 +65,13 @@ export {
   type SettingsError,
   settingsFromFlags,
   unusedOptionWarnings
-} from "./cli/settings.ts"
+} from "./cli/SettingsFromFlags.ts"
 
 /** A failure as effect/cli shows it: `ERROR` + the message on stderr, exit code 1. */
 const userError = (message: string) => new CliError.UserError({ cause: message, userMessage: message })
 
-const settingsError = (error: CliSettings.SettingsError) =>
-  userError(error._tag === "RolloutConfigError" ? CliSettings.configMessage(error) : error.message)
+const settingsError = (error: SettingsFromFlags.SettingsError) =>
+  userError(error._tag === "RolloutConfigError" ? SettingsFromFlags.configMessage(error) : error.message)
 
 // ---------------------------------------------------------------------------------------------------------------
 // The commands
@@ -87,17 +87,17 @@ const stamp = (): string => new Date().toISOString().replace(/[-:]/g, "").replac
 /** `relax-agentic check [flags]`. */
 export const checkCommand = Command.make(
   "check",
-  Flags.flagsOf([...Flags.rolloutFlags, Flags.rowFlag, ...ClusterFlags.memberFlags]),
+  CommandFlags.flagsOf([...CommandFlags.rolloutFlags, CommandFlags.rowFlag, ...ClusterFlags.memberFlags]),
   (values) =>
     Effect.gen(function*() {
-      const settings = yield* Effect.mapError(CliSettings.settingsFromFlags(values), settingsError)
+      const settings = yield* Effect.mapError(SettingsFromFlags.settingsFromFlags(values), settingsError)
       const row = values["row"]
-      const report = yield* Check.runCheck(settings, {
+      const report = yield* CheckCommand.runCheck(settings, {
         row: row !== undefined && Option.isSome(row) && typeof row.value === "number" ? row.value : undefined
       }).pipe(Effect.mapError((error) => userError(error.message)))
-      yield* Console.log(Check.renderCheck(report, settings))
+      yield* Console.log(CheckCommand.renderCheck(report, settings))
       // With --cluster-database-url: the live runners' --runner-slots count as the external slots.
-      const runners = yield* Cluster.runnerCapacity(values, settings)
+      const runners = yield* ClusterCommands.runnerCapacity(values, settings)
       if (runners !== undefined) {
         yield* Console.log(runners.lines + (runners.warning === undefined ? "" : `\nWARNING: ${runners.warning}`))
       }
@@ -117,17 +117,17 @@ export const checkCommand = Command.make(
 
 /** The text a startup or rollout failure shows: the error's own message, which names the flag or file to fix. */
 const failureText = (error: unknown): string => {
-  if (error instanceof Settings.RolloutConfigError) return CliSettings.configMessage(error)
+  if (error instanceof Settings.RolloutConfigError) return SettingsFromFlags.configMessage(error)
   if (typeof error === "object" && error !== null && "_tag" in error && error._tag === "ServeError") {
     return `--host/--port: the gateway cannot listen${error instanceof Error ? `: ${error.message}` : ""}`
   }
-  return Errors.messageOf(error)
+  return Thrown.messageOf(error)
 }
 
 /**
  * Run the whole rollout the settings describe (`--num-rollout` steps, Eval, the files under `--output-dir`) and
  * return what it wrote. Every agent is reaped before this completes, also when it is interrupted (Ctrl-C); an
- * interrupted run's last line says which step was interrupted and what was written where (`src/cli/shutdown.ts`).
+ * interrupted run's last line says which step was interrupted and what was written where (`src/cli/Shutdown.ts`).
  */
 export const runRollout = (settings: Settings.RolloutSettings, role: Relax.ClusterRole = {}) =>
   Effect.gen(function*() {
@@ -139,30 +139,32 @@ export const runRollout = (settings: Settings.RolloutSettings, role: Relax.Clust
   }).pipe(Effect.provide(Relax.layerFromSettings(settings, {}, role)))
 
 /** The cluster role `rollout` / `serve` take with `--cluster-database-url` (none without it). */
-const roleFromFlags = (values: Flags.FlagValues, settings: Settings.RolloutSettings) =>
+const roleFromFlags = (values: CommandFlags.FlagValues, settings: Settings.RolloutSettings) =>
   Effect.gen(function*() {
-    const cluster = yield* Cluster.clusterOptionsFromFlags(values)
+    const cluster = yield* ClusterCommands.clusterOptionsFromFlags(values)
     if (cluster === undefined) return {}
-    const problem = Cluster.clusterProblem(settings)
+    const problem = ClusterCommands.clusterProblem(settings)
     if (problem !== undefined) return yield* userError(problem)
-    return Cluster.controllerRole(cluster)
+    return ClusterCommands.controllerRole(cluster)
   })
 
 /** `relax-agentic rollout [flags]`. */
 export const rolloutCommand = Command.make(
   "rollout",
-  Flags.flagsOf([...Flags.rolloutFlags, ...ClusterFlags.memberFlags]),
+  CommandFlags.flagsOf([...CommandFlags.rolloutFlags, ...ClusterFlags.memberFlags]),
   (values) =>
     Effect.gen(function*() {
       const settings = yield* Effect.mapError(
-        CliSettings.settingsFromFlags(values, { outputDir: `runs/rollout-${stamp()}-${randomUUID().slice(0, 8)}` }),
+        SettingsFromFlags.settingsFromFlags(values, {
+          outputDir: `runs/rollout-${stamp()}-${randomUUID().slice(0, 8)}`
+        }),
         settingsError
       )
       const role = yield* roleFromFlags(values, settings)
       // --agent-max-slots is the external executor's limit: below the required slots, Sessions would queue there.
-      const capacityWarning = Check.capacityOf(settings).warning
+      const capacityWarning = CheckCommand.capacityOf(settings).warning
       if (capacityWarning !== undefined) yield* Console.error(`WARNING ${capacityWarning}`)
-      for (const warning of CliSettings.unusedOptionWarnings(settings)) yield* Console.error(`WARNING ${warning}`)
+      for (const warning of SettingsFromFlags.unusedOptionWarnings(settings)) yield* Console.error(`WARNING ${warning}`)
       yield* Shutdown.onInterrupted((signal) => `Interrupted by ${signal} during startup; nothing was written`)
       const summary = yield* runRollout(settings, role).pipe(Effect.mapError((error) => userError(failureText(error))))
       const dir = resolvePath(settings.outputDir ?? ".")
@@ -172,14 +174,14 @@ export const rolloutCommand = Command.make(
     })
 ).pipe(Command.withDescription("Run an agentic rollout: Groups of agent Sessions per step, samples to --output-dir."))
 
-const stringFlag = (values: Flags.FlagValues, name: string): string | undefined => {
+const stringFlag = (values: CommandFlags.FlagValues, name: string): string | undefined => {
   const value = values[name]
   return value !== undefined && Option.isSome(value) && typeof value.value === "string" ? value.value : undefined
 }
 
 /** `--rpc-host/--rpc-port/--rpc-token` (the token also from RELAX_RPC_TOKEN); a public host needs a token. */
 export const rpcOptionsFromFlags = (
-  values: Flags.FlagValues,
+  values: CommandFlags.FlagValues,
   env: Readonly<Record<string, string | undefined>> = process.env
 ): Effect.Effect<RolloutRpc.RpcServerOptions, CliError.UserError> => {
   const host = stringFlag(values, "rpc-host") ?? "127.0.0.1"
@@ -203,14 +205,14 @@ export const rpcOptionsFromFlags = (
 /** `relax-agentic serve [flags]`: gateway + rollout + trainer RPC until a `Shutdown` call or Ctrl-C. */
 export const serveCommand = Command.make(
   "serve",
-  Flags.flagsOf([...Flags.rolloutFlags, ...Flags.serveFlags, ...ClusterFlags.memberFlags]),
+  CommandFlags.flagsOf([...CommandFlags.rolloutFlags, ...CommandFlags.serveFlags, ...ClusterFlags.memberFlags]),
   (values) =>
     Effect.gen(function*() {
-      const settings = yield* Effect.mapError(CliSettings.settingsFromFlags(values), settingsError)
+      const settings = yield* Effect.mapError(SettingsFromFlags.settingsFromFlags(values), settingsError)
       const role = yield* roleFromFlags(values, settings)
       const rpc = yield* rpcOptionsFromFlags(values)
       // Eval datasets serve `Evaluate` calls whatever --eval-interval says, so only the capacity check applies here.
-      const capacityWarning = Check.capacityOf(settings).warning
+      const capacityWarning = CheckCommand.capacityOf(settings).warning
       if (capacityWarning !== undefined) yield* Console.error(`WARNING ${capacityWarning}`)
       yield* Effect.gen(function*() {
         const server = yield* RolloutRpc.RolloutRpcServer
@@ -240,7 +242,13 @@ export const command = Command.make("relax-agentic").pipe(
     "Agentic rollout for RL training: supervise agent harnesses, serve them model APIs, " +
       "record SessionForests, write training samples."
   ),
-  Command.withSubcommands([rolloutCommand, checkCommand, serveCommand, Inspect.inspectCommand, Cluster.runnerCommand])
+  Command.withSubcommands([
+    rolloutCommand,
+    checkCommand,
+    serveCommand,
+    InspectCommand.inspectCommand,
+    ClusterCommands.runnerCommand
+  ])
 )
 
 /**
@@ -249,14 +257,18 @@ export const command = Command.make("relax-agentic").pipe(
  */
 export const parseArgs = (
   argv: ReadonlyArray<string>
-): Effect.Effect<Flags.FlagValues, CliError.CliError, Command.Environment> =>
+): Effect.Effect<CommandFlags.FlagValues, CliError.CliError, Command.Environment> =>
   Effect.gen(function*() {
-    let captured: Flags.FlagValues = {}
-    const probe = Command.make("rollout", Flags.flagsOf([...Flags.rolloutFlags, Flags.rowFlag]), (values) =>
-      Effect.sync(() => {
-        captured = values
-      }))
-    yield* Command.runWith(probe, { version, renderErrors: false })(Flags.normalizeArgs(argv))
+    let captured: CommandFlags.FlagValues = {}
+    const probe = Command.make(
+      "rollout",
+      CommandFlags.flagsOf([...CommandFlags.rolloutFlags, CommandFlags.rowFlag]),
+      (values) =>
+        Effect.sync(() => {
+          captured = values
+        })
+    )
+    yield* Command.runWith(probe, { version, renderErrors: false })(CommandFlags.normalizeArgs(argv))
     return captured
   })
 
@@ -283,7 +295,7 @@ export const presenter: CliOutput.Presenter = {
 
 /** Run the command line `argv` (without `node` and the script). */
 export const run = (argv: ReadonlyArray<string>) =>
-  Command.runWith(command, { version })(Flags.normalizeArgs(argv)).pipe(
+  Command.runWith(command, { version })(CommandFlags.normalizeArgs(argv)).pipe(
     Effect.provide(CliOutput.layerPresenter(presenter))
   )
 

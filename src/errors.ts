@@ -1,5 +1,5 @@
 /**
- * Every tagged error of `src/`, in one place for callers that branch on `_tag`, and `messageOf`.
+ * Every tagged error of `src/`, in one place for callers that branch on `_tag`; it only re-exports.
  *
  * **Details**
  * Each error is defined next to the code that raises it (so a module and its failures read together); this module
@@ -13,8 +13,9 @@ export {
   FleetCommandError,
   RunnerLostError,
   SessionFailedError
-} from "./cluster/errors.ts"
+} from "./cluster/ClusterError.ts"
 export { RolloutConfigError } from "./config/Settings.ts"
+export { BatchingError } from "./credit/Batching.ts"
 export {
   AdvantageError,
   CreditConfigError,
@@ -22,22 +23,22 @@ export {
   GroupRewardError,
   NormalizationError,
   RewardError
-} from "./credit/errors.ts"
-export { ContextLengthError, ExportError, ForestInvariantError, ForestNotFoundError } from "./forest/errors.ts"
+} from "./credit/CreditError.ts"
+export { ContextLengthError } from "./engine/ContextLengthError.ts"
+export { ExportError, ForestInvariantError, ForestNotFoundError } from "./forest/ForestError.ts"
 export {
   GenerationEngineError,
   type GenerationError,
   ImageRejectedError,
   UnusableResponseError
-} from "./generation/errors.ts"
+} from "./generation/GenerationError.ts"
 export { HookSpecError } from "./hooks/HookSpec.ts"
 export { DumpLineError } from "./inspect/Dump.ts"
 export { LoraRegistryError } from "./lora/Registry.ts"
-export { UnknownParserError } from "./parsers/registry.ts"
-export { CanonicalError } from "./protocol/canonical.ts"
-export { GatewayError, ProtocolError } from "./protocol/errors.ts"
+export { UnknownParserError } from "./parsers/ParserRegistry.ts"
+export { CanonicalError } from "./protocol/Canonical.ts"
+export { GatewayError, ProtocolError } from "./protocol/ProtocolError.ts"
 export { OutputPathError } from "./rollout/OutputPaths.ts"
-export { BatchingError } from "./schedule/Batching.ts"
 export { DatasetError } from "./schedule/Dataset.ts"
 export { TooManyDroppedGroupsError } from "./schedule/DropStreak.ts"
 export { ExitedBeforeFirstRequestError, RunnerDiedError } from "./schedule/GroupFailure.ts"
@@ -48,13 +49,7 @@ export {
   SessionClosedError,
   SessionInputError,
   SessionOutputError
-} from "./session/errors.ts"
+} from "./session/SessionError.ts"
 export { TemplateError } from "./template/ChatTemplate.ts"
+export { codeOf, messageOf } from "./Thrown.ts"
 export { RolloutCallError } from "./trainer/Results.ts"
-
-/** The text of a thrown value: an `Error`'s message, anything else as `String` writes it. */
-export const messageOf = (error: unknown): string => error instanceof Error ? error.message : String(error)
-
-/** The `code` of a Node error (`ENOENT`, `ERR_MODULE_NOT_FOUND`, …), or `undefined` when it has none. */
-export const codeOf = (error: unknown): string | undefined =>
-  typeof error === "object" && error !== null && "code" in error ? String(error.code) : undefined

@@ -28,7 +28,7 @@
 import { Effect, Layer, ManagedRuntime, Stream } from "effect"
 import type { HttpServerError } from "effect/http"
 import * as Path from "node:path"
-import type * as Membership from "../layers/cluster/Membership.ts"
+import type * as ClusterJoin from "../layers/cluster/ClusterJoin.ts"
 import * as Credit from "../layers/credit/Credit.ts"
 import * as EmbeddedEngine from "../layers/engine/EmbeddedEngine.ts"
 import type * as Engine from "../layers/engine/Engine.ts"
@@ -39,13 +39,13 @@ import * as Forests from "../layers/generation/Forests.ts"
 import * as Generation from "../layers/generation/Generation.ts"
 import * as MetricsServer from "../layers/observability/MetricsServer.ts"
 import * as OtlpExport from "../layers/observability/OtlpExport.ts"
+import * as Telemetry from "../layers/observability/Telemetry.ts"
+import * as FairScheduler from "../layers/platform/FairScheduler.ts"
+import type * as Hooks from "../layers/platform/Hooks.ts"
 import * as ReplayRecorder from "../layers/replay/Recorder.ts"
 import * as Rollout from "../layers/rollout/Rollout.ts"
 import * as RolloutConfig from "../layers/rollout/RolloutConfig.ts"
 import type * as SessionRunner from "../layers/rollout/SessionRunner.ts"
-import * as FairScheduler from "../layers/runtime/FairScheduler.ts"
-import type * as Hooks from "../layers/runtime/Hooks.ts"
-import * as Telemetry from "../layers/runtime/Telemetry.ts"
 import type * as GenerationGate from "../layers/schedule/GenerationGate.ts"
 import * as GroupPool from "../layers/schedule/GroupPool.ts"
 import * as Sessions from "../layers/schedule/Sessions.ts"
@@ -58,12 +58,12 @@ import * as RolloutOptions from "./config/RolloutOptions.ts"
 import * as Settings from "./config/Settings.ts"
 import type * as CreditOptions from "./credit/CreditOptions.ts"
 import type * as HookSpec from "./hooks/HookSpec.ts"
-import * as Parsers from "./parsers/registry.ts"
+import * as ParserRegistry from "./parsers/ParserRegistry.ts"
 import * as ReplayRecord from "./replay/Record.ts"
 import type * as OutputPaths from "./rollout/OutputPaths.ts"
 import type * as ScheduleDataset from "./schedule/Dataset.ts"
 import type * as Retention from "./schedule/Retention.ts"
-import type * as Errors from "./session/errors.ts"
+import type * as SessionError from "./session/SessionError.ts"
 import type * as Results from "./trainer/Results.ts"
 
 export { EmbeddedEngine, type EmbeddedEngineOptions } from "../layers/engine/EmbeddedEngine.ts"
@@ -75,6 +75,9 @@ export {
   type PauseMode
 } from "../layers/engine/Engine.ts"
 export { Gateway } from "../layers/gateway/Gateway.ts"
+export { memorySink, OutputWriteError, processSink, type Sink, Telemetry } from "../layers/observability/Telemetry.ts"
+export * as FairScheduler from "../layers/platform/FairScheduler.ts"
+export * as SimulationClock from "../layers/platform/SimulationClock.ts"
 export {
   type EvalDatasetResult,
   type EvalResult,
@@ -85,9 +88,6 @@ export {
   type StepResult
 } from "../layers/rollout/Rollout.ts"
 export { RolloutConfig } from "../layers/rollout/RolloutConfig.ts"
-export * as FairScheduler from "../layers/runtime/FairScheduler.ts"
-export * as SimulationClock from "../layers/runtime/SimulationClock.ts"
-export { memorySink, OutputWriteError, processSink, type Sink, Telemetry } from "../layers/runtime/Telemetry.ts"
 export { type DropReason, TooManyDroppedGroupsError } from "../layers/schedule/GroupPool.ts"
 export { type InProcessAgent, type InProcessAgentInput, Supervisor } from "../layers/session/Supervisor.ts"
 export {
@@ -113,7 +113,7 @@ export {
   RolloutConfigError,
   type RolloutSettings
 } from "./config/Settings.ts"
-export { ContextLengthError } from "./forest/errors.ts"
+export { ContextLengthError } from "./engine/ContextLengthError.ts"
 export { Advantage, Reward, Status, TrainingSample } from "./forest/TrainingSample.ts"
 export { OutputPathError } from "./rollout/OutputPaths.ts"
 export * as RunReport from "./rollout/RunReport.ts"
@@ -130,13 +130,13 @@ export type RolloutStartupError =
   | HookSpec.HookSpecError
   | Hooks.HookLoadError
   | Engine.EngineError
-  | Parsers.UnknownParserError
-  | Errors.AgentSpecError
+  | ParserRegistry.UnknownParserError
+  | SessionError.AgentSpecError
   | Credit.CreditStartupError
   | ScheduleDataset.DatasetError
   | OutputPaths.OutputPathError
   | HttpServerError.ServeError
-  | Membership.JoinError
+  | ClusterJoin.JoinError
 
 /** Extras a program can give `makeRollout` besides the options. */
 export interface MakeRolloutExtras {
@@ -180,7 +180,7 @@ export const supervisorFromSettings = (
   settings: Settings.RolloutSettings,
   baseUrl: string,
   extras: Pick<MakeRolloutExtras, "agent"> = {}
-): Effect.Effect<Supervisor.SupervisorShape, Errors.AgentSpecError> =>
+): Effect.Effect<Supervisor.SupervisorShape, SessionError.AgentSpecError> =>
   Effect.flatMap(
     executorFromSettings(settings, baseUrl, extras),
     (supervisor) =>
@@ -193,7 +193,7 @@ const executorFromSettings = (
   settings: Settings.RolloutSettings,
   baseUrl: string,
   extras: Pick<MakeRolloutExtras, "agent">
-): Effect.Effect<Supervisor.SupervisorShape, Errors.AgentSpecError> =>
+): Effect.Effect<Supervisor.SupervisorShape, SessionError.AgentSpecError> =>
   extras.agent !== undefined
     ? Effect.succeed(Supervisor.Supervisor.inProcess(extras.agent, {
       baseUrl,
@@ -226,7 +226,7 @@ export interface ClusterRole {
   readonly sessionRunner?:
     | Layer.Layer<
       SessionRunner.SessionRunner,
-      Membership.JoinError,
+      ClusterJoin.JoinError,
       Credit.Credit | Engine.Engine | RolloutConfig.RolloutConfig
     >
     | undefined
@@ -234,16 +234,16 @@ export interface ClusterRole {
   readonly gate?:
     | ((
       mode: Retention.Mode
-    ) => Layer.Layer<GenerationGate.GenerationGate, Membership.JoinError, Engine.Engine | RolloutConfig.RolloutConfig>)
+    ) => Layer.Layer<GenerationGate.GenerationGate, ClusterJoin.JoinError, Engine.Engine | RolloutConfig.RolloutConfig>)
     | undefined
   /** The controller's engine, whose weight changes every runner follows (`layers/cluster/Fleet.ts`). */
   readonly engine?:
     | (<E, R>(
       engine: Layer.Layer<Engine.Engine, E, R>
-    ) => Layer.Layer<Engine.Engine, E | Membership.JoinError, R | RolloutConfig.RolloutConfig>)
+    ) => Layer.Layer<Engine.Engine, E | ClusterJoin.JoinError, R | RolloutConfig.RolloutConfig>)
     | undefined
   /** A runner's gateway forwarding (`layers/cluster/Forward.ts` over the runner's membership). */
-  readonly forwarder?: Layer.Layer<ModelRoute.Forwarder, Membership.JoinError> | undefined
+  readonly forwarder?: Layer.Layer<ModelRoute.Forwarder, ClusterJoin.JoinError> | undefined
   /** What agents get as `RELAX_BASE_URL` instead of this process's own gateway URL. */
   readonly agentBaseUrl?: string | undefined
 }

@@ -1,11 +1,12 @@
 /**
  * The error vocabulary (docs/architecture.md "Errors"): src/errors.ts lists every tagged error of src/, and every
- * tagged error of src/ and layers/ is named `…Error` with free text in `detail` (never in `reason`), and the text of a thrown value is `Errors.messageOf`.
+ * tagged error of src/ and layers/ is named `…Error` with free text in `detail` (never in `reason`), and the text of a thrown value is `Thrown.messageOf`.
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import * as Errors from "../src/errors.ts"
+import * as ErrorIndex from "../src/errors.ts"
+import * as Thrown from "../src/Thrown.ts"
 
 const root = Path.join(import.meta.dirname, "..")
 
@@ -33,7 +34,7 @@ describe("the error vocabulary", () => {
       taggedErrors(file).map((name) => ({ name, file }))
     )
     assert.isAbove(declared.length, 20)
-    const exported = new Set(Object.keys(Errors))
+    const exported = new Set(Object.keys(ErrorIndex))
     for (const { file, name } of declared) {
       assert.isTrue(exported.has(name), `${name} (${file}) is missing from src/errors.ts`)
     }
@@ -60,16 +61,16 @@ describe("the error vocabulary", () => {
   })
 
   it("has one messageOf for thrown values", () => {
-    assert.strictEqual(Errors.messageOf(new TypeError("bad input")), "bad input")
-    assert.strictEqual(Errors.messageOf("plain text"), "plain text")
-    assert.strictEqual(Errors.messageOf(42), "42")
+    assert.strictEqual(Thrown.messageOf(new TypeError("bad input")), "bad input")
+    assert.strictEqual(Thrown.messageOf("plain text"), "plain text")
+    assert.strictEqual(Thrown.messageOf(42), "42")
   })
 
   it("leaves no local copy of messageOf in src/ or layers/", () => {
     const copy = /instanceof Error\s*\?\s*[\w.]+\.message\s*:\s*String\(/
     const copies = [...sources("src"), ...sources("layers")].filter((file) =>
-      file !== Path.join("src", "errors.ts") && copy.test(Fs.readFileSync(Path.join(root, file), "utf8"))
+      file !== Path.join("src", "Thrown.ts") && copy.test(Fs.readFileSync(Path.join(root, file), "utf8"))
     )
-    assert.deepStrictEqual(copies, [], "use Errors.messageOf (src/errors.ts)")
+    assert.deepStrictEqual(copies, [], "use Thrown.messageOf (src/Thrown.ts)")
   })
 })

@@ -23,8 +23,8 @@
 import { Context, Deferred, Duration, Effect, Layer, Schedule, Semaphore } from "effect"
 import { EntityId, Sharding } from "effect/cluster"
 import { randomBytes } from "node:crypto"
-import * as Errors from "../../src/cluster/errors.ts"
-import type * as Wire from "../../src/cluster/Wire.ts"
+import * as ClusterError from "../../src/cluster/ClusterError.ts"
+import type * as ClusterWire from "../../src/cluster/ClusterWire.ts"
 import type * as Retention from "../../src/schedule/Retention.ts"
 import * as Engine from "../engine/Engine.ts"
 import * as GenerationGate from "../schedule/GenerationGate.ts"
@@ -42,23 +42,23 @@ export interface FleetShape {
   /** This controller's run id (Group keys and fleet commands carry it). */
   readonly controller: string
   /** The weights every runner must follow now (a `Grant` carries them). */
-  readonly weights: Effect.Effect<Wire.WeightsState>
+  readonly weights: Effect.Effect<ClusterWire.WeightsState>
   /** The weights at the start (no runner is told: the first `Grant` carries them). */
   readonly startWeights: (version: string) => void
   /** Change the weights (`seq` is assigned here) and make every runner follow them. */
   readonly setWeights: (
     version: string,
-    paused: Wire.WeightsState["paused"]
-  ) => Effect.Effect<void, Errors.FleetCommandError>
+    paused: ClusterWire.WeightsState["paused"]
+  ) => Effect.Effect<void, ClusterError.FleetCommandError>
   /** Send `command` to every runner; one reply per runner that answered. */
   readonly broadcast: (
-    command: Wire.FleetCommand
-  ) => Effect.Effect<ReadonlyArray<Wire.FleetReply>, Errors.FleetCommandError>
+    command: ClusterWire.FleetCommand
+  ) => Effect.Effect<ReadonlyArray<ClusterWire.FleetReply>, ClusterError.FleetCommandError>
   /** A Session's gate state as its runner reported it. */
-  readonly setGate: (sessionId: string, state: Wire.GateState) => void
+  readonly setGate: (sessionId: string, state: ClusterWire.GateState) => void
   /** The Session ended here: forget its state. */
   readonly forget: (sessionId: string) => void
-  readonly gateOf: (sessionId: string) => Wire.GateState | undefined
+  readonly gateOf: (sessionId: string) => ClusterWire.GateState | undefined
   /** Called whenever a Session's gate state changed (or it ended). */
   readonly onChange: (listener: () => void) => void
   /** Completes once no Session of this controller is protected (a step's close waits for them, as in one process). */
@@ -66,7 +66,7 @@ export interface FleetShape {
 }
 
 /** The fleet (see the module comment). */
-export class Fleet extends Context.Service<Fleet, FleetShape>()("relax-agentic/cluster/Fleet") {}
+export class Fleet extends Context.Service<Fleet, FleetShape>()("relax-agentic/Fleet") {}
 
 /** The Group entity ids that land on every shard, one per shard. */
 const shardIds = (sharding: Sharding.Sharding["Service"], shards: number): ReadonlyArray<string> => {
@@ -90,8 +90,8 @@ const make = (options: FleetOptions) =>
     const targets = shardIds(sharding, options.shards)
     const lock = yield* Semaphore.make(1)
     let seq = 0
-    let weights: Wire.WeightsState = { seq: 0, version: "0", paused: null }
-    const gates = new Map<string, Wire.GateState>()
+    let weights: ClusterWire.WeightsState = { seq: 0, version: "0", paused: null }
+    const gates = new Map<string, ClusterWire.GateState>()
     const listeners: Array<() => void> = []
     let unprotected: Deferred.Deferred<void> | undefined
 
@@ -114,7 +114,7 @@ const make = (options: FleetOptions) =>
         }),
         Effect.timeoutOrElse({
           duration: options.callTimeout,
-          orElse: () => Effect.fail(new Errors.ClusterCallError({ reason: "deadline", detail: `Fleet ${id}` }))
+          orElse: () => Effect.fail(new ClusterError.ClusterCallError({ reason: "deadline", detail: `Fleet ${id}` }))
         }),
         Effect.catchTag(
           [
@@ -134,12 +134,12 @@ const make = (options: FleetOptions) =>
         )
       )
 
-    const broadcast = (command: Wire.FleetCommand) =>
+    const broadcast = (command: ClusterWire.FleetCommand) =>
       lock.withPermits(1)(Effect.gen(function*() {
         seq += 1
         const payload = { controller, seq, command }
         const replies = yield* Effect.forEach(targets, (id) => send(id, payload), { concurrency: "unbounded" })
-        const byRunner = new Map<string, Wire.FleetReply>()
+        const byRunner = new Map<string, ClusterWire.FleetReply>()
         for (const reply of replies) if (reply !== undefined) byRunner.set(reply.runner, reply)
         return [...byRunner.values()]
       }))
@@ -180,7 +180,7 @@ const make = (options: FleetOptions) =>
 export const layer = (options: FleetOptions): Layer.Layer<Fleet, never, Sharding.Sharding> =>
   Layer.effect(Fleet, make(options))
 
-const engineFailure = (error: Errors.FleetCommandError) =>
+const engineFailure = (error: ClusterError.FleetCommandError) =>
   new Engine.EngineError({ reason: "refused", detail: error.message })
 
 /**
@@ -195,7 +195,7 @@ export const engineLayer: Layer.Layer<Engine.Engine, never, Engine.Engine | Flee
     const lock = yield* Semaphore.make(1)
     // The runners start from the controller's version (the first Grant carries it).
     fleet.startWeights(yield* engine.weightVersion)
-    const follow = (paused: Wire.WeightsState["paused"]) => (version: string) =>
+    const follow = (paused: ClusterWire.WeightsState["paused"]) => (version: string) =>
       Effect.as(Effect.mapError(fleet.setWeights(version, paused), engineFailure), version)
     return {
       ...engine,

@@ -18,7 +18,7 @@
 import { Clock, Duration, Effect, Layer } from "effect"
 import type { Sharding } from "effect/cluster"
 import * as Routing from "../../src/cluster/Routing.ts"
-import * as Errors from "../../src/protocol/errors.ts"
+import * as ProtocolError from "../../src/protocol/ProtocolError.ts"
 import * as ModelRoute from "../gateway/ModelRoute.ts"
 import * as OwnerRelay from "../gateway/OwnerRelay.ts"
 import * as GroupEntity from "./GroupEntity.ts"
@@ -65,7 +65,7 @@ export const layer = (
         viaCluster: (request) => {
           const key = Routing.groupKeyOf(request.sessionId)
           if (key === undefined) {
-            return Effect.fail(Errors.GatewayError.runnerUnavailable("not a cluster Session id"))
+            return Effect.fail(ProtocolError.GatewayError.runnerUnavailable("not a cluster Session id"))
           }
           return makeClient(key).Forward(request).pipe(
             Effect.map((answer) => {
@@ -75,7 +75,7 @@ export const layer = (
               }
               return answer
             }),
-            Effect.mapError((error) => Errors.GatewayError.runnerUnavailable(error._tag))
+            Effect.mapError((error) => ProtocolError.GatewayError.runnerUnavailable(error._tag))
           )
         },
         ownerOf: (sessionId) => {

@@ -22,8 +22,8 @@
 import { Schema } from "effect"
 import { Entity } from "effect/cluster"
 import { Rpc } from "effect/rpc"
-import * as Errors from "../../src/cluster/errors.ts"
-import * as Wire from "../../src/cluster/Wire.ts"
+import * as ClusterError from "../../src/cluster/ClusterError.ts"
+import * as ClusterWire from "../../src/cluster/ClusterWire.ts"
 
 /** Hold `slots` agent slots for this Group's Sessions on the owner, or say why not. */
 export const Reserve = Rpc.make("Reserve", {
@@ -52,12 +52,12 @@ export const RunSession = Rpc.make("RunSession", {
     controller: Schema.String,
     sessionId: Schema.String,
     position: Schema.Int,
-    group: Wire.PlannedGroup,
+    group: ClusterWire.PlannedGroup,
     /** The controller's sample-changing settings (`src/cluster/Fingerprint.ts`); a runner that differs refuses. */
     config: Schema.Record(Schema.String, Schema.String)
   },
-  success: Wire.SessionEvent,
-  error: Wire.RunFailure,
+  success: ClusterWire.SessionEvent,
+  error: ClusterWire.RunFailure,
   stream: true
 })
 
@@ -71,9 +71,9 @@ export const Grant = Rpc.make("Grant", {
     controller: Schema.String,
     sessionId: Schema.String,
     rolloutId: Schema.Int,
-    weights: Wire.WeightsState
+    weights: ClusterWire.WeightsState
   },
-  error: Schema.Union([Wire.RunnerLostError, Errors.FleetCommandError])
+  error: Schema.Union([ClusterWire.RunnerLostError, ClusterError.FleetCommandError])
 })
 
 /** End the Session and reap its agent (a dropped Group, a closed step, a finished Session's cleanup). */
@@ -87,13 +87,13 @@ export const Stop = Rpc.make("Stop", {
  */
 export const Touch = Rpc.make("Touch", {
   payload: { runner: Schema.String, sessionId: Schema.String },
-  error: Wire.RunnerLostError
+  error: ClusterWire.RunnerLostError
 })
 
 /** An agent's model request, forwarded as it arrived, and the owner's answer. */
 export const Forward = Rpc.make("Forward", {
-  payload: Wire.ForwardedRequest,
-  success: Wire.ForwardedResponse
+  payload: ClusterWire.ForwardedRequest,
+  success: ClusterWire.ForwardedResponse
 })
 
 /**
@@ -101,9 +101,9 @@ export const Forward = Rpc.make("Forward", {
  * most several times: `seq` makes the repeats no-ops that answer the first delivery's reply).
  */
 export const Fleet = Rpc.make("Fleet", {
-  payload: { controller: Schema.String, seq: Schema.Int, command: Wire.FleetCommand },
-  success: Wire.FleetReply,
-  error: Errors.FleetCommandError
+  payload: { controller: Schema.String, seq: Schema.Int, command: ClusterWire.FleetCommand },
+  success: ClusterWire.FleetReply,
+  error: ClusterError.FleetCommandError
 })
 
 /** The Group entity. */

@@ -38,11 +38,11 @@ import {
 } from "effect"
 import { Entity, Sharding } from "effect/cluster"
 import { randomBytes } from "node:crypto"
-import * as Errors from "../../src/cluster/errors.ts"
+import * as ClusterError from "../../src/cluster/ClusterError.ts"
+import * as ClusterWire from "../../src/cluster/ClusterWire.ts"
 import * as Fingerprint from "../../src/cluster/Fingerprint.ts"
 import * as Slots from "../../src/cluster/Slots.ts"
-import * as Wire from "../../src/cluster/Wire.ts"
-import * as SessionErrors from "../../src/session/errors.ts"
+import * as SessionError from "../../src/session/SessionError.ts"
 import * as Engine from "../engine/Engine.ts"
 import * as RolloutConfig from "../rollout/RolloutConfig.ts"
 import * as SessionRunner from "../rollout/SessionRunner.ts"
@@ -55,12 +55,12 @@ interface Hosted {
   /** The run id of the controller that sent it (its fleet commands apply to it). */
   readonly controller: string
   /** Its state at the generation gate, as its event stream reports it (partial rollout / fully async). */
-  readonly gateState: SubscriptionRef.SubscriptionRef<Wire.GateState>
+  readonly gateState: SubscriptionRef.SubscriptionRef<ClusterWire.GateState>
   /** The controller granted its Group's lease. */
   leased: boolean
-  readonly lease: Deferred.Deferred<void, SessionErrors.SessionClosedError>
+  readonly lease: Deferred.Deferred<void, SessionError.SessionClosedError>
   readonly firstRequest: Deferred.Deferred<void>
-  readonly done: Deferred.Deferred<Wire.SessionResult, Wire.SessionFailedError>
+  readonly done: Deferred.Deferred<ClusterWire.SessionResult, ClusterWire.SessionFailedError>
   rolloutId: number
   fiber: Fiber.Fiber<void> | undefined
   /** When the controller last sent anything for this Session (ms, the Clock's). */
@@ -107,7 +107,7 @@ export interface HostOptions {
 }
 
 /** Answers a forwarded model request on the owner (`layers/cluster/Forward.ts`). */
-export type ForwardHandler = (request: Wire.ForwardedRequest) => Effect.Effect<Wire.ForwardedResponse>
+export type ForwardHandler = (request: ClusterWire.ForwardedRequest) => Effect.Effect<ClusterWire.ForwardedResponse>
 
 export interface HostShape {
   /** This runner process's incarnation id (random per start). */
@@ -133,15 +133,17 @@ export interface HostShape {
   readonly runSession: (
     payload: typeof GroupEntity.RunSession.payloadSchema.Type,
     placement?: Placement
-  ) => Stream.Stream<Wire.SessionEvent, Wire.RunFailure>
+  ) => Stream.Stream<ClusterWire.SessionEvent, ClusterWire.RunFailure>
   readonly grant: (
     payload: typeof GroupEntity.Grant.payloadSchema.Type
-  ) => Effect.Effect<void, Wire.RunnerLostError | Errors.FleetCommandError>
+  ) => Effect.Effect<void, ClusterWire.RunnerLostError | ClusterError.FleetCommandError>
   readonly stop: (payload: typeof GroupEntity.Stop.payloadSchema.Type) => Effect.Effect<void>
-  readonly touch: (payload: typeof GroupEntity.Touch.payloadSchema.Type) => Effect.Effect<void, Wire.RunnerLostError>
+  readonly touch: (
+    payload: typeof GroupEntity.Touch.payloadSchema.Type
+  ) => Effect.Effect<void, ClusterWire.RunnerLostError>
   readonly fleet: (
     payload: typeof GroupEntity.Fleet.payloadSchema.Type
-  ) => Effect.Effect<Wire.FleetReply, Errors.FleetCommandError>
+  ) => Effect.Effect<ClusterWire.FleetReply, ClusterError.FleetCommandError>
   readonly forward: ForwardHandler
   /**
    * The Group entity `key` ended on this runner because its shard is owned elsewhere now (a runner joined, or this
@@ -154,8 +156,8 @@ export interface HostShape {
 /** How often a running Session's stream says it is alive (the controller's idle deadline is a multiple of it). */
 export const aliveInterval = Duration.seconds(2)
 
-const failed = (error: SessionRunner.GroupError): Wire.SessionFailedError =>
-  new Wire.SessionFailedError({ type: error._tag, detail: error.message })
+const failed = (error: SessionRunner.GroupError): ClusterWire.SessionFailedError =>
+  new ClusterWire.SessionFailedError({ type: error._tag, detail: error.message })
 
 /** A Session no controller touched for this long is reaped (its controller died); the controller touches every 5 s. */
 export const orphanAfter = Duration.seconds(30)
@@ -185,10 +187,10 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
     }
     const fingerprint = Fingerprint.of(settings)
 
-    const checkRunner = (runnerId: string): Effect.Effect<void, Wire.RunnerLostError> =>
+    const checkRunner = (runnerId: string): Effect.Effect<void, ClusterWire.RunnerLostError> =>
       runnerId === incarnation
         ? Effect.void
-        : Effect.fail(new Wire.RunnerLostError({ expected: runnerId, actual: incarnation }))
+        : Effect.fail(new ClusterWire.RunnerLostError({ expected: runnerId, actual: incarnation }))
 
     /** Start the Session's fiber in the host's scope (the first delivery of `RunSession`). */
     const start = (payload: typeof GroupEntity.RunSession.payloadSchema.Type, placement: Placement | undefined) =>
@@ -196,11 +198,11 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
         const hosted: Hosted = {
           placement,
           controller: payload.controller,
-          gateState: yield* SubscriptionRef.make<Wire.GateState>({ interrupted: false, protected: false }),
+          gateState: yield* SubscriptionRef.make<ClusterWire.GateState>({ interrupted: false, protected: false }),
           leased: false,
-          lease: yield* Deferred.make<void, SessionErrors.SessionClosedError>(),
+          lease: yield* Deferred.make<void, SessionError.SessionClosedError>(),
           firstRequest: yield* Deferred.make<void>(),
-          done: yield* Deferred.make<Wire.SessionResult, Wire.SessionFailedError>(),
+          done: yield* Deferred.make<ClusterWire.SessionResult, ClusterWire.SessionFailedError>(),
           rolloutId: 0,
           fiber: undefined,
           touched: yield* Clock.currentTimeMillis
@@ -228,7 +230,7 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
             Effect.zipWith(
               runner.takeParserFailures,
               runner.takeDrift,
-              (parserFailures, drift): Wire.SessionResult => ({
+              (parserFailures, drift): ClusterWire.SessionResult => ({
                 sessionId: result.sessionId,
                 samples: result.samples,
                 debug: result.debug,
@@ -245,23 +247,23 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
         return hosted
       })
 
-    const events = (hosted: Hosted): Stream.Stream<Wire.SessionEvent, Wire.SessionFailedError> =>
+    const events = (hosted: Hosted): Stream.Stream<ClusterWire.SessionEvent, ClusterWire.SessionFailedError> =>
       Stream.concat(
-        Stream.succeed<Wire.SessionEvent>({ _tag: "Started", runner: incarnation, address }),
+        Stream.succeed<ClusterWire.SessionEvent>({ _tag: "Started", runner: incarnation, address }),
         Stream.merge(
           Stream.concat(
             Stream.fromEffect(Deferred.await(hosted.firstRequest)).pipe(
-              Stream.as<Wire.SessionEvent>({ _tag: "FirstRequest" })
+              Stream.as<ClusterWire.SessionEvent>({ _tag: "FirstRequest" })
             ),
             Stream.fromEffect(Deferred.await(hosted.done)).pipe(
-              Stream.map((result): Wire.SessionEvent => ({ _tag: "Done", result }))
+              Stream.map((result): ClusterWire.SessionEvent => ({ _tag: "Done", result }))
             )
           ),
           Stream.merge(
-            Stream.tick(aliveInterval).pipe(Stream.as<Wire.SessionEvent>({ _tag: "Alive" })),
+            Stream.tick(aliveInterval).pipe(Stream.as<ClusterWire.SessionEvent>({ _tag: "Alive" })),
             retains
               ? SubscriptionRef.changes(hosted.gateState).pipe(
-                Stream.map((state): Wire.SessionEvent => ({ _tag: "Gate", state }))
+                Stream.map((state): ClusterWire.SessionEvent => ({ _tag: "Gate", state }))
               )
               : Stream.empty
           ),
@@ -273,19 +275,19 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
      * End a hosted Session: its requests fail, its agent is reaped, its slot is freed; a stream still following it
      * ends with `error`, and a later `RunSession` for it (a re-delivery) fails with it instead of starting it again.
      */
-    const stop = (sessionId: string, error: Wire.SessionFailedError) =>
+    const stop = (sessionId: string, error: ClusterWire.SessionFailedError) =>
       Effect.gen(function*() {
         const hosted = table.get(sessionId)
         if (hosted === undefined) return
         table.delete(sessionId)
         tombstones.set(sessionId, { type: error.type, detail: error.detail, at: yield* Clock.currentTimeMillis })
         yield* Deferred.fail(hosted.done, error)
-        yield* Deferred.fail(hosted.lease, new SessionErrors.SessionClosedError({ sessionId }))
+        yield* Deferred.fail(hosted.lease, new SessionError.SessionClosedError({ sessionId }))
         if (hosted.fiber !== undefined) yield* Fiber.interrupt(hosted.fiber)
       })
 
     const stopped = (sessionId: string, why: string) =>
-      new Wire.SessionFailedError({ type: "SessionStopped", detail: `Session ${sessionId} ${why}` })
+      new ClusterWire.SessionFailedError({ type: "SessionStopped", detail: `Session ${sessionId} ${why}` })
 
     // Sessions whose controller went silent (killed without its finalizers) are reaped, unused reservations expire.
     yield* Effect.forkScoped(
@@ -329,7 +331,7 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
         for (const sessionId of sessions) {
           yield* stop(
             sessionId,
-            new Wire.SessionFailedError({
+            new ClusterWire.SessionFailedError({
               type: "ShardMoved",
               detail: `Session ${sessionId} was stopped on runner ${address}: its Group's shard moved to another ` +
                 "runner (a runner joined, or this one left); the Group is dropped and refilled"
@@ -359,7 +361,7 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
       )
     )
 
-    const gateStateOf = (sessionId: string): Wire.GateState => ({
+    const gateStateOf = (sessionId: string): ClusterWire.GateState => ({
       interrupted: gate.isInterrupted(sessionId),
       protected: gate.isProtected(sessionId)
     })
@@ -381,7 +383,10 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
     let followed: { readonly controller: string; readonly seq: number } | undefined
     let enginePaused = false
     let budgetsPaused = false
-    const follow = (controller: string, state: Wire.WeightsState): Effect.Effect<void, Errors.FleetCommandError> =>
+    const follow = (
+      controller: string,
+      state: ClusterWire.WeightsState
+    ): Effect.Effect<void, ClusterError.FleetCommandError> =>
       weightsLock.withPermits(1)(Effect.gen(function*() {
         if (followed !== undefined && followed.controller === controller && state.seq <= followed.seq) return
         // SGLang's servers are shared: the controller's own calls pause, resume and relabel them for every runner,
@@ -408,7 +413,7 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
         followed = { controller, seq: state.seq }
       })).pipe(
         Effect.mapError((error) =>
-          new Errors.FleetCommandError({ reason: "engine", runner: incarnation, detail: error.message })
+          new ClusterError.FleetCommandError({ reason: "engine", runner: incarnation, detail: error.message })
         )
       )
 
@@ -424,7 +429,7 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
         }))
     })
 
-    const command = (controller: string, command: Wire.FleetCommand) => {
+    const command = (controller: string, command: ClusterWire.FleetCommand) => {
       switch (command._tag) {
         case "Weights":
           return Effect.as(follow(controller, command.state), reply({ aborted: 0, pausedSessions: 0 }))
@@ -451,7 +456,7 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
       | {
         readonly controller: string
         readonly seq: number
-        readonly reply: Deferred.Deferred<Wire.FleetReply, Errors.FleetCommandError>
+        readonly reply: Deferred.Deferred<ClusterWire.FleetReply, ClusterError.FleetCommandError>
       }
       | undefined
     const fleet = (payload: typeof GroupEntity.Fleet.payloadSchema.Type) =>
@@ -462,7 +467,7 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
             ? Deferred.await(last.reply)
             : Effect.succeed(reply({ aborted: 0, pausedSessions: 0 })) // an older command: superseded
         }
-        const done = Deferred.makeUnsafe<Wire.FleetReply, Errors.FleetCommandError>()
+        const done = Deferred.makeUnsafe<ClusterWire.FleetReply, ClusterError.FleetCommandError>()
         lastFleet = { controller: payload.controller, seq: payload.seq, reply: done }
         return command(payload.controller, payload.command).pipe(
           Effect.exit,
@@ -493,7 +498,7 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
       })
 
     /** A new Session of Group `key` takes one of its reserved slots; a draining runner starts only reserved ones. */
-    const admit = (key: string | undefined, sessionId: string): Effect.Effect<void, Wire.SessionFailedError> => {
+    const admit = (key: string | undefined, sessionId: string): Effect.Effect<void, ClusterWire.SessionFailedError> => {
       const reservation = key === undefined ? undefined : reservations.get(key)
       if (reservation !== undefined && reservation.pending > 0) {
         reservation.pending -= 1
@@ -502,7 +507,7 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
       }
       return draining
         ? Effect.fail(
-          new Wire.SessionFailedError({
+          new ClusterWire.SessionFailedError({
             type: "RunnerDraining",
             detail: `runner ${address} is draining (SIGTERM) and takes no new Group; Session ${sessionId} ` +
               "is dropped and its Group refilled on another runner"
@@ -533,11 +538,13 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
           yield* checkRunner(payload.runner)
           const differs = Fingerprint.mismatch(payload.config, fingerprint)
           if (differs !== undefined) {
-            return yield* Effect.fail(new Wire.SessionFailedError({ type: "ConfigMismatch", detail: differs }))
+            return yield* Effect.fail(new ClusterWire.SessionFailedError({ type: "ConfigMismatch", detail: differs }))
           }
           const tombstone = tombstones.get(payload.sessionId)
           if (tombstone !== undefined) {
-            return yield* Effect.fail(new Wire.SessionFailedError({ type: tombstone.type, detail: tombstone.detail }))
+            return yield* Effect.fail(
+              new ClusterWire.SessionFailedError({ type: tombstone.type, detail: tombstone.detail })
+            )
           }
           const running = table.get(payload.sessionId)
           if (running === undefined) yield* admit(placement?.key, payload.sessionId)

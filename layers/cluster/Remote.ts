@@ -21,11 +21,11 @@
 import { Duration, Effect, Layer, Option, Schedule, Stream } from "effect"
 import { EntityId, ShardId, Sharding } from "effect/cluster"
 import { randomBytes } from "node:crypto"
-import * as Errors from "../../src/cluster/errors.ts"
+import * as ClusterError from "../../src/cluster/ClusterError.ts"
+import type * as ClusterWire from "../../src/cluster/ClusterWire.ts"
 import * as Fingerprint from "../../src/cluster/Fingerprint.ts"
 import * as Routing from "../../src/cluster/Routing.ts"
-import type * as Wire from "../../src/cluster/Wire.ts"
-import * as Drift from "../../src/inspect/Drift.ts"
+import * as Drift from "../../src/forest/Drift.ts"
 import * as Credit from "../credit/Credit.ts"
 import * as RolloutConfig from "../rollout/RolloutConfig.ts"
 import * as SessionRunner from "../rollout/SessionRunner.ts"
@@ -43,7 +43,7 @@ export interface RemoteOptions {
 }
 
 const refused = (message: string) => (cause: { readonly _tag: string; readonly message: string }) =>
-  new Errors.ClusterCallError({
+  new ClusterError.ClusterCallError({
     reason: "refused",
     detail: `${message}: ${cause._tag}${cause.message === "" ? "" : ` (${cause.message})`}`,
     cause
@@ -143,7 +143,7 @@ const make = (options: RemoteOptions) =>
       effect.pipe(
         Effect.timeoutOrElse({
           duration: options.callTimeout,
-          orElse: () => Effect.fail(new Errors.ClusterCallError({ reason: "deadline", detail: what }))
+          orElse: () => Effect.fail(new ClusterError.ClusterCallError({ reason: "deadline", detail: what }))
         })
       )
 
@@ -196,7 +196,7 @@ const make = (options: RemoteOptions) =>
           ),
           Effect.ignore
         ))
-        let result: Wire.SessionResult | undefined
+        let result: ClusterWire.SessionResult | undefined
         // Repeating RunSession is safe: the owner follows the Session it already runs under this id.
         yield* whileRefused(Stream.runForEach(
           client.RunSession({
@@ -220,7 +220,7 @@ const make = (options: RemoteOptions) =>
               duration: options.callTimeout,
               orElse: () =>
                 Stream.fail(
-                  new Errors.ClusterCallError({ reason: "deadline", detail: `RunSession ${ticket.sessionId}` })
+                  new ClusterError.ClusterCallError({ reason: "deadline", detail: `RunSession ${ticket.sessionId}` })
                 )
             })
           ),
@@ -258,7 +258,7 @@ const make = (options: RemoteOptions) =>
         )
         if (result === undefined) {
           return yield* Effect.fail(
-            new Errors.ClusterCallError({
+            new ClusterError.ClusterCallError({
               reason: "refused",
               detail: `RunSession ${ticket.sessionId} ended without a result`
             })

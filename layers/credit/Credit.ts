@@ -12,34 +12,27 @@
  * `--use-dynamic-batch-size`.
  */
 import { Context, Effect, Layer, Result } from "effect"
+import * as Batching from "../../src/credit/Batching.ts"
+import * as CreditError from "../../src/credit/CreditError.ts"
 import * as CreditOptions from "../../src/credit/CreditOptions.ts"
 import * as CustomAdvantage from "../../src/credit/CustomAdvantage.ts"
 import * as DynamicFilter from "../../src/credit/DynamicFilter.ts"
-import * as CreditErrors from "../../src/credit/errors.ts"
 import * as Group from "../../src/credit/Group.ts"
 import * as Grpo from "../../src/credit/Grpo.ts"
 import * as Metrics from "../../src/credit/Metrics.ts"
 import * as Reward from "../../src/credit/Reward.ts"
 import * as Whitening from "../../src/credit/Whitening.ts"
-import * as Errors from "../../src/errors.ts"
 import type * as TrainingSample from "../../src/forest/TrainingSample.ts"
 import type * as HookSpec from "../../src/hooks/HookSpec.ts"
-import * as Batching from "../../src/schedule/Batching.ts"
 import type * as AgentSpec from "../../src/session/AgentSpec.ts"
-import * as Hooks from "../runtime/Hooks.ts"
+import * as Thrown from "../../src/Thrown.ts"
+import * as Hooks from "../platform/Hooks.ts"
 
 /** Everything `scoreGroup` / `finishStep` can fail with. */
-export type CreditError =
-  | CreditErrors.FilterError
-  | CreditErrors.RewardError
-  | CreditErrors.GroupRewardError
-  | CreditErrors.AdvantageError
-  | CreditErrors.CreditConfigError
-  | CreditErrors.NormalizationError
-  | Batching.BatchingError
+export type { CreditError } from "../../src/credit/CreditError.ts"
 
 /** What building the service can fail with: a bad hook value, a module that does not load, a bad option. */
-export type CreditStartupError = HookSpec.HookSpecError | Hooks.HookLoadError | CreditErrors.CreditConfigError
+export type CreditStartupError = HookSpec.HookSpecError | Hooks.HookLoadError | CreditError.CreditConfigError
 
 /** A step after credit: its samples (whitened when asked), its metrics, and its micro-batches when dynamic. */
 export interface StepCredit {
@@ -55,7 +48,7 @@ export interface CreditShape {
   readonly scoreGroup: (
     group: Group.Group,
     mode: AgentSpec.RolloutMode
-  ) => Effect.Effect<ReadonlyArray<TrainingSample.TrainingSample> | "filtered", CreditError>
+  ) => Effect.Effect<ReadonlyArray<TrainingSample.TrainingSample> | "filtered", CreditError.CreditError>
   /**
    * Whitening (train, `--normalize-advantages`), metrics and micro-batches for one step's scored rows.
    * `groupSize` overrides the Group size pass@k is logged up to (eval: `--n-samples-per-eval-prompt`).
@@ -64,7 +57,7 @@ export interface CreditShape {
     samples: ReadonlyArray<TrainingSample.TrainingSample>,
     mode: AgentSpec.RolloutMode,
     groupSize?: number
-  ) => Effect.Effect<StepCredit, CreditError>
+  ) => Effect.Effect<StepCredit, CreditError.CreditError>
 }
 
 export interface CreditSettings {
@@ -82,29 +75,29 @@ const callHook = <E>(
 ): Effect.Effect<unknown, E> =>
   Effect.tryPromise({
     try: async () => await hook(...args),
-    catch: (error) => onError(`the hook threw: ${Errors.messageOf(error)}`)
+    catch: (error) => onError(`the hook threw: ${Thrown.messageOf(error)}`)
   })
 
 /** Check the options that can be checked before any Group exists. */
 export const validateOptions = (
   options: CreditOptions.CreditOptions
-): Result.Result<void, CreditErrors.CreditConfigError> => {
+): Result.Result<void, CreditError.CreditConfigError> => {
   if (!Number.isInteger(options.nSamplesPerPrompt) || options.nSamplesPerPrompt < 1) {
     return Result.fail(
-      new CreditErrors.CreditConfigError({
+      new CreditError.CreditConfigError({
         detail: `--n-samples-per-prompt must be a positive integer, got ${options.nSamplesPerPrompt}`
       })
     )
   }
   const combination = CreditOptions.problem(options)
   if (combination !== undefined) {
-    return Result.fail(new CreditErrors.CreditConfigError({ detail: `${combination.flag} ${combination.reason}` }))
+    return Result.fail(new CreditError.CreditConfigError({ detail: `${combination.flag} ${combination.reason}` }))
   }
   if (
     options.maxTokensPerGpu !== undefined && (!Number.isInteger(options.maxTokensPerGpu) || options.maxTokensPerGpu < 1)
   ) {
     return Result.fail(
-      new CreditErrors.CreditConfigError({
+      new CreditError.CreditConfigError({
         detail: `--max-tokens-per-gpu must be a positive integer, got ${options.maxTokensPerGpu}`
       })
     )
@@ -138,11 +131,11 @@ export const make = (
 
     const scoreRow = (
       sample: TrainingSample.TrainingSample
-    ): Effect.Effect<TrainingSample.TrainingSample, CreditErrors.RewardError> =>
+    ): Effect.Effect<TrainingSample.TrainingSample, CreditError.RewardError> =>
       Effect.gen(function*() {
         if (rm === undefined || sample.reward !== null) return sample
         const fail = (reason: string) =>
-          new CreditErrors.RewardError({
+          new CreditError.RewardError({
             sessionId: sample.session_id,
             exportName: sample.export_name,
             detail: `--custom-rm-path: ${reason}`
@@ -153,12 +146,15 @@ export const make = (
         return { ...sample, reward: reward.success }
       })
 
-    const scoreRewards = (group: Group.Group, mode: AgentSpec.RolloutMode): Effect.Effect<Group.Group, CreditError> =>
+    const scoreRewards = (
+      group: Group.Group,
+      mode: AgentSpec.RolloutMode
+    ): Effect.Effect<Group.Group, CreditError.CreditError> =>
       Effect.gen(function*() {
         const rows = Group.rows(group)
         if (rm !== undefined && options.groupRm) {
           const fail = (reason: string) =>
-            new CreditErrors.GroupRewardError({ groupIndex: group.groupIndex, detail: reason })
+            new CreditError.GroupRewardError({ groupIndex: group.groupIndex, detail: reason })
           const value = yield* callHook(rm, [rows, rmConfig], fail)
           const rewards = Reward.fromGroupRm(value, rows.length)
           if (Result.isFailure(rewards)) return yield* fail(rewards.failure)
@@ -170,11 +166,13 @@ export const make = (
         return Group.withRows(group, scored)
       })
 
-    const grpo = (group: Group.Group): Effect.Effect<ReadonlyArray<TrainingSample.TrainingSample>, CreditError> =>
+    const grpo = (
+      group: Group.Group
+    ): Effect.Effect<ReadonlyArray<TrainingSample.TrainingSample>, CreditError.CreditError> =>
       Effect.gen(function*() {
         const rows = Group.rows(group)
         if (rows.length !== options.nSamplesPerPrompt) {
-          return yield* new CreditErrors.NormalizationError({
+          return yield* new CreditError.NormalizationError({
             detail: `Group ${group.groupIndex} has ${rows.length} samples, expected --n-samples-per-prompt ` +
               `${options.nSamplesPerPrompt}; GRPO normalizes over complete Groups`
           })
@@ -182,7 +180,7 @@ export const make = (
         const rewards: Array<number> = []
         for (const sample of rows) {
           const fail = (reason: string) =>
-            new CreditErrors.RewardError({
+            new CreditError.RewardError({
               sessionId: sample.session_id,
               exportName: sample.export_name,
               detail: reason
@@ -203,11 +201,11 @@ export const make = (
     /** Training credit: the custom advantage hook (which may filter the Group), else GRPO. */
     const credit = (
       rewarded: Group.Group
-    ): Effect.Effect<ReadonlyArray<TrainingSample.TrainingSample> | "filtered", CreditError> =>
+    ): Effect.Effect<ReadonlyArray<TrainingSample.TrainingSample> | "filtered", CreditError.CreditError> =>
       Effect.gen(function*() {
         if (advantageHook === undefined) return yield* grpo(rewarded)
         const fail = (reason: string) =>
-          new CreditErrors.AdvantageError({ groupIndex: rewarded.groupIndex, detail: reason })
+          new CreditError.AdvantageError({ groupIndex: rewarded.groupIndex, detail: reason })
         const result = yield* callHook(advantageHook, [CustomAdvantage.hookInput(rewarded)], fail)
         const applied = CustomAdvantage.apply(result, rewarded)
         if (Result.isFailure(applied)) return yield* applied.failure
@@ -218,10 +216,10 @@ export const make = (
     const dynamicFilter = (
       groupIndex: number,
       rows: ReadonlyArray<TrainingSample.TrainingSample>
-    ): Effect.Effect<ReadonlyArray<TrainingSample.TrainingSample> | "filtered", CreditErrors.FilterError> =>
+    ): Effect.Effect<ReadonlyArray<TrainingSample.TrainingSample> | "filtered", CreditError.FilterError> =>
       Effect.gen(function*() {
         if (filterHook === undefined) return rows
-        const fail = (reason: string) => new CreditErrors.FilterError({ groupIndex, detail: reason })
+        const fail = (reason: string) => new CreditError.FilterError({ groupIndex, detail: reason })
         const decision = DynamicFilter.decide(yield* callHook(filterHook, [rows, rmConfig], fail))
         if (Result.isFailure(decision)) return yield* fail(decision.failure)
         if (decision.success.keep) return rows
@@ -236,7 +234,7 @@ export const make = (
     const scoreGroup = (
       group: Group.Group,
       mode: AgentSpec.RolloutMode
-    ): Effect.Effect<ReadonlyArray<TrainingSample.TrainingSample> | "filtered", CreditError> =>
+    ): Effect.Effect<ReadonlyArray<TrainingSample.TrainingSample> | "filtered", CreditError.CreditError> =>
       Effect.gen(function*() {
         yield* Effect.fromResult(Group.validateExports(group, options))
         const rewarded = yield* scoreRewards(group, mode)
@@ -250,7 +248,7 @@ export const make = (
         samples: ReadonlyArray<TrainingSample.TrainingSample>,
         mode: AgentSpec.RolloutMode,
         groupSize?: number
-      ): Effect.fn.Return<StepCredit, CreditError> {
+      ): Effect.fn.Return<StepCredit, CreditError.CreditError> {
         const credited = mode === "train" && options.normalizeAdvantages
           ? yield* Effect.fromResult(Whitening.whiten(samples))
           : samples

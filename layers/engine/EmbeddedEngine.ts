@@ -22,19 +22,19 @@
  *   A speed of 0 or `Infinity` means no latency.
  */
 import { Clock, Deferred, Duration, Effect, Fiber, Latch, Layer, Result } from "effect"
+import * as BigramModel from "../../src/engine/BigramModel.ts"
+import * as ContextLengthError from "../../src/engine/ContextLengthError.ts"
 import * as Decoder from "../../src/engine/Decoder.ts"
-import * as Model from "../../src/engine/Model.ts"
 import * as Sampling from "../../src/engine/Sampling.ts"
+import * as SglangWire from "../../src/engine/sglang/SglangWire.ts"
 import * as Stop from "../../src/engine/Stop.ts"
 import * as WeightVersion from "../../src/engine/WeightVersion.ts"
-import * as Wire from "../../src/engine/Wire.ts"
-import * as Errors from "../../src/errors.ts"
-import * as ForestErrors from "../../src/forest/errors.ts"
 import type * as HookSpec from "../../src/hooks/HookSpec.ts"
 import * as PackedIds from "../../src/ids/PackedIds.ts"
 import * as StableIds from "../../src/ids/StableIds.ts"
-import * as FairScheduler from "../runtime/FairScheduler.ts"
-import * as Hooks from "../runtime/Hooks.ts"
+import * as Thrown from "../../src/Thrown.ts"
+import * as FairScheduler from "../platform/FairScheduler.ts"
+import * as Hooks from "../platform/Hooks.ts"
 import * as Tokenizer from "../tokenizer/Tokenizer.ts"
 import * as Engine from "./Engine.ts"
 
@@ -67,7 +67,7 @@ export interface EmbeddedEngineOptions {
    */
   readonly fullPrefixMatch?: boolean | undefined
   /** Shape of the model (eos probability, favoured set size, ...). */
-  readonly model?: Omit<Model.ModelOptions, "seed" | "vocabSize" | "eosTokenId"> | undefined
+  readonly model?: Omit<BigramModel.ModelOptions, "seed" | "vocabSize" | "eosTokenId"> | undefined
 }
 
 /** Latency-free options, for unit tests. */
@@ -97,8 +97,8 @@ const favouredPool = (tokenizer: Tokenizer.TokenizerShape): ReadonlyArray<number
 }
 
 /** The model an engine with these options uses over `tokenizer` (tests recompute logprobs with it). */
-export const modelFor = (tokenizer: Tokenizer.TokenizerShape, options: EmbeddedEngineOptions = {}): Model.Model =>
-  Model.make({
+export const modelFor = (tokenizer: Tokenizer.TokenizerShape, options: EmbeddedEngineOptions = {}): BigramModel.Model =>
+  BigramModel.make({
     favouredPool: favouredPool(tokenizer),
     ...options.model,
     seed: options.seed ?? 0,
@@ -256,7 +256,7 @@ export const make = (
       new Engine.EngineError({
         reason: "policy",
         detail: `--embedded-policy failed for session ${conversation.sessionId} turn ${conversation.turn}: ` +
-          Errors.messageOf(error),
+          Thrown.messageOf(error),
         cause: error
       })
 
@@ -300,7 +300,7 @@ export const make = (
       )
     }
 
-    type Generated = Effect.Effect<Engine.GenerateResult, ForestErrors.ContextLengthError | Engine.EngineError>
+    type Generated = Effect.Effect<Engine.GenerateResult, ContextLengthError.ContextLengthError | Engine.EngineError>
 
     /**
      * A generation once the gate is open: the request's checks and its registration run synchronously (where the
@@ -313,10 +313,10 @@ export const make = (
       const verified = Sampling.verify(sampling)
       if (Result.isFailure(verified)) return Effect.fail(invalid(verified.failure))
       if (options.maxContextLength !== undefined) {
-        const fits = Wire.checkContextLength(inputIds.length, sampling.maxNewTokens, options.maxContextLength)
+        const fits = SglangWire.checkContextLength(inputIds.length, sampling.maxNewTokens, options.maxContextLength)
         if (Result.isFailure(fits)) {
           return Effect.fail(
-            new ForestErrors.ContextLengthError({
+            new ContextLengthError.ContextLengthError({
               limit: options.maxContextLength,
               engineMessage: fits.failure
             })

@@ -25,12 +25,12 @@
  * src/engine/WeightVersion.ts `attemptVersions`.
  */
 import { Context, Data, Effect, Metric } from "effect"
+import * as ContextLengthError from "../../src/engine/ContextLengthError.ts"
 import type * as Sampling from "../../src/engine/Sampling.ts"
 import type * as WeightVersion from "../../src/engine/WeightVersion.ts"
-import * as Errors from "../../src/forest/errors.ts"
-import type * as Canonical from "../../src/protocol/canonical.ts"
+import type * as Canonical from "../../src/protocol/Canonical.ts"
 import * as Instruments from "../observability/Instruments.ts"
-import * as StepSpan from "../runtime/StepSpan.ts"
+import * as StepSpan from "../platform/StepSpan.ts"
 
 /** The sampling of one request (src/engine/Sampling.ts `RequestSampling`). */
 export type SamplingParams = Sampling.RequestSampling
@@ -116,7 +116,7 @@ export interface GenerateResult {
   /**
    * With `--use-rollout-routing-replay` (SGLang only): one row of `layers × topk` MoE expert ids per sequence position
    * the attempt went through (`promptTokens + outputIds.length − 1` rows; row `p`: the forward step that processed
-   * token `p`), as SGLang returns it (src/engine/Wire.ts `decodeRoutedExperts`); absent otherwise.
+   * token `p`), as SGLang returns it (src/engine/sglang/SglangWire.ts `decodeRoutedExperts`); absent otherwise.
    */
   readonly routedExperts?: ReadonlyArray<ReadonlyArray<number>> | undefined
 }
@@ -211,7 +211,7 @@ export class EngineError extends Data.TaggedError("EngineError")<{
 export interface EngineShape {
   readonly generate: (
     request: GenerateRequest
-  ) => Effect.Effect<GenerateResult, Errors.ContextLengthError | EngineError>
+  ) => Effect.Effect<GenerateResult, ContextLengthError.ContextLengthError | EngineError>
   /** Ask the engine to stop `rid`; its pending `generate` returns the partial output with an abort finish reason. */
   readonly abort: (rid: string) => Effect.Effect<void>
   /** The weight version new generations will report. */

@@ -14,11 +14,11 @@ import { Context, Duration, Effect, Layer, Option } from "effect"
 import { HttpRouter, HttpServer, HttpServerError, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { IncomingMessage, Server, type ServerOptions, ServerResponse } from "node:http"
 import { Socket } from "node:net"
-import * as Chat from "../../src/protocol/chat.ts"
+import * as Chat from "../../src/protocol/Chat.ts"
 import * as ErrorAnswer from "../../src/protocol/ErrorAnswer.ts"
-import * as Errors from "../../src/protocol/errors.ts"
-import * as Messages from "../../src/protocol/messages.ts"
-import * as Sse from "../../src/protocol/sse.ts"
+import * as Messages from "../../src/protocol/Messages.ts"
+import * as ProtocolError from "../../src/protocol/ProtocolError.ts"
+import * as Sse from "../../src/protocol/Sse.ts"
 import type * as Generation from "../generation/Generation.ts"
 import * as MetricsServer from "../observability/MetricsServer.ts"
 import * as Sessions from "../schedule/Sessions.ts"
@@ -125,8 +125,8 @@ const unknownRoute = Effect.gen(function*() {
   const path = request.url.split("?")[0] ?? request.url
   const adapter = path.endsWith("/messages") ? Messages.adapter : Chat.adapter
   const error = ModelRoute.paths.has(path)
-    ? Errors.GatewayError.methodNotAllowed(request.method, path)
-    : Errors.GatewayError.unknownRoute(request.method, path)
+    ? ProtocolError.GatewayError.methodNotAllowed(request.method, path)
+    : ProtocolError.GatewayError.unknownRoute(request.method, path)
   const answer = ErrorAnswer.render(adapter, error)
   return HttpServerResponse.text(answer.body, {
     status: answer.status,

@@ -26,22 +26,22 @@ import { Clock, Context, Duration, Effect, Exit, Fiber, Option, Result, Schedule
 import { FindMyWay } from "effect/http"
 import { randomBytes } from "node:crypto"
 import type { IncomingMessage, ServerResponse } from "node:http"
+import type * as ClusterWire from "../../src/cluster/ClusterWire.ts"
 import * as Routing from "../../src/cluster/Routing.ts"
-import type * as Wire from "../../src/cluster/Wire.ts"
 import * as ApiKey from "../../src/protocol/ApiKey.ts"
-import * as Chat from "../../src/protocol/chat.ts"
-import * as Completion from "../../src/protocol/completion.ts"
+import * as Chat from "../../src/protocol/Chat.ts"
+import * as Completion from "../../src/protocol/Completion.ts"
 import * as EchoBody from "../../src/protocol/EchoBody.ts"
 import * as ErrorAnswer from "../../src/protocol/ErrorAnswer.ts"
-import * as Errors from "../../src/protocol/errors.ts"
 import * as JsonBody from "../../src/protocol/JsonBody.ts"
-import * as Messages from "../../src/protocol/messages.ts"
-import * as Responses from "../../src/protocol/responses.ts"
-import * as Sse from "../../src/protocol/sse.ts"
+import * as Messages from "../../src/protocol/Messages.ts"
+import * as ProtocolError from "../../src/protocol/ProtocolError.ts"
+import * as Responses from "../../src/protocol/Responses.ts"
+import * as Sse from "../../src/protocol/Sse.ts"
 import * as Generation from "../generation/Generation.ts"
 import * as Instruments from "../observability/Instruments.ts"
-import * as FairScheduler from "../runtime/FairScheduler.ts"
-import * as StepSpan from "../runtime/StepSpan.ts"
+import * as FairScheduler from "../platform/FairScheduler.ts"
+import * as StepSpan from "../platform/StepSpan.ts"
 import * as Sessions from "../schedule/Sessions.ts"
 import * as Exchange from "./NodeExchange.ts"
 import * as OwnerRelay from "./OwnerRelay.ts"
@@ -81,7 +81,9 @@ export const adapterOf = (method: string | undefined, url: string): Completion.A
  */
 export interface ForwarderShape {
   /** The request as an entity call to the Session's Group; the owner's answer, or a 503 `runner_unavailable`. */
-  readonly viaCluster: (request: Wire.ForwardedRequest) => Effect.Effect<Wire.ForwardedResponse, Errors.GatewayError>
+  readonly viaCluster: (
+    request: ClusterWire.ForwardedRequest
+  ) => Effect.Effect<ClusterWire.ForwardedResponse, ProtocolError.GatewayError>
   /** The origin of the owner's gateway once an answer over the cluster named it (the direct hop), else `undefined`. */
   readonly ownerOf: (sessionId: string) => string | undefined
   /**
@@ -189,7 +191,7 @@ interface RouteEnv extends Options {
   readonly run: (effect: Effect.Effect<void>) => void
 }
 
-type Outcome = Exit.Exit<Completion.Completion, Errors.GatewayError>
+type Outcome = Exit.Exit<Completion.Completion, ProtocolError.GatewayError>
 
 /** The `Gateway.handle` span's attributes per protocol (made once, not per request). */
 const protocolAttributes: Readonly<Record<Sse.Protocol, Readonly<Record<string, unknown>>>> = {
@@ -206,7 +208,7 @@ type Phase = "head" | "body" | "completion" | "stream" | "answered"
  * status and code the reference answers with) is what records it.
  */
 const logDisconnect = (phase: "body" | "completion", detail = "") => {
-  const error = Errors.GatewayError.clientDisconnect(phase)
+  const error = ProtocolError.GatewayError.clientDisconnect(phase)
   return Effect.logWarning(`${error.message}${detail}`, { status: error.status, code: error.code })
 }
 
@@ -214,7 +216,7 @@ const logDisconnect = (phase: "body" | "completion", detail = "") => {
 const sendError = (
   ex: Exchange.Exchange,
   adapter: Completion.Adapter,
-  error: Errors.AnyError,
+  error: ProtocolError.AnyError,
   headers?: Readonly<Record<string, string>>
 ): void => {
   const answer = ErrorAnswer.render(adapter, error)
@@ -227,8 +229,8 @@ const sendError = (
 }
 
 /** A failed generation as its HTTP error; a 500 is logged with the failure's message (the answer does not say it). */
-const failGeneration = (error: Generation.GenerationError): Effect.Effect<never, Errors.GatewayError> => {
-  const answer = Errors.GatewayError.fromGeneration(error)
+const failGeneration = (error: Generation.GenerationError): Effect.Effect<never, ProtocolError.GatewayError> => {
+  const answer = ProtocolError.GatewayError.fromGeneration(error)
   return answer.status === 500
     ? Effect.logError(`Agentic generation failed: ${error.message}`).pipe(Effect.andThen(Effect.fail(answer)))
     : Effect.fail(answer)
@@ -240,11 +242,11 @@ const readBody = (
   env: RouteEnv,
   claimDisconnectLog: () => boolean,
   alreadyRead?: Exchange.BodyRead
-): Effect.Effect<Result.Result<Uint8Array, Errors.GatewayError> | undefined> =>
+): Effect.Effect<Result.Result<Uint8Array, ProtocolError.GatewayError> | undefined> =>
   Effect.suspend(() => {
     const declared = Number(ex.request.headers["content-length"] ?? Number.NaN)
     if (Number.isFinite(declared) && declared > env.maxBodyBytes) {
-      return Effect.succeed(Result.fail(Errors.GatewayError.bodyTooLarge(env.maxBodyBytes)))
+      return Effect.succeed(Result.fail(ProtocolError.GatewayError.bodyTooLarge(env.maxBodyBytes)))
     }
     // A body Node already holds is read at once, in this task (no suspension, no hop after it).
     const task = FairScheduler.currentTask()
@@ -255,10 +257,10 @@ const readBody = (
         Exchange.readBody(ex, env.maxBodyBytes, (read) => resume(Effect.succeed(read)))
       )
     return read.pipe(
-      Effect.flatMap((read): Effect.Effect<Result.Result<Uint8Array, Errors.GatewayError> | undefined> => {
+      Effect.flatMap((read): Effect.Effect<Result.Result<Uint8Array, ProtocolError.GatewayError> | undefined> => {
         switch (read._tag) {
           case "TooLarge":
-            return Effect.succeed(Result.fail(Errors.GatewayError.bodyTooLarge(env.maxBodyBytes)))
+            return Effect.succeed(Result.fail(ProtocolError.GatewayError.bodyTooLarge(env.maxBodyBytes)))
           case "Aborted":
             return claimDisconnectLog() ? logDisconnect("body").pipe(Effect.as(undefined)) : Effect.succeed(undefined)
           case "Body":
@@ -309,14 +311,14 @@ const serveModel = (
     const remote = Result.isFailure(session) && env.forward !== undefined && !relayed &&
       Routing.groupKeyOf(token.success) !== undefined
     if (Result.isFailure(session) && !remote) {
-      const closed = Errors.GatewayError.sessionClosed(token.success)
+      const closed = ProtocolError.GatewayError.sessionClosed(token.success)
       return relayed
         ? sendError(ex, adapter, closed, { [OwnerRelay.notOwnerHeader]: "1" })
         : sendError(ex, adapter, closed)
     }
     phase = "body"
     const body = yield* readBody(ex, env, claimDisconnectLog, handoff?.read)
-    if (body === undefined) return sendError(ex, adapter, Errors.GatewayError.clientDisconnect("body"))
+    if (body === undefined) return sendError(ex, adapter, ProtocolError.GatewayError.clientDisconnect("body"))
     if (Result.isFailure(body)) return sendError(ex, adapter, body.failure)
     const bytes = body.success
     if (Result.isFailure(session)) {
@@ -382,7 +384,7 @@ const serveModel = (
       if (Exit.isFailure(exit)) return sendError(ex, adapter, failureError(exit))
       const rendered = Result.try(() => JSON.stringify(adapter.renderJson(exit.value, canonical)))
       return Result.isFailure(rendered)
-        ? sendError(ex, adapter, Errors.GatewayError.internal("render"))
+        ? sendError(ex, adapter, ProtocolError.GatewayError.internal("render"))
         : Exchange.sendJson(ex, 200, rendered.success)
     }
 
@@ -434,9 +436,11 @@ const sseFrames: Readonly<Record<Sse.Protocol, { readonly connected: string; rea
   messages: { connected: Sse.encode(Sse.connected("messages")), heartbeat: Sse.encode(Sse.heartbeat("messages")) }
 }
 
-const failureError = (exit: Exit.Failure<Completion.Completion, Errors.GatewayError>): Errors.GatewayError => {
+const failureError = (
+  exit: Exit.Failure<Completion.Completion, ProtocolError.GatewayError>
+): ProtocolError.GatewayError => {
   const reason = exit.cause.reasons.find((r) => r._tag === "Fail")
-  return reason !== undefined ? reason.error : Errors.GatewayError.internal("request")
+  return reason !== undefined ? reason.error : ProtocolError.GatewayError.internal("request")
 }
 
 const renderTerminal = (
@@ -448,7 +452,7 @@ const renderTerminal = (
   if (Exit.isFailure(exit)) return adapter.renderSseError(failureError(exit), context)
   const frames = Result.try(() => adapter.renderSse(exit.value, request))
   return Result.isFailure(frames)
-    ? adapter.renderSseError(Errors.GatewayError.internal("render"), context)
+    ? adapter.renderSseError(ProtocolError.GatewayError.internal("render"), context)
     : frames.success
 }
 
@@ -465,7 +469,7 @@ const serveForwarded = (
   forward: ForwarderShape,
   adapter: Completion.Adapter,
   ex: Exchange.Exchange,
-  request: Wire.ForwardedRequest,
+  request: ClusterWire.ForwardedRequest,
   stream: boolean,
   setPhase: (phase: Phase) => void
 ): Effect.Effect<void> =>
@@ -610,7 +614,7 @@ const brokenRelay = (
   body: Uint8Array,
   now: number
 ): OwnerRelay.Broken => {
-  const error = Errors.GatewayError.runnerUnavailable("its connection was lost while it answered")
+  const error = ProtocolError.GatewayError.runnerUnavailable("its connection was lost while it answered")
   return {
     beforeHeaders: () => sendError(ex, adapter, error),
     sseTail: () => {
@@ -629,7 +633,7 @@ const jsonAnswer = (
   status: number,
   body: unknown,
   headers: Readonly<Record<string, string>> = {}
-): Wire.ForwardedResponse => ({
+): ClusterWire.ForwardedResponse => ({
   kind: "json",
   status,
   headers: { ...headers },
@@ -647,7 +651,7 @@ export const answerForwarded = (
     readonly gateway?: string | undefined
   }
 ): Effect.Effect<
-  (request: Wire.ForwardedRequest) => Effect.Effect<Wire.ForwardedResponse>,
+  (request: ClusterWire.ForwardedRequest) => Effect.Effect<ClusterWire.ForwardedResponse>,
   never,
   Sessions.Sessions | Generation.Generation
 > =>
@@ -660,7 +664,7 @@ export const answerForwarded = (
         if (adapter === undefined) {
           return jsonAnswer(404, { error: { message: `no model route ${request.path}`, type: "not_found_error" } })
         }
-        const error = (e: Errors.AnyError) => {
+        const error = (e: ProtocolError.AnyError) => {
           const answer = ErrorAnswer.render(adapter, e)
           return { kind: "json", status: answer.status, headers: { ...answer.headers }, body: answer.body } as const
         }
@@ -677,7 +681,7 @@ export const answerForwarded = (
         }
         const session = yield* sessions.lookup(request.sessionId).pipe(Effect.result)
         if (Result.isFailure(session)) {
-          const discarded = Errors.GatewayError.sessionClosed(request.sessionId)
+          const discarded = ProtocolError.GatewayError.sessionClosed(request.sessionId)
           return canonical.stream
             ? { kind: "sse", status: 200, headers: {}, body: Sse.encodeAll(adapter.renderSseError(discarded, context)) }
             : error(discarded)
@@ -692,14 +696,14 @@ export const answerForwarded = (
           if (Exit.isFailure(exit)) return { ...error(failureError(exit)), ...owner }
           const rendered = Result.try(() => JSON.stringify(adapter.renderJson(exit.value, canonical)))
           return Result.isFailure(rendered)
-            ? { ...error(Errors.GatewayError.internal("render")), ...owner }
+            ? { ...error(ProtocolError.GatewayError.internal("render")), ...owner }
             : {
               kind: "json",
               status: 200,
               headers: {},
               body: rendered.success,
               ...owner
-            } satisfies Wire.ForwardedResponse
+            } satisfies ClusterWire.ForwardedResponse
         }
         return {
           kind: "sse",
@@ -707,6 +711,6 @@ export const answerForwarded = (
           headers: {},
           body: Sse.encodeAll(renderTerminal(adapter, canonical, context, exit)),
           ...owner
-        } satisfies Wire.ForwardedResponse
+        } satisfies ClusterWire.ForwardedResponse
       })
   })

@@ -8,11 +8,12 @@
  * typed errors (`observe`, `commitResponse`).
  */
 import { Context, Effect, Layer, Result } from "effect"
+import * as ContextLengthError from "../../src/engine/ContextLengthError.ts"
 import * as ForestCommit from "../../src/forest/Commit.ts"
-import * as Errors from "../../src/forest/errors.ts"
 import * as Forest from "../../src/forest/Forest.ts"
-import type * as Canonical from "../../src/protocol/canonical.ts"
-import * as StepSpan from "../runtime/StepSpan.ts"
+import * as ForestError from "../../src/forest/ForestError.ts"
+import type * as Canonical from "../../src/protocol/Canonical.ts"
+import * as StepSpan from "../platform/StepSpan.ts"
 
 /** What a forest is created with; every field defaults (group 0, index 0, no label, empty metadata). */
 export interface ForestInit {
@@ -32,7 +33,7 @@ export interface ForestsShape {
   /** Create (or replace) the forest of a Session and return it. */
   readonly create: (sessionId: string, init?: ForestInit) => Effect.Effect<Forest.Forest>
   /** The forest of a live Session; `ForestNotFoundError` ("Unknown or discarded agentic session '<id>'.") otherwise. */
-  readonly get: (sessionId: string) => Effect.Effect<Forest.Forest, Errors.ForestNotFoundError>
+  readonly get: (sessionId: string) => Effect.Effect<Forest.Forest, ForestError.ForestNotFoundError>
   /**
    * The forest of a live Session or `undefined`, answered at once (the gateway's scan of a body's raw history, which
    * runs on every Chat request before the body is parsed; `get` is the step with its span and typed error).
@@ -47,12 +48,12 @@ export interface ForestsShape {
   readonly observe: (
     forest: Forest.Forest,
     observation: Observation
-  ) => Effect.Effect<string, Errors.ContextLengthError | Errors.ForestInvariantError>
+  ) => Effect.Effect<string, ContextLengthError.ContextLengthError | ForestError.ForestInvariantError>
   /** Commit a finished generation under its parent; returns the response's state hash. */
   readonly commitResponse: (
     forest: Forest.Forest,
     response: ForestCommit.ResponseCommit
-  ) => Effect.Effect<string, Errors.ForestInvariantError>
+  ) => Effect.Effect<string, ForestError.ForestInvariantError>
   /** Number of forests and of committed nodes across them (health and debug endpoints). */
   readonly stats: Effect.Effect<{ readonly forests: number; readonly nodes: number }>
 }
@@ -81,13 +82,13 @@ export class Forests extends Context.Service<Forests, ForestsShape>()("relax-age
           StepSpan.stepOf("Forests.get", () => {
             const forest = store.get(sessionId)
             return forest === undefined
-              ? Effect.fail(new Errors.ForestNotFoundError({ sessionId }))
+              ? Effect.fail(new ForestError.ForestNotFoundError({ sessionId }))
               : Effect.succeed(forest)
           }),
         observe: (forest, observation) =>
           StepSpan.stepOf(
             "Forests.observe",
-            (): Effect.Effect<string, Errors.ContextLengthError | Errors.ForestInvariantError> => {
+            (): Effect.Effect<string, ContextLengthError.ContextLengthError | ForestError.ForestInvariantError> => {
               const fits = Forest.checkObservationContext(
                 forest,
                 observation.parent,
@@ -120,14 +121,14 @@ export class Forests extends Context.Service<Forests, ForestsShape>()("relax-age
  * Run a forest commit; a throw is a broken forest invariant (src/forest/Forest.ts throws nothing else). The commit runs
  * synchronously, inside the caller's step: one Effect value, not a suspended `Effect.try`.
  */
-const commit = (forest: Forest.Forest, run: () => string): Effect.Effect<string, Errors.ForestInvariantError> => {
+const commit = (forest: Forest.Forest, run: () => string): Effect.Effect<string, ForestError.ForestInvariantError> => {
   try {
     return Effect.succeed(run())
   } catch (error) {
     return Effect.fail(
-      error instanceof Errors.ForestInvariantError
+      error instanceof ForestError.ForestInvariantError
         ? error
-        : new Errors.ForestInvariantError({ detail: String(error), sessionId: forest.sessionId })
+        : new ForestError.ForestInvariantError({ detail: String(error), sessionId: forest.sessionId })
     )
   }
 }

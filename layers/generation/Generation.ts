@@ -19,39 +19,39 @@
 import { Clock, Context, Effect, Layer, Result } from "effect"
 import { randomBytes } from "node:crypto"
 import type * as Settings from "../../src/config/Settings.ts"
+import * as ContextLengthError from "../../src/engine/ContextLengthError.ts"
 import * as Rid from "../../src/engine/Rid.ts"
 import * as ForestCommit from "../../src/forest/Commit.ts"
-import * as Errors from "../../src/forest/errors.ts"
+import * as Drift from "../../src/forest/Drift.ts"
 import * as Forest from "../../src/forest/Forest.ts"
 import * as Matching from "../../src/forest/Matching.ts"
-import * as GenerationErrors from "../../src/generation/errors.ts"
+import * as GenerationError from "../../src/generation/GenerationError.ts"
 import * as Turn from "../../src/generation/Turn.ts"
-import * as Drift from "../../src/inspect/Drift.ts"
-import * as Parsers from "../../src/parsers/registry.ts"
-import type * as Canonical from "../../src/protocol/canonical.ts"
-import type * as Completion from "../../src/protocol/completion.ts"
+import * as ParserRegistry from "../../src/parsers/ParserRegistry.ts"
+import type * as Canonical from "../../src/protocol/Canonical.ts"
+import type * as Completion from "../../src/protocol/Completion.ts"
 import * as RawEcho from "../../src/protocol/RawEcho.ts"
-import type * as SessionErrors from "../../src/session/errors.ts"
+import type * as SessionError from "../../src/session/SessionError.ts"
 import type * as ChatTemplate from "../../src/template/ChatTemplate.ts"
 import * as ObservationDelta from "../../src/template/ObservationDelta.ts"
 import * as PromptIds from "../../src/template/PromptIds.ts"
 import * as Engine from "../engine/Engine.ts"
 import * as Instruments from "../observability/Instruments.ts"
-import * as FairScheduler from "../runtime/FairScheduler.ts"
-import * as StepSpan from "../runtime/StepSpan.ts"
+import * as FairScheduler from "../platform/FairScheduler.ts"
+import * as StepSpan from "../platform/StepSpan.ts"
 import type * as GenerationGate from "../schedule/GenerationGate.ts"
 import type * as Sessions from "../schedule/Sessions.ts"
 import * as Tokenizer from "../tokenizer/Tokenizer.ts"
 import * as Forests from "./Forests.ts"
 import * as Images from "./Images.ts"
 
-export type { GenerationError } from "../../src/generation/errors.ts"
+export type { GenerationError } from "../../src/generation/GenerationError.ts"
 
 export interface GenerationOptions {
   /** `--agentic-tool-call-parser`; without one the whole text is content. */
-  readonly toolCallParser?: Parsers.ToolCallParser | undefined
+  readonly toolCallParser?: ParserRegistry.ToolCallParser | undefined
   /** `--agentic-reasoning-parser`; without one no reasoning is split off. */
-  readonly reasoningParser?: Parsers.ReasoningParser | undefined
+  readonly reasoningParser?: ParserRegistry.ReasoningParser | undefined
   /** `--agentic-strict-match`: disable the tolerated match of a response echoed without its reasoning. */
   readonly strictMatch?: boolean | undefined
   /**
@@ -77,14 +77,14 @@ export interface GenerationOptions {
 /** The generation options the rollout flags describe; fails on an unknown parser name. */
 export const optionsOf = (
   settings: Settings.RolloutSettings
-): Result.Result<GenerationOptions, Parsers.UnknownParserError> =>
+): Result.Result<GenerationOptions, ParserRegistry.UnknownParserError> =>
   Result.gen(function*() {
     const toolCallParser = settings.agenticToolCallParser === undefined
       ? undefined
-      : yield* Parsers.ToolCallParsers.get(settings.agenticToolCallParser)
+      : yield* ParserRegistry.ToolCallParsers.get(settings.agenticToolCallParser)
     const reasoningParser = settings.agenticReasoningParser === undefined
       ? undefined
-      : yield* Parsers.ReasoningParsers.get(settings.agenticReasoningParser)
+      : yield* ParserRegistry.ReasoningParsers.get(settings.agenticReasoningParser)
     return {
       toolCallParser,
       reasoningParser,
@@ -103,7 +103,7 @@ export interface GenerationShape {
   readonly generate: (
     session: Sessions.SessionEntry,
     request: Completion.CanonicalRequest
-  ) => Effect.Effect<Completion.Completion, GenerationErrors.GenerationError>
+  ) => Effect.Effect<Completion.Completion, GenerationError.GenerationError>
   /**
    * Read a Chat body's raw history against the Session's previous request (src/protocol/RawEcho.ts): the body's mark,
    * and, when it repeats that request's history byte for byte, what those messages canonicalize to (the committed
@@ -179,9 +179,9 @@ interface RequestRun {
 
 /** How the attempts of a request fail. */
 type AttemptError =
-  | Errors.ContextLengthError
-  | GenerationErrors.GenerationEngineError
-  | SessionErrors.SessionClosedError
+  | ContextLengthError.ContextLengthError
+  | GenerationError.GenerationEngineError
+  | SessionError.SessionClosedError
 
 /** What the parse step gives the commit. */
 interface Parsed {
@@ -304,7 +304,7 @@ const make = (options: GenerationOptions) =>
       const tokens = yield* observationTokens(forest, matched, state)
       // Images get their processor-expanded training tokens; context limits count those (docs/runtime.md, "Model requests").
       const train = yield* Images.expandObservation(tokenizer, tokens, ForestCommit.mediaOf(matched.suffix)).pipe(
-        Effect.mapError((detail) => new GenerationErrors.ImageRejectedError({ detail }))
+        Effect.mapError((detail) => new GenerationError.ImageRejectedError({ detail }))
       )
       return yield* forests.observe(forest, {
         parent: matched.parent,
@@ -391,12 +391,12 @@ const make = (options: GenerationOptions) =>
         Effect.onInterrupt(request.countAbort),
         Effect.mapError((error) =>
           error._tag === "ContextLengthError"
-            ? new Errors.ContextLengthError({
+            ? new ContextLengthError.ContextLengthError({
               limit: session.maxContextLen ?? null,
               promptTokens: planned.promptTokens,
               completionTokens: maxNewTokens
             })
-            : new GenerationErrors.GenerationEngineError({ reason: "engine", detail: error.message, cause: error })
+            : new GenerationError.GenerationEngineError({ reason: "engine", detail: error.message, cause: error })
         )
       )
       const output = yield* (live === undefined ? generate : live.attempt(rid, generate))
@@ -444,7 +444,7 @@ const make = (options: GenerationOptions) =>
           return attemptedAll
         }
         if (outcome._tag === "GiveUp") {
-          return yield* new GenerationErrors.GenerationEngineError({
+          return yield* new GenerationError.GenerationEngineError({
             reason: "aborted",
             detail:
               `Generation backend aborted request ${planned.rid} ${pending.emptyAborts} times in a row without output tokens`
@@ -474,7 +474,7 @@ const make = (options: GenerationOptions) =>
       if (failures > 0) (planned.session.counters.parserFailedRequests ??= new Map()).set(planned.rid, failures)
       const unparsed = Turn.isEmpty(parsedText) && parsedText.malformed + parsedText.droppedUnknownTools > 0
       if (Turn.isEmpty(parsedText) && (!unparsed || options.failUnparsedTurns === true || text.length === 0)) {
-        return yield* new GenerationErrors.UnusableResponseError({
+        return yield* new GenerationError.UnusableResponseError({
           detail: "Response parsers produced an empty assistant message"
         })
       }
@@ -575,7 +575,7 @@ const make = (options: GenerationOptions) =>
       )
       session.counters.generations++
       if (done.pending.outputIds.length === 0) {
-        return yield* new GenerationErrors.UnusableResponseError({
+        return yield* new GenerationError.UnusableResponseError({
           detail: "Generation backend returned a terminal response without output tokens"
         })
       }
@@ -593,7 +593,7 @@ const make = (options: GenerationOptions) =>
     const generate = (
       session: Sessions.SessionEntry,
       canonical: Completion.CanonicalRequest
-    ): Effect.Effect<Completion.Completion, GenerationErrors.GenerationError> =>
+    ): Effect.Effect<Completion.Completion, GenerationError.GenerationError> =>
       Effect.withFiber((fiber) => {
         const tracing = StepSpan.isTracing(fiber)
         const run: RequestRun = {

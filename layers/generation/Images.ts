@@ -5,17 +5,17 @@
  *
  * **Details**
  * Images are `image_url` URLs: `data:` URIs (what dataset images become), `http(s)://` URLs (fetched), or file paths.
- * Only the header is needed for the size, which sharp reads without decoding the pixels (layers/runtime/ImageCodec.ts).
+ * Only the header is needed for the size, which sharp reads without decoding the pixels (layers/platform/ImageCodec.ts).
  * Without a vision processor (`--tokenizer` without `preprocessor_config.json`), an observation whose rendered tokens
  * hold no image placeholder trains on its inference tokens (a text-only template drops the images); one whose tokens
  * do hold placeholders is refused, since its training tokens would be wrong.
  */
 import { Effect, Result } from "effect"
-import * as Errors from "../../src/errors.ts"
 import type * as Commit from "../../src/forest/Commit.ts"
 import * as ImageGrid from "../../src/template/ImageGrid.ts"
-import * as ImageCodec from "../runtime/ImageCodec.ts"
-import * as StepSpan from "../runtime/StepSpan.ts"
+import * as Thrown from "../../src/Thrown.ts"
+import * as ImageCodec from "../platform/ImageCodec.ts"
+import * as StepSpan from "../platform/StepSpan.ts"
 import type * as Tokenizer from "../tokenizer/Tokenizer.ts"
 
 /** A short name for an image in messages (a data URI is cut). */
@@ -36,7 +36,7 @@ const bytesOf = (url: string): Effect.Effect<Buffer | string, string> => {
         if (!response.ok) throw new Error(`HTTP ${response.status}`)
         return Buffer.from(await response.arrayBuffer())
       },
-      catch: (error) => `cannot fetch ${url}: ${Errors.messageOf(error)}`
+      catch: (error) => `cannot fetch ${url}: ${Thrown.messageOf(error)}`
     }).pipe(
       Effect.timeoutOrElse({
         duration: "30 seconds",

@@ -18,7 +18,7 @@ import { readdirSync, readFileSync, statSync } from "node:fs"
 import { createServer } from "node:http"
 import { join, resolve } from "node:path"
 import * as Dump from "../../src/inspect/Dump.ts"
-import * as Model from "../../src/inspect/Model.ts"
+import * as RunView from "../../src/inspect/RunView.ts"
 import * as SessionTree from "../../src/inspect/SessionTree.ts"
 import type * as Tokens from "../../src/inspect/Tokens.ts"
 import type * as Tokenizer from "../tokenizer/Tokenizer.ts"
@@ -83,7 +83,7 @@ const badLine = (error: Dump.DumpLineError) =>
  * (`Dump.withoutArrays`: a cheap index that has every summary row and the search), and each Session decoded in full
  * (`Run.open`) only when it is opened. The files' text stays in memory for that.
  */
-export const load = (path: string, options: Model.Options = {}): Effect.Effect<Model.Run, InspectError> =>
+export const load = (path: string, options: RunView.Options = {}): Effect.Effect<RunView.Run, InspectError> =>
   Effect.gen(function*() {
     const files = yield* filesAt(path)
     const texts: Array<string> = []
@@ -105,7 +105,7 @@ export const load = (path: string, options: Model.Options = {}): Effect.Effect<M
         if (light[i]!.trim() === "") continue
         const line = read[k++]!
         const id = line._tag === "Debug" ? line.record.session_id : line.sample.session_id
-        const key = Model.sessionKey(line.step, id)
+        const key = RunView.sessionKey(line.step, id)
         const list = refs.get(key)
         if (list === undefined) refs.set(key, [{ file: f, start, end }])
         else list.push({ file: f, start, end })
@@ -116,8 +116,8 @@ export const load = (path: string, options: Model.Options = {}): Effect.Effect<M
       return yield* new InspectError({ reason: "no-records", path, detail: `read ${files.length} file(s)` })
     }
     const source = resolve(path)
-    const index = Model.fromLines(source, lines, options)
-    const open = (key: string): Model.Session | Dump.DumpLineError | undefined => {
+    const index = RunView.fromLines(source, lines, options)
+    const open = (key: string): RunView.Session | Dump.DumpLineError | undefined => {
       const mine = refs.get(key)
       if (mine === undefined) return undefined
       const full: Array<Dump.Line> = []
@@ -127,13 +127,13 @@ export const load = (path: string, options: Model.Options = {}): Effect.Effect<M
         if (read instanceof Dump.DumpLineError) return read
         full.push(...read)
       }
-      return Model.fromLines(source, full, options).byKey.get(key)
+      return RunView.fromLines(source, full, options).byKey.get(key)
     }
     return { ...index, open }
   }).pipe(Effect.withSpan("Inspector.load", { attributes: { path } }))
 
 /** A Session opened in full, for its detail (the html export and `/api/session`). */
-const opened = (run: Model.Run, key: string): Effect.Effect<Model.Session | undefined, InspectError> => {
+const opened = (run: RunView.Run, key: string): Effect.Effect<RunView.Session | undefined, InspectError> => {
   const session = run.open(key)
   return session instanceof Dump.DumpLineError ? Effect.fail(badLine(session)) : Effect.succeed(session)
 }
@@ -164,10 +164,10 @@ const scriptJson = (value: unknown): string => JSON.stringify(value).replace(/</
  * The inspector as one self-contained HTML file: the page's script and style inline, the overview and every Session's
  * detail as JSON script elements (a Session's is parsed only when it is opened).
  */
-export const html = (run: Model.Run, vocab: Tokens.Vocabulary): Effect.Effect<string, InspectError> =>
+export const html = (run: RunView.Run, vocab: Tokens.Vocabulary): Effect.Effect<string, InspectError> =>
   Effect.gen(function*() {
     const parts: Array<string> = []
-    parts.push(`<script type="application/json" id="inspect-overview">${scriptJson(Model.overview(run))}</script>`)
+    parts.push(`<script type="application/json" id="inspect-overview">${scriptJson(RunView.overview(run))}</script>`)
     for (const { key } of run.sessions) {
       const session = yield* opened(run, key)
       if (session === undefined) continue
@@ -201,8 +201,8 @@ export interface ServeOptions {
 const json = (value: unknown) =>
   HttpServerResponse.text(JSON.stringify(value), { contentType: "application/json; charset=utf-8" })
 
-const routesOf = (run: Model.Run, vocab: Tokens.Vocabulary) => {
-  const overview = JSON.stringify(Model.overview(run))
+const routesOf = (run: RunView.Run, vocab: Tokens.Vocabulary) => {
+  const overview = JSON.stringify(RunView.overview(run))
   const page = (name: string, contentType: string) =>
     HttpRouter.add(
       "GET",
@@ -248,7 +248,7 @@ const routesOf = (run: Model.Run, vocab: Tokens.Vocabulary) => {
 
 /** The inspector server: serves one run on loopback for the lifetime of the layer. */
 export class Inspector extends Context.Service<Inspector, InspectorShape>()("relax-agentic/Inspector") {
-  static readonly layer = (run: Model.Run, vocab: Tokens.Vocabulary, options: ServeOptions = {}) => {
+  static readonly layer = (run: RunView.Run, vocab: Tokens.Vocabulary, options: ServeOptions = {}) => {
     const host = options.host ?? "127.0.0.1"
     const served = HttpRouter.serve(routesOf(run, vocab), { disableLogger: true, disableListenLog: true }).pipe(
       Layer.provideMerge(

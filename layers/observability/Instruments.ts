@@ -84,7 +84,7 @@ export const engineErrors = labelled(
   ["reason", "operation"]
 )
 
-/** Model requests whose echoed history diverged from a committed response, by `cause` (src/inspect/Drift.ts). */
+/** Model requests whose echoed history diverged from a committed response, by `cause` (src/forest/Drift.ts). */
 export const drift = labelled(
   counter("drift", "Model requests whose echoed history diverged from a committed response, by cause"),
   ["cause"]

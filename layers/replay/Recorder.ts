@@ -11,8 +11,8 @@
  * (`src/replay/Record.ts` is the format). Without dumps nothing is wrapped: `src/index.ts` composes it only then.
  */
 import { Clock, Context, Effect, Exit, Layer } from "effect"
-import type * as Canonical from "../../src/protocol/canonical.ts"
-import type * as Completion from "../../src/protocol/completion.ts"
+import type * as Canonical from "../../src/protocol/Canonical.ts"
+import type * as Completion from "../../src/protocol/Completion.ts"
 import * as Record from "../../src/replay/Record.ts"
 import * as Engine from "../engine/Engine.ts"
 import * as Generation from "../generation/Generation.ts"

@@ -13,8 +13,8 @@
 import { Effect } from "effect"
 import { mkdir, rename, rm, stat, writeFile } from "node:fs/promises"
 import { dirname, join, resolve } from "node:path"
-import * as Errors from "../../src/errors.ts"
 import * as OutputPaths from "../../src/rollout/OutputPaths.ts"
+import * as Thrown from "../../src/Thrown.ts"
 
 /**
  * Create `directory` and its missing ancestors, one `mkdir` each; fails with the file-system error (`ENOTDIR` under a
@@ -31,7 +31,7 @@ export const ensureDirectory = async (directory: string): Promise<void> => {
       }
       break
     } catch (error) {
-      if (Errors.codeOf(error) !== "ENOENT") throw error
+      if (Thrown.codeOf(error) !== "ENOENT") throw error
       missing.push(current)
       const parent = dirname(current)
       if (parent === current) break
@@ -42,7 +42,7 @@ export const ensureDirectory = async (directory: string): Promise<void> => {
     try {
       await mkdir(path)
     } catch (error) {
-      if (Errors.codeOf(error) !== "EEXIST" || !(await stat(path)).isDirectory()) throw error
+      if (Thrown.codeOf(error) !== "EEXIST" || !(await stat(path)).isDirectory()) throw error
     }
   }
 }

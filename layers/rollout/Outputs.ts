@@ -20,7 +20,7 @@ import type * as TrainingSample from "../../src/forest/TrainingSample.ts"
 import * as OutputPaths from "../../src/rollout/OutputPaths.ts"
 import * as Records from "../../src/rollout/Records.ts"
 import type * as RunReport from "../../src/rollout/RunReport.ts"
-import * as Telemetry from "../runtime/Telemetry.ts"
+import * as Telemetry from "../observability/Telemetry.ts"
 import * as Files from "./Files.ts"
 import * as RolloutConfig from "./RolloutConfig.ts"
 
@@ -115,7 +115,7 @@ const make = Effect.gen(function*() {
     // The metric files' text so far (kept as text: a step's line as objects takes several times its bytes).
     let metricsText = ""
     let evalMetricsText = ""
-    const write = (path: string, values: ReadonlyArray<unknown>) => writeText(path, Telemetry.jsonl(values))
+    const write = (path: string, values: ReadonlyArray<unknown>) => writeText(path, Records.jsonl(values))
     const writeText = (path: string, text: string) =>
       save(path, text).pipe(
         Effect.tap(() =>
@@ -128,7 +128,7 @@ const make = Effect.gen(function*() {
     const step = Effect.fn("Outputs.step")(
       function*(rolloutId: number, samples: ReadonlyArray<TrainingSample.TrainingSample>, metricLine: unknown) {
         if (dir === undefined) return
-        metricsText += Telemetry.jsonl([metricLine])
+        metricsText += Records.jsonl([metricLine])
         yield* write(join(dir, `rollout_${rolloutId}.jsonl`), samples)
         yield* writeText(join(dir, "metrics.jsonl"), metricsText)
       }
@@ -141,7 +141,7 @@ const make = Effect.gen(function*() {
         metricLine: unknown
       ) {
         if (dir !== undefined) yield* write(join(dir, `eval_${afterSteps}_${dataset}.jsonl`), samples)
-        if (dir !== undefined) evalMetricsText += Telemetry.jsonl([metricLine])
+        if (dir !== undefined) evalMetricsText += Records.jsonl([metricLine])
       }
     )
     const evalMetrics = Effect.fn("Outputs.evalMetrics")(function*() {
@@ -159,7 +159,7 @@ const make = Effect.gen(function*() {
     if (settings.saveDebugRolloutData === undefined) return
     yield* save(
       OutputPaths.debugDumpPath(settings.saveDebugRolloutData, file),
-      Telemetry.jsonl(Records.debugRecords(samples, debug, rolloutId))
+      Records.jsonl(Records.debugRecords(samples, debug, rolloutId))
     ).pipe(Effect.catch((error) => telemetry.error(error.message)))
   })
 

@@ -14,7 +14,6 @@
 import { Clock, Context, Effect, Layer, Result } from "effect"
 import { readFile } from "node:fs/promises"
 import * as Settings from "../../src/config/Settings.ts"
-import * as Errors from "../../src/errors.ts"
 import type * as OutputPaths from "../../src/rollout/OutputPaths.ts"
 import * as Records from "../../src/rollout/Records.ts"
 import * as RolloutStats from "../../src/rollout/RolloutStats.ts"
@@ -22,11 +21,12 @@ import type * as RunReport from "../../src/rollout/RunReport.ts"
 import * as Dataset from "../../src/schedule/Dataset.ts"
 import * as Partitions from "../../src/schedule/Partitions.ts"
 import * as Retention from "../../src/schedule/Retention.ts"
+import * as Thrown from "../../src/Thrown.ts"
 import type * as Results from "../../src/trainer/Results.ts"
 import * as Credit from "../credit/Credit.ts"
 import * as Engine from "../engine/Engine.ts"
 import * as Forests from "../generation/Forests.ts"
-import * as Telemetry from "../runtime/Telemetry.ts"
+import * as Telemetry from "../observability/Telemetry.ts"
 import * as GenerationGate from "../schedule/GenerationGate.ts"
 import * as GroupPool from "../schedule/GroupPool.ts"
 import * as Sessions from "../schedule/Sessions.ts"
@@ -81,7 +81,7 @@ const loadRows = (path: string): Effect.Effect<ReadonlyArray<Dataset.Row>, Datas
   Effect.tryPromise({
     try: () => readFile(path, "utf8"),
     catch: (error) =>
-      new Dataset.DatasetError({ path, reason: "unreadable", detail: Errors.messageOf(error), cause: error })
+      new Dataset.DatasetError({ path, reason: "unreadable", detail: Thrown.messageOf(error), cause: error })
   }).pipe(Effect.flatMap((text) => Effect.fromResult(Dataset.parse(text, path))))
 
 const make = Effect.gen(function*() {

@@ -12,37 +12,37 @@
  * an export that does not match and a Reward error fail with a `GroupError`, which drops the Group.
  */
 import { Context, Effect, Layer, Option } from "effect"
-import type * as Errors from "../../src/cluster/errors.ts"
-import type * as Wire from "../../src/cluster/Wire.ts"
+import type * as ClusterError from "../../src/cluster/ClusterError.ts"
+import type * as ClusterWire from "../../src/cluster/ClusterWire.ts"
 import * as Settings from "../../src/config/Settings.ts"
 import type * as CreditGroup from "../../src/credit/Group.ts"
-import * as ForestErrors from "../../src/forest/errors.ts"
+import type * as Drift from "../../src/forest/Drift.ts"
 import * as Export from "../../src/forest/Export.ts"
+import * as ForestError from "../../src/forest/ForestError.ts"
 import * as Sample from "../../src/forest/Sample.ts"
 import type * as TrainingSample from "../../src/forest/TrainingSample.ts"
-import type * as Drift from "../../src/inspect/Drift.ts"
 import * as ForestDump from "../../src/inspect/ForestDump.ts"
 import type * as Records from "../../src/rollout/Records.ts"
 import type * as Dataset from "../../src/schedule/Dataset.ts"
 import type * as AgentSpec from "../../src/session/AgentSpec.ts"
-import type * as SessionErrors from "../../src/session/errors.ts"
+import type * as SessionError from "../../src/session/SessionError.ts"
 import * as SessionInput from "../../src/session/SessionInput.ts"
 import * as Credit from "../credit/Credit.ts"
 import * as Engine from "../engine/Engine.ts"
 import * as Forests from "../generation/Forests.ts"
 import * as Instruments from "../observability/Instruments.ts"
+import * as Telemetry from "../observability/Telemetry.ts"
 import * as ReplayRecorder from "../replay/Recorder.ts"
-import * as Telemetry from "../runtime/Telemetry.ts"
 import * as FirstRequestBarrier from "../schedule/FirstRequestBarrier.ts"
 import * as GenerationGate from "../schedule/GenerationGate.ts"
-import * as Pool from "../schedule/Pool.ts"
+import * as PoolContract from "../schedule/PoolContract.ts"
 import * as Sessions from "../schedule/Sessions.ts"
 import * as Supervisor from "../session/Supervisor.ts"
 import * as Tokenizer from "../tokenizer/Tokenizer.ts"
 import * as RolloutConfig from "./RolloutConfig.ts"
 
 /** One Group as planned from the dataset. */
-export interface PlannedGroup extends Pool.GroupLike {
+export interface PlannedGroup extends PoolContract.GroupLike {
   readonly seq: number
   readonly mode: AgentSpec.RolloutMode
   /** Dataset row index. */
@@ -70,17 +70,19 @@ export interface GroupResult {
 
 /** Why a Session or Group was dropped. */
 export type GroupError =
-  | SessionErrors.AgentExecutionError
-  | SessionErrors.SessionInputError
-  | ForestErrors.ExportError
+  | SessionError.AgentExecutionError
+  | SessionError.SessionInputError
+  | ForestError.ExportError
   | Credit.CreditError
-  | ForestErrors.ForestNotFoundError
-  | ForestErrors.ForestInvariantError
-  | Wire.RunnerLostError
-  | Wire.SessionFailedError
-  | Errors.ClusterCallError
+  | ForestError.ForestNotFoundError
+  | ForestError.ForestInvariantError
+  | ClusterWire.RunnerLostError
+  | ClusterWire.SessionFailedError
+  | ClusterError.ClusterCallError
 
-export interface SessionRunnerShape extends Pool.GroupRunner<PlannedGroup, SessionResult, GroupResult, GroupError> {
+export interface SessionRunnerShape
+  extends PoolContract.GroupRunner<PlannedGroup, SessionResult, GroupResult, GroupError>
+{
   /** `error_type=` and detail text of a drop, for the Group pool's drop log line. */
   readonly describeError: (error: GroupError) => { readonly type: string; readonly detail: string }
   /**
@@ -111,8 +113,8 @@ export const rewardWith = (credit: Context.Service.Shape<typeof Credit.Credit>) 
       group.mode
     )
     return scored === "filtered"
-      ? Pool.filtered()
-      : Pool.accepted<GroupResult>({ group, samples: scored, debug: outcomes.flatMap((o) => o.debug) })
+      ? PoolContract.filtered()
+      : PoolContract.accepted<GroupResult>({ group, samples: scored, debug: outcomes.flatMap((o) => o.debug) })
   })
 
 /** `error_type=` and detail of a drop; a Session that failed on a runner keeps its own error's tag. */
@@ -239,7 +241,7 @@ const make = Effect.gen(function*() {
           catch: (error) => error
         }).pipe(
           Effect.catch((error) =>
-            error instanceof ForestErrors.ForestInvariantError ? Effect.fail(error) : Effect.die(error)
+            error instanceof ForestError.ForestInvariantError ? Effect.fail(error) : Effect.die(error)
           )
         )
         // The whole forest goes into the debug dump once per Session (its first context), and only when dumps are on.

@@ -11,7 +11,7 @@
  * `ExitedBeforeFirstRequestError` (src/schedule/GroupFailure.ts).
  */
 import { Deferred, Effect } from "effect"
-import * as Errors from "../../src/session/errors.ts"
+import * as SessionError from "../../src/session/SessionError.ts"
 
 /** A Session's handle on its Group's barrier and lease. */
 export interface SessionTicket {
@@ -23,7 +23,7 @@ export interface SessionTicket {
    * For the generation core, before every model request: the first call counts toward the barrier; completes once the
    * Group holds its Runtime lease; fails with `SessionClosedError` once the Group was dropped.
    */
-  readonly awaitLease: Effect.Effect<void, Errors.SessionClosedError>
+  readonly awaitLease: Effect.Effect<void, SessionError.SessionClosedError>
   /**
    * Whether `awaitLease` would succeed now at once, with nothing to do: arrived, and the lease granted (optional: a
    * ticket without it is always awaited).
@@ -86,7 +86,7 @@ export const make = (options: BarrierOptions): Effect.Effect<FirstRequestBarrier
           return Deferred.await(lease)
         }).pipe(
           Effect.flatMap((leased) => {
-            if (!leased) return Effect.fail(new Errors.SessionClosedError({ sessionId }))
+            if (!leased) return Effect.fail(new SessionError.SessionClosedError({ sessionId }))
             granted = true
             return Effect.void
           })

@@ -32,9 +32,9 @@ import { randomBytes } from "node:crypto"
 import * as DropStreak from "../../src/schedule/DropStreak.ts"
 import * as GroupFailure from "../../src/schedule/GroupFailure.ts"
 import * as Leasing from "../../src/schedule/Leasing.ts"
-import * as Telemetry from "../runtime/Telemetry.ts"
+import * as Telemetry from "../observability/Telemetry.ts"
 import * as GroupRun from "./GroupRun.ts"
-import * as Pool from "./Pool.ts"
+import * as PoolContract from "./PoolContract.ts"
 import * as ResidentGroups from "./ResidentGroups.ts"
 
 export {
@@ -47,9 +47,9 @@ export {
 const defaultSessionId = Effect.sync(() => randomBytes(16).toString("hex"))
 
 /** Create a pool in the current scope. */
-export const makePool = <G extends Pool.GroupLike, O, A, E>(
-  options: Pool.PoolOptions<G, O, A, E>
-): Effect.Effect<Pool.Pool<G, A>, never, Scope.Scope | Telemetry.Telemetry> =>
+export const makePool = <G extends PoolContract.GroupLike, O, A, E>(
+  options: PoolContract.PoolOptions<G, O, A, E>
+): Effect.Effect<PoolContract.Pool<G, A>, never, Scope.Scope | Telemetry.Telemetry> =>
   Effect.gen(function*() {
     const telemetry = yield* Telemetry.Telemetry
     const scope = yield* Effect.scope
@@ -97,7 +97,7 @@ export const makePool = <G extends Pool.GroupLike, O, A, E>(
       })
     }
 
-    const runStep = Effect.fn("GroupPool.runStep")(function*(plan: Pool.StepPlan) {
+    const runStep = Effect.fn("GroupPool.runStep")(function*(plan: PoolContract.StepPlan) {
       yield* failIfTripped
       currentRolloutId = plan.rolloutId
       for (const r of prepared) r.rolloutId = plan.rolloutId
@@ -105,7 +105,7 @@ export const makePool = <G extends Pool.GroupLike, O, A, E>(
       const leased = new Set<ResidentGroups.GroupRecord<G>>(retained)
       retained.clear()
       for (const r of leased) r.rolloutId = plan.rolloutId
-      const acceptedGroups: Array<Pool.AcceptedGroup<G, A>> = []
+      const acceptedGroups: Array<PoolContract.AcceptedGroup<G, A>> = []
       let ledger = Leasing.openStep(plan, options.prelaunch)
 
       while (!Leasing.closes(ledger, countInterrupted(leased))) {
@@ -189,7 +189,7 @@ export const makePool = <G extends Pool.GroupLike, O, A, E>(
         debt: Math.max(0, ledger.debt),
         retainedGroups: retained.size,
         interruptedGroups
-      } satisfies Pool.StepOutcome<G, A>
+      } satisfies PoolContract.StepOutcome<G, A>
     })
 
     return {
@@ -203,9 +203,9 @@ export const makePool = <G extends Pool.GroupLike, O, A, E>(
 
 /** The Group pool service: builds pools whose log lines go to `Telemetry`. */
 export class GroupPool extends Context.Service<GroupPool, {
-  readonly pool: <G extends Pool.GroupLike, O, A, E>(
-    options: Pool.PoolOptions<G, O, A, E>
-  ) => Effect.Effect<Pool.Pool<G, A>, never, Scope.Scope>
+  readonly pool: <G extends PoolContract.GroupLike, O, A, E>(
+    options: PoolContract.PoolOptions<G, O, A, E>
+  ) => Effect.Effect<PoolContract.Pool<G, A>, never, Scope.Scope>
 }>()("relax-agentic/GroupPool") {
   static readonly layer: Layer.Layer<GroupPool, never, Telemetry.Telemetry> = Layer.effect(
     GroupPool,

@@ -15,14 +15,14 @@
 import { Deferred, Effect } from "effect"
 import type * as DropStreak from "../../src/schedule/DropStreak.ts"
 import * as GroupFailure from "../../src/schedule/GroupFailure.ts"
-import type * as Telemetry from "../runtime/Telemetry.ts"
+import type * as Telemetry from "../observability/Telemetry.ts"
 import * as FirstRequestBarrier from "./FirstRequestBarrier.ts"
-import type * as Pool from "./Pool.ts"
+import type * as PoolContract from "./PoolContract.ts"
 import type * as ResidentGroups from "./ResidentGroups.ts"
 
 /** What a Group's fiber needs of its pool. */
-export interface GroupRunContext<G extends Pool.GroupLike, O, A, E> {
-  readonly options: Pool.PoolOptions<G, O, A, E>
+export interface GroupRunContext<G extends PoolContract.GroupLike, O, A, E> {
+  readonly options: PoolContract.PoolOptions<G, O, A, E>
   readonly telemetry: Telemetry.TelemetryShape
   readonly streak: DropStreak.DropStreak
   readonly residents: ResidentGroups.ResidentGroups<G, A>
@@ -42,7 +42,7 @@ const surviveDefects = <A, E>(effect: Effect.Effect<A, E | GroupFailure.RunnerDi
   Effect.catchDefect(effect, (defect) => Effect.fail(new GroupFailure.RunnerDiedError({ cause: defect })))
 
 /** The fiber of the Group `record`, from its Sessions' start to its `Finished` signal. */
-export const run = <G extends Pool.GroupLike, O, A, E>(
+export const run = <G extends PoolContract.GroupLike, O, A, E>(
   context: GroupRunContext<G, O, A, E>,
   record: ResidentGroups.GroupRecord<G>
 ): Effect.Effect<void> => {

@@ -13,7 +13,7 @@
 import { Deferred, Effect, Fiber, Queue, type Scope } from "effect"
 import type * as Leasing from "../../src/schedule/Leasing.ts"
 import * as Retention from "../../src/schedule/Retention.ts"
-import type * as Pool from "./Pool.ts"
+import type * as PoolContract from "./PoolContract.ts"
 
 /** Where a Group is in its life: Prepare (agents started), Runtime (leased), Reward (outside capacity), done. */
 export type Phase = "prepare" | "runtime" | "reward" | "done"
@@ -52,7 +52,7 @@ export const finishOf = <A>(finish: Finish<A>): Leasing.Finish =>
   finish._tag === "Accepted" ? "accepted" : finish._tag === "Filtered" ? "filtered" : "dropped"
 
 /** A pool's resident Groups. */
-export interface ResidentGroups<G extends Pool.GroupLike, A> {
+export interface ResidentGroups<G extends PoolContract.GroupLike, A> {
   /** Groups in Prepare (not leased), in start order. */
   readonly prepared: Array<GroupRecord<G>>
   /** Inputs of Prepare Groups interrupted at a step's end, started again before new ones. */
@@ -79,7 +79,7 @@ export interface ResidentGroups<G extends Pool.GroupLike, A> {
   /** Interrupt the Groups' fibers and release their slots. */
   readonly stop: (records: ReadonlyArray<GroupRecord<G>>) => Effect.Effect<void>
   /** Point-in-time counts, with `activeRolloutId` the pool's current step. */
-  readonly state: (activeRolloutId: number) => Pool.PoolState
+  readonly state: (activeRolloutId: number) => PoolContract.PoolState
   /** The Prepare Groups as the leasing decisions see them. */
   readonly prepareView: () => Array<Leasing.PrepareGroup<GroupRecord<G>>>
   /** Runtime Groups whose every unfinished Session is interrupted now (`PoolOptions.interruption`). */
@@ -87,7 +87,7 @@ export interface ResidentGroups<G extends Pool.GroupLike, A> {
 }
 
 /** Resident Groups of a pool whose fibers live in `scope`. */
-export const make = <G extends Pool.GroupLike, A>(
+export const make = <G extends PoolContract.GroupLike, A>(
   scope: Scope.Scope,
   isSessionInterrupted: ((sessionId: string) => boolean) | undefined
 ): Effect.Effect<ResidentGroups<G, A>> =>
@@ -149,7 +149,7 @@ export const make = <G extends Pool.GroupLike, A>(
         discard: true
       })
 
-    const state = (activeRolloutId: number): Pool.PoolState => {
+    const state = (activeRolloutId: number): PoolContract.PoolState => {
       let runtime = 0
       let reward = 0
       for (const r of all) {

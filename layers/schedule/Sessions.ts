@@ -11,12 +11,12 @@
  */
 import { Context, Data, Effect, Layer, type Tracer } from "effect"
 import { hash, randomBytes } from "node:crypto"
-import type * as Drift from "../../src/inspect/Drift.ts"
+import type * as Drift from "../../src/forest/Drift.ts"
 import type * as AgentSpec from "../../src/session/AgentSpec.ts"
-import * as Errors from "../../src/session/errors.ts"
+import * as SessionError from "../../src/session/SessionError.ts"
 import type * as Engine from "../engine/Engine.ts"
 import * as Instruments from "../observability/Instruments.ts"
-import * as StepSpan from "../runtime/StepSpan.ts"
+import * as StepSpan from "../platform/StepSpan.ts"
 import type * as GenerationGate from "./GenerationGate.ts"
 
 /** Counters the generation core keeps per Session, read by telemetry and debug dumps. */
@@ -47,7 +47,7 @@ export interface SessionEntry {
    * Called by the generation core on every model request before generating: the first call counts toward the Group's
    * first-request barrier; the effect completes once the Group holds its Runtime lease (at once when unscheduled).
    */
-  readonly awaitLease: Effect.Effect<void, Errors.SessionClosedError>
+  readonly awaitLease: Effect.Effect<void, SessionError.SessionClosedError>
   /**
    * Whether `awaitLease` would succeed now without doing anything (this Session has arrived at its barrier and its
    * Group holds the lease), so the generation core can skip it; `undefined` or `false`: run `awaitLease`.
@@ -77,7 +77,7 @@ export interface SessionsShape {
   readonly newSessionId: Effect.Effect<string>
   readonly register: (entry: SessionEntry) => Effect.Effect<void>
   /** The live Session for a presented API key. */
-  readonly lookup: (token: string) => Effect.Effect<SessionEntry, UnknownSessionError | Errors.SessionClosedError>
+  readonly lookup: (token: string) => Effect.Effect<SessionEntry, UnknownSessionError | SessionError.SessionClosedError>
   /**
    * Whether a live Session has this id, answered at once (cluster mode: a runner's gateway decides in Node's request
    * callback whether to relay a request to another runner).
@@ -129,7 +129,7 @@ export const makeWith = (options: { readonly closedMemory: number }): Effect.Eff
             const entry = live.get(key)
             if (entry !== undefined) return Effect.succeed(entry)
             return Effect.fail(
-              closed.has(key) ? new Errors.SessionClosedError({ sessionId: token }) : new UnknownSessionError()
+              closed.has(key) ? new SessionError.SessionClosedError({ sessionId: token }) : new UnknownSessionError()
             )
           }),
         close: Effect.fn("Sessions.close")(function*(sessionId) {

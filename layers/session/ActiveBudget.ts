@@ -14,7 +14,7 @@
  */
 import { Clock, Deferred, Duration, Effect, FiberHandle, Option, Semaphore } from "effect"
 import type { Scope } from "effect"
-import * as Errors from "../../src/session/errors.ts"
+import * as SessionError from "../../src/session/SessionError.ts"
 
 export interface ActiveBudget {
   /** The configured total, in seconds (what a timeout error reports). */
@@ -116,8 +116,8 @@ export const timeoutError = (
   budget: ActiveBudget,
   up: TimeUp,
   log: { readonly logTail: string; readonly logPath?: string | undefined }
-): Errors.AgentExecutionError =>
-  new Errors.AgentExecutionError({
+): SessionError.AgentExecutionError =>
+  new SessionError.AgentExecutionError({
     sessionId,
     reason: "timeout",
     timeoutSeconds: budget.totalSeconds,

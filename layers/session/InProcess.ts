@@ -10,7 +10,7 @@
 import { Cause, Effect, Exit, Result } from "effect"
 import type { Schema } from "effect"
 import * as AgentSpec from "../../src/session/AgentSpec.ts"
-import * as Errors from "../../src/session/errors.ts"
+import * as SessionError from "../../src/session/SessionError.ts"
 import type * as SessionInput from "../../src/session/SessionInput.ts"
 import * as SessionOutput from "../../src/session/SessionOutput.ts"
 import * as ActiveBudget from "./ActiveBudget.ts"
@@ -72,7 +72,7 @@ export const make = (agentFn: InProcessAgent, options: InProcessOptions = {}): S
         return yield* ActiveBudget.timeoutError(sessionId, budget, ended.up, { logTail: "" })
       }
       if (Exit.isFailure(ended.exit)) {
-        return yield* new Errors.AgentExecutionError({
+        return yield* new SessionError.AgentExecutionError({
           sessionId,
           reason: "exit",
           exitCode: 1,
@@ -81,7 +81,7 @@ export const make = (agentFn: InProcessAgent, options: InProcessOptions = {}): S
       }
       const parsed = SessionOutput.fromValue(ended.exit.value)
       if (Result.isFailure(parsed)) {
-        return yield* new Errors.AgentExecutionError({
+        return yield* new SessionError.AgentExecutionError({
           sessionId,
           reason: "invalid-output",
           detail: parsed.failure.message,

@@ -16,7 +16,7 @@ import * as FsPromises from "node:fs/promises"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import * as AgentSpec from "../../src/session/AgentSpec.ts"
-import * as Errors from "../../src/session/errors.ts"
+import * as SessionError from "../../src/session/SessionError.ts"
 import * as SessionOutput from "../../src/session/SessionOutput.ts"
 import * as ActiveBudget from "./ActiveBudget.ts"
 import * as ProcessGroup from "./ProcessGroup.ts"
@@ -54,7 +54,7 @@ const expandHome = (path: string): string =>
  */
 export const resolveAgentSpec = (
   input: AgentSpec.AgentSpecInput
-): Effect.Effect<AgentSpec.AgentSpec, Errors.AgentSpecError> =>
+): Effect.Effect<AgentSpec.AgentSpec, SessionError.AgentSpecError> =>
   Effect.gen(function*() {
     const spec = yield* Effect.fromResult(AgentSpec.make(input))
     const cwd = Path.resolve(expandHome(spec.cwd))
@@ -62,7 +62,7 @@ export const resolveAgentSpec = (
       FsPromises.stat(cwd).then((stat) => stat.isDirectory(), () => false)
     )
     if (!isDirectory) {
-      return yield* new Errors.AgentSpecError({
+      return yield* new SessionError.AgentSpecError({
         option: "--agent-cwd",
         reason: "not-a-directory",
         detail: `managed agent cwd must be an existing directory: ${cwd}`
@@ -79,11 +79,11 @@ const parseOutputOrFail = (
   exitCode: number,
   logTail: string,
   logPath: string | undefined
-): Effect.Effect<SessionOutput.AgentOutcome, Errors.AgentExecutionError> => {
+): Effect.Effect<SessionOutput.AgentOutcome, SessionError.AgentExecutionError> => {
   const parsed = SessionOutput.parse(text)
   if (Result.isFailure(parsed)) {
     return Effect.fail(
-      new Errors.AgentExecutionError({
+      new SessionError.AgentExecutionError({
         sessionId,
         reason: "invalid-output",
         detail: parsed.failure.message,
@@ -123,7 +123,7 @@ export const make = (options: LocalProcessOptions): Supervisor.SupervisorShape =
       const agent = yield* Effect.acquireRelease(
         ProcessGroup.start({ command: spec.command, cwd: spec.cwd, env, logPath: dir.logPath }).pipe(
           Effect.mapError((detail) =>
-            new Errors.AgentExecutionError({ sessionId, reason: "spawn", detail, logTail: "", logPath })
+            new SessionError.AgentExecutionError({ sessionId, reason: "spawn", detail, logTail: "", logPath })
           )
         ),
         (agent) => ProcessGroup.terminate(agent, grace)
@@ -142,7 +142,7 @@ export const make = (options: LocalProcessOptions): Supervisor.SupervisorShape =
       }
       const { code, signal } = ended.exit
       if (signal !== null) {
-        return yield* new Errors.AgentExecutionError({
+        return yield* new SessionError.AgentExecutionError({
           sessionId,
           reason: "signal",
           exitCode: -signalNumber(signal),
@@ -153,7 +153,7 @@ export const make = (options: LocalProcessOptions): Supervisor.SupervisorShape =
       }
       const exitCode = code ?? -9
       if (exitCode !== 0) {
-        return yield* new Errors.AgentExecutionError({ sessionId, reason: "exit", exitCode, logTail, logPath })
+        return yield* new SessionError.AgentExecutionError({ sessionId, reason: "exit", exitCode, logTail, logPath })
       }
       return yield* parseOutputOrFail(
         sessionId,

@@ -16,7 +16,7 @@
 import { Duration, Effect } from "effect"
 import { type ChildProcess, spawn } from "node:child_process"
 import * as Fs from "node:fs"
-import * as Errors from "../../src/errors.ts"
+import * as Thrown from "../../src/Thrown.ts"
 import * as OwnerLink from "./OwnerLink.ts"
 
 export interface Exited {
@@ -163,7 +163,7 @@ export const start = (command: Command): Effect.Effect<Leader, string> =>
     try {
       fd = Fs.openSync(command.logPath, "a")
     } catch (error) {
-      resume(Effect.fail(`cannot open the log ${command.logPath}: ${Errors.messageOf(error)}`))
+      resume(Effect.fail(`cannot open the log ${command.logPath}: ${Thrown.messageOf(error)}`))
       return
     }
     let child: ChildProcess
@@ -177,7 +177,7 @@ export const start = (command: Command): Effect.Effect<Leader, string> =>
       })
     } catch (error) {
       Fs.closeSync(fd)
-      resume(Effect.fail(Errors.messageOf(error)))
+      resume(Effect.fail(Thrown.messageOf(error)))
       return
     }
     Fs.closeSync(fd)
@@ -189,7 +189,7 @@ export const start = (command: Command): Effect.Effect<Leader, string> =>
       })
     })
     child.once("error", (error) => {
-      if (child.pid === undefined) resume(Effect.fail(Errors.messageOf(error)))
+      if (child.pid === undefined) resume(Effect.fail(Thrown.messageOf(error)))
     })
     // Registered at once (before any await), so the window in which this process's death could orphan the group is
     // only the spawn itself.

@@ -16,10 +16,10 @@ import type { Scope } from "effect"
 import * as FsPromises from "node:fs/promises"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import * as Errors from "../../src/errors.ts"
-import * as SessionErrors from "../../src/session/errors.ts"
+import * as SessionError from "../../src/session/SessionError.ts"
 import * as SessionInput from "../../src/session/SessionInput.ts"
-import * as ImageCodec from "../runtime/ImageCodec.ts"
+import * as Thrown from "../../src/Thrown.ts"
+import * as ImageCodec from "../platform/ImageCodec.ts"
 
 /** File names inside a Session's IO directory. */
 export const InputFileName = "session_input.json"
@@ -48,7 +48,7 @@ export const imageUrl = (source: SessionInput.ImageSource): Effect.Effect<string
 }
 
 const imageError = (sessionId: string, index: number, reason: string) =>
-  new SessionErrors.SessionInputError({ row: sessionId, field: `images[${index}]`, detail: reason })
+  new SessionError.SessionInputError({ row: sessionId, field: `images[${index}]`, detail: reason })
 
 /**
  * The content of `session_input.json` for a prepared row, its images loaded once per row (a Group shares one row):
@@ -59,7 +59,7 @@ export const inputFiles = () => {
   return (
     prepared: SessionInput.Prepared,
     sessionId: string
-  ): Effect.Effect<SessionInput.SessionInputFile, SessionErrors.SessionInputError> =>
+  ): Effect.Effect<SessionInput.SessionInputFile, SessionError.SessionInputError> =>
     Effect.gen(function*() {
       const cached = cache.get(prepared)
       if (cached !== undefined) return cached
@@ -107,7 +107,7 @@ export const make = (
   options: Options,
   sessionId: string,
   inputFile: SessionInput.SessionInputFile
-): Effect.Effect<SessionDirectory, SessionErrors.AgentExecutionError, Scope.Scope> =>
+): Effect.Effect<SessionDirectory, SessionError.AgentExecutionError, Scope.Scope> =>
   Effect.gen(function*() {
     const keep = options.keepSessionIo === true
     const ioRoot = options.ioRoot ?? Os.tmpdir()
@@ -163,10 +163,10 @@ const safeFileName = (name: string): string => name.replace(/[^0-9A-Za-z_.-]/g, 
 
 /** A failure to prepare the Session's directory or files, before any process starts. */
 const prepareError = (sessionId: string, what: string, error: unknown) =>
-  new SessionErrors.AgentExecutionError({
+  new SessionError.AgentExecutionError({
     sessionId,
     reason: "prepare",
-    detail: `cannot ${what}: ${Errors.messageOf(error)}`,
+    detail: `cannot ${what}: ${Thrown.messageOf(error)}`,
     logTail: ""
   })
 
@@ -192,13 +192,13 @@ const keepLog = (from: string, to: string): Effect.Effect<void> =>
     }
   }).pipe(
     Effect.catch((error) =>
-      Effect.logWarning(`could not keep the agent log ${from} as ${to}: ${Errors.messageOf(error.cause)}`)
+      Effect.logWarning(`could not keep the agent log ${from} as ${to}: ${Thrown.messageOf(error.cause)}`)
     )
   )
 
 const removeDir = (dir: string): Effect.Effect<void> =>
   Effect.tryPromise(() => FsPromises.rm(dir, { recursive: true, force: true })).pipe(
     Effect.catch((error) =>
-      Effect.logWarning(`could not remove the session directory ${dir}: ${Errors.messageOf(error.cause)}`)
+      Effect.logWarning(`could not remove the session directory ${dir}: ${Thrown.messageOf(error.cause)}`)
     )
   )

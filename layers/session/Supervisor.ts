@@ -11,7 +11,7 @@
 import { Context, Layer } from "effect"
 import type { Effect, Scope } from "effect"
 import type * as AgentSpec from "../../src/session/AgentSpec.ts"
-import type * as Errors from "../../src/session/errors.ts"
+import type * as SessionError from "../../src/session/SessionError.ts"
 import type * as SessionInput from "../../src/session/SessionInput.ts"
 import type * as SessionOutput from "../../src/session/SessionOutput.ts"
 import type * as ActiveBudget from "./ActiveBudget.ts"
@@ -57,7 +57,7 @@ export interface SupervisorShape {
    */
   readonly run: (
     launch: SessionLaunch
-  ) => Effect.Effect<SessionOutput.AgentOutcome, Errors.AgentExecutionError | Errors.SessionInputError>
+  ) => Effect.Effect<SessionOutput.AgentOutcome, SessionError.AgentExecutionError | SessionError.SessionInputError>
 }
 
 /** The agent executor for a rollout (one per process). */

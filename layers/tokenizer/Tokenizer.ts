@@ -18,10 +18,10 @@ import { Context, Data, Effect, Layer, Result } from "effect"
 import { readFile } from "node:fs/promises"
 import { createRequire } from "node:module"
 import { dirname, join } from "node:path"
-import * as Errors from "../../src/errors.ts"
-import type * as Canonical from "../../src/protocol/canonical.ts"
+import type * as Canonical from "../../src/protocol/Canonical.ts"
 import * as ChatTemplate from "../../src/template/ChatTemplate.ts"
 import * as ImageGrid from "../../src/template/ImageGrid.ts"
+import * as Thrown from "../../src/Thrown.ts"
 import * as ByteLevelDecode from "./ByteLevelDecode.ts"
 import * as OffLoopEncoder from "./OffLoopEncoder.ts"
 import * as PreTokenCache from "./PreTokenCache.ts"
@@ -251,7 +251,7 @@ export const load = (directory?: string): Effect.Effect<TokenizerShape, Tokenize
     catch: (error) =>
       error instanceof TokenizerLoadError
         ? error
-        : new TokenizerLoadError({ directory: dir, detail: Errors.messageOf(error) })
+        : new TokenizerLoadError({ directory: dir, detail: Thrown.messageOf(error) })
   }).pipe(Effect.withSpan("Tokenizer.load", { attributes: { directory: dir } }))
 }
 

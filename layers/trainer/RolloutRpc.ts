@@ -22,7 +22,7 @@ import {
 import { Rpc, RpcClient, type RpcClientError, RpcGroup, RpcSerialization, RpcServer } from "effect/rpc"
 import { createHash, timingSafeEqual } from "node:crypto"
 import { createServer } from "node:http"
-import * as Errors from "../../src/errors.ts"
+import * as Thrown from "../../src/Thrown.ts"
 import * as Results from "../../src/trainer/Results.ts"
 import * as TrainerService from "./TrainerService.ts"
 
@@ -106,7 +106,7 @@ export class RolloutRpcServer extends Context.Service<RolloutRpcServer, RolloutR
 }
 
 class ShutdownSignal
-  extends Context.Service<ShutdownSignal, Deferred.Deferred<void>>()("relax-agentic/RolloutRpc/Shutdown")
+  extends Context.Service<ShutdownSignal, Deferred.Deferred<void>>()("relax-agentic/ShutdownSignal")
 {}
 
 const handlers = RolloutRpcs.toLayer(Effect.gen(function*() {
@@ -180,7 +180,7 @@ const layerWith = (options: RpcServerOptions) => {
       Layer.effect(
         RolloutRpcServer,
         Effect.fail(
-          new RpcServeError({ host, port, detail: Errors.messageOf(error.cause) })
+          new RpcServeError({ host, port, detail: Thrown.messageOf(error.cause) })
         )
       ))
   )

@@ -4,11 +4,11 @@
  *
  * **Details**
  * This is the only place a flag name is tied to a field: `flagOf` (error messages), the `--config` file keys
- * (src/cli/settings.ts), the effect/cli flags and docs/flags.md (src/cli/flags.ts) are all derived from it. Adding a
+ * (src/cli/SettingsFromFlags.ts), the effect/cli flags and docs/flags.md (src/cli/CommandFlags.ts) are all derived from it. Adding a
  * flag is adding a row (and its field to `RolloutOptions` in src/config/RolloutOptions.ts).
  */
 import * as SchemaMessage from "../json/SchemaMessage.ts"
-import * as Parsers from "../parsers/registry.ts"
+import * as ParserRegistry from "../parsers/ParserRegistry.ts"
 import type * as RolloutOptions from "./RolloutOptions.ts"
 
 /** How a flag's text becomes a value. */
@@ -241,7 +241,7 @@ export const rolloutFlags: ReadonlyArray<FlagSpec> = [
     field: "agenticToolCallParser",
     kind: "string",
     section: Section.gateway,
-    description: `Tool-call parser (SGLang names: ${Parsers.ToolCallParsers.names.join(", ")}); ` +
+    description: `Tool-call parser (SGLang names: ${ParserRegistry.ToolCallParsers.names.join(", ")}); ` +
       "unset: generated text is not parsed for tool calls."
   },
   {
@@ -259,7 +259,7 @@ export const rolloutFlags: ReadonlyArray<FlagSpec> = [
     field: "agenticReasoningParser",
     kind: "string",
     section: Section.gateway,
-    description: `Reasoning parser (${Parsers.ReasoningParsers.names.join(", ")}); unset: no reasoning split.`
+    description: `Reasoning parser (${ParserRegistry.ReasoningParsers.names.join(", ")}); unset: no reasoning split.`
   },
   {
     name: "agentic-strict-match",

@@ -5,7 +5,7 @@ import { Result } from "effect"
 import type { Schema } from "effect"
 import type * as TrainingSample from "../forest/TrainingSample.ts"
 import * as Json from "../json/Json.ts"
-import * as Errors from "./errors.ts"
+import * as CreditError from "./CreditError.ts"
 import * as Group from "./Group.ts"
 import * as Reward from "./Reward.ts"
 
@@ -85,13 +85,13 @@ export const expand = (
 export const apply = (
   result: unknown,
   group: Group.Group
-): Result.Result<Group.Group | "filtered", Errors.AdvantageError> => {
+): Result.Result<Group.Group | "filtered", CreditError.AdvantageError> => {
   if (result === null || result === undefined) return Result.succeed("filtered")
   const groupIndex = group.groupIndex
   const sessions = group.sessions.length
   if (!Array.isArray(result)) {
     return Result.fail(
-      new Errors.AdvantageError({
+      new CreditError.AdvantageError({
         groupIndex,
         detail: `the hook returned ${Reward.describe(result)}; it must return a list with one mapping per Session ` +
           `(${sessions} here), or null to filter the Group`
@@ -100,7 +100,7 @@ export const apply = (
   }
   if (result.length !== sessions) {
     return Result.fail(
-      new Errors.AdvantageError({
+      new CreditError.AdvantageError({
         groupIndex,
         detail: `the hook returned ${result.length} mapping${result.length === 1 ? "" : "s"} for ${sessions} ` +
           `Session${sessions === 1 ? "" : "s"}; item i must be the mapping of input Session i, in the same order`
@@ -113,7 +113,7 @@ export const apply = (
     const sessionId = session.sessionId
     if (!Json.isObject(mapping)) {
       return Result.fail(
-        new Errors.AdvantageError({
+        new CreditError.AdvantageError({
           groupIndex,
           sessionIndex,
           sessionId,
@@ -126,7 +126,7 @@ export const apply = (
       if (!Object.hasOwn(mapping, key)) {
         const returned = Object.keys(mapping)
         return Result.fail(
-          new Errors.AdvantageError({
+          new CreditError.AdvantageError({
             groupIndex,
             sessionIndex,
             sessionId,
@@ -141,7 +141,7 @@ export const apply = (
       const advantage = expand(mapping[key], sample)
       if (Result.isFailure(advantage)) {
         return Result.fail(
-          new Errors.AdvantageError({
+          new CreditError.AdvantageError({
             groupIndex,
             sessionIndex,
             sessionId,

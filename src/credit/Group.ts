@@ -3,8 +3,8 @@
  */
 import { Result } from "effect"
 import type * as TrainingSample from "../forest/TrainingSample.ts"
+import * as CreditError from "./CreditError.ts"
 import type * as CreditOptions from "./CreditOptions.ts"
-import * as Errors from "./errors.ts"
 
 /** One sampled Session and the training samples of the contexts it exported, in export order. */
 export interface Session {
@@ -54,12 +54,12 @@ export const withRows = (group: Group, replaced: ReadonlyArray<TrainingSample.Tr
 export const validateExports = (
   group: Group,
   options: Pick<CreditOptions.CreditOptions, "customAdvantagePath" | "useDynamicBatchSize">
-): Result.Result<void, Errors.CreditConfigError> => {
+): Result.Result<void, CreditError.CreditConfigError> => {
   for (const session of group.sessions) {
     const names = session.exports.map((sample) => sample.export_name)
     if (names.length === 0) {
       return Result.fail(
-        new Errors.CreditConfigError({
+        new CreditError.CreditConfigError({
           detail: `Session ${session.sessionId} in Group ${group.groupIndex} exported no context; ` +
             `every Session must export at least one context to be trained`
         })
@@ -70,10 +70,10 @@ export const validateExports = (
       const key = contextKey(name)
       if (seen.has(key)) {
         return Result.fail(
-          new Errors.CreditConfigError({
+          new CreditError.CreditConfigError({
             detail:
               `Session ${session.sessionId} in Group ${group.groupIndex} exported context ${
-                Errors.contextLabel(name)
+                CreditError.contextLabel(name)
               } ` +
               `more than once; export names must be unique within a Session`
           })
@@ -82,10 +82,10 @@ export const validateExports = (
       seen.add(key)
     }
     if (names.length > 1) {
-      const listed = names.map(Errors.contextLabel).join(", ")
+      const listed = names.map(CreditError.contextLabel).join(", ")
       if (options.customAdvantagePath === undefined) {
         return Result.fail(
-          new Errors.CreditConfigError({
+          new CreditError.CreditConfigError({
             detail: `Session ${session.sessionId} in Group ${group.groupIndex} exported ${names.length} contexts ` +
               `(${listed}); more than one context per Session requires --agentic-custom-advantage-path ` +
               `(one reward cannot say how much credit each context gets). Configure a custom advantage function, ` +
@@ -95,7 +95,7 @@ export const validateExports = (
       }
       if (!options.useDynamicBatchSize) {
         return Result.fail(
-          new Errors.CreditConfigError({
+          new CreditError.CreditConfigError({
             detail: `Session ${session.sessionId} in Group ${group.groupIndex} exported ${names.length} contexts ` +
               `(${listed}); multi-context export requires --use-dynamic-batch-size with --max-tokens-per-gpu`
           })

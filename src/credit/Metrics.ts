@@ -3,7 +3,7 @@
  */
 import { Result } from "effect"
 import type * as TrainingSample from "../forest/TrainingSample.ts"
-import * as Errors from "./errors.ts"
+import * as CreditError from "./CreditError.ts"
 import * as Reward from "./Reward.ts"
 
 /** `mean`, `median`, `max`, `min` of a non-empty list (median of an even count: mean of the middle two). */
@@ -79,7 +79,7 @@ export interface MetricsOptions {
 export const step = (
   samples: ReadonlyArray<TrainingSample.TrainingSample>,
   options: MetricsOptions
-): Result.Result<Record<string, number>, Errors.RewardError> => {
+): Result.Result<Record<string, number>, CreditError.RewardError> => {
   const metrics: Record<string, number> = {}
   const primary = new Map<TrainingSample.TrainingSample, number>()
   const helpers = new Map<string, Array<number>>()
@@ -89,7 +89,11 @@ export const step = (
     const value = Reward.primaryValue(reward, options.rewardKey)
     if (Result.isFailure(value)) {
       return Result.fail(
-        new Errors.RewardError({ sessionId: sample.session_id, exportName: sample.export_name, detail: value.failure })
+        new CreditError.RewardError({
+          sessionId: sample.session_id,
+          exportName: sample.export_name,
+          detail: value.failure
+        })
       )
     }
     primary.set(sample, value.success)

@@ -3,7 +3,7 @@
  */
 import { Result } from "effect"
 import type * as TrainingSample from "../forest/TrainingSample.ts"
-import * as Errors from "./errors.ts"
+import * as CreditError from "./CreditError.ts"
 
 /** Added to the variance before the square root, as the reference does. */
 export const VARIANCE_EPSILON = 1e-8
@@ -21,14 +21,14 @@ export const VARIANCE_EPSILON = 1e-8
  */
 export const whiten = (
   samples: ReadonlyArray<TrainingSample.TrainingSample>
-): Result.Result<ReadonlyArray<TrainingSample.TrainingSample>, Errors.NormalizationError> => {
+): Result.Result<ReadonlyArray<TrainingSample.TrainingSample>, CreditError.NormalizationError> => {
   for (const sample of samples) {
     if (sample.advantage === null) {
       return Result.fail(
-        new Errors.NormalizationError({
+        new CreditError.NormalizationError({
           detail:
             `--normalize-advantages: Session ${sample.session_id}, context ${
-              Errors.contextLabel(sample.export_name)
+              CreditError.contextLabel(sample.export_name)
             } ` +
             `has no advantage; credit must run before whitening`
         })
@@ -53,7 +53,7 @@ export const whiten = (
   })
   if (count === 0) {
     return Result.fail(
-      new Errors.NormalizationError({
+      new CreditError.NormalizationError({
         detail: `--normalize-advantages: the step has no loss-masked token to compute statistics over`
       })
     )

@@ -1,5 +1,5 @@
 /**
- * Sampling from a sparse {@link Model.Distribution} with SGLang's semantics: temperature, then top-k, then top-p.
+ * Sampling from a sparse {@link BigramModel.Distribution} with SGLang's semantics: temperature, then top-k, then top-p.
  *
  * **Details**
  * - `temperature < 1e-6` is greedy: SGLang rewrites it to `temperature = 1, top_k = 1`.
@@ -10,7 +10,7 @@
  *   `logits / T`). At temperature 1 (and greedy) it is the model's own log-probability.
  */
 import { Result } from "effect"
-import type * as Model from "./Model.ts"
+import type * as BigramModel from "./BigramModel.ts"
 
 export interface SamplingParams {
   readonly temperature: number
@@ -49,7 +49,7 @@ export const effective = (params: SamplingParams): { readonly temperature: numbe
     : { temperature: params.temperature, topK: params.topK }
 
 /** Apply temperature `t` (already past the greedy rewrite) to `distribution`. */
-export const scale = (distribution: Model.Distribution, temperature: number): Scaled => {
+export const scale = (distribution: BigramModel.Distribution, temperature: number): Scaled => {
   const logFloor = Math.log(distribution.floor) / temperature
   const logs = distribution.probs.map((p) => Math.log(p) / temperature)
   const max = logs.reduce((a, b) => Math.max(a, b), logFloor)

@@ -8,12 +8,12 @@
  */
 import * as PackedIds from "../ids/PackedIds.ts"
 import * as Json from "../json/Json.ts"
-import * as Canonical from "../protocol/canonical.ts"
+import * as Canonical from "../protocol/Canonical.ts"
 import type * as ImageGrid from "../template/ImageGrid.ts"
 import * as Forest from "./Forest.ts"
-import * as Hash from "./hash.ts"
 import * as MatchIndex from "./MatchIndex.ts"
 import * as Nodes from "./Nodes.ts"
+import * as StateHash from "./StateHash.ts"
 const register = (forest: Forest.Forest, n: Forest.Node): string => {
   forest.nodeMap.set(n.hash, n)
   MatchIndex.markState(forest.sessionId, n.vertex, n)
@@ -44,14 +44,14 @@ export const mediaOf = (messages: ReadonlyArray<Canonical.Message>): ReadonlyArr
  * child (the child extends it in place), so a later child of the same node (a branch, a second sample at one state,
  * a retry) rebuilds it from the lineage's messages, once per such commit: O(history), like the request itself.
  */
-const takeRunning = (forest: Forest.Forest, parent: Forest.Node): Hash.State => {
+const takeRunning = (forest: Forest.Forest, parent: Forest.Node): StateHash.State => {
   const kept = parent.running
   if (kept !== undefined) {
     parent.running = undefined
     return kept
   }
-  const rebuilt = Hash.startState()
-  Hash.append(rebuilt, 0, Forest.fullMessages(forest, parent.hash))
+  const rebuilt = StateHash.startState()
+  StateHash.append(rebuilt, 0, Forest.fullMessages(forest, parent.hash))
   return rebuilt
 }
 
@@ -126,21 +126,21 @@ export const commitObservation = (forest: Forest.Forest, o: ObservationCommit): 
   if (o.messages.length === 0) return parent.hash
   const atRoot = parent.up === null
   if (!atRoot) {
-    if (!Hash.equalJson(Forest.toolsOf(parent), o.tools)) {
+    if (!StateHash.equalJson(Forest.toolsOf(parent), o.tools)) {
       Forest.invariant(forest, `tools changed inside session subtree: ${forest.sessionId}`)
     }
-    if (!Hash.equalJson(Forest.kwargsOf(forest, parent), o.chatTemplateKwargs)) {
+    if (!StateHash.equalJson(Forest.kwargsOf(forest, parent), o.chatTemplateKwargs)) {
       Forest.invariant(forest, `chat template changed inside session subtree: ${forest.sessionId}`)
     }
   }
   const running = takeRunning(forest, parent)
-  Hash.append(running, parent.messageCount, o.messages)
+  StateHash.append(running, parent.messageCount, o.messages)
   // Deeper than the root, the subtree's own tools and kwargs print as the request's (checked above) and are kept.
-  const hash = Hash.finishWith(
+  const hash = StateHash.finishWith(
     running,
     atRoot
-      ? Hash.closing(o.tools, o.chatTemplateKwargs)
-      : Hash.closingOfSubtree(Forest.toolsOf(parent), Forest.kwargsOf(forest, parent))
+      ? StateHash.closing(o.tools, o.chatTemplateKwargs)
+      : StateHash.closingOfSubtree(Forest.toolsOf(parent), Forest.kwargsOf(forest, parent))
   )
   const found = existing(forest, hash, "obs")
   if (found !== undefined) return found
@@ -190,8 +190,11 @@ export const commitResponse = (forest: Forest.Forest, r: ResponseCommit): string
     Forest.invariant(forest, `response ${r.requestId} has ${r.tokens.length} tokens but ${r.logprobs.length} logprobs`)
   }
   const running = takeRunning(forest, parent)
-  Hash.append(running, parent.messageCount, [r.message])
-  const hash = Hash.finishWith(running, Hash.closingOfSubtree(Forest.toolsOf(parent), Forest.kwargsOf(forest, parent)))
+  StateHash.append(running, parent.messageCount, [r.message])
+  const hash = StateHash.finishWith(
+    running,
+    StateHash.closingOfSubtree(Forest.toolsOf(parent), Forest.kwargsOf(forest, parent))
+  )
   const found = existing(forest, hash, "resp")
   if (found !== undefined) {
     const committed = Forest.node(forest, found)

@@ -8,11 +8,11 @@
  */
 import { Result } from "effect"
 import * as Json from "../json/Json.ts"
-import * as Canonical from "../protocol/canonical.ts"
-import * as Errors from "./errors.ts"
+import * as Canonical from "../protocol/Canonical.ts"
 import * as Forest from "./Forest.ts"
-import * as Hash from "./hash.ts"
+import * as ForestError from "./ForestError.ts"
 import * as Matching from "./Matching.ts"
+import * as StateHash from "./StateHash.ts"
 import type * as TrainingSample from "./TrainingSample.ts"
 
 type JsonValue = Canonical.Json
@@ -69,12 +69,12 @@ export const mergeMetadata = (target: JsonObject, overlay: JsonObject): JsonObje
 export const exportImplicit = (
   forest: Forest.Forest,
   output: { readonly metadata?: JsonObject; readonly reward?: TrainingSample.Reward }
-): Result.Result<ReadonlyArray<ExportedContext>, Errors.ExportError> => {
+): Result.Result<ReadonlyArray<ExportedContext>, ForestError.ExportError> => {
   const exportable = [...forest.leafSet].filter((leaf) => hasResponse(forest, leaf))
   const [leaf] = exportable
   if (exportable.length !== 1 || leaf === undefined) {
     return Result.fail(
-      new Errors.ExportError({
+      new ForestError.ExportError({
         reason: "leaf-count",
         message: `implicit export requires one committed leaf, found ${exportable.length}`,
         sessionId: forest.sessionId,
@@ -112,7 +112,7 @@ export const exportExplicit = (
   }>,
   outputMetadata?: JsonObject,
   options?: { readonly strict?: boolean }
-): Result.Result<ReadonlyArray<ExportedContext>, Errors.ExportError> => {
+): Result.Result<ReadonlyArray<ExportedContext>, ForestError.ExportError> => {
   const out: Array<ExportedContext> = []
   for (const [i, record] of records.entries()) {
     const recordKwargs = Canonical.normalizeTemplateKwargs(record.chat_template_kwargs)
@@ -125,7 +125,7 @@ export const exportExplicit = (
     })
     if (Result.isFailure(state)) {
       return Result.fail(
-        new Errors.ExportError({
+        new ForestError.ExportError({
           reason: "invalid-record",
           message: `export record ${i} (${record.name}): ${state.failure.message}`,
           sessionId: forest.sessionId,
@@ -133,14 +133,14 @@ export const exportExplicit = (
         })
       )
     }
-    let hash = Hash.ofState(state.success)
+    let hash = StateHash.ofState(state.success)
     if (!forest.nodeMap.has(hash) && options?.strict !== true && state.success.messages.length > 0) {
       const tolerant = Matching.match(forest, state.success, { strict: false })
       if (tolerant.tolerated && tolerant.suffix.length === 0) hash = tolerant.parent
     }
     if (!forest.nodeMap.has(hash)) {
       return Result.fail(
-        new Errors.ExportError({
+        new ForestError.ExportError({
           reason: "no-matching-state",
           message: "explicit export does not match a committed Forest state",
           sessionId: forest.sessionId,
@@ -150,7 +150,7 @@ export const exportExplicit = (
     }
     if (!hasResponse(forest, hash)) {
       return Result.fail(
-        new Errors.ExportError({
+        new ForestError.ExportError({
           reason: "no-response",
           message: "export leaf has no committed response",
           sessionId: forest.sessionId,

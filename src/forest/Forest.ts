@@ -20,15 +20,16 @@
  * throw {@link ForestInvariantError} (callers treat them as defects).
  */
 import { Result } from "effect"
+import * as ContextLengthError from "../engine/ContextLengthError.ts"
 import * as PackedIds from "../ids/PackedIds.ts"
 import * as StableIds from "../ids/StableIds.ts"
 import * as Json from "../json/Json.ts"
-import * as Canonical from "../protocol/canonical.ts"
+import * as Canonical from "../protocol/Canonical.ts"
 import type * as ImageGrid from "../template/ImageGrid.ts"
-import * as Errors from "./errors.ts"
-import * as Hash from "./hash.ts"
+import * as ForestError from "./ForestError.ts"
 import * as MatchIndex from "./MatchIndex.ts"
 import * as Nodes from "./Nodes.ts"
+import * as StateHash from "./StateHash.ts"
 
 type JsonValue = Canonical.Json
 type JsonObject = Canonical.JsonObject
@@ -63,7 +64,7 @@ interface NodeBase {
    * that goes on linearly keeps one state per leaf instead of one per node (a state is mostly OpenSSL's memory;
    * docs/performance.md, "Figures behind code comments").
    */
-  running: Hash.State | undefined
+  running: StateHash.State | undefined
   /** @internal Creation order in the forest (the reasoning tolerance prefers the latest response). */
   readonly committed: number
   /** @internal where this state ends in the matching index. */
@@ -188,7 +189,7 @@ export class Forest {
     this.baseKwargs = init.baseKwargs
     const vertex = MatchIndex.contextVertex(this.contexts, [], init.baseKwargs)
     const root = new Nodes.Observation({
-      hash: Hash.finishState(Hash.startState(), [], init.baseKwargs),
+      hash: StateHash.finishState(StateHash.startState(), [], init.baseKwargs),
       up: null,
       rolloutId: 0,
       abortCount: 0,
@@ -256,7 +257,7 @@ export const make = (init: {
 
 /** Throw a `ForestInvariantError` (a bug: the forest broke one of its own rules). */
 export const invariant = (forest: Forest, message: string): never => {
-  throw new Errors.ForestInvariantError({ detail: message, sessionId: forest.sessionId })
+  throw new ForestError.ForestInvariantError({ detail: message, sessionId: forest.sessionId })
 }
 
 /** The node of a state hash (throws {@link ForestInvariantError} when unknown). */
@@ -549,11 +550,11 @@ export const checkObservationContext = (
   parent: string,
   observationTokens: number,
   maxContextLen: number | null
-): Result.Result<void, Errors.ContextLengthError> => {
+): Result.Result<void, ContextLengthError.ContextLengthError> => {
   if (maxContextLen === null) return Result.void
   const prompt = trainTokenCount(forest, parent) + observationTokens
   return prompt >= maxContextLen
-    ? Result.fail(new Errors.ContextLengthError({ limit: maxContextLen, promptTokens: prompt }))
+    ? Result.fail(new ContextLengthError.ContextLengthError({ limit: maxContextLen, promptTokens: prompt }))
     : Result.void
 }
 
@@ -566,10 +567,12 @@ export const generationBudget = (
   hash: string,
   maxContextLen: number | null,
   maxNewTokens: number
-): Result.Result<number, Errors.ContextLengthError> => {
+): Result.Result<number, ContextLengthError.ContextLengthError> => {
   if (maxContextLen === null) return Result.succeed(maxNewTokens)
   const prompt = trainTokenCount(forest, hash)
   const remaining = maxContextLen - prompt
-  if (remaining <= 0) return Result.fail(new Errors.ContextLengthError({ limit: maxContextLen, promptTokens: prompt }))
+  if (remaining <= 0) {
+    return Result.fail(new ContextLengthError.ContextLengthError({ limit: maxContextLen, promptTokens: prompt }))
+  }
   return Result.succeed(Math.min(maxNewTokens, remaining))
 }

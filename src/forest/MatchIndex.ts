@@ -4,19 +4,19 @@
  * **Details**
  * Beside the tree of states (src/forest/Forest.ts), each tools/kwargs context has a tree of {@link Vertex}es, one per
  * distinct committed message prefix; the vertex where a node's messages end points at that node. `Matching.match` walks
- * it one message at a time, comparing each message structurally with the committed one ({@link Hash.equalJson}: no
+ * it one message at a time, comparing each message structurally with the committed one ({@link StateHash.equalJson}: no
  * serializing, no hashing); a vertex with many children looks its candidates up by a bucket key.
  */
-import * as Canonical from "../protocol/canonical.ts"
-import * as Errors from "./errors.ts"
+import * as Canonical from "../protocol/Canonical.ts"
 import type * as Forest from "./Forest.ts"
-import * as Hash from "./hash.ts"
+import * as ForestError from "./ForestError.ts"
+import * as StateHash from "./StateHash.ts"
 
 /**
  * One message boundary of committed history, in one tools/kwargs context: the matching index.
  *
  * **Details**
- * A vertex stands for (context, messages[:k]) up to {@link Hash.equalJson}, so it is shared by every committed state
+ * A vertex stands for (context, messages[:k]) up to {@link StateHash.equalJson}, so it is shared by every committed state
  * with that prefix and its children are the distinct messages committed after it. Equal (context, messages) means an
  * equal state hash, so a vertex carries at most one state: the node whose messages end there.
  */
@@ -66,7 +66,7 @@ export const newVertex = (message: Canonical.Message | null): Vertex => ({
 
 /** Cheap grouping of a context (tool names and kwargs); equal contexts have equal fingerprints. */
 const contextFingerprint = (tools: ReadonlyArray<Canonical.Tool>, kwargs: Canonical.TemplateKwargs): string =>
-  `${tools.map((tool) => tool.function.name).join("\u0000")}\u0001${Hash.pythonJson(kwargs)}`
+  `${tools.map((tool) => tool.function.name).join("\u0000")}\u0001${StateHash.pythonJson(kwargs)}`
 
 /** Up to this many fingerprints, {@link findContext} compares every context instead of printing a fingerprint. */
 const CONTEXT_SCAN_LIMIT = 4
@@ -83,7 +83,7 @@ export const findContext = (
   tools: ReadonlyArray<Canonical.Tool>,
   kwargs: Canonical.TemplateKwargs
 ): Vertex | undefined => {
-  const sameContext = (c: ContextRoot) => Hash.equalJson(c.tools, tools) && Hash.equalJson(c.kwargs, kwargs)
+  const sameContext = (c: ContextRoot) => StateHash.equalJson(c.tools, tools) && StateHash.equalJson(c.kwargs, kwargs)
   if (contexts.size <= CONTEXT_SCAN_LIMIT) {
     for (const group of contexts.values()) for (const c of group) if (sameContext(c)) return c.vertex
     return undefined
@@ -134,9 +134,9 @@ export const child = (vertex: Vertex, message: Canonical.Message): Vertex | unde
   const children = vertex.children
   if (children === undefined) return undefined
   if (!Array.isArray(children) && !(children instanceof Fanout)) {
-    return Hash.equalJson(children.message, message) ? children : undefined
+    return StateHash.equalJson(children.message, message) ? children : undefined
   }
-  for (const c of candidates(vertex, message)) if (Hash.equalJson(c.message, message)) return c
+  for (const c of candidates(vertex, message)) if (StateHash.equalJson(c.message, message)) return c
   return undefined
 }
 
@@ -172,7 +172,7 @@ export const extendVertex = (vertex: Vertex, messages: ReadonlyArray<Canonical.M
 /** Mark `n` as the state ending at `vertex` (a different state already there is an invariant break). */
 export const markState = (sessionId: string, vertex: Vertex, n: Forest.Node): void => {
   if (vertex.state !== undefined && vertex.state.hash !== n.hash) {
-    throw new Errors.ForestInvariantError({
+    throw new ForestError.ForestInvariantError({
       detail: `states ${vertex.state.hash} and ${n.hash} have equal messages, tools and kwargs but differ in hash`,
       sessionId
     })
@@ -195,7 +195,7 @@ export const toleratedResponse = (
     if (state === undefined || c.message?.reasoning_content === undefined) continue
     if (best !== undefined && best.committed > state.committed) continue
     if (state.kind !== "resp") continue
-    if (Hash.equalJson(Canonical.withoutReasoning(c.message), message)) {
+    if (StateHash.equalJson(Canonical.withoutReasoning(c.message), message)) {
       best = { vertex: c, state: state.hash, committed: state.committed }
     }
   }

@@ -8,10 +8,10 @@
  * repeat ({@link KnownState}, src/protocol/RawEcho.ts). The forest itself (nodes, queries) is src/forest/Forest.ts;
  * the commits that add to the index are src/forest/Commit.ts.
  */
-import type * as Canonical from "../protocol/canonical.ts"
+import type * as Canonical from "../protocol/Canonical.ts"
 import * as Forest from "./Forest.ts"
-import * as Hash from "./hash.ts"
 import * as MatchIndex from "./MatchIndex.ts"
+import * as StateHash from "./StateHash.ts"
 
 /** Where a request attaches: the parent state and the messages after it (the new observation). */
 export interface Match {
@@ -40,7 +40,7 @@ export interface Match {
  * `forest.toleratedMatches`.
  *
  * Cost: linear in the request's bytes. The request walks down the matching index one message at a time, each
- * message compared structurally with the committed one ({@link Hash.equalJson}: no serializing, no hashing); a
+ * message compared structurally with the committed one ({@link StateHash.equalJson}: no serializing, no hashing); a
  * vertex with many children looks its candidates up by a bucket key (src/forest/MatchIndex.ts). A tolerated turn resumes right after the
  * tolerated message, and no index vertex is visited twice in one match. Two bounded exceptions: candidates that
  * share role, text and tool calls are all compared (in practice: responses sampled at one state that differ only
@@ -118,8 +118,8 @@ const knownStart = (forest: Forest.Forest, state: Canonical.State, known: KnownS
   const n = forest.nodeMap.get(known.state)
   if (n === undefined || n.messageCount !== known.messages || known.messages > state.messages.length) return undefined
   if (
-    !Hash.equalJson(Forest.toolsOf(n), state.tools) ||
-    !Hash.equalJson(Forest.kwargsOf(forest, n), state.chat_template_kwargs)
+    !StateHash.equalJson(Forest.toolsOf(n), state.tools) ||
+    !StateHash.equalJson(Forest.kwargsOf(forest, n), state.chat_template_kwargs)
   ) {
     return undefined
   }

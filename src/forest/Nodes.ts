@@ -8,11 +8,11 @@
  * logprobs in one buffer ({@link responseArrays}), and empty values and weight-version lists shared between nodes.
  */
 import * as PackedIds from "../ids/PackedIds.ts"
-import type * as Canonical from "../protocol/canonical.ts"
+import type * as Canonical from "../protocol/Canonical.ts"
 import type * as ImageGrid from "../template/ImageGrid.ts"
 import type * as Forest from "./Forest.ts"
-import type * as Hash from "./hash.ts"
 import type * as MatchIndex from "./MatchIndex.ts"
+import type * as StateHash from "./StateHash.ts"
 
 /** The fields every node stores, as a node's constructor receives them. */
 type SharedInit = Pick<
@@ -31,7 +31,7 @@ abstract class StoredNode {
   readonly ids: PackedIds.PackedIds
   readonly tokenCount: number
   readonly messageCount: number
-  running: Hash.State | undefined
+  running: StateHash.State | undefined
   readonly committed: number
   readonly vertex: MatchIndex.Vertex
   abstract readonly top: Forest.ObservationNode | null

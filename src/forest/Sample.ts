@@ -8,10 +8,10 @@
  * every token is continuation: generated ids get loss mask 1 and their engine logprob, observation ids get loss
  * mask 0 and logprob 0.0.
  */
-import type * as Canonical from "../protocol/canonical.ts"
-import * as Errors from "./errors.ts"
+import type * as Canonical from "../protocol/Canonical.ts"
 import * as Export from "./Export.ts"
 import * as Forest from "./Forest.ts"
+import * as ForestError from "./ForestError.ts"
 import * as Nodes from "./Nodes.ts"
 import type * as TrainingSample from "./TrainingSample.ts"
 
@@ -133,7 +133,7 @@ export const build = (
     offset += train.length
   }
   if (leaf === undefined || promptLength < 0) {
-    throw new Errors.ForestInvariantError({
+    throw new ForestError.ForestInvariantError({
       detail: "A sample export leaf must have at least one resp node in its lineage.",
       sessionId: forest.sessionId
     })

@@ -11,10 +11,10 @@
 import { Result } from "effect"
 import { hash } from "node:crypto"
 import type * as Stop from "../engine/Stop.ts"
-import type * as Registry from "../parsers/registry.ts"
-import * as Canonical from "../protocol/canonical.ts"
-import * as Completion from "../protocol/completion.ts"
-import * as Errors from "./errors.ts"
+import type * as ParserRegistry from "../parsers/ParserRegistry.ts"
+import * as Canonical from "../protocol/Canonical.ts"
+import * as Completion from "../protocol/Completion.ts"
+import * as GenerationError from "./GenerationError.ts"
 
 // ---------------------------------------------------------------------------------------------------------------
 // Sampling
@@ -181,15 +181,15 @@ export const stopSequence = (finishReason: Stop.FinishReason): string | undefine
 
 /** The parsers of `--agentic-tool-call-parser` / `--agentic-reasoning-parser`; without one, nothing is split off. */
 export interface ResponseParsers {
-  readonly toolCallParser?: Registry.ToolCallParser | undefined
-  readonly reasoningParser?: Registry.ReasoningParser | undefined
+  readonly toolCallParser?: ParserRegistry.ToolCallParser | undefined
+  readonly reasoningParser?: ParserRegistry.ReasoningParser | undefined
 }
 
 /** The generated text split by the parsers. */
 export interface ParsedResponse {
   readonly content: string
   readonly reasoning: string
-  readonly calls: ReadonlyArray<Registry.ToolCall>
+  readonly calls: ReadonlyArray<ParserRegistry.ToolCall>
   /** Tool-call blocks the parser could not read (their text stayed in `content`). */
   readonly malformed: number
   /** Calls to tools the request did not define, dropped. */
@@ -238,7 +238,7 @@ export const responseKey = (parent: string, outputIds: ReadonlyArray<number>): s
 
 /** The parsed calls with their ids (`prefix` is the asking protocol's, see `Completion.toolCallId`). */
 export const identifyToolCalls = (
-  calls: ReadonlyArray<Registry.ToolCall>,
+  calls: ReadonlyArray<ParserRegistry.ToolCall>,
   ids: { readonly prefix: Completion.ToolCallIdPrefix; readonly sessionId: string; readonly responseKey: string }
 ): ReadonlyArray<Completion.CompletionToolCall> =>
   calls.map((call, position) => ({
@@ -254,7 +254,7 @@ export const identifyToolCalls = (
 export const assistantMessage = (
   parsed: ParsedResponse,
   toolCalls: ReadonlyArray<Completion.CompletionToolCall>
-): Result.Result<Canonical.Message, Errors.UnusableResponseError> => {
+): Result.Result<Canonical.Message, GenerationError.UnusableResponseError> => {
   const canonical = Canonical.canonicalizeMessages([{
     role: "assistant",
     content: parsed.content,
@@ -262,11 +262,13 @@ export const assistantMessage = (
     ...(toolCalls.length > 0 ? { tool_calls: toolCalls.map(Canonical.toolCallOf) } : {})
   }])
   if (Result.isFailure(canonical)) {
-    return Result.fail(new Errors.UnusableResponseError({ detail: canonical.failure.message }))
+    return Result.fail(new GenerationError.UnusableResponseError({ detail: canonical.failure.message }))
   }
   const message = canonical.success[0]
   return message === undefined
-    ? Result.fail(new Errors.UnusableResponseError({ detail: "canonicalization dropped the assistant message" }))
+    ? Result.fail(
+      new GenerationError.UnusableResponseError({ detail: "canonicalization dropped the assistant message" })
+    )
     : Result.succeed(message)
 }
 

@@ -11,7 +11,7 @@
  */
 import { Data, Schema } from "effect"
 import * as TrainingSample from "../forest/TrainingSample.ts"
-import * as Arrays from "./Arrays.ts"
+import * as DumpArrays from "./DumpArrays.ts"
 import * as ForestDump from "./ForestDump.ts"
 
 /** One response turn of an exported lineage, as the debug dump's `turns` lists it. */
@@ -53,14 +53,14 @@ export const DebugRecord = Schema.Struct({
   reward: TrainingSample.Reward,
   advantage: TrainingSample.Advantage,
   response_length: Schema.Int,
-  tokens: Arrays.Ints,
+  tokens: DumpArrays.Ints,
   prompt: Schema.String,
   response: Schema.String,
   label: Schema.NullOr(Schema.Json),
-  metadata: Arrays.JsonObject,
+  metadata: DumpArrays.JsonObject,
   status: Schema.optionalKey(TrainingSample.Status),
-  loss_mask: Schema.optionalKey(Arrays.Ints),
-  rollout_log_probs: Schema.optionalKey(Arrays.Numbers),
+  loss_mask: Schema.optionalKey(DumpArrays.Ints),
+  rollout_log_probs: Schema.optionalKey(DumpArrays.Numbers),
   turn_spans: Schema.optionalKey(Schema.Array(Schema.Tuple([Schema.Int, Schema.Int]))),
   parser_failures: Schema.optionalKey(Schema.Int),
   parser_failures_by_request: Schema.optionalKey(Schema.Record(Schema.String, Schema.Int)),
@@ -71,10 +71,10 @@ export type DebugRecord = typeof DebugRecord.Type
 /** A training sample as `inspect` decodes it: the sample's Schema, its long arrays checked in one pass each. */
 export const SampleLine = Schema.Struct({
   ...TrainingSample.TrainingSample.fields,
-  tokens: Arrays.Ints,
-  loss_mask: Arrays.Ints,
-  rollout_log_probs: Arrays.Numbers,
-  metadata: Arrays.JsonObject
+  tokens: DumpArrays.Ints,
+  loss_mask: DumpArrays.Ints,
+  rollout_log_probs: DumpArrays.Numbers,
+  metadata: DumpArrays.JsonObject
 })
 
 /** A line `inspect` read: a debug record or a training sample, with the step it belongs to. */

@@ -11,8 +11,8 @@
  */
 import { Schema } from "effect"
 import * as Forest from "../forest/Forest.ts"
-import * as Canonical from "../protocol/canonical.ts"
-import * as Arrays from "./Arrays.ts"
+import * as Canonical from "../protocol/Canonical.ts"
+import * as DumpArrays from "./DumpArrays.ts"
 
 /** One committed node of a forest dump. */
 export const DumpNode = Schema.Struct({
@@ -22,13 +22,13 @@ export const DumpNode = Schema.Struct({
   /** The canonical messages this node added (a response: its one assistant message). */
   messages: Schema.Array(Canonical.Message),
   /** The token ids this node added (inference view). */
-  tokens: Arrays.Ints,
+  tokens: DumpArrays.Ints,
   /** An observation whose images were expanded for training: its training ids. */
-  train_tokens: Schema.optionalKey(Arrays.Ints),
+  train_tokens: Schema.optionalKey(DumpArrays.Ints),
   rollout_id: Schema.Int,
   abort_count: Schema.Int,
   /** Responses: the engine's logprob of each token. */
-  logprobs: Schema.optionalKey(Arrays.Numbers),
+  logprobs: Schema.optionalKey(DumpArrays.Numbers),
   /** Responses: the weight version of every engine attempt, in order. */
   weight_versions: Schema.optionalKey(Schema.Array(Schema.String)),
   /** Responses resumed after an engine abort: the token count each attempt added, in order. */

@@ -3,16 +3,16 @@
  * samples' token views, and the search over a run (docs/inspect.md).
  *
  * **Details**
- * The run, its Sessions and their summary rows are src/inspect/Model.ts; this module is what is built only when a
+ * The run, its Sessions and their summary rows are src/inspect/RunView.ts; this module is what is built only when a
  * Session is opened (the bulk: trees and token rows) and the search that finds Sessions by id, name or token text.
  */
-import type * as Canonical from "../protocol/canonical.ts"
-import type * as Drift from "./Drift.ts"
+import type * as Drift from "../forest/Drift.ts"
+import type * as Canonical from "../protocol/Canonical.ts"
 import type * as ForestDump from "./ForestDump.ts"
-import * as Model from "./Model.ts"
+import * as RunView from "./RunView.ts"
 import * as Tokens from "./Tokens.ts"
 
-/** One state of a Model.Session's tree as the page draws it (depth-first, a parent before its children). */
+/** One state of a RunView.Session's tree as the page draws it (depth-first, a parent before its children). */
 export interface TreeNode {
   readonly hash: string
   /** Position of the parent in the list; null for the root. */
@@ -37,9 +37,9 @@ export interface TreeNode {
   readonly generation_s: number | null
 }
 
-/** A Model.Session opened: its row, its tree and each sample's token view. */
+/** A RunView.Session opened: its row, its tree and each sample's token view. */
 export interface SessionDetail {
-  readonly row: Model.SessionRow
+  readonly row: RunView.SessionRow
   /** Where the tree came from: the whole forest, or only the exported lineages (older dumps), or nothing. */
   readonly tree_source: "forest" | "lineages" | "none"
   readonly tree: ReadonlyArray<TreeNode>
@@ -55,7 +55,7 @@ interface Draft {
   node: ForestDump.DumpNode | undefined
 }
 
-const parserFailuresByRequest = (session: Model.Session): Map<string, number> => {
+const parserFailuresByRequest = (session: RunView.Session): Map<string, number> => {
   const out = new Map<string, number>()
   for (const s of session.samples) {
     for (const [rid, n] of Object.entries(s.debug?.parser_failures_by_request ?? {})) out.set(rid, n)
@@ -63,9 +63,9 @@ const parserFailuresByRequest = (session: Model.Session): Map<string, number> =>
   return out
 }
 
-/** A Model.Session's tree, depth-first: from its forest, or else from its exported lineages' hashes. */
+/** A RunView.Session's tree, depth-first: from its forest, or else from its exported lineages' hashes. */
 export const tree = (
-  session: Model.Session
+  session: RunView.Session
 ): { readonly source: SessionDetail["tree_source"]; readonly nodes: ReadonlyArray<TreeNode> } => {
   const drafts = new Map<string, Draft>()
   let root: string | undefined
@@ -118,7 +118,7 @@ export const tree = (
     if (list === undefined) exportsAt.set(leaf, [s.exportName])
     else list.push(s.exportName)
   }
-  const drift = session.forest === undefined ? new Map<string, Drift.Divergence>() : Model.driftPoints(session.forest)
+  const drift = session.forest === undefined ? new Map<string, Drift.Divergence>() : RunView.driftPoints(session.forest)
   const failures = parserFailuresByRequest(session)
   const out: Array<TreeNode> = []
   // Iterative depth-first walk (a long conversation is a deep chain).
@@ -159,13 +159,13 @@ export const tree = (
   return { source, nodes: out }
 }
 
-/** A Model.Session's detail: its tree and the token view of every sample (`vocab`: the run's tokenizer). */
-export const detail = (run: Model.Run, session: Model.Session, vocab: Tokens.Vocabulary): SessionDetail => {
+/** A RunView.Session's detail: its tree and the token view of every sample (`vocab`: the run's tokenizer). */
+export const detail = (run: RunView.Run, session: RunView.Session, vocab: Tokens.Vocabulary): SessionDetail => {
   const { source, nodes } = tree(session)
   const byHash = new Map<string, ForestDump.DumpNode>()
   for (const n of session.forest?.nodes ?? []) byHash.set(n.hash, n)
   return {
-    row: Model.sessionRow(session, run.options),
+    row: RunView.sessionRow(session, run.options),
     tree_source: source,
     tree: nodes,
     samples: session.samples.map((s) => Tokens.view(s, byHash, parserFailuresByRequest(session), vocab))
@@ -173,7 +173,7 @@ export const detail = (run: Model.Run, session: Model.Session, vocab: Tokens.Voc
 }
 
 /** Sessions whose id contains `query`, or whose prompt or response text does (case-insensitive); their keys. */
-export const search = (run: Model.Run, query: string): ReadonlyArray<string> => {
+export const search = (run: RunView.Run, query: string): ReadonlyArray<string> => {
   const q = query.toLowerCase()
   if (q === "") return run.sessions.map((s) => s.key)
   return run.sessions

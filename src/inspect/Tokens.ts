@@ -10,7 +10,7 @@
  */
 import type * as TrainingSample from "../forest/TrainingSample.ts"
 import type * as ForestDump from "./ForestDump.ts"
-import type * as Model from "./Model.ts"
+import type * as RunView from "./RunView.ts"
 
 /** One token's text and whether it is a special token, from the tokenizer the run used. */
 export interface Vocabulary {
@@ -64,7 +64,7 @@ export interface TokenView {
 
 /** The continuation's mask and logprobs from the lineage (node kinds, and the forest's responses when known). */
 const fromLineage = (
-  sample: Model.Sample,
+  sample: RunView.Sample,
   nodes: ReadonlyMap<string, ForestDump.DumpNode>
 ): {
   readonly mask: Array<number>
@@ -90,7 +90,7 @@ const fromLineage = (
 
 /** The token view of a sample; `nodes` are its Session's forest nodes by hash (empty without a forest). */
 export const view = (
-  sample: Model.Sample,
+  sample: RunView.Sample,
   nodes: ReadonlyMap<string, ForestDump.DumpNode>,
   parserFailures: ReadonlyMap<string, number>,
   vocab: Vocabulary

@@ -7,7 +7,7 @@
  * usually has no `<|start|>assistant` because the generation prompt already holds it. Text outside any message is
  * plain text.
  */
-import * as Scan from "./scan.ts"
+import * as MarkerScan from "./MarkerScan.ts"
 
 export type Item =
   | { readonly _tag: "Text"; readonly text: string }
@@ -35,16 +35,16 @@ export const scan = (
   }
   let i = 0
   for (;;) {
-    const next = Scan.earliest(text, i, headerStarts)
+    const next = MarkerScan.earliest(text, i, headerStarts)
     if (next === undefined) {
-      const hold = final ? 0 : Scan.partialSuffix(text, i, headerStarts)
+      const hold = final ? 0 : MarkerScan.partialSuffix(text, i, headerStarts)
       push(text.slice(i, text.length - hold))
       return { items, consumed: text.length - hold }
     }
     push(text.slice(i, next.at))
     const at = next.at
     const bodyAt = text.indexOf(messageMarker, at)
-    const nextHeader = Scan.earliest(text, at + next.marker.length, ["<|start|>"])
+    const nextHeader = MarkerScan.earliest(text, at + next.marker.length, ["<|start|>"])
     const headerEnd = bodyAt >= 0 && (nextHeader === undefined || bodyAt < nextHeader.at) ? bodyAt : -1
     if (headerEnd < 0 && (!final && nextHeader === undefined)) return { items, consumed: at }
     const header = text.slice(at, headerEnd < 0 ? (nextHeader?.at ?? text.length) : headerEnd)
@@ -52,7 +52,7 @@ export const scan = (
     let end = at + header.length
     if (headerEnd >= 0) {
       const contentAt = headerEnd + messageMarker.length
-      const stop = Scan.earliest(text, contentAt, [...contentEnds, ...headerStarts])
+      const stop = MarkerScan.earliest(text, contentAt, [...contentEnds, ...headerStarts])
       if (stop === undefined && !final) return { items, consumed: at }
       const contentEnd = stop?.at ?? text.length
       content = text.slice(contentAt, contentEnd)

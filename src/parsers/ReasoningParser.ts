@@ -11,7 +11,7 @@
  * output), unless the format names a tool-call marker that closes reasoning (Qwen3: `<tool_call>`), in which case the
  * normal text starts at that marker.
  */
-import * as Scan from "./scan.ts"
+import * as MarkerScan from "./MarkerScan.ts"
 
 export interface ReasoningResult {
   readonly reasoningText: string
@@ -108,9 +108,9 @@ export const thinkTagStream = (tags: ThinkTags): ReasoningStream => {
         continue
       }
       if (state === "reasoning") {
-        const close = Scan.earliest(buffer, 0, closers)
+        const close = MarkerScan.earliest(buffer, 0, closers)
         if (close === undefined) {
-          const hold = final ? 0 : Scan.partialSuffix(buffer, 0, closers)
+          const hold = final ? 0 : MarkerScan.partialSuffix(buffer, 0, closers)
           addReasoning(buffer.slice(0, buffer.length - hold))
           buffer = buffer.slice(buffer.length - hold)
           break

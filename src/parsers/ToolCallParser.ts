@@ -16,7 +16,7 @@
  * chunk split yields the same final result as one shot.
  */
 import * as Json from "../json/Json.ts"
-import type * as Canonical from "../protocol/canonical.ts"
+import type * as Canonical from "../protocol/Canonical.ts"
 
 /** One parsed tool call (its type lives in the canonical model, which the completion builder shares). */
 export type ToolCall = Canonical.ParsedToolCall

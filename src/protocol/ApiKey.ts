@@ -7,7 +7,7 @@
  * learns nothing about request validity.
  */
 import { Result } from "effect"
-import * as Errors from "./errors.ts"
+import * as ProtocolError from "./ProtocolError.ts"
 
 /** The two request headers a key can come in, as `node:http` gives them. */
 export interface KeyHeaders {
@@ -16,7 +16,7 @@ export interface KeyHeaders {
 }
 
 /** The API key of a request, or the 401 its caller gets (no key at all, or an `Authorization` that is not Bearer). */
-export const parse = (headers: KeyHeaders): Result.Result<string, Errors.GatewayError> => {
+export const parse = (headers: KeyHeaders): Result.Result<string, ProtocolError.GatewayError> => {
   const header = headers.authorization
   if (header === undefined) {
     // Node joins a repeated `x-api-key` into one string (only `set-cookie` comes as a list).
@@ -24,11 +24,11 @@ export const parse = (headers: KeyHeaders): Result.Result<string, Errors.Gateway
     const key = typeof value === "string" ? value.trim() : undefined
     return key !== undefined && key.length > 0
       ? Result.succeed(key)
-      : Result.fail(Errors.GatewayError.missingAuthorization())
+      : Result.fail(ProtocolError.GatewayError.missingAuthorization())
   }
   const match = /^\s*(\S+)\s+(\S+)\s*$/.exec(header)
   if (match === null || match[1]?.toLowerCase() !== "bearer" || match[2] === undefined) {
-    return Result.fail(Errors.GatewayError.malformedAuthorization())
+    return Result.fail(ProtocolError.GatewayError.malformedAuthorization())
   }
   return Result.succeed(match[2])
 }

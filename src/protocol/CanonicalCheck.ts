@@ -1,5 +1,5 @@
 /**
- * The checking primitives of canonicalization (src/protocol/canonical.ts): its error, a checked result, the first
+ * The checking primitives of canonicalization (src/protocol/Canonical.ts): its error, a checked result, the first
  * failure of a walk, and the Python-shaped views of client JSON the reference's texts name.
  *
  * **Details**

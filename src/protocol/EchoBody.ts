@@ -21,9 +21,9 @@
  */
 import { Result } from "effect"
 import * as BodyDepth from "./BodyDepth.ts"
-import type * as Canonical from "./canonical.ts"
-import type * as Errors from "./errors.ts"
+import type * as Canonical from "./Canonical.ts"
 import * as JsonBody from "./JsonBody.ts"
+import type * as ProtocolError from "./ProtocolError.ts"
 import type * as RawEcho from "./RawEcho.ts"
 
 /** The known canonical messages of a body's repeated prefix, and where the previous body's history lay. */
@@ -84,7 +84,7 @@ export const decode = <A, E>(
   maxJsonDepth: number,
   known: Known | undefined,
   decodeObject: (object: Record<string, unknown>, known: Canonical.KnownPrefix | undefined) => Result.Result<A, E>
-): Result.Result<A, E | Errors.GatewayError> => {
+): Result.Result<A, E | ProtocolError.GatewayError> => {
   if (known !== undefined && known.count === known.repeated.count) {
     const object = parseAfter(bytes, known.repeated, maxJsonDepth)
     if (object !== undefined) {

@@ -10,8 +10,8 @@
  * length. A 405 (a model path asked with another method) also says `allow: POST`, a 503 (cluster mode: the Session's
  * runner cannot be reached) `retry-after: 1`.
  */
-import type * as Completion from "./completion.ts"
-import type * as Errors from "./errors.ts"
+import type * as Completion from "./Completion.ts"
+import type * as ProtocolError from "./ProtocolError.ts"
 
 /** An error answer ready to write. */
 export interface ErrorAnswer {
@@ -22,7 +22,7 @@ export interface ErrorAnswer {
 }
 
 /** Render `error` in the shape of `adapter`'s protocol (docs/requests.md, "Error bodies"). */
-export const render = (adapter: Completion.Adapter, error: Errors.AnyError): ErrorAnswer => {
+export const render = (adapter: Completion.Adapter, error: ProtocolError.AnyError): ErrorAnswer => {
   const rendered = adapter.renderError(error)
   return {
     status: rendered.status,

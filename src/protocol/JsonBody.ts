@@ -8,9 +8,9 @@
  * recurses once per level: canonicalization, hashing, templates).
  */
 import { Result } from "effect"
-import * as ErrorIndex from "../errors.ts"
+import * as Thrown from "../Thrown.ts"
 import * as BodyDepth from "./BodyDepth.ts"
-import * as Errors from "./errors.ts"
+import * as ProtocolError from "./ProtocolError.ts"
 
 const strictUtf8 = new TextDecoder("utf-8", { fatal: true })
 
@@ -18,24 +18,26 @@ const strictUtf8 = new TextDecoder("utf-8", { fatal: true })
 export const parseObject = (
   bytes: Uint8Array,
   maxJsonDepth: number
-): Result.Result<Record<string, unknown>, Errors.GatewayError> => {
+): Result.Result<Record<string, unknown>, ProtocolError.GatewayError> => {
   let text: string
   try {
     text = strictUtf8.decode(bytes)
   } catch {
-    return Result.fail(Errors.GatewayError.invalidJson("the body is not valid UTF-8; send JSON encoded as UTF-8"))
+    return Result.fail(
+      ProtocolError.GatewayError.invalidJson("the body is not valid UTF-8; send JSON encoded as UTF-8")
+    )
   }
   let parsed: unknown
   try {
     parsed = JSON.parse(text)
   } catch (cause) {
-    return Result.fail(Errors.GatewayError.invalidJson(ErrorIndex.messageOf(cause)))
+    return Result.fail(ProtocolError.GatewayError.invalidJson(Thrown.messageOf(cause)))
   }
   if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) {
-    return Result.fail(Errors.GatewayError.bodyNotObject())
+    return Result.fail(ProtocolError.GatewayError.bodyNotObject())
   }
   const tooDeep = BodyDepth.pathBeyondDepth(parsed, maxJsonDepth)
-  if (tooDeep !== undefined) return Result.fail(Errors.GatewayError.nestedTooDeep(tooDeep, maxJsonDepth))
+  if (tooDeep !== undefined) return Result.fail(ProtocolError.GatewayError.nestedTooDeep(tooDeep, maxJsonDepth))
   // Decoding boundary: a JSON object parsed from the wire.
   return Result.succeed(parsed as Record<string, unknown>)
 }

@@ -8,7 +8,7 @@
  * after the last element of its `messages` array, the number of elements before it, and a SHA-256 digest of every
  * byte before that offset. The next body of the Session that has the same bytes up to that offset (same digest)
  * followed by `,` or `]` holds the same first elements, so they canonicalize to the same messages: the gateway reuses
- * them (src/protocol/canonical.ts `KnownPrefix`) instead of canonicalizing and matching the whole history again, and
+ * them (src/protocol/Canonical.ts `KnownPrefix`) instead of canonicalizing and matching the whole history again, and
  * the SessionForest checks that reuse by identity (`Matching.match`'s `known`). Any difference falls back to full
  * canonicalization.
  *

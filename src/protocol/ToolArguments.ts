@@ -3,14 +3,14 @@
  * Python's `json.dumps` writes it, from a JSON string or an object.
  *
  * **Details**
- * The text is part of a conversation state's identity (src/protocol/canonical.ts canonicalizes every assistant tool
+ * The text is part of a conversation state's identity (src/protocol/Canonical.ts canonicalizes every assistant tool
  * call with it), so a replay from Python or JavaScript lands on the same state. Recent texts are memoized by their
  * argument string (docs/performance.md lists the cache).
  */
 import { Result } from "effect"
 import * as PyJson from "../json/PythonJson.ts"
+import * as BoundedMemo from "./BoundedMemo.ts"
 import * as CanonicalCheck from "./CanonicalCheck.ts"
-import * as TextMemo from "./TextMemo.ts"
 
 const checkJsonValue = (value: unknown, field: string): CanonicalCheck.Checked<PyJson.PyValue> => {
   if (value === null) return Result.succeed(null)
@@ -42,7 +42,7 @@ const loneSurrogate = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\
  * each earlier tool call's `arguments` would otherwise be parsed and re-serialized again on every turn. Only
  * successes are kept (an error names its field); the text depends on the argument string alone.
  */
-const argumentTexts = new TextMemo.TextMemo(2 * 1024 * 1024)
+const argumentTexts = new BoundedMemo.TextMemo(2 * 1024 * 1024)
 
 /**
  * Canonical text of tool-call arguments: compact, key-sorted JSON with non-ASCII kept.

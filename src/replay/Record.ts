@@ -12,10 +12,10 @@
  */
 import { Schema } from "effect"
 import type * as Settings from "../config/Settings.ts"
-import * as Hash from "../forest/hash.ts"
-import * as Arrays from "../inspect/Arrays.ts"
-import * as Canonical from "../protocol/canonical.ts"
-import type * as Completion from "../protocol/completion.ts"
+import * as StateHash from "../forest/StateHash.ts"
+import * as DumpArrays from "../inspect/DumpArrays.ts"
+import * as Canonical from "../protocol/Canonical.ts"
+import type * as Completion from "../protocol/Completion.ts"
 
 /** The format version a rollout writes and `replay` reads. */
 export const version = 1
@@ -40,8 +40,8 @@ export const Attempt = Schema.Struct({
   /** The generated token count. */
   n: Schema.Int,
   /** The ids and logprobs, only for a request that committed no response. */
-  ids: Schema.optionalKey(Arrays.Ints),
-  logprobs: Schema.optionalKey(Arrays.Numbers),
+  ids: Schema.optionalKey(DumpArrays.Ints),
+  logprobs: Schema.optionalKey(DumpArrays.Numbers),
   finish: Finish,
   weight_version: Schema.String,
   weight_versions: Schema.optionalKey(Schema.Array(Schema.String)),
@@ -168,12 +168,12 @@ export const delta = (
   const before = previous?.messages ?? []
   let keep = 0
   while (
-    keep < before.length && keep < state.messages.length && Hash.equalJson(before[keep], state.messages[keep])
+    keep < before.length && keep < state.messages.length && StateHash.equalJson(before[keep], state.messages[keep])
   ) keep++
-  const tools = previous === undefined ? state.tools.length > 0 : !Hash.equalJson(previous.tools, state.tools)
+  const tools = previous === undefined ? state.tools.length > 0 : !StateHash.equalJson(previous.tools, state.tools)
   const kwargs = previous === undefined
     ? Object.keys(state.chat_template_kwargs).length > 0
-    : !Hash.equalJson(previous.chat_template_kwargs, state.chat_template_kwargs)
+    : !StateHash.equalJson(previous.chat_template_kwargs, state.chat_template_kwargs)
   return {
     keep,
     messages: state.messages.slice(keep),

@@ -10,7 +10,7 @@
  */
 import { Data } from "effect"
 import * as Path from "node:path"
-import * as Errors from "../errors.ts"
+import * as Thrown from "../Thrown.ts"
 
 /** Replace `{rollout_id}` in a `--save-debug-rollout-data` template. */
 export const debugDumpPath = (template: string, rolloutId: number | string): string =>
@@ -74,8 +74,8 @@ export class OutputPathError extends Data.TaggedError("OutputPathError")<{
  * `ENOENT` on a parent that exists: the file system refuses new entries there, as `/proc` does).
  */
 export const describeFsError = (error: unknown): string => {
-  const code = Errors.codeOf(error)
-  const text = Errors.messageOf(error)
+  const code = Thrown.codeOf(error)
+  const text = Thrown.messageOf(error)
   switch (code) {
     case "ENOTDIR":
       return `a part of the path is a file, not a directory (${text})`

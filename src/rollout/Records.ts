@@ -8,9 +8,9 @@
  */
 import { Result } from "effect"
 import * as Reward from "../credit/Reward.ts"
+import * as Drift from "../forest/Drift.ts"
 import type * as Sample from "../forest/Sample.ts"
 import type * as TrainingSample from "../forest/TrainingSample.ts"
-import * as Drift from "../inspect/Drift.ts"
 import type * as ForestDump from "../inspect/ForestDump.ts"
 import type * as ReplayRecord from "../replay/Record.ts"
 import type * as Results from "../trainer/Results.ts"
@@ -36,7 +36,7 @@ export const parserFailureMetrics = (failures: number, parser: string | undefine
   parser === undefined ? {} : { "rollout/parser_failures": failures, [`rollout/parser_failures/${parser}`]: failures }
 
 /**
- * `rollout/drift` and `rollout/drift/<cause>` (every cause of src/inspect/Drift.ts, `-` as `_`): model requests whose
+ * `rollout/drift` and `rollout/drift/<cause>` (every cause of src/forest/Drift.ts, `-` as `_`): model requests whose
  * echoed history diverged from a response the gateway committed, in the training Sessions that ended during the step.
  */
 export const driftMetrics = (counts: ReadonlyMap<Drift.Cause, number>): Record<string, number> => {
@@ -205,3 +205,7 @@ export const evalSummaryLine = (
   const passrate = rewards.length === 0 ? "n/a" : (passed / rewards.length).toFixed(4)
   return `eval ${dataset}: rollout=${afterSteps} samples=${sampleCount} reward=${reward} passrate=${passrate}`
 }
+
+/** JSON Lines text (one value per line, trailing newline). */
+export const jsonl = (values: ReadonlyArray<unknown>): string =>
+  values.map((value) => JSON.stringify(value)).join("\n") + (values.length > 0 ? "\n" : "")

@@ -7,7 +7,7 @@
  * the reference: `train:prepare_group_<seq>` for training and `eval:<name>:<rollout>:prepare_group_<seq>` for Eval.
  */
 import { Data, Result, Schema } from "effect"
-import * as Errors from "../errors.ts"
+import * as Thrown from "../Thrown.ts"
 
 /** One dataset row: a JSON object (the prompt under `--input-key`, metadata under `--metadata-key`, ...). */
 export const Row = Schema.Record(Schema.String, Schema.Json)
@@ -53,7 +53,7 @@ export const parse = (text: string, path: string): Result.Result<ReadonlyArray<R
         new DatasetError({
           path,
           reason: "invalid-json",
-          detail: `not valid JSON: ${Errors.messageOf(error)}`,
+          detail: `not valid JSON: ${Thrown.messageOf(error)}`,
           cause: error
         })
       )
@@ -87,7 +87,7 @@ export const parse = (text: string, path: string): Result.Result<ReadonlyArray<R
           path,
           line: i + 1,
           reason: "invalid-json",
-          detail: `not valid JSON: ${Errors.messageOf(error)}`,
+          detail: `not valid JSON: ${Thrown.messageOf(error)}`,
           cause: error
         })
       )

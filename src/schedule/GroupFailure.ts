@@ -10,7 +10,7 @@
  * The pool itself is layers/schedule/GroupPool.ts.
  */
 import { Data } from "effect"
-import * as Errors from "../errors.ts"
+import * as Thrown from "../Thrown.ts"
 import type * as DropStreak from "./DropStreak.ts"
 
 /** A Session ended before its first model request (it never joined the barrier); logged as `silent-success`. */
@@ -30,7 +30,7 @@ export class ExitedBeforeFirstRequestError extends Data.TaggedError("ExitedBefor
  */
 export class RunnerDiedError extends Data.TaggedError("RunnerDiedError")<{ readonly cause: unknown }> {
   override get message(): string {
-    return `a Session runner or Reward died: ${Errors.messageOf(this.cause)}`
+    return `a Session runner or Reward died: ${Thrown.messageOf(this.cause)}`
   }
   /** The defect's stack (or message, or text). */
   get detail(): string {
@@ -49,7 +49,7 @@ export const describeTagged = (error: unknown): FailureText => {
   const type = typeof error === "object" && error !== null && "_tag" in error && typeof error._tag === "string"
     ? error._tag
     : "Error"
-  const detail = Errors.messageOf(error)
+  const detail = Thrown.messageOf(error)
   return { type, detail }
 }
 

@@ -10,7 +10,7 @@
  * - `closePrepare` keeps the Groups still in Prepare resident for the next step (`keepPrepare`) instead of stopping
  *   them and starting their rows again, first, in the next step.
  * Training Sessions then stay resident during Eval, which the capacity table counts (`Settings.capacity`); Eval pools
- * never prelaunch, and the progress bar shows `prepared=M` (layers/runtime/Telemetry.ts).
+ * never prelaunch, and the progress bar shows `prepared=M` (layers/observability/Telemetry.ts).
  */
 
 /** Whether a step prelaunches for the one after it: with `--agentic-prelaunch`, and only when a next step follows. */

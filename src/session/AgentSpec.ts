@@ -7,7 +7,7 @@
  * layer's `resolveAgentSpec`). Every failure is an {@link AgentSpecError} that names the option and the fix.
  */
 import { Result, Schema } from "effect"
-import * as Errors from "./errors.ts"
+import * as SessionError from "./SessionError.ts"
 
 /** The prefix of the variables Relax sets for every agent process; `--agent-env` may not use it. */
 export const ReservedPrefix = "RELAX_"
@@ -44,13 +44,13 @@ export interface AgentSpecInput {
  */
 export const parseEnv = (
   items: ReadonlyArray<string>
-): Result.Result<Record<string, string>, Errors.AgentSpecError> => {
+): Result.Result<Record<string, string>, SessionError.AgentSpecError> => {
   const env: Record<string, string> = {}
   for (const item of items) {
     const eq = item.indexOf("=")
     if (eq < 0) {
       return Result.fail(
-        new Errors.AgentSpecError({
+        new SessionError.AgentSpecError({
           option: "--agent-env",
           reason: "malformed-env",
           detail: `entry '${item}' must have the form KEY=VALUE`
@@ -60,7 +60,7 @@ export const parseEnv = (
     const key = item.slice(0, eq).trim()
     if (key.length === 0) {
       return Result.fail(
-        new Errors.AgentSpecError({
+        new SessionError.AgentSpecError({
           option: "--agent-env",
           reason: "malformed-env",
           detail: `entry '${item}' has an empty key`
@@ -69,7 +69,7 @@ export const parseEnv = (
     }
     if (key.startsWith(ReservedPrefix)) {
       return Result.fail(
-        new Errors.AgentSpecError({
+        new SessionError.AgentSpecError({
           option: "--agent-env",
           reason: "reserved-env",
           detail: `key '${key}' is reserved: keys starting with ${ReservedPrefix} are set by Relax for every ` +
@@ -86,11 +86,11 @@ export const parseEnv = (
  * Validate everything except the existence of `cwd`: the command is trimmed and non-empty, the timeout positive
  * and finite, the env entries well-formed.
  */
-export const make = (input: AgentSpecInput): Result.Result<AgentSpec, Errors.AgentSpecError> => {
+export const make = (input: AgentSpecInput): Result.Result<AgentSpec, SessionError.AgentSpecError> => {
   const command = (input.command ?? "").trim()
   if (command.length === 0) {
     return Result.fail(
-      new Errors.AgentSpecError({
+      new SessionError.AgentSpecError({
         option: "--agent-command",
         reason: "missing",
         detail: "managed agent command must be non-empty; give the shell command that starts your agent"
@@ -100,7 +100,7 @@ export const make = (input: AgentSpecInput): Result.Result<AgentSpec, Errors.Age
   const cwd = (input.cwd ?? "").trim()
   if (cwd.length === 0) {
     return Result.fail(
-      new Errors.AgentSpecError({
+      new SessionError.AgentSpecError({
         option: "--agent-cwd",
         reason: "missing",
         detail: "managed agent cwd must be an existing directory: (not set); give the agent's working directory"
@@ -110,7 +110,7 @@ export const make = (input: AgentSpecInput): Result.Result<AgentSpec, Errors.Age
   const timeoutSeconds = input.timeoutSeconds ?? DefaultTimeoutSeconds
   if (!Number.isFinite(timeoutSeconds) || timeoutSeconds <= 0) {
     return Result.fail(
-      new Errors.AgentSpecError({
+      new SessionError.AgentSpecError({
         option: "--agent-timeout",
         reason: "not-positive",
         detail: `managed agent timeout must be positive (got ${timeoutSeconds}); give the budget in seconds`

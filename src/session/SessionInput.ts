@@ -10,7 +10,7 @@
  * boundary (the Supervisor layer), which then calls {@link toInputFile} with the resulting URLs.
  */
 import { Result, Schema } from "effect"
-import * as Errors from "./errors.ts"
+import * as SessionError from "./SessionError.ts"
 
 /** The placeholder that marks where a dataset image goes. */
 export const ImagePlaceholder = "<image>"
@@ -56,7 +56,7 @@ const isJsonObject = Schema.is(Schema.JsonObject)
 const isJson = Schema.is(Schema.Json)
 
 const fail = (row: number, field: string, reason: string) =>
-  Result.fail(new Errors.SessionInputError({ row, field, detail: reason }))
+  Result.fail(new SessionError.SessionInputError({ row, field, detail: reason }))
 
 const isUrl = (value: string): boolean => /^(data:|https?:\/\/)/i.test(value)
 
@@ -97,7 +97,7 @@ const decodeMessages = (
   row: number,
   key: string,
   value: unknown
-): Result.Result<ReadonlyArray<Schema.JsonObject>, Errors.SessionInputError> => {
+): Result.Result<ReadonlyArray<Schema.JsonObject>, SessionError.SessionInputError> => {
   if (typeof value === "string") return Result.succeed([{ role: "user", content: value }])
   if (!Array.isArray(value)) {
     return fail(row, key, `must be a string or a list of messages, got ${describe(value)}`)
@@ -121,7 +121,7 @@ const collectImages = (
   row: number,
   record: Readonly<Record<string, unknown>>,
   options: InputOptions
-): Result.Result<ReadonlyArray<ImageSource>, Errors.SessionInputError> => {
+): Result.Result<ReadonlyArray<ImageSource>, SessionError.SessionInputError> => {
   const images: Array<ImageSource> = []
   for (const [modality, field] of Object.entries(options.multimodalKeys ?? {})) {
     const raw = record[field]
@@ -163,7 +163,7 @@ export const fromRow = (
   record: Readonly<Record<string, unknown>>,
   row: number,
   options: InputOptions = defaultInputOptions
-): Result.Result<Prepared, Errors.SessionInputError> =>
+): Result.Result<Prepared, SessionError.SessionInputError> =>
   Result.gen(function*() {
     const rawInput = record[options.inputKey]
     const rawMetadata = record[options.metadataKey]

@@ -13,8 +13,8 @@
  * committed SessionForest state is decided at export.
  */
 import { Result, Schema } from "effect"
-import * as Errors from "../errors.ts"
-import * as SessionErrors from "./errors.ts"
+import * as Thrown from "../Thrown.ts"
+import * as SessionError from "./SessionError.ts"
 
 /** A reward: `null`, a number, or an object (a primary value plus helper metrics, see `--reward-key`). */
 export const Reward = Schema.Union([Schema.Null, Schema.Number, Schema.JsonObject])
@@ -58,7 +58,7 @@ const isJsonObject = Schema.is(Schema.JsonObject)
 const isReward = Schema.is(Reward)
 
 const fail = (line: number, field: string | undefined, reason: string) =>
-  Result.fail(new SessionErrors.SessionOutputError({ line, field, detail: reason }))
+  Result.fail(new SessionError.SessionOutputError({ line, field, detail: reason }))
 
 const typeName = (value: unknown): string => value === null ? "null" : Array.isArray(value) ? "list" : typeof value
 
@@ -71,7 +71,7 @@ const checkMetadataAndReward = (
   object: Schema.JsonObject,
   line: number,
   prefix: string
-): Result.Result<ImplicitOutput, SessionErrors.SessionOutputError> => {
+): Result.Result<ImplicitOutput, SessionError.SessionOutputError> => {
   const metadata = object["metadata"]
   if (metadata !== undefined && !isJsonObject(metadata)) {
     return fail(line, "metadata", `${prefix} 'metadata' must be a JSON object, got ${typeName(metadata)}`)
@@ -86,7 +86,7 @@ const checkMetadataAndReward = (
   })
 }
 
-const parseImplicit = (object: Schema.JsonObject): Result.Result<ParsedOutput, SessionErrors.SessionOutputError> => {
+const parseImplicit = (object: Schema.JsonObject): Result.Result<ParsedOutput, SessionError.SessionOutputError> => {
   const extra = unknownKeys(object, implicitKeys)
   const warnings = extra.length === 0 ? [] : [
     `SessionOutput ignoring unknown top-level keys: ${listKeys(extra)}. ` +
@@ -103,7 +103,7 @@ const checkObjectList = (
   line: number,
   field: string,
   requireRole: boolean
-): Result.Result<ReadonlyArray<Schema.JsonObject>, SessionErrors.SessionOutputError> => {
+): Result.Result<ReadonlyArray<Schema.JsonObject>, SessionError.SessionOutputError> => {
   if (!Array.isArray(value)) {
     return fail(line, field, `Session output record '${field}' must be a list, got ${typeName(value)}`)
   }
@@ -124,7 +124,7 @@ const checkObjectList = (
 export const parseRecord = (
   value: unknown,
   line: number
-): Result.Result<{ readonly record: ExportRecord; readonly warning?: string }, SessionErrors.SessionOutputError> =>
+): Result.Result<{ readonly record: ExportRecord; readonly warning?: string }, SessionError.SessionOutputError> =>
   Result.gen(function*() {
     if (!isJsonObject(value)) {
       return yield* fail(line, undefined, `Session output record must be a JSON object, got ${typeName(value)}`)
@@ -169,7 +169,7 @@ export const parseRecord = (
 
 const parseRecords = (
   entries: ReadonlyArray<{ readonly line: number; readonly value: unknown }>
-): Result.Result<ParsedOutput, SessionErrors.SessionOutputError> =>
+): Result.Result<ParsedOutput, SessionError.SessionOutputError> =>
   Result.gen(function*() {
     const records: Array<ExportRecord> = []
     const warnings: Array<string> = []
@@ -193,7 +193,7 @@ const parseRecords = (
 const tryJson = (text: string): Result.Result<unknown, string> =>
   Result.try({
     try: (): unknown => JSON.parse(text),
-    catch: (error) => Errors.messageOf(error)
+    catch: (error) => Thrown.messageOf(error)
   })
 
 /**
@@ -203,7 +203,7 @@ const tryJson = (text: string): Result.Result<unknown, string> =>
  * The text is first read as one JSON value; only when that fails is it read as JSONL, so a pretty-printed single
  * object is accepted. Line numbers are 1-based physical lines.
  */
-export const parse = (text: string | undefined): Result.Result<ParsedOutput, SessionErrors.SessionOutputError> => {
+export const parse = (text: string | undefined): Result.Result<ParsedOutput, SessionError.SessionOutputError> => {
   if (text === undefined || text.trim().length === 0) return Result.succeed(noOutput)
   const whole = tryJson(text)
   if (Result.isSuccess(whole)) {
@@ -231,7 +231,7 @@ export const parse = (text: string | undefined): Result.Result<ParsedOutput, Ses
  * Parse a value an in-process agent returned: a string is read exactly like the file, an array is a list of
  * explicit records (one per element), `undefined` means no output, any other value is read as one JSON value.
  */
-export const fromValue = (value: unknown): Result.Result<ParsedOutput, SessionErrors.SessionOutputError> => {
+export const fromValue = (value: unknown): Result.Result<ParsedOutput, SessionError.SessionOutputError> => {
   if (value === undefined) return Result.succeed(noOutput)
   if (typeof value === "string") return parse(value)
   if (Array.isArray(value)) return parseRecords(value.map((item, index) => ({ line: index + 1, value: item })))

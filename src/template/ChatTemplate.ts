@@ -12,8 +12,8 @@
  */
 import { Template } from "@huggingface/jinja"
 import { Data, Result } from "effect"
-import * as Errors from "../errors.ts"
-import type * as Canonical from "../protocol/canonical.ts"
+import type * as Canonical from "../protocol/Canonical.ts"
+import * as Thrown from "../Thrown.ts"
 import * as Qwen3Template from "./Qwen3Template.ts"
 
 /**
@@ -275,6 +275,6 @@ export const interpret = (compiled: Compiled, input: RenderInput): Result.Result
         tools: input.tools.length > 0 ? input.tools : undefined,
         add_generation_prompt: input.addGenerationPrompt
       }),
-    catch: (error) => new TemplateError({ reason: "template", detail: Errors.messageOf(error), cause: error })
+    catch: (error) => new TemplateError({ reason: "template", detail: Thrown.messageOf(error), cause: error })
   })
 }

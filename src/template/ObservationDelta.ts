@@ -20,7 +20,7 @@
  * in place.
  */
 import { Result } from "effect"
-import type * as Canonical from "../protocol/canonical.ts"
+import type * as Canonical from "../protocol/Canonical.ts"
 import type * as ChatTemplate from "./ChatTemplate.ts"
 import * as LiteralPattern from "./LiteralPattern.ts"
 

@@ -5,7 +5,7 @@
 import { Result } from "effect"
 import * as ForestCommit from "../../src/forest/Commit.ts"
 import * as Forest from "../../src/forest/Forest.ts"
-import * as Canonical from "../../src/protocol/canonical.ts"
+import * as Canonical from "../../src/protocol/Canonical.ts"
 
 const words = [
   "the",

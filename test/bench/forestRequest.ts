@@ -9,12 +9,12 @@
  * assistant turn (reasoning, text, one tool call; 100 generated ids with float32-exact logprobs) and one ~300-byte
  * tool result (80 ids) per request. CPU is `process.cpuUsage` around each step over all Sessions of one turn.
  */
-import * as Wire from "../../src/engine/Wire.ts"
+import * as SglangWire from "../../src/engine/sglang/SglangWire.ts"
 import * as ForestCommit from "../../src/forest/Commit.ts"
 import * as Forest from "../../src/forest/Forest.ts"
 import * as Matching from "../../src/forest/Matching.ts"
 import * as Json from "../../src/json/Json.ts"
-import type * as Canonical from "../../src/protocol/canonical.ts"
+import type * as Canonical from "../../src/protocol/Canonical.ts"
 import * as Conversation from "./conversation.ts"
 import * as Harness from "./harness.ts"
 
@@ -69,7 +69,7 @@ const forestSteps = [
 const engineSteps = ["inference prefix + SGLang body"] as const
 
 /** The rest of a `/generate` body (what the SGLang engine sends besides the ids). */
-const wireRest: Omit<Wire.GenerateRequest, "input_ids"> = {
+const wireRest: Omit<SglangWire.GenerateRequest, "input_ids"> = {
   sampling_params: {
     max_new_tokens: 16,
     temperature: 1,
@@ -121,7 +121,7 @@ const run = (step: Step, r: Request): void => {
     }
     case "inference prefix + SGLang body":
       Harness.consume(
-        Wire.encodeGenerateRequest({
+        SglangWire.encodeGenerateRequest({
           ...wireRest,
           input_ids: Forest.inferencePrefix(forest, r.observation ?? forest.root)
         })
@@ -235,7 +235,7 @@ const runBench = async (options: Harness.BenchOptions): Promise<Harness.BenchRes
       "1 tool: the conversations' small read_file tool; 12 tools: ~7 KB of tool definitions with every request.",
       "Each request's history is a fresh deep copy (as a decoded body is), so matching compares, never finds identical objects.",
       "Inference prefix + SGLang body: the prefix again (an Int32Array), written as the SGLang engine writes its " +
-      "request body (Wire.encodeGenerateRequest; not the forest's work, but it depends on the array the forest " +
+      "request body (SglangWire.encodeGenerateRequest; not the forest's work, but it depends on the array the forest " +
       "returns; not in the total nor in the allocation)."
     ]
   }

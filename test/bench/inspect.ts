@@ -25,8 +25,8 @@ import * as Forest from "../../src/forest/Forest.ts"
 import * as Sample from "../../src/forest/Sample.ts"
 import * as Dump from "../../src/inspect/Dump.ts"
 import * as ForestDump from "../../src/inspect/ForestDump.ts"
-import * as Model from "../../src/inspect/Model.ts"
-import type * as Canonical from "../../src/protocol/canonical.ts"
+import * as RunView from "../../src/inspect/RunView.ts"
+import type * as Canonical from "../../src/protocol/Canonical.ts"
 import * as Records from "../../src/rollout/Records.ts"
 import * as Harness from "./harness.ts"
 
@@ -160,7 +160,7 @@ const cpuMs = <A>(f: () => A): { readonly value: A; readonly ms: number } => {
 const readEagerly = (path: string): number => {
   const lines = Dump.readFile(path, readFileSync(path, "utf8"))
   if (lines instanceof Dump.DumpLineError) throw lines
-  return Model.overview(Model.fromLines(path, lines)).sessions.length
+  return RunView.overview(RunView.fromLines(path, lines)).sessions.length
 }
 
 const measure = async (path: string, page: import("playwright-core").Page): Promise<Measured> => {
@@ -170,7 +170,7 @@ const measure = async (path: string, page: import("playwright-core").Page): Prom
   const started = performance.now()
   const cpu = process.cpuUsage()
   const run = await Effect.runPromise(Inspector.load(path))
-  const overviewBytes = JSON.stringify(Model.overview(run)).length
+  const overviewBytes = JSON.stringify(RunView.overview(run)).length
   const loadMs = performance.now() - started
   const used = process.cpuUsage(cpu)
   const loadCpuMs = (used.user + used.system) / 1000

@@ -1,13 +1,13 @@
 /**
  * Prefix matching cost: the reference algorithm (docs/sessionforest.md "Matching a request": for k = n..1 hash
- * `messages[:k]` with `Hash.ofState` and look it up) against `Matching.match` (a walk down the forest's message index
- * with structural comparison, no hashing), and against the one-pass `Hash.prefixHashes` variant of the reference, on
+ * `messages[:k]` with `StateHash.ofState` and look it up) against `Matching.match` (a walk down the forest's message index
+ * with structural comparison, no hashing), and against the one-pass `StateHash.prefixHashes` variant of the reference, on
  * conversations of 8–256 messages of ~300 bytes.
  */
 import * as Forest from "../../src/forest/Forest.ts"
-import * as Hash from "../../src/forest/hash.ts"
 import * as Matching from "../../src/forest/Matching.ts"
-import * as Canonical from "../../src/protocol/canonical.ts"
+import * as StateHash from "../../src/forest/StateHash.ts"
+import * as Canonical from "../../src/protocol/Canonical.ts"
 import * as Conversation from "./conversation.ts"
 import * as Harness from "./harness.ts"
 
@@ -19,7 +19,7 @@ interface Found {
 /** The reference: the longest committed prefix found by hashing every prefix from the longest down. */
 const referenceMatch = (forest: Forest.Forest, state: Canonical.State): Found => {
   for (let k = state.messages.length; k >= 1; k--) {
-    const hash = Hash.ofState({
+    const hash = StateHash.ofState({
       messages: state.messages.slice(0, k),
       tools: state.tools,
       chat_template_kwargs: state.chat_template_kwargs
@@ -31,7 +31,7 @@ const referenceMatch = (forest: Forest.Forest, state: Canonical.State): Found =>
 
 /** The reference rule with every prefix hash computed in one pass over the bytes. */
 const prefixHashesMatch = (forest: Forest.Forest, state: Canonical.State): Found => {
-  const hashes = Hash.prefixHashes(state)
+  const hashes = StateHash.prefixHashes(state)
   for (let k = hashes.length; k >= 1; k--) {
     const hash = hashes[k - 1]
     if (hash !== undefined && forest.nodes.has(hash)) return { parent: hash, suffixLength: state.messages.length - k }
@@ -127,7 +127,7 @@ const run = async (): Promise<Harness.BenchResult> => {
     rows,
     notes: [
       "ref/match: how many times longer the reference's hash-every-prefix loop takes than Matching.match (>1 = match is faster).",
-      "1-pass/match: the reference rule with Hash.prefixHashes (one pass over the bytes) relative to Matching.match.",
+      "1-pass/match: the reference rule with StateHash.prefixHashes (one pass over the bytes) relative to Matching.match.",
       "next turn = committed history + one new tool message; new subtree = same messages with changed tools (nothing " +
       "matches, the reference's O(n²)-byte worst case); tolerated = every assistant message echoed without its " +
       "reasoning_content (the reference finds only the first observation, Matching.match tolerates and finds the leaf)."

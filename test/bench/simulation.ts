@@ -13,7 +13,7 @@
  * `SIM_CPUPROF=sim.cpuprofile npm run bench -- simulation` (at the TypeScript sources' lines).
  * Each agent canonicalizes only its new messages per turn (`SIM_CANONICAL=whole`: its whole history, as before issue
  * 24's fourth pass); `SIM_ENGINE_WAITS=token` runs the embedded engine with one wait per token (its earlier timeline).
- * The clock is the simulation clock (`layers/runtime/SimulationClock.ts`, Effect's TestClock with its sleeps in a heap);
+ * The clock is the simulation clock (`layers/platform/SimulationClock.ts`, Effect's TestClock with its sleeps in a heap);
  * `SIM_CLOCK=effect` runs Effect's own `TestClock.layer()` instead (O(pending sleeps) a sleep). The fibers run on the
  * FairScheduler, the scheduler the rollout's services run on (`layerFromSettings`); `SIM_SCHEDULER=effect` runs them on
  * Effect's default scheduler (a macrotask, and an event-loop turn, for every batch of tasks).
@@ -27,13 +27,13 @@ import { constants, performance, type PerformanceEntry, PerformanceObserver } fr
 import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
 import * as Forests from "../../layers/generation/Forests.ts"
 import * as Generation from "../../layers/generation/Generation.ts"
-import * as FairScheduler from "../../layers/runtime/FairScheduler.ts"
-import * as SimulationClock from "../../layers/runtime/SimulationClock.ts"
+import * as FairScheduler from "../../layers/platform/FairScheduler.ts"
+import * as SimulationClock from "../../layers/platform/SimulationClock.ts"
 import * as Sessions from "../../layers/schedule/Sessions.ts"
 import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import type * as Forest from "../../src/forest/Forest.ts"
 import * as PackedIds from "../../src/ids/PackedIds.ts"
-import * as Canonical from "../../src/protocol/canonical.ts"
+import * as Canonical from "../../src/protocol/Canonical.ts"
 import * as Conversation from "./conversation.ts"
 import * as Harness from "./harness.ts"
 import * as Profiler from "./profiles.ts"

@@ -16,16 +16,16 @@ import * as Remote from "../../layers/cluster/Remote.ts"
 import * as Credit from "../../layers/credit/Credit.ts"
 import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
 import * as Engine from "../../layers/engine/Engine.ts"
+import * as Telemetry from "../../layers/observability/Telemetry.ts"
 import * as RolloutConfig from "../../layers/rollout/RolloutConfig.ts"
 import * as SessionRunner from "../../layers/rollout/SessionRunner.ts"
-import * as Telemetry from "../../layers/runtime/Telemetry.ts"
 import type * as FirstRequestBarrier from "../../layers/schedule/FirstRequestBarrier.ts"
 import * as GenerationGate from "../../layers/schedule/GenerationGate.ts"
 import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import * as Fingerprint from "../../src/cluster/Fingerprint.ts"
 import { creditOptions } from "../../src/index.ts"
 import * as Retention from "../../src/schedule/Retention.ts"
-import * as Errors from "../../src/session/errors.ts"
+import * as SessionError from "../../src/session/SessionError.ts"
 
 interface Script {
   readonly starts: Ref.Ref<number>
@@ -133,7 +133,7 @@ const hostedSession = (sessionId: string) =>
 const controllerTicket = (sessionId: string) =>
   Effect.gen(function*() {
     const arrived = yield* Deferred.make<void>()
-    const lease = yield* Deferred.make<void, Errors.SessionClosedError>()
+    const lease = yield* Deferred.make<void, SessionError.SessionClosedError>()
     const ticket: FirstRequestBarrier.SessionTicket = {
       groupId: group.groupId,
       sessionId,

@@ -1,12 +1,12 @@
 /**
- * One configuration at join (layers/cluster/Members.ts `refusal`): a runner is compared with the live controllers, a
+ * One configuration at join (layers/cluster/MemberTable.ts `refusal`): a runner is compared with the live controllers, a
  * controller with the live runners, never a runner with another runner; the refusal names the first differing flag.
  * The cross-step modes are compared by what a runner does with them (`--partial-rollout` and `--fully-async` alike).
  * The table itself is exercised by test/cluster/runners.e2e.test.ts on a real PostgreSQL.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import * as Members from "../../layers/cluster/Members.ts"
+import * as MemberTable from "../../layers/cluster/MemberTable.ts"
 import * as Fingerprint from "../../src/cluster/Fingerprint.ts"
 import * as Settings from "../../src/config/Settings.ts"
 
@@ -22,7 +22,7 @@ const live = (role: "runner" | "controller", fingerprint: Record<string, string>
 
 describe("Members.refusal", () => {
   it("refuses a runner whose sampling differs from a live controller's, naming the flag and both values", () => {
-    const refused = Members.refusal({ id: "r", role: "runner", address: "r:1", fingerprint: other }, [
+    const refused = MemberTable.refusal({ id: "r", role: "runner", address: "r:1", fingerprint: other }, [
       live("controller", same)
     ])
     assert.strictEqual(refused?.reason, "runner")
@@ -31,7 +31,7 @@ describe("Members.refusal", () => {
   })
 
   it("refuses a controller whose settings differ from a live runner's, naming the runner", () => {
-    const refused = Members.refusal({ id: "c", role: "controller", address: "c", fingerprint: other }, [
+    const refused = MemberTable.refusal({ id: "c", role: "controller", address: "c", fingerprint: other }, [
       live("runner", same)
     ])
     assert.strictEqual(refused?.reason, "controller")
@@ -40,10 +40,10 @@ describe("Members.refusal", () => {
 
   it("does not compare runners with each other, nor members that agree", () => {
     assert.isUndefined(
-      Members.refusal({ id: "r2", role: "runner", address: "r2:1", fingerprint: other }, [live("runner", same)])
+      MemberTable.refusal({ id: "r2", role: "runner", address: "r2:1", fingerprint: other }, [live("runner", same)])
     )
     assert.isUndefined(
-      Members.refusal({ id: "r2", role: "runner", address: "r2:1", fingerprint: same }, [live("controller", same)])
+      MemberTable.refusal({ id: "r2", role: "runner", address: "r2:1", fingerprint: same }, [live("controller", same)])
     )
   })
 

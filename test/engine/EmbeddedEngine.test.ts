@@ -4,7 +4,7 @@ import { TestClock } from "effect/testing"
 import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
 import * as Engine from "../../layers/engine/Engine.ts"
 import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
-import * as Model from "../../src/engine/Model.ts"
+import * as BigramModel from "../../src/engine/BigramModel.ts"
 import * as Sessions from "../support/sessions.ts"
 
 const engineLayer = (options: EmbeddedEngine.EmbeddedEngineOptions) =>
@@ -31,11 +31,11 @@ const request = (
 const prompt = [151644, 872, 198, 13048, 151645, 198, 151644, 77091, 198]
 
 /** Independent recomputation of q(id | prev) ∝ p^(1/T) over the model's sparse distribution. */
-const scaledLogprob = (model: Model.Model, prev: number, id: number, temperature: number): number => {
+const scaledLogprob = (model: BigramModel.Model, prev: number, id: number, temperature: number): number => {
   const d = model.distribution(prev)
   const z = d.probs.reduce((a, p) => a + Math.pow(p, 1 / temperature), 0) +
     d.floorCount * Math.pow(d.floor, 1 / temperature)
-  return Math.log(Math.pow(Model.probability(d, id), 1 / temperature) / z)
+  return Math.log(Math.pow(BigramModel.probability(d, id), 1 / temperature) / z)
 }
 
 const conversation = (text: string, turn = 1): Engine.PolicyRequest => ({
@@ -75,7 +75,7 @@ describe("EmbeddedEngine sampling", () => {
         let prev = prompt[prompt.length - 1]!
         result.outputIds.forEach((id, i) => {
           const expected = temperature === 1
-            ? Math.log(Model.probability(model.distribution(prev), id))
+            ? Math.log(BigramModel.probability(model.distribution(prev), id))
             : scaledLogprob(model, prev, id, temperature)
           assert.closeTo(result.logprobs[i]!, expected, 1e-9)
           prev = id
@@ -510,7 +510,7 @@ describe("EmbeddedEngine policy (--embedded-policy)", () => {
       assert.deepStrictEqual(result.finishReason, { type: "stop", matched: tokenizer.eosTokenId })
       let prev = prompt[prompt.length - 1]!
       result.outputIds.forEach((id, i) => {
-        assert.closeTo(result.logprobs[i]!, Math.log(Model.probability(model.distribution(prev), id)), 1e-9)
+        assert.closeTo(result.logprobs[i]!, Math.log(BigramModel.probability(model.distribution(prev), id)), 1e-9)
         prev = id
       })
     }).pipe(Effect.provide(engineLayer({ seed: 4, policy }))))

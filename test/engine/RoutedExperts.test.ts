@@ -5,7 +5,7 @@ import type * as Engine from "../../layers/engine/Engine.ts"
 import * as SglangEngine from "../../layers/engine/sglang/SglangEngine.ts"
 import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import * as Settings from "../../src/config/Settings.ts"
-import * as Wire from "../../src/engine/Wire.ts"
+import * as SglangWire from "../../src/engine/sglang/SglangWire.ts"
 import * as ForestCommit from "../../src/forest/Commit.ts"
 import * as Forest from "../../src/forest/Forest.ts"
 import * as Sample from "../../src/forest/Sample.ts"
@@ -13,20 +13,20 @@ import * as Turn from "../../src/generation/Turn.ts"
 import * as FakeSglang from "../support/FakeSglang.ts"
 
 /** `rows` as SGLang's little-endian int32 base64. */
-const base64 = (rows: ReadonlyArray<ReadonlyArray<number>>): string => Wire.encodeRoutedExperts(rows)
+const base64 = (rows: ReadonlyArray<ReadonlyArray<number>>): string => SglangWire.encodeRoutedExperts(rows)
 
 describe("Wire.decodeRoutedExperts", () => {
   it("gives one row per sequence position the request went through (prompt + output − 1)", () => {
     // prompt 3 + output 2 − 1 = 4 positions, 2 layers × top-2 = 4 ids each.
     const rows = [[0, 1, 2, 3], [10, 11, 12, 13], [20, 21, 22, -1], [30, 31, 32, 33]]
-    assert.deepStrictEqual(Wire.decodeRoutedExperts(base64(rows), 3, 2), Result.succeed(rows))
+    assert.deepStrictEqual(SglangWire.decodeRoutedExperts(base64(rows), 3, 2), Result.succeed(rows))
   })
 
   it("checks the text against the sequence length", () => {
-    assert.isTrue(Result.isFailure(Wire.decodeRoutedExperts(base64([[1, 2, 3]]), 3, 2)))
-    assert.isTrue(Result.isFailure(Wire.decodeRoutedExperts("not base64!", 1, 1)))
-    assert.isTrue(Result.isFailure(Wire.decodeRoutedExperts(Buffer.from([1, 2, 3]).toString("base64"), 1, 1)))
-    assert.deepStrictEqual(Wire.decodeRoutedExperts("", 1, 0), Result.succeed([]))
+    assert.isTrue(Result.isFailure(SglangWire.decodeRoutedExperts(base64([[1, 2, 3]]), 3, 2)))
+    assert.isTrue(Result.isFailure(SglangWire.decodeRoutedExperts("not base64!", 1, 1)))
+    assert.isTrue(Result.isFailure(SglangWire.decodeRoutedExperts(Buffer.from([1, 2, 3]).toString("base64"), 1, 1)))
+    assert.deepStrictEqual(SglangWire.decodeRoutedExperts("", 1, 0), Result.succeed([]))
   })
 })
 

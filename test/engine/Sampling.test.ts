@@ -1,16 +1,16 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Option, Result } from "effect"
+import * as BigramModel from "../../src/engine/BigramModel.ts"
+import * as CounterHash from "../../src/engine/CounterHash.ts"
 import * as Decoder from "../../src/engine/Decoder.ts"
-import * as Hash from "../../src/engine/Hash.ts"
-import * as Model from "../../src/engine/Model.ts"
 import * as Sampling from "../../src/engine/Sampling.ts"
 
 const vocabSize = 40
-const model = Model.make({ seed: 3, vocabSize, eosTokenId: 39, favouredCount: 6, floorProbability: 0.2 })
+const model = BigramModel.make({ seed: 3, vocabSize, eosTokenId: 39, favouredCount: 6, floorProbability: 0.2 })
 
 /** The whole distribution as a dense array, straight from the model (no Sampling code). */
 const dense = (prev: number): Array<number> =>
-  Array.from({ length: vocabSize }, (_, id) => Model.probability(model.distribution(prev), id))
+  Array.from({ length: vocabSize }, (_, id) => BigramModel.probability(model.distribution(prev), id))
 
 /** Brute force: temperature, sort (prob desc, id asc), top-k, top-p, inverse CDF. */
 const bruteSample = (prev: number, temperature: number, topK: number, topP: number, u: number) => {
@@ -53,8 +53,8 @@ describe("Model", () => {
   })
 
   it("is a pure function of the seed and the previous token", () => {
-    const again = Model.make({ seed: 3, vocabSize, eosTokenId: 39, favouredCount: 6, floorProbability: 0.2 })
-    const other = Model.make({ seed: 4, vocabSize, eosTokenId: 39, favouredCount: 6, floorProbability: 0.2 })
+    const again = BigramModel.make({ seed: 3, vocabSize, eosTokenId: 39, favouredCount: 6, floorProbability: 0.2 })
+    const other = BigramModel.make({ seed: 4, vocabSize, eosTokenId: 39, favouredCount: 6, floorProbability: 0.2 })
     assert.deepStrictEqual(again.distribution(5), model.distribution(5))
     assert.notDeepEqual(other.distribution(5).ids, model.distribution(5).ids)
   })
@@ -87,7 +87,7 @@ describe("Sampling", () => {
 
   it("memoizes the scaled distribution per distribution and temperature without changing it", () => {
     // Alternating temperatures: the memo keeps one temperature per distribution and must rescale on a change.
-    const small = Model.make({ seed: 5, vocabSize, eosTokenId: 39, favouredCount: 6, floorProbability: 0.2 })
+    const small = BigramModel.make({ seed: 5, vocabSize, eosTokenId: 39, favouredCount: 6, floorProbability: 0.2 })
     const temperatures = [1, 0.7, 1, 1e-7, 2, 0.7, 0.7]
     for (let round = 0; round < 3; round++) {
       for (const temperature of temperatures) {
@@ -106,7 +106,7 @@ describe("Sampling", () => {
       for (let position = 0; position < 40; position++) {
         const step = Decoder.next(model, params, 11, prev, position)
         const scaled = Sampling.scale(model.distribution(prev), Sampling.effective(params).temperature)
-        const u = Hash.uniform(11, position)
+        const u = CounterHash.uniform(11, position)
         assert.strictEqual(step.id, Sampling.sample(scaled, params, u))
         assert.strictEqual(step.logprob, Sampling.logprob(scaled, step.id))
         ids.push(step.id)

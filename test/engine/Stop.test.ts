@@ -1,8 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Option, Result } from "effect"
 import * as Rid from "../../src/engine/Rid.ts"
+import * as SglangWire from "../../src/engine/sglang/SglangWire.ts"
 import * as Stop from "../../src/engine/Stop.ts"
-import * as Wire from "../../src/engine/Wire.ts"
 
 const letters = (ids: ReadonlyArray<number>) => ids.map((id) => String.fromCharCode(97 + (id % 26))).join("")
 const criteria = (overrides: Partial<Stop.Criteria> = {}): Stop.Criteria => ({
@@ -65,16 +65,16 @@ describe("Stop", () => {
 describe("Wire", () => {
   it("checks context length with SGLang's >= comparisons and wording", () => {
     const message = (inputTokens: number, maxNewTokens: number) =>
-      Result.getFailure(Wire.checkContextLength(inputTokens, maxNewTokens, 20)).pipe(Option.getOrUndefined)
-    assert.isTrue(Result.isSuccess(Wire.checkContextLength(10, 9, 20)))
+      Result.getFailure(SglangWire.checkContextLength(inputTokens, maxNewTokens, 20)).pipe(Option.getOrUndefined)
+    assert.isTrue(Result.isSuccess(SglangWire.checkContextLength(10, 9, 20)))
     assert.include(
       message(10, 10) ?? "",
       "You requested a total of 20 tokens: 10 tokens from the input messages and 10 tokens"
     )
     assert.strictEqual(message(20, 0), "The input (20 tokens) is longer than the model's context length (20 tokens).")
-    assert.isTrue(Wire.isContextLengthMessage(message(10, 10) ?? ""))
-    assert.isTrue(Wire.isContextLengthMessage("This model's maximum context length is 8 tokens."))
-    assert.isFalse(Wire.isContextLengthMessage("top_p must be in (0, 1], got 0."))
+    assert.isTrue(SglangWire.isContextLengthMessage(message(10, 10) ?? ""))
+    assert.isTrue(SglangWire.isContextLengthMessage("This model's maximum context length is 8 tokens."))
+    assert.isFalse(SglangWire.isContextLengthMessage("top_p must be in (0, 1], got 0."))
   })
 
   it("maps finish reasons both ways", () => {
@@ -86,10 +86,10 @@ describe("Wire", () => {
         { type: "abort", message: "Aborted" }
       ] as const
     ) {
-      assert.deepStrictEqual(Wire.toFinishReason(Wire.fromFinishReason(reason)), reason)
+      assert.deepStrictEqual(SglangWire.toFinishReason(SglangWire.fromFinishReason(reason)), reason)
     }
-    assert.deepStrictEqual(Wire.toFinishReason({ type: "stop", matched: null }), { type: "stop" })
-    assert.strictEqual(Wire.toFinishReason(null).type, "abort")
+    assert.deepStrictEqual(SglangWire.toFinishReason({ type: "stop", matched: null }), { type: "stop" })
+    assert.strictEqual(SglangWire.toFinishReason(null).type, "abort")
   })
 })
 

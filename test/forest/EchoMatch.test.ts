@@ -8,11 +8,11 @@ import { Result } from "effect"
 import * as fc from "fast-check"
 import * as ForestCommit from "../../src/forest/Commit.ts"
 import * as Forest from "../../src/forest/Forest.ts"
-import * as Hash from "../../src/forest/hash.ts"
 import * as Matching from "../../src/forest/Matching.ts"
-import * as Canonical from "../../src/protocol/canonical.ts"
-import * as Chat from "../../src/protocol/chat.ts"
-import type * as Completion from "../../src/protocol/completion.ts"
+import * as StateHash from "../../src/forest/StateHash.ts"
+import * as Canonical from "../../src/protocol/Canonical.ts"
+import * as Chat from "../../src/protocol/Chat.ts"
+import type * as Completion from "../../src/protocol/Completion.ts"
 import * as RawEcho from "../../src/protocol/RawEcho.ts"
 
 type Raw = Record<string, unknown>
@@ -81,7 +81,7 @@ const request = (
   const b = decode(body, prefix)
   const known = prefix === undefined ? undefined : { state: prefix.state, messages: prefix.messages.length }
   const matchB = Matching.match(echo.forest, b.state, { strict, known })
-  assert.strictEqual(Hash.ofState(b.state), Hash.ofState(a.state))
+  assert.strictEqual(StateHash.ofState(b.state), StateHash.ofState(a.state))
   assert.strictEqual(matchB.parent, matchA.parent)
   assert.deepStrictEqual(matchB.suffix, matchA.suffix)
   assert.strictEqual(matchB.toleratedTurns, matchA.toleratedTurns)

@@ -1,14 +1,15 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Result } from "effect"
 import fc from "fast-check"
+import * as ContextLengthError from "../../src/engine/ContextLengthError.ts"
 import * as ForestCommit from "../../src/forest/Commit.ts"
-import * as Errors from "../../src/forest/errors.ts"
 import * as Export from "../../src/forest/Export.ts"
 import * as Forest from "../../src/forest/Forest.ts"
-import * as Hash from "../../src/forest/hash.ts"
+import * as ForestError from "../../src/forest/ForestError.ts"
 import * as Matching from "../../src/forest/Matching.ts"
 import * as Sample from "../../src/forest/Sample.ts"
-import type * as Canonical from "../../src/protocol/canonical.ts"
+import * as StateHash from "../../src/forest/StateHash.ts"
+import type * as Canonical from "../../src/protocol/Canonical.ts"
 import * as ForestCommits from "../support/forestCommits.ts"
 
 const tools: ReadonlyArray<Canonical.Tool> = [{
@@ -71,7 +72,7 @@ describe("SessionForest creation", () => {
     const forest = fresh()
     assert.strictEqual(forest.nodes.size, 1)
     assert.strictEqual(forest.leaves.size, 0)
-    assert.strictEqual(forest.root, Hash.ofState({ messages: [], tools: [], chat_template_kwargs: {} }))
+    assert.strictEqual(forest.root, StateHash.ofState({ messages: [], tools: [], chat_template_kwargs: {} }))
     assert.isTrue(Forest.isRoot(forest, forest.root))
     assert.strictEqual(Forest.trainTokenCount(forest, forest.root), 0)
   })
@@ -84,7 +85,10 @@ describe("SessionForest creation", () => {
       label: null,
       metadata: { chat_template_kwargs: { b: 1, a: 2 } }
     })
-    assert.strictEqual(forest.root, Hash.ofState({ messages: [], tools: [], chat_template_kwargs: { a: 2, b: 1 } }))
+    assert.strictEqual(
+      forest.root,
+      StateHash.ofState({ messages: [], tools: [], chat_template_kwargs: { a: 2, b: 1 } })
+    )
     assert.deepStrictEqual(Forest.subtreeKwargs(forest, forest.root), { a: 2, b: 1 })
   })
 })
@@ -101,8 +105,8 @@ describe("prefix matching (docs/sessionforest.md)", () => {
   it("continues from the longest committed prefix and reproduces state hashes", () => {
     const forest = fresh()
     const t1 = turn(forest, [user("q")], assistant("a1"), [1, 2, 3], [10, 11])
-    assert.strictEqual(t1.obs, Hash.ofState(state([user("q")])))
-    assert.strictEqual(t1.resp, Hash.ofState(state([user("q"), assistant("a1")])))
+    assert.strictEqual(t1.obs, StateHash.ofState(state([user("q")])))
+    assert.strictEqual(t1.resp, StateHash.ofState(state([user("q"), assistant("a1")])))
     const m = Matching.match(forest, state([user("q"), assistant("a1"), user("q2")]), { strict: true })
     assert.strictEqual(m.parent, t1.resp)
     assert.deepStrictEqual(m.suffix, [user("q2")])
@@ -203,7 +207,7 @@ describe("commits", () => {
           chatTemplateKwargs: kwargs,
           rolloutId: 0
         }),
-      Errors.ForestInvariantError,
+      ForestError.ForestInvariantError,
       "State hash collision with mismatched kinds: resp vs obs"
     )
   })
@@ -342,7 +346,7 @@ describe("commits", () => {
         h !== forest.root
       )
     ) {
-      assert.strictEqual(hash, Hash.ofState(state(Forest.fullMessages(forest, hash))))
+      assert.strictEqual(hash, StateHash.ofState(state(Forest.fullMessages(forest, hash))))
     }
     // Only leaves keep a running hash state.
     for (const n of forest.nodes.values()) {
@@ -394,10 +398,10 @@ describe("commits", () => {
     for (const n of forest.nodes.values()) {
       if (n.hash === forest.root) continue
       const [t, k2] = contexts.find(([t, k2]) =>
-        Hash.equalJson(t, Forest.subtreeTools(forest, n.hash)) &&
-        Hash.equalJson(k2, Forest.subtreeKwargs(forest, n.hash))
+        StateHash.equalJson(t, Forest.subtreeTools(forest, n.hash)) &&
+        StateHash.equalJson(k2, Forest.subtreeKwargs(forest, n.hash))
       ) ?? [[], {}]
-      assert.strictEqual(n.hash, Hash.ofState(state(Forest.fullMessages(forest, n.hash), t, k2)))
+      assert.strictEqual(n.hash, StateHash.ofState(state(Forest.fullMessages(forest, n.hash), t, k2)))
     }
     assert.strictEqual(forest.nodes.size, 1 + 4 * 4 * 2)
   })
@@ -453,7 +457,7 @@ describe("context checks", () => {
     assert.isTrue(Result.isSuccess(Forest.checkObservationContext(forest, t1.resp, 1000, null)))
     const checked = Forest.checkObservationContext(forest, t1.resp, 5, 10)
     assert(Result.isFailure(checked))
-    assert.instanceOf(checked.failure, Errors.ContextLengthError)
+    assert.instanceOf(checked.failure, ContextLengthError.ContextLengthError)
     assert.strictEqual(
       checked.failure.message,
       "This model's maximum context length is 10 tokens. However, your messages resulted in 10 tokens. Please reduce the length of the messages."
@@ -467,29 +471,29 @@ describe("context checks", () => {
     assert.deepStrictEqual(Forest.generationBudget(forest, t1.resp, null, 100), Result.succeed(100))
     const exhausted = Forest.generationBudget(forest, t1.resp, 5, 100)
     assert(Result.isFailure(exhausted))
-    assert.instanceOf(exhausted.failure, Errors.ContextLengthError)
+    assert.instanceOf(exhausted.failure, ContextLengthError.ContextLengthError)
   })
 
   it("words every context-length variant like the reference", () => {
     assert.strictEqual(
-      new Errors.ContextLengthError({ limit: null }).message,
+      new ContextLengthError.ContextLengthError({ limit: null }).message,
       "This model's maximum context length was exceeded. Please reduce the length of the messages."
     )
     assert.strictEqual(
-      new Errors.ContextLengthError({ limit: 8 }).message,
+      new ContextLengthError.ContextLengthError({ limit: 8 }).message,
       "This model's maximum context length is 8 tokens. Please reduce the length of the messages."
     )
     assert.strictEqual(
-      new Errors.ContextLengthError({ limit: 8, promptTokens: 6, completionTokens: 4 }).message,
+      new ContextLengthError.ContextLengthError({ limit: 8, promptTokens: 6, completionTokens: 4 }).message,
       "This model's maximum context length is 8 tokens. However, your messages resulted in 6 tokens and requested 4 completion tokens (10 tokens total). Please reduce the length of the messages or max_completion_tokens."
     )
   })
 })
 
 const failureOf = (
-  value: Result.Result<ReadonlyArray<Export.ExportedContext>, Errors.ExportError>
-): Errors.ExportError | undefined => Result.isFailure(value) ? value.failure : undefined
-const contextsOf = (value: Result.Result<ReadonlyArray<Export.ExportedContext>, Errors.ExportError>) =>
+  value: Result.Result<ReadonlyArray<Export.ExportedContext>, ForestError.ExportError>
+): ForestError.ExportError | undefined => Result.isFailure(value) ? value.failure : undefined
+const contextsOf = (value: Result.Result<ReadonlyArray<Export.ExportedContext>, ForestError.ExportError>) =>
   Result.isSuccess(value) ? value.success : undefined
 
 describe("implicit export", () => {
@@ -717,7 +721,7 @@ describe("processor-expanded observations (images)", () => {
     assert.strictEqual(Forest.trainTokenCount(forest, obs), 6)
     // 6 expanded tokens + 1 observation token reach a limit of 7, although the engine sees only 4.
     const tooLong = Forest.checkObservationContext(forest, obs, 1, 7)
-    assert.isTrue(Result.isFailure(tooLong) && tooLong.failure instanceof Errors.ContextLengthError)
+    assert.isTrue(Result.isFailure(tooLong) && tooLong.failure instanceof ContextLengthError.ContextLengthError)
     assert.deepStrictEqual(Forest.generationBudget(forest, obs, 10, 100), Result.succeed(4))
   })
 

@@ -5,10 +5,10 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as ForestCommit from "../../src/forest/Commit.ts"
 import * as Forest from "../../src/forest/Forest.ts"
-import * as Hash from "../../src/forest/hash.ts"
 import * as Matching from "../../src/forest/Matching.ts"
+import * as StateHash from "../../src/forest/StateHash.ts"
 import * as PythonJson from "../../src/json/PythonJson.ts"
-import * as Canonical from "../../src/protocol/canonical.ts"
+import * as Canonical from "../../src/protocol/Canonical.ts"
 
 /** A deterministic pseudo-random source. */
 const seeded = (seed: number) => {
@@ -141,7 +141,7 @@ const randomForest = (random: Random): Forest.Forest => {
     if (random.chance(atRoot ? 0.15 : 0.45)) {
       const message = assistantMessage(random)
       // Committing a state that already exists as an observation is an invariant break, not a test case.
-      const hash = Hash.ofState(stateOf([...history, message], contextOf(forest, at.hash)))
+      const hash = StateHash.ofState(stateOf([...history, message], contextOf(forest, at.hash)))
       if (!forest.nodes.has(hash)) respond(forest, at.hash, message)
       continue
     }
@@ -150,7 +150,7 @@ const randomForest = (random: Random): Forest.Forest => {
       ? [...sibling.messages.slice(0, 1 + random.int(sibling.messages.length)), ...messagesOf(random, 0, 2)]
       : messagesOf(random, 1, 3)
     if (messages.length === 0) continue
-    const hash = Hash.ofState(stateOf([...history, ...messages], context))
+    const hash = StateHash.ofState(stateOf([...history, ...messages], context))
     if (!forest.nodes.has(hash)) observe(forest, at.hash, messages, context)
   }
   return forest
@@ -192,7 +192,7 @@ interface Found {
 /** The rule of docs/sessionforest.md "Matching a request": for k = n..1, is hash(messages[:k]) a committed state? */
 const referenceMatch = (forest: Forest.Forest, state: Canonical.State): Found => {
   for (let k = state.messages.length; k >= 1; k--) {
-    const hash = Hash.ofState({ ...state, messages: state.messages.slice(0, k) })
+    const hash = StateHash.ofState({ ...state, messages: state.messages.slice(0, k) })
     if (forest.nodes.has(hash)) return { parent: hash, suffixLength: state.messages.length - k, toleratedTurns: 0 }
   }
   return { parent: forest.root, suffixLength: state.messages.length, toleratedTurns: 0 }
@@ -208,7 +208,7 @@ const samePythonJson = (a: unknown, b: unknown): boolean => PythonJson.dumpsJs(a
  */
 const tolerantOracle = (forest: Forest.Forest, state: Canonical.State): Found => {
   const messages = state.messages
-  const hashOf = (history: ReadonlyArray<Canonical.Message>) => Hash.ofState({ ...state, messages: history })
+  const hashOf = (history: ReadonlyArray<Canonical.Message>) => StateHash.ofState({ ...state, messages: history })
   let parent = forest.root
   let position = 0
   let toleratedTurns = 0

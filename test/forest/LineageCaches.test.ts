@@ -10,7 +10,7 @@ import { assert, describe, it } from "@effect/vitest"
 import fc from "fast-check"
 import * as ForestCommit from "../../src/forest/Commit.ts"
 import * as Forest from "../../src/forest/Forest.ts"
-import type * as Canonical from "../../src/protocol/canonical.ts"
+import type * as Canonical from "../../src/protocol/Canonical.ts"
 import * as ForestCommits from "../support/forestCommits.ts"
 
 type Op =

@@ -6,7 +6,7 @@ import * as Export from "../../src/forest/Export.ts"
 import * as Forest from "../../src/forest/Forest.ts"
 import * as Matching from "../../src/forest/Matching.ts"
 import * as Sample from "../../src/forest/Sample.ts"
-import * as Canonical from "../../src/protocol/canonical.ts"
+import * as Canonical from "../../src/protocol/Canonical.ts"
 import * as ObservationDelta from "../../src/template/ObservationDelta.ts"
 
 const tools: ReadonlyArray<Canonical.Tool> = [{

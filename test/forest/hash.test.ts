@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
-import * as Hash from "../../src/forest/hash.ts"
+import * as StateHash from "../../src/forest/StateHash.ts"
 import * as PythonJson from "../../src/json/PythonJson.ts"
-import type * as Canonical from "../../src/protocol/canonical.ts"
+import type * as Canonical from "../../src/protocol/Canonical.ts"
 
 /** A deterministic pseudo-random source in [0, 1). */
 const seeded = (seed: number) => {
@@ -78,47 +78,47 @@ const reverseKeys = (value: unknown): unknown => {
 
 describe("state hash (reference-identical)", () => {
   it("matches golden hashes computed with Python json.dumps + hashlib", () => {
-    assert.strictEqual(Hash.ofState(empty), golden.empty)
-    assert.strictEqual(Hash.ofState(hi), golden.hi)
-    assert.strictEqual(Hash.ofState(rich), golden.rich)
+    assert.strictEqual(StateHash.ofState(empty), golden.empty)
+    assert.strictEqual(StateHash.ofState(hi), golden.hi)
+    assert.strictEqual(StateHash.ofState(rich), golden.rich)
   })
 
   it("matches the golden hash of every prefix", () => {
-    assert.deepStrictEqual(Hash.prefixHashes(rich), golden.richPrefixes)
+    assert.deepStrictEqual(StateHash.prefixHashes(rich), golden.richPrefixes)
   })
 
   it("is independent of key insertion order", () => {
-    assert.strictEqual(Hash.ofState(reverseKeys(rich) as Canonical.State), golden.rich)
+    assert.strictEqual(StateHash.ofState(reverseKeys(rich) as Canonical.State), golden.rich)
   })
 
   it("is stable across calls and changes with any field", () => {
-    assert.strictEqual(Hash.ofState(rich), Hash.ofState(structuredClone(rich)))
-    assert.notStrictEqual(Hash.ofState({ ...rich, tools: [] }), golden.rich)
-    assert.notStrictEqual(Hash.ofState({ ...rich, chat_template_kwargs: {} }), golden.rich)
-    assert.notStrictEqual(Hash.ofState({ ...rich, messages: rich.messages.slice(1) }), golden.rich)
+    assert.strictEqual(StateHash.ofState(rich), StateHash.ofState(structuredClone(rich)))
+    assert.notStrictEqual(StateHash.ofState({ ...rich, tools: [] }), golden.rich)
+    assert.notStrictEqual(StateHash.ofState({ ...rich, chat_template_kwargs: {} }), golden.rich)
+    assert.notStrictEqual(StateHash.ofState({ ...rich, messages: rich.messages.slice(1) }), golden.rich)
   })
 
   it("prefixHashes equals ofState on every prefix", () => {
     const states = [hi, rich, { ...rich, tools: [] }, { ...rich, chat_template_kwargs: { x: { b: 1, a: 2 } } }]
     for (const state of states) {
-      const prefixes = Hash.prefixHashes(state)
+      const prefixes = StateHash.prefixHashes(state)
       assert.strictEqual(prefixes.length, state.messages.length)
       prefixes.forEach((h, i) =>
-        assert.strictEqual(h, Hash.ofState({ ...state, messages: state.messages.slice(0, i + 1) }))
+        assert.strictEqual(h, StateHash.ofState({ ...state, messages: state.messages.slice(0, i + 1) }))
       )
     }
   })
 
   it("the running hash (start/extend/finish) equals ofState, split anywhere", () => {
     for (let split = 0; split <= rich.messages.length; split++) {
-      const head = Hash.extend(Hash.start(), rich.messages.slice(0, split))
-      const whole = Hash.extend(head, rich.messages.slice(split))
+      const head = StateHash.extend(StateHash.start(), rich.messages.slice(0, split))
+      const whole = StateHash.extend(head, rich.messages.slice(split))
       assert.strictEqual(whole.count, rich.messages.length)
-      assert.strictEqual(Hash.finish(whole, rich.tools, rich.chat_template_kwargs), golden.rich)
+      assert.strictEqual(StateHash.finish(whole, rich.tools, rich.chat_template_kwargs), golden.rich)
       // extending copies: the head still finishes to its own prefix hash
       assert.strictEqual(
-        Hash.finish(head, rich.tools, rich.chat_template_kwargs),
-        split === 0 ? Hash.ofState({ ...rich, messages: [] }) : golden.richPrefixes[split - 1]
+        StateHash.finish(head, rich.tools, rich.chat_template_kwargs),
+        split === 0 ? StateHash.ofState({ ...rich, messages: [] }) : golden.richPrefixes[split - 1]
       )
     }
   })
@@ -162,25 +162,25 @@ describe("state hash (reference-identical)", () => {
       const b = i % 3 === 0 ? reordered(a) : value(0)
       const same = PythonJson.dumpsJs(a) === PythonJson.dumpsJs(b)
       if (same) equalPairs++
-      assert.strictEqual(Hash.equalJson(a, b), same, `${PythonJson.dumpsJs(a)} vs ${PythonJson.dumpsJs(b)}`)
-      assert.strictEqual(Hash.equalJson(b, a), same)
+      assert.strictEqual(StateHash.equalJson(a, b), same, `${PythonJson.dumpsJs(a)} vs ${PythonJson.dumpsJs(b)}`)
+      assert.strictEqual(StateHash.equalJson(b, a), same)
     }
     assert.isAbove(equalPairs, 1000)
-    assert.isTrue(Hash.equalJson(rich.messages, rich.messages.map((m) => reordered(m))))
-    assert.isFalse(Hash.equalJson({ a: 1, b: undefined }, { a: 1, b: null }))
-    assert.isTrue(Hash.equalJson({ a: 1, b: undefined }, { a: 1 }))
+    assert.isTrue(StateHash.equalJson(rich.messages, rich.messages.map((m) => reordered(m))))
+    assert.isFalse(StateHash.equalJson({ a: 1, b: undefined }, { a: 1, b: null }))
+    assert.isTrue(StateHash.equalJson({ a: 1, b: undefined }, { a: 1 }))
     // Own keys only, as Object.keys and json.dumps see them; objects without a prototype compare like any other.
     const inherited: Record<string, unknown> = Object.create({ b: 2 })
     inherited["a"] = 1
-    assert.isTrue(Hash.equalJson(inherited, { a: 1 }))
-    assert.isFalse(Hash.equalJson(inherited, { a: 1, b: 2 }))
-    assert.isFalse(Hash.equalJson({ a: 1, b: 2 }, inherited))
+    assert.isTrue(StateHash.equalJson(inherited, { a: 1 }))
+    assert.isFalse(StateHash.equalJson(inherited, { a: 1, b: 2 }))
+    assert.isFalse(StateHash.equalJson({ a: 1, b: 2 }, inherited))
     const bare: Record<string, unknown> = Object.create(null)
     bare["b"] = [1, { c: "é" }]
     bare["a"] = null
-    assert.isTrue(Hash.equalJson(bare, { b: [1, { c: "é" }], a: null }))
-    assert.isFalse(Hash.equalJson(bare, { a: undefined, b: [1, { c: "é" }] }))
-    assert.isFalse(Hash.equalJson(bare, { b: [1, { c: "e" }] }))
+    assert.isTrue(StateHash.equalJson(bare, { b: [1, { c: "é" }], a: null }))
+    assert.isFalse(StateHash.equalJson(bare, { a: undefined, b: [1, { c: "é" }] }))
+    assert.isFalse(StateHash.equalJson(bare, { b: [1, { c: "e" }] }))
   })
 })
 
@@ -210,16 +210,19 @@ describe("Python json.dumps semantics", () => {
 
   it("sorts keys by code point, not UTF-16 unit", () => {
     assert.strictEqual(
-      Hash.pythonJson({ "\ue000": 1, "😀": 2, z: 3, A: 4, "é": 5 }),
+      StateHash.pythonJson({ "\ue000": 1, "😀": 2, z: 3, A: 4, "é": 5 }),
       "{\"A\":4,\"z\":3,\"é\":5,\"\ue000\":1,\"😀\":2}"
     )
   })
 
   it("escapes only quotes, backslashes and control characters", () => {
-    assert.strictEqual(Hash.pythonJson("a\"b\\c\n\t\u0001\u007f\u2028é"), "\"a\\\"b\\\\c\\n\\t\\u0001\u007f\u2028é\"")
+    assert.strictEqual(
+      StateHash.pythonJson("a\"b\\c\n\t\u0001\u007f\u2028é"),
+      "\"a\\\"b\\\\c\\n\\t\\u0001\u007f\u2028é\""
+    )
   })
 
   it("prints integers exactly and JS integral numbers as ints", () => {
-    assert.strictEqual(Hash.pythonJson([1, -0, 2 ** 53 + 2, 1e21, 3.25]), "[1,0,9007199254740994,1e+21,3.25]")
+    assert.strictEqual(StateHash.pythonJson([1, -0, 2 ** 53 + 2, 1e21, 3.25]), "[1,0,9007199254740994,1e+21,3.25]")
   })
 })

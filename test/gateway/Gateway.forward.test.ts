@@ -18,9 +18,9 @@ import * as ModelRoute from "../../layers/gateway/ModelRoute.ts"
 import * as OwnerRelay from "../../layers/gateway/OwnerRelay.ts"
 import * as Generation from "../../layers/generation/Generation.ts"
 import * as Sessions from "../../layers/schedule/Sessions.ts"
+import type * as ClusterWire from "../../src/cluster/ClusterWire.ts"
 import * as Routing from "../../src/cluster/Routing.ts"
-import type * as Wire from "../../src/cluster/Wire.ts"
-import type * as Completion from "../../src/protocol/completion.ts"
+import type * as Completion from "../../src/protocol/Completion.ts"
 import * as SupportSessions from "../support/sessions.ts"
 
 const completion = (content: string): Completion.Completion => ({
@@ -33,7 +33,7 @@ const completion = (content: string): Completion.Completion => ({
 })
 
 interface Calls {
-  readonly cluster: Array<Wire.ForwardedRequest>
+  readonly cluster: Array<ClusterWire.ForwardedRequest>
   readonly failed: Array<string>
   /** Sessions whose request was relayed (OwnerRelay) and answered. */
   readonly relayed: Array<string>
@@ -47,7 +47,7 @@ const calls = (): Calls => ({ cluster: [], failed: [], relayed: [] })
  */
 const runner = (
   content: string,
-  viaCluster: (request: Wire.ForwardedRequest) => Wire.ForwardedResponse,
+  viaCluster: (request: ClusterWire.ForwardedRequest) => ClusterWire.ForwardedResponse,
   calls: Calls,
   spliceTo?: (sessionId: string) => string | undefined,
   splicing = true

@@ -10,12 +10,12 @@ import * as Gateway from "../../layers/gateway/Gateway.ts"
 import * as Forests from "../../layers/generation/Forests.ts"
 import * as Generation from "../../layers/generation/Generation.ts"
 import * as Sessions from "../../layers/schedule/Sessions.ts"
-import * as ForestErrors from "../../src/forest/errors.ts"
+import * as ContextLengthError from "../../src/engine/ContextLengthError.ts"
 import * as Forest from "../../src/forest/Forest.ts"
-import * as GenerationErrors from "../../src/generation/errors.ts"
-import type * as Completion from "../../src/protocol/completion.ts"
-import * as Errors from "../../src/protocol/errors.ts"
-import * as Sse from "../../src/protocol/sse.ts"
+import * as GenerationError from "../../src/generation/GenerationError.ts"
+import type * as Completion from "../../src/protocol/Completion.ts"
+import * as ProtocolError from "../../src/protocol/ProtocolError.ts"
+import * as Sse from "../../src/protocol/Sse.ts"
 import * as GatewayStack from "../support/gatewayStack.ts"
 import * as OpenStream from "../support/openStream.ts"
 import * as SupportSessions from "../support/sessions.ts"
@@ -31,7 +31,7 @@ const completion: Completion.Completion = {
 
 type Script = (
   request: Completion.CanonicalRequest
-) => Effect.Effect<Completion.Completion, GenerationErrors.GenerationError>
+) => Effect.Effect<Completion.Completion, GenerationError.GenerationError>
 
 /** A generation core that answers by script and records what it was asked. */
 const scripted = (script: Ref.Ref<Script>, seen: Array<Completion.CanonicalRequest>) =>
@@ -257,7 +257,10 @@ describe("Gateway errors", () => {
   it.live("400 context_length_exceeded from the generation core keeps 'maximum context length' in the message", () =>
     Effect.gen(function*() {
       const { gateway, live, script } = yield* setup()
-      yield* Ref.set(script, () => Effect.fail(new ForestErrors.ContextLengthError({ limit: 32, promptTokens: 40 })))
+      yield* Ref.set(
+        script,
+        () => Effect.fail(new ContextLengthError.ContextLengthError({ limit: 32, promptTokens: 40 }))
+      )
       const reply = yield* request(gateway.baseUrl + "/v1/chat/completions", {
         headers: bearer(live),
         body: chatBody()
@@ -299,7 +302,7 @@ describe("Gateway errors", () => {
       const { gateway, live, script } = yield* setup()
       yield* Ref.set(script, () =>
         Effect.fail(
-          new GenerationErrors.GenerationEngineError({ reason: "engine", detail: "scripted engine failure" })
+          new GenerationError.GenerationEngineError({ reason: "engine", detail: "scripted engine failure" })
         ))
       const reply = yield* request(gateway.baseUrl + "/v1/chat/completions", {
         headers: bearer(live),
@@ -331,7 +334,7 @@ describe("Buffered SSE", () => {
   it.live("a failed streamed generation sends the error as data then [DONE], status 200", () =>
     Effect.gen(function*() {
       const { gateway, live, script } = yield* setup()
-      yield* Ref.set(script, () => Effect.fail(new ForestErrors.ContextLengthError({ limit: null })))
+      yield* Ref.set(script, () => Effect.fail(new ContextLengthError.ContextLengthError({ limit: null })))
       const reply = yield* request(gateway.baseUrl + "/v1/chat/completions", {
         headers: bearer(live),
         body: chatBody({ stream: true })
@@ -339,7 +342,7 @@ describe("Buffered SSE", () => {
       expect(reply.status).toBe(200)
       expect(reply.body).toBe(
         ": connected\n\n" +
-          `data: ${JSON.stringify(Errors.openAiBody(Errors.GatewayError.contextLength({})))}\n\n` +
+          `data: ${JSON.stringify(ProtocolError.openAiBody(ProtocolError.GatewayError.contextLength({})))}\n\n` +
           "data: [DONE]\n\n"
       )
     }))
@@ -436,7 +439,7 @@ describe("Buffered SSE failures after the headers are sent", () => {
     Effect.gen(function*() {
       const { gateway, live, script } = yield* setup()
       const release = yield* Deferred.make<void>()
-      const error = new ForestErrors.ContextLengthError({ limit: 32, promptTokens: 40 })
+      const error = new ContextLengthError.ContextLengthError({ limit: 32, promptTokens: 40 })
       yield* Ref.set(script, () => Deferred.await(release).pipe(Effect.andThen(Effect.fail(error))))
       const stream = yield* OpenStream.openStream(
         gateway.baseUrl + "/v1/chat/completions",
@@ -464,7 +467,7 @@ describe("Buffered SSE failures after the headers are sent", () => {
         Deferred.await(release).pipe(
           Effect.andThen(
             Effect.fail(
-              new GenerationErrors.GenerationEngineError({ reason: "engine", detail: "scripted engine failure" })
+              new GenerationError.GenerationEngineError({ reason: "engine", detail: "scripted engine failure" })
             )
           )
         ))
@@ -504,7 +507,7 @@ describe("Buffered SSE failures after the headers are sent", () => {
         Deferred.await(release).pipe(
           Effect.andThen(
             Effect.fail(
-              new GenerationErrors.GenerationEngineError({ reason: "engine", detail: "scripted engine failure" })
+              new GenerationError.GenerationEngineError({ reason: "engine", detail: "scripted engine failure" })
             )
           )
         ))
@@ -552,8 +555,8 @@ describe("client disconnect before the body is read", () => {
     }))
 
   it("the 499 answer has the protocol's error shape", () => {
-    const error = Errors.GatewayError.clientDisconnect("body")
-    expect(Errors.renderOpenAi(error)).toEqual({
+    const error = ProtocolError.GatewayError.clientDisconnect("body")
+    expect(ProtocolError.renderOpenAi(error)).toEqual({
       status: 499,
       body: {
         error: {
@@ -565,7 +568,7 @@ describe("client disconnect before the body is read", () => {
       },
       headers: {}
     })
-    expect(Errors.renderAnthropic(error).body).toEqual({
+    expect(ProtocolError.renderAnthropic(error).body).toEqual({
       type: "error",
       error: { type: "invalid_request_error", message: "client disconnected before agentic request body was read" }
     })

@@ -13,9 +13,9 @@ import type * as Sessions from "../../layers/schedule/Sessions.ts"
 import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import * as Forest from "../../src/forest/Forest.ts"
 import * as Sample from "../../src/forest/Sample.ts"
-import * as Parsers from "../../src/parsers/registry.ts"
-import type * as Completion from "../../src/protocol/completion.ts"
-import * as ProtocolErrors from "../../src/protocol/errors.ts"
+import * as ParserRegistry from "../../src/parsers/ParserRegistry.ts"
+import type * as Completion from "../../src/protocol/Completion.ts"
+import * as ProtocolError from "../../src/protocol/ProtocolError.ts"
 import * as Requests from "../support/requests.ts"
 import * as Results from "../support/results.ts"
 import * as ScriptedEngine from "../support/scriptedEngine.ts"
@@ -36,8 +36,8 @@ const scripted = (next: ScriptedEngine.Script) =>
 const engine = ScriptedEngine.scriptedEngine(calls, (request, call) => script(request, call))
 
 const stack = Generation.Generation.layer({
-  toolCallParser: Results.success(Parsers.ToolCallParsers.get("qwen25")),
-  reasoningParser: Results.success(Parsers.ReasoningParsers.get("qwen3"))
+  toolCallParser: Results.success(ParserRegistry.ToolCallParsers.get("qwen25")),
+  reasoningParser: Results.success(ParserRegistry.ReasoningParsers.get("qwen3"))
 }).pipe(
   Layer.provideMerge(Forests.Forests.layer),
   Layer.provideMerge(engine),
@@ -213,7 +213,7 @@ describe("Generation over a scripted engine", () => {
         const entry = yield* session
         const error = yield* (yield* Generation.Generation).generate(entry, request([u1])).pipe(
           Effect.flip,
-          Effect.map(ProtocolErrors.GatewayError.fromGeneration)
+          Effect.map(ProtocolError.GatewayError.fromGeneration)
         )
         expect(error.status).toBe(500)
         expect(calls).toHaveLength(3)

@@ -12,9 +12,9 @@ import * as Generation from "../../layers/generation/Generation.ts"
 import type * as Sessions from "../../layers/schedule/Sessions.ts"
 import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import * as Forest from "../../src/forest/Forest.ts"
-import * as Parsers from "../../src/parsers/registry.ts"
-import type * as Completion from "../../src/protocol/completion.ts"
-import * as ProtocolErrors from "../../src/protocol/errors.ts"
+import * as ParserRegistry from "../../src/parsers/ParserRegistry.ts"
+import type * as Completion from "../../src/protocol/Completion.ts"
+import * as ProtocolError from "../../src/protocol/ProtocolError.ts"
 import * as Policy from "../fixtures/gateway/policy.ts"
 import * as Requests from "../support/requests.ts"
 import * as Results from "../support/results.ts"
@@ -24,8 +24,8 @@ import * as Tracing from "../support/tracing.ts"
 
 const stack = (engine: EmbeddedEngine.EmbeddedEngineOptions = EmbeddedEngine.EmbeddedEngine.instant) =>
   Generation.Generation.layer({
-    toolCallParser: Results.success(Parsers.ToolCallParsers.get("qwen25")),
-    reasoningParser: Results.success(Parsers.ReasoningParsers.get("qwen3"))
+    toolCallParser: Results.success(ParserRegistry.ToolCallParsers.get("qwen25")),
+    reasoningParser: Results.success(ParserRegistry.ReasoningParsers.get("qwen3"))
   }).pipe(
     Layer.provideMerge(Forests.Forests.layer),
     Layer.provideMerge(EmbeddedEngine.EmbeddedEngine.layer({ ...engine, policy: Policy.policy })),
@@ -135,7 +135,7 @@ describe("Generation", () => {
         const entry = yield* session({ maxContextLen: 10 })
         const error = yield* (yield* Generation.Generation).generate(entry, request(question)).pipe(
           Effect.flip,
-          Effect.map(ProtocolErrors.GatewayError.fromGeneration)
+          Effect.map(ProtocolError.GatewayError.fromGeneration)
         )
         expect(error.status).toBe(400)
         expect(error.code).toBe("context_length_exceeded")
@@ -213,8 +213,8 @@ describe("Generation with images", () => {
     })
   )
   const withRecording = Generation.Generation.layer({
-    toolCallParser: Results.success(Parsers.ToolCallParsers.get("qwen25")),
-    reasoningParser: Results.success(Parsers.ReasoningParsers.get("qwen3"))
+    toolCallParser: Results.success(ParserRegistry.ToolCallParsers.get("qwen25")),
+    reasoningParser: Results.success(ParserRegistry.ReasoningParsers.get("qwen3"))
   }).pipe(
     Layer.provideMerge(Forests.Forests.layer),
     Layer.provideMerge(recording),
@@ -235,7 +235,7 @@ describe("Generation with images", () => {
             role: "user",
             content: [{ type: "image_url", image_url: { url: image } }, { type: "text", text: "Please compute 2+2?" }]
           }])
-        ).pipe(Effect.flip, Effect.map(ProtocolErrors.GatewayError.fromGeneration))
+        ).pipe(Effect.flip, Effect.map(ProtocolError.GatewayError.fromGeneration))
         expect(refused.status).toBe(400)
         expect(refused.message).toContain("The chat template cannot render these messages")
         const parts = yield* generation.generate(
@@ -303,8 +303,8 @@ const parentSpanWatch = (seen: Array<string | null>) =>
 describe("Generation without a tracer", () => {
   const seen: Array<string | null> = []
   const watched = Generation.Generation.layer({
-    toolCallParser: Results.success(Parsers.ToolCallParsers.get("qwen25")),
-    reasoningParser: Results.success(Parsers.ReasoningParsers.get("qwen3"))
+    toolCallParser: Results.success(ParserRegistry.ToolCallParsers.get("qwen25")),
+    reasoningParser: Results.success(ParserRegistry.ReasoningParsers.get("qwen3"))
   }).pipe(
     Layer.provideMerge(Forests.Forests.layer),
     Layer.provideMerge(parentSpanWatch(seen)),

@@ -11,7 +11,7 @@ import * as Generation from "../../layers/generation/Generation.ts"
 import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import * as Forest from "../../src/forest/Forest.ts"
 import * as Sample from "../../src/forest/Sample.ts"
-import * as ProtocolErrors from "../../src/protocol/errors.ts"
+import * as ProtocolError from "../../src/protocol/ProtocolError.ts"
 import * as Requests from "../support/requests.ts"
 import * as ScriptedEngine from "../support/scriptedEngine.ts"
 import * as Sessions from "../support/sessions.ts"
@@ -93,7 +93,7 @@ describe("a vision model's observations", () => {
         const entry = yield* Sessions.sessionWithForest({ maxContextLen: 200 })
         const error = yield* generation.generate(entry, request(withImage(image))).pipe(Effect.flip)
         assert.strictEqual(error._tag, "ContextLengthError")
-        assert.strictEqual(ProtocolErrors.GatewayError.fromGeneration(error).status, 400)
+        assert.strictEqual(ProtocolError.GatewayError.fromGeneration(error).status, 400)
         assert.lengthOf(calls, 0)
         const forest = yield* (yield* Forests.Forests).get(entry.sessionId)
         assert.strictEqual(forest.nodes.size, 1)
@@ -112,7 +112,7 @@ describe("a vision model's observations", () => {
           Effect.flip
         )
         assert.strictEqual(error._tag, "ImageRejectedError")
-        const http = ProtocolErrors.GatewayError.fromGeneration(error)
+        const http = ProtocolError.GatewayError.fromGeneration(error)
         assert.strictEqual(http.status, 400)
         assert.include(http.message, "cannot read image data:image/png;base64,AAAA")
         assert.lengthOf(calls, 0)

@@ -7,7 +7,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import * as FairScheduler from "../../layers/runtime/FairScheduler.ts"
+import * as FairScheduler from "../../layers/platform/FairScheduler.ts"
 import * as UpdateScenario from "../support/updateScenario.ts"
 
 /** How the Sessions' lease is given: awaited only, or also reported held (`leaseHeld`). */

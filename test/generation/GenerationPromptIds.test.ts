@@ -12,7 +12,7 @@ import * as Generation from "../../layers/generation/Generation.ts"
 import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import * as Forest from "../../src/forest/Forest.ts"
 import * as PackedIds from "../../src/ids/PackedIds.ts"
-import * as Parsers from "../../src/parsers/registry.ts"
+import * as ParserRegistry from "../../src/parsers/ParserRegistry.ts"
 import * as PromptIds from "../../src/template/PromptIds.ts"
 import * as Policy from "../fixtures/gateway/policy.ts"
 import * as Requests from "../support/requests.ts"
@@ -36,8 +36,8 @@ const countingTokenizer = Layer.effect(
 
 const stack = (promptIdsBytes: number | undefined) =>
   Generation.Generation.layer({
-    toolCallParser: Results.success(Parsers.ToolCallParsers.get("qwen25")),
-    reasoningParser: Results.success(Parsers.ReasoningParsers.get("qwen3")),
+    toolCallParser: Results.success(ParserRegistry.ToolCallParsers.get("qwen25")),
+    reasoningParser: Results.success(ParserRegistry.ReasoningParsers.get("qwen3")),
     promptIdsBytes
   }).pipe(
     Layer.provideMerge(Forests.Forests.layer),

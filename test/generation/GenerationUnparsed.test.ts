@@ -11,9 +11,9 @@ import * as Forests from "../../layers/generation/Forests.ts"
 import * as Generation from "../../layers/generation/Generation.ts"
 import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import * as Forest from "../../src/forest/Forest.ts"
-import * as Parsers from "../../src/parsers/registry.ts"
-import * as Canonical from "../../src/protocol/canonical.ts"
-import * as ProtocolErrors from "../../src/protocol/errors.ts"
+import * as ParserRegistry from "../../src/parsers/ParserRegistry.ts"
+import * as Canonical from "../../src/protocol/Canonical.ts"
+import * as ProtocolError from "../../src/protocol/ProtocolError.ts"
 import * as Policy from "../fixtures/gateway/policy.ts"
 import * as Requests from "../support/requests.ts"
 import * as Results from "../support/results.ts"
@@ -27,7 +27,7 @@ const unknownCall: Record<string, string> = {
 
 const stack = (parser: string, failUnparsedTurns: boolean) =>
   Generation.Generation.layer({
-    toolCallParser: Results.success(Parsers.ToolCallParsers.get(parser)),
+    toolCallParser: Results.success(ParserRegistry.ToolCallParsers.get(parser)),
     failUnparsedTurns
   }).pipe(
     Layer.provideMerge(Forests.Forests.layer),
@@ -86,7 +86,7 @@ describe("a turn whose tool call the parser drops", () => {
           const entry = yield* Sessions.sessionWithForest({ sampling: Sessions.sampling({ maxNewTokens: 256 }) })
           const error = yield* (yield* Generation.Generation).generate(entry, request).pipe(Effect.flip)
           assert.strictEqual(error._tag, "UnusableResponseError")
-          assert.strictEqual(ProtocolErrors.GatewayError.fromGeneration(error).status, 500)
+          assert.strictEqual(ProtocolError.GatewayError.fromGeneration(error).status, 500)
           const forest = yield* (yield* Forests.Forests).get(entry.sessionId)
           assert.isFalse(Forest.leaves(forest).some((leaf) => Forest.node(forest, leaf).kind === "resp"))
         }))

@@ -4,23 +4,23 @@ import { mkdtempSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as Inspector from "../../layers/inspect/Inspector.ts"
-import * as Drift from "../../src/inspect/Drift.ts"
+import * as Drift from "../../src/forest/Drift.ts"
 import * as Dump from "../../src/inspect/Dump.ts"
-import * as Model from "../../src/inspect/Model.ts"
+import * as RunView from "../../src/inspect/RunView.ts"
 import * as SessionTree from "../../src/inspect/SessionTree.ts"
 import * as Fixture from "./fixture.ts"
 
 const runOf = (file: string, text: string) => {
   const lines = Dump.readFile(file, text)
   if (lines instanceof Dump.DumpLineError) throw lines
-  return Model.fromLines("test", lines)
+  return RunView.fromLines("test", lines)
 }
 
 describe("inspect: a debug dump as Steps, Groups, Sessions, trees and tokens", () => {
   it("reads a dump into one Session with its exports, counts, tree and drift point", () => {
     const { jsonl, o2, forest } = Fixture.session()
     const run = runOf("debug_0.jsonl", jsonl)
-    const overview = Model.overview(run)
+    const overview = RunView.overview(run)
     assert.strictEqual(overview.steps.length, 1)
     assert.strictEqual(overview.groups.length, 1)
     assert.strictEqual(overview.sessions.length, 1)
@@ -92,7 +92,7 @@ describe("inspect: a debug dump as Steps, Groups, Sessions, trees and tokens", (
     const [main] = detail.samples
     assert.strictEqual(main!.mask_source, "lineage")
     assert.deepStrictEqual(main!.mask.slice(main!.prompt_length), [...samples[0]!.loss_mask])
-    assert.strictEqual(Model.overview(run).notes.length, 1)
+    assert.strictEqual(RunView.overview(run).notes.length, 1)
   })
 
   it("merges training samples with their debug records, and finds Sessions by id or text", () => {
@@ -102,7 +102,7 @@ describe("inspect: a debug dump as Steps, Groups, Sessions, trees and tokens", (
       ...(Dump.readFile("rollout_0.jsonl", rollout) as ReadonlyArray<Dump.Line>),
       ...(Dump.readFile("debug_0.jsonl", jsonl) as ReadonlyArray<Dump.Line>)
     ]
-    const run = Model.fromLines("dir", lines)
+    const run = RunView.fromLines("dir", lines)
     assert.strictEqual(run.sessions.length, 1)
     assert.strictEqual(run.sessions[0]!.samples.length, 2)
     assert.isTrue(run.sessions[0]!.samples.every((s) => s.debug !== undefined))
@@ -122,8 +122,8 @@ describe("inspect: a debug dump as Steps, Groups, Sessions, trees and tokens", (
     const { samples } = Fixture.session()
     const lines = Dump.readFile("/runs/eval_2_arith.jsonl", JSON.stringify(samples[0]))
     assert.strictEqual((lines as ReadonlyArray<Dump.Line>)[0]!.step, "eval_2_arith")
-    assert.isTrue(Model.compareSteps("2", "eval_2_arith") < 0)
-    assert.isTrue(Model.compareSteps("2", "10") < 0)
+    assert.isTrue(RunView.compareSteps("2", "eval_2_arith") < 0)
+    assert.isTrue(RunView.compareSteps("2", "10") < 0)
   })
 })
 
@@ -174,7 +174,7 @@ describe("inspect: a run read lazily (Inspector.load)", () => {
       writeFileSync(join(dir, "debug_0.jsonl"), `\n${jsonl}`)
       const lazy = yield* Inspector.load(dir)
       const eager = runOf("debug_0.jsonl", jsonl)
-      assert.deepStrictEqual(Model.overview(lazy).sessions, Model.overview(eager).sessions)
+      assert.deepStrictEqual(RunView.overview(lazy).sessions, RunView.overview(eager).sessions)
       const listed = lazy.sessions[0]!
       // The index holds no token arrays...
       assert.isTrue(listed.samples.every((s) => s.tokens.length === 0))

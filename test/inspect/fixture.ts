@@ -5,7 +5,7 @@ import * as ForestCommit from "../../src/forest/Commit.ts"
 import * as Forest from "../../src/forest/Forest.ts"
 import * as Sample from "../../src/forest/Sample.ts"
 import * as ForestDump from "../../src/inspect/ForestDump.ts"
-import type * as Canonical from "../../src/protocol/canonical.ts"
+import type * as Canonical from "../../src/protocol/Canonical.ts"
 import * as Records from "../../src/rollout/Records.ts"
 
 export const user = (content: string): Canonical.Message => ({ role: "user", content })

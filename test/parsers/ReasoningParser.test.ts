@@ -1,11 +1,11 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Result } from "effect"
+import * as ParserRegistry from "../../src/parsers/ParserRegistry.ts"
 import * as ReasoningParser from "../../src/parsers/ReasoningParser.ts"
-import * as Registry from "../../src/parsers/registry.ts"
 import * as Splits from "./splits.ts"
 
 const parserNamed = (name: string) => {
-  const r = Registry.ReasoningParsers.get(name)
+  const r = ParserRegistry.ReasoningParsers.get(name)
   if (Result.isFailure(r)) throw r.failure
   return r.success
 }

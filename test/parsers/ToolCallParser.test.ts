@@ -1,12 +1,12 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Result } from "effect"
-import * as Registry from "../../src/parsers/registry.ts"
+import * as ParserRegistry from "../../src/parsers/ParserRegistry.ts"
 import * as ToolCallParser from "../../src/parsers/ToolCallParser.ts"
 import * as Splits from "./splits.ts"
 import * as ToolCases from "./toolCases.ts"
 
 const parserNamed = (name: string) => {
-  const r = Registry.ToolCallParsers.get(name)
+  const r = ParserRegistry.ToolCallParsers.get(name)
   if (Result.isFailure(r)) throw r.failure
   return r.success
 }
@@ -85,7 +85,7 @@ describe("tool-call parsing rules", () => {
       "{\"name\"",
       "\u0000\ud800"
     ]
-    for (const name of Registry.ToolCallParsers.names) {
+    for (const name of ParserRegistry.ToolCallParsers.names) {
       for (const input of inputs) {
         const result = parserNamed(name).parse(input, ToolCases.tools.weather)
         assert.isTrue(result.calls.length === 0, `${name} on ${input}`)

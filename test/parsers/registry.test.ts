@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Result } from "effect"
-import * as Registry from "../../src/parsers/registry.ts"
+import * as ParserRegistry from "../../src/parsers/ParserRegistry.ts"
 
 describe("parser registry", () => {
   it("knows SGLang's tool-call parser names", () => {
@@ -19,29 +19,29 @@ describe("parser registry", () => {
         "pythonic"
       ]
     ) {
-      assert.isTrue(Registry.ToolCallParsers.names.includes(name), name)
-      assert.isTrue(Result.isSuccess(Registry.ToolCallParsers.get(name)), name)
+      assert.isTrue(ParserRegistry.ToolCallParsers.names.includes(name), name)
+      assert.isTrue(Result.isSuccess(ParserRegistry.ToolCallParsers.get(name)), name)
     }
   })
 
   it("knows SGLang's reasoning parser names, case-insensitively", () => {
     for (const name of ["qwen3", "qwen3-thinking", "deepseek-r1", "glm45", "kimi", "gpt-oss", "QWEN3", "DeepSeek-R1"]) {
-      assert.isTrue(Result.isSuccess(Registry.ReasoningParsers.get(name)), name)
+      assert.isTrue(Result.isSuccess(ParserRegistry.ReasoningParsers.get(name)), name)
     }
   })
 
   it("rejects an unknown tool-call parser with a message listing the known names", () => {
-    const r = Registry.ToolCallParsers.get("qwen2")
+    const r = ParserRegistry.ToolCallParsers.get("qwen2")
     assert.isTrue(Result.isFailure(r))
     if (Result.isFailure(r)) {
-      assert.instanceOf(r.failure, Registry.UnknownParserError)
+      assert.instanceOf(r.failure, ParserRegistry.UnknownParserError)
       assert.include(r.failure.message, "--agentic-tool-call-parser: unknown parser \"qwen2\"")
-      for (const name of Registry.ToolCallParsers.names) assert.include(r.failure.message, name)
+      for (const name of ParserRegistry.ToolCallParsers.names) assert.include(r.failure.message, name)
     }
   })
 
   it("rejects an unknown reasoning parser naming its flag", () => {
-    const r = Registry.ReasoningParsers.get("o1")
+    const r = ParserRegistry.ReasoningParsers.get("o1")
     assert.isTrue(
       Result.isFailure(r) && r.failure.message.startsWith("--agentic-reasoning-parser: unknown parser \"o1\"")
     )

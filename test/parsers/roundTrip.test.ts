@@ -1,12 +1,12 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
-import * as Registry from "../../src/parsers/registry.ts"
-import type * as Canonical from "../../src/protocol/canonical.ts"
+import * as ParserRegistry from "../../src/parsers/ParserRegistry.ts"
+import type * as Canonical from "../../src/protocol/Canonical.ts"
 import * as Results from "../support/results.ts"
 
-const qwen25 = Results.success(Registry.ToolCallParsers.get("qwen25"))
-const qwen3 = Results.success(Registry.ReasoningParsers.get("qwen3"))
+const qwen25 = Results.success(ParserRegistry.ToolCallParsers.get("qwen25"))
+const qwen3 = Results.success(ParserRegistry.ReasoningParsers.get("qwen3"))
 
 const sortedCompact = (value: unknown): string =>
   JSON.stringify(value, (_k, v: unknown) =>

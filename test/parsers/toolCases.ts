@@ -4,7 +4,7 @@
  * project (dropped unknown tools, malformed calls, text after calls). Where our documented whitespace rule differs
  * from SGLang's expectation, `note` says so.
  */
-import type * as Canonical from "../../src/protocol/canonical.ts"
+import type * as Canonical from "../../src/protocol/Canonical.ts"
 
 const tool = (name: string, properties: Canonical.JsonObject = {}): Canonical.Tool => ({
   type: "function",

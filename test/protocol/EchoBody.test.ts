@@ -5,18 +5,18 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Result } from "effect"
 import * as fc from "fast-check"
-import * as Chat from "../../src/protocol/chat.ts"
-import type * as Completion from "../../src/protocol/completion.ts"
+import * as Chat from "../../src/protocol/Chat.ts"
+import type * as Completion from "../../src/protocol/Completion.ts"
 import * as EchoBody from "../../src/protocol/EchoBody.ts"
 import * as ErrorAnswer from "../../src/protocol/ErrorAnswer.ts"
-import type * as Errors from "../../src/protocol/errors.ts"
 import * as JsonBody from "../../src/protocol/JsonBody.ts"
+import type * as ProtocolError from "../../src/protocol/ProtocolError.ts"
 import * as RawEcho from "../../src/protocol/RawEcho.ts"
 import * as Conversation from "../bench/conversation.ts"
 
 const encoder = new TextEncoder()
 
-type Decoded = Result.Result<Completion.CanonicalRequest, Errors.AnyError>
+type Decoded = Result.Result<Completion.CanonicalRequest, ProtocolError.AnyError>
 
 /** The path EchoBody replaces: the whole body parsed, then decoded with the same known prefix. */
 const viaWhole = (bytes: Uint8Array, depth: number, known: EchoBody.Known | undefined): Decoded => {

@@ -5,8 +5,8 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Result } from "effect"
-import * as Canonical from "../../src/protocol/canonical.ts"
-import * as TextMemo from "../../src/protocol/TextMemo.ts"
+import * as BoundedMemo from "../../src/protocol/BoundedMemo.ts"
+import * as Canonical from "../../src/protocol/Canonical.ts"
 
 /** A deterministic pseudo-random generator (no flaky inputs). */
 const random = (seed: number) => () => {
@@ -127,7 +127,7 @@ describe("canonicalArguments memo", () => {
 
 describe("TextMemo", () => {
   it("keeps at most two generations, moves a hit from the previous one forward, and skips oversized entries", () => {
-    const memo = new TextMemo.TextMemo(40)
+    const memo = new BoundedMemo.TextMemo(40)
     memo.set("aaaa", "1111") // 8 chars
     memo.set("bbbb", "2222") // 16
     memo.set("cccc", "3333") // 24

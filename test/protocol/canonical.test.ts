@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import * as Canonical from "../../src/protocol/canonical.ts"
+import * as Canonical from "../../src/protocol/Canonical.ts"
 import * as Results from "../support/results.ts"
 
 const ok = Results.success

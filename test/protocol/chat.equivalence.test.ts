@@ -1,14 +1,14 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Result } from "effect"
-import * as StateHash from "../../src/forest/hash.ts"
-import * as Chat from "../../src/protocol/chat.ts"
-import type * as Completion from "../../src/protocol/completion.ts"
-import type * as Errors from "../../src/protocol/errors.ts"
-import * as Messages from "../../src/protocol/messages.ts"
-import * as Responses from "../../src/protocol/responses.ts"
+import * as StateHash from "../../src/forest/StateHash.ts"
+import * as Chat from "../../src/protocol/Chat.ts"
+import type * as Completion from "../../src/protocol/Completion.ts"
+import * as Messages from "../../src/protocol/Messages.ts"
+import type * as ProtocolError from "../../src/protocol/ProtocolError.ts"
+import * as Responses from "../../src/protocol/Responses.ts"
 import * as Results from "../support/results.ts"
 
-const state = (r: Result.Result<Completion.CanonicalRequest, Errors.ProtocolError>) => Results.success(r).state
+const state = (r: Result.Result<Completion.CanonicalRequest, ProtocolError.ProtocolError>) => Results.success(r).state
 
 const image = "https://example.com/plot.png"
 const schema = { type: "object", properties: { expression: { type: "string" } }, required: ["expression"] }

@@ -1,10 +1,10 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Schema } from "effect"
 import OpenAI from "openai"
-import * as Chat from "../../src/protocol/chat.ts"
-import type * as Completion from "../../src/protocol/completion.ts"
-import * as Errors from "../../src/protocol/errors.ts"
-import * as Sse from "../../src/protocol/sse.ts"
+import * as Chat from "../../src/protocol/Chat.ts"
+import type * as Completion from "../../src/protocol/Completion.ts"
+import * as ProtocolError from "../../src/protocol/ProtocolError.ts"
+import * as Sse from "../../src/protocol/Sse.ts"
 import * as FakeModelApi from "../support/fakeModelApi.ts"
 import * as Results from "../support/results.ts"
 import * as SseParser from "./sseParser.ts"
@@ -258,7 +258,7 @@ describe("Chat Completions Buffered SSE", () => {
   })
 
   it("reports a failure as OpenAI error data, then [DONE]", () => {
-    const parsed = SseParser.parseSse(Sse.encodeAll(Chat.renderSseError(Errors.GatewayError.internal("chat"))))
+    const parsed = SseParser.parseSse(Sse.encodeAll(Chat.renderSseError(ProtocolError.GatewayError.internal("chat"))))
     assert.deepStrictEqual(SseParser.payloads(parsed), [
       {
         error: {
@@ -333,7 +333,7 @@ describe("Chat Completions with the openai SDK", () => {
 
   it.effect("a failure after the stream opened surfaces as an APIError with the message", () =>
     Effect.gen(function*() {
-      const { client } = sdk(() => Sse.encodeAll(Chat.renderSseError(Errors.GatewayError.internal("chat"))))
+      const { client } = sdk(() => Sse.encodeAll(Chat.renderSseError(ProtocolError.GatewayError.internal("chat"))))
       const error = yield* Effect.promise(() =>
         client.chat.completions.stream({ model: "qwen", messages: [{ role: "user", content: "hi" }] })
           .finalChatCompletion()

@@ -7,12 +7,12 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Result, Schema } from "effect"
 import fc from "fast-check"
-import * as Canonical from "../../src/protocol/canonical.ts"
-import * as Chat from "../../src/protocol/chat.ts"
-import type * as Completion from "../../src/protocol/completion.ts"
-import * as Errors from "../../src/protocol/errors.ts"
-import * as Messages from "../../src/protocol/messages.ts"
-import * as Responses from "../../src/protocol/responses.ts"
+import * as Canonical from "../../src/protocol/Canonical.ts"
+import * as Chat from "../../src/protocol/Chat.ts"
+import type * as Completion from "../../src/protocol/Completion.ts"
+import * as Messages from "../../src/protocol/Messages.ts"
+import * as ProtocolError from "../../src/protocol/ProtocolError.ts"
+import * as Responses from "../../src/protocol/Responses.ts"
 
 const isState = Schema.is(Canonical.State)
 
@@ -178,7 +178,7 @@ const checkDecoded = (adapter: Completion.Adapter, body: unknown) => {
     assert.isAbove(decoded.success.state.messages.length, 0)
     return
   }
-  assert.instanceOf(decoded.failure, Errors.ProtocolError)
+  assert.instanceOf(decoded.failure, ProtocolError.ProtocolError)
   assert.isString(decoded.failure.param)
   assert.isAbove(decoded.failure.param.length, 0)
   assert.isAbove(decoded.failure.message.length, 0)

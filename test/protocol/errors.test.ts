@@ -1,13 +1,13 @@
 import { assert, describe, it } from "@effect/vitest"
-import * as Chat from "../../src/protocol/chat.ts"
+import * as Chat from "../../src/protocol/Chat.ts"
 import * as ErrorAnswer from "../../src/protocol/ErrorAnswer.ts"
-import * as Errors from "../../src/protocol/errors.ts"
-import * as Messages from "../../src/protocol/messages.ts"
-import * as Responses from "../../src/protocol/responses.ts"
+import * as Messages from "../../src/protocol/Messages.ts"
+import * as ProtocolError from "../../src/protocol/ProtocolError.ts"
+import * as Responses from "../../src/protocol/Responses.ts"
 
 describe("OpenAI error bodies", () => {
   it("renders a validation error as 400 invalid_request_error naming the field", () => {
-    const r = Errors.renderOpenAi(Errors.invalid("stop", "stop must be a string or list of strings"))
+    const r = ProtocolError.renderOpenAi(ProtocolError.invalid("stop", "stop must be a string or list of strings"))
     assert.strictEqual(r.status, 400)
     assert.deepStrictEqual(r.body, {
       error: {
@@ -21,7 +21,7 @@ describe("OpenAI error bodies", () => {
   })
 
   it("renders missing and malformed Authorization as 401 authentication_error", () => {
-    const missing = Errors.renderOpenAi(Errors.GatewayError.missingAuthorization())
+    const missing = ProtocolError.renderOpenAi(ProtocolError.GatewayError.missingAuthorization())
     assert.strictEqual(missing.status, 401)
     assert.deepStrictEqual(missing.body, {
       error: {
@@ -31,16 +31,16 @@ describe("OpenAI error bodies", () => {
         code: "authentication_error"
       }
     })
-    const malformed = Errors.renderOpenAi(Errors.GatewayError.malformedAuthorization())
+    const malformed = ProtocolError.renderOpenAi(ProtocolError.GatewayError.malformedAuthorization())
     assert.strictEqual(malformed.status, 401)
     assert.strictEqual(
-      Errors.openAiBody(Errors.GatewayError.malformedAuthorization()).error.message,
+      ProtocolError.openAiBody(ProtocolError.GatewayError.malformedAuthorization()).error.message,
       "Authorization header must be 'Bearer <token>'"
     )
   })
 
   it("renders an unknown session as 404 session_discarded, quoted like Python's repr, and not retryable", () => {
-    const r = Errors.renderOpenAi(Errors.GatewayError.sessionClosed("abc123"))
+    const r = ProtocolError.renderOpenAi(ProtocolError.GatewayError.sessionClosed("abc123"))
     assert.strictEqual(r.status, 404)
     assert.deepStrictEqual(r.body, {
       error: {
@@ -52,13 +52,13 @@ describe("OpenAI error bodies", () => {
     })
     assert.deepStrictEqual(r.headers, { "x-should-retry": "false" })
     assert.strictEqual(
-      Errors.GatewayError.sessionClosed("it's").message,
+      ProtocolError.GatewayError.sessionClosed("it's").message,
       "Unknown or discarded agentic session \"it's\"."
     )
   })
 
   it("renders internal errors as 500 internal_error, not retryable", () => {
-    const r = Errors.renderOpenAi(Errors.GatewayError.internal("chat"))
+    const r = ProtocolError.renderOpenAi(ProtocolError.GatewayError.internal("chat"))
     assert.strictEqual(r.status, 500)
     assert.deepStrictEqual(r.body, {
       error: {
@@ -70,17 +70,17 @@ describe("OpenAI error bodies", () => {
     })
     assert.deepStrictEqual(r.headers, { "x-should-retry": "false" })
     assert.strictEqual(
-      Errors.GatewayError.internal("request").message,
+      ProtocolError.GatewayError.internal("request").message,
       "Internal error while handling agentic request."
     )
     assert.strictEqual(
-      Errors.GatewayError.internal("render").message,
+      ProtocolError.GatewayError.internal("render").message,
       "Internal error while rendering agentic response."
     )
   })
 
   it("renders client disconnects as 499 client_disconnect", () => {
-    const body = Errors.renderOpenAi(Errors.GatewayError.clientDisconnect("body"))
+    const body = ProtocolError.renderOpenAi(ProtocolError.GatewayError.clientDisconnect("body"))
     assert.strictEqual(body.status, 499)
     assert.deepStrictEqual(body.body, {
       error: {
@@ -91,13 +91,15 @@ describe("OpenAI error bodies", () => {
       }
     })
     assert.strictEqual(
-      Errors.GatewayError.clientDisconnect("completion").message,
+      ProtocolError.GatewayError.clientDisconnect("completion").message,
       "client disconnected before agentic completion was produced"
     )
   })
 
   it("renders body errors on param body: invalid JSON, non-object, too large", () => {
-    const json = Errors.renderOpenAi(Errors.GatewayError.invalidJson("Unexpected token } in JSON at position 3"))
+    const json = ProtocolError.renderOpenAi(
+      ProtocolError.GatewayError.invalidJson("Unexpected token } in JSON at position 3")
+    )
     assert.strictEqual(json.status, 400)
     assert.deepStrictEqual(json.body, {
       error: {
@@ -107,17 +109,17 @@ describe("OpenAI error bodies", () => {
         code: "invalid_request_error"
       }
     })
-    assert.strictEqual(Errors.GatewayError.bodyNotObject().message, "request body must be a JSON object")
-    const large = Errors.renderOpenAi(Errors.GatewayError.bodyTooLarge(1024))
+    assert.strictEqual(ProtocolError.GatewayError.bodyNotObject().message, "request body must be a JSON object")
+    const large = ProtocolError.renderOpenAi(ProtocolError.GatewayError.bodyTooLarge(1024))
     assert.strictEqual(large.status, 413)
-    assert.strictEqual(Errors.openAiBody(Errors.GatewayError.bodyTooLarge(1024)).error.param, "body")
-    assert.include(Errors.GatewayError.bodyTooLarge(1024).message, "1024 bytes")
+    assert.strictEqual(ProtocolError.openAiBody(ProtocolError.GatewayError.bodyTooLarge(1024)).error.param, "body")
+    assert.include(ProtocolError.GatewayError.bodyTooLarge(1024).message, "1024 bytes")
   })
 })
 
 describe("context length errors", () => {
   it("says what was exceeded with every level of detail known", () => {
-    const cases: ReadonlyArray<readonly [Parameters<typeof Errors.GatewayError.contextLength>[0], string]> = [
+    const cases: ReadonlyArray<readonly [Parameters<typeof ProtocolError.GatewayError.contextLength>[0], string]> = [
       [{}, "This model's maximum context length was exceeded. Please reduce the length of the messages."],
       [
         { limit: 4096 },
@@ -136,7 +138,7 @@ describe("context length errors", () => {
       ]
     ]
     for (const [limits, message] of cases) {
-      const r = Errors.renderOpenAi(Errors.GatewayError.contextLength(limits))
+      const r = ProtocolError.renderOpenAi(ProtocolError.GatewayError.contextLength(limits))
       assert.strictEqual(r.status, 400)
       assert.deepStrictEqual(r.body, {
         error: { message, type: "invalid_request_error", param: "messages", code: "context_length_exceeded" }
@@ -148,37 +150,40 @@ describe("context length errors", () => {
 
 describe("Anthropic error bodies", () => {
   it("maps the status to the Anthropic error type", () => {
-    const cases: ReadonlyArray<readonly [Errors.AnyError, number, string]> = [
-      [Errors.invalid("max_tokens", "max_tokens is required"), 400, "invalid_request_error"],
-      [Errors.GatewayError.missingAuthorization(), 401, "authentication_error"],
-      [Errors.GatewayError.sessionClosed("s"), 404, "not_found_error"],
-      [Errors.GatewayError.bodyTooLarge(10), 413, "request_too_large"],
-      [Errors.GatewayError.clientDisconnect("body"), 499, "invalid_request_error"],
-      [Errors.GatewayError.internal("chat"), 500, "api_error"],
-      [Errors.GatewayError.contextLength({ limit: 8 }), 400, "invalid_request_error"]
+    const cases: ReadonlyArray<readonly [ProtocolError.AnyError, number, string]> = [
+      [ProtocolError.invalid("max_tokens", "max_tokens is required"), 400, "invalid_request_error"],
+      [ProtocolError.GatewayError.missingAuthorization(), 401, "authentication_error"],
+      [ProtocolError.GatewayError.sessionClosed("s"), 404, "not_found_error"],
+      [ProtocolError.GatewayError.bodyTooLarge(10), 413, "request_too_large"],
+      [ProtocolError.GatewayError.clientDisconnect("body"), 499, "invalid_request_error"],
+      [ProtocolError.GatewayError.internal("chat"), 500, "api_error"],
+      [ProtocolError.GatewayError.contextLength({ limit: 8 }), 400, "invalid_request_error"]
     ]
     for (const [error, status, type] of cases) {
-      const r = Errors.renderAnthropic(error)
+      const r = ProtocolError.renderAnthropic(error)
       assert.strictEqual(r.status, status)
       assert.deepStrictEqual(r.body, { type: "error", error: { type, message: error.message } })
     }
   })
 
   it("marks 404 and server errors as not retryable, and nothing else", () => {
-    assert.deepStrictEqual(Errors.renderAnthropic(Errors.GatewayError.sessionClosed("s")).headers, {
+    assert.deepStrictEqual(ProtocolError.renderAnthropic(ProtocolError.GatewayError.sessionClosed("s")).headers, {
       "x-should-retry": "false"
     })
-    assert.deepStrictEqual(Errors.renderAnthropic(Errors.GatewayError.internal("render")).headers, {
+    assert.deepStrictEqual(ProtocolError.renderAnthropic(ProtocolError.GatewayError.internal("render")).headers, {
       "x-should-retry": "false"
     })
-    assert.deepStrictEqual(Errors.renderAnthropic(Errors.GatewayError.missingAuthorization()).headers, {})
-    assert.deepStrictEqual(Errors.renderAnthropic(Errors.invalid("system", "system must not be empty")).headers, {})
+    assert.deepStrictEqual(ProtocolError.renderAnthropic(ProtocolError.GatewayError.missingAuthorization()).headers, {})
+    assert.deepStrictEqual(
+      ProtocolError.renderAnthropic(ProtocolError.invalid("system", "system must not be empty")).headers,
+      {}
+    )
   })
 })
 
 describe("runner_unavailable (cluster mode)", () => {
   it("is a 503 every protocol says to retry after a second", () => {
-    const error = Errors.GatewayError.runnerUnavailable("its connection was lost while it answered")
+    const error = ProtocolError.GatewayError.runnerUnavailable("its connection was lost while it answered")
     for (const adapter of [Chat.adapter, Responses.adapter, Messages.adapter]) {
       const answer = ErrorAnswer.render(adapter, error)
       assert.strictEqual(answer.status, 503)

@@ -1,10 +1,10 @@
 import Anthropic from "@anthropic-ai/sdk"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Schema } from "effect"
-import type * as Completion from "../../src/protocol/completion.ts"
-import * as Errors from "../../src/protocol/errors.ts"
-import * as Messages from "../../src/protocol/messages.ts"
-import * as Sse from "../../src/protocol/sse.ts"
+import type * as Completion from "../../src/protocol/Completion.ts"
+import * as Messages from "../../src/protocol/Messages.ts"
+import * as ProtocolError from "../../src/protocol/ProtocolError.ts"
+import * as Sse from "../../src/protocol/Sse.ts"
 import * as FakeModelApi from "../support/fakeModelApi.ts"
 import * as Results from "../support/results.ts"
 import * as SseParser from "./sseParser.ts"
@@ -407,7 +407,9 @@ describe("Messages Buffered SSE", () => {
   })
 
   it("reports a failure as one event: error with the Anthropic error body", () => {
-    const parsed = SseParser.parseSse(Sse.encodeAll(Messages.renderSseError(Errors.GatewayError.internal("chat"))))
+    const parsed = SseParser.parseSse(
+      Sse.encodeAll(Messages.renderSseError(ProtocolError.GatewayError.internal("chat")))
+    )
     assert.deepStrictEqual(parsed.events, [{
       event: "error",
       data: JSON.stringify({
@@ -471,7 +473,10 @@ describe("Messages with the @anthropic-ai/sdk", () => {
   it.effect("an error event after the stream opened surfaces as an APIError with the message", () =>
     Effect.gen(function*() {
       const { client } = sdk(() =>
-        Sse.encodeAll([Sse.connected("messages"), ...Messages.renderSseError(Errors.GatewayError.internal("chat"))])
+        Sse.encodeAll([
+          Sse.connected("messages"),
+          ...Messages.renderSseError(ProtocolError.GatewayError.internal("chat"))
+        ])
       )
       const error = yield* Effect.promise(() =>
         client.messages.stream(params).finalMessage().then(() => undefined, (e: unknown) => e)

@@ -1,9 +1,9 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Schema } from "effect"
-import type * as Completion from "../../src/protocol/completion.ts"
-import * as Errors from "../../src/protocol/errors.ts"
-import * as Responses from "../../src/protocol/responses.ts"
-import * as Sse from "../../src/protocol/sse.ts"
+import type * as Completion from "../../src/protocol/Completion.ts"
+import * as ProtocolError from "../../src/protocol/ProtocolError.ts"
+import * as Responses from "../../src/protocol/Responses.ts"
+import * as Sse from "../../src/protocol/Sse.ts"
 import * as FakeModelApi from "../support/fakeModelApi.ts"
 import * as Results from "../support/results.ts"
 import * as SseParser from "./sseParser.ts"
@@ -414,7 +414,7 @@ describe("Responses Buffered SSE", () => {
   })
 
   it("reports a failure as response.created then response.failed carrying the error", () => {
-    const frames = Responses.renderSseError(Errors.GatewayError.contextLength({ limit: 8 }), {
+    const frames = Responses.renderSseError(ProtocolError.GatewayError.contextLength({ limit: 8 }), {
       id: "ab",
       created: 5,
       model: "qwen"
@@ -516,7 +516,7 @@ describe("Responses with the openai SDK", () => {
     Effect.gen(function*() {
       const { client } = sdk(() =>
         Sse.encodeAll(
-          Responses.renderSseError(Errors.GatewayError.internal("chat"), { id: "ab", created: 5, model: "qwen" })
+          Responses.renderSseError(ProtocolError.GatewayError.internal("chat"), { id: "ab", created: 5, model: "qwen" })
         )
       )
       const final = yield* Effect.promise(() => client.responses.stream({ model: "qwen", input: "Q" }).finalResponse())

@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Duration } from "effect"
-import * as Sse from "../../src/protocol/sse.ts"
+import * as Sse from "../../src/protocol/Sse.ts"
 import * as SseParser from "./sseParser.ts"
 
 describe("SSE frames", () => {

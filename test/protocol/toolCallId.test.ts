@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import * as Completion from "../../src/protocol/completion.ts"
+import * as Completion from "../../src/protocol/Completion.ts"
 
 describe("toolCallId", () => {
   const base = { sessionId: "actor.session-1", responseKey: "rid-7", position: 0 } as const

@@ -10,8 +10,8 @@ import * as Forests from "../../layers/generation/Forests.ts"
 import * as Generation from "../../layers/generation/Generation.ts"
 import * as Recorder from "../../layers/replay/Recorder.ts"
 import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
-import * as Parsers from "../../src/parsers/registry.ts"
-import * as Canonical from "../../src/protocol/canonical.ts"
+import * as ParserRegistry from "../../src/parsers/ParserRegistry.ts"
+import * as Canonical from "../../src/protocol/Canonical.ts"
 import * as Record from "../../src/replay/Record.ts"
 import * as Policy from "../fixtures/gateway/policy.ts"
 import * as Requests from "../support/requests.ts"
@@ -31,8 +31,8 @@ const settings: Record.GenerationSettings = {
 
 const stack = Recorder.recordingGeneration(
   Generation.Generation.layer({
-    toolCallParser: Results.success(Parsers.ToolCallParsers.get("qwen25")),
-    reasoningParser: Results.success(Parsers.ReasoningParsers.get("qwen3"))
+    toolCallParser: Results.success(ParserRegistry.ToolCallParsers.get("qwen25")),
+    reasoningParser: Results.success(ParserRegistry.ReasoningParsers.get("qwen3"))
   })
 ).pipe(
   Layer.provideMerge(Forests.Forests.layer),

@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import * as EventLine from "../../src/rollout/EventLine.ts"
+import * as EventLine from "../../src/observability/EventLine.ts"
 
 describe("event lines", () => {
   it("render like the reference without a TTY: plain badge, Python values, None fields left out", () => {

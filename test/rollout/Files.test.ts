@@ -4,7 +4,7 @@ import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as Files from "../../layers/rollout/Files.ts"
-import * as Telemetry from "../../layers/runtime/Telemetry.ts"
+import * as Records from "../../src/rollout/Records.ts"
 
 const tempDir = () => mkdtempSync(join(tmpdir(), "relax-files-"))
 
@@ -13,7 +13,7 @@ describe("output files", () => {
     Effect.gen(function*() {
       const dir = tempDir()
       const path = join(dir, "a", "b", "rollout_0.jsonl")
-      yield* Files.writeFileAtomic(path, Telemetry.jsonl([{ a: 1 }, { b: [2] }]))
+      yield* Files.writeFileAtomic(path, Records.jsonl([{ a: 1 }, { b: [2] }]))
       assert.strictEqual(readFileSync(path, "utf8"), "{\"a\":1}\n{\"b\":[2]}\n")
       assert.deepStrictEqual(readdirSync(join(dir, "a", "b")), ["rollout_0.jsonl"])
       assert.deepStrictEqual(Files.inFlight(), [])

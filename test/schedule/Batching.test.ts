@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Result } from "effect"
-import * as Batching from "../../src/schedule/Batching.ts"
+import * as Batching from "../../src/credit/Batching.ts"
 import * as Samples from "../credit/samples.ts"
 
 const ofLengths = (lengths: ReadonlyArray<number>) =>

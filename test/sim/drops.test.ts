@@ -9,11 +9,11 @@ import { join, resolve } from "node:path"
 import * as Credit from "../../layers/credit/Credit.ts"
 import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
 import * as Forests from "../../layers/generation/Forests.ts"
+import * as Telemetry from "../../layers/observability/Telemetry.ts"
 import * as Rollout from "../../layers/rollout/Rollout.ts"
 import * as RolloutConfig from "../../layers/rollout/RolloutConfig.ts"
-import * as Telemetry from "../../layers/runtime/Telemetry.ts"
 import * as GroupPool from "../../layers/schedule/GroupPool.ts"
-import * as Pool from "../../layers/schedule/Pool.ts"
+import * as PoolContract from "../../layers/schedule/PoolContract.ts"
 import * as Sessions from "../../layers/schedule/Sessions.ts"
 import * as Supervisor from "../../layers/session/Supervisor.ts"
 import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
@@ -78,7 +78,7 @@ describe("the consecutive-drop guard", () => {
         groupSize: 1,
         // 0 A, 1 D, 2 D, 3 F, 4 D, 5 D, 6 A, 7 D, 8 D, 9 A: never 3 drops in a row.
         script: (g) => g.seq % 3 === 0 ? {} : { crash: "after-lease" },
-        verdict: (g) => g.seq === 3 ? Pool.filtered() : Pool.accepted(g.seq),
+        verdict: (g) => g.seq === 3 ? PoolContract.filtered() : PoolContract.accepted(g.seq),
         dropStreak: GroupPool.dropStreak(3)
       },
       (pool) => pool.runStep(Sim.plan(0, 3)),

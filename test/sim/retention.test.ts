@@ -5,7 +5,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Clock, Effect } from "effect"
-import * as Pool from "../../layers/schedule/Pool.ts"
+import * as PoolContract from "../../layers/schedule/PoolContract.ts"
 import * as Sim from "../support/simPool.ts"
 
 /**
@@ -16,7 +16,7 @@ const toolAgents = (turns: (seq: number) => number, timeline: Array<Sim.Entry>) 
   const inTool = new Set<string>()
   const listeners: Array<() => void> = []
   const changed = () => listeners.forEach((l) => l())
-  const runner: Pool.GroupRunner<Sim.Group, number, number, never> = {
+  const runner: PoolContract.GroupRunner<Sim.Group, number, number, never> = {
     session: (group, ticket) =>
       Effect.gen(function*() {
         const log = (what: Sim.Entry["what"]) =>
@@ -43,7 +43,7 @@ const toolAgents = (turns: (seq: number) => number, timeline: Array<Sim.Entry>) 
           timeline.push({ t: ms / 1000, group: group.seq, position: ticket.position, what: "interrupted" })
         }))
       )),
-    reward: (group) => Effect.succeed(Pool.accepted(group.seq))
+    reward: (group) => Effect.succeed(PoolContract.accepted(group.seq))
   }
   return {
     runner,

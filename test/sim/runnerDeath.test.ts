@@ -6,9 +6,9 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Data, Effect, Fiber } from "effect"
 import { TestClock } from "effect/testing"
-import * as Telemetry from "../../layers/runtime/Telemetry.ts"
+import * as Telemetry from "../../layers/observability/Telemetry.ts"
 import * as GroupPool from "../../layers/schedule/GroupPool.ts"
-import * as Pool from "../../layers/schedule/Pool.ts"
+import * as PoolContract from "../../layers/schedule/PoolContract.ts"
 
 class RunnerFailed extends Data.TaggedError("RunnerFailed")<{ readonly stage: string }> {
   override get message() {
@@ -20,7 +20,7 @@ const stages = ["prepare", "barrier", "runtime", "after-exit", "reward"] as cons
 type Stage = (typeof stages)[number]
 type Death = "failure" | "defect"
 
-interface Group extends Pool.GroupLike {
+interface Group extends PoolContract.GroupLike {
   readonly seq: number
 }
 
@@ -32,7 +32,7 @@ const runner = (
   stage: Stage,
   how: Death,
   started: Array<number>
-): Pool.GroupRunner<Group, number, number, RunnerFailed> => ({
+): PoolContract.GroupRunner<Group, number, number, RunnerFailed> => ({
   session: (group, ticket) =>
     Effect.gen(function*() {
       const dies = group.seq === 0 && ticket.position === 0
@@ -53,7 +53,8 @@ const runner = (
       if (dies && stage === "after-exit") return yield* die(how, stage)
       return 1
     }),
-  reward: (group) => group.seq === 0 && stage === "reward" ? die(how, stage) : Effect.succeed(Pool.accepted(group.seq))
+  reward: (group) =>
+    group.seq === 0 && stage === "reward" ? die(how, stage) : Effect.succeed(PoolContract.accepted(group.seq))
 })
 
 describe("a Session runner that dies", () => {

@@ -1,9 +1,9 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber } from "effect"
 import { TestClock } from "effect/testing"
-import * as Telemetry from "../../layers/runtime/Telemetry.ts"
+import * as Telemetry from "../../layers/observability/Telemetry.ts"
 import * as GroupPool from "../../layers/schedule/GroupPool.ts"
-import * as Pool from "../../layers/schedule/Pool.ts"
+import * as PoolContract from "../../layers/schedule/PoolContract.ts"
 import * as Sim from "../support/simPool.ts"
 
 describe("resident capacity", () => {
@@ -26,7 +26,7 @@ describe("resident capacity", () => {
         // Reward takes 100 s; the next Group must not wait for it.
         runner: (timeline) => ({
           ...Sim.runner(() => ({ startup: 1, turns: 1, turnSeconds: 5 }), timeline),
-          reward: (g) => Effect.sleep("100 seconds").pipe(Effect.as(Pool.accepted(g.seq)))
+          reward: (g) => Effect.sleep("100 seconds").pipe(Effect.as(PoolContract.accepted(g.seq)))
         })
       },
       (pool) => pool.runStep(Sim.plan(0, 2))
@@ -111,7 +111,7 @@ describe("first-request barrier", () => {
                 yield* Fiber.join(held)
                 return 1
               }),
-          reward: (g) => Effect.succeed(Pool.accepted(g.seq))
+          reward: (g) => Effect.succeed(PoolContract.accepted(g.seq))
         })
       },
       (pool) => pool.runStep(Sim.plan(0, 1))
@@ -145,7 +145,11 @@ describe("dropped and filtered Groups", () => {
 
   it.effect("a filtered Group creates new demand", () =>
     Sim.runPool(
-      { capacity: 2, groupSize: 1, verdict: (g) => g.seq % 2 === 0 ? Pool.filtered() : Pool.accepted(g.seq) },
+      {
+        capacity: 2,
+        groupSize: 1,
+        verdict: (g) => g.seq % 2 === 0 ? PoolContract.filtered() : PoolContract.accepted(g.seq)
+      },
       (pool) => pool.runStep(Sim.plan(0, 2))
     ).pipe(Effect.map(({ sink, value: outcome }) => {
       assert.strictEqual(outcome.filtered, 2)

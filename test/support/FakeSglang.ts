@@ -47,9 +47,9 @@ import { Effect, Exit, Result, Schema, type Scope } from "effect"
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
 import type { AddressInfo, Socket } from "node:net"
 import type * as Engine from "../../layers/engine/Engine.ts"
-import * as Hash from "../../src/engine/Hash.ts"
+import * as CounterHash from "../../src/engine/CounterHash.ts"
 import * as Sampling from "../../src/engine/Sampling.ts"
-import * as Wire from "../../src/engine/Wire.ts"
+import * as SglangWire from "../../src/engine/sglang/SglangWire.ts"
 
 export interface FakeSglangOptions {
   /** The model behind `/generate` (an instant embedded engine). */
@@ -164,8 +164,8 @@ export interface FakeSglang {
   readonly connections: () => number
 }
 
-const StrictGenerateRequest = Schema.decodeUnknownExit(Wire.GenerateRequest, { onExcessProperty: "error" })
-const samplingKeys = new Set(Object.keys(Wire.SamplingParams.fields))
+const StrictGenerateRequest = Schema.decodeUnknownExit(SglangWire.GenerateRequest, { onExcessProperty: "error" })
+const samplingKeys = new Set(Object.keys(SglangWire.SamplingParams.fields))
 
 const readBody = (req: IncomingMessage): Promise<string> =>
   new Promise((resolve, reject) => {
@@ -199,7 +199,7 @@ export const fakeRouting = (token: number, position: number): ReadonlyArray<numb
  */
 const routedExpertsText = (inputIds: ReadonlyArray<number>, outputIds: ReadonlyArray<number>): string => {
   const sequence = [...inputIds, ...outputIds]
-  return Wire.encodeRoutedExperts(sequence.slice(0, -1).map((token, position) => fakeRouting(token, position)))
+  return SglangWire.encodeRoutedExperts(sequence.slice(0, -1).map((token, position) => fakeRouting(token, position)))
 }
 
 const toResponse = (
@@ -213,7 +213,7 @@ const toResponse = (
   output_ids: result.outputIds,
   meta_info: {
     id: rid,
-    finish_reason: Wire.fromFinishReason(result.finishReason),
+    finish_reason: SglangWire.fromFinishReason(result.finishReason),
     prompt_tokens: result.promptTokens,
     completion_tokens: result.outputIds.length,
     cached_tokens: result.cachedTokens,
@@ -243,7 +243,7 @@ const waitingQueueAbort = (rid: string, returnLogprob: boolean, weightVersion: s
 /** A request the scheduler knows (`rid_to_state`). */
 interface Req {
   readonly rid: string
-  readonly body: Wire.GenerateRequest
+  readonly body: SglangWire.GenerateRequest
   readonly inputIds: ReadonlyArray<number>
   readonly res: ServerResponse
   readonly arrival: number
@@ -476,7 +476,9 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
         return sendJson(res, 429, { error: { message: "Too many concurrent requests", type: "rate_limit" } })
       }
       const key = req.headers["x-smg-routing-key"]
-      const index = typeof key === "string" ? Hash.hashString(key) % workers.length : roundRobin++ % workers.length
+      const index = typeof key === "string"
+        ? CounterHash.hashString(key) % workers.length
+        : roundRobin++ % workers.length
       routerInFlight++
       try {
         const upstream = await fetch(`${workers[index]}/generate`, {
@@ -544,7 +546,7 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
         topK: s.top_k
       })
       if (Result.isFailure(verified)) return sendError(res, 400, verified.failure)
-      const fits = Wire.checkContextLength(body.input_ids.length, s.max_new_tokens, contextLength)
+      const fits = SglangWire.checkContextLength(body.input_ids.length, s.max_new_tokens, contextLength)
       if (Result.isFailure(fits)) return sendError(res, 400, fits.failure)
       if (options.engine === undefined) return sendError(res, 500, "this fake has no engine")
       // `TokenizerManager._init_req_state`: a rid still in `rid_to_state` is a ValueError.
@@ -553,7 +555,7 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
       let inputIds: ReadonlyArray<number> = body.input_ids
       if (inputIds.length >= maxReqInputLen) {
         if (options.allowAutoTruncate !== true) {
-          return sendError(res, 400, Wire.inputLengthMessage(inputIds.length, maxReqInputLen))
+          return sendError(res, 400, SglangWire.inputLengthMessage(inputIds.length, maxReqInputLen))
         }
         inputIds = inputIds.slice(0, maxReqInputLen)
       }
@@ -613,7 +615,7 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
         case "PUT /generate":
           return generate(req, res, raw, json)
         case "POST /abort_request": {
-          const decoded = Schema.decodeUnknownExit(Wire.AbortRequest)(json)
+          const decoded = Schema.decodeUnknownExit(SglangWire.AbortRequest)(json)
           if (Exit.isFailure(decoded)) return sendValidationError(res, String(decoded.cause))
           const { rid, abort_all } = decoded.value
           aborts.push(abort_all === true ? "*" : rid)
@@ -627,7 +629,7 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
           return
         }
         case "POST /pause_generation": {
-          const decoded = Schema.decodeUnknownExit(Wire.PauseGenerationRequest)(json ?? { mode: "abort" })
+          const decoded = Schema.decodeUnknownExit(SglangWire.PauseGenerationRequest)(json ?? { mode: "abort" })
           if (Exit.isFailure(decoded)) return sendValidationError(res, String(decoded.cause))
           paused = true
           const mode = decoded.value.mode
@@ -660,7 +662,7 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
           return res.end()
         }
         case "POST /update_weights_from_disk": {
-          const decoded = Schema.decodeUnknownExit(Wire.UpdateWeightsFromDiskRequest)(json)
+          const decoded = Schema.decodeUnknownExit(SglangWire.UpdateWeightsFromDiskRequest)(json)
           if (Exit.isFailure(decoded)) return sendValidationError(res, String(decoded.cause))
           if (decoded.value.abort_all_requests === true) await abortMatching(() => true, "update_weights_from_disk")
           // Not paused: the writer lock waits for every generation in flight.
@@ -674,7 +676,7 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
           })
         }
         case "POST /close_session": {
-          const decoded = Schema.decodeUnknownExit(Wire.CloseSessionRequest)(json)
+          const decoded = Schema.decodeUnknownExit(SglangWire.CloseSessionRequest)(json)
           if (Exit.isFailure(decoded)) return sendValidationError(res, String(decoded.cause))
           closedSessions.push(decoded.value.session_id)
           if (options.failCloseSession === true) return sendError(res, 500, "close_session failed")
@@ -683,7 +685,7 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
         }
         case "POST /tokenize": {
           if (options.tokenize === undefined) return sendJson(res, 404, { detail: "Not Found" })
-          const decoded = Schema.decodeUnknownExit(Wire.TokenizeRequest)(json)
+          const decoded = Schema.decodeUnknownExit(SglangWire.TokenizeRequest)(json)
           if (Exit.isFailure(decoded)) return sendValidationError(res, String(decoded.cause))
           const tokens = options.tokenize(decoded.value.prompt)
           return sendJson(res, 200, { tokens, count: tokens.length, max_model_len: contextLength })
@@ -709,7 +711,7 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
         case "GET /get_weight_version":
           return sendJson(res, 200, { weight_version: weightVersion })
         case "POST /update_weight_version": {
-          const decoded = Schema.decodeUnknownExit(Wire.UpdateWeightVersionRequest)(json)
+          const decoded = Schema.decodeUnknownExit(SglangWire.UpdateWeightVersionRequest)(json)
           if (Exit.isFailure(decoded)) return sendValidationError(res, String(decoded.cause))
           // `http_server.update_weight_version`: sends the abort (fire-and-forget), relabels and answers at once; the
           // scheduler aborts on its next turn, so the aborted answers leave after the 200 and carry the new label.

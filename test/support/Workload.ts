@@ -8,7 +8,7 @@
  * bounded Pareto draw keyed on `(seed, task, position, turn)` with the counter-based hash of the embedded engine, so
  * the same task and Group position get the same plan in every run and every scheduling mode compared.
  */
-import * as Hash from "../../src/engine/Hash.ts"
+import * as CounterHash from "../../src/engine/CounterHash.ts"
 
 /** A bounded Pareto draw: `min / u^(1/shape)`, capped at `max`. Smaller shapes have heavier tails. */
 export interface Tail {
@@ -53,7 +53,7 @@ const draw = (tail: Tail, u: number): number => Math.min(tail.max, tail.min / Ma
 
 /** The plan of the Session at `position` of the Group of `task`. */
 export const plan = (options: WorkloadOptions, task: number, position: number): SessionPlan => {
-  const u = (what: number, turn = 0) => Hash.uniform(options.seed, task, position, turn, what)
+  const u = (what: number, turn = 0) => CounterHash.uniform(options.seed, task, position, turn, what)
   const count = Math.max(1, Math.floor(draw(options.turns, u(0))))
   return {
     startupSeconds: round(draw(options.startupSeconds, u(1))),

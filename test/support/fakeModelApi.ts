@@ -5,8 +5,8 @@
  */
 import Anthropic from "@anthropic-ai/sdk"
 import OpenAI from "openai"
-import type * as Completion from "../../src/protocol/completion.ts"
-import * as Sse from "../../src/protocol/sse.ts"
+import type * as Completion from "../../src/protocol/Completion.ts"
+import * as Sse from "../../src/protocol/Sse.ts"
 import * as Results from "./results.ts"
 
 /** What the fake answers a request body with: the response text (its content type is given with the client). */

@@ -10,7 +10,7 @@ import * as Forests from "../../layers/generation/Forests.ts"
 import * as Generation from "../../layers/generation/Generation.ts"
 import * as Sessions from "../../layers/schedule/Sessions.ts"
 import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
-import * as Parsers from "../../src/parsers/registry.ts"
+import * as ParserRegistry from "../../src/parsers/ParserRegistry.ts"
 import * as Policy from "../fixtures/gateway/policy.ts"
 import * as Results from "./results.ts"
 
@@ -27,8 +27,8 @@ export const generationStackWith = (
   engine: Layer.Layer<Engine.Engine, never, Engine.Engine> | undefined = undefined
 ) =>
   Generation.Generation.layer({
-    toolCallParser: Results.success(Parsers.ToolCallParsers.get("qwen25")),
-    reasoningParser: Results.success(Parsers.ReasoningParsers.get("qwen3"))
+    toolCallParser: Results.success(ParserRegistry.ToolCallParsers.get("qwen25")),
+    reasoningParser: Results.success(ParserRegistry.ReasoningParsers.get("qwen3"))
   }).pipe(
     Layer.provideMerge(Forests.Forests.layer),
     Layer.provideMerge(Sessions.Sessions.layer),

@@ -9,9 +9,9 @@
  */
 import { Clock, Data, Effect, Fiber, type Layer, type Scope } from "effect"
 import { TestClock } from "effect/testing"
-import * as Telemetry from "../../layers/runtime/Telemetry.ts"
+import * as Telemetry from "../../layers/observability/Telemetry.ts"
 import * as GroupPool from "../../layers/schedule/GroupPool.ts"
-import * as Pool from "../../layers/schedule/Pool.ts"
+import * as PoolContract from "../../layers/schedule/PoolContract.ts"
 
 /** Telemetry kept in memory (`isTTY`: progress rendered as on a terminal), and the layer that writes to it. */
 export const telemetry = (isTTY = false) => {
@@ -32,7 +32,11 @@ export const simulate = <A, E>(
   })
 
 /** The plan of step `rolloutId` with `debt` Groups to collect: refilled, no surplus, not the step before another. */
-export const plan = (rolloutId: number, debt: number, extra: Partial<Pool.StepPlan> = {}): Pool.StepPlan => ({
+export const plan = (
+  rolloutId: number,
+  debt: number,
+  extra: Partial<PoolContract.StepPlan> = {}
+): PoolContract.StepPlan => ({
   rolloutId,
   debt,
   surplus: 0,
@@ -41,7 +45,7 @@ export const plan = (rolloutId: number, debt: number, extra: Partial<Pool.StepPl
   ...extra
 })
 
-export interface Group extends Pool.GroupLike {
+export interface Group extends PoolContract.GroupLike {
   readonly seq: number
 }
 
@@ -82,8 +86,8 @@ export const groups = () => {
 export const runner = (
   script: (group: Group, position: number) => Script,
   timeline: Array<Entry>,
-  verdict: (group: Group) => Pool.Verdict<number> = (g) => Pool.accepted(g.seq)
-): Pool.GroupRunner<Group, number, number, AgentCrashed> => ({
+  verdict: (group: Group) => PoolContract.Verdict<number> = (g) => PoolContract.accepted(g.seq)
+): PoolContract.GroupRunner<Group, number, number, AgentCrashed> => ({
   session: (group, ticket) =>
     Effect.gen(function*() {
       const s = script(group, ticket.position)
@@ -150,16 +154,18 @@ export const peakResidentGroups = (timeline: ReadonlyArray<Entry>): number => {
 
 /** The pool of a simulation: its options, with the Groups' size and script instead of `next` and `runner`. */
 export interface PoolSetup
-  extends Partial<Omit<Pool.PoolOptions<Group, number, number, AgentCrashed>, "capacity" | "next" | "runner">>
+  extends Partial<Omit<PoolContract.PoolOptions<Group, number, number, AgentCrashed>, "capacity" | "next" | "runner">>
 {
   readonly capacity: number
   /** Sessions per Group. */
   readonly groupSize: number
   /** Each Session's script (default: one 5 s turn after a 1 s start-up). */
   readonly script?: ((group: Group, position: number) => Script) | undefined
-  readonly verdict?: ((group: Group) => Pool.Verdict<number>) | undefined
+  readonly verdict?: ((group: Group) => PoolContract.Verdict<number>) | undefined
   /** A runner of its own instead of the scripted one (it may still write to the timeline). */
-  readonly runner?: ((timeline: Array<Entry>) => Pool.GroupRunner<Group, number, number, AgentCrashed>) | undefined
+  readonly runner?:
+    | ((timeline: Array<Entry>) => PoolContract.GroupRunner<Group, number, number, AgentCrashed>)
+    | undefined
 }
 
 /** What a simulated pool's program returned, with every Session's timeline and the log. */
@@ -176,7 +182,7 @@ export interface PoolRun<A> {
  */
 export const runPool = <A, E>(
   setup: PoolSetup,
-  use: (pool: Pool.Pool<Group, number>) => Effect.Effect<A, E, Scope.Scope | Telemetry.Telemetry>,
+  use: (pool: PoolContract.Pool<Group, number>) => Effect.Effect<A, E, Scope.Scope | Telemetry.Telemetry>,
   options: { readonly minutes?: number; readonly isTTY?: boolean } = {}
 ): Effect.Effect<PoolRun<A>, E> => {
   const { layer, sink } = telemetry(options.isTTY)

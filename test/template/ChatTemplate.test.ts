@@ -2,7 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Result } from "effect"
 import { readFileSync } from "node:fs"
 import { createRequire } from "node:module"
-import type * as Canonical from "../../src/protocol/canonical.ts"
+import type * as Canonical from "../../src/protocol/Canonical.ts"
 import * as ChatTemplate from "../../src/template/ChatTemplate.ts"
 import * as VisionTokenizer from "../support/VisionTokenizer.ts"
 

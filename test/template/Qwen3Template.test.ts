@@ -3,7 +3,7 @@ import { Result } from "effect"
 import * as fc from "fast-check"
 import { readFileSync } from "node:fs"
 import { createRequire } from "node:module"
-import type * as Canonical from "../../src/protocol/canonical.ts"
+import type * as Canonical from "../../src/protocol/Canonical.ts"
 import * as ChatTemplate from "../../src/template/ChatTemplate.ts"
 import * as Qwen3Template from "../../src/template/Qwen3Template.ts"
 

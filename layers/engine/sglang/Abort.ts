@@ -12,7 +12,7 @@
  * this call.
  */
 import { Effect } from "effect"
-import type * as Wire from "../../../src/engine/Wire.ts"
+import type * as SglangWire from "../../../src/engine/sglang/SglangWire.ts"
 import * as Http from "./Http.ts"
 import type * as Workers from "./Workers.ts"
 
@@ -22,9 +22,10 @@ export const abort = (http: Http.Http, workers: Workers.Workers, rid: string): E
     Effect.forEach(
       urls,
       (url) =>
-        http.request(url, "/abort_request", "POST", { rid } satisfies Wire.AbortRequest, Http.noHeaders, 10_000).pipe(
-          Effect.flatMap(Http.ok(url, "/abort_request")),
-          Effect.catch((error) => Effect.logWarning(`abort of rid ${rid} failed: ${error.message}`))
-        ),
+        http.request(url, "/abort_request", "POST", { rid } satisfies SglangWire.AbortRequest, Http.noHeaders, 10_000)
+          .pipe(
+            Effect.flatMap(Http.ok(url, "/abort_request")),
+            Effect.catch((error) => Effect.logWarning(`abort of rid ${rid} failed: ${error.message}`))
+          ),
       { concurrency: "unbounded", discard: true }
     ))

@@ -13,11 +13,11 @@
  *   interrupted: no generation is orphaned on the server.
  */
 import { Data, type Duration, Effect, Result, Schedule, Schema } from "effect"
-import type * as IdsText from "../../../src/engine/IdsText.ts"
+import * as ContextLengthError from "../../../src/engine/ContextLengthError.ts"
 import * as Rid from "../../../src/engine/Rid.ts"
-import * as Wire from "../../../src/engine/Wire.ts"
-import * as Errors from "../../../src/forest/errors.ts"
-import * as RetryAfter from "../../runtime/Retry.ts"
+import type * as PromptIdsJson from "../../../src/engine/sglang/PromptIdsJson.ts"
+import * as SglangWire from "../../../src/engine/sglang/SglangWire.ts"
+import * as RetryAfter from "../../platform/Retry.ts"
 import * as Engine from "../Engine.ts"
 import * as Abort from "./Abort.ts"
 import * as Http from "./Http.ts"
@@ -42,7 +42,7 @@ export interface Retry {
 }
 
 /** The `/generate` body of a request. */
-export const toWire = (request: Engine.GenerateRequest, send: Send): Wire.GenerateBody => {
+export const toWire = (request: Engine.GenerateRequest, send: Send): SglangWire.GenerateBody => {
   const s = request.sampling
   return {
     input_ids: request.inputIds,
@@ -70,7 +70,7 @@ export const toWire = (request: Engine.GenerateRequest, send: Send): Wire.Genera
 }
 
 /** The `/generate` answer's decoder, built once (every generation decodes one). */
-const decodeGenerateResponse = Schema.decodeUnknownResult(Wire.GenerateResponse)
+const decodeGenerateResponse = Schema.decodeUnknownResult(SglangWire.GenerateResponse)
 
 /** `TokenizerManager._init_req_state`: the rid is still in flight on the server (a re-send after a broken connection). */
 const isDuplicateRid = (answer: Http.Answer): boolean =>
@@ -87,16 +87,19 @@ export const make = (
   weights: WeightUpdates.WeightUpdates,
   send: Send,
   retry: Retry,
-  idsText: IdsText.IdsTextCache
+  idsText: PromptIdsJson.IdsTextCache
 ): (
   request: Engine.GenerateRequest
-) => Effect.Effect<Engine.GenerateResult, Errors.ContextLengthError | Engine.EngineError> => {
+) => Effect.Effect<Engine.GenerateResult, ContextLengthError.ContextLengthError | Engine.EngineError> => {
   const attempt = (
     request: Engine.GenerateRequest,
     rid: string,
     body: Uint8Array,
     tried: Set<Workers.Worker>
-  ): Effect.Effect<Engine.GenerateResult, Errors.ContextLengthError | Engine.EngineError | DuplicateRidError> =>
+  ): Effect.Effect<
+    Engine.GenerateResult,
+    ContextLengthError.ContextLengthError | Engine.EngineError | DuplicateRidError
+  > =>
     Effect.gen(function*() {
       // Held here while generation is paused for a weight push; aborted while held, it ends with no tokens. Not
       // paused, the start is read at once (what `enter` would give), without its effect.
@@ -121,8 +124,11 @@ export const make = (
           )
         )
       worker.down = false
-      if (answer.status === 400 && Wire.isContextLengthMessage(answer.body)) {
-        return yield* new Errors.ContextLengthError({ limit: null, engineMessage: Http.errorMessage(answer.body) })
+      if (answer.status === 400 && SglangWire.isContextLengthMessage(answer.body)) {
+        return yield* new ContextLengthError.ContextLengthError({
+          limit: null,
+          engineMessage: Http.errorMessage(answer.body)
+        })
       }
       if (isDuplicateRid(answer)) {
         return yield* new DuplicateRidError({ error: Http.statusError(worker.url, "/generate", answer) })
@@ -161,7 +167,7 @@ export const make = (
       }
       const entries = meta.output_token_logprobs
       const outputIds = entries !== undefined ? entries.map((e) => e[1]) : (response.output_ids ?? [])
-      const finishReason = Wire.toFinishReason(meta.finish_reason)
+      const finishReason = SglangWire.toFinishReason(meta.finish_reason)
       const { versions, cutByUpdate } = weights.versionsOf(start, meta.weight_version, finishReason)
       const promptTokens = meta.prompt_tokens ?? sent
       let routedExperts: ReadonlyArray<ReadonlyArray<number>> | undefined
@@ -173,7 +179,7 @@ export const make = (
               "the answer has no meta_info.routed_experts: launch SGLang with --enable-return-routed-experts (an MoE " +
                 "model), or drop --use-rollout-routing-replay"
             )
-          : Wire.decodeRoutedExperts(meta.routed_experts, promptTokens, outputIds.length)
+          : SglangWire.decodeRoutedExperts(meta.routed_experts, promptTokens, outputIds.length)
         if (Result.isFailure(routed)) {
           return yield* new Engine.EngineError({
             reason: "bad-answer",
@@ -206,12 +212,18 @@ export const make = (
     let resends = 0
     // The prompt's ids as text, written after the text of the Session's last prompt when this one extends it; the
     // text as written in this body is kept for the next prompt.
-    const encoded = Wire.encodeGenerateBody(toWire(request, send), idsText.head(request.sessionId, request.inputIds))
+    const encoded = SglangWire.encodeGenerateBody(
+      toWire(request, send),
+      idsText.head(request.sessionId, request.inputIds)
+    )
     if (encoded.idsText !== undefined) idsText.keep(request.sessionId, request.inputIds, encoded.idsText)
     else if (request.sessionId !== undefined) idsText.forget(request.sessionId)
     const text = encoded.idsText
     let body = encoded.body
-    const send1 = (): Effect.Effect<Engine.GenerateResult, Errors.ContextLengthError | Engine.EngineError> =>
+    const send1 = (): Effect.Effect<
+      Engine.GenerateResult,
+      ContextLengthError.ContextLengthError | Engine.EngineError
+    > =>
       Effect.suspend(() => {
         // Once every worker was tried, start over (a restarted worker may be back).
         if (tried.size >= Math.max(1, workers.all.length)) tried.clear()
@@ -226,7 +238,7 @@ export const make = (
               yield* Abort.abort(http, workers, rid)
               resends++
               rid = Rid.retry(request.rid, resends)
-              body = Wire.encodeGenerateRequest({ ...toWire(request, send), rid }, text)
+              body = SglangWire.encodeGenerateRequest({ ...toWire(request, send), rid }, text)
               return yield* send1()
             })
         )
@@ -235,7 +247,8 @@ export const make = (
     return RetryAfter.afterFailure(send1(), {
       schedule: backoff,
       times: retry.retries,
-      while: (error: Errors.ContextLengthError | Engine.EngineError) => error._tag === "EngineError" && error.retryable
+      while: (error: ContextLengthError.ContextLengthError | Engine.EngineError) =>
+        error._tag === "EngineError" && error.retryable
     }).pipe(
       Effect.onInterrupt(() => Abort.abort(http, workers, rid))
     )

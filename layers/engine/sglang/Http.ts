@@ -20,8 +20,8 @@
  */
 import { Duration, Effect, Result, Schema, type Scope } from "effect"
 import { Agent, type Dispatcher, errors } from "undici"
-import * as Wire from "../../../src/engine/Wire.ts"
-import * as Errors from "../../../src/errors.ts"
+import * as SglangWire from "../../../src/engine/sglang/SglangWire.ts"
+import * as Thrown from "../../../src/Thrown.ts"
 import * as Engine from "../Engine.ts"
 
 /** An HTTP answer: its status and its whole body as text. */
@@ -83,7 +83,7 @@ const errorCode = (error: unknown): string | undefined => {
 
 const describe = (error: unknown): string => {
   const code = errorCode(error)
-  const text = Errors.messageOf(error)
+  const text = Thrown.messageOf(error)
   return code === undefined || text.includes(code) ? text : `${code}: ${text}`
 }
 
@@ -96,7 +96,7 @@ export const trimSlash = (url: string): string => url.replace(/\/+$/, "")
 /** The human-readable message of an SGLang error body (JSON `message` / `error.message` / `detail`, or the raw text). */
 export const errorMessage = (body: string): string => {
   try {
-    const parsed = Schema.decodeUnknownSync(Wire.ErrorBody)(JSON.parse(body))
+    const parsed = Schema.decodeUnknownSync(SglangWire.ErrorBody)(JSON.parse(body))
     if (parsed.message !== undefined) return parsed.message
     if (typeof parsed.error === "string") return parsed.error
     if (parsed.error?.message !== undefined) return parsed.error.message

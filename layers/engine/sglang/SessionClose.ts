@@ -7,7 +7,7 @@
  * (`agentic_kv/session/close_failure`) and logged, never fatal: the server evicts the entries by LRU instead.
  */
 import { Effect } from "effect"
-import type * as Wire from "../../../src/engine/Wire.ts"
+import type * as SglangWire from "../../../src/engine/sglang/SglangWire.ts"
 import type * as Engine from "../Engine.ts"
 import * as Http from "./Http.ts"
 import type * as Workers from "./Workers.ts"
@@ -26,10 +26,11 @@ export const make = (http: Http.Http, workers: Workers.Workers, enabled: boolean
   const closes = { close: 0, failure: 0 }
 
   const closeOn = (url: string, sessionId: string): Effect.Effect<void, Engine.EngineError> =>
-    http.request(url, "/close_session", "POST", { session_id: sessionId } satisfies Wire.CloseSessionRequest).pipe(
-      Effect.flatMap(Http.ok(url, "/close_session")),
-      Effect.asVoid
-    )
+    http.request(url, "/close_session", "POST", { session_id: sessionId } satisfies SglangWire.CloseSessionRequest)
+      .pipe(
+        Effect.flatMap(Http.ok(url, "/close_session")),
+        Effect.asVoid
+      )
 
   const close = (sessionId: string): Effect.Effect<void> =>
     !enabled ? Effect.void : Effect.gen(function*() {

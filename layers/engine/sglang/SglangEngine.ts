@@ -29,7 +29,7 @@
  */
 import { Duration, Effect, Layer, type Scope } from "effect"
 import type * as Settings from "../../../src/config/Settings.ts"
-import * as IdsText from "../../../src/engine/IdsText.ts"
+import * as PromptIdsJson from "../../../src/engine/sglang/PromptIdsJson.ts"
 import * as Tokenizer from "../../tokenizer/Tokenizer.ts"
 import * as Engine from "../Engine.ts"
 import * as Abort from "./Abort.ts"
@@ -156,7 +156,7 @@ export const make = (
       yield* StartupChecks.weightVersion(http, workers.all[0]?.url ?? "")
     )
     const sessions = SessionClose.make(http, workers, options.sessionLifecycle ?? false)
-    const idsText = new IdsText.IdsTextCache(idsTextBytes)
+    const idsText = new PromptIdsJson.IdsTextCache(idsTextBytes)
     const generate = Generate.make(
       http,
       workers,
@@ -190,7 +190,7 @@ export const make = (
   })
 
 /**
- * The prompts' id texts kept for reuse (src/engine/IdsText.ts), with the ids they encode, in all; past it the least
+ * The prompts' id texts kept for reuse (src/engine/sglang/PromptIdsJson.ts), with the ids they encode, in all; past it the least
  * recently used Sessions write their whole prompt again (docs/performance.md section 1).
  */
 const idsTextBytes = 64 * 1024 * 1024

@@ -13,7 +13,7 @@
  * - The initial weight version is the first worker's `GET /get_weight_version`, or `"default"`.
  */
 import { Duration, Effect, Option, Schedule } from "effect"
-import * as Wire from "../../../src/engine/Wire.ts"
+import * as SglangWire from "../../../src/engine/sglang/SglangWire.ts"
 import * as Engine from "../Engine.ts"
 import * as Http from "./Http.ts"
 
@@ -90,10 +90,10 @@ export const tokenizer = (
   url: string
 ): Effect.Effect<void, Engine.EngineError> =>
   Effect.gen(function*() {
-    const probe: Wire.TokenizeRequest = { prompt: tokenizerProbe, add_special_tokens: false }
+    const probe: SglangWire.TokenizeRequest = { prompt: tokenizerProbe, add_special_tokens: false }
     const answer = yield* http.request(url, "/tokenize", "POST", probe, Http.noHeaders, 10_000)
     const served = answer.status === 200
-      ? yield* Http.decodeJson(Wire.TokenizeResponse, url, "/tokenize", answer).pipe(Effect.option)
+      ? yield* Http.decodeJson(SglangWire.TokenizeResponse, url, "/tokenize", answer).pipe(Effect.option)
       : Option.none()
     if (Option.isNone(served)) {
       return yield* Effect.logWarning(
@@ -106,7 +106,7 @@ export const tokenizer = (
     const ours = tokenizer.encode(tokenizerProbe)
     if (theirs.length === ours.length && theirs.every((id, i) => id === ours[i])) return
     const info = yield* http.request(url, "/get_model_info", "GET", undefined, Http.noHeaders, 10_000).pipe(
-      Effect.flatMap((a) => Http.decodeJson(Wire.ModelInfoResponse, url, "/get_model_info", a)),
+      Effect.flatMap((a) => Http.decodeJson(SglangWire.ModelInfoResponse, url, "/get_model_info", a)),
       Effect.option
     )
     const model = Option.getOrUndefined(
@@ -126,7 +126,7 @@ export const tokenizer = (
 export const weightVersion = (http: Http.Http, url: string): Effect.Effect<string> =>
   http.request(url, "/get_weight_version", "GET", undefined, Http.noHeaders, 10_000).pipe(
     Effect.flatMap(Http.ok(url, "/get_weight_version")),
-    Effect.flatMap((answer) => Http.decodeJson(Wire.WeightVersionResponse, url, "/get_weight_version", answer)),
+    Effect.flatMap((answer) => Http.decodeJson(SglangWire.WeightVersionResponse, url, "/get_weight_version", answer)),
     Effect.map((r) => r.weight_version),
     Effect.orElseSucceed(() => "default")
   )

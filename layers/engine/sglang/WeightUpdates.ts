@@ -20,8 +20,8 @@
  * - Control calls fan out to the router's current worker list, read fresh (a worker added at runtime gets the update).
  */
 import { Deferred, Effect, Latch } from "effect"
+import * as SglangWire from "../../../src/engine/sglang/SglangWire.ts"
 import * as WeightVersion from "../../../src/engine/WeightVersion.ts"
-import * as Wire from "../../../src/engine/Wire.ts"
 import * as Engine from "../Engine.ts"
 import * as Http from "./Http.ts"
 import * as StartupChecks from "./StartupChecks.ts"
@@ -97,11 +97,11 @@ export const make = (http: Http.Http, workers: Workers.Workers, initial: string)
         // and its caller resumes it on the new version, so every attempt runs on one version.
         const answers = yield* fanOut(
           "/update_weight_version",
-          { new_version: value, abort_all_requests: true } satisfies Wire.UpdateWeightVersionRequest
+          { new_version: value, abort_all_requests: true } satisfies SglangWire.UpdateWeightVersionRequest
         )
         for (const answer of answers) {
           const r = yield* Http.decodeJson(
-            Wire.UpdateWeightVersionResponse,
+            SglangWire.UpdateWeightVersionResponse,
             answer.url,
             "/update_weight_version",
             answer
@@ -122,7 +122,7 @@ export const make = (http: Http.Http, workers: Workers.Workers, initial: string)
       Effect.gen(function*() {
         boundaries.push({ _tag: "Pause", mode })
         yield* gate.close
-        yield* fanOut("/pause_generation", { mode } satisfies Wire.PauseGenerationRequest)
+        yield* fanOut("/pause_generation", { mode } satisfies SglangWire.PauseGenerationRequest)
       })
 
     const resume = (next?: string): Effect.Effect<string, Engine.EngineError> =>
@@ -134,7 +134,7 @@ export const make = (http: Http.Http, workers: Workers.Workers, initial: string)
           // no abort needed).
           yield* fanOut(
             "/update_weight_version",
-            { new_version: value, abort_all_requests: false } satisfies Wire.UpdateWeightVersionRequest
+            { new_version: value, abort_all_requests: false } satisfies SglangWire.UpdateWeightVersionRequest
           )
         }
         // Before the servers continue: an attempt SGLang kept across the pause may answer as soon as they do.

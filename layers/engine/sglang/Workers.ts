@@ -18,7 +18,7 @@
  *   only costs a prefix-cache miss).
  */
 import { Clock, Effect, Semaphore } from "effect"
-import * as Wire from "../../../src/engine/Wire.ts"
+import * as SglangWire from "../../../src/engine/sglang/SglangWire.ts"
 import * as Engine from "../Engine.ts"
 import * as Http from "./Http.ts"
 
@@ -67,12 +67,12 @@ export const discover = (http: Http.Http, router: string): Effect.Effect<Readonl
   Effect.gen(function*() {
     const workers = yield* http.request(router, "/workers", "GET").pipe(
       Effect.flatMap(Http.ok(router, "/workers")),
-      Effect.flatMap((answer) => Http.decodeJson(Wire.WorkersResponse, router, "/workers", answer)),
+      Effect.flatMap((answer) => Http.decodeJson(SglangWire.WorkersResponse, router, "/workers", answer)),
       Effect.map((r) => r.workers.filter((w) => w.is_healthy !== false).map((w) => w.url)),
       Effect.catch(() =>
         http.request(router, "/list_workers", "GET").pipe(
           Effect.flatMap(Http.ok(router, "/list_workers")),
-          Effect.flatMap((answer) => Http.decodeJson(Wire.ListWorkersResponse, router, "/list_workers", answer)),
+          Effect.flatMap((answer) => Http.decodeJson(SglangWire.ListWorkersResponse, router, "/list_workers", answer)),
           Effect.map((r) => r.urls)
         )
       ),

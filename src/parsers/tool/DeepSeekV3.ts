@@ -4,13 +4,13 @@
  * **Details**
  * The code fence is optional (some outputs omit it); the JSON inside is kept as the model wrote it.
  */
-import * as Scan from "../scan.ts"
+import * as MarkerScan from "../MarkerScan.ts"
 import * as ToolCallParser from "../ToolCallParser.ts"
 
 const fenced = /^\s*(?:function)?<｜tool▁sep｜>([^\n]*)\n\s*```(?:json)?[ \t]*\n?([\s\S]*?)```\s*$/
 const bare = /^\s*(?:function)?<｜tool▁sep｜>([^\n]*)\n([\s\S]*)$/
 
-const rules = Scan.sectioned({
+const rules = MarkerScan.sectioned({
   sectionBegin: "<｜tool▁calls▁begin｜>",
   sectionEnd: "<｜tool▁calls▁end｜>",
   callBegin: "<｜tool▁call▁begin｜>",
@@ -23,5 +23,5 @@ const rules = Scan.sectioned({
 })
 
 export const format: ToolCallParser.Format = {
-  scanner: () => ({ step: (text, final) => Scan.scanRules(text, final, rules) })
+  scanner: () => ({ step: (text, final) => MarkerScan.scanRules(text, final, rules) })
 }

@@ -2,10 +2,10 @@
  * `deepseekv31`: `<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{json}<｜tool▁call▁end｜>…<｜tool▁calls▁end｜>`
  * (no `function` type, no code fence). A bare call without the section markers is accepted too.
  */
-import * as Scan from "../scan.ts"
+import * as MarkerScan from "../MarkerScan.ts"
 import * as ToolCallParser from "../ToolCallParser.ts"
 
-const rules = Scan.sectioned({
+const rules = MarkerScan.sectioned({
   sectionBegin: "<｜tool▁calls▁begin｜>",
   sectionEnd: "<｜tool▁calls▁end｜>",
   callBegin: "<｜tool▁call▁begin｜>",
@@ -22,5 +22,5 @@ const rules = Scan.sectioned({
 })
 
 export const format: ToolCallParser.Format = {
-  scanner: () => ({ step: (text, final) => Scan.scanRules(text, final, rules) })
+  scanner: () => ({ step: (text, final) => MarkerScan.scanRules(text, final, rules) })
 }

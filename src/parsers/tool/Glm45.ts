@@ -7,7 +7,7 @@
  * as a string.
  */
 import * as Json from "../../json/Json.ts"
-import * as Scan from "../scan.ts"
+import * as MarkerScan from "../MarkerScan.ts"
 import * as ToolCallParser from "../ToolCallParser.ts"
 
 const pairPattern = /<arg_key>([\s\S]*?)<\/arg_key>\s*(?:\\n\s*)*<arg_value>([\s\S]*?)<\/arg_value>/g
@@ -33,7 +33,7 @@ const body = (tools: ToolCallParser.ToolIndex) => (inner: string, raw: string): 
 
 export const format: ToolCallParser.Format = {
   scanner: (tools) => {
-    const rules = [Scan.delimited("<tool_call>", "</tool_call>", body(tools))]
-    return { step: (text, final) => Scan.scanRules(text, final, rules) }
+    const rules = [MarkerScan.delimited("<tool_call>", "</tool_call>", body(tools))]
+    return { step: (text, final) => MarkerScan.scanRules(text, final, rules) }
   }
 }

@@ -4,13 +4,13 @@
  * **Details**
  * The call id `functions.NAME:IDX` gives the name; the arguments text is passed through as written (as SGLang does).
  */
-import * as Scan from "../scan.ts"
+import * as MarkerScan from "../MarkerScan.ts"
 import * as ToolCallParser from "../ToolCallParser.ts"
 
 const argumentBegin = "<|tool_call_argument_begin|>"
 const idPattern = /^\s*(?:functions\.)?([^\s:<]+?)(?::\d+)?\s*$/
 
-const rules = Scan.sectioned({
+const rules = MarkerScan.sectioned({
   sectionBegin: "<|tool_calls_section_begin|>",
   sectionEnd: "<|tool_calls_section_end|>",
   callBegin: "<|tool_call_begin|>",
@@ -24,5 +24,5 @@ const rules = Scan.sectioned({
 })
 
 export const format: ToolCallParser.Format = {
-  scanner: () => ({ step: (text, final) => Scan.scanRules(text, final, rules) })
+  scanner: () => ({ step: (text, final) => MarkerScan.scanRules(text, final, rules) })
 }

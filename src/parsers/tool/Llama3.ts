@@ -7,13 +7,13 @@
  * the text), and the first character that is neither JSON nor a separator ends the calls: the rest is plain text.
  */
 import * as Json from "../../json/Json.ts"
-import * as Scan from "../scan.ts"
+import * as MarkerScan from "../MarkerScan.ts"
 import * as ToolCallParser from "../ToolCallParser.ts"
 
 const tag = "<|python_tag|>"
 
 /** Read `{…}; {…}` from `from`; `undefined` = needs more text. */
-const readSequence = (text: string, from: number, final: boolean): Scan.Block | undefined => {
+const readSequence = (text: string, from: number, final: boolean): MarkerScan.Block | undefined => {
   const events: Array<ToolCallParser.Event> = []
   let i = from
   let end = from
@@ -59,7 +59,7 @@ const readSequence = (text: string, from: number, final: boolean): Scan.Block | 
     }
     flushSkipped()
     const raw = text.slice(r.spanned.start, r.spanned.end)
-    const parsed = Scan.callFromSpanned(text, r.spanned)
+    const parsed = MarkerScan.callFromSpanned(text, r.spanned)
     events.push(
       parsed === undefined ? ToolCallParser.malformed(raw) : ToolCallParser.call(parsed.name, parsed.arguments, raw)
     )
@@ -68,7 +68,7 @@ const readSequence = (text: string, from: number, final: boolean): Scan.Block | 
   }
 }
 
-const rules: ReadonlyArray<Scan.Rule> = [{ start: tag, read: (text, at, final) => readSequence(text, at, final) }]
+const rules: ReadonlyArray<MarkerScan.Rule> = [{ start: tag, read: (text, at, final) => readSequence(text, at, final) }]
 
 export const format: ToolCallParser.Format = {
   scanner: () => {
@@ -85,14 +85,14 @@ export const format: ToolCallParser.Format = {
               atStart = true
               return { events: [], consumed: 0 }
             }
-            const rest = Scan.scanRules(text, final, rules, block.end)
+            const rest = MarkerScan.scanRules(text, final, rules, block.end)
             return {
               events: [ToolCallParser.text(text.slice(0, lead)), ...block.events, ...rest.events],
               consumed: rest.consumed
             }
           }
         }
-        return Scan.scanRules(text, final, rules)
+        return MarkerScan.scanRules(text, final, rules)
       }
     }
   }

@@ -6,16 +6,16 @@
  * call object is malformed. When the JSON after `[TOOL_CALLS]` can never become valid, the rest of the text is malformed.
  */
 import * as Json from "../../json/Json.ts"
-import * as Scan from "../scan.ts"
+import * as MarkerScan from "../MarkerScan.ts"
 import * as ToolCallParser from "../ToolCallParser.ts"
 
 const marker = "[TOOL_CALLS]"
 const argsMarker = "[ARGS]"
 
-const rule: Scan.Rule = {
+const rule: MarkerScan.Rule = {
   start: marker,
   read: (text, at, final) => {
-    const rest = (): Scan.Block | undefined =>
+    const rest = (): MarkerScan.Block | undefined =>
       final ? { events: [ToolCallParser.malformed(text.slice(at))], end: text.length } : undefined
     let i = at + marker.length
     while (i < text.length && /\s/.test(text[i] ?? "")) i++
@@ -25,7 +25,7 @@ const rule: Scan.Rule = {
       if (r._tag !== "Ok") return rest()
       const events = r.spanned.elements.map((element) => {
         const raw = text.slice(element.start, element.end)
-        const parsed = Scan.callFromSpanned(text, element)
+        const parsed = MarkerScan.callFromSpanned(text, element)
         return parsed === undefined
           ? ToolCallParser.malformed(raw)
           : ToolCallParser.call(parsed.name, parsed.arguments, raw)
@@ -58,5 +58,5 @@ const rule: Scan.Rule = {
 }
 
 export const format: ToolCallParser.Format = {
-  scanner: () => ({ step: (text, final) => Scan.scanRules(text, final, [rule]) })
+  scanner: () => ({ step: (text, final) => MarkerScan.scanRules(text, final, [rule]) })
 }

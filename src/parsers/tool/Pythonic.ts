@@ -8,7 +8,7 @@
  * starts like one but cannot be read is malformed (up to its first `]`).
  */
 import * as Json from "../../json/Json.ts"
-import * as Scan from "../scan.ts"
+import * as MarkerScan from "../MarkerScan.ts"
 import * as ToolCallParser from "../ToolCallParser.ts"
 
 class Stop {
@@ -187,7 +187,7 @@ const readCallList = (text: string, at: number) => {
 const opensCallList = /\[\s*[A-Za-z_][A-Za-z0-9_]*\s*\(/y
 const couldOpen = /^\[\s*(?:[A-Za-z_][A-Za-z0-9_]*\s*)?$/
 
-const listRule: Scan.Rule = {
+const listRule: MarkerScan.Rule = {
   start: "[",
   read: (text, at, final) => {
     opensCallList.lastIndex = at
@@ -208,7 +208,7 @@ const listRule: Scan.Rule = {
   }
 }
 
-const wrapper = (token: string): Scan.Rule => ({
+const wrapper = (token: string): MarkerScan.Rule => ({
   start: token,
   read: (_text, at) => ({ events: [], end: at + token.length })
 })
@@ -216,5 +216,5 @@ const wrapper = (token: string): Scan.Rule => ({
 const rules = [listRule, wrapper("<|python_start|>"), wrapper("<|python_end|>")]
 
 export const format: ToolCallParser.Format = {
-  scanner: () => ({ step: (text, final) => Scan.scanRules(text, final, rules) })
+  scanner: () => ({ step: (text, final) => MarkerScan.scanRules(text, final, rules) })
 }

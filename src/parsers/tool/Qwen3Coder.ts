@@ -17,7 +17,7 @@
  * (or a value that does not read) stays a string. A missing `</parameter>` is tolerated.
  */
 import * as Json from "../../json/Json.ts"
-import * as Scan from "../scan.ts"
+import * as MarkerScan from "../MarkerScan.ts"
 import * as ToolCallParser from "../ToolCallParser.ts"
 
 /** Type a raw parameter value by its JSON-schema type. */
@@ -56,7 +56,7 @@ const body = (tools: ToolCallParser.ToolIndex) => (inner: string, raw: string): 
 
 export const format: ToolCallParser.Format = {
   scanner: (tools) => {
-    const rules = [Scan.delimited("<tool_call>", "</tool_call>", body(tools))]
-    return { step: (text, final) => Scan.scanRules(text, final, rules) }
+    const rules = [MarkerScan.delimited("<tool_call>", "</tool_call>", body(tools))]
+    return { step: (text, final) => MarkerScan.scanRules(text, final, rules) }
   }
 }

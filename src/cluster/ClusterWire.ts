@@ -1,0 +1,163 @@
+/**
+ * What the controller and the runners of a cluster send each other (docs/scale-out.md): the Schemas of a planned
+ * Group, a finished Session's samples and debug facts, the events of a running Session, and the failures a runner
+ * reports.
+ *
+ * **Details**
+ * Every value that crosses a process boundary is one of these Schemas; the cluster serializes them (entity messages
+ * are serialized even in the in-memory test runner). `SessionResult` carries the Session's training samples in the
+ * shape a trainer receives them (`TrainingSample`), so the controller scores and transfers them exactly as in
+ * single-process mode. A runner identifies itself by an incarnation id (random per process start): a message that
+ * names another incarnation was meant for a runner that is gone, and is refused with `RunnerLostError` instead of being
+ * run again against an empty forest.
+ */
+import { Schema } from "effect"
+import * as TrainingSample from "../forest/TrainingSample.ts"
+import * as Dataset from "../schedule/Dataset.ts"
+import * as ClusterError from "./ClusterError.ts"
+
+export { RunnerLostError, SessionFailedError } from "./ClusterError.ts"
+
+/** A Group as the controller planned it (`SessionRunner.PlannedGroup`). */
+export const PlannedGroup = Schema.Struct({
+  groupId: Schema.String,
+  size: Schema.Int,
+  seq: Schema.Int,
+  mode: Schema.Literals(["train", "eval"]),
+  row: Schema.Int,
+  data: Dataset.Row,
+  promptIndex: Schema.Int,
+  firstIndex: Schema.Int
+})
+export type PlannedGroup = typeof PlannedGroup.Type
+
+const DebugTurn = Schema.Struct({
+  turn_idx: Schema.Int,
+  resp_state_hash: Schema.String,
+  parent_state_hash: Schema.NullOr(Schema.String),
+  rollout_id: Schema.Int,
+  request_id: Schema.String,
+  abort_count: Schema.Int,
+  status: Schema.Literals(["completed", "truncated"]),
+  response_length: Schema.Int,
+  wall_elapsed_s: Schema.Number,
+  generation_elapsed_s: Schema.Number,
+  weight_versions: Schema.Array(Schema.String)
+})
+
+/** `Records.ContextDebug`: the debug facts of one exported context. */
+export const ContextDebug = Schema.Struct({
+  view: Schema.Struct({
+    session_id: Schema.String,
+    leaf_state_hash: Schema.String,
+    state_hashes: Schema.Array(Schema.Struct({
+      hash: Schema.String,
+      kind: Schema.Literals(["obs", "resp"]),
+      tokens: Schema.Int
+    })),
+    terminal_status: Schema.Literals(["completed", "truncated"]),
+    turn_count: Schema.Int,
+    turns: Schema.Array(DebugTurn)
+  }),
+  counters: Schema.Struct({
+    requests: Schema.Int,
+    generations: Schema.Int,
+    parserFailures: Schema.Int,
+    droppedToolCalls: Schema.Int
+  })
+})
+export type ContextDebug = typeof ContextDebug.Type
+
+/** A finished Session: its samples in export order, their debug facts, its parser failures and drift (training only). */
+export const SessionResult = Schema.Struct({
+  sessionId: Schema.String,
+  samples: Schema.Array(TrainingSample.TrainingSample),
+  debug: Schema.Array(ContextDebug),
+  parserFailures: Schema.Int,
+  /** Drifted requests by cause (src/forest/Drift.ts), training only; absent: none (or an older runner). */
+  drift: Schema.optionalKey(Schema.Record(Schema.String, Schema.Int))
+})
+export type SessionResult = typeof SessionResult.Type
+
+/** A hosted Session's state at the generation gate (partial rollout / fully async). */
+export const GateState = Schema.Struct({
+  interrupted: Schema.Boolean,
+  protected: Schema.Boolean
+})
+export type GateState = typeof GateState.Type
+
+/**
+ * What a runner reports while it runs a Session, in order: started, first model request, (alive)*, done; with
+ * partial rollout or fully async also its gate state whenever it changes (`Gate`).
+ */
+export const SessionEvent = Schema.Union([
+  Schema.TaggedStruct("Started", { runner: Schema.String, address: Schema.String }),
+  Schema.TaggedStruct("FirstRequest", {}),
+  Schema.TaggedStruct("Alive", {}),
+  Schema.TaggedStruct("Gate", { state: GateState }),
+  Schema.TaggedStruct("Done", { result: SessionResult })
+])
+export type SessionEvent = typeof SessionEvent.Type
+
+/** The failures of a remote Session. */
+export const RunFailure = Schema.Union([ClusterError.RunnerLostError, ClusterError.SessionFailedError])
+export type RunFailure = typeof RunFailure.Type
+
+/** An agent's model request as a non-owner runner's gateway received it. */
+export const ForwardedRequest = Schema.Struct({
+  sessionId: Schema.String,
+  path: Schema.String,
+  body: Schema.Uint8Array
+})
+export type ForwardedRequest = typeof ForwardedRequest.Type
+
+/**
+ * The owner's answer to a forwarded request: a JSON answer (`kind: "json"`) or the frames of a Buffered-SSE answer
+ * (`kind: "sse"`, written after the heartbeats the forwarding runner sent meanwhile). `gateway`: the owner's gateway
+ * origin as the other runners reach it, given when the owner holds the Session (the Group's next requests are relayed
+ * there directly).
+ */
+export const ForwardedResponse = Schema.Struct({
+  kind: Schema.Literals(["json", "sse"]),
+  status: Schema.Int,
+  headers: Schema.Record(Schema.String, Schema.String),
+  body: Schema.String,
+  gateway: Schema.optional(Schema.String)
+})
+export type ForwardedResponse = typeof ForwardedResponse.Type
+
+/** How a trainer's pause treats the generations in flight (`Engine.PauseMode`). */
+export const PauseMode = Schema.Literals(["abort", "retract", "in_place"])
+
+/**
+ * The controller's weights as every runner must follow them: the version new generations use and whether a trainer's
+ * weight push holds generation now (`paused`: its mode). `seq` grows with every change, so a late or repeated
+ * message never undoes a newer one.
+ */
+export const WeightsState = Schema.Struct({
+  seq: Schema.Int,
+  version: Schema.String,
+  paused: Schema.NullOr(PauseMode)
+})
+export type WeightsState = typeof WeightsState.Type
+
+/**
+ * What the controller tells every runner at once (docs/scale-out.md "Weights and the step boundary"): follow its
+ * weights (`Weights`), or the step boundary of partial rollout / fully async: `Halt` parks the controller's
+ * generations and stops their budgets, `Resume` lets them continue under the step `rolloutId` (`null`: the same step).
+ */
+export const FleetCommand = Schema.Union([
+  Schema.TaggedStruct("Weights", { state: WeightsState }),
+  Schema.TaggedStruct("Halt", {}),
+  Schema.TaggedStruct("Resume", { rolloutId: Schema.NullOr(Schema.Int) })
+])
+export type FleetCommand = typeof FleetCommand.Type
+
+/** A runner's answer to a fleet command: who answered, and (after `Halt`) the gate state of its Sessions. */
+export const FleetReply = Schema.Struct({
+  runner: Schema.String,
+  aborted: Schema.Int,
+  pausedSessions: Schema.Int,
+  sessions: Schema.Array(Schema.Struct({ sessionId: Schema.String, state: GateState }))
+})
+export type FleetReply = typeof FleetReply.Type
