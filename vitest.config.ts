@@ -1,6 +1,7 @@
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
+import { defaultServerConditions } from "vite"
 import { defineConfig } from "vitest/config"
 
 // Agents start under `bash -lc`, which reads the login profile in $HOME. A machine profile that runs `pyenv init` costs
@@ -10,7 +11,13 @@ import { defineConfig } from "vitest/config"
 const home = Path.join(Os.tmpdir(), "relax-agentic-test-home")
 Fs.mkdirSync(home, { recursive: true })
 
+// The examples import the package by its name; in the repository that resolves to the sources (package.json's
+// `relax-agentic-source` export condition), not to the build in dist/.
+const conditions = ["relax-agentic-source", ...defaultServerConditions]
+
 export default defineConfig({
+  resolve: { conditions },
+  ssr: { resolve: { conditions } },
   test: {
     include: ["test/**/*.test.ts"],
     testTimeout: 60_000,

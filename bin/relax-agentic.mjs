@@ -1,11 +1,17 @@
 #!/usr/bin/env node
-// Runs the TypeScript CLI without a build step: on Node's own type stripping (through tsx when installed under
-// node_modules, where Node does not strip types).
-// The stack needs Node.js >= 22.19; on an older Node.js the command re-runs itself on the Node.js 22 the project
-// brings (the `node` package), or says clearly what is missing instead of failing deep inside a dependency.
+// The `relax-agentic` command. Installed from the package it runs the build (dist/, plain JavaScript); in a checkout it
+// runs the TypeScript sources on Node's own type stripping, so the development loop has no build step.
+// The stack needs Node.js >= 22.19; on an older Node.js a checkout re-runs the command on the Node.js 22 the project
+// brings (the `node` devDependency), and anything else says what to install instead of failing deep inside a dependency.
 import { spawn } from "node:child_process"
 import { existsSync } from "node:fs"
 import { createRequire } from "node:module"
+import { fileURLToPath } from "node:url"
+
+const source = fileURLToPath(new URL("../src/cli.ts", import.meta.url))
+const build = fileURLToPath(new URL("../dist/src/cli.js", import.meta.url))
+// A checkout has the sources outside any node_modules; an installed package has only the build.
+const checkout = existsSync(source) && !import.meta.url.includes("/node_modules/")
 
 const [major = 0, minor = 0] = process.versions.node.split(".").map(Number)
 if (major < 22 || (major === 22 && minor < 19)) {
@@ -19,8 +25,10 @@ if (major < 22 || (major === 22 && minor < 19)) {
   if (projectNode === undefined || !existsSync(projectNode) || process.env.RELAX_AGENTIC_REEXEC === "1") {
     process.stderr.write(
       `relax-agentic needs Node.js 22.19 or newer; this is ${process.version}. ` +
-        "Install Node.js 22, or run it through the project's scripts (npm start, npx relax-agentic), " +
-        "which use the Node.js 22 the project brings.\n"
+        (checkout
+          ? "In this checkout, run `npm ci` (it installs the Node.js 22 the project brings), then use the npm " +
+            "scripts: `npm start`, `npm run relax-agentic -- <command> ...`.\n"
+          : "Install Node.js 22.19 or newer (https://nodejs.org, or `nvm install 22`) and run the command with it.\n")
     )
     process.exit(1)
   }
@@ -33,12 +41,15 @@ if (major < 22 || (major === 22 && minor < 19)) {
   child.on("exit", (code, signal) => process.exit(code ?? (signal === null ? 1 : 128)))
 } else {
   delete process.env.RELAX_AGENTIC_REEXEC
-  // Node strips the types of the project's own files itself (its sources are erasable TypeScript: tsconfig's
-  // `erasableSyntaxOnly`). It does not under node_modules, nor on a Node without type stripping (23.0–23.5): there
-  // the CLI runs through tsx.
-  if (import.meta.url.includes("/node_modules/") || !process.features.typescript) {
+  if (checkout && process.features.typescript) {
+    // The sources are erasable TypeScript (tsconfig's `erasableSyntaxOnly`): Node strips their types itself.
+    await import(source)
+  } else if (existsSync(build)) {
+    await import(build)
+  } else {
+    // Sources without a build where Node does not strip types (under node_modules, or Node 23.0–23.5): through tsx.
     const { register } = await import("tsx/esm/api")
     register()
+    await import(source)
   }
-  await import("../src/cli.ts")
 }

@@ -3,7 +3,8 @@
  * Promises. Two steps with a weight update after each (one call, or the two-phase pause / resume), then one more step
  * consumed Group by Group.
  *
- * Run from the repository root: `npx tsx examples/trainer-promise.ts` (the arithmetic example on the embedded engine).
+ * Run from the repository root: `node --conditions=relax-agentic-source examples/trainer-promise.ts` (the arithmetic
+ * example on the embedded engine; the condition resolves `relax-agentic` to the sources, docs/package.md).
  */
 import {
   createRollout,

@@ -2,7 +2,8 @@
  * A training-loop skeleton on the Effect API: each step's credited samples from the `TrainerService`, a weight update
  * after each step, then Eval, and one more step consumed Group by Group from `stream`.
  *
- * Run from the repository root: `npx tsx examples/trainer.ts` (the arithmetic example on the embedded engine).
+ * Run from the repository root: `node --conditions=relax-agentic-source examples/trainer.ts` (the arithmetic example on
+ * the embedded engine; the condition resolves `relax-agentic` to the sources instead of a build, docs/package.md).
  * Everything the rollout started (gateway, agent processes) stops when the program ends or is interrupted.
  */
 import { NodeRuntime } from "@effect/platform-node"

@@ -13,7 +13,7 @@ import { Cause, Console, Effect, Option, Schema } from "effect"
 import { CliError, CliOutput, Command } from "effect/cli"
 import { randomUUID } from "node:crypto"
 import { readFileSync, realpathSync } from "node:fs"
-import { resolve as resolvePath } from "node:path"
+import { join as joinPath, resolve as resolvePath } from "node:path"
 import { fileURLToPath } from "node:url"
 import * as Gateway from "../layers/gateway/Gateway.ts"
 import * as Rollout from "../layers/rollout/Rollout.ts"
@@ -76,8 +76,12 @@ const settingsError = (error: SettingsFromFlags.SettingsError) =>
 // ---------------------------------------------------------------------------------------------------------------
 // The commands
 
+// The package's root directory: this file runs as <root>/src/cli.ts in a checkout and as <root>/dist/src/cli.js when
+// installed from the built package.
+const packageRoot = fileURLToPath(new URL(import.meta.url.endsWith(".js") ? "../../" : "../", import.meta.url))
+
 const version = ((): string => {
-  const text = readFileSync(new URL("../package.json", import.meta.url), "utf8")
+  const text = readFileSync(joinPath(packageRoot, "package.json"), "utf8")
   const decoded = Schema.decodeUnknownOption(Schema.fromJsonString(Schema.Struct({ version: Schema.String })))(text)
   return Option.match(decoded, { onNone: () => "0.0.0", onSome: (pkg) => pkg.version })
 })()
@@ -300,7 +304,7 @@ export const run = (argv: ReadonlyArray<string>) =>
   )
 
 const entryFiles = (): ReadonlyArray<string> =>
-  [fileURLToPath(import.meta.url), fileURLToPath(new URL("../bin/relax-agentic.mjs", import.meta.url))].map((path) => {
+  [fileURLToPath(import.meta.url), joinPath(packageRoot, "bin", "relax-agentic.mjs")].map((path) => {
     try {
       return realpathSync(path)
     } catch {
@@ -308,7 +312,8 @@ const entryFiles = (): ReadonlyArray<string> =>
     }
   })
 
-// Run only as the program (node src/cli.ts, or bin/relax-agentic.mjs importing this file), never when imported.
+// Run only as the program (node src/cli.ts, or bin/relax-agentic.mjs importing this file or its build), never when
+// imported.
 const invokedAs = process.argv[1]
 const isMain = invokedAs !== undefined && ((): boolean => {
   try {
