@@ -37,6 +37,8 @@ import * as Gateway from "../layers/gateway/Gateway.ts"
 import type * as ModelRoute from "../layers/gateway/ModelRoute.ts"
 import * as Forests from "../layers/generation/Forests.ts"
 import * as Generation from "../layers/generation/Generation.ts"
+import * as LoraEngine from "../layers/lora/LoraEngine.ts"
+import type * as LoraVersions from "../layers/lora/LoraVersions.ts"
 import * as MetricsServer from "../layers/observability/MetricsServer.ts"
 import * as OtlpExport from "../layers/observability/OtlpExport.ts"
 import * as Telemetry from "../layers/observability/Telemetry.ts"
@@ -58,6 +60,7 @@ import * as RolloutOptions from "./config/RolloutOptions.ts"
 import * as Settings from "./config/Settings.ts"
 import type * as CreditOptions from "./credit/CreditOptions.ts"
 import type * as HookSpec from "./hooks/HookSpec.ts"
+import * as LoraOptions from "./lora/LoraOptions.ts"
 import * as ParserRegistry from "./parsers/ParserRegistry.ts"
 import * as ReplayRecord from "./replay/Record.ts"
 import type * as OutputPaths from "./rollout/OutputPaths.ts"
@@ -75,6 +78,7 @@ export {
   type PauseMode
 } from "../layers/engine/Engine.ts"
 export { Gateway } from "../layers/gateway/Gateway.ts"
+export { LoraPublishError, LoraVersions, type PublishInput } from "../layers/lora/LoraVersions.ts"
 export { memorySink, OutputWriteError, processSink, type Sink, Telemetry } from "../layers/observability/Telemetry.ts"
 export * as FairScheduler from "../layers/platform/FairScheduler.ts"
 export * as SimulationClock from "../layers/platform/SimulationClock.ts"
@@ -313,7 +317,10 @@ export const servicesFromSettings = (
   // With debug dumps, each Session's requests and engine answers are recorded for `replay` (docs/debugging.md).
   const recording = settings.saveDebugRolloutData !== undefined
   const someEngine = role.engine === undefined ? ownEngine : role.engine(ownEngine)
-  const engine = recording ? ReplayRecorder.recordingEngine(someEngine) : someEngine
+  const recorded = recording ? ReplayRecorder.recordingEngine(someEngine) : someEngine
+  // With --lora-adapter-mode the requests name the Sessions' adapters (layers/lora/, docs/lora.md); outermost, so an
+  // in-place publication pauses through the cluster's fleet.
+  const engine = LoraEngine.layer({ mode: LoraOptions.modeOf(settings) }).pipe(Layer.provide(recorded))
   const generation = recording ? ReplayRecorder.recordingGeneration(generationCore) : generationCore
   const supervisor = Layer.effect(
     Supervisor.Supervisor,
@@ -448,6 +455,8 @@ export interface RolloutHandle {
   readonly pauseGeneration: (mode?: Engine.PauseMode) => Promise<void>
   /** Continue on `version` (default: SGLang's label after the push); resolves to the version now in effect. */
   readonly resumeGeneration: (version?: string) => Promise<string>
+  /** The LoRA form of a weight update: publish an adapter directory (docs/lora.md); resolves to its version. */
+  readonly publishAdapter: (input: LoraVersions.PublishInput) => Promise<Results.PublishedAdapter>
   /** What the rollout is doing now: activity, weight version, steps completed, engine, gateway URL. */
   readonly status: () => Promise<Results.RolloutStatus>
   /** Finished Groups, step after step, as the loop pulls them (`for await (const group of rollout.groups())`). */
@@ -497,6 +506,7 @@ export const createRollout = async (
     updateWeights: (version) => runtime.runPromise(trainer.updateWeights(version)),
     pauseGeneration: (mode) => runtime.runPromise(trainer.pauseGeneration(mode)),
     resumeGeneration: (version) => runtime.runPromise(trainer.resumeGeneration(version)),
+    publishAdapter: (input) => runtime.runPromise(trainer.publishAdapter(input)),
     status: () => runtime.runPromise(trainer.status),
     groups: (streamOptions) => Stream.toAsyncIterable(trainer.stream(streamOptions)),
     close,

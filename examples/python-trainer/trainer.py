@@ -113,6 +113,15 @@ class RolloutClient:
         """Second phase: generation continues on `version` (default: SGLang's label after the push)."""
         return self.call("ResumeGeneration", {} if version is None else {"version": version})["weightVersion"]
 
+    def publish_adapter(self, path, digest=None):
+        """The LoRA form of a weight update (docs/lora.md): publish the adapter directory `path` (PEFT's
+        save_pretrained output). Returns {"version", "id", "digest", "noOp"}; a path that is no adapter raises
+        RolloutError before any worker is touched."""
+        payload = {"path": path}
+        if digest is not None:
+            payload["digest"] = digest
+        return self.call("PublishAdapter", payload)
+
     def status(self):
         return self.call("Status")
 
@@ -148,12 +157,19 @@ def main():
     parser.add_argument("--pause-mode", choices=["abort", "retract", "in_place"],
                         help="update the weights in two phases (PauseGeneration with this mode, the trainer's own "
                              "push, ResumeGeneration) instead of one UpdateWeights call")
+    parser.add_argument("--adapters", nargs="+", metavar="DIR",
+                        help="a LoRA trainer (serve with --lora-adapter-mode): publish the first adapter directory "
+                             "before the first step and the next one after each step, instead of UpdateWeights")
     args = parser.parse_args()
 
     client = RolloutClient(args.url, args.token)
     status = client.status()
     print(f"rollout at {args.url}: engine={status['engine']} weight_version={status['weightVersion']}")
     start = 0 if status["lastRolloutId"] is None else status["lastRolloutId"] + 1
+    adapters = list(args.adapters or [])
+    if adapters:
+        # Versioned LoRA needs a published version before the first Session generates.
+        print(f"LoRA version -> {client.publish_adapter(adapters.pop(0))['version']}")
     steps = []
     for rollout_id in range(start, start + args.steps):
         result = client.step(rollout_id)
@@ -162,6 +178,12 @@ def main():
         print(f"step {rollout_id}: {len(samples)} samples from {groups['accepted']} Groups "
               f"({groups['dropped']} dropped, {groups['filtered']} filtered); {reward_stats(samples, args.reward_key)}")
         # Train here: per sample, tokens[-response_length:] with loss_mask, rollout_log_probs and advantage.
+        if args.adapters is not None:
+            # Save the trained adapter (peft's save_pretrained) to a new directory, then publish it.
+            if adapters:
+                print(f"LoRA version -> {client.publish_adapter(adapters.pop(0))['version']}")
+            steps.append(result)
+            continue
         if args.pause_mode is None:
             version = client.update_weights()
         else:

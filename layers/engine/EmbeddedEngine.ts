@@ -36,6 +36,7 @@ import * as Thrown from "../../src/Thrown.ts"
 import * as FairScheduler from "../platform/FairScheduler.ts"
 import * as Hooks from "../platform/Hooks.ts"
 import * as Tokenizer from "../tokenizer/Tokenizer.ts"
+import * as EmbeddedAdapters from "./EmbeddedAdapters.ts"
 import * as Engine from "./Engine.ts"
 
 /** An embedded policy: the text the "model" says for a request. */
@@ -163,8 +164,10 @@ export const make = (
   options: EmbeddedEngineOptions = {}
 ): Effect.Effect<Engine.EngineShape> =>
   Effect.sync(() => {
-    const model = modelFor(tokenizer, options)
+    const baseModel = modelFor(tokenizer, options)
     const engineSeed = options.seed ?? 0
+    // LoRA adapters: each loaded adapter is another seeded model (EmbeddedAdapters.ts).
+    const adapters = EmbeddedAdapters.make(engineSeed, (seed) => modelFor(tokenizer, { ...options, seed }))
     const prefillDelay = perToken(options.prefillTokensPerSecond, 20_000)
     const decodeDelay = perToken(options.decodeTokensPerSecond, 200)
     let version = options.weightVersion ?? "0"
@@ -326,6 +329,8 @@ export const make = (
       if (running.has(request.rid)) {
         return Effect.fail(invalid(`rid ${request.rid} is already running; rids must be unique`))
       }
+      const model = request.lora === undefined ? baseModel : adapters.model(request.lora)
+      if (model === undefined) return Effect.fail(EmbeddedAdapters.notLoaded(request.lora ?? "", []))
       const sessionKey = request.sessionId ?? ""
       const run: Running = { sessionKey, closed: false, aborted: false, byUpdate: false, sleeping: undefined }
       running.set(request.rid, run)
@@ -484,7 +489,8 @@ export const make = (
           lastSequence.delete(sessionId)
           for (const run of running.values()) if (run.sessionKey === sessionId) run.closed = true
         }),
-      takeStepMetrics: Effect.succeed({})
+      takeStepMetrics: Effect.succeed({}),
+      adapters: adapters.port
     })
   })
 

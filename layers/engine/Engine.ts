@@ -66,6 +66,11 @@ export interface GenerateRequest {
    * close waits for it). SGLang sends it with `priority: 1` under priority scheduling, as a resumed attempt.
    */
   readonly protected?: boolean | undefined
+  /**
+   * The LoRA adapter to generate with, by the name it was loaded under ({@link AdapterPort.load}; SGLang's
+   * `lora_path`); overrides a fixed `--sglang-lora-path`. Without one: the base model (or the fixed adapter).
+   */
+  readonly lora?: string | undefined
 }
 
 /** What an embedded policy sees: `(request) => string | Promise<string>` (docs/flags.md `--embedded-policy`). */
@@ -119,6 +124,35 @@ export interface GenerateResult {
    * token `p`), as SGLang returns it (src/engine/sglang/SglangWire.ts `decodeRoutedExperts`); absent otherwise.
    */
   readonly routedExperts?: ReadonlyArray<ReadonlyArray<number>> | undefined
+  /** The LoRA adapter version the attempt generated with (versioned LoRA, docs/lora.md); absent without one. */
+  readonly loraVersion?: string | undefined
+}
+
+/** One LoRA adapter to load: the name requests will use (`lora_path`), and the directory it is read from. */
+export interface AdapterLoad {
+  readonly name: string
+  readonly path: string
+  /**
+   * Never evicted to make room for another (SGLang's `pinned`): a published version must stay loaded until it is
+   * reclaimed, not be silently evicted past `--max-loaded-loras`.
+   */
+  readonly pinned: boolean
+}
+
+/**
+ * LoRA adapters on the engine's workers (docs/lora.md): every worker loads and unloads by itself, since a router has
+ * no LoRA routes.
+ */
+export interface AdapterPort {
+  /** The workers an adapter must be on before a request may name it (with a router: its list, read now). */
+  readonly workers: Effect.Effect<ReadonlyArray<string>>
+  /** Load `adapter` on `worker`; a name already loaded there is refused (HTTP 400). */
+  readonly load: (worker: string, adapter: AdapterLoad) => Effect.Effect<void, EngineError>
+  /**
+   * Unload `name` from `worker`, once the requests running with it have finished; a name the worker does not hold
+   * counts as unloaded.
+   */
+  readonly unload: (worker: string, name: string) => Effect.Effect<void, EngineError>
 }
 
 /**
@@ -162,6 +196,8 @@ export type PauseMode = WeightVersion.PauseMode
  * - `prompt-mismatch`: the server did not read the prompt that was sent (`prompt_tokens` differs: auto-truncation).
  * - `invalid-request`: the engine rejected the request's parameters (HTTP 400 from the embedded engine).
  * - `policy`: the embedded engine's `--embedded-policy` failed or returned no text.
+ * - `lora`: the Session has no LoRA version to generate with (none published yet, or it was closed before it bound
+ *   one; docs/lora.md).
  */
 export type EngineErrorReason =
   | "config"
@@ -177,6 +213,7 @@ export type EngineErrorReason =
   | "prompt-mismatch"
   | "invalid-request"
   | "policy"
+  | "lora"
 
 /** HTTP statuses another attempt may get past (Relax retries these too: 408/409/425/429 and every 5xx). */
 const retryableStatus = (status: number): boolean =>
@@ -241,6 +278,8 @@ export interface EngineShape {
   readonly closeSession: (sessionId: string) => Effect.Effect<void>
   /** The engine's counters since the last call, for the step's metrics (e.g. `agentic_kv/session/close`); resets them. */
   readonly takeStepMetrics: Effect.Effect<Readonly<Record<string, number>>>
+  /** LoRA adapters (docs/lora.md); absent on an engine that cannot load them. */
+  readonly adapters?: AdapterPort | undefined
 }
 
 /** Count an engine error of `operation` in `relax_agentic_engine_errors_total` (other failures pass uncounted). */
@@ -279,8 +318,23 @@ export const withSpans = (name: string, engine: EngineShape): EngineShape => {
     health: engine.health.pipe(counted("health"), StepSpan.step(`${name}.health`)),
     closeSession: (sessionId) =>
       engine.closeSession(sessionId).pipe(StepSpan.step(`${name}.closeSession`, { sessionId })),
-    takeStepMetrics: engine.takeStepMetrics.pipe(StepSpan.step(`${name}.takeStepMetrics`))
+    takeStepMetrics: engine.takeStepMetrics.pipe(StepSpan.step(`${name}.takeStepMetrics`)),
+    ...(engine.adapters === undefined ? {} : { adapters: adaptersWithSpans(name, engine.adapters) })
   }
 }
+
+const adaptersWithSpans = (name: string, adapters: AdapterPort): AdapterPort => ({
+  workers: adapters.workers,
+  load: (worker, adapter) =>
+    adapters.load(worker, adapter).pipe(
+      counted("loadAdapter"),
+      StepSpan.step(`${name}.loadAdapter`, { worker, adapter: adapter.name })
+    ),
+  unload: (worker, adapter) =>
+    adapters.unload(worker, adapter).pipe(
+      counted("unloadAdapter"),
+      StepSpan.step(`${name}.unloadAdapter`, { worker, adapter })
+    )
+})
 
 export class Engine extends Context.Service<Engine, EngineShape>()("relax-agentic/Engine") {}

@@ -80,6 +80,7 @@ export function* commitResponse(
     weightVersions: pending.weightVersions,
     attemptLengths: pending.attemptLengths,
     ...(pending.routedExperts === undefined ? {} : { routedExperts: pending.routedExperts }),
+    ...(pending.loraVersions === undefined ? {} : { loraVersions: pending.loraVersions }),
     status: response.finish === "length" ? "truncated" : "completed",
     requestId: planned.rid,
     abortCount: pending.abortCount,

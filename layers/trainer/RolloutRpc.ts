@@ -61,6 +61,11 @@ export class RolloutRpcs extends RpcGroup.make(
     success: Schema.Struct({ weightVersion: Schema.String }),
     error: Results.RolloutCallError
   }),
+  Rpc.make("PublishAdapter", {
+    payload: { path: Schema.String, digest: Schema.optionalKey(Schema.String) },
+    success: Results.PublishedAdapter,
+    error: Results.RolloutCallError
+  }),
   Rpc.make("Status", { payload: {}, success: Results.RolloutStatus }),
   Rpc.make("Shutdown", { payload: {} })
 ) {}
@@ -127,6 +132,7 @@ const handlers = RolloutRpcs.toLayer(Effect.gen(function*() {
         Effect.map((weightVersion) => ({ weightVersion })),
         Effect.mapError(Results.callError)
       ),
+    PublishAdapter: (input) => trainer.publishAdapter(input).pipe(Effect.mapError(Results.callError)),
     Status: () => trainer.status,
     Shutdown: () => Deferred.succeed(shutdown, undefined).pipe(Effect.asVoid)
   })

@@ -19,6 +19,7 @@ import type * as TrainingSample from "../../src/forest/TrainingSample.ts"
 import type * as Results from "../../src/trainer/Results.ts"
 import * as Engine from "../engine/Engine.ts"
 import * as Gateway from "../gateway/Gateway.ts"
+import * as LoraVersions from "../lora/LoraVersions.ts"
 import * as Rollout from "../rollout/Rollout.ts"
 import * as RolloutConfig from "../rollout/RolloutConfig.ts"
 import * as GenerationGate from "../schedule/GenerationGate.ts"
@@ -55,6 +56,14 @@ export interface TrainerServiceShape {
   readonly pauseGeneration: (mode?: Engine.PauseMode) => Effect.Effect<void, Engine.EngineError>
   /** Second phase: generation continues on `version` (default: SGLang's label after the push); returns it. */
   readonly resumeGeneration: (version?: string) => Effect.Effect<string, Engine.EngineError>
+  /**
+   * The LoRA form of a weight update (docs/lora.md): publish the adapter directory at `path` (`digest`: its content's
+   * id, default the files' SHA-256). In place, a two-phase update of the fixed adapter; versioned, a new version new
+   * Sessions bind while running ones keep theirs. Fails before any worker is touched when `path` is no adapter.
+   */
+  readonly publishAdapter: (
+    input: LoraVersions.PublishInput
+  ) => Effect.Effect<Results.PublishedAdapter, LoraVersions.LoraPublishError>
   readonly status: Effect.Effect<Results.RolloutStatus>
 }
 
@@ -86,6 +95,7 @@ const make = Effect.gen(function*() {
   const lock = yield* Semaphore.make(1)
   const activity = yield* Ref.make<Results.Activity>("idle")
   const finished = yield* Ref.make<{ readonly steps: number; readonly last: number | null }>({ steps: 0, last: null })
+  const lora = yield* Effect.serviceOption(LoraVersions.LoraVersions)
 
   const exclusive = <A, E>(kind: Results.Activity, effect: Effect.Effect<A, E>): Effect.Effect<A, E> =>
     lock.withPermits(1)(
@@ -120,6 +130,13 @@ const make = Effect.gen(function*() {
     // The engine first (attempts stop), then the budgets: the agents do not lose active time to the push.
     pauseGeneration: (mode = "abort") => Effect.andThen(engine.pauseGeneration(mode), gate.pauseBudgets),
     resumeGeneration: (version) => Effect.tap(engine.resumeGeneration(version), () => gate.resumeBudgets),
+    publishAdapter: (input) =>
+      lora._tag === "Some" ? lora.value.publish(input) : Effect.fail(
+        new LoraVersions.LoraPublishError({
+          reason: "disabled",
+          detail: "LoRA publication is off: start the rollout with --lora-adapter-mode"
+        })
+      ),
     status: Effect.gen(function*() {
       const done = yield* Ref.get(finished)
       return {

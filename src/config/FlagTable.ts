@@ -687,6 +687,24 @@ export const rolloutFlags: ReadonlyArray<FlagSpec> = [
       "Groups, which finish into the previous partition next step; a final backfill step drains the rest. " +
       "Incompatible with --normalize-advantages."
   },
+  {
+    name: "lora-adapter-mode",
+    field: "loraAdapterMode",
+    kind: "boolean",
+    section: Section.scheduling,
+    description: "The trainer trains a LoRA adapter and publishes it (PublishAdapter / publishAdapter): every " +
+      "worker loads it and requests name it. Alone: in place, a two-phase weight update of the fixed name " +
+      "relax_policy_lora. With --enable-versioned-lora-publication: versioned (docs/lora.md)."
+  },
+  {
+    name: "enable-versioned-lora-publication",
+    field: "enableVersionedLoraPublication",
+    kind: "boolean",
+    section: Section.scheduling,
+    description: "With --lora-adapter-mode and --fully-async: each publication is a new adapter version loaded on " +
+      "every worker without pausing generation; a Session binds the newest version at its first model request and " +
+      "keeps it for its whole life; at most 2 versions are loaded (docs/lora.md)."
+  },
   // outputs
   {
     name: "output-dir",

@@ -136,6 +136,10 @@ export const RolloutOptions = Schema.Struct({
   partialRolloutMaxAbortedCount: Schema.optional(PositiveInt),
   /** Overlap rollout and training: close with interrupted Groups owed, final backfill (§6.5, §6.6). */
   fullyAsync: withDefault(Schema.Boolean, false),
+  /** Serve the trainer's LoRA adapters (docs/lora.md): in place, or versioned with the next flag. */
+  loraAdapterMode: withDefault(Schema.Boolean, false),
+  /** Versioned LoRA: each Session keeps the version it bound (needs `loraAdapterMode` and `fullyAsync`). */
+  enableVersionedLoraPublication: withDefault(Schema.Boolean, false),
   // transfer and observability
   outputDir: Schema.optional(Schema.String),
   /** Parse special-token literals in agent text as control tokens (the reference behaviour); default: plain text. */

@@ -12,9 +12,11 @@ import { Data, Effect, Result, Schema, type SchemaIssue } from "effect"
 import * as CreditOptions from "../credit/CreditOptions.ts"
 import type * as Sampling from "../engine/Sampling.ts"
 import * as SchemaMessage from "../json/SchemaMessage.ts"
+import * as LoraOptions from "../lora/LoraOptions.ts"
 import * as Capacity from "../schedule/Capacity.ts"
 import type * as Retention from "../schedule/Retention.ts"
 import * as AgentSpec from "../session/AgentSpec.ts"
+
 import * as FlagTable from "./FlagTable.ts"
 import * as RolloutOptions from "./RolloutOptions.ts"
 
@@ -174,6 +176,8 @@ export const resolveSettings = (
     const agentEnvVars = agentEnv.success
     const engineProblem = engineOptionsProblem(options)
     if (engineProblem !== undefined) return yield* engineProblem
+    const lora = LoraOptions.problem(options)
+    if (lora !== undefined) return yield* fail(lora.field, "conflict", lora.detail)
     if (options.saveDebugRolloutData !== undefined && !options.saveDebugRolloutData.includes("{rollout_id}")) {
       return yield* fail(
         "saveDebugRolloutData",

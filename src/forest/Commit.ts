@@ -98,6 +98,8 @@ export interface ResponseCommit {
    * holds (see {@link Forest.ResponseNode.routedExperts}).
    */
   readonly routedExperts?: ReadonlyArray<ReadonlyArray<number>> | undefined
+  /** Versioned LoRA: the adapter version of each engine attempt. */
+  readonly loraVersions?: ReadonlyArray<string> | undefined
   readonly status: "completed" | "truncated"
   readonly rolloutId: number
   readonly requestId: string
@@ -228,6 +230,7 @@ export const commitResponse = (forest: Forest.Forest, r: ResponseCommit): string
     ...(r.routedExperts === undefined
       ? {}
       : { routedExperts: Nodes.packRoutedExperts(r.routedExperts.slice(routedFrom(parent))) }),
+    ...(r.loraVersions === undefined ? {} : { loraVersions: Nodes.sharedVersions(r.loraVersions) }),
     status: r.status,
     requestId: r.requestId,
     wallElapsedS: r.wallElapsedS,

@@ -112,6 +112,8 @@ export interface ResponseNode extends NodeBase {
    * without the flag.
    */
   readonly routedExperts?: Nodes.RoutedExperts | undefined
+  /** With versioned LoRA (docs/lora.md): the adapter version of each engine attempt, as `weightVersions`. */
+  readonly loraVersions?: ReadonlyArray<string> | undefined
   readonly status: "completed" | "truncated"
   readonly requestId: string
   readonly wallElapsedS: number

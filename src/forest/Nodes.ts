@@ -100,6 +100,8 @@ export class Response extends StoredNode implements Forest.ResponseNode {
   readonly attemptLengths: ReadonlyArray<number>
   /** Set only with routing replay (see {@link Forest.ResponseNode.routedExperts}): other nodes carry no slot for it. */
   declare readonly routedExperts?: RoutedExperts
+  /** Set only with versioned LoRA: other nodes carry no slot for it. */
+  declare readonly loraVersions?: ReadonlyArray<string>
   readonly status: "completed" | "truncated"
   readonly requestId: string
   readonly wallElapsedS: number
@@ -120,6 +122,9 @@ export class Response extends StoredNode implements Forest.ResponseNode {
     this.attemptLengths = init.attemptLengths
     if (init.routedExperts !== undefined) {
       Object.defineProperty(this, "routedExperts", { value: init.routedExperts, enumerable: true })
+    }
+    if (init.loraVersions !== undefined) {
+      Object.defineProperty(this, "loraVersions", { value: init.loraVersions, enumerable: true })
     }
     this.status = init.status
     this.requestId = init.requestId

@@ -31,6 +31,8 @@ export interface Turn {
   readonly wall_elapsed_s: number
   readonly generation_elapsed_s: number
   readonly weight_versions: ReadonlyArray<string>
+  /** With versioned LoRA: the adapter version of each attempt, beside `weight_versions`. */
+  readonly lora_versions?: ReadonlyArray<string>
   /** The engine's prefix-cache hits and prompt tokens for the turn, when it reported them. */
   readonly cached_tokens?: number
   readonly prompt_tokens?: number
@@ -52,6 +54,7 @@ const turnsOf = (lineage: ReadonlyArray<Forest.Node>): ReadonlyArray<Turn> => {
       wall_elapsed_s: n.wallElapsedS,
       generation_elapsed_s: n.generationElapsedS,
       weight_versions: [...n.weightVersions],
+      ...(n.loraVersions === undefined ? {} : { lora_versions: [...n.loraVersions] }),
       ...(n.cachedTokens !== undefined && n.promptTokens !== undefined
         ? { cached_tokens: n.cachedTokens, prompt_tokens: n.promptTokens }
         : {})
@@ -62,7 +65,11 @@ const turnsOf = (lineage: ReadonlyArray<Forest.Node>): ReadonlyArray<Turn> => {
 
 const terminalStatus = (leaf: Forest.Node): TrainingSample.Status => (leaf.kind === "resp" ? leaf.status : "truncated")
 
-const turnJson = (turn: Turn): JsonObject => ({ ...turn, weight_versions: [...turn.weight_versions] })
+const turnJson = (turn: Turn): JsonObject => ({
+  ...turn,
+  weight_versions: [...turn.weight_versions],
+  ...(turn.lora_versions === undefined ? {} : { lora_versions: [...turn.lora_versions] })
+})
 
 /**
  * Build the training sample of a committed state (normally an exported leaf).
@@ -94,6 +101,8 @@ export const build = (
   const logprobs: Array<number> = []
   const spans: Array<readonly [number, number]> = []
   const weightVersions: Array<string> = []
+  // Versioned LoRA: every attempt's adapter version, made only when a response carries them.
+  let loraVersions: Array<string> | undefined
   // Routing replay: the rows of every response of the lineage, in order (one per position of the whole sequence but
   // the last), made only when a response carries routing.
   const routed: Array<Array<number>> = []
@@ -120,6 +129,7 @@ export const build = (
       }
       spans.push([start, lossMask.length])
       weightVersions.push(...n.weightVersions)
+      if (n.loraVersions !== undefined) (loraVersions ??= []).push(...n.loraVersions)
     } else {
       images.push(...n.media)
       grids.push(...n.imageGrids)
@@ -159,7 +169,9 @@ export const build = (
     start_rollout_id: metadata["start_rollout_id"] ?? firstTurn?.rollout_id ?? ctx.rolloutId,
     tools: structuredClone(tools),
     chat_template_kwargs: structuredClone(kwargs),
-    rollout_turns: turns.length
+    rollout_turns: turns.length,
+    // The version the Session was bound to (one for its whole life).
+    ...(loraVersions === undefined ? {} : { lora_version: loraVersions[loraVersions.length - 1] ?? null })
   }
   const continuation = tokens.slice(promptLength)
   return {
@@ -179,6 +191,7 @@ export const build = (
     advantage: null,
     status,
     weight_versions: weightVersions,
+    ...(loraVersions === undefined ? {} : { lora_versions: loraVersions }),
     metadata: finalMetadata,
     label: forest.label,
     ...(images.length === 0 ? {} : { multimodal_inputs: { images } }),

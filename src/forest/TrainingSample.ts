@@ -47,6 +47,11 @@ export const TrainingSample = Schema.Struct({
   status: Status,
   /** The engine weight version of every generation attempt, in order. */
   weight_versions: Schema.Array(Schema.String),
+  /**
+   * With versioned LoRA (docs/lora.md): the adapter version of every generation attempt, beside `weight_versions`;
+   * all one version, the one the Session was bound to (also `metadata.lora_version`).
+   */
+  lora_versions: Schema.optionalKey(Schema.Array(Schema.String)),
   metadata: Schema.Record(Schema.String, Schema.Json),
   label: Schema.NullOr(Schema.Json),
   /** The images of the lineage's observations, in prompt order; only on samples with images. */

@@ -57,6 +57,8 @@ export interface AttemptOutput {
   readonly weightVersions?: ReadonlyArray<string> | undefined
   /** With routing replay: one row of MoE expert ids per sequence position the attempt went through. */
   readonly routedExperts?: ReadonlyArray<ReadonlyArray<number>> | undefined
+  /** Versioned LoRA: the adapter version the attempt generated with. */
+  readonly loraVersion?: string | undefined
   readonly finishReason: Stop.FinishReason
 }
 
@@ -83,6 +85,8 @@ export interface Pending {
    * (a resumed attempt's prompt holds the earlier attempts' ids, so its rows cover them too); absent without.
    */
   readonly routedExperts?: ReadonlyArray<ReadonlyArray<number>> | undefined
+  /** Versioned LoRA: the adapter version of each attempt (one per attempt); absent without. */
+  readonly loraVersions?: ReadonlyArray<string> | undefined
 }
 
 /** Nothing generated yet at a parent state whose lineage counted `abortCount` aborts. */
@@ -128,6 +132,9 @@ export const afterAttempt = (
     abortCount: aborted ? pending.abortCount + 1 : pending.abortCount,
     emptyAborts: aborted ? (output.outputIds.length === 0 ? pending.emptyAborts + 1 : 0) : pending.emptyAborts,
     generationMs: pending.generationMs + elapsedMs,
+    ...(output.loraVersion === undefined
+      ? {}
+      : { loraVersions: [...(pending.loraVersions ?? []), output.loraVersion] }),
     ...(output.routedExperts !== undefined && output.routedExperts.length > 0
       ? { routedExperts: output.routedExperts }
       : pending.routedExperts === undefined

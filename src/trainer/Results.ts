@@ -61,6 +61,19 @@ export const FinishedGroup = Schema.Struct({
 })
 export type FinishedGroup = typeof FinishedGroup.Type
 
+/** A published LoRA adapter (docs/lora.md): the version Sessions generate with, and whether it was new. */
+export const PublishedAdapter = Schema.Struct({
+  /** The version, by the adapter name the engines know it by (`<prefix>@<epoch>-<id>-<digest16>`). */
+  version: Schema.String,
+  /** Its number in this run (1, 2, ...). */
+  id: Schema.Int,
+  /** The adapter's digest (SHA-256 of its files unless the trainer gave one). */
+  digest: Schema.String,
+  /** The same content was published before: nothing was loaded, `version` is the earlier one. */
+  noOp: Schema.Boolean
+})
+export type PublishedAdapter = typeof PublishedAdapter.Type
+
 /** What the rollout is doing right now. */
 export const Activity = Schema.Literals(["idle", "step", "evaluate"])
 export type Activity = typeof Activity.Type

@@ -785,6 +785,17 @@ describe("SglangEngine against SGLang's real behaviour (docs/sglang.md)", () => 
   it.live("sends priority for resumed attempts and protected Sessions' requests, and lora_path when configured", () =>
     Effect.gen(function*() {
       const server = yield* fake({ enablePriorityScheduling: true })
+      // The fixed adapter of --sglang-lora-path, loaded on the server by its operator.
+      const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "relax-adapter-"))
+      yield* Effect.addFinalizer(() => Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true })))
+      Fs.writeFileSync(Path.join(dir, "adapter_config.json"), "{}")
+      Fs.writeFileSync(Path.join(dir, "adapter_model.safetensors"), "weights")
+      yield* Effect.promise(() =>
+        fetch(`${server.url}/load_lora_adapter`, {
+          method: "POST",
+          body: JSON.stringify({ lora_name: "adapter-1", lora_path: dir })
+        })
+      )
       const engine = yield* client({ workerUrls: [server.url], priorityScheduling: true, loraPath: "adapter-1" })
       yield* engine.generate(request())
       yield* engine.generate(request({ inputIds: [...prompt, 5, 6], resumedTokens: 2 }, { maxNewTokens: 4 }))

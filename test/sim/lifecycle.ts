@@ -50,6 +50,10 @@ export interface SimOptions {
   readonly maxAbortedCount?: number | undefined
   readonly decodeTokensPerSecond?: number | undefined
   readonly rolloutSeed?: number | undefined
+  /** The engine the Sessions generate with, built over the recording embedded engine (default: it as it is). */
+  readonly wrapEngine?: ((engine: Engine.EngineShape) => Effect.Effect<Engine.EngineShape>) | undefined
+  /** What the trainer does after training partition `n` (default: `engine.updateWeights()`). */
+  readonly afterTraining?: ((engine: Engine.EngineShape, partition: number) => Effect.Effect<void>) | undefined
 }
 
 /** One backend attempt as the engine saw it. */
@@ -159,7 +163,7 @@ export const simulate = (options: SimOptions) =>
               )
             )
         } satisfies Engine.EngineShape
-      })
+      }).pipe(Effect.flatMap((engine) => options.wrapEngine?.(engine) ?? Effect.succeed(engine)))
     ).pipe(Layer.provide(EmbeddedEngine.EmbeddedEngine.layer(engineOptions)))
     const generation = Generation.Generation.layer({}).pipe(
       Layer.provideMerge(recording),
@@ -253,7 +257,7 @@ export const simulate = (options: SimOptions) =>
       const trainer = yield* Effect.forkChild(Effect.forever(Effect.gen(function*() {
         const partition = yield* Queue.take(complete)
         yield* Effect.sleep(`${options.trainSeconds} seconds`)
-        yield* engine.updateWeights().pipe(Effect.orDie)
+        yield* (options.afterTraining?.(engine, partition) ?? engine.updateWeights().pipe(Effect.orDie))
         yield* Queue.offer(trained, partition)
       })))
       const rows = new Map<number, number>()

@@ -40,6 +40,8 @@
  *   each worker listed once per DP rank as `url@rank` (`BasicWorkerBuilder::dp_config`), workers added and removed at
  *   runtime (`POST /workers`, `addWorker` / `removeWorker`), a 429 beyond `maxConcurrentRequests`
  *   (`middleware/concurrency.rs`), and `/generate` proxied to the worker chosen by the `X-SMG-Routing-Key` header.
+ * - LoRA adapters (`/load_lora_adapter`, `/unload_lora_adapter`, `lora_path` on `/generate`): test/support/FakeSglangLora.ts,
+ *   `maxLoadedLoras`; a request's tokens come from its adapter (the embedded engine's, EmbeddedAdapters.ts).
  * - Faults and latches for tests, with no sleeps: `failNext`, `dieOnNextGenerate`, `hold`/`release`,
  *   `stallNextGenerate`, `awaitGenerates(n)`, `awaitQueued(n)`.
  */
@@ -50,6 +52,7 @@ import type * as Engine from "../../layers/engine/Engine.ts"
 import * as CounterHash from "../../src/engine/CounterHash.ts"
 import * as Sampling from "../../src/engine/Sampling.ts"
 import * as SglangWire from "../../src/engine/sglang/SglangWire.ts"
+import * as FakeSglangLora from "./FakeSglangLora.ts"
 
 export interface FakeSglangOptions {
   /** The model behind `/generate` (an instant embedded engine). */
@@ -89,6 +92,8 @@ export interface FakeSglangOptions {
   readonly tokenize?: ((text: string) => ReadonlyArray<number>) | undefined
   /** `model_path` of `GET /get_model_info` (default "/models/fake"). */
   readonly modelPath?: string | undefined
+  /** `--max-loaded-loras` (default: no limit; see FakeSglangLora.ts). */
+  readonly maxLoadedLoras?: number | undefined
 }
 
 /** What ended a request early: the route whose abort reached it, or its client going away. */
@@ -162,6 +167,8 @@ export interface FakeSglang {
   readonly removeWorker: (url: string) => void
   /** Connections the server accepted so far (keep-alive reuse shows as fewer connections than requests). */
   readonly connections: () => number
+  /** LoRA adapters (FakeSglangLora.ts). */
+  readonly lora: FakeSglangLora.FakeLora
 }
 
 const StrictGenerateRequest = Schema.decodeUnknownExit(SglangWire.GenerateRequest, { onExcessProperty: "error" })
@@ -277,6 +284,15 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
     let arrivals = 0
     let connections = 0
     const waiters: Array<{ readonly ready: () => boolean; readonly resume: () => void }> = []
+    const lora = FakeSglangLora.make({
+      maxLoadedLoras: options.maxLoadedLoras,
+      router: options.routeTo !== undefined,
+      // The model behind it generates with the adapter too (a shared engine may hold it already).
+      onLoaded: (name, path) =>
+        options.engine?.adapters === undefined ? Promise.resolve() : Effect.runPromise(
+          Effect.ignore(options.engine.adapters.load("embedded", { name, path, pinned: false }))
+        )
+    })
     const contextLength = options.contextLength ?? 32768
     const maxRunning = options.maxRunningRequests ?? Number.POSITIVE_INFINITY
     const maxReqInputLen = options.maxReqInputLen ?? contextLength
@@ -337,6 +353,7 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
         ranOn: req.ranOn.length === 0 ? [req.arrivalVersion] : [...req.ranOn]
       })
       req.phase = "done"
+      lora.release(req.body.lora_path)
       running.delete(req)
       const at = waiting.indexOf(req)
       if (at >= 0) waiting.splice(at, 1)
@@ -389,11 +406,13 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
           seed: s.sampling_seed
         },
         rid: req.rid,
-        returnLogprob: true
+        returnLogprob: true,
+        ...(req.body.lora_path === undefined || engine.adapters === undefined ? {} : { lora: req.body.lora_path })
       })).then((exit) => {
         if (req.phase === "done") return
         if (Exit.isFailure(exit)) {
           req.phase = "done"
+          lora.release(req.body.lora_path)
           running.delete(req)
           states.delete(req.rid)
           sendError(req.res, 500, String(exit.cause))
@@ -559,6 +578,8 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
         }
         inputIds = inputIds.slice(0, maxReqInputLen)
       }
+      const loraRefused = lora.acquire(body.lora_path)
+      if (loraRefused !== undefined) return sendError(res, 400, loraRefused)
       const broken = breakNext
       breakNext = false
       const state: Req = {
@@ -610,6 +631,7 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
       const path = (req.url ?? "/").split("?")[0] ?? "/"
       requests.push({ method: req.method ?? "GET", path, headers: req.headers, body: json })
       if (!authorized(req, path)) return sendJson(res, 401, { error: "Unauthorized" })
+      if (lora.route(req.method, path, json, res)) return
       switch (`${req.method} ${path}`) {
         case "POST /generate":
         case "PUT /generate":
@@ -846,6 +868,7 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
         const at = workers.indexOf(url)
         if (at >= 0) workers.splice(at, 1)
       },
-      connections: () => connections
+      connections: () => connections,
+      lora: lora.state
     } satisfies FakeSglang
   })

@@ -64,7 +64,11 @@ export const toWire = (request: Engine.GenerateRequest, send: Send): SglangWire.
     ...(request.imageData === undefined || request.imageData.length === 0 ? {} : { image_data: request.imageData }),
     ...(request.sessionId === undefined || !send.sessionId ? {} : { session_id: request.sessionId }),
     ...(send.priority ? { priority: (request.resumedTokens ?? 0) > 0 || request.protected === true ? 1 : 0 } : {}),
-    ...(send.loraPath === undefined ? {} : { lora_path: send.loraPath }),
+    ...(request.lora !== undefined
+      ? { lora_path: request.lora }
+      : send.loraPath === undefined
+      ? {}
+      : { lora_path: send.loraPath }),
     ...(send.routedExperts ? { return_routed_experts: true } : {})
   }
 }

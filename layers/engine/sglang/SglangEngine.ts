@@ -25,7 +25,8 @@
  *
  * The parts, one concern per file (as undici splits its client): `Http.ts` (transport, error classification),
  * `Workers.ts` (router discovery, sticky routing), `StartupChecks.ts` (health, tokenizer, initial version),
- * `Generate.ts` (the body, one attempt, retries), `Abort.ts`, `WeightUpdates.ts`, `SessionClose.ts`.
+ * `Generate.ts` (the body, one attempt, retries), `Abort.ts`, `WeightUpdates.ts`, `SessionClose.ts`, `Adapters.ts` (LoRA
+ * adapters loaded and unloaded on every worker).
  */
 import { Duration, Effect, Layer, type Scope } from "effect"
 import type * as Settings from "../../../src/config/Settings.ts"
@@ -33,6 +34,7 @@ import * as PromptIdsJson from "../../../src/engine/sglang/PromptIdsJson.ts"
 import * as Tokenizer from "../../tokenizer/Tokenizer.ts"
 import * as Engine from "../Engine.ts"
 import * as Abort from "./Abort.ts"
+import * as Adapters from "./Adapters.ts"
 import * as Generate from "./Generate.ts"
 import * as Http from "./Http.ts"
 import * as SessionClose from "./SessionClose.ts"
@@ -185,7 +187,8 @@ export const make = (
           idsText.forget(sessionId)
           return sessions.close(sessionId)
         }),
-      takeStepMetrics: sessions.takeStepMetrics
+      takeStepMetrics: sessions.takeStepMetrics,
+      adapters: Adapters.make(http, workers)
     })
   })
 

@@ -1,20 +1,20 @@
 import { assert, describe, it } from "@effect/vitest"
-import * as Registry from "../../src/lora/Registry.ts"
+import * as LoraRegistry from "../../src/lora/LoraRegistry.ts"
 
 const d1 = "1111111111111111aaaa"
 const d2 = "2222222222222222bbbb"
 const d3 = "3333333333333333cccc"
 const fleet = ["http://w0", "http://w1"]
 
-const make = (capacity?: number) => new Registry.Registry({ epoch: "0123456789ab", capacity })
+const make = (capacity?: number) => new LoraRegistry.Registry({ epoch: "0123456789ab", capacity })
 
-const ok = <A>(value: A | Registry.LoraRegistryError): A => {
-  if (value instanceof Registry.LoraRegistryError) throw new Error(`refused: ${value.reason}: ${value.detail}`)
+const ok = <A>(value: A | LoraRegistry.LoraRegistryError): A => {
+  if (value instanceof LoraRegistry.LoraRegistryError) throw new Error(`refused: ${value.reason}: ${value.detail}`)
   return value
 }
 
 /** Publish `digest`, load it on every worker of `fleet`, commit it. */
-const publishAll = (registry: Registry.Registry, digest: string): Registry.Version => {
+const publishAll = (registry: LoraRegistry.Registry, digest: string): LoraRegistry.Version => {
   const publication = ok(registry.publish(digest))
   assert.strictEqual(publication._tag, "Loading")
   const { id, attempt } = publication.version
@@ -23,7 +23,7 @@ const publishAll = (registry: Registry.Registry, digest: string): Registry.Versi
 }
 
 /** A summary of the registry a row's expectation is written in. */
-const summary = (registry: Registry.Registry) => ({
+const summary = (registry: LoraRegistry.Registry) => ({
   default: registry.default?.id,
   states: Object.fromEntries(registry.all().map((v) => [v.id, v.state]))
 })
@@ -31,25 +31,25 @@ const summary = (registry: Registry.Registry) => ({
 interface Row {
   readonly name: string
   /** Brings the registry to the state the row starts from. */
-  readonly given: (registry: Registry.Registry) => void
+  readonly given: (registry: LoraRegistry.Registry) => void
   /** The operation; a refusal is returned as its error. */
-  readonly when: (registry: Registry.Registry) => unknown
+  readonly when: (registry: LoraRegistry.Registry) => unknown
   /** The refusal's reason, or undefined when the operation succeeds. */
-  readonly refused?: Registry.LoraRegistryReason
+  readonly refused?: LoraRegistry.LoraRegistryReason
   /** The registry after the operation. */
   readonly after: ReturnType<typeof summary>
 }
 
 const nothing = () => {}
-const oneDefault = (r: Registry.Registry) => void publishAll(r, d1)
-const twoVersions = (r: Registry.Registry) => {
+const oneDefault = (r: LoraRegistry.Registry) => void publishAll(r, d1)
+const twoVersions = (r: LoraRegistry.Registry) => {
   publishAll(r, d1)
   ok(r.bind("s1"))
   publishAll(r, d2)
 }
 
 /** Version 1 retired and unheld, its unload not confirmed by every worker. */
-const unconfirmedOne = (r: Registry.Registry) => {
+const unconfirmedOne = (r: LoraRegistry.Registry) => {
   twoVersions(r)
   r.release("s1")
   r.claimReclaimable()
@@ -296,18 +296,18 @@ describe("LoRA version registry (every transition and refusal)", () => {
       row.given(registry)
       const result = row.when(registry)
       if (row.refused === undefined) {
-        assert.notInstanceOf(result, Registry.LoraRegistryError, String(result))
+        assert.notInstanceOf(result, LoraRegistry.LoraRegistryError, String(result))
       } else {
-        assert.instanceOf(result, Registry.LoraRegistryError)
-        assert.strictEqual((result as Registry.LoraRegistryError).reason, row.refused)
+        assert.instanceOf(result, LoraRegistry.LoraRegistryError)
+        assert.strictEqual((result as LoraRegistry.LoraRegistryError).reason, row.refused)
       }
       assert.deepStrictEqual(summary(registry), row.after)
     })
   }
 
   it("names are <prefix>@<epoch>-<version>-<digest16>, unique per run", () => {
-    const a = new Registry.Registry({ epoch: "aaaaaaaaaaaa" })
-    const b = new Registry.Registry({ epoch: "bbbbbbbbbbbb" })
+    const a = new LoraRegistry.Registry({ epoch: "aaaaaaaaaaaa" })
+    const b = new LoraRegistry.Registry({ epoch: "bbbbbbbbbbbb" })
     const va = publishAll(a, d1)
     const vb = publishAll(b, d1)
     assert.strictEqual(va.name, "relax_policy_lora@aaaaaaaaaaaa-1-1111111111111111")
@@ -319,8 +319,8 @@ describe("LoRA version registry (every transition and refusal)", () => {
     twoVersions(registry)
     ok(registry.bind("s2"))
     const refused = registry.publish(d3)
-    assert.instanceOf(refused, Registry.LoraRegistryError)
-    const error = refused as Registry.LoraRegistryError
+    assert.instanceOf(refused, LoraRegistry.LoraRegistryError)
+    const error = refused as LoraRegistry.LoraRegistryError
     assert.deepStrictEqual(error.holders, ["s1"])
     assert.include(error.detail, "s1")
     assert.notInclude(error.detail, "s2")
