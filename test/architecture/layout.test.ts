@@ -5,10 +5,13 @@
  * **Details**
  * Imports are read from the source text (`import … from`, `export … from`, `import "…"` and `import("…")` with a
  * relative path), type-only imports included: a circle of types is still a circle of concepts. A concern is a folder
- * directly under `src/` or `layers/`; the files directly under `src/` (the entry files, and `errors.ts`, the index of
- * every concern's errors) are none. The circles that exist today are listed in {@link knownBackEdges}, each with what
- * removes it; the test fails on any other circle, and on a listed edge that no longer closes one (so the list only
- * shrinks). Project modules are imported as namespaces (`import * as Forest from "./Forest.ts"`), as Effect imports its
+ * directly under `src/` or `layers/`; a file directly under `src/` other than an entry file (`errors.ts`, the index of
+ * every concern's errors; `Thrown.ts`, the leaf of helpers for thrown values) is a node of its own, so a circle through
+ * the index (template → errors.ts → generation → template) is a circle like any other. The entry files compose every
+ * concern and are none. The circles that exist today are listed in {@link knownBackEdges}, each with what removes it;
+ * the test fails on any circle between two or more nodes, whichever way its arrows point, and on a listed edge that
+ * no longer closes one (so the list only shrinks). Only the entry files import the index; `Thrown.ts` imports nothing
+ * of the project. Project modules are imported as namespaces (`import * as Forest from "./Forest.ts"`), as Effect imports its
  * own modules, so a name at its use site says which module it comes from; the public entry `src/index.ts` and
  * non-TypeScript files are imported by name.
  */
@@ -52,14 +55,18 @@ const edges = [...sourceFiles("src"), ...sourceFiles("layers")].flatMap(importsO
 
 const show = (edge: Edge) => `${edge.from}:${edge.line} → ${edge.to}`
 
-/** The concern of a file: `src/<folder>` or `layers/<folder>`; undefined for a file directly under `src/`. */
-const concernOf = (file: string): string | undefined => {
-  const parts = file.split("/")
-  return parts.length > 2 ? `${parts[0]}/${parts[1]}` : undefined
-}
-
 /** The entry files, which compose the layers for their callers (the public API and the command). */
 const isEntry = (file: string) => file === "src/index.ts" || file === "src/cli.ts" || file.startsWith("src/cli/")
+
+/**
+ * The node of a file in the concern graph: `src/<folder>` or `layers/<folder>`, a file directly under `src/` itself
+ * (`src/errors.ts`), and undefined for the entry files.
+ */
+const concernOf = (file: string): string | undefined => {
+  const parts = file.split("/")
+  if (parts.length > 2) return `${parts[0]}/${parts[1]}`
+  return file === "src/index.ts" || file === "src/cli.ts" ? undefined : file
+}
 /**
  * Concern edges that close a circle today, and what removes each. An edge listed here is left out of the circle
  * check; the test fails once it no longer closes a circle, so that it is removed from this list.
@@ -147,6 +154,18 @@ describe("the layout rule", () => {
     ]])
     assert.deepStrictEqual(circles(new Map([["src/forest", new Set(["src/ids"])]])), [])
     assert.strictEqual(concernOf("src/index.ts"), undefined)
+    assert.strictEqual(concernOf("src/errors.ts"), "src/errors.ts")
+    // A circle through the index is found like any other.
+    assert.deepStrictEqual(
+      circles(
+        new Map([
+          ["src/template", new Set(["src/errors.ts"])],
+          ["src/errors.ts", new Set(["src/generation"])],
+          ["src/generation", new Set(["src/template"])]
+        ])
+      ).map((component) => [...component].sort()),
+      [["src/errors.ts", "src/generation", "src/template"]]
+    )
     assert.strictEqual(concernOf("layers/engine/sglang/Http.ts"), "layers/engine")
   })
 
@@ -155,6 +174,20 @@ describe("the layout rule", () => {
       edge.from.startsWith("src/") && !isEntry(edge.from) && edge.to.startsWith("layers/")
     )
     assert.deepStrictEqual(offending.map(show), [], `src/ imports layers/:\n${offending.map(show).join("\n")}`)
+  })
+
+  it("only the entry files import the error index src/errors.ts; src/Thrown.ts imports nothing of the project", () => {
+    assert.isTrue(edges.some((edge) => edge.from === "src/errors.ts"), "src/errors.ts re-exports the concerns' errors")
+    const offending = edges.filter((edge) =>
+      (edge.to === "src/errors.ts" && !isEntry(edge.from)) || edge.from === "src/Thrown.ts"
+    )
+    assert.deepStrictEqual(
+      offending.map(show),
+      [],
+      `import the module that defines the error, or src/Thrown.ts for messageOf / codeOf:\n${
+        offending.map(show).join("\n")
+      }`
+    )
   })
 
   it("project modules are imported as namespaces (import * as Name), except the public entry src/index.ts", () => {
