@@ -33,8 +33,8 @@ import * as Credit from "../layers/credit/Credit.ts"
 import * as EmbeddedEngine from "../layers/engine/EmbeddedEngine.ts"
 import type * as Engine from "../layers/engine/Engine.ts"
 import * as SglangEngine from "../layers/engine/sglang/SglangEngine.ts"
+import type * as Forwarder from "../layers/gateway/Forwarder.ts"
 import * as Gateway from "../layers/gateway/Gateway.ts"
-import type * as ModelRoute from "../layers/gateway/ModelRoute.ts"
 import * as Forests from "../layers/generation/Forests.ts"
 import * as Generation from "../layers/generation/Generation.ts"
 import * as LoraEngine from "../layers/lora/LoraEngine.ts"
@@ -247,7 +247,7 @@ export interface ClusterRole {
     ) => Layer.Layer<Engine.Engine, E | ClusterJoin.JoinError, R | RolloutConfig.RolloutConfig>)
     | undefined
   /** A runner's gateway forwarding (`layers/cluster/Forward.ts` over the runner's membership). */
-  readonly forwarder?: Layer.Layer<ModelRoute.Forwarder, ClusterJoin.JoinError> | undefined
+  readonly forwarder?: Layer.Layer<Forwarder.Forwarder, ClusterJoin.JoinError> | undefined
   /** What agents get as `RELAX_BASE_URL` instead of this process's own gateway URL. */
   readonly agentBaseUrl?: string | undefined
 }

@@ -4,13 +4,13 @@
  *
  * **Details**
  * The Session id names its Group (`src/cluster/Routing.ts`), the Group entity's shard names the owner, and the
- * request travels as a `Forward` entity call. The owner answers it with `ModelRoute.answerForwarded`; a Session the
+ * request travels as a `Forward` entity call. The owner answers it with `ForwardAnswer.ts`; a Session the
  * owner does not hold (its runner died, the shard moved) is a 404 `session_discarded`. The call waits as long as the
  * generation does (an agent's own client decides when to give up); if the cluster itself refuses it, the agent gets a
  * 503 `runner_unavailable` it may retry.
  *
  * The direct hop: an owner's answer names its gateway, remembered per Group, and the Group's next requests are
- * relayed there over plain HTTP (`layers/gateway/OwnerRelay.ts`), which costs the owner what a request sent to it
+ * relayed there over plain HTTP (`layers/cluster/OwnerRelay.ts`), which costs the owner what a request sent to it
  * directly costs and this runner a relay; the entity call's machinery on both runners is the larger cost it saves.
  * An owner gateway that cannot be reached from here (a runner gone, a gateway bound to loopback on another machine)
  * is avoided for {@link unreachableFor} and its Groups go over the cluster, which stays the authority on ownership.
@@ -19,9 +19,10 @@ import { Clock, Duration, Effect, Layer } from "effect"
 import type { Sharding } from "effect/cluster"
 import * as Routing from "../../src/cluster/Routing.ts"
 import * as ProtocolError from "../../src/protocol/ProtocolError.ts"
-import * as ModelRoute from "../gateway/ModelRoute.ts"
-import * as OwnerRelay from "../gateway/OwnerRelay.ts"
+import * as Forwarder from "../gateway/Forwarder.ts"
+import * as ForwardRoute from "./ForwardRoute.ts"
 import * as GroupEntity from "./GroupEntity.ts"
+import * as OwnerRelay from "./OwnerRelay.ts"
 
 /** How long an owner gateway that could not be reached is not tried again. */
 export const unreachableFor = Duration.seconds(30)
@@ -32,18 +33,18 @@ const maxRemembered = 50_000
 export interface Options {
   /**
    * Splice an agent's connection to the owner's gateway once the owner answered for its Session (`--gateway-splice`,
-   * layers/gateway/OwnerSplice.ts). Default `true`; `false` relays each request.
+   * layers/cluster/OwnerSplice.ts). Default `true`; `false` relays each request.
    */
   readonly splice?: boolean | undefined
 }
 
-/** The gateway's `Forwarder` over the cluster; `self` names this runner to the owners it relays to. */
+/** The gateway's `Forwarder` port over the cluster; `self` names this runner to the owners it relays to. */
 export const layer = (
   self: string,
   options: Options = {}
-): Layer.Layer<ModelRoute.Forwarder, never, Sharding.Sharding> =>
+): Layer.Layer<Forwarder.Forwarder, never, Sharding.Sharding> =>
   Layer.effect(
-    ModelRoute.Forwarder,
+    Forwarder.Forwarder,
     Effect.gen(function*() {
       const makeClient = yield* GroupEntity.Group.client
       const clock = yield* Clock.Clock
@@ -60,7 +61,7 @@ export const layer = (
         map.set(key, origin)
         if (map.size > maxRemembered) map.delete(map.keys().next().value!)
       }
-      return ModelRoute.Forwarder.of({
+      return ForwardRoute.port({
         relay,
         viaCluster: (request) => {
           const key = Routing.groupKeyOf(request.sessionId)

@@ -21,35 +21,27 @@
  * nothing and starts no Session of a Group not placed on it, and `drain` completes once its Sessions have ended.
  * Entity handlers report defects to the caller (`disableFatalDefects`), where the Scheduler drops the
  * Group, instead of the cluster's default of retrying a defect forever.
+ *
+ * This module hosts the Sessions; placement and slots are `HostSlots.ts`, the fleet commands `HostFleet.ts`, the
+ * orphan reaper, shard ownership and the runner's end `HostReaper.ts`.
  */
-import {
-  Clock,
-  Context,
-  Deferred,
-  Duration,
-  Effect,
-  Exit,
-  Fiber,
-  Layer,
-  Schedule,
-  Semaphore,
-  Stream,
-  SubscriptionRef
-} from "effect"
+import { Clock, Context, Deferred, Duration, Effect, Exit, Fiber, Layer, Stream, SubscriptionRef } from "effect"
 import { Entity, Sharding } from "effect/cluster"
 import { randomBytes } from "node:crypto"
-import * as ClusterError from "../../src/cluster/ClusterError.ts"
+import type * as ClusterError from "../../src/cluster/ClusterError.ts"
 import * as ClusterWire from "../../src/cluster/ClusterWire.ts"
 import * as Fingerprint from "../../src/cluster/Fingerprint.ts"
-import * as Slots from "../../src/cluster/Slots.ts"
 import * as SessionError from "../../src/session/SessionError.ts"
 import * as Engine from "../engine/Engine.ts"
 import * as RolloutConfig from "../rollout/RolloutConfig.ts"
 import * as SessionRunner from "../rollout/SessionRunner.ts"
 import * as GenerationGate from "../schedule/GenerationGate.ts"
 import * as GroupEntity from "./GroupEntity.ts"
+import * as HostFleet from "./HostFleet.ts"
+import * as HostReaper from "./HostReaper.ts"
+import * as HostSlots from "./HostSlots.ts"
 
-interface Hosted {
+interface Hosted extends HostFleet.Followed, HostReaper.Reaped {
   /** Where its Group's entity lives on this runner; undefined when started outside an entity. */
   readonly placement: Placement | undefined
   /** The run id of the controller that sent it (its fleet commands apply to it). */
@@ -67,35 +59,16 @@ interface Hosted {
   touched: number
 }
 
-/** A Group entity on this runner: its id (the Group key) and whether this runner still owns the entity's shard. */
-export interface Placement {
-  readonly key: string
-  readonly owned: () => boolean
-}
-
-/** How often the host checks that it still owns the shards of its Groups (a runner joined: some moved away). */
-const ownershipCheck = Duration.millis(500)
+export type Placement = HostReaper.Placement
 
 /** Why a Session was stopped on this runner: a later `RunSession` for it fails with this, never starts it again. */
-interface Tombstone {
+interface Tombstone extends HostReaper.Stopped {
   /**
    * The error's fields, not the error: an error keeps its captured stack, and with it the closures of the request
    * that stopped the Session (kilobytes per tombstone, for ten minutes).
    */
   readonly type: string
   readonly detail: string
-  /** When it was stopped (ms, the Clock's); tombstones are forgotten after {@link tombstoneTtl}. */
-  readonly at: number
-}
-
-/** How long a stopped Session's id is remembered (far longer than any re-delivery after a failover takes). */
-const tombstoneTtl = Duration.minutes(10)
-
-/** Slots reserved for a Group (its entity id) whose Sessions have not all arrived yet. */
-interface Reservation {
-  pending: number
-  /** When it was made (ms, the Clock's); an unused reservation expires after the orphan timeout. */
-  readonly at: number
 }
 
 /** A runner's capacity settings. */
@@ -178,13 +151,8 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
     const incarnation = randomBytes(8).toString("hex")
     const table = new Map<string, Hosted>()
     const tombstones = new Map<string, Tombstone>()
-    const reservations = new Map<string, Reservation>()
-    let draining = false
-    const used = () => {
-      let pending = 0
-      for (const r of reservations.values()) pending += r.pending
-      return table.size + pending
-    }
+    const slots = HostSlots.make(capacity)
+    const used = () => slots.used(table.size)
     const fingerprint = Fingerprint.of(settings)
 
     const checkRunner = (runnerId: string): Effect.Effect<void, ClusterWire.RunnerLostError> =>
@@ -286,40 +254,9 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
         if (hosted.fiber !== undefined) yield* Fiber.interrupt(hosted.fiber)
       })
 
-    const stopped = (sessionId: string, why: string) =>
-      new ClusterWire.SessionFailedError({ type: "SessionStopped", detail: `Session ${sessionId} ${why}` })
-
-    // Sessions whose controller went silent (killed without its finalizers) are reaped, unused reservations expire.
-    yield* Effect.forkScoped(
-      Effect.gen(function*() {
-        const now = yield* Clock.currentTimeMillis
-        for (const [key, r] of reservations) {
-          if (now - r.at > Duration.toMillis(orphanTimeout)) reservations.delete(key)
-        }
-        for (const [sessionId, t] of tombstones) {
-          if (now - t.at > Duration.toMillis(tombstoneTtl)) tombstones.delete(sessionId)
-        }
-        const orphans = [...table.entries()].filter(([, h]) => now - h.touched > Duration.toMillis(orphanTimeout))
-        for (const [sessionId] of orphans) {
-          yield* Effect.logWarning(
-            `runner ${incarnation} reaps Session ${sessionId}: no controller touched it for ${
-              Duration.format(orphanTimeout)
-            }`
-          )
-          yield* stop(
-            sessionId,
-            stopped(
-              sessionId,
-              `was reaped on runner ${address}: no controller touched it for ${Duration.format(orphanTimeout)}`
-            )
-          )
-        }
-      }).pipe(Effect.repeat(Schedule.spaced(Duration.millis(Duration.toMillis(orphanTimeout) / 3))))
-    )
-
     const release = (key: string) =>
       Effect.gen(function*() {
-        reservations.delete(key)
+        slots.forget(key)
         const sessions = [...table.entries()].filter(([, h]) => h.placement?.key === key).map(([sessionId]) =>
           sessionId
         )
@@ -340,26 +277,16 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
         }
       })
 
-    // A Group whose shard moved away (a runner joined) is released at once: the controller's messages for it reach
-    // the shard's new owner now, so its Sessions here could never report again; their agents and slots are freed.
-    yield* Effect.forkScoped(
-      Effect.suspend(() => {
-        const moved = new Set<string>()
-        for (const hosted of table.values()) {
-          if (hosted.placement !== undefined && !hosted.placement.owned()) moved.add(hosted.placement.key)
-        }
-        return Effect.forEach(moved, release, { discard: true })
-      }).pipe(Effect.repeat(Schedule.spaced(ownershipCheck)))
-    )
-
-    // Whatever the runner still hosts when it stops is reaped with it.
-    yield* Effect.addFinalizer(() =>
-      Effect.forEach(
-        [...table.keys()],
-        (sessionId) => stop(sessionId, stopped(sessionId, `was stopped: runner ${address} stopped`)),
-        { discard: true }
-      )
-    )
+    yield* HostReaper.start({
+      incarnation,
+      address,
+      orphanTimeout,
+      hosted: table,
+      tombstones,
+      expireReservations: slots.expire,
+      stop,
+      release
+    })
 
     const gateStateOf = (sessionId: string): ClusterWire.GateState => ({
       interrupted: gate.isInterrupted(sessionId),
@@ -378,146 +305,17 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
       })
     }
 
-    // The controller's weights, followed (a fleet command or a Grant carrying them); one change at a time.
-    const weightsLock = Semaphore.makeUnsafe(1)
-    let followed: { readonly controller: string; readonly seq: number } | undefined
-    let enginePaused = false
-    let budgetsPaused = false
-    const follow = (
-      controller: string,
-      state: ClusterWire.WeightsState
-    ): Effect.Effect<void, ClusterError.FleetCommandError> =>
-      weightsLock.withPermits(1)(Effect.gen(function*() {
-        if (followed !== undefined && followed.controller === controller && state.seq <= followed.seq) return
-        // SGLang's servers are shared: the controller's own calls pause, resume and relabel them for every runner,
-        // and SGLang reports the version of every generation itself. An engine of this runner's own follows here.
-        if (settings.engine !== "sglang") {
-          if (state.paused !== null && !enginePaused) {
-            yield* engine.pauseGeneration(state.paused)
-            enginePaused = true
-          } else if (state.paused === null && enginePaused) {
-            yield* engine.resumeGeneration(state.version)
-            enginePaused = false
-          } else if (state.paused === null && (yield* engine.weightVersion) !== state.version) {
-            yield* engine.updateWeights(state.version)
-          }
-        }
-        // The agents' active-time budgets stop while a trainer's push holds generation, as in one process.
-        if (state.paused !== null && !budgetsPaused) {
-          yield* gate.pauseBudgets
-          budgetsPaused = true
-        } else if (state.paused === null && budgetsPaused) {
-          yield* gate.resumeBudgets
-          budgetsPaused = false
-        }
-        followed = { controller, seq: state.seq }
-      })).pipe(
-        Effect.mapError((error) =>
-          new ClusterError.FleetCommandError({ reason: "engine", runner: incarnation, detail: error.message })
-        )
-      )
-
-    const reply = (report: { readonly aborted: number; readonly pausedSessions: number }, controller?: string) => ({
-      runner: incarnation,
-      aborted: report.aborted,
-      pausedSessions: report.pausedSessions,
-      sessions: controller === undefined
-        ? []
-        : [...table.entries()].filter(([, h]) => h.controller === controller).map(([sessionId]) => ({
-          sessionId,
-          state: gateStateOf(sessionId)
-        }))
+    const fleet = HostFleet.make({
+      incarnation,
+      ownEngine: settings.engine !== "sglang",
+      engine,
+      gate,
+      sessions: () => table.entries(),
+      gateStateOf
     })
 
-    const command = (controller: string, command: ClusterWire.FleetCommand) => {
-      switch (command._tag) {
-        case "Weights":
-          return Effect.as(follow(controller, command.state), reply({ aborted: 0, pausedSessions: 0 }))
-        case "Halt":
-          // The step's close: park this controller's generations here. The controller waits for protected Sessions.
-          return Effect.map(gate.halt, (report) => reply(report, controller))
-        case "Resume":
-          return Effect.gen(function*() {
-            // Groups kept across the boundary are leased by the new step: their next turns are recorded under it.
-            const rolloutId = command.rolloutId
-            if (rolloutId !== null) {
-              for (const hosted of table.values()) {
-                if (hosted.controller === controller && hosted.leased) hosted.rolloutId = rolloutId
-              }
-            }
-            yield* gate.resume
-            return reply({ aborted: 0, pausedSessions: 0 })
-          })
-      }
-    }
-
-    // The last fleet command: its repeats (one per shard this runner owns, and re-sends) answer its reply.
-    let lastFleet:
-      | {
-        readonly controller: string
-        readonly seq: number
-        readonly reply: Deferred.Deferred<ClusterWire.FleetReply, ClusterError.FleetCommandError>
-      }
-      | undefined
-    const fleet = (payload: typeof GroupEntity.Fleet.payloadSchema.Type) =>
-      Effect.suspend(() => {
-        const last = lastFleet
-        if (last !== undefined && last.controller === payload.controller && payload.seq <= last.seq) {
-          return payload.seq === last.seq
-            ? Deferred.await(last.reply)
-            : Effect.succeed(reply({ aborted: 0, pausedSessions: 0 })) // an older command: superseded
-        }
-        const done = Deferred.makeUnsafe<ClusterWire.FleetReply, ClusterError.FleetCommandError>()
-        lastFleet = { controller: payload.controller, seq: payload.seq, reply: done }
-        return command(payload.controller, payload.command).pipe(
-          Effect.exit,
-          Effect.tap((exit) => Deferred.done(done, exit)),
-          Effect.flatten
-        )
-      })
-
-    const reserve = (key: string, payload: typeof GroupEntity.Reserve.payloadSchema.Type) =>
-      Effect.gen(function*() {
-        const decision = Slots.decide({
-          capacity,
-          used: used(),
-          size: payload.slots,
-          known: reservations.has(key),
-          draining
-        })
-        if (decision === "granted" && !reservations.has(key)) {
-          reservations.set(key, { pending: payload.slots, at: yield* Clock.currentTimeMillis })
-        }
-        return {
-          runner: incarnation,
-          address,
-          decision,
-          free: Slots.free(capacity, used()) ?? null,
-          capacity: capacity ?? null
-        }
-      })
-
-    /** A new Session of Group `key` takes one of its reserved slots; a draining runner starts only reserved ones. */
-    const admit = (key: string | undefined, sessionId: string): Effect.Effect<void, ClusterWire.SessionFailedError> => {
-      const reservation = key === undefined ? undefined : reservations.get(key)
-      if (reservation !== undefined && reservation.pending > 0) {
-        reservation.pending -= 1
-        if (reservation.pending === 0 && key !== undefined) reservations.delete(key)
-        return Effect.void
-      }
-      return draining
-        ? Effect.fail(
-          new ClusterWire.SessionFailedError({
-            type: "RunnerDraining",
-            detail: `runner ${address} is draining (SIGTERM) and takes no new Group; Session ${sessionId} ` +
-              "is dropped and its Group refilled on another runner"
-          })
-        )
-        : Effect.void
-    }
-
     const drain = Effect.gen(function*() {
-      draining = true
+      slots.startDraining()
       yield* Effect.logInfo(
         `runner ${incarnation} drains: takes no new Group; waits for ${table.size} hosted Session(s) to end`
       )
@@ -530,7 +328,7 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
       address,
       hosted: Effect.sync(() => table.size),
       used: Effect.sync(used),
-      reserve,
+      reserve: (key, payload) => slots.reserve(key, payload, table.size, { incarnation, address }),
       drain,
       place: Effect.succeed({ runner: incarnation, address }),
       runSession: (payload, placement) =>
@@ -547,7 +345,7 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
             )
           }
           const running = table.get(payload.sessionId)
-          if (running === undefined) yield* admit(placement?.key, payload.sessionId)
+          if (running === undefined) yield* slots.admit(placement?.key, payload.sessionId, address)
           const hosted = running ?? (yield* start(payload, placement))
           hosted.touched = yield* Clock.currentTimeMillis
           return events(hosted)
@@ -557,14 +355,14 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
           yield* checkRunner(payload.runner)
           const hosted = table.get(payload.sessionId)
           if (hosted === undefined) return
-          yield* follow(payload.controller, payload.weights)
+          yield* fleet.follow(payload.controller, payload.weights)
           hosted.rolloutId = payload.rolloutId
           hosted.leased = true
           yield* Deferred.succeed(hosted.lease, undefined)
         }),
       stop: (payload) =>
         payload.runner === incarnation
-          ? stop(payload.sessionId, stopped(payload.sessionId, "was stopped by its controller"))
+          ? stop(payload.sessionId, HostReaper.stoppedByController(payload.sessionId))
           : Effect.void,
       touch: (payload) =>
         Effect.gen(function*() {
@@ -572,14 +370,14 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
           const hosted = table.get(payload.sessionId)
           if (hosted !== undefined) hosted.touched = yield* Clock.currentTimeMillis
         }),
-      fleet,
+      fleet: fleet.fleet,
       forward,
       release
     } satisfies HostShape
   })
 
 /** The runner's hosted Sessions. */
-export class Host extends Context.Service<Host, HostShape>()("relax-agentic/cluster/Host") {
+export class Host extends Context.Service<Host, HostShape>()("relax-agentic/Host") {
   /** The host at `address` (what peers dial), answering forwarded requests with `forward`. */
   static readonly layer = (address: string, forward: ForwardHandler, options: HostOptions = {}) =>
     Layer.effect(Host, make(address, forward, options))

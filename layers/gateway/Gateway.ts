@@ -22,8 +22,8 @@ import * as Sse from "../../src/protocol/Sse.ts"
 import type * as Generation from "../generation/Generation.ts"
 import * as MetricsServer from "../observability/MetricsServer.ts"
 import * as Sessions from "../schedule/Sessions.ts"
+import * as Forwarder from "./Forwarder.ts"
 import * as ModelRoute from "./ModelRoute.ts"
-import * as OwnerSplice from "./OwnerSplice.ts"
 
 /** Options of the gateway; every field has a documented default. */
 export interface GatewayOptions {
@@ -75,7 +75,7 @@ export const defaultMaxJsonDepth = 512
 
 /**
  * How long the gateway keeps an idle keep-alive connection open: longer than the clients in front of it keep theirs
- * (a load balancer's idle timeout, commonly 60 s; another runner's relay, 4 s: layers/gateway/OwnerRelay.ts). A client
+ * (a load balancer's idle timeout, commonly 60 s; another runner's relay, 4 s: layers/cluster/OwnerRelay.ts). A client
  * that keeps a connection longer than the server races the server's close and its next request fails with a reset
  * (Node's own default is 5 s, a second above the relay's).
  */
@@ -87,9 +87,9 @@ export const keepAliveTimeoutMs = 65_000
  */
 class GatewayServer extends Server {
   private readonly modelRoute: ModelRoute.Handler
-  private readonly router: OwnerSplice.Router | undefined
+  private readonly router: Forwarder.ConnectionRouter | undefined
 
-  constructor(modelRoute: ModelRoute.Handler, router: OwnerSplice.Router | undefined, options: ServerOptions) {
+  constructor(modelRoute: ModelRoute.Handler, router: Forwarder.ConnectionRouter | undefined, options: ServerOptions) {
     super(options)
     this.modelRoute = modelRoute
     this.router = router
@@ -104,7 +104,7 @@ class GatewayServer extends Server {
         this.modelRoute(request, response, event === "checkContinue")
       ) return true
     } else if (event === "connection" && this.router !== undefined && args[0] instanceof Socket) {
-      // Cluster mode: a new connection is routed by its first request before the HTTP server reads it (OwnerSplice).
+      // A cluster's runner: a new connection is routed before the HTTP server reads it (the Forwarder port).
       // It is handed back to Node's own listener (`super.emit` does not come through here again).
       this.router.accept(args[0], (socket) => super.emit("connection", socket))
       return true
@@ -168,24 +168,18 @@ const nonLoopbackWarning = (host: string, port: number) =>
   "unless your agents run on other machines, and then keep the port behind a firewall."
 
 /**
- * Cluster mode's connection router (OwnerSplice): a new connection whose first request is for a Session another runner
- * answered for is spliced to that runner's gateway. Absent in single-process mode.
+ * The `Forwarder` port's connection router (a cluster's runner: a new connection may be spliced to the runner holding
+ * its Session). Absent in single-process mode.
  */
-const spliceRouter = (maxHeadBytes: number) =>
+const connectionRouter = (maxHeadBytes: number) =>
   Effect.gen(function*() {
-    const forward = Option.getOrUndefined(yield* Effect.serviceOption(ModelRoute.Forwarder))
+    const forward = Option.getOrUndefined(yield* Effect.serviceOption(Forwarder.Forwarder))
     if (forward === undefined) return undefined
     const sessions = yield* Sessions.Sessions
     const context = yield* Effect.context<never>()
-    return OwnerSplice.make(
-      (key) => sessions.holds(key) ? undefined : forward.spliceTo(key),
-      (key, origin, detail) => {
-        Effect.runForkWith(context)(
-          forward.directFailed(key, origin, { _tag: "Fallback", reason: "unreachable", detail })
-        )
-      },
-      maxHeadBytes
-    )
+    return forward.connections(maxHeadBytes, sessions.holds, (effect) => {
+      Effect.runForkWith(context)(effect)
+    })
   })
 
 const layerWith = (options: GatewayOptions) =>
@@ -197,7 +191,7 @@ const layerWith = (options: GatewayOptions) =>
       maxBodyBytes: options.maxBodyBytes ?? defaultMaxBodyBytes,
       maxJsonDepth: options.maxJsonDepth ?? defaultMaxJsonDepth
     })
-    const router = yield* spliceRouter(maxHeaderSize)
+    const router = yield* connectionRouter(maxHeaderSize)
     const served = HttpRouter.serve(routes(options.modelName ?? "relax-agentic"), {
       disableLogger: true,
       disableListenLog: true

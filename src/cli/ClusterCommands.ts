@@ -15,11 +15,11 @@ import * as Os from "node:os"
 import * as ClusterJoin from "../../layers/cluster/ClusterJoin.ts"
 import * as Fleet from "../../layers/cluster/Fleet.ts"
 import * as Forward from "../../layers/cluster/Forward.ts"
+import * as ForwardAnswer from "../../layers/cluster/ForwardAnswer.ts"
 import * as Host from "../../layers/cluster/Host.ts"
 import * as MemberTable from "../../layers/cluster/MemberTable.ts"
 import * as Remote from "../../layers/cluster/Remote.ts"
 import * as Gateway from "../../layers/gateway/Gateway.ts"
-import * as ModelRoute from "../../layers/gateway/ModelRoute.ts"
 import * as FairScheduler from "../../layers/platform/FairScheduler.ts"
 import * as RolloutConfig from "../../layers/rollout/RolloutConfig.ts"
 import * as SessionRunner from "../../layers/rollout/SessionRunner.ts"
@@ -179,7 +179,7 @@ export const runnerLayer = (
   })
   const host = Layer.unwrap(Effect.gen(function*() {
     const gateway = yield* Gateway.Gateway
-    const answer = yield* ModelRoute.answerForwarded({
+    const answer = yield* ForwardAnswer.make({
       maxJsonDepth: Gateway.defaultMaxJsonDepth,
       gateway: peerGatewayOrigin(gateway, address)
     })

@@ -213,6 +213,21 @@ describe("the layout rule", () => {
     assert.deepStrictEqual(report, [], report.join("\n"))
   })
 
+  it("the gateway holds no cluster code: scale-out reaches it only through its Forwarder port", () => {
+    const offending = edges.filter((edge) =>
+      edge.from.startsWith("layers/gateway/") &&
+      (edge.to.startsWith("layers/cluster/") || edge.to.startsWith("src/cluster/"))
+    )
+    assert.deepStrictEqual(offending.map(show), [])
+  })
+
+  it("no module under layers/ is over 600 lines (one that long holds more than one concept)", () => {
+    const long = sourceFiles("layers").filter((file) =>
+      Fs.readFileSync(Path.join(root, file), "utf8").split("\n").length > 600
+    )
+    assert.deepStrictEqual(long, [])
+  })
+
   it("every listed back edge still closes a circle (remove it from knownBackEdges once it does not)", () => {
     const graph = concernGraph(new Set())
     const full = circles(graph)

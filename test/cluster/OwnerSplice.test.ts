@@ -1,5 +1,5 @@
 /**
- * The connection router of cluster mode (layers/gateway/OwnerSplice.ts) in front of real HTTP servers on loopback: a
+ * The connection router of cluster mode (layers/cluster/OwnerSplice.ts) in front of real HTTP servers on loopback: a
  * "front" whose route names the "owner" for the key `owned`, and an owner behind its own router. The first request
  * head is read however the client's bytes are split, the owner strips the preamble however it arrives and marks the
  * connection, and what is not spliced (another key, no key, a request relayed by another runner or
@@ -10,8 +10,8 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as http from "node:http"
 import * as net from "node:net"
-import * as OwnerRelay from "../../layers/gateway/OwnerRelay.ts"
-import * as OwnerSplice from "../../layers/gateway/OwnerSplice.ts"
+import * as OwnerRelay from "../../layers/cluster/OwnerRelay.ts"
+import * as OwnerSplice from "../../layers/cluster/OwnerSplice.ts"
 
 /** An HTTP server behind a router on 127.0.0.1:0 for the scope; it answers who it is and whether it was spliced. */
 const routedServer = (name: string, route: OwnerSplice.Route, unreachable: Array<string> = []) =>

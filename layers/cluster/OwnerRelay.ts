@@ -19,7 +19,7 @@
 import { Effect, type Scope } from "effect"
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from "node:http"
 import { Agent, type Dispatcher, errors } from "undici"
-import * as Exchange from "./NodeExchange.ts"
+import * as Exchange from "../gateway/NodeExchange.ts"
 
 /** Marks a request relayed by another runner: the owner answers it itself or says it is not the owner. */
 export const forwardedHeader = "x-relax-forwarded"

@@ -1,5 +1,5 @@
 /**
- * The direct hop of cluster mode (layers/gateway/OwnerRelay.ts) between two real HTTP servers on loopback: a "front"
+ * The direct hop of cluster mode (layers/cluster/OwnerRelay.ts) between two real HTTP servers on loopback: a "front"
  * runner whose handler relays every request to an "owner" server scripted per test. What reaches the owner (the
  * request as it came, marked as relayed), what the client gets (the owner's answer as it is written, streamed, with
  * the way it took), and each failure: an owner that does not hold the Session or cannot be reached (fallback, nothing
@@ -10,8 +10,8 @@ import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Exit, Fiber } from "effect"
 import * as Http from "node:http"
 import type { AddressInfo } from "node:net"
+import * as OwnerRelay from "../../layers/cluster/OwnerRelay.ts"
 import * as Exchange from "../../layers/gateway/NodeExchange.ts"
-import * as OwnerRelay from "../../layers/gateway/OwnerRelay.ts"
 
 type OwnerHandler = (request: Http.IncomingMessage, body: string, response: Http.ServerResponse) => void
 

@@ -1,6 +1,6 @@
 /**
  * Cluster mode's forwarding at the gateway, between two real gateways on loopback over a scripted generation core:
- * a runner that does not hold a Session sends its request over the cluster (here a scripted `Forwarder.viaCluster`)
+ * a runner that does not hold a Session sends its request over the cluster (here a scripted `ForwardRoute.Transport.viaCluster` behind the gateway's `Forwarder` port)
  * until an answer names the owner's gateway and closes the connection; the client's next connection is spliced to the
  * owner's gateway (OwnerSplice), whose answers say `spliced`. A Session whose owner is known by its Group only is
  * relayed once (OwnerRelay, decided in Node's request callback) and spliced from its next connection; an owner that
@@ -13,9 +13,10 @@ import { assert, describe, it } from "@effect/vitest"
 import { Context, Effect, Exit, Layer, Scope } from "effect"
 import * as http from "node:http"
 import * as net from "node:net"
+import * as ForwardRoute from "../../layers/cluster/ForwardRoute.ts"
+import * as OwnerRelay from "../../layers/cluster/OwnerRelay.ts"
+import * as Forwarder from "../../layers/gateway/Forwarder.ts"
 import * as Gateway from "../../layers/gateway/Gateway.ts"
-import * as ModelRoute from "../../layers/gateway/ModelRoute.ts"
-import * as OwnerRelay from "../../layers/gateway/OwnerRelay.ts"
 import * as Generation from "../../layers/generation/Generation.ts"
 import * as Sessions from "../../layers/schedule/Sessions.ts"
 import type * as ClusterWire from "../../src/cluster/ClusterWire.ts"
@@ -56,10 +57,10 @@ const runner = (
     const owners = new Map<string, string>()
     const answeredBy = new Map<string, string>()
     const forwarder = Layer.effect(
-      ModelRoute.Forwarder,
+      Forwarder.Forwarder,
       Effect.gen(function*() {
         const relay = yield* OwnerRelay.make("127.0.0.1:1")
-        return ModelRoute.Forwarder.of({
+        return ForwardRoute.port({
           relay,
           viaCluster: (request) =>
             Effect.sync(() => {
