@@ -28,6 +28,8 @@
 import { Effect, Layer, ManagedRuntime, Stream } from "effect"
 import type { HttpServerError } from "effect/http"
 import * as Path from "node:path"
+import * as Admission from "../layers/admission/Admission.ts"
+import type * as Coordinator from "../layers/admission/Coordinator.ts"
 import type * as ClusterJoin from "../layers/cluster/ClusterJoin.ts"
 import * as Credit from "../layers/credit/Credit.ts"
 import * as EmbeddedEngine from "../layers/engine/EmbeddedEngine.ts"
@@ -246,6 +248,13 @@ export interface ClusterRole {
       engine: Layer.Layer<Engine.Engine, E, R>
     ) => Layer.Layer<Engine.Engine, E | ClusterJoin.JoinError, R | RolloutConfig.RolloutConfig>)
     | undefined
+  /**
+   * With KV admission on: the coordinator attempts wait on, the fleet's single writer
+   * (`layers/cluster/AdmissionWriter.ts` over this member's membership); default: this process's own.
+   */
+  readonly admissionCoordinator?:
+    | Layer.Layer<Coordinator.Coordinator, ClusterJoin.JoinError, Engine.Engine | RolloutConfig.RolloutConfig>
+    | undefined
   /** A runner's gateway forwarding (`layers/cluster/Forward.ts` over the runner's membership). */
   readonly forwarder?: Layer.Layer<Forwarder.Forwarder, ClusterJoin.JoinError> | undefined
   /** What agents get as `RELAX_BASE_URL` instead of this process's own gateway URL. */
@@ -257,29 +266,40 @@ export interface ClusterRole {
  * embedded engine, with `--embedded-policy` loaded relative to `cwd`. `sglangDefaults` are SGLang options the
  * settings do not set (`relax-agentic check` waits 10 seconds, not 10 minutes, for a server still starting).
  */
-export const engineLayer = (
+export const engineLayer = <CE = never, CR = never>(
   settings: Settings.RolloutSettings,
   options: {
     readonly cwd: string
     readonly embedded?: EmbeddedEngine.EmbeddedEngineOptions | undefined
     readonly sglangDefaults?: Partial<SglangEngine.SglangEngineOptions> | undefined
+    /** With admission on: the coordinator attempts wait on (a cluster runner's: the fleet's single writer). */
+    readonly admissionCoordinator?: Layer.Layer<Coordinator.Coordinator, CE, Engine.Engine | CR> | undefined
   }
-): Layer.Layer<Engine.Engine, Engine.EngineError | HookSpec.HookSpecError | Hooks.HookLoadError, Tokenizer.Tokenizer> =>
-  settings.engine === "sglang"
-    ? SglangEngine.SglangEngine.layerCheckingTokenizer({
-      ...options.sglangDefaults,
-      ...SglangEngine.SglangEngine.optionsOf(settings)
-    })
-    : Layer.unwrap(Effect.gen(function*() {
-      const policy = settings.embeddedPolicy === undefined
-        ? undefined
-        : yield* EmbeddedEngine.EmbeddedEngine.loadPolicy(settings.embeddedPolicy, options.cwd)
-      return EmbeddedEngine.EmbeddedEngine.layer({
-        ...options.embedded,
-        seed: settings.rolloutSeed,
-        ...(policy === undefined ? {} : { policy })
+): Layer.Layer<
+  Engine.Engine,
+  Engine.EngineError | HookSpec.HookSpecError | Hooks.HookLoadError | CE,
+  Tokenizer.Tokenizer | CR
+> =>
+  Admission.around<Engine.EngineError | HookSpec.HookSpecError | Hooks.HookLoadError, Tokenizer.Tokenizer, CE, CR>(
+    settings.engine === "sglang"
+      ? SglangEngine.SglangEngine.layerCheckingTokenizer({
+        ...options.sglangDefaults,
+        ...SglangEngine.SglangEngine.optionsOf(settings)
       })
-    }))
+      : Layer.unwrap(Effect.gen(function*() {
+        const policy = settings.embeddedPolicy === undefined
+          ? undefined
+          : yield* EmbeddedEngine.EmbeddedEngine.loadPolicy(settings.embeddedPolicy, options.cwd)
+        return EmbeddedEngine.EmbeddedEngine.layer({
+          ...options.embedded,
+          seed: settings.rolloutSeed,
+          ...(settings.embeddedKvTokens === undefined ? {} : { kvTokens: settings.embeddedKvTokens }),
+          ...(policy === undefined ? {} : { policy })
+        })
+      })),
+    Settings.admission(settings),
+    options.admissionCoordinator
+  )
 
 /**
  * Every service a rollout process runs Sessions with, composed from resolved settings: tokenizer, engine (embedded or
@@ -307,7 +327,11 @@ export const servicesFromSettings = (
       )
     )
   )
-  const ownEngine = engineLayer(settings, { cwd, embedded: extras.embedded })
+  const ownEngine = engineLayer(settings, {
+    cwd,
+    embedded: extras.embedded,
+    admissionCoordinator: role.admissionCoordinator
+  })
   const generationCore = Layer.unwrap(
     Effect.map(
       Effect.fromResult(Generation.Generation.optionsOf(settings)),

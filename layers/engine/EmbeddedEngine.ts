@@ -67,6 +67,11 @@ export interface EmbeddedEngineOptions {
    * Same results.
    */
   readonly fullPrefixMatch?: boolean | undefined
+  /**
+   * The KV pool it reports to admission as `max_total_num_tokens` (`--embedded-kv-tokens`, default 262144); its used
+   * tokens are its running attempts' prompts and outputs (each output is computed when the attempt starts).
+   */
+  readonly kvTokens?: number | undefined
   /** Shape of the model (eos probability, favoured set size, ...). */
   readonly model?: Omit<BigramModel.ModelOptions, "seed" | "vocabSize" | "eosTokenId"> | undefined
 }
@@ -121,6 +126,8 @@ interface Running {
   /** Its Session was closed while it ran: it leaves no prefix-cache entry behind. */
   closed: boolean
   aborted: boolean
+  /** The KV tokens it holds: its prompt, and its output once computed. */
+  kvTokens: number
   /** Aborted by a weight update or a pause (not a failure). */
   byUpdate: boolean
   sleeping: Fiber.Fiber<void> | undefined
@@ -174,6 +181,7 @@ export const make = (
     let updates = 0
     let counter = 0
     const running = new Map<string, Running>()
+    const kvTokens = options.kvTokens ?? 262_144
     // Closed while generation is paused for a weight push: new attempts wait here.
     const gate = Latch.makeUnsafe(true)
     const idleWaiters: Array<() => void> = []
@@ -332,7 +340,14 @@ export const make = (
       const model = request.lora === undefined ? baseModel : adapters.model(request.lora)
       if (model === undefined) return Effect.fail(EmbeddedAdapters.notLoaded(request.lora ?? "", []))
       const sessionKey = request.sessionId ?? ""
-      const run: Running = { sessionKey, closed: false, aborted: false, byUpdate: false, sleeping: undefined }
+      const run: Running = {
+        sessionKey,
+        closed: false,
+        aborted: false,
+        kvTokens: inputIds.length,
+        byUpdate: false,
+        sleeping: undefined
+      }
       running.set(request.rid, run)
       const seed = Decoder.requestSeed(engineSeed, sampling.seed, counter++)
       const criteria: Stop.Criteria = {
@@ -389,6 +404,7 @@ export const make = (
           prev = step.id
           finished = check(allIds)
         }
+        run.kvTokens = inputIds.length + allIds.length
         const prefillSeconds = (inputIds.length - cachedTokens) * prefillDelay
         const appeared = yield* (options.perTokenWaits === true
           ? waitPerToken(prefillSeconds, allIds.length, run)
@@ -490,7 +506,15 @@ export const make = (
           for (const run of running.values()) if (run.sessionKey === sessionId) run.closed = true
         }),
       takeStepMetrics: Effect.succeed({}),
-      adapters: adapters.port
+      adapters: adapters.port,
+      kvSnapshot: Effect.map(Clock.currentTimeMillis, (at) => {
+        let used = 0
+        for (const run of running.values()) used += run.kvTokens
+        return {
+          at,
+          workers: [{ id: "embedded", healthy: true, maxTotalNumTokens: kvTokens, usage: used / kvTokens }]
+        }
+      })
     })
   })
 

@@ -31,6 +31,7 @@ import type * as WeightVersion from "../../src/engine/WeightVersion.ts"
 import type * as Canonical from "../../src/protocol/Canonical.ts"
 import * as Instruments from "../observability/Instruments.ts"
 import * as StepSpan from "../platform/StepSpan.ts"
+import type * as KvSnapshot from "./KvSnapshot.ts"
 
 /** The sampling of one request (src/engine/Sampling.ts `RequestSampling`). */
 export type SamplingParams = Sampling.RequestSampling
@@ -71,6 +72,23 @@ export interface GenerateRequest {
    * `lora_path`); overrides a fixed `--sglang-lora-path`. Without one: the base model (or the fixed adapter).
    */
   readonly lora?: string | undefined
+  /**
+   * What program-aware KV admission reads of the attempt (layers/admission/AdmittedEngine.ts); absent: the attempt
+   * is never held for KV room.
+   */
+  readonly admission?: AdmissionDemand | undefined
+}
+
+/** An attempt's KV demand and its Session's hooks for the wait (docs/sglang.md "KV scheduling"). */
+export interface AdmissionDemand {
+  /** The prompt's training tokens (images processor-expanded) with the turn's pending tokens. */
+  readonly promptTokens: number
+  /** A training Session's attempt (`--agentic-admission-scope train` admits only these). */
+  readonly training: boolean
+  /** Told how long the attempt waited for KV room (the Session's admission wait). */
+  readonly waited?: ((ms: number) => void) | undefined
+  /** Runs the wait with the Session's active-time budget stopped: waiting for KV room counts as lease wait. */
+  readonly outsideBudget?: (<A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>) | undefined
 }
 
 /** What an embedded policy sees: `(request) => string | Promise<string>` (docs/flags.md `--embedded-policy`). */
@@ -280,6 +298,8 @@ export interface EngineShape {
   readonly takeStepMetrics: Effect.Effect<Readonly<Record<string, number>>>
   /** LoRA adapters (docs/lora.md); absent on an engine that cannot load them. */
   readonly adapters?: AdapterPort | undefined
+  /** The fleet's KV figures for admission (layers/engine/KvSnapshot.ts); absent: the engine reports none. */
+  readonly kvSnapshot?: KvSnapshot.Read | undefined
 }
 
 /** Count an engine error of `operation` in `relax_agentic_engine_errors_total` (other failures pass uncounted). */
@@ -319,7 +339,8 @@ export const withSpans = (name: string, engine: EngineShape): EngineShape => {
     closeSession: (sessionId) =>
       engine.closeSession(sessionId).pipe(StepSpan.step(`${name}.closeSession`, { sessionId })),
     takeStepMetrics: engine.takeStepMetrics.pipe(StepSpan.step(`${name}.takeStepMetrics`)),
-    ...(engine.adapters === undefined ? {} : { adapters: adaptersWithSpans(name, engine.adapters) })
+    ...(engine.adapters === undefined ? {} : { adapters: adaptersWithSpans(name, engine.adapters) }),
+    kvSnapshot: engine.kvSnapshot
   }
 }
 

@@ -133,6 +133,7 @@ export function* attempt(
       returnLogprob: true,
       resumedTokens: pending.outputIds.length,
       protected: session.gate?.isProtected() === true,
+      admission: session.admission?.(planned.promptTokens + pending.outputIds.length),
       imageData: media.length > 0 ? media : undefined,
       sessionId: session.sessionId,
       conversation: () => policyRequest(planned, () => core.tokenizer.decode(Array.from(inputIds)))

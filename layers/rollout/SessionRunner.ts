@@ -37,6 +37,7 @@ import * as FirstRequestBarrier from "../schedule/FirstRequestBarrier.ts"
 import * as GenerationGate from "../schedule/GenerationGate.ts"
 import * as PoolContract from "../schedule/PoolContract.ts"
 import * as Sessions from "../schedule/Sessions.ts"
+import type * as ActiveBudget from "../session/ActiveBudget.ts"
 import * as Supervisor from "../session/Supervisor.ts"
 import * as Tokenizer from "../tokenizer/Tokenizer.ts"
 import * as RolloutConfig from "./RolloutConfig.ts"
@@ -123,6 +124,24 @@ export const describeError = (error: GroupError) =>
     ? { type: error.type, detail: error.detail }
     : { type: error._tag, detail: error.message }
 
+/**
+ * A Session's KV admission demand (layers/admission/AdmittedEngine.ts): its scope, its admission wait counted in its
+ * counters (the inspector's), and the wait held outside its active-time budget.
+ */
+const admissionDemand = (
+  training: boolean,
+  counters: Sessions.SessionCounters,
+  budget: ActiveBudget.ActiveBudget
+) =>
+(promptTokens: number): Engine.AdmissionDemand => ({
+  promptTokens,
+  training,
+  waited: (ms) => {
+    counters.admissionWaitMs = (counters.admissionWaitMs ?? 0) + ms
+  },
+  outsideBudget: budget.excluding
+})
+
 const make = Effect.gen(function*() {
   const settings = yield* RolloutConfig.RolloutConfig
   const tokenizer = yield* Tokenizer.Tokenizer
@@ -148,6 +167,7 @@ const make = Effect.gen(function*() {
   yield* Instruments.move(Instruments.agents({ state: "running" }), 0)
   let parserFailures = 0
   let drift = new Map<Drift.Cause, number>()
+  const admissionOn = settings.agenticProgramAdmission
 
   /** Prepare + Runtime of one Session, then its exports as samples. */
   const session = Effect.fn("SessionRunner.session")(
@@ -203,6 +223,7 @@ const make = Effect.gen(function*() {
           awaitLease: ticket.awaitLease,
           leaseHeld: ticket.leaseHeld,
           gate: sessionGate,
+          admission: admissionOn ? admissionDemand(!eval_, counters, budget) : undefined,
           counters,
           span
         })

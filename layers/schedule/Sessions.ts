@@ -31,6 +31,8 @@ export interface SessionCounters {
   parserFailedRequests?: Map<string, number> | undefined
   /** Requests whose echoed history diverged from a committed response, by cause; made on the first such request. */
   drift?: Map<Drift.Cause, number> | undefined
+  /** Milliseconds its attempts waited for KV room (admission); set on the first wait. */
+  admissionWaitMs?: number | undefined
 }
 
 export interface SessionEntry {
@@ -58,6 +60,11 @@ export interface SessionEntry {
    * through it, so a step's close can abort and park it. Absent (always open) for Eval and synchronous rollouts.
    */
   readonly gate?: GenerationGate.SessionGate | undefined
+  /**
+   * With KV admission on: an attempt's demand from its prompt tokens (training prefix + pending output), with the
+   * Session's scope and budget hooks (layers/admission/AdmittedEngine.ts). Absent: attempts are not admitted.
+   */
+  readonly admission?: ((promptTokens: number) => Engine.AdmissionDemand) | undefined
   readonly counters: SessionCounters
   /**
    * The Session's span (`SessionRunner.session`): each model request's trace (root `Gateway.handle`) links to it

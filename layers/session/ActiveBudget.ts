@@ -31,6 +31,11 @@ export interface ActiveBudget {
   readonly isExpired: Effect.Effect<boolean>
   /** Completes once the budget is used up (never, if it is not). */
   readonly expired: Effect.Effect<void>
+  /**
+   * Run `effect` with the budget stopped (an attempt waiting for KV room: lease wait, not agent time). Holds nest: the
+   * budget counts again once the last one ends, if it is started and not paused then.
+   */
+  readonly excluding: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
 }
 
 /**
@@ -43,30 +48,56 @@ export const make = (totalSeconds: number): Effect.Effect<ActiveBudget, never, S
     const timer = yield* FiberHandle.make<void, never>()
     const done = yield* Deferred.make<void>()
     let remainingMillis = totalSeconds * 1000
+    // Counting since (the timer runs); `wanted`: started and not paused; `holds`: `excluding` calls running.
     let activeSince: number | undefined
+    let wanted = false
+    let holds = 0
 
     const serialized = lock.withPermits(1)
+    let expiredNow = false
+    const isDone = () => expiredNow
 
     // Runs in the timer fiber without the lock: `pause` holds the lock while it interrupts this fiber.
     const expire = Effect.uninterruptible(Effect.suspend(() => {
       remainingMillis = 0
       activeSince = undefined
+      expiredNow = true
       return Deferred.succeed(done, undefined)
     }))
 
-    const activate = serialized(Effect.gen(function*() {
-      if (activeSince !== undefined || (yield* Deferred.isDone(done))) return
+    const run = Effect.gen(function*() {
+      if (!wanted || holds > 0 || activeSince !== undefined || (yield* Deferred.isDone(done))) return
       activeSince = yield* Clock.currentTimeMillis
       yield* FiberHandle.run(timer, Effect.sleep(Duration.millis(remainingMillis)).pipe(Effect.andThen(expire)))
-    }))
+    })
 
-    const pause = serialized(Effect.gen(function*() {
+    const stop = Effect.gen(function*() {
       yield* FiberHandle.clear(timer)
       const since = activeSince
       if (since === undefined) return
       const now = yield* Clock.currentTimeMillis
       remainingMillis = Math.max(0, remainingMillis - (now - since))
       activeSince = undefined
+    })
+
+    const activate = serialized(Effect.suspend(() => {
+      wanted = true
+      return run
+    }))
+
+    const pause = serialized(Effect.suspend(() => {
+      wanted = false
+      return stop
+    }))
+
+    const hold = serialized(Effect.suspend(() => {
+      holds++
+      return stop
+    }))
+
+    const unhold = serialized(Effect.suspend(() => {
+      holds--
+      return run
     }))
 
     const remaining = Effect.gen(function*() {
@@ -81,9 +112,11 @@ export const make = (totalSeconds: number): Effect.Effect<ActiveBudget, never, S
       pause: pause.pipe(Effect.withSpan("ActiveBudget.pause")),
       resume: activate.pipe(Effect.withSpan("ActiveBudget.resume")),
       remaining: remaining.pipe(Effect.withSpan("ActiveBudget.remaining")),
-      isActive: Effect.sync(() => activeSince !== undefined).pipe(Effect.withSpan("ActiveBudget.isActive")),
+      // Started and not paused (a hold stops the clock, not the Session's activity).
+      isActive: Effect.sync(() => wanted && !isDone()).pipe(Effect.withSpan("ActiveBudget.isActive")),
       isExpired: Deferred.isDone(done).pipe(Effect.withSpan("ActiveBudget.isExpired")),
-      expired: Deferred.await(done).pipe(Effect.withSpan("ActiveBudget.expired"))
+      expired: Deferred.await(done).pipe(Effect.withSpan("ActiveBudget.expired")),
+      excluding: (effect) => Effect.acquireUseRelease(hold, () => effect, () => unhold)
     }
   })
 

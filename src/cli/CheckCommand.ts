@@ -12,6 +12,7 @@ import * as Files from "../../layers/rollout/Files.ts"
 import * as Sessions from "../../layers/schedule/Sessions.ts"
 import * as Supervisor from "../../layers/session/Supervisor.ts"
 import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
+import * as AdmissionOptions from "../admission/AdmissionOptions.ts"
 import * as Settings from "../config/Settings.ts"
 import * as Reward from "../credit/Reward.ts"
 import * as Export from "../forest/Export.ts"
@@ -294,7 +295,9 @@ export const renderCheck = (report: CheckReport, settings: Settings.RolloutSetti
   lines.push(
     failed === 0 ? "All launch checks passed." : `${failed} launch check(s) failed.`,
     "",
-    Capacity.render(report.capacity)
+    Capacity.render(report.capacity),
+    "",
+    AdmissionOptions.describe(Settings.admission(settings))
   )
   return lines.join("\n")
 }

@@ -12,6 +12,7 @@ import { Console, Deferred, Duration, Effect, Exit, Layer, Option } from "effect
 import { CliError, Command } from "effect/cli"
 import { randomBytes } from "node:crypto"
 import * as Os from "node:os"
+import * as AdmissionWriter from "../../layers/cluster/AdmissionWriter.ts"
 import * as ClusterJoin from "../../layers/cluster/ClusterJoin.ts"
 import * as Fleet from "../../layers/cluster/Fleet.ts"
 import * as Forward from "../../layers/cluster/Forward.ts"
@@ -19,6 +20,7 @@ import * as ForwardAnswer from "../../layers/cluster/ForwardAnswer.ts"
 import * as Host from "../../layers/cluster/Host.ts"
 import * as MemberTable from "../../layers/cluster/MemberTable.ts"
 import * as Remote from "../../layers/cluster/Remote.ts"
+import * as SingleWriter from "../../layers/cluster/SingleWriter.ts"
 import * as Gateway from "../../layers/gateway/Gateway.ts"
 import * as FairScheduler from "../../layers/platform/FairScheduler.ts"
 import * as RolloutConfig from "../../layers/rollout/RolloutConfig.ts"
@@ -150,7 +152,9 @@ export const controllerRole = (options: ClusterJoin.ClusterOptions): ClusterRole
       Layer.provide(fleet)
     ),
     gate: (mode) => Fleet.gateLayer(mode).pipe(Layer.provide(fleet)),
-    engine: (engine) => Fleet.engineLayer.pipe(Layer.provide(engine), Layer.provide(fleet))
+    engine: (engine) => Fleet.engineLayer.pipe(Layer.provide(engine), Layer.provide(fleet)),
+    // The step's KV admission metrics come from the fleet's ledger (the controller sends no attempts).
+    admissionCoordinator: AdmissionWriter.coordinatorLayer(options.callTimeout).pipe(Layer.provide(membership))
   }
 }
 
@@ -175,8 +179,15 @@ export const runnerLayer = (
   const membership = ClusterJoin.runner(options, address, listen).pipe(Layer.provide(member))
   const services = servicesFromSettings(settings, {}, {
     forwarder: Forward.layer(`${address.host}:${address.port}`, forwarding).pipe(Layer.provide(membership)),
-    agentBaseUrl: publicUrl
+    agentBaseUrl: publicUrl,
+    // Every runner's attempts reserve against the one fleet ledger (docs/architecture.md "Single writers").
+    admissionCoordinator: AdmissionWriter.coordinatorLayer(options.callTimeout).pipe(Layer.provide(membership))
   })
+  // The fleet's single writers this runner can host (the one owning a writer's shard runs it).
+  const writers = SingleWriter.entityLayer.pipe(
+    Layer.provide(AdmissionWriter.writersLayer(Settings.admission(settings))),
+    Layer.provide(membership)
+  )
   const host = Layer.unwrap(Effect.gen(function*() {
     const gateway = yield* Gateway.Gateway
     const answer = yield* ForwardAnswer.make({
@@ -188,7 +199,7 @@ export const runnerLayer = (
     Layer.provide(SessionRunner.SessionRunner.layer),
     Layer.provide(GenerationGate.GenerationGate.layer(Settings.retentionMode(settings)))
   )
-  return Host.entityLayer.pipe(
+  return Layer.merge(Host.entityLayer, writers).pipe(
     Layer.provideMerge(host),
     Layer.provide(membership),
     Layer.provideMerge(services),

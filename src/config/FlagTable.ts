@@ -51,6 +51,7 @@ const Section = {
   eval: "Eval",
   credit: "Reward and credit",
   scheduling: "Scheduling",
+  kv: "KV scheduling",
   output: "Outputs",
   cli: "Command line",
   serve: "Trainer RPC (serve)"
@@ -704,6 +705,67 @@ export const rolloutFlags: ReadonlyArray<FlagSpec> = [
     description: "With --lora-adapter-mode and --fully-async: each publication is a new adapter version loaded on " +
       "every worker without pausing generation; a Session binds the newest version at its first model request and " +
       "keeps it for its whole life; at most 2 versions are loaded (docs/lora.md)."
+  },
+  // KV scheduling (docs/sglang.md "KV scheduling")
+  {
+    name: "agentic-program-admission",
+    field: "agenticProgramAdmission",
+    kind: "boolean",
+    section: Section.kv,
+    description: "Program-aware KV admission: every backend attempt reserves its prompt + expected decode tokens " +
+      "against the fleet's KV pool (Σ max_total_num_tokens of healthy workers, read from their /metrics) and waits, " +
+      "first come first served, while the pool is full or a worker is under pressure, instead of being retracted " +
+      "by SGLang (docs/sglang.md \"KV scheduling\")."
+  },
+  {
+    name: "agentic-admission-headroom",
+    field: "agenticAdmissionHeadroom",
+    kind: "number",
+    section: Section.kv,
+    description: "With --agentic-program-admission: the share of the fleet's KV tokens reservations may fill, in " +
+      "(0, 1]."
+  },
+  {
+    name: "agentic-admission-pressure-threshold",
+    field: "agenticAdmissionPressureThreshold",
+    kind: "number",
+    section: Section.kv,
+    description: "With --agentic-program-admission: no attempt is admitted while any worker's KV token usage is at " +
+      "or above this, in (0, 1]."
+  },
+  {
+    name: "agentic-admission-expected-decode-cap",
+    field: "agenticAdmissionExpectedDecodeCap",
+    kind: "int",
+    section: Section.kv,
+    description: "With --agentic-program-admission: the most completion tokens an attempt reserves (its remaining " +
+      "budget when smaller), > 0.",
+    defaultText: "--rollout-max-response-len"
+  },
+  {
+    name: "agentic-admission-max-wait-s",
+    field: "agenticAdmissionMaxWaitS",
+    kind: "number",
+    section: Section.kv,
+    description: "With --agentic-program-admission: an attempt that waited this many seconds is sent without a " +
+      "reservation (counted as bypass_aged), >= 0."
+  },
+  {
+    name: "agentic-admission-scope",
+    field: "agenticAdmissionScope",
+    kind: { literals: ["train", "all"] },
+    section: Section.kv,
+    description: "With --agentic-program-admission: `train` admits training Sessions' attempts only (Eval runs " +
+      "unreserved), `all` admits Eval's too."
+  },
+  {
+    name: "embedded-kv-tokens",
+    field: "embeddedKvTokens",
+    kind: "int",
+    section: Section.kv,
+    description: "The embedded engine's KV pool in tokens: what it reports as max_total_num_tokens (its used tokens " +
+      "are its running attempts' lengths), so admission runs without SGLang (--engine embedded only).",
+    defaultText: "262144"
   },
   // outputs
   {

@@ -140,6 +140,17 @@ export const RolloutOptions = Schema.Struct({
   loraAdapterMode: withDefault(Schema.Boolean, false),
   /** Versioned LoRA: each Session keeps the version it bound (needs `loraAdapterMode` and `fullyAsync`). */
   enableVersionedLoraPublication: withDefault(Schema.Boolean, false),
+  // KV scheduling: ranges are checked only with admission on (src/config/AdmissionOptions.ts), as Relax does
+  /** Reserve KV tokens per backend attempt and wait for room (docs/sglang.md "KV scheduling"). */
+  agenticProgramAdmission: withDefault(Schema.Boolean, false),
+  agenticAdmissionHeadroom: withDefault(Schema.Finite, 0.9),
+  agenticAdmissionPressureThreshold: withDefault(Schema.Finite, 0.92),
+  /** Default: `rolloutMaxResponseLen`. */
+  agenticAdmissionExpectedDecodeCap: Schema.optional(Schema.Int),
+  agenticAdmissionMaxWaitS: withDefault(Schema.Finite, 30),
+  agenticAdmissionScope: withDefault(Schema.Literals(["train", "all"]), "train"),
+  /** The embedded engine's KV pool (tokens) it reports to admission. */
+  embeddedKvTokens: Schema.optional(PositiveInt),
   // transfer and observability
   outputDir: Schema.optional(Schema.String),
   /** Parse special-token literals in agent text as control tokens (the reference behaviour); default: plain text. */

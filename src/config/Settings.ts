@@ -9,6 +9,7 @@
  * layers is layers/rollout/RolloutConfig.ts.
  */
 import { Data, Effect, Result, Schema, type SchemaIssue } from "effect"
+import * as AdmissionOptions from "../admission/AdmissionOptions.ts"
 import * as CreditOptions from "../credit/CreditOptions.ts"
 import type * as Sampling from "../engine/Sampling.ts"
 import * as SchemaMessage from "../json/SchemaMessage.ts"
@@ -95,6 +96,13 @@ const engineOptionsProblem = (options: RolloutOptions.RolloutOptions): RolloutCo
     return stray === undefined
       ? undefined
       : fail(stray, "conflict", "is only used with --engine sglang; add --engine sglang or remove it")
+  }
+  if (options.embeddedKvTokens !== undefined) {
+    return fail(
+      "embeddedKvTokens",
+      "conflict",
+      "sizes the embedded engine's KV pool and is not used with --engine sglang; remove it"
+    )
   }
   if (options.embeddedPolicy !== undefined) {
     return fail(
@@ -211,6 +219,8 @@ export const resolveSettings = (
     if (options.evalInterval !== undefined && options.evalPromptData.length === 0) {
       return yield* fail("evalInterval", "conflict", "is set but no --eval-prompt-data NAME PATH is given")
     }
+    const admission = AdmissionOptions.problem(options)
+    if (admission !== undefined) return yield* fail(admission.field, "invalid", admission.detail)
     const credit = CreditOptions.problem(options)
     if (credit !== undefined) {
       return yield* new RolloutConfigError({ option: credit.flag, reason: "conflict", detail: credit.reason })
@@ -323,3 +333,7 @@ export const retentionMode = (settings: RolloutSettings): Retention.Mode => ({
   fullyAsync: settings.fullyAsync,
   maxAbortedCount: settings.partialRolloutMaxAbortedCount
 })
+
+/** The KV admission settings (undefined: admission off; docs/sglang.md "KV scheduling"). */
+export const admission = (settings: RolloutSettings): AdmissionOptions.AdmissionSettings | undefined =>
+  AdmissionOptions.resolve(settings)

@@ -64,6 +64,7 @@ export const DebugRecord = Schema.Struct({
   turn_spans: Schema.optionalKey(Schema.Array(Schema.Tuple([Schema.Int, Schema.Int]))),
   parser_failures: Schema.optionalKey(Schema.Int),
   parser_failures_by_request: Schema.optionalKey(Schema.Record(Schema.String, Schema.Int)),
+  admission_wait_s: Schema.optionalKey(Schema.Finite),
   forest: Schema.optionalKey(ForestDump.ForestDump)
 })
 export type DebugRecord = typeof DebugRecord.Type

@@ -71,6 +71,8 @@ export interface SessionRow {
   readonly aborts: number
   readonly weight_versions: ReadonlyArray<string>
   readonly parser_failures: number
+  /** Seconds its attempts waited for KV room (admission). */
+  readonly admission_wait_s: number
   readonly requests: number
   readonly wall_s: number
   readonly generation_s: number
@@ -314,6 +316,7 @@ export const sessionRow = (session: Session, options: Options): SessionRow => {
     aborts: Math.max(aborts, ...session.samples.map((s) => s.debug?.abort_count ?? 0)),
     weight_versions: [...versions],
     parser_failures: Math.max(0, ...session.samples.map((s) => s.debug?.parser_failures ?? 0)),
+    admission_wait_s: Math.max(0, ...session.samples.map((s) => s.debug?.admission_wait_s ?? 0)),
     requests: Math.max(0, ...session.samples.map((s) => s.debug?.request_count ?? 0)),
     wall_s: [...responses.values()].reduce((a, r) => a + r.wall, 0),
     generation_s: [...responses.values()].reduce((a, r) => a + r.gen, 0),

@@ -25,6 +25,8 @@ export interface DebugCounters {
   readonly droppedToolCalls: number
   /** Request id → tool calls the parser dropped or could not read in that request (only requests with some). */
   readonly parserFailedRequests?: ReadonlyMap<string, number> | undefined
+  /** Milliseconds its backend attempts waited for KV room (`--agentic-program-admission`); absent: none waited. */
+  readonly admissionWaitMs?: number | undefined
 }
 
 /**
@@ -140,6 +142,10 @@ export const debugRecords = (
       turn_spans: sample.turn_spans,
       parser_failures: (facts?.counters.parserFailures ?? 0) + (facts?.counters.droppedToolCalls ?? 0),
       parser_failures_by_request: Object.fromEntries(facts?.counters.parserFailedRequests ?? []),
+      // The Session's attempts' wait for KV room (docs/sglang.md "KV scheduling"), shown by `inspect`.
+      ...(facts?.counters.admissionWaitMs === undefined
+        ? {}
+        : { admission_wait_s: facts.counters.admissionWaitMs / 1000 }),
       ...(facts?.forest === undefined ? {} : { forest: facts.forest }),
       ...(facts?.replay === undefined ? {} : { replay: facts.replay })
     }

@@ -42,6 +42,10 @@
  *   (`middleware/concurrency.rs`), and `/generate` proxied to the worker chosen by the `X-SMG-Routing-Key` header.
  * - LoRA adapters (`/load_lora_adapter`, `/unload_lora_adapter`, `lora_path` on `/generate`): test/support/FakeSglangLora.ts,
  *   `maxLoadedLoras`; a request's tokens come from its adapter (the embedded engine's, EmbeddedAdapters.ts).
+ * - A KV pool (`kvPool`, test/support/KvPool.ts): running requests hold KV for their prompt and generated tokens, and
+ *   are retracted and recomputed when it overflows (counted on `kv`); `GET /metrics` serves its
+ *   `sglang:max_total_num_tokens`, `sglang:num_used_tokens` and `sglang:token_usage` (`enableMetrics`; else 404, as
+ *   SGLang without `--enable-metrics`).
  * - Faults and latches for tests, with no sleeps: `failNext`, `dieOnNextGenerate`, `hold`/`release`,
  *   `stallNextGenerate`, `awaitGenerates(n)`, `awaitQueued(n)`.
  */
@@ -53,6 +57,7 @@ import * as CounterHash from "../../src/engine/CounterHash.ts"
 import * as Sampling from "../../src/engine/Sampling.ts"
 import * as SglangWire from "../../src/engine/sglang/SglangWire.ts"
 import * as FakeSglangLora from "./FakeSglangLora.ts"
+import * as KvPool from "./KvPool.ts"
 
 export interface FakeSglangOptions {
   /** The model behind `/generate` (an instant embedded engine). */
@@ -94,6 +99,10 @@ export interface FakeSglangOptions {
   readonly modelPath?: string | undefined
   /** `--max-loaded-loras` (default: no limit; see FakeSglangLora.ts). */
   readonly maxLoadedLoras?: number | undefined
+  /** A KV pool the running requests share (test/support/KvPool.ts); without it a request's output leaves at once. */
+  readonly kvPool?: KvPool.KvPoolOptions | undefined
+  /** `--enable-metrics`: `GET /metrics` serves the KV gauges (of `kvPool`, else of an unbounded pool). */
+  readonly enableMetrics?: boolean | undefined
 }
 
 /** What ended a request early: the route whose abort reached it, or its client going away. */
@@ -169,6 +178,8 @@ export interface FakeSglang {
   readonly connections: () => number
   /** LoRA adapters (FakeSglangLora.ts). */
   readonly lora: FakeSglangLora.FakeLora
+  /** The KV pool (`kvPool`): its retractions, recomputed tokens and first-token times. */
+  readonly kv: KvPool.KvPool | undefined
 }
 
 const StrictGenerateRequest = Schema.decodeUnknownExit(SglangWire.GenerateRequest, { onExcessProperty: "error" })
@@ -303,6 +314,7 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
     let routerInFlight = 0
     // rid_to_state, the waiting queue and the running batch.
     const states = new Map<string, Req>()
+    const kv = options.kvPool === undefined ? undefined : new KvPool.KvPool(options.kvPool)
     const waiting: Array<Req> = []
     const running = new Set<Req>()
     // is_pause and the requests waiting on is_pause_cond; the scheduler's own pause (retract / in_place).
@@ -354,6 +366,7 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
       })
       req.phase = "done"
       lora.release(req.body.lora_path)
+      kv?.remove(req.rid)
       running.delete(req)
       const at = waiting.indexOf(req)
       if (at >= 0) waiting.splice(at, 1)
@@ -437,7 +450,10 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
         }
         if (holdTokens === undefined || exit.value.finishReason.type === "abort" || req.phase !== "running") {
           if (req.phase === "running") {
-            finish(req, (v) => toResponse(req.rid, exit.value, req.body.return_logprob, v, routedInput(req)))
+            const answer = () =>
+              finish(req, (v) => toResponse(req.rid, exit.value, req.body.return_logprob, v, routedInput(req)))
+            if (kv === undefined) answer()
+            else kv.add(req.rid, req.inputIds.length, exit.value.outputIds.length, answer)
           }
           return
         }
@@ -472,7 +488,10 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
       for (const req of matching) {
         if (req.phase !== "running") continue
         if (req.result !== undefined) {
-          const partial = partialOf(req.result, req.held ? holdTokens ?? 0 : req.result.outputIds.length)
+          const partial = partialOf(
+            req.result,
+            req.held ? holdTokens ?? 0 : kv?.progress(req.rid) ?? req.result.outputIds.length
+          )
           finish(
             req,
             (v) => toResponse(req.rid, partial, req.body.return_logprob, v, routedInput(req)),
@@ -730,6 +749,10 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
           }
           res.writeHead(200)
           return res.end()
+        case "GET /metrics":
+          if (options.enableMetrics !== true) return sendJson(res, 404, { detail: "Not Found" })
+          res.writeHead(200, { "content-type": "text/plain; version=0.0.4" })
+          return res.end(KvPool.metricsText(kv))
         case "GET /get_weight_version":
           return sendJson(res, 200, { weight_version: weightVersion })
         case "POST /update_weight_version": {
@@ -821,6 +844,7 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
             }
           }
           for (const resume of pauseWaiters.splice(0)) resume()
+          kv?.close()
           server.close(() => resume(Effect.void))
           server.closeAllConnections()
         })
@@ -869,6 +893,7 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
         if (at >= 0) workers.splice(at, 1)
       },
       connections: () => connections,
-      lora: lora.state
+      lora: lora.state,
+      kv
     } satisfies FakeSglang
   })

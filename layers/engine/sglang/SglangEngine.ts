@@ -29,6 +29,7 @@
  * adapters loaded and unloaded on every worker).
  */
 import { Duration, Effect, Layer, type Scope } from "effect"
+import * as AdmissionOptions from "../../../src/admission/AdmissionOptions.ts"
 import type * as Settings from "../../../src/config/Settings.ts"
 import * as PromptIdsJson from "../../../src/engine/sglang/PromptIdsJson.ts"
 import * as Tokenizer from "../../tokenizer/Tokenizer.ts"
@@ -37,6 +38,7 @@ import * as Abort from "./Abort.ts"
 import * as Adapters from "./Adapters.ts"
 import * as Generate from "./Generate.ts"
 import * as Http from "./Http.ts"
+import * as KvMetrics from "./KvMetrics.ts"
 import * as SessionClose from "./SessionClose.ts"
 import * as StartupChecks from "./StartupChecks.ts"
 import * as WeightUpdates from "./WeightUpdates.ts"
@@ -188,7 +190,8 @@ export const make = (
           return sessions.close(sessionId)
         }),
       takeStepMetrics: sessions.takeStepMetrics,
-      adapters: Adapters.make(http, workers)
+      adapters: Adapters.make(http, workers),
+      kvSnapshot: KvMetrics.read(http, workers, AdmissionOptions.constants.metricsTimeoutMs)
     })
   })
 

@@ -351,6 +351,7 @@
       `<span>weights <b>${
         esc(r.weight_versions.join(", "))
       }</b></span><span>parser failures <b>${r.parser_failures}</b></span>` +
+      `<span>admission wait <b>${fmt(r.admission_wait_s, 2)} s</b></span>` +
       `<span>wall <b>${fmt(r.wall_s, 2)} s</b></span><span>generation <b>${fmt(r.generation_s, 2)} s</b></span>` +
       `<span>branches <b>${r.branches}</b></span><span>drift <b>${r.drift}</b></span></div>` +
       `<h3>SessionForest</h3>${renderTree(detail)}` +
