@@ -132,7 +132,7 @@ export interface GenerateResult {
   readonly weightVersions?: ReadonlyArray<string> | undefined
   /**
    * The attempt was aborted by a weight update or a pause (`updateWeights`, `pauseGeneration`), not by a failure: its
-   * request resumes after it, and the abort never counts toward giving up (src/generation/Turn.ts `MAX_EMPTY_ABORTS`),
+   * request resumes after it, and the abort never counts toward giving up (src/generation/PendingOutput.ts `MAX_EMPTY_ABORTS`),
    * even when it produced no token (a request still in SGLang's waiting queue).
    */
   readonly cutByUpdate?: boolean | undefined

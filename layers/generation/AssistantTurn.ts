@@ -4,8 +4,10 @@
  * exact ids; what the protocol's completion is built from.
  */
 import { Result } from "effect"
+import * as EndOfTurn from "../../src/generation/EndOfTurn.ts"
 import * as GenerationError from "../../src/generation/GenerationError.ts"
-import * as Turn from "../../src/generation/Turn.ts"
+import * as ResponseParsing from "../../src/generation/ResponseParsing.ts"
+import * as TurnCompletion from "../../src/generation/TurnCompletion.ts"
 import type * as Completion from "../../src/protocol/Completion.ts"
 import * as Instruments from "../observability/Instruments.ts"
 import type * as Attempts from "./Attempts.ts"
@@ -13,7 +15,7 @@ import type * as StepContext from "./StepContext.ts"
 
 /** What the parse step gives the commit. */
 export interface Parsed {
-  readonly parsed: Turn.ParsedResponse
+  readonly parsed: ResponseParsing.ParsedResponse
   readonly finish: Completion.FinishReason
   readonly stopSequence: string | undefined
 }
@@ -25,16 +27,22 @@ export function* parse(
   planned: Attempts.AttemptPlan,
   done: Attempts.Attempted
 ) {
-  const split = Turn.splitEndOfTurn(done.pending.outputIds, core.tokenizer.endOfTurnIds, planned.sampling.stopTokenIds)
+  const split = EndOfTurn.splitEndOfTurn(
+    done.pending.outputIds,
+    core.tokenizer.endOfTurnIds,
+    planned.sampling.stopTokenIds
+  )
   const text = core.tokenizer.decode(split.textIds, { skipSpecialTokens: core.options.skipSpecialTokens ?? false })
-  const parsedText = Turn.parseResponse(text, core.options, planned.state.tools)
+  const parsedText = ResponseParsing.parseResponse(text, core.options, planned.state.tools)
   planned.session.counters.parserFailures += parsedText.malformed
   planned.session.counters.droppedToolCalls += parsedText.droppedUnknownTools
   const failures = parsedText.malformed + parsedText.droppedUnknownTools
   if (failures > 0) Instruments.parserFailures.updateUnsafe(failures, request.context)
   if (failures > 0) (planned.session.counters.parserFailedRequests ??= new Map()).set(planned.rid, failures)
-  const unparsed = Turn.isEmpty(parsedText) && parsedText.malformed + parsedText.droppedUnknownTools > 0
-  if (Turn.isEmpty(parsedText) && (!unparsed || core.options.failUnparsedTurns === true || text.length === 0)) {
+  const unparsed = ResponseParsing.isEmpty(parsedText) && parsedText.malformed + parsedText.droppedUnknownTools > 0
+  if (
+    ResponseParsing.isEmpty(parsedText) && (!unparsed || core.options.failUnparsedTurns === true || text.length === 0)
+  ) {
     return yield* new GenerationError.UnusableResponseError({
       detail: "Response parsers produced an empty assistant message"
     })
@@ -43,8 +51,8 @@ export function* parse(
   const parsed = unparsed ? { ...parsedText, content: text } : parsedText
   const response: Parsed = {
     parsed,
-    finish: Turn.finishOf(Turn.engineFinish(split, done.last.finishReason), parsed.calls.length),
-    stopSequence: Turn.stopSequence(done.last.finishReason)
+    finish: ResponseParsing.finishOf(EndOfTurn.engineFinish(split, done.last.finishReason), parsed.calls.length),
+    stopSequence: EndOfTurn.stopSequence(done.last.finishReason)
   }
   return response
 }
@@ -59,12 +67,12 @@ export function* commitResponse(
   response: Parsed
 ) {
   const { pending } = done
-  const toolCalls = response.parsed.calls.length === 0 ? [] : Turn.identifyToolCalls(response.parsed.calls, {
+  const toolCalls = response.parsed.calls.length === 0 ? [] : TurnCompletion.identifyToolCalls(response.parsed.calls, {
     prefix: request.toolCallIdPrefix,
     sessionId: planned.session.sessionId,
-    responseKey: Turn.responseKey(planned.parent, pending.outputIds)
+    responseKey: TurnCompletion.responseKey(planned.parent, pending.outputIds)
   })
-  const assistant = Turn.assistantMessage(response.parsed, toolCalls)
+  const assistant = TurnCompletion.assistantMessage(response.parsed, toolCalls)
   if (Result.isFailure(assistant)) return yield* assistant.failure
   const message = assistant.success
   const now = run.clock.currentTimeMillisUnsafe()
@@ -89,7 +97,7 @@ export function* commitResponse(
     cachedTokens: done.last.cachedTokens,
     promptTokens: done.last.promptTokens
   })
-  const input: Turn.CompletionInput = {
+  const input: TurnCompletion.CompletionInput = {
     message,
     toolCalls,
     finish: response.finish,

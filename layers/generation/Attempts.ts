@@ -8,7 +8,8 @@ import * as ContextLengthError from "../../src/engine/ContextLengthError.ts"
 import * as Rid from "../../src/engine/Rid.ts"
 import * as Forest from "../../src/forest/Forest.ts"
 import * as GenerationError from "../../src/generation/GenerationError.ts"
-import * as Turn from "../../src/generation/Turn.ts"
+import * as PendingOutput from "../../src/generation/PendingOutput.ts"
+import * as TurnSampling from "../../src/generation/TurnSampling.ts"
 import type * as Canonical from "../../src/protocol/Canonical.ts"
 import type * as Completion from "../../src/protocol/Completion.ts"
 import type * as Engine from "../engine/Engine.ts"
@@ -41,7 +42,7 @@ export interface AttemptPlan {
 
 /** The attempts' result: every attempt's output, the last engine result (with the finish to report), when they began. */
 export interface Attempted {
-  readonly pending: Turn.Pending
+  readonly pending: PendingOutput.Pending
   readonly last: Engine.GenerateResult
   readonly startedAt: number
 }
@@ -75,7 +76,7 @@ export function* plan(
   turn: number,
   parent: string
 ) {
-  const requested = Turn.requestedTokens(session.sampling.maxNewTokens, request.maxTokens)
+  const requested = TurnSampling.requestedTokens(session.sampling.maxNewTokens, request.maxTokens)
   const budget = Forest.generationBudget(forest, parent, session.maxContextLen ?? null, requested)
   if (Result.isFailure(budget)) return yield* budget.failure
   const planned: AttemptPlan = {
@@ -85,7 +86,7 @@ export function* plan(
     turn,
     parent,
     promptTokens: Forest.trainTokenCount(forest, parent),
-    sampling: Turn.turnSampling(session.sampling, request, budget.success),
+    sampling: TurnSampling.turnSampling(session.sampling, request, budget.success),
     rid: Rid.forAttempt({ sessionId: session.sessionId, parent, turn, attempt: 0 })
   }
   return planned
@@ -99,7 +100,7 @@ export function* attempt(
   core: StepContext.Core,
   request: StepContext.RequestRun,
   planned: AttemptPlan,
-  pending: Turn.Pending,
+  pending: PendingOutput.Pending,
   index: number,
   live: GenerationGate.LiveRequest | undefined
 ) {
@@ -118,7 +119,7 @@ export function* attempt(
   const inputIds = Forest.inferencePrefix(planned.forest, planned.parent, pending.outputIds)
   // Images along the lineage go with the prompt (SGLang `image_data`).
   const media = Forest.inferenceMedia(planned.forest, planned.parent)
-  const maxNewTokens = Turn.remainingTokens(planned.sampling.maxNewTokens, pending)
+  const maxNewTokens = PendingOutput.remainingTokens(planned.sampling.maxNewTokens, pending)
   const rid = index === 0
     ? planned.rid
     : Rid.forAttempt({ sessionId: session.sessionId, parent: planned.parent, turn: planned.turn, attempt: index })
@@ -157,7 +158,7 @@ export function* attempt(
 /**
  * The core.engine attempts of one request. An core.engine abort keeps its partial output pending (never committed) and the
  * request resumes after the lease is held again (docs/runtime.md, "Model requests"); the pending output is one value,
- * {@link Turn.Pending}, and {@link Turn.afterAttempt} decides whether to finish, resume or give up.
+ * {@link PendingOutput.Pending}, and {@link PendingOutput.afterAttempt} decides whether to finish, resume or give up.
  */
 export function* attemptLoop(
   core: StepContext.Core,
@@ -165,7 +166,7 @@ export function* attemptLoop(
   planned: AttemptPlan,
   live: GenerationGate.LiveRequest | undefined
 ): Effect.gen.Return<Attempted, StepContext.AttemptError> {
-  let pending = Turn.noPending(Forest.node(planned.forest, planned.parent).abortCount)
+  let pending = PendingOutput.noPending(Forest.node(planned.forest, planned.parent).abortCount)
   let startedAt: number | undefined
   let aborts = 0
   for (let index = 0;; index++) {
@@ -175,7 +176,12 @@ export function* attemptLoop(
       attempt(core, request, planned, pending, index, live)
     )
     startedAt ??= attempted.startedAt
-    let outcome = Turn.afterAttempt(pending, attempted.output, attempted.elapsedMs, planned.sampling.maxNewTokens)
+    let outcome = PendingOutput.afterAttempt(
+      pending,
+      attempted.output,
+      attempted.elapsedMs,
+      planned.sampling.maxNewTokens
+    )
     if (attempted.output.finishReason.type === "abort") {
       planned.session.counters.aborts++
       aborts++
@@ -184,7 +190,7 @@ export function* attemptLoop(
       // protect it); a weight update or a trainer's pause cut it (even in SGLang's waiting queue, with no
       // token). Neither is the core.engine failing, so it never counts toward giving up.
       const parked = live !== undefined && (yield* live.aborted(aborts))
-      if (parked || attempted.output.cutByUpdate === true) outcome = Turn.parked(outcome)
+      if (parked || attempted.output.cutByUpdate === true) outcome = PendingOutput.parked(outcome)
     }
     pending = outcome.pending
     if (outcome._tag === "Finished") {

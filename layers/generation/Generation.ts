@@ -24,7 +24,7 @@ import { randomBytes } from "node:crypto"
 import type * as Settings from "../../src/config/Settings.ts"
 import * as Forest from "../../src/forest/Forest.ts"
 import * as GenerationError from "../../src/generation/GenerationError.ts"
-import * as Turn from "../../src/generation/Turn.ts"
+import * as TurnCompletion from "../../src/generation/TurnCompletion.ts"
 import * as ParserRegistry from "../../src/parsers/ParserRegistry.ts"
 import type * as Canonical from "../../src/protocol/Canonical.ts"
 import type * as Completion from "../../src/protocol/Completion.ts"
@@ -190,7 +190,7 @@ const make = (options: StepContext.GenerationOptions) =>
         "Generation.commitResponse",
         AssistantTurn.commitResponse(core, run, planned, request, done, response)
       )
-      return Turn.completion(completionId(), committed.now, committed.input)
+      return TurnCompletion.completion(completionId(), committed.now, committed.input)
     }
 
     // The span `Generation.generate` when a tracer is installed (StepSpan), without a call-site stack: `Effect.fn`

@@ -9,7 +9,7 @@ import * as SglangWire from "../../src/engine/sglang/SglangWire.ts"
 import * as ForestCommit from "../../src/forest/Commit.ts"
 import * as Forest from "../../src/forest/Forest.ts"
 import * as Sample from "../../src/forest/Sample.ts"
-import * as Turn from "../../src/generation/Turn.ts"
+import * as PendingOutput from "../../src/generation/PendingOutput.ts"
 import * as FakeSglang from "../support/FakeSglang.ts"
 
 /** `rows` as SGLang's little-endian int32 base64. */
@@ -57,9 +57,9 @@ describe("routed experts in the training sample", () => {
     // Sequence [1, 2 | 3 | 4, 5]: the first attempt went through positions 0..1 (prompt) and produced 3; the resumed
     // one, from [1, 2, 3], went through 0..3 and produced 4, 5. Row p: [10 p, 10 p + 1].
     const row = (p: number) => [10 * p, 10 * p + 1]
-    const first = Turn.afterAttempt(Turn.noPending(0), attempt([3], [row(0), row(1)], true), 1, 16)
+    const first = PendingOutput.afterAttempt(PendingOutput.noPending(0), attempt([3], [row(0), row(1)], true), 1, 16)
     assert.strictEqual(first._tag, "Resume")
-    const done = Turn.afterAttempt(first.pending, attempt([4, 5], [0, 1, 2, 3].map(row), false), 1, 16)
+    const done = PendingOutput.afterAttempt(first.pending, attempt([4, 5], [0, 1, 2, 3].map(row), false), 1, 16)
     assert.strictEqual(done._tag, "Finished")
     const pending = done.pending
     const resp = ForestCommit.commitResponse(forest, {
