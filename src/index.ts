@@ -255,6 +255,19 @@ export interface ClusterRole {
   readonly admissionCoordinator?:
     | Layer.Layer<Coordinator.Coordinator, ClusterJoin.JoinError, Engine.Engine | RolloutConfig.RolloutConfig>
     | undefined
+  /**
+   * With versioned LoRA: the fleet's version registry Sessions bind through, the single writer
+   * (`layers/cluster/LoraWriter.ts` over this member's membership); default: this process's own.
+   */
+  readonly loraVersions?:
+    | ((
+      mode: LoraOptions.Mode
+    ) => Layer.Layer<
+      LoraVersions.LoraVersions,
+      Engine.EngineError | ClusterJoin.JoinError,
+      RolloutConfig.RolloutConfig
+    >)
+    | undefined
   /** A runner's gateway forwarding (`layers/cluster/Forward.ts` over the runner's membership). */
   readonly forwarder?: Layer.Layer<Forwarder.Forwarder, ClusterJoin.JoinError> | undefined
   /** What agents get as `RELAX_BASE_URL` instead of this process's own gateway URL. */
@@ -344,7 +357,11 @@ export const servicesFromSettings = (
   const recorded = recording ? ReplayRecorder.recordingEngine(someEngine) : someEngine
   // With --lora-adapter-mode the requests name the Sessions' adapters (layers/lora/, docs/lora.md); outermost, so an
   // in-place publication pauses through the cluster's fleet.
-  const engine = LoraEngine.layer({ mode: LoraOptions.modeOf(settings) }).pipe(Layer.provide(recorded))
+  const loraMode = LoraOptions.modeOf(settings)
+  const lora = role.loraVersions === undefined || loraMode === "off"
+    ? LoraEngine.layer({ mode: loraMode })
+    : LoraEngine.layerOver(role.loraVersions(loraMode))
+  const engine = lora.pipe(Layer.provide(recorded))
   const generation = recording ? ReplayRecorder.recordingGeneration(generationCore) : generationCore
   const supervisor = Layer.effect(
     Supervisor.Supervisor,

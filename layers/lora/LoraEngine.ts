@@ -41,6 +41,19 @@ export const wrap = (engine: Engine.EngineShape, versions: LoraVersions.LoraVers
   }
 }
 
+/**
+ * The `Engine` over the one beneath it, binding through `versions` (a cluster member: the fleet's writer,
+ * layers/cluster/LoraWriter.ts); provides that `LoraVersions` too.
+ */
+export const layerOver = <E, R>(
+  versions: Layer.Layer<LoraVersions.LoraVersions, E, R>
+): Layer.Layer<Engine.Engine | LoraVersions.LoraVersions, E, Engine.Engine | R> =>
+  Layer.effectContext(Effect.gen(function*() {
+    const engine = yield* Engine.Engine
+    const bound = yield* LoraVersions.LoraVersions
+    return Context.make(Engine.Engine, wrap(engine, bound)).pipe(Context.add(LoraVersions.LoraVersions, bound))
+  })).pipe(Layer.provideMerge(versions))
+
 /** The `Engine` over the one beneath it, with the `LoraVersions` service its requests bind through. */
 export const layer = (
   options: LoraVersions.LoraVersionsOptions

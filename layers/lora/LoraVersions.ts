@@ -78,8 +78,8 @@ export interface LoraVersionsShape {
   readonly adapterFor: (sessionId: string) => Effect.Effect<string | undefined, LoraRegistry.LoraRegistryError>
   /** The Session ended: release its version (a retired version nobody holds is reclaimed). */
   readonly release: (sessionId: string) => Effect.Effect<void>
-  /** The registry, for tests and `status`. */
-  readonly registry: LoraRegistry.Registry
+  /** The registry, where this process holds it (not on a cluster member: the fleet's writer does). */
+  readonly registry?: LoraRegistry.Registry | undefined
   /** `lora/...` counters since the last call (publications, reclaims, publish latency, versions live, bound Sessions). */
   readonly takeStepMetrics: Effect.Effect<Readonly<Record<string, number>>>
 }

@@ -18,9 +18,11 @@ import * as Fleet from "../../layers/cluster/Fleet.ts"
 import * as Forward from "../../layers/cluster/Forward.ts"
 import * as ForwardAnswer from "../../layers/cluster/ForwardAnswer.ts"
 import * as Host from "../../layers/cluster/Host.ts"
+import * as LoraWriter from "../../layers/cluster/LoraWriter.ts"
 import * as MemberTable from "../../layers/cluster/MemberTable.ts"
 import * as Remote from "../../layers/cluster/Remote.ts"
 import * as SingleWriter from "../../layers/cluster/SingleWriter.ts"
+import * as Engine from "../../layers/engine/Engine.ts"
 import * as Gateway from "../../layers/gateway/Gateway.ts"
 import * as FairScheduler from "../../layers/platform/FairScheduler.ts"
 import * as RolloutConfig from "../../layers/rollout/RolloutConfig.ts"
@@ -31,6 +33,7 @@ import * as ClusterFlags from "../cluster/Flags.ts"
 import * as Slots from "../cluster/Slots.ts"
 import * as Settings from "../config/Settings.ts"
 import { type ClusterRole, servicesFromSettings } from "../index.ts"
+import * as LoraOptions from "../lora/LoraOptions.ts"
 import * as Thrown from "../Thrown.ts"
 import * as CheckCommand from "./CheckCommand.ts"
 import * as CommandFlags from "./CommandFlags.ts"
@@ -154,9 +157,30 @@ export const controllerRole = (options: ClusterJoin.ClusterOptions): ClusterRole
     gate: (mode) => Fleet.gateLayer(mode).pipe(Layer.provide(fleet)),
     engine: (engine) => Fleet.engineLayer.pipe(Layer.provide(engine), Layer.provide(fleet)),
     // The step's KV admission metrics come from the fleet's ledger (the controller sends no attempts).
-    admissionCoordinator: AdmissionWriter.coordinatorLayer(options.callTimeout).pipe(Layer.provide(membership))
+    admissionCoordinator: AdmissionWriter.coordinatorLayer(options.callTimeout).pipe(Layer.provide(membership)),
+    // The trainer publishes LoRA versions through the fleet's registry.
+    loraVersions: (mode) => LoraWriter.versionsLayer(mode, options.callTimeout).pipe(Layer.provide(membership))
   }
 }
+
+/**
+ * The fleet's single writers a runner can host, over its engine: `kv-admission` with admission on, `lora-versions`
+ * with versioned LoRA (docs/architecture.md "Single writers in a cluster").
+ */
+const fleetWriters = (settings: Settings.RolloutSettings) =>
+  Layer.effect(
+    SingleWriter.Writers,
+    Effect.gen(function*() {
+      const admission = yield* Effect.provide(
+        Effect.gen(function*() {
+          return yield* SingleWriter.Writers
+        }),
+        AdmissionWriter.writersLayer(Settings.admission(settings))
+      )
+      const engine = yield* Engine.Engine
+      return new Map([...admission, ...LoraWriter.writerEntries(LoraOptions.modeOf(settings), engine)])
+    })
+  )
 
 /** Every service of a runner: the rollout's services (no `Rollout`), the Group entity, forwarding, membership. */
 export const runnerLayer = (
@@ -181,11 +205,13 @@ export const runnerLayer = (
     forwarder: Forward.layer(`${address.host}:${address.port}`, forwarding).pipe(Layer.provide(membership)),
     agentBaseUrl: publicUrl,
     // Every runner's attempts reserve against the one fleet ledger (docs/architecture.md "Single writers").
-    admissionCoordinator: AdmissionWriter.coordinatorLayer(options.callTimeout).pipe(Layer.provide(membership))
+    admissionCoordinator: AdmissionWriter.coordinatorLayer(options.callTimeout).pipe(Layer.provide(membership)),
+    // Every runner's Sessions bind their LoRA version through the one fleet registry.
+    loraVersions: (mode) => LoraWriter.versionsLayer(mode, options.callTimeout).pipe(Layer.provide(membership))
   })
   // The fleet's single writers this runner can host (the one owning a writer's shard runs it).
   const writers = SingleWriter.entityLayer.pipe(
-    Layer.provide(AdmissionWriter.writersLayer(Settings.admission(settings))),
+    Layer.provide(fleetWriters(settings)),
     Layer.provide(membership)
   )
   const host = Layer.unwrap(Effect.gen(function*() {

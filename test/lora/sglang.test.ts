@@ -165,8 +165,8 @@ describe("versioned LoRA on SGLang", () => {
       assert.strictEqual((yield* engine.generate(request("after-failure"))).loraVersion, first.version)
       // Retryable: the next attempt of the same content goes through.
       const second = yield* versions.publish({ path: v2! })
-      assert.strictEqual(versions.registry.version(second.id)?.attempt, 2)
-      assert.strictEqual(versions.registry.default?.name, second.version)
+      assert.strictEqual(versions.registry!.version(second.id)?.attempt, 2)
+      assert.strictEqual(versions.registry!.default?.name, second.version)
     }).pipe(Effect.provide(Tokenizer.Tokenizer.layer)))
 
   it.live("an unload a worker does not confirm keeps the version counted, and is tried again", () =>
@@ -179,11 +179,11 @@ describe("versioned LoRA on SGLang", () => {
       yield* versions.publish({ path: v2! })
       server.lora.failNextUnloads(1)
       yield* engine.closeSession("s")
-      assert.strictEqual(versions.registry.version(first.id)?.state, "unconfirmed")
+      assert.strictEqual(versions.registry!.version(first.id)?.state, "unconfirmed")
       assert.include(server.lora.loaded(), first.version)
       // The next publication reclaims it again before it loads.
       yield* versions.publish({ path: v3! })
-      assert.strictEqual(versions.registry.version(first.id)?.state, "reclaimed")
+      assert.strictEqual(versions.registry!.version(first.id)?.state, "reclaimed")
       assert.isAtMost(server.lora.mostLoaded(), 2)
     }).pipe(Effect.provide(Tokenizer.Tokenizer.layer)))
 
