@@ -27,6 +27,7 @@ import * as Settings from "./config/Settings.ts"
 export const clusterFlags = [...ClusterFlags.memberFlags, ...ClusterFlags.runnerFlags]
 import * as CommandFlags from "./cli/CommandFlags.ts"
 import * as InspectCommand from "./cli/InspectCommand.ts"
+import * as ReplayCommand from "./cli/ReplayCommand.ts"
 import * as SettingsFromFlags from "./cli/SettingsFromFlags.ts"
 import * as Shutdown from "./cli/Shutdown.ts"
 import * as Relax from "./index.ts"
@@ -57,6 +58,7 @@ export {
   serveFlags
 } from "./cli/CommandFlags.ts"
 export { inspectCommand, inspectFlagNames, type InspectRequest, runInspect } from "./cli/InspectCommand.ts"
+export { replayCommand, replayFlagNames } from "./cli/ReplayCommand.ts"
 export {
   CliInputError,
   configMessage,
@@ -251,6 +253,7 @@ export const command = Command.make("relax-agentic").pipe(
     checkCommand,
     serveCommand,
     InspectCommand.inspectCommand,
+    ReplayCommand.replayCommand,
     ClusterCommands.runnerCommand
   ])
 )
@@ -291,7 +294,7 @@ export const presenter: CliOutput.Presenter = {
         yield* Console.error(
           event.commandPath.length > 1
             ? `  Run "${path} --help" to list every flag and its default.`
-            : `  Run "${path} --help" to list the commands (rollout, check, serve, inspect, runner).`
+            : `  Run "${path} --help" to list the commands (rollout, check, serve, inspect, replay, runner).`
         )
       })
       : CliOutput.defaultPresenter.present(event)

@@ -39,6 +39,7 @@ import type * as Forwarder from "../layers/gateway/Forwarder.ts"
 import * as Gateway from "../layers/gateway/Gateway.ts"
 import * as Forests from "../layers/generation/Forests.ts"
 import * as Generation from "../layers/generation/Generation.ts"
+import * as ReplayRecorder from "../layers/generation/ReplayRecorder.ts"
 import * as LoraEngine from "../layers/lora/LoraEngine.ts"
 import type * as LoraVersions from "../layers/lora/LoraVersions.ts"
 import * as MetricsServer from "../layers/observability/MetricsServer.ts"
@@ -46,7 +47,7 @@ import * as OtlpExport from "../layers/observability/OtlpExport.ts"
 import * as Telemetry from "../layers/observability/Telemetry.ts"
 import * as FairScheduler from "../layers/platform/FairScheduler.ts"
 import type * as Hooks from "../layers/platform/Hooks.ts"
-import * as ReplayRecorder from "../layers/replay/Recorder.ts"
+import * as Replay from "../layers/replay/Replay.ts"
 import * as Rollout from "../layers/rollout/Rollout.ts"
 import * as RolloutConfig from "../layers/rollout/RolloutConfig.ts"
 import type * as SessionRunner from "../layers/rollout/SessionRunner.ts"
@@ -84,6 +85,14 @@ export { LoraPublishError, LoraVersions, type PublishInput } from "../layers/lor
 export { memorySink, OutputWriteError, processSink, type Sink, Telemetry } from "../layers/observability/Telemetry.ts"
 export * as FairScheduler from "../layers/platform/FairScheduler.ts"
 export * as SimulationClock from "../layers/platform/SimulationClock.ts"
+export {
+  replay,
+  ReplayInputError,
+  type ReplayOptions,
+  type ReplayReport,
+  type SessionOutcome
+} from "../layers/replay/Replay.ts"
+export { replayTimed, type TimedOptions, type TimedReport } from "../layers/replay/TimedReplay.ts"
 export {
   type EvalDatasetResult,
   type EvalResult,
@@ -423,6 +432,13 @@ export const layerFromSettings = (
 /** `--metrics-port`: `/metrics` on its own loopback port; a port that cannot be bound fails the start. */
 const metricsServer = (port: number | undefined): Layer.Layer<never, RolloutStartupError> =>
   port === undefined ? Layer.empty : Layer.empty.pipe(Layer.provide(MetricsServer.layer(port)))
+
+/**
+ * Replay the recorded Sessions of a run's output directory or debug dump through today's code (docs/debugging.md
+ * "Replay"), as a Promise: one outcome per Session, `identical` true when none diverged.
+ */
+export const runReplay = (path: string, options: Replay.ReplayOptions = {}): Promise<Replay.ReplayReport> =>
+  Effect.runPromise(Replay.replay(path, options))
 
 /** Decode and check `options`, then compose every service of the rollout (see `layerFromSettings`). */
 export const makeRollout = (

@@ -18,6 +18,7 @@ describe("the user guide", () => {
     const known = new Set([
       ...[...Cli.rolloutFlags, ...Cli.serveFlags, ...Cli.clusterFlags].map((spec) => `--${spec.name}`),
       ...Cli.inspectFlagNames,
+      ...Cli.replayFlagNames,
       "--row",
       "--help",
       "--version"

@@ -15,8 +15,8 @@ import type * as Canonical from "../../src/protocol/Canonical.ts"
 import type * as Completion from "../../src/protocol/Completion.ts"
 import * as Record from "../../src/replay/Record.ts"
 import * as Engine from "../engine/Engine.ts"
-import * as Generation from "../generation/Generation.ts"
 import type * as Sessions from "../schedule/Sessions.ts"
+import * as Generation from "./Generation.ts"
 
 /** A request being recorded: its entry's fields so far. */
 interface Draft {

