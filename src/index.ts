@@ -54,6 +54,7 @@ import type * as SessionRunner from "../layers/rollout/SessionRunner.ts"
 import type * as GenerationGate from "../layers/schedule/GenerationGate.ts"
 import * as GroupPool from "../layers/schedule/GroupPool.ts"
 import * as Sessions from "../layers/schedule/Sessions.ts"
+import * as SlowStartWatch from "../layers/session/SlowStartWatch.ts"
 import * as StartLimit from "../layers/session/StartLimit.ts"
 import * as Supervisor from "../layers/session/Supervisor.ts"
 import * as Tokenizer from "../layers/tokenizer/Tokenizer.ts"
@@ -189,19 +190,22 @@ export const creditOptions = (settings: Settings.RolloutSettings): CreditOptions
 /**
  * The agent executor of these settings: `extras.agent` in-process, else `--agent-command` processes. Both get
  * `--agent-env` from the one parser (`AgentSpec.parseEnv`, through `RolloutSettings.agentEnvVars` and `AgentSpec.make`),
- * and `--agent-max-starting` limits how many of their agents start at once (`layers/session/StartLimit.ts`).
+ * and `--agent-max-starting` limits how many of their agents start at once (`layers/session/StartLimit.ts`). `watch`
+ * wraps the executor inside that limit (a rollout's process agents: `layers/session/SlowStartWatch.ts`).
  */
-export const supervisorFromSettings = (
+export const supervisorFromSettings = <R = never>(
   settings: Settings.RolloutSettings,
   baseUrl: string,
-  extras: Pick<MakeRolloutExtras, "agent"> = {}
-): Effect.Effect<Supervisor.SupervisorShape, SessionError.AgentSpecError> =>
-  Effect.flatMap(
-    executorFromSettings(settings, baseUrl, extras),
-    (supervisor) =>
+  extras: Pick<MakeRolloutExtras, "agent"> = {},
+  watch?: (executor: Supervisor.SupervisorShape) => Effect.Effect<Supervisor.SupervisorShape, never, R>
+): Effect.Effect<Supervisor.SupervisorShape, SessionError.AgentSpecError, R> =>
+  executorFromSettings(settings, baseUrl, extras).pipe(
+    Effect.flatMap((executor) => watch === undefined ? Effect.succeed(executor) : watch(executor)),
+    Effect.flatMap((supervisor) =>
       settings.agentMaxStarting === undefined
         ? Effect.succeed(supervisor)
         : StartLimit.limit(supervisor, settings.agentMaxStarting)
+    )
   )
 
 const executorFromSettings = (
@@ -376,7 +380,16 @@ export const servicesFromSettings = (
     Supervisor.Supervisor,
     Effect.gen(function*() {
       const gateway = yield* Gateway.Gateway
-      return yield* supervisorFromSettings(settings, role.agentBaseUrl ?? gateway.agentBaseUrl, extras)
+      const telemetry = yield* Telemetry.Telemetry
+      // Process agents start under `bash -lc`: one line when they are slow to start, naming the login shell's time.
+      const slowStart = extras.agent !== undefined ?
+        undefined :
+        (executor: Supervisor.SupervisorShape) =>
+          SlowStartWatch.watch(executor, {
+            loginShell: SlowStartWatch.loginShellSeconds({ ...process.env, ...settings.agentEnvVars }),
+            report: telemetry.warn
+          })
+      return yield* supervisorFromSettings(settings, role.agentBaseUrl ?? gateway.agentBaseUrl, extras, slowStart)
     })
   )
   const withEngine = engine.pipe(Layer.provideMerge(base))
