@@ -24,10 +24,11 @@
  * new one, and one that SGLang kept across a `retract` / `in_place` pause reports both (`weightVersions`); see
  * src/engine/WeightVersion.ts `attemptVersions`.
  */
-import { Context, Data, Effect, Metric } from "effect"
+import { Context, Data, Effect, Metric, type Stream } from "effect"
 import * as ContextLengthError from "../../src/engine/ContextLengthError.ts"
 import type * as Sampling from "../../src/engine/Sampling.ts"
 import type * as WeightVersion from "../../src/engine/WeightVersion.ts"
+import type * as WorkerEvents from "../../src/engine/WorkerEvents.ts"
 import type * as Canonical from "../../src/protocol/Canonical.ts"
 import * as Instruments from "../observability/Instruments.ts"
 import * as StepSpan from "../platform/StepSpan.ts"
@@ -137,6 +138,12 @@ export interface GenerateResult {
    */
   readonly cutByUpdate?: boolean | undefined
   /**
+   * The attempt's worker died under it (refused or reset the connection; SGLang only): the attempt ended with no
+   * token, an abort, and its caller resumes it from what it holds, on a live worker. Like `cutByUpdate`, it never
+   * counts toward giving up.
+   */
+  readonly movedFrom?: MovedFrom | undefined
+  /**
    * With `--use-rollout-routing-replay` (SGLang only): one row of `layers × topk` MoE expert ids per sequence position
    * the attempt went through (`promptTokens + outputIds.length − 1` rows; row `p`: the forward step that processed
    * token `p`), as SGLang returns it (src/engine/sglang/SglangWire.ts `decodeRoutedExperts`); absent otherwise.
@@ -184,6 +191,25 @@ export const abortedWhilePaused = (request: GenerateRequest, weightVersion: stri
   promptTokens: request.inputIds.length,
   cachedTokens: 0,
   weightVersion
+})
+
+/** Where a moved attempt ran and why it moved. */
+export interface MovedFrom {
+  /** The worker that died under it. */
+  readonly worker: string
+  /** What failed (the connection error). */
+  readonly cause: string
+}
+
+/** The answer of an attempt whose worker died under it: no tokens, an abort, `movedFrom` (see {@link GenerateResult}). */
+export const movedAttempt = (request: GenerateRequest, weightVersion: string, from: MovedFrom): GenerateResult => ({
+  outputIds: [],
+  logprobs: [],
+  finishReason: { type: "abort", message: `worker ${from.worker} died under the attempt (${from.cause}); it moves` },
+  promptTokens: request.inputIds.length,
+  cachedTokens: 0,
+  weightVersion,
+  movedFrom: from
 })
 
 /**
@@ -300,6 +326,13 @@ export interface EngineShape {
   readonly adapters?: AdapterPort | undefined
   /** The fleet's KV figures for admission (layers/engine/KvSnapshot.ts); absent: the engine reports none. */
   readonly kvSnapshot?: KvSnapshot.Read | undefined
+  /**
+   * The workers not serving now: down ones (skipped by updates, pauses and aborts) and ones back on other weights
+   * than the fleet's (docs/sglang.md, "When a worker dies"); absent on an engine without workers (embedded).
+   */
+  readonly workers?: Effect.Effect<WorkerEvents.WorkerReport> | undefined
+  /** Worker events from now on (`WorkerDown`, `WorkerNeedsWeights`, `WorkerBack`); absent without workers. */
+  readonly workerEvents?: Stream.Stream<WorkerEvents.WorkerEvent> | undefined
 }
 
 /** Count an engine error of `operation` in `relax_agentic_engine_errors_total` (other failures pass uncounted). */
@@ -340,7 +373,9 @@ export const withSpans = (name: string, engine: EngineShape): EngineShape => {
       engine.closeSession(sessionId).pipe(StepSpan.step(`${name}.closeSession`, { sessionId })),
     takeStepMetrics: engine.takeStepMetrics.pipe(StepSpan.step(`${name}.takeStepMetrics`)),
     ...(engine.adapters === undefined ? {} : { adapters: adaptersWithSpans(name, engine.adapters) }),
-    kvSnapshot: engine.kvSnapshot
+    kvSnapshot: engine.kvSnapshot,
+    ...(engine.workers === undefined ? {} : { workers: engine.workers }),
+    ...(engine.workerEvents === undefined ? {} : { workerEvents: engine.workerEvents })
   }
 }
 
@@ -357,5 +392,11 @@ const adaptersWithSpans = (name: string, adapters: AdapterPort): AdapterPort => 
       StepSpan.step(`${name}.unloadAdapter`, { worker, adapter })
     )
 })
+
+/** An engine over workers (SGLang): its worker report and events are always there. */
+export type WorkerFleetEngine = EngineShape & {
+  readonly workers: Effect.Effect<WorkerEvents.WorkerReport>
+  readonly workerEvents: Stream.Stream<WorkerEvents.WorkerEvent>
+}
 
 export class Engine extends Context.Service<Engine, EngineShape>()("relax-agentic/Engine") {}

@@ -87,6 +87,7 @@ export function* commitResponse(
     logprobs: pending.logprobs,
     weightVersions: pending.weightVersions,
     attemptLengths: pending.attemptLengths,
+    ...(pending.movedAttempts === undefined ? {} : { movedAttempts: pending.movedAttempts }),
     ...(pending.routedExperts === undefined ? {} : { routedExperts: pending.routedExperts }),
     ...(pending.loraVersions === undefined ? {} : { loraVersions: pending.loraVersions }),
     status: response.finish === "length" ? "truncated" : "completed",

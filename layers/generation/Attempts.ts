@@ -190,7 +190,10 @@ export function* attemptLoop(
       // protect it); a weight update or a trainer's pause cut it (even in SGLang's waiting queue, with no
       // token). Neither is the core.engine failing, so it never counts toward giving up.
       const parked = live !== undefined && (yield* live.aborted(aborts))
-      if (parked || attempted.output.cutByUpdate === true) outcome = PendingOutput.parked(outcome)
+      // A worker dying under the attempt is not the engine failing either (it resumes on a live worker).
+      if (parked || attempted.output.cutByUpdate === true || attempted.output.movedFrom !== undefined) {
+        outcome = PendingOutput.parked(outcome)
+      }
     }
     pending = outcome.pending
     if (outcome._tag === "Finished") {

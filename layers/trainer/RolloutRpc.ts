@@ -22,6 +22,7 @@ import {
 import { Rpc, RpcClient, type RpcClientError, RpcGroup, RpcSerialization, RpcServer } from "effect/rpc"
 import { createHash, timingSafeEqual } from "node:crypto"
 import { createServer } from "node:http"
+import * as WorkerEvents from "../../src/engine/WorkerEvents.ts"
 import * as Thrown from "../../src/Thrown.ts"
 import * as Results from "../../src/trainer/Results.ts"
 import * as TrainerService from "./TrainerService.ts"
@@ -49,7 +50,7 @@ export class RolloutRpcs extends RpcGroup.make(
   }),
   Rpc.make("UpdateWeights", {
     payload: { version: Schema.optionalKey(Schema.String) },
-    success: Schema.Struct({ weightVersion: Schema.String }),
+    success: Results.WeightsAnswer,
     error: Results.RolloutCallError
   }),
   Rpc.make("PauseGeneration", {
@@ -58,7 +59,7 @@ export class RolloutRpcs extends RpcGroup.make(
   }),
   Rpc.make("ResumeGeneration", {
     payload: { version: Schema.optionalKey(Schema.String) },
-    success: Schema.Struct({ weightVersion: Schema.String }),
+    success: Results.WeightsAnswer,
     error: Results.RolloutCallError
   }),
   Rpc.make("PublishAdapter", {
@@ -66,6 +67,7 @@ export class RolloutRpcs extends RpcGroup.make(
     success: Results.PublishedAdapter,
     error: Results.RolloutCallError
   }),
+  Rpc.make("WorkerEvents", { payload: {}, success: WorkerEvents.WorkerEvent, stream: true }),
   Rpc.make("Status", { payload: {}, success: Results.RolloutStatus }),
   Rpc.make("Shutdown", { payload: {} })
 ) {}
@@ -123,17 +125,18 @@ const handlers = RolloutRpcs.toLayer(Effect.gen(function*() {
     Evaluate: ({ rolloutId }) => trainer.evaluate(rolloutId).pipe(Effect.mapError(Results.callError)),
     UpdateWeights: ({ version }) =>
       trainer.updateWeights(version).pipe(
-        Effect.map((weightVersion) => ({ weightVersion })),
+        Effect.flatMap((weightVersion) => Effect.map(trainer.workers, (w) => Results.weightsAnswer(weightVersion, w))),
         Effect.mapError(Results.callError)
       ),
     PauseGeneration: ({ mode }) => trainer.pauseGeneration(mode).pipe(Effect.mapError(Results.callError)),
     ResumeGeneration: ({ version }) =>
       trainer.resumeGeneration(version).pipe(
-        Effect.map((weightVersion) => ({ weightVersion })),
+        Effect.flatMap((weightVersion) => Effect.map(trainer.workers, (w) => Results.weightsAnswer(weightVersion, w))),
         Effect.mapError(Results.callError)
       ),
     PublishAdapter: (input) => trainer.publishAdapter(input).pipe(Effect.mapError(Results.callError)),
     Status: () => trainer.status,
+    WorkerEvents: () => trainer.workerEvents,
     Shutdown: () => Deferred.succeed(shutdown, undefined).pipe(Effect.asVoid)
   })
 }))

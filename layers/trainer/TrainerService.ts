@@ -15,6 +15,7 @@
  * `finishedGroups` below: a rollout that hands out single Groups as they are credited would feed the stream there.
  */
 import { Context, Effect, Layer, Ref, Semaphore, Stream } from "effect"
+import * as WorkerEvents from "../../src/engine/WorkerEvents.ts"
 import type * as TrainingSample from "../../src/forest/TrainingSample.ts"
 import type * as Results from "../../src/trainer/Results.ts"
 import * as Engine from "../engine/Engine.ts"
@@ -65,6 +66,10 @@ export interface TrainerServiceShape {
     input: LoraVersions.PublishInput
   ) => Effect.Effect<Results.PublishedAdapter, LoraVersions.LoraPublishError>
   readonly status: Effect.Effect<Results.RolloutStatus>
+  /** The SGLang workers not serving now (down, or waiting for weights); see docs/sglang.md "When a worker dies". */
+  readonly workers: Effect.Effect<WorkerEvents.WorkerReport>
+  /** SGLang worker events from now on: `WorkerDown`, `WorkerNeedsWeights` (push the weights there), `WorkerBack`. */
+  readonly workerEvents: Stream.Stream<WorkerEvents.WorkerEvent>
 }
 
 /**
@@ -137,9 +142,14 @@ const make = Effect.gen(function*() {
           detail: "LoRA publication is off: start the rollout with --lora-adapter-mode"
         })
       ),
+    workers: engine.workers ?? Effect.succeed(WorkerEvents.allServing),
+    workerEvents: engine.workerEvents ?? Stream.empty,
     status: Effect.gen(function*() {
       const done = yield* Ref.get(finished)
+      const workers = yield* (engine.workers ?? Effect.succeed(WorkerEvents.allServing))
       return {
+        ...(workers.down.length === 0 ? {} : { workersDown: workers.down }),
+        ...(workers.needsWeights.length === 0 ? {} : { workersNeedingWeights: workers.needsWeights }),
         activity: yield* Ref.get(activity),
         weightVersion: yield* engine.weightVersion,
         stepsCompleted: done.steps,

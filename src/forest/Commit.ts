@@ -92,6 +92,8 @@ export interface ResponseCommit {
   readonly weightVersions: ReadonlyArray<string>
   /** The token count of each engine attempt, in order; kept only when there were two or more. */
   readonly attemptLengths?: ReadonlyArray<number> | undefined
+  /** The attempts whose SGLang worker died under them (they resumed on a live worker). */
+  readonly movedAttempts?: ReadonlyArray<Forest.MovedAttempt> | undefined
   /**
    * With routing replay: one row of MoE expert ids per sequence position the request's last attempt went through
    * (row `p`: the forward step that processed token `p`); the node keeps the rows no earlier response of its lineage
@@ -227,6 +229,7 @@ export const commitResponse = (forest: Forest.Forest, r: ResponseCommit): string
     attemptLengths: r.attemptLengths !== undefined && r.attemptLengths.length > 1
       ? [...r.attemptLengths]
       : Nodes.noNumbers,
+    movedAttempts: r.movedAttempts !== undefined && r.movedAttempts.length > 0 ? [...r.movedAttempts] : Nodes.noMoves,
     ...(r.routedExperts === undefined
       ? {}
       : { routedExperts: Nodes.packRoutedExperts(r.routedExperts.slice(routedFrom(parent))) }),

@@ -88,6 +88,13 @@ export interface ObservationNode extends NodeBase {
   readonly chatTemplateKwargs: Canonical.TemplateKwargs | null
 }
 
+/** An engine attempt whose worker died under it: its index among the response's attempts, the worker, the cause. */
+export interface MovedAttempt {
+  readonly attempt: number
+  readonly worker: string
+  readonly cause: string
+}
+
 /** A response: one generated assistant message with the exact engine output. */
 export interface ResponseNode extends NodeBase {
   readonly kind: "resp"
@@ -104,6 +111,8 @@ export interface ResponseNode extends NodeBase {
    * where the aborts fall in the response's ids (read by `inspect`).
    */
   readonly attemptLengths: ReadonlyArray<number>
+  /** The attempts whose SGLang worker died under them (no token; resumed on a live worker), else empty. */
+  readonly movedAttempts: ReadonlyArray<MovedAttempt>
   /**
    * With `--use-rollout-routing-replay`: the MoE expert ids of the sequence positions this response's request went
    * through that no earlier response of its lineage holds (from the previous response's last token, or from position

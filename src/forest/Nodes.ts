@@ -98,6 +98,7 @@ export class Response extends StoredNode implements Forest.ResponseNode {
   readonly top: Forest.ObservationNode | null
   readonly weightVersions: ReadonlyArray<string>
   readonly attemptLengths: ReadonlyArray<number>
+  readonly movedAttempts: ReadonlyArray<Forest.MovedAttempt>
   /** Set only with routing replay (see {@link Forest.ResponseNode.routedExperts}): other nodes carry no slot for it. */
   declare readonly routedExperts?: RoutedExperts
   /** Set only with versioned LoRA: other nodes carry no slot for it. */
@@ -120,6 +121,7 @@ export class Response extends StoredNode implements Forest.ResponseNode {
     this.top = init.top
     this.weightVersions = init.weightVersions
     this.attemptLengths = init.attemptLengths
+    this.movedAttempts = init.movedAttempts
     if (init.routedExperts !== undefined) {
       Object.defineProperty(this, "routedExperts", { value: init.routedExperts, enumerable: true })
     }
@@ -148,6 +150,9 @@ export class Response extends StoredNode implements Forest.ResponseNode {
 // most responses of a process share. All are frozen, so no holder can change them for the others.
 export const noStrings: ReadonlyArray<string> = Object.freeze([])
 export const noNumbers: ReadonlyArray<number> = Object.freeze([])
+
+/** The moved attempts of a response none of whose attempts moved (shared). */
+export const noMoves: ReadonlyArray<Forest.MovedAttempt> = Object.freeze([])
 export const noIds: PackedIds.PackedIds = new Uint8Array(0)
 export const noGrids: ReadonlyArray<ImageGrid.Grid> = Object.freeze([])
 export const noTools: ReadonlyArray<Canonical.Tool> = Object.freeze([])

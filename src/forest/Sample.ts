@@ -36,6 +36,8 @@ export interface Turn {
   /** The engine's prefix-cache hits and prompt tokens for the turn, when it reported them. */
   readonly cached_tokens?: number
   readonly prompt_tokens?: number
+  /** Attempts whose SGLang worker died under them (resumed on a live worker), when any did. */
+  readonly moved_attempts?: ReadonlyArray<Forest.MovedAttempt>
 }
 
 const turnsOf = (lineage: ReadonlyArray<Forest.Node>): ReadonlyArray<Turn> => {
@@ -57,7 +59,8 @@ const turnsOf = (lineage: ReadonlyArray<Forest.Node>): ReadonlyArray<Turn> => {
       ...(n.loraVersions === undefined ? {} : { lora_versions: [...n.loraVersions] }),
       ...(n.cachedTokens !== undefined && n.promptTokens !== undefined
         ? { cached_tokens: n.cachedTokens, prompt_tokens: n.promptTokens }
-        : {})
+        : {}),
+      ...(n.movedAttempts.length > 0 ? { moved_attempts: n.movedAttempts } : {})
     })
   }
   return turns
@@ -65,10 +68,13 @@ const turnsOf = (lineage: ReadonlyArray<Forest.Node>): ReadonlyArray<Turn> => {
 
 const terminalStatus = (leaf: Forest.Node): TrainingSample.Status => (leaf.kind === "resp" ? leaf.status : "truncated")
 
-const turnJson = (turn: Turn): JsonObject => ({
+const turnJson = ({ moved_attempts, ...turn }: Turn): JsonObject => ({
   ...turn,
   weight_versions: [...turn.weight_versions],
-  ...(turn.lora_versions === undefined ? {} : { lora_versions: [...turn.lora_versions] })
+  ...(turn.lora_versions === undefined ? {} : { lora_versions: [...turn.lora_versions] }),
+  ...(moved_attempts === undefined
+    ? {}
+    : { moved_attempts: moved_attempts.map((m) => ({ attempt: m.attempt, worker: m.worker, cause: m.cause })) })
 })
 
 /**

@@ -7,6 +7,7 @@
  * (docs/runtime.md, "Model requests"). The committed response holds every attempt's ids, logprobs and weight versions.
  */
 import type * as Stop from "../engine/Stop.ts"
+import type * as Forest from "../forest/Forest.ts"
 
 /** What one engine attempt returned (the fields of the engine port's result the attempts read). */
 export interface AttemptOutput {
@@ -20,6 +21,8 @@ export interface AttemptOutput {
   /** Versioned LoRA: the adapter version the attempt generated with. */
   readonly loraVersion?: string | undefined
   readonly finishReason: Stop.FinishReason
+  /** The attempt's SGLang worker died under it (no token): the request resumes on a live worker. */
+  readonly movedFrom?: { readonly worker: string; readonly cause: string } | undefined
 }
 
 /** Consecutive engine aborts without a single new token after which the request fails instead of resuming again. */
@@ -47,6 +50,8 @@ export interface Pending {
   readonly routedExperts?: ReadonlyArray<ReadonlyArray<number>> | undefined
   /** Versioned LoRA: the adapter version of each attempt (one per attempt); absent without. */
   readonly loraVersions?: ReadonlyArray<string> | undefined
+  /** The attempts whose worker died under them, when any did. */
+  readonly movedAttempts?: ReadonlyArray<Forest.MovedAttempt> | undefined
 }
 
 /** Nothing generated yet at a parent state whose lineage counted `abortCount` aborts. */
@@ -92,6 +97,14 @@ export const afterAttempt = (
     abortCount: aborted ? pending.abortCount + 1 : pending.abortCount,
     emptyAborts: aborted ? (output.outputIds.length === 0 ? pending.emptyAborts + 1 : 0) : pending.emptyAborts,
     generationMs: pending.generationMs + elapsedMs,
+    ...(output.movedFrom === undefined
+      ? pending.movedAttempts === undefined ? {} : { movedAttempts: pending.movedAttempts }
+      : {
+        movedAttempts: [...(pending.movedAttempts ?? []), {
+          attempt: pending.attemptLengths.length,
+          ...output.movedFrom
+        }]
+      }),
     ...(output.loraVersion === undefined
       ? {}
       : { loraVersions: [...(pending.loraVersions ?? []), output.loraVersion] }),

@@ -33,6 +33,10 @@ export const DumpNode = Schema.Struct({
   weight_versions: Schema.optionalKey(Schema.Array(Schema.String)),
   /** Responses resumed after an engine abort: the token count each attempt added, in order. */
   attempt_lengths: Schema.optionalKey(Schema.Array(Schema.Int)),
+  /** Responses with an attempt whose SGLang worker died under it: which attempt, the worker, the cause. */
+  moved_attempts: Schema.optionalKey(
+    Schema.Array(Schema.Struct({ attempt: Schema.Int, worker: Schema.String, cause: Schema.String }))
+  ),
   status: Schema.optionalKey(Schema.Literals(["completed", "truncated"])),
   request_id: Schema.optionalKey(Schema.String),
   wall_elapsed_s: Schema.optionalKey(Schema.Number),
@@ -68,6 +72,7 @@ const nodeOf = (n: Forest.Node): DumpNode => {
     logprobs: Array.from(n.logprobs),
     weight_versions: [...n.weightVersions],
     ...(n.attemptLengths.length > 1 ? { attempt_lengths: [...n.attemptLengths] } : {}),
+    ...(n.movedAttempts.length > 0 ? { moved_attempts: n.movedAttempts.map((m) => ({ ...m })) } : {}),
     status: n.status,
     request_id: n.requestId,
     wall_elapsed_s: n.wallElapsedS,

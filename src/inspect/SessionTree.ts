@@ -32,6 +32,8 @@ export interface TreeNode {
   readonly weight_versions: ReadonlyArray<string>
   readonly abort_count: number
   readonly attempt_lengths: ReadonlyArray<number>
+  /** Attempts whose SGLang worker died under them (resumed on a live worker). */
+  readonly moved_attempts: ReadonlyArray<{ readonly attempt: number; readonly worker: string; readonly cause: string }>
   readonly parser_failures: number
   readonly wall_s: number | null
   readonly generation_s: number | null
@@ -149,6 +151,7 @@ export const tree = (
       weight_versions: n?.weight_versions ?? [],
       abort_count: n?.abort_count ?? 0,
       attempt_lengths: n?.attempt_lengths ?? [],
+      moved_attempts: n?.moved_attempts ?? [],
       parser_failures: n?.request_id === undefined ? 0 : failures.get(n.request_id) ?? 0,
       wall_s: n?.wall_elapsed_s ?? null,
       generation_s: n?.generation_elapsed_s ?? null

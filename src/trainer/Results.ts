@@ -4,6 +4,7 @@
  * (docs/trainer.md) all use these shapes, so a sample is the same object whichever way a trainer asks for it.
  */
 import { Schema } from "effect"
+import * as WorkerEvents from "../engine/WorkerEvents.ts"
 import * as TrainingSample from "../forest/TrainingSample.ts"
 
 /** Accepted, dropped and filtered Group counts of one step. */
@@ -89,9 +90,29 @@ export const RolloutStatus = Schema.Struct({
   lastRolloutId: Schema.NullOr(Schema.Int),
   engine: Schema.Literals(["embedded", "sglang"]),
   /** The model API agents are given (`RELAX_BASE_URL`). */
-  gatewayUrl: Schema.String
+  gatewayUrl: Schema.String,
+  /** SGLang workers that are down now (docs/sglang.md, "When a worker dies"); absent when none. */
+  workersDown: Schema.optionalKey(Schema.Array(Schema.String)),
+  /** SGLang workers back on other weights than the fleet's, waiting for the next update; absent when none. */
+  workersNeedingWeights: Schema.optionalKey(Schema.Array(WorkerEvents.WorkerNeedsWeights))
 })
 export type RolloutStatus = typeof RolloutStatus.Type
+
+/**
+ * The answer of a weight update or a resume: the version now in effect, and the SGLang workers the call did not
+ * reach (down, or back on other weights and not relabelled), when there were any.
+ */
+export const WeightsAnswer = Schema.Struct({
+  weightVersion: Schema.String,
+  skippedWorkers: Schema.optionalKey(Schema.Array(Schema.String))
+})
+export type WeightsAnswer = typeof WeightsAnswer.Type
+
+/** The workers a call skipped, from the engine's report after it. */
+export const weightsAnswer = (weightVersion: string, report: WorkerEvents.WorkerReport): WeightsAnswer => {
+  const skipped = [...report.down, ...report.needsWeights.map((worker) => worker.url)]
+  return skipped.length === 0 ? { weightVersion } : { weightVersion, skippedWorkers: skipped }
+}
 
 /**
  * A call the rollout could not answer: `kind` is the failure's tag (`TooManyDroppedGroupsError`, `EngineError`,

@@ -56,7 +56,7 @@ const fake = (options: FakeSglang.FakeSglangOptions = {}) =>
 /** A client sending `sampling_seed`, so answers can be compared with the embedded engine's under the same seed. */
 const client = (
   options: SglangEngine.SglangEngineOptions
-): Effect.Effect<Engine.EngineShape, never, import("effect").Scope.Scope> =>
+): Effect.Effect<Engine.WorkerFleetEngine, never, import("effect").Scope.Scope> =>
   SglangEngine.SglangEngine.make({ retryBase: "1 millis", samplingSeed: true, ...options }).pipe(Effect.orDie)
 
 /** A loopback port nothing listens on. */
@@ -244,21 +244,37 @@ describe("SglangEngine workers", () => {
       assert.strictEqual(b.generateCount(), 2)
     }).pipe(Effect.provide(Tokenizer.Tokenizer.layer)))
 
-  it.live("retries on another worker when its worker dies mid-request, and keeps the session there", () =>
-    Effect.gen(function*() {
-      const a = yield* fake()
-      const b = yield* fake()
-      const engine = yield* client({ workerUrls: [a.url, b.url] })
-      a.dieOnNextGenerate()
-      const req = request({ sessionId: "s1" })
-      const result = yield* engine.generate(req)
-      const expected = yield* (yield* embedded).generate(req)
-      assert.deepStrictEqual(result.outputIds, expected.outputIds)
-      assert.strictEqual(a.generateCount(), 1)
-      assert.strictEqual(b.generateCount(), 1)
-      yield* engine.generate(request({ sessionId: "s1" }))
-      assert.strictEqual(b.generateCount(), 2)
-    }).pipe(Effect.provide(Tokenizer.Tokenizer.layer)))
+  it.live(
+    "an attempt whose worker dies mid-request moves: a tokenless abort naming the worker, the next attempt and the session on the live worker, the dead one skipped by updates and counted",
+    () =>
+      Effect.gen(function*() {
+        const a = yield* fake()
+        const b = yield* fake()
+        const engine = yield* client({ workerUrls: [a.url, b.url] })
+        a.dieOnNextGenerate()
+        const req = request({ sessionId: "s1" })
+        const moved = yield* engine.generate(req)
+        assert.deepStrictEqual(moved.outputIds, [])
+        assert.strictEqual(moved.finishReason.type, "abort")
+        assert.strictEqual(moved.movedFrom?.worker, a.url)
+        assert.strictEqual(a.generateCount(), 1)
+        assert.strictEqual(b.generateCount(), 0)
+        // The caller resumes it (a new rid): it lands on the live worker with what the uninterrupted run gives.
+        const resumed = yield* engine.generate({ ...req, rid: Rid.retry(req.rid, 1) })
+        const expected = yield* (yield* embedded).generate(req)
+        assert.deepStrictEqual(resumed.outputIds, expected.outputIds)
+        assert.strictEqual(b.generateCount(), 1)
+        yield* engine.generate(request({ sessionId: "s1" }))
+        assert.strictEqual(b.generateCount(), 2)
+        // The trainer's update succeeds on the live worker and names the dead one.
+        assert.strictEqual(yield* engine.updateWeights("v1"), "v1")
+        assert.strictEqual(b.weightVersion(), "v1")
+        assert.deepStrictEqual((yield* engine.workers).down, [a.url])
+        const metrics = yield* engine.takeStepMetrics
+        assert.strictEqual(metrics["engine/worker_down"], 1)
+        assert.strictEqual(metrics["engine/attempts_moved"], 1)
+      }).pipe(Effect.provide(Tokenizer.Tokenizer.layer))
+  )
 
   it.live("abort fans out to every worker and the pending generate returns the partial output", () =>
     Effect.gen(function*() {
@@ -457,7 +473,8 @@ describe("SglangEngine session lifecycle (--agentic-session-lifecycle)", () => {
       assert.deepStrictEqual(yield* engine.takeStepMetrics, {
         "agentic_kv/session/lifecycle_enabled": 1,
         "agentic_kv/session/close": 1,
-        "agentic_kv/session/close_failure": 0
+        "agentic_kv/session/close_failure": 0,
+        ...noWorkerOut
       })
       // Taking the metrics resets the step's counts.
       assert.strictEqual((yield* engine.takeStepMetrics)["agentic_kv/session/close"], 0)
@@ -483,9 +500,12 @@ describe("SglangEngine session lifecycle (--agentic-session-lifecycle)", () => {
       assert.notProperty(generateBodies(server)[0], "session_id")
       yield* engine.closeSession("session-3")
       assert.deepStrictEqual(server.closedSessions, [])
-      assert.deepStrictEqual(yield* engine.takeStepMetrics, {})
+      assert.deepStrictEqual(yield* engine.takeStepMetrics, noWorkerOut)
     }).pipe(Effect.provide(Tokenizer.Tokenizer.layer)))
 })
+
+/** The worker counters of a step in which no worker died. */
+const noWorkerOut = { "engine/worker_down": 0, "engine/attempts_moved": 0, "engine/worker_quarantined": 0 }
 
 describe("SglangEngine behind a router", () => {
   it.live("discovers workers from /workers, routes by X-SMG-Routing-Key and aborts on every worker", () =>

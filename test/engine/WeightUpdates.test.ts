@@ -7,6 +7,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber } from "effect"
 import type * as Http from "../../layers/engine/sglang/Http.ts"
 import * as WeightUpdates from "../../layers/engine/sglang/WeightUpdates.ts"
+import * as WorkerHealth from "../../layers/engine/sglang/WorkerHealth.ts"
 import * as Workers from "../../layers/engine/sglang/Workers.ts"
 
 /** Every control call answers 200; the version updates succeed. */
@@ -22,7 +23,8 @@ describe("WeightUpdates.enterIfOpen", () => {
   it.effect("gives enter's start when not paused, across updates, pauses and resumes, and nothing while paused", () =>
     Effect.gen(function*() {
       const workers = yield* Workers.make(http, { workerUrls: ["http://w0"], routerUrl: undefined, concurrency: 4 })
-      const weights = yield* WeightUpdates.make(http, workers, "v0")
+      const health = yield* WorkerHealth.make(http, workers, () => "v0")
+      const weights = yield* WeightUpdates.make(http, workers, "v0", health)
       const same = function*() {
         const now = weights.enterIfOpen()
         assert.isDefined(now)
@@ -54,5 +56,5 @@ describe("WeightUpdates.enterIfOpen", () => {
       starts.push(yield* same())
       assert.deepStrictEqual(starts.map((s) => s?.version), ["v0", "v1", starts[2]?.version, "v3", "v4"])
       assert.deepStrictEqual(starts.map((s) => s?.epoch), [0, 1, 2, 4, 6])
-    }))
+    }).pipe(Effect.scoped))
 })

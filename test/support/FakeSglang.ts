@@ -47,7 +47,8 @@
  *   `sglang:max_total_num_tokens`, `sglang:num_used_tokens` and `sglang:token_usage` (`enableMetrics`; else 404, as
  *   SGLang without `--enable-metrics`).
  * - Faults and latches for tests, with no sleeps: `failNext`, `dieOnNextGenerate`, `hold`/`release`,
- *   `stallNextGenerate`, `awaitGenerates(n)`, `awaitQueued(n)`.
+ *   `stallNextGenerate`, `awaitGenerates(n)`, `awaitQueued(n)`; for a server running as its own process
+ *   (fakeSglangProcess.ts), `GET /_test/await_running?n=N` answers once N requests run (not an SGLang route).
  */
 import { Effect, Exit, Result, Schema, type Scope } from "effect"
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
@@ -103,6 +104,8 @@ export interface FakeSglangOptions {
   readonly kvPool?: KvPool.KvPoolOptions | undefined
   /** `--enable-metrics`: `GET /metrics` serves the KV gauges (of `kvPool`, else of an unbounded pool). */
   readonly enableMetrics?: boolean | undefined
+  /** The port to listen on (default 0: any free port); a restarted worker takes its old one. */
+  readonly port?: number | undefined
 }
 
 /** What ended a request early: the route whose abort reached it, or its client going away. */
@@ -174,6 +177,11 @@ export interface FakeSglang {
   /** Router mode: register / remove a worker at runtime (as `POST /workers`, `DELETE /workers/{id}`). */
   readonly addWorker: (url: string) => void
   readonly removeWorker: (url: string) => void
+  /**
+   * Router mode: the worker's health checks fail (or pass again): it stays listed with `is_healthy: false` and gets
+   * no request (SMG without `--remove-unhealthy-workers`).
+   */
+  readonly setWorkerHealthy: (url: string, healthy: boolean) => void
   /** Connections the server accepted so far (keep-alive reuse shows as fewer connections than requests). */
   readonly connections: () => number
   /** LoRA adapters (FakeSglangLora.ts). */
@@ -311,6 +319,7 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
     let weightVersion = "default"
     let roundRobin = 0
     const workers = [...(options.routeTo ?? [])]
+    const unhealthy = new Set<string>()
     let routerInFlight = 0
     // rid_to_state, the waiting queue and the running batch.
     const states = new Map<string, Req>()
@@ -514,12 +523,14 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
         return sendJson(res, 429, { error: { message: "Too many concurrent requests", type: "rate_limit" } })
       }
       const key = req.headers["x-smg-routing-key"]
+      const routable = workers.filter((url) => !unhealthy.has(url))
+      if (routable.length === 0) return sendJson(res, 503, { error: { message: "No available workers" } })
       const index = typeof key === "string"
-        ? CounterHash.hashString(key) % workers.length
-        : roundRobin++ % workers.length
+        ? CounterHash.hashString(key) % routable.length
+        : roundRobin++ % routable.length
       routerInFlight++
       try {
-        const upstream = await fetch(`${workers[index]}/generate`, {
+        const upstream = await fetch(`${routable[index]}/generate`, {
           method: "POST",
           headers: {
             "content-type": "application/json",
@@ -626,6 +637,13 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
       waiting.push(state)
       schedule()
       notify()
+    }
+
+    /** `GET /_test/await_running?n=N`: the `awaitCondition` latch over HTTP, for a test in another process. */
+    const awaitRunningRoute = async (req: IncomingMessage, res: ServerResponse) => {
+      const n = Number(new URL(req.url ?? "/", "http://fake").searchParams.get("n") ?? "1")
+      await Effect.runPromise(awaitCondition(() => running.size >= n))
+      sendJson(res, 200, { running: running.size })
     }
 
     const authorized = (req: IncomingMessage, path: string): boolean =>
@@ -753,6 +771,8 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
           if (options.enableMetrics !== true) return sendJson(res, 404, { detail: "Not Found" })
           res.writeHead(200, { "content-type": "text/plain; version=0.0.4" })
           return res.end(KvPool.metricsText(kv))
+        case "GET /_test/await_running":
+          return awaitRunningRoute(req, res)
         case "GET /get_weight_version":
           return sendJson(res, 200, { weight_version: weightVersion })
         case "POST /update_weight_version": {
@@ -779,7 +799,7 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
             workers: listedWorkers().map((url, i) => ({
               id: `worker-${i}`,
               url,
-              is_healthy: true,
+              is_healthy: !unhealthy.has(url.replace(/@\d+$/, "")),
               status: "ready",
               load: 0
             })),
@@ -834,7 +854,7 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
     })
     yield* Effect.acquireRelease(
       Effect.callback<void>((resume) => {
-        server.listen(0, "127.0.0.1", () => resume(Effect.void))
+        server.listen(options.port ?? 0, "127.0.0.1", () => resume(Effect.void))
       }),
       () =>
         Effect.callback<void>((resume) => {
@@ -894,6 +914,10 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
       },
       connections: () => connections,
       lora: lora.state,
-      kv
+      kv,
+      setWorkerHealthy: (url, healthy) => {
+        if (healthy) unhealthy.delete(url)
+        else unhealthy.add(url)
+      }
     } satisfies FakeSglang
   })

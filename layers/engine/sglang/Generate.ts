@@ -7,8 +7,12 @@
  *   sent only with `samplingSeed` (`--sglang-enable-deterministic-inference`), as in Relax; `session_id` only with
  *   the session lifecycle; `priority` (1 for a resumed attempt) with priority scheduling; `lora_path` when set;
  *   `return_routed_experts` with routing replay (its rows decoded, one per sequence position, a missing one an error).
- * - Connection errors and 5xx are retried with exponential backoff (on another worker when the first one is
- *   unreachable); 4xx are not. HTTP 400 context-length rejections become {@link ContextLengthError}.
+ * - A worker that refuses or resets the connection is marked down (WorkerHealth.ts) and, when another worker serves,
+ *   the attempt ends at once as a *moved* abort with no tokens (`movedFrom`): its caller resumes it from the Session's
+ *   committed tokens and its pending output, under a new rid, on a live worker (what the dead worker generated never
+ *   arrived, so nothing is committed twice). With no other worker (or through a router, which retries itself) the
+ *   request is retried with exponential backoff, as after a 5xx; 4xx are not retried. HTTP 400 context-length
+ *   rejections become {@link ContextLengthError}.
  * - A request that is not retried after a transport error (a timeout) is aborted, and so is one whose fiber is
  *   interrupted: no generation is orphaned on the server.
  */
@@ -22,6 +26,7 @@ import * as Engine from "../Engine.ts"
 import * as Abort from "./Abort.ts"
 import * as Http from "./Http.ts"
 import type * as WeightUpdates from "./WeightUpdates.ts"
+import type * as WorkerHealth from "./WorkerHealth.ts"
 import type * as Workers from "./Workers.ts"
 
 /** What is sent beyond the request itself. */
@@ -91,7 +96,8 @@ export const make = (
   weights: WeightUpdates.WeightUpdates,
   send: Send,
   retry: Retry,
-  idsText: PromptIdsJson.IdsTextCache
+  idsText: PromptIdsJson.IdsTextCache,
+  health: WorkerHealth.WorkerHealth
 ): (
   request: Engine.GenerateRequest
 ) => Effect.Effect<Engine.GenerateResult, ContextLengthError.ContextLengthError | Engine.EngineError> => {
@@ -118,16 +124,14 @@ export const make = (
       const answer = yield* worker.permits.withPermits(1)(http.request(worker.url, "/generate", "POST", body, headers))
         .pipe(
           Effect.ensuring(Effect.sync(() => worker.inFlight--)),
-          Effect.tapError((error) =>
-            error.retryable
-              ? Effect.sync(() => {
-                worker.down = true
-              })
-              // Not retried (a request timeout): the generation may still be running, so stop it rather than orphan it.
-              : Abort.abort(http, workers, rid)
-          )
+          Effect.catch((error) => failed(worker, rid, error))
         )
-      worker.down = false
+      if (answer instanceof Moved) {
+        health.moved()
+        return Engine.movedAttempt(request, start.version, { worker: worker.url, cause: answer.detail })
+      }
+      // Every worker was down and this one answered: it is back.
+      if (worker.down) yield* health.answered(worker.url)
       if (answer.status === 400 && SglangWire.isContextLengthMessage(answer.body)) {
         return yield* new ContextLengthError.ContextLengthError({
           limit: null,
@@ -207,6 +211,26 @@ export const make = (
       } satisfies Engine.GenerateResult
     })
 
+  /**
+   * A failed `/generate`: a worker that cannot be reached is marked down, and the attempt moves ({@link Moved}) when
+   * another worker serves; a request that is not retried (a timeout) is aborted, since it may still run there.
+   */
+  const failed = (
+    worker: Workers.Worker,
+    rid: string,
+    error: Engine.EngineError
+  ): Effect.Effect<Moved, Engine.EngineError> => {
+    if (error.reason === "unreachable" && workers.router === undefined) {
+      return Effect.andThen(
+        health.markDown(worker.url, error.message),
+        Effect.suspend(() =>
+          health.canMoveFrom(worker.url) ? Effect.succeed(new Moved(error.message)) : Effect.fail(error)
+        )
+      )
+    }
+    return error.retryable ? Effect.fail(error) : Effect.andThen(Abort.abort(http, workers, rid), Effect.fail(error))
+  }
+
   const backoff = Schedule.exponential(retry.base)
 
   return (request) => {
@@ -256,6 +280,14 @@ export const make = (
     }).pipe(
       Effect.onInterrupt(() => Abort.abort(http, workers, rid))
     )
+  }
+}
+
+/** The attempt's worker could not be reached and another serves: the attempt moves (internal). */
+class Moved {
+  readonly detail: string
+  constructor(detail: string) {
+    this.detail = detail
   }
 }
 

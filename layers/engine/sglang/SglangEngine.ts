@@ -26,7 +26,7 @@
  * The parts, one concern per file (as undici splits its client): `Http.ts` (transport, error classification),
  * `Workers.ts` (router discovery, sticky routing), `StartupChecks.ts` (health, tokenizer, initial version),
  * `Generate.ts` (the body, one attempt, retries), `Abort.ts`, `WeightUpdates.ts`, `SessionClose.ts`, `Adapters.ts` (LoRA
- * adapters loaded and unloaded on every worker).
+ * adapters loaded and unloaded on every worker), `WorkerHealth.ts` (workers that die and come back).
  */
 import { Duration, Effect, Layer, type Scope } from "effect"
 import * as AdmissionOptions from "../../../src/admission/AdmissionOptions.ts"
@@ -42,6 +42,7 @@ import * as KvMetrics from "./KvMetrics.ts"
 import * as SessionClose from "./SessionClose.ts"
 import * as StartupChecks from "./StartupChecks.ts"
 import * as WeightUpdates from "./WeightUpdates.ts"
+import * as WorkerHealth from "./WorkerHealth.ts"
 import * as Workers from "./Workers.ts"
 
 export interface SglangEngineOptions {
@@ -91,6 +92,8 @@ export interface SglangEngineOptions {
    * (a warning says so).
    */
   readonly tokenizer?: StartupChecks.TokenizerCheck | undefined
+  /** How a worker that went down is probed (default: after 1 s, then twice as long each time, up to 30 s). */
+  readonly probeBackoff?: WorkerHealth.ProbeBackoff | undefined
 }
 
 /** The engine options the rollout flags describe (`--sglang-url`, `--sglang-router-url`, ...). */
@@ -113,7 +116,7 @@ export const optionsOf = (settings: Settings.RolloutSettings): SglangEngineOptio
 /** Build the engine; fails with an `EngineError` naming the URL when SGLang is unreachable. */
 export const make = (
   options: SglangEngineOptions
-): Effect.Effect<Engine.EngineShape, Engine.EngineError, Scope.Scope> =>
+): Effect.Effect<Engine.WorkerFleetEngine, Engine.EngineError, Scope.Scope> =>
   Effect.gen(function*() {
     const hasWorkers = options.workerUrls !== undefined && options.workerUrls.length > 0
     if (hasWorkers === (options.routerUrl !== undefined)) {
@@ -145,7 +148,7 @@ export const make = (
       ? workers.all.map((w) => w.url)
       : [workers.router.url, ...workers.all.map((w) => w.url)]
     // At startup the check waits for servers that are starting; later (`Engine.health`) it asks once.
-    const health = StartupChecks.health(http, healthUrls, { ...startup, deadline: "0 millis", interval: "0 millis" })
+    const healthNow = StartupChecks.health(http, healthUrls, { ...startup, deadline: "0 millis", interval: "0 millis" })
     if (options.healthCheck ?? true) yield* StartupChecks.health(http, healthUrls, startup)
     const tokenizer = options.tokenizer
     if (tokenizer !== undefined) {
@@ -154,11 +157,12 @@ export const make = (
       })
     }
 
-    const weights = yield* WeightUpdates.make(
-      http,
-      workers,
-      yield* StartupChecks.weightVersion(http, workers.all[0]?.url ?? "")
-    )
+    const initial = yield* StartupChecks.weightVersion(http, workers.all[0]?.url ?? "")
+    // The fleet's version, for a worker that comes back: the weights' once they exist (each needs the other).
+    let fleetVersion = () => initial
+    const workerHealth = yield* WorkerHealth.make(http, workers, () => fleetVersion(), options.probeBackoff)
+    const weights = yield* WeightUpdates.make(http, workers, initial, workerHealth)
+    fleetVersion = weights.version
     const sessions = SessionClose.make(http, workers, options.sessionLifecycle ?? false)
     const idsText = new PromptIdsJson.IdsTextCache(idsTextBytes)
     const generate = Generate.make(
@@ -173,26 +177,33 @@ export const make = (
         routedExperts: options.routedExperts ?? false
       },
       { retries: options.retries ?? 4, base: options.retryBase ?? "250 millis" },
-      idsText
+      idsText,
+      workerHealth
     )
 
-    return Engine.withSpans("SglangEngine", {
+    const fleet = { workers: Effect.sync(workerHealth.report), workerEvents: workerHealth.events }
+    const engine = Engine.withSpans("SglangEngine", {
       generate,
       abort: (rid) => Effect.andThen(weights.abortWaiting(rid), Abort.abort(http, workers, rid)),
       weightVersion: Effect.sync(weights.version),
       updateWeights: weights.update,
       pauseGeneration: weights.pause,
       resumeGeneration: weights.resume,
-      health,
+      health: healthNow,
       closeSession: (sessionId) =>
         Effect.suspend(() => {
           idsText.forget(sessionId)
           return sessions.close(sessionId)
         }),
-      takeStepMetrics: sessions.takeStepMetrics,
+      takeStepMetrics: Effect.map(
+        sessions.takeStepMetrics,
+        (closes) => ({ ...closes, ...workerHealth.takeStepMetrics() })
+      ),
+      ...fleet,
       adapters: Adapters.make(http, workers),
       kvSnapshot: KvMetrics.read(http, workers, AdmissionOptions.constants.metricsTimeoutMs)
     })
+    return { ...engine, ...fleet }
   })
 
 /**

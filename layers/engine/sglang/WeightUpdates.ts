@@ -18,6 +18,10 @@
  *   one that finished after an `abort` pause waited for the resume and ran on the new version; one SGLang kept across
  *   a `retract` / `in_place` pause ran on both.
  * - Control calls fan out to the router's current worker list, read fresh (a worker added at runtime gets the update).
+ * - A worker that is down is skipped, and so is one that refuses or resets the connection during the call (it is
+ *   marked down, WorkerHealth.ts): a dead worker never fails an update, a pause or a resume; the skipped workers are
+ *   logged and reported (`Engine.workers`). A worker that needs weights (back on another version) gets updates and
+ *   pauses but is never relabelled by a resume: it is taken back once its own version equals the fleet's.
  */
 import { Deferred, Effect, Latch } from "effect"
 import * as SglangWire from "../../../src/engine/sglang/SglangWire.ts"
@@ -25,6 +29,7 @@ import * as WeightVersion from "../../../src/engine/WeightVersion.ts"
 import * as Engine from "../Engine.ts"
 import * as Http from "./Http.ts"
 import * as StartupChecks from "./StartupChecks.ts"
+import type * as WorkerHealth from "./WorkerHealth.ts"
 import type * as Workers from "./Workers.ts"
 
 /** The version an attempt started on, and how many boundaries had happened then. */
@@ -60,8 +65,13 @@ export interface WeightUpdates {
   readonly resume: (version?: string) => Effect.Effect<string, Engine.EngineError>
 }
 
-/** Versions starting at `initial`. */
-export const make = (http: Http.Http, workers: Workers.Workers, initial: string): Effect.Effect<WeightUpdates> =>
+/** Versions starting at `initial`; down workers are skipped and marked through `health`. */
+export const make = (
+  http: Http.Http,
+  workers: Workers.Workers,
+  initial: string,
+  health: WorkerHealth.WorkerHealth
+): Effect.Effect<WeightUpdates> =>
   Effect.gen(function*() {
     let version = initial
     // Every update, pause and resume so far, in order; an attempt's epoch is the count when it started.
@@ -72,21 +82,47 @@ export const make = (http: Http.Http, workers: Workers.Workers, initial: string)
     // for them until the trainer resumes.
     const waiting = new Map<string, Deferred.Deferred<void>>()
 
-    /** Post `body` to `path` on every worker of the current list; every worker must answer 200. */
+    /**
+     * Post `body` to `path` on every worker of the current list that is up (and `include`s); every one reached must
+     * answer 200. A worker that cannot be reached is marked down and skipped, not a failure.
+     */
     const fanOut = (
       path: string,
-      body: unknown
+      body: unknown,
+      include: (url: string) => boolean = () => true
     ): Effect.Effect<ReadonlyArray<Http.Answer & { readonly url: string }>, Engine.EngineError> =>
-      Effect.flatMap(workers.controlTargets(true), (urls) =>
-        Effect.forEach(
-          urls,
+      Effect.gen(function*() {
+        const urls = yield* workers.listed(true)
+        yield* health.listed(urls)
+        const answers = yield* Effect.forEach(
+          urls.filter((url) => !workers.isDown(url) && include(url)),
           (url) =>
             http.request(url, path, "POST", body).pipe(
               Effect.flatMap(Http.ok(url, path)),
-              Effect.map((answer) => ({ ...answer, url }))
+              Effect.map((answer): (Http.Answer & { readonly url: string }) | undefined => ({ ...answer, url })),
+              Effect.catchIf(
+                (error) => error.reason === "unreachable",
+                (error) => Effect.as(health.markDown(url, error.message), undefined)
+              )
             ),
           { concurrency: "unbounded" }
-        ))
+        )
+        const skipped = urls.filter((url) => workers.isDown(url))
+        if (skipped.length > 0) {
+          yield* Effect.logWarning(
+            `${path} skipped ${skipped.length} SGLang worker(s) that are down: ${skipped.join(", ")}`
+          )
+        }
+        return answers.filter((answer) => answer !== undefined)
+      })
+
+    /** The workers needing weights whose own version is now the fleet's are taken back. */
+    const takeBack = (urls: ReadonlyArray<string>): Effect.Effect<void> =>
+      Effect.forEach(
+        urls,
+        (url) => Effect.flatMap(StartupChecks.weightVersion(http, url), (label) => health.reached(url, label)),
+        { discard: true }
+      )
 
     const update = (next?: string): Effect.Effect<string, Engine.EngineError> =>
       Effect.gen(function*() {
@@ -115,6 +151,7 @@ export const make = (http: Http.Http, workers: Workers.Workers, initial: string)
           }
         }
         version = value
+        yield* Effect.forEach(answers, (answer) => health.reached(answer.url, value), { discard: true })
         return value
       })
 
@@ -127,18 +164,24 @@ export const make = (http: Http.Http, workers: Workers.Workers, initial: string)
 
     const resume = (next?: string): Effect.Effect<string, Engine.EngineError> =>
       Effect.gen(function*() {
-        const first = (yield* workers.controlTargets(true))[0]
+        // A worker that needs weights has not been given the trainer's push: it is never relabelled.
+        const needing = health.needingWeights()
+        const serving = (url: string) => !needing.includes(url)
+        const first = (yield* workers.controlTargets(true)).find(serving)
         const value = next ?? (first === undefined ? version : yield* StartupChecks.weightVersion(http, first))
         if (next !== undefined) {
           // The servers label answers with this version from now on, whatever the trainer's push set (nothing runs:
           // no abort needed).
           yield* fanOut(
             "/update_weight_version",
-            { new_version: value, abort_all_requests: false } satisfies SglangWire.UpdateWeightVersionRequest
+            { new_version: value, abort_all_requests: false } satisfies SglangWire.UpdateWeightVersionRequest,
+            serving
           )
         }
         // Before the servers continue: an attempt SGLang kept across the pause may answer as soon as they do.
         version = value
+        // The trainer's push reached a worker that needed weights when it set the fleet's version there.
+        yield* takeBack(needing)
         boundaries.push({ _tag: "Resume", version: value })
         yield* fanOut("/continue_generation", {})
         yield* gate.open

@@ -16,6 +16,8 @@
  * - Without one, a Session's requests go to the worker it was first pinned to (prefix-cache hits) while that worker is
  *   up; a new Session goes to the least busy worker. At most 100,000 pinnings are kept (the oldest is forgotten: it
  *   only costs a prefix-cache miss).
+ * - A worker marked down (WorkerHealth.ts: it refused a connection or reset one) gets no request and no control call
+ *   until it answers again; one that needs weights (back on other weights than the fleet's) gets no request.
  */
 import { Clock, Effect, Semaphore } from "effect"
 import * as SglangWire from "../../../src/engine/sglang/SglangWire.ts"
@@ -28,6 +30,8 @@ export interface Worker {
   readonly permits: Semaphore.Semaphore
   /** Set after a connection error; a down worker gets requests only when every worker is down. */
   down: boolean
+  /** Back on other weights than the fleet's (WorkerHealth.ts): it gets no request until an update reaches it. */
+  quarantined: boolean
   inFlight: number
   /** Sessions currently pinned here, so new sessions spread over the workers. */
   sessions: number
@@ -39,9 +43,17 @@ export interface Workers {
   readonly all: ReadonlyArray<Worker>
   /**
    * The origins a control call fans out to: the given workers, or the router's current list (`fresh`: read now;
-   * else at most one second old).
+   * else at most one second old), less the workers marked down.
    */
   readonly controlTargets: (fresh: boolean) => Effect.Effect<ReadonlyArray<string>>
+  /** Every origin listed (the down ones too), as `controlTargets` reads them. */
+  readonly listed: (fresh: boolean) => Effect.Effect<ReadonlyArray<string>>
+  /** Whether the worker at `url` is marked down. */
+  readonly isDown: (url: string) => boolean
+  /** Mark the worker at `url` down or up (WorkerHealth.ts decides). */
+  readonly setDown: (url: string, down: boolean) => void
+  /** Mark the worker at `url` as needing weights, or serving again. */
+  readonly setQuarantined: (url: string, quarantined: boolean) => void
   /** The router, when generation goes through one. */
   readonly router: Worker | undefined
   /** The target of a request of `sessionId`, avoiding `exclude` (already tried) where possible. */
@@ -110,43 +122,52 @@ export const make = (
     const makeWorker = (url: string, permits: number) =>
       Effect.map(
         Semaphore.make(permits),
-        (semaphore): Worker => ({ url, permits: semaphore, down: false, inFlight: 0, sessions: 0 })
+        (semaphore): Worker => ({ url, permits: semaphore, down: false, quarantined: false, inFlight: 0, sessions: 0 })
       )
     const urls = routerUrl === undefined ? options.workerUrls.map(Http.trimSlash) : yield* discover(http, routerUrl)
     const all = yield* Effect.forEach(urls, (url) => makeWorker(url, concurrency))
     const router = routerUrl === undefined ? undefined : yield* makeWorker(routerUrl, concurrency * all.length)
     const sticky = new Map<string, Worker>()
 
-    let listed: { readonly urls: ReadonlyArray<string>; readonly at: number } = {
+    let lastList: { readonly urls: ReadonlyArray<string>; readonly at: number } = {
       urls,
       at: yield* Clock.currentTimeMillis
     }
-    const controlTargets = (fresh: boolean): Effect.Effect<ReadonlyArray<string>> =>
+    // Origins marked down (WorkerHealth.ts), given or listed by the router.
+    const down = new Set<string>()
+    const byUrl = new Map(all.map((w) => [w.url, w]))
+    const listed = (fresh: boolean): Effect.Effect<ReadonlyArray<string>> =>
       routerUrl === undefined ? Effect.succeed(urls) : Effect.gen(function*() {
         const now = yield* Clock.currentTimeMillis
-        if (!fresh && now - listed.at < listTtlMs) return listed.urls
+        if (!fresh && now - lastList.at < listTtlMs) return lastList.urls
         return yield* discover(http, routerUrl).pipe(
           Effect.tap((next) =>
             Effect.sync(() => {
-              listed = { urls: next, at: now }
+              lastList = { urls: next, at: now }
             })
           ),
           Effect.catch((error) =>
             Effect.as(
-              Effect.logWarning(`${error.message}; using the last list of ${listed.urls.length} worker(s)`),
-              listed.urls
+              Effect.logWarning(`${error.message}; using the last list of ${lastList.urls.length} worker(s)`),
+              lastList.urls
             )
           )
         )
       })
 
+    const controlTargets = (fresh: boolean): Effect.Effect<ReadonlyArray<string>> =>
+      down.size === 0 ? listed(fresh) : Effect.map(listed(fresh), (urls) => urls.filter((url) => !down.has(url)))
+
     const pick = (sessionId: string | undefined, exclude: ReadonlySet<Worker>): Worker => {
       if (router !== undefined) return router
       const known = sessionId === undefined ? undefined : sticky.get(sessionId)
-      if (known !== undefined && !known.down && !exclude.has(known)) return known
-      const up = all.filter((w) => !w.down && !exclude.has(w))
-      const candidates = up.length > 0 ? up : all.filter((w) => !exclude.has(w))
-      const pool = candidates.length > 0 ? candidates : all
+      if (known !== undefined && !known.down && !known.quarantined && !exclude.has(known)) return known
+      const serving = all.filter((w) => !w.quarantined)
+      const up = serving.filter((w) => !w.down && !exclude.has(w))
+      // Every worker down: try the down ones (one may be back before its probe says so); never one needing weights
+      // while another has the fleet's.
+      const candidates = up.length > 0 ? up : serving.filter((w) => !exclude.has(w))
+      const pool = candidates.length > 0 ? candidates : serving.length > 0 ? serving : all
       let best = pool[0]!
       for (const w of pool) {
         if (w.inFlight < best.inFlight || (w.inFlight === best.inFlight && w.sessions < best.sessions)) best = w
@@ -166,5 +187,22 @@ export const make = (
       }
       return best
     }
-    return { all, controlTargets, router, pick }
+    return {
+      all,
+      controlTargets,
+      listed,
+      router,
+      pick,
+      isDown: (url) => down.has(url),
+      setDown: (url, isDown) => {
+        if (isDown) down.add(url)
+        else down.delete(url)
+        const worker = byUrl.get(url)
+        if (worker !== undefined) worker.down = isDown
+      },
+      setQuarantined: (url, quarantined) => {
+        const worker = byUrl.get(url)
+        if (worker !== undefined) worker.quarantined = quarantined
+      }
+    }
   })

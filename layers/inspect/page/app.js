@@ -223,6 +223,10 @@
       if (n.kind === "resp" && n.attempt_lengths.length > 1) {
         marks.push(`<span class="mark abort">${n.attempt_lengths.length} attempts</span>`)
       }
+      if (n.kind === "resp" && n.moved_attempts.length > 0) {
+        const where = n.moved_attempts.map((m) => `attempt ${m.attempt + 1}: ${m.worker} (${m.cause})`).join("; ")
+        marks.push(`<span class="mark abort" title="${esc(where)}">moved ×${n.moved_attempts.length}</span>`)
+      }
       if (n.parser_failures > 0) {
         marks.push(
           `<span class="mark parser" title="tool calls the parser dropped or could not read">parser ×${n.parser_failures}</span>`
@@ -256,6 +260,9 @@
         ` · ${esc(n.status ?? "")} · request ${esc(n.request_id ?? "")} · weights ${esc(n.weight_versions.join(","))}` +
         ` · aborts ${n.abort_count} · wall ${fmt(n.wall_s, 2)} s · generation ${fmt(n.generation_s, 2)} s`
       if (n.attempt_lengths.length > 1) html += ` · attempts ${n.attempt_lengths.join("+")} tokens`
+      for (const m of n.moved_attempts) {
+        html += ` · attempt ${m.attempt + 1} moved: worker ${esc(m.worker)} died (${esc(m.cause)})`
+      }
       if (n.parser_failures > 0) html += ` · <span class="bad">${n.parser_failures} parser failures</span>`
     }
     html += "</div>"
