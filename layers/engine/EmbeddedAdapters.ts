@@ -22,6 +22,8 @@ export interface EmbeddedAdapters {
   readonly port: Engine.AdapterPort
   /** The model of the loaded adapter `name`; undefined when none is loaded under it. */
   readonly model: (name: string) => BigramModel.Model | undefined
+  /** The names loaded now. */
+  readonly names: () => ReadonlyArray<string>
 }
 
 const refused = (detail: string) =>
@@ -34,6 +36,7 @@ export const make = (engineSeed: number, modelOf: (seed: number) => BigramModel.
     Effect.fail(refused(`the embedded engine has one worker, ${JSON.stringify(worker)}, not ${JSON.stringify(name)}`))
   return {
     model: (name) => loaded.get(name),
+    names: () => [...loaded.keys()],
     port: {
       workers: Effect.succeed([worker]),
       load: (at, adapter) =>

@@ -338,7 +338,7 @@ export const make = (
         return Effect.fail(invalid(`rid ${request.rid} is already running; rids must be unique`))
       }
       const model = request.lora === undefined ? baseModel : adapters.model(request.lora)
-      if (model === undefined) return Effect.fail(EmbeddedAdapters.notLoaded(request.lora ?? "", []))
+      if (model === undefined) return Effect.fail(EmbeddedAdapters.notLoaded(request.lora ?? "", adapters.names()))
       const sessionKey = request.sessionId ?? ""
       const run: Running = {
         sessionKey,

@@ -42,7 +42,8 @@ const DebugTurn = Schema.Struct({
   response_length: Schema.Int,
   wall_elapsed_s: Schema.Number,
   generation_elapsed_s: Schema.Number,
-  weight_versions: Schema.Array(Schema.String)
+  weight_versions: Schema.Array(Schema.String),
+  lora_versions: Schema.optionalKey(Schema.Array(Schema.String))
 })
 
 /** `Records.ContextDebug`: the debug facts of one exported context. */

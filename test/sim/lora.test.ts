@@ -88,6 +88,8 @@ describe("versioned LoRA under fully async training (TestClock)", () => {
             })
         })
         assert.strictEqual(published.length, 10)
+        // Fully async parks requests at step boundaries: resumed attempts ran, and carried the version too (below).
+        assert.isAbove(report.attempts.filter((a) => a.resumedTokens > 0).length, 0)
         assert.strictEqual(new Set(published).size, 10)
         assert.isAtMost(mostLoaded, 2, "a worker held more than 2 LoRA versions")
         const samples = report.results.flatMap((r) => r.samples)
