@@ -7,7 +7,7 @@
  * (the owner's request is aborted).
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Effect, Exit, Fiber } from "effect"
+import { Deferred, Effect, Exit, Fiber, Option } from "effect"
 import * as Http from "node:http"
 import type { AddressInfo } from "node:net"
 import * as OwnerRelay from "../../layers/cluster/OwnerRelay.ts"
@@ -194,17 +194,25 @@ describe("OwnerRelay (the direct hop)", () => {
 
   it.live("a client that leaves: the owner's request is aborted (the owner sees its client gone)", () =>
     Effect.scoped(Effect.gen(function*() {
-      const ownerSawClose = yield* Deferred.make<void>()
+      // Whether the owner's answer was cut (closed before it ended) rather than finished.
+      const ownerSawClose = yield* Deferred.make<{ readonly cut: boolean }>()
       const { front } = yield* setup((_request, _body, response) => {
         response.writeHead(200, { "content-type": "text/event-stream" })
         response.write(": heartbeat\n\n")
-        response.once("close", () => Deferred.doneUnsafe(ownerSawClose, Exit.void))
+        response.once(
+          "close",
+          () => Deferred.doneUnsafe(ownerSawClose, Exit.succeed({ cut: !response.writableFinished }))
+        )
       })
       const request = Http.request(`${front}/agentic_api/v1/chat/completions`, { method: "POST" }, (response) => {
         response.once("data", () => request.destroy())
       })
       request.on("error", () => {})
       request.end("{}")
-      yield* Deferred.await(ownerSawClose)
+      // The owner never ends this answer by itself: only the relay's abort closes it. A bound far above the abort's
+      // few milliseconds turns a relay that keeps it open into a failed assertion instead of the test's timeout.
+      const closed = yield* Deferred.await(ownerSawClose).pipe(Effect.timeoutOption("10 seconds"))
+      assert.isTrue(Option.isSome(closed), "the owner's answer is still open 10 s after its client left")
+      assert.deepStrictEqual(Option.getOrUndefined(closed), { cut: true })
     })))
 })
