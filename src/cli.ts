@@ -28,6 +28,7 @@ export const clusterFlags = [...ClusterFlags.memberFlags, ...ClusterFlags.runner
 import * as CommandFlags from "./cli/CommandFlags.ts"
 import * as InspectCommand from "./cli/InspectCommand.ts"
 import * as ReplayCommand from "./cli/ReplayCommand.ts"
+import * as RescoreCommand from "./cli/RescoreCommand.ts"
 import * as SettingsFromFlags from "./cli/SettingsFromFlags.ts"
 import * as Shutdown from "./cli/Shutdown.ts"
 import * as Relax from "./index.ts"
@@ -59,6 +60,7 @@ export {
 } from "./cli/CommandFlags.ts"
 export { inspectCommand, inspectFlagNames, type InspectRequest, runInspect } from "./cli/InspectCommand.ts"
 export { replayCommand, replayFlagNames } from "./cli/ReplayCommand.ts"
+export { rescoreCommand, rescoreFlagNames } from "./cli/RescoreCommand.ts"
 export {
   CliInputError,
   configMessage,
@@ -254,6 +256,7 @@ export const command = Command.make("relax-agentic").pipe(
     serveCommand,
     InspectCommand.inspectCommand,
     ReplayCommand.replayCommand,
+    RescoreCommand.rescoreCommand,
     ClusterCommands.runnerCommand
   ])
 )
@@ -294,7 +297,7 @@ export const presenter: CliOutput.Presenter = {
         yield* Console.error(
           event.commandPath.length > 1
             ? `  Run "${path} --help" to list every flag and its default.`
-            : `  Run "${path} --help" to list the commands (rollout, check, serve, inspect, replay, runner).`
+            : `  Run "${path} --help" to list the commands (rollout, check, serve, inspect, replay, rescore, runner).`
         )
       })
       : CliOutput.defaultPresenter.present(event)

@@ -48,6 +48,7 @@ import * as Telemetry from "../layers/observability/Telemetry.ts"
 import * as FairScheduler from "../layers/platform/FairScheduler.ts"
 import type * as Hooks from "../layers/platform/Hooks.ts"
 import * as Replay from "../layers/replay/Replay.ts"
+import * as Rescore from "../layers/replay/Rescore.ts"
 import * as Rollout from "../layers/rollout/Rollout.ts"
 import * as RolloutConfig from "../layers/rollout/RolloutConfig.ts"
 import type * as SessionRunner from "../layers/rollout/SessionRunner.ts"
@@ -93,6 +94,13 @@ export {
   type ReplayReport,
   type SessionOutcome
 } from "../layers/replay/Replay.ts"
+export {
+  rescore,
+  RescoreError,
+  type RescoreOptions,
+  type RescoreReport,
+  type StepSummary
+} from "../layers/replay/Rescore.ts"
 export { replayTimed, type TimedOptions, type TimedReport } from "../layers/replay/TimedReplay.ts"
 export {
   type EvalDatasetResult,
@@ -452,6 +460,13 @@ const metricsServer = (port: number | undefined): Layer.Layer<never, RolloutStar
  */
 export const runReplay = (path: string, options: Replay.ReplayOptions = {}): Promise<Replay.ReplayReport> =>
   Effect.runPromise(Replay.replay(path, options))
+
+/**
+ * Re-score a run's saved training samples (docs/debugging.md "Rescore"), as a Promise: a trainer can re-score a saved
+ * step with another reward function or custom advantage.
+ */
+export const runRescore = (runDir: string, options: Rescore.RescoreOptions = {}): Promise<Rescore.RescoreReport> =>
+  Effect.runPromise(Rescore.rescore(runDir, options))
 
 /** Decode and check `options`, then compose every service of the rollout (see `layerFromSettings`). */
 export const makeRollout = (

@@ -19,6 +19,7 @@ describe("the user guide", () => {
       ...[...Cli.rolloutFlags, ...Cli.serveFlags, ...Cli.clusterFlags].map((spec) => `--${spec.name}`),
       ...Cli.inspectFlagNames,
       ...Cli.replayFlagNames,
+      ...Cli.rescoreFlagNames,
       "--row",
       "--help",
       "--version"
