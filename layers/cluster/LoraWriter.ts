@@ -48,6 +48,8 @@ export const AdapterFor = SingleWriter.op(
 )
 /** The Session ended. */
 export const Release = SingleWriter.op("release", Schema.Struct({ sessionId: Schema.String }), Schema.Null)
+/** Load every live version again on every worker (one restarted). */
+export const Reload = SingleWriter.op("reload", Schema.Struct({}), Schema.Null)
 /** The step's `lora/...` metrics. */
 export const Metrics = SingleWriter.op("metrics", Schema.Struct({}), Schema.Record(Schema.String, Schema.Finite))
 
@@ -78,6 +80,7 @@ export const writer = (mode: LoraVersions.Mode, engine: Engine.EngineShape): Sin
           Effect.catch((error) => Effect.succeed({ refused: { reason: error.reason, detail: error.detail } }))
         )),
       SingleWriter.handle(Release, ({ sessionId }) => Effect.as(versions.release(sessionId), null)),
+      SingleWriter.handle(Reload, () => Effect.as(versions.reload, null)),
       SingleWriter.handle(Metrics, () => versions.takeStepMetrics)
     ]
   })
@@ -146,6 +149,10 @@ export const remote = (
           })
         )
       ),
+    reload: client.call(Reload, {}).pipe(
+      Effect.asVoid,
+      Effect.catch((error) => Effect.logWarning(unreachable("a reload of the live versions", error)))
+    ),
     takeStepMetrics: client.call(Metrics, {}).pipe(
       Effect.catch((error) => Effect.as(Effect.logWarning(`LoRA metrics: ${error.message}`), {}))
     )

@@ -12,6 +12,9 @@ import { Context, Effect, Layer } from "effect"
 import * as Engine from "../engine/Engine.ts"
 import * as LoraVersions from "./LoraVersions.ts"
 
+/** SGLang's refusal of a `lora_path` the worker never loaded (`TokenizerManager._validate_and_resolve_lora`). */
+const neverLoaded = /never been loaded|not loaded/i
+
 /** `engine` with its requests naming the Session's adapter from `versions`. */
 export const wrap = (engine: Engine.EngineShape, versions: LoraVersions.LoraVersionsShape): Engine.EngineShape => {
   if (versions.mode === "off") return engine
@@ -29,12 +32,17 @@ export const wrap = (engine: Engine.EngineShape, versions: LoraVersions.LoraVers
               cause: refused
             })
         ),
-        (lora) =>
-          lora === undefined
-            ? engine.generate(request)
-            : versioned
-            ? Effect.map(engine.generate({ ...request, lora }), (result) => ({ ...result, loraVersion: lora }))
-            : engine.generate({ ...request, lora })
+        (lora) => {
+          if (lora === undefined) return engine.generate(request)
+          // A worker that restarted lost its adapters: load them again, then send the attempt once more.
+          const generated = engine.generate({ ...request, lora }).pipe(
+            Effect.catchIf(
+              (error) => error._tag === "EngineError" && error.status === 400 && neverLoaded.test(error.detail),
+              () => Effect.andThen(versions.reload, engine.generate({ ...request, lora }))
+            )
+          )
+          return versioned ? Effect.map(generated, (result) => ({ ...result, loraVersion: lora })) : generated
+        }
       ),
     closeSession: (sessionId) => Effect.andThen(versions.release(sessionId), engine.closeSession(sessionId)),
     takeStepMetrics: Effect.zipWith(engine.takeStepMetrics, versions.takeStepMetrics, (a, b) => ({ ...a, ...b }))

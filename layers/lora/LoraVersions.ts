@@ -76,6 +76,11 @@ export interface LoraVersionsShape {
   readonly publish: (input: PublishInput) => Effect.Effect<Published, LoraPublishError>
   /** The adapter a Session generates with: versioned, its bound version (bound now at its first request). */
   readonly adapterFor: (sessionId: string) => Effect.Effect<string | undefined, LoraRegistry.LoraRegistryError>
+  /**
+   * A worker answered that it never loaded a version (it restarted since): load every live version again on every
+   * worker (a worker that holds one already keeps it).
+   */
+  readonly reload: Effect.Effect<void>
   /** The Session ended: release its version (a retired version nobody holds is reclaimed). */
   readonly release: (sessionId: string) => Effect.Effect<void>
   /** The registry, where this process holds it (not on a cluster member: the fleet's writer does). */
@@ -171,22 +176,24 @@ export const make = (
     })
 
     /** Load every live (published or retired) version on the workers that do not have them yet. */
-    const syncWorkers = Effect.gen(function*() {
-      const workers = yield* port.workers
-      const fresh = workers.filter((w) => !synced.has(w))
-      if (fresh.length === 0) return
-      const live = registry.all().filter((v) => v.state === "published" || v.state === "retired")
-      for (const worker of fresh) {
-        for (const version of live) {
-          yield* port.load(worker, { name: version.name, path: paths.get(version.id) ?? "", pinned: true }).pipe(
-            Effect.catch((error) =>
-              Effect.logWarning(`LoRA version ${version.name} could not be loaded on ${worker}: ${error.message}`)
+    const loadLive = (workers: ReadonlyArray<string>) =>
+      Effect.gen(function*() {
+        const live = registry.all().filter((v) => v.state === "published" || v.state === "retired")
+        for (const worker of workers) {
+          for (const version of live) {
+            yield* port.load(worker, { name: version.name, path: paths.get(version.id) ?? "", pinned: true }).pipe(
+              Effect.catch((error) =>
+                // A worker that holds it already refuses the load: it has it.
+                /already loaded/i.test(error.message) ? Effect.void : Effect.logWarning(
+                  `LoRA version ${version.name} could not be loaded on ${worker}: ${error.message}`
+                )
+              )
             )
-          )
+          }
+          synced.add(worker)
         }
-        synced.add(worker)
-      }
-    })
+      })
+    const syncWorkers = Effect.flatMap(port.workers, (workers) => loadLive(workers.filter((w) => !synced.has(w))))
     /** Allocate a slot: reclaim when full, then wait for a release, up to `capacityWait`. */
     const allocate = (digest: string) =>
       Effect.gen(function*() {
@@ -353,7 +360,10 @@ export const make = (
       return metrics
     })
 
-    return { mode: options.mode, publish, adapterFor, release, registry, takeStepMetrics }
+    // A worker that lost its adapters (it restarted) refused a request: every live version is loaded again everywhere.
+    const reload = lock.withPermits(1)(Effect.flatMap(port.workers, loadLive))
+
+    return { mode: options.mode, publish, adapterFor, release, reload, registry, takeStepMetrics }
   })
 
 const loadFailure = (dir: AdapterDir.AdapterDir, error: Engine.EngineError | AdapterFiles.AdapterPathError) =>

@@ -203,6 +203,20 @@ describe("versioned LoRA on SGLang", () => {
       assert.deepStrictEqual(b.lora.loaded(), [first.version])
     }).pipe(Effect.provide(Tokenizer.Tokenizer.layer)))
 
+  it.live("a worker that restarted (its adapters gone) is loaded again and the attempt goes through", () =>
+    Effect.gen(function*() {
+      const [v1] = yield* adapters(1)
+      const server = yield* fake()
+      const { engine, versions } = yield* versioned({ workerUrls: [server.url] })
+      const first = yield* versions.publish({ path: v1! })
+      yield* engine.generate(request("before"))
+      server.lora.restart()
+      const after = yield* engine.generate(request("before"))
+      assert.strictEqual(after.loraVersion, first.version)
+      assert.strictEqual(bodies(server, "/load_lora_adapter").length, 2)
+      assert.deepStrictEqual(server.lora.loaded(), [first.version])
+    }).pipe(Effect.provide(Tokenizer.Tokenizer.layer)))
+
   it.live("a path that does not exist or is no adapter is refused before any worker is touched, naming it", () =>
     Effect.gen(function*() {
       const [v1] = yield* adapters(1)

@@ -39,6 +39,8 @@ export interface FakeLora {
   readonly failNextLoads: (n: number) => void
   /** The next `n` unloads answer 500 (a worker that cannot confirm the unload). */
   readonly failNextUnloads: (n: number) => void
+  /** The server restarted: it knows no adapter any more. */
+  readonly restart: () => void
 }
 
 export interface FakeLoraOptions {
@@ -209,7 +211,8 @@ export const make = (options: FakeLoraOptions) => {
       },
       failNextUnloads: (n: number) => {
         failUnloads += n
-      }
+      },
+      restart: () => known.clear()
     } satisfies FakeLora
   }
 }
