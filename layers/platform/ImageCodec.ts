@@ -1,7 +1,7 @@
 /**
  * Images read through sharp (libvips), the one module that touches it: a dataset image converted to the PNG an
- * agent is given (layers/session/SessionDirectory.ts), and an image's size for its training tokens
- * (layers/generation/Images.ts).
+ * agent is given (layers/session/SessionDirectory.ts), an image's size for its training tokens
+ * (layers/generation/Images.ts), and its RGB pixels for `pixel_values` (layers/vision/).
  *
  * **Details**
  * Input is a file path or the image's bytes. A failure is sharp's own message, which callers wrap with the image's
@@ -26,3 +26,28 @@ export const dimensions = (
     try: () => sharp(input).metadata(),
     catch: Thrown.messageOf
   }).pipe(Effect.map((meta) => ({ width: meta.width, height: meta.height })))
+
+/**
+ * The image's pixels as Pillow's `Image.open(...).convert("RGB")` gives them: 8-bit RGB, interleaved, alpha dropped
+ * (not composited), grey replicated to three channels, the embedded ICC profile ignored and EXIF orientation not
+ * applied (Pillow does neither). A truncated or corrupt image fails (sharp's `failOn: "warning"`).
+ */
+export const decodeRgb = (
+  input: string | Uint8Array
+): Effect.Effect<
+  { readonly width: number; readonly height: number; readonly channels: 3; readonly data: Uint8Array },
+  string
+> =>
+  Effect.tryPromise({
+    try: () =>
+      sharp(input, { ignoreIcc: true, failOn: "warning" }).removeAlpha().toColourspace("srgb").raw().toBuffer({
+        resolveWithObject: true
+      }),
+    catch: Thrown.messageOf
+  }).pipe(
+    Effect.flatMap(({ data, info }) =>
+      info.channels === 3
+        ? Effect.succeed({ width: info.width, height: info.height, channels: 3 as const, data: new Uint8Array(data) })
+        : Effect.fail(`decoded to ${info.channels} channels, expected 3`)
+    )
+  )
