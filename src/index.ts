@@ -61,6 +61,7 @@ import * as Supervisor from "../layers/session/Supervisor.ts"
 import * as Tokenizer from "../layers/tokenizer/Tokenizer.ts"
 import * as RolloutRpc from "../layers/trainer/RolloutRpc.ts"
 import * as TrainerService from "../layers/trainer/TrainerService.ts"
+import * as VisionInputs from "../layers/vision/VisionInputs.ts"
 import * as RolloutOptions from "./config/RolloutOptions.ts"
 import * as Settings from "./config/Settings.ts"
 import type * as CreditOptions from "./credit/CreditOptions.ts"
@@ -346,7 +347,7 @@ export const servicesFromSettings = (
   role: ClusterRole = {}
 ) => {
   const cwd = extras.cwd ?? process.cwd()
-  const base = Layer.mergeAll(
+  const services = Layer.mergeAll(
     RolloutConfig.RolloutConfig.layerSettings(settings),
     settings.tokenizer === undefined
       ? Tokenizer.Tokenizer.layer
@@ -361,6 +362,8 @@ export const servicesFromSettings = (
       )
     )
   )
+  // The vision samples' training inputs (--multimodal-train-inputs), checked against the tokenizer's processor.
+  const base = VisionInputs.VisionInputs.layer(settings.multimodalTrainInputs).pipe(Layer.provideMerge(services))
   const ownEngine = engineLayer(settings, {
     cwd,
     embedded: extras.embedded,

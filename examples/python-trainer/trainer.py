@@ -13,6 +13,9 @@ The wire format (one JSON request per line, one JSON message per response line) 
 """
 
 import argparse
+import array
+import base64
+import hashlib
 import itertools
 import json
 import os
@@ -129,6 +132,38 @@ class RolloutClient:
         return self.call("Shutdown")
 
 
+def pixel_values(sample):
+    """Each image's pixel_values of a vision sample, as ((rows, columns), array of float32), in image order.
+
+    The RPC sends an array as {"dtype": "float32", "shape": [rows, columns], "data": <base64 of its little-endian
+    bytes>} (docs/trainer.md "Binary arrays"); with NumPy: np.frombuffer(base64.b64decode(data), "<f4").reshape(shape).
+    """
+    decoded = []
+    for entry in sample.get("multimodal_train_inputs", {}).get("pixel_values", []):
+        values = array.array("f", base64.b64decode(entry["data"]))
+        if sys.byteorder == "big":
+            values.byteswap()
+        rows, columns = entry["shape"]
+        if len(values) != rows * columns:
+            raise RolloutError("Protocol", f"pixel_values of shape {entry['shape']} hold {len(values)} values")
+        decoded.append(((rows, columns), values))
+    return decoded
+
+
+def pixel_summary(samples):
+    """Images, patch rows, and the SHA-256 of every image's float32 bytes (little-endian) in sample order."""
+    digest = hashlib.sha256()
+    images = rows = 0
+    for sample in samples:
+        for (count, _), values in pixel_values(sample):
+            images += 1
+            rows += count
+            if sys.byteorder == "big":
+                values.byteswap()
+            digest.update(values.tobytes())
+    return f"pixel_values: {images} images, {rows} rows, sha256 {digest.hexdigest()}"
+
+
 def primary_reward(sample, reward_key):
     """The sample's scalar reward: the number itself, or the `reward_key` entry of a reward object."""
     reward = sample["reward"]
@@ -153,6 +188,8 @@ def main():
     parser.add_argument("--reward-key", default="score", help="primary key of object rewards (--reward-key)")
     parser.add_argument("--groups", type=int, default=0, help="then stream this many more steps, Group by Group")
     parser.add_argument("--dump", help="write every step's samples to this JSON file")
+    parser.add_argument("--pixel-values", action="store_true",
+                        help="decode the vision samples' pixel_values and print their images, rows and digest")
     parser.add_argument("--shutdown", action="store_true", help="stop the server when done")
     parser.add_argument("--pause-mode", choices=["abort", "retract", "in_place"],
                         help="update the weights in two phases (PauseGeneration with this mode, the trainer's own "
@@ -177,7 +214,10 @@ def main():
         groups = result["groups"]
         print(f"step {rollout_id}: {len(samples)} samples from {groups['accepted']} Groups "
               f"({groups['dropped']} dropped, {groups['filtered']} filtered); {reward_stats(samples, args.reward_key)}")
-        # Train here: per sample, tokens[-response_length:] with loss_mask, rollout_log_probs and advantage.
+        if args.pixel_values:
+            print(pixel_summary(samples))
+        # Train here: per sample, tokens[-response_length:] with loss_mask, rollout_log_probs and advantage (and a
+        # vision model's multimodal_train_inputs: image_grid_thw and the pixel_values decoded above).
         if args.adapters is not None:
             # Save the trained adapter (peft's save_pretrained) to a new directory, then publish it.
             if adapters:

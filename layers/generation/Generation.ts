@@ -35,6 +35,7 @@ import * as FairScheduler from "../platform/FairScheduler.ts"
 import * as StepSpan from "../platform/StepSpan.ts"
 import type * as Sessions from "../schedule/Sessions.ts"
 import * as Tokenizer from "../tokenizer/Tokenizer.ts"
+import * as VisionInputs from "../vision/VisionInputs.ts"
 import * as AssistantTurn from "./AssistantTurn.ts"
 import * as Attempts from "./Attempts.ts"
 import * as Forests from "./Forests.ts"
@@ -132,6 +133,7 @@ const make = (options: StepContext.GenerationOptions) =>
       engine: yield* Engine.Engine,
       forests: yield* Forests.Forests,
       tokenizer: yield* Tokenizer.Tokenizer,
+      visionInputs: yield* VisionInputs.VisionInputs,
       options,
       encodeOptions: { allowSpecialTokens: options.allowSpecialTokens ?? false },
       promptIds: new PromptIds.PromptIds(options.promptIdsBytes ?? PromptIds.defaultBytes)

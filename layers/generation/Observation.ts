@@ -95,7 +95,9 @@ export function* observe(
   if (matched.suffix.length === 0) return matched.parent
   const tokens = yield* observationTokens(core, forest, matched, state)
   // Images get their processor-expanded training tokens; context limits count those (docs/runtime.md, "Model requests").
-  const train = yield* Images.expandObservation(core.tokenizer, tokens, ForestCommit.mediaOf(matched.suffix)).pipe(
+  const media = ForestCommit.mediaOf(matched.suffix)
+  const firstImage = ForestCommit.mediaOf(state.messages).length - media.length
+  const train = yield* Images.expandObservation(core.tokenizer, tokens, media, core.visionInputs, firstImage).pipe(
     Effect.mapError((detail) => new GenerationError.ImageRejectedError({ detail }))
   )
   return yield* core.forests.observe(forest, {

@@ -12,6 +12,7 @@ import type * as PromptIds from "../../src/template/PromptIds.ts"
 import type * as Engine from "../engine/Engine.ts"
 import type * as Sessions from "../schedule/Sessions.ts"
 import type * as Tokenizer from "../tokenizer/Tokenizer.ts"
+import type * as VisionInputs from "../vision/VisionInputs.ts"
 import type * as Forests from "./Forests.ts"
 
 export interface GenerationOptions {
@@ -46,6 +47,8 @@ export interface Core {
   readonly engine: Engine.EngineShape
   readonly forests: Forests.ForestsShape
   readonly tokenizer: Tokenizer.TokenizerShape
+  /** What vision observations train on (`--multimodal-train-inputs`; `grid` when no layer provides it). */
+  readonly visionInputs: VisionInputs.VisionInputsShape
   readonly options: GenerationOptions
   readonly encodeOptions: ObservationDelta.EncodeOptions
   /** Root observations' ids by their rendered text, so the Sessions of a Group tokenize a shared first prompt once. */

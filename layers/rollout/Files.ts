@@ -85,11 +85,14 @@ const pending = new Map<string, Promise<void>>()
 /** The paths whose writes are in flight now. */
 export const inFlight = (): ReadonlyArray<string> => [...pending.keys()]
 
-const writeNow = async (path: string, text: string): Promise<void> => {
+/** What a file is written from: text (UTF-8), or binary chunks written one after the other. */
+export type Content = string | ReadonlyArray<Uint8Array>
+
+const writeNow = async (path: string, content: Content): Promise<void> => {
   const temp = `${path}.tmp-${process.pid}`
   await ensureDirectory(dirname(path))
   try {
-    await writeFile(temp, text, "utf8")
+    await writeFile(temp, content, typeof content === "string" ? "utf8" : {})
     await rename(temp, path)
   } catch (error) {
     await rm(temp, { force: true })
@@ -101,7 +104,7 @@ const writeNow = async (path: string, text: string): Promise<void> => {
  * Write `text` to `path` atomically (temporary file, then rename); the error is the file system's. Interruptible:
  * interrupting abandons the operation (see the module comment).
  */
-export const writeFileAtomic = (path: string, text: string): Effect.Effect<void, unknown> =>
+export const writeFileAtomic = (path: string, text: Content): Effect.Effect<void, unknown> =>
   Effect.tryPromise({
     try: () => {
       const before = pending.get(path) ?? Promise.resolve()

@@ -1,6 +1,7 @@
 /**
  * The files a rollout writes (docs/outputs.md): `rollout_<id>.jsonl` and `metrics.jsonl` per step, the Eval files and
  * `eval_metrics.jsonl` under `--output-dir`, and the debug dumps of `--save-debug-rollout-data`.
+ * A samples file with `pixel_values` gets its sidecar (`<name>.pixel_values.npy`, src/rollout/PixelSidecar.ts).
  *
  * **Details**
  * Before anything runs (building the layer), `--output-dir` and every directory the debug dump template names for the
@@ -18,6 +19,7 @@ import * as Os from "node:os"
 import { basename, join } from "node:path"
 import type * as TrainingSample from "../../src/forest/TrainingSample.ts"
 import * as OutputPaths from "../../src/rollout/OutputPaths.ts"
+import * as PixelSidecar from "../../src/rollout/PixelSidecar.ts"
 import * as Records from "../../src/rollout/Records.ts"
 import type * as RunReport from "../../src/rollout/RunReport.ts"
 import * as Telemetry from "../observability/Telemetry.ts"
@@ -82,7 +84,7 @@ const make = Effect.gen(function*() {
   const failure = yield* Ref.make<Telemetry.OutputWriteError | undefined>(undefined)
 
   /** Save `text` under the fallback directory; the fallback path, or `undefined` when that failed too. */
-  const salvage = (path: string, text: string) => {
+  const salvage = (path: string, text: Files.Content) => {
     const fallback = join(fallbackDir, basename(path))
     return Files.writeFileAtomic(fallback, text).pipe(
       Effect.as(fallback),
@@ -91,7 +93,7 @@ const make = Effect.gen(function*() {
     )
   }
 
-  const save = (path: string, text: string): Effect.Effect<void, Telemetry.OutputWriteError> =>
+  const save = (path: string, text: Files.Content): Effect.Effect<void, Telemetry.OutputWriteError> =>
     Files.writeFileAtomic(path, text).pipe(
       Effect.retry({ times: 1 }),
       Effect.tap(() =>
@@ -116,7 +118,16 @@ const make = Effect.gen(function*() {
     let metricsText = ""
     let evalMetricsText = ""
     const write = (path: string, values: ReadonlyArray<unknown>) => writeText(path, Records.jsonl(values))
-    const writeText = (path: string, text: string) =>
+    /** A samples file, its `pixel_values` sidecar first (so no line names a file not yet there). */
+    const writeSamples = (path: string, samples: ReadonlyArray<TrainingSample.TrainingSample>) =>
+      Effect.gen(function*() {
+        const sidecar = PixelSidecar.fileFor(path)
+        const split = PixelSidecar.split(samples, basename(sidecar))
+        if (typeof split === "string") return yield* Effect.die(new Error(`${sidecar}: ${split}`))
+        if (split.chunks.length > 0) yield* writeText(sidecar, split.chunks)
+        yield* write(path, split.samples)
+      })
+    const writeText = (path: string, text: Files.Content) =>
       save(path, text).pipe(
         Effect.tap(() =>
           Effect.sync(() => {
@@ -129,7 +140,7 @@ const make = Effect.gen(function*() {
       function*(rolloutId: number, samples: ReadonlyArray<TrainingSample.TrainingSample>, metricLine: unknown) {
         if (dir === undefined) return
         metricsText += Records.jsonl([metricLine])
-        yield* write(join(dir, `rollout_${rolloutId}.jsonl`), samples)
+        yield* writeSamples(join(dir, `rollout_${rolloutId}.jsonl`), samples)
         yield* writeText(join(dir, "metrics.jsonl"), metricsText)
       }
     )
@@ -140,7 +151,7 @@ const make = Effect.gen(function*() {
         samples: ReadonlyArray<TrainingSample.TrainingSample>,
         metricLine: unknown
       ) {
-        if (dir !== undefined) yield* write(join(dir, `eval_${afterSteps}_${dataset}.jsonl`), samples)
+        if (dir !== undefined) yield* writeSamples(join(dir, `eval_${afterSteps}_${dataset}.jsonl`), samples)
         if (dir !== undefined) evalMetricsText += Records.jsonl([metricLine])
       }
     )

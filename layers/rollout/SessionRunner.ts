@@ -21,6 +21,7 @@ import * as Export from "../../src/forest/Export.ts"
 import * as ForestError from "../../src/forest/ForestError.ts"
 import * as Sample from "../../src/forest/Sample.ts"
 import type * as TrainingSample from "../../src/forest/TrainingSample.ts"
+import type * as GenerationError from "../../src/generation/GenerationError.ts"
 import * as ForestDump from "../../src/inspect/ForestDump.ts"
 import type * as Records from "../../src/rollout/Records.ts"
 import type * as Dataset from "../../src/schedule/Dataset.ts"
@@ -40,6 +41,7 @@ import * as Sessions from "../schedule/Sessions.ts"
 import type * as ActiveBudget from "../session/ActiveBudget.ts"
 import * as Supervisor from "../session/Supervisor.ts"
 import * as Tokenizer from "../tokenizer/Tokenizer.ts"
+import * as VisionInputs from "../vision/VisionInputs.ts"
 import * as RolloutConfig from "./RolloutConfig.ts"
 
 /** One Group as planned from the dataset. */
@@ -71,6 +73,7 @@ export interface GroupResult {
 
 /** Why a Session or Group was dropped. */
 export type GroupError =
+  | GenerationError.ImageRejectedError
   | SessionError.AgentExecutionError
   | SessionError.SessionInputError
   | ForestError.ExportError
@@ -144,6 +147,7 @@ const admissionDemand = (
 
 const make = Effect.gen(function*() {
   const settings = yield* RolloutConfig.RolloutConfig
+  const visionInputs = yield* VisionInputs.VisionInputs
   const tokenizer = yield* Tokenizer.Tokenizer
   const sessions = yield* Sessions.Sessions
   const forests = yield* Forests.Forests
@@ -249,7 +253,7 @@ const make = Effect.gen(function*() {
             : Export.exportExplicit(forest, outcome.output.records, undefined, { strict: settings.strictMatch })
         )
         // Sample.build throws ForestInvariantError on a broken lineage; anything else it throws is a bug (a defect).
-        const samples = yield* Effect.try({
+        const built = yield* Effect.try({
           try: () =>
             contexts.map((c) =>
               Sample.build(forest, c.hash, decode, {
@@ -265,6 +269,8 @@ const make = Effect.gen(function*() {
             error instanceof ForestError.ForestInvariantError ? Effect.fail(error) : Effect.die(error)
           )
         )
+        // Each image's pixel_values beside its grid (--multimodal-train-inputs pixels), from the images' cache.
+        const samples = yield* visionInputs.attach(built)
         // The whole forest goes into the debug dump once per Session (its first context), and only when dumps are on.
         const dump = settings.saveDebugRolloutData === undefined ? undefined : ForestDump.ofForest(forest)
         const replay = recorder === undefined ? undefined : yield* recorder.take(sessionId)

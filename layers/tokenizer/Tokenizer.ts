@@ -89,6 +89,8 @@ export interface TokenizerShape {
 export interface Vision {
   readonly config: ImageGrid.VisionConfig
   readonly imagePadId: number
+  /** The file's JSON, for what depends on more than the grid (`pixel_values`, layers/vision/VisionInputs.ts). */
+  readonly preprocessorConfig: unknown
 }
 
 /** The placeholder token Qwen2-VL-family chat templates render once per image. */
@@ -213,7 +215,7 @@ const visionOf = (source: string, hf: HfTokenizer, preprocessorConfig: unknown):
       detail: `preprocessor_config.json is there but ${IMAGE_PAD} is not in the vocabulary`
     })
   }
-  return { config: config.success, imagePadId }
+  return { config: config.success, imagePadId, preprocessorConfig }
 }
 
 /** `preprocessor_config.json` of the directory, or undefined when there is none. */

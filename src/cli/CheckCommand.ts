@@ -12,6 +12,7 @@ import * as Files from "../../layers/rollout/Files.ts"
 import * as Sessions from "../../layers/schedule/Sessions.ts"
 import * as Supervisor from "../../layers/session/Supervisor.ts"
 import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
+import * as VisionInputs from "../../layers/vision/VisionInputs.ts"
 import * as AdmissionOptions from "../admission/AdmissionOptions.ts"
 import * as Settings from "../config/Settings.ts"
 import * as Reward from "../credit/Reward.ts"
@@ -70,8 +71,10 @@ const checkStack = (settings: Settings.RolloutSettings) =>
     // A check answers quickly: a server still starting is waited for 10 seconds, not the rollout's 10 minutes
     // (unless --sglang-startup-timeout says otherwise).
     const engine = engineLayer(settings, { cwd: process.cwd(), sglangDefaults: { startupTimeout: "10 seconds" } })
+    // The vision training inputs are checked against the tokenizer's processor, as a rollout does at startup.
+    const vision = VisionInputs.VisionInputs.layer(settings.multimodalTrainInputs).pipe(Layer.provideMerge(tokenizer))
     const core = Layer.mergeAll(Forests.Forests.layer, Sessions.Sessions.layer, engine).pipe(
-      Layer.provideMerge(tokenizer)
+      Layer.provideMerge(vision)
     )
     const generation = Generation.Generation.layer(parsers).pipe(Layer.provideMerge(core))
     return Gateway.Gateway.layer({ host: settings.host, port: settings.port }).pipe(Layer.provideMerge(generation))
@@ -266,7 +269,8 @@ export const runCheck = (
         "ServeError",
         (error) =>
           Effect.fail(new CheckStartupError({ detail: `--host/--port: the gateway cannot listen: ${error.message}` }))
-      )
+      ),
+      Effect.catchTag("RolloutConfigError", (error) => Effect.fail(new CheckStartupError({ detail: error.message })))
     )
   }).pipe(
     Effect.catchTags({

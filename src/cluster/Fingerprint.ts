@@ -31,6 +31,7 @@ export const sampleFields = [
   "sglangRouterUrl",
   "sglangEnableDeterministicInference",
   "tokenizer",
+  "multimodalTrainInputs",
   "embeddedPolicy",
   "rolloutTemperature",
   "rolloutTopP",

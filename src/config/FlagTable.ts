@@ -384,6 +384,18 @@ export const rolloutFlags: ReadonlyArray<FlagSpec> = [
     defaultText: "the bundled Qwen3 tokenizer (--engine embedded only)"
   },
   {
+    name: "multimodal-train-inputs",
+    field: "multimodalTrainInputs",
+    kind: { literals: ["none", "grid", "pixels"] },
+    section: Section.engine,
+    description: "What a vision model's samples carry for training (a --tokenizer with preprocessor_config.json): " +
+      "`pixels` = processor-expanded image tokens, `image_grid_thw` and `pixel_values` (computed as the model's " +
+      "image processor does; a sidecar .npy per step beside rollout_<id>.jsonl, arrays in the API and RPC); `grid` = " +
+      "the tokens and `image_grid_thw` only; `none` = one placeholder per image as inference saw it, no " +
+      "multimodal_train_inputs (docs/outputs.md).",
+    defaultText: "pixels"
+  },
+  {
     name: "embedded-policy",
     field: "embeddedPolicy",
     kind: "string",

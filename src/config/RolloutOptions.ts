@@ -29,6 +29,10 @@ export type EvalDataset = typeof EvalDataset.Type
 export const EngineKind = Schema.Literals(["embedded", "sglang"])
 export type EngineKind = typeof EngineKind.Type
 
+/** What vision samples carry for training (`--multimodal-train-inputs`, docs/outputs.md). */
+export const MultimodalTrainInputs = Schema.Literals(["none", "grid", "pixels"])
+export type MultimodalTrainInputs = typeof MultimodalTrainInputs.Type
+
 /** Every option of a rollout, as flags, a JSON config file or a trainer give it. */
 export const RolloutOptions = Schema.Struct({
   // dataset and step shape
@@ -88,6 +92,7 @@ export const RolloutOptions = Schema.Struct({
   useRolloutRoutingReplay: withDefault(Schema.Boolean, false),
   /** Directory with `tokenizer.json` (+ chat template); required with SGLang, else the bundled Qwen3 tokenizer. */
   tokenizer: Schema.optional(Schema.String),
+  multimodalTrainInputs: withDefault(MultimodalTrainInputs, "pixels"),
   /** `path/to/module.ts#export`: the embedded engine's scripted policy. */
   embeddedPolicy: Schema.optional(Schema.String),
   // sampling (request temperature / top_p are ignored; these apply)

@@ -2,7 +2,8 @@
  * The training sample as a trainer receives it and as one line of `rollout_<id>.jsonl` (docs/outputs.md
  * "`rollout_<id>.jsonl`").
  */
-import { Schema } from "effect"
+import { Schema, SchemaTransformation } from "effect"
+import * as Npy from "../vision/Npy.ts"
 
 /**
  * How the sample's context ends. Never `aborted`: a generation interrupted at a step boundary (`--partial-rollout`,
@@ -19,6 +20,45 @@ export type Reward = typeof Reward.Type
 /** The base credit: one scalar for the whole context, or one value per continuation token. */
 export const Advantage = Schema.NullOr(Schema.Union([Schema.Number, Schema.Array(Schema.Number)]))
 export type Advantage = typeof Advantage.Type
+
+/**
+ * float32 values on a JSON wire (the trainer RPC, the cluster's members): the base64 text of their little-endian
+ * bytes (docs/trainer.md "Binary arrays").
+ */
+export const Float32ArrayFromBase64 = Schema.Uint8ArrayFromBase64.pipe(
+  Schema.decodeTo(
+    Schema.instanceOf(Float32Array),
+    SchemaTransformation.transform({
+      decode: (bytes: Uint8Array): Float32Array<ArrayBuffer> => Npy.fromLittleEndian(bytes),
+      encode: (values: Float32Array<ArrayBuffer>): Uint8Array => Npy.littleEndian(values)
+    })
+  )
+)
+
+const Shape = Schema.Tuple([Schema.Int, Schema.Int])
+
+/**
+ * One image's `pixel_values` as the TypeScript API and the RPC give them: `shape` `[patches, channels *
+ * temporal_patch_size * patch_size²]`, row after row.
+ */
+export const PixelArray = Schema.Struct({
+  dtype: Schema.Literal("float32"),
+  shape: Shape,
+  data: Float32ArrayFromBase64
+})
+export type PixelArray = typeof PixelArray.Type
+
+/**
+ * One image's `pixel_values` as `rollout_<id>.jsonl` names them: `shape` float32 values (little-endian, row after row)
+ * at byte `offset` of `file` (a `.npy` beside the JSONL file; docs/outputs.md).
+ */
+export const PixelFile = Schema.Struct({
+  file: Schema.String,
+  offset: Schema.Int,
+  shape: Shape,
+  dtype: Schema.Literal("float32")
+})
+export type PixelFile = typeof PixelFile.Type
 
 export const TrainingSample = Schema.Struct({
   /** The rollout step. */
@@ -58,10 +98,13 @@ export const TrainingSample = Schema.Struct({
   multimodal_inputs: Schema.optionalKey(Schema.Struct({ images: Schema.Array(Schema.String) })),
   /**
    * What the vision processor gives training besides the expanded `tokens`: `image_grid_thw` of every image, in the
-   * order of `multimodal_inputs.images`; only on samples whose images were expanded (a vision `--tokenizer`).
+   * order of `multimodal_inputs.images`, and with `--multimodal-train-inputs pixels` (the default) each image's
+   * `pixel_values` (arrays in the API and the RPC, file references in `rollout_<id>.jsonl`); only on samples whose
+   * images were expanded (a vision `--tokenizer`).
    */
   multimodal_train_inputs: Schema.optionalKey(Schema.Struct({
-    image_grid_thw: Schema.Array(Schema.Tuple([Schema.Int, Schema.Int, Schema.Int]))
+    image_grid_thw: Schema.Array(Schema.Tuple([Schema.Int, Schema.Int, Schema.Int])),
+    pixel_values: Schema.optionalKey(Schema.Array(Schema.Union([PixelArray, PixelFile])))
   })),
   /**
    * With `--use-rollout-routing-replay` (Relax's `rollout_routed_experts`): per sequence position but the last

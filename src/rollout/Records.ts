@@ -14,6 +14,7 @@ import type * as TrainingSample from "../forest/TrainingSample.ts"
 import type * as ForestDump from "../inspect/ForestDump.ts"
 import type * as ReplayRecord from "../replay/Record.ts"
 import type * as Results from "../trainer/Results.ts"
+import * as PixelSidecar from "./PixelSidecar.ts"
 
 /** The per-Session counters a debug record reports (the generation core's counters of the exported Session). */
 export interface DebugCounters {
@@ -111,6 +112,7 @@ export const debugRecords = (
 ): Array<unknown> =>
   samples.map((sample, i) => {
     const facts = debug[i]
+    const pixels = PixelSidecar.digests(sample)
     return {
       rollout_id: rolloutId,
       session_id: sample.session_id,
@@ -146,6 +148,8 @@ export const debugRecords = (
       ...(facts?.counters.admissionWaitMs === undefined
         ? {}
         : { admission_wait_s: facts.counters.admissionWaitMs / 1000 }),
+      // The sidecar's check: per image, the shape and SHA-256 of the pixel_values rollout_<id>.jsonl points at.
+      ...(pixels === undefined ? {} : { pixel_values: pixels }),
       ...(facts?.forest === undefined ? {} : { forest: facts.forest }),
       ...(facts?.replay === undefined ? {} : { replay: facts.replay })
     }

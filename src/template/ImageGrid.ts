@@ -50,22 +50,17 @@ export type PreprocessorConfig = typeof PreprocessorConfig.Type
 
 const decodeConfig = Schema.decodeUnknownResult(PreprocessorConfig)
 
-/** The processor types whose image placeholders this module knows how to expand. */
-const supportedProcessor = /^Qwen2VLImageProcessor(Fast)?$/
-
-/** The vision constants of a `preprocessor_config.json` object; the failure says what is missing or unsupported. */
+/**
+ * The vision constants of a `preprocessor_config.json` object; the failure says what is missing. The processor class
+ * is not judged here: the grid needs only these constants, and which classes get `pixel_values` is
+ * src/vision/ImageProcessor.ts's to say.
+ */
 export const configFrom = (json: unknown): Result.Result<VisionConfig, string> => {
   const decoded = decodeConfig(json)
   if (Result.isFailure(decoded)) {
     return Result.fail(`preprocessor_config.json needs numeric patch_size and merge_size: ${decoded.failure.message}`)
   }
   const c = decoded.success
-  if (c.image_processor_type !== undefined && !supportedProcessor.test(c.image_processor_type)) {
-    return Result.fail(
-      `image_processor_type ${JSON.stringify(c.image_processor_type)} is not supported: relax-agentic expands images ` +
-        `for the Qwen2-VL image processor (Qwen2-VL, Qwen2.5-VL, Qwen3-VL)`
-    )
-  }
   const minPixels = c.min_pixels ?? c.size?.shortest_edge
   const maxPixels = c.max_pixels ?? c.size?.longest_edge
   if (minPixels === undefined || maxPixels === undefined) {

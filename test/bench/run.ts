@@ -1,7 +1,7 @@
 /**
  * Runs the benchmarks and prints one table per benchmark: `npm run bench` (all, quick sizes), `npm run bench full`
  * (the sizes docs/performance.md reports), or `npm run bench -- floor history` (only those named: memory, prefix, forest,
- * delta, gateway, lifecycle, floor, history, sessions, simulation, spawn, inspect, cluster, failover, heapsteps).
+ * delta, gateway, lifecycle, floor, history, sessions, simulation, spawn, inspect, cluster, failover, heapsteps, vision).
  *
  * **Details**
  * Benchmarks print ratios measured side by side in one run; they assert no timings. Memory numbers force garbage
@@ -26,6 +26,7 @@ import * as Sessions from "./sessions.ts"
 import * as Simulation from "./simulation.ts"
 import * as Spawn from "./spawn.ts"
 import * as Transport from "./transport.ts"
+import * as Vision from "./vision.ts"
 
 // Memory benchmarks first: their heap deltas are cleanest before the other benchmarks have grown the heap.
 const all: ReadonlyArray<Harness.Bench> = [
@@ -43,7 +44,8 @@ const all: ReadonlyArray<Harness.Bench> = [
   Inspect.bench,
   Cluster.bench,
   ClusterFailover.bench,
-  HeapSteps.bench
+  HeapSteps.bench,
+  Vision.bench
 ]
 
 const main = async (): Promise<void> => {

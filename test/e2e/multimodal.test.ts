@@ -50,7 +50,8 @@ describe("a multimodal rollout with a vision tokenizer (real agent processes, em
         assert.lengthOf(step.samples, 2)
         for (const sample of step.samples) {
           // 640 x 480 under Qwen2.5-VL: resized 644 x 476, grid [1, 34, 46], 391 image tokens (ImageGrid.test.ts).
-          assert.deepStrictEqual(sample.multimodal_train_inputs, { image_grid_thw: [[1, 34, 46]] })
+          assert.deepStrictEqual(sample.multimodal_train_inputs?.image_grid_thw, [[1, 34, 46]])
+          assert.deepStrictEqual(sample.multimodal_train_inputs?.pixel_values?.[0]?.shape, [34 * 46, 3 * 2 * 14 * 14])
           assert.lengthOf(sample.multimodal_inputs?.images ?? [], 1)
           assert.match(sample.multimodal_inputs?.images[0] ?? "", /^data:image\/png;base64,/)
           assert.strictEqual(sample.tokens.filter((id) => id === PAD).length, 391)

@@ -45,9 +45,20 @@ describe("the multimodal tool-use example (a zoom tool whose observations carry 
           assert.strictEqual(sample.status, "completed")
           // Two images along the lineage: the task's 640 x 480 (grid [1, 34, 46], 391 tokens under Qwen2.5-VL) in the
           // prompt, the tool's 224 x 224 zoom (grid [1, 16, 16], 64 tokens) in the continuation.
-          assert.deepStrictEqual(sample.multimodal_train_inputs, { image_grid_thw: [[1, 34, 46], [1, 16, 16]] })
+          assert.deepStrictEqual(sample.multimodal_train_inputs?.image_grid_thw, [[1, 34, 46], [1, 16, 16]])
           const images = sample.multimodal_inputs?.images ?? []
           assert.lengthOf(images, 2)
+          // Each image's pixel_values (the default --multimodal-train-inputs pixels): one row per patch (the grid's
+          // product), 3 * 2 * 14² columns, equal to a direct computation of the same image.
+          const pixels = sample.multimodal_train_inputs?.pixel_values ?? []
+          assert.lengthOf(pixels, 2)
+          for (const [i, values] of pixels.entries()) {
+            const [t, h, w] = sample.multimodal_train_inputs!.image_grid_thw[i]!
+            assert.deepStrictEqual(values.shape, [t * h * w, 3 * 2 * 14 * 14])
+            assert.isTrue("data" in values)
+            const direct = yield* VisionTokenizer.directPixels(tokenizer, images[i]!)
+            assert.deepStrictEqual("data" in values ? values.data : undefined, direct.data)
+          }
           const zoom = yield* Effect.promise(() => sharp(Buffer.from(images[1]!.split(",")[1]!, "base64")).metadata())
           assert.deepStrictEqual([zoom.width, zoom.height], [224, 224])
           const promptLength = sample.tokens.length - sample.response_length

@@ -8,7 +8,9 @@ import { Effect, Layer } from "effect"
 import type * as Engine from "../../layers/engine/Engine.ts"
 import * as Forests from "../../layers/generation/Forests.ts"
 import * as Generation from "../../layers/generation/Generation.ts"
+import * as Images from "../../layers/generation/Images.ts"
 import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
+import * as VisionInputs from "../../layers/vision/VisionInputs.ts"
 import * as Forest from "../../src/forest/Forest.ts"
 import * as Sample from "../../src/forest/Sample.ts"
 import * as ProtocolError from "../../src/protocol/ProtocolError.ts"
@@ -117,6 +119,50 @@ describe("a vision model's observations", () => {
         assert.include(http.message, "cannot read image data:image/png;base64,AAAA")
         assert.lengthOf(calls, 0)
       }).pipe(Effect.provide(stackFor(Layer.succeed(Tokenizer.Tokenizer, tokenizer), calls, [tokenizer.eosTokenId])))
+    }).pipe(Effect.scoped))
+})
+
+describe("a vision model's observations with --multimodal-train-inputs pixels", () => {
+  it.effect("refuse a corrupt image (its header reads, its pixels do not) with a 400 naming its index", () =>
+    Effect.gen(function*() {
+      const dir = yield* VisionTokenizer.directory()
+      const calls: Array<Engine.GenerateRequest> = []
+      const tokenizer = yield* Tokenizer.load(dir)
+      const pixels = yield* VisionInputs.forTokenizer("pixels", tokenizer)
+      const good = yield* VisionTokenizer.pngDataUri(64, 48)
+      const corrupt = yield* VisionTokenizer.truncatedPngDataUri(640, 480)
+      // Only the header is read for a grid: the same image passes with `grid`.
+      const gridOnly = yield* Images.expandObservation(
+        tokenizer,
+        [1, PAD, 2],
+        [corrupt],
+        VisionInputs.VisionInputs.defaultValue()
+      )
+      assert.deepStrictEqual(gridOnly?.imageGrids, [[1, 34, 46]])
+      yield* Effect.gen(function*() {
+        const generation = yield* Generation.Generation
+        const entry = yield* Sessions.sessionWithForest()
+        const messages = [{
+          role: "user",
+          content: [
+            { type: "image_url", image_url: { url: good } },
+            { type: "image_url", image_url: { url: corrupt } },
+            { type: "text", text: "Which is brighter?" }
+          ]
+        }]
+        const error = yield* generation.generate(entry, request(messages)).pipe(Effect.flip)
+        assert.strictEqual(error._tag, "ImageRejectedError")
+        const http = ProtocolError.GatewayError.fromGeneration(error)
+        assert.strictEqual(http.status, 400)
+        assert.include(http.message, "image 1 of the request (0-based, in message order")
+        assert.include(http.message, "cannot decode it")
+        assert.lengthOf(calls, 0)
+        const forest = yield* (yield* Forests.Forests).get(entry.sessionId)
+        assert.strictEqual(forest.nodes.size, 1)
+      }).pipe(
+        Effect.provide(stackFor(Layer.succeed(Tokenizer.Tokenizer, tokenizer), calls, [tokenizer.eosTokenId])),
+        Effect.provideService(VisionInputs.VisionInputs, pixels)
+      )
     }).pipe(Effect.scoped))
 })
 

@@ -2,7 +2,10 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as Images from "../../layers/generation/Images.ts"
 import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
+import * as VisionInputs from "../../layers/vision/VisionInputs.ts"
 import * as VisionTokenizer from "../support/VisionTokenizer.ts"
+
+const grid = VisionInputs.VisionInputs.defaultValue()
 
 const PAD = 151655
 const count = (ids: ReadonlyArray<number>, id: number) => ids.filter((x) => x === id).length
@@ -27,7 +30,7 @@ describe("an observation's training view", () => {
       })
       const tokens = tokenizer.encode(text)
       assert.strictEqual(count(tokens, PAD), 2)
-      const expanded = yield* Images.expandObservation(tokenizer, tokens, [wide, small])
+      const expanded = yield* Images.expandObservation(tokenizer, tokens, [wide, small], grid)
       assert.deepStrictEqual(expanded?.imageGrids, [[1, 34, 46], [1, 4, 4]])
       assert.strictEqual(count(expanded?.tokens ?? [], PAD), 391 + 4)
       assert.strictEqual(expanded?.tokens.length, tokens.length - 2 + 391 + 4)
@@ -40,20 +43,23 @@ describe("an observation's training view", () => {
       const tokenizer = yield* Tokenizer.load()
       assert.isUndefined(tokenizer.vision)
       const image = yield* VisionTokenizer.pngDataUri(64, 64)
-      assert.isUndefined(yield* Images.expandObservation(tokenizer, tokenizer.encode("<|im_start|>user\nhi"), [image]))
+      assert.isUndefined(
+        yield* Images.expandObservation(tokenizer, tokenizer.encode("<|im_start|>user\nhi"), [image], grid)
+      )
     }))
 
   it.effect("refuses placeholders it cannot expand: no preprocessor_config.json, or an unreadable image", () =>
     Effect.gen(function*() {
       const bare = yield* Tokenizer.load(yield* VisionTokenizer.directory({ preprocessor: false }))
-      const noProcessor = yield* Images.expandObservation(bare, [1, PAD, 2], ["data:image/png;base64,AAAA"]).pipe(
+      const noProcessor = yield* Images.expandObservation(bare, [1, PAD, 2], ["data:image/png;base64,AAAA"], grid).pipe(
         Effect.flip
       )
       assert.include(noProcessor, "has no preprocessor_config.json")
       const vision = yield* Tokenizer.load(yield* VisionTokenizer.directory())
-      const unreadable = yield* Images.expandObservation(vision, [1, PAD, 2], ["data:image/png;base64,AAAA"]).pipe(
-        Effect.flip
-      )
+      const unreadable = yield* Images.expandObservation(vision, [1, PAD, 2], ["data:image/png;base64,AAAA"], grid)
+        .pipe(
+          Effect.flip
+        )
       assert.include(unreadable, "cannot read image data:image/png;base64,AAAA")
     }).pipe(Effect.scoped))
 })

@@ -10,6 +10,10 @@ import { createRequire } from "node:module"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import sharp from "sharp"
+import * as ImageCodec from "../../layers/platform/ImageCodec.ts"
+import * as ImageGrid from "../../src/template/ImageGrid.ts"
+import * as ImageProcessor from "../../src/vision/ImageProcessor.ts"
+import * as PixelValues from "../../src/vision/PixelValues.ts"
 
 /** Qwen2-VL's chat template (Qwen2-VL-7B-Instruct `chat_template`), without its video branch. */
 export const qwen2VlChatTemplate = "{% set image_count = namespace(value=0) %}{% for message in messages %}" +
@@ -74,3 +78,39 @@ export const pngDataUri = (width: number, height: number): Effect.Effect<string>
   Effect.promise(() =>
     sharp({ create: { width, height, channels: 3, background: { r: 200, g: 30, b: 30 } } }).png().toBuffer()
   ).pipe(Effect.map((png) => `data:image/png;base64,${png.toString("base64")}`))
+
+/** A noisy `width` x `height` PNG as a data URI (every pixel differs, so resampling matters). */
+export const noisyPngDataUri = (width: number, height: number, seed = 1): Effect.Effect<string> =>
+  Effect.promise(() => {
+    const data = Buffer.alloc(width * height * 3)
+    let state = seed
+    for (let i = 0; i < data.length; i++) {
+      state = (state * 1103515245 + 12345) & 0x7fffffff
+      data[i] = (state >> 16) & 0xff
+    }
+    return sharp(data, { raw: { width, height, channels: 3 } }).png().toBuffer()
+  }).pipe(Effect.map((png) => `data:image/png;base64,${png.toString("base64")}`))
+
+/** A noisy PNG cut to half its bytes: its header (and size) read, its pixels do not decode. */
+export const truncatedPngDataUri = (width: number, height: number): Effect.Effect<string> =>
+  Effect.map(noisyPngDataUri(width, height), (uri) => {
+    const png = Buffer.from(uri.slice(uri.indexOf(",") + 1), "base64")
+    return `data:image/png;base64,${png.subarray(0, png.length >> 1).toString("base64")}`
+  })
+
+/**
+ * An image's `pixel_values` computed directly (decoded, then src/vision/PixelValues.ts with the processor of `dir`'s
+ * `preprocessor_config.json`), for comparing what a rollout delivered with.
+ */
+export const directPixels = (dir: string, url: string): Effect.Effect<PixelValues.PixelValues> =>
+  Effect.gen(function*() {
+    const json = JSON.parse(Fs.readFileSync(Path.join(dir, "preprocessor_config.json"), "utf8")) as unknown
+    const grid = ImageGrid.configFrom(json)
+    if (grid._tag === "Failure") return yield* Effect.die(new Error(grid.failure))
+    const processor = ImageProcessor.fromJson(json, grid.success, dir)
+    if (processor._tag === "Failure") return yield* Effect.die(new Error(processor.failure))
+    const bytes = url.startsWith("data:") ? Buffer.from(url.slice(url.indexOf(",") + 1), "base64") : url
+    const rgb = yield* ImageCodec.decodeRgb(bytes).pipe(Effect.orDie)
+    const computed = PixelValues.compute(rgb, processor.success)
+    return computed._tag === "Failure" ? yield* Effect.die(new Error(computed.failure)) : computed.success
+  })

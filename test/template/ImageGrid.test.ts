@@ -84,19 +84,26 @@ describe("preprocessor_config.json", () => {
     })
   })
 
-  it("refuses another processor family with a clear reason", () => {
+  it("reads the grid constants whatever the processor class (the class matters for pixel_values only)", () => {
     const result = ImageGrid.configFrom({
       patch_size: 14,
       merge_size: 2,
       min_pixels: 1,
       max_pixels: 2,
-      image_processor_type: "CLIPImageProcessor"
+      image_processor_type: "SomeDerivedImageProcessor"
     })
-    assert.isTrue(Result.isFailure(result))
-    assert.include(
-      Result.isFailure(result) ? result.failure : "",
-      `image_processor_type "CLIPImageProcessor" is not supported`
-    )
+    assert.deepStrictEqual(Result.getOrThrow(result), {
+      patchSize: 14,
+      mergeSize: 2,
+      temporalPatchSize: 2,
+      minPixels: 1,
+      maxPixels: 2
+    })
+  })
+
+  it("says which constant is missing", () => {
+    const result = ImageGrid.configFrom({ patch_size: 14, min_pixels: 1, max_pixels: 2 })
+    assert.include(Result.isFailure(result) ? result.failure : "", "needs numeric patch_size and merge_size")
   })
 })
 
