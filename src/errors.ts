@@ -11,6 +11,7 @@ export {
   ClusterCallError,
   ConfigMismatchError,
   FleetCommandError,
+  NotHolderError,
   RunnerLostError,
   SessionFailedError
 } from "./cluster/ClusterError.ts"

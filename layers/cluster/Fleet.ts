@@ -21,13 +21,14 @@
  *   {@link FleetShape.setGate}) and with `Halt`'s replies, and a `pause` waits until no protected Session is left.
  */
 import { Context, Deferred, Duration, Effect, Layer, Schedule, Semaphore } from "effect"
-import { EntityId, Sharding } from "effect/cluster"
+import { Sharding } from "effect/cluster"
 import { randomBytes } from "node:crypto"
 import * as ClusterError from "../../src/cluster/ClusterError.ts"
 import type * as ClusterWire from "../../src/cluster/ClusterWire.ts"
 import type * as Retention from "../../src/schedule/Retention.ts"
 import * as Engine from "../engine/Engine.ts"
 import * as GenerationGate from "../schedule/GenerationGate.ts"
+import * as Directory from "./Directory.ts"
 import * as GroupEntity from "./GroupEntity.ts"
 
 /** The controller's fleet settings. */
@@ -68,26 +69,12 @@ export interface FleetShape {
 /** The fleet (see the module comment). */
 export class Fleet extends Context.Service<Fleet, FleetShape>()("relax-agentic/Fleet") {}
 
-/** The Group entity ids that land on every shard, one per shard. */
-const shardIds = (sharding: Sharding.Sharding["Service"], shards: number): ReadonlyArray<string> => {
-  const seen = new Set<number>()
-  const ids: Array<string> = []
-  for (let n = 0; seen.size < shards && n < shards * 100; n++) {
-    const id = EntityId.make(`fleet-${n}`)
-    const shard = sharding.getShardId(id, GroupEntity.Group.getShardGroup(id))
-    if (seen.has(shard.id)) continue
-    seen.add(shard.id)
-    ids.push(id)
-  }
-  return ids
-}
-
 const make = (options: FleetOptions) =>
   Effect.gen(function*() {
     const sharding = yield* Sharding.Sharding
     const makeClient = yield* GroupEntity.Group.client
     const controller = randomBytes(8).toString("hex")
-    const targets = shardIds(sharding, options.shards)
+    const targets = Directory.shardKeys(sharding, options.shards)
     const lock = yield* Semaphore.make(1)
     let seq = 0
     let weights: ClusterWire.WeightsState = { seq: 0, version: "0", paused: null }

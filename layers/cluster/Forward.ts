@@ -3,9 +3,10 @@
  * for agents").
  *
  * **Details**
- * The Session id names its Group (`src/cluster/Routing.ts`), the Group entity's shard names the owner, and the
- * request travels as a `Forward` entity call. The owner answers it with `ForwardAnswer.ts`; a Session the
- * owner does not hold (its runner died, the shard moved) is a 404 `session_discarded`. The call waits as long as the
+ * The Session id names its Group and the runner holding it (`src/cluster/Routing.ts`), and the request travels as a
+ * `Forward` entity call to an entity whose shard the holder owns now (the Group key, or one the `Directory` finds after
+ * shards moved: `HolderRoute.ts`). The holder answers it with `ForwardAnswer.ts`; a Session it no longer holds, or one
+ * whose holder no live runner is (it died), is a 404 `session_discarded`. The call waits as long as the
  * generation does (an agent's own client decides when to give up); if the cluster itself refuses it, the agent gets a
  * 503 `runner_unavailable` it may retry.
  *
@@ -20,8 +21,10 @@ import type { Sharding } from "effect/cluster"
 import * as Routing from "../../src/cluster/Routing.ts"
 import * as ProtocolError from "../../src/protocol/ProtocolError.ts"
 import * as Forwarder from "../gateway/Forwarder.ts"
+import * as Directory from "./Directory.ts"
 import * as ForwardRoute from "./ForwardRoute.ts"
 import * as GroupEntity from "./GroupEntity.ts"
+import * as HolderRoute from "./HolderRoute.ts"
 import * as OwnerRelay from "./OwnerRelay.ts"
 
 /** How long an owner gateway that could not be reached is not tried again. */
@@ -29,8 +32,11 @@ export const unreachableFor = Duration.seconds(30)
 /** Groups whose owner is remembered; the oldest is forgotten past this (a forgotten Group asks the cluster again). */
 const maxRemembered = 50_000
 
-/** How this runner forwards, beyond the cluster itself. */
+/** How this runner forwards. */
 export interface Options {
+  /** `--cluster-shards` and the deadline of a `Where` (the `Directory` finds a Session's holder after shards moved). */
+  readonly shards: number
+  readonly callTimeout: Duration.Duration
   /**
    * Splice an agent's connection to the owner's gateway once the owner answered for its Session (`--gateway-splice`,
    * layers/cluster/OwnerSplice.ts). Default `true`; `false` relays each request.
@@ -41,12 +47,13 @@ export interface Options {
 /** The gateway's `Forwarder` port over the cluster; `self` names this runner to the owners it relays to. */
 export const layer = (
   self: string,
-  options: Options = {}
+  options: Options
 ): Layer.Layer<Forwarder.Forwarder, never, Sharding.Sharding> =>
   Layer.effect(
     Forwarder.Forwarder,
     Effect.gen(function*() {
       const makeClient = yield* GroupEntity.Group.client
+      const directory = yield* Directory.make(options)
       const clock = yield* Clock.Clock
       const relay = yield* OwnerRelay.make(self)
       // Per Group key (the direct hop) and per Session (the splice of a new connection: OwnerSplice.ts).
@@ -65,10 +72,13 @@ export const layer = (
         relay,
         viaCluster: (request) => {
           const key = Routing.groupKeyOf(request.sessionId)
-          if (key === undefined) {
+          const holder = Routing.holderOf(request.sessionId)
+          if (key === undefined || holder === undefined) {
             return Effect.fail(ProtocolError.GatewayError.runnerUnavailable("not a cluster Session id"))
           }
-          return makeClient(key).Forward(request).pipe(
+          // To the runner holding the Session, through any entity whose shard it owns now.
+          const route = HolderRoute.make(directory, holder, directory.known(holder) ?? key)
+          return route.call((k) => makeClient(k).Forward(request)).pipe(
             Effect.map((answer) => {
               if (answer.gateway !== undefined) {
                 remember(owners, key, answer.gateway)
@@ -76,7 +86,12 @@ export const layer = (
               }
               return answer
             }),
-            Effect.mapError((error) => ProtocolError.GatewayError.runnerUnavailable(error._tag))
+            // A holder that is no live runner any more (it died) lost its Sessions: 404 `session_discarded`.
+            Effect.mapError((error) =>
+              error._tag === "RunnerLostError"
+                ? ProtocolError.GatewayError.sessionClosed(request.sessionId)
+                : ProtocolError.GatewayError.runnerUnavailable(error._tag)
+            )
           )
         },
         ownerOf: (sessionId) => {

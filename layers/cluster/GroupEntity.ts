@@ -1,17 +1,23 @@
 /**
  * The cluster entity of a Group: the messages the controller (and any runner forwarding an agent's request) sends to
- * the runner that owns the Group's shard (docs/scale-out.md "How a Group runs on a runner").
+ * the runner that holds a Group (docs/scale-out.md "How a Group runs on a runner").
  *
  * **Details**
- * The entity id is the Group key (`src/cluster/Routing.ts`). Every message is volatile (never stored) and safe to
- * deliver twice, since the cluster re-sends in-flight messages after a failover:
+ * Shards route placement only: `Reserve` goes to the entity of a candidate Group key (`src/cluster/Routing.ts`), and
+ * the runner owning its shard takes the Group or refuses. From then on the Group lives on that runner, its holder,
+ * for its whole life, and every other message names the holder's incarnation; it is sent to any entity whose shard the
+ * holder owns now (at first the Group key itself; after shards moved, one the `Directory` finds). A runner that
+ * receives a message for another holder refuses it with `NotHolderError`, and the sender finds the holder again, so
+ * a Session whose runner died is never started again on the runner that inherited its shard. Every message is
+ * volatile (never stored) and safe to deliver twice, since the cluster re-sends in-flight messages after a failover:
  * - `Reserve` asks the owner to hold `slots` agent slots for the whole Group (`--runner-slots`,
  *   `src/cluster/Slots.ts`); a full or draining runner refuses, and the controller tries another Group key. A
  *   re-delivered `Reserve` is granted again without reserving twice.
- * - `Place` answers the owner's incarnation id and address; it changes nothing.
- * - `RunSession` (a stream of `SessionEvent`s) starts the Session's agent on the owner, or follows the one already
- *   started there under that Session id; a message naming another incarnation fails with `RunnerLostError`, so a Session
- *   whose runner died is never started again on the runner that inherited its shard.
+ * - `Where` answers the incarnation id and address of the runner that receives this entity's messages now; it
+ *   changes nothing (the `Directory` asks it of one entity per shard).
+ * - `RunSession` (a stream of `SessionEvent`s) starts the Session's agent on its holder, or follows the one already
+ *   started there under that Session id; the stream ends with `NotHolderError` when its entity's shard moves away
+ *   while it runs (the Session goes on; the controller follows it again through another entity).
  * - `Grant` gives the Session its Group's Runtime lease (and the weight version to generate with); `Stop` ends the
  *   Session and reaps its agent. Both are no-ops when done twice.
  * - `Touch` says the controller still owns the Session; a Session untouched for a while is reaped (its controller died).
@@ -39,8 +45,8 @@ export const Reserve = Rpc.make("Reserve", {
   })
 })
 
-/** Which runner owns the Group now. */
-export const Place = Rpc.make("Place", {
+/** Which runner receives this entity's messages now. */
+export const Where = Rpc.make("Where", {
   success: Schema.Struct({ runner: Schema.String, address: Schema.String })
 })
 
@@ -73,12 +79,13 @@ export const Grant = Rpc.make("Grant", {
     rolloutId: Schema.Int,
     weights: ClusterWire.WeightsState
   },
-  error: Schema.Union([ClusterWire.RunnerLostError, ClusterError.FleetCommandError])
+  error: Schema.Union([ClusterError.NotHolderError, ClusterError.FleetCommandError])
 })
 
 /** End the Session and reap its agent (a dropped Group, a closed step, a finished Session's cleanup). */
 export const Stop = Rpc.make("Stop", {
-  payload: { runner: Schema.String, sessionId: Schema.String }
+  payload: { runner: Schema.String, sessionId: Schema.String },
+  error: ClusterError.NotHolderError
 })
 
 /**
@@ -87,13 +94,14 @@ export const Stop = Rpc.make("Stop", {
  */
 export const Touch = Rpc.make("Touch", {
   payload: { runner: Schema.String, sessionId: Schema.String },
-  error: ClusterWire.RunnerLostError
+  error: ClusterError.NotHolderError
 })
 
-/** An agent's model request, forwarded as it arrived, and the owner's answer. */
+/** An agent's model request, forwarded as it arrived, and the holder's answer (the holder is named in its Session id). */
 export const Forward = Rpc.make("Forward", {
   payload: ClusterWire.ForwardedRequest,
-  success: ClusterWire.ForwardedResponse
+  success: ClusterWire.ForwardedResponse,
+  error: ClusterError.NotHolderError
 })
 
 /**
@@ -107,4 +115,4 @@ export const Fleet = Rpc.make("Fleet", {
 })
 
 /** The Group entity. */
-export const Group = Entity.make("RelaxGroup", [Reserve, Place, RunSession, Grant, Stop, Touch, Forward, Fleet])
+export const Group = Entity.make("RelaxGroup", [Reserve, Where, RunSession, Grant, Stop, Touch, Forward, Fleet])

@@ -1,29 +1,30 @@
 /**
  * The runner's side of the Group entity: it runs the Sessions the controller sends to this runner with the same
- * `SessionRunner` a single process uses (Prepare → Runtime: agent process, forest, generation), and answers `Place`,
+ * `SessionRunner` a single process uses (Prepare → Runtime: agent process, forest, generation), and answers `Where`,
  * `Grant` and `Stop` (docs/scale-out.md "How a Group runs on a runner").
  *
  * **Details**
- * The hosted Sessions live in one runner-wide table, not in the entity instance, so an entity's passivation loses
- * nothing; each Session's fiber runs in the host's scope, so when the runner stops, every agent it launched is reaped.
- * A Session's ticket is the controller's, relayed: the agent's first model request is reported (`FirstRequest`, the
- * controller's first-request barrier counts it) and every request waits for `Grant` (the Group's Runtime lease, given
- * by the controller's Scheduler); `Stop` fails the lease, so waiting requests end with `SessionClosedError`, and
- * interrupts the Session. Every message is safe to receive twice: a second `RunSession` follows the Session already
- * running, a second `Grant` or `Stop` changes nothing, and a message naming another runner incarnation fails with
- * `RunnerLostError`; a stopped Session's id is remembered for a while, so a late `RunSession` for it fails with the
- * reason it was stopped instead of starting it again against an empty forest. A Session the controller stops touching
- * (`Touch`, every 5 s) for `orphanAfter` is reaped: its controller died without stopping it. A Group whose shard this
- * runner no longer owns (a runner joined and took it, or this one is leaving) is released at once: the controller's
- * messages for it now reach the shard's new owner, which refuses them, so its Sessions here are stopped (agents
- * reaped, slots freed) and their event streams end with `ShardMoved`, which drops the Group on the controller. With `--runner-slots` the host reserves a whole Group's slots (`Reserve`,
+ * The hosted Sessions live in one runner-wide table, not in an entity instance: a Group stays on the runner that took
+ * it (its holder) until it ends, whatever happens to the shard of the entity it was placed under, and any entity of
+ * this runner reaches it (docs/scale-out.md "Placement that outlives shard moves"). Each Session's fiber runs in the
+ * host's scope, so when the runner stops, every agent it launched is reaped. A Session's ticket is the controller's,
+ * relayed: the agent's first model request is reported (`FirstRequest`, the controller's first-request barrier counts
+ * it) and every request waits for `Grant` (the Group's Runtime lease, given by the controller's Scheduler); `Stop`
+ * fails the lease, so waiting requests end with `SessionClosedError`, and interrupts the Session. Every message is safe
+ * to receive twice: a second `RunSession` follows the Session already running, a second `Grant` or `Stop` changes
+ * nothing, and a message naming another runner incarnation fails with `NotHolderError` (its sender finds the holder
+ * again); a stopped Session's id is remembered for a while, so a late `RunSession` for it fails with the reason it was
+ * stopped instead of starting it again against an empty forest. A Session's event stream through an entity whose
+ * shard moves away ends with `NotHolderError` (the Session goes on; the controller follows it through another
+ * entity). A Session the controller stops touching (`Touch`, every 5 s) for `orphanAfter` is reaped: its controller
+ * died without stopping it. With `--runner-slots` the host reserves a whole Group's slots (`Reserve`,
  * `src/cluster/Slots.ts`) or refuses, and each new Session uses one reserved slot; a draining host (SIGTERM) reserves
- * nothing and starts no Session of a Group not placed on it, and `drain` completes once its Sessions have ended.
- * Entity handlers report defects to the caller (`disableFatalDefects`), where the Scheduler drops the
- * Group, instead of the cluster's default of retrying a defect forever.
+ * nothing and starts no Session of a Group not reserved on it, and `drain` completes once its Sessions have ended.
+ * Entity handlers report defects to the caller (`disableFatalDefects`), where the Scheduler drops the Group, instead
+ * of the cluster's default of retrying a defect forever.
  *
  * This module hosts the Sessions; placement and slots are `HostSlots.ts`, the fleet commands `HostFleet.ts`, the
- * orphan reaper, shard ownership and the runner's end `HostReaper.ts`.
+ * orphan reaper and the runner's end `HostReaper.ts`.
  */
 import { Clock, Context, Deferred, Duration, Effect, Exit, Fiber, Layer, Stream, SubscriptionRef } from "effect"
 import { Entity, Sharding } from "effect/cluster"
@@ -31,6 +32,7 @@ import { randomBytes } from "node:crypto"
 import type * as ClusterError from "../../src/cluster/ClusterError.ts"
 import * as ClusterWire from "../../src/cluster/ClusterWire.ts"
 import * as Fingerprint from "../../src/cluster/Fingerprint.ts"
+import * as Routing from "../../src/cluster/Routing.ts"
 import * as SessionError from "../../src/session/SessionError.ts"
 import * as Engine from "../engine/Engine.ts"
 import * as RolloutConfig from "../rollout/RolloutConfig.ts"
@@ -42,8 +44,6 @@ import * as HostReaper from "./HostReaper.ts"
 import * as HostSlots from "./HostSlots.ts"
 
 interface Hosted extends HostFleet.Followed, HostReaper.Reaped {
-  /** Where its Group's entity lives on this runner; undefined when started outside an entity. */
-  readonly placement: Placement | undefined
   /** The run id of the controller that sent it (its fleet commands apply to it). */
   readonly controller: string
   /** Its state at the generation gate, as its event stream reports it (partial rollout / fully async). */
@@ -59,7 +59,17 @@ interface Hosted extends HostFleet.Followed, HostReaper.Reaped {
   touched: number
 }
 
-export type Placement = HostReaper.Placement
+/**
+ * The entity a message came through: its id and whether this runner still owns its shard. A Group's stream through an
+ * entity whose shard moved away ends (`NotHolderError`), so its controller follows it through another entity.
+ */
+export interface Placement {
+  readonly key: string
+  readonly owned: () => boolean
+}
+
+/** How often a running Session's stream checks that its entity's shard is still this runner's. */
+const routeCheck = Duration.millis(500)
 
 /** Why a Session was stopped on this runner: a later `RunSession` for it fails with this, never starts it again. */
 interface Tombstone extends HostReaper.Stopped {
@@ -97,33 +107,37 @@ export interface HostShape {
     payload: typeof GroupEntity.Reserve.payloadSchema.Type
   ) => Effect.Effect<typeof GroupEntity.Reserve.successSchema.Type>
   /**
-   * Drain (SIGTERM): reserve nothing more and start no Session of a Group not placed here; completes once every
-   * hosted Session has ended and every reservation is used or expired.
+   * SIGTERM, at once (called from the signal's handler, so no message served after the signal sees the runner
+   * otherwise): reserve nothing more and start no Session of a Group not reserved here.
+   */
+  readonly startDraining: () => void
+  /**
+   * Drain (SIGTERM): start draining, then complete once every hosted Session has ended and every reservation is used
+   * or expired.
    */
   readonly drain: Effect.Effect<void>
   /** The Group entity's messages, as this runner answers them (see `GroupEntity`). */
-  readonly place: Effect.Effect<{ readonly runner: string; readonly address: string }>
+  readonly where: Effect.Effect<{ readonly runner: string; readonly address: string }>
   readonly runSession: (
     payload: typeof GroupEntity.RunSession.payloadSchema.Type,
     placement?: Placement
   ) => Stream.Stream<ClusterWire.SessionEvent, ClusterWire.RunFailure>
   readonly grant: (
     payload: typeof GroupEntity.Grant.payloadSchema.Type
-  ) => Effect.Effect<void, ClusterWire.RunnerLostError | ClusterError.FleetCommandError>
-  readonly stop: (payload: typeof GroupEntity.Stop.payloadSchema.Type) => Effect.Effect<void>
+  ) => Effect.Effect<void, ClusterWire.NotHolderError | ClusterError.FleetCommandError>
+  readonly stop: (
+    payload: typeof GroupEntity.Stop.payloadSchema.Type
+  ) => Effect.Effect<void, ClusterWire.NotHolderError>
   readonly touch: (
     payload: typeof GroupEntity.Touch.payloadSchema.Type
-  ) => Effect.Effect<void, ClusterWire.RunnerLostError>
+  ) => Effect.Effect<void, ClusterWire.NotHolderError>
   readonly fleet: (
     payload: typeof GroupEntity.Fleet.payloadSchema.Type
   ) => Effect.Effect<ClusterWire.FleetReply, ClusterError.FleetCommandError>
-  readonly forward: ForwardHandler
-  /**
-   * The Group entity `key` ended on this runner because its shard is owned elsewhere now (a runner joined, or this
-   * one is leaving): its Sessions are stopped (agents reaped, slots freed) and its reservation dropped. The
-   * controller's messages for them reach the shard's new owner, which refuses them, so the Group is dropped there.
-   */
-  readonly release: (key: string) => Effect.Effect<void>
+  /** A forwarded model request for a Session this runner holds (one naming another holder is refused). */
+  readonly forward: (
+    request: ClusterWire.ForwardedRequest
+  ) => Effect.Effect<ClusterWire.ForwardedResponse, ClusterWire.NotHolderError>
 }
 
 /** How often a running Session's stream says it is alive (the controller's idle deadline is a multiple of it). */
@@ -155,16 +169,15 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
     const used = () => slots.used(table.size)
     const fingerprint = Fingerprint.of(settings)
 
-    const checkRunner = (runnerId: string): Effect.Effect<void, ClusterWire.RunnerLostError> =>
-      runnerId === incarnation
+    const checkRunner = (holder: string): Effect.Effect<void, ClusterWire.NotHolderError> =>
+      holder === incarnation
         ? Effect.void
-        : Effect.fail(new ClusterWire.RunnerLostError({ expected: runnerId, actual: incarnation }))
+        : Effect.fail(new ClusterWire.NotHolderError({ holder, runner: incarnation }))
 
     /** Start the Session's fiber in the host's scope (the first delivery of `RunSession`). */
-    const start = (payload: typeof GroupEntity.RunSession.payloadSchema.Type, placement: Placement | undefined) =>
+    const start = (payload: typeof GroupEntity.RunSession.payloadSchema.Type) =>
       Effect.gen(function*() {
         const hosted: Hosted = {
-          placement,
           controller: payload.controller,
           gateState: yield* SubscriptionRef.make<ClusterWire.GateState>({ interrupted: false, protected: false }),
           leased: false,
@@ -254,29 +267,6 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
         if (hosted.fiber !== undefined) yield* Fiber.interrupt(hosted.fiber)
       })
 
-    const release = (key: string) =>
-      Effect.gen(function*() {
-        slots.forget(key)
-        const sessions = [...table.entries()].filter(([, h]) => h.placement?.key === key).map(([sessionId]) =>
-          sessionId
-        )
-        if (sessions.length === 0) return
-        yield* Effect.logWarning(
-          `runner ${incarnation} releases Group ${key}: its shard is no longer this runner's (a runner joined, or ` +
-            `this one is leaving); stops Session(s) ${sessions.join(", ")}`
-        )
-        for (const sessionId of sessions) {
-          yield* stop(
-            sessionId,
-            new ClusterWire.SessionFailedError({
-              type: "ShardMoved",
-              detail: `Session ${sessionId} was stopped on runner ${address}: its Group's shard moved to another ` +
-                "runner (a runner joined, or this one left); the Group is dropped and refilled"
-            })
-          )
-        }
-      })
-
     yield* HostReaper.start({
       incarnation,
       address,
@@ -284,8 +274,7 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
       hosted: table,
       tombstones,
       expireReservations: slots.expire,
-      stop,
-      release
+      stop
     })
 
     const gateStateOf = (sessionId: string): ClusterWire.GateState => ({
@@ -329,8 +318,9 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
       hosted: Effect.sync(() => table.size),
       used: Effect.sync(used),
       reserve: (key, payload) => slots.reserve(key, payload, table.size, { incarnation, address }),
+      startDraining: slots.startDraining,
       drain,
-      place: Effect.succeed({ runner: incarnation, address }),
+      where: Effect.succeed({ runner: incarnation, address }),
       runSession: (payload, placement) =>
         Stream.unwrap(Effect.gen(function*() {
           yield* checkRunner(payload.runner)
@@ -345,10 +335,20 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
             )
           }
           const running = table.get(payload.sessionId)
-          if (running === undefined) yield* slots.admit(placement?.key, payload.sessionId, address)
-          const hosted = running ?? (yield* start(payload, placement))
+          if (running === undefined) {
+            yield* slots.admit(Routing.groupKeyOf(payload.sessionId), payload.sessionId, address)
+          }
+          const hosted = running ?? (yield* start(payload))
           hosted.touched = yield* Clock.currentTimeMillis
-          return events(hosted)
+          return placement === undefined ? events(hosted) : events(hosted).pipe(
+            Stream.interruptWhen(
+              Effect.repeat(Effect.sleep(routeCheck), { until: () => !placement.owned() }).pipe(
+                Effect.andThen(
+                  Effect.fail(new ClusterWire.NotHolderError({ holder: incarnation, runner: incarnation }))
+                )
+              )
+            )
+          )
         })),
       grant: (payload) =>
         Effect.gen(function*() {
@@ -361,9 +361,10 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
           yield* Deferred.succeed(hosted.lease, undefined)
         }),
       stop: (payload) =>
-        payload.runner === incarnation
-          ? stop(payload.sessionId, HostReaper.stoppedByController(payload.sessionId))
-          : Effect.void,
+        Effect.andThen(
+          checkRunner(payload.runner),
+          stop(payload.sessionId, HostReaper.stoppedByController(payload.sessionId))
+        ),
       touch: (payload) =>
         Effect.gen(function*() {
           yield* checkRunner(payload.runner)
@@ -371,8 +372,7 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
           if (hosted !== undefined) hosted.touched = yield* Clock.currentTimeMillis
         }),
       fleet: fleet.fleet,
-      forward,
-      release
+      forward: (request) => Effect.andThen(checkRunner(Routing.holderOf(request.sessionId) ?? ""), forward(request))
     } satisfies HostShape
   })
 
@@ -394,12 +394,9 @@ export const entityLayer = GroupEntity.Group.toLayer(
     const address = yield* Entity.CurrentAddress
     const key = address.entityId
     const placement: Placement = { key, owned: () => sharding.hasShardId(address.shardId) }
-    // The host releases a Group whose shard moved away as soon as it sees it; this is the backstop when the cluster
-    // ends the entity there (also for a reservation no Session of the Group has used yet).
-    yield* Effect.addFinalizer(() => Effect.suspend(() => placement.owned() ? Effect.void : host.release(key)))
     return GroupEntity.Group.of({
       Reserve: ({ payload }) => host.reserve(key, payload),
-      Place: () => host.place,
+      Where: () => host.where,
       RunSession: ({ payload }) => host.runSession(payload, placement),
       Grant: ({ payload }) => host.grant(payload),
       Stop: ({ payload }) => host.stop(payload),

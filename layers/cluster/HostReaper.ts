@@ -1,26 +1,16 @@
 /**
  * What a runner reaps on its own (docs/scale-out.md "Failure"): Sessions no controller touched for the orphan timeout
- * (their controller died without stopping them), reservations no Session used, the tombstones of stopped Sessions,
- * Groups whose shard moved away, and whatever it still hosts when it stops.
+ * (their controller died without stopping them), reservations no Session used, the tombstones of stopped Sessions, and
+ * whatever it still hosts when it stops. A shard moving away reaps nothing: a Group stays on its holder until it ends.
  */
 import { Clock, Duration, Effect, Schedule, type Scope } from "effect"
 import * as ClusterWire from "../../src/cluster/ClusterWire.ts"
 
-/** How often the host checks that it still owns the shards of its Groups (a runner joined: some moved away). */
-export const ownershipCheck = Duration.millis(500)
-
 /** How long a stopped Session's id is remembered (far longer than any re-delivery after a failover takes). */
 export const tombstoneTtl = Duration.minutes(10)
 
-/** A Group entity on this runner: its id (the Group key) and whether this runner still owns the entity's shard. */
-export interface Placement {
-  readonly key: string
-  readonly owned: () => boolean
-}
-
 /** What the reaper reads of a hosted Session. */
 export interface Reaped {
-  readonly placement: Placement | undefined
   /** When the controller last sent anything for it (ms, the Clock's). */
   readonly touched: number
 }
@@ -42,7 +32,6 @@ export const start = (deps: {
   readonly tombstones: Map<string, Stopped>
   readonly expireReservations: (now: number, ttlMs: number) => void
   readonly stop: (sessionId: string, error: ClusterWire.SessionFailedError) => Effect.Effect<void>
-  readonly release: (key: string) => Effect.Effect<void>
 }): Effect.Effect<void, never, Scope.Scope> =>
   Effect.gen(function*() {
     const { address, hosted, incarnation, orphanTimeout } = deps
@@ -71,18 +60,6 @@ export const start = (deps: {
           )
         }
       }).pipe(Effect.repeat(Schedule.spaced(Duration.millis(orphanMs / 3))))
-    )
-
-    // A Group whose shard moved away (a runner joined) is released at once: the controller's messages for it reach
-    // the shard's new owner now, so its Sessions here could never report again; their agents and slots are freed.
-    yield* Effect.forkScoped(
-      Effect.suspend(() => {
-        const moved = new Set<string>()
-        for (const h of hosted.values()) {
-          if (h.placement !== undefined && !h.placement.owned()) moved.add(h.placement.key)
-        }
-        return Effect.forEach(moved, deps.release, { discard: true })
-      }).pipe(Effect.repeat(Schedule.spaced(ownershipCheck)))
     )
 
     // Whatever the runner still hosts when it stops is reaped with it.

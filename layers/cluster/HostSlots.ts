@@ -38,8 +38,6 @@ export interface HostSlots {
     sessionId: string,
     address: string
   ) => Effect.Effect<void, ClusterWire.SessionFailedError>
-  /** Drop the Group's reservation (its Groups were released). */
-  readonly forget: (key: string) => void
   /** Drop reservations older than `ttlMs` at `now`. */
   readonly expire: (now: number, ttlMs: number) => void
 }
@@ -95,9 +93,6 @@ export const make = (capacity: number | undefined): HostSlots => {
           })
         )
         : Effect.void
-    },
-    forget: (key) => {
-      reservations.delete(key)
     },
     expire: (now, ttlMs) => {
       for (const [key, r] of reservations) {

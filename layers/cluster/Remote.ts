@@ -1,22 +1,22 @@
 /**
- * The controller's `SessionRunner` in cluster mode: each Session of a Group runs on the runner that owns the Group's
- * shard, through the Group entity; Reward, credit and Transfer stay here (docs/scale-out.md "How a Group runs on a
+ * The controller's `SessionRunner` in cluster mode: each Session of a Group runs on the runner that took the Group (its
+ * holder), through the Group entity; Reward, credit and Transfer stay here (docs/scale-out.md "How a Group runs on a
  * runner").
  *
  * **Details**
  * The Scheduler's pools, step ledger and tickets are the single-process ones: this runner relays a ticket to the
- * owner. A Group is first placed where its Sessions fit (`Reserve`, with `--runner-slots`: other candidate keys, or a
- * wait, when the runner is full); `Place` finds the owner's incarnation; `RunSession` starts the Session there and streams its events
+ * holder. A Group is first placed where its Sessions fit (`Reserve` at a candidate key's runner, with
+ * `--runner-slots`: other candidate keys, or a wait, when the runner is full); the runner that takes it is its holder
+ * for its whole life, named in its Session ids. `RunSession` starts the Session there and streams its events
  * (`FirstRequest` joins the controller's first-request barrier, `Done` carries the samples); once the Group holds its
  * Runtime lease, `Grant` passes it on with the weight version to generate with; the Session's scope ends with `Stop`
- * (so a dropped Group's or a closed step's agents are reaped on the runner). Every call has a deadline
- * (`--cluster-call-timeout`; for the event stream, the time between two events, which a runner sends at least every
- * two seconds): a call past it fails the Session with `ClusterCallError` (a silent event stream is first followed once
- * more: a repeated `RunSession` follows the Session already running). A runner that died costs its Groups: the
- * cluster re-sends the in-flight `RunSession` to the runner that inherits the shard, which refuses it (`RunnerLostError`,
- * another incarnation), and the Group is dropped (`error_type=RunnerLostError`) and refilled. A Group whose shard
- * moves to a runner that joins is stopped by its old runner at once, and its event stream ends with `ShardMoved`:
- * dropped and refilled the same way.
+ * (so a dropped Group's or a closed step's agents are reaped on the runner). Every message goes to an entity whose
+ * shard the holder owns now (`HolderRoute.ts`: the Group key, or one the `Directory` finds after shards moved), so a
+ * runner joining or leaving costs no Group. Every call has a deadline (`--cluster-call-timeout`; for the event stream,
+ * the time between two events, which a runner sends at least every two seconds): a call past it fails the Session
+ * with `ClusterCallError` (a silent event stream is first followed once more: a repeated `RunSession` follows the
+ * Session already running). A runner that died costs its Groups: no shard names it any more, and each of its Groups
+ * is dropped (`error_type=RunnerLostError`) and refilled.
  */
 import { Duration, Effect, Layer, Option, Schedule, Stream } from "effect"
 import { EntityId, ShardId, Sharding } from "effect/cluster"
@@ -30,8 +30,10 @@ import * as Credit from "../credit/Credit.ts"
 import * as RolloutConfig from "../rollout/RolloutConfig.ts"
 import * as SessionRunner from "../rollout/SessionRunner.ts"
 import type * as FirstRequestBarrier from "../schedule/FirstRequestBarrier.ts"
+import * as Directory from "./Directory.ts"
 import * as Fleet from "./Fleet.ts"
 import * as GroupEntity from "./GroupEntity.ts"
+import * as HolderRoute from "./HolderRoute.ts"
 import * as Host from "./Host.ts"
 
 /** The controller's cluster settings. */
@@ -92,7 +94,7 @@ const placeGroup = (deps: {
   readonly candidates: (group: SessionRunner.PlannedGroup) => (attempt: number) => string
   readonly reserve: (key: string, slots: number) => Effect.Effect<Option.Option<Reserved>>
 }) =>
-(group: SessionRunner.PlannedGroup): Effect.Effect<string> =>
+(group: SessionRunner.PlannedGroup): Effect.Effect<{ readonly key: string; readonly runner: string }> =>
   Effect.gen(function*() {
     const candidates = deps.candidates(group)
     let attempt = 0
@@ -110,7 +112,7 @@ const placeGroup = (deps: {
         }
         if (answer.value.decision === "granted") {
           if (logged) yield* Effect.logInfo(`Group ${group.groupId} placed on runner ${answer.value.address}`)
-          return key
+          return { key, runner: answer.value.runner }
         }
         refusals.push(
           `${answer.value.address} ${answer.value.decision}` +
@@ -135,6 +137,7 @@ const make = (options: RemoteOptions) =>
     const config = Fingerprint.of(yield* RolloutConfig.RolloutConfig)
     const fleet = yield* Fleet.Fleet
     const makeClient = yield* GroupEntity.Group.client
+    const directory = yield* Directory.make({ shards: options.shards, callTimeout: options.callTimeout })
     const runId = fleet.controller
     let parserFailures = 0
     let drift = new Map<Drift.Cause, number>()
@@ -152,30 +155,38 @@ const make = (options: RemoteOptions) =>
       ticket: FirstRequestBarrier.SessionTicket
     ) {
       return yield* Effect.scoped(Effect.gen(function*() {
-        const key = Routing.groupKeyOf(ticket.sessionId) ?? Routing.groupKey(runId, group.groupId)
-        const client = makeClient(key)
-        const place = yield* deadline(`Place ${group.groupId}`, whileRefused(client.Place())).pipe(
-          Effect.catchTag(
-            ["MailboxFull", "AlreadyProcessingMessage", "PersistenceError", "EntityNotAssignedToRunner"],
-            refused("Place")
+        const key = Routing.groupKeyOf(ticket.sessionId)
+        const runner = Routing.holderOf(ticket.sessionId)
+        if (key === undefined || runner === undefined) {
+          return yield* Effect.fail(
+            new ClusterError.ClusterCallError({
+              reason: "refused",
+              detail: `${ticket.sessionId} is no cluster Session id`
+            })
           )
-        )
-        const runner = place.runner
+        }
+        // The Group lives on the runner that took it (its holder), whatever shards move meanwhile.
+        const route = HolderRoute.make(directory, runner, key)
         yield* Effect.addFinalizer(() =>
           Effect.sync(() => fleet.forget(ticket.sessionId)).pipe(
             Effect.andThen(
-              deadline(`Stop ${ticket.sessionId}`, client.Stop({ runner, sessionId: ticket.sessionId }))
+              deadline(
+                `Stop ${ticket.sessionId}`,
+                route.call((k) => makeClient(k).Stop({ runner, sessionId: ticket.sessionId }))
+              )
             ),
             Effect.ignore
           )
         )
         // The runner reaps a Session its controller stops touching (a controller killed without these finalizers).
         yield* Effect.forkScoped(
-          deadline(`Touch ${ticket.sessionId}`, whileRefused(client.Touch({ runner, sessionId: ticket.sessionId })))
-            .pipe(
-              Effect.ignore,
-              Effect.repeat(Schedule.spaced(Host.touchInterval))
-            )
+          deadline(
+            `Touch ${ticket.sessionId}`,
+            route.call((k) => whileRefused(makeClient(k).Touch({ runner, sessionId: ticket.sessionId })))
+          ).pipe(
+            Effect.ignore,
+            Effect.repeat(Schedule.spaced(Host.touchInterval))
+          )
         )
         // The Group's Runtime lease, passed on to the runner with the weights its generations follow.
         yield* Effect.forkScoped(ticket.leased.pipe(
@@ -183,65 +194,70 @@ const make = (options: RemoteOptions) =>
           Effect.flatMap((weights) =>
             deadline(
               `Grant ${ticket.sessionId}`,
-              whileRefused(
-                client.Grant({
-                  runner,
-                  controller: runId,
-                  sessionId: ticket.sessionId,
-                  rolloutId: ticket.rolloutId(),
-                  weights
-                })
+              route.call((k) =>
+                whileRefused(
+                  makeClient(k).Grant({
+                    runner,
+                    controller: runId,
+                    sessionId: ticket.sessionId,
+                    rolloutId: ticket.rolloutId(),
+                    weights
+                  })
+                )
               )
             )
           ),
           Effect.ignore
         ))
         let result: ClusterWire.SessionResult | undefined
-        // Repeating RunSession is safe: the owner follows the Session it already runs under this id.
-        yield* whileRefused(Stream.runForEach(
-          client.RunSession({
-            runner,
-            controller: runId,
-            sessionId: ticket.sessionId,
-            position: ticket.position,
-            group: {
-              groupId: group.groupId,
-              size: group.size,
-              seq: group.seq,
-              mode: group.mode,
-              row: group.row,
-              data: group.data,
-              promptIndex: group.promptIndex,
-              firstIndex: group.firstIndex
-            },
-            config
-          }).pipe(
-            Stream.timeoutOrElse({
-              duration: options.callTimeout,
-              orElse: () =>
-                Stream.fail(
-                  new ClusterError.ClusterCallError({ reason: "deadline", detail: `RunSession ${ticket.sessionId}` })
-                )
-            })
-          ),
-          (event) => {
-            switch (event._tag) {
-              case "FirstRequest":
-                // Joins the barrier; completes once the Group is leased (a drop interrupts this Session anyway).
-                return Effect.forkScoped(Effect.ignore(ticket.awaitLease)).pipe(Effect.asVoid)
-              case "Gate":
-                return Effect.sync(() => fleet.setGate(ticket.sessionId, event.state))
-              case "Done":
-                result = event.result
-                return Effect.void
-              default:
-                return Effect.void
+        // Repeating RunSession is safe: the holder follows the Session it already runs under this id (also through
+        // another entity, when the stream's entity moved away from the holder).
+        yield* route.call((k) =>
+          whileRefused(Stream.runForEach(
+            makeClient(k).RunSession({
+              runner,
+              controller: runId,
+              sessionId: ticket.sessionId,
+              position: ticket.position,
+              group: {
+                groupId: group.groupId,
+                size: group.size,
+                seq: group.seq,
+                mode: group.mode,
+                row: group.row,
+                data: group.data,
+                promptIndex: group.promptIndex,
+                firstIndex: group.firstIndex
+              },
+              config
+            }).pipe(
+              Stream.timeoutOrElse({
+                duration: options.callTimeout,
+                orElse: () =>
+                  Stream.fail(
+                    new ClusterError.ClusterCallError({ reason: "deadline", detail: `RunSession ${ticket.sessionId}` })
+                  )
+              })
+            ),
+            (event) => {
+              switch (event._tag) {
+                case "FirstRequest":
+                  // Joins the barrier; completes once the Group is leased (a drop interrupts this Session anyway).
+                  return Effect.forkScoped(Effect.ignore(ticket.awaitLease)).pipe(Effect.asVoid)
+                case "Gate":
+                  return Effect.sync(() => fleet.setGate(ticket.sessionId, event.state))
+                case "Done":
+                  result = event.result
+                  return Effect.void
+                default:
+                  return Effect.void
+              }
             }
-          }
-        )).pipe(
+          ))
+        ).pipe(
           // A silent stream is followed again before the Group is given up: a repeated RunSession follows the
           // Session already running there (a stream whose replies stalled loses nothing), and a runner that is gone
-          // answers RunnerLostError through its shard's new owner.
+          // is found nowhere (RunnerLostError).
           Effect.tapError((error) =>
             error._tag === "ClusterCallError" && error.reason === "deadline"
               ? Effect.logWarning(`following Session ${ticket.sessionId} again: ${error.detail} was silent`)
@@ -271,7 +287,11 @@ const make = (options: RemoteOptions) =>
           samples: result.samples,
           debug: result.debug
         } satisfies SessionRunner.SessionResult
-      }))
+      })).pipe(
+        // A route that could not reach the holder any more is the holder's loss (HolderRoute gives up the same way).
+        Effect.catchTag("NotHolderError", (error) =>
+          Effect.fail(new ClusterError.RunnerLostError({ expected: error.holder, actual: error.runner })))
+      )
     })
 
     const sharding = yield* Sharding.Sharding
@@ -280,9 +300,13 @@ const make = (options: RemoteOptions) =>
       return ShardId.toString(sharding.getShardId(id, GroupEntity.Group.getShardGroup(id)))
     }
     const place = placeGroup({
-      candidates: (group) => Routing.candidateKeys(runId, group.groupId, options.shards, shardOf),
+      candidates: (group) =>
+        Routing.candidateKeys(runId, group.groupId, options.shards, shardOf),
       reserve: (key, slots) =>
-        deadline(`Reserve ${key}`, whileRefused(makeClient(key).Reserve({ slots }))).pipe(Effect.option)
+        deadline(`Reserve ${key}`, whileRefused(makeClient(key).Reserve({ slots }))).pipe(
+          Effect.tap((answer) => Effect.sync(() => directory.learn(key, answer.runner))),
+          Effect.option
+        )
     })
 
     return {
@@ -291,10 +315,10 @@ const make = (options: RemoteOptions) =>
       describeError: SessionRunner.describeError,
       // Called once per Group, its effect once per Session: the Group is placed (its slots reserved) on the first.
       newSessionId: (group: SessionRunner.PlannedGroup) => {
-        let key: string | undefined
+        let placed: { readonly key: string; readonly runner: string } | undefined
         return Effect.gen(function*() {
-          key ??= yield* place(group)
-          return Routing.sessionId(key, randomBytes(16).toString("hex"))
+          placed ??= yield* place(group)
+          return Routing.sessionId(placed.key, placed.runner, randomBytes(16).toString("hex"))
         })
       },
       takeParserFailures: Effect.sync(() => {

@@ -190,7 +190,7 @@ export const runnerLayer = (
   listen: ClusterJoin.Address | undefined,
   publicUrl: string | undefined,
   hostOptions: Host.HostOptions = {},
-  forwarding: Forward.Options = {}
+  forwarding: Pick<Forward.Options, "splice"> = {}
 ) => {
   // Refused at join when a live controller has other sample-changing settings, before taking any shard.
   const member = MemberTable.layer({
@@ -202,7 +202,11 @@ export const runnerLayer = (
   }, membersTiming(options)).pipe(Layer.provide(ClusterJoin.sql(options)))
   const membership = ClusterJoin.runner(options, address, listen).pipe(Layer.provide(member))
   const services = servicesFromSettings(settings, {}, {
-    forwarder: Forward.layer(`${address.host}:${address.port}`, forwarding).pipe(Layer.provide(membership)),
+    forwarder: Forward.layer(`${address.host}:${address.port}`, {
+      ...forwarding,
+      shards: options.shardsPerGroup,
+      callTimeout: options.callTimeout
+    }).pipe(Layer.provide(membership)),
     agentBaseUrl: publicUrl,
     // Every runner's attempts reserve against the one fleet ledger (docs/architecture.md "Single writers").
     admissionCoordinator: AdmissionWriter.coordinatorLayer(options.callTimeout).pipe(Layer.provide(membership)),
@@ -324,7 +328,12 @@ export const runnerCommand = Command.make(
             `gateway ${gateway.agentBaseUrl}; agents use ${publicUrl ?? gateway.agentBaseUrl}; ` +
             `slots ${typeof slots === "number" ? slots : "unlimited"}`
         )
-        // SIGTERM: take no new Group, let the resident ones finish (up to --runner-drain-timeout), then leave.
+        // SIGTERM: take no new Group from the signal on (set in its handler: no Reserve served after the signal is
+        // granted), let the resident ones finish (up to --runner-drain-timeout), then leave.
+        yield* Shutdown.onDrain(() => {
+          host.startDraining()
+          Deferred.doneUnsafe(drainRequested, Exit.void)
+        })
         yield* Deferred.await(drainRequested)
         const drained = yield* host.drain.pipe(Effect.timeoutOption(drainTimeout))
         if (Option.isNone(drained)) {

@@ -11,7 +11,7 @@ import { Data, Schema } from "effect"
 /** A cluster call that failed or passed its deadline. */
 export class ClusterCallError extends Data.TaggedError("ClusterCallError")<{
   readonly reason: "deadline" | "refused"
-  /** The message (`Place`, `RunSession`, `Grant`) and what happened. */
+  /** The message (`Reserve`, `RunSession`, `Grant`) and what happened. */
   readonly detail: string
   readonly cause?: unknown
 }> {
@@ -24,16 +24,35 @@ export class ClusterCallError extends Data.TaggedError("ClusterCallError")<{
 }
 
 /**
- * A message named a runner incarnation that is not the one now owning the Group's shard: the runner that held the
- * Group died (or left), and the Group is lost with it.
+ * The runner incarnation that held the Group is no longer a member of the cluster (no shard is its own): it died (or
+ * left), and the Group is lost with it.
  */
 export class RunnerLostError extends Schema.TaggedError<RunnerLostError>()("RunnerLostError", {
   expected: Schema.String,
   actual: Schema.String
 }) {
   override get message(): string {
-    return `the runner ${this.expected} that held this Group is gone (the Group's shard is now on ${this.actual}); ` +
+    return `the runner ${this.expected} that held this Group is gone (the last runner asked was ${this.actual}); ` +
       "the Group is dropped and refilled"
+  }
+}
+
+/**
+ * A message for a placed Group reached a runner that does not hold it: the entity it was sent to is on another
+ * runner now (a runner joined or left and shards moved), or, for a stream, its entity's shard moved away while it
+ * ran. The Group still runs on its holder; the sender finds the holder's entities again (`layers/cluster/Directory.ts`)
+ * and sends the message there (docs/scale-out.md "Placement that outlives shard moves").
+ */
+export class NotHolderError extends Schema.TaggedError<NotHolderError>()("NotHolderError", {
+  /** The runner incarnation the message was for. */
+  holder: Schema.String,
+  /** The runner incarnation that received it. */
+  runner: Schema.String
+}) {
+  override get message(): string {
+    return this.holder === this.runner
+      ? `the route to runner ${this.holder} moved to another runner while the call ran`
+      : `runner ${this.runner} does not hold this Group (its holder is ${this.holder})`
   }
 }
 

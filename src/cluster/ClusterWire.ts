@@ -8,15 +8,15 @@
  * are serialized even in the in-memory test runner). `SessionResult` carries the Session's training samples in the
  * shape a trainer receives them (`TrainingSample`), so the controller scores and transfers them exactly as in
  * single-process mode. A runner identifies itself by an incarnation id (random per process start): a message that
- * names another incarnation was meant for a runner that is gone, and is refused with `RunnerLostError` instead of being
- * run again against an empty forest.
+ * names another incarnation is refused with `NotHolderError`, never run against an empty forest; its sender finds the
+ * holder again, or, when no live runner is that incarnation, drops the Group (`RunnerLostError`).
  */
 import { Schema } from "effect"
 import * as TrainingSample from "../forest/TrainingSample.ts"
 import * as Dataset from "../schedule/Dataset.ts"
 import * as ClusterError from "./ClusterError.ts"
 
-export { RunnerLostError, SessionFailedError } from "./ClusterError.ts"
+export { NotHolderError, RunnerLostError, SessionFailedError } from "./ClusterError.ts"
 
 /** A Group as the controller planned it (`SessionRunner.PlannedGroup`). */
 export const PlannedGroup = Schema.Struct({
@@ -75,7 +75,7 @@ export const SessionResult = Schema.Struct({
   samples: Schema.Array(TrainingSample.TrainingSample),
   debug: Schema.Array(ContextDebug),
   parserFailures: Schema.Int,
-  /** Drifted requests by cause (src/forest/Drift.ts), training only; absent: none (or an older runner). */
+  /** Drifted requests by cause (src/inspect/Drift.ts), training only; absent: none (or an older runner). */
   drift: Schema.optionalKey(Schema.Record(Schema.String, Schema.Int))
 })
 export type SessionResult = typeof SessionResult.Type
@@ -101,7 +101,7 @@ export const SessionEvent = Schema.Union([
 export type SessionEvent = typeof SessionEvent.Type
 
 /** The failures of a remote Session. */
-export const RunFailure = Schema.Union([ClusterError.RunnerLostError, ClusterError.SessionFailedError])
+export const RunFailure = Schema.Union([ClusterError.NotHolderError, ClusterError.SessionFailedError])
 export type RunFailure = typeof RunFailure.Type
 
 /** An agent's model request as a non-owner runner's gateway received it. */

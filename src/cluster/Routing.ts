@@ -1,12 +1,14 @@
 /**
- * Which Group entity a Session belongs to, read from the Session id alone, so any runner can forward an agent's
- * request to the runner that owns the Session (docs/scale-out.md "One address for agents").
+ * Where a Session is, read from the Session id alone, so any runner can forward an agent's request to the runner that
+ * holds the Session (docs/scale-out.md "One address for agents", "Placement that outlives shard moves").
  *
  * **Details**
- * In cluster mode a Session id is `<group key>.<32 hex>`: the group key (16 hex characters of SHA-256 over the
- * controller's run id and the Group id) is the entity id of the Group, whose shard decides its runner; the 128 random
- * bits after the dot keep the id as unguessable as a single-process Session id. The run id keeps the Groups of two
- * controller runs (whose Group ids repeat: `train:prepare_group_0`) apart.
+ * In cluster mode a Session id is `<group key>.<holder>.<32 hex>`: the group key (16 hex characters of SHA-256 over
+ * the controller's run id and the Group id, or a salted variant: {@link candidateKeys}) is the entity id the Group was
+ * placed under; the holder is the incarnation id (16 hex) of the runner that took it, where its agents run for the
+ * Group's whole life, whatever happens to the key's shard afterwards; the 128 random bits after the last dot keep the
+ * id as unguessable as a single-process Session id. The run id keeps the Groups of two controller runs (whose Group ids
+ * repeat: `train:prepare_group_0`) apart.
  */
 import { createHash } from "node:crypto"
 
@@ -16,14 +18,18 @@ const keyLength = 16
 export const groupKey = (runId: string, groupId: string): string =>
   createHash("sha256").update(runId).update("\u0000").update(groupId).digest("hex").slice(0, keyLength)
 
-/** A Session id that names its Group: `<group key>.<random hex>`. */
-export const sessionId = (key: string, randomHex: string): string => `${key}.${randomHex}`
+/** A Session id that names its Group and the runner holding it: `<group key>.<holder>.<random hex>`. */
+export const sessionId = (key: string, holder: string, randomHex: string): string => `${key}.${holder}.${randomHex}`
 
-const shape = /^[0-9a-f]{16}\.[0-9a-f]{32}$/
+const shape = /^[0-9a-f]{16}\.[0-9a-f]{16}\.[0-9a-f]{32}$/
 
 /** The Group key of a cluster Session id, or `undefined` when the id is not one (a malformed or foreign bearer). */
 export const groupKeyOf = (session: string): string | undefined =>
   shape.test(session) ? session.slice(0, keyLength) : undefined
+
+/** The incarnation id of the runner holding a cluster Session, or `undefined` when the id is not one. */
+export const holderOf = (session: string): string | undefined =>
+  shape.test(session) ? session.slice(keyLength + 1, 2 * keyLength + 1) : undefined
 
 /**
  * The candidate Group keys a Group may be placed under (docs/scale-out.md "Capacity"), one per shard, as a function

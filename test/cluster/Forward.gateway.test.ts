@@ -158,10 +158,10 @@ const chatRequestsCounted = (gateway: Gateway.Gateway["Service"]) =>
   })
 
 const chatBody = JSON.stringify({ model: "m", messages: [{ role: "user", content: "What is 2+2?" }] })
-const session = Routing.sessionId("0123456789abcdef", "0123456789abcdef0123456789abcdef")
+const session = Routing.sessionId("0123456789abcdef", "00000000000000aa", "0123456789abcdef0123456789abcdef")
 const originOf = (gateway: Gateway.Gateway["Service"]) => `http://127.0.0.1:${gateway.port}`
 
-const sibling = Routing.sessionId("0123456789abcdef", "fedcba9876543210fedcba9876543210")
+const sibling = Routing.sessionId("0123456789abcdef", "00000000000000aa", "fedcba9876543210fedcba9876543210")
 
 /** The owner's gateway and a front gateway whose cluster path names it. */
 const ownerAndFront = Effect.gen(function*() {

@@ -2,13 +2,14 @@
  * The Group entity's handlers on the cluster's in-memory test runner (messages serialized as between processes): the
  * controller's ticket relayed to the runner (first request → barrier, lease → `Grant`), a result coming back, a
  * re-delivered `RunSession` following the Session already running, `Stop` reaping it (and a later re-delivery
- * refused), a Group whose shard moved away released at once, and a message for another runner incarnation refused
- * with `RunnerLostError`. The hosted Sessions here are scripted; real agents, forests and
+ * refused), a Group whose entity's shard moved away kept (its stream ends, another entity follows it), and a message
+ * for another runner incarnation refused with `NotHolderError`. The hosted Sessions here are scripted; real agents, forests and
  * engines run in test/cluster/cluster.e2e.test.ts.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Duration, Effect, Exit, Fiber, Layer, Ref, Stream } from "effect"
+import { Deferred, Duration, Effect, Fiber, Layer, Ref, Stream } from "effect"
 import { type Sharding, TestRunner } from "effect/cluster"
+import * as Directory from "../../layers/cluster/Directory.ts"
 import * as Fleet from "../../layers/cluster/Fleet.ts"
 import * as GroupEntity from "../../layers/cluster/GroupEntity.ts"
 import * as Host from "../../layers/cluster/Host.ts"
@@ -23,6 +24,7 @@ import type * as FirstRequestBarrier from "../../layers/schedule/FirstRequestBar
 import * as GenerationGate from "../../layers/schedule/GenerationGate.ts"
 import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import * as Fingerprint from "../../src/cluster/Fingerprint.ts"
+import * as Routing from "../../src/cluster/Routing.ts"
 import { creditOptions } from "../../src/index.ts"
 import * as Retention from "../../src/schedule/Retention.ts"
 import * as SessionError from "../../src/session/SessionError.ts"
@@ -185,10 +187,10 @@ describe("Group entity", () => {
       })
     ))
 
-  it.live("a Group whose shard moved away is released at once: its Sessions stop, their streams fail", () =>
+  it.live("a Group whose entity's shard moved away keeps running: its stream ends, another entity follows it", () =>
     harness((script) =>
       Effect.gen(function*() {
-        const { host, payload } = yield* hostedSession("s-5")
+        const { client, host, payload } = yield* hostedSession("s-5")
         let owned = true
         const placement = { key: "moved-group", owned: () => owned }
         const events = yield* Effect.forkChild(host.runSession(payload, placement).pipe(Stream.runCollect))
@@ -196,37 +198,53 @@ describe("Group entity", () => {
           while ((yield* Ref.get(script.starts)) === 0) yield* Effect.sleep("50 millis")
         }).pipe(Effect.timeout("10 seconds"))
         assert.strictEqual(yield* host.hosted, 1)
-        // The shard is no longer this runner's (a runner joined): the host sees it within its check period.
+        // The entity's shard is no longer this runner's (a runner joined): the stream ends, the Session does not.
         owned = false
         const error = yield* Fiber.join(events).pipe(Effect.flip, Effect.timeout("10 seconds"))
-        assert.strictEqual(error._tag === "SessionFailedError" ? error.type : error._tag, "ShardMoved")
-        assert.strictEqual(yield* host.hosted, 0)
-        // The stream fails first; the Session's fiber (its agent, in a real runner) ends right after.
-        yield* Effect.gen(function*() {
-          while ((yield* Ref.get(script.ended)) === 0) yield* Effect.sleep("50 millis")
-        }).pipe(Effect.timeout("10 seconds"))
-        // Its re-sent RunSession is refused too.
-        const late = yield* host.runSession(payload, placement).pipe(Stream.runCollect, Effect.flip)
-        assert.strictEqual(late._tag === "SessionFailedError" ? late.type : late._tag, "ShardMoved")
+        assert.strictEqual(error._tag, "NotHolderError")
+        assert.strictEqual(yield* host.hosted, 1)
+        assert.strictEqual(yield* Ref.get(script.ended), 0)
+        // The controller follows it through another entity of this runner: the same Session, not a second agent.
+        const again = yield* client.RunSession(payload).pipe(Stream.take(1), Stream.runCollect)
+        assert.deepStrictEqual(again.map((e) => e._tag), ["Started"])
+        assert.strictEqual(yield* Ref.get(script.starts), 1)
       })
     ))
 
-  it.live("a message for another runner incarnation is refused with RunnerLostError", () =>
+  it.live("a message for another runner incarnation is refused with NotHolderError, naming both", () =>
     harness(() =>
       Effect.gen(function*() {
+        const host = yield* Host.Host
         const client = (yield* GroupEntity.Group.client)("0123456789abcdef")
-        const exit = yield* client.Grant({
+        const error = yield* client.Grant({
           runner: "gone",
           controller: "c",
           sessionId: "s-2",
           rolloutId: 0,
           weights: { seq: 0, version: "0", paused: null }
-        }).pipe(
-          Effect.exit
-        )
-        assert.isTrue(Exit.isFailure(exit))
-        assert.include(String(Exit.isFailure(exit) ? exit.cause : ""), "RunnerLostError")
+        }).pipe(Effect.flip)
+        assert.strictEqual(error._tag, "NotHolderError")
+        if (error._tag === "NotHolderError") {
+          assert.deepStrictEqual([error.holder, error.runner], ["gone", host.incarnation])
+        }
+        const stop = yield* client.Stop({ runner: "gone", sessionId: "s-2" }).pipe(Effect.flip)
+        assert.strictEqual(stop._tag, "NotHolderError")
       })
+    ))
+
+  it.live("the directory finds a runner's entities by asking every shard; an incarnation no runner is, nowhere", () =>
+    harness(() =>
+      Effect.scoped(Effect.gen(function*() {
+        const host = yield* Host.Host
+        const directory = yield* Directory.make({ shards: 300, callTimeout: Duration.seconds(5) })
+        const key = yield* directory.route(host.incarnation)
+        assert.isDefined(key)
+        // The entity it names reaches the runner, and a key that missed is not named again.
+        const where = yield* (yield* GroupEntity.Group.client)(key!).Where()
+        assert.strictEqual(where.runner, host.incarnation)
+        assert.notStrictEqual(yield* directory.route(host.incarnation, key), key)
+        assert.isUndefined(yield* directory.route("ffffffffffffffff"))
+      }))
     ))
 
   it.live("a runner whose sample-changing settings differ refuses the Session, naming the flag", () =>
@@ -285,7 +303,7 @@ describe("Group entity", () => {
           yield* Deferred.succeed(a.lease, undefined)
           yield* Fiber.join(runA)
           const idB = yield* Fiber.join(placingB)
-          assert.match(idB, /^[0-9a-f]{16}\.[0-9a-f]{32}$/)
+          assert.match(idB, /^[0-9a-f]{16}\.[0-9a-f]{16}\.[0-9a-f]{32}$/)
           assert.strictEqual(yield* host.used, 1)
         }),
       { slots: 1 }
@@ -314,6 +332,44 @@ describe("Group entity", () => {
           assert.strictEqual(result.sessionId, `${idA}@7`)
           yield* Fiber.join(drained)
           assert.strictEqual(yield* host.used, 0)
+        }),
+      { slots: 4 }
+    ))
+
+  it.live("drain race: a Group reserved before SIGTERM starts after it; one placed after starts no agent", () =>
+    harness(
+      (script) =>
+        Effect.gen(function*() {
+          const { host, payload } = yield* hostedSession("unused")
+          const makeClient = yield* GroupEntity.Group.client
+          const before = "bbbbbbbbbbbbbbbb"
+          const after = "cccccccccccccccc"
+          const session = (key: string) => Routing.sessionId(key, host.incarnation, "0".repeat(32))
+          // Reserved a moment before the signal; its Session arrives after it.
+          assert.strictEqual((yield* makeClient(before).Reserve({ slots: 1 })).decision, "granted")
+          // SIGTERM's handler, then the next Reserve in the same instant: the drain is already in force.
+          host.startDraining()
+          const drained = yield* Effect.forkChild(host.drain)
+          assert.strictEqual((yield* makeClient(after).Reserve({ slots: 1 })).decision, "draining")
+          const late = yield* makeClient(after).RunSession({ ...payload, sessionId: session(after) }).pipe(
+            Stream.runCollect,
+            Effect.flip
+          )
+          assert.strictEqual(late._tag === "SessionFailedError" ? late.type : late._tag, "RunnerDraining")
+          assert.strictEqual(yield* Ref.get(script.starts), 0, "an agent of a Group placed after the signal started")
+          const started = yield* makeClient(before).RunSession({ ...payload, sessionId: session(before) }).pipe(
+            Stream.take(1),
+            Stream.runCollect
+          )
+          assert.deepStrictEqual(started.map((e) => e._tag), ["Started"])
+          yield* Effect.gen(function*() {
+            while ((yield* Ref.get(script.starts)) === 0) yield* Effect.sleep("50 millis")
+          }).pipe(Effect.timeout("10 seconds"))
+          // The reserved Group holds the drain until its Session ends.
+          assert.isUndefined(drained.pollUnsafe())
+          yield* makeClient(before).Stop({ runner: host.incarnation, sessionId: session(before) })
+          yield* Fiber.join(drained)
+          assert.strictEqual(yield* Ref.get(script.starts), 1)
         }),
       { slots: 4 }
     ))

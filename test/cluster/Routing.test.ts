@@ -5,12 +5,14 @@ import { EntityId, ShardId, Sharding, TestRunner } from "effect/cluster"
 import * as Routing from "../../src/cluster/Routing.ts"
 
 describe("Routing", () => {
-  it("names a Session's Group in its id", () => {
+  it("names a Session's Group and holding runner in its id", () => {
     const key = Routing.groupKey("run", "train:prepare_group_0")
     assert.match(key, /^[0-9a-f]{16}$/)
-    const session = Routing.sessionId(key, "0".repeat(32))
+    const session = Routing.sessionId(key, "0123456789abcdef", "0".repeat(32))
     assert.strictEqual(Routing.groupKeyOf(session), key)
+    assert.strictEqual(Routing.holderOf(session), "0123456789abcdef")
     assert.isUndefined(Routing.groupKeyOf(`${key}.xyz`))
+    assert.isUndefined(Routing.holderOf(`${key}.${"0".repeat(32)}`))
   })
 
   it.effect("gives a Group one candidate key per shard of the cluster, its plain key first, then repeats them", () =>

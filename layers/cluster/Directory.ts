@@ -1,0 +1,119 @@
+/**
+ * Where a runner is reached now (docs/scale-out.md "Placement that outlives shard moves"): an entity id whose shard a
+ * given runner incarnation owns, so the messages for a Group placed on it reach it whatever shards moved since.
+ *
+ * **Details**
+ * The cluster routes an entity's messages to the owner of the entity's shard, and shards move when runners join or
+ * leave; a Group does not (its agents are processes on its runner). A Group's messages name its holder, and go to an
+ * entity of a shard the holder owns: the Group key itself at first (the holder owned its shard when it took the
+ * Group), and once a message reaches another runner (`NotHolderError`), an entity this directory finds. It knows one
+ * entity id per shard ({@link shardKeys}) and the runner that answered for each; when it knows no entity of the
+ * holder it asks all of them at once (`Where`, one question in flight for all callers) and answers as soon as one
+ * names the holder. No entity naming it once every shard answered or passed the deadline: no live runner is that
+ * incarnation (it died or left), and the Group is lost with it.
+ */
+import { Deferred, type Duration, Effect, Exit, Option, Schedule, type Scope } from "effect"
+import { EntityId, Sharding } from "effect/cluster"
+import * as GroupEntity from "./GroupEntity.ts"
+
+export interface Directory {
+  /**
+   * An entity id whose messages reach runner `holder` now; `undefined` when no live runner is `holder`. `missed`: an
+   * entity id that reached another runner (it is forgotten for `holder`).
+   */
+  readonly route: (holder: string, missed?: string) => Effect.Effect<string | undefined>
+  /** A reply from entity `key` came from `runner` (a `Reserve`, or `Where`). */
+  readonly learn: (key: string, runner: string) => void
+  /** An entity id known to reach `holder`, without asking. */
+  readonly known: (holder: string) => string | undefined
+}
+
+/** The Group entity ids that land on every shard, one per shard (found once by hashing `fleet-<n>`). */
+export const shardKeys = (sharding: Sharding.Sharding["Service"], shards: number): ReadonlyArray<string> => {
+  const seen = new Set<number>()
+  const ids: Array<string> = []
+  for (let n = 0; seen.size < shards && n < shards * 100; n++) {
+    const id = EntityId.make(`fleet-${n}`)
+    const shard = sharding.getShardId(id, GroupEntity.Group.getShardGroup(id))
+    if (seen.has(shard.id)) continue
+    seen.add(shard.id)
+    ids.push(id)
+  }
+  return ids
+}
+
+/** Entity ids remembered per runner at most (a handful suffices: any one of them reaches it). */
+const perRunner = 4
+
+/** The directory of a cluster member with `shards` shards; each `Where` has `callTimeout`. */
+export const make = (options: {
+  readonly shards: number
+  readonly callTimeout: Duration.Duration
+}): Effect.Effect<Directory, never, Sharding.Sharding | Scope.Scope> =>
+  Effect.gen(function*() {
+    const sharding = yield* Sharding.Sharding
+    const makeClient = yield* GroupEntity.Group.client
+    const keys = shardKeys(sharding, options.shards)
+    const byRunner = new Map<string, Array<string>>()
+    const waiters = new Map<string, Array<Deferred.Deferred<string>>>()
+
+    const learn = (key: string, runner: string) => {
+      for (const [other, known] of byRunner) {
+        if (other !== runner && known.includes(key)) byRunner.set(other, known.filter((k) => k !== key))
+      }
+      const known = byRunner.get(runner) ?? []
+      if (!known.includes(key)) byRunner.set(runner, [key, ...known].slice(0, perRunner))
+      const waiting = waiters.get(runner)
+      if (waiting !== undefined) {
+        waiters.delete(runner)
+        for (const w of waiting) Deferred.doneUnsafe(w, Exit.succeed(key))
+      }
+    }
+
+    const where = (key: string) =>
+      makeClient(key).Where().pipe(
+        Effect.retry({
+          while: (error) => error._tag === "EntityNotAssignedToRunner" || error._tag === "MailboxFull",
+          schedule: Schedule.spaced("250 millis")
+        }),
+        Effect.timeoutOption(options.callTimeout),
+        Effect.map(Option.map((answer) => learn(key, answer.runner))),
+        Effect.ignore
+      )
+
+    // One question to every shard at a time, whoever asks; it runs to its end in the directory's scope even when
+    // the caller that started it stops waiting (another found its runner first).
+    const scope = yield* Effect.scope
+    let asking: Deferred.Deferred<void> | undefined
+    const askAll = Effect.suspend(() => {
+      if (asking !== undefined) return Deferred.await(asking)
+      const done = Deferred.makeUnsafe<void>()
+      asking = done
+      const ask = Effect.forEach(keys, where, { concurrency: "unbounded", discard: true }).pipe(
+        Effect.ensuring(Effect.sync(() => {
+          asking = undefined
+          Deferred.doneUnsafe(done, Exit.void)
+        }))
+      )
+      return Effect.andThen(Effect.forkIn(ask, scope), Deferred.await(done))
+    })
+
+    const route = (holder: string, missed?: string): Effect.Effect<string | undefined> =>
+      Effect.suspend(() => {
+        const known = (byRunner.get(holder) ?? []).filter((k) => k !== missed)
+        byRunner.set(holder, known)
+        if (known.length > 0) return Effect.succeed(known[0])
+        const found = Deferred.makeUnsafe<string>()
+        waiters.set(holder, [...(waiters.get(holder) ?? []), found])
+        return Effect.raceFirst(
+          Deferred.await(found),
+          askAll.pipe(Effect.map(() => byRunner.get(holder)?.[0]))
+        ).pipe(Effect.ensuring(Effect.sync(() => {
+          const rest = (waiters.get(holder) ?? []).filter((w) => w !== found)
+          if (rest.length === 0) waiters.delete(holder)
+          else waiters.set(holder, rest)
+        })))
+      })
+
+    return { route, learn, known: (holder) => byRunner.get(holder)?.[0] }
+  })
