@@ -1,7 +1,8 @@
 /**
  * Runs the benchmarks and prints one table per benchmark: `npm run bench` (all, quick sizes), `npm run bench full`
  * (the sizes docs/performance.md reports), or `npm run bench -- floor history` (only those named: memory, prefix, forest,
- * delta, gateway, lifecycle, floor, history, sessions, simulation, spawn, inspect, cluster, failover, heapsteps, vision).
+ * delta, gateway, lifecycle, floor, history, sessions, simulation, spawn, inspect, cluster, failover, heapsteps, vision,
+ * admission).
  *
  * **Details**
  * Benchmarks print ratios measured side by side in one run; they assert no timings. Memory numbers force garbage
@@ -11,6 +12,7 @@
  */
 import { availableParallelism, cpus } from "node:os"
 import { performance } from "node:perf_hooks"
+import * as Admission from "./admission.ts"
 import * as Cluster from "./cluster.ts"
 import * as ClusterFailover from "./clusterFailover.ts"
 import * as ForestMemory from "./forestMemory.ts"
@@ -45,7 +47,8 @@ const all: ReadonlyArray<Harness.Bench> = [
   Cluster.bench,
   ClusterFailover.bench,
   HeapSteps.bench,
-  Vision.bench
+  Vision.bench,
+  Admission.bench
 ]
 
 const main = async (): Promise<void> => {

@@ -6,7 +6,9 @@
  * §2.1). Counted: retractions, recomputed tokens, each request's first-token time.
  *
  * **Details**
- * Time runs in steps of `tickMs` (one scheduler iteration, on a timer while anything is in the pool):
+ * Time runs in steps (one scheduler iteration, on a timer while anything is in the pool) of `tickMs`, plus
+ * `prefillMsPerKToken` for every 1,000 tokens the step prefilled (a prefill holds the GPU, so recomputation slows
+ * every running request), plus `decodeMsPerKToken` for every 1,000 KV tokens held (a decode step reads them all):
  * 1. waiting requests are admitted in order while their current length (prompt + generated) fits the free KV
  *    (SGLang admits optimistically: it reserves no room for the tokens still to come);
  * 2. prefill: at most `prefillTokensPerTick` prompt tokens are computed in the step, in admission order (a retracted
@@ -24,6 +26,10 @@ export interface KvPoolOptions {
   readonly tickMs: number
   /** Prompt tokens one step can prefill. */
   readonly prefillTokensPerTick: number
+  /** Extra step time per 1,000 prefilled tokens (default 0). */
+  readonly prefillMsPerKToken?: number | undefined
+  /** Extra step time per 1,000 KV tokens held (a decode step reads every running request's KV; default 0). */
+  readonly decodeMsPerKToken?: number | undefined
 }
 
 interface Entry {
@@ -48,7 +54,7 @@ export class KvPool {
   private readonly waiting: Array<Entry> = []
   private readonly running: Array<Entry> = []
   private readonly byRid = new Map<string, Entry>()
-  private timer: ReturnType<typeof setInterval> | undefined
+  private timer: ReturnType<typeof setTimeout> | undefined
 
   constructor(options: KvPoolOptions) {
     this.options = options
@@ -66,7 +72,7 @@ export class KvPool {
     const entry: Entry = { rid, prompt, output, generated: 0, prefillLeft: prompt, running: false, onDone }
     this.byRid.set(rid, entry)
     this.waiting.push(entry)
-    this.timer ??= setInterval(() => this.tick(), this.options.tickMs)
+    if (this.timer === undefined) this.schedule(this.options.tickMs)
   }
 
   /** Tokens `rid` generated so far (undefined: not in the pool). */
@@ -86,12 +92,25 @@ export class KvPool {
 
   /** Stop the timer (the server closes). */
   close(): void {
-    if (this.timer !== undefined) clearInterval(this.timer)
+    if (this.timer !== undefined) clearTimeout(this.timer)
     this.timer = undefined
   }
 
-  /** One scheduler step. */
-  tick(): void {
+  private schedule(delayMs: number): void {
+    this.timer = setTimeout(() => {
+      this.timer = undefined
+      const prefilled = this.tick()
+      if (this.byRid.size > 0 && this.timer === undefined) {
+        this.schedule(
+          this.options.tickMs + (prefilled / 1000) * (this.options.prefillMsPerKToken ?? 0) +
+            (this.usedTokens / 1000) * (this.options.decodeMsPerKToken ?? 0)
+        )
+      }
+    }, delayMs)
+  }
+
+  /** One scheduler step; the tokens it prefilled. */
+  tick(): number {
     const capacity = this.options.maxTotalNumTokens
     let used = this.usedTokens
     while (this.waiting.length > 0) {
@@ -104,6 +123,7 @@ export class KvPool {
       used += length
     }
     let budget = this.options.prefillTokensPerTick
+    const prefillBudget = budget
     for (const e of this.running) {
       if (budget <= 0) break
       if (e.prefillLeft === 0) continue
@@ -134,6 +154,7 @@ export class KvPool {
       }
     }
     this.idle()
+    return prefillBudget - budget
   }
 
   private idle(): void {
