@@ -40,6 +40,33 @@ describe("relax-agentic check", () => {
       assert.include(text, "All launch checks passed.")
       assert.include(text, "T (agentic_concurrency * n_samples_per_prompt) = 16")
       assert.include(text, "required slots: external_slots >= T = 16")
+      assert.include(text, "KV admission: off")
+    }))
+
+  it.live("runs a Relax recipe's six admission flags unchanged and prints the admission settings it uses", () =>
+    Effect.gen(function*() {
+      const settings = yield* settingsOf([
+        ...exampleFlags,
+        "--agentic-program-admission",
+        "--agentic-admission-headroom",
+        "0.8",
+        "--agentic-admission-pressure-threshold",
+        "0.9",
+        "--agentic-admission-expected-decode-cap",
+        "64",
+        "--agentic-admission-max-wait-s",
+        "10",
+        "--agentic-admission-scope",
+        "all"
+      ])
+      const report = yield* Cli.runCheck(settings)
+      const text = Cli.renderCheck(report, settings)
+      assert.isTrue(report.requirements.every((r) => r.passed), text)
+      assert.include(
+        text,
+        "KV admission: on; headroom 0.8, pressure threshold 0.9, expected decode cap 64 tokens, max wait 10 s, " +
+          "scope all; snapshot every 2 s, stale after 6 s"
+      )
     }))
 
   it.live("fails 'writes a final result' when an object reward has no --reward-key", () =>

@@ -49,6 +49,16 @@ describe("inspect: a debug dump as Steps, Groups, Sessions, trees and tokens", (
     assert.strictEqual(detail.tree.find((n) => n.request_id === "req-2")?.parser_failures, 1)
   })
 
+  it("shows a Session's admission wait for KV room (0 when its records carry none)", () => {
+    const { jsonl } = Fixture.session()
+    assert.strictEqual(RunView.overview(runOf("debug_0.jsonl", jsonl)).sessions[0]?.admission_wait_s, 0)
+    const waited = jsonl.trim().split("\n").map((line) =>
+      JSON.stringify({ ...JSON.parse(line), admission_wait_s: 2.5 })
+    )
+    const row = RunView.overview(runOf("debug_0.jsonl", waited.join("\n") + "\n")).sessions[0]
+    assert.strictEqual(row?.admission_wait_s, 2.5)
+  })
+
   it("gives each sample's tokens their mask, logprobs, turns and the attempts of a resumed turn", () => {
     const { jsonl, samples } = Fixture.session()
     const run = runOf("debug_0.jsonl", jsonl)
