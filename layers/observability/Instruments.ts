@@ -69,6 +69,15 @@ export const leaseWaitSeconds = seconds(
   "Time an engine attempt waited for its Group's Runtime lease (first-request barrier, resident capacity)"
 )
 
+/**
+ * Seconds of each phase of a finished Session's time (`agent_start`, `wait`, `model`, `parked`, `agent`), by `phase`,
+ * read off its replay record: with debug dumps only (docs/debugging.md "Where the time went").
+ */
+export const sessionPhaseSeconds = labelled(
+  seconds("session_phase", "Time of each phase of a finished Session (with debug dumps), by phase"),
+  ["phase"]
+)
+
 /** Response tokens the engine generated and the gateway committed. */
 export const tokensGenerated = counter("tokens_generated", "Response tokens generated and committed")
 

@@ -17,6 +17,7 @@ import type * as Canonical from "../../src/protocol/Canonical.ts"
 import * as Compare from "../../src/replay/Compare.ts"
 import * as Record from "../../src/replay/Record.ts"
 import type * as Recorded from "../../src/replay/Recorded.ts"
+import * as Timeline from "../../src/replay/Timeline.ts"
 import * as Engine from "../engine/Engine.ts"
 import * as SglangEngine from "../engine/sglang/SglangEngine.ts"
 import * as Forests from "../generation/Forests.ts"
@@ -129,15 +130,9 @@ export const replayTimed = (path: string, options: TimedOptions) =>
     return { sessions, unreadable: chosen.unreadable } satisfies TimedReport
   })
 
-/** Linear-interpolated percentile (as numpy) of `values`; 0 for none. */
-const percentile = (values: ReadonlyArray<number>, p: number): number => {
-  if (values.length === 0) return 0
-  const sorted = [...values].sort((a, b) => a - b)
-  const at = (sorted.length - 1) * p
-  const low = Math.floor(at)
-  const high = Math.ceil(at)
-  return sorted[low]! + (sorted[high]! - sorted[low]!) * (at - low)
-}
+/** {@link Timeline.percentile} of `values`; 0 for none. */
+const percentile = (values: ReadonlyArray<number>, p: number): number =>
+  values.length === 0 ? 0 : Timeline.percentile(values, p)
 
 const ms = (value: number) => `${Math.round(value)} ms`
 

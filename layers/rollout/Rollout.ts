@@ -14,6 +14,7 @@
 import { Clock, Context, Effect, Layer, Result } from "effect"
 import { readFile } from "node:fs/promises"
 import * as Settings from "../../src/config/Settings.ts"
+import * as Timeline from "../../src/replay/Timeline.ts"
 import type * as OutputPaths from "../../src/rollout/OutputPaths.ts"
 import * as Records from "../../src/rollout/Records.ts"
 import * as RolloutStats from "../../src/rollout/RolloutStats.ts"
@@ -266,6 +267,8 @@ const make = Effect.gen(function*() {
             RolloutStats.compute(step.samples, { staleness: mode.partialRollout || mode.fullyAsync })
           ),
           "perf/rollout_time": ((yield* Clock.currentTimeMillis) - startedAt) / 1000,
+          // With debug dumps: where the Sessions' time went (docs/debugging.md "Where the time went").
+          ...Timeline.stepMetrics(debug.flatMap((d) => d.replay ?? [])),
           // Relax's step key: the x axis of a dashboard's rollout/ panels.
           "rollout/step": rolloutId,
           ...Records.parserFailureMetrics(yield* runner.takeParserFailures, settings.agenticToolCallParser),

@@ -11,7 +11,7 @@
  * `Credit` scores the Group (reward, custom advantage or GRPO; a `null` hook result filters it). A Session that fails,
  * an export that does not match and a Reward error fail with a `GroupError`, which drops the Group.
  */
-import { Context, Effect, Layer, Option } from "effect"
+import { Context, Effect, Layer, Metric, Option } from "effect"
 import type * as ClusterError from "../../src/cluster/ClusterError.ts"
 import type * as ClusterWire from "../../src/cluster/ClusterWire.ts"
 import * as Settings from "../../src/config/Settings.ts"
@@ -23,6 +23,7 @@ import * as Sample from "../../src/forest/Sample.ts"
 import type * as TrainingSample from "../../src/forest/TrainingSample.ts"
 import type * as GenerationError from "../../src/generation/GenerationError.ts"
 import * as ForestDump from "../../src/inspect/ForestDump.ts"
+import * as Timeline from "../../src/replay/Timeline.ts"
 import type * as Records from "../../src/rollout/Records.ts"
 import type * as Dataset from "../../src/schedule/Dataset.ts"
 import type * as AgentSpec from "../../src/session/AgentSpec.ts"
@@ -274,6 +275,11 @@ const make = Effect.gen(function*() {
         // The whole forest goes into the debug dump once per Session (its first context), and only when dumps are on.
         const dump = settings.saveDebugRolloutData === undefined ? undefined : ForestDump.ofForest(forest)
         const replay = recorder === undefined ? undefined : yield* recorder.take(sessionId)
+        if (replay !== undefined) {
+          for (const [phase, spent] of Object.entries(Timeline.totals(replay))) {
+            yield* Metric.update(Instruments.sessionPhaseSeconds({ phase }), spent)
+          }
+        }
         const debug = contexts.map((c, i): Records.ContextDebug => ({
           view: Sample.debugView(forest, c.hash),
           counters,

@@ -12,12 +12,20 @@ import { Argument, CliError, Command, Flag } from "effect/cli"
 import { writeFileSync } from "node:fs"
 import { resolve } from "node:path"
 import * as Inspector from "../../layers/inspect/Inspector.ts"
+import * as Replay from "../../layers/replay/Replay.ts"
 import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
+import * as Timeline from "../replay/Timeline.ts"
 
 const userError = (message: string) => new CliError.UserError({ cause: message, userMessage: message })
 
 /** The flags of `inspect` (docs/inspect.md; the docs test checks the pages name only flags that exist). */
-export const inspectFlagNames: ReadonlyArray<string> = ["--html", "--port", "--tokenizer", "--reward-key"]
+export const inspectFlagNames: ReadonlyArray<string> = [
+  "--html",
+  "--port",
+  "--tokenizer",
+  "--reward-key",
+  "--chrome-trace"
+]
 
 /** What `inspect` was asked to do. */
 export interface InspectRequest {
@@ -26,7 +34,27 @@ export interface InspectRequest {
   readonly port: number
   readonly tokenizer: string | undefined
   readonly rewardKey: string | undefined
+  /** Write the run's Chrome trace (docs/debugging.md "Where the time went") to this file instead. */
+  readonly chromeTrace?: string | undefined
 }
+
+/** Write the Chrome trace of the Sessions recorded in `path` (their replay records) to `file`; returns its path. */
+export const writeChromeTrace = (path: string, file: string) =>
+  Effect.gen(function*() {
+    const read = yield* Replay.read(path).pipe(Effect.mapError((error) => userError(error.message)))
+    const trace = Timeline.chromeTrace(read.sessions.map((session) => ({
+      step: String(session.samples[0]?.rollout_id ?? ""),
+      groupIndex: session.samples[0]?.group_index ?? 0,
+      sessionId: session.sessionId,
+      record: session.record
+    })))
+    const out = resolve(file)
+    yield* Effect.try({
+      try: () => writeFileSync(out, JSON.stringify(trace)),
+      catch: (error) => userError(`--chrome-trace ${out}: cannot write the file (${String(error)})`)
+    })
+    return out
+  })
 
 /**
  * Read the run and either write the HTML file (returning its path) or serve the page; `onServing` gets the URL once
@@ -37,6 +65,7 @@ export const runInspect = (request: InspectRequest, onServing: (url: string) => 
     if (request.port < 0 || request.port > 65535) {
       return yield* userError(`--port: ${request.port} is not a port; use 0-65535 (0: any free port)`)
     }
+    if (request.chromeTrace !== undefined) return yield* writeChromeTrace(request.path, request.chromeTrace)
     const run = yield* Inspector.load(request.path, { rewardKey: request.rewardKey }).pipe(
       Effect.mapError((error) => userError(error.message))
     )
@@ -87,6 +116,9 @@ export const inspectCommand = Command.make(
     ),
     rewardKey: Flag.optional(Flag.String("reward-key")).pipe(
       Flag.withDescription("Key of an object reward's primary value (default: score)")
+    ),
+    chromeTrace: Flag.optional(Flag.String("chrome-trace")).pipe(
+      Flag.withDescription("Write the Sessions' time as a Chrome trace (Perfetto, chrome://tracing) to this file")
     )
   },
   (values) =>
@@ -97,7 +129,8 @@ export const inspectCommand = Command.make(
           html: Option.getOrUndefined(values.html),
           port: values.port,
           tokenizer: Option.getOrUndefined(values.tokenizer),
-          rewardKey: Option.getOrUndefined(values.rewardKey)
+          rewardKey: Option.getOrUndefined(values.rewardKey),
+          chromeTrace: Option.getOrUndefined(values.chromeTrace)
         },
         (url) => Console.log(`relax-agentic inspect: ${url} (Ctrl-C to stop)`)
       )

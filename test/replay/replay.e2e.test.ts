@@ -203,6 +203,40 @@ describe("replay", () => {
   )
 })
 
+describe("where the run's time went", () => {
+  it.live(
+    "the step's perf/session metrics, and inspect --chrome-trace writes the Sessions' phases",
+    () =>
+      Effect.gen(function*() {
+        const dir = yield* arithmeticRun
+        const metrics = JSON.parse(Fs.readFileSync(Path.join(dir, "metrics.jsonl"), "utf8").trim().split("\n")[0]!)
+        for (const phase of ["agent_start", "wait", "model", "parked", "agent"]) {
+          assert.isAtLeast(metrics.metrics[`perf/session/${phase}_s/p90`], 0, phase)
+          assert.isAtLeast(metrics.metrics[`perf/session/${phase}_s/mean`], 0, phase)
+        }
+        assert.isAbove(metrics.metrics["perf/session/model_s/mean"], 0)
+        assert.isAbove(metrics.metrics["perf/session/agent_start_s/mean"], 0)
+        const out = Path.join(temp("relax-replay-trace-"), "trace.json")
+        const ended = yield* cli(["inspect", "--chrome-trace", out, dir])
+        assert.strictEqual(ended.code, 0, ended.stdout + ended.stderr)
+        assert.include(ended.stdout, `relax-agentic inspect: wrote ${out}`)
+        const trace = JSON.parse(Fs.readFileSync(out, "utf8"))
+        const events: ReadonlyArray<
+          { ph: string; name: string; pid: number; tid?: number; ts?: number; dur?: number }
+        > = trace.traceEvents
+        assert.strictEqual(events.filter((e) => e.name === "thread_name").length, 16)
+        assert.strictEqual(events.filter((e) => e.name === "process_name").length, 4)
+        const complete = events.filter((e) => e.ph === "X")
+        // Every Session: its agent's start, and per request a wait and the model's time.
+        assert.strictEqual(complete.filter((e) => e.name === "agent_start").length, 16)
+        assert.strictEqual(complete.filter((e) => e.name === "model").length, 32)
+        assert.isTrue(complete.every((e) => Number.isInteger(e.ts) && e.ts! >= 0 && e.dur! >= 0))
+        Fs.rmSync(Path.dirname(out), { recursive: true })
+      }),
+    { timeout: 240_000 }
+  )
+})
+
 describe("replay --timed against the SGLang double", () => {
   it.live(
     "sends the recorded requests to the engine with their gaps, and reports latency and token drift",
