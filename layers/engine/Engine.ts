@@ -277,6 +277,8 @@ export class EngineError extends Data.TaggedError("EngineError")<{
   readonly url?: string | undefined
   readonly status?: number | undefined
   readonly cause?: unknown
+  /** With `lora`: the version registry's refusal, lower-cased with underscores (`no_published_version`). */
+  readonly code?: string | undefined
 }> {
   override get message(): string {
     return this.detail

@@ -148,7 +148,12 @@ export function* attempt(
           promptTokens: planned.promptTokens,
           completionTokens: maxNewTokens
         })
-        : new GenerationError.GenerationEngineError({ reason: "engine", detail: error.message, cause: error })
+        : new GenerationError.GenerationEngineError({
+          reason: error.reason === "lora" ? "lora" : "engine",
+          detail: error.message,
+          cause: error,
+          ...(error.code === undefined ? {} : { code: error.code })
+        })
     )
   )
   const output = yield* (live === undefined ? generate : live.attempt(rid, generate))

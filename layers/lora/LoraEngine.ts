@@ -29,6 +29,7 @@ export const wrap = (engine: Engine.EngineShape, versions: LoraVersions.LoraVers
             new Engine.EngineError({
               reason: "lora",
               detail: `Session ${request.sessionId ?? "(none)"} has no LoRA version: ${refused.detail}`,
+              code: refused.reason.replaceAll("-", "_"),
               cause: refused
             })
         ),

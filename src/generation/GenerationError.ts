@@ -28,8 +28,11 @@ export class ImageRejectedError extends Data.TaggedError("ImageRejectedError")<{
   }
 }
 
-/** Why the engine failed a request: it raised an `EngineError` (the `cause`), or aborted it too often without output. */
-export type GenerationEngineErrorReason = "engine" | "aborted"
+/**
+ * Why the engine failed a request: it raised an `EngineError` (the `cause`), aborted it too often without output, or
+ * the Session has no LoRA version to generate with (`lora`, docs/lora.md; `code` says which refusal).
+ */
+export type GenerationEngineErrorReason = "engine" | "aborted" | "lora"
 
 /** The engine failed the request, or aborted it too often without producing a token. */
 export class GenerationEngineError extends Data.TaggedError("GenerationEngineError")<{
@@ -38,6 +41,8 @@ export class GenerationEngineError extends Data.TaggedError("GenerationEngineErr
   readonly detail: string
   /** The engine's error, for `engine`. */
   readonly cause?: unknown
+  /** For `lora`: the registry's refusal (`no_published_version`, `session_closed`). */
+  readonly code?: string | undefined
 }> {
   override get message(): string {
     return this.detail

@@ -85,6 +85,15 @@ export class GatewayError extends Data.TaggedError("GatewayError")<{
     })
   }
 
+  /**
+   * 503 `service_unavailable_error` (versioned LoRA, docs/lora.md): the Session has no LoRA version to generate with;
+   * `code` is the registry's refusal (`no_published_version`: retry once the trainer published one; `session_closed`),
+   * as Relax answers it.
+   */
+  static loraUnavailable(code: string, message: string): GatewayError {
+    return new GatewayError({ status: 503, type: "service_unavailable_error", code, param: null, message })
+  }
+
   /** 400: the body is not valid JSON (`detail` is the parser's message). */
   static invalidJson(detail: string): GatewayError {
     return badRequest("body", `Invalid request body: ${detail}`)
@@ -200,7 +209,8 @@ export class GatewayError extends Data.TaggedError("GatewayError")<{
   /**
    * The answer to a failed generation (src/generation/GenerationError.ts), the only place one becomes an HTTP error: 404 for a
    * Session closed while its request waited, 400 for a context length, a conversation the chat template rejects or
-   * images that cannot get their training tokens, and 500 `internal_error` for everything else (which the gateway
+   * images that cannot get their training tokens, 503 for a Session without a LoRA version (`loraUnavailable`), and 500
+   * `internal_error` for everything else (which the gateway
    * logs with the failure's message, since the answer does not say what went wrong).
    */
   static fromGeneration(failure: GenerationFailure): GatewayError {
@@ -217,6 +227,10 @@ export class GatewayError extends Data.TaggedError("GatewayError")<{
         return GatewayError.templateRejected(failure.detail)
       case "ImageRejectedError":
         return GatewayError.imageRejected(failure.detail)
+      case "GenerationEngineError":
+        return failure.reason === "lora"
+          ? GatewayError.loraUnavailable(failure.code ?? "lora_unavailable", failure.message)
+          : GatewayError.internal("chat")
       default:
         return GatewayError.internal("chat")
     }
@@ -255,7 +269,13 @@ export type GenerationFailure =
   }
   | { readonly _tag: "TemplateError" | "ImageRejectedError"; readonly detail: string }
   | {
-    readonly _tag: "GenerationEngineError" | "UnusableResponseError" | "ForestNotFoundError" | "ForestInvariantError"
+    readonly _tag: "GenerationEngineError"
+    readonly message: string
+    readonly reason: string
+    readonly code?: string | undefined
+  }
+  | {
+    readonly _tag: "UnusableResponseError" | "ForestNotFoundError" | "ForestInvariantError"
     readonly message: string
   }
 

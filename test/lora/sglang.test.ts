@@ -15,6 +15,8 @@ import * as LoraEngine from "../../layers/lora/LoraEngine.ts"
 import * as LoraVersions from "../../layers/lora/LoraVersions.ts"
 import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import * as Rid from "../../src/engine/Rid.ts"
+import * as GenerationError from "../../src/generation/GenerationError.ts"
+import * as ProtocolError from "../../src/protocol/ProtocolError.ts"
 import * as FakeSglang from "../support/FakeSglang.ts"
 
 const prompt = [151644, 872, 198, 13048, 151645, 198, 151644, 77091, 198]
@@ -241,10 +243,25 @@ describe("versioned LoRA on SGLang", () => {
       const early = yield* Effect.flip(engine.generate(request("early")))
       assert.strictEqual(early._tag === "EngineError" ? early.reason : early._tag, "lora")
       assert.include(early.message, "no LoRA version is published yet")
+      assert.strictEqual(early._tag === "EngineError" ? early.code : early._tag, "no_published_version")
+      // The agent gets Relax's answer: 503 with the registry's code.
+      const answer = ProtocolError.GatewayError.fromGeneration(
+        new GenerationError.GenerationEngineError({
+          reason: "lora",
+          detail: early.message,
+          code: "no_published_version"
+        })
+      )
+      assert.deepStrictEqual([answer.status, answer.type, answer.code], [
+        503,
+        "service_unavailable_error",
+        "no_published_version"
+      ])
       yield* engine.closeSession("gone")
       yield* versions.publish({ path: v1! })
       const late = yield* Effect.flip(engine.generate(request("gone")))
       assert.include(late.message, "closed before its first model request")
+      assert.strictEqual(late._tag === "EngineError" ? late.code : late._tag, "session_closed")
       assert.deepStrictEqual(bodies(server, "/generate"), [])
     }).pipe(Effect.provide(Tokenizer.Tokenizer.layer)))
 })
