@@ -188,8 +188,9 @@ export const make = (
     // Generations waiting while paused, by rid: an abort ends them with no tokens.
     const held = new Map<string, Deferred.Deferred<void>>()
     // The last sequence seen per session: the embedded stand-in for SGLang's radix prefix cache.
-    // Packed: 3 bytes a token (an Int32Array takes 4, a number[] 8), kept until `closeSession` (the Session ended), with
-    // up to a quarter more room at the end, so that the next request rewrites it in place from where it differs.
+    // Packed: 3 bytes a token (an Int32Array takes 4, a number[] 8), kept until `closeSession` (the Session ended),
+    // exactly as long as the first turn's ids (a Session that holds one turn keeps no room), then, once it grows, up to
+    // a quarter more room at the end, so that the next request rewrites it in place from where it differs.
     // With it, where its prompt came from (`Cached`): a prompt that extends the previous one (a view of the same stable
     // buffer) is compared from where the previous prompt ended, so the work is that of the new ids.
     const lastSequence = new Map<string, Cached>()

@@ -173,10 +173,6 @@ export const commitObservation = (forest: Forest.Forest, o: ObservationCommit): 
 }
 
 /**
- * Commit a finished generation (the assistant message parsed from it and the exact engine output); returns its
- * state hash. Re-committing the same message under the same parent returns the existing response.
- */
-/**
  * The first sequence position whose routing a response under `parent` keeps: the rows of earlier positions are held
  * by the responses before it in the lineage (the previous response's request went through every position but its own
  * last token, whose row comes from the next request).
@@ -188,6 +184,10 @@ const routedFrom = (parent: Forest.Node): number => {
   return 0
 }
 
+/**
+ * Commit a finished generation (the assistant message parsed from it and the exact engine output); returns its
+ * state hash. Re-committing the same message under the same parent returns the existing response.
+ */
 export const commitResponse = (forest: Forest.Forest, r: ResponseCommit): string => {
   const parent = Forest.node(forest, r.parent)
   if (r.logprobs.length !== r.tokens.length) {
@@ -210,7 +210,7 @@ export const commitResponse = (forest: Forest.Forest, r: ResponseCommit): string
   }
   const message = Forest.deepCopy(r.message)
   // Generated ids are trained as they are.
-  const { ids, logprobs } = Nodes.responseArrays(r.tokens, r.logprobs)
+  const ids = Nodes.responseArrays(r.tokens, r.logprobs)
   const n = new Nodes.Response({
     hash,
     up: parent,
@@ -224,7 +224,6 @@ export const commitResponse = (forest: Forest.Forest, r: ResponseCommit): string
     committed: ++forest.commits,
     vertex: MatchIndex.extendVertex(parent.vertex, [message]),
     message,
-    logprobs,
     weightVersions: Nodes.sharedVersions(r.weightVersions),
     attemptLengths: r.attemptLengths !== undefined && r.attemptLengths.length > 1
       ? [...r.attemptLengths]

@@ -102,7 +102,8 @@ export interface ResponseNode extends NodeBase {
   /**
    * The engine's logprob of each token. A `Float32Array` when every value is exactly a 32-bit float (what SGLang
    * returns: its logprobs are float32 tensors), else a `Float64Array`: either way each value reads back exactly as
-   * committed. It shares one buffer with `ids` (`responseArrays` in src/forest/Nodes.ts).
+   * committed. It shares one buffer with `ids` (`responseArrays` in src/forest/Nodes.ts) and is a view made on each
+   * read: read it once per loop.
    */
   readonly logprobs: Float32Array | Float64Array
   readonly weightVersions: ReadonlyArray<string>
@@ -169,8 +170,8 @@ export class Forest {
   /** Number of matches that used the reasoning tolerance (one per tolerated assistant message). */
   toleratedMatches = 0
   /**
-   * @internal The inference prefix last asked for ({@link inferencePrefix}), kept for the next request to extend in
-   * place: owned by the newest state asked for, made when first asked.
+   * @internal The inference prefix last asked for ({@link inferencePrefix}), kept (weakly) for the next request to
+   * extend in place: owned by the newest state asked for, made when first asked.
    */
   prefix: PrefixCache | undefined = undefined
   /**
@@ -386,42 +387,54 @@ export const trainTokenCount = (forest: Forest, hash: string): number => node(fo
  * `end` are the first `count` of the buffer `ids` holds, whose length is its capacity.
  *
  * **Details**
- * Every view handed out covers at most the first `lent` ids of the buffer, and those are never written with other
- * values again: a call whose ids differ from what a view may hold there writes into a new buffer instead (copy on
- * write), so a prefix a request still holds (an engine waiting with it) stays what it was when asked for, whatever
- * branch asks next. The buffer is held weakly: a collection may take an idle Session's (4 bytes a token and a
- * quarter more room, beside the nodes' own 3), and the next request builds it again.
+ * Every view handed out covers at most the first `lent` ids of a buffer stamped `stamp` (src/ids/StableIds.ts), and
+ * those are never written with other values again: a call whose ids differ from what a view may hold there writes into
+ * a new buffer with a new stamp instead (copy on write), so a prefix a request still holds (an engine waiting with it)
+ * stays what it was when asked for, whatever branch asks next. The buffer is held weakly (4 bytes a token and a quarter
+ * more room, beside the nodes' own 3): strongly only by the request that holds a view of it, so an idle Session's is
+ * garbage to the next full collection, and no forced collection finds it (docs/performance.md, section 3). `end`,
+ * `count`, `lent` and `stamp` stay, so the next request's buffer, built again from the lineage, carries on the stamp
+ * when it extends `end` (the engine then compares only the new ids).
  */
 export interface PrefixCache {
   end: Node
   count: number
   ids: WeakRef<Int32Array>
   lent: number
+  stamp: number
 }
 
 const noTail: ArrayLike<number> = []
+
+/** Room for `total` ids and the next ones a request may add in place (a resumed attempt's pending output). */
+const prefixRoom = (total: number): number => total + (total >> 2) + 16
 
 /**
  * The token ids the engine continues from at `hash`: every delta along the lineage, in order, followed by `tail` (a
  * resumed attempt's pending output), as one `Int32Array`.
  *
  * **Details**
- * The forest keeps the prefix it last handed out ({@link PrefixCache}) and extends it in place: a request at a child
- * of the last state asked for (a conversation going on) writes only the new nodes' ids after it, a request on another
- * branch keeps the ids of the states the two share and writes the rest. The result is a view of that buffer; its ids
- * never change after (copy on write: ids a view may hold are never written with other values), but it is the
- * forest's, so a caller must not write into it. The same ids as {@link inferencePrefixCopy} (a property test compares
- * the two over random trees).
+ * The forest keeps the prefix it last handed out ({@link PrefixCache}, weakly) and extends it in place: a request at a
+ * child of the last state asked for (a conversation going on) writes only the new nodes' ids after it, a request on another branch keeps the ids of the states the two share and writes the rest. The result is a
+ * view of that buffer; its ids never change after (copy on write: ids a view may hold are never written with other
+ * values), but it is the forest's, so a caller must not write into it. Once a collection took it, the buffer is built
+ * again from the lineage, under the same stamp when nothing handed out under it can differ (see {@link PrefixCache}). The
+ * same ids as {@link inferencePrefixCopy} (a property test compares the two over random trees).
  */
 export const inferencePrefix = (forest: Forest, hash: string, tail: ArrayLike<number> = noTail): Int32Array => {
   const leaf = node(forest, hash)
   const cache = forest.prefix
   const kept = cache?.ids.deref()
-  // The nodes from where the kept prefix and `leaf`'s lineage part, down to `leaf` (leaf first), and the ids shared.
+  // The nodes from where the kept prefix and `leaf`'s lineage part, down to `leaf` (leaf first), and the ids shared;
+  // with no buffer kept, the whole lineage (and whether it goes through the last state asked for).
   const path: Array<Node> = []
   let keep = 0
+  let extendsEnd = false
   if (cache === undefined || kept === undefined) {
-    for (let at: Node | null = leaf; at !== null; at = at.up) path.push(at)
+    for (let at: Node | null = leaf; at !== null; at = at.up) {
+      if (at === cache?.end) extendsEnd = true
+      path.push(at)
+    }
   } else {
     let at: Node | null = leaf
     while (at !== null && at !== cache.end) {
@@ -457,24 +470,37 @@ export const inferencePrefix = (forest: Forest, hash: string, tail: ArrayLike<nu
   for (const n of path) count += PackedIds.length(n.ids)
   const total = count + tail.length
   let ids = kept
-  let lent = kept === undefined ? 0 : cache!.lent
-  if (ids === undefined || total > ids.length || differs(ids, keep, Math.min(lent, total), path, tail)) {
+  let lent = cache === undefined ? 0 : cache.lent
+  let stamp = cache === undefined ? 0 : cache.stamp
+  if (ids === undefined) {
+    ids = new Int32Array(prefixRoom(total))
+    // What was handed out under the stamp is the last state's lineage ids (no tail past it), and this lineage begins
+    // with them: the views agree as far as both reach, so the stamp carries on. Otherwise a stamp of its own.
+    if (cache !== undefined && extendsEnd && cache.lent <= cache.count) StableIds.markAs(ids, stamp)
+    else {
+      StableIds.mark(ids)
+      stamp = StableIds.stampOf(ids)
+      lent = 0
+    }
+  } else if (total > ids.length || differs(ids, keep, Math.min(lent, total), path, tail)) {
     // Marked stable: the views it hands out never change (what an engine may rely on to skip comparing them).
-    const fresh = StableIds.mark(new Int32Array(total + (total >> 2) + 16))
-    if (ids !== undefined && keep > 0) fresh.set(ids.subarray(0, keep))
+    const fresh = StableIds.mark(new Int32Array(prefixRoom(total)))
+    if (keep > 0) fresh.set(ids.subarray(0, keep))
     ids = fresh
+    stamp = StableIds.stampOf(fresh)
     lent = 0
   }
   let offset = keep
   for (let i = path.length - 1; i >= 0; i--) offset = PackedIds.unpackInto(path[i]!.ids, ids, offset)
   for (let i = 0; i < tail.length; i++) ids[offset + i] = tail[i]!
   lent = Math.max(lent, total)
-  if (cache === undefined) forest.prefix = { end: leaf, count, ids: new WeakRef(ids), lent }
+  if (cache === undefined) forest.prefix = { end: leaf, count, ids: new WeakRef(ids), lent, stamp }
   else {
     if (ids !== kept) cache.ids = new WeakRef(ids)
     cache.end = leaf
     cache.count = count
     cache.lent = lent
+    cache.stamp = stamp
   }
   return ids.subarray(0, total)
 }

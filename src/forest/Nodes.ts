@@ -5,7 +5,7 @@
  * Nodes are a Session's bulk in memory (docs/performance.md, section 3), so they are kept lean: getters on the
  * prototype for what can be derived (`kind`, `parent`, `subtree`, a response's `messages`), ids packed in 3 bytes
  * (src/ids/PackedIds.ts) and read through `Forest.unpackTokens` / `Forest.unpackTrainTokens`, a response's ids and
- * logprobs in one buffer ({@link responseArrays}), and empty values and weight-version lists shared between nodes.
+ * logprobs in one buffer ({@link responseArrays}, the logprobs' view made on read), and empty values and weight-version lists shared between nodes.
  */
 import * as PackedIds from "../ids/PackedIds.ts"
 import type * as Canonical from "../protocol/Canonical.ts"
@@ -94,7 +94,6 @@ export class Observation extends StoredNode implements Forest.ObservationNode {
 export class Response extends StoredNode implements Forest.ResponseNode {
   readonly up: Forest.Node
   readonly message: Canonical.Message
-  readonly logprobs: Float32Array | Float64Array
   readonly top: Forest.ObservationNode | null
   readonly weightVersions: ReadonlyArray<string>
   readonly attemptLengths: ReadonlyArray<number>
@@ -110,14 +109,13 @@ export class Response extends StoredNode implements Forest.ResponseNode {
   readonly cachedTokens: number | undefined
   readonly promptTokens: number | undefined
   constructor(
-    init: Omit<Forest.ResponseNode, "kind" | "messages" | "parent" | "subtree" | "up"> & {
+    init: Omit<Forest.ResponseNode, "kind" | "messages" | "parent" | "subtree" | "up" | "logprobs"> & {
       readonly up: Forest.Node
     }
   ) {
     super(init)
     this.up = init.up
     this.message = init.message
-    this.logprobs = init.logprobs
     this.top = init.top
     this.weightVersions = init.weightVersions
     this.attemptLengths = init.attemptLengths
@@ -143,6 +141,10 @@ export class Response extends StoredNode implements Forest.ResponseNode {
   }
   get messages(): ReadonlyArray<Canonical.Message> {
     return [this.message]
+  }
+  /** A view of the logprobs before the ids in their buffer ({@link responseArrays}), made on read: read it once. */
+  get logprobs(): Float32Array | Float64Array {
+    return logprobsOf(this.ids)
   }
 }
 
@@ -187,15 +189,14 @@ const singles = (values: ReadonlyArray<number>): boolean => {
 }
 
 /**
- * A response's ids and logprobs in one buffer (one allocation, one `ArrayBuffer` instead of two): the logprobs
- * first, as 32-bit floats when every one is exactly a 32-bit float (SGLang's are), else as 64-bit floats, then the
- * ids, packed (src/ids/PackedIds.ts). Either way `logprobs[i]` reads back exactly the number committed (`-0` and
- * `NaN` included) and the ids read back as an `Int32Array` copy of them would.
+ * A response's ids and logprobs in one buffer (one allocation, one `ArrayBuffer` instead of two), returned as the
+ * view of its ids: the logprobs first, as 32-bit floats when every one is exactly a 32-bit float (SGLang's are),
+ * else as 64-bit floats, then the ids, packed (src/ids/PackedIds.ts). The node keeps the ids' view only and reads
+ * the logprobs through {@link logprobsOf} (one typed-array object a response, not two: ~100 bytes). Either way
+ * `logprobs[i]` reads back exactly the number committed (`-0` and `NaN` included) and the ids read back as an
+ * `Int32Array` copy of them would.
  */
-export const responseArrays = (
-  ids: ReadonlyArray<number>,
-  logprobs: ReadonlyArray<number>
-): { readonly ids: PackedIds.PackedIds; readonly logprobs: Float32Array | Float64Array } => {
+export const responseArrays = (ids: ReadonlyArray<number>, logprobs: ReadonlyArray<number>): PackedIds.PackedIds => {
   const n = ids.length
   const single = singles(logprobs)
   const width = single ? 4 : 8
@@ -203,7 +204,18 @@ export const responseArrays = (
   const buffer = new ArrayBuffer(n * width + PackedIds.byteLength(n, narrow))
   const values = single ? new Float32Array(buffer, 0, n) : new Float64Array(buffer, 0, n)
   values.set(logprobs)
-  return { ids: PackedIds.packInto(buffer, n * width, narrow, [ids]), logprobs: values }
+  return PackedIds.packInto(buffer, n * width, narrow, [ids])
+}
+
+/**
+ * The logprobs {@link responseArrays} wrote before `ids` in their buffer: `ids` start after them, at 4 bytes a
+ * logprob (32-bit floats) or 8 (64-bit ones).
+ */
+export const logprobsOf = (ids: PackedIds.PackedIds): Float32Array | Float64Array => {
+  const n = PackedIds.length(ids)
+  return n > 0 && ids.byteOffset === n * 8
+    ? new Float64Array(ids.buffer, 0, n)
+    : new Float32Array(ids.buffer, 0, n)
 }
 
 /** A response's MoE routing: `width` (`layers × topk`) expert ids per token, token after token. */

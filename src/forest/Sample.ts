@@ -123,9 +123,10 @@ export const build = (
     if (n.kind === "resp") {
       if (promptLength < 0) promptLength = offset
       const start = lossMask.length
+      const values = n.logprobs
       for (let i = 0; i < train.length; i++) {
         lossMask.push(1)
-        logprobs.push(n.logprobs[i] ?? 0)
+        logprobs.push(values[i] ?? 0)
       }
       const experts = n.routedExperts
       if (experts !== undefined) {

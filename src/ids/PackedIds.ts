@@ -178,7 +178,7 @@ export const view = (sequence: Growable): PackedIds =>
 /**
  * The first `keep` ids of `sequence` (none without one) followed by the ids of `parts`: written in place when its
  * buffer has room and holds them at the same width, else into a new buffer with a quarter more room (the `keep` ids
- * copied). `sequence` is not to be used after. Every reader sees what {@link pack} of the same ids would hold.
+ * copied; a first sequence, none given, exactly as long as its ids). `sequence` is not to be used after. Every reader sees what {@link pack} of the same ids would hold.
  */
 export const rewrite = (
   sequence: Growable | undefined,
@@ -200,7 +200,8 @@ export const rewrite = (
   if (old !== undefined && count <= capacity && narrow === !(old instanceof Int32Array)) {
     packed = old
   } else {
-    const room = count + (count >> 2) + 16
+    // A first sequence exactly (a Session that holds one turn keeps no room), a grown one with a quarter more.
+    const room = sequence === undefined ? count : count + (count >> 2) + 16
     if (narrow) {
       const bytes = new Uint8Array(room * 3)
       if (old !== undefined && !(old instanceof Int32Array)) bytes.set(old.subarray(0, kept * 3))

@@ -98,11 +98,13 @@ describe("PackedIds", () => {
     )
   })
 
-  it("rewrites in place while there is room, and reallocates with a quarter more room", () => {
+  it("sizes a first sequence exactly, rewrites in place while there is room, and reallocates with a quarter more", () => {
     const first = PackedIds.rewrite(undefined, 0, [[1, 2, 3, 4]])
-    assert.strictEqual(first.packed.byteLength, (4 + 1 + 16) * 3)
-    const second = PackedIds.rewrite(first, 4, [[5, 6]])
-    assert.strictEqual(second.packed, first.packed)
+    assert.strictEqual(first.packed.byteLength, 4 * 3)
+    const grown = PackedIds.rewrite(first, 4, [[5, 6]])
+    assert.strictEqual(grown.packed.byteLength, (6 + 1 + 16) * 3)
+    const second = PackedIds.rewrite(grown, 6, [[7]])
+    assert.strictEqual(second.packed, grown.packed)
     const wide = PackedIds.rewrite(second, 2, [[2 ** 30]])
     assert.instanceOf(wide.packed, Int32Array)
     assert.deepStrictEqual([...PackedIds.unpack(PackedIds.view(wide))], [1, 2, 2 ** 30])
