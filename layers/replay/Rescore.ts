@@ -22,6 +22,7 @@ import type * as CreditGroup from "../../src/credit/Group.ts"
 import * as Metrics from "../../src/credit/Metrics.ts"
 import * as TrainingSample from "../../src/forest/TrainingSample.ts"
 import * as SchemaMessage from "../../src/json/SchemaMessage.ts"
+import * as PixelSidecar from "../../src/rollout/PixelSidecar.ts"
 import * as Records from "../../src/rollout/Records.ts"
 import * as Credit from "../credit/Credit.ts"
 import * as Files from "../rollout/Files.ts"
@@ -273,7 +274,9 @@ export const rescore = (runDir: string, options: RescoreOptions = {}) =>
       })
       yield* Files.writeFileAtomic(
         Path.join(outputDir, `rollout_${rolloutId}.jsonl`),
-        finished.samples.map((s) => JSON.stringify(s)).join("\n") + (finished.samples.length > 0 ? "\n" : "")
+        // A vision sample's pixel_values stay in the run's sidecar, named relative to the new file.
+        finished.samples.map((s) => JSON.stringify(PixelSidecar.relocate(s, dir, outputDir))).join("\n") +
+          (finished.samples.length > 0 ? "\n" : "")
       ).pipe(Effect.mapError((error) => new RescoreError({ reason: "write", path: outputDir, detail: String(error) })))
       metricLines.push(Records.stepMetricLine(
         rolloutId,

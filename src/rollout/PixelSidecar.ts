@@ -10,6 +10,7 @@
  * the same cached array) is written once. `offset` counts bytes from the start of the file, header included.
  */
 import { createHash } from "node:crypto"
+import * as Path from "node:path"
 import type * as TrainingSample from "../forest/TrainingSample.ts"
 import * as Npy from "../vision/Npy.ts"
 
@@ -82,3 +83,25 @@ export const digests = (
       ? [{ shape: values.shape, sha256: createHash("sha256").update(Npy.littleEndian(values.data)).digest("hex") }]
       : []
   )
+
+/**
+ * A sample read from a samples file in directory `from`, for a samples file written in `to` (`rescore`): its
+ * `pixel_values` references point at the same sidecar, relative to `to`.
+ */
+export const relocate = (
+  sample: TrainingSample.TrainingSample,
+  from: string,
+  to: string
+): TrainingSample.TrainingSample => {
+  const train = sample.multimodal_train_inputs
+  if (train?.pixel_values === undefined || Path.resolve(from) === Path.resolve(to)) return sample
+  return {
+    ...sample,
+    multimodal_train_inputs: {
+      ...train,
+      pixel_values: train.pixel_values.map((values) =>
+        isArray(values) ? values : { ...values, file: Path.relative(to, Path.resolve(from, values.file)) }
+      )
+    }
+  }
+}

@@ -41,6 +41,26 @@ describe("the pixel_values sidecar", () => {
     assert.strictEqual(PixelSidecar.fileFor("/run/eval_2_test.jsonl"), "/run/eval_2_test.pixel_values.npy")
   })
 
+  it("re-points a file sample's references for a samples file written elsewhere (rescore)", () => {
+    const ref: TrainingSample.PixelFile = {
+      file: "rollout_0.pixel_values.npy",
+      offset: 128,
+      shape: [4, 3],
+      dtype: "float32"
+    }
+    const moved = PixelSidecar.relocate(
+      {
+        multimodal_train_inputs: { image_grid_thw: [[1, 2, 2]], pixel_values: [ref] }
+      } as unknown as TrainingSample.TrainingSample,
+      "/runs/a",
+      "/runs/a/rescored"
+    )
+    assert.deepStrictEqual(moved.multimodal_train_inputs?.pixel_values, [{
+      ...ref,
+      file: "../rollout_0.pixel_values.npy"
+    }])
+  })
+
   it("leaves samples without arrays alone and writes nothing", () => {
     const split = PixelSidecar.split([sample([])], "x.npy")
     assert.deepStrictEqual(typeof split === "string" ? split : split.chunks, [])
