@@ -17,18 +17,12 @@ import * as ForestCommit from "../../src/forest/Commit.ts"
 import * as Forest from "../../src/forest/Forest.ts"
 import type * as Canonical from "../../src/protocol/Canonical.ts"
 import * as ForestCommits from "../support/forestCommits.ts"
+import * as SeededRandom from "../support/SeededRandom.ts"
 import * as Sessions from "../support/sessions.ts"
 
-/** A small seeded generator (mulberry32), so every seed replays the same scenario. */
+/** A seeded scenario source (test/support/SeededRandom.ts), so every seed replays the same scenario. */
 const random = (seed: number) => {
-  let state = seed >>> 0
-  const next = (): number => {
-    state = (state + 0x6d2b79f5) >>> 0
-    let t = state
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
+  const next = SeededRandom.floats(seed)
   const int = (n: number): number => Math.floor(next() * n)
   const ids = (n: number): Array<number> => Array.from({ length: n }, () => 100 + int(2000))
   return { next, int, ids }

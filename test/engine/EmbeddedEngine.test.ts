@@ -5,6 +5,7 @@ import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
 import * as Engine from "../../layers/engine/Engine.ts"
 import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import * as BigramModel from "../../src/engine/BigramModel.ts"
+import * as SeededRandom from "../support/SeededRandom.ts"
 import * as Sessions from "../support/sessions.ts"
 
 const engineLayer = (options: EmbeddedEngine.EmbeddedEngineOptions) =>
@@ -263,11 +264,7 @@ describe("EmbeddedEngine sampling", () => {
   it.effect("counts cached tokens against the whole previous sequence over next turns, retries, edits and rewinds", () =>
     Effect.gen(function*() {
       const engine = yield* Engine.Engine
-      let state = 99
-      const random = (bound: number) => {
-        state = (Math.imul(state, 1103515245) + 12345) >>> 0
-        return state % bound
-      }
+      const random = SeededRandom.ints(99)
       const shared = (a: ReadonlyArray<number>, b: ReadonlyArray<number>) => {
         let i = 0
         while (i < a.length && i < b.length && a[i] === b[i]) i++

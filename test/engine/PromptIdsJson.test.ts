@@ -9,12 +9,10 @@ import * as Generate from "../../layers/engine/sglang/Generate.ts"
 import * as PromptIdsJson from "../../src/engine/sglang/PromptIdsJson.ts"
 import * as SglangWire from "../../src/engine/sglang/SglangWire.ts"
 import * as StableIds from "../../src/ids/StableIds.ts"
+import * as SeededRandom from "../support/SeededRandom.ts"
 import * as SupportSessions from "../support/sessions.ts"
 
-const random = (seed: number) => () => {
-  seed = (seed * 1103515245 + 12345) % 2147483648
-  return seed / 2147483648
-}
+const random = SeededRandom.floats
 
 const expected = (ids: ArrayLike<number>): string => JSON.stringify(Array.from(ids)).slice(1, -1)
 const decode = (text: Uint8Array | undefined): string | undefined =>

@@ -3,6 +3,7 @@ import { Option, Result } from "effect"
 import * as Rid from "../../src/engine/Rid.ts"
 import * as SglangWire from "../../src/engine/sglang/SglangWire.ts"
 import * as Stop from "../../src/engine/Stop.ts"
+import * as SeededRandom from "../support/SeededRandom.ts"
 
 const letters = (ids: ReadonlyArray<number>) => ids.map((id) => String.fromCharCode(97 + (id % 26))).join("")
 const criteria = (overrides: Partial<Stop.Criteria> = {}): Stop.Criteria => ({
@@ -45,11 +46,7 @@ describe("Stop", () => {
       }
       return { ids, finishReason: undefined }
     }
-    let state = 12345
-    const random = (bound: number) => {
-      state = (Math.imul(state, 1103515245) + 12345) >>> 0
-      return state % bound
-    }
+    const random = SeededRandom.ints(12345)
     for (let round = 0; round < 500; round++) {
       const ids = Array.from({ length: random(40) }, () => random(30) === 0 ? 99 : random(26))
       const c = criteria({

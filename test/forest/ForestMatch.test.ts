@@ -9,24 +9,9 @@ import * as Matching from "../../src/forest/Matching.ts"
 import * as StateHash from "../../src/forest/StateHash.ts"
 import * as PythonJson from "../../src/json/PythonJson.ts"
 import * as Canonical from "../../src/protocol/Canonical.ts"
+import * as SeededRandom from "../support/SeededRandom.ts"
 
-/** A deterministic pseudo-random source. */
-const seeded = (seed: number) => {
-  let state = (seed * 2654435761 + 1) >>> 0
-  const next = () => {
-    state = (Math.imul(state, 1664525) + 1013904223) >>> 0
-    return state / 2 ** 32
-  }
-  return {
-    chance: (p: number) => next() < p,
-    int: (below: number) => Math.floor(next() * below),
-    pick: <A>(items: ReadonlyArray<A>): A => {
-      const item = items[Math.floor(next() * items.length)]
-      if (item === undefined) throw new Error("pick from an empty list")
-      return item
-    }
-  }
-}
+const seeded = SeededRandom.make
 type Random = ReturnType<typeof seeded>
 
 const toolF: Canonical.Tool = { type: "function", function: { name: "f", parameters: { type: "object" } } }

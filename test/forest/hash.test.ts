@@ -2,15 +2,9 @@ import { assert, describe, it } from "@effect/vitest"
 import * as StateHash from "../../src/forest/StateHash.ts"
 import * as PythonJson from "../../src/json/PythonJson.ts"
 import type * as Canonical from "../../src/protocol/Canonical.ts"
+import * as SeededRandom from "../support/SeededRandom.ts"
 
-/** A deterministic pseudo-random source in [0, 1). */
-const seeded = (seed: number) => {
-  let state = seed >>> 0
-  return () => {
-    state = (Math.imul(state, 1664525) + 1013904223) >>> 0
-    return state / 2 ** 32
-  }
-}
+const seeded = SeededRandom.floats
 
 // Golden values computed once with CPython 3 from the reference rule (docs/sessionforest.md "State hashes"):
 // hashlib.sha256(json.dumps({"messages": M, "tools": T, "template_kwargs": K}, ensure_ascii=False,

@@ -17,6 +17,7 @@ import * as PromptIds from "../../src/template/PromptIds.ts"
 import * as Policy from "../fixtures/gateway/policy.ts"
 import * as Requests from "../support/requests.ts"
 import * as Results from "../support/results.ts"
+import * as SeededRandom from "../support/SeededRandom.ts"
 import * as SupportSessions from "../support/sessions.ts"
 
 /** How many texts of at least 1,000 characters the tokenizer encoded (root observations; deltas are shorter). */
@@ -47,11 +48,7 @@ const stack = (promptIdsBytes: number | undefined) =>
     Layer.provideMerge(countingTokenizer)
   )
 
-/** A deterministic pseudo-random source. */
-const random = (seed: number) => () => {
-  seed = (seed * 1103515245 + 12345) & 0x7fffffff
-  return seed / 0x7fffffff
-}
+const random = SeededRandom.floats
 
 const words = [
   "alpha",

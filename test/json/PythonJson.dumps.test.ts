@@ -7,6 +7,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Json from "../../src/json/Json.ts"
 import * as PythonJson from "../../src/json/PythonJson.ts"
+import * as SeededRandom from "../support/SeededRandom.ts"
 
 // ---- the reference: the implementation before the one-pass writer, verbatim but for names ----------------------
 const MAX_SAFE = 2 ** 53 - 1
@@ -41,14 +42,7 @@ const dumpsJsReference = (value: unknown): string => {
 }
 // -------------------------------------------------------------------------------------------------------------------
 
-/** A deterministic pseudo-random source in [0, 1). */
-const seeded = (seed: number) => {
-  let state = seed >>> 0
-  return () => {
-    state = (Math.imul(state, 1664525) + 1013904223) >>> 0
-    return state / 2 ** 32
-  }
-}
+const seeded = SeededRandom.floats
 
 const numbers: ReadonlyArray<number> = [
   0,

@@ -1,3 +1,5 @@
+import * as SeededRandom from "../support/SeededRandom.ts"
+
 /** Chunkings of a text used to check that streaming gives the one-shot result. */
 export const splits = (text: string): ReadonlyArray<ReadonlyArray<string>> => {
   const chars = Array.from(text)
@@ -9,8 +11,7 @@ export const splits = (text: string): ReadonlyArray<ReadonlyArray<string>> => {
   }
   // Every two-way split, and a seeded pseudo-random multi-way split.
   for (let i = 0; i <= chars.length; i++) out.push([chars.slice(0, i).join(""), chars.slice(i).join("")])
-  let seed = chars.length * 7919 + 17
-  const random = () => (seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648
+  const random = SeededRandom.floats(chars.length * 7919 + 17)
   for (let k = 0; k < 5; k++) {
     const chunks: Array<string> = []
     for (let i = 0; i < chars.length;) {

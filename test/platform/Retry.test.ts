@@ -2,6 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Clock, Effect, Exit, Fiber, Schedule } from "effect"
 import { TestClock } from "effect/testing"
 import * as Retry from "../../layers/platform/Retry.ts"
+import * as SeededRandom from "../support/SeededRandom.ts"
 
 /** What one attempt does: succeed, fail with an error the `while` predicate retries, or fail with one it does not. */
 type Outcome = "ok" | "retryable" | "final"
@@ -11,14 +12,7 @@ interface Failure {
   readonly attempt: number
 }
 
-/** Deterministic pseudo-random numbers (a linear congruential generator). */
-const random = (seed: number) => {
-  let state = seed >>> 0
-  return (n: number): number => {
-    state = (Math.imul(state, 1664525) + 1013904223) >>> 0
-    return state % n
-  }
-}
+const random = SeededRandom.ints
 
 interface Case {
   readonly script: ReadonlyArray<Outcome>

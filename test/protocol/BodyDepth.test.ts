@@ -6,12 +6,9 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Json from "../../src/json/Json.ts"
 import * as BodyDepth from "../../src/protocol/BodyDepth.ts"
+import * as SeededRandom from "../support/SeededRandom.ts"
 
-/** A deterministic pseudo-random generator (no flaky inputs). */
-const random = (seed: number) => () => {
-  seed = (seed * 1103515245 + 12345) % 2147483648
-  return seed / 2147483648
-}
+const random = SeededRandom.floats
 
 const keys = ["a", "b", "__proto__", "constructor", "0", "1", "toString", "ü", ""]
 

@@ -7,12 +7,9 @@ import { assert, describe, it } from "@effect/vitest"
 import { Result } from "effect"
 import * as BoundedMemo from "../../src/protocol/BoundedMemo.ts"
 import * as Canonical from "../../src/protocol/Canonical.ts"
+import * as SeededRandom from "../support/SeededRandom.ts"
 
-/** A deterministic pseudo-random generator (no flaky inputs). */
-const random = (seed: number) => () => {
-  seed = (seed * 1103515245 + 12345) % 2147483648
-  return seed / 2147483648
-}
+const random = SeededRandom.floats
 
 const pieces = [
   "a",

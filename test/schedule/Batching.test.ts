@@ -2,6 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Result } from "effect"
 import * as Batching from "../../src/credit/Batching.ts"
 import * as Samples from "../credit/samples.ts"
+import * as SeededRandom from "../support/SeededRandom.ts"
 
 const ofLengths = (lengths: ReadonlyArray<number>) =>
   lengths.map((length, i) =>
@@ -33,11 +34,7 @@ describe("token-budget micro-batches", () => {
   })
 
   it("keeps every micro-batch within the budget and places every sample exactly once", () => {
-    let seed = 12345
-    const random = () => {
-      seed = (Math.imul(seed, 1103515245) + 12345) >>> 0
-      return seed / 2 ** 32
-    }
+    const random = SeededRandom.floats(12345)
     for (let round = 0; round < 50; round++) {
       const budget = 50 + Math.floor(random() * 200)
       const lengths = Array.from({ length: 1 + Math.floor(random() * 40) }, () => 1 + Math.floor(random() * budget))

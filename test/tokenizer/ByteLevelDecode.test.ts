@@ -4,6 +4,7 @@ import { readFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { dirname, join } from "node:path"
 import * as ByteLevelDecode from "../../layers/tokenizer/ByteLevelDecode.ts"
+import * as SeededRandom from "../support/SeededRandom.ts"
 
 // The differential test of the byte-level decode: for every id list, the text equals the library's own `decode`
 // (special tokens kept and skipped), on the bundled Qwen3 files and on variants.
@@ -19,13 +20,7 @@ const addedTokens = tokenizerJson["added_tokens"] as ReadonlyArray<{ readonly id
 const qwen3 = new HfTokenizer(tokenizerJson, tokenizerConfig)
 const decode = ByteLevelDecode.byteLevelDecoder(qwen3)
 
-/** A deterministic generator (mulberry32), so a failure reproduces. */
-const random = (seed: number) => () => {
-  seed = (seed + 0x6d2b79f5) | 0
-  let t = Math.imul(seed ^ (seed >>> 15), 1 | seed)
-  t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t
-  return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-}
+const random = SeededRandom.floats
 
 const vocabSize = 151_643
 const addedIds = addedTokens.map((token) => token.id)

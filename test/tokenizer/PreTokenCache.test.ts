@@ -4,6 +4,7 @@ import { readFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { dirname, join } from "node:path"
 import * as PreTokenCache from "../../layers/tokenizer/PreTokenCache.ts"
+import * as SeededRandom from "../support/SeededRandom.ts"
 
 // The differential test of the pre-token cache: for every text, the cached encoder's ids equal the library's own
 // `encode` (the bundled Qwen3 files, and a variant whose added tokens strip their neighbours or are normalized).
@@ -24,13 +25,7 @@ const qwen3 = new HfTokenizer(tokenizerJson, tokenizerConfig)
 const direct = (text: string): ReadonlyArray<number> => qwen3.encode(text, { add_special_tokens: false }).ids
 const cached = PreTokenCache.cachedEncoder(new HfTokenizer(tokenizerJson, tokenizerConfig))
 
-/** A deterministic generator (mulberry32), so a failure reproduces. */
-const random = (seed: number) => () => {
-  seed = (seed + 0x6d2b79f5) | 0
-  let t = Math.imul(seed ^ (seed >>> 15), 1 | seed)
-  t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t
-  return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-}
+const random = SeededRandom.floats
 
 const fragments: ReadonlyArray<string> = [
   "the",
