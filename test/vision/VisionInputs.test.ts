@@ -2,10 +2,12 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
+import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
 import * as Images from "../../layers/generation/Images.ts"
 import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import * as VisionInputs from "../../layers/vision/VisionInputs.ts"
 import type * as TrainingSample from "../../src/forest/TrainingSample.ts"
+import { makeRollout, memorySink, Rollout } from "../../src/index.ts"
 import * as VisionTokenizer from "../support/VisionTokenizer.ts"
 
 const PAD = 151655
@@ -62,6 +64,25 @@ describe("--multimodal-train-inputs", () => {
       // The fallbacks start.
       assert.strictEqual((yield* VisionInputs.forTokenizer("grid", tokenizer)).mode, "grid")
       assert.strictEqual((yield* VisionInputs.forTokenizer("none", tokenizer)).mode, "none")
+    }).pipe(Effect.scoped))
+
+  it.effect("pixels: a rollout with another processor class fails at startup, before any agent starts", () =>
+    Effect.gen(function*() {
+      const dir = yield* directoryWithClass("Glm4vImageProcessor")
+      const fixtures = Path.join(import.meta.dirname, "..", "fixtures", "rollout")
+      const error = yield* Effect.gen(function*() {
+        return yield* (yield* Rollout).runStep(0)
+      }).pipe(
+        Effect.provide(makeRollout({
+          promptData: Path.join(fixtures, "train.jsonl"),
+          agentCommand: "false",
+          rolloutBatchSize: 1,
+          tokenizer: dir
+        }, { telemetry: memorySink(), embedded: EmbeddedEngine.EmbeddedEngine.instant })),
+        Effect.flip
+      )
+      assert.strictEqual(error._tag, "RolloutConfigError")
+      assert.include(error.message, `names the image processor "Glm4vImageProcessor"`)
     }).pipe(Effect.scoped))
 
   it.effect("pixels: an image's values are computed once per digest, whatever URL carries its bytes", () =>
