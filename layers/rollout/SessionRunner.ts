@@ -11,7 +11,7 @@
  * `Credit` scores the Group (reward, custom advantage or GRPO; a `null` hook result filters it). A Session that fails,
  * an export that does not match and a Reward error fail with a `GroupError`, which drops the Group.
  */
-import { Context, Effect, Layer, Metric, Option } from "effect"
+import { Clock, Context, Effect, Layer, Metric, Option } from "effect"
 import type * as ClusterError from "../../src/cluster/ClusterError.ts"
 import type * as ClusterWire from "../../src/cluster/ClusterWire.ts"
 import * as Settings from "../../src/config/Settings.ts"
@@ -110,6 +110,7 @@ export const addDrift = (total: Map<Drift.Cause, number>, counts: ReadonlyMap<Dr
 /** Reward of a finished Group: credit scores it, or filters it (also what a cluster controller runs). */
 export const rewardWith = (credit: Context.Service.Shape<typeof Credit.Credit>) =>
   Effect.fn("SessionRunner.reward")(function*(group: PlannedGroup, outcomes: ReadonlyArray<SessionResult>) {
+    const at = yield* Clock.currentTimeMillis
     const scored = yield* credit.scoreGroup(
       {
         groupIndex: group.promptIndex,
@@ -117,9 +118,16 @@ export const rewardWith = (credit: Context.Service.Shape<typeof Credit.Credit>) 
       },
       group.mode
     )
-    return scored === "filtered"
-      ? PoolContract.filtered()
-      : PoolContract.accepted<GroupResult>({ group, samples: scored, debug: outcomes.flatMap((o) => o.debug) })
+    if (scored === "filtered") return PoolContract.filtered()
+    // The Group's Reward goes into each Session's replay record (its time: docs/debugging.md "Where the time went").
+    const reward = { at, done_at: yield* Clock.currentTimeMillis }
+    const debug = outcomes.flatMap((o) => o.debug).map((d) =>
+      d.replay === undefined ? d : { ...d, replay: { ...d.replay, reward } }
+    )
+    if (debug.some((d) => d.replay !== undefined)) {
+      yield* Metric.update(Instruments.sessionPhaseSeconds({ phase: "reward" }), (reward.done_at - reward.at) / 1000)
+    }
+    return PoolContract.accepted<GroupResult>({ group, samples: scored, debug })
   })
 
 /** `error_type=` and detail of a drop; a Session that failed on a runner keeps its own error's tag. */
@@ -276,8 +284,9 @@ const make = Effect.gen(function*() {
         const dump = settings.saveDebugRolloutData === undefined ? undefined : ForestDump.ofForest(forest)
         const replay = recorder === undefined ? undefined : yield* recorder.take(sessionId)
         if (replay !== undefined) {
+          // Its Group's Reward is timed (and counted) once the Group is scored.
           for (const [phase, spent] of Object.entries(Timeline.totals(replay))) {
-            yield* Metric.update(Instruments.sessionPhaseSeconds({ phase }), spent)
+            if (phase !== "reward") yield* Metric.update(Instruments.sessionPhaseSeconds({ phase }), spent)
           }
         }
         const debug = contexts.map((c, i): Records.ContextDebug => ({

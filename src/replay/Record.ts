@@ -153,7 +153,9 @@ export const SessionRecord = Schema.Struct({
   max_context_len: Schema.NullOr(Schema.Int),
   /** When the Session was registered (its agent launched right after). */
   started_at: Schema.Number,
-  requests: Schema.Array(Request)
+  requests: Schema.Array(Request),
+  /** Its Group's Reward (the Group's rewards and credit), when the Group was scored. */
+  reward: Schema.optionalKey(Schema.Struct({ at: Schema.Number, done_at: Schema.Number }))
 })
 export type SessionRecord = typeof SessionRecord.Type
 

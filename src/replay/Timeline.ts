@@ -1,20 +1,21 @@
 /**
  * Where a Session's time went (docs/debugging.md "Where the time went"), read off its replay record: agent start,
- * lease and admission wait, model time, parked time, agent time between an answer and the next request; as phases,
- * per-Session totals, step metrics (`perf/...` mean and p90) and a Chrome trace (the trace-event format Perfetto and
- * chrome://tracing load).
+ * lease and admission wait, model time, parked time, agent time between an answer and the next request, its Group's
+ * reward; as phases, per-Session totals, step metrics (`perf/...` mean and p90) and a Chrome trace (the trace-event
+ * format Perfetto and chrome://tracing load).
  *
  * **Details**
  * A request's wait runs from its arrival to its first engine attempt (the Group's Runtime lease, KV admission and the
  * generation gate), its model time is each attempt's time in the engine, and the time between an attempt the engine
  * aborted and the next is parked (a step's close, a weight update). The agent's time is from an answer to the next
- * request (tool calls, its own work); its start from the Session's registration to its first request. Overlapping
+ * request (tool calls, its own work); its start from the Session's registration to its first request; the reward is
+ * its Group's Reward (rewards and credit of the whole Group, after its last Session). Overlapping
  * requests (an agent that sends several at once) give overlapping phases; totals add them as they are.
  */
 import * as Record from "./Record.ts"
 
 /** The phases of a Session's time. */
-export const phases = ["agent_start", "wait", "model", "parked", "agent"] as const
+export const phases = ["agent_start", "wait", "model", "parked", "agent", "reward"] as const
 export type Phase = (typeof phases)[number]
 
 /** One span of a Session's time (Unix milliseconds). */
@@ -46,6 +47,7 @@ export const spans = (record: Record.SessionRecord): ReadonlyArray<Span> => {
       out.push({ phase: "model", start: attempt.at, end: attempt.done_at, request: number })
     })
   })
+  if (record.reward !== undefined) out.push({ phase: "reward", start: record.reward.at, end: record.reward.done_at })
   return out
 }
 

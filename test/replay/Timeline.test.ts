@@ -33,7 +33,7 @@ const request = (at: number, done: number, attempts: ReadonlyArray<Record.Attemp
 })
 
 /** Launched at 1000; request 1 waits 500 ms for its lease, generates 200 ms, is parked 300 ms at a step's close and
- * resumed for 100 ms; the agent works 400 ms; request 2 waits 0 and generates 50 ms. */
+ * resumed for 100 ms; the agent works 400 ms; request 2 waits 0 and generates 50 ms; its Group's Reward takes 20 ms. */
 const record: Record.SessionRecord = {
   version: 1,
   generation: {
@@ -53,7 +53,8 @@ const record: Record.SessionRecord = {
   requests: [
     request(3000, 4100, [attempt(3500, 3700, { type: "abort" }), attempt(4000, 4100)]),
     request(4500, 4550, [attempt(4500, 4550)])
-  ]
+  ],
+  reward: { at: 5000, done_at: 5020 }
 }
 
 /** The trace-event format's complete and metadata events (catapult's "Trace Event Format" document). */
@@ -90,10 +91,11 @@ describe("Timeline", () => {
       { phase: "model", start: 4000, end: 4100, request: 1 },
       { phase: "agent", start: 4100, end: 4500, request: 2 },
       { phase: "wait", start: 4500, end: 4500, request: 2 },
-      { phase: "model", start: 4500, end: 4550, request: 2 }
+      { phase: "model", start: 4500, end: 4550, request: 2 },
+      { phase: "reward", start: 5000, end: 5020 }
     ])
     const totals = Timeline.totals(record)
-    const expected = { agent_start: 2, wait: 0.5, model: 0.35, parked: 0.3, agent: 0.4 }
+    const expected = { agent_start: 2, wait: 0.5, model: 0.35, parked: 0.3, agent: 0.4, reward: 0.02 }
     for (const phase of Timeline.phases) assert.closeTo(totals[phase], expected[phase], 1e-9, phase)
   })
 
@@ -123,7 +125,7 @@ describe("Timeline", () => {
       ["thread_name", 2, 1, "c"]
     ])
     const complete = decoded.traceEvents.filter((e) => e.ph === "X")
-    assert.strictEqual(complete.length, 3 * 8)
+    assert.strictEqual(complete.length, 3 * 9)
     // Microseconds from the earliest start (b's, at 500 ms): a's agent start begins 500 ms later and lasts 2 s.
     const aStart = complete.find((e) => e.tid === 1 && e.pid === 1 && e.name === "agent_start")!
     assert.strictEqual(aStart.ts, 500_000)

@@ -210,7 +210,7 @@ describe("where the run's time went", () => {
       Effect.gen(function*() {
         const dir = yield* arithmeticRun
         const metrics = JSON.parse(Fs.readFileSync(Path.join(dir, "metrics.jsonl"), "utf8").trim().split("\n")[0]!)
-        for (const phase of ["agent_start", "wait", "model", "parked", "agent"]) {
+        for (const phase of ["agent_start", "wait", "model", "parked", "agent", "reward"]) {
           assert.isAtLeast(metrics.metrics[`perf/session/${phase}_s/p90`], 0, phase)
           assert.isAtLeast(metrics.metrics[`perf/session/${phase}_s/mean`], 0, phase)
         }
@@ -230,6 +230,8 @@ describe("where the run's time went", () => {
         // Every Session: its agent's start, and per request a wait and the model's time.
         assert.strictEqual(complete.filter((e) => e.name === "agent_start").length, 16)
         assert.strictEqual(complete.filter((e) => e.name === "model").length, 32)
+        // And its Group's Reward.
+        assert.strictEqual(complete.filter((e) => e.name === "reward").length, 16)
         assert.isTrue(complete.every((e) => Number.isInteger(e.ts) && e.ts! >= 0 && e.dur! >= 0))
         Fs.rmSync(Path.dirname(out), { recursive: true })
       }),
