@@ -12,6 +12,7 @@ import * as ImageGrid from "../../src/template/ImageGrid.ts"
 import * as ImageProcessor from "../../src/vision/ImageProcessor.ts"
 import * as PillowResample from "../../src/vision/PillowResample.ts"
 import * as PixelValues from "../../src/vision/PixelValues.ts"
+import * as SeededRandom from "../support/SeededRandom.ts"
 import * as VisionTokenizer from "../support/VisionTokenizer.ts"
 import * as Harness from "./harness.ts"
 
@@ -20,17 +21,13 @@ const config = Result.getOrThrow(ImageProcessor.fromJson(json, Result.getOrThrow
 
 /** A noisy gradient of `width` x `height` as a PNG (every pixel differs, as in a photo). */
 const png = (width: number, height: number): Promise<Buffer> => {
+  const noise = SeededRandom.ints(40)
   const data = Buffer.alloc(width * height * 3)
-  let state = 40
   for (let y = 0; y < height; y++) {
     for (let x = 0; x < width; x++) {
       for (let c = 0; c < 3; c++) {
-        state = (state * 1103515245 + 12345) & 0x7fffffff
-        const i = (y * width + x) * 3 + c
-        data[i] = Math.min(
-          255,
-          Math.round(((c === 0 ? x / width : c === 1 ? y / height : 0.5) * 200) + ((state >> 16) & 55))
-        )
+        const base = c === 0 ? x / width : c === 1 ? y / height : 0.5
+        data[(y * width + x) * 3 + c] = Math.min(255, Math.round(base * 200) + noise(56))
       }
     }
   }

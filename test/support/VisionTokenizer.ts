@@ -14,6 +14,7 @@ import * as ImageCodec from "../../layers/platform/ImageCodec.ts"
 import * as ImageGrid from "../../src/template/ImageGrid.ts"
 import * as ImageProcessor from "../../src/vision/ImageProcessor.ts"
 import * as PixelValues from "../../src/vision/PixelValues.ts"
+import * as SeededRandom from "./SeededRandom.ts"
 
 /** Qwen2-VL's chat template (Qwen2-VL-7B-Instruct `chat_template`), without its video branch. */
 export const qwen2VlChatTemplate = "{% set image_count = namespace(value=0) %}{% for message in messages %}" +
@@ -82,12 +83,9 @@ export const pngDataUri = (width: number, height: number): Effect.Effect<string>
 /** A noisy `width` x `height` PNG as a data URI (every pixel differs, so resampling matters). */
 export const noisyPngDataUri = (width: number, height: number, seed = 1): Effect.Effect<string> =>
   Effect.promise(() => {
+    const byte = SeededRandom.ints(seed)
     const data = Buffer.alloc(width * height * 3)
-    let state = seed
-    for (let i = 0; i < data.length; i++) {
-      state = (state * 1103515245 + 12345) & 0x7fffffff
-      data[i] = (state >> 16) & 0xff
-    }
+    for (let i = 0; i < data.length; i++) data[i] = byte(256)
     return sharp(data, { raw: { width, height, channels: 3 } }).png().toBuffer()
   }).pipe(Effect.map((png) => `data:image/png;base64,${png.toString("base64")}`))
 
