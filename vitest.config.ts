@@ -15,13 +15,30 @@ Fs.mkdirSync(home, { recursive: true })
 // `relax-agentic-source` export condition), not to the build in dist/.
 const conditions = ["relax-agentic-source", ...defaultServerConditions]
 
+/** The e2e lane: tests that start processes (agents, the command), PostgreSQL or a browser. */
+const e2e = ["test/e2e/**/*.test.ts", "test/**/*.e2e.test.ts"]
+
 export default defineConfig({
   resolve: { conditions },
   ssr: { resolve: { conditions } },
   test: {
-    include: ["test/**/*.test.ts"],
     testTimeout: 60_000,
     hookTimeout: 60_000,
-    env: { HOME: home }
+    env: { HOME: home },
+    // Two lanes (docs/architecture.md "Test lanes"): `unit` runs in this process's workers only (no agent process,
+    // PostgreSQL or browser; test/support/unitLane.ts refuses child processes there), `e2e` is everything that starts
+    // one. `vitest run` (npm test) runs both.
+    projects: [
+      {
+        extends: true,
+        test: {
+          name: "unit",
+          include: ["test/**/*.test.ts"],
+          exclude: [...e2e],
+          setupFiles: ["test/support/unitLane.ts"]
+        }
+      },
+      { extends: true, test: { name: "e2e", include: [...e2e] } }
+    ]
   }
 })

@@ -1,6 +1,6 @@
 /**
  * Retained memory per stored token of many Sessions after their turns through the generation core (the embedded
- * engine, its per-Session prefix cache included): the workload of the memory guard (test/forest/MemoryBudget.test.ts)
+ * engine, its per-Session prefix cache included): the workload of the memory guard (test/forest/MemoryBudget.e2e.test.ts)
  * and of `sessionMemoryProbe.ts`.
  *
  * **Details**
