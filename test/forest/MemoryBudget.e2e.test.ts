@@ -1,6 +1,6 @@
 /**
  * The memory guard: the heap a Session's turns retain per stored token, measured deterministically (forced full
- * collections in a child `node --expose-gc`: vitest's workers cannot force them) over a fixed workload of 1,000
+ * collections in a child process: vitest's workers cannot force them) over a fixed workload of 1,000
  * Sessions of two turns each through the generation core and the embedded engine (test/support/sessionMemory.ts).
  * It fails when a change keeps more per Session: a cache holding one more copy of each prompt's ids adds ~4 bytes a
  * token (docs/performance.md, section 3, "Where a Session's bytes are").
@@ -17,7 +17,7 @@ const probe = fileURLToPath(new URL("../support/sessionMemoryProbe.ts", import.m
 
 const measure = (sessions: number): Promise<SessionMemory.SessionMemory> =>
   new Promise((resolve, reject) => {
-    execFile(process.execPath, ["--expose-gc", probe, String(sessions)], (error, stdout, stderr) => {
+    execFile(process.execPath, [probe, String(sessions)], (error, stdout, stderr) => {
       if (error !== null) reject(new Error(`memory probe failed: ${error.message}\n${stderr}`))
       else resolve(JSON.parse(stdout) as SessionMemory.SessionMemory)
     })

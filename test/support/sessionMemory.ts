@@ -8,7 +8,7 @@
  * answer and one more user message, a second turn. Bytes are `heapUsed + external` after forced full collections,
  * taken on a later turn of the event loop (a `WeakRef` target stays alive until the job that made it ends), from
  * after 50 warm-up Sessions (compiled and optimized code left out) and the Sessions' empty forests to after the
- * turns, as the `sessions` benchmark counts a first turn's bytes. Run in a process started with `--expose-gc`.
+ * turns, as the `sessions` benchmark counts a first turn's bytes. Run in a process of its own (`sessionMemoryProbe.ts`).
  */
 import { Context, Effect, Layer, Result } from "effect"
 import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
@@ -50,8 +50,15 @@ const stack = Layer.mergeAll(Generation.Generation.layer(), Sessions.Sessions.la
   Layer.provide(FairScheduler.layer())
 )
 
-/** `sessions` Sessions of two turns each; what they retain per stored token. */
-export const measure = (sessions: number, gc: () => void): Promise<SessionMemory> => {
+/**
+ * `sessions` Sessions of two turns each; what they retain per stored token. `atMeasure` runs right after each of the
+ * two measurements ("before", "after"): the probe writes heap snapshots there.
+ */
+export const measure = (
+  sessions: number,
+  gc: () => void,
+  atMeasure: (at: "before" | "after") => void = () => {}
+): Promise<SessionMemory> => {
   const settled = Effect.promise(async () => {
     // A later turn of the loop first: objects a WeakRef was made to or dereferenced in this job are kept until it ends.
     await new Promise((resolve) => setImmediate(resolve))
@@ -85,11 +92,13 @@ export const measure = (sessions: number, gc: () => void): Promise<SessionMemory
     // The Sessions' empty forests are the registry's (the `sessions` benchmark counts them apart).
     yield* Effect.forEach(ids, (id) => forests.create(id), { discard: true })
     const before = yield* settled
+    atMeasure("before")
     if (process.env["SNAP"]) {
       ;(yield* Effect.promise(() => import("node:v8"))).writeHeapSnapshot("/tmp/i41/a.heapsnapshot")
     }
     const held = yield* Effect.forEach(ids, converse)
     const after = yield* settled
+    atMeasure("after")
     if (process.env["SNAP"]) {
       ;(yield* Effect.promise(() => import("node:v8"))).writeHeapSnapshot("/tmp/i41/b.heapsnapshot")
     }

@@ -1,0 +1,95 @@
+// What a heap grew by between two snapshots, per unit: `node test/bench/profile/heapDiff.mjs before.heapsnapshot
+// after.heapsnapshot [units]` (units: the number of Sessions measured, default 1). Prints the bytes of the objects in
+// the second snapshot and not in the first, grouped by kind: typed-array data by what holds it (the retaining path),
+// plain objects by their keys, everything else by V8's type and name. docs/performance.md, section 3 ("Where a
+// Session's bytes are"), is read from its output over `test/support/sessionMemoryProbe.ts`'s snapshots.
+import { readFileSync } from "node:fs"
+
+const load = (file) => JSON.parse(readFileSync(file, "utf8"))
+
+const [beforeFile, afterFile, unitsArg] = process.argv.slice(2)
+if (beforeFile === undefined || afterFile === undefined) {
+  console.error("usage: heapDiff.mjs before.heapsnapshot after.heapsnapshot [units]")
+  process.exit(2)
+}
+const units = Number(unitsArg ?? 1)
+
+const before = new Set()
+{
+  const s = load(beforeFile)
+  const width = s.snapshot.meta.node_fields.length
+  const id = s.snapshot.meta.node_fields.indexOf("id")
+  for (let i = 0; i < s.nodes.length; i += width) before.add(s.nodes[i + id])
+}
+
+const s = load(afterFile)
+const meta = s.snapshot.meta
+const width = meta.node_fields.length
+const field = (name) => meta.node_fields.indexOf(name)
+const [TYPE, NAME, ID, SIZE, EDGES] = ["type", "name", "id", "self_size", "edge_count"].map(field)
+const edgeWidth = meta.edge_fields.length
+const nodeTypes = meta.node_types[0]
+const edgeTypes = meta.edge_types[0]
+const { nodes, edges, strings } = s
+const count = nodes.length / width
+const firstEdge = new Uint32Array(count)
+for (let n = 0, e = 0; n < count; n++) {
+  firstEdge[n] = e
+  e += nodes[n * width + EDGES] * edgeWidth
+}
+const retainer = new Int32Array(count).fill(-1)
+const retainingEdge = new Int32Array(count).fill(-1)
+for (let n = 0; n < count; n++) {
+  for (let k = 0, e = firstEdge[n]; k < nodes[n * width + EDGES]; k++, e += edgeWidth) {
+    const to = edges[e + 2] / width
+    if (retainer[to] === -1 && edgeTypes[edges[e]] !== "weak") {
+      retainer[to] = n
+      retainingEdge[to] = e
+    }
+  }
+}
+const type = (n) => nodeTypes[nodes[n * width + TYPE]]
+const name = (n) => strings[nodes[n * width + NAME]]
+const edgeName = (e) => {
+  const t = edgeTypes[edges[e]]
+  return t === "element" || t === "hidden" ? "[]" : strings[edges[e + 1]]
+}
+const path = (n, depth) => {
+  const out = []
+  for (let d = 0; d < depth && retainer[n] !== -1; d++) {
+    out.push(`${edgeName(retainingEdge[n])} of ${name(retainer[n]).slice(0, 24)}`)
+    n = retainer[n]
+  }
+  return out.join(" ← ")
+}
+const keys = (n) => {
+  const out = []
+  for (let k = 0, e = firstEdge[n]; k < nodes[n * width + EDGES]; k++, e += edgeWidth) {
+    if (edgeTypes[edges[e]] === "property" && strings[edges[e + 1]] !== "__proto__") out.push(strings[edges[e + 1]])
+  }
+  return out.join(",")
+}
+
+const groups = new Map()
+let total = 0
+for (let n = 0; n < count; n++) {
+  if (before.has(nodes[n * width + ID])) continue
+  const size = nodes[n * width + SIZE]
+  const t = type(n)
+  const group = name(n) === "system / JSArrayBufferData"
+    ? `typed-array data: ${path(n, 3)}`
+    : t === "object" && name(n) === "Object"
+    ? `object {${keys(n)}}`
+    : t.endsWith("string")
+    ? "strings"
+    : `${t}: ${name(n).slice(0, 40)}`
+  const g = groups.get(group) ?? { objects: 0, bytes: 0 }
+  g.objects++
+  g.bytes += size
+  groups.set(group, g)
+  total += size
+}
+console.log(`${(total / units).toFixed(0)} bytes per unit in ${groups.size} groups (objects per unit, bytes per unit)`)
+for (const [group, g] of [...groups].sort((a, b) => b[1].bytes - a[1].bytes).slice(0, 40)) {
+  console.log(`${(g.bytes / units).toFixed(0).padStart(7)}  ${(g.objects / units).toFixed(2).padStart(6)}  ${group}`)
+}
