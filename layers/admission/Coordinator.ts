@@ -33,9 +33,7 @@ export interface CoordinatorShape {
 }
 
 /** The coordinator backend attempts wait on (local, or the cluster's single writer). */
-export class Coordinator
-  extends Context.Service<Coordinator, CoordinatorShape>()("relax-agentic/admission/Coordinator")
-{}
+export class Coordinator extends Context.Service<Coordinator, CoordinatorShape>()("relax-agentic/Coordinator") {}
 
 /** The ledger's options from the resolved settings. */
 export const ledgerOptions = (settings: AdmissionOptions.AdmissionSettings): Ledger.LedgerOptions => ({

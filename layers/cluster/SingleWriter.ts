@@ -106,7 +106,7 @@ export type WriterFactory = Effect.Effect<ReadonlyArray<Handled>, never, Scope.S
 
 /** The writers this member can host, by name (every runner registers the same ones). */
 export class Writers extends Context.Service<Writers, ReadonlyMap<string, WriterFactory>>()(
-  "relax-agentic/cluster/SingleWriter/Writers"
+  "relax-agentic/Writers"
 ) {}
 
 /** Register the single-writer entity on this runner (it serves the writers of {@link Writers}). */

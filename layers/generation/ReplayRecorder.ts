@@ -24,7 +24,7 @@ interface Draft {
 }
 
 /** The request the running fiber records its engine attempts into (none outside a recorded request). */
-const CurrentDraft = Context.Reference<Draft | undefined>("relax-agentic/replay/CurrentDraft", {
+const CurrentDraft = Context.Reference<Draft | undefined>("relax-agentic/CurrentDraft", {
   defaultValue: () => undefined
 })
 

@@ -190,6 +190,21 @@ describe("the layout rule", () => {
     )
   })
 
+  it("service keys have one style, relax-agentic/<Name>, and are unique", () => {
+    const keys = ["src", "layers"].flatMap(sourceFiles).flatMap((file) =>
+      [...Fs.readFileSync(Path.join(root, file), "utf8").matchAll(/"(relax-agentic\/[^"]*)"/g)].map((match) => ({
+        file,
+        key: match[1]!
+      }))
+    )
+    assert.isAbove(keys.length, 20)
+    const offStyle = keys.filter(({ key }) => !/^relax-agentic\/[A-Z][A-Za-z0-9]*$/.test(key))
+    assert.deepStrictEqual(offStyle.map(({ file, key }) => `${file}: ${key}`), [])
+    const seen = new Set<string>()
+    const repeated = keys.filter(({ key }) => seen.has(key) || !seen.add(key))
+    assert.deepStrictEqual(repeated.map(({ file, key }) => `${file}: ${key}`), [])
+  })
+
   it("project modules are imported as namespaces (import * as Name), except the public entry src/index.ts", () => {
     const offending = namedProjectImports()
     assert.deepStrictEqual(offending, [], `use \`import * as Module from "…"\`:\n${offending.join("\n")}`)
