@@ -20,8 +20,10 @@ import * as Rollout from "../layers/rollout/Rollout.ts"
 import * as RolloutRpc from "../layers/trainer/RolloutRpc.ts"
 import * as CheckCommand from "./cli/CheckCommand.ts"
 import * as ClusterCommands from "./cli/ClusterCommands.ts"
+import * as ProbeCommand from "./cli/ProbeCommand.ts"
 import * as ClusterFlags from "./cluster/Flags.ts"
 import * as Settings from "./config/Settings.ts"
+import * as ProbeReport from "./engine/sglang/ProbeReport.ts"
 
 /** The cluster flags (docs/scale-out.md): every member's, and `runner`'s own. */
 export const clusterFlags = [...ClusterFlags.memberFlags, ...ClusterFlags.runnerFlags]
@@ -55,6 +57,7 @@ export {
   lastOccurrenceWins,
   multiValueFlags,
   normalizeArgs,
+  probeFlags,
   rolloutFlags,
   serveFlags
 } from "./cli/CommandFlags.ts"
@@ -92,13 +95,45 @@ const version = ((): string => {
 
 const stamp = (): string => new Date().toISOString().replace(/[-:]/g, "").replace("T", "-").slice(0, 15)
 
+const booleanFlag = (values: CommandFlags.FlagValues, name: string): boolean => {
+  const value = values[name]
+  return value !== undefined && Option.isSome(value) && value.value === true
+}
+
+/** `check --probe-engine`: the SGLang conformance probe's table (or `--json`); a row that breaks fails the check. */
+const probeEngine = (values: CommandFlags.FlagValues, settings: Settings.RolloutSettings) =>
+  Effect.gen(function*() {
+    const budget = values["probe-budget"]
+    const report = yield* ProbeCommand.runProbe(
+      settings,
+      budget !== undefined && Option.isSome(budget) && typeof budget.value === "number"
+        ? budget.value
+        : ProbeCommand.defaultBudget
+    ).pipe(Effect.mapError((error) => userError(error.message)))
+    yield* Console.log(
+      booleanFlag(values, "json") ? JSON.stringify(report, null, 2) : ProbeReport.render(report)
+    )
+    if (ProbeReport.breaks(report)) {
+      return yield* userError(
+        "check --probe-engine: a row BREAKS a rollout on these servers; see docs/sglang.md " +
+          "\"Check your SGLang\""
+      )
+    }
+  })
+
 /** `relax-agentic check [flags]`. */
 export const checkCommand = Command.make(
   "check",
-  CommandFlags.flagsOf([...CommandFlags.rolloutFlags, CommandFlags.rowFlag, ...ClusterFlags.memberFlags]),
+  CommandFlags.flagsOf([
+    ...CommandFlags.rolloutFlags,
+    CommandFlags.rowFlag,
+    ...CommandFlags.probeFlags,
+    ...ClusterFlags.memberFlags
+  ]),
   (values) =>
     Effect.gen(function*() {
       const settings = yield* Effect.mapError(SettingsFromFlags.settingsFromFlags(values), settingsError)
+      if (booleanFlag(values, "probe-engine")) return yield* probeEngine(values, settings)
       const row = values["row"]
       const report = yield* CheckCommand.runCheck(settings, {
         row: row !== undefined && Option.isSome(row) && typeof row.value === "number" ? row.value : undefined

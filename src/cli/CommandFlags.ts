@@ -20,7 +20,7 @@ import * as RolloutOptions from "../config/RolloutOptions.ts"
 // ---------------------------------------------------------------------------------------------------------------
 // The flag table (src/config/FlagTable.ts)
 
-export { type FlagKind, type FlagSpec, rolloutFlags, rowFlag, serveFlags } from "../config/FlagTable.ts"
+export { type FlagKind, type FlagSpec, probeFlags, rolloutFlags, rowFlag, serveFlags } from "../config/FlagTable.ts"
 
 const isMulti = (kind: FlagTable.FlagKind): boolean => kind === "strings" || kind === "ints" || kind === "pairs"
 
@@ -59,7 +59,9 @@ export const expandMultiValues = (
 }
 
 const singleValueFlags: ReadonlyMap<string, FlagTable.FlagSpec> = new Map(
-  [...FlagTable.rolloutFlags, FlagTable.rowFlag, ...FlagTable.serveFlags].filter((spec) => !isMulti(spec.kind)).map((
+  [...FlagTable.rolloutFlags, FlagTable.rowFlag, ...FlagTable.probeFlags, ...FlagTable.serveFlags].filter((spec) =>
+    !isMulti(spec.kind)
+  ).map((
     spec
   ) => [`--${spec.name}`, spec])
 )
@@ -155,7 +157,7 @@ const kindText = (kind: FlagTable.FlagKind): string => {
  */
 export const flagsReference = (): string => {
   const sections = new Map<string, Array<FlagTable.FlagSpec>>()
-  for (const spec of [...FlagTable.rolloutFlags, FlagTable.rowFlag, ...FlagTable.serveFlags]) {
+  for (const spec of [...FlagTable.rolloutFlags, FlagTable.rowFlag, ...FlagTable.probeFlags, ...FlagTable.serveFlags]) {
     sections.set(spec.section, [...(sections.get(spec.section) ?? []), spec])
   }
   const cell = (text: string) => text.replaceAll("|", "\\|")

@@ -825,6 +825,32 @@ export const rowFlag: FlagSpec = {
   description: "`check` only: the dataset row (0-based) the check Session runs."
 }
 
+/** `check` only: the SGLang conformance probe (docs/sglang.md, "Check your SGLang"). */
+export const probeFlags: ReadonlyArray<FlagSpec> = [
+  {
+    name: "probe-engine",
+    field: null,
+    kind: "boolean",
+    section: Section.cli,
+    description: "`check` only: instead of an agent Session, probe the configured SGLang workers or router for every " +
+      "behaviour relax-agentic relies on (a table; exits non-zero on a row that breaks a rollout)."
+  },
+  {
+    name: "probe-budget",
+    field: null,
+    kind: "int",
+    section: Section.cli,
+    description: "`check --probe-engine` only: the most short /generate requests the probe sends. Default: 40."
+  },
+  {
+    name: "json",
+    field: null,
+    kind: "boolean",
+    section: Section.cli,
+    description: "`check --probe-engine` only: print the probe's report as JSON instead of a table."
+  }
+]
+
 /** `serve` only: where the trainer RPC listens and what it asks of callers (docs/trainer.md). */
 export const serveFlags: ReadonlyArray<FlagSpec> = [
   {

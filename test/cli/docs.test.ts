@@ -16,7 +16,9 @@ describe("the user guide", () => {
 
   it("names only flags the command has (other programs' flags only between foreign-flags markers)", () => {
     const known = new Set([
-      ...[...Cli.rolloutFlags, ...Cli.serveFlags, ...Cli.clusterFlags].map((spec) => `--${spec.name}`),
+      ...[...Cli.rolloutFlags, ...Cli.serveFlags, ...Cli.clusterFlags, ...Cli.probeFlags].map((spec) =>
+        `--${spec.name}`
+      ),
       ...Cli.inspectFlagNames,
       ...Cli.replayFlagNames,
       ...Cli.rescoreFlagNames,

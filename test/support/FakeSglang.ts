@@ -34,6 +34,8 @@
  * - Idle keep-alive connections close after `keepAliveTimeoutMs` (5 s: uvicorn's `timeout_keep_alive=5` in
  *   `launch_server`), without a `Keep-Alive: timeout` hint, as uvicorn sends none.
  * - `apiKey`: every route but `/health*` needs `Authorization: Bearer <key>`, else 401 (`add_api_key_middleware`).
+ * - `GET /get_server_info` (`max_running_requests`, `context_length`); `divergence` departs from SGLang on purpose
+ *   (for the conformance probe's tests: no partial ids on abort, labels stamped at arrival).
  * - `POST /tokenize` with the `tokenize` option (404 without, as older SGLang), `GET /get_model_info`,
  *   `POST /close_session` (200 empty; `failCloseSession` answers 500).
  * - Router mode (`routeTo`, the SGLang Model Gateway): `GET /workers` (or only `GET /list_workers`), with `dpSize`
@@ -106,6 +108,19 @@ export interface FakeSglangOptions {
   readonly enableMetrics?: boolean | undefined
   /** The port to listen on (default 0: any free port); a restarted worker takes its old one. */
   readonly port?: number | undefined
+  /** Deliberate departures from SGLang, for the conformance probe's tests (see {@link Divergence}). */
+  readonly divergence?: Divergence | undefined
+}
+
+/**
+ * Ways a server can depart from SGLang as relax-agentic relies on it (`relax-agentic check --probe-engine` must report
+ * each): a running request's abort answers no ids; answers are labelled with the version at the request's arrival,
+ * not at answer time. (A missing `/tokenize`, missing `/metrics` gauges and a short keep-alive are the options
+ * `tokenize`, `enableMetrics` and `keepAliveTimeoutMs`.)
+ */
+export interface Divergence {
+  readonly noPartialIdsOnAbort?: boolean | undefined
+  readonly labelVersionAtArrival?: boolean | undefined
 }
 
 /** What ended a request early: the route whose abort reached it, or its client going away. */
@@ -285,6 +300,8 @@ interface Req {
   broken: boolean
   /** Aborted while the model was still computing it (by what): it answers its partial output once it has one. */
   aborted: AbortCause | undefined
+  /** Its output is being computed by the model (a retracted one continues that computation when it runs again). */
+  computing: boolean
 }
 
 /** Start a fake SGLang server on 127.0.0.1 (port 0), closed with the scope. */
@@ -380,15 +397,19 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
       const at = waiting.indexOf(req)
       if (at >= 0) waiting.splice(at, 1)
       states.delete(req.rid)
-      sendJson(req.res, 200, answer(weightVersion))
+      sendJson(
+        req.res,
+        200,
+        answer(options.divergence?.labelVersionAtArrival === true ? req.arrivalVersion : weightVersion)
+      )
       schedule()
       notify()
     }
 
     const partialOf = (result: Engine.GenerateResult, tokens: number): Engine.GenerateResult => ({
       ...result,
-      outputIds: result.outputIds.slice(0, tokens),
-      logprobs: result.logprobs.slice(0, tokens),
+      outputIds: result.outputIds.slice(0, options.divergence?.noPartialIdsOnAbort === true ? 0 : tokens),
+      logprobs: result.logprobs.slice(0, options.divergence?.noPartialIdsOnAbort === true ? 0 : tokens),
       finishReason: { type: "abort", message: "Aborted" }
     })
 
@@ -414,6 +435,9 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
         } else req.held = true
         return
       }
+      // Retracted while the model computed it: it runs again and that computation ends it.
+      if (req.computing) return
+      req.computing = true
       const s = req.body.sampling_params
       const engine = options.engine!
       void Effect.runPromiseExit(engine.generate({
@@ -431,6 +455,7 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
         returnLogprob: true,
         ...(req.body.lora_path === undefined || engine.adapters === undefined ? {} : { lora: req.body.lora_path })
       })).then((exit) => {
+        req.computing = false
         if (req.phase === "done") return
         if (Exit.isFailure(exit)) {
           req.phase = "done"
@@ -453,7 +478,8 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
           )
           return
         }
-        if (req.broken) {
+        // Broken, or frozen by an `in_place` pause: it answers after `continue_generation` (or an abort).
+        if (req.broken || (schedulerPaused && req.phase === "running")) {
           req.held = true
           return
         }
@@ -624,7 +650,8 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
         result: undefined,
         held: false,
         broken,
-        aborted: undefined
+        aborted: undefined,
+        computing: false
       }
       states.set(body.rid, state)
       if (broken) req.socket.destroy()
@@ -749,6 +776,12 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
           const tokens = options.tokenize(decoded.value.prompt)
           return sendJson(res, 200, { tokens, count: tokens.length, max_model_len: contextLength })
         }
+        case "GET /get_server_info":
+          return sendJson(res, 200, {
+            max_running_requests: options.maxRunningRequests ?? null,
+            context_length: contextLength,
+            version: "fake"
+          })
         case "GET /get_model_info": {
           const modelPath = options.modelPath ?? "/models/fake"
           return sendJson(res, 200, {
