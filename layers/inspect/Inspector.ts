@@ -7,7 +7,8 @@
  * dump written there) or one file, with the tokenizer that gives each token its text. It reads lazily: the list comes
  * from every line without its token arrays, and a Session's lines are decoded in full only when it is opened. The
  * server answers the page (`/`, `/app.js`, `/app.css`, shipped beside this file in `page/`), the run's overview
- * (`/api/overview`), one Session's detail (`/api/session?key=`) and a search (`/api/search?q=`); details are built
+ * (`/api/overview`), one Session's detail (`/api/session?key=`), a search (`/api/search?q=`) and the timeline of where
+ * each Session's time went (`/api/timeline`, src/replay/Timeline.ts, as the Chrome trace); details are built
  * when asked, so a large run opens at the cost of its summaries. {@link html} inlines the page, the overview and every Session's detail
  * (each in its own JSON script element, parsed when opened): nothing is fetched, from the network or otherwise.
  */
@@ -21,6 +22,8 @@ import * as Dump from "../../src/inspect/Dump.ts"
 import * as RunView from "../../src/inspect/RunView.ts"
 import * as SessionTree from "../../src/inspect/SessionTree.ts"
 import type * as Tokens from "../../src/inspect/Tokens.ts"
+import * as Recorded from "../../src/replay/Recorded.ts"
+import * as Timeline from "../../src/replay/Timeline.ts"
 import type * as Tokenizer from "../tokenizer/Tokenizer.ts"
 
 /** The run cannot be read. */
@@ -138,6 +141,30 @@ const opened = (run: RunView.Run, key: string): Effect.Effect<RunView.Session | 
   return session instanceof Dump.DumpLineError ? Effect.fail(badLine(session)) : Effect.succeed(session)
 }
 
+/**
+ * The run's timeline (src/replay/Timeline.ts) from the replay records of its debug dumps, with a note where there are
+ * none or they cannot be read (a training sample file has none; rerun with --save-debug-rollout-data).
+ */
+export const timeline = (
+  run: RunView.Run
+): Effect.Effect<Timeline.View & { readonly note?: string | undefined }, InspectError> =>
+  Effect.gen(function*() {
+    const sessions: Array<Recorded.Session> = []
+    for (const file of yield* filesAt(run.source)) {
+      const text = yield* Effect.try({
+        try: () => readFileSync(file, "utf8"),
+        catch: (error) => new InspectError({ reason: "not-found", path: file, detail: String(error), cause: error })
+      })
+      const read = Recorded.readFile(file, text)
+      if (read instanceof Recorded.ReplayFormatError) return { ...Timeline.view([]), note: read.message }
+      sessions.push(...read.sessions)
+    }
+    return sessions.length > 0 ? Timeline.view(sessions.map(Timeline.traced)) : {
+      ...Timeline.view([]),
+      note: "no replay record in these files: the timeline needs a debug dump (--save-debug-rollout-data)"
+    }
+  })
+
 /** Token texts from a tokenizer, one decode per distinct id (special tokens kept, so they show). */
 export const vocabulary = (tokenizer: Tokenizer.TokenizerShape): Tokens.Vocabulary => {
   const texts = new Map<number, string>()
@@ -161,13 +188,14 @@ const asset = (name: string): string => readFileSync(join(pageDir, name), "utf8"
 const scriptJson = (value: unknown): string => JSON.stringify(value).replace(/</g, "\\u003c")
 
 /**
- * The inspector as one self-contained HTML file: the page's script and style inline, the overview and every Session's
- * detail as JSON script elements (a Session's is parsed only when it is opened).
+ * The inspector as one self-contained HTML file: the page's script and style inline, the overview, the timeline and
+ * every Session's detail as JSON script elements (a Session's is parsed only when it is opened).
  */
 export const html = (run: RunView.Run, vocab: Tokens.Vocabulary): Effect.Effect<string, InspectError> =>
   Effect.gen(function*() {
     const parts: Array<string> = []
     parts.push(`<script type="application/json" id="inspect-overview">${scriptJson(RunView.overview(run))}</script>`)
+    parts.push(`<script type="application/json" id="inspect-timeline">${scriptJson(yield* timeline(run))}</script>`)
     for (const { key } of run.sessions) {
       const session = yield* opened(run, key)
       if (session === undefined) continue
@@ -233,6 +261,14 @@ const routesOf = (run: RunView.Run, vocab: Tokens.Vocabulary) => {
         }
         return json(SessionTree.detail(run, session, vocab))
       })
+    ),
+    HttpRouter.add(
+      "GET",
+      "/api/timeline",
+      timeline(run).pipe(
+        Effect.map(json),
+        Effect.catch((error) => Effect.succeed(json({ error: error.message }).pipe(HttpServerResponse.setStatus(500))))
+      )
     ),
     HttpRouter.add(
       "GET",

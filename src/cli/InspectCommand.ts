@@ -42,12 +42,7 @@ export interface InspectRequest {
 export const writeChromeTrace = (path: string, file: string) =>
   Effect.gen(function*() {
     const read = yield* Replay.read(path).pipe(Effect.mapError((error) => userError(error.message)))
-    const trace = Timeline.chromeTrace(read.sessions.map((session) => ({
-      step: String(session.samples[0]?.rollout_id ?? ""),
-      groupIndex: session.samples[0]?.group_index ?? 0,
-      sessionId: session.sessionId,
-      record: session.record
-    })))
+    const trace = Timeline.chromeTrace(read.sessions.map(Timeline.traced))
     const out = resolve(file)
     yield* Effect.try({
       try: () => writeFileSync(out, JSON.stringify(trace)),

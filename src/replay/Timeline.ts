@@ -12,7 +12,9 @@
  * its Group's Reward (rewards and credit of the whole Group, after its last Session). Overlapping
  * requests (an agent that sends several at once) give overlapping phases; totals add them as they are.
  */
-import * as Record from "./Record.ts"
+import * as RunView from "../inspect/RunView.ts"
+import type * as Record from "./Record.ts"
+import type * as Recorded from "./Recorded.ts"
 
 /** The phases of a Session's time. */
 export const phases = ["agent_start", "wait", "model", "parked", "agent", "reward"] as const
@@ -86,6 +88,65 @@ export interface TracedSession {
   readonly groupIndex: number
   readonly sessionId: string
   readonly record: Record.SessionRecord
+}
+
+/** A recorded Session placed by the step and Group its first dump record names. */
+export const traced = (session: Recorded.Session): TracedSession => ({
+  step: String(session.samples[0]?.rollout_id ?? ""),
+  groupIndex: session.samples[0]?.group_index ?? 0,
+  sessionId: session.sessionId,
+  record: session.record
+})
+
+/** A Session's row of the inspector's timeline: its key (`RunView.sessionKey`) and spans in ms from its step's start. */
+export interface ViewSession {
+  readonly key: string
+  readonly session_id: string
+  readonly spans: ReadonlyArray<Span>
+}
+
+/** A step of the inspector's timeline: its Groups' Sessions on one time axis of `duration_ms` from its first start. */
+export interface ViewStep {
+  readonly step: string
+  readonly duration_ms: number
+  readonly groups: ReadonlyArray<{ readonly group: number; readonly sessions: ReadonlyArray<ViewSession> }>
+}
+
+/** The inspector's timeline (docs/inspect.md "Timeline"): per step, its Groups and Sessions and their spans. */
+export interface View {
+  readonly phases: ReadonlyArray<Phase>
+  readonly steps: ReadonlyArray<ViewStep>
+}
+
+/** The timeline view of Sessions, steps and Groups in the order first met. */
+export const view = (sessions: ReadonlyArray<TracedSession>): View => {
+  const steps = new Map<string, Map<number, Array<TracedSession>>>()
+  for (const session of sessions) {
+    const groups = steps.get(session.step) ?? new Map<number, Array<TracedSession>>()
+    steps.set(session.step, groups)
+    const list = groups.get(session.groupIndex) ?? []
+    groups.set(session.groupIndex, list)
+    list.push(session)
+  }
+  return {
+    phases,
+    steps: [...steps.entries()].map(([step, groups]) => {
+      const all = [...groups.values()].flat()
+      const origin = Math.min(...all.map((s) => s.record.started_at))
+      let end = origin
+      const groupRows = [...groups.entries()].map(([group, members]) => ({
+        group,
+        sessions: members.map((s) => {
+          const own = spans(s.record).map((span) => {
+            end = Math.max(end, span.end)
+            return { ...span, start: span.start - origin, end: span.end - origin }
+          })
+          return { key: RunView.sessionKey(step, s.sessionId), session_id: s.sessionId, spans: own }
+        })
+      }))
+      return { step, duration_ms: end - origin, groups: groupRows }
+    })
+  }
 }
 
 /** One event of the trace-event format (complete `X` events and `M` metadata). */

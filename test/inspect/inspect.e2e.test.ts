@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Context, Effect, Layer } from "effect"
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs"
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
 import { pathToFileURL } from "node:url"
@@ -21,6 +21,7 @@ interface DumpLine {
   readonly turn_spans: ReadonlyArray<readonly [number, number]>
   readonly parser_failures: number
   readonly forest?: { readonly nodes: ReadonlyArray<unknown> }
+  readonly replay?: { readonly requests: ReadonlyArray<{ readonly attempts: ReadonlyArray<unknown> }> }
 }
 
 const readDump = (path: string): Array<DumpLine> =>
@@ -168,6 +169,87 @@ describe("relax-agentic inspect (a real rollout's files in a real browser)", () 
         yield* Effect.promise(() => shared.page.fill("#search", "(edited)"))
         yield* Effect.promise(() => shared.page.waitForSelector("body[data-searched=\"(edited)\"]"))
         assert.strictEqual(yield* text(shared.page, "#shown-count"), String(mains))
+        assert.deepStrictEqual(shared.errors, [])
+      }).pipe(Effect.scoped),
+    { timeout: 240_000 }
+  )
+
+  it.live(
+    "shows where each Session's time went as a timeline, and a Session's row opens its view",
+    () =>
+      Effect.gen(function*() {
+        const dir = yield* Effect.acquireRelease(
+          Effect.sync(() => mkdtempSync(join(tmpdir(), "relax-inspect-timeline-"))),
+          (d) => Effect.sync(() => rmSync(d, { recursive: true, force: true }))
+        )
+        yield* rolloutInto(dir)
+        const dump = [...readDump(join(dir, "debug_0.jsonl")), ...readDump(join(dir, "debug_1.jsonl"))]
+        const sessions = new Set(dump.map((d) => `${d.rollout_id}/${d.session_id}`))
+        const groups = new Set(dump.map((d) => `${d.rollout_id}/${d.group_index}`))
+        // Each Session's replay record (on its first record): its model attempts, as the timeline must show them.
+        const attempts = new Map(
+          dump.filter((d) => d.replay !== undefined).map((
+            d
+          ) => [`${d.rollout_id}/${d.session_id}`, d.replay!.requests.reduce((n, r) => n + r.attempts.length, 0)])
+        )
+        assert.strictEqual(attempts.size, sessions.size)
+
+        const run = yield* Inspector.load(dir)
+        const vocab = Inspector.vocabulary(yield* Tokenizer.load())
+        const server = Context.get(yield* Layer.build(Inspector.Inspector.layer(run, vocab)), Inspector.Inspector)
+        const b = yield* Browser.browser
+        const { page, errors } = yield* Browser.open(b, server.url)
+        const count = (selector: string) => Effect.promise(() => page.locator(selector).count())
+
+        yield* Effect.promise(() => page.click("#show-timeline"))
+        yield* Effect.promise(() => page.waitForSelector("#timeline .tl-session"))
+        assert.deepStrictEqual(
+          yield* Effect.promise(() =>
+            page.locator(".tl-legend .tl-key").evaluateAll((els) => els.map((e) => e.textContent))
+          ),
+          ["agent start", "lease/admission wait", "model", "parked", "agent time", "reward"]
+        )
+        assert.strictEqual(yield* count("#timeline .tl-step"), 2)
+        assert.strictEqual(yield* count("#timeline .tl-group"), groups.size)
+        assert.strictEqual(yield* count("#timeline .tl-session"), sessions.size)
+        for (const [key, n] of attempts) {
+          const row = `#timeline .tl-session[data-key="${key}"]`
+          // One model span per engine attempt; every Session starts its agent, waits for its lease and is rewarded.
+          assert.strictEqual(yield* count(`${row} .tl-span.ph-model`), n, key)
+          assert.strictEqual(yield* count(`${row} .tl-span.ph-agent_start`), 1, key)
+          assert.isAtLeast(yield* count(`${row} .tl-span.ph-wait`), 1, key)
+          assert.strictEqual(yield* count(`${row} .tl-span.ph-reward`), 1, key)
+        }
+        // Spans sit on their step's axis: from 0% to 100% of its width.
+        const styles = yield* Effect.promise(() =>
+          page.locator("#timeline .tl-span").evaluateAll((els) => els.map((e) => e.getAttribute("style") ?? ""))
+        )
+        for (const style of styles) {
+          const [, left, width] = /left:([\d.]+)%;width:([\d.]+)%/.exec(style) ?? []
+          assert.isTrue(Number(left) >= 0 && Number(left) + Number(width) <= 100.001, style)
+        }
+        yield* Effect.promise(() => page.mouse.move(5, 5))
+        yield* Browser.screenshot(page, "timeline.png")
+
+        // A Session's row opens that Session's view.
+        const key = [...attempts.keys()].find((k) => k.startsWith("1/"))
+        const sessionId = key!.slice(2)
+        yield* Effect.promise(() => page.click(`#timeline .tl-session[data-key="${key}"] .tl-label`))
+        yield* Effect.promise(() => page.waitForSelector("#view-0 .token-view .tok"))
+        assert.isTrue(yield* Effect.promise(() => page.locator("#timeline").isHidden()))
+        assert.strictEqual(yield* text(page, "#detail h2"), sessionId)
+        assert.deepStrictEqual(errors, [])
+
+        // The shared HTML file carries the same timeline.
+        const htmlPath = join(dir, "inspect.html")
+        writeFileSync(htmlPath, yield* Inspector.html(run, vocab))
+        const shared = yield* Browser.open(b, pathToFileURL(htmlPath).href)
+        yield* Effect.promise(() => shared.page.click("#show-timeline"))
+        yield* Effect.promise(() => shared.page.waitForSelector("#timeline .tl-session"))
+        assert.strictEqual(
+          yield* Effect.promise(() => shared.page.locator("#timeline .tl-session").count()),
+          sessions.size
+        )
         assert.deepStrictEqual(shared.errors, [])
       }).pipe(Effect.scoped),
     { timeout: 240_000 }

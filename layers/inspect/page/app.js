@@ -22,6 +22,7 @@
       let texts = null
       return {
         overview: async () => JSON.parse(embedded.textContent),
+        timeline: async () => JSON.parse($("inspect-timeline").textContent),
         session: async (key) => session(key),
         search: async (q) => {
           const query = q.toLowerCase()
@@ -45,6 +46,7 @@
     }
     return {
       overview: () => get("api/overview"),
+      timeline: () => get("api/timeline"),
       session: (key) => get(`api/session?key=${encodeURIComponent(key)}`),
       search: async (q) => (await get(`api/search?q=${encodeURIComponent(q)}`)).keys
     }
@@ -431,6 +433,56 @@
     tip.style.top = `${box.bottom + 4}px`
   })
 
+  // ---- timeline: per step, its Groups' Sessions and their phases on one time axis ----
+  const PHASE_NAMES = {
+    agent_start: "agent start",
+    wait: "lease/admission wait",
+    model: "model",
+    parked: "parked",
+    agent: "agent time",
+    reward: "reward"
+  }
+  let timeline = null
+  const renderTimeline = async () => {
+    if (timeline === null) timeline = await source.timeline()
+    const legend = `<div class="tl-legend">${
+      timeline.phases.map((p) => `<span class="tl-key ph-${p}" data-phase="${p}">${esc(PHASE_NAMES[p] ?? p)}</span>`)
+        .join("")
+    }</div>`
+    const steps = timeline.steps.filter((s) => step === null || s.step === step).map((s) => {
+      const scale = s.duration_ms > 0 ? 100 / s.duration_ms : 0
+      const groups = s.groups.map((g) =>
+        `<div class="tl-group" data-group="${g.group}">Group ${g.group}</div>` +
+        g.sessions.map((session) =>
+          `<div class="tl-session" data-key="${esc(session.key)}"><span class="tl-label" title="${
+            esc(session.session_id)
+          }">${esc(session.session_id)}</span><span class="tl-track">${
+            session.spans.map((span) =>
+              `<span class="tl-span ph-${span.phase}" data-phase="${span.phase}" style="left:${
+                (span.start * scale).toFixed(3)
+              }%;width:${((span.end - span.start) * scale).toFixed(3)}%" title="${
+                esc(PHASE_NAMES[span.phase] ?? span.phase)
+              }: ${fmt(span.end - span.start, 1)} ms${
+                span.request === undefined ? "" : ` (request ${span.request})`
+              }"></span>`
+            ).join("")
+          }</span></div>`
+        ).join("")
+      ).join("")
+      return `<div class="tl-step" data-step="${esc(s.step)}"><h2>step ${esc(s.step)} · ${
+        fmt(s.duration_ms / 1000, 2)
+      } s</h2>${groups}</div>`
+    }).join("")
+    const note = timeline.note === undefined ? "" : `<p class="empty">${esc(timeline.note)}</p>`
+    $("timeline").innerHTML = legend + note + steps
+  }
+  const showTimeline = async (on) => {
+    document.body.classList.toggle("timeline", on)
+    $("timeline").hidden = !on
+    $("show-timeline").setAttribute("aria-pressed", String(on))
+    if (on) await renderTimeline()
+  }
+
   // ---- wiring ----
   const start = async () => {
     overview = await source.overview()
@@ -467,6 +519,14 @@
     step = el.dataset.step === "" ? null : el.dataset.step
     renderSteps()
     rebuild()
+    if (!$("timeline").hidden) void renderTimeline().catch(fail)
+  })
+  $("show-timeline").addEventListener("click", () => void showTimeline($("timeline").hidden).catch(fail))
+  // A Session's row opens that Session's view.
+  $("timeline").addEventListener("click", (event) => {
+    const el = event.target instanceof Element ? event.target.closest(".tl-session") : null
+    if (el === null) return
+    void showTimeline(false).then(() => renderSession(el.dataset.key)).catch(fail)
   })
   for (
     const id of [
