@@ -33,6 +33,7 @@ import type * as ClusterError from "../../src/cluster/ClusterError.ts"
 import * as ClusterWire from "../../src/cluster/ClusterWire.ts"
 import * as Fingerprint from "../../src/cluster/Fingerprint.ts"
 import * as Routing from "../../src/cluster/Routing.ts"
+import * as TrainingSample from "../../src/forest/TrainingSample.ts"
 import * as SessionError from "../../src/session/SessionError.ts"
 import * as Engine from "../engine/Engine.ts"
 import * as RolloutConfig from "../rollout/RolloutConfig.ts"
@@ -213,7 +214,7 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
               runner.takeDrift,
               (parserFailures, drift): ClusterWire.SessionResult => ({
                 sessionId: result.sessionId,
-                samples: result.samples,
+                samples: result.samples.map(TrainingSample.toWire),
                 debug: result.debug,
                 parserFailures,
                 ...(drift.size === 0 ? {} : { drift: Object.fromEntries(drift) })

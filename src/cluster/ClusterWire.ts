@@ -72,7 +72,7 @@ export type ContextDebug = typeof ContextDebug.Type
 /** A finished Session: its samples in export order, their debug facts, its parser failures and drift (training only). */
 export const SessionResult = Schema.Struct({
   sessionId: Schema.String,
-  samples: Schema.Array(TrainingSample.TrainingSample),
+  samples: Schema.Array(TrainingSample.WireSample),
   debug: Schema.Array(ContextDebug),
   parserFailures: Schema.Int,
   /** Drifted requests by cause (src/inspect/Drift.ts), training only; absent: none (or an older runner). */

@@ -60,6 +60,8 @@ export const PixelFile = Schema.Struct({
 })
 export type PixelFile = typeof PixelFile.Type
 
+const ImageGridThw = Schema.Array(Schema.Tuple([Schema.Int, Schema.Int, Schema.Int]))
+
 export const TrainingSample = Schema.Struct({
   /** The rollout step. */
   rollout_id: Schema.Int,
@@ -103,7 +105,7 @@ export const TrainingSample = Schema.Struct({
    * images were expanded (a vision `--tokenizer`).
    */
   multimodal_train_inputs: Schema.optionalKey(Schema.Struct({
-    image_grid_thw: Schema.Array(Schema.Tuple([Schema.Int, Schema.Int, Schema.Int])),
+    image_grid_thw: ImageGridThw,
     pixel_values: Schema.optionalKey(Schema.Array(Schema.Union([PixelArray, PixelFile])))
   })),
   /**
@@ -115,3 +117,31 @@ export const TrainingSample = Schema.Struct({
   rollout_routed_experts: Schema.optionalKey(Schema.Array(Schema.Array(Schema.Int)))
 })
 export type TrainingSample = typeof TrainingSample.Type
+
+/**
+ * A sample on the cluster wire (src/cluster/ClusterWire.ts): `pixel_values` are arrays only. A runner's samples never
+ * name a sidecar file (references are made when `rollout_<id>.jsonl` is written), and the cluster's binary (msgpack)
+ * codec cannot carry the `PixelArray | PixelFile` union: both members have the same literal field (`dtype:
+ * "float32"`), so its layout fails to build ("Binary layout sentinel collision") and every Session's result stream
+ * dies on its first event.
+ */
+export const WireSample = TrainingSample.mapFields((fields) => ({
+  ...fields,
+  multimodal_train_inputs: Schema.optionalKey(Schema.Struct({
+    image_grid_thw: ImageGridThw,
+    pixel_values: Schema.optionalKey(Schema.Array(PixelArray))
+  }))
+}))
+export type WireSample = typeof WireSample.Type
+
+/** `sample` for the cluster wire ({@link WireSample}); a sidecar reference in it is a bug (a defect). */
+export const toWire = (sample: TrainingSample): WireSample => {
+  for (const value of sample.multimodal_train_inputs?.pixel_values ?? []) {
+    if (!("data" in value)) {
+      throw new Error(
+        `sample ${sample.index} names a pixel_values file (${value.file}); the cluster wire carries arrays`
+      )
+    }
+  }
+  return sample as WireSample
+}

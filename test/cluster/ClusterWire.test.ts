@@ -1,0 +1,59 @@
+/**
+ * The cluster's RPC codec (msgpack, effect/encoding SchemaBinary) must build for the wire's schemas: a `Done` event
+ * carries a Session's samples, `pixel_values` arrays included (issue 40). Regression: the `PixelArray | PixelFile`
+ * union (both with `dtype: "float32"`) made the layout fail ("Binary layout sentinel collision"), every RunSession
+ * stream died on its first event, the controller stopped each Session before its agent ran and cluster e2e tests hung.
+ */
+import { Schema } from "effect"
+import { SchemaBinary } from "effect/encoding"
+import { describe, expect, it } from "vitest"
+import * as ClusterWire from "../../src/cluster/ClusterWire.ts"
+import * as TrainingSample from "../../src/forest/TrainingSample.ts"
+
+const sample = (
+  pixels: ReadonlyArray<TrainingSample.PixelArray | TrainingSample.PixelFile>
+): TrainingSample.TrainingSample => ({
+  rollout_id: 0,
+  group_index: 0,
+  index: 0,
+  session_id: "s",
+  export_name: null,
+  tokens: [1, 2, 3],
+  response_length: 1,
+  loss_mask: [0, 0, 1],
+  rollout_log_probs: [-0.5],
+  turn_spans: [[2, 3]],
+  prompt: "p",
+  response: "r",
+  reward: 1,
+  advantage: null,
+  status: "completed",
+  weight_versions: ["0"],
+  metadata: {},
+  label: null,
+  multimodal_inputs: { images: ["data:image/png;base64,AA=="] },
+  multimodal_train_inputs: { image_grid_thw: [[1, 2, 2]], pixel_values: pixels }
+})
+
+describe("ClusterWire on the cluster's binary codec", () => {
+  it("a Done event with pixel_values arrays round-trips (the codec builds)", () => {
+    const codec = SchemaBinary.toCodec(ClusterWire.SessionEvent)
+    const data = new Float32Array([0.5, -1.25, 3, 4, 5, 6])
+    const full = sample([{ dtype: "float32", shape: [2, 3], data }])
+    const event: ClusterWire.SessionEvent = {
+      _tag: "Done",
+      result: { sessionId: "s", samples: [TrainingSample.toWire(full)], debug: [], parserFailures: 0 }
+    }
+    const bytes = Schema.encodeSync(codec)(event)
+    const back = Schema.decodeSync(codec)(bytes)
+    expect(back._tag).toBe("Done")
+    const pixels = back._tag === "Done" ? back.result.samples[0]?.multimodal_train_inputs?.pixel_values : undefined
+    expect(pixels?.[0]?.shape).toEqual([2, 3])
+    expect(Array.from(pixels?.[0]?.data ?? [])).toEqual(Array.from(data))
+  })
+
+  it("a sidecar reference is refused on the wire (a defect, never sent)", () => {
+    expect(() => TrainingSample.toWire(sample([{ file: "f.npy", offset: 0, shape: [2, 3], dtype: "float32" }])))
+      .toThrow(/cluster wire carries arrays/)
+  })
+})
