@@ -2,18 +2,10 @@
  * The one seeded pseudo-random source of the tests (mulberry32): the same seed gives the same sequence on every run
  * and machine, so a generated case that fails reproduces. Property tests with shrinking use fast-check instead.
  */
+import * as Dataset from "../../src/schedule/Dataset.ts"
 
-/** Numbers in [0, 1) from `seed`. */
-export const floats = (seed: number): () => number => {
-  let state = seed >>> 0
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0
-    let t = state
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
+/** Numbers in [0, 1) from `seed` (the dataset shuffle's generator, src/schedule/Dataset.ts). */
+export const floats = (seed: number): () => number => Dataset.seededRandom(seed)
 
 /** Integers in [0, bound) from `seed`. */
 export const ints = (seed: number): (bound: number) => number => {
