@@ -40,7 +40,7 @@ export type SamplingParams = Sampling.RequestSampling
 export interface GenerateRequest {
   /**
    * The prompt's ids; the generation core sends an `Int32Array` (no `number[]` of the whole prompt per request): a view
-   * of the forest's kept inference prefix (`Forest.inferencePrefix`), which stays as it is but is not to be written.
+   * of the forest's kept inference prefix (`InferencePrefix.ids`), which stays as it is but is not to be written.
    */
   readonly inputIds: ReadonlyArray<number> | Int32Array
   readonly sampling: SamplingParams

@@ -6,7 +6,9 @@
 import { Effect, Result } from "effect"
 import * as ContextLengthError from "../../src/engine/ContextLengthError.ts"
 import * as Rid from "../../src/engine/Rid.ts"
+import * as ContextLimit from "../../src/forest/ContextLimit.ts"
 import * as Forest from "../../src/forest/Forest.ts"
+import * as InferencePrefix from "../../src/forest/InferencePrefix.ts"
 import * as GenerationError from "../../src/generation/GenerationError.ts"
 import * as PendingOutput from "../../src/generation/PendingOutput.ts"
 import * as TurnSampling from "../../src/generation/TurnSampling.ts"
@@ -77,7 +79,7 @@ export function* plan(
   parent: string
 ) {
   const requested = TurnSampling.requestedTokens(session.sampling.maxNewTokens, request.maxTokens)
-  const budget = Forest.generationBudget(forest, parent, session.maxContextLen ?? null, requested)
+  const budget = ContextLimit.generationBudget(forest, parent, session.maxContextLen ?? null, requested)
   if (Result.isFailure(budget)) return yield* budget.failure
   const planned: AttemptPlan = {
     session,
@@ -116,9 +118,9 @@ export function* attempt(
   // A lease granted to many waiting requests at once resumes them all inside one call.
   if (!held) yield* FairScheduler.continueAsTask
   // What the attempt continues from: the inference prefix followed by the pending ids, one Int32Array.
-  const inputIds = Forest.inferencePrefix(planned.forest, planned.parent, pending.outputIds)
+  const inputIds = InferencePrefix.ids(planned.forest, planned.parent, pending.outputIds)
   // Images along the lineage go with the prompt (SGLang `image_data`).
-  const media = Forest.inferenceMedia(planned.forest, planned.parent)
+  const media = InferencePrefix.media(planned.forest, planned.parent)
   const maxNewTokens = PendingOutput.remainingTokens(planned.sampling.maxNewTokens, pending)
   const rid = index === 0
     ? planned.rid

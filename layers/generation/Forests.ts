@@ -10,6 +10,7 @@
 import { Context, Effect, Layer, Result } from "effect"
 import * as ContextLengthError from "../../src/engine/ContextLengthError.ts"
 import * as ForestCommit from "../../src/forest/Commit.ts"
+import * as ContextLimit from "../../src/forest/ContextLimit.ts"
 import * as Forest from "../../src/forest/Forest.ts"
 import * as ForestError from "../../src/forest/ForestError.ts"
 import type * as Canonical from "../../src/protocol/Canonical.ts"
@@ -42,7 +43,7 @@ export interface ForestsShape {
   /** Forget a Session's forest (no-op when absent). */
   readonly remove: (sessionId: string) => Effect.Effect<void>
   /**
-   * Check the observation against the context limit with its training length (Forest.checkObservationContext; nothing
+   * Check the observation against the context limit with its training length (ContextLimit.checkObservation; nothing
    * is committed when it fails), then commit it; returns the new state hash.
    */
   readonly observe: (
@@ -89,7 +90,7 @@ export class Forests extends Context.Service<Forests, ForestsShape>()("relax-age
           StepSpan.stepOf(
             "Forests.observe",
             (): Effect.Effect<string, ContextLengthError.ContextLengthError | ForestError.ForestInvariantError> => {
-              const fits = Forest.checkObservationContext(
+              const fits = ContextLimit.checkObservation(
                 forest,
                 observation.parent,
                 ForestCommit.observationTrainLength(observation),

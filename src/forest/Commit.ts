@@ -123,7 +123,7 @@ export const observationTrainLength = (o: ObservationCommit): number => (o.train
  * Under the root the observation starts a subtree and stores the request's tools and kwargs; deeper, they must
  * equal the subtree's (the reference's "tools changed inside session subtree" failure otherwise). Re-committing an
  * existing state returns it unchanged (idempotent retry); an empty delta returns `parent`. Run the context check
- * ({@link Forest.checkObservationContext}) first: nothing here rejects a long observation.
+ * ({@link ContextLimit.checkObservation}) first: nothing here rejects a long observation.
  */
 export const commitObservation = (forest: Forest.Forest, o: ObservationCommit): string => {
   const parent = Forest.node(forest, o.parent)

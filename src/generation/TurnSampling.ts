@@ -15,7 +15,7 @@ export const requestedTokens = (configured: number, requested: number | undefine
   Math.min(requested ?? configured, configured)
 
 /**
- * The Session's sampling for one turn: `maxNewTokens` is the generation budget (Forest.generationBudget), the
+ * The Session's sampling for one turn: `maxNewTokens` is the generation budget (ContextLimit.generationBudget), the
  * request's stop strings are added (deduplicated, configured ones first), and the request's seed applies.
  */
 export const turnSampling = <S extends TurnSampling>(

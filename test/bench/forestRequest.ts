@@ -12,6 +12,7 @@
 import * as SglangWire from "../../src/engine/sglang/SglangWire.ts"
 import * as ForestCommit from "../../src/forest/Commit.ts"
 import * as Forest from "../../src/forest/Forest.ts"
+import * as InferencePrefix from "../../src/forest/InferencePrefix.ts"
 import * as Matching from "../../src/forest/Matching.ts"
 import * as Json from "../../src/json/Json.ts"
 import type * as Canonical from "../../src/protocol/Canonical.ts"
@@ -115,15 +116,15 @@ const run = (step: Step, r: Request): void => {
     }
     case "inference prefix + media": {
       const at = r.observation ?? forest.root
-      Harness.consume(Forest.inferencePrefix(forest, at))
-      Harness.consume(Forest.inferenceMedia(forest, at))
+      Harness.consume(InferencePrefix.ids(forest, at))
+      Harness.consume(InferencePrefix.media(forest, at))
       return
     }
     case "inference prefix + SGLang body":
       Harness.consume(
         SglangWire.encodeGenerateRequest({
           ...wireRest,
-          input_ids: Forest.inferencePrefix(forest, r.observation ?? forest.root)
+          input_ids: InferencePrefix.ids(forest, r.observation ?? forest.root)
         })
       )
       return

@@ -1,6 +1,6 @@
 /**
  * The embedded engine's prefix matching: a prompt that is a view of the same stable buffer as its Session's previous
- * prompt (the forest's kept inference prefix, `Forest.inferencePrefix`) is compared only from where the previous prompt
+ * prompt (the forest's kept inference prefix, `InferencePrefix.ids`) is compared only from where the previous prompt
  * ended. Differential test against the full comparison (`fullPrefixMatch`): random conversations over forests with
  * branches (a turn from an earlier state), resumed attempts (a tail), responses committed other than the engine said
  * (retokenized or cut), prompts that are no view of a stable buffer, concurrent requests of a Session, aborts, weight
@@ -15,6 +15,7 @@ import type * as Engine from "../../layers/engine/Engine.ts"
 import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import * as ForestCommit from "../../src/forest/Commit.ts"
 import * as Forest from "../../src/forest/Forest.ts"
+import * as InferencePrefix from "../../src/forest/InferencePrefix.ts"
 import type * as Canonical from "../../src/protocol/Canonical.ts"
 import * as ForestCommits from "../support/forestCommits.ts"
 import * as SeededRandom from "../support/SeededRandom.ts"
@@ -79,7 +80,7 @@ const scenario = (seed: number) =>
         // Mostly the head; sometimes an earlier state (a branch, a retraction).
         const at = r.next() < 0.7 ? states[states.length - 1]! : states[r.int(states.length)]!
         const tail = r.next() < 0.2 ? r.ids(1 + r.int(5)) : []
-        const view = Forest.inferencePrefix(forest, at, tail)
+        const view = InferencePrefix.ids(forest, at, tail)
         // Sometimes no view of a stable buffer: the ids as an array, or an Int32Array of the caller's own.
         const shape = r.next()
         const inputIds = shape < 0.1 ? Array.from(view) : shape < 0.2 ? view.slice() : view
@@ -162,8 +163,8 @@ describe("EmbeddedEngine prefix matching", () => {
         chatTemplateKwargs: {},
         rolloutId: 0
       })
-      const first = Forest.inferencePrefix(forest, o1)
-      const second = Forest.inferencePrefix(forest, o1, [7, 8])
+      const first = InferencePrefix.ids(forest, o1)
+      const second = InferencePrefix.ids(forest, o1, [7, 8])
       assert.strictEqual(second.buffer, first.buffer)
       const run = (fullPrefixMatch: boolean, prompt: (view: Int32Array) => ReadonlyArray<number> | Int32Array) =>
         Effect.gen(function*() {

@@ -3,9 +3,11 @@ import { Result } from "effect"
 import fc from "fast-check"
 import * as ContextLengthError from "../../src/engine/ContextLengthError.ts"
 import * as ForestCommit from "../../src/forest/Commit.ts"
+import * as ContextLimit from "../../src/forest/ContextLimit.ts"
 import * as Export from "../../src/forest/Export.ts"
 import * as Forest from "../../src/forest/Forest.ts"
 import * as ForestError from "../../src/forest/ForestError.ts"
+import * as InferencePrefix from "../../src/forest/InferencePrefix.ts"
 import * as Matching from "../../src/forest/Matching.ts"
 import * as Sample from "../../src/forest/Sample.ts"
 import * as StateHash from "../../src/forest/StateHash.ts"
@@ -243,7 +245,7 @@ describe("commits", () => {
     const t2 = turn(forest, [user("q"), assistant("a1"), user("q2")], assistant("a2"), [5], [6, 7])
     const resp = Forest.node(forest, t2.resp)
     assert.instanceOf(Forest.unpackTokens(resp), Int32Array)
-    assert.deepStrictEqual([...Forest.inferencePrefix(forest, t2.resp)], [1, 2, 3, 4, 5, 6, 7])
+    assert.deepStrictEqual([...InferencePrefix.ids(forest, t2.resp)], [1, 2, 3, 4, 5, 6, 7])
     assert.strictEqual(Forest.trainTokenCount(forest, t2.resp), 7)
     assert.strictEqual(Forest.responseOfRequest(forest, resp.kind === "resp" ? resp.requestId : ""), t2.resp)
   })
@@ -422,12 +424,12 @@ describe("commits", () => {
     )
     const obs = Forest.node(forest, second.obs)
     assert.isTrue(obs.kind === "obs" && obs.media.length === 1 && obs.media[0] === "https://x.test/b.png")
-    assert.deepStrictEqual(Forest.inferenceMedia(forest, first.obs), ["data:image/png;base64,AAAA"])
-    assert.deepStrictEqual(Forest.inferenceMedia(forest, second.resp), [
+    assert.deepStrictEqual(InferencePrefix.media(forest, first.obs), ["data:image/png;base64,AAAA"])
+    assert.deepStrictEqual(InferencePrefix.media(forest, second.resp), [
       "data:image/png;base64,AAAA",
       "https://x.test/b.png"
     ])
-    assert.deepStrictEqual(Forest.inferenceMedia(forest, forest.root), [])
+    assert.deepStrictEqual(InferencePrefix.media(forest, forest.root), [])
   })
 
   it("rejects a response whose logprobs do not align with its tokens", () => {
@@ -453,9 +455,9 @@ describe("context checks", () => {
   it("rejects an observation that reaches the context limit, with the reference text", () => {
     const forest = fresh()
     const t1 = turn(forest, [user("q")], assistant("a1"), [1, 2, 3], [4, 5])
-    assert.isTrue(Result.isSuccess(Forest.checkObservationContext(forest, t1.resp, 4, 10)))
-    assert.isTrue(Result.isSuccess(Forest.checkObservationContext(forest, t1.resp, 1000, null)))
-    const checked = Forest.checkObservationContext(forest, t1.resp, 5, 10)
+    assert.isTrue(Result.isSuccess(ContextLimit.checkObservation(forest, t1.resp, 4, 10)))
+    assert.isTrue(Result.isSuccess(ContextLimit.checkObservation(forest, t1.resp, 1000, null)))
+    const checked = ContextLimit.checkObservation(forest, t1.resp, 5, 10)
     assert(Result.isFailure(checked))
     assert.instanceOf(checked.failure, ContextLengthError.ContextLengthError)
     assert.strictEqual(
@@ -467,9 +469,9 @@ describe("context checks", () => {
   it("caps the generation budget by the remaining context", () => {
     const forest = fresh()
     const t1 = turn(forest, [user("q")], assistant("a1"), [1, 2, 3], [4, 5])
-    assert.deepStrictEqual(Forest.generationBudget(forest, t1.resp, 10, 100), Result.succeed(5))
-    assert.deepStrictEqual(Forest.generationBudget(forest, t1.resp, null, 100), Result.succeed(100))
-    const exhausted = Forest.generationBudget(forest, t1.resp, 5, 100)
+    assert.deepStrictEqual(ContextLimit.generationBudget(forest, t1.resp, 10, 100), Result.succeed(5))
+    assert.deepStrictEqual(ContextLimit.generationBudget(forest, t1.resp, null, 100), Result.succeed(100))
+    const exhausted = ContextLimit.generationBudget(forest, t1.resp, 5, 100)
     assert(Result.isFailure(exhausted))
     assert.instanceOf(exhausted.failure, ContextLengthError.ContextLengthError)
   })
@@ -716,13 +718,13 @@ describe("processor-expanded observations (images)", () => {
       chatTemplateKwargs: kwargs,
       rolloutId: 0
     })
-    assert.deepStrictEqual([...Forest.inferencePrefix(forest, obs)], [1, PAD, 2])
-    assert.deepStrictEqual(Forest.inferenceMedia(forest, obs), [image])
+    assert.deepStrictEqual([...InferencePrefix.ids(forest, obs)], [1, PAD, 2])
+    assert.deepStrictEqual(InferencePrefix.media(forest, obs), [image])
     assert.strictEqual(Forest.trainTokenCount(forest, obs), 6)
     // 6 expanded tokens + 1 observation token reach a limit of 7, although the engine sees only 4.
-    const tooLong = Forest.checkObservationContext(forest, obs, 1, 7)
+    const tooLong = ContextLimit.checkObservation(forest, obs, 1, 7)
     assert.isTrue(Result.isFailure(tooLong) && tooLong.failure instanceof ContextLengthError.ContextLengthError)
-    assert.deepStrictEqual(Forest.generationBudget(forest, obs, 10, 100), Result.succeed(4))
+    assert.deepStrictEqual(ContextLimit.generationBudget(forest, obs, 10, 100), Result.succeed(4))
   })
 
   it("builds the sample from the expanded tokens, with the images and their grids", () => {
@@ -858,7 +860,7 @@ describe("the packed node layout against the earlier one (an Int32Array and a Fl
           }
         }
         const reference = earlier(turns)
-        assert.deepStrictEqual([...Forest.inferencePrefix(forest, parent)], reference.tokens)
+        assert.deepStrictEqual([...InferencePrefix.ids(forest, parent)], reference.tokens)
         assert.deepStrictEqual(Forest.fullMessages(forest, parent), history)
         const sample = Sample.build(forest, parent, decode, {
           rolloutId: 0,

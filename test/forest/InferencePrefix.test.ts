@@ -1,6 +1,6 @@
 /**
- * The forest's kept inference prefix (`Forest.inferencePrefix`, extended in place) against the path it replaced (a new
- * `Int32Array` of the lineage's ids every call, `Forest.inferencePrefixCopy`), over random trees of commits, branches
+ * The forest's kept inference prefix (`InferencePrefix.ids`, extended in place) against the path it replaced (a new
+ * `Int32Array` of the lineage's ids every call, `InferencePrefix.copy`), over random trees of commits, branches
  * and reads with and without a tail (and the kept buffer taken by a collection): the same ids every call,
  * no prefix handed out earlier ever changes (the branch read later must not write into a view an engine may still
  * hold), and two views under one stamp (src/ids/StableIds.ts) from one offset agree as far as both reach.
@@ -9,6 +9,7 @@ import { assert, describe, it } from "@effect/vitest"
 import fc from "fast-check"
 import * as ForestCommit from "../../src/forest/Commit.ts"
 import * as Forest from "../../src/forest/Forest.ts"
+import * as InferencePrefix from "../../src/forest/InferencePrefix.ts"
 import * as StableIds from "../../src/ids/StableIds.ts"
 import type * as Canonical from "../../src/protocol/Canonical.ts"
 import * as ForestCommits from "../support/forestCommits.ts"
@@ -47,7 +48,7 @@ const collect = (forest: Forest.Forest): void => {
 
 const tools: ReadonlyArray<Canonical.Tool> = []
 
-describe("Forest.inferencePrefix", () => {
+describe("InferencePrefix.ids", () => {
   it("reads what the concatenated copy reads, and never changes a prefix handed out", () => {
     fc.assert(
       fc.property(fc.array(op, { minLength: 1, maxLength: 60 }), (ops) => {
@@ -79,8 +80,8 @@ describe("Forest.inferencePrefix", () => {
                 })
             )
           } else {
-            const view = Forest.inferencePrefix(forest, at, o.tail)
-            const expected = [...Forest.inferencePrefixCopy(forest, at, o.tail)]
+            const view = InferencePrefix.ids(forest, at, o.tail)
+            const expected = [...InferencePrefix.copy(forest, at, o.tail)]
             assert.deepStrictEqual([...view], expected)
             held.push({ view, ids: expected })
           }
@@ -115,34 +116,34 @@ describe("Forest.inferencePrefix", () => {
     const respond = (parent: string, tokens: ReadonlyArray<number>, a: string) =>
       ForestCommits.completedResponse(forest, parent, a, tokens, a)
     const o1 = observe(forest.root, [1, 2, 3], "q1")
-    const first = Forest.inferencePrefix(forest, o1)
+    const first = InferencePrefix.ids(forest, o1)
     // A resumed attempt: the pending output after the prefix, in the same buffer (past what was handed out).
-    const resumed = Forest.inferencePrefix(forest, o1, [4])
+    const resumed = InferencePrefix.ids(forest, o1, [4])
     assert.strictEqual(resumed.buffer, first.buffer)
     const r1 = respond(o1, [4, 5], "a1")
     const o2 = observe(r1, [6], "q2")
-    const second = Forest.inferencePrefix(forest, o2)
+    const second = InferencePrefix.ids(forest, o2)
     assert.strictEqual(second.buffer, first.buffer)
     assert.deepStrictEqual([...second], [1, 2, 3, 4, 5, 6])
     // A collection took the buffer: the next one is built again from the lineage. A tail was handed out past o2's
     // ids, so it gets a stamp of its own; without one, the stamp carries on (the engine compares the new ids only).
-    Forest.inferencePrefix(forest, o2, [7])
+    InferencePrefix.ids(forest, o2, [7])
     collect(forest)
     const r2 = respond(o2, [9], "a2")
     const o3 = observe(r2, [10], "q3")
-    const third = Forest.inferencePrefix(forest, o3)
+    const third = InferencePrefix.ids(forest, o3)
     assert.notStrictEqual(third.buffer, second.buffer)
     assert.notStrictEqual(StableIds.stampOf(third), StableIds.stampOf(second))
     collect(forest)
     const o4 = observe(o3, [11], "q4")
-    const fourth = Forest.inferencePrefix(forest, o4)
+    const fourth = InferencePrefix.ids(forest, o4)
     assert.notStrictEqual(fourth.buffer, third.buffer)
     assert.strictEqual(StableIds.stampOf(fourth), StableIds.stampOf(third))
     assert.deepStrictEqual([...fourth], [1, 2, 3, 4, 5, 6, 9, 10, 11])
     // Another response at o1: its ids differ from the ones handed out after o1, so a buffer of its own.
     const r1b = respond(o1, [7], "a1b")
     const o2b = observe(r1b, [8], "q2b")
-    const branch = Forest.inferencePrefix(forest, o2b)
+    const branch = InferencePrefix.ids(forest, o2b)
     assert.notStrictEqual(branch.buffer, first.buffer)
     assert.deepStrictEqual([...branch], [1, 2, 3, 7, 8])
     assert.deepStrictEqual([...second], [1, 2, 3, 4, 5, 6])

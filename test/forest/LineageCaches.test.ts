@@ -2,7 +2,7 @@
  * What the forest keeps of its last lineage between requests, against a walk of the lineage every call: the full
  * message list (`Forest.fullMessages`, the last list given kept for the next call), the echo's identity check
  * (`Forest.startsWithMessagesOf`, through `fullMessages` and its kept list) and the images along the lineage
- * (`Forest.inferenceMedia`, from the last image-free state down). Over random trees of observations of one to three
+ * (`InferencePrefix.media`, from the last image-free state down). Over random trees of observations of one to three
  * messages (some with an image), responses and reads anywhere (the same state again, a state below the kept one,
  * another branch, an ancestor): the same answers every call, and no list handed out earlier ever changes.
  */
@@ -10,6 +10,7 @@ import { assert, describe, it } from "@effect/vitest"
 import fc from "fast-check"
 import * as ForestCommit from "../../src/forest/Commit.ts"
 import * as Forest from "../../src/forest/Forest.ts"
+import * as InferencePrefix from "../../src/forest/InferencePrefix.ts"
 import type * as Canonical from "../../src/protocol/Canonical.ts"
 import * as ForestCommits from "../support/forestCommits.ts"
 
@@ -86,7 +87,7 @@ describe("Forest.fullMessages", () => {
             }
             // The images along the lineage, as a walk finds them (the forest keeps the last image-free state).
             assert.deepStrictEqual(
-              Forest.inferenceMedia(forest, at),
+              InferencePrefix.media(forest, at),
               Forest.lineage(forest, at).flatMap((n) => n.kind === "obs" ? n.media : [])
             )
             const other = Forest.node(forest, states[(o.at * 7 + 1) % states.length]!)

@@ -2,6 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Result } from "effect"
 import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import * as ForestCommit from "../../src/forest/Commit.ts"
+import * as ContextLimit from "../../src/forest/ContextLimit.ts"
 import * as Export from "../../src/forest/Export.ts"
 import * as Forest from "../../src/forest/Forest.ts"
 import * as Matching from "../../src/forest/Matching.ts"
@@ -91,7 +92,7 @@ const request = (
       ? ObservationDelta.rootTokens(tok, matched.suffix, tools, kwargs)
       : ObservationDelta.deltaTokens(tok, matched.suffix, tools, kwargs)
   )
-  assert.isTrue(Result.isSuccess(Forest.checkObservationContext(forest, matched.parent, observation.length, 32768)))
+  assert.isTrue(Result.isSuccess(ContextLimit.checkObservation(forest, matched.parent, observation.length, 32768)))
   const parent = ForestCommit.commitObservation(forest, {
     parent: matched.parent,
     messages: matched.suffix,

@@ -17,6 +17,7 @@ import * as GenerationGate from "../../layers/schedule/GenerationGate.ts"
 import * as Sessions from "../../layers/schedule/Sessions.ts"
 import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import * as Forest from "../../src/forest/Forest.ts"
+import * as InferencePrefix from "../../src/forest/InferencePrefix.ts"
 import * as OpenStream from "../support/openStream.ts"
 import * as SupportSessions from "../support/sessions.ts"
 
@@ -86,7 +87,7 @@ describe("a parked request (partial rollout)", () => {
           seed: 42
         })
         const whole = yield* reference.generate({
-          inputIds: Forest.inferencePrefix(forest, node.parent!),
+          inputIds: InferencePrefix.ids(forest, node.parent!),
           sampling: SupportSessions.sampling({ seed: 42, maxNewTokens: 20 }),
           rid: "uninterrupted-reference",
           returnLogprob: true

@@ -12,6 +12,7 @@ import type * as GenerationGate from "../../layers/schedule/GenerationGate.ts"
 import type * as Sessions from "../../layers/schedule/Sessions.ts"
 import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import * as Forest from "../../src/forest/Forest.ts"
+import * as InferencePrefix from "../../src/forest/InferencePrefix.ts"
 import * as Sample from "../../src/forest/Sample.ts"
 import * as ParserRegistry from "../../src/parsers/ParserRegistry.ts"
 import type * as Completion from "../../src/protocol/Completion.ts"
@@ -113,12 +114,12 @@ describe("Generation over a scripted engine", () => {
           "\n<|im_start|>user\nq2<|im_end|>\n<|im_start|>assistant\n"
         )
         // The second request's prompt is the first lineage verbatim, generated ids included.
-        expect(calls[1]?.inputIds).toEqual(Forest.inferencePrefix(forest, delta.hash))
+        expect(calls[1]?.inputIds).toEqual(InferencePrefix.ids(forest, delta.hash))
 
         const promptLength = lineage[1] === undefined ? 0 : Forest.tokenLength(lineage[1])
         const r1 = outputs[0]?.length ?? 0
         const r2 = outputs[1]?.length ?? 0
-        expect(sample.tokens).toEqual([...Forest.inferencePrefix(forest, leaf)])
+        expect(sample.tokens).toEqual([...InferencePrefix.ids(forest, leaf)])
         expect(sample.response_length).toBe(r1 + Forest.tokenLength(delta) + r2)
         expect(sample.loss_mask).toEqual([
           ...Array(r1).fill(1),
