@@ -61,15 +61,19 @@ export const Call = Rpc.make("Call", {
 /** The single-writer entity (its id is the writer's name). */
 export const Writer = Entity.make("RelaxSingleWriter", [Call])
 
-/** An operation of a writer: its name and the Schemas of its payload and answer (both JSON-encodable). */
-export interface Op<P extends Schema.Codec<any, Schema.Json>, S extends Schema.Codec<any, Schema.Json>> {
+/**
+ * An operation of a writer: its name and the Schemas of its payload and answer, both JSON-encodable and needing no
+ * service (`Schema.Codec` is covariant in its type, so `Codec<unknown, Json>` admits every such Schema and `P["Type"]`
+ * is still the operation's own type).
+ */
+export interface Op<P extends Schema.Codec<unknown, Schema.Json>, S extends Schema.Codec<unknown, Schema.Json>> {
   readonly name: string
   readonly payload: P
   readonly success: S
 }
 
 /** Define an operation. */
-export const op = <P extends Schema.Codec<any, Schema.Json>, S extends Schema.Codec<any, Schema.Json>>(
+export const op = <P extends Schema.Codec<unknown, Schema.Json>, S extends Schema.Codec<unknown, Schema.Json>>(
   name: string,
   payload: P,
   success: S
@@ -82,7 +86,7 @@ export interface Handled {
 }
 
 /** Implement `definition` with `run` (payload decoded, answer encoded with the operation's Schemas). */
-export const handle = <P extends Schema.Codec<any, Schema.Json>, S extends Schema.Codec<any, Schema.Json>>(
+export const handle = <P extends Schema.Codec<unknown, Schema.Json>, S extends Schema.Codec<unknown, Schema.Json>>(
   definition: Op<P, S>,
   run: (payload: P["Type"]) => Effect.Effect<S["Type"]>
 ): Handled => {
@@ -135,7 +139,7 @@ export const entityLayer = Writer.toLayer(
 
 /** Calls to writer `name`, each bounded by `timeout`. */
 export interface WriterClient {
-  readonly call: <P extends Schema.Codec<any, Schema.Json>, S extends Schema.Codec<any, Schema.Json>>(
+  readonly call: <P extends Schema.Codec<unknown, Schema.Json>, S extends Schema.Codec<unknown, Schema.Json>>(
     definition: Op<P, S>,
     payload: P["Type"]
   ) => Effect.Effect<S["Type"], SingleWriterUnavailableError | SingleWriterCallError>
