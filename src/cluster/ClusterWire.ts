@@ -12,6 +12,7 @@
  * holder again, or, when no live runner is that incarnation, drops the Group (`RunnerLostError`).
  */
 import { Schema } from "effect"
+import * as DebugView from "../forest/DebugView.ts"
 import * as TrainingSample from "../forest/TrainingSample.ts"
 import * as Dataset from "../schedule/Dataset.ts"
 import * as ClusterError from "./ClusterError.ts"
@@ -31,35 +32,9 @@ export const PlannedGroup = Schema.Struct({
 })
 export type PlannedGroup = typeof PlannedGroup.Type
 
-const DebugTurn = Schema.Struct({
-  turn_idx: Schema.Int,
-  resp_state_hash: Schema.String,
-  parent_state_hash: Schema.NullOr(Schema.String),
-  rollout_id: Schema.Int,
-  request_id: Schema.String,
-  abort_count: Schema.Int,
-  status: Schema.Literals(["completed", "truncated"]),
-  response_length: Schema.Int,
-  wall_elapsed_s: Schema.Number,
-  generation_elapsed_s: Schema.Number,
-  weight_versions: Schema.Array(Schema.String),
-  lora_versions: Schema.optionalKey(Schema.Array(Schema.String))
-})
-
 /** `Records.ContextDebug`: the debug facts of one exported context. */
 export const ContextDebug = Schema.Struct({
-  view: Schema.Struct({
-    session_id: Schema.String,
-    leaf_state_hash: Schema.String,
-    state_hashes: Schema.Array(Schema.Struct({
-      hash: Schema.String,
-      kind: Schema.Literals(["obs", "resp"]),
-      tokens: Schema.Int
-    })),
-    terminal_status: Schema.Literals(["completed", "truncated"]),
-    turn_count: Schema.Int,
-    turns: Schema.Array(DebugTurn)
-  }),
+  view: DebugView.DebugView,
   counters: Schema.Struct({
     requests: Schema.Int,
     generations: Schema.Int,

@@ -24,6 +24,7 @@ import * as PackedIds from "../ids/PackedIds.ts"
 import * as Json from "../json/Json.ts"
 import * as Canonical from "../protocol/Canonical.ts"
 import type * as ImageGrid from "../template/ImageGrid.ts"
+import type * as DebugView from "./DebugView.ts"
 import * as ForestError from "./ForestError.ts"
 import type * as InferencePrefix from "./InferencePrefix.ts"
 import * as MatchIndex from "./MatchIndex.ts"
@@ -88,11 +89,7 @@ export interface ObservationNode extends NodeBase {
 }
 
 /** An engine attempt whose worker died under it: its index among the response's attempts, the worker, the cause. */
-export interface MovedAttempt {
-  readonly attempt: number
-  readonly worker: string
-  readonly cause: string
-}
+export type MovedAttempt = DebugView.MovedAttempt
 
 /** A response: one generated assistant message with the exact engine output. */
 export interface ResponseNode extends NodeBase {

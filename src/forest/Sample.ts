@@ -9,6 +9,7 @@
  * mask 0 and logprob 0.0.
  */
 import type * as Canonical from "../protocol/Canonical.ts"
+import type * as DebugView from "./DebugView.ts"
 import * as Export from "./Export.ts"
 import * as Forest from "./Forest.ts"
 import * as ForestError from "./ForestError.ts"
@@ -18,30 +19,8 @@ import type * as TrainingSample from "./TrainingSample.ts"
 type Json = Canonical.Json
 type JsonObject = Canonical.JsonObject
 
-/** One response turn of a lineage, as trace and debug dumps show it. */
-export interface Turn {
-  readonly turn_idx: number
-  readonly resp_state_hash: string
-  readonly parent_state_hash: string | null
-  readonly rollout_id: number
-  readonly request_id: string
-  readonly abort_count: number
-  readonly status: "completed" | "truncated"
-  readonly response_length: number
-  readonly wall_elapsed_s: number
-  readonly generation_elapsed_s: number
-  readonly weight_versions: ReadonlyArray<string>
-  /** With versioned LoRA: the adapter version of each attempt, beside `weight_versions`. */
-  readonly lora_versions?: ReadonlyArray<string>
-  /** The engine's prefix-cache hits and prompt tokens for the turn, when it reported them. */
-  readonly cached_tokens?: number
-  readonly prompt_tokens?: number
-  /** Attempts whose SGLang worker died under them (resumed on a live worker), when any did. */
-  readonly moved_attempts?: ReadonlyArray<Forest.MovedAttempt>
-}
-
-const turnsOf = (lineage: ReadonlyArray<Forest.Node>): ReadonlyArray<Turn> => {
-  const turns: Array<Turn> = []
+const turnsOf = (lineage: ReadonlyArray<Forest.Node>): ReadonlyArray<DebugView.Turn> => {
+  const turns: Array<DebugView.Turn> = []
   for (const n of lineage) {
     if (n.kind !== "resp") continue
     turns.push({
@@ -68,7 +47,7 @@ const turnsOf = (lineage: ReadonlyArray<Forest.Node>): ReadonlyArray<Turn> => {
 
 const terminalStatus = (leaf: Forest.Node): TrainingSample.Status => (leaf.kind === "resp" ? leaf.status : "truncated")
 
-const turnJson = ({ moved_attempts, ...turn }: Turn): JsonObject => ({
+const turnJson = ({ moved_attempts, ...turn }: DebugView.Turn): JsonObject => ({
   ...turn,
   weight_versions: [...turn.weight_versions],
   ...(turn.lora_versions === undefined ? {} : { lora_versions: [...turn.lora_versions] }),
@@ -207,20 +186,8 @@ export const build = (
   }
 }
 
-/** A compact view of a state's lineage for debug dumps and `inspect`. */
-export interface DebugView {
-  readonly session_id: string
-  readonly leaf_state_hash: string
-  readonly state_hashes: ReadonlyArray<
-    { readonly hash: string; readonly kind: "obs" | "resp"; readonly tokens: number }
-  >
-  readonly terminal_status: TrainingSample.Status
-  readonly turn_count: number
-  readonly turns: ReadonlyArray<Turn>
-}
-
 /** The debug view of a committed state: its lineage hashes, terminal status and per-turn timing. */
-export const debugView = (forest: Forest.Forest, hash: string): DebugView => {
+export const debugView = (forest: Forest.Forest, hash: string): DebugView.DebugView => {
   const lineage = Forest.lineage(forest, hash)
   const turns = turnsOf(lineage)
   const leaf = lineage[lineage.length - 1]

@@ -10,25 +10,10 @@
  * the list of a large run is built from (token arrays are decoded only when a Session is opened).
  */
 import { Data, Schema } from "effect"
+import * as DebugView from "../forest/DebugView.ts"
 import * as TrainingSample from "../forest/TrainingSample.ts"
 import * as DumpArrays from "./DumpArrays.ts"
 import * as ForestDump from "./ForestDump.ts"
-
-/** One response turn of an exported lineage, as the debug dump's `turns` lists it. */
-export const DumpTurn = Schema.Struct({
-  turn_idx: Schema.Int,
-  resp_state_hash: Schema.String,
-  parent_state_hash: Schema.NullOr(Schema.String),
-  rollout_id: Schema.Int,
-  request_id: Schema.String,
-  abort_count: Schema.Int,
-  status: TrainingSample.Status,
-  response_length: Schema.Int,
-  wall_elapsed_s: Schema.Number,
-  generation_elapsed_s: Schema.Number,
-  weight_versions: Schema.Array(Schema.String)
-})
-export type DumpTurn = typeof DumpTurn.Type
 
 /** One line of a debug dump (docs/outputs.md "The debug dump"). */
 export const DebugRecord = Schema.Struct({
@@ -40,12 +25,8 @@ export const DebugRecord = Schema.Struct({
   terminal_status: TrainingSample.Status,
   turn_count: Schema.Int,
   leaf_state_hash: Schema.NullOr(Schema.String),
-  state_hashes: Schema.Array(Schema.Struct({
-    hash: Schema.String,
-    kind: Schema.Literals(["obs", "resp"]),
-    tokens: Schema.Int
-  })),
-  turns: Schema.Array(DumpTurn),
+  state_hashes: Schema.Array(DebugView.LineageState),
+  turns: Schema.Array(DebugView.Turn),
   abort_count: Schema.Int,
   request_count: Schema.Int,
   generation_count: Schema.Int,

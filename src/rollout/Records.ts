@@ -8,8 +8,8 @@
  */
 import { Result } from "effect"
 import * as Reward from "../credit/Reward.ts"
+import type * as DebugView from "../forest/DebugView.ts"
 import * as Drift from "../forest/Drift.ts"
-import type * as Sample from "../forest/Sample.ts"
 import type * as TrainingSample from "../forest/TrainingSample.ts"
 import type * as ForestDump from "../inspect/ForestDump.ts"
 import type * as ReplayRecord from "../replay/Record.ts"
@@ -54,7 +54,7 @@ export const driftMetrics = (counts: ReadonlyMap<Drift.Cause, number>): Record<s
 
 /** The debug facts of one exported context (`--save-debug-rollout-data`). */
 export interface ContextDebug {
-  readonly view: Sample.DebugView
+  readonly view: DebugView.DebugView
   readonly counters: DebugCounters
   /** The Session's whole SessionForest, on the first exported context of each Session only. */
   readonly forest?: ForestDump.ForestDump | undefined

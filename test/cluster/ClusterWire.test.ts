@@ -8,6 +8,7 @@ import { Schema } from "effect"
 import { SchemaBinary } from "effect/encoding"
 import { describe, expect, it } from "vitest"
 import * as ClusterWire from "../../src/cluster/ClusterWire.ts"
+import type * as DebugView from "../../src/forest/DebugView.ts"
 import * as TrainingSample from "../../src/forest/TrainingSample.ts"
 
 const sample = (
@@ -50,6 +51,44 @@ describe("ClusterWire on the cluster's binary codec", () => {
     const pixels = back._tag === "Done" ? back.result.samples[0]?.multimodal_train_inputs?.pixel_values : undefined
     expect(pixels?.[0]?.shape).toEqual([2, 3])
     expect(Array.from(pixels?.[0]?.data ?? [])).toEqual(Array.from(data))
+  })
+
+  it("a Done event's debug facts round-trip whole: a turn's cache counts, LoRA versions and moved attempts too", () => {
+    const codec = SchemaBinary.toCodec(ClusterWire.SessionEvent)
+    const turn: DebugView.Turn = {
+      turn_idx: 0,
+      resp_state_hash: "r",
+      parent_state_hash: "o",
+      rollout_id: 0,
+      request_id: "q",
+      abort_count: 1,
+      status: "completed",
+      response_length: 3,
+      wall_elapsed_s: 0.5,
+      generation_elapsed_s: 0.25,
+      weight_versions: ["0", "1"],
+      lora_versions: ["a@1", "a@1"],
+      cached_tokens: 4,
+      prompt_tokens: 9,
+      moved_attempts: [{ attempt: 0, worker: "http://127.0.0.1:1", cause: "worker died" }]
+    }
+    const debug: ClusterWire.ContextDebug = {
+      view: {
+        session_id: "s",
+        leaf_state_hash: "r",
+        state_hashes: [{ hash: "o", kind: "obs", tokens: 9 }, { hash: "r", kind: "resp", tokens: 3 }],
+        terminal_status: "completed",
+        turn_count: 1,
+        turns: [turn]
+      },
+      counters: { requests: 1, generations: 2, parserFailures: 0, droppedToolCalls: 0 }
+    }
+    const event: ClusterWire.SessionEvent = {
+      _tag: "Done",
+      result: { sessionId: "s", samples: [], debug: [debug], parserFailures: 0 }
+    }
+    const back = Schema.decodeSync(codec)(Schema.encodeSync(codec)(event))
+    expect(back._tag === "Done" ? back.result.debug : undefined).toEqual([debug])
   })
 
   it("a sidecar reference is refused on the wire (a defect, never sent)", () => {

@@ -1,9 +1,9 @@
 import { assert, describe, it } from "@effect/vitest"
-import type * as Sample from "../../src/forest/Sample.ts"
+import type * as DebugView from "../../src/forest/DebugView.ts"
 import * as Records from "../../src/rollout/Records.ts"
 import * as Samples from "../credit/samples.ts"
 
-const turn = (abortCount: number): Sample.Turn => ({
+const turn = (abortCount: number): DebugView.Turn => ({
   turn_idx: 0,
   resp_state_hash: "r",
   parent_state_hash: "p",
