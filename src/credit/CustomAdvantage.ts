@@ -110,46 +110,34 @@ export const apply = (
   const scored: Array<TrainingSample.TrainingSample> = []
   for (const [sessionIndex, session] of group.sessions.entries()) {
     const mapping: unknown = result[sessionIndex]
-    const sessionId = session.sessionId
-    if (!Json.isObject(mapping)) {
-      return Result.fail(
+    // The item of this Session (and of one of its contexts) is wrong: name where, and say what.
+    const refuse = (detail: string, exportName?: string | null) =>
+      Result.fail(
         new CreditError.AdvantageError({
           groupIndex,
           sessionIndex,
-          sessionId,
-          detail: `the item is ${Reward.describe(mapping)}; it must be a mapping from export name to advantage`
+          sessionId: session.sessionId,
+          ...(exportName === undefined ? {} : { exportName }),
+          detail
         })
       )
+    if (!Json.isObject(mapping)) {
+      return refuse(`the item is ${Reward.describe(mapping)}; it must be a mapping from export name to advantage`)
     }
     for (const sample of session.exports) {
       const key = Group.contextKey(sample.export_name)
       if (!Object.hasOwn(mapping, key)) {
         const returned = Object.keys(mapping)
-        return Result.fail(
-          new CreditError.AdvantageError({
-            groupIndex,
-            sessionIndex,
-            sessionId,
-            exportName: sample.export_name,
-            detail: `the mapping has no value for this context (keys returned: ` +
-              `${returned.length === 0 ? "none" : returned.map((name) => JSON.stringify(name)).join(", ")}); ` +
-              `every exported name needs one value` +
-              (sample.export_name === null ? ` (an implicit export's key is "null")` : "")
-          })
+        return refuse(
+          `the mapping has no value for this context (keys returned: ` +
+            `${returned.length === 0 ? "none" : returned.map((name) => JSON.stringify(name)).join(", ")}); ` +
+            `every exported name needs one value` +
+            (sample.export_name === null ? ` (an implicit export's key is "null")` : ""),
+          sample.export_name
         )
       }
       const advantage = expand(mapping[key], sample)
-      if (Result.isFailure(advantage)) {
-        return Result.fail(
-          new CreditError.AdvantageError({
-            groupIndex,
-            sessionIndex,
-            sessionId,
-            exportName: sample.export_name,
-            detail: advantage.failure
-          })
-        )
-      }
+      if (Result.isFailure(advantage)) return refuse(advantage.failure, sample.export_name)
       scored.push({ ...sample, advantage: advantage.success })
     }
   }

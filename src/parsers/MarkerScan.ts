@@ -102,6 +102,11 @@ export const delimited = (
   }
 })
 
+/** The tool-call format that scans with `rules` alone (no state between steps beyond what the rules read). */
+export const format = (rules: ReadonlyArray<Rule>): ToolCallParser.Format => ({
+  scanner: () => ({ step: (text, final) => scanRules(text, final, rules) })
+})
+
 /**
  * Formats with a section of calls (`<section-begin> <call-begin>…<call-end> … <section-end>`). A bare call outside a
  * section is accepted too. Text inside a section between calls is not content.

@@ -141,48 +141,62 @@ const decodeSystem = (system: unknown): Result.Result<string | undefined, Protoc
   return Result.succeed(texts.length === 0 ? undefined : texts.join("\n\n"))
 }
 
+/** The object blocks of a content list, each with its path (`field[j]`); other items are passed over. */
+function* objectBlocks(
+  blocks: ReadonlyArray<unknown>,
+  field: string
+): Generator<readonly [Raw, string]> {
+  for (const [j, block] of blocks.entries()) if (Completion.isObject(block)) yield [block, `${field}[${j}]`]
+}
+
+/** The text of a `text` block at `at`: a non-empty string. */
+const blockText = (block: Raw, at: string): Result.Result<string, ProtocolError.ProtocolError> => {
+  const text = block["text"]
+  return Completion.isNonEmptyString(text) ? Result.succeed(text) : fail(`${at}.text`, `${at}.text must be non-empty`)
+}
+
 const assistantMessage = (
   blocks: ReadonlyArray<unknown>,
   field: string
-): Result.Result<Raw, ProtocolError.ProtocolError> => {
-  const texts: Array<string> = []
-  const reasoning: Array<string> = []
-  const toolCalls: Array<Raw> = []
-  for (const [j, block] of blocks.entries()) {
-    if (!Completion.isObject(block)) continue
-    const at = `${field}[${j}]`
-    switch (block["type"]) {
-      case "text": {
-        const text = block["text"]
-        if (!Completion.isNonEmptyString(text)) return fail(`${at}.text`, `${at}.text must be non-empty`)
-        texts.push(text)
-        break
-      }
-      case "thinking": {
-        const thinking = block["thinking"]
-        if (typeof thinking !== "string") return fail(`${at}.thinking`, `${at}.thinking must be a string`)
-        if (thinking !== "") reasoning.push(thinking)
-        break
-      }
-      case "tool_use": {
-        const id = block["id"]
-        const name = block["name"]
-        const input = block["input"]
-        if (!Completion.isNonEmptyString(id)) return fail(`${at}.id`, `${at}.id must be a non-empty string`)
-        if (!Completion.isNonEmptyString(name)) return fail(`${at}.name`, `${at}.name must be a non-empty string`)
-        if (!Completion.isObject(input)) return fail(`${at}.input`, `${at}.input must be a JSON object`)
-        toolCalls.push({ id, type: "function", function: { name, arguments: input } })
-        break
+): Result.Result<Raw, ProtocolError.ProtocolError> =>
+  Result.gen(function*() {
+    const texts: Array<string> = []
+    const reasoning: Array<string> = []
+    const toolCalls: Array<Raw> = []
+    for (const [block, at] of objectBlocks(blocks, field)) {
+      switch (block["type"]) {
+        case "text": {
+          texts.push(yield* blockText(block, at))
+          break
+        }
+        case "thinking": {
+          const thinking = block["thinking"]
+          if (typeof thinking !== "string") return yield* fail(`${at}.thinking`, `${at}.thinking must be a string`)
+          if (thinking !== "") reasoning.push(thinking)
+          break
+        }
+        case "tool_use": {
+          const id = block["id"]
+          const name = block["name"]
+          const input = block["input"]
+          if (!Completion.isNonEmptyString(id)) return yield* fail(`${at}.id`, `${at}.id must be a non-empty string`)
+          if (!Completion.isNonEmptyString(name)) {
+            return yield* fail(`${at}.name`, `${at}.name must be a non-empty string`)
+          }
+          if (!Completion.isObject(input)) return yield* fail(`${at}.input`, `${at}.input must be a JSON object`)
+          toolCalls.push({ id, type: "function", function: { name, arguments: input } })
+          break
+        }
       }
     }
-  }
-  return Result.succeed({
-    role: "assistant",
-    content: texts.join(""),
-    ...(reasoning.length > 0 ? { reasoning_content: reasoning.join("\n\n") } : {}),
-    ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {})
+    const message: Raw = {
+      role: "assistant",
+      content: texts.join(""),
+      ...(reasoning.length > 0 ? { reasoning_content: reasoning.join("\n\n") } : {}),
+      ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {})
+    }
+    return message
   })
-}
 
 const userMessages = (
   blocks: ReadonlyArray<unknown>,
@@ -197,14 +211,10 @@ const userMessages = (
       out.push({ role: "user", content: allText ? parts.map((part) => String(part["text"])).join("") : parts })
       parts = []
     }
-    for (const [j, block] of blocks.entries()) {
-      if (!Completion.isObject(block)) continue
-      const at = `${field}[${j}]`
+    for (const [block, at] of objectBlocks(blocks, field)) {
       switch (block["type"]) {
         case "text": {
-          const text = block["text"]
-          if (!Completion.isNonEmptyString(text)) return yield* fail(`${at}.text`, `${at}.text must be non-empty`)
-          parts.push({ type: "text", text })
+          parts.push({ type: "text", text: yield* blockText(block, at) })
           break
         }
         case "image": {

@@ -10,11 +10,16 @@ import * as ToolCallParser from "../ToolCallParser.ts"
 const fenced = /^\s*(?:function)?<｜tool▁sep｜>([^\n]*)\n\s*```(?:json)?[ \t]*\n?([\s\S]*?)```\s*$/
 const bare = /^\s*(?:function)?<｜tool▁sep｜>([^\n]*)\n([\s\S]*)$/
 
-const rules = MarkerScan.sectioned({
+/** DeepSeek's section and call markers (`deepseekv31` writes the same ones). */
+export const markers = {
   sectionBegin: "<｜tool▁calls▁begin｜>",
   sectionEnd: "<｜tool▁calls▁end｜>",
   callBegin: "<｜tool▁call▁begin｜>",
-  callEnd: "<｜tool▁call▁end｜>",
+  callEnd: "<｜tool▁call▁end｜>"
+} as const
+
+const rules = MarkerScan.sectioned({
+  ...markers,
   call: (inner, raw) => {
     const m = fenced.exec(inner) ?? bare.exec(inner)
     if (m === null) return ToolCallParser.malformed(raw)
@@ -22,6 +27,4 @@ const rules = MarkerScan.sectioned({
   }
 })
 
-export const format: ToolCallParser.Format = {
-  scanner: () => ({ step: (text, final) => MarkerScan.scanRules(text, final, rules) })
-}
+export const format: ToolCallParser.Format = MarkerScan.format(rules)

@@ -4,12 +4,10 @@
  */
 import * as MarkerScan from "../MarkerScan.ts"
 import * as ToolCallParser from "../ToolCallParser.ts"
+import * as DeepSeekV3 from "./DeepSeekV3.ts"
 
 const rules = MarkerScan.sectioned({
-  sectionBegin: "<｜tool▁calls▁begin｜>",
-  sectionEnd: "<｜tool▁calls▁end｜>",
-  callBegin: "<｜tool▁call▁begin｜>",
-  callEnd: "<｜tool▁call▁end｜>",
+  ...DeepSeekV3.markers,
   call: (inner, raw) => {
     const sep = inner.indexOf("<｜tool▁sep｜>")
     if (sep < 0) return ToolCallParser.malformed(raw)
@@ -21,6 +19,4 @@ const rules = MarkerScan.sectioned({
   }
 })
 
-export const format: ToolCallParser.Format = {
-  scanner: () => ({ step: (text, final) => MarkerScan.scanRules(text, final, rules) })
-}
+export const format: ToolCallParser.Format = MarkerScan.format(rules)

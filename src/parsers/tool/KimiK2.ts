@@ -23,6 +23,4 @@ const rules = MarkerScan.sectioned({
   }
 })
 
-export const format: ToolCallParser.Format = {
-  scanner: () => ({ step: (text, final) => MarkerScan.scanRules(text, final, rules) })
-}
+export const format: ToolCallParser.Format = MarkerScan.format(rules)

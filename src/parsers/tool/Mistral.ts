@@ -57,6 +57,4 @@ const rule: MarkerScan.Rule = {
   }
 }
 
-export const format: ToolCallParser.Format = {
-  scanner: () => ({ step: (text, final) => MarkerScan.scanRules(text, final, [rule]) })
-}
+export const format: ToolCallParser.Format = MarkerScan.format([rule])

@@ -215,6 +215,4 @@ const wrapper = (token: string): MarkerScan.Rule => ({
 
 const rules = [listRule, wrapper("<|python_start|>"), wrapper("<|python_end|>")]
 
-export const format: ToolCallParser.Format = {
-  scanner: () => ({ step: (text, final) => MarkerScan.scanRules(text, final, rules) })
-}
+export const format: ToolCallParser.Format = MarkerScan.format(rules)

@@ -12,6 +12,4 @@ const rules = [
   MarkerScan.delimited("<tool_call>", "</tool_call>", (inner, raw) => MarkerScan.jsonCall(inner.trim(), raw))
 ]
 
-export const format: ToolCallParser.Format = {
-  scanner: () => ({ step: (text, final) => MarkerScan.scanRules(text, final, rules) })
-}
+export const format: ToolCallParser.Format = MarkerScan.format(rules)
