@@ -3,22 +3,16 @@
  * `--agentic-max-consecutive-drops` drops in a row instead of being refilled forever.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber, Layer } from "effect"
+import { Effect, Fiber } from "effect"
 import { TestClock } from "effect/testing"
 import { join, resolve } from "node:path"
-import * as Credit from "../../layers/credit/Credit.ts"
 import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
-import * as Forests from "../../layers/generation/Forests.ts"
 import * as Telemetry from "../../layers/observability/Telemetry.ts"
 import * as Rollout from "../../layers/rollout/Rollout.ts"
-import * as RolloutConfig from "../../layers/rollout/RolloutConfig.ts"
 import * as GroupPool from "../../layers/schedule/GroupPool.ts"
 import * as PoolContract from "../../layers/schedule/PoolContract.ts"
-import * as Sessions from "../../layers/schedule/Sessions.ts"
-import * as Supervisor from "../../layers/session/Supervisor.ts"
-import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import * as Settings from "../../src/config/Settings.ts"
-import { creditOptions } from "../../src/index.ts"
+import * as InProcessRollout from "../support/inProcessRollout.ts"
 import * as Sim from "../support/simPool.ts"
 
 /** Every Session that started also ended (exited, crashed or was interrupted): no agent is left running. */
@@ -171,7 +165,6 @@ describe("a whole rollout whose agent always fails", () => {
         agenticConcurrency: 2
       })
       assert.strictEqual(settings.agenticMaxConsecutiveDrops, 8)
-      const sink = Telemetry.memorySink()
       let started = 0
       let running = 0
       const agent = () =>
@@ -183,28 +176,14 @@ describe("a whole rollout whose agent always fails", () => {
         }).pipe(Effect.ensuring(Effect.sync(() => {
           running -= 1
         })))
-      const rollout = Rollout.Rollout.layer.pipe(
-        Layer.provide(Layer.mergeAll(
-          RolloutConfig.RolloutConfig.layerSettings(settings),
-          Supervisor.Supervisor.layerInProcess(agent, { timeoutSeconds: settings.agentTimeout }),
-          Credit.Credit.layer(creditOptions(settings)).pipe(Layer.orDie),
-          GroupPool.GroupPool.layer.pipe(Layer.provide(Telemetry.Telemetry.layerSink(sink))),
-          Telemetry.Telemetry.layerSink(sink),
-          Sessions.Sessions.layer,
-          Forests.Forests.layer,
-          Tokenizer.Tokenizer.layer.pipe(Layer.orDie),
-          EmbeddedEngine.EmbeddedEngine.layer(EmbeddedEngine.EmbeddedEngine.instant).pipe(
-            Layer.provide(Tokenizer.Tokenizer.layer),
-            Layer.orDie
-          )
-        )),
-        Layer.orDie
-      )
-      const context = yield* Layer.build(rollout)
+      const { rollout, sink } = yield* InProcessRollout.build(settings, {
+        engine: EmbeddedEngine.EmbeddedEngine.layer(EmbeddedEngine.EmbeddedEngine.instant),
+        agent: () => agent
+      })
       const fiber = yield* Effect.gen(function*() {
         const r = yield* Rollout.Rollout
         return yield* r.run
-      }).pipe(Effect.provide(context), Effect.flip, Effect.forkChild)
+      }).pipe(Effect.provide(rollout), Effect.flip, Effect.forkChild)
       yield* TestClock.adjust("30 minutes")
       const error = yield* Fiber.join(fiber)
       assert.strictEqual(error._tag, "TooManyDroppedGroupsError")

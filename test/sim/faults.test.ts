@@ -8,26 +8,20 @@
  * its agent reported). The counts are printed. The real-process sample is in test/e2e/faults.test.ts.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Context, Effect, Fiber, Layer, Result } from "effect"
+import { Effect, Fiber, Layer, Result } from "effect"
 import { TestClock } from "effect/testing"
 import { join, resolve } from "node:path"
-import * as Credit from "../../layers/credit/Credit.ts"
 import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
 import * as Engine from "../../layers/engine/Engine.ts"
-import * as Forests from "../../layers/generation/Forests.ts"
 import * as Generation from "../../layers/generation/Generation.ts"
-import * as Telemetry from "../../layers/observability/Telemetry.ts"
 import * as Rollout from "../../layers/rollout/Rollout.ts"
-import * as RolloutConfig from "../../layers/rollout/RolloutConfig.ts"
-import * as GroupPool from "../../layers/schedule/GroupPool.ts"
 import * as Sessions from "../../layers/schedule/Sessions.ts"
 import * as Supervisor from "../../layers/session/Supervisor.ts"
-import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import * as RolloutOptions from "../../src/config/RolloutOptions.ts"
 import * as Settings from "../../src/config/Settings.ts"
-import { creditOptions } from "../../src/index.ts"
 import * as Dataset from "../../src/schedule/Dataset.ts"
 import * as AgentTurn from "../support/agentTurn.ts"
+import * as InProcessRollout from "../support/inProcessRollout.ts"
 import * as ScriptedEngine from "../support/scriptedEngine.ts"
 import * as Tracing from "../support/tracing.ts"
 
@@ -68,50 +62,50 @@ interface Ledger {
 const count = (map: Map<string, number>, key: string) => map.set(key, (map.get(key) ?? 0) + 1)
 
 /** The agent: draws its fault, then runs two model turns (or fails, hangs, ...) and exports implicitly. */
-const agent = (ledger: Ledger, random: () => number): Supervisor.InProcessAgent => (input) =>
-  Effect.gen(function*() {
-    const fault = pick(random)
-    count(ledger.faults, fault)
-    ledger.sessionIds.push(input.sessionId)
-    ledger.running++
-    const sessions = yield* Sessions.Sessions
-    const generation = yield* Generation.Generation
-    yield* Effect.sleep("2 seconds")
-    if (fault === "crash-before-request") return yield* Effect.fail(new Error("agent crashed at start"))
-    if (fault === "no-request") return { reward: 1 }
-    // Never reaches Runtime, so the active-time budget never runs: the first-request deadline must stop it.
-    if (fault === "hang-before-request") return yield* Effect.never
-    if (fault === "children") {
-      // Children that would run forever: the agent's end must take them down.
-      for (let i = 0; i < 2; i++) {
-        ledger.childrenStarted++
-        ledger.children++
-        yield* Effect.forkChild(
-          Effect.forever(Effect.sleep("1 second")).pipe(Effect.ensuring(Effect.sync(() => ledger.children--)))
-        )
+const agent =
+  (ledger: Ledger, random: () => number) =>
+  (services: Layer.Layer<InProcessRollout.GenerationServices>): Supervisor.InProcessAgent =>
+  (input) =>
+    Effect.gen(function*() {
+      const fault = pick(random)
+      count(ledger.faults, fault)
+      ledger.sessionIds.push(input.sessionId)
+      ledger.running++
+      const sessions = yield* Sessions.Sessions
+      const generation = yield* Generation.Generation
+      yield* Effect.sleep("2 seconds")
+      if (fault === "crash-before-request") return yield* Effect.fail(new Error("agent crashed at start"))
+      if (fault === "no-request") return { reward: 1 }
+      // Never reaches Runtime, so the active-time budget never runs: the first-request deadline must stop it.
+      if (fault === "hang-before-request") return yield* Effect.never
+      if (fault === "children") {
+        // Children that would run forever: the agent's end must take them down.
+        for (let i = 0; i < 2; i++) {
+          ledger.childrenStarted++
+          ledger.children++
+          yield* Effect.forkChild(
+            Effect.forever(Effect.sleep("1 second")).pipe(Effect.ensuring(Effect.sync(() => ledger.children--)))
+          )
+        }
       }
-    }
-    const entry = yield* sessions.lookup(input.sessionId)
-    const messages: Array<unknown> = [...(input.input.messages ?? [])]
-    for (let turn = 0; turn < 2; turn++) {
-      const completion = yield* AgentTurn.agentTurn(generation, entry, messages)
-      messages.push({ role: "assistant", content: completion.content }, { role: "user", content: "Check your answer." })
-      if (fault === "crash-after-turn") return yield* Effect.fail(new Error(`agent crashed after turn ${turn}`))
-      if (fault === "hang") return yield* Effect.never
-      if (fault === "ignore-stop") {
+      const entry = yield* sessions.lookup(input.sessionId)
+      yield* AgentTurn.checkedTurns(generation, entry, input.input.messages ?? [], 2, (turn) => {
+        if (fault === "crash-after-turn") return Effect.fail(new Error(`agent crashed after turn ${turn}`))
+        if (fault === "hang") return Effect.never
         // Ignores the stop for 10 s (what SIGKILL after the grace period ends for a process), then hangs.
-        yield* Effect.uninterruptible(Effect.sleep("10 seconds"))
-        return yield* Effect.never
-      }
-    }
-    if (fault === "corrupt-output") return "{\"reward\": 1, "
-    const reward = random() < 0.5 ? 0 : 1
-    ledger.rewards.set(input.sessionId, reward)
-    return { reward }
-  }).pipe(
-    Effect.ensuring(Effect.sync(() => ledger.running--)),
-    Effect.provide(services)
-  )
+        if (fault === "ignore-stop") {
+          return Effect.uninterruptible(Effect.sleep("10 seconds")).pipe(Effect.andThen(Effect.never))
+        }
+        return Effect.void
+      })
+      if (fault === "corrupt-output") return "{\"reward\": 1, "
+      const reward = random() < 0.5 ? 0 : 1
+      ledger.rewards.set(input.sessionId, reward)
+      return { reward }
+    }).pipe(
+      Effect.ensuring(Effect.sync(() => ledger.running--)),
+      Effect.provide(services)
+    )
 
 /** The engine: errors, stalls and dropped connections on a seeded share of the requests. */
 const faultyEngine = (ledger: Ledger, random: () => number) =>
@@ -134,46 +128,17 @@ const faultyEngine = (ledger: Ledger, random: () => number) =>
     })
   )
 
-let services: Layer.Layer<
-  Sessions.Sessions | Generation.Generation | Forests.Forests | Tokenizer.Tokenizer | Engine.Engine
->
-
 const build = (input: RolloutOptions.RolloutOptionsInput, ledger: Ledger) =>
   Effect.gen(function*() {
-    const settings = yield* Settings.resolve(input)
-    const sink = Telemetry.memorySink()
     const policy = (request: { readonly turn: number }) => `Answer ${request.turn}: 4.`
-    const core = Layer.mergeAll(
-      Sessions.Sessions.layer,
-      Forests.Forests.layer,
-      Tokenizer.Tokenizer.layer.pipe(Layer.orDie)
-    )
-    const engine = faultyEngine(ledger, Dataset.seededRandom(7)).pipe(
-      Layer.provide(
-        EmbeddedEngine.EmbeddedEngine.layer({ policy, decodeTokensPerSecond: 20, prefillTokensPerSecond: 0 })
-      )
-    )
-    const generation = Generation.Generation.layer({}).pipe(Layer.provideMerge(engine), Layer.provideMerge(core))
-    const built = yield* Layer.build(generation)
-    services = Layer.succeedContext(built)
-    const rollout = Rollout.Rollout.layer.pipe(
-      Layer.provide(Layer.mergeAll(
-        RolloutConfig.RolloutConfig.layerSettings(settings),
-        Supervisor.Supervisor.layerInProcess(agent(ledger, Dataset.seededRandom(2026)), {
-          timeoutSeconds: settings.agentTimeout
-        }),
-        Credit.Credit.layer(creditOptions(settings)).pipe(Layer.orDie),
-        GroupPool.GroupPool.layer.pipe(Layer.provide(Telemetry.Telemetry.layerSink(sink))),
-        Telemetry.Telemetry.layerSink(sink),
-        services
-      )),
-      Layer.orDie
-    )
-    return {
-      rollout: Layer.succeedContext(yield* Layer.build(rollout)),
-      sink,
-      sessions: Context.get(built, Sessions.Sessions)
-    }
+    return yield* InProcessRollout.build(yield* Settings.resolve(input), {
+      engine: faultyEngine(ledger, Dataset.seededRandom(7)).pipe(
+        Layer.provide(
+          EmbeddedEngine.EmbeddedEngine.layer({ policy, decodeTokensPerSecond: 20, prefillTokensPerSecond: 0 })
+        )
+      ),
+      agent: agent(ledger, Dataset.seededRandom(2026))
+    })
   })
 
 /** Every span the run opens (the generation core, GroupPool and Supervisor work in `Effect.fn` spans). */

@@ -11,28 +11,23 @@
  * engine's weight version.
  * Synchronous and partial rollout wait for the trainer before the next step (on-policy); fully async does not.
  */
-import { Clock, Deferred, Effect, Exit, Fiber, Layer, Queue } from "effect"
+import { Clock, Context, Deferred, Effect, Exit, Fiber, Layer, Queue } from "effect"
 import { TestClock } from "effect/testing"
 import { mkdtempSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import * as Credit from "../../layers/credit/Credit.ts"
 import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
 import * as Engine from "../../layers/engine/Engine.ts"
-import * as Forests from "../../layers/generation/Forests.ts"
 import * as Generation from "../../layers/generation/Generation.ts"
 import * as Telemetry from "../../layers/observability/Telemetry.ts"
 import * as Rollout from "../../layers/rollout/Rollout.ts"
-import * as RolloutConfig from "../../layers/rollout/RolloutConfig.ts"
-import * as GroupPool from "../../layers/schedule/GroupPool.ts"
 import * as Sessions from "../../layers/schedule/Sessions.ts"
 import * as Supervisor from "../../layers/session/Supervisor.ts"
-import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import * as RolloutOptions from "../../src/config/RolloutOptions.ts"
 import * as Settings from "../../src/config/Settings.ts"
-import { creditOptions } from "../../src/index.ts"
 import * as Retention from "../../src/schedule/Retention.ts"
 import * as AgentTurn from "../support/agentTurn.ts"
+import * as InProcessRollout from "../support/inProcessRollout.ts"
 import * as Workload from "../support/Workload.ts"
 
 export type Mode = "synchronous" | "partial" | "fully-async"
@@ -131,11 +126,6 @@ export const simulate = (options: SimOptions) =>
       prefillTokensPerSecond: 0,
       model: { eosProbability: 0 }
     }
-    const core = Layer.mergeAll(
-      Sessions.Sessions.layer,
-      Forests.Forests.layer,
-      Tokenizer.Tokenizer.layer.pipe(Layer.orDie)
-    )
     const attempts: Array<AttemptTrace> = []
     // Engine generations started and not yet ended (a generation fiber left behind keeps this above 0).
     let generating = 0
@@ -165,16 +155,12 @@ export const simulate = (options: SimOptions) =>
         } satisfies Engine.EngineShape
       }).pipe(Effect.flatMap((engine) => options.wrapEngine?.(engine) ?? Effect.succeed(engine)))
     ).pipe(Layer.provide(EmbeddedEngine.EmbeddedEngine.layer(engineOptions)))
-    const generation = Generation.Generation.layer({}).pipe(
-      Layer.provideMerge(recording),
-      Layer.provideMerge(core)
-    )
-    const services = Layer.succeedContext(yield* Layer.build(generation))
+    const services = yield* InProcessRollout.generationServices(settings, recording)
 
     const traces: Array<SessionTrace> = []
     let running = 0
     let peakAgents = 0
-    const agent: Supervisor.InProcessAgent = (input) =>
+    const agent = (provided: Layer.Layer<InProcessRollout.GenerationServices>): Supervisor.InProcessAgent => (input) =>
       Effect.gen(function*() {
         const sessions = yield* Sessions.Sessions
         const generate = yield* Generation.Generation
@@ -214,19 +200,7 @@ export const simulate = (options: SimOptions) =>
             })
           )
         )
-      }).pipe(Effect.provide(services))
-
-    const rolloutLayer = Rollout.Rollout.layer.pipe(
-      Layer.provide(Layer.mergeAll(
-        RolloutConfig.RolloutConfig.layerSettings(settings),
-        Supervisor.Supervisor.layerInProcess(agent, { timeoutSeconds: settings.agentTimeout }),
-        Credit.Credit.layer(creditOptions(settings)).pipe(Layer.orDie),
-        GroupPool.GroupPool.layer.pipe(Layer.provide(Telemetry.Telemetry.layerSink(sink))),
-        Telemetry.Telemetry.layerSink(sink),
-        services
-      )),
-      Layer.orDie
-    )
+      }).pipe(Effect.provide(provided))
 
     const mode = Settings.retentionMode(settings)
     const calls = Retention.stepCount(mode, options.steps)
@@ -236,19 +210,14 @@ export const simulate = (options: SimOptions) =>
 
     const run = Effect.scoped(Effect.gen(function*() {
       // Built before the clock moves: loading the dataset is real I/O.
-      const context = yield* Layer.build(rolloutLayer)
+      const context = yield* InProcessRollout.rolloutOf(settings, services, agent, sink)
       const rollout = yield* Effect.provide(
         Effect.gen(function*() {
           return yield* Rollout.Rollout
         }),
         context
       )
-      const engine = yield* Effect.provide(
-        Effect.gen(function*() {
-          return yield* Engine.Engine
-        }),
-        services
-      )
+      const engine = Context.get(services, Engine.Engine)
       const trained = yield* Queue.unbounded<number>()
       const start = yield* Clock.currentTimeMillis
       // The trainer: one training per complete partition (a step's batch), then a weight update (which aborts the

@@ -6,22 +6,15 @@ import { assert, describe, it } from "@effect/vitest"
 import { Clock, Effect, Fiber, Layer } from "effect"
 import { TestClock } from "effect/testing"
 import { join, resolve } from "node:path"
-import * as Credit from "../../layers/credit/Credit.ts"
 import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
-import type * as Engine from "../../layers/engine/Engine.ts"
-import * as Forests from "../../layers/generation/Forests.ts"
 import * as Generation from "../../layers/generation/Generation.ts"
-import * as Telemetry from "../../layers/observability/Telemetry.ts"
 import * as Rollout from "../../layers/rollout/Rollout.ts"
-import * as RolloutConfig from "../../layers/rollout/RolloutConfig.ts"
-import * as GroupPool from "../../layers/schedule/GroupPool.ts"
 import * as Sessions from "../../layers/schedule/Sessions.ts"
 import * as Supervisor from "../../layers/session/Supervisor.ts"
-import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import * as RolloutOptions from "../../src/config/RolloutOptions.ts"
 import * as Settings from "../../src/config/Settings.ts"
-import { creditOptions } from "../../src/index.ts"
 import * as AgentTurn from "../support/agentTurn.ts"
+import * as InProcessRollout from "../support/inProcessRollout.ts"
 
 const fixtures = resolve(import.meta.dirname, "../fixtures/rollout")
 
@@ -32,59 +25,29 @@ interface Trace {
 }
 
 /** An agent that starts up for `startup` seconds, asks the model twice, and exports implicitly. */
-const agent = (traces: Array<Trace>, startup: number): Supervisor.InProcessAgent => (input) =>
-  Effect.gen(function*() {
-    const sessions = yield* Sessions.Sessions
-    const generation = yield* Generation.Generation
-    const trace: Trace = { mode: input.rolloutMode, start: yield* Clock.currentTimeMillis, end: -1 }
-    traces.push(trace)
-    yield* Effect.sleep(`${startup} seconds`)
-    const entry = yield* sessions.lookup(input.sessionId)
-    const messages: Array<unknown> = [...(input.input.messages ?? [])]
-    for (let turn = 0; turn < 2; turn++) {
-      const completion = yield* AgentTurn.agentTurn(generation, entry, messages)
-      messages.push({ role: "assistant", content: completion.content }, { role: "user", content: "Check your answer." })
-    }
-    trace.end = yield* Clock.currentTimeMillis
-    return { reward: trace.start % 2 }
-  }).pipe(Effect.provide(services))
-
-// The agents reach the generation core through the same service instances the rollout uses.
-let services: Layer.Layer<
-  Sessions.Sessions | Generation.Generation | Forests.Forests | Tokenizer.Tokenizer | Engine.Engine
->
+const agent =
+  (traces: Array<Trace>, startup: number) =>
+  (services: Layer.Layer<InProcessRollout.GenerationServices>): Supervisor.InProcessAgent =>
+  (input) =>
+    Effect.gen(function*() {
+      const sessions = yield* Sessions.Sessions
+      const generation = yield* Generation.Generation
+      const trace: Trace = { mode: input.rolloutMode, start: yield* Clock.currentTimeMillis, end: -1 }
+      traces.push(trace)
+      yield* Effect.sleep(`${startup} seconds`)
+      const entry = yield* sessions.lookup(input.sessionId)
+      yield* AgentTurn.checkedTurns(generation, entry, input.input.messages ?? [], 2)
+      trace.end = yield* Clock.currentTimeMillis
+      return { reward: trace.start % 2 }
+    }).pipe(Effect.provide(services))
 
 const build = (input: RolloutOptions.RolloutOptionsInput, traces: Array<Trace>, startup: number) =>
   Effect.gen(function*() {
-    const settings = yield* Settings.resolve(input)
-    const sink = Telemetry.memorySink()
     const policy = (request: { readonly turn: number }) => `Answer ${request.turn}: 4.`
-    const core = Layer.mergeAll(
-      Sessions.Sessions.layer,
-      Forests.Forests.layer,
-      Tokenizer.Tokenizer.layer.pipe(Layer.orDie)
-    )
-    const generation = Generation.Generation.layer({}).pipe(
-      Layer.provideMerge(
-        EmbeddedEngine.EmbeddedEngine.layer({ policy, decodeTokensPerSecond: 10, prefillTokensPerSecond: 0 })
-      ),
-      Layer.provideMerge(core)
-    )
-    const built = yield* Layer.build(generation)
-    services = Layer.succeedContext(built)
-    const rollout = Rollout.Rollout.layer.pipe(
-      Layer.provide(Layer.mergeAll(
-        RolloutConfig.RolloutConfig.layerSettings(settings),
-        Supervisor.Supervisor.layerInProcess(agent(traces, startup), { timeoutSeconds: settings.agentTimeout }),
-        Credit.Credit.layer(creditOptions(settings)).pipe(Layer.orDie),
-        GroupPool.GroupPool.layer.pipe(Layer.provide(Telemetry.Telemetry.layerSink(sink))),
-        Telemetry.Telemetry.layerSink(sink),
-        services
-      )),
-      Layer.orDie
-    )
-    // Built before the clock moves: loading the dataset is real I/O.
-    return { rollout: Layer.succeedContext(yield* Layer.build(rollout)), sink }
+    return yield* InProcessRollout.build(yield* Settings.resolve(input), {
+      engine: EmbeddedEngine.EmbeddedEngine.layer({ policy, decodeTokensPerSecond: 10, prefillTokensPerSecond: 0 }),
+      agent: agent(traces, startup)
+    })
   })
 
 describe("whole rollouts under the TestClock", () => {

@@ -19,3 +19,26 @@ export const agentTurn = (
       Requests.canonicalRequest({ messages }, maxTokens === undefined ? {} : { maxTokens })
     )
   })
+
+/**
+ * `turns` model turns of a test agent's conversation that starts at `messages`: each answer is followed by "Check your
+ * answer." After each turn `afterTurn` runs (the test's fault for that turn: it may fail, or never end).
+ */
+export const checkedTurns = <E = never>(
+  generation: Generation.GenerationShape,
+  entry: Sessions.SessionEntry,
+  messages: ReadonlyArray<unknown>,
+  turns: number,
+  afterTurn: (turn: number) => Effect.Effect<void, E> = () => Effect.void
+) =>
+  Effect.gen(function*() {
+    const conversation = [...messages]
+    for (let turn = 0; turn < turns; turn++) {
+      const completion = yield* agentTurn(generation, entry, conversation)
+      conversation.push({ role: "assistant", content: completion.content }, {
+        role: "user",
+        content: "Check your answer."
+      })
+      yield* afterTurn(turn)
+    }
+  })
