@@ -3,7 +3,7 @@
  * gateway sent it over the cluster (`ForwardRoute.ts`), and this runner answers it as its gateway answers a request
  * sent to it directly, as one value instead of written to a socket.
  */
-import { Clock, Effect, Exit, Result } from "effect"
+import { Clock, Effect, Exit, identity, Option, Result } from "effect"
 import { randomBytes } from "node:crypto"
 import type * as ClusterWire from "../../src/cluster/ClusterWire.ts"
 import type * as Completion from "../../src/protocol/Completion.ts"
@@ -11,9 +11,11 @@ import * as ErrorAnswer from "../../src/protocol/ErrorAnswer.ts"
 import * as JsonBody from "../../src/protocol/JsonBody.ts"
 import * as ProtocolError from "../../src/protocol/ProtocolError.ts"
 import * as Sse from "../../src/protocol/Sse.ts"
+import * as Received from "../../src/replay/Received.ts"
 import * as Answer from "../gateway/Answer.ts"
 import * as ModelRoute from "../gateway/ModelRoute.ts"
 import * as Generation from "../generation/Generation.ts"
+import * as ReplayRecorder from "../generation/ReplayRecorder.ts"
 import * as Sessions from "../schedule/Sessions.ts"
 
 const jsonAnswer = (
@@ -45,6 +47,8 @@ export const make = (
   Effect.gen(function*() {
     const sessions = yield* Sessions.Sessions
     const generation = yield* Generation.Generation
+    // With debug dumps, the body and the answer go into the Session's replay record, as the model route's do.
+    const recording = Option.isSome(yield* Effect.serviceOption(ReplayRecorder.ReplayRecorder))
     return (request) =>
       Effect.gen(function*() {
         const adapter = ModelRoute.adapterOf("POST", request.path)
@@ -73,30 +77,34 @@ export const make = (
             ? { kind: "sse", status: 200, headers: {}, body: Sse.encodeAll(adapter.renderSseError(discarded, context)) }
             : error(discarded)
         }
+        const exchange = recording ? ReplayRecorder.exchangeOf(request.body) : undefined
         const exit: Answer.Outcome = yield* generation.generate(session.success, canonical).pipe(
+          exchange === undefined ? identity : Effect.provideService(ReplayRecorder.CurrentExchange, exchange),
           Effect.catch(Answer.failGeneration),
           Effect.exit
         )
         // The Session is held here: the answer names this gateway, so the Group's next requests take the direct hop.
         const owner = options.gateway === undefined ? {} : { gateway: options.gateway }
         if (!canonical.stream) {
-          if (Exit.isFailure(exit)) return { ...error(Answer.failureError(exit)), ...owner }
-          const rendered = Result.try(() => JSON.stringify(adapter.renderJson(exit.value, canonical)))
-          return Result.isFailure(rendered)
-            ? { ...error(ProtocolError.GatewayError.internal("render")), ...owner }
-            : {
-              kind: "json",
-              status: 200,
-              headers: {},
-              body: rendered.success,
-              ...owner
-            } satisfies ClusterWire.ForwardedResponse
+          const rendered = Exit.isFailure(exit)
+            ? Result.fail(Answer.failureError(exit))
+            : Result.try({
+              try: () => JSON.stringify(adapter.renderJson(exit.value, canonical)),
+              catch: () => ProtocolError.GatewayError.internal("render")
+            })
+          const answer = Result.isFailure(rendered)
+            ? error(rendered.failure)
+            : { kind: "json", status: 200, headers: {}, body: rendered.success } as const
+          exchange?.answered?.(Received.ofJson(answer.status, answer.body))
+          return { ...answer, ...owner } satisfies ClusterWire.ForwardedResponse
         }
+        const frames = Answer.renderTerminal(adapter, canonical, context, exit)
+        exchange?.answered?.(Received.ofFrames(200, frames))
         return {
           kind: "sse",
           status: 200,
           headers: {},
-          body: Sse.encodeAll(Answer.renderTerminal(adapter, canonical, context, exit)),
+          body: Sse.encodeAll(frames),
           ...owner
         } satisfies ClusterWire.ForwardedResponse
       })

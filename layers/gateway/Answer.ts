@@ -9,7 +9,9 @@ import type * as Completion from "../../src/protocol/Completion.ts"
 import * as ErrorAnswer from "../../src/protocol/ErrorAnswer.ts"
 import * as ProtocolError from "../../src/protocol/ProtocolError.ts"
 import * as Sse from "../../src/protocol/Sse.ts"
+import * as Received from "../../src/replay/Received.ts"
 import type * as Generation from "../generation/Generation.ts"
+import type * as ReplayRecorder from "../generation/ReplayRecorder.ts"
 import * as FairScheduler from "../platform/FairScheduler.ts"
 import * as Exchange from "./NodeExchange.ts"
 
@@ -41,9 +43,11 @@ export const sendError = (
   ex: Exchange.Exchange,
   adapter: Completion.Adapter,
   error: ProtocolError.AnyError,
-  headers?: Readonly<Record<string, string>>
+  headers?: Readonly<Record<string, string>>,
+  recorded?: ReplayRecorder.GatewayExchange
 ): void => {
   const answer = ErrorAnswer.render(adapter, error)
+  recorded?.answered?.(Received.ofJson(answer.status, answer.body))
   Exchange.sendJson(
     ex,
     answer.status,

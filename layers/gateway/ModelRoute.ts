@@ -13,7 +13,7 @@
  * implemented in `layers/cluster/`): it takes the ones for Sessions another runner holds. Without it (single-process
  * mode) a request's path is this route → generation → engine, and a Session this process does not hold is a 404.
  */
-import { Clock, Context, Duration, Effect, Exit, Fiber, Option, Result, Scheduler, type Scope } from "effect"
+import { Clock, Context, Duration, Effect, Exit, Fiber, identity, Option, Result, Scheduler, type Scope } from "effect"
 import { FindMyWay } from "effect/http"
 import { randomBytes } from "node:crypto"
 import type { IncomingMessage, ServerResponse } from "node:http"
@@ -25,7 +25,9 @@ import * as Messages from "../../src/protocol/Messages.ts"
 import * as ProtocolError from "../../src/protocol/ProtocolError.ts"
 import * as Responses from "../../src/protocol/Responses.ts"
 import * as Sse from "../../src/protocol/Sse.ts"
+import * as Received from "../../src/replay/Received.ts"
 import * as Generation from "../generation/Generation.ts"
+import * as ReplayRecorder from "../generation/ReplayRecorder.ts"
 import * as Instruments from "../observability/Instruments.ts"
 import * as FairScheduler from "../platform/FairScheduler.ts"
 import * as StepSpan from "../platform/StepSpan.ts"
@@ -91,6 +93,7 @@ export const make = (
       sessions: yield* Sessions.Sessions,
       generation: yield* Generation.Generation,
       tracing: StepSpan.isTracingIn(context),
+      recording: Option.isSome(yield* Effect.serviceOption(ReplayRecorder.ReplayRecorder)),
       run: (effect) => {
         Fiber.runIn(Effect.runForkWith(context)(effect), scope)
       }
@@ -134,6 +137,8 @@ interface RouteEnv extends Options {
   readonly generation: Generation.GenerationShape
   /** Whether a tracer is installed (StepSpan): then a request is the span `Gateway.handle`, its trace's root. */
   readonly tracing: boolean
+  /** Whether requests are recorded for replay (debug dumps): the body and the answer go to the recorder. */
+  readonly recording: boolean
   /**
    * Run one request's fiber on the gateway's context (its scheduler, clock, logger and tracer) in the gateway's
    * scope: a client that disconnects does not interrupt it, so a started generation completes and is committed.
@@ -195,18 +200,20 @@ const serveModel = (
         known: echo.known === undefined ? undefined : { state: echo.known.state, messages: echo.known.messages.length }
       }
     }
-    return { session: session.success, canonical } as const
+    const exchange = env.recording ? ReplayRecorder.exchangeOf(bytes) : undefined
+    return { session: session.success, canonical, exchange } as const
   })
   const handled = Effect.gen(function*() {
     // The parsed body is not held while the request waits: only the canonical request it decoded to.
     const accepted = yield* accept
     if (accepted === undefined) return
-    const { session, canonical } = accepted
+    const { session, canonical, exchange } = accepted
     // One request is one trace; it links to its Session's span (docs/observability.md, "Traces").
     if (env.tracing && session.span !== undefined) {
       yield* StepSpan.linkTo(session.span, { sessionId: session.sessionId })
     }
     const generation: Effect.Effect<Answer.Outcome> = env.generation.generate(session, canonical).pipe(
+      exchange === undefined ? identity : Effect.provideService(ReplayRecorder.CurrentExchange, exchange),
       Effect.catch(Answer.failGeneration),
       Effect.exit
     )
@@ -217,11 +224,13 @@ const serveModel = (
       // The answer arrived in an I/O or promise callback: render and write it as a task; a client gone meanwhile is a 499.
       yield* FairScheduler.continueAsTask
       phase.set("answered")
-      if (Exit.isFailure(exit)) return Answer.sendError(ex, adapter, Answer.failureError(exit))
+      if (Exit.isFailure(exit)) return Answer.sendError(ex, adapter, Answer.failureError(exit), undefined, exchange)
       const rendered = Result.try(() => JSON.stringify(adapter.renderJson(exit.value, canonical)))
-      return Result.isFailure(rendered)
-        ? Answer.sendError(ex, adapter, ProtocolError.GatewayError.internal("render"))
-        : Exchange.sendJson(ex, 200, rendered.success)
+      if (Result.isFailure(rendered)) {
+        return Answer.sendError(ex, adapter, ProtocolError.GatewayError.internal("render"), undefined, exchange)
+      }
+      exchange?.answered?.(Received.ofJson(200, rendered.success))
+      return Exchange.sendJson(ex, 200, rendered.success)
     }
 
     const context: Completion.FailureContext = {
@@ -245,7 +254,9 @@ const serveModel = (
     yield* FairScheduler.continueAsTask
     yield* Fiber.interrupt(heartbeats)
     if (Exchange.writable(ex)) {
-      ex.response.end(Sse.encodeAll(Answer.renderTerminal(adapter, canonical, context, exit)))
+      const terminal = Answer.renderTerminal(adapter, canonical, context, exit)
+      exchange?.answered?.(Received.ofFrames(200, terminal))
+      ex.response.end(Sse.encodeAll(terminal))
     }
   })
   env.run(handleSpan(env, adapter, handled))

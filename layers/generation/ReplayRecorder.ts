@@ -13,6 +13,7 @@
 import { Clock, Context, Effect, Exit, Layer } from "effect"
 import type * as Canonical from "../../src/protocol/Canonical.ts"
 import type * as Completion from "../../src/protocol/Completion.ts"
+import * as Received from "../../src/replay/Received.ts"
 import * as Record from "../../src/replay/Record.ts"
 import * as Engine from "../engine/Engine.ts"
 import type * as Sessions from "../schedule/Sessions.ts"
@@ -28,20 +29,55 @@ const CurrentDraft = Context.Reference<Draft | undefined>("relax-agentic/Current
   defaultValue: () => undefined
 })
 
+/**
+ * The gateway's side of a request being recorded: the body it received, and (set by the recorder) where the answer
+ * the agent received goes once the gateway sent it.
+ */
+export interface GatewayExchange {
+  readonly body: Received.Json
+  answered: ((answer: Received.Answer) => void) | undefined
+}
+
+/** The gateway exchange of the request the running fiber generates (none for a request made without the gateway). */
+export const CurrentExchange = Context.Reference<GatewayExchange | undefined>("relax-agentic/CurrentExchange", {
+  defaultValue: () => undefined
+})
+
+/** A gateway exchange for a received body (parsed; its text when it is not JSON). */
+export const exchangeOf = (bytes: Uint8Array | string): GatewayExchange => {
+  const text = typeof bytes === "string" ? bytes : new TextDecoder().decode(bytes)
+  let body: Received.Json
+  try {
+    body = JSON.parse(text)
+  } catch {
+    body = text
+  }
+  return { body, answered: undefined }
+}
+
 /** A Session's record while it runs. */
 interface Recording {
   readonly startedAt: number
   /** In arrival order; each filled in when its request ends. */
   readonly requests: Array<{ value: Record.Request }>
   previous: Canonical.State | undefined
+  previousBody: Received.JsonObject | undefined
   info: Pick<Record.SessionRecord, "mode" | "sampling" | "max_context_len"> | undefined
 }
 
 export interface RecorderShape {
   /** Start a Session's record (when it is registered: its agent launches right after). */
   readonly begin: (sessionId: string) => Effect.Effect<void>
-  /** The Session's record (and forget it); `undefined` when it was never begun. */
-  readonly take: (sessionId: string) => Effect.Effect<Record.SessionRecord | undefined>
+  /**
+   * The Session's record (and forget it); `undefined` when it was never begun. `committed`: the request ids its forest
+   * names as a response's (`request_id`): those requests' attempts keep their counts only, their ids and logprobs
+   * being that response's. A request whose response was already in the forest (another request generated the same
+   * one) keeps them.
+   */
+  readonly take: (
+    sessionId: string,
+    committed: (rid: string) => boolean
+  ) => Effect.Effect<Record.SessionRecord | undefined>
   readonly wrapGeneration: (inner: Generation.GenerationShape) => Generation.GenerationShape
   readonly wrapEngine: (inner: Engine.EngineShape) => Engine.EngineShape
 }
@@ -69,7 +105,8 @@ export const make = (generation: Record.GenerationSettings) =>
     const wrapGeneration = (inner: Generation.GenerationShape): Generation.GenerationShape => ({
       ...inner,
       generate: (session, request) =>
-        Effect.suspend(() => {
+        Effect.withFiber((fiber) => {
+          const exchange = fiber.getRef(CurrentExchange)
           const recording = recordings.get(session.sessionId)
           if (recording === undefined) return inner.generate(session, request)
           recording.info ??= {
@@ -82,6 +119,9 @@ export const make = (generation: Record.GenerationSettings) =>
           const delta = Record.delta(recording.previous, request.state)
           recording.previous = request.state
           const draft: Draft = { attempts: [] }
+          const body = exchange !== undefined && Received.isObject(exchange.body) ? exchange.body : undefined
+          const bodyDelta = body === undefined ? undefined : Received.bodyDelta(recording.previousBody, body)
+          if (body !== undefined) recording.previousBody = body
           const slot = {
             value: {
               at,
@@ -96,10 +136,16 @@ export const make = (generation: Record.GenerationSettings) =>
               logprobs: request.logprobs,
               ...(request.topLogprobs === undefined ? {} : { top_logprobs: request.topLogprobs }),
               rollout_ids: [firstRollout, firstRollout],
-              attempts: draft.attempts
+              attempts: draft.attempts,
+              ...(bodyDelta === undefined ? {} : { body: bodyDelta })
             } satisfies Record.Request as Record.Request
           }
           recording.requests.push(slot)
+          if (exchange !== undefined) {
+            exchange.answered = (answer) => {
+              slot.value = { ...slot.value, answer }
+            }
+          }
           return inner.generate(session, request).pipe(
             Effect.provideService(CurrentDraft, draft),
             Effect.onExit((exit) =>
@@ -108,11 +154,7 @@ export const make = (generation: Record.GenerationSettings) =>
                   ...slot.value,
                   done_at: now(),
                   rollout_ids: [firstRollout, session.rolloutId()],
-                  // A committed response holds the attempts' ids and logprobs: the record keeps their counts only.
-                  attempts: Exit.isSuccess(exit)
-                    ? draft.attempts.map(({ ids: _ids, logprobs: _logprobs, ...attempt }) => attempt)
-                    : draft.attempts,
-                  ...(Exit.isSuccess(exit) ? { answer: Record.answerOf(exit.value) } : { error: errorTag(exit) })
+                  ...(Exit.isSuccess(exit) ? {} : { error: errorTag(exit) })
                 }
               })
             )
@@ -149,10 +191,16 @@ export const make = (generation: Record.GenerationSettings) =>
 
     const begin = (sessionId: string) =>
       Effect.sync(() => {
-        recordings.set(sessionId, { startedAt: now(), requests: [], previous: undefined, info: undefined })
+        recordings.set(sessionId, {
+          startedAt: now(),
+          requests: [],
+          previous: undefined,
+          previousBody: undefined,
+          info: undefined
+        })
       })
 
-    const take = (sessionId: string) =>
+    const take = (sessionId: string, committed: (rid: string) => boolean) =>
       Effect.sync((): Record.SessionRecord | undefined => {
         const recording = recordings.get(sessionId)
         recordings.delete(sessionId)
@@ -171,7 +219,13 @@ export const make = (generation: Record.GenerationSettings) =>
           },
           max_context_len: recording.info?.max_context_len ?? null,
           started_at: recording.startedAt,
-          requests: recording.requests.map((slot) => slot.value)
+          requests: recording.requests.map(({ value }) => {
+            const rid = value.attempts[0]?.rid
+            // A committed response holds the attempts' ids and logprobs: the record keeps their counts only.
+            return value.error === undefined && rid !== undefined && committed(rid)
+              ? { ...value, attempts: value.attempts.map(({ ids: _ids, logprobs: _logprobs, ...attempt }) => attempt) }
+              : value
+          })
         }
       })
 

@@ -20,9 +20,12 @@ import * as ParserRegistry from "../../src/parsers/ParserRegistry.ts"
 import type * as Canonical from "../../src/protocol/Canonical.ts"
 import type * as Completion from "../../src/protocol/Completion.ts"
 import * as Compare from "../../src/replay/Compare.ts"
+import * as Received from "../../src/replay/Received.ts"
 import * as Record from "../../src/replay/Record.ts"
 import * as Recorded from "../../src/replay/Recorded.ts"
 import * as Engine from "../engine/Engine.ts"
+import * as Answer from "../gateway/Answer.ts"
+import * as Gateway from "../gateway/Gateway.ts"
 import * as Forests from "../generation/Forests.ts"
 import * as Generation from "../generation/Generation.ts"
 import * as Sessions from "../schedule/Sessions.ts"
@@ -58,7 +61,7 @@ export interface ReplayReport {
 
 /** The input of `replay` or `rescore` cannot be used: what was wrong and what to do. */
 export class ReplayInputError extends Data.TaggedError("ReplayInputError")<{
-  readonly reason: "read" | "unknown-session" | "settings"
+  readonly reason: "read" | "unknown-session" | "settings" | "gateway"
   readonly path: string
   readonly detail: string
 }> {
@@ -73,6 +76,9 @@ export class ReplayInputError extends Data.TaggedError("ReplayInputError")<{
           "<path>` lists them, or `jq -r .session_id <dump>`"
       case "settings":
         return `${this.path}: ${this.detail}`
+      case "gateway":
+        return `replay's gateway at ${this.path} failed (${this.detail}); it serves on 127.0.0.1, port 0: ` +
+          "check that loopback connections are allowed"
     }
   }
 }
@@ -253,11 +259,43 @@ export const sessionEntry = (recorded: Recorded.Session, rolloutId: () => number
   }
 }
 
-/** Replay one Session on the generation services; its first divergence, if any. */
+/** Where each protocol's requests are sent (the `/v1` paths, as the SDKs call them). */
+const protocolPaths: Readonly<Record<Record.Request["protocol"], string>> = {
+  chat: "/v1/chat/completions",
+  responses: "/v1/responses",
+  messages: "/v1/messages"
+}
+
+/** Send one recorded body to the gateway as the agent did; what the agent received (SSE: its terminal frames). */
+const send = (
+  baseUrl: string,
+  sessionId: string,
+  protocol: Record.Request["protocol"],
+  body: Received.JsonObject
+): Effect.Effect<Received.Answer, ReplayInputError> =>
+  Effect.tryPromise({
+    try: async () => {
+      const response = await fetch(`${baseUrl}${protocolPaths[protocol]}`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${sessionId}`, "content-type": "application/json" },
+        body: JSON.stringify(body)
+      })
+      const text = await response.text()
+      if (!(response.headers.get("content-type") ?? "").startsWith("text/event-stream")) {
+        return Received.ofJson(response.status, text)
+      }
+      const frames = Answer.sseFrames[protocol]
+      return { status: response.status, frames: Received.framesOfText(text, [frames.connected, frames.heartbeat]) }
+    },
+    catch: (error) => new ReplayInputError({ reason: "gateway", path: baseUrl, detail: String(error) })
+  })
+
+/** Replay one Session through the gateway; its first divergence, if any. */
 const replaySession = (recorded: Recorded.Session, script: ReturnType<typeof scriptEngine>) =>
   Effect.gen(function*() {
     const forests = yield* Forests.Forests
-    const generation = yield* Generation.Generation
+    const sessions = yield* Sessions.Sessions
+    const gateway = yield* Gateway.Gateway
     const tokenizer = yield* Tokenizer.Tokenizer
     const { record } = recorded
     const first = recorded.samples[0]
@@ -269,18 +307,22 @@ const replaySession = (recorded: Recorded.Session, script: ReturnType<typeof scr
     let steps: readonly [number, number] = [0, 0]
     // The step as the recording saw it when the request arrived, then (once its last answer is served) when it ended.
     const entry = sessionEntry(recorded, () => script.served() > 0 && script.done() ? steps[1] : steps[0])
+    yield* sessions.register(entry)
     const byHash = new Map(recorded.forest.nodes.map((n) => [n.hash, n]))
-    let previous: Canonical.State | undefined
+    let previous: Received.JsonObject | undefined
     for (let i = 0; i < record.requests.length; i++) {
       const request = record.requests[i]!
       const number = i + 1
-      const state = Record.stateOf(previous, request)
-      previous = state
+      if (request.body === undefined) {
+        return Compare.values(number, "body", "(not recorded: the request did not come through the gateway)", "")
+      }
+      const body = Received.bodyOf(previous, request.body)
+      previous = body
       const answers = recordedAnswers(request, recorded.forest)
       script.load(answers)
       const before = forest.nodes.size
       steps = request.rollout_ids
-      const exit = yield* Effect.exit(generation.generate(entry, canonicalOf(request, state)))
+      const answer = yield* send(gateway.baseUrl, recorded.sessionId, request.protocol, body)
       const added = ForestDump.ofForest(forest).nodes.slice(before)
       const rid = request.attempts[0]?.rid
       const recordedResponse = rid === undefined
@@ -299,17 +341,7 @@ const replaySession = (recorded: Recorded.Session, script: ReturnType<typeof scr
             ? Compare.values(number, "response state_hash", recordedResponse?.hash, nowResponse?.hash)
             : Compare.response(number, recordedResponse, nowResponse),
         () => Compare.values(number, "engine attempts", answers.length, script.served()),
-        () =>
-          Exit.isSuccess(exit)
-            ? request.answer === undefined
-              ? Compare.values(number, "answer", request.error ?? "(none)", "an answer")
-              : Compare.answer(number, request.answer, Record.answerOf(exit.value))
-            : Compare.values(
-              number,
-              "answer",
-              request.answer === undefined ? request.error : "an answer",
-              errorTag(exit)
-            )
+        () => Compare.answer(number, request.answer, answer)
       )
       if (divergence !== undefined) return divergence
     }
@@ -331,11 +363,14 @@ const replaySession = (recorded: Recorded.Session, script: ReturnType<typeof scr
     return undefined
   })
 
-/** {@link replaySession}, its forest removed afterwards. */
+/** {@link replaySession}, its Session and forest removed afterwards. */
 const replayAndForget = (recorded: Recorded.Session, script: ReturnType<typeof scriptEngine>) =>
   Effect.flatMap(
-    Forests.Forests,
-    (forests) => replaySession(recorded, script).pipe(Effect.ensuring(forests.remove(recorded.sessionId)))
+    Effect.all([Forests.Forests, Sessions.Sessions]),
+    ([forests, sessions]) =>
+      replaySession(recorded, script).pipe(
+        Effect.ensuring(Effect.andThen(sessions.remove(recorded.sessionId), forests.remove(recorded.sessionId)))
+      )
   )
 
 /** The tag of a failed request's error (`interrupted` when it was interrupted). */
@@ -354,7 +389,10 @@ export const tokenizerLayer = (path: string, directory: string | null) =>
     )
   )
 
-/** The generation services of a replay: the recorded settings with `options`' changes, over the script engine. */
+/**
+ * The services of a replay: a gateway on loopback (port 0) over the generation core, with the recorded settings and
+ * `options`' changes, over the script engine.
+ */
 const servicesOf = (
   path: string,
   settings: Record.GenerationSettings,
@@ -363,7 +401,9 @@ const servicesOf = (
   script: ReturnType<typeof scriptEngine>
 ) => {
   const tokenizer = tokenizerLayer(path, options.tokenizer ?? settings.tokenizer)
-  return Generation.Generation.layer(generation).pipe(
+  return Gateway.Gateway.layer({ host: "127.0.0.1", port: 0 }).pipe(
+    Layer.provideMerge(Sessions.Sessions.layer),
+    Layer.provideMerge(Generation.Generation.layer(generation)),
     Layer.provideMerge(Forests.Forests.layer),
     Layer.provideMerge(Layer.succeed(Engine.Engine, script.engine)),
     Layer.provideMerge(tokenizer)
@@ -402,7 +442,13 @@ export const replay = (
             line: Compare.line(session.sessionId, requests, divergence)
           })
         }
-      }).pipe(Effect.provide(servicesOf(path, settings, options, generation, script)))
+      }).pipe(
+        Effect.provide(servicesOf(path, settings, options, generation, script)),
+        Effect.catchTag(
+          "ServeError",
+          (error) => Effect.fail(new ReplayInputError({ reason: "gateway", path, detail: error.message }))
+        )
+      )
     }
     return {
       sessions: outcomes,

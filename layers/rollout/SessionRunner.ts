@@ -222,7 +222,7 @@ const make = Effect.gen(function*() {
         const sessionGate = !eval_ && retains ? yield* gate.register(sessionId, budget) : undefined
         if (recorder !== undefined) {
           yield* recorder.begin(sessionId)
-          yield* Effect.addFinalizer(() => Effect.asVoid(recorder.take(sessionId)))
+          yield* Effect.addFinalizer(() => Effect.asVoid(recorder.take(sessionId, () => true)))
         }
         yield* sessions.register({
           sessionId,
@@ -282,7 +282,8 @@ const make = Effect.gen(function*() {
         const samples = yield* visionInputs.attach(built)
         // The whole forest goes into the debug dump once per Session (its first context), and only when dumps are on.
         const dump = settings.saveDebugRolloutData === undefined ? undefined : ForestDump.ofForest(forest)
-        const replay = recorder === undefined ? undefined : yield* recorder.take(sessionId)
+        const committed = new Set(dump?.nodes.flatMap((n) => n.request_id === undefined ? [] : [n.request_id]))
+        const replay = recorder === undefined ? undefined : yield* recorder.take(sessionId, (rid) => committed.has(rid))
         if (replay !== undefined) {
           // Its Group's Reward is timed (and counted) once the Group is scored.
           for (const [phase, spent] of Object.entries(Timeline.totals(replay))) {

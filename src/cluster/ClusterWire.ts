@@ -14,6 +14,8 @@
 import { Schema } from "effect"
 import * as DebugView from "../forest/DebugView.ts"
 import * as TrainingSample from "../forest/TrainingSample.ts"
+import * as ForestDump from "../inspect/ForestDump.ts"
+import * as ReplayRecord from "../replay/Record.ts"
 import * as Dataset from "../schedule/Dataset.ts"
 import * as ClusterError from "./ClusterError.ts"
 
@@ -40,7 +42,13 @@ export const ContextDebug = Schema.Struct({
     generations: Schema.Int,
     parserFailures: Schema.Int,
     droppedToolCalls: Schema.Int
-  })
+  }),
+  /**
+   * With debug dumps, on a Session's first context: its whole forest and its replay record (docs/debugging.md), as
+   * the JSON text the dump holds (their one-pass array Schemas have no binary layout).
+   */
+  forest: Schema.optionalKey(Schema.fromJsonString(ForestDump.ForestDump)),
+  replay: Schema.optionalKey(Schema.fromJsonString(ReplayRecord.SessionRecord))
 })
 export type ContextDebug = typeof ContextDebug.Type
 

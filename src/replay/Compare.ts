@@ -9,7 +9,7 @@
 import * as StateHash from "../forest/StateHash.ts"
 import type * as Dump from "../inspect/Dump.ts"
 import type * as ForestDump from "../inspect/ForestDump.ts"
-import type * as Record from "./Record.ts"
+import * as Received from "./Received.ts"
 
 /** The first difference between a recording and its replay. */
 export interface Divergence {
@@ -97,15 +97,52 @@ export const response = (
     () => values(request, "response abort_count", recorded.abort_count, now.abort_count)
   )
 
-/** The answer the agent got, against the recorded one. */
-export const answer = (request: number, recorded: Record.Answer, now: Record.Answer): Divergence | undefined =>
-  first(
-    () => values(request, "answer content", recorded.content, now.content),
-    () => values(request, "answer reasoning", recorded.reasoning, now.reasoning),
-    () => values(request, "answer tool_calls", recorded.tool_calls, now.tool_calls),
-    () => values(request, "answer finish", recorded.finish, now.finish),
-    () => values(request, "answer usage", recorded.usage, now.usage)
+/** The path and values where two JSON values first differ (depth first, keys in the recorded order). */
+const firstPath = (
+  recorded: Received.Json | undefined,
+  now: Received.Json | undefined,
+  path: string
+): { readonly path: string; readonly recorded: unknown; readonly now: unknown } | undefined => {
+  if (StateHash.equalJson(recorded, now)) return undefined
+  if (Array.isArray(recorded) && Array.isArray(now)) {
+    const index = firstDifference(recorded, now)!
+    if (index >= recorded.length || index >= now.length) {
+      return { path: `${path}[${index}]`, recorded: recorded[index], now: now[index] }
+    }
+    return firstPath(recorded[index], now[index], `${path}[${index}]`)
+  }
+  if (recorded !== undefined && now !== undefined && Received.isObject(recorded) && Received.isObject(now)) {
+    const keys = [...Object.keys(recorded), ...Object.keys(now).filter((key) => !(key in recorded))]
+    for (const key of keys) {
+      const found = firstPath(recorded[key], now[key], path === "" ? key : `${path}.${key}`)
+      if (found !== undefined) return found
+    }
+  }
+  return { path, recorded, now }
+}
+
+/**
+ * The answer the agent received, against the recorded one, per-run values masked (`Received.perRun`): the field is
+ * `answer` and the JSON path of the first difference (`answer body.content[0].text`, `answer frames[2].data...`).
+ */
+export const answer = (
+  request: number,
+  recorded: Received.Answer | undefined,
+  now: Received.Answer | undefined
+): Divergence | undefined => {
+  const found = firstPath(
+    recorded === undefined ? undefined : Received.perRun(recorded),
+    now === undefined ? undefined : Received.perRun(now),
+    ""
   )
+  if (found === undefined) return undefined
+  return {
+    request,
+    field: found.path === "" ? "answer" : `answer ${found.path}`,
+    recorded: show(found.recorded),
+    now: show(found.now)
+  }
+}
 
 /** The sample fields replay compares (the training view). */
 export interface SampleView {

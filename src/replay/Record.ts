@@ -15,10 +15,10 @@ import type * as Settings from "../config/Settings.ts"
 import * as StateHash from "../forest/StateHash.ts"
 import * as DumpArrays from "../inspect/DumpArrays.ts"
 import * as Canonical from "../protocol/Canonical.ts"
-import type * as Completion from "../protocol/Completion.ts"
+import * as Received from "./Received.ts"
 
 /** The format version a rollout writes and `replay` reads. */
-export const version = 1
+export const version = 2
 
 /** An engine attempt's finish reason, as the engine port reports it. */
 export const Finish = Schema.Union([
@@ -51,29 +51,6 @@ export const Attempt = Schema.Struct({
 })
 export type Attempt = typeof Attempt.Type
 
-/** What the agent was answered (the protocol-neutral completion, without its random id and time). */
-export const Answer = Schema.Struct({
-  content: Schema.String,
-  reasoning: Schema.optionalKey(Schema.String),
-  tool_calls: Schema.Array(Schema.Struct({ id: Schema.String, name: Schema.String, arguments: Schema.String })),
-  finish: Schema.Literals(["stop", "length", "tool_calls", "abort"]),
-  usage: Schema.Struct({ prompt_tokens: Schema.Int, completion_tokens: Schema.Int, cached_tokens: Schema.Int })
-})
-export type Answer = typeof Answer.Type
-
-/** The answer a completion gives the agent. */
-export const answerOf = (completion: Completion.Completion): Answer => ({
-  content: completion.content,
-  ...(completion.reasoning === undefined ? {} : { reasoning: completion.reasoning }),
-  tool_calls: completion.toolCalls.map((call) => ({ id: call.id, name: call.name, arguments: call.arguments })),
-  finish: completion.finish,
-  usage: {
-    prompt_tokens: completion.usage.promptTokens,
-    completion_tokens: completion.usage.completionTokens,
-    cached_tokens: completion.usage.cachedTokens
-  }
-})
-
 /** One model request of a Session. */
 export const Request = Schema.Struct({
   /** When the gateway handed it to the generation core, and when its answer was ready. */
@@ -96,8 +73,11 @@ export const Request = Schema.Struct({
   /** The Session's step when the request arrived and when it ended (partial rollout: a later step). */
   rollout_ids: Schema.Tuple([Schema.Int, Schema.Int]),
   attempts: Schema.Array(Attempt),
-  /** The answer, or the tag of the generation error the agent got instead. */
-  answer: Schema.optionalKey(Answer),
+  /** The body as the gateway received it (absent for a request made without the gateway, e.g. from a library). */
+  body: Schema.optionalKey(Received.Body),
+  /** What the agent received (its status and JSON body, or its SSE frames). */
+  answer: Schema.optionalKey(Received.Answer),
+  /** The tag of the generation error the agent got instead of a completion. */
   error: Schema.optionalKey(Schema.String)
 })
 export type Request = typeof Request.Type

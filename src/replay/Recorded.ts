@@ -142,7 +142,7 @@ export const readFile = (file: string, text: string): Read | ReplayFormatError =
       reason: "no-record",
       file,
       line: 0,
-      detail: "written before replay records, or by a cluster runner"
+      detail: "written before replay records, or by cluster runners not given --save-debug-rollout-data"
     })
   }
   return { sessions: out, unreadable }

@@ -57,9 +57,9 @@ export interface ContextDebug {
   readonly view: DebugView.DebugView
   readonly counters: DebugCounters
   /** The Session's whole SessionForest, on the first exported context of each Session only. */
-  readonly forest?: ForestDump.ForestDump | undefined
+  readonly forest?: ForestDump.ForestDump
   /** The Session's replay record (src/replay/Record.ts), beside its forest. */
-  readonly replay?: ReplayRecord.SessionRecord | undefined
+  readonly replay?: ReplayRecord.SessionRecord
 }
 
 /** What Transfer needs of a scored Group: its start order, its size and its samples with their debug facts. */

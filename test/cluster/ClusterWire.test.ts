@@ -3,6 +3,7 @@
  * carries a Session's samples, `pixel_values` arrays included (issue 40). Regression: the `PixelArray | PixelFile`
  * union (both with `dtype: "float32"`) made the layout fail ("Binary layout sentinel collision"), every RunSession
  * stream died on its first event, the controller stopped each Session before its agent ran and cluster e2e tests hung.
+ * With debug dumps a Session's first context also carries its forest and replay record (issue 39).
  */
 import { Schema } from "effect"
 import { SchemaBinary } from "effect/encoding"
@@ -10,6 +11,8 @@ import { describe, expect, it } from "vitest"
 import * as ClusterWire from "../../src/cluster/ClusterWire.ts"
 import type * as DebugView from "../../src/forest/DebugView.ts"
 import * as TrainingSample from "../../src/forest/TrainingSample.ts"
+import type * as ForestDump from "../../src/inspect/ForestDump.ts"
+import * as ReplayRecord from "../../src/replay/Record.ts"
 
 const sample = (
   pixels: ReadonlyArray<TrainingSample.PixelArray | TrainingSample.PixelFile>
@@ -89,6 +92,81 @@ describe("ClusterWire on the cluster's binary codec", () => {
     }
     const back = Schema.decodeSync(codec)(Schema.encodeSync(codec)(event))
     expect(back._tag === "Done" ? back.result.debug : undefined).toEqual([debug])
+  })
+
+  it("a Done event with a Session's forest and replay record round-trips", () => {
+    const codec = SchemaBinary.toCodec(ClusterWire.SessionEvent)
+    const forest: ForestDump.ForestDump = {
+      root: "r",
+      nodes: [{
+        hash: "h",
+        parent: "r",
+        kind: "resp",
+        messages: [{ role: "assistant", content: [{ type: "text", text: "hi" }] }],
+        tokens: [5, 6],
+        rollout_id: 0,
+        abort_count: 0,
+        logprobs: [-0.25, -1.5]
+      }],
+      leaves: ["h"]
+    }
+    const replay: ReplayRecord.SessionRecord = {
+      version: ReplayRecord.version,
+      generation: {
+        tokenizer: null,
+        tool_call_parser: "qwen25",
+        reasoning_parser: null,
+        strict_match: false,
+        skip_special_tokens: false,
+        allow_special_tokens: false,
+        fail_unparsed_turns: false,
+        apply_chat_template_kwargs: { enable_thinking: false }
+      },
+      mode: "train",
+      sampling: { temperature: 1, top_p: 1, top_k: -1, max_new_tokens: 8, stop: [], stop_token_ids: [] },
+      max_context_len: null,
+      started_at: 1,
+      requests: [{
+        at: 2,
+        done_at: 3,
+        protocol: "messages",
+        stream: true,
+        model: "m",
+        keep: 0,
+        messages: [{ role: "user", content: "hi" }],
+        stop: [],
+        logprobs: false,
+        rollout_ids: [0, 0],
+        attempts: [{
+          at: 2,
+          done_at: 3,
+          rid: "x",
+          n: 2,
+          ids: [5, 6],
+          finish: { type: "stop" },
+          weight_version: "0",
+          prompt_tokens: 4,
+          cached_tokens: 0
+        }],
+        body: { keys: ["model", "messages"], fields: { model: "m", messages: [{ role: "user", content: "hi" }] } },
+        answer: { status: 200, frames: [{ event: "message_stop", data: { type: "message_stop" } }] }
+      }]
+    }
+    const view = {
+      session_id: "s",
+      leaf_state_hash: "h",
+      state_hashes: [],
+      terminal_status: "completed",
+      turn_count: 1,
+      turns: []
+    } as const
+    const counters = { requests: 1, generations: 1, parserFailures: 0, droppedToolCalls: 0 }
+    const event: ClusterWire.SessionEvent = {
+      _tag: "Done",
+      result: { sessionId: "s", samples: [], debug: [{ view, counters, forest, replay }], parserFailures: 0 }
+    }
+    const back = Schema.decodeSync(codec)(Schema.encodeSync(codec)(event))
+    expect(back._tag === "Done" ? back.result.debug[0] : undefined).toEqual({ view, counters, forest, replay })
   })
 
   it("a sidecar reference is refused on the wire (a defect, never sent)", () => {

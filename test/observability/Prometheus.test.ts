@@ -1,20 +1,25 @@
 /**
  * `/metrics` on the real gateway with the embedded engine: a model request through the official `openai` client, then
  * a scrape of the Prometheus text, parsed line by line; a small rollout (in-process agents on the official client,
- * through the gateway) scraped on `--metrics-port` while and after it runs. (Aborts are counted in
+ * through the gateway) scraped on `--metrics-port` while and after it runs; with debug dumps, the time-breakdown
+ * histograms (`relax_agentic_session_phase_seconds`) against the replay records of the dump. (Aborts are counted in
  * test/generation/Generation.engine.test.ts, where an engine aborts.)
  */
 import { assert, describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { PrometheusMetrics } from "effect/observability"
+import * as Fs from "node:fs"
 import * as Net from "node:net"
+import * as Os from "node:os"
 import { join, resolve } from "node:path"
 import OpenAI from "openai"
 import type { ChatCompletionMessageParam } from "openai/resources/chat/completions"
 import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
 import * as Gateway from "../../layers/gateway/Gateway.ts"
+import * as Replay from "../../layers/replay/Replay.ts"
 import type * as Supervisor from "../../layers/session/Supervisor.ts"
 import { makeRollout, memorySink, Rollout } from "../../src/index.ts"
+import * as Timeline from "../../src/replay/Timeline.ts"
 import * as Policy from "../fixtures/gateway/policy.ts"
 import * as GatewayStack from "../support/gatewayStack.ts"
 import * as Sessions from "../support/sessions.ts"
@@ -100,6 +105,18 @@ const valueOf = (
 
 const fixtures = resolve(import.meta.dirname, "../fixtures")
 
+/** An in-process agent's conversation: its prompt as the first message, and a call asking the gateway with the calc tool (a failed request retried once). */
+const conversation = (input: Parameters<Supervisor.InProcessAgent>[0]) => {
+  const client = new OpenAI({ baseURL: input.baseUrl, apiKey: input.sessionId, maxRetries: 1 })
+  const messages: Array<ChatCompletionMessageParam> = [{
+    role: "user",
+    content: String(input.input.messages?.[0]?.content ?? "")
+  }]
+  const ask = () =>
+    Effect.promise(() => client.chat.completions.create({ model: "policy", messages, tools: [Policy.calcTool] }))
+  return { messages, ask }
+}
+
 describe("Prometheus /metrics after a small rollout", () => {
   it.live(
     "exports every series: requests, latencies, lease waits, gauges, engine errors, parser failures, drift",
@@ -116,15 +133,7 @@ describe("Prometheus /metrics after a small rollout", () => {
         const agent: Supervisor.InProcessAgent = (input) =>
           Effect.gen(function*() {
             const position = started++
-            const client = new OpenAI({ baseURL: input.baseUrl, apiKey: input.sessionId, maxRetries: 1 })
-            const messages: Array<ChatCompletionMessageParam> = [{
-              role: "user",
-              content: String(input.input.messages?.[0]?.content ?? "")
-            }]
-            const ask = () =>
-              Effect.promise(() =>
-                client.chat.completions.create({ model: "policy", messages, tools: [Policy.calcTool] })
-              )
+            const { messages, ask } = conversation(input)
             const first = (yield* ask()).choices[0]!.message
             if (position === 0) during = yield* scrape(metricsUrl)
             messages.push(position === 1 ? { ...first, content: `${first.content ?? ""} (edited)` } : first)
@@ -192,6 +201,82 @@ describe("Prometheus /metrics after a small rollout", () => {
           valueOf(step.after, "relax_agentic_requests_total", { protocol: "chat", status: "200" })
         )
       }),
+    { timeout: 60_000 }
+  )
+})
+
+describe("Prometheus /metrics: the time breakdown (with debug dumps)", () => {
+  it.live(
+    "relax_agentic_session_phase_seconds: a histogram per phase holding each Session's time as its replay record says",
+    () =>
+      Effect.gen(function*() {
+        const dir = yield* Effect.acquireRelease(
+          Effect.sync(() => Fs.mkdtempSync(join(Os.tmpdir(), "relax-phases-"))),
+          (dir) => Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true }))
+        )
+        const before = parse(yield* PrometheusMetrics.format())
+        // Each agent: one question with the calc tool, its tool call answered, then a second turn.
+        const agent: Supervisor.InProcessAgent = (input) =>
+          Effect.gen(function*() {
+            const { messages, ask } = conversation(input)
+            const first = (yield* ask()).choices[0]!.message
+            messages.push(first)
+            for (const call of first.tool_calls ?? []) {
+              messages.push({ role: "tool", tool_call_id: call.id, content: "4" })
+            }
+            if ((first.tool_calls ?? []).length === 0) {
+              messages.push({ role: "user", content: "Check." })
+            }
+            messages.push((yield* ask()).choices[0]!.message)
+            return [JSON.parse(JSON.stringify({ name: "main", messages, tools: [Policy.calcTool], reward: 1 }))]
+          })
+        const result = yield* Effect.gen(function*() {
+          return yield* (yield* Rollout).runStep(0)
+        }).pipe(Effect.provide(makeRollout({
+          promptData: join(fixtures, "rollout/train.jsonl"),
+          embeddedPolicy: join(fixtures, "observability/policy.mjs"),
+          agenticToolCallParser: "qwen25",
+          agenticReasoningParser: "qwen3",
+          rolloutBatchSize: 2,
+          nSamplesPerPrompt: 2,
+          rolloutMaxResponseLen: 64,
+          agentTimeout: 60,
+          outputDir: dir,
+          saveDebugRolloutData: join(dir, "debug_{rollout_id}.jsonl")
+        }, { agent, telemetry: memorySink(), embedded: EmbeddedEngine.EmbeddedEngine.instant })))
+        assert.strictEqual(result.groups.accepted, 2)
+        const text = yield* PrometheusMetrics.format()
+        const after = parse(text)
+        const name = "relax_agentic_session_phase_seconds"
+        expect(text).toContain(`# TYPE ${name} histogram`)
+        // What each Session's replay record says it spent in each phase.
+        const records = (yield* Replay.read(dir)).sessions.map((s) => s.record)
+        expect(records.length).toBe(4)
+        const totals = records.map(Timeline.totals)
+        // The bucket bounds (Instruments.ts: 18 exponential boundaries): 10 ms doubling to 655.36 s, then +Inf.
+        const bounds = [...Array.from({ length: 17 }, (_, i) => 0.01 * 2 ** i), Number.POSITIVE_INFINITY]
+        const change = (metric: string, labels: Readonly<Record<string, string>>) =>
+          (valueOf(after, metric, labels) ?? Number.NaN) - (valueOf(before, metric, labels) ?? 0)
+        for (const phase of Timeline.phases) {
+          const les = after.filter((s) => s.name === `${name}_bucket` && s.labels["phase"] === phase)
+            .map((s) => Number(s.labels["le"]!.replace("+Inf", "Infinity")))
+          expect(les, phase).toEqual(bounds)
+          // One observation per Session, but reward: one per Group (its Sessions share it).
+          const observed = phase === "reward" ? [totals[0]!.reward, totals[2]!.reward] : totals.map((t) => t[phase])
+          expect(change(`${name}_count`, { phase }), phase).toBe(observed.length)
+          expect(change(`${name}_sum`, { phase }), phase).toBeCloseTo(observed.reduce((a, b) => a + b, 0), 6)
+          for (const le of bounds) {
+            const inBucket = observed.filter((seconds) => seconds <= le).length
+            const label = le === Number.POSITIVE_INFINITY ? "+Inf" : String(le)
+            const series = after.find((s) =>
+              s.name === `${name}_bucket` && s.labels["phase"] === phase && Number(s.labels["le"]) === le
+            )?.labels["le"] ?? label
+            expect(change(`${name}_bucket`, { phase, le: series }), `${phase} le=${label}`).toBe(inBucket)
+          }
+        }
+        // The model phase is time the Sessions spent: something was generated.
+        expect(change(`${name}_sum`, { phase: "model" })).toBeGreaterThan(0)
+      }).pipe(Effect.scoped),
     { timeout: 60_000 }
   )
 })

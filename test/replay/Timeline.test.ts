@@ -4,7 +4,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Schema } from "effect"
-import type * as Record from "../../src/replay/Record.ts"
+import * as Record from "../../src/replay/Record.ts"
 import * as Timeline from "../../src/replay/Timeline.ts"
 
 const attempt = (at: number, done: number, finish: Record.Finish = { type: "stop" }): Record.Attempt => ({
@@ -35,7 +35,7 @@ const request = (at: number, done: number, attempts: ReadonlyArray<Record.Attemp
 /** Launched at 1000; request 1 waits 500 ms for its lease, generates 200 ms, is parked 300 ms at a step's close and
  * resumed for 100 ms; the agent works 400 ms; request 2 waits 0 and generates 50 ms; its Group's Reward takes 20 ms. */
 const record: Record.SessionRecord = {
-  version: 1,
+  version: Record.version,
   generation: {
     tokenizer: null,
     tool_call_parser: null,

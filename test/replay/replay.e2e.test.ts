@@ -6,7 +6,7 @@
  * `--session`) is named. A partial-rollout run with a weight update between its steps (a request parked at the
  * step's close, resumed on the new weights) replays identical too.
  */
-import { afterAll, assert, describe, it } from "@effect/vitest"
+import { afterAll, assert, describe, it, vi } from "@effect/vitest"
 import { Effect, Schema } from "effect"
 import * as Fs from "node:fs"
 import { createRequire } from "node:module"
@@ -19,6 +19,7 @@ import * as TimedReplay from "../../layers/replay/TimedReplay.ts"
 import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import { makeRollout, memorySink, Rollout, runReplay } from "../../src/index.ts"
 import * as ForestDump from "../../src/inspect/ForestDump.ts"
+import * as Messages from "../../src/protocol/Messages.ts"
 import * as CliProcess from "../support/cliProcess.ts"
 import * as Example from "../support/example.ts"
 import * as FakeSglang from "../support/FakeSglang.ts"
@@ -178,10 +179,10 @@ describe("replay", () => {
         const text = Fs.readFileSync(Path.join(dir, "debug_0.jsonl"), "utf8")
         const scratch = temp("relax-replay-bad-")
         const older = Path.join(scratch, "older.jsonl")
-        Fs.writeFileSync(older, text.replace("\"replay\":{\"version\":1,", "\"replay\":{\"version\":0,"))
+        Fs.writeFileSync(older, text.replace("\"replay\":{\"version\":2,", "\"replay\":{\"version\":1,"))
         const refused = yield* cli(["replay", older])
         assert.strictEqual(refused.code, 1)
-        assert.include(refused.stderr, `${older}:1: replay record format version 0; this relax-agentic reads version 1`)
+        assert.include(refused.stderr, `${older}:1: replay record format version 1; this relax-agentic reads version 2`)
 
         // Cut in the middle of the 5th line: four Sessions are whole, the fifth is named; none of the rest is read.
         const lines = text.split("\n")
@@ -341,6 +342,78 @@ describe("replay of a partial rollout with a weight update between steps", () =>
         for (const session of report.sessions) assert.isUndefined(session.divergence, session.line)
         assert.isTrue(report.identical)
         Fs.rmSync(dir, { recursive: true })
+      }),
+    { timeout: 120_000 }
+  )
+})
+
+describe("replay through the gateway, every protocol", () => {
+  const fixtures = Path.join(Example.root, "test", "fixtures")
+  /** One Session of the protocols agent: a request in each protocol, JSON and SSE, through the official SDKs. */
+  let run: Promise<string> | undefined
+  const protocolsRun = Effect.promise(() =>
+    run ??= Effect.runPromise(Effect.gen(function*() {
+      const dir = temp("relax-replay-protocols-")
+      yield* Effect.gen(function*() {
+        yield* (yield* Rollout).runStep(0)
+      }).pipe(Effect.provide(makeRollout({
+        promptData: Path.join(fixtures, "rollout", "train.jsonl"),
+        labelKey: "label",
+        agentCommand: `${JSON.stringify(process.execPath)} protocols.mjs`,
+        agentCwd: Path.join(fixtures, "cluster"),
+        agentEnv: [`REPORT_DIR=${temp("relax-replay-reports-")}`],
+        embeddedPolicy: Path.join(fixtures, "cluster", "policy.mjs"),
+        nSamplesPerPrompt: 1,
+        rolloutBatchSize: 1,
+        numRollout: 1,
+        rolloutMaxResponseLen: 24,
+        outputDir: dir,
+        saveDebugRolloutData: Path.join(dir, "debug_{rollout_id}.jsonl")
+      }, { telemetry: memorySink() })))
+      return dir
+    }))
+  )
+
+  it.live(
+    "chat, responses and messages, JSON and SSE: the answers the agent received replay identical",
+    () =>
+      Effect.gen(function*() {
+        const dir = yield* protocolsRun
+        const read = yield* Replay.read(dir)
+        const [session] = read.sessions
+        assert.deepStrictEqual(
+          session!.record.requests.map((r) => `${r.protocol} ${r.answer?.frames === undefined ? "json" : "sse"}`),
+          ["chat json", "chat sse", "responses json", "responses sse", "messages json", "messages sse"]
+        )
+        const report = yield* Replay.replay(dir)
+        assert.strictEqual(report.sessions.length, 1)
+        assert.isUndefined(report.sessions[0]!.divergence, report.sessions[0]!.line)
+        assert.strictEqual(report.sessions[0]!.line, `${session!.sessionId} identical (6 requests)`)
+      }),
+    { timeout: 120_000 }
+  )
+
+  it.live(
+    "a change to the Anthropic renderer (stop_reason) is the first divergence, in the answer of the messages request",
+    () =>
+      Effect.gen(function*() {
+        const dir = yield* protocolsRun
+        const recorded = (yield* Replay.read(dir)).sessions[0]!.record.requests[4]!.answer?.body
+        assert.isTrue(recorded !== null && typeof recorded === "object" && "stop_reason" in recorded)
+        const renderJson = Messages.adapter.renderJson
+        const changed = vi.spyOn(Messages.adapter, "renderJson").mockImplementation((completion, request) => ({
+          ...(renderJson(completion, request) as Messages.Message),
+          stop_reason: "stop_sequence"
+        }))
+        const report = yield* Replay.replay(dir).pipe(Effect.ensuring(Effect.sync(() => changed.mockRestore())))
+        const divergence = report.sessions[0]!.divergence
+        assert.deepStrictEqual(divergence, {
+          request: 5,
+          field: "answer body.stop_reason",
+          recorded: JSON.stringify((recorded as { stop_reason: string }).stop_reason),
+          now: "\"stop_sequence\""
+        })
+        assert.isFalse(report.identical)
       }),
     { timeout: 120_000 }
   )
