@@ -4,8 +4,8 @@
  *
  * **Details**
  * A dump line is a debug record (src/inspect/Dump.ts's Schema); a Session's first record carries its `forest` and its
- * `replay` record (src/replay/Record.ts). A line that is not JSON (a file cut mid-line) ends what is read of its
- * file: the Sessions read before it are whole, the one it belonged to is named (its id read off the line's text).
+ * `replay` record (src/replay/Record.ts). A last line that is not JSON (a file cut mid-line) ends what is read of its
+ * file (a line that is not JSON before the last is not a dump at all): the Sessions read before it are whole, the one it belonged to is named (its id read off the line's text).
  * A replay record of another format version fails the whole read with {@link ReplayFormatError}, naming the version.
  */
 import { Data, Schema } from "effect"
@@ -49,8 +49,9 @@ export class ReplayFormatError extends Data.TaggedError("ReplayFormatError")<{
           `version ${Record.version} only. Replay it with the relax-agentic that wrote it, or rerun the rollout with ` +
           "--save-debug-rollout-data to record it again (docs/debugging.md)"
       case "no-record":
-        return `${this.file}: no replay record in the debug dump (${this.detail}). Dumps hold one since format version ` +
-          `${Record.version}; rerun the rollout with --save-debug-rollout-data (docs/debugging.md)`
+        return `${this.file}: no replay record in it (${this.detail}). replay reads the debug dumps a rollout writes ` +
+          "with --save-debug-rollout-data (not its rollout_<id>.jsonl samples); rerun the rollout with it " +
+          "(docs/debugging.md)"
       case "not-a-record":
         return `${this.file}:${this.line}: not a debug-dump record (${this.detail}); replay reads the files ` +
           "--save-debug-rollout-data writes (docs/outputs.md \"The debug dump\")"
@@ -81,6 +82,11 @@ export const readFile = (file: string, text: string): Read | ReplayFormatError =
     try {
       value = JSON.parse(raw)
     } catch {
+      // A file cut mid-line ends with that line (no line break after it); a line that is not JSON elsewhere is not a
+      // record at all.
+      if (i < lines.length - 1) {
+        return new ReplayFormatError({ reason: "not-a-record", file, line: i + 1, detail: "the line is not JSON" })
+      }
       const sessionId = sessionIdIn(raw)
       unreadable.push({ sessionId, file, line: i + 1, reason: "its record is cut off (the file is truncated here)" })
       if (sessionId !== undefined) sessions.delete(sessionId)
