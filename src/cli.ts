@@ -33,6 +33,7 @@ import * as ReplayCommand from "./cli/ReplayCommand.ts"
 import * as RescoreCommand from "./cli/RescoreCommand.ts"
 import * as SettingsFromFlags from "./cli/SettingsFromFlags.ts"
 import * as Shutdown from "./cli/Shutdown.ts"
+import * as UserError from "./cli/UserError.ts"
 import * as Relax from "./index.ts"
 import * as RunReport from "./rollout/RunReport.ts"
 import * as Thrown from "./Thrown.ts"
@@ -75,10 +76,8 @@ export {
 } from "./cli/SettingsFromFlags.ts"
 
 /** A failure as effect/cli shows it: `ERROR` + the message on stderr, exit code 1. */
-const userError = (message: string) => new CliError.UserError({ cause: message, userMessage: message })
-
 const settingsError = (error: SettingsFromFlags.SettingsError) =>
-  userError(error._tag === "RolloutConfigError" ? SettingsFromFlags.configMessage(error) : error.message)
+  UserError.make(error._tag === "RolloutConfigError" ? SettingsFromFlags.configMessage(error) : error.message)
 
 // ---------------------------------------------------------------------------------------------------------------
 // The commands
@@ -109,12 +108,12 @@ const probeEngine = (values: CommandFlags.FlagValues, settings: Settings.Rollout
       budget !== undefined && Option.isSome(budget) && typeof budget.value === "number"
         ? budget.value
         : ProbeCommand.defaultBudget
-    ).pipe(Effect.mapError((error) => userError(error.message)))
+    ).pipe(Effect.mapError((error) => UserError.make(error.message)))
     yield* Console.log(
       booleanFlag(values, "json") ? JSON.stringify(report, null, 2) : ProbeReport.render(report)
     )
     if (ProbeReport.breaks(report)) {
-      return yield* userError(
+      return yield* UserError.make(
         "check --probe-engine: a row BREAKS a rollout on these servers; see docs/sglang.md " +
           "\"Check your SGLang\""
       )
@@ -137,7 +136,7 @@ export const checkCommand = Command.make(
       const row = values["row"]
       const report = yield* CheckCommand.runCheck(settings, {
         row: row !== undefined && Option.isSome(row) && typeof row.value === "number" ? row.value : undefined
-      }).pipe(Effect.mapError((error) => userError(error.message)))
+      }).pipe(Effect.mapError((error) => UserError.make(error.message)))
       yield* Console.log(CheckCommand.renderCheck(report, settings))
       // With --cluster-database-url: the live runners' --runner-slots count as the external slots.
       const runners = yield* ClusterCommands.runnerCapacity(values, settings)
@@ -148,7 +147,7 @@ export const checkCommand = Command.make(
         report.requirements.some((requirement) => !requirement.passed) || report.capacity.warning !== undefined ||
         runners?.warning !== undefined
       ) {
-        return yield* userError("check failed: fix the items marked FAIL / WARNING above")
+        return yield* UserError.make("check failed: fix the items marked FAIL / WARNING above")
       }
     })
 ).pipe(
@@ -187,7 +186,7 @@ const roleFromFlags = (values: CommandFlags.FlagValues, settings: Settings.Rollo
     const cluster = yield* ClusterCommands.clusterOptionsFromFlags(values)
     if (cluster === undefined) return {}
     const problem = ClusterCommands.clusterProblem(settings)
-    if (problem !== undefined) return yield* userError(problem)
+    if (problem !== undefined) return yield* UserError.make(problem)
     return ClusterCommands.controllerRole(cluster)
   })
 
@@ -209,7 +208,9 @@ export const rolloutCommand = Command.make(
       if (capacityWarning !== undefined) yield* Console.error(`WARNING ${capacityWarning}`)
       for (const warning of SettingsFromFlags.unusedOptionWarnings(settings)) yield* Console.error(`WARNING ${warning}`)
       yield* Shutdown.onInterrupted((signal) => `Interrupted by ${signal} during startup; nothing was written`)
-      const summary = yield* runRollout(settings, role).pipe(Effect.mapError((error) => userError(failureText(error))))
+      const summary = yield* runRollout(settings, role).pipe(
+        Effect.mapError((error) => UserError.make(failureText(error)))
+      )
       const dir = resolvePath(settings.outputDir ?? ".")
       yield* Console.log(
         `Rollout finished: ${summary.steps} step(s), ${summary.evals} Eval run(s). Samples and metrics: ${dir}`
@@ -234,10 +235,10 @@ export const rpcOptionsFromFlags = (
     : 8765
   const token = stringFlag(values, "rpc-token") ?? (env["RELAX_RPC_TOKEN"] || undefined)
   if (port < 0 || port > 65535) {
-    return Effect.fail(userError(`--rpc-port: ${port} is not a port; use 0-65535 (0: any free port)`))
+    return Effect.fail(UserError.make(`--rpc-port: ${port} is not a port; use 0-65535 (0: any free port)`))
   }
   if (!Gateway.isLoopback(host) && token === undefined) {
-    return Effect.fail(userError(
+    return Effect.fail(UserError.make(
       `--rpc-host ${host}: serving the trainer RPC beyond loopback needs a bearer token; ` +
         "set --rpc-token or RELAX_RPC_TOKEN (or keep the default --rpc-host 127.0.0.1)"
     ))
@@ -271,7 +272,7 @@ export const serveCommand = Command.make(
         yield* Console.log("relax-agentic serve: Shutdown requested; reaping agents and closing the servers")
       }).pipe(
         Effect.provide(Relax.serveFromSettings(settings, rpc, {}, role)),
-        Effect.mapError((error) => userError(failureText(error)))
+        Effect.mapError((error) => UserError.make(failureText(error)))
       )
     })
 ).pipe(Command.withDescription(

@@ -39,8 +39,7 @@ import * as CheckCommand from "./CheckCommand.ts"
 import * as CommandFlags from "./CommandFlags.ts"
 import * as SettingsFromFlags from "./SettingsFromFlags.ts"
 import * as Shutdown from "./Shutdown.ts"
-
-const userError = (message: string) => new CliError.UserError({ cause: message, userMessage: message })
+import * as UserError from "./UserError.ts"
 
 const valueOf = (values: CommandFlags.FlagValues, name: string): string | number | boolean | undefined => {
   const value = values[name]
@@ -58,7 +57,7 @@ const seconds = (
   if (value === undefined) return Effect.succeed(fallback)
   return typeof value === "number" && value > 0
     ? Effect.succeed(Duration.millis(Math.round(value * 1000)))
-    : Effect.fail(userError(`--${name}: ${String(value)} is not a positive number of seconds`))
+    : Effect.fail(UserError.make(`--${name}: ${String(value)} is not a positive number of seconds`))
 }
 
 /**
@@ -73,11 +72,11 @@ export const clusterOptionsFromFlags = (
     const url = valueOf(values, "cluster-database-url") ?? (env["RELAX_CLUSTER_DATABASE_URL"] || undefined)
     if (url === undefined) return undefined
     if (typeof url !== "string" || !/^postgres(ql)?:\/\//.test(url)) {
-      return yield* userError(`--cluster-database-url: expects postgres://user:password@host:port/database`)
+      return yield* UserError.make(`--cluster-database-url: expects postgres://user:password@host:port/database`)
     }
     const shards = valueOf(values, "cluster-shards") ?? ClusterJoin.defaults.shardsPerGroup
     if (typeof shards !== "number" || !Number.isInteger(shards) || shards < 1) {
-      return yield* userError(`--cluster-shards: ${String(shards)} is not a positive integer`)
+      return yield* UserError.make(`--cluster-shards: ${String(shards)} is not a positive integer`)
     }
     return {
       databaseUrl: url,
@@ -132,7 +131,7 @@ export const runnerCapacity = (
     const runners = yield* MemberTable.live(options.lockExpiration).pipe(
       Effect.map((members) => members.filter((m) => m.role === "runner")),
       Effect.provide(ClusterJoin.sql(options)),
-      Effect.mapError((error) => userError(`--cluster-database-url: ${error.message}`))
+      Effect.mapError((error) => UserError.make(`--cluster-database-url: ${error.message}`))
     )
     const capacity = CheckCommand.capacityOf(settings)
     return {
@@ -270,21 +269,21 @@ export const runnerCommand = Command.make(
   (values) =>
     Effect.gen(function*() {
       const settings = yield* Effect.mapError(SettingsFromFlags.settingsFromFlags(values), (error) =>
-        userError(error._tag === "RolloutConfigError" ? SettingsFromFlags.configMessage(error) : error.message))
+        UserError.make(error._tag === "RolloutConfigError" ? SettingsFromFlags.configMessage(error) : error.message))
       const options = yield* clusterOptionsFromFlags(values)
       if (options === undefined) {
-        return yield* userError(
+        return yield* UserError.make(
           "--cluster-database-url: `runner` needs the cluster's PostgreSQL URL (or RELAX_CLUSTER_DATABASE_URL)"
         )
       }
       const problem = clusterProblem(settings)
       if (problem !== undefined) {
-        return yield* userError(problem)
+        return yield* UserError.make(problem)
       }
       const addressText = valueOf(values, "runner-address")
       const address = typeof addressText === "string" ? ClusterFlags.parseAddress(addressText) : undefined
       if (address === undefined) {
-        return yield* userError(
+        return yield* UserError.make(
           `--runner-address: expects host:port that the other members can dial (got ${
             String(addressText ?? "nothing")
           })`
@@ -293,26 +292,26 @@ export const runnerCommand = Command.make(
       const listenText = valueOf(values, "runner-listen-address")
       const listen = typeof listenText === "string" ? ClusterFlags.parseAddress(listenText) : undefined
       if (listenText !== undefined && listen === undefined) {
-        return yield* userError(`--runner-listen-address: expects host:port (got ${String(listenText)})`)
+        return yield* UserError.make(`--runner-listen-address: expects host:port (got ${String(listenText)})`)
       }
       const orphanTimeout = yield* seconds(values, "cluster-orphan-timeout", Host.orphanAfter)
       const publicUrl = valueOf(values, "gateway-public-url")
       if (publicUrl !== undefined && (typeof publicUrl !== "string" || !/^https?:\/\//.test(publicUrl))) {
-        return yield* userError(
+        return yield* UserError.make(
           `--gateway-public-url: expects an http(s) URL such as http://lb.internal:8000/agentic_api/`
         )
       }
       const splice = valueOf(values, "gateway-splice") ?? true
       if (typeof splice !== "boolean") {
-        return yield* userError(`--gateway-splice: expects true or false (got ${String(splice)})`)
+        return yield* UserError.make(`--gateway-splice: expects true or false (got ${String(splice)})`)
       }
       const slots = valueOf(values, "runner-slots")
       if (slots !== undefined && (typeof slots !== "number" || !Number.isInteger(slots) || slots < 1)) {
-        return yield* userError(`--runner-slots: ${String(slots)} is not a positive integer`)
+        return yield* UserError.make(`--runner-slots: ${String(slots)} is not a positive integer`)
       }
       const largest = largestGroup(settings)
       if (typeof slots === "number" && slots < largest.size) {
-        return yield* userError(
+        return yield* UserError.make(
           `--runner-slots: ${slots} cannot hold a whole Group of ${largest.size} Sessions (${largest.flag}); ` +
             `a Group is placed on one runner, so give each runner at least ${largest.size} slots`
         )
@@ -357,7 +356,7 @@ export const runnerCommand = Command.make(
             { splice }
           )
         ),
-        Effect.mapError((error) => userError(Thrown.messageOf(error)))
+        Effect.mapError((error) => UserError.make(Thrown.messageOf(error)))
       )
     })
 ).pipe(Command.withDescription(

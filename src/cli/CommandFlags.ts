@@ -13,7 +13,7 @@
  * occurrence of a single-value flag wins ({@link lastOccurrenceWins}).
  */
 import { Option, Schema } from "effect"
-import { Flag } from "effect/cli"
+import { Flag, Param } from "effect/cli"
 import * as FlagTable from "../config/FlagTable.ts"
 import * as RolloutOptions from "../config/RolloutOptions.ts"
 
@@ -212,3 +212,30 @@ export const flagsOf = (
   specs: ReadonlyArray<FlagTable.FlagSpec>
 ): Record<string, Flag.Flag<Option.Option<FlagValue>>> =>
   Object.fromEntries(specs.map((spec) => [spec.name, flagOfSpec(spec)]))
+
+/** The flag (or argument) a parameter reads, under its `optional`, `withDefault`, `atLeast`, ... wrappers. */
+const singleOf = (param: Param.Param<Param.ParamKind, unknown>): Param.Single<Param.ParamKind, unknown> | undefined => {
+  if (Param.isSingle(param)) return param
+  const inner = "param" in param ? param.param : undefined
+  return Param.isParam(inner) ? singleOf(inner) : undefined
+}
+
+/**
+ * The `--name` of every flag of a command's `flags` (its config without the arguments): what the docs test checks the
+ * pages against, read from the flags themselves so the list cannot fall behind them.
+ */
+export const flagNames = (
+  flags: Readonly<Record<string, Param.Param<typeof Param.flagKind, unknown>>>
+): ReadonlyArray<string> =>
+  Object.values(flags).flatMap((flag) => {
+    const single = singleOf(flag)
+    return single === undefined ? [] : [`--${single.name}`]
+  })
+
+/** An optional string flag (`--name VALUE`), unset by default. */
+export const optionalString = (name: string, description: string) =>
+  Flag.optional(Flag.String(name)).pipe(Flag.withDescription(description))
+
+/** A boolean flag (`--name`), false by default. */
+export const toggle = (name: string, description: string) =>
+  Flag.Boolean(name).pipe(Flag.withDefault(false), Flag.withDescription(description))

@@ -8,24 +8,15 @@
  * in it reaches the network). Token texts come from `--tokenizer` (default: the bundled Qwen3 tokenizer, as `rollout`).
  */
 import { Console, Effect, Option } from "effect"
-import { Argument, CliError, Command, Flag } from "effect/cli"
+import { Argument, Command, Flag } from "effect/cli"
 import { writeFileSync } from "node:fs"
 import { resolve } from "node:path"
 import * as Inspector from "../../layers/inspect/Inspector.ts"
 import * as Replay from "../../layers/replay/Replay.ts"
 import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import * as Timeline from "../replay/Timeline.ts"
-
-const userError = (message: string) => new CliError.UserError({ cause: message, userMessage: message })
-
-/** The flags of `inspect` (docs/inspect.md; the docs test checks the pages name only flags that exist). */
-export const inspectFlagNames: ReadonlyArray<string> = [
-  "--html",
-  "--port",
-  "--tokenizer",
-  "--reward-key",
-  "--chrome-trace"
-]
+import * as CommandFlags from "./CommandFlags.ts"
+import * as UserError from "./UserError.ts"
 
 /** What `inspect` was asked to do. */
 export interface InspectRequest {
@@ -41,12 +32,12 @@ export interface InspectRequest {
 /** Write the Chrome trace of the Sessions recorded in `path` (their replay records) to `file`; returns its path. */
 export const writeChromeTrace = (path: string, file: string) =>
   Effect.gen(function*() {
-    const read = yield* Replay.read(path).pipe(Effect.mapError((error) => userError(error.message)))
+    const read = yield* Replay.read(path).pipe(Effect.mapError((error) => UserError.make(error.message)))
     const trace = Timeline.chromeTrace(read.sessions.map(Timeline.traced))
     const out = resolve(file)
     yield* Effect.try({
       try: () => writeFileSync(out, JSON.stringify(trace)),
-      catch: (error) => userError(`--chrome-trace ${out}: cannot write the file (${String(error)})`)
+      catch: (error) => UserError.make(`--chrome-trace ${out}: cannot write the file (${String(error)})`)
     })
     return out
   })
@@ -58,15 +49,15 @@ export const writeChromeTrace = (path: string, file: string) =>
 export const runInspect = (request: InspectRequest, onServing: (url: string) => Effect.Effect<void>) =>
   Effect.gen(function*() {
     if (request.port < 0 || request.port > 65535) {
-      return yield* userError(`--port: ${request.port} is not a port; use 0-65535 (0: any free port)`)
+      return yield* UserError.make(`--port: ${request.port} is not a port; use 0-65535 (0: any free port)`)
     }
     if (request.chromeTrace !== undefined) return yield* writeChromeTrace(request.path, request.chromeTrace)
     const run = yield* Inspector.load(request.path, { rewardKey: request.rewardKey }).pipe(
-      Effect.mapError((error) => userError(error.message))
+      Effect.mapError((error) => UserError.make(error.message))
     )
     const tokenizer = yield* Tokenizer.load(request.tokenizer).pipe(
       Effect.mapError((error) =>
-        userError(
+        UserError.make(
           `--tokenizer ${error.directory}: cannot load the tokenizer (${error.detail}); give the directory the rollout used`
         )
       )
@@ -74,10 +65,10 @@ export const runInspect = (request: InspectRequest, onServing: (url: string) => 
     const vocab = Inspector.vocabulary(tokenizer)
     if (request.html !== undefined) {
       const out = resolve(request.html)
-      const text = yield* Inspector.html(run, vocab).pipe(Effect.mapError((error) => userError(error.message)))
+      const text = yield* Inspector.html(run, vocab).pipe(Effect.mapError((error) => UserError.make(error.message)))
       yield* Effect.try({
         try: () => writeFileSync(out, text),
-        catch: (error) => userError(`--html ${out}: cannot write the file (${String(error)})`)
+        catch: (error) => UserError.make(`--html ${out}: cannot write the file (${String(error)})`)
       })
       return out
     }
@@ -88,12 +79,32 @@ export const runInspect = (request: InspectRequest, onServing: (url: string) => 
     }).pipe(
       Effect.provide(Inspector.Inspector.layer(run, vocab, { port: request.port })),
       Effect.mapError((error) =>
-        userError(
+        UserError.make(
           `--port ${request.port}: cannot listen on 127.0.0.1 (${error.message}); choose another port, or 0 for any free one`
         )
       )
     )
   })
+
+const flags = {
+  html: CommandFlags.optionalString(
+    "html",
+    "Write the inspector as one self-contained HTML file instead of serving it"
+  ),
+  port: Flag.Int("port").pipe(Flag.withDefault(0), Flag.withDescription("Port on 127.0.0.1 (0: any free port)")),
+  tokenizer: CommandFlags.optionalString(
+    "tokenizer",
+    "Tokenizer directory for the token texts (default: the bundled Qwen3 tokenizer)"
+  ),
+  rewardKey: CommandFlags.optionalString("reward-key", "Key of an object reward's primary value (default: score)"),
+  chromeTrace: CommandFlags.optionalString(
+    "chrome-trace",
+    "Write the Sessions' time as a Chrome trace (Perfetto, chrome://tracing) to this file"
+  )
+}
+
+/** The flags of `inspect` (docs/inspect.md; the docs test checks the pages name only flags that exist). */
+export const inspectFlagNames: ReadonlyArray<string> = CommandFlags.flagNames(flags)
 
 /** `relax-agentic inspect <path> [--html out.html] [--port N] [--tokenizer DIR] [--reward-key KEY]`. */
 export const inspectCommand = Command.make(
@@ -102,19 +113,7 @@ export const inspectCommand = Command.make(
     path: Argument.String("path").pipe(
       Argument.withDescription("An --output-dir, or one file: a --save-debug-rollout-data dump or a rollout_<id>.jsonl")
     ),
-    html: Flag.optional(Flag.String("html")).pipe(
-      Flag.withDescription("Write the inspector as one self-contained HTML file instead of serving it")
-    ),
-    port: Flag.Int("port").pipe(Flag.withDefault(0), Flag.withDescription("Port on 127.0.0.1 (0: any free port)")),
-    tokenizer: Flag.optional(Flag.String("tokenizer")).pipe(
-      Flag.withDescription("Tokenizer directory for the token texts (default: the bundled Qwen3 tokenizer)")
-    ),
-    rewardKey: Flag.optional(Flag.String("reward-key")).pipe(
-      Flag.withDescription("Key of an object reward's primary value (default: score)")
-    ),
-    chromeTrace: Flag.optional(Flag.String("chrome-trace")).pipe(
-      Flag.withDescription("Write the Sessions' time as a Chrome trace (Perfetto, chrome://tracing) to this file")
-    )
+    ...flags
   },
   (values) =>
     Effect.gen(function*() {

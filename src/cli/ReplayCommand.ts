@@ -9,21 +9,38 @@
  * or could not be read, so it can gate CI.
  */
 import { Console, Effect, Option } from "effect"
-import { Argument, CliError, Command, Flag } from "effect/cli"
+import { Argument, Command, Flag } from "effect/cli"
 import * as Replay from "../../layers/replay/Replay.ts"
 import * as TimedReplay from "../../layers/replay/TimedReplay.ts"
+import * as CommandFlags from "./CommandFlags.ts"
+import * as UserError from "./UserError.ts"
 
-const userError = (message: string) => new CliError.UserError({ cause: message, userMessage: message })
+const flags = {
+  sessions: Flag.String("session").pipe(
+    Flag.atLeast(0),
+    Flag.withDescription("Replay only this Session (repeat for several; default: every Session)")
+  ),
+  tokenizer: CommandFlags.optionalString(
+    "tokenizer",
+    "Replay with another tokenizer directory (default: the recorded one)"
+  ),
+  toolCallParser: CommandFlags.optionalString(
+    "agentic-tool-call-parser",
+    "Replay with another tool-call parser (default: the recorded one)"
+  ),
+  reasoningParser: CommandFlags.optionalString(
+    "agentic-reasoning-parser",
+    "Replay with another reasoning parser (default: the recorded one)"
+  ),
+  timed: CommandFlags.toggle(
+    "timed",
+    "Send the requests to a live engine (--sglang-url) with the recorded gaps between them"
+  ),
+  sglangUrl: CommandFlags.optionalString("sglang-url", "The SGLang server a --timed replay sends the requests to")
+}
 
 /** The flags of `replay` (docs/debugging.md; the docs test checks the pages name only flags that exist). */
-export const replayFlagNames: ReadonlyArray<string> = [
-  "--session",
-  "--tokenizer",
-  "--agentic-tool-call-parser",
-  "--agentic-reasoning-parser",
-  "--timed",
-  "--sglang-url"
-]
+export const replayFlagNames: ReadonlyArray<string> = CommandFlags.flagNames(flags)
 
 /** `relax-agentic replay <path> [--session ID ...] [--tokenizer DIR] [--agentic-tool-call-parser NAME] ...`. */
 export const replayCommand = Command.make(
@@ -32,26 +49,7 @@ export const replayCommand = Command.make(
     path: Argument.String("path").pipe(
       Argument.withDescription("An --output-dir, or one --save-debug-rollout-data file")
     ),
-    sessions: Flag.String("session").pipe(
-      Flag.atLeast(0),
-      Flag.withDescription("Replay only this Session (repeat for several; default: every Session)")
-    ),
-    tokenizer: Flag.optional(Flag.String("tokenizer")).pipe(
-      Flag.withDescription("Replay with another tokenizer directory (default: the recorded one)")
-    ),
-    toolCallParser: Flag.optional(Flag.String("agentic-tool-call-parser")).pipe(
-      Flag.withDescription("Replay with another tool-call parser (default: the recorded one)")
-    ),
-    reasoningParser: Flag.optional(Flag.String("agentic-reasoning-parser")).pipe(
-      Flag.withDescription("Replay with another reasoning parser (default: the recorded one)")
-    ),
-    timed: Flag.Boolean("timed").pipe(
-      Flag.withDefault(false),
-      Flag.withDescription("Send the requests to a live engine (--sglang-url) with the recorded gaps between them")
-    ),
-    sglangUrl: Flag.optional(Flag.String("sglang-url")).pipe(
-      Flag.withDescription("The SGLang server a --timed replay sends the requests to")
-    )
+    ...flags
   },
   (values) =>
     Effect.gen(function*() {
@@ -59,26 +57,28 @@ export const replayCommand = Command.make(
       const tokenizer = Option.getOrUndefined(values.tokenizer)
       if (values.timed) {
         const url = Option.getOrUndefined(values.sglangUrl)
-        if (url === undefined) return yield* userError("--timed needs --sglang-url URL: the engine to replay against")
+        if (url === undefined) {
+          return yield* UserError.make("--timed needs --sglang-url URL: the engine to replay against")
+        }
         const report = yield* TimedReplay.replayTimed(values.path, { sessions, tokenizer, sglangUrl: url }).pipe(
-          Effect.mapError((error) => userError(error.message))
+          Effect.mapError((error) => UserError.make(error.message))
         )
         for (const line of TimedReplay.reportLines(report)) yield* Console.log(line)
         return
       }
       if (Option.isSome(values.sglangUrl)) {
-        return yield* userError("--sglang-url is for --timed replays; a replay answers with the recorded ids")
+        return yield* UserError.make("--sglang-url is for --timed replays; a replay answers with the recorded ids")
       }
       const report = yield* Replay.replay(values.path, {
         sessions,
         tokenizer,
         toolCallParser: Option.getOrUndefined(values.toolCallParser),
         reasoningParser: Option.getOrUndefined(values.reasoningParser)
-      }).pipe(Effect.mapError((error) => userError(error.message)))
+      }).pipe(Effect.mapError((error) => UserError.make(error.message)))
       for (const line of Replay.reportLines(report)) yield* Console.log(line)
       if (!report.identical) {
         const diverged = report.sessions.filter((s) => s.divergence !== undefined).length
-        return yield* userError(
+        return yield* UserError.make(
           `replay: ${diverged} of ${report.sessions.length} Session(s) diverged` +
             (report.unreadable.length === 0 ? "" : `, ${report.unreadable.length} could not be read`)
         )

@@ -4,48 +4,46 @@
  * a summary.
  */
 import { Console, Effect, Option } from "effect"
-import { Argument, CliError, Command, Flag } from "effect/cli"
+import { Argument, Command } from "effect/cli"
 import * as Rescore from "../../layers/replay/Rescore.ts"
+import * as CommandFlags from "./CommandFlags.ts"
+import * as UserError from "./UserError.ts"
 
-const userError = (message: string) => new CliError.UserError({ cause: message, userMessage: message })
+const flags = {
+  customRmPath: CommandFlags.optionalString(
+    "custom-rm-path",
+    "module.ts#export: the reward function that scores every sample"
+  ),
+  groupRm: CommandFlags.toggle("group-rm", "Call the reward function once per Group"),
+  customAdvantagePath: CommandFlags.optionalString(
+    "agentic-custom-advantage-path",
+    "module.ts#export: the custom advantage hook"
+  ),
+  dynamicSamplingFilterPath: CommandFlags.optionalString(
+    "dynamic-sampling-filter-path",
+    "module.ts#export: the Group filter"
+  ),
+  rewardKey: CommandFlags.optionalString("reward-key", "Key of an object reward's primary value"),
+  keepAgentRewards: CommandFlags.toggle(
+    "keep-agent-rewards",
+    "Keep the recorded rewards; score only samples without one"
+  ),
+  disableGrpoStdNormalization: CommandFlags.toggle("disable-grpo-std-normalization", "GRPO without the std division"),
+  disableRewardsNormalization: CommandFlags.toggle("disable-rewards-normalization", "Raw rewards as advantages"),
+  normalizeAdvantages: CommandFlags.toggle("normalize-advantages", "Whiten the step's advantages"),
+  logPassrate: CommandFlags.toggle("log-passrate", "Log rollout/passrate/pass@k"),
+  outputDir: CommandFlags.optionalString("output-dir", "Where the new files go (default: <path>/rescore)")
+}
 
 /** The flags of `rescore` (docs/debugging.md; the docs test checks the pages name only flags that exist). */
-export const rescoreFlagNames: ReadonlyArray<string> = [
-  "--custom-rm-path",
-  "--group-rm",
-  "--agentic-custom-advantage-path",
-  "--dynamic-sampling-filter-path",
-  "--reward-key",
-  "--keep-agent-rewards",
-  "--disable-grpo-std-normalization",
-  "--disable-rewards-normalization",
-  "--normalize-advantages",
-  "--log-passrate",
-  "--output-dir"
-]
-
-const hook = (name: string, description: string) =>
-  Flag.optional(Flag.String(name)).pipe(Flag.withDescription(description))
-
-const toggle = (name: string, description: string) =>
-  Flag.Boolean(name).pipe(Flag.withDefault(false), Flag.withDescription(description))
+export const rescoreFlagNames: ReadonlyArray<string> = CommandFlags.flagNames(flags)
 
 /** `relax-agentic rescore <output-dir> [--custom-rm-path ...] [--group-rm] ...`. */
 export const rescoreCommand = Command.make(
   "rescore",
   {
     path: Argument.String("path").pipe(Argument.withDescription("A training rollout's --output-dir")),
-    customRmPath: hook("custom-rm-path", "module.ts#export: the reward function that scores every sample"),
-    groupRm: toggle("group-rm", "Call the reward function once per Group"),
-    customAdvantagePath: hook("agentic-custom-advantage-path", "module.ts#export: the custom advantage hook"),
-    dynamicSamplingFilterPath: hook("dynamic-sampling-filter-path", "module.ts#export: the Group filter"),
-    rewardKey: hook("reward-key", "Key of an object reward's primary value"),
-    keepAgentRewards: toggle("keep-agent-rewards", "Keep the recorded rewards; score only samples without one"),
-    disableGrpoStdNormalization: toggle("disable-grpo-std-normalization", "GRPO without the std division"),
-    disableRewardsNormalization: toggle("disable-rewards-normalization", "Raw rewards as advantages"),
-    normalizeAdvantages: toggle("normalize-advantages", "Whiten the step's advantages"),
-    logPassrate: toggle("log-passrate", "Log rollout/passrate/pass@k"),
-    outputDir: hook("output-dir", "Where the new files go (default: <path>/rescore)")
+    ...flags
   },
   (values) =>
     Effect.gen(function*() {
@@ -61,7 +59,7 @@ export const rescoreCommand = Command.make(
         normalizeAdvantages: values.normalizeAdvantages,
         logPassrate: values.logPassrate,
         outputDir: Option.getOrUndefined(values.outputDir)
-      }).pipe(Effect.mapError((error) => userError(error.message)))
+      }).pipe(Effect.mapError((error) => UserError.make(error.message)))
       for (const line of Rescore.reportLines(report)) yield* Console.log(line)
     })
 ).pipe(Command.withDescription(

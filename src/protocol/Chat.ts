@@ -58,40 +58,33 @@ export const Usage = Schema.Struct({
 })
 export type Usage = typeof Usage.Type
 
+/** One choice of an answer: its `body` (the message, or the delta of a chunk) between its index and how it ended. */
+const choice = <Body extends Schema.Struct.Fields>(body: Body) =>
+  Schema.Struct({ index: Schema.Number, ...body, logprobs: Schema.NullOr(Logprobs), finish_reason: FinishReason })
+
+/** An answer object (`object`), one choice of `body`, with complete usage. */
+const answer = <Kind extends string, Body extends Schema.Struct.Fields>(object: Kind, body: Body) =>
+  Schema.Struct({
+    id: Schema.String,
+    object: Schema.Literal(object),
+    created: Schema.Number,
+    model: Schema.String,
+    choices: Schema.Array(choice(body)),
+    usage: Usage
+  })
+
 /** The JSON (non-stream) answer. */
-export const ChatCompletion = Schema.Struct({
-  id: Schema.String,
-  object: Schema.Literal("chat.completion"),
-  created: Schema.Number,
-  model: Schema.String,
-  choices: Schema.Array(Schema.Struct({
-    index: Schema.Number,
-    message: AssistantMessage,
-    logprobs: Schema.NullOr(Logprobs),
-    finish_reason: FinishReason
-  })),
-  usage: Usage
-})
+export const ChatCompletion = answer("chat.completion", { message: AssistantMessage })
 export type ChatCompletion = typeof ChatCompletion.Type
 
 /** The one chunk of a Buffered-SSE answer: the full message as its delta, with complete usage. */
-export const ChatCompletionChunk = Schema.Struct({
-  id: Schema.String,
-  object: Schema.Literal("chat.completion.chunk"),
-  created: Schema.Number,
-  model: Schema.String,
-  choices: Schema.Array(Schema.Struct({
-    index: Schema.Number,
-    delta: Schema.Struct({
-      role: Schema.Literal("assistant"),
-      content: Schema.String,
-      reasoning_content: Schema.optionalKey(Schema.String),
-      tool_calls: Schema.optionalKey(Schema.Array(Schema.Struct({ ...ToolCall.fields, index: Schema.Number })))
-    }),
-    logprobs: Schema.NullOr(Logprobs),
-    finish_reason: FinishReason
-  })),
-  usage: Usage
+export const ChatCompletionChunk = answer("chat.completion.chunk", {
+  delta: Schema.Struct({
+    role: Schema.Literal("assistant"),
+    content: Schema.String,
+    reasoning_content: Schema.optionalKey(Schema.String),
+    tool_calls: Schema.optionalKey(Schema.Array(Schema.Struct({ ...ToolCall.fields, index: Schema.Number })))
+  })
 })
 export type ChatCompletionChunk = typeof ChatCompletionChunk.Type
 

@@ -475,3 +475,30 @@ describe("options the rollout would not use", () => {
       assert.deepStrictEqual(Cli.unusedOptionWarnings(withEval), [])
     }))
 })
+
+describe("the subcommands' flag names", () => {
+  it("are read from their flags, wrappers (optional, default, repeat) and all, without the arguments", () => {
+    assert.deepStrictEqual(Cli.replayFlagNames, [
+      "--session",
+      "--tokenizer",
+      "--agentic-tool-call-parser",
+      "--agentic-reasoning-parser",
+      "--timed",
+      "--sglang-url"
+    ])
+    assert.deepStrictEqual(Cli.inspectFlagNames, ["--html", "--port", "--tokenizer", "--reward-key", "--chrome-trace"])
+    assert.deepStrictEqual(Cli.rescoreFlagNames, [
+      "--custom-rm-path",
+      "--group-rm",
+      "--agentic-custom-advantage-path",
+      "--dynamic-sampling-filter-path",
+      "--reward-key",
+      "--keep-agent-rewards",
+      "--disable-grpo-std-normalization",
+      "--disable-rewards-normalization",
+      "--normalize-advantages",
+      "--log-passrate",
+      "--output-dir"
+    ])
+  })
+})
