@@ -181,23 +181,21 @@ export class Forest {
    */
   mediaFree: Node | undefined = undefined
 
-  constructor(init: {
-    readonly sessionId: string
-    readonly groupIndex: number
-    readonly index: number
-    readonly label: JsonValue | null
-    readonly metadata: JsonObject
-    readonly baseKwargs: Canonical.TemplateKwargs
-  }) {
-    this.sessionId = init.sessionId
-    this.groupIndex = init.groupIndex
-    this.index = init.index
-    this.label = init.label
-    this.metadata = init.metadata
-    this.baseKwargs = init.baseKwargs
-    const vertex = MatchIndex.contextVertex(this.contexts, [], init.baseKwargs)
+  constructor(
+    { baseKwargs, groupIndex, index, label, metadata, sessionId }: Pick<
+      Forest,
+      "sessionId" | "groupIndex" | "index" | "label" | "metadata" | "baseKwargs"
+    >
+  ) {
+    this.sessionId = sessionId
+    this.groupIndex = groupIndex
+    this.index = index
+    this.label = label
+    this.metadata = metadata
+    this.baseKwargs = baseKwargs
+    const vertex = MatchIndex.contextVertex(this.contexts, [], baseKwargs)
     const root = new Nodes.Observation({
-      hash: StateHash.finishState(StateHash.startState(), [], init.baseKwargs),
+      hash: StateHash.finishState(StateHash.startState(), [], baseKwargs),
       up: null,
       rolloutId: 0,
       abortCount: 0,
@@ -213,7 +211,7 @@ export class Forest {
       media: Nodes.noStrings,
       imageGrids: Nodes.noGrids,
       tools: null,
-      chatTemplateKwargs: init.baseKwargs
+      chatTemplateKwargs: baseKwargs
     })
     this.root = root.hash
     this.nodeMap.set(root.hash, root)

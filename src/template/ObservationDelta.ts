@@ -200,14 +200,20 @@ export const planIds = (plan: EncodePlan, textIds: ReadonlyArray<number>): Reado
 export const encodePlan = (tok: TemplateTokenizer, plan: EncodePlan): ReadonlyArray<number> =>
   planIds(plan, plan.marker === undefined ? tok.encode(plan.text) : encodeMarked(tok, plan.text, plan.marker))
 
-/** A root observation: the full conversation rendered with the generation prompt. */
-export const rootPlan = (
+/**
+ * How an observation's messages (all of a root's, a deeper observation's delta) become an {@link EncodePlan} under
+ * the subtree's tools and template kwargs: {@link rootPlan} or {@link deltaPlan}.
+ */
+export type Planner = (
   tok: TemplateTokenizer,
   messages: ReadonlyArray<Canonical.Message>,
   tools: ReadonlyArray<Canonical.Tool>,
   kwargs: Canonical.TemplateKwargs,
-  options: EncodeOptions = {}
-): Result.Result<EncodePlan, ChatTemplate.TemplateError> => {
+  options?: EncodeOptions
+) => Result.Result<EncodePlan, ChatTemplate.TemplateError>
+
+/** A root observation: the full conversation rendered with the generation prompt. */
+export const rootPlan: Planner = (tok, messages, tools, kwargs, options = {}) => {
   const p = protectedInput(tok, messages, tools, options)
   return Result.map(
     tok.renderSync({ messages: p.messages, tools: p.tools, chatTemplateKwargs: kwargs, addGenerationPrompt: true }),
@@ -215,15 +221,16 @@ export const rootPlan = (
   )
 }
 
+/** How an observation's messages become the token ids it adds: a {@link Planner}'s plan, encoded. */
+export type Encoder = (
+  ...input: Parameters<Planner>
+) => Result.Result<ReadonlyArray<number>, ChatTemplate.TemplateError>
+
+const encodedBy = (plan: Planner): Encoder => (tok, messages, tools, kwargs, options) =>
+  Result.map(plan(tok, messages, tools, kwargs, options), (planned) => encodePlan(tok, planned))
+
 /** Tokens of a root observation: the full conversation rendered with the generation prompt. */
-export const rootTokens = (
-  tok: TemplateTokenizer,
-  messages: ReadonlyArray<Canonical.Message>,
-  tools: ReadonlyArray<Canonical.Tool>,
-  kwargs: Canonical.TemplateKwargs,
-  options: EncodeOptions = {}
-): Result.Result<ReadonlyArray<number>, ChatTemplate.TemplateError> =>
-  Result.map(rootPlan(tok, messages, tools, kwargs, options), (plan) => encodePlan(tok, plan))
+export const rootTokens: Encoder = encodedBy(rootPlan)
 
 /**
  * The dummy prefix for one (tools, kwargs) without marked literals: its rendered text, its token count, whether the
@@ -428,13 +435,7 @@ const calibrate = (
  * dummy's cached rendering, so the tool definitions are not rendered again either. With marked literals (rare) the
  * dummy is rendered and encoded with the marked tools every time.
  */
-export const deltaPlan = (
-  tok: TemplateTokenizer,
-  delta: ReadonlyArray<Canonical.Message>,
-  tools: ReadonlyArray<Canonical.Tool>,
-  kwargs: Canonical.TemplateKwargs,
-  options: EncodeOptions = {}
-): Result.Result<EncodePlan, ChatTemplate.TemplateError> => {
+export const deltaPlan: Planner = (tok, delta, tools, kwargs, options = {}) => {
   // The dummy messages hold no literal; the marked tools (rendered into the prefix by some templates) are shared.
   const p = protectedInput(tok, [...DUMMY_MESSAGES, ...delta], tools, options)
   if (p.marker !== undefined) {
@@ -482,11 +483,4 @@ export const deltaPlan = (
 }
 
 /** Tokens a deeper observation adds (see {@link deltaPlan}). */
-export const deltaTokens = (
-  tok: TemplateTokenizer,
-  delta: ReadonlyArray<Canonical.Message>,
-  tools: ReadonlyArray<Canonical.Tool>,
-  kwargs: Canonical.TemplateKwargs,
-  options: EncodeOptions = {}
-): Result.Result<ReadonlyArray<number>, ChatTemplate.TemplateError> =>
-  Result.map(deltaPlan(tok, delta, tools, kwargs, options), (plan) => encodePlan(tok, plan))
+export const deltaTokens: Encoder = encodedBy(deltaPlan)
