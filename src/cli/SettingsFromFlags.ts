@@ -21,23 +21,22 @@ export class CliInputError extends Data.TaggedError("CliInputError")<{
   }
 }
 
-const parseJsonObject = (flag: string, text: string): Result.Result<Schema.JsonObject, CliInputError> => {
-  let value: unknown
-  try {
-    value = JSON.parse(text)
-  } catch (error) {
-    return Result.fail(
-      new CliInputError({
-        flag,
-        detail: `${JSON.stringify(text)} is not valid JSON (${Thrown.messageOf(error)}); ` +
-          `quote it for the shell, e.g. ${flag} '{"image":"images"}'`
-      })
-    )
-  }
-  return Schema.is(Schema.JsonObject)(value)
-    ? Result.succeed(value)
-    : Result.fail(new CliInputError({ flag, detail: `expects a JSON object, got ${text}` }))
-}
+const parseJsonObject = (flag: string, text: string): Result.Result<Schema.JsonObject, CliInputError> =>
+  Result.flatMap(
+    Result.try({
+      try: (): unknown => JSON.parse(text),
+      catch: (error) =>
+        new CliInputError({
+          flag,
+          detail: `${JSON.stringify(text)} is not valid JSON (${Thrown.messageOf(error)}); ` +
+            `quote it for the shell, e.g. ${flag} '{"image":"images"}'`
+        })
+    }),
+    (value) =>
+      Schema.is(Schema.JsonObject)(value)
+        ? Result.succeed(value)
+        : Result.fail(new CliInputError({ flag, detail: `expects a JSON object, got ${text}` }))
+  )
 
 const toPairs = (flag: string, values: ReadonlyArray<string>) => {
   if (values.length % 2 !== 0) {

@@ -38,6 +38,20 @@ const isObject = (value: unknown): value is Row => typeof value === "object" && 
 
 const decodeRow = Schema.decodeUnknownResult(Row)
 
+/** The JSON value of `text` (the whole file, or line `line` of JSONL), or why it is not JSON. */
+const parseJson = (text: string, path: string, line: number | undefined): Result.Result<unknown, DatasetError> =>
+  Result.try({
+    try: (): unknown => JSON.parse(text),
+    catch: (error) =>
+      new DatasetError({
+        path,
+        line,
+        reason: "invalid-json",
+        detail: `not valid JSON: ${Thrown.messageOf(error)}`,
+        cause: error
+      })
+  })
+
 /**
  * Parse a dataset: a JSON array of objects (when the text starts with `[`), otherwise JSONL with one object per
  * non-blank line.
@@ -45,19 +59,9 @@ const decodeRow = Schema.decodeUnknownResult(Row)
 export const parse = (text: string, path: string): Result.Result<ReadonlyArray<Row>, DatasetError> => {
   const trimmed = text.trimStart()
   if (trimmed.startsWith("[")) {
-    let parsed: unknown
-    try {
-      parsed = JSON.parse(trimmed)
-    } catch (error) {
-      return Result.fail(
-        new DatasetError({
-          path,
-          reason: "invalid-json",
-          detail: `not valid JSON: ${Thrown.messageOf(error)}`,
-          cause: error
-        })
-      )
-    }
+    const json = parseJson(trimmed, path, undefined)
+    if (Result.isFailure(json)) return Result.fail(json.failure)
+    const parsed = json.success
     if (!Array.isArray(parsed)) {
       return Result.fail(new DatasetError({ path, reason: "not-an-array", detail: "expected a JSON array of objects" }))
     }
@@ -78,21 +82,9 @@ export const parse = (text: string, path: string): Result.Result<ReadonlyArray<R
   for (const [i, raw] of lines.entries()) {
     const line = raw.trim()
     if (line.length === 0) continue
-    let parsed: unknown
-    try {
-      parsed = JSON.parse(line)
-    } catch (error) {
-      return Result.fail(
-        new DatasetError({
-          path,
-          line: i + 1,
-          reason: "invalid-json",
-          detail: `not valid JSON: ${Thrown.messageOf(error)}`,
-          cause: error
-        })
-      )
-    }
-    const row = toRow(parsed)
+    const parsed = parseJson(line, path, i + 1)
+    if (Result.isFailure(parsed)) return Result.fail(parsed.failure)
+    const row = toRow(parsed.success)
     if (row === undefined) {
       return Result.fail(
         new DatasetError({
