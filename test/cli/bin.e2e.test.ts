@@ -7,9 +7,9 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { spawn } from "node:child_process"
 import * as Fs from "node:fs"
-import * as Os from "node:os"
 import * as Path from "node:path"
 import * as Example from "../support/example.ts"
+import * as TempDir from "../support/TempDir.ts"
 
 const root = Example.root
 
@@ -34,7 +34,7 @@ describe("bin/relax-agentic.mjs", () => {
 
   it.live("runs the CLI installed under node_modules, where Node does not strip types", () =>
     Effect.gen(function*() {
-      const project = Fs.mkdtempSync(Path.join(Os.tmpdir(), "bin-installed-"))
+      const project = yield* TempDir.scoped("bin-installed-")
       const installed = Path.join(project, "node_modules", "relax-agentic")
       Fs.mkdirSync(installed, { recursive: true })
       for (const part of ["bin", "src", "layers", "package.json"]) {
@@ -43,7 +43,6 @@ describe("bin/relax-agentic.mjs", () => {
       // The package's own dependencies, as npm would install them beside it.
       Fs.symlinkSync(Path.join(root, "node_modules"), Path.join(installed, "node_modules"), "dir")
       const ran = yield* help(Path.join(installed, "bin", "relax-agentic.mjs"), project)
-      Fs.rmSync(project, { recursive: true, force: true })
       assert.strictEqual(ran.code, 0, ran.output)
       assert.include(ran.output, "relax-agentic <subcommand>")
     }), 60_000)

@@ -2,11 +2,11 @@ import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Option, Result } from "effect"
 import * as Fs from "node:fs"
-import * as Os from "node:os"
 import * as Path from "node:path"
 import * as Cli from "../../src/cli.ts"
 import * as RolloutOptions from "../../src/config/RolloutOptions.ts"
 import * as Settings from "../../src/config/Settings.ts"
+import * as TempDir from "../support/TempDir.ts"
 
 const base = ["--prompt-data", "data.jsonl", "--rollout-batch-size", "2"]
 
@@ -261,7 +261,7 @@ describe("flags to settings", () => {
 
   it.effect("reads a --config file and lets command-line flags win", () =>
     Effect.gen(function*() {
-      const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "cli-config-"))
+      const dir = yield* TempDir.scoped("cli-config-")
       const file = Path.join(dir, "rollout.json")
       Fs.writeFileSync(
         file,
@@ -274,7 +274,6 @@ describe("flags to settings", () => {
         })
       )
       const settings = yield* settingsOf(["--config", file, "--rollout-batch-size", "5"])
-      Fs.rmSync(dir, { recursive: true, force: true })
       assert.strictEqual(settings.promptData, "from-file.jsonl")
       assert.strictEqual(settings.rolloutBatchSize, 5)
       assert.strictEqual(settings.nSamplesPerPrompt, 3)
@@ -293,14 +292,13 @@ describe("the cross-step flags (partial rollout, fully async)", () => {
         "3",
         "--fully-async"
       ])
-      const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "cli-config-"))
+      const dir = yield* TempDir.scoped("cli-config-")
       const file = Path.join(dir, "rollout.json")
       Fs.writeFileSync(
         file,
         JSON.stringify({ "partial-rollout": true, "partial-rollout-max-aborted-count": 3, "fully-async": true })
       )
       const config = yield* settingsOf([...base, "--config", file])
-      Fs.rmSync(dir, { recursive: true, force: true })
       for (const settings of [argv, config]) {
         assert.deepStrictEqual(Settings.retentionMode(settings), {
           partialRollout: true,
@@ -405,11 +403,10 @@ describe("flag errors name the flag and the fix", () => {
 
   it.effect("an unknown key in a --config file", () =>
     Effect.gen(function*() {
-      const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "cli-config-"))
+      const dir = yield* TempDir.scoped("cli-config-")
       const file = Path.join(dir, "bad.json")
       Fs.writeFileSync(file, JSON.stringify({ "rollout-batchsize": 2 }))
       const message = yield* failureOf(["--config", file])
-      Fs.rmSync(dir, { recursive: true, force: true })
       assert.include(message, "--config:")
       assert.include(message, "unknown option \"rollout-batchsize\"")
     }))

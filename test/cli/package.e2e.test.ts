@@ -8,9 +8,9 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { execFile, execFileSync } from "node:child_process"
 import * as Fs from "node:fs"
-import * as Os from "node:os"
 import * as Path from "node:path"
 import * as Example from "../support/example.ts"
+import * as TempDir from "../support/TempDir.ts"
 
 const root = Example.root
 
@@ -129,8 +129,7 @@ describe("the installed package", () => {
     "packs without tests, installs, imports, type-checks, runs its command and a step",
     () =>
       Effect.gen(function*() {
-        const project = Fs.mkdtempSync(Path.join(Os.tmpdir(), "package-consumer-"))
-        yield* Effect.addFinalizer(() => Effect.sync(() => Fs.rmSync(project, { recursive: true, force: true })))
+        const project = yield* TempDir.scoped("package-consumer-")
 
         const packed = yield* exec("npm", ["pack", "--json", "--pack-destination", project], root)
         assert.strictEqual(packed.code, 0, packed.output)

@@ -2,10 +2,10 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Schema } from "effect"
 import { spawn } from "node:child_process"
 import * as Fs from "node:fs"
-import * as Os from "node:os"
 import * as Path from "node:path"
 import * as TrainingSample from "../../src/forest/TrainingSample.ts"
 import * as Example from "../support/example.ts"
+import * as TempDir from "../support/TempDir.ts"
 
 const root = Example.root
 const example = Example.dir
@@ -51,7 +51,7 @@ describe("relax-agentic rollout (end to end)", () => {
     "runs one step of real agent processes and writes samples, metrics and the accounting_end line",
     () =>
       Effect.gen(function*() {
-        const out = Fs.mkdtempSync(Path.join(Os.tmpdir(), "cli-rollout-"))
+        const out = yield* TempDir.scoped("cli-rollout-")
         const ran = yield* cli([
           "rollout",
           "--use-agentic-rollout",
@@ -109,7 +109,6 @@ describe("relax-agentic rollout (end to end)", () => {
         assert.strictEqual(metrics[0]!.rollout_id, 0)
         assert.typeOf(metrics[0]!.metrics["rollout/raw_reward"], "number")
         assert.isTrue(Fs.existsSync(Path.join(out, "debug_0.jsonl")))
-        Fs.rmSync(out, { recursive: true, force: true })
       }),
     120_000
   )
@@ -118,7 +117,7 @@ describe("relax-agentic rollout (end to end)", () => {
     "stops an agent that fails on every Group after --agentic-max-consecutive-drops drops, exit code 1",
     () =>
       Effect.gen(function*() {
-        const out = Fs.mkdtempSync(Path.join(Os.tmpdir(), "cli-drops-"))
+        const out = yield* TempDir.scoped("cli-drops-")
         const ran = yield* cli([
           "rollout",
           "--prompt-data",
@@ -153,7 +152,6 @@ describe("relax-agentic rollout (end to end)", () => {
           )
           assert.include(ran.stderr + ran.stdout, `(full log: ${Path.join(out, "logs", log)})`)
         }
-        Fs.rmSync(out, { recursive: true, force: true })
       }),
     60_000
   )
@@ -162,7 +160,7 @@ describe("relax-agentic rollout (end to end)", () => {
     "loads a TypeScript hook Node cannot strip (an enum, an extensionless import) through tsx",
     () =>
       Effect.gen(function*() {
-        const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "cli-hook-"))
+        const dir = yield* TempDir.scoped("cli-hook-")
         // An enum and a parameter property need a transform; `./answer` has no extension: Node alone refuses both.
         Fs.writeFileSync(
           Path.join(dir, "answer.ts"),
@@ -184,7 +182,6 @@ describe("relax-agentic rollout (end to end)", () => {
         assert.strictEqual(samples.length, 2)
         // The wrapped arithmetic policy answered: a calculator call, then the answer.
         for (const sample of samples) assert.lengthOf(sample.turn_spans, 2)
-        Fs.rmSync(dir, { recursive: true, force: true })
       }),
     120_000
   )

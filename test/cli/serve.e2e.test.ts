@@ -1,10 +1,9 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect } from "effect"
 import { spawn } from "node:child_process"
-import * as Fs from "node:fs"
-import * as Os from "node:os"
 import * as Path from "node:path"
 import * as AgentProcesses from "../support/agentProcesses.ts"
+import * as TempDir from "../support/TempDir.ts"
 
 const root = Path.join(import.meta.dirname, "..", "..")
 const fixtures = Path.join(root, "test", "fixtures", "rollout")
@@ -119,7 +118,7 @@ describe("relax-agentic serve (end to end)", () => {
     "Shutdown during a step reaps every agent and its children before serve exits",
     () =>
       Effect.scoped(Effect.gen(function*() {
-        const agents = Fs.mkdtempSync(Path.join(Os.tmpdir(), "serve-shutdown-"))
+        const agents = yield* TempDir.scoped("serve-shutdown-")
         const served = yield* serve([
           "--prompt-data",
           Path.join(fixtures, "train.jsonl"),
@@ -147,7 +146,6 @@ describe("relax-agentic serve (end to end)", () => {
         const ended = yield* served.exited
         assert.strictEqual(ended.code, 0, ended.stderr)
         assert.deepStrictEqual(pids.filter(AgentProcesses.running), [])
-        Fs.rmSync(agents, { recursive: true, force: true })
       })),
     { timeout: 90_000 }
   )

@@ -7,15 +7,13 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import { TestRunner } from "effect/cluster"
-import * as Fs from "node:fs"
-import * as Os from "node:os"
-import * as Path from "node:path"
 import * as LoraWriter from "../../layers/cluster/LoraWriter.ts"
 import * as SingleWriter from "../../layers/cluster/SingleWriter.ts"
 import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
 import * as LoraEngine from "../../layers/lora/LoraEngine.ts"
 import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import * as Rid from "../../src/engine/Rid.ts"
+import * as LoraAdapters from "../support/LoraAdapters.ts"
 
 const writers = Layer.effect(
   SingleWriter.Writers,
@@ -36,22 +34,10 @@ const member = Effect.gen(function*() {
   )
 })
 
-const adapterDirs = Effect.gen(function*() {
-  const root = Fs.mkdtempSync(Path.join(Os.tmpdir(), "relax-lora-cluster-"))
-  yield* Effect.addFinalizer(() => Effect.sync(() => Fs.rmSync(root, { recursive: true, force: true })))
-  return [1, 2].map((n) => {
-    const dir = Path.join(root, `v${n}`)
-    Fs.mkdirSync(dir)
-    Fs.writeFileSync(Path.join(dir, "adapter_config.json"), "{}")
-    Fs.writeFileSync(Path.join(dir, "adapter_model.safetensors"), `weights ${n}`)
-    return dir
-  })
-})
-
 describe("versioned LoRA in a cluster (the lora-versions single writer)", () => {
   it.live("one registry for every runner: sticky binds across runners, releases reclaim, publications through it", () =>
     Effect.gen(function*() {
-      const [v1, v2] = yield* adapterDirs
+      const [v1, v2] = (yield* LoraAdapters.versions(2)).dirs
       const controller = yield* member
       const runnerA = yield* member
       const runnerB = yield* member

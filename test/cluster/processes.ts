@@ -15,6 +15,7 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import * as TrainingSample from "../../src/forest/TrainingSample.ts"
 import * as AgentProcesses from "../support/agentProcesses.ts"
+import * as TempDir from "../support/TempDir.ts"
 
 export const root = Path.join(import.meta.dirname, "..", "..")
 
@@ -22,11 +23,7 @@ export const root = Path.join(import.meta.dirname, "..", "..")
 export const fixtures = Path.join(root, "test", "fixtures")
 
 /** A fresh directory under the system's temporary one, removed with everything in it when the scope closes. */
-export const workDir = (prefix: string) =>
-  Effect.acquireRelease(
-    Effect.sync(() => Fs.mkdtempSync(Path.join(Os.tmpdir(), prefix))),
-    (dir) => Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true }))
-  )
+export const workDir = TempDir.scoped
 
 /** What a member's rollout flags are made of; unset ones are left to the CLI's defaults. */
 export interface Member {

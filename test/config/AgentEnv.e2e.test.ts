@@ -1,17 +1,12 @@
-import { afterAll, assert, describe, it } from "@effect/vitest"
+import { assert, describe, it } from "@effect/vitest"
 import { Effect, Result } from "effect"
 import * as Fs from "node:fs"
-import * as Os from "node:os"
 import * as Path from "node:path"
 import type * as Supervisor from "../../layers/session/Supervisor.ts"
 import * as Settings from "../../src/config/Settings.ts"
 import { supervisorFromSettings } from "../../src/index.ts"
 import * as SessionInput from "../../src/session/SessionInput.ts"
-
-const created: Array<string> = []
-afterAll(() => {
-  for (const dir of created) Fs.rmSync(dir, { recursive: true, force: true })
-})
+import * as TempDir from "../support/TempDir.ts"
 
 const launch: Supervisor.SessionLaunch = {
   sessionId: "session-1",
@@ -27,8 +22,7 @@ const given = ["KEY", "PLAIN"]
 describe("--agent-env", () => {
   it.live("gives in-process and process agents the same variables (one parser for both executors)", () =>
     Effect.gen(function*() {
-      const cwd = Fs.mkdtempSync(Path.join(Os.tmpdir(), "agent-env-test-"))
-      created.push(cwd)
+      const cwd = yield* TempDir.scoped("agent-env-test-")
       const settings = yield* Settings.resolve({
         promptData: "train.jsonl",
         rolloutBatchSize: 1,

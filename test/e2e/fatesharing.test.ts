@@ -10,10 +10,10 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as Fs from "node:fs"
-import * as Os from "node:os"
 import * as Path from "node:path"
 import * as AgentProcesses from "../support/agentProcesses.ts"
 import * as CliProcess from "../support/cliProcess.ts"
+import * as TempDir from "../support/TempDir.ts"
 
 const root = Path.join(import.meta.dirname, "..", "..")
 const fixtures = Path.join(root, "test", "fixtures", "rollout")
@@ -42,14 +42,12 @@ const agentArgs = (pidsDir: string) => [
   "8"
 ]
 
-const tempDir = () => Fs.mkdtempSync(Path.join(Os.tmpdir(), "relax-fate-"))
-
 describe("agents share their owner's fate (SIGKILL of the command)", () => {
   it.live(
     "`rollout` killed with SIGKILL mid-step: no agent, tool or tool child is alive afterwards",
     () =>
       Effect.scoped(Effect.gen(function*() {
-        const dir = tempDir()
+        const dir = yield* TempDir.scoped("relax-fate-")
         const agents = Path.join(dir, "pids")
         Fs.mkdirSync(agents)
         const cli = yield* CliProcess.startCli([
@@ -68,7 +66,6 @@ describe("agents share their owner's fate (SIGKILL of the command)", () => {
         const ended = yield* cli.ended
         assert.strictEqual(ended.signal, "SIGKILL")
         assert.deepStrictEqual(yield* CliProcess.awaitGone(pids, AgentProcesses.running, boundMs), [], cli.output())
-        Fs.rmSync(dir, { recursive: true, force: true })
       })),
     { timeout: 90_000 }
   )
@@ -77,7 +74,7 @@ describe("agents share their owner's fate (SIGKILL of the command)", () => {
     "`serve` killed with SIGKILL during a Step: no agent, tool or tool child is alive afterwards",
     () =>
       Effect.scoped(Effect.gen(function*() {
-        const dir = tempDir()
+        const dir = yield* TempDir.scoped("relax-fate-")
         const cli = yield* CliProcess.startCli(["serve", ...agentArgs(dir), "--rpc-port", "0"])
         const url = (yield* cli.waitFor(/listening on (http:\/\/\S+\/rpc)/))[1]!
         // The step never finishes (the tools never end); the request is cut off by the kill.
@@ -96,7 +93,6 @@ describe("agents share their owner's fate (SIGKILL of the command)", () => {
         cli.child.kill("SIGKILL")
         assert.strictEqual((yield* cli.ended).signal, "SIGKILL")
         assert.deepStrictEqual(yield* CliProcess.awaitGone(pids, AgentProcesses.running, boundMs), [], cli.output())
-        Fs.rmSync(dir, { recursive: true, force: true })
       })),
     { timeout: 90_000 }
   )

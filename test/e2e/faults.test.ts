@@ -8,11 +8,11 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as Fs from "node:fs"
-import * as Os from "node:os"
 import * as Path from "node:path"
 import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
 import * as ProcessGroup from "../../layers/session/ProcessGroup.ts"
 import { makeRollout, memorySink, Rollout } from "../../src/index.ts"
+import * as TempDir from "../support/TempDir.ts"
 
 const fixtures = Path.join(import.meta.dirname, "..", "fixtures", "rollout")
 
@@ -21,7 +21,7 @@ describe("faulty agent processes (real processes)", () => {
     "cost their Groups only: the step completes, and no agent or agent child outlives it",
     () =>
       Effect.gen(function*() {
-        const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "relax-faults-"))
+        const dir = yield* TempDir.scoped("relax-faults-")
         const sink = memorySink()
         const step = yield* Effect.gen(function*() {
           return yield* (yield* Rollout).runStep(0)
@@ -74,7 +74,6 @@ describe("faulty agent processes (real processes)", () => {
             `drops seen: ${seen.join(", ")}; ` +
             `Groups accepted ${step.groups.accepted}, dropped ${step.groups.dropped}`
         )
-        Fs.rmSync(dir, { recursive: true, force: true })
       }),
     { timeout: 120_000 }
   )

@@ -9,11 +9,11 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Fiber, Layer, Scope } from "effect"
 import { spawn } from "node:child_process"
 import * as Fs from "node:fs"
-import * as Os from "node:os"
 import * as Path from "node:path"
 import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
 import { makeRollout, memorySink, Rollout } from "../../src/index.ts"
 import * as AgentProcesses from "../support/agentProcesses.ts"
+import * as TempDir from "../support/TempDir.ts"
 
 const root = Path.join(import.meta.dirname, "..", "..")
 const fixtures = Path.join(root, "test", "fixtures", "rollout")
@@ -21,12 +21,10 @@ const fixtures = Path.join(root, "test", "fixtures", "rollout")
 /** 2 Groups × 2 Sessions of the hanging agent. */
 const sessions = 4
 
-const pidsDir = () => Fs.mkdtempSync(Path.join(Os.tmpdir(), "relax-interrupt-"))
-
 describe("interrupting a rollout leaves no agent process running", () => {
   it.live("closing the rollout's scope mid-step kills every agent and its children", () =>
     Effect.gen(function*() {
-      const dir = pidsDir()
+      const dir = yield* TempDir.scoped("relax-interrupt-")
       const scope = yield* Scope.make()
       const context = yield* Layer.buildWithScope(
         makeRollout({
@@ -52,14 +50,13 @@ describe("interrupting a rollout leaves no agent process running", () => {
       yield* Fiber.interrupt(step)
       yield* Scope.close(scope, Exit.void)
       assert.deepStrictEqual(pids.filter(AgentProcesses.running), [])
-      Fs.rmSync(dir, { recursive: true, force: true })
     }), { timeout: 60_000 })
 
   it.live(
     "Ctrl-C (SIGINT) to `relax-agentic rollout` ends it, and no agent or agent child outlives it",
     () =>
       Effect.gen(function*() {
-        const dir = pidsDir()
+        const dir = yield* TempDir.scoped("relax-interrupt-")
         const out = Path.join(dir, "out")
         const agentsDir = Path.join(dir, "agents")
         Fs.mkdirSync(agentsDir)
@@ -115,7 +112,6 @@ describe("interrupting a rollout leaves no agent process running", () => {
         assert.deepStrictEqual(pids.filter(AgentProcesses.running), [], output)
         // No half-written sample file: the step never completed, so there is none at all.
         assert.isFalse(Fs.existsSync(Path.join(out, "rollout_0.jsonl")))
-        Fs.rmSync(dir, { recursive: true, force: true })
       }),
     { timeout: 120_000 }
   )

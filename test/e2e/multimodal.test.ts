@@ -1,11 +1,11 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
-import { tmpdir } from "node:os"
+import { writeFileSync } from "node:fs"
 import { join, resolve } from "node:path"
 import sharp from "sharp"
 import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
 import { makeRollout, memorySink, Rollout } from "../../src/index.ts"
+import * as TempDir from "../support/TempDir.ts"
 import * as VisionTokenizer from "../support/VisionTokenizer.ts"
 
 const fixtures = resolve(import.meta.dirname, "../fixtures/rollout")
@@ -17,10 +17,7 @@ describe("a multimodal rollout with a vision tokenizer (real agent processes, em
     () =>
       Effect.gen(function*() {
         const tokenizer = yield* VisionTokenizer.directory()
-        const dir = yield* Effect.acquireRelease(
-          Effect.sync(() => mkdtempSync(join(tmpdir(), "relax-mm-"))),
-          (path) => Effect.sync(() => rmSync(path, { recursive: true, force: true }))
-        )
+        const dir = yield* TempDir.scoped("relax-mm-")
         const image = join(dir, "photo.png")
         yield* Effect.promise(() =>
           sharp({ create: { width: 640, height: 480, channels: 3, background: { r: 0, g: 90, b: 200 } } }).png().toFile(

@@ -10,16 +10,14 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Context, Effect, Layer } from "effect"
 import * as Fs from "node:fs"
-import * as Os from "node:os"
 import * as Path from "node:path"
 import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
 import { makeRpcClient, memorySink, resolveConfig, RolloutRpcServer, serveFromSettings } from "../../src/index.ts"
 import * as CliProcess from "../support/cliProcess.ts"
+import * as TempDir from "../support/TempDir.ts"
 
 const root = Path.join(import.meta.dirname, "..", "..")
 const fixtures = Path.join(root, "test", "fixtures", "rollout")
-
-const tempDir = () => Fs.mkdtempSync(Path.join(Os.tmpdir(), "relax-outputs-"))
 
 /** A regular file: nothing can be created under it (ENOTDIR). */
 const aFile = (dir: string) => {
@@ -52,7 +50,7 @@ describe("a bad output path fails at startup, before any agent starts", () => {
     "rollout --output-dir under a file, and --save-debug-rollout-data under a file",
     () =>
       Effect.gen(function*() {
-        const dir = tempDir()
+        const dir = yield* TempDir.scoped("relax-outputs-")
         const pids = Path.join(dir, "pids")
         Fs.mkdirSync(pids)
         const file = aFile(dir)
@@ -78,14 +76,13 @@ describe("a bad output path fails at startup, before any agent starts", () => {
         )
         // No agent ever started.
         assert.deepStrictEqual(Fs.readdirSync(pids), [])
-        Fs.rmSync(dir, { recursive: true, force: true })
       }),
     { timeout: 90_000 }
   )
 
   it.live("rollout --output-dir /proc/nope fails at once (no recursive mkdir loop)", () =>
     Effect.gen(function*() {
-      const dir = tempDir()
+      const dir = yield* TempDir.scoped("relax-outputs-")
       const ended = yield* run(["rollout", ...hangingAgent(dir), "--output-dir", "/proc/nope/out"])
       assert.strictEqual(ended.code, 1, ended.stdout + ended.stderr)
       assert.include(
@@ -93,12 +90,11 @@ describe("a bad output path fails at startup, before any agent starts", () => {
         "--output-dir /proc/nope/out: cannot create the directory: the file system refuses new entries there"
       )
       assert.deepStrictEqual(Fs.readdirSync(dir), [])
-      Fs.rmSync(dir, { recursive: true, force: true })
     }), { timeout: 60_000 })
 
   it.live("check and serve refuse the same paths before starting an agent or listening", () =>
     Effect.gen(function*() {
-      const dir = tempDir()
+      const dir = yield* TempDir.scoped("relax-outputs-")
       const file = aFile(dir)
       const checked = yield* run(["check", ...hangingAgent(dir), "--output-dir", Path.join(file, "out")])
       assert.strictEqual(checked.code, 1, checked.stdout + checked.stderr)
@@ -116,7 +112,6 @@ describe("a bad output path fails at startup, before any agent starts", () => {
       assert.include(served.stderr, `--save-debug-rollout-data ${file}: cannot create the directory`)
       assert.notInclude(served.stdout, "listening on")
       assert.deepStrictEqual(Fs.readdirSync(dir), ["afile"])
-      Fs.rmSync(dir, { recursive: true, force: true })
     }), { timeout: 90_000 })
 })
 
@@ -125,7 +120,7 @@ describe("a debug dump that fails mid-run", () => {
     "still delivers the step's samples to the trainer over the RPC; the next Step fails naming the path",
     () =>
       Effect.scoped(Effect.gen(function*() {
-        const dir = tempDir()
+        const dir = yield* TempDir.scoped("relax-outputs-")
         const dumps = Path.join(dir, "dumps")
         const settings = yield* resolveConfig({
           promptData: Path.join(fixtures, "train.jsonl"),
@@ -160,7 +155,6 @@ describe("a debug dump that fails mid-run", () => {
         assert.isDefined(fallback, text)
         assert.strictEqual(Fs.readFileSync(fallback!, "utf8").trim().split("\n").length, 2)
         Fs.rmSync(Path.dirname(fallback!), { recursive: true, force: true })
-        Fs.rmSync(dir, { recursive: true, force: true })
       })),
     { timeout: 120_000 }
   )

@@ -6,15 +6,14 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Schema } from "effect"
-import { mkdtempSync } from "node:fs"
 import { createRequire } from "node:module"
-import { tmpdir } from "node:os"
 import { dirname, join, resolve } from "node:path"
 import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
 import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import type * as TrainingSample from "../../src/forest/TrainingSample.ts"
 import { makeRollout, memorySink, Rollout, type RolloutOptionsInput } from "../../src/index.ts"
 import * as FakeSglang from "../support/FakeSglang.ts"
+import * as TempDir from "../support/TempDir.ts"
 
 const fixtures = resolve(import.meta.dirname, "../fixtures/rollout")
 // --engine sglang needs the served model's tokenizer: the fake serves the bundled one.
@@ -33,7 +32,7 @@ const options = (extra: Partial<RolloutOptionsInput> = {}): RolloutOptionsInput 
   promptData: join(fixtures, "partial.jsonl"),
   agentCommand: `${JSON.stringify(process.execPath)} partial.mjs`,
   agentCwd: fixtures,
-  agentEnv: [`SIGNAL_DIR=${mkdtempSync(join(tmpdir(), "relax-partial-"))}`],
+  agentEnv: [`SIGNAL_DIR=${TempDir.forTest("relax-partial-")}`],
   agentTimeout: 120,
   nSamplesPerPrompt: 1,
   rolloutBatchSize: 1,

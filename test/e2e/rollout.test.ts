@@ -1,10 +1,10 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { mkdtempSync, readFileSync } from "node:fs"
-import { tmpdir } from "node:os"
+import { readFileSync } from "node:fs"
 import { join, resolve } from "node:path"
 import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
 import { makeRollout, memorySink, Rollout, type RolloutOptionsInput } from "../../src/index.ts"
+import * as TempDir from "../support/TempDir.ts"
 
 const fixtures = resolve(import.meta.dirname, "../fixtures/rollout")
 
@@ -28,7 +28,7 @@ const numbers = (value: unknown): Array<number> => (Array.isArray(value) ? value
 
 describe("rollout end to end (real agent processes, gateway, embedded engine)", () => {
   it.live("runs two steps with prelaunch and Eval, and writes samples that agree with the forest dump", () => {
-    const dir = mkdtempSync(join(tmpdir(), "relax-e2e-"))
+    const dir = TempDir.forTest("relax-e2e-")
     const sink = memorySink()
     return Effect.gen(function*() {
       const rollout = yield* Rollout

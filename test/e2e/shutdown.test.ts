@@ -11,11 +11,11 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Schema } from "effect"
 import { execFileSync } from "node:child_process"
 import * as Fs from "node:fs"
-import * as Os from "node:os"
 import * as Path from "node:path"
 import * as TrainingSample from "../../src/forest/TrainingSample.ts"
 import * as AgentProcesses from "../support/agentProcesses.ts"
 import * as CliProcess from "../support/cliProcess.ts"
+import * as TempDir from "../support/TempDir.ts"
 
 const root = Path.join(import.meta.dirname, "..", "..")
 const fixtures = Path.join(root, "test", "fixtures", "rollout")
@@ -23,8 +23,6 @@ const fixtures = Path.join(root, "test", "fixtures", "rollout")
 const boundMs = 3_000
 /** 2 Groups × 2 Sessions. */
 const sessions = 4
-
-const tempDir = () => Fs.mkdtempSync(Path.join(Os.tmpdir(), "relax-shutdown-"))
 
 const common = [
   "--prompt-data",
@@ -64,7 +62,7 @@ describe("shutdown", () => {
     "Ctrl-C with every model request in flight: one last line names the step and what was written, no 499 warnings",
     () =>
       Effect.scoped(Effect.gen(function*() {
-        const dir = tempDir()
+        const dir = yield* TempDir.scoped("relax-shutdown-")
         const pids = Path.join(dir, "pids")
         const calls = Path.join(dir, "calls")
         Fs.mkdirSync(pids)
@@ -93,7 +91,6 @@ describe("shutdown", () => {
         )
         assert.notInclude(cli.output(), "client disconnected")
         assert.deepStrictEqual(Fs.readdirSync(out), [])
-        Fs.rmSync(dir, { recursive: true, force: true })
       })),
     { timeout: 120_000 }
   )
@@ -102,7 +99,7 @@ describe("shutdown", () => {
     "SIGTERM while a write hangs ends the process; the step's samples are kept in the fallback file",
     () =>
       Effect.scoped(Effect.gen(function*() {
-        const dir = tempDir()
+        const dir = yield* TempDir.scoped("relax-shutdown-")
         const out = Path.join(dir, "out")
         Fs.mkdirSync(out)
         const cli = yield* CliProcess.startCli([
@@ -133,7 +130,6 @@ describe("shutdown", () => {
         assert.lengthOf(samplesIn(fallback), sessions)
         assert.isFalse(Fs.existsSync(Path.join(out, "rollout_0.jsonl")))
         Fs.rmSync(Path.dirname(fallback), { recursive: true, force: true })
-        Fs.rmSync(dir, { recursive: true, force: true })
       })),
     { timeout: 120_000 }
   )
@@ -142,7 +138,7 @@ describe("shutdown", () => {
     "a second Ctrl-C ends a shutdown waiting for agents deaf to SIGTERM at once, and kills them",
     () =>
       Effect.scoped(Effect.gen(function*() {
-        const dir = tempDir()
+        const dir = yield* TempDir.scoped("relax-shutdown-")
         const pids = Path.join(dir, "pids")
         Fs.mkdirSync(pids)
         const cli = yield* CliProcess.startCli([
@@ -172,7 +168,6 @@ describe("shutdown", () => {
           /^Interrupted by SIGINT during step 0: step 0's samples were not written; nothing was written/
         )
         assert.deepStrictEqual(yield* CliProcess.awaitGone(agents, AgentProcesses.running, boundMs), [])
-        Fs.rmSync(dir, { recursive: true, force: true })
       })),
     { timeout: 120_000 }
   )
@@ -181,7 +176,7 @@ describe("shutdown", () => {
     "a write that fails mid-run keeps the step's samples in the fallback file and stops the run, naming the path",
     () =>
       Effect.scoped(Effect.gen(function*() {
-        const dir = tempDir()
+        const dir = yield* TempDir.scoped("relax-shutdown-")
         const pids = Path.join(dir, "pids")
         Fs.mkdirSync(pids)
         const out = Path.join(dir, "out")
@@ -212,7 +207,6 @@ describe("shutdown", () => {
         assert.lengthOf(samplesIn(fallback), sessions)
         assert.deepStrictEqual(AgentProcesses.recordedPids(pids).filter(AgentProcesses.running), [])
         Fs.rmSync(Path.dirname(fallback), { recursive: true, force: true })
-        Fs.rmSync(dir, { recursive: true, force: true })
       })),
     { timeout: 120_000 }
   )

@@ -3,7 +3,6 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Fiber, Logger } from "effect"
 import * as Fs from "node:fs"
 import { createServer } from "node:net"
-import * as Os from "node:os"
 import * as Path from "node:path"
 import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
 import type * as Engine from "../../layers/engine/Engine.ts"
@@ -13,6 +12,8 @@ import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import * as Cli from "../../src/cli.ts"
 import * as Rid from "../../src/engine/Rid.ts"
 import * as FakeSglang from "../support/FakeSglang.ts"
+import * as LoraAdapters from "../support/LoraAdapters.ts"
+import * as TempDir from "../support/TempDir.ts"
 
 const prompt = [151644, 872, 198, 13048, 151645, 198, 151644, 77091, 198]
 
@@ -546,11 +547,9 @@ describe("SglangEngine behind a router", () => {
         "/m"
       ]
       const fromFlags = yield* settingsOf([...common, "--sglang-router-url", router.url])
-      const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "sglang-router-"))
-      const file = Path.join(dir, "rollout.json")
+      const file = Path.join(yield* TempDir.scoped("sglang-router-"), "rollout.json")
       Fs.writeFileSync(file, JSON.stringify({ "sglang-router-url": router.url }))
       const fromConfig = yield* settingsOf([...common, "--config", file])
-      Fs.rmSync(dir, { recursive: true, force: true })
       assert.deepStrictEqual(
         SglangEngine.SglangEngine.optionsOf(fromConfig),
         SglangEngine.SglangEngine.optionsOf(fromFlags)
@@ -806,10 +805,7 @@ describe("SglangEngine against SGLang's real behaviour (docs/sglang.md)", () => 
     Effect.gen(function*() {
       const server = yield* fake({ enablePriorityScheduling: true })
       // The fixed adapter of --sglang-lora-path, loaded on the server by its operator.
-      const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "relax-adapter-"))
-      yield* Effect.addFinalizer(() => Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true })))
-      Fs.writeFileSync(Path.join(dir, "adapter_config.json"), "{}")
-      Fs.writeFileSync(Path.join(dir, "adapter_model.safetensors"), "weights")
+      const [dir] = (yield* LoraAdapters.versions(1)).dirs
       yield* Effect.promise(() =>
         fetch(`${server.url}/load_lora_adapter`, {
           method: "POST",

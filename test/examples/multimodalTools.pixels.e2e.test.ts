@@ -8,7 +8,6 @@ import { Context, Effect, Layer, Result } from "effect"
 import { execFile } from "node:child_process"
 import { createHash } from "node:crypto"
 import * as Fs from "node:fs"
-import * as Os from "node:os"
 import * as Path from "node:path"
 import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
 import * as Cli from "../../src/cli.ts"
@@ -23,16 +22,14 @@ import {
   serveFromSettings
 } from "../../src/index.ts"
 import * as Npy from "../../src/vision/Npy.ts"
+import * as TempDir from "../support/TempDir.ts"
 import * as VisionTokenizer from "../support/VisionTokenizer.ts"
 
 const root = Path.join(import.meta.dirname, "..", "..")
 const config = Cli.readConfigFile(Path.join(root, "examples", "multimodal-tools", "rollout.json"))
 const extras = () => ({ telemetry: memorySink(), embedded: EmbeddedEngine.EmbeddedEngine.instant })
 
-const tempDir = Effect.acquireRelease(
-  Effect.sync(() => Fs.mkdtempSync(Path.join(Os.tmpdir(), "relax-pixels-"))),
-  (dir) => Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true }))
-)
+const tempDir = TempDir.scoped("relax-pixels-")
 
 const options = (tokenizer: string, out: string): RolloutOptionsInput => ({
   ...(Result.isSuccess(config) ? config.success : {}),

@@ -1,13 +1,13 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { mkdtempSync, writeFileSync } from "node:fs"
-import { tmpdir } from "node:os"
+import { writeFileSync } from "node:fs"
 import { join } from "node:path"
 import * as Inspector from "../../layers/inspect/Inspector.ts"
 import * as Drift from "../../src/forest/Drift.ts"
 import * as Dump from "../../src/inspect/Dump.ts"
 import * as RunView from "../../src/inspect/RunView.ts"
 import * as SessionTree from "../../src/inspect/SessionTree.ts"
+import * as TempDir from "../support/TempDir.ts"
 import * as Fixture from "./fixture.ts"
 
 const runOf = (file: string, text: string) => {
@@ -179,7 +179,7 @@ describe("inspect: a run read lazily (Inspector.load)", () => {
   it.effect("lists from lines without their token arrays, and decodes a Session in full when it is opened", () =>
     Effect.gen(function*() {
       const { jsonl } = Fixture.session()
-      const dir = mkdtempSync(join(tmpdir(), "inspect-lazy-"))
+      const dir = yield* TempDir.scoped("inspect-lazy-")
       // A blank line and a training-sample-free dump: the list still has every row.
       writeFileSync(join(dir, "debug_0.jsonl"), `\n${jsonl}`)
       const lazy = yield* Inspector.load(dir)

@@ -1,9 +1,9 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { spawn } from "node:child_process"
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs"
-import { tmpdir } from "node:os"
+import { readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
+import * as TempDir from "../support/TempDir.ts"
 import * as Fixture from "./fixture.ts"
 
 const root = join(import.meta.dirname, "..", "..")
@@ -51,7 +51,7 @@ const cli = (
 describe("relax-agentic inspect (the command line)", () => {
   it.live("serves the run on 127.0.0.1 and prints the URL, until Ctrl-C", () =>
     Effect.gen(function*() {
-      const dir = mkdtempSync(join(tmpdir(), "inspect-cli-"))
+      const dir = yield* TempDir.scoped("inspect-cli-")
       writeFileSync(join(dir, "debug_0.jsonl"), Fixture.session().jsonl)
       let overview: { sessions: ReadonlyArray<{ session_id: string }> } | undefined
       const ran = yield* cli([dir], /inspect: (http:\/\/127\.0\.0\.1:\d+\/) /, async (match) => {
@@ -63,7 +63,7 @@ describe("relax-agentic inspect (the command line)", () => {
 
   it.live("writes one self-contained HTML file with --html", () =>
     Effect.gen(function*() {
-      const dir = mkdtempSync(join(tmpdir(), "inspect-cli-"))
+      const dir = yield* TempDir.scoped("inspect-cli-")
       const dump = join(dir, "debug_0.jsonl")
       writeFileSync(dump, Fixture.session().jsonl)
       const out = join(dir, "out.html")
@@ -79,7 +79,7 @@ describe("relax-agentic inspect (the command line)", () => {
 
   it.live("says what to give when the path holds no run", () =>
     Effect.gen(function*() {
-      const dir = mkdtempSync(join(tmpdir(), "inspect-cli-"))
+      const dir = yield* TempDir.scoped("inspect-cli-")
       const ran = yield* cli([join(dir, "missing")])
       assert.strictEqual(ran.code, 1)
       assert.include(ran.stderr, "no such file or directory")

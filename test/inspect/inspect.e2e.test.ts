@@ -1,13 +1,13 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Context, Effect, Layer } from "effect"
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
-import { tmpdir } from "node:os"
+import { readFileSync, writeFileSync } from "node:fs"
 import { join, resolve } from "node:path"
 import { pathToFileURL } from "node:url"
 import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
 import * as Inspector from "../../layers/inspect/Inspector.ts"
 import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import { makeRollout, memorySink, Rollout } from "../../src/index.ts"
+import * as TempDir from "../support/TempDir.ts"
 import * as Browser from "./browser.ts"
 
 const fixtures = resolve(import.meta.dirname, "fixtures")
@@ -66,7 +66,7 @@ describe("relax-agentic inspect (a real rollout's files in a real browser)", () 
     "shows the run's Steps, Groups and Sessions, a Session's tree and tokens, and filters them",
     () =>
       Effect.gen(function*() {
-        const dir = mkdtempSync(join(tmpdir(), "relax-inspect-"))
+        const dir = yield* TempDir.scoped("relax-inspect-")
         yield* rolloutInto(dir)
         const dump = [...readDump(join(dir, "debug_0.jsonl")), ...readDump(join(dir, "debug_1.jsonl"))]
         const sessions = new Set(dump.map((d) => `${d.rollout_id}/${d.session_id}`))
@@ -178,10 +178,7 @@ describe("relax-agentic inspect (a real rollout's files in a real browser)", () 
     "shows where each Session's time went as a timeline, and a Session's row opens its view",
     () =>
       Effect.gen(function*() {
-        const dir = yield* Effect.acquireRelease(
-          Effect.sync(() => mkdtempSync(join(tmpdir(), "relax-inspect-timeline-"))),
-          (d) => Effect.sync(() => rmSync(d, { recursive: true, force: true }))
-        )
+        const dir = yield* TempDir.scoped("relax-inspect-timeline-")
         yield* rolloutInto(dir)
         const dump = [...readDump(join(dir, "debug_0.jsonl")), ...readDump(join(dir, "debug_1.jsonl"))]
         const sessions = new Set(dump.map((d) => `${d.rollout_id}/${d.session_id}`))

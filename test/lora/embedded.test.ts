@@ -5,12 +5,11 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import * as Fs from "node:fs"
-import * as Os from "node:os"
-import * as Path from "node:path"
 import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
 import type * as Engine from "../../layers/engine/Engine.ts"
 import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
+import * as LoraAdapters from "../support/LoraAdapters.ts"
+import * as TempDir from "../support/TempDir.ts"
 
 const request = (rid: string, lora?: string): Engine.GenerateRequest => ({
   inputIds: [151644, 872, 198, 13048, 151645, 198, 151644, 77091, 198],
@@ -23,15 +22,8 @@ const request = (rid: string, lora?: string): Engine.GenerateRequest => ({
 describe("embedded engine adapters", () => {
   it.effect("sample by their weights: other tokens than the base model, the same for the same weights", () =>
     Effect.gen(function*() {
-      const root = Fs.mkdtempSync(Path.join(Os.tmpdir(), "relax-lora-embedded-"))
-      yield* Effect.addFinalizer(() => Effect.sync(() => Fs.rmSync(root, { recursive: true, force: true })))
-      const dir = (name: string, weights: string) => {
-        const d = Path.join(root, name)
-        Fs.mkdirSync(d)
-        Fs.writeFileSync(Path.join(d, "adapter_config.json"), "{}")
-        Fs.writeFileSync(Path.join(d, "adapter_model.safetensors"), weights)
-        return d
-      }
+      const root = yield* TempDir.scoped("relax-lora-embedded-")
+      const dir = (name: string, weights: string) => LoraAdapters.write(root, name, weights)
       const engine = yield* EmbeddedEngine.EmbeddedEngine.make(yield* Tokenizer.Tokenizer, EmbeddedEngine.instant)
       const adapters = engine.adapters!
       yield* adapters.load("embedded", { name: "a", path: dir("a", "weights A"), pinned: true })

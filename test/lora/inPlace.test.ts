@@ -5,9 +5,6 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber } from "effect"
-import * as Fs from "node:fs"
-import * as Os from "node:os"
-import * as Path from "node:path"
 import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
 import type * as Engine from "../../layers/engine/Engine.ts"
 import * as SglangEngine from "../../layers/engine/sglang/SglangEngine.ts"
@@ -16,6 +13,7 @@ import * as LoraVersions from "../../layers/lora/LoraVersions.ts"
 import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import * as Rid from "../../src/engine/Rid.ts"
 import * as FakeSglang from "../support/FakeSglang.ts"
+import * as LoraAdapters from "../support/LoraAdapters.ts"
 
 const prompt = [151644, 872, 198, 13048, 151645, 198, 151644, 77091, 198]
 let rids = 0
@@ -30,15 +28,7 @@ const request = (sessionId: string): Engine.GenerateRequest => ({
 describe("in-place LoRA through the two-phase protocol", () => {
   it.live("pauses, swaps relax_policy_lora on every worker, resumes on the adapter version", () =>
     Effect.gen(function*() {
-      const root = Fs.mkdtempSync(Path.join(Os.tmpdir(), "relax-lora-"))
-      yield* Effect.addFinalizer(() => Effect.sync(() => Fs.rmSync(root, { recursive: true, force: true })))
-      const dirs = [1, 2].map((n) => {
-        const dir = Path.join(root, `v${n}`)
-        Fs.mkdirSync(dir)
-        Fs.writeFileSync(Path.join(dir, "adapter_config.json"), "{}")
-        Fs.writeFileSync(Path.join(dir, "adapter_model.safetensors"), `weights ${n}`)
-        return dir
-      })
+      const { dirs } = yield* LoraAdapters.versions(2)
       const model = yield* EmbeddedEngine.EmbeddedEngine.make(yield* Tokenizer.Tokenizer, {
         ...EmbeddedEngine.EmbeddedEngine.instant,
         seed: 3

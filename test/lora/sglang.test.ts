@@ -6,7 +6,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber } from "effect"
 import * as Fs from "node:fs"
-import * as Os from "node:os"
 import * as Path from "node:path"
 import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
 import type * as Engine from "../../layers/engine/Engine.ts"
@@ -18,6 +17,7 @@ import * as Rid from "../../src/engine/Rid.ts"
 import * as GenerationError from "../../src/generation/GenerationError.ts"
 import * as ProtocolError from "../../src/protocol/ProtocolError.ts"
 import * as FakeSglang from "../support/FakeSglang.ts"
+import * as LoraAdapters from "../support/LoraAdapters.ts"
 
 const prompt = [151644, 872, 198, 13048, 151645, 198, 151644, 77091, 198]
 let rids = 0
@@ -32,18 +32,7 @@ const request = (sessionId: string, overrides: Partial<Engine.GenerateRequest> =
 })
 
 /** Adapter directories under a temp dir removed with the scope. */
-const adapters = (count: number) =>
-  Effect.gen(function*() {
-    const root = Fs.mkdtempSync(Path.join(Os.tmpdir(), "relax-lora-"))
-    yield* Effect.addFinalizer(() => Effect.sync(() => Fs.rmSync(root, { recursive: true, force: true })))
-    return Array.from({ length: count }, (_, i) => {
-      const dir = Path.join(root, `v${i + 1}`)
-      Fs.mkdirSync(dir)
-      Fs.writeFileSync(Path.join(dir, "adapter_config.json"), JSON.stringify({ r: 8, peft_type: "LORA" }))
-      Fs.writeFileSync(Path.join(dir, "adapter_model.safetensors"), `weights ${i + 1}`)
-      return dir
-    })
-  })
+const adapters = (count: number) => Effect.map(LoraAdapters.versions(count), ({ dirs }) => dirs)
 
 const fake = (options: FakeSglang.FakeSglangOptions = {}) =>
   Effect.gen(function*() {
@@ -68,14 +57,20 @@ const versioned = (options: SglangEngine.SglangEngineOptions, lora: Partial<Lora
 const bodies = (server: FakeSglang.FakeSglang, path: string) =>
   server.requests.filter((r) => r.path === path).map((r) => r.body as Record<string, unknown>)
 
+/** Two workers, two adapters, the first published. */
+const twoWorkersPublished = Effect.gen(function*() {
+  const [v1, v2] = yield* adapters(2)
+  const a = yield* fake()
+  const b = yield* fake()
+  const { engine, versions } = yield* versioned({ workerUrls: [a.url, b.url] })
+  const first = yield* versions.publish({ path: v1! })
+  return { v1, v2, a, b, engine, versions, first }
+})
+
 describe("versioned LoRA on SGLang", () => {
   it.live("loads every version pinned on every worker; a Session names its bound version on every attempt", () =>
     Effect.gen(function*() {
-      const [v1, v2] = yield* adapters(2)
-      const a = yield* fake()
-      const b = yield* fake()
-      const { engine, versions } = yield* versioned({ workerUrls: [a.url, b.url] })
-      const first = yield* versions.publish({ path: v1! })
+      const { v1, v2, a, b, engine, versions, first } = yield* twoWorkersPublished
       for (const server of [a, b]) {
         assert.deepStrictEqual(bodies(server, "/load_lora_adapter"), [
           { lora_name: first.version, lora_path: v1, pinned: true }
@@ -153,11 +148,7 @@ describe("versioned LoRA on SGLang", () => {
 
   it.live("a load refused by one worker unloads the candidate from the others and keeps the old default", () =>
     Effect.gen(function*() {
-      const [v1, v2] = yield* adapters(2)
-      const a = yield* fake()
-      const b = yield* fake()
-      const { engine, versions } = yield* versioned({ workerUrls: [a.url, b.url] })
-      const first = yield* versions.publish({ path: v1! })
+      const { v1, v2, a, b, engine, versions, first } = yield* twoWorkersPublished
       b.lora.failNextLoads(1)
       const refused = yield* Effect.flip(versions.publish({ path: v2! }))
       assert.strictEqual(refused.reason, "load")

@@ -7,11 +7,11 @@ import { assert, describe, it } from "@effect/vitest"
 import { Context, Effect, Layer } from "effect"
 import { execFile } from "node:child_process"
 import * as Fs from "node:fs"
-import * as Os from "node:os"
 import * as Path from "node:path"
 import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
 import type { Results } from "../../src/index.ts"
 import { makeRpcClient, memorySink, resolveConfig, RolloutRpcServer, serveFromSettings } from "../../src/index.ts"
+import * as TempDir from "../support/TempDir.ts"
 
 const root = Path.join(import.meta.dirname, "..", "..")
 const fixtures = Path.join(root, "test", "fixtures")
@@ -33,8 +33,7 @@ describe("a LoRA trainer over RPC", () => {
     "the Python example publishes versions; every sample names the one its Session bound",
     () =>
       Effect.scoped(Effect.gen(function*() {
-        const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "relax-lora-trainer-"))
-        yield* Effect.addFinalizer(() => Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true })))
+        const dir = yield* TempDir.scoped("relax-lora-trainer-")
         const adapters = [1, 2, 3].map((n) => {
           const adapter = Path.join(dir, `step-${n}`)
           Fs.mkdirSync(adapter)

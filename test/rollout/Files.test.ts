@@ -1,17 +1,15 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs"
-import { tmpdir } from "node:os"
+import { readdirSync, readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import * as Files from "../../layers/rollout/Files.ts"
 import * as Records from "../../src/rollout/Records.ts"
-
-const tempDir = () => mkdtempSync(join(tmpdir(), "relax-files-"))
+import * as TempDir from "../support/TempDir.ts"
 
 describe("output files", () => {
   it.effect("are written atomically, leaving no temporary file, creating missing directories", () =>
     Effect.gen(function*() {
-      const dir = tempDir()
+      const dir = yield* TempDir.scoped("relax-files-")
       const path = join(dir, "a", "b", "rollout_0.jsonl")
       yield* Files.writeFileAtomic(path, Records.jsonl([{ a: 1 }, { b: [2] }]))
       assert.strictEqual(readFileSync(path, "utf8"), "{\"a\":1}\n{\"b\":[2]}\n")
@@ -21,7 +19,7 @@ describe("output files", () => {
 
   it.effect("fail with the file system's error under a file", () =>
     Effect.gen(function*() {
-      const file = join(tempDir(), "afile")
+      const file = join(yield* TempDir.scoped("relax-files-"), "afile")
       writeFileSync(file, "x")
       const error = yield* Effect.flip(Files.writeFileAtomic(join(file, "out", "rollout_0.jsonl"), "x"))
       assert.include(String(error), "ENOTDIR")
@@ -29,7 +27,7 @@ describe("output files", () => {
 
   it.effect("serialize writes of one path, so the last write wins and its temporary name is never shared", () =>
     Effect.gen(function*() {
-      const path = join(tempDir(), "metrics.jsonl")
+      const path = join(yield* TempDir.scoped("relax-files-"), "metrics.jsonl")
       yield* Effect.all(["1\n", "2\n", "3\n"].map((text) => Files.writeFileAtomic(path, text)), {
         concurrency: "unbounded"
       })
@@ -48,14 +46,14 @@ describe("creating an output directory", () => {
 
   it.effect("probes a directory: creates it, writes and removes a probe file", () =>
     Effect.gen(function*() {
-      const dir = join(tempDir(), "new", "out")
+      const dir = join(yield* TempDir.scoped("relax-files-"), "new", "out")
       yield* Files.probeDirectory({ flag: "--output-dir", directory: dir })
       assert.deepStrictEqual(readdirSync(dir), [])
     }))
 
   it.effect("names the flag, the path and the reason when the directory cannot be created", () =>
     Effect.gen(function*() {
-      const file = join(tempDir(), "afile")
+      const file = join(yield* TempDir.scoped("relax-files-"), "afile")
       writeFileSync(file, "x")
       const error = yield* Effect.flip(
         Files.probeDirectory({ flag: "--save-debug-rollout-data", directory: join(file, "dumps") })

@@ -5,18 +5,14 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as Fs from "node:fs"
-import * as Os from "node:os"
 import * as Path from "node:path"
 import * as SlowStartWatch from "../../layers/session/SlowStartWatch.ts"
+import * as TempDir from "../support/TempDir.ts"
 
 /** A home whose login profile fails, removed with the scope (also when the test fails). */
-const failingHome = Effect.acquireRelease(
-  Effect.sync(() => {
-    const home = Fs.mkdtempSync(Path.join(Os.tmpdir(), "login-shell-"))
-    Fs.writeFileSync(Path.join(home, ".bash_profile"), "exit 1\n")
-    return home
-  }),
-  (home) => Effect.sync(() => Fs.rmSync(home, { recursive: true, force: true }))
+const failingHome = Effect.tap(
+  TempDir.scoped("login-shell-"),
+  (home) => Effect.sync(() => Fs.writeFileSync(Path.join(home, ".bash_profile"), "exit 1\n"))
 )
 
 describe("SlowStartWatch.loginShellSeconds", () => {

@@ -1,25 +1,17 @@
-import { afterAll, assert, describe, it } from "@effect/vitest"
+import { assert, describe, it } from "@effect/vitest"
 import { Duration, Effect, Fiber, Result } from "effect"
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
-import * as Os from "node:os"
 import * as Path from "node:path"
 import * as ProcessGroup from "../../layers/session/ProcessGroup.ts"
 import * as Supervisor from "../../layers/session/Supervisor.ts"
 import type * as AgentSpec from "../../src/session/AgentSpec.ts"
 import * as SessionInput from "../../src/session/SessionInput.ts"
+import * as TempDir from "../support/TempDir.ts"
 
 const fixtures = Path.join(import.meta.dirname, "..", "fixtures", "agents")
 
-const created: Array<string> = []
-const tempDir = () => {
-  const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "supervisor-test-"))
-  created.push(dir)
-  return dir
-}
-afterAll(() => {
-  for (const dir of created) Fs.rmSync(dir, { recursive: true, force: true })
-})
+const tempDir = () => TempDir.forTest("supervisor-test-")
 
 const prepared = (row: Record<string, unknown>): SessionInput.Prepared =>
   Result.getOrThrow(SessionInput.fromRow(row, 0))

@@ -1,12 +1,11 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Result, Schema } from "effect"
-import * as Fs from "node:fs"
-import * as Os from "node:os"
 import * as Path from "node:path"
 import sharp from "sharp"
 import * as SessionDirectory from "../../layers/session/SessionDirectory.ts"
 import * as Supervisor from "../../layers/session/Supervisor.ts"
 import * as SessionInput from "../../src/session/SessionInput.ts"
+import * as TempDir from "../support/TempDir.ts"
 
 const decodeDataUri = async (url: string) => {
   const prefix = "data:image/png;base64,"
@@ -27,7 +26,7 @@ const red = { r: 255, g: 0, b: 0 }
 describe("multimodal conversion at the process boundary", () => {
   it.live("converts a local RGBA PNG and a JPEG file to RGB PNG data URIs", () =>
     Effect.gen(function*() {
-      const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "supervisor-images-"))
+      const dir = yield* TempDir.scoped("supervisor-images-")
       const pngPath = Path.join(dir, "a.png")
       const jpgPath = Path.join(dir, "b.jpg")
       yield* Effect.promise(() =>
@@ -55,7 +54,6 @@ describe("multimodal conversion at the process boundary", () => {
       assert.strictEqual(fromJpg.meta.channels, 3)
       assert.deepStrictEqual([fromJpg.meta.width, fromJpg.meta.height], [5, 2])
       assert.isTrue((fromJpg.pixel[2] ?? 0) > 240 && (fromJpg.pixel[0] ?? 255) < 15)
-      Fs.rmSync(dir, { recursive: true })
     }))
 
   it.live("converts bytes (a greyscale image) to a 3-channel PNG and keeps data: and http(s) URLs", () =>
@@ -81,7 +79,7 @@ describe("multimodal conversion at the process boundary", () => {
 
   it.live("gives the agent image_url content and reports an unreadable image by session and index", () =>
     Effect.gen(function*() {
-      const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "supervisor-images-"))
+      const dir = yield* TempDir.scoped("supervisor-images-")
       const pngPath = Path.join(dir, "a.png")
       yield* Effect.promise(() =>
         sharp({ create: { width: 1, height: 1, channels: 3, background: red } }).png().toFile(pngPath)
@@ -115,6 +113,5 @@ describe("multimodal conversion at the process boundary", () => {
         )
       assert.strictEqual(error._tag, "SessionInputError")
       assert.match(error.message, /^session s-9, field 'images\[0\]': cannot load image .*missing\.png/)
-      Fs.rmSync(dir, { recursive: true })
     }))
 })

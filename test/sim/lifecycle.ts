@@ -13,8 +13,7 @@
  */
 import { Clock, Context, Deferred, Effect, Exit, Fiber, Layer, Queue } from "effect"
 import { TestClock } from "effect/testing"
-import { mkdtempSync, writeFileSync } from "node:fs"
-import { tmpdir } from "node:os"
+import { writeFileSync } from "node:fs"
 import { join } from "node:path"
 import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
 import * as Engine from "../../layers/engine/Engine.ts"
@@ -28,6 +27,7 @@ import * as Settings from "../../src/config/Settings.ts"
 import * as Retention from "../../src/schedule/Retention.ts"
 import * as AgentTurn from "../support/agentTurn.ts"
 import * as InProcessRollout from "../support/inProcessRollout.ts"
+import * as TempDir from "../support/TempDir.ts"
 import * as Workload from "../support/Workload.ts"
 
 export type Mode = "synchronous" | "partial" | "fully-async"
@@ -102,7 +102,7 @@ const modeFlags = (mode: Mode): Partial<RolloutOptions.RolloutOptionsInput> =>
 /** Run the simulation; drives the TestClock itself (provide `TestClock.layer()` or run inside `it.effect`). */
 export const simulate = (options: SimOptions) =>
   Effect.scoped(Effect.gen(function*() {
-    const dir = mkdtempSync(join(tmpdir(), "relax-sim-"))
+    const dir = yield* TempDir.scoped("relax-sim-")
     const dataset = join(dir, "tasks.jsonl")
     writeFileSync(dataset, Workload.rows(64).map((r) => JSON.stringify(r)).join("\n") + "\n")
     const rolloutSeed = options.rolloutSeed ?? 42

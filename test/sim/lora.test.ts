@@ -6,29 +6,14 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Schema } from "effect"
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
-import { tmpdir } from "node:os"
-import { join } from "node:path"
 import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
 import type * as Engine from "../../layers/engine/Engine.ts"
 import * as LoraEngine from "../../layers/lora/LoraEngine.ts"
 import * as LoraVersions from "../../layers/lora/LoraVersions.ts"
 import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
+import * as LoraAdapters from "../support/LoraAdapters.ts"
 import * as Workload from "../support/Workload.ts"
 import * as Lifecycle from "./lifecycle.ts"
-
-/** `count` adapter directories under a new temp dir, each with its own weights. */
-export const adapterDirs = (count: number): { readonly root: string; readonly dirs: ReadonlyArray<string> } => {
-  const root = mkdtempSync(join(tmpdir(), "relax-lora-"))
-  const dirs = Array.from({ length: count }, (_, i) => {
-    const dir = join(root, `adapter-${i + 1}`)
-    mkdirSync(dir)
-    writeFileSync(join(dir, "adapter_config.json"), JSON.stringify({ r: 8, lora_alpha: 32, peft_type: "LORA" }))
-    writeFileSync(join(dir, "adapter_model.safetensors"), `weights of version ${i + 1}`)
-    return dir
-  })
-  return { root, dirs }
-}
 
 const Trace = Schema.Struct({
   turns: Schema.Array(Schema.Struct({ lora_versions: Schema.Array(Schema.String) }))
@@ -39,8 +24,7 @@ describe("versioned LoRA under fully async training (TestClock)", () => {
     "10 publications: every sample's turns carry its one bound version, its tokens are that version's, ≤ 2 loaded",
     () =>
       Effect.gen(function*() {
-        const { root, dirs } = adapterDirs(10)
-        yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(root, { recursive: true, force: true })))
+        const { dirs } = yield* LoraAdapters.versions(10)
         const loaded = new Set<string>()
         let mostLoaded = 0
         const published: Array<string> = []

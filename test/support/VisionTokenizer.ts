@@ -7,7 +7,6 @@
 import { Effect, type Scope } from "effect"
 import * as Fs from "node:fs"
 import { createRequire } from "node:module"
-import * as Os from "node:os"
 import * as Path from "node:path"
 import sharp from "sharp"
 import * as ImageCodec from "../../layers/platform/ImageCodec.ts"
@@ -15,6 +14,7 @@ import * as ImageGrid from "../../src/template/ImageGrid.ts"
 import * as ImageProcessor from "../../src/vision/ImageProcessor.ts"
 import * as PixelValues from "../../src/vision/PixelValues.ts"
 import * as SeededRandom from "./SeededRandom.ts"
+import * as TempDir from "./TempDir.ts"
 
 /** Qwen2-VL's chat template (Qwen2-VL-7B-Instruct `chat_template`), without its video branch. */
 export const qwen2VlChatTemplate = "{% set image_count = namespace(value=0) %}{% for message in messages %}" +
@@ -65,14 +65,7 @@ export const writeDirectory = (dir: string, options: { readonly preprocessor?: b
 export const directory = (
   options: { readonly preprocessor?: boolean } = {}
 ): Effect.Effect<string, never, Scope.Scope> =>
-  Effect.acquireRelease(
-    Effect.sync(() => {
-      const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "vision-tokenizer-"))
-      writeDirectory(dir, options)
-      return dir
-    }),
-    (dir) => Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true }))
-  )
+  Effect.tap(TempDir.scoped("vision-tokenizer-"), (dir) => Effect.sync(() => writeDirectory(dir, options)))
 
 /** A solid-colour PNG of `width` x `height` as a data URI. */
 export const pngDataUri = (width: number, height: number): Effect.Effect<string> =>

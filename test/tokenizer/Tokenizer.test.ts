@@ -1,19 +1,14 @@
-import { afterAll, assert, describe, it } from "@effect/vitest"
+import { assert, describe, it } from "@effect/vitest"
 import { Effect, Result } from "effect"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
-
-const created: Array<string> = []
-afterAll(() => {
-  for (const dir of created) Fs.rmSync(dir, { recursive: true, force: true })
-})
+import * as TempDir from "../support/TempDir.ts"
 
 /** A minimal Hugging Face tokenizer directory (word-level model), written to a temporary directory. */
 const tinyTokenizerDir = (config: Record<string, unknown>): string => {
-  const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "tokenizer-test-"))
-  created.push(dir)
+  const dir = TempDir.forTest("tokenizer-test-")
   const special = (id: number, content: string) => ({
     id,
     content,

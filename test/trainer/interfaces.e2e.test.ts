@@ -3,7 +3,6 @@ import { Context, Effect, Layer, Stream } from "effect"
 import { execFile } from "node:child_process"
 import * as Fs from "node:fs"
 import { createRequire } from "node:module"
-import * as Os from "node:os"
 import * as Path from "node:path"
 import * as TrainerPromise from "../../examples/trainer-promise.ts"
 import * as Trainer from "../../examples/trainer.ts"
@@ -25,6 +24,7 @@ import {
   serveFromSettings
 } from "../../src/index.ts"
 import * as FakeSglang from "../support/FakeSglang.ts"
+import * as TempDir from "../support/TempDir.ts"
 
 const root = Path.join(import.meta.dirname, "..", "..")
 const fixtures = Path.join(root, "test", "fixtures")
@@ -179,7 +179,7 @@ describe("trainer interfaces", () => {
 
         // 5. The Python example (standard library only), with the two-phase weight update (PauseGeneration,
         // ResumeGeneration over RPC).
-        const dump = Path.join(Fs.mkdtempSync(Path.join(Os.tmpdir(), "python-trainer-")), "steps.json")
+        const dump = Path.join(yield* TempDir.scoped("python-trainer-"), "steps.json")
         const python = yield* withServer((url) =>
           run("python3", [
             Path.join(root, "examples", "python-trainer", "trainer.py"),
