@@ -32,6 +32,8 @@ import * as SessionError from "../../src/session/SessionError.ts"
 interface Script {
   readonly starts: Ref.Ref<number>
   readonly ended: Ref.Ref<number>
+  /** Done when the first hosted Session has started. */
+  readonly started: Deferred.Deferred<void>
 }
 
 /** A hosted Session that waits for its lease, then exports nothing but its id and the step it was leased under. */
@@ -40,6 +42,7 @@ const scriptedRunner = (script: Script) =>
     session: (group, ticket) =>
       Effect.gen(function*() {
         yield* Ref.update(script.starts, (n) => n + 1)
+        yield* Deferred.succeed(script.started, undefined)
         yield* ticket.awaitLease.pipe(Effect.orDie)
         return { sessionId: `${ticket.sessionId}@${ticket.rolloutId()}`, samples: [], debug: [] }
       }).pipe(Effect.onExit(() => Ref.update(script.ended, (n) => n + 1))),
@@ -76,7 +79,11 @@ const harness = <A, E>(
   hostOptions: Host.HostOptions = {}
 ) =>
   Effect.gen(function*() {
-    const script: Script = { starts: yield* Ref.make(0), ended: yield* Ref.make(0) }
+    const script: Script = {
+      starts: yield* Ref.make(0),
+      ended: yield* Ref.make(0),
+      started: yield* Deferred.make<void>()
+    }
     const config = RolloutConfig.RolloutConfig.layer({
       promptData: "unused.jsonl",
       agentCommand: "true",
@@ -194,9 +201,7 @@ describe("Group entity", () => {
         let owned = true
         const placement = { key: "moved-group", owned: () => owned }
         const events = yield* Effect.forkChild(host.runSession(payload, placement).pipe(Stream.runCollect))
-        yield* Effect.gen(function*() {
-          while ((yield* Ref.get(script.starts)) === 0) yield* Effect.sleep("50 millis")
-        }).pipe(Effect.timeout("10 seconds"))
+        yield* Deferred.await(script.started).pipe(Effect.timeout("10 seconds"))
         assert.strictEqual(yield* host.hosted, 1)
         // The entity's shard is no longer this runner's (a runner joined): the stream ends, the Session does not.
         owned = false
@@ -362,9 +367,7 @@ describe("Group entity", () => {
             Stream.runCollect
           )
           assert.deepStrictEqual(started.map((e) => e._tag), ["Started"])
-          yield* Effect.gen(function*() {
-            while ((yield* Ref.get(script.starts)) === 0) yield* Effect.sleep("50 millis")
-          }).pipe(Effect.timeout("10 seconds"))
+          yield* Deferred.await(script.started).pipe(Effect.timeout("10 seconds"))
           // The reserved Group holds the drain until its Session ends.
           assert.isUndefined(drained.pollUnsafe())
           yield* makeClient(before).Stop({ runner: host.incarnation, sessionId: session(before) })

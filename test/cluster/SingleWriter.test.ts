@@ -5,7 +5,7 @@
  * bypass when the writer cannot be reached).
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Duration, Effect, Fiber, Layer, Schema } from "effect"
+import { Deferred, Effect, Fiber, Layer, Schedule, Schema } from "effect"
 import { TestRunner } from "effect/cluster"
 import * as Coordinator from "../../layers/admission/Coordinator.ts"
 import * as AdmissionWriter from "../../layers/cluster/AdmissionWriter.ts"
@@ -81,7 +81,12 @@ describe("single writers", () => {
       const waiting = yield* Effect.forkChild(runnerB.acquire(ticket("b1", 300)))
       // A's next ticket queues behind B's (no overtaking), then is cancelled by its attempt's interruption.
       const behind = yield* Effect.forkChild(runnerA.acquire(ticket("a2", 100)))
-      yield* Effect.sleep(Duration.millis(350))
+      // Both are queued once the writer counted their waits (asked as another runner would, over the writer); B still
+      // waits, since A holds the room.
+      yield* runnerA.metrics(false).pipe(
+        Effect.repeat({ until: (m) => m["agentic_kv/admission/wait"] === 2, schedule: Schedule.spaced("20 millis") }),
+        Effect.timeout("10 seconds")
+      )
       assert.isUndefined(waiting.pollUnsafe())
       yield* Fiber.interrupt(behind)
       yield* runnerA.release("a1")
