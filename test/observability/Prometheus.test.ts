@@ -8,9 +8,7 @@
 import { assert, describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { PrometheusMetrics } from "effect/observability"
-import * as Fs from "node:fs"
 import * as Net from "node:net"
-import * as Os from "node:os"
 import { join, resolve } from "node:path"
 import OpenAI from "openai"
 import type { ChatCompletionMessageParam } from "openai/resources/chat/completions"
@@ -23,6 +21,7 @@ import * as Timeline from "../../src/replay/Timeline.ts"
 import * as Policy from "../fixtures/gateway/policy.ts"
 import * as GatewayStack from "../support/gatewayStack.ts"
 import * as Sessions from "../support/sessions.ts"
+import * as TempDir from "../support/TempDir.ts"
 
 interface Sample {
   readonly name: string
@@ -210,10 +209,7 @@ describe("Prometheus /metrics: the time breakdown (with debug dumps)", () => {
     "relax_agentic_session_phase_seconds: a histogram per phase holding each Session's time as its replay record says",
     () =>
       Effect.gen(function*() {
-        const dir = yield* Effect.acquireRelease(
-          Effect.sync(() => Fs.mkdtempSync(join(Os.tmpdir(), "relax-phases-"))),
-          (dir) => Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true }))
-        )
+        const dir = yield* TempDir.scoped("relax-phases-")
         const before = parse(yield* PrometheusMetrics.format())
         // Each agent: one question with the calc tool, its tool call answered, then a second turn.
         const agent: Supervisor.InProcessAgent = (input) =>
