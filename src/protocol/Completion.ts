@@ -159,6 +159,31 @@ export const isNonEmptyString = (value: unknown): value is string => typeof valu
 /** An array of strings. */
 export const isStringArray = (value: unknown): value is ReadonlyArray<string> => isStrings(value)
 
+/**
+ * A flat function tool (`{name, <schema key>: {...}, description?}`, as Responses and Messages send them) as the Chat
+ * tool the canonical request carries, or what is wrong with `tools[i]`. `schemaKey` names its parameters' JSON Schema
+ * (`parameters` in Responses, `input_schema` in Messages).
+ */
+export const flatFunctionTool = (
+  tool: Readonly<Record<string, unknown>>,
+  i: number,
+  schemaKey: "parameters" | "input_schema"
+): Result.Result<Readonly<Record<string, unknown>>, ProtocolError.ProtocolError> => {
+  const name = tool["name"]
+  const parameters = tool[schemaKey]
+  const description = tool["description"]
+  if (!isNonEmptyString(name)) {
+    return Result.fail(ProtocolError.invalid(`tools[${i}].name`, "tools.name must be a non-empty string"))
+  }
+  if (!isObject(parameters)) {
+    return Result.fail(ProtocolError.invalid(`tools[${i}].${schemaKey}`, `tools.${schemaKey} must be a JSON object`))
+  }
+  return Result.succeed({
+    type: "function",
+    function: { name, parameters, ...(description === undefined || description === null ? {} : { description }) }
+  })
+}
+
 /** The request body must be a JSON object. */
 export const requireObject = (
   body: unknown
@@ -226,6 +251,18 @@ export interface TurnOptions {
 }
 
 /**
+ * The template kwargs of a protocol's reasoning setting (Messages' `thinking.type`, Responses' `reasoning.effort`):
+ * `enable_thinking` false for its `off` value, true for its other `known` values; nothing for an unknown or absent one
+ * (the template's default).
+ */
+export const thinkingKwargs = (
+  setting: unknown,
+  known: ReadonlyArray<string>,
+  off: string
+): { readonly enable_thinking?: boolean } =>
+  typeof setting === "string" && known.includes(setting) ? { enable_thinking: setting !== off } : {}
+
+/**
  * Canonicalize the projected request and attach the turn options.
  *
  * **Details**
@@ -264,3 +301,23 @@ export const canonicalizeRequest = (
     ...(options.topLogprobs === undefined ? {} : { topLogprobs: options.topLogprobs })
   })
 }
+
+/**
+ * {@link canonicalizeRequest} for a protocol whose requests project onto Chat messages and carry no seed or logprobs
+ * (Responses, Messages): canonicalization errors other than the tools' are reported on `historyParam`.
+ */
+export const canonicalizeProjected = (
+  projected: {
+    readonly messages: ReadonlyArray<Readonly<Record<string, unknown>>>
+    readonly tools: ReadonlyArray<Readonly<Record<string, unknown>>>
+    readonly kwargs: { readonly enable_thinking?: boolean }
+  },
+  options: Omit<TurnOptions, "seed" | "logprobs" | "topLogprobs">,
+  historyParam: "messages" | "input"
+): Result.Result<CanonicalRequest, ProtocolError.ProtocolError> =>
+  canonicalizeRequest(
+    { messages: projected.messages, tools: projected.tools, chat_template_kwargs: projected.kwargs },
+    { ...options, seed: undefined, logprobs: false, topLogprobs: undefined },
+    historyParam,
+    false
+  )

@@ -69,7 +69,7 @@ export type Message = typeof Message.Type
 
 type Raw = Readonly<Record<string, unknown>>
 
-const thinkingTypes: ReadonlyArray<unknown> = ["disabled", "enabled", "adaptive"]
+const thinkingTypes: ReadonlyArray<string> = ["disabled", "enabled", "adaptive"]
 
 const fail = (param: string, message: string) => Result.fail(ProtocolError.invalid(param, message))
 
@@ -104,23 +104,22 @@ export const decode = (body: unknown): Result.Result<Completion.CanonicalRequest
     }
     const tools = yield* decodeTools(b["tools"])
     const thinking = b["thinking"]
-    const thinkingType = Completion.isObject(thinking) ? thinking["type"] : undefined
-    const kwargs = thinkingTypes.includes(thinkingType) ? { enable_thinking: thinkingType !== "disabled" } : {}
-    return yield* Completion.canonicalizeRequest(
-      { messages, tools, chat_template_kwargs: kwargs },
+    const kwargs = Completion.thinkingKwargs(
+      Completion.isObject(thinking) ? thinking["type"] : undefined,
+      thinkingTypes,
+      "disabled"
+    )
+    return yield* Completion.canonicalizeProjected(
+      { messages, tools, kwargs },
       {
         model: Completion.decodeModel(b),
         stream,
         maxTokens,
         stop: Completion.isStringArray(stopSequences) ? stopSequences : [],
-        seed: undefined,
-        logprobs: false,
-        topLogprobs: undefined,
         toolCallIdPrefix: "toolu_",
         protocol: "messages"
       },
-      "messages",
-      false
+      "messages"
     )
   })
 
@@ -284,21 +283,9 @@ const decodeTools = (tools: unknown): Result.Result<ReadonlyArray<Raw>, Protocol
     const type = tool["type"]
     // Anthropic server tools (`web_search_…`, `bash_…`) have their own types and are not function tools.
     if (type !== undefined && type !== null && type !== "custom") continue
-    const name = tool["name"]
-    const schema = tool["input_schema"]
-    const description = tool["description"]
-    if (!Completion.isNonEmptyString(name)) return fail(`tools[${i}].name`, "tools.name must be a non-empty string")
-    if (!Completion.isObject(schema)) {
-      return fail(`tools[${i}].input_schema`, "tools.input_schema must be a JSON object")
-    }
-    out.push({
-      type: "function",
-      function: {
-        name,
-        parameters: schema,
-        ...(description === undefined || description === null ? {} : { description })
-      }
-    })
+    const canonical = Completion.flatFunctionTool(tool, i, "input_schema")
+    if (Result.isFailure(canonical)) return Result.fail(canonical.failure)
+    out.push(canonical.success)
   }
   return Result.succeed(out)
 }

@@ -100,7 +100,7 @@ interface EventBody {
 type RawMessage = Readonly<Record<string, unknown>>
 type Part = Readonly<Record<string, unknown>>
 
-const efforts: ReadonlyArray<unknown> = ["none", "minimal", "low", "medium", "high", "xhigh", "max"]
+const efforts: ReadonlyArray<string> = ["none", "minimal", "low", "medium", "high", "xhigh", "max"]
 
 const fail = (param: string, message: string) => Result.fail(ProtocolError.invalid(param, message))
 
@@ -124,23 +124,22 @@ export const decode = (body: unknown): Result.Result<Completion.CanonicalRequest
     const maxTokens = yield* Completion.optionalPositiveInt(b, "max_output_tokens")
     const tools = yield* decodeTools(b["tools"])
     const reasoning = b["reasoning"]
-    const effort = Completion.isObject(reasoning) ? reasoning["effort"] : undefined
-    const kwargs = efforts.includes(effort) ? { enable_thinking: effort !== "none" } : {}
-    return yield* Completion.canonicalizeRequest(
-      { messages, tools, chat_template_kwargs: kwargs },
+    const kwargs = Completion.thinkingKwargs(
+      Completion.isObject(reasoning) ? reasoning["effort"] : undefined,
+      efforts,
+      "none"
+    )
+    return yield* Completion.canonicalizeProjected(
+      { messages, tools, kwargs },
       {
         model: Completion.decodeModel(b),
         stream,
         maxTokens,
         stop: [],
-        seed: undefined,
-        logprobs: false,
-        topLogprobs: undefined,
         toolCallIdPrefix: "call_",
         protocol: "responses"
       },
-      "input",
-      false
+      "input"
     )
   })
 
@@ -281,21 +280,9 @@ const decodeTools = (tools: unknown): Result.Result<ReadonlyArray<RawMessage>, P
   const out: Array<RawMessage> = []
   for (const [i, tool] of tools.entries()) {
     if (!Completion.isObject(tool) || tool["type"] !== "function") continue
-    const name = tool["name"]
-    const parameters = tool["parameters"]
-    const description = tool["description"]
-    if (!Completion.isNonEmptyString(name)) return fail(`tools[${i}].name`, "tools.name must be a non-empty string")
-    if (!Completion.isObject(parameters)) {
-      return fail(`tools[${i}].parameters`, "tools.parameters must be a JSON object")
-    }
-    out.push({
-      type: "function",
-      function: {
-        name,
-        parameters,
-        ...(description === undefined || description === null ? {} : { description })
-      }
-    })
+    const canonical = Completion.flatFunctionTool(tool, i, "parameters")
+    if (Result.isFailure(canonical)) return Result.fail(canonical.failure)
+    out.push(canonical.success)
   }
   return Result.succeed(out)
 }
