@@ -6,7 +6,7 @@
  * lists the known names; `--agentic-tool-call-parser` / `--agentic-reasoning-parser` report it at startup.
  */
 import { Data, Result } from "effect"
-import * as ReasoningGptOss from "./reasoning/GptOss.ts"
+import * as GptOssReasoning from "./reasoning/GptOssReasoning.ts"
 import * as ReasoningParser from "./ReasoningParser.ts"
 import * as DeepSeekV3 from "./tool/DeepSeekV3.ts"
 import * as DeepSeekV31 from "./tool/DeepSeekV31.ts"
@@ -64,7 +64,7 @@ const reasoningParsers: ReadonlyMap<string, ReasoningParser.ReasoningParser> = n
     ReasoningParser.thinkTags("deepseek-r1", { start: "<think>", end: "</think>", forced: true }),
     ReasoningParser.thinkTags("glm45", { start: "<think>", end: "</think>", forced: false }),
     ReasoningParser.thinkTags("kimi", { start: "◁think▷", end: "◁/think▷", forced: false }),
-    ReasoningGptOss.parser
+    GptOssReasoning.parser
   ].map((p) => [p.name, p])
 )
 

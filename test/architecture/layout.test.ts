@@ -190,6 +190,23 @@ describe("the layout rule", () => {
     )
   })
 
+  it("module names are PascalCase and unique in the package (but the entries index.ts, cli.ts and errors.ts)", () => {
+    const entries = new Set(["src/index.ts", "src/cli.ts", "src/errors.ts"])
+    const modules = ["src", "layers"].flatMap(sourceFiles).filter((file) => !entries.has(file))
+    const offCase = modules.filter((file) => !/^[A-Z][A-Za-z0-9]*\.ts$/.test(Path.posix.basename(file)))
+    assert.deepStrictEqual(offCase, [], `name these modules in PascalCase:\n${offCase.join("\n")}`)
+    const byName = new Map<string, Array<string>>()
+    for (const file of modules) {
+      byName.set(Path.posix.basename(file), [...byName.get(Path.posix.basename(file)) ?? [], file])
+    }
+    const repeated = [...byName.values()].filter((files) => files.length > 1).map((files) => files.join(" and "))
+    assert.deepStrictEqual(
+      repeated,
+      [],
+      `give each a name of its own (as Effect's HttpServerError.ts):\n${repeated.join("\n")}`
+    )
+  })
+
   it("service keys have one style, relax-agentic/<Name>, and are unique", () => {
     const keys = ["src", "layers"].flatMap(sourceFiles).flatMap((file) =>
       [...Fs.readFileSync(Path.join(root, file), "utf8").matchAll(/"(relax-agentic\/[^"]*)"/g)].map((match) => ({
