@@ -119,6 +119,26 @@ export const readValue = (text: string, from = 0, options: ReadOptions = {}): Re
     }
     return fail(false)
   }
+  /** Whether the next token is `close` (an empty object or array), consumed when it is. */
+  const closesNext = (close: string): boolean => {
+    skipWs()
+    need()
+    if (text[i] !== close) return false
+    i++
+    return true
+  }
+  /** After a member or element: `close` ends the container (true), a comma leads to the next (false). */
+  const closesAfterItem = (close: string): boolean => {
+    skipWs()
+    need()
+    if (text[i] === ",") {
+      i++
+      return false
+    }
+    if (text[i] !== close) fail(false)
+    i++
+    return true
+  }
   const read = (depth: number): Spanned => {
     if (depth > MAX_DEPTH) fail(false)
     skipWs()
@@ -130,12 +150,7 @@ export const readValue = (text: string, from = 0, options: ReadOptions = {}): Re
       const members = new Map<string, Spanned>()
       const value: Record<string, unknown> = {}
       let duplicate: string | undefined
-      skipWs()
-      need()
-      if (text[i] === "}") {
-        i++
-        return { value, start, end: i, members, elements: [] }
-      }
+      if (closesNext("}")) return { value, start, end: i, members, elements: [] }
       for (;;) {
         skipWs()
         need()
@@ -152,42 +167,20 @@ export const readValue = (text: string, from = 0, options: ReadOptions = {}): Re
         const member = read(depth + 1)
         members.set(key, member)
         setOwn(value, key, member.value)
-        skipWs()
-        need()
-        if (text[i] === ",") {
-          i++
-          continue
-        }
-        if (text[i] === "}") {
-          i++
-          if (duplicate !== undefined) fail(false, { _tag: "DuplicateKey", key: duplicate })
-          return { value, start, end: i, members, elements: [] }
-        }
-        fail(false)
+        if (!closesAfterItem("}")) continue
+        if (duplicate !== undefined) fail(false, { _tag: "DuplicateKey", key: duplicate })
+        return { value, start, end: i, members, elements: [] }
       }
     }
     if (c === "[") {
       i++
       const elements: Array<Spanned> = []
-      skipWs()
-      need()
-      if (text[i] === "]") {
-        i++
-        return { value: [], start, end: i, members: noMembers, elements }
-      }
+      if (closesNext("]")) return { value: [], start, end: i, members: noMembers, elements }
       for (;;) {
         elements.push(read(depth + 1))
-        skipWs()
-        need()
-        if (text[i] === ",") {
-          i++
-          continue
-        }
-        if (text[i] === "]") {
-          i++
+        if (closesAfterItem("]")) {
           return { value: elements.map((e) => e.value), start, end: i, members: noMembers, elements }
         }
-        fail(false)
       }
     }
     if (c === "\"") return { value: readString(), start, end: i, members: noMembers, elements: [] }

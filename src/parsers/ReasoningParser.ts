@@ -57,26 +57,40 @@ export interface ThinkTags {
   readonly toolStart?: string
 }
 
+/**
+ * A stream of text that drops its leading newlines: `text(s)` is what is kept of the next piece `s` (nothing until
+ * other text begins); `begin()` keeps everything from now on.
+ */
+const leadingNewlinesDropped = () => {
+  let started = false
+  return {
+    text: (s: string): string => {
+      if (started) return s
+      const t = s.replace(/^\n+/, "")
+      started = t !== ""
+      return t
+    },
+    begin: () => {
+      started = true
+    }
+  }
+}
+
 /** Streaming splitter for `start … end` reasoning tags. */
 export const thinkTagStream = (tags: ThinkTags): ReasoningStream => {
   type State = "opening" | "reasoning" | "content" | "plain"
   let state: State = "opening"
   let buffer = ""
-  let reasoningStarted = false
+  const reasoningLead = leadingNewlinesDropped()
   let pendingNewlines = ""
-  let contentStarted = false
+  const contentLead = leadingNewlinesDropped()
   const closers = tags.toolStart === undefined ? [tags.end] : [tags.end, tags.toolStart]
 
   const run = (final: boolean): ReasoningResult => {
     let reasoning = ""
     let normal = ""
     const addReasoning = (s: string) => {
-      let t = s
-      if (!reasoningStarted) {
-        t = t.replace(/^\n+/, "")
-        if (t === "") return
-        reasoningStarted = true
-      }
+      const t = reasoningLead.text(s)
       const trail = /\n*$/.exec(t)?.[0] ?? ""
       const body = t.slice(0, t.length - trail.length)
       if (body === "") {
@@ -87,13 +101,7 @@ export const thinkTagStream = (tags: ThinkTags): ReasoningStream => {
       pendingNewlines = trail
     }
     const addContent = (s: string) => {
-      let t = s
-      if (!contentStarted) {
-        t = t.replace(/^\n+/, "")
-        if (t === "") return
-        contentStarted = true
-      }
-      normal += t
+      normal += contentLead.text(s)
     }
     for (;;) {
       if (state === "opening") {
@@ -120,7 +128,7 @@ export const thinkTagStream = (tags: ThinkTags): ReasoningStream => {
           buffer = buffer.slice(close.at + close.marker.length)
         } else {
           buffer = buffer.slice(close.at)
-          contentStarted = true
+          contentLead.begin()
         }
         state = "content"
         continue

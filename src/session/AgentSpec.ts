@@ -87,34 +87,33 @@ export const parseEnv = (
  * and finite, the env entries well-formed.
  */
 export const make = (input: AgentSpecInput): Result.Result<AgentSpec, SessionError.AgentSpecError> => {
+  const refuse = (
+    option: SessionError.AgentSpecError["option"],
+    reason: SessionError.AgentSpecErrorReason,
+    detail: string
+  ) => Result.fail(new SessionError.AgentSpecError({ option, reason, detail }))
   const command = (input.command ?? "").trim()
   if (command.length === 0) {
-    return Result.fail(
-      new SessionError.AgentSpecError({
-        option: "--agent-command",
-        reason: "missing",
-        detail: "managed agent command must be non-empty; give the shell command that starts your agent"
-      })
+    return refuse(
+      "--agent-command",
+      "missing",
+      "managed agent command must be non-empty; give the shell command that starts your agent"
     )
   }
   const cwd = (input.cwd ?? "").trim()
   if (cwd.length === 0) {
-    return Result.fail(
-      new SessionError.AgentSpecError({
-        option: "--agent-cwd",
-        reason: "missing",
-        detail: "managed agent cwd must be an existing directory: (not set); give the agent's working directory"
-      })
+    return refuse(
+      "--agent-cwd",
+      "missing",
+      "managed agent cwd must be an existing directory: (not set); give the agent's working directory"
     )
   }
   const timeoutSeconds = input.timeoutSeconds ?? DefaultTimeoutSeconds
   if (!Number.isFinite(timeoutSeconds) || timeoutSeconds <= 0) {
-    return Result.fail(
-      new SessionError.AgentSpecError({
-        option: "--agent-timeout",
-        reason: "not-positive",
-        detail: `managed agent timeout must be positive (got ${timeoutSeconds}); give the budget in seconds`
-      })
+    return refuse(
+      "--agent-timeout",
+      "not-positive",
+      `managed agent timeout must be positive (got ${timeoutSeconds}); give the budget in seconds`
     )
   }
   return Result.map(parseEnv(input.env ?? []), (env) => ({ command, cwd, env, timeoutSeconds }))
