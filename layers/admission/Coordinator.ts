@@ -11,6 +11,10 @@
  *   admitted ticket's tokens back. Closing the coordinator's scope bypasses every waiter (`shutdown`).
  * - In a cluster the runners' attempts reserve against one ledger through the fleet's single writer
  *   (layers/cluster/AdmissionWriter.ts implements this interface over it).
+ * - While the queue's head waits on the pressure guard (a worker's usage at the last read), an admitted attempt that
+ *   ends or a cancelled one has the figures read again at once, at most every `pressureRereadMs`: the reading that
+ *   blocks the head predates the tokens just given back, and waiting for the next period would leave the pool idle
+ *   (Relax waits; with a headroom near the threshold its queue stalls up to 2 s at a time).
  * - A read that fails is logged once per kind of failure (a worker whose `/metrics` lacks the gauges: one warning
  *   naming `--enable-metrics`), not every 2 s.
  */
@@ -54,6 +58,8 @@ export const makeLocal = (
     const waiters = new Map<string, Deferred.Deferred<Final>>()
     const warned = new Set<string>()
     let lastReportAt = 0
+    // Completed to read the figures before the period ends (the head waits on the pressure guard).
+    let reread = Deferred.makeUnsafe<void>()
 
     const wake = (resolved: ReadonlyArray<Ledger.Resolved>) => {
       for (const r of resolved) {
@@ -93,10 +99,33 @@ export const makeLocal = (
       publish(now)
     })
 
+    const rereadIfPressure = () => {
+      if (ledger.waitsOnPressure) Deferred.doneUnsafe(reread, Effect.void)
+    }
+
+    /** Until the next read: the period, or a reread asked for (no sooner than `pressureRereadMs` after the last). */
+    const untilNextRead = (readAt: number) =>
+      Effect.raceFirst(
+        Effect.sleep(Duration.millis(settings.reconcileMs)),
+        Effect.gen(function*() {
+          yield* Deferred.await(reread)
+          const now = yield* Clock.currentTimeMillis
+          yield* Effect.sleep(Duration.millis(Math.max(0, readAt + settings.pressureRereadMs - now)))
+        })
+      )
+
+    // A reread asked for while a read is under way is kept for the next wait.
+    const readThenWait = Effect.gen(function*() {
+      reread = Deferred.makeUnsafe<void>()
+      const readAt = yield* Clock.currentTimeMillis
+      yield* reconcileOnce
+      yield* untilNextRead(readAt)
+    })
+
+    const firstReadAt = yield* Clock.currentTimeMillis
     yield* reconcileOnce
-    yield* reconcileOnce.pipe(
-      Effect.andThen(Effect.sleep(Duration.millis(settings.reconcileMs))),
-      Effect.forever,
+    yield* untilNextRead(firstReadAt).pipe(
+      Effect.andThen(readThenWait.pipe(Effect.forever)),
       Effect.forkScoped
     )
     yield* Effect.addFinalizer(() =>
@@ -121,6 +150,7 @@ export const makeLocal = (
                 Effect.sync(() => {
                   waiters.delete(ticket.id)
                   wake(ledger.cancel(ticket.id, at))
+                  rereadIfPressure()
                 }))
             )
           )
@@ -134,6 +164,7 @@ export const makeLocal = (
         Effect.flatMap(Clock.currentTimeMillis, (now) =>
           Effect.sync(() => {
             wake(ledger.release(ticketId, now))
+            rereadIfPressure()
             publish(now)
           })),
       metrics: (reset) => Effect.map(Clock.currentTimeMillis, (now) => ledger.metrics(now, reset))

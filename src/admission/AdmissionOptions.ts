@@ -5,7 +5,9 @@
  * **Details**
  * `--agentic-admission-expected-decode-cap` defaults to `--rollout-max-response-len` (and, when that is unset too, to
  * the completion budget a request gets without it, SGLang's 128). The fixed constants (reconcile every 2 s, lease TTL
- * 600 s, `/metrics` timeout 5 s, stale after 6 s) are Relax's too; they are not flags there either.
+ * 600 s, `/metrics` timeout 5 s, stale after 6 s) are Relax's too; they are not flags there either. One is ours: while
+ * the queue's head waits on the pressure guard, an attempt that ends has the snapshot read again at once (at most every
+ * 250 ms) instead of at the next 2 s period, since only a newer reading can lift that refusal.
  */
 
 /** What the flags give (src/config/RolloutOptions.ts fields of the same names). */
@@ -31,6 +33,11 @@ export interface AdmissionSettings {
   readonly scope: Scope
   /** Snapshot refresh period. */
   readonly reconcileMs: number
+  /**
+   * The soonest a snapshot is read again when an attempt ends while the queue's head waits on the pressure guard (ours;
+   * Relax waits for the next period).
+   */
+  readonly pressureRereadMs: number
   /** A snapshot older than this is stale (admission degrades to bypass). */
   readonly staleMs: number
   /** A lease older than this expires (a holder that never released). */
@@ -40,7 +47,13 @@ export interface AdmissionSettings {
 }
 
 /** Relax's fixed constants. */
-export const constants = { reconcileMs: 2000, staleMs: 6000, leaseTtlMs: 600_000, metricsTimeoutMs: 5000 } as const
+export const constants = {
+  reconcileMs: 2000,
+  pressureRereadMs: 250,
+  staleMs: 6000,
+  leaseTtlMs: 600_000,
+  metricsTimeoutMs: 5000
+} as const
 
 /** The completion budget of a request with no `--rollout-max-response-len` (SGLang's default `max_new_tokens`). */
 const DEFAULT_MAX_NEW_TOKENS = 128

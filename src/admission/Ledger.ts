@@ -115,6 +115,8 @@ export class Ledger {
   private readonly tombstones = new Map<string, number>()
   private readonly counters = new Map<Counter, number>()
   private expired = 0
+  /** Why the queue's head could not be admitted at the last drain (undefined: the queue is empty or moved). */
+  private headRefusal: Refusal | undefined = undefined
   private waitedSum = 0
   private waitedCount = 0
   private windowUsageSum = 0
@@ -133,6 +135,14 @@ export class Ledger {
   /** Tickets waiting now. */
   get waitingCount(): number {
     return this.queue.length
+  }
+
+  /**
+   * Whether the queue's head waits on the pressure guard: a worker's usage at the last snapshot, which only a newer
+   * snapshot can lift (a release changes the ledger's reservations, not the measured usage).
+   */
+  get waitsOnPressure(): boolean {
+    return this.headRefusal === "pressure_guard"
   }
 
   /** Whether admission must not block now (no or an old snapshot, no healthy worker). */
@@ -244,6 +254,7 @@ export class Ledger {
     }))
     this.queue.length = 0
     this.waiting.clear()
+    this.headRefusal = undefined
     return resolved
   }
 
@@ -330,6 +341,7 @@ export class Ledger {
 
   private drain(now: number): ReadonlyArray<Resolved> {
     const resolved: Array<Resolved> = []
+    this.headRefusal = undefined
     while (this.queue.length > 0) {
       const head = this.queue[0]!
       const waitedMs = now - head.since
@@ -345,6 +357,7 @@ export class Ledger {
         } else if (refusal === "degraded") {
           decision = this.bypass("degraded", waitedMs)
         } else {
+          this.headRefusal = refusal
           break
         }
       }

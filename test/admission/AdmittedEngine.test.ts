@@ -218,4 +218,34 @@ describe("admitted engine", () => {
       assert.strictEqual(warnings.length, 1)
     }).pipe(Effect.provide(layer), Effect.provide(logger))
   })
+
+  it.effect("reads the pool again soon after a release while the queue's head waits on the pressure guard", () => {
+    // The worker's usage as its /metrics would tell it now.
+    let usage = 0.1
+    const read: KvSnapshot.Read = Effect.map(Effect.clockWith((clock) => clock.currentTimeMillis), (at) => ({
+      at,
+      workers: [{ id: "w", healthy: true, maxTotalNumTokens: 1000, usage }]
+    }))
+    const { scripted, layer } = harness(read)
+    return Effect.gen(function*() {
+      const engine = yield* Engine.Engine
+      yield* Effect.forkChild(engine.generate(request("a", 100)))
+      yield* Effect.yieldNow
+      // Other traffic fills the worker; the 2 s read sees it above the threshold (0.95).
+      usage = 0.97
+      yield* TestClock.adjust("2 seconds")
+      const waiter = yield* Effect.forkChild(engine.generate(request("b", 100)))
+      yield* Effect.yieldNow
+      assert.deepStrictEqual(scripted.started, ["a"], "b waits on the pressure guard")
+      // The pool drains and a releases its lease: b is admitted within the reread delay, not at the next 2 s read.
+      usage = 0.2
+      yield* scripted.finish("a", 1)
+      yield* TestClock.adjust(`${AdmissionOptions.constants.pressureRereadMs} millis`)
+      assert.deepStrictEqual(scripted.started, ["a", "b"])
+      yield* scripted.finish("b", 1)
+      yield* Fiber.join(waiter)
+      const metrics = yield* engine.takeStepMetrics
+      assert.strictEqual(metrics["agentic_kv/admission/wait_seconds_mean"], 0.25)
+    }).pipe(Effect.provide(layer))
+  })
 })

@@ -210,12 +210,17 @@ describe("admission ledger", () => {
     assert.strictEqual(ledger.leaseCount, 1)
   })
 
-  it("a pressure refusal lifts when the usage drops", () => {
+  it("a pressure refusal lifts when the usage drops; only it makes the head wait on pressure", () => {
     const ledger = fresh()
     ledger.reconcile(snapshot(0, 0.95), 0)
     ledger.acquire(ticket("a", 10), 0)
+    assert.isTrue(ledger.waitsOnPressure)
     const resolved = ledger.reconcile(snapshot(2000, 0.5), 2000)
     assert.deepStrictEqual(resolved.map((r) => r.decision.action), ["admit"])
+    assert.isFalse(ledger.waitsOnPressure)
+    // A head refused for capacity waits on a release, not on a newer reading.
+    ledger.acquire(ticket("big", 1_000_000), 2000)
+    assert.isFalse(ledger.waitsOnPressure)
   })
 
   it("cancels a waiter, releases a lease, and bypasses every waiter at shutdown", () => {
