@@ -9,7 +9,9 @@
  *   observation), each output exactly `maxNewTokens` tokens (no early end of turn).
  * - retractions / recomputed tokens: counted by the double's pool; step time: from the first attempt to the last
  *   answer; TTFT: from the moment an attempt is asked for (before any admission wait) to its first generated token.
- * - Each case runs off, on, on, off, and reports the means of the two runs of each (TTFT over both).
+ * - `ADMISSION_ROUNDS` (default 5) rounds; in each, every mode of a case runs back to back (off, on with Relax's
+ *   defaults, and at 2× also on with headroom 1.0), the order rotating from round to round. Each figure is reported as
+ *   the median and the range of its runs, and each ratio as the median and range of its rounds' off ÷ on.
  */
 import { Effect, Layer } from "effect"
 import { performance } from "node:perf_hooks"
@@ -35,6 +37,10 @@ interface Outcome {
   readonly retractions: number
   readonly recomputed: number
   readonly stepMs: number
+  /** The pool's modelled GPU time (test/support/KvPool.ts `busyMs`): the step's cost without the machine's noise. */
+  readonly busyMs: number
+  /** Mean requests decoding per pool step. */
+  readonly meanBatch: number
   readonly ttftMs: ReadonlyArray<number>
   readonly metrics: Readonly<Record<string, number>>
 }
@@ -43,8 +49,19 @@ interface Outcome {
 const peakDemand = (w: Workload): number =>
   w.sessions * (w.firstPrompt + (w.turns - 1) * (w.maxNewTokens + w.observation) + w.maxNewTokens)
 
-const settings = (w: Workload): AdmissionOptions.AdmissionSettings => ({
-  headroom: 0.9,
+/** How a run admits: not at all, or with Relax's defaults at `headroom`. */
+interface Mode {
+  readonly label: string
+  readonly headroom?: number
+}
+
+const off: Mode = { label: "off" }
+const on: Mode = { label: "on", headroom: 0.9 }
+/** Reservations may fill the whole pool; the pressure guard (0.92, on measured usage) is what holds attempts back. */
+const onFull: Mode = { label: "on, headroom 1.0", headroom: 1 }
+
+const settings = (w: Workload, headroom: number): AdmissionOptions.AdmissionSettings => ({
+  headroom,
   pressureThreshold: 0.92,
   expectedDecodeCap: w.maxNewTokens,
   maxWaitMs: 30_000,
@@ -58,7 +75,7 @@ const settings = (w: Workload): AdmissionOptions.AdmissionSettings => ({
  */
 const poolTiming = { tickMs: 5, decodeMsPerKToken: 0.13, prefillTokensPerTick: 16_384, prefillMsPerKToken: 25 }
 
-const runStep = (w: Workload, pool: number, admission: boolean, tag: string) =>
+const runStep = (w: Workload, pool: number, mode: Mode, tag: string) =>
   Effect.scoped(Effect.gen(function*() {
     const tokenizer = yield* Tokenizer.Tokenizer
     const model = yield* EmbeddedEngine.EmbeddedEngine.make(tokenizer, {
@@ -73,9 +90,9 @@ const runStep = (w: Workload, pool: number, admission: boolean, tag: string) =>
     })
     const sglang = yield* SglangEngine.make({ workerUrls: [server.url], healthCheck: false })
     let engine: Engine.EngineShape = sglang
-    if (admission) {
-      const coordinator = yield* Coordinator.makeLocal(settings(w), sglang.kvSnapshot!)
-      engine = AdmittedEngine.make(sglang, coordinator, settings(w))
+    if (mode.headroom !== undefined) {
+      const coordinator = yield* Coordinator.makeLocal(settings(w, mode.headroom), sglang.kvSnapshot!)
+      engine = AdmittedEngine.make(sglang, coordinator, settings(w, mode.headroom))
     }
     const askedAt = new Map<string, number>()
     const session = (index: number) =>
@@ -117,84 +134,118 @@ const runStep = (w: Workload, pool: number, admission: boolean, tag: string) =>
       retractions: kv.retractions,
       recomputed: kv.recomputedTokens,
       stepMs,
+      busyMs: kv.busyMs,
+      meanBatch: kv.steps === 0 ? 0 : kv.decodedTokens / kv.steps,
       ttftMs,
       metrics: yield* engine.takeStepMetrics
     } satisfies Outcome
   }))
-
-/** Two runs as one: mean counts and step time, every TTFT. */
-const mean = (a: Outcome, b: Outcome): Outcome => ({
-  retractions: (a.retractions + b.retractions) / 2,
-  recomputed: (a.recomputed + b.recomputed) / 2,
-  stepMs: (a.stepMs + b.stepMs) / 2,
-  ttftMs: [...a.ttftMs, ...b.ttftMs],
-  metrics: Object.fromEntries(Object.keys(a.metrics).map((k) => [k, ((a.metrics[k] ?? 0) + (b.metrics[k] ?? 0)) / 2]))
-})
 
 const quantile = (values: ReadonlyArray<number>, q: number): number => {
   const sorted = [...values].sort((a, b) => a - b)
   return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? 0
 }
 
-const row = (label: string, admission: boolean, o: Outcome, off: Outcome): Readonly<Record<string, string>> => ({
-  case: label,
-  admission: admission ? "on" : "off",
-  retractions: String(o.retractions),
-  "recomputed tokens": String(o.recomputed),
-  "step wall time": Harness.formatMs(o.stepMs),
-  "step vs off": admission ? Harness.formatRatio(off.stepMs / o.stepMs) : "—",
-  "TTFT p50": Harness.formatMs(quantile(o.ttftMs, 0.5)),
-  "TTFT p90": Harness.formatMs(quantile(o.ttftMs, 0.9)),
-  "admitted / waited": admission
-    ? `${o.metrics["agentic_kv/admission/admit"] ?? 0} / ${o.metrics["agentic_kv/admission/wait"] ?? 0}`
-    : "—"
-})
+/** `median (min–max)` of `values` formatted by `format`. */
+const spread = (values: ReadonlyArray<number>, format: (n: number) => string): string =>
+  `${format(Harness.median(values))} (${format(Math.min(...values))}–${format(Math.max(...values))})`
+
+const count = (n: number): string => (Number.isInteger(n) ? String(n) : n.toFixed(1))
+
+/** The runs of one case: each mode's run of every round, in round order. */
+type Rounds = ReadonlyMap<Mode, ReadonlyArray<Outcome>>
+
+const row = (label: string, mode: Mode, rounds: Rounds): Readonly<Record<string, string>> => {
+  const own = rounds.get(mode)!
+  const offRuns = rounds.get(off)!
+  const admits = mode.headroom !== undefined
+  // Each round's ratio (off ÷ this mode): a round's runs ran back to back, so the machine's drift cancels in it.
+  const ratio = (of: (o: Outcome) => number) =>
+    admits ? spread(offRuns.map((o, i) => of(o) / of(own[i]!)), Harness.formatRatio) : "—"
+  return {
+    case: label,
+    admission: mode.label,
+    retractions: spread(own.map((o) => o.retractions), count),
+    "recomputed tokens": spread(own.map((o) => o.recomputed), count),
+    "step wall time": spread(own.map((o) => o.stepMs), Harness.formatMs),
+    "wall vs off": ratio((o) => o.stepMs),
+    "pool busy (modelled GPU) time": spread(own.map((o) => o.busyMs), Harness.formatMs),
+    "busy vs off": ratio((o) => o.busyMs),
+    "mean batch": spread(own.map((o) => o.meanBatch), (n) => n.toFixed(1)),
+    "TTFT p50 / p90": `${Harness.formatMs(quantile(own.flatMap((o) => o.ttftMs), 0.5))} / ${
+      Harness.formatMs(quantile(own.flatMap((o) => o.ttftMs), 0.9))
+    }`,
+    "admitted / waited": admits
+      ? `${Harness.median(own.map((o) => o.metrics["agentic_kv/admission/admit"] ?? 0))} / ${
+        Harness.median(own.map((o) => o.metrics["agentic_kv/admission/wait"] ?? 0))
+      }`
+      : "—"
+  }
+}
+
+/** Rounds of runs (`ADMISSION_ROUNDS`, default 5). */
+const roundCount = (): number => {
+  const asked = Number(process.env.ADMISSION_ROUNDS ?? "5")
+  return Number.isInteger(asked) && asked > 0 ? asked : 5
+}
 
 const run = async (options: Harness.BenchOptions): Promise<Harness.BenchResult> => {
   const w: Workload = options.full
     ? { sessions: 64, turns: 4, firstPrompt: 1200, observation: 200, maxNewTokens: 256 }
     : { sessions: 32, turns: 3, firstPrompt: 1200, observation: 200, maxNewTokens: 256 }
   const demand = peakDemand(w)
-  const tight = Math.round(demand / 2)
-  const roomy = demand * 2
-  const rows: Array<Readonly<Record<string, string>>> = []
-  // Each case off, on, on, off: the order's drift (a loaded machine) falls on both sides.
-  const pair = (pool: number, tag: string) =>
-    Effect.gen(function*() {
-      const off1 = yield* runStep(w, pool, false, `${tag}0`)
-      const on1 = yield* runStep(w, pool, true, `${tag}1`)
-      const on2 = yield* runStep(w, pool, true, `${tag}2`)
-      const off2 = yield* runStep(w, pool, false, `${tag}3`)
-      return { off: mean(off1, off2), on: mean(on1, on2) }
-    })
+  const cases = [
+    { name: "tight", pool: Math.round(demand / 2), modes: [off, on, onFull] },
+    { name: "roomy", pool: demand * 2, modes: [off, on] }
+  ] as const
+  const rounds = roundCount()
+  // Every mode of a case back to back, the order rotating from round to round, and the cases interleaved: the
+  // machine's drift (a loaded neighbour) falls on every side of each ratio.
   const outcomes = await Effect.runPromise(
     Effect.gen(function*() {
-      const tightRuns = yield* pair(tight, "a")
-      const roomyRuns = yield* pair(roomy, "b")
-      return { tightOff: tightRuns.off, tightOn: tightRuns.on, roomyOff: roomyRuns.off, roomyOn: roomyRuns.on }
+      const runs = new Map(cases.map((c) => [c.name, new Map(c.modes.map((m) => [m, [] as Array<Outcome>]))]))
+      for (let i = 0; i < rounds; i++) {
+        for (const c of cases) {
+          for (let k = 0; k < c.modes.length; k++) {
+            const mode = c.modes[(i + k) % c.modes.length]!
+            const outcome = yield* runStep(w, c.pool, mode, `${c.name}${i}${k}`)
+            runs.get(c.name)!.get(mode)!.push(outcome)
+          }
+        }
+      }
+      return runs
     }).pipe(Effect.provide(Layer.orDie(Tokenizer.Tokenizer.layer)))
   )
   const label = (pool: number) => `pool ${pool} (${(demand / pool).toFixed(1)}× demand)`
-  rows.push(row(label(tight), false, outcomes.tightOff, outcomes.tightOff))
-  rows.push(row(label(tight), true, outcomes.tightOn, outcomes.tightOff))
-  rows.push(row(label(roomy), false, outcomes.roomyOff, outcomes.roomyOff))
-  rows.push(row(label(roomy), true, outcomes.roomyOn, outcomes.roomyOff))
-  const fewer = (
-    off: number,
-    on: number
-  ) => (on === 0 ? (off === 0 ? "none either way" : `${off} → 0`) : `${(off / on).toFixed(1)}×`)
+  const rows = cases.flatMap((c) => c.modes.map((mode) => row(label(c.pool), mode, outcomes.get(c.name)!)))
+  const tight = outcomes.get("tight")!
+  const total = (mode: Mode, of: (o: Outcome) => number) => tight.get(mode)!.reduce((sum, o) => sum + of(o), 0)
+  const fewer = (what: string, of: (o: Outcome) => number) => {
+    const before = total(off, of)
+    const after = total(on, of)
+    const times = after === 0
+      ? (before === 0 ? "none either way" : "none with admission")
+      : `${(before / after).toFixed(1)}× fewer`
+    return `${what} ${before} → ${after} (${times})`
+  }
   return {
     title:
       `KV admission: ${w.sessions} Sessions × ${w.turns} turns (first prompt ${w.firstPrompt}, +${w.observation} ` +
       `observation, ${w.maxNewTokens} tokens out per turn; peak demand ${demand} KV tokens) on the SGLang double's ` +
       `KV pool (steps of ${poolTiming.tickMs} ms + ${poolTiming.decodeMsPerKToken} ms per 1,000 KV tokens held + ` +
-      `${poolTiming.prefillMsPerKToken} ms per 1,000 prefilled), admission off vs on`,
+      `${poolTiming.prefillMsPerKToken} ms per 1,000 prefilled), admission off vs on, ${rounds} rounds`,
     rows,
     notes: [
-      `oversubscribed: retractions ${fewer(outcomes.tightOff.retractions, outcomes.tightOn.retractions)} fewer, ` +
-      `recomputed tokens ${fewer(outcomes.tightOff.recomputed, outcomes.tightOn.recomputed)} fewer with admission`,
-      "TTFT counts from the moment an attempt is asked for, so it includes the admission wait",
-      "step vs off: > 1 means admission made the step faster; each row is the mean of two runs (off, on, on, off)"
+      `oversubscribed, the ${rounds} rounds together, admission off → on: ` +
+      `${fewer("retractions", (o) => o.retractions)}, ${fewer("recomputed tokens", (o) => o.recomputed)}`,
+      "each cell: the median run (the lowest–the highest); vs off: each round's off ÷ this mode (> 1: admission made " +
+      "the step faster), their median and range",
+      "pool busy time: the GPU time the double's pool modelled for the step's scheduler steps (its timing, not the " +
+      "machine's), so it is free of the shared machine's noise; wall time adds the HTTP, the gateway and the timers",
+      "mean batch: requests decoding per pool step; TTFT counts from the moment an attempt is asked for, so it " +
+      "includes the admission wait",
+      `on: Relax's defaults (headroom 0.9, pressure threshold 0.92, decode cap ${w.maxNewTokens} = the tokens out); ` +
+      "on, headroom 1.0: reservations may fill the pool and the pressure guard on the measured usage holds attempts back"
     ]
   }
 }

@@ -51,6 +51,12 @@ export class KvPool {
   recomputedTokens = 0
   /** When each rid produced its first token (`Date.now()`). */
   readonly firstTokenAt = new Map<string, number>()
+  /** The modelled GPU time of every step so far (ms): what the steps cost by the timing options, not the wall clock. */
+  busyMs = 0
+  /** Scheduler steps so far. */
+  steps = 0
+  /** Tokens decoded so far (one per decoding request a step): `decodedTokens / steps` is the mean batch. */
+  decodedTokens = 0
   private readonly waiting: Array<Entry> = []
   private readonly running: Array<Entry> = []
   private readonly byRid = new Map<string, Entry>()
@@ -97,6 +103,7 @@ export class KvPool {
   }
 
   private schedule(delayMs: number): void {
+    this.busyMs += delayMs
     this.timer = setTimeout(() => {
       this.timer = undefined
       const prefilled = this.tick()
@@ -145,6 +152,8 @@ export class KvPool {
       this.waiting.unshift(victim)
     }
     const now = Date.now()
+    this.steps++
+    this.decodedTokens += decoding.length
     for (const e of decoding) {
       e.generated++
       if (!this.firstTokenAt.has(e.rid)) this.firstTokenAt.set(e.rid, now)
