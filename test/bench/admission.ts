@@ -241,7 +241,8 @@ const run = async (options: Harness.BenchOptions): Promise<Harness.BenchResult> 
       "each cell: the median run (the lowest–the highest); vs off: each round's off ÷ this mode (> 1: admission made " +
       "the step faster), their median and range",
       "pool busy time: the GPU time the double's pool modelled for the step's scheduler steps (its timing, not the " +
-      "machine's), so it is free of the shared machine's noise; wall time adds the HTTP, the gateway and the timers",
+      "machine's), so it is free of the shared machine's noise; it leaves out the moments the pool is empty (nothing " +
+      "sent to it), which wall time counts with the HTTP, the gateway and the timers",
       "mean batch: requests decoding per pool step; TTFT counts from the moment an attempt is asked for, so it " +
       "includes the admission wait",
       `on: Relax's defaults (headroom 0.9, pressure threshold 0.92, decode cap ${w.maxNewTokens} = the tokens out); ` +
