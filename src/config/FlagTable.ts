@@ -735,7 +735,7 @@ export const rolloutFlags: ReadonlyArray<FlagSpec> = [
     kind: "number",
     section: Section.kv,
     description: "With --agentic-program-admission: the share of the fleet's KV tokens reservations may fill, in " +
-      "(0, 1]."
+      "(0, 1]; 1.0 when admission holds nearly all the traffic (docs/sglang.md \"KV scheduling\")."
   },
   {
     name: "agentic-admission-pressure-threshold",
