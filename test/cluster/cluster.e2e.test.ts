@@ -4,13 +4,17 @@
  * Groups start on the runners during the current one), real agent processes and the embedded engine.
  * Runners 2 and 3 hand their agents runner 1's gateway as RELAX_BASE_URL (`--gateway-public-url`), so every request of
  * a Session they hold arrives at runner 1 and is forwarded to its owner: a Group's first request over the cluster,
- * the next ones on connections spliced to the owner's gateway.
+ * the next ones on connections spliced to the owner's gateway. With --save-debug-rollout-data on every member, the
+ * runners' Sessions carry their replay records to the controller's dump: `replay` reports them identical, and they are
+ * the single-process run's records (docs/debugging.md).
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Schema } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as TrainingSample from "../../src/forest/TrainingSample.ts"
+import * as Received from "../../src/replay/Received.ts"
+import * as Recorded from "../../src/replay/Recorded.ts"
 import * as EmbeddedPg from "../support/EmbeddedPg.ts"
 import * as Processes from "./processes.ts"
 
@@ -56,7 +60,13 @@ const flags = (outputDir: string, reports: string) =>
     seed: 7,
     outputDir,
     // Capacity for both steps' Groups: step 1's start at once, prelaunched, held until their lease.
-    extra: ["--agentic-prelaunch", "--agentic-concurrency", "4"]
+    extra: [
+      "--agentic-prelaunch",
+      "--agentic-concurrency",
+      "4",
+      "--save-debug-rollout-data",
+      Path.join(outputDir, "debug_{rollout_id}.jsonl")
+    ]
   })
 
 /**
@@ -71,6 +81,44 @@ const groupsOf = (outputDir: string): Array<string> =>
       groups.set(s.group_index, [...groups.get(s.group_index) ?? [], s])
     }
     return [...groups.values()].map((g) => JSON.stringify(g.sort((a, b) => a.index - b.index).map(exact)))
+  }).sort()
+
+/** A JSON value without the engine's prefix-cache counts (each runner has its own cache: they differ by placement). */
+const withoutCacheCounts = (value: Received.Json): Received.Json => {
+  if (Array.isArray(value)) return value.map(withoutCacheCounts)
+  if (!Received.isObject(value)) return value
+  return Object.fromEntries(
+    Object.entries(value).filter(([key]) => key !== "cached_tokens" && key !== "cache_read_input_tokens")
+      .map(([key, v]) => [key, withoutCacheCounts(v)])
+  )
+}
+
+/**
+ * A run's replay records as what must match between runs: each Session's requests (protocol, the body as received,
+ * the answer as the agent received it, per-run values and cache counts left out; its engine attempts' token counts,
+ * finish and prompt length), sorted. The Session ids and times are the run's own, and so is the weight version: which
+ * step a dataset row's Group runs in is not fixed (see `groupsOf`).
+ */
+const recordsOf = (outputDir: string): Array<string> =>
+  Fs.readdirSync(outputDir).filter((f) => f.startsWith("debug_")).flatMap((file) => {
+    const read = Recorded.readFile(file, Fs.readFileSync(Path.join(outputDir, file), "utf8"))
+    if (read instanceof Recorded.ReplayFormatError) throw read
+    return read.sessions.map(({ record }) => {
+      let body: Received.JsonObject | undefined
+      return JSON.stringify({
+        generation: record.generation,
+        sampling: record.sampling,
+        requests: record.requests.map((r) => {
+          body = r.body === undefined ? undefined : Received.bodyOf(body, r.body)
+          return {
+            protocol: r.protocol,
+            body,
+            answer: r.answer === undefined ? undefined : withoutCacheCounts(Received.perRun(r.answer)),
+            attempts: r.attempts.map((a) => [a.n, a.finish, a.prompt_tokens])
+          }
+        })
+      })
+    })
   }).sort()
 
 /** Milliseconds since midnight (local time, as the runners' log lines print it). */
@@ -137,6 +185,12 @@ describe("cluster (end to end)", () => {
         const [a, b] = [groupsOf(clustered), groupsOf(single)]
         assert.strictEqual(a.length, 4)
         assert.deepStrictEqual(a, b)
+        // The runners' replay records reached the controller's dump: the single process's records, replayed identical.
+        const [recordedA, recordedB] = [recordsOf(clustered), recordsOf(single)]
+        assert.strictEqual(recordedA.length, 8)
+        assert.deepStrictEqual(recordedA, recordedB)
+        const replayed = yield* Processes.run(["replay", clustered])
+        assert.include(replayed, "replay: all 8 Session(s) identical")
         const spread = runners.map((r) => Processes.hostedBy(r).length)
         assert.isAtLeast(spread.filter((n) => n > 0).length, 2, `Sessions per runner: ${spread.join(", ")}`)
 
