@@ -226,6 +226,13 @@ export interface ServeOptions {
   readonly port?: number | undefined
 }
 
+/** The query parameter `name` of the request being served ("" when absent). */
+const queryParam = (name: string) =>
+  Effect.gen(function*() {
+    const request = yield* HttpServerRequest.HttpServerRequest
+    return new URL(request.url, "http://inspect").searchParams.get(name) ?? ""
+  })
+
 const json = (value: unknown) =>
   HttpServerResponse.text(JSON.stringify(value), { contentType: "application/json; charset=utf-8" })
 
@@ -250,8 +257,7 @@ const routesOf = (run: RunView.Run, vocab: Tokens.Vocabulary) => {
       "GET",
       "/api/session",
       Effect.gen(function*() {
-        const request = yield* HttpServerRequest.HttpServerRequest
-        const key = new URL(request.url, "http://inspect").searchParams.get("key") ?? ""
+        const key = yield* queryParam("key")
         const session = run.open(key)
         if (session === undefined) {
           return json({ error: `no Session ${key} in this run` }).pipe(HttpServerResponse.setStatus(404))
@@ -273,11 +279,7 @@ const routesOf = (run: RunView.Run, vocab: Tokens.Vocabulary) => {
     HttpRouter.add(
       "GET",
       "/api/search",
-      Effect.gen(function*() {
-        const request = yield* HttpServerRequest.HttpServerRequest
-        const q = new URL(request.url, "http://inspect").searchParams.get("q") ?? ""
-        return json({ keys: SessionTree.search(run, q) })
-      })
+      Effect.map(queryParam("q"), (q) => json({ keys: SessionTree.search(run, q) }))
     )
   )
 }

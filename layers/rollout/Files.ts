@@ -53,29 +53,21 @@ export const ensureDirectory = async (directory: string): Promise<void> => {
  */
 export const probeDirectory = (target: OutputPaths.Target): Effect.Effect<void, OutputPaths.OutputPathError> =>
   Effect.gen(function*() {
-    yield* Effect.tryPromise({
-      try: () => ensureDirectory(target.directory),
-      catch: (error) =>
-        new OutputPaths.OutputPathError({
-          ...target,
-          path: target.directory,
-          reason: "create",
-          detail: OutputPaths.describeFsError(error)
-        })
-    })
+    const failed = (reason: "create" | "write") => (error: unknown) =>
+      new OutputPaths.OutputPathError({
+        ...target,
+        path: target.directory,
+        reason,
+        detail: OutputPaths.describeFsError(error)
+      })
+    yield* Effect.tryPromise({ try: () => ensureDirectory(target.directory), catch: failed("create") })
     const probe = join(target.directory, `.relax-agentic-probe-${process.pid}`)
     yield* Effect.tryPromise({
       try: async () => {
         await writeFile(probe, "probe\n", { flag: "wx" })
         await rm(probe, { force: true })
       },
-      catch: (error) =>
-        new OutputPaths.OutputPathError({
-          ...target,
-          path: target.directory,
-          reason: "write",
-          detail: OutputPaths.describeFsError(error)
-        })
+      catch: failed("write")
     })
   })
 
