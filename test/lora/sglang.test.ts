@@ -148,7 +148,7 @@ describe("versioned LoRA on SGLang", () => {
 
   it.live("a load refused by one worker unloads the candidate from the others and keeps the old default", () =>
     Effect.gen(function*() {
-      const { v1, v2, a, b, engine, versions, first } = yield* twoWorkersPublished
+      const { v2, a, b, engine, versions, first } = yield* twoWorkersPublished
       b.lora.failNextLoads(1)
       const refused = yield* Effect.flip(versions.publish({ path: v2! }))
       assert.strictEqual(refused.reason, "load")
