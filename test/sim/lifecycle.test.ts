@@ -64,21 +64,9 @@ const assertUninterruptedTokens = (report: Lifecycle.SimReport) =>
       const promptLength = sample.tokens.length - sample.response_length
       const position = sample.index % report.options.samplesPerPrompt
       for (const [start, end] of sample.turn_spans) {
-        const prefix = sample.tokens.slice(0, promptLength + start)
-        const whole = yield* engine.generate({
-          inputIds: prefix,
-          sampling: {
-            maxNewTokens: end - start,
-            temperature: 1,
-            topP: 1,
-            topK: -1,
-            stop: [],
-            stopTokenIds: [],
-            seed: 42 + position
-          },
-          rid: `check-${sample.session_id}-${start}`,
-          returnLogprob: true
-        }).pipe(Effect.orDie)
+        const whole = yield* engine.generate(
+          Lifecycle.turnRequest(sample, [start, end], 42 + position, `check-${sample.session_id}-${start}`)
+        ).pipe(Effect.orDie)
         assert.deepStrictEqual(sample.tokens.slice(promptLength + start, promptLength + end), [...whole.outputIds])
         assert.deepStrictEqual(sample.rollout_log_probs.slice(start, end), [...whole.logprobs])
         spans++

@@ -96,6 +96,22 @@ export interface SimReport {
   readonly idleSlotFraction: number
 }
 
+/**
+ * The engine request that draws turn `[start, end)` of `sample` again, from its prompt and the turns before it, with
+ * the Session's `seed`: what the simulation's embedded engine generated for it.
+ */
+export const turnRequest = (
+  sample: Rollout.StepResult["samples"][number],
+  [start, end]: readonly [number, number],
+  seed: number,
+  rid: string
+): Engine.GenerateRequest => ({
+  inputIds: sample.tokens.slice(0, sample.tokens.length - sample.response_length + start),
+  sampling: { maxNewTokens: end - start, temperature: 1, topP: 1, topK: -1, stop: [], stopTokenIds: [], seed },
+  rid,
+  returnLogprob: true
+})
+
 const modeFlags = (mode: Mode): Partial<RolloutOptions.RolloutOptionsInput> =>
   mode === "partial" ? { partialRollout: true } : mode === "fully-async" ? { fullyAsync: true } : {}
 
@@ -229,6 +245,9 @@ export const simulate = (options: SimOptions) =>
         yield* (options.afterTraining?.(engine, partition) ?? engine.updateWeights().pipe(Effect.orDie))
         yield* Queue.offer(trained, partition)
       })))
+      // The next trained partition; the trainer's failure (a publication refused, say) fails the run at once instead
+      // of leaving it waiting while the clock is driven to its bound.
+      const nextTrained = Effect.raceFirst(Queue.take(trained), Fiber.join(trainer).pipe(Effect.andThen(Effect.never)))
       const rows = new Map<number, number>()
       const batchRows = options.batch * options.samplesPerPrompt
       for (let rolloutId = 0; rolloutId < calls; rolloutId++) {
@@ -242,10 +261,10 @@ export const simulate = (options: SimOptions) =>
           if (n === batchRows) yield* Queue.offer(complete, sample.rollout_id)
         }
         // On-policy modes wait for the new weights before the next step.
-        if (options.mode !== "fully-async") yield* Queue.take(trained)
+        if (options.mode !== "fully-async") yield* nextTrained
       }
       if (options.mode === "fully-async") {
-        for (let i = 0; i < options.steps; i++) yield* Queue.take(trained)
+        for (let i = 0; i < options.steps; i++) yield* nextTrained
       }
       yield* Fiber.interrupt(trainer)
       return ((yield* Clock.currentTimeMillis) - start) / 1000

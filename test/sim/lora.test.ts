@@ -57,7 +57,14 @@ describe("versioned LoRA under fully async training (TestClock)", () => {
                     Effect.tap(port.unload(worker, name), () => Effect.sync(() => loaded.delete(name)))
                 }
               }
-              const made = yield* LoraVersions.make(watched, { mode: "versioned", epoch: "0123456789ab" }).pipe(
+              // A publication may wait for a long-tail Session to release its version: longer than any Session runs
+              // (the agent timeout), so it never gives up. Its adapter files are read from disk in real time while the
+              // clock is driven, so how many simulated seconds it waits varies from run to run.
+              const made = yield* LoraVersions.make(watched, {
+                mode: "versioned",
+                epoch: "0123456789ab",
+                capacityWait: "2 hours"
+              }).pipe(
                 Effect.orDie
               )
               versions = made
@@ -104,20 +111,12 @@ describe("versioned LoRA under fully async training (TestClock)", () => {
         for (const sample of samples) {
           const promptLength = sample.tokens.length - sample.response_length
           const [start, end] = sample.turn_spans[0]!
-          const request = {
-            inputIds: sample.tokens.slice(0, promptLength + start),
-            sampling: {
-              maxNewTokens: end - start,
-              temperature: 1,
-              topP: 1,
-              topK: -1,
-              stop: [],
-              stopTokenIds: [],
-              seed: 42 + (sample.index % 2)
-            },
-            rid: `check-${sample.session_id}`,
-            returnLogprob: true
-          }
+          const request = Lifecycle.turnRequest(
+            sample,
+            [start, end],
+            42 + (sample.index % 2),
+            `check-${sample.session_id}`
+          )
           const withAdapter = yield* check.generate({ ...request, lora: sample.metadata["lora_version"] as string })
             .pipe(Effect.orDie)
           assert.deepStrictEqual(sample.tokens.slice(promptLength + start, promptLength + end), [
