@@ -12,6 +12,7 @@ import * as Admission from "../../layers/admission/Admission.ts"
 import * as Engine from "../../layers/engine/Engine.ts"
 import * as KvSnapshot from "../../layers/engine/KvSnapshot.ts"
 import * as AdmissionOptions from "../../src/admission/AdmissionOptions.ts"
+import * as ScriptedEngine from "../support/scriptedEngine.ts"
 
 const settings: AdmissionOptions.AdmissionSettings = {
   headroom: 1,
@@ -53,14 +54,9 @@ const scriptedLayer = (
           } satisfies Engine.GenerateResult
         })
       return Engine.Engine.of({
+        ...ScriptedEngine.inertControls,
         generate,
         abort: (rid) => Effect.sync(() => scripted.aborted.push(rid)),
-        weightVersion: Effect.succeed("v0"),
-        updateWeights: () => Effect.succeed("v1"),
-        pauseGeneration: () => Effect.void,
-        resumeGeneration: () => Effect.succeed("v1"),
-        health: Effect.void,
-        closeSession: () => Effect.void,
         takeStepMetrics: Effect.succeed({ own: 1 }),
         kvSnapshot: read ?? Effect.map(Effect.clockWith((clock) => clock.currentTimeMillis), (at) => ({
           at,

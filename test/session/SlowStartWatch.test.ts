@@ -9,6 +9,7 @@ import { TestClock } from "effect/testing"
 import * as SlowStartWatch from "../../layers/session/SlowStartWatch.ts"
 import * as Supervisor from "../../layers/session/Supervisor.ts"
 import * as StartupDiagnosis from "../../src/session/StartupDiagnosis.ts"
+import * as SessionLaunch from "../support/sessionLaunch.ts"
 
 describe("StartupDiagnosis.slowStartLine", () => {
   it("says nothing while agents start within a second, or before four Sessions", () => {
@@ -40,13 +41,7 @@ describe("StartupDiagnosis.slowStartLine", () => {
   })
 })
 
-const launch = (sessionId: string, firstRequest: Effect.Effect<void>): Supervisor.SessionLaunch => ({
-  sessionId,
-  groupId: "g-0",
-  rolloutMode: "train",
-  input: { messages: [{ role: "user", content: "Hi" }], metadata: {}, images: [] },
-  firstRequest
-})
+const launch = SessionLaunch.sessionLaunch
 
 /** Six agents that send their first request `startSeconds` after their launch, watched; the lines reported. */
 const watched = (startSeconds: number, shellSeconds: number) =>

@@ -7,14 +7,9 @@ import { Clock, Deferred, Effect, Fiber } from "effect"
 import { TestClock } from "effect/testing"
 import * as StartLimit from "../../layers/session/StartLimit.ts"
 import * as Supervisor from "../../layers/session/Supervisor.ts"
+import * as SessionLaunch from "../support/sessionLaunch.ts"
 
-const launch = (sessionId: string, firstRequest: Effect.Effect<void>): Supervisor.SessionLaunch => ({
-  sessionId,
-  groupId: "g-0",
-  rolloutMode: "train",
-  input: { messages: [{ role: "user", content: "Hi" }], metadata: {}, images: [] },
-  firstRequest
-})
+const launch = SessionLaunch.sessionLaunch
 
 describe("StartLimit (--agent-max-starting)", () => {
   it.effect("launches at most N agents until their first model request; the end and interruption free a permit", () =>

@@ -1,6 +1,7 @@
 /**
  * An `Engine` whose every generation is what a test scripts for it, recording the requests; no abort, fixed weight
- * version `v0`. And {@link wrapGenerate}: the engine below with every generation seen or disturbed by a test.
+ * version `v0`. And {@link wrapGenerate}: the engine below with every generation seen or disturbed by a test;
+ * {@link inertControls}: the rest of a scripted engine, for a test's own `generate`.
  */
 import { Effect, Layer } from "effect"
 import * as Engine from "../../layers/engine/Engine.ts"
@@ -11,23 +12,28 @@ export type Script = (
   call: number
 ) => Omit<Engine.GenerateResult, "promptTokens" | "cachedTokens">
 
+/** An engine's operations besides `generate`, doing nothing: weight version `v0`, `v1` after an update. */
+export const inertControls = {
+  abort: () => Effect.void,
+  weightVersion: Effect.succeed("v0"),
+  updateWeights: () => Effect.succeed("v1"),
+  pauseGeneration: () => Effect.void,
+  resumeGeneration: () => Effect.succeed("v1"),
+  health: Effect.void,
+  closeSession: () => Effect.void,
+  takeStepMetrics: Effect.succeed({})
+} satisfies Omit<Engine.EngineShape, "generate">
+
 export const scriptedEngine = (calls: Array<Engine.GenerateRequest>, script: Script) =>
   Layer.succeed(
     Engine.Engine,
     Engine.Engine.of({
+      ...inertControls,
       generate: (request) =>
         Effect.sync(() => {
           calls.push(request)
           return { ...script(request, calls.length - 1), promptTokens: request.inputIds.length, cachedTokens: 0 }
-        }),
-      abort: () => Effect.void,
-      weightVersion: Effect.succeed("v0"),
-      updateWeights: () => Effect.succeed("v1"),
-      pauseGeneration: () => Effect.void,
-      resumeGeneration: () => Effect.succeed("v1"),
-      health: Effect.void,
-      closeSession: () => Effect.void,
-      takeStepMetrics: Effect.succeed({})
+        })
     })
   )
 
