@@ -35,7 +35,15 @@ export default defineConfig({
           name: "unit",
           include: ["test/**/*.test.ts"],
           exclude: [...e2e],
-          setupFiles: ["test/support/unitLane.ts"]
+          setupFiles: ["test/support/unitLane.ts"],
+          // Under 2 minutes on 2 cores (docs/architecture.md "Test lanes"). Each worker loads Effect and the project
+          // once for all its files (`isolate: false`): a fresh module graph per file cost about a second a file, a
+          // third of the lane. Safe here: no unit test patches a global, and those that read the process's metrics
+          // count the change since they started. Two workers even on 2 cores: the lane's live tests spend their time
+          // waiting on loopback servers, not on the CPU. The probe's tests wait side by side (`maxConcurrency`).
+          isolate: false,
+          maxWorkers: 2,
+          maxConcurrency: 10
         }
       },
       { extends: true, test: { name: "e2e", include: [...e2e] } }

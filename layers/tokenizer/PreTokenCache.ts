@@ -24,7 +24,7 @@ const BEYOND_NFC_STABLE = /[^\u0000-\u02ff]/
 
 /** Pieces longer than this (long whitespace runs, huge words) are encoded every time, not cached. */
 export const MAX_CACHED_PIECE = 256
-/** Pieces per cache generation; the cache holds at most two generations. */
+/** Pieces per cache generation (unless told otherwise); the cache holds at most two generations. */
 export const GENERATION_SIZE = 50_000
 
 interface PieceStep {
@@ -147,9 +147,13 @@ export const usesPieceCache = (hf: HfTokenizer): boolean => piecewise(hf as unkn
 
 /**
  * `encode(text, { add_special_tokens: false }).ids` of `hf`, with a pre-token cache when the tokenizer's shape allows
- * it (see the module comment); the library's `encode` otherwise.
+ * it (see the module comment); the library's `encode` otherwise. `generationSize` (default {@link GENERATION_SIZE}):
+ * pieces per cache generation (a test crosses generations with a small one).
  */
-export const cachedEncoder = (hf: HfTokenizer): (text: string) => ReadonlyArray<number> => {
+export const cachedEncoder = (
+  hf: HfTokenizer,
+  generationSize: number = GENERATION_SIZE
+): (text: string) => ReadonlyArray<number> => {
   const direct = (text: string): ReadonlyArray<number> => hf.encode(text, { add_special_tokens: false }).ids
   // Decoding boundary: the library's private fields, checked for the expected shape before use.
   const lib = hf as unknown as HfInternals
@@ -158,7 +162,7 @@ export const cachedEncoder = (hf: HfTokenizer): (text: string) => ReadonlyArray<
     map: lib.added_tokens_map,
     splitUnnormalized: dictionarySplit(trieWords(lib.splitter_unnormalized.trie)),
     splitNormalized: dictionarySplit(trieWords(lib.splitter_normalized.trie))
-  })
+  }, generationSize)
 }
 
 /**
@@ -211,7 +215,7 @@ export const plainEncoder = (hf: HfTokenizer): ((text: string) => ReadonlyArray<
     map,
     splitUnnormalized: dictionarySplit(unnormalized),
     splitNormalized: dictionarySplit(normalized)
-  })
+  }, GENERATION_SIZE)
 }
 
 /** A tokenizer's added-token tables: contents (and normalized contents) → tokens, and the two dictionary splits. */
@@ -222,7 +226,11 @@ interface AddedTables {
 }
 
 /** The library's encode steps with the given added-token tables, the pre-token cache in front of its model. */
-const piecewiseEncoder = (lib: HfInternals, added: AddedTables): (text: string) => ReadonlyArray<number> => {
+const piecewiseEncoder = (
+  lib: HfInternals,
+  added: AddedTables,
+  generationSize: number
+): (text: string) => ReadonlyArray<number> => {
   const [split, byteLevel] = lib.pre_tokenizer!.tokenizers! as readonly [SplitStep, PieceStep]
   // The library splits with `matchAll`, keeping the text between matches (none for the usual patterns, which match
   // every character). Here a sticky copy of the pattern reads the pieces one after the other, each where the last one
@@ -248,7 +256,7 @@ const piecewiseEncoder = (lib: HfInternals, added: AddedTables): (text: string) 
     if (ids !== undefined) return ids
     ids = previous.get(text) ?? encodePiece(text)
     if (text.length <= MAX_CACHED_PIECE) {
-      if (current.size >= GENERATION_SIZE) {
+      if (current.size >= generationSize) {
         previous = current
         current = new Map()
       }

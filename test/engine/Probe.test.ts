@@ -2,7 +2,8 @@
  * `relax-agentic check --probe-engine` (layers/engine/sglang/Probe.ts) against the SGLang double on loopback: every
  * row passes against the double as it follows SGLang, and each deliberate divergence is reported by exactly its row.
  * The probe talks to a live server in real time (it lets a request run before aborting or pausing it, and waits for
- * an idle connection to close), so these run live.
+ * an idle connection to close), so these run live; each waits seconds on the double and hardly uses the CPU, so they
+ * run concurrently, each against its own double on its own port.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
@@ -35,7 +36,7 @@ const probeDouble = (overrides: Partial<FakeSglang.FakeSglangOptions>, router?: 
 const reported = (report: ProbeReport.Report) =>
   report.rows.filter((row) => row.verdict !== "ok" && row.verdict !== "skipped").map((row) => [row.name, row.verdict])
 
-describe("check --probe-engine against the SGLang double", () => {
+describe.concurrent("check --probe-engine against the SGLang double", () => {
   it.live("every row passes, within the budget, and the server is left as found", () =>
     Effect.gen(function*() {
       const { report, server } = yield* probeDouble({})

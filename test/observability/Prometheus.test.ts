@@ -51,6 +51,9 @@ describe("Prometheus /metrics", () => {
     it.effect("counts a chat request by protocol and status, its tokens and its generation time", () =>
       Effect.gen(function*() {
         const { baseUrl } = yield* Gateway.Gateway
+        const metricsUrl = `${new URL(baseUrl).origin}/metrics`
+        // The counters are the process's: what this request adds is the change since this scrape.
+        const before = yield* scrape(metricsUrl)
         const client = new OpenAI({ baseURL: baseUrl, apiKey: yield* newSession, maxRetries: 0 })
         const completion = yield* Effect.promise(() =>
           client.chat.completions.create({
@@ -61,22 +64,16 @@ describe("Prometheus /metrics", () => {
         )
         const generated = completion.usage?.completion_tokens ?? 0
         expect(generated).toBeGreaterThan(0)
-        const response = yield* Effect.promise(() => fetch(`${new URL(baseUrl).origin}/metrics`))
+        const response = yield* Effect.promise(() => fetch(metricsUrl))
         expect(response.status).toBe(200)
         expect(response.headers.get("content-type")).toContain("text/plain")
-        const samples = parse(yield* Effect.promise(() => response.text()))
-        const requests = samples.find((s) =>
-          s.name === "relax_agentic_requests_total" && s.labels["protocol"] === "chat" && s.labels["status"] === "200"
-        )
-        expect(requests?.value).toBe(1)
-        const tokens = samples.find((s) => s.name === "relax_agentic_tokens_generated_total")
-        expect(tokens?.value).toBe(generated)
-        const count = samples.find((s) => s.name === "relax_agentic_generation_seconds_count")
-        expect(count?.value).toBe(1)
-        const infBucket = samples.find((s) =>
-          s.name === "relax_agentic_generation_seconds_bucket" && s.labels["le"] === "+Inf"
-        )
-        expect(infBucket?.value).toBe(1)
+        const after = parse(yield* Effect.promise(() => response.text()))
+        const change = (name: string, labels: Readonly<Record<string, string>> = {}) =>
+          (valueOf(after, name, labels) ?? Number.NaN) - (valueOf(before, name, labels) ?? 0)
+        expect(change("relax_agentic_requests_total", { protocol: "chat", status: "200" })).toBe(1)
+        expect(change("relax_agentic_tokens_generated_total")).toBe(generated)
+        expect(change("relax_agentic_generation_seconds_count")).toBe(1)
+        expect(change("relax_agentic_generation_seconds_bucket", { le: "+Inf" })).toBe(1)
       }))
   })
 })
