@@ -32,10 +32,13 @@ export const Turn = Schema.Struct({
 })
 export type Turn = typeof Turn.Type
 
+/** A node's kind: an observation or a response. */
+export const NodeKind = Schema.Literals(["obs", "resp"])
+
 /** One state of a lineage: its hash, its kind and how many tokens it added. */
 export const LineageState = Schema.Struct({
   hash: Schema.String,
-  kind: Schema.Literals(["obs", "resp"]),
+  kind: NodeKind,
   tokens: Schema.Int
 })
 

@@ -10,7 +10,9 @@
  * `inspect` decodes; {@link ofForest} is what the rollout writes.
  */
 import { Schema } from "effect"
+import * as DebugView from "../forest/DebugView.ts"
 import * as Forest from "../forest/Forest.ts"
+import * as TrainingSample from "../forest/TrainingSample.ts"
 import * as Canonical from "../protocol/Canonical.ts"
 import * as DumpArrays from "./DumpArrays.ts"
 
@@ -18,7 +20,7 @@ import * as DumpArrays from "./DumpArrays.ts"
 export const DumpNode = Schema.Struct({
   hash: Schema.String,
   parent: Schema.NullOr(Schema.String),
-  kind: Schema.Literals(["obs", "resp"]),
+  kind: DebugView.NodeKind,
   /** The canonical messages this node added (a response: its one assistant message). */
   messages: Schema.Array(Canonical.Message),
   /** The token ids this node added (inference view). */
@@ -34,10 +36,8 @@ export const DumpNode = Schema.Struct({
   /** Responses resumed after an engine abort: the token count each attempt added, in order. */
   attempt_lengths: Schema.optionalKey(Schema.Array(Schema.Int)),
   /** Responses with an attempt whose SGLang worker died under it: which attempt, the worker, the cause. */
-  moved_attempts: Schema.optionalKey(
-    Schema.Array(Schema.Struct({ attempt: Schema.Int, worker: Schema.String, cause: Schema.String }))
-  ),
-  status: Schema.optionalKey(Schema.Literals(["completed", "truncated"])),
+  moved_attempts: Schema.optionalKey(Schema.Array(DebugView.MovedAttempt)),
+  status: Schema.optionalKey(TrainingSample.Status),
   request_id: Schema.optionalKey(Schema.String),
   wall_elapsed_s: Schema.optionalKey(Schema.Number),
   generation_elapsed_s: Schema.optionalKey(Schema.Number)
