@@ -141,12 +141,18 @@ const abortRun = (run: Running, byUpdate = false): void => {
 }
 
 /**
- * A Session's entry in the embedded prefix cache: the last sequence seen (its prompt, then its output), and where that
- * prompt came from: the stamp of the stable buffer it was a view of (src/ids/StableIds.ts; 0 when none) and the view's
- * byte offset.
+ * A Session's entry in the embedded prefix cache: the last sequence seen (its prompt, then its output) as packed parts,
+ * and where that prompt came from: the stamp of the stable buffer it was a view of (src/ids/StableIds.ts; 0 when none)
+ * and the view's byte offset.
+ *
+ * **Details**
+ * The prompt's parts are the forest's own (the lineage's nodes' ids, `GenerateRequest.inputParts`: shared, no copy;
+ * docs/performance.md, section 3), or one packed copy of a prompt that comes without them; the output is packed after
+ * them.
  */
 interface Cached {
-  readonly sequence: PackedIds.Growable
+  readonly sequence: ReadonlyArray<PackedIds.PackedIds>
+  readonly count: number
   readonly promptStamp: number
   readonly promptOffset: number
   readonly promptLength: number
@@ -160,8 +166,19 @@ interface Cached {
 const knownPrefix = (cached: Cached, stamp: number, inputIds: ReadonlyArray<number> | Int32Array): number =>
   stamp !== 0 && stamp === cached.promptStamp && inputIds instanceof Int32Array &&
     inputIds.byteOffset === cached.promptOffset
-    ? Math.min(cached.promptLength, inputIds.length, cached.sequence.count)
+    ? Math.min(cached.promptLength, inputIds.length, cached.count)
     : 0
+
+/**
+ * The prompt's ids as parts to keep: the forest's (`inputParts`) when they hold exactly `inputIds`' count, else one
+ * packed copy.
+ */
+const promptParts = (request: Engine.GenerateRequest): Array<PackedIds.PackedIds> => {
+  const parts = request.inputParts?.()
+  return parts !== undefined && PackedIds.totalLength(parts) === request.inputIds.length
+    ? [...parts]
+    : [PackedIds.pack(request.inputIds)]
+}
 
 const invalid = (detail: string) => new Engine.EngineError({ reason: "invalid-request", detail, status: 400 })
 
@@ -187,10 +204,9 @@ export const make = (
     const idleWaiters: Array<() => void> = []
     // Generations waiting while paused, by rid: an abort ends them with no tokens.
     const held = new Map<string, Deferred.Deferred<void>>()
-    // The last sequence seen per session: the embedded stand-in for SGLang's radix prefix cache.
-    // Packed: 3 bytes a token (an Int32Array takes 4, a number[] 8), kept until `closeSession` (the Session ended),
-    // exactly as long as the first turn's ids (a Session that holds one turn keeps no room), then, once it grows, up to
-    // a quarter more room at the end, so that the next request rewrites it in place from where it differs.
+    // The last sequence seen per session: the embedded stand-in for SGLang's radix prefix cache, kept until
+    // `closeSession` (the Session ended). Its prompt is the forest's own packed ids (shared, not copied) where the
+    // request brings them, else a packed copy (3 bytes a token); its output packed after it.
     // With it, where its prompt came from (`Cached`): a prompt that extends the previous one (a view of the same stable
     // buffer) is compared from where the previous prompt ended, so the work is that of the new ids.
     const lastSequence = new Map<string, Cached>()
@@ -375,12 +391,10 @@ export const make = (
         }
         const cached = lastSequence.get(sessionKey)
         const stamp = fullPrefixMatch ? 0 : StableIds.stampOf(inputIds)
-        const last = cached?.sequence
-        const common = cached === undefined || last === undefined ? 0 : PackedIds.commonPrefix(
-          inputIds,
-          PackedIds.view(last),
-          knownPrefix(cached, stamp, inputIds)
-        )
+        const common = cached === undefined
+          ? 0
+          : PackedIds.commonPrefixOfParts(inputIds, cached.sequence, knownPrefix(cached, stamp, inputIds))
+        const kept = promptParts(request)
         const cachedTokens = Math.min(common, inputIds.length - 1)
         const check = resumed === 0 ? Stop.checker(criteria) : (() => {
           const turnCheck = Stop.checker(turnCriteria)
@@ -414,17 +428,11 @@ export const make = (
         const outputIds = appeared < allIds.length ? allIds.slice(0, appeared) : allIds
         const logprobs = appeared < allIds.length ? allLogprobs.slice(0, appeared) : allLogprobs
         const finishReason: Stop.FinishReason | undefined = aborted ? { type: "abort", message: "Aborted" } : finished
-        // In place from where this prompt left the previous sequence, unless another request of the Session (or one
-        // without a Session) rewrote it meanwhile: then a sequence of its own.
-        const unchanged = cached !== undefined && last !== undefined && lastSequence.get(sessionKey) === cached
-        const rest = !unchanged ? inputIds : inputIds instanceof Int32Array
-          ? inputIds.subarray(common)
-          : inputIds.slice(common)
         if (!run.closed) {
+          kept.push(PackedIds.pack(outputIds))
           lastSequence.set(sessionKey, {
-            sequence: unchanged
-              ? PackedIds.rewrite(last, common, [rest, outputIds])
-              : PackedIds.rewrite(undefined, 0, [rest, outputIds]),
+            sequence: kept,
+            count: inputIds.length + outputIds.length,
             promptStamp: stamp,
             promptOffset: inputIds instanceof Int32Array ? inputIds.byteOffset : 0,
             promptLength: inputIds.length

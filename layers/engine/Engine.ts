@@ -29,6 +29,7 @@ import * as ContextLengthError from "../../src/engine/ContextLengthError.ts"
 import type * as Sampling from "../../src/engine/Sampling.ts"
 import type * as WeightVersion from "../../src/engine/WeightVersion.ts"
 import type * as WorkerEvents from "../../src/engine/WorkerEvents.ts"
+import type * as PackedIds from "../../src/ids/PackedIds.ts"
 import type * as Canonical from "../../src/protocol/Canonical.ts"
 import * as Instruments from "../observability/Instruments.ts"
 import * as StepSpan from "../platform/StepSpan.ts"
@@ -43,6 +44,12 @@ export interface GenerateRequest {
    * of the forest's kept inference prefix (`InferencePrefix.ids`), which stays as it is but is not to be written.
    */
   readonly inputIds: ReadonlyArray<number> | Int32Array
+  /**
+   * `inputIds` as the forest holds them (`InferencePrefix.parts`): packed parts that never change, in order. For an
+   * engine that keeps the prompt after the request (the embedded engine's prefix cache), which then shares them instead
+   * of keeping a copy; SGLang ignores it. A thunk: only an engine that keeps them pays for the lineage walk.
+   */
+  readonly inputParts?: (() => ReadonlyArray<PackedIds.PackedIds>) | undefined
   readonly sampling: SamplingParams
   /** Backend request id; fixed-length so SGLang's prefix matching on abort cannot hit another request. */
   readonly rid: string

@@ -119,6 +119,7 @@ export function* attempt(
   if (!held) yield* FairScheduler.continueAsTask
   // What the attempt continues from: the inference prefix followed by the pending ids, one Int32Array.
   const inputIds = InferencePrefix.ids(planned.forest, planned.parent, pending.outputIds)
+  const tail = pending.outputIds
   // Images along the lineage go with the prompt (SGLang `image_data`).
   const media = InferencePrefix.media(planned.forest, planned.parent)
   const maxNewTokens = PendingOutput.remainingTokens(planned.sampling.maxNewTokens, pending)
@@ -131,6 +132,7 @@ export function* attempt(
     startedAt = clock.currentTimeMillisUnsafe()
     return core.engine.generate({
       inputIds,
+      inputParts: () => InferencePrefix.parts(planned.forest, planned.parent, tail),
       sampling: { ...planned.sampling, maxNewTokens },
       rid,
       returnLogprob: true,

@@ -2,6 +2,7 @@
  * Backend request ids. SGLang aborts every request whose rid *starts with* the given rid, so all rids have the same
  * length: then one can only be a prefix of another by being equal to it.
  */
+import { Buffer } from "node:buffer"
 import { hash } from "node:crypto"
 
 /** Length of every rid: `relax-` and 32 lowercase hex characters. */
@@ -22,13 +23,21 @@ export interface RidInput {
  * The rid of one engine attempt: `relax-` and the first 32 hex digits of the SHA-256 of session, parent, turn and
  * (from the first resume on) attempt. Deterministic, so a retried request reuses its rid.
  */
-export const forAttempt = (input: RidInput): string =>
-  "relax-" +
-  hash(
+export const forAttempt = (input: RidInput): string => {
+  const digest = hash(
     "sha256",
     `${input.sessionId}\u0000${input.parent}\u0000${input.turn}${input.attempt === 0 ? "" : `\u0000${input.attempt}`}`,
-    "hex"
-  ).slice(0, 32)
+    "buffer"
+  )
+  // Written out as one flat string: `"relax-" + hex.slice(0, 32)` is a concatenation over a slice that keeps the whole
+  // 64-digit hex string alive (144 bytes where this is 56), and a forest's response keeps its rid.
+  const text = Buffer.allocUnsafe(length)
+  text.write(prefix, 0, "latin1")
+  text.write(digest.toString("hex", 0, 16), prefix.length, "latin1")
+  return text.toString("latin1")
+}
+
+const prefix = "relax-"
 
 /** Whether `rid` has the fixed rid shape. */
 export const isValid = (rid: string): boolean => /^relax-[0-9a-f]{32}$/.test(rid)

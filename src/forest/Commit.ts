@@ -210,7 +210,7 @@ export const commitResponse = (forest: Forest.Forest, r: ResponseCommit): string
   }
   const message = Forest.deepCopy(r.message)
   // Generated ids are trained as they are.
-  const ids = Nodes.responseArrays(r.tokens, r.logprobs)
+  const ids = PackedIds.pack(r.tokens)
   const n = new Nodes.Response({
     hash,
     up: parent,
@@ -224,6 +224,7 @@ export const commitResponse = (forest: Forest.Forest, r: ResponseCommit): string
     committed: ++forest.commits,
     vertex: MatchIndex.extendVertex(parent.vertex, [message]),
     message,
+    logprobText: Nodes.packLogprobs(r.logprobs),
     weightVersions: Nodes.sharedVersions(r.weightVersions),
     attemptLengths: r.attemptLengths !== undefined && r.attemptLengths.length > 1
       ? [...r.attemptLengths]

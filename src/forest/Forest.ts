@@ -98,8 +98,8 @@ export interface ResponseNode extends NodeBase {
   /**
    * The engine's logprob of each token. A `Float32Array` when every value is exactly a 32-bit float (what SGLang
    * returns: its logprobs are float32 tensors), else a `Float64Array`: either way each value reads back exactly as
-   * committed. It shares one buffer with `ids` (`responseArrays` in src/forest/Nodes.ts) and is a view made on each
-   * read: read it once per loop.
+   * committed. The node keeps their bytes as a one-byte string (`packLogprobs` in src/forest/Nodes.ts); this array is
+   * made on each read: read it once per loop.
    */
   readonly logprobs: Float32Array | Float64Array
   readonly weightVersions: ReadonlyArray<string>

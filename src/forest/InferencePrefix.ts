@@ -161,12 +161,25 @@ const differs = (
  * {@link ids} as a new `Int32Array` of its own every call ({@link PackedIds.concat} of the lineage's ids):
  * what it was before the forest kept the prefix, kept as the reference its tests compare with.
  */
-export const copy = (forest: Forest.Forest, hash: string, tail?: ArrayLike<number>): Int32Array => {
+export const copy = (forest: Forest.Forest, hash: string, tail?: ArrayLike<number>): Int32Array =>
+  PackedIds.concat(parts(forest, hash), tail)
+
+/**
+ * The ids of {@link ids} at `hash` (and `tail`) as the forest holds them: the lineage's nodes' packed ids, root first
+ * (the nodes' own, which never change), then `tail` packed. What an engine that keeps a prompt after its request keeps
+ * instead of a copy (the embedded engine's prefix cache, `Engine.GenerateRequest.inputParts`).
+ */
+export const parts = (
+  forest: Forest.Forest,
+  hash: string,
+  tail: ArrayLike<number> = noTail
+): Array<PackedIds.PackedIds> => {
   const leaf = Forest.node(forest, hash)
-  const parts = new Array<PackedIds.PackedIds>(Forest.depth(leaf))
-  let i = parts.length
-  for (let at: Forest.Node | null = leaf; at !== null; at = at.up) parts[--i] = at.ids
-  return PackedIds.concat(parts, tail)
+  const out = new Array<PackedIds.PackedIds>(Forest.depth(leaf))
+  let i = out.length
+  for (let at: Forest.Node | null = leaf; at !== null; at = at.up) out[--i] = at.ids
+  if (tail.length > 0) out.push(PackedIds.pack(tail))
+  return out
 }
 
 /**

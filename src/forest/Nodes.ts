@@ -4,9 +4,11 @@
  * **Details**
  * Nodes are a Session's bulk in memory (docs/performance.md, section 3), so they are kept lean: getters on the
  * prototype for what can be derived (`kind`, `parent`, `subtree`, a response's `messages`), ids packed in 3 bytes
- * (src/ids/PackedIds.ts) and read through `Forest.unpackTokens` / `Forest.unpackTrainTokens`, a response's ids and
- * logprobs in one buffer ({@link responseArrays}, the logprobs' view made on read), and empty values and weight-version lists shared between nodes.
+ * of a one-byte string (src/ids/PackedIds.ts) and read through `Forest.unpackTokens` / `Forest.unpackTrainTokens`, a
+ * response's logprobs as the bytes of a one-byte string too ({@link packLogprobs}, the array made on read), and empty
+ * values and weight-version lists shared between nodes.
  */
+import { Buffer } from "node:buffer"
 import * as PackedIds from "../ids/PackedIds.ts"
 import type * as Canonical from "../protocol/Canonical.ts"
 import type * as ImageGrid from "../template/ImageGrid.ts"
@@ -94,6 +96,8 @@ export class Observation extends StoredNode implements Forest.ObservationNode {
 export class Response extends StoredNode implements Forest.ResponseNode {
   readonly up: Forest.Node
   readonly message: Canonical.Message
+  /** The logprobs' bytes ({@link packLogprobs}); {@link logprobs} reads them. */
+  readonly logprobText: string
   readonly top: Forest.ObservationNode | null
   readonly weightVersions: ReadonlyArray<string>
   readonly attemptLengths: ReadonlyArray<number>
@@ -111,11 +115,13 @@ export class Response extends StoredNode implements Forest.ResponseNode {
   constructor(
     init: Omit<Forest.ResponseNode, "kind" | "messages" | "parent" | "subtree" | "up" | "logprobs"> & {
       readonly up: Forest.Node
+      readonly logprobText: string
     }
   ) {
     super(init)
     this.up = init.up
     this.message = init.message
+    this.logprobText = init.logprobText
     this.top = init.top
     this.weightVersions = init.weightVersions
     this.attemptLengths = init.attemptLengths
@@ -142,9 +148,9 @@ export class Response extends StoredNode implements Forest.ResponseNode {
   get messages(): ReadonlyArray<Canonical.Message> {
     return [this.message]
   }
-  /** A view of the logprobs before the ids in their buffer ({@link responseArrays}), made on read: read it once. */
+  /** The logprobs ({@link packLogprobs}), an array made on read: read it once. */
   get logprobs(): Float32Array | Float64Array {
-    return logprobsOf(this.ids)
+    return logprobsOf(this.logprobText, PackedIds.length(this.ids))
   }
 }
 
@@ -155,7 +161,7 @@ export const noNumbers: ReadonlyArray<number> = Object.freeze([])
 
 /** The moved attempts of a response none of whose attempts moved (shared). */
 export const noMoves: ReadonlyArray<Forest.MovedAttempt> = Object.freeze([])
-export const noIds: PackedIds.PackedIds = new Uint8Array(0)
+export const noIds: PackedIds.PackedIds = ""
 export const noGrids: ReadonlyArray<ImageGrid.Grid> = Object.freeze([])
 export const noTools: ReadonlyArray<Canonical.Tool> = Object.freeze([])
 export const noKwargs: Canonical.TemplateKwargs = Object.freeze({})
@@ -189,33 +195,24 @@ const singles = (values: ReadonlyArray<number>): boolean => {
 }
 
 /**
- * A response's ids and logprobs in one buffer (one allocation, one `ArrayBuffer` instead of two), returned as the
- * view of its ids: the logprobs first, as 32-bit floats when every one is exactly a 32-bit float (SGLang's are),
- * else as 64-bit floats, then the ids, packed (src/ids/PackedIds.ts). The node keeps the ids' view only and reads
- * the logprobs through {@link logprobsOf} (one typed-array object a response, not two: ~100 bytes). Either way
- * `logprobs[i]` reads back exactly the number committed (`-0` and `NaN` included) and the ids read back as an
- * `Int32Array` copy of them would.
+ * A response's logprobs as a one-byte string of their bytes: 32-bit floats (4 chars each) when every one is exactly a
+ * 32-bit float (SGLang's are), else 64-bit floats (8 chars). A string's header is 16 bytes, a typed array's objects
+ * ~184 (src/ids/PackedIds.ts). {@link logprobsOf} reads back exactly the numbers committed (`-0` and `NaN` included).
  */
-export const responseArrays = (ids: ReadonlyArray<number>, logprobs: ReadonlyArray<number>): PackedIds.PackedIds => {
-  const n = ids.length
-  const single = singles(logprobs)
-  const width = single ? 4 : 8
-  const narrow = PackedIds.fits(ids)
-  const buffer = new ArrayBuffer(n * width + PackedIds.byteLength(n, narrow))
-  const values = single ? new Float32Array(buffer, 0, n) : new Float64Array(buffer, 0, n)
-  values.set(logprobs)
-  return PackedIds.packInto(buffer, n * width, narrow, [ids])
+export const packLogprobs = (logprobs: ReadonlyArray<number>): string => {
+  if (logprobs.length === 0) return ""
+  const values = singles(logprobs) ? Float32Array.from(logprobs) : Float64Array.from(logprobs)
+  return PackedIds.latin1(new Uint8Array(values.buffer), values.byteLength)
 }
 
-/**
- * The logprobs {@link responseArrays} wrote before `ids` in their buffer: `ids` start after them, at 4 bytes a
- * logprob (32-bit floats) or 8 (64-bit ones).
- */
-export const logprobsOf = (ids: PackedIds.PackedIds): Float32Array | Float64Array => {
-  const n = PackedIds.length(ids)
-  return n > 0 && ids.byteOffset === n * 8
-    ? new Float64Array(ids.buffer, 0, n)
-    : new Float32Array(ids.buffer, 0, n)
+/** The `count` logprobs {@link packLogprobs} wrote in `text` (4 chars each, or 8). */
+export const logprobsOf = (text: string, count: number): Float32Array | Float64Array => {
+  // A buffer of its own (not the pool's slices): its offset 0 is aligned for the floats.
+  const bytes = Buffer.allocUnsafeSlow(text.length)
+  bytes.write(text, 0, text.length, "latin1")
+  return count > 0 && text.length === count * 8
+    ? new Float64Array(bytes.buffer, 0, count)
+    : new Float32Array(bytes.buffer, 0, text.length / 4)
 }
 
 /** A response's MoE routing: `width` (`layers × topk`) expert ids per token, token after token. */

@@ -301,10 +301,23 @@ const canonicalizeMessage = (
     return Result.succeed(chunks)
   }
   // The keys in this order (they are hashed and rendered): role, content, reasoning_content, tool_calls, tool_call_id.
+  // One literal of every key a message has where it can (the forest keeps a copy of each message, and a copy has its
+  // source's layout: a key added to a smaller literal goes to a property array of its own, 40 bytes a message).
+  if (toolCallId === undefined) {
+    if (!hasReasoning) {
+      return Result.succeed(toolCalls.length > 0 ? { role, content, tool_calls: toolCalls } : { role, content })
+    }
+    return Result.succeed(
+      toolCalls.length > 0
+        ? { role, content, reasoning_content: reasoning, tool_calls: toolCalls }
+        : { role, content, reasoning_content: reasoning }
+    )
+  }
+  if (!hasReasoning && toolCalls.length === 0) return Result.succeed({ role, content, tool_call_id: toolCallId })
   const out: Mutable<Message> = { role, content }
   if (hasReasoning) out.reasoning_content = reasoning
   if (toolCalls.length > 0) out.tool_calls = toolCalls
-  if (toolCallId !== undefined) out.tool_call_id = toolCallId
+  out.tool_call_id = toolCallId
   return Result.succeed(out)
 }
 

@@ -62,51 +62,43 @@ describe("PackedIds", () => {
     )
   })
 
-  it("takes 3 bytes an id for a vocabulary's ids and 4 when one id does not fit", () => {
+  it("takes 3 bytes an id (a one-byte string) for a vocabulary's ids and 4 (an Int32Array) when one id does not fit", () => {
     const ids = Array.from({ length: 1000 }, (_, i) => (i * 7919) % 151_936)
-    assert.strictEqual(PackedIds.pack(ids).byteLength, 3000)
-    assert.strictEqual(PackedIds.pack(ids, [2 ** 24]).byteLength, 4004)
-    assert.strictEqual(PackedIds.pack(ids, [-1]).byteLength, 4004)
-    assert.strictEqual(PackedIds.pack().byteLength, 0)
+    const bytes = (packed: PackedIds.PackedIds) => (typeof packed === "string" ? packed.length : packed.byteLength)
+    assert.strictEqual(bytes(PackedIds.pack(ids)), 3000)
+    assert.isTrue(/^[\u0000-\u00ff]*$/.test(PackedIds.pack(ids) as string))
+    assert.strictEqual(bytes(PackedIds.pack(ids, [2 ** 24])), 4004)
+    assert.strictEqual(bytes(PackedIds.pack(ids, [-1])), 4004)
+    assert.strictEqual(bytes(PackedIds.pack()), 0)
+    // Longer than the reused scratch buffer, and past its limit: the same ids back.
+    for (const n of [5000, 400_000]) {
+      const long = Array.from({ length: n }, (_, i) => (i * 104_729) % (2 ** 24))
+      assert.deepStrictEqual([...PackedIds.unpack(PackedIds.pack(long))], long)
+    }
   })
 
-  it("rewrites a growable sequence in place to what packing the same ids holds", () => {
+  it("finds the common prefix with a sequence held as parts as with the same ids packed in one", () => {
     fc.assert(
       fc.property(
-        fc.array(
-          fc.record({
-            keep: fc.integer({ min: 0, max: 80 }),
-            parts: fc.array(fc.array(fc.oneof(vocabularyId, vocabularyId, anyId), { maxLength: 30 }), { maxLength: 3 })
-          }),
-          { maxLength: 12 }
-        ),
-        (rewrites) => {
-          let sequence: PackedIds.Growable | undefined
-          let kept: Array<number> = []
-          for (const { keep, parts } of rewrites) {
-            sequence = PackedIds.rewrite(sequence, keep, parts)
-            kept = [...kept.slice(0, keep), ...parts.flat()]
-            const expected = PackedIds.pack(kept)
-            const view = PackedIds.view(sequence)
-            assert.strictEqual(sequence.count, kept.length)
-            assert.deepStrictEqual([...PackedIds.unpack(view)], [...PackedIds.unpack(expected)])
-            assert.strictEqual(PackedIds.commonPrefix(kept, view), PackedIds.commonPrefix(kept, expected))
+        fc.array(fc.array(fc.oneof(vocabularyId, vocabularyId, anyId), { maxLength: 20 }), { maxLength: 5 }),
+        fc.array(fc.oneof(vocabularyId, anyId), { maxLength: 20 }),
+        fc.nat({ max: 120 }),
+        fc.nat({ max: 120 }),
+        (parts, extra, cut, from) => {
+          const packed = parts.map((part) => PackedIds.pack(part))
+          const all = parts.flat()
+          assert.strictEqual(PackedIds.totalLength(packed), all.length)
+          const whole = PackedIds.pack(all)
+          for (const ids of [all, [...all, ...extra], all.slice(0, cut), [...all.slice(0, cut), ...extra]]) {
+            const expected = PackedIds.commonPrefix(ids, whole)
+            assert.strictEqual(PackedIds.commonPrefixOfParts(ids, packed), expected)
+            // Told the first `from` agree (only where they do): the same answer.
+            const known = Math.min(from, expected)
+            assert.strictEqual(PackedIds.commonPrefixOfParts(ids, packed, known), expected)
           }
         }
       ),
       { numRuns: 500 }
     )
-  })
-
-  it("sizes a first sequence exactly, rewrites in place while there is room, and reallocates with a quarter more", () => {
-    const first = PackedIds.rewrite(undefined, 0, [[1, 2, 3, 4]])
-    assert.strictEqual(first.packed.byteLength, 4 * 3)
-    const grown = PackedIds.rewrite(first, 4, [[5, 6]])
-    assert.strictEqual(grown.packed.byteLength, (6 + 1 + 16) * 3)
-    const second = PackedIds.rewrite(grown, 6, [[7]])
-    assert.strictEqual(second.packed, grown.packed)
-    const wide = PackedIds.rewrite(second, 2, [[2 ** 30]])
-    assert.instanceOf(wide.packed, Int32Array)
-    assert.deepStrictEqual([...PackedIds.unpack(PackedIds.view(wide))], [1, 2, 2 ** 30])
   })
 })

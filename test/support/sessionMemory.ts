@@ -93,15 +93,9 @@ export const measure = (
     yield* Effect.forEach(ids, (id) => forests.create(id), { discard: true })
     const before = yield* settled
     atMeasure("before")
-    if (process.env["SNAP"]) {
-      ;(yield* Effect.promise(() => import("node:v8"))).writeHeapSnapshot("/tmp/i41/a.heapsnapshot")
-    }
     const held = yield* Effect.forEach(ids, converse)
     const after = yield* settled
     atMeasure("after")
-    if (process.env["SNAP"]) {
-      ;(yield* Effect.promise(() => import("node:v8"))).writeHeapSnapshot("/tmp/i41/b.heapsnapshot")
-    }
     let storedTokens = 0
     for (const forest of held) {
       for (const leaf of Forest.leaves(forest)) storedTokens += Forest.trainTokenCount(forest, leaf)

@@ -1,7 +1,7 @@
 // What a heap grew by between two snapshots, per unit: `node test/bench/profile/heapDiff.mjs before.heapsnapshot
 // after.heapsnapshot [units]` (units: the number of Sessions measured, default 1). Prints the bytes of the objects in
-// the second snapshot and not in the first, grouped by kind: typed-array data by what holds it (the retaining path),
-// plain objects by their keys, everything else by V8's type and name. docs/performance.md, section 3 ("Where a
+// the second snapshot and not in the first, grouped by kind: typed-array data and strings by what holds them (the
+// retaining path), plain objects by their keys, everything else by V8's type and name. docs/performance.md, section 3 ("Where a
 // Session's bytes are"), is read from its output over `test/support/sessionMemoryProbe.ts`'s snapshots.
 import { readFileSync } from "node:fs"
 
@@ -81,7 +81,7 @@ for (let n = 0; n < count; n++) {
     : t === "object" && name(n) === "Object"
     ? `object {${keys(n)}}`
     : t.endsWith("string")
-    ? "strings"
+    ? `strings: ${path(n, 1)}`
     : `${t}: ${name(n).slice(0, 40)}`
   const g = groups.get(group) ?? { objects: 0, bytes: 0 }
   g.objects++
