@@ -22,6 +22,7 @@ import {
 import { Rpc, RpcClient, type RpcClientError, RpcGroup, RpcSerialization, RpcServer } from "effect/rpc"
 import { createHash, timingSafeEqual } from "node:crypto"
 import { createServer } from "node:http"
+import * as WeightVersion from "../../src/engine/WeightVersion.ts"
 import * as WorkerEvents from "../../src/engine/WorkerEvents.ts"
 import * as Thrown from "../../src/Thrown.ts"
 import * as Results from "../../src/trainer/Results.ts"
@@ -54,7 +55,7 @@ export class RolloutRpcs extends RpcGroup.make(
     error: Results.RolloutCallError
   }),
   Rpc.make("PauseGeneration", {
-    payload: { mode: Schema.optionalKey(Schema.Literals(["abort", "retract", "in_place"])) },
+    payload: { mode: Schema.optionalKey(WeightVersion.PauseMode) },
     error: Results.RolloutCallError
   }),
   Rpc.make("ResumeGeneration", {

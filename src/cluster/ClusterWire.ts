@@ -12,11 +12,13 @@
  * holder again, or, when no live runner is that incarnation, drops the Group (`RunnerLostError`).
  */
 import { Schema } from "effect"
+import * as WeightVersion from "../engine/WeightVersion.ts"
 import * as DebugView from "../forest/DebugView.ts"
 import * as TrainingSample from "../forest/TrainingSample.ts"
 import * as ForestDump from "../inspect/ForestDump.ts"
 import * as ReplayRecord from "../replay/Record.ts"
 import * as Dataset from "../schedule/Dataset.ts"
+import * as AgentSpec from "../session/AgentSpec.ts"
 import * as ClusterError from "./ClusterError.ts"
 
 export { NotHolderError, RunnerLostError, SessionFailedError } from "./ClusterError.ts"
@@ -26,7 +28,7 @@ export const PlannedGroup = Schema.Struct({
   groupId: Schema.String,
   size: Schema.Int,
   seq: Schema.Int,
-  mode: Schema.Literals(["train", "eval"]),
+  mode: AgentSpec.RolloutMode,
   row: Schema.Int,
   data: Dataset.Row,
   promptIndex: Schema.Int,
@@ -110,9 +112,6 @@ export const ForwardedResponse = Schema.Struct({
 })
 export type ForwardedResponse = typeof ForwardedResponse.Type
 
-/** How a trainer's pause treats the generations in flight (`Engine.PauseMode`). */
-export const PauseMode = Schema.Literals(["abort", "retract", "in_place"])
-
 /**
  * The controller's weights as every runner must follow them: the version new generations use and whether a trainer's
  * weight push holds generation now (`paused`: its mode). `seq` grows with every change, so a late or repeated
@@ -121,7 +120,7 @@ export const PauseMode = Schema.Literals(["abort", "retract", "in_place"])
 export const WeightsState = Schema.Struct({
   seq: Schema.Int,
   version: Schema.String,
-  paused: Schema.NullOr(PauseMode)
+  paused: Schema.NullOr(WeightVersion.PauseMode)
 })
 export type WeightsState = typeof WeightsState.Type
 

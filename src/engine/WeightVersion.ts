@@ -14,9 +14,11 @@
  *   and continue after the resume: tokens before the pause come from the old weights, the rest from the new;
  * - `Resume`: generation continues on the version given (the trainer's push set it).
  */
+import { Schema } from "effect"
 
 /** SGLang's `/pause_generation` modes (`PauseGenerationReqInput.mode`). */
-export type PauseMode = "abort" | "retract" | "in_place"
+export const PauseMode = Schema.Literals(["abort", "retract", "in_place"])
+export type PauseMode = typeof PauseMode.Type
 
 /** A change of weights, or of whether generation runs, that an attempt in flight may cross. */
 export type Boundary =

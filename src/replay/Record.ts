@@ -15,6 +15,7 @@ import type * as Settings from "../config/Settings.ts"
 import * as StateHash from "../forest/StateHash.ts"
 import * as DumpArrays from "../inspect/DumpArrays.ts"
 import * as Canonical from "../protocol/Canonical.ts"
+import * as AgentSpec from "../session/AgentSpec.ts"
 import * as Received from "./Received.ts"
 
 /** The format version a rollout writes and `replay` reads. */
@@ -128,7 +129,7 @@ export const generationSettingsOf = (
 export const SessionRecord = Schema.Struct({
   version: Schema.Literal(version),
   generation: GenerationSettings,
-  mode: Schema.Literals(["train", "eval"]),
+  mode: AgentSpec.RolloutMode,
   sampling: Sampling,
   max_context_len: Schema.NullOr(Schema.Int),
   /** When the Session was registered (its agent launched right after). */

@@ -120,7 +120,8 @@ export const make = (input: AgentSpecInput): Result.Result<AgentSpec, SessionErr
 }
 
 /** Train or eval: the value of `RELAX_ROLLOUT_MODE`. */
-export type RolloutMode = "train" | "eval"
+export const RolloutMode = Schema.Literals(["train", "eval"])
+export type RolloutMode = typeof RolloutMode.Type
 
 /** The seven variables Relax sets for every agent process (the guide's Agent Process Contract). */
 export interface RelaxVariables {

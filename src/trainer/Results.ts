@@ -4,6 +4,7 @@
  * (docs/trainer.md) all use these shapes, so a sample is the same object whichever way a trainer asks for it.
  */
 import { Schema } from "effect"
+import * as RolloutOptions from "../config/RolloutOptions.ts"
 import * as WorkerEvents from "../engine/WorkerEvents.ts"
 import * as TrainingSample from "../forest/TrainingSample.ts"
 
@@ -88,7 +89,7 @@ export const RolloutStatus = Schema.Struct({
   stepsCompleted: Schema.Int,
   /** The `rolloutId` of the last finished training step; null before the first. */
   lastRolloutId: Schema.NullOr(Schema.Int),
-  engine: Schema.Literals(["embedded", "sglang"]),
+  engine: RolloutOptions.EngineKind,
   /** The model API agents are given (`RELAX_BASE_URL`). */
   gatewayUrl: Schema.String,
   /** SGLang workers that are down now (docs/sglang.md, "When a worker dies"); absent when none. */

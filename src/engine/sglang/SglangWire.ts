@@ -9,6 +9,7 @@
  */
 import { Result, Schema } from "effect"
 import type * as Stop from "../Stop.ts"
+import * as WeightVersion from "../WeightVersion.ts"
 import * as PromptIdsJson from "./PromptIdsJson.ts"
 
 /** `sampling_params`: every field is sent explicitly because SGLang's server-side defaults differ between versions. */
@@ -314,7 +315,7 @@ export const inputLengthMessage = (inputTokens: number, maxReqInputLen: number):
 
 /** `POST /pause_generation` body (`PauseGenerationReqInput`). */
 export const PauseGenerationRequest = Schema.Struct({
-  mode: Schema.Literals(["abort", "retract", "in_place"])
+  mode: WeightVersion.PauseMode
 })
 export type PauseGenerationRequest = typeof PauseGenerationRequest.Type
 
