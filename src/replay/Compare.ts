@@ -97,13 +97,19 @@ export const response = (
     () => values(request, "response abort_count", recorded.abort_count, now.abort_count)
   )
 
-/** The path and values where two JSON values first differ (depth first, keys in the recorded order). */
+/**
+ * The path and values where two JSON values first differ (depth first, keys in the recorded order); two texts also
+ * give the index of their first different character.
+ */
 const firstPath = (
   recorded: Received.Json | undefined,
   now: Received.Json | undefined,
   path: string
-): { readonly path: string; readonly recorded: unknown; readonly now: unknown } | undefined => {
+): { readonly path: string; readonly recorded: unknown; readonly now: unknown; readonly index?: number } | undefined => {
   if (StateHash.equalJson(recorded, now)) return undefined
+  if (typeof recorded === "string" && typeof now === "string") {
+    return { path, recorded, now, index: firstDifference(recorded, now)! }
+  }
   if (Array.isArray(recorded) && Array.isArray(now)) {
     const index = firstDifference(recorded, now)!
     if (index >= recorded.length || index >= now.length) {
@@ -123,7 +129,8 @@ const firstPath = (
 
 /**
  * The answer the agent received, against the recorded one, per-run values masked (`Received.perRun`): the field is
- * `answer` and the JSON path of the first difference (`answer body.content[0].text`, `answer frames[2].data...`).
+ * `answer` and the JSON path of the first difference (`answer body.content[0].text`, `answer frames[2].data...`),
+ * with the character index where two texts first differ.
  */
 export const answer = (
   request: number,
@@ -139,6 +146,7 @@ export const answer = (
   return {
     request,
     field: found.path === "" ? "answer" : `answer ${found.path}`,
+    ...(found.index === undefined ? {} : { index: found.index }),
     recorded: show(found.recorded),
     now: show(found.now)
   }

@@ -401,6 +401,7 @@ describe("replay through the gateway, every protocol", () => {
         assert.deepStrictEqual(divergence, {
           request: 5,
           field: "answer body.stop_reason",
+          index: 0,
           recorded: JSON.stringify((recorded as { stop_reason: string }).stop_reason),
           now: "\"stop_sequence\""
         })
