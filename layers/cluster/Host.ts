@@ -26,7 +26,7 @@
  * This module hosts the Sessions; placement and slots are `HostSlots.ts`, the fleet commands `HostFleet.ts`, the
  * orphan reaper and the runner's end `HostReaper.ts`.
  */
-import { Clock, Context, Deferred, Duration, Effect, Exit, Fiber, Layer, Stream, SubscriptionRef } from "effect"
+import { Clock, Context, Deferred, Duration, Effect, Exit, Fiber, Layer, Stream } from "effect"
 import { Entity, Sharding } from "effect/cluster"
 import { randomBytes } from "node:crypto"
 import type * as ClusterError from "../../src/cluster/ClusterError.ts"
@@ -43,12 +43,11 @@ import * as GroupEntity from "./GroupEntity.ts"
 import * as HostFleet from "./HostFleet.ts"
 import * as HostReaper from "./HostReaper.ts"
 import * as HostSlots from "./HostSlots.ts"
+import * as SessionFollowers from "./SessionFollowers.ts"
 
-interface Hosted extends HostFleet.Followed, HostReaper.Reaped {
+interface Hosted extends HostFleet.Followed, HostReaper.Reaped, SessionFollowers.Followed {
   /** The run id of the controller that sent it (its fleet commands apply to it). */
   readonly controller: string
-  /** Its state at the generation gate, as its event stream reports it (partial rollout / fully async). */
-  readonly gateState: SubscriptionRef.SubscriptionRef<ClusterWire.GateState>
   /** The controller granted its Group's lease. */
   leased: boolean
   readonly lease: Deferred.Deferred<void, SessionError.SessionClosedError>
@@ -64,13 +63,7 @@ interface Hosted extends HostFleet.Followed, HostReaper.Reaped {
  * The entity a message came through: its id and whether this runner still owns its shard. A Group's stream through an
  * entity whose shard moved away ends (`NotHolderError`), so its controller follows it through another entity.
  */
-export interface Placement {
-  readonly key: string
-  readonly owned: () => boolean
-}
-
-/** How often a running Session's stream checks that its entity's shard is still this runner's. */
-const routeCheck = Duration.millis(500)
+export type Placement = SessionFollowers.Placement
 
 /** Why a Session was stopped on this runner: a later `RunSession` for it fails with this, never starts it again. */
 interface Tombstone extends HostReaper.Stopped {
@@ -142,7 +135,7 @@ export interface HostShape {
 }
 
 /** How often a running Session's stream says it is alive (the controller's idle deadline is a multiple of it). */
-export const aliveInterval = Duration.seconds(2)
+export const aliveInterval = SessionFollowers.aliveInterval
 
 const failed = (error: SessionRunner.GroupError): ClusterWire.SessionFailedError =>
   new ClusterWire.SessionFailedError({ type: error._tag, detail: error.message })
@@ -169,6 +162,9 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
     const slots = HostSlots.make(capacity)
     const used = () => slots.used(table.size)
     const fingerprint = Fingerprint.of(settings)
+    // Every Session's event streams: queues the host fills, one runner-wide loop for Alive and route checks.
+    const followers = SessionFollowers.make({ incarnation, address, retains, sessions: () => table.values() })
+    yield* Effect.forkIn(followers.start, scope)
 
     const checkRunner = (holder: string): Effect.Effect<void, ClusterWire.NotHolderError> =>
       holder === incarnation
@@ -179,8 +175,8 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
     const start = (payload: typeof GroupEntity.RunSession.payloadSchema.Type) =>
       Effect.gen(function*() {
         const hosted: Hosted = {
+          ...SessionFollowers.initial(),
           controller: payload.controller,
-          gateState: yield* SubscriptionRef.make<ClusterWire.GateState>({ interrupted: false, protected: false }),
           leased: false,
           lease: yield* Deferred.make<void, SessionError.SessionClosedError>(),
           firstRequest: yield* Deferred.make<void>(),
@@ -199,7 +195,10 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
           sessionId: payload.sessionId,
           position: payload.position,
           awaitLease: Effect.suspend(() => {
-            Deferred.doneUnsafe(hosted.firstRequest, Exit.void)
+            if (!hosted.arrived) {
+              Deferred.doneUnsafe(hosted.firstRequest, Exit.void)
+              followers.arrived(hosted)
+            }
             return Deferred.await(hosted.lease)
           }),
           leased: Deferred.await(hosted.lease).pipe(Effect.catch(() => Effect.never)),
@@ -222,36 +221,14 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
             )
           ),
           Effect.exit,
-          Effect.flatMap((exit) => Deferred.done(hosted.done, exit)),
+          Effect.flatMap((exit) =>
+            Effect.andThen(Deferred.done(hosted.done, exit), Effect.sync(() => followers.ended(hosted, exit)))
+          ),
           Effect.asVoid
         )
         hosted.fiber = yield* Effect.forkIn(run, scope)
         return hosted
       })
-
-    const events = (hosted: Hosted): Stream.Stream<ClusterWire.SessionEvent, ClusterWire.SessionFailedError> =>
-      Stream.concat(
-        Stream.succeed<ClusterWire.SessionEvent>({ _tag: "Started", runner: incarnation, address }),
-        Stream.merge(
-          Stream.concat(
-            Stream.fromEffect(Deferred.await(hosted.firstRequest)).pipe(
-              Stream.as<ClusterWire.SessionEvent>({ _tag: "FirstRequest" })
-            ),
-            Stream.fromEffect(Deferred.await(hosted.done)).pipe(
-              Stream.map((result): ClusterWire.SessionEvent => ({ _tag: "Done", result }))
-            )
-          ),
-          Stream.merge(
-            Stream.tick(aliveInterval).pipe(Stream.as<ClusterWire.SessionEvent>({ _tag: "Alive" })),
-            retains
-              ? SubscriptionRef.changes(hosted.gateState).pipe(
-                Stream.map((state): ClusterWire.SessionEvent => ({ _tag: "Gate", state }))
-              )
-              : Stream.empty
-          ),
-          { haltStrategy: "left" }
-        )
-      )
 
     /**
      * End a hosted Session: its requests fail, its agent is reaped, its slot is freed; a stream still following it
@@ -264,6 +241,7 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
         table.delete(sessionId)
         tombstones.set(sessionId, { type: error.type, detail: error.detail, at: yield* Clock.currentTimeMillis })
         yield* Deferred.fail(hosted.done, error)
+        followers.ended(hosted, Exit.fail(error))
         yield* Deferred.fail(hosted.lease, new SessionError.SessionClosedError({ sessionId }))
         if (hosted.fiber !== undefined) yield* Fiber.interrupt(hosted.fiber)
       })
@@ -287,10 +265,8 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
       gate.onChange(() => {
         for (const [sessionId, hosted] of table) {
           const next = gateStateOf(sessionId)
-          const last = SubscriptionRef.getUnsafe(hosted.gateState)
-          if (next.interrupted !== last.interrupted || next.protected !== last.protected) {
-            Effect.runSync(SubscriptionRef.set(hosted.gateState, next))
-          }
+          const last = hosted.gateState
+          if (next.interrupted !== last.interrupted || next.protected !== last.protected) followers.gate(hosted, next)
         }
       })
     }
@@ -341,15 +317,7 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
           }
           const hosted = running ?? (yield* start(payload))
           hosted.touched = yield* Clock.currentTimeMillis
-          return placement === undefined ? events(hosted) : events(hosted).pipe(
-            Stream.interruptWhen(
-              Effect.repeat(Effect.sleep(routeCheck), { until: () => !placement.owned() }).pipe(
-                Effect.andThen(
-                  Effect.fail(new ClusterWire.NotHolderError({ holder: incarnation, runner: incarnation }))
-                )
-              )
-            )
-          )
+          return followers.follow(hosted, placement)
         })),
       grant: (payload) =>
         Effect.gen(function*() {

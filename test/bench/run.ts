@@ -1,7 +1,7 @@
 /**
  * Runs the benchmarks and prints one table per benchmark: `npm run bench` (all, quick sizes), `npm run bench full`
  * (the sizes docs/performance.md reports), or `npm run bench -- floor history` (only those named: memory, prefix, forest,
- * delta, gateway, lifecycle, floor, history, sessions, simulation, spawn, inspect, cluster, failover, heapsteps, vision,
+ * delta, gateway, lifecycle, floor, history, sessions, simulation, spawn, inspect, cluster, failover, controller, heapsteps, vision,
  * admission).
  *
  * **Details**
@@ -15,6 +15,7 @@ import { performance } from "node:perf_hooks"
 import * as Admission from "./admission.ts"
 import * as Cluster from "./cluster.ts"
 import * as ClusterFailover from "./clusterFailover.ts"
+import * as Controller from "./controller.ts"
 import * as ForestMemory from "./forestMemory.ts"
 import * as ForestRequest from "./forestRequest.ts"
 import * as Gateway from "./gateway.ts"
@@ -46,6 +47,7 @@ const all: ReadonlyArray<Harness.Bench> = [
   Inspect.bench,
   Cluster.bench,
   ClusterFailover.bench,
+  Controller.bench,
   HeapSteps.bench,
   Vision.bench,
   Admission.bench

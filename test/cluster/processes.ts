@@ -180,18 +180,20 @@ export const emptyHome = (): string => {
 }
 
 /**
- * Start `relax-agentic <args>` (`nodeArgs`: Node's own flags, such as `--inspect`); it is SIGKILLed when the scope
- * closes if it still runs.
+ * Start `relax-agentic <args>` (`nodeArgs`: Node's own flags, such as `--inspect`; `launcher`: a command that execs
+ * it, such as `ip netns exec <name>`); it is SIGKILLed when the scope closes if it still runs.
  */
 export const start = (
   args: ReadonlyArray<string>,
   env: Readonly<Record<string, string>> = {},
-  nodeArgs: ReadonlyArray<string> = []
+  nodeArgs: ReadonlyArray<string> = [],
+  launcher: ReadonlyArray<string> = []
 ) =>
   Effect.acquireRelease(
     Effect.sync((): Started => {
-      const cli = [Path.join(root, "src", "cli.ts"), ...args]
-      const child = spawn(process.execPath, [...nodeArgs, ...cli], {
+      const cli = [process.execPath, ...nodeArgs, Path.join(root, "src", "cli.ts"), ...args]
+      const [command, ...rest] = [...launcher, ...cli]
+      const child = spawn(command!, rest, {
         cwd: root,
         env: { ...process.env, ...env },
         stdio: ["ignore", "pipe", "pipe"]
@@ -241,10 +243,11 @@ export const waitFor = (started: Started, pattern: RegExp): Effect.Effect<RegExp
 export const runner = (
   args: ReadonlyArray<string>,
   env: Readonly<Record<string, string>> = {},
-  nodeArgs: ReadonlyArray<string> = []
+  nodeArgs: ReadonlyArray<string> = [],
+  launcher: ReadonlyArray<string> = []
 ) =>
   Effect.gen(function*() {
-    const started = yield* start(["runner", ...args], env, nodeArgs)
+    const started = yield* start(["runner", ...args], env, nodeArgs, launcher)
     const joined = yield* waitFor(started, /relax-agentic runner (\w+) joined the cluster at \S+; gateway (\S+);/)
     return { ...started, incarnation: joined[1]!, gatewayUrl: joined[2]! }
   })

@@ -1,0 +1,185 @@
+/**
+ * The runners of the `controller` benchmark (test/bench/controller.ts): `RUNNERS` cluster runners in this one process,
+ * each its own Effect Cluster member (its own `Sharding`, TCP server on 127.0.0.1, shard locks in the bench's
+ * PostgreSQL) hosting the real Group entity and `Host`, with simulated agents: a Session sends its first model request
+ * at once, waits for its lease, "thinks" `THINK_MS` and ends with an empty result. No agent process, forest or engine
+ * work: what a runner keeps per Session here is the cluster's and the Host's, which is what the bench compares.
+ *
+ * **Details**
+ * The runners share one PostgreSQL pool (each runner's storage reserves one connection for its advisory locks) and one
+ * set of rollout services (settings, the embedded engine they never call, the generation gate). Commands come over the
+ * IPC channel: `heap` (a full collection, then the used heap and the hosted Sessions; optionally a heap snapshot), `hold` (`count` Sessions held
+ * the single-process way: the same simulated agent on a first-request barrier's ticket, no cluster), `release`.
+ */
+import { NodeClusterSocket } from "@effect/platform-node"
+import { PgClient } from "@effect/sql-pg"
+import { Context, Deferred, Duration, Effect, Layer, Option, Redacted } from "effect"
+import { RunnerAddress } from "effect/cluster"
+import { writeHeapSnapshot } from "node:v8"
+import * as Host from "../../layers/cluster/Host.ts"
+import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
+import * as RolloutConfig from "../../layers/rollout/RolloutConfig.ts"
+import * as SessionRunner from "../../layers/rollout/SessionRunner.ts"
+import * as FirstRequestBarrier from "../../layers/schedule/FirstRequestBarrier.ts"
+import * as GenerationGate from "../../layers/schedule/GenerationGate.ts"
+import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
+import * as Retention from "../../src/schedule/Retention.ts"
+import * as EmbeddedPg from "../support/EmbeddedPg.ts"
+import * as Harness from "./harness.ts"
+
+/** The settings of the controller and every runner (the same, so their fingerprints agree). */
+export const settings = RolloutConfig.RolloutConfig.layer({
+  promptData: "unused.jsonl",
+  agentCommand: "true",
+  rolloutBatchSize: 1
+})
+
+/** The cluster's timings in the bench (the cluster tests' on a loaded 2-core machine: 20 s / 5 s). */
+export const sharding = (shards: number) => ({
+  shardsPerGroup: shards,
+  shardLockExpiration: Duration.seconds(20),
+  shardLockRefreshInterval: Duration.seconds(5),
+  runnerHealthCheckInterval: Duration.seconds(10),
+  refreshAssignmentsInterval: Duration.seconds(1),
+  entityMessagePollInterval: Duration.seconds(1),
+  entityTerminationTimeout: Duration.seconds(15)
+})
+
+/** A simulated agent: first request at once, then its lease, `think` of work, and an empty result. */
+export const simulatedAgents = (think: Duration.Duration) =>
+  Layer.succeed(SessionRunner.SessionRunner, {
+    session: (_group, ticket) =>
+      ticket.awaitLease.pipe(
+        Effect.orDie,
+        Effect.andThen(Duration.isZero(think) ? Effect.void : Effect.sleep(think)),
+        Effect.as({ sessionId: ticket.sessionId, samples: [], debug: [] })
+      ),
+    reward: () => Effect.die("the bench's runners score nothing"),
+    describeError: SessionRunner.describeError,
+    takeParserFailures: Effect.succeed(0),
+    takeDrift: Effect.succeed(new Map())
+  })
+
+/** What the bench asks of this process, and what it answers. */
+export type Command =
+  | { readonly cmd: "heap"; readonly snapshot?: string | undefined }
+  | { readonly cmd: "hold"; readonly count: number; readonly size: number }
+  | { readonly cmd: "release" }
+export interface Answer {
+  readonly heap: number
+  readonly hosted: number
+}
+
+const env = (name: string): string => {
+  const value = process.env[name]
+  if (value === undefined) throw new Error(`controllerRunners.ts needs ${name}`)
+  return value
+}
+
+const main = Effect.gen(function*() {
+  const runners = Number(env("RUNNERS"))
+  const shards = Number(env("SHARDS"))
+  const think = Duration.millis(Number(env("THINK_MS")))
+  const gc = Harness.garbageCollector()
+  const sql = yield* Layer.build(
+    PgClient.layer({ url: Redacted.make(env("DATABASE_URL")), maxConnections: runners + 20 })
+  )
+  const engine = EmbeddedEngine.EmbeddedEngine.layer(EmbeddedEngine.instant).pipe(
+    Layer.provide(Tokenizer.Tokenizer.layer)
+  )
+  const services = yield* Layer.build(Layer.mergeAll(
+    settings,
+    engine,
+    simulatedAgents(think),
+    GenerationGate.GenerationGate.layer(Retention.synchronous).pipe(Layer.provide(engine))
+  ))
+  const hosts: Array<Host.HostShape> = []
+  for (let i = 0; i < runners; i++) {
+    const port = yield* EmbeddedPg.freePort
+    const runner = Host.entityLayer.pipe(
+      Layer.provideMerge(Host.Host.layer(`127.0.0.1:${port}`, () => Effect.die("the bench forwards nothing"))),
+      Layer.provideMerge(NodeClusterSocket.layer({
+        storage: "sql",
+        shardingConfig: {
+          ...sharding(shards),
+          runnerAddress: Option.some(RunnerAddress.make("127.0.0.1", port))
+        }
+      })),
+      Layer.provide(Layer.succeedContext(sql)),
+      Layer.provide(Layer.succeedContext(services)),
+      // Every runner its own Sharding, Host and entity registration (the layers are shared constants).
+      Layer.fresh
+    )
+    const context = yield* Layer.build(runner)
+    hosts.push(Context.get(context, Host.Host))
+  }
+
+  // Sessions held the single-process way: the simulated agent on a barrier's ticket, waiting for its lease.
+  const single = Context.get(services, SessionRunner.SessionRunner)
+  let leases: Array<Deferred.Deferred<boolean>> = []
+  const hold = (count: number, size: number) =>
+    Effect.gen(function*() {
+      for (let g = 0; g < count / size; g++) {
+        const lease = yield* Deferred.make<boolean>()
+        leases.push(lease)
+        const sessionIds = Array.from({ length: size }, (_, i) => `single-${leases.length}-${i}`)
+        const barrier = yield* FirstRequestBarrier.make({
+          groupId: `single-${g}`,
+          sessionIds,
+          lease,
+          rolloutId: () => 0,
+          onReady: Effect.void
+        })
+        for (let i = 0; i < size; i++) {
+          yield* Effect.forkDetach(single.session({
+            groupId: `single-${g}`,
+            size,
+            seq: g,
+            mode: "train",
+            row: 0,
+            data: { prompt: "1+1" },
+            promptIndex: 0,
+            firstIndex: 0
+          }, barrier.ticket(i)))
+        }
+      }
+      // Every fiber has reached its ticket's lease wait.
+      yield* Effect.yieldNow
+      yield* Effect.sleep("100 millis")
+    })
+
+  const answer = (snapshot?: string): Effect.Effect<Answer> =>
+    Effect.gen(function*() {
+      for (let i = 0; i < 3; i++) gc?.()
+      if (snapshot !== undefined) writeHeapSnapshot(snapshot)
+      let hosted = 0
+      for (const host of hosts) hosted += yield* host.hosted
+      return { heap: process.memoryUsage().heapUsed, hosted }
+    })
+
+  const send = (message: unknown) => Effect.sync(() => process.send?.(message))
+  yield* Effect.callback<never>((resume) => {
+    process.on("message", (message: Command) => {
+      const run = message.cmd === "heap"
+        ? answer(message.snapshot)
+        : message.cmd === "hold"
+        ? Effect.andThen(hold(message.count, message.size), answer())
+        : Effect.gen(function*() {
+          for (const lease of leases) yield* Deferred.succeed(lease, true)
+          leases = []
+          yield* Effect.sleep("200 millis")
+          return yield* answer()
+        })
+      Effect.runFork(Effect.flatMap(run, send))
+    })
+    process.on("disconnect", () => resume(Effect.die("the bench went away")))
+    process.send?.({ ready: runners })
+  })
+})
+
+if (import.meta.main) {
+  Effect.runPromise(Effect.scoped(main)).then(() => process.exit(0), (error: unknown) => {
+    console.error(error)
+    process.exit(1)
+  })
+}
