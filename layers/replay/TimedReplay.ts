@@ -17,7 +17,7 @@ import type * as Canonical from "../../src/protocol/Canonical.ts"
 import * as Compare from "../../src/replay/Compare.ts"
 import * as Record from "../../src/replay/Record.ts"
 import type * as Recorded from "../../src/replay/Recorded.ts"
-import * as Timeline from "../../src/replay/Timeline.ts"
+import * as Statistics from "../../src/stats/Statistics.ts"
 import * as Engine from "../engine/Engine.ts"
 import * as SglangEngine from "../engine/sglang/SglangEngine.ts"
 import * as Forests from "../generation/Forests.ts"
@@ -130,10 +130,6 @@ export const replayTimed = (path: string, options: TimedOptions) =>
     return { sessions, unreadable: chosen.unreadable } satisfies TimedReport
   })
 
-/** {@link Timeline.percentile} of `values`; 0 for none. */
-const percentile = (values: ReadonlyArray<number>, p: number): number =>
-  values.length === 0 ? 0 : Timeline.percentile(values, p)
-
 const ms = (value: number) => `${Math.round(value)} ms`
 
 /** The lines `replay --timed` prints: one per Session, then the run's latency and drift. */
@@ -159,10 +155,12 @@ export const reportLines = (report: TimedReport): ReadonlyArray<string> => {
       `${u.sessionId ?? "(unknown Session)"} not replayed: ${u.reason} (${u.file}:${u.line})`
     ),
     `replay --timed: ${report.sessions.length} Session(s), ${requests.length} request(s); latency p50 ` +
-    `${ms(percentile(requests.map((r) => r.latencyMs), 0.5))}, p90 ${
-      ms(percentile(requests.map((r) => r.latencyMs), 0.9))
+    `${ms(Statistics.percentile(requests.map((r) => r.latencyMs), 0.5))}, p90 ${
+      ms(Statistics.percentile(requests.map((r) => r.latencyMs), 0.9))
     } ` +
-    `(recorded p50 ${ms(percentile(requests.map((r) => r.recordedMs), 0.5))}, p90 ` +
-    `${ms(percentile(requests.map((r) => r.recordedMs), 0.9))}); ${drifted} of ${requests.length} response(s) drifted`
+    `(recorded p50 ${ms(Statistics.percentile(requests.map((r) => r.recordedMs), 0.5))}, p90 ` +
+    `${
+      ms(Statistics.percentile(requests.map((r) => r.recordedMs), 0.9))
+    }); ${drifted} of ${requests.length} response(s) drifted`
   ]
 }

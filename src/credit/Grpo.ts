@@ -1,14 +1,11 @@
 /**
  * Default credit (no custom advantage hook): GRPO group normalization of one scalar reward per Session.
  */
+import * as Statistics from "../stats/Statistics.ts"
 import type * as CreditOptions from "./CreditOptions.ts"
 
 /** Added to the Group std before dividing, as the reference does (`std + 1e-6`). */
 export const STD_EPSILON = 1e-6
-
-/** Arithmetic mean; 0 for an empty list. */
-export const mean = (values: ReadonlyArray<number>): number =>
-  values.length === 0 ? 0 : values.reduce((sum, value) => sum + value, 0) / values.length
 
 /**
  * Sample standard deviation (Bessel-corrected, divisor n − 1), what `torch.Tensor.std()` computes by default.
@@ -16,7 +13,7 @@ export const mean = (values: ReadonlyArray<number>): number =>
  */
 export const sampleStd = (values: ReadonlyArray<number>): number => {
   if (values.length < 2) return Number.NaN
-  const center = mean(values)
+  const center = Statistics.mean(values)
   const squares = values.reduce((sum, value) => sum + (value - center) ** 2, 0)
   return Math.sqrt(squares / (values.length - 1))
 }
@@ -38,7 +35,7 @@ export const normalizeGroup = (
   >
 ): ReadonlyArray<number> => {
   if (options.disableRewardsNormalization) return [...rewards]
-  const center = mean(rewards)
+  const center = Statistics.mean(rewards)
   const centered = rewards.map((reward) => reward - center)
   if (options.disableGrpoStdNormalization || options.nSamplesPerPrompt === 1) return centered
   const scale = sampleStd(rewards) + STD_EPSILON

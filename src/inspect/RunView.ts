@@ -13,6 +13,7 @@
 import * as Drift from "../forest/Drift.ts"
 import type * as TrainingSample from "../forest/TrainingSample.ts"
 import type * as Canonical from "../protocol/Canonical.ts"
+import * as Statistics from "../stats/Statistics.ts"
 import type * as Dump from "./Dump.ts"
 import type * as ForestDump from "./ForestDump.ts"
 
@@ -244,8 +245,8 @@ const scalarAdvantage = (advantage: TrainingSample.Advantage): number | null => 
   return advantage.length === 0 ? 0 : advantage.reduce((a, b) => a + b, 0) / advantage.length
 }
 
-const mean = (values: ReadonlyArray<number>): number | null =>
-  values.length === 0 ? null : values.reduce((a, b) => a + b, 0) / values.length
+/** The mean of `values`; null for none (nothing to show). */
+const mean = (values: ReadonlyArray<number>): number | null => values.length === 0 ? null : Statistics.mean(values)
 
 /** The committed responses under each state, and each state's children, of a forest dump. */
 const childrenOf = (forest: ForestDump.ForestDump): Map<string, Array<ForestDump.DumpNode>> => {

@@ -13,6 +13,7 @@
  * requests (an agent that sends several at once) give overlapping phases; totals add them as they are.
  */
 import * as RunView from "../inspect/RunView.ts"
+import * as Statistics from "../stats/Statistics.ts"
 import type * as Record from "./Record.ts"
 import type * as Recorded from "./Recorded.ts"
 
@@ -60,15 +61,6 @@ export const totals = (record: Record.SessionRecord): Readonly<Record<Phase, num
   return sum
 }
 
-/** Linear-interpolated percentile (as numpy) of a non-empty list. */
-export const percentile = (values: ReadonlyArray<number>, p: number): number => {
-  const sorted = [...values].sort((a, b) => a - b)
-  const at = (sorted.length - 1) * p
-  const low = Math.floor(at)
-  const high = Math.ceil(at)
-  return sorted[low]! + (sorted[high]! - sorted[low]!) * (at - low)
-}
-
 /** `perf/session/<phase>_s/{mean,p90}` over the Sessions' totals (empty for no Session). */
 export const stepMetrics = (records: ReadonlyArray<Record.SessionRecord>): Record<string, number> => {
   if (records.length === 0) return {}
@@ -76,8 +68,8 @@ export const stepMetrics = (records: ReadonlyArray<Record.SessionRecord>): Recor
   const out: Record<string, number> = {}
   for (const phase of phases) {
     const values = all.map((t) => t[phase])
-    out[`perf/session/${phase}_s/mean`] = values.reduce((a, b) => a + b, 0) / values.length
-    out[`perf/session/${phase}_s/p90`] = percentile(values, 0.9)
+    out[`perf/session/${phase}_s/mean`] = Statistics.mean(values)
+    out[`perf/session/${phase}_s/p90`] = Statistics.percentile(values, 0.9)
   }
   return out
 }

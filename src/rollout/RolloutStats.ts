@@ -14,6 +14,7 @@
  * are left out. Staleness (`rollout_id − start_rollout_id`) is reported only when asked (partial rollout, fully async).
  */
 import type * as TrainingSample from "../forest/TrainingSample.ts"
+import * as Statistics from "../stats/Statistics.ts"
 
 /** Relax's stop-reason buckets, in its order. */
 export const STOP_REASON_BUCKETS = [
@@ -44,16 +45,6 @@ export const stopReasonBucket = (metadata: Readonly<Record<string, unknown>>): S
   if (BUCKETS.has(value)) return value as StopReasonBucket
   if (value.startsWith("env_error:")) return "env_error"
   return "other"
-}
-
-/** The `q`-th percentile (0–100) of a non-empty list, with linear interpolation between ranks (numpy's default). */
-export const percentile = (values: ReadonlyArray<number>, q: number): number => {
-  const sorted = [...values].sort((a, b) => a - b)
-  const rank = (q / 100) * (sorted.length - 1)
-  const low = Math.floor(rank)
-  const high = Math.ceil(rank)
-  const lower = sorted[low]!
-  return lower + (sorted[high]! - lower) * (rank - low)
 }
 
 const turnCount = (metadata: Readonly<Record<string, unknown>>): number => {
@@ -91,8 +82,6 @@ export interface StatsOptions {
   readonly staleness: boolean
 }
 
-const mean = (values: ReadonlyArray<number>): number => values.reduce((sum, v) => sum + v, 0) / values.length
-
 /**
  * The statistics of one step's or one Eval dataset's samples, unprefixed. Empty for no samples.
  *
@@ -121,11 +110,11 @@ export const compute = (
   }
   const turns = samples.map((s) => turnCount(s.metadata))
   metrics["num_turn/min"] = Math.min(...turns)
-  metrics["num_turn/mean"] = mean(turns)
+  metrics["num_turn/mean"] = Statistics.mean(turns)
   metrics["num_turn/max"] = Math.max(...turns)
-  for (const q of [50, 90, 95, 99]) metrics[`num_turn/p${q}`] = percentile(turns, q)
+  for (const q of [50, 90, 95, 99]) metrics[`num_turn/p${q}`] = Statistics.percentile(turns, q / 100)
   metrics["truncated_ratio"] = samples.filter((s) => s.status === "truncated").length / n
-  metrics["response_len/mean"] = mean(samples.map((s) => s.response_length))
+  metrics["response_len/mean"] = Statistics.mean(samples.map((s) => s.response_length))
   let cached = 0
   let prompt = 0
   let reported = false
@@ -147,7 +136,7 @@ export const compute = (
       const start = s.metadata["start_rollout_id"]
       return typeof start === "number" ? s.rollout_id - start : 0
     })
-    metrics["staleness/avg"] = mean(staleness)
+    metrics["staleness/avg"] = Statistics.mean(staleness)
     metrics["staleness/min"] = Math.min(...staleness)
     metrics["staleness/max"] = Math.max(...staleness)
   }

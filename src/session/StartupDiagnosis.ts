@@ -10,6 +10,7 @@
  * {@link slowMedianSeconds}, and names the cause the process can see: the login shell's own time when it is a large part
  * of that median, else the agent's own startup.
  */
+import * as Statistics from "../stats/Statistics.ts"
 
 /** The median launch → first request above which agents count as slow to start. */
 export const slowMedianSeconds = 1
@@ -20,16 +21,9 @@ export const minSessions = 4
 /** A login shell taking at least this share of the median is named as the cause. */
 const shellShare = 0.5
 
-/** The median of a non-empty list. */
-export const median = (values: ReadonlyArray<number>): number => {
-  const sorted = [...values].sort((a, b) => a - b)
-  const middle = Math.floor(sorted.length / 2)
-  return sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2
-}
-
 /** Whether agents count as slow to start after these launch → first request times (seconds). */
 export const isSlow = (firstRequestSeconds: ReadonlyArray<number>): boolean =>
-  firstRequestSeconds.length >= minSessions && median(firstRequestSeconds) > slowMedianSeconds
+  firstRequestSeconds.length >= minSessions && Statistics.median(firstRequestSeconds) > slowMedianSeconds
 
 const seconds = (value: number): string => `${value.toFixed(1)} s`
 
@@ -42,7 +36,7 @@ export const slowStartLine = (
   loginShellSeconds: number | undefined
 ): string | undefined => {
   if (!isSlow(firstRequestSeconds)) return undefined
-  const typical = median(firstRequestSeconds)
+  const typical = Statistics.median(firstRequestSeconds)
   const head = `Agents are slow to start: ${seconds(typical)} from launch to first model request (median of ` +
     `${firstRequestSeconds.length} Sessions).`
   const fix = "See docs/troubleshooting.md \"Agents are slow to start\"."

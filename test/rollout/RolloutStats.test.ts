@@ -17,14 +17,6 @@ describe("stopReasonBucket", () => {
   })
 })
 
-describe("percentile", () => {
-  it("interpolates linearly between ranks like numpy", () => {
-    assert.strictEqual(RolloutStats.percentile([1, 2, 3, 4], 50), 2.5)
-    assert.strictEqual(RolloutStats.percentile([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], 90), 9.1)
-    assert.strictEqual(RolloutStats.percentile([7], 99), 7)
-  })
-})
-
 describe("compute", () => {
   const turns = (pairs: ReadonlyArray<readonly [number, number]>) => ({
     agentic_trace: { turns: pairs.map(([cached, prompt]) => ({ cached_tokens: cached, prompt_tokens: prompt })) }

@@ -34,11 +34,6 @@ describe("StartupDiagnosis.slowStartLine", () => {
     const unknown = StartupDiagnosis.slowStartLine([3, 3, 3, 3], undefined)
     assert.include(unknown, "The login shell's time could not be measured, so it is the agent's own startup")
   })
-
-  it("takes the median of an even count as the mean of the middle two", () => {
-    assert.strictEqual(StartupDiagnosis.median([4, 1, 3, 2]), 2.5)
-    assert.strictEqual(StartupDiagnosis.median([7]), 7)
-  })
 })
 
 const launch = SessionLaunch.sessionLaunch
