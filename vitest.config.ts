@@ -46,7 +46,8 @@ export default defineConfig({
           maxConcurrency: 10
         }
       },
-      { extends: true, test: { name: "e2e", include: [...e2e] } }
+      // After the unit lane (its own group: vitest refuses two projects of one group with different maxWorkers).
+      { extends: true, test: { name: "e2e", include: [...e2e], sequence: { groupOrder: 1 } } }
     ]
   }
 })
