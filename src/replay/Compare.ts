@@ -105,7 +105,10 @@ const firstPath = (
   recorded: Received.Json | undefined,
   now: Received.Json | undefined,
   path: string
-): { readonly path: string; readonly recorded: unknown; readonly now: unknown; readonly index?: number } | undefined => {
+):
+  | { readonly path: string; readonly recorded: unknown; readonly now: unknown; readonly index?: number }
+  | undefined =>
+{
   if (StateHash.equalJson(recorded, now)) return undefined
   if (typeof recorded === "string" && typeof now === "string") {
     return { path, recorded, now, index: firstDifference(recorded, now)! }
