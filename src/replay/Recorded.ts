@@ -11,6 +11,7 @@
 import { Data, Schema } from "effect"
 import * as Dump from "../inspect/Dump.ts"
 import type * as ForestDump from "../inspect/ForestDump.ts"
+import * as Json from "../json/Json.ts"
 import * as Record from "./Record.ts"
 
 /** One recorded Session: where it was read, its replay record, its forest and its sample records in dump order. */
@@ -63,9 +64,6 @@ const decodeDebug = Schema.decodeUnknownExit(Dump.DebugRecord)
 const decodeVersion = Schema.decodeUnknownExit(Record.Versioned)
 const decodeRecord = Schema.decodeUnknownExit(Record.SessionRecord)
 
-const isObject = (u: unknown): u is { readonly [key: string]: unknown } =>
-  typeof u === "object" && u !== null && !Array.isArray(u)
-
 /** The Session id a cut line still shows, if its start survived. */
 const sessionIdIn = (text: string): string | undefined => /"session_id":"([^"]+)"/.exec(text)?.[1]
 
@@ -93,7 +91,7 @@ export const readFile = (file: string, text: string): Read | ReplayFormatError =
       break
     }
     // A training sample line (an --output-dir's rollout_<id>.jsonl) carries no replay record.
-    if (!isObject(value) || !("state_hashes" in value)) continue
+    if (!Json.isObject(value) || !("state_hashes" in value)) continue
     records++
     const decoded = decodeDebug(value)
     if (decoded._tag === "Failure") {

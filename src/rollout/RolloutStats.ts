@@ -14,6 +14,7 @@
  * are left out. Staleness (`rollout_id − start_rollout_id`) is reported only when asked (partial rollout, fully async).
  */
 import type * as TrainingSample from "../forest/TrainingSample.ts"
+import * as Json from "../json/Json.ts"
 import * as Statistics from "../stats/Statistics.ts"
 
 /** Relax's stop-reason buckets, in its order. */
@@ -52,21 +53,18 @@ const turnCount = (metadata: Readonly<Record<string, unknown>>): number => {
   return typeof value === "number" && Number.isInteger(value) && value >= 0 ? value : 1
 }
 
-const isRecord = (value: unknown): value is Readonly<Record<string, unknown>> =>
-  typeof value === "object" && value !== null && !Array.isArray(value)
-
 /** The summed `cached_tokens` / `prompt_tokens` of a sample's turns, or undefined when no turn reports them. */
 export const prefixCacheOf = (
   sample: TrainingSample.TrainingSample
 ): { readonly cachedTokens: number; readonly promptTokens: number } | undefined => {
   const trace = sample.metadata["agentic_trace"]
-  const turns = isRecord(trace) ? trace["turns"] : undefined
+  const turns = Json.isObject(trace) ? trace["turns"] : undefined
   if (!Array.isArray(turns)) return undefined
   let cachedTokens = 0
   let promptTokens = 0
   let reported = false
   for (const turn of turns) {
-    if (!isRecord(turn)) continue
+    if (!Json.isObject(turn)) continue
     const cached = turn["cached_tokens"]
     const prompt = turn["prompt_tokens"]
     if (typeof cached !== "number" || typeof prompt !== "number") continue

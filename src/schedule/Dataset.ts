@@ -7,6 +7,7 @@
  * the reference: `train:prepare_group_<seq>` for training and `eval:<name>:<rollout>:prepare_group_<seq>` for Eval.
  */
 import { Data, Result, Schema } from "effect"
+import * as Json from "../json/Json.ts"
 import * as Thrown from "../Thrown.ts"
 
 /** One dataset row: a JSON object (the prompt under `--input-key`, metadata under `--metadata-key`, ...). */
@@ -33,8 +34,6 @@ export class DatasetError extends Data.TaggedError("DatasetError")<{
     return `dataset ${where}: ${this.detail}`
   }
 }
-
-const isObject = (value: unknown): value is Row => typeof value === "object" && value !== null && !Array.isArray(value)
 
 const decodeRow = Schema.decodeUnknownResult(Row)
 
@@ -101,7 +100,7 @@ export const parse = (text: string, path: string): Result.Result<ReadonlyArray<R
 }
 
 const toRow = (value: unknown): Row | undefined => {
-  if (!isObject(value)) return undefined
+  if (!Json.isObject(value)) return undefined
   const decoded = decodeRow(value)
   return Result.isSuccess(decoded) ? decoded.success : undefined
 }
