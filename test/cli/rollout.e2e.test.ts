@@ -58,12 +58,7 @@ describe("relax-agentic rollout (end to end)", () => {
           ...Example.flags({ rolloutBatchSize: 2, nSamplesPerPrompt: 2 }),
           "--label-key",
           "label",
-          "--num-rollout",
-          "1",
-          "--output-dir",
-          out,
-          "--save-debug-rollout-data",
-          Path.join(out, "debug_{rollout_id}.jsonl"),
+          ...Example.oneStepInto(out),
           // Below the 4 required slots: the rollout warns (as `check` does) and still runs.
           "--agent-max-slots",
           "1"

@@ -7,12 +7,13 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Schema } from "effect"
 import { createRequire } from "node:module"
-import { dirname, join, resolve } from "node:path"
+import { dirname, resolve } from "node:path"
 import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
 import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import type * as TrainingSample from "../../src/forest/TrainingSample.ts"
 import { makeRollout, memorySink, Rollout, type RolloutOptionsInput } from "../../src/index.ts"
 import * as FakeSglang from "../support/FakeSglang.ts"
+import * as PartialRollout from "../support/partialRollout.ts"
 import * as TempDir from "../support/TempDir.ts"
 
 const fixtures = resolve(import.meta.dirname, "../fixtures/rollout")
@@ -27,21 +28,9 @@ const model: EmbeddedEngine.EmbeddedEngineOptions = {
   model: { eosProbability: 0 }
 }
 
-/** The short task waits until the long task's request was sent (a file in SIGNAL_DIR), so it runs when step 0 closes. */
-const options = (extra: Partial<RolloutOptionsInput> = {}): RolloutOptionsInput => ({
-  promptData: join(fixtures, "partial.jsonl"),
-  agentCommand: `${JSON.stringify(process.execPath)} partial.mjs`,
-  agentCwd: fixtures,
-  agentEnv: [`SIGNAL_DIR=${TempDir.forTest("relax-partial-")}`],
-  agentTimeout: 120,
-  nSamplesPerPrompt: 1,
-  rolloutBatchSize: 1,
-  overSamplingBatchSize: 2,
-  numRollout: 2,
-  partialRollout: true,
-  rolloutMaxResponseLen: 2000,
-  ...extra
-})
+/** The scenario (test/support/partialRollout.ts), its signal directory removed when the test ends. */
+const options = (extra: Partial<RolloutOptionsInput> = {}): RolloutOptionsInput =>
+  PartialRollout.options(TempDir.forTest("relax-partial-"), extra)
 
 const Trace = Schema.Struct({
   turns: Schema.Array(

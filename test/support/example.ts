@@ -10,6 +10,25 @@ export const root = Path.join(import.meta.dirname, "..", "..")
 /** examples/arithmetic. */
 export const dir = Path.join(root, "examples", "arithmetic")
 
+/** One step, its samples and debug dumps written into `out`. */
+export const oneStepInto = (out: string): Array<string> => [
+  "--num-rollout",
+  "1",
+  "--output-dir",
+  out,
+  "--save-debug-rollout-data",
+  Path.join(out, "debug_{rollout_id}.jsonl")
+]
+
+/** `rollout` of the example's config (`npm start`'s) for one step into `out`, then `extra`. */
+export const oneStep = (out: string, extra: ReadonlyArray<string> = []): Array<string> => [
+  "rollout",
+  "--config",
+  Path.join(dir, "rollout.json"),
+  ...oneStepInto(out),
+  ...extra
+]
+
 /**
  * The example's flags: its training data, a Group shape (default 4 prompts × 4 samples), its agent, its embedded
  * policy, the qwen25 / qwen3 parsers and its reward key.
