@@ -17,6 +17,7 @@
  * The fields read here are private in the library's types; this module is the boundary that reads them.
  */
 import type { Tokenizer as HfTokenizer } from "@huggingface/tokenizers"
+import * as Json from "../../src/json/Json.ts"
 
 /** The library internals this module reads (`@huggingface/tokenizers` 0.2, `src/core/Tokenizer.ts`). */
 interface HfDecodeInternals {
@@ -37,16 +38,14 @@ const ADDED = 2
 const LIBRARY = 4
 const SPECIAL = 8
 
-const isRecord = (value: unknown): value is Record<string, unknown> => value !== null && typeof value === "object"
-
 const hasSurrogate = (text: string): boolean => /[\ud800-\udfff]/.test(text)
 
 /** Whether {@link byteLevelDecoder} decodes this tokenizer itself (its decoder has that shape). */
 export const usesByteLevelDecode = (hf: HfTokenizer): boolean => {
   const lib = hf as unknown as HfDecodeInternals
   const config = lib.tokenizer.decoder
-  return isRecord(config) && config["type"] === "ByteLevel" && lib.decoder !== null &&
-    isRecord(lib.decoder.byte_decoder) && Array.isArray(lib.decoder.added_tokens) &&
+  return Json.isObject(config) && config["type"] === "ByteLevel" && lib.decoder !== null &&
+    Json.isObject(lib.decoder.byte_decoder) && Array.isArray(lib.decoder.added_tokens) &&
     !lib.decoder.end_of_word_suffix && lib.clean_up_tokenization_spaces === false
 }
 

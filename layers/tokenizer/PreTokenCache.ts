@@ -17,6 +17,7 @@
  * The fields read here are private in the library's types; this module is the boundary that reads them.
  */
 import type { Tokenizer as HfTokenizer } from "@huggingface/tokenizers"
+import * as Json from "../../src/json/Json.ts"
 import * as LiteralPattern from "../../src/template/LiteralPattern.ts"
 
 /** A character at or above U+0300, where NFC can change text (combining marks start there). */
@@ -75,21 +76,19 @@ interface HfInternals {
   readonly do_lowercase_and_remove_accent: boolean
 }
 
-const isRecord = (value: unknown): value is Record<string, unknown> => value !== null && typeof value === "object"
-
 /** Whether the library's pipeline for this tokenizer is "split into pieces, then encode each piece alone". */
 const piecewise = (lib: HfInternals): boolean => {
   const pre = lib.tokenizer.pre_tokenizer
-  const steps = isRecord(pre) && pre["type"] === "Sequence" && Array.isArray(pre["pretokenizers"])
+  const steps = Json.isObject(pre) && pre["type"] === "Sequence" && Array.isArray(pre["pretokenizers"])
     ? (pre["pretokenizers"] as ReadonlyArray<unknown>)
     : []
   const [split, byteLevel] = steps
   const post = lib.tokenizer.post_processor
-  return steps.length === 2 && isRecord(split) && split["type"] === "Split" &&
-    isRecord(byteLevel) && byteLevel["type"] === "ByteLevel" && byteLevel["use_regex"] === false &&
+  return steps.length === 2 && Json.isObject(split) && split["type"] === "Split" &&
+    Json.isObject(byteLevel) && byteLevel["type"] === "ByteLevel" && byteLevel["use_regex"] === false &&
     byteLevel["add_prefix_space"] !== true &&
     lib.tokenizer.model?.type === "BPE" && lib.tokenizer.model.fuse_unk !== true &&
-    (post === null || post === undefined || (isRecord(post) && post["type"] === "ByteLevel")) &&
+    (post === null || post === undefined || (Json.isObject(post) && post["type"] === "ByteLevel")) &&
     lib.remove_space !== true && lib.do_lowercase_and_remove_accent !== true &&
     lib.pre_tokenizer?.tokenizers?.length === 2
 }
@@ -108,7 +107,7 @@ const stripAround = (addedTokens: ReadonlyMap<string, AddedTokenLike>, sections:
 const trieWords = (trie: unknown): Array<string> => {
   const words: Array<string> = []
   const visit = (node: unknown): void => {
-    if (!isRecord(node)) return
+    if (!Json.isObject(node)) return
     for (const key of Object.keys(node)) {
       const child = node[key]
       if (key === "end") {
@@ -188,7 +187,7 @@ export const plainEncoder = (hf: HfTokenizer): ((text: string) => ReadonlyArray<
   const specials = new Set(lib.added_tokens.filter((token) => token.special).map((token) => token.content))
   const vocab = lib.tokenizer.model?.vocab
   const merges = lib.model.merges
-  if (!isRecord(vocab) || !Array.isArray(merges)) return undefined
+  if (!Json.isObject(vocab) || !Array.isArray(merges)) return undefined
   for (const content of specials) {
     if ([...content].length < 2 || Object.hasOwn(vocab, content)) return undefined
   }
@@ -286,7 +285,7 @@ const piecewiseEncoder = (
   // NFC leaves text below U+0300 as it is (every such character is a starter that composes with nothing before it:
   // Unicode's NFC quick check says "yes"), so the normalizer is skipped for it.
   const normalizerConfig = lib.tokenizer.normalizer
-  const nfcOnly = isRecord(normalizerConfig) && normalizerConfig["type"] === "NFC"
+  const nfcOnly = Json.isObject(normalizerConfig) && normalizerConfig["type"] === "NFC"
   return (text) => {
     const out: Array<number> = []
     const sections = added.splitUnnormalized(text)
