@@ -18,9 +18,11 @@
  * - `RunSession` (a stream of `SessionEvent`s) starts the Session's agent on its holder, or follows the one already
  *   started there under that Session id; the stream ends with `NotHolderError` when its entity's shard moves away
  *   while it runs (the Session goes on; the controller follows it again through another entity).
- * - `Grant` gives the Session its Group's Runtime lease (and the weight version to generate with); `Stop` ends the
- *   Session and reaps its agent. Both are no-ops when done twice.
- * - `Touch` says the controller still owns the Session; a Session untouched for a while is reaped (its controller died).
+ * - `Grant` gives Sessions of the Group its Runtime lease (and the weight version to generate with); `Stop` ends
+ *   Sessions and reaps their agents. Both are no-ops when done twice. Each names the Group's Sessions it is for, all
+ *   of them at once when they happen together (`layers/cluster/GroupCalls.ts`).
+ * - `Touch` says the controller still owns the named Sessions; a Session untouched for a while is reaped (its
+ *   controller died).
  * - `Forward` carries an agent's model request that reached another runner's gateway (`layers/cluster/Forward.ts`).
  * - `Fleet` is a controller's command to every runner: follow its weights (a trainer's update, pause, resume), or
  *   the step boundary of partial rollout / fully async (`layers/cluster/Fleet.ts`).
@@ -68,32 +70,32 @@ export const RunSession = Rpc.make("RunSession", {
 })
 
 /**
- * The Group holds its Runtime lease: the Session's requests may generate, under `rolloutId` and the controller's
+ * The Group holds its Runtime lease: the named Sessions' requests may generate, under `rolloutId` and the controller's
  * weights (`weights`: a runner that missed a fleet command follows them before it generates).
  */
 export const Grant = Rpc.make("Grant", {
   payload: {
     runner: Schema.String,
     controller: Schema.String,
-    sessionId: Schema.String,
+    sessionIds: Schema.Array(Schema.String),
     rolloutId: Schema.Int,
     weights: ClusterWire.WeightsState
   },
   error: Schema.Union([ClusterError.NotHolderError, ClusterError.FleetCommandError])
 })
 
-/** End the Session and reap its agent (a dropped Group, a closed step, a finished Session's cleanup). */
+/** End the Sessions and reap their agents (a dropped Group, a closed step, a finished Session's cleanup). */
 export const Stop = Rpc.make("Stop", {
-  payload: { runner: Schema.String, sessionId: Schema.String },
+  payload: { runner: Schema.String, sessionIds: Schema.Array(Schema.String) },
   error: ClusterError.NotHolderError
 })
 
 /**
- * The controller still owns the Session (sent every few seconds while it runs): a runner reaps a Session no
+ * The controller still owns the Sessions (sent every few seconds while they run): a runner reaps a Session no
  * controller touched for a while, so a controller killed with SIGKILL does not leave agents running.
  */
 export const Touch = Rpc.make("Touch", {
-  payload: { runner: Schema.String, sessionId: Schema.String },
+  payload: { runner: Schema.String, sessionIds: Schema.Array(Schema.String) },
   error: ClusterError.NotHolderError
 })
 

@@ -322,23 +322,33 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
       grant: (payload) =>
         Effect.gen(function*() {
           yield* checkRunner(payload.runner)
-          const hosted = table.get(payload.sessionId)
-          if (hosted === undefined) return
+          if (!payload.sessionIds.some((id) => table.has(id))) return
           yield* fleet.follow(payload.controller, payload.weights)
-          hosted.rolloutId = payload.rolloutId
-          hosted.leased = true
-          yield* Deferred.succeed(hosted.lease, undefined)
+          for (const sessionId of payload.sessionIds) {
+            const hosted = table.get(sessionId)
+            if (hosted === undefined) continue
+            hosted.rolloutId = payload.rolloutId
+            hosted.leased = true
+            yield* Deferred.succeed(hosted.lease, undefined)
+          }
         }),
       stop: (payload) =>
         Effect.andThen(
           checkRunner(payload.runner),
-          stop(payload.sessionId, HostReaper.stoppedByController(payload.sessionId))
+          Effect.forEach(
+            payload.sessionIds,
+            (sessionId) => stop(sessionId, HostReaper.stoppedByController(sessionId)),
+            { discard: true }
+          )
         ),
       touch: (payload) =>
         Effect.gen(function*() {
           yield* checkRunner(payload.runner)
-          const hosted = table.get(payload.sessionId)
-          if (hosted !== undefined) hosted.touched = yield* Clock.currentTimeMillis
+          const now = yield* Clock.currentTimeMillis
+          for (const sessionId of payload.sessionIds) {
+            const hosted = table.get(sessionId)
+            if (hosted !== undefined) hosted.touched = now
+          }
         }),
       fleet: fleet.fleet,
       forward: (request) => Effect.andThen(checkRunner(Routing.holderOf(request.sessionId) ?? ""), forward(request))

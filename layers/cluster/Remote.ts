@@ -10,7 +10,8 @@
  * for its whole life, named in its Session ids. `RunSession` starts the Session there and streams its events
  * (`FirstRequest` joins the controller's first-request barrier, `Done` carries the samples); once the Group holds its
  * Runtime lease, `Grant` passes it on with the weight version to generate with; the Session's scope ends with `Stop`
- * (so a dropped Group's or a closed step's agents are reaped on the runner). Every message goes to an entity whose
+ * (so a dropped Group's or a closed step's agents are reaped on the runner). A Group's `Grant`s and `Stop`s that happen
+ * together are one message, and one loop `Touch`es each Group's running Sessions with one message (`GroupCalls.ts`). Every message goes to an entity whose
  * shard the holder owns now (`HolderRoute.ts`: the Group key, or one the `Directory` finds after shards moved), so a
  * runner joining or leaving costs no Group. Every call has a deadline (`--cluster-call-timeout`; for the event stream,
  * the time between two events, which a runner sends at least every two seconds): a call past it fails the Session
@@ -32,6 +33,7 @@ import * as SessionRunner from "../rollout/SessionRunner.ts"
 import type * as FirstRequestBarrier from "../schedule/FirstRequestBarrier.ts"
 import * as Directory from "./Directory.ts"
 import * as Fleet from "./Fleet.ts"
+import * as GroupCalls from "./GroupCalls.ts"
 import * as GroupEntity from "./GroupEntity.ts"
 import * as HolderRoute from "./HolderRoute.ts"
 import * as Host from "./Host.ts"
@@ -80,6 +82,12 @@ const candidatesPerRound = 16
 const maxWait = Duration.seconds(5)
 
 type Reserved = typeof GroupEntity.Reserve.successSchema.Type
+
+/** Where a Group's calls go: its holder, through the route of the Session that opened the call. */
+interface GroupTarget {
+  readonly runner: string
+  readonly route: HolderRoute.HolderRoute
+}
 
 /**
  * Place a Group where its Sessions fit (`--runner-slots`): reserve them at the runner of the Group's key, else at the
@@ -141,6 +149,49 @@ const make = (options: RemoteOptions) =>
     const runId = fleet.controller
     let parserFailures = 0
     let drift = new Map<Drift.Cause, number>()
+    const scope = yield* Effect.scope
+    const named = (sessionIds: ReadonlyArray<string>) =>
+      sessionIds.length === 1
+        ? sessionIds[0]
+        : `${sessionIds.length} Sessions of ${Routing.groupKeyOf(sessionIds[0] ?? "")}`
+    // A Group's Grants, Stops and Touches: one message for its Sessions at once (GroupCalls.ts).
+    const grants = GroupCalls.batcher({
+      scope,
+      send: (to: GroupTarget & { readonly rolloutId: number }, sessionIds) =>
+        Effect.flatMap(fleet.weights, (weights) =>
+          deadline(
+            `Grant ${named(sessionIds)}`,
+            to.route.call((k) =>
+              whileRefused(
+                makeClient(k).Grant({
+                  runner: to.runner,
+                  controller: runId,
+                  sessionIds,
+                  rolloutId: to.rolloutId,
+                  weights
+                })
+              )
+            )
+          ))
+    })
+    const stops = GroupCalls.batcher({
+      scope,
+      send: (to: GroupTarget, sessionIds) =>
+        deadline(
+          `Stop ${named(sessionIds)}`,
+          to.route.call((k) => makeClient(k).Stop({ runner: to.runner, sessionIds }))
+        )
+    })
+    const touching = GroupCalls.toucher({
+      scope,
+      interval: Host.touchInterval,
+      touch: (to: GroupTarget, sessionIds) =>
+        deadline(
+          `Touch ${named(sessionIds)}`,
+          to.route.call((k) => whileRefused(makeClient(k).Touch({ runner: to.runner, sessionIds })))
+        ).pipe(Effect.ignore)
+    })
+    yield* touching.start
 
     const deadline = <A, E>(what: string, effect: Effect.Effect<A, E>) =>
       effect.pipe(
@@ -167,46 +218,25 @@ const make = (options: RemoteOptions) =>
         }
         // The Group lives on the runner that took it (its holder), whatever shards move meanwhile.
         const route = HolderRoute.make(directory, runner, key)
+        const target = { runner, route }
+        const groupKey = `${runner}/${key}`
         yield* Effect.addFinalizer(() =>
-          Effect.sync(() => fleet.forget(ticket.sessionId)).pipe(
-            Effect.andThen(
-              deadline(
-                `Stop ${ticket.sessionId}`,
-                route.call((k) => makeClient(k).Stop({ runner, sessionId: ticket.sessionId }))
-              )
-            ),
+          Effect.sync(() => {
+            fleet.forget(ticket.sessionId)
+            touching.remove(groupKey, ticket.sessionId)
+          }).pipe(
+            Effect.andThen(stops(groupKey, ticket.sessionId, target)),
             Effect.ignore
           )
         )
         // The runner reaps a Session its controller stops touching (a controller killed without these finalizers).
-        yield* Effect.forkScoped(
-          deadline(
-            `Touch ${ticket.sessionId}`,
-            route.call((k) => whileRefused(makeClient(k).Touch({ runner, sessionId: ticket.sessionId })))
-          ).pipe(
-            Effect.ignore,
-            Effect.repeat(Schedule.spaced(Host.touchInterval))
-          )
-        )
+        touching.add(groupKey, ticket.sessionId, target)
         // The Group's Runtime lease, passed on to the runner with the weights its generations follow.
         yield* Effect.forkScoped(ticket.leased.pipe(
-          Effect.andThen(fleet.weights),
-          Effect.flatMap((weights) =>
-            deadline(
-              `Grant ${ticket.sessionId}`,
-              route.call((k) =>
-                whileRefused(
-                  makeClient(k).Grant({
-                    runner,
-                    controller: runId,
-                    sessionId: ticket.sessionId,
-                    rolloutId: ticket.rolloutId(),
-                    weights
-                  })
-                )
-              )
-            )
-          ),
+          Effect.andThen(Effect.suspend(() => {
+            const rolloutId = ticket.rolloutId()
+            return grants(`${groupKey}/${rolloutId}`, ticket.sessionId, { ...target, rolloutId })
+          })),
           Effect.ignore
         ))
         let result: ClusterWire.SessionResult | undefined

@@ -1,6 +1,7 @@
 /**
  * The Group entity's handlers on the cluster's in-memory test runner (messages serialized as between processes): the
- * controller's ticket relayed to the runner (first request → barrier, lease → `Grant`), a result coming back, a
+ * controller's ticket relayed to the runner (first request → barrier, lease → `Grant`), a result coming back, one
+ * `Grant` / `Stop` naming several Sessions of a Group serving each, a
  * re-delivered `RunSession` following the Session already running, `Stop` reaping it (and a later re-delivery
  * refused), a Group whose entity's shard moved away kept (its stream ends, another entity follows it), and a message
  * for another runner incarnation refused with `NotHolderError`. The hosted Sessions here are scripted; real agents, forests and
@@ -184,13 +185,46 @@ describe("Group entity", () => {
         assert.deepStrictEqual([...first, ...again].map((e) => e._tag), ["Started", "Started"])
         assert.strictEqual(yield* Ref.get(script.starts), 1)
         assert.strictEqual(yield* Ref.get(script.ended), 0)
-        yield* client.Stop({ runner: host.incarnation, sessionId: "s-1" })
+        yield* client.Stop({ runner: host.incarnation, sessionIds: ["s-1"] })
         assert.strictEqual(yield* host.hosted, 0)
         assert.strictEqual(yield* Ref.get(script.ended), 1)
         // A RunSession delivered again after the Stop (a re-send) is refused: never re-run against an empty forest.
         const late = yield* client.RunSession(payload).pipe(Stream.runCollect, Effect.flip)
         assert.strictEqual(late._tag === "SessionFailedError" ? late.type : late._tag, "SessionStopped")
         assert.strictEqual(yield* Ref.get(script.starts), 1)
+      })
+    ))
+
+  it.live("one Grant leases every Session it names, one Stop reaps each", () =>
+    harness((script) =>
+      Effect.gen(function*() {
+        const { client, host, payload } = yield* hostedSession("s-7")
+        const other = { ...payload, sessionId: "s-8", position: 1 }
+        const started = (p: typeof payload) => client.RunSession(p).pipe(Stream.take(1), Stream.runCollect)
+        yield* started(payload)
+        yield* started(other)
+        assert.strictEqual(yield* host.hosted, 2)
+        const ids = ["s-7", "s-8"]
+        yield* client.Touch({ runner: host.incarnation, sessionIds: ids })
+        yield* client.Grant({
+          runner: host.incarnation,
+          controller: "c",
+          sessionIds: ids,
+          rolloutId: 3,
+          weights: { seq: 0, version: "0", paused: null }
+        })
+        // Both Sessions were leased under the Grant's step: following them again reads their results.
+        const done = (p: typeof payload) =>
+          client.RunSession(p).pipe(
+            Stream.runCollect,
+            Effect.map((events) => events.flatMap((e) => e._tag === "Done" ? [e.result.sessionId] : [])),
+            Effect.timeout("10 seconds")
+          )
+        assert.deepStrictEqual([...(yield* done(payload)), ...(yield* done(other))], ["s-7@3", "s-8@3"])
+        yield* client.Stop({ runner: host.incarnation, sessionIds: ids })
+        assert.strictEqual(yield* host.hosted, 0)
+        assert.strictEqual(yield* Ref.get(script.starts), 2)
+        assert.strictEqual(yield* Ref.get(script.ended), 2)
       })
     ))
 
@@ -224,7 +258,7 @@ describe("Group entity", () => {
         const error = yield* client.Grant({
           runner: "gone",
           controller: "c",
-          sessionId: "s-2",
+          sessionIds: ["s-2"],
           rolloutId: 0,
           weights: { seq: 0, version: "0", paused: null }
         }).pipe(Effect.flip)
@@ -232,7 +266,7 @@ describe("Group entity", () => {
         if (error._tag === "NotHolderError") {
           assert.deepStrictEqual([error.holder, error.runner], ["gone", host.incarnation])
         }
-        const stop = yield* client.Stop({ runner: "gone", sessionId: "s-2" }).pipe(Effect.flip)
+        const stop = yield* client.Stop({ runner: "gone", sessionIds: ["s-2"] }).pipe(Effect.flip)
         assert.strictEqual(stop._tag, "NotHolderError")
       })
     ))
@@ -370,7 +404,7 @@ describe("Group entity", () => {
           yield* Deferred.await(script.started).pipe(Effect.timeout("10 seconds"))
           // The reserved Group holds the drain until its Session ends.
           assert.isUndefined(drained.pollUnsafe())
-          yield* makeClient(before).Stop({ runner: host.incarnation, sessionId: session(before) })
+          yield* makeClient(before).Stop({ runner: host.incarnation, sessionIds: [session(before)] })
           yield* Fiber.join(drained)
           assert.strictEqual(yield* Ref.get(script.starts), 1)
         }),
