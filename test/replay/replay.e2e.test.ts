@@ -283,7 +283,6 @@ describe("replay --timed against the SGLang double", () => {
 })
 
 describe("replay of a partial rollout with a weight update between steps", () => {
-  const fixtures = Path.join(Example.root, "test", "fixtures", "rollout")
   it.live(
     "the request parked at step 0's close and resumed on the new weights replays identical",
     () =>
