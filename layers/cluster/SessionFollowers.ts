@@ -11,6 +11,9 @@
  * stream is a queue and its reader. A stream opened again for the same Session (a re-delivered `RunSession`) starts
  * from the Session's state: `Started`, then `FirstRequest` if the agent asked already, its gate state (partial
  * rollout / fully async), and `Done` (or the failure) if it ended. `Done` ends every stream of the Session.
+ * `Started` waits for the stream's next event (the agent's first request, usually) and goes out with it: every chunk
+ * of a stream is a cluster message and an acknowledgement back, and the controller does nothing on `Started` alone
+ * (docs/performance.md, section 6, "One controller, many runners").
  */
 import { Cause, Duration, Effect, Exit, Queue, Schedule, Stream } from "effect"
 import * as ClusterWire from "../../src/cluster/ClusterWire.ts"
@@ -33,6 +36,17 @@ export interface Placement {
 interface Follower {
   readonly queue: Queue.Queue<ClusterWire.SessionEvent, ClusterWire.RunFailure | Cause.Done>
   readonly placement: Placement | undefined
+  /** `Started`, until the stream's next event carries it. */
+  started: ClusterWire.SessionEvent | undefined
+}
+
+/** Put `event` on the follower's stream, after its `Started` if that has not gone out yet. */
+const offer = (follower: Follower, event: ClusterWire.SessionEvent) => {
+  if (follower.started !== undefined) {
+    Queue.offerUnsafe(follower.queue, follower.started)
+    follower.started = undefined
+  }
+  Queue.offerUnsafe(follower.queue, event)
 }
 
 /** What a hosted Session keeps for its streams. */
@@ -57,7 +71,7 @@ export const initial = (): Followed => ({
 
 const endWith = (follower: Follower, ended: Exit.Exit<ClusterWire.SessionResult, ClusterWire.SessionFailedError>) => {
   if (Exit.isSuccess(ended)) {
-    Queue.offerUnsafe(follower.queue, { _tag: "Done", result: ended.value })
+    offer(follower, { _tag: "Done", result: ended.value })
     Queue.endUnsafe(follower.queue)
   } else {
     Queue.failCauseUnsafe(follower.queue, ended.cause)
@@ -81,10 +95,13 @@ export const make = (deps: {
   ): Stream.Stream<ClusterWire.SessionEvent, ClusterWire.RunFailure> =>
     Stream.unwrap(Effect.gen(function*() {
       const queue = yield* Queue.unbounded<ClusterWire.SessionEvent, ClusterWire.RunFailure | Cause.Done>()
-      const follower: Follower = { queue, placement }
-      Queue.offerUnsafe(queue, { _tag: "Started", runner: deps.incarnation, address: deps.address })
-      if (hosted.arrived) Queue.offerUnsafe(queue, { _tag: "FirstRequest" })
-      if (deps.retains) Queue.offerUnsafe(queue, { _tag: "Gate", state: hosted.gateState })
+      const follower: Follower = {
+        queue,
+        placement,
+        started: { _tag: "Started", runner: deps.incarnation, address: deps.address }
+      }
+      if (hosted.arrived) offer(follower, { _tag: "FirstRequest" })
+      if (deps.retains) offer(follower, { _tag: "Gate", state: hosted.gateState })
       if (hosted.ended !== undefined) endWith(follower, hosted.ended)
       else hosted.followers.add(follower)
       return Stream.fromQueue(queue).pipe(Stream.ensuring(Effect.sync(() => hosted.followers.delete(follower))))
@@ -96,7 +113,7 @@ export const make = (deps: {
     arrived: (hosted: Followed): void => {
       if (hosted.arrived) return
       hosted.arrived = true
-      for (const follower of hosted.followers) Queue.offerUnsafe(follower.queue, { _tag: "FirstRequest" })
+      for (const follower of hosted.followers) offer(follower, { _tag: "FirstRequest" })
     },
     /** The Session ended (its result, or why it failed or was stopped): the first report ends every stream. */
     ended: (hosted: Followed, exit: Exit.Exit<ClusterWire.SessionResult, ClusterWire.SessionFailedError>): void => {
@@ -109,7 +126,7 @@ export const make = (deps: {
     gate: (hosted: Followed, state: ClusterWire.GateState): void => {
       hosted.gateState = state
       if (!deps.retains) return
-      for (const follower of hosted.followers) Queue.offerUnsafe(follower.queue, { _tag: "Gate", state })
+      for (const follower of hosted.followers) offer(follower, { _tag: "Gate", state })
     },
     /** The runner-wide loop: `Alive` to every stream every {@link aliveInterval}, route checks in between. */
     start: Effect.suspend(() => {
@@ -127,7 +144,7 @@ export const make = (deps: {
                 Cause.fail(new ClusterWire.NotHolderError({ holder: deps.incarnation, runner: deps.incarnation }))
               )
             } else if (alive) {
-              Queue.offerUnsafe(follower.queue, { _tag: "Alive" })
+              offer(follower, { _tag: "Alive" })
             }
           }
         }
