@@ -130,6 +130,21 @@ export const runnerAt = (port: number): Array<string> => ["--runner-address", `1
 export const hostedBy = (runner: { readonly output: () => string }): Array<string> =>
   [...runner.output().matchAll(/hosts Session (\S+)/g)].map((m) => m[1]!)
 
+/** A drop the controller logged: its Session (`""` when the line names none), its `error_type`, and the line. */
+export interface Drop {
+  readonly sessionId: string
+  readonly type: string
+  readonly line: string
+}
+
+/** Every line of a controller's output with an `error_type=` (the Group pool's drop lines). */
+export const drops = (output: string): Array<Drop> =>
+  output.split("\n").filter((line) => line.includes("error_type=")).map((line) => ({
+    sessionId: line.match(/session_id=(\S+)/)?.[1] ?? "",
+    type: line.match(/error_type=(\S+)/)![1]!,
+    line
+  }))
+
 /**
  * The shard (0-based) a Group key falls on with `shards` shards: effect/cluster's own entity hash
  * (`Sharding.getShardId`), mirrored so a test can tell in advance which Groups a joining runner takes. A test using it
