@@ -14,6 +14,7 @@
  */
 import { Deferred, type Duration, Effect, Exit, Option, Schedule, type Scope } from "effect"
 import { EntityId, Sharding } from "effect/cluster"
+import * as Placement from "../../src/cluster/Placement.ts"
 import * as GroupEntity from "./GroupEntity.ts"
 
 export interface Directory {
@@ -26,6 +27,16 @@ export interface Directory {
   readonly learn: (key: string, runner: string) => void
   /** An entity id known to reach `holder`, without asking. */
   readonly known: (holder: string) => string | undefined
+  /** The runner that last answered for the shard of entity `key` (its owner, as far as known), without asking. */
+  readonly ownerOf: (key: string) => string | undefined
+  /** Ask every shard which runner answers for it, and its room (placement by room). */
+  readonly refresh: Effect.Effect<void>
+  /** The runners' rooms, as they last answered. */
+  readonly rooms: () => Iterable<Placement.Room>
+  /** A runner answered with its room (`Reserve`), through entity `key`. */
+  readonly learnRoom: (room: Placement.Room) => void
+  /** A runner did not answer through its room's entity (it may be gone): not chosen again until it answers. */
+  readonly forgetRoom: (runner: string) => void
 }
 
 /** The Group entity ids that land on every shard, one per shard (found once by hashing `fleet-<n>`). */
@@ -55,9 +66,17 @@ export const make = (options: {
     const makeClient = yield* GroupEntity.Group.client
     const keys = shardKeys(sharding, options.shards)
     const byRunner = new Map<string, Array<string>>()
+    const rooms = new Map<string, Placement.Room>()
+    const shardOf = (key: string) => {
+      const id = EntityId.make(key)
+      return sharding.getShardId(id, GroupEntity.Group.getShardGroup(id)).id
+    }
+    /** The runner that last answered through an entity of each shard. */
+    const owners = new Map<number, string>()
     const waiters = new Map<string, Array<Deferred.Deferred<string>>>()
 
     const learn = (key: string, runner: string) => {
+      owners.set(shardOf(key), runner)
       for (const [other, known] of byRunner) {
         if (other !== runner && known.includes(key)) byRunner.set(other, known.filter((k) => k !== key))
       }
@@ -77,7 +96,16 @@ export const make = (options: {
           schedule: Schedule.spaced("250 millis")
         }),
         Effect.timeoutOption(options.callTimeout),
-        Effect.map(Option.map((answer) => learn(key, answer.runner))),
+        Effect.map(Option.map((answer) => {
+          learn(key, answer.runner)
+          rooms.set(answer.runner, {
+            runner: answer.runner,
+            key,
+            used: answer.used,
+            free: answer.free,
+            draining: answer.draining
+          })
+        })),
         Effect.ignore
       )
 
@@ -115,5 +143,24 @@ export const make = (options: {
         })))
       })
 
-    return { route, learn, known: (holder) => byRunner.get(holder)?.[0] }
+    return {
+      route,
+      learn,
+      known: (holder) => byRunner.get(holder)?.[0],
+      ownerOf: (key) => owners.get(shardOf(key)),
+      // Runners no shard answered for any more (they died or left) are forgotten.
+      refresh: Effect.andThen(
+        askAll,
+        Effect.sync(() => {
+          for (const runner of rooms.keys()) if ((byRunner.get(runner) ?? []).length === 0) rooms.delete(runner)
+        })
+      ),
+      rooms: () => rooms.values(),
+      learnRoom: (room) => {
+        rooms.set(room.runner, room)
+      },
+      forgetRoom: (runner) => {
+        rooms.delete(runner)
+      }
+    }
   })

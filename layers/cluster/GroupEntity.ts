@@ -35,11 +35,14 @@ import * as ClusterWire from "../../src/cluster/ClusterWire.ts"
 
 /** Hold `slots` agent slots for this Group's Sessions on the owner, or say why not. */
 export const Reserve = Rpc.make("Reserve", {
-  payload: { slots: Schema.Int },
+  /** `group`: the Group key the slots are for (its Sessions' ids carry it); any entity of the runner may be asked. */
+  payload: { slots: Schema.Int, group: Schema.String },
   success: Schema.Struct({
     runner: Schema.String,
     address: Schema.String,
     decision: Schema.Literals(["granted", "full", "draining", "too-small"]),
+    /** Slots in use after the decision (hosted Sessions plus reserved ones). */
+    used: Schema.Int,
     /** Free slots after the decision; `null` = unlimited. */
     free: Schema.NullOr(Schema.Int),
     /** The runner's `--runner-slots`; `null` = unlimited. */
@@ -49,7 +52,14 @@ export const Reserve = Rpc.make("Reserve", {
 
 /** Which runner receives this entity's messages now. */
 export const Where = Rpc.make("Where", {
-  success: Schema.Struct({ runner: Schema.String, address: Schema.String })
+  success: Schema.Struct({
+    runner: Schema.String,
+    address: Schema.String,
+    /** Its room (placement by room): slots in use, free slots (`null` = unlimited), whether it drains. */
+    used: Schema.Int,
+    free: Schema.NullOr(Schema.Int),
+    draining: Schema.Boolean
+  })
 })
 
 /** Run one Session of the Group on the owner (or follow the run already there). */

@@ -111,7 +111,7 @@ export interface HostShape {
    */
   readonly drain: Effect.Effect<void>
   /** The Group entity's messages, as this runner answers them (see `GroupEntity`). */
-  readonly where: Effect.Effect<{ readonly runner: string; readonly address: string }>
+  readonly where: Effect.Effect<typeof GroupEntity.Where.successSchema.Type>
   readonly runSession: (
     payload: typeof GroupEntity.RunSession.payloadSchema.Type,
     placement?: Placement
@@ -297,7 +297,13 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
       reserve: (key, payload) => slots.reserve(key, payload, table.size, { incarnation, address }),
       startDraining: slots.startDraining,
       drain,
-      where: Effect.succeed({ runner: incarnation, address }),
+      where: Effect.sync(() => ({
+        runner: incarnation,
+        address,
+        used: used(),
+        free: slots.free(table.size),
+        draining: slots.draining()
+      })),
       runSession: (payload, placement) =>
         Stream.unwrap(Effect.gen(function*() {
           yield* checkRunner(payload.runner)
@@ -374,7 +380,7 @@ export const entityLayer = GroupEntity.Group.toLayer(
     const key = address.entityId
     const placement: Placement = { key, owned: () => sharding.hasShardId(address.shardId) }
     return GroupEntity.Group.of({
-      Reserve: ({ payload }) => host.reserve(key, payload),
+      Reserve: ({ payload }) => host.reserve(payload.group, payload),
       Where: () => host.where,
       RunSession: ({ payload }) => host.runSession(payload, placement),
       Grant: ({ payload }) => host.grant(payload),

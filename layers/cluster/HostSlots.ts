@@ -20,6 +20,8 @@ interface Reservation {
 }
 
 export interface HostSlots {
+  /** Free slots with `hosted` Sessions (`null` = unlimited). */
+  readonly free: (hosted: number) => number | null
   /** Slots in use: `hosted` Sessions plus slots reserved for Sessions that have not arrived. */
   readonly used: (hosted: number) => number
   readonly draining: () => boolean
@@ -53,6 +55,7 @@ export const make = (capacity: number | undefined): HostSlots => {
   }
   return {
     used,
+    free: (hosted) => Slots.free(capacity, used(hosted)) ?? null,
     draining: () => draining,
     startDraining: () => {
       draining = true
@@ -73,6 +76,7 @@ export const make = (capacity: number | undefined): HostSlots => {
           runner: runner.incarnation,
           address: runner.address,
           decision,
+          used: used(hosted),
           free: Slots.free(capacity, used(hosted)) ?? null,
           capacity: capacity ?? null
         }

@@ -5,8 +5,9 @@
  *
  * **Details**
  * The Scheduler's pools, step ledger and tickets are the single-process ones: this runner relays a ticket to the
- * holder. A Group is first placed where its Sessions fit (`Reserve` at a candidate key's runner, with
- * `--runner-slots`: other candidate keys, or a wait, when the runner is full); the runner that takes it is its holder
+ * holder. A Group is first placed where its Sessions fit (`PlaceGroup.ts`: at the runner with room and the fewest
+ * Sessions, as the rooms the controller asks every runner for every 2 s say, else at a candidate key's runner, or a
+ * wait while no runner has room); the runner that takes it is its holder
  * for its whole life, named in its Session ids. `RunSession` starts the Session there and streams its events
  * (`FirstRequest` joins the controller's first-request barrier, `Done` carries the samples); once the Group holds its
  * Runtime lease, `Grant` passes it on with the weight version to generate with; the Session's scope ends with `Stop`
@@ -19,12 +20,13 @@
  * Session already running). A runner that died costs its Groups: no shard names it any more, and each of its Groups
  * is dropped (`error_type=RunnerLostError`) and refilled.
  */
-import { Duration, Effect, Layer, Option, Schedule, Stream } from "effect"
+import { Duration, Effect, Layer, Schedule, Stream } from "effect"
 import { EntityId, ShardId, Sharding } from "effect/cluster"
 import { randomBytes } from "node:crypto"
 import * as ClusterError from "../../src/cluster/ClusterError.ts"
 import type * as ClusterWire from "../../src/cluster/ClusterWire.ts"
 import * as Fingerprint from "../../src/cluster/Fingerprint.ts"
+import * as Placement from "../../src/cluster/Placement.ts"
 import * as Routing from "../../src/cluster/Routing.ts"
 import * as Drift from "../../src/forest/Drift.ts"
 import * as Credit from "../credit/Credit.ts"
@@ -37,6 +39,7 @@ import * as GroupCalls from "./GroupCalls.ts"
 import * as GroupEntity from "./GroupEntity.ts"
 import * as HolderRoute from "./HolderRoute.ts"
 import * as Host from "./Host.ts"
+import * as PlaceGroup from "./PlaceGroup.ts"
 
 /** The controller's cluster settings. */
 export interface RemoteOptions {
@@ -75,69 +78,14 @@ const whileRefused = <A, E extends { readonly _tag: string }, R>(
     })
   )
 
-/** Candidate Group keys tried per round before the controller waits for a runner's slots. */
-const candidatesPerRound = 16
-
-/** Longest wait between two rounds of candidates. */
-const maxWait = Duration.seconds(5)
-
-type Reserved = typeof GroupEntity.Reserve.successSchema.Type
+/** How often the controller asks every shard's runner for its room. */
+const roomRefresh = Duration.seconds(2)
 
 /** Where a Group's calls go: its holder, through the route of the Session that opened the call. */
 interface GroupTarget {
   readonly runner: string
   readonly route: HolderRoute.HolderRoute
 }
-
-/**
- * Place a Group where its Sessions fit (`--runner-slots`): reserve them at the runner of the Group's key, else at the
- * runner of another candidate key (another shard), and when no candidate's runner has room, wait and try again. The
- * first candidate is the Group's plain key, so without slot limits a Group lands where it always did. A reservation
- * no runner answers within the call deadline (no runner has joined, or the candidate's runner died and its shard has
- * not moved yet) ends the round: the Group waits too, instead of being dropped (and counted in the drop streak) for a
- * runner that is not there.
- */
-const placeGroup = (deps: {
-  /** The Group's candidate keys by attempt, one per shard, its plain key first (`Routing.candidateKeys`). */
-  readonly candidates: (group: SessionRunner.PlannedGroup) => (attempt: number) => string
-  readonly reserve: (key: string, slots: number) => Effect.Effect<Option.Option<Reserved>>
-}) =>
-(group: SessionRunner.PlannedGroup): Effect.Effect<{ readonly key: string; readonly runner: string }> =>
-  Effect.gen(function*() {
-    const candidates = deps.candidates(group)
-    let attempt = 0
-    let wait = Duration.millis(250)
-    let logged = false
-    while (true) {
-      const refusals: Array<string> = []
-      for (let i = 0; i < candidatesPerRound; i++, attempt++) {
-        const key = candidates(attempt)
-        const answer = yield* deps.reserve(key, group.size)
-        if (Option.isNone(answer)) {
-          refusals.push("no runner answered within --cluster-call-timeout")
-          attempt++ // the next round starts at the next candidate
-          break
-        }
-        if (answer.value.decision === "granted") {
-          if (logged) yield* Effect.logInfo(`Group ${group.groupId} placed on runner ${answer.value.address}`)
-          return { key, runner: answer.value.runner }
-        }
-        refusals.push(
-          `${answer.value.address} ${answer.value.decision}` +
-            (answer.value.capacity === null ? "" : ` (${answer.value.free ?? 0}/${answer.value.capacity} free)`)
-        )
-      }
-      if (!logged) {
-        logged = true
-        yield* Effect.logInfo(
-          `Group ${group.groupId} waits for a runner with ${group.size} free slot(s); ` +
-            `asked: ${[...new Set(refusals)].join(", ")}`
-        )
-      }
-      yield* Effect.sleep(wait)
-      wait = Duration.min(Duration.times(wait, 2), maxWait)
-    }
-  })
 
 const make = (options: RemoteOptions) =>
   Effect.gen(function*() {
@@ -217,7 +165,7 @@ const make = (options: RemoteOptions) =>
           )
         }
         // The Group lives on the runner that took it (its holder), whatever shards move meanwhile.
-        const route = HolderRoute.make(directory, runner, key)
+        const route = HolderRoute.make(directory, runner, directory.known(runner) ?? key)
         const target = { runner, route }
         const groupKey = `${runner}/${key}`
         yield* Effect.addFinalizer(() =>
@@ -329,15 +277,34 @@ const make = (options: RemoteOptions) =>
       const id = EntityId.make(key)
       return ShardId.toString(sharding.getShardId(id, GroupEntity.Group.getShardGroup(id)))
     }
-    const place = placeGroup({
+    const place = PlaceGroup.make({
       candidates: (group) =>
         Routing.candidateKeys(runId, group.groupId, options.shards, shardOf),
-      reserve: (key, slots) =>
-        deadline(`Reserve ${key}`, whileRefused(makeClient(key).Reserve({ slots }))).pipe(
-          Effect.tap((answer) => Effect.sync(() => directory.learn(key, answer.runner))),
+      reserve: (at, key, slots) =>
+        deadline(`Reserve ${key}`, whileRefused(makeClient(at).Reserve({ slots, group: key }))).pipe(
+          Effect.tap((answer) =>
+            Effect.sync(() => {
+              directory.learn(at, answer.runner)
+              directory.learnRoom({
+                runner: answer.runner,
+                key: at,
+                used: answer.used,
+                free: answer.free,
+                draining: answer.decision === "draining"
+              })
+            })
+          ),
           Effect.option
-        )
+        ),
+      byRoom: (key, size) => {
+        const room = Placement.choose(directory.rooms(), size, directory.ownerOf(key))
+        if (room !== undefined) directory.learnRoom(Placement.taken(room, size))
+        return room
+      },
+      unanswered: (room) => directory.forgetRoom(room.runner)
     })
+    // What every runner has room for, kept fresh for placement by room (and the directory's routes with it).
+    yield* Effect.forkScoped(directory.refresh.pipe(Effect.repeat(Schedule.spaced(roomRefresh))))
 
     return {
       session,

@@ -360,7 +360,7 @@ describe("Group entity", () => {
           yield* Deferred.await(a.arrived)
           const drained = yield* Effect.forkChild(host.drain)
           yield* Effect.sleep("600 millis")
-          const reserved = yield* client.Reserve({ slots: 1 })
+          const reserved = yield* client.Reserve({ slots: 1, group: "0123456789abcdef" })
           assert.strictEqual(reserved.decision, "draining")
           const refused = yield* client.RunSession(payload).pipe(Stream.runCollect, Effect.flip)
           assert.strictEqual(refused._tag === "SessionFailedError" ? refused.type : refused._tag, "RunnerDraining")
@@ -385,11 +385,11 @@ describe("Group entity", () => {
           const after = "cccccccccccccccc"
           const session = (key: string) => Routing.sessionId(key, host.incarnation, "0".repeat(32))
           // Reserved a moment before the signal; its Session arrives after it.
-          assert.strictEqual((yield* makeClient(before).Reserve({ slots: 1 })).decision, "granted")
+          assert.strictEqual((yield* makeClient(before).Reserve({ slots: 1, group: before })).decision, "granted")
           // SIGTERM's handler, then the next Reserve in the same instant: the drain is already in force.
           host.startDraining()
           const drained = yield* Effect.forkChild(host.drain)
-          assert.strictEqual((yield* makeClient(after).Reserve({ slots: 1 })).decision, "draining")
+          assert.strictEqual((yield* makeClient(after).Reserve({ slots: 1, group: after })).decision, "draining")
           const late = yield* makeClient(after).RunSession({ ...payload, sessionId: session(after) }).pipe(
             Stream.runCollect,
             Effect.flip

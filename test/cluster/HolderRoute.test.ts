@@ -17,7 +17,12 @@ const directory = (found: string | undefined, asked: Array<[string, string | und
       return found
     }),
   learn: () => {},
-  known: () => undefined
+  known: () => undefined,
+  ownerOf: () => undefined,
+  refresh: Effect.void,
+  rooms: () => [],
+  learnRoom: () => {},
+  forgetRoom: () => {}
 })
 
 /** Entity `key` answers as the runner `owner`: its own messages, or `NotHolderError` for another holder's. */
