@@ -269,6 +269,29 @@ export const runner = (
 
 export type Runner = Effect.Success<ReturnType<typeof runner>>
 
+/**
+ * `effect`, failing after `seconds` with `what` and the last output of every process in `members` (by name), so a
+ * multi-process test that waits too long shows what each member printed.
+ */
+export const within = <A, E, R>(
+  members: ReadonlyMap<string, Started>,
+  what: string,
+  seconds: number,
+  effect: Effect.Effect<A, E, R>
+): Effect.Effect<A, E, R> =>
+  effect.pipe(
+    Effect.timeoutOrElse({
+      duration: `${seconds} seconds`,
+      orElse: () =>
+        Effect.die(
+          new Error(
+            `waited ${seconds} s for ${what}\n` +
+              [...members].map(([name, p]) => `--- ${name}\n${p.output().slice(-2500)}`).join("\n")
+          )
+        )
+    })
+  )
+
 /** Run a command to its end; fails with its output when the exit code is not 0. */
 export const run = (args: ReadonlyArray<string>, env: Readonly<Record<string, string>> = {}) =>
   Effect.scoped(Effect.gen(function*() {

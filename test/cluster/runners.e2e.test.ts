@@ -25,19 +25,7 @@ const peakSlots = (runner: Processes.Started): number =>
 const started = new Map<string, Processes.Started>()
 
 /** `effect`, failing after 4 minutes with `what` and every process's output. */
-const within = <A, E, R>(what: string, effect: Effect.Effect<A, E, R>) =>
-  effect.pipe(
-    Effect.timeoutOrElse({
-      duration: "240 seconds",
-      orElse: () =>
-        Effect.die(
-          new Error(
-            `waited 4 minutes for ${what}\n` +
-              [...started].map(([name, p]) => `--- ${name}\n${p.output().slice(-2500)}`).join("\n")
-          )
-        )
-    })
-  )
+const within = <A, E, R>(what: string, effect: Effect.Effect<A, E, R>) => Processes.within(started, what, 240, effect)
 
 /** Poll `condition` every 200 ms until it holds. */
 const until = (what: string, condition: () => boolean) =>
