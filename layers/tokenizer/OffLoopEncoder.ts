@@ -6,10 +6,12 @@
  * The worker loads the same `tokenizer.json` and `tokenizer_config.json` with the same library, so its ids are the
  * ones an in-place encode gives; it is started on first use and does not keep an idle process alive.
  */
+import { Effect } from "effect"
 import { existsSync } from "node:fs"
 import { createRequire } from "node:module"
 import { join } from "node:path"
 import { Worker } from "node:worker_threads"
+import * as FairScheduler from "../platform/FairScheduler.ts"
 
 // The worker is plain CommonJS (no TypeScript loader needed wherever the service runs): it loads the same files
 // with the same library and answers `{ id, text }` with `{ id, ids }` (an Int32Array, transferred).
@@ -34,11 +36,11 @@ parentPort.on("message", ({ id, text }) => {
 export const make = (
   directory: string,
   inPlace: (text: string) => ReadonlyArray<number>
-): ((text: string) => Promise<ReadonlyArray<number>>) | undefined => {
+): ((text: string) => Promise<ArrayLike<number>>) | undefined => {
   if (!existsSync(join(directory, "tokenizer.json"))) return undefined
   let worker: Worker | undefined
   let nextId = 0
-  const pending = new Map<number, { readonly text: string; readonly resolve: (ids: ReadonlyArray<number>) => void }>()
+  const pending = new Map<number, { readonly text: string; readonly resolve: (ids: ArrayLike<number>) => void }>()
   const failed = () => {
     worker = undefined
     for (const [id, job] of pending) {
@@ -54,7 +56,8 @@ export const make = (
       pending.delete(message.id)
       // An idle worker does not keep the process alive.
       if (pending.size === 0) started.unref()
-      job?.resolve(Array.from(message.ids))
+      // As the worker sent them: the copy into an array is `toArrayInSlices`' work, in the scheduler's slices.
+      job?.resolve(message.ids)
     })
     started.on("error", failed)
     started.on("exit", failed)
@@ -69,3 +72,28 @@ export const make = (
       worker.postMessage({ id, text })
     })
 }
+
+/** Ids copied into the array per task of {@link toArrayInSlices} (a few milliseconds on a loaded 2-core machine). */
+export const SLICE_IDS = 16_384
+
+/**
+ * The worker's ids as a plain array, copied {@link SLICE_IDS} at a time, each slice a task of the scheduler
+ * (`FairScheduler.continueAsTask` before it).
+ *
+ * **Details**
+ * A 1 MB text is ~250,000 ids; copying them in one go (`Array.from`) took 20–50 ms inside the worker's message
+ * callback, and the request's fiber then went on there with its commit (docs/performance.md, section 3, "Issue 41,
+ * third pass"). The first yield leaves that callback; an array (the in-place fallback's) is returned as it is.
+ */
+export const toArrayInSlices = (ids: ArrayLike<number>): Effect.Effect<ReadonlyArray<number>> =>
+  Effect.gen(function*() {
+    yield* FairScheduler.continueAsTask
+    if (Array.isArray(ids)) return ids
+    const out: Array<number> = []
+    for (let start = 0; start < ids.length; start += SLICE_IDS) {
+      if (start > 0) yield* FairScheduler.continueAsTask
+      const end = Math.min(ids.length, start + SLICE_IDS)
+      for (let i = start; i < end; i++) out.push(ids[i]!)
+    }
+    return out
+  })

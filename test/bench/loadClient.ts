@@ -68,6 +68,11 @@ export interface SendJob {
   readonly kind: "send"
   readonly target: Target
   readonly messages: ReadonlyArray<unknown>
+  /**
+   * A user message of `Conversation.text(seed, bytes)` appended here, in this process: a 1 MB message sent over the
+   * IPC channel would be serialized on the measured server's event loop, inside the phase it measures.
+   */
+  readonly appendText?: { readonly seed: number; readonly bytes: number } | undefined
 }
 
 export type Job = ConversationsJob | HoldJob | FinishJob | SendJob
@@ -227,8 +232,11 @@ const finish = async (): Promise<HoldResult> => {
 
 const send = async (job: SendJob): Promise<number> => {
   const pool = poolFor(job.target.origin, 1)
+  const messages = job.appendText === undefined
+    ? job.messages
+    : [...job.messages, { role: "user", content: Conversation.text(job.appendText.seed, job.appendText.bytes) }]
   const start = performance.now()
-  await post(pool, job.target, job.target.tokens[0] ?? "", { model: "bench", messages: job.messages, max_tokens: 16 })
+  await post(pool, job.target, job.target.tokens[0] ?? "", { model: "bench", messages, max_tokens: 16 })
   return performance.now() - start
 }
 
