@@ -76,8 +76,9 @@ export const layer = (
           if (key === undefined || holder === undefined) {
             return Effect.fail(ProtocolError.GatewayError.runnerUnavailable("not a cluster Session id"))
           }
-          // To the runner holding the Session, through any entity whose shard it owns now.
-          const route = HolderRoute.make(directory, holder, directory.known(holder) ?? key)
+          // To the runner holding the Session, through any entity whose shard it owns now. A forwarded request is
+          // sent once only (the holder may have generated for it already), even when the holder's cluster interrupted it.
+          const route = HolderRoute.make(directory, holder, directory.known(holder) ?? key, { followInterrupts: false })
           return route.call((k) => makeClient(k).Forward(request)).pipe(
             Effect.map((answer) => {
               if (answer.gateway !== undefined) {

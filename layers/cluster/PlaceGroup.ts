@@ -2,7 +2,7 @@
  * Where the controller places a new Group (docs/scale-out.md "Capacity"): by room first, then by hash candidates, and
  * a wait while no runner has room. The Group's holder is the runner that grants its `Reserve`.
  */
-import { Duration, Effect, Option } from "effect"
+import { Cause, Duration, Effect, Option } from "effect"
 import type * as Placement from "../../src/cluster/Placement.ts"
 import type * as SessionRunner from "../rollout/SessionRunner.ts"
 import type * as GroupEntity from "./GroupEntity.ts"
@@ -22,7 +22,8 @@ export type Reserved = typeof GroupEntity.Reserve.successSchema.Type
  * try again. The Group keeps its own key in every case (its Session ids carry it, with the holder). A reservation
  * no runner answers within the call deadline (no runner has joined, or the candidate's runner died and its shard has
  * not moved yet) ends the round: the Group waits too, instead of being dropped (and counted in the drop streak) for a
- * runner that is not there.
+ * runner that is not there. A reservation the runner's cluster interrupted (it dropped its shards: its lock storage did
+ * not answer in time) counts as unanswered too; a `Reserve` delivered twice reserves once.
  */
 export const make = (deps: {
   /** The Group's candidate keys by attempt, one per shard, its plain key first (`Routing.candidateKeys`). */
@@ -37,6 +38,13 @@ export const make = (deps: {
 (group: SessionRunner.PlannedGroup): Effect.Effect<{ readonly key: string; readonly runner: string }> =>
   Effect.gen(function*() {
     const candidates = deps.candidates(group)
+    // The caller's own interruption is never caught here: only an interrupt that came back as the answer.
+    const reserve = (at: string, key: string) =>
+      deps.reserve(at, key, group.size).pipe(
+        Effect.catchCause((cause) =>
+          Cause.hasInterruptsOnly(cause) ? Effect.succeed(Option.none<Reserved>()) : Effect.failCause(cause)
+        )
+      )
     let attempt = 0
     let wait = Duration.millis(250)
     let logged = false
@@ -45,7 +53,7 @@ export const make = (deps: {
       const plain = candidates(0)
       const room = deps.byRoom(plain, group.size)
       if (room !== undefined) {
-        const answer = yield* deps.reserve(room.key, plain, group.size)
+        const answer = yield* reserve(room.key, plain)
         if (Option.isNone(answer)) deps.unanswered(room)
         else if (answer.value.decision === "granted") {
           if (logged) yield* Effect.logInfo(`Group ${group.groupId} placed on runner ${answer.value.address}`)
@@ -54,7 +62,7 @@ export const make = (deps: {
       }
       for (let i = 0; i < candidatesPerRound; i++, attempt++) {
         const key = candidates(attempt)
-        const answer = yield* deps.reserve(key, key, group.size)
+        const answer = yield* reserve(key, key)
         if (Option.isNone(answer)) {
           refusals.push("no runner answered within --cluster-call-timeout")
           attempt++ // the next round starts at the next candidate

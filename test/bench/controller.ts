@@ -29,7 +29,7 @@ import { SqlClient } from "effect/sql"
 import { type ChildProcess, fork } from "node:child_process"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import { performance } from "node:perf_hooks"
+import { monitorEventLoopDelay, performance } from "node:perf_hooks"
 import * as Fleet from "../../layers/cluster/Fleet.ts"
 import * as Remote from "../../layers/cluster/Remote.ts"
 import * as Credit from "../../layers/credit/Credit.ts"
@@ -72,9 +72,24 @@ const callTimeout = Duration.seconds(60)
 
 interface RunnersProcess {
   readonly child: ChildProcess
+  /** How long the runners took to join, milliseconds. */
+  readonly startMs: number
   readonly ask: (command: Runners.Command) => Promise<Runners.Answer>
   readonly stderr: () => string
+  /** How many of the runners' log lines matched each of {@link watchedLogs} so far. */
+  readonly logged: () => ReadonlyMap<string, number>
 }
+
+/**
+ * The runners' log lines the bench counts: a runner that dropped its shards because its lock storage did not answer in
+ * time (its entities' calls are interrupted), shard moves that failed, Sessions reaped as orphans.
+ */
+const watchedLogs = [
+  "Shard lock storage is unhealthy",
+  "Could not acquire/release shards",
+  "reaps Session",
+  "Defect in entity"
+]
 
 /** The runners' process, and a request/answer over its IPC channel. */
 const startRunners = (url: string, sizes: Sizes, thinkMs: number) =>
@@ -90,27 +105,45 @@ const startRunners = (url: string, sizes: Sizes, thinkMs: number) =>
             THINK_MS: String(thinkMs)
           },
           execArgv: ["--expose-gc", "--max-old-space-size=8192"],
-          // The runners log a line per hosted Session, as a runner does; nobody reads them here.
-          stdio: ["ignore", "ignore", "pipe", "ipc"]
+          // The runners log a line per hosted Session, as a runner does; only the watched lines are counted.
+          stdio: ["ignore", "pipe", "pipe", "ipc"]
         })
         let stderr = ""
+        const logged = new Map<string, number>()
+        const watch = () => {
+          let rest = ""
+          return (chunk: Buffer) => {
+            const lines = (rest + chunk.toString()).split("\n")
+            rest = lines.pop() ?? ""
+            for (const line of lines) {
+              for (const watched of watchedLogs) {
+                if (line.includes(watched)) logged.set(watched, (logged.get(watched) ?? 0) + 1)
+              }
+            }
+          }
+        }
+        child.stdout?.on("data", watch())
+        const watchStderr = watch()
         child.stderr?.on("data", (chunk: Buffer) => {
           stderr = (stderr + chunk.toString()).slice(-4000)
+          watchStderr(chunk)
         })
         const waiting: Array<(answer: Runners.Answer) => void> = []
-        child.on("message", (message: { readonly ready?: number } & Partial<Runners.Answer>) => {
+        child.on("message", (message: { readonly ready?: number; readonly startMs?: number } & Runners.Answer) => {
           if (message.ready !== undefined) {
             resume(Effect.succeed({
               child,
+              startMs: message.startMs ?? Number.NaN,
               ask: (command: Runners.Command) =>
                 new Promise<Runners.Answer>((answered) => {
                   waiting.push(answered)
                   child.send(command)
                 }),
-              stderr: () => stderr
+              stderr: () => stderr,
+              logged: () => logged
             }))
           } else {
-            waiting.shift()?.({ heap: message.heap ?? Number.NaN, hosted: message.hosted ?? Number.NaN })
+            waiting.shift()?.(message)
           }
         })
         child.on("exit", (code) => {
@@ -148,6 +181,8 @@ const window = <A, E, R>(body: Effect.Effect<A, E, R>) =>
 
 interface Step {
   readonly placements: Array<number>
+  /** When each placement started, milliseconds after the first. */
+  readonly placedAt: Array<number>
   readonly failures: Array<string>
   sessions: number
 }
@@ -168,7 +203,8 @@ const runGroups = (
   }
 ) =>
   Effect.gen(function*() {
-    const step: Step = { placements: [], failures: [], sessions: 0 }
+    const step: Step = { placements: [], placedAt: [], failures: [], sessions: 0 }
+    const began = performance.now()
     const newSessionId = runner.newSessionId
     if (newSessionId === undefined) return yield* Effect.die("the controller's runner places no Group")
     yield* Effect.forEach(
@@ -189,6 +225,7 @@ const runGroups = (
           const placing = performance.now()
           const first = yield* idOf
           step.placements.push(performance.now() - placing)
+          step.placedAt.push(placing - began)
           const sessionIds = [first]
           for (let i = 1; i < options.size; i++) sessionIds.push(yield* idOf)
           const lease = yield* Deferred.make<boolean>()
@@ -221,6 +258,13 @@ const runGroups = (
     )
     return step
   })
+
+/** When the slowest 1% of a step's placements started: min–max seconds into the step. */
+const slowestStarts = (step: Step): string => {
+  const limit = Harness.percentile(step.placements, 99)
+  const starts = step.placedAt.filter((_, i) => (step.placements[i] ?? 0) >= limit)
+  return `${(Math.min(...starts) / 1000).toFixed(1)}–${(Math.max(...starts) / 1000).toFixed(1)}`
+}
 
 const percentileMs = (values: ReadonlyArray<number>, p: number) => Harness.formatMs(Harness.percentile(values, p))
 
@@ -282,7 +326,15 @@ const measure = (sizes: Sizes, thinkMs: number) =>
       const holding = yield* window(Effect.sleep("5 seconds"))
       yield* Deferred.succeed(release, undefined)
       const heldStep = yield* Fiber.join(held)
-      if (heldStep.failures.length > 0) return yield* Effect.die(new Error(`held: ${heldStep.failures[0]}`))
+      if (heldStep.failures.length > 0) {
+        return yield* Effect.die(
+          new Error(
+            `held: ${heldStep.failures.length} failed, the first: ${heldStep.failures[0]}; the runners logged ${
+              JSON.stringify([...runners.logged()])
+            }`
+          )
+        )
+      }
       // The same Sessions held the single-process way, in the runners' process.
       const singleEmpty = yield* ask({ cmd: "heap" })
       const singleHeld = yield* ask({ cmd: "hold", count: sizes.hold, size })
@@ -290,6 +342,9 @@ const measure = (sizes: Sizes, thinkMs: number) =>
 
       const groups = Math.ceil(sizes.sessions / size)
       const stepRun = runGroups(runner, { from: 2_000_000, groups, size, concurrency: sizes.concurrency })
+      const runnersBefore = yield* ask({ cmd: "load" })
+      const delays = monitorEventLoopDelay({ resolution: 10 })
+      delays.enable()
       // CONTROLLER_CPUPROF=<file>: a CPU profile of the controller over the step.
       const profileFile = process.env["CONTROLLER_CPUPROF"]
       const step = yield* window(
@@ -301,10 +356,17 @@ const measure = (sizes: Sizes, thinkMs: number) =>
             )
         )
       )
+      delays.disable()
+      const runnersAfter = yield* ask({ cmd: "load" })
       return {
         idle,
         holding,
         step,
+        startMs: runners.startMs,
+        runnersCpuMs: runnersAfter.cpuMs - runnersBefore.cpuMs,
+        runnersMaxDelayMs: runnersAfter.maxDelayMs,
+        controllerMaxDelayMs: delays.max / 1e6,
+        runnersLogged: [...runners.logged()].map(([line, n]) => `${n} × "${line}"`),
         runnerPerSession: (heldHeap.heap - emptyHeap.heap) / (heldHeap.hosted - emptyHeap.hosted),
         singlePerSession: (singleHeld.heap - singleEmpty.heap) / sizes.hold,
         hostedWhileHeld: heldHeap.hosted
@@ -332,10 +394,25 @@ export const bench: Harness.Bench = {
           value: `${sessions - step.result.failures.length} / ${step.result.failures.length}`
         },
         { measure: "step wall time", value: Harness.formatMs(step.wallMs) },
+        { measure: `${sizes.runners} runners joined in`, value: Harness.formatMs(m.startMs) },
         { measure: "controller CPU per Session (target ≤ 200 µs)", value: `${cpuPerSession.toFixed(0)} µs` },
         {
           measure: "placement latency p50 / p99 (target p99 ≤ 1 s)",
           value: `${percentileMs(step.result.placements, 50)} / ${percentileMs(step.result.placements, 99)}`
+        },
+        {
+          measure: "slowest 1% of placements started at (s into the step)",
+          value: slowestStarts(step.result)
+        },
+        {
+          measure: "CPU during the step: controller / runners' process",
+          value: `${(step.cpuMs / step.wallMs * 100).toFixed(0)}% / ${
+            (m.runnersCpuMs / step.wallMs * 100).toFixed(0)
+          }% of a core`
+        },
+        {
+          measure: "longest event-loop delay during the step: controller / runners",
+          value: `${Harness.formatMs(m.controllerMaxDelayMs)} / ${Harness.formatMs(m.runnersMaxDelayMs)}`
         },
         { measure: "PostgreSQL transactions/s idle", value: m.idle.perSecond.toFixed(0) },
         {
@@ -366,6 +443,9 @@ export const bench: Harness.Bench = {
         `${sizes.runners} runners in one child process (real Group entity and Host, simulated agents, think ${thinkMs} ms), ${sizes.shards} shards, Groups of ${sizes.groupSize}, ${sizes.concurrency} Groups in flight; the controller (this process) runs Remote + Fleet as a client-only member. Transactions: pg_stat_database commits + rollbacks over the window (every member's membership polls, lock renewals, message polls).`,
         "Heap per held Session: the runners' heapUsed with the held Sessions less without (full collections), per Session; single process: the same simulated Sessions held on a barrier's tickets in that process, no cluster — the agent here holds nothing, so the ratio is the cluster's own per-Session state over an empty Session's.",
         ...(step.result.failures.length > 0 ? [`first failure: ${step.result.failures[0]}`] : []),
+        `The runners' watched log lines over the whole run: ${
+          m.runnersLogged.length === 0 ? "none" : m.runnersLogged.join(", ")
+        }.`,
         `Load average (1 min) before / after: ${load.toFixed(2)} / ${
           loadAfter.toFixed(2)
         } on ${Os.availableParallelism()} cores.`

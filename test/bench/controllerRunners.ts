@@ -15,6 +15,7 @@ import { NodeClusterSocket } from "@effect/platform-node"
 import { PgClient } from "@effect/sql-pg"
 import { Context, Deferred, Duration, Effect, Layer, Option, Redacted } from "effect"
 import { RunnerAddress } from "effect/cluster"
+import { monitorEventLoopDelay, performance } from "node:perf_hooks"
 import { writeHeapSnapshot } from "node:v8"
 import * as Host from "../../layers/cluster/Host.ts"
 import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
@@ -63,11 +64,16 @@ export const simulatedAgents = (think: Duration.Duration) =>
 /** What the bench asks of this process, and what it answers. */
 export type Command =
   | { readonly cmd: "heap"; readonly snapshot?: string | undefined }
+  | { readonly cmd: "load" }
   | { readonly cmd: "hold"; readonly count: number; readonly size: number }
   | { readonly cmd: "release" }
 export interface Answer {
   readonly heap: number
   readonly hosted: number
+  /** This process's CPU so far (user + system), milliseconds. */
+  readonly cpuMs: number
+  /** The longest event-loop delay since the last answer, milliseconds. */
+  readonly maxDelayMs: number
 }
 
 const env = (name: string): string => {
@@ -94,6 +100,7 @@ const main = Effect.gen(function*() {
     GenerationGate.GenerationGate.layer(Retention.synchronous).pipe(Layer.provide(engine))
   ))
   const hosts: Array<Host.HostShape> = []
+  const starting = performance.now()
   for (let i = 0; i < runners; i++) {
     const port = yield* EmbeddedPg.freePort
     const runner = Host.entityLayer.pipe(
@@ -113,6 +120,9 @@ const main = Effect.gen(function*() {
     const context = yield* Layer.build(runner)
     hosts.push(Context.get(context, Host.Host))
   }
+  const startMs = performance.now() - starting
+  const delays = monitorEventLoopDelay({ resolution: 10 })
+  delays.enable()
 
   // Sessions held the single-process way: the simulated agent on a barrier's ticket, waiting for its lease.
   const single = Context.get(services, SessionRunner.SessionRunner)
@@ -148,19 +158,27 @@ const main = Effect.gen(function*() {
       yield* Effect.sleep("100 millis")
     })
 
+  const load = (): Answer => {
+    const cpu = process.cpuUsage()
+    const maxDelayMs = delays.max / 1e6
+    delays.reset()
+    return { heap: Number.NaN, hosted: Number.NaN, cpuMs: (cpu.user + cpu.system) / 1000, maxDelayMs }
+  }
   const answer = (snapshot?: string): Effect.Effect<Answer> =>
     Effect.gen(function*() {
       for (let i = 0; i < 3; i++) gc?.()
       if (snapshot !== undefined) writeHeapSnapshot(snapshot)
       let hosted = 0
       for (const host of hosts) hosted += yield* host.hosted
-      return { heap: process.memoryUsage().heapUsed, hosted }
+      return { ...load(), heap: process.memoryUsage().heapUsed, hosted }
     })
 
   const send = (message: unknown) => Effect.sync(() => process.send?.(message))
   yield* Effect.callback<never>((resume) => {
     process.on("message", (message: Command) => {
-      const run = message.cmd === "heap"
+      const run = message.cmd === "load"
+        ? Effect.sync(load)
+        : message.cmd === "heap"
         ? answer(message.snapshot)
         : message.cmd === "hold"
         ? Effect.andThen(hold(message.count, message.size), answer())
@@ -173,7 +191,7 @@ const main = Effect.gen(function*() {
       Effect.runFork(Effect.flatMap(run, send))
     })
     process.on("disconnect", () => resume(Effect.die("the bench went away")))
-    process.send?.({ ready: runners })
+    process.send?.({ ready: runners, startMs })
   })
 })
 

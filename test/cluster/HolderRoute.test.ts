@@ -1,10 +1,12 @@
 /**
  * A placed Group's route to its holder (layers/cluster/HolderRoute.ts) over a scripted directory: a message that
  * reaches another runner (`NotHolderError`) is sent again through the entity the directory finds, and later messages
- * go there at once; a holder the directory finds nowhere fails the call with `RunnerLostError`.
+ * go there at once; a holder the directory finds nowhere fails the call with `RunnerLostError`. A call the holder's
+ * cluster interrupted (its entity stopped when the runner dropped its shards) is followed the same way, unless the
+ * route is for calls sent once only; the caller's own interruption is never followed.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Cause, Deferred, Effect, Exit, Fiber } from "effect"
 import type * as Directory from "../../layers/cluster/Directory.ts"
 import * as HolderRoute from "../../layers/cluster/HolderRoute.ts"
 import * as ClusterError from "../../src/cluster/ClusterError.ts"
@@ -65,5 +67,61 @@ describe("HolderRoute", () => {
       const route = HolderRoute.make(directory("x", []), "r1", "group-key")
       const error = yield* route.call(() => Effect.fail("boom" as const)).pipe(Effect.flip)
       assert.strictEqual(error, "boom")
+    }))
+
+  it.effect("a call the holder's cluster interrupted is sent again through the entity the directory finds", () =>
+    Effect.gen(function*() {
+      const asked: Array<[string, string | undefined]> = []
+      const sent: Array<string> = []
+      const route = HolderRoute.make(directory("fleet-7", asked), "r1", "group-key")
+      // The first delivery's answer is an interrupt (the entity was stopped on r1), the second an answer.
+      const answer = yield* route.call((key) =>
+        Effect.suspend(() => {
+          sent.push(key)
+          return sent.length === 1 ? Effect.failCause(Cause.interrupt(7)) : Effect.succeed(`answered through ${key}`)
+        })
+      )
+      assert.strictEqual(answer, "answered through fleet-7")
+      assert.deepStrictEqual(sent, ["group-key", "fleet-7"])
+      assert.deepStrictEqual(asked, [["r1", "group-key"]])
+    }))
+
+  it.effect("an interrupted call to a holder found nowhere is lost: RunnerLostError", () =>
+    Effect.gen(function*() {
+      const route = HolderRoute.make(directory(undefined, []), "r1", "group-key")
+      const error = yield* route.call(() => Effect.failCause(Cause.interrupt(7))).pipe(Effect.flip)
+      assert.instanceOf(error, ClusterError.RunnerLostError)
+    }))
+
+  it.effect("a route for calls sent once only passes the interrupt through", () =>
+    Effect.gen(function*() {
+      const sent: Array<string> = []
+      const route = HolderRoute.make(directory("fleet-7", []), "r1", "group-key", { followInterrupts: false })
+      const exit = yield* Effect.exit(route.call((key) =>
+        Effect.suspend(() => {
+          sent.push(key)
+          return Effect.failCause(Cause.interrupt(7))
+        })
+      ))
+      assert.isTrue(Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause))
+      assert.deepStrictEqual(sent, ["group-key"])
+    }))
+
+  it.effect("the caller's own interruption is not followed", () =>
+    Effect.gen(function*() {
+      const asked: Array<[string, string | undefined]> = []
+      const sent: Array<string> = []
+      const route = HolderRoute.make(directory("fleet-7", asked), "r1", "group-key")
+      const waiting = yield* Deferred.make<void>()
+      const fiber = yield* Effect.forkChild(route.call((key) =>
+        Effect.suspend(() => {
+          sent.push(key)
+          return Effect.andThen(Deferred.succeed(waiting, undefined), Effect.never)
+        })
+      ))
+      yield* Deferred.await(waiting)
+      yield* Fiber.interrupt(fiber)
+      assert.deepStrictEqual(sent, ["group-key"])
+      assert.deepStrictEqual(asked, [])
     }))
 })

@@ -1,15 +1,16 @@
 /**
  * Where the controller places a Group (layers/cluster/PlaceGroup.ts), against a scripted fleet: by room first (a fresh
  * runner takes it although the Group's key falls on a busy runner's shard), the hash candidates when the room the
- * controller heard of is stale, and a wait while no runner has room.
+ * controller heard of is stale, a wait while no runner has room, and a reservation the runner's cluster interrupted
+ * counted as unanswered.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber, Option } from "effect"
+import { Cause, Effect, Fiber, Option } from "effect"
 import { TestClock } from "effect/testing"
 import * as PlaceGroup from "../../layers/cluster/PlaceGroup.ts"
-import type * as SessionRunner from "../../layers/rollout/SessionRunner.ts"
 import * as Placement from "../../src/cluster/Placement.ts"
 import * as Slots from "../../src/cluster/Slots.ts"
+import * as ClusterRollout from "../support/clusterRollout.ts"
 
 interface FakeRunner {
   readonly name: string
@@ -17,16 +18,7 @@ interface FakeRunner {
   used: number
 }
 
-const group: SessionRunner.PlannedGroup = {
-  groupId: "train:prepare_group_0",
-  size: 2,
-  seq: 0,
-  mode: "train",
-  row: 0,
-  data: { prompt: "1+1" },
-  promptIndex: 0,
-  firstIndex: 0
-}
+const group = ClusterRollout.plannedGroup(2)
 
 /**
  * A fleet where entity `<runner>-<n>` lands on runner `<runner>`'s shard, the Group's candidate keys are `hot-0`,
@@ -99,5 +91,34 @@ describe("PlaceGroup", () => {
       runners[1]!.used = 0
       yield* TestClock.adjust("5 seconds")
       assert.deepStrictEqual(yield* Fiber.join(placing), { key: "hot-0", runner: "fresh" })
+    }))
+
+  it.effect("a reservation the runner's cluster interrupted counts as unanswered: the next candidate takes the Group", () =>
+    Effect.gen(function*() {
+      const asked: Array<string> = []
+      const forgotten: Array<string> = []
+      const place = PlaceGroup.make({
+        candidates: () => (attempt) => `key-${attempt}`,
+        reserve: (at, key) =>
+          Effect.suspend(() => {
+            asked.push(`${at} for ${key}`)
+            // The runner by room dropped its shards: its entity's call comes back interrupted.
+            return at === "dropped-known"
+              ? Effect.failCause(Cause.interrupt(7))
+              : Effect.succeed(Option.some({
+                runner: "other",
+                address: "other:1",
+                decision: "granted" as const,
+                used: 2,
+                free: null,
+                capacity: null
+              }))
+          }),
+        byRoom: () => ({ runner: "dropped", key: "dropped-known", used: 0, free: null, draining: false }),
+        unanswered: (room) => void forgotten.push(room.runner)
+      })
+      assert.deepStrictEqual(yield* place(group), { key: "key-0", runner: "other" })
+      assert.deepStrictEqual(asked, ["dropped-known for key-0", "key-0 for key-0"])
+      assert.deepStrictEqual(forgotten, ["dropped"])
     }))
 })
