@@ -95,7 +95,9 @@ export const failureContext = (model: string): Effect.Effect<Completion.FailureC
   }))
 
 /**
- * A heartbeat frame every `interval` while the client is there. Each one is written as a task after its timer fired
+ * A heartbeat frame every `interval` while the client is there, from a fiber of the request's own (a request the
+ * `Forwarder` port serves; the model route's held requests beat from one timer, `HeartbeatWheel.ts`). Each one is
+ * written as a task after its timer fired
  * (`continueAsTask`), so the heartbeats of thousands of held requests that fall due together are written in the
  * scheduler's slices, not in one long timer phase. One effect, built once per request, runs for every beat (no
  * schedule state per beat: 10,000 held requests write 10,000 heartbeats a second).

@@ -30,6 +30,7 @@ import * as Generation from "../generation/Generation.ts"
 import * as ReplayRecorder from "../generation/ReplayRecorder.ts"
 import * as Instruments from "../observability/Instruments.ts"
 import * as FairScheduler from "../platform/FairScheduler.ts"
+import * as HeartbeatWheel from "./HeartbeatWheel.ts"
 import * as StepSpan from "../platform/StepSpan.ts"
 import * as Sessions from "../schedule/Sessions.ts"
 import * as Answer from "./Answer.ts"
@@ -88,15 +89,17 @@ export const make = (
   Effect.gen(function*() {
     const context = yield* Effect.context<never>()
     const scope = yield* Effect.scope
+    const run = (effect: Effect.Effect<void>) => {
+      Fiber.runIn(Effect.runForkWith(context)(effect), scope)
+    }
     const env: RouteEnv = {
       ...options,
       sessions: yield* Sessions.Sessions,
       generation: yield* Generation.Generation,
       tracing: StepSpan.isTracingIn(context),
       recording: Option.isSome(yield* Effect.serviceOption(ReplayRecorder.ReplayRecorder)),
-      run: (effect) => {
-        Fiber.runIn(Effect.runForkWith(context)(effect), scope)
-      }
+      run,
+      heartbeats: HeartbeatWheel.make(options.heartbeatInterval, run)
     }
     // A request starts as a task of the scheduler, not inside Node's I/O callback (as `FairScheduler.continueAsTask`
     // explains): a wave of connections parsed in one poll phase then costs Node's parsing only.
@@ -144,6 +147,8 @@ interface RouteEnv extends Options {
    * scope: a client that disconnects does not interrupt it, so a started generation completes and is committed.
    */
   readonly run: (effect: Effect.Effect<void>) => void
+  /** The held Buffered-SSE requests' heartbeats, written from one timer. */
+  readonly heartbeats: HeartbeatWheel.HeartbeatWheel
 }
 
 /** The `Gateway.handle` span's attributes per protocol (made once, not per request). */
@@ -247,12 +252,15 @@ const serveModel = (
     Exchange.writeHead(ex, 200, Answer.sseResponseHeaders, true)
     const frames = Answer.sseFrames[adapter.protocol]
     ex.response.write(frames.connected)
-    const heartbeats = yield* Effect.forkChild(Answer.heartbeat(ex, frames.heartbeat, env.heartbeatInterval))
-    const exit = yield* generation
+    const stopHeartbeats = env.heartbeats.add(() => {
+      if (!Exchange.writable(ex)) return false
+      Exchange.writeNow(ex, frames.heartbeat)
+      return true
+    })
+    const exit = yield* Effect.ensuring(generation, Effect.sync(stopHeartbeats))
     phase.set("answered")
     // The answer arrived in an I/O or promise callback: render and write it as a task.
     yield* FairScheduler.continueAsTask
-    yield* Fiber.interrupt(heartbeats)
     if (Exchange.writable(ex)) {
       const terminal = Answer.renderTerminal(adapter, canonical, context, exit)
       exchange?.answered?.(Received.ofFrames(200, terminal))

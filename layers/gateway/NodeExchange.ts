@@ -59,6 +59,18 @@ const closesConnection = (ex: Exchange, streaming: boolean): boolean => {
 /** Whether the response can still be written (the client is there and nothing was answered yet or it is open). */
 export const writable = (ex: Exchange): boolean => !ex.response.destroyed && !ex.response.writableEnded
 
+/**
+ * Write `chunk` to the socket now, in this task: Node's HTTP response corks its socket on a write and sends on the next
+ * tick, after the scheduler's slice, so a slice of many writes (a tick of heartbeats) would send them all in one go
+ * outside the slice's time.
+ */
+export const writeNow = (ex: Exchange, chunk: string): void => {
+  const socket = ex.response.socket
+  socket?.cork()
+  ex.response.write(chunk)
+  socket?.uncork()
+}
+
 /** Write the status and headers (nothing is sent before the first body write). */
 export const writeHead = (ex: Exchange, status: number, headers: OutgoingHttpHeaders, streaming: boolean): void => {
   const all = ex.answerHeaders === undefined ? headers : { ...ex.answerHeaders, ...headers }
