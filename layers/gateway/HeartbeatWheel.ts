@@ -38,12 +38,14 @@ export const make = (interval: Duration.Duration, run: (effect: Effect.Effect<vo
   let size = 0
   let running = false
   let tick = 0
+  const held = () => size > 0
   const remove = (bucket: Set<Beat>, beat: Beat) => {
     if (bucket.delete(beat)) size--
   }
   const loop = Effect.gen(function*() {
     const start = yield* Clock.currentTimeMillis
-    while (size > 0) {
+    // `size` changes in `remove` and `add`, between the loop's turns.
+    while (held()) {
       const now = yield* Clock.currentTimeMillis
       // Sleep to the next tick's time from the start (a late tick does not move the ones after it).
       yield* Effect.sleep(Math.max(0, start + (tick + 1) * tickMs - now))
