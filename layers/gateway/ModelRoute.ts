@@ -30,11 +30,11 @@ import * as Generation from "../generation/Generation.ts"
 import * as ReplayRecorder from "../generation/ReplayRecorder.ts"
 import * as Instruments from "../observability/Instruments.ts"
 import * as FairScheduler from "../platform/FairScheduler.ts"
-import * as HeartbeatWheel from "./HeartbeatWheel.ts"
 import * as StepSpan from "../platform/StepSpan.ts"
 import * as Sessions from "../schedule/Sessions.ts"
 import * as Answer from "./Answer.ts"
 import * as Forwarder from "./Forwarder.ts"
+import * as HeartbeatWheel from "./HeartbeatWheel.ts"
 import * as Exchange from "./NodeExchange.ts"
 
 /** The route prefix agents see in `RELAX_BASE_URL`. */

@@ -152,9 +152,9 @@ const run = (options: Harness.BenchOptions): Promise<Harness.BenchResult> => {
     const stall = (p: { readonly maxStallMs: number }) => Harness.formatMs(p.maxStallMs)
     const perSession = (heldBytes - before + (populated - forestOnly)) / count
     return {
-      title: `${
-        count.toLocaleString("en")
-      } concurrent Sessions in one process (held streaming requests, ${HEARTBEAT_MS / 1000} s heartbeats)`,
+      title: `${count.toLocaleString("en")} concurrent Sessions in one process (held streaming requests, ${
+        HEARTBEAT_MS / 1000
+      } s heartbeats)`,
       rows: [
         {
           measure: "heap per Session (registry + forest + held request)",
