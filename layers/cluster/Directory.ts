@@ -11,6 +11,12 @@
  * holder it asks all of them at once (`Where`, one question in flight for all callers) and answers as soon as one
  * names the holder. No entity naming it once every shard answered or passed the deadline: no live runner is that
  * incarnation (it died or left), and the Group is lost with it.
+ *
+ * The rooms placement by room reads are refreshed the same way ({@link Directory.refresh}), but only every
+ * {@link sweepEvery}-th refresh asks every shard (it finds runners that joined, and forgets those no shard names);
+ * the others ask one known entity of each known runner, a third of the messages at 3 shards a runner. Every `Where`
+ * is a cluster message the controller pays for: asking 300 shards every 2 s cost a 100-runner controller ~70 ms of
+ * CPU a second while idle (docs/performance.md, section 6).
  */
 import { Deferred, type Duration, Effect, Exit, Option, Schedule, type Scope } from "effect"
 import { EntityId, Sharding } from "effect/cluster"
@@ -29,7 +35,11 @@ export interface Directory {
   readonly known: (holder: string) => string | undefined
   /** The runner that last answered for the shard of entity `key` (its owner, as far as known), without asking. */
   readonly ownerOf: (key: string) => string | undefined
-  /** Ask every shard which runner answers for it, and its room (placement by room). */
+  /**
+   * The runners' rooms (placement by room), asked again: of every shard every {@link sweepEvery}-th time (and while no
+   * runner is known), else of one known entity of each known runner (a runner that does not answer is not chosen
+   * until it answers again).
+   */
   readonly refresh: Effect.Effect<void>
   /** The runners' rooms, as they last answered. */
   readonly rooms: () => Iterable<Placement.Room>
@@ -56,6 +66,9 @@ export const shardKeys = (sharding: Sharding.Sharding["Service"], shards: number
 /** Entity ids remembered per runner at most (a handful suffices: any one of them reaches it). */
 const perRunner = 4
 
+/** Every this many refreshes asks every shard; the others ask one entity of each known runner. */
+export const sweepEvery = 5
+
 /** The directory of a cluster member with `shards` shards; each `Where` has `callTimeout`. */
 export const make = (options: {
   readonly shards: number
@@ -74,6 +87,7 @@ export const make = (options: {
     /** The runner that last answered through an entity of each shard. */
     const owners = new Map<number, string>()
     const waiters = new Map<string, Array<Deferred.Deferred<string>>>()
+    let refreshes = 0
 
     const learn = (key: string, runner: string) => {
       owners.set(shardOf(key), runner)
@@ -105,8 +119,9 @@ export const make = (options: {
             free: answer.free,
             draining: answer.draining
           })
+          return answer.runner
         })),
-        Effect.ignore
+        Effect.orElseSucceed(() => Option.none<string>())
       )
 
     // One question to every shard at a time, whoever asks; it runs to its end in the directory's scope even when
@@ -148,13 +163,26 @@ export const make = (options: {
       learn,
       known: (holder) => byRunner.get(holder)?.[0],
       ownerOf: (key) => owners.get(shardOf(key)),
-      // Runners no shard answered for any more (they died or left) are forgotten.
-      refresh: Effect.andThen(
-        askAll,
-        Effect.sync(() => {
-          for (const runner of rooms.keys()) if ((byRunner.get(runner) ?? []).length === 0) rooms.delete(runner)
-        })
-      ),
+      refresh: Effect.suspend(() => {
+        refreshes += 1
+        // Runners no shard answered for any more (they died or left) are forgotten.
+        const sweep = Effect.andThen(
+          askAll,
+          Effect.sync(() => {
+            for (const runner of rooms.keys()) if ((byRunner.get(runner) ?? []).length === 0) rooms.delete(runner)
+          })
+        )
+        const known = [...byRunner].flatMap(([runner, keys]) => keys.length === 0 ? [] : [[runner, keys[0]!] as const])
+        if (refreshes % sweepEvery === 1 || known.length === 0) return sweep
+        return Effect.forEach(
+          known,
+          ([runner, key]) =>
+            Effect.map(where(key), (answered) => {
+              if (Option.isNone(answered)) rooms.delete(runner)
+            }),
+          { concurrency: "unbounded", discard: true }
+        )
+      }),
       rooms: () => rooms.values(),
       learnRoom: (room) => {
         rooms.set(room.runner, room)

@@ -1,0 +1,58 @@
+/**
+ * The directory's room refresh (layers/cluster/Directory.ts) on the cluster's in-memory test runner, one runner owning
+ * every one of 300 shards: the first refresh asks every shard, the next ones ask one entity of the known runner, every
+ * `sweepEvery`-th asks every shard again, and a runner that does not answer a refresh is not offered for placement.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Duration, Effect, Layer, Ref } from "effect"
+import { TestRunner } from "effect/cluster"
+import * as Directory from "../../layers/cluster/Directory.ts"
+import * as GroupEntity from "../../layers/cluster/GroupEntity.ts"
+
+/** A Group entity whose only answer is `Where` (runner `r1`, counted), silent while `silent` is set. */
+const whereOnly = (asked: Ref.Ref<number>, silent: Ref.Ref<boolean>) =>
+  GroupEntity.Group.toLayer(
+    Effect.succeed(GroupEntity.Group.of({
+      Reserve: () => Effect.die("unused"),
+      Where: () =>
+        Effect.andThen(
+          Ref.update(asked, (n) => n + 1),
+          Effect.flatMap(Ref.get(silent), (quiet) =>
+            quiet
+              ? Effect.never
+              : Effect.succeed({ runner: "r1", address: "127.0.0.1:1", used: 0, free: null, draining: false }))
+        ),
+      RunSession: () => Effect.die("unused"),
+      Grant: () => Effect.die("unused"),
+      Stop: () => Effect.die("unused"),
+      Touch: () => Effect.die("unused"),
+      Forward: () => Effect.die("unused"),
+      Fleet: () => Effect.die("unused")
+    })),
+    { concurrency: "unbounded" }
+  )
+
+describe("Directory", () => {
+  it.live("refreshes the rooms by asking every shard now and then, one entity of each known runner otherwise", () =>
+    Effect.gen(function*() {
+      const asked = yield* Ref.make(0)
+      const silent = yield* Ref.make(false)
+      yield* Effect.scoped(Effect.gen(function*() {
+        const directory = yield* Directory.make({ shards: 300, callTimeout: Duration.seconds(1) })
+        const refresh = Effect.andThen(Ref.set(asked, 0), Effect.andThen(directory.refresh, Ref.get(asked)))
+        // The first refresh asks every shard; the runner answers for all of them.
+        assert.strictEqual(yield* refresh, 300)
+        assert.deepStrictEqual([...directory.rooms()].map((r) => r.runner), ["r1"])
+        // The next ones ask one entity of the one known runner, until the sweep comes round again.
+        for (let i = 1; i < Directory.sweepEvery; i++) assert.strictEqual(yield* refresh, 1)
+        assert.strictEqual(yield* refresh, 300)
+        // A runner that does not answer within the deadline is not offered for placement until it answers again.
+        yield* Ref.set(silent, true)
+        assert.strictEqual(yield* refresh, 1)
+        assert.deepStrictEqual([...directory.rooms()], [])
+        yield* Ref.set(silent, false)
+        assert.strictEqual(yield* refresh, 1)
+        assert.deepStrictEqual([...directory.rooms()].map((r) => r.runner), ["r1"])
+      })).pipe(Effect.provide(whereOnly(asked, silent).pipe(Layer.provideMerge(TestRunner.layer))))
+    }))
+})
