@@ -5,15 +5,17 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Duration, Effect, Layer, Ref } from "effect"
-import { TestRunner } from "effect/cluster"
+import { Entity, TestRunner } from "effect/cluster"
 import * as Directory from "../../layers/cluster/Directory.ts"
 import * as GroupEntity from "../../layers/cluster/GroupEntity.ts"
 
-/** A Group entity whose only answer is `Where` (runner `r1`, counted), silent while `silent` is set. */
+/**
+ * The Group entity as far as the directory uses it: its `Where` alone (runner `r1`, counted), silent while `silent`
+ * is set; the directory's client sends it to the entity type of the real Group entity.
+ */
 const whereOnly = (asked: Ref.Ref<number>, silent: Ref.Ref<boolean>) =>
-  GroupEntity.Group.toLayer(
-    Effect.succeed(GroupEntity.Group.of({
-      Reserve: () => Effect.die("unused"),
+  Entity.make(GroupEntity.Group.type, [GroupEntity.Where]).toLayer(
+    Effect.succeed({
       Where: () =>
         Effect.andThen(
           Ref.update(asked, (n) => n + 1),
@@ -21,14 +23,8 @@ const whereOnly = (asked: Ref.Ref<number>, silent: Ref.Ref<boolean>) =>
             quiet
               ? Effect.never
               : Effect.succeed({ runner: "r1", address: "127.0.0.1:1", used: 0, free: null, draining: false }))
-        ),
-      RunSession: () => Effect.die("unused"),
-      Grant: () => Effect.die("unused"),
-      Stop: () => Effect.die("unused"),
-      Touch: () => Effect.die("unused"),
-      Forward: () => Effect.die("unused"),
-      Fleet: () => Effect.die("unused")
-    })),
+        )
+    }),
     { concurrency: "unbounded" }
   )
 
