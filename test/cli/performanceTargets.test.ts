@@ -33,7 +33,13 @@ describe("docs/performance.md targets", () => {
       "longest stall while requests arrive                  41 ms",
       "longest stall while held (3 s)                     12.3 ms",
       "longest stall during one 1 MB message                 1.2 s",
-      "longest stall while released and answered            30 ms"
+      "longest stall while released and answered            30 ms",
+      "stalls while requests arrive (count, GC share)       2 > 50 ms; longest 61 ms (GC 40 ms, major 0 ms, off-CPU " +
+      "30 ms); all 112 ms, GC 70 ms, off-CPU 55 ms; most on-CPU in one 31 ms",
+      "stalls while held                                    none > 50 ms",
+      "stalls during the 1 MB message                       1 > 50 ms; longest 1200 ms (GC 0 ms, major 0 ms, " +
+      "off-CPU 10 ms); all 1200 ms, GC 0 ms, off-CPU 10 ms; most on-CPU in one 1190 ms",
+      "stalls while released                                none > 50 ms"
     ].join("\n")
     const rows = Targets.memoryRows(run)
     assert.include(rows[2], "11.9 B/token")
@@ -41,6 +47,14 @@ describe("docs/performance.md targets", () => {
     assert.include(rows[3], "50 / 200 turns: 9.8 / 10.2 with float32")
     assert.include(rows[3], "11.9 / 11.8 with float64")
     assert.isTrue(rows[3]?.endsWith("| no (float32) |"))
-    assert.include(rows[4], "1 MB message 1.2 s, release 30 ms | no |")
+    assert.include(rows[4], "1 MB message 1.2 s, release 30 ms;")
+    assert.include(
+      rows[4],
+      "arrival 31 ms, held no gap over 50 ms, 1 MB message 1190 ms, release no gap over 50 ms | no by wall clock, no by"
+    )
+    const quiet = Targets.memoryRows(
+      run.replace("1190 ms", "45 ms").replace("1.2 s", "48 ms").replace("41 ms", "50 ms")
+    )
+    assert.isTrue(quiet[4]?.endsWith("| yes by wall clock, yes by the process's own work |"))
   })
 })
