@@ -15,9 +15,11 @@
  *   re-delivered `Reserve` is granted again without reserving twice.
  * - `Where` answers the incarnation id and address of the runner that receives this entity's messages now; it
  *   changes nothing (the `Directory` asks it of one entity per shard).
- * - `RunSession` (a stream of `SessionEvent`s) starts the Session's agent on its holder, or follows the one already
- *   started there under that Session id; the stream ends with `NotHolderError` when its entity's shard moves away
- *   while it runs (the Session goes on; the controller follows it again through another entity).
+ * - `RunGroup` (a stream of `GroupEvent`s) starts the named Sessions of the Group on its holder, or follows those
+ *   already started there under their ids, and reports every Session's events on one stream (a Group's Sessions
+ *   usually all at once: one request, their first requests and results in a few chunks, one end); the stream ends with
+ *   `NotHolderError` when its entity's shard moves away while it runs (the Sessions go on; the controller follows them
+ *   again through another entity).
  * - `Grant` gives Sessions of the Group its Runtime lease (and the weight version to generate with); `Stop` ends
  *   Sessions and reaps their agents. Both are no-ops when done twice. Each names the Group's Sessions it is for, all
  *   of them at once when they happen together (`layers/cluster/GroupCalls.ts`).
@@ -62,19 +64,21 @@ export const Where = Rpc.make("Where", {
   })
 })
 
-/** Run one Session of the Group on the owner (or follow the run already there). */
-export const RunSession = Rpc.make("RunSession", {
+/**
+ * Run the named Sessions of the Group on its holder (or follow the ones already running there), with one event stream
+ * for all of them.
+ */
+export const RunGroup = Rpc.make("RunGroup", {
   payload: {
     runner: Schema.String,
     /** The controller's run id: its fleet commands (`Fleet`) apply to its own Sessions only. */
     controller: Schema.String,
-    sessionId: Schema.String,
-    position: Schema.Int,
     group: ClusterWire.PlannedGroup,
+    sessions: Schema.Array(ClusterWire.GroupSession),
     /** The controller's sample-changing settings (`src/cluster/Fingerprint.ts`); a runner that differs refuses. */
     config: Schema.Record(Schema.String, Schema.String)
   },
-  success: ClusterWire.SessionEvent,
+  success: ClusterWire.GroupEvent,
   error: ClusterWire.RunFailure,
   stream: true
 })
@@ -127,4 +131,4 @@ export const Fleet = Rpc.make("Fleet", {
 })
 
 /** The Group entity. */
-export const Group = Entity.make("RelaxGroup", [Reserve, Where, RunSession, Grant, Stop, Touch, Forward, Fleet])
+export const Group = Entity.make("RelaxGroup", [Reserve, Where, RunGroup, Grant, Stop, Touch, Forward, Fleet])

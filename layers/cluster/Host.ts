@@ -11,12 +11,12 @@
  * relayed: the agent's first model request is reported (`FirstRequest`, the controller's first-request barrier counts
  * it) and every request waits for `Grant` (the Group's Runtime lease, given by the controller's Scheduler); `Stop`
  * fails the lease, so waiting requests end with `SessionClosedError`, and interrupts the Session. Every message is safe
- * to receive twice: a second `RunSession` follows the Session already running, a second `Grant` or `Stop` changes
+ * to receive twice: a second `RunGroup` follows the Sessions already running, a second `Grant` or `Stop` changes
  * nothing, and a message naming another runner incarnation fails with `NotHolderError` (its sender finds the holder
- * again); a stopped Session's id is remembered for a while, so a late `RunSession` for it fails with the reason it was
- * stopped instead of starting it again against an empty forest. A Session's event stream through an entity whose
- * shard moves away ends with `NotHolderError` (the Session goes on; the controller follows it through another
- * entity). A Session the controller stops touching (`Touch`, every 5 s) for `orphanAfter` is reaped: its controller
+ * again); a stopped Session's id is remembered for a while, so a late `RunGroup` naming it reports it `Failed` with the
+ * reason it was stopped instead of starting it again against an empty forest. One event stream follows the Sessions a
+ * `RunGroup` names (`SessionFollowers.ts`); through an entity whose shard moves away it ends with `NotHolderError`
+ * (the Sessions go on; the controller follows them through another entity). A Session the controller stops touching (`Touch`, every 5 s) for `orphanAfter` is reaped: its controller
  * died without stopping it. With `--runner-slots` the host reserves a whole Group's slots (`Reserve`,
  * `src/cluster/Slots.ts`) or refuses, and each new Session uses one reserved slot; a draining host (SIGTERM) reserves
  * nothing and starts no Session of a Group not reserved on it, and `drain` completes once its Sessions have ended.
@@ -65,7 +65,7 @@ interface Hosted extends HostFleet.Followed, HostReaper.Reaped, SessionFollowers
  */
 export type Placement = SessionFollowers.Placement
 
-/** Why a Session was stopped on this runner: a later `RunSession` for it fails with this, never starts it again. */
+/** Why a Session was stopped on this runner: a later `RunGroup` naming it reports this, never starts it again. */
 interface Tombstone extends HostReaper.Stopped {
   /**
    * The error's fields, not the error: an error keeps its captured stack, and with it the closures of the request
@@ -95,6 +95,8 @@ export interface HostShape {
   readonly hosted: Effect.Effect<number>
   /** Slots in use: hosted Sessions plus slots reserved for Sessions that have not arrived. */
   readonly used: Effect.Effect<number>
+  /** How many event streams are open now (one a Group, usually). */
+  readonly streams: Effect.Effect<number>
   /** Reserve slots for the Group `key` (`--runner-slots`, `src/cluster/Slots.ts`). */
   readonly reserve: (
     key: string,
@@ -112,10 +114,10 @@ export interface HostShape {
   readonly drain: Effect.Effect<void>
   /** The Group entity's messages, as this runner answers them (see `GroupEntity`). */
   readonly where: Effect.Effect<typeof GroupEntity.Where.successSchema.Type>
-  readonly runSession: (
-    payload: typeof GroupEntity.RunSession.payloadSchema.Type,
+  readonly runGroup: (
+    payload: typeof GroupEntity.RunGroup.payloadSchema.Type,
     placement?: Placement
-  ) => Stream.Stream<ClusterWire.SessionEvent, ClusterWire.RunFailure>
+  ) => Stream.Stream<ClusterWire.GroupEvent, ClusterWire.RunFailure>
   readonly grant: (
     payload: typeof GroupEntity.Grant.payloadSchema.Type
   ) => Effect.Effect<void, ClusterWire.NotHolderError | ClusterError.FleetCommandError>
@@ -162,8 +164,8 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
     const slots = HostSlots.make(capacity)
     const used = () => slots.used(table.size)
     const fingerprint = Fingerprint.of(settings)
-    // Every Session's event streams: queues the host fills, one runner-wide loop for Alive and route checks.
-    const followers = SessionFollowers.make({ incarnation, address, retains, sessions: () => table.values() })
+    // The Groups' event streams: queues the host fills, one runner-wide loop for Alive and route checks.
+    const followers = SessionFollowers.make({ incarnation, retains })
     yield* Effect.forkIn(followers.start, scope)
 
     const checkRunner = (holder: string): Effect.Effect<void, ClusterWire.NotHolderError> =>
@@ -171,11 +173,11 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
         ? Effect.void
         : Effect.fail(new ClusterWire.NotHolderError({ holder, runner: incarnation }))
 
-    /** Start the Session's fiber in the host's scope (the first delivery of `RunSession`). */
-    const start = (payload: typeof GroupEntity.RunSession.payloadSchema.Type) =>
+    /** Start the Session's fiber in the host's scope (the first `RunGroup` that names it). */
+    const start = (payload: typeof GroupEntity.RunGroup.payloadSchema.Type, session: ClusterWire.GroupSession) =>
       Effect.gen(function*() {
         const hosted: Hosted = {
-          ...SessionFollowers.initial(),
+          ...SessionFollowers.initial(session.sessionId),
           controller: payload.controller,
           leased: false,
           lease: yield* Deferred.make<void, SessionError.SessionClosedError>(),
@@ -185,15 +187,15 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
           fiber: undefined,
           touched: yield* Clock.currentTimeMillis
         }
-        table.set(payload.sessionId, hosted)
+        table.set(session.sessionId, hosted)
         yield* Effect.logInfo(
-          `runner ${incarnation} hosts Session ${payload.sessionId} (${payload.group.groupId}) ` +
+          `runner ${incarnation} hosts Session ${session.sessionId} (${payload.group.groupId}) ` +
             `[slots ${used()}/${capacity ?? "unlimited"}]`
         )
         const ticket = {
           groupId: payload.group.groupId,
-          sessionId: payload.sessionId,
-          position: payload.position,
+          sessionId: session.sessionId,
+          position: session.position,
           awaitLease: Effect.suspend(() => {
             if (!hosted.arrived) {
               Deferred.doneUnsafe(hosted.firstRequest, Exit.void)
@@ -232,7 +234,7 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
 
     /**
      * End a hosted Session: its requests fail, its agent is reaped, its slot is freed; a stream still following it
-     * ends with `error`, and a later `RunSession` for it (a re-delivery) fails with it instead of starting it again.
+     * reports `error`, and a later `RunGroup` naming it (a re-delivery) reports it instead of starting it again.
      */
     const stop = (sessionId: string, error: ClusterWire.SessionFailedError) =>
       Effect.gen(function*() {
@@ -294,6 +296,7 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
       address,
       hosted: Effect.sync(() => table.size),
       used: Effect.sync(used),
+      streams: Effect.sync(followers.open),
       reserve: (key, payload) => slots.reserve(key, payload, table.size, { incarnation, address }),
       startDraining: slots.startDraining,
       drain,
@@ -304,26 +307,38 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
         free: slots.free(table.size),
         draining: slots.draining()
       })),
-      runSession: (payload, placement) =>
+      runGroup: (payload, placement) =>
         Stream.unwrap(Effect.gen(function*() {
           yield* checkRunner(payload.runner)
           const differs = Fingerprint.mismatch(payload.config, fingerprint)
           if (differs !== undefined) {
             return yield* Effect.fail(new ClusterWire.SessionFailedError({ type: "ConfigMismatch", detail: differs }))
           }
-          const tombstone = tombstones.get(payload.sessionId)
-          if (tombstone !== undefined) {
-            return yield* Effect.fail(
-              new ClusterWire.SessionFailedError({ type: tombstone.type, detail: tombstone.detail })
-            )
+          const now = yield* Clock.currentTimeMillis
+          const following: Array<Hosted> = []
+          const refused: Array<SessionFollowers.Refused> = []
+          for (const session of payload.sessions) {
+            // A stopped Session is never started again (a late re-delivery), a running one is followed.
+            const tombstone = tombstones.get(session.sessionId)
+            if (tombstone !== undefined) {
+              const error = new ClusterWire.SessionFailedError({ type: tombstone.type, detail: tombstone.detail })
+              refused.push({ sessionId: session.sessionId, error })
+              continue
+            }
+            let hosted = table.get(session.sessionId)
+            if (hosted === undefined) {
+              const admitted = yield* slots.admit(Routing.groupKeyOf(session.sessionId), session.sessionId, address)
+                .pipe(Effect.result)
+              if (admitted._tag === "Failure") {
+                refused.push({ sessionId: session.sessionId, error: admitted.failure })
+                continue
+              }
+              hosted = yield* start(payload, session)
+            }
+            hosted.touched = now
+            following.push(hosted)
           }
-          const running = table.get(payload.sessionId)
-          if (running === undefined) {
-            yield* slots.admit(Routing.groupKeyOf(payload.sessionId), payload.sessionId, address)
-          }
-          const hosted = running ?? (yield* start(payload))
-          hosted.touched = yield* Clock.currentTimeMillis
-          return followers.follow(hosted, placement)
+          return followers.follow(following, refused, placement)
         })),
       grant: (payload) =>
         Effect.gen(function*() {
@@ -382,7 +397,7 @@ export const entityLayer = GroupEntity.Group.toLayer(
     return GroupEntity.Group.of({
       Reserve: ({ payload }) => host.reserve(payload.group, payload),
       Where: () => host.where,
-      RunSession: ({ payload }) => host.runSession(payload, placement),
+      RunGroup: ({ payload }) => host.runGroup(payload, placement),
       Grant: ({ payload }) => host.grant(payload),
       Stop: ({ payload }) => host.stop(payload),
       Touch: ({ payload }) => host.touch(payload),

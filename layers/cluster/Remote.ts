@@ -37,6 +37,7 @@ import * as Directory from "./Directory.ts"
 import * as Fleet from "./Fleet.ts"
 import * as GroupCalls from "./GroupCalls.ts"
 import * as GroupEntity from "./GroupEntity.ts"
+import * as GroupStreams from "./GroupStreams.ts"
 import * as HolderRoute from "./HolderRoute.ts"
 import * as Host from "./Host.ts"
 import * as PlaceGroup from "./PlaceGroup.ts"
@@ -63,7 +64,7 @@ const transient = ["MailboxFull", "EntityNotAssignedToRunner", "AlreadyProcessin
 const attempts = 10
 const pause = Duration.millis(500)
 
-/** How many times a Session's silent event stream is followed again before its Group is dropped. */
+/** How many times a Group's silent event stream is followed again before its Sessions are given up. */
 const silentRetries = 1
 
 /** Repeat `effect` while the cluster refuses it for now. */
@@ -86,6 +87,18 @@ interface GroupTarget {
   readonly runner: string
   readonly route: HolderRoute.HolderRoute
 }
+
+/** A Group as it travels: the planned Group's wire fields. */
+const plannedOf = (group: SessionRunner.PlannedGroup): ClusterWire.PlannedGroup => ({
+  groupId: group.groupId,
+  size: group.size,
+  seq: group.seq,
+  mode: group.mode,
+  row: group.row,
+  data: group.data,
+  promptIndex: group.promptIndex,
+  firstIndex: group.firstIndex
+})
 
 const make = (options: RemoteOptions) =>
   Effect.gen(function*() {
@@ -149,6 +162,42 @@ const make = (options: RemoteOptions) =>
         })
       )
 
+    // A Group's Sessions share one event stream to its holder (GroupStreams.ts).
+    const streams = GroupStreams.make({
+      scope,
+      onGate: fleet.setGate,
+      silence: options.callTimeout,
+      silentRetries,
+      run: (to: GroupTarget & { readonly group: SessionRunner.PlannedGroup }, sessions, onEvent) =>
+        // Repeating RunGroup is safe: the holder follows the Sessions it already runs under these ids (also through
+        // another entity, when the stream's entity moved away from the holder).
+        to.route.call((k) =>
+          Effect.suspend(() => {
+            const named = sessions()
+            return named.length === 0 ? Effect.void : whileRefused(Stream.runForEach(
+              makeClient(k).RunGroup({
+                runner: to.runner,
+                controller: runId,
+                group: plannedOf(to.group),
+                sessions: named,
+                config
+              }),
+              onEvent
+            ))
+          })
+        ).pipe(
+          Effect.catchTag(
+            ["MailboxFull", "AlreadyProcessingMessage", "PersistenceError", "EntityNotAssignedToRunner"],
+            refused("RunGroup")
+          ),
+          // A route that could not reach the holder any more is the holder's loss (HolderRoute gives up the same way).
+          Effect.catchTag(
+            "NotHolderError",
+            (error) => Effect.fail(new ClusterError.RunnerLostError({ expected: error.holder, actual: error.runner }))
+          )
+        )
+    })
+
     const session = Effect.fn("ClusterRunner.session")(function*(
       group: SessionRunner.PlannedGroup,
       ticket: FirstRequestBarrier.SessionTicket
@@ -187,77 +236,16 @@ const make = (options: RemoteOptions) =>
           })),
           Effect.ignore
         ))
-        let result: ClusterWire.SessionResult | undefined
-        // Repeating RunSession is safe: the holder follows the Session it already runs under this id (also through
-        // another entity, when the stream's entity moved away from the holder).
-        yield* route.call((k) =>
-          whileRefused(Stream.runForEach(
-            makeClient(k).RunSession({
-              runner,
-              controller: runId,
-              sessionId: ticket.sessionId,
-              position: ticket.position,
-              group: {
-                groupId: group.groupId,
-                size: group.size,
-                seq: group.seq,
-                mode: group.mode,
-                row: group.row,
-                data: group.data,
-                promptIndex: group.promptIndex,
-                firstIndex: group.firstIndex
-              },
-              config
-            }).pipe(
-              Stream.timeoutOrElse({
-                duration: options.callTimeout,
-                orElse: () =>
-                  Stream.fail(
-                    new ClusterError.ClusterCallError({ reason: "deadline", detail: `RunSession ${ticket.sessionId}` })
-                  )
-              })
-            ),
-            (event) => {
-              switch (event._tag) {
-                case "FirstRequest":
-                  // Joins the barrier; completes once the Group is leased (a drop interrupts this Session anyway).
-                  return Effect.forkScoped(Effect.ignore(ticket.awaitLease)).pipe(Effect.asVoid)
-                case "Gate":
-                  return Effect.sync(() => fleet.setGate(ticket.sessionId, event.state))
-                case "Done":
-                  result = event.result
-                  return Effect.void
-                default:
-                  return Effect.void
-              }
-            }
-          ))
-        ).pipe(
-          // A silent stream is followed again before the Group is given up: a repeated RunSession follows the
-          // Session already running there (a stream whose replies stalled loses nothing), and a runner that is gone
-          // is found nowhere (RunnerLostError).
-          Effect.tapError((error) =>
-            error._tag === "ClusterCallError" && error.reason === "deadline"
-              ? Effect.logWarning(`following Session ${ticket.sessionId} again: ${error.detail} was silent`)
-              : Effect.void
-          ),
-          Effect.retry({
-            while: (error) => error._tag === "ClusterCallError" && error.reason === "deadline",
-            times: silentRetries
-          }),
-          Effect.catchTag(
-            ["MailboxFull", "AlreadyProcessingMessage", "PersistenceError", "EntityNotAssignedToRunner"],
-            refused("RunSession")
-          )
+        const joined = yield* streams.join(
+          `${groupKey}/${group.groupId}`,
+          { sessionId: ticket.sessionId, position: ticket.position },
+          { ...target, group },
+          group.size
         )
-        if (result === undefined) {
-          return yield* Effect.fail(
-            new ClusterError.ClusterCallError({
-              reason: "refused",
-              detail: `RunSession ${ticket.sessionId} ended without a result`
-            })
-          )
-        }
+        // The agent's first request joins the barrier; it completes once the Group is leased (a drop interrupts this
+        // Session anyway).
+        yield* Effect.forkScoped(joined.firstRequest.pipe(Effect.andThen(Effect.ignore(ticket.awaitLease))))
+        const result = yield* joined.outcome
         parserFailures += group.mode === "train" ? result.parserFailures : 0
         if (group.mode === "train") SessionRunner.addDrift(drift, Drift.countsOf(result.drift ?? {}))
         return {
@@ -265,11 +253,7 @@ const make = (options: RemoteOptions) =>
           samples: result.samples,
           debug: result.debug
         } satisfies SessionRunner.SessionResult
-      })).pipe(
-        // A route that could not reach the holder any more is the holder's loss (HolderRoute gives up the same way).
-        Effect.catchTag("NotHolderError", (error) =>
-          Effect.fail(new ClusterError.RunnerLostError({ expected: error.holder, actual: error.runner })))
-      )
+      }))
     })
 
     const sharding = yield* Sharding.Sharding
@@ -278,8 +262,7 @@ const make = (options: RemoteOptions) =>
       return ShardId.toString(sharding.getShardId(id, GroupEntity.Group.getShardGroup(id)))
     }
     const place = PlaceGroup.make({
-      candidates: (group) =>
-        Routing.candidateKeys(runId, group.groupId, options.shards, shardOf),
+      candidates: (group) => Routing.candidateKeys(runId, group.groupId, options.shards, shardOf),
       reserve: (at, key, slots) =>
         deadline(`Reserve ${key}`, whileRefused(makeClient(at).Reserve({ slots, group: key }))).pipe(
           Effect.tap((answer) =>

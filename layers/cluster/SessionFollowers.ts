@@ -1,110 +1,157 @@
 /**
- * The event streams that follow a runner's hosted Sessions (`RunSession`'s answer: `Started`, `FirstRequest`,
- * `Alive`, `Gate`, `Done`), without fibers of their own: each stream reads one queue that the host fills as things
- * happen, and one runner-wide loop sends every stream its `Alive` and ends the streams whose entity's shard moved
- * away (docs/scale-out.md "How a Group runs on a runner").
+ * The event streams that follow a runner's hosted Sessions (`RunGroup`'s answer: `FirstRequest`, `Gate`, `Done` or
+ * `Failed` of each Session it names, and the stream's `Alive`), without fibers of their own: each stream reads one
+ * queue that the host fills as things happen, and one runner-wide loop sends every stream its `Alive` and ends the
+ * streams whose entity's shard moved away (docs/scale-out.md "How a Group runs on a runner").
  *
  * **Details**
- * A stream per Session built from merged sub-streams (a ticker for `Alive`, a wait for the first request, a wait for
- * the result, a route check) kept about ten fibers, their scopes and continuations alive per held Session: most of
- * what a runner held per Session beyond one process (docs/performance.md, section 6, "Heap per held Session"). Here a
- * stream is a queue and its reader. A stream opened again for the same Session (a re-delivered `RunSession`) starts
- * from the Session's state: `Started`, then `FirstRequest` if the agent asked already, its gate state (partial
- * rollout / fully async), and `Done` (or the failure) if it ended. `Done` ends every stream of the Session.
- * `Started` waits for the stream's next event (the agent's first request, usually) and goes out with it: every chunk
- * of a stream is a cluster message and an acknowledgement back, and the controller does nothing on `Started` alone
- * (docs/performance.md, section 6, "One controller, many runners").
+ * One stream follows a Group's Sessions together: every chunk of a stream is a cluster message and an acknowledgement
+ * back, and an open stream holds the cluster's request state on both sides (the RPC server's fiber, the entity
+ * manager's entry), so a stream per Session made them most of a controller's CPU a Session and of a runner's heap a
+ * held Session (docs/performance.md, section 6, "One controller, many runners"). The reader takes every event queued
+ * within {@link batchWindow} of the first into one chunk (a Group's agents asking at about the same time, Sessions
+ * ending together). A stream opened again for the same Sessions (a re-delivered `RunGroup`, or the controller
+ * following them again) starts from each Session's state: `FirstRequest` if its agent asked already, its gate state
+ * (partial rollout / fully async), and how it ended if it did. A stream ends once every Session it follows has ended.
  */
 import { Cause, Duration, Effect, Exit, Queue, Schedule, Stream } from "effect"
 import * as ClusterWire from "../../src/cluster/ClusterWire.ts"
 
-/** How often every running Session's stream says it is alive (the controller's idle deadline is a multiple of it). */
+/** How often every open stream says it is alive (the controller's idle deadline is a multiple of it). */
 export const aliveInterval = Duration.seconds(2)
+
+/** How long a stream's reader waits after an event for others to ride the same chunk. */
+export const batchWindow = Duration.millis(5)
 
 /** How often each stream checks that its entity's shard is still this runner's. */
 const routeCheck = Duration.millis(500)
 
 /**
  * The entity a stream came through: its id and whether this runner still owns its shard. A stream through an entity
- * whose shard moved away ends (`NotHolderError`), so its controller follows the Session through another entity.
+ * whose shard moved away ends (`NotHolderError`), so its controller follows the Sessions through another entity.
  */
 export interface Placement {
   readonly key: string
   readonly owned: () => boolean
 }
 
-interface Follower {
-  readonly queue: Queue.Queue<ClusterWire.SessionEvent, ClusterWire.RunFailure | Cause.Done>
-  readonly placement: Placement | undefined
-  /** `Started`, until the stream's next event carries it. */
-  started: ClusterWire.SessionEvent | undefined
-}
+type Ended = Exit.Exit<ClusterWire.SessionResult, ClusterWire.SessionFailedError>
 
-/** Put `event` on the follower's stream, after its `Started` if that has not gone out yet. */
-const offer = (follower: Follower, event: ClusterWire.SessionEvent) => {
-  if (follower.started !== undefined) {
-    Queue.offerUnsafe(follower.queue, follower.started)
-    follower.started = undefined
-  }
-  Queue.offerUnsafe(follower.queue, event)
+interface Follower {
+  readonly queue: Queue.Queue<ClusterWire.GroupEvent, ClusterWire.RunFailure | Cause.Done>
+  readonly placement: Placement | undefined
+  /** The Sessions whose end this stream has not reported yet: it ends when the last one's is. */
+  readonly waiting: Set<string>
+  /** The Sessions it follows, to be unlinked from when it ends. */
+  readonly sessions: ReadonlyArray<Followed>
 }
 
 /** What a hosted Session keeps for its streams. */
 export interface Followed {
+  readonly sessionId: string
   /** The streams following it now. */
   readonly followers: Set<Follower>
   /** Its agent sent its first model request. */
   arrived: boolean
   /** How it ended, once it did. */
-  ended: Exit.Exit<ClusterWire.SessionResult, ClusterWire.SessionFailedError> | undefined
+  ended: Ended | undefined
   /** Its state at the generation gate (partial rollout / fully async). */
   gateState: ClusterWire.GateState
 }
 
 /** A Session's fields for its streams, before anything happened. */
-export const initial = (): Followed => ({
+export const initial = (sessionId: string): Followed => ({
+  sessionId,
   followers: new Set(),
   arrived: false,
   ended: undefined,
   gateState: { interrupted: false, protected: false }
 })
 
-const endWith = (follower: Follower, ended: Exit.Exit<ClusterWire.SessionResult, ClusterWire.SessionFailedError>) => {
-  if (Exit.isSuccess(ended)) {
-    offer(follower, { _tag: "Done", result: ended.value })
-    Queue.endUnsafe(follower.queue)
-  } else {
-    Queue.failCauseUnsafe(follower.queue, ended.cause)
-  }
+/** The event that reports how a Session ended: its result, or why it failed (a defect as its text). */
+const endEvent = (sessionId: string, ended: Ended): ClusterWire.GroupEvent => {
+  if (Exit.isSuccess(ended)) return { _tag: "Done", sessionId, result: ended.value }
+  const error = Cause.findErrorOption(ended.cause)
+  return error._tag === "Some"
+    ? { _tag: "Failed", sessionId, type: error.value.type, detail: error.value.detail }
+    : { _tag: "Failed", sessionId, type: "SessionDefect", detail: Cause.pretty(ended.cause) }
+}
+
+/** Report that a Session this stream waits for ended; the stream ends after the last one. */
+const report = (follower: Follower, sessionId: string, event: ClusterWire.GroupEvent) => {
+  if (!follower.waiting.delete(sessionId)) return
+  Queue.offerUnsafe(follower.queue, event)
+  if (follower.waiting.size === 0) Queue.endUnsafe(follower.queue)
+}
+
+/** A Session a stream names that this runner refuses (stopped before, or not admitted): reported at once. */
+export interface Refused {
+  readonly sessionId: string
+  readonly error: ClusterWire.SessionFailedError
 }
 
 /**
+ * The stream of `queue`: every event queued within `window` of the first goes out in its chunk (a failure or the end
+ * queued meanwhile comes with the next pull).
+ */
+const batched = <A, E>(queue: Queue.Queue<A, E | Cause.Done>, window: Duration.Duration): Stream.Stream<A, E> =>
+  Duration.isZero(window) ? Stream.fromQueue(queue) : Stream.fromPull(Effect.succeed(
+    Effect.flatMap(Queue.takeAll(queue), (first) =>
+      Effect.sleep(window).pipe(
+        Effect.andThen(Queue.clear(queue)),
+        Effect.map((rest): typeof first => rest.length === 0 ? first : [...first, ...rest]),
+        Effect.catch(() => Effect.succeed(first))
+      ))
+  ))
+
+/**
  * The runner's streams: `follow` opens one, the host reports what happens (`arrived`, `ended`, `gate`), and
- * `start` runs the runner-wide loop (in the host's scope) over the Sessions `sessions` lists.
+ * `start` runs the runner-wide loop (in the host's scope).
  */
 export const make = (deps: {
+  /** This runner's incarnation id (named in a moved stream's `NotHolderError`). */
   readonly incarnation: string
-  readonly address: string
   /** Whether gate states are reported (partial rollout / fully async). */
   readonly retains: boolean
-  readonly sessions: () => Iterable<Followed>
+  /** How long a reader gathers events into one chunk (default {@link batchWindow}). */
+  readonly window?: Duration.Duration | undefined
 }) => {
+  const window = deps.window ?? batchWindow
+  const streams = new Set<Follower>()
+
+  const unlink = (follower: Follower) => {
+    streams.delete(follower)
+    for (const hosted of follower.sessions) hosted.followers.delete(follower)
+  }
+
+  /** One stream following `sessions` (and reporting `refused` at once) through the entity `placement`. */
   const follow = (
-    hosted: Followed,
+    sessions: ReadonlyArray<Followed>,
+    refused: ReadonlyArray<Refused>,
     placement: Placement | undefined
-  ): Stream.Stream<ClusterWire.SessionEvent, ClusterWire.RunFailure> =>
+  ): Stream.Stream<ClusterWire.GroupEvent, ClusterWire.RunFailure> =>
     Stream.unwrap(Effect.gen(function*() {
-      const queue = yield* Queue.unbounded<ClusterWire.SessionEvent, ClusterWire.RunFailure | Cause.Done>()
+      const queue = yield* Queue.unbounded<ClusterWire.GroupEvent, ClusterWire.RunFailure | Cause.Done>()
       const follower: Follower = {
         queue,
         placement,
-        started: { _tag: "Started", runner: deps.incarnation, address: deps.address }
+        waiting: new Set([...sessions.map((s) => s.sessionId), ...refused.map((r) => r.sessionId)]),
+        sessions
       }
-      if (hosted.arrived) offer(follower, { _tag: "FirstRequest" })
-      if (deps.retains) offer(follower, { _tag: "Gate", state: hosted.gateState })
-      if (hosted.ended !== undefined) endWith(follower, hosted.ended)
-      else hosted.followers.add(follower)
-      return Stream.fromQueue(queue).pipe(Stream.ensuring(Effect.sync(() => hosted.followers.delete(follower))))
+      for (const { error, sessionId } of refused) {
+        report(follower, sessionId, { _tag: "Failed", sessionId, type: error.type, detail: error.detail })
+      }
+      for (const hosted of sessions) {
+        if (hosted.arrived) Queue.offerUnsafe(queue, { _tag: "FirstRequest", sessionId: hosted.sessionId })
+        if (deps.retains) {
+          Queue.offerUnsafe(queue, { _tag: "Gate", sessionId: hosted.sessionId, state: hosted.gateState })
+        }
+        if (hosted.ended !== undefined) report(follower, hosted.sessionId, endEvent(hosted.sessionId, hosted.ended))
+        else hosted.followers.add(follower)
+      }
+      if (follower.waiting.size > 0) streams.add(follower)
+      else Queue.endUnsafe(queue)
+      return batched(queue, window).pipe(Stream.ensuring(Effect.sync(() => unlink(follower))))
     }))
 
   return {
@@ -113,21 +160,31 @@ export const make = (deps: {
     arrived: (hosted: Followed): void => {
       if (hosted.arrived) return
       hosted.arrived = true
-      for (const follower of hosted.followers) offer(follower, { _tag: "FirstRequest" })
+      for (const follower of hosted.followers) {
+        Queue.offerUnsafe(follower.queue, { _tag: "FirstRequest", sessionId: hosted.sessionId })
+      }
     },
-    /** The Session ended (its result, or why it failed or was stopped): the first report ends every stream. */
-    ended: (hosted: Followed, exit: Exit.Exit<ClusterWire.SessionResult, ClusterWire.SessionFailedError>): void => {
+    /** The Session ended (its result, or why it failed or was stopped): the first report is the one streams carry. */
+    ended: (hosted: Followed, exit: Ended): void => {
       if (hosted.ended !== undefined) return
       hosted.ended = exit
-      for (const follower of hosted.followers) endWith(follower, exit)
+      const event = endEvent(hosted.sessionId, exit)
+      for (const follower of hosted.followers) {
+        report(follower, hosted.sessionId, event)
+        if (follower.waiting.size === 0) streams.delete(follower)
+      }
       hosted.followers.clear()
     },
     /** A new state at the generation gate. */
     gate: (hosted: Followed, state: ClusterWire.GateState): void => {
       hosted.gateState = state
       if (!deps.retains) return
-      for (const follower of hosted.followers) offer(follower, { _tag: "Gate", state })
+      for (const follower of hosted.followers) {
+        Queue.offerUnsafe(follower.queue, { _tag: "Gate", sessionId: hosted.sessionId, state })
+      }
     },
+    /** Open streams now (one a Group, usually). */
+    open: (): number => streams.size,
     /** The runner-wide loop: `Alive` to every stream every {@link aliveInterval}, route checks in between. */
     start: Effect.suspend(() => {
       let checks = 0
@@ -135,17 +192,15 @@ export const make = (deps: {
       return Effect.sync(() => {
         checks += 1
         const alive = checks % perAlive === 0
-        for (const hosted of deps.sessions()) {
-          for (const follower of hosted.followers) {
-            if (follower.placement !== undefined && !follower.placement.owned()) {
-              hosted.followers.delete(follower)
-              Queue.failCauseUnsafe(
-                follower.queue,
-                Cause.fail(new ClusterWire.NotHolderError({ holder: deps.incarnation, runner: deps.incarnation }))
-              )
-            } else if (alive) {
-              offer(follower, { _tag: "Alive" })
-            }
+        for (const follower of streams) {
+          if (follower.placement !== undefined && !follower.placement.owned()) {
+            unlink(follower)
+            Queue.failCauseUnsafe(
+              follower.queue,
+              Cause.fail(new ClusterWire.NotHolderError({ holder: deps.incarnation, runner: deps.incarnation }))
+            )
+          } else if (alive) {
+            Queue.offerUnsafe(follower.queue, { _tag: "Alive" })
           }
         }
       }).pipe(Effect.repeat(Schedule.spaced(routeCheck)), Effect.asVoid)

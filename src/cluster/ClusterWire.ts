@@ -1,7 +1,7 @@
 /**
  * What the controller and the runners of a cluster send each other (docs/scale-out.md): the Schemas of a planned
- * Group, a finished Session's samples and debug facts, the events of a running Session, and the failures a runner
- * reports.
+ * Group, a finished Session's samples and debug facts, the events of a Group's running Sessions, and the failures a
+ * runner reports.
  *
  * **Details**
  * Every value that crosses a process boundary is one of these Schemas; the cluster serializes them (entity messages
@@ -73,19 +73,25 @@ export const GateState = Schema.Struct({
 export type GateState = typeof GateState.Type
 
 /**
- * What a runner reports while it runs a Session, in order: started, first model request, (alive)*, done; with
- * partial rollout or fully async also its gate state whenever it changes (`Gate`).
+ * What a runner reports on a Group's event stream (`RunGroup`), each event naming its Session: its first model request,
+ * its gate state whenever it changes (partial rollout / fully async), and how it ended (`Done` with its result, or
+ * `Failed` with why: it failed, was stopped, or was refused); `Alive` (the stream's, every 2 s) says the runner is still
+ * there. The stream ends once every Session it follows has ended.
  */
-export const SessionEvent = Schema.Union([
-  Schema.TaggedStruct("Started", { runner: Schema.String, address: Schema.String }),
-  Schema.TaggedStruct("FirstRequest", {}),
+export const GroupEvent = Schema.Union([
+  Schema.TaggedStruct("FirstRequest", { sessionId: Schema.String }),
   Schema.TaggedStruct("Alive", {}),
-  Schema.TaggedStruct("Gate", { state: GateState }),
-  Schema.TaggedStruct("Done", { result: SessionResult })
+  Schema.TaggedStruct("Gate", { sessionId: Schema.String, state: GateState }),
+  Schema.TaggedStruct("Done", { sessionId: Schema.String, result: SessionResult }),
+  Schema.TaggedStruct("Failed", { sessionId: Schema.String, type: Schema.String, detail: Schema.String })
 ])
-export type SessionEvent = typeof SessionEvent.Type
+export type GroupEvent = typeof GroupEvent.Type
 
-/** The failures of a remote Session. */
+/** A Session a `RunGroup` names: its id and its position in the Group. */
+export const GroupSession = Schema.Struct({ sessionId: Schema.String, position: Schema.Int })
+export type GroupSession = typeof GroupSession.Type
+
+/** The failures of a whole Group stream (a Session's own failure is its `Failed` event). */
 export const RunFailure = Schema.Union([ClusterError.NotHolderError, ClusterError.SessionFailedError])
 export type RunFailure = typeof RunFailure.Type
 

@@ -1,13 +1,16 @@
 /**
  * The cluster's RPC codec (msgpack, effect/encoding SchemaBinary) must build for the wire's schemas: a `Done` event
  * carries a Session's samples, `pixel_values` arrays included (issue 40). Regression: the `PixelArray | PixelFile`
- * union (both with `dtype: "float32"`) made the layout fail ("Binary layout sentinel collision"), every RunSession
- * stream died on its first event, the controller stopped each Session before its agent ran and cluster e2e tests hung.
- * With debug dumps a Session's first context also carries its forest and replay record (issue 39).
+ * union (both with `dtype: "float32"`) made the layout fail ("Binary layout sentinel collision"), every Session's
+ * event stream died on its first event, the controller stopped each Session before its agent ran and cluster e2e tests
+ * hung. With debug dumps a Session's first context also carries its forest and replay record (issue 39). A Group's
+ * stream (`RunGroup`, issue 42) carries every kind of event, each naming its Session, and its request names the Group's
+ * Sessions.
  */
 import { Schema } from "effect"
 import { SchemaBinary } from "effect/encoding"
 import { describe, expect, it } from "vitest"
+import * as GroupEntity from "../../layers/cluster/GroupEntity.ts"
 import * as ClusterWire from "../../src/cluster/ClusterWire.ts"
 import type * as DebugView from "../../src/forest/DebugView.ts"
 import * as TrainingSample from "../../src/forest/TrainingSample.ts"
@@ -41,11 +44,12 @@ const sample = (
 
 describe("ClusterWire on the cluster's binary codec", () => {
   it("a Done event with pixel_values arrays round-trips (the codec builds)", () => {
-    const codec = SchemaBinary.toCodec(ClusterWire.SessionEvent)
+    const codec = SchemaBinary.toCodec(ClusterWire.GroupEvent)
     const data = new Float32Array([0.5, -1.25, 3, 4, 5, 6])
     const full = sample([{ dtype: "float32", shape: [2, 3], data }])
-    const event: ClusterWire.SessionEvent = {
+    const event: ClusterWire.GroupEvent = {
       _tag: "Done",
+      sessionId: "s",
       result: { sessionId: "s", samples: [TrainingSample.toWire(full)], debug: [], parserFailures: 0 }
     }
     const bytes = Schema.encodeSync(codec)(event)
@@ -57,7 +61,7 @@ describe("ClusterWire on the cluster's binary codec", () => {
   })
 
   it("a Done event's debug facts round-trip whole: a turn's cache counts, LoRA versions and moved attempts too", () => {
-    const codec = SchemaBinary.toCodec(ClusterWire.SessionEvent)
+    const codec = SchemaBinary.toCodec(ClusterWire.GroupEvent)
     const turn: DebugView.Turn = {
       turn_idx: 0,
       resp_state_hash: "r",
@@ -86,8 +90,9 @@ describe("ClusterWire on the cluster's binary codec", () => {
       },
       counters: { requests: 1, generations: 2, parserFailures: 0, droppedToolCalls: 0 }
     }
-    const event: ClusterWire.SessionEvent = {
+    const event: ClusterWire.GroupEvent = {
       _tag: "Done",
+      sessionId: "s",
       result: { sessionId: "s", samples: [], debug: [debug], parserFailures: 0 }
     }
     const back = Schema.decodeSync(codec)(Schema.encodeSync(codec)(event))
@@ -95,7 +100,7 @@ describe("ClusterWire on the cluster's binary codec", () => {
   })
 
   it("a Done event with a Session's forest and replay record round-trips", () => {
-    const codec = SchemaBinary.toCodec(ClusterWire.SessionEvent)
+    const codec = SchemaBinary.toCodec(ClusterWire.GroupEvent)
     const forest: ForestDump.ForestDump = {
       root: "r",
       nodes: [{
@@ -161,12 +166,43 @@ describe("ClusterWire on the cluster's binary codec", () => {
       turns: []
     } as const
     const counters = { requests: 1, generations: 1, parserFailures: 0, droppedToolCalls: 0 }
-    const event: ClusterWire.SessionEvent = {
+    const event: ClusterWire.GroupEvent = {
       _tag: "Done",
+      sessionId: "s",
       result: { sessionId: "s", samples: [], debug: [{ view, counters, forest, replay }], parserFailures: 0 }
     }
     const back = Schema.decodeSync(codec)(Schema.encodeSync(codec)(event))
     expect(back._tag === "Done" ? back.result.debug[0] : undefined).toEqual({ view, counters, forest, replay })
+  })
+
+  it("every Group stream event and RunGroup's request round-trip, each event naming its Session", () => {
+    const codec = SchemaBinary.toCodec(ClusterWire.GroupEvent)
+    const events: ReadonlyArray<ClusterWire.GroupEvent> = [
+      { _tag: "FirstRequest", sessionId: "s1" },
+      { _tag: "Alive" },
+      { _tag: "Gate", sessionId: "s2", state: { interrupted: true, protected: false } },
+      { _tag: "Done", sessionId: "s3", result: { sessionId: "s3", samples: [], debug: [], parserFailures: 2 } },
+      { _tag: "Failed", sessionId: "s4", type: "SessionStopped", detail: "Session s4 was stopped by its controller" }
+    ]
+    for (const event of events) expect(Schema.decodeSync(codec)(Schema.encodeSync(codec)(event))).toEqual(event)
+    const payload = SchemaBinary.toCodec(GroupEntity.RunGroup.payloadSchema)
+    const request = {
+      runner: "r",
+      controller: "c",
+      group: {
+        groupId: "train:prepare_group_0",
+        size: 2,
+        seq: 0,
+        mode: "train" as const,
+        row: 0,
+        data: { prompt: "1+1" },
+        promptIndex: 0,
+        firstIndex: 0
+      },
+      sessions: [{ sessionId: "s1", position: 0 }, { sessionId: "s2", position: 1 }],
+      config: { rolloutTemperature: "1" }
+    }
+    expect(Schema.decodeSync(payload)(Schema.encodeSync(payload)(request))).toEqual(request)
   })
 
   it("a sidecar reference is refused on the wire (a defect, never sent)", () => {

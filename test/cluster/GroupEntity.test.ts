@@ -1,10 +1,11 @@
 /**
  * The Group entity's handlers on the cluster's in-memory test runner (messages serialized as between processes): the
- * controller's ticket relayed to the runner (first request → barrier, lease → `Grant`), a result coming back, one
- * `Grant` / `Stop` naming several Sessions of a Group serving each, a
- * re-delivered `RunSession` following the Session already running, `Stop` reaping it (and a later re-delivery
- * refused), a Group whose entity's shard moved away kept (its stream ends, another entity follows it), and a message
- * for another runner incarnation refused with `NotHolderError`. The hosted Sessions here are scripted; real agents, forests and
+ * controller's ticket relayed to the runner (first request → barrier, lease → `Grant`), a result coming back, a
+ * Group's Sessions on one event stream (a late joiner on one of its own, a stopped Session failing alone), one
+ * `Grant` / `Stop` naming several Sessions of a Group serving each, a re-delivered `RunGroup` following the Sessions
+ * already running, `Stop` reaping them (and a later re-delivery reporting why), a Group whose entity's shard moved away
+ * kept (its stream ends, another entity follows it), and a message for another runner incarnation refused with
+ * `NotHolderError`. The hosted Sessions here are scripted; real agents, forests and
  * engines run in test/cluster/cluster.e2e.test.ts.
  */
 import { assert, describe, it } from "@effect/vitest"
@@ -120,7 +121,7 @@ const harness = <A, E>(
   })
 
 /**
- * The runner's host, the entity client of the test's Group, and a `RunSession` payload for `sessionId` addressed to
+ * The runner's host, the entity client of the test's Group, and a `RunGroup` payload naming `sessionId` addressed to
  * this runner's incarnation with its own settings' fingerprint.
  */
 const hostedSession = (sessionId: string) =>
@@ -131,23 +132,22 @@ const hostedSession = (sessionId: string) =>
     const payload = {
       runner: host.incarnation,
       controller: "c",
-      sessionId,
-      position: 0,
       group,
+      sessions: [{ sessionId, position: 0 }],
       config: Fingerprint.of(settings)
     }
     return { host, client, payload }
   })
 
 /** A controller-side ticket: the first `awaitLease` marks arrival, the lease is a Deferred the test completes. */
-const controllerTicket = (sessionId: string) =>
+const controllerTicket = (sessionId: string, position = 0) =>
   Effect.gen(function*() {
     const arrived = yield* Deferred.make<void>()
     const lease = yield* Deferred.make<void, SessionError.SessionClosedError>()
     const ticket: FirstRequestBarrier.SessionTicket = {
       groupId: group.groupId,
       sessionId,
-      position: 0,
+      position,
       awaitLease: Deferred.succeed(arrived, undefined).pipe(Effect.andThen(Deferred.await(lease))),
       leased: Deferred.await(lease).pipe(Effect.orDie),
       firstRequest: Deferred.await(arrived),
@@ -175,22 +175,74 @@ describe("Group entity", () => {
       })
     ))
 
-  it.live("a re-delivered RunSession follows the Session already running; Stop reaps it", () =>
+  it.live("a Group's Sessions share one event stream; a late joiner gets its own; a stopped one fails alone", () =>
+    harness((script) =>
+      Effect.gen(function*() {
+        const runner = yield* SessionRunner.SessionRunner
+        const host = yield* Host.Host
+        const trio = { ...group, size: 3 }
+        const ids = yield* Effect.forEach([0, 1, 2], () => runner.newSessionId!(trio))
+        const tickets = yield* Effect.forEach(ids, (id, i) => controllerTicket(id, i))
+        // Two of the Group's three Sessions start together: one stream (the window closes without the third).
+        const early = yield* Effect.forEach(
+          [0, 1],
+          (i) => Effect.forkChild(runner.session(trio, tickets[i]!.ticket).pipe(Effect.result))
+        )
+        yield* Effect.forEach([0, 1], (i) => Deferred.await(tickets[i]!.arrived))
+        assert.strictEqual(yield* host.streams, 1)
+        // The third starts later: a stream of its own, the same Group on the same runner.
+        const late = yield* Effect.forkChild(runner.session(trio, tickets[2]!.ticket).pipe(Effect.result))
+        yield* Deferred.await(tickets[2]!.arrived)
+        assert.strictEqual(yield* host.streams, 2)
+        assert.strictEqual(yield* Ref.get(script.starts), 3)
+        // The runner stops one Session of the shared stream: it fails, the other goes on.
+        yield* (yield* GroupEntity.Group.client)(ids[1]!.slice(0, 16)).Stop({
+          runner: host.incarnation,
+          sessionIds: [ids[1]!]
+        })
+        const stopped = yield* Fiber.join(early[1]!)
+        assert.strictEqual(stopped._tag, "Failure")
+        if (stopped._tag === "Failure") {
+          assert.strictEqual(
+            stopped.failure._tag === "SessionFailedError" ? stopped.failure.type : "",
+            "SessionStopped"
+          )
+        }
+        yield* Effect.forEach([0, 2], (i) => Deferred.succeed(tickets[i]!.lease, undefined))
+        const results = yield* Effect.forEach([early[0]!, late], Fiber.join)
+        assert.deepStrictEqual(
+          results.map((r) => r._tag === "Success" ? r.success.sessionId : r._tag),
+          [`${ids[0]}@7`, `${ids[2]}@7`]
+        )
+        assert.strictEqual(yield* Ref.get(script.starts), 3)
+        // Every stream ended with its Sessions.
+        yield* Effect.gen(function*() {
+          while ((yield* host.streams) > 0) yield* Effect.sleep("20 millis")
+        }).pipe(Effect.timeout("10 seconds"))
+      })
+    ))
+
+  it.live("a re-delivered RunGroup follows the Sessions already running; Stop reaps them, a late one says why", () =>
     harness((script) =>
       Effect.gen(function*() {
         const { client, host, payload } = yield* hostedSession("s-1")
-        const first = yield* client.RunSession(payload).pipe(Stream.take(1), Stream.runCollect)
-        // The second delivery answers Started again and does not start a second agent.
-        const again = yield* client.RunSession(payload).pipe(Stream.take(1), Stream.runCollect)
-        assert.deepStrictEqual([...first, ...again].map((e) => e._tag), ["Started", "Started"])
+        const first = yield* client.RunGroup(payload).pipe(Stream.take(1), Stream.runCollect)
+        // The second delivery reports the Session's state again and does not start a second agent.
+        const again = yield* client.RunGroup(payload).pipe(Stream.take(1), Stream.runCollect)
+        assert.deepStrictEqual([...first, ...again], [
+          { _tag: "FirstRequest", sessionId: "s-1" },
+          { _tag: "FirstRequest", sessionId: "s-1" }
+        ])
         assert.strictEqual(yield* Ref.get(script.starts), 1)
         assert.strictEqual(yield* Ref.get(script.ended), 0)
         yield* client.Stop({ runner: host.incarnation, sessionIds: ["s-1"] })
         assert.strictEqual(yield* host.hosted, 0)
         assert.strictEqual(yield* Ref.get(script.ended), 1)
-        // A RunSession delivered again after the Stop (a re-send) is refused: never re-run against an empty forest.
-        const late = yield* client.RunSession(payload).pipe(Stream.runCollect, Effect.flip)
-        assert.strictEqual(late._tag === "SessionFailedError" ? late.type : late._tag, "SessionStopped")
+        // A RunGroup delivered again after the Stop (a re-send) reports why: never re-run against an empty forest.
+        const late = yield* client.RunGroup(payload).pipe(Stream.runCollect, Effect.timeout("10 seconds"))
+        assert.deepStrictEqual(late.map((e) => e._tag === "Failed" ? `${e.sessionId}: ${e.type}` : e._tag), [
+          "s-1: SessionStopped"
+        ])
         assert.strictEqual(yield* Ref.get(script.starts), 1)
       })
     ))
@@ -199,10 +251,9 @@ describe("Group entity", () => {
     harness((script) =>
       Effect.gen(function*() {
         const { client, host, payload } = yield* hostedSession("s-7")
-        const other = { ...payload, sessionId: "s-8", position: 1 }
-        const started = (p: typeof payload) => client.RunSession(p).pipe(Stream.take(1), Stream.runCollect)
-        yield* started(payload)
-        yield* started(other)
+        const both = { ...payload, sessions: [{ sessionId: "s-7", position: 0 }, { sessionId: "s-8", position: 1 }] }
+        const asked = yield* client.RunGroup(both).pipe(Stream.take(2), Stream.runCollect)
+        assert.sameMembers(asked.map((e) => e._tag === "FirstRequest" ? e.sessionId : e._tag), ["s-7", "s-8"])
         assert.strictEqual(yield* host.hosted, 2)
         const ids = ["s-7", "s-8"]
         yield* client.Touch({ runner: host.incarnation, sessionIds: ids })
@@ -213,14 +264,13 @@ describe("Group entity", () => {
           rolloutId: 3,
           weights: { seq: 0, version: "0", paused: null }
         })
-        // Both Sessions were leased under the Grant's step: following them again reads their results.
-        const done = (p: typeof payload) =>
-          client.RunSession(p).pipe(
-            Stream.runCollect,
-            Effect.map((events) => events.flatMap((e) => e._tag === "Done" ? [e.result.sessionId] : [])),
-            Effect.timeout("10 seconds")
-          )
-        assert.deepStrictEqual([...(yield* done(payload)), ...(yield* done(other))], ["s-7@3", "s-8@3"])
+        // Both Sessions were leased under the Grant's step: following them again reads their results, then ends.
+        const done = yield* client.RunGroup(both).pipe(
+          Stream.runCollect,
+          Effect.map((events) => events.flatMap((e) => e._tag === "Done" ? [e.result.sessionId] : [])),
+          Effect.timeout("10 seconds")
+        )
+        assert.sameMembers(done, ["s-7@3", "s-8@3"])
         yield* client.Stop({ runner: host.incarnation, sessionIds: ids })
         assert.strictEqual(yield* host.hosted, 0)
         assert.strictEqual(yield* Ref.get(script.starts), 2)
@@ -234,7 +284,7 @@ describe("Group entity", () => {
         const { client, host, payload } = yield* hostedSession("s-5")
         let owned = true
         const placement = { key: "moved-group", owned: () => owned }
-        const events = yield* Effect.forkChild(host.runSession(payload, placement).pipe(Stream.runCollect))
+        const events = yield* Effect.forkChild(host.runGroup(payload, placement).pipe(Stream.runCollect))
         yield* Deferred.await(script.started).pipe(Effect.timeout("10 seconds"))
         assert.strictEqual(yield* host.hosted, 1)
         // The entity's shard is no longer this runner's (a runner joined): the stream ends, the Session does not.
@@ -244,8 +294,8 @@ describe("Group entity", () => {
         assert.strictEqual(yield* host.hosted, 1)
         assert.strictEqual(yield* Ref.get(script.ended), 0)
         // The controller follows it through another entity of this runner: the same Session, not a second agent.
-        const again = yield* client.RunSession(payload).pipe(Stream.take(1), Stream.runCollect)
-        assert.deepStrictEqual(again.map((e) => e._tag), ["Started"])
+        const again = yield* client.RunGroup(payload).pipe(Stream.take(1), Stream.runCollect)
+        assert.deepStrictEqual(again.map((e) => e._tag), ["FirstRequest"])
         assert.strictEqual(yield* Ref.get(script.starts), 1)
       })
     ))
@@ -290,7 +340,7 @@ describe("Group entity", () => {
     harness((script) =>
       Effect.gen(function*() {
         const { client, payload } = yield* hostedSession("s-3")
-        const error = yield* client.RunSession({
+        const error = yield* client.RunGroup({
           ...payload,
           config: { ...payload.config, rolloutTemperature: "0.25" }
         }).pipe(
@@ -309,7 +359,7 @@ describe("Group entity", () => {
       (script) =>
         Effect.gen(function*() {
           const { client, host, payload } = yield* hostedSession("s-4")
-          yield* client.RunSession(payload).pipe(Stream.take(1), Stream.runDrain)
+          yield* client.RunGroup(payload).pipe(Stream.take(1), Stream.runDrain)
           assert.strictEqual(yield* host.hosted, 1)
           // Nobody touches it: the reaper stops it within a few of its periods.
           yield* Effect.gen(function*() {
@@ -362,8 +412,8 @@ describe("Group entity", () => {
           yield* Effect.sleep("600 millis")
           const reserved = yield* client.Reserve({ slots: 1, group: "0123456789abcdef" })
           assert.strictEqual(reserved.decision, "draining")
-          const refused = yield* client.RunSession(payload).pipe(Stream.runCollect, Effect.flip)
-          assert.strictEqual(refused._tag === "SessionFailedError" ? refused.type : refused._tag, "RunnerDraining")
+          const refused = yield* client.RunGroup(payload).pipe(Stream.runCollect)
+          assert.deepStrictEqual(refused.map((e) => e._tag === "Failed" ? e.type : e._tag), ["RunnerDraining"])
           // The resident Group finishes on the draining runner; then the drain completes.
           assert.isUndefined(drained.pollUnsafe())
           yield* Deferred.succeed(a.lease, undefined)
@@ -390,17 +440,18 @@ describe("Group entity", () => {
           host.startDraining()
           const drained = yield* Effect.forkChild(host.drain)
           assert.strictEqual((yield* makeClient(after).Reserve({ slots: 1, group: after })).decision, "draining")
-          const late = yield* makeClient(after).RunSession({ ...payload, sessionId: session(after) }).pipe(
-            Stream.runCollect,
-            Effect.flip
-          )
-          assert.strictEqual(late._tag === "SessionFailedError" ? late.type : late._tag, "RunnerDraining")
+          const late = yield* makeClient(after).RunGroup({
+            ...payload,
+            sessions: [{ sessionId: session(after), position: 0 }]
+          })
+            .pipe(Stream.runCollect)
+          assert.deepStrictEqual(late.map((e) => e._tag === "Failed" ? e.type : e._tag), ["RunnerDraining"])
           assert.strictEqual(yield* Ref.get(script.starts), 0, "an agent of a Group placed after the signal started")
-          const started = yield* makeClient(before).RunSession({ ...payload, sessionId: session(before) }).pipe(
-            Stream.take(1),
-            Stream.runCollect
-          )
-          assert.deepStrictEqual(started.map((e) => e._tag), ["Started"])
+          const started = yield* makeClient(before).RunGroup({
+            ...payload,
+            sessions: [{ sessionId: session(before), position: 0 }]
+          }).pipe(Stream.take(1), Stream.runCollect)
+          assert.deepStrictEqual(started.map((e) => e._tag), ["FirstRequest"])
           yield* Deferred.await(script.started).pipe(Effect.timeout("10 seconds"))
           // The reserved Group holds the drain until its Session ends.
           assert.isUndefined(drained.pollUnsafe())

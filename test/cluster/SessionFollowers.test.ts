@@ -1,44 +1,80 @@
 /**
- * A hosted Session's event streams (layers/cluster/SessionFollowers.ts): `Started` goes out with the stream's next
- * event, in one chunk (one cluster message and one acknowledgement, not two of each); a stream opened on a Session
- * that already asked or ended starts with `Started` all the same.
+ * A runner's Group event streams (layers/cluster/SessionFollowers.ts), on the TestClock: a Group's events that come
+ * within the batch window go out in one chunk (one cluster message and one acknowledgement, not one each); a stream
+ * opened on Sessions that already asked or ended starts from their state, reports a refused Session at once, and ends
+ * once every Session it follows has ended.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Fiber, Stream } from "effect"
+import { TestClock } from "effect/testing"
 import * as SessionFollowers from "../../layers/cluster/SessionFollowers.ts"
+import * as ClusterWire from "../../src/cluster/ClusterWire.ts"
 
-const followers = (retains = false) =>
-  SessionFollowers.make({ incarnation: "r1", address: "127.0.0.1:1", retains, sessions: () => [] })
+const followers = (retains = false) => SessionFollowers.make({ incarnation: "r1", retains })
 
 const chunks = <A, E>(stream: Stream.Stream<A, E>, n: number) =>
   stream.pipe(Stream.chunks, Stream.take(n), Stream.map((chunk) => [...chunk]), Stream.runCollect)
 
-const tags = (events: ReadonlyArray<{ readonly _tag: string }>) => events.map((e) => e._tag)
+const named = (events: ReadonlyArray<ClusterWire.GroupEvent>) =>
+  events.map((e) => e._tag === "Alive" ? e._tag : `${e._tag} ${e.sessionId}`)
+
+const result = (sessionId: string): ClusterWire.SessionResult => ({
+  sessionId,
+  samples: [],
+  debug: [],
+  parserFailures: 0
+})
 
 describe("SessionFollowers", () => {
-  it.effect("Started waits for the next event and goes out in its chunk", () =>
+  it.effect("a Group's first requests within the window go out in one chunk", () =>
     Effect.gen(function*() {
       const streams = followers()
-      const hosted = SessionFollowers.initial()
-      const first = yield* Effect.forkChild(chunks(streams.follow(hosted, undefined), 1))
-      // The stream is open and waiting before the agent asks.
+      const a = SessionFollowers.initial("a")
+      const b = SessionFollowers.initial("b")
+      const first = yield* Effect.forkChild(chunks(streams.follow([a, b], [], undefined), 1))
       for (let i = 0; i < 5; i++) yield* Effect.yieldNow
-      assert.strictEqual(hosted.followers.size, 1)
-      assert.isUndefined(first.pollUnsafe(), "a chunk went out before the agent asked")
-      streams.arrived(hosted)
+      assert.strictEqual(streams.open(), 1)
+      streams.arrived(a)
+      // The reader took `a` and waits out the window; `b` asks within it.
+      for (let i = 0; i < 5; i++) yield* Effect.yieldNow
+      assert.isUndefined(first.pollUnsafe(), "a chunk went out before the window closed")
+      streams.arrived(b)
+      yield* TestClock.adjust(SessionFollowers.batchWindow)
       const [chunk] = yield* Fiber.join(first)
-      assert.deepStrictEqual(tags(chunk ?? []), ["Started", "FirstRequest"])
+      assert.deepStrictEqual(named(chunk ?? []), ["FirstRequest a", "FirstRequest b"])
     }))
 
-  it.effect("a stream opened after the Session asked or ended starts with Started, then its state", () =>
+  it.effect("a stream opened on Sessions that asked or ended starts from their state and ends with the last", () =>
     Effect.gen(function*() {
       const streams = followers(true)
-      const hosted = SessionFollowers.initial()
-      streams.arrived(hosted)
-      const asked = yield* chunks(streams.follow(hosted, undefined), 1)
-      assert.deepStrictEqual(tags(asked.flat()), ["Started", "FirstRequest", "Gate"])
-      streams.ended(hosted, Exit.succeed({ sessionId: "s", samples: [], debug: [], parserFailures: 0 }))
-      const done = yield* Stream.runCollect(streams.follow(hosted, undefined))
-      assert.deepStrictEqual(tags(done), ["Started", "FirstRequest", "Gate", "Done"])
+      const a = SessionFollowers.initial("a")
+      const b = SessionFollowers.initial("b")
+      streams.arrived(a)
+      streams.ended(a, Exit.succeed(result("a")))
+      streams.arrived(b)
+      const refused = {
+        sessionId: "c",
+        error: new ClusterWire.SessionFailedError({ type: "SessionStopped", detail: "Session c was stopped" })
+      }
+      const collected = yield* Effect.forkChild(Stream.runCollect(streams.follow([a, b], [refused], undefined)))
+      yield* TestClock.adjust(SessionFollowers.batchWindow)
+      assert.isUndefined(collected.pollUnsafe(), "the stream ended while b still runs")
+      streams.ended(b, Exit.fail(new ClusterWire.SessionFailedError({ type: "AgentExecutionError", detail: "exit 1" })))
+      yield* TestClock.adjust(SessionFollowers.batchWindow)
+      const events = yield* Fiber.join(collected)
+      assert.deepStrictEqual(named(events), [
+        "Failed c",
+        "FirstRequest a",
+        "Gate a",
+        "Done a",
+        "FirstRequest b",
+        "Gate b",
+        "Failed b"
+      ])
+      assert.strictEqual(streams.open(), 0)
+      // Following an ended Session again reports how it ended, and the stream ends at once.
+      const again = yield* Effect.forkChild(Stream.runCollect(streams.follow([a], [], undefined)))
+      yield* TestClock.adjust(SessionFollowers.batchWindow)
+      assert.deepStrictEqual(named(yield* Fiber.join(again)), ["FirstRequest a", "Gate a", "Done a"])
     }))
 })

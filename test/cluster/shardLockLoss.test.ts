@@ -1,6 +1,6 @@
 /**
  * A runner whose shard-lock storage stops answering in time drops every shard at once, and the cluster interrupts its
- * entities' calls (the controller's `RunSession` stream among them) while the Session goes on in the runner's host
+ * entities' calls (the controller's `RunGroup` stream among them) while the Session goes on in the runner's host
  * (layers/cluster/HolderRoute.ts). Here one in-memory cluster member is controller and runner (messages serialized as
  * between processes), its lock storage fails its refreshes for a while and then answers again: the controller follows
  * the Session once the runner holds shards again, and the Session ends with its result, not with the interrupt.
