@@ -29,7 +29,7 @@ import { SqlClient } from "effect/sql"
 import { type ChildProcess, fork } from "node:child_process"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import { monitorEventLoopDelay, performance } from "node:perf_hooks"
+import { performance } from "node:perf_hooks"
 import * as Fleet from "../../layers/cluster/Fleet.ts"
 import * as Remote from "../../layers/cluster/Remote.ts"
 import * as Credit from "../../layers/credit/Credit.ts"
@@ -343,8 +343,7 @@ const measure = (sizes: Sizes, thinkMs: number) =>
       const groups = Math.ceil(sizes.sessions / size)
       const stepRun = runGroups(runner, { from: 2_000_000, groups, size, concurrency: sizes.concurrency })
       const runnersBefore = yield* ask({ cmd: "load" })
-      const delays = monitorEventLoopDelay({ resolution: 10 })
-      delays.enable()
+      const paused = Runners.pauses()
       // CONTROLLER_CPUPROF=<file>: a CPU profile of the controller over the step.
       const profileFile = process.env["CONTROLLER_CPUPROF"]
       const step = yield* window(
@@ -356,7 +355,7 @@ const measure = (sizes: Sizes, thinkMs: number) =>
             )
         )
       )
-      delays.disable()
+      const controllerPauses = paused.read()
       const runnersAfter = yield* ask({ cmd: "load" })
       return {
         idle,
@@ -364,8 +363,8 @@ const measure = (sizes: Sizes, thinkMs: number) =>
         step,
         startMs: runners.startMs,
         runnersCpuMs: runnersAfter.cpuMs - runnersBefore.cpuMs,
-        runnersMaxDelayMs: runnersAfter.maxDelayMs,
-        controllerMaxDelayMs: delays.max / 1e6,
+        runnersPauses: runnersAfter,
+        controllerPauses,
         runnersLogged: [...runners.logged()].map(([line, n]) => `${n} × "${line}"`),
         runnerPerSession: (heldHeap.heap - emptyHeap.heap) / (heldHeap.hosted - emptyHeap.hosted),
         singlePerSession: (singleHeld.heap - singleEmpty.heap) / sizes.hold,
@@ -412,7 +411,13 @@ export const bench: Harness.Bench = {
         },
         {
           measure: "longest event-loop delay during the step: controller / runners",
-          value: `${Harness.formatMs(m.controllerMaxDelayMs)} / ${Harness.formatMs(m.runnersMaxDelayMs)}`
+          value: `${Harness.formatMs(m.controllerPauses.maxDelayMs)} / ${Harness.formatMs(m.runnersPauses.maxDelayMs)}`
+        },
+        {
+          measure: "GC during the step, all / longest: controller; runners",
+          value: `${Harness.formatMs(m.controllerPauses.gcMs)} / ${Harness.formatMs(m.controllerPauses.maxGcMs)}; ${
+            Harness.formatMs(m.runnersPauses.gcMs)
+          } / ${Harness.formatMs(m.runnersPauses.maxGcMs)}`
         },
         { measure: "PostgreSQL transactions/s idle", value: m.idle.perSecond.toFixed(0) },
         {

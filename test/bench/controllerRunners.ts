@@ -15,7 +15,7 @@ import { NodeClusterSocket } from "@effect/platform-node"
 import { PgClient } from "@effect/sql-pg"
 import { Context, Deferred, Duration, Effect, Layer, Option, Redacted } from "effect"
 import { RunnerAddress } from "effect/cluster"
-import { monitorEventLoopDelay, performance } from "node:perf_hooks"
+import { monitorEventLoopDelay, performance, PerformanceObserver } from "node:perf_hooks"
 import { writeHeapSnapshot } from "node:v8"
 import * as Host from "../../layers/cluster/Host.ts"
 import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
@@ -74,6 +74,32 @@ export interface Answer {
   readonly cpuMs: number
   /** The longest event-loop delay since the last answer, milliseconds. */
   readonly maxDelayMs: number
+  /** Garbage collection since the last answer: all pauses and the longest, milliseconds. */
+  readonly gcMs: number
+  readonly maxGcMs: number
+}
+
+/** What stopped a process's event loop since the last `read`: the longest delay, and garbage collection. */
+export const pauses = () => {
+  const delays = monitorEventLoopDelay({ resolution: 10 })
+  delays.enable()
+  let gcMs = 0
+  let maxGcMs = 0
+  new PerformanceObserver((list) => {
+    for (const entry of list.getEntries()) {
+      gcMs += entry.duration
+      maxGcMs = Math.max(maxGcMs, entry.duration)
+    }
+  }).observe({ entryTypes: ["gc"] })
+  return {
+    read: () => {
+      const read = { maxDelayMs: delays.max / 1e6, gcMs, maxGcMs }
+      delays.reset()
+      gcMs = 0
+      maxGcMs = 0
+      return read
+    }
+  }
 }
 
 const env = (name: string): string => {
@@ -121,8 +147,7 @@ const main = Effect.gen(function*() {
     hosts.push(Context.get(context, Host.Host))
   }
   const startMs = performance.now() - starting
-  const delays = monitorEventLoopDelay({ resolution: 10 })
-  delays.enable()
+  const paused = pauses()
 
   // Sessions held the single-process way: the simulated agent on a barrier's ticket, waiting for its lease.
   const single = Context.get(services, SessionRunner.SessionRunner)
@@ -160,9 +185,7 @@ const main = Effect.gen(function*() {
 
   const load = (): Answer => {
     const cpu = process.cpuUsage()
-    const maxDelayMs = delays.max / 1e6
-    delays.reset()
-    return { heap: Number.NaN, hosted: Number.NaN, cpuMs: (cpu.user + cpu.system) / 1000, maxDelayMs }
+    return { heap: Number.NaN, hosted: Number.NaN, cpuMs: (cpu.user + cpu.system) / 1000, ...paused.read() }
   }
   const answer = (snapshot?: string): Effect.Effect<Answer> =>
     Effect.gen(function*() {
