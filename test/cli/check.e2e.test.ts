@@ -15,11 +15,29 @@ const settingsOf = (argv: ReadonlyArray<string>) =>
     Effect.provide(NodeServices.layer)
   )
 
+/** `check` run on `argv`: its report, and the report as printed. */
+const checked = (argv: ReadonlyArray<string>) =>
+  Effect.gen(function*() {
+    const settings = yield* settingsOf(argv)
+    const report = yield* Cli.runCheck(settings)
+    return { report, text: Cli.renderCheck(report, settings) }
+  })
+
+/** One Eval dataset (`test`, 3 samples per prompt) run every step. */
+const evalFlags = [
+  "--eval-prompt-data",
+  "test",
+  "eval.jsonl",
+  "--n-samples-per-eval-prompt",
+  "3",
+  "--eval-interval",
+  "1"
+]
+
 describe("relax-agentic check", () => {
   it.live("passes every launch check for the arithmetic example agent (a real process)", () =>
     Effect.gen(function*() {
-      const settings = yield* settingsOf(exampleFlags)
-      const report = yield* Cli.runCheck(settings)
+      const { report, text } = yield* checked(exampleFlags)
       assert.deepStrictEqual(
         report.requirements.map((r) => [r.name, r.passed]),
         [
@@ -29,12 +47,11 @@ describe("relax-agentic check", () => {
           ["writes a final result", true],
           ["exits without error", true]
         ],
-        Cli.renderCheck(report, settings)
+        text
       )
       // The example policy calls the calculator, then answers: two turns.
       assert.strictEqual(report.turns, 2)
       assert.strictEqual(report.requests, 2)
-      const text = Cli.renderCheck(report, settings)
       assert.include(text, "[PASS] writes a final result: reward {\"score\":")
       assert.include(text, "(--reward-key score)")
       assert.include(text, "All launch checks passed.")
@@ -45,7 +62,7 @@ describe("relax-agentic check", () => {
 
   it.live("runs a Relax recipe's six admission flags unchanged and prints the admission settings it uses", () =>
     Effect.gen(function*() {
-      const settings = yield* settingsOf([
+      const { report, text } = yield* checked([
         ...exampleFlags,
         "--agentic-program-admission",
         "--agentic-admission-headroom",
@@ -59,8 +76,6 @@ describe("relax-agentic check", () => {
         "--agentic-admission-scope",
         "all"
       ])
-      const report = yield* Cli.runCheck(settings)
-      const text = Cli.renderCheck(report, settings)
       assert.isTrue(report.requirements.every((r) => r.passed), text)
       assert.include(
         text,
@@ -71,8 +86,7 @@ describe("relax-agentic check", () => {
 
   it.live("fails 'writes a final result' when an object reward has no --reward-key", () =>
     Effect.gen(function*() {
-      const settings = yield* settingsOf(exampleFlags.filter((flag) => flag !== "--reward-key" && flag !== "score"))
-      const report = yield* Cli.runCheck(settings)
+      const { report } = yield* checked(exampleFlags.filter((flag) => flag !== "--reward-key" && flag !== "score"))
       const wrote = report.requirements.find((r) => r.name === "writes a final result")
       assert.isFalse(wrote?.passed)
       assert.include(wrote?.detail, "set --reward-key")
@@ -80,14 +94,13 @@ describe("relax-agentic check", () => {
 
   it.live("reports an agent that crashes before its first request, with its log tail", () =>
     Effect.gen(function*() {
-      const settings = yield* settingsOf([
+      const { report, text } = yield* checked([
         ...exampleFlags,
         "--agent-cwd",
         Path.join(root, "test", "fixtures", "agents"),
         "--agent-command",
         "bash fail.sh"
       ])
-      const report = yield* Cli.runCheck(settings)
       assert.deepStrictEqual(
         report.requirements.filter((r) => !r.passed).map((r) => r.name),
         [
@@ -98,7 +111,6 @@ describe("relax-agentic check", () => {
           "exits without error"
         ]
       )
-      const text = Cli.renderCheck(report, settings)
       assert.include(text, "[FAIL] exits without error: Managed command agent exited with code 3.")
       assert.include(text, "tool crashed: boom")
       assert.include(text, "5 launch check(s) failed.")
@@ -118,13 +130,7 @@ describe("relax-agentic check", () => {
     Effect.gen(function*() {
       const settings = yield* settingsOf([
         ...exampleFlags,
-        "--eval-prompt-data",
-        "test",
-        "eval.jsonl",
-        "--n-samples-per-eval-prompt",
-        "3",
-        "--eval-interval",
-        "1",
+        ...evalFlags,
         "--agentic-prelaunch",
         "--agent-max-slots",
         "20"
@@ -140,15 +146,6 @@ describe("relax-agentic check", () => {
 
   it.effect("keeps training Sessions resident during Eval with --partial-rollout or --fully-async, and says why", () =>
     Effect.gen(function*() {
-      const evalFlags = [
-        "--eval-prompt-data",
-        "test",
-        "eval.jsonl",
-        "--n-samples-per-eval-prompt",
-        "3",
-        "--eval-interval",
-        "1"
-      ]
       for (const [flag, rule] of [["--partial-rollout", "T + E_peak"], ["--fully-async", "T + E_peak"]] as const) {
         const capacity = Cli.capacityOf(yield* settingsOf([...exampleFlags, ...evalFlags, flag]))
         assert.strictEqual(capacity.rule, rule)

