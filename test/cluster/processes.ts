@@ -106,18 +106,27 @@ export const slowAgent = (pids: string) =>
 
 /**
  * The drain and storm tests' agents: {@link slowAgent}, held in their tool while `<work>/hold` exists (slow.mjs's
- * `HOLD_FILE`), so their Groups are mid-step while runners come and go; `release` lets them finish.
+ * `HOLD_FILE`), so their Groups are mid-step while runners come and go; `release` lets them finish, except the
+ * Sessions `pin` keeps held (`<work>/hold.<Session id>`) until `unpin`.
  */
 export const heldSlowAgents = (work: string) => {
   const pids = Path.join(work, "pids")
   Fs.mkdirSync(pids)
   const hold = Path.join(work, "hold")
   Fs.writeFileSync(hold, "")
+  const pinned: Array<string> = []
   return {
     pids,
     member: { ...slowAgent(pids), agentEnv: [`PID_DIR=${pids}`, `HOLD_FILE=${hold}`] } satisfies Member,
     held: (): boolean => Fs.existsSync(hold),
-    release: (): void => Fs.rmSync(hold)
+    release: (): void => Fs.rmSync(hold),
+    pin: (sessionIds: ReadonlyArray<string>): void => {
+      for (const sessionId of sessionIds) Fs.writeFileSync(`${hold}.${sessionId}`, "")
+      pinned.push(...sessionIds)
+    },
+    unpin: (): void => {
+      for (const sessionId of pinned.splice(0)) Fs.rmSync(`${hold}.${sessionId}`)
+    }
   }
 }
 
