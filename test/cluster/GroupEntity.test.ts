@@ -22,14 +22,12 @@ import * as Engine from "../../layers/engine/Engine.ts"
 import * as Telemetry from "../../layers/observability/Telemetry.ts"
 import * as RolloutConfig from "../../layers/rollout/RolloutConfig.ts"
 import * as SessionRunner from "../../layers/rollout/SessionRunner.ts"
-import type * as FirstRequestBarrier from "../../layers/schedule/FirstRequestBarrier.ts"
 import * as GenerationGate from "../../layers/schedule/GenerationGate.ts"
 import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import * as Fingerprint from "../../src/cluster/Fingerprint.ts"
 import * as Routing from "../../src/cluster/Routing.ts"
 import { creditOptions } from "../../src/index.ts"
 import * as Retention from "../../src/schedule/Retention.ts"
-import * as SessionError from "../../src/session/SessionError.ts"
 import * as ClusterRollout from "../support/clusterRollout.ts"
 
 interface Script {
@@ -78,11 +76,7 @@ const harness = <A, E>(
       ended: yield* Ref.make(0),
       started: yield* Deferred.make<void>()
     }
-    const config = RolloutConfig.RolloutConfig.layer({
-      promptData: "unused.jsonl",
-      agentCommand: "true",
-      rolloutBatchSize: 1
-    })
+    const config = ClusterRollout.settings
     const engine = EmbeddedEngine.EmbeddedEngine.layer(EmbeddedEngine.instant).pipe(
       Layer.provide(Tokenizer.Tokenizer.layer)
     )
@@ -131,22 +125,9 @@ const hostedSession = (sessionId: string) =>
     return { host, client, payload }
   })
 
-/** A controller-side ticket: the first `awaitLease` marks arrival, the lease is a Deferred the test completes. */
+/** A controller-side ticket of the test's Group, leased under step 7 once the test grants it. */
 const controllerTicket = (sessionId: string, position = 0) =>
-  Effect.gen(function*() {
-    const arrived = yield* Deferred.make<void>()
-    const lease = yield* Deferred.make<void, SessionError.SessionClosedError>()
-    const ticket: FirstRequestBarrier.SessionTicket = {
-      groupId: group.groupId,
-      sessionId,
-      position,
-      awaitLease: Deferred.succeed(arrived, undefined).pipe(Effect.andThen(Deferred.await(lease))),
-      leased: Deferred.await(lease).pipe(Effect.orDie),
-      firstRequest: Deferred.await(arrived),
-      rolloutId: () => 7
-    }
-    return { ticket, arrived, lease }
-  })
+  ClusterRollout.controllerTicket(sessionId, group.groupId, 7, position)
 
 describe("Group entity", () => {
   it.live("relays the barrier and the lease, and returns the Session's result", () =>

@@ -74,15 +74,18 @@ export const controllerLayer = (
     Layer.orDie
   )
 
-/** A controller-side ticket of Session `sessionId`: its first `awaitLease` marks arrival, the test grants the lease. */
-export const controllerTicket = (sessionId: string, groupId: string, rolloutId: number) =>
+/**
+ * A controller-side ticket of Session `sessionId` (at `position` in its Group): its first `awaitLease` marks arrival,
+ * the test grants the lease.
+ */
+export const controllerTicket = (sessionId: string, groupId: string, rolloutId: number, position = 0) =>
   Effect.gen(function*() {
     const arrived = yield* Deferred.make<void>()
     const lease = yield* Deferred.make<void, SessionError.SessionClosedError>()
     const ticket: FirstRequestBarrier.SessionTicket = {
       groupId,
       sessionId,
-      position: 0,
+      position,
       awaitLease: Deferred.succeed(arrived, undefined).pipe(Effect.andThen(Deferred.await(lease))),
       leased: Deferred.await(lease).pipe(Effect.orDie),
       firstRequest: Deferred.await(arrived),
