@@ -249,6 +249,26 @@ export const peerGatewayOrigin = (
   return `http://${host.includes(":") && !host.startsWith("[") ? `[${host}]` : host}:${gateway.port}`
 }
 
+/**
+ * What a runner that could not start says: its cluster port not opened (taken by another process, or an address not
+ * of this machine) names the flag and the address; anything else its own message.
+ */
+export const runnerJoinMessage = (error: unknown, listen: ClusterJoin.Address): string => {
+  if (!(typeof error === "object" && error !== null && "_tag" in error && error._tag === "SocketServerError")) {
+    return Thrown.messageOf(error)
+  }
+  const reason = "reason" in error ? error.reason : undefined
+  const cause = typeof reason === "object" && reason !== null && "cause" in reason ? reason.cause : reason
+  const code = typeof cause === "object" && cause !== null && "code" in cause ? String(cause.code) : undefined
+  return `--runner-address / --runner-listen-address: cannot listen on ${listen.host}:${listen.port} (${
+    Thrown.messageOf(cause)
+  }); ${
+    code === "EADDRINUSE"
+      ? "another process holds that port: give this runner a free port"
+      : "give an address of this machine (or listen on 0.0.0.0 with --runner-listen-address)"
+  }`
+}
+
 /** How long a SIGTERMed runner waits for its resident Groups by default (`--runner-drain-timeout`). */
 export const defaultDrainTimeout = Duration.seconds(300)
 
@@ -356,7 +376,7 @@ export const runnerCommand = Command.make(
             { splice }
           )
         ),
-        Effect.mapError((error) => UserError.make(Thrown.messageOf(error)))
+        Effect.mapError((error) => UserError.make(runnerJoinMessage(error, listen ?? address)))
       )
     })
 ).pipe(Command.withDescription(

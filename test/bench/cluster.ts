@@ -153,7 +153,7 @@ const measure = (path: Route, clients: number, requests: number) =>
       members = [controller]
     } else {
       const db = yield* EmbeddedPg.start
-      const port = yield* EmbeddedPg.freePort
+      const ports = yield* EmbeddedPg.freePorts(2)
       let secondGateway = 0
       const relayed = yield* relay(() => secondGateway)
       const relayPort = (relayed.address() as Net.AddressInfo).port
@@ -161,7 +161,7 @@ const measure = (path: Route, clients: number, requests: number) =>
         ...flags(dir(`runner${i}`), barrier, groups, requests),
         ...cluster(db.url),
         "--runner-address",
-        `127.0.0.1:${port + i}`,
+        `127.0.0.1:${ports[i - 1]!}`,
         ...extra
       ]
       const forwarded = path === "forwarded"

@@ -55,7 +55,7 @@ const until = (since: number, limit: number, done: () => boolean) =>
 const measure = (groups: number, chosen: Settings) =>
   Effect.scoped(Effect.gen(function*() {
     const db = yield* EmbeddedPg.start
-    const port = yield* EmbeddedPg.freePort
+    const ports = yield* EmbeddedPg.freePorts(2)
     const work = Fs.mkdtempSync(Path.join(Os.tmpdir(), "relax-bench-failover-"))
     yield* Effect.addFinalizer(() => Effect.sync(() => Fs.rmSync(work, { recursive: true, force: true })))
     const pids = Path.join(work, "pids")
@@ -90,7 +90,10 @@ const measure = (groups: number, chosen: Settings) =>
     const runners = yield* Effect.forEach(
       [1, 2],
       (i) =>
-        Processes.runner([...flags(Path.join(work, `runner${i}`)), "--runner-address", `127.0.0.1:${port + i}`], env),
+        Processes.runner(
+          [...flags(Path.join(work, `runner${i}`)), "--runner-address", `127.0.0.1:${ports[i - 1]!}`],
+          env
+        ),
       { concurrency: "unbounded" }
     )
     const controller = yield* Processes.start(["rollout", ...flags(Path.join(work, "out"))], env)

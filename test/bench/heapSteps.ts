@@ -88,17 +88,17 @@ const measure = (mode: Mode, steps: number, snapshots: string, snapshotDir: stri
       return new Map([["rollout", heapOf(output)]])
     }
     const db = yield* EmbeddedPg.start
-    const port = yield* EmbeddedPg.freePort
+    const ports = yield* EmbeddedPg.freePorts(2)
     const runners = [
       yield* Processes.runner([
         ...memberFlags(work, steps, []),
         ...Processes.clusterFlags(db.url),
-        ...Processes.runnerAt(port + 1)
+        ...Processes.runnerAt(ports[0]!)
       ], env),
       yield* Processes.runner([
         ...memberFlags(work, steps, []),
         ...Processes.clusterFlags(db.url),
-        ...Processes.runnerAt(port + 2)
+        ...Processes.runnerAt(ports[1]!)
       ], env)
     ]
     const controller = yield* Processes.start([

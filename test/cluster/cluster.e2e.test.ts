@@ -137,14 +137,14 @@ describe("cluster (end to end)", () => {
     () =>
       Effect.scoped(Effect.gen(function*() {
         const db = yield* EmbeddedPg.start
-        const port = yield* EmbeddedPg.freePort
+        const ports = yield* EmbeddedPg.freePorts(3)
         const work = yield* Processes.workDir("relax-cluster-")
         const reports = Path.join(work, "reports")
         Fs.mkdirSync(reports)
         const runnerArgs = (i: number, extra: ReadonlyArray<string>) => [
           ...flags(Path.join(work, `runner${i}`), reports),
           ...Processes.clusterFlags(db.url),
-          ...Processes.runnerAt(port + i),
+          ...Processes.runnerAt(ports[i - 1]!),
           ...extra
         ]
         const first = yield* Processes.runner(runnerArgs(1, []))

@@ -23,7 +23,7 @@ describe("cluster faults (end to end)", () => {
     () =>
       Effect.scoped(Effect.gen(function*() {
         const db = yield* EmbeddedPg.start
-        const port = yield* EmbeddedPg.freePort
+        const ports = yield* EmbeddedPg.freePorts(2)
         const work = yield* Processes.workDir("relax-cluster-faults-")
         const pids = Path.join(work, "pids")
         Fs.mkdirSync(pids)
@@ -38,7 +38,7 @@ describe("cluster faults (end to end)", () => {
         ]
         const runners = yield* Effect.forEach(
           [1, 2],
-          (i) => Processes.runner([...flags(Path.join(work, `runner${i}`)), ...Processes.runnerAt(port + i)]),
+          (i) => Processes.runner([...flags(Path.join(work, `runner${i}`)), ...Processes.runnerAt(ports[i - 1]!)]),
           { concurrency: "unbounded" }
         )
         const out = Path.join(work, "out")

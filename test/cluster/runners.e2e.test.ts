@@ -36,7 +36,8 @@ describe("cluster runners (end to end)", () => {
     () =>
       Effect.scoped(Effect.gen(function*() {
         const db = yield* EmbeddedPg.start
-        const port = yield* EmbeddedPg.freePort
+        // Runner 1's port, the refused runner's, then the candidates for runner 2's (chosen below by the shards it takes).
+        const [firstPort, refusedPort, ...candidates] = yield* EmbeddedPg.freePorts(42)
         const work = yield* Processes.workDir("relax-cluster-runners-")
         // Until released, every agent stays in its tool: runner 1's Groups are mid-step when runner 2 joins.
         const agents = Processes.heldSlowAgents(work)
@@ -51,7 +52,7 @@ describe("cluster runners (end to end)", () => {
           }),
           ...Processes.clusterFlags(db.url)
         ]
-        const runnerArgs = (i: number, temperature = "1", slots = 2, at = port + i, starting = 1) => [
+        const runnerArgs = (i: number, temperature = "1", slots = 2, at = refusedPort!, starting = 1) => [
           ...flags(Path.join(work, `runner${i}`), temperature),
           ...Processes.runnerAt(at),
           "--runner-slots",
@@ -59,7 +60,7 @@ describe("cluster runners (end to end)", () => {
           "--agent-max-starting",
           String(starting)
         ]
-        const first = yield* within("runner 1 to join", Processes.runner(runnerArgs(1, "1", 6, port + 1, 3)))
+        const first = yield* within("runner 1 to join", Processes.runner(runnerArgs(1, "1", 6, firstPort!, 3)))
         started.set("runner 1", first)
 
         // A controller whose sampling differs from the live runner's is refused before it starts a Group (its
@@ -87,16 +88,24 @@ describe("cluster runners (end to end)", () => {
         const refusedRunner = yield* Processes.start(["runner", ...runnerArgs(9, "0.5")])
         started.set("refused runner", refusedRunner)
         assert.notStrictEqual(yield* within("the refused runner to exit", refusedRunner.exited), 0)
+        // A runner whose cluster port another process holds (runner 1's) says which flag and address.
+        const takenPort = yield* Processes.start(["runner", ...runnerArgs(8, "1", 2, firstPort!)])
+        started.set("runner on a taken port", takenPort)
+        assert.notStrictEqual(yield* within("the runner on a taken port to exit", takenPort.exited), 0)
+        assert.match(
+          takenPort.output(),
+          new RegExp(
+            `--runner-address / --runner-listen-address: cannot listen on 127\\.0\\.0\\.1:${firstPort}.*EADDRINUSE`
+          )
+        )
         first.child.kill("SIGTERM")
         // Runner 2 joins while step 0 cannot finish without it (runner 1 drains and takes no other Group). Its port
         // is chosen so that it takes the shard of at least one of runner 1's Groups and leaves at least one.
         const movesTo = (p: number) => {
-          const owners = Processes.shardOwners([port + 1, p])
+          const owners = Processes.shardOwners([firstPort!, p])
           return keys.filter((k) => owners[Processes.shardOf(k)] === `127.0.0.1:${p}`)
         }
-        const secondPort = Array.from({ length: 40 }, (_, i) => port + 10 + i).find((p) =>
-          movesTo(p).length > 0 && movesTo(p).length < keys.length
-        )
+        const secondPort = candidates.find((p) => movesTo(p).length > 0 && movesTo(p).length < keys.length)
         assert.isDefined(secondPort, `runner 1's Groups ${keys.join(", ")} all fall on one shard`)
         const moved = movesTo(secondPort!)
         const movedSessions = resident.filter((s) => moved.includes(Routing.groupKeyOf(s)!))

@@ -51,7 +51,7 @@ beforeAll(async () => {
   cluster = await Effect.runPromise(
     Effect.gen(function*() {
       const db = yield* EmbeddedPg.start
-      const port = yield* EmbeddedPg.freePort
+      const ports = yield* EmbeddedPg.freePorts(2)
       const work = yield* Processes.workDir("relax-cluster-trainer-")
       const ctrl = Path.join(work, "ctrl")
       Fs.mkdirSync(ctrl)
@@ -62,7 +62,7 @@ beforeAll(async () => {
           ...clusterFlags,
           "--rollout-batch-size",
           "1",
-          ...Processes.runnerAt(port + i),
+          ...Processes.runnerAt(ports[i - 1]!),
           "--cluster-orphan-timeout",
           "12"
         ]), { concurrency: "unbounded" })

@@ -29,14 +29,28 @@ export interface TestDatabase {
 }
 
 /** A free loopback port (the listener is closed again before the server takes it). */
-export const freePort: Effect.Effect<number> = Effect.callback<number>((resume) => {
-  const server = Net.createServer()
-  server.listen(0, "127.0.0.1", () => {
-    const address = server.address()
-    const port = typeof address === "object" && address !== null ? address.port : 0
-    server.close(() => resume(Effect.succeed(port)))
+export const freePort: Effect.Effect<number> = Effect.map(Effect.suspend(() => freePorts(1)), (ports) => ports[0]!)
+
+/**
+ * `count` distinct free loopback ports, all held at once before they are let go (so they differ). A test that needs
+ * several servers takes them from here: the port after a free one (`port + 1`) may be any other process's.
+ */
+export const freePorts = (count: number): Effect.Effect<ReadonlyArray<number>> =>
+  Effect.callback<ReadonlyArray<number>>((resume) => {
+    const servers = Array.from({ length: count }, () => Net.createServer())
+    let listening = 0
+    for (const server of servers) {
+      server.listen(0, "127.0.0.1", () => {
+        if (++listening < count) return
+        const ports = servers.map((s) => {
+          const address = s.address()
+          return typeof address === "object" && address !== null ? address.port : 0
+        })
+        let closed = 0
+        for (const s of servers) s.close(() => ++closed === count && resume(Effect.succeed(ports)))
+      })
+    }
   })
-})
 
 const password = "relax-test"
 
