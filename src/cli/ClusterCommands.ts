@@ -8,7 +8,7 @@
  * the Groups of the shards it owns until it is stopped (SIGTERM / Ctrl-C): then its shards move to the other runners
  * and every agent it launched is reaped.
  */
-import { Console, Deferred, Duration, Effect, Exit, Layer, Option } from "effect"
+import { Console, Deferred, Duration, Effect, Exit, Layer, Option, Predicate } from "effect"
 import { CliError, Command } from "effect/cli"
 import { randomBytes } from "node:crypto"
 import * as Os from "node:os"
@@ -254,12 +254,11 @@ export const peerGatewayOrigin = (
  * of this machine) names the flag and the address; anything else its own message.
  */
 export const runnerJoinMessage = (error: unknown, listen: ClusterJoin.Address): string => {
-  if (!(typeof error === "object" && error !== null && "_tag" in error && error._tag === "SocketServerError")) {
+  if (!Predicate.isTagged(error, "SocketServerError") || !Predicate.hasProperty(error, "reason")) {
     return Thrown.messageOf(error)
   }
-  const reason = "reason" in error ? error.reason : undefined
-  const cause = typeof reason === "object" && reason !== null && "cause" in reason ? reason.cause : reason
-  const code = typeof cause === "object" && cause !== null && "code" in cause ? String(cause.code) : undefined
+  const cause = Predicate.hasProperty(error.reason, "cause") ? error.reason.cause : error.reason
+  const code = Predicate.hasProperty(cause, "code") ? String(cause.code) : undefined
   return `--runner-address / --runner-listen-address: cannot listen on ${listen.host}:${listen.port} (${
     Thrown.messageOf(cause)
   }); ${

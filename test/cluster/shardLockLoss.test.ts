@@ -83,6 +83,8 @@ describe("a runner whose lock storage stalls", () => {
           const sharding = yield* Sharding.Sharding
           const anyShard = sharding.getShardId(EntityId.make("fleet-0"), "default")
           while (sharding.hasShardId(anyShard)) yield* Effect.sleep("50 millis")
+          // The outage lasts a while after the shards are gone (the length of an outage, not a wait for a condition:
+          // the interrupt reaches the controller's open stream in it), as a real one would.
           yield* Effect.sleep("500 millis")
           // It answers again, the member takes its shards back, and the lease reaches the Session.
           yield* Ref.set(failing, false)
