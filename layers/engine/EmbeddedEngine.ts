@@ -33,6 +33,7 @@ import type * as HookSpec from "../../src/hooks/HookSpec.ts"
 import * as PackedIds from "../../src/ids/PackedIds.ts"
 import * as StableIds from "../../src/ids/StableIds.ts"
 import * as Thrown from "../../src/Thrown.ts"
+import * as Instruments from "../observability/Instruments.ts"
 import * as FairScheduler from "../platform/FairScheduler.ts"
 import * as Hooks from "../platform/Hooks.ts"
 import * as Tokenizer from "../tokenizer/Tokenizer.ts"
@@ -187,7 +188,8 @@ export const make = (
   tokenizer: Tokenizer.TokenizerShape,
   options: EmbeddedEngineOptions = {}
 ): Effect.Effect<Engine.EngineShape> =>
-  Effect.sync(() => {
+  // The held-generations gauge is exported from the start, at 0.
+  Effect.map(Instruments.move(Instruments.generationsHeld, 0), () => {
     const baseModel = modelFor(tokenizer, options)
     const engineSeed = options.seed ?? 0
     // LoRA adapters: each loaded adapter is another seeded model (EmbeddedAdapters.ts).
@@ -459,10 +461,12 @@ export const make = (
         Latch.isOpen(gate) ? start(request) : Effect.gen(function*() {
           const aborted = yield* Deferred.make<void>()
           held.set(request.rid, aborted)
-          const opened = yield* Effect.raceFirst(Effect.as(gate.await, true), Effect.as(Deferred.await(aborted), false))
-            .pipe(
-              Effect.ensuring(Effect.sync(() => held.delete(request.rid)))
-            )
+          const opened = yield* Instruments.countedWhile(
+            Instruments.generationsHeld,
+            Effect.raceFirst(Effect.as(gate.await, true), Effect.as(Deferred.await(aborted), false))
+          ).pipe(
+            Effect.ensuring(Effect.sync(() => held.delete(request.rid)))
+          )
           if (!opened) return Engine.abortedWhilePaused(request, version)
           return yield* start(request)
         })

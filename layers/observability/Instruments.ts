@@ -108,6 +108,15 @@ export const sessionsParked = gauge(
   "Training Sessions retained across a step boundary (partial rollout, fully async), parked until the next step"
 )
 
+/**
+ * Engine attempts held while generation is paused for a trainer's weight push (`pauseGeneration`, until the resume):
+ * both engines hold them before they reach a server or the model.
+ */
+export const generationsHeld = gauge(
+  "generations_held",
+  "Engine attempts held while generation is paused for a weight push, until the resume"
+)
+
 /** Agents by `state`: `starting` (launched, no model request yet) and `running` (sent their first request). */
 export const agents = labelled(
   gauge("agent_processes", "Agents by state: starting (launched, no model request yet) or running"),
@@ -117,6 +126,12 @@ export const agents = labelled(
 /** Add `delta` to a gauge. */
 export const move = (metric: Metric.Metric<number, unknown>, delta: number): Effect.Effect<void> =>
   Metric.modify(metric, delta)
+
+/** `effect`, counted in the gauge `metric` while it runs. */
+export const countedWhile = <A, E, R>(
+  metric: Metric.Metric<number, unknown>,
+  effect: Effect.Effect<A, E, R>
+): Effect.Effect<A, E, R> => Effect.acquireUseRelease(move(metric, 1), () => effect, () => move(metric, -1))
 
 /** Count one answered model request (from a Node `finish` callback, so with an explicit context). */
 export const countRequest = (protocol: string, status: number, context: Context.Context<never>): void =>

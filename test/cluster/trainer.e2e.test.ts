@@ -4,7 +4,8 @@
  * agents (test/fixtures/cluster/steps.mjs) and the embedded engine on each runner.
  * - `serve --cluster-database-url` and the trainer RPC: an `UpdateWeights` between two turns of running Sessions, and
  *   a `PauseGeneration` / `ResumeGeneration` around their third turns, reach both runners (every sample's turns
- *   carry `0`, then the updated, then the resumed version; the held turns answer only after the resume).
+ *   carry `0`, then the updated, then the resumed version; the third turns are held on the runners, counted in their
+ *   `relax_agentic_generations_held`, and answer only after the resume).
  * - A controller killed with SIGKILL: the runners reap its Sessions' agents (no controller touches them any more).
  * - `--partial-rollout` across the runners: a Group still running at step 0's close is kept, finishes in step 1 on
  *   the version the weight update between the steps relayed, and both steps give the same samples as one process.
@@ -80,11 +81,23 @@ const clear = (ctrl: string) => {
 
 const marked = (ctrl: string, suffix: string) => Fs.readdirSync(ctrl).filter((f) => f.endsWith(`.${suffix}`))
 
-/** Wait until `count` agents wrote their `suffix` mark (polls: the marks come from other processes). */
-const awaitMarks = (ctrl: string, suffix: string, count: number) =>
-  Effect.gen(function*() {
-    while (marked(ctrl, suffix).length < count) yield* Effect.sleep("100 millis")
-  }).pipe(Effect.timeout("180 seconds"))
+/** Wait until `count` agents wrote their `suffix` mark (the marks come from other processes). */
+const awaitMarks = (members: ReadonlyMap<string, Processes.Started>, ctrl: string, suffix: string, count: number) =>
+  Processes.until(members, `${count} agents' ${suffix} marks`, 180, () => marked(ctrl, suffix).length >= count)
+
+/**
+ * The engine attempts a trainer's pause holds on the runners now: the sum of their `relax_agentic_generations_held`
+ * (each runner's gateway `/metrics`).
+ */
+const heldOnRunners = (runners: ReadonlyArray<Processes.Runner>) =>
+  Effect.promise(() =>
+    Promise.all(runners.map(async (runner) => {
+      const text = await (await fetch(`${new URL(runner.gatewayUrl).origin}/metrics`)).text()
+      const value = /^relax_agentic_generations_held(?:\{\})? (\S+)$/m.exec(text)?.[1]
+      assert.isDefined(value, `runner ${runner.incarnation} exports no relax_agentic_generations_held`)
+      return Number(value)
+    }))
+  ).pipe(Effect.map((held) => held.reduce((sum, n) => sum + n, 0)))
 
 /** A `rollout` of two steps of one Group each, two Groups started at once (over-sampling), into `out`. */
 const twoSteps = (memberFlags: ReadonlyArray<string>, out: string, extra: ReadonlyArray<string>) =>
@@ -120,6 +133,7 @@ describe("cluster with a trainer (end to end)", () => {
         ])
         const url = (yield* Processes.waitFor(served, /listening on (http:\/\/\S+\/rpc)/))[1]!
         const client = yield* makeRpcClient({ url })
+        const members = Processes.byName(served, runners)
 
         /** One step whose 8 Sessions get an update between their first two turns and a pause around their third. */
         const gatedStep = (rolloutId: number, before: string) =>
@@ -129,18 +143,30 @@ describe("cluster with a trainer (end to end)", () => {
             const [updated, resumed] = [`w${2 * rolloutId + 1}`, `w${2 * rolloutId + 2}`]
             const step = yield* Effect.forkChild(client.Step({ rolloutId }))
             // Every Session has had its first turn; the update reaches them between turns, on whichever runner.
-            yield* awaitMarks(ctrl, "first", 8)
+            yield* awaitMarks(members, ctrl, "first", 8)
             assert.strictEqual((yield* client.UpdateWeights({ version: updated })).weightVersion, updated)
             Fs.writeFileSync(Path.join(ctrl, "go1"), "")
-            yield* awaitMarks(ctrl, "second", 8)
+            yield* awaitMarks(members, ctrl, "second", 8)
             // A trainer's push: the third turns are held on every runner until the resume.
             yield* client.PauseGeneration({ mode: "abort" })
             Fs.writeFileSync(Path.join(ctrl, "go2"), "")
-            yield* awaitMarks(ctrl, "asking", 8)
-            yield* Effect.sleep("2 seconds")
+            // Every third turn reached its runner's engine, which holds it until the resume (or one was generated:
+            // then its agent marks it, and the wait ends too).
+            yield* Processes.within(
+              members,
+              "the pause to hold the 8 third turns",
+              180,
+              Effect.gen(function*() {
+                while ((yield* heldOnRunners(runners)) < 8 && marked(ctrl, "third").length === 0) {
+                  yield* Effect.sleep("200 millis")
+                }
+              })
+            )
             assert.deepStrictEqual(marked(ctrl, "third"), [], "a turn was generated while the trainer's pause held")
+            assert.strictEqual(yield* heldOnRunners(runners), 8)
             assert.strictEqual((yield* client.ResumeGeneration({ version: resumed })).weightVersion, resumed)
             const result = yield* Fiber.join(step)
+            assert.strictEqual(yield* heldOnRunners(runners), 0)
             assert.strictEqual(result.samples.length, 8)
             for (const sample of result.samples) {
               assert.deepStrictEqual(sample.weight_versions, [before, updated, resumed])
@@ -177,16 +203,14 @@ describe("cluster with a trainer (end to end)", () => {
           "--rollout-batch-size",
           "2"
         ])
-        yield* awaitMarks(ctrl, "first", 4)
+        const members = Processes.byName(controller, runners)
+        yield* awaitMarks(members, ctrl, "first", 4)
         const pids = marked(ctrl, "pid").map((f) => Number(Fs.readFileSync(Path.join(ctrl, f), "utf8")))
         assert.strictEqual(pids.filter(AgentProcesses.running).length, 4)
         controller.child.kill("SIGKILL")
         yield* controller.exited
         // The runners reap Sessions untouched for --cluster-orphan-timeout (12 s here), checking every third of it.
-        yield* Effect.gen(function*() {
-          while (pids.some(AgentProcesses.running)) yield* Effect.sleep("250 millis")
-        }).pipe(Effect.timeout("60 seconds"))
-        assert.deepStrictEqual(pids.filter(AgentProcesses.running), [])
+        yield* Processes.until(members, "the runners to reap the agents", 60, () => !pids.some(AgentProcesses.running))
         const reaped = runners.flatMap((r) => [...r.output().matchAll(/reaps Session (\S+): no controller/g)])
         const killed = new Set(marked(ctrl, "pid").map((f) => f.replace(/\.pid$/, "")))
         assert.strictEqual(reaped.filter((m) => killed.has(m[1]!)).length, 4)

@@ -1,8 +1,9 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Duration, Effect, Exit, Fiber, Layer } from "effect"
+import { Duration, Effect, Exit, Fiber, Layer, Metric } from "effect"
 import { TestClock } from "effect/testing"
 import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
 import * as Engine from "../../layers/engine/Engine.ts"
+import * as Instruments from "../../layers/observability/Instruments.ts"
 import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import * as BigramModel from "../../src/engine/BigramModel.ts"
 import * as SeededRandom from "../support/SeededRandom.ts"
@@ -189,12 +190,18 @@ describe("EmbeddedEngine sampling", () => {
   it.effect("a request held while paused runs once resumed, as one sent after the resume; a rid still running is refused", () =>
     Effect.gen(function*() {
       const engine = yield* Engine.Engine
+      const heldNow = Effect.map(Metric.value(Instruments.generationsHeld), (state) => state.value)
+      const before = yield* heldNow
       yield* engine.pauseGeneration("abort")
       const held = request(prompt, { maxNewTokens: 4, seed: 7 })
       const fiber = yield* engine.generate(held).pipe(Effect.forkChild)
       yield* Effect.yieldNow
       assert.isUndefined(fiber.pollUnsafe())
+      // Held, it is counted (relax_agentic_generations_held) until the resume lets it run.
+      assert.strictEqual((yield* heldNow) - before, 1)
       assert.strictEqual(yield* engine.resumeGeneration("v1"), "v1")
+      yield* Effect.yieldNow
+      assert.strictEqual(yield* heldNow, before)
       // Decoding takes time on the clock here.
       const finish = <A, E>(fiber: Fiber.Fiber<A, E>) =>
         Effect.andThen(TestClock.adjust("10 seconds"), Fiber.join(fiber))

@@ -1,6 +1,6 @@
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Fiber, Logger } from "effect"
+import { Effect, Exit, Fiber, Logger, Metric } from "effect"
 import * as Fs from "node:fs"
 import { createServer } from "node:net"
 import * as Path from "node:path"
@@ -8,6 +8,7 @@ import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
 import type * as Engine from "../../layers/engine/Engine.ts"
 import * as Http from "../../layers/engine/sglang/Http.ts"
 import * as SglangEngine from "../../layers/engine/sglang/SglangEngine.ts"
+import * as Instruments from "../../layers/observability/Instruments.ts"
 import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import * as Cli from "../../src/cli.ts"
 import * as Rid from "../../src/engine/Rid.ts"
@@ -640,23 +641,30 @@ describe("SglangEngine against SGLang's real behaviour (docs/sglang.md)", () => 
       assert.deepStrictEqual(paths, ["/pause_generation", "/continue_generation"])
     }).pipe(Effect.provide(Tokenizer.Tokenizer.layer)))
 
-  it.live("an attempt held by a pause that is aborted (a step boundary) ends at once with no tokens, on both engines", () =>
-    Effect.gen(function*() {
-      const server = yield* fake()
-      const sglang = yield* client({ workerUrls: [server.url] })
-      const direct = yield* embedded
-      for (const engine of [sglang, direct]) {
-        yield* engine.pauseGeneration("abort")
-        const req = request()
-        const held = yield* engine.generate(req).pipe(Effect.forkChild)
-        yield* Effect.yieldNow
-        yield* engine.abort(req.rid)
-        const result = yield* Fiber.join(held)
-        assert.deepStrictEqual([result.outputIds, result.finishReason.type], [[], "abort"])
-        yield* engine.resumeGeneration("v1")
-      }
-      assert.strictEqual(server.generateCount(), 0)
-    }).pipe(Effect.provide(Tokenizer.Tokenizer.layer)))
+  it.live(
+    "an attempt held by a pause that is aborted (a step boundary) ends at once with no tokens, on both engines; held, it is counted in relax_agentic_generations_held",
+    () =>
+      Effect.gen(function*() {
+        const server = yield* fake()
+        const sglang = yield* client({ workerUrls: [server.url] })
+        const direct = yield* embedded
+        const heldNow = Effect.map(Metric.value(Instruments.generationsHeld), (state) => state.value)
+        for (const engine of [sglang, direct]) {
+          const before = yield* heldNow
+          yield* engine.pauseGeneration("abort")
+          const req = request()
+          const held = yield* engine.generate(req).pipe(Effect.forkChild)
+          yield* Effect.yieldNow
+          assert.strictEqual((yield* heldNow) - before, 1)
+          yield* engine.abort(req.rid)
+          const result = yield* Fiber.join(held)
+          assert.deepStrictEqual([result.outputIds, result.finishReason.type], [[], "abort"])
+          assert.strictEqual(yield* heldNow, before)
+          yield* engine.resumeGeneration("v1")
+        }
+        assert.strictEqual(server.generateCount(), 0)
+      }).pipe(Effect.provide(Tokenizer.Tokenizer.layer))
+  )
 
   it.live("the versions and aborts of attempts running, queued and in transit at a pause, per mode", () =>
     Effect.gen(function*() {

@@ -26,6 +26,7 @@
 import { Deferred, Effect, Latch } from "effect"
 import * as SglangWire from "../../../src/engine/sglang/SglangWire.ts"
 import * as WeightVersion from "../../../src/engine/WeightVersion.ts"
+import * as Instruments from "../../observability/Instruments.ts"
 import * as Engine from "../Engine.ts"
 import * as Http from "./Http.ts"
 import * as StartupChecks from "./StartupChecks.ts"
@@ -78,6 +79,7 @@ export const make = (
     const boundaries: Array<WeightVersion.Boundary> = []
     let updates = 0
     const gate = yield* Latch.make(true)
+    yield* Instruments.move(Instruments.generationsHeld, 0)
     // Attempts waiting while paused, by rid: an abort (a step boundary's pause) must reach them too, or it would wait
     // for them until the trainer resumes.
     const waiting = new Map<string, Deferred.Deferred<void>>()
@@ -206,9 +208,9 @@ export const make = (
           return Effect.gen(function*() {
             const aborted = yield* Deferred.make<void>()
             waiting.set(rid, aborted)
-            const opened = yield* Effect.raceFirst(
-              Effect.as(gate.await, true),
-              Effect.as(Deferred.await(aborted), false)
+            const opened = yield* Instruments.countedWhile(
+              Instruments.generationsHeld,
+              Effect.raceFirst(Effect.as(gate.await, true), Effect.as(Deferred.await(aborted), false))
             ).pipe(
               Effect.ensuring(Effect.sync(() => waiting.delete(rid)))
             )
