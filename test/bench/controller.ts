@@ -11,15 +11,22 @@
  * `Fleet`; the step is driven here the way the Group pool drives it (each Group placed, its Sessions' tickets on a
  * first-request barrier, the lease granted once every Session of the Group arrived), without the pool's own ledger
  * (planning, credit, Transfer: their cost per Session is the single-process one, `simulation`). The runners are real
- * cluster members with the real Group entity and `Host`, all in one child process (controllerRunners.ts) so this
- * process's CPU is the controller's alone; their agents are simulated (no processes; a Session ends as soon as it is
- * leased, `CONTROLLER_THINK_MS` later). The cluster needs the live clock (it sleeps and polls), so the step runs in
- * real time. Transactions: PostgreSQL's `pg_stat_database` commits and rollbacks over each window (a statement outside
- * a transaction counts once; membership polls, shard-lock renewals and message polls of every member). Heap: `heapUsed`
- * after full collections in the runners' process, with `hold` Sessions held (every agent waiting for its lease) less
- * without; single-process: the same simulated Sessions held in that process on a barrier's tickets, no cluster.
- * `CONTROLLER_CPUPROF=<file>` writes a CPU profile of the controller over the step, `CONTROLLER_HEAPSNAPSHOT=<dir>`
- * heap snapshots of the runners' process without and with the held Sessions (`test/bench/profile/heapDiff.mjs`).
+ * cluster members with the real Group entity and `Host`, dealt among child processes (controllerRunners.ts;
+ * `CONTROLLER_RUNNER_PROCESSES` sets how many; by default one for every 25 runners, no more than the cores beyond the
+ * controller's) so this process's CPU is the controller's alone, and each runners' event loop serves fewer runners
+ * where there are cores for them (in a deployment each runner is a process of its own); their agents are simulated (no
+ * processes; a Session ends as soon as it is leased, `CONTROLLER_THINK_MS` later). The cluster needs the live clock
+ * (it sleeps and polls), so the step runs in real time. Transactions: PostgreSQL's `pg_stat_database` commits and
+ * rollbacks over each window (a statement outside a transaction counts once; membership polls, shard-lock renewals and
+ * message polls of every member). Heap: `heapUsed` after full collections in every runners' process, with `hold`
+ * Sessions held (every agent waiting for its lease) less without, summed over the processes, per hosted Session;
+ * single-process: the same simulated Sessions held in the first runners' process on a barrier's tickets, no cluster.
+ * Stalls: every process lists its event-loop stalls over 100 ms (test/bench/stalls.ts), and the slowest 1% of
+ * placements are read against the controller's and against those of the process holding their runner.
+ * `CONTROLLER_CPUPROF=<file>` writes a CPU profile of the controller over the step (`CONTROLLER_STALL_LOG=<file>` its
+ * stalls on the profile's clock, for `test/bench/profile/stalls.mjs`), `CONTROLLER_HEAPSNAPSHOT=<dir>` heap snapshots
+ * of each runners' process without and with the held Sessions (`runners-empty-<n>`, `runners-held-<n>`;
+ * `test/bench/profile/heapDiff.mjs`). `CONTROLLER_RUNNERS_NICE` sets the runners' processes' nice value (default 0).
  * `CONTROLLER_RUNNERS`, `CONTROLLER_SESSIONS`, `CONTROLLER_CONCURRENCY` (Groups in flight) override the sizes.
  */
 import { NodeClusterSocket } from "@effect/platform-node"
@@ -27,6 +34,7 @@ import { PgClient } from "@effect/sql-pg"
 import { Deferred, Duration, Effect, Exit, Fiber, Layer, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
 import { type ChildProcess, fork } from "node:child_process"
+import { writeFileSync } from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { performance } from "node:perf_hooks"
@@ -37,14 +45,20 @@ import * as Telemetry from "../../layers/observability/Telemetry.ts"
 import * as RolloutConfig from "../../layers/rollout/RolloutConfig.ts"
 import * as SessionRunner from "../../layers/rollout/SessionRunner.ts"
 import * as FirstRequestBarrier from "../../layers/schedule/FirstRequestBarrier.ts"
+import * as Routing from "../../src/cluster/Routing.ts"
 import { creditOptions } from "../../src/index.ts"
 import * as EmbeddedPg from "../support/EmbeddedPg.ts"
 import * as Runners from "./controllerRunners.ts"
 import * as Harness from "./harness.ts"
 import * as Profiles from "./profiles.ts"
+import * as Stalls from "./stalls.ts"
 
 interface Sizes {
   readonly runners: number
+  /** Processes the runners are dealt among (each its own event loop and heap, as every runner is in a deployment). */
+  readonly runnerProcesses: number
+  /** The runners' processes' nice value (`CONTROLLER_RUNNERS_NICE`; 0: the controller's). */
+  readonly runnersNice: number
   readonly sessions: number
   /** Sessions of a Group (`--n-samples-per-prompt`). */
   readonly groupSize: number
@@ -60,6 +74,8 @@ const sizesOf = (full: boolean): Sizes => {
   const runners = number("CONTROLLER_RUNNERS", full ? 100 : 4)
   return {
     runners,
+    runnerProcesses: Math.min(runners, number("CONTROLLER_RUNNER_PROCESSES", defaultRunnerProcesses(runners))),
+    runnersNice: number("CONTROLLER_RUNNERS_NICE", 0),
     sessions: number("CONTROLLER_SESSIONS", full ? 100_000 : 2_000),
     groupSize: 8,
     concurrency: number("CONTROLLER_CONCURRENCY", full ? 500 : 50),
@@ -70,10 +86,22 @@ const sizesOf = (full: boolean): Sizes => {
 
 const callTimeout = Duration.seconds(60)
 
+/**
+ * The runners' processes by default (`CONTROLLER_RUNNER_PROCESSES` overrides): one for every 25 runners, no more than
+ * the cores beyond the controller's: 1 on the 2-core machine of the documented figures, 4 at 100 runners on 5 cores or
+ * more. Every runners' process takes its share of the cores from the controller: at 100 × 100,000 on 2 shared cores,
+ * 4 processes left the controller 38% of a core and a placement p99 of 2.7 s, and 2 against 1 back to back gave
+ * 0.91 / 1.34 s against 0.79 / 1.66 s (docs/performance.md, section 6, "The runners across processes").
+ */
+const defaultRunnerProcesses = (runners: number) =>
+  Math.max(1, Math.min(Math.ceil(runners / 25), Os.availableParallelism() - 1))
+
 interface RunnersProcess {
   readonly child: ChildProcess
-  /** How long the runners took to join, milliseconds. */
+  /** How long this process's runners took to join, one after another, milliseconds. */
   readonly startMs: number
+  /** Its runners' incarnation ids (a Session id names its holder's). */
+  readonly incarnations: ReadonlyArray<string>
   readonly ask: (command: Runners.Command) => Promise<Runners.Answer>
   readonly stderr: () => string
   /** How many of the runners' log lines matched each of {@link watchedLogs} so far. */
@@ -91,8 +119,8 @@ const watchedLogs = [
   "Defect in entity"
 ]
 
-/** The runners' process, and a request/answer over its IPC channel. */
-const startRunners = (url: string, sizes: Sizes, thinkMs: number) =>
+/** One runners' process (controllerRunners.ts) with a runner on each of `ports`, and a request/answer over its IPC channel. */
+const startRunnersProcess = (url: string, ports: ReadonlyArray<number>, sizes: Sizes, thinkMs: number) =>
   Effect.acquireRelease(
     Effect.callback<RunnersProcess>(
       (resume) => {
@@ -100,7 +128,7 @@ const startRunners = (url: string, sizes: Sizes, thinkMs: number) =>
           env: {
             ...process.env,
             DATABASE_URL: url,
-            RUNNERS: String(sizes.runners),
+            PORTS: ports.join(","),
             SHARDS: String(sizes.shards),
             THINK_MS: String(thinkMs)
           },
@@ -108,6 +136,7 @@ const startRunners = (url: string, sizes: Sizes, thinkMs: number) =>
           // The runners log a line per hosted Session, as a runner does; only the watched lines are counted.
           stdio: ["ignore", "pipe", "pipe", "ipc"]
         })
+        if (child.pid !== undefined && sizes.runnersNice !== 0) Os.setPriority(child.pid, sizes.runnersNice)
         let stderr = ""
         const logged = new Map<string, number>()
         const watch = () => {
@@ -129,11 +158,18 @@ const startRunners = (url: string, sizes: Sizes, thinkMs: number) =>
           watchStderr(chunk)
         })
         const waiting: Array<(answer: Runners.Answer) => void> = []
-        child.on("message", (message: { readonly ready?: number; readonly startMs?: number } & Runners.Answer) => {
+        child.on("message", (
+          message: {
+            readonly ready?: number
+            readonly startMs?: number
+            readonly incarnations?: ReadonlyArray<string>
+          } & Runners.Answer
+        ) => {
           if (message.ready !== undefined) {
             resume(Effect.succeed({
               child,
               startMs: message.startMs ?? Number.NaN,
+              incarnations: message.incarnations ?? [],
               ask: (command: Runners.Command) =>
                 new Promise<Runners.Answer>((answered) => {
                   waiting.push(answered)
@@ -153,6 +189,62 @@ const startRunners = (url: string, sizes: Sizes, thinkMs: number) =>
     ),
     (runners) => Effect.sync(() => runners.child.kill("SIGKILL"))
   )
+
+/** The runners' processes together: what each answered, summed (heap, Sessions, CPU) or the worst (pauses). */
+const combined = (answers: ReadonlyArray<Runners.Answer>): Runners.Answer => ({
+  heap: answers.reduce((sum, a) => sum + a.heap, 0),
+  hosted: answers.reduce((sum, a) => sum + a.hosted, 0),
+  cpuMs: answers.reduce((sum, a) => sum + a.cpuMs, 0),
+  maxDelayMs: Math.max(...answers.map((a) => a.maxDelayMs)),
+  gcMs: answers.reduce((sum, a) => sum + a.gcMs, 0),
+  maxGcMs: Math.max(...answers.map((a) => a.maxGcMs)),
+  stalls: answers.flatMap((a) => a.stalls)
+})
+
+/**
+ * `sizes.runnerProcesses` runners' processes, the runners dealt among them in turn (each runner's port taken here, all
+ * at once, so they differ); started side by side.
+ */
+const startRunners = (url: string, sizes: Sizes, thinkMs: number) =>
+  Effect.gen(function*() {
+    const ports = yield* EmbeddedPg.freePorts(sizes.runners)
+    const dealt = Array.from(
+      { length: sizes.runnerProcesses },
+      (_, p) => ports.filter((_, i) => i % sizes.runnerProcesses === p)
+    )
+    const started = performance.now()
+    const processes = yield* Effect.forEach(dealt, (own) => startRunnersProcess(url, own, sizes, thinkMs), {
+      concurrency: "unbounded"
+    })
+    const all = (command: Runners.Command) => Promise.all(processes.map((p) => p.ask(command)))
+    const processOf = new Map(
+      processes.flatMap((p, i) => p.incarnations.map((incarnation) => [incarnation, i] as const))
+    )
+    return {
+      /** Which process (its index) holds the runner of incarnation `runner`. */
+      processOf: (runner: string) => processOf.get(runner),
+      /** Every process answers `command`; the answers, in the processes' order. */
+      each: all,
+      /** From the first fork until every process's runners joined, milliseconds. */
+      startMs: performance.now() - started,
+      /** The slowest process's own join time (its runners join one after another), milliseconds. */
+      slowestProcessMs: Math.max(...processes.map((p) => p.startMs)),
+      /** Every process answers `command`; the answers combined. */
+      ask: (command: Runners.Command) => all(command).then(combined),
+      /** `heap` of every process, each its own snapshot file (`<name>-<process>.heapsnapshot`) when asked for. */
+      heap: (snapshot: (name: string) => string | undefined, name: string) =>
+        Promise.all(processes.map((p, i) => p.ask({ cmd: "heap", snapshot: snapshot(`${name}-${i + 1}`) }))).then(
+          combined
+        ),
+      /** The first process alone (the single-process comparison holds its Sessions there). */
+      first: (command: Runners.Command) => processes[0]!.ask(command),
+      logged: (): ReadonlyMap<string, number> => {
+        const sum = new Map<string, number>()
+        for (const p of processes) for (const [line, n] of p.logged()) sum.set(line, (sum.get(line) ?? 0) + n)
+        return sum
+      }
+    }
+  })
 
 /** PostgreSQL's committed and rolled-back transactions so far, over every database. */
 const transactions = Effect.gen(function*() {
@@ -183,6 +275,10 @@ interface Step {
   readonly placements: Array<number>
   /** When each placement started, milliseconds after the first. */
   readonly placedAt: Array<number>
+  /** When each placement started on the wall clock, ms (compared with the processes' stalls). */
+  readonly placedAtWall: Array<number>
+  /** The runner that took each placement (its incarnation). */
+  readonly placedOn: Array<string>
   readonly failures: Array<string>
   sessions: number
 }
@@ -203,7 +299,7 @@ const runGroups = (
   }
 ) =>
   Effect.gen(function*() {
-    const step: Step = { placements: [], placedAt: [], failures: [], sessions: 0 }
+    const step: Step = { placements: [], placedAt: [], placedAtWall: [], placedOn: [], failures: [], sessions: 0 }
     const began = performance.now()
     const newSessionId = runner.newSessionId
     if (newSessionId === undefined) return yield* Effect.die("the controller's runner places no Group")
@@ -223,9 +319,12 @@ const runGroups = (
           }
           const idOf = newSessionId(group)
           const placing = performance.now()
+          const placingWall = performance.timeOrigin + placing
           const first = yield* idOf
           step.placements.push(performance.now() - placing)
           step.placedAt.push(placing - began)
+          step.placedAtWall.push(placingWall)
+          step.placedOn.push(Routing.holderOf(first) ?? "")
           const sessionIds = [first]
           for (let i = 1; i < options.size; i++) sessionIds.push(yield* idOf)
           const lease = yield* Deferred.make<boolean>()
@@ -266,6 +365,39 @@ const slowestStarts = (step: Step): string => {
   return `${(Math.min(...starts) / 1000).toFixed(1)}–${(Math.max(...starts) / 1000).toFixed(1)}`
 }
 
+/**
+ * Where the slowest 1% of a step's placements waited: the mean of the time each spent inside event-loop stalls of the
+ * controller and of the runners' process holding the runner that took it, against its own mean.
+ */
+const slowestInStalls = (
+  step: Step,
+  controller: ReadonlyArray<Stalls.Stall>,
+  runnersOf: (runner: string) => ReadonlyArray<Stalls.Stall>
+): string => {
+  const limit = Harness.percentile(step.placements, 99)
+  const slow = step.placements.flatMap((ms, i) =>
+    ms >= limit ? [{ from: step.placedAtWall[i]!, to: step.placedAtWall[i]! + ms, runner: step.placedOn[i]! }] : []
+  )
+  // The union of the stalls within [from, to], milliseconds.
+  const inside = (stalls: ReadonlyArray<Stalls.Stall>, { from, to }: (typeof slow)[number]) => {
+    const cut = stalls.map((s) => [Math.max(s.startMs, from), Math.min(s.startMs + s.durationMs, to)] as const)
+      .filter(([a, b]) => b > a)
+      .sort((x, y) => x[0] - y[0])
+    let total = 0
+    let end = -Infinity
+    for (const [a, b] of cut) {
+      if (b <= end) continue
+      total += b - Math.max(a, end)
+      end = b
+    }
+    return total
+  }
+  const mean = (f: (w: (typeof slow)[number]) => number) => slow.reduce((sum, w) => sum + f(w), 0) / slow.length
+  return `${Harness.formatMs(mean((w) => inside(controller, w)))} / ${
+    Harness.formatMs(mean((w) => inside(runnersOf(w.runner), w)))
+  } of ${Harness.formatMs(mean((w) => w.to - w.from))}`
+}
+
 const percentileMs = (values: ReadonlyArray<number>, p: number) => Harness.formatMs(Harness.percentile(values, p))
 
 const measure = (sizes: Sizes, thinkMs: number) =>
@@ -304,11 +436,11 @@ const measure = (sizes: Sizes, thinkMs: number) =>
       })
       if (warm.failures.length > 0) return yield* Effect.die(new Error(`warm-up failed: ${warm.failures[0]}`))
       const idle = yield* window(Effect.sleep("5 seconds"))
-      // CONTROLLER_HEAPSNAPSHOT=<dir>: heap snapshots of the runners' process without and with the held Sessions.
+      // CONTROLLER_HEAPSNAPSHOT=<dir>: heap snapshots of each runners' process without and with the held Sessions.
       const snapshots = process.env["CONTROLLER_HEAPSNAPSHOT"]
       const snapshot = (name: string) =>
         snapshots === undefined ? undefined : Path.join(snapshots, `${name}.heapsnapshot`)
-      const emptyHeap = yield* ask({ cmd: "heap", snapshot: snapshot("runners-empty") })
+      const emptyHeap = yield* Effect.promise(() => runners.heap(snapshot, "runners-empty"))
 
       // Sessions held: every agent waits for its lease.
       const release = yield* Deferred.make<void>()
@@ -322,7 +454,7 @@ const measure = (sizes: Sizes, thinkMs: number) =>
         hold: { ready: () => void (ready += 1), release }
       }))
       while (ready < holdGroups) yield* Effect.sleep("100 millis")
-      const heldHeap = yield* ask({ cmd: "heap", snapshot: snapshot("runners-held") })
+      const heldHeap = yield* Effect.promise(() => runners.heap(snapshot, "runners-held"))
       const holding = yield* window(Effect.sleep("5 seconds"))
       yield* Deferred.succeed(release, undefined)
       const heldStep = yield* Fiber.join(held)
@@ -335,10 +467,11 @@ const measure = (sizes: Sizes, thinkMs: number) =>
           )
         )
       }
-      // The same Sessions held the single-process way, in the runners' process.
-      const singleEmpty = yield* ask({ cmd: "heap" })
-      const singleHeld = yield* ask({ cmd: "hold", count: sizes.hold, size })
-      yield* ask({ cmd: "release" })
+      // The same Sessions held the single-process way, in the first runners' process.
+      const first = (command: Runners.Command) => Effect.promise(() => runners.first(command))
+      const singleEmpty = yield* first({ cmd: "heap" })
+      const singleHeld = yield* first({ cmd: "hold", count: sizes.hold, size })
+      yield* first({ cmd: "release" })
 
       const groups = Math.ceil(sizes.sessions / size)
       const stepRun = runGroups(runner, { from: 2_000_000, groups, size, concurrency: sizes.concurrency })
@@ -356,14 +489,36 @@ const measure = (sizes: Sizes, thinkMs: number) =>
         )
       )
       const controllerPauses = paused.read()
-      const runnersAfter = yield* ask({ cmd: "load" })
+      paused.stop()
+      // CONTROLLER_STALL_LOG=<file>: the controller's stalls over the step on the clock of its CPU profile
+      // (CONTROLLER_CPUPROF), for test/bench/profile/stalls.mjs.
+      const stallLog = process.env["CONTROLLER_STALL_LOG"]
+      if (stallLog !== undefined) {
+        const offsetUs = Number(process.hrtime.bigint() / 1000n) - performance.now() * 1000
+        writeFileSync(
+          stallLog,
+          JSON.stringify(controllerPauses.stalls.map((stall) => ({
+            phase: "step",
+            ...stall,
+            startUs: (stall.startMs - performance.timeOrigin) * 1000 + offsetUs
+          })))
+        )
+      }
+      const afterEach = yield* Effect.promise(() => runners.each({ cmd: "load" }))
+      const runnersAfter = combined(afterEach)
+      const stallsOf = (runner: string) => afterEach[runners.processOf(runner) ?? -1]?.stalls ?? []
       return {
         idle,
         holding,
         step,
         startMs: runners.startMs,
+        slowestProcessMs: runners.slowestProcessMs,
         runnersCpuMs: runnersAfter.cpuMs - runnersBefore.cpuMs,
         runnersPauses: runnersAfter,
+        stallsOf,
+        worstRunnersStalls: afterEach.map((a) => a.stalls).sort((a, b) =>
+          (b[0]?.durationMs ?? 0) - (a[0]?.durationMs ?? 0)
+        )[0] ?? [],
         controllerPauses,
         runnersLogged: [...runners.logged()].map(([line, n]) => `${n} × "${line}"`),
         runnerPerSession: (heldHeap.heap - emptyHeap.heap) / (heldHeap.hosted - emptyHeap.hosted),
@@ -393,7 +548,11 @@ export const bench: Harness.Bench = {
           value: `${sessions - step.result.failures.length} / ${step.result.failures.length}`
         },
         { measure: "step wall time", value: Harness.formatMs(step.wallMs) },
-        { measure: `${sizes.runners} runners joined in`, value: Harness.formatMs(m.startMs) },
+        {
+          measure:
+            `${sizes.runners} runners joined in (${sizes.runnerProcesses} processes side by side / the slowest's own)`,
+          value: `${Harness.formatMs(m.startMs)} / ${Harness.formatMs(m.slowestProcessMs)}`
+        },
         { measure: "controller CPU per Session (target ≤ 200 µs)", value: `${cpuPerSession.toFixed(0)} µs` },
         {
           measure: "placement latency p50 / p99 (target p99 ≤ 1 s)",
@@ -404,17 +563,30 @@ export const bench: Harness.Bench = {
           value: slowestStarts(step.result)
         },
         {
-          measure: "CPU during the step: controller / runners' process",
+          measure:
+            `slowest 1% of placements: mean time inside event-loop stalls > ${Runners.stallMs} ms, controller / runners`,
+          value: slowestInStalls(step.result, m.controllerPauses.stalls, m.stallsOf)
+        },
+        {
+          measure: `controller's event-loop stalls > ${Runners.stallMs} ms during the step`,
+          value: Stalls.describeStalls(m.controllerPauses.stalls, Runners.stallMs)
+        },
+        {
+          measure: `runners' event-loop stalls > ${Runners.stallMs} ms during the step (the process with the longest)`,
+          value: Stalls.describeStalls(m.worstRunnersStalls, Runners.stallMs)
+        },
+        {
+          measure: "CPU during the step: controller / runners' processes together",
           value: `${(step.cpuMs / step.wallMs * 100).toFixed(0)}% / ${
             (m.runnersCpuMs / step.wallMs * 100).toFixed(0)
           }% of a core`
         },
         {
-          measure: "longest event-loop delay during the step: controller / runners",
+          measure: "longest event-loop delay during the step: controller / runners (the worst process)",
           value: `${Harness.formatMs(m.controllerPauses.maxDelayMs)} / ${Harness.formatMs(m.runnersPauses.maxDelayMs)}`
         },
         {
-          measure: "GC during the step, all / longest: controller; runners",
+          measure: "GC during the step, all / longest: controller; runners (every process)",
           value: `${Harness.formatMs(m.controllerPauses.gcMs)} / ${Harness.formatMs(m.controllerPauses.maxGcMs)}; ${
             Harness.formatMs(m.runnersPauses.gcMs)
           } / ${Harness.formatMs(m.runnersPauses.maxGcMs)}`
@@ -445,8 +617,8 @@ export const bench: Harness.Bench = {
         }; controller CPU ≤ 200 µs a Session: ${cpuPerSession <= 200 ? "yes" : "no"}; placement p99 ≤ 1 s: ${
           p99 <= 1000 ? "yes" : "no"
         }.`,
-        `${sizes.runners} runners in one child process (real Group entity and Host, simulated agents, think ${thinkMs} ms), ${sizes.shards} shards, Groups of ${sizes.groupSize}, ${sizes.concurrency} Groups in flight; the controller (this process) runs Remote + Fleet as a client-only member. Transactions: pg_stat_database commits + rollbacks over the window (every member's membership polls, lock renewals, message polls).`,
-        "Heap per held Session: the runners' heapUsed with the held Sessions less without (full collections), per Session; single process: the same simulated Sessions held on a barrier's tickets in that process, no cluster — the agent here holds nothing, so the ratio is the cluster's own per-Session state over an empty Session's.",
+        `${sizes.runners} runners in ${sizes.runnerProcesses} child process(es) at nice ${sizes.runnersNice} (real Group entity and Host, simulated agents, think ${thinkMs} ms), ${sizes.shards} shards, Groups of ${sizes.groupSize}, ${sizes.concurrency} Groups in flight; the controller (this process) runs Remote + Fleet as a client-only member. Transactions: pg_stat_database commits + rollbacks over the window (every member's membership polls, lock renewals, message polls).`,
+        "Heap per held Session: the runners' processes' heapUsed with the held Sessions less without (full collections in each; summed over the processes), per Session; single process: the same simulated Sessions held on a barrier's tickets in the first runners' process, no cluster — the agent here holds nothing, so the ratio is the cluster's own per-Session state over an empty Session's.",
         ...(step.result.failures.length > 0 ? [`first failure: ${step.result.failures[0]}`] : []),
         `The runners' watched log lines over the whole run: ${
           m.runnersLogged.length === 0 ? "none" : m.runnersLogged.join(", ")

@@ -1,15 +1,18 @@
 /**
- * The runners of the `controller` benchmark (test/bench/controller.ts): `RUNNERS` cluster runners in this one process,
- * each its own Effect Cluster member (its own `Sharding`, TCP server on 127.0.0.1, shard locks in the bench's
- * PostgreSQL) hosting the real Group entity and `Host`, with simulated agents: a Session sends its first model request
- * at once, waits for its lease, "thinks" `THINK_MS` and ends with an empty result. No agent process, forest or engine
- * work: what a runner keeps per Session here is the cluster's and the Host's, which is what the bench compares.
+ * Runners of the `controller` benchmark (test/bench/controller.ts): a cluster runner on each port of `PORTS` in this
+ * process (the bench deals its runners among several such processes: `CONTROLLER_RUNNER_PROCESSES`), each its own
+ * Effect Cluster member (its own `Sharding`, TCP server on 127.0.0.1, shard locks in the bench's PostgreSQL) hosting the
+ * real Group entity and `Host`, with simulated agents: a Session sends its first model request at once, waits for its
+ * lease, "thinks" `THINK_MS` and ends with an empty result. No agent process, forest or engine work: what a runner
+ * keeps per Session here is the cluster's and the Host's, which is what the bench compares.
  *
  * **Details**
- * The runners share one PostgreSQL pool (each runner's storage reserves one connection for its advisory locks) and one
- * set of rollout services (settings, the embedded engine they never call, the generation gate). Commands come over the
- * IPC channel: `heap` (a full collection, then the used heap and the hosted Sessions; optionally a heap snapshot), `hold` (`count` Sessions held
- * the single-process way: the same simulated agent on a first-request barrier's ticket, no cluster), `release`.
+ * The process's runners share one PostgreSQL pool (each runner's storage reserves one connection for its advisory
+ * locks) and one set of rollout services (settings, the embedded engine they never call, the generation gate).
+ * Commands come over the IPC channel: `heap` (a full collection, then the used heap and the hosted Sessions;
+ * optionally a heap snapshot), `load` (CPU so far, and the pauses and stalls since the last answer), `hold` (`count`
+ * Sessions held the single-process way: the same simulated agent on a first-request barrier's ticket, no cluster),
+ * `release`. Once its runners joined it sends `ready` with their incarnation ids.
  */
 import { NodeClusterSocket } from "@effect/platform-node"
 import { PgClient } from "@effect/sql-pg"
@@ -25,8 +28,8 @@ import * as FirstRequestBarrier from "../../layers/schedule/FirstRequestBarrier.
 import * as GenerationGate from "../../layers/schedule/GenerationGate.ts"
 import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import * as Retention from "../../src/schedule/Retention.ts"
-import * as EmbeddedPg from "../support/EmbeddedPg.ts"
 import * as Harness from "./harness.ts"
+import * as Stalls from "./stalls.ts"
 
 /** The settings of the controller and every runner (the same, so their fingerprints agree). */
 export const settings = RolloutConfig.RolloutConfig.layer({
@@ -77,12 +80,24 @@ export interface Answer {
   /** Garbage collection since the last answer: all pauses and the longest, milliseconds. */
   readonly gcMs: number
   readonly maxGcMs: number
+  /**
+   * The event loop's stalls longer than {@link stallMs} since the last answer, longest first; `startMs` on the wall
+   * clock (`performance.timeOrigin` added), so the bench compares them across processes.
+   */
+  readonly stalls: ReadonlyArray<Stalls.Stall>
 }
 
-/** What stopped a process's event loop since the last `read`: the longest delay, and garbage collection. */
+/** The shortest event-loop stall {@link pauses} lists. */
+export const stallMs = 100
+
+/**
+ * What stopped a process's event loop since the last `read`: the longest delay, garbage collection, and its stalls
+ * (test/bench/stalls.ts: each with its GC and off-CPU part).
+ */
 export const pauses = () => {
   const delays = monitorEventLoopDelay({ resolution: 10 })
   delays.enable()
+  const stalls = Stalls.watchStalls(stallMs)
   let gcMs = 0
   let maxGcMs = 0
   new PerformanceObserver((list) => {
@@ -93,12 +108,20 @@ export const pauses = () => {
   }).observe({ entryTypes: ["gc"] })
   return {
     read: () => {
-      const read = { maxDelayMs: delays.max / 1e6, gcMs, maxGcMs }
+      const read = {
+        maxDelayMs: delays.max / 1e6,
+        gcMs,
+        maxGcMs,
+        stalls: stalls.stalls().map((stall) => ({ ...stall, startMs: performance.timeOrigin + stall.startMs }))
+      }
       delays.reset()
+      stalls.reset()
       gcMs = 0
       maxGcMs = 0
       return read
-    }
+    },
+    /** Stop watching (its timer would keep the process alive). */
+    stop: () => stalls.stop()
   }
 }
 
@@ -109,12 +132,14 @@ const env = (name: string): string => {
 }
 
 const main = Effect.gen(function*() {
-  const runners = Number(env("RUNNERS"))
+  // The bench takes every runner's port at once (EmbeddedPg.freePorts), so the processes' ports differ.
+  const ports = env("PORTS").split(",").map(Number)
+  const runners = ports.length
   const shards = Number(env("SHARDS"))
   const think = Duration.millis(Number(env("THINK_MS")))
   const gc = Harness.garbageCollector()
   const sql = yield* Layer.build(
-    PgClient.layer({ url: Redacted.make(env("DATABASE_URL")), maxConnections: runners + 20 })
+    PgClient.layer({ url: Redacted.make(env("DATABASE_URL")), maxConnections: runners + 10 })
   )
   const engine = EmbeddedEngine.EmbeddedEngine.layer(EmbeddedEngine.instant).pipe(
     Layer.provide(Tokenizer.Tokenizer.layer)
@@ -127,8 +152,7 @@ const main = Effect.gen(function*() {
   ))
   const hosts: Array<Host.HostShape> = []
   const starting = performance.now()
-  for (let i = 0; i < runners; i++) {
-    const port = yield* EmbeddedPg.freePort
+  for (const port of ports) {
     const runner = Host.entityLayer.pipe(
       Layer.provideMerge(Host.Host.layer(`127.0.0.1:${port}`, () => Effect.die("the bench forwards nothing"))),
       Layer.provideMerge(NodeClusterSocket.layer({
@@ -214,7 +238,7 @@ const main = Effect.gen(function*() {
       Effect.runFork(Effect.flatMap(run, send))
     })
     process.on("disconnect", () => resume(Effect.die("the bench went away")))
-    process.send?.({ ready: runners, startMs })
+    process.send?.({ ready: runners, startMs, incarnations: hosts.map((host) => host.incarnation) })
   })
 })
 
