@@ -36,10 +36,19 @@ export interface Joined {
   readonly outcome: Effect.Effect<ClusterWire.SessionResult, StreamError>
 }
 
-interface Member {
+/** What a stream does with one Session's events: its first request, and its end (reported once). */
+export interface Reader {
   readonly session: ClusterWire.GroupSession
-  readonly firstRequest: Deferred.Deferred<void>
-  readonly outcome: Deferred.Deferred<ClusterWire.SessionResult, StreamError>
+  readonly firstRequest: Effect.Effect<void>
+  readonly end: (exit: Exit.Exit<ClusterWire.SessionResult, StreamError>) => Effect.Effect<void>
+}
+
+/** A Reader and whether its end was reported. */
+interface Member {
+  readonly reader: Reader
+  ended: boolean
+  /** The opening of the stream whose event reported its end (none when the stream's end did). */
+  endedIn: number | undefined
 }
 
 interface Batch<C> {
@@ -50,6 +59,8 @@ interface Batch<C> {
   fiber: Fiber.Fiber<void> | undefined
   /** When its stream last said anything (ms, the Clock's). */
   heard: number
+  /** How many times its stream was opened. */
+  openings: number
 }
 
 /**
@@ -89,36 +100,53 @@ export const make = <C>(deps: {
     if (member === undefined) return Effect.void
     switch (event._tag) {
       case "FirstRequest":
-        return Deferred.succeed(member.firstRequest, undefined)
+        return member.reader.firstRequest
       case "Gate":
         return Effect.sync(() => deps.onGate(event.sessionId, event.state))
       case "Done":
-        return Deferred.succeed(member.outcome, event.result)
+        return reported(batch, member, Exit.succeed(event.result))
       case "Failed":
-        return Deferred.fail(
-          member.outcome,
-          new ClusterError.SessionFailedError({ type: event.type, detail: event.detail })
+        return reported(
+          batch,
+          member,
+          Exit.fail(new ClusterError.SessionFailedError({ type: event.type, detail: event.detail }))
         )
     }
   }
 
+  /** A Session's end as its stream's event reported it. */
+  const reported = (batch: Batch<C>, member: Member, exit: Exit.Exit<ClusterWire.SessionResult, StreamError>) =>
+    Effect.suspend(() => {
+      if (!member.ended) member.endedIn = batch.openings
+      return end(member, exit)
+    })
+
+  const end = (member: Member, exit: Exit.Exit<ClusterWire.SessionResult, StreamError>) =>
+    Effect.suspend(() => {
+      if (member.ended) return Effect.void
+      member.ended = true
+      return member.reader.end(exit)
+    })
+
   /** What the stream did not report of each Session is how the stream ended. */
   const settle = (batch: Batch<C>, exit: Exit.Exit<void, StreamError>) =>
-    Effect.forEach(batch.members.values(), (member) =>
-      Exit.isSuccess(exit)
-        ? Deferred.fail(
-          member.outcome,
-          new ClusterError.ClusterCallError({
-            reason: "refused",
-            detail: `RunGroup ended without a result of Session ${member.session.sessionId}`
-          })
-        )
-        : Deferred.failCause(member.outcome, exit.cause), { discard: true })
+    Effect.forEach([...batch.members.values()], (member) =>
+      end(
+        member,
+        Exit.isSuccess(exit)
+          ? Exit.fail(
+            new ClusterError.ClusterCallError({
+              reason: "refused",
+              detail: `RunGroup ended without a result of Session ${member.reader.session.sessionId}`
+            })
+          )
+          : Exit.failCause(exit.cause)
+      ), { discard: true })
 
   const pending = (batch: Batch<C>) => {
     const sessions: Array<ClusterWire.GroupSession> = []
     for (const member of batch.members.values()) {
-      if (!Deferred.isDoneUnsafe(member.outcome)) sessions.push(member.session)
+      if (!member.ended) sessions.push(member.reader.session)
     }
     return sessions
   }
@@ -148,7 +176,12 @@ export const make = <C>(deps: {
   const follow = (batch: Batch<C>): Effect.Effect<void, StreamError> =>
     Effect.flatMap(Clock.currentTimeMillis, (now) => {
       batch.heard = now
-      return Effect.raceFirst(deps.run(batch.context, () => pending(batch), onEvent(batch)), watch(batch))
+      // `sessions` is read once per opening (a route that finds the holder through another entity opens it again).
+      const sessions = () => {
+        batch.openings += 1
+        return pending(batch)
+      }
+      return Effect.raceFirst(deps.run(batch.context, sessions, onEvent(batch)), watch(batch))
     }).pipe(
       Effect.tapError((error) =>
         error._tag === "ClusterCallError" && error.reason === "deadline"
@@ -161,15 +194,20 @@ export const make = <C>(deps: {
       })
     )
 
+  /** The batch's stream followed to its end, and every Session it did not report ended with how it ended. */
+  const followAll = (batch: Batch<C>) =>
+    follow(batch).pipe(
+      Effect.onExit((exit) => settle(batch, exit)),
+      Effect.ignore
+    )
+
   const launch = (batchKey: string, batch: Batch<C>) =>
     Effect.suspend(() => {
       if (batch.launched) return Effect.void
       batch.launched = true
       if (gathering.get(batchKey) === batch) gathering.delete(batchKey)
       if (batch.members.size === 0) return Effect.void
-      return follow(batch).pipe(
-        Effect.onExit((exit) => settle(batch, exit)),
-        Effect.ignore,
+      return followAll(batch).pipe(
         Effect.forkIn(deps.scope),
         Effect.map((fiber) => {
           batch.fiber = fiber
@@ -202,23 +240,59 @@ export const make = <C>(deps: {
       let batch = gathering.get(batchKey)
       const opened = batch === undefined
       if (batch === undefined) {
-        batch = { context, members: new Map(), launched: false, fiber: undefined, heard: 0 }
+        batch = { context, members: new Map(), launched: false, fiber: undefined, heard: 0, openings: 0 }
         gathering.set(batchKey, batch)
       }
-      const member: Member = {
-        session,
-        firstRequest: Deferred.makeUnsafe<void>(),
-        outcome: Deferred.makeUnsafe<ClusterWire.SessionResult, StreamError>()
-      }
-      batch.members.set(session.sessionId, member)
+      const firstRequest = Deferred.makeUnsafe<void>()
+      const outcome = Deferred.makeUnsafe<ClusterWire.SessionResult, StreamError>()
+      batch.members.set(session.sessionId, {
+        reader: {
+          session,
+          firstRequest: Deferred.succeed(firstRequest, undefined),
+          end: (exit) => Deferred.done(outcome, exit)
+        },
+        ended: false,
+        endedIn: undefined
+      })
       const joined = batch
       yield* Effect.addFinalizer(() => leave(batchKey, joined, session.sessionId))
       if (batch.members.size >= expected) yield* launch(batchKey, batch)
       else if (opened) {
         yield* Effect.forkIn(Effect.delay(launch(batchKey, batch), GroupCalls.batchWindow), deps.scope)
       }
-      return { firstRequest: Deferred.await(member.firstRequest), outcome: Deferred.await(member.outcome) }
+      return { firstRequest: Deferred.await(firstRequest), outcome: Deferred.await(outcome) }
     })
 
-  return { join }
+  /**
+   * One stream for a whole Group's Sessions, followed in the caller's fiber until every Session ended (each `Reader`
+   * told of its first request and its end); interrupting it ends the stream. When the stream completes, `released`
+   * is told which Sessions the runner forgot: those whose end that opening of the stream reported (the runner forgets
+   * a Session once the stream that reported its end completed, `SessionFollowers.ts`); the others need a `Stop`.
+   */
+  const followGroup = (
+    context: C,
+    readers: ReadonlyArray<Reader>,
+    released: (sessionIds: ReadonlyArray<string>) => void
+  ): Effect.Effect<void> =>
+    Effect.suspend(() => {
+      const batch: Batch<C> = { context, members: new Map(), launched: true, fiber: undefined, heard: 0, openings: 0 }
+      for (const reader of readers) {
+        batch.members.set(reader.session.sessionId, { reader, ended: false, endedIn: undefined })
+      }
+      return follow(batch).pipe(
+        Effect.tap(() =>
+          Effect.sync(() => {
+            const forgotten: Array<string> = []
+            for (const member of batch.members.values()) {
+              if (member.endedIn === batch.openings) forgotten.push(member.reader.session.sessionId)
+            }
+            released(forgotten)
+          })
+        ),
+        Effect.onExit((exit) => settle(batch, exit)),
+        Effect.ignore
+      )
+    })
+
+  return { join, followGroup }
 }

@@ -16,7 +16,9 @@
  * again); a stopped Session's id is remembered for a while, so a late `RunGroup` naming it reports it `Failed` with the
  * reason it was stopped instead of starting it again against an empty forest. One event stream follows the Sessions a
  * `RunGroup` names (`SessionFollowers.ts`); through an entity whose shard moves away it ends with `NotHolderError`
- * (the Sessions go on; the controller follows them through another entity). A Session the controller stops touching (`Touch`, every 5 s) for `orphanAfter` is reaped: its controller
+ * (the Sessions go on; the controller follows them through another entity). A stream that completes has delivered
+ * its Sessions' ends to the controller: the host forgets them then, without a `Stop` (an ended Session's slot is free
+ * from its end on). A Session the controller stops touching (`Touch`, every 5 s) for `orphanAfter` is reaped: its controller
  * died without stopping it. With `--runner-slots` the host reserves a whole Group's slots (`Reserve`,
  * `src/cluster/Slots.ts`) or refuses, and each new Session uses one reserved slot; a draining host (SIGTERM) reserves
  * nothing and starts no Session of a Group not reserved on it, and `drain` completes once its Sessions have ended.
@@ -93,7 +95,10 @@ export interface HostShape {
   readonly address: string
   /** How many Sessions this runner hosts now. */
   readonly hosted: Effect.Effect<number>
-  /** Slots in use: hosted Sessions plus slots reserved for Sessions that have not arrived. */
+  /**
+   * Slots in use: hosted Sessions that have not ended plus slots reserved for Sessions that have not arrived (an ended
+   * Session's result is kept until its stream delivered it, or its controller stops it, without its slot).
+   */
   readonly used: Effect.Effect<number>
   /** How many event streams are open now (one a Group, usually). */
   readonly streams: Effect.Effect<number>
@@ -162,16 +167,35 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
     const table = new Map<string, Hosted>()
     const tombstones = new Map<string, Tombstone>()
     const slots = HostSlots.make(capacity)
-    const used = () => slots.used(table.size)
+    const clock = yield* Clock.clockWith(Effect.succeed)
+    // Sessions hosted and not ended: an ended Session's slot is free while the host keeps its result for its stream.
+    let running = 0
+    const used = () => slots.used(running)
     const fingerprint = Fingerprint.of(settings)
-    // The Groups' event streams: queues the host fills, one runner-wide loop for Alive and route checks.
-    const followers = SessionFollowers.make({ incarnation, retains })
+    // The Groups' event streams: queues the host fills, one runner-wide loop for Alive and route checks. A Session
+    // whose end a stream delivered is forgotten (its controller sends no Stop for it); its slot was freed at its end.
+    const followers = SessionFollowers.make({ incarnation, retains, delivered: (sessions) => forget(sessions) })
     yield* Effect.forkIn(followers.start, scope)
 
     const checkRunner = (holder: string): Effect.Effect<void, ClusterWire.NotHolderError> =>
       holder === incarnation
         ? Effect.void
         : Effect.fail(new ClusterWire.NotHolderError({ holder, runner: incarnation }))
+
+    /** The Session ended (its agent, or a stop): its slot is free, its streams report it. */
+    const ended = (hosted: Hosted, exit: Exit.Exit<ClusterWire.SessionResult, ClusterWire.SessionFailedError>) => {
+      if (hosted.ended === undefined) running -= 1
+      followers.ended(hosted, exit)
+    }
+
+    /** Sessions whose end reached their controller: gone from the table, a late `RunGroup` naming one says so. */
+    const forget = (sessions: ReadonlyArray<SessionFollowers.Followed>) => {
+      const at = clock.currentTimeMillisUnsafe()
+      for (const { sessionId } of sessions) {
+        if (!table.delete(sessionId)) continue
+        tombstones.set(sessionId, { ...HostReaper.delivered(sessionId), at })
+      }
+    }
 
     /** Start the Session's fiber in the host's scope (the first `RunGroup` that names it). */
     const start = (payload: typeof GroupEntity.RunGroup.payloadSchema.Type, session: ClusterWire.GroupSession) =>
@@ -188,6 +212,7 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
           touched: yield* Clock.currentTimeMillis
         }
         table.set(session.sessionId, hosted)
+        running += 1
         yield* Effect.logInfo(
           `runner ${incarnation} hosts Session ${session.sessionId} (${payload.group.groupId}) ` +
             `[slots ${used()}/${capacity ?? "unlimited"}]`
@@ -224,7 +249,7 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
           ),
           Effect.exit,
           Effect.flatMap((exit) =>
-            Effect.andThen(Deferred.done(hosted.done, exit), Effect.sync(() => followers.ended(hosted, exit)))
+            Effect.andThen(Deferred.done(hosted.done, exit), Effect.sync(() => ended(hosted, exit)))
           ),
           Effect.asVoid
         )
@@ -243,7 +268,7 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
         table.delete(sessionId)
         tombstones.set(sessionId, { type: error.type, detail: error.detail, at: yield* Clock.currentTimeMillis })
         yield* Deferred.fail(hosted.done, error)
-        followers.ended(hosted, Exit.fail(error))
+        ended(hosted, Exit.fail(error))
         yield* Deferred.fail(hosted.lease, new SessionError.SessionClosedError({ sessionId }))
         if (hosted.fiber !== undefined) yield* Fiber.interrupt(hosted.fiber)
       })
@@ -287,7 +312,8 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
       yield* Effect.logInfo(
         `runner ${incarnation} drains: takes no new Group; waits for ${table.size} hosted Session(s) to end`
       )
-      while (used() > 0) yield* Effect.sleep(Duration.millis(500))
+      // Until every Session ended and its result reached its controller (or it was stopped), and no slot is promised.
+      while (slots.used(table.size) > 0) yield* Effect.sleep(Duration.millis(500))
       yield* Effect.logInfo(`runner ${incarnation} drained: no Session left`)
     })
 

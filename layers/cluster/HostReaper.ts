@@ -74,3 +74,9 @@ export const start = (deps: {
 
 /** The error of a Session its controller stopped. */
 export const stoppedByController = (sessionId: string) => stopped(sessionId, "was stopped by its controller")
+
+/** Why a Session whose end its controller received is not run again (a late `RunGroup` naming it). */
+export const delivered = (sessionId: string) => ({
+  type: "SessionEnded",
+  detail: `Session ${sessionId} ended and its result reached its controller; it is not run again`
+})

@@ -20,7 +20,7 @@
  * Session already running). A runner that died costs its Groups: no shard names it any more, and each of its Groups
  * is dropped (`error_type=RunnerLostError`) and refilled.
  */
-import { Duration, Effect, Layer, Schedule, Stream } from "effect"
+import { Duration, Effect, Exit, Layer, Schedule, Stream } from "effect"
 import { EntityId, ShardId, Sharding } from "effect/cluster"
 import { randomBytes } from "node:crypto"
 import * as ClusterError from "../../src/cluster/ClusterError.ts"
@@ -33,6 +33,7 @@ import * as Credit from "../credit/Credit.ts"
 import * as RolloutConfig from "../rollout/RolloutConfig.ts"
 import * as SessionRunner from "../rollout/SessionRunner.ts"
 import type * as FirstRequestBarrier from "../schedule/FirstRequestBarrier.ts"
+import type * as PoolContract from "../schedule/PoolContract.ts"
 import * as Directory from "./Directory.ts"
 import * as Fleet from "./Fleet.ts"
 import * as GroupCalls from "./GroupCalls.ts"
@@ -116,33 +117,29 @@ const make = (options: RemoteOptions) =>
         ? sessionIds[0]
         : `${sessionIds.length} Sessions of ${Routing.groupKeyOf(sessionIds[0] ?? "")}`
     // A Group's Grants, Stops and Touches: one message for its Sessions at once (GroupCalls.ts).
-    const grants = GroupCalls.batcher({
-      scope,
-      send: (to: GroupTarget & { readonly rolloutId: number }, sessionIds) =>
-        Effect.flatMap(fleet.weights, (weights) =>
-          deadline(
-            `Grant ${named(sessionIds)}`,
-            to.route.call((k) =>
-              whileRefused(
-                makeClient(k).Grant({
-                  runner: to.runner,
-                  controller: runId,
-                  sessionIds,
-                  rolloutId: to.rolloutId,
-                  weights
-                })
-              )
-            )
-          ))
-    })
-    const stops = GroupCalls.batcher({
-      scope,
-      send: (to: GroupTarget, sessionIds) =>
+    const sendGrant = (to: GroupTarget & { readonly rolloutId: number }, sessionIds: ReadonlyArray<string>) =>
+      Effect.flatMap(fleet.weights, (weights) =>
         deadline(
-          `Stop ${named(sessionIds)}`,
-          to.route.call((k) => makeClient(k).Stop({ runner: to.runner, sessionIds }))
-        )
-    })
+          `Grant ${named(sessionIds)}`,
+          to.route.call((k) =>
+            whileRefused(
+              makeClient(k).Grant({
+                runner: to.runner,
+                controller: runId,
+                sessionIds,
+                rolloutId: to.rolloutId,
+                weights
+              })
+            )
+          )
+        ))
+    const sendStop = (to: GroupTarget, sessionIds: ReadonlyArray<string>) =>
+      deadline(
+        `Stop ${named(sessionIds)}`,
+        to.route.call((k) => makeClient(k).Stop({ runner: to.runner, sessionIds }))
+      )
+    const grants = GroupCalls.batcher({ scope, send: sendGrant })
+    const stops = GroupCalls.batcher({ scope, send: sendStop })
     const touching = GroupCalls.toucher({
       scope,
       interval: Host.touchInterval,
@@ -198,25 +195,36 @@ const make = (options: RemoteOptions) =>
         )
     })
 
+    /** Where the Session's Group lives: its holder (named in its id), whatever shards move meanwhile. */
+    const targetOf = (sessionId: string) => {
+      const key = Routing.groupKeyOf(sessionId)
+      const runner = Routing.holderOf(sessionId)
+      if (key === undefined || runner === undefined) {
+        return Effect.fail(
+          new ClusterError.ClusterCallError({ reason: "refused", detail: `${sessionId} is no cluster Session id` })
+        )
+      }
+      const target: GroupTarget = { runner, route: HolderRoute.make(directory, runner, directory.known(runner) ?? key) }
+      return Effect.succeed({ target, groupKey: `${runner}/${key}` })
+    }
+
+    /** A Session's result as the pool reads it; its parser failures and drift are counted here. */
+    const resultOf = (group: SessionRunner.PlannedGroup, result: ClusterWire.SessionResult) => {
+      parserFailures += group.mode === "train" ? result.parserFailures : 0
+      if (group.mode === "train") SessionRunner.addDrift(drift, Drift.countsOf(result.drift ?? {}))
+      return {
+        sessionId: result.sessionId,
+        samples: result.samples,
+        debug: result.debug
+      } satisfies SessionRunner.SessionResult
+    }
+
     const session = Effect.fn("ClusterRunner.session")(function*(
       group: SessionRunner.PlannedGroup,
       ticket: FirstRequestBarrier.SessionTicket
     ) {
       return yield* Effect.scoped(Effect.gen(function*() {
-        const key = Routing.groupKeyOf(ticket.sessionId)
-        const runner = Routing.holderOf(ticket.sessionId)
-        if (key === undefined || runner === undefined) {
-          return yield* Effect.fail(
-            new ClusterError.ClusterCallError({
-              reason: "refused",
-              detail: `${ticket.sessionId} is no cluster Session id`
-            })
-          )
-        }
-        // The Group lives on the runner that took it (its holder), whatever shards move meanwhile.
-        const route = HolderRoute.make(directory, runner, directory.known(runner) ?? key)
-        const target = { runner, route }
-        const groupKey = `${runner}/${key}`
+        const { groupKey, target } = yield* targetOf(ticket.sessionId)
         yield* Effect.addFinalizer(() =>
           Effect.sync(() => {
             fleet.forget(ticket.sessionId)
@@ -245,14 +253,76 @@ const make = (options: RemoteOptions) =>
         // The agent's first request joins the barrier; it completes once the Group is leased (a drop interrupts this
         // Session anyway).
         yield* Effect.forkScoped(joined.firstRequest.pipe(Effect.andThen(Effect.ignore(ticket.awaitLease))))
-        const result = yield* joined.outcome
-        parserFailures += group.mode === "train" ? result.parserFailures : 0
-        if (group.mode === "train") SessionRunner.addDrift(drift, Drift.countsOf(result.drift ?? {}))
-        return {
-          sessionId: result.sessionId,
-          samples: result.samples,
-          debug: result.debug
-        } satisfies SessionRunner.SessionResult
+        return resultOf(group, yield* joined.outcome)
+      }))
+    })
+
+    /**
+     * A whole Group's Sessions in one fiber (the pool's `group`): one event stream, one `Grant` when the Group is
+     * leased, each Session's end given to the pool as its event arrives. A Session whose end the stream delivered is
+     * forgotten by the runner when the stream completes; one `Stop` at the end names the others: those still running
+     * when the effect is interrupted (a drop, a closed step), and those whose end came on a stream that broke.
+     */
+    const runGroup = Effect.fn("ClusterRunner.group")(function*(
+      group: SessionRunner.PlannedGroup,
+      sessions: PoolContract.GroupTickets,
+      ended: (
+        position: number,
+        exit: Exit.Exit<SessionRunner.SessionResult, SessionRunner.GroupError>
+      ) => Effect.Effect<void>
+    ) {
+      const { tickets } = sessions
+      const first = tickets[0]
+      if (first === undefined) return
+      const placed = yield* Effect.result(targetOf(first.sessionId))
+      if (placed._tag === "Failure") {
+        return yield* Effect.forEach(tickets, (t) => ended(t.position, Exit.fail(placed.failure)), { discard: true })
+      }
+      const { groupKey, target } = placed.success
+      const running = new Set(tickets.map((t) => t.sessionId))
+      // What the runner still holds: every Session until a completed stream delivered its end.
+      const held = new Set(running)
+      const leave = (sessionId: string) => {
+        running.delete(sessionId)
+        fleet.forget(sessionId)
+        touching.remove(groupKey, sessionId)
+      }
+      yield* Effect.scoped(Effect.gen(function*() {
+        yield* Effect.addFinalizer(() =>
+          Effect.suspend(() => {
+            for (const sessionId of [...running]) leave(sessionId)
+            return held.size === 0 ? Effect.void : Effect.ignore(sendStop(target, [...held]))
+          })
+        )
+        // The runner reaps a Session its controller stops touching (a controller killed without this finalizer).
+        for (const t of tickets) touching.add(groupKey, t.sessionId, target)
+        // The Group's Runtime lease, passed on to the runner with the weights its generations follow.
+        yield* Effect.forkScoped(first.leased.pipe(
+          Effect.andThen(Effect.suspend(() =>
+            running.size === 0 ? Effect.void : sendGrant({ ...target, rolloutId: first.rolloutId() }, [...running])
+          )),
+          Effect.ignore
+        ))
+        yield* streams.followGroup(
+          { ...target, group },
+          tickets.map((ticket): GroupStreams.Reader => ({
+            session: { sessionId: ticket.sessionId, position: ticket.position },
+            // The agent's first request joins the barrier (the lease reaches the runner as `Grant`).
+            firstRequest: sessions.arrive(ticket.position),
+            end: (exit) =>
+              Effect.suspend(() => {
+                leave(ticket.sessionId)
+                return ended(
+                  ticket.position,
+                  Exit.map(exit, (result) =>
+                    resultOf(group, result))
+                )
+              })
+          })),
+          (released) => {
+            for (const sessionId of released) held.delete(sessionId)
+          }
+        )
       }))
     })
 
@@ -291,6 +361,7 @@ const make = (options: RemoteOptions) =>
 
     return {
       session,
+      group: runGroup,
       reward: SessionRunner.rewardWith(credit),
       describeError: SessionRunner.describeError,
       // Called once per Group, its effect once per Session: the Group is placed (its slots reserved) on the first.

@@ -115,6 +115,11 @@ export const make = (deps: {
   readonly retains: boolean
   /** How long a reader gathers events into one chunk (default {@link batchWindow}). */
   readonly window?: Duration.Duration | undefined
+  /**
+   * A stream ended after it reported the end of every Session it followed: the cluster pulls a stream's next chunk
+   * only once the last one was acknowledged, so the controller holds their results and the host may forget them.
+   */
+  readonly delivered?: ((sessions: ReadonlyArray<Followed>) => void) | undefined
 }) => {
   const window = deps.window ?? batchWindow
   const streams = new Set<Follower>()
@@ -151,7 +156,10 @@ export const make = (deps: {
       }
       if (follower.waiting.size > 0) streams.add(follower)
       else Queue.endUnsafe(queue)
-      return batched(queue, window).pipe(Stream.ensuring(Effect.sync(() => unlink(follower))))
+      return batched(queue, window).pipe(
+        Stream.onEnd(Effect.sync(() => deps.delivered?.(sessions))),
+        Stream.ensuring(Effect.sync(() => unlink(follower)))
+      )
     }))
 
   return {

@@ -43,6 +43,11 @@ export interface FirstRequestBarrier {
   readonly ticket: (position: number) => SessionTicket
   /** Whether the Session at `position` has sent its first model request. */
   readonly arrived: (position: number) => boolean
+  /**
+   * Count the first model request of the Session at `position` (once; the last one runs `onReady`) without waiting
+   * for the lease: for a runner that relays its agents' first requests from elsewhere (`GroupRunner.group`).
+   */
+  readonly arrive: (position: number) => Effect.Effect<void>
 }
 
 /** What a barrier needs of its Group. */
@@ -68,6 +73,14 @@ export const make = (options: BarrierOptions): Effect.Effect<FirstRequestBarrier
     let granted = false
     const firstRequests = yield* Effect.forEach(sessionIds, () => Deferred.make<void>())
     const leased = Deferred.await(lease).pipe(Effect.flatMap((granted) => granted ? Effect.void : Effect.never))
+    /** Counts the Session's first request; true when it was the Group's last. */
+    const countArrival = (position: number): boolean => {
+      if (arrived[position]) return false
+      arrived[position] = true
+      arrivedCount += 1
+      Deferred.doneUnsafe(firstRequests[position]!, Effect.void)
+      return arrivedCount === size
+    }
     const ticket = (position: number): SessionTicket => {
       const sessionId = sessionIds[position]!
       return {
@@ -76,15 +89,11 @@ export const make = (options: BarrierOptions): Effect.Effect<FirstRequestBarrier
         sessionId,
         position,
         rolloutId: options.rolloutId,
-        awaitLease: Effect.suspend(() => {
-          if (!arrived[position]) {
-            arrived[position] = true
-            arrivedCount += 1
-            Deferred.doneUnsafe(firstRequests[position]!, Effect.void)
-            if (arrivedCount === size) return options.onReady.pipe(Effect.andThen(Deferred.await(lease)))
-          }
-          return Deferred.await(lease)
-        }).pipe(
+        awaitLease: Effect.suspend(() =>
+          countArrival(position)
+            ? options.onReady.pipe(Effect.andThen(Deferred.await(lease)))
+            : Deferred.await(lease)
+        ).pipe(
           Effect.flatMap((leased) => {
             if (!leased) return Effect.fail(new SessionError.SessionClosedError({ sessionId }))
             granted = true
@@ -95,5 +104,9 @@ export const make = (options: BarrierOptions): Effect.Effect<FirstRequestBarrier
         leased
       }
     }
-    return { ticket, arrived: (position) => arrived[position] === true }
+    return {
+      ticket,
+      arrived: (position) => arrived[position] === true,
+      arrive: (position) => Effect.suspend(() => countArrival(position) ? options.onReady : Effect.void)
+    }
   })

@@ -12,7 +12,7 @@
  * filtered, or a failure that drops the Group) is the `Finished` signal. Once the drop streak tripped, a failing
  * Group is being reaped by the pool and logs nothing.
  */
-import { Deferred, Effect } from "effect"
+import { Cause, Deferred, Effect, Exit } from "effect"
 import type * as DropStreak from "../../src/schedule/DropStreak.ts"
 import * as GroupFailure from "../../src/schedule/GroupFailure.ts"
 import type * as Telemetry from "../observability/Telemetry.ts"
@@ -40,6 +40,66 @@ interface SessionFailure<E> {
 /** Defects of `effect` as a `RunnerDiedError` failure; typed failures and interruptions pass unchanged. */
 const surviveDefects = <A, E>(effect: Effect.Effect<A, E | GroupFailure.RunnerDiedError>) =>
   Effect.catchDefect(effect, (defect) => Effect.fail(new GroupFailure.RunnerDiedError({ cause: defect })))
+
+/**
+ * The Sessions of a Group that the runner runs together (`GroupRunner.group`): their outcomes in Session order, or
+ * the first Session failure, judged as the per-Session path judges each Session's end (a defect is
+ * `RunnerDiedError`, an end before the first request `ExitedBeforeFirstRequestError`); the Sessions still running
+ * then end with the runner's effect, interrupted as `forEach` interrupts the per-Session fibers.
+ */
+const runTogether = <G extends PoolContract.GroupLike, O, E>(
+  runGroup: NonNullable<PoolContract.GroupRunner<G, O, unknown, E>["group"]>,
+  group: G,
+  barrier: FirstRequestBarrier.FirstRequestBarrier,
+  sessionIds: ReadonlyArray<string>,
+  finished: Array<boolean>
+): Effect.Effect<ReadonlyArray<O>, SessionFailure<E>> =>
+  Effect.scoped(Effect.gen(function*() {
+    const size = sessionIds.length
+    const outcomes: Array<O> = []
+    const reported: Array<boolean> = Array.from({ length: size }, () => false)
+    let left = size
+    const settled = Deferred.makeUnsafe<ReadonlyArray<O>, SessionFailure<E>>()
+    const failWith = (position: number, error: SessionFailure<E>["error"]) =>
+      Deferred.fail(settled, { position, sessionId: sessionIds[position]!, error })
+    const ended = (position: number, exit: Exit.Exit<O, E>): Effect.Effect<void> =>
+      Effect.suspend(() => {
+        if (reported[position] !== false) return Effect.void
+        reported[position] = true
+        finished[position] = true
+        if (Exit.isFailure(exit)) {
+          const error = Cause.findErrorOption(exit.cause)
+          if (error._tag === "Some") return failWith(position, error.value)
+          if (Cause.hasDies(exit.cause)) {
+            return failWith(position, new GroupFailure.RunnerDiedError({ cause: Cause.squash(exit.cause) }))
+          }
+          return Deferred.interrupt(settled)
+        }
+        if (!barrier.arrived(position)) {
+          return failWith(
+            position,
+            new GroupFailure.ExitedBeforeFirstRequestError({ sessionId: sessionIds[position]! })
+          )
+        }
+        outcomes[position] = exit.value
+        left -= 1
+        return left === 0 ? Deferred.succeed(settled, outcomes) : Effect.void
+      })
+    const tickets = sessionIds.map((_, position) => barrier.ticket(position))
+    yield* runGroup(group, { tickets, arrive: barrier.arrive }, ended).pipe(
+      // A Session the runner's effect did not report ends with how that effect ended (without its outcome: a defect).
+      Effect.exit,
+      Effect.flatMap((exit) => {
+        const rest: Exit.Exit<O, E> = Exit.isFailure(exit)
+          ? Exit.failCause(exit.cause)
+          : Exit.die(new Error(`the runner of Group ${group.groupId} ended before all its Sessions did`))
+        return Effect.forEach(sessionIds.keys(), (position) => ended(position, rest), { discard: true })
+      }),
+      // Started at once, as the per-Session fibers of `forEach` start in this fiber's turn.
+      Effect.forkScoped({ startImmediately: true })
+    )
+    return yield* Deferred.await(settled)
+  }))
 
 /** The fiber of the Group `record`, from its Sessions' start to its `Finished` signal. */
 export const run = <G extends PoolContract.GroupLike, O, A, E>(
@@ -107,8 +167,10 @@ export const run = <G extends PoolContract.GroupLike, O, A, E>(
             })
         )
       )
-    const sessions = yield* Effect.forEach(sessionIds.map((_, i) => i), runSession, { concurrency: "unbounded" })
-      .pipe(Effect.result)
+    const runGroup = options.runner.group
+    const sessions = yield* (runGroup === undefined
+      ? Effect.forEach(sessionIds.map((_, i) => i), runSession, { concurrency: "unbounded" })
+      : runTogether(runGroup, group, barrier, sessionIds, record.finished)).pipe(Effect.result)
     if (sessions._tag === "Failure") {
       // The rollout is stopping (the streak tripped): this Group is being reaped, not dropped and refilled.
       if (streak.tripped() !== undefined) return

@@ -7,7 +7,7 @@
  * layers/schedule/GroupPool.ts; this module holds the shapes both it and its callers (the rollout, the simulations)
  * name.
  */
-import type { Effect } from "effect"
+import type { Effect, Exit } from "effect"
 import type * as DropStreak from "../../src/schedule/DropStreak.ts"
 import type * as Leasing from "../../src/schedule/Leasing.ts"
 import type * as AgentSpec from "../../src/session/AgentSpec.ts"
@@ -33,6 +33,20 @@ export const filtered = (reason?: string): Verdict<never> => ({ _tag: "Filtered"
 export interface GroupRunner<G extends GroupLike, O, A, E> {
   /** Start the Session's agent and run it to its end; a failure drops the Group. */
   readonly session: (group: G, ticket: FirstRequestBarrier.SessionTicket) => Effect.Effect<O, E>
+  /**
+   * Optional: run every Session of the Group together, each as `session` would (same agents, results and failures),
+   * for a runner whose cost is per fiber more than per Session (the cluster's controller: one fiber follows a Group's
+   * event stream). `ended` is told of each Session's end once, as it happens (its outcome, its failure, or a defect);
+   * the effect completes once every Session ended, and interrupting it ends those still running. The pool uses it
+   * when present, with the same first-request barrier, drops and Reward as per Session.
+   */
+  readonly group?:
+    | ((
+      group: G,
+      sessions: GroupTickets,
+      ended: (position: number, exit: Exit.Exit<O, E>) => Effect.Effect<void>
+    ) => Effect.Effect<void>)
+    | undefined
   /** Score the finished Group (outcomes in Session order); a failure drops the Group. */
   readonly reward: (group: G, outcomes: ReadonlyArray<O>) => Effect.Effect<Verdict<A>, E>
   /**
@@ -40,6 +54,17 @@ export interface GroupRunner<G extends GroupLike, O, A, E> {
    * entity, so any runner can route the agent's requests to its owner.
    */
   readonly newSessionId?: ((group: G) => Effect.Effect<string>) | undefined
+}
+
+/** A Group's Sessions' tickets, for a runner that runs them together (`GroupRunner.group`). */
+export interface GroupTickets {
+  /** In Session order. */
+  readonly tickets: ReadonlyArray<FirstRequestBarrier.SessionTicket>
+  /**
+   * Count the first model request of the Session at `position` without waiting for the lease (a runner that hears of
+   * its agents' first requests from elsewhere); its `awaitLease` counts it as well.
+   */
+  readonly arrive: (position: number) => Effect.Effect<void>
 }
 
 export interface PoolOptions<G extends GroupLike, O, A, E> {

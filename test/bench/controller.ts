@@ -344,14 +344,19 @@ const runGroups = (
                 ))
               ).pipe(Effect.asVoid)
           })
-          yield* Effect.forEach(sessionIds, (_, i) =>
-            runner.session(group, barrier.ticket(i)).pipe(
-              Effect.exit,
-              Effect.map((exit) => {
-                step.sessions += 1
-                if (Exit.isFailure(exit)) step.failures.push(String(exit.cause).slice(0, 300))
-              })
-            ), { concurrency: "unbounded", discard: true })
+          const ended = (exit: Exit.Exit<unknown, unknown>) =>
+            Effect.sync(() => {
+              step.sessions += 1
+              if (Exit.isFailure(exit)) step.failures.push(String(exit.cause).slice(0, 300))
+            })
+          const tickets = sessionIds.map((_, i) => barrier.ticket(i))
+          // As the pool does: the whole Group at once where the runner can (`group`), else one fiber a Session.
+          yield* runner.group === undefined
+            ? Effect.forEach(tickets, (ticket) => Effect.flatMap(Effect.exit(runner.session(group, ticket)), ended), {
+              concurrency: "unbounded",
+              discard: true
+            })
+            : runner.group(group, { tickets, arrive: barrier.arrive }, (_, exit) => ended(exit))
         }),
       { concurrency: options.concurrency, discard: true }
     )

@@ -1,0 +1,180 @@
+/**
+ * The controller's `group` (layers/cluster/Remote.ts: a whole Group in one fiber, the Group pool's way in cluster
+ * mode) against the Group entity on the cluster's in-memory test runner (messages serialized as between processes):
+ * one event stream for the Group, its agents' first requests counted on the pool's barrier (`arrive`), one `Grant`
+ * when the barrier's lease is granted, each Session's end handed over as it happens (a result, or the runner's
+ * failure for that Session alone), the ended Sessions stopped on the runner, and the Sessions still running stopped
+ * when the Group's effect is interrupted (a drop). The hosted Sessions are scripted.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Cause, Deferred, Duration, Effect, Exit, Fiber, Layer, Ref, Stream } from "effect"
+import { type Sharding, TestRunner } from "effect/cluster"
+import * as GroupEntity from "../../layers/cluster/GroupEntity.ts"
+import * as Host from "../../layers/cluster/Host.ts"
+import * as RolloutConfig from "../../layers/rollout/RolloutConfig.ts"
+import * as SessionRunner from "../../layers/rollout/SessionRunner.ts"
+import * as FirstRequestBarrier from "../../layers/schedule/FirstRequestBarrier.ts"
+import * as Fingerprint from "../../src/cluster/Fingerprint.ts"
+import * as SessionError from "../../src/session/SessionError.ts"
+import * as ClusterRollout from "../support/clusterRollout.ts"
+
+/** What the hosted Sessions did: how many started and ended. */
+interface Script {
+  readonly starts: Ref.Ref<number>
+  readonly ended: Ref.Ref<number>
+}
+
+/**
+ * Hosted Sessions that wait for their lease, then end by `position`: `fails` with an agent error, `hangs` forever,
+ * any other returns its id and the step it was leased under.
+ */
+const agents = (script: Script, ends: { readonly fails?: number; readonly hangs?: number } = {}) =>
+  Layer.succeed(SessionRunner.SessionRunner, {
+    session: (_, ticket) =>
+      Effect.gen(function*() {
+        yield* Ref.update(script.starts, (n) => n + 1)
+        yield* ticket.awaitLease.pipe(Effect.orDie)
+        if (ticket.position === ends.fails) {
+          return yield* new SessionError.AgentExecutionError({
+            sessionId: ticket.sessionId,
+            reason: "exit",
+            logTail: ""
+          })
+        }
+        if (ticket.position === ends.hangs) return yield* Effect.never
+        return { sessionId: `${ticket.sessionId}@${ticket.rolloutId()}`, samples: [], debug: [] }
+      }).pipe(Effect.onExit(() => Ref.update(script.ended, (n) => n + 1))),
+    reward: () => Effect.die("unused"),
+    describeError: SessionRunner.describeError,
+    takeParserFailures: Effect.succeed(0),
+    takeDrift: Effect.succeed(new Map())
+  })
+
+const trio = ClusterRollout.plannedGroup(3)
+
+/** A runner hosting `agents` on the test runner, and the controller's `Remote` over it. */
+const harness = <A, E>(
+  ends: Parameters<typeof agents>[1],
+  body: (
+    script: Script
+  ) => Effect.Effect<A, E, Host.Host | SessionRunner.SessionRunner | Sharding.Sharding | RolloutConfig.RolloutConfig>
+) =>
+  Effect.gen(function*() {
+    const script: Script = { starts: yield* Ref.make(0), ended: yield* Ref.make(0) }
+    const cluster = Host.entityLayer.pipe(
+      Layer.provideMerge(ClusterRollout.hostLayer(agents(script, ends))),
+      Layer.provideMerge(TestRunner.layer)
+    )
+    const controller = ClusterRollout.controllerLayer({ callTimeout: Duration.seconds(5), shards: 300 })
+    return yield* body(script).pipe(
+      Effect.provide(controller.pipe(Layer.provideMerge(cluster), Layer.provideMerge(ClusterRollout.settings)))
+    )
+  })
+
+/**
+ * The Group placed and started through `group` on the pool's barrier for it (leased under step 7 once `lease` is
+ * granted); `ended` collects each Session's end by position.
+ */
+const startGroup = Effect.gen(function*() {
+  const runner = yield* SessionRunner.SessionRunner
+  const ids = yield* Effect.forEach([0, 1, 2], () => runner.newSessionId!(trio))
+  const lease = yield* Deferred.make<boolean>()
+  const ready = yield* Deferred.make<void>()
+  const barrier = yield* FirstRequestBarrier.make({
+    groupId: trio.groupId,
+    sessionIds: ids,
+    lease,
+    rolloutId: () => 7,
+    onReady: Deferred.succeed(ready, undefined).pipe(Effect.asVoid)
+  })
+  const ended = new Map<number, Exit.Exit<SessionRunner.SessionResult, SessionRunner.GroupError>>()
+  const fiber = yield* Effect.forkChild(runner.group!(
+    trio,
+    { tickets: ids.map((_, i) => barrier.ticket(i)), arrive: barrier.arrive },
+    (position, exit) => Effect.sync(() => void ended.set(position, exit))
+  ))
+  return { ids, lease, ready, ended, fiber }
+})
+
+/**
+ * What a `RunGroup` naming `sessionIds` (a late re-delivery) reports of each: a Session forgotten once its end reached
+ * the controller says `SessionEnded`, one the controller stopped `SessionStopped`.
+ */
+const lateRunGroup = (sessionIds: ReadonlyArray<string>) =>
+  Effect.gen(function*() {
+    const host = yield* Host.Host
+    const client = (yield* GroupEntity.Group.client)("0123456789abcdef")
+    const events = yield* client.RunGroup({
+      runner: host.incarnation,
+      controller: "c",
+      group: trio,
+      sessions: sessionIds.map((sessionId, position) => ({ sessionId, position })),
+      config: Fingerprint.of(yield* RolloutConfig.RolloutConfig)
+    }).pipe(Stream.runCollect, Effect.timeout("10 seconds"))
+    return events.map((e) => e._tag === "Failed" ? e.type : e._tag)
+  })
+
+/** Wait until the runner hosts no Session (the controller's `Stop`s are sent from its own scope). */
+const hostsNone = Effect.gen(function*() {
+  const host = yield* Host.Host
+  while ((yield* host.hosted) > 0) yield* Effect.sleep("20 millis")
+}).pipe(Effect.timeout("10 seconds"))
+
+describe("the controller's group (cluster)", () => {
+  it.live("one stream for the Group: first requests reach the barrier, the lease one Grant, each result its Session", () =>
+    harness({}, (script) =>
+      Effect.gen(function*() {
+        const host = yield* Host.Host
+        const { ended, fiber, ids, lease, ready } = yield* startGroup
+        // Every hosted agent's first request reached the pool's barrier without waiting for the lease.
+        yield* Deferred.await(ready).pipe(Effect.timeout("10 seconds"))
+        assert.strictEqual(yield* host.streams, 1)
+        assert.strictEqual(yield* host.hosted, 3)
+        assert.strictEqual(ended.size, 0)
+        yield* Deferred.succeed(lease, true)
+        yield* Fiber.join(fiber).pipe(Effect.timeout("10 seconds"))
+        assert.deepStrictEqual(
+          [0, 1, 2].map((i) => {
+            const exit = ended.get(i)
+            return exit !== undefined && Exit.isSuccess(exit) ? exit.value.sessionId : String(exit)
+          }),
+          ids.map((id) => `${id}@7`)
+        )
+        // The runner forgot the Sessions once their stream completed, without a Stop.
+        yield* hostsNone
+        assert.deepStrictEqual(yield* lateRunGroup(ids), ["SessionEnded", "SessionEnded", "SessionEnded"])
+        assert.strictEqual(yield* Ref.get(script.starts), 3)
+        assert.strictEqual(yield* Ref.get(script.ended), 3)
+      })))
+
+  it.live("a Session the runner fails ends alone; interrupting the Group stops the ones still running", () =>
+    harness({ fails: 0, hangs: 1 }, (script) =>
+      Effect.gen(function*() {
+        const host = yield* Host.Host
+        const { ended, fiber, ids, lease, ready } = yield* startGroup
+        yield* Deferred.await(ready).pipe(Effect.timeout("10 seconds"))
+        yield* Deferred.succeed(lease, true)
+        yield* Effect.gen(function*() {
+          while (ended.size < 2) yield* Effect.sleep("20 millis")
+        }).pipe(Effect.timeout("10 seconds"))
+        // The runner's failure of Session 0, as its agent's error type.
+        const failed = ended.get(0)
+        const error = failed === undefined || Exit.isSuccess(failed) ? undefined : Cause.findErrorOption(failed.cause)
+        assert.deepStrictEqual(
+          error?._tag === "Some" && error.value._tag === "SessionFailedError" ? error.value.type : String(failed),
+          "AgentExecutionError"
+        )
+        const done = ended.get(2)
+        assert.strictEqual(done !== undefined && Exit.isSuccess(done) ? done.value.sessionId : "", `${ids[2]}@7`)
+        assert.isFalse(ended.has(1))
+        // The runner keeps the ended Sessions (their stream has not completed) but only the running one's slot.
+        assert.strictEqual(yield* host.hosted, 3)
+        assert.strictEqual(yield* host.used, 1)
+        // The pool drops the Group: its effect is interrupted, and one Stop names every Session the runner still holds
+        // (the one running, and the two ended on a stream that did not complete).
+        yield* Fiber.interrupt(fiber)
+        yield* hostsNone
+        assert.deepStrictEqual(yield* lateRunGroup(ids), ["SessionStopped", "SessionStopped", "SessionStopped"])
+        assert.strictEqual(yield* Ref.get(script.ended), 3)
+      })))
+})
