@@ -12,11 +12,12 @@ import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from "node:
 
 /**
  * Node's own fields of a request and its response, used as NodeHttpServer uses them: `_last` is set when a response
- * closes its connection, and `_consuming` keeps Node from dumping an unread body itself. Not in Node's types.
+ * closes its connection, and `_consuming` keeps Node from dumping an unread body itself; `_header` is the response's
+ * head as Node wrote it, kept until the response is gone. Not in Node's types.
  */
 interface NodeInternals {
   readonly request: IncomingMessage & { _consuming: boolean }
-  readonly response: ServerResponse & { _last: boolean }
+  readonly response: ServerResponse & { _last: boolean; readonly _header: string | null }
 }
 
 /** Unread request body discarded after the response to keep the connection alive; past this it closes. */
@@ -71,13 +72,29 @@ export const writeNow = (ex: Exchange, chunk: string): void => {
   socket?.uncork()
 }
 
-/** Write the status and headers (nothing is sent before the first body write). */
+/**
+ * Write the status and headers (nothing is sent before the first body write). A streaming answer's head is made one
+ * flat string: Node builds it by concatenating each header's pieces, a tree of ~24 small strings that the response
+ * keeps for as long as it is open, and a held request (waiting for its lease) is open for seconds, so each of those
+ * strings would be copied by every young-generation collection it survives (docs/performance.md, section 3, "Issue
+ * 41, fourth pass").
+ */
 export const writeHead = (ex: Exchange, status: number, headers: OutgoingHttpHeaders, streaming: boolean): void => {
   const all = ex.answerHeaders === undefined ? headers : { ...ex.answerHeaders, ...headers }
   ex.response.writeHead(
     status,
     ex.closeAfter || closesConnection(ex, streaming) ? { ...all, connection: "close" } : all
   )
+  if (streaming) flattenHead(ex.response)
+}
+
+/**
+ * Reading a character of a concatenated string makes V8 flatten it in place: the string becomes one copy of its
+ * characters and the pieces it was made of are garbage. Its value does not change.
+ */
+const flattenHead = (response: ServerResponse): void => {
+  // Node's response carries `_header` (see NodeInternals); its types do not declare it.
+  ;(response as NodeInternals["response"])._header?.charCodeAt(0)
 }
 
 /** Answer with a complete JSON text: headers and body leave in one write. */

@@ -7,10 +7,17 @@
  * First turns go through the generation core directly (a ~2 KB, 6-message history each); held requests come over
  * HTTP from the load generator in its own process. Heap numbers are `heapUsed + external` after full collections.
  * Stalls are the event-loop delay histogram's maximum (perf_hooks, 10 ms resolution), per phase.
+ *
+ * To see what a held request keeps: `HEAP_SNAPSHOTS=<dir>` writes `before.heapsnapshot` (every Session's first turn
+ * committed, nothing held) and `after.heapsnapshot` (every request held) there, for `test/bench/profile/heapDiff.mjs`
+ * and `test/bench/profile/heldRequest.mjs` (writing them pauses the process: not a run for the stall rows).
+ * `SESSIONS_PHASES=1` prints a line where each phase starts and ends, to read `--trace-gc` output per phase.
  */
 import { Context, Deferred, Effect, Result } from "effect"
 import { writeFileSync } from "node:fs"
+import { join } from "node:path"
 import { monitorEventLoopDelay, performance } from "node:perf_hooks"
+import { writeHeapSnapshot } from "node:v8"
 import * as Engine from "../../layers/engine/Engine.ts"
 import * as Forests from "../../layers/generation/Forests.ts"
 import * as Generation from "../../layers/generation/Generation.ts"
@@ -93,28 +100,37 @@ const run = (options: Harness.BenchOptions): Promise<Harness.BenchResult> => {
     // STALL_MS lowers the threshold of the listed stalls, to read shorter busy periods in a profile (the rows keep 50 ms).
     const stallMs = Number(process.env["STALL_MS"] ?? 50)
     const watch = Stalls.watchStalls(stallMs)
+    const marks = process.env["SESSIONS_PHASES"] === "1"
+    const snapshots = process.env["HEAP_SNAPSHOTS"]
     const phase = async <A>(
+      name: string,
       work: () => Promise<A>
     ): Promise<{ readonly value: A; readonly maxStallMs: number; readonly stalls: ReadonlyArray<Stalls.Stall> }> => {
       delay.reset()
       delay.enable()
       watch.reset()
+      if (marks) console.log(`## sessions phase ${name} starts`)
       const value = await work()
+      if (marks) console.log(`## sessions phase ${name} ends`)
       delay.disable()
       // GC entries arrive on a later turn of the loop.
       await new Promise((resolve) => setTimeout(resolve, 20))
       return { value, maxStallMs: delay.max / 1e6, stalls: watch.stalls() }
     }
+    if (snapshots !== undefined) writeHeapSnapshot(join(snapshots, "before.heapsnapshot"))
     const opening = yield* Effect.promise(() =>
-      phase(() => client.call<LoadClient.HoldResult>({ kind: "hold", target, messages: held }))
+      phase("arrival", () => client.call<LoadClient.HoldResult>({ kind: "hold", target, messages: held }))
     )
     while (waiting < count) yield* Effect.sleep("10 millis")
-    const holding = yield* Effect.promise(() => phase(() => new Promise((resolve) => setTimeout(resolve, 3000))))
+    if (snapshots !== undefined) writeHeapSnapshot(join(snapshots, "after.heapsnapshot"))
+    const holding = yield* Effect.promise(() =>
+      phase("held", () => new Promise((resolve) => setTimeout(resolve, 3000)))
+    )
     const heldBytes = yield* measuredBytes()
 
     const [big] = yield* Effect.promise(() => Servers.registerSessions(context, 1))
     const bigPhase = yield* Effect.promise(() =>
-      phase(() =>
+      phase("1 MB message", () =>
         client.call<number>(
           {
             kind: "send",
@@ -122,13 +138,14 @@ const run = (options: Harness.BenchOptions): Promise<Harness.BenchResult> => {
             messages: HISTORY,
             appendText: { seed: 11, bytes: BIG_MESSAGE_BYTES }
           } satisfies LoadClient.SendJob
-        )
-      )
+        ))
     )
 
     open = true
     yield* Deferred.succeed(gate, undefined)
-    const release = yield* Effect.promise(() => phase(() => client.call<LoadClient.HoldResult>({ kind: "finish" })))
+    const release = yield* Effect.promise(() =>
+      phase("release", () => client.call<LoadClient.HoldResult>({ kind: "finish" }))
+    )
     const finished = release.value
     watch.stop()
     const log = process.env["STALL_LOG"]

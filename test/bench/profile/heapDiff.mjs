@@ -3,40 +3,11 @@
 // the second snapshot and not in the first, grouped by kind: typed-array data and strings by what holds them (the
 // retaining path), plain objects by their keys, everything else by V8's type and name. docs/performance.md, section 3 ("Where a
 // Session's bytes are"), is read from its output over `test/support/sessionMemoryProbe.ts`'s snapshots.
-import { readFileSync } from "node:fs"
+import { readDiff } from "./snapshotDiff.mjs"
 
-const load = (file) => JSON.parse(readFileSync(file, "utf8"))
-
-const [beforeFile, afterFile, unitsArg] = process.argv.slice(2)
-if (beforeFile === undefined || afterFile === undefined) {
-  console.error("usage: heapDiff.mjs before.heapsnapshot after.heapsnapshot [units]")
-  process.exit(2)
-}
-const units = Number(unitsArg ?? 1)
-
-const before = new Set()
-{
-  const s = load(beforeFile)
-  const width = s.snapshot.meta.node_fields.length
-  const id = s.snapshot.meta.node_fields.indexOf("id")
-  for (let i = 0; i < s.nodes.length; i += width) before.add(s.nodes[i + id])
-}
-
-const s = load(afterFile)
-const meta = s.snapshot.meta
-const width = meta.node_fields.length
-const field = (name) => meta.node_fields.indexOf(name)
-const [TYPE, NAME, ID, SIZE, EDGES] = ["type", "name", "id", "self_size", "edge_count"].map(field)
-const edgeWidth = meta.edge_fields.length
-const nodeTypes = meta.node_types[0]
-const edgeTypes = meta.edge_types[0]
-const { nodes, edges, strings } = s
-const count = nodes.length / width
-const firstEdge = new Uint32Array(count)
-for (let n = 0, e = 0; n < count; n++) {
-  firstEdge[n] = e
-  e += nodes[n * width + EDGES] * edgeWidth
-}
+const d = readDiff("heapDiff.mjs")
+const { units, before, width, TYPE, NAME, ID, SIZE, EDGES } = d
+const { edgeWidth, nodeTypes, edgeTypes, nodes, edges, strings, count, firstEdge } = d
 const retainer = new Int32Array(count).fill(-1)
 const retainingEdge = new Int32Array(count).fill(-1)
 for (let n = 0; n < count; n++) {
