@@ -8,7 +8,7 @@ import { createServer, type IncomingMessage, type Server } from "node:http"
 import type { AddressInfo } from "node:net"
 import { Agent } from "undici"
 import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
-import type * as Engine from "../../layers/engine/Engine.ts"
+import * as Engine from "../../layers/engine/Engine.ts"
 import * as SglangEngine from "../../layers/engine/sglang/SglangEngine.ts"
 import * as Gateway from "../../layers/gateway/Gateway.ts"
 import * as Forests from "../../layers/generation/Forests.ts"
@@ -94,15 +94,24 @@ export const registerSessions = (
       )
   )
 
-/** Close and forget Sessions after a round, so rounds do not accumulate forests. */
+/**
+ * Close and forget Sessions after a round as a rollout ends a Session (the registry, the forest, then the engine's
+ * per-Session cache: layers/rollout/SessionRunner.ts), so rounds do not accumulate forests nor the engine's caches of
+ * Sessions that are gone (docs/performance.md, "Issue 41, third pass").
+ */
 export const forgetSessions = (
-  context: Context.Context<Sessions.Sessions | Forests.Forests>,
+  context: Context.Context<Sessions.Sessions | Forests.Forests | Engine.Engine>,
   ids: ReadonlyArray<string>
 ): Promise<void> => {
   const sessions = Context.get(context, Sessions.Sessions)
   const forests = Context.get(context, Forests.Forests)
+  const engine = Context.get(context, Engine.Engine)
   return Effect.runPromise(
-    Effect.forEach(ids, (id) => Effect.andThen(sessions.remove(id), forests.remove(id)), { discard: true })
+    Effect.forEach(
+      ids,
+      (id) => sessions.remove(id).pipe(Effect.andThen(forests.remove(id)), Effect.andThen(engine.closeSession(id))),
+      { discard: true }
+    )
   )
 }
 
