@@ -44,6 +44,12 @@ interface Follower {
   readonly waiting: Set<string>
   /** The Sessions it follows, to be unlinked from when it ends. */
   readonly sessions: ReadonlyArray<Followed>
+  /**
+   * `FirstRequest`s until every Session it follows asked (or ended), and `Done`s of Sessions that asked until the
+   * last one ends: they go out together, one chunk for a Group whose agents ask or end apart. Any other event sends
+   * them first.
+   */
+  readonly held: Array<ClusterWire.GroupEvent>
 }
 
 /** What a hosted Session keeps for its streams. */
@@ -77,10 +83,29 @@ const endEvent = (sessionId: string, ended: Ended): ClusterWire.GroupEvent => {
     : { _tag: "Failed", sessionId, type: "SessionDefect", detail: Cause.pretty(ended.cause) }
 }
 
-/** Report that a Session this stream waits for ended; the stream ends after the last one. */
-const report = (follower: Follower, sessionId: string, event: ClusterWire.GroupEvent) => {
-  if (!follower.waiting.delete(sessionId)) return
+/** Send `event` on the stream, after the events it holds. */
+const send = (follower: Follower, event: ClusterWire.GroupEvent) => {
+  for (const held of follower.held) Queue.offerUnsafe(follower.queue, held)
+  follower.held.length = 0
   Queue.offerUnsafe(follower.queue, event)
+}
+
+/** Report a Session's first request: held until every Session of the stream asked or ended. */
+const reportArrival = (follower: Follower, sessionId: string) => {
+  const event: ClusterWire.GroupEvent = { _tag: "FirstRequest", sessionId }
+  if (follower.sessions.every((s) => s.arrived || s.ended !== undefined)) send(follower, event)
+  else follower.held.push(event)
+}
+
+/**
+ * Report that a Session this stream waits for ended; the stream ends after the last one. A result of a Session that
+ * asked waits for the others' ends; a failure, or the end of a Session that never asked (its Group is dropped), goes
+ * out at once.
+ */
+const report = (follower: Follower, sessionId: string, event: ClusterWire.GroupEvent, arrived: boolean) => {
+  if (!follower.waiting.delete(sessionId)) return
+  if (follower.waiting.size > 0 && event._tag === "Done" && arrived) follower.held.push(event)
+  else send(follower, event)
   if (follower.waiting.size === 0) Queue.endUnsafe(follower.queue)
 }
 
@@ -141,18 +166,18 @@ export const make = (deps: {
         queue,
         placement,
         waiting: new Set([...sessions.map((s) => s.sessionId), ...refused.map((r) => r.sessionId)]),
-        sessions
+        sessions,
+        held: []
       }
       for (const { error, sessionId } of refused) {
-        report(follower, sessionId, { _tag: "Failed", sessionId, type: error.type, detail: error.detail })
+        report(follower, sessionId, { _tag: "Failed", sessionId, type: error.type, detail: error.detail }, false)
       }
       for (const hosted of sessions) {
-        if (hosted.arrived) Queue.offerUnsafe(queue, { _tag: "FirstRequest", sessionId: hosted.sessionId })
-        if (deps.retains) {
-          Queue.offerUnsafe(queue, { _tag: "Gate", sessionId: hosted.sessionId, state: hosted.gateState })
-        }
-        if (hosted.ended !== undefined) report(follower, hosted.sessionId, endEvent(hosted.sessionId, hosted.ended))
-        else hosted.followers.add(follower)
+        if (hosted.arrived) reportArrival(follower, hosted.sessionId)
+        if (deps.retains) send(follower, { _tag: "Gate", sessionId: hosted.sessionId, state: hosted.gateState })
+        if (hosted.ended !== undefined) {
+          report(follower, hosted.sessionId, endEvent(hosted.sessionId, hosted.ended), hosted.arrived)
+        } else hosted.followers.add(follower)
       }
       if (follower.waiting.size > 0) streams.add(follower)
       else Queue.endUnsafe(queue)
@@ -168,9 +193,7 @@ export const make = (deps: {
     arrived: (hosted: Followed): void => {
       if (hosted.arrived) return
       hosted.arrived = true
-      for (const follower of hosted.followers) {
-        Queue.offerUnsafe(follower.queue, { _tag: "FirstRequest", sessionId: hosted.sessionId })
-      }
+      for (const follower of hosted.followers) reportArrival(follower, hosted.sessionId)
     },
     /** The Session ended (its result, or why it failed or was stopped): the first report is the one streams carry. */
     ended: (hosted: Followed, exit: Ended): void => {
@@ -178,7 +201,7 @@ export const make = (deps: {
       hosted.ended = exit
       const event = endEvent(hosted.sessionId, exit)
       for (const follower of hosted.followers) {
-        report(follower, hosted.sessionId, event)
+        report(follower, hosted.sessionId, event, hosted.arrived)
         if (follower.waiting.size === 0) streams.delete(follower)
       }
       hosted.followers.clear()
@@ -188,7 +211,7 @@ export const make = (deps: {
       hosted.gateState = state
       if (!deps.retains) return
       for (const follower of hosted.followers) {
-        Queue.offerUnsafe(follower.queue, { _tag: "Gate", sessionId: hosted.sessionId, state })
+        send(follower, { _tag: "Gate", sessionId: hosted.sessionId, state })
       }
     },
     /** Open streams now (one a Group, usually). */

@@ -1,6 +1,7 @@
 /**
  * A runner's Group event streams (layers/cluster/SessionFollowers.ts), on the TestClock: a Group's events that come
- * within the batch window go out in one chunk (one cluster message and one acknowledgement, not one each); a stream
+ * within the batch window go out in one chunk (one cluster message and one acknowledgement, not one each), its first
+ * requests wait for its last and its results for its last end (a failure or an end before asking does not); a stream
  * opened on Sessions that already asked or ended starts from their state, reports a refused Session at once, and ends
  * once every Session it follows has ended.
  */
@@ -17,6 +18,10 @@ const chunks = <A, E>(stream: Stream.Stream<A, E>, n: number) =>
 
 const named = (events: ReadonlyArray<ClusterWire.GroupEvent>) =>
   events.map((e) => e._tag === "Alive" ? e._tag : `${e._tag} ${e.sessionId}`)
+
+/** Every chunk of a stream, its events named. */
+const namedChunks = <E>(stream: Stream.Stream<ClusterWire.GroupEvent, E>) =>
+  stream.pipe(Stream.chunks, Stream.map((chunk) => named([...chunk])), Stream.runCollect)
 
 const result = (sessionId: string): ClusterWire.SessionResult => ({
   sessionId,
@@ -42,6 +47,52 @@ describe("SessionFollowers", () => {
       yield* TestClock.adjust(SessionFollowers.batchWindow)
       const [chunk] = yield* Fiber.join(first)
       assert.deepStrictEqual(named(chunk ?? []), ["FirstRequest a", "FirstRequest b"])
+    }))
+
+  it.effect("first requests wait for the Group's last, results for its last end: one chunk each however apart", () =>
+    Effect.gen(function*() {
+      const streams = followers()
+      const [a, b, c] = ["a", "b", "c"].map(SessionFollowers.initial)
+      const collected = yield* Effect.forkChild(namedChunks(streams.follow([a!, b!, c!], [], undefined)))
+      // The agents ask a second apart, then end a second apart.
+      for (const s of [a!, b!, c!]) {
+        streams.arrived(s)
+        yield* TestClock.adjust("1 second")
+      }
+      for (const s of [c!, a!, b!]) {
+        streams.ended(s, Exit.succeed(result(s.sessionId)))
+        yield* TestClock.adjust("1 second")
+      }
+      assert.deepStrictEqual(yield* Fiber.join(collected), [
+        ["FirstRequest a", "FirstRequest b", "FirstRequest c"],
+        ["Done c", "Done a", "Done b"]
+      ])
+    }))
+
+  it.effect("a failure, or the end of a Session that never asked, goes out at once with what was held", () =>
+    Effect.gen(function*() {
+      const streams = followers()
+      const [a, b, c] = ["a", "b", "c"].map(SessionFollowers.initial)
+      const collected = yield* Effect.forkChild(namedChunks(streams.follow([a!, b!, c!], [], undefined)))
+      streams.arrived(a!)
+      yield* TestClock.adjust("1 second")
+      // `c` exits without asking: its Group is dropped, so its end does not wait.
+      streams.ended(c!, Exit.succeed(result("c")))
+      yield* TestClock.adjust("1 second")
+      streams.arrived(b!)
+      yield* TestClock.adjust("1 second")
+      streams.ended(a!, Exit.succeed(result("a")))
+      yield* TestClock.adjust("1 second")
+      streams.ended(
+        b!,
+        Exit.fail(new ClusterWire.SessionFailedError({ type: "AgentExecutionError", detail: "exit 1" }))
+      )
+      yield* TestClock.adjust("1 second")
+      assert.deepStrictEqual(yield* Fiber.join(collected), [
+        ["FirstRequest a", "Done c"],
+        ["FirstRequest b"],
+        ["Done a", "Failed b"]
+      ])
     }))
 
   it.effect("a stream opened on Sessions that asked or ended starts from their state and ends with the last", () =>
