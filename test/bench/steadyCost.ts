@@ -7,7 +7,8 @@
  * **Details**
  * The SGLang path as the `floor` benchmark runs it (64 conversations of 8 turns per round from 30-message ~14 KB
  * histories; the load client and the SGLang stand-in in their own processes), after `WARM` requests (default 4,096).
- * Prints the gateway process's CPU per request (`process.cpuUsage`) of each round, the Effect fibers started and the
+ * Prints the gateway process's CPU per request (`process.cpuUsage`) of each round and its main thread's
+ * (`process.threadCpuUsage`; the rest is the collector's and libuv's helper threads), the Effect fibers started and the
  * fiber suspensions per request (one round, counted by fiber id and by an async hook), then samples 2 rounds with V8's
  * sampling heap profiler (every 1 KiB, objects collected by minor and major GCs included): bytes allocated per
  * request, by file (allocations of natives counted to their caller), by function and by the nearest 5 frames (`TOPF`,
@@ -84,18 +85,22 @@ const main = Effect.scoped(Effect.gen(function*() {
   yield* Effect.promise(async () => {
     for (let done = 0; done < warm; done += clients * turns) await round()
     const cpu: Array<number> = []
+    const mainThread: Array<number> = []
     for (let r = 0; r < rounds; r++) {
       const before = process.cpuUsage()
+      const beforeThread = process.threadCpuUsage()
       await round()
       const used = process.cpuUsage(before)
+      const usedThread = process.threadCpuUsage(beforeThread)
       cpu.push((used.user + used.system) / (clients * turns))
+      mainThread.push((usedThread.user + usedThread.system) / (clients * turns))
     }
-    const sorted = [...cpu].sort((a, b) => a - b)
-    console.log(
-      `cpu µs/request: ${cpu.map((c) => c.toFixed(0)).join(" ")} median ${
-        sorted[Math.floor(sorted.length / 2)]!.toFixed(0)
+    const line = (figures: ReadonlyArray<number>) =>
+      `${figures.map((c) => c.toFixed(0)).join(" ")} median ${
+        [...figures].sort((a, b) => a - b)[Math.floor(figures.length / 2)]!.toFixed(0)
       }`
-    )
+    console.log(`cpu µs/request: ${line(cpu)}`)
+    console.log(`of which the main thread: ${line(mainThread)}`)
     // Fibers and suspensions per request: one round with the fiber ids before and after, and an async hook counting
     // the AsyncResource Effect creates at every fiber suspension (the hook costs CPU, so only in this round).
     const fiberId = () => Effect.runSync(Effect.sync(() => Fiber.getCurrent()?.id ?? 0))
