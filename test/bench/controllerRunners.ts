@@ -28,6 +28,7 @@ import * as FirstRequestBarrier from "../../layers/schedule/FirstRequestBarrier.
 import * as GenerationGate from "../../layers/schedule/GenerationGate.ts"
 import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import * as Retention from "../../src/schedule/Retention.ts"
+import * as ClusterRollout from "../support/clusterRollout.ts"
 import * as Harness from "./harness.ts"
 import * as Stalls from "./stalls.ts"
 
@@ -51,18 +52,13 @@ export const sharding = (shards: number) => ({
 
 /** A simulated agent: first request at once, then its lease, `think` of work, and an empty result. */
 export const simulatedAgents = (think: Duration.Duration) =>
-  Layer.succeed(SessionRunner.SessionRunner, {
-    session: (_group, ticket) =>
-      ticket.awaitLease.pipe(
-        Effect.orDie,
-        Effect.andThen(Duration.isZero(think) ? Effect.void : Effect.sleep(think)),
-        Effect.as({ sessionId: ticket.sessionId, samples: [], debug: [] })
-      ),
-    reward: () => Effect.die("the bench's runners score nothing"),
-    describeError: SessionRunner.describeError,
-    takeParserFailures: Effect.succeed(0),
-    takeDrift: Effect.succeed(new Map())
-  })
+  ClusterRollout.hostedSessions((_group, ticket) =>
+    ticket.awaitLease.pipe(
+      Effect.orDie,
+      Effect.andThen(Duration.isZero(think) ? Effect.void : Effect.sleep(think)),
+      Effect.as({ sessionId: ticket.sessionId, samples: [], debug: [] })
+    )
+  )
 
 /** What the bench asks of this process, and what it answers. */
 export type Command =

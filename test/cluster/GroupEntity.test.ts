@@ -39,19 +39,14 @@ interface Script {
 
 /** A hosted Session that waits for its lease, then exports nothing but its id and the step it was leased under. */
 const scriptedRunner = (script: Script) =>
-  Layer.succeed(SessionRunner.SessionRunner, {
-    session: (group, ticket) =>
-      Effect.gen(function*() {
-        yield* Ref.update(script.starts, (n) => n + 1)
-        yield* Deferred.succeed(script.started, undefined)
-        yield* ticket.awaitLease.pipe(Effect.orDie)
-        return { sessionId: `${ticket.sessionId}@${ticket.rolloutId()}`, samples: [], debug: [] }
-      }).pipe(Effect.onExit(() => Ref.update(script.ended, (n) => n + 1))),
-    reward: () => Effect.die("unused"),
-    describeError: SessionRunner.describeError,
-    takeParserFailures: Effect.succeed(0),
-    takeDrift: Effect.succeed(new Map())
-  })
+  ClusterRollout.hostedSessions((group, ticket) =>
+    Effect.gen(function*() {
+      yield* Ref.update(script.starts, (n) => n + 1)
+      yield* Deferred.succeed(script.started, undefined)
+      yield* ticket.awaitLease.pipe(Effect.orDie)
+      return { sessionId: `${ticket.sessionId}@${ticket.rolloutId()}`, samples: [], debug: [] }
+    }).pipe(Effect.onExit(() => Ref.update(script.ended, (n) => n + 1)))
+  )
 
 const group = ClusterRollout.plannedGroup(1)
 

@@ -30,26 +30,21 @@ interface Script {
  * any other returns its id and the step it was leased under.
  */
 const agents = (script: Script, ends: { readonly fails?: number; readonly hangs?: number } = {}) =>
-  Layer.succeed(SessionRunner.SessionRunner, {
-    session: (_, ticket) =>
-      Effect.gen(function*() {
-        yield* Ref.update(script.starts, (n) => n + 1)
-        yield* ticket.awaitLease.pipe(Effect.orDie)
-        if (ticket.position === ends.fails) {
-          return yield* new SessionError.AgentExecutionError({
-            sessionId: ticket.sessionId,
-            reason: "exit",
-            logTail: ""
-          })
-        }
-        if (ticket.position === ends.hangs) return yield* Effect.never
-        return { sessionId: `${ticket.sessionId}@${ticket.rolloutId()}`, samples: [], debug: [] }
-      }).pipe(Effect.onExit(() => Ref.update(script.ended, (n) => n + 1))),
-    reward: () => Effect.die("unused"),
-    describeError: SessionRunner.describeError,
-    takeParserFailures: Effect.succeed(0),
-    takeDrift: Effect.succeed(new Map())
-  })
+  ClusterRollout.hostedSessions((_, ticket) =>
+    Effect.gen(function*() {
+      yield* Ref.update(script.starts, (n) => n + 1)
+      yield* ticket.awaitLease.pipe(Effect.orDie)
+      if (ticket.position === ends.fails) {
+        return yield* new SessionError.AgentExecutionError({
+          sessionId: ticket.sessionId,
+          reason: "exit",
+          logTail: ""
+        })
+      }
+      if (ticket.position === ends.hangs) return yield* Effect.never
+      return { sessionId: `${ticket.sessionId}@${ticket.rolloutId()}`, samples: [], debug: [] }
+    }).pipe(Effect.onExit(() => Ref.update(script.ended, (n) => n + 1)))
+  )
 
 const trio = ClusterRollout.plannedGroup(3)
 

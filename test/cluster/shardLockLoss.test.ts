@@ -44,17 +44,12 @@ describe("a runner whose lock storage stalls", () => {
         const failing = yield* Ref.make(false)
         const hostedStarts = yield* Ref.make(0)
         // The hosted Session: waits for its lease, then ends with its id.
-        const agents = Layer.succeed(SessionRunner.SessionRunner, {
-          session: (_group, ticket) =>
-            Ref.update(hostedStarts, (n) => n + 1).pipe(
-              Effect.andThen(ticket.awaitLease.pipe(Effect.orDie)),
-              Effect.as({ sessionId: ticket.sessionId, samples: [], debug: [] })
-            ),
-          reward: () => Effect.die("unused"),
-          describeError: SessionRunner.describeError,
-          takeParserFailures: Effect.succeed(0),
-          takeDrift: Effect.succeed(new Map())
-        })
+        const agents = ClusterRollout.hostedSessions((_group, ticket) =>
+          Ref.update(hostedStarts, (n) => n + 1).pipe(
+            Effect.andThen(ticket.awaitLease.pipe(Effect.orDie)),
+            Effect.as({ sessionId: ticket.sessionId, samples: [], debug: [] })
+          )
+        )
         const member = Sharding.layer.pipe(
           Layer.provideMerge(Runners.layerNoop),
           Layer.provideMerge(MessageStorage.layerMemory),

@@ -12,13 +12,26 @@ import * as Credit from "../../layers/credit/Credit.ts"
 import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
 import * as Telemetry from "../../layers/observability/Telemetry.ts"
 import * as RolloutConfig from "../../layers/rollout/RolloutConfig.ts"
-import type * as SessionRunner from "../../layers/rollout/SessionRunner.ts"
+import * as SessionRunner from "../../layers/rollout/SessionRunner.ts"
 import type * as FirstRequestBarrier from "../../layers/schedule/FirstRequestBarrier.ts"
 import * as GenerationGate from "../../layers/schedule/GenerationGate.ts"
 import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import { creditOptions } from "../../src/index.ts"
 import * as Retention from "../../src/schedule/Retention.ts"
 import type * as SessionError from "../../src/session/SessionError.ts"
+
+/**
+ * A runner's `SessionRunner` whose hosted Sessions `session` scripts. A runner never scores a Group (Reward is the
+ * controller's), so `reward` is a defect here.
+ */
+export const hostedSessions = (session: SessionRunner.SessionRunnerShape["session"]) =>
+  Layer.succeed(SessionRunner.SessionRunner, {
+    session,
+    reward: () => Effect.die("a runner's hosted Sessions are scored by the controller, not here"),
+    describeError: SessionRunner.describeError,
+    takeParserFailures: Effect.succeed(0),
+    takeDrift: Effect.succeed(new Map())
+  })
 
 /** A planned Group of `size` Sessions (the first prompt of a training step). */
 export const plannedGroup = (size: number): SessionRunner.PlannedGroup => ({
