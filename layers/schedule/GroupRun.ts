@@ -37,6 +37,21 @@ interface SessionFailure<E> {
   readonly error: E | GroupFailure.ExitedBeforeFirstRequestError | GroupFailure.RunnerDiedError
 }
 
+/** The failure of the Session at `position` (its id from the Group's `sessionIds`). */
+const sessionFailure = <E>(
+  sessionIds: ReadonlyArray<string>,
+  position: number,
+  error: SessionFailure<E>["error"]
+): SessionFailure<E> => ({ position, sessionId: sessionIds[position]!, error })
+
+/** The Session at `position` ended without a model request. */
+const exitedBeforeFirstRequest = <E>(sessionIds: ReadonlyArray<string>, position: number): SessionFailure<E> =>
+  sessionFailure<E>(
+    sessionIds,
+    position,
+    new GroupFailure.ExitedBeforeFirstRequestError({ sessionId: sessionIds[position]! })
+  )
+
 /** Defects of `effect` as a `RunnerDiedError` failure; typed failures and interruptions pass unchanged. */
 const surviveDefects = <A, E>(effect: Effect.Effect<A, E | GroupFailure.RunnerDiedError>) =>
   Effect.catchDefect(effect, (defect) => Effect.fail(new GroupFailure.RunnerDiedError({ cause: defect })))
@@ -61,7 +76,7 @@ const runTogether = <G extends PoolContract.GroupLike, O, E>(
     let left = size
     const settled = Deferred.makeUnsafe<ReadonlyArray<O>, SessionFailure<E>>()
     const failWith = (position: number, error: SessionFailure<E>["error"]) =>
-      Deferred.fail(settled, { position, sessionId: sessionIds[position]!, error })
+      Deferred.fail(settled, sessionFailure(sessionIds, position, error))
     const ended = (position: number, exit: Exit.Exit<O, E>): Effect.Effect<void> =>
       Effect.suspend(() => {
         if (reported[position] !== false) return Effect.void
@@ -75,12 +90,7 @@ const runTogether = <G extends PoolContract.GroupLike, O, E>(
           }
           return Deferred.interrupt(settled)
         }
-        if (!barrier.arrived(position)) {
-          return failWith(
-            position,
-            new GroupFailure.ExitedBeforeFirstRequestError({ sessionId: sessionIds[position]! })
-          )
-        }
+        if (!barrier.arrived(position)) return Deferred.fail(settled, exitedBeforeFirstRequest<E>(sessionIds, position))
         outcomes[position] = exit.value
         left -= 1
         return left === 0 ? Deferred.succeed(settled, outcomes) : Effect.void
@@ -156,15 +166,11 @@ export const run = <G extends PoolContract.GroupLike, O, A, E>(
         Effect.ensuring(Effect.sync(() => {
           record.finished[position] = true
         })),
-        Effect.mapError((error): SessionFailure<E> => ({ position, sessionId: sessionIds[position]!, error })),
+        Effect.mapError((error) => sessionFailure<E>(sessionIds, position, error)),
         Effect.flatMap((outcome) =>
           barrier.arrived(position)
             ? Effect.succeed(outcome)
-            : Effect.fail<SessionFailure<E>>({
-              position,
-              sessionId: sessionIds[position]!,
-              error: new GroupFailure.ExitedBeforeFirstRequestError({ sessionId: sessionIds[position]! })
-            })
+            : Effect.fail(exitedBeforeFirstRequest<E>(sessionIds, position))
         )
       )
     const runGroup = options.runner.group
