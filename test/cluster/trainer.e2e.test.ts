@@ -223,8 +223,13 @@ describe("cluster with a trainer (end to end)", () => {
     () =>
       Effect.gen(function*() {
         const { ctrl, work } = cluster
-        clear(ctrl)
-        const run = (out: string, extra: ReadonlyArray<string>) => twoSteps(flags(ctrl), out, extra)
+        // The agents order the step's close after the kept Group's first turns (test/fixtures/cluster/steps.mjs).
+        const run = (out: string, extra: ReadonlyArray<string>) =>
+          Effect.suspend(() => {
+            clear(ctrl)
+            Fs.writeFileSync(Path.join(ctrl, "partial"), out)
+            return twoSteps(flags(ctrl), out, extra)
+          })
         const clustered = Path.join(work, "partial-cluster")
         const log = yield* run(clustered, cluster.clusterFlags)
         const single = Path.join(work, "partial-single")
