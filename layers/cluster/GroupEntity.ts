@@ -20,6 +20,9 @@
  *   usually all at once: one request, their first requests and results in a few chunks, one end); the stream ends with
  *   `NotHolderError` when its entity's shard moves away while it runs (the Sessions go on; the controller follows them
  *   again through another entity).
+ * - `PollGroup` starts or follows the named Sessions as `RunGroup` does and answers with the Group's next events, those
+ *   the controller has not seen (the controller's way of following a whole Group: one request and its answer at a
+ *   time instead of a stream's chunks and acknowledgements, `layers/cluster/GroupPolls.ts`).
  * - `Grant` gives Sessions of the Group its Runtime lease (and the weight version to generate with); `Stop` ends
  *   Sessions and reaps their agents. Both are no-ops when done twice. Each names the Group's Sessions it is for, all
  *   of them at once when they happen together (`layers/cluster/GroupCalls.ts`).
@@ -84,6 +87,25 @@ export const RunGroup = Rpc.make("RunGroup", {
 })
 
 /**
+ * The Group's next events, one message each way (the controller's way of following a whole Group, `Remote.group`):
+ * starts the named Sessions on their holder (or follows those already running there) and answers with what happened
+ * that the controller has not seen (`PolledSession`), as soon as there is something (the events of a few
+ * milliseconds together), or with no event after `aliveInterval` (the runner is there; the controller asks again).
+ * A Session whose end an answer carries is forgotten by the runner a little later, without a `Stop`.
+ */
+export const PollGroup = Rpc.make("PollGroup", {
+  payload: {
+    runner: Schema.String,
+    controller: Schema.String,
+    group: ClusterWire.PlannedGroup,
+    sessions: Schema.Array(ClusterWire.PolledSession),
+    config: Schema.Record(Schema.String, Schema.String)
+  },
+  success: Schema.Array(ClusterWire.GroupEvent),
+  error: ClusterWire.RunFailure
+})
+
+/**
  * The Group holds its Runtime lease: the named Sessions' requests may generate, under `rolloutId` and the controller's
  * weights (`weights`: a runner that missed a fleet command follows them before it generates).
  */
@@ -131,4 +153,14 @@ export const Fleet = Rpc.make("Fleet", {
 })
 
 /** The Group entity. */
-export const Group = Entity.make("RelaxGroup", [Reserve, Where, RunGroup, Grant, Stop, Touch, Forward, Fleet])
+export const Group = Entity.make("RelaxGroup", [
+  Reserve,
+  Where,
+  RunGroup,
+  PollGroup,
+  Grant,
+  Stop,
+  Touch,
+  Forward,
+  Fleet
+])

@@ -83,6 +83,8 @@ export interface HostOptions {
   readonly slots?: number | undefined
   /** How long a Session no controller touches, or a reservation no Session uses, is kept (default `orphanAfter`). */
   readonly orphanTimeout?: Duration.Duration | undefined
+  /** How long a Session whose end a `PollGroup` answer carried is kept (default {@link answeredGrace}). */
+  readonly answeredGrace?: Duration.Duration | undefined
 }
 
 /** Answers a forwarded model request on the owner (`layers/cluster/Forward.ts`). */
@@ -123,6 +125,10 @@ export interface HostShape {
     payload: typeof GroupEntity.RunGroup.payloadSchema.Type,
     placement?: Placement
   ) => Stream.Stream<ClusterWire.GroupEvent, ClusterWire.RunFailure>
+  readonly pollGroup: (
+    payload: typeof GroupEntity.PollGroup.payloadSchema.Type,
+    placement?: Placement
+  ) => Effect.Effect<ReadonlyArray<ClusterWire.GroupEvent>, ClusterWire.RunFailure>
   readonly grant: (
     payload: typeof GroupEntity.Grant.payloadSchema.Type
   ) => Effect.Effect<void, ClusterWire.NotHolderError | ClusterError.FleetCommandError>
@@ -150,6 +156,9 @@ const failed = (error: SessionRunner.GroupError): ClusterWire.SessionFailedError
 /** A Session no controller touched for this long is reaped (its controller died); the controller touches every 5 s. */
 export const orphanAfter = Duration.seconds(30)
 
+/** How long a Session whose end a `PollGroup` answer carried is kept for a repeated poll before it is forgotten. */
+export const answeredGrace = Duration.seconds(2)
+
 /** How often the controller touches each of its Sessions. */
 export const touchInterval = Duration.seconds(5)
 
@@ -174,7 +183,20 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
     const fingerprint = Fingerprint.of(settings)
     // The Groups' event streams: queues the host fills, one runner-wide loop for Alive and route checks. A Session
     // whose end a stream delivered is forgotten (its controller sends no Stop for it); its slot was freed at its end.
-    const followers = SessionFollowers.make({ incarnation, retains, delivered: (sessions) => forget(sessions) })
+    const followers = SessionFollowers.make({
+      incarnation,
+      retains,
+      delivered: (sessions) => forget(sessions),
+      // A poll's answer is not acknowledged: a poll repeated after a lost answer (its connection broke) still finds
+      // the Sessions whose end it carried for a while.
+      answered: (sessions) =>
+        Effect.asVoid(
+          Effect.forkIn(
+            Effect.delay(Effect.sync(() => forget(sessions)), options.answeredGrace ?? answeredGrace),
+            scope
+          )
+        )
+    })
     yield* Effect.forkIn(followers.start, scope)
 
     const checkRunner = (holder: string): Effect.Effect<void, ClusterWire.NotHolderError> =>
@@ -307,6 +329,48 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
       gateStateOf
     })
 
+    /**
+     * The Sessions a `RunGroup` or `PollGroup` names: each one running here followed, each new one started (when it
+     * is admitted), each stopped or refused one reported with why.
+     */
+    const admit = (
+      payload: Omit<typeof GroupEntity.RunGroup.payloadSchema.Type, "sessions"> & {
+        readonly sessions: ReadonlyArray<ClusterWire.GroupSession>
+      }
+    ) =>
+      Effect.gen(function*() {
+        yield* checkRunner(payload.runner)
+        const differs = Fingerprint.mismatch(payload.config, fingerprint)
+        if (differs !== undefined) {
+          return yield* Effect.fail(new ClusterWire.SessionFailedError({ type: "ConfigMismatch", detail: differs }))
+        }
+        const now = yield* Clock.currentTimeMillis
+        const following: Array<Hosted> = []
+        const refused: Array<SessionFollowers.Refused> = []
+        for (const session of payload.sessions) {
+          // A stopped Session is never started again (a late re-delivery), a running one is followed.
+          const tombstone = tombstones.get(session.sessionId)
+          if (tombstone !== undefined) {
+            const error = new ClusterWire.SessionFailedError({ type: tombstone.type, detail: tombstone.detail })
+            refused.push({ sessionId: session.sessionId, error })
+            continue
+          }
+          let hosted = table.get(session.sessionId)
+          if (hosted === undefined) {
+            const admitted = yield* slots.admit(Routing.groupKeyOf(session.sessionId), session.sessionId, address)
+              .pipe(Effect.result)
+            if (admitted._tag === "Failure") {
+              refused.push({ sessionId: session.sessionId, error: admitted.failure })
+              continue
+            }
+            hosted = yield* start(payload, session)
+          }
+          hosted.touched = now
+          following.push(hosted)
+        }
+        return { following, refused }
+      })
+
     const drain = Effect.gen(function*() {
       slots.startDraining()
       yield* Effect.logInfo(
@@ -334,38 +398,14 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
         draining: slots.draining()
       })),
       runGroup: (payload, placement) =>
-        Stream.unwrap(Effect.gen(function*() {
-          yield* checkRunner(payload.runner)
-          const differs = Fingerprint.mismatch(payload.config, fingerprint)
-          if (differs !== undefined) {
-            return yield* Effect.fail(new ClusterWire.SessionFailedError({ type: "ConfigMismatch", detail: differs }))
-          }
-          const now = yield* Clock.currentTimeMillis
-          const following: Array<Hosted> = []
-          const refused: Array<SessionFollowers.Refused> = []
-          for (const session of payload.sessions) {
-            // A stopped Session is never started again (a late re-delivery), a running one is followed.
-            const tombstone = tombstones.get(session.sessionId)
-            if (tombstone !== undefined) {
-              const error = new ClusterWire.SessionFailedError({ type: tombstone.type, detail: tombstone.detail })
-              refused.push({ sessionId: session.sessionId, error })
-              continue
-            }
-            let hosted = table.get(session.sessionId)
-            if (hosted === undefined) {
-              const admitted = yield* slots.admit(Routing.groupKeyOf(session.sessionId), session.sessionId, address)
-                .pipe(Effect.result)
-              if (admitted._tag === "Failure") {
-                refused.push({ sessionId: session.sessionId, error: admitted.failure })
-                continue
-              }
-              hosted = yield* start(payload, session)
-            }
-            hosted.touched = now
-            following.push(hosted)
-          }
-          return followers.follow(following, refused, placement)
-        })),
+        Stream.unwrap(
+          Effect.map(admit(payload), ({ following, refused }) => followers.follow(following, refused, placement))
+        ),
+      pollGroup: (payload, placement) =>
+        Effect.flatMap(admit(payload), ({ following, refused }) => {
+          const known = new Map(payload.sessions.map((s) => [s.sessionId, s]))
+          return followers.poll(following, refused, placement, (sessionId) => known.get(sessionId))
+        }),
       grant: (payload) =>
         Effect.gen(function*() {
           yield* checkRunner(payload.runner)
@@ -424,6 +464,7 @@ export const entityLayer = GroupEntity.Group.toLayer(
       Reserve: ({ payload }) => host.reserve(payload.group, payload),
       Where: () => host.where,
       RunGroup: ({ payload }) => host.runGroup(payload, placement),
+      PollGroup: ({ payload }) => host.pollGroup(payload, placement),
       Grant: ({ payload }) => host.grant(payload),
       Stop: ({ payload }) => host.stop(payload),
       Touch: ({ payload }) => host.touch(payload),

@@ -38,6 +38,7 @@ import * as Directory from "./Directory.ts"
 import * as Fleet from "./Fleet.ts"
 import * as GroupCalls from "./GroupCalls.ts"
 import * as GroupEntity from "./GroupEntity.ts"
+import * as GroupPolls from "./GroupPolls.ts"
 import * as GroupStreams from "./GroupStreams.ts"
 import * as HolderRoute from "./HolderRoute.ts"
 import * as Host from "./Host.ts"
@@ -195,6 +196,35 @@ const make = (options: RemoteOptions) =>
         )
     })
 
+    // A whole Group's Sessions followed by polls to its holder (GroupPolls.ts).
+    const polls = GroupPolls.make({
+      onGate: fleet.setGate,
+      silence: options.callTimeout,
+      silentRetries,
+      poll: (to: GroupTarget & { readonly group: SessionRunner.PlannedGroup }, sessions) =>
+        // Repeating PollGroup is safe: the holder follows the Sessions it already runs under these ids.
+        to.route.call((k) =>
+          whileRefused(
+            makeClient(k).PollGroup({
+              runner: to.runner,
+              controller: runId,
+              group: plannedOf(to.group),
+              sessions,
+              config
+            })
+          )
+        ).pipe(
+          Effect.catchTag(
+            ["MailboxFull", "AlreadyProcessingMessage", "PersistenceError", "EntityNotAssignedToRunner"],
+            refused("PollGroup")
+          ),
+          Effect.catchTag(
+            "NotHolderError",
+            (error) => Effect.fail(new ClusterError.RunnerLostError({ expected: error.holder, actual: error.runner }))
+          )
+        )
+    })
+
     /** Where the Session's Group lives: its holder (named in its id), whatever shards move meanwhile. */
     const targetOf = (sessionId: string) => {
       const key = Routing.groupKeyOf(sessionId)
@@ -278,14 +308,13 @@ const make = (options: RemoteOptions) =>
       if (placed._tag === "Failure") {
         return yield* Effect.forEach(tickets, (t) => ended(t.position, Exit.fail(placed.failure)), { discard: true })
       }
-      const { groupKey, target } = placed.success
+      const { target } = placed.success
       const running = new Set(tickets.map((t) => t.sessionId))
       // What the runner still holds: every Session until a completed stream delivered its end.
       const held = new Set(running)
       const leave = (sessionId: string) => {
         running.delete(sessionId)
         fleet.forget(sessionId)
-        touching.remove(groupKey, sessionId)
       }
       yield* Effect.scoped(Effect.gen(function*() {
         yield* Effect.addFinalizer(() =>
@@ -294,8 +323,6 @@ const make = (options: RemoteOptions) =>
             return held.size === 0 ? Effect.void : Effect.ignore(sendStop(target, [...held]))
           })
         )
-        // The runner reaps a Session its controller stops touching (a controller killed without this finalizer).
-        for (const t of tickets) touching.add(groupKey, t.sessionId, target)
         // The Group's Runtime lease, passed on to the runner with the weights its generations follow.
         yield* Effect.forkScoped(first.leased.pipe(
           Effect.andThen(Effect.suspend(() =>
@@ -303,7 +330,9 @@ const make = (options: RemoteOptions) =>
           )),
           Effect.ignore
         ))
-        yield* streams.followGroup(
+        // Every poll touches the Sessions it names: the runner reaps them once its controller stops asking (a
+        // controller killed without this finalizer), so they need no `Touch`.
+        yield* polls(
           { ...target, group },
           tickets.map((ticket): GroupStreams.Reader => ({
             session: { sessionId: ticket.sessionId, position: ticket.position },

@@ -40,6 +40,8 @@ type Ended = Exit.Exit<ClusterWire.SessionResult, ClusterWire.SessionFailedError
 interface Follower {
   readonly queue: Queue.Queue<ClusterWire.GroupEvent, ClusterWire.RunFailure | Cause.Done>
   readonly placement: Placement | undefined
+  /** The runner-wide loop sends it `Alive` (a stream; a poll answers after its own wait instead). */
+  readonly alive: boolean
   /** The Sessions whose end this stream has not reported yet: it ends when the last one's is. */
   readonly waiting: Set<string>
   /** The Sessions it follows, to be unlinked from when it ends. */
@@ -115,19 +117,33 @@ export interface Refused {
   readonly error: ClusterWire.SessionFailedError
 }
 
+/** The events queued now, or the first ones to come and those queued within `window` of them. */
+const takeBatch = <A, E>(queue: Queue.Queue<A, E | Cause.Done>, window: Duration.Duration) =>
+  Effect.flatMap(
+    Queue.takeAll(queue),
+    (first) =>
+      Duration.isZero(window) ? Effect.succeed(first) : Effect.sleep(window).pipe(
+        Effect.andThen(Queue.clear(queue)),
+        Effect.map((rest): typeof first => rest.length === 0 ? first : [...first, ...rest]),
+        Effect.catch(() => Effect.succeed(first))
+      )
+  )
+
 /**
  * The stream of `queue`: every event queued within `window` of the first goes out in its chunk (a failure or the end
  * queued meanwhile comes with the next pull).
  */
 const batched = <A, E>(queue: Queue.Queue<A, E | Cause.Done>, window: Duration.Duration): Stream.Stream<A, E> =>
-  Duration.isZero(window) ? Stream.fromQueue(queue) : Stream.fromPull(Effect.succeed(
-    Effect.flatMap(Queue.takeAll(queue), (first) =>
-      Effect.sleep(window).pipe(
-        Effect.andThen(Queue.clear(queue)),
-        Effect.map((rest): typeof first => rest.length === 0 ? first : [...first, ...rest]),
-        Effect.catch(() => Effect.succeed(first))
-      ))
-  ))
+  Duration.isZero(window) ? Stream.fromQueue(queue) : Stream.fromPull(Effect.succeed(takeBatch(queue, window)))
+
+/** What a Session's controller has seen of it (`PollGroup`): its first request, its last gate state. */
+export interface Known {
+  readonly arrived: boolean
+  readonly gate: ClusterWire.GateState | null
+}
+
+const sameGate = (a: ClusterWire.GateState | null, b: ClusterWire.GateState) =>
+  a !== null && a.interrupted === b.interrupted && a.protected === b.protected
 
 /**
  * The runner's streams: `follow` opens one, the host reports what happens (`arrived`, `ended`, `gate`), and
@@ -145,6 +161,11 @@ export const make = (deps: {
    * only once the last one was acknowledged, so the controller holds their results and the host may forget them.
    */
   readonly delivered?: ((sessions: ReadonlyArray<Followed>) => void) | undefined
+  /**
+   * A `PollGroup` answer carried the end of these Sessions (an answer is not acknowledged: the host keeps them a
+   * little longer, so a poll repeated after a lost answer gets their ends again).
+   */
+  readonly answered?: ((sessions: ReadonlyArray<Followed>) => Effect.Effect<void>) | undefined
 }) => {
   const window = deps.window ?? batchWindow
   const streams = new Set<Follower>()
@@ -154,17 +175,22 @@ export const make = (deps: {
     for (const hosted of follower.sessions) hosted.followers.delete(follower)
   }
 
-  /** One stream following `sessions` (and reporting `refused` at once) through the entity `placement`. */
-  const follow = (
+  /**
+   * A follower of `sessions` (reporting `refused` at once) through the entity `placement`, starting from each
+   * Session's state less what `known` says its controller has seen already.
+   */
+  const open = (
     sessions: ReadonlyArray<Followed>,
     refused: ReadonlyArray<Refused>,
-    placement: Placement | undefined
-  ): Stream.Stream<ClusterWire.GroupEvent, ClusterWire.RunFailure> =>
-    Stream.unwrap(Effect.gen(function*() {
-      const queue = yield* Queue.unbounded<ClusterWire.GroupEvent, ClusterWire.RunFailure | Cause.Done>()
+    placement: Placement | undefined,
+    alive: boolean,
+    known?: (sessionId: string) => Known | undefined
+  ): Effect.Effect<Follower> =>
+    Effect.map(Queue.unbounded<ClusterWire.GroupEvent, ClusterWire.RunFailure | Cause.Done>(), (queue) => {
       const follower: Follower = {
         queue,
         placement,
+        alive,
         waiting: new Set([...sessions.map((s) => s.sessionId), ...refused.map((r) => r.sessionId)]),
         sessions,
         held: []
@@ -173,22 +199,69 @@ export const make = (deps: {
         report(follower, sessionId, { _tag: "Failed", sessionId, type: error.type, detail: error.detail }, false)
       }
       for (const hosted of sessions) {
-        if (hosted.arrived) reportArrival(follower, hosted.sessionId)
-        if (deps.retains) send(follower, { _tag: "Gate", sessionId: hosted.sessionId, state: hosted.gateState })
+        const seen = known?.(hosted.sessionId)
+        if (hosted.arrived && seen?.arrived !== true) reportArrival(follower, hosted.sessionId)
+        if (deps.retains && !sameGate(seen?.gate ?? null, hosted.gateState)) {
+          send(follower, { _tag: "Gate", sessionId: hosted.sessionId, state: hosted.gateState })
+        }
         if (hosted.ended !== undefined) {
           report(follower, hosted.sessionId, endEvent(hosted.sessionId, hosted.ended), hosted.arrived)
         } else hosted.followers.add(follower)
       }
       if (follower.waiting.size > 0) streams.add(follower)
       else Queue.endUnsafe(queue)
-      return batched(queue, window).pipe(
-        Stream.onEnd(Effect.sync(() => deps.delivered?.(sessions))),
-        Stream.ensuring(Effect.sync(() => unlink(follower)))
-      )
-    }))
+      return follower
+    })
+
+  /** One stream following `sessions` (and reporting `refused` at once) through the entity `placement`. */
+  const follow = (
+    sessions: ReadonlyArray<Followed>,
+    refused: ReadonlyArray<Refused>,
+    placement: Placement | undefined
+  ): Stream.Stream<ClusterWire.GroupEvent, ClusterWire.RunFailure> =>
+    Stream.unwrap(
+      Effect.map(open(sessions, refused, placement, true), (follower) =>
+        batched(follower.queue, window).pipe(
+          Stream.onEnd(Effect.sync(() => deps.delivered?.(sessions))),
+          Stream.ensuring(Effect.sync(() => unlink(follower)))
+        ))
+    )
+
+  /**
+   * One answer to a `PollGroup`: the events of `sessions` (and `refused`) their controller has not seen (`known`), as
+   * soon as there are any (those within the window together), or none after {@link aliveInterval}. The Sessions
+   * whose end it carries are handed to `answered`.
+   */
+  const poll = (
+    sessions: ReadonlyArray<Followed>,
+    refused: ReadonlyArray<Refused>,
+    placement: Placement | undefined,
+    known: (sessionId: string) => Known | undefined
+  ): Effect.Effect<ReadonlyArray<ClusterWire.GroupEvent>, ClusterWire.RunFailure> =>
+    Effect.flatMap(open(sessions, refused, placement, false, known), (follower) =>
+      Queue.takeAll(follower.queue).pipe(
+        Effect.timeoutOrElse({ duration: aliveInterval, orElse: () => Effect.succeed([]) }),
+        Effect.flatMap((first): Effect.Effect<ReadonlyArray<ClusterWire.GroupEvent>, ClusterWire.RunFailure> =>
+          first.length === 0 || Duration.isZero(window) ? Effect.succeed(first) : Effect.sleep(window).pipe(
+            Effect.andThen(Queue.clear(follower.queue)),
+            Effect.map((rest) => rest.length === 0 ? first : [...first, ...rest]),
+            Effect.catch(() => Effect.succeed(first))
+          )
+        ),
+        Effect.catchIf(Cause.isDone, () => Effect.succeed<ReadonlyArray<ClusterWire.GroupEvent>>([])),
+        Effect.tap((events) => {
+          const ended = new Set<string>()
+          for (const event of events) if (event._tag === "Done" || event._tag === "Failed") ended.add(event.sessionId)
+          return ended.size === 0 || deps.answered === undefined
+            ? Effect.void
+            : deps.answered(sessions.filter((s) => ended.has(s.sessionId)))
+        }),
+        Effect.ensuring(Effect.sync(() => unlink(follower)))
+      ))
 
   return {
     follow,
+    poll,
     /** The agent's first model request (reported once). */
     arrived: (hosted: Followed): void => {
       if (hosted.arrived) return
@@ -230,7 +303,7 @@ export const make = (deps: {
               follower.queue,
               Cause.fail(new ClusterWire.NotHolderError({ holder: deps.incarnation, runner: deps.incarnation }))
             )
-          } else if (alive) {
+          } else if (alive && follower.alive) {
             Queue.offerUnsafe(follower.queue, { _tag: "Alive" })
           }
         }

@@ -91,6 +91,18 @@ export type GroupEvent = typeof GroupEvent.Type
 export const GroupSession = Schema.Struct({ sessionId: Schema.String, position: Schema.Int })
 export type GroupSession = typeof GroupSession.Type
 
+/**
+ * A Session a `PollGroup` names, with what the controller already knows of it, so the runner reports only what is new:
+ * whether its agent asked (`FirstRequest` seen) and its last gate state seen (`null`: none yet).
+ */
+export const PolledSession = Schema.Struct({
+  sessionId: Schema.String,
+  position: Schema.Int,
+  arrived: Schema.Boolean,
+  gate: Schema.NullOr(GateState)
+})
+export type PolledSession = typeof PolledSession.Type
+
 /** The failures of a whole Group stream (a Session's own failure is its `Failed` event). */
 export const RunFailure = Schema.Union([ClusterError.NotHolderError, ClusterError.SessionFailedError])
 export type RunFailure = typeof RunFailure.Type

@@ -11,6 +11,7 @@ import { TestClock } from "effect/testing"
 import * as GroupCalls from "../../layers/cluster/GroupCalls.ts"
 import * as GroupStreams from "../../layers/cluster/GroupStreams.ts"
 import type * as ClusterWire from "../../src/cluster/ClusterWire.ts"
+import { done, settle } from "../support/groupEvents.ts"
 
 const silence = Duration.seconds(30)
 
@@ -50,19 +51,6 @@ const scripted = Effect.gen(function*() {
       return yield* joined.outcome
     }))
   return { opened, session }
-})
-
-const result = (sessionId: string): ClusterWire.SessionResult => ({
-  sessionId,
-  samples: [],
-  debug: [],
-  parserFailures: 0
-})
-
-const done = (sessionId: string): ClusterWire.GroupEvent => ({ _tag: "Done", sessionId, result: result(sessionId) })
-
-const settle = Effect.gen(function*() {
-  for (let i = 0; i < 10; i++) yield* Effect.yieldNow
 })
 
 describe("GroupStreams", () => {

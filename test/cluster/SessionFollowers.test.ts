@@ -10,6 +10,7 @@ import { Effect, Exit, Fiber, Stream } from "effect"
 import { TestClock } from "effect/testing"
 import * as SessionFollowers from "../../layers/cluster/SessionFollowers.ts"
 import * as ClusterWire from "../../src/cluster/ClusterWire.ts"
+import { emptyResult } from "../support/groupEvents.ts"
 
 const followers = (retains = false) => SessionFollowers.make({ incarnation: "r1", retains })
 
@@ -22,13 +23,6 @@ const named = (events: ReadonlyArray<ClusterWire.GroupEvent>) =>
 /** Every chunk of a stream, its events named. */
 const namedChunks = <E>(stream: Stream.Stream<ClusterWire.GroupEvent, E>) =>
   stream.pipe(Stream.chunks, Stream.map((chunk) => named([...chunk])), Stream.runCollect)
-
-const result = (sessionId: string): ClusterWire.SessionResult => ({
-  sessionId,
-  samples: [],
-  debug: [],
-  parserFailures: 0
-})
 
 describe("SessionFollowers", () => {
   it.effect("a Group's first requests within the window go out in one chunk", () =>
@@ -60,7 +54,7 @@ describe("SessionFollowers", () => {
         yield* TestClock.adjust("1 second")
       }
       for (const s of [c!, a!, b!]) {
-        streams.ended(s, Exit.succeed(result(s.sessionId)))
+        streams.ended(s, Exit.succeed(emptyResult(s.sessionId)))
         yield* TestClock.adjust("1 second")
       }
       assert.deepStrictEqual(yield* Fiber.join(collected), [
@@ -77,11 +71,11 @@ describe("SessionFollowers", () => {
       streams.arrived(a!)
       yield* TestClock.adjust("1 second")
       // `c` exits without asking: its Group is dropped, so its end does not wait.
-      streams.ended(c!, Exit.succeed(result("c")))
+      streams.ended(c!, Exit.succeed(emptyResult("c")))
       yield* TestClock.adjust("1 second")
       streams.arrived(b!)
       yield* TestClock.adjust("1 second")
-      streams.ended(a!, Exit.succeed(result("a")))
+      streams.ended(a!, Exit.succeed(emptyResult("a")))
       yield* TestClock.adjust("1 second")
       streams.ended(
         b!,
@@ -101,7 +95,7 @@ describe("SessionFollowers", () => {
       const a = SessionFollowers.initial("a")
       const b = SessionFollowers.initial("b")
       streams.arrived(a)
-      streams.ended(a, Exit.succeed(result("a")))
+      streams.ended(a, Exit.succeed(emptyResult("a")))
       streams.arrived(b)
       const refused = {
         sessionId: "c",
@@ -127,5 +121,49 @@ describe("SessionFollowers", () => {
       const again = yield* Effect.forkChild(Stream.runCollect(streams.follow([a], [], undefined)))
       yield* TestClock.adjust(SessionFollowers.batchWindow)
       assert.deepStrictEqual(named(yield* Fiber.join(again)), ["FirstRequest a", "Gate a", "Done a"])
+    }))
+
+  it.effect("a poll answers only what its controller has not seen: at once, or nothing after the alive interval", () =>
+    Effect.gen(function*() {
+      const answered: Array<string> = []
+      const streams = SessionFollowers.make({
+        incarnation: "r1",
+        retains: true,
+        answered: (sessions) => Effect.sync(() => void answered.push(...sessions.map((s) => s.sessionId)))
+      })
+      const [a, b] = ["a", "b"].map(SessionFollowers.initial)
+      const unseen = (): SessionFollowers.Known => ({ arrived: false, gate: null })
+      const poll = (known: (sessionId: string) => SessionFollowers.Known | undefined) =>
+        Effect.forkChild(Effect.map(streams.poll([a!, b!], [], undefined, known), named))
+      // A first poll: each Session's gate state is new to the controller; they go out at once.
+      const first = yield* poll(unseen)
+      yield* TestClock.adjust(SessionFollowers.batchWindow)
+      assert.deepStrictEqual(yield* Fiber.join(first), ["Gate a", "Gate b"])
+      const gate = { interrupted: false, protected: false }
+      const seen = (arrived: ReadonlyArray<string>) => (sessionId: string): SessionFollowers.Known => ({
+        arrived: arrived.includes(sessionId),
+        gate
+      })
+      // Nothing new: `a` asked but its first request waits for `b`'s; the answer is empty after the interval.
+      const quiet = yield* poll(seen([]))
+      streams.arrived(a!)
+      yield* TestClock.adjust(SessionFollowers.aliveInterval)
+      assert.deepStrictEqual(yield* Fiber.join(quiet), [])
+      assert.strictEqual(streams.open(), 0, "a poll's follower outlived its answer")
+      // The next poll starts from the state: `a`'s first request, with `b`'s once it asks.
+      const asked = yield* poll(seen([]))
+      streams.arrived(b!)
+      yield* TestClock.adjust(SessionFollowers.batchWindow)
+      assert.deepStrictEqual(yield* Fiber.join(asked), ["FirstRequest a", "FirstRequest b"])
+      // Seen: not repeated. The ends come together, and the Sessions they name are handed over as answered.
+      const ends = yield* poll(seen(["a", "b"]))
+      streams.ended(a!, Exit.succeed(emptyResult("a")))
+      yield* TestClock.adjust("1 second")
+      assert.isUndefined(ends.pollUnsafe(), "a result went out before the Group's last end")
+      assert.deepStrictEqual(answered, [])
+      streams.ended(b!, Exit.succeed(emptyResult("b")))
+      yield* TestClock.adjust(SessionFollowers.batchWindow)
+      assert.deepStrictEqual(yield* Fiber.join(ends), ["Done a", "Done b"])
+      assert.deepStrictEqual(answered, ["a", "b"])
     }))
 })
