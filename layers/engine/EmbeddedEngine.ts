@@ -142,17 +142,16 @@ const abortRun = (run: Running, byUpdate = false): void => {
 }
 
 /**
- * A Session's entry in the embedded prefix cache: the last sequence seen (its prompt, then its output) as packed parts,
- * and where that prompt came from: the stamp of the stable buffer it was a view of (src/ids/StableIds.ts; 0 when none)
- * and the view's byte offset.
+ * A Session's entry in the embedded prefix cache: the last sequence seen as a chain of packed parts (its output, `ids`,
+ * after its prompt, `up`), and where that prompt came from: the stamp of the stable buffer it was a view of
+ * (src/ids/StableIds.ts; 0 when none) and the view's byte offset.
  *
  * **Details**
- * The prompt's parts are the forest's own (the lineage's nodes' ids, `GenerateRequest.inputParts`: shared, no copy;
- * docs/performance.md, section 3), or one packed copy of a prompt that comes without them; the output is packed after
- * them.
+ * The prompt is the forest's own chain (the lineage's last node, `GenerateRequest.inputChain`: shared, no copy and no
+ * array of its parts; docs/performance.md, section 3), or one packed copy of a prompt that comes without it; the entry
+ * itself is the output's link after it.
  */
-interface Cached {
-  readonly sequence: ReadonlyArray<PackedIds.PackedIds>
+interface Cached extends PackedIds.Chain {
   readonly count: number
   readonly promptStamp: number
   readonly promptOffset: number
@@ -171,14 +170,14 @@ const knownPrefix = (cached: Cached, stamp: number, inputIds: ReadonlyArray<numb
     : 0
 
 /**
- * The prompt's ids as parts to keep: the forest's (`inputParts`) when they hold exactly `inputIds`' count, else one
+ * The prompt's ids as a chain to keep: the forest's (`inputChain`) when it holds exactly `inputIds`' count, else one
  * packed copy.
  */
-const promptParts = (request: Engine.GenerateRequest): Array<PackedIds.PackedIds> => {
-  const parts = request.inputParts?.()
-  return parts !== undefined && PackedIds.totalLength(parts) === request.inputIds.length
-    ? [...parts]
-    : [PackedIds.pack(request.inputIds)]
+const promptChain = (request: Engine.GenerateRequest): PackedIds.Chain => {
+  const chain = request.inputChain?.()
+  return chain !== undefined && PackedIds.chainLength(chain) === request.inputIds.length
+    ? chain
+    : { ids: PackedIds.pack(request.inputIds), up: null }
 }
 
 const invalid = (detail: string) => new Engine.EngineError({ reason: "invalid-request", detail, status: 400 })
@@ -207,11 +206,14 @@ export const make = (
     // Generations waiting while paused, by rid: an abort ends them with no tokens.
     const held = new Map<string, Deferred.Deferred<void>>()
     // The last sequence seen per session: the embedded stand-in for SGLang's radix prefix cache, kept until
-    // `closeSession` (the Session ended). Its prompt is the forest's own packed ids (shared, not copied) where the
-    // request brings them, else a packed copy (3 bytes a token); its output packed after it.
+    // `closeSession` (the Session ended). Its prompt is the forest's own packed ids (its lineage's last node: shared,
+    // not copied) where the request brings them, else a packed copy (3 bytes a token); its output packed after it.
     // With it, where its prompt came from (`Cached`): a prompt that extends the previous one (a view of the same stable
     // buffer) is compared from where the previous prompt ended, so the work is that of the new ids.
     const lastSequence = new Map<string, Cached>()
+    // What most requests stop on (no stop ids of their own), and how a stop string's check decodes: one each per engine.
+    const eosOnly: ReadonlySet<number> = new Set([tokenizer.eosTokenId])
+    const decode = (ids: ReadonlyArray<number>): string => tokenizer.decode(ids)
     const fullPrefixMatch = options.fullPrefixMatch === true
 
     /**
@@ -371,35 +373,40 @@ export const make = (
       const seed = Decoder.requestSeed(engineSeed, sampling.seed, counter++)
       const criteria: Stop.Criteria = {
         maxNewTokens: sampling.maxNewTokens,
-        stopTokenIds: new Set([tokenizer.eosTokenId, ...sampling.stopTokenIds]),
+        stopTokenIds: sampling.stopTokenIds.length === 0
+          ? eosOnly
+          : new Set([tokenizer.eosTokenId, ...sampling.stopTokenIds]),
         stop: sampling.stop,
-        decode: (ids) => tokenizer.decode(ids)
+        decode
       }
       // A resumed attempt: its input ends with the turn's earlier output, which counts for stops and max tokens.
       const resumed = Math.max(0, Math.min(request.resumedTokens ?? 0, inputIds.length - 1))
-      const earlier = Array.from({ length: resumed }, (_, i) => inputIds[inputIds.length - resumed + i] ?? 0)
-      const turnCriteria: Stop.Criteria = { ...criteria, maxNewTokens: sampling.maxNewTokens + resumed }
+      const turnCriteria: Stop.Criteria = resumed === 0
+        ? criteria
+        : { ...criteria, maxNewTokens: sampling.maxNewTokens + resumed }
       const prompt = inputIds[inputIds.length - 1] ?? tokenizer.eosTokenId
       // The version this attempt runs on: an update aborts it, so all its tokens come from this version.
       const runningVersion = version
       return Effect.gen(function*() {
-        let scripted: ReadonlyArray<Decoder.Step> | undefined
+        // A policy's turn: its ids and their logprobs, of which this attempt generates those after `resumed`.
+        let scriptedIds: ReadonlyArray<number> | undefined
+        let scriptedScores: ReadonlyArray<number> = []
         if (options.policy !== undefined && request.conversation !== undefined) {
           const text = yield* policyText(options.policy, request.conversation())
-          const turnIds = Stop.truncate([...tokenizer.encode(text), tokenizer.eosTokenId], turnCriteria).ids
+          scriptedIds = Stop.truncate([...tokenizer.encode(text), tokenizer.eosTokenId], turnCriteria).ids
           const turnPrompt = inputIds[inputIds.length - 1 - resumed] ?? tokenizer.eosTokenId
-          const scores = Decoder.score(model, sampling, turnPrompt, turnIds)
-          scripted = turnIds.map((id, i) => ({ id, logprob: scores[i] ?? 0 })).slice(resumed)
+          scriptedScores = Decoder.score(model, sampling, turnPrompt, scriptedIds)
         }
         const cached = lastSequence.get(sessionKey)
         const stamp = fullPrefixMatch ? 0 : StableIds.stampOf(inputIds)
         const common = cached === undefined
           ? 0
-          : PackedIds.commonPrefixOfParts(inputIds, cached.sequence, knownPrefix(cached, stamp, inputIds))
-        const kept = promptParts(request)
+          : PackedIds.commonPrefixOfChain(inputIds, cached, knownPrefix(cached, stamp, inputIds))
+        const kept = promptChain(request)
         const cachedTokens = Math.min(common, inputIds.length - 1)
         const check = resumed === 0 ? Stop.checker(criteria) : (() => {
           const turnCheck = Stop.checker(turnCriteria)
+          const earlier = Array.from({ length: resumed }, (_, i) => inputIds[inputIds.length - resumed + i] ?? 0)
           return (ids: ReadonlyArray<number>) => turnCheck([...earlier, ...ids])
         })()
         // The whole output first (it depends on no time), then the time it takes on the clock.
@@ -411,14 +418,18 @@ export const make = (
         let prev = prompt
         while (finished === undefined) {
           const position = allIds.length
-          const step = scripted === undefined
-            ? Decoder.next(model, sampling, seed, prev, inputIds.length + position)
-            : scripted[position]
-          // A scripted output always finishes (it ends with eos or was truncated where a stop criterion hit).
-          if (step === undefined) break
-          allIds.push(step.id)
-          allLogprobs.push(step.logprob)
-          prev = step.id
+          if (scriptedIds === undefined) {
+            const step = Decoder.next(model, sampling, seed, prev, inputIds.length + position)
+            allIds.push(step.id)
+            allLogprobs.push(step.logprob)
+          } else {
+            // A scripted output always finishes (it ends with eos or was truncated where a stop criterion hit).
+            const at = resumed + position
+            if (at >= scriptedIds.length) break
+            allIds.push(scriptedIds[at]!)
+            allLogprobs.push(scriptedScores[at] ?? 0)
+          }
+          prev = allIds[position]!
           finished = check(allIds)
         }
         run.kvTokens = inputIds.length + allIds.length
@@ -431,9 +442,9 @@ export const make = (
         const logprobs = appeared < allIds.length ? allLogprobs.slice(0, appeared) : allLogprobs
         const finishReason: Stop.FinishReason | undefined = aborted ? { type: "abort", message: "Aborted" } : finished
         if (!run.closed) {
-          kept.push(PackedIds.pack(outputIds))
           lastSequence.set(sessionKey, {
-            sequence: kept,
+            ids: PackedIds.pack(outputIds),
+            up: kept,
             count: inputIds.length + outputIds.length,
             promptStamp: stamp,
             promptOffset: inputIds instanceof Int32Array ? inputIds.byteOffset : 0,

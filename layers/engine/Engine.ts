@@ -45,11 +45,12 @@ export interface GenerateRequest {
    */
   readonly inputIds: ReadonlyArray<number> | Int32Array
   /**
-   * `inputIds` as the forest holds them (`InferencePrefix.parts`): packed parts that never change, in order. For an
-   * engine that keeps the prompt after the request (the embedded engine's prefix cache), which then shares them instead
-   * of keeping a copy; SGLang ignores it. A thunk: only an engine that keeps them pays for the lineage walk.
+   * `inputIds` as the forest holds them (`InferencePrefix.chain`): packed parts that never change, as a chain (the
+   * lineage's last node, or a tail's link after it). For an engine that keeps the prompt after the request (the
+   * embedded engine's prefix cache), which then shares them instead of keeping a copy; SGLang ignores it. A thunk: only
+   * an engine that keeps them pays for the node's lookup.
    */
-  readonly inputParts?: (() => ReadonlyArray<PackedIds.PackedIds>) | undefined
+  readonly inputChain?: (() => PackedIds.Chain) | undefined
   readonly sampling: SamplingParams
   /** Backend request id; fixed-length so SGLang's prefix matching on abort cannot hit another request. */
   readonly rid: string

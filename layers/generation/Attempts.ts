@@ -132,7 +132,7 @@ export function* attempt(
     startedAt = clock.currentTimeMillisUnsafe()
     return core.engine.generate({
       inputIds,
-      inputParts: () => InferencePrefix.parts(planned.forest, planned.parent, tail),
+      inputChain: () => InferencePrefix.chain(planned.forest, planned.parent, tail),
       sampling: { ...planned.sampling, maxNewTokens },
       rid,
       returnLogprob: true,

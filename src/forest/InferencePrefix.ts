@@ -162,24 +162,18 @@ const differs = (
  * what it was before the forest kept the prefix, kept as the reference its tests compare with.
  */
 export const copy = (forest: Forest.Forest, hash: string, tail?: ArrayLike<number>): Int32Array =>
-  PackedIds.concat(parts(forest, hash), tail)
+  PackedIds.concat(Forest.lineage(forest, hash).map((node) => node.ids), tail)
 
 /**
- * The ids of {@link ids} at `hash` (and `tail`) as the forest holds them: the lineage's nodes' packed ids, root first
- * (the nodes' own, which never change), then `tail` packed. What an engine that keeps a prompt after its request keeps
- * instead of a copy (the embedded engine's prefix cache, `Engine.GenerateRequest.inputParts`).
+ * The ids of {@link ids} at `hash` (and `tail`) as the forest holds them, as a chain ({@link PackedIds.Chain}): the node
+ * at `hash` itself (its ids, and its parent's before them, up to the root's: the nodes' own, which never change), or
+ * with a tail, one link of `tail` packed after it. What an engine that keeps a prompt after its request keeps instead
+ * of a copy (the embedded engine's prefix cache, `Engine.GenerateRequest.inputChain`): one reference, no array of the
+ * lineage's parts.
  */
-export const parts = (
-  forest: Forest.Forest,
-  hash: string,
-  tail: ArrayLike<number> = noTail
-): Array<PackedIds.PackedIds> => {
-  const leaf = Forest.node(forest, hash)
-  const out = new Array<PackedIds.PackedIds>(Forest.depth(leaf))
-  let i = out.length
-  for (let at: Forest.Node | null = leaf; at !== null; at = at.up) out[--i] = at.ids
-  if (tail.length > 0) out.push(PackedIds.pack(tail))
-  return out
+export const chain = (forest: Forest.Forest, hash: string, tail: ArrayLike<number> = noTail): PackedIds.Chain => {
+  const leaf: PackedIds.Chain = Forest.node(forest, hash)
+  return tail.length > 0 ? { ids: PackedIds.pack(tail), up: leaf } : leaf
 }
 
 /**

@@ -171,30 +171,56 @@ const matchChars = (ids: ArrayLike<number>, i: number, n: number, packed: string
   return i
 }
 
-/** How many ids `parts` hold together. */
-export const totalLength = (parts: ReadonlyArray<PackedIds>): number => {
+/**
+ * A sequence of packed parts held as a chain, last part first: `ids` is the last part, `up` the parts before it (`null`
+ * past the first). A SessionForest's lineage is one as it stands (each node's ids and its parent node), so a holder of a
+ * prompt as the forest holds it (the embedded engine's prefix cache) keeps one reference to the lineage's last node:
+ * no array of its parts per request.
+ */
+export interface Chain {
+  readonly ids: PackedIds
+  readonly up: Chain | null
+}
+
+/** How many ids the parts of `chain` hold together. */
+export const chainLength = (chain: Chain | null): number => {
   let total = 0
-  for (const part of parts) total += length(part)
+  for (let at = chain; at !== null; at = at.up) total += length(at.ids)
   return total
 }
 
+// The links of a chain from where a compare starts, last first (reused: a compare calls nothing that compares again).
+const links: Array<Chain> = []
+
 /**
- * How many leading ids `ids` and the ids of `parts` (in order, as one sequence) have in common; with `from`, the caller
- * knows the first `from` agree (where both reach), and only the ids after them are compared.
+ * How many leading ids `ids` and the ids of `chain` (its parts in order, first to last, as one sequence) have in
+ * common; with `from`, the caller knows the first `from` agree (where both reach), and only the ids after them are
+ * compared.
+ *
+ * **Details**
+ * Only the parts from the one holding id `from` on are visited in order (collected walking up from the last), so a
+ * compare that the caller knows agrees up to the last part reads that part alone.
  */
-export const commonPrefixOfParts = (ids: ArrayLike<number>, parts: ReadonlyArray<PackedIds>, from = 0): number => {
-  const n = Math.min(ids.length, totalLength(parts))
+export const commonPrefixOfChain = (ids: ArrayLike<number>, chain: Chain | null, from = 0): number => {
+  const total = chainLength(chain)
+  const n = Math.min(ids.length, total)
   let i = Math.max(0, Math.min(from, n))
-  let start = 0
-  for (const part of parts) {
-    if (i >= n) break
+  let start = total
+  for (let at = chain; at !== null && start > i; at = at.up) {
+    start -= length(at.ids)
+    links.push(at)
+  }
+  let k = links.length - 1
+  for (; k >= 0 && i < n; k--) {
+    const part = links[k]!.ids
     const end = start + length(part)
     if (i < end) {
       const upTo = Math.min(end, n)
       i = typeof part === "string" ? matchChars(ids, i, upTo, part, start) : matchWide(ids, i, upTo, part, start)
-      if (i < upTo) return i
+      if (i < upTo) break
     }
     start = end
   }
+  links.length = 0
   return i
 }

@@ -49,10 +49,14 @@ interface HeapNode {
   readonly children: ReadonlyArray<HeapNode>
 }
 
-/** Run `run` under the sampling heap profiler; write the profile to `file`; the bytes allocated. */
+/**
+ * Run `run` under the sampling heap profiler; write the profile to `file`; the bytes allocated. `survivorsOnly`: only
+ * the objects that outlived a young-generation collection (what the scavenger copied) are kept in the profile.
+ */
 export const allocationProfile = async <A>(
   file: string,
-  run: () => Promise<A>
+  run: () => Promise<A>,
+  survivorsOnly = false
 ): Promise<{ readonly result: A; readonly bytes: number }> => {
   const session = new Session()
   session.connect()
@@ -61,7 +65,7 @@ export const allocationProfile = async <A>(
     await post(session, "HeapProfiler.startSampling", {
       samplingInterval: 1024,
       includeObjectsCollectedByMajorGC: true,
-      includeObjectsCollectedByMinorGC: true
+      includeObjectsCollectedByMinorGC: !survivorsOnly
     })
     const result = await run()
     const { profile } = (await post(session, "HeapProfiler.stopSampling")) as { readonly profile: { head: HeapNode } }

@@ -8,8 +8,9 @@
  * Every agent starts from a 6-message ~2 KB history and adds the answer plus a 300-byte user message per turn; the
  * clock is moved in 1-second steps until every agent is done. `SIM_CPUPROF=file.cpuprofile` takes a CPU profile of
  * the simulated part (the Sessions run, not the setup), `SIM_HEAPPROF=file.heapprofile` an allocation profile of it
- * (and prints the bytes allocated per request); `SIM_PROGRESS=10` prints requests, wall and CPU so far to stderr every
- * 10 simulated seconds (a long run under load can then be read before it ends):
+ * (and prints the bytes allocated per request; with `SIM_SURVIVORS=1` only the objects that outlived a scavenge);
+ * `SIM_PROGRESS=10` prints requests, wall and CPU so far to stderr every 10 simulated seconds (a long run under load
+ * can then be read before it ends):
  * `SIM_CPUPROF=sim.cpuprofile npm run bench -- simulation` (at the TypeScript sources' lines).
  * Each agent canonicalizes only its new messages per turn (`SIM_CANONICAL=whole`: its whole history, as before issue
  * 24's fourth pass); `SIM_ENGINE_WAITS=token` runs the embedded engine with one wait per token (its earlier timeline).
@@ -123,6 +124,7 @@ const run = (options: Harness.BenchOptions): Promise<Harness.BenchResult> => {
     gcObserver.observe({ entryTypes: ["gc"] })
     const start = performance.now()
     const cpuStart = process.cpuUsage()
+    const threadStart = process.threadCpuUsage()
     const simulate = Effect.gen(function*() {
       const fibers = yield* Effect.forEach(ids, (id) => Effect.forkChild(agent(id)))
       let seconds = 0
@@ -150,13 +152,18 @@ const run = (options: Harness.BenchOptions): Promise<Harness.BenchResult> => {
       ? yield* Effect.promise(() => Profiler.cpuProfile(profileFile, () => Effect.runPromise(simulate)))
       : heapFile !== undefined
       ? yield* Effect.promise(async () => {
-        const profiled = await Profiler.allocationProfile(heapFile, () => Effect.runPromise(simulate))
+        const profiled = await Profiler.allocationProfile(
+          heapFile,
+          () => Effect.runPromise(simulate),
+          process.env["SIM_SURVIVORS"] === "1"
+        )
         allocated = profiled.bytes
         return profiled.result
       })
       : yield* simulate
     const wallMs = performance.now() - start
     const cpu = process.cpuUsage(cpuStart)
+    const thread = process.threadCpuUsage(threadStart)
     gcObserver.disconnect()
     const forests = Context.get(context, Forests.Forests)
     const digest = { samples: createHash("sha256"), timings: createHash("sha256") }
@@ -165,6 +172,7 @@ const run = (options: Harness.BenchOptions): Promise<Harness.BenchResult> => {
       for (const node of forest.nodes.values()) digestNode(digest, node)
     }
     const cpuMs = (cpu.user + cpu.system) / 1000
+    const threadMs = (thread.user + thread.system) / 1000
     return {
       title: `Simulation under the TestClock: ${count} Sessions × ${TURNS} turns through the generation core (${
         effectClock ? "Effect's TestClock" : "the simulation clock"
@@ -176,6 +184,11 @@ const run = (options: Harness.BenchOptions): Promise<Harness.BenchResult> => {
         {
           measure: "CPU time of this process (all threads)",
           value: `${Harness.formatMs(cpuMs)} (${Harness.formatMs(cpuMs / requests)} per request)`
+        },
+        {
+          // The rest of the process's CPU is V8's helper threads (the collector's parallel and concurrent work) and libuv's.
+          measure: "CPU time of the main thread",
+          value: `${Harness.formatMs(threadMs)} (${Harness.formatMs(threadMs / requests)} per request)`
         },
         { measure: "simulated time", value: `${simulated} s` },
         {

@@ -5,7 +5,7 @@
  * branches (a turn from an earlier state), resumed attempts (a tail), responses committed other than the engine said
  * (retokenized or cut), prompts that are no view of a stable buffer, concurrent requests of a Session, aborts, weight
  * updates and closed Sessions, on the TestClock with latency (the cached prefix sets the prefill time, so the abort
- * outcomes depend on it too), with the prompt's parts shared from the forest (`inputParts`) or not: every result is
+ * outcomes depend on it too), with the prompt's parts shared from the forest (`inputChain`) or not: every result is
  * the same.
  */
 import { assert, describe, it } from "@effect/vitest"
@@ -37,8 +37,8 @@ interface Turn {
   readonly session: number
   readonly at: string
   readonly inputIds: ReadonlyArray<number> | Int32Array
-  /** The forest's parts of the prompt (`InferencePrefix.parts`), as the generation core sends them; sometimes none. */
-  readonly inputParts: (() => ReadonlyArray<PackedIds.PackedIds>) | undefined
+  /** The forest's chain of the prompt (`InferencePrefix.chain`), as the generation core sends it; sometimes none. */
+  readonly inputChain: (() => PackedIds.Chain) | undefined
   readonly resumed: number
   readonly rid: string
 }
@@ -88,14 +88,14 @@ const scenario = (seed: number) =>
         // Sometimes no view of a stable buffer: the ids as an array, or an Int32Array of the caller's own.
         const shape = r.next()
         const inputIds = shape < 0.1 ? Array.from(view) : shape < 0.2 ? view.slice() : view
-        const inputParts = r.next() < 0.8 ? () => InferencePrefix.parts(forest, at, tail) : undefined
-        turns.push({ session, at, inputIds, inputParts, resumed: tail.length, rid: `p${seed}-${round}-${k}` })
+        const inputChain = r.next() < 0.8 ? () => InferencePrefix.chain(forest, at, tail) : undefined
+        turns.push({ session, at, inputIds, inputChain, resumed: tail.length, rid: `p${seed}-${round}-${k}` })
       }
       // The fast engine keeps the forest's parts where it gets them, the full comparison a copy of every prompt.
       const send = (engine: Engine.EngineShape, t: Turn) =>
         engine.generate({
           inputIds: t.inputIds,
-          inputParts: engine === fast ? t.inputParts : undefined,
+          inputChain: engine === fast ? t.inputChain : undefined,
           sampling: Sessions.sampling({ seed: seed * 1000 + round, maxNewTokens: 4 + (round % 13) }),
           rid: t.rid,
           returnLogprob: true,

@@ -77,7 +77,7 @@ describe("PackedIds", () => {
     }
   })
 
-  it("finds the common prefix with a sequence held as parts as with the same ids packed in one", () => {
+  it("finds the common prefix with a sequence held as a chain of parts as with the same ids packed in one", () => {
     fc.assert(
       fc.property(
         fc.array(fc.array(fc.oneof(vocabularyId, vocabularyId, anyId), { maxLength: 20 }), { maxLength: 5 }),
@@ -85,16 +85,17 @@ describe("PackedIds", () => {
         fc.nat({ max: 120 }),
         fc.nat({ max: 120 }),
         (parts, extra, cut, from) => {
-          const packed = parts.map((part) => PackedIds.pack(part))
+          // The parts as a chain, last part first (as a forest's lineage: each link its part and the ones before it).
+          const chain = parts.reduce<PackedIds.Chain | null>((up, part) => ({ ids: PackedIds.pack(part), up }), null)
           const all = parts.flat()
-          assert.strictEqual(PackedIds.totalLength(packed), all.length)
+          assert.strictEqual(PackedIds.chainLength(chain), all.length)
           const whole = PackedIds.pack(all)
           for (const ids of [all, [...all, ...extra], all.slice(0, cut), [...all.slice(0, cut), ...extra]]) {
             const expected = PackedIds.commonPrefix(ids, whole)
-            assert.strictEqual(PackedIds.commonPrefixOfParts(ids, packed), expected)
+            assert.strictEqual(PackedIds.commonPrefixOfChain(ids, chain), expected)
             // Told the first `from` agree (only where they do): the same answer.
             const known = Math.min(from, expected)
-            assert.strictEqual(PackedIds.commonPrefixOfParts(ids, packed, known), expected)
+            assert.strictEqual(PackedIds.commonPrefixOfChain(ids, chain, known), expected)
           }
         }
       ),
