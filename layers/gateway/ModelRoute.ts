@@ -35,6 +35,7 @@ import * as Sessions from "../schedule/Sessions.ts"
 import * as Answer from "./Answer.ts"
 import * as Forwarder from "./Forwarder.ts"
 import * as HeartbeatWheel from "./HeartbeatWheel.ts"
+import * as LeaseParking from "./LeaseParking.ts"
 import * as Exchange from "./NodeExchange.ts"
 
 /** The route prefix agents see in `RELAX_BASE_URL`. */
@@ -92,18 +93,27 @@ export const make = (
     const run = (effect: Effect.Effect<void>) => {
       Fiber.runIn(Effect.runForkWith(context)(effect), scope)
     }
-    const env: RouteEnv = {
-      ...options,
-      sessions: yield* Sessions.Sessions,
-      generation: yield* Generation.Generation,
-      tracing: StepSpan.isTracingIn(context),
-      recording: Option.isSome(yield* Effect.serviceOption(ReplayRecorder.ReplayRecorder)),
-      run,
-      heartbeats: HeartbeatWheel.make(options.heartbeatInterval, run)
-    }
     // A request starts as a task of the scheduler, not inside Node's I/O callback (as `FairScheduler.continueAsTask`
     // explains): a wave of connections parsed in one poll phase then costs Node's parsing only.
     const dispatcher = Context.get(context, Scheduler.Scheduler).makeDispatcher()
+    const generation = yield* Generation.Generation
+    const tracing = StepSpan.isTracingIn(context)
+    const recording = Option.isSome(yield* Effect.serviceOption(ReplayRecorder.ReplayRecorder))
+    const env: RouteEnv = {
+      ...options,
+      sessions: yield* Sessions.Sessions,
+      generation,
+      tracing,
+      recording,
+      run,
+      heartbeats: HeartbeatWheel.make(options.heartbeatInterval, run),
+      parking: {
+        generation,
+        inOneFiber: tracing || recording,
+        run,
+        schedule: (task) => dispatcher.scheduleTask(task, 0)
+      }
+    }
     const forwarder = Option.getOrUndefined(yield* Effect.serviceOption(Forwarder.Forwarder))
     const offer = forwarder?.route({
       options,
@@ -149,6 +159,8 @@ interface RouteEnv extends Options {
   readonly run: (effect: Effect.Effect<void>) => void
   /** The held Buffered-SSE requests' heartbeats, written from one timer. */
   readonly heartbeats: HeartbeatWheel.HeartbeatWheel
+  /** How a request waiting for its lease waits (LeaseParking.ts). */
+  readonly parking: LeaseParking.Parking
 }
 
 /** The `Gateway.handle` span's attributes per protocol (made once, not per request). */
@@ -217,25 +229,32 @@ const serveModel = (
     if (env.tracing && session.span !== undefined) {
       yield* StepSpan.linkTo(session.span, { sessionId: session.sessionId })
     }
-    const generation: Effect.Effect<Answer.Outcome> = env.generation.generate(session, canonical).pipe(
-      exchange === undefined ? identity : Effect.provideService(ReplayRecorder.CurrentExchange, exchange),
-      Effect.catch(Answer.failGeneration),
-      Effect.exit
-    )
+    const outcome = (
+      generation: Effect.Effect<Completion.Completion, Generation.GenerationError>
+    ): Effect.Effect<Answer.Outcome> =>
+      generation.pipe(
+        exchange === undefined ? identity : Effect.provideService(ReplayRecorder.CurrentExchange, exchange),
+        Effect.catch(Answer.failGeneration),
+        Effect.exit
+      )
 
     if (!canonical.stream) {
       phase.set("completion")
-      const exit = yield* generation
-      // The answer arrived in an I/O or promise callback: render and write it as a task; a client gone meanwhile is a 499.
-      yield* FairScheduler.continueAsTask
-      phase.set("answered")
-      if (Exit.isFailure(exit)) return Answer.sendError(ex, adapter, Answer.failureError(exit), undefined, exchange)
-      const rendered = Result.try(() => JSON.stringify(adapter.renderJson(exit.value, canonical)))
-      if (Result.isFailure(rendered)) {
-        return Answer.sendError(ex, adapter, ProtocolError.GatewayError.internal("render"), undefined, exchange)
-      }
-      exchange?.answered?.(Received.ofJson(200, rendered.success))
-      return Exchange.sendJson(ex, 200, rendered.success)
+      // A request waiting for its lease waits parked (LeaseParking.ts): this fiber ends, the answer runs later.
+      return yield* LeaseParking.generate(env.parking, session, canonical, (generation) =>
+        Effect.gen(function*() {
+          const exit = yield* outcome(generation)
+          // The answer arrived in an I/O or promise callback: render and write it as a task; a client gone meanwhile is a 499.
+          yield* FairScheduler.continueAsTask
+          phase.set("answered")
+          if (Exit.isFailure(exit)) return Answer.sendError(ex, adapter, Answer.failureError(exit), undefined, exchange)
+          const rendered = Result.try(() => JSON.stringify(adapter.renderJson(exit.value, canonical)))
+          if (Result.isFailure(rendered)) {
+            return Answer.sendError(ex, adapter, ProtocolError.GatewayError.internal("render"), undefined, exchange)
+          }
+          exchange?.answered?.(Received.ofJson(200, rendered.success))
+          return Exchange.sendJson(ex, 200, rendered.success)
+        }))
     }
 
     const context: Completion.FailureContext = {
@@ -246,8 +265,12 @@ const serveModel = (
     phase.set("stream")
     if (!Exchange.writable(ex)) {
       // Nobody reads the frames; the generation still completes and is committed.
-      yield* generation
-      return
+      return yield* LeaseParking.generate(
+        env.parking,
+        session,
+        canonical,
+        (generation) => Effect.asVoid(outcome(generation))
+      )
     }
     Exchange.writeHead(ex, 200, Answer.sseResponseHeaders, true)
     const frames = Answer.sseFrames[adapter.protocol]
@@ -257,15 +280,20 @@ const serveModel = (
       Exchange.writeNow(ex, frames.heartbeat)
       return true
     })
-    const exit = yield* Effect.ensuring(generation, Effect.sync(stopHeartbeats))
-    phase.set("answered")
-    // The answer arrived in an I/O or promise callback: render and write it as a task.
-    yield* FairScheduler.continueAsTask
-    if (Exchange.writable(ex)) {
-      const terminal = Answer.renderTerminal(adapter, canonical, context, exit)
-      exchange?.answered?.(Received.ofFrames(200, terminal))
-      ex.response.end(Sse.encodeAll(terminal))
-    }
+    const answered = LeaseParking.generate(env.parking, session, canonical, (generation) =>
+      Effect.gen(function*() {
+        const exit = yield* Effect.ensuring(outcome(generation), Effect.sync(stopHeartbeats))
+        phase.set("answered")
+        // The answer arrived in an I/O or promise callback: render and write it as a task.
+        yield* FairScheduler.continueAsTask
+        if (Exchange.writable(ex)) {
+          const terminal = Answer.renderTerminal(adapter, canonical, context, exit)
+          exchange?.answered?.(Received.ofFrames(200, terminal))
+          ex.response.end(Sse.encodeAll(terminal))
+        }
+      }))
+    // Interrupted before the generation reached the answer (the gateway's scope closing): no more heartbeats.
+    return yield* Effect.onInterrupt(answered, () => Effect.sync(stopHeartbeats))
   })
   env.run(handleSpan(env, adapter, handled))
 }

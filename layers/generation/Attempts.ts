@@ -108,7 +108,9 @@ export function* attempt(
 ) {
   const { session } = planned
   const { clock } = request
-  const waitFrom = clock.currentTimeMillisUnsafe()
+  const waitFrom = index === 0 && request.leaseWaitFrom !== undefined
+    ? request.leaseWaitFrom
+    : clock.currentTimeMillisUnsafe()
   // A lease already held, with the request still in the scheduler task it started in (not resumed in a callback or
   // in another fiber's task since): nothing to wait for and nowhere to leave, so neither step runs.
   const held = request.task !== undefined && session.leaseHeld?.() === true &&

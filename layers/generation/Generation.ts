@@ -17,9 +17,11 @@
  * state exactly. Interrupting `generate` while it waits for the lease or while the engine runs aborts the engine
  * request (the engine port guarantees it for interruption). `echo` reads a Chat body's raw history against the Session's
  * previous exactly matched request (src/protocol/RawEcho.ts), so a request that repeats it byte for byte reuses its
- * canonical messages and is matched from where it ended (docs/sessionforest.md "Matching a request").
+ * canonical messages and is matched from where it ended (docs/sessionforest.md "Matching a request"). `prepare` and
+ * `complete` are `generate` cut at the first lease wait, for the gateway to park a request waiting for its lease
+ * (layers/gateway/LeaseParking.ts).
  */
-import { Clock, Context, Effect, Layer, Result } from "effect"
+import { Clock, Context, Effect, type Fiber, Layer, Result } from "effect"
 import { randomBytes } from "node:crypto"
 import type * as Settings from "../../src/config/Settings.ts"
 import * as Forest from "../../src/forest/Forest.ts"
@@ -76,6 +78,22 @@ export interface GenerationShape {
     request: Completion.CanonicalRequest
   ) => Effect.Effect<Completion.Completion, GenerationError.GenerationError>
   /**
+   * `generate` in two parts, for a caller that waits for the Session's lease itself (the gateway parks a request
+   * whose lease is not held as a small record instead of a suspended fiber: layers/gateway/LeaseParking.ts):
+   * `prepare` runs the request up to its first lease wait (match, observe, plan: the request is its Session's
+   * next turn, its observation committed), `complete` from there on (`leaseWaitFrom`: when the caller began waiting,
+   * for the lease-wait metric). `generate` is the two in one fiber; a span is opened by `generate` only, so a caller
+   * with a tracer installed uses `generate`. Optional, as `echo` is.
+   */
+  readonly prepare?: (
+    session: Sessions.SessionEntry,
+    request: Completion.CanonicalRequest
+  ) => Effect.Effect<Prepared, GenerationError.GenerationError>
+  readonly complete?: (
+    prepared: Prepared,
+    leaseWaitFrom?: number
+  ) => Effect.Effect<Completion.Completion, GenerationError.GenerationError>
+  /**
    * Read a Chat body's raw history against the Session's previous request (src/protocol/RawEcho.ts): the body's mark,
    * and, when it repeats that request's history byte for byte, what those messages canonicalize to (the committed
    * state's own message objects). A request that matched exactly leaves its mark for the next one. Synchronous (it
@@ -92,6 +110,12 @@ export interface GenerationShape {
 export interface EchoStart {
   readonly mark: RawEcho.Mark | undefined
   readonly known: (Canonical.KnownPrefix & { readonly state: string; readonly repeated: RawEcho.Mark }) | undefined
+}
+
+/** A request {@link GenerationShape.prepare}d up to its first lease wait: what completing it needs. */
+export interface Prepared {
+  readonly request: Completion.CanonicalRequest
+  readonly planned: Attempts.AttemptPlan
 }
 
 /** The mark of a Session's last exactly matched Chat request and the state its messages ended at. */
@@ -147,6 +171,12 @@ const make = (options: StepContext.GenerationOptions) =>
      * (`StepSpan.inline`); the Clock and the context (for the metrics) are read once, from the request's fiber.
      */
     function* request(run: StepContext.RequestRun, request: Completion.CanonicalRequest) {
+      const planned = yield* prepared(run, request)
+      return yield* completed(run, request, planned)
+    }
+
+    /** `Generation.match`, `Generation.observe` and `Generation.plan`: the request up to its first lease wait. */
+    function* prepared(run: StepContext.RequestRun, request: Completion.CanonicalRequest) {
       const { session, tracing } = run
       session.counters.requests++
       const turn = session.counters.requests - 1
@@ -163,11 +193,20 @@ const make = (options: StepContext.GenerationOptions) =>
       )
       // `parent`'s full messages are the request's (none tolerated): the next request may repeat them byte for byte.
       if (request.echo !== undefined && !matched.tolerated) echoes.set(forest, { ...request.echo.mark, state: parent })
-      const planned = yield* StepSpan.inline(
+      return yield* StepSpan.inline(
         tracing,
         "Generation.plan",
         Attempts.plan(session, forest, request, turn, parent)
       )
+    }
+
+    /** `Generation.attempts` (from the first lease wait), `Generation.parse` and `Generation.commitResponse`. */
+    function* completed(
+      run: StepContext.RequestRun,
+      request: Completion.CanonicalRequest,
+      planned: Attempts.AttemptPlan
+    ) {
+      const { session, tracing } = run
       const gate = session.gate
       const done = yield* StepSpan.inline(
         tracing,
@@ -197,22 +236,49 @@ const make = (options: StepContext.GenerationOptions) =>
 
     // The span `Generation.generate` when a tracer is installed (StepSpan), without a call-site stack: `Effect.fn`
     // captured an `Error` and set a stack frame in the fiber's context on every request.
+    const runOf = (
+      fiber: Fiber.Fiber<unknown, unknown>,
+      session: Sessions.SessionEntry,
+      leaseWaitFrom?: number
+    ): StepContext.RequestRun => ({
+      session,
+      tracing: StepSpan.isTracing(fiber),
+      clock: fiber.getRef(Clock.Clock),
+      context: fiber.context,
+      countAbort: () => Effect.sync(() => session.counters.aborts++),
+      task: FairScheduler.currentTask(),
+      leaseWaitFrom
+    })
+
     const generate = (
       session: Sessions.SessionEntry,
       canonical: Completion.CanonicalRequest
     ): Effect.Effect<Completion.Completion, GenerationError.GenerationError> =>
       Effect.withFiber((fiber) => {
-        const tracing = StepSpan.isTracing(fiber)
-        const run: StepContext.RequestRun = {
-          session,
-          tracing,
-          clock: fiber.getRef(Clock.Clock),
-          context: fiber.context,
-          countAbort: () => Effect.sync(() => session.counters.aborts++),
-          task: FairScheduler.currentTask()
-        }
+        const run = runOf(fiber, session)
         const generated = Effect.gen(() => request(run, canonical))
-        return StepSpan.spanIf(tracing, generated, "Generation.generate")
+        return StepSpan.spanIf(run.tracing, generated, "Generation.generate")
+      })
+
+    const prepare = (
+      session: Sessions.SessionEntry,
+      canonical: Completion.CanonicalRequest
+    ): Effect.Effect<Prepared, GenerationError.GenerationError> =>
+      Effect.withFiber((fiber) => {
+        const run = runOf(fiber, session)
+        return Effect.gen(function*() {
+          const planned = yield* prepared(run, canonical)
+          return { request: canonical, planned }
+        })
+      })
+
+    const complete = (
+      prepared: Prepared,
+      leaseWaitFrom?: number
+    ): Effect.Effect<Completion.Completion, GenerationError.GenerationError> =>
+      Effect.withFiber((fiber) => {
+        const run = runOf(fiber, prepared.planned.session, leaseWaitFrom)
+        return Effect.gen(() => completed(run, prepared.request, prepared.planned))
       })
 
     /** Each forest's last exactly matched Chat request (see `echo`); it goes with its forest. */
@@ -231,5 +297,5 @@ const make = (options: StepContext.GenerationOptions) =>
       return { mark: reading.mark, known: { count: memo.count, messages, state: memo.state, repeated: memo } }
     }
 
-    return Generation.of({ generate, echo })
+    return Generation.of({ generate, prepare, complete, echo })
   })

@@ -67,6 +67,11 @@ export interface RequestRun {
   readonly countAbort: () => Effect.Effect<void>
   /** The scheduler task the request started in (`FairScheduler.currentTask`; undefined outside one). */
   readonly task: number | undefined
+  /**
+   * When the request began waiting for its lease, where its caller waited for it before this run (a request the
+   * gateway parked: `Generation.complete`); the first attempt's lease wait counts from there.
+   */
+  readonly leaseWaitFrom?: number | undefined
 }
 
 /** How the attempts of a request fail. */

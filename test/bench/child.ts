@@ -10,6 +10,8 @@ import { type ChildProcess, fork } from "node:child_process"
 import { fileURLToPath } from "node:url"
 
 export interface Child {
+  /** The child's process id (its CPU: processCpu.ts). */
+  readonly pid: number | undefined
   readonly call: <A>(message: unknown) => Promise<A>
   readonly close: () => Promise<void>
 }
@@ -32,6 +34,7 @@ export const start = (file: string, args: ReadonlyArray<string> = []): Child => 
     current?.reject(new Error(`benchmark child ${file} exited with code ${code ?? "null"}`))
   })
   return {
+    pid: child.pid,
     call: <A>(message: unknown) =>
       new Promise<A>((resolve, reject) => {
         if (pending !== undefined) return reject(new Error(`benchmark child ${file} is busy`))

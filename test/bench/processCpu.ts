@@ -61,3 +61,16 @@ export const heapUsed = async (inspector: Inspector): Promise<number> => {
   })) as { readonly result: { readonly value: number } }
   return evaluated.result.value
 }
+
+/**
+ * The whole machine's CPU so far, all cores together (/proc/stat's first line): `busyMs` all but idle, iowait and
+ * steal; `stealMs` the time the hypervisor ran something else while this machine's cores wanted to run.
+ */
+export const machineCpu = (): { readonly busyMs: number; readonly stealMs: number } => {
+  const line = Fs.readFileSync("/proc/stat", "utf8").split("\n", 1)[0] ?? ""
+  // user nice system idle iowait irq softirq steal (guest time is already inside user and nice).
+  const [user = 0, nice = 0, system = 0, , , irq = 0, softirq = 0, steal = 0] = line.trim().split(/\s+/).slice(1, 9)
+    .map(Number)
+  const ms = (ticks: number) => (ticks * 1000) / ticksPerSecond
+  return { busyMs: ms(user + nice + system + irq + softirq), stealMs: ms(steal) }
+}

@@ -74,21 +74,22 @@ export const sglangGateway = (url: string) =>
   Layer.build(gatewayStack(SglangEngine.SglangEngine.layer({ workerUrls: [url], healthCheck: false })))
 
 /**
- * Register `count` fresh Sessions (each with a forest) whose lease is `awaitLease`; returns their ids. Without one
- * the lease is held from the start (`leaseHeld`), as a rollout Session's is after its Group's barrier.
+ * Register `count` fresh Sessions (each with a forest) whose lease is `lease` (its wait, and whether it is held, as a
+ * rollout's first-request barrier tells); returns their ids. Without one the lease is held from the start, as a
+ * rollout Session's is after its Group's barrier.
  */
 export const registerSessions = (
   context: Context.Context<Sessions.Sessions | Forests.Forests>,
   count: number,
-  awaitLease?: Effect.Effect<void>
+  lease?: { readonly awaitLease: Effect.Effect<void>; readonly leaseHeld: () => boolean }
 ): Promise<Array<string>> =>
   Effect.runPromise(
     Effect.forEach(Array.from({ length: count }), () =>
-      SupportSessions.registeredSession(
-        awaitLease === undefined
-          ? { groupId: "bench", sampling, awaitLease: Effect.void, leaseHeld: () => true }
-          : { groupId: "bench", sampling, awaitLease }
-      ))
+      SupportSessions.registeredSession({
+        groupId: "bench",
+        sampling,
+        ...(lease ?? { awaitLease: Effect.void, leaseHeld: () => true })
+      }))
       .pipe(
         Effect.provideContext(context)
       )

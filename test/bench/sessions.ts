@@ -4,8 +4,9 @@
  * one more agent sends a 1 MB message. Reports heap per Session, bytes per stored token and event-loop stalls.
  *
  * **Details**
- * First turns go through the generation core directly (a ~2 KB, 6-message history each); held requests come over
- * HTTP from the load generator in its own process. Heap numbers are `heapUsed + external` after full collections.
+ * First turns go through the generation core directly (a ~2 KB, 6-message history each, with its body's raw-history
+ * mark as the gateway keeps it); held requests come over HTTP from the load generator in its own process and repeat
+ * that history byte for byte, as an agent does. Heap numbers are `heapUsed + external` after full collections.
  * Stalls are the event-loop delay histogram's maximum (perf_hooks, 10 ms resolution), per phase.
  *
  * To see what a held request keeps: `HEAP_SNAPSHOTS=<dir>` writes `before.heapsnapshot` (every Session's first turn
@@ -26,6 +27,7 @@ import * as Forest from "../../src/forest/Forest.ts"
 import * as Chat from "../../src/protocol/Chat.ts"
 import * as Child from "./child.ts"
 import * as Conversation from "./conversation.ts"
+import * as CpuShare from "./cpuShare.ts"
 import * as Harness from "./harness.ts"
 import type * as LoadClient from "./loadClient.ts"
 import * as Servers from "./servers.ts"
@@ -66,15 +68,27 @@ const run = (options: Harness.BenchOptions): Promise<Harness.BenchResult> => {
     })
 
     const before = yield* measuredBytes()
-    const ids = yield* Effect.promise(() => Servers.registerSessions(context, count, awaitLease))
+    const ids = yield* Effect.promise(() =>
+      Servers.registerSessions(context, count, { awaitLease, leaseHeld: () => open })
+    )
     const registered = yield* measuredBytes()
-    const first = Chat.adapter.decode({ model: "bench", messages: HISTORY, max_tokens: 16 })
+    // Each first turn goes through the generation core as the gateway hands a Chat body to it: with the body's
+    // raw-history mark (src/protocol/RawEcho.ts), so the held request, which repeats that history byte for byte as an
+    // agent does, is matched from it. One decoded request serves every Session: the message strings are shared, so
+    // bytes per token leave the history's text out (section 3 of docs/performance.md).
+    const firstBody = { model: "bench", messages: HISTORY, max_tokens: 16 }
+    const firstBytes = new TextEncoder().encode(JSON.stringify(firstBody))
+    const first = Chat.adapter.decode(firstBody)
     if (Result.isFailure(first)) throw new Error(`bench request does not decode: ${first.failure.message}`)
     const populateStart = performance.now()
     yield* Effect.forEach(ids, (id) =>
       Effect.gen(function*() {
         const session = yield* sessions.lookup(id)
-        yield* generation.generate(session, first.success)
+        const mark = generation.echo?.(session, firstBytes).mark
+        yield* generation.generate(
+          session,
+          mark === undefined ? first.success : { ...first.success, echo: { mark, known: undefined } }
+        )
       }), { discard: true })
     const populateMs = performance.now() - populateStart
     let storedTokens = 0
@@ -105,17 +119,26 @@ const run = (options: Harness.BenchOptions): Promise<Harness.BenchResult> => {
     const phase = async <A>(
       name: string,
       work: () => Promise<A>
-    ): Promise<{ readonly value: A; readonly maxStallMs: number; readonly stalls: ReadonlyArray<Stalls.Stall> }> => {
+    ): Promise<
+      {
+        readonly value: A
+        readonly maxStallMs: number
+        readonly stalls: ReadonlyArray<Stalls.Stall>
+        readonly cpu: CpuShare.CpuShare
+      }
+    > => {
+      const cpu = CpuShare.start(client.pid)
       delay.reset()
       delay.enable()
       watch.reset()
       if (marks) console.log(`## sessions phase ${name} starts`)
       const value = await work()
+      const share = cpu()
       if (marks) console.log(`## sessions phase ${name} ends`)
       delay.disable()
       // GC entries arrive on a later turn of the loop.
       await new Promise((resolve) => setTimeout(resolve, 20))
-      return { value, maxStallMs: delay.max / 1e6, stalls: watch.stalls() }
+      return { value, maxStallMs: delay.max / 1e6, stalls: watch.stalls(), cpu: share }
     }
     if (snapshots !== undefined) writeHeapSnapshot(join(snapshots, "before.heapsnapshot"))
     const opening = yield* Effect.promise(() =>
@@ -208,6 +231,7 @@ const run = (options: Harness.BenchOptions): Promise<Harness.BenchResult> => {
           measure: "stalls while requests arrive (count, GC share)",
           value: Stalls.describeStalls(opening.stalls, stallMs)
         },
+        { measure: "  CPU while requests arrive", value: CpuShare.describe(opening.cpu) },
         { measure: "stalls while held", value: Stalls.describeStalls(holding.stalls, stallMs) },
         { measure: "stalls during the 1 MB message", value: Stalls.describeStalls(bigPhase.stalls, stallMs) },
         { measure: "stalls while released", value: Stalls.describeStalls(release.stalls, stallMs) },

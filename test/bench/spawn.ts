@@ -53,7 +53,9 @@ const run = (options: Harness.BenchOptions): Promise<Harness.BenchResult> => {
           arrived++
           return granted !== undefined ? Effect.void : Deferred.await(grant)
         }).pipe(Effect.andThen(Effect.sync(() => void firsts.push(performance.now() - (granted ?? 0)))))
-        const ids = yield* Effect.promise(() => Servers.registerSessions(context, count, lease))
+        const ids = yield* Effect.promise(() =>
+          Servers.registerSessions(context, count, { awaitLease: lease, leaseHeld: () => false })
+        )
         const start = performance.now()
         const agents = yield* Effect.forEach(ids, (sessionId) =>
           supervisor.run({
