@@ -6,7 +6,7 @@
  * The child is this repository's TypeScript on Node's type stripping (as the benchmarks run), with an IPC channel: `call` sends one JSON message and
  * resolves with the child's next answer (one call at a time). A child that exits early rejects the pending call.
  */
-import { type ChildProcess, fork } from "node:child_process"
+import { type ChildProcess, fork, spawn } from "node:child_process"
 import { fileURLToPath } from "node:url"
 
 export interface Child {
@@ -16,12 +16,21 @@ export interface Child {
   readonly close: () => Promise<void>
 }
 
-/** Start `file` (a path relative to this directory) as a child process with IPC. */
-export const start = (file: string, args: ReadonlyArray<string> = []): Child => {
-  const child: ChildProcess = fork(fileURLToPath(new URL(file, import.meta.url)), [...args], {
-    execArgv: [],
-    stdio: ["ignore", "inherit", "inherit", "ipc"]
-  })
+/**
+ * Start `file` (a path relative to this directory) as a child process with IPC; with `nice`, at that CPU priority
+ * (`nice -n`, every thread of the child: a load generator that must not take the measured process's cores).
+ */
+export const start = (
+  file: string,
+  args: ReadonlyArray<string> = [],
+  options: { readonly nice?: number } = {}
+): Child => {
+  const path = fileURLToPath(new URL(file, import.meta.url))
+  const child: ChildProcess = options.nice === undefined
+    ? fork(path, [...args], { execArgv: [], stdio: ["ignore", "inherit", "inherit", "ipc"] })
+    : spawn("nice", ["-n", String(options.nice), process.execPath, path, ...args], {
+      stdio: ["ignore", "inherit", "inherit", "ipc"]
+    })
   let pending: { readonly resolve: (value: unknown) => void; readonly reject: (error: Error) => void } | undefined
   child.on("message", (message) => {
     const current = pending

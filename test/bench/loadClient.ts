@@ -7,13 +7,13 @@
  *   and a new user message of `turnBytes` bytes. Targets run one after the other, or with `interleave` turn by turn
  *   (turn t of every target before turn t + 1), so a slow phase of the machine hits every target alike.
  *   Answers: per target the wall time and every request's latency, by turn.
- * - `hold`: one streaming request per token (Buffered SSE), opened in waves of 1,000; answers once every response's
- *   headers arrived.
+ * - `hold`: one streaming request per token (Buffered SSE) on a connection of its own, as each agent holds its own,
+ *   opened in waves of 1,000; answers once every response's headers arrived.
  *   `finish` answers once all of them ended, with the number of heartbeat frames and terminal frames received.
  * - `send`: one non-streaming request with a given message appended; answers with its latency.
  */
 import { performance } from "node:perf_hooks"
-import { Pool } from "undici"
+import { Client, Pool } from "undici"
 import * as Child from "./child.ts"
 import * as Conversation from "./conversation.ts"
 
@@ -175,17 +175,29 @@ const conversations = async (job: ConversationsJob): Promise<ReadonlyArray<Targe
 }
 
 let held: Array<Promise<{ readonly heartbeats: number; readonly completed: boolean }>> = []
+/**
+ * The held requests' connections, one client each: a `Pool` looks through its connections for a free one on every
+ * request (undici's `Pool`), and with every connection held that is O(n²) for n held requests, seconds of this
+ * process's CPU on the 2 cores the measured gateway shares (docs/performance.md, "Issue 41, fifth pass"). Closed
+ * by the next `hold`.
+ */
+let holders: Array<Client> = []
 
 /** Held requests are opened in waves of this many (each wave's headers arrive before the next starts). */
 const HOLD_WAVE = 1000
 
 const hold = async (job: HoldJob): Promise<HoldResult> => {
-  const pool = poolFor(job.target.origin, job.target.tokens.length)
+  // An earlier hold's connections stay open until the next (as a pool's would), not closed inside `finish`'s phase.
+  const previous = holders
+  holders = []
+  await Promise.all(previous.map((client) => client.close()))
   const body = JSON.stringify({ model: "bench", messages: job.messages, max_tokens: 16, stream: true })
   const open = (token: string) => {
     let headers: () => void = () => {}
     const opened = new Promise<void>((resolve) => (headers = resolve))
-    const done = pool.request({
+    const client = new Client(job.target.origin)
+    holders.push(client)
+    const done = client.request({
       path: job.target.path,
       method: "POST",
       headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
