@@ -99,7 +99,9 @@ export const PollGroup = Rpc.make("PollGroup", {
     controller: Schema.String,
     group: ClusterWire.PlannedGroup,
     sessions: Schema.Array(ClusterWire.PolledSession),
-    config: Schema.Record(Schema.String, Schema.String)
+    config: Schema.Record(Schema.String, Schema.String),
+    /** The Group's Runtime lease, when it came while no poll was out: the named Sessions are granted first. */
+    grant: Schema.NullOr(ClusterWire.PolledGrant)
   },
   success: Schema.Array(ClusterWire.GroupEvent),
   error: ClusterWire.RunFailure

@@ -122,6 +122,9 @@ export const make = <C>(deps: {
         const endedNow: Array<string> = []
         for (const event of answer.success) yield* deliver(event, endedNow)
         if (endedNow.length > 0) released(endedNow)
+        // What the events set off (the pool leasing the Group once its first requests arrived) runs before the next
+        // poll is built, so the poll can carry it.
+        if (answer.success.length > 0) yield* Effect.yieldNow
       }
     }).pipe(
       // Interrupted (a drop, a closed step): every Session not ended ends with it.

@@ -85,6 +85,8 @@ export interface HostOptions {
   readonly orphanTimeout?: Duration.Duration | undefined
   /** How long a Session whose end a `PollGroup` answer carried is kept (default {@link answeredGrace}). */
   readonly answeredGrace?: Duration.Duration | undefined
+  /** How long a `PollGroup` waits for something new before it answers with nothing (default 2 s). */
+  readonly pollWait?: Duration.Duration | undefined
 }
 
 /** Answers a forwarded model request on the owner (`layers/cluster/Forward.ts`). */
@@ -186,6 +188,7 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
     const followers = SessionFollowers.make({
       incarnation,
       retains,
+      pollWait: options.pollWait,
       delivered: (sessions) => forget(sessions),
       // A poll's answer is not acknowledged: a poll repeated after a lost answer (its connection broke) still finds
       // the Sessions whose end it carried for a while.
@@ -371,6 +374,18 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
         return { following, refused }
       })
 
+    /** The Group's Runtime lease for `sessions`: they follow the controller's weights, then generate under the step. */
+    const lease = (controller: string, grant: ClusterWire.PolledGrant, sessions: ReadonlyArray<Hosted>) =>
+      Effect.gen(function*() {
+        if (sessions.length === 0) return
+        yield* fleet.follow(controller, grant.weights)
+        for (const hosted of sessions) {
+          hosted.rolloutId = grant.rolloutId
+          hosted.leased = true
+          yield* Deferred.succeed(hosted.lease, undefined)
+        }
+      })
+
     const drain = Effect.gen(function*() {
       slots.startDraining()
       yield* Effect.logInfo(
@@ -404,21 +419,21 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
       pollGroup: (payload, placement) =>
         Effect.flatMap(admit(payload), ({ following, refused }) => {
           const known = new Map(payload.sessions.map((s) => [s.sessionId, s]))
-          return followers.poll(following, refused, placement, (sessionId) => known.get(sessionId))
+          const poll = followers.poll(following, refused, placement, (sessionId) => known.get(sessionId))
+          // A lease riding the poll is granted as a `Grant` would be (whose failure its controller ignores too).
+          return payload.grant === null ? poll : lease(payload.controller, payload.grant, following).pipe(
+            Effect.catchTag("FleetCommandError", (error) =>
+              Effect.logWarning(
+                `runner ${incarnation} could not follow the weights of a Group's lease: ${error.message}`
+              )),
+            Effect.andThen(poll)
+          )
         }),
       grant: (payload) =>
-        Effect.gen(function*() {
-          yield* checkRunner(payload.runner)
-          if (!payload.sessionIds.some((id) => table.has(id))) return
-          yield* fleet.follow(payload.controller, payload.weights)
-          for (const sessionId of payload.sessionIds) {
-            const hosted = table.get(sessionId)
-            if (hosted === undefined) continue
-            hosted.rolloutId = payload.rolloutId
-            hosted.leased = true
-            yield* Deferred.succeed(hosted.lease, undefined)
-          }
-        }),
+        Effect.andThen(
+          checkRunner(payload.runner),
+          lease(payload.controller, payload, payload.sessionIds.flatMap((id) => table.get(id) ?? []))
+        ),
       stop: (payload) =>
         Effect.andThen(
           checkRunner(payload.runner),

@@ -90,6 +90,15 @@ interface GroupTarget {
   readonly route: HolderRoute.HolderRoute
 }
 
+/**
+ * A polled Group's Runtime lease on its way to the runner: `due` (its step) once leased while no poll was out, until a
+ * poll that carried it was answered; `polling` while a poll is out (a lease then goes as its own `Grant`).
+ */
+interface LeaseSlot {
+  due: number | undefined
+  polling: boolean
+}
+
 /** A Group as it travels: the planned Group's wire fields. */
 const plannedOf = (group: SessionRunner.PlannedGroup): ClusterWire.PlannedGroup => ({
   groupId: group.groupId,
@@ -201,19 +210,31 @@ const make = (options: RemoteOptions) =>
       onGate: fleet.setGate,
       silence: options.callTimeout,
       silentRetries,
-      poll: (to: GroupTarget & { readonly group: SessionRunner.PlannedGroup }, sessions) =>
-        // Repeating PollGroup is safe: the holder follows the Sessions it already runs under these ids.
-        to.route.call((k) =>
-          whileRefused(
-            makeClient(k).PollGroup({
-              runner: to.runner,
-              controller: runId,
-              group: plannedOf(to.group),
-              sessions,
-              config
-            })
+      poll: (to: GroupTarget & { readonly group: SessionRunner.PlannedGroup; readonly lease: LeaseSlot }, sessions) =>
+        Effect.gen(function*() {
+          const rolloutId = to.lease.due
+          const grant = rolloutId === undefined ? null : { rolloutId, weights: yield* fleet.weights }
+          to.lease.polling = true
+          // Repeating PollGroup is safe: the holder follows the Sessions it already runs under these ids, and a lease
+          // granted twice changes nothing.
+          const events = yield* to.route.call((k) =>
+            whileRefused(
+              makeClient(k).PollGroup({
+                runner: to.runner,
+                controller: runId,
+                group: plannedOf(to.group),
+                sessions,
+                config,
+                grant
+              })
+            )
           )
-        ).pipe(
+          if (rolloutId !== undefined && to.lease.due === rolloutId) to.lease.due = undefined
+          return events
+        }).pipe(
+          Effect.ensuring(Effect.sync(() => {
+            to.lease.polling = false
+          })),
           Effect.catchTag(
             ["MailboxFull", "AlreadyProcessingMessage", "PersistenceError", "EntityNotAssignedToRunner"],
             refused("PollGroup")
@@ -323,17 +344,25 @@ const make = (options: RemoteOptions) =>
             return held.size === 0 ? Effect.void : Effect.ignore(sendStop(target, [...held]))
           })
         )
-        // The Group's Runtime lease, passed on to the runner with the weights its generations follow.
+        // The Group's Runtime lease, passed on to the runner with the weights its generations follow: on the next
+        // poll when none is out (the usual case: the lease follows the answer that carried the Group's first
+        // requests), else as its own `Grant`.
+        const lease: LeaseSlot = { due: undefined, polling: false }
         yield* Effect.forkScoped(first.leased.pipe(
-          Effect.andThen(Effect.suspend(() =>
-            running.size === 0 ? Effect.void : sendGrant({ ...target, rolloutId: first.rolloutId() }, [...running])
-          )),
+          Effect.andThen(Effect.suspend(() => {
+            if (running.size === 0) return Effect.void
+            if (!lease.polling) {
+              lease.due = first.rolloutId()
+              return Effect.void
+            }
+            return sendGrant({ ...target, rolloutId: first.rolloutId() }, [...running])
+          })),
           Effect.ignore
         ))
         // Every poll touches the Sessions it names: the runner reaps them once its controller stops asking (a
         // controller killed without this finalizer), so they need no `Touch`.
         yield* polls(
-          { ...target, group },
+          { ...target, group, lease },
           tickets.map((ticket): GroupStreams.Reader => ({
             session: { sessionId: ticket.sessionId, position: ticket.position },
             // The agent's first request joins the barrier (the lease reaches the runner as `Grant`).
@@ -343,8 +372,7 @@ const make = (options: RemoteOptions) =>
                 leave(ticket.sessionId)
                 return ended(
                   ticket.position,
-                  Exit.map(exit, (result) =>
-                    resultOf(group, result))
+                  Exit.map(exit, (result) => resultOf(group, result))
                 )
               })
           })),

@@ -156,6 +156,8 @@ export const make = (deps: {
   readonly retains: boolean
   /** How long a reader gathers events into one chunk (default {@link batchWindow}). */
   readonly window?: Duration.Duration | undefined
+  /** How long a poll waits for something new before it answers with nothing (default {@link aliveInterval}). */
+  readonly pollWait?: Duration.Duration | undefined
   /**
    * A stream ended after it reported the end of every Session it followed: the cluster pulls a stream's next chunk
    * only once the last one was acknowledged, so the controller holds their results and the host may forget them.
@@ -240,7 +242,7 @@ export const make = (deps: {
   ): Effect.Effect<ReadonlyArray<ClusterWire.GroupEvent>, ClusterWire.RunFailure> =>
     Effect.flatMap(open(sessions, refused, placement, false, known), (follower) =>
       Queue.takeAll(follower.queue).pipe(
-        Effect.timeoutOrElse({ duration: aliveInterval, orElse: () => Effect.succeed([]) }),
+        Effect.timeoutOrElse({ duration: deps.pollWait ?? aliveInterval, orElse: () => Effect.succeed([]) }),
         Effect.flatMap((first): Effect.Effect<ReadonlyArray<ClusterWire.GroupEvent>, ClusterWire.RunFailure> =>
           first.length === 0 || Duration.isZero(window) ? Effect.succeed(first) : Effect.sleep(window).pipe(
             Effect.andThen(Queue.clear(follower.queue)),

@@ -143,6 +143,13 @@ export const WeightsState = Schema.Struct({
 export type WeightsState = typeof WeightsState.Type
 
 /**
+ * A Group's Runtime lease riding a `PollGroup` (what a `Grant` carries): the step it generates under and the
+ * controller's weights.
+ */
+export const PolledGrant = Schema.Struct({ rolloutId: Schema.Int, weights: WeightsState })
+export type PolledGrant = typeof PolledGrant.Type
+
+/**
  * What the controller tells every runner at once (docs/scale-out.md "Weights and the step boundary"): follow its
  * weights (`Weights`), or the step boundary of partial rollout / fully async: `Halt` parks the controller's
  * generations and stops their budgets, `Resume` lets them continue under the step `rolloutId` (`null`: the same step).

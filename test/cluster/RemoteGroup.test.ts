@@ -54,7 +54,8 @@ const harness = <A, E>(
   body: (
     script: Script
   ) => Effect.Effect<A, E, Host.Host | SessionRunner.SessionRunner | Sharding.Sharding | RolloutConfig.RolloutConfig>,
-  hostOptions: Host.HostOptions = {}
+  hostOptions: Host.HostOptions = {},
+  callTimeout = Duration.seconds(5)
 ) =>
   Effect.gen(function*() {
     const script: Script = { starts: yield* Ref.make(0), ended: yield* Ref.make(0) }
@@ -62,7 +63,7 @@ const harness = <A, E>(
       Layer.provideMerge(ClusterRollout.hostLayer(agents(script, ends), hostOptions)),
       Layer.provideMerge(TestRunner.layer)
     )
-    const controller = ClusterRollout.controllerLayer({ callTimeout: Duration.seconds(5), shards: 300 })
+    const controller = ClusterRollout.controllerLayer({ callTimeout, shards: 300 })
     return yield* body(script).pipe(
       Effect.provide(controller.pipe(Layer.provideMerge(cluster), Layer.provideMerge(ClusterRollout.settings)))
     )
@@ -72,26 +73,32 @@ const harness = <A, E>(
  * The Group placed and started through `group` on the pool's barrier for it (leased under step 7 once `lease` is
  * granted); `ended` collects each Session's end by position.
  */
-const startGroup = Effect.gen(function*() {
-  const runner = yield* SessionRunner.SessionRunner
-  const ids = yield* Effect.forEach([0, 1, 2], () => runner.newSessionId!(trio))
-  const lease = yield* Deferred.make<boolean>()
-  const ready = yield* Deferred.make<void>()
-  const barrier = yield* FirstRequestBarrier.make({
-    groupId: trio.groupId,
-    sessionIds: ids,
-    lease,
-    rolloutId: () => 7,
-    onReady: Deferred.succeed(ready, undefined).pipe(Effect.asVoid)
+const startGroupWith = (options: { readonly leaseOnReady: boolean }) =>
+  Effect.gen(function*() {
+    const runner = yield* SessionRunner.SessionRunner
+    const ids = yield* Effect.forEach([0, 1, 2], () => runner.newSessionId!(trio))
+    const lease = yield* Deferred.make<boolean>()
+    const ready = yield* Deferred.make<void>()
+    const barrier = yield* FirstRequestBarrier.make({
+      groupId: trio.groupId,
+      sessionIds: ids,
+      lease,
+      rolloutId: () => 7,
+      onReady: Deferred.succeed(ready, undefined).pipe(
+        Effect.andThen(options.leaseOnReady ? Deferred.succeed(lease, true) : Effect.void),
+        Effect.asVoid
+      )
+    })
+    const ended = new Map<number, Exit.Exit<SessionRunner.SessionResult, SessionRunner.GroupError>>()
+    const fiber = yield* Effect.forkChild(runner.group!(
+      trio,
+      { tickets: ids.map((_, i) => barrier.ticket(i)), arrive: barrier.arrive },
+      (position, exit) => Effect.sync(() => void ended.set(position, exit))
+    ))
+    return { ids, lease, ready, ended, fiber }
   })
-  const ended = new Map<number, Exit.Exit<SessionRunner.SessionResult, SessionRunner.GroupError>>()
-  const fiber = yield* Effect.forkChild(runner.group!(
-    trio,
-    { tickets: ids.map((_, i) => barrier.ticket(i)), arrive: barrier.arrive },
-    (position, exit) => Effect.sync(() => void ended.set(position, exit))
-  ))
-  return { ids, lease, ready, ended, fiber }
-})
+
+const startGroup = startGroupWith({ leaseOnReady: false })
 
 /**
  * What a `RunGroup` naming `sessionIds` (a late re-delivery) reports of each: a Session forgotten once its end reached
@@ -124,7 +131,8 @@ const repeatedPoll = (sessionIds: ReadonlyArray<string>) =>
       controller: "c",
       group: trio,
       sessions: sessionIds.map((sessionId, position) => ({ sessionId, position, arrived: true, gate: null })),
-      config: Fingerprint.of(yield* RolloutConfig.RolloutConfig)
+      config: Fingerprint.of(yield* RolloutConfig.RolloutConfig),
+      grant: null
     }).pipe(Effect.timeout("10 seconds"))
     return events.map((e) => e._tag === "Failed" ? e.type : e._tag === "Done" ? e.result.sessionId : e._tag)
   })
@@ -137,29 +145,37 @@ const hostsNone = Effect.gen(function*() {
 
 describe("the controller's group (cluster)", () => {
   it.live("polls for the Group: first requests reach the barrier, the lease one Grant, each result its Session", () =>
-    harness({}, (script) =>
-      Effect.gen(function*() {
-        const host = yield* Host.Host
-        const { ended, fiber, ids, lease, ready } = yield* startGroup
-        // Every hosted agent's first request reached the pool's barrier without waiting for the lease.
-        yield* Deferred.await(ready).pipe(Effect.timeout("10 seconds"))
-        assert.strictEqual(yield* host.hosted, 3)
-        assert.strictEqual(ended.size, 0)
-        yield* Deferred.succeed(lease, true)
-        yield* Fiber.join(fiber).pipe(Effect.timeout("10 seconds"))
-        assert.deepStrictEqual(
-          [0, 1, 2].map((i) => {
-            const exit = ended.get(i)
-            return exit !== undefined && Exit.isSuccess(exit) ? exit.value.sessionId : String(exit)
-          }),
-          ids.map((id) => `${id}@7`)
-        )
-        // The runner forgot the Sessions once their stream completed, without a Stop.
-        yield* hostsNone
-        assert.deepStrictEqual(yield* lateRunGroup(ids), ["SessionEnded", "SessionEnded", "SessionEnded"])
-        assert.strictEqual(yield* Ref.get(script.starts), 3)
-        assert.strictEqual(yield* Ref.get(script.ended), 3)
-      })))
+    harness(
+      {},
+      (script) =>
+        Effect.gen(function*() {
+          const host = yield* Host.Host
+          const { ended, fiber, ids, lease, ready } = yield* startGroup
+          // Every hosted agent's first request reached the pool's barrier without waiting for the lease.
+          yield* Deferred.await(ready).pipe(Effect.timeout("10 seconds"))
+          assert.strictEqual(yield* host.hosted, 3)
+          assert.strictEqual(ended.size, 0)
+          // The pool leases the Group later, while the next poll is out (it waits an hour here for something new, the
+          // controller a minute for its answer): the lease goes as its own Grant.
+          yield* Effect.sleep("100 millis")
+          yield* Deferred.succeed(lease, true)
+          yield* Fiber.join(fiber).pipe(Effect.timeout("10 seconds"))
+          assert.deepStrictEqual(
+            [0, 1, 2].map((i) => {
+              const exit = ended.get(i)
+              return exit !== undefined && Exit.isSuccess(exit) ? exit.value.sessionId : String(exit)
+            }),
+            ids.map((id) => `${id}@7`)
+          )
+          // The runner forgot the Sessions a little after an answer carried their ends, without a Stop.
+          yield* hostsNone
+          assert.deepStrictEqual(yield* lateRunGroup(ids), ["SessionEnded", "SessionEnded", "SessionEnded"])
+          assert.strictEqual(yield* Ref.get(script.starts), 3)
+          assert.strictEqual(yield* Ref.get(script.ended), 3)
+        }),
+      { pollWait: Duration.hours(1) },
+      Duration.minutes(1)
+    ))
 
   it.live("a Session the runner fails ends at once; interrupting the Group stops all the runner holds", () =>
     harness({ fails: 0, hangs: 1 }, (script) =>
@@ -193,13 +209,12 @@ describe("the controller's group (cluster)", () => {
         assert.strictEqual(yield* Ref.get(script.ended), 3)
       })))
 
-  it.live("a poll repeated after an answer that carried the Group's ends gets them again", () =>
+  it.live("a lease granted with the first requests rides the next poll; a repeated poll gets the ends again", () =>
     harness({}, () =>
       Effect.gen(function*() {
         const host = yield* Host.Host
-        const { fiber, ids, lease, ready } = yield* startGroup
-        yield* Deferred.await(ready).pipe(Effect.timeout("10 seconds"))
-        yield* Deferred.succeed(lease, true)
+        // The pool leases the Group as its first requests arrive (no poll is out then): the next poll carries it.
+        const { fiber, ids } = yield* startGroupWith({ leaseOnReady: true })
         yield* Fiber.join(fiber).pipe(Effect.timeout("10 seconds"))
         // The controller has every result; the runner keeps them for the grace (an hour here), then forgets them.
         assert.strictEqual(yield* host.hosted, 3)
