@@ -101,14 +101,15 @@ const idAt = (s: string, c: number): number =>
 const idOf = (bytes: Uint8Array, b: number): number => bytes[b]! | (bytes[b + 1]! << 8) | (bytes[b + 2]! << 16)
 
 /** How many ids `packed` holds. */
-export const length = (packed: PackedIds): number => (packed instanceof Int32Array ? packed.length : packed.length / 3)
+export const length = (packed: PackedIds): number =>
+  typeof packed === "string" ? packed.length / 3 : packed instanceof Int32Array ? packed.length : packed.length / 3
 
 /** The id at `index` (`undefined` past the end). */
 export const at = (packed: PackedIds, index: number): number | undefined => {
-  if (packed instanceof Int32Array) return packed[index]
   const c = 3 * index
-  if (index < 0 || c >= packed.length) return undefined
-  return typeof packed === "string" ? idAt(packed, c) : idOf(packed, c)
+  if (typeof packed === "string") return index < 0 || c >= packed.length ? undefined : idAt(packed, c)
+  if (packed instanceof Int32Array) return packed[index]
+  return index < 0 || c >= packed.length ? undefined : idOf(packed, c)
 }
 
 /**
@@ -129,7 +130,7 @@ const noIds: ArrayLike<number> = []
 
 /** Write the ids of `packed` into `out` from `offset` (room for them there); returns where they end. */
 export const unpackInto = (packed: PackedIds, out: Int32Array, offset: number): number => {
-  if (packed instanceof Int32Array) {
+  if (typeof packed !== "string" && packed instanceof Int32Array) {
     out.set(packed, offset)
     return offset + packed.length
   }
