@@ -11,7 +11,7 @@ import { TestClock } from "effect/testing"
 import * as GroupPolls from "../../layers/cluster/GroupPolls.ts"
 import type * as GroupStreams from "../../layers/cluster/GroupStreams.ts"
 import type * as ClusterWire from "../../src/cluster/ClusterWire.ts"
-import { done, settle } from "../support/groupEvents.ts"
+import * as GroupEvents from "../support/groupEvents.ts"
 
 const silence = Duration.seconds(30)
 
@@ -54,7 +54,7 @@ const scripted = (ids: ReadonlyArray<string>) =>
     /** The next poll the holder receives. */
     const next = Queue.take(polls)
     const answer = (poll: Asked, events: ReadonlyArray<ClusterWire.GroupEvent>) =>
-      Effect.andThen(Deferred.succeed(poll.answer, events), settle)
+      Effect.andThen(Deferred.succeed(poll.answer, events), GroupEvents.settle)
     return { asked, answer, ends, fiber, firstRequests, next, released }
   })
 
@@ -84,7 +84,7 @@ describe("GroupPolls", () => {
       assert.deepStrictEqual(released, ["c"])
       const fourth = yield* next
       assert.deepStrictEqual(named(fourth), ["a asked", "b asked"])
-      yield* answer(fourth, [done("b"), done("a")])
+      yield* answer(fourth, [GroupEvents.done("b"), GroupEvents.done("a")])
       yield* Fiber.join(fiber)
       assert.deepStrictEqual(released, ["c", "b", "a"])
       assert.deepStrictEqual([...ends.keys()], ["c", "b", "a"])
@@ -100,11 +100,11 @@ describe("GroupPolls", () => {
   it.effect("an unanswered poll is asked again once; unanswered again, its Sessions fail with the deadline", () =>
     Effect.gen(function*() {
       const { answer, asked, ends, fiber, next } = yield* scripted(["a", "b"])
-      yield* answer(yield* next, [done("a")])
+      yield* answer(yield* next, [GroupEvents.done("a")])
       const silent = yield* next
       assert.deepStrictEqual(named(silent), ["b"])
       yield* TestClock.adjust(silence)
-      yield* settle
+      yield* GroupEvents.settle
       assert.strictEqual(asked.length, 3, "the unanswered poll was not asked again")
       // An answer after one silent poll resets the count.
       yield* answer(asked[2]!, [])
@@ -126,7 +126,7 @@ describe("GroupPolls", () => {
   it.effect("interrupting the Group ends every Session not ended with the interrupt", () =>
     Effect.gen(function*() {
       const { answer, ends, fiber, next } = yield* scripted(["a", "b"])
-      yield* answer(yield* next, [done("a")])
+      yield* answer(yield* next, [GroupEvents.done("a")])
       yield* next
       yield* Fiber.interrupt(fiber)
       assert.isTrue(Exit.isSuccess(ends.get("a")!))

@@ -11,7 +11,7 @@ import { TestClock } from "effect/testing"
 import * as GroupCalls from "../../layers/cluster/GroupCalls.ts"
 import * as GroupStreams from "../../layers/cluster/GroupStreams.ts"
 import type * as ClusterWire from "../../src/cluster/ClusterWire.ts"
-import { done, settle } from "../support/groupEvents.ts"
+import * as GroupEvents from "../support/groupEvents.ts"
 
 const silence = Duration.seconds(30)
 
@@ -59,7 +59,7 @@ describe("GroupStreams", () => {
       const { opened, session } = yield* scripted
       const a = yield* Effect.forkChild(session("a", 0, 3))
       const b = yield* Effect.forkChild(session("b", 1, 3))
-      yield* settle
+      yield* GroupEvents.settle
       assert.strictEqual(opened.length, 0, "opened before the window closed")
       yield* TestClock.adjust(GroupCalls.batchWindow)
       assert.deepStrictEqual(opened.map((o) => [o.context, o.sessions]), [["context of a", ["a", "b"]]])
@@ -72,8 +72,8 @@ describe("GroupStreams", () => {
         _tag: "FirstRequest",
         sessionId: "a"
       }])
-      yield* Queue.offerAll(ab!.events, [done("b"), { _tag: "Alive" }, done("a")])
-      yield* Queue.offerAll(alone!.events, [{ _tag: "FirstRequest", sessionId: "c" }, done("c")])
+      yield* Queue.offerAll(ab!.events, [GroupEvents.done("b"), { _tag: "Alive" }, GroupEvents.done("a")])
+      yield* Queue.offerAll(alone!.events, [{ _tag: "FirstRequest", sessionId: "c" }, GroupEvents.done("c")])
       assert.deepStrictEqual((yield* Effect.forEach([a, b, c], Fiber.join)).map((r) => r.sessionId), ["a", "b", "c"])
     }))
 
@@ -81,13 +81,13 @@ describe("GroupStreams", () => {
     Effect.gen(function*() {
       const { opened, session } = yield* scripted
       const fibers = yield* Effect.forEach(["a", "b"], (id, i) => Effect.forkChild(session(id, i, 2)))
-      yield* settle
+      yield* GroupEvents.settle
       assert.deepStrictEqual(opened.map((o) => o.sessions), [["a", "b"]])
       yield* Queue.offerAll(opened[0]!.events, [
         { _tag: "FirstRequest", sessionId: "a" },
         { _tag: "FirstRequest", sessionId: "b" },
         { _tag: "Failed", sessionId: "a", type: "SessionStopped", detail: "Session a was stopped by its controller" },
-        done("b")
+        GroupEvents.done("b")
       ])
       const [a, b] = yield* Effect.forEach(fibers, (f) => Fiber.await(f))
       assert.isTrue(Exit.isFailure(a!))
@@ -105,13 +105,13 @@ describe("GroupStreams", () => {
     Effect.gen(function*() {
       const { opened, session } = yield* scripted
       const fibers = yield* Effect.forEach(["a", "b"], (id, i) => Effect.forkChild(session(id, i, 2)))
-      yield* settle
+      yield* GroupEvents.settle
       yield* Queue.offerAll(opened[0]!.events, [
         { _tag: "FirstRequest", sessionId: "a" },
         { _tag: "FirstRequest", sessionId: "b" },
-        done("a")
+        GroupEvents.done("a")
       ])
-      yield* settle
+      yield* GroupEvents.settle
       // Nothing more for the longest silence: the stream is opened again for b alone.
       yield* TestClock.adjust(silence)
       assert.deepStrictEqual(opened.map((o) => o.sessions), [["a", "b"], ["b"]])
@@ -132,7 +132,7 @@ describe("GroupStreams", () => {
     Effect.gen(function*() {
       const { opened, session } = yield* scripted
       const lone = yield* Effect.forkChild(session("a", 0, 1))
-      yield* settle
+      yield* GroupEvents.settle
       yield* Queue.offer(opened[0]!.events, { _tag: "FirstRequest", sessionId: "a" })
       yield* Queue.end(opened[0]!.events)
       const a = yield* Fiber.await(lone)
@@ -140,13 +140,13 @@ describe("GroupStreams", () => {
       assert.strictEqual(error?._tag === "Some" ? error.value._tag : "", "ClusterCallError")
       // Another Group's Sessions leave (their Group dropped): its stream is interrupted.
       const fibers = yield* Effect.forEach(["x", "y"], (id, i) => Effect.forkChild(session(id, i, 2, "g2")))
-      yield* settle
+      yield* GroupEvents.settle
       assert.deepStrictEqual(opened[1]!.sessions, ["x", "y"])
       yield* Fiber.interrupt(fibers[0]!)
-      yield* settle
+      yield* GroupEvents.settle
       assert.isFalse(opened[1]!.ended, "ended while a Session still reads it")
       yield* Fiber.interrupt(fibers[1]!)
-      yield* settle
+      yield* GroupEvents.settle
       assert.isTrue(opened[1]!.ended)
     }))
 })

@@ -10,7 +10,7 @@ import { Effect, Exit, Fiber, Stream } from "effect"
 import { TestClock } from "effect/testing"
 import * as SessionFollowers from "../../layers/cluster/SessionFollowers.ts"
 import * as ClusterWire from "../../src/cluster/ClusterWire.ts"
-import { emptyResult } from "../support/groupEvents.ts"
+import * as GroupEvents from "../support/groupEvents.ts"
 
 const followers = (retains = false) => SessionFollowers.make({ incarnation: "r1", retains })
 
@@ -54,7 +54,7 @@ describe("SessionFollowers", () => {
         yield* TestClock.adjust("1 second")
       }
       for (const s of [c!, a!, b!]) {
-        streams.ended(s, Exit.succeed(emptyResult(s.sessionId)))
+        streams.ended(s, Exit.succeed(GroupEvents.emptyResult(s.sessionId)))
         yield* TestClock.adjust("1 second")
       }
       assert.deepStrictEqual(yield* Fiber.join(collected), [
@@ -71,11 +71,11 @@ describe("SessionFollowers", () => {
       streams.arrived(a!)
       yield* TestClock.adjust("1 second")
       // `c` exits without asking: its Group is dropped, so its end does not wait.
-      streams.ended(c!, Exit.succeed(emptyResult("c")))
+      streams.ended(c!, Exit.succeed(GroupEvents.emptyResult("c")))
       yield* TestClock.adjust("1 second")
       streams.arrived(b!)
       yield* TestClock.adjust("1 second")
-      streams.ended(a!, Exit.succeed(emptyResult("a")))
+      streams.ended(a!, Exit.succeed(GroupEvents.emptyResult("a")))
       yield* TestClock.adjust("1 second")
       streams.ended(
         b!,
@@ -95,7 +95,7 @@ describe("SessionFollowers", () => {
       const a = SessionFollowers.initial("a")
       const b = SessionFollowers.initial("b")
       streams.arrived(a)
-      streams.ended(a, Exit.succeed(emptyResult("a")))
+      streams.ended(a, Exit.succeed(GroupEvents.emptyResult("a")))
       streams.arrived(b)
       const refused = {
         sessionId: "c",
@@ -157,11 +157,11 @@ describe("SessionFollowers", () => {
       assert.deepStrictEqual(yield* Fiber.join(asked), ["FirstRequest a", "FirstRequest b"])
       // Seen: not repeated. The ends come together, and the Sessions they name are handed over as answered.
       const ends = yield* poll(seen(["a", "b"]))
-      streams.ended(a!, Exit.succeed(emptyResult("a")))
+      streams.ended(a!, Exit.succeed(GroupEvents.emptyResult("a")))
       yield* TestClock.adjust("1 second")
       assert.isUndefined(ends.pollUnsafe(), "a result went out before the Group's last end")
       assert.deepStrictEqual(answered, [])
-      streams.ended(b!, Exit.succeed(emptyResult("b")))
+      streams.ended(b!, Exit.succeed(GroupEvents.emptyResult("b")))
       yield* TestClock.adjust(SessionFollowers.batchWindow)
       assert.deepStrictEqual(yield* Fiber.join(ends), ["Done a", "Done b"])
       assert.deepStrictEqual(answered, ["a", "b"])
