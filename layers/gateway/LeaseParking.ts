@@ -1,6 +1,6 @@
 /**
  * A model request whose Session does not hold its lease waits as a small record, not as a suspended fiber
- * (docs/performance.md, "Issue 41, fifth pass").
+ * (docs/performance.md, "Issue 41, sixth pass").
  *
  * **Details**
  * A request waits for its Group's Runtime lease (the first-request barrier, a Group not yet leased) for seconds, and
@@ -12,7 +12,8 @@
  * awaits the lease (`SessionEntry.awaitLease`, which counts the Session's first request at its barrier as before).
  * Once the lease is granted (or the Group dropped), the rest runs in a new fiber as a task of the gateway's scheduler
  * (`Generation.complete`, whose attempt finds the lease held; a dropped Group fails it with `SessionClosedError` as
- * before). A request of a Session without `leaseHeld` (nothing to tell a held lease by) or with a generation gate
+ * before). A request whose Session holds its lease when it arrives, one of a Session without `leaseHeld` (nothing to
+ * tell a held lease by) or with a generation gate
  * (partial rollout: the gate counts live requests from before their lease wait), or with a tracer or the replay
  * recorder installed, runs `Generation.generate` in one fiber as before.
  */
@@ -46,15 +47,17 @@ export const generate = (
   const { generation } = parking
   const { prepare, complete } = generation
   const { leaseHeld } = session
+  // A lease held already (the common case once a Group runs): nothing to wait for, one fiber as before.
   if (
     prepare === undefined || complete === undefined || leaseHeld === undefined || parking.inOneFiber ||
-    session.gate !== undefined
+    session.gate !== undefined || leaseHeld()
   ) {
     return answer(generation.generate(session, request))
   }
   return Effect.matchEffect(prepare(session, request), {
     onFailure: (error) => answer(Effect.fail(error)),
     onSuccess: (prepared) => {
+      // Held meanwhile (the request's steps waited for the tokenizer, say): no wait left.
       if (leaseHeld()) return answer(complete(prepared))
       return Effect.map(Clock.currentTimeMillis, (waitFrom) => {
         // However the wait ends: granted, the Group dropped (the attempt's own wait then fails the request as it

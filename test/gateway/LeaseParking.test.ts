@@ -135,7 +135,7 @@ describe("a request waiting for its lease (LeaseParking)", () => {
         const { calls, forests, register, url } = yield* gatewayUnderTest
         const waited = yield* Metric.value(Instruments.leaseWaitSeconds)
 
-        // The reference: two Sessions whose lease is held from the start, in one fiber each (prepare, then complete).
+        // The reference: two Sessions whose lease is held from the start, each request in one fiber (`generate`).
         const heldJson = yield* register(() => ({ leaseHeld: () => true }))
         const heldStream = yield* register(() => ({ leaseHeld: () => true }))
         const expectedJson = yield* post(url, heldJson)
@@ -144,7 +144,7 @@ describe("a request waiting for its lease (LeaseParking)", () => {
           { authorization: `Bearer ${heldStream}`, "content-type": "application/json" },
           body(true)
         ).pipe(Effect.flatMap((s) => Fiber.join(s.done)))
-        assert.deepStrictEqual(calls, { generate: 0, prepare: 2, complete: 2 })
+        assert.deepStrictEqual(calls, { generate: 2, prepare: 0, complete: 0 })
 
         const { state, lease, entry } = yield* heldBackLease
         const jsonId = yield* register(entry)
@@ -158,7 +158,7 @@ describe("a request waiting for its lease (LeaseParking)", () => {
         yield* stream.arrived((text) => text === Answer.sseFrames.chat.connected)
         yield* until(() => state.awaited === 2)
         // Both waited parked: prepared (their observations committed), not completed, no fiber generating them whole.
-        assert.deepStrictEqual(calls, { generate: 0, prepare: 4, complete: 2 })
+        assert.deepStrictEqual(calls, { generate: 2, prepare: 2, complete: 0 })
         for (const id of [jsonId, streamId]) {
           const forest = yield* forests.get(id)
           assert.deepStrictEqual(Forest.leaves(forest).map((h) => Forest.node(forest, h).kind), ["obs"])
@@ -168,7 +168,7 @@ describe("a request waiting for its lease (LeaseParking)", () => {
         yield* Deferred.succeed(lease, true)
         const answered = yield* Fiber.join(json)
         const streamed = yield* Fiber.join(stream.done)
-        assert.deepStrictEqual(calls, { generate: 0, prepare: 4, complete: 4 })
+        assert.deepStrictEqual(calls, { generate: 2, prepare: 2, complete: 2 })
         assert.strictEqual(answered.status, 200)
         assert.strictEqual(contentOf(answered.text, false), contentOf(expectedJson.text, false))
         assert.isTrue(streamed.endsWith("data: [DONE]\n\n"), streamed)
