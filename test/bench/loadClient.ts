@@ -178,7 +178,7 @@ let held: Array<Promise<{ readonly heartbeats: number; readonly completed: boole
 /**
  * The held requests' connections, one client each: a `Pool` looks through its connections for a free one on every
  * request (undici's `Pool`), and with every connection held that is O(n²) for n held requests, seconds of this
- * process's CPU on the 2 cores the measured gateway shares (docs/performance.md, "Issue 41, fifth pass"). Closed
+ * process's CPU on the 2 cores the measured gateway shares (docs/performance.md, "Issue 41, sixth pass"). Closed
  * by the next `hold`.
  */
 let holders: Array<Client> = []

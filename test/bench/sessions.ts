@@ -11,7 +11,7 @@
  * runs at the lowest CPU priority (`nice -n 19`; `SESSIONS_LOAD_NICE=0` runs it at the gateway's): it is not the
  * system under test, and on the 2 cores shared with the gateway its ~0.7 core while 10,000 requests arrive and their
  * heartbeats come in otherwise takes the gateway's main thread off the CPU for tens of milliseconds (the "CPU while
- * requests arrive" row, docs/performance.md "Issue 41, fifth pass").
+ * requests arrive" row, docs/performance.md "Issue 41, sixth pass").
  *
  * To see what a held request keeps: `HEAP_SNAPSHOTS=<dir>` writes `before.heapsnapshot` (every Session's first turn
  * committed, nothing held) and `after.heapsnapshot` (every request held) there, for `test/bench/profile/heapDiff.mjs`
