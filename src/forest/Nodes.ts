@@ -4,7 +4,7 @@
  * **Details**
  * Nodes are a Session's bulk in memory (docs/performance.md, section 3), so they are kept lean: getters on the
  * prototype for what can be derived (`kind`, `parent`, `subtree`, a response's `messages`), ids packed in 3 bytes
- * of a one-byte string (of a `Uint8Array` for a long sequence; src/ids/PackedIds.ts) and read through `Forest.unpackTokens` / `Forest.unpackTrainTokens`, a
+ * of a one-byte string (src/ids/PackedIds.ts) and read through `Forest.unpackTokens` / `Forest.unpackTrainTokens`, a
  * response's logprobs as the bytes of a one-byte string too ({@link packLogprobs}, the array made on read), and empty
  * values and weight-version lists shared between nodes.
  */

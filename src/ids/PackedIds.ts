@@ -6,22 +6,17 @@
  * **Details**
  * The 3 bytes of each id are the chars of a one-byte (Latin-1) string: a string's header is 16 bytes of heap, where a
  * `Uint8Array` and its `ArrayBuffer` take ~184 whatever their length (the largest fixed cost of a forest node;
- * docs/performance.md, section 3). A long sequence ({@link OFF_HEAP_IDS} ids or more) keeps its bytes in a `Uint8Array`
- * instead: outside the heap, so the young-generation collector does not copy them (twice: within the young generation,
- * then into the old) while they are new, for a fixed cost of under 3% of them. Packing falls back to an `Int32Array` (what such copies were before) when an id is
+ * docs/performance.md, section 3). Packing falls back to an `Int32Array` (what such copies were before) when an id is
  * not an integer in [0, 2^24), so every reader ({@link at}, {@link unpack}, {@link commonPrefix}, …) sees the value an
  * `Int32Array` copy of the same ids would have held.
  */
 import { Buffer } from "node:buffer"
 
 /**
- * A packed id sequence: a one-byte string of 3 chars per id (the id's little-endian bytes), the same bytes in a
- * `Uint8Array` for a long one, or an `Int32Array` when one id does not fit in 3 bytes.
+ * A packed id sequence: a one-byte string of 3 chars per id (the id's little-endian bytes), or an `Int32Array` when one
+ * id does not fit in 3 bytes.
  */
-export type PackedIds = string | Uint8Array | Int32Array
-
-/** From this many ids (6 KiB of bytes), a packed sequence's bytes are a `Uint8Array` of their own (see the header). */
-export const OFF_HEAP_IDS = 2048
+export type PackedIds = string | Int32Array
 
 const LIMIT = 1 << 24
 
@@ -73,14 +68,7 @@ export const pack = (...parts: ReadonlyArray<ArrayLike<number>>): PackedIds => {
       bytes[b + 2] = id >>> 16
     }
   }
-  return total >= OFF_HEAP_IDS ? copyOf(bytes, b) : latin1(bytes, b)
-}
-
-/** The first `count` bytes of `bytes` in a `Uint8Array` of their own (a `Buffer`'s `slice` is a view). */
-const copyOf = (bytes: Uint8Array, count: number): Uint8Array => {
-  const out = new Uint8Array(count)
-  out.set(bytes.subarray(0, count))
-  return out
+  return latin1(bytes, b)
 }
 
 const packWide = (total: number, parts: ReadonlyArray<ArrayLike<number>>): Int32Array => {
@@ -97,19 +85,15 @@ const packWide = (total: number, parts: ReadonlyArray<ArrayLike<number>>): Int32
 const idAt = (s: string, c: number): number =>
   s.charCodeAt(c) | (s.charCodeAt(c + 1) << 8) | (s.charCodeAt(c + 2) << 16)
 
-/** The id whose 3 bytes are `bytes` from `b`. */
-const idOf = (bytes: Uint8Array, b: number): number => bytes[b]! | (bytes[b + 1]! << 8) | (bytes[b + 2]! << 16)
-
 /** How many ids `packed` holds. */
-export const length = (packed: PackedIds): number =>
-  typeof packed === "string" ? packed.length / 3 : packed instanceof Int32Array ? packed.length : packed.length / 3
+export const length = (packed: PackedIds): number => (typeof packed === "string" ? packed.length / 3 : packed.length)
 
 /** The id at `index` (`undefined` past the end). */
 export const at = (packed: PackedIds, index: number): number | undefined => {
+  if (typeof packed !== "string") return packed[index]
   const c = 3 * index
-  if (typeof packed === "string") return index < 0 || c >= packed.length ? undefined : idAt(packed, c)
-  if (packed instanceof Int32Array) return packed[index]
-  return index < 0 || c >= packed.length ? undefined : idOf(packed, c)
+  if (index < 0 || c >= packed.length) return undefined
+  return idAt(packed, c)
 }
 
 /**
@@ -130,18 +114,18 @@ const noIds: ArrayLike<number> = []
 
 /** Write the ids of `packed` into `out` from `offset` (room for them there); returns where they end. */
 export const unpackInto = (packed: PackedIds, out: Int32Array, offset: number): number => {
-  if (typeof packed !== "string" && packed instanceof Int32Array) {
+  if (typeof packed !== "string") {
     out.set(packed, offset)
     return offset + packed.length
   }
   const n = packed.length
-  if (typeof packed === "string" && n < SHORT) {
+  if (n < SHORT) {
     for (let c = 0; c < n; c += 3, offset++) out[offset] = idAt(packed, c)
     return offset
   }
-  // A string's chars copied out as bytes in one native call (reading them one `charCodeAt` at a time is ~3× slower).
-  const bytes = typeof packed === "string" ? bytesOf(packed, 0, n) : packed
-  for (let b = 0; b < n; b += 3, offset++) out[offset] = idOf(bytes, b)
+  // The chars copied out as bytes in one native call (reading them one `charCodeAt` at a time is ~3× slower).
+  const bytes = bytesOf(packed, 0, n)
+  for (let b = 0; b < n; b += 3, offset++) out[offset] = bytes[b]! | (bytes[b + 1]! << 8) | (bytes[b + 2]! << 16)
   return offset
 }
 
@@ -156,8 +140,7 @@ const bytesOf = (s: string, from: number, to: number): Buffer => {
 }
 
 /** The ids as an `Int32Array` of their own. */
-export const unpack = (packed: PackedIds): Int32Array =>
-  packed instanceof Int32Array ? packed.slice() : concat([packed])
+export const unpack = (packed: PackedIds): Int32Array => typeof packed === "string" ? concat([packed]) : packed.slice()
 
 /**
  * How many leading ids `ids` and `packed` have in common; with `from`, the caller knows the first `from` agree (where
@@ -166,24 +149,16 @@ export const unpack = (packed: PackedIds): Int32Array =>
 export const commonPrefix = (ids: ArrayLike<number>, packed: PackedIds, from = 0): number => {
   const n = Math.min(ids.length, length(packed))
   const i = Math.max(0, Math.min(from, n))
-  return match(ids, i, n, packed, 0)
+  return typeof packed === "string" ? matchChars(ids, i, n, packed, 0) : matchWide(ids, i, n, packed, 0)
 }
 
 /** From `i`, how far (up to `n`) `ids[k]` equals the id of `packed` at `k - start`. */
-const match = (ids: ArrayLike<number>, i: number, n: number, packed: PackedIds, start: number): number =>
-  typeof packed === "string"
-    ? matchChars(ids, i, n, packed, start)
-    : packed instanceof Int32Array
-    ? matchWide(ids, i, n, packed, start)
-    : matchBytes(ids, i, n, packed, 3 * (i - start))
-
-/** {@link match} for an `Int32Array`. */
 const matchWide = (ids: ArrayLike<number>, i: number, n: number, packed: Int32Array, start: number): number => {
   while (i < n && ids[i] === packed[i - start]) i++
   return i
 }
 
-/** {@link match} for a packed string. */
+/** {@link matchWide} for a packed string. */
 const matchChars = (ids: ArrayLike<number>, i: number, n: number, packed: string, start: number): number => {
   const from = 3 * (i - start)
   const to = 3 * (n - start)
@@ -191,12 +166,8 @@ const matchChars = (ids: ArrayLike<number>, i: number, n: number, packed: string
     for (let c = from; i < n; i++, c += 3) if (ids[i] !== idAt(packed, c)) break
     return i
   }
-  return matchBytes(ids, i, n, bytesOf(packed, from, to), 0)
-}
-
-/** {@link match} for packed bytes, the id at `i` from byte `b`. */
-const matchBytes = (ids: ArrayLike<number>, i: number, n: number, bytes: Uint8Array, b: number): number => {
-  for (; i < n; i++, b += 3) if (ids[i] !== idOf(bytes, b)) break
+  const bytes = bytesOf(packed, from, to)
+  for (let b = 0; i < n; i++, b += 3) if (ids[i] !== (bytes[b]! | (bytes[b + 1]! << 8) | (bytes[b + 2]! << 16))) break
   return i
 }
 
@@ -245,7 +216,7 @@ export const commonPrefixOfChain = (ids: ArrayLike<number>, chain: Chain | null,
     const end = start + length(part)
     if (i < end) {
       const upTo = Math.min(end, n)
-      i = match(ids, i, upTo, part, start)
+      i = typeof part === "string" ? matchChars(ids, i, upTo, part, start) : matchWide(ids, i, upTo, part, start)
       if (i < upTo) break
     }
     start = end
