@@ -103,3 +103,55 @@ export const toucher = <C>(deps: {
     }
   }
 }
+
+/** How long a receipt waits for a `PollGroup` to its runner to ride before it goes as a `Received` of its own. */
+export const receiptDelay = Duration.seconds(1)
+
+/** A runner's receipts not sent yet, and what a `Received` to it is sent with. */
+interface Receipts<C> {
+  readonly context: C
+  readonly sessionIds: Array<string>
+}
+
+/**
+ * The controller's receipts of the Session ends that `PollGroup` answers carried (the runner keeps an answered end
+ * until its receipt: an answer is not acknowledged), one list a runner: `take` hands a runner's receipts to the next
+ * poll to it (a Group's next poll follows the answer at once, so usually that one), and what no poll took within
+ * `delay` (a Group's last answer, on a runner no other poll reaches meanwhile) goes as one `send`. A receipt lost with
+ * its message costs the runner only its grace (`Host.answeredGrace`).
+ */
+export const receipts = <C>(deps: {
+  readonly scope: Scope.Scope
+  readonly delay: Duration.Duration
+  readonly send: (context: C, sessionIds: ReadonlyArray<string>) => Effect.Effect<void>
+}) => {
+  const pending = new Map<string, Receipts<C>>()
+  const flush = (runner: string, due: Receipts<C>) =>
+    Effect.suspend(() => {
+      // Taken by a poll meanwhile: a later list has its own delay.
+      if (pending.get(runner) !== due) return Effect.void
+      pending.delete(runner)
+      return deps.send(due.context, due.sessionIds)
+    })
+  return {
+    /** The controller received the end of `sessionIds` from `runner`, reached with `context`. */
+    add: (runner: string, context: C, sessionIds: ReadonlyArray<string>): Effect.Effect<void> =>
+      Effect.suspend(() => {
+        const open = pending.get(runner)
+        if (open !== undefined) {
+          open.sessionIds.push(...sessionIds)
+          return Effect.void
+        }
+        const due: Receipts<C> = { context, sessionIds: [...sessionIds] }
+        pending.set(runner, due)
+        return Effect.asVoid(Effect.forkIn(Effect.delay(flush(runner, due), deps.delay), deps.scope))
+      }),
+    /** The receipts for `runner` not sent yet, now riding a poll to it. */
+    take: (runner: string): ReadonlyArray<string> => {
+      const due = pending.get(runner)
+      if (due === undefined) return []
+      pending.delete(runner)
+      return due.sessionIds
+    }
+  }
+}

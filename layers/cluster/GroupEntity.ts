@@ -28,6 +28,8 @@
  *   of them at once when they happen together (`layers/cluster/GroupCalls.ts`).
  * - `Touch` says the controller still owns the named Sessions; a Session untouched for a while is reaped (its
  *   controller died).
+ * - `Received` says the controller holds the end of the named Sessions (a `PollGroup` answer carried it): the runner
+ *   forgets them (receipts also ride the next `PollGroup` to the runner).
  * - `Forward` carries an agent's model request that reached another runner's gateway (`layers/cluster/Forward.ts`).
  * - `Fleet` is a controller's command to every runner: follow its weights (a trainer's update, pause, resume), or
  *   the step boundary of partial rollout / fully async (`layers/cluster/Fleet.ts`).
@@ -101,7 +103,12 @@ export const PollGroup = Rpc.make("PollGroup", {
     sessions: Schema.Array(ClusterWire.PolledSession),
     config: Schema.Record(Schema.String, Schema.String),
     /** The Group's Runtime lease, when it came while no poll was out: the named Sessions are granted first. */
-    grant: Schema.NullOr(ClusterWire.PolledGrant)
+    grant: Schema.NullOr(ClusterWire.PolledGrant),
+    /**
+     * Sessions of any Group on this runner whose end the controller received (see `Received`): the runner forgets
+     * them. Optional: a controller from before it sends none (a rolling update replaces the runners first).
+     */
+    received: Schema.optionalKey(Schema.Array(Schema.String))
   },
   success: Schema.Array(ClusterWire.GroupEvent),
   error: ClusterWire.RunFailure
@@ -124,6 +131,17 @@ export const Grant = Rpc.make("Grant", {
 
 /** End the Sessions and reap their agents (a dropped Group, a closed step, a finished Session's cleanup). */
 export const Stop = Rpc.make("Stop", {
+  payload: { runner: Schema.String, sessionIds: Schema.Array(Schema.String) },
+  error: ClusterError.NotHolderError
+})
+
+/**
+ * The controller received the end of these Sessions (a `PollGroup` answer carried it): the runner forgets them. A
+ * poll's answer is not acknowledged by the cluster, so the runner keeps an answered end until this receipt (riding the
+ * controller's next `PollGroup` to the runner, or sent on its own when none goes within a second) or, when the receipt
+ * is lost, for twice the call deadline: a poll repeated after a lost answer finds the ends again.
+ */
+export const Received = Rpc.make("Received", {
   payload: { runner: Schema.String, sessionIds: Schema.Array(Schema.String) },
   error: ClusterError.NotHolderError
 })
@@ -163,6 +181,7 @@ export const Group = Entity.make("RelaxGroup", [
   Grant,
   Stop,
   Touch,
+  Received,
   Forward,
   Fleet
 ])

@@ -9,8 +9,9 @@
  * a Group whose agents ask together and end together costs two polls (its first requests, its results), and one more
  * each `aliveInterval` while nothing happens (an empty answer: the runner is there). Each poll names the Sessions not
  * ended yet and what the controller has seen of each (`PolledSession`: its first request, its last gate state), so the
- * runner answers only what is new, and a poll repeated after a lost answer loses nothing (the runner keeps an ended
- * Session a little while after an answer carried its end). A poll not answered within `silence` is repeated
+ * runner answers only what is new, and a poll repeated after a lost or late answer loses nothing (the runner keeps an
+ * ended Session whose end an answer carried until the controller's receipt rides a later poll or goes as `Received`,
+ * `GroupCalls.receipts`). A poll not answered within `silence` is repeated
  * `silentRetries` times in a row before the Sessions are given up (`ClusterCallError`).
  */
 import { Duration, Effect, Exit } from "effect"
@@ -29,7 +30,7 @@ interface Member {
 /**
  * `follow(context, readers, released)`: the Group's Sessions followed in the caller's fiber until each ended (each
  * `Reader` told of its first request once and of its end); `released` is told of the Sessions whose end an answer
- * carried (the runner forgets them without a `Stop`). Interrupting it ends every Session not ended with the interrupt.
+ * carried (the runner keeps them until the controller's receipt, and never needs a `Stop` for them). Interrupting it ends every Session not ended with the interrupt.
  */
 export const make = <C>(deps: {
   /** Ask the holder for the Group's next events. */
@@ -47,7 +48,7 @@ export const make = <C>(deps: {
 (
   context: C,
   readers: ReadonlyArray<GroupStreams.Reader>,
-  released: (sessionIds: ReadonlyArray<string>) => void
+  released: (sessionIds: ReadonlyArray<string>) => Effect.Effect<void>
 ): Effect.Effect<void> =>
   Effect.suspend(() => {
     const members = readers.map((reader): Member => ({ reader, arrived: false, gate: null, ended: false }))
@@ -121,7 +122,7 @@ export const make = <C>(deps: {
         silent = 0
         const endedNow: Array<string> = []
         for (const event of answer.success) yield* deliver(event, endedNow)
-        if (endedNow.length > 0) released(endedNow)
+        if (endedNow.length > 0) yield* released(endedNow)
         // What the events set off (the pool leasing the Group once its first requests arrived) runs before the next
         // poll is built, so the poll can carry it.
         if (answer.success.length > 0) yield* Effect.yieldNow

@@ -59,6 +59,8 @@ interface Hosted extends HostFleet.Followed, HostReaper.Reaped, SessionFollowers
   fiber: Fiber.Fiber<void> | undefined
   /** When the controller last sent anything for this Session (ms, the Clock's). */
   touched: number
+  /** When a `PollGroup` answer last carried its end (ms, the Clock's); kept until its controller's receipt. */
+  answeredAt: number | undefined
 }
 
 /**
@@ -83,7 +85,10 @@ export interface HostOptions {
   readonly slots?: number | undefined
   /** How long a Session no controller touches, or a reservation no Session uses, is kept (default `orphanAfter`). */
   readonly orphanTimeout?: Duration.Duration | undefined
-  /** How long a Session whose end a `PollGroup` answer carried is kept (default {@link answeredGrace}). */
+  /**
+   * How long a Session whose end a `PollGroup` answer carried is kept without its controller's receipt (default
+   * {@link answeredGrace}; a runner sets twice its `--cluster-call-timeout`).
+   */
   readonly answeredGrace?: Duration.Duration | undefined
   /** How long a `PollGroup` waits for something new before it answers with nothing (default 2 s). */
   readonly pollWait?: Duration.Duration | undefined
@@ -140,6 +145,9 @@ export interface HostShape {
   readonly touch: (
     payload: typeof GroupEntity.Touch.payloadSchema.Type
   ) => Effect.Effect<void, ClusterWire.NotHolderError>
+  readonly received: (
+    payload: typeof GroupEntity.Received.payloadSchema.Type
+  ) => Effect.Effect<void, ClusterWire.NotHolderError>
   readonly fleet: (
     payload: typeof GroupEntity.Fleet.payloadSchema.Type
   ) => Effect.Effect<ClusterWire.FleetReply, ClusterError.FleetCommandError>
@@ -158,8 +166,11 @@ const failed = (error: SessionRunner.GroupError): ClusterWire.SessionFailedError
 /** A Session no controller touched for this long is reaped (its controller died); the controller touches every 5 s. */
 export const orphanAfter = Duration.seconds(30)
 
-/** How long a Session whose end a `PollGroup` answer carried is kept for a repeated poll before it is forgotten. */
-export const answeredGrace = Duration.seconds(2)
+/**
+ * How long a Session whose end a `PollGroup` answer carried is kept when no receipt (`Received`) comes: twice the
+ * default call deadline, since a controller repeats a poll only once its answer is a deadline late.
+ */
+export const answeredGrace = Duration.minutes(1)
 
 /** How often the controller touches each of its Sessions. */
 export const touchInterval = Duration.seconds(5)
@@ -190,15 +201,16 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
       retains,
       pollWait: options.pollWait,
       delivered: (sessions) => forget(sessions),
-      // A poll's answer is not acknowledged: a poll repeated after a lost answer (its connection broke) still finds
-      // the Sessions whose end it carried for a while.
+      // A poll's answer is not acknowledged: the Sessions whose end it carried are kept until their controller's
+      // receipt (or the grace, when the receipt is lost), so a poll repeated after a lost or late answer finds them.
       answered: (sessions) =>
-        Effect.asVoid(
-          Effect.forkIn(
-            Effect.delay(Effect.sync(() => forget(sessions)), options.answeredGrace ?? answeredGrace),
-            scope
-          )
-        )
+        Effect.sync(() => {
+          const at = clock.currentTimeMillisUnsafe()
+          for (const { sessionId } of sessions) {
+            const hosted = table.get(sessionId)
+            if (hosted !== undefined) hosted.answeredAt = at
+          }
+        })
     })
     yield* Effect.forkIn(followers.start, scope)
 
@@ -211,6 +223,19 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
     const ended = (hosted: Hosted, exit: Exit.Exit<ClusterWire.SessionResult, ClusterWire.SessionFailedError>) => {
       if (hosted.ended === undefined) running -= 1
       followers.ended(hosted, exit)
+    }
+
+    /**
+     * The controller holds the end of these Sessions (`Received`, or riding a poll): those whose end an answer carried
+     * are forgotten (a receipt never forgets a running Session, nor an end not sent yet).
+     */
+    const received = (sessionIds: ReadonlyArray<string>) => {
+      const answered: Array<Hosted> = []
+      for (const sessionId of sessionIds) {
+        const hosted = table.get(sessionId)
+        if (hosted?.answeredAt !== undefined) answered.push(hosted)
+      }
+      forget(answered)
     }
 
     /** Sessions whose end reached their controller: gone from the table, a late `RunGroup` naming one says so. */
@@ -234,7 +259,8 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
           done: yield* Deferred.make<ClusterWire.SessionResult, ClusterWire.SessionFailedError>(),
           rolloutId: 0,
           fiber: undefined,
-          touched: yield* Clock.currentTimeMillis
+          touched: yield* Clock.currentTimeMillis,
+          answeredAt: undefined
         }
         table.set(session.sessionId, hosted)
         running += 1
@@ -302,6 +328,8 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
       incarnation,
       address,
       orphanTimeout,
+      answeredGrace: options.answeredGrace ?? answeredGrace,
+      forget: (sessionId) => received([sessionId]),
       hosted: table,
       tombstones,
       expireReservations: slots.expire,
@@ -418,6 +446,7 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
         ),
       pollGroup: (payload, placement) =>
         Effect.flatMap(admit(payload), ({ following, refused }) => {
+          if (payload.received !== undefined) received(payload.received)
           const known = new Map(payload.sessions.map((s) => [s.sessionId, s]))
           const poll = followers.poll(following, refused, placement, (sessionId) => known.get(sessionId))
           // A lease riding the poll is granted as a `Grant` would be (whose failure its controller ignores too).
@@ -443,6 +472,8 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
             { discard: true }
           )
         ),
+      received: (payload) =>
+        Effect.andThen(checkRunner(payload.runner), Effect.sync(() => received(payload.sessionIds))),
       touch: (payload) =>
         Effect.gen(function*() {
           yield* checkRunner(payload.runner)
@@ -483,6 +514,7 @@ export const entityLayer = GroupEntity.Group.toLayer(
       Grant: ({ payload }) => host.grant(payload),
       Stop: ({ payload }) => host.stop(payload),
       Touch: ({ payload }) => host.touch(payload),
+      Received: ({ payload }) => host.received(payload),
       Forward: ({ payload }) => host.forward(payload),
       Fleet: ({ payload }) => host.fleet(payload)
     })

@@ -13,6 +13,8 @@ export const tombstoneTtl = Duration.minutes(10)
 export interface Reaped {
   /** When the controller last sent anything for it (ms, the Clock's). */
   readonly touched: number
+  /** When a poll's answer last carried its end (ms, the Clock's): it waits for its controller's receipt. */
+  readonly answeredAt: number | undefined
 }
 
 /** A stopped Session: when (ms, the Clock's); tombstones are forgotten after {@link tombstoneTtl}. */
@@ -28,6 +30,10 @@ export const start = (deps: {
   readonly incarnation: string
   readonly address: string
   readonly orphanTimeout: Duration.Duration
+  /** How long an answered end waits for its controller's receipt before it is forgotten anyway. */
+  readonly answeredGrace: Duration.Duration
+  /** Forget an ended Session whose end its controller was sent (no receipt came within the grace). */
+  readonly forget: (sessionId: string) => void
   readonly hosted: ReadonlyMap<string, Reaped>
   readonly tombstones: Map<string, Stopped>
   readonly expireReservations: (now: number, ttlMs: number) => void
@@ -36,7 +42,9 @@ export const start = (deps: {
   Effect.gen(function*() {
     const { address, hosted, incarnation, orphanTimeout } = deps
     const orphanMs = Duration.toMillis(orphanTimeout)
-    // Sessions whose controller went silent (killed without its finalizers) are reaped, unused reservations expire.
+    const graceMs = Duration.toMillis(deps.answeredGrace)
+    // Sessions whose controller went silent (killed without its finalizers) are reaped, unused reservations expire,
+    // answered ends whose receipt never came are forgotten.
     yield* Effect.forkScoped(
       Effect.gen(function*() {
         const now = yield* Clock.currentTimeMillis
@@ -44,8 +52,15 @@ export const start = (deps: {
         for (const [sessionId, t] of deps.tombstones) {
           if (now - t.at > Duration.toMillis(tombstoneTtl)) deps.tombstones.delete(sessionId)
         }
-        const orphans = [...hosted.entries()].filter(([, h]) => now - h.touched > orphanMs)
-        for (const [sessionId] of orphans) {
+        const orphans: Array<string> = []
+        const unreceived: Array<string> = []
+        for (const [sessionId, h] of hosted) {
+          if (h.answeredAt === undefined) {
+            if (now - h.touched > orphanMs) orphans.push(sessionId)
+          } else if (now - h.answeredAt > graceMs) unreceived.push(sessionId)
+        }
+        for (const sessionId of unreceived) deps.forget(sessionId)
+        for (const sessionId of orphans) {
           yield* Effect.logWarning(
             `runner ${incarnation} reaps Session ${sessionId}: no controller touched it for ${
               Duration.format(orphanTimeout)
@@ -59,7 +74,7 @@ export const start = (deps: {
             )
           )
         }
-      }).pipe(Effect.repeat(Schedule.spaced(Duration.millis(orphanMs / 3))))
+      }).pipe(Effect.repeat(Schedule.spaced(Duration.millis(Math.min(orphanMs, graceMs) / 3))))
     )
 
     // Whatever the runner still hosts when it stops is reaped with it.

@@ -160,6 +160,16 @@ const make = (options: RemoteOptions) =>
         ).pipe(Effect.ignore)
     })
     yield* touching.start
+    // The Session ends a poll's answer carried, acknowledged to their runner (it keeps them until then).
+    const receipts = GroupCalls.receipts({
+      scope,
+      delay: GroupCalls.receiptDelay,
+      send: (to: GroupTarget, sessionIds) =>
+        deadline(
+          `Received ${named(sessionIds)}`,
+          to.route.call((k) => whileRefused(makeClient(k).Received({ runner: to.runner, sessionIds })))
+        ).pipe(Effect.ignore)
+    })
 
     const deadline = <A, E>(what: string, effect: Effect.Effect<A, E>) =>
       effect.pipe(
@@ -215,8 +225,9 @@ const make = (options: RemoteOptions) =>
           const rolloutId = to.lease.due
           const grant = rolloutId === undefined ? null : { rolloutId, weights: yield* fleet.weights }
           to.lease.polling = true
-          // Repeating PollGroup is safe: the holder follows the Sessions it already runs under these ids, and a lease
-          // granted twice changes nothing.
+          const received = receipts.take(to.runner)
+          // Repeating PollGroup is safe: the holder follows the Sessions it already runs under these ids, a lease
+          // granted twice changes nothing, and a receipt forgets only an ended Session.
           const events = yield* to.route.call((k) =>
             whileRefused(
               makeClient(k).PollGroup({
@@ -225,7 +236,8 @@ const make = (options: RemoteOptions) =>
                 group: plannedOf(to.group),
                 sessions,
                 config,
-                grant
+                grant,
+                ...(received.length === 0 ? {} : { received })
               })
             )
           )
@@ -378,6 +390,7 @@ const make = (options: RemoteOptions) =>
           })),
           (released) => {
             for (const sessionId of released) held.delete(sessionId)
+            return receipts.add(target.runner, target, released)
           }
         )
       }))

@@ -371,7 +371,12 @@ export const runnerCommand = Command.make(
             address,
             listen,
             typeof publicUrl === "string" ? publicUrl : undefined,
-            { ...(typeof slots === "number" ? { slots } : {}), orphanTimeout },
+            // An answered end waits for its receipt while the controller may still repeat the poll (its deadline).
+            {
+              ...(typeof slots === "number" ? { slots } : {}),
+              orphanTimeout,
+              answeredGrace: Duration.times(options.callTimeout, 2)
+            },
             { splice }
           )
         ),

@@ -3,7 +3,7 @@
  * within the batch window become one call naming all their Sessions, a later call opens a new batch, another Group's
  * calls go apart; a Session interrupted while it waits does not cancel its batch. The `Touch` loop sends one call a
  * Group with its running Sessions, none for a Group whose Sessions all ended, and skips a Group whose last call has
- * not answered.
+ * not answered. The receipts of Session ends ride the next poll to their runner, or go as one call after a delay.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Duration, Effect, Fiber } from "effect"
@@ -81,5 +81,31 @@ describe("GroupCalls", () => {
       yield* Deferred.succeed(answer, undefined)
       yield* TestClock.adjust(interval)
       assert.deepStrictEqual(touched.slice(3), [["g1", ["s2"]], ["slow", ["t1"]]])
+    }))
+
+  it.effect("receipts ride the next poll to their runner; those no poll took go as one call after the delay", () =>
+    Effect.gen(function*() {
+      const sent: Array<[string, ReadonlyArray<string>]> = []
+      const receipts = GroupCalls.receipts({
+        scope: yield* Effect.scope,
+        delay: GroupCalls.receiptDelay,
+        send: (context: string, sessionIds) => Effect.sync(() => void sent.push([context, [...sessionIds]]))
+      })
+      // A Group's ends, then the next poll to the same runner: they ride it, no call of their own.
+      yield* receipts.add("r1", "to r1", ["a", "b"])
+      yield* receipts.add("r1", "ignored", ["c"])
+      assert.deepStrictEqual(receipts.take("r1"), ["a", "b", "c"])
+      assert.deepStrictEqual(receipts.take("r1"), [])
+      // Ends that come after: the first list's delay must not send them early.
+      yield* TestClock.adjust(Duration.millis(600))
+      yield* receipts.add("r1", "later", ["d"])
+      yield* receipts.add("r2", "to r2", ["x"])
+      yield* TestClock.adjust(Duration.millis(600))
+      assert.deepStrictEqual(sent, [], "sent before their own delay")
+      assert.deepStrictEqual(receipts.take("r2"), ["x"])
+      yield* TestClock.adjust(GroupCalls.receiptDelay)
+      // No poll to r1 took "d": one call; r2's went with a poll.
+      assert.deepStrictEqual(sent, [["later", ["d"]]])
+      assert.deepStrictEqual(receipts.take("r1"), [])
     }))
 })

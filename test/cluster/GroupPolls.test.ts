@@ -49,7 +49,7 @@ const scripted = (ids: ReadonlyArray<string>) =>
       end: (exit) => Effect.sync(() => void ends.set(sessionId, exit))
     }))
     const fiber = yield* Effect.forkChild(
-      follow("holder", readers, (sessionIds) => void released.push(...sessionIds))
+      follow("holder", readers, (sessionIds) => Effect.sync(() => void released.push(...sessionIds)))
     )
     /** The next poll the holder receives. */
     const next = Queue.take(polls)

@@ -119,10 +119,13 @@ const lateRunGroup = (sessionIds: ReadonlyArray<string>) =>
   })
 
 /**
- * What a `PollGroup` naming `sessionIds` (their first requests seen) answers of each: a poll repeated after an answer
- * that carried their ends was lost.
+ * A `PollGroup` of the test's Group naming `sessionIds` (with the first requests seen or not, the lease riding it or
+ * not, and `received`: the receipts it carries), sent as a controller would; what it answered of each Session.
  */
-const repeatedPoll = (sessionIds: ReadonlyArray<string>) =>
+const poll = (
+  sessionIds: ReadonlyArray<string>,
+  options: { readonly arrived: boolean; readonly grant?: boolean; readonly received?: ReadonlyArray<string> }
+) =>
   Effect.gen(function*() {
     const host = yield* Host.Host
     const client = (yield* GroupEntity.Group.client)("0123456789abcdef")
@@ -130,11 +133,39 @@ const repeatedPoll = (sessionIds: ReadonlyArray<string>) =>
       runner: host.incarnation,
       controller: "c",
       group: trio,
-      sessions: sessionIds.map((sessionId, position) => ({ sessionId, position, arrived: true, gate: null })),
+      sessions: sessionIds.map((sessionId, position) => ({
+        sessionId,
+        position,
+        arrived: options.arrived,
+        gate: null
+      })),
       config: Fingerprint.of(yield* RolloutConfig.RolloutConfig),
-      grant: null
+      grant: options.grant === true ? { rolloutId: 7, weights: { seq: 0, version: "0", paused: null } } : null,
+      ...(options.received === undefined ? {} : { received: options.received })
     }).pipe(Effect.timeout("10 seconds"))
     return events.map((e) => e._tag === "Failed" ? e.type : e._tag === "Done" ? e.result.sessionId : e._tag)
+  })
+
+/**
+ * What a `PollGroup` naming `sessionIds` (their first requests seen) answers of each: a poll repeated after an answer
+ * that carried their ends was lost. `received`: receipts riding it.
+ */
+const repeatedPoll = (sessionIds: ReadonlyArray<string>, received?: ReadonlyArray<string>) =>
+  poll(sessionIds, { arrived: true, ...(received === undefined ? {} : { received }) })
+
+/** Start the Group by a poll carrying its lease, then poll until an answer carried the Sessions' results. */
+const pollUntilEnded = (sessionIds: ReadonlyArray<string>) =>
+  Effect.gen(function*() {
+    let answer = yield* poll(sessionIds, { arrived: false, grant: true })
+    while (!answer.some((e) => e.endsWith("@7"))) answer = yield* repeatedPoll(sessionIds)
+    return answer.filter((e) => e.endsWith("@7"))
+  }).pipe(Effect.timeout("10 seconds"))
+
+/** The result of each of the trio's Sessions by position (its id and step), or how it ended otherwise. */
+const results = (ended: ReadonlyMap<number, Exit.Exit<SessionRunner.SessionResult, SessionRunner.GroupError>>) =>
+  [0, 1, 2].map((i) => {
+    const exit = ended.get(i)
+    return exit !== undefined && Exit.isSuccess(exit) ? exit.value.sessionId : String(exit)
   })
 
 /** Wait until the runner hosts no Session (the controller's `Stop`s are sent from its own scope). */
@@ -160,14 +191,8 @@ describe("the controller's group (cluster)", () => {
           yield* Effect.sleep("100 millis")
           yield* Deferred.succeed(lease, true)
           yield* Fiber.join(fiber).pipe(Effect.timeout("10 seconds"))
-          assert.deepStrictEqual(
-            [0, 1, 2].map((i) => {
-              const exit = ended.get(i)
-              return exit !== undefined && Exit.isSuccess(exit) ? exit.value.sessionId : String(exit)
-            }),
-            ids.map((id) => `${id}@7`)
-          )
-          // The runner forgot the Sessions a little after an answer carried their ends, without a Stop.
+          assert.deepStrictEqual(results(ended), ids.map((id) => `${id}@7`))
+          // The runner forgot the Sessions once the controller's receipt came, without a Stop.
           yield* hostsNone
           assert.deepStrictEqual(yield* lateRunGroup(ids), ["SessionEnded", "SessionEnded", "SessionEnded"])
           assert.strictEqual(yield* Ref.get(script.starts), 3)
@@ -209,15 +234,62 @@ describe("the controller's group (cluster)", () => {
         assert.strictEqual(yield* Ref.get(script.ended), 3)
       })))
 
-  it.live("a lease granted with the first requests rides the next poll; a repeated poll gets the ends again", () =>
+  it.live("a lease granted with the first requests rides the next poll; the controller's receipt frees the runner", () =>
+    harness({}, () =>
+      Effect.gen(function*() {
+        // The pool leases the Group as its first requests arrive (no poll is out then): the next poll carries it.
+        const { ended, fiber, ids } = yield* startGroupWith({ leaseOnReady: true })
+        yield* Fiber.join(fiber).pipe(Effect.timeout("10 seconds"))
+        assert.deepStrictEqual(results(ended), ids.map((id) => `${id}@7`))
+        // The Group's last answer has no later poll of its own to ride: its receipt goes as `Received`, and the
+        // runner forgets the Sessions long before its grace (an hour here).
+        yield* hostsNone
+        assert.deepStrictEqual(yield* lateRunGroup(ids), ["SessionEnded", "SessionEnded", "SessionEnded"])
+      }), { answeredGrace: Duration.hours(1) }))
+
+  it.live("an answered end is kept until its receipt: a poll repeated after a lost answer gets the ends again", () =>
     harness({}, () =>
       Effect.gen(function*() {
         const host = yield* Host.Host
-        // The pool leases the Group as its first requests arrive (no poll is out then): the next poll carries it.
-        const { fiber, ids } = yield* startGroupWith({ leaseOnReady: true })
-        yield* Fiber.join(fiber).pipe(Effect.timeout("10 seconds"))
-        // The controller has every result; the runner keeps them for the grace (an hour here), then forgets them.
+        const runner = yield* SessionRunner.SessionRunner
+        const ids = yield* Effect.forEach([0, 1, 2], () => runner.newSessionId!(trio))
+        // A controller that polls the Group itself and sends no receipt: each answer it reads as if lost later.
+        const ends = yield* pollUntilEnded(ids)
+        assert.deepStrictEqual(ends, ids.map((id) => `${id}@7`))
         assert.strictEqual(yield* host.hosted, 3)
+        assert.strictEqual(yield* host.used, 0, "an ended Session's slot is free while its end waits for the receipt")
+        // However late the poll is repeated (the grace is an hour), the ends are there again.
         assert.deepStrictEqual(yield* repeatedPoll(ids), ids.map((id) => `${id}@7`))
+        // A receipt riding a poll forgets what it names (ended Sessions only); `Received` forgets the rest.
+        yield* repeatedPoll(ids.slice(2), ids.slice(0, 1))
+        assert.strictEqual(yield* host.hosted, 2)
+        const client = (yield* GroupEntity.Group.client)("0123456789abcdef")
+        yield* client.Received({ runner: host.incarnation, sessionIds: ids.slice(1) })
+        assert.strictEqual(yield* host.hosted, 0)
+        assert.deepStrictEqual(yield* lateRunGroup(ids), ["SessionEnded", "SessionEnded", "SessionEnded"])
       }), { answeredGrace: Duration.hours(1) }))
+
+  it.live("a receipt never forgets a running Session; an end no receipt came for is forgotten after the grace", () =>
+    harness({ hangs: 1 }, () =>
+      Effect.gen(function*() {
+        const host = yield* Host.Host
+        const runner = yield* SessionRunner.SessionRunner
+        const ids = yield* Effect.forEach([0, 1, 2], () => runner.newSessionId!(trio))
+        // Sessions 0 and 2 end at once, Session 1 runs.
+        yield* poll(ids, { arrived: false, grant: true })
+        const client = (yield* GroupEntity.Group.client)("0123456789abcdef")
+        yield* client.Received({ runner: host.incarnation, sessionIds: ids.slice(1, 2) })
+        assert.strictEqual(yield* host.hosted, 3)
+        assert.strictEqual(yield* host.used, 1)
+        // Stop Session 1 (as for a drop): every end is then answered, and no receipt comes.
+        yield* client.Stop({ runner: host.incarnation, sessionIds: ids.slice(1, 2) })
+        assert.deepStrictEqual(
+          [...(yield* repeatedPoll(ids))].sort(),
+          [`${ids[0]}@7`, "SessionStopped", `${ids[2]}@7`].sort()
+        )
+        assert.strictEqual(yield* host.hosted, 2)
+        // The grace (300 ms here) passes without a receipt: the runner forgets them.
+        yield* hostsNone
+        assert.deepStrictEqual(yield* lateRunGroup([ids[0]!, ids[2]!]), ["SessionEnded", "SessionEnded"])
+      }), { answeredGrace: Duration.millis(300) }))
 })
