@@ -22,7 +22,9 @@
  *   again through another entity).
  * - `PollGroup` starts or follows the named Sessions as `RunGroup` does and answers with the Group's next events, those
  *   the controller has not seen (the controller's way of following a whole Group: one request and its answer at a
- *   time instead of a stream's chunks and acknowledgements, `layers/cluster/GroupPolls.ts`).
+ *   time instead of a stream's chunks and acknowledgements, `layers/cluster/GroupPolls.ts`). A Group placed by room
+ *   needs no `Reserve`: its first poll (`place`) takes the Group's slots or refuses the Group
+ *   (`PlacementRefusedError`) before any Session starts, and a refused Session id is refused again on a re-delivery.
  * - `Grant` gives Sessions of the Group its Runtime lease (and the weight version to generate with); `Stop` ends
  *   Sessions and reaps their agents. Both are no-ops when done twice. Each names the Group's Sessions it is for, all
  *   of them at once when they happen together (`layers/cluster/GroupCalls.ts`).
@@ -108,10 +110,16 @@ export const PollGroup = Rpc.make("PollGroup", {
      * Sessions of any Group on this runner whose end the controller received (see `Received`): the runner forgets
      * them. Optional: a controller from before it sends none (a rolling update replaces the runners first).
      */
-    received: Schema.optionalKey(Schema.Array(Schema.String))
+    received: Schema.optionalKey(Schema.Array(Schema.String)),
+    /**
+     * The Group's placing poll (until one was answered): the runner takes the whole Group (as `Reserve` would) before
+     * it starts any named Session, or refuses it (`PlacementRefusedError`: full, draining, too small). Absent (an
+     * earlier controller, which reserved first): `false`.
+     */
+    place: Schema.optionalKey(Schema.Boolean)
   },
   success: Schema.Array(ClusterWire.GroupEvent),
-  error: ClusterWire.RunFailure
+  error: ClusterWire.PollFailure
 })
 
 /**

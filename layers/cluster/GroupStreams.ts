@@ -22,11 +22,12 @@ import * as ClusterError from "../../src/cluster/ClusterError.ts"
 import type * as ClusterWire from "../../src/cluster/ClusterWire.ts"
 import * as GroupCalls from "./GroupCalls.ts"
 
-/** Why a Session on a stream ended without its result. */
+/** Why a Session on a stream (or polled) ended without its result; a polled Group's runner may refuse it at placement. */
 export type StreamError =
   | ClusterWire.SessionFailedError
   | ClusterError.ClusterCallError
   | ClusterError.RunnerLostError
+  | ClusterError.PlacementRefusedError
 
 /** A Session's share of its Group's stream. */
 export interface Joined {

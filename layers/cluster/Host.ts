@@ -19,9 +19,9 @@
  * (the Sessions go on; the controller follows them through another entity). A stream that completes has delivered
  * its Sessions' ends to the controller: the host forgets them then, without a `Stop` (an ended Session's slot is free
  * from its end on). A Session the controller stops touching (`Touch`, every 5 s) for `orphanAfter` is reaped: its controller
- * died without stopping it. With `--runner-slots` the host reserves a whole Group's slots (`Reserve`,
- * `src/cluster/Slots.ts`) or refuses, and each new Session uses one reserved slot; a draining host (SIGTERM) reserves
- * nothing and starts no Session of a Group not reserved on it, and `drain` completes once its Sessions have ended.
+ * died without stopping it. With `--runner-slots` the host reserves a whole Group's slots (the Group's placing
+ * `PollGroup`, or `Reserve`; `src/cluster/Slots.ts`) or refuses, and each new Session uses one reserved slot; a
+ * draining host (SIGTERM) reserves nothing and starts no Session of a Group not reserved on it, and `drain` completes once its Sessions have ended.
  * Entity handlers report defects to the caller (`disableFatalDefects`), where the Scheduler drops the Group, instead
  * of the cluster's default of retrying a defect forever.
  *
@@ -77,6 +77,8 @@ interface Tombstone extends HostReaper.Stopped {
    */
   readonly type: string
   readonly detail: string
+  /** Refused at its Group's placing poll: a re-delivered placing poll is refused again the same way. */
+  readonly refused?: typeof ClusterWire.PlacementRefusedError.fields.decision.Type | undefined
 }
 
 /** A runner's capacity settings. */
@@ -135,7 +137,7 @@ export interface HostShape {
   readonly pollGroup: (
     payload: typeof GroupEntity.PollGroup.payloadSchema.Type,
     placement?: Placement
-  ) => Effect.Effect<ReadonlyArray<ClusterWire.GroupEvent>, ClusterWire.RunFailure>
+  ) => Effect.Effect<ReadonlyArray<ClusterWire.GroupEvent>, ClusterWire.PollFailure>
   readonly grant: (
     payload: typeof GroupEntity.Grant.payloadSchema.Type
   ) => Effect.Effect<void, ClusterWire.NotHolderError | ClusterError.FleetCommandError>
@@ -402,6 +404,42 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
         return { following, refused }
       })
 
+    /**
+     * A placing `PollGroup` (the Group's first, until one is answered): the Group's slots are reserved before any of
+     * its Sessions starts, as `Reserve` would, or the Group is refused with its Session ids (a re-delivered placing poll
+     * is refused again: its controller placed the Group elsewhere under new ids). A repeated poll whose Sessions run
+     * here already, or a Group that `Reserve` placed here, reserves nothing.
+     */
+    const place = (payload: typeof GroupEntity.PollGroup.payloadSchema.Type) =>
+      Effect.gen(function*() {
+        yield* checkRunner(payload.runner)
+        const ids = payload.sessions.map((s) => s.sessionId)
+        const key = Routing.groupKeyOf(ids[0] ?? "")
+        const earlier = ids.map((id) => tombstones.get(id)?.refused).find((d) => d !== undefined)
+        const fresh = ids.filter((id) => !table.has(id) && !tombstones.has(id))
+        // A Group reserved here (`Reserve`, before a drain's signal too) starts on its reservation.
+        if (key === undefined || (earlier === undefined && (fresh.length === 0 || slots.reserved(key)))) return
+        const decision = earlier ??
+          (yield* slots.reserve(key, { slots: fresh.length, group: key }, table.size, { incarnation, address }))
+            .decision
+        if (decision === "granted") return
+        const at = yield* Clock.currentTimeMillis
+        const detail = `runner ${address} refused Group ${payload.group.groupId} at its placement: ${decision}`
+        for (const id of fresh) tombstones.set(id, { type: "PlacementRefused", detail, at, refused: decision })
+        // The receipts riding the refused poll still count.
+        if (payload.received !== undefined) received(payload.received)
+        return yield* Effect.fail(
+          new ClusterWire.PlacementRefusedError({
+            runner: incarnation,
+            address,
+            decision,
+            used: used(),
+            free: slots.free(table.size),
+            capacity: capacity ?? null
+          })
+        )
+      })
+
     /** The Group's Runtime lease for `sessions`: they follow the controller's weights, then generate under the step. */
     const lease = (controller: string, grant: ClusterWire.PolledGrant, sessions: ReadonlyArray<Hosted>) =>
       Effect.gen(function*() {
@@ -445,19 +483,22 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
           Effect.map(admit(payload), ({ following, refused }) => followers.follow(following, refused, placement))
         ),
       pollGroup: (payload, placement) =>
-        Effect.flatMap(admit(payload), ({ following, refused }) => {
-          if (payload.received !== undefined) received(payload.received)
-          const known = new Map(payload.sessions.map((s) => [s.sessionId, s]))
-          const poll = followers.poll(following, refused, placement, (sessionId) => known.get(sessionId))
-          // A lease riding the poll is granted as a `Grant` would be (whose failure its controller ignores too).
-          return payload.grant === null ? poll : lease(payload.controller, payload.grant, following).pipe(
-            Effect.catchTag("FleetCommandError", (error) =>
-              Effect.logWarning(
-                `runner ${incarnation} could not follow the weights of a Group's lease: ${error.message}`
-              )),
-            Effect.andThen(poll)
-          )
-        }),
+        Effect.flatMap(
+          Effect.andThen(payload.place === true ? place(payload) : Effect.void, admit(payload)),
+          ({ following, refused }) => {
+            if (payload.received !== undefined) received(payload.received)
+            const known = new Map(payload.sessions.map((s) => [s.sessionId, s]))
+            const poll = followers.poll(following, refused, placement, (sessionId) => known.get(sessionId))
+            // A lease riding the poll is granted as a `Grant` would be (whose failure its controller ignores too).
+            return payload.grant === null ? poll : lease(payload.controller, payload.grant, following).pipe(
+              Effect.catchTag("FleetCommandError", (error) =>
+                Effect.logWarning(
+                  `runner ${incarnation} could not follow the weights of a Group's lease: ${error.message}`
+                )),
+              Effect.andThen(poll)
+            )
+          }
+        ),
       grant: (payload) =>
         Effect.andThen(
           checkRunner(payload.runner),

@@ -25,6 +25,8 @@ export interface HostSlots {
   /** Slots in use: `hosted` Sessions plus slots reserved for Sessions that have not arrived. */
   readonly used: (hosted: number) => number
   readonly draining: () => boolean
+  /** The Group `key` holds a reservation here (its `Reserve` was granted; not all its Sessions arrived yet). */
+  readonly reserved: (key: string) => boolean
   /** Reserve nothing more, admit only reserved Sessions. */
   readonly startDraining: () => void
   /** Reserve a Group's slots, or say why not (a repeated `Reserve` is granted again without reserving twice). */
@@ -57,6 +59,7 @@ export const make = (capacity: number | undefined): HostSlots => {
     used,
     free: (hosted) => Slots.free(capacity, used(hosted)) ?? null,
     draining: () => draining,
+    reserved: (key) => reservations.has(key),
     startDraining: () => {
       draining = true
     },

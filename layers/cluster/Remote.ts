@@ -5,10 +5,11 @@
  *
  * **Details**
  * The Scheduler's pools, step ledger and tickets are the single-process ones: this runner relays a ticket to the
- * holder. A Group is first placed where its Sessions fit (`PlaceGroup.ts`: at the runner with room and the fewest
- * Sessions, as the rooms the controller asks every runner for every 2 s say, else at a candidate key's runner, or a
- * wait while no runner has room); the runner that takes it is its holder
- * for its whole life, named in its Session ids. `RunSession` starts the Session there and streams its events
+ * holder. A Group is placed where its Sessions fit: at the runner with room and the fewest Sessions, as the rooms
+ * the controller asks every runner for every 2 s say, without a message of its own (the Group's first `PollGroup`
+ * asks that runner to take it, and a refusal places the Group again under new ids: `newGroupIds`); else, with no
+ * runner known to have room, by `Reserve` at a candidate key's runner, or a wait (`PlaceGroup.ts`). The runner that
+ * takes it is its holder for its whole life, named in its Session ids. `RunSession` starts the Session there and streams its events
  * (`FirstRequest` joins the controller's first-request barrier, `Done` carries the samples); once the Group holds its
  * Runtime lease, `Grant` passes it on with the weight version to generate with; the Session's scope ends with `Stop`
  * (so a dropped Group's or a closed step's agents are reaped on the runner). A Group's `Grant`s and `Stop`s that happen
@@ -20,7 +21,7 @@
  * Session already running). A runner that died costs its Groups: no shard names it any more, and each of its Groups
  * is dropped (`error_type=RunnerLostError`) and refilled.
  */
-import { Duration, Effect, Exit, Layer, Schedule, Stream } from "effect"
+import { Cause, Duration, Effect, Exit, Layer, Option, Schedule, Stream } from "effect"
 import { EntityId, ShardId, Sharding } from "effect/cluster"
 import { randomBytes } from "node:crypto"
 import * as ClusterError from "../../src/cluster/ClusterError.ts"
@@ -33,7 +34,7 @@ import * as Credit from "../credit/Credit.ts"
 import * as RolloutConfig from "../rollout/RolloutConfig.ts"
 import * as SessionRunner from "../rollout/SessionRunner.ts"
 import type * as FirstRequestBarrier from "../schedule/FirstRequestBarrier.ts"
-import type * as PoolContract from "../schedule/PoolContract.ts"
+import * as PoolContract from "../schedule/PoolContract.ts"
 import * as Directory from "./Directory.ts"
 import * as Fleet from "./Fleet.ts"
 import * as GroupCalls from "./GroupCalls.ts"
@@ -98,6 +99,19 @@ interface LeaseSlot {
   due: number | undefined
   polling: boolean
 }
+
+/** A polled Group's placement: `placing` until a poll was answered (its polls ask the runner to take the Group). */
+interface PlacingSlot {
+  placing: boolean
+}
+
+/**
+ * A placing poll's failures that leave the Group to be placed again (the runner refused it, is gone, or never
+ * answered): no answer said any of its Sessions started.
+ */
+const unplaced = (error: GroupStreams.StreamError) =>
+  error._tag === "PlacementRefusedError" || error._tag === "RunnerLostError" ||
+  (error._tag === "ClusterCallError" && error.reason === "deadline")
 
 /** A Group as it travels: the planned Group's wire fields. */
 const plannedOf = (group: SessionRunner.PlannedGroup): ClusterWire.PlannedGroup => ({
@@ -220,7 +234,14 @@ const make = (options: RemoteOptions) =>
       onGate: fleet.setGate,
       silence: options.callTimeout,
       silentRetries,
-      poll: (to: GroupTarget & { readonly group: SessionRunner.PlannedGroup; readonly lease: LeaseSlot }, sessions) =>
+      poll: (
+        to: GroupTarget & {
+          readonly group: SessionRunner.PlannedGroup
+          readonly lease: LeaseSlot
+          readonly placement: PlacingSlot
+        },
+        sessions
+      ) =>
         Effect.gen(function*() {
           const rolloutId = to.lease.due
           const grant = rolloutId === undefined ? null : { rolloutId, weights: yield* fleet.weights }
@@ -237,10 +258,27 @@ const make = (options: RemoteOptions) =>
                 sessions,
                 config,
                 grant,
-                ...(received.length === 0 ? {} : { received })
+                ...(received.length === 0 ? {} : { received }),
+                place: to.placement.placing
               })
+            ).pipe(
+              // The runner's room as it refused the Group: placement by room skips it until its next answer.
+              Effect.tapError((error) =>
+                error._tag === "PlacementRefusedError"
+                  ? Effect.sync(() =>
+                    directory.learnRoom({
+                      runner: error.runner,
+                      key: k,
+                      used: error.used,
+                      free: error.free,
+                      draining: error.decision === "draining"
+                    })
+                  )
+                  : Effect.void
+              )
             )
           )
+          to.placement.placing = false
           if (rolloutId !== undefined && to.lease.due === rolloutId) to.lease.due = undefined
           return events
         }).pipe(
@@ -321,10 +359,12 @@ const make = (options: RemoteOptions) =>
     })
 
     /**
-     * A whole Group's Sessions in one fiber (the pool's `group`): one event stream, one `Grant` when the Group is
-     * leased, each Session's end given to the pool as its event arrives. A Session whose end the stream delivered is
-     * forgotten by the runner when the stream completes; one `Stop` at the end names the others: those still running
-     * when the effect is interrupted (a drop, a closed step), and those whose end came on a stream that broke.
+     * A whole Group's Sessions in one fiber (the pool's `group`): one poll at a time, the lease on the next poll (or
+     * one `Grant`), each Session's end given to the pool as its event arrives. The first poll places the Group (until
+     * one is answered: the runner takes the Group's slots or refuses it); a refusal, a holder gone, or no answer to it
+     * answers `"refused"`, and the pool places the Group again under new ids (`newGroupIds`). A Session whose end an
+     * answer carried is forgotten by the runner without a `Stop`; one `Stop` at the end names the others: those still
+     * running when the effect is interrupted (a drop, a closed step), and those whose end no answer carried.
      */
     const runGroup = Effect.fn("ClusterRunner.group")(function*(
       group: SessionRunner.PlannedGroup,
@@ -343,12 +383,15 @@ const make = (options: RemoteOptions) =>
       }
       const { target } = placed.success
       const running = new Set(tickets.map((t) => t.sessionId))
-      // What the runner still holds: every Session until a completed stream delivered its end.
+      // What the runner still holds: every Session until an answer delivered its end.
       const held = new Set(running)
       const leave = (sessionId: string) => {
         running.delete(sessionId)
         fleet.forget(sessionId)
       }
+      const placement: PlacingSlot = { placing: true }
+      // Why the placing poll left the Group unplaced, once it did.
+      let unplacedBy: GroupStreams.StreamError | undefined
       yield* Effect.scoped(Effect.gen(function*() {
         yield* Effect.addFinalizer(() =>
           Effect.suspend(() => {
@@ -374,7 +417,7 @@ const make = (options: RemoteOptions) =>
         // Every poll touches the Sessions it names: the runner reaps them once its controller stops asking (a
         // controller killed without this finalizer), so they need no `Touch`.
         yield* polls(
-          { ...target, group, lease },
+          { ...target, group, lease, placement },
           tickets.map((ticket): GroupStreams.Reader => ({
             session: { sessionId: ticket.sessionId, position: ticket.position },
             // The agent's first request joins the barrier (the lease reaches the runner as `Grant`).
@@ -382,6 +425,13 @@ const make = (options: RemoteOptions) =>
             end: (exit) =>
               Effect.suspend(() => {
                 leave(ticket.sessionId)
+                const error = Exit.isFailure(exit) ? Cause.findErrorOption(exit.cause) : Option.none()
+                if (placement.placing && Option.isSome(error) && unplaced(error.value)) {
+                  unplacedBy = error.value
+                  // Refused, or its runner gone: nothing of the Group runs there (an unanswered one is stopped).
+                  if (error.value._tag !== "ClusterCallError") held.delete(ticket.sessionId)
+                  return Effect.void
+                }
                 return ended(
                   ticket.position,
                   Exit.map(exit, (result) => resultOf(group, result))
@@ -394,12 +444,22 @@ const make = (options: RemoteOptions) =>
           }
         )
       }))
+      if (unplacedBy === undefined) return
+      if (unplacedBy._tag !== "PlacementRefusedError") directory.forgetRoom(target.runner)
+      yield* Effect.logInfo(`Group ${group.groupId} is placed again: ${unplacedBy.message}`)
+      return PoolContract.refused
     })
 
     const sharding = yield* Sharding.Sharding
     const shardOf = (key: string) => {
       const id = EntityId.make(key)
       return ShardId.toString(sharding.getShardId(id, GroupEntity.Group.getShardGroup(id)))
+    }
+    /** The runner placement by room chooses for a Group of `size` under key `key`, counted as taken at once. */
+    const byRoom = (key: string, size: number) => {
+      const room = Placement.choose(directory.rooms(), size, directory.ownerOf(key))
+      if (room !== undefined) directory.learnRoom(Placement.taken(room, size))
+      return room
     }
     const place = PlaceGroup.make({
       candidates: (group) => Routing.candidateKeys(runId, group.groupId, options.shards, shardOf),
@@ -419,11 +479,7 @@ const make = (options: RemoteOptions) =>
           ),
           Effect.option
         ),
-      byRoom: (key, size) => {
-        const room = Placement.choose(directory.rooms(), size, directory.ownerOf(key))
-        if (room !== undefined) directory.learnRoom(Placement.taken(room, size))
-        return room
-      },
+      byRoom,
       unanswered: (room) => directory.forgetRoom(room.runner)
     })
     // What every runner has room for, kept fresh for placement by room (and the directory's routes with it).
@@ -434,6 +490,21 @@ const make = (options: RemoteOptions) =>
       group: runGroup,
       reward: SessionRunner.rewardWith(credit),
       describeError: SessionRunner.describeError,
+      // A Group's ids at the runner placement by room chooses, without a round trip: its first poll takes the Group
+      // there or refuses it (`group` answers "refused" and the pool asks again). With no runner known to have room,
+      // `Reserve` places it (`PlaceGroup`: the hash candidates, or a wait for room).
+      newGroupIds: (group: SessionRunner.PlannedGroup) =>
+        Effect.gen(function*() {
+          const key = Routing.groupKey(runId, group.groupId)
+          const room = byRoom(key, group.size)
+          const placed = room === undefined ? yield* place(group) : { key, runner: room.runner }
+          // One draw of random bytes for the Group (a draw is a call into the OS' generator).
+          const random = randomBytes(16 * group.size).toString("hex")
+          return Array.from(
+            { length: group.size },
+            (_, i) => Routing.sessionId(placed.key, placed.runner, random.slice(32 * i, 32 * (i + 1)))
+          )
+        }),
       // Called once per Group, its effect once per Session: the Group is placed (its slots reserved) on the first.
       newSessionId: (group: SessionRunner.PlannedGroup) => {
         let placed: { readonly key: string; readonly runner: string } | undefined

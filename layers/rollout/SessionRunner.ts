@@ -84,6 +84,7 @@ export type GroupError =
   | ClusterWire.RunnerLostError
   | ClusterWire.SessionFailedError
   | ClusterError.ClusterCallError
+  | ClusterError.PlacementRefusedError
 
 export interface SessionRunnerShape
   extends PoolContract.GroupRunner<PlannedGroup, SessionResult, GroupResult, GroupError>

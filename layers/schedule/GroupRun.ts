@@ -3,7 +3,8 @@
  * Reward, then the signal that tells the step loop how the Group ended.
  *
  * **Details**
- * The fiber mints the Group's Session ids, makes its barrier (layers/schedule/FirstRequestBarrier.ts; the last
+ * The fiber mints the Group's Session ids (the runner's whole-Group `newGroupIds` where it has one: a placement the
+ * Group's run confirms, minted again under new ids while the runner answers `refused`), makes its barrier (layers/schedule/FirstRequestBarrier.ts; the last
  * Session's first request marks the Group ready and wakes the step loop) and runs every Session to its end. A
  * Session that fails, dies with a defect (`RunnerDiedError`) or ends before its first request
  * (`ExitedBeforeFirstRequestError`, src/schedule/GroupFailure.ts) drops the whole Group: its log line, the lease
@@ -17,7 +18,7 @@ import type * as DropStreak from "../../src/schedule/DropStreak.ts"
 import * as GroupFailure from "../../src/schedule/GroupFailure.ts"
 import type * as Telemetry from "../observability/Telemetry.ts"
 import * as FirstRequestBarrier from "./FirstRequestBarrier.ts"
-import type * as PoolContract from "./PoolContract.ts"
+import * as PoolContract from "./PoolContract.ts"
 import type * as ResidentGroups from "./ResidentGroups.ts"
 
 /** What a Group's fiber needs of its pool. */
@@ -68,13 +69,13 @@ const runTogether = <G extends PoolContract.GroupLike, O, E>(
   barrier: FirstRequestBarrier.FirstRequestBarrier,
   sessionIds: ReadonlyArray<string>,
   finished: Array<boolean>
-): Effect.Effect<ReadonlyArray<O>, SessionFailure<E>> =>
+): Effect.Effect<ReadonlyArray<O> | PoolContract.Refused, SessionFailure<E>> =>
   Effect.scoped(Effect.gen(function*() {
     const size = sessionIds.length
     const outcomes: Array<O> = []
     const reported: Array<boolean> = Array.from({ length: size }, () => false)
     let left = size
-    const settled = Deferred.makeUnsafe<ReadonlyArray<O>, SessionFailure<E>>()
+    const settled = Deferred.makeUnsafe<ReadonlyArray<O> | PoolContract.Refused, SessionFailure<E>>()
     const failWith = (position: number, error: SessionFailure<E>["error"]) =>
       Deferred.fail(settled, sessionFailure(sessionIds, position, error))
     const ended = (position: number, exit: Exit.Exit<O, E>): Effect.Effect<void> =>
@@ -100,6 +101,10 @@ const runTogether = <G extends PoolContract.GroupLike, O, E>(
       // A Session the runner's effect did not report ends with how that effect ended (without its outcome: a defect).
       Effect.exit,
       Effect.flatMap((exit) => {
+        // The placement did not take: no Session started (none reported), and the Group is placed again.
+        if (Exit.isSuccess(exit) && exit.value === PoolContract.refused && !reported.includes(true)) {
+          return Deferred.succeed(settled, PoolContract.refused)
+        }
         const rest: Exit.Exit<O, E> = Exit.isFailure(exit)
           ? Exit.failCause(exit.cause)
           : Exit.die(new Error(`the runner of Group ${group.groupId} ended before all its Sessions did`))
@@ -146,37 +151,60 @@ export const run = <G extends PoolContract.GroupLike, O, A, E>(
       yield* notify({ _tag: "Finished", record, finish: { _tag: "Dropped" } })
     })
 
+  /** The Group's Session ids: the runner's whole-Group placement where it has one, else one id at a time. */
+  const mintIds = (group: G) => {
+    const newGroupIds = options.runner.group === undefined ? undefined : options.runner.newGroupIds
+    if (newGroupIds !== undefined) return newGroupIds(group)
+    const mint = options.runner.newSessionId?.(group) ?? context.mintSessionId
+    return Effect.forEach(Array.from({ length: group.size }), () => mint)
+  }
+
+  /**
+   * The Group's Sessions under newly minted ids, behind a new barrier, to their ends; `refused` when the runner's
+   * placement did not take (nothing started: the caller mints again).
+   */
+  const runSessions = (group: G) =>
+    Effect.gen(function*() {
+      const sessionIds = yield* mintIds(group)
+      record.sessionIds = sessionIds
+      const barrier = yield* FirstRequestBarrier.make({
+        groupId: group.groupId,
+        sessionIds,
+        lease: record.lease,
+        rolloutId: () => record.rolloutId,
+        onReady: Effect.suspend(() => {
+          record.ready = true
+          return notify({ _tag: "Changed" })
+        })
+      })
+      const runSession = (position: number) =>
+        surviveDefects(options.runner.session(group, barrier.ticket(position))).pipe(
+          Effect.ensuring(Effect.sync(() => {
+            record.finished[position] = true
+          })),
+          Effect.mapError((error) => sessionFailure<E>(sessionIds, position, error)),
+          Effect.flatMap((outcome) =>
+            barrier.arrived(position)
+              ? Effect.succeed(outcome)
+              : Effect.fail(exitedBeforeFirstRequest<E>(sessionIds, position))
+          )
+        )
+      const runGroup = options.runner.group
+      return yield* runGroup === undefined
+        ? Effect.forEach(sessionIds.map((_, i) => i), runSession, { concurrency: "unbounded" })
+        : runTogether(runGroup, group, barrier, sessionIds, record.finished)
+    })
+
+  /** The Group's Sessions' outcomes, placed again (under new ids) as long as its placement does not take. */
+  const untilPlaced = (group: G): Effect.Effect<ReadonlyArray<O>, SessionFailure<E>> =>
+    Effect.flatMap(
+      runSessions(group),
+      (ran) => ran === PoolContract.refused ? untilPlaced(group) : Effect.succeed(ran)
+    )
+
   return Effect.gen(function*() {
     const { group } = record
-    const mint = options.runner.newSessionId?.(group) ?? context.mintSessionId
-    const sessionIds = yield* Effect.forEach(Array.from({ length: group.size }), () => mint)
-    record.sessionIds = sessionIds
-    const barrier = yield* FirstRequestBarrier.make({
-      groupId: group.groupId,
-      sessionIds,
-      lease: record.lease,
-      rolloutId: () => record.rolloutId,
-      onReady: Effect.suspend(() => {
-        record.ready = true
-        return notify({ _tag: "Changed" })
-      })
-    })
-    const runSession = (position: number) =>
-      surviveDefects(options.runner.session(group, barrier.ticket(position))).pipe(
-        Effect.ensuring(Effect.sync(() => {
-          record.finished[position] = true
-        })),
-        Effect.mapError((error) => sessionFailure<E>(sessionIds, position, error)),
-        Effect.flatMap((outcome) =>
-          barrier.arrived(position)
-            ? Effect.succeed(outcome)
-            : Effect.fail(exitedBeforeFirstRequest<E>(sessionIds, position))
-        )
-      )
-    const runGroup = options.runner.group
-    const sessions = yield* (runGroup === undefined
-      ? Effect.forEach(sessionIds.map((_, i) => i), runSession, { concurrency: "unbounded" })
-      : runTogether(runGroup, group, barrier, sessionIds, record.finished)).pipe(Effect.result)
+    const sessions = yield* Effect.result(untilPlaced(group))
     if (sessions._tag === "Failure") {
       // The rollout is stopping (the streak tripped): this Group is being reaped, not dropped and refilled.
       if (streak.tripped() !== undefined) return

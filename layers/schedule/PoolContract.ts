@@ -45,7 +45,7 @@ export interface GroupRunner<G extends GroupLike, O, A, E> {
       group: G,
       sessions: GroupTickets,
       ended: (position: number, exit: Exit.Exit<O, E>) => Effect.Effect<void>
-    ) => Effect.Effect<void>)
+    ) => Effect.Effect<void | Refused>)
     | undefined
   /** Score the finished Group (outcomes in Session order); a failure drops the Group. */
   readonly reward: (group: G, outcomes: ReadonlyArray<O>) => Effect.Effect<Verdict<A>, E>
@@ -54,7 +54,19 @@ export interface GroupRunner<G extends GroupLike, O, A, E> {
    * entity, so any runner can route the agent's requests to its owner.
    */
   readonly newSessionId?: ((group: G) => Effect.Effect<string>) | undefined
+  /**
+   * Optional, with `group`: mint a whole Group's Session ids at a placement that `group` confirms (the cluster's
+   * controller places by room without a round trip of its own; the Group's first poll takes it there). `group` answers
+   * {@link refused} when the placement did not take (no Session started, none was told to `ended`): the pool calls
+   * this again, for a new placement under new ids, and runs the Group again. Used instead of `newSessionId` when
+   * present.
+   */
+  readonly newGroupIds?: ((group: G) => Effect.Effect<ReadonlyArray<string>>) | undefined
 }
+
+/** `GroupRunner.group`'s answer when the Group's placement did not take: the pool places it again, under new ids. */
+export const refused = "refused" as const
+export type Refused = typeof refused
 
 /** A Group's Sessions' tickets, for a runner that runs them together (`GroupRunner.group`). */
 export interface GroupTickets {

@@ -56,6 +56,29 @@ export class NotHolderError extends Schema.TaggedError<NotHolderError>()("NotHol
   }
 }
 
+/**
+ * The runner a Group was placed on by room refused it at the Group's first poll (docs/scale-out.md "Capacity"): it is
+ * full, draining, or too small for the Group (`decision`, with its room after the decision). No Session of the Group
+ * started there; the controller places the Group again, elsewhere, under new Session ids.
+ */
+export class PlacementRefusedError extends Schema.TaggedError<PlacementRefusedError>()("PlacementRefusedError", {
+  runner: Schema.String,
+  address: Schema.String,
+  decision: Schema.Literals(["full", "draining", "too-small"]),
+  /** Slots in use on the runner. */
+  used: Schema.Int,
+  /** Free slots; `null` = unlimited. */
+  free: Schema.NullOr(Schema.Int),
+  /** The runner's `--runner-slots`; `null` = unlimited. */
+  capacity: Schema.NullOr(Schema.Int)
+}) {
+  override get message(): string {
+    return `runner ${this.address} refused the Group: ${this.decision}` +
+      (this.capacity === null ? "" : ` (${this.free ?? 0}/${this.capacity} slots free)`) +
+      "; it is placed again on another runner"
+  }
+}
+
 /** A Session failed on its runner: the runner's typed error, by tag and text (it drops the Group, as in one process). */
 export class SessionFailedError extends Schema.TaggedError<SessionFailedError>()("SessionFailedError", {
   type: Schema.String,

@@ -21,7 +21,7 @@ import * as Dataset from "../schedule/Dataset.ts"
 import * as AgentSpec from "../session/AgentSpec.ts"
 import * as ClusterError from "./ClusterError.ts"
 
-export { NotHolderError, RunnerLostError, SessionFailedError } from "./ClusterError.ts"
+export { NotHolderError, PlacementRefusedError, RunnerLostError, SessionFailedError } from "./ClusterError.ts"
 
 /** A Group as the controller planned it (`SessionRunner.PlannedGroup`). */
 export const PlannedGroup = Schema.Struct({
@@ -106,6 +106,14 @@ export type PolledSession = typeof PolledSession.Type
 /** The failures of a whole Group stream (a Session's own failure is its `Failed` event). */
 export const RunFailure = Schema.Union([ClusterError.NotHolderError, ClusterError.SessionFailedError])
 export type RunFailure = typeof RunFailure.Type
+
+/** The failures of a `PollGroup`: a whole-Group failure, or (a placing poll) the runner's refusal of the Group. */
+export const PollFailure = Schema.Union([
+  ClusterError.NotHolderError,
+  ClusterError.SessionFailedError,
+  ClusterError.PlacementRefusedError
+])
+export type PollFailure = typeof PollFailure.Type
 
 /** An agent's model request as a non-owner runner's gateway received it. */
 export const ForwardedRequest = Schema.Struct({

@@ -6,8 +6,9 @@
  * A runner qualifies when it is not draining and has room for the whole Group (free `--runner-slots` at least the
  * Group's size, or no limit). Among those the one with the fewest slots in use (resident Sessions plus reservations)
  * is chosen, so a fresh runner fills first and a busy one is not chosen by hash alone; on a tie, the runner owning the
- * shard of the Group's own key. What the controller heard may be stale: the runner's `Reserve` decides, and a refusal
- * sends the Group on to the hash candidates (`Routing.candidateKeys`).
+ * shard of the Group's own key. What the controller heard may be stale: the runner decides (at the Group's placing
+ * poll), and a refusal, which brings the runner's room, places the Group again; with no runner known to have room the
+ * Group goes to the hash candidates (`Routing.candidateKeys`).
  */
 
 /** What the controller last heard of a runner. */

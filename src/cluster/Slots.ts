@@ -4,9 +4,9 @@
  * arrived yet.
  *
  * **Details**
- * A Group is placed whole: the controller asks the runner of a candidate Group key to reserve `size` slots
- * (`Reserve`), and a runner that cannot hold every Session of it refuses, so the controller tries another key (another
- * shard, usually another runner) or waits. A reservation is consumed Session by Session as they start; what a
+ * A Group is placed whole: the controller asks the runner it chose by room to take `size` slots (the Group's placing
+ * poll), or the runner of a candidate Group key to reserve them (`Reserve`), and a runner that cannot hold every
+ * Session of it refuses, so the controller places it elsewhere (another runner, another key) or waits. A reservation is consumed Session by Session as they start; what a
  * controller never used expires. A draining runner (SIGTERM) reserves nothing.
  */
 

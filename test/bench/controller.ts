@@ -1,7 +1,8 @@
 /**
  * `npm run bench -- controller`: one controller against many runners (issue 42, "Controller scale"): 100 runners ×
  * 100,000 Sessions a step (`full`; quick: 4 runners × 2,000). Prints the controller's CPU per Session, placement
- * latency p50 / p99 (a Group's `Reserve` until granted), PostgreSQL transactions per second (idle, with Sessions
+ * latency p50 / p99 (from the start of a Group's placement until its runner started its first Session, on the wall
+ * clock both processes share; and until the runner's first answer, which carries its agents' first requests), PostgreSQL transactions per second (idle, with Sessions
  * held, during the step), the controller's CPU per held Session per second (its `Touch` calls and the runners' `Alive`
  * events), and the heap per held Session on a runner against the same Session held the single-process way.
  *
@@ -198,7 +199,8 @@ const combined = (answers: ReadonlyArray<Runners.Answer>): Runners.Answer => ({
   maxDelayMs: Math.max(...answers.map((a) => a.maxDelayMs)),
   gcMs: answers.reduce((sum, a) => sum + a.gcMs, 0),
   maxGcMs: Math.max(...answers.map((a) => a.maxGcMs)),
-  stalls: answers.flatMap((a) => a.stalls)
+  stalls: answers.flatMap((a) => a.stalls),
+  started: answers.flatMap((a) => a.started)
 })
 
 /**
@@ -279,8 +281,12 @@ interface Step {
   readonly placedAtWall: Array<number>
   /** The runner that took each placement (its incarnation). */
   readonly placedOn: Array<string>
+  /** Each placement's Group as its Session ids name it (`<group key>.<holder>`), its runner's record of its start. */
+  readonly placedAs: Array<string>
   readonly failures: Array<string>
   sessions: number
+  /** Placements that did not take (refused at the Group's first poll) and were made again. */
+  replaced: number
 }
 
 /**
@@ -299,10 +305,21 @@ const runGroups = (
   }
 ) =>
   Effect.gen(function*() {
-    const step: Step = { placements: [], placedAt: [], placedAtWall: [], placedOn: [], failures: [], sessions: 0 }
+    const step: Step = {
+      placements: [],
+      placedAt: [],
+      placedAtWall: [],
+      placedOn: [],
+      placedAs: [],
+      failures: [],
+      sessions: 0,
+      replaced: 0
+    }
     const began = performance.now()
     const newSessionId = runner.newSessionId
     if (newSessionId === undefined) return yield* Effect.die("the controller's runner places no Group")
+    // As the pool mints a Group's ids: the whole Group at a placement its first poll confirms, where the runner can.
+    const newGroupIds = runner.group === undefined ? undefined : runner.newGroupIds
     yield* Effect.forEach(
       Array.from({ length: options.groups }, (_, i) => options.from + i),
       (g) =>
@@ -317,46 +334,73 @@ const runGroups = (
             promptIndex: g,
             firstIndex: g * options.size
           }
-          const idOf = newSessionId(group)
           const placing = performance.now()
           const placingWall = performance.timeOrigin + placing
-          const first = yield* idOf
-          step.placements.push(performance.now() - placing)
-          step.placedAt.push(placing - began)
-          step.placedAtWall.push(placingWall)
-          step.placedOn.push(Routing.holderOf(first) ?? "")
-          const sessionIds = [first]
-          for (let i = 1; i < options.size; i++) sessionIds.push(yield* idOf)
-          const lease = yield* Deferred.make<boolean>()
-          const hold = options.hold
-          const barrier = yield* FirstRequestBarrier.make({
-            groupId: group.groupId,
-            sessionIds,
-            lease,
-            rolloutId: () => 0,
-            onReady: hold === undefined
-              ? Deferred.succeed(lease, true).pipe(Effect.asVoid)
-              : Effect.sync(hold.ready).pipe(
-                Effect.andThen(Effect.forkDetach(
-                  Deferred.await(hold.release).pipe(
-                    Effect.andThen(Deferred.succeed(lease, true))
-                  )
-                ))
-              ).pipe(Effect.asVoid)
-          })
+          let placed = false
+          /**
+           * The runner took the Group (its `Reserve` granted, or the first answer to its first poll): until then, for
+           * now; the step's figure is until its runner started it (`placedAs`, from the runners' record).
+           */
+          const took = (sessionId: string) => {
+            if (placed) return
+            placed = true
+            step.placements.push(performance.now() - placing)
+            step.placedAt.push(placing - began)
+            step.placedAtWall.push(placingWall)
+            step.placedOn.push(Routing.holderOf(sessionId) ?? "")
+            step.placedAs.push(sessionId.slice(0, sessionId.lastIndexOf(".")))
+          }
           const ended = (exit: Exit.Exit<unknown, unknown>) =>
             Effect.sync(() => {
               step.sessions += 1
               if (Exit.isFailure(exit)) step.failures.push(String(exit.cause).slice(0, 300))
             })
-          const tickets = sessionIds.map((_, i) => barrier.ticket(i))
-          // As the pool does: the whole Group at once where the runner can (`group`), else one fiber a Session.
-          yield* runner.group === undefined
-            ? Effect.forEach(tickets, (ticket) => Effect.flatMap(Effect.exit(runner.session(group, ticket)), ended), {
-              concurrency: "unbounded",
-              discard: true
+          // A Group whose placement did not take (`refused`) is placed again under new ids, as the pool does.
+          while (true) {
+            let sessionIds: ReadonlyArray<string>
+            if (newGroupIds === undefined) {
+              const idOf = newSessionId(group)
+              const first = yield* idOf
+              took(first)
+              const ids = [first]
+              for (let i = 1; i < options.size; i++) ids.push(yield* idOf)
+              sessionIds = ids
+            } else sessionIds = yield* newGroupIds(group)
+            const lease = yield* Deferred.make<boolean>()
+            const hold = options.hold
+            const barrier = yield* FirstRequestBarrier.make({
+              groupId: group.groupId,
+              sessionIds,
+              lease,
+              rolloutId: () => 0,
+              onReady: hold === undefined
+                ? Deferred.succeed(lease, true).pipe(Effect.asVoid)
+                : Effect.sync(hold.ready).pipe(
+                  Effect.andThen(Effect.forkDetach(
+                    Deferred.await(hold.release).pipe(
+                      Effect.andThen(Deferred.succeed(lease, true))
+                    )
+                  ))
+                ).pipe(Effect.asVoid)
             })
-            : runner.group(group, { tickets, arrive: barrier.arrive }, (_, exit) => ended(exit))
+            const tickets = sessionIds.map((_, i) => barrier.ticket(i))
+            // The first answer of a placing poll carries the Group's first requests (the agents ask at once).
+            const arrive = (position: number) =>
+              Effect.suspend(() => {
+                took(sessionIds[0] ?? "")
+                return barrier.arrive(position)
+              })
+            // As the pool does: the whole Group at once where the runner can (`group`), else one fiber a Session.
+            const ran = runner.group === undefined
+              ? yield* Effect.forEach(
+                tickets,
+                (ticket) => Effect.flatMap(Effect.exit(runner.session(group, ticket)), ended),
+                { concurrency: "unbounded", discard: true }
+              )
+              : yield* runner.group(group, { tickets, arrive }, (_, exit) => ended(exit))
+            if (ran !== "refused") return
+            step.replaced += 1
+          }
         }),
       { concurrency: options.concurrency, discard: true }
     )
@@ -511,6 +555,13 @@ const measure = (sizes: Sizes, thinkMs: number) =>
       }
       const afterEach = yield* Effect.promise(() => runners.each({ cmd: "load" }))
       const runnersAfter = combined(afterEach)
+      // A placement's latency: until its runner started the Group's first Session (as that runner recorded it).
+      const started = new Map(runnersAfter.started)
+      const answered = [...step.result.placements]
+      step.result.placedAs.forEach((group, i) => {
+        const at = started.get(group)
+        if (at !== undefined) step.result.placements[i] = at - step.result.placedAtWall[i]!
+      })
       const stallsOf = (runner: string) => afterEach[runners.processOf(runner) ?? -1]?.stalls ?? []
       return {
         idle,
@@ -519,6 +570,7 @@ const measure = (sizes: Sizes, thinkMs: number) =>
         startMs: runners.startMs,
         slowestProcessMs: runners.slowestProcessMs,
         runnersCpuMs: runnersAfter.cpuMs - runnersBefore.cpuMs,
+        answered,
         runnersPauses: runnersAfter,
         stallsOf,
         worstRunnersStalls: afterEach.map((a) => a.stalls).sort((a, b) =>
@@ -563,6 +615,11 @@ export const bench: Harness.Bench = {
           measure: "placement latency p50 / p99 (target p99 ≤ 1 s)",
           value: `${percentileMs(step.result.placements, 50)} / ${percentileMs(step.result.placements, 99)}`
         },
+        {
+          measure: "until the runner's first answer p50 / p99 (its agents' first requests)",
+          value: `${percentileMs(m.answered, 50)} / ${percentileMs(m.answered, 99)}`
+        },
+        { measure: "placements refused at a Group's first poll and made again", value: `${step.result.replaced}` },
         {
           measure: "slowest 1% of placements started at (s into the step)",
           value: slowestStarts(step.result)

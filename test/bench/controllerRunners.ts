@@ -50,10 +50,14 @@ export const sharding = (shards: number) => ({
   entityTerminationTimeout: Duration.seconds(15)
 })
 
-/** A simulated agent: first request at once, then its lease, `think` of work, and an empty result. */
-export const simulatedAgents = (think: Duration.Duration) =>
+/**
+ * A simulated agent: first request at once, then its lease, `think` of work, and an empty result. `started` is told of
+ * each Session as it starts.
+ */
+export const simulatedAgents = (think: Duration.Duration, started?: (sessionId: string) => void) =>
   ClusterRollout.hostedSessions((_group, ticket) =>
-    ticket.awaitLease.pipe(
+    Effect.sync(() => started?.(ticket.sessionId)).pipe(
+      Effect.andThen(ticket.awaitLease),
       Effect.orDie,
       Effect.andThen(Duration.isZero(think) ? Effect.void : Effect.sleep(think)),
       Effect.as({ sessionId: ticket.sessionId, samples: [], debug: [] })
@@ -81,6 +85,11 @@ export interface Answer {
    * clock (`performance.timeOrigin` added), so the bench compares them across processes.
    */
   readonly stalls: ReadonlyArray<Stalls.Stall>
+  /**
+   * Since the last answer: when each Group's first Session started here (its Session ids' `<group key>.<holder>`, on
+   * the wall clock), for the placement latency.
+   */
+  readonly started: ReadonlyArray<readonly [string, number]>
 }
 
 /** The shortest event-loop stall {@link pauses} lists. */
@@ -140,10 +149,16 @@ const main = Effect.gen(function*() {
   const engine = EmbeddedEngine.EmbeddedEngine.layer(EmbeddedEngine.instant).pipe(
     Layer.provide(Tokenizer.Tokenizer.layer)
   )
+  // When each Group's first Session started here (its ids up to the random part), wall clock.
+  let started = new Map<string, number>()
+  const start = (sessionId: string) => {
+    const group = sessionId.slice(0, sessionId.lastIndexOf("."))
+    if (!started.has(group)) started.set(group, performance.timeOrigin + performance.now())
+  }
   const services = yield* Layer.build(Layer.mergeAll(
     settings,
     engine,
-    simulatedAgents(think),
+    simulatedAgents(think, start),
     GenerationGate.GenerationGate.layer(Retention.synchronous).pipe(Layer.provide(engine))
   ))
   const hosts: Array<Host.HostShape> = []
@@ -205,7 +220,15 @@ const main = Effect.gen(function*() {
 
   const load = (): Answer => {
     const cpu = process.cpuUsage()
-    return { heap: Number.NaN, hosted: Number.NaN, cpuMs: (cpu.user + cpu.system) / 1000, ...paused.read() }
+    const startedNow = [...started]
+    started = new Map()
+    return {
+      heap: Number.NaN,
+      hosted: Number.NaN,
+      cpuMs: (cpu.user + cpu.system) / 1000,
+      ...paused.read(),
+      started: startedNow
+    }
   }
   const answer = (snapshot?: string): Effect.Effect<Answer> =>
     Effect.gen(function*() {

@@ -8,7 +8,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Clock, Effect } from "effect"
 import { TestClock } from "effect/testing"
-import type * as PoolContract from "../../layers/schedule/PoolContract.ts"
+import * as PoolContract from "../../layers/schedule/PoolContract.ts"
 import * as Sim from "../support/simPool.ts"
 
 type Runner = PoolContract.GroupRunner<Sim.Group, number, number, Sim.AgentCrashed>
@@ -214,5 +214,57 @@ describe("the Group pool with a runner that runs a Group together", () => {
         assert.strictEqual(together.step.interruptedGroups, 1)
       })
     )
+  })
+
+  it.effect("a Group whose placement does not take is placed again under new ids, never dropped", () => {
+    // Each Group's first placement is refused (`group` answers `refused` before any Session starts, as the cluster's
+    // controller does when the runner chosen by room is full or draining); the second takes.
+    const minted: Array<string> = []
+    const refusedIds: Array<string> = []
+    const ran: Array<string> = []
+    return ownClock(Sim.runPool(
+      {
+        capacity: 2,
+        groupSize: 2,
+        runner: (timeline) => {
+          const own = together(Sim.runner(() => ({ turns: 1, turnSeconds: 2 }), timeline))
+          const placements = new Map<number, number>()
+          return {
+            ...own,
+            newGroupIds: (group) =>
+              Effect.sync(() => {
+                const n = placements.get(group.seq) ?? 0
+                placements.set(group.seq, n + 1)
+                const ids = [0, 1].map((i) => `g${group.seq}-placement${n}-${i}`)
+                minted.push(...ids)
+                return ids
+              }),
+            group: (group, sessions, ended) => {
+              const ids = sessions.tickets.map((t) => t.sessionId)
+              if (ids.some((id) => id.includes("placement0"))) {
+                refusedIds.push(...ids)
+                return Effect.succeed(PoolContract.refused)
+              }
+              ran.push(...ids)
+              return own.group!(group, sessions, ended)
+            }
+          }
+        }
+      },
+      (pool) => pool.runStep(Sim.plan(0, 2)),
+      { minutes: 60 }
+    )).pipe(Effect.map(({ sink, timeline, value }) => {
+      assert.strictEqual(value.accepted.length, 2)
+      assert.strictEqual(value.dropped, 0)
+      assert.isFalse(sink.captured.lines.some((l) => l.includes("Dropping")))
+      // Two placements a Group; its Sessions ran once each, under the second placement's ids only.
+      assert.strictEqual(minted.length, 8)
+      assert.deepStrictEqual(
+        [...ran].sort(),
+        ["g0-placement1-0", "g0-placement1-1", "g1-placement1-0", "g1-placement1-1"]
+      )
+      assert.strictEqual(refusedIds.length, 4)
+      assert.strictEqual(Sim.of(timeline, "start").length, 4)
+    }))
   })
 })
