@@ -34,6 +34,16 @@ export interface Parking {
 }
 
 /**
+ * Whether a request of `session` would wait parked now: the generation can be cut at its first lease wait, requests
+ * are not run in one fiber (tracer, replay recorder), the Session has no generation gate and a `leaseHeld` that says
+ * the lease is not held. A caller that finds it would not can run `Generation.generate` inline, without {@link generate}'s
+ * answer continuation.
+ */
+export const parks = (parking: Parking, session: Sessions.SessionEntry): boolean =>
+  parking.generation.prepare !== undefined && parking.generation.complete !== undefined && !parking.inOneFiber &&
+  session.gate === undefined && session.leaseHeld !== undefined && !session.leaseHeld()
+
+/**
  * Generate `request` of `session` and hand the generation to `answer` (the route's answer: it runs the effect it is
  * given and writes what it gives). With the lease not held after `Generation.prepare`, `answer` runs later in a fiber
  * of its own and the calling fiber ends at once.
@@ -48,10 +58,7 @@ export const generate = (
   const { prepare, complete } = generation
   const { leaseHeld } = session
   // A lease held already (the common case once a Group runs): nothing to wait for, one fiber as before.
-  if (
-    prepare === undefined || complete === undefined || leaseHeld === undefined || parking.inOneFiber ||
-    session.gate !== undefined || leaseHeld()
-  ) {
+  if (!parks(parking, session) || prepare === undefined || complete === undefined || leaseHeld === undefined) {
     return answer(generation.generate(session, request))
   }
   return Effect.matchEffect(prepare(session, request), {

@@ -240,21 +240,29 @@ const serveModel = (
 
     if (!canonical.stream) {
       phase.set("completion")
+      const answer = function*(generation: Effect.Effect<Completion.Completion, Generation.GenerationError>) {
+        const exit = yield* outcome(generation)
+        // The answer arrived in an I/O or promise callback: render and write it as a task; a client gone meanwhile is a 499.
+        yield* FairScheduler.continueAsTask
+        phase.set("answered")
+        if (Exit.isFailure(exit)) return Answer.sendError(ex, adapter, Answer.failureError(exit), undefined, exchange)
+        const rendered = Result.try(() => JSON.stringify(adapter.renderJson(exit.value, canonical)))
+        if (Result.isFailure(rendered)) {
+          return Answer.sendError(ex, adapter, ProtocolError.GatewayError.internal("render"), undefined, exchange)
+        }
+        exchange?.answered?.(Received.ofJson(200, rendered.success))
+        return Exchange.sendJson(ex, 200, rendered.success)
+      }
+      // Nothing to wait for (a lease held, as for every turn after a Group's first): the answer runs inline, in this
+      // generator, as before parking (a generator and a fiber step fewer a request).
+      if (!LeaseParking.parks(env.parking, session)) return yield* answer(env.generation.generate(session, canonical))
       // A request waiting for its lease waits parked (LeaseParking.ts): this fiber ends, the answer runs later.
-      return yield* LeaseParking.generate(env.parking, session, canonical, (generation) =>
-        Effect.gen(function*() {
-          const exit = yield* outcome(generation)
-          // The answer arrived in an I/O or promise callback: render and write it as a task; a client gone meanwhile is a 499.
-          yield* FairScheduler.continueAsTask
-          phase.set("answered")
-          if (Exit.isFailure(exit)) return Answer.sendError(ex, adapter, Answer.failureError(exit), undefined, exchange)
-          const rendered = Result.try(() => JSON.stringify(adapter.renderJson(exit.value, canonical)))
-          if (Result.isFailure(rendered)) {
-            return Answer.sendError(ex, adapter, ProtocolError.GatewayError.internal("render"), undefined, exchange)
-          }
-          exchange?.answered?.(Received.ofJson(200, rendered.success))
-          return Exchange.sendJson(ex, 200, rendered.success)
-        }))
+      return yield* LeaseParking.generate(
+        env.parking,
+        session,
+        canonical,
+        (generation) => Effect.gen(() => answer(generation))
+      )
     }
 
     const context: Completion.FailureContext = {

@@ -165,13 +165,18 @@ const make = (options: StepContext.GenerationOptions) =>
     const { forests } = core
 
     /**
-     * One model request, from match to commit, is two generators, cut at the first lease wait (`prepared`, then
-     * `completed`): each named step (`Generation.match`, ..., `Generation.commitResponse`, and `Generation.attempt`
-     * inside `Generation.attempts`) runs inline, delegated by them, unless a tracing backend is installed, when it is
-     * an effect in its own span (`StepSpan.inline`); the Clock and the context (for the metrics) are read once, from
-     * the request's fiber. `generate` runs the two one after the other (not from a third generator delegating to both:
-     * that was one more generator and one more level every yielded effect passes through, on every request).
+     * One model request, from match to commit, as one generator (`request`) delegating to its two halves, cut at the
+     * first lease wait (`prepared`, then `completed`): each named step (`Generation.match`, ...,
+     * `Generation.commitResponse`, and `Generation.attempt` inside `Generation.attempts`) runs inline, delegated by
+     * them, unless a tracing backend is installed, when it is an effect in its own span (`StepSpan.inline`); the Clock
+     * and the context (for the metrics) are read once, from the request's fiber. `generate` runs `request` (one
+     * `Effect.gen`: the halves as two, one after the other, were 4 more Effect steps a request); `prepare` and
+     * `complete` run a half each.
      */
+    function* request(run: StepContext.RequestRun, request: Completion.CanonicalRequest) {
+      const planned = yield* prepared(run, request)
+      return yield* completed(run, request, planned)
+    }
 
     /** `Generation.match`, `Generation.observe` and `Generation.plan`: the request up to its first lease wait. */
     function* prepared(run: StepContext.RequestRun, request: Completion.CanonicalRequest) {
@@ -254,10 +259,7 @@ const make = (options: StepContext.GenerationOptions) =>
     ): Effect.Effect<Completion.Completion, GenerationError.GenerationError> =>
       Effect.withFiber((fiber) => {
         const run = runOf(fiber, session)
-        const generated = Effect.flatMap(
-          Effect.gen(() => prepared(run, canonical)),
-          (planned) => Effect.gen(() => completed(run, canonical, planned))
-        )
+        const generated = Effect.gen(() => request(run, canonical))
         return StepSpan.spanIf(run.tracing, generated, "Generation.generate")
       })
 

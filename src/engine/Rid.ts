@@ -19,25 +19,29 @@ export interface RidInput {
   readonly attempt: number
 }
 
+const prefix = "relax-"
+/** Where a rid is written: the prefix once, the digits per rid (they are read out at once, so one buffer serves all). */
+const text = Buffer.alloc(length)
+text.write(prefix, 0, "latin1")
+
 /**
  * The rid of one engine attempt: `relax-` and the first 32 hex digits of the SHA-256 of session, parent, turn and
  * (from the first resume on) attempt. Deterministic, so a retried request reuses its rid.
  */
 export const forAttempt = (input: RidInput): string => {
-  const digest = hash(
+  const hex = hash(
     "sha256",
     `${input.sessionId}\u0000${input.parent}\u0000${input.turn}${input.attempt === 0 ? "" : `\u0000${input.attempt}`}`,
-    "buffer"
+    "hex"
   )
-  // Written out as one flat string: `"relax-" + hex.slice(0, 32)` is a concatenation over a slice that keeps the whole
-  // 64-digit hex string alive (144 bytes where this is 56), and a forest's response keeps its rid.
-  const text = Buffer.allocUnsafe(length)
-  text.write(prefix, 0, "latin1")
-  text.write(digest.toString("hex", 0, 16), prefix.length, "latin1")
-  return text.toString("latin1")
+  // One flat string of its own, read out of a buffer that holds the prefix: `"relax-" + hex.slice(0, 32)` is a
+  // concatenation over a slice that keeps the whole 64-digit hex string alive (144 bytes where this is 56), and a
+  // forest's response keeps its rid. The digest as hex text and this buffer's two native calls cost what that
+  // concatenation did; a digest `Buffer` and a buffer of its own per rid cost ~3× (docs/performance.md, "Issue 41,
+  // seventh pass").
+  text.write(hex, prefix.length, length - prefix.length, "latin1")
+  return text.toString("latin1", 0, length)
 }
-
-const prefix = "relax-"
 
 /** Whether `rid` has the fixed rid shape. */
 export const isValid = (rid: string): boolean => /^relax-[0-9a-f]{32}$/.test(rid)

@@ -9,6 +9,7 @@ import * as Forest from "../../src/forest/Forest.ts"
 import * as ForestError from "../../src/forest/ForestError.ts"
 import * as InferencePrefix from "../../src/forest/InferencePrefix.ts"
 import * as Matching from "../../src/forest/Matching.ts"
+import * as Nodes from "../../src/forest/Nodes.ts"
 import * as Sample from "../../src/forest/Sample.ts"
 import * as StateHash from "../../src/forest/StateHash.ts"
 import type * as Canonical from "../../src/protocol/Canonical.ts"
@@ -248,6 +249,24 @@ describe("commits", () => {
     assert.deepStrictEqual([...InferencePrefix.ids(forest, t2.resp)], [1, 2, 3, 4, 5, 6, 7])
     assert.strictEqual(Forest.trainTokenCount(forest, t2.resp), 7)
     assert.strictEqual(Forest.responseOfRequest(forest, resp.kind === "resp" ? resp.requestId : ""), t2.resp)
+  })
+
+  it("packs logprobs of any length through one reused buffer: each string reads back its own values", () => {
+    // Lengths around the buffer's first size (4 KiB), its growth and its limit (1 MiB: a buffer of its own past it),
+    // in 32-bit and 64-bit floats, short ones after long ones (what a longer packing left must not show).
+    const lengths = [3, 600, 5, 1100, 140_000, 7, 300_000, 2]
+    const packed = lengths.map((n, k) => {
+      const single = k % 2 === 0
+      const values = Array.from({ length: n }, (_, i) => single ? Math.fround(-(i + k) / 7) : -(i + k) / 7 - 1e-12)
+      return { values, single, text: Nodes.packLogprobs(values) }
+    })
+    for (const { values, single, text } of packed) {
+      assert.strictEqual(text.length, values.length * (single ? 4 : 8))
+      const read = Nodes.logprobsOf(text, values.length)
+      if (single) assert.instanceOf(read, Float32Array)
+      else assert.instanceOf(read, Float64Array)
+      assert.deepStrictEqual([...read], values)
+    }
   })
 
   it("reads back every committed id and logprob exactly, in 32-bit floats only when they are exact there", () => {
