@@ -12,6 +12,7 @@ export {
   ConfigMismatchError,
   FleetCommandError,
   NotHolderError,
+  PlacementRefusedError,
   RunnerLostError,
   SessionFailedError
 } from "./cluster/ClusterError.ts"
