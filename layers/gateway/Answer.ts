@@ -113,6 +113,13 @@ export const heartbeat = (ex: Exchange.Exchange, frame: string, interval: Durati
 }
 
 /**
+ * A body at least this large is read, scanned and parsed in one task of the scheduler and matched, rendered and
+ * handed on in the next (`serveModel`): a 1 MB body's part was ~15 ms of one task (docs/performance.md, section 3,
+ * "Issue 41, the 1 MB message"); a few hundred KB is a few milliseconds.
+ */
+export const LARGE_BODY_BYTES = 256 * 1024
+
+/**
  * Read the body under the size limit (`maxBodyBytes`); `undefined` when the client went away meanwhile (logged once,
  * when `claimDisconnectLog` says the log line is this reader's).
  */

@@ -210,6 +210,8 @@ const serveModel = (
       : undefined
     const decoded = EchoBody.decode(bytes, env.maxJsonDepth, echo?.known, adapter.decode)
     if (Result.isFailure(decoded)) return Answer.sendError(ex, adapter, decoded.failure)
+    // A large body's copy, scan and parse were milliseconds of this task: the generation goes on in the next.
+    if (bytes.length >= Answer.LARGE_BODY_BYTES) yield* FairScheduler.continueAsTask
     const canonical: Completion.CanonicalRequest = echo?.mark === undefined ? decoded.success : {
       ...decoded.success,
       echo: {

@@ -9,10 +9,12 @@ import * as Drift from "../../src/forest/Drift.ts"
 import * as Forest from "../../src/forest/Forest.ts"
 import * as Matching from "../../src/forest/Matching.ts"
 import * as GenerationError from "../../src/generation/GenerationError.ts"
+import * as PackedIds from "../../src/ids/PackedIds.ts"
 import type * as Canonical from "../../src/protocol/Canonical.ts"
 import type * as ChatTemplate from "../../src/template/ChatTemplate.ts"
 import * as ObservationDelta from "../../src/template/ObservationDelta.ts"
 import * as Instruments from "../observability/Instruments.ts"
+import * as FairScheduler from "../platform/FairScheduler.ts"
 import type * as Sessions from "../schedule/Sessions.ts"
 import * as Images from "./Images.ts"
 import type * as StepContext from "./StepContext.ts"
@@ -84,6 +86,19 @@ const observationTokens = (
     )
 }
 
+/** Observations of at least this many ids are packed in a task before the commit's (a 1 MB message: ~250,000). */
+const PACK_APART_IDS = 64 * 1024
+
+/**
+ * A long observation's ids packed for the forest, then the next task: packing and committing a 1 MB message's ids in
+ * one task was ~15 ms of it (docs/performance.md, section 3, "Issue 41, the 1 MB message").
+ */
+const packApart = (tokens: ReadonlyArray<number>): Effect.Effect<PackedIds.PackedIds> =>
+  Effect.suspend(() => {
+    const packed = PackedIds.pack(tokens)
+    return Effect.as(FairScheduler.continueAsTask, packed)
+  })
+
 /** Commit the request's new messages (if any) under the matched parent; returns the state to generate from. */
 export function* observe(
   core: StepContext.Core,
@@ -105,6 +120,7 @@ export function* observe(
     rolloutId: session.rolloutId(),
     messages: matched.suffix,
     tokens,
+    packed: tokens.length < PACK_APART_IDS ? undefined : yield* packApart(tokens),
     train,
     tools: state.tools,
     chatTemplateKwargs: state.chat_template_kwargs,

@@ -13,10 +13,24 @@ import { join } from "node:path"
 import { Worker } from "node:worker_threads"
 import * as FairScheduler from "../platform/FairScheduler.ts"
 
-// The worker is plain CommonJS (no TypeScript loader needed wherever the service runs): it loads the same files
-// with the same library and answers `{ id, text }` with `{ id, ids }` (an Int32Array, transferred).
+/**
+ * The worker thread's nice value (19: the lowest priority). On Linux the nice value is per thread, and
+ * `os.setPriority` inside the worker (pid 0: the calling thread) lowers only the worker's: the main thread serves
+ * every other Session while one long text is encoded (~1 s of CPU for 1 MB, and ~0.6 s to load the tokenizer on first
+ * use), so on a machine with fewer cores than runnable threads the encode gives way to it instead of taking its core
+ * (docs/performance.md, section 3, "Issue 41, the 1 MB message"). Elsewhere (where it would apply to the whole process)
+ * and where it fails, the worker keeps the process's priority.
+ */
+export const WORKER_NICE = 19
+
+// The worker is plain CommonJS (no TypeScript loader needed wherever the service runs): it lowers its own priority
+// first, loads the same files with the same library and answers `{ id, text }` with `{ id, ids }` (an Int32Array,
+// transferred).
 const workerSource = `
 const { parentPort, workerData } = require("node:worker_threads")
+if (process.platform === "linux") {
+  try { require("node:os").setPriority(workerData.nice) } catch {}
+}
 const { readFileSync } = require("node:fs")
 const { join } = require("node:path")
 const { Tokenizer } = require(workerData.library)
@@ -32,11 +46,17 @@ parentPort.on("message", ({ id, text }) => {
  * An encoder on a worker thread for the tokenizer files in `directory`, started on first use; `undefined` when the
  * files are not there (the caller then encodes in place). A worker that fails is dropped and the pending texts are
  * encoded in place, so a result always comes back.
+ *
+ * **Details**
+ * Each step the main thread takes for a long text is a task of the scheduler of its own: the hand-over leaves the
+ * task that prepared the text (a 1 MB body's read, parse and render), starting the worker is one task and posting the
+ * text (serializing it for the worker) the next, and the ids come back in {@link toArrayInSlices}' slices. Run in one
+ * go they were ~25–30 ms of one task for a 1 MB message (docs/performance.md, section 3, "Issue 41, the 1 MB message").
  */
 export const make = (
   directory: string,
   inPlace: (text: string) => ReadonlyArray<number>
-): ((text: string) => Promise<ArrayLike<number>>) | undefined => {
+): ((text: string) => Effect.Effect<ReadonlyArray<number>>) | undefined => {
   if (!existsSync(join(directory, "tokenizer.json"))) return undefined
   let worker: Worker | undefined
   let nextId = 0
@@ -50,7 +70,7 @@ export const make = (
   }
   const start = (): Worker => {
     const library = createRequire(import.meta.url).resolve("@huggingface/tokenizers")
-    const started = new Worker(workerSource, { eval: true, workerData: { directory, library } })
+    const started = new Worker(workerSource, { eval: true, workerData: { directory, library, nice: WORKER_NICE } })
     started.on("message", (message: { readonly id: number; readonly ids: Int32Array }) => {
       const job = pending.get(message.id)
       pending.delete(message.id)
@@ -63,13 +83,22 @@ export const make = (
     started.on("exit", failed)
     return started
   }
-  return (text) =>
-    new Promise((resolve) => {
+  const post = (text: string) =>
+    new Promise<ArrayLike<number>>((resolve) => {
       const id = nextId++
       pending.set(id, { text, resolve })
       worker ??= start()
       worker.ref()
       worker.postMessage({ id, text })
+    })
+  return (text) =>
+    Effect.gen(function*() {
+      yield* FairScheduler.continueAsTask
+      if (worker === undefined) {
+        worker = start()
+        yield* FairScheduler.continueAsTask
+      }
+      return yield* toArrayInSlices(yield* Effect.promise(() => post(text)))
     })
 }
 

@@ -184,7 +184,7 @@ export const fromJson = (
     encodeAsync: (text) =>
       offLoop === undefined || text.length < OFF_LOOP_CHARS
         ? Effect.sync(() => encode(text))
-        : Effect.flatMap(Effect.promise(() => offLoop(text)), OffLoopEncoder.toArrayInSlices),
+        : offLoop(text),
     encodeText: (text) => (text.length === 0 ? [] : plainEncode()(text)),
     specialTokens: specialAdded.map((t) => t.content),
     decode: (ids, options) => (ids.length === 0 ? "" : decodeIds(ids, options?.skipSpecialTokens ?? false)),

@@ -76,6 +76,11 @@ export interface ObservationCommit {
   readonly parent: string
   readonly messages: ReadonlyArray<Canonical.Message>
   readonly tokens: ReadonlyArray<number>
+  /**
+   * `PackedIds.pack(tokens)`, where the caller packed a long observation's ids apart from the commit (a 1 MB message's
+   * ~250,000 ids: layers/generation/Observation.ts); absent: the commit packs them.
+   */
+  readonly packed?: PackedIds.PackedIds | undefined
   /** The processor-expanded training view of `tokens` and each image's grid; absent: training uses `tokens`. */
   readonly train?: ExpandedObservation | undefined
   readonly tools: ReadonlyArray<Canonical.Tool>
@@ -156,7 +161,7 @@ export const commitObservation = (forest: Forest.Forest, o: ObservationCommit): 
     rolloutId: o.rolloutId,
     abortCount: atRoot ? 0 : parent.abortCount,
     messages,
-    ids: PackedIds.pack(o.tokens),
+    ids: o.packed ?? PackedIds.pack(o.tokens),
     trainIds: o.train === undefined ? undefined : PackedIds.pack(o.train.tokens),
     top: parent.top ?? undefined,
     tokenCount: parent.tokenCount + observationTrainLength(o),

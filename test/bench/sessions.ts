@@ -240,7 +240,9 @@ const run = (options: Harness.BenchOptions): Promise<Harness.BenchResult> => {
         { measure: "  CPU while requests arrive", value: CpuShare.describe(opening.cpu) },
         { measure: "stalls while held", value: Stalls.describeStalls(holding.stalls, stallMs) },
         { measure: "stalls during the 1 MB message", value: Stalls.describeStalls(bigPhase.stalls, stallMs) },
+        { measure: "  CPU during the 1 MB message", value: CpuShare.describe(bigPhase.cpu) },
         { measure: "stalls while released", value: Stalls.describeStalls(release.stalls, stallMs) },
+        { measure: "  CPU while released", value: CpuShare.describe(release.cpu) },
         {
           measure: "held requests completed after release",
           value: `${finished.completed} / ${opening.value.opened} (${finished.heartbeats} heartbeats)`

@@ -6,6 +6,7 @@ import { assert, describe, expect, it } from "@effect/vitest"
 import { Context, Deferred, Effect, Fiber, Layer, Logger, Ref } from "effect"
 import { TestClock } from "effect/testing"
 import * as http from "node:http"
+import * as Answer from "../../layers/gateway/Answer.ts"
 import * as Gateway from "../../layers/gateway/Gateway.ts"
 import * as Forests from "../../layers/generation/Forests.ts"
 import * as Generation from "../../layers/generation/Generation.ts"
@@ -168,6 +169,20 @@ describe("Gateway routes", () => {
         seed: 3,
         state: { messages: [{ role: "user", content: "What is 2+2?" }], tools: [], chat_template_kwargs: {} }
       })
+    }))
+})
+
+describe("Gateway large bodies", () => {
+  it.live("decodes a body over Answer.LARGE_BODY_BYTES whole and answers it (its generation goes on in a later task)", () =>
+    Effect.gen(function*() {
+      const { gateway, live, seen } = yield* setup({ maxBodyBytes: 2 * Answer.LARGE_BODY_BYTES })
+      const content = "tool output ".repeat(Math.ceil(Answer.LARGE_BODY_BYTES / 12))
+      const body = JSON.stringify({ model: "m", messages: [{ role: "user", content }] })
+      assert.isAtLeast(Buffer.byteLength(body), Answer.LARGE_BODY_BYTES)
+      const reply = yield* request(gateway.baseUrl + "/v1/chat/completions", { headers: bearer(live), body })
+      expect(reply.status).toBe(200)
+      expect(json(reply)).toMatchObject({ object: "chat.completion", choices: [{ message: { content: "4" } }] })
+      expect(seen[0]?.state).toMatchObject({ messages: [{ role: "user", content }] })
     }))
 })
 
