@@ -101,9 +101,14 @@ export const PollGroup = Rpc.make("PollGroup", {
   payload: {
     runner: Schema.String,
     controller: Schema.String,
-    group: ClusterWire.PlannedGroup,
+    /**
+     * The Group and the controller's sample-changing settings, which the Sessions a poll starts need: sent with the
+     * Group's placing polls (`place`), omitted by those that follow Sessions already running (a poll without them
+     * starts no Session).
+     */
+    group: Schema.optionalKey(ClusterWire.PlannedGroup),
     sessions: Schema.Array(ClusterWire.PolledSession),
-    config: Schema.Record(Schema.String, Schema.String),
+    config: Schema.optionalKey(Schema.Record(Schema.String, Schema.String)),
     /** The Group's Runtime lease, when it came while no poll was out: the named Sessions are granted first. */
     grant: Schema.NullOr(ClusterWire.PolledGrant),
     /**

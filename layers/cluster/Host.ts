@@ -221,6 +221,14 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
         ? Effect.void
         : Effect.fail(new ClusterWire.NotHolderError({ holder, runner: incarnation }))
 
+    /** A Session a poll names that this runner neither runs nor remembers, and that the poll may not start. */
+    const unknownSession = (sessionId: string) =>
+      new ClusterWire.SessionFailedError({
+        type: "SessionUnknown",
+        detail: `runner ${address} does not hold Session ${sessionId}, and a poll that does not place its Group ` +
+          "starts no Session"
+      })
+
     /** The Session ended (its agent, or a stop): its slot is free, its streams report it. */
     const ended = (hosted: Hosted, exit: Exit.Exit<ClusterWire.SessionResult, ClusterWire.SessionFailedError>) => {
       if (hosted.ended === undefined) running -= 1
@@ -367,16 +375,20 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
      * is admitted), each stopped or refused one reported with why.
      */
     const admit = (
-      payload: Omit<typeof GroupEntity.RunGroup.payloadSchema.Type, "sessions"> & {
+      payload: Omit<typeof GroupEntity.RunGroup.payloadSchema.Type, "sessions" | "group" | "config"> & {
         readonly sessions: ReadonlyArray<ClusterWire.GroupSession>
+        /** The Group and the controller's settings: absent on a poll that follows Sessions only (it starts none). */
+        readonly group?: ClusterWire.PlannedGroup | undefined
+        readonly config?: { readonly [flag: string]: string } | undefined
       }
     ) =>
       Effect.gen(function*() {
         yield* checkRunner(payload.runner)
-        const differs = Fingerprint.mismatch(payload.config, fingerprint)
+        const differs = payload.config === undefined ? undefined : Fingerprint.mismatch(payload.config, fingerprint)
         if (differs !== undefined) {
           return yield* Effect.fail(new ClusterWire.SessionFailedError({ type: "ConfigMismatch", detail: differs }))
         }
+        const { config, group } = payload
         const now = yield* Clock.currentTimeMillis
         const following: Array<Hosted> = []
         const refused: Array<SessionFollowers.Refused> = []
@@ -390,13 +402,18 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
           }
           let hosted = table.get(session.sessionId)
           if (hosted === undefined) {
+            // A poll that only follows its Group's Sessions (not its placing one) starts none.
+            if (group === undefined || config === undefined) {
+              refused.push({ sessionId: session.sessionId, error: unknownSession(session.sessionId) })
+              continue
+            }
             const admitted = yield* slots.admit(Routing.groupKeyOf(session.sessionId), session.sessionId, address)
               .pipe(Effect.result)
             if (admitted._tag === "Failure") {
               refused.push({ sessionId: session.sessionId, error: admitted.failure })
               continue
             }
-            hosted = yield* start(payload, session)
+            hosted = yield* start({ ...payload, group, config }, session)
           }
           hosted.touched = now
           following.push(hosted)
@@ -424,7 +441,7 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
             .decision
         if (decision === "granted") return
         const at = yield* Clock.currentTimeMillis
-        const detail = `runner ${address} refused Group ${payload.group.groupId} at its placement: ${decision}`
+        const detail = `runner ${address} refused Group ${payload.group?.groupId ?? key} at its placement: ${decision}`
         for (const id of fresh) tombstones.set(id, { type: "PlacementRefused", detail, at, refused: decision })
         // The receipts riding the refused poll still count.
         if (payload.received !== undefined) received(payload.received)

@@ -254,9 +254,9 @@ const make = (options: RemoteOptions) =>
               makeClient(k).PollGroup({
                 runner: to.runner,
                 controller: runId,
-                group: plannedOf(to.group),
+                // The Group and the settings only where Sessions may start: the placing poll (every later one follows).
+                ...(to.placement.placing ? { group: plannedOf(to.group), config } : {}),
                 sessions,
-                config,
                 grant,
                 ...(received.length === 0 ? {} : { received }),
                 place: to.placement.placing

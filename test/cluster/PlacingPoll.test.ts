@@ -109,6 +109,26 @@ describe("a Group placed by its first poll", () => {
         assert.strictEqual(yield* host.used, 3)
       })))
 
+  it.live("a poll that does not place its Group (no Group, no settings) starts no Session", () =>
+    harness(4, (starts) =>
+      Effect.gen(function*() {
+        const host = yield* Host.Host
+        const client = (yield* GroupEntity.Group.client)("0123456789abcdef")
+        const ids = yield* idsOf(keyA)
+        const follow = client.PollGroup({
+          runner: host.incarnation,
+          controller: "c",
+          sessions: ids.map((sessionId, position) => ({ sessionId, position, arrived: false, gate: null })),
+          grant: null
+        }).pipe(Effect.map((events) => events.map((e) => e._tag === "Failed" ? e.type : e._tag)))
+        assert.deepStrictEqual(yield* follow, ["SessionUnknown", "SessionUnknown", "SessionUnknown"])
+        assert.strictEqual(yield* Ref.get(starts), 0)
+        // Placed, the same poll without the Group follows the Sessions running.
+        yield* placingPoll(ids)
+        assert.deepStrictEqual(yield* follow, ["FirstRequest", "FirstRequest", "FirstRequest"])
+        assert.strictEqual(yield* Ref.get(starts), 3)
+      })))
+
   it.live("a runner without room refuses the whole Group, and refuses its ids again once room is free", () =>
     harness(4, (starts) =>
       Effect.gen(function*() {
