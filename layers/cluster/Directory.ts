@@ -14,7 +14,10 @@
  *
  * The rooms placement by room reads are refreshed the same way ({@link Directory.refresh}), but only every
  * {@link sweepEvery}-th refresh asks every shard (it finds runners that joined, and forgets those no shard names);
- * the others ask one known entity of each known runner, a third of the messages at 3 shards a runner. Every `Where`
+ * the others ask one known entity of each known runner, a third of the messages at 3 shards a runner. A sweep that
+ * finds a runner it did not know makes the next `sweepEvery - 1` refreshes sweeps too: a fleet is forming (a
+ * controller's start, runners joining), and a joined runner's shards come to it over seconds, so it is offered for
+ * placement one refresh after it owns a shard instead of up to a whole cycle later. Every `Where`
  * is a cluster message the controller pays for: asking 300 shards every 2 s cost a 100-runner controller ~70 ms of
  * CPU a second while idle (docs/performance.md, section 6).
  */
@@ -88,6 +91,8 @@ export const make = (options: {
     const owners = new Map<number, string>()
     const waiters = new Map<string, Array<Deferred.Deferred<string>>>()
     let refreshes = 0
+    // Refreshes left that sweep because a recent sweep found a runner not known before.
+    let formingSweeps = 0
 
     const learn = (key: string, runner: string) => {
       owners.set(shardOf(key), runner)
@@ -165,15 +170,23 @@ export const make = (options: {
       ownerOf: (key) => owners.get(shardOf(key)),
       refresh: Effect.suspend(() => {
         refreshes += 1
+        const known = [...byRunner].flatMap(([runner, keys]) => keys.length === 0 ? [] : [[runner, keys[0]!] as const])
+        const knownBefore = new Set(known.map(([runner]) => runner))
         // Runners no shard answered for any more (they died or left) are forgotten.
         const sweep = Effect.andThen(
           askAll,
           Effect.sync(() => {
             for (const runner of rooms.keys()) if ((byRunner.get(runner) ?? []).length === 0) rooms.delete(runner)
+            for (const [runner, keys] of byRunner) {
+              if (keys.length > 0 && !knownBefore.has(runner)) formingSweeps = sweepEvery - 1
+            }
           })
         )
-        const known = [...byRunner].flatMap(([runner, keys]) => keys.length === 0 ? [] : [[runner, keys[0]!] as const])
         if (refreshes % sweepEvery === 1 || known.length === 0) return sweep
+        if (formingSweeps > 0) {
+          formingSweeps -= 1
+          return sweep
+        }
         return Effect.forEach(
           known,
           ([runner, key]) =>

@@ -1,7 +1,9 @@
 /**
  * The directory's room refresh (layers/cluster/Directory.ts) on the cluster's in-memory test runner, one runner owning
- * every one of 300 shards: the first refresh asks every shard, the next ones ask one entity of the known runner, every
- * `sweepEvery`-th asks every shard again, and a runner that does not answer a refresh is not offered for placement.
+ * every one of 300 shards: the first refresh asks every shard, and so do the next `sweepEvery - 1` (a sweep found a
+ * runner it did not know: the fleet is forming); then one entity of the known runner, every `sweepEvery`-th every
+ * shard again; a runner answering under a new incarnation makes the sweeps come every refresh again for a cycle; and a
+ * runner that does not answer a refresh is not offered for placement.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Duration, Effect, Layer, Ref } from "effect"
@@ -10,10 +12,10 @@ import * as Directory from "../../layers/cluster/Directory.ts"
 import * as GroupEntity from "../../layers/cluster/GroupEntity.ts"
 
 /**
- * The Group entity as far as the directory uses it: its `Where` alone (runner `r1`, counted), silent while `silent`
+ * The Group entity as far as the directory uses it: its `Where` alone (runner `runner`, counted), silent while `silent`
  * is set; the directory's client sends it to the entity type of the real Group entity.
  */
-const whereOnly = (asked: Ref.Ref<number>, silent: Ref.Ref<boolean>) =>
+const whereOnly = (asked: Ref.Ref<number>, silent: Ref.Ref<boolean>, runner: Ref.Ref<string>) =>
   Entity.make(GroupEntity.Group.type, [GroupEntity.Where]).toLayer(
     Effect.succeed({
       Where: () =>
@@ -22,7 +24,10 @@ const whereOnly = (asked: Ref.Ref<number>, silent: Ref.Ref<boolean>) =>
           Effect.flatMap(Ref.get(silent), (quiet) =>
             quiet
               ? Effect.never
-              : Effect.succeed({ runner: "r1", address: "127.0.0.1:1", used: 0, free: null, draining: false }))
+              : Effect.map(
+                Ref.get(runner),
+                (answering) => ({ runner: answering, address: "127.0.0.1:1", used: 0, free: null, draining: false })
+              ))
         )
     }),
     { concurrency: "unbounded" }
@@ -33,13 +38,25 @@ describe("Directory", () => {
     Effect.gen(function*() {
       const asked = yield* Ref.make(0)
       const silent = yield* Ref.make(false)
+      const runner = yield* Ref.make("r1")
       yield* Effect.scoped(Effect.gen(function*() {
         const directory = yield* Directory.make({ shards: 300, callTimeout: Duration.seconds(1) })
         const refresh = Effect.andThen(Ref.set(asked, 0), Effect.andThen(directory.refresh, Ref.get(asked)))
-        // The first refresh asks every shard; the runner answers for all of them.
+        // The first refresh asks every shard; the runner answers for all of them. It was not known: the fleet is
+        // forming, so the next refreshes ask every shard too, for one cycle.
         assert.strictEqual(yield* refresh, 300)
         assert.deepStrictEqual([...directory.rooms()].map((r) => r.runner), ["r1"])
-        // The next ones ask one entity of the one known runner, until the sweep comes round again.
+        for (let i = 1; i < Directory.sweepEvery; i++) assert.strictEqual(yield* refresh, 300)
+        // Then the cycle's sweep, and one entity of the one known runner until the sweep comes round again.
+        assert.strictEqual(yield* refresh, 300)
+        for (let i = 1; i < Directory.sweepEvery; i++) assert.strictEqual(yield* refresh, 1)
+        // A runner the sweep did not know (here the shards' owner under a new incarnation): every refresh sweeps for
+        // a cycle again, then the cadence is back.
+        yield* Ref.set(runner, "r2")
+        assert.strictEqual(yield* refresh, 300)
+        assert.deepStrictEqual([...directory.rooms()].map((r) => r.runner), ["r2"])
+        for (let i = 1; i < Directory.sweepEvery; i++) assert.strictEqual(yield* refresh, 300)
+        assert.strictEqual(yield* refresh, 300)
         for (let i = 1; i < Directory.sweepEvery; i++) assert.strictEqual(yield* refresh, 1)
         assert.strictEqual(yield* refresh, 300)
         // A runner that does not answer within the deadline is not offered for placement until it answers again.
@@ -48,7 +65,7 @@ describe("Directory", () => {
         assert.deepStrictEqual([...directory.rooms()], [])
         yield* Ref.set(silent, false)
         assert.strictEqual(yield* refresh, 1)
-        assert.deepStrictEqual([...directory.rooms()].map((r) => r.runner), ["r1"])
-      })).pipe(Effect.provide(whereOnly(asked, silent).pipe(Layer.provideMerge(TestRunner.layer))))
+        assert.deepStrictEqual([...directory.rooms()].map((r) => r.runner), ["r2"])
+      })).pipe(Effect.provide(whereOnly(asked, silent, runner).pipe(Layer.provideMerge(TestRunner.layer))))
     }))
 })
