@@ -105,20 +105,7 @@ interface RunnersProcess {
   readonly incarnations: ReadonlyArray<string>
   readonly ask: (command: Runners.Command) => Promise<Runners.Answer>
   readonly stderr: () => string
-  /** How many of the runners' log lines matched each of {@link watchedLogs} so far. */
-  readonly logged: () => ReadonlyMap<string, number>
 }
-
-/**
- * The runners' log lines the bench counts: a runner that dropped its shards because its lock storage did not answer in
- * time (its entities' calls are interrupted), shard moves that failed, Sessions reaped as orphans.
- */
-const watchedLogs = [
-  "Shard lock storage is unhealthy",
-  "Could not acquire/release shards",
-  "reaps Session",
-  "Defect in entity"
-]
 
 /** One runners' process (controllerRunners.ts) with a runner on each of `ports`, and a request/answer over its IPC channel. */
 const startRunnersProcess = (url: string, ports: ReadonlyArray<number>, sizes: Sizes, thinkMs: number) =>
@@ -134,29 +121,14 @@ const startRunnersProcess = (url: string, ports: ReadonlyArray<number>, sizes: S
             THINK_MS: String(thinkMs)
           },
           execArgv: ["--expose-gc", "--max-old-space-size=8192"],
-          // The runners log a line per hosted Session, as a runner does; only the watched lines are counted.
-          stdio: ["ignore", "pipe", "pipe", "ipc"]
+          // The runners log a line per hosted Session, as a runner does: they count the watched lines themselves
+          // (`Answer.logged`) and their stdout goes nowhere, so reading it costs this process (the controller) nothing.
+          stdio: ["ignore", "ignore", "pipe", "ipc"]
         })
         if (child.pid !== undefined && sizes.runnersNice !== 0) Os.setPriority(child.pid, sizes.runnersNice)
         let stderr = ""
-        const logged = new Map<string, number>()
-        const watch = () => {
-          let rest = ""
-          return (chunk: Buffer) => {
-            const lines = (rest + chunk.toString()).split("\n")
-            rest = lines.pop() ?? ""
-            for (const line of lines) {
-              for (const watched of watchedLogs) {
-                if (line.includes(watched)) logged.set(watched, (logged.get(watched) ?? 0) + 1)
-              }
-            }
-          }
-        }
-        child.stdout?.on("data", watch())
-        const watchStderr = watch()
         child.stderr?.on("data", (chunk: Buffer) => {
           stderr = (stderr + chunk.toString()).slice(-4000)
-          watchStderr(chunk)
         })
         const waiting: Array<(answer: Runners.Answer) => void> = []
         child.on("message", (
@@ -176,8 +148,7 @@ const startRunnersProcess = (url: string, ports: ReadonlyArray<number>, sizes: S
                   waiting.push(answered)
                   child.send(command)
                 }),
-              stderr: () => stderr,
-              logged: () => logged
+              stderr: () => stderr
             }))
           } else {
             waiting.shift()?.(message)
@@ -200,7 +171,11 @@ const combined = (answers: ReadonlyArray<Runners.Answer>): Runners.Answer => ({
   gcMs: answers.reduce((sum, a) => sum + a.gcMs, 0),
   maxGcMs: Math.max(...answers.map((a) => a.maxGcMs)),
   stalls: answers.flatMap((a) => a.stalls),
-  started: answers.flatMap((a) => a.started)
+  started: answers.flatMap((a) => a.started),
+  logged: [...answers.reduce((sum, a) => {
+    for (const [line, n] of a.logged) sum.set(line, (sum.get(line) ?? 0) + n)
+    return sum
+  }, new Map<string, number>())]
 })
 
 /**
@@ -239,12 +214,7 @@ const startRunners = (url: string, sizes: Sizes, thinkMs: number) =>
           combined
         ),
       /** The first process alone (the single-process comparison holds its Sessions there). */
-      first: (command: Runners.Command) => processes[0]!.ask(command),
-      logged: (): ReadonlyMap<string, number> => {
-        const sum = new Map<string, number>()
-        for (const p of processes) for (const [line, n] of p.logged()) sum.set(line, (sum.get(line) ?? 0) + n)
-        return sum
-      }
+      first: (command: Runners.Command) => processes[0]!.ask(command)
     }
   })
 
@@ -511,7 +481,7 @@ const measure = (sizes: Sizes, thinkMs: number) =>
         return yield* Effect.die(
           new Error(
             `held: ${heldStep.failures.length} failed, the first: ${heldStep.failures[0]}; the runners logged ${
-              JSON.stringify([...runners.logged()])
+              JSON.stringify((yield* ask({ cmd: "load" })).logged)
             }`
           )
         )
@@ -577,7 +547,7 @@ const measure = (sizes: Sizes, thinkMs: number) =>
           (b[0]?.durationMs ?? 0) - (a[0]?.durationMs ?? 0)
         )[0] ?? [],
         controllerPauses,
-        runnersLogged: [...runners.logged()].map(([line, n]) => `${n} × "${line}"`),
+        runnersLogged: runnersAfter.logged.map(([line, n]) => `${n} × "${line}"`),
         runnerPerSession: (heldHeap.heap - emptyHeap.heap) / (heldHeap.hosted - emptyHeap.hosted),
         singlePerSession: (singleHeld.heap - singleEmpty.heap) / sizes.hold,
         hostedWhileHeld: heldHeap.hosted

@@ -12,7 +12,9 @@
  * Commands come over the IPC channel: `heap` (a full collection, then the used heap and the hosted Sessions;
  * optionally a heap snapshot), `load` (CPU so far, and the pauses and stalls since the last answer), `hold` (`count`
  * Sessions held the single-process way: the same simulated agent on a first-request barrier's ticket, no cluster),
- * `release`. Once its runners joined it sends `ready` with their incarnation ids.
+ * `release`. Once its runners joined it sends `ready` with their incarnation ids. The runners log a line per hosted Session,
+ * as a runner does; this process counts the lines of {@link watchedLogs} itself (every answer carries the counts so
+ * far), and its stdout goes nowhere, so reading and scanning 100,000 lines is not charged to the controller's process.
  */
 import { NodeClusterSocket } from "@effect/platform-node"
 import { PgClient } from "@effect/sql-pg"
@@ -90,6 +92,38 @@ export interface Answer {
    * the wall clock), for the placement latency.
    */
   readonly started: ReadonlyArray<readonly [string, number]>
+  /** How many of this process's log lines matched each of {@link watchedLogs} so far. */
+  readonly logged: ReadonlyArray<readonly [string, number]>
+}
+
+/**
+ * The runners' log lines the bench counts: a runner that dropped its shards because its lock storage did not answer in
+ * time (its entities' calls are interrupted), shard moves that failed, Sessions reaped as orphans.
+ */
+const watchedLogs = [
+  "Shard lock storage is unhealthy",
+  "Could not acquire/release shards",
+  "reaps Session",
+  "Defect in entity"
+]
+
+/**
+ * Counts this process's output lines that match {@link watchedLogs}, on stdout and stderr (Effect's loggers write a line
+ * at a time), passing every write on; the counts so far.
+ */
+const watchLogs = () => {
+  const logged = new Map<string, number>()
+  for (const stream of [process.stdout, process.stderr]) {
+    const write = stream.write
+    stream.write = function(this: typeof stream, chunk: unknown, ...rest: Array<unknown>) {
+      const text = typeof chunk === "string" ? chunk : chunk instanceof Uint8Array ? Buffer.from(chunk).toString() : ""
+      for (const watched of watchedLogs) {
+        if (text.includes(watched)) logged.set(watched, (logged.get(watched) ?? 0) + 1)
+      }
+      return Reflect.apply(write, this, [chunk, ...rest])
+    } as typeof stream.write
+  }
+  return (): ReadonlyArray<readonly [string, number]> => [...logged]
 }
 
 /** The shortest event-loop stall {@link pauses} lists. */
@@ -137,6 +171,7 @@ const env = (name: string): string => {
 }
 
 const main = Effect.gen(function*() {
+  const logged = watchLogs()
   // The bench takes every runner's port at once (EmbeddedPg.freePorts), so the processes' ports differ.
   const ports = env("PORTS").split(",").map(Number)
   const runners = ports.length
@@ -227,7 +262,8 @@ const main = Effect.gen(function*() {
       hosted: Number.NaN,
       cpuMs: (cpu.user + cpu.system) / 1000,
       ...paused.read(),
-      started: startedNow
+      started: startedNow,
+      logged: logged()
     }
   }
   const answer = (snapshot?: string): Effect.Effect<Answer> =>
