@@ -19,7 +19,10 @@
  * controller's start, runners joining), and a joined runner's shards come to it over seconds, so it is offered for
  * placement one refresh after it owns a shard instead of up to a whole cycle later. Every `Where`
  * is a cluster message the controller pays for: asking 300 shards every 2 s cost a 100-runner controller ~70 ms of
- * CPU a second while idle (docs/performance.md, section 6).
+ * CPU a second while idle (docs/performance.md, section 6). So rooms are learned from traffic too: a Group's poll asks
+ * for its runner's room when none came since the last refresh ({@link Directory.wantsRoom}), its answer brings it
+ * ({@link Directory.heardRoom}), and a refresh that is not a sweep asks only the runners heard nothing from since the
+ * last one: during a step, none.
  */
 import { Deferred, type Duration, Effect, Exit, Option, Schedule, type Scope } from "effect"
 import { EntityId, Sharding } from "effect/cluster"
@@ -46,8 +49,15 @@ export interface Directory {
   readonly refresh: Effect.Effect<void>
   /** The runners' rooms, as they last answered. */
   readonly rooms: () => Iterable<Placement.Room>
-  /** A runner answered with its room (`Reserve`), through entity `key`. */
+  /** The room of a runner as the controller now counts it (a Group it placed there, a `Reserve` or refusal's answer). */
   readonly learnRoom: (room: Placement.Room) => void
+  /**
+   * A runner's answer carried its room, through entity `room.key` (a Group's poll): the next refresh that is not a
+   * sweep does not ask it.
+   */
+  readonly heardRoom: (room: Placement.Room) => void
+  /** No answer brought `runner`'s room since the last refresh: a poll to it asks for it. */
+  readonly wantsRoom: (runner: string) => boolean
   /** A runner did not answer through its room's entity (it may be gone): not chosen again until it answers. */
   readonly forgetRoom: (runner: string) => void
 }
@@ -91,6 +101,8 @@ export const make = (options: {
     const owners = new Map<number, string>()
     const waiters = new Map<string, Array<Deferred.Deferred<string>>>()
     let refreshes = 0
+    // Runners whose room an answer brought since the last refresh.
+    let heard = new Set<string>()
     // Refreshes left that sweep because a recent sweep found a runner not known before.
     let formingSweeps = 0
 
@@ -170,6 +182,8 @@ export const make = (options: {
       ownerOf: (key) => owners.get(shardOf(key)),
       refresh: Effect.suspend(() => {
         refreshes += 1
+        const heardBefore = heard
+        heard = new Set()
         const known = [...byRunner].flatMap(([runner, keys]) => keys.length === 0 ? [] : [[runner, keys[0]!] as const])
         const knownBefore = new Set(known.map(([runner]) => runner))
         // Runners no shard answered for any more (they died or left) are forgotten.
@@ -187,8 +201,9 @@ export const make = (options: {
           formingSweeps -= 1
           return sweep
         }
+        // Runners whose room an answer brought since the last refresh are not asked.
         return Effect.forEach(
-          known,
+          known.filter(([runner]) => !heardBefore.has(runner)),
           ([runner, key]) =>
             Effect.map(where(key), (answered) => {
               if (Option.isNone(answered)) rooms.delete(runner)
@@ -200,8 +215,17 @@ export const make = (options: {
       learnRoom: (room) => {
         rooms.set(room.runner, room)
       },
+      heardRoom: (room) => {
+        rooms.set(room.runner, room)
+        if (!heard.has(room.runner)) {
+          heard.add(room.runner)
+          learn(room.key, room.runner)
+        }
+      },
+      wantsRoom: (runner) => !heard.has(runner),
       forgetRoom: (runner) => {
         rooms.delete(runner)
+        heard.delete(runner)
       }
     }
   })

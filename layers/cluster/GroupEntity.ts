@@ -25,6 +25,8 @@
  *   time instead of a stream's chunks and acknowledgements, `layers/cluster/GroupPolls.ts`). A Group placed by room
  *   needs no `Reserve`: its first poll (`place`) takes the Group's slots or refuses the Group
  *   (`PlacementRefusedError`) before any Session starts, and a refused Session id is refused again on a re-delivery.
+ *   A poll that asks (`room`) gets the runner's room last in its answer, so the controller learns rooms from the
+ *   Groups' traffic and asks `Where` only of runners it heard nothing from (`Directory.ts`).
  * - `Grant` gives Sessions of the Group its Runtime lease (and the weight version to generate with); `Stop` ends
  *   Sessions and reaps their agents. Both are no-ops when done twice. Each names the Group's Sessions it is for, all
  *   of them at once when they happen together (`layers/cluster/GroupCalls.ts`).
@@ -121,9 +123,14 @@ export const PollGroup = Rpc.make("PollGroup", {
      * it starts any named Session, or refuses it (`PlacementRefusedError`: full, draining, too small). Absent (an
      * earlier controller, which reserved first): `false`.
      */
-    place: Schema.optionalKey(Schema.Boolean)
+    place: Schema.optionalKey(Schema.Boolean),
+    /**
+     * Answer with the runner's room as the last event (`Room`), so the controller learns it from the Group's traffic
+     * instead of asking `Where`. Absent (an earlier controller): no `Room`.
+     */
+    room: Schema.optionalKey(Schema.Boolean)
   },
-  success: Schema.Array(ClusterWire.GroupEvent),
+  success: Schema.Array(ClusterWire.PolledEvent),
   error: ClusterWire.PollFailure
 })
 

@@ -37,7 +37,7 @@ export const make = <C>(deps: {
   readonly poll: (
     context: C,
     sessions: ReadonlyArray<ClusterWire.PolledSession>
-  ) => Effect.Effect<ReadonlyArray<ClusterWire.GroupEvent>, GroupStreams.StreamError>
+  ) => Effect.Effect<ReadonlyArray<ClusterWire.PolledEvent>, GroupStreams.StreamError>
   /** A Session's new state at the generation gate (partial rollout / fully async). */
   readonly onGate: (sessionId: string, state: ClusterWire.GateState) => void
   /** The longest wait for one answer (the runner answers within `aliveInterval` when nothing happens). */
@@ -61,8 +61,9 @@ export const make = <C>(deps: {
       })
     const pending = () => members.filter((m) => !m.ended)
 
-    const deliver = (event: ClusterWire.GroupEvent, endedNow: Array<string>): Effect.Effect<void> => {
-      if (event._tag === "Alive") return Effect.void
+    const deliver = (event: ClusterWire.PolledEvent, endedNow: Array<string>): Effect.Effect<void> => {
+      // The runner's room is the caller's (`poll` reads it); `Alive` says only that the runner is there.
+      if (event._tag === "Alive" || event._tag === "Room") return Effect.void
       const member = byId.get(event.sessionId)
       if (member === undefined || member.ended) return Effect.void
       switch (event._tag) {

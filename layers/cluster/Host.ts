@@ -568,7 +568,14 @@ export const entityLayer = GroupEntity.Group.toLayer(
       Reserve: ({ payload }) => host.reserve(payload.group, payload),
       Where: () => host.where,
       RunGroup: ({ payload }) => host.runGroup(payload, placement),
-      PollGroup: ({ payload }) => host.pollGroup(payload, placement),
+      // The runner's room rides the answer when the poll asks (the controller's placement by room).
+      PollGroup: ({ payload }) =>
+        payload.room === true
+          ? Effect.zipWith(host.pollGroup(payload, placement), host.where, (events, room) => [
+            ...events,
+            { _tag: "Room" as const, used: room.used, free: room.free, draining: room.draining }
+          ])
+          : host.pollGroup(payload, placement),
       Grant: ({ payload }) => host.grant(payload),
       Stop: ({ payload }) => host.stop(payload),
       Touch: ({ payload }) => host.touch(payload),

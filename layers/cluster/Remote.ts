@@ -6,7 +6,8 @@
  * **Details**
  * The Scheduler's pools, step ledger and tickets are the single-process ones: this runner relays a ticket to the
  * holder. A Group is placed where its Sessions fit: at the runner with room and the fewest Sessions, as the rooms
- * the controller asks every runner for every 2 s say, without a message of its own (the Group's first `PollGroup`
+ * its polls' answers brought say (every 2 s the controller asks `Where` of each runner it heard nothing from, and
+ * every 10 s of every shard: `Directory.ts`), without a message of its own (the Group's first `PollGroup`
  * asks that runner to take it, and a refusal places the Group again under new ids: `newGroupIds`); else, with no
  * runner known to have room, by `Reserve` at a candidate key's runner, or a wait (`PlaceGroup.ts`). The runner that
  * takes it is its holder for its whole life, named in its Session ids. `RunSession` starts the Session there and streams its events
@@ -70,17 +71,14 @@ const pause = Duration.millis(500)
 /** How many times a Group's silent event stream is followed again before its Sessions are given up. */
 const silentRetries = 1
 
+const refusedForNow = (error: { readonly _tag: string }) => (transient as ReadonlyArray<string>).includes(error._tag)
+const refusedSchedule = Schedule.spaced(pause)
+
 /** Repeat `effect` while the cluster refuses it for now. */
 const whileRefused = <A, E extends { readonly _tag: string }, R>(
   effect: Effect.Effect<A, E, R>
 ): Effect.Effect<A, E, R> =>
-  effect.pipe(
-    Effect.retry({
-      while: (error) => (transient as ReadonlyArray<string>).includes(error._tag),
-      schedule: Schedule.spaced(pause),
-      times: attempts
-    })
-  )
+  effect.pipe(Effect.retry({ while: refusedForNow, schedule: refusedSchedule, times: attempts }))
 
 /** How often the controller asks every shard's runner for its room. */
 const roomRefresh = Duration.seconds(2)
@@ -103,6 +101,16 @@ interface LeaseSlot {
 /** A polled Group's placement: `placing` until a poll was answered (its polls ask the runner to take the Group). */
 interface PlacingSlot {
   placing: boolean
+}
+
+type GroupClient = ReturnType<Effect.Success<typeof GroupEntity.Group.client>>
+
+/**
+ * The entity client a Group's polls last used, kept while its route stays on that entity (a client costs a shard hash
+ * and a proxy whose methods are defined on first use).
+ */
+interface ClientSlot {
+  client: { readonly key: string; readonly client: GroupClient } | undefined
 }
 
 /**
@@ -135,6 +143,19 @@ const make = (options: RemoteOptions) =>
     const runId = fleet.controller
     let parserFailures = 0
     let drift = new Map<Drift.Cause, number>()
+    // Session ids' random parts: 4 KiB drawn at once, handed out as hex (a `randomBytes` call is a call into the OS'
+    // generator, ~26 µs of the controller's CPU a Group at 100 × 100,000 under load; docs/performance.md, section 6).
+    let randomPool = Buffer.alloc(0)
+    let randomAt = 0
+    const randomHex = (bytes: number): string => {
+      if (randomAt + bytes > randomPool.length) {
+        randomPool = randomBytes(Math.max(4096, bytes))
+        randomAt = 0
+      }
+      const hex = randomPool.toString("hex", randomAt, randomAt + bytes)
+      randomAt += bytes
+      return hex
+    }
     const scope = yield* Effect.scope
     const named = (sessionIds: ReadonlyArray<string>) =>
       sessionIds.length === 1
@@ -239,6 +260,7 @@ const make = (options: RemoteOptions) =>
           readonly group: SessionRunner.PlannedGroup
           readonly lease: LeaseSlot
           readonly placement: PlacingSlot
+          readonly entity: ClientSlot
         },
         sessions
       ) =>
@@ -247,11 +269,16 @@ const make = (options: RemoteOptions) =>
           const grant = rolloutId === undefined ? null : { rolloutId, weights: yield* fleet.weights }
           to.lease.polling = true
           const received = receipts.take(to.runner)
+          // The runner's room rides the answer when none came since the directory's last refresh (no `Where` then).
+          const room = directory.wantsRoom(to.runner)
           // Repeating PollGroup is safe: the holder follows the Sessions it already runs under these ids, a lease
           // granted twice changes nothing, and a receipt forgets only an ended Session.
-          const events = yield* to.route.call((k) =>
-            whileRefused(
-              makeClient(k).PollGroup({
+          const events = yield* to.route.call((k) => {
+            const known = to.entity.client
+            const client = known !== undefined && known.key === k ? known.client : makeClient(k)
+            if (known?.client !== client) to.entity.client = { key: k, client }
+            return whileRefused(
+              client.PollGroup({
                 runner: to.runner,
                 controller: runId,
                 // The Group and the settings only where Sessions may start: the placing poll (every later one follows).
@@ -259,14 +286,29 @@ const make = (options: RemoteOptions) =>
                 sessions,
                 grant,
                 ...(received.length === 0 ? {} : { received }),
-                place: to.placement.placing
+                place: to.placement.placing,
+                ...(room ? { room } : {})
               })
             ).pipe(
+              Effect.tap((events) =>
+                Effect.sync(() => {
+                  const last = events[events.length - 1]
+                  if (last?._tag === "Room") {
+                    directory.heardRoom({
+                      runner: to.runner,
+                      key: k,
+                      used: last.used,
+                      free: last.free,
+                      draining: last.draining
+                    })
+                  }
+                })
+              ),
               // The runner's room as it refused the Group: placement by room skips it until its next answer.
               Effect.tapError((error) =>
                 error._tag === "PlacementRefusedError"
                   ? Effect.sync(() =>
-                    directory.learnRoom({
+                    directory.heardRoom({
                       runner: error.runner,
                       key: k,
                       used: error.used,
@@ -277,7 +319,7 @@ const make = (options: RemoteOptions) =>
                   : Effect.void
               )
             )
-          )
+          })
           to.placement.placing = false
           if (rolloutId !== undefined && to.lease.due === rolloutId) to.lease.due = undefined
           return events
@@ -417,7 +459,7 @@ const make = (options: RemoteOptions) =>
         // Every poll touches the Sessions it names: the runner reaps them once its controller stops asking (a
         // controller killed without this finalizer), so they need no `Touch`.
         yield* polls(
-          { ...target, group, lease, placement },
+          { ...target, group, lease, placement, entity: { client: undefined } },
           tickets.map((ticket): GroupStreams.Reader => ({
             session: { sessionId: ticket.sessionId, position: ticket.position },
             // The agent's first request joins the barrier (the lease reaches the runner as `Grant`).
@@ -498,8 +540,7 @@ const make = (options: RemoteOptions) =>
           const key = Routing.groupKey(runId, group.groupId)
           const room = byRoom(key, group.size)
           const placed = room === undefined ? yield* place(group) : { key, runner: room.runner }
-          // One draw of random bytes for the Group (a draw is a call into the OS' generator).
-          const random = randomBytes(16 * group.size).toString("hex")
+          const random = randomHex(16 * group.size)
           return Array.from(
             { length: group.size },
             (_, i) => Routing.sessionId(placed.key, placed.runner, random.slice(32 * i, 32 * (i + 1)))
@@ -510,7 +551,7 @@ const make = (options: RemoteOptions) =>
         let placed: { readonly key: string; readonly runner: string } | undefined
         return Effect.gen(function*() {
           placed ??= yield* place(group)
-          return Routing.sessionId(placed.key, placed.runner, randomBytes(16).toString("hex"))
+          return Routing.sessionId(placed.key, placed.runner, randomHex(16))
         })
       },
       takeParserFailures: Effect.sync(() => {

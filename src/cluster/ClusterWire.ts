@@ -87,6 +87,25 @@ export const GroupEvent = Schema.Union([
 ])
 export type GroupEvent = typeof GroupEvent.Type
 
+/**
+ * A runner's room, last in a `PollGroup` answer when the poll asked for it (`room`): slots in use (hosted Sessions plus
+ * reserved ones), free slots (`null` = unlimited), whether it drains; what `Where` answers, learned from traffic.
+ */
+export const RoomEvent = Schema.TaggedStruct("Room", {
+  used: Schema.Int,
+  free: Schema.NullOr(Schema.Int),
+  draining: Schema.Boolean
+})
+export type RoomEvent = typeof RoomEvent.Type
+
+/**
+ * What a `PollGroup` answers: the Group's events, and the runner's room last when the poll asked for it. `Room` comes
+ * after the events a runner of an earlier version knows (the binary codec names a union member by its place), and only
+ * to a poll that asked, so an earlier controller never gets one.
+ */
+export const PolledEvent = Schema.Union([...GroupEvent.members, RoomEvent])
+export type PolledEvent = typeof PolledEvent.Type
+
 /** A Session a `RunGroup` names: its id and its position in the Group. */
 export const GroupSession = Schema.Struct({ sessionId: Schema.String, position: Schema.Int })
 export type GroupSession = typeof GroupSession.Type

@@ -10,13 +10,16 @@
  * id as unguessable as a single-process Session id. The run id keeps the Groups of two controller runs (whose Group ids
  * repeat: `train:prepare_group_0`) apart.
  */
-import { createHash } from "node:crypto"
+import { hash } from "node:crypto"
 
 const keyLength = 16
 
-/** The entity id of a Group: 16 hex characters of SHA-256(`runId`, `groupId`). */
+/**
+ * The entity id of a Group: 16 hex characters of SHA-256(`runId`, `groupId`). One-shot `hash` (no `Hash` object: a
+ * controller computes one a Group, ~3× cheaper than `createHash`).
+ */
 export const groupKey = (runId: string, groupId: string): string =>
-  createHash("sha256").update(runId).update("\u0000").update(groupId).digest("hex").slice(0, keyLength)
+  hash("sha256", `${runId}\u0000${groupId}`, "hex").slice(0, keyLength)
 
 /** A Session id that names its Group and the runner holding it: `<group key>.<holder>.<random hex>`. */
 export const sessionId = (key: string, holder: string, randomHex: string): string => `${key}.${holder}.${randomHex}`

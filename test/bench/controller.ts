@@ -25,7 +25,8 @@
  * Stalls: every process lists its event-loop stalls over 100 ms (test/bench/stalls.ts), and the slowest 1% of
  * placements are read against the controller's and against those of the process holding their runner.
  * `CONTROLLER_CPUPROF=<file>` writes a CPU profile of the controller over the step (`CONTROLLER_STALL_LOG=<file>` its
- * stalls on the profile's clock, for `test/bench/profile/stalls.mjs`), `CONTROLLER_HEAPSNAPSHOT=<dir>` heap snapshots
+ * stalls on the profile's clock, for `test/bench/profile/stalls.mjs`), `CONTROLLER_IDLE_CPUPROF=<file>` one over the
+ * idle window, `CONTROLLER_HEAPSNAPSHOT=<dir>` heap snapshots
  * of each runners' process without and with the held Sessions (`runners-empty-<n>`, `runners-held-<n>`;
  * `test/bench/profile/heapDiff.mjs`). `CONTROLLER_RUNNERS_NICE` sets the runners' processes' nice value (default 0).
  * `CONTROLLER_RUNNERS`, `CONTROLLER_SESSIONS`, `CONTROLLER_CONCURRENCY` (Groups in flight) override the sizes.
@@ -419,6 +420,14 @@ const slowestInStalls = (
 
 const percentileMs = (values: ReadonlyArray<number>, p: number) => Harness.formatMs(Harness.percentile(values, p))
 
+/** `effect` under the CPU profiler when `file` is set (the profile written there), else as it is. */
+const profiled = <A, E, R>(file: string | undefined, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  file === undefined ? effect : Effect.flatMap(
+    Effect.context<R>(),
+    (context) =>
+      Effect.promise(() => Profiles.cpuProfile(file, () => Effect.runPromise(Effect.provideContext(effect, context))))
+  )
+
 const measure = (sizes: Sizes, thinkMs: number) =>
   Effect.scoped(Effect.gen(function*() {
     const db = yield* EmbeddedPg.start
@@ -454,7 +463,8 @@ const measure = (sizes: Sizes, thinkMs: number) =>
         concurrency: sizes.concurrency
       })
       if (warm.failures.length > 0) return yield* Effect.die(new Error(`warm-up failed: ${warm.failures[0]}`))
-      const idle = yield* window(Effect.sleep("5 seconds"))
+      // CONTROLLER_IDLE_CPUPROF=<file>: a CPU profile of the controller over the idle window.
+      const idle = yield* window(profiled(process.env["CONTROLLER_IDLE_CPUPROF"], Effect.sleep("5 seconds")))
       // CONTROLLER_HEAPSNAPSHOT=<dir>: heap snapshots of each runners' process without and with the held Sessions.
       const snapshots = process.env["CONTROLLER_HEAPSNAPSHOT"]
       const snapshot = (name: string) =>
@@ -497,16 +507,7 @@ const measure = (sizes: Sizes, thinkMs: number) =>
       const runnersBefore = yield* ask({ cmd: "load" })
       const paused = Runners.pauses()
       // CONTROLLER_CPUPROF=<file>: a CPU profile of the controller over the step.
-      const profileFile = process.env["CONTROLLER_CPUPROF"]
-      const step = yield* window(
-        profileFile === undefined ? stepRun : Effect.flatMap(
-          Effect.context<Effect.Services<typeof stepRun>>(),
-          (context) =>
-            Effect.promise(() =>
-              Profiles.cpuProfile(profileFile, () => Effect.runPromise(Effect.provideContext(stepRun, context)))
-            )
-        )
-      )
+      const step = yield* window(profiled(process.env["CONTROLLER_CPUPROF"], stepRun))
       const controllerPauses = paused.read()
       paused.stop()
       // CONTROLLER_STALL_LOG=<file>: the controller's stalls over the step on the clock of its CPU profile

@@ -205,6 +205,39 @@ describe("ClusterWire on the cluster's binary codec", () => {
     expect(Schema.decodeSync(payload)(Schema.encodeSync(payload)(request))).toEqual(request)
   })
 
+  it("a PollGroup answer with the runner's room, and its request asking for it, read across versions", () => {
+    // What an earlier runner answers (no `Room` in its union) reads as the new answer, and back; the room comes last.
+    const earlier = SchemaBinary.toCodec(Schema.Array(ClusterWire.GroupEvent))
+    const now = SchemaBinary.toCodec(GroupEntity.PollGroup.successSchema)
+    const events: ReadonlyArray<ClusterWire.GroupEvent> = [
+      { _tag: "FirstRequest", sessionId: "s1" },
+      { _tag: "Alive" },
+      { _tag: "Gate", sessionId: "s2", state: { interrupted: false, protected: true } },
+      { _tag: "Done", sessionId: "s3", result: { sessionId: "s3", samples: [], debug: [], parserFailures: 0 } },
+      { _tag: "Failed", sessionId: "s4", type: "SessionStopped", detail: "stopped" }
+    ]
+    expect(Schema.decodeSync(now)(Schema.encodeSync(earlier)(events))).toEqual(events)
+    expect(Schema.decodeSync(earlier)(Schema.encodeSync(now)(events))).toEqual(events)
+    const withRoom = [...events, { _tag: "Room" as const, used: 3, free: null, draining: true }]
+    expect(Schema.decodeSync(now)(Schema.encodeSync(now)(withRoom))).toEqual(withRoom)
+    // A request asking for the room reads on an earlier runner, which ignores `room`.
+    const request = SchemaBinary.toCodec(GroupEntity.PollGroup.payloadSchema)
+    const { room: _, ...earlierFields } = GroupEntity.PollGroup.payloadSchema.fields
+    const earlierRequest = SchemaBinary.toCodec(Schema.Struct(earlierFields))
+    const poll = {
+      runner: "r",
+      controller: "c",
+      sessions: [{ sessionId: "s1", position: 0, arrived: true, gate: null }],
+      grant: null,
+      received: ["s0"],
+      place: false,
+      room: true
+    }
+    expect(Schema.decodeSync(request)(Schema.encodeSync(request)(poll))).toEqual(poll)
+    const { room: __, ...withoutRoom } = poll
+    expect(Schema.decodeSync(earlierRequest)(Schema.encodeSync(request)(poll))).toEqual(withoutRoom)
+  })
+
   it("a sidecar reference is refused on the wire (a defect, never sent)", () => {
     expect(() => TrainingSample.toWire(sample([{ file: "f.npy", offset: 0, shape: [2, 3], dtype: "float32" }])))
       .toThrow(/cluster wire carries arrays/)

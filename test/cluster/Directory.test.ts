@@ -2,8 +2,9 @@
  * The directory's room refresh (layers/cluster/Directory.ts) on the cluster's in-memory test runner, one runner owning
  * every one of 300 shards: the first refresh asks every shard, and so do the next `sweepEvery - 1` (a sweep found a
  * runner it did not know: the fleet is forming); then one entity of the known runner, every `sweepEvery`-th every
- * shard again; a runner answering under a new incarnation makes the sweeps come every refresh again for a cycle; and a
- * runner that does not answer a refresh is not offered for placement.
+ * shard again; a runner answering under a new incarnation makes the sweeps come every refresh again for a cycle; a
+ * runner that does not answer a refresh is not offered for placement; and a runner whose room an answer brought since
+ * the last refresh (a Group's poll) is not asked by the next refresh that is not a sweep.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Duration, Effect, Layer, Ref } from "effect"
@@ -66,6 +67,46 @@ describe("Directory", () => {
         yield* Ref.set(silent, false)
         assert.strictEqual(yield* refresh, 1)
         assert.deepStrictEqual([...directory.rooms()].map((r) => r.runner), ["r2"])
+      })).pipe(Effect.provide(whereOnly(asked, silent, runner).pipe(Layer.provideMerge(TestRunner.layer))))
+    }))
+
+  it.live("learns a runner's room from an answer: the next refresh that is not a sweep does not ask it", () =>
+    Effect.gen(function*() {
+      const asked = yield* Ref.make(0)
+      const silent = yield* Ref.make(false)
+      const runner = yield* Ref.make("r1")
+      yield* Effect.scoped(Effect.gen(function*() {
+        const directory = yield* Directory.make({ shards: 300, callTimeout: Duration.seconds(1) })
+        const refresh = Effect.andThen(Ref.set(asked, 0), Effect.andThen(directory.refresh, Ref.get(asked)))
+        // The fleet forms (a sweep, the cycle's sweeps after it, the next cycle's sweep), then one entity a refresh.
+        for (let i = 0; i <= Directory.sweepEvery; i++) assert.strictEqual(yield* refresh, 300)
+        assert.strictEqual(yield* refresh, 1)
+        assert.isTrue(directory.wantsRoom("r1"))
+        // A poll's answer brings the room: no poll asks for it again, and the next refresh asks nothing.
+        const key = directory.known("r1")!
+        directory.heardRoom({ runner: "r1", key, used: 5, free: 3, draining: false })
+        assert.isFalse(directory.wantsRoom("r1"))
+        assert.deepStrictEqual([...directory.rooms()].map((r) => [r.runner, r.used, r.free]), [["r1", 5, 3]])
+        assert.strictEqual(yield* refresh, 0)
+        assert.deepStrictEqual([...directory.rooms()].map((r) => [r.runner, r.used]), [["r1", 5]])
+        // Nothing heard since: the refresh asks it (its `Where` answers used 0), and a poll asks for it again.
+        assert.isTrue(directory.wantsRoom("r1"))
+        assert.strictEqual(yield* refresh, 1)
+        assert.deepStrictEqual([...directory.rooms()].map((r) => [r.runner, r.used]), [["r1", 0]])
+        // Placement by counting (`learnRoom`) is not hearing from the runner.
+        directory.learnRoom({ runner: "r1", key, used: 8, free: null, draining: false })
+        assert.isTrue(directory.wantsRoom("r1"))
+        assert.strictEqual(yield* refresh, 1)
+        // The cycle's sweep asks every shard whatever was heard.
+        directory.heardRoom({ runner: "r1", key, used: 2, free: null, draining: false })
+        assert.strictEqual(yield* refresh, 300)
+        // A runner forgotten (its placing poll went unanswered) is asked again even though an answer came before.
+        directory.heardRoom({ runner: "r1", key, used: 2, free: null, draining: false })
+        directory.forgetRoom("r1")
+        assert.isTrue(directory.wantsRoom("r1"))
+        assert.deepStrictEqual([...directory.rooms()], [])
+        assert.strictEqual(yield* refresh, 1)
+        assert.deepStrictEqual([...directory.rooms()].map((r) => r.runner), ["r1"])
       })).pipe(Effect.provide(whereOnly(asked, silent, runner).pipe(Layer.provideMerge(TestRunner.layer))))
     }))
 })

@@ -24,6 +24,8 @@ const directory = (found: string | undefined, asked: Array<[string, string | und
   refresh: Effect.void,
   rooms: () => [],
   learnRoom: () => {},
+  heardRoom: () => {},
+  wantsRoom: () => false,
   forgetRoom: () => {}
 })
 

@@ -124,7 +124,12 @@ const lateRunGroup = (sessionIds: ReadonlyArray<string>) =>
  */
 const poll = (
   sessionIds: ReadonlyArray<string>,
-  options: { readonly arrived: boolean; readonly grant?: boolean; readonly received?: ReadonlyArray<string> }
+  options: {
+    readonly arrived: boolean
+    readonly grant?: boolean
+    readonly received?: ReadonlyArray<string>
+    readonly room?: boolean
+  }
 ) =>
   Effect.gen(function*() {
     const host = yield* Host.Host
@@ -141,9 +146,18 @@ const poll = (
       })),
       config: Fingerprint.of(yield* RolloutConfig.RolloutConfig),
       grant: options.grant === true ? { rolloutId: 7, weights: { seq: 0, version: "0", paused: null } } : null,
-      ...(options.received === undefined ? {} : { received: options.received })
+      ...(options.received === undefined ? {} : { received: options.received }),
+      ...(options.room === undefined ? {} : { room: options.room })
     }).pipe(Effect.timeout("10 seconds"))
-    return events.map((e) => e._tag === "Failed" ? e.type : e._tag === "Done" ? e.result.sessionId : e._tag)
+    return events.map((e) =>
+      e._tag === "Failed"
+        ? e.type
+        : e._tag === "Done"
+        ? e.result.sessionId
+        : e._tag === "Room"
+        ? `Room used ${e.used} free ${e.free}${e.draining ? " draining" : ""}`
+        : e._tag
+    )
   })
 
 /**
@@ -268,6 +282,21 @@ describe("the controller's group (cluster)", () => {
         assert.strictEqual(yield* host.hosted, 0)
         assert.deepStrictEqual(yield* lateRunGroup(ids), ["SessionEnded", "SessionEnded", "SessionEnded"])
       }), { answeredGrace: Duration.hours(1) }))
+
+  it.live("a poll that asks for its runner's room gets it last in the answer; one that does not, none", () =>
+    harness({}, () =>
+      Effect.gen(function*() {
+        const host = yield* Host.Host
+        const runner = yield* SessionRunner.SessionRunner
+        const ids = yield* Effect.forEach([0, 1, 2], () => runner.newSessionId!(trio))
+        // The three agents asked and wait for their lease: 3 slots in use of 10, after the answer's events.
+        const answer = yield* poll(ids, { arrived: false, room: true })
+        assert.deepStrictEqual(answer, ["FirstRequest", "FirstRequest", "FirstRequest", "Room used 3 free 7"])
+        // Draining shows in the room; a poll that does not ask gets none (both answer nothing new after 50 ms).
+        host.startDraining()
+        assert.deepStrictEqual(yield* poll(ids, { arrived: true, room: true }), ["Room used 3 free 7 draining"])
+        assert.deepStrictEqual(yield* poll(ids, { arrived: true }), [])
+      }), { slots: 10, pollWait: Duration.millis(50) }))
 
   it.live("a receipt never forgets a running Session; an end no receipt came for is forgotten after the grace", () =>
     harness({ hangs: 1 }, () =>

@@ -2,12 +2,20 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { EntityId, ShardId, Sharding, TestRunner } from "effect/cluster"
+import { createHash } from "node:crypto"
 import * as Routing from "../../src/cluster/Routing.ts"
 
 describe("Routing", () => {
   it("names a Session's Group and holding runner in its id", () => {
     const key = Routing.groupKey("run", "train:prepare_group_0")
     assert.match(key, /^[0-9a-f]{16}$/)
+    // SHA-256 over the run id, a NUL and the Group id (the keys of every controller version agree).
+    const digest = createHash("sha256").update("run").update("\u0000").update("train:prepare_group_0").digest("hex")
+    assert.strictEqual(key, digest.slice(0, 16))
+    assert.strictEqual(
+      Routing.groupKey("rün", "g"),
+      createHash("sha256").update("rün\u0000g").digest("hex").slice(0, 16)
+    )
     const session = Routing.sessionId(key, "0123456789abcdef", "0".repeat(32))
     assert.strictEqual(Routing.groupKeyOf(session), key)
     assert.strictEqual(Routing.holderOf(session), "0123456789abcdef")
