@@ -54,7 +54,6 @@ interface Hosted extends HostFleet.Followed, HostReaper.Reaped, SessionFollowers
   leased: boolean
   readonly lease: Deferred.Deferred<void, SessionError.SessionClosedError>
   readonly firstRequest: Deferred.Deferred<void>
-  readonly done: Deferred.Deferred<ClusterWire.SessionResult, ClusterWire.SessionFailedError>
   rolloutId: number
   fiber: Fiber.Fiber<void> | undefined
   /** When the controller last sent anything for this Session (ms, the Clock's). */
@@ -69,14 +68,13 @@ interface Hosted extends HostFleet.Followed, HostReaper.Reaped, SessionFollowers
  */
 export type Placement = SessionFollowers.Placement
 
-/** Why a Session was stopped on this runner: a later `RunGroup` naming it reports this, never starts it again. */
+/** Why a Session was stopped here, or that its end was delivered: a later `RunGroup` naming it reports this. */
 interface Tombstone extends HostReaper.Stopped {
   /**
-   * The error's fields, not the error: an error keeps its captured stack, and with it the closures of the request
-   * that stopped the Session (kilobytes per tombstone, for ten minutes).
+   * The error's fields, not the error (whose stack keeps the stopping request's closures, for ten minutes). Absent:
+   * its end reached its controller (`HostReaper.delivered`, made only when a late message names it).
    */
-  readonly type: string
-  readonly detail: string
+  readonly stopped?: { readonly type: string; readonly detail: string } | undefined
   /** Refused at its Group's placing poll: a re-delivered placing poll is refused again the same way. */
   readonly refused?: typeof ClusterWire.PlacementRefusedError.fields.decision.Type | undefined
 }
@@ -250,73 +248,74 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
 
     /** Sessions whose end reached their controller: gone from the table, a late `RunGroup` naming one says so. */
     const forget = (sessions: ReadonlyArray<SessionFollowers.Followed>) => {
-      const at = clock.currentTimeMillisUnsafe()
+      // One tombstone for the batch: they were forgotten together.
+      const delivered: Tombstone = { at: clock.currentTimeMillisUnsafe() }
       for (const { sessionId } of sessions) {
-        if (!table.delete(sessionId)) continue
-        tombstones.set(sessionId, { ...HostReaper.delivered(sessionId), at })
+        if (table.delete(sessionId)) tombstones.set(sessionId, delivered)
       }
     }
 
-    /** Start the Session's fiber in the host's scope (the first `RunGroup` that names it). */
-    const start = (payload: typeof GroupEntity.RunGroup.payloadSchema.Type, session: ClusterWire.GroupSession) =>
-      Effect.gen(function*() {
-        const hosted: Hosted = {
-          ...SessionFollowers.initial(session.sessionId),
-          controller: payload.controller,
-          leased: false,
-          lease: yield* Deferred.make<void, SessionError.SessionClosedError>(),
-          firstRequest: yield* Deferred.make<void>(),
-          done: yield* Deferred.make<ClusterWire.SessionResult, ClusterWire.SessionFailedError>(),
-          rolloutId: 0,
-          fiber: undefined,
-          touched: yield* Clock.currentTimeMillis,
-          answeredAt: undefined
-        }
-        table.set(session.sessionId, hosted)
-        running += 1
-        yield* Effect.logInfo(
-          `runner ${incarnation} hosts Session ${session.sessionId} (${payload.group.groupId}) ` +
-            `[slots ${used()}/${capacity ?? "unlimited"}]`
-        )
-        const ticket = {
-          groupId: payload.group.groupId,
-          sessionId: session.sessionId,
-          position: session.position,
-          awaitLease: Effect.suspend(() => {
-            if (!hosted.arrived) {
-              Deferred.doneUnsafe(hosted.firstRequest, Exit.void)
-              followers.arrived(hosted)
-            }
-            return Deferred.await(hosted.lease)
-          }),
-          leased: Deferred.await(hosted.lease).pipe(Effect.catch(() => Effect.never)),
-          firstRequest: Deferred.await(hosted.firstRequest),
-          rolloutId: () => hosted.rolloutId
-        }
-        const run = runner.session(payload.group, ticket).pipe(
-          Effect.mapError(failed),
-          Effect.flatMap((result) =>
-            Effect.zipWith(
-              runner.takeParserFailures,
-              runner.takeDrift,
-              (parserFailures, drift): ClusterWire.SessionResult => ({
-                sessionId: result.sessionId,
-                samples: result.samples.map(TrainingSample.toWire),
-                debug: result.debug,
-                parserFailures,
-                ...(drift.size === 0 ? {} : { drift: Object.fromEntries(drift) })
-              })
-            )
-          ),
-          Effect.exit,
-          Effect.flatMap((exit) =>
-            Effect.andThen(Deferred.done(hosted.done, exit), Effect.sync(() => ended(hosted, exit)))
-          ),
-          Effect.asVoid
-        )
-        hosted.fiber = yield* Effect.forkIn(run, scope)
-        return hosted
-      })
+    /**
+     * A new hosted Session (in the table from now on, `touched` at `now`) and its run, which the caller forks in the
+     * host's scope (the first `RunGroup` or placing `PollGroup` that names it).
+     */
+    const start = (
+      controller: string,
+      group: ClusterWire.PlannedGroup,
+      session: ClusterWire.GroupSession,
+      now: number
+    ) => {
+      const hosted: Hosted = {
+        sessionId: session.sessionId,
+        followers: new Set(),
+        arrived: false,
+        ended: undefined,
+        gateState: SessionFollowers.notAtGate,
+        controller,
+        leased: false,
+        lease: Deferred.makeUnsafe<void, SessionError.SessionClosedError>(),
+        firstRequest: Deferred.makeUnsafe<void>(),
+        rolloutId: 0,
+        fiber: undefined,
+        touched: now,
+        answeredAt: undefined
+      }
+      table.set(session.sessionId, hosted)
+      running += 1
+      const ticket = {
+        groupId: group.groupId,
+        sessionId: session.sessionId,
+        position: session.position,
+        awaitLease: Effect.suspend(() => {
+          if (!hosted.arrived) {
+            Deferred.doneUnsafe(hosted.firstRequest, Exit.void)
+            followers.arrived(hosted)
+          }
+          return Deferred.await(hosted.lease)
+        }),
+        leased: Deferred.await(hosted.lease).pipe(Effect.catch(() => Effect.never)),
+        firstRequest: Deferred.await(hosted.firstRequest),
+        rolloutId: () => hosted.rolloutId
+      }
+      const run = runner.session(group, ticket).pipe(
+        Effect.flatMap((result) =>
+          Effect.zipWith(
+            runner.takeParserFailures,
+            runner.takeDrift,
+            (parserFailures, drift): ClusterWire.SessionResult => ({
+              sessionId: result.sessionId,
+              samples: result.samples.map(TrainingSample.toWire),
+              debug: result.debug,
+              parserFailures,
+              ...(drift.size === 0 ? {} : { drift: Object.fromEntries(drift) })
+            })
+          )
+        ),
+        Effect.exit,
+        Effect.map((exit) => ended(hosted, Exit.mapError(exit, failed)))
+      )
+      return { hosted, run }
+    }
 
     /**
      * End a hosted Session: its requests fail, its agent is reaped, its slot is freed; a stream still following it
@@ -327,8 +326,10 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
         const hosted = table.get(sessionId)
         if (hosted === undefined) return
         table.delete(sessionId)
-        tombstones.set(sessionId, { type: error.type, detail: error.detail, at: yield* Clock.currentTimeMillis })
-        yield* Deferred.fail(hosted.done, error)
+        tombstones.set(sessionId, {
+          stopped: { type: error.type, detail: error.detail },
+          at: yield* Clock.currentTimeMillis
+        })
         ended(hosted, Exit.fail(error))
         yield* Deferred.fail(hosted.lease, new SessionError.SessionClosedError({ sessionId }))
         if (hosted.fiber !== undefined) yield* Fiber.interrupt(hosted.fiber)
@@ -392,11 +393,14 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
         const now = yield* Clock.currentTimeMillis
         const following: Array<Hosted> = []
         const refused: Array<SessionFollowers.Refused> = []
+        // One log line for the Sessions this message starts (a Group's, usually), one `hosts Session …` each.
+        let hosts = ""
         for (const session of payload.sessions) {
           // A stopped Session is never started again (a late re-delivery), a running one is followed.
           const tombstone = tombstones.get(session.sessionId)
           if (tombstone !== undefined) {
-            const error = new ClusterWire.SessionFailedError({ type: tombstone.type, detail: tombstone.detail })
+            const why = tombstone.stopped ?? HostReaper.delivered(session.sessionId)
+            const error = new ClusterWire.SessionFailedError({ type: why.type, detail: why.detail })
             refused.push({ sessionId: session.sessionId, error })
             continue
           }
@@ -407,17 +411,23 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
               refused.push({ sessionId: session.sessionId, error: unknownSession(session.sessionId) })
               continue
             }
-            const admitted = yield* slots.admit(Routing.groupKeyOf(session.sessionId), session.sessionId, address)
-              .pipe(Effect.result)
-            if (admitted._tag === "Failure") {
-              refused.push({ sessionId: session.sessionId, error: admitted.failure })
+            const notAdmitted = slots.admit(Routing.groupKeyOf(session.sessionId), session.sessionId, address)
+            if (notAdmitted !== undefined) {
+              refused.push({ sessionId: session.sessionId, error: notAdmitted })
               continue
             }
-            hosted = yield* start({ ...payload, group, config }, session)
+            const started = start(payload.controller, group, session, now)
+            hosted = started.hosted
+            // Started at once, up to its agent's first wait: no event-loop turn between the message and the start.
+            hosted.fiber = yield* Effect.forkIn(started.run, scope, { startImmediately: true })
+            hosts += `${hosts === "" ? "" : ", "}hosts Session ${session.sessionId} [slots ${used()}/${
+              capacity ?? "unlimited"
+            }]`
           }
           hosted.touched = now
           following.push(hosted)
         }
+        if (hosts !== "") yield* Effect.logInfo(`runner ${incarnation}, Group ${group?.groupId}: ${hosts}`)
         return { following, refused }
       })
 
@@ -442,7 +452,8 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
         if (decision === "granted") return
         const at = yield* Clock.currentTimeMillis
         const detail = `runner ${address} refused Group ${payload.group?.groupId ?? key} at its placement: ${decision}`
-        for (const id of fresh) tombstones.set(id, { type: "PlacementRefused", detail, at, refused: decision })
+        const tombstone: Tombstone = { stopped: { type: "PlacementRefused", detail }, at, refused: decision }
+        for (const id of fresh) tombstones.set(id, tombstone)
         // The receipts riding the refused poll still count.
         if (payload.received !== undefined) received(payload.received)
         return yield* Effect.fail(

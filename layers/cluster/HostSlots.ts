@@ -36,12 +36,15 @@ export interface HostSlots {
     hosted: number,
     runner: { readonly incarnation: string; readonly address: string }
   ) => Effect.Effect<typeof GroupEntity.Reserve.successSchema.Type>
-  /** A new Session of Group `key` takes one of its reserved slots; a draining runner starts only reserved ones. */
+  /**
+   * A new Session of Group `key` takes one of its reserved slots; a draining runner starts only reserved ones: the
+   * refusal, or `undefined` when the Session may start.
+   */
   readonly admit: (
     key: string | undefined,
     sessionId: string,
     address: string
-  ) => Effect.Effect<void, ClusterWire.SessionFailedError>
+  ) => ClusterWire.SessionFailedError | undefined
   /** Drop reservations older than `ttlMs` at `now`. */
   readonly expire: (now: number, ttlMs: number) => void
 }
@@ -89,17 +92,15 @@ export const make = (capacity: number | undefined): HostSlots => {
       if (reservation !== undefined && reservation.pending > 0) {
         reservation.pending -= 1
         if (reservation.pending === 0 && key !== undefined) reservations.delete(key)
-        return Effect.void
+        return undefined
       }
       return draining
-        ? Effect.fail(
-          new ClusterWire.SessionFailedError({
-            type: "RunnerDraining",
-            detail: `runner ${address} is draining (SIGTERM) and takes no new Group; Session ${sessionId} ` +
-              "is dropped and its Group refilled on another runner"
-          })
-        )
-        : Effect.void
+        ? new ClusterWire.SessionFailedError({
+          type: "RunnerDraining",
+          detail: `runner ${address} is draining (SIGTERM) and takes no new Group; Session ${sessionId} ` +
+            "is dropped and its Group refilled on another runner"
+        })
+        : undefined
     },
     expire: (now, ttlMs) => {
       for (const [key, r] of reservations) {

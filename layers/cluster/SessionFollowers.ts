@@ -67,13 +67,16 @@ export interface Followed {
   gateState: ClusterWire.GateState
 }
 
+/** The gate state of a Session the gate has not touched (shared: a new state replaces it, never changes it). */
+export const notAtGate: ClusterWire.GateState = { interrupted: false, protected: false }
+
 /** A Session's fields for its streams, before anything happened. */
 export const initial = (sessionId: string): Followed => ({
   sessionId,
   followers: new Set(),
   arrived: false,
   ended: undefined,
-  gateState: { interrupted: false, protected: false }
+  gateState: notAtGate
 })
 
 /** The event that reports how a Session ended: its result, or why it failed (a defect as its text). */
@@ -135,6 +138,15 @@ const takeBatch = <A, E>(queue: Queue.Queue<A, E | Cause.Done>, window: Duration
  */
 const batched = <A, E>(queue: Queue.Queue<A, E | Cause.Done>, window: Duration.Duration): Stream.Stream<A, E> =>
   Duration.isZero(window) ? Stream.fromQueue(queue) : Stream.fromPull(Effect.succeed(takeBatch(queue, window)))
+
+/**
+ * Nothing more is due soon on a poll's follower: every Session it follows has ended, or none holds an event back and
+ * every one asked (or ended), so only an end (held until the last), a gate change or a failure can come next: its
+ * answer goes at once instead of after the batch window (the Group's first requests, then its results, usually).
+ */
+const settled = (follower: Follower): boolean =>
+  follower.waiting.size === 0 ||
+  (follower.held.length === 0 && follower.sessions.every((s) => s.arrived || s.ended !== undefined))
 
 /** What a Session's controller has seen of it (`PollGroup`): its first request, its last gate state. */
 export interface Known {
@@ -244,11 +256,13 @@ export const make = (deps: {
       Queue.takeAll(follower.queue).pipe(
         Effect.timeoutOrElse({ duration: deps.pollWait ?? aliveInterval, orElse: () => Effect.succeed([]) }),
         Effect.flatMap((first): Effect.Effect<ReadonlyArray<ClusterWire.GroupEvent>, ClusterWire.RunFailure> =>
-          first.length === 0 || Duration.isZero(window) ? Effect.succeed(first) : Effect.sleep(window).pipe(
-            Effect.andThen(Queue.clear(follower.queue)),
-            Effect.map((rest) => rest.length === 0 ? first : [...first, ...rest]),
-            Effect.catch(() => Effect.succeed(first))
-          )
+          first.length === 0 || Duration.isZero(window) || settled(follower) ?
+            Effect.succeed(first) :
+            Effect.sleep(window).pipe(
+              Effect.andThen(Queue.clear(follower.queue)),
+              Effect.map((rest) => rest.length === 0 ? first : [...first, ...rest]),
+              Effect.catch(() => Effect.succeed(first))
+            )
         ),
         Effect.catchIf(Cause.isDone, () => Effect.succeed<ReadonlyArray<ClusterWire.GroupEvent>>([])),
         Effect.tap((events) => {

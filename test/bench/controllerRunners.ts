@@ -12,9 +12,11 @@
  * Commands come over the IPC channel: `heap` (a full collection, then the used heap and the hosted Sessions;
  * optionally a heap snapshot), `load` (CPU so far, and the pauses and stalls since the last answer), `hold` (`count`
  * Sessions held the single-process way: the same simulated agent on a first-request barrier's ticket, no cluster),
- * `release`. Once its runners joined it sends `ready` with their incarnation ids. The runners log a line per hosted Session,
+ * `release`. Once its runners joined it sends `ready` with their incarnation ids. The runners log their hosted Sessions,
  * as a runner does; this process counts the lines of {@link watchedLogs} itself (every answer carries the counts so
  * far), and its stdout goes nowhere, so reading and scanning 100,000 lines is not charged to the controller's process.
+ * `CONTROLLER_RUNNERS_CPUPROF=<dir>` (`CONTROLLER_RUNNERS_HEAPPROF=<dir>`) profiles each runners' process over the step
+ * (CPU; allocations with what the collector freed), from the bench's `load` before the step until the one after it.
  */
 import { NodeClusterSocket } from "@effect/platform-node"
 import { PgClient } from "@effect/sql-pg"
@@ -32,6 +34,7 @@ import * as Tokenizer from "../../layers/tokenizer/Tokenizer.ts"
 import * as Retention from "../../src/schedule/Retention.ts"
 import * as ClusterRollout from "../support/clusterRollout.ts"
 import * as Harness from "./harness.ts"
+import * as Profiles from "./profiles.ts"
 import * as Stalls from "./stalls.ts"
 
 /** The settings of the controller and every runner (the same, so their fingerprints agree). */
@@ -253,6 +256,26 @@ const main = Effect.gen(function*() {
       yield* Effect.sleep("100 millis")
     })
 
+  // CONTROLLER_RUNNERS_CPUPROF=<dir> (CONTROLLER_RUNNERS_HEAPPROF=<dir>): a CPU (allocation) profile of each runners'
+  // process over the step, from the bench's `load` before it until the one after it has it written,
+  // `<dir>/runners-<first port>.cpuprofile` (`.heapprofile`).
+  const cpuDir = process.env["CONTROLLER_RUNNERS_CPUPROF"]
+  const heapDir = process.env["CONTROLLER_RUNNERS_HEAPPROF"]
+  let stopProfile: (() => void) | undefined
+  let profiled: Promise<unknown> | undefined
+  const profileStep = (): Promise<unknown> => {
+    if (profiled !== undefined) {
+      stopProfile?.()
+      return profiled
+    }
+    const step = () => new Promise<void>((resolve) => void (stopProfile = resolve))
+    if (cpuDir !== undefined) profiled = Profiles.cpuProfile(`${cpuDir}/runners-${ports[0]}.cpuprofile`, step)
+    else if (heapDir !== undefined) {
+      profiled = Profiles.allocationProfile(`${heapDir}/runners-${ports[0]}.heapprofile`, step)
+    }
+    return Promise.resolve()
+  }
+
   const load = (): Answer => {
     const cpu = process.cpuUsage()
     const startedNow = [...started]
@@ -279,7 +302,7 @@ const main = Effect.gen(function*() {
   yield* Effect.callback<never>((resume) => {
     process.on("message", (message: Command) => {
       const run = message.cmd === "load"
-        ? Effect.sync(load)
+        ? Effect.andThen(Effect.promise(profileStep), Effect.sync(load))
         : message.cmd === "heap"
         ? answer(message.snapshot)
         : message.cmd === "hold"
