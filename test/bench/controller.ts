@@ -122,8 +122,9 @@ const startRunnersProcess = (url: string, ports: ReadonlyArray<number>, sizes: S
             THINK_MS: String(thinkMs)
           },
           execArgv: ["--expose-gc", "--max-old-space-size=8192"],
-          // The runners log a line per hosted Session, as a runner does: they count the watched lines themselves
-          // (`Answer.logged`) and their stdout goes nowhere, so reading it costs this process (the controller) nothing.
+          // The runners log a line per placing message (naming its hosted Sessions), as a runner does: they count the
+          // watched lines themselves (`Answer.logged`) and their stdout goes nowhere, so reading it costs this process
+          // (the controller) nothing.
           stdio: ["ignore", "ignore", "pipe", "ipc"]
         })
         if (child.pid !== undefined && sizes.runnersNice !== 0) Os.setPriority(child.pid, sizes.runnersNice)

@@ -27,9 +27,13 @@ describe("cluster faults (end to end)", () => {
         const work = yield* Processes.workDir("relax-cluster-faults-")
         const pids = Path.join(work, "pids")
         Fs.mkdirSync(pids)
+        // Where an agent marks its Session once its first request was answered (slow.mjs's ANSWERED_DIR).
+        const answered = Path.join(work, "answered")
+        Fs.mkdirSync(answered)
         const flags = (outputDir: string) => [
           ...Processes.memberFlags({
             ...Processes.slowAgent(pids),
+            agentEnv: [`PID_DIR=${pids}`, `ANSWERED_DIR=${answered}`],
             batchSize: 4,
             numRollout: 1,
             outputDir
@@ -43,17 +47,18 @@ describe("cluster faults (end to end)", () => {
         )
         const out = Path.join(work, "out")
         const controller = yield* Processes.start(["rollout", ...flags(out)])
-        // Kill the runner that first holds a Session whose agent already sent its first request (it is mid-step).
+        // Kill the runner that first holds a Session whose agent had its first request answered: its Group holds its
+        // lease, so its runner took it for good (a runner killed before its Group's first answer only makes the
+        // controller place that Group again, no drop), and the agent is mid-tool (slow.mjs's 4-second tool).
         const victim = yield* Effect.gen(function*() {
           while (true) {
-            const started = new Set(Fs.readdirSync(pids))
-            const found = runners.find((r) => Processes.hostedBy(r).some((s) => started.has(s)))
+            const done = new Set(Fs.readdirSync(answered))
+            const found = runners.find((r) => Processes.hostedBy(r).some((s) => done.has(s)))
             if (found !== undefined) return found
             yield* Effect.sleep("200 millis")
           }
         }).pipe(Effect.timeout("240 seconds"))
         const survivor = runners.find((r) => r !== victim)!
-        yield* Effect.sleep("1 second")
         victim.child.kill("SIGKILL")
         const lost = Processes.hostedBy(victim)
         assert.isAbove(lost.length, 0)
