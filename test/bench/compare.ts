@@ -5,10 +5,11 @@
  * and, at the end, their medians and each checkout's ratio to the base (the first).
  *
  * **Details**
- * What it reads from the printed tables: `floor`/`history`'s "gateway CPU/req" per path and row, `simulation`'s CPU
- * per request, `sessions`' bytes per stored token and longest stalls, `memory`'s bytes per token per layout. The
- * environment passes through (e.g. `SIM_COUNT=1000`). For a checkout without its own `node_modules`, hard-link one:
- * `git worktree add /tmp/before <commit> && cp -al node_modules /tmp/before/node_modules`.
+ * What it reads from the printed tables: `floor`/`history`'s "gateway CPU/req" per path and row (and the floor
+ * server's own, and the gateway's over it in the same round: the floor is the same code in every checkout),
+ * `simulation`'s CPU per request, `sessions`' bytes per stored token and longest stalls, `memory`'s bytes per token
+ * per layout. The environment passes through (e.g. `SIM_COUNT=1000`). For a checkout without its own
+ * `node_modules`, hard-link one: `git worktree add /tmp/before <commit> && cp -al node_modules /tmp/before/node_modules`.
  */
 import { execFileSync } from "node:child_process"
 import { resolve } from "node:path"
@@ -62,10 +63,16 @@ const figures = (output: string): Map<string, number> => {
     for (const row of table.rows) {
       if (row["gateway CPU/req"] !== undefined) {
         const turns = row["turns"] ?? row["clients"] ?? ""
-        out.set(
-          `${table.title.slice(0, 24)} ${row["path"]} ${turns}: gateway CPU µs/req`,
-          ms(row["gateway CPU/req"]) * 1000
-        )
+        const name = `${table.title.slice(0, 24)} ${row["path"]} ${turns}`
+        const gateway = ms(row["gateway CPU/req"]) * 1000
+        out.set(`${name}: gateway CPU µs/req`, gateway)
+        // The floor server is the same code in every checkout, measured in the same process and round: what moves it
+        // is the process's state (its collector's work, the machine's load), which moves the gateway's figure too.
+        if (row["floor CPU/req"] !== undefined) {
+          const floor = ms(row["floor CPU/req"]) * 1000
+          out.set(`${name}: floor CPU µs/req`, floor)
+          out.set(`${name}: gateway ÷ floor CPU`, gateway / floor)
+        }
       }
       const measure = row["measure"] ?? ""
       const value = row["value"] ?? ""
@@ -125,7 +132,7 @@ for (let round = 0; round < rounds; round++) {
 }
 const names = [...new Set(seen.get("base")!.flatMap((m) => [...m.keys()]))]
 const each = (side: string, name: string) =>
-  seen.get(side)!.map((m) => (m.get(name) ?? Number.NaN).toFixed(1)).join(" / ")
+  seen.get(side)!.map((m) => ((value) => value.toFixed(value < 10 ? 2 : 1))(m.get(name) ?? Number.NaN)).join(" / ")
 const medianOf = (side: string, name: string) => median(seen.get(side)!.map((m) => m.get(name) ?? Number.NaN))
 console.log(`\nmedians of ${rounds} rounds (each round's figures in brackets), ratio to base:`)
 for (const side of sides) console.log(`  ${side.name}: ${side.dir}`)
