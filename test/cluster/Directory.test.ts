@@ -34,15 +34,33 @@ const whereOnly = (asked: Ref.Ref<number>, silent: Ref.Ref<boolean>, runner: Ref
     { concurrency: "unbounded" }
   )
 
+/**
+ * A directory over 300 shards of the {@link whereOnly} entity (answering as runner `r1` until `runner` changes, silent
+ * while `silent` is set); `refresh` runs one refresh and gives the number of `Where` it sent.
+ */
+const withDirectory = <A, E>(
+  body: (env: {
+    readonly directory: Directory.Directory
+    readonly refresh: Effect.Effect<number>
+    readonly runner: Ref.Ref<string>
+    readonly silent: Ref.Ref<boolean>
+  }) => Effect.Effect<A, E>
+) =>
+  Effect.gen(function*() {
+    const asked = yield* Ref.make(0)
+    const silent = yield* Ref.make(false)
+    const runner = yield* Ref.make("r1")
+    return yield* Effect.scoped(Effect.gen(function*() {
+      const directory = yield* Directory.make({ shards: 300, callTimeout: Duration.seconds(1) })
+      const refresh = Effect.andThen(Ref.set(asked, 0), Effect.andThen(directory.refresh, Ref.get(asked)))
+      return yield* body({ directory, refresh, runner, silent })
+    })).pipe(Effect.provide(whereOnly(asked, silent, runner).pipe(Layer.provideMerge(TestRunner.layer))))
+  })
+
 describe("Directory", () => {
   it.live("refreshes the rooms by asking every shard now and then, one entity of each known runner otherwise", () =>
-    Effect.gen(function*() {
-      const asked = yield* Ref.make(0)
-      const silent = yield* Ref.make(false)
-      const runner = yield* Ref.make("r1")
-      yield* Effect.scoped(Effect.gen(function*() {
-        const directory = yield* Directory.make({ shards: 300, callTimeout: Duration.seconds(1) })
-        const refresh = Effect.andThen(Ref.set(asked, 0), Effect.andThen(directory.refresh, Ref.get(asked)))
+    withDirectory(({ directory, refresh, runner, silent }) =>
+      Effect.gen(function*() {
         // The first refresh asks every shard; the runner answers for all of them. It was not known: the fleet is
         // forming, so the next refreshes ask every shard too, for one cycle.
         assert.strictEqual(yield* refresh, 300)
@@ -67,17 +85,11 @@ describe("Directory", () => {
         yield* Ref.set(silent, false)
         assert.strictEqual(yield* refresh, 1)
         assert.deepStrictEqual([...directory.rooms()].map((r) => r.runner), ["r2"])
-      })).pipe(Effect.provide(whereOnly(asked, silent, runner).pipe(Layer.provideMerge(TestRunner.layer))))
-    }))
+      })))
 
   it.live("learns a runner's room from an answer: the next refresh that is not a sweep does not ask it", () =>
-    Effect.gen(function*() {
-      const asked = yield* Ref.make(0)
-      const silent = yield* Ref.make(false)
-      const runner = yield* Ref.make("r1")
-      yield* Effect.scoped(Effect.gen(function*() {
-        const directory = yield* Directory.make({ shards: 300, callTimeout: Duration.seconds(1) })
-        const refresh = Effect.andThen(Ref.set(asked, 0), Effect.andThen(directory.refresh, Ref.get(asked)))
+    withDirectory(({ directory, refresh }) =>
+      Effect.gen(function*() {
         // The fleet forms (a sweep, the cycle's sweeps after it, the next cycle's sweep), then one entity a refresh.
         for (let i = 0; i <= Directory.sweepEvery; i++) assert.strictEqual(yield* refresh, 300)
         assert.strictEqual(yield* refresh, 1)
@@ -107,6 +119,5 @@ describe("Directory", () => {
         assert.deepStrictEqual([...directory.rooms()], [])
         assert.strictEqual(yield* refresh, 1)
         assert.deepStrictEqual([...directory.rooms()].map((r) => r.runner), ["r1"])
-      })).pipe(Effect.provide(whereOnly(asked, silent, runner).pipe(Layer.provideMerge(TestRunner.layer))))
-    }))
+      })))
 })
