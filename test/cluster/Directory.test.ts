@@ -85,7 +85,8 @@ describe("Directory", () => {
         yield* Ref.set(silent, false)
         assert.strictEqual(yield* refresh, 1)
         assert.deepStrictEqual([...directory.rooms()].map((r) => r.runner), ["r2"])
-      })))
+      })
+    ))
 
   it.live("learns a runner's room from an answer: the next refresh that is not a sweep does not ask it", () =>
     withDirectory(({ directory, refresh }) =>
@@ -119,5 +120,6 @@ describe("Directory", () => {
         assert.deepStrictEqual([...directory.rooms()], [])
         assert.strictEqual(yield* refresh, 1)
         assert.deepStrictEqual([...directory.rooms()].map((r) => r.runner), ["r1"])
-      })))
+      })
+    ))
 })
