@@ -27,6 +27,10 @@
  *   (`PlacementRefusedError`) before any Session starts, and a refused Session id is refused again on a re-delivery.
  *   A poll that asks (`room`) gets the runner's room last in its answer, so the controller learns rooms from the
  *   Groups' traffic and asks `Where` only of runners it heard nothing from (`Directory.ts`).
+ * - `PollRunner` carries the polls of several Groups on the runner (each what its `PollGroup` would say) and answers
+ *   them together as soon as any has something: the controller's polls of one runner that are due together ride one
+ *   message (`layers/cluster/RunnerPolls.ts`), with the receipts, the room request and the settings (one JSON text)
+ *   once for all.
  * - `Grant` gives Sessions of the Group its Runtime lease (and the weight version to generate with); `Stop` ends
  *   Sessions and reaps their agents. Both are no-ops when done twice. Each names the Group's Sessions it is for, all
  *   of them at once when they happen together (`layers/cluster/GroupCalls.ts`).
@@ -135,6 +139,33 @@ export const PollGroup = Rpc.make("PollGroup", {
 })
 
 /**
+ * The next events of several Groups on one runner, one message each way (`layers/cluster/RunnerPolls.ts`): each poll
+ * (`RunnerPoll`) is what a `PollGroup` of its Group would say, and the answer comes as soon as any of them has
+ * something (the events of a few milliseconds together), carrying every Group's new events in its poll's place (none
+ * for a Group that had nothing yet: the controller asks again), or none after `aliveInterval`. The controller's polls
+ * of the same runner that are due together ride one message: a runner's Groups that answer together cost one round
+ * trip instead of one each. A runner older than it does not know it: a rolling update replaces the runners first.
+ */
+export const PollRunner = Rpc.make("PollRunner", {
+  payload: {
+    runner: Schema.String,
+    controller: Schema.String,
+    polls: Schema.Array(ClusterWire.RunnerPoll),
+    /**
+     * The controller's sample-changing settings as one JSON text (`Fingerprint.toText`): sent when a poll places its
+     * Group (its Sessions start); a runner whose settings differ refuses those Groups.
+     */
+    config: Schema.optionalKey(Schema.String),
+    /** Sessions of any Group on this runner whose end the controller received (see `Received`). */
+    received: Schema.optionalKey(Schema.Array(Schema.String)),
+    /** Answer with the runner's room (`room`), so the controller learns it from the traffic instead of `Where`. */
+    room: Schema.optionalKey(Schema.Boolean)
+  },
+  success: ClusterWire.RunnerPollAnswers,
+  error: ClusterWire.RunFailure
+})
+
+/**
  * The Group holds its Runtime lease: the named Sessions' requests may generate, under `rolloutId` and the controller's
  * weights (`weights`: a runner that missed a fleet command follows them before it generates).
  */
@@ -203,5 +234,6 @@ export const Group = Entity.make("RelaxGroup", [
   Touch,
   Received,
   Forward,
-  Fleet
+  Fleet,
+  PollRunner
 ])

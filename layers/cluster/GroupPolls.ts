@@ -1,6 +1,7 @@
 /**
- * The controller follows a whole Group on its holder by asking for its next events (`PollGroup`), one message each
- * way at a time (docs/scale-out.md "How a Group runs on a runner").
+ * The controller follows a whole Group on its holder by asking for its next events, one poll at a time, each riding
+ * its runner's next `PollRunner` with the other Groups' polls due then (`RunnerPolls.ts`; docs/scale-out.md "How a
+ * Group runs on a runner").
  *
  * **Details**
  * An event stream costs the controller a message for its request, one for each chunk with an acknowledgement back (two
@@ -11,10 +12,10 @@
  * ended yet and what the controller has seen of each (`PolledSession`: its first request, its last gate state), so the
  * runner answers only what is new, and a poll repeated after a lost or late answer loses nothing (the runner keeps an
  * ended Session whose end an answer carried until the controller's receipt rides a later poll or goes as `Received`,
- * `GroupCalls.receipts`). A poll not answered within `silence` is repeated
+ * `GroupCalls.receipts`). A poll not answered within the call deadline is repeated
  * `silentRetries` times in a row before the Sessions are given up (`ClusterCallError`).
  */
-import { Duration, Effect, Exit } from "effect"
+import { Effect, Exit } from "effect"
 import * as ClusterError from "../../src/cluster/ClusterError.ts"
 import type * as ClusterWire from "../../src/cluster/ClusterWire.ts"
 import type * as GroupStreams from "./GroupStreams.ts"
@@ -33,15 +34,16 @@ interface Member {
  * carried (the runner keeps them until the controller's receipt, and never needs a `Stop` for them). Interrupting it ends every Session not ended with the interrupt.
  */
 export const make = <C>(deps: {
-  /** Ask the holder for the Group's next events. */
+  /**
+   * Ask the holder for the Group's next events; a poll not answered within the call deadline fails with
+   * `ClusterCallError` "deadline" (the message that carries it has the deadline, `RunnerPolls.ts`).
+   */
   readonly poll: (
     context: C,
     sessions: ReadonlyArray<ClusterWire.PolledSession>
   ) => Effect.Effect<ReadonlyArray<ClusterWire.PolledEvent>, GroupStreams.StreamError>
   /** A Session's new state at the generation gate (partial rollout / fully async). */
   readonly onGate: (sessionId: string, state: ClusterWire.GateState) => void
-  /** The longest wait for one answer (the runner answers within `aliveInterval` when nothing happens). */
-  readonly silence: Duration.Duration
   /** How many polls in a row may go unanswered before the Sessions are given up. */
   readonly silentRetries: number
 }) =>
@@ -92,17 +94,6 @@ export const make = <C>(deps: {
           arrived: m.arrived,
           gate: m.gate
         }))
-      ).pipe(
-        Effect.timeoutOrElse({
-          duration: deps.silence,
-          orElse: () =>
-            Effect.fail(
-              new ClusterError.ClusterCallError({
-                reason: "deadline",
-                detail: `PollGroup of ${sessions.map((m) => m.reader.session.sessionId).join(", ")}`
-              })
-            )
-        })
       )
 
     return Effect.gen(function*() {

@@ -26,10 +26,9 @@
  * of the cluster's default of retrying a defect forever.
  *
  * This module hosts the Sessions; placement and slots are `HostSlots.ts`, the fleet commands `HostFleet.ts`, the
- * orphan reaper and the runner's end `HostReaper.ts`.
+ * orphan reaper and the runner's end `HostReaper.ts`, the entity's handlers `HostEntity.ts`.
  */
 import { Clock, Context, Deferred, Duration, Effect, Exit, Fiber, Layer, Stream } from "effect"
-import { Entity, Sharding } from "effect/cluster"
 import { randomBytes } from "node:crypto"
 import type * as ClusterError from "../../src/cluster/ClusterError.ts"
 import * as ClusterWire from "../../src/cluster/ClusterWire.ts"
@@ -136,6 +135,11 @@ export interface HostShape {
     payload: typeof GroupEntity.PollGroup.payloadSchema.Type,
     placement?: Placement
   ) => Effect.Effect<ReadonlyArray<ClusterWire.GroupEvent>, ClusterWire.PollFailure>
+  /** Each Group's poll of a `PollRunner` answered together (`SessionFollowers.pollMany`), in their order. */
+  readonly pollRunner: (
+    payload: typeof GroupEntity.PollRunner.payloadSchema.Type,
+    placement?: Placement
+  ) => Effect.Effect<ReadonlyArray<ClusterWire.RunnerPollAnswer>, ClusterWire.RunFailure>
   readonly grant: (
     payload: typeof GroupEntity.Grant.payloadSchema.Type
   ) => Effect.Effect<void, ClusterWire.NotHolderError | ClusterError.FleetCommandError>
@@ -194,6 +198,7 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
     let running = 0
     const used = () => slots.used(running)
     const fingerprint = Fingerprint.of(settings)
+    const readConfig = Fingerprint.textReader()
     // The Groups' event streams: queues the host fills, one runner-wide loop for Alive and route checks. A Session
     // whose end a stream delivered is forgotten (its controller sends no Stop for it); its slot was freed at its end.
     const followers = SessionFollowers.make({
@@ -468,6 +473,24 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
         )
       })
 
+    /** A poll's Sessions admitted (its Group placed first, on a placing poll), the lease it carries granted. */
+    const prepare = (payload: typeof GroupEntity.PollGroup.payloadSchema.Type) =>
+      Effect.gen(function*() {
+        if (payload.place === true) yield* place(payload)
+        const { following, refused } = yield* admit(payload)
+        // Granted as a `Grant` would be, whose failure its controller ignores too.
+        if (payload.grant !== null) {
+          yield* lease(payload.controller, payload.grant, following).pipe(
+            Effect.catchTag("FleetCommandError", (error) =>
+              Effect.logWarning(
+                `runner ${incarnation} could not follow the weights of a Group's lease: ${error.message}`
+              ))
+          )
+        }
+        const known = new Map(payload.sessions.map((s) => [s.sessionId, s]))
+        return { sessions: following, refused, known: (sessionId: string) => known.get(sessionId) }
+      })
+
     /** The Group's Runtime lease for `sessions`: they follow the controller's weights, then generate under the step. */
     const lease = (controller: string, grant: ClusterWire.PolledGrant, sessions: ReadonlyArray<Hosted>) =>
       Effect.gen(function*() {
@@ -511,22 +534,32 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
           Effect.map(admit(payload), ({ following, refused }) => followers.follow(following, refused, placement))
         ),
       pollGroup: (payload, placement) =>
-        Effect.flatMap(
-          Effect.andThen(payload.place === true ? place(payload) : Effect.void, admit(payload)),
-          ({ following, refused }) => {
-            if (payload.received !== undefined) received(payload.received)
-            const known = new Map(payload.sessions.map((s) => [s.sessionId, s]))
-            const poll = followers.poll(following, refused, placement, (sessionId) => known.get(sessionId))
-            // A lease riding the poll is granted as a `Grant` would be (whose failure its controller ignores too).
-            return payload.grant === null ? poll : lease(payload.controller, payload.grant, following).pipe(
-              Effect.catchTag("FleetCommandError", (error) =>
-                Effect.logWarning(
-                  `runner ${incarnation} could not follow the weights of a Group's lease: ${error.message}`
-                )),
-              Effect.andThen(poll)
-            )
+        Effect.flatMap(prepare(payload), (poll) => {
+          if (payload.received !== undefined) received(payload.received)
+          return Effect.map(followers.pollMany([poll], placement), ([events]) => events ?? [])
+        }),
+      pollRunner: (payload, placement) =>
+        Effect.gen(function*() {
+          yield* checkRunner(payload.runner)
+          if (payload.received !== undefined) received(payload.received)
+          const config = payload.config === undefined ? undefined : readConfig(payload.config)
+          if (config === undefined && payload.config !== undefined) {
+            const detail = `runner ${address} could not read the controller's settings: ${payload.config.slice(0, 200)}`
+            return yield* Effect.fail(new ClusterWire.SessionFailedError({ type: "ConfigMismatch", detail }))
           }
-        ),
+          const common = { runner: payload.runner, controller: payload.controller, ...(config && { config }) }
+          // Each Group's poll as its own `PollGroup` would be; one that fails (refused at its placement) fails alone.
+          const prepared = yield* Effect.forEach(
+            payload.polls,
+            (poll) => Effect.result(prepare({ ...poll, ...common }))
+          )
+          const ready = prepared.flatMap((p) => p._tag === "Success" ? [p.success] : [])
+          const events = yield* followers.pollMany(ready, placement)
+          let at = 0
+          return prepared.map((p) =>
+            p._tag === "Success" ? { events: events[at++] ?? [] } : { events: [], failure: p.failure }
+          )
+        }),
       grant: (payload) =>
         Effect.andThen(
           checkRunner(payload.runner),
@@ -563,37 +596,3 @@ export class Host extends Context.Service<Host, HostShape>()("relax-agentic/Host
   static readonly layer = (address: string, forward: ForwardHandler, options: HostOptions = {}) =>
     Layer.effect(Host, make(address, forward, options))
 }
-
-/**
- * Register the Group entity on this runner. Handlers process any number of messages of one Group at once (its
- * Sessions, their grants and forwarded requests), and a handler's defect reaches the caller.
- */
-export const entityLayer = GroupEntity.Group.toLayer(
-  Effect.gen(function*() {
-    const host = yield* Host
-    const sharding = yield* Sharding.Sharding
-    const address = yield* Entity.CurrentAddress
-    const key = address.entityId
-    const placement: Placement = { key, owned: () => sharding.hasShardId(address.shardId) }
-    return GroupEntity.Group.of({
-      Reserve: ({ payload }) => host.reserve(payload.group, payload),
-      Where: () => host.where,
-      RunGroup: ({ payload }) => host.runGroup(payload, placement),
-      // The runner's room rides the answer when the poll asks (the controller's placement by room).
-      PollGroup: ({ payload }) =>
-        payload.room === true
-          ? Effect.zipWith(host.pollGroup(payload, placement), host.where, (events, room) => [
-            ...events,
-            { _tag: "Room" as const, used: room.used, free: room.free, draining: room.draining }
-          ])
-          : host.pollGroup(payload, placement),
-      Grant: ({ payload }) => host.grant(payload),
-      Stop: ({ payload }) => host.stop(payload),
-      Touch: ({ payload }) => host.touch(payload),
-      Received: ({ payload }) => host.received(payload),
-      Forward: ({ payload }) => host.forward(payload),
-      Fleet: ({ payload }) => host.fleet(payload)
-    })
-  }),
-  { concurrency: "unbounded", disableFatalDefects: true, maxIdleTime: "1 hour" }
-)

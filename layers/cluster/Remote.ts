@@ -45,6 +45,7 @@ import * as GroupStreams from "./GroupStreams.ts"
 import * as HolderRoute from "./HolderRoute.ts"
 import * as Host from "./Host.ts"
 import * as PlaceGroup from "./PlaceGroup.ts"
+import * as RunnerPolls from "./RunnerPolls.ts"
 
 /** The controller's cluster settings. */
 export interface RemoteOptions {
@@ -137,6 +138,7 @@ const make = (options: RemoteOptions) =>
   Effect.gen(function*() {
     const credit = yield* Credit.Credit
     const config = Fingerprint.of(yield* RolloutConfig.RolloutConfig)
+    const configText = Fingerprint.toText(config)
     const fleet = yield* Fleet.Fleet
     const makeClient = yield* GroupEntity.Group.client
     const directory = yield* Directory.make({ shards: options.shards, callTimeout: options.callTimeout })
@@ -250,86 +252,94 @@ const make = (options: RemoteOptions) =>
         )
     })
 
-    // A whole Group's Sessions followed by polls to its holder (GroupPolls.ts).
+    /** What a polled Group's poll needs: its holder's route, the Group, its lease and placement, its entity client. */
+    type PollContext = GroupTarget & {
+      readonly group: SessionRunner.PlannedGroup
+      readonly lease: LeaseSlot
+      readonly placement: PlacingSlot
+      readonly entity: ClientSlot
+    }
+
+    // The polls of a runner's Groups that are due together: one message (RunnerPolls.ts), through the route of the
+    // first one's Group (every route of a runner reaches it).
+    const runnerPolls = RunnerPolls.make({
+      scope,
+      send: (runner, due: ReadonlyArray<RunnerPolls.Gathered<PollContext>>) =>
+        Effect.suspend(() => {
+          const to = due[0]!.context
+          const received = receipts.take(runner)
+          // The runner's room rides the answer when none came since the directory's last refresh (no `Where` then).
+          const room = directory.wantsRoom(runner)
+          // The settings only where Sessions may start: with a placing poll (every later one follows).
+          const placing = due.some((d) => d.poll.place)
+          // Repeating PollRunner is safe: the holder follows the Sessions it already runs under these ids, a lease
+          // granted twice changes nothing, and a receipt forgets only an ended Session.
+          return deadline(
+            `PollRunner of ${due.length} Group(s) on runner ${runner}`,
+            to.route.call((k) => {
+              const known = to.entity.client
+              const client = known !== undefined && known.key === k ? known.client : makeClient(k)
+              if (known?.client !== client) to.entity.client = { key: k, client }
+              return whileRefused(
+                client.PollRunner({
+                  runner,
+                  controller: runId,
+                  polls: due.map((d) => d.poll),
+                  ...(placing ? { config: configText } : {}),
+                  ...(received.length === 0 ? {} : { received }),
+                  ...(room ? { room } : {})
+                })
+              ).pipe(
+                Effect.map((answer) => {
+                  if (answer.room !== undefined) directory.heardRoom({ runner, key: k, ...answer.room })
+                  return answer.answers
+                })
+              )
+            })
+          )
+        })
+    })
+
+    // A whole Group's Sessions followed by polls to its holder (GroupPolls.ts), each riding its runner's next message.
     const polls = GroupPolls.make({
       onGate: fleet.setGate,
-      silence: options.callTimeout,
       silentRetries,
-      poll: (
-        to: GroupTarget & {
-          readonly group: SessionRunner.PlannedGroup
-          readonly lease: LeaseSlot
-          readonly placement: PlacingSlot
-          readonly entity: ClientSlot
-        },
-        sessions
-      ) =>
+      poll: (to: PollContext, sessions) =>
         Effect.gen(function*() {
           const rolloutId = to.lease.due
           const grant = rolloutId === undefined ? null : { rolloutId, weights: yield* fleet.weights }
           to.lease.polling = true
-          const received = receipts.take(to.runner)
-          // The runner's room rides the answer when none came since the directory's last refresh (no `Where` then).
-          const room = directory.wantsRoom(to.runner)
-          // Repeating PollGroup is safe: the holder follows the Sessions it already runs under these ids, a lease
-          // granted twice changes nothing, and a receipt forgets only an ended Session.
-          const events = yield* to.route.call((k) => {
-            const known = to.entity.client
-            const client = known !== undefined && known.key === k ? known.client : makeClient(k)
-            if (known?.client !== client) to.entity.client = { key: k, client }
-            return whileRefused(
-              client.PollGroup({
-                runner: to.runner,
-                controller: runId,
-                // The Group and the settings only where Sessions may start: the placing poll (every later one follows).
-                ...(to.placement.placing ? { group: plannedOf(to.group), config } : {}),
-                sessions,
-                grant,
-                ...(received.length === 0 ? {} : { received }),
-                place: to.placement.placing,
-                ...(room ? { room } : {})
-              })
-            ).pipe(
-              Effect.tap((events) =>
-                Effect.sync(() => {
-                  const last = events[events.length - 1]
-                  if (last?._tag === "Room") {
-                    directory.heardRoom({
-                      runner: to.runner,
-                      key: k,
-                      used: last.used,
-                      free: last.free,
-                      draining: last.draining
-                    })
-                  }
-                })
-              ),
-              // The runner's room as it refused the Group: placement by room skips it until its next answer.
-              Effect.tapError((error) =>
-                error._tag === "PlacementRefusedError"
-                  ? Effect.sync(() =>
-                    directory.heardRoom({
-                      runner: error.runner,
-                      key: k,
-                      used: error.used,
-                      free: error.free,
-                      draining: error.decision === "draining"
-                    })
-                  )
-                  : Effect.void
-              )
-            )
+          const answer = yield* runnerPolls.poll(to.runner, to, {
+            // The Group only where Sessions may start: the placing poll (every later one follows).
+            ...(to.placement.placing ? { group: plannedOf(to.group) } : {}),
+            sessions,
+            grant,
+            place: to.placement.placing
           })
+          if (answer.failure !== undefined) {
+            const failure = answer.failure
+            // The runner's room as it refused the Group: placement by room skips it until its next answer.
+            if (failure._tag === "PlacementRefusedError") {
+              directory.heardRoom({
+                runner: failure.runner,
+                key: to.route.current(),
+                used: failure.used,
+                free: failure.free,
+                draining: failure.decision === "draining"
+              })
+            }
+            return yield* Effect.fail(failure)
+          }
           to.placement.placing = false
           if (rolloutId !== undefined && to.lease.due === rolloutId) to.lease.due = undefined
-          return events
+          return answer.events
         }).pipe(
           Effect.ensuring(Effect.sync(() => {
             to.lease.polling = false
           })),
           Effect.catchTag(
             ["MailboxFull", "AlreadyProcessingMessage", "PersistenceError", "EntityNotAssignedToRunner"],
-            refused("PollGroup")
+            refused("PollRunner")
           ),
           Effect.catchTag(
             "NotHolderError",

@@ -52,6 +52,8 @@ interface Follower {
    * them first.
    */
   readonly held: Array<ClusterWire.GroupEvent>
+  /** A poll waiting for any of its followers to have something (`pollMany`): told when this one does. */
+  wake: (() => void) | undefined
 }
 
 /** What a hosted Session keeps for its streams. */
@@ -93,6 +95,7 @@ const send = (follower: Follower, event: ClusterWire.GroupEvent) => {
   for (const held of follower.held) Queue.offerUnsafe(follower.queue, held)
   follower.held.length = 0
   Queue.offerUnsafe(follower.queue, event)
+  follower.wake?.()
 }
 
 /** Report a Session's first request: held until every Session of the stream asked or ended. */
@@ -111,7 +114,10 @@ const report = (follower: Follower, sessionId: string, event: ClusterWire.GroupE
   if (!follower.waiting.delete(sessionId)) return
   if (follower.waiting.size > 0 && event._tag === "Done" && arrived) follower.held.push(event)
   else send(follower, event)
-  if (follower.waiting.size === 0) Queue.endUnsafe(follower.queue)
+  if (follower.waiting.size === 0) {
+    Queue.endUnsafe(follower.queue)
+    follower.wake?.()
+  }
 }
 
 /** A Session a stream names that this runner refuses (stopped before, or not admitted): reported at once. */
@@ -207,7 +213,8 @@ export const make = (deps: {
         alive,
         waiting: new Set([...sessions.map((s) => s.sessionId), ...refused.map((r) => r.sessionId)]),
         sessions,
-        held: []
+        held: [],
+        wake: undefined
       }
       for (const { error, sessionId } of refused) {
         report(follower, sessionId, { _tag: "Failed", sessionId, type: error.type, detail: error.detail }, false)
@@ -241,43 +248,70 @@ export const make = (deps: {
         ))
     )
 
+  /** Something to answer: events queued, or the follower ended (every Session reported) or failed (its route). */
+  const ready = (follower: Follower) => Queue.sizeUnsafe(follower.queue) > 0 || !streams.has(follower)
+
+  /** Until one of `followers` has something to answer (at once when one has, or there is none). */
+  const anyReady = (followers: ReadonlyArray<Follower>) =>
+    Effect.callback<void>((resume) => {
+      if (followers.length === 0 || followers.some(ready)) return resume(Effect.void)
+      const wake = () => {
+        for (const follower of followers) follower.wake = undefined
+        resume(Effect.void)
+      }
+      for (const follower of followers) follower.wake = wake
+      return Effect.sync(() => {
+        for (const follower of followers) follower.wake = undefined
+      })
+    })
+
   /**
-   * One answer to a `PollGroup`: the events of `sessions` (and `refused`) their controller has not seen (`known`), as
-   * soon as there are any (those within the window together), or none after {@link aliveInterval}. The Sessions
-   * whose end it carries are handed to `answered`.
+   * One answer to a `PollRunner` (a `PollGroup` is one poll): each poll's events that its controller has not seen
+   * (`known`) for its `sessions` (and `refused`), all in one answer: as soon as any poll has some (every poll's events
+   * of the window after the first together), or none after {@link aliveInterval}. The Sessions whose end it carries
+   * are handed to `answered`. All polls came through one entity (`placement`): a moved shard fails them all.
    */
-  const poll = (
-    sessions: ReadonlyArray<Followed>,
-    refused: ReadonlyArray<Refused>,
-    placement: Placement | undefined,
-    known: (sessionId: string) => Known | undefined
-  ): Effect.Effect<ReadonlyArray<ClusterWire.GroupEvent>, ClusterWire.RunFailure> =>
-    Effect.flatMap(open(sessions, refused, placement, false, known), (follower) =>
-      Queue.takeAll(follower.queue).pipe(
-        Effect.timeoutOrElse({ duration: deps.pollWait ?? aliveInterval, orElse: () => Effect.succeed([]) }),
-        Effect.flatMap((first): Effect.Effect<ReadonlyArray<ClusterWire.GroupEvent>, ClusterWire.RunFailure> =>
-          first.length === 0 || Duration.isZero(window) || settled(follower) ?
-            Effect.succeed(first) :
-            Effect.sleep(window).pipe(
-              Effect.andThen(Queue.clear(follower.queue)),
-              Effect.map((rest) => rest.length === 0 ? first : [...first, ...rest]),
-              Effect.catch(() => Effect.succeed(first))
-            )
-        ),
-        Effect.catchIf(Cause.isDone, () => Effect.succeed<ReadonlyArray<ClusterWire.GroupEvent>>([])),
-        Effect.tap((events) => {
-          const ended = new Set<string>()
-          for (const event of events) if (event._tag === "Done" || event._tag === "Failed") ended.add(event.sessionId)
-          return ended.size === 0 || deps.answered === undefined
-            ? Effect.void
-            : deps.answered(sessions.filter((s) => ended.has(s.sessionId)))
-        }),
-        Effect.ensuring(Effect.sync(() => unlink(follower)))
-      ))
+  const pollMany = (
+    polls: ReadonlyArray<{
+      readonly sessions: ReadonlyArray<Followed>
+      readonly refused: ReadonlyArray<Refused>
+      readonly known: (sessionId: string) => Known | undefined
+    }>,
+    placement: Placement | undefined
+  ): Effect.Effect<ReadonlyArray<ReadonlyArray<ClusterWire.GroupEvent>>, ClusterWire.RunFailure> =>
+    Effect.flatMap(
+      Effect.forEach(polls, (p) => open(p.sessions, p.refused, placement, false, p.known)),
+      (followers) =>
+        anyReady(followers).pipe(
+          Effect.timeoutOrElse({ duration: deps.pollWait ?? aliveInterval, orElse: () => Effect.void }),
+          // A follower with events that may have more soon (its Group's others) keeps the answer open for the window.
+          // Decided once the wait is over (what the followers hold then), not when the answer's effect is built.
+          Effect.andThen(Effect.suspend(() =>
+            Duration.isZero(window) || followers.every((f) => Queue.sizeUnsafe(f.queue) === 0 || settled(f))
+              ? Effect.void
+              : Effect.sleep(window)
+          )),
+          Effect.andThen(Effect.forEach(followers, (follower) => Queue.clear(follower.queue))),
+          Effect.tap((answers) => {
+            if (deps.answered === undefined) return Effect.void
+            const ended = new Set<string>()
+            for (const events of answers) {
+              for (const event of events) {
+                if (event._tag === "Done" || event._tag === "Failed") ended.add(event.sessionId)
+              }
+            }
+            if (ended.size === 0) return Effect.void
+            return deps.answered(polls.flatMap((p) => p.sessions.filter((s) => ended.has(s.sessionId))))
+          }),
+          Effect.ensuring(Effect.sync(() => {
+            for (const follower of followers) unlink(follower)
+          }))
+        )
+    )
 
   return {
     follow,
-    poll,
+    pollMany,
     /** The agent's first model request (reported once). */
     arrived: (hosted: Followed): void => {
       if (hosted.arrived) return
@@ -319,6 +353,7 @@ export const make = (deps: {
               follower.queue,
               Cause.fail(new ClusterWire.NotHolderError({ holder: deps.incarnation, runner: deps.incarnation }))
             )
+            follower.wake?.()
           } else if (alive && follower.alive) {
             Queue.offerUnsafe(follower.queue, { _tag: "Alive" })
           }

@@ -18,6 +18,7 @@ import * as Fleet from "../../layers/cluster/Fleet.ts"
 import * as Forward from "../../layers/cluster/Forward.ts"
 import * as ForwardAnswer from "../../layers/cluster/ForwardAnswer.ts"
 import * as Host from "../../layers/cluster/Host.ts"
+import * as HostEntity from "../../layers/cluster/HostEntity.ts"
 import * as LoraWriter from "../../layers/cluster/LoraWriter.ts"
 import * as MemberTable from "../../layers/cluster/MemberTable.ts"
 import * as Remote from "../../layers/cluster/Remote.ts"
@@ -228,7 +229,7 @@ export const runnerLayer = (
     Layer.provide(SessionRunner.SessionRunner.layer),
     Layer.provide(GenerationGate.GenerationGate.layer(Settings.retentionMode(settings)))
   )
-  return Layer.merge(Host.entityLayer, writers).pipe(
+  return Layer.merge(HostEntity.layer, writers).pipe(
     Layer.provideMerge(host),
     Layer.provide(membership),
     Layer.provideMerge(services),

@@ -177,6 +177,39 @@ export const PolledGrant = Schema.Struct({ rolloutId: Schema.Int, weights: Weigh
 export type PolledGrant = typeof PolledGrant.Type
 
 /**
+ * One Group's poll inside a runner's `PollRunner` (a `PollGroup` less what the message carries once for all its
+ * Groups): the Group itself (its placing poll only), its Sessions with what the controller has seen of each, its lease
+ * when one is due, and whether this poll places the Group (the runner takes its slots or refuses it).
+ */
+export const RunnerPoll = Schema.Struct({
+  group: Schema.optionalKey(PlannedGroup),
+  sessions: Schema.Array(PolledSession),
+  grant: Schema.NullOr(PolledGrant),
+  place: Schema.Boolean
+})
+export type RunnerPoll = typeof RunnerPoll.Type
+
+/**
+ * One Group's answer in a `PollRunner` answer, in its poll's place: its events the controller has not seen (none: the
+ * answer came for another Group of the message, or after the runner's wait), or why the whole Group failed (`failure`:
+ * the runner refused it at its placement, or its settings differ).
+ */
+export const RunnerPollAnswer = Schema.Struct({
+  events: Schema.Array(GroupEvent),
+  failure: Schema.optionalKey(PollFailure)
+})
+export type RunnerPollAnswer = typeof RunnerPollAnswer.Type
+
+/** What a `PollRunner` answers: each Group's answer in its poll's place, and the runner's room when the message asked. */
+export const RunnerPollAnswers = Schema.Struct({
+  answers: Schema.Array(RunnerPollAnswer),
+  room: Schema.optionalKey(
+    Schema.Struct({ used: Schema.Int, free: Schema.NullOr(Schema.Int), draining: Schema.Boolean })
+  )
+})
+export type RunnerPollAnswers = typeof RunnerPollAnswers.Type
+
+/**
  * What the controller tells every runner at once (docs/scale-out.md "Weights and the step boundary"): follow its
  * weights (`Weights`), or the step boundary of partial rollout / fully async: `Halt` parks the controller's
  * generations and stops their budgets, `Resume` lets them continue under the step `rolloutId` (`null`: the same step).

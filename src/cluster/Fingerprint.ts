@@ -10,6 +10,7 @@
  * generation gate does with them (`derivedFields`): `--partial-rollout` and `--fully-async` park and retain a Group at
  * a step boundary alike on a runner; the early close and the final backfill of fully async are the controller's.
  */
+import { Option, Schema } from "effect"
 import * as FlagTable from "../config/FlagTable.ts"
 import type * as Settings from "../config/Settings.ts"
 
@@ -100,3 +101,23 @@ export const mismatch = (
 /** The first sample-changing field (or derived entry) whose values differ; `undefined` when they agree. */
 export const differingField = (a: Fingerprint, b: Fingerprint): string | undefined =>
   compared.find((field) => (a[field] ?? "null") !== (b[field] ?? "null"))
+
+/**
+ * A fingerprint as one JSON text: how `PollRunner` carries the controller's settings (one string to check, encode and
+ * decode a message instead of a record of ~36 pairs, each checked, encoded and decoded on its own).
+ */
+export const toText = (fingerprint: Fingerprint): string => JSON.stringify(fingerprint)
+
+const decodeText = Schema.decodeUnknownOption(Schema.fromJsonString(Schema.Record(Schema.String, Schema.String)))
+
+/**
+ * A reader of fingerprint texts (`toText`) that keeps the last one read (a controller sends the same text every
+ * time): the fingerprint, or `undefined` when the text is not one.
+ */
+export const textReader = (): (text: string) => Fingerprint | undefined => {
+  let last: { readonly text: string; readonly fingerprint: Fingerprint | undefined } | undefined
+  return (text) => {
+    if (last?.text !== text) last = { text, fingerprint: Option.getOrUndefined(decodeText(text)) }
+    return last.fingerprint
+  }
+}

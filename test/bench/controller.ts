@@ -429,6 +429,22 @@ const profiled = <A, E, R>(file: string | undefined, effect: Effect.Effect<A, E,
       Effect.promise(() => Profiles.cpuProfile(file, () => Effect.runPromise(Effect.provideContext(effect, context))))
   )
 
+/** `effect` under the sampling heap profiler when `file` is set (the allocation profile written there). */
+const allocationProfiled = <A, E, R>(
+  file: string | undefined,
+  effect: Effect.Effect<A, E, R>
+): Effect.Effect<A, E, R> =>
+  file === undefined ? effect : Effect.flatMap(
+    Effect.context<R>(),
+    (context) =>
+      Effect.map(
+        Effect.promise(() =>
+          Profiles.allocationProfile(file, () => Effect.runPromise(Effect.provideContext(effect, context)))
+        ),
+        ({ result }) => result
+      )
+  )
+
 const measure = (sizes: Sizes, thinkMs: number) =>
   Effect.scoped(Effect.gen(function*() {
     const db = yield* EmbeddedPg.start
@@ -508,7 +524,10 @@ const measure = (sizes: Sizes, thinkMs: number) =>
       const runnersBefore = yield* ask({ cmd: "load" })
       const paused = Runners.pauses()
       // CONTROLLER_CPUPROF=<file>: a CPU profile of the controller over the step.
-      const step = yield* window(profiled(process.env["CONTROLLER_CPUPROF"], stepRun))
+      // CONTROLLER_HEAPPROF=<file>: an allocation profile of the controller over the step.
+      const step = yield* window(
+        allocationProfiled(process.env["CONTROLLER_HEAPPROF"], profiled(process.env["CONTROLLER_CPUPROF"], stepRun))
+      )
       const controllerPauses = paused.read()
       paused.stop()
       // CONTROLLER_STALL_LOG=<file>: the controller's stalls over the step on the clock of its CPU profile

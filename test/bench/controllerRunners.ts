@@ -25,6 +25,7 @@ import { RunnerAddress } from "effect/cluster"
 import { monitorEventLoopDelay, performance, PerformanceObserver } from "node:perf_hooks"
 import { writeHeapSnapshot } from "node:v8"
 import * as Host from "../../layers/cluster/Host.ts"
+import * as HostEntity from "../../layers/cluster/HostEntity.ts"
 import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
 import * as RolloutConfig from "../../layers/rollout/RolloutConfig.ts"
 import * as SessionRunner from "../../layers/rollout/SessionRunner.ts"
@@ -202,7 +203,7 @@ const main = Effect.gen(function*() {
   const hosts: Array<Host.HostShape> = []
   const starting = performance.now()
   for (const port of ports) {
-    const runner = Host.entityLayer.pipe(
+    const runner = HostEntity.layer.pipe(
       Layer.provideMerge(Host.Host.layer(`127.0.0.1:${port}`, () => Effect.die("the bench forwards nothing"))),
       Layer.provideMerge(NodeClusterSocket.layer({
         storage: "sql",

@@ -5,17 +5,20 @@
  * event stream died on its first event, the controller stopped each Session before its agent ran and cluster e2e tests
  * hung. With debug dumps a Session's first context also carries its forest and replay record (issue 39). A Group's
  * stream (`RunGroup`, issue 42) carries every kind of event, each naming its Session, and its request names the Group's
- * Sessions.
+ * Sessions. A runner's polls (`PollRunner`) carry several Groups' polls one way and each Group's answer the other (a
+ * refusal or a whole-Group failure among them, of the `PollFailure` union), with the runner's room when asked.
  */
 import { Schema } from "effect"
 import { SchemaBinary } from "effect/encoding"
 import { describe, expect, it } from "vitest"
 import * as GroupEntity from "../../layers/cluster/GroupEntity.ts"
 import * as ClusterWire from "../../src/cluster/ClusterWire.ts"
+import * as Fingerprint from "../../src/cluster/Fingerprint.ts"
 import type * as DebugView from "../../src/forest/DebugView.ts"
 import * as TrainingSample from "../../src/forest/TrainingSample.ts"
 import type * as ForestDump from "../../src/inspect/ForestDump.ts"
 import * as ReplayRecord from "../../src/replay/Record.ts"
+import * as ClusterRollout from "../support/clusterRollout.ts"
 
 const sample = (
   pixels: ReadonlyArray<TrainingSample.PixelArray | TrainingSample.PixelFile>
@@ -41,6 +44,9 @@ const sample = (
   multimodal_inputs: { images: ["data:image/png;base64,AA=="] },
   multimodal_train_inputs: { image_grid_thw: [[1, 2, 2]], pixel_values: pixels }
 })
+
+/** A Group of two as a request that starts it names it. */
+const group = ClusterRollout.plannedGroup(2)
 
 describe("ClusterWire on the cluster's binary codec", () => {
   it("a Done event with pixel_values arrays round-trips (the codec builds)", () => {
@@ -189,16 +195,7 @@ describe("ClusterWire on the cluster's binary codec", () => {
     const request = {
       runner: "r",
       controller: "c",
-      group: {
-        groupId: "train:prepare_group_0",
-        size: 2,
-        seq: 0,
-        mode: "train" as const,
-        row: 0,
-        data: { prompt: "1+1" },
-        promptIndex: 0,
-        firstIndex: 0
-      },
+      group,
       sessions: [{ sessionId: "s1", position: 0 }, { sessionId: "s2", position: 1 }],
       config: { rolloutTemperature: "1" }
     }
@@ -236,6 +233,64 @@ describe("ClusterWire on the cluster's binary codec", () => {
     expect(Schema.decodeSync(request)(Schema.encodeSync(request)(poll))).toEqual(poll)
     const { room: __, ...withoutRoom } = poll
     expect(Schema.decodeSync(earlierRequest)(Schema.encodeSync(request)(poll))).toEqual(withoutRoom)
+  })
+
+  it("a PollRunner request and its answer round-trip: a Group refused at its placement, the runner's room", () => {
+    const request = SchemaBinary.toCodec(GroupEntity.PollRunner.payloadSchema)
+    const poll = {
+      runner: "r",
+      controller: "c",
+      polls: [
+        {
+          group,
+          sessions: [
+            { sessionId: "s1", position: 0, arrived: false, gate: null },
+            { sessionId: "s2", position: 1, arrived: false, gate: null }
+          ],
+          grant: null,
+          place: true
+        },
+        {
+          sessions: [{ sessionId: "t1", position: 0, arrived: true, gate: { interrupted: true, protected: false } }],
+          grant: { rolloutId: 3, weights: { seq: 2, version: "7", paused: "abort" as const } },
+          place: false
+        }
+      ],
+      config: Fingerprint.toText({ rolloutTemperature: "1", tokenizer: "null" }),
+      received: ["s0"],
+      room: true
+    }
+    expect(Schema.decodeSync(request)(Schema.encodeSync(request)(poll))).toEqual(poll)
+    const answer = SchemaBinary.toCodec(GroupEntity.PollRunner.successSchema)
+    const refused = new ClusterWire.PlacementRefusedError({
+      runner: "r",
+      address: "10.0.0.2:7000",
+      decision: "full",
+      used: 3,
+      free: 1,
+      capacity: 4
+    })
+    const answers: ClusterWire.RunnerPollAnswers = {
+      answers: [
+        { events: [], failure: refused },
+        {
+          events: [
+            { _tag: "FirstRequest", sessionId: "t1" },
+            { _tag: "Done", sessionId: "t1", result: { sessionId: "t1", samples: [], debug: [], parserFailures: 0 } }
+          ]
+        },
+        { events: [], failure: new ClusterWire.SessionFailedError({ type: "ConfigMismatch", detail: "differs" }) },
+        { events: [] }
+      ],
+      room: { used: 3, free: null, draining: true }
+    }
+    const back = Schema.decodeSync(answer)(Schema.encodeSync(answer)(answers))
+    expect(back).toEqual(answers)
+    expect(back.answers[0]?.failure).toBeInstanceOf(ClusterWire.PlacementRefusedError)
+    expect(back.answers[0]?.failure?.message).toBe(refused.message)
+    expect(back.answers[2]?.failure?._tag).toBe("SessionFailedError")
+    // Without a room (the message did not ask), and with no poll at all.
+    expect(Schema.decodeSync(answer)(Schema.encodeSync(answer)({ answers: [] }))).toEqual({ answers: [] })
   })
 
   it("a sidecar reference is refused on the wire (a defect, never sent)", () => {

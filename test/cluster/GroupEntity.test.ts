@@ -15,6 +15,7 @@ import * as Directory from "../../layers/cluster/Directory.ts"
 import * as Fleet from "../../layers/cluster/Fleet.ts"
 import * as GroupEntity from "../../layers/cluster/GroupEntity.ts"
 import * as Host from "../../layers/cluster/Host.ts"
+import * as HostEntity from "../../layers/cluster/HostEntity.ts"
 import * as Remote from "../../layers/cluster/Remote.ts"
 import * as Credit from "../../layers/credit/Credit.ts"
 import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
@@ -83,7 +84,7 @@ const harness = <A, E>(
         GenerationGate.GenerationGate.layer(Retention.synchronous).pipe(Layer.provide(engine))
       ))
     )
-    const cluster = Host.entityLayer.pipe(Layer.provideMerge(host), Layer.provideMerge(TestRunner.layer))
+    const cluster = HostEntity.layer.pipe(Layer.provideMerge(host), Layer.provideMerge(TestRunner.layer))
     const fleet = Fleet.layer({ callTimeout: Duration.seconds(5), shards: 300 })
     const remote = Remote.layer({ callTimeout: Duration.seconds(5), shards: 300 }).pipe(
       Layer.provideMerge(fleet),

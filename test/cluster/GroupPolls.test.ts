@@ -10,6 +10,7 @@ import { Cause, Deferred, Duration, Effect, Exit, Fiber, Queue } from "effect"
 import { TestClock } from "effect/testing"
 import * as GroupPolls from "../../layers/cluster/GroupPolls.ts"
 import type * as GroupStreams from "../../layers/cluster/GroupStreams.ts"
+import * as ClusterError from "../../src/cluster/ClusterError.ts"
 import type * as ClusterWire from "../../src/cluster/ClusterWire.ts"
 import * as GroupEvents from "../support/groupEvents.ts"
 
@@ -32,15 +33,20 @@ const scripted = (ids: ReadonlyArray<string>) =>
     const released: Array<string> = []
     const follow = GroupPolls.make({
       onGate: () => {},
-      silence,
       silentRetries: 1,
+      // As the controller's message to the holder: unanswered within the call deadline, it fails with it.
       poll: (context: string, sessions) =>
         Effect.gen(function*() {
           const answer = yield* Deferred.make<ReadonlyArray<ClusterWire.GroupEvent>, GroupStreams.StreamError>()
           const poll = { context, sessions, answer }
           asked.push(poll)
           yield* Queue.offer(polls, poll)
-          return yield* Deferred.await(answer)
+          return yield* Deferred.await(answer).pipe(
+            Effect.timeoutOrElse({
+              duration: silence,
+              orElse: () => Effect.fail(new ClusterError.ClusterCallError({ reason: "deadline", detail: "a poll" }))
+            })
+          )
         })
     })
     const readers = ids.map((sessionId, position): GroupStreams.Reader => ({

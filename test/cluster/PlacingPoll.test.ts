@@ -5,8 +5,10 @@
  * draining, too small), on the cluster's in-memory test runner (messages serialized as between processes). Every
  * placing poll is safe to deliver twice: a repeat starts and reserves nothing more, and a refused Group's ids are
  * refused again however the room changed meanwhile (its controller placed it elsewhere). A draining runner refuses a
- * Group placed after the signal, and starts one reserved before it. On the controller, a refusal makes `group` answer
- * `refused` without telling the pool of any Session's end, so the pool places the Group again.
+ * Group placed after the signal, and starts one reserved before it. A `PollRunner` whose Groups the runner places
+ * or refuses answers each in its place: a refused Group's failure does not fail the others. On the controller, a
+ * refusal makes `group` answer `refused` without telling the pool of any Session's end, so the pool places the Group
+ * again.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Duration, Effect, Exit, Fiber, Layer, Ref } from "effect"
@@ -14,6 +16,7 @@ import { type Sharding, TestRunner } from "effect/cluster"
 import { randomBytes } from "node:crypto"
 import * as GroupEntity from "../../layers/cluster/GroupEntity.ts"
 import * as Host from "../../layers/cluster/Host.ts"
+import * as HostEntity from "../../layers/cluster/HostEntity.ts"
 import * as RolloutConfig from "../../layers/rollout/RolloutConfig.ts"
 import * as SessionRunner from "../../layers/rollout/SessionRunner.ts"
 import * as FirstRequestBarrier from "../../layers/schedule/FirstRequestBarrier.ts"
@@ -42,7 +45,7 @@ const harness = <A, E>(
 ) =>
   Effect.gen(function*() {
     const starts = yield* Ref.make(0)
-    const cluster = Host.entityLayer.pipe(
+    const cluster = HostEntity.layer.pipe(
       Layer.provideMerge(ClusterRollout.hostLayer(agents(starts), { slots })),
       Layer.provideMerge(TestRunner.layer)
     )
@@ -59,6 +62,14 @@ const idsOf = (key: string) =>
     (host) => [0, 1, 2].map(() => Routing.sessionId(key, host.incarnation, randomBytes(16).toString("hex")))
   )
 
+/** A Group's first poll as a controller sends it: the Group, its Sessions not heard from yet, placing it. */
+const placingOf = (sessionIds: ReadonlyArray<string>, group: SessionRunner.PlannedGroup) => ({
+  group,
+  sessions: sessionIds.map((sessionId, position) => ({ sessionId, position, arrived: false, gate: null })),
+  grant: null,
+  place: true
+})
+
 /**
  * A placing `PollGroup` of `group` naming `sessionIds`, as the controller sends a Group's first poll; its answer or
  * failure.
@@ -70,11 +81,8 @@ const placingPoll = (sessionIds: ReadonlyArray<string>, group = trio) =>
     return yield* client.PollGroup({
       runner: host.incarnation,
       controller: "c",
-      group,
-      sessions: sessionIds.map((sessionId, position) => ({ sessionId, position, arrived: false, gate: null })),
-      config: Fingerprint.of(yield* RolloutConfig.RolloutConfig),
-      grant: null,
-      place: true
+      ...placingOf(sessionIds, group),
+      config: Fingerprint.of(yield* RolloutConfig.RolloutConfig)
     }).pipe(
       Effect.map((events) => events.map((e) => e._tag === "Failed" ? e.type : e._tag)),
       Effect.timeout("10 seconds")
@@ -166,6 +174,44 @@ describe("a Group placed by its first poll", () => {
         assert.strictEqual(yield* Ref.get(starts), 0)
         // Group A's placing poll comes after the signal too: it starts on its reservation.
         assert.deepStrictEqual(yield* placingPoll(yield* idsOf(keyA)), ["FirstRequest", "FirstRequest", "FirstRequest"])
+        assert.strictEqual(yield* Ref.get(starts), 3)
+      })))
+
+  it.live("one PollRunner: a Group refused at its placement fails alone, the other is placed and answers", () =>
+    harness(4, (starts) =>
+      Effect.gen(function*() {
+        const [a, b] = [yield* idsOf(keyA), yield* idsOf(keyB)]
+        const host = yield* Host.Host
+        const client = (yield* GroupEntity.Group.client)("0123456789abcdef")
+        const message = {
+          runner: host.incarnation,
+          controller: "c",
+          polls: [placingOf(a, trio), placingOf(b, { ...trio, groupId: "train:prepare_group_1" })],
+          config: Fingerprint.toText(Fingerprint.of(yield* RolloutConfig.RolloutConfig)),
+          room: true
+        }
+        // A takes 3 of the 4 slots; B (3 more) is refused, in its own place of the answer.
+        const answer = yield* client.PollRunner(message).pipe(Effect.timeout("10 seconds"))
+        assert.deepStrictEqual(answer.answers[0], {
+          events: a.map((sessionId) => ({ _tag: "FirstRequest" as const, sessionId }))
+        })
+        const refused = answer.answers[1]
+        assert.deepStrictEqual(refused?.events, [])
+        assert.strictEqual(refused?.failure?._tag, "PlacementRefusedError")
+        if (refused?.failure?._tag === "PlacementRefusedError") {
+          assert.deepStrictEqual([refused.failure.decision, refused.failure.used, refused.failure.free], ["full", 3, 1])
+        }
+        assert.deepStrictEqual(answer.room, { used: 3, free: 1, draining: false })
+        assert.strictEqual(yield* Ref.get(starts), 3)
+        assert.strictEqual(yield* host.used, 3)
+        // Settings the runner cannot read fail the whole message, and start nothing.
+        const unread = yield* client.PollRunner({
+          ...message,
+          polls: [placingOf(b, { ...trio, groupId: "train:prepare_group_2" })],
+          config: "{"
+        })
+          .pipe(Effect.flip, Effect.timeout("10 seconds"))
+        assert.strictEqual(unread._tag === "SessionFailedError" ? unread.type : unread._tag, "ConfigMismatch")
         assert.strictEqual(yield* Ref.get(starts), 3)
       })))
 

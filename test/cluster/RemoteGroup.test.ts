@@ -1,17 +1,19 @@
 /**
  * The controller's `group` (layers/cluster/Remote.ts: a whole Group in one fiber, the Group pool's way in cluster
  * mode) against the Group entity on the cluster's in-memory test runner (messages serialized as between processes):
- * the Group followed by polls (`PollGroup`), its agents' first requests counted on the pool's barrier (`arrive`), one
- * `Grant` when the barrier's lease is granted, each Session's end handed over (a failure at once, results once the
- * Group's last Session ended), the Sessions whose end a poll's answer carried forgotten by the runner without a `Stop`,
- * and one `Stop` for all the runner still holds when the Group's effect is interrupted (a drop). The hosted Sessions
- * are scripted.
+ * the Group followed by polls (each riding its runner's `PollRunner`), its agents' first requests counted on the
+ * pool's barrier (`arrive`), one `Grant` when the barrier's lease is granted, each Session's end handed over (a
+ * failure at once, results once the Group's last Session ended), the Sessions whose end a poll's answer carried
+ * forgotten by the runner without a `Stop`, and one `Stop` for all the runner still holds when the Group's effect is
+ * interrupted (a drop). Two Groups on one runner that start together poll in one `PollRunner` (counted on the
+ * runner's host). The hosted Sessions are scripted.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Cause, Deferred, Duration, Effect, Exit, Fiber, Layer, Ref, Stream } from "effect"
 import { type Sharding, TestRunner } from "effect/cluster"
 import * as GroupEntity from "../../layers/cluster/GroupEntity.ts"
 import * as Host from "../../layers/cluster/Host.ts"
+import * as HostEntity from "../../layers/cluster/HostEntity.ts"
 import * as RolloutConfig from "../../layers/rollout/RolloutConfig.ts"
 import * as SessionRunner from "../../layers/rollout/SessionRunner.ts"
 import * as FirstRequestBarrier from "../../layers/schedule/FirstRequestBarrier.ts"
@@ -19,10 +21,11 @@ import * as Fingerprint from "../../src/cluster/Fingerprint.ts"
 import * as SessionError from "../../src/session/SessionError.ts"
 import * as ClusterRollout from "../support/clusterRollout.ts"
 
-/** What the hosted Sessions did: how many started and ended. */
+/** What the hosted Sessions did: how many started and ended; and how many polls each `PollRunner` carried. */
 interface Script {
   readonly starts: Ref.Ref<number>
   readonly ended: Ref.Ref<number>
+  readonly messages: Array<number>
 }
 
 /**
@@ -48,6 +51,19 @@ const agents = (script: Script, ends: { readonly fails?: number; readonly hangs?
 
 const trio = ClusterRollout.plannedGroup(3)
 
+/** The runner's host as `host` is, each `PollRunner` it answers counted in `messages` by the polls it carries. */
+const counted = <E>(host: Layer.Layer<Host.Host, E>, messages: Array<number>) =>
+  Layer.effect(
+    Host.Host,
+    Effect.map(Effect.service(Host.Host), (inner): Host.HostShape => ({
+      ...inner,
+      pollRunner: (payload, placement) => {
+        messages.push(payload.polls.length)
+        return inner.pollRunner(payload, placement)
+      }
+    }))
+  ).pipe(Layer.provide(host))
+
 /** A runner hosting `agents` on the test runner, and the controller's `Remote` over it. */
 const harness = <A, E>(
   ends: Parameters<typeof agents>[1],
@@ -58,9 +74,9 @@ const harness = <A, E>(
   callTimeout = Duration.seconds(5)
 ) =>
   Effect.gen(function*() {
-    const script: Script = { starts: yield* Ref.make(0), ended: yield* Ref.make(0) }
-    const cluster = Host.entityLayer.pipe(
-      Layer.provideMerge(ClusterRollout.hostLayer(agents(script, ends), hostOptions)),
+    const script: Script = { starts: yield* Ref.make(0), ended: yield* Ref.make(0), messages: [] }
+    const cluster = HostEntity.layer.pipe(
+      Layer.provideMerge(counted(ClusterRollout.hostLayer(agents(script, ends), hostOptions), script.messages)),
       Layer.provideMerge(TestRunner.layer)
     )
     const controller = ClusterRollout.controllerLayer({ callTimeout, shards: 300 })
@@ -70,17 +86,18 @@ const harness = <A, E>(
   })
 
 /**
- * The Group placed and started through `group` on the pool's barrier for it (leased under step 7 once `lease` is
- * granted); `ended` collects each Session's end by position.
+ * The Group placed, to be started through `group` (`start`) on the pool's barrier for it (leased under step 7 once
+ * `lease` is granted); `ended` collects each Session's end by position.
  */
-const startGroupWith = (options: { readonly leaseOnReady: boolean }) =>
+const placeGroup = (options: { readonly leaseOnReady: boolean; readonly group?: SessionRunner.PlannedGroup }) =>
   Effect.gen(function*() {
+    const group = options.group ?? trio
     const runner = yield* SessionRunner.SessionRunner
-    const ids = yield* Effect.forEach([0, 1, 2], () => runner.newSessionId!(trio))
+    const ids = yield* Effect.forEach([0, 1, 2], () => runner.newSessionId!(group))
     const lease = yield* Deferred.make<boolean>()
     const ready = yield* Deferred.make<void>()
     const barrier = yield* FirstRequestBarrier.make({
-      groupId: trio.groupId,
+      groupId: group.groupId,
       sessionIds: ids,
       lease,
       rolloutId: () => 7,
@@ -90,12 +107,19 @@ const startGroupWith = (options: { readonly leaseOnReady: boolean }) =>
       )
     })
     const ended = new Map<number, Exit.Exit<SessionRunner.SessionResult, SessionRunner.GroupError>>()
-    const fiber = yield* Effect.forkChild(runner.group!(
-      trio,
+    const start = Effect.forkChild(runner.group!(
+      group,
       { tickets: ids.map((_, i) => barrier.ticket(i)), arrive: barrier.arrive },
       (position, exit) => Effect.sync(() => void ended.set(position, exit))
     ))
-    return { ids, lease, ready, ended, fiber }
+    return { ids, lease, ready, ended, start }
+  })
+
+/** The Group placed and started (see {@link placeGroup}). */
+const startGroupWith = (options: { readonly leaseOnReady: boolean }) =>
+  Effect.gen(function*() {
+    const { start, ...placed } = yield* placeGroup(options)
+    return { ...placed, fiber: yield* start }
   })
 
 const startGroup = startGroupWith({ leaseOnReady: false })
@@ -321,4 +345,19 @@ describe("the controller's group (cluster)", () => {
         yield* hostsNone
         assert.deepStrictEqual(yield* lateRunGroup([ids[0]!, ids[2]!]), ["SessionEnded", "SessionEnded"])
       }), { answeredGrace: Duration.millis(300) }))
+
+  it.live("two Groups on one runner whose polls are due together ask in one PollRunner, each its own answer", () =>
+    harness({}, (script) =>
+      Effect.gen(function*() {
+        const a = yield* placeGroup({ leaseOnReady: true })
+        const b = yield* placeGroup({ leaseOnReady: true, group: { ...trio, groupId: "train:prepare_group_1" } })
+        // Both start in the same turn: their placing polls go as one message.
+        const fibers = [yield* a.start, yield* b.start]
+        yield* Effect.forEach(fibers, (fiber) => Fiber.join(fiber).pipe(Effect.timeout("10 seconds")))
+        assert.deepStrictEqual(results(a.ended), a.ids.map((id) => `${id}@7`))
+        assert.deepStrictEqual(results(b.ended), b.ids.map((id) => `${id}@7`))
+        assert.strictEqual(script.messages[0], 2, `polls per PollRunner: ${script.messages.join(", ")}`)
+        yield* hostsNone
+        assert.strictEqual(yield* Ref.get(script.ended), 6)
+      })))
 })

@@ -17,7 +17,7 @@ import {
   Sharding,
   ShardingConfig
 } from "effect/cluster"
-import * as Host from "../../layers/cluster/Host.ts"
+import * as HostEntity from "../../layers/cluster/HostEntity.ts"
 import * as SessionRunner from "../../layers/rollout/SessionRunner.ts"
 import * as ClusterRollout from "../support/clusterRollout.ts"
 
@@ -60,7 +60,7 @@ describe("a runner whose lock storage stalls", () => {
             entityMessagePollInterval: Duration.millis(200)
           }))
         )
-        const cluster = Host.entityLayer.pipe(
+        const cluster = HostEntity.layer.pipe(
           Layer.provideMerge(ClusterRollout.hostLayer(agents)),
           Layer.provideMerge(member)
         )
