@@ -481,7 +481,9 @@ const measure = (sizes: Sizes, thinkMs: number) =>
       })
       if (warm.failures.length > 0) return yield* Effect.die(new Error(`warm-up failed: ${warm.failures[0]}`))
       // CONTROLLER_IDLE_CPUPROF=<file>: a CPU profile of the controller over the idle window.
+      const runnersIdleBefore = yield* ask({ cmd: "cpu" })
       const idle = yield* window(profiled(process.env["CONTROLLER_IDLE_CPUPROF"], Effect.sleep("5 seconds")))
+      const runnersIdleCpuMs = (yield* ask({ cmd: "cpu" })).cpuMs - runnersIdleBefore.cpuMs
       // CONTROLLER_HEAPSNAPSHOT=<dir>: heap snapshots of each runners' process without and with the held Sessions.
       const snapshots = process.env["CONTROLLER_HEAPSNAPSHOT"]
       const snapshot = (name: string) =>
@@ -556,6 +558,7 @@ const measure = (sizes: Sizes, thinkMs: number) =>
       const stallsOf = (runner: string) => afterEach[runners.processOf(runner) ?? -1]?.stalls ?? []
       return {
         idle,
+        runnersIdleCpuMs,
         holding,
         step,
         startMs: runners.startMs,
@@ -659,6 +662,10 @@ export const bench: Harness.Bench = {
         {
           measure: "controller CPU idle (per second)",
           value: `${(m.idle.cpuMs / (m.idle.wallMs / 1000)).toFixed(1)} ms`
+        },
+        {
+          measure: "runners' processes' CPU idle (per second, together)",
+          value: `${(m.runnersIdleCpuMs / (m.idle.wallMs / 1000)).toFixed(1)} ms`
         },
         { measure: "heap per held Session: runner", value: Harness.formatBytes(m.runnerPerSession) },
         { measure: "heap per held Session: single process", value: Harness.formatBytes(m.singlePerSession) },

@@ -16,7 +16,9 @@
  * as a runner does; this process counts the lines of {@link watchedLogs} itself (every answer carries the counts so
  * far), and its stdout goes nowhere, so reading and scanning 100,000 lines is not charged to the controller's process.
  * `CONTROLLER_RUNNERS_CPUPROF=<dir>` (`CONTROLLER_RUNNERS_HEAPPROF=<dir>`) profiles each runners' process over the step
- * (CPU; allocations with what the collector freed), from the bench's `load` before the step until the one after it.
+ * (CPU; allocations with what the collector freed), from the bench's `load` before the step until the one after it;
+ * `CONTROLLER_RUNNERS_IDLE_CPUPROF=<dir>` over the idle window (the 100 runners' cluster upkeep: membership and
+ * message polls, lock renewals).
  */
 import { NodeClusterSocket } from "@effect/platform-node"
 import { PgClient } from "@effect/sql-pg"
@@ -74,6 +76,8 @@ export const simulatedAgents = (think: Duration.Duration, started?: (sessionId: 
 export type Command =
   | { readonly cmd: "heap"; readonly snapshot?: string | undefined }
   | { readonly cmd: "load" }
+  /** The process's CPU around the idle window (`load` less the step's profile). */
+  | { readonly cmd: "cpu" }
   | { readonly cmd: "hold"; readonly count: number; readonly size: number }
   | { readonly cmd: "release" }
 export interface Answer {
@@ -257,25 +261,33 @@ const main = Effect.gen(function*() {
       yield* Effect.sleep("100 millis")
     })
 
-  // CONTROLLER_RUNNERS_CPUPROF=<dir> (CONTROLLER_RUNNERS_HEAPPROF=<dir>): a CPU (allocation) profile of each runners'
-  // process over the step, from the bench's `load` before it until the one after it has it written,
-  // `<dir>/runners-<first port>.cpuprofile` (`.heapprofile`).
-  const cpuDir = process.env["CONTROLLER_RUNNERS_CPUPROF"]
-  const heapDir = process.env["CONTROLLER_RUNNERS_HEAPPROF"]
-  let stopProfile: (() => void) | undefined
-  let profiled: Promise<unknown> | undefined
-  const profileStep = (): Promise<unknown> => {
-    if (profiled !== undefined) {
-      stopProfile?.()
-      return profiled
+  /**
+   * A profile of one window, from the bench's command before it until the one after it has it written, as
+   * `<dir>/runners-<first port>-<name>.cpuprofile` (CPU) or `.heapprofile` (allocation); each call after the first ends it.
+   */
+  const windowProfile = (name: string, cpuDir: string | undefined, heapDir?: string | undefined) => {
+    let stopProfile: (() => void) | undefined
+    let profiled: Promise<unknown> | undefined
+    return (): Promise<unknown> => {
+      if (profiled !== undefined) {
+        stopProfile?.()
+        return profiled
+      }
+      const window = () => new Promise<void>((resolve) => void (stopProfile = resolve))
+      const file = `runners-${ports[0]}${name}`
+      if (cpuDir !== undefined) profiled = Profiles.cpuProfile(`${cpuDir}/${file}.cpuprofile`, window)
+      else if (heapDir !== undefined) profiled = Profiles.allocationProfile(`${heapDir}/${file}.heapprofile`, window)
+      return Promise.resolve()
     }
-    const step = () => new Promise<void>((resolve) => void (stopProfile = resolve))
-    if (cpuDir !== undefined) profiled = Profiles.cpuProfile(`${cpuDir}/runners-${ports[0]}.cpuprofile`, step)
-    else if (heapDir !== undefined) {
-      profiled = Profiles.allocationProfile(`${heapDir}/runners-${ports[0]}.heapprofile`, step)
-    }
-    return Promise.resolve()
   }
+  // CONTROLLER_RUNNERS_CPUPROF=<dir> (CONTROLLER_RUNNERS_HEAPPROF=<dir>): a CPU (allocation) profile of each runners'
+  // process over the step; CONTROLLER_RUNNERS_IDLE_CPUPROF=<dir>: a CPU profile over the idle window.
+  const profileStep = windowProfile(
+    "",
+    process.env["CONTROLLER_RUNNERS_CPUPROF"],
+    process.env["CONTROLLER_RUNNERS_HEAPPROF"]
+  )
+  const profileIdle = windowProfile("-idle", process.env["CONTROLLER_RUNNERS_IDLE_CPUPROF"])
 
   const load = (): Answer => {
     const cpu = process.cpuUsage()
@@ -304,6 +316,8 @@ const main = Effect.gen(function*() {
     process.on("message", (message: Command) => {
       const run = message.cmd === "load"
         ? Effect.andThen(Effect.promise(profileStep), Effect.sync(load))
+        : message.cmd === "cpu"
+        ? Effect.andThen(Effect.promise(profileIdle), Effect.sync(load))
         : message.cmd === "heap"
         ? answer(message.snapshot)
         : message.cmd === "hold"
