@@ -478,14 +478,15 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
       Effect.gen(function*() {
         if (payload.place === true) yield* place(payload)
         const { following, refused } = yield* admit(payload)
-        // Granted as a `Grant` would be, whose failure its controller ignores too.
+        // As a `Grant` (its failure ignored), on its own fiber: a wait for new weights holds up no other Group's poll.
         if (payload.grant !== null) {
-          yield* lease(payload.controller, payload.grant, following).pipe(
+          const granting = lease(payload.controller, payload.grant, following).pipe(
             Effect.catchTag("FleetCommandError", (error) =>
               Effect.logWarning(
                 `runner ${incarnation} could not follow the weights of a Group's lease: ${error.message}`
               ))
           )
+          yield* Effect.forkIn(granting, scope, { startImmediately: true })
         }
         const known = new Map(payload.sessions.map((s) => [s.sessionId, s]))
         return { sessions: following, refused, known: (sessionId: string) => known.get(sessionId) }
@@ -543,16 +544,16 @@ const make = (address: string, forward: ForwardHandler, options: HostOptions) =>
           yield* checkRunner(payload.runner)
           if (payload.received !== undefined) received(payload.received)
           const config = payload.config === undefined ? undefined : readConfig(payload.config)
-          if (config === undefined && payload.config !== undefined) {
-            const detail = `runner ${address} could not read the controller's settings: ${payload.config.slice(0, 200)}`
-            return yield* Effect.fail(new ClusterWire.SessionFailedError({ type: "ConfigMismatch", detail }))
-          }
+          // Settings this runner cannot read fail the Groups they would start; the others are followed as before.
+          const unread = payload.config !== undefined && config === undefined ? payload.config : undefined
           const common = { runner: payload.runner, controller: payload.controller, ...(config && { config }) }
           // Each Group's poll as its own `PollGroup` would be; one that fails (refused at its placement) fails alone.
-          const prepared = yield* Effect.forEach(
-            payload.polls,
-            (poll) => Effect.result(prepare({ ...poll, ...common }))
-          )
+          const prepared = yield* Effect.forEach(payload.polls, (poll) =>
+            Effect.result(
+              unread !== undefined && poll.place
+                ? Effect.fail(Fingerprint.unreadable(address, unread))
+                : prepare({ ...poll, ...common })
+            ))
           const ready = prepared.flatMap((p) => p._tag === "Success" ? [p.success] : [])
           const events = yield* followers.pollMany(ready, placement)
           let at = 0

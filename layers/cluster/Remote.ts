@@ -292,6 +292,18 @@ const make = (options: RemoteOptions) =>
               ).pipe(
                 Effect.map((answer) => {
                   if (answer.room !== undefined) directory.heardRoom({ runner, key: k, ...answer.room })
+                  // A refused Group's runner's room as it refused: placement by room skips it until its next answer.
+                  for (const { failure } of answer.answers) {
+                    if (failure?._tag === "PlacementRefusedError") {
+                      directory.heardRoom({
+                        runner: failure.runner,
+                        key: k,
+                        used: failure.used,
+                        free: failure.free,
+                        draining: failure.decision === "draining"
+                      })
+                    }
+                  }
                   return answer.answers
                 })
               )
@@ -316,20 +328,7 @@ const make = (options: RemoteOptions) =>
             grant,
             place: to.placement.placing
           })
-          if (answer.failure !== undefined) {
-            const failure = answer.failure
-            // The runner's room as it refused the Group: placement by room skips it until its next answer.
-            if (failure._tag === "PlacementRefusedError") {
-              directory.heardRoom({
-                runner: failure.runner,
-                key: to.route.current(),
-                used: failure.used,
-                free: failure.free,
-                draining: failure.decision === "draining"
-              })
-            }
-            return yield* Effect.fail(failure)
-          }
+          if (answer.failure !== undefined) return yield* Effect.fail(answer.failure)
           to.placement.placing = false
           if (rolloutId !== undefined && to.lease.due === rolloutId) to.lease.due = undefined
           return answer.events

@@ -48,6 +48,13 @@ export const make = <C, E>(deps: {
   /** Each runner's message not sent yet. */
   const open = new Map<string, Array<Due<C, E>>>()
 
+  /** A message's sender ended: if it was interrupted (before it ran, too), every poll not answered yet is with it. */
+  const settle = (runner: string, polls: ReadonlyArray<Due<C, E>>, exit: Exit.Exit<void>) => {
+    if (open.get(runner) === polls) open.delete(runner)
+    if (Exit.isSuccess(exit)) return
+    for (const due of polls) Deferred.doneUnsafe(due.answer, Exit.failCause(exit.cause))
+  }
+
   const flush = (runner: string, polls: Array<Due<C, E>>) =>
     Effect.suspend(() => {
       if (open.get(runner) === polls) open.delete(runner)
@@ -75,21 +82,26 @@ export const make = <C, E>(deps: {
     context: C,
     poll: ClusterWire.RunnerPoll
   ): Effect.Effect<ClusterWire.RunnerPollAnswer, E> =>
-    Effect.suspend(() => {
-      const answer = Deferred.makeUnsafe<ClusterWire.RunnerPollAnswer, E>()
-      const polls = open.get(runner)
-      if (polls !== undefined && polls.length < limit) {
-        polls.push({ context, poll, answer })
-        return Deferred.await(answer)
-      }
-      const opened: Array<Due<C, E>> = [{ context, poll, answer }]
-      open.set(runner, opened)
-      // Sent by a fiber forked now, which starts after the fibers ready now: the Groups one answer woke poll together.
-      return Effect.andThen(
-        Effect.forkIn(flush(runner, opened), deps.scope),
-        Deferred.await(answer)
-      )
-    })
+    // Joining a message and forking its sender happen together: a Group interrupted in between would leave a message
+    // no fiber sends, and every Group that joins it waiting.
+    Effect.uninterruptibleMask((restore) =>
+      Effect.suspend(() => {
+        const answer = Deferred.makeUnsafe<ClusterWire.RunnerPollAnswer, E>()
+        const polls = open.get(runner)
+        if (polls !== undefined && polls.length < limit) {
+          polls.push({ context, poll, answer })
+          return restore(Deferred.await(answer))
+        }
+        const opened: Array<Due<C, E>> = [{ context, poll, answer }]
+        open.set(runner, opened)
+        // Sent by a fiber forked now, which starts after the fibers ready now: the Groups one answer woke poll
+        // together. A sender that never ran (its scope closed) fails the message's polls with its interruption.
+        return Effect.flatMap(Effect.forkIn(flush(runner, opened), deps.scope), (sender) => {
+          sender.addObserver((exit) => settle(runner, opened, exit))
+          return restore(Deferred.await(answer))
+        })
+      })
+    )
 
   return { poll }
 }

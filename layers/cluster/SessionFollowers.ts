@@ -279,34 +279,40 @@ export const make = (deps: {
     }>,
     placement: Placement | undefined
   ): Effect.Effect<ReadonlyArray<ReadonlyArray<ClusterWire.GroupEvent>>, ClusterWire.RunFailure> =>
-    Effect.flatMap(
-      Effect.forEach(polls, (p) => open(p.sessions, p.refused, placement, false, p.known)),
-      (followers) =>
-        anyReady(followers).pipe(
-          Effect.timeoutOrElse({ duration: deps.pollWait ?? aliveInterval, orElse: () => Effect.void }),
-          // A follower with events that may have more soon (its Group's others) keeps the answer open for the window.
-          // Decided once the wait is over (what the followers hold then), not when the answer's effect is built.
-          Effect.andThen(Effect.suspend(() =>
-            Duration.isZero(window) || followers.every((f) => Queue.sizeUnsafe(f.queue) === 0 || settled(f))
-              ? Effect.void
-              : Effect.sleep(window)
-          )),
-          Effect.andThen(Effect.forEach(followers, (follower) => Queue.clear(follower.queue))),
-          Effect.tap((answers) => {
-            if (deps.answered === undefined) return Effect.void
-            const ended = new Set<string>()
-            for (const events of answers) {
-              for (const event of events) {
-                if (event._tag === "Done" || event._tag === "Failed") ended.add(event.sessionId)
-              }
-            }
-            if (ended.size === 0) return Effect.void
-            return deps.answered(polls.flatMap((p) => p.sessions.filter((s) => ended.has(s.sessionId))))
-          }),
-          Effect.ensuring(Effect.sync(() => {
-            for (const follower of followers) unlink(follower)
-          }))
-        )
+    // The followers opened are unlinked however the answer ends, an interrupt while they open included.
+    Effect.uninterruptibleMask((restore) =>
+      Effect.flatMap(
+        Effect.forEach(polls, (p) => open(p.sessions, p.refused, placement, false, p.known)),
+        (followers) =>
+          restore(
+            anyReady(followers).pipe(
+              Effect.timeoutOrElse({ duration: deps.pollWait ?? aliveInterval, orElse: () => Effect.void }),
+              // A follower with events that may have more soon (its Group's others) keeps the answer open for the
+              // window. Decided once the wait is over (what the followers hold then), not when the effect is built.
+              Effect.andThen(Effect.suspend(() =>
+                Duration.isZero(window) || followers.every((f) => Queue.sizeUnsafe(f.queue) === 0 || settled(f))
+                  ? Effect.void
+                  : Effect.sleep(window)
+              )),
+              Effect.andThen(Effect.forEach(followers, (follower) => Queue.clear(follower.queue))),
+              Effect.tap((answers) => {
+                if (deps.answered === undefined) return Effect.void
+                const ended = new Set<string>()
+                for (const events of answers) {
+                  for (const event of events) {
+                    if (event._tag === "Done" || event._tag === "Failed") ended.add(event.sessionId)
+                  }
+                }
+                if (ended.size === 0) return Effect.void
+                return deps.answered(polls.flatMap((p) => p.sessions.filter((s) => ended.has(s.sessionId))))
+              })
+            )
+          ).pipe(
+            Effect.ensuring(Effect.sync(() => {
+              for (const follower of followers) unlink(follower)
+            }))
+          )
+      )
     )
 
   return {

@@ -13,6 +13,7 @@
 import { Option, Schema } from "effect"
 import * as FlagTable from "../config/FlagTable.ts"
 import type * as Settings from "../config/Settings.ts"
+import * as ClusterError from "./ClusterError.ts"
 
 /** The fields whose values change what a Session samples. */
 export const sampleFields = [
@@ -121,3 +122,14 @@ export const textReader = (): (text: string) => Fingerprint | undefined => {
     return last.fingerprint
   }
 }
+
+/**
+ * Why a runner refuses the Groups a message would start when it cannot read the controller's settings text (a
+ * controller of another version): the Sessions fail `SettingsUnreadable`, naming the runner and the fix.
+ */
+export const unreadable = (runner: string, text: string): ClusterError.SessionFailedError =>
+  new ClusterError.SessionFailedError({
+    type: "SettingsUnreadable",
+    detail: `runner ${runner} could not read the controller's settings (${text.slice(0, 120)}): run the controller ` +
+      "and every runner at the same relax-agentic version"
+  })

@@ -204,14 +204,21 @@ describe("a Group placed by its first poll", () => {
         assert.deepStrictEqual(answer.room, { used: 3, free: 1, draining: false })
         assert.strictEqual(yield* Ref.get(starts), 3)
         assert.strictEqual(yield* host.used, 3)
-        // Settings the runner cannot read fail the whole message, and start nothing.
+        // Settings the runner cannot read fail the Group the message would start, and start nothing; its poll that
+        // follows A is answered as before (nothing new: after the runner's wait).
+        const following = a.map((sessionId, position) => ({ sessionId, position, arrived: true, gate: null }))
         const unread = yield* client.PollRunner({
           ...message,
-          polls: [placingOf(b, { ...trio, groupId: "train:prepare_group_2" })],
+          polls: [
+            placingOf(b, { ...trio, groupId: "train:prepare_group_2" }),
+            { sessions: following, grant: null, place: false }
+          ],
           config: "{"
-        })
-          .pipe(Effect.flip, Effect.timeout("10 seconds"))
-        assert.strictEqual(unread._tag === "SessionFailedError" ? unread.type : unread._tag, "ConfigMismatch")
+        }).pipe(Effect.timeout("10 seconds"))
+        const failure = unread.answers[0]?.failure
+        assert.strictEqual(failure?._tag === "SessionFailedError" ? failure.type : failure?._tag, "SettingsUnreadable")
+        assert.include(failure?.message ?? "", "the same relax-agentic version")
+        assert.deepStrictEqual(unread.answers[1], { events: [] })
         assert.strictEqual(yield* Ref.get(starts), 3)
       })))
 

@@ -4,10 +4,11 @@
  * another runner's go in a message of their own, a full message (`maxPolls`) makes the next poll open another, and a
  * poll requested once its runner's message went rides the next one. A message's failure fails each of its polls with
  * it; an answer that names fewer polls than it carried makes each missing one die instead of waiting forever; a Group
- * interrupted while its poll waits leaves the message to the others.
+ * interrupted while its poll waits leaves the message to the others; a message whose sender never runs (its scope
+ * closed) fails its polls with the interrupt.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Cause, Deferred, Effect, Exit, Fiber } from "effect"
+import { Cause, Deferred, Effect, Exit, Fiber, Scope } from "effect"
 import * as RunnerPolls from "../../layers/cluster/RunnerPolls.ts"
 import * as ClusterError from "../../src/cluster/ClusterError.ts"
 import type * as ClusterWire from "../../src/cluster/ClusterWire.ts"
@@ -139,5 +140,26 @@ describe("RunnerPolls", () => {
       yield* Fiber.interrupt(a)
       assert.deepStrictEqual(named(yield* Fiber.join(b)), ["b"])
       assert.deepStrictEqual(sent, [["r1", ["a", "b"]]])
+    }))
+
+  it.effect("a message whose sender never runs (its scope closed) fails its polls with the interrupt, none waits", () =>
+    Effect.gen(function*() {
+      const scope = yield* Scope.make()
+      yield* Scope.close(scope, Exit.void)
+      let sends = 0
+      const polls = RunnerPolls.make({
+        scope,
+        send: (_runner, due: ReadonlyArray<RunnerPolls.Gathered<string>>) =>
+          Effect.sync(() => {
+            sends += 1
+            return due.map((d) => answerOf(d.poll))
+          })
+      })
+      const exit = yield* Effect.exit(polls.poll("r1", "a", pollOf("a")))
+      assert.isTrue(Exit.isFailure(exit) && Cause.hasInterrupts(exit.cause), `the poll ended with ${String(exit)}`)
+      assert.strictEqual(sends, 0)
+      // The runner's next poll opens a message of its own (the dead one is gone).
+      const again = yield* Effect.exit(polls.poll("r1", "b", pollOf("b")))
+      assert.isTrue(Exit.isFailure(again) && Cause.hasInterrupts(again.cause))
     }))
 })
