@@ -14,6 +14,7 @@ import * as Fs from "node:fs"
 import { createRequire } from "node:module"
 import * as Os from "node:os"
 import * as Path from "node:path"
+import type { Readable } from "node:stream"
 import * as TrainingSample from "../../src/forest/TrainingSample.ts"
 import * as AgentProcesses from "../support/agentProcesses.ts"
 import * as TempDir from "../support/TempDir.ts"
@@ -206,9 +207,32 @@ export const runningAgents = (dir: string): Array<number> =>
 export interface Started {
   readonly child: ChildProcess
   readonly output: () => string
-  /** Completes with the exit code once the process has ended. */
+  /** Completes with the exit code once the process has ended and what it printed has been read. */
   readonly exited: Effect.Effect<number | null>
 }
+
+/**
+ * The exit code, once `child` exited and its stdout and stderr ended: Node emits `exit` before the pipes are drained,
+ * so a process that printed its error and exited at once could otherwise fail a wait with none of its output. A
+ * descendant that holds the pipes open (an agent outliving a SIGKILL) delays it by at most `drainMs`.
+ */
+const exitedAndDrained = (child: ChildProcess, drainMs = 2_000): Promise<number | null> =>
+  new Promise((resolve) => {
+    const ended = (stream: Readable | null) =>
+      new Promise<void>((done) => {
+        if (stream === null || stream.readableEnded) return done()
+        stream.once("end", () => done())
+        stream.once("close", () => done())
+      })
+    const pipes = Promise.all([ended(child.stdout), ended(child.stderr)])
+    child.once("exit", (code) => {
+      const timer = setTimeout(() => resolve(code), drainMs)
+      void pipes.then(() => {
+        clearTimeout(timer)
+        resolve(code)
+      })
+    })
+  })
 
 /**
  * An empty `HOME` (the one vitest.config.ts gives the tests), for what a bench starts: agents run under `bash -lc`, and
@@ -245,7 +269,7 @@ export const start = (
       }
       child.stdout?.on("data", append)
       child.stderr?.on("data", append)
-      const exit = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)))
+      const exit = exitedAndDrained(child)
       return { child, output: () => output, exited: Effect.promise(() => exit) }
     }),
     (started) =>
@@ -254,31 +278,34 @@ export const start = (
       }).pipe(Effect.andThen(started.exited), Effect.asVoid)
   )
 
-/** Wait until the process printed a line matching `pattern` (fails if it exits first); returns the match. */
+/** Wait until the process printed a line matching `pattern` (fails, with all it printed, if it exits first). */
 export const waitFor = (started: Started, pattern: RegExp): Effect.Effect<RegExpMatchArray, Error> =>
-  Effect.callback<RegExpMatchArray, Error>((resume) => {
-    const check = () => {
-      const match = started.output().match(pattern)
-      if (match !== null) {
-        cleanup()
-        resume(Effect.succeed(match))
+  Effect.raceFirst(
+    Effect.callback<RegExpMatchArray>((resume) => {
+      const check = () => {
+        const match = started.output().match(pattern)
+        if (match !== null) {
+          cleanup()
+          resume(Effect.succeed(match))
+        }
       }
-    }
-    const onExit = () => {
-      cleanup()
-      resume(Effect.fail(new Error(`process exited before printing ${pattern}:\n${started.output().slice(-3000)}`)))
-    }
-    const cleanup = () => {
-      started.child.stdout?.off("data", check)
-      started.child.stderr?.off("data", check)
-      started.child.off("exit", onExit)
-    }
-    started.child.stdout?.on("data", check)
-    started.child.stderr?.on("data", check)
-    started.child.once("exit", onExit)
-    check()
-    return Effect.sync(cleanup)
-  })
+      const cleanup = () => {
+        started.child.stdout?.off("data", check)
+        started.child.stderr?.off("data", check)
+      }
+      started.child.stdout?.on("data", check)
+      started.child.stderr?.on("data", check)
+      check()
+      return Effect.sync(cleanup)
+    }),
+    // Its output is complete once `exited` completes: the line may be in its last words.
+    Effect.flatMap(started.exited, (code) => {
+      const match = started.output().match(pattern)
+      return match !== null ? Effect.succeed(match) : Effect.fail(
+        new Error(`process exited (code ${code}) before printing ${pattern}:\n${started.output().slice(-3000)}`)
+      )
+    })
+  )
 
 /** Start a runner and wait until it joined; returns it with its incarnation id and gateway URL. */
 export const runner = (
@@ -294,6 +321,25 @@ export const runner = (
   })
 
 export type Runner = Effect.Success<ReturnType<typeof runner>>
+
+/**
+ * Start a runner at the first of `ports` it can listen on (`argsAt(port)`: its arguments for that port). A port found
+ * free minutes before may since be another process's (an outgoing connection's source port): the runner then exits
+ * naming EADDRINUSE and the next port is tried; any other exit fails.
+ */
+export const runnerAtFirstFree = (
+  ports: ReadonlyArray<number>,
+  argsAt: (port: number) => ReadonlyArray<string>
+): Effect.Effect<Runner & { readonly port: number }, Error, Scope.Scope> =>
+  Effect.gen(function*() {
+    for (const [i, port] of ports.entries()) {
+      const result = yield* Effect.result(runner(argsAt(port)))
+      if (result._tag === "Success") return { ...result.success, port }
+      const taken = /cannot listen on \S+ \(.*EADDRINUSE/.test(result.failure.message)
+      if (!taken || i === ports.length - 1) return yield* Effect.fail(result.failure)
+    }
+    return yield* Effect.fail(new Error("runnerAtFirstFree: no port given"))
+  })
 
 /**
  * `effect`, failing after `seconds` with `what` and the last output of every process in `members` (by name), so a

@@ -105,15 +105,16 @@ describe("cluster runners (end to end)", () => {
           const owners = Processes.shardOwners([firstPort!, p])
           return keys.filter((k) => owners[Processes.shardOf(k)] === `127.0.0.1:${p}`)
         }
-        const secondPort = candidates.find((p) => movesTo(p).length > 0 && movesTo(p).length < keys.length)
-        assert.isDefined(secondPort, `runner 1's Groups ${keys.join(", ")} all fall on one shard`)
-        const moved = movesTo(secondPort!)
-        const movedSessions = resident.filter((s) => moved.includes(Routing.groupKeyOf(s)!))
-        const pidOf = (s: string) => Number(Fs.readFileSync(Path.join(pids, s), "utf8"))
+        // Every candidate that splits runner 1's Groups so (the first its port is still free at).
+        const splitting = candidates.filter((p) => movesTo(p).length > 0 && movesTo(p).length < keys.length)
+        assert.isNotEmpty(splitting, `runner 1's Groups ${keys.join(", ")} all fall on one shard`)
         const second = yield* within(
           "runner 2 to join",
-          Processes.runner(runnerArgs(2, "1", 2, secondPort))
+          Processes.runnerAtFirstFree(splitting, (port) => runnerArgs(2, "1", 2, port))
         )
+        const moved = movesTo(second.port)
+        const movedSessions = resident.filter((s) => moved.includes(Routing.groupKeyOf(s)!))
+        const pidOf = (s: string) => Number(Fs.readFileSync(Path.join(pids, s), "utf8"))
         started.set("runner 2", second)
 
         // The joining runner takes the new Group (the one waiting for slots) while runner 1's Groups, those whose
