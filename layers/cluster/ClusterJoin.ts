@@ -4,8 +4,9 @@
  *
  * **Details**
  * Effect Cluster over TCP (`NodeClusterSocket`) with `SqlRunnerStorage` through `@effect/sql-pg`; the cluster creates
- * its tables (`cluster_runners`, `cluster_locks`, ...) on first start. Only volatile messages are sent, so nothing of
- * a Session is stored. Every member must use the same `shardsPerGroup` (a mismatch makes every call hang: the
+ * its tables (`cluster_runners`, `cluster_locks`) on first start. Only volatile messages are sent, so nothing of a
+ * Session is stored, and there is no message storage (`MessageStorage.layerNoop`): with Effect Cluster's SQL one,
+ * every runner would read its shards' stored messages from PostgreSQL once a second and find none. Every member must use the same `shardsPerGroup` (a mismatch makes every call hang: the
  * controller's deadlines then fail the Sessions). The failover settings are explicit here (never read from `HOST` /
  * `PORT` or other environment variables, which a PaaS may set): a runner whose heartbeat is older than
  * `lockExpiration` loses its shards, and the health check marks a runner that stopped answering pings. The defaults
@@ -15,7 +16,7 @@
 import { NodeClusterSocket } from "@effect/platform-node"
 import { PgClient } from "@effect/sql-pg"
 import { Duration, Layer, Option, Redacted } from "effect"
-import { RunnerAddress } from "effect/cluster"
+import { MessageStorage, RunnerAddress, ShardingConfig, SqlRunnerStorage } from "effect/cluster"
 import type { SqlError } from "effect/sql"
 import type * as ClusterError from "../../src/cluster/ClusterError.ts"
 
@@ -61,6 +62,25 @@ const sharding = (options: ClusterOptions) => ({
   entityTerminationTimeout: Duration.seconds(15)
 })
 
+/**
+ * Membership and shard locks in PostgreSQL; no message storage (every message is volatile). The runner storage reads
+ * the same sharding settings the member does (`NodeClusterSocket` derives them the same way).
+ */
+const storage = (config: Partial<ShardingConfig.ShardingConfig["Service"]>) =>
+  Layer.merge(
+    MessageStorage.layerNoop,
+    Layer.orDie(SqlRunnerStorage.layer).pipe(Layer.provide(ShardingConfig.layerFromEnv(config)))
+  )
+
+/**
+ * A cluster member over TCP with `storage` (the one way runners, the controller and the benchmarks join): a runner
+ * when `shardingConfig` names its address, else `clientOnly`.
+ */
+export const member = <const ClientOnly extends boolean = false>(options: {
+  readonly clientOnly?: ClientOnly
+  readonly shardingConfig: Partial<ShardingConfig.ShardingConfig["Service"]>
+}) => NodeClusterSocket.layer({ ...options, storage: "byo" }).pipe(Layer.provide(storage(options.shardingConfig)))
+
 /** A `host:port`. */
 export interface Address {
   readonly host: string
@@ -69,8 +89,7 @@ export interface Address {
 
 /** Join as a runner: peers dial `address`; the runner listens on `listen` (default: the same). */
 export const runner = (options: ClusterOptions, address: Address, listen?: Address) =>
-  NodeClusterSocket.layer({
-    storage: "sql",
+  member({
     shardingConfig: {
       ...sharding(options),
       runnerAddress: Option.some(RunnerAddress.make(address.host, address.port)),
@@ -82,9 +101,7 @@ export const runner = (options: ClusterOptions, address: Address, listen?: Addre
 
 /** Join as a client-only member: sends to runners, owns no shard. */
 export const client = (options: ClusterOptions) =>
-  NodeClusterSocket.layer({ clientOnly: true, storage: "sql", shardingConfig: sharding(options) }).pipe(
-    Layer.provide(sql(options))
-  )
+  member({ clientOnly: true, shardingConfig: sharding(options) }).pipe(Layer.provide(sql(options)))
 
 /** Why a process could not join: PostgreSQL unreachable or refusing, a runner port taken, a bad setting. */
 export type JoinError =

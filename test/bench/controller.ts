@@ -7,8 +7,8 @@
  * events), and the heap per held Session on a runner against the same Session held the single-process way.
  *
  * **Details**
- * The controller is this process: a client-only Effect Cluster member (TCP, `SqlRunnerStorage` / `SqlMessageStorage`
- * in an embedded PostgreSQL, as `rollout --cluster-database-url` joins) running the real `Remote` SessionRunner and
+ * The controller is this process: a client-only Effect Cluster member (TCP, `SqlRunnerStorage` in an embedded
+ * PostgreSQL, as `rollout --cluster-database-url` joins) running the real `Remote` SessionRunner and
  * `Fleet`; the step is driven here the way the Group pool drives it (each Group placed, its Sessions' tickets on a
  * first-request barrier, the lease granted once every Session of the Group arrived), without the pool's own ledger
  * (planning, credit, Transfer: their cost per Session is the single-process one, `simulation`). The runners are real
@@ -31,7 +31,6 @@
  * `test/bench/profile/heapDiff.mjs`). `CONTROLLER_RUNNERS_NICE` sets the runners' processes' nice value (default 0).
  * `CONTROLLER_RUNNERS`, `CONTROLLER_SESSIONS`, `CONTROLLER_CONCURRENCY` (Groups in flight) override the sizes.
  */
-import { NodeClusterSocket } from "@effect/platform-node"
 import { PgClient } from "@effect/sql-pg"
 import { Deferred, Duration, Effect, Exit, Fiber, Layer, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
@@ -40,6 +39,7 @@ import { writeFileSync } from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { performance } from "node:perf_hooks"
+import * as ClusterJoin from "../../layers/cluster/ClusterJoin.ts"
 import * as Fleet from "../../layers/cluster/Fleet.ts"
 import * as Remote from "../../layers/cluster/Remote.ts"
 import * as Credit from "../../layers/credit/Credit.ts"
@@ -450,11 +450,7 @@ const measure = (sizes: Sizes, thinkMs: number) =>
     const db = yield* EmbeddedPg.start
     const runners = yield* startRunners(db.url, sizes, thinkMs)
     const sql = PgClient.layer({ url: Redacted.make(db.url) })
-    const member = NodeClusterSocket.layer({
-      clientOnly: true,
-      storage: "sql",
-      shardingConfig: Runners.sharding(sizes.shards)
-    })
+    const member = ClusterJoin.member({ clientOnly: true, shardingConfig: Runners.sharding(sizes.shards) })
     const fleet = Fleet.layer({ callTimeout, shards: sizes.shards }).pipe(Layer.provideMerge(member))
     const credit = Layer.unwrap(Effect.map(
       Effect.service(RolloutConfig.RolloutConfig),

@@ -17,15 +17,17 @@
  * far), and its stdout goes nowhere, so reading and scanning 100,000 lines is not charged to the controller's process.
  * `CONTROLLER_RUNNERS_CPUPROF=<dir>` (`CONTROLLER_RUNNERS_HEAPPROF=<dir>`) profiles each runners' process over the step
  * (CPU; allocations with what the collector freed), from the bench's `load` before the step until the one after it;
- * `CONTROLLER_RUNNERS_IDLE_CPUPROF=<dir>` over the idle window (the 100 runners' cluster upkeep: membership and
- * message polls, lock renewals).
+ * `CONTROLLER_RUNNERS_IDLE_CPUPROF=<dir>` over the idle window (the 100 runners' cluster upkeep: membership polls,
+ * lock renewals); with `CONTROLLER_RUNNERS_CPUPROF`, every `load` also writes the stalls since the last one on the
+ * profile's clock (`<dir>/runners-<first port>-stalls-<n>.json`, for test/bench/profile/stalls.mjs).
  */
-import { NodeClusterSocket } from "@effect/platform-node"
 import { PgClient } from "@effect/sql-pg"
 import { Context, Deferred, Duration, Effect, Layer, Option, Redacted } from "effect"
 import { RunnerAddress } from "effect/cluster"
+import { writeFileSync } from "node:fs"
 import { monitorEventLoopDelay, performance, PerformanceObserver } from "node:perf_hooks"
 import { writeHeapSnapshot } from "node:v8"
+import * as ClusterJoin from "../../layers/cluster/ClusterJoin.ts"
 import * as Host from "../../layers/cluster/Host.ts"
 import * as HostEntity from "../../layers/cluster/HostEntity.ts"
 import * as EmbeddedEngine from "../../layers/engine/EmbeddedEngine.ts"
@@ -209,8 +211,7 @@ const main = Effect.gen(function*() {
   for (const port of ports) {
     const runner = HostEntity.layer.pipe(
       Layer.provideMerge(Host.Host.layer(`127.0.0.1:${port}`, () => Effect.die("the bench forwards nothing"))),
-      Layer.provideMerge(NodeClusterSocket.layer({
-        storage: "sql",
+      Layer.provideMerge(ClusterJoin.member({
         shardingConfig: {
           ...sharding(shards),
           runnerAddress: Option.some(RunnerAddress.make("127.0.0.1", port))
@@ -289,15 +290,27 @@ const main = Effect.gen(function*() {
   )
   const profileIdle = windowProfile("-idle", process.env["CONTROLLER_RUNNERS_IDLE_CPUPROF"])
 
+  const stallDir = process.env["CONTROLLER_RUNNERS_CPUPROF"]
+  let loads = 0
   const load = (): Answer => {
     const cpu = process.cpuUsage()
     const startedNow = [...started]
     started = new Map()
+    const read = paused.read()
+    if (stallDir !== undefined) {
+      const offsetUs = Number(process.hrtime.bigint() / 1000n) - (performance.timeOrigin + performance.now()) * 1000
+      const onProfileClock = read.stalls.map((stall) => ({
+        phase: "step",
+        ...stall,
+        startUs: stall.startMs * 1000 + offsetUs
+      }))
+      writeFileSync(`${stallDir}/runners-${ports[0]}-stalls-${loads++}.json`, JSON.stringify(onProfileClock))
+    }
     return {
       heap: Number.NaN,
       hosted: Number.NaN,
       cpuMs: (cpu.user + cpu.system) / 1000,
-      ...paused.read(),
+      ...read,
       started: startedNow,
       logged: logged()
     }
