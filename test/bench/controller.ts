@@ -673,7 +673,7 @@ export const bench: Harness.Bench = {
         }; controller CPU ≤ 200 µs a Session: ${cpuPerSession <= 200 ? "yes" : "no"}; placement p99 ≤ 1 s: ${
           p99 <= 1000 ? "yes" : "no"
         }.`,
-        `${sizes.runners} runners in ${sizes.runnerProcesses} child process(es) at nice ${sizes.runnersNice} (real Group entity and Host, simulated agents, think ${thinkMs} ms), ${sizes.shards} shards, Groups of ${sizes.groupSize}, ${sizes.concurrency} Groups in flight; the controller (this process) runs Remote + Fleet as a client-only member. Transactions: pg_stat_database commits + rollbacks over the window (every member's membership polls, lock renewals, message polls).`,
+        `${sizes.runners} runners in ${sizes.runnerProcesses} child process(es) at nice ${sizes.runnersNice} (real Group entity and Host, simulated agents, think ${thinkMs} ms), ${sizes.shards} shards, Groups of ${sizes.groupSize}, ${sizes.concurrency} Groups in flight; the controller (this process) runs Remote + Fleet as a client-only member. Transactions: pg_stat_database commits + rollbacks over the window (every member's membership polls and lock renewals; no message storage).`,
         "Heap per held Session: the runners' processes' heapUsed with the held Sessions less without (full collections in each; summed over the processes), per Session; single process: the same simulated Sessions held on a barrier's tickets in the first runners' process, no cluster — the agent here holds nothing, so the ratio is the cluster's own per-Session state over an empty Session's.",
         ...(step.result.failures.length > 0 ? [`first failure: ${step.result.failures[0]}`] : []),
         `The runners' watched log lines over the whole run: ${
