@@ -6,8 +6,8 @@
  * Effect Cluster over TCP (`NodeClusterSocket`) with `SqlRunnerStorage` through `@effect/sql-pg`; the cluster creates
  * its tables (`cluster_runners`, `cluster_locks`) on first start. Only volatile messages are sent, so nothing of a
  * Session is stored, and there is no message storage (`MessageStorage.layerNoop`): with Effect Cluster's SQL one,
- * every runner would read its shards' stored messages from PostgreSQL once a second and find none. Every member must use the same `shardsPerGroup` (a mismatch makes every call hang: the
- * controller's deadlines then fail the Sessions). The failover settings are explicit here (never read from `HOST` /
+ * every runner would read its shards' stored messages from PostgreSQL once a second and find none. Every member must
+ * use the same `shardsPerGroup` (a mismatch makes every call hang: the controller's deadlines then fail the Sessions). The failover settings are explicit here (never read from `HOST` /
  * `PORT` or other environment variables, which a PaaS may set): a runner whose heartbeat is older than
  * `lockExpiration` loses its shards, and the health check marks a runner that stopped answering pings. The defaults
  * (8 s / 2 s / 4 s / 1 s) bring a dead runner's shards back in about 10 s; lower values fail over faster and cost more
@@ -58,6 +58,8 @@ const sharding = (options: ClusterOptions) => ({
   shardLockRefreshInterval: options.lockRefresh,
   runnerHealthCheckInterval: options.healthCheck,
   refreshAssignmentsInterval: options.refreshAssignments,
+  // With no message storage nothing is polled, but this interval still paces the shard acquisition loop: how soon a
+  // runner takes the shards a join or a failover gave it.
   entityMessagePollInterval: Duration.seconds(1),
   entityTerminationTimeout: Duration.seconds(15)
 })

@@ -18,8 +18,8 @@
  * where there are cores for them (in a deployment each runner is a process of its own); their agents are simulated (no
  * processes; a Session ends as soon as it is leased, `CONTROLLER_THINK_MS` later). The cluster needs the live clock
  * (it sleeps and polls), so the step runs in real time. Transactions: PostgreSQL's `pg_stat_database` commits and
- * rollbacks over each window (a statement outside a transaction counts once; membership polls, shard-lock renewals and
- * message polls of every member). Heap: `heapUsed` after full collections in every runners' process, with `hold`
+ * rollbacks over each window (a statement outside a transaction counts once; membership polls and shard-lock renewals of
+ * every member; the members have no message storage). Heap: `heapUsed` after full collections in every runners' process, with `hold`
  * Sessions held (every agent waiting for its lease) less without, summed over the processes, per hosted Session;
  * single-process: the same simulated Sessions held in the first runners' process on a barrier's tickets, no cluster.
  * Stalls: every process lists its event-loop stalls over 100 ms (test/bench/stalls.ts), and the slowest 1% of

@@ -300,7 +300,7 @@ const main = Effect.gen(function*() {
     if (stallDir !== undefined) {
       const offsetUs = Number(process.hrtime.bigint() / 1000n) - (performance.timeOrigin + performance.now()) * 1000
       const onProfileClock = read.stalls.map((stall) => ({
-        phase: "step",
+        phase: `since load ${loads}`,
         ...stall,
         startUs: stall.startMs * 1000 + offsetUs
       }))

@@ -225,6 +225,8 @@ const exitedAndDrained = (child: ChildProcess, drainMs = 2_000): Promise<number 
         stream.once("close", () => done())
       })
     const pipes = Promise.all([ended(child.stdout), ended(child.stderr)])
+    // A process that could not be started emits `error` and maybe no `exit`.
+    child.once("error", () => resolve(null))
     child.once("exit", (code) => {
       const timer = setTimeout(() => resolve(code), drainMs)
       void pipes.then(() => {
@@ -335,7 +337,9 @@ export const runnerAtFirstFree = (
     for (const [i, port] of ports.entries()) {
       const result = yield* Effect.result(runner(argsAt(port)))
       if (result._tag === "Success") return { ...result.success, port }
-      const taken = /cannot listen on \S+ \(.*EADDRINUSE/.test(result.failure.message)
+      const taken = result.failure.message.includes(
+        `cannot listen on 127.0.0.1:${port} (`
+      ) && result.failure.message.includes("another process holds that port")
       if (!taken || i === ports.length - 1) return yield* Effect.fail(result.failure)
     }
     return yield* Effect.fail(new Error("runnerAtFirstFree: no port given"))

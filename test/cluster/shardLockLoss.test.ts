@@ -52,7 +52,8 @@ describe("a runner whose lock storage stalls", () => {
         )
         const member = Sharding.layer.pipe(
           Layer.provideMerge(Runners.layerNoop),
-          Layer.provideMerge(MessageStorage.layerMemory),
+          // As the members run: no message storage (every message is volatile).
+          Layer.provideMerge(MessageStorage.layerNoop),
           Layer.provide([flakyLocks(failing), RunnerHealth.layerNoop]),
           Layer.provide(ShardingConfig.layer({
             shardLockRefreshInterval: Duration.millis(200),
