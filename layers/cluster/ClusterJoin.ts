@@ -7,11 +7,12 @@
  * its tables (`cluster_runners`, `cluster_locks`) on first start. Only volatile messages are sent, so nothing of a
  * Session is stored, and there is no message storage (`MessageStorage.layerNoop`): with Effect Cluster's SQL one,
  * every runner would read its shards' stored messages from PostgreSQL once a second and find none. Every member must
- * use the same `shardsPerGroup` (a mismatch makes every call hang: the controller's deadlines then fail the Sessions). The failover settings are explicit here (never read from `HOST` /
- * `PORT` or other environment variables, which a PaaS may set): a runner whose heartbeat is older than
- * `lockExpiration` loses its shards, and the health check marks a runner that stopped answering pings. The defaults
- * (8 s / 2 s / 4 s / 1 s) bring a dead runner's shards back in about 10 s; lower values fail over faster and cost more
- * database traffic and a higher risk of taking shards from a runner that was only slow.
+ * use the same `shardsPerGroup` (a mismatch makes every call hang: the controller's deadlines then fail the Sessions).
+ * The failover settings are explicit here (never read from `HOST` / `PORT` or other environment variables, which a
+ * PaaS may set): a runner whose heartbeat is older than `lockExpiration` loses its shards, and the health check marks
+ * a runner that stopped answering pings. The defaults (8 s / 2 s / 4 s / 1 s) bring a dead runner's shards back in
+ * about 10 s; lower values fail over faster and cost more database traffic and a higher risk of taking shards from a
+ * runner that was only slow.
  */
 import { NodeClusterSocket } from "@effect/platform-node"
 import { PgClient } from "@effect/sql-pg"

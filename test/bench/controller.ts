@@ -19,8 +19,8 @@
  * processes; a Session ends as soon as it is leased, `CONTROLLER_THINK_MS` later). The cluster needs the live clock
  * (it sleeps and polls), so the step runs in real time. Transactions: PostgreSQL's `pg_stat_database` commits and
  * rollbacks over each window (a statement outside a transaction counts once; membership polls and shard-lock renewals of
- * every member; the members have no message storage). Heap: `heapUsed` after full collections in every runners' process, with `hold`
- * Sessions held (every agent waiting for its lease) less without, summed over the processes, per hosted Session;
+ * every member; the members have no message storage). Heap: `heapUsed` after full collections in every runners'
+ * process, with `hold` Sessions held (every agent waiting for its lease) less without, summed over the processes, per hosted Session;
  * single-process: the same simulated Sessions held in the first runners' process on a barrier's tickets, no cluster.
  * Stalls: every process lists its event-loop stalls over 100 ms (test/bench/stalls.ts), and the slowest 1% of
  * placements are read against the controller's and against those of the process holding their runner.
@@ -532,15 +532,7 @@ const measure = (sizes: Sizes, thinkMs: number) =>
       // (CONTROLLER_CPUPROF), for test/bench/profile/stalls.mjs.
       const stallLog = process.env["CONTROLLER_STALL_LOG"]
       if (stallLog !== undefined) {
-        const offsetUs = Number(process.hrtime.bigint() / 1000n) - performance.now() * 1000
-        writeFileSync(
-          stallLog,
-          JSON.stringify(controllerPauses.stalls.map((stall) => ({
-            phase: "step",
-            ...stall,
-            startUs: (stall.startMs - performance.timeOrigin) * 1000 + offsetUs
-          })))
-        )
+        writeFileSync(stallLog, JSON.stringify(Stalls.onProfileClock(controllerPauses.stalls, "step")))
       }
       const afterEach = yield* Effect.promise(() => runners.each({ cmd: "load" }))
       const runnersAfter = combined(afterEach)

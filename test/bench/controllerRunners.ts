@@ -298,13 +298,8 @@ const main = Effect.gen(function*() {
     started = new Map()
     const read = paused.read()
     if (stallDir !== undefined) {
-      const offsetUs = Number(process.hrtime.bigint() / 1000n) - (performance.timeOrigin + performance.now()) * 1000
-      const onProfileClock = read.stalls.map((stall) => ({
-        phase: `since load ${loads}`,
-        ...stall,
-        startUs: stall.startMs * 1000 + offsetUs
-      }))
-      writeFileSync(`${stallDir}/runners-${ports[0]}-stalls-${loads++}.json`, JSON.stringify(onProfileClock))
+      const stalls = Stalls.onProfileClock(read.stalls, `since load ${loads}`)
+      writeFileSync(`${stallDir}/runners-${ports[0]}-stalls-${loads++}.json`, JSON.stringify(stalls))
     }
     return {
       heap: Number.NaN,

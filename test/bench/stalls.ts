@@ -97,6 +97,15 @@ export const watchStalls = (thresholdMs = 50): StallWatch => {
  * "3 > 50 ms; longest 120 ms (GC 80 ms, major 70 ms, off-CPU 10 ms); all 300 ms, GC 150 ms, off-CPU 40 ms; most on-CPU
  * in one 110 ms": the last is the longest stretch of the process's own work (the gap less its off-CPU time).
  */
+/**
+ * Stalls whose `startMs` is on the wall clock (`performance.timeOrigin` added) as `startUs` on the clock of this
+ * process's CPU profile (V8's monotonic microseconds), for test/bench/profile/stalls.mjs.
+ */
+export const onProfileClock = (stalls: ReadonlyArray<Stall>, phase: string) => {
+  const offsetUs = Number(process.hrtime.bigint() / 1000n) - (performance.timeOrigin + performance.now()) * 1000
+  return stalls.map((stall) => ({ phase, ...stall, startUs: stall.startMs * 1000 + offsetUs }))
+}
+
 export const describeStalls = (stalls: ReadonlyArray<Stall>, thresholdMs = 50): string => {
   const [longest] = stalls
   if (longest === undefined) return `none > ${thresholdMs} ms`
